@@ -1,0 +1,145 @@
+"""Which NVTX ranges does each GPU operation belong to?
+
+nsys's rule: an op belongs to every range *on the launching thread* that encloses the
+whole launching API call. PyTorch launches the backward pass from its autograd thread,
+where no range is open, so under that rule `backward` shows almost nothing.
+
+The `process` rule keeps nsys's answer wherever it has one and, for an API call with no
+enclosing range on its own thread, uses the ranges open at the call's start on the
+process's main annotated thread (the thread with NVTX ranges that launches the most GPU
+work).
+
+Both are computed as (api call, range) pairs with sorted searches: per range, the API
+calls that start inside it are one contiguous slice of calls sorted by (thread, start),
+so the work is proportional to the number of pairs, not ranges x calls.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from parsers.load import PID_MASK
+
+MODES = ("process", "nsys")
+MODE_HELP = {
+    "nsys": "nsys rule: kernels count only for ranges on the thread that launched them",
+    "process": "process-wide: kernels launched outside any range (e.g. autograd thread) count for "
+    "the ranges open on the main thread",
+}
+
+
+def _group_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    uniq, codes = np.unique(values, return_inverse=True)
+    return uniq, codes.astype(np.int64)
+
+
+def _slices_to_pairs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For row i, emit (i, j) for j in [lo[i], hi[i])."""
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    rows = np.repeat(np.arange(len(lo), dtype=np.int64), counts)
+    if total == 0:
+        return rows, np.zeros(0, dtype=np.int64)
+    starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    return rows, starts + np.arange(total, dtype=np.int64)
+
+
+def enclosing_pairs(
+    r_group: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
+    c_group: np.ndarray, c_start: np.ndarray, c_end: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (range i, call j) with equal group and r_start <= c_start, c_end <= r_end.
+
+    With c_end None the test is "open at the call's start": r_start <= c_start <= r_end.
+    """
+    if len(r_start) == 0 or len(c_start) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    groups, codes = _group_codes(np.concatenate([r_group, c_group]))
+    rg, cg = codes[: len(r_group)], codes[len(r_group):]
+    order = np.lexsort((c_start, cg))
+    cg_s, cs_s = cg[order], c_start[order]
+    # Search each range's [start, end] inside its group's slice of sorted calls.
+    g_lo = np.searchsorted(cg_s, rg, side="left")
+    g_hi = np.searchsorted(cg_s, rg, side="right")
+    lo = np.empty(len(rg), dtype=np.int64)
+    hi = np.empty(len(rg), dtype=np.int64)
+    for g in np.unique(rg):  # one vectorised search per group (threads/processes: few)
+        sel = rg == g
+        a, b = g_lo[sel][0], g_hi[sel][0]
+        seg = cs_s[a:b]
+        lo[sel] = a + np.searchsorted(seg, r_start[sel], side="left")
+        hi[sel] = a + np.searchsorted(seg, r_end[sel], side="right")
+    ri, pos = _slices_to_pairs(lo, hi)
+    cj = order[pos]
+    if c_end is not None:
+        keep = c_end[cj] <= r_end[ri]
+        ri, cj = ri[keep], cj[keep]
+    return ri, cj
+
+
+def main_threads(ranges: pd.DataFrame, api: pd.DataFrame, launches_per_call: np.ndarray,
+                 eligible: np.ndarray) -> dict[int, int]:
+    """globalPid -> globalTid of its main annotated thread: among threads with eligible NVTX
+    ranges, the one whose API calls launch the most GPU ops (ties: most ranges, lowest tid)."""
+    if ranges.empty:
+        return {}
+    r = ranges[eligible]
+    range_count = r.groupby("gtid").size()
+    launched = pd.Series(launches_per_call, index=api["gtid"].to_numpy()).groupby(level=0).sum() if len(api) else pd.Series(dtype=np.int64)
+    best: dict[int, tuple] = {}
+    for gtid, n_ranges in range_count.items():
+        gtid = int(gtid)
+        score = (int(launched.get(gtid, 0)), int(n_ranges), -gtid)
+        gpid = gtid & PID_MASK
+        if gpid not in best or score > best[gpid][0]:
+            best[gpid] = (score, gtid)
+    return {gpid: v[1] for gpid, v in best.items()}
+
+
+def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: str):
+    """(op position, range position) pairs under `mode`, plus the main thread per process.
+
+    Ranges that end on another thread than they began are left out, as nsys does.
+    """
+    if mode not in MODES:
+        raise ValueError(f"attribution must be one of {MODES}, not {mode!r}")
+    eligible = ~ranges["cross"].to_numpy(dtype=bool) if len(ranges) else np.zeros(0, dtype=bool)
+    r_idx = np.flatnonzero(eligible)
+    op_api = ops["api"].to_numpy()
+    launched = op_api >= 0
+    # The API calls that launched something, with how many ops each.
+    calls, ops_per_call = np.unique(op_api[launched], return_counts=True)
+    c_start = api["start"].to_numpy()[calls]
+    c_end = api["end"].to_numpy()[calls]
+    c_gtid = api["gtid"].to_numpy()[calls]
+    r_start = ranges["start"].to_numpy()[r_idx] if len(r_idx) else np.zeros(0, dtype=np.int64)
+    r_end = ranges["end"].to_numpy()[r_idx] if len(r_idx) else np.zeros(0, dtype=np.int64)
+    r_gtid = ranges["gtid"].to_numpy()[r_idx] if len(r_idx) else np.zeros(0, dtype=np.int64)
+
+    ri, cj = enclosing_pairs(r_gtid, r_start, r_end, c_gtid, c_start, c_end)
+    per_call = np.zeros(len(api), dtype=np.int64)
+    per_call[calls] = ops_per_call
+    mains = main_threads(ranges, api, per_call, eligible)
+    if mode == "process" and len(calls):
+        orphan = np.ones(len(calls), dtype=bool)
+        orphan[cj] = False
+        main_gtids = np.array(list(mains.values()), dtype=np.int64)
+        orphan &= ~np.isin(c_gtid, main_gtids)
+        if orphan.any() and len(main_gtids):
+            on_main = np.isin(r_gtid, main_gtids)
+            oi = np.flatnonzero(orphan)
+            mr = np.flatnonzero(on_main)
+            ri2, cj2 = enclosing_pairs(
+                r_gtid[mr] & PID_MASK, r_start[mr], r_end[mr], c_gtid[oi] & PID_MASK, c_start[oi], None
+            )
+            ri = np.concatenate([ri, mr[ri2]])
+            cj = np.concatenate([cj, oi[cj2]])
+    # Expand call pairs to op pairs: ops sorted by launching call form contiguous runs.
+    op_order = np.argsort(op_api, kind="stable")
+    sorted_api = op_api[op_order]
+    first = np.searchsorted(sorted_api, calls[cj], side="left")
+    last = np.searchsorted(sorted_api, calls[cj], side="right")
+    pi, pos = _slices_to_pairs(first, last)
+    op_pos = op_order[pos]
+    range_pos = r_idx[ri[pi]]
+    return op_pos, range_pos, mains

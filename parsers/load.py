@@ -1,0 +1,405 @@
+"""Read an export into column arrays: GPU ops, CUDA API calls, NVTX ranges and marks.
+
+Everything is fetched with one SELECT per table and held as pandas frames of plain
+integers; names stay as integer codes into small lists, so grouping 10^6 kernels is a
+vectorised integer groupby, not string work.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from parsers.errors import TraceError
+from parsers.source import Schema, connect_readonly, probe_integrity, read_schema
+
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+OP_KINDS = ("kernel", "memcpy", "memset")
+
+NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND = 59, 60, 70, 71
+NVTX_MARK, NVTXT_MARK = 34, 73
+NVTX_DOMAIN_CREATE = 75
+RANGE_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+
+PID_MASK = ~0xFFFFFF  # globalTid -> globalPid (nsys: & 0xFFFFFFFFFF000000), kept int64-safe
+
+# copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
+FALLBACK_MEMCPY_LABELS = {
+    0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array", 4: "Array-to-Host",
+    5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array", 8: "Device-to-Device",
+    9: "Host-to-Host", 10: "Peer-to-Peer", 11: "Unified Host-to-Device", 12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
+
+META_PREFIX = "nsight-tui:"
+
+
+def pid_of(gtid):
+    return (gtid >> 24) & 0xFFFFFF
+
+
+def tid_of(gtid):
+    return gtid & 0xFFFFFF
+
+
+@dataclass
+class TraceInfo:
+    path: Path
+    nsys_version: str
+    schema_version: str
+    gpus: list[str]
+    span_ns: int
+    kernels: int
+    memcpys: int
+    memsets: int
+    api_calls: int
+    ranges: int
+    processes: int
+    has_nvtx: bool
+    has_cuda: bool
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Trace:
+    """One export, loaded. Frames are indexed 0..n-1; cross references are positions."""
+
+    path: Path
+    schema: Schema
+    info: TraceInfo
+    op_names: list[str]  # ops.name -> text (demangled kernel name, or nsys's memcpy/memset label)
+    op_short: list[str]  # ops.short -> kernel short name
+    api_names: list[str]  # api.name -> text
+    ops: pd.DataFrame  # kind,start,end,device,stream,corr,gpid,name,short,grid*,block*,graph_node,bytes,api
+    api: pd.DataFrame  # start,end,gtid,corr,name
+    ranges: pd.DataFrame  # rowid,start,end,end_sum,gtid,cross,pushpop,name,domain,text,unended
+    marks: pd.DataFrame  # start,gtid,text
+    threads: dict[int, str]
+    processes: dict[int, tuple[int, str]]  # globalPid -> (pid, name)
+    memcpy_labels_from_export: bool = True
+    _models: dict = field(default_factory=dict, repr=False)
+
+    # -- convenience -------------------------------------------------------------------
+    def thread_label(self, gtid: int) -> str:
+        name = self.threads.get(int(gtid), "")
+        return f"{name} ({tid_of(int(gtid))})" if name else f"tid {tid_of(int(gtid))}"
+
+    def process_label(self, gpid: int) -> str:
+        pid, name = self.processes.get(int(gpid), (pid_of(int(gpid)), ""))
+        return f"{name} ({pid})" if name else f"pid {pid}"
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        return self.ops[self.ops["kind"] == KERNEL]
+
+    def meta(self) -> "RunMeta":
+        return RunMeta.from_marks(self.marks)
+
+    def model(self, attribution: str = "process"):
+        """The range tree under one attribution mode (built once, then cached)."""
+        if attribution not in ("process", "nsys"):
+            raise ValueError(f"unknown attribution mode {attribution!r}")
+        if attribution not in self._models:
+            from parsers.model import RangeModel
+
+            self._models[attribution] = RangeModel(self, attribution)
+        return self._models[attribution]
+
+
+@dataclass
+class RunMeta:
+    """What the capture recorded about the run, from `nsight-tui:` NVTX marks (may be empty)."""
+
+    config: dict = field(default_factory=dict)
+    steps: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def from_marks(cls, marks: pd.DataFrame) -> "RunMeta":
+        meta = cls()
+        for text in marks["text"]:
+            if not isinstance(text, str) or not text.startswith(META_PREFIX):
+                continue
+            kind, _, payload = text[len(META_PREFIX):].partition(" ")
+            try:
+                value = json.loads(payload)
+            except json.JSONDecodeError:
+                continue
+            if kind == "config" and isinstance(value, dict):
+                meta.config = value
+            elif kind == "step" and isinstance(value, dict):
+                meta.steps.append(value)
+        return meta
+
+
+# ---------------------------------------------------------------------------------------
+def _fetch(con: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFrame:
+    rows = con.execute(sql).fetchall()
+    if not rows:
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in columns})
+    return pd.DataFrame.from_records(rows, columns=columns, coerce_float=False)
+
+
+def _col(schema: Schema, table: str, column: str, default: str = "-1") -> str:
+    return f"coalesce({column}, {default})" if schema.has(table, column) else default
+
+
+def _strings(con: sqlite3.Connection) -> dict[int, str]:
+    return dict(con.execute("SELECT id, value FROM StringIds"))
+
+
+def _codes(ids: pd.Series, strings: dict[int, str], names: list[str], index: dict[str, int]) -> np.ndarray:
+    """Map StringIds ids to codes in `names` (deduplicated by text)."""
+    uniq, inverse = np.unique(ids.to_numpy(dtype=np.int64), return_inverse=True)
+    codes = np.empty(len(uniq), dtype=np.int32)
+    for i, sid in enumerate(uniq):
+        text = strings.get(int(sid), "" if sid < 0 else f"<string {sid}>")
+        code = index.get(text)
+        if code is None:
+            code = index[text] = len(names)
+            names.append(text)
+        codes[i] = code
+    return codes[inverse]
+
+
+def _load_ops(con, schema, strings, names, index, short_names, short_index, memcpy_labels) -> pd.DataFrame:
+    frames = []
+    cols = ["kind", "start", "end", "device", "stream", "corr", "gpid", "name", "short",
+            "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "graph_node", "bytes"]
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if schema.has(t):
+        name_col = "demangledName" if schema.has(t, "demangledName") else "shortName"
+        sql = f"""SELECT {KERNEL}, start, end, {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
+            {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
+            {_col(schema, t, name_col)}, {_col(schema, t, 'shortName')},
+            {_col(schema, t, 'gridX', '0')}, {_col(schema, t, 'gridY', '0')}, {_col(schema, t, 'gridZ', '0')},
+            {_col(schema, t, 'blockX', '0')}, {_col(schema, t, 'blockY', '0')}, {_col(schema, t, 'blockZ', '0')},
+            {_col(schema, t, 'graphNodeId')}, 0 FROM {t}"""
+        k = _fetch(con, sql, cols)
+        k["name"] = _codes(k["name"], strings, names, index)
+        k["short"] = _codes(k["short"], strings, short_names, short_index)
+        frames.append(k)
+    t = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    if schema.has(t):
+        sql = f"""SELECT {MEMCPY}, start, end, {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
+            {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
+            {_col(schema, t, 'copyKind', '0')}, 0, 0,0,0,0,0,0, {_col(schema, t, 'graphNodeId')},
+            {_col(schema, t, 'bytes', '0')} FROM {t}"""
+        m = _fetch(con, sql, cols)
+        labels = {kind: f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]" for kind in m["name"].unique()}
+        for kind, label in labels.items():
+            if label not in index:
+                index[label] = len(names)
+                names.append(label)
+        m["name"] = m["name"].map({k: index[v] for k, v in labels.items()}).astype(np.int32)
+        m["short"] = m["name"].map({index[v]: _short_code(v, short_names, short_index) for v in labels.values()})
+        frames.append(m)
+    t = "CUPTI_ACTIVITY_KIND_MEMSET"
+    if schema.has(t):
+        sql = f"""SELECT {MEMSET}, start, end, {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
+            {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')}, 0, 0, 0,0,0,0,0,0,
+            {_col(schema, t, 'graphNodeId')}, {_col(schema, t, 'bytes', '0')} FROM {t}"""
+        s = _fetch(con, sql, cols)
+        label = "[CUDA memset]"
+        if label not in index:
+            index[label] = len(names)
+            names.append(label)
+        s["name"] = index[label]
+        s["short"] = _short_code(label, short_names, short_index)
+        frames.append(s)
+    if not frames:
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
+    ops = pd.concat(frames, ignore_index=True)
+    for c in cols:
+        ops[c] = ops[c].astype(np.int64)
+    ops["kind"] = ops["kind"].astype(np.int8)
+    ops["name"] = ops["name"].astype(np.int32)
+    ops["short"] = ops["short"].astype(np.int32)
+    return ops
+
+
+def _short_code(label: str, short_names: list[str], short_index: dict[str, int]) -> int:
+    code = short_index.get(label)
+    if code is None:
+        code = short_index[label] = len(short_names)
+        short_names.append(label)
+    return code
+
+
+def _load_api(con, schema, strings, names, index) -> pd.DataFrame:
+    t = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    cols = ["start", "end", "gtid", "corr", "name"]
+    if not schema.has(t):
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
+    sql = f"""SELECT start, end, {_col(schema, t, 'globalTid')}, {_col(schema, t, 'correlationId')},
+        {_col(schema, t, 'nameId')} FROM {t}"""
+    api = _fetch(con, sql, cols).astype(np.int64)
+    api["name"] = _codes(api["name"], strings, names, index)
+    return api
+
+
+def _load_nvtx(con, schema, strings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    t = "NVTX_EVENTS"
+    range_cols = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop", "name", "domain", "text", "unended"]
+    empty_ranges = pd.DataFrame({c: [] for c in range_cols})
+    empty_marks = pd.DataFrame({"start": [], "gtid": [], "text": []})
+    if not schema.has(t):
+        return empty_ranges, empty_marks
+    text_id = _col(schema, t, "textId", "NULL")
+    domain_id = _col(schema, t, "domainId", "0")
+    end_gtid = "endGlobalTid" if schema.has(t, "endGlobalTid") else "NULL"
+    text = "text" if schema.has(t, "text") else "NULL"
+    rows = con.execute(
+        f"SELECT rowid, start, end, eventType, globalTid, {end_gtid}, {text}, {text_id}, {domain_id} FROM {t}"
+    ).fetchall()
+    ev = pd.DataFrame.from_records(
+        rows, columns=["rowid", "start", "end", "type", "gtid", "end_gtid", "text", "text_id", "domain_id"]
+    )
+    if ev.empty:
+        return empty_ranges, empty_marks
+    ev["text"] = [
+        strings.get(int(tid), txt) if tid is not None and tid == tid else txt
+        for tid, txt in zip(ev["text_id"], ev["text"])
+    ]
+    # Domain names, as nsys resolves them: the create event of that domain id in the same process.
+    domains: dict[tuple[int, int], str] = {}
+    created = ev[ev["type"] == NVTX_DOMAIN_CREATE].sort_values("start", kind="stable")
+    for dom, gtid, name in zip(created["domain_id"], created["gtid"], created["text"]):
+        domains.setdefault((int(dom), (int(gtid) >> 24) & 0xFFFFFF), name or "")
+
+    # nvtx_sum closes unended ranges at the last NVTX timestamp of any kind; the GPU
+    # projection reports at the last timestamp of range events only. Keep both.
+    all_max = int(np.nanmax([ev["start"].max(), ev["end"].max()]))
+    rng = ev[ev["type"].isin(RANGE_TYPES)].copy()
+    if rng.empty:
+        ranges = empty_ranges
+    else:
+        range_max = int(np.nanmax([rng["start"].max(), rng["end"].max()]))
+        rng["unended"] = rng["end"].isna()
+        rng["end_sum"] = rng["end"].fillna(all_max).astype(np.int64)
+        rng["end"] = rng["end"].fillna(range_max).astype(np.int64)
+        rng["cross"] = rng["end_gtid"].notna()
+        rng["pushpop"] = rng["type"].isin((NVTX_PUSHPOP, NVTXT_PUSHPOP))
+        rng["domain"] = [
+            domains.get((int(d), (int(g) >> 24) & 0xFFFFFF), "") if d == d else ""
+            for d, g in zip(rng["domain_id"].fillna(0), rng["gtid"])
+        ]
+        rng["text"] = rng["text"].fillna("")
+        rng["name"] = rng["domain"] + ":" + rng["text"]
+        ranges = rng[range_cols].reset_index(drop=True)
+        for c in ("rowid", "start", "end", "end_sum", "gtid"):
+            ranges[c] = ranges[c].astype(np.int64)
+    mk = ev[ev["type"].isin((NVTX_MARK, NVTXT_MARK))]
+    marks = pd.DataFrame({"start": mk["start"].astype(np.int64), "gtid": mk["gtid"].astype(np.int64),
+                          "text": mk["text"]}).reset_index(drop=True)
+    return ranges, marks
+
+
+def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
+    """ops['api'] = position of the launching API call: same correlation ID *and* process."""
+    ops["api"] = np.int64(-1)
+    if ops.empty or api.empty:
+        return
+    api_gpid = api["gtid"].to_numpy() & PID_MASK
+    key = pd.MultiIndex.from_arrays([api["corr"].to_numpy(), api_gpid])
+    lookup = pd.Series(np.arange(len(api), dtype=np.int64), index=key)
+    lookup = lookup[~lookup.index.duplicated(keep="first")]
+    has_pid = (ops["gpid"] >= 0).to_numpy()
+    if not has_pid.all():
+        # Cut-down exports drop the kernel's globalPid: fall back to the correlation ID alone,
+        # which is unique while the export holds one process.
+        by_corr = pd.Series(np.arange(len(api), dtype=np.int64), index=api["corr"].to_numpy())
+        by_corr = by_corr[~by_corr.index.duplicated(keep="first")]
+        pos = by_corr.reindex(ops["corr"].to_numpy()).to_numpy()
+        pos = np.where(np.isnan(pos), -1, pos).astype(np.int64)
+        ops["api"] = pos
+        ops.loc[~has_pid & (pos >= 0), "gpid"] = api_gpid[pos[~has_pid & (pos >= 0)]]
+    want = pd.MultiIndex.from_arrays([ops["corr"].to_numpy(), ops["gpid"].to_numpy()])
+    pos = lookup.reindex(want).to_numpy()
+    pos = np.where(np.isnan(pos), -1, pos).astype(np.int64)
+    ops.loc[has_pid, "api"] = pos[has_pid]
+
+
+def _meta_value(con, schema, names: list[str]) -> str:
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if schema.has(table):
+            for name in names:
+                row = con.execute(f"SELECT value FROM {table} WHERE name = ?", (name,)).fetchone()
+                if row:
+                    return str(row[0])
+    return ""
+
+
+def load_trace(path: str | Path, progress=None) -> Trace:
+    """Open `path` read-only and load it. Raises TraceError with a one-line message on bad input.
+
+    `progress(fraction, text)` is called between stages (for the TUI's loading bar).
+    """
+    path = Path(path)
+    say = progress or (lambda f, t: None)
+    con = connect_readonly(path)
+    try:
+        schema = read_schema(con, path)
+        probe_integrity(con, path, schema)
+        has_cuda = any(schema.has(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"))
+        has_nvtx = schema.has("NVTX_EVENTS")
+        if not has_cuda and not has_nvtx:
+            raise TraceError(f"{path}: export has neither CUDA nor NVTX data (profile with --trace=cuda,nvtx)")
+        try:
+            say(0.05, "strings")
+            strings = _strings(con)
+            memcpy_labels = dict(FALLBACK_MEMCPY_LABELS)
+            from_export = schema.has("ENUM_CUDA_MEMCPY_OPER")
+            if from_export:
+                memcpy_labels.update({int(i): str(v) for i, v in con.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")})
+            op_names: list[str] = []
+            op_short: list[str] = []
+            say(0.15, "GPU operations")
+            ops = _load_ops(con, schema, strings, op_names, {}, op_short, {}, memcpy_labels)
+            say(0.45, "CUDA API calls")
+            api_names: list[str] = []
+            api = _load_api(con, schema, strings, api_names, {})
+            say(0.7, "NVTX ranges")
+            ranges, marks = _load_nvtx(con, schema, strings)
+            _link_ops_to_api(ops, api)
+            threads = {}
+            if schema.has("ThreadNames"):
+                for gtid, name in con.execute("SELECT globalTid, nameId FROM ThreadNames"):
+                    threads[int(gtid)] = strings.get(name, str(name))
+            processes = {}
+            if schema.has("PROCESSES"):
+                for gpid, pid, name in con.execute("SELECT globalPid, pid, name FROM PROCESSES"):
+                    processes[int(gpid)] = (int(pid), name or "")
+            gpus = []
+            if schema.has("TARGET_INFO_GPU"):
+                gpus = [str(r[0]) for r in con.execute("SELECT name FROM TARGET_INFO_GPU ORDER BY id")]
+            span = 0
+            if schema.has("ANALYSIS_DETAILS", "duration"):
+                row = con.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()
+                span = int(row[0] or 0)
+            nsys_version = _meta_value(con, schema, ["EXPORT_PRODUCT_VERSION"])
+            schema_version = _meta_value(con, schema, ["EXPORT_SCHEMA_VERSION"])
+        except sqlite3.DatabaseError as exc:
+            raise TraceError(f"{path}: damaged or unexpected export ({exc})") from None
+    finally:
+        con.close()
+    kinds = ops["kind"].to_numpy()
+    notes = []
+    if not has_nvtx:
+        notes.append("no NVTX data: range views are empty; kernel and API summaries still work")
+    if not from_export and (kinds == MEMCPY).any():
+        notes.append("no ENUM_CUDA_MEMCPY_OPER table: memcpy kinds labelled from CUPTI's enum")
+    info = TraceInfo(
+        path=path, nsys_version=nsys_version, schema_version=schema_version, gpus=gpus, span_ns=span,
+        kernels=int((kinds == KERNEL).sum()), memcpys=int((kinds == MEMCPY).sum()),
+        memsets=int((kinds == MEMSET).sum()), api_calls=len(api), ranges=len(ranges),
+        processes=len({int(g) & PID_MASK for g in api["gtid"].unique()}) if len(api) else 0,
+        has_nvtx=has_nvtx and len(ranges) > 0, has_cuda=has_cuda, notes=notes,
+    )
+    say(1.0, "done")
+    return Trace(path=path, schema=schema, info=info, op_names=op_names, op_short=op_short, api_names=api_names,
+                 ops=ops, api=api, ranges=ranges, marks=marks, threads=threads, processes=processes,
+                 memcpy_labels_from_export=from_export)

@@ -1,0 +1,443 @@
+"""NVTX range trees with the GPU work each range launched: the one model under the TUI,
+the CLI and the tests (it never imports Textual).
+
+`RangeModel(trace, mode)` holds, per NVTX range: its parent (the tightest enclosing range
+on the same thread, as nsys defines it), depth, CPU time, and over the GPU ops attributed
+to it: op/kernel counts, summed kernel time, GPU projection (first op start to last op
+end) and GPU busy time (union of op intervals). `RangeNode` objects wrap rows for the UI.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from parsers.attribution import MODE_HELP, attribute
+from parsers.load import KERNEL, OP_KINDS, PID_MASK, Trace, pid_of, tid_of
+
+_NUMBERED = re.compile(r"\d+$")
+
+
+def path_key(name: str) -> str:
+    """Names that differ only by a trailing number are one row when aggregated
+    (`step_3` -> `step_N`; emit_nvtx's `aten::mm, op_id = 17` -> `aten::mm, op_id = N`)."""
+    return _NUMBERED.sub("N", name)
+
+
+def display_name(name: str) -> str:
+    """nsys tags ranges `domain:text`; the default domain shows as a bare name."""
+    return name[1:] if name.startswith(":") else name
+
+
+@dataclass(eq=False)
+class RangeNode:
+    """One NVTX range instance, or (aggregated view) all instances sharing a name path."""
+
+    model: "RangeModel" = field(repr=False)
+    name: str
+    ids: np.ndarray  # positions in trace.ranges (one for an instance, N when aggregated)
+    depth: int
+    parent: "RangeNode | None" = field(default=None, repr=False)
+    children: list["RangeNode"] = field(default_factory=list, repr=False)
+
+    @property
+    def instances(self) -> int:
+        return len(self.ids)
+
+    @property
+    def label(self) -> str:
+        return display_name(self.name)
+
+    @property
+    def start(self) -> int:
+        return int(self.model.r_start[self.ids].min())
+
+    @property
+    def end(self) -> int:
+        return int(self.model.r_end[self.ids].max())
+
+    def _sum(self, arr) -> int:
+        return int(arr[self.ids].sum())
+
+    @property
+    def cpu_ns(self) -> int:
+        return self._sum(self.model.cpu_ns)
+
+    @property
+    def kernel_ns(self) -> int:
+        return self._sum(self.model.kernel_ns)
+
+    @property
+    def op_ns(self) -> int:
+        return self._sum(self.model.op_ns)
+
+    @property
+    def kernels(self) -> int:
+        return self._sum(self.model.kernel_count)
+
+    @property
+    def ops(self) -> int:
+        return self._sum(self.model.op_count)
+
+    @property
+    def proj_ns(self) -> int:
+        return self._sum(self.model.proj_ns)
+
+    @property
+    def busy_ns(self) -> int:
+        return self._sum(self.model.busy_ns)
+
+    @property
+    def gtid(self) -> int:
+        return int(self.model.r_gtid[self.ids[0]])
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        node, out = self, []
+        while node is not None:
+            out.append(node.label)
+            node = node.parent
+        return tuple(reversed(out))
+
+    def share_of_parent(self) -> float | None:
+        if self.parent is None or self.parent.busy_ns == 0:
+            return None
+        return self.busy_ns / self.parent.busy_ns
+
+    def op_positions(self) -> np.ndarray:
+        return self.model.ops_of(self.ids)
+
+
+@dataclass(eq=False)
+class ThreadGroup:
+    gpid: int
+    gtid: int
+    label: str
+    roots: list[RangeNode]
+    is_main: bool
+
+
+class RangeModel:
+    def __init__(self, trace: Trace, mode: str = "process"):
+        self.trace = trace
+        self.mode = mode
+        self.mode_help = MODE_HELP[mode]
+        r = trace.ranges
+        self.n = len(r)
+        self.r_start = r["start"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
+        self.r_end = r["end"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
+        self.r_gtid = r["gtid"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
+        self.cpu_ns = self.r_end - self.r_start
+        op_pos, range_pos, self.main_threads = attribute(r, trace.api, trace.ops, mode)
+        # Pairs sorted by range, then op start: per-range slices are contiguous.
+        ops = trace.ops
+        o_start = ops["start"].to_numpy()
+        order = np.lexsort((o_start[op_pos], range_pos))
+        self.pair_op = op_pos[order]
+        self.pair_range = range_pos[order]
+        self.pair_offsets = np.searchsorted(self.pair_range, np.arange(self.n + 1))
+        self._metrics()
+        self.parent, self.depth = self._nesting()
+
+    # -- per-range metrics, all vectorised over the pairs --------------------------------
+    def _metrics(self):
+        ops = self.trace.ops
+        n = self.n
+        o_start = ops["start"].to_numpy()[self.pair_op]
+        o_end = ops["end"].to_numpy()[self.pair_op]
+        dur = o_end - o_start
+        is_k = ops["kind"].to_numpy()[self.pair_op] == KERNEL
+        pr = self.pair_range
+        self.op_count = np.bincount(pr, minlength=n).astype(np.int64)
+        self.kernel_count = np.bincount(pr, weights=is_k, minlength=n).astype(np.int64)
+        self.kernel_ns = _int_bincount(pr, np.where(is_k, dur, 0), n)
+        self.op_ns = _int_bincount(pr, dur, n)
+        proj_start = np.full(n, np.iinfo(np.int64).max)
+        proj_end = np.full(n, np.iinfo(np.int64).min)
+        np.minimum.at(proj_start, pr, o_start)
+        np.maximum.at(proj_end, pr, o_end)
+        has = self.op_count > 0
+        self.proj_start = np.where(has, proj_start, 0)
+        self.proj_end = np.where(has, proj_end, 0)
+        self.proj_ns = np.where(has, proj_end - proj_start, 0)
+        self.busy_ns = _union_length(pr, o_start, o_end, n)
+
+    def _nesting(self) -> tuple[np.ndarray, np.ndarray]:
+        """Parent = tightest enclosing range on the same thread (a stack sweep per thread)."""
+        parent = np.full(self.n, -1, dtype=np.int64)
+        depth = np.zeros(self.n, dtype=np.int64)
+        if self.n == 0:
+            return parent, depth
+        order = np.lexsort((-self.r_end, self.r_start, self.r_gtid))
+        stack: list[int] = []
+        cur_thread = None
+        starts, ends, gtids = self.r_start, self.r_end, self.r_gtid
+        for i in order.tolist():
+            g = gtids[i]
+            if g != cur_thread:
+                stack, cur_thread = [], g
+            while stack and ends[stack[-1]] < ends[i]:
+                stack.pop()
+            if stack:
+                parent[i] = stack[-1]
+                depth[i] = depth[stack[-1]] + 1
+            stack.append(i)
+        return parent, depth
+
+    # -- queries --------------------------------------------------------------------------
+    def ops_of(self, range_ids) -> np.ndarray:
+        """Positions of the GPU ops attributed to any of the ranges (each op once)."""
+        ids = np.atleast_1d(np.asarray(range_ids, dtype=np.int64))
+        if len(ids) == 1:
+            i = ids[0]
+            return self.pair_op[self.pair_offsets[i]: self.pair_offsets[i + 1]]
+        lo, hi = self.pair_offsets[ids], self.pair_offsets[ids + 1]
+        from parsers.attribution import _slices_to_pairs
+
+        _, pos = _slices_to_pairs(lo, hi)
+        return np.unique(self.pair_op[pos])
+
+    @cached_property
+    def thread_groups(self) -> list[ThreadGroup]:
+        """Per process and thread, the root ranges with their subtrees (instances)."""
+        nodes = [None] * self.n
+        names = self.trace.ranges["name"].tolist() if self.n else []
+        order = np.lexsort((self.r_start, self.depth))
+        roots: dict[int, list[RangeNode]] = {}
+        for i in order.tolist():
+            p = self.parent[i]
+            node = RangeNode(self, names[i], np.array([i]), int(self.depth[i]), nodes[p] if p >= 0 else None)
+            nodes[i] = node
+            if p >= 0:
+                nodes[p].children.append(node)
+            else:
+                roots.setdefault(int(self.r_gtid[i]), []).append(node)
+        self._instance_nodes = nodes
+        return self._groups(roots)
+
+    def instance_node(self, range_id: int) -> RangeNode:
+        self.thread_groups  # noqa: B018 - builds the nodes
+        return self._instance_nodes[range_id]
+
+    @cached_property
+    def aggregated_groups(self) -> list[ThreadGroup]:
+        """The same trees with instances merged by name path (`step_N/forward` x N)."""
+        groups = []
+        for g in self.thread_groups:
+            merged: list[RangeNode] = []
+            self._merge_into(g.roots, merged, None)
+            groups.append(ThreadGroup(g.gpid, g.gtid, g.label, merged, g.is_main))
+        return groups
+
+    def _merge_into(self, nodes: list[RangeNode], out: list[RangeNode], parent: RangeNode | None):
+        by_key: dict[str, list[RangeNode]] = {}
+        for node in nodes:
+            by_key.setdefault(path_key(node.name), []).append(node)
+        for key, members in by_key.items():
+            ids = np.concatenate([m.ids for m in members])
+            agg = RangeNode(self, key if len(members) > 1 else members[0].name, ids, members[0].depth, parent)
+            out.append(agg)
+            self._merge_into([c for m in members for c in m.children], agg.children, agg)
+
+    def _groups(self, roots: dict[int, list[RangeNode]]) -> list[ThreadGroup]:
+        out = []
+        mains = set(self.main_threads.values())
+        for gtid, nodes in roots.items():
+            gpid = gtid & PID_MASK
+            label = f"{self.trace.process_label(gpid)} / {self.trace.thread_label(gtid)}"
+            out.append(ThreadGroup(gpid, gtid, label, nodes, gtid in mains))
+        # Main threads first, then by process and thread id.
+        out.sort(key=lambda g: (g.gpid, not g.is_main, g.gtid))
+        return out
+
+    def find(self, name: str, aggregated: bool = False) -> list[RangeNode]:
+        """Nodes whose display name equals `name` (or path key, when aggregated), pre-order."""
+        groups = self.aggregated_groups if aggregated else self.thread_groups
+        found = []
+        stack = [n for g in reversed(groups) for n in reversed(g.roots)]
+        while stack:
+            node = stack.pop()
+            if node.label == name or display_name(path_key(node.name)) == name:
+                found.append(node)
+            stack.extend(reversed(node.children))
+        return found
+
+    def ranges_named(self, name: str) -> np.ndarray:
+        """Positions of all range instances whose display name is `name`."""
+        if self.n == 0:
+            return np.zeros(0, dtype=np.int64)
+        names = self.trace.ranges["name"].map(display_name).to_numpy()
+        return np.flatnonzero(names == name)
+
+    # -- tables for the UI and the reports ---------------------------------------------
+    def op_table(self, op_positions: np.ndarray) -> pd.DataFrame:
+        """The ops at these positions with names, durations and their launching call."""
+        t = self.trace
+        ops = t.ops.iloc[op_positions]
+        df = pd.DataFrame({
+            "op": op_positions,
+            "kind": ops["kind"].to_numpy(),
+            "name": [t.op_names[i] for i in ops["name"].to_numpy()],
+            "short": [t.op_short[i] for i in ops["short"].to_numpy()],
+            "start": ops["start"].to_numpy(),
+            "duration": (ops["end"] - ops["start"]).to_numpy(),
+            "device": ops["device"].to_numpy(),
+            "stream": ops["stream"].to_numpy(),
+            "corr": ops["corr"].to_numpy(),
+            "api": ops["api"].to_numpy(),
+        })
+        return df
+
+    def kernel_summary(self, op_positions: np.ndarray) -> pd.DataFrame:
+        """Per op name: instances, total/avg/min/max/median duration, share of the total.
+
+        Sorted by total time, descending; `name` is the demangled name (nsys's default).
+        """
+        ops = self.trace.ops
+        pos = np.asarray(op_positions, dtype=np.int64)
+        codes = ops["name"].to_numpy()[pos]
+        dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
+        kinds = ops["kind"].to_numpy()[pos]
+        short = ops["short"].to_numpy()[pos]
+        if len(pos) == 0:
+            return pd.DataFrame(columns=["name", "short", "kind", "instances", "total_ns", "avg_ns", "med_ns",
+                                         "min_ns", "max_ns", "share"])
+        frame = pd.DataFrame({"code": codes, "dur": dur, "kind": kinds, "short": short})
+        g = frame.groupby("code", sort=False)
+        out = g["dur"].agg(["count", "sum", "mean", "median", "min", "max"])
+        first = g[["kind", "short"]].first()
+        total = int(dur.sum())
+        res = pd.DataFrame({
+            "name": [self.trace.op_names[c] for c in out.index],
+            "short": [self.trace.op_short[s] for s in first["short"].to_numpy()],
+            "kind": [OP_KINDS[k] for k in first["kind"].to_numpy()],
+            "instances": out["count"].to_numpy(dtype=np.int64),
+            "total_ns": out["sum"].to_numpy(dtype=np.int64),
+            "avg_ns": out["mean"].to_numpy(),
+            "med_ns": out["median"].to_numpy(),
+            "min_ns": out["min"].to_numpy(dtype=np.int64),
+            "max_ns": out["max"].to_numpy(dtype=np.int64),
+        })
+        res["share"] = res["total_ns"] / total if total else 0.0
+        return res.sort_values(["total_ns", "instances", "name"], ascending=[False, True, True],
+                               kind="stable").reset_index(drop=True)
+
+    def launches(self, op_positions: np.ndarray, name: str | None = None) -> pd.DataFrame:
+        """Individual launches (optionally of one op name) with their launching API call:
+        start, duration, device, stream, grid/block, correlation ID, API name and thread,
+        and launch latency = op start - API call start."""
+        t = self.trace
+        pos = np.asarray(op_positions, dtype=np.int64)
+        if name is not None:
+            code = t.op_names.index(name) if name in t.op_names else -1
+            pos = pos[t.ops["name"].to_numpy()[pos] == code]
+        ops = t.ops.iloc[pos]
+        api_pos = ops["api"].to_numpy()
+        has = api_pos >= 0
+        safe = np.where(has, api_pos, 0)
+        api = t.api
+        a_start = np.where(has, api["start"].to_numpy()[safe] if len(api) else 0, -1)
+        a_gtid = np.where(has, api["gtid"].to_numpy()[safe] if len(api) else 0, -1)
+        a_name = [t.api_names[api["name"].to_numpy()[p]] if h else "" for p, h in zip(safe, has)]
+        df = pd.DataFrame({
+            "op": pos,
+            "name": [t.op_names[c] for c in ops["name"].to_numpy()],
+            "start": ops["start"].to_numpy(),
+            "duration": (ops["end"] - ops["start"]).to_numpy(),
+            "device": ops["device"].to_numpy(),
+            "stream": ops["stream"].to_numpy(),
+            "grid": [f"{x}x{y}x{z}" for x, y, z in zip(ops["grid_x"], ops["grid_y"], ops["grid_z"])],
+            "block": [f"{x}x{y}x{z}" for x, y, z in zip(ops["block_x"], ops["block_y"], ops["block_z"])],
+            "corr": ops["corr"].to_numpy(),
+            "api_name": a_name,
+            "api_start": a_start,
+            "tid": [tid_of(int(g)) if g >= 0 else -1 for g in a_gtid],
+            "thread": [t.thread_label(int(g)) if g >= 0 else "" for g in a_gtid],
+            "latency": np.where(has, ops["start"].to_numpy() - a_start, 0),
+        })
+        return df.sort_values("start", kind="stable").reset_index(drop=True)
+
+    def stack_at(self, gtid: int, t_start: int, t_end: int | None = None) -> list[int]:
+        """Range positions on thread `gtid` open over [t_start, t_end], outermost first."""
+        if self.n == 0:
+            return []
+        t_end = t_start if t_end is None else t_end
+        sel = np.flatnonzero((self.r_gtid == gtid) & (self.r_start <= t_start) & (self.r_end >= t_end))
+        return sel[np.argsort(self.depth[sel], kind="stable")].tolist()
+
+    def correlation(self, corr: int, gpid: int | None = None) -> "Correlation | None":
+        """The API call with this correlation ID (in process `gpid`, or the first process
+        that has it), the GPU ops it launched, and the NVTX ranges open around it."""
+        t = self.trace
+        api = t.api
+        sel = np.flatnonzero(api["corr"].to_numpy() == corr)
+        if gpid is not None:
+            sel = sel[(api["gtid"].to_numpy()[sel] & PID_MASK) == gpid]
+        if len(sel) == 0:
+            return None
+        a = int(sel[0])
+        row = api.iloc[a]
+        gtid = int(row["gtid"])
+        op_pos = np.flatnonzero(t.ops["api"].to_numpy() == a)
+        own = self.stack_at(gtid, int(row["start"]), int(row["end"]))
+        main = self.main_threads.get(gtid & PID_MASK)
+        attributed = sorted(set(self.pair_range[np.isin(self.pair_op, op_pos)].tolist()),
+                            key=lambda i: (self.depth[i], self.r_start[i]))
+        return Correlation(
+            corr=corr, api_pos=a, api_name=t.api_names[int(row["name"])], api_start=int(row["start"]),
+            api_end=int(row["end"]), gtid=gtid, pid=pid_of(gtid), tid=tid_of(gtid),
+            thread=t.thread_label(gtid), process=t.process_label(gtid & PID_MASK), ops=self.op_table(op_pos),
+            own_stack=[display_name(t.ranges["name"].iat[i]) for i in own],
+            main_thread=t.thread_label(main) if main is not None else "",
+            main_stack=[display_name(t.ranges["name"].iat[i]) for i in self.stack_at(main, int(row["start"]))]
+            if main is not None and main != gtid else [],
+            attributed=[display_name(t.ranges["name"].iat[i]) for i in attributed],
+        )
+
+
+@dataclass
+class Correlation:
+    corr: int
+    api_pos: int
+    api_name: str
+    api_start: int
+    api_end: int
+    gtid: int
+    pid: int
+    tid: int
+    thread: str
+    process: str
+    ops: pd.DataFrame
+    own_stack: list[str]
+    main_thread: str
+    main_stack: list[str]
+    attributed: list[str]
+
+
+def _int_bincount(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact integer sums per group (np.bincount goes through float64)."""
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, groups, values.astype(np.int64))
+    return out
+
+
+def _union_length(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
+    """Per group, the length of the union of [start, end) intervals (sorted by group, start)."""
+    out = np.zeros(n, dtype=np.int64)
+    if len(groups) == 0:
+        return out
+    order = np.lexsort((starts, groups))
+    g, s, e = groups[order], starts[order], ends[order]
+    # Running max of ends within each group, shifted by one: the frontier before each op.
+    run = pd.Series(e).groupby(g).cummax().to_numpy()
+    prev = np.empty_like(run)
+    prev[1:] = run[:-1]
+    new_group = np.ones(len(g), dtype=bool)
+    new_group[1:] = g[1:] != g[:-1]
+    prev[new_group] = np.iinfo(np.int64).min
+    contrib = np.where(e > prev, e - np.maximum(s, prev), 0)
+    np.add.at(out, g, contrib)
+    return out

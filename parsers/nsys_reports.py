@@ -1,0 +1,281 @@
+"""The six `nsys stats` reports, value for value.
+
+Each report follows NVIDIA's definitions (read from nsys's behaviour on real exports):
+ - statistics are per group: total, count, avg, median (mean of the middle two for even
+   counts), min, max, sample standard deviation (0 for one value);
+ - averages and percentages are rounded by SQLite's own round(), which rounds the decimal
+   form half away from zero (0.15 -> 0.2, where Python's round gives 0.1);
+ - rows are ordered as nsys's SQL orders them, ties kept in group-key order (SQLite's
+   sorter is stable on the grouped rows).
+Under the `process` attribution, the NVTX reports use process-wide attribution instead of
+the launching-thread rule; everything else is identical.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from parsers.load import KERNEL, MEMCPY, MEMSET, Trace, pid_of, tid_of
+
+REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
+           "cuda_gpu_mem_time_sum")
+
+STAT_HEADERS = ["Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"]
+
+
+@dataclass
+class Report:
+    name: str
+    title: str
+    headers: list[str]
+    rows: list[list] = field(default_factory=list)
+    message: str = ""  # why a report is empty, as nsys would say it
+
+    @property
+    def empty(self) -> bool:
+        return not self.rows
+
+
+_ROUNDER = sqlite3.connect(":memory:", check_same_thread=False)
+
+
+def sqlite_round(values, digits: int = 1) -> list:
+    """SQLite's round() applied to each value (None stays None)."""
+    vals = [None if v is None or (isinstance(v, float) and np.isnan(v)) else float(v) for v in values]
+    if not vals:
+        return []
+    payload = json.dumps(vals)
+    rows = _ROUNDER.execute("SELECT round(value, ?) FROM json_each(?) ORDER BY key", (digits, payload)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _group_stats(keys: pd.DataFrame, values: np.ndarray) -> pd.DataFrame:
+    """total, num, avg, med, min, max, std per group of `keys` (sorted by key, like GROUP BY)."""
+    frame = keys.copy()
+    frame["_v"] = values.astype(np.int64)
+    g = frame.groupby(list(keys.columns), sort=True, dropna=False)["_v"]
+    out = g.agg(total="sum", num="count", med="median", min="min", max="max", std="std")
+    out["avg"] = out["total"].to_numpy(dtype=np.float64) / out["num"].to_numpy(dtype=np.float64)
+    out["std"] = out["std"].fillna(0.0)
+    return out.reset_index()
+
+
+def _stat_columns(s: pd.DataFrame) -> list[list]:
+    avg = sqlite_round(s["avg"])
+    med = sqlite_round(s["med"])
+    std = sqlite_round(s["std"])
+    return [[a, m, int(mn), int(mx), sd] for a, m, mn, mx, sd in zip(avg, med, s["min"], s["max"], std)]
+
+
+def _percent(totals: pd.Series) -> list:
+    grand = float(totals.sum())
+    return sqlite_round([t * 100.0 / grand if grand else None for t in totals.astype(float)])
+
+
+def _summary_rows(s: pd.DataFrame, names: list) -> list[list]:
+    """[Time %, Total, Count, Avg, Med, Min, Max, StdDev, Name] in the given row order."""
+    pct = _percent(s["total"])
+    stats = _stat_columns(s)
+    return [[p, int(t), int(n), *st, name] for p, t, n, st, name in zip(pct, s["total"], s["num"], stats, names)]
+
+
+def _sort_desc(s: pd.DataFrame, by: str) -> pd.DataFrame:
+    return s.sort_values(by, ascending=False, kind="stable").reset_index(drop=True)
+
+
+# -- CUDA reports -------------------------------------------------------------------------
+def cuda_gpu_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
+    headers = ["Time (%)", "Total Time (ns)", "Instances", *STAT_HEADERS, "Name"]
+    rep = Report("cuda_gpu_kern_sum", "CUDA GPU Kernel Summary", headers)
+    k = trace.ops[trace.ops["kind"] == KERNEL]
+    if not trace.schema.has("CUPTI_ACTIVITY_KIND_KERNEL") or k.empty:
+        rep.message = "does not contain CUDA kernel data"
+        return rep
+    names = np.array(trace.op_names, dtype=object)[k["name"].to_numpy()]
+    s = _group_stats(pd.DataFrame({"name": names}), (k["end"] - k["start"]).to_numpy())
+    s = s.sort_values(["total", "num", "name"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
+    rep.rows = _summary_rows(s, s["name"].tolist())
+    return rep
+
+
+def _api_display_name(name: str) -> str:
+    """nsys drops a trailing `_vNNNN` version tag (exactly four characters after `_v`)."""
+    return name[:-6] if name[-6:-4] == "_v" else name
+
+
+def cuda_api_sum(trace: Trace, attribution: str = "nsys") -> Report:
+    headers = ["Time (%)", "Total Time (ns)", "Num Calls", *STAT_HEADERS, "Name"]
+    rep = Report("cuda_api_sum", "CUDA API Summary", headers)
+    api = trace.api
+    if not trace.schema.has("CUPTI_ACTIVITY_KIND_RUNTIME") or api.empty:
+        rep.message = "does not contain CUDA trace data"
+        return rep
+    # Grouped by the string id, whose order load.py keeps in the name codes.
+    s = _group_stats(pd.DataFrame({"code": api["name"].to_numpy()}), (api["end"] - api["start"]).to_numpy())
+    s = _sort_desc(s, "total")
+    rep.rows = _summary_rows(s, [_api_display_name(trace.api_names[c]) for c in s["code"]])
+    return rep
+
+
+def cuda_gpu_mem_time_sum(trace: Trace, attribution: str = "nsys") -> Report:
+    headers = ["Time (%)", "Total Time (ns)", "Count", *STAT_HEADERS, "Operation"]
+    rep = Report("cuda_gpu_mem_time_sum", "CUDA GPU MemOps Summary (by Time)", headers)
+    m = trace.ops[trace.ops["kind"].isin((MEMCPY, MEMSET))]
+    if m.empty:
+        rep.message = "does not contain GPU memory data"
+        return rep
+    names = np.array(trace.op_names, dtype=object)[m["name"].to_numpy()]
+    s = _group_stats(pd.DataFrame({"name": names}), (m["end"] - m["start"]).to_numpy())
+    s = _sort_desc(s, "total")
+    rep.rows = _summary_rows(s, s["name"].tolist())
+    if not trace.memcpy_labels_from_export and (m["kind"] == MEMCPY).any():
+        rep.message = ("export lacks ENUM_CUDA_MEMCPY_OPER, where nsys stats reports nothing; "
+                       "memcpy kinds labelled from CUPTI's enum")
+    return rep
+
+
+# -- NVTX reports -------------------------------------------------------------------------
+_NO_NVTX = "does not contain NV Tools Extension (NVTX) data"
+
+
+def _style(pushpop: pd.Series) -> np.ndarray:
+    return np.where(pushpop.to_numpy(dtype=bool), "PushPop", "StartEnd")
+
+
+def nvtx_sum(trace: Trace, attribution: str = "nsys") -> Report:
+    headers = ["Time (%)", "Total Time (ns)", "Instances", *STAT_HEADERS, "Style", "Range"]
+    rep = Report("nvtx_sum", "NVTX Range Summary", headers)
+    r = trace.ranges
+    if r.empty:
+        rep.message = _NO_NVTX
+        return rep
+    keys = pd.DataFrame({"name": r["name"].to_numpy(), "style": _style(r["pushpop"])})
+    s = _group_stats(keys, (r["end_sum"] - r["start"]).to_numpy())
+    s = _sort_desc(s, "total")
+    pct = _percent(s["total"])
+    stats = _stat_columns(s)
+    rep.rows = [[p, int(t), int(n), *st, style, name]
+                for p, t, n, st, style, name in zip(pct, s["total"], s["num"], stats, s["style"], s["name"])]
+    return rep
+
+
+def _needs_api(trace: Trace, rep: Report) -> bool:
+    if trace.ranges.empty or not trace.schema.has("NVTX_EVENTS"):
+        rep.message = _NO_NVTX
+        return False
+    if not trace.schema.has("CUPTI_ACTIVITY_KIND_RUNTIME"):
+        rep.message = "does not contain CUDA API data"
+        return False
+    return True
+
+
+def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys") -> Report:
+    headers = ["Range", "Style", "Total Proj Time (ns)", "Total Range Time (ns)", "Range Instances",
+               "Proj Avg (ns)", "Proj Med (ns)", "Proj Min (ns)", "Proj Max (ns)", "Proj StdDev (ns)",
+               "Total GPU Ops", "Avg GPU Ops", "Avg Range Lvl", "Avg Num Child"]
+    rep = Report("nvtx_gpu_proj_sum", "NVTX GPU Projection Summary", headers)
+    if not _needs_api(trace, rep):
+        return rep
+    m = trace.model(attribution)
+    pr = m.pair_range
+    # GPU ops are counted by launching call: a CUDA graph launch is one op however many nodes.
+    corr = trace.ops["corr"].to_numpy()[m.pair_op]
+    uniq = pd.DataFrame({"r": pr, "c": corr}).drop_duplicates()
+    op_nb = np.bincount(uniq["r"].to_numpy(), minlength=m.n)
+    has = m.op_count > 0
+    ids = np.flatnonzero(has)
+    if len(ids) == 0:
+        return rep
+    parent = m.parent
+    child_with_ops = np.bincount(parent[(parent >= 0) & has], minlength=m.n)
+    r = trace.ranges
+    frame = pd.DataFrame({
+        "name": r["name"].to_numpy()[ids], "style": _style(r["pushpop"])[ids],
+        "proj": m.proj_ns[ids], "range": m.cpu_ns[ids], "ops": op_nb[ids],
+        "level": m.depth[ids], "child": child_with_ops[ids],
+    })
+    g = frame.groupby(["name", "style"], sort=True)
+    s = _group_stats(frame[["name", "style"]], frame["proj"].to_numpy())
+    extra = g.agg(range=("range", "sum"), ops=("ops", "sum"), ops_avg=("ops", "mean"),
+                  level=("level", "mean"), child=("child", "mean")).reset_index()
+    s = s.merge(extra, on=["name", "style"], how="left", sort=False)
+    s = _sort_desc(s, "total")
+    stats = _stat_columns(s)
+    ops_avg = sqlite_round(s["ops"] / s["num"])
+    level = sqlite_round(s["level"])
+    child = sqlite_round(s["child"])
+    rep.rows = [[name, style, int(t), int(rt), int(n), st[0], st[1], st[2], st[3], st[4], int(o), oa, lv, ch]
+                for name, style, t, rt, n, st, o, oa, lv, ch in zip(
+                    s["name"], s["style"], s["total"], s["range"], s["num"], stats, s["ops"], ops_avg, level, child)]
+    return rep
+
+
+def nvtx_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
+    headers = ["NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", *STAT_HEADERS,
+               "Kernel Name"]
+    rep = Report("nvtx_kern_sum", "NVTX Range Kernel Summary", headers)
+    if not _needs_api(trace, rep) or not trace.schema.has("CUPTI_ACTIVITY_KIND_KERNEL"):
+        rep.message = rep.message or "does not contain CUDA kernel data"
+        return rep
+    m = trace.model(attribution)
+    ops = trace.ops
+    is_k = ops["kind"].to_numpy() == KERNEL
+    keep = is_k[m.pair_op]
+    p_op, p_range = m.pair_op[keep], m.pair_range[keep]
+    # Kernels in no range still make a row, with an empty range (nsys's LEFT JOIN).
+    in_range = np.zeros(len(ops), dtype=bool)
+    in_range[p_op] = True
+    lone = np.flatnonzero(is_k & ~in_range)
+    all_op = np.concatenate([p_op, lone])
+    all_range = np.concatenate([p_range, np.full(len(lone), -1)])
+    api_pos = ops["api"].to_numpy()[all_op]
+    gtid = np.where(api_pos >= 0, trace.api["gtid"].to_numpy()[np.maximum(api_pos, 0)] if len(trace.api) else 0, -1)
+    r = trace.ranges
+    names = np.array(r["name"].tolist() + [None], dtype=object)
+    styles = np.array(list(_style(r["pushpop"])) + [None], dtype=object)
+    frame = pd.DataFrame({
+        "pid": np.where(gtid >= 0, pid_of(gtid), -1), "tid": np.where(gtid >= 0, tid_of(gtid), -1),
+        "name": names[all_range], "style": styles[all_range],
+        "kname": np.array(trace.op_names, dtype=object)[ops["name"].to_numpy()[all_op]],
+        "range": all_range, "op": all_op,
+    })
+    # NULLs sort first in SQLite; stand-ins that sort the same way keep the grouping simple.
+    frame["name"] = frame["name"].fillna("\0null")
+    frame["style"] = frame["style"].fillna("\0null")
+    dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[all_op]
+    keys = frame[["pid", "tid", "name", "style", "kname"]]
+    s = _group_stats(keys, dur)
+    counts = frame.groupby(["pid", "tid", "name", "style", "kname"], sort=True).agg(
+        nvtx_inst=("range", lambda x: int((x >= 0).any() and x[x >= 0].nunique())), kern_inst=("op", "nunique")
+    ).reset_index()
+    s = s.merge(counts, on=["pid", "tid", "name", "style", "kname"], how="left", sort=False)
+    s["_neg_total"] = -s["total"]
+    s = s.sort_values(["name", "pid", "tid", "_neg_total"], kind="stable").reset_index(drop=True)
+    stats = _stat_columns(s)
+
+    def nul(v, stand_in):
+        return None if v == stand_in else v
+
+    rep.rows = [[nul(n, "\0null"), nul(st_, "\0null"), None if p < 0 else int(p), None if t < 0 else int(t),
+                 int(ni), int(ki), int(tot), *st, kn]
+                for n, st_, p, t, ni, ki, tot, st, kn in zip(
+                    s["name"], s["style"], s["pid"], s["tid"], s["nvtx_inst"], s["kern_inst"], s["total"], stats,
+                    s["kname"])]
+    return rep
+
+
+BUILDERS = {
+    "nvtx_sum": nvtx_sum, "nvtx_gpu_proj_sum": nvtx_gpu_proj_sum, "nvtx_kern_sum": nvtx_kern_sum,
+    "cuda_gpu_kern_sum": cuda_gpu_kern_sum, "cuda_api_sum": cuda_api_sum,
+    "cuda_gpu_mem_time_sum": cuda_gpu_mem_time_sum,
+}
+
+
+def build_report(trace: Trace, name: str, attribution: str = "nsys") -> Report:
+    if name not in BUILDERS:
+        raise ValueError(f"unknown report {name!r}; choose from {', '.join(REPORTS)}")
+    return BUILDERS[name](trace, attribution)

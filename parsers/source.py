@@ -1,0 +1,91 @@
+"""Open an Nsight Systems SQLite export read-only and find out what it holds.
+
+Exports differ across nsys versions (2022.2 has EXPORT_META_DATA and no ENUM tables,
+2024+ has META_DATA_EXPORT, cut-down exports lack whole tables and columns), so every
+reader asks `Schema` instead of assuming.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from parsers.errors import TraceError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# Tables without which a file is not an nsys export at all.
+NSYS_MARKER_TABLES = {"StringIds"}
+GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+@dataclass
+class Schema:
+    tables: dict[str, set[str]] = field(default_factory=dict)
+
+    def has(self, table: str, column: str | None = None) -> bool:
+        cols = self.tables.get(table)
+        if cols is None:
+            return False
+        return column is None or column in cols
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory, expected an nsys .sqlite export")
+    if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
+        raise TraceError(
+            f"{path}: this is an Nsight Systems report, not its SQLite export; run "
+            f"`nsys export --type sqlite -o {path.with_suffix('.sqlite')} {path}` and open the .sqlite"
+        )
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror})") from None
+    if len(head) == 0:
+        raise TraceError(f"{path}: empty file, expected an nsys SQLite export")
+    if head != SQLITE_MAGIC:
+        raise TraceError(f"{path}: not an SQLite file (expected an `nsys export --type sqlite` output)")
+
+
+def connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only, immutable connection: the user's profile is never changed or locked."""
+    path = Path(path)
+    _check_file(path)
+    query = urllib.parse.urlencode({"mode": "ro", "immutable": "1"})
+    uri = urllib.parse.urlunsplit(["file", "", str(path.resolve()), query, ""])
+    try:
+        con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        con.execute("PRAGMA query_only = 1")
+        return con
+    except sqlite3.Error as exc:
+        raise TraceError(f"{path}: cannot open as SQLite ({exc})") from None
+
+
+def read_schema(con: sqlite3.Connection, path: Path) -> Schema:
+    try:
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
+        schema = Schema()
+        for name in names:
+            schema.tables[name] = {r[1] for r in con.execute(f"PRAGMA table_info('{name}')")}
+    except sqlite3.DatabaseError as exc:
+        raise TraceError(f"{path}: damaged or truncated SQLite file ({exc})") from None
+    if not NSYS_MARKER_TABLES <= schema.tables.keys():
+        raise TraceError(f"{path}: an SQLite file, but not an Nsight Systems export (no StringIds table)")
+    return schema
+
+
+def probe_integrity(con: sqlite3.Connection, path: Path, schema: Schema) -> None:
+    """Touch the last page of every big table: a truncated copy fails here, not mid-render."""
+    for table in (*GPU_TABLES, "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds"):
+        if schema.has(table):
+            try:
+                con.execute(f"SELECT * FROM {table} ORDER BY rowid DESC LIMIT 1").fetchall()
+                con.execute(f"SELECT count(*) FROM {table}").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise TraceError(f"{path}: damaged or truncated export, table {table} unreadable ({exc})") from None
