@@ -1,0 +1,40 @@
+"""`nsight-tui stats --attribution nsys` must print what NVIDIA's `nsys stats -f csv` printed,
+byte for byte, for every trace that has NVIDIA's CSVs beside it (committed samples always,
+../shared/traces when present)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SAMPLES, oracle_cases
+from parsers.load import load_trace
+from parsers.nsys_reports import build_report
+from tui.stats_cli import render_csv
+
+CASES = oracle_cases()
+_TRACES = {}
+
+
+def _trace(path):
+    if path not in _TRACES:
+        _TRACES[path] = load_trace(path)
+    return _TRACES[path]
+
+
+@pytest.mark.parametrize("trace_path,csv_path,report", CASES,
+                         ids=[f"{t.stem}-{r}" for t, _, r in CASES])
+def test_reproduces_nsys_stats(trace_path, csv_path, report):
+    expected = csv_path.read_text()
+    got = render_csv(build_report(_trace(trace_path), report, "nsys"))
+    if got != expected:
+        exp_lines, got_lines = expected.splitlines(), got.splitlines()
+        diff = [(i, e, g) for i, (e, g) in enumerate(zip(exp_lines, got_lines)) if e != g][:3]
+        pytest.fail(f"{report} differs: {len(exp_lines)} vs {len(got_lines)} lines; first: {diff}")
+
+
+def test_committed_samples_have_nvidia_csvs():
+    samples = sorted(SAMPLES.glob("*.sqlite"))
+    if not samples:
+        pytest.skip("no committed sample traces yet")
+    for trace in samples:
+        for report in ("nvtx_sum", "cuda_gpu_kern_sum"):
+            assert (SAMPLES / "oracle" / f"{trace.stem}_{report}.csv").exists(), trace
