@@ -1,6 +1,7 @@
 """Tables to Markdown (GitHub pipe tables), for pasting into reports."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 
@@ -11,14 +12,21 @@ def _cell(value) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
+_NUMERIC = re.compile(r"^[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s*(%|x|ms|µs|ns|s)?$")
+
+
 def _is_number(value) -> bool:
+    """Numbers, and text that reads as one (`12.5%`, `1,024`, `2.31x`), align right."""
+    if isinstance(value, str):
+        return value in ("–", "") or bool(_NUMERIC.match(value.strip()))
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence], title: str | None = None,
           notes: Sequence[str] = ()) -> str:
     """A pipe table; numeric columns are right-aligned."""
-    numeric = [bool(rows) and all(_is_number(r[i]) or r[i] is None for r in rows) for i in range(len(headers))]
+    numeric = [bool(rows) and all(_is_number(r[i]) or r[i] is None for r in rows)
+               and any(r[i] not in (None, "", "–") for r in rows) for i in range(len(headers))]
     lines = []
     if title:
         lines += [f"### {title}", ""]
