@@ -74,7 +74,7 @@ class Trace:
     op_names: list[str]  # ops.name -> text (demangled kernel name, or nsys's memcpy/memset label)
     op_short: list[str]  # ops.short -> kernel short name
     api_names: list[str]  # api.name -> text
-    ops: pd.DataFrame  # kind,start,end,device,stream,corr,gpid,name,short,grid*,block*,graph_node,bytes,api
+    ops: pd.DataFrame  # kind,start,end,device,stream,corr,gpid,name,short,rowid,api
     api: pd.DataFrame  # start,end,gtid,corr,name
     ranges: pd.DataFrame  # rowid,start,end,end_sum,gtid,cross,pushpop,name,domain,text,unended
     marks: pd.DataFrame  # start,gtid,text
@@ -91,6 +91,44 @@ class Trace:
     def process_label(self, gpid: int) -> str:
         pid, name = self.processes.get(int(gpid), (pid_of(int(gpid)), ""))
         return f"{name} ({pid})" if name else f"pid {pid}"
+
+    def op_details(self, op_positions) -> pd.DataFrame:
+        """grid, block, graph node and bytes of these ops, read from the file by rowid."""
+        pos = np.atleast_1d(np.asarray(op_positions, dtype=np.int64))
+        out = pd.DataFrame({"grid": [""] * len(pos), "block": [""] * len(pos), "graph_node": -1, "bytes": 0},
+                           index=pos)
+        kinds = self.ops["kind"].to_numpy()[pos]
+        rowids = self.ops["rowid"].to_numpy()[pos]
+        tables = {KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL", MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY",
+                  MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET"}
+        con = connect_readonly(self.path)
+        try:
+            for kind, table in tables.items():
+                sel = kinds == kind
+                if not sel.any():
+                    continue
+                c = lambda col, d="NULL": col if self.schema.has(table, col) else d  # noqa: E731
+                if kind == KERNEL:
+                    cols = (f"{c('gridX')}, {c('gridY')}, {c('gridZ')}, {c('blockX')}, {c('blockY')}, {c('blockZ')}, "
+                            f"{c('graphNodeId')}, 0")
+                else:
+                    cols = f"NULL, NULL, NULL, NULL, NULL, NULL, {c('graphNodeId')}, {c('bytes', '0')}"
+                want = rowids[sel]
+                found = {}
+                for chunk in range(0, len(want), 900):
+                    part = want[chunk:chunk + 900].tolist()
+                    q = f"SELECT rowid, {cols} FROM {table} WHERE rowid IN ({','.join('?' * len(part))})"
+                    found.update({r[0]: r[1:] for r in con.execute(q, part)})
+                for p, rid in zip(pos[sel], want):
+                    gx, gy, gz, bx, by, bz, node, nbytes = found.get(int(rid), (None,) * 8)
+                    if gx is not None:
+                        out.at[p, "grid"] = f"{gx}x{gy}x{gz}"
+                        out.at[p, "block"] = f"{bx}x{by}x{bz}"
+                    out.at[p, "graph_node"] = -1 if node is None else int(node)
+                    out.at[p, "bytes"] = int(nbytes or 0)
+        finally:
+            con.close()
+        return out
 
     @property
     def kernels(self) -> pd.DataFrame:
@@ -137,10 +175,14 @@ class RunMeta:
 
 # ---------------------------------------------------------------------------------------
 def _fetch(con: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFrame:
+    """Integer columns (NULLs coalesced in `sql`) straight into int64 arrays: one 2-D
+    np.array over the row tuples is ~5x faster than DataFrame.from_records."""
     rows = con.execute(sql).fetchall()
     if not rows:
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in columns})
-    return pd.DataFrame.from_records(rows, columns=columns, coerce_float=False)
+    block = np.array(rows, dtype=np.int64)
+    del rows
+    return pd.DataFrame({c: block[:, i] for i, c in enumerate(columns)})
 
 
 def _col(schema: Schema, table: str, column: str, default: str = "-1") -> str:
@@ -167,27 +209,24 @@ def _codes(ids: pd.Series, strings: dict[int, str], names: list[str], index: dic
 
 def _load_ops(con, schema, strings, names, index, short_names, short_index, memcpy_labels) -> pd.DataFrame:
     frames = []
-    cols = ["kind", "start", "end", "device", "stream", "corr", "gpid", "name", "short",
-            "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "graph_node", "bytes"]
+    # Per-launch details (grid, block, graph node, bytes) stay in the file: `op_details`
+    # reads them by rowid for the rows on screen.
+    cols = ["kind", "start", "end", "device", "stream", "corr", "gpid", "name", "short", "rowid"]
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if schema.has(t):
         name_col = "demangledName" if schema.has(t, "demangledName") else "shortName"
-        sql = f"""SELECT {KERNEL}, start, end, {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
-            {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
-            {_col(schema, t, name_col)}, {_col(schema, t, 'shortName')},
-            {_col(schema, t, 'gridX', '0')}, {_col(schema, t, 'gridY', '0')}, {_col(schema, t, 'gridZ', '0')},
-            {_col(schema, t, 'blockX', '0')}, {_col(schema, t, 'blockY', '0')}, {_col(schema, t, 'blockZ', '0')},
-            {_col(schema, t, 'graphNodeId')}, 0 FROM {t}"""
+        sql = f"""SELECT {KERNEL}, start, coalesce(end, start), {_col(schema, t, 'deviceId')},
+            {_col(schema, t, 'streamId')}, {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
+            {_col(schema, t, name_col)}, {_col(schema, t, 'shortName')}, rowid FROM {t}"""
         k = _fetch(con, sql, cols)
         k["name"] = _codes(k["name"], strings, names, index)
         k["short"] = _codes(k["short"], strings, short_names, short_index)
         frames.append(k)
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if schema.has(t):
-        sql = f"""SELECT {MEMCPY}, start, end, {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
-            {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
-            {_col(schema, t, 'copyKind', '0')}, 0, 0,0,0,0,0,0, {_col(schema, t, 'graphNodeId')},
-            {_col(schema, t, 'bytes', '0')} FROM {t}"""
+        sql = f"""SELECT {MEMCPY}, start, coalesce(end, start), {_col(schema, t, 'deviceId')},
+            {_col(schema, t, 'streamId')}, {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
+            {_col(schema, t, 'copyKind', '0')}, 0, rowid FROM {t}"""
         m = _fetch(con, sql, cols)
         labels = {kind: f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]" for kind in m["name"].unique()}
         for kind, label in labels.items():
@@ -199,9 +238,9 @@ def _load_ops(con, schema, strings, names, index, short_names, short_index, memc
         frames.append(m)
     t = "CUPTI_ACTIVITY_KIND_MEMSET"
     if schema.has(t):
-        sql = f"""SELECT {MEMSET}, start, end, {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
-            {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')}, 0, 0, 0,0,0,0,0,0,
-            {_col(schema, t, 'graphNodeId')}, {_col(schema, t, 'bytes', '0')} FROM {t}"""
+        sql = f"""SELECT {MEMSET}, start, coalesce(end, start), {_col(schema, t, 'deviceId')},
+            {_col(schema, t, 'streamId')}, {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
+            0, 0, rowid FROM {t}"""
         s = _fetch(con, sql, cols)
         label = "[CUDA memset]"
         if label not in index:
@@ -234,7 +273,7 @@ def _load_api(con, schema, strings, names, index) -> pd.DataFrame:
     cols = ["start", "end", "gtid", "corr", "name"]
     if not schema.has(t):
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
-    sql = f"""SELECT start, end, {_col(schema, t, 'globalTid')}, {_col(schema, t, 'correlationId')},
+    sql = f"""SELECT start, coalesce(end, start), {_col(schema, t, 'globalTid')}, {_col(schema, t, 'correlationId')},
         {_col(schema, t, 'nameId')} FROM {t}"""
     api = _fetch(con, sql, cols).astype(np.int64)
     api["name"] = _codes(api["name"], strings, names, index)

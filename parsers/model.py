@@ -327,8 +327,9 @@ class RangeModel:
 
     def launches(self, op_positions: np.ndarray, name: str | None = None) -> pd.DataFrame:
         """Individual launches (optionally of one op name) with their launching API call:
-        start, duration, device, stream, grid/block, correlation ID, API name and thread,
-        and launch latency = op start - API call start."""
+        start, duration, device, stream, correlation ID, API name and thread, and launch
+        latency = op start - API call start. Grid/block: `trace.op_details(df.op)` for the
+        rows on screen (read from the file on demand)."""
         t = self.trace
         pos = np.asarray(op_positions, dtype=np.int64)
         if name is not None:
@@ -349,8 +350,6 @@ class RangeModel:
             "duration": (ops["end"] - ops["start"]).to_numpy(),
             "device": ops["device"].to_numpy(),
             "stream": ops["stream"].to_numpy(),
-            "grid": [f"{x}x{y}x{z}" for x, y, z in zip(ops["grid_x"], ops["grid_y"], ops["grid_z"])],
-            "block": [f"{x}x{y}x{z}" for x, y, z in zip(ops["block_x"], ops["block_y"], ops["block_z"])],
             "corr": ops["corr"].to_numpy(),
             "api_name": a_name,
             "api_start": a_start,

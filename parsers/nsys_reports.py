@@ -71,6 +71,12 @@ def _stat_columns(s: pd.DataFrame) -> list[list]:
     return [[a, m, int(mn), int(mx), sd] for a, m, mn, mx, sd in zip(avg, med, s["min"], s["max"], std)]
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a plain sort beats np.unique's hashing on 10^6 int64s)."""
+    v = np.sort(values)
+    return v[np.concatenate(([True], v[1:] != v[:-1]))] if len(v) else v
+
+
 def _percent(totals: pd.Series) -> list:
     grand = float(totals.sum())
     return sqlite_round([t * 100.0 / grand if grand else None for t in totals.astype(float)])
@@ -235,33 +241,40 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
     api_pos = ops["api"].to_numpy()[all_op]
     gtid = np.where(api_pos >= 0, trace.api["gtid"].to_numpy()[np.maximum(api_pos, 0)] if len(trace.api) else 0, -1)
     r = trace.ranges
-    names = np.array(r["name"].tolist() + [None], dtype=object)
-    styles = np.array(list(_style(r["pushpop"])) + [None], dtype=object)
+    # Integer keys whose order is the strings' order (NULL = -1 sorts first, as in SQLite),
+    # so grouping millions of (kernel, range) pairs never touches a Python string.
+    rname_rank, rname_text = pd.factorize(r["name"], sort=True)
+    rname_rank = np.append(rname_rank, -1)
+    style_rank = np.append(np.where(r["pushpop"].to_numpy(dtype=bool), 0, 1), -1)  # PushPop < StartEnd
+    kname_rank_of, kname_text = pd.factorize(pd.Series(trace.op_names), sort=True)
     frame = pd.DataFrame({
         "pid": np.where(gtid >= 0, pid_of(gtid), -1), "tid": np.where(gtid >= 0, tid_of(gtid), -1),
-        "name": names[all_range], "style": styles[all_range],
-        "kname": np.array(trace.op_names, dtype=object)[ops["name"].to_numpy()[all_op]],
+        "name": rname_rank[all_range], "style": style_rank[all_range],
+        "kname": kname_rank_of[ops["name"].to_numpy()[all_op]],
         "range": all_range, "op": all_op,
     })
-    # NULLs sort first in SQLite; stand-ins that sort the same way keep the grouping simple.
-    frame["name"] = frame["name"].fillna("\0null")
-    frame["style"] = frame["style"].fillna("\0null")
     dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[all_op]
-    keys = frame[["pid", "tid", "name", "style", "kname"]]
-    s = _group_stats(keys, dur)
-    counts = frame.groupby(["pid", "tid", "name", "style", "kname"], sort=True).agg(
-        nvtx_inst=("range", lambda x: int((x >= 0).any() and x[x >= 0].nunique())), kern_inst=("op", "nunique")
-    ).reset_index()
-    s = s.merge(counts, on=["pid", "tid", "name", "style", "kname"], how="left", sort=False)
+    key = ["pid", "tid", "name", "style", "kname"]
+    # One factorisation into group ids (in key order); everything else works on those ints.
+    gid = frame.groupby(key, sort=True).ngroup().to_numpy()
+    n_groups = int(gid.max()) + 1 if len(gid) else 0
+    s = _group_stats(pd.DataFrame({"gid": gid}), dur)
+    first = np.zeros(n_groups, dtype=np.int64)
+    first[gid[::-1]] = np.arange(len(gid) - 1, -1, -1)
+    for col in key:
+        s[col] = frame[col].to_numpy()[first]
+    # count(DISTINCT range) (NULL ranges not counted) and count(DISTINCT kernel) per group
+    stride = np.int64(max(len(ops), len(r)) + 1)
+    in_r = all_range >= 0
+    s["nvtx_inst"] = np.bincount(_distinct(gid[in_r] * stride + all_range[in_r]) // stride, minlength=n_groups)
+    s["kern_inst"] = np.bincount(_distinct(gid * stride + all_op) // stride, minlength=n_groups)
     s["_neg_total"] = -s["total"]
     s = s.sort_values(["name", "pid", "tid", "_neg_total"], kind="stable").reset_index(drop=True)
     stats = _stat_columns(s)
-
-    def nul(v, stand_in):
-        return None if v == stand_in else v
-
-    rep.rows = [[nul(n, "\0null"), nul(st_, "\0null"), None if p < 0 else int(p), None if t < 0 else int(t),
-                 int(ni), int(ki), int(tot), *st, kn]
+    styles = ("PushPop", "StartEnd")
+    rep.rows = [[None if n < 0 else rname_text[n], None if st_ < 0 else styles[st_],
+                 None if p < 0 else int(p), None if t < 0 else int(t),
+                 int(ni), int(ki), int(tot), *st, kname_text[kn]]
                 for n, st_, p, t, ni, ki, tot, st, kn in zip(
                     s["name"], s["style"], s["pid"], s["tid"], s["nvtx_inst"], s["kern_inst"], s["total"], stats,
                     s["kname"])]

@@ -139,7 +139,9 @@ def test_graph_launch_kernels_follow_their_launch():
     con.close()
     assert per_launch > 10 and expected > 1000
     m = trace.model("nsys")
-    in_graph = trace.ops["graph_node"].to_numpy() >= 0
+    in_graph = np.zeros(len(trace.ops), dtype=bool)
+    kernels = np.flatnonzero(trace.ops["kind"].to_numpy() == 0)
+    in_graph[kernels] = trace.op_details(kernels)["graph_node"].to_numpy() >= 0
     attributed = np.zeros(len(trace.ops), dtype=bool)
     attributed[m.pair_op] = True
     assert int(attributed[in_graph].sum()) == expected
