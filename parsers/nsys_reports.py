@@ -12,8 +12,8 @@ the launching-thread rule; everything else is identical.
 """
 from __future__ import annotations
 
-import json
-import sqlite3
+import math
+from decimal import ROUND_HALF_UP, Decimal
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,17 +40,20 @@ class Report:
         return not self.rows
 
 
-_ROUNDER = sqlite3.connect(":memory:", check_same_thread=False)
-
-
 def sqlite_round(values, digits: int = 1) -> list:
-    """SQLite's round() applied to each value (None stays None)."""
-    vals = [None if v is None or (isinstance(v, float) and np.isnan(v)) else float(v) for v in values]
-    if not vals:
-        return []
-    payload = json.dumps(vals)
-    rows = _ROUNDER.execute("SELECT round(value, ?) FROM json_each(?) ORDER BY key", (digits, payload)).fetchall()
-    return [r[0] for r in rows]
+    """round() as nsys's SQLite computes it: on the exact binary value, ties away from zero.
+
+    (Python's round() breaks exact ties to even; SQLite 3.40's printf-based round() looks at
+    ~15 significant digits and turns 777550.8499999999767 into .9 where nsys prints .8.)
+    """
+    quantum = Decimal(1).scaleb(-digits)
+    out = []
+    for v in values:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            out.append(None)
+        else:
+            out.append(float(Decimal(float(v)).quantize(quantum, rounding=ROUND_HALF_UP)))
+    return out
 
 
 def _group_stats(keys: pd.DataFrame, values: np.ndarray) -> pd.DataFrame:
