@@ -7,7 +7,6 @@ and a report file; `export` writes a real SQLite file with a kernel table.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sqlite3
 import stat

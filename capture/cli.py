@@ -1,0 +1,167 @@
+"""`nsight-tui capture`: profile the NVTX-annotated GPT-2 under nsys and export SQLite.
+
+Torch is never imported here: a probe runs in the interpreter that will run the workload, so
+`--help` and the "no torch" message work on a machine without it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from capture.errors import CaptureError
+from capture.nsys import find_nsys
+from capture.runner import CaptureConfig, Runner, describe_result
+from capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES
+
+PROBE = """
+import json, importlib.util
+info = {"torch": None, "cuda": False, "device": None, "nvtx": importlib.util.find_spec("nvtx") is not None}
+try:
+    import torch
+except ImportError:
+    pass
+else:
+    info["torch"] = torch.__version__
+    info["cuda"] = torch.cuda.is_available()
+    if info["cuda"]:
+        info["device"] = torch.cuda.get_device_name()
+print(json.dumps(info))
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("examples: nsight-tui capture --model large --ctx 512   |   "
+                     "nsight-tui capture --sweep --models small,medium --ctxs 128,256 --out outputs/")
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--model", default="small", choices=list(MODEL_SIZES), help="model size (default small)")
+    what.add_argument("--ctx", type=int, default=128, help="context length (default 128)")
+    what.add_argument("--mode", default="train", choices=MODES,
+                      help="train: forward+backward+AdamW; forward: inference under no_grad (default train)")
+    what.add_argument("--dtype", default="fp32", choices=DTYPES, help="fp32, or bf16 autocast (default fp32)")
+    what.add_argument("--attention", default="manual", choices=ATTENTIONS,
+                      help="manual (annotated scores/softmax/matmul) or fused (torch SDPA) (default manual)")
+    what.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"batch size (default {DEFAULT_BATCH})")
+    what.add_argument("--steps", type=int, default=3, help="measured iterations step_N (default 3)")
+    what.add_argument("--warmup", type=int, default=2, help="warm-up iterations warmup_N (default 2)")
+    sweep = parser.add_argument_group("sweep")
+    sweep.add_argument("--sweep", action="store_true", help="one capture per (model, ctx) pair of --models x --ctxs")
+    sweep.add_argument("--models", help="comma-separated model sizes for --sweep (default: --model)")
+    sweep.add_argument("--ctxs", help="comma-separated context lengths for --sweep (default: --ctx)")
+    sweep.add_argument("--skip-existing", action="store_true", help="in a sweep, keep outputs already there")
+    out = parser.add_argument_group("output and tools")
+    out.add_argument("--out", default="outputs", help="output folder (default outputs/)")
+    out.add_argument("--force", action="store_true", help="replace outputs that already exist")
+    out.add_argument("--keep-rep", action="store_true", help="keep the .nsys-rep beside the .sqlite")
+    out.add_argument("--nsys", help="path to nsys (else $NSYS, PATH, then the usual install folders)")
+    out.add_argument("--python", default=sys.executable,
+                     help="Python that runs the workload; needs torch with CUDA and nvtx (default: this one)")
+    out.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+
+
+def _split(text: str, convert, what: str) -> list:
+    try:
+        values = [convert(v.strip()) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise CaptureError(f"bad {what} list {text!r}") from None
+    if not values:
+        raise CaptureError(f"empty {what} list")
+    return values
+
+
+def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
+    models = _split(args.models, str, "model") if args.sweep and args.models else [args.model]
+    ctxs = _split(args.ctxs, int, "context length") if args.sweep and args.ctxs else [args.ctx]
+    if not args.sweep and (args.models or args.ctxs):
+        raise CaptureError("--models/--ctxs need --sweep")
+    for model in models:
+        if model not in MODEL_SIZES:
+            raise CaptureError(f"unknown model {model!r}; choose from {', '.join(MODEL_SIZES)}")
+    for number, what in [(c, "--ctx") for c in ctxs] + [(args.batch, "--batch")]:
+        if number < 1:
+            raise CaptureError(f"{what} must be at least 1, not {number}")
+    if args.steps < 1 or args.warmup < 0:
+        raise CaptureError("--steps must be at least 1 and --warmup at least 0")
+    return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
+                          batch=args.batch, steps=args.steps, warmup=args.warmup)
+            for m in models for c in ctxs]
+
+
+def probe_python(python: str) -> dict:
+    """Torch, CUDA and nvtx as the workload's interpreter sees them; CaptureError naming what is missing."""
+    try:
+        done = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CaptureError(f"cannot run {python}: {exc}") from None
+    try:
+        info = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CaptureError(f"{python} failed to report its PyTorch setup: {last}") from None
+    if info["torch"] is None:
+        raise CaptureError(f"PyTorch is not installed for {python}: pip install torch (a CUDA build, see "
+                           "https://pytorch.org/get-started/locally/), or pass --python an interpreter that has it")
+    if not info["nvtx"]:
+        raise CaptureError(f"the nvtx package is not installed for {python}: pip install nvtx")
+    if not info["cuda"]:
+        raise CaptureError(f"no CUDA GPU: PyTorch {info['torch']} in {python} reports torch.cuda.is_available() "
+                           "False; run on a machine with an NVIDIA GPU, driver and a CUDA build of PyTorch")
+    return info
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        configs = build_configs(args)
+        out_dir = Path(args.out)
+        if args.dry_run:
+            return _dry_run(args, configs, out_dir)
+        nsys = find_nsys(args.nsys)
+        runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep)
+        if not args.skip_existing and not args.force:  # refuse before paying for the probe
+            for config in configs:
+                runner.refuse_clobber(config)
+        print(f"nsys: {nsys} ({_nsys_version(nsys)})", flush=True)
+        info = probe_python(args.python)
+        print(f"python: {args.python}, torch {info['torch']}, GPU {info['device']}", flush=True)
+        runner.extra_metadata = {"device": info["device"], "torch": info["torch"]}
+        results = runner.sweep(configs, skip_existing=args.skip_existing)
+    except CaptureError as exc:
+        print(f"nsight-tui capture: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if len(results) > 1:
+        print("summary:")
+        for result in results:
+            print(f"  {result.config.stem:<28} {result.status:<8} {describe_result(result)}")
+    if any(r.status == "failed" for r in results):
+        return 1
+    if len(results) == 1 and results[0].status == "oom":
+        return 4  # the one trace asked for was not made; the OOM is recorded
+    return 0
+
+
+def _nsys_version(nsys: Path) -> str:
+    try:
+        done = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, timeout=60)
+        return (done.stdout.strip().splitlines() or ["version unknown"])[-1]
+    except (OSError, subprocess.TimeoutExpired):
+        return "version unknown"
+
+
+def _dry_run(args: argparse.Namespace, configs: list[CaptureConfig], out_dir: Path) -> int:
+    try:
+        nsys: str | Path = find_nsys(args.nsys)
+    except CaptureError as exc:
+        print(f"# note: {exc}", flush=True)
+        nsys = "nsys"
+    runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep)
+    for index, config in enumerate(configs, 1):
+        work = out_dir / f".{config.stem}.XXXXXXXX.partial"  # the real name is made by mkdtemp
+        profile, export = runner.commands(config, work)
+        print(f"[{index}/{len(configs)}] {config.describe()} -> {out_dir / config.stem}.sqlite")
+        print("  $ " + shlex.join(profile))
+        print("  $ " + shlex.join(export))
+        print(f"  then os.replace({work / config.stem}.sqlite, {out_dir / config.stem}.sqlite)")
+    return 0

@@ -1,0 +1,113 @@
+"""A GPT-2 style decoder LM whose attention is wrapped in NVTX ranges.
+
+Imported only inside the workload process: it needs torch, which the viewer never does.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from capture.annotate import Annotator, NullAnnotator
+from capture.sizes import VOCAB
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    d_model: int
+    n_layers: int
+    n_heads: int
+    ctx: int
+    vocab: int = VOCAB
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, dims: ModelDims, attention: str, annotator: Annotator):
+        super().__init__()
+        if dims.d_model % dims.n_heads:
+            raise ValueError(f"d_model {dims.d_model} is not divisible by n_heads {dims.n_heads}")
+        self.n_heads = dims.n_heads
+        self.head_dim = dims.d_model // dims.n_heads
+        self.qkv = nn.Linear(dims.d_model, 3 * dims.d_model)
+        self.proj = nn.Linear(dims.d_model, dims.d_model)
+        self.attention = attention
+        self.nvtx = annotator
+        # Built once so the mask costs no kernels per step.
+        mask = torch.tril(torch.ones(dims.ctx, dims.ctx, dtype=torch.bool))
+        self.register_buffer("causal", mask.view(1, 1, dims.ctx, dims.ctx), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, d_model = x.shape
+        q, k, v = self.qkv(x).split(d_model, dim=2)
+        q, k, v = (t.view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        with self.nvtx.range("scaled_dot_product_attention"):
+            if self.attention == "fused":
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                out = self._manual(q, k, v, seq)
+        out = out.transpose(1, 2).contiguous().view(batch, seq, d_model)
+        return self.proj(out)
+
+    def _manual(self, q, k, v, seq: int) -> torch.Tensor:
+        with self.nvtx.range("computing_attention_scores"):
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+            scores = scores.masked_fill(~self.causal[:, :, :seq, :seq], float("-inf"))
+        with self.nvtx.range("computing_softmax"):
+            weights = torch.softmax(scores, dim=-1)
+        with self.nvtx.range("final_matmul"):
+            return weights @ v
+
+
+class MLP(nn.Module):
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.proj = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x)))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block, as in GPT-2."""
+
+    def __init__(self, dims: ModelDims, attention: str, annotator: Annotator):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dims.d_model)
+        self.attn = CausalSelfAttention(dims, attention, annotator)
+        self.ln2 = nn.LayerNorm(dims.d_model)
+        self.mlp = MLP(dims.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT2(nn.Module):
+    def __init__(self, dims: ModelDims, attention: str = "manual", annotator: Annotator | None = None):
+        super().__init__()
+        if attention not in ("manual", "fused"):
+            raise ValueError(f"attention must be 'manual' or 'fused', not {attention!r}")
+        annotator = annotator or NullAnnotator()
+        self.dims = dims
+        self.wte = nn.Embedding(dims.vocab, dims.d_model)
+        self.wpe = nn.Embedding(dims.ctx, dims.d_model)
+        self.blocks = nn.ModuleList(Block(dims, attention, annotator) for _ in range(dims.n_layers))
+        self.ln_f = nn.LayerNorm(dims.d_model)
+        self.lm_head = nn.Linear(dims.d_model, dims.vocab, bias=False)
+        self.register_buffer("positions", torch.arange(dims.ctx), persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        seq = tokens.shape[1]
+        if seq > self.dims.ctx:
+            raise ValueError(f"sequence of {seq} tokens is longer than the context length {self.dims.ctx}")
+        x = self.wte(tokens) + self.wpe(self.positions[:seq])
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,77 @@
+"""Finding Nsight Systems' `nsys` and building the exact command lines the runner runs."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from capture.errors import CaptureError
+
+# Where installers put nsys, newest version first within each pattern. Nsight Compute ships a
+# copy of nsys too (the GPU images here have only that one).
+DEFAULT_GLOBS: tuple[str, ...] = (
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/usr/local/cuda/bin/nsys",
+    "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+)
+
+# Without --sample=none --cpuctxsw=none a three-step toy run wrote a 2.1 GB raw file.
+PROFILE_OPTIONS: tuple[str, ...] = ("--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none")
+
+INSTALL_HINT = ("install Nsight Systems (https://developer.nvidia.com/nsight-systems, or the CUDA toolkit's "
+                "nsight-systems package), then put nsys on PATH, set $NSYS, or pass --nsys PATH")
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _version_key(path: str) -> list:
+    # "2025.3.1" sorts after "2024.6.2": compare the numbers, not the text.
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
+def candidate_paths(globs: Iterable[str] | None = None) -> list[Path]:
+    found: list[Path] = []
+    globs = DEFAULT_GLOBS if globs is None else globs
+    for pattern in globs:
+        found.extend(Path(p) for p in sorted(glob.glob(pattern), key=_version_key, reverse=True))
+    return found
+
+
+def find_nsys(explicit: str | None = None, env: Mapping[str, str] | None = None,
+              globs: Iterable[str] | None = None) -> Path:
+    """--nsys, then $NSYS, then PATH, then the usual install folders.
+
+    A path the user named that does not work is an error, not a reason to look elsewhere:
+    silently profiling with a different nsys than asked for would be worse.
+    """
+    env = os.environ if env is None else env
+    globs = tuple(DEFAULT_GLOBS if globs is None else globs)
+    for label, value in (("--nsys", explicit), ("$NSYS", env.get("NSYS"))):
+        if value:
+            path = Path(value).expanduser()
+            if _is_executable(path):
+                return path
+            raise CaptureError(f"{label} {value} is not an executable file; {INSTALL_HINT}")
+    on_path = shutil.which("nsys", path=env.get("PATH", ""))
+    if on_path:
+        return Path(on_path)
+    for path in candidate_paths(globs):
+        if _is_executable(path):
+            return path
+    tried = f" or in {', '.join(globs)}" if globs else ""
+    raise CaptureError(f"nsys (Nsight Systems) not found on PATH, in $NSYS{tried}; {INSTALL_HINT}")
+
+
+def profile_command(nsys: Path | str, report: Path | str, app: Sequence[str]) -> list[str]:
+    """`nsys profile` writing REPORT (a .nsys-rep); options are all `--key=value` so the app starts clearly."""
+    return [str(nsys), "profile", *PROFILE_OPTIONS, f"--output={report}", "--force-overwrite=false", *app]
+
+
+def export_command(nsys: Path | str, report: Path | str, sqlite_path: Path | str) -> list[str]:
+    return [str(nsys), "export", "--type=sqlite", f"--output={sqlite_path}", "--force-overwrite=false",
+            str(report)]

@@ -1,0 +1,244 @@
+"""Run the workload under `nsys profile`, export SQLite atomically, record out-of-memory configs.
+
+One child process per configuration: a configuration that runs out of GPU memory leaves the
+next one a clean device, and its failure is written down (`STEM.oom.json`) rather than raised.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from capture.errors import CaptureError
+from capture.nsys import export_command, profile_command
+from capture.sizes import DEFAULT_BATCH, MODEL_SIZES, VOCAB, output_stem
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    model: str = "small"
+    ctx: int = 128
+    mode: str = "train"
+    dtype: str = "fp32"
+    attention: str = "manual"
+    batch: int = DEFAULT_BATCH
+    steps: int = 3
+    warmup: int = 2
+
+    @property
+    def stem(self) -> str:
+        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch)
+
+    def describe(self) -> str:
+        return (f"{self.model} ctx{self.ctx} {self.mode} {self.dtype} {self.attention} attention, "
+                f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps")
+
+    def workload_args(self) -> list[str]:
+        return ["--model", self.model, "--ctx", str(self.ctx), "--mode", self.mode, "--dtype", self.dtype,
+                "--attention", self.attention, "--batch", str(self.batch), "--steps", str(self.steps),
+                "--warmup", str(self.warmup)]
+
+    def metadata(self) -> dict:
+        """The same keys as the `nsight-tui:config` mark, so an OOM record reads like a trace's config."""
+        d_model, n_layers, n_heads = MODEL_SIZES[self.model]
+        return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
+                "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
+                "attention": self.attention, "steps": self.steps, "warmup": self.warmup}
+
+
+@dataclass
+class CaptureResult:
+    config: CaptureConfig
+    status: str  # "ok", "oom", "failed", "skipped"
+    path: Path | None = None
+    message: str = ""
+    seconds: float = 0.0
+    details: dict = field(default_factory=dict)
+
+
+def output_paths(out_dir: Path, config: CaptureConfig) -> tuple[Path, Path]:
+    return out_dir / f"{config.stem}.sqlite", out_dir / f"{config.stem}.oom.json"
+
+
+def existing_outputs(out_dir: Path, config: CaptureConfig) -> list[Path]:
+    return [p for p in output_paths(out_dir, config) if p.exists()]
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def trace_counts(path: Path) -> dict:
+    """Kernel and NVTX event counts of an export, for the progress line (read-only, best effort)."""
+    counts = {}
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            for key, table in (("kernels", "CUPTI_ACTIVITY_KIND_KERNEL"), ("nvtx_events", "NVTX_EVENTS")):
+                if table in tables:
+                    counts[key] = db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    except sqlite3.Error:
+        pass
+    return counts
+
+
+def child_environment(base: dict | None = None) -> dict:
+    env = dict(os.environ if base is None else base)
+    # The workload module must import from this checkout even when nsight-tui is not installed.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Runner:
+    def __init__(self, nsys: Path | str, out_dir: Path, python: str = sys.executable, force: bool = False,
+                 keep_report: bool = False, environment: dict | None = None,
+                 echo: Callable[[str], None] | None = None, extra_metadata: dict | None = None):
+        self.nsys = str(nsys)
+        self.out_dir = Path(out_dir)
+        self.python = python
+        self.force = force
+        self.keep_report = keep_report
+        self.env = child_environment(environment)
+        self.echo = echo or (lambda line: print(line, flush=True))
+        self.extra_metadata = extra_metadata or {}
+
+    def commands(self, config: CaptureConfig, work_dir: Path) -> tuple[list[str], list[str]]:
+        # Full file names: a stem like `2.7B_ctx128` must not look like a name with an extension.
+        report = work_dir / f"{config.stem}.nsys-rep"
+        app = [self.python, "-m", "capture.workload", *config.workload_args(),
+               "--status-file", str(work_dir / "status.json")]
+        return (profile_command(self.nsys, report, app),
+                export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
+
+    def _run(self, command: Sequence[str]) -> int:
+        self.echo("$ " + shlex.join(command))
+        return subprocess.run(list(command), env=self.env).returncode
+
+    def refuse_clobber(self, config: CaptureConfig) -> None:
+        existing = existing_outputs(self.out_dir, config)
+        if existing and not self.force:
+            raise CaptureError(f"{existing[0]} already exists; pass --force to replace it"
+                               " (or --skip-existing in a sweep)")
+
+    def capture(self, config: CaptureConfig) -> CaptureResult:
+        sqlite_path, oom_path = output_paths(self.out_dir, config)
+        self.refuse_clobber(config)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        # Work happens in a hidden folder beside the output, so the final os.replace is on one
+        # file system and a crash leaves no half-written STEM.sqlite behind.
+        work_dir = Path(tempfile.mkdtemp(prefix=f".{config.stem}.", suffix=".partial", dir=self.out_dir))
+        try:
+            profile, export = self.commands(config, work_dir)
+            code = self._run(profile)
+            status = self._read_status(work_dir / "status.json")
+            if status.get("status") == "oom":
+                record = {"status": "oom", "config": {**config.metadata(), **self.extra_metadata},
+                          "message": status.get("message", "out of memory")}
+                self._replace_check(oom_path)
+                write_atomically(oom_path, json.dumps(record, indent=2) + "\n")
+                if sqlite_path.exists():  # a --force rerun that now runs out of memory: the old trace is stale
+                    sqlite_path.unlink()
+                return CaptureResult(config, "oom", oom_path, record["message"], time.perf_counter() - started)
+            report = work_dir / f"{config.stem}.nsys-rep"
+            if status.get("status") == "error":
+                return CaptureResult(config, "failed", None, f"workload failed: {status.get('message')}",
+                                     time.perf_counter() - started)
+            if not report.exists():
+                hint = ""
+                if list(work_dir.glob("*.qdstrm")):
+                    hint = (" (only a .qdstrm was written: nsys's QdstrmImporter failed; it needs libdw.so.1 "
+                            "and libelf.so.1 on LD_LIBRARY_PATH)")
+                return CaptureResult(config, "failed", None,
+                                     f"nsys profile exited with {code} and wrote no report{hint}",
+                                     time.perf_counter() - started)
+            if status.get("status") != "ok":
+                return CaptureResult(config, "failed", None,
+                                     f"the workload did not finish (nsys profile exited with {code})",
+                                     time.perf_counter() - started)
+            code = self._run(export)
+            exported = work_dir / f"{config.stem}.sqlite"
+            if code != 0 or not exported.exists():
+                return CaptureResult(config, "failed", None, f"nsys export exited with {code}",
+                                     time.perf_counter() - started)
+            self._replace_check(sqlite_path)
+            os.replace(exported, sqlite_path)
+            if oom_path.exists():  # this configuration fits now: the old OOM record is stale
+                oom_path.unlink()
+            if self.keep_report:
+                kept = self.out_dir / report.name
+                self._replace_check(kept)
+                os.replace(report, kept)
+            details = {"size_bytes": sqlite_path.stat().st_size, **trace_counts(sqlite_path)}
+            measured = [s["seconds"] for s in status.get("steps", []) if s["name"].startswith("step_")]
+            if measured:
+                details["median_step_s"] = statistics.median(measured)
+            return CaptureResult(config, "ok", sqlite_path, "", time.perf_counter() - started, details)
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+    def _replace_check(self, path: Path) -> None:
+        # Checked again just before replacing: another run may have written it meanwhile.
+        if path.exists() and not self.force:
+            raise CaptureError(f"{path} appeared while capturing; not replacing it without --force")
+
+    @staticmethod
+    def _read_status(path: Path) -> dict:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def sweep(self, configs: Sequence[CaptureConfig], skip_existing: bool = False) -> list[CaptureResult]:
+        if not skip_existing and not self.force:
+            clashes = [p for c in configs for p in existing_outputs(self.out_dir, c)]
+            if clashes:
+                names = ", ".join(str(p) for p in clashes)
+                raise CaptureError(f"already there: {names}; pass --force to replace or --skip-existing to keep them")
+        results = []
+        for index, config in enumerate(configs, 1):
+            self.echo(f"[{index}/{len(configs)}] {config.describe()} -> {self.out_dir / config.stem}.sqlite")
+            if skip_existing and existing_outputs(self.out_dir, config):
+                self.echo(f"    skipped: {existing_outputs(self.out_dir, config)[0]} exists")
+                results.append(CaptureResult(config, "skipped", existing_outputs(self.out_dir, config)[0]))
+                continue
+            try:
+                result = self.capture(config)
+            except CaptureError as exc:
+                result = CaptureResult(config, "failed", None, str(exc))
+            self.echo("    " + describe_result(result))
+            results.append(result)
+        return results
+
+
+def describe_result(result: CaptureResult) -> str:
+    if result.status == "ok":
+        d = result.details
+        parts = [f"wrote {result.path} ({d.get('size_bytes', 0) / 1e6:.1f} MB"]
+        if "kernels" in d:
+            parts.append(f"{d['kernels']:,} kernels")
+        if "nvtx_events" in d:
+            parts.append(f"{d['nvtx_events']:,} NVTX events")
+        if "median_step_s" in d:
+            parts.append(f"median step {d['median_step_s'] * 1e3:.1f} ms")
+        return ", ".join(parts) + f") in {result.seconds:.1f} s"
+    if result.status == "oom":
+        return f"out of memory, recorded in {result.path}: {result.message}"
+    if result.status == "skipped":
+        return f"skipped ({result.path} exists)"
+    return f"FAILED: {result.message}"
