@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from parsers.kernel_names import short_kernel_name
+from parsers.kernel_names import table_name
 from parsers.load import KERNEL, Trace
 from parsers.model import RangeModel, RangeNode
 
@@ -198,7 +198,7 @@ def summarize(model: RangeModel, ids: np.ndarray, name: str, top: int = 5) -> Ph
         name=name, instances=len(ids), range_ns=int(model.cpu_ns[ids].sum()), proj_ns=int(model.proj_ns[ids].sum()),
         busy_ns=int(model.busy_ns[ids].sum()), kernel_ns=int(model.kernel_ns[ids].sum()),
         op_ns=int(model.op_ns[ids].sum()), kernels=int(model.kernel_count[ids].sum()),
-        top_kernels=[{"name": r.name, "short": short_kernel_name(r.name), "total_ns": int(r.total_ns), "instances": int(r.instances),
+        top_kernels=[{"name": r.name, "short": table_name(r.name), "total_ns": int(r.total_ns), "instances": int(r.instances),
                       "family": fam.classify(r.name)} for r in top_rows.itertuples()],
         families={r.family: round(float(r.share), 6) for r in shares.itertuples()},
         family_ns={r.family: int(r.total_ns) for r in shares.itertuples()},

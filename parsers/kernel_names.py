@@ -677,3 +677,16 @@ def gemm_detail_lines(d: dict) -> list[tuple[str, str]]:
         add("split-K", "yes")
     add("other name tokens", " ".join(d.get("flags") or []))
     return out
+
+
+def table_name(name: str) -> str:
+    """A name short enough for a table cell: GEMMs by what tells them apart
+    (`cuBLAS sm80 gemm tn 64x64x8 f32`), everything else by `short_kernel_name`."""
+    d = decode_gemm(name)
+    if d and d.get("tile"):
+        parts = [d.get("library"), d.get("arch"), d.get("op") or "gemm", d.get("layout"), d.get("tile"),
+                 d.get("a_type")]
+        if d.get("role") and d["role"] != "main":
+            parts.append(d["role"])
+        return " ".join(str(p) for p in parts if p)
+    return short_kernel_name(name)

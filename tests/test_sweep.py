@@ -1,0 +1,60 @@
+"""A folder of captures: one table per question, rows model in size order, columns ctx,
+OOM cells marked; cell values against SQL on the committed sample trace."""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SAMPLES
+
+
+@pytest.fixture()
+def sweep_dir(tmp_path):
+    src = SAMPLES / "small_ctx128.sqlite"
+    if not src.exists():
+        pytest.skip("sample trace missing")
+    shutil.copy(src, tmp_path / "small_ctx128.sqlite")
+    shutil.copy(SAMPLES / "small_ctx128_fwd.sqlite", tmp_path / "small_ctx128_fwd.sqlite")
+    (tmp_path / "2.7B_ctx128.oom.json").write_text(json.dumps({"status": "oom", "message": "CUDA out of memory"}))
+    (tmp_path / "medium_ctx1024.oom.json").write_text(json.dumps({"status": "oom", "message": "CUDA out of memory"}))
+    return tmp_path
+
+
+def _report(folder, fmt):
+    proc = subprocess.run([sys.executable, "-m", "tui.cli", "report", str(folder), "-f", fmt],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_sweep_tables_rows_models_columns_ctx_with_oom(sweep_dir):
+    data = json.loads(_report(sweep_dir, "json"))
+    step = next(t for t in data["tables"] if t["title"] == "Step time, NVTX / Python (ms)")
+    assert step["columns"] == ["model", "ctx 128", "ctx 1024"]
+    assert [r[0] for r in step["rows"]] == ["small", "medium", "2.7B"]  # size order, not alphabetical
+    assert step["rows"][1] == ["medium", "", "OOM"]
+    assert step["rows"][2] == ["2.7B", "OOM", ""]
+    # the small/ctx128 cell, computed from the export by hand
+    con = sqlite3.connect(f"file:{sweep_dir / 'small_ctx128.sqlite'}?mode=ro", uri=True)
+    nvtx = con.execute("SELECT avg(n.end - n.start) FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId "
+                       "WHERE s.value LIKE 'step\\_%' ESCAPE '\\' AND n.eventType = 59").fetchone()[0]
+    marks = [json.loads(v[len("nsight-tui:step "):]) for (v,) in con.execute(
+        "SELECT s.value FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId "
+        "WHERE n.eventType = 34 AND s.value LIKE 'nsight-tui:step %'")]
+    con.close()
+    py = sum(m["seconds"] for m in marks if m["name"].startswith("step_")) / sum(
+        1 for m in marks if m["name"].startswith("step_"))
+    assert step["rows"][0][1] == f"{nvtx / 1e6:,.2f} / {py * 1e3:,.2f}"
+    # forward-only runs are their own variant, with their own tables
+    assert any(t["title"].endswith("[fwd]") for t in data["tables"])
+
+
+def test_sweep_markdown_marks_oom(sweep_dir):
+    text = _report(sweep_dir, "markdown")
+    assert "| medium |  | OOM |" in text
+    assert "### Backward / forward kernel time" in text
