@@ -7,6 +7,7 @@ vectorised integer groupby, not string work.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,14 +176,23 @@ class RunMeta:
 
 # ---------------------------------------------------------------------------------------
 def _fetch(con: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFrame:
-    """Integer columns (NULLs coalesced in `sql`) straight into int64 arrays: one 2-D
-    np.array over the row tuples is ~5x faster than DataFrame.from_records."""
-    rows = con.execute(sql).fetchall()
-    if not rows:
-        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in columns})
-    block = np.array(rows, dtype=np.int64)
+    """Integer columns straight into one int64 block (~5x faster than from_records).
+
+    `sql` may hold `coalesce(col, default)` guards; they cost a function call per cell, so
+    the first try runs without them and only a NULL in the data brings them back.
+    """
+    bare = _COALESCE.sub(r"\1", sql)
+    rows = con.execute(bare).fetchall()
+    try:
+        block = np.array(rows, dtype=np.int64) if rows else np.zeros((0, len(columns)), dtype=np.int64)
+    except TypeError:  # a NULL somewhere: let SQLite fill the defaults
+        rows = con.execute(sql).fetchall()
+        block = np.array(rows, dtype=np.int64)
     del rows
-    return pd.DataFrame({c: block[:, i] for i, c in enumerate(columns)})
+    return pd.DataFrame(block, columns=columns, copy=False)
+
+
+_COALESCE = re.compile(r"coalesce\((\w+), -?\w+\)")
 
 
 def _col(schema: Schema, table: str, column: str, default: str = "-1") -> str:
