@@ -21,21 +21,13 @@ from typing import Callable, Sequence
 
 from capture.errors import CaptureError
 from capture.nsys import export_command, profile_command
-from capture.sizes import DEFAULT_BATCH, MODEL_SIZES, VOCAB, output_stem
+from capture.sizes import MODEL_SIZES, VOCAB, RunSettings, output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
-class CaptureConfig:
-    model: str = "small"
-    ctx: int = 128
-    mode: str = "train"
-    dtype: str = "fp32"
-    attention: str = "manual"
-    batch: int = DEFAULT_BATCH
-    steps: int = 3
-    warmup: int = 2
+class CaptureConfig(RunSettings):
 
     @property
     def stem(self) -> str:

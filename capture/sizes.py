@@ -1,6 +1,8 @@
 """Model sizes, the defaults and the output naming, shared by runner and workload (no torch here)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 # name -> (d_model, n_layers, n_heads), the GPT-2 family plus a 2.7B model; `tiny` is for tests
 # and smoke runs on a CPU.
 MODEL_SIZES: dict[str, tuple[int, int, int]] = {
@@ -35,3 +37,17 @@ def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
     if batch != DEFAULT_BATCH:
         stem += f"_b{batch}"
     return stem
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What one capture runs: shared by the runner's config and the workload child's."""
+
+    model: str = "small"
+    ctx: int = 128
+    mode: str = "train"
+    dtype: str = "fp32"
+    attention: str = "manual"
+    batch: int = DEFAULT_BATCH
+    steps: int = 3
+    warmup: int = 2

@@ -17,19 +17,11 @@ from pathlib import Path
 from typing import Callable
 
 from capture.annotate import Annotator, NvtxAnnotator, config_message, step_message
-from capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB
+from capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
 
 
 @dataclass(frozen=True)
-class WorkloadConfig:
-    model: str = "small"
-    ctx: int = 128
-    mode: str = "train"
-    dtype: str = "fp32"
-    attention: str = "manual"
-    batch: int = DEFAULT_BATCH
-    steps: int = 3
-    warmup: int = 2
+class WorkloadConfig(RunSettings):
     device: str = "cuda"
 
     def validate(self) -> None:

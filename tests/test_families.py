@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import sqlite3
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,9 +27,7 @@ from parsers.families import (
     rule_for,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "traces"
-SAMPLES = ROOT / "sample_traces"
+from conftest import SAMPLES, SHARED
 
 # "other" may hold at most this share of a trace's distinct kernel names and of its kernel time.
 MAX_OTHER_NAMES = 0.05

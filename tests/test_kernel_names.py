@@ -6,7 +6,6 @@ parsers/kernel_names.py (CUTLASS's generator, cuBLAS xmma/nvJet/legacy names).
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -19,9 +18,7 @@ from parsers.kernel_names import (
     short_kernel_name,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "traces"
-SAMPLES = ROOT / "sample_traces"
+from conftest import SAMPLES, SHARED
 
 XMMA_THREADS = (  # small_ctx128_threads: the top kernel
     "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_"
