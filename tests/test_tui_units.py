@@ -1,0 +1,167 @@
+"""The TUI's non-widget parts: the table model (sort, filter, search, export), the range tree
+rows (expand, collapse, reveal, search), export naming and no-clobber, the virtual grid's
+column layout. Expected values are written out by hand."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from parsers.errors import TraceError
+from test_tui_support import SAMPLES
+from tui import export, fmt
+from tui.table_model import Column, SortState, TableModel, ViewText
+
+
+def small_table() -> TableModel:
+    frame = pd.DataFrame({
+        "name": ["gemm_a", "relu", "GEMM_b", "softmax", "copy"],
+        "total": [30, 5, 50, 5, np.nan],
+        "count": [3, 10, 2, 1, 4],
+    })
+    cols = [Column("name", "Name", None, "left", text=True), Column("total", "Total", 8, fmt=fmt.duration),
+            Column("count", "Count", 6)]
+    return TableModel(frame, cols)
+
+
+def names(t: TableModel) -> list[str]:
+    return [t.value(i, "name") for i in range(len(t))]
+
+
+def test_sort_cycles_columns_numbers_largest_first_blanks_last():
+    t = small_table()
+    assert names(t) == ["gemm_a", "relu", "GEMM_b", "softmax", "copy"]  # frame order until sorted
+    t.cycle_sort()
+    assert t.sort == SortState("name", False)
+    assert names(t) == ["GEMM_b", "copy", "gemm_a", "relu", "softmax"]  # code-point order, stable
+    t.cycle_sort()
+    assert t.sort == SortState("total", True)
+    assert names(t) == ["GEMM_b", "gemm_a", "relu", "softmax", "copy"]  # ties keep frame order; NaN last
+    t.reverse_sort()
+    assert names(t) == ["relu", "softmax", "gemm_a", "GEMM_b", "copy"]  # NaN still last
+    t.cycle_sort()
+    t.cycle_sort()
+    assert t.sort.key == "name"  # wraps around
+
+
+def test_filter_any_case_then_search_wraps():
+    t = small_table()
+    t.set_filter("GeMm")
+    assert names(t) == ["gemm_a", "GEMM_b"] and t.total_rows == 5
+    assert "filter 'GeMm': 2 of 5 rows" in t.describe()
+    t.set_filter("")
+    assert len(t) == 5
+    assert t.find("o", start=0) == 3  # softmax
+    assert t.find("o", start=3) == 4  # copy
+    assert t.find("o", start=4) == 3  # wraps
+    assert t.find("o", start=3, backwards=True) == 4  # wraps backwards
+    assert t.find("zzz", start=0) is None
+
+
+def test_export_rows_are_exact_and_in_view_order():
+    t = small_table()
+    t.set_sort("count", descending=True)
+    t.set_filter("m")  # gemm_a, GEMM_b, softmax; not relu or copy
+    headers, rows = t.export_rows()
+    assert headers == ["Name", "Total", "Count"]
+    assert rows == [["gemm_a", 30.0, 3], ["GEMM_b", 50.0, 2], ["softmax", 5.0, 1]]
+    assert all(type(v) in (str, float, int) for r in rows for v in r)
+    assert t.position(0) == 0 and t.row_of_position(3) == 2
+
+
+def test_formats():
+    assert fmt.duration(850) == "850 ns" and fmt.duration(12_345) == "12.3 µs"
+    assert fmt.duration(3_180_000) == "3.18 ms" and fmt.duration(9_800_000_000) == "9.80 s"
+    assert fmt.percent(0.2371) == "23.7%" and fmt.count(2170) == "2,170" and fmt.duration(None) == ""
+    assert fmt.api_name("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync"
+    assert fmt.api_name("cudaLaunchKernelExC_v11060") == "cudaLaunchKernelExC_v11060"  # as nsys shows it
+
+
+def test_export_names_and_never_clobbers(tmp_path: Path):
+    view = ViewText("trainer:step_N/backward kernels", ["title", "file x"], "| a |\n|---|\n| 1 |\n")
+    path = export.target(tmp_path, view)
+    assert path.name == "nsight-tui_trainer_step_N_backward_kernels.md"
+    text = export.render(view)
+    assert text.startswith("# title\n\n- file x\n\n| a |")
+    export.write(path, text)
+    with pytest.raises(TraceError):
+        export.write(path, "other")
+    assert path.read_text() == text
+    assert export.free_name(path).name == "nsight-tui_trainer_step_N_backward_kernels-2.md"
+
+
+# -- the range tree rows ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def model():
+    path = SAMPLES / "small_ctx128.sqlite"
+    if not path.exists():
+        pytest.skip("sample trace missing")
+    from parsers.load import load_trace
+
+    return load_trace(path).model("process")
+
+
+def test_tree_expand_collapse_remembers_open_children(model):
+    from tui.tree_source import RangeTreeSource
+
+    src = RangeTreeSource(model.aggregated_groups, True)
+    assert len(src) == len(model.aggregated_groups) and src.spans(0)
+    src.expand(0)
+    roots = len(model.aggregated_groups[0].roots)
+    assert len(src) == len(model.aggregated_groups) + roots
+    first = src.node_at(1)
+    src.expand(1)
+    opened = len(src)
+    assert opened == len(model.aggregated_groups) + roots + len(first.children)
+    src.collapse(0)
+    assert len(src) == len(model.aggregated_groups)
+    src.expand(0)
+    assert len(src) == opened  # the child opened before opens again
+    assert src.parent_row(2) == 1 and src.parent_row(1) == 0
+    assert src.label(src.rows[1]).startswith("  ▾ ")
+
+
+def test_tree_reveal_and_search_by_path(model):
+    from tui.tree_source import RangeTreeSource, node_key
+
+    src = RangeTreeSource(model.aggregated_groups, True)
+    hits = src.matches("step_N/backward")
+    assert len(hits) == 1 and node_key(hits[0])[-2:] == ("step_N", "backward")
+    row = src.reveal(hits[0])
+    assert src.node_at(row) is hits[0]
+    assert [n.label for n in src.matches("BACKWARD")] == ["backward", "backward"]  # warmup, then step
+    gtid = src.group_at(row).gtid
+    assert src.find_key(gtid, node_key(hits[0])) is hits[0]
+    # The same range in the instance tree: the first step's backward.
+    inst = RangeTreeSource(model.thread_groups, False)
+    node = inst.find_key(gtid, node_key(hits[0]))
+    assert node.label == "backward" and node.parent.label.startswith("step_")
+
+
+def test_tree_export_lists_the_visible_ranges(model):
+    from tui.tree_source import RangeTreeSource
+
+    src = RangeTreeSource(model.aggregated_groups, True)
+    src.expand_default()
+    headers, rows = src.export_rows()
+    assert headers[:2] == ["Thread", "Range path"]
+    visible = [r for r in src.rows if not r.is_group]
+    assert len(rows) == len(visible)
+    assert rows[0][2] == visible[0].obj.instances and rows[0][3] == visible[0].obj.cpu_ns
+
+
+# -- the grid's layout -----------------------------------------------------------------------------
+def test_grid_drops_least_important_columns_when_narrow():
+    from tui.widgets.grid import DataGrid
+
+    t = small_table()
+    t.columns = [Column("name", "Name", None, "left", min_width=10), Column("total", "Total", 8, priority=9),
+                 Column("count", "Count", 6, priority=1)]
+    grid = DataGrid(t)
+    wide = grid._columns_for(40)
+    assert [c.key for c, _ in wide] == ["name", "total", "count"] and wide[0][1] == 40 - 8 - 6 - 2
+    grid._layout_width = -1
+    narrow = grid._columns_for(20)
+    assert [c.key for c, _ in narrow] == ["name", "total"] and narrow[0][1] == 20 - 8 - 1

@@ -1,0 +1,371 @@
+"""The nsight-tui application: loads a file in a worker, then drills down
+ranges -> kernels -> launches -> correlation, with exports at every level.
+
+Screens form the drill-down stack (escape goes back). The app owns what spans views:
+the open session, the attribution mode, exports, and the keys that work everywhere.
+"""
+from __future__ import annotations
+
+import gc
+import time
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import get_current_worker
+
+from parsers.errors import TraceError
+from parsers.load import load_trace
+from tui import export
+from tui.commands import NsightCommands
+from tui.messages import LoadFailed, LoadProgress, ModelReady, TraceLoaded
+from tui.session import Session
+from tui.table_model import ViewText
+from tui.tree_source import node_key
+from tui.views.api import ApiScreen
+from tui.views.base import TableScreen, ViewScreen
+from tui.views.correlation import CorrelationScreen
+from tui.views.files import FilesScreen
+from tui.views.help import HelpScreen, binding_rows
+from tui.views.kernels import KernelsScreen
+from tui.views.launches import LaunchesScreen
+from tui.views.loading import LoadingScreen
+from tui.views.modals import CorrelationPrompt, ExportConflict
+from tui.views.ranges import RangesScreen, RangeTree
+from tui.widgets.grid import DataGrid
+from tui.widgets.prompt_bar import PromptBar
+
+
+class NsightApp(App[int]):
+    CSS_PATH = str(Path(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
+    TITLE = "nsight-tui"
+    COMMANDS = App.COMMANDS | {NsightCommands}
+
+    BINDINGS = [
+        Binding("q", "quit_app", "Quit"),
+        Binding("question_mark", "help", "Help", tooltip="This help: every key"),
+        Binding("e", "export", "Export",
+                tooltip="Export the view on screen (its filter, sort, selection) to nsight-tui_<view>.md here; "
+                "also copied to the clipboard (OSC 52)"),
+        Binding("m", "switch_mode", "Attribution",
+                tooltip="Switch attribution: process-wide (autograd-thread kernels count for the main thread's "
+                "ranges) or nsys's launching-thread rule"),
+        Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack"),
+        Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)"),
+        Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace"),
+        Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)"),
+        Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)"),
+        Binding("ctrl+p", "command_palette", "Commands", show=False,
+                tooltip="Command palette: views, actions, jump to any range or kernel by name"),
+    ]
+
+    def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None):
+        super().__init__()
+        self.paths = [Path(p) for p in paths]
+        self.attribution = attribution
+        self.export_dir = Path(export_dir) if export_dir is not None else None
+        self.session: Session | None = None
+        self.error_message = ""
+        self.loaded = False  # true once a file is on screen (tests and the benchmark wait on it)
+        self._load_started = 0.0
+        self._mode_switching = False
+        self._sessions: dict = {}  # path -> Session: reopening from the files view is instant
+
+    # -- start-up and loading -------------------------------------------------------------------
+    @property
+    def multi(self) -> bool:
+        return len(self.paths) > 1
+
+    def on_mount(self) -> None:
+        if self.multi:
+            self.push_screen(FilesScreen(self.paths, self.attribution))
+        else:
+            self.open_file(self.paths[0])
+
+    def open_file(self, path: Path) -> None:
+        cached = self._sessions.get(path)
+        if cached is not None:  # back from the files view to a file already loaded
+            self.session = cached
+            self.push_screen(RangesScreen(cached))
+            return
+        self.loaded = False
+        self._load_started = self.clock()
+        self.push_screen(LoadingScreen(path))
+        self._load(path, self.attribution)
+
+    def clock(self) -> float:
+        return time.perf_counter()
+
+    @work(thread=True, exclusive=True, group="load")
+    def _load(self, path: Path, attribution: str) -> None:
+        worker = get_current_worker()
+
+        def progress(fraction: float, text: str) -> None:
+            self.post_message(LoadProgress(path, 0.85 * fraction, text))
+
+        try:
+            trace = load_trace(path, progress=progress)
+            self.post_message(LoadProgress(path, 0.88, "attributing GPU work to NVTX ranges"))
+            model = trace.model(attribution)
+            self.post_message(LoadProgress(path, 0.95, "building the range tree"))
+            model.aggregated_groups  # noqa: B018 - built here, not on the UI thread
+        except TraceError as exc:
+            self.post_message(LoadFailed(path, str(exc), exc.exit_code))
+            return
+        except Exception as exc:  # a bug or an export we did not foresee: one line, not a traceback
+            self.post_message(LoadFailed(path, f"internal error: {type(exc).__name__}: {exc}", 70))
+            return
+        if not worker.is_cancelled:
+            seconds = self.clock() - self._load_started
+            self.post_message(TraceLoaded(Session(path, trace, attribution, seconds)))
+
+    def on_load_progress(self, message: LoadProgress) -> None:
+        if isinstance(self.screen, LoadingScreen):
+            self.screen.progress(message.fraction, message.text)
+
+    def on_trace_loaded(self, message: TraceLoaded) -> None:
+        self.session = message.session
+        self._sessions[self.session.path] = self.session
+        self.loaded = True
+        # Millions of long-lived objects now: keep the cyclic GC from rescanning them on
+        # every full collection (those pauses showed up as 50-100 ms keystrokes).
+        gc.collect()
+        gc.freeze()
+        self.switch_screen(RangesScreen(self.session))
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        if not self.multi:
+            self.error_message = message.message
+            self.exit(return_code=message.exit_code)
+            return
+        self.pop_screen()
+        self.notify(message.message, title="cannot open", severity="error", timeout=8)
+
+    # -- navigation -----------------------------------------------------------------------------
+    def _base_index(self) -> int | None:
+        """Index in the screen stack of the open file's range tree."""
+        for i, screen in enumerate(self.screen_stack):
+            if isinstance(screen, RangesScreen):
+                return i
+        return None
+
+    def go_back(self, screen) -> None:
+        base = self._base_index()
+        index = self.screen_stack.index(screen) if screen in self.screen_stack else -1
+        if base is not None and index == base and not self.multi:
+            return  # the range tree of the only file is home
+        if len(self.screen_stack) > 2:
+            self.pop_screen()
+            if base is not None and index == base:
+                self.session = None
+
+    async def _to_base(self):
+        """Pop down to the range tree; returns it (None when no file is open)."""
+        base = self._base_index()
+        if base is None:
+            return None
+        while len(self.screen_stack) - 1 > base:
+            await self.pop_screen()
+        return self.screen_stack[base]
+
+    def open_kernels(self, node=None, select_name: str | None = None) -> None:
+        self.push_screen(KernelsScreen(self.session, node, select_name))
+
+    def open_launches(self, node, name: str, short: str, positions) -> None:
+        self.push_screen(LaunchesScreen(self.session, node, name, short, positions))
+
+    def open_correlation(self, corr: int, gpid: int | None = None) -> None:
+        self.push_screen(CorrelationScreen(self.session, corr, gpid))
+
+    def _need_session(self) -> bool:
+        if self.session is None:
+            still = isinstance(self.screen, LoadingScreen)
+            self.notify("still loading…" if still else "open a file first (enter on a row)", severity="warning")
+            return False
+        return True
+
+    async def action_view_ranges(self) -> None:
+        if self._need_session():
+            await self._to_base()
+
+    async def action_view_kernels(self) -> None:
+        if self._need_session():
+            await self._to_base()
+            self.open_kernels(None)
+
+    async def action_view_api(self) -> None:
+        if self._need_session():
+            await self._to_base()
+            self.push_screen(ApiScreen(self.session))
+
+    async def action_view_files(self) -> None:
+        if not self.multi:
+            self.notify("one file open: start with several files or a directory to compare them")
+            return
+        while not isinstance(self.screen, FilesScreen):
+            await self.pop_screen()
+        self.session = None
+
+    async def jump_to_range(self, gtid: int, key: tuple[str, ...]) -> None:
+        ranges = await self._to_base()
+        if ranges is not None and not ranges.select_key(gtid, key):
+            self.notify(f"{'/'.join(key)}: not in this view", severity="warning")
+
+    async def jump_to_kernel(self, name: str) -> None:
+        await self._to_base()
+        self.open_kernels(None, select_name=name)
+
+    def action_ask_correlation(self) -> None:
+        if not self._need_session():
+            return
+
+        def go(corr: int | None) -> None:
+            if corr is not None:
+                self.open_correlation(corr)
+
+        self.push_screen(CorrelationPrompt(), go)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(help_sections()))
+
+    def action_quit_app(self) -> None:
+        self.exit(return_code=0)
+
+    # -- attribution mode -----------------------------------------------------------------------
+    def action_switch_mode(self) -> None:
+        if not self._need_session() or self._mode_switching:
+            return
+        new = "nsys" if self.session.attribution == "process" else "process"
+        self._mode_switching = True
+        self._say(self.screen, f"building the {new} attribution…", notify=False)
+        self.notify(f"building the {new} attribution…", timeout=2)
+        self._build_mode(self.session, new)
+
+    @work(thread=True, exclusive=True, group="mode")
+    def _build_mode(self, session: Session, attribution: str) -> None:
+        # The build holds the GIL for long stretches: let the UI paint the notice first.
+        time.sleep(0.05)
+        try:
+            model = session.trace.model(attribution)
+            model.aggregated_groups  # noqa: B018
+        except Exception as exc:  # keep the session usable under the mode it had
+            self.call_from_thread(self._mode_failed, f"{type(exc).__name__}: {exc}")
+            return
+        self.post_message(ModelReady(session, attribution))
+
+    def _mode_failed(self, message: str) -> None:
+        self._mode_switching = False
+        self.notify(message, title="attribution switch failed", severity="error")
+
+    async def on_model_ready(self, message: ModelReady) -> None:
+        self._mode_switching = False
+        session = message.session
+        if session is not self.session:
+            return
+        # What was open: the range tree's cursor, and the range whose kernels were shown.
+        base = self._base_index()
+        ranges: RangesScreen = self.screen_stack[base]
+        keep = ranges.current_key()
+        old_node = next((s.node for s in self.screen_stack[base + 1:]
+                         if isinstance(s, KernelsScreen) and s.node is not None), None)
+        old_gtid = _gtid_of(ranges, old_node) if old_node is not None else None
+        await self._to_base()
+        session.attribution = message.attribution
+        self.attribution = message.attribution
+        gc.freeze()  # the new model's objects are long-lived too
+        ranges.rebuild(keep)
+        ranges.refresh_info()
+        if old_node is not None:
+            node = ranges.grid.tree.find_key(old_gtid, node_key(old_node)) if old_gtid is not None else None
+            if node is not None:
+                ranges.select_node(node)
+                self.open_kernels(node)
+        self.notify(f"attribution: {session.attribution}: {session.model.mode_help}", timeout=4)
+
+    # -- export ---------------------------------------------------------------------------------
+    def action_export(self) -> None:
+        screen = self.screen
+        maker = getattr(screen, "export_view", None)
+        if maker is None:
+            self.notify("nothing to export on this screen", severity="warning")
+            return
+        self._say(screen, "exporting…", notify=False)
+        self._export_worker(screen, maker)
+
+    @work(thread=True, exclusive=True, group="export")
+    def _export_worker(self, screen, maker) -> None:
+        """Building the text reads every row of the view (and, for launches, grid/block
+        from the file): off the UI thread."""
+        try:
+            view: ViewText | None = maker()
+            text = export.render(view) if view is not None else ""
+        except Exception as exc:  # never lose the session over an export
+            self.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", title="export failed",
+                                  severity="error")
+            return
+        self.call_from_thread(self._export_ready, screen, view, text)
+
+    def _export_ready(self, screen, view: ViewText | None, text: str) -> None:
+        if view is None:
+            self._say(screen, "nothing to export here yet")
+            return
+        path = export.target(self.export_dir or Path.cwd(), view)
+        if not path.exists():
+            self._write_export(screen, path, text, overwrite=False)
+            return
+        def decide(choice: str | None) -> None:
+            if choice == "overwrite":
+                self._write_export(screen, path, text, overwrite=True)
+            elif choice == "new":
+                self._write_export(screen, export.free_name(path), text, overwrite=False)
+            else:
+                self._say(screen, "export cancelled")
+
+        self.push_screen(ExportConflict(path, export.free_name(path)), decide)
+
+    def _write_export(self, screen, path: Path, text: str, overwrite: bool) -> None:
+        try:
+            written = export.write(path, text, overwrite=overwrite)
+        except (TraceError, OSError) as exc:
+            self.notify(str(exc), title="export failed", severity="error")
+            return
+        clip = ""
+        if len(text) <= export.CLIPBOARD_LIMIT:
+            self.copy_to_clipboard(text)
+            clip = " (and copied to the clipboard)"
+        self.last_export = written
+        try:
+            shown = f"./{written.relative_to(Path.cwd())}"
+        except ValueError:
+            shown = str(written)
+        self._say(screen, f"exported {written.name}{clip}: {shown}")
+
+    def _say(self, screen, text: str, notify: bool = True) -> None:
+        setter = getattr(screen, "set_status", None)
+        if setter and screen.is_mounted:
+            setter(text)
+        if notify:
+            self.notify(text, timeout=4)
+
+
+def _gtid_of(ranges, node) -> int | None:
+    """Thread of a range node: its root's group in the range tree."""
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    tree = ranges.grid.tree
+    group = tree._group_of_root.get(id(root))
+    return group.gtid if group is not None else None
+
+
+def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
+    return [
+        ("Everywhere", binding_rows([NsightApp, ViewScreen])),
+        ("Moving around (range tree and every table)", binding_rows([DataGrid])),
+        ("Range tree (main view)", binding_rows([RangesScreen, RangeTree])),
+        ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
+        ("Kernel tables", binding_rows([KernelsScreen])),
+        ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
+        ("Export: file exists", binding_rows([ExportConflict])),
+    ]

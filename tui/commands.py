@@ -1,0 +1,86 @@
+"""Command palette (ctrl+p) entries: the views, the actions, and a jump to any range
+(by name path) or kernel (by name) of the open file."""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from tui.tree_source import node_key
+
+MAX_RANGES = 2000
+MAX_KERNELS = 500
+
+
+class NsightCommands(Provider):
+    async def startup(self) -> None:
+        self._entries = self._build()
+
+    def _build(self) -> list[tuple[str, str, object]]:
+        app = self.app
+        run = app.run_action
+        out: list[tuple[str, str, object]] = [
+            ("View: range tree", "NVTX ranges per thread (1)", partial(run, "view_ranges")),
+            ("View: kernel summary", "every kernel of the trace (2)", partial(run, "view_kernels")),
+            ("View: CUDA API summary", "as nsys cuda_api_sum (3)", partial(run, "view_api")),
+            ("Jump: correlation ID…", "the API call and GPU work of one correlation ID (c)",
+             partial(run, "ask_correlation")),
+            ("Switch attribution mode", "process-wide or nsys's launching-thread rule (m)",
+             partial(run, "switch_mode")),
+            ("Export this view to Markdown", "writes nsight-tui_<view>.md here (e)", partial(run, "export")),
+            ("Help: every key", "(?)", partial(run, "help")),
+        ]
+        if getattr(app, "multi", False):
+            out.insert(3, ("View: files", "the files side by side (4)", partial(run, "view_files")))
+        session = getattr(app, "session", None)
+        if session is None:
+            return out
+        model = session.model
+        added = 0
+        for group in model.aggregated_groups:
+            stack = list(reversed(group.roots))
+            while stack and added < MAX_RANGES:
+                node = stack.pop()
+                key = node_key(node)
+                out.append((f"Range: {'/'.join(key)}", f"{node.kernels:,} kernels · {group.label}",
+                            partial(app.jump_to_range, group.gtid, key)))
+                added += 1
+                stack.extend(reversed(node.children))
+        for name, short in top_kernels(session):
+            out.append((f"Kernel: {short}", name[:120], partial(app.jump_to_kernel, name)))
+        return out
+
+    async def discover(self) -> Hits:
+        for text, help_text, callback in self._entries[:8]:
+            yield DiscoveryHit(text, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, help_text, callback in self._entries:
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), callback, text=text, help=help_text)
+
+
+def top_kernels(session) -> list[tuple[str, str]]:
+    """(name, short name) of the ops with the most GPU time, cached per session."""
+    cached = session.cache.get("palette_kernels")
+    if cached is None:
+        ops = session.trace.ops
+        codes = ops["name"].to_numpy()
+        cached = []
+        if len(codes):
+            dur = (ops["end"] - ops["start"]).to_numpy()
+            totals = np.bincount(codes, weights=dur, minlength=len(session.trace.op_names))
+            uniq, first = np.unique(codes, return_index=True)
+            first_of = dict(zip(uniq.tolist(), first.tolist()))
+            shorts = ops["short"].to_numpy()
+            for code in np.argsort(-totals, kind="stable")[:MAX_KERNELS]:
+                if totals[code] <= 0:
+                    break
+                short = session.trace.op_short[shorts[first_of[int(code)]]]
+                cached.append((session.trace.op_names[code], short))
+        session.cache["palette_kernels"] = cached
+    return cached

@@ -1,0 +1,38 @@
+"""`e`: the view on screen as a Markdown file in the current directory, named after the
+view, written atomically and never over an existing file without asking."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from parsers.fileio import unique_path, write_atomic
+from tui.table_model import ViewText
+
+CLIPBOARD_LIMIT = 512 * 1024  # OSC 52 payloads beyond this stall or get dropped by many terminals
+
+
+def file_name(stem: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("_.") or "view"
+    return f"nsight-tui_{slug}.md"
+
+
+def render(view: ViewText) -> str:
+    lines = []
+    if view.header:
+        lines.append(f"# {view.header[0]}")
+        lines.append("")
+        lines += [f"- {h}" for h in view.header[1:]]
+        lines.append("")
+    return "\n".join(lines) + "\n" + view.body
+
+
+def target(folder: Path, view: ViewText) -> Path:
+    return Path(folder) / file_name(view.stem)
+
+
+def write(path: Path, text: str, overwrite: bool = False) -> Path:
+    return write_atomic(path, text, overwrite=overwrite)
+
+
+def free_name(path: Path) -> Path:
+    return unique_path(path)

@@ -1,0 +1,77 @@
+"""How numbers look on screen: short, fixed-width-friendly, unit-bearing.
+
+Exports never use these: Markdown gets exact integers (ns) so it can be checked and diffed.
+"""
+from __future__ import annotations
+
+import math
+
+
+def duration(ns) -> str:
+    """Adaptive unit: 850 ns, 12.3 µs, 3.18 ms, 9.80 s."""
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return ""
+    ns = float(ns)
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns:.0f} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.1f} µs"
+    if a < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.2f} s"
+
+
+def seconds(ns) -> str:
+    """A timestamp on the capture's clock, in seconds with µs resolution."""
+    if ns is None or ns < 0:
+        return ""
+    return f"{ns / 1e9:.6f}"
+
+
+def count(n) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return ""
+    return f"{int(n):,}"
+
+
+def percent(x) -> str:
+    """A fraction (0..1) as a percentage."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{100.0 * x:.1f}%"
+
+
+def plain_percent(x) -> str:
+    """A value already in percent (nsys reports)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{float(x):.1f}%"
+
+
+def api_name(name) -> str:
+    """CUDA API names without the `_v11060`-style version tag nsys also drops."""
+    if not isinstance(name, str):
+        return ""
+    return name[:-6] if name[-6:-4] == "_v" and name[-4:].isdigit() else name
+
+
+def times(n) -> str:
+    return f"×{int(n)}"
+
+
+def text(v) -> str:
+    return "" if v is None else str(v)
+
+
+def exact(v):
+    """A value as it goes into Markdown: integers stay integers, floats keep 3 decimals."""
+    if v is None:
+        return None
+    if hasattr(v, "item"):  # numpy scalar -> Python
+        v = v.item()
+    if isinstance(v, float):
+        if math.isnan(v):
+            return None
+        return round(v, 3)
+    return v

@@ -1,0 +1,72 @@
+"""`nsight-tui PATH...`: check the input, then run the app.
+
+A single unreadable file gets one line on stderr and a non-zero exit before any screen
+is drawn; a directory opens every .sqlite export in it side by side.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from pathlib import Path
+
+from parsers.errors import TraceError
+
+
+def resolve_paths(raw: list[str]) -> list[Path]:
+    """Files as given; a directory contributes its *.sqlite files (sorted)."""
+    paths: list[Path] = []
+    for item in raw:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(q for q in p.glob("*.sqlite") if q.is_file())
+            if not found:
+                raise TraceError(f"{p}: no .sqlite exports in this directory")
+            paths += found
+        else:
+            paths.append(p)
+    return paths
+
+
+def check_readable(path: Path) -> None:
+    """Open read-only and touch every big table: a missing, foreign, empty or truncated
+    file fails here with the loader's own one-line message."""
+    from parsers.source import connect_readonly, probe_integrity, read_schema
+
+    con = connect_readonly(path)
+    try:
+        probe_integrity(con, path, read_schema(con, path))
+    finally:
+        con.close()
+
+
+def launch(args) -> int:
+    paths = resolve_paths(args.paths)
+    if len(paths) == 1:
+        check_readable(paths[0])
+    else:
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise TraceError(f"{missing[0]}: no such file")
+    from tui.app import NsightApp
+
+    app = NsightApp(paths, attribution=args.attribution)
+    # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread
+    # still loading a big file, so `q` during a load would hang until the load finished.
+    loop = asyncio.new_event_loop()
+    try:
+        app.run(loop=loop)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    if app.error_message:
+        print(f"nsight-tui: {app.error_message}", file=sys.stderr)
+    code = app.return_code or 0
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        # `q` during a long load: a worker thread is still reading the (read-only) file and
+        # cannot be interrupted; nothing is left to write, so leave now instead of waiting.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -1,0 +1,32 @@
+"""Messages that workers post back to the UI thread (post_message is thread-safe)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.message import Message
+
+
+class LoadProgress(Message):
+    def __init__(self, path: Path, fraction: float, text: str) -> None:
+        super().__init__()
+        self.path, self.fraction, self.text = path, fraction, text
+
+
+class TraceLoaded(Message):
+    def __init__(self, session) -> None:
+        super().__init__()
+        self.session = session
+
+
+class LoadFailed(Message):
+    def __init__(self, path: Path, message: str, exit_code: int = 2) -> None:
+        super().__init__()
+        self.path, self.message, self.exit_code = path, message, exit_code
+
+
+class ModelReady(Message):
+    """The model for `attribution` is built; the app may switch to it."""
+
+    def __init__(self, session, attribution: str) -> None:
+        super().__init__()
+        self.session, self.attribution = session, attribution

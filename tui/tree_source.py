@@ -1,0 +1,264 @@
+"""The NVTX range tree flattened into the rows a DataGrid draws: one row per thread group,
+then its ranges, each shown when its parent is expanded. No Textual here.
+
+Expanding and collapsing splice the visible list in place, so a 76k-range instance tree
+costs only the rows that appear or disappear.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parsers.model import RangeNode, ThreadGroup, display_name, path_key
+from tui import fmt
+from tui.table_model import Column
+
+INDENT = 2
+
+
+@dataclass(eq=False)
+class TreeRow:
+    obj: RangeNode | ThreadGroup
+    depth: int
+    expanded: bool = False
+
+    @property
+    def is_group(self) -> bool:
+        return isinstance(self.obj, ThreadGroup)
+
+    @property
+    def children(self) -> list[RangeNode]:
+        return self.obj.roots if self.is_group else self.obj.children
+
+
+def node_key(node: RangeNode) -> tuple[str, ...]:
+    """A range's identity across the aggregated and instance trees: its name path, numbers
+    folded (`step_3` and `step_N` both give `step_N`)."""
+    out = []
+    while node is not None:
+        out.append(display_name(path_key(node.name)))
+        node = node.parent
+    return tuple(reversed(out))
+
+
+def path_text(node: RangeNode) -> str:
+    return "/".join(node.path)
+
+
+class RangeTreeSource:
+    columns = [
+        Column("range", "Range", None, "left", md_header="Range path", min_width=18, text=True),
+        Column("instances", "×N", 6, priority=6),
+        Column("cpu", "CPU", 9, fmt=fmt.duration, md_header="CPU (ns)", priority=7),
+        Column("gpu", "GPU busy", 9, fmt=fmt.duration, md_header="GPU busy (ns)", priority=8),
+        Column("share", "%parent", 7, fmt=fmt.percent, md_header="GPU share of parent", priority=4),
+        Column("kernels", "Kernels", 8, fmt=fmt.count, priority=5),
+    ]
+
+    def __init__(self, groups: list[ThreadGroup], aggregated: bool):
+        self.groups = groups
+        self.aggregated = aggregated
+        self.rows: list[TreeRow] = [TreeRow(g, 0) for g in groups]
+        self._group_of_root = {id(r): g for g in groups for r in g.roots}
+        self._all: list[RangeNode] | None = None
+        self._index: dict[int, int] | None = None
+        self._labels: list[str] | None = None
+        self._open: set[int] = set()  # ids of expanded nodes, kept while an ancestor is closed
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    # -- cells -----------------------------------------------------------------------------
+    def label(self, row: TreeRow) -> str:
+        pad = " " * (INDENT * row.depth)
+        mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
+        if row.is_group:
+            g = row.obj
+            return f"{pad}{mark}{g.label}{'  [main thread]' if g.is_main else ''}"
+        return f"{pad}{mark}{row.obj.label}"
+
+    def value(self, row: TreeRow, key: str):
+        if row.is_group:
+            return None
+        node = row.obj
+        if key == "instances":
+            return node.instances
+        if key == "cpu":
+            return node.cpu_ns
+        if key == "gpu":
+            return node.busy_ns
+        if key == "share":
+            return node.share_of_parent()
+        if key == "kernels":
+            return node.kernels
+        return node.label
+
+    def cell(self, i: int, column: Column) -> str:
+        row = self.rows[i]
+        if column.key == "range":
+            return self.label(row)
+        v = self.value(row, column.key)
+        if v is None:
+            return ""
+        if column.key == "instances":
+            return fmt.times(v)
+        return column.fmt(v)
+
+    def spans(self, i: int) -> bool:
+        """Thread rows are headings across the whole line."""
+        return self.rows[i].is_group
+
+    def row_class(self, i: int) -> str | None:
+        return "datagrid--group" if self.rows[i].is_group else None
+
+    def node_at(self, i: int) -> RangeNode | None:
+        if 0 <= i < len(self.rows) and not self.rows[i].is_group:
+            return self.rows[i].obj
+        return None
+
+    def group_at(self, i: int) -> ThreadGroup:
+        while i > 0 and not self.rows[i].is_group:
+            i -= 1
+        return self.rows[i].obj
+
+    # -- expand / collapse --------------------------------------------------------------------
+    def expand(self, i: int) -> bool:
+        """Show row i's children, and again whatever was open under them before."""
+        row = self.rows[i]
+        if row.expanded or not row.children:
+            return False
+        row.expanded = True
+        self._open.add(id(row.obj))
+        new = []
+        self._visible_under(row, new)
+        self.rows[i + 1:i + 1] = new
+        return True
+
+    def _visible_under(self, row: TreeRow, out: list[TreeRow]) -> None:
+        for child in row.children:
+            sub = TreeRow(child, row.depth + 1, id(child) in self._open and bool(child.children))
+            out.append(sub)
+            if sub.expanded:
+                self._visible_under(sub, out)
+
+    def collapse(self, i: int) -> bool:
+        row = self.rows[i]
+        if not row.expanded:
+            return False
+        row.expanded = False
+        self._open.discard(id(row.obj))
+        j = i + 1
+        while j < len(self.rows) and self.rows[j].depth > row.depth:
+            j += 1
+        del self.rows[i + 1:j]
+        return True
+
+    def parent_row(self, i: int) -> int | None:
+        depth = self.rows[i].depth
+        for j in range(i - 1, -1, -1):
+            if self.rows[j].depth < depth:
+                return j
+        return None
+
+    def expand_default(self, max_rows: int = 40, max_depth: int = 5) -> None:
+        """Open the main threads level by level while the whole level fits in `max_rows`
+        rows (so step_N/forward/backward show at once); other threads stay closed."""
+        for depth in range(max_depth):
+            level = [i for i, r in enumerate(self.rows)
+                     if r.depth == depth and not r.expanded and r.children and self.group_at(i).is_main]
+            if not level:
+                return
+            added = sum(len(self.rows[i].children) for i in level)
+            if len(self.rows) + added > max_rows:
+                return
+            for i in reversed(level):  # from the bottom, so earlier indices stay valid
+                self.expand(i)
+
+    def reveal(self, node: RangeNode) -> int | None:
+        """Expand the ancestors of `node`; its row index."""
+        chain = []
+        cur = node
+        while cur is not None:
+            chain.append(cur)
+            cur = cur.parent
+        chain.reverse()
+        group = self._group_of_root.get(id(chain[0]))
+        if group is None:
+            return None
+        i = next(k for k, r in enumerate(self.rows) if r.obj is group)
+        for target in chain:
+            self.expand(i)
+            depth = self.rows[i].depth + 1
+            j = i + 1
+            while j < len(self.rows) and self.rows[j].depth >= depth:
+                if self.rows[j].depth == depth and self.rows[j].obj is target:
+                    break
+                j += 1
+            else:
+                return None
+            i = j
+        return i
+
+    def find_key(self, gtid: int, key: tuple[str, ...]) -> RangeNode | None:
+        """The first node on thread `gtid` whose name path matches `key`."""
+        group = next((g for g in self.groups if g.gtid == gtid), None)
+        if group is None:
+            return None
+        level, found = group.roots, None
+        for depth, name in enumerate(key):
+            found = next((n for n in level if display_name(path_key(n.name)) == name), None)
+            if found is None:
+                return None
+            level = found.children
+        return found
+
+    # -- search ---------------------------------------------------------------------------
+    def all_nodes(self) -> list[RangeNode]:
+        """Every range, pre-order, in display order (built on first search)."""
+        if self._all is None:
+            out: list[RangeNode] = []
+            stack = [n for g in reversed(self.groups) for n in reversed(g.roots)]
+            while stack:
+                node = stack.pop()
+                out.append(node)
+                stack.extend(reversed(node.children))
+            self._all = out
+        return self._all
+
+    def preorder_index(self, node: RangeNode) -> int:
+        """Position of `node` in all_nodes(); -1 if absent."""
+        if self._index is None:
+            self._index = {id(n): k for k, n in enumerate(self.all_nodes())}
+        return self._index.get(id(node), -1)
+
+    def prepare_search(self) -> None:
+        """Build the search structures now (a worker calls this for big trees)."""
+        nodes = self.all_nodes()
+        if self._labels is None:
+            self._labels = [n.label.lower() for n in nodes]
+        self.preorder_index(nodes[0]) if nodes else None
+
+    def matches(self, query: str) -> list[RangeNode]:
+        """Ranges whose name contains `query` (any case); with a `/`, whose path ends with it."""
+        q = query.strip().lower()
+        if not q:
+            return []
+        nodes = self.all_nodes()
+        if "/" in q:
+            return [n for n in nodes if "/".join(node_key(n)).lower().endswith(q)
+                    or path_text(n).lower().endswith(q)]
+        if self._labels is None:
+            self._labels = [n.label.lower() for n in nodes]
+        return [n for n, label in zip(nodes, self._labels) if q in label]
+
+    # -- export ---------------------------------------------------------------------------
+    def export_rows(self) -> tuple[list[str], list[list]]:
+        headers = ["Thread", *[c.export_header for c in self.columns]]
+        rows = []
+        for i, row in enumerate(self.rows):
+            if row.is_group:
+                continue
+            node = row.obj
+            share = node.share_of_parent()
+            rows.append([self.group_at(i).label, path_text(node), node.instances, node.cpu_ns, node.busy_ns,
+                         None if share is None else round(share, 4), node.kernels])
+        return headers, rows

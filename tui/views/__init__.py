@@ -1,0 +1,1 @@
+"""One Screen per view of the TUI."""

@@ -1,0 +1,229 @@
+"""What every view shares: the info bar, a breadcrumb, a status line, the footer, the
+search/filter prompt; and for table views, sort/filter/search over a TableModel.
+
+Heavy work (building a table, sorting or filtering 100k+ rows) runs in a thread worker;
+the key press returns at once and the status line says what is happening.
+"""
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Static
+from textual.worker import get_current_worker
+
+from parsers.markdown import table as md_table
+from tui.table_model import TableModel, ViewText
+from tui.widgets.grid import DataGrid
+from tui.widgets.info_bar import InfoBar
+from tui.widgets.key_bar import KeyBar
+from tui.widgets.prompt_bar import PromptBar
+
+# Above this many rows, sort and filter run in a worker instead of inside the key handler.
+BIG_TABLE = 20_000
+
+
+class ViewScreen(Screen):
+    """A full-screen view of one file (or of several, for the files view)."""
+
+    BINDINGS = [Binding("escape", "back", "Back", tooltip="Back to the previous view (or close the prompt)")]
+
+    view_name = "view"  # for the export file name and the command palette
+
+    def __init__(self, session=None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.session = session
+
+    def compose(self) -> ComposeResult:
+        yield InfoBar(id="info")
+        yield Static("", id="crumb")
+        yield from self.compose_body()
+        yield PromptBar(id="prompt")
+        yield Static("", id="status")
+        yield KeyBar()
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    def on_mount(self) -> None:
+        self.refresh_info()
+        self.query_one("#crumb", Static).update(self.crumb())
+
+    def on_screen_resume(self) -> None:
+        self.refresh_info()
+
+    def refresh_info(self) -> None:
+        self.query_one(InfoBar).show(self.session)
+
+    def crumb(self) -> str:
+        return self.view_name
+
+    def set_status(self, text: str) -> None:
+        self.query_one("#status", Static).update(text)
+
+    @property
+    def prompt(self) -> PromptBar:
+        return self.query_one(PromptBar)
+
+    def action_back(self) -> None:
+        if self.prompt.is_open:
+            self.prompt.action_cancel()
+            return
+        self.app.go_back(self)
+
+    def export_view(self) -> ViewText | None:
+        """What `e` writes; None when there is nothing to export yet."""
+        return None
+
+    def export_header(self, *lines: str) -> list[str]:
+        head = [f"nsight-tui export: {self.crumb()}"]
+        if self.session is not None:
+            head.append(self.session.export_header())
+        return head + [line for line in lines if line]
+
+
+class TableScreen(ViewScreen):
+    """A view whose body is one DataGrid over a TableModel."""
+
+    BINDINGS = [
+        Binding("s", "sort_next", "Sort", tooltip="Sort by the next column (numbers largest first)"),
+        Binding("S", "sort_reverse", "Reverse sort", show=False),
+        Binding("f", "filter", "Filter", tooltip="Filter rows by text (any text column; enter keeps, esc undoes)"),
+        Binding("slash", "search", "Search", tooltip="Search rows by text; n/N next/previous match"),
+        Binding("n", "search_next", "Next match", show=False),
+        Binding("N", "search_prev", "Previous match", show=False),
+    ]
+
+    empty_text = "computing…"
+    hint = ""  # what enter does here, after the row count on the status line
+
+    def __init__(self, session=None, **kwargs) -> None:
+        super().__init__(session, **kwargs)
+        self.table: TableModel | None = None
+        self.search_text = ""
+        self._busy = False
+
+    def compose_body(self) -> ComposeResult:
+        yield DataGrid(id="table", empty_text=self.empty_text)
+
+    @property
+    def grid(self) -> DataGrid:
+        return self.query_one("#table", DataGrid)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.grid.focus()
+        self.set_status(self.empty_text)
+
+    # -- showing a table ------------------------------------------------------------------------
+    def show_table(self, table: TableModel, cursor: int = 0) -> None:
+        self.table = table
+        self._sync_grid(cursor)
+
+    def _sync_grid(self, cursor: int | None = None) -> None:
+        grid = self.grid
+        grid.sort_key = self.table.sort.key
+        grid.sort_descending = self.table.sort.descending
+        if grid.source is not self.table:
+            grid.set_source(self.table, cursor or 0)
+        else:
+            grid.data_changed(cursor)
+        self.set_status(self.describe())
+
+    def describe(self) -> str:
+        text = self.table.describe() if self.table is not None else ""
+        if self.search_text:
+            text += f" · search '{self.search_text}' (n/N)"
+        if self.hint and self.table is not None and len(self.table):
+            text += f" · {self.hint}"
+        return text
+
+    def selected_position(self) -> int | None:
+        """Frame position of the cursor row."""
+        if self.table is None or len(self.table) == 0:
+            return None
+        return self.table.position(self.grid.cursor)
+
+    # -- sort and filter, in a worker when big ------------------------------------------------
+    def _change(self, what: str, fn) -> None:
+        if self.table is None or self._busy and len(self.table.frame) > BIG_TABLE:
+            return
+        keep = self.selected_position()
+        if len(self.table.frame) <= BIG_TABLE:
+            fn()
+            self._after_change(keep)
+        else:
+            self._busy = True
+            self.set_status(f"{what}…")
+            self._change_in_worker(fn, keep)
+
+    @work(thread=True, exclusive=True, group="table")
+    def _change_in_worker(self, fn, keep) -> None:
+        fn()
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._after_change, keep)
+
+    def _after_change(self, keep: int | None) -> None:
+        self._busy = False
+        row = self.table.row_of_position(keep) if keep is not None else None
+        self._sync_grid(row if row is not None else 0)
+
+    def action_sort_next(self) -> None:
+        if self.table is not None:
+            self._change("sorting", self.table.cycle_sort)
+
+    def action_sort_reverse(self) -> None:
+        if self.table is not None:
+            self._change("sorting", self.table.reverse_sort)
+
+    def action_filter(self) -> None:
+        if self.table is not None:
+            self.prompt.open("filter", "filter:", self.table.filter_text)
+
+    def action_search(self) -> None:
+        self.prompt.open("search", "/", self.search_text)
+
+    def on_prompt_bar_changed(self, event: PromptBar.Changed) -> None:
+        if event.kind == "filter" and self.table is not None and len(self.table.frame) <= BIG_TABLE:
+            value = event.value
+            self._change("filtering", lambda: self.table.set_filter(value))
+
+    def on_prompt_bar_submitted(self, event: PromptBar.Submitted) -> None:
+        self.grid.focus()
+        if event.kind == "filter" and self.table is not None:
+            value = event.value
+            if value.strip() != self.table.filter_text:
+                self._change("filtering", lambda: self.table.set_filter(value))
+        elif event.kind == "search":
+            self.search_text = event.value.strip()
+            self._search(backwards=False, include_current=True)
+
+    def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
+        self.grid.focus()
+        if event.kind == "filter" and self.table is not None and self.table.filter_text != event.before:
+            before = event.before
+            self._change("filtering", lambda: self.table.set_filter(before))
+
+    def action_search_next(self) -> None:
+        self._search(backwards=False)
+
+    def action_search_prev(self) -> None:
+        self._search(backwards=True)
+
+    def _search(self, backwards: bool, include_current: bool = False) -> None:
+        if self.table is None or not self.search_text:
+            return
+        start = self.grid.cursor - (1 if include_current else 0)
+        row = self.table.find(self.search_text, start, backwards=backwards)
+        if row is None:
+            self.set_status(f"no match for '{self.search_text}'")
+            self.app.bell()
+            return
+        self.grid.move_to(row)
+        self.set_status(self.describe())
+
+    # -- export -------------------------------------------------------------------------------
+    def export_table(self, title: str) -> str:
+        headers, rows = self.table.export_rows()
+        return md_table(headers, rows, title=title)

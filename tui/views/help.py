@@ -1,0 +1,67 @@
+"""`?`: every key, gathered from the Binding lists themselves (so it cannot go stale)."""
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEY_NAMES = {
+    "slash": "/", "question_mark": "?", "escape": "esc", "down": "↓", "up": "↑", "left": "←", "right": "→",
+    "pagedown": "PgDn", "pageup": "PgUp", "enter": "enter", "space": "space", "home": "Home", "end": "End",
+}
+
+
+def key_text(keys: str) -> str:
+    return " ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
+def binding_rows(classes) -> list[tuple[str, str]]:
+    rows, seen = [], set()
+    for cls in classes:
+        for b in getattr(cls, "BINDINGS", []):
+            if not isinstance(b, Binding) or b.system or not b.description:
+                continue
+            if b.key in seen:
+                continue
+            seen.add(b.key)
+            rows.append((key_text(b.key), b.tooltip or b.description))
+    return rows
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [
+        Binding("escape,question_mark,q", "close", "Close help"),
+        Binding("j,down", "scroll(1)", "Scroll down", show=False),
+        Binding("k,up", "scroll(-1)", "Scroll up", show=False),
+    ]
+
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.sections = sections
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-body"):
+            yield Static(self._help_table())
+
+    def _help_table(self) -> Group:
+        parts = [Text.assemble(("nsight-tui keys", "bold underline"), "   esc or ? closes this; j/k scroll")]
+        for title, rows in self.sections:
+            table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
+            table.add_column("keys", style="bold", no_wrap=True, width=14)
+            table.add_column("what", ratio=1)
+            for keys, what in rows:
+                table.add_row(keys, what)
+            parts += [Text(""), Text(title, style="bold yellow"), table]
+        return Group(*parts)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_scroll(self, lines: int) -> None:
+        body = self.query_one("#help-body")
+        body.scroll_relative(y=lines, animate=False)

@@ -1,0 +1,52 @@
+"""Small dialogs: the correlation ID prompt and the export-file-exists question."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+
+class CorrelationPrompt(ModalScreen[int | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static("Jump to correlation ID (enter to go, escape to cancel)")
+            yield Input(placeholder="e.g. 8851", type="integer", id="corr-input")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        self.dismiss(int(text) if text.lstrip("-").isdigit() else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ExportConflict(ModalScreen[str]):
+    """The export file exists: overwrite it, write under a new name, or cancel."""
+
+    BINDINGS = [
+        Binding("o", "choose('overwrite')", "Overwrite"),
+        Binding("n", "choose('new')", "New name"),
+        Binding("c,escape", "choose('cancel')", "Cancel"),
+    ]
+
+    def __init__(self, path: Path, new_path: Path, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.path, self.new_path = path, new_path
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(f"{self.path.name} exists in {self.path.parent}.")
+            yield Static(f"[b]o[/b] overwrite   [b]n[/b] write {self.new_path.name}   [b]c[/b] cancel")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)

@@ -1,0 +1,240 @@
+"""The main view: the NVTX range tree per process/thread, aggregated by name path or as
+individual instances, with the highlighted range's numbers underneath."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Static
+
+from parsers.model import RangeNode
+from tui import fmt
+from tui.table_model import ViewText
+from tui.tree_source import RangeTreeSource, node_key, path_text
+from tui.views.base import ViewScreen
+from parsers.markdown import table as md_table
+from tui.widgets.grid import DataGrid
+from tui.widgets.prompt_bar import PromptBar
+
+
+class RangeTree(DataGrid):
+    """The range tree: a DataGrid over a RangeTreeSource, plus expand/collapse keys."""
+
+    BINDINGS = [
+        Binding("l,right", "expand", "Expand", show=False),
+        Binding("h,left", "collapse", "Collapse / to parent", show=False),
+        Binding("space", "toggle", "Expand/collapse", show=False),
+    ]
+
+    @property
+    def tree(self) -> RangeTreeSource:
+        return self.source
+
+    def action_expand(self) -> None:
+        if len(self.source) and self.tree.expand(self.cursor):
+            self.data_changed()
+        elif len(self.source) and self.tree.rows[self.cursor].expanded:
+            self.move_to(self.cursor + 1)
+
+    def action_collapse(self) -> None:
+        if not len(self.source):
+            return
+        if self.tree.collapse(self.cursor):
+            self.data_changed()
+            return
+        parent = self.tree.parent_row(self.cursor)
+        if parent is not None:
+            self.move_to(parent)
+
+    def action_toggle(self) -> None:
+        if not len(self.source):
+            return
+        changed = self.tree.collapse(self.cursor) or self.tree.expand(self.cursor)
+        if changed:
+            self.data_changed()
+
+
+class RangesScreen(ViewScreen):
+    view_name = "ranges"
+
+    BINDINGS = [
+        Binding("a", "toggle_aggregate", "Aggregate",
+                tooltip="Toggle: ranges aggregated by name path (step_N ×5) / individual instances"),
+        Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)"),
+        Binding("n", "search_next", "Next match", show=False),
+        Binding("N", "search_prev", "Previous match", show=False),
+    ]
+
+    def __init__(self, session, **kwargs) -> None:
+        super().__init__(session, **kwargs)
+        self.search_text = ""
+        self._matches: list[RangeNode] = []
+
+    def compose_body(self) -> ComposeResult:
+        yield RangeTree(id="tree", empty_text="no NVTX ranges in this export: press 2 for the kernel summary")
+        yield Static("", id="detail")
+
+    @property
+    def grid(self) -> RangeTree:
+        return self.query_one("#tree", RangeTree)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.rebuild()
+        self.grid.focus()
+
+    def crumb(self) -> str:
+        if self.session is None:
+            return "ranges"
+        return f"ranges ({'aggregated by name path' if self.session.aggregated else 'individual instances'})"
+
+    # -- building -------------------------------------------------------------------------------
+    def rebuild(self, keep: tuple | None = None) -> None:
+        """(Re)build the tree from the session's model; put the cursor on `keep`
+        ((gtid, name-path key)) when it still exists, else on the first range."""
+        model = self.session.model
+        agg = self.session.aggregated
+        source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg)
+        source.expand_default()
+        self._matches = []
+        cursor = 1 if len(source) > 1 else 0
+        if keep is not None:
+            node = source.find_key(*keep)
+            row = source.reveal(node) if node is not None else None
+            if row is not None:
+                cursor = row
+        self.grid.set_source(source, cursor)
+        if self.session.trace.info.ranges > 5000:
+            self._prepare_search(source)
+        self.query_one("#crumb", Static).update(self.crumb())
+        self._update_detail()
+        if self.session.trace.info.ranges == 0:
+            self.set_status("no NVTX ranges: 2 kernel summary · 3 API summary")
+        else:
+            self.set_status("enter: kernels of the range · l/h expand/collapse · a aggregate · / search · ? help")
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "back" and not self.app.multi:
+            return False  # the only file's range tree is home: nothing to go back to
+        return True
+
+    @work(thread=True, exclusive=True, group="search-index")
+    def _prepare_search(self, source: RangeTreeSource) -> None:
+        source.prepare_search()
+
+    def current_key(self) -> tuple | None:
+        tree = self.grid.tree
+        node = tree.node_at(self.grid.cursor)
+        if node is None:
+            return None
+        return tree.group_at(self.grid.cursor).gtid, node_key(node)
+
+    def select_key(self, gtid: int, key: tuple[str, ...]) -> bool:
+        tree = self.grid.tree
+        node = tree.find_key(gtid, key)
+        if node is None:
+            return False
+        return self.select_node(node)
+
+    def select_node(self, node: RangeNode) -> bool:
+        row = self.grid.tree.reveal(node)
+        if row is None:
+            return False
+        self.grid.data_changed(row)
+        return True
+
+    # -- reacting -------------------------------------------------------------------------------
+    def on_data_grid_highlighted(self, event: DataGrid.Highlighted) -> None:
+        self._update_detail()
+
+    def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
+        tree = self.grid.tree
+        node = tree.node_at(event.row)
+        if node is None:
+            self.grid.action_toggle()
+            return
+        self.app.open_kernels(node)
+
+    def _update_detail(self) -> None:
+        detail = self.query_one("#detail", Static)
+        tree = self.grid.tree
+        node = tree.node_at(self.grid.cursor) if len(tree) else None
+        if node is None:
+            if len(tree):
+                g = tree.group_at(self.grid.cursor)
+                text = Text(g.label, style="bold")
+                text.append(f"\n{len(g.roots):,} top-level range{'s' if len(g.roots) != 1 else ''}")
+                if g.is_main:
+                    text.append(" · main thread: its ranges also get kernels launched outside any range"
+                                if self.session.attribution == "process" else " · main thread")
+                detail.update(text)
+            else:
+                detail.update("")
+            return
+        share = node.share_of_parent()
+        busy = node.busy_ns / node.cpu_ns if node.cpu_ns else None
+        text = Text()
+        text.append(path_text(node), style="bold")
+        if node.instances > 1:
+            text.append(f"  ×{node.instances}")
+        text.append("\n")
+        text.append(f"CPU {fmt.duration(node.cpu_ns)} · GPU busy {fmt.duration(node.busy_ns)}"
+                    f" ({fmt.percent(busy) or 'n/a'} of CPU)")
+        if share is not None:
+            text.append(f", {fmt.percent(share)} of parent")
+        text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
+        detail.update(text)
+
+    def action_toggle_aggregate(self) -> None:
+        keep = self.current_key()
+        self.session.aggregated = not self.session.aggregated
+        self.rebuild(keep)
+        self.set_status("aggregated by name path (step_N = all steps)" if self.session.aggregated
+                        else "individual instances")
+
+    # -- search -------------------------------------------------------------------------------
+    def action_search(self) -> None:
+        self.prompt.open("search", "/", self.search_text)
+
+    def on_prompt_bar_submitted(self, event: PromptBar.Submitted) -> None:
+        self.grid.focus()
+        self.search_text = event.value.strip()
+        self._matches = self.grid.tree.matches(self.search_text)
+        self._jump(backwards=False, include_current=True)
+
+    def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
+        self.grid.focus()
+
+    def action_search_next(self) -> None:
+        self._jump(backwards=False)
+
+    def action_search_prev(self) -> None:
+        self._jump(backwards=True)
+
+    def _jump(self, backwards: bool, include_current: bool = False) -> None:
+        if not self.search_text:
+            return
+        if not self._matches:
+            self.set_status(f"no range matches '{self.search_text}'")
+            self.app.bell()
+            return
+        tree = self.grid.tree
+        current = tree.node_at(self.grid.cursor)
+        here = tree.preorder_index(current) if current is not None else -1
+        positions = [tree.preorder_index(n) for n in self._matches]
+        if backwards:
+            before = [k for k, p in enumerate(positions) if p < here]
+            k = before[-1] if before else len(positions) - 1
+        else:
+            after = [k for k, p in enumerate(positions) if (p >= here if include_current else p > here)]
+            k = after[0] if after else 0
+        self.select_node(self._matches[k])
+        self.set_status(f"match {k + 1} of {len(self._matches)} for '{self.search_text}' (n/N)")
+
+    # -- export ---------------------------------------------------------------------------------
+    def export_view(self) -> ViewText:
+        headers, rows = self.grid.tree.export_rows()
+        mode = "aggregated by name path" if self.session.aggregated else "individual instances"
+        head = self.export_header(f"view: range tree, {mode}; rows as expanded on screen ({len(rows)} ranges)")
+        return ViewText("ranges", head, md_table(headers, rows, title="NVTX ranges"))

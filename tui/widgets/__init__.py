@@ -1,0 +1,1 @@
+"""Widgets of the TUI: the virtual grid, info bar, key bar, prompt, ratios panel."""

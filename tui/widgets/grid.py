@@ -1,0 +1,290 @@
+"""A virtual table: draws only the rows in view, whatever the row count.
+
+Textual's DataTable builds every row up front (12 s for 100k rows here, UI frozen; NOTES.md),
+so tables come from a source object instead: `len(source)`, `source.columns` and
+`source.cell(row, column)`. A 600k-row table costs the same per keystroke as a 20-row one.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from tui.table_model import Column
+
+
+class GridSource(Protocol):
+    columns: list[Column]
+
+    def __len__(self) -> int: ...
+
+    def cell(self, row: int, column: Column) -> str: ...
+
+
+class EmptySource:
+    columns: list[Column] = []
+
+    def __len__(self) -> int:
+        return 0
+
+    def cell(self, row: int, column: Column) -> str:
+        return ""
+
+
+def fit(text: str, width: int, align: str) -> str:
+    if len(text) > width:
+        return text[: max(width - 1, 0)] + "…" if width > 0 else ""
+    return text.rjust(width) if align == "right" else text.ljust(width)
+
+
+class DataGrid(ScrollView, can_focus=True):
+    """Rows from a GridSource; a fixed header line; a cursor row."""
+
+    BINDINGS = [
+        Binding("j,down", "cursor_down", "Down", show=False),
+        Binding("k,up", "cursor_up", "Up", show=False),
+        Binding("g,home", "cursor_first", "First row", show=False),
+        Binding("G,end", "cursor_last", "Last row", show=False),
+        Binding("ctrl+d,pagedown", "page_down", "Page down", show=False),
+        Binding("ctrl+u,pageup", "page_up", "Page up", show=False),
+        Binding("enter", "select", "Open", tooltip="Open the row: range -> kernels -> launches -> correlation"),
+    ]
+
+    COMPONENT_CLASSES = {
+        "datagrid--header",
+        "datagrid--cursor",
+        "datagrid--cursor-blur",
+        "datagrid--group",
+        "datagrid--dim",
+    }
+
+    DEFAULT_CSS = """
+    DataGrid {
+        height: 1fr;
+        background: $surface;
+        scrollbar-size-vertical: 1;
+        overflow-x: hidden;
+    }
+    DataGrid > .datagrid--header { text-style: bold; color: $text-accent; background: $panel; }
+    DataGrid > .datagrid--cursor { background: $accent; color: $text; text-style: bold; }
+    DataGrid > .datagrid--cursor-blur { background: $accent 40%; }
+    DataGrid > .datagrid--group { text-style: bold; color: $text-warning; }
+    DataGrid > .datagrid--dim { color: $text-muted; }
+    """
+
+    cursor: reactive[int] = reactive(0, always_update=True, repaint=False)
+
+    class Highlighted(Message):
+        def __init__(self, grid: "DataGrid", row: int) -> None:
+            super().__init__()
+            self.grid = grid
+            self.row = row
+
+        @property
+        def control(self) -> "DataGrid":
+            return self.grid
+
+    class Selected(Message):
+        def __init__(self, grid: "DataGrid", row: int) -> None:
+            super().__init__()
+            self.grid = grid
+            self.row = row
+
+        @property
+        def control(self) -> "DataGrid":
+            return self.grid
+
+    def __init__(self, source: GridSource | None = None, *, empty_text: str = "(no rows)", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.source: GridSource = source or EmptySource()
+        self.empty_text = empty_text
+        self.sort_key: str | None = None
+        self.sort_descending = False
+        self._layout: list[tuple[Column, int]] = []
+        self._layout_width = -1
+        self._cache: dict[tuple, Strip] = {}
+
+    # -- data --------------------------------------------------------------------------------
+    def set_source(self, source: GridSource, cursor: int = 0) -> None:
+        self.source = source
+        self._layout_width = -1
+        self.data_changed(cursor)
+
+    def data_changed(self, cursor: int | None = None) -> None:
+        """The source's rows changed (sort, filter, expand): re-measure and repaint."""
+        self._cache.clear()
+        self.virtual_size = Size(0, len(self.source) + 1)
+        target = self.cursor if cursor is None else cursor
+        self.cursor = max(0, min(target, len(self.source) - 1))
+        self.refresh()
+
+    @property
+    def row_count(self) -> int:
+        return len(self.source)
+
+    # -- geometry ----------------------------------------------------------------------------
+    def _columns_for(self, width: int) -> list[tuple[Column, int]]:
+        if width == self._layout_width and self._layout:
+            return self._layout
+        cols = [c for c in self.source.columns if c.show]
+        # Drop the least important fixed columns until the flexible one keeps its minimum.
+        while True:
+            fixed = sum(c.width for c in cols if c.width) + max(len(cols) - 1, 0)
+            flex = [c for c in cols if not c.width]
+            need = fixed + sum(c.min_width for c in flex)
+            droppable = [c for c in cols if c.width]
+            if need <= width or len(droppable) <= 1:
+                break
+            cols.remove(min(droppable, key=lambda c: c.priority))
+        fixed = sum(c.width for c in cols if c.width) + max(len(cols) - 1, 0)
+        flex = [c for c in cols if not c.width]
+        spare = max(width - fixed, 0)
+        layout = []
+        for c in cols:
+            if c.width:
+                layout.append((c, c.width))
+            else:
+                layout.append((c, max(spare // max(len(flex), 1), 1)))
+        self._layout, self._layout_width = layout, width
+        return layout
+
+    def on_resize(self) -> None:
+        self._layout_width = -1
+        self._cache.clear()
+        self.virtual_size = Size(0, len(self.source) + 1)
+        self._scroll_cursor_into_view()
+
+    @property
+    def page_rows(self) -> int:
+        return max(self.size.height - 1, 1)
+
+    # -- rendering -------------------------------------------------------------------------
+    def _header_strip(self, width: int) -> Strip:
+        style = self.get_component_rich_style("datagrid--header")
+        parts = []
+        for col, w in self._columns_for(width):
+            label = col.header
+            if col.key == self.sort_key:
+                label = f"{label}{'▼' if self.sort_descending else '▲'}"
+            parts.append(fit(label, w, col.align))
+        return Strip([Segment(fit(" ".join(parts), width, "left"), style)], width)
+
+    @property
+    def line_width(self) -> int:
+        return self.scrollable_content_region.width
+
+    def render_line(self, y: int) -> Strip:
+        width = self.line_width
+        if width <= 0:
+            return Strip.blank(0)
+        if y == 0:
+            return self._header_strip(width)
+        n = len(self.source)
+        row = int(self.scroll_offset.y) + y - 1
+        base = self.rich_style
+        if n == 0:
+            if y == 1:
+                dim = self.get_component_rich_style("datagrid--dim")
+                return Strip([Segment(fit(self.empty_text, width, "left"), dim)], width)
+            return Strip.blank(width, base)
+        if row >= n:
+            return Strip.blank(width, base)
+        is_cursor = row == self.cursor
+        key = (row, width, is_cursor, self.has_focus)
+        strip = self._cache.get(key)
+        if strip is None:
+            strip = self._row_strip(row, width, is_cursor, base)
+            if len(self._cache) > 2000:
+                self._cache.clear()
+            self._cache[key] = strip
+        return strip
+
+    def row_style(self, row: int) -> str | None:
+        """A component class for the whole row (group rows in the tree)."""
+        getter = getattr(self.source, "row_class", None)
+        return getter(row) if getter else None
+
+    def _row_strip(self, row: int, width: int, is_cursor: bool, base: Style) -> Strip:
+        spans = getattr(self.source, "spans", None)
+        layout = self._columns_for(width)
+        if spans is not None and spans(row) and layout:
+            line = fit(self.source.cell(row, layout[0][0]), width, "left")  # a heading row: one cell
+        else:
+            parts = [fit(self.source.cell(row, col), w, col.align) for col, w in layout]
+            line = fit(" ".join(parts), width, "left")
+        style = base
+        extra = self.row_style(row)
+        if extra:
+            style = style + self.get_component_rich_style(extra)
+        if is_cursor:
+            style = style + self.get_component_rich_style(
+                "datagrid--cursor" if self.has_focus else "datagrid--cursor-blur")
+        return Strip([Segment(line, style)], width)
+
+    def render_text(self) -> Text:
+        """The visible lines as plain text (tests and the benchmark read the screen)."""
+        return Text("\n".join(self.render_line(y).text for y in range(self.size.height)))
+
+    # -- cursor ----------------------------------------------------------------------------
+    def watch_cursor(self, old: int, new: int) -> None:
+        self._scroll_cursor_into_view()
+        self._refresh_row(old)
+        self._refresh_row(new)
+        if len(self.source):
+            self.post_message(self.Highlighted(self, new))
+
+    def _refresh_row(self, row: int) -> None:
+        if 0 <= row < len(self.source):
+            self.refresh_line(row + 1)  # virtual y: the header takes line 0
+
+    def _scroll_cursor_into_view(self) -> None:
+        top = int(self.scroll_offset.y)
+        rows = self.page_rows
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= top + rows:
+            self.scroll_to(y=self.cursor - rows + 1, animate=False, immediate=True)
+
+    def watch_has_focus(self, value: bool) -> None:
+        self._refresh_row(self.cursor)
+
+    def move_to(self, row: int) -> None:
+        if len(self.source):
+            self.cursor = max(0, min(row, len(self.source) - 1))
+
+    def action_cursor_down(self) -> None:
+        self.move_to(self.cursor + 1)
+
+    def action_cursor_up(self) -> None:
+        self.move_to(self.cursor - 1)
+
+    def action_cursor_first(self) -> None:
+        self.move_to(0)
+
+    def action_cursor_last(self) -> None:
+        self.move_to(len(self.source) - 1)
+
+    def action_page_down(self) -> None:
+        self.move_to(self.cursor + self.page_rows)
+
+    def action_page_up(self) -> None:
+        self.move_to(self.cursor - self.page_rows)
+
+    def action_select(self) -> None:
+        if len(self.source):
+            self.post_message(self.Selected(self, self.cursor))
+
+    def on_click(self, event) -> None:
+        row = int(self.scroll_offset.y) + event.y - 1
+        if 0 <= row < len(self.source):
+            if row == self.cursor and event.chain >= 2:
+                self.action_select()
+            self.move_to(row)

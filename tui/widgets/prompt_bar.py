@@ -1,0 +1,75 @@
+"""The one-line input at the bottom of a view, for `/` search and `f` filter."""
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Input, Label
+
+
+class PromptBar(Horizontal):
+    DEFAULT_CSS = """
+    PromptBar { height: 1; display: none; background: $boost; }
+    PromptBar.-open { display: block; }
+    PromptBar > Label { width: auto; padding: 0 1; color: $text-accent; text-style: bold; }
+    PromptBar > Input { width: 1fr; height: 1; border: none; padding: 0; background: $boost; }
+    PromptBar > Input:focus { border: none; }
+    """
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", show=True)]
+
+    class Changed(Message):
+        def __init__(self, kind: str, value: str) -> None:
+            super().__init__()
+            self.kind, self.value = kind, value
+
+    class Submitted(Message):
+        def __init__(self, kind: str, value: str) -> None:
+            super().__init__()
+            self.kind, self.value = kind, value
+
+    class Cancelled(Message):
+        def __init__(self, kind: str, before: str) -> None:
+            super().__init__()
+            self.kind, self.before = kind, before
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.kind = ""
+        self._before = ""
+
+    def compose(self) -> ComposeResult:
+        yield Label("")
+        yield Input()
+
+    @property
+    def is_open(self) -> bool:
+        return self.has_class("-open")
+
+    def open(self, kind: str, prompt: str, value: str = "") -> None:
+        self.kind, self._before = kind, value
+        self.query_one(Label).update(prompt)
+        inp = self.query_one(Input)
+        with inp.prevent(Input.Changed):
+            inp.value = value
+        inp.cursor_position = len(value)
+        self.add_class("-open")
+        inp.focus()
+
+    def close(self) -> None:
+        self.remove_class("-open")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        if self.is_open:
+            self.post_message(self.Changed(self.kind, event.value))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.close()
+        self.post_message(self.Submitted(self.kind, event.value))
+
+    def action_cancel(self) -> None:
+        self.close()
+        self.post_message(self.Cancelled(self.kind, self._before))
