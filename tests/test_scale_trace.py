@@ -4,7 +4,7 @@ Every expectation is computed from the input file with plain SQL, never from the
 """
 from __future__ import annotations
 
-import os
+import csv
 import sqlite3
 import subprocess
 import sys
@@ -137,6 +137,22 @@ def test_per_kernel_name_totals_are_exactly_times_the_input(scaled):
     assert before and after.keys() == before.keys()
     for name, (n, total) in before.items():
         assert after[name] == (TIMES * n, TIMES * total), name
+
+
+def test_kernel_summary_is_times_nvidias(scaled):
+    """NVIDIA's own cuda_gpu_kern_sum of the input, times N, is what the scaled file holds."""
+    src, dst = scaled
+    oracle = src.parent / "oracle" / f"{src.stem}_cuda_gpu_kern_sum.csv"
+    if not oracle.is_file():
+        pytest.skip(f"no NVIDIA CSV for {src.name}")
+    with open(oracle, newline="") as fh:
+        nvidia = {r["Name"]: (int(r["Instances"]), int(r["Total Time (ns)"])) for r in csv.DictReader(fh)}
+    q = (
+        'SELECT s.value, count(*), sum(k."end" - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k '
+        "JOIN StringIds s ON s.id = k.demangledName GROUP BY s.value"
+    )
+    scaled_sums = {name: (n, total) for name, n, total in _ro(dst).execute(q)}
+    assert nvidia and scaled_sums == {name: (TIMES * n, TIMES * t) for name, (n, t) in nvidia.items()}
 
 
 def test_correlation_ids_unique_per_process_and_kernels_join_their_launch(scaled):
