@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from parsers.attribution import MODE_HELP, attribute
-from parsers.load import KERNEL, OP_KINDS, PID_MASK, Trace, pid_of, tid_of
+from parsers.groupstats import group_ids, group_stats
+from parsers.load import KERNEL, OP_KINDS, PID_MASK, Trace, api_display_name, pid_of, tid_of
 
 _NUMBERED = re.compile(r"\d+$")
 
@@ -136,8 +137,11 @@ class RangeModel:
         ops = trace.ops
         o_start = ops["start"].to_numpy()
         order = np.lexsort((o_start[op_pos], range_pos))
-        self.pair_op = op_pos[order]
-        self.pair_range = range_pos[order]
+        # int32 halves the largest arrays the model holds (pairs ~ kernels x nesting depth).
+        index_type = np.int32 if max(len(ops), self.n) < 2**31 else np.int64
+        self.pair_op = op_pos[order].astype(index_type)
+        self.pair_range = range_pos[order].astype(index_type)
+        del op_pos, range_pos, order
         self.pair_offsets = np.searchsorted(self.pair_range, np.arange(self.n + 1))
         self._metrics()
         self.parent, self.depth = self._nesting()
@@ -298,29 +302,23 @@ class RangeModel:
         """
         ops = self.trace.ops
         pos = np.asarray(op_positions, dtype=np.int64)
-        codes = ops["name"].to_numpy()[pos]
-        dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
-        kinds = ops["kind"].to_numpy()[pos]
-        short = ops["short"].to_numpy()[pos]
         if len(pos) == 0:
             return pd.DataFrame(columns=["name", "short", "kind", "instances", "total_ns", "avg_ns", "med_ns",
                                          "min_ns", "max_ns", "share"])
-        frame = pd.DataFrame({"code": codes, "dur": dur, "kind": kinds, "short": short})
-        g = frame.groupby("code", sort=False)
-        out = g["dur"].agg(["count", "sum", "mean", "median", "min", "max"])
-        first = g[["kind", "short"]].first()
-        total = int(dur.sum())
+        codes = ops["name"].to_numpy()[pos]
+        dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
+        groups = group_ids(codes)
+        st = group_stats(groups.gid, groups.n, dur)
+        first = pos[groups.first]
+        names = self.trace.op_names
         res = pd.DataFrame({
-            "name": [self.trace.op_names[c] for c in out.index],
-            "short": [self.trace.op_short[s] for s in first["short"].to_numpy()],
-            "kind": [OP_KINDS[k] for k in first["kind"].to_numpy()],
-            "instances": out["count"].to_numpy(dtype=np.int64),
-            "total_ns": out["sum"].to_numpy(dtype=np.int64),
-            "avg_ns": out["mean"].to_numpy(),
-            "med_ns": out["median"].to_numpy(),
-            "min_ns": out["min"].to_numpy(dtype=np.int64),
-            "max_ns": out["max"].to_numpy(dtype=np.int64),
+            "name": [names[c] for c in ops["name"].to_numpy()[first]],
+            "short": [self.trace.op_short[c] for c in ops["short"].to_numpy()[first]],
+            "kind": [OP_KINDS[k] for k in ops["kind"].to_numpy()[first]],
+            "instances": st.num, "total_ns": st.total, "avg_ns": st.avg, "med_ns": st.med,
+            "min_ns": st.min, "max_ns": st.max,
         })
+        total = int(st.total.sum())
         res["share"] = res["total_ns"] / total if total else 0.0
         return res.sort_values(["total_ns", "instances", "name"], ascending=[False, True, True],
                                kind="stable").reset_index(drop=True)
@@ -335,27 +333,36 @@ class RangeModel:
         if name is not None:
             code = t.op_names.index(name) if name in t.op_names else -1
             pos = pos[t.ops["name"].to_numpy()[pos] == code]
-        ops = t.ops.iloc[pos]
-        api_pos = ops["api"].to_numpy()
-        has = api_pos >= 0
-        safe = np.where(has, api_pos, 0)
+        ops = t.ops
+        o_api = ops["api"].to_numpy()[pos]
+        has = o_api >= 0
+        safe = np.where(has, o_api, 0)
         api = t.api
-        a_start = np.where(has, api["start"].to_numpy()[safe] if len(api) else 0, -1)
-        a_gtid = np.where(has, api["gtid"].to_numpy()[safe] if len(api) else 0, -1)
-        a_name = [t.api_names[api["name"].to_numpy()[p]] if h else "" for p, h in zip(safe, has)]
+        if len(api):
+            a_start = np.where(has, api["start"].to_numpy()[safe], -1)
+            a_gtid = np.where(has, api["gtid"].to_numpy()[safe], -1)
+            a_name = np.where(has, api["name"].to_numpy()[safe], -1)
+        else:
+            a_start = a_gtid = a_name = np.full(len(pos), -1)
+        o_start = ops["start"].to_numpy()[pos]
+        # Strings are looked up once per distinct value, then spread by index.
+        names = np.array(t.op_names, dtype=object)
+        api_names = np.array([*map(api_display_name, t.api_names), ""], dtype=object)
+        threads, thread_idx = np.unique(a_gtid, return_inverse=True)
+        thread_text = np.array([t.thread_label(int(g)) if g >= 0 else "" for g in threads], dtype=object)
         df = pd.DataFrame({
             "op": pos,
-            "name": [t.op_names[c] for c in ops["name"].to_numpy()],
-            "start": ops["start"].to_numpy(),
-            "duration": (ops["end"] - ops["start"]).to_numpy(),
-            "device": ops["device"].to_numpy(),
-            "stream": ops["stream"].to_numpy(),
-            "corr": ops["corr"].to_numpy(),
-            "api_name": a_name,
+            "name": names[ops["name"].to_numpy()[pos]],
+            "start": o_start,
+            "duration": ops["end"].to_numpy()[pos] - o_start,
+            "device": ops["device"].to_numpy()[pos],
+            "stream": ops["stream"].to_numpy()[pos],
+            "corr": ops["corr"].to_numpy()[pos],
+            "api_name": api_names[a_name],
             "api_start": a_start,
-            "tid": [tid_of(int(g)) if g >= 0 else -1 for g in a_gtid],
-            "thread": [t.thread_label(int(g)) if g >= 0 else "" for g in a_gtid],
-            "latency": np.where(has, ops["start"].to_numpy() - a_start, 0),
+            "tid": np.where(a_gtid >= 0, tid_of(a_gtid), -1),
+            "thread": thread_text[thread_idx.reshape(-1)] if len(pos) else np.array([], dtype=object),
+            "latency": np.where(has, o_start - a_start, 0),
         })
         return df.sort_values("start", kind="stable").reset_index(drop=True)
 
@@ -386,7 +393,7 @@ class RangeModel:
         attributed = sorted(set(self.pair_range[np.isin(self.pair_op, op_pos)].tolist()),
                             key=lambda i: (self.depth[i], self.r_start[i]))
         return Correlation(
-            corr=corr, api_pos=a, api_name=t.api_names[int(row["name"])], api_start=int(row["start"]),
+            corr=corr, api_pos=a, api_name=api_display_name(t.api_names[int(row["name"])]), api_start=int(row["start"]),
             api_end=int(row["end"]), gtid=gtid, pid=pid_of(gtid), tid=tid_of(gtid),
             thread=t.thread_label(gtid), process=t.process_label(gtid & PID_MASK), ops=self.op_table(op_pos),
             own_stack=[display_name(t.ranges["name"].iat[i]) for i in own],

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from parsers.load import KERNEL, MEMCPY, MEMSET, Trace, pid_of, tid_of
+from parsers.groupstats import group_ids, group_stats
+from parsers.load import KERNEL, MEMCPY, MEMSET, Trace, api_display_name, pid_of, tid_of
 
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")
@@ -57,14 +58,14 @@ def sqlite_round(values, digits: int = 1) -> list:
 
 
 def _group_stats(keys: pd.DataFrame, values: np.ndarray) -> pd.DataFrame:
-    """total, num, avg, med, min, max, std per group of `keys` (sorted by key, like GROUP BY)."""
-    frame = keys.copy()
-    frame["_v"] = values.astype(np.int64)
-    g = frame.groupby(list(keys.columns), sort=True, dropna=False)["_v"]
-    out = g.agg(total="sum", num="count", med="median", min="min", max="max", std="std")
-    out["avg"] = out["total"].to_numpy(dtype=np.float64) / out["num"].to_numpy(dtype=np.float64)
-    out["std"] = out["std"].fillna(0.0)
-    return out.reset_index()
+    """total, num, avg, med, min, max, std per group of `keys`, rows in key order (GROUP BY)."""
+    ranks = [pd.factorize(keys[c], sort=True)[0] for c in keys.columns]
+    groups = group_ids(*ranks)
+    st = group_stats(groups.gid, groups.n, values)
+    out = keys.iloc[groups.first].reset_index(drop=True)
+    for name in ("total", "num", "avg", "med", "min", "max", "std"):
+        out[name] = getattr(st, name)
+    return out
 
 
 def _stat_columns(s: pd.DataFrame) -> list[list]:
@@ -111,11 +112,6 @@ def cuda_gpu_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
     return rep
 
 
-def _api_display_name(name: str) -> str:
-    """nsys drops a trailing `_vNNNN` version tag (exactly four characters after `_v`)."""
-    return name[:-6] if name[-6:-4] == "_v" else name
-
-
 def cuda_api_sum(trace: Trace, attribution: str = "nsys") -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Num Calls", *STAT_HEADERS, "Name"]
     rep = Report("cuda_api_sum", "CUDA API Summary", headers)
@@ -126,7 +122,7 @@ def cuda_api_sum(trace: Trace, attribution: str = "nsys") -> Report:
     # Grouped by the string id, whose order load.py keeps in the name codes.
     s = _group_stats(pd.DataFrame({"code": api["name"].to_numpy()}), (api["end"] - api["start"]).to_numpy())
     s = _sort_desc(s, "total")
-    rep.rows = _summary_rows(s, [_api_display_name(trace.api_names[c]) for c in s["code"]])
+    rep.rows = _summary_rows(s, [api_display_name(trace.api_names[c]) for c in s["code"]])
     return rep
 
 
@@ -250,22 +246,22 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
     rname_rank = np.append(rname_rank, -1)
     style_rank = np.append(np.where(r["pushpop"].to_numpy(dtype=bool), 0, 1), -1)  # PushPop < StartEnd
     kname_rank_of, kname_text = pd.factorize(pd.Series(trace.op_names), sort=True)
-    frame = pd.DataFrame({
-        "pid": np.where(gtid >= 0, pid_of(gtid), -1), "tid": np.where(gtid >= 0, tid_of(gtid), -1),
-        "name": rname_rank[all_range], "style": style_rank[all_range],
-        "kname": kname_rank_of[ops["name"].to_numpy()[all_op]],
-        "range": all_range, "op": all_op,
-    })
+    small = np.int32  # keys and positions fit; halves the memory of millions of pairs
+    pid = np.where(gtid >= 0, pid_of(gtid), -1).astype(small)
+    tid = np.where(gtid >= 0, tid_of(gtid), -1).astype(small)
+    rname = rname_rank.astype(small)[all_range]
+    style = style_rank.astype(small)[all_range]
+    kname = kname_rank_of.astype(small)[ops["name"].to_numpy()[all_op]]
+    del gtid, api_pos
     dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[all_op]
-    key = ["pid", "tid", "name", "style", "kname"]
-    # One factorisation into group ids (in key order); everything else works on those ints.
-    gid = frame.groupby(key, sort=True).ngroup().to_numpy()
-    n_groups = int(gid.max()) + 1 if len(gid) else 0
-    s = _group_stats(pd.DataFrame({"gid": gid}), dur)
-    first = np.zeros(n_groups, dtype=np.int64)
-    first[gid[::-1]] = np.arange(len(gid) - 1, -1, -1)
-    for col in key:
-        s[col] = frame[col].to_numpy()[first]
+    groups = group_ids(pid, tid, rname, style, kname)
+    gid, n_groups = groups.gid, groups.n
+    st = group_stats(gid, n_groups, dur)
+    del dur
+    first = groups.first
+    s = pd.DataFrame({"pid": pid[first], "tid": tid[first], "name": rname[first], "style": style[first],
+                      "kname": kname[first], "total": st.total, "num": st.num, "avg": st.avg, "med": st.med,
+                      "min": st.min, "max": st.max, "std": st.std})
     # count(DISTINCT range) (NULL ranges not counted) and count(DISTINCT kernel) per group
     stride = np.int64(max(len(ops), len(r)) + 1)
     in_r = all_range >= 0

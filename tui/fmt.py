@@ -4,6 +4,8 @@ Exports never use these: Markdown gets exact integers (ns) so it can be checked 
 """
 from __future__ import annotations
 
+from parsers.load import api_display_name
+
 import math
 
 
@@ -51,9 +53,7 @@ def plain_percent(x) -> str:
 
 def api_name(name) -> str:
     """CUDA API names without the `_v11060`-style version tag nsys also drops."""
-    if not isinstance(name, str):
-        return ""
-    return name[:-6] if name[-6:-4] == "_v" and name[-4:].isdigit() else name
+    return api_display_name(name) if isinstance(name, str) else ""
 
 
 def times(n) -> str:
