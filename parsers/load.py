@@ -10,6 +10,7 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -78,9 +79,8 @@ class Trace:
     schema: Schema
     info: TraceInfo
     op_names: list[str]  # ops.name -> text (demangled kernel name, or nsys's memcpy/memset label)
-    op_short: list[str]  # ops.short -> kernel short name
     api_names: list[str]  # api.name -> text
-    ops: pd.DataFrame  # kind,start,end,device,stream,corr,gpid,name,short,rowid,api
+    ops: pd.DataFrame  # kind,start,end,device,stream,corr,gpid,name,rowid,api
     api: pd.DataFrame  # start,end,gtid,corr,name
     ranges: pd.DataFrame  # rowid,start,end,end_sum,gtid,cross,pushpop,name,domain,text,unended
     marks: pd.DataFrame  # start,gtid,text
@@ -97,6 +97,15 @@ class Trace:
     def process_label(self, gpid: int) -> str:
         pid, name = self.processes.get(int(gpid), (pid_of(int(gpid)), ""))
         return f"{name} ({pid})" if name else f"pid {pid}"
+
+    @cached_property
+    def op_short(self) -> list[str]:
+        """nsys's short kernel name per op name code (read from the file on first use)."""
+        con = connect_readonly(self.path)
+        try:
+            return _kernel_short_names(con, self.schema, self.op_names)
+        finally:
+            con.close()
 
     def op_details(self, op_positions) -> pd.DataFrame:
         """grid, block, graph node and bytes of these ops, read from the file by rowid."""
@@ -232,65 +241,64 @@ def _codes(ids: pd.Series, strings: dict[int, str], names: list[str], index: dic
     return codes[inverse]
 
 
-def _load_ops(con, schema, strings, names, index, short_names, short_index, memcpy_labels) -> pd.DataFrame:
+def _load_ops(con, schema, strings, names, index, memcpy_labels) -> pd.DataFrame:
+    """Kernels, memcpys and memsets as one frame, with only the columns attribution and the
+    first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
+    names stay in the file: `op_details` and `op_short` read them when asked."""
     frames = []
-    # Per-launch details (grid, block, graph node, bytes) stay in the file: `op_details`
-    # reads them by rowid for the rows on screen.
-    cols = ["kind", "start", "end", "device", "stream", "corr", "gpid", "name", "short", "rowid"]
-    t = "CUPTI_ACTIVITY_KIND_KERNEL"
-    if schema.has(t):
-        name_col = "demangledName" if schema.has(t, "demangledName") else "shortName"
-        sql = f"""SELECT {KERNEL}, start, coalesce(end, start), {_col(schema, t, 'deviceId')},
-            {_col(schema, t, 'streamId')}, {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
-            {_col(schema, t, name_col)}, {_col(schema, t, 'shortName')}, rowid FROM {t}"""
-        k = _fetch(con, sql, cols)
-        k["name"] = _codes(k["name"], strings, names, index)
-        k["short"] = _codes(k["short"], strings, short_names, short_index)
-        frames.append(k)
-    t = "CUPTI_ACTIVITY_KIND_MEMCPY"
-    if schema.has(t):
-        sql = f"""SELECT {MEMCPY}, start, coalesce(end, start), {_col(schema, t, 'deviceId')},
-            {_col(schema, t, 'streamId')}, {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
-            {_col(schema, t, 'copyKind', '0')}, 0, rowid FROM {t}"""
-        m = _fetch(con, sql, cols)
-        labels = {kind: f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]" for kind in m["name"].unique()}
-        for kind, label in labels.items():
-            if label not in index:
-                index[label] = len(names)
-                names.append(label)
-        m["name"] = m["name"].map({k: index[v] for k, v in labels.items()}).astype(np.int32)
-        m["short"] = m["name"].map({index[v]: _short_code(v, short_names, short_index) for v in labels.values()})
-        frames.append(m)
-    t = "CUPTI_ACTIVITY_KIND_MEMSET"
-    if schema.has(t):
-        sql = f"""SELECT {MEMSET}, start, coalesce(end, start), {_col(schema, t, 'deviceId')},
-            {_col(schema, t, 'streamId')}, {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')},
-            0, 0, rowid FROM {t}"""
-        s = _fetch(con, sql, cols)
-        label = "[CUDA memset]"
+    cols = ["start", "end", "device", "stream", "corr", "gpid", "name", "rowid"]
+
+    def fetch(table: str, name_expr: str) -> pd.DataFrame:
+        t = table
+        sql = f"""SELECT start, coalesce(end, start), {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
+            {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')}, {name_expr}, rowid FROM {t}"""
+        return _fetch(con, sql, cols)
+
+    def code_of(label: str) -> int:
         if label not in index:
             index[label] = len(names)
             names.append(label)
-        s["name"] = index[label]
-        s["short"] = _short_code(label, short_names, short_index)
-        frames.append(s)
+        return index[label]
+
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if schema.has(t):
+        name_col = "demangledName" if schema.has(t, "demangledName") else "shortName"
+        k = fetch(t, _col(schema, t, name_col))
+        k["name"] = _codes(k["name"], strings, names, index)
+        frames.append((KERNEL, k))
+    t = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    if schema.has(t):
+        m = fetch(t, _col(schema, t, "copyKind", "0"))
+        codes = {int(kind): code_of(f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]")
+                 for kind in np.unique(m["name"].to_numpy())}
+        m["name"] = m["name"].map(codes)
+        frames.append((MEMCPY, m))
+    t = "CUPTI_ACTIVITY_KIND_MEMSET"
+    if schema.has(t):
+        s = fetch(t, "0")
+        s["name"] = code_of("[CUDA memset]")
+        frames.append((MEMSET, s))
     if not frames:
-        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
-    ops = pd.concat(frames, ignore_index=True)
-    for c in cols:
-        ops[c] = ops[c].astype(np.int64)
-    ops["kind"] = ops["kind"].astype(np.int8)
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["kind", *cols]})
+    kinds = np.concatenate([np.full(len(f), kind, dtype=np.int8) for kind, f in frames])
+    ops = pd.concat([f for _, f in frames], ignore_index=True) if len(frames) > 1 else frames[0][1]
+    ops.insert(0, "kind", kinds)
     ops["name"] = ops["name"].astype(np.int32)
-    ops["short"] = ops["short"].astype(np.int32)
     return ops
 
 
-def _short_code(label: str, short_names: list[str], short_index: dict[str, int]) -> int:
-    code = short_index.get(label)
-    if code is None:
-        code = short_index[label] = len(short_names)
-        short_names.append(label)
-    return code
+def _kernel_short_names(con, schema, op_names: list[str]) -> list[str]:
+    """nsys's shortName for each op name (memcpy/memset labels are their own short name)."""
+    short = list(op_names)
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if schema.has(t, "shortName") and schema.has(t, "demangledName"):
+        index = {name: i for i, name in enumerate(op_names)}
+        q = f"""SELECT d.value, s.value FROM (SELECT demangledName AS did, min(shortName) AS sid FROM {t}
+                GROUP BY demangledName) JOIN StringIds d ON d.id = did JOIN StringIds s ON s.id = sid"""
+        for demangled, name in con.execute(q):
+            if demangled in index:
+                short[index[demangled]] = name
+    return short
 
 
 def _load_api(con, schema, strings, names, index) -> pd.DataFrame:
@@ -363,28 +371,41 @@ def _load_nvtx(con, schema, strings) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
-    """ops['api'] = position of the launching API call: same correlation ID *and* process."""
+    """ops['api'] = position of the launching API call: same correlation ID *and* process
+    (correlation IDs repeat across processes). One int64 key, (pid << 32) | corr, sorted
+    once and searched: no hash tables over 10^6 rows."""
     ops["api"] = np.int64(-1)
     if ops.empty or api.empty:
         return
-    api_gpid = api["gtid"].to_numpy() & PID_MASK
-    key = pd.MultiIndex.from_arrays([api["corr"].to_numpy(), api_gpid])
-    lookup = pd.Series(np.arange(len(api), dtype=np.int64), index=key)
-    lookup = lookup[~lookup.index.duplicated(keep="first")]
-    has_pid = (ops["gpid"] >= 0).to_numpy()
+    a_corr, o_corr = api["corr"].to_numpy(), ops["corr"].to_numpy()
+    a_pid = pid_of(api["gtid"].to_numpy())
+    o_gpid = ops["gpid"].to_numpy()
+    if a_corr.max(initial=0) >= 2**32 or a_corr.min(initial=0) < 0:
+        raise TraceError("correlation IDs outside 0..2^32; this export is not supported")
+    a_key = (a_pid << 32) | a_corr
+    order = np.argsort(a_key, kind="stable")  # stable: the first call wins on a duplicate key
+    sorted_keys = a_key[order]
+
+    def find(keys):
+        at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+        return np.where(sorted_keys[at] == keys, order[at], -1)
+
+    has_pid = o_gpid >= 0
+    pos = np.full(len(ops), -1, dtype=np.int64)
+    pos[has_pid] = find((pid_of(o_gpid[has_pid]) << 32) | o_corr[has_pid])
     if not has_pid.all():
-        # Cut-down exports drop the kernel's globalPid: fall back to the correlation ID alone,
-        # which is unique while the export holds one process.
-        by_corr = pd.Series(np.arange(len(api), dtype=np.int64), index=api["corr"].to_numpy())
-        by_corr = by_corr[~by_corr.index.duplicated(keep="first")]
-        pos = by_corr.reindex(ops["corr"].to_numpy()).to_numpy()
-        pos = np.where(np.isnan(pos), -1, pos).astype(np.int64)
-        ops["api"] = pos
-        ops.loc[~has_pid & (pos >= 0), "gpid"] = api_gpid[pos[~has_pid & (pos >= 0)]]
-    want = pd.MultiIndex.from_arrays([ops["corr"].to_numpy(), ops["gpid"].to_numpy()])
-    pos = lookup.reindex(want).to_numpy()
-    pos = np.where(np.isnan(pos), -1, pos).astype(np.int64)
-    ops.loc[has_pid, "api"] = pos[has_pid]
+        # Cut-down exports drop the kernel's globalPid: the correlation ID alone decides, which
+        # is unique while the export holds one process.
+        by_corr = np.argsort(a_corr, kind="stable")
+        c_sorted = a_corr[by_corr]
+        want = o_corr[~has_pid]
+        at = np.minimum(np.searchsorted(c_sorted, want), len(c_sorted) - 1)
+        found = np.where(c_sorted[at] == want, by_corr[at], -1)
+        pos[~has_pid] = found
+        ok = found >= 0
+        fill = np.flatnonzero(~has_pid)[ok]
+        ops.loc[fill, "gpid"] = api["gtid"].to_numpy()[found[ok]] & PID_MASK
+    ops["api"] = pos
 
 
 def _meta_value(con, schema, names: list[str]) -> str:
@@ -420,9 +441,8 @@ def load_trace(path: str | Path, progress=None) -> Trace:
             if from_export:
                 memcpy_labels.update({int(i): str(v) for i, v in con.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")})
             op_names: list[str] = []
-            op_short: list[str] = []
             say(0.15, "GPU operations")
-            ops = _load_ops(con, schema, strings, op_names, {}, op_short, {}, memcpy_labels)
+            ops = _load_ops(con, schema, strings, op_names, {}, memcpy_labels)
             say(0.45, "CUDA API calls")
             api_names: list[str] = []
             api = _load_api(con, schema, strings, api_names, {})
@@ -464,6 +484,6 @@ def load_trace(path: str | Path, progress=None) -> Trace:
         has_nvtx=has_nvtx and len(ranges) > 0, has_cuda=has_cuda, notes=notes,
     )
     say(1.0, "done")
-    return Trace(path=path, schema=schema, info=info, op_names=op_names, op_short=op_short, api_names=api_names,
+    return Trace(path=path, schema=schema, info=info, op_names=op_names, api_names=api_names,
                  ops=ops, api=api, ranges=ranges, marks=marks, threads=threads, processes=processes,
                  memcpy_labels_from_export=from_export)

@@ -285,7 +285,7 @@ class RangeModel:
             "op": op_positions,
             "kind": ops["kind"].to_numpy(),
             "name": [t.op_names[i] for i in ops["name"].to_numpy()],
-            "short": [t.op_short[i] for i in ops["short"].to_numpy()],
+            "short": [t.op_short[i] for i in ops["name"].to_numpy()],
             "start": ops["start"].to_numpy(),
             "duration": (ops["end"] - ops["start"]).to_numpy(),
             "device": ops["device"].to_numpy(),
@@ -313,7 +313,7 @@ class RangeModel:
         names = self.trace.op_names
         res = pd.DataFrame({
             "name": [names[c] for c in ops["name"].to_numpy()[first]],
-            "short": [self.trace.op_short[c] for c in ops["short"].to_numpy()[first]],
+            "short": [self.trace.op_short[c] for c in ops["name"].to_numpy()[first]],
             "kind": [OP_KINDS[k] for k in ops["kind"].to_numpy()[first]],
             "instances": st.num, "total_ns": st.total, "avg_ns": st.avg, "med_ns": st.med,
             "min_ns": st.min, "max_ns": st.max,

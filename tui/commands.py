@@ -74,13 +74,9 @@ def top_kernels(session) -> list[tuple[str, str]]:
         if len(codes):
             dur = (ops["end"] - ops["start"]).to_numpy()
             totals = np.bincount(codes, weights=dur, minlength=len(session.trace.op_names))
-            uniq, first = np.unique(codes, return_index=True)
-            first_of = dict(zip(uniq.tolist(), first.tolist()))
-            shorts = ops["short"].to_numpy()
             for code in np.argsort(-totals, kind="stable")[:MAX_KERNELS]:
                 if totals[code] <= 0:
                     break
-                short = session.trace.op_short[shorts[first_of[int(code)]]]
-                cached.append((session.trace.op_names[code], short))
+                cached.append((session.trace.op_names[code], session.trace.op_short[code]))
         session.cache["palette_kernels"] = cached
     return cached

@@ -4,9 +4,9 @@ Exports never use these: Markdown gets exact integers (ns) so it can be checked 
 """
 from __future__ import annotations
 
-from parsers.load import api_display_name
-
 import math
+
+from parsers.load import api_display_name
 
 
 def duration(ns) -> str:
