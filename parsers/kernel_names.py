@@ -680,13 +680,16 @@ def gemm_detail_lines(d: dict) -> list[tuple[str, str]]:
 
 
 def table_name(name: str) -> str:
-    """A name short enough for a table cell: GEMMs by what tells them apart
-    (`cuBLAS sm80 gemm tn 64x64x8 f32`), everything else by `short_kernel_name`."""
+    """A name people can tell apart in a table cell. cuBLAS/CUTLASS names differ only in the
+    middle (`..._nt_n_tilesize64x64x8_...`), which truncation hides, so decoded GEMMs show
+    library, layout, tile and type (`cuBLAS gemm tn 64x64x8 f32`); others `short_kernel_name`."""
+    if not isinstance(name, str) or not name:
+        return ""
     d = decode_gemm(name)
-    if d and d.get("tile"):
-        parts = [d.get("library"), d.get("arch"), d.get("op") or "gemm", d.get("layout"), d.get("tile"),
-                 d.get("a_type")]
-        if d.get("role") and d["role"] != "main":
-            parts.append(d["role"])
-        return " ".join(str(p) for p in parts if p)
+    if d and d.get("library") and d.get("layout") and d.get("tile"):
+        parts = [d["library"], d.get("op") or "gemm", d["layout"], d["tile"], d.get("a_type") or ""]
+        label = " ".join(p for p in parts if p)
+        if d.get("role") == "split-k reduction":
+            label += " split-K reduce"
+        return label
     return short_kernel_name(name)
