@@ -133,6 +133,18 @@ class NsightApp(App[int]):
         gc.collect()
         gc.freeze()
         self.switch_screen(RangesScreen(self.session))
+        self._warm(self.session)
+
+    @work(thread=True, exclusive=True, group="warm")
+    def _warm(self, session: Session) -> None:
+        """Compute the global views while the user reads the tree, so `2` and `3` open at once."""
+        from tui.views.api import api_report
+        from tui.views.kernels import global_summary
+
+        for build in (global_summary, api_report):
+            if get_current_worker().is_cancelled:
+                return
+            build(session)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         if not self.multi:

@@ -39,7 +39,7 @@ class ApiScreen(TableScreen):
 
     @work(thread=True, exclusive=True, group="build")
     def _build(self) -> None:
-        report = build_report(self.session.trace, "cuda_api_sum", self.session.attribution)
+        report = api_report(self.session)
         frame = pd.DataFrame(report.rows, columns=KEYS) if report.rows else pd.DataFrame({k: [] for k in KEYS})
         self.app.call_from_thread(self._built, report, frame)
 
@@ -51,3 +51,11 @@ class ApiScreen(TableScreen):
         if self.table is None:
             return None
         return ViewText("api", self.export_header(self.table.describe()), self.export_table("CUDA API summary"))
+
+
+def api_report(session):
+    """nsys's cuda_api_sum for the session, computed once (warmed in the background)."""
+    report = session.cache.get("api_report")
+    if report is None:
+        report = session.cache["api_report"] = build_report(session.trace, "cuda_api_sum", session.attribution)
+    return report

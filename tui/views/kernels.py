@@ -109,12 +109,7 @@ class KernelsScreen(TableScreen):
         session, node = self.session, self.node
         model = session.model
         if node is None:
-            cached = session.cache.get("global_kernels")
-            if cached is None:
-                positions = np.arange(len(session.trace.ops), dtype=np.int64)
-                summary = add_labels(model.kernel_summary(positions))
-                cached = session.cache["global_kernels"] = (positions, summary, global_ratios(model, positions))
-            positions, summary, ratios = cached
+            positions, summary, ratios = global_summary(session)
         else:
             positions = node.op_positions()
             summary = add_labels(model.kernel_summary(positions))
@@ -181,3 +176,15 @@ def global_ratios(model, positions) -> list:
     shares = family_shares(model, positions)
     return [Ratio(f"{r.label} share", r.share, fmt.percent(r.share), "GPU op time in the whole trace")
             for r in shares.itertuples() if r.total_ns]
+
+
+def global_summary(session) -> tuple:
+    """All ops' kernel table and ratios, computed once per session (the app warms it in the
+    background after loading, so the `2` view opens at once)."""
+    cached = session.cache.get("global_kernels")
+    if cached is None:
+        model = session.model
+        positions = np.arange(len(session.trace.ops), dtype=np.int64)
+        summary = add_labels(model.kernel_summary(positions))
+        cached = session.cache["global_kernels"] = (positions, summary, global_ratios(model, positions))
+    return cached
