@@ -141,6 +141,7 @@ class NsightApp(App[int]):
         from tui.views.api import api_report
         from tui.views.kernels import global_summary
 
+        session.trace.op_short  # noqa: B018 - nsys's short names, read from the file once
         for build in (global_summary, api_report):
             if get_current_worker().is_cancelled:
                 return
