@@ -105,11 +105,21 @@ def cuda_gpu_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
     if not trace.schema.has("CUPTI_ACTIVITY_KIND_KERNEL") or k.empty:
         rep.message = "does not contain CUDA kernel data"
         return rep
-    names = np.array(trace.op_names, dtype=object)[k["name"].to_numpy()]
-    s = _group_stats(pd.DataFrame({"name": names}), (k["end"] - k["start"]).to_numpy())
-    s = s.sort_values(["total", "num", "name"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
-    rep.rows = _summary_rows(s, s["name"].tolist())
+    s = _group_stats(pd.DataFrame({"rank": _name_ranks(trace)[k["name"].to_numpy()]}),
+                     (k["end"] - k["start"]).to_numpy())
+    s = s.sort_values(["total", "num", "rank"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
+    by_rank = sorted(trace.op_names)
+    rep.rows = _summary_rows(s, [by_rank[r] for r in s["rank"]])
     return rep
+
+
+def _name_ranks(trace: Trace) -> np.ndarray:
+    """op name code -> rank of its text in sorted order: grouping and ordering by name on
+    integers instead of 10^6 Python strings (the names are distinct texts)."""
+    order = sorted(range(len(trace.op_names)), key=trace.op_names.__getitem__)
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(len(order))
+    return ranks
 
 
 def cuda_api_sum(trace: Trace, attribution: str = "nsys") -> Report:
@@ -133,10 +143,11 @@ def cuda_gpu_mem_time_sum(trace: Trace, attribution: str = "nsys") -> Report:
     if m.empty:
         rep.message = "does not contain GPU memory data"
         return rep
-    names = np.array(trace.op_names, dtype=object)[m["name"].to_numpy()]
-    s = _group_stats(pd.DataFrame({"name": names}), (m["end"] - m["start"]).to_numpy())
+    s = _group_stats(pd.DataFrame({"rank": _name_ranks(trace)[m["name"].to_numpy()]}),
+                     (m["end"] - m["start"]).to_numpy())
     s = _sort_desc(s, "total")
-    rep.rows = _summary_rows(s, s["name"].tolist())
+    by_rank = sorted(trace.op_names)
+    rep.rows = _summary_rows(s, [by_rank[r] for r in s["rank"]])
     if not trace.memcpy_labels_from_export and (m["kind"] == MEMCPY).any():
         rep.message = ("export lacks ENUM_CUDA_MEMCPY_OPER, where nsys stats reports nothing; "
                        "memcpy kinds labelled from CUPTI's enum")

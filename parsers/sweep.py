@@ -175,25 +175,45 @@ def tables(runs: list[Run]) -> list[SweepTable]:
     return out
 
 
-def compare(paths: list[Path], attribution: str = "process", progress=None) -> tuple[list[str], list[list]]:
-    """One row per file, for the TUI's several-files view."""
-    headers = ["file", "fwd ms/step", "bwd ms/step", "opt ms/step", "top kernel", "GEMM share (step)", "status"]
+def runs_for(paths: list[Path]) -> list[Run]:
+    """Runs for these files, plus the OOM records beside them (a sweep folder's `.oom.json`)."""
+    wanted = {Path(p).resolve() for p in paths}
+    runs: list[Run] = []
+    seen: set[Path] = set()
+    for folder in dict.fromkeys(Path(p).resolve().parent for p in paths):
+        for run in discover(folder):
+            if run.status == "oom" or run.path.resolve() in wanted:
+                runs.append(run)
+                seen.add(run.path.resolve())
+    for p in paths:  # files whose names do not follow {model}_ctx{N}: still compared
+        if Path(p).resolve() not in seen:
+            runs.append(Run(Path(p), Path(p).stem, 0, ""))
+    return runs
+
+
+COMPARE_HEADERS = ["file", "fwd ms/step", "bwd ms/step", "opt ms/step", "top kernel", "GEMM share (step)", "status"]
+
+
+def compare_rows(runs: list[Run]) -> list[list]:
+    """One row per run, for the TUI's several-files view (runs already analysed)."""
     rows = []
-    runs = []
-    for p in paths:
-        m = STEM.match(p.stem)
-        runs.append(Run(p, m["model"] if m else p.stem, int(m["ctx"]) if m else 0, m["variant"] if m else ""))
-    analyse(runs, attribution, progress)
     for run in runs:
         a = run.answers
         if a is None:
             rows.append([run.path.name, None, None, None, "", None, run.message or run.status])
             continue
         step = "step" if "step" in a["ranges"] else "forward"
-        gemm = a["ratios"]["gemm_share_step"] if a["ratios"]["gemm_share_step"] is not None else a["ratios"]["gemm_share_forward"]
+        ratios = a["ratios"]
+        gemm = ratios["gemm_share_step"] if ratios["gemm_share_step"] is not None else ratios["gemm_share_forward"]
         rows.append([
             run.path.name,
             *[None if _per_step(a, p) is None else round(_per_step(a, p) / 1e6, 3) for p in ("forward", "backward", "optimizer")],
             _top(a, step), None if gemm is None else round(100 * gemm, 1), "ok",
         ])
-    return headers, rows
+    return rows
+
+
+def compare(paths: list[Path], attribution: str = "process", progress=None) -> tuple[list[str], list[list]]:
+    """One row per file (OOM records included)."""
+    runs = analyse(runs_for(paths), attribution, progress)
+    return COMPARE_HEADERS, compare_rows(runs)

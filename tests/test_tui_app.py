@@ -492,3 +492,43 @@ def test_unreadable_input_is_one_line_and_nonzero_before_any_screen(tmp_path: Pa
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nsight-tui: ") and message in lines[0]
     assert "\x1b[" not in proc.stdout  # the app never started drawing
+
+
+def test_sweep_question_tables_in_the_files_view(tmp_path):
+    """Several files: `t` shows the sweep report's tables (rows model, columns ctx, OOM marked)."""
+    import json
+    import shutil
+
+    src = SAMPLES / "small_ctx128.sqlite"
+    shutil.copy(src, tmp_path / "small_ctx128.sqlite")
+    shutil.copy(src, tmp_path / "small_ctx256.sqlite")  # a second column (same trace, other name)
+    (tmp_path / "medium_ctx128.oom.json").write_text(json.dumps({"status": "oom", "message": "CUDA out of memory"}))
+    paths = sorted(tmp_path.glob("*.sqlite"))
+    from tui.app import NsightApp
+
+    async def body():
+        app = NsightApp(paths, attribution="process", export_dir=tmp_path)
+        async with app.run_test(size=(120, 36)) as pilot:
+            for _ in range(200):
+                await pilot.pause(0.05)
+                if "runs" in screen_text(app):
+                    break
+            text = screen_text(app)
+            assert "medium_ctx128.oom.json" in text  # the OOM run is listed with the files
+            await press(app, pilot, "t")
+            text = " ".join(screen_text(app).split())
+            assert "question 1/" in text and "ctx 128" in text and "ctx 256" in text
+            while "Step time, NVTX / Python" not in screen_text(app):
+                await press(app, pilot, "right_square_bracket")
+            text = screen_text(app)
+            assert "OOM" in text
+            await press(app, pilot, "e")
+            for _ in range(100):
+                await pilot.pause(0.05)
+                exported = list(tmp_path.glob("nsight-tui_question_*.md"))
+                if exported:
+                    break
+            body_md = exported[0].read_text()
+            assert "| medium |" in body_md and "OOM" in body_md
+
+    asyncio.run(body())

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 from textual import work
+from textual.binding import Binding
+from textual.widgets import Static
 
 from tui import fmt
 from tui.table_model import Column, TableModel, ViewText
@@ -36,14 +38,18 @@ def file_columns(headers: list[str]) -> list[Column]:
 
 
 class FilesScreen(TableScreen):
-    hint = "enter: open the file"
+    hint = "enter: open the file · t: one table per question (rows model, columns ctx)"
     view_name = "files"
     empty_text = "reading the files…"
+
+    BINDINGS = [Binding("t", "questions", "Question tables",
+                        tooltip="The sweep's answers, one table per question: rows model, columns ctx")]
 
     def __init__(self, paths: list[Path], attribution: str, **kwargs) -> None:
         super().__init__(None, **kwargs)
         self.paths = paths
         self.attribution = attribution
+        self.runs = None  # analysed once, for both the rows here and the question tables
 
     def crumb(self) -> str:
         return f"{len(self.paths)} files · enter: open one"
@@ -54,27 +60,38 @@ class FilesScreen(TableScreen):
 
     @work(thread=True, exclusive=True, group="build")
     def _build(self) -> None:
+        from parsers import sweep
+
         def progress(fraction, text):
             self.app.call_from_thread(self.set_status, f"reading {text} ({100 * fraction:.0f}%)")
 
-        try:
-            from parsers.sweep import compare
-
-            headers, rows = compare(self.paths, self.attribution, progress=progress)
-        except ImportError:
-            headers = ["file", "size (MB)"]
-            rows = [[p.name, round(p.stat().st_size / 1e6, 1)] for p in self.paths]
+        runs = sweep.analyse(sweep.runs_for(self.paths), self.attribution, progress=progress)
+        headers, rows = sweep.COMPARE_HEADERS, sweep.compare_rows(runs)
         frame = pd.DataFrame(rows, columns=[f"c{i}" for i in range(len(headers))], dtype=object)
-        self.app.call_from_thread(self._built, headers, frame)
+        self.app.call_from_thread(self._built, headers, frame, runs)
 
-    def _built(self, headers, frame) -> None:
+    def _built(self, headers, frame, runs) -> None:
         self.headers = headers
+        self.runs = runs
         self.show_table(TableModel(frame, file_columns(headers)))
+        self.set_status(f"{len(runs)} runs · t: question tables")
 
     def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
-        if self.table is None:
+        if self.table is None or self.runs is None:
             return
-        self.app.open_file(self.paths[self.table.position(event.row)])
+        run = self.runs[self.table.position(event.row)]
+        if run.status == "ok":
+            self.app.open_file(run.path)
+        else:
+            self.notify(f"{run.path.name}: {run.message or run.status}", severity="warning")
+
+    def action_questions(self) -> None:
+        if self.runs is None:
+            self.set_status("still reading the files…")
+            return
+        from parsers.sweep import tables
+
+        self.app.push_screen(QuestionsScreen(tables(self.runs), self.attribution))
 
     def export_view(self) -> ViewText | None:
         if self.table is None:
@@ -82,3 +99,57 @@ class FilesScreen(TableScreen):
         head = [f"nsight-tui export: {len(self.paths)} files", f"attribution `{self.attribution}`",
                 self.table.describe()]
         return ViewText("files", head, self.export_table("Files compared"))
+
+
+class QuestionsScreen(TableScreen):
+    """The sweep report's tables in the TUI: one question at a time, `[`/`]` to step."""
+
+    hint = "[ / ]: previous / next question · e: export this table"
+    view_name = "questions"
+
+    BINDINGS = [
+        Binding("right_square_bracket", "step(1)", "Next question", tooltip="Show the next question's table"),
+        Binding("left_square_bracket", "step(-1)", "Previous question", tooltip="Show the previous question's table"),
+    ]
+
+    def __init__(self, tables, attribution: str, **kwargs) -> None:
+        super().__init__(None, **kwargs)
+        self.tables = tables
+        self.attribution = attribution
+        self.index = 0
+
+    def crumb(self) -> str:
+        if not self.tables:
+            return "no {model}_ctx{N} runs to tabulate"
+        t = self.tables[self.index]
+        return f"question {self.index + 1}/{len(self.tables)}: {t.title} — basis: {t.basis}"
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._show()
+
+    def _show(self) -> None:
+        self.query_one("#crumb", Static).update(self.crumb())
+        if not self.tables:
+            return
+        t = self.tables[self.index]
+        frame = pd.DataFrame(t.rows, columns=[f"c{i}" for i in range(len(t.headers))], dtype=object)
+        def width(i, h):  # as wide as the widest cell, within reason
+            return min(44, max([len(h), *(len(str(r[i])) for r in t.rows)]))
+
+        cols = [Column(f"c{i}", h, width(i, h), "left" if i == 0 else "right", text=True)
+                for i, h in enumerate(t.headers)]
+        self.show_table(TableModel(frame, cols))
+
+    def action_step(self, delta: int) -> None:
+        if self.tables:
+            self.index = (self.index + delta) % len(self.tables)
+            self._show()
+
+    def export_view(self) -> ViewText | None:
+        if self.table is None or not self.tables:
+            return None
+        t = self.tables[self.index]
+        head = [f"nsight-tui export: {t.title}", f"attribution `{self.attribution}` · basis: {t.basis}",
+                self.table.describe()]
+        return ViewText(f"question_{self.index + 1}", head, self.export_table(t.title))
