@@ -516,6 +516,10 @@ def test_sweep_question_tables_in_the_files_view(tmp_path):
             text = screen_text(app)
             assert "medium_ctx128.oom.json" in text  # the OOM run is listed with the files
             await press(app, pilot, "t")
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if "ctx 256" in screen_text(app):
+                    break
             text = " ".join(screen_text(app).split())
             assert "question 1/" in text and "ctx 128" in text and "ctx 256" in text
             while "Step time, NVTX / Python" not in screen_text(app):

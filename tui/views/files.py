@@ -108,8 +108,10 @@ class QuestionsScreen(TableScreen):
     view_name = "questions"
 
     BINDINGS = [
-        Binding("right_square_bracket", "step(1)", "Next question", tooltip="Show the next question's table"),
-        Binding("left_square_bracket", "step(-1)", "Previous question", tooltip="Show the previous question's table"),
+        Binding("right_square_bracket", "step(1)", "Next question",
+                tooltip="Show the next question's table"),
+        Binding("left_square_bracket", "step(-1)", "Previous question",
+                tooltip="Show the previous question's table"),
     ]
 
     def __init__(self, tables, attribution: str, **kwargs) -> None:
@@ -126,7 +128,9 @@ class QuestionsScreen(TableScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self._show()
+        # after the base classes' own mount handlers (Textual runs each class's), which reset
+        # the status line
+        self.call_after_refresh(self._show)
 
     def _show(self) -> None:
         self.query_one("#crumb", Static).update(self.crumb())
