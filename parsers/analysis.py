@@ -188,7 +188,6 @@ class PhaseSummary:
 def summarize(model: RangeModel, ids: np.ndarray, name: str, top: int = 5) -> PhaseSummary | None:
     if len(ids) == 0:
         return None
-    trace = model.trace
     pos = model.ops_of(ids)
     ks = model.kernel_summary(pos)
     fam = _families()

@@ -178,7 +178,7 @@ class RangeModel:
         order = np.lexsort((-self.r_end, self.r_start, self.r_gtid))
         stack: list[int] = []
         cur_thread = None
-        starts, ends, gtids = self.r_start, self.r_end, self.r_gtid
+        ends, gtids = self.r_end, self.r_gtid
         for i in order.tolist():
             g = gtids[i]
             if g != cur_thread:

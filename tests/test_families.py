@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import sqlite3
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd

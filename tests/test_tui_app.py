@@ -55,7 +55,7 @@ def test_info_bar_says_what_the_file_is(path: Path):
 # -- the range tree -------------------------------------------------------------------------------
 @pytest.mark.parametrize("path", TRACES)
 def test_navigate_expand_collapse_and_aggregate(path: Path):
-    steps = scalar(path, f"""SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+    steps = scalar(path, """SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
                              WHERE e.eventType IN (59,60,70,71) AND coalesce(e.text, s.value) GLOB 'step_[0-9]*'
                              AND e.globalTid = (SELECT globalTid FROM NVTX_EVENTS WHERE eventType IN (59,70)
                                                 GROUP BY globalTid ORDER BY count(*) DESC LIMIT 1)""")
@@ -283,7 +283,7 @@ def test_switching_attribution_rebuilds_the_view(path: Path):
             assert type(app.screen).__name__ == "KernelsScreen"  # the same range, reopened
             text = " ".join(screen_text(app).split())
             assert "attribution: nsys" in text and "launched them" in text
-            assert f"backward ×" in text and f"· {nsys['count']:,} kernels" in text
+            assert "backward ×" in text and f"· {nsys['count']:,} kernels" in text
             assert sum(app.screen.table.frame.query("kind == 'kernel'")["instances"]) == nsys["count"]
             await press(app, pilot, "m")
             await settle(app, pilot)

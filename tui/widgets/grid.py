@@ -82,7 +82,7 @@ class DataGrid(ScrollView, can_focus=True):
 
     cursor: reactive[int] = reactive(0, always_update=True, repaint=False)
 
-    class Highlighted(Message):
+    class _RowMessage(Message):
         def __init__(self, grid: "DataGrid", row: int) -> None:
             super().__init__()
             self.grid = grid
@@ -92,15 +92,11 @@ class DataGrid(ScrollView, can_focus=True):
         def control(self) -> "DataGrid":
             return self.grid
 
-    class Selected(Message):
-        def __init__(self, grid: "DataGrid", row: int) -> None:
-            super().__init__()
-            self.grid = grid
-            self.row = row
+    class Highlighted(_RowMessage):
+        """The cursor moved to `row`."""
 
-        @property
-        def control(self) -> "DataGrid":
-            return self.grid
+    class Selected(_RowMessage):
+        """Enter on `row`."""
 
     def __init__(self, source: GridSource | None = None, *, empty_text: str = "(no rows)", **kwargs) -> None:
         super().__init__(**kwargs)
