@@ -37,11 +37,12 @@ class Tmux:
     def keys(self, *keys: str, literal: bool = False) -> None:
         self.run("send-keys", "-t", "tui", *(["-l"] if literal else []), *keys)
 
-    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+    def wait_for(self, text: str, timeout: float = 30.0, line: bool = False) -> str:
+        """Until `text` is on screen (`line`: as a whole line, e.g. an empty `/` prompt)."""
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             pane = self.pane()
-            if text in pane:
+            if (text in (ln.strip() for ln in pane.splitlines())) if line else (text in pane):
                 return pane
             time.sleep(0.1)
         raise AssertionError(f"{text!r} never showed; the pane:\n{self.pane()}")
@@ -59,8 +60,11 @@ def test_real_terminal_key_path(tmp_path: Path):
         t.run("resize-window", "-t", "tui", "-x", "100", "-y", "30")
         pane = t.wait_for("loaded in")
         assert TRACE.name in pane and "attribution: process" in pane
+        # A person waits for the prompt before typing; keys sent earlier would be commands.
         t.keys("/")
+        t.wait_for("/", line=True)
         t.keys("step_N/backward", literal=True)
+        t.wait_for("/ step_N/backward", line=True)
         t.keys("Enter")
         t.wait_for("match 1 of 1")
         t.keys("Enter")
