@@ -536,3 +536,21 @@ def test_sweep_question_tables_in_the_files_view(tmp_path):
             assert "| medium |" in body_md and "OOM" in body_md
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize("path", TRACES)
+def test_kernel_detail_decodes_the_highlighted_gemm(path: Path):
+    """The top backward kernel's decoded name and description show under the table."""
+    name = backward_kernels(path, "process")["top_name"]
+    # read off the real name by hand: sm80 cuBLAS xmma FP32-FMA GEMMs, tile after "tilesize"
+    assert "gemm" in name and "ffma" in name
+    tile = name.split("tilesize")[1].split("_")[0]
+
+    async def body():
+        async with running(path) as (app, pilot):
+            await open_backward_kernels(app, pilot)
+            await settle(app, pilot)
+            text = " ".join(screen_text(app).split())
+            assert f"tile {tile}" in text and "no tensor cores" in text and "sm80" in text
+
+    run(body())

@@ -7,6 +7,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from parsers.markdown import table as md_table
@@ -89,6 +90,7 @@ class KernelsScreen(TableScreen):
         with Container(id="kbody"):
             yield DataGrid(id="table", empty_text=self.empty_text)
             yield RatioPanel(id="ratios")
+        yield Static("", id="kdetail")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -128,6 +130,18 @@ class KernelsScreen(TableScreen):
         self.grid.empty_text = "no GPU work attributed to this range" if self.node is not None else "no GPU work"
         self.show_table(table, cursor)
         self.query_one(RatioPanel).show(ratios, compact=self.size.width < WIDE)
+        self._show_detail(cursor)
+
+    def on_data_grid_highlighted(self, event: DataGrid.Highlighted) -> None:
+        self._show_detail(event.row)
+
+    def _show_detail(self, row: int) -> None:
+        """What the highlighted kernel is: a plain-language line, and a GEMM's decoded name."""
+        detail = self.query_one("#kdetail", Static)
+        if self.table is None or not len(self.table) or row is None or row >= len(self.table):
+            detail.update("")
+            return
+        detail.update(kernel_detail(self.table.record(row)["name"]))
 
     def action_toggle_names(self) -> None:
         if self.table is None:
@@ -158,6 +172,19 @@ class KernelsScreen(TableScreen):
             body += "\n" + md_table(["Ratio", "Value", "Basis"], [[r.label, r.display, r.basis] for r in self.ratios],
                                     title="Ratios")
         return ViewText(self.view_name, head, body)
+
+
+def kernel_detail(name: str) -> str:
+    """One or two lines about a kernel: what it does (its family's description when nothing
+    more specific is known) and, for cuBLAS/CUTLASS GEMMs, the decoded name."""
+    from parsers.families import describe_kernel
+    from parsers.kernel_names import decode_gemm, gemm_summary
+
+    lines = [describe_kernel(name)]
+    decoded = decode_gemm(name)
+    if decoded:
+        lines.append(gemm_summary(decoded))
+    return "\n".join(line for line in lines if line)
 
 
 def range_ratios(model, node) -> list:
