@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from parsers.errors import TraceError
-from parsers.source import Schema, connect_readonly, probe_integrity, read_schema
+from parsers import parallel_fetch
+from parsers.source import Schema, connect_readonly, probe_integrity, read_schema, readonly_uri
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 OP_KINDS = ("kernel", "memcpy", "memset")
@@ -244,18 +245,30 @@ def _codes(ids: pd.Series, strings: dict[int, str], names: list[str], index: dic
     return codes[inverse]
 
 
-def _load_ops(con, schema, strings, names, index, memcpy_labels) -> pd.DataFrame:
+OP_COLUMNS = ["start", "end", "device", "stream", "corr", "gpid", "name", "rowid"]
+
+
+def _ops_sql(schema: Schema, t: str, name_expr: str) -> str:
+    return f"""SELECT start, coalesce(end, start), {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
+        {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')}, {name_expr}, rowid FROM {t}"""
+
+
+def _kernel_name_expr(schema: Schema) -> str:
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    return _col(schema, t, "demangledName" if schema.has(t, "demangledName") else "shortName")
+
+
+def _load_ops(con, schema, strings, names, index, memcpy_labels, kernel_block=None) -> pd.DataFrame:
     """Kernels, memcpys and memsets as one frame, with only the columns attribution and the
     first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
-    names stay in the file: `op_details` and `op_short` read them when asked."""
+    names stay in the file: `op_details` and `op_short` read them when asked.
+
+    `kernel_block`: the kernel rows already fetched elsewhere (parallel_fetch), if any."""
     frames = []
-    cols = ["start", "end", "device", "stream", "corr", "gpid", "name", "rowid"]
+    cols = OP_COLUMNS
 
     def fetch(table: str, name_expr: str) -> pd.DataFrame:
-        t = table
-        sql = f"""SELECT start, coalesce(end, start), {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
-            {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')}, {name_expr}, rowid FROM {t}"""
-        return _fetch(con, sql, cols)
+        return _fetch(con, _ops_sql(schema, table, name_expr), cols)
 
     def code_of(label: str) -> int:
         if label not in index:
@@ -265,8 +278,10 @@ def _load_ops(con, schema, strings, names, index, memcpy_labels) -> pd.DataFrame
 
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if schema.has(t):
-        name_col = "demangledName" if schema.has(t, "demangledName") else "shortName"
-        k = fetch(t, _col(schema, t, name_col))
+        if kernel_block is not None:
+            k = pd.DataFrame(kernel_block, columns=cols, copy=False)
+        else:
+            k = fetch(t, _kernel_name_expr(schema))
         k["name"] = _codes(k["name"], strings, names, index)
         frames.append((KERNEL, k))
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -411,6 +426,15 @@ def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
     ops["api"] = pos
 
 
+def _start_kernel_fetch(con, schema: Schema, path: Path, min_rows: int):
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if not schema.has(t):
+        return None
+    rows = con.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0] or 0  # an index lookup, not a count
+    sql = _COALESCE.sub(r"\1", _ops_sql(schema, t, _kernel_name_expr(schema)))
+    return parallel_fetch.start(readonly_uri(path), sql, len(OP_COLUMNS), rows, min_rows)
+
+
 def _meta_value(con, schema, names: list[str]) -> str:
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         if schema.has(table):
@@ -421,14 +445,16 @@ def _meta_value(con, schema, names: list[str]) -> str:
     return ""
 
 
-def load_trace(path: str | Path, progress=None) -> Trace:
+def load_trace(path: str | Path, progress=None, parallel_min_rows: int = parallel_fetch.MIN_ROWS) -> Trace:
     """Open `path` read-only and load it. Raises TraceError with a one-line message on bad input.
 
-    `progress(fraction, text)` is called between stages (for the TUI's loading bar).
+    `progress(fraction, text)` is called between stages (for the TUI's loading bar). Kernel
+    tables of `parallel_min_rows` rows or more are read by a child process meanwhile.
     """
     path = Path(path)
     say = progress or (lambda f, t: None)
     con = connect_readonly(path)
+    kernels_elsewhere = None
     try:
         schema = read_schema(con, path)
         probe_integrity(con, path, schema)
@@ -436,6 +462,7 @@ def load_trace(path: str | Path, progress=None) -> Trace:
         has_nvtx = schema.has("NVTX_EVENTS")
         if not has_cuda and not has_nvtx:
             raise TraceError(f"{path}: export has neither CUDA nor NVTX data (profile with --trace=cuda,nvtx)")
+        kernels_elsewhere = _start_kernel_fetch(con, schema, path, parallel_min_rows)
         try:
             say(0.05, "strings")
             strings = _strings(con)
@@ -443,14 +470,18 @@ def load_trace(path: str | Path, progress=None) -> Trace:
             from_export = schema.has("ENUM_CUDA_MEMCPY_OPER")
             if from_export:
                 memcpy_labels.update({int(i): str(v) for i, v in con.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")})
-            op_names: list[str] = []
-            say(0.15, "GPU operations")
-            ops = _load_ops(con, schema, strings, op_names, {}, memcpy_labels)
-            say(0.45, "CUDA API calls")
+            # API calls and NVTX first: the kernel table may be on its way from a child process.
+            say(0.1, "CUDA API calls")
             api_names: list[str] = []
             api = _load_api(con, schema, strings, api_names, {})
-            say(0.7, "NVTX ranges")
+            say(0.4, "NVTX ranges")
             ranges, marks = _load_nvtx(con, schema, strings)
+            say(0.5, "GPU operations")
+            kernel_block = kernels_elsewhere.result() if kernels_elsewhere else None
+            kernels_elsewhere = None
+            op_names: list[str] = []
+            ops = _load_ops(con, schema, strings, op_names, {}, memcpy_labels, kernel_block)
+            del kernel_block
             _link_ops_to_api(ops, api)
             threads = {}
             if schema.has("ThreadNames"):
@@ -472,6 +503,8 @@ def load_trace(path: str | Path, progress=None) -> Trace:
         except sqlite3.DatabaseError as exc:
             raise TraceError(f"{path}: damaged or unexpected export ({exc})") from None
     finally:
+        if kernels_elsewhere is not None:  # an error above: do not leave the child running
+            kernels_elsewhere.cancel()
         con.close()
     kinds = ops["kind"].to_numpy()
     notes = []

@@ -53,12 +53,16 @@ def _check_file(path: Path) -> None:
         raise TraceError(f"{path}: not an SQLite file (expected an `nsys export --type sqlite` output)")
 
 
+def readonly_uri(path: Path) -> str:
+    query = urllib.parse.urlencode({"mode": "ro", "immutable": "1"})
+    return urllib.parse.urlunsplit(["file", "", str(Path(path).resolve()), query, ""])
+
+
 def connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
     """A read-only, immutable connection: the user's profile is never changed or locked."""
     path = Path(path)
     _check_file(path)
-    query = urllib.parse.urlencode({"mode": "ro", "immutable": "1"})
-    uri = urllib.parse.urlunsplit(["file", "", str(path.resolve()), query, ""])
+    uri = readonly_uri(path)
     try:
         con = sqlite3.connect(uri, uri=True, check_same_thread=False)
         con.execute("PRAGMA query_only = 1")

@@ -1,0 +1,44 @@
+"""The kernel table read by a child process gives exactly what the serial read gives,
+and a table the child cannot read (a NULL) falls back to the serial read."""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import pytest
+
+from conftest import SAMPLES
+from parsers.load import load_trace
+
+
+@pytest.fixture()
+def sample():
+    path = SAMPLES / "small_ctx128.sqlite"
+    if not path.exists():
+        pytest.skip("sample trace missing")
+    return path
+
+
+def _same(a, b):
+    assert a.op_names == b.op_names
+    assert a.ops.equals(b.ops)
+    assert a.model("process").kernel_count.tolist() == b.model("process").kernel_count.tolist()
+
+
+def test_child_fetch_equals_serial(sample):
+    _same(load_trace(sample, parallel_min_rows=0), load_trace(sample, parallel_min_rows=10**12))
+
+
+def test_null_in_kernel_table_falls_back(sample, tmp_path):
+    path = tmp_path / "with_null.sqlite"
+    shutil.copy(sample, path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid = 1")
+    con.commit()
+    con.close()
+    child = load_trace(path, parallel_min_rows=0)
+    serial = load_trace(path, parallel_min_rows=10**12)
+    _same(child, serial)
+    # the kernel without a process still finds its launch (by correlation ID alone)
+    first = child.ops.index[child.ops["rowid"] == 1][0]
+    assert child.ops.at[first, "api"] >= 0
