@@ -44,8 +44,10 @@ TARGET_KERNELS = 600_000
 LOADED_RE = re.compile(r"loaded in\s*([0-9.]+)\s*s")
 EXIT_MARK = "[bench: app exited with status"
 
-sys.path.insert(0, str(BENCH))
+sys.path[:0] = [str(BENCH), str(REPO)]  # scale_trace beside us; parsers from this checkout
 from scale_trace import ScaleError, scale_trace  # noqa: E402
+
+from parsers.fileio import write_atomic  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,7 +558,7 @@ def keys_table(rows: list[Row]) -> list[str]:
     return out
 
 
-def write_results(path: Path, info: dict, base_note: str, rows: list[Row], cmd: list[str], args) -> str:
+def write_results(path: Path | None, info: dict, base_note: str, rows: list[Row], cmd: list[str], args) -> str:
     lines = [
         "# Benchmark results (issue 6)",
         "",
@@ -597,9 +599,8 @@ def write_results(path: Path, info: dict, base_note: str, rows: list[Row], cmd: 
     if detail:
         lines += ["", "## Notes", "", *detail]
     text = "\n".join(lines) + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    if path is not None:
+        write_atomic(path, text, overwrite=True)
     return text
 
 
@@ -623,22 +624,47 @@ def _brief(d: dict) -> str:
     return ", ".join(parts) or "nothing measured"
 
 
+PARTS = ("floor", "stats", "screen", "keys")
+
+
+def _positive(text: str) -> int:
+    value = int(text) if text.strip().isdigit() else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, not {text!r}")
+    return value
+
+
+def _scale_list(text: str) -> list[int]:
+    return sorted({_positive(s) for s in text.split(",") if s.strip()})
+
+
+def _part_list(text: str) -> list[str]:
+    parts = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in parts if s not in PARTS]
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError(f"parts are {', '.join(PARTS)}; not {', '.join(unknown) or 'none'}")
+    return parts
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="scale benchmark of nsight-tui (issue 6)")
     p.add_argument("--base", type=Path, help=f"the x1 trace (default {DEFAULT_BASE.relative_to(REPO)} if present)")
-    p.add_argument("--scales", default="1,2,4,8", help="comma list of multiples of the base (default 1,2,4,8)")
-    p.add_argument("--out", type=Path, default=BENCH / "RESULTS.md")
+    p.add_argument("--scales", default="1,2,4,8", type=_scale_list,
+                   help="comma list of multiples of the base (default 1,2,4,8)")
+    p.add_argument("--out", type=Path, help="results file (default bench/RESULTS.md for a full run; a partial "
+                   "run (--only, --scales) prints only, unless --out is given)")
     p.add_argument("--cmd", default=f"{sys.executable} -m tui.cli",
                    help="how to run nsight-tui (default: this checkout via python -m tui.cli)")
     p.add_argument("--app", default="tui.app:NsightApp", help="module:Class for the headless key benchmark")
-    p.add_argument("--only", default="floor,stats,screen,keys", help="which parts to run (comma list)")
-    p.add_argument("--repeat", type=int, default=1, help="runs of floor and stats per scale (best kept)")
+    p.add_argument("--only", default=",".join(PARTS), type=_part_list, help="which parts to run (comma list)")
+    p.add_argument("--repeat", type=_positive, default=1, help="runs of floor and stats per scale (best kept)")
     p.add_argument("--timeout", type=float, default=600, help="seconds before a stats run or a TUI load is abandoned")
     p.add_argument("--max-gb", type=float, default=3.0, help="skip scales whose file would exceed this")
     p.add_argument("--clean", action="store_true", help="delete each scaled file (x2 and up) once measured")
     args = p.parse_args(argv)
-    parts = set(args.only.split(","))
-    scales = sorted({int(s) for s in args.scales.split(",") if s.strip()})
+    parts, scales = set(args.only), args.scales
+    if args.out is None and parts == set(PARTS) and scales == [1, 2, 4, 8]:
+        args.out = BENCH / "RESULTS.md"  # only a full run replaces the committed results
     cmd = shlex.split(args.cmd)
 
     def log(msg: str) -> None:
@@ -690,6 +716,8 @@ def main(argv: list[str] | None = None) -> int:
         log("bench: nothing measured")
         return 1
     text = write_results(args.out, info, base_note, rows, cmd, args)
+    if args.out is not None:
+        log(f"wrote {args.out}")
     print(text)
     return 0
 

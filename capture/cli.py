@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         info = probe_python(args.python)
         print(f"python: {args.python}, torch {info['torch']}, GPU {info['device']}", flush=True)
         runner.extra_metadata = {"device": info["device"], "torch": info["torch"]}
+        runner.make_out_dir()
         results = runner.sweep(configs, skip_existing=args.skip_existing)
     except CaptureError as exc:
         print(f"nsight-tui capture: {exc}", file=sys.stderr)

@@ -20,15 +20,17 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from capture.errors import CaptureError
+from parsers.errors import TraceError
+from parsers.fileio import write_atomic
+from parsers.source import connect_readonly
 from capture.nsys import export_command, profile_command
-from capture.sizes import MODEL_SIZES, VOCAB, RunSettings, output_stem
+from capture.sizes import RunSettings, output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
 class CaptureConfig(RunSettings):
-
     @property
     def stem(self) -> str:
         return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch)
@@ -41,13 +43,6 @@ class CaptureConfig(RunSettings):
         return ["--model", self.model, "--ctx", str(self.ctx), "--mode", self.mode, "--dtype", self.dtype,
                 "--attention", self.attention, "--batch", str(self.batch), "--steps", str(self.steps),
                 "--warmup", str(self.warmup)]
-
-    def metadata(self) -> dict:
-        """The same keys as the `nsight-tui:config` mark, so an OOM record reads like a trace's config."""
-        d_model, n_layers, n_heads = MODEL_SIZES[self.model]
-        return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
-                "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
-                "attention": self.attention, "steps": self.steps, "warmup": self.warmup}
 
 
 @dataclass
@@ -64,26 +59,24 @@ def output_paths(out_dir: Path, config: CaptureConfig) -> tuple[Path, Path]:
     return out_dir / f"{config.stem}.sqlite", out_dir / f"{config.stem}.oom.json"
 
 
-def existing_outputs(out_dir: Path, config: CaptureConfig) -> list[Path]:
-    return [p for p in output_paths(out_dir, config) if p.exists()]
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def existing_outputs(out_dir: Path, config: CaptureConfig, keep_report: bool = False) -> list[Path]:
+    paths = [*output_paths(out_dir, config), *([out_dir / f"{config.stem}.nsys-rep"] if keep_report else [])]
+    return [p for p in paths if p.exists()]
 
 
 def trace_counts(path: Path) -> dict:
     """Kernel and NVTX event counts of an export, for the progress line (read-only, best effort)."""
     counts = {}
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        db = connect_readonly(path)
+        try:
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             for key, table in (("kernels", "CUPTI_ACTIVITY_KIND_KERNEL"), ("nvtx_events", "NVTX_EVENTS")):
                 if table in tables:
                     counts[key] = db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-    except sqlite3.Error:
+        finally:
+            db.close()
+    except (sqlite3.Error, TraceError):
         pass
     return counts
 
@@ -122,7 +115,7 @@ class Runner:
         return subprocess.run(list(command), env=self.env).returncode
 
     def refuse_clobber(self, config: CaptureConfig) -> None:
-        existing = existing_outputs(self.out_dir, config)
+        existing = existing_outputs(self.out_dir, config, self.keep_report)
         if existing and not self.force:
             raise CaptureError(f"{existing[0]} already exists; pass --force to replace it"
                                " (or --skip-existing in a sweep)")
@@ -130,7 +123,7 @@ class Runner:
     def capture(self, config: CaptureConfig) -> CaptureResult:
         sqlite_path, oom_path = output_paths(self.out_dir, config)
         self.refuse_clobber(config)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.make_out_dir()
         started = time.perf_counter()
         # Work happens in a hidden folder beside the output, so the final os.replace is on one
         # file system and a crash leaves no half-written STEM.sqlite behind.
@@ -142,8 +135,10 @@ class Runner:
             if status.get("status") == "oom":
                 record = {"status": "oom", "config": {**config.metadata(), **self.extra_metadata},
                           "message": status.get("message", "out of memory")}
-                self._replace_check(oom_path)
-                write_atomically(oom_path, json.dumps(record, indent=2) + "\n")
+                try:
+                    write_atomic(oom_path, json.dumps(record, indent=2) + "\n", overwrite=self.force)
+                except TraceError as exc:
+                    raise CaptureError(f"{oom_path} appeared while capturing; not replacing it without --force") from exc
                 if sqlite_path.exists():  # a --force rerun that now runs out of memory: the old trace is stale
                     sqlite_path.unlink()
                 return CaptureResult(config, "oom", oom_path, record["message"], time.perf_counter() - started)
@@ -184,6 +179,12 @@ class Runner:
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
 
+    def make_out_dir(self) -> None:
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CaptureError(f"{self.out_dir}: cannot create the output folder ({exc.strerror})") from None
+
     def _replace_check(self, path: Path) -> None:
         # Checked again just before replacing: another run may have written it meanwhile.
         if path.exists() and not self.force:
@@ -198,16 +199,17 @@ class Runner:
 
     def sweep(self, configs: Sequence[CaptureConfig], skip_existing: bool = False) -> list[CaptureResult]:
         if not skip_existing and not self.force:
-            clashes = [p for c in configs for p in existing_outputs(self.out_dir, c)]
+            clashes = [p for c in configs for p in existing_outputs(self.out_dir, c, self.keep_report)]
             if clashes:
                 names = ", ".join(str(p) for p in clashes)
                 raise CaptureError(f"already there: {names}; pass --force to replace or --skip-existing to keep them")
         results = []
         for index, config in enumerate(configs, 1):
             self.echo(f"[{index}/{len(configs)}] {config.describe()} -> {self.out_dir / config.stem}.sqlite")
-            if skip_existing and existing_outputs(self.out_dir, config):
-                self.echo(f"    skipped: {existing_outputs(self.out_dir, config)[0]} exists")
-                results.append(CaptureResult(config, "skipped", existing_outputs(self.out_dir, config)[0]))
+            existing = existing_outputs(self.out_dir, config, self.keep_report) if skip_existing else []
+            if existing:
+                self.echo(f"    skipped: {existing[0]} exists")
+                results.append(CaptureResult(config, "skipped", existing[0]))
                 continue
             try:
                 result = self.capture(config)

@@ -51,3 +51,11 @@ class RunSettings:
     batch: int = DEFAULT_BATCH
     steps: int = 3
     warmup: int = 2
+
+    def metadata(self) -> dict:
+        """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
+        record carries the same, so it reads like a trace's config."""
+        d_model, n_layers, n_heads = MODEL_SIZES[self.model]
+        return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
+                "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
+                "attention": self.attention, "steps": self.steps, "warmup": self.warmup}

@@ -78,10 +78,7 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
     sync()
 
     annotator.mark(config_message({
-        "model": config.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
-        "vocab": VOCAB, "batch": config.batch, "ctx": config.ctx, "dtype": config.dtype,
-        "mode": config.mode, "attention": config.attention, "steps": config.steps,
-        "warmup": config.warmup, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+        **config.metadata(), "device": torch.cuda.get_device_name(device) if cuda else "cpu",
         "torch": torch.__version__,
     }))
     log(f"{config.model}: {model.n_params() / 1e6:.1f}M parameters, batch {config.batch}, ctx {config.ctx}, "

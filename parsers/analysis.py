@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from parsers import families
 from parsers.kernel_names import table_name
 from parsers.load import KERNEL, Trace
 from parsers.model import RangeModel, RangeNode
@@ -30,20 +31,9 @@ class Ratio:
     basis: str  # what the value divides by, in words
 
 
-def _families():
-    from parsers import families
-
-    return families
-
-
 def op_families(trace: Trace, op_positions: np.ndarray) -> np.ndarray:
     """Family key of each op (memcpy/memset are `memory`)."""
-    fam = _families()
-    names = trace.op_names
-    codes = trace.ops["name"].to_numpy()[op_positions]
-    uniq, inv = np.unique(codes, return_inverse=True)
-    keys = np.array([fam.classify(names[c]) for c in uniq], dtype=object)
-    return keys[inv] if len(uniq) else np.array([], dtype=object)
+    return trace.name_families[trace.ops["name"].to_numpy()[op_positions]]
 
 
 def family_shares(model: RangeModel, op_positions: np.ndarray) -> pd.DataFrame:
@@ -51,14 +41,13 @@ def family_shares(model: RangeModel, op_positions: np.ndarray) -> pd.DataFrame:
 
     Always lists every family, in the families table's order, so tables line up.
     """
-    fam = _families()
     trace = model.trace
     pos = np.asarray(op_positions, dtype=np.int64)
     dur = (trace.ops["end"].to_numpy() - trace.ops["start"].to_numpy())[pos]
     keys = op_families(trace, pos)
     total = int(dur.sum())
     rows = []
-    for f in fam.FAMILIES:
+    for f in families.FAMILIES:
         sel = keys == f.key
         t = int(dur[sel].sum())
         rows.append({"family": f.key, "label": f.label, "total_ns": t, "share": t / total if total else 0.0,
@@ -140,13 +129,7 @@ def iteration_ranges(model: RangeModel, pattern: re.Pattern) -> np.ndarray:
 
 
 def _children_ids(model: RangeModel, i: int) -> np.ndarray:
-    if not hasattr(model, "_child_index"):
-        kids: dict[int, list[int]] = {}
-        for c, p in enumerate(model.parent.tolist()):
-            if p >= 0:
-                kids.setdefault(p, []).append(c)
-        model._child_index = kids
-    return np.array(model._child_index.get(int(i), []), dtype=np.int64)
+    return np.array(model.children_index.get(int(i), []), dtype=np.int64)
 
 
 def phase_ranges(model: RangeModel, iterations: np.ndarray, text: str) -> np.ndarray:
@@ -190,7 +173,6 @@ def summarize(model: RangeModel, ids: np.ndarray, name: str, top: int = 5) -> Ph
         return None
     pos = model.ops_of(ids)
     ks = model.kernel_summary(pos)
-    fam = _families()
     shares = family_shares(model, pos)
     top_rows = ks[ks["kind"] == "kernel"].head(top)
     return PhaseSummary(
@@ -198,7 +180,7 @@ def summarize(model: RangeModel, ids: np.ndarray, name: str, top: int = 5) -> Ph
         busy_ns=int(model.busy_ns[ids].sum()), kernel_ns=int(model.kernel_ns[ids].sum()),
         op_ns=int(model.op_ns[ids].sum()), kernels=int(model.kernel_count[ids].sum()),
         top_kernels=[{"name": r.name, "short": table_name(r.name), "total_ns": int(r.total_ns), "instances": int(r.instances),
-                      "family": fam.classify(r.name)} for r in top_rows.itertuples()],
+                      "family": families.classify(r.name)} for r in top_rows.itertuples()],
         families={r.family: round(float(r.share), 6) for r in shares.itertuples()},
         family_ns={r.family: int(r.total_ns) for r in shares.itertuples()},
     )

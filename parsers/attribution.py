@@ -33,7 +33,7 @@ def _group_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq, codes.astype(np.int64)
 
 
-def _slices_to_pairs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def slices_to_pairs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For row i, emit (i, j) for j in [lo[i], hi[i])."""
     counts = np.maximum(hi - lo, 0)
     total = int(counts.sum())
@@ -69,7 +69,7 @@ def enclosing_pairs(
         seg = cs_s[a:b]
         lo[sel] = a + np.searchsorted(seg, r_start[sel], side="left")
         hi[sel] = a + np.searchsorted(seg, r_end[sel], side="right")
-    ri, pos = _slices_to_pairs(lo, hi)
+    ri, pos = slices_to_pairs(lo, hi)
     cj = order[pos]
     if c_end is not None:
         keep = c_end[cj] <= r_end[ri]
@@ -139,7 +139,7 @@ def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: 
     sorted_api = op_api[op_order]
     first = np.searchsorted(sorted_api, calls[cj], side="left")
     last = np.searchsorted(sorted_api, calls[cj], side="right")
-    pi, pos = _slices_to_pairs(first, last)
+    pi, pos = slices_to_pairs(first, last)
     op_pos = op_order[pos]
     range_pos = r_idx[ri[pi]]
     return op_pos, range_pos, mains

@@ -101,6 +101,13 @@ class Trace:
         return f"{name} ({pid})" if name else f"pid {pid}"
 
     @cached_property
+    def name_families(self) -> np.ndarray:
+        """Family key (parsers.families) per op name code."""
+        from parsers.families import classify
+
+        return np.array([classify(n) for n in self.op_names], dtype=object)
+
+    @cached_property
     def op_short(self) -> list[str]:
         """nsys's short kernel name per op name code (read from the file on first use)."""
         con = connect_readonly(self.path)

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from parsers.attribution import MODE_HELP, attribute
+from parsers.attribution import MODE_HELP, attribute, slices_to_pairs
 from parsers.groupstats import group_ids, group_stats
 from parsers.load import KERNEL, OP_KINDS, PID_MASK, Trace, api_display_name, pid_of, tid_of
 
@@ -164,8 +164,6 @@ class RangeModel:
         np.minimum.at(proj_start, pr, o_start)
         np.maximum.at(proj_end, pr, o_end)
         has = self.op_count > 0
-        self.proj_start = np.where(has, proj_start, 0)
-        self.proj_end = np.where(has, proj_end, 0)
         self.proj_ns = np.where(has, proj_end - proj_start, 0)
         self.busy_ns = _union_length(pr, o_start, o_end, n)
 
@@ -199,9 +197,7 @@ class RangeModel:
             i = ids[0]
             return self.pair_op[self.pair_offsets[i]: self.pair_offsets[i + 1]]
         lo, hi = self.pair_offsets[ids], self.pair_offsets[ids + 1]
-        from parsers.attribution import _slices_to_pairs
-
-        _, pos = _slices_to_pairs(lo, hi)
+        _, pos = slices_to_pairs(lo, hi)
         ops = np.sort(self.pair_op[pos])  # a plain sort: np.unique hashes, 5x slower here
         return ops[np.concatenate(([True], ops[1:] != ops[:-1]))] if len(ops) else ops
 
@@ -220,12 +216,7 @@ class RangeModel:
                 nodes[p].children.append(node)
             else:
                 roots.setdefault(int(self.r_gtid[i]), []).append(node)
-        self._instance_nodes = nodes
         return self._groups(roots)
-
-    def instance_node(self, range_id: int) -> RangeNode:
-        self.thread_groups  # noqa: B018 - builds the nodes
-        return self._instance_nodes[range_id]
 
     @cached_property
     def aggregated_groups(self) -> list[ThreadGroup]:
@@ -258,17 +249,14 @@ class RangeModel:
         out.sort(key=lambda g: (g.gpid, not g.is_main, g.gtid))
         return out
 
-    def find(self, name: str, aggregated: bool = False) -> list[RangeNode]:
-        """Nodes whose display name equals `name` (or path key, when aggregated), pre-order."""
-        groups = self.aggregated_groups if aggregated else self.thread_groups
-        found = []
-        stack = [n for g in reversed(groups) for n in reversed(g.roots)]
-        while stack:
-            node = stack.pop()
-            if node.label == name or display_name(path_key(node.name)) == name:
-                found.append(node)
-            stack.extend(reversed(node.children))
-        return found
+    @cached_property
+    def children_index(self) -> dict[int, list[int]]:
+        """Range position -> positions of its children."""
+        kids: dict[int, list[int]] = {}
+        for child, parent in enumerate(self.parent.tolist()):
+            if parent >= 0:
+                kids.setdefault(parent, []).append(child)
+        return kids
 
     def ranges_named(self, name: str) -> np.ndarray:
         """Positions of all range instances whose display name is `name`."""

@@ -3,8 +3,8 @@
 Each report follows NVIDIA's definitions (read from nsys's behaviour on real exports):
  - statistics are per group: total, count, avg, median (mean of the middle two for even
    counts), min, max, sample standard deviation (0 for one value);
- - averages and percentages are rounded by SQLite's own round(), which rounds the decimal
-   form half away from zero (0.15 -> 0.2, where Python's round gives 0.1);
+ - averages and percentages are rounded to 0.1 on the exact binary value, ties away from
+   zero (46653051/60 -> 777550.8, 2297/4 -> 574.3): `nsys_round`;
  - rows are ordered as nsys's SQL orders them, ties kept in group-key order (SQLite's
    sorter is stable on the grouped rows).
 Under the `process` attribution, the NVTX reports use process-wide attribution instead of
@@ -13,8 +13,8 @@ the launching-thread rule; everything else is identical.
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_UP, Decimal
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
 import pandas as pd
@@ -41,7 +41,7 @@ class Report:
         return not self.rows
 
 
-def sqlite_round(values, digits: int = 1) -> list:
+def nsys_round(values, digits: int = 1) -> list:
     """round() as nsys's SQLite computes it: on the exact binary value, ties away from zero.
 
     (Python's round() breaks exact ties to even; SQLite 3.40's printf-based round() looks at
@@ -69,9 +69,9 @@ def _group_stats(keys: pd.DataFrame, values: np.ndarray) -> pd.DataFrame:
 
 
 def _stat_columns(s: pd.DataFrame) -> list[list]:
-    avg = sqlite_round(s["avg"])
-    med = sqlite_round(s["med"])
-    std = sqlite_round(s["std"])
+    avg = nsys_round(s["avg"])
+    med = nsys_round(s["med"])
+    std = nsys_round(s["std"])
     return [[a, m, int(mn), int(mx), sd] for a, m, mn, mx, sd in zip(avg, med, s["min"], s["max"], std)]
 
 
@@ -83,7 +83,7 @@ def _distinct(values: np.ndarray) -> np.ndarray:
 
 def _percent(totals: pd.Series) -> list:
     grand = float(totals.sum())
-    return sqlite_round([t * 100.0 / grand if grand else None for t in totals.astype(float)])
+    return nsys_round([t * 100.0 / grand if grand else None for t in totals.astype(float)])
 
 
 def _summary_rows(s: pd.DataFrame, names: list) -> list[list]:
@@ -216,14 +216,14 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys") -> Report:
     })
     g = frame.groupby(["name", "style"], sort=True)
     s = _group_stats(frame[["name", "style"]], frame["proj"].to_numpy())
-    extra = g.agg(range=("range", "sum"), ops=("ops", "sum"), ops_avg=("ops", "mean"),
+    extra = g.agg(range=("range", "sum"), ops=("ops", "sum"),
                   level=("level", "mean"), child=("child", "mean")).reset_index()
     s = s.merge(extra, on=["name", "style"], how="left", sort=False)
     s = _sort_desc(s, "total")
     stats = _stat_columns(s)
-    ops_avg = sqlite_round(s["ops"] / s["num"])
-    level = sqlite_round(s["level"])
-    child = sqlite_round(s["child"])
+    ops_avg = nsys_round(s["ops"] / s["num"])
+    level = nsys_round(s["level"])
+    child = nsys_round(s["child"])
     rep.rows = [[name, style, int(t), int(rt), int(n), st[0], st[1], st[2], st[3], st[4], int(o), oa, lv, ch]
                 for name, style, t, rt, n, st, o, oa, lv, ch in zip(
                     s["name"], s["style"], s["total"], s["range"], s["num"], stats, s["ops"], ops_avg, level, child)]

@@ -346,3 +346,21 @@ def test_real_workload_child_under_the_stand_in(tmp_path, fake_nsys, monkeypatch
     assert "[3/3] step_1" in printed and "$ " + shlex.join([str(fake_nsys), "profile"]) in printed
     assert result.details["median_step_s"] > 0
     assert (out / "tiny_ctx16_b2.sqlite").exists()
+
+
+def test_keep_rep_never_replaces_an_existing_report(tmp_path, fake_nsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "small_ctx128.nsys-rep").write_text("precious")
+    runner = Runner(fake_nsys, out, keep_report=True, echo=lambda line: None)
+    with pytest.raises(CaptureError, match="small_ctx128.nsys-rep"):
+        runner.capture(CaptureConfig("small", 128))
+    assert (out / "small_ctx128.nsys-rep").read_text() == "precious"
+    assert not (out / "small_ctx128.sqlite").exists()
+
+
+def test_out_folder_that_is_a_file_is_one_clear_error(tmp_path, fake_nsys):
+    blocker = tmp_path / "out"
+    blocker.write_text("a file")
+    with pytest.raises(CaptureError, match="cannot create the output folder"):
+        Runner(fake_nsys, blocker, echo=lambda line: None).capture(CaptureConfig("small", 128))
