@@ -22,9 +22,14 @@ def write_atomic(path: str | os.PathLike, text: str, overwrite: bool = False) ->
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
-        if not overwrite and path.exists():
-            raise TraceError(f"{path}: appeared while writing; not overwriting")
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:  # link, unlike replace, fails if the name was taken meanwhile
+                os.link(tmp, path)
+            except FileExistsError:
+                raise TraceError(f"{path}: appeared while writing; not overwriting") from None
+            os.unlink(tmp)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

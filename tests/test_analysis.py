@@ -8,27 +8,36 @@ import sys
 
 import pytest
 
-from conftest import shared_trace
+from conftest import SAMPLES, shared_trace
 from parsers.analysis import attention_flops, questions
 from parsers.load import load_trace
 from parsers.markdown import table
 
 # Sum of kernel durations in ranges named :name inside step_N iterations, launched from the
 # range's own thread (the forward sub-ranges are all launched by the main thread).
-KERNEL_TIME_IN = """
+# Range text is in `text` (nsys-native strings) or StringIds via `textId` (registered strings).
+NVTX = """(SELECT e.start, e.end, e.globalTid, e.eventType, coalesce(e.text, t.value) AS text
+           FROM NVTX_EVENTS e LEFT JOIN StringIds t ON t.id = e.textId)"""
+
+KERNEL_TIME_IN = f"""
 SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
 JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
-JOIN NVTX_EVENTS n ON n.globalTid = r.globalTid AND n.start <= r.start AND n.end >= r.end
-JOIN NVTX_EVENTS s ON s.globalTid = n.globalTid AND s.start <= n.start AND s.end >= n.end
+JOIN {NVTX} n ON n.globalTid = r.globalTid AND n.start <= r.start AND n.end >= r.end
+JOIN {NVTX} s ON s.globalTid = n.globalTid AND s.start <= n.start AND s.end >= n.end
 WHERE n.text = :name AND s.text LIKE 'step\\_%' ESCAPE '\\' AND n.eventType = 59 AND s.eventType = 59
 """
 
+# GEMM kernels by name, by hand: cuBLAS/CUTLASS GEMM names in these fp32 traces all say gemm.
+GEMM_TIME_IN = KERNEL_TIME_IN.replace(
+    "FROM CUPTI_ACTIVITY_KIND_KERNEL k", "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds kn ON kn.id = k.demangledName"
+) + " AND kn.value LIKE '%gemm%'"
+
 # backward under the process rule: launched from the main thread inside backward, or from a
 # thread with no range of its own while backward is open on the main thread.
-BACKWARD_TIME = """
-WITH main AS (SELECT globalTid AS g FROM NVTX_EVENTS WHERE text = 'backward' LIMIT 1),
-bwd AS (SELECT n.start AS s, n.end AS e FROM NVTX_EVENTS n, main
-        JOIN NVTX_EVENTS st ON st.globalTid = n.globalTid AND st.start <= n.start AND st.end >= n.end
+BACKWARD_TIME = f"""
+WITH main AS (SELECT globalTid AS g FROM {NVTX} WHERE text = 'backward' LIMIT 1),
+bwd AS (SELECT n.start AS s, n.end AS e FROM {NVTX} n, main
+        JOIN {NVTX} st ON st.globalTid = n.globalTid AND st.start <= n.start AND st.end >= n.end
         WHERE n.text = 'backward' AND n.globalTid = main.g AND st.text LIKE 'step\\_%' ESCAPE '\\')
 SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
 JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId, main
@@ -47,9 +56,17 @@ def _sql(path, query, **params):
         con.close()
 
 
-def test_ratios_match_hand_computation_xl():
-    path = shared_trace("xl_ctx256")
-    a = questions(load_trace(path), "process", dims={"batch": 4, "n_heads": 25, "ctx": 256, "d_head": 64})
+def _trace(name):
+    if name == "sample":
+        path = SAMPLES / "small_ctx128.sqlite"  # carries its config: dims come from the trace
+        return path, None
+    return shared_trace(name), {"batch": 4, "n_heads": 25, "ctx": 256, "d_head": 64}
+
+
+@pytest.mark.parametrize("name", ["sample", "xl_ctx256"])
+def test_ratios_match_hand_computation(name):
+    path, dims = _trace(name)
+    a = questions(load_trace(path), "process", dims=dims)
     fwd = _sql(path, KERNEL_TIME_IN, name="forward")
     bwd = _sql(path, BACKWARD_TIME)
     assert a["ranges"]["forward"]["kernel_ns"] == fwd
@@ -59,8 +76,13 @@ def test_ratios_match_hand_computation_xl():
     scores = _sql(path, KERNEL_TIME_IN, name="computing_attention_scores")
     final = _sql(path, KERNEL_TIME_IN, name="final_matmul")
     assert a["ratios"]["softmax_over_matmul_runtime"] == pytest.approx(softmax / (scores + final), rel=1e-12)
-    # 5·B·H·T² / (2·2·B·H·T²·d_head) = 5 / (4·64)
+    # 5·B·H·T² / (2·2·B·H·T²·d_head) = 5 / (4·64): d_head is 64 in both (768/12, 1600/25)
     assert a["ratios"]["softmax_over_matmul_flops"] == pytest.approx(5 / 256)
+    # GEMM share of forward: GEMM kernel time over all GPU op time (kernels + memcpy/memset)
+    gemm = _sql(path, GEMM_TIME_IN, name="forward")
+    ops = fwd + sum(_sql(path, KERNEL_TIME_IN.replace("CUPTI_ACTIVITY_KIND_KERNEL", t), name="forward") or 0
+                    for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"))
+    assert a["ratios"]["gemm_share_forward"] == pytest.approx(gemm / ops, abs=1e-6)
     # 3 steady-state steps and 2 warmups, reported apart
     assert a["ranges"]["step"]["instances"] == 3 and a["warmup"]["step"]["instances"] == 2
     assert 1.0 < a["ratios"]["backward_over_forward"] < 3.0  # a training step, as expected for fp32 GPT-2
@@ -79,8 +101,9 @@ def test_family_shares_sum_to_one_and_gemm_dominates_fp32_forward():
     assert a["ratios"]["gemm_share_forward"] > 0.8
 
 
-def test_report_json_cli_has_the_promised_keys():
-    path = shared_trace("small_ctx128_threads")
+@pytest.mark.parametrize("name", ["sample", "small_ctx128_threads"])
+def test_report_json_cli_has_the_promised_keys(name):
+    path = SAMPLES / "small_ctx128.sqlite" if name == "sample" else shared_trace(name)
     proc = subprocess.run([sys.executable, "-m", "tui.cli", "report", str(path), "-f", "json"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -85,8 +85,8 @@ def test_export_without_nvtx_still_gives_kernel_and_api_reports():
     proc = run_cli("stats", path, "-f", "csv", "-r", "cuda_gpu_kern_sum,nvtx_sum")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert "Time (%),Total Time (ns),Instances" in proc.stdout
-    assert "NVTX" in proc.stderr  # says why nvtx_sum is empty
+    assert (SHARED / "oracle" / "mock_cuda_gpu_kern_sum.csv").read_text() in proc.stdout  # NVIDIA's own
+    assert "no NVTX data" in proc.stderr  # says why nvtx_sum is empty
 
 
 def test_old_schema_2022_loads():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SAMPLES, oracle_cases
+from conftest import REPORTS, SAMPLES, oracle_cases
 from parsers.load import load_trace
 from parsers.nsys_reports import build_report
 from tui.stats_cli import render_csv
@@ -36,5 +36,5 @@ def test_committed_samples_have_nvidia_csvs():
     if not samples:
         pytest.skip("no committed sample traces yet")
     for trace in samples:
-        for report in ("nvtx_sum", "cuda_gpu_kern_sum"):
+        for report in REPORTS:
             assert (SAMPLES / "oracle" / f"{trace.stem}_{report}.csv").exists(), trace

@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from conftest import SAMPLES
+from parsers import parallel_fetch
 from parsers.load import load_trace
 
 
@@ -25,11 +26,37 @@ def _same(a, b):
     assert a.model("process").kernel_count.tolist() == b.model("process").kernel_count.tolist()
 
 
-def test_child_fetch_equals_serial(sample):
-    _same(load_trace(sample, parallel_min_rows=0), load_trace(sample, parallel_min_rows=10**12))
+@pytest.fixture()
+def child_results(monkeypatch):
+    """What the child process handed back, so a test knows the parallel path really ran."""
+    seen = []
+    original = parallel_fetch.ChildFetch.result
+
+    def recording(self):
+        out = original(self)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(parallel_fetch.ChildFetch, "result", recording)
+    return seen
 
 
-def test_null_in_kernel_table_falls_back(sample, tmp_path):
+def _kernel_rows(path) -> int:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_child_fetch_equals_serial(sample, child_results):
+    child = load_trace(sample, parallel_min_rows=0)
+    assert len(child_results) == 1 and child_results[0] is not None  # the child delivered the rows
+    assert child_results[0].shape[0] == _kernel_rows(sample)
+    _same(child, load_trace(sample, parallel_min_rows=10**12))
+
+
+def test_null_in_kernel_table_falls_back(sample, tmp_path, child_results):
     path = tmp_path / "with_null.sqlite"
     shutil.copy(sample, path)
     con = sqlite3.connect(path)
@@ -37,6 +64,7 @@ def test_null_in_kernel_table_falls_back(sample, tmp_path):
     con.commit()
     con.close()
     child = load_trace(path, parallel_min_rows=0)
+    assert child_results == [None]  # the child refused the NULL; the serial read took over
     serial = load_trace(path, parallel_min_rows=10**12)
     _same(child, serial)
     # the kernel without a process still finds its launch (by correlation ID alone)

@@ -434,14 +434,18 @@ def test_several_files_side_by_side_and_open_one():
             text = screen_text(app)
             assert paths[0].name in text and paths[1].name in text and "bwd ms/step" in text
             await press(app, pilot, "j", "enter")
-            while not app.loaded:
+            for _ in range(600):
+                if app.loaded:
+                    break
                 await pilot.pause(0.05)
             await settle(app, pilot)
             assert type(app.screen).__name__ == "RangesScreen" and app.session.path == paths[1]
             await press(app, pilot, "escape")
             assert type(app.screen).__name__ == "FilesScreen" and app.session is None
             await press(app, pilot, "k", "enter")  # the other file
-            while not app.loaded or app.session is None:
+            for _ in range(600):
+                if app.loaded and app.session is not None:
+                    break
                 await pilot.pause(0.05)
             await settle(app, pilot)
             assert app.session.path == paths[0]
@@ -522,7 +526,9 @@ def test_sweep_question_tables_in_the_files_view(tmp_path):
                     break
             text = " ".join(screen_text(app).split())
             assert "question 1/" in text and "ctx 128" in text and "ctx 256" in text
-            while "Step time, NVTX / Python" not in screen_text(app):
+            for _ in range(40):  # 30 tables; bounded so a renamed title fails instead of hanging
+                if "Step time, NVTX / Python" in screen_text(app):
+                    break
                 await press(app, pilot, "right_square_bracket")
             text = screen_text(app)
             assert "OOM" in text
@@ -532,6 +538,7 @@ def test_sweep_question_tables_in_the_files_view(tmp_path):
                 exported = list(tmp_path.glob("nsight-tui_question_*.md"))
                 if exported:
                     break
+            assert exported, "the question table was not exported"
             body_md = exported[0].read_text()
             assert "| medium |" in body_md and "OOM" in body_md
 
@@ -552,5 +559,27 @@ def test_kernel_detail_decodes_the_highlighted_gemm(path: Path):
             await settle(app, pilot)
             text = " ".join(screen_text(app).split())
             assert f"tile {tile}" in text and "no tensor cores" in text and "sm80" in text
+
+    run(body())
+
+
+@pytest.mark.parametrize("path", TRACES[:1])
+def test_mode_switch_reopens_the_same_instance(path: Path):
+    """Instances view: after `m`, the kernels shown are still those of the instance that was
+    open (here the last `backward`), not the first one with that name."""
+    last_start = scalar(path, """SELECT max(e.start) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+                                 WHERE e.eventType IN (59, 60) AND coalesce(e.text, s.value) = 'backward'""")
+
+    async def body():
+        async with running(path) as (app, pilot):
+            await press(app, pilot, "a")  # individual instances
+            await press(app, pilot, "slash")
+            await type_text(app, pilot, "backward")
+            await press(app, pilot, "enter", "N", "enter")  # last match, its kernels
+            assert type(app.screen).__name__ == "KernelsScreen" and app.screen.node.start == last_start
+            await press(app, pilot, "m")
+            await settle(app, pilot)
+            assert app.session.attribution == "nsys"
+            assert type(app.screen).__name__ == "KernelsScreen" and app.screen.node.start == last_start
 
     run(body())

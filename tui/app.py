@@ -10,10 +10,11 @@ import gc
 import time
 from pathlib import Path
 
+import numpy as np
 from textual import work
 from textual.app import App
 from textual.binding import Binding
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from parsers.errors import TraceError
 from parsers.load import load_trace
@@ -22,7 +23,6 @@ from tui.commands import NsightCommands
 from tui.messages import LoadFailed, LoadProgress, ModelReady, TraceLoaded
 from tui.session import Session
 from tui.table_model import ViewText
-from tui.tree_source import node_key
 from tui.views.api import ApiScreen
 from tui.views.base import TableScreen, ViewScreen
 from tui.views.correlation import CorrelationScreen
@@ -97,7 +97,7 @@ class NsightApp(App[int]):
     def clock(self) -> float:
         return time.perf_counter()
 
-    @work(thread=True, exclusive=True, group="load")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="load")
     def _load(self, path: Path, attribution: str) -> None:
         worker = get_current_worker()
 
@@ -124,18 +124,31 @@ class NsightApp(App[int]):
         if isinstance(self.screen, LoadingScreen):
             self.screen.progress(message.fraction, message.text)
 
+    def _loading_screen(self, path: Path) -> LoadingScreen | None:
+        return next((s for s in self.screen_stack if isinstance(s, LoadingScreen) and s.path == path), None)
+
     def on_trace_loaded(self, message: TraceLoaded) -> None:
-        self.session = message.session
-        self._sessions[self.session.path] = self.session
-        self.loaded = True
+        session = message.session
+        self._sessions[session.path] = session
         # Millions of long-lived objects now: keep the cyclic GC from rescanning them on
         # every full collection (those pauses showed up as 50-100 ms keystrokes).
         gc.collect()
         gc.freeze()
-        self.switch_screen(RangesScreen(self.session))
-        self._warm(self.session)
+        self._warm(session)
+        loading = self._loading_screen(session.path)
+        if loading is None:
+            return  # the user left the loading screen: the file stays cached for later
+        if self.screen is loading:
+            self._show_loaded(session)
+        else:  # help or the palette is on top: finish when the loading screen is back in front
+            loading.when_resumed(lambda: self._show_loaded(session))
 
-    @work(thread=True, exclusive=True, group="warm")
+    def _show_loaded(self, session: Session) -> None:
+        self.session = session
+        self.loaded = True
+        self.switch_screen(RangesScreen(session))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="warm")
     def _warm(self, session: Session) -> None:
         """Compute the global views while the user reads the tree, so `2` and `3` open at once."""
         from tui.views.api import api_report
@@ -147,12 +160,23 @@ class NsightApp(App[int]):
                 return
             build(session)
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The app's own background work (warming the global views) failed: the views will
+        compute on demand and report there; say it once here, never crash."""
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.notify(f"{type(error).__name__}: {error}", title="background work failed", severity="warning")
+
     def on_load_failed(self, message: LoadFailed) -> None:
         if not self.multi:
             self.error_message = message.message
             self.exit(return_code=message.exit_code)
             return
-        self.pop_screen()
+        loading = self._loading_screen(message.path)
+        if loading is self.screen:
+            self.pop_screen()
+        elif loading is not None:
+            loading.when_resumed(self.pop_screen)
         self.notify(message.message, title="cannot open", severity="error", timeout=8)
 
     # -- navigation -----------------------------------------------------------------------------
@@ -255,7 +279,7 @@ class NsightApp(App[int]):
         self.notify(f"building the {new} attribution…", timeout=2)
         self._build_mode(self.session, new)
 
-    @work(thread=True, exclusive=True, group="mode")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="mode")
     def _build_mode(self, session: Session, attribution: str) -> None:
         # The build holds the GIL for long stretches: let the UI paint the notice first.
         time.sleep(0.05)
@@ -282,7 +306,6 @@ class NsightApp(App[int]):
         keep = ranges.current_key()
         old_node = next((s.node for s in self.screen_stack[base + 1:]
                          if isinstance(s, KernelsScreen) and s.node is not None), None)
-        old_gtid = _gtid_of(ranges, old_node) if old_node is not None else None
         await self._to_base()
         session.attribution = message.attribution
         self.attribution = message.attribution
@@ -290,7 +313,9 @@ class NsightApp(App[int]):
         ranges.rebuild(keep)
         ranges.refresh_info()
         if old_node is not None:
-            node = ranges.grid.tree.find_key(old_gtid, node_key(old_node)) if old_gtid is not None else None
+            # The same ranges under the new mode: range positions do not depend on the mode
+            # (a name path would find the first instance, not the one that was open).
+            node = next((n for n in ranges.grid.tree.all_nodes() if np.array_equal(n.ids, old_node.ids)), None)
             if node is not None:
                 ranges.select_node(node)
                 self.open_kernels(node)
@@ -306,7 +331,7 @@ class NsightApp(App[int]):
         self._say(screen, "exporting…", notify=False)
         self._export_worker(screen, maker)
 
-    @work(thread=True, exclusive=True, group="export")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="export")
     def _export_worker(self, screen, maker) -> None:
         """Building the text reads every row of the view (and, for launches, grid/block
         from the file): off the UI thread."""
@@ -360,16 +385,6 @@ class NsightApp(App[int]):
             setter(text)
         if notify:
             self.notify(text, timeout=4)
-
-
-def _gtid_of(ranges, node) -> int | None:
-    """Thread of a range node: its root's group in the range tree."""
-    root = node
-    while root.parent is not None:
-        root = root.parent
-    tree = ranges.grid.tree
-    group = tree._group_of_root.get(id(root))
-    return group.gtid if group is not None else None
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:

@@ -97,7 +97,7 @@ def render(rep: Report, fmt: str, mode: str) -> str:
 def run(args) -> int:
     from parsers.load import load_trace
 
-    names = [n.strip() for n in args.report.split(",") if n.strip()]
+    names = list(dict.fromkeys(n.strip() for n in args.report.split(",") if n.strip()))
     unknown = [n for n in names if n not in REPORTS]
     if unknown:
         raise TraceError(f"unknown report {', '.join(unknown)}; choose from {', '.join(REPORTS)}")
@@ -111,7 +111,6 @@ def run(args) -> int:
     print(f"attribution: {mode} — {MODE_HELP[mode]}", file=sys.stderr)
     for note in trace.info.notes:
         print(f"note: {note}", file=sys.stderr)
-    wrote_any = False
     for name in names:
         rep = build_report(trace, name, mode)
         text = render(rep, args.format, mode)
@@ -125,6 +124,5 @@ def run(args) -> int:
             path = f"{args.output}_{name}.{FORMATS[args.format]}"
             write_atomic(path, text, overwrite=args.force)
             print(f"wrote {path}", file=sys.stderr)
-        wrote_any = wrote_any or not rep.empty
     sys.stdout.flush()
     return 0

@@ -37,7 +37,7 @@ class ApiScreen(TableScreen):
         super().on_mount()
         self._build()
 
-    @work(thread=True, exclusive=True, group="build")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
         report = api_report(self.session)
         frame = pd.DataFrame(report.rows, columns=KEYS) if report.rows else pd.DataFrame({k: [] for k in KEYS})

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from parsers.markdown import table as md_table
 from tui.table_model import TableModel, ViewText
@@ -61,6 +61,17 @@ class ViewScreen(Screen):
 
     def set_status(self, text: str) -> None:
         self.query_one("#status", Static).update(text)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A view's worker failed: say so in one line and keep the session (never a traceback)."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        if hasattr(self, "_busy"):
+            self._busy = False
+        message = f"{type(error).__name__}: {error}"
+        self.set_status(f"failed: {message}")
+        self.app.notify(message, title=f"{self.view_name}: could not build the view", severity="error")
 
     @property
     def prompt(self) -> PromptBar:
@@ -158,7 +169,7 @@ class TableScreen(ViewScreen):
             self.set_status(f"{what}…")
             self._change_in_worker(fn, keep)
 
-    @work(thread=True, exclusive=True, group="table")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="table")
     def _change_in_worker(self, fn, keep) -> None:
         fn()
         if not get_current_worker().is_cancelled:

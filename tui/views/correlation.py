@@ -55,7 +55,7 @@ class CorrelationScreen(TableScreen):
         super().on_mount()
         self._build()
 
-    @work(thread=True, exclusive=True, group="build")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
         c = self.session.model.correlation(self.corr, self.gpid)
         if not get_current_worker().is_cancelled:

@@ -58,7 +58,7 @@ class FilesScreen(TableScreen):
         super().on_mount()
         self._build()
 
-    @work(thread=True, exclusive=True, group="build")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
         from parsers import sweep
 
@@ -67,7 +67,8 @@ class FilesScreen(TableScreen):
 
         runs = sweep.analyse(sweep.runs_for(self.paths), self.attribution, progress=progress)
         headers, rows = sweep.COMPARE_HEADERS, sweep.compare_rows(runs)
-        frame = pd.DataFrame(rows, columns=[f"c{i}" for i in range(len(headers))], dtype=object)
+        # numeric columns stay numeric (None -> NaN), so sorting compares numbers, not text
+        frame = pd.DataFrame(rows, columns=[f"c{i}" for i in range(len(headers))])
         self.app.call_from_thread(self._built, headers, frame, runs)
 
     def _built(self, headers, frame, runs) -> None:

@@ -106,7 +106,7 @@ class KernelsScreen(TableScreen):
         panel = self.query_one(RatioPanel)
         panel.show(panel.ratios, compact=not wide)
 
-    @work(thread=True, exclusive=True, group="build")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
         session, node = self.session, self.node
         model = session.model

@@ -89,7 +89,7 @@ class LaunchesScreen(TableScreen):
         super().on_mount()
         self._build()
 
-    @work(thread=True, exclusive=True, group="build")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
         frame = self.session.model.launches(self.positions, self.kernel)
         table = LaunchTable(frame, launch_columns(), self.session.trace)

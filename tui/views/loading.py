@@ -8,14 +8,26 @@ from textual.app import ComposeResult
 from textual.containers import Center, Middle
 from textual.screen import Screen
 
-from tui.widgets.key_bar import KeyBar
 from textual.widgets import ProgressBar, Static
+
+from tui.widgets.key_bar import KeyBar
 
 
 class LoadingScreen(Screen):
     def __init__(self, path: Path, **kwargs) -> None:
         super().__init__(**kwargs)
         self.path = path
+        self._on_resume = None
+
+    def when_resumed(self, action) -> None:
+        """Run `action` once this screen is in front again (the load ended under the help
+        screen or the palette)."""
+        self._on_resume = action
+
+    def on_screen_resume(self) -> None:
+        action, self._on_resume = self._on_resume, None
+        if action is not None:
+            self.call_later(action)
 
     def compose(self) -> ComposeResult:
         with Middle():

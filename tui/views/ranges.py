@@ -119,7 +119,7 @@ class RangesScreen(ViewScreen):
             return False  # the only file's range tree is home: nothing to go back to
         return True
 
-    @work(thread=True, exclusive=True, group="search-index")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="search-index")
     def _prepare_search(self, source: RangeTreeSource) -> None:
         source.prepare_search()
 
