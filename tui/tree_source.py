@@ -254,11 +254,13 @@ class RangeTreeSource:
     def export_rows(self) -> tuple[list[str], list[list]]:
         headers = ["Thread", *[c.export_header for c in self.columns]]
         rows = []
-        for i, row in enumerate(self.rows):
+        group = None
+        for row in list(self.rows):  # a snapshot: expand/collapse may splice the live list meanwhile
             if row.is_group:
+                group = row.obj  # rows follow their group: no walk back per row
                 continue
             node = row.obj
             share = node.share_of_parent()
-            rows.append([self.group_at(i).label, path_text(node), node.instances, node.cpu_ns, node.busy_ns,
+            rows.append([group.label if group else "", path_text(node), node.instances, node.cpu_ns, node.busy_ns,
                          None if share is None else round(share, 4), node.kernels])
         return headers, rows

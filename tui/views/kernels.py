@@ -10,6 +10,8 @@ from textual.containers import Container
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from parsers import families
+from parsers.analysis import Ratio, family_shares, ratio_panel
 from parsers.markdown import table as md_table
 from tui import fmt
 from tui.names import display_kernel_name
@@ -23,11 +25,7 @@ WIDE = 120  # from this width the ratios sit beside the table, with their bases
 
 
 def family_labels(names: pd.Series) -> list[str]:
-    """The family label of each kernel name ("" if parsers.families is unavailable)."""
-    try:
-        from parsers import families
-    except ImportError:
-        return [""] * len(names)
+    """The family label of each kernel name."""
     keys = families.family_codes(names.reset_index(drop=True)).astype(str)
     labels = {f.key: f.label for f in families.FAMILIES}
     return [labels.get(k, k) for k in keys]
@@ -188,18 +186,10 @@ def kernel_detail(name: str) -> str:
 
 
 def range_ratios(model, node) -> list:
-    try:
-        from parsers.analysis import ratio_panel
-    except ImportError:
-        return []
     return ratio_panel(model, node)
 
 
 def global_ratios(model, positions) -> list:
-    try:
-        from parsers.analysis import Ratio, family_shares
-    except ImportError:
-        return []
     shares = family_shares(model, positions)
     return [Ratio(f"{r.label} share", r.share, fmt.percent(r.share), "GPU op time in the whole trace")
             for r in shares.itertuples() if r.total_ns]
