@@ -9,9 +9,14 @@ import math
 from parsers.load import api_display_name
 
 
+def missing(value) -> bool:
+    """None or NaN (pandas' empty cell)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def duration(ns) -> str:
     """Adaptive unit: 850 ns, 12.3 µs, 3.18 ms, 9.80 s."""
-    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+    if missing(ns):
         return ""
     ns = float(ns)
     a = abs(ns)
@@ -32,21 +37,21 @@ def seconds(ns) -> str:
 
 
 def count(n) -> str:
-    if n is None or (isinstance(n, float) and math.isnan(n)):
+    if missing(n):
         return ""
     return f"{int(n):,}"
 
 
 def percent(x) -> str:
     """A fraction (0..1) as a percentage."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if missing(x):
         return ""
     return f"{100.0 * x:.1f}%"
 
 
 def plain_percent(x) -> str:
     """A value already in percent (nsys reports)."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if missing(x):
         return ""
     return f"{float(x):.1f}%"
 

@@ -15,7 +15,7 @@ from tui.widgets.grid import DataGrid
 
 
 def _value_fmt(v) -> str:
-    if v is None or (isinstance(v, float) and v != v):
+    if fmt.missing(v):
         return "–"
     if isinstance(v, float):
         return f"{v:,.2f}"
