@@ -47,7 +47,7 @@ EXIT_MARK = "[bench: app exited with status"
 sys.path[:0] = [str(BENCH), str(REPO)]  # scale_trace beside us; parsers from this checkout
 from scale_trace import ScaleError, scale_trace  # noqa: E402
 
-from parsers.fileio import write_atomic  # noqa: E402
+from nsight_tui.render.output import write_atomic  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -653,9 +653,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma list of multiples of the base (default 1,2,4,8)")
     p.add_argument("--out", type=Path, help="results file (default bench/RESULTS.md for a full run; a partial "
                    "run (--only, --scales) prints only, unless --out is given)")
-    p.add_argument("--cmd", default=f"{sys.executable} -m tui.cli",
-                   help="how to run nsight-tui (default: this checkout via python -m tui.cli)")
-    p.add_argument("--app", default="tui.app:NsightApp", help="module:Class for the headless key benchmark")
+    p.add_argument("--cmd", default=f"{sys.executable} -m nsight_tui",
+                   help="how to run nsight-tui (default: this checkout via python -m nsight_tui)")
+    p.add_argument("--app", default="nsight_tui.tui.app:NsightApp", help="module:Class for the headless key benchmark")
     p.add_argument("--only", default=",".join(PARTS), type=_part_list, help="which parts to run (comma list)")
     p.add_argument("--repeat", type=_positive, default=1, help="runs of floor and stats per scale (best kept)")
     p.add_argument("--timeout", type=float, default=600, help="seconds before a stats run or a TUI load is abandoned")

@@ -1,6 +1,6 @@
 """Keystroke latency of the TUI on a big trace: key press -> the app idle again, headless.
 
-    python bench/tui_latency.py TRACE.sqlite [--app tui.app:NsightApp] [--json]
+    python bench/tui_latency.py TRACE.sqlite [--app nsight_tui.tui.app:NsightApp] [--json]
 
 Runs the app under Textual's `App.run_test()` and drives it with a Pilot. For each scenario the
 time from `pilot.press(key)` to the return of `await pilot.pause()` (the message queue drained,
@@ -172,7 +172,7 @@ async def _settle(app, pilot) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="keystroke latency of the TUI, headless")
     p.add_argument("trace", type=Path)
-    p.add_argument("--app", default="tui.app:NsightApp", help="module:Class of the Textual app")
+    p.add_argument("--app", default="nsight_tui.tui.app:NsightApp", help="module:Class of the Textual app")
     p.add_argument("--timeout", type=float, default=300, help="seconds to wait for the load marker")
     p.add_argument("--json", action="store_true", help="one JSON line (for bench/run.py)")
     args = p.parse_args(argv)

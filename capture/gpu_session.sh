@@ -41,9 +41,9 @@ case $stage in
 samples)
   stamp "samples"
   rm -rf $W/sample_out && mkdir -p $W/sample_out/oracle
-  python3 -m tui.cli capture --model small --ctx 128 --out $W/sample_out
-  python3 -m tui.cli capture --model small --ctx 128 --mode forward --out $W/sample_out
-  python3 -m tui.cli capture --model small --ctx 128 --attention fused --out $W/sample_out
+  python3 -m nsight_tui capture --model small --ctx 128 --out $W/sample_out
+  python3 -m nsight_tui capture --model small --ctx 128 --mode forward --out $W/sample_out
+  python3 -m nsight_tui capture --model small --ctx 128 --attention fused --out $W/sample_out
   for f in $W/sample_out/*.sqlite; do
     name=$(basename "$f" .sqlite)
     # stats runs on a copy: the committed file stays exactly what export wrote
@@ -60,7 +60,7 @@ samples)
 sweep)
   stamp "sweep"
   rm -rf $W/sweep_out
-  python3 -m tui.cli capture --sweep --models small,medium --ctxs 128,256 --out $W/sweep_out
+  python3 -m nsight_tui capture --sweep --models small,medium --ctxs 128,256 --out $W/sweep_out
   counts $W/sweep_out/*.sqlite
   tar -C $W/sweep_out -cJf "$OUT/sweep.tar.xz" .
   ;;
@@ -73,7 +73,7 @@ big)
   steps=${BIG_STEPS:-$(( (600000 + ${per:-1800} - 1) / ${per:-1800} ))}
   echo "kernels per step: ${per:-unknown}; big run: $steps steps"
   rm -rf $W/big_out
-  python3 -m tui.cli capture --model small --ctx 128 --steps "$steps" --warmup 2 --out $W/big_out
+  python3 -m nsight_tui capture --model small --ctx 128 --steps "$steps" --warmup 2 --out $W/big_out
   counts $W/big_out/small_ctx128.sqlite
   stamp "xz"
   xz -T0 -6 -c $W/big_out/small_ctx128.sqlite | split -b 15m -d - "$OUT/small_ctx128_big.sqlite.xz.part"

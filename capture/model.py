@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from capture.annotate import Annotator, NullAnnotator
-from capture.sizes import VOCAB
+from nsight_tui.capture.annotate import Annotator, NullAnnotator
+from nsight_tui.capture.sizes import VOCAB
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from capture.errors import CaptureError
+from nsight_tui.capture.errors import CaptureError
 
 # Where installers put nsys, newest version first within each pattern. Nsight Compute ships a
 # copy of nsys too (the GPU images here have only that one).

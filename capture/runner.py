@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from capture.errors import CaptureError
-from parsers.errors import TraceError
-from parsers.fileio import write_atomic
-from parsers.source import connect_readonly
-from capture.nsys import export_command, profile_command
-from capture.sizes import RunSettings, output_stem
+from nsight_tui.capture.errors import CaptureError
+from nsight_tui.parsers.errors import TraceError
+from nsight_tui.render.output import write_atomic
+from nsight_tui.parsers.source import connect_readonly
+from nsight_tui.capture.nsys import export_command, profile_command
+from nsight_tui.capture.sizes import RunSettings, output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,7 +105,7 @@ class Runner:
     def commands(self, config: CaptureConfig, work_dir: Path) -> tuple[list[str], list[str]]:
         # Full file names: a stem like `2.7B_ctx128` must not look like a name with an extension.
         report = work_dir / f"{config.stem}.nsys-rep"
-        app = [self.python, "-m", "capture.workload", *config.workload_args(),
+        app = [self.python, "-m", "nsight_tui.capture.workload", *config.workload_args(),
                "--status-file", str(work_dir / "status.json")]
         return (profile_command(self.nsys, report, app),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))

@@ -1,6 +1,6 @@
 """The profiled workload: GPT-2 training steps or forward passes, annotated with NVTX.
 
-Run as `python -m capture.workload ...` (the runner starts it under `nsys profile`), or call
+Run as `python -m nsight_tui.capture.workload ...` (the runner starts it under `nsys profile`), or call
 `run_workload` directly (tests, on a CPU). Each iteration is an NVTX range `warmup_N` or `step_N`
 holding `forward`, `backward`, `optimizer`; every phase ends with a device synchronise, so a
 range's length is the time its GPU work took. The run's configuration and the step times
@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from capture.annotate import Annotator, NvtxAnnotator, config_message, step_message
-from capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
+from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, step_message
+from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
     import torch
     import torch.nn.functional as F
 
-    from capture.model import GPT2, ModelDims
+    from nsight_tui.capture.model import GPT2, ModelDims
 
     config.validate()
     device = torch.device(config.device)
@@ -130,7 +130,7 @@ def _write_status(path: str | None, status: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m capture.workload",
+    p = argparse.ArgumentParser(prog="python -m nsight_tui.capture.workload",
                                 description="NVTX-annotated GPT-2 workload (normally started by `nsight-tui capture`).")
     p.add_argument("--model", default="small", choices=list(MODEL_SIZES))
     p.add_argument("--ctx", type=int, default=128)

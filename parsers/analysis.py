@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from parsers import families
-from parsers.kernel_names import table_name
-from parsers.load import KERNEL, Trace
-from parsers.model import RangeModel, RangeNode
+from nsight_tui.parsers import families
+from nsight_tui.parsers.kernel_names import table_name
+from nsight_tui.parsers.load import KERNEL, Trace
+from nsight_tui.parsers.model import RangeModel, RangeNode
 
 STEP = re.compile(r"^step_\d+$")
 WARMUP = re.compile(r"^warmup_\d+$")

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from parsers.errors import TraceError
-from parsers import parallel_fetch
-from parsers.source import Schema, connect_readonly, probe_integrity, read_schema, readonly_uri
+from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers import parallel_fetch
+from nsight_tui.parsers.source import Schema, connect_readonly, probe_integrity, read_schema, readonly_uri
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 OP_KINDS = ("kernel", "memcpy", "memset")
@@ -103,7 +103,7 @@ class Trace:
     @cached_property
     def name_families(self) -> np.ndarray:
         """Family key (parsers.families) per op name code."""
-        from parsers.families import classify
+        from nsight_tui.parsers.families import classify
 
         return np.array([classify(n) for n in self.op_names], dtype=object)
 
@@ -165,7 +165,7 @@ class Trace:
         if attribution not in ("process", "nsys"):
             raise ValueError(f"unknown attribution mode {attribution!r}")
         if attribution not in self._models:
-            from parsers.model import RangeModel
+            from nsight_tui.parsers.model import RangeModel
 
             self._models[attribution] = RangeModel(self, attribution)
         return self._models[attribution]

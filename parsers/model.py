@@ -15,9 +15,9 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from parsers.attribution import MODE_HELP, attribute, slices_to_pairs
-from parsers.groupstats import group_ids, group_stats
-from parsers.load import KERNEL, OP_KINDS, PID_MASK, Trace, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.attribution import MODE_HELP, attribute, slices_to_pairs
+from nsight_tui.parsers.groupstats import group_ids, group_stats
+from nsight_tui.parsers.load import KERNEL, OP_KINDS, PID_MASK, Trace, api_display_name, pid_of, tid_of
 
 _NUMBERED = re.compile(r"\d+$")
 

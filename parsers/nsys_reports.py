@@ -19,8 +19,8 @@ from decimal import ROUND_HALF_UP, Decimal
 import numpy as np
 import pandas as pd
 
-from parsers.groupstats import group_ids, group_stats
-from parsers.load import KERNEL, MEMCPY, MEMSET, Trace, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.groupstats import group_ids, group_stats
+from nsight_tui.parsers.load import KERNEL, MEMCPY, MEMSET, Trace, api_display_name, pid_of, tid_of
 
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")

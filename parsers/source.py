@@ -12,7 +12,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from parsers.errors import TraceError
+from nsight_tui.parsers.errors import TraceError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from parsers.errors import TraceError
+from nsight_tui.parsers.errors import TraceError
 
 MODEL_ORDER = ("small", "medium", "large", "xl", "2.7B")
 STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
@@ -60,8 +60,8 @@ def discover(folder: Path) -> list[Run]:
 
 
 def analyse(runs: list[Run], attribution: str = "process", progress=None) -> list[Run]:
-    from parsers.analysis import questions
-    from parsers.load import load_trace
+    from nsight_tui.parsers.analysis import questions
+    from nsight_tui.parsers.load import load_trace
 
     for i, run in enumerate(runs):
         if progress:

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from conftest import SAMPLES, shared_trace
-from parsers.analysis import attention_flops, questions
-from parsers.load import load_trace
-from parsers.markdown import table
+from nsight_tui.parsers.analysis import attention_flops, questions
+from nsight_tui.parsers.load import load_trace
+from nsight_tui.render.markdown import table
 
 # Sum of kernel durations in ranges named :name inside step_N iterations, launched from the
 # range's own thread (the forward sub-ranges are all launched by the main thread).
@@ -104,7 +104,7 @@ def test_family_shares_sum_to_one_and_gemm_dominates_fp32_forward():
 @pytest.mark.parametrize("name", ["sample", "small_ctx128_threads"])
 def test_report_json_cli_has_the_promised_keys(name):
     path = SAMPLES / "small_ctx128.sqlite" if name == "sample" else shared_trace(name)
-    proc = subprocess.run([sys.executable, "-m", "tui.cli", "report", str(path), "-f", "json"],
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path), "-f", "json"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)

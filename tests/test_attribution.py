@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import SHARED, sample_traces, shared_trace
-from parsers.load import load_trace
+from nsight_tui.parsers.load import load_trace
 
 RANGE_EVENTS = "eventType IN (59, 60, 70, 71) AND endGlobalTid IS NULL"
 

@@ -12,7 +12,7 @@ from conftest import SHARED, sample_traces
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "tui.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
                           timeout=120)
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from capture import cli as capture_cli
-from capture import nsys as nsys_module
-from capture.errors import CaptureError
-from capture.nsys import export_command, find_nsys, profile_command
-from capture.runner import CaptureConfig, Runner
-from tui.cli import main as nsight_main
+from nsight_tui.cli import capture as capture_cli
+from nsight_tui.capture import nsys as nsys_module
+from nsight_tui.capture.errors import CaptureError
+from nsight_tui.capture.nsys import export_command, find_nsys, profile_command
+from nsight_tui.capture.runner import CaptureConfig, Runner
+from nsight_tui.cli import main as nsight_main
 
 FAKE_NSYS = textwrap.dedent('''\
     #!{python}
@@ -148,7 +148,7 @@ def test_no_nsys_anywhere(tmp_path):
 
 
 def test_profile_and_export_commands():
-    app = ["python3", "-m", "capture.workload", "--model", "small"]
+    app = ["python3", "-m", "nsight_tui.capture.workload", "--model", "small"]
     assert profile_command("/x/nsys", "out/.w/small_ctx128.nsys-rep", app) == [
         "/x/nsys", "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
         "--output=out/.w/small_ctx128.nsys-rep", "--force-overwrite=false", *app]
@@ -171,7 +171,7 @@ def test_runner_commands_carry_the_configuration(tmp_path):
     profile, export = runner.commands(CaptureConfig("medium", 256, mode="forward", dtype="bf16",
                                                     attention="fused", batch=2, steps=5, warmup=1), tmp_path / "w")
     app = profile[profile.index("/py"):]
-    assert app == ["/py", "-m", "capture.workload", "--model", "medium", "--ctx", "256", "--mode", "forward",
+    assert app == ["/py", "-m", "nsight_tui.capture.workload", "--model", "medium", "--ctx", "256", "--mode", "forward",
                    "--dtype", "bf16", "--attention", "fused", "--batch", "2", "--steps", "5", "--warmup", "1",
                    "--status-file", str(tmp_path / "w" / "status.json")]
     report = tmp_path / "w" / "medium_ctx256_fwd_bf16_fused_b2.nsys-rep"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from capture.annotate import CONFIG_MARK, STEP_MARK
+from nsight_tui.capture.annotate import CONFIG_MARK, STEP_MARK
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 TRACES = {

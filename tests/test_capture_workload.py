@@ -12,10 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from capture import workload  # noqa: E402
-from capture.annotate import CONFIG_MARK, STEP_MARK, NvtxAnnotator  # noqa: E402
-from capture.sizes import OOM_EXIT_CODE  # noqa: E402
-from capture.workload import WorkloadConfig, run_workload  # noqa: E402
+from nsight_tui.capture import workload  # noqa: E402
+from nsight_tui.capture.annotate import CONFIG_MARK, STEP_MARK, NvtxAnnotator  # noqa: E402
+from nsight_tui.capture.sizes import OOM_EXIT_CODE  # noqa: E402
+from nsight_tui.capture.workload import WorkloadConfig, run_workload  # noqa: E402
 
 
 class RecordingAnnotator:
@@ -89,7 +89,7 @@ def test_training_updates_the_weights():
     # A train step that forgot backward or the optimizer would still produce the right ranges.
     rec = RecordingAnnotator()
     torch.manual_seed(0)
-    from capture.model import GPT2, ModelDims
+    from nsight_tui.capture.model import GPT2, ModelDims
 
     before = GPT2(ModelDims(64, 2, 2, 16)).state_dict()["blocks.0.mlp.fc.weight"].clone()
     captured = {}
@@ -113,7 +113,7 @@ def test_forward_mode_has_only_forward_and_no_grad():
     rec = RecordingAnnotator()
     grad_enabled = []
     with pytest.MonkeyPatch.context() as mp:
-        import capture.model as model_module
+        import nsight_tui.capture.model as model_module
 
         original = model_module.MLP.forward
 
@@ -142,7 +142,7 @@ def test_fused_attention_bf16():
 
 
 def test_fused_and_manual_attention_agree():
-    from capture.model import GPT2, ModelDims
+    from nsight_tui.capture.model import GPT2, ModelDims
 
     torch.manual_seed(0)
     manual = GPT2(ModelDims(64, 2, 2, 16), attention="manual")
@@ -154,7 +154,7 @@ def test_fused_and_manual_attention_agree():
 
 
 def test_attention_is_causal():
-    from capture.model import GPT2, ModelDims
+    from nsight_tui.capture.model import GPT2, ModelDims
 
     torch.manual_seed(0)
     model = GPT2(ModelDims(64, 2, 2, 16)).eval()

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from parsers.families import (
+from nsight_tui.parsers.families import (
     FAMILIES,
     FAMILY_KEYS,
     OTHER,

@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from parsers.families import classify
-from parsers.kernel_names import (
+from nsight_tui.parsers.families import classify
+from nsight_tui.parsers.kernel_names import (
     decode_gemm,
     gemm_detail_lines,
     gemm_summary,

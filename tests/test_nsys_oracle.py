@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import REPORTS, SAMPLES, oracle_cases
-from parsers.load import load_trace
-from parsers.nsys_reports import build_report
-from tui.stats_cli import render_csv
+from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.nsys_reports import build_report
+from nsight_tui.cli.stats import render_csv
 
 CASES = oracle_cases()
 _TRACES = {}

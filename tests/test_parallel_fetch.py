@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 from conftest import SAMPLES
-from parsers import parallel_fetch
-from parsers.load import load_trace
+from nsight_tui.parsers import parallel_fetch
+from nsight_tui.parsers.load import load_trace
 
 
 @pytest.fixture()

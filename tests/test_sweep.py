@@ -26,7 +26,7 @@ def sweep_dir(tmp_path):
 
 
 def _report(folder, fmt):
-    proc = subprocess.run([sys.executable, "-m", "tui.cli", "report", str(folder), "-f", fmt],
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(folder), "-f", fmt],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout

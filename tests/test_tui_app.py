@@ -356,13 +356,13 @@ def test_global_kernel_and_api_summaries(path: Path, tmp_path: Path):
 def test_help_lists_every_key(tmp_path: Path):
     from textual.binding import Binding
 
-    from tui.app import NsightApp, help_sections
-    from tui.views.base import TableScreen, ViewScreen
-    from tui.views.kernels import KernelsScreen
-    from tui.views.modals import CorrelationPrompt, ExportConflict
-    from tui.views.ranges import RangesScreen, RangeTree
-    from tui.widgets.grid import DataGrid
-    from tui.widgets.prompt_bar import PromptBar
+    from nsight_tui.tui.app import NsightApp, help_sections
+    from nsight_tui.tui.views.base import TableScreen, ViewScreen
+    from nsight_tui.tui.views.kernels import KernelsScreen
+    from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
+    from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+    from nsight_tui.tui.widgets.grid import DataGrid
+    from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
     classes = [NsightApp, ViewScreen, TableScreen, KernelsScreen, RangesScreen, RangeTree, DataGrid, PromptBar,
                ExportConflict, CorrelationPrompt]
@@ -371,7 +371,7 @@ def test_help_lists_every_key(tmp_path: Path):
         for b in cls.BINDINGS:
             assert isinstance(b, Binding) and b.description, f"{cls.__name__}: {b} lacks a description"
             if cls is not CorrelationPrompt:
-                from tui.views.help import key_text
+                from nsight_tui.tui.views.help import key_text
 
                 assert key_text(b.key) in listed, f"{b.key} of {cls.__name__} missing from help"
     for key in ("j", "k", "g", "G", "/", "n", "N", "e", "q", "a", "m", "c", "s", "S", "f", "?", "enter", "esc"):
@@ -490,7 +490,7 @@ def _bad_input(folder: Path, kind: str) -> Path:
 ])
 def test_unreadable_input_is_one_line_and_nonzero_before_any_screen(tmp_path: Path, kind, message):
     bad = _bad_input(tmp_path, kind)
-    proc = subprocess.run([sys.executable, "-m", "tui.cli", str(bad)], cwd=ROOT, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", str(bad)], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -508,7 +508,7 @@ def test_sweep_question_tables_in_the_files_view(tmp_path):
     shutil.copy(src, tmp_path / "small_ctx256.sqlite")  # a second column (same trace, other name)
     (tmp_path / "medium_ctx128.oom.json").write_text(json.dumps({"status": "oom", "message": "CUDA out of memory"}))
     paths = sorted(tmp_path.glob("*.sqlite"))
-    from tui.app import NsightApp
+    from nsight_tui.tui.app import NsightApp
 
     async def body():
         app = NsightApp(paths, attribution="process", export_dir=tmp_path)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.skipif(not TRACE.exists(), reason="sample trace missing
 
 
 def fixed_app(paths=None):
-    from tui.app import NsightApp
+    from nsight_tui.tui.app import NsightApp
 
     class FixedClock(NsightApp):
         """The load time is the one thing that changes from run to run."""

@@ -120,7 +120,7 @@ def scalar(path: Path, sql: str, *args):
 
 # -- driving the app -------------------------------------------------------------------------------
 def make_app(paths, **kwargs):
-    from tui.app import NsightApp
+    from nsight_tui.tui.app import NsightApp
 
     return NsightApp([str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])], **kwargs)
 

@@ -50,7 +50,7 @@ class Tmux:
 
 def test_real_terminal_key_path(tmp_path: Path):
     exe = shutil.which("nsight-tui")
-    cmd = shlex.quote(exe) if exe else f"{shlex.quote(sys.executable)} -m tui.cli"
+    cmd = shlex.quote(exe) if exe else f"{shlex.quote(sys.executable)} -m nsight_tui"
     status = tmp_path / "exit_status"
     shell = (f"cd {shlex.quote(str(tmp_path))} && PYTHONPATH={shlex.quote(str(ROOT))} {cmd} "
              f"{shlex.quote(str(TRACE))}; echo $? > {shlex.quote(str(status))}")

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from parsers.errors import TraceError
+from nsight_tui.parsers.errors import TraceError
 from test_tui_support import SAMPLES
-from tui import export, fmt
-from tui.table_model import Column, SortState, TableModel, ViewText
+from nsight_tui.tui import export, fmt
+from nsight_tui.tui.table_model import Column, SortState, TableModel, ViewText
 
 
 def small_table() -> TableModel:
@@ -100,13 +100,13 @@ def model():
     path = SAMPLES / "small_ctx128.sqlite"
     if not path.exists():
         pytest.skip("sample trace missing")
-    from parsers.load import load_trace
+    from nsight_tui.parsers.load import load_trace
 
     return load_trace(path).model("process")
 
 
 def test_tree_expand_collapse_remembers_open_children(model):
-    from tui.tree_source import RangeTreeSource
+    from nsight_tui.tui.tree_source import RangeTreeSource
 
     src = RangeTreeSource(model.aggregated_groups, True)
     assert len(src) == len(model.aggregated_groups) and src.spans(0)
@@ -126,7 +126,7 @@ def test_tree_expand_collapse_remembers_open_children(model):
 
 
 def test_tree_reveal_and_search_by_path(model):
-    from tui.tree_source import RangeTreeSource, node_key
+    from nsight_tui.tui.tree_source import RangeTreeSource, node_key
 
     src = RangeTreeSource(model.aggregated_groups, True)
     hits = src.matches("step_N/backward")
@@ -143,7 +143,7 @@ def test_tree_reveal_and_search_by_path(model):
 
 
 def test_tree_export_lists_the_visible_ranges(model):
-    from tui.tree_source import RangeTreeSource
+    from nsight_tui.tui.tree_source import RangeTreeSource
 
     src = RangeTreeSource(model.aggregated_groups, True)
     src.expand_default()
@@ -163,7 +163,7 @@ def test_tree_export_lists_the_visible_ranges(model):
 
 # -- the grid's layout -----------------------------------------------------------------------------
 def test_grid_drops_least_important_columns_when_narrow():
-    from tui.widgets.grid import DataGrid
+    from nsight_tui.tui.widgets.grid import DataGrid
 
     t = small_table()
     t.columns = [Column("name", "Name", None, "left", min_width=10), Column("total", "Total", 8, priority=9),

@@ -16,25 +16,25 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from parsers.errors import TraceError
-from parsers.load import load_trace
-from tui import export
-from tui.commands import NsightCommands
-from tui.messages import LoadFailed, LoadProgress, ModelReady, TraceLoaded
-from tui.session import Session
-from tui.table_model import ViewText
-from tui.views.api import ApiScreen
-from tui.views.base import TableScreen, ViewScreen
-from tui.views.correlation import CorrelationScreen
-from tui.views.files import FilesScreen
-from tui.views.help import HelpScreen, binding_rows
-from tui.views.kernels import KernelsScreen
-from tui.views.launches import LaunchesScreen
-from tui.views.loading import LoadingScreen
-from tui.views.modals import CorrelationPrompt, ExportConflict
-from tui.views.ranges import RangesScreen, RangeTree
-from tui.widgets.grid import DataGrid
-from tui.widgets.prompt_bar import PromptBar
+from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.load import load_trace
+from nsight_tui.tui import export
+from nsight_tui.tui.commands import NsightCommands
+from nsight_tui.tui.messages import LoadFailed, LoadProgress, ModelReady, TraceLoaded
+from nsight_tui.tui.session import Session
+from nsight_tui.tui.table_model import ViewText
+from nsight_tui.tui.views.api import ApiScreen
+from nsight_tui.tui.views.base import TableScreen, ViewScreen
+from nsight_tui.tui.views.correlation import CorrelationScreen
+from nsight_tui.tui.views.files import FilesScreen
+from nsight_tui.tui.views.help import HelpScreen, binding_rows
+from nsight_tui.tui.views.kernels import KernelsScreen
+from nsight_tui.tui.views.launches import LaunchesScreen
+from nsight_tui.tui.views.loading import LoadingScreen
+from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
+from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+from nsight_tui.tui.widgets.grid import DataGrid
+from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
 
 class NsightApp(App[int]):
@@ -151,8 +151,8 @@ class NsightApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="warm")
     def _warm(self, session: Session) -> None:
         """Compute the global views while the user reads the tree, so `2` and `3` open at once."""
-        from tui.views.api import api_report
-        from tui.views.kernels import global_summary
+        from nsight_tui.tui.views.api import api_report
+        from nsight_tui.tui.views.kernels import global_summary
 
         session.trace.op_short  # noqa: B018 - nsys's short names, read from the file once
         for build in (global_summary, api_report):

@@ -8,7 +8,7 @@ import numpy as np
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tui.tree_source import node_key
+from nsight_tui.tui.tree_source import node_key
 
 MAX_RANGES = 2000
 MAX_KERNELS = 500

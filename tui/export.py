@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from parsers.fileio import unique_path, write_atomic
-from tui.table_model import ViewText
+from nsight_tui.render.output import unique_path, write_atomic
+from nsight_tui.tui.table_model import ViewText
 
 CLIPBOARD_LIMIT = 512 * 1024  # OSC 52 payloads beyond this stall or get dropped by many terminals
 

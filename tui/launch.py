@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from parsers.errors import TraceError
+from nsight_tui.parsers.errors import TraceError
 
 
 def resolve_paths(raw: list[str]) -> list[Path]:
@@ -32,7 +32,7 @@ def resolve_paths(raw: list[str]) -> list[Path]:
 def check_readable(path: Path) -> None:
     """Open read-only and touch every big table: a missing, foreign, empty or truncated
     file fails here with the loader's own one-line message."""
-    from parsers.source import connect_readonly, probe_integrity, read_schema
+    from nsight_tui.parsers.source import connect_readonly, probe_integrity, read_schema
 
     con = connect_readonly(path)
     try:
@@ -49,7 +49,7 @@ def launch(args) -> int:
         missing = [p for p in paths if not p.is_file()]
         if missing:
             raise TraceError(f"{missing[0]}: no such file")
-    from tui.app import NsightApp
+    from nsight_tui.tui.app import NsightApp
 
     app = NsightApp(paths, attribution=args.attribution)
     # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread

@@ -5,8 +5,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from parsers.load import Trace
-from tui import fmt
+from nsight_tui.parsers.load import Trace
+from nsight_tui.tui import fmt
 
 
 @dataclass

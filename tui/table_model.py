@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tui.fmt import exact, text as plain_text
+from nsight_tui.tui.fmt import exact, text as plain_text
 
 
 @dataclass

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from parsers.model import RangeNode, ThreadGroup, display_name, path_key
-from tui import fmt
-from tui.table_model import Column
+from nsight_tui.parsers.model import RangeNode, ThreadGroup, display_name, path_key
+from nsight_tui.tui import fmt
+from nsight_tui.tui.table_model import Column
 
 INDENT = 2
 

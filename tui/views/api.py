@@ -4,10 +4,10 @@ from __future__ import annotations
 import pandas as pd
 from textual import work
 
-from parsers.nsys_reports import build_report
-from tui import fmt
-from tui.table_model import Column, TableModel, ViewText
-from tui.views.base import TableScreen
+from nsight_tui.parsers.nsys_reports import build_report
+from nsight_tui.tui import fmt
+from nsight_tui.tui.table_model import Column, TableModel, ViewText
+from nsight_tui.tui.views.base import TableScreen
 
 KEYS = ["pct", "total", "calls", "avg", "med", "min", "max", "std", "name"]
 

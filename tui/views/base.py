@@ -13,12 +13,12 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from parsers.markdown import table as md_table
-from tui.table_model import TableModel, ViewText
-from tui.widgets.grid import DataGrid
-from tui.widgets.info_bar import InfoBar
-from tui.widgets.key_bar import KeyBar
-from tui.widgets.prompt_bar import PromptBar
+from nsight_tui.render.markdown import table as md_table
+from nsight_tui.tui.table_model import TableModel, ViewText
+from nsight_tui.tui.widgets.grid import DataGrid
+from nsight_tui.tui.widgets.info_bar import InfoBar
+from nsight_tui.tui.widgets.key_bar import KeyBar
+from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
 # Above this many rows, sort and filter run in a worker instead of inside the key handler.
 BIG_TABLE = 20_000

@@ -8,12 +8,12 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from parsers.markdown import table as md_table
-from parsers.load import OP_KINDS
-from tui import fmt
-from tui.names import display_kernel_name
-from tui.table_model import Column, TableModel, ViewText
-from tui.views.base import TableScreen
+from nsight_tui.render.markdown import table as md_table
+from nsight_tui.parsers.load import OP_KINDS
+from nsight_tui.tui import fmt
+from nsight_tui.tui.names import display_kernel_name
+from nsight_tui.tui.table_model import Column, TableModel, ViewText
+from nsight_tui.tui.views.base import TableScreen
 
 
 def op_columns() -> list[Column]:

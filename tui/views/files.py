@@ -8,10 +8,10 @@ from textual import work
 from textual.binding import Binding
 from textual.widgets import Static
 
-from tui import fmt
-from tui.table_model import Column, TableModel, ViewText
-from tui.views.base import TableScreen
-from tui.widgets.grid import DataGrid
+from nsight_tui.tui import fmt
+from nsight_tui.tui.table_model import Column, TableModel, ViewText
+from nsight_tui.tui.views.base import TableScreen
+from nsight_tui.tui.widgets.grid import DataGrid
 
 
 def _value_fmt(v) -> str:
@@ -60,7 +60,7 @@ class FilesScreen(TableScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
-        from parsers import sweep
+        from nsight_tui.parsers import sweep
 
         def progress(fraction, text):
             self.app.call_from_thread(self.set_status, f"reading {text} ({100 * fraction:.0f}%)")
@@ -90,7 +90,7 @@ class FilesScreen(TableScreen):
         if self.runs is None:
             self.set_status("still reading the files…")
             return
-        from parsers.sweep import tables
+        from nsight_tui.parsers.sweep import tables
 
         self.app.push_screen(QuestionsScreen(tables(self.runs), self.attribution))
 

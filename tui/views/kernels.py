@@ -10,16 +10,16 @@ from textual.containers import Container
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from parsers import families
-from parsers.analysis import Ratio, family_shares, ratio_panel
-from parsers.markdown import table as md_table
-from tui import fmt
-from tui.names import display_kernel_name
-from tui.table_model import Column, TableModel, ViewText
-from tui.tree_source import path_text
-from tui.views.base import TableScreen
-from tui.widgets.grid import DataGrid
-from tui.widgets.ratios import RatioPanel
+from nsight_tui.parsers import families
+from nsight_tui.parsers.analysis import Ratio, family_shares, ratio_panel
+from nsight_tui.render.markdown import table as md_table
+from nsight_tui.tui import fmt
+from nsight_tui.tui.names import display_kernel_name
+from nsight_tui.tui.table_model import Column, TableModel, ViewText
+from nsight_tui.tui.tree_source import path_text
+from nsight_tui.tui.views.base import TableScreen
+from nsight_tui.tui.widgets.grid import DataGrid
+from nsight_tui.tui.widgets.ratios import RatioPanel
 
 WIDE = 120  # from this width the ratios sit beside the table, with their bases
 
@@ -175,8 +175,8 @@ class KernelsScreen(TableScreen):
 def kernel_detail(name: str) -> str:
     """One or two lines about a kernel: what it does (its family's description when nothing
     more specific is known) and, for cuBLAS/CUTLASS GEMMs, the decoded name."""
-    from parsers.families import describe_kernel
-    from parsers.kernel_names import decode_gemm, gemm_summary
+    from nsight_tui.parsers.families import describe_kernel
+    from nsight_tui.parsers.kernel_names import decode_gemm, gemm_summary
 
     lines = [describe_kernel(name)]
     decoded = decode_gemm(name)

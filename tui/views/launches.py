@@ -6,11 +6,11 @@ import numpy as np
 from textual import work
 from textual.worker import get_current_worker
 
-from tui import fmt
-from tui.table_model import Column, TableModel, ViewText
-from tui.tree_source import path_text
-from tui.views.base import TableScreen
-from tui.widgets.grid import DataGrid
+from nsight_tui.tui import fmt
+from nsight_tui.tui.table_model import Column, TableModel, ViewText
+from nsight_tui.tui.tree_source import path_text
+from nsight_tui.tui.views.base import TableScreen
+from nsight_tui.tui.widgets.grid import DataGrid
 
 
 def launch_columns() -> list[Column]:

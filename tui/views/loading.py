@@ -10,7 +10,7 @@ from textual.screen import Screen
 
 from textual.widgets import ProgressBar, Static
 
-from tui.widgets.key_bar import KeyBar
+from nsight_tui.tui.widgets.key_bar import KeyBar
 
 
 class LoadingScreen(Screen):

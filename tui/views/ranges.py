@@ -8,14 +8,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from parsers.model import RangeNode
-from tui import fmt
-from tui.table_model import ViewText
-from tui.tree_source import RangeTreeSource, node_key, path_text
-from tui.views.base import ViewScreen
-from parsers.markdown import table as md_table
-from tui.widgets.grid import DataGrid
-from tui.widgets.prompt_bar import PromptBar
+from nsight_tui.parsers.model import RangeNode
+from nsight_tui.tui import fmt
+from nsight_tui.tui.table_model import ViewText
+from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
+from nsight_tui.tui.views.base import ViewScreen
+from nsight_tui.render.markdown import table as md_table
+from nsight_tui.tui.widgets.grid import DataGrid
+from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
 
 class RangeTree(DataGrid):

@@ -18,7 +18,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.table_model import Column
+from nsight_tui.tui.table_model import Column
 
 
 class GridSource(Protocol):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.views.help import key_text
+from nsight_tui.tui.views.help import key_text
 
 
 class KeyBar(Static):

@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from capture.errors import CaptureError
-from capture.nsys import find_nsys
-from capture.runner import CaptureConfig, Runner, describe_result
-from capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES
+from nsight_tui.capture.errors import CaptureError
+from nsight_tui.capture.nsys import find_nsys
+from nsight_tui.capture.runner import CaptureConfig, Runner, describe_result
+from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES
 
 PROBE = """
 import json, importlib.util

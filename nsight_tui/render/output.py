@@ -5,7 +5,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from parsers.errors import TraceError
+from nsight_tui.parsers.errors import TraceError
 
 
 def write_atomic(path: str | os.PathLike, text: str, overwrite: bool = False) -> Path:

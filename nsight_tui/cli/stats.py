@@ -13,10 +13,10 @@ import json
 import os
 import sys
 
-from parsers.attribution import MODE_HELP, MODES
-from parsers.errors import TraceError
-from parsers.fileio import write_atomic
-from parsers.nsys_reports import REPORTS, Report, build_report
+from nsight_tui.parsers.attribution import MODE_HELP, MODES
+from nsight_tui.parsers.errors import TraceError
+from nsight_tui.render.output import write_atomic
+from nsight_tui.parsers.nsys_reports import REPORTS, Report, build_report
 
 FORMATS = {"table": "txt", "csv": "csv", "markdown": "md", "json": "json"}
 
@@ -45,7 +45,7 @@ def render_csv(rep: Report) -> str:
 
 
 def render_markdown(rep: Report, mode: str) -> str:
-    from parsers.markdown import table
+    from nsight_tui.render.markdown import table
 
     notes = [f"attribution: {mode} ({MODE_HELP[mode]})"]
     if rep.message:
@@ -95,7 +95,7 @@ def render(rep: Report, fmt: str, mode: str) -> str:
 
 
 def run(args) -> int:
-    from parsers.load import load_trace
+    from nsight_tui.parsers.load import load_trace
 
     names = list(dict.fromkeys(n.strip() for n in args.report.split(",") if n.strip()))
     unknown = [n for n in names if n not in REPORTS]

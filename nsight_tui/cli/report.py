@@ -5,10 +5,10 @@ import json
 import sys
 from pathlib import Path
 
-from parsers.attribution import MODE_HELP, MODES
-from parsers.errors import TraceError
-from parsers.fileio import write_atomic
-from parsers.markdown import table
+from nsight_tui.parsers.attribution import MODE_HELP, MODES
+from nsight_tui.parsers.errors import TraceError
+from nsight_tui.render.output import write_atomic
+from nsight_tui.render.markdown import table
 
 
 def add_arguments(parser) -> None:
@@ -37,7 +37,7 @@ def _num(x, fmt="{:.3f}") -> str:
 
 
 def single_markdown(a: dict) -> str:
-    from parsers.families import FAMILIES
+    from nsight_tui.parsers.families import FAMILIES
 
     out = [f"# nsight-tui report: {Path(a['file']).name}", ""]
     out.append(f"_attribution: {a['attribution']} — {MODE_HELP[a['attribution']]}_")
@@ -136,9 +136,9 @@ def _clean(a: dict) -> dict:
 
 
 def run(args) -> int:
-    from parsers import sweep
-    from parsers.analysis import questions
-    from parsers.load import load_trace
+    from nsight_tui.parsers import sweep
+    from nsight_tui.parsers.analysis import questions
+    from nsight_tui.parsers.load import load_trace
 
     target = Path(args.target)
     if args.output != "-" and Path(args.output).exists() and not args.force:

@@ -1,0 +1,50 @@
+"""The `nsight-tui` command line: one module per subcommand behind one protocol.
+
+Each subcommand module has ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
+They are imported lazily so `nsight-tui stats` never pays for Textual and
+`nsight-tui FILE` (the ``open`` command, the default) never pays for torch.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, help)
+SUBCOMMANDS = {
+    "stats": ("nsight_tui.cli.stats", "nsys-stats compatible reports (nvtx_sum, cuda_gpu_kern_sum, ...)"),
+    "report": ("nsight_tui.cli.report", "answers to the profiling questions for one trace or a sweep directory"),
+    "capture": ("nsight_tui.cli.capture", "run the NVTX-annotated GPT-2 workload under nsys and export SQLite"),
+}
+OPEN = ("nsight_tui.cli.open", "Terminal explorer for Nsight Systems SQLite exports.")
+
+
+def _parser(module_name: str, prog: str, help_text: str, epilog: str | None = None):
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=prog, description=help_text, epilog=epilog)
+    module.add_arguments(parser)
+    return parser, module
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            module_name, help_text = SUBCOMMANDS[argv[0]]
+            parser, module = _parser(module_name, f"nsight-tui {argv[0]}", help_text)
+            return int(module.run(parser.parse_args(argv[1:])) or 0)
+        epilog = "subcommands: " + "; ".join(f"{k}: {v[1]}" for k, v in SUBCOMMANDS.items())
+        parser, module = _parser(OPEN[0], "nsight-tui", OPEN[1], epilog)
+        return int(module.run(parser.parse_args(argv)) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # one clear line, never a traceback, for anything we did not foresee
+        from nsight_tui.parsers.errors import TraceError
+
+        if isinstance(exc, TraceError):
+            print(f"nsight-tui: {exc}", file=sys.stderr)
+            return exc.exit_code
+        print(f"nsight-tui: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 70

@@ -1,0 +1,21 @@
+"""`nsight-tui FILE [FILE2 ... | DIR]`: open the Textual app (the default command)."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", help="one or more .sqlite exports, or a directory of them")
+    parser.add_argument(
+        "--attribution",
+        choices=("process", "nsys"),
+        default="process",
+        help="process (default): kernels launched outside any NVTX range (autograd thread) count for the "
+        "ranges open on the main thread; nsys: NVIDIA's rule, launching thread only",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from nsight_tui.tui.launch import launch  # Textual only for this command
+
+    return int(launch(args) or 0)
