@@ -20,7 +20,7 @@ try:  # Pilot's idle detection sleeps in 20 ms slices; 2 ms keeps a key-driven t
 except (ImportError, AttributeError):  # a private module: if it moves, tests only get slower
     pass
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
 SHARED = ROOT.parent / "shared" / "traces"
 

@@ -14,7 +14,7 @@ import pytest
 
 from nsight_tui.capture.annotate import CONFIG_MARK, STEP_MARK
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 TRACES = {
     "small_ctx128": {"mode": "train", "attention": "manual"},
     "small_ctx128_fwd": {"mode": "forward", "attention": "manual"},

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "scale_trace.py"
 SHARED = REPO.parent / "shared" / "traces"
 TIMES = 3
