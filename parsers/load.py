@@ -6,9 +6,7 @@ vectorised integer groupby, not string work.
 """
 from __future__ import annotations
 
-import itertools
 import json
-import re
 import sqlite3
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from nsight_tui.parsers.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers import parallel_fetch
-from nsight_tui.parsers.source import Schema, connect_readonly, probe_integrity, read_schema, readonly_uri
+from nsight_tui.parsers.source import Schema
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 OP_KINDS = ("kernel", "memcpy", "memset")
@@ -71,6 +69,9 @@ class TraceInfo:
     has_nvtx: bool
     has_cuda: bool
     notes: list[str] = field(default_factory=list)
+    export_kind: str = "sqlite"  # or nsys's "parquetdir" / "arrowdir"
+    reader: str = ""  # the library that read the big tables (columns.Tables.reader)
+    gpu_pending: bool = False  # TraceLoader.ranges_only: GPU work not read yet
 
 
 @dataclass
@@ -89,6 +90,7 @@ class Trace:
     threads: dict[int, str]
     processes: dict[int, tuple[int, str]]  # globalPid -> (pid, name)
     memcpy_labels_from_export: bool = True
+    facts: dict = field(default_factory=dict, repr=False)  # what TraceLoader read from the small tables
     _models: dict = field(default_factory=dict, repr=False)
 
     # -- convenience -------------------------------------------------------------------
@@ -110,14 +112,11 @@ class Trace:
     @cached_property
     def op_short(self) -> list[str]:
         """nsys's short kernel name per op name code (read from the file on first use)."""
-        con = connect_readonly(self.path)
-        try:
-            return _kernel_short_names(con, self.schema, self.op_names)
-        finally:
-            con.close()
+        with open_tables(self.path, probe=False) as tables:
+            return _kernel_short_names(tables, self.op_names)
 
     def op_details(self, op_positions) -> pd.DataFrame:
-        """grid, block, graph node and bytes of these ops, read from the file by rowid."""
+        """grid, block, graph node and bytes of these ops, read from the file by row key."""
         pos = np.atleast_1d(np.asarray(op_positions, dtype=np.int64))
         out = pd.DataFrame({"grid": [""] * len(pos), "block": [""] * len(pos), "graph_node": -1, "bytes": 0},
                            index=pos)
@@ -125,32 +124,34 @@ class Trace:
         rowids = self.ops["rowid"].to_numpy()[pos]
         tables = {KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL", MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY",
                   MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET"}
-        con = connect_readonly(self.path)
-        try:
+        dims = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+        with open_tables(self.path, probe=False) as source:
             for kind, table in tables.items():
                 sel = kinds == kind
                 if not sel.any():
                     continue
-                c = lambda col, d="NULL": col if self.schema.has(table, col) else d  # noqa: E731
+                wanted = ["rowid", "graphNodeId", *(dims if kind == KERNEL else ("bytes",))]
+                f = _read(source, table, wanted, integer=tuple(wanted), rows=np.unique(rowids[sel]))
+                # rows in the file's order: put them back in the order asked for
+                at = pd.Series(np.arange(f.n), index=f.int("rowid", 0)).reindex(rowids[sel]).to_numpy()
+                found = ~np.isnan(at)
+                at = np.where(found, at, 0).astype(np.int64)
+
+                def dim(names, _f=f, _at=at, _found=found):
+                    if not all(_f.has(c) for c in names) or _f.n == 0:
+                        return [""] * len(_at)
+                    vals = [_f.int(c, 0)[_at] for c in names]
+                    return [f"{x}x{y}x{z}" if ok else "" for x, y, z, ok in zip(*vals, _found)]
+
+                idx = pos[sel]
                 if kind == KERNEL:
-                    cols = (f"{c('gridX')}, {c('gridY')}, {c('gridZ')}, {c('blockX')}, {c('blockY')}, {c('blockZ')}, "
-                            f"{c('graphNodeId')}, 0")
-                else:
-                    cols = f"NULL, NULL, NULL, NULL, NULL, NULL, {c('graphNodeId')}, {c('bytes', '0')}"
-                want = rowids[sel]
-                found = {}
-                for chunk in range(0, len(want), 900):
-                    part = want[chunk:chunk + 900].tolist()
-                    q = f"SELECT rowid, {cols} FROM {table} WHERE rowid IN ({','.join('?' * len(part))})"
-                    found.update({r[0]: r[1:] for r in con.execute(q, part)})
-                got = [found.get(int(rid), (None,) * 8) for rid in want]
-                # whole columns at once: per-cell .at assignment cost seconds per 64k rows
-                out.loc[pos[sel], "grid"] = [f"{g[0]}x{g[1]}x{g[2]}" if g[0] is not None else "" for g in got]
-                out.loc[pos[sel], "block"] = [f"{g[3]}x{g[4]}x{g[5]}" if g[3] is not None else "" for g in got]
-                out.loc[pos[sel], "graph_node"] = [-1 if g[6] is None else int(g[6]) for g in got]
-                out.loc[pos[sel], "bytes"] = [int(g[7] or 0) for g in got]
-        finally:
-            con.close()
+                    out.loc[idx, "grid"] = dim(dims[:3])
+                    out.loc[idx, "block"] = dim(dims[3:])
+                node = f.int("graphNodeId", -1)[at] if f.n else np.full(len(at), -1)
+                null = f.null("graphNodeId")[at] if f.n else np.ones(len(at), bool)
+                out.loc[idx, "graph_node"] = np.where(found & ~null, node, -1)
+                nbytes = f.int("bytes", 0)[at] if f.n else np.zeros(len(at), np.int64)
+                out.loc[idx, "bytes"] = np.where(found, nbytes, 0)
         return out
 
     @property
@@ -197,49 +198,55 @@ class RunMeta:
 
 
 # ---------------------------------------------------------------------------------------
-def _fetch(con: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFrame:
-    """Integer columns into one int64 block, a chunk of rows at a time: Python tuples for
-    10^6 rows cost several times the file in memory; chunks keep that to a few MB.
+# Reading: every table goes through `columns.Tables` (ADBC, sqlite3, Parquet or Arrow) and
+# then through `_validated`, the one place fetched columns are checked before use.
 
-    `sql` may hold `coalesce(col, default)` guards; they cost a function call per cell, so
-    the first try runs without them and only a NULL in the data brings them back.
-    """
-    try:
-        block = _fetch_block(con, _COALESCE.sub(r"\1", sql), len(columns))
-    except TypeError:  # a NULL somewhere: let SQLite fill the defaults
-        block = _fetch_block(con, sql, len(columns))
-    return pd.DataFrame(block, columns=columns, copy=False)
-
-
-def _fetch_block(con: sqlite3.Connection, sql: str, width: int, chunk: int = 1 << 16) -> np.ndarray:
-    cur = con.execute(sql)
-    parts = []
-    while True:
-        rows = cur.fetchmany(chunk)
-        if not rows:
-            break
-        # fromiter over the flattened tuples: a quarter cheaper than np.array(rows)
-        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * width)
-        parts.append(flat.reshape(len(rows), width))
-    if not parts:
-        return np.zeros((0, width), dtype=np.int64)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+def _validated(tables: Tables, fetched: Fetched, integer: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> Fetched:
+    """Check the columns of one fetched table: `integer` columns must hold integers (or
+    NULL), `required` ones must not be NULL. Bad input raises TraceError with one line."""
+    for name in integer:
+        if fetched.has(name) and not fetched.is_integer(name):
+            values = fetched.values[name]
+            bad = next((v for v in values if v is not None and not isinstance(v, (int, np.integer))), None)
+            raise TraceError(f"{tables.path}: {fetched.table}.{name} holds {bad!r} where nsys writes integers")
+    for name in required:
+        if fetched.has(name) and fetched.null(name).any():
+            row = int(np.flatnonzero(fetched.null(name))[0]) + 1
+            raise TraceError(f"{tables.path}: {fetched.table}.{name} is NULL (row {row}); nsys always writes it")
+    return fetched
 
 
-_COALESCE = re.compile(r"coalesce\((\w+), -?\w+\)")
+def _read(tables: Tables, table: str, wanted: list[str], *, integer=(), required=(), rows=None) -> Fetched:
+    """The columns of `wanted` that this export has (older ones lack some), validated;
+    `rows`: only the rows with these row keys (rowid), in the file's order."""
+    present = [c for c in wanted if tables.schema.has(table, c)]
+    return _validated(tables, tables.read(table, present, rows), integer=integer, required=required)
 
 
-def _col(schema: Schema, table: str, column: str, default: str = "-1") -> str:
-    return f"coalesce({column}, {default})" if schema.has(table, column) else default
+class _Strings:
+    """StringIds: id -> text, looked up for whole arrays at once."""
+
+    def __init__(self, tables: Tables):
+        f = _read(tables, "StringIds", ["id", "value"], integer=("id",), required=("id",))
+        ids = f.int("id", -1)
+        values = f.text("value")
+        self.map = {int(i): ("" if v is None else str(v)) for i, v in zip(ids.tolist(), values)}
+
+    def get(self, sid, default=None):
+        return self.map.get(sid, default)
+
+    def texts(self, ids: np.ndarray, missing: np.ndarray | None = None) -> np.ndarray:
+        """Object array of texts for `ids` (None where `missing`, or the id is unknown)."""
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        out = np.array([self.map.get(int(i)) for i in uniq] + [None], dtype=object)[inverse.reshape(-1)]
+        if missing is not None:
+            out[missing] = None
+        return out
 
 
-def _strings(con: sqlite3.Connection) -> dict[int, str]:
-    return dict(con.execute("SELECT id, value FROM StringIds"))
-
-
-def _codes(ids: pd.Series, strings: dict[int, str], names: list[str], index: dict[str, int]) -> np.ndarray:
+def _codes(ids: np.ndarray, strings: _Strings, names: list[str], index: dict[str, int]) -> np.ndarray:
     """Map StringIds ids to codes in `names` (deduplicated by text)."""
-    uniq, inverse = np.unique(ids.to_numpy(dtype=np.int64), return_inverse=True)
+    uniq, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
     codes = np.empty(len(uniq), dtype=np.int32)
     for i, sid in enumerate(uniq):
         text = strings.get(int(sid), "" if sid < 0 else f"<string {sid}>")
@@ -248,33 +255,41 @@ def _codes(ids: pd.Series, strings: dict[int, str], names: list[str], index: dic
             code = index[text] = len(names)
             names.append(text)
         codes[i] = code
-    return codes[inverse]
+    return codes[inverse.reshape(-1)]
 
 
 OP_COLUMNS = ["start", "end", "device", "stream", "corr", "gpid", "name", "rowid"]
+_OP_INTS = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid", "rowid")
 
 
-def _ops_sql(schema: Schema, t: str, name_expr: str) -> str:
-    return f"""SELECT start, coalesce(end, start), {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
-        {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')}, {name_expr}, rowid FROM {t}"""
-
-
-def _kernel_name_expr(schema: Schema) -> str:
+def _kernel_name_column(schema: Schema) -> str:
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
-    return _col(schema, t, "demangledName" if schema.has(t, "demangledName") else "shortName")
+    return "demangledName" if schema.has(t, "demangledName") else "shortName"
 
 
-def _load_ops(con, schema, strings, names, index, memcpy_labels, kernel_block=None) -> pd.DataFrame:
+def _op_frame(tables: Tables, table: str, name_column: str | None, name_default: int) -> tuple[pd.DataFrame, Fetched]:
+    wanted = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "rowid"]
+    if name_column:
+        wanted.append(name_column)
+    f = _read(tables, table, wanted, integer=(*_OP_INTS, *([name_column] if name_column else [])),
+              required=("start",))
+    start = f.int("start", 0)
+    frame = pd.DataFrame({
+        "start": start, "end": f.int("end", start), "device": f.int("deviceId", -1),
+        "stream": f.int("streamId", -1), "corr": f.int("correlationId", -1), "gpid": f.int("globalPid", -1),
+        "name": f.int(name_column, name_default) if name_column else np.full(f.n, name_default, dtype=np.int64),
+        "rowid": f.int("rowid", 0),
+    }, copy=False)
+    return frame, f
+
+
+def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int],
+              memcpy_labels: dict[int, str]) -> pd.DataFrame:
     """Kernels, memcpys and memsets as one frame, with only the columns attribution and the
     first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
-    names stay in the file: `op_details` and `op_short` read them when asked.
-
-    `kernel_block`: the kernel rows already fetched elsewhere (parallel_fetch), if any."""
+    names stay in the file: `op_details` and `op_short` read them when asked."""
+    schema = tables.schema
     frames = []
-    cols = OP_COLUMNS
-
-    def fetch(table: str, name_expr: str) -> pd.DataFrame:
-        return _fetch(con, _ops_sql(schema, table, name_expr), cols)
 
     def code_of(label: str) -> int:
         if label not in index:
@@ -284,26 +299,24 @@ def _load_ops(con, schema, strings, names, index, memcpy_labels, kernel_block=No
 
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if schema.has(t):
-        if kernel_block is not None:
-            k = pd.DataFrame(kernel_block, columns=cols, copy=False)
-        else:
-            k = fetch(t, _kernel_name_expr(schema))
-        k["name"] = _codes(k["name"], strings, names, index)
+        name_col = _kernel_name_column(schema)
+        k, _ = _op_frame(tables, t, name_col if schema.has(t, name_col) else None, -1)
+        k["name"] = _codes(k["name"].to_numpy(), strings, names, index)
         frames.append((KERNEL, k))
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if schema.has(t):
-        m = fetch(t, _col(schema, t, "copyKind", "0"))
+        m, _ = _op_frame(tables, t, "copyKind" if schema.has(t, "copyKind") else None, 0)
         codes = {int(kind): code_of(f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]")
                  for kind in np.unique(m["name"].to_numpy())}
         m["name"] = m["name"].map(codes)
         frames.append((MEMCPY, m))
     t = "CUPTI_ACTIVITY_KIND_MEMSET"
     if schema.has(t):
-        s = fetch(t, "0")
+        s, _ = _op_frame(tables, t, None, 0)
         s["name"] = code_of("[CUDA memset]")
         frames.append((MEMSET, s))
     if not frames:
-        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["kind", *cols]})
+        return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["kind", *OP_COLUMNS]})
     kinds = np.concatenate([np.full(len(f), kind, dtype=np.int8) for kind, f in frames])
     ops = pd.concat([f for _, f in frames], ignore_index=True) if len(frames) > 1 else frames[0][1]
     ops.insert(0, "kind", kinds)
@@ -311,86 +324,96 @@ def _load_ops(con, schema, strings, names, index, memcpy_labels, kernel_block=No
     return ops
 
 
-def _kernel_short_names(con, schema, op_names: list[str]) -> list[str]:
-    """nsys's shortName for each op name (memcpy/memset labels are their own short name)."""
+def _kernel_short_names(tables: Tables, op_names: list[str]) -> list[str]:
+    """nsys's shortName for each op name (memcpy/memset labels are their own short name):
+    per demangled name, the smallest shortName id, as nsys's reports pick it."""
     short = list(op_names)
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
-    if schema.has(t, "shortName") and schema.has(t, "demangledName"):
-        index = {name: i for i, name in enumerate(op_names)}
-        q = f"""SELECT d.value, s.value FROM (SELECT demangledName AS did, min(shortName) AS sid FROM {t}
-                GROUP BY demangledName) JOIN StringIds d ON d.id = did JOIN StringIds s ON s.id = sid"""
-        for demangled, name in con.execute(q):
-            if demangled in index:
-                short[index[demangled]] = name
+    if not (tables.schema.has(t, "shortName") and tables.schema.has(t, "demangledName")):
+        return short
+    f = _read(tables, t, ["demangledName", "shortName"], integer=("demangledName", "shortName"))
+    demangled, sname = f.int("demangledName", -1), f.int("shortName", -1)
+    if not len(demangled):
+        return short
+    order = np.lexsort((sname, demangled))
+    d, s = demangled[order], sname[order]
+    first = np.concatenate(([True], d[1:] != d[:-1]))
+    strings = _Strings(tables)
+    index = {name: i for i, name in enumerate(op_names)}
+    for did, sid in zip(d[first].tolist(), s[first].tolist()):
+        text = strings.get(did)
+        if text in index and strings.get(sid) is not None:
+            short[index[text]] = strings.get(sid)
     return short
 
 
-def _load_api(con, schema, strings, names, index) -> pd.DataFrame:
+def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int]) -> pd.DataFrame:
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
     cols = ["start", "end", "gtid", "corr", "name"]
-    if not schema.has(t):
+    if not tables.schema.has(t):
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
-    sql = f"""SELECT start, coalesce(end, start), {_col(schema, t, 'globalTid')}, {_col(schema, t, 'correlationId')},
-        {_col(schema, t, 'nameId')} FROM {t}"""
-    api = _fetch(con, sql, cols).astype(np.int64)
-    api["name"] = _codes(api["name"], strings, names, index)
+    ints = ("start", "end", "globalTid", "correlationId", "nameId")
+    f = _read(tables, t, list(ints), integer=ints, required=("start",))
+    start = f.int("start", 0)
+    api = pd.DataFrame({"start": start, "end": f.int("end", start), "gtid": f.int("globalTid", -1),
+                        "corr": f.int("correlationId", -1), "name": f.int("nameId", -1)}, copy=False)
+    api["name"] = _codes(api["name"].to_numpy(), strings, names, index)
     return api
 
 
-def _load_nvtx(con, schema, strings) -> tuple[pd.DataFrame, pd.DataFrame]:
+RANGE_COLUMNS = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop", "name", "domain", "text", "unended"]
+
+
+def _load_nvtx(tables: Tables, strings: _Strings) -> tuple[pd.DataFrame, pd.DataFrame]:
     t = "NVTX_EVENTS"
-    range_cols = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop", "name", "domain", "text", "unended"]
-    empty_ranges = pd.DataFrame({c: [] for c in range_cols})
+    empty_ranges = pd.DataFrame({c: [] for c in RANGE_COLUMNS})
     empty_marks = pd.DataFrame({"start": [], "gtid": [], "text": []})
-    if not schema.has(t):
+    if not tables.schema.has(t):
         return empty_ranges, empty_marks
-    text_id = _col(schema, t, "textId", "NULL")
-    domain_id = _col(schema, t, "domainId", "0")
-    end_gtid = "endGlobalTid" if schema.has(t, "endGlobalTid") else "NULL"
-    text = "text" if schema.has(t, "text") else "NULL"
-    rows = con.execute(
-        f"SELECT rowid, start, end, eventType, globalTid, {end_gtid}, {text}, {text_id}, {domain_id} FROM {t}"
-    ).fetchall()
-    ev = pd.DataFrame.from_records(
-        rows, columns=["rowid", "start", "end", "type", "gtid", "end_gtid", "text", "text_id", "domain_id"]
-    )
-    if ev.empty:
+    ints = ("rowid", "start", "end", "eventType", "globalTid", "endGlobalTid", "textId", "domainId")
+    f = _read(tables, t, [*ints, "text"], integer=ints, required=("start", "eventType"))
+    if f.n == 0:
         return empty_ranges, empty_marks
-    ev["text"] = [
-        strings.get(int(tid), txt) if tid is not None and tid == tid else txt
-        for tid, txt in zip(ev["text_id"], ev["text"])
-    ]
+    start, etype, gtid = f.int("start", 0), f.int("eventType", -1), f.int("globalTid", -1)
+    end_null = f.null("end")
+    end = f.int("end", 0)
+    # Registered strings (textId) win over the inline text, as nsys resolves them.
+    text = f.text("text")
+    has_id = ~f.null("textId")
+    if has_id.any():
+        resolved = strings.texts(f.int("textId", -1)[has_id])
+        keep = text[has_id]
+        text[has_id] = np.where(pd.isna(resolved), keep, resolved)
+    domain_id = f.int("domainId", 0)
+    pid = (gtid >> 24) & 0xFFFFFF
     # Domain names, as nsys resolves them: the create event of that domain id in the same process.
     domains: dict[tuple[int, int], str] = {}
-    created = ev[ev["type"] == NVTX_DOMAIN_CREATE].sort_values("start", kind="stable")
-    for dom, gtid, name in zip(created["domain_id"], created["gtid"], created["text"]):
-        domains.setdefault((int(dom), (int(gtid) >> 24) & 0xFFFFFF), name or "")
+    created = np.flatnonzero(etype == NVTX_DOMAIN_CREATE)
+    for i in created[np.argsort(start[created], kind="stable")].tolist():
+        domains.setdefault((int(domain_id[i]), int(pid[i])), text[i] or "")
 
     # nvtx_sum closes unended ranges at the last NVTX timestamp of any kind; the GPU
     # projection reports at the last timestamp of range events only. Keep both.
-    all_max = int(np.nanmax([ev["start"].max(), ev["end"].max()]))
-    rng = ev[ev["type"].isin(RANGE_TYPES)].copy()
-    if rng.empty:
+    all_max = int(max(start.max(), end[~end_null].max(initial=np.iinfo(np.int64).min)))
+    is_range = np.isin(etype, RANGE_TYPES)
+    if not is_range.any():
         ranges = empty_ranges
     else:
-        range_max = int(np.nanmax([rng["start"].max(), rng["end"].max()]))
-        rng["unended"] = rng["end"].isna()
-        rng["end_sum"] = rng["end"].fillna(all_max).astype(np.int64)
-        rng["end"] = rng["end"].fillna(range_max).astype(np.int64)
-        rng["cross"] = rng["end_gtid"].notna()
-        rng["pushpop"] = rng["type"].isin((NVTX_PUSHPOP, NVTXT_PUSHPOP))
-        rng["domain"] = [
-            domains.get((int(d), (int(g) >> 24) & 0xFFFFFF), "") if d == d else ""
-            for d, g in zip(rng["domain_id"].fillna(0), rng["gtid"])
-        ]
-        rng["text"] = rng["text"].fillna("")
-        rng["name"] = rng["domain"] + ":" + rng["text"]
-        ranges = rng[range_cols].reset_index(drop=True)
-        for c in ("rowid", "start", "end", "end_sum", "gtid"):
-            ranges[c] = ranges[c].astype(np.int64)
-    mk = ev[ev["type"].isin((NVTX_MARK, NVTXT_MARK))]
-    marks = pd.DataFrame({"start": mk["start"].astype(np.int64), "gtid": mk["gtid"].astype(np.int64),
-                          "text": mk["text"]}).reset_index(drop=True)
+        r = np.flatnonzero(is_range)
+        r_end_null = end_null[r]
+        range_max = int(max(start[r].max(), end[r][~r_end_null].max(initial=np.iinfo(np.int64).min)))
+        r_text = np.array([("" if x is None else x) for x in text[r]], dtype=object)
+        keys = list(zip(domain_id[r].tolist(), pid[r].tolist()))
+        r_domain = np.array([domains.get(k, "") for k in keys], dtype=object)
+        ranges = pd.DataFrame({
+            "rowid": f.int("rowid", 0)[r], "start": start[r],
+            "end": np.where(r_end_null, range_max, end[r]), "end_sum": np.where(r_end_null, all_max, end[r]),
+            "gtid": gtid[r], "cross": ~f.null("endGlobalTid")[r],
+            "pushpop": np.isin(etype[r], (NVTX_PUSHPOP, NVTXT_PUSHPOP)),
+            "name": r_domain + ":" + r_text, "domain": r_domain, "text": r_text, "unended": r_end_null,
+        })
+    mk = np.flatnonzero(np.isin(etype, (NVTX_MARK, NVTXT_MARK)))
+    marks = pd.DataFrame({"start": start[mk], "gtid": gtid[mk], "text": text[mk]})
     return ranges, marks
 
 
@@ -432,100 +455,165 @@ def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
     ops["api"] = pos
 
 
-def _start_kernel_fetch(con, schema: Schema, path: Path, min_rows: int):
-    t = "CUPTI_ACTIVITY_KIND_KERNEL"
-    if not schema.has(t):
+def _small(tables: Tables, table: str, wanted: list[str], integer=()) -> Fetched | None:
+    """A small table (threads, processes, GPUs, metadata), or None if the export lacks it."""
+    if not tables.schema.has(table):
         return None
-    rows = con.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0] or 0  # an index lookup, not a count
-    sql = _COALESCE.sub(r"\1", _ops_sql(schema, t, _kernel_name_expr(schema)))
-    return parallel_fetch.start(readonly_uri(path), sql, len(OP_COLUMNS), rows, min_rows)
+    return _read(tables, table, wanted, integer=integer)
 
 
-def _meta_value(con, schema, names: list[str]) -> str:
+def _meta_value(tables: Tables, names: list[str]) -> str:
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-        if schema.has(table):
-            for name in names:
-                row = con.execute(f"SELECT value FROM {table} WHERE name = ?", (name,)).fetchone()
-                if row:
-                    return str(row[0])
+        f = _small(tables, table, ["name", "value"])
+        if f is None:
+            continue
+        by_name = dict(zip(f.text("name"), f.text("value")))
+        for name in names:
+            if by_name.get(name) is not None:
+                return str(by_name[name])
     return ""
 
 
-def load_trace(path: str | Path, progress=None, parallel_min_rows: int = parallel_fetch.MIN_ROWS) -> Trace:
-    """Open `path` read-only and load it. Raises TraceError with a one-line message on bad input.
+def _trace_facts(tables: Tables, strings: _Strings) -> dict:
+    """Threads, processes, GPUs, span and versions: the small tables."""
+    threads: dict[int, str] = {}
+    f = _small(tables, "ThreadNames", ["globalTid", "nameId"], integer=("globalTid", "nameId"))
+    if f is not None:
+        for gtid, name in zip(f.int("globalTid", -1).tolist(), f.int("nameId", -1).tolist()):
+            threads[gtid] = strings.get(name, str(name))
+    processes: dict[int, tuple[int, str]] = {}
+    f = _small(tables, "PROCESSES", ["globalPid", "pid", "name"], integer=("globalPid", "pid"))
+    if f is not None:
+        for gpid, pid, name in zip(f.int("globalPid", -1).tolist(), f.int("pid", -1).tolist(), f.text("name")):
+            processes[gpid] = (pid, name or "")
+    gpus: list[str] = []
+    f = _small(tables, "TARGET_INFO_GPU", ["id", "name"], integer=("id",))
+    if f is not None:
+        names = f.text("name")
+        gpus = [str(names[i]) for i in np.argsort(f.int("id", 0), kind="stable")]
+    span = 0
+    if tables.schema.has("ANALYSIS_DETAILS", "duration"):
+        f = _read(tables, "ANALYSIS_DETAILS", ["duration"], integer=("duration",))
+        span = int(f.int("duration", 0).max(initial=0))
+    return {"threads": threads, "processes": processes, "gpus": gpus, "span": span,
+            "nsys_version": _meta_value(tables, ["EXPORT_PRODUCT_VERSION"]),
+            "schema_version": _meta_value(tables, ["EXPORT_SCHEMA_VERSION"])}
 
-    `progress(fraction, text)` is called between stages (for the TUI's loading bar). Kernel
-    tables of `parallel_min_rows` rows or more are read by a child process meanwhile.
+
+def _memcpy_labels(tables: Tables) -> tuple[dict[int, str], bool]:
+    labels = dict(FALLBACK_MEMCPY_LABELS)
+    f = _small(tables, "ENUM_CUDA_MEMCPY_OPER", ["id", "label"], integer=("id",))
+    if f is not None:
+        labels.update({int(i): str(v) for i, v in zip(f.int("id", -1).tolist(), f.text("label"))})
+    return labels, f is not None
+
+
+class TraceLoader:
+    """Loads one export in two stages, so a screen can show the NVTX tree (CPU times) while
+    the GPU work is still being read and attributed:
+
+        loader = TraceLoader(path)
+        early = loader.ranges_only()   # NVTX ranges and marks; no GPU ops yet (info.gpu_pending)
+        trace = loader.finish()        # everything; the same ranges frame
+
+    `load_trace(path)` is both in one call. The file is opened read-only (source.py) and
+    closed when `finish` returns or fails.
     """
-    path = Path(path)
-    say = progress or (lambda f, t: None)
-    con = connect_readonly(path)
-    kernels_elsewhere = None
-    try:
-        schema = read_schema(con, path)
-        probe_integrity(con, path, schema)
-        has_cuda = any(schema.has(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"))
-        has_nvtx = schema.has("NVTX_EVENTS")
-        if not has_cuda and not has_nvtx:
-            raise TraceError(f"{path}: export has neither CUDA nor NVTX data (profile with --trace=cuda,nvtx)")
-        kernels_elsewhere = _start_kernel_fetch(con, schema, path, parallel_min_rows)
+
+    def __init__(self, path: str | Path, progress=None, native: bool = True):
+        self.path = Path(path)
+        self.say = progress or (lambda f, t: None)
+        self.tables = open_tables(self.path, native=native)
         try:
-            say(0.05, "strings")
-            strings = _strings(con)
-            memcpy_labels = dict(FALLBACK_MEMCPY_LABELS)
-            from_export = schema.has("ENUM_CUDA_MEMCPY_OPER")
-            if from_export:
-                memcpy_labels.update({int(i): str(v) for i, v in con.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")})
-            # API calls and NVTX first: the kernel table may be on its way from a child process.
-            say(0.1, "CUDA API calls")
-            api_names: list[str] = []
-            api = _load_api(con, schema, strings, api_names, {})
-            say(0.4, "NVTX ranges")
-            ranges, marks = _load_nvtx(con, schema, strings)
-            say(0.5, "GPU operations")
-            kernel_block = kernels_elsewhere.result() if kernels_elsewhere else None
-            kernels_elsewhere = None
-            op_names: list[str] = []
-            ops = _load_ops(con, schema, strings, op_names, {}, memcpy_labels, kernel_block)
-            del kernel_block
-            _link_ops_to_api(ops, api)
-            threads = {}
-            if schema.has("ThreadNames"):
-                for gtid, name in con.execute("SELECT globalTid, nameId FROM ThreadNames"):
-                    threads[int(gtid)] = strings.get(name, str(name))
-            processes = {}
-            if schema.has("PROCESSES"):
-                for gpid, pid, name in con.execute("SELECT globalPid, pid, name FROM PROCESSES"):
-                    processes[int(gpid)] = (int(pid), name or "")
-            gpus = []
-            if schema.has("TARGET_INFO_GPU"):
-                gpus = [str(r[0]) for r in con.execute("SELECT name FROM TARGET_INFO_GPU ORDER BY id")]
-            span = 0
-            if schema.has("ANALYSIS_DETAILS", "duration"):
-                row = con.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()
-                span = int(row[0] or 0)
-            nsys_version = _meta_value(con, schema, ["EXPORT_PRODUCT_VERSION"])
-            schema_version = _meta_value(con, schema, ["EXPORT_SCHEMA_VERSION"])
+            schema = self.tables.schema
+            self.has_cuda = any(schema.has(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"))
+            self.has_nvtx = schema.has("NVTX_EVENTS")
+            if not self.has_cuda and not self.has_nvtx:
+                raise TraceError(f"{path}: export has neither CUDA nor NVTX data (profile with --trace=cuda,nvtx)")
+        except BaseException:
+            self.tables.close()
+            raise
+        self._early: Trace | None = None
+
+    def _guarded(self, step):
+        try:
+            return step()
         except sqlite3.DatabaseError as exc:
-            raise TraceError(f"{path}: damaged or unexpected export ({exc})") from None
-    finally:
-        if kernels_elsewhere is not None:  # an error above: do not leave the child running
-            kernels_elsewhere.cancel()
-        con.close()
-    kinds = ops["kind"].to_numpy()
-    notes = []
-    if not has_nvtx:
-        notes.append("no NVTX data: range views are empty; kernel and API summaries still work")
-    if not from_export and (kinds == MEMCPY).any():
-        notes.append("no ENUM_CUDA_MEMCPY_OPER table: memcpy kinds labelled from CUPTI's enum")
-    info = TraceInfo(
-        path=path, nsys_version=nsys_version, schema_version=schema_version, gpus=gpus, span_ns=span,
-        kernels=int((kinds == KERNEL).sum()), memcpys=int((kinds == MEMCPY).sum()),
-        memsets=int((kinds == MEMSET).sum()), api_calls=len(api), ranges=len(ranges),
-        processes=len({int(g) & PID_MASK for g in api["gtid"].unique()}) if len(api) else 0,
-        has_nvtx=has_nvtx and len(ranges) > 0, has_cuda=has_cuda, notes=notes,
-    )
-    say(1.0, "done")
-    return Trace(path=path, schema=schema, info=info, op_names=op_names, api_names=api_names,
-                 ops=ops, api=api, ranges=ranges, marks=marks, threads=threads, processes=processes,
-                 memcpy_labels_from_export=from_export)
+            raise TraceError(f"{self.path}: damaged or unexpected export ({exc})") from None
+        except BaseException:
+            self.tables.close()
+            raise
+
+    def ranges_only(self) -> "Trace":
+        """The NVTX ranges and marks, thread and process names; no GPU ops or API calls."""
+        if self._early is None:
+            self._early = self._guarded(self._ranges_only)
+        return self._early
+
+    def _ranges_only(self) -> "Trace":
+        self.say(0.05, "NVTX ranges")
+        self.strings = _Strings(self.tables)
+        ranges, marks = _load_nvtx(self.tables, self.strings)
+        facts = _trace_facts(self.tables, self.strings)
+        empty_ops = pd.DataFrame({c: np.zeros(0, dtype=np.int8 if c == "kind" else np.int64)
+                                  for c in ["kind", *OP_COLUMNS, "api"]})
+        empty_api = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["start", "end", "gtid", "corr", "name"]})
+        info = self._info(facts, empty_ops, empty_api, ranges, from_export=True)
+        info.gpu_pending = self.has_cuda
+        return Trace(path=self.path, schema=self.tables.schema, info=info, op_names=[], api_names=[], ops=empty_ops,
+                     api=empty_api, ranges=ranges, marks=marks, threads=facts["threads"],
+                     processes=facts["processes"], facts=facts)
+
+    def finish(self) -> "Trace":
+        try:
+            early = self.ranges_only()
+            return self._guarded(lambda: self._finish(early))
+        finally:
+            self.tables.close()
+
+    def _finish(self, early: "Trace") -> "Trace":
+        tables = self.tables
+        self.say(0.2, "CUDA API calls")
+        api_names: list[str] = []
+        api = _load_api(tables, self.strings, api_names, {})
+        self.say(0.55, "GPU operations")
+        memcpy_labels, from_export = _memcpy_labels(tables)
+        op_names: list[str] = []
+        ops = _load_ops(tables, self.strings, op_names, {}, memcpy_labels)
+        _link_ops_to_api(ops, api)
+        info = self._info(early.facts, ops, api, early.ranges, from_export)
+        info.reader = tables.reader
+        if getattr(tables, "fallbacks", None):
+            info.reader += f" (sqlite3 for {', '.join(tables.fallbacks)})"
+        self.say(1.0, "done")
+        return Trace(path=self.path, schema=tables.schema, info=info, op_names=op_names, api_names=api_names,
+                     ops=ops, api=api, ranges=early.ranges, marks=early.marks, threads=early.threads,
+                     processes=early.processes, memcpy_labels_from_export=from_export, facts=early.facts)
+
+    def _info(self, facts: dict, ops: pd.DataFrame, api: pd.DataFrame, ranges: pd.DataFrame,
+              from_export: bool) -> "TraceInfo":
+        kinds = ops["kind"].to_numpy()
+        notes = []
+        if not self.has_nvtx:
+            notes.append("no NVTX data: range views are empty; kernel and API summaries still work")
+        if not from_export and (kinds == MEMCPY).any():
+            notes.append("no ENUM_CUDA_MEMCPY_OPER table: memcpy kinds labelled from CUPTI's enum")
+        return TraceInfo(
+            path=self.path, nsys_version=facts["nsys_version"], schema_version=facts["schema_version"],
+            gpus=facts["gpus"], span_ns=facts["span"],
+            kernels=int((kinds == KERNEL).sum()), memcpys=int((kinds == MEMCPY).sum()),
+            memsets=int((kinds == MEMSET).sum()), api_calls=len(api), ranges=len(ranges),
+            processes=len({int(g) & PID_MASK for g in api["gtid"].unique()}) if len(api) else 0,
+            has_nvtx=self.has_nvtx and len(ranges) > 0, has_cuda=self.has_cuda, notes=notes,
+            export_kind=self.tables.kind,
+        )
+
+
+def load_trace(path: str | Path, progress=None, native: bool = True) -> Trace:
+    """Open `path` (an nsys SQLite export, or nsys's parquetdir/arrowdir export directory)
+    read-only and load it. Raises TraceError with a one-line message on bad input.
+
+    `progress(fraction, text)` is called between stages (for the TUI's loading bar).
+    `native=False` reads an SQLite export with Python's sqlite3 instead of ADBC.
+    """
+    return TraceLoader(path, progress, native).finish()

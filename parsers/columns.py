@@ -1,0 +1,374 @@
+"""Whole columns of an export's tables as numpy arrays, read natively where possible.
+
+An nsys export reaches the model through one interface, `Tables`:
+
+- `SqliteArrowTables`: an SQLite export read by Apache Arrow's ADBC SQLite driver
+  (adbc-driver-sqlite), which fills Arrow arrays in C: 3-4x faster than Python's sqlite3,
+  whose cost is almost all in turning rows into tuples. Opened through the same read-only,
+  immutable URI as `source.connect_readonly`: the file is opened O_RDONLY, never locked,
+  and nothing is created beside it (tests/core/test_columns.py checks all three).
+- `SqliteTables`: Python's sqlite3, a chunk of rows at a time into int64 blocks. The
+  fallback: used when the ADBC driver is not installed, and per table whenever it fails
+  (it refuses a column whose declared type does not match its values, e.g. text in an
+  integer column).
+- `ParquetTables` / `ArrowDirTables`: nsys's own columnar exports
+  (`nsys export --type parquetdir` / `arrowdir`), one file per table, read with pyarrow.
+
+Every reader returns a `Fetched`: per column, int64 values with a NULL mask, or an object
+array for text (and for an integer column that holds something else, so the loader's one
+validation step can name the offending column). Nothing here interprets nsys's tables.
+"""
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.source import (Schema, connect_readonly, probe_integrity, read_schema, readonly_uri)
+
+CHUNK = 1 << 16
+ROWID = "rowid"  # SQLite's row key; for the columnar exports, the row's position + 1
+
+
+@dataclass
+class Fetched:
+    """Columns of one table: `values[c]` is int64 (NULL read as 0, see `nulls[c]`) for
+    integer columns, an object array (None for NULL) for text or mixed columns."""
+
+    table: str
+    n: int
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    nulls: dict[str, np.ndarray] = field(default_factory=dict)  # only columns holding a NULL
+
+    def has(self, name: str) -> bool:
+        return name in self.values
+
+    def is_integer(self, name: str) -> bool:
+        return self.values[name].dtype == np.int64
+
+    def int(self, name: str, default) -> np.ndarray:
+        """int64 values; NULLs (and an absent column) become `default` (a scalar or an
+        array of n values)."""
+        if name not in self.values:
+            return np.broadcast_to(np.asarray(default, dtype=np.int64), (self.n,)).copy()
+        v = self.values[name]
+        mask = self.nulls.get(name)
+        if mask is None:
+            return v
+        return np.where(mask, default, v).astype(np.int64)
+
+    def null(self, name: str) -> np.ndarray:
+        """True where the value is NULL (everywhere for an absent column)."""
+        if name not in self.values:
+            return np.ones(self.n, dtype=bool)
+        mask = self.nulls.get(name)
+        return np.zeros(self.n, dtype=bool) if mask is None else mask
+
+    def text(self, name: str) -> np.ndarray:
+        """Object values, None for NULL (and for an absent column)."""
+        if name not in self.values:
+            return np.full(self.n, None, dtype=object)
+        v = self.values[name]
+        if v.dtype == object:
+            return v
+        out = v.astype(object)
+        mask = self.nulls.get(name)
+        if mask is not None:
+            out[mask] = None
+        return out
+
+
+class Tables:
+    """One export, table by table. `read(table, columns)` asks only for columns the schema
+    has (the loader checks `schema.has` first); `rows` restricts to these row keys."""
+
+    kind = "?"
+    reader = "?"  # which library read the big tables (for `TraceInfo.reader`)
+    schema: Schema
+    path: Path
+
+    def read(self, table: str, columns: list[str], rows: np.ndarray | None = None) -> Fetched:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# -- Python's sqlite3 ------------------------------------------------------------------------
+def _select(table: str, columns: list[str], rows: np.ndarray | None) -> tuple[str, list]:
+    cols = ", ".join(ROWID if c == ROWID else f'"{c}"' for c in columns)
+    if rows is None:
+        return f'SELECT {cols} FROM "{table}"', []
+    return f'SELECT {cols} FROM "{table}" WHERE rowid IN ({",".join("?" * len(rows))})', [int(r) for r in rows]
+
+
+def _chunk_columns(rows: list[tuple], width: int) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """One chunk of rows as columns: (int64 values, NULL mask or None) or (object values, None)."""
+    try:  # all integers, no NULL: one C-level pass over the flattened tuples
+        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * width)
+        block = flat.reshape(len(rows), width)
+        return [(block[:, i].copy(), None) for i in range(width)]
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = []
+    for i in range(width):
+        col = [r[i] for r in rows]
+        if all(v is None or (type(v) is int and -2**63 <= v < 2**63) for v in col):
+            mask = np.fromiter((v is None for v in col), dtype=bool, count=len(col))
+            vals = np.fromiter((0 if v is None else v for v in col), dtype=np.int64, count=len(col))
+            out.append((vals, mask if mask.any() else None))
+        else:
+            out.append((np.array(col, dtype=object), None))
+    return out
+
+
+def fetch_sqlite(con: sqlite3.Connection, table: str, columns: list[str], rows: np.ndarray | None = None) -> Fetched:
+    """Python's sqlite3, chunk by chunk: tuples for 10^6 rows cost several times the file in
+    memory; chunks keep that to a few MB."""
+    parts: list[list] = [[] for _ in columns]
+    n = 0
+    batches = [None] if rows is None else [rows[i:i + 900] for i in range(0, len(rows), 900)]
+    for batch in batches:
+        cur = con.execute(*_select(table, columns, batch))
+        while chunk := cur.fetchmany(CHUNK):
+            n += len(chunk)
+            for i, col in enumerate(_chunk_columns(chunk, len(columns))):
+                parts[i].append(col)
+    out = Fetched(table, n)
+    for name, chunks in zip(columns, parts):
+        if not chunks:
+            out.values[name] = np.zeros(0, dtype=np.int64)
+            continue
+        if any(v.dtype == object for v, _ in chunks):
+            out.values[name] = np.concatenate([v.astype(object) for v, _ in chunks])
+            continue
+        out.values[name] = np.concatenate([v for v, _ in chunks]) if len(chunks) > 1 else chunks[0][0]
+        if any(m is not None for _, m in chunks):
+            out.nulls[name] = np.concatenate([np.zeros(len(v), bool) if m is None else m for v, m in chunks])
+    return out
+
+
+class SqliteTables(Tables):
+    kind = "sqlite"
+    reader = "sqlite3"
+
+    def __init__(self, path: Path, probe: bool = True):
+        self.path = Path(path)
+        self.con = connect_readonly(self.path)
+        try:
+            self.schema = read_schema(self.con, self.path)
+            if probe:  # a truncated copy fails here, not half-way through the load
+                probe_integrity(self.con, self.path, self.schema)
+            for table in self.schema.tables.values():  # every nsys table has SQLite's row key
+                table.add(ROWID)
+        except Exception:
+            self.con.close()
+            raise
+
+    def read(self, table, columns, rows=None) -> Fetched:
+        try:
+            return fetch_sqlite(self.con, table, columns, rows)
+        except sqlite3.DatabaseError as exc:
+            raise TraceError(f"{self.path}: damaged or unexpected export, table {table} ({exc})") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+
+# -- Arrow: shared by the ADBC reader and nsys's columnar exports ------------------------------
+def from_arrow(table_name: str, tbl, columns: list[str]) -> Fetched:
+    """An Arrow table (any integer widths, strings, NULLs) as a `Fetched`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = Fetched(table_name, tbl.num_rows)
+    for name, col in zip(columns, tbl.columns):
+        t = col.type
+        if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
+            if col.null_count:
+                out.nulls[name] = col.is_null().to_numpy(zero_copy_only=False)
+                col = pc.fill_null(col, 0) if not pa.types.is_null(t) else pa.array(np.zeros(len(col), np.int64))
+            if pa.types.is_uint64(t) and len(col) and pc.max(col).as_py() >= 2**63:
+                out.values[name] = col.to_numpy(zero_copy_only=False).astype(object)
+                continue
+            out.values[name] = np.ascontiguousarray(col.to_numpy(zero_copy_only=False), dtype=np.int64) \
+                if len(col) else np.zeros(0, dtype=np.int64)
+        else:  # text, or numbers that are not integers: objects, for the loader's validation
+            out.values[name] = np.array(col.to_pylist(), dtype=object) if len(col) else np.zeros(0, dtype=object)
+    return out
+
+
+def _has_adbc() -> bool:
+    try:
+        import adbc_driver_sqlite.dbapi  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class SqliteArrowTables(SqliteTables):
+    """The SQLite export through ADBC; any table the driver cannot read goes through sqlite3."""
+
+    reader = "adbc-driver-sqlite"
+
+    def __init__(self, path: Path, probe: bool = True):
+        super().__init__(path, probe)
+        import adbc_driver_sqlite.dbapi as adbc
+
+        try:
+            self.adbc = adbc.connect(readonly_uri(self.path))
+        except Exception:  # the driver could not open it: sqlite3 reads everything
+            self.adbc = None
+            self.reader = SqliteTables.reader
+        self.fallbacks: list[str] = []  # tables the driver refused, read by sqlite3 instead
+
+    def read(self, table, columns, rows=None) -> Fetched:
+        if self.adbc is None or rows is not None:  # chosen rows (launch details): one IN query
+            return super().read(table, columns, rows)
+        try:
+            cur = self.adbc.cursor()
+            try:
+                cur.execute(_select(table, columns, None)[0])
+                tbl = cur.fetch_arrow_table()
+            finally:
+                cur.close()
+        except Exception:  # a type the driver refuses (text in an integer column), or a driver bug
+            self.fallbacks.append(table)
+            return super().read(table, columns, rows)
+        return from_arrow(table, tbl, columns)
+
+    def close(self) -> None:
+        if self.adbc is not None:
+            self.adbc.close()
+        super().close()
+
+
+# -- nsys's columnar exports ------------------------------------------------------------------
+class _FileTables(Tables):
+    """A directory with one file per table (nsys `parquetdir` / `arrowdir`)."""
+
+    suffix = ""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.files = {p.stem: p for p in sorted(self.path.glob(f"*{self.suffix}")) if p.is_file()}
+        self.schema = Schema()
+        try:
+            for name, file in self.files.items():
+                self.schema.tables[name] = set(self._column_names(file))
+        except Exception as exc:  # pyarrow's errors: a truncated or foreign file
+            raise TraceError(f"{path}: unreadable {self.kind} export ({type(exc).__name__}: {exc})") from None
+        if "StringIds" not in self.schema.tables:
+            raise TraceError(f"{path}: a directory of {self.suffix} files, but not an Nsight Systems export "
+                             "(no StringIds table)")
+        for table in self.schema.tables.values():
+            table.add(ROWID)
+
+    def _column_names(self, file: Path) -> list[str]:
+        raise NotImplementedError
+
+    def _table(self, file: Path, columns: list[str]):
+        raise NotImplementedError
+
+    def read(self, table, columns, rows=None) -> Fetched:
+        import pyarrow as pa
+
+        stored = [c for c in columns if c != ROWID]
+        try:
+            tbl = self._table(self.files[table], stored)
+        except Exception as exc:
+            raise TraceError(f"{self.path}: unreadable table {table} ({type(exc).__name__}: {exc})") from None
+        n = tbl.num_rows
+        if ROWID in columns:
+            tbl = tbl.append_column(ROWID, pa.array(np.arange(1, n + 1, dtype=np.int64)))
+        tbl = tbl.select(columns)
+        if rows is not None:
+            tbl = tbl.take(pa.array(np.asarray(rows, dtype=np.int64) - 1))
+        return from_arrow(table, tbl, columns)
+
+
+class ParquetTables(_FileTables):
+    kind = "parquetdir"
+    reader = "pyarrow (Parquet)"
+    suffix = ".parquet"
+
+    def _column_names(self, file):
+        import pyarrow.parquet as pq
+
+        return pq.read_schema(file).names
+
+    def _table(self, file, columns):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(file, columns=columns, use_threads=False)
+
+
+class ArrowDirTables(_FileTables):
+    kind = "arrowdir"
+    reader = "pyarrow (Arrow IPC)"
+    suffix = ".arrow"
+
+    @staticmethod
+    def _open(file):
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        source = pa.memory_map(str(file))
+        try:  # nsys 2025.3 writes streams despite the .arrow name; files are accepted too
+            return ipc.open_file(source).read_all()
+        except pa.ArrowInvalid:
+            source.seek(0)
+            return ipc.open_stream(source).read_all()
+
+    def _column_names(self, file):
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        with pa.memory_map(str(file)) as source:
+            try:
+                return ipc.open_file(source).schema.names
+            except pa.ArrowInvalid:
+                source.seek(0)
+                return ipc.open_stream(source).schema.names
+
+    def _table(self, file, columns):
+        return self._open(file).select(columns)
+
+
+def columnar_kind(path: Path) -> str | None:
+    """'parquetdir' / 'arrowdir' for a directory nsys exported that way, else None."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    for cls in (ParquetTables, ArrowDirTables):
+        if (path / f"StringIds{cls.suffix}").is_file():
+            return cls.kind
+    return None
+
+
+def open_tables(path: str | Path, native: bool = True, probe: bool = True) -> Tables:
+    """The reader for `path`: an nsys columnar export directory, or an SQLite export (ADBC
+    when installed and `native`, else Python's sqlite3). Raises TraceError on bad input.
+    `probe`: check that the big tables read to their end (skipped for lazy reads later)."""
+    path = Path(path)
+    kind = columnar_kind(path)
+    if kind is not None:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise TraceError(f"{path}: reading an nsys {kind} export needs pyarrow (pip install pyarrow)") from None
+        return ParquetTables(path) if kind == "parquetdir" else ArrowDirTables(path)
+    if native and _has_adbc():
+        return SqliteArrowTables(path, probe)
+    return SqliteTables(path, probe)
