@@ -99,6 +99,7 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
     def optimizer_step():
+        assert optimizer is not None  # only called when training
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
