@@ -202,18 +202,32 @@ class _Strings:
         return out
 
 
+def _distinct_small(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(ids, return_inverse=True) for ids that are small integers (StringIds ids,
+    correlation IDs): a presence table instead of a sort of 10^6 values."""
+    lo, hi = (int(ids.min()), int(ids.max())) if len(ids) else (0, 0)
+    if hi - lo > 4 * len(ids) + (1 << 20):  # sparse ids: the sort is cheaper than the table
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    seen = np.zeros(hi - lo + 1, dtype=bool)
+    seen[ids - lo] = True
+    uniq = np.flatnonzero(seen)
+    rank = np.cumsum(seen, dtype=np.int64) - 1
+    return uniq + lo, rank[ids - lo]
+
+
 def _codes(ids: np.ndarray, strings: _Strings, names: list[str], index: dict[str, int]) -> np.ndarray:
     """Map StringIds ids to codes in `names` (deduplicated by text)."""
-    uniq, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+    uniq, inverse = _distinct_small(np.asarray(ids, dtype=np.int64))
     codes = np.empty(len(uniq), dtype=np.int32)
-    for i, sid in enumerate(uniq):
-        text = strings.get(int(sid), "" if sid < 0 else f"<string {sid}>")
+    for i, sid in enumerate(uniq.tolist()):
+        text = strings.get(sid, "" if sid < 0 else f"<string {sid}>")
         code = index.get(text)
         if code is None:
             code = index[text] = len(names)
             names.append(text)
         codes[i] = code
-    return codes[inverse.reshape(-1)]
+    return codes[inverse]
 
 
 OP_COLUMNS = ["start", "end", "device", "stream", "corr", "gpid", "name", "rowid"]
@@ -388,12 +402,25 @@ def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
     if a_corr.max(initial=0) >= 2**32 or a_corr.min(initial=0) < 0:
         raise TraceError("correlation IDs outside 0..2^32; this export is not supported")
     a_key = (a_pid << 32) | a_corr
-    order = np.argsort(a_key, kind="stable")  # stable: the first call wins on a duplicate key
-    sorted_keys = a_key[order]
+    one_process = a_pid.min() == a_pid.max()
+    if one_process and a_corr.max() < 4 * len(a_corr) + (1 << 20):
+        # The usual case: one process, dense correlation IDs. A table indexed by ID; filled
+        # backwards because repeated indices keep the last value, and the first call wins.
+        table = np.full(int(a_corr.max()) + 1, -1, dtype=np.int64)
+        table[a_corr[::-1]] = np.arange(len(a_corr) - 1, -1, -1, dtype=np.int64)
+        pid0 = int(a_pid[0])
 
-    def find(keys):
-        at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
-        return np.where(sorted_keys[at] == keys, order[at], -1)
+        def find(keys):
+            corr, pid = keys & 0xFFFFFFFF, keys >> 32
+            ok = (pid == pid0) & (corr < len(table))
+            return np.where(ok, table[np.where(ok, corr, 0)], -1)
+    else:
+        order = np.argsort(a_key, kind="stable")  # stable: the first call wins on a duplicate key
+        sorted_keys = a_key[order]
+
+        def find(keys):
+            at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+            return np.where(sorted_keys[at] == keys, order[at], -1)
 
     has_pid = o_gpid >= 0
     pos = np.full(len(ops), -1, dtype=np.int64)
