@@ -91,7 +91,10 @@ class Tables:
     schema: Schema
     path: Path
 
-    def read(self, table: str, columns: list[str], rows: np.ndarray | None = None) -> Fetched:
+    def read(self, table: str, columns: list[str], rows: np.ndarray | None = None,
+             integer: tuple[str, ...] = ()) -> Fetched:
+        """`integer`: the columns meant to hold integers (a reader may re-read a table whose
+        values it could not type as such)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -175,7 +178,7 @@ class SqliteTables(Tables):
             self.con.close()
             raise
 
-    def read(self, table, columns, rows=None) -> Fetched:
+    def read(self, table, columns, rows=None, integer=()) -> Fetched:
         try:
             return fetch_sqlite(self.con, table, columns, rows)
         except sqlite3.DatabaseError as exc:
@@ -233,20 +236,27 @@ class SqliteArrowTables(SqliteTables):
             self.reader = SqliteTables.reader
         self.fallbacks: list[str] = []  # tables the driver refused, read by sqlite3 instead
 
-    def read(self, table, columns, rows=None) -> Fetched:
+    def read(self, table, columns, rows=None, integer=()) -> Fetched:
         if self.adbc is None or rows is not None:  # chosen rows (launch details): one IN query
             return super().read(table, columns, rows)
         try:
-            cur = self.adbc.cursor()
-            try:
-                cur.execute(_select(table, columns, None)[0])
-                tbl = cur.fetch_arrow_table()
-            finally:
-                cur.close()
+            fetched = from_arrow(table, self._arrow(_select(table, columns, None)[0]), columns)
         except Exception:  # a type the driver refuses (text in an integer column), or a driver bug
+            fetched = None
+        if fetched is None or not all(fetched.is_integer(c) for c in integer if fetched.has(c)):
+            # The driver typed a column from its first rows: text among integers comes back
+            # as all-text. sqlite3 gives each value as stored, for the loader's validation.
             self.fallbacks.append(table)
             return super().read(table, columns, rows)
-        return from_arrow(table, tbl, columns)
+        return fetched
+
+    def _arrow(self, sql: str):
+        cur = self.adbc.cursor()
+        try:
+            cur.execute(sql)
+            return cur.fetch_arrow_table()
+        finally:
+            cur.close()
 
     def close(self) -> None:
         if self.adbc is not None:
@@ -269,9 +279,6 @@ class _FileTables(Tables):
                 self.schema.tables[name] = set(self._column_names(file))
         except Exception as exc:  # pyarrow's errors: a truncated or foreign file
             raise TraceError(f"{path}: unreadable {self.kind} export ({type(exc).__name__}: {exc})") from None
-        if "StringIds" not in self.schema.tables:
-            raise TraceError(f"{path}: a directory of {self.suffix} files, but not an Nsight Systems export "
-                             "(no StringIds table)")
         for table in self.schema.tables.values():
             table.add(ROWID)
 
@@ -281,7 +288,7 @@ class _FileTables(Tables):
     def _table(self, file: Path, columns: list[str]):
         raise NotImplementedError
 
-    def read(self, table, columns, rows=None) -> Fetched:
+    def read(self, table, columns, rows=None, integer=()) -> Fetched:
         import pyarrow as pa
 
         stored = [c for c in columns if c != ROWID]

@@ -178,7 +178,7 @@ def _read(tables: Tables, table: str, wanted: list[str], *, integer=(), required
     """The columns of `wanted` that this export has (older ones lack some), validated;
     `rows`: only the rows with these row keys (rowid), in the file's order."""
     present = [c for c in wanted if tables.schema.has(table, c)]
-    return _validated(tables, tables.read(table, present, rows), integer=integer, required=required)
+    return _validated(tables, tables.read(table, present, rows, integer), integer=integer, required=required)
 
 
 class _Strings:

@@ -36,7 +36,8 @@ def _check_file(path: Path) -> None:
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     if path.is_dir():
-        raise TraceError(f"{path}: is a directory, expected an nsys .sqlite export")
+        raise TraceError(f"{path}: is a directory, expected an nsys .sqlite export "
+                         "(or the folder of `nsys export --type parquetdir` or `arrowdir`)")
     if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
         raise TraceError(
             f"{path}: this is an Nsight Systems report, not its SQLite export; run "

@@ -15,11 +15,14 @@ from nsight_tui.parsers.errors import TraceError
 
 
 def resolve_paths(raw: list[str]) -> list[Path]:
-    """Files as given; a directory contributes its *.sqlite files (sorted)."""
+    """Files as given; a directory contributes its *.sqlite files (sorted), unless it is
+    itself one export (nsys's parquetdir / arrowdir)."""
+    from nsight_tui.parsers.columns import columnar_kind
+
     paths: list[Path] = []
     for item in raw:
         p = Path(item)
-        if p.is_dir():
+        if p.is_dir() and columnar_kind(p) is None:
             found = sorted(q for q in p.glob("*.sqlite") if q.is_file())
             if not found:
                 raise TraceError(f"{p}: no .sqlite exports in this directory")
@@ -32,13 +35,9 @@ def resolve_paths(raw: list[str]) -> list[Path]:
 def check_readable(path: Path) -> None:
     """Open read-only and touch every big table: a missing, foreign, empty or truncated
     file fails here with the loader's own one-line message."""
-    from nsight_tui.parsers.source import connect_readonly, probe_integrity, read_schema
+    from nsight_tui.parsers.columns import open_tables
 
-    con = connect_readonly(path)
-    try:
-        probe_integrity(con, path, read_schema(con, path))
-    finally:
-        con.close()
+    open_tables(path, native=False).close()
 
 
 def launch(args) -> int:
@@ -46,7 +45,9 @@ def launch(args) -> int:
     if len(paths) == 1:
         check_readable(paths[0])
     else:
-        missing = [p for p in paths if not p.is_file()]
+        from nsight_tui.parsers.columns import columnar_kind
+
+        missing = [p for p in paths if not (p.is_file() or columnar_kind(p))]
         if missing:
             raise TraceError(f"{missing[0]}: no such file")
     from nsight_tui.tui.app import NsightApp

@@ -22,7 +22,8 @@ FORMATS = {"table": "txt", "csv": "csv", "markdown": "md", "json": "json"}
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("file", help="an nsys SQLite export (nsys export --type sqlite)")
+    parser.add_argument("file", help="an nsys SQLite export (nsys export --type sqlite), or the folder of "
+                        "nsys export --type parquetdir or arrowdir")
     parser.add_argument("-r", "--report", default=",".join(REPORTS),
                         help=f"comma-separated reports (default: all): {', '.join(REPORTS)}")
     parser.add_argument("-f", "--format", default="table", choices=tuple(FORMATS),

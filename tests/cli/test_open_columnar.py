@@ -1,0 +1,21 @@
+"""`nsight-tui DIR_pqtdir` opens nsys's Parquet export as one trace, not as a folder of files."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SAMPLES
+from nsight_tui.tui.launch import check_readable, resolve_paths
+
+pytest.importorskip("pyarrow")
+
+
+@pytest.mark.parametrize("name", ["twin_small_ctx128_pqtdir", "twin_small_ctx128_arwdir"])
+def test_export_folder_is_one_trace(name):
+    folder = SAMPLES / name
+    assert resolve_paths([str(folder)]) == [folder]
+    check_readable(folder)  # raises TraceError if it could not be read
+
+
+def test_plain_folder_still_lists_its_sqlite_files():
+    found = resolve_paths([str(SAMPLES)])
+    assert found == sorted(SAMPLES.glob("*.sqlite")) and found

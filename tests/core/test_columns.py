@@ -1,0 +1,188 @@
+"""The native reader (ADBC) gives exactly what Python's sqlite3 gives, on every trace the
+loader reads; it never writes, locks or adds anything beside the profile; and any failure
+of it (not installed, a table it refuses) falls back to sqlite3 with the same result."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import SAMPLES, SHARED
+from nsight_tui.parsers import columns
+from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.load import TraceLoader, load_trace
+
+needs_adbc = pytest.mark.skipif(not columns._has_adbc(), reason="adbc-driver-sqlite / pyarrow not installed")
+
+
+def _all_traces() -> list[Path]:
+    found = sorted(SAMPLES.glob("*.sqlite"))
+    for folder in (SHARED, SHARED / "older"):
+        found += sorted(folder.glob("*.sqlite")) if folder.is_dir() else []
+    return found
+
+
+def _loadable(path: Path):
+    try:
+        return load_trace(path, native=False)
+    except TraceError:
+        return None  # e.g. an export with neither CUDA nor NVTX data: both readers refuse it alike
+
+
+def assert_same_trace(a, b) -> None:
+    for name in ("ops", "api", "ranges", "marks"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_dtype=True, obj=name)
+    assert a.op_names == b.op_names and a.api_names == b.api_names
+    assert a.threads == b.threads and a.processes == b.processes
+    assert a.memcpy_labels_from_export == b.memcpy_labels_from_export
+    info_a, info_b = vars(a.info).copy(), vars(b.info).copy()
+    for volatile in ("path", "reader", "export_kind"):
+        info_a.pop(volatile), info_b.pop(volatile)
+    assert info_a == info_b
+    assert a.op_short == b.op_short
+    if len(a.ops):
+        pick = np.unique(np.linspace(0, len(a.ops) - 1, 40).astype(np.int64))
+        pd.testing.assert_frame_equal(a.op_details(pick), b.op_details(pick))
+
+
+@needs_adbc
+@pytest.mark.parametrize("path", _all_traces(), ids=lambda p: p.stem)
+def test_adbc_equals_sqlite3(path):
+    serial = _loadable(path)
+    if serial is None:
+        with pytest.raises(TraceError):
+            load_trace(path)
+        return
+    native = load_trace(path)
+    assert native.info.reader == "adbc-driver-sqlite"
+    assert serial.info.reader == "sqlite3"
+    assert_same_trace(native, serial)
+
+
+def _fds_on(path: Path) -> list[int]:
+    """This process's open file descriptors on `path`, with their open flags."""
+    flags = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.path.realpath(f"/proc/self/fd/{fd}") == str(path.resolve()):
+                info = Path(f"/proc/self/fdinfo/{fd}").read_text()
+                flags.append(int(info.split("flags:")[1].split()[0], 8))
+        except (OSError, IndexError):
+            continue
+    return flags
+
+
+def _fingerprint(folder: Path) -> dict:
+    return {p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns) for p in folder.iterdir()}
+
+
+@needs_adbc
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_profile_opened_read_only_never_locked_nothing_beside(tmp_path):
+    path = tmp_path / "profile.sqlite"
+    shutil.copy(SAMPLES / "small_ctx128.sqlite", path)
+    before = _fingerprint(tmp_path)
+    # Another process holds an exclusive lock: a reader that takes SQLite's locks would fail
+    # with "database is locked"; an immutable one does not take any.
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        loader = TraceLoader(path)
+        loader.ranges_only()  # both connections are open now: sqlite3 and the ADBC driver's
+        flags = _fds_on(path)
+        trace = loader.finish()
+        trace.op_short, trace.op_details([0, 1])  # the lazy reads too
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert trace.info.reader == "adbc-driver-sqlite"
+    assert len(flags) >= 2, flags  # our two opens (the holder's is in this process too, O_RDWR)
+    assert sum(1 for f in flags if f & os.O_ACCMODE == os.O_RDONLY) >= 2, [oct(f) for f in flags]
+    assert not any(f & os.O_CREAT for f in flags if f & os.O_ACCMODE == os.O_RDONLY)
+    assert _fingerprint(tmp_path) == before  # same bytes, same mtime, no -wal/-shm/-journal
+
+
+@needs_adbc
+def test_without_adbc_sqlite3_reads(monkeypatch):
+    path = SAMPLES / "small_ctx128.sqlite"
+    native = load_trace(path)
+    monkeypatch.setattr(columns, "_has_adbc", lambda: False)
+    fallback = load_trace(path)
+    assert fallback.info.reader == "sqlite3"
+    assert_same_trace(native, fallback)
+
+
+@needs_adbc
+def test_table_the_driver_fails_on_is_read_by_sqlite3(monkeypatch):
+    path = SAMPLES / "small_ctx128.sqlite"
+    native = load_trace(path)
+    real = columns.SqliteArrowTables._arrow
+
+    def failing(self, sql):
+        if "CUPTI_ACTIVITY_KIND_KERNEL" in sql:
+            raise OSError("[SQLite] simulated driver failure")
+        return real(self, sql)
+
+    monkeypatch.setattr(columns.SqliteArrowTables, "_arrow", failing)
+    mixed = load_trace(path)
+    assert mixed.info.reader == "adbc-driver-sqlite (sqlite3 for CUPTI_ACTIVITY_KIND_KERNEL)"
+    assert_same_trace(native, mixed)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["adbc", "sqlite3"])
+def test_text_in_an_integer_column_is_one_clear_error(tmp_path, native):
+    """The ADBC driver refuses the column, sqlite3 reads it, and the loader's validation
+    names the table, column and value: never a traceback, never a wrong number."""
+    path = tmp_path / "bad.sqlite"
+    shutil.copy(SAMPLES / "small_ctx128.sqlite", path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = 'oops' WHERE rowid = 7")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceError, match=r"CUPTI_ACTIVITY_KIND_KERNEL\.correlationId holds 'oops'"):
+        load_trace(path, native=native)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["adbc", "sqlite3"])
+def test_nulls_read_as_before(tmp_path, native):
+    """A NULL kernel globalPid (cut-down exports) and a NULL NVTX end (a range never closed)
+    read as the loader has always read them: the launch found by correlation ID alone; the
+    range unended, closed at the last range timestamp (the last NVTX timestamp for nvtx_sum)."""
+    path = tmp_path / "nulls.sqlite"
+    shutil.copy(SAMPLES / "small_ctx128.sqlite", path)
+    con = sqlite3.connect(path)
+    first = con.execute("SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid = ?", (first,))
+    open_row = con.execute("SELECT max(rowid) FROM NVTX_EVENTS WHERE eventType = 59").fetchone()[0]
+    con.execute("UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = ?", (open_row,))
+    con.commit()
+    range_max = con.execute("SELECT max(max(start, coalesce(end, start))) FROM NVTX_EVENTS "
+                            "WHERE eventType IN (59, 60, 70, 71)").fetchone()[0]
+    all_max = con.execute("SELECT max(max(start, coalesce(end, start))) FROM NVTX_EVENTS").fetchone()[0]
+    launch_gtid = con.execute("SELECT r.globalTid FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                              "ON r.correlationId = k.correlationId WHERE k.rowid = ?", (first,)).fetchone()[0]
+    con.close()
+    trace = load_trace(path, native=native)
+    k = trace.ops[trace.ops["rowid"] == first].iloc[0]
+    assert k["api"] >= 0 and int(trace.api["gtid"].iat[int(k["api"])]) == launch_gtid
+    assert k["gpid"] == launch_gtid & ~0xFFFFFF
+    r = trace.ranges[trace.ranges["rowid"] == open_row].iloc[0]
+    assert r["unended"] and r["end"] == range_max and r["end_sum"] == all_max
+
+
+def test_staged_loader_gives_the_tree_first():
+    path = SAMPLES / "small_ctx128.sqlite"
+    loader = TraceLoader(path)
+    early = loader.ranges_only()
+    assert early.info.gpu_pending and early.ops.empty and early.api.empty
+    full = loader.finish()
+    assert not full.info.gpu_pending
+    assert early.ranges is full.ranges  # the same frame: positions in the tree do not move
+    assert len(full.ops) == full.info.kernels + full.info.memcpys + full.info.memsets > 0
