@@ -124,10 +124,15 @@ class ThreadGroup:
 
 
 class RangeModel:
-    def __init__(self, trace: Trace, mode: str = "process"):
+    def __init__(self, trace: Trace, mode: str = "process", tree_from: "RangeModel | None" = None):
+        """`tree_from`: a model of the same ranges frame (the loader's early, GPU-less stage):
+        its nesting and tree nodes are taken over instead of being built again."""
         self.trace = trace
         self.mode = mode
         self.mode_help = MODE_HELP[mode]
+        # The loader's first stage has ranges but no GPU work yet: GPU figures are unknown,
+        # not zero (screens show them blank until the full model replaces this one).
+        self.gpu_pending = bool(trace.info.gpu_pending)
         r = trace.ranges
         self.n = len(r)
         self.r_start = r["start"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
@@ -146,7 +151,26 @@ class RangeModel:
         del op_pos, range_pos, order
         self.pair_offsets = np.searchsorted(self.pair_range, np.arange(self.n + 1))
         self._metrics()
-        self.parent, self.depth = self._nesting()
+        if tree_from is not None and tree_from.trace.ranges is r:
+            self._adopt_tree(tree_from)
+        else:
+            self.parent, self.depth = self._nesting()
+
+    def _adopt_tree(self, other: "RangeModel") -> None:
+        """Take over `other`'s nesting and tree nodes (built from the same ranges): the nodes
+        now read this model's figures. Thread groups are rebuilt: which thread is the main
+        one depends on the GPU work."""
+        self.parent, self.depth = other.parent, other.depth
+        for name in ("thread_groups", "aggregated_groups"):
+            groups = other.__dict__.get(name)
+            if groups is None:
+                continue
+            stack = [root for g in groups for root in g.roots]
+            while stack:
+                node = stack.pop()
+                node.model = self
+                stack.extend(node.children)
+            self.__dict__[name] = self._groups({g.gtid: g.roots for g in groups})
 
     # -- per-range metrics, all vectorised over the pairs --------------------------------
     def _metrics(self):
@@ -440,11 +464,12 @@ def _union_length(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: i
     return out
 
 
-def range_model(trace: Trace, attribution: str = "process") -> RangeModel:
-    """The range tree of `trace` under one attribution mode, built once and kept with the trace."""
+def range_model(trace: Trace, attribution: str = "process", tree_from: RangeModel | None = None) -> RangeModel:
+    """The range tree of `trace` under one attribution mode, built once and kept with the trace
+    (`tree_from`: see RangeModel)."""
     if attribution not in ("process", "nsys"):
         raise ValueError(f"unknown attribution mode {attribution!r}")
     key = ("range_model", attribution)
     if key not in trace.derived:
-        trace.derived[key] = RangeModel(trace, attribution)
+        trace.derived[key] = RangeModel(trace, attribution, tree_from)
     return trace.derived[key]

@@ -25,8 +25,10 @@ class LoadFailed(Message):
 
 
 class ModelReady(Message):
-    """The model for `attribution` is built; the app may switch to it."""
+    """The model for `attribution` is built; the app may switch to it. With `trace`: the
+    load's second stage, the session's trace with its GPU work (the tree was shown first)."""
 
-    def __init__(self, session, attribution: str) -> None:
+    def __init__(self, session, attribution: str, trace=None, load_seconds: float = 0.0) -> None:
         super().__init__()
         self.session, self.attribution = session, attribution
+        self.trace, self.load_seconds = trace, load_seconds

@@ -17,6 +17,7 @@ class Session:
     attribution: str
     load_seconds: float
     aggregated: bool = True
+    pending: str = ""  # while the GPU work loads (the tree shows first): what the loader is doing
     cache: dict = field(default_factory=dict)  # per-session results worth keeping (global summary)
 
     @property
@@ -41,7 +42,8 @@ class Session:
         first = " · ".join([
             self.file_name, self.gpu_text(), f"nsys {i.nsys_version or '?'}",
             f"span {fmt.duration(i.span_ns)}", f"{i.kernels:,} kernels", f"{i.api_calls:,} API calls",
-            f"{i.ranges:,} ranges", f"loaded in {self.load_seconds:.2f}s",
+            f"{i.ranges:,} ranges",
+            f"tree in {self.load_seconds:.2f}s · {self.pending}" if self.pending else f"loaded in {self.load_seconds:.2f}s",
         ])
         lines = [first, f"attribution: {self.attribution} — {self.model.mode_help}"]
         lines += [f"note: {n}" for n in i.notes]

@@ -80,6 +80,8 @@ class RangeTreeSource:
         if row.is_group:
             return None
         node = row.obj
+        if key in ("gpu", "share", "kernels") and node.model.gpu_pending:
+            return None  # not read yet: blank, not zero
         if key == "instances":
             return node.instances
         if key == "cpu":

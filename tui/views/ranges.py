@@ -179,6 +179,9 @@ class RangesScreen(ViewScreen):
         if node.instances > 1:
             text.append(f"  ×{node.instances}")
         text.append("\n")
+        if node.model.gpu_pending:
+            detail.update(text.append(f"CPU {fmt.duration(node.cpu_ns)} · GPU work: loading…"))
+            return
         text.append(f"CPU {fmt.duration(node.cpu_ns)} · GPU busy {fmt.duration(node.busy_ns)}"
                     f" ({fmt.percent(busy) or 'n/a'} of CPU)")
         if share is not None:
