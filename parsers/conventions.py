@@ -53,8 +53,9 @@ STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
 
 
 def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
-                attention: str = "manual", batch: int = DEFAULT_BATCH) -> str:
-    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`."""
+                attention: str = "manual", batch: int = DEFAULT_BATCH, processes: int = 1) -> str:
+    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`,
+    `_ddp2` (data-parallel over 2 GPUs)."""
     stem = f"{model}_ctx{ctx}"
     if mode == "forward":
         stem += "_fwd"
@@ -64,6 +65,8 @@ def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
         stem += "_fused"
     if batch != DEFAULT_BATCH:
         stem += f"_b{batch}"
+    if processes > 1:
+        stem += f"_ddp{processes}"
     return stem
 
 

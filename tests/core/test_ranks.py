@@ -39,7 +39,7 @@ def _length(u):
 
 
 def _overlap(u, v):
-    total, j = 0, 0
+    total = 0
     for s, e in u:
         for a, b in v:
             total += max(0, min(e, b) - max(s, a))
