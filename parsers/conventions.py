@@ -76,5 +76,15 @@ def parse_stem(stem: str) -> tuple[str, int, str] | None:
     return (m["model"], int(m["ctx"]), m["variant"]) if m else None
 
 
+# Per-rank exports: `report_rank3`, `run.1`, `trace_0` (nsys `--output ..._%q{RANK}`)
+RANK_SUFFIX = re.compile(r"(?:[._-]?rank[._-]?|[._-])(\d+)$", re.IGNORECASE)
+
+
+def split_rank(stem: str) -> tuple[str, int | None]:
+    """(the stem without its rank suffix, the rank) — (stem, None) when it has none."""
+    m = RANK_SUFFIX.search(stem)
+    return (stem[: m.start()], int(m.group(1))) if m else (stem, None)
+
+
 def model_rank(model: str) -> tuple:
     return (MODEL_ORDER.index(model), "") if model in MODEL_ORDER else (len(MODEL_ORDER), model)
