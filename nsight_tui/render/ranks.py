@@ -31,10 +31,10 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
         out.append(f"Step time across ranks (each rank's median): min {_ms(stats['min_ns'])} ms, "
                    f"median {_ms(stats['median_ns'])} ms, max {_ms(stats['max_ns'])} ms.\n")
     if run.straggler:
-        s = run.straggler
-        out.append(f"**Straggler: {s.rank.label}** — {s.basis}: {_ms(s.value_ns)} ms against the median rank's "
-                   f"{_ms(s.median_ns)} ms (+{_ms(s.excess_ns)} ms). The other ranks wait for it in their "
-                   "collectives.\n")
+        slow = run.straggler
+        out.append(f"**Straggler: {slow.rank.label}** — {slow.basis}: {_ms(slow.value_ns)} ms against the median "
+                   f"rank's {_ms(slow.median_ns)} ms (+{_ms(slow.excess_ns)} ms). The other ranks wait for it in "
+                   "their collectives.\n")
     phase_rows = []
     for s in run.ranks:
         for phase, p in s.phases.items():
