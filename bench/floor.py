@@ -1,14 +1,17 @@
-"""The floor: the least any attribution can cost, Python's sqlite3 fetching the columns it needs.
+"""The floors: the least any attribution can cost, reading the columns it needs.
 
-    python bench/floor.py TRACE.sqlite [--columnar]   # one JSON line: seconds, rows, peak RSS
+    python bench/floor.py TRACE.sqlite                       # Python's sqlite3, tuples (fetchall)
+    python bench/floor.py TRACE.sqlite --native adbc         # into Arrow/numpy, ADBC's SQLite driver
+    python bench/floor.py TRACE.sqlite --native connectorx   # into Arrow/numpy, connectorx (2 partitions)
 
-No tool that reads these rows through Python's sqlite3 can be faster than this, so the
-benchmark reports every other figure as a ratio to it. Run it in its own process: the peak RSS
-it reports is then the cost of holding those rows as Python tuples, nothing else.
+One JSON line: seconds, rows, peak RSS. Run each in its own process: the peak RSS it reports
+is then the cost of holding those columns, nothing else.
 
-`--columnar` is a second reference, for memory: the same rows fetched in chunks and kept as
-numpy columns, the way a tool holds them if it must stay under a few times the file size
-(tuples alone cost about 4.5x the file).
+The Python floor is what any tool reading these rows through Python's sqlite3 pays. The
+columnar (native) floor is what a native reader pays to put the same columns in Arrow/numpy
+arrays; bench/run.py takes the fastest reader installed as "the columnar floor". connectorx
+is measured as a reference only: it opens the file read-write (O_RDWR|O_CREAT) and takes
+SQLite's locks, which a profile viewer must not do, so the project does not use it.
 """
 from __future__ import annotations
 
@@ -29,54 +32,68 @@ FLOOR_COLUMNS = {
 }
 
 
-CHUNK = 65536
-
-
-def _columns_chunked(cursor, ncols: int) -> list:
-    import numpy as np
-
-    parts: list[list] = [[] for _ in range(ncols)]
-    while rows := cursor.fetchmany(CHUNK):
-        try:  # all integers: one C-level conversion of the whole chunk
-            block = np.array(rows, dtype=np.int64)
-            for i in range(ncols):
-                parts[i].append(block[:, i].copy())
-            continue
-        except (TypeError, ValueError, OverflowError):  # NULLs or text: column by column
-            pass
-        for i in range(ncols):
-            values = [r[i] for r in rows]
-            try:
-                parts[i].append(np.array(values, dtype=np.int64))
-            except (TypeError, ValueError, OverflowError):
-                parts[i].append(np.array(values, dtype=object))
-    return [np.concatenate(p) if p else None for p in parts]
-
-
-def fetch_floor(path: Path, columnar: bool = False) -> dict:
-    if columnar:
-        import numpy  # noqa: F401 - imported before the clock starts, as a tool would have
-    t0 = time.perf_counter()
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+def _native(path: Path, reader: str, tables: dict[str, list[str]]) -> dict:
+    """Each table's columns as Arrow arrays, then numpy (zero-copy for integer columns)."""
     held, rows = [], {}
-    for table, wanted in FLOOR_COLUMNS.items():
-        if table not in tables:
-            continue
-        have = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
-        present = [c for c in wanted if c in have]
-        cursor = conn.execute(f'SELECT {", ".join(f"{chr(34)}{c}{chr(34)}" for c in present)} FROM "{table}"')
-        if columnar:
-            data = _columns_chunked(cursor, len(present))
-            rows[table] = len(data[0]) if data and data[0] is not None else 0
-        else:
-            data = cursor.fetchall()
+    if reader == "adbc":
+        import adbc_driver_sqlite.dbapi as adbc
+
+        con = adbc.connect(f"file:{Path(path).resolve()}?mode=ro&immutable=1")
+        for table, cols in tables.items():
+            cur = con.cursor()
+            cur.execute(f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{table}"')
+            held.append(cur.fetch_arrow_table())
+            cur.close()
+        con.close()
+    elif reader == "connectorx":
+        import connectorx as cx
+
+        for table, cols in tables.items():
+            sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{table}"'
+            big = table.startswith("CUPTI_ACTIVITY_KIND")  # its partitioned, parallel read
+            held.append(cx.read_sql(f"sqlite://{Path(path).resolve()}", sql.replace("SELECT ", "SELECT rowid, ", 1)
+                                    if big else sql, return_type="arrow",
+                                    **({"partition_on": "rowid", "partition_num": 2} if big else {})))
+    else:
+        raise SystemExit(f"floor: unknown reader {reader!r} (adbc, connectorx)")
+    arrays = []
+    for tbl, table in zip(held, tables):
+        rows[table] = tbl.num_rows
+        arrays.append([c.to_numpy() if c.null_count == 0 and str(c.type).startswith("int") else c for c in tbl.columns])
+    return {"rows": rows, "held": arrays}
+
+
+def fetch_floor(path: Path, native: str | None = None) -> dict:
+    if native:
+        import numpy  # noqa: F401 - imported before the clock starts, as a tool would have
+        import pyarrow  # noqa: F401
+        if native == "adbc":
+            import adbc_driver_sqlite.dbapi  # noqa: F401
+        elif native == "connectorx":
+            import connectorx  # noqa: F401
+    t0 = time.perf_counter()
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    wanted = {}
+    for table, cols in FLOOR_COLUMNS.items():
+        if table in tables:
+            have = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+            wanted[table] = [c for c in cols if c in have]
+    if native:
+        conn.close()
+        got = _native(path, native, wanted)
+        rows = got["rows"]
+    else:
+        held, rows = [], {}
+        for table, present in wanted.items():
+            data = conn.execute(f'SELECT {", ".join(chr(34) + c + chr(34) for c in present)} FROM "{table}"').fetchall()
             rows[table] = len(data)
-        held.append(data)  # keep everything alive: the floor holds all of it at once
+            held.append(data)  # keep everything alive: the floor holds all of it at once
+        conn.close()
     seconds = time.perf_counter() - t0
-    conn.close()
     return {
         "seconds": seconds,
+        "reader": native or "sqlite3",
         "rows": rows,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
@@ -84,14 +101,20 @@ def fetch_floor(path: Path, columnar: bool = False) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    columnar = "--columnar" in argv
-    argv = [a for a in argv if a != "--columnar"]
-    if len(argv) != 1:
-        print("usage: python bench/floor.py TRACE.sqlite [--columnar]", file=sys.stderr)
+    native = None
+    if "--native" in argv:
+        i = argv.index("--native")
+        native = argv[i + 1] if i + 1 < len(argv) else ""
+        argv = argv[:i] + argv[i + 2:]
+    if len(argv) != 1 or native == "":
+        print("usage: python bench/floor.py TRACE.sqlite [--native adbc|connectorx]", file=sys.stderr)
         return 2
     try:
-        print(json.dumps(fetch_floor(Path(argv[0]), columnar)))
-    except sqlite3.Error as exc:
+        print(json.dumps(fetch_floor(Path(argv[0]), native)))
+    except ImportError as exc:
+        print(f"floor: {native} not installed ({exc})", file=sys.stderr)
+        return 3
+    except (sqlite3.Error, OSError, RuntimeError) as exc:
         print(f"floor: {argv[0]}: {exc}", file=sys.stderr)
         return 1
     return 0

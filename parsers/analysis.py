@@ -43,14 +43,21 @@ def family_shares(model: RangeModel, op_positions: np.ndarray) -> pd.DataFrame:
     trace = model.trace
     pos = np.asarray(op_positions, dtype=np.int64)
     dur = (trace.ops["end"].to_numpy() - trace.ops["start"].to_numpy())[pos]
-    keys = op_families(trace, pos)
+    # Sum per op name first (integer codes: a few thousand), then per family: comparing the
+    # family strings of 10^6 ops, family by family, cost a quarter of a second.
+    codes = trace.ops["name"].to_numpy()[pos]
+    n_names = len(trace.op_names)
+    per_name_ns = np.zeros(n_names, dtype=np.int64)
+    np.add.at(per_name_ns, codes, dur)
+    per_name_n = np.bincount(codes, minlength=n_names)
+    name_family = families.name_families(trace)
     total = int(dur.sum())
     rows = []
     for f in families.FAMILIES:
-        sel = keys == f.key
-        t = int(dur[sel].sum())
+        sel = name_family == f.key
+        t = int(per_name_ns[sel].sum())
         rows.append({"family": f.key, "label": f.label, "total_ns": t, "share": t / total if total else 0.0,
-                     "kernels": int(sel.sum())})
+                     "kernels": int(per_name_n[sel].sum())})
     return pd.DataFrame(rows)
 
 

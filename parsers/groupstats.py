@@ -45,10 +45,10 @@ class Stats:
     std: np.ndarray  # sample standard deviation; 0 for a single value
 
 
-def group_stats(gid: np.ndarray, n: int, values: np.ndarray) -> Stats:
+def group_stats(gid: np.ndarray, n: int, values: np.ndarray, presorted: bool = False) -> Stats:
+    """`presorted`: rows already ordered by (gid, value), as the caller's own sort left them."""
     values = np.asarray(values, dtype=np.int64)
-    order = np.lexsort((values, gid))
-    v = values[order]
+    v = values if presorted else values[np.lexsort((values, gid))]
     counts = np.bincount(gid, minlength=n).astype(np.int64)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
     total = np.add.reduceat(v, starts) if len(v) else np.zeros(n, dtype=np.int64)

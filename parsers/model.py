@@ -111,7 +111,12 @@ class RangeNode:
         return self.busy_ns / self.parent.busy_ns
 
     def op_positions(self) -> np.ndarray:
-        return self.model.ops_of(self.ids)
+        """Positions of the ops attributed to this node (kept: the kernel table and its
+        ratios both ask, and a node of every step holds 10^6 of them)."""
+        cached = self.__dict__.get("_op_positions")
+        if cached is None or cached[0] is not self.model:
+            cached = self.__dict__["_op_positions"] = (self.model, self.model.ops_of(self.ids))
+        return cached[1]
 
 
 @dataclass(eq=False)
@@ -224,7 +229,14 @@ class RangeModel:
             return self.pair_op[self.pair_offsets[i]: self.pair_offsets[i + 1]]
         lo, hi = self.pair_offsets[ids], self.pair_offsets[ids + 1]
         _, pos = slices_to_pairs(lo, hi)
-        ops = np.sort(self.pair_op[pos])  # a plain sort: np.unique hashes, 5x slower here
+        found = self.pair_op[pos]
+        n_ops = len(self.trace.ops)
+        if len(found) * 16 >= n_ops:
+            # Many ops (step_N over every step): mark them; one pass, no sort of 10^6 values.
+            mark = np.zeros(n_ops, dtype=bool)
+            mark[found] = True
+            return np.flatnonzero(mark)
+        ops = np.sort(found)  # a plain sort: np.unique hashes, 5x slower here
         return ops[np.concatenate(([True], ops[1:] != ops[:-1]))] if len(ops) else ops
 
     @cached_property
@@ -320,11 +332,25 @@ class RangeModel:
         if len(pos) == 0:
             return pd.DataFrame(columns=["name", "short", "kind", "instances", "total_ns", "avg_ns", "med_ns",
                                          "min_ns", "max_ns", "share"])
-        codes = ops["name"].to_numpy()[pos]
-        dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
-        groups = group_ids(codes)
-        st = group_stats(groups.gid, groups.n, dur)
-        first = pos[groups.first]
+        if len(pos) * 16 >= len(ops):
+            # A big share of the trace: pick its ops out of the trace's ops sorted once by
+            # (name, duration) instead of sorting them again (the kernel table of a range
+            # holding every kernel opens in milliseconds, not a quarter of a second).
+            order, codes_sorted, dur_sorted = _by_name_and_duration(self.trace)
+            mark = np.zeros(len(ops), dtype=bool)
+            mark[pos] = True
+            keep = mark[order]
+            codes, dur, rows = codes_sorted[keep], dur_sorted[keep], order[keep]
+            new_group = np.concatenate(([True], codes[1:] != codes[:-1]))
+            gid = np.cumsum(new_group) - 1
+            st = group_stats(gid, int(gid[-1]) + 1, dur, presorted=True)
+            first = rows[new_group]
+        else:
+            codes = ops["name"].to_numpy()[pos]
+            dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
+            groups = group_ids(codes)
+            st = group_stats(groups.gid, groups.n, dur)
+            first = pos[groups.first]
         names = self.trace.op_names
         res = pd.DataFrame({
             "name": [names[c] for c in ops["name"].to_numpy()[first]],
@@ -436,6 +462,19 @@ class Correlation:
     main_thread: str
     main_stack: list[str]
     attributed: list[str]
+
+
+def _by_name_and_duration(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All ops ordered by (name code, duration, position), with those two keys in that order;
+    computed once per trace."""
+    key = "ops_by_name_and_duration"
+    if key not in trace.derived:
+        ops = trace.ops
+        codes = ops["name"].to_numpy()
+        dur = ops["end"].to_numpy() - ops["start"].to_numpy()
+        order = np.lexsort((dur, codes))
+        trace.derived[key] = (order, codes[order], dur[order])
+    return trace.derived[key]
 
 
 def _int_bincount(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
