@@ -107,8 +107,11 @@ def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: 
     r_idx = np.flatnonzero(eligible)
     op_api = ops["api"].to_numpy()
     launched = op_api >= 0
-    # The API calls that launched something, with how many ops each.
-    calls, ops_per_call = np.unique(op_api[launched], return_counts=True)
+    # The API calls that launched something, with how many ops each (counted, not sorted:
+    # call positions are 0..len(api)).
+    launches = np.bincount(op_api[launched], minlength=len(api))
+    calls = np.flatnonzero(launches)
+    ops_per_call = launches[calls]
     c_start = api["start"].to_numpy()[calls]
     c_end = api["end"].to_numpy()[calls]
     c_gtid = api["gtid"].to_numpy()[calls]
@@ -134,12 +137,16 @@ def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: 
             )
             ri = np.concatenate([ri, mr[ri2]])
             cj = np.concatenate([cj, oi[cj2]])
-    # Expand call pairs to op pairs: ops sorted by launching call form contiguous runs.
+    # Expand call pairs to op pairs: ops sorted by launching call form contiguous runs, the
+    # run of calls[k] starting after the ops of calls[:k] (and the unlaunched ones, first).
     op_order = np.argsort(op_api, kind="stable")
-    sorted_api = op_api[op_order]
-    first = np.searchsorted(sorted_api, calls[cj], side="left")
-    last = np.searchsorted(sorted_api, calls[cj], side="right")
-    pi, pos = slices_to_pairs(first, last)
-    op_pos = op_order[pos]
-    range_pos = r_idx[ri[pi]]
+    run_start = int((~launched).sum()) + np.concatenate(([0], np.cumsum(ops_per_call)[:-1]))
+    if len(ops_per_call) and ops_per_call.max() == 1:  # one op per call: no expansion
+        op_pos = op_order[run_start[cj]]
+        range_pos = r_idx[ri]
+    else:
+        first = run_start[cj]
+        pi, pos = slices_to_pairs(first, first + ops_per_call[cj])
+        op_pos = op_order[pos]
+        range_pos = r_idx[ri[pi]]
     return op_pos, range_pos, mains

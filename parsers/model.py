@@ -145,15 +145,21 @@ class RangeModel:
         self.r_gtid = r["gtid"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.cpu_ns = self.r_end - self.r_start
         op_pos, range_pos, self.main_threads = attribute(r, trace.api, trace.ops, mode)
-        # Pairs sorted by range, then op start: per-range slices are contiguous.
+        # Pairs sorted by range, then op start (ties: op position): per-range slices are
+        # contiguous and in time order. One sort of one int64 key, (range << 32) | the op's
+        # rank by start, instead of a two-key lexsort of 10^6 pairs.
         ops = trace.ops
-        o_start = ops["start"].to_numpy()
-        order = np.lexsort((o_start[op_pos], range_pos))
+        by_start = _ops_by_start(trace)
+        start_rank = np.empty(len(ops), dtype=np.int64)
+        start_rank[by_start] = np.arange(len(ops), dtype=np.int64)
+        key = (range_pos.astype(np.int64) << 32) | start_rank[op_pos]
+        del op_pos, start_rank
+        key.sort()
         # int32 halves the largest arrays the model holds (pairs ~ kernels x nesting depth).
         index_type = np.int32 if max(len(ops), self.n) < 2**31 else np.int64
-        self.pair_op = op_pos[order].astype(index_type)
-        self.pair_range = range_pos[order].astype(index_type)
-        del op_pos, range_pos, order
+        self.pair_range = (key >> 32).astype(index_type)
+        self.pair_op = by_start[key & 0xFFFFFFFF].astype(index_type)
+        del key, range_pos
         self.pair_offsets = np.searchsorted(self.pair_range, np.arange(self.n + 1))
         self._metrics()
         if tree_from is not None and tree_from.trace.ranges is r:
@@ -186,17 +192,24 @@ class RangeModel:
         dur = o_end - o_start
         is_k = ops["kind"].to_numpy()[self.pair_op] == KERNEL
         pr = self.pair_range
-        self.op_count = np.bincount(pr, minlength=n).astype(np.int64)
-        self.kernel_count = np.bincount(pr, weights=is_k, minlength=n).astype(np.int64)
-        self.kernel_ns = _int_bincount(pr, np.where(is_k, dur, 0), n)
-        self.op_ns = _int_bincount(pr, dur, n)
-        proj_start = np.full(n, np.iinfo(np.int64).max)
-        proj_end = np.full(n, np.iinfo(np.int64).min)
-        np.minimum.at(proj_start, pr, o_start)
-        np.maximum.at(proj_end, pr, o_end)
+        # Pairs are sorted by (range, op start): per-range sums are reductions over slices.
+        self.op_count = np.diff(self.pair_offsets).astype(np.int64)
         has = self.op_count > 0
-        self.proj_ns = np.where(has, proj_end - proj_start, 0)
-        self.busy_ns = _union_length(pr, o_start, o_end, n)
+        at = self.pair_offsets[:-1][has]
+
+        def per_range(values, reduce=np.add):
+            out = np.zeros(n, dtype=np.int64)
+            if len(at):
+                out[has] = reduce.reduceat(values, at)
+            return out
+
+        self.kernel_count = per_range(is_k.astype(np.int64))
+        self.kernel_ns = per_range(np.where(is_k, dur, 0))
+        self.op_ns = per_range(dur)
+        proj_start = np.zeros(n, dtype=np.int64)
+        proj_start[has] = o_start[at]  # the first op of each range starts first
+        self.proj_ns = np.where(has, per_range(o_end, np.maximum) - proj_start, 0)
+        self.busy_ns = _union_length(pr, o_start, o_end, n, presorted=True)
 
     def _nesting(self) -> tuple[np.ndarray, np.ndarray]:
         """Parent = tightest enclosing range on the same thread (a stack sweep per thread)."""
@@ -246,9 +259,11 @@ class RangeModel:
         names = self.trace.ranges["name"].tolist() if self.n else []
         order = np.lexsort((self.r_start, self.depth))
         roots: dict[int, list[RangeNode]] = {}
+        one = np.arange(self.n, dtype=np.int64)  # node i's ids: a view one[i:i+1], not a new array
+        parents, depths = self.parent.tolist(), self.depth.tolist()
         for i in order.tolist():
-            p = self.parent[i]
-            node = RangeNode(self, names[i], np.array([i]), int(self.depth[i]), nodes[p] if p >= 0 else None)
+            p = parents[i]
+            node = RangeNode(self, names[i], one[i:i + 1], depths[i], nodes[p] if p >= 0 else None)
             nodes[i] = node
             if p >= 0:
                 nodes[p].children.append(node)
@@ -258,23 +273,55 @@ class RangeModel:
 
     @cached_property
     def aggregated_groups(self) -> list[ThreadGroup]:
-        """The same trees with instances merged by name path (`step_N/forward` x N)."""
-        groups = []
-        for g in self.thread_groups:
-            merged: list[RangeNode] = []
-            self._merge_into(g.roots, merged, None)
-            groups.append(ThreadGroup(g.gpid, g.gtid, g.label, merged, g.is_main))
-        return groups
+        """The same trees with instances merged by name path (`step_N/forward` x N).
 
-    def _merge_into(self, nodes: list[RangeNode], out: list[RangeNode], parent: RangeNode | None):
-        by_key: dict[str, list[RangeNode]] = {}
-        for node in nodes:
-            by_key.setdefault(path_key(node.name), []).append(node)
-        for key, members in by_key.items():
-            ids = np.concatenate([m.ids for m in members])
-            agg = RangeNode(self, key if len(members) > 1 else members[0].name, ids, members[0].depth, parent)
-            out.append(agg)
-            self._merge_into([c for m in members for c in m.children], agg.children, agg)
+        Built level by level over arrays, without the instance tree: among the children of
+        one merged node (its instances' children, instance by instance, each in time order)
+        the ones with the same name path (`path_key`) merge, in order of first appearance.
+        Only merged nodes become objects: a few hundred, not one per range."""
+        n = self.n
+        if n == 0:
+            return []
+        names = self.trace.ranges["name"].to_numpy(dtype=object)
+        name_code, uniq = pd.factorize(names)
+        key_of_name, key_text = pd.factorize(pd.Series([path_key(u) for u in uniq], dtype=object))
+        key = key_of_name[name_code].astype(np.int64)
+        n_keys = max(len(key_text), 1)
+        agg = np.full(n, -1, dtype=np.int64)  # merged node of each range
+        rank = np.zeros(n, dtype=np.int64)  # its place among that node's instances
+        nodes: list[RangeNode] = []
+        roots: dict[int, list[RangeNode]] = {}
+        _, gtid_code = np.unique(self.r_gtid, return_inverse=True)
+        for d in range(int(self.depth.max()) + 1):
+            rows = np.flatnonzero(self.depth == d)
+            if d == 0:  # per thread, in time order (ties: position)
+                outer = gtid_code.reshape(-1)[rows].astype(np.int64)
+                order = np.lexsort((rows, self.r_start[rows], outer))
+            else:  # per merged parent, instance by instance, each one's children in time order
+                par = self.parent[rows]
+                outer = agg[par]
+                order = np.lexsort((rows, self.r_start[rows], rank[par], outer))
+            rows, outer = rows[order], outer[order]
+            group_of, _ = pd.factorize(outer * n_keys + key[rows])  # codes in first-appearance order
+            by_group = np.argsort(group_of, kind="stable")
+            members = rows[by_group]
+            counts = np.bincount(group_of)
+            starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            base = len(nodes)
+            agg[members] = base + np.repeat(np.arange(len(counts)), counts)
+            rank[members] = np.arange(len(members)) - np.repeat(starts, counts)
+            for g, (a, c) in enumerate(zip(starts.tolist(), counts.tolist())):
+                ids = members[a:a + c]
+                first = int(ids[0])
+                label = key_text[key[first]] if c > 1 else names[first]
+                parent = nodes[int(agg[self.parent[first]])] if d else None
+                node = RangeNode(self, label, ids, d, parent)
+                nodes.append(node)
+                if parent is None:
+                    roots.setdefault(int(self.r_gtid[first]), []).append(node)
+                else:
+                    parent.children.append(node)
+        return self._groups(roots)
 
     def _groups(self, roots: dict[int, list[RangeNode]]) -> list[ThreadGroup]:
         out = []
@@ -464,6 +511,14 @@ class Correlation:
     attributed: list[str]
 
 
+def _ops_by_start(trace: Trace) -> np.ndarray:
+    """Op positions ordered by start time (ties: position); computed once per trace."""
+    key = "ops_by_start"
+    if key not in trace.derived:
+        trace.derived[key] = np.argsort(trace.ops["start"].to_numpy(), kind="stable")
+    return trace.derived[key]
+
+
 def _by_name_and_duration(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All ops ordered by (name code, duration, position), with those two keys in that order;
     computed once per trace."""
@@ -477,30 +532,41 @@ def _by_name_and_duration(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndar
     return trace.derived[key]
 
 
-def _int_bincount(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Exact integer sums per group (np.bincount goes through float64)."""
-    out = np.zeros(n, dtype=np.int64)
-    np.add.at(out, groups, values.astype(np.int64))
-    return out
-
-
-def _union_length(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
-    """Per group, the length of the union of [start, end) intervals (sorted by group, start)."""
+def _union_length(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int,
+                  presorted: bool = False) -> np.ndarray:
+    """Per group, the length of the union of [start, end) intervals (`presorted`: the rows
+    are already ordered by group, then start)."""
     out = np.zeros(n, dtype=np.int64)
     if len(groups) == 0:
         return out
-    order = np.lexsort((starts, groups))
-    g, s, e = groups[order], starts[order], ends[order]
+    if presorted:
+        g, s, e = groups, starts, ends
+    else:
+        order = np.lexsort((starts, groups))
+        g, s, e = groups[order], starts[order], ends[order]
     # Running max of ends within each group, shifted by one: the frontier before each op.
-    run = pd.Series(e).groupby(g).cummax().to_numpy()
-    prev = np.empty_like(run)
-    prev[1:] = run[:-1]
     new_group = np.ones(len(g), dtype=bool)
     new_group[1:] = g[1:] != g[:-1]
+    run = _group_cummax(g, e, new_group)
+    prev = np.empty_like(run)
+    prev[1:] = run[:-1]
     prev[new_group] = np.iinfo(np.int64).min
     contrib = np.where(e > prev, e - np.maximum(s, prev), 0)
-    np.add.at(out, g, contrib)
+    firsts = np.flatnonzero(new_group)
+    out[g[firsts]] = np.add.reduceat(contrib, firsts)
     return out
+
+
+def _group_cummax(g: np.ndarray, e: np.ndarray, new_group: np.ndarray) -> np.ndarray:
+    """Running maximum of `e` restarting at each group (rows sorted by group): one
+    np.maximum.accumulate over values lifted by group number, so no group can carry into
+    the next; pandas' groupby when the lift would overflow int64."""
+    lo, span = int(e.min()), int(e.max()) - int(e.min()) + 1
+    rank = np.cumsum(new_group, dtype=np.int64) - 1
+    if span * (int(rank[-1]) + 1) >= 2**62:
+        return pd.Series(e).groupby(g).cummax().to_numpy()
+    lift = rank * span
+    return np.maximum.accumulate(e - lo + lift) - lift + lo
 
 
 def range_model(trace: Trace, attribution: str = "process", tree_from: RangeModel | None = None) -> RangeModel:

@@ -177,6 +177,7 @@ class NsightApp(App[int]):
         from nsight_tui.tui.views.kernels import global_summary
 
         session.trace.op_short  # noqa: B018 - nsys's short names, read from the file once
+        session.model.thread_groups  # noqa: B018 - the instance tree (`a`), not built for the first screen
         for build in (global_summary, api_report):
             if get_current_worker().is_cancelled:
                 return
