@@ -83,6 +83,13 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return v[np.concatenate(([True], v[1:] != v[:-1]))] if len(v) else v
 
 
+def _first_pair_of_group(gid: np.ndarray, n: int) -> np.ndarray:
+    """A row of each group (any: the keys read from it are the group's)."""
+    first = np.full(n, -1, dtype=np.int64)
+    first[gid[::-1]] = np.arange(len(gid) - 1, -1, -1, dtype=np.int64)
+    return first
+
+
 def _percent(totals: pd.Series) -> list:
     grand = float(totals.sum())
     return nsys_round([t * 100.0 / grand if grand else None for t in totals.astype(float)])
@@ -201,9 +208,16 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys") -> Report:
     m = range_model(trace, attribution)
     pr = m.pair_range
     # GPU ops are counted by launching call: a CUDA graph launch is one op however many nodes.
-    corr = trace.ops["corr"].to_numpy()[m.pair_op]
-    uniq = pd.DataFrame({"r": pr, "c": corr}).drop_duplicates()
-    op_nb = np.bincount(uniq["r"].to_numpy(), minlength=m.n)
+    # Attributed ops all have their launching call (ops["api"]), and two ops share a
+    # correlation ID in a process exactly when they share that call: while no call launched
+    # two ops, every pair counts; otherwise count distinct (range, call).
+    op_api = trace.ops["api"].to_numpy()
+    launched = op_api[op_api >= 0]
+    if len(launched) == 0 or np.bincount(launched).max() <= 1:
+        op_nb = m.op_count
+    else:
+        key = pr.astype(np.int64) * np.int64(len(trace.api) + 1) + op_api[m.pair_op]
+        op_nb = np.bincount(_distinct(key) // np.int64(len(trace.api) + 1), minlength=m.n)
     has = m.op_count > 0
     ids = np.flatnonzero(has)
     if len(ids) == 0:
@@ -267,11 +281,46 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
     kname = kname_rank_of.astype(small)[ops["name"].to_numpy()[all_op]]
     del gtid, api_pos
     dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[all_op]
-    groups = group_ids(pid, tid, rname, style, kname)
-    gid, n_groups = groups.gid, groups.n
-    st = group_stats(gid, n_groups, dur)
+    # The keys packed into one int64 whose order is theirs: (thread = (pid, tid) ranked, range
+    # name, style) then the op's rank among all ops ordered by (kernel name, duration). One
+    # sort of those values gives the groups, each group's sorted durations (its median) and
+    # its repeated ops (one op under two same-named ranges) side by side.
+    codes, threads = pd.factorize((pid.astype(np.int64) << 32) | (tid.astype(np.int64) & 0xFFFFFFFF))
+    thread = np.argsort(np.argsort(threads))[codes].astype(np.int64)  # rank of (pid, tid), no sort of pairs
+    n_rname, n_ops = np.int64(len(rname_text) + 1), np.int64(len(ops))
+    if len(threads) * int(n_rname) * 3 * int(n_ops) < 2**62:
+        op_dur = ops["end"].to_numpy() - ops["start"].to_numpy()
+        by_name_dur = np.lexsort((op_dur, kname_rank_of[ops["name"].to_numpy()]))
+        op_rank = np.empty(len(ops), dtype=np.int64)
+        op_rank[by_name_dur] = np.arange(len(ops), dtype=np.int64)
+        # per range: (name, style) in one number; per pair: that, its thread, its op's rank
+        range_part = (rname_rank.astype(np.int64) + 1) * 3 + (style_rank.astype(np.int64) + 1)
+        pair_key = (thread * (n_rname * 3) + range_part[all_range]) * n_ops + op_rank[all_op]
+        del op_rank, thread
+        key = np.sort(pair_key)
+        prefix, rank = key // n_ops, key % n_ops
+        op_s = by_name_dur[rank]
+        kname_s = kname_rank_of[ops["name"].to_numpy()[op_s]]
+        new_group = np.ones(len(key), dtype=bool)
+        new_group[1:] = (prefix[1:] != prefix[:-1]) | (kname_s[1:] != kname_s[:-1])
+        gid_sorted = np.cumsum(new_group) - 1
+        n_groups = int(gid_sorted[-1]) + 1 if len(gid_sorted) else 0
+        st = group_stats(gid_sorted, n_groups, op_dur[op_s], presorted=True)
+        repeated = ~new_group[1:] & (rank[1:] == rank[:-1])  # same group, same op: adjacent here
+        kern_inst = st.num - np.bincount(gid_sorted[1:][repeated], minlength=n_groups)
+        first_key = key[new_group]
+        del key, rank, prefix, kname_s, op_dur, op_s
+        # the group of each pair, in the pairs' own order (for the range count below)
+        gid = np.searchsorted(first_key, pair_key, side="right") - 1
+        first = _first_pair_of_group(gid, n_groups)
+        del pair_key
+    else:  # too many distinct keys to pack: group on the five columns
+        groups = group_ids(pid, tid, rname, style, kname)
+        gid, n_groups, first = groups.gid, groups.n, groups.first
+        st = group_stats(gid, n_groups, dur)
+        stride = np.int64(max(len(ops), len(r)) + 1)
+        kern_inst = np.bincount(_distinct(gid * stride + all_op) // stride, minlength=n_groups)
     del dur
-    first = groups.first
     s = pd.DataFrame({"pid": pid[first], "tid": tid[first], "name": rname[first], "style": style[first],
                       "kname": kname[first], "total": st.total, "num": st.num, "avg": st.avg, "med": st.med,
                       "min": st.min, "max": st.max, "std": st.std})
@@ -279,7 +328,7 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
     stride = np.int64(max(len(ops), len(r)) + 1)
     in_r = all_range >= 0
     s["nvtx_inst"] = np.bincount(_distinct(gid[in_r] * stride + all_range[in_r]) // stride, minlength=n_groups)
-    s["kern_inst"] = np.bincount(_distinct(gid * stride + all_op) // stride, minlength=n_groups)
+    s["kern_inst"] = kern_inst
     s["_neg_total"] = -s["total"]
     s = s.sort_values(["name", "pid", "tid", "_neg_total"], kind="stable").reset_index(drop=True)
     stats = _stat_columns(s)
