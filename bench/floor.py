@@ -71,7 +71,7 @@ def fetch_floor(path: Path, native: str | None = None) -> dict:
             import adbc_driver_sqlite.dbapi  # noqa: F401
         elif native == "connectorx":
             import connectorx  # noqa: F401
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     wanted = {}
@@ -90,9 +90,10 @@ def fetch_floor(path: Path, native: str | None = None) -> dict:
             rows[table] = len(data)
             held.append(data)  # keep everything alive: the floor holds all of it at once
         conn.close()
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {
         "seconds": seconds,
+        "cpu_s": cpu,  # user + system, all threads: steadier than wall time on a busy machine
         "reader": native or "sqlite3",
         "rows": rows,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,

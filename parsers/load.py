@@ -375,8 +375,11 @@ def _load_nvtx(tables: Tables, strings: _Strings) -> tuple[pd.DataFrame, pd.Data
         r_end_null = end_null[r]
         range_max = int(max(start[r].max(), end[r][~r_end_null].max(initial=np.iinfo(np.int64).min)))
         r_text = np.array([("" if x is None else x) for x in text[r]], dtype=object)
-        keys = list(zip(domain_id[r].tolist(), pid[r].tolist()))
-        r_domain = np.array([domains.get(k, "") for k in keys], dtype=object)
+        r_domain = np.full(len(r), "", dtype=object)
+        if domains:  # per distinct (domain, process), not per range
+            pairs, inverse = np.unique(np.stack([domain_id[r], pid[r]], axis=1), axis=0, return_inverse=True)
+            names = np.array([domains.get((int(d), int(p)), "") for d, p in pairs] + [""], dtype=object)
+            r_domain = names[inverse.reshape(-1)]
         ranges = pd.DataFrame({
             "rowid": f.int("rowid", 0)[r], "start": start[r],
             "end": np.where(r_end_null, range_max, end[r]), "end_sum": np.where(r_end_null, all_max, end[r]),
