@@ -174,11 +174,15 @@ class NsightApp(App[int]):
     def _warm(self, session: Session) -> None:
         """Compute the global views while the user reads the tree, so `2` and `3` open at once."""
         from nsight_tui.tui.views.api import api_report
-        from nsight_tui.tui.views.kernels import global_summary
+        from nsight_tui.tui.views.kernels import global_summary, node_summary
 
         session.trace.op_short  # noqa: B018 - nsys's short names, read from the file once
-        session.model.thread_groups  # noqa: B018 - the instance tree (`a`), not built for the first screen
-        for build in (global_summary, api_report):
+        # The kernel tables of the top-level ranges holding the most GPU work (step_N over
+        # every step): the ones that cost most to open.
+        roots = sorted((n for g in session.model.aggregated_groups for n in g.roots), key=lambda n: -n.kernels)
+        builds = [global_summary, api_report, *(lambda s, n=n: node_summary(s, n) for n in roots[:3] if n.kernels),
+                  lambda s: s.model.thread_groups]  # the instance tree (`a`), not built for the first screen
+        for build in builds:
             if get_current_worker().is_cancelled:
                 return
             build(session)

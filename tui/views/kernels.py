@@ -111,9 +111,7 @@ class KernelsScreen(TableScreen):
         if node is None:
             positions, summary, ratios = global_summary(session)
         else:
-            positions = node.op_positions()
-            summary = add_labels(model.kernel_summary(positions))
-            ratios = range_ratios(model, node)
+            positions, summary, ratios = node_summary(session, node)
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._built, positions, summary, ratios)
 
@@ -193,6 +191,19 @@ def global_ratios(model, positions) -> list:
     shares = family_shares(model, positions)
     return [Ratio(f"{r.label} share", r.share, fmt.percent(r.share), "GPU op time in the whole trace")
             for r in shares.itertuples() if r.total_ns]
+
+
+def node_summary(session, node) -> tuple:
+    """One range's kernel table and ratios, kept per session: the app computes the biggest
+    ranges' tables after loading (a range holding every kernel opens at once)."""
+    tables = session.cache.setdefault("node_kernels", {})
+    hit = tables.get(id(node))
+    if hit is None or hit[0] is not node or hit[1] is not session.model:
+        model = session.model
+        positions = node.op_positions()
+        hit = tables[id(node)] = (node, model, positions, add_labels(model.kernel_summary(positions)),
+                                  range_ratios(model, node))
+    return hit[2:]
 
 
 def global_summary(session) -> tuple:
