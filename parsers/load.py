@@ -571,8 +571,9 @@ class TraceLoader:
         _link_ops_to_api(ops, api)
         info = self._info(early.facts, ops, api, early.ranges, from_export)
         info.reader = tables.reader
-        if getattr(tables, "fallbacks", None):
-            info.reader += f" (sqlite3 for {', '.join(tables.fallbacks)})"
+        fallbacks = getattr(tables, "fallbacks", [])  # tables the native reader left to sqlite3
+        if fallbacks:
+            info.reader += f" (sqlite3 for {', '.join(fallbacks)})"
         self.say(1.0, "done")
         return Trace(path=self.path, schema=tables.schema, info=info, op_names=op_names, api_names=api_names,
                      ops=ops, api=api, ranges=early.ranges, marks=early.marks, threads=early.threads,

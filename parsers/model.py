@@ -310,7 +310,7 @@ class RangeModel:
             base = len(nodes)
             agg[members] = base + np.repeat(np.arange(len(counts)), counts)
             rank[members] = np.arange(len(members)) - np.repeat(starts, counts)
-            for g, (a, c) in enumerate(zip(starts.tolist(), counts.tolist())):
+            for a, c in zip(starts.tolist(), counts.tolist()):
                 ids = members[a:a + c]
                 first = int(ids[0])
                 label = key_text[key[first]] if c > 1 else names[first]

@@ -107,7 +107,6 @@ class KernelsScreen(TableScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
         session, node = self.session, self.node
-        model = session.model
         if node is None:
             positions, summary, ratios = global_summary(session)
         else:
