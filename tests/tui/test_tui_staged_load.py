@@ -77,3 +77,28 @@ def test_tree_first_then_gpu_columns(monkeypatch):
         asyncio.run(body())
     finally:
         release.set()
+
+
+def test_biggest_ranges_tables_are_ready_after_load():
+    """After loading, the app computes the kernel tables of the top-level ranges holding the
+    most GPU work; opening one shows that table, equal to computing it afresh."""
+    import pandas as pd
+
+    from test_tui_support import running
+
+    from nsight_tui.tui.views.kernels import KernelsScreen, add_labels
+
+    async def body():
+        async with running(PATH, size=(120, 30)) as (app, pilot):
+            await settle(app, pilot)
+            model = app.session.model
+            biggest = max((n for g in model.aggregated_groups for n in g.roots), key=lambda n: n.kernels)
+            cached = app.session.cache.get("node_kernels", {}).get(id(biggest))
+            assert cached is not None and cached[0] is biggest  # computed in the background
+            fresh = add_labels(model.kernel_summary(model.ops_of(biggest.ids)))
+            pd.testing.assert_frame_equal(cached[3], fresh)
+            app.open_kernels(biggest)
+            await settle(app, pilot)
+            assert isinstance(app.screen, KernelsScreen) and app.screen.grid.row_count == len(fresh)
+
+    asyncio.run(body())
