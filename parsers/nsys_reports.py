@@ -262,10 +262,13 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
     in_range = np.zeros(len(ops), dtype=bool)
     in_range[p_op] = True
     lone = np.flatnonzero(is_k & ~in_range)
-    all_op = np.concatenate([p_op, lone])
-    all_range = np.concatenate([p_range, np.full(len(lone), -1)])
+    index = np.int32 if max(len(ops), len(trace.ranges)) < 2**31 else np.int64  # millions of pairs: half the memory
+    all_op = np.concatenate([p_op, lone]).astype(index)
+    all_range = np.concatenate([p_range, np.full(len(lone), -1)]).astype(index)
+    del p_op, p_range, lone, in_range, keep
     api_pos = ops["api"].to_numpy()[all_op]
     gtid = np.where(api_pos >= 0, trace.api["gtid"].to_numpy()[np.maximum(api_pos, 0)] if len(trace.api) else 0, -1)
+    del api_pos
     r = trace.ranges
     # Integer keys whose order is the strings' order (NULL = -1 sorts first, as in SQLite),
     # so grouping millions of (kernel, range) pairs never touches a Python string.
@@ -276,58 +279,70 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
     small = np.int32  # keys and positions fit; halves the memory of millions of pairs
     pid = np.where(gtid >= 0, pid_of(gtid), -1).astype(small)
     tid = np.where(gtid >= 0, tid_of(gtid), -1).astype(small)
-    rname = rname_rank.astype(small)[all_range]
-    style = style_rank.astype(small)[all_range]
-    kname = kname_rank_of.astype(small)[ops["name"].to_numpy()[all_op]]
-    del gtid, api_pos
-    dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[all_op]
+    del gtid
     # The keys packed into one int64 whose order is theirs: (thread = (pid, tid) ranked, range
     # name, style) then the op's rank among all ops ordered by (kernel name, duration). One
     # sort of those values gives the groups, each group's sorted durations (its median) and
     # its repeated ops (one op under two same-named ranges) side by side.
     codes, threads = pd.factorize((pid.astype(np.int64) << 32) | (tid.astype(np.int64) & 0xFFFFFFFF))
-    thread = np.argsort(np.argsort(threads))[codes].astype(np.int64)  # rank of (pid, tid), no sort of pairs
     n_rname, n_ops = np.int64(len(rname_text) + 1), np.int64(len(ops))
     if len(threads) * int(n_rname) * 3 * int(n_ops) < 2**62:
+        thread_rank = np.argsort(np.argsort(threads)).astype(np.int64)  # rank of (pid, tid)
         op_dur = ops["end"].to_numpy() - ops["start"].to_numpy()
-        by_name_dur = np.lexsort((op_dur, kname_rank_of[ops["name"].to_numpy()]))
+        op_kname = kname_rank_of[ops["name"].to_numpy()]
+        by_name_dur = np.lexsort((op_dur, op_kname))
         op_rank = np.empty(len(ops), dtype=np.int64)
         op_rank[by_name_dur] = np.arange(len(ops), dtype=np.int64)
         # per range: (name, style) in one number; per pair: that, its thread, its op's rank
         range_part = (rname_rank.astype(np.int64) + 1) * 3 + (style_rank.astype(np.int64) + 1)
-        pair_key = (thread * (n_rname * 3) + range_part[all_range]) * n_ops + op_rank[all_op]
-        del op_rank, thread
+        pair_key = thread_rank[codes] * (n_rname * 3)
+        del codes
+        pair_key += range_part[all_range]
+        pair_key *= n_ops
+        pair_key += op_rank[all_op]
+        del op_rank
         key = np.sort(pair_key)
-        prefix, rank = key // n_ops, key % n_ops
-        op_s = by_name_dur[rank]
-        kname_s = kname_rank_of[ops["name"].to_numpy()[op_s]]
         new_group = np.ones(len(key), dtype=bool)
-        new_group[1:] = (prefix[1:] != prefix[:-1]) | (kname_s[1:] != kname_s[:-1])
+        prefix = key // n_ops
+        new_group[1:] = prefix[1:] != prefix[:-1]
+        del prefix
+        rank = key % n_ops
+        op_s = by_name_dur[rank]
+        kname_s = op_kname[op_s]
+        new_group[1:] |= kname_s[1:] != kname_s[:-1]
+        del kname_s
         gid_sorted = np.cumsum(new_group) - 1
         n_groups = int(gid_sorted[-1]) + 1 if len(gid_sorted) else 0
         st = group_stats(gid_sorted, n_groups, op_dur[op_s], presorted=True)
+        del op_s
         repeated = ~new_group[1:] & (rank[1:] == rank[:-1])  # same group, same op: adjacent here
         kern_inst = st.num - np.bincount(gid_sorted[1:][repeated], minlength=n_groups)
+        del rank, repeated, gid_sorted
         first_key = key[new_group]
-        del key, rank, prefix, kname_s, op_dur, op_s
+        del key, new_group
         # the group of each pair, in the pairs' own order (for the range count below)
         gid = np.searchsorted(first_key, pair_key, side="right") - 1
-        first = _first_pair_of_group(gid, n_groups)
         del pair_key
+        first = _first_pair_of_group(gid, n_groups)
     else:  # too many distinct keys to pack: group on the five columns
+        rname = rname_rank.astype(small)[all_range]
+        style = style_rank.astype(small)[all_range]
+        kname = kname_rank_of.astype(small)[ops["name"].to_numpy()[all_op]]
         groups = group_ids(pid, tid, rname, style, kname)
         gid, n_groups, first = groups.gid, groups.n, groups.first
-        st = group_stats(gid, n_groups, dur)
+        st = group_stats(gid, n_groups, (ops["end"].to_numpy() - ops["start"].to_numpy())[all_op])
         stride = np.int64(max(len(ops), len(r)) + 1)
         kern_inst = np.bincount(_distinct(gid * stride + all_op) // stride, minlength=n_groups)
-    del dur
-    s = pd.DataFrame({"pid": pid[first], "tid": tid[first], "name": rname[first], "style": style[first],
-                      "kname": kname[first], "total": st.total, "num": st.num, "avg": st.avg, "med": st.med,
+    first_op, first_range = all_op[first], all_range[first]
+    s = pd.DataFrame({"pid": pid[first], "tid": tid[first], "name": rname_rank[first_range],
+                      "style": style_rank[first_range], "kname": kname_rank_of[ops["name"].to_numpy()[first_op]],
+                      "total": st.total, "num": st.num, "avg": st.avg, "med": st.med,
                       "min": st.min, "max": st.max, "std": st.std})
     # count(DISTINCT range) (NULL ranges not counted) and count(DISTINCT kernel) per group
     stride = np.int64(max(len(ops), len(r)) + 1)
     in_r = all_range >= 0
-    s["nvtx_inst"] = np.bincount(_distinct(gid[in_r] * stride + all_range[in_r]) // stride, minlength=n_groups)
+    s["nvtx_inst"] = np.bincount(_distinct(gid[in_r] * stride + all_range[in_r].astype(np.int64)) // stride,
+                                 minlength=n_groups)
     s["kern_inst"] = kern_inst
     s["_neg_total"] = -s["total"]
     s = s.sort_values(["name", "pid", "tid", "_neg_total"], kind="stable").reset_index(drop=True)
