@@ -1,4 +1,4 @@
-"""Several files side by side (parsers.sweep.compare): one row per file; enter opens it."""
+"""Several files side by side (render.sweep.compare_rows): one row per file; enter opens it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,7 +16,7 @@ from nsight_tui.tui.widgets.grid import DataGrid
 
 def _value_fmt(v) -> str:
     if fmt.missing(v):
-        return "–"
+        return fmt.MISSING
     if isinstance(v, float):
         return f"{v:,.2f}"
     return fmt.text(v)
@@ -61,12 +61,13 @@ class FilesScreen(TableScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
         from nsight_tui.parsers import sweep
+        from nsight_tui.render.sweep import COMPARE_HEADERS, compare_rows
 
         def progress(fraction, text):
             self.app.call_from_thread(self.set_status, f"reading {text} ({100 * fraction:.0f}%)")
 
         runs = sweep.analyse(sweep.runs_for(self.paths), self.attribution, progress=progress)
-        headers, rows = sweep.COMPARE_HEADERS, sweep.compare_rows(runs)
+        headers, rows = COMPARE_HEADERS, compare_rows(runs)
         # numeric columns stay numeric (None -> NaN), so sorting compares numbers, not text
         frame = pd.DataFrame(rows, columns=[f"c{i}" for i in range(len(headers))])
         self.app.call_from_thread(self._built, headers, frame, runs)
@@ -90,7 +91,7 @@ class FilesScreen(TableScreen):
         if self.runs is None:
             self.set_status("still reading the files…")
             return
-        from nsight_tui.parsers.sweep import tables
+        from nsight_tui.render.sweep import tables
 
         self.app.push_screen(QuestionsScreen(tables(self.runs), self.attribution))
 
