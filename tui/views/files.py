@@ -8,6 +8,7 @@ from textual import work
 from textual.binding import Binding
 from textual.widgets import Static
 
+from nsight_tui.render.safe import rich_text
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
 from nsight_tui.tui.views.base import TableScreen
@@ -135,7 +136,7 @@ class QuestionsScreen(TableScreen):
         self.call_after_refresh(self._show)
 
     def _show(self) -> None:
-        self.query_one("#crumb", Static).update(self.crumb())
+        self.query_one("#crumb", Static).update(rich_text(self.crumb()))
         if not self.tables:
             return
         t = self.tables[self.index]
