@@ -6,17 +6,18 @@ Exports never use these: Markdown gets exact integers (ns) so it can be checked 
 from __future__ import annotations
 
 from nsight_tui.parsers.load import api_display_name
-from nsight_tui.render.numbers import (  # noqa: F401  (the screen's names for them)
+
+from nsight_tui.render.numbers import (
     MISSING,
     count,
     duration,
     exact,
-    instances as times,
     missing,
     percent,
     plain_percent,
     seconds,
 )
+from nsight_tui.render.numbers import instances as times
 from nsight_tui.render.safe import visible
 
 
@@ -27,3 +28,7 @@ def api_name(name) -> str:
 
 def text(v) -> str:
     return "" if v is None else visible(v)
+
+
+__all__ = ["MISSING", "api_name", "count", "duration", "exact", "missing", "percent", "plain_percent", "seconds",
+           "text", "times"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 MISSING = "–"
 
 
@@ -16,9 +18,9 @@ def missing(value) -> bool:
     if value is None:
         return True
     try:
-        return bool(value != value)  # NaN and NaT are not equal to themselves
-    except (TypeError, ValueError):  # pd.NA raises on bool()
-        return True
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # not a scalar: not a missing value
+        return False
 
 
 # -- time --------------------------------------------------------------------------------

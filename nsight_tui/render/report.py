@@ -170,8 +170,8 @@ def single_markdown(answers: dict, sections: list[Section] | None = None) -> str
 def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str) -> str:
     """The report on a folder of captures: one table per question."""
     out = [f"# nsight-tui sweep report: {safe.markdown(str(folder))}", "",
-           f"_attribution: {attribution} — {MODE_HELP[attribution]}; rows: model, columns: context length; "
-           "OOM: the configuration ran out of GPU memory_", ""]
+           (f"_attribution: {attribution} — {MODE_HELP[attribution]}; rows: model, columns: context length; "
+            "OOM: the configuration ran out of GPU memory_"), ""]
     for t in sweep_tables:
         out.append(tables.markdown(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}"]))
     return "\n".join(out)

@@ -88,7 +88,6 @@ def json_table(headers: Sequence[str], rows: Sequence[Sequence], **fields) -> st
 def terminal(headers: Sequence[str], rows: Sequence[Sequence], title: str | None = None,
              notes: Sequence[str] = (), width: int = 200) -> str:
     """A plain-text table (Rich layout, no colour codes); cells are literal text, never markup."""
-    from rich.console import Console
     from rich.table import Table as RichTable
 
     table = RichTable(title=safe.rich_text(title) if title else None, title_justify="left",

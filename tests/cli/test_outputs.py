@@ -15,7 +15,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLES
 
 SAMPLE = SAMPLES / "small_ctx128.sqlite"
@@ -25,11 +24,11 @@ def cli(*args, umask: int | None = None, stdout=subprocess.PIPE, shell_suffix: s
     """`python -m nsight_tui ARGS` (through a shell when the test needs one: umask, closed fds)."""
     argv = [sys.executable, "-m", "nsight_tui", *map(str, args)]
     if umask is None and not shell_suffix:
-        return subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        return subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
     import shlex
 
     script = (f"umask {umask:03o}; " if umask is not None else "") + shlex.join(argv) + shell_suffix
-    return subprocess.run(["bash", "-c", script], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    return subprocess.run(["bash", "-c", script], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
 
 
 def one_line_error(proc, *needles) -> str:
@@ -218,7 +217,7 @@ def test_stdout_closed(trace, command):
 
 def test_stdout_pipe_closed_early_is_not_an_error(trace):
     proc = subprocess.run(f"{sys.executable} -m nsight_tui stats {trace} -f csv | head -c 10 >/dev/null",
-                          shell=True, capture_output=True, text=True, timeout=300)
+                          shell=True, capture_output=True, text=True, timeout=300, check=False)
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
 
 
@@ -253,7 +252,7 @@ def test_signal_mid_write_leaves_no_temp_file(trace, sig, command):
     args = ["stats", str(trace), "-r", "nvtx_sum", "-o", str(out)] if command == "stats" else \
         ["report", str(trace), "-o", str(out) + ".md"]
     proc = subprocess.run([sys.executable, "-c", SIGNAL_MID_WRITE.format(sig=sig), *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 128 + getattr(signal, sig), (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr
     assert leftovers(trace.parent) == [] and sorted(p.name for p in trace.parent.iterdir()) == ["trace.sqlite"]

@@ -8,8 +8,8 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import SAMPLES
+
 from nsight_tui.render import numbers, safe, tables
 
 MISSING_VALUES = [None, float("nan"), pd.NA, pd.NaT]
@@ -73,6 +73,7 @@ def test_safe_is_linear_and_identity_on_plain_names():
 def test_report_is_a_list_of_sections():
     from nsight_tui.parsers.analysis import questions
     from nsight_tui.parsers.load import load_trace
+
     from nsight_tui.render import report
 
     answers = questions(load_trace(SAMPLES / "small_ctx128.sqlite"))
