@@ -4,14 +4,11 @@ made from these runs in `nsight_tui.render.sweep`."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsight_tui.parsers import conventions
 from nsight_tui.parsers.errors import TraceError
-
-MODEL_ORDER = ("small", "medium", "large", "xl", "2.7B")
-STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
 
 
 @dataclass
@@ -25,11 +22,6 @@ class Run:
     answers: dict | None = None
 
 
-def model_rank(model: str) -> tuple:
-    """Sort key: known sizes in MODEL_ORDER, then any other name alphabetically."""
-    return (MODEL_ORDER.index(model), "") if model in MODEL_ORDER else (len(MODEL_ORDER), model)
-
-
 def discover(folder: Path) -> list[Run]:
     runs = []
     for path in sorted(folder.iterdir()):
@@ -40,7 +32,7 @@ def discover(folder: Path) -> list[Run]:
             stem, status = path.stem, "ok"
         else:
             continue
-        m = STEM.match(stem)
+        m = conventions.STEM.match(stem)
         if not m:
             continue
         run = Run(path, m["model"], int(m["ctx"]), m["variant"], status)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nsight_tui.parsers.sweep import Run, model_rank
+from nsight_tui.parsers.conventions import model_rank
+from nsight_tui.parsers.sweep import Run
 from nsight_tui.render import numbers
 from nsight_tui.render.numbers import MISSING
 
