@@ -188,3 +188,15 @@ def test_tui_screen_and_export(evil, tmp_path):
 
 def _screen(app) -> str:
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+@pytest.mark.parametrize("command", ["stats", "report"])
+def test_error_lines_quote_paths_visibly(tmp_path, command):
+    """A one-line error that names the file (here: missing) shows its control characters too."""
+    missing = tmp_path / "gone\x1b]0;pwned\x07\nsecond line.sqlite"
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", command, str(missing)], capture_output=True,
+                          timeout=120, check=False)
+    err = proc.stderr.decode("utf-8")
+    assert proc.returncode == 2 and err.count("\n") == 1, err
+    _no_raw(err)
+    assert "gone\\x1b]0;pwned\\x07\\nsecond line" in err
