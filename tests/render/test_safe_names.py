@@ -120,9 +120,10 @@ def test_report_markdown_file_name_is_safe(evil, tmp_path):
 
 def test_tree_rows_show_names_visibly(evil):
     from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.model import range_model
     from nsight_tui.tui.tree_source import RangeTreeSource
 
-    model = load_trace(evil).model("process")
+    model = range_model(load_trace(evil), "process")
     for groups, agg in ((model.thread_groups, False), (model.aggregated_groups, True)):
         source = RangeTreeSource(groups, agg)
         i = 0
