@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from nsight_tui.parsers import families
 from nsight_tui.parsers.analysis import PHASES, STEP, WARMUP, iteration_ranges, phase_ranges
 from nsight_tui.parsers.kernel_names import table_name
@@ -81,7 +80,7 @@ class RangeDiff:
     kernel_ns: Delta
     kernels: Delta  # kernel count
     is_iteration: bool = False  # a step_N / warmup_N range itself
-    children: list["RangeDiff"] = field(default_factory=list, repr=False)
+    children: list[RangeDiff] = field(default_factory=list, repr=False)
     a_node: RangeNode | None = field(default=None, repr=False)
     b_node: RangeNode | None = field(default=None, repr=False)
 
@@ -273,7 +272,7 @@ def _pair(key: str, a: RangeNode | None, b: RangeNode | None, prefix: tuple[str,
         cpu_ns=Delta(a_cpu, b_cpu), busy_ns=Delta(a_busy, b_busy), kernel_ns=Delta(a_kern, b_kern),
         kernels=Delta(a_count, b_count), is_iteration=iteration, a_node=a, b_node=b,
     )
-    kids = lambda n: [c for c in n.children if id(c) not in cut] if n is not None else []  # noqa: E731
+    kids = lambda n: [c for c in n.children if id(c) not in cut] if n is not None else []
     node.children = _merge(kids(a), kids(b), path, depth + 1, basis, a_div, b_div, cut)
     return node
 
@@ -318,7 +317,7 @@ def _thread_ranges(a: ThreadGroup | None, b: ThreadGroup | None) -> list[RangeDi
         basis = _iteration_kind(an if an is not None else bn)
         out.append(_pair(key, an, bn, (), 0, basis, an.instances if an else 1, bn.instances if bn else 1, cut,
                          iteration=True))
-    rest = lambda g: [n for n in g.roots if id(n) not in cut] if g else []  # noqa: E731
+    rest = lambda g: [n for n in g.roots if id(n) not in cut] if g else []
     out += _merge(rest(a), rest(b), (), 0, CAPTURE_BASIS, 1, 1, cut)
     return out
 
@@ -509,7 +508,7 @@ def _step(a: _StepSide, b: _StepSide, kernels: ScopeDiff, threads: list[ThreadDi
 def _config(a: Trace, b: Trace, a_side: _StepSide, b_side: _StepSide) -> list[ConfigRow]:
     ca, cb = a.meta().config, b.meta().config
     rows = [ConfigRow(k, ca.get(k), cb.get(k)) for k in list(ca) + [k for k in cb if k not in ca]]
-    gpus = lambda t: ", ".join(t.info.gpus) or None  # noqa: E731
+    gpus = lambda t: ", ".join(t.info.gpus) or None
     rows += [
         ConfigRow("file: GPU", gpus(a), gpus(b)),
         ConfigRow("file: nsys", a.info.nsys_version or None, b.info.nsys_version or None),

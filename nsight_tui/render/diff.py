@@ -12,8 +12,19 @@ import os
 from pathlib import Path
 
 from nsight_tui.parsers import families
-from nsight_tui.parsers.diff import (ADDED, BOTH, REMOVED, STEP_BASIS, Delta, FamilyDiff, KernelDiff, RangeDiff,
-                                     RunDiff, ScopeDiff, StepDiff)
+from nsight_tui.parsers.diff import (
+    ADDED,
+    BOTH,
+    REMOVED,
+    STEP_BASIS,
+    Delta,
+    FamilyDiff,
+    KernelDiff,
+    RangeDiff,
+    RunDiff,
+    ScopeDiff,
+    StepDiff,
+)
 from nsight_tui.render.markdown import table
 
 FORMATS = ("markdown", "json", "csv")
@@ -112,9 +123,9 @@ def why_lines(step: StepDiff) -> list[str]:
     fams = ", ".join(f"{family_label(k)} {signed_ms(d.delta)} ms" for k, d in step.families if d.delta)
     phases = ", ".join(f"{p.phase} {signed_ms(p.op_ns.delta)} ms" for p in step.phases if p.op_ns.delta)
     lines = [
-        f"- GPU busy per step {ms(step.busy_ns.a)} → {ms(step.busy_ns.b)} ms (Δ {signed_ms(step.busy_ns.delta)} ms); "
+        (f"- GPU busy per step {ms(step.busy_ns.a)} → {ms(step.busy_ns.b)} ms (Δ {signed_ms(step.busy_ns.delta)} ms); "
         f"step time not covered by GPU work (step − GPU busy) {ms(idle.a)} → {ms(idle.b)} ms "
-        f"(Δ {signed_ms(idle.delta)} ms).",
+        f"(Δ {signed_ms(idle.delta)} ms)."),
         f"- GPU op time per step (kernels + memcpy/memset) {ms(step.op_ns.a)} → {ms(step.op_ns.b)} ms "
         f"(Δ {signed_ms(step.op_ns.delta)} ms)" + (f": {fams}." if fams else "."),
     ]
@@ -154,8 +165,8 @@ def family_rows(fams: list[FamilyDiff]) -> list[list]:
 def scope_markdown(scope: ScopeDiff, level: str = "##", top: int | None = TOP_KERNELS) -> str:
     basis = f"{BASIS_TEXT[scope.basis]}, A over {scope.a_iterations} and B over {scope.b_iterations}"
     out = [f"{level} Kernels: {scope.scope}", "",
-           f"_GPU ops matched by name, {basis}; sorted by |Δ time|. Total: {ms(scope.time_ns.a)} → "
-           f"{ms(scope.time_ns.b)} ms (Δ {signed_ms(scope.time_ns.delta)} ms)._", ""]
+           (f"_GPU ops matched by name, {basis}; sorted by |Δ time|. Total: {ms(scope.time_ns.a)} → "
+           f"{ms(scope.time_ns.b)} ms (Δ {signed_ms(scope.time_ns.delta)} ms)._"), ""]
     shown = scope.kernels if top is None else scope.kernels[:top]
     notes = [f"{len(scope.kernels) - len(shown)} more rows in `-f json` / `-f csv`"] if len(shown) < len(scope.kernels) else []
     labels = kernel_labels(scope.kernels)
@@ -207,8 +218,8 @@ def markdown(d: RunDiff, top: int | None = TOP_KERNELS) -> str:
         out += [f"**{verdict(s)}**", "", *why_lines(s), ""]
         headers, rows = waterfall_table(s)
         out.append(table(headers, rows, title="Step Δ by phase and family (GPU op time, ms per step)",
-                         notes=["each phase row adds up to its Δ total; `rest of step`: ops of the step in "
-                                "no forward/backward/optimizer range"]))
+                         notes=[("each phase row adds up to its Δ total; `rest of step`: ops of the step in "
+                                "no forward/backward/optimizer range")]))
         out.append(table(KERNEL_HEADERS, kernel_rows(s.top_kernels, kernel_labels(d.kernels.kernels)), title="Largest contributors: kernels (per step)"))
         if s.top_ranges:
             out.append(table(["range", "status", "kernel A ms", "kernel B ms", "Δ ms", "Δ%"],

@@ -1,22 +1,19 @@
 """parsers.diff: two runs aligned per step, every Δ checked against B − A computed from each
-file on its own with hand-written SQL (diff_sql.py), never against the diff's own output.
+file on its own with hand-written SQL (tests/diff_sql.py), never against the diff's own output.
 
 The committed pair: GPT-2 small training with manual attention (A) and with fused SDPA (B)."""
 from __future__ import annotations
 
-import sys
 from fractions import Fraction
 from pathlib import Path
 
+import diff_sql as sql
 import pytest
+from conftest import SAMPLES, shared_trace
 
-sys.path.insert(0, str(Path(__file__).parent))
-import diff_sql as sql  # noqa: E402
-from conftest import SAMPLES, shared_trace  # noqa: E402
-
-from nsight_tui.parsers import families  # noqa: E402
-from nsight_tui.parsers.diff import ADDED, BOTH, REMOVED, Delta, diff_runs, kernel_diff  # noqa: E402
-from nsight_tui.parsers.load import load_trace  # noqa: E402
+from nsight_tui.parsers import families
+from nsight_tui.parsers.diff import ADDED, BOTH, REMOVED, Delta, diff_runs, kernel_diff
+from nsight_tui.parsers.load import load_trace
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
 FUSED = SAMPLES / "small_ctx128_fused.sqlite"
