@@ -24,7 +24,8 @@ from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.parsers.source import connect_readonly
 from nsight_tui.capture.nsys import export_command, profile_command
-from nsight_tui.capture.sizes import RunSettings, output_stem
+from nsight_tui.capture.sizes import RunSettings
+from nsight_tui.parsers.conventions import output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

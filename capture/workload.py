@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from nsight_tui.parsers import conventions
 from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, step_message
 from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
 
@@ -98,10 +99,11 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
     def optimizer_step():
+        assert optimizer is not None  # only called when training
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    names = [f"warmup_{i}" for i in range(config.warmup)] + [f"step_{i}" for i in range(config.steps)]
+    names = conventions.iteration_names(config.warmup, config.steps)
     report_every = 1 if len(names) <= 20 else max(1, len(names) // 10)
     records: list[StepRecord] = []
     for index, name in enumerate(names):
