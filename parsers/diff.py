@@ -22,12 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from nsight_tui.parsers import families
-from nsight_tui.parsers.analysis import PHASES, STEP, WARMUP, iteration_ranges, phase_ranges
+from nsight_tui.parsers import conventions, families
+from nsight_tui.parsers.analysis import iteration_ranges, phase_ranges
+from nsight_tui.parsers.ids import OP_KINDS
 from nsight_tui.parsers.kernel_names import table_name
-from nsight_tui.parsers.load import OP_KINDS, Trace
-from nsight_tui.parsers.model import RangeModel, RangeNode, ThreadGroup, display_name, path_key
+from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.model import RangeModel, RangeNode, ThreadGroup, display_name, path_key, range_model
 
+STEP, WARMUP, PHASES = conventions.STEP_RANGE, conventions.WARMUP_RANGE, conventions.PHASES
 BOTH, REMOVED, ADDED = "both", "removed", "added"  # present on both sides / A only / B only
 STEP_BASIS, WARMUP_BASIS, CAPTURE_BASIS = "step", "warmup", "capture"
 OUTSIDE_PHASES = "rest of step"  # step work in no forward/backward/optimizer range
@@ -314,7 +316,7 @@ def _thread_ranges(a: ThreadGroup | None, b: ThreadGroup | None) -> list[RangeDi
     out = []
     for key in list(a_by) + [k for k in b_by if k not in a_by]:
         an, bn = a_by.get(key), b_by.get(key)
-        basis = _iteration_kind(an if an is not None else bn)
+        basis = _iteration_kind(an if an is not None else bn) or STEP_BASIS  # anchors are iterations
         out.append(_pair(key, an, bn, (), 0, basis, an.instances if an else 1, bn.instances if bn else 1, cut,
                          iteration=True))
     rest = lambda g: [n for n in g.roots if id(n) not in cut] if g else []
@@ -393,10 +395,11 @@ def scope_diff(a: Side | None, b: Side | None, scope: str, basis: str) -> ScopeD
 
     rows = []
     for name in list(a_tot) + [n for n in b_tot if n not in a_tot]:
-        ta, tb = a_tot.get(name), b_tot.get(name)
-        rows.append(KernelDiff(name=name, short=table_name(name) or name, kind=OP_KINDS[(ta or tb)[2]],
-                               family=families.classify(name), status=_status(ta, tb),
-                               time_ns=pair(ta, tb, 0), count=pair(ta, tb, 1)))
+        ka, kb = a_tot.get(name), b_tot.get(name)
+        kind = ka[2] if ka is not None else kb[2] if kb is not None else 0
+        rows.append(KernelDiff(name=name, short=table_name(name) or name, kind=OP_KINDS[kind],
+                               family=families.classify(name), status=_status(ka, kb),
+                               time_ns=pair(ka, kb, 0), count=pair(ka, kb, 1)))
     rows.sort(key=lambda k: (-abs(k.time_ns.delta), k.name))
 
     def summed(totals: dict, names) -> tuple[int, int] | None:
@@ -407,8 +410,8 @@ def scope_diff(a: Side | None, b: Side | None, scope: str, basis: str) -> ScopeD
         members = [k for k in rows if k.family == f.key]
         if members:
             names = [k.name for k in members]
-            ta, tb = (summed(a_tot, names) if a else None), (summed(b_tot, names) if b else None)
-            fams.append(FamilyDiff(f.key, f.label, pair(ta, tb, 0), pair(ta, tb, 1),
+            fa, fb = (summed(a_tot, names) if a else None), (summed(b_tot, names) if b else None)
+            fams.append(FamilyDiff(f.key, f.label, pair(fa, fb, 0), pair(fa, fb, 1),
                                    removed=sum(k.status == REMOVED for k in members),
                                    added=sum(k.status == ADDED for k in members)))
     fams.sort(key=lambda f: -abs(f.time_ns.delta))
@@ -469,7 +472,7 @@ def _step_side(model: RangeModel) -> _StepSide:
             # the first phase that holds an op claims it, so the rows add up to the step
             phase[(phase == rest) & np.isin(ops, model.ops_of(ids))] = i
     key_index = {k: i for i, k in enumerate(families.FAMILY_KEYS)}
-    name_family = np.array([key_index[k] for k in model.trace.name_families], dtype=np.int64)
+    name_family = np.array([key_index[k] for k in families.name_families(model.trace)], dtype=np.int64)
     family = name_family[model.trace.ops["name"].to_numpy()[ops]] if len(ops) else np.zeros(0, dtype=np.int64)
     return _StepSide(model, iters, iteration_ranges(model, WARMUP), ops, phase, family)
 
@@ -523,7 +526,7 @@ def _config(a: Trace, b: Trace, a_side: _StepSide, b_side: _StepSide) -> list[Co
 
 def diff_runs(a: Trace, b: Trace, attribution: str = "process") -> RunDiff:
     """A against B (B − A everywhere), both under the same attribution mode."""
-    a_model, b_model = a.model(attribution), b.model(attribution)
+    a_model, b_model = range_model(a, attribution), range_model(b, attribution)
     a_side, b_side = _step_side(a_model), _step_side(b_model)
     threads = _threads(a_model, b_model)
     common = sum(1 for t in threads for root in t.roots for r in root.walk() if r.status == BOTH)

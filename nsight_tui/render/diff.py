@@ -220,7 +220,8 @@ def markdown(d: RunDiff, top: int | None = TOP_KERNELS) -> str:
         out.append(table(headers, rows, title="Step Δ by phase and family (GPU op time, ms per step)",
                          notes=[("each phase row adds up to its Δ total; `rest of step`: ops of the step in "
                                 "no forward/backward/optimizer range")]))
-        out.append(table(KERNEL_HEADERS, kernel_rows(s.top_kernels, kernel_labels(d.kernels.kernels)), title="Largest contributors: kernels (per step)"))
+        out.append(table(KERNEL_HEADERS, kernel_rows(s.top_kernels, kernel_labels(d.kernels.kernels)),
+                         title="Largest contributors: kernels (per step)"))
         if s.top_ranges:
             out.append(table(["range", "status", "kernel A ms", "kernel B ms", "Δ ms", "Δ%"],
                              [[r.path_text, STATUS_TEXT[r.status], *delta_cells(r.kernel_ns)] for r in s.top_ranges],

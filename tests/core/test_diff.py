@@ -92,7 +92,7 @@ def test_fused_kernel_added_and_manual_kernels_removed(manual_vs_fused):
 
     def totals(path):
         out: dict[str, list[int]] = {}
-        for kind, start, end, name in sql.unique_ops(path, "scaled_dot_product_attention"):
+        for _kind, start, end, name in sql.unique_ops(path, "scaled_dot_product_attention"):
             out.setdefault(name, [0, 0])
             out[name][0] += end - start
             out[name][1] += 1
@@ -114,7 +114,7 @@ def test_fused_kernel_added_and_manual_kernels_removed(manual_vs_fused):
 
 def _family_totals(path: Path, name: str, within: str = STEPS) -> dict[str, int]:
     out: dict[str, int] = {}
-    for kind, start, end, op in sql.unique_ops(path, name, within):
+    for _kind, start, end, op in sql.unique_ops(path, name, within):
         fam = families.classify(op)
         out[fam] = out.get(fam, 0) + end - start
     return out
