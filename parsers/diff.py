@@ -83,6 +83,7 @@ class RangeDiff:
     kernels: Delta  # kernel count
     is_iteration: bool = False  # a step_N / warmup_N range itself
     children: list[RangeDiff] = field(default_factory=list, repr=False)
+    parent: RangeDiff | None = field(default=None, repr=False)
     a_node: RangeNode | None = field(default=None, repr=False)
     b_node: RangeNode | None = field(default=None, repr=False)
 
@@ -276,6 +277,8 @@ def _pair(key: str, a: RangeNode | None, b: RangeNode | None, prefix: tuple[str,
     )
     kids = lambda n: [c for c in n.children if id(c) not in cut] if n is not None else []
     node.children = _merge(kids(a), kids(b), path, depth + 1, basis, a_div, b_div, cut)
+    for child in node.children:
+        child.parent = node
     return node
 
 
