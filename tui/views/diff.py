@@ -263,6 +263,11 @@ class WhyScreen(TableScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
+        # after the base classes' own mount handlers (Textual runs each class's), which reset
+        # the status line
+        self.call_after_refresh(self._show)
+
+    def _show(self) -> None:
         text = Text(self.view.lines[0], style="bold")
         for line in self.view.lines[1:]:
             text.append("\n" + line)
