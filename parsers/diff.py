@@ -88,6 +88,10 @@ class RangeDiff:
     b_node: RangeNode | None = field(default=None, repr=False)
 
     @property
+    def label(self) -> str:
+        return self.name
+
+    @property
     def path_text(self) -> str:
         return "/".join(self.path)
 

@@ -77,17 +77,19 @@ class DiffTreeSource(RangeTreeSource):
     def _columns(self) -> list[Column]:
         label = dict(METRICS)[self.metric]
         short = {"busy_ns": "busy", "kernel_ns": "kern", "cpu_ns": "CPU", "kernels": "#k"}
+        value, delta = _value_fmt(self.metric), _delta_fmt(self.metric)
         cols = [
             Column("range", "Range", None, "left", md_header="Range path", min_width=26, text=True),
             Column("status", "", 7, "left", md_header="Status", priority=8, text=True),
-            Column("a", f"{short[self.metric]} A", 9, md_header=f"{label} A", priority=9),
-            Column("b", f"{short[self.metric]} B", 9, md_header=f"{label} B", priority=9),
-            Column("delta", "Δ", 10, md_header=f"{label} Δ", priority=10),
-            Column("pct", "Δ%", 7, md_header=f"{label} Δ%", priority=7),
+            Column("a", f"{short[self.metric]} A", 9, fmt=value, md_header=f"{label} A", priority=9),
+            Column("b", f"{short[self.metric]} B", 9, fmt=value, md_header=f"{label} B", priority=9),
+            Column("delta", "Δ", 10, fmt=delta, md_header=f"{label} Δ", priority=10),
+            Column("pct", "Δ%", 7, fmt=signed_pct, md_header=f"{label} Δ%", priority=7),
         ]
         for key, name in METRICS:
             if key != self.metric:
-                cols.append(Column(f"d:{key}", f"{short[key]} Δ", 10, md_header=f"{name} Δ", priority=3))
+                cols.append(Column(f"d:{key}", f"{short[key]} Δ", 10, fmt=_delta_fmt(key), md_header=f"{name} Δ",
+                                   priority=3))
         return cols
 
     def set_metric(self, metric: str) -> None:
@@ -103,77 +105,31 @@ class DiffTreeSource(RangeTreeSource):
         if row.is_group:
             return None
         node: RangeDiff = row.obj
-        d: Delta = getattr(node, self.metric)
-        if key == "status":
-            return STATUS.get(node.status, "")
-        if key == "a":
-            return d.a
-        if key == "b":
-            return d.b
-        if key == "delta":
-            return d.delta
-        if key == "pct":
-            return d.delta_pct
         if key.startswith("d:"):
             return getattr(node, key[2:]).delta
-        return node.name
-
-    def cell(self, i: int, column: Column) -> str:
-        row = self.rows[i]
-        if column.key == "range":
-            return self.label(row)
-        v = self.value(row, column.key)
-        if v is None:
-            return ""
-        key = column.key
-        if key == "status":
-            return v
-        if key in ("a", "b"):
-            return _value_fmt(self.metric)(v)
-        if key == "delta":
-            return _delta_fmt(self.metric)(v)
-        if key == "pct":
-            return signed_pct(v)
-        return _delta_fmt(key[2:])(v)
-
-    def node_at(self, i: int) -> RangeDiff | None:  # type: ignore[override]
-        if 0 <= i < len(self.rows) and not self.rows[i].is_group:
-            return self.rows[i].obj
-        return None
-
-    def matches(self, query: str) -> list:
-        """Ranges whose name contains `query`; with a `/`, whose path ends with it."""
-        q = query.strip().lower()
-        if not q:
-            return []
-        nodes = self.all_nodes()
-        if "/" in q:
-            return [n for n in nodes if n.path_text.lower().endswith(q)]
-        return [n for n in nodes if q in n.name.lower()]
-
-    def prepare_search(self) -> None:
-        self.all_nodes()
+        d: Delta = getattr(node, self.metric)
+        cells = {"status": STATUS.get(node.status, ""), "a": d.a, "b": d.b, "delta": d.delta, "pct": d.delta_pct}
+        return cells.get(key, node.name)
 
     def export_rows(self) -> tuple[list[str], list[list]]:
         """The rows as expanded on screen, every metric in full (ns per iteration, exact)."""
         headers = ["Thread", "Range path", "Status", "Basis", "A iterations", "B iterations"]
-        for _, name in METRICS:
-            headers += [f"{name} A", f"{name} B", f"{name} Δ", f"{name} Δ%"]
-        out = []
-        group = None
-        for row in list(self.rows):
+        headers += [f"{name} {side}" for _, name in METRICS for side in ("A", "B", "Δ", "Δ%")]
+        rows, thread = [], ""
+        for row in list(self.rows):  # a snapshot: the tree may be expanded meanwhile
             if row.is_group:
-                group = row.obj
-                continue
-            n: RangeDiff = row.obj
-            cells = [group.label if group else "", n.path_text, n.status, BASIS_TEXT[n.basis], n.a_iterations,
-                     n.b_iterations]
-            for key, _ in METRICS:
-                d = getattr(n, key)
-                cells += [fmt.exact(d.a), fmt.exact(d.b), fmt.exact(d.delta),
-                          None if d.delta_pct is None else round(d.delta_pct, 3)]
-            out.append(cells)
-        return headers, out
+                thread = row.obj.label
+            else:
+                rows.append([thread, *_export_cells(row.obj)])
+        return headers, rows
+
+
+def _export_cells(n: RangeDiff) -> list:
+    cells: list = [n.path_text, n.status, BASIS_TEXT[n.basis], n.a_iterations, n.b_iterations]
+    for key, _ in METRICS:
+        d: Delta = getattr(n, key)
+        cells += [fmt.exact(d.a), fmt.exact(d.b), fmt.exact(d.delta), None if d.delta_pct is None else round(d.delta_pct, 3)]
+    return cells
 
 
 @dataclass

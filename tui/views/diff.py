@@ -252,35 +252,28 @@ class WhyScreen(TableScreen):
         super().__init__(None, **kwargs)
         self.view = view
         self._crumb = crumb
+        # what the status line says once mounted (the base classes' mount handlers set it last)
+        self.empty_text = ("Δ GPU op time per step, by phase (rows) and family (columns) · e export"
+                           if view.waterfall is not None else "no per-step comparison")
 
     def crumb(self) -> str:
         return f"why: {self._crumb}"
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="why-lines")
-        yield DataGrid(id="table", empty_text="no steps on both sides: no per-step waterfall")
-        yield Static("", id="why-top")
-
-    def on_mount(self) -> None:
-        super().on_mount()
-        # after the base classes' own mount handlers (Textual runs each class's), which reset
-        # the status line
-        self.call_after_refresh(self._show)
-
-    def _show(self) -> None:
         text = Text(self.view.lines[0], style="bold")
         for line in self.view.lines[1:]:
             text.append("\n" + line)
-        self.query_one("#why-lines", Static).update(text)
+        yield Static(text, id="why-lines")
+        yield DataGrid(id="table", empty_text="no steps on both sides: no per-step waterfall")
         top = Text("largest contributors (Δ per step: kernels, then ranges by kernel time)", style="bold")
         for line in self.view.contributors:
             top.append("\n" + line)
-        self.query_one("#why-top", Static).update(top if self.view.contributors else "")
+        yield Static(top if self.view.contributors else "", id="why-top")
+
+    def on_mount(self) -> None:
+        super().on_mount()
         if self.view.waterfall is not None:
             self.show_table(self.view.waterfall)
-            self.set_status("Δ GPU op time per step, by phase (rows) and family (columns) · e export")
-        else:
-            self.set_status("no per-step comparison")
 
     def export_view(self) -> ViewText | None:
         head = [f"nsight-tui export: {self.crumb()}", *self.view.lines]
