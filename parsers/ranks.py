@@ -20,7 +20,6 @@ Definitions (all in ns, on one rank's GPU):
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +31,6 @@ from nsight_tui.parsers.ids import KERNEL, pid_of
 from nsight_tui.parsers.load import Trace
 
 COMMUNICATION = "communication"
-RANK_IN_NAME = re.compile(r"(?:rank|_r|\.r|_)(\d+)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -246,8 +244,7 @@ def session_start_utc_ns(path: str | Path) -> int | None:
 
 
 def rank_from_name(path: str | Path) -> int | None:
-    m = RANK_IN_NAME.search(Path(path).stem)
-    return int(m.group(1)) if m else None
+    return conventions.split_rank(Path(path).stem)[1]
 
 
 def summarise_trace(trace: Trace, file_rank: int | None = None) -> list[RankSummary]:
