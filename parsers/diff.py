@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from nsight_tui.parsers import conventions, families
 from nsight_tui.parsers.analysis import iteration_ranges, phase_ranges
-from nsight_tui.parsers.ids import OP_KINDS
+from nsight_tui.parsers.ids import OP_KINDS, PID_MASK
 from nsight_tui.parsers.kernel_names import table_name
 from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.model import RangeModel, RangeNode, ThreadGroup, display_name, path_key, range_model
@@ -331,33 +331,69 @@ def _thread_ranges(a: ThreadGroup | None, b: ThreadGroup | None) -> list[RangeDi
     return out
 
 
-def _thread_keys(model: RangeModel) -> dict[tuple[int, str], ThreadGroup]:
-    """Thread groups keyed by (process order, role): role is `main thread` for the main
-    annotated thread, else the thread's name (numbered when a process has several)."""
-    groups = model.aggregated_groups
-    processes = list(dict.fromkeys(g.gpid for g in groups))
-    out: dict[tuple[int, str], ThreadGroup] = {}
-    for g in groups:
-        role = "main thread" if g.is_main else f"thread {model.trace.threads.get(g.gtid) or 'unnamed'}"
-        key, n = (processes.index(g.gpid) + 1, role), 1
-        while key in out:
-            n += 1
-            key = (key[0], f"{role} #{n}")
-        out[key] = g
+def _range_keys(group: ThreadGroup) -> set[str]:
+    """Every range name (numbers folded, no domain) in a thread's tree."""
+    out, stack = set(), list(group.roots)
+    while stack:
+        node = stack.pop()
+        out.add(path_key(_text(node)))
+        stack.extend(node.children)
     return out
 
 
+def _by_process(model: RangeModel) -> list[list[ThreadGroup]]:
+    """Thread groups per process, processes in the model's order (by process id)."""
+    out: dict[int, list[ThreadGroup]] = {}
+    for g in model.aggregated_groups:
+        out.setdefault(g.gpid, []).append(g)
+    return list(out.values())
+
+
+def _thread_name(model: RangeModel, g: ThreadGroup) -> str:
+    return model.trace.threads.get(g.gtid) or ("main thread" if g.is_main else "unnamed thread")
+
+
+def _pair_threads(a: list[ThreadGroup], b: list[ThreadGroup], a_model: RangeModel,
+                  b_model: RangeModel) -> list[tuple[ThreadGroup | None, ThreadGroup | None]]:
+    """Threads of one process in A and B, paired by the range names they share (pids, tids and
+    which thread launches the most work differ between runs); then by thread name; the rest
+    stand alone. One thread each: they are the pair."""
+    if len(a) == 1 and len(b) == 1:
+        return [(a[0], b[0])]
+    a_keys, b_keys = [_range_keys(g) for g in a], [_range_keys(g) for g in b]
+    scores = sorted(((len(ka & kb), -i, -j) for i, ka in enumerate(a_keys) for j, kb in enumerate(b_keys)),
+                    reverse=True)
+    pair_of: dict[int, int] = {}
+    for score, i, j in scores:
+        if score > 0 and -i not in pair_of and -j not in pair_of.values():
+            pair_of[-i] = -j
+    for i, g in enumerate(a):
+        if i not in pair_of:
+            j = next((j for j, h in enumerate(b) if j not in pair_of.values()
+                      and _thread_name(b_model, h) == _thread_name(a_model, g)), None)
+            if j is not None:
+                pair_of[i] = j
+    out: list[tuple[ThreadGroup | None, ThreadGroup | None]] = [(g, b[pair_of[i]] if i in pair_of else None)
+                                                                for i, g in enumerate(a)]
+    return out + [(None, h) for j, h in enumerate(b) if j not in pair_of.values()]
+
+
 def _threads(a_model: RangeModel, b_model: RangeModel) -> list[ThreadDiff]:
-    a_groups, b_groups = _thread_keys(a_model), _thread_keys(b_model)
-    if len(a_groups) == 1 and len(b_groups) == 1:  # one annotated thread each: they are the pair
-        b_groups = {next(iter(a_groups)): next(iter(b_groups.values()))}
-    one_process = {k[0] for k in (*a_groups, *b_groups)} == {1}
+    """Processes matched by order (rank 0 with rank 0), their threads by content."""
+    a_procs, b_procs = _by_process(a_model), _by_process(b_model)
+    several = max(len(a_procs), len(b_procs)) > 1
     out = []
-    for key in list(a_groups) + [k for k in b_groups if k not in a_groups]:
-        a, b = a_groups.get(key), b_groups.get(key)
-        label = key[1] if one_process else f"process {key[0]} · {key[1]}"
-        out.append(ThreadDiff(label, _status(a, b), a.label if a else None, b.label if b else None,
-                              _thread_ranges(a, b)))
+    for p in range(max(len(a_procs), len(b_procs))):
+        pairs = _pair_threads(a_procs[p] if p < len(a_procs) else [], b_procs[p] if p < len(b_procs) else [],
+                              a_model, b_model)
+        seen: dict[str, int] = {}
+        for a, b in pairs:
+            name = _thread_name(a_model, a) if a is not None else _thread_name(b_model, b)  # type: ignore[arg-type]
+            seen[name] = seen.get(name, 0) + 1
+            label = name + (f" #{seen[name]}" if seen[name] > 1 else "")
+            label = f"process {p + 1} · {label}" if several else label
+            out.append(ThreadDiff(label, _status(a, b), a.label if a else None, b.label if b else None,
+                                  _thread_ranges(a, b)))
     return out
 
 
@@ -457,6 +493,16 @@ class _StepSide:
     def steps(self) -> int:
         return len(self.iters)
 
+    @property
+    def processes(self) -> int:
+        """Processes the steps come from (each rank of a data-parallel run steps on its own)."""
+        return len(np.unique(self.model.r_gtid[self.iters] & PID_MASK))
+
+    def steps_text(self, side: str) -> str:
+        n, p = self.steps, self.processes
+        return f"{side}'s {n} steps" + (f" ({n // p if n % p == 0 else '~' + str(n // p)} in each of {p} processes, "
+                                         "each rank's step counted once)" if p > 1 else "")
+
     def table(self) -> np.ndarray:
         """GPU op time per (phase row, family): integer ns, all steps together."""
         nf = len(families.FAMILY_KEYS)
@@ -540,9 +586,8 @@ def diff_runs(a: Trace, b: Trace, attribution: str = "process") -> RunDiff:
     notes = []
     both_steps = len(a_side.iters) > 0 and len(b_side.iters) > 0
     if both_steps:
-        basis = (f"per steady-state step: ranges under step_N are means over A's {len(a_side.iters)} and "
-                 f"B's {len(b_side.iters)} steps; under warmup_N per warmup iteration (apart); "
-                 "elsewhere per capture")
+        basis = (f"per steady-state step: ranges under step_N are means over {a_side.steps_text('A')} and "
+                 f"{b_side.steps_text('B')}; under warmup_N per warmup iteration (apart); elsewhere per capture")
         kernels = scope_diff((a_model, a_side.ops, a_side.steps), (b_model, b_side.ops, b_side.steps),
                              "step_N (steady-state step)", STEP_BASIS)
     else:

@@ -213,9 +213,33 @@ def test_no_common_range_names_still_diffs_kernels():
     names_b = {r[0] for r in con_b.execute(
         "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName")}
     assert names_b <= {k.name for k in d.kernels.kernels}
-    # two processes in B: each thread group of B shows, matched by process order and role
-    assert [t.label for t in d.threads] == ["process 1 · main thread", "process 2 · main thread"]
+    # two processes in B: process 1's thread pairs with A's only thread, process 2's is B's alone
+    assert [t.label for t in d.threads] == ["process 1 · python3", "process 2 · python3"]
     assert [t.status for t in d.threads] == [BOTH, ADDED]
+
+
+def test_one_gpu_against_a_two_rank_ddp_run():
+    """The committed DDP capture: two processes, each with its own step_N, and autograd threads
+    with NCCL ranges (the model takes those for the main thread). Threads pair by the ranges they
+    share; the step averages every rank's steps; each process's tree is per that rank's steps."""
+    b_path = SAMPLES / "small_ctx128_ddp2.sqlite"
+    if not b_path.exists():
+        pytest.skip("no DDP sample")
+    d = diff_runs(load_trace(MANUAL), load_trace(b_path))
+    main = d.threads[0]
+    assert main.status == BOTH and "pt_autograd" not in main.b_label
+    assert d.find("step_N/forward").status == BOTH
+    assert all(t.status == ADDED for t in d.threads[1:])
+    con = sql.connect(b_path)
+    per_pid = [n for _, n in con.execute(
+        "SELECT e.globalTid >> 24, count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+        "WHERE coalesce(e.text, s.value) GLOB 'step_[0-9]*' GROUP BY 1 ORDER BY 1")]
+    na, nb = step_count(MANUAL), step_count(b_path)
+    assert len(per_pid) == 2 and sum(per_pid) == nb == d.step.b_steps
+    assert f"{per_pid[0]} in each of 2 processes" in d.basis
+    sa, sb = sql.range_figures(MANUAL, STEPS, "*"), sql.range_figures(b_path, STEPS, "*")
+    assert_delta(d.step.step_ns, sa["cpu_ns"], na, sb["cpu_ns"], nb)
+    assert d.find("step_N").b_iterations == per_pid[0]
 
 
 SHAPES = [
