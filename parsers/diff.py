@@ -369,10 +369,10 @@ def _pair_threads(a: list[ThreadGroup], b: list[ThreadGroup], a_model: RangeMode
             pair_of[-i] = -j
     for i, g in enumerate(a):
         if i not in pair_of:
-            j = next((j for j, h in enumerate(b) if j not in pair_of.values()
-                      and _thread_name(b_model, h) == _thread_name(a_model, g)), None)
-            if j is not None:
-                pair_of[i] = j
+            same = next((k for k, h in enumerate(b) if k not in pair_of.values()
+                         and _thread_name(b_model, h) == _thread_name(a_model, g)), None)
+            if same is not None:
+                pair_of[i] = same
     out: list[tuple[ThreadGroup | None, ThreadGroup | None]] = [(g, b[pair_of[i]] if i in pair_of else None)
                                                                 for i, g in enumerate(a)]
     return out + [(None, h) for j, h in enumerate(b) if j not in pair_of.values()]
@@ -388,7 +388,7 @@ def _threads(a_model: RangeModel, b_model: RangeModel) -> list[ThreadDiff]:
                               a_model, b_model)
         seen: dict[str, int] = {}
         for a, b in pairs:
-            name = _thread_name(a_model, a) if a is not None else _thread_name(b_model, b)  # type: ignore[arg-type]
+            name = _thread_name(a_model, a) if a is not None else _thread_name(b_model, b)
             seen[name] = seen.get(name, 0) + 1
             label = name + (f" #{seen[name]}" if seen[name] > 1 else "")
             label = f"process {p + 1} · {label}" if several else label
