@@ -323,7 +323,8 @@ def _thread_ranges(a: ThreadGroup | None, b: ThreadGroup | None) -> list[RangeDi
     out = []
     for key in list(a_by) + [k for k in b_by if k not in a_by]:
         an, bn = a_by.get(key), b_by.get(key)
-        basis = _iteration_kind(an if an is not None else bn) or STEP_BASIS  # anchors are iterations
+        either = an if an is not None else bn
+        basis = (_iteration_kind(either) if either is not None else None) or STEP_BASIS  # anchors are iterations
         out.append(_pair(key, an, bn, (), 0, basis, an.instances if an else 1, bn.instances if bn else 1, cut,
                          iteration=True))
     rest = lambda g: [n for n in g.roots if id(n) not in cut] if g else []
@@ -388,7 +389,7 @@ def _threads(a_model: RangeModel, b_model: RangeModel) -> list[ThreadDiff]:
                               a_model, b_model)
         seen: dict[str, int] = {}
         for a, b in pairs:
-            name = _thread_name(a_model, a) if a is not None else _thread_name(b_model, b)
+            name = _thread_name(a_model, a) if a is not None else _thread_name(b_model, b) if b is not None else ""
             seen[name] = seen.get(name, 0) + 1
             label = name + (f" #{seen[name]}" if seen[name] > 1 else "")
             label = f"process {p + 1} · {label}" if several else label

@@ -62,7 +62,7 @@ def run(args) -> int:
         sys.stdout.flush()
     else:
         _write(args, text)
-    if args.fail_slower is not None:
+    if args.fail_slower is not None and d.step is not None:  # no steps was refused above
         slower = d.step.slower_pct
         if slower is not None and slower > args.fail_slower:
             print(f"nsight-tui: B's step is {slower:.2f}% slower than A's (limit {args.fail_slower:g}%)",

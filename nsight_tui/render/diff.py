@@ -119,7 +119,7 @@ def verdict(step: StepDiff) -> str:
 
 def why_lines(step: StepDiff) -> list[str]:
     """The step's Δ in words: wall time against GPU time, then the families and phases."""
-    idle = Delta(step.step_ns.a - step.busy_ns.a, step.step_ns.b - step.busy_ns.b)
+    idle = Delta((step.step_ns.a or 0) - (step.busy_ns.a or 0), (step.step_ns.b or 0) - (step.busy_ns.b or 0))
     fams = ", ".join(f"{family_label(k)} {signed_ms(d.delta)} ms" for k, d in step.families if d.delta)
     phases = ", ".join(f"{p.phase} {signed_ms(p.op_ns.delta)} ms" for p in step.phases if p.op_ns.delta)
     lines = [
@@ -327,13 +327,13 @@ def csv_rows(d: RunDiff) -> list[list]:
             for r in root.walk():
                 for metric in ("cpu_ns", "busy_ns", "kernel_ns", "kernels"):
                     add("range", t.label, r.path_text, r.status, r.basis, metric, getattr(r, metric))
-    k = d.kernels
-    for row in k.kernels:
-        add("kernel", k.scope, row.name, row.status, k.basis, "time_ns", row.time_ns)
-        add("kernel", k.scope, row.name, row.status, k.basis, "count", row.count)
-    for f in k.families:
-        add("family", k.scope, f.family, BOTH, k.basis, "time_ns", f.time_ns)
-        add("family", k.scope, f.family, BOTH, k.basis, "count", f.count)
+    scope = d.kernels
+    for row in scope.kernels:
+        add("kernel", scope.scope, row.name, row.status, scope.basis, "time_ns", row.time_ns)
+        add("kernel", scope.scope, row.name, row.status, scope.basis, "count", row.count)
+    for f in scope.families:
+        add("family", scope.scope, f.family, BOTH, scope.basis, "time_ns", f.time_ns)
+        add("family", scope.scope, f.family, BOTH, scope.basis, "count", f.count)
     return rows
 
 
