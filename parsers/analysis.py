@@ -301,4 +301,13 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratios": _ratios(steady, config),
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
+        **_ranks(trace),
     }
+
+
+def _ranks(trace: Trace) -> dict:
+    """Per-rank figures where the export holds several ranks (processes x GPUs)."""
+    from nsight_tui.parsers.ranks import ranks_of_trace
+
+    run = ranks_of_trace(trace)
+    return {"ranks": run.to_json(), "_ranks": run} if len(run.ranks) > 1 else {}
