@@ -11,6 +11,8 @@ from typing import Iterator, Protocol
 
 CONFIG_MARK = "nsight-tui:config "
 STEP_MARK = "nsight-tui:step "
+# One per NVTX range path: the FLOPs and bytes counted at capture (capture.counting).
+FLOPS_MARK = "nsight-tui:flops "
 
 
 class Annotator(Protocol):
@@ -54,3 +56,8 @@ def config_message(config: dict) -> str:
 
 def step_message(name: str, seconds: float, phases: dict[str, float]) -> str:
     return STEP_MARK + json.dumps({"name": name, "seconds": seconds, "phases": phases})
+
+
+def flops_message(row: dict) -> str:
+    """`row`: {"path", "instances", "flops", "bytes", "ops": {op: [calls, flops, bytes]}, "formulas"}."""
+    return FLOPS_MARK + json.dumps(row, separators=(",", ":"))

@@ -25,13 +25,16 @@ OOM_EXIT_CODE = 3
 
 
 def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
-                attention: str = "manual", batch: int = DEFAULT_BATCH) -> str:
-    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`."""
+                attention: str = "manual", batch: int = DEFAULT_BATCH, tf32: bool = False) -> str:
+    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_tf32`,
+    `_fused`, `_b8`."""
     stem = f"{model}_ctx{ctx}"
     if mode == "forward":
         stem += "_fwd"
     if dtype == "bf16":
         stem += "_bf16"
+    if tf32:
+        stem += "_tf32"
     if attention == "fused":
         stem += "_fused"
     if batch != DEFAULT_BATCH:
@@ -51,6 +54,7 @@ class RunSettings:
     batch: int = DEFAULT_BATCH
     steps: int = 3
     warmup: int = 2
+    tf32: bool = False  # TF32 tensor-core matmuls for fp32 tensors
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -58,4 +62,4 @@ class RunSettings:
         d_model, n_layers, n_heads = MODEL_SIZES[self.model]
         return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
                 "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
-                "attention": self.attention, "steps": self.steps, "warmup": self.warmup}
+                "attention": self.attention, "steps": self.steps, "warmup": self.warmup, "tf32": self.tf32}

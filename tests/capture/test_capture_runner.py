@@ -264,7 +264,8 @@ def test_sweep_records_oom_and_goes_on(tmp_path, fake_nsys, monkeypatch):
     assert record == {"status": "oom",
                       "config": {"model": "medium", "d_model": 1024, "n_layers": 24, "n_heads": 16,
                                  "vocab": 10000, "batch": 4, "ctx": 128, "dtype": "fp32", "mode": "train",
-                                 "attention": "manual", "steps": 3, "warmup": 2, "device": "NVIDIA H200"},
+                                 "attention": "manual", "steps": 3, "warmup": 2, "tf32": False,
+                                 "device": "NVIDIA H200"},
                       "message": "CUDA out of memory. Tried to allocate 9.00 GiB"}
     assert not (out / "medium_ctx128.sqlite").exists()
     assert kernel_rows(out / "small_ctx128.sqlite") == 7 and kernel_rows(out / "small_ctx256.sqlite") == 7
@@ -364,3 +365,17 @@ def test_out_folder_that_is_a_file_is_one_clear_error(tmp_path, fake_nsys):
     blocker.write_text("a file")
     with pytest.raises(CaptureError, match="cannot create the output folder"):
         Runner(fake_nsys, blocker, echo=lambda line: None).capture(CaptureConfig("small", 128))
+
+
+def test_counting_runs_before_the_profiled_child(tmp_path, fake_nsys, monkeypatch, capfd):
+    # The count pass is its own process before `nsys profile`; the profiled child gets its file.
+    pytest.importorskip("torch")
+    monkeypatch.setenv("FAKE_NSYS_RUN_APP", "1")
+    runner = Runner(fake_nsys, tmp_path / "out", count_flops=True, count_device="cpu")
+    result = runner.capture(CaptureConfig("tiny", 16, batch=2, steps=1, warmup=0))
+    assert result.status == "ok", result.message
+    printed = capfd.readouterr()
+    out = printed.out
+    count_at, profile_at = out.index("--count-out"), out.index(shlex.join([str(fake_nsys), "profile"]))
+    assert count_at < out.index("counted one iteration") < profile_at
+    assert "--counts-in" in out[profile_at:] and "ignoring the counts" not in printed.err
