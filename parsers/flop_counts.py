@@ -80,7 +80,7 @@ class FlopCounts:
 
     def _match(self, path: str) -> str | None:
         """The counted path for a range path (see the module doc), or None."""
-        parts = [_text(p) for p in path.split("/") if p]
+        parts = [re.sub(r"\d+$", "N", _text(p)) for p in path.split("/") if p]
         starts = [i for i, p in enumerate(parts) if ITERATION.match(p)]
         known = set(self.paths())
         candidates = []
