@@ -100,10 +100,14 @@ def decide(p: RooflinePoint) -> Verdict:
     mean = p.gpu_ns / max(p.kernels, 1)
     share = p.roof_share if p.roof_share is not None else 0.0
     if mean < TINY_KERNEL_NS and share < FAR_BELOW_ROOF:
+        roof = _tf(p.attainable_flops_per_s) if p.flops else _gb(p.peak_bytes_per_s)
         return Verdict(LATENCY, f"mean kernel {mean / 1e3:.1f} µs (< {TINY_KERNEL_NS / 1e3:.0f} µs) at "
-                                f"{share:.0%} of its attainable {_tf(p.attainable_flops_per_s)}: fixed per-kernel costs")
+                                f"{share:.0%} of its roof ({roof}): fixed per-kernel costs")
     ai, ridge = p.intensity_flops_per_byte, p.ridge_flops_per_byte
-    if ai is not None and ai >= ridge:
+    if ai is None:  # FLOPs but no bytes counted: only the compute roof applies
+        return Verdict(COMPUTE, f"no bytes counted; {_tf(p.achieved_flops_per_s)} = "
+                                f"{p.achieved_flops_per_s / p.peak_flops_per_s:.0%} of {_tf(p.peak_flops_per_s)} peak")
+    if ai >= ridge:
         return Verdict(COMPUTE, f"AI {ai:,.1f} ≥ ridge {ridge:,.1f} FLOP/B; {_tf(p.achieved_flops_per_s)} = "
                                 f"{p.achieved_flops_per_s / p.peak_flops_per_s:.0%} of {_tf(p.peak_flops_per_s)} peak")
     return Verdict(MEMORY, f"AI {ai:,.2f} < ridge {ridge:,.1f} FLOP/B; {_gb(p.achieved_bytes_per_s)} = "
@@ -128,7 +132,7 @@ def fill(p: RooflinePoint, peaks: peak_table.GpuPeaks | None) -> RooflinePoint:
         p.peak_flops_per_s = peaks.flops_per_s(p.math_path)
         p.peak_bytes_per_s = peaks.bytes_per_s or None
         p.ridge_flops_per_byte = peaks.ridge(p.math_path)
-        if p.peak_flops_per_s and p.peak_bytes_per_s and p.intensity_flops_per_byte is not None:
+        if p.peak_flops_per_s and p.peak_bytes_per_s and p.intensity_flops_per_byte:
             p.attainable_flops_per_s = min(p.peak_flops_per_s, p.intensity_flops_per_byte * p.peak_bytes_per_s)
             if p.attainable_flops_per_s > 0 and p.achieved_flops_per_s is not None:
                 p.roof_share = p.achieved_flops_per_s / p.attainable_flops_per_s
@@ -318,3 +322,134 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
 def node_path(labels) -> str:
     """A range tree node's path (`RangeNode.path`) as the counts key it: `step_3` -> `step_N`."""
     return "/".join(_N.sub("N", label) for label in labels)
+
+
+# -- what `report` says -----------------------------------------------------------------------
+PHASE_PATHS = (
+    ("step", "step_N"),
+    ("forward", "step_N/forward"),
+    ("backward", "step_N/backward"),
+    ("optimizer", "step_N/optimizer"),
+    ("scaled_dot_product_attention", "step_N/forward/scaled_dot_product_attention"),
+    ("computing_attention_scores", "step_N/forward/scaled_dot_product_attention/computing_attention_scores"),
+    ("computing_softmax", "step_N/forward/scaled_dot_product_attention/computing_softmax"),
+    ("final_matmul", "step_N/forward/scaled_dot_product_attention/final_matmul"),
+)
+MFU_PHASES = ("step", "forward", "backward", "optimizer")
+BASIS = {
+    "achieved": "FLOPs (bytes) / GPU time: a range's GPU busy time (union of its ops), a family's or "
+                "kernel's summed kernel durations",
+    "intensity": "FLOPs / bytes (bytes: tensors read + written, a lower bound of DRAM traffic)",
+    "ridge": "peak FLOP/s of the math path / memory bandwidth: below it the memory roof is lower",
+    "mfu": "FLOPs / (NVTX range time × peak FLOP/s of the math path the GEMMs run on)",
+    "verdict": f"latency/launch-bound if the GPU is busy < {LAUNCH_BUSY_SHARE:.0%} of the range's GPU span, "
+               f"or kernels average < {TINY_KERNEL_NS / 1e3:.0f} µs at < {FAR_BELOW_ROOF:.0%} of their roof; "
+               "else compute-bound if AI ≥ ridge, memory-bound if AI < ridge",
+}
+
+
+def _targets(r: Roofline) -> list[tuple[str, np.ndarray, str]]:
+    """(name, range positions, counts path) of the ranges the report covers: steady-state
+    steps and their phases, or, without `step_N` iterations, the main thread's top two levels."""
+    from nsight_tui.parsers.analysis import STEP, iteration_ranges, phase_ranges
+
+    m = r.model
+    iters = iteration_ranges(m, STEP)
+    out = []
+    if len(iters):
+        for name, path in PHASE_PATHS:
+            ids = iters if name == "step" else phase_ranges(m, iters, name)
+            if len(ids):
+                out.append((name, ids, path))
+        return out
+    for group in m.aggregated_groups:
+        if not group.is_main:
+            continue
+        for node in group.roots:
+            out.append((node.label, node.ids, node_path(node.path)))
+            out += [(f"{node.label}/{c.label}", c.ids, node_path(c.path)) for c in node.children]
+    return out
+
+
+def answers(trace: Trace, attribution: str = "process", flops_file=None, peak_tflops: float | None = None,
+            peak_gbps: float | None = None, roof: Roofline | None = None) -> dict:
+    """Section (g) of `report` as plain data (the JSON under "roofline")."""
+    r = roof or build(trace, attribution, flops_file, peak_tflops, peak_gbps)
+    targets = _targets(r)
+    ranges = [r.range_point(ids, path, label=name) for name, ids, path in targets]
+    by_name = {p.label: p for p in ranges}
+    families, kernels = {}, []
+    for name, ids, path in targets:
+        if name in ("step", "forward", "backward") or (name.count("/") == 0 and name not in by_name):
+            families[name] = [p.to_json() for p in r.family_points(ids, path)]
+        if name in ("computing_attention_scores", "computing_softmax", "final_matmul") or \
+                not any(n == "step" for n, _, _ in targets):
+            kernels += [p.to_json() for p in r.kernel_points(ids, path)]
+    if not families and targets:
+        name, ids, path = targets[0]
+        families[name] = [p.to_json() for p in r.family_points(ids, path)]
+    pk = r.peaks.peaks
+    step = by_name.get("step")
+    return {
+        "gpu": r.peaks.gpu,
+        "peaks": None if pk is None else {"name": pk.name, "source": pk.source, "tflops": pk.tflops,
+                                          "bandwidth_gbps": pk.bandwidth_gbps},
+        "peak_note": r.peaks.note,
+        "source": r.source,
+        "source_detail": r.counts.detail if r.counts else "",
+        "source_line": r.source_line(),
+        "gemm_math_path": step.math_path if step else (ranges[0].math_path if ranges else config_math_path(r.config)),
+        "ranges": [p.to_json() for p in ranges],
+        "families": families,
+        "kernels": kernels,
+        "mfu": {n: by_name[n].mfu for n in MFU_PHASES if n in by_name},
+        "formulas": [{"path": row.path, "term": row.op, "flops": row.flops, "bytes": row.bytes,
+                      "formula": row.formula} for row in r.counts.rows] if r.counts and r.counts.source == "analytic" else [],
+        "basis": BASIS,
+    }
+
+
+# -- the sweep report's tables (rows model, columns ctx), built from answers()["roofline"] -------
+def _range(a: dict, name: str) -> dict | None:
+    ro = a.get("roofline") or {}
+    return next((p for p in ro.get("ranges", []) if p["label"] == name), None)
+
+
+def _mfu_cell(a: dict) -> str:
+    p = _range(a, "step") or _range(a, "forward")
+    if not p or p["mfu"] is None:
+        return "–"
+    return f"{100 * p['mfu']:.1f}% ({p['math_path']})"
+
+
+def _tflops_cell(a: dict) -> str:
+    parts = []
+    for name in ("forward", "backward"):
+        p = _range(a, name)
+        rate = p and p["achieved_flops_per_s"]
+        parts.append("–" if not rate else f"{rate / 1e12:.1f}")
+    return " / ".join(parts)
+
+
+_SHORT = {COMPUTE: "compute", MEMORY: "memory", LATENCY: "latency", UNKNOWN: "?"}
+
+
+def _bound_cell(a: dict) -> str:
+    return " / ".join(_SHORT.get((_range(a, n) or {}).get("verdict", UNKNOWN), "?")
+                      for n in ("forward", "backward", "step"))
+
+
+def _gemm_cell(a: dict) -> str:
+    fams = (a.get("roofline") or {}).get("families", {}).get("step", [])
+    g = next((f for f in fams if f["label"] == "gemm"), None)
+    if not g or not g["achieved_flops_per_s"] or not g["peak_flops_per_s"]:
+        return "–"
+    return f"{g['achieved_flops_per_s'] / 1e12:.1f} ({100 * g['achieved_flops_per_s'] / g['peak_flops_per_s']:.0f}%)"
+
+
+SWEEP_QUESTIONS = [
+    ("MFU of the step (math path of its GEMMs)", BASIS["mfu"], _mfu_cell),
+    ("Achieved TFLOP/s: forward / backward", "FLOPs / GPU busy time of the range", _tflops_cell),
+    ("GEMM TFLOP/s in the step (share of the math path's peak)", "GEMM FLOPs / GEMM kernel time", _gemm_cell),
+    ("Bound: forward / backward / step", BASIS["verdict"], _bound_cell),
+]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.roofline import SWEEP_QUESTIONS
 
 MODEL_ORDER = ("small", "medium", "large", "xl", "2.7B")
 STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
@@ -59,7 +60,8 @@ def discover(folder: Path) -> list[Run]:
     return runs
 
 
-def analyse(runs: list[Run], attribution: str = "process", progress=None) -> list[Run]:
+def analyse(runs: list[Run], attribution: str = "process", progress=None,
+            roofline_options: dict | None = None) -> list[Run]:
     from nsight_tui.parsers.analysis import questions
     from nsight_tui.parsers.load import load_trace
 
@@ -69,7 +71,7 @@ def analyse(runs: list[Run], attribution: str = "process", progress=None) -> lis
         if run.status != "ok":
             continue
         try:
-            run.answers = questions(load_trace(run.path), attribution)
+            run.answers = questions(load_trace(run.path), attribution, roofline_options=roofline_options)
         except TraceError as exc:
             run.status, run.message = "error", str(exc)
     return runs
@@ -145,6 +147,7 @@ QUESTIONS = [
      _attention_cell),
     ("Step time, NVTX / Python (ms)", "NVTX step_N mean vs perf_counter in the capture", _timing_cell),
 ]
+QUESTIONS += SWEEP_QUESTIONS  # MFU, achieved TFLOP/s, roofline verdicts (parsers.roofline)
 
 
 def tables(runs: list[Run]) -> list[SweepTable]:

@@ -9,6 +9,7 @@ from nsight_tui.parsers.attribution import MODE_HELP, MODES
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.render.markdown import table
+from nsight_tui.render.roofline import roofline_markdown
 
 
 def add_arguments(parser) -> None:
@@ -17,6 +18,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file")
     parser.add_argument("--attribution", default="process", choices=MODES)
+    roof = parser.add_argument_group("roofline (section g)")
+    roof.add_argument("--flops", metavar="FILE.json",
+                      help='FLOPs and bytes per range path, for traces without counts: '
+                      '{"ranges": {"step_N/forward": {"flops": 7.0e11, "bytes": 3.1e10}}} (per instance)')
+    roof.add_argument("--peak-tflops", type=float, help="compute roof in TFLOP/s (a GPU the peaks table lacks)")
+    roof.add_argument("--peak-gbps", type=float, help="memory roof in GB/s")
     dims = parser.add_argument_group("attention dims for traces without capture metadata (FLOP ratio)")
     dims.add_argument("--batch", type=int)
     dims.add_argument("--heads", type=int, dest="n_heads")
@@ -107,6 +114,7 @@ def single_markdown(a: dict) -> str:
     if ra["softmax_over_matmul_runtime"] and ra["softmax_over_matmul_flops"]:
         out.append(f"Softmax takes {ra['softmax_over_matmul_runtime'] / ra['softmax_over_matmul_flops']:.1f}x more time "
                    "per FLOP than the attention matmuls (memory-bound vs compute-bound).\n")
+    out.append(roofline_markdown(a.get("roofline")))
     out.append("## Ratios")
     out.append(table(["ratio", "value", "divides by"],
                      [[k, _num(v, "{:.4f}"), a["ratio_basis"].get(k, "")] for k, v in ra.items()]))
@@ -144,12 +152,16 @@ def run(args) -> int:
     if args.output != "-" and Path(args.output).exists() and not args.force:
         raise TraceError(f"{args.output}: exists; not overwriting (use --force or another name)")
     dims = {"batch": args.batch, "n_heads": args.n_heads, "ctx": args.ctx, "d_head": args.d_head}
+    for value, flag in ((args.peak_tflops, "--peak-tflops"), (args.peak_gbps, "--peak-gbps")):
+        if value is not None and not value > 0:
+            raise TraceError(f"{flag} must be a positive number, not {value}")
+    roof = {"flops_file": args.flops, "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps}
     if target.is_dir():
         runs = sweep.discover(target)
         if not runs:
             raise TraceError(f"{target}: no {{model}}_ctx{{N}}*.sqlite captures in this folder")
         sweep.analyse(runs, args.attribution,
-                      progress=lambda f, name: print(f"analysing {name}", file=sys.stderr))
+                      progress=lambda f, name: print(f"analysing {name}", file=sys.stderr), roofline_options=roof)
         tables = sweep.tables(runs)
         if args.format == "json":
             text = json.dumps({
@@ -162,7 +174,7 @@ def run(args) -> int:
         else:
             text = sweep_markdown(target, tables, args.attribution)
     else:
-        answers = questions(load_trace(target), args.attribution, dims)
+        answers = questions(load_trace(target), args.attribution, dims, roofline_options=roof)
         text = json.dumps(_clean(answers), indent=1) + "\n" if args.format == "json" else single_markdown(answers)
     if args.output == "-":
         sys.stdout.write(text)
