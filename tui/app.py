@@ -56,7 +56,7 @@ class NsightApp(App[int]):
         Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace"),
         Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)"),
         Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)"),
-        Binding("r", "view_roofline", "Roofline",
+        Binding("r", "view_roofline", "Roofline", show=False,
                 tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs"),
         Binding("ctrl+p", "command_palette", "Commands", show=False,
                 tooltip="Command palette: views, actions, jump to any range or kernel by name"),
@@ -399,12 +399,15 @@ class NsightApp(App[int]):
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
+    from nsight_tui.tui.views.roofline import RooflineScreen
+
     return [
         ("Everywhere", binding_rows([NsightApp, ViewScreen])),
         ("Moving around (range tree and every table)", binding_rows([DataGrid])),
         ("Range tree (main view)", binding_rows([RangesScreen, RangeTree])),
         ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
         ("Kernel tables", binding_rows([KernelsScreen])),
+        ("Roofline view (r)", binding_rows([RooflineScreen])),
         ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
         ("Export: file exists", binding_rows([ExportConflict])),
     ]
