@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from nsight_tui.capture import ddp
+from nsight_tui.parsers import conventions
 from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, flops_message, step_message
 from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
 
@@ -47,9 +49,10 @@ def oom_error_type():
 
 
 class _Workload:
-    """The model, optimizer and fixed batch of one configuration, and one iteration of it."""
+    """The model, optimizer and fixed batch of one configuration (one rank of it under
+    torchrun), and one iteration of it."""
 
-    def __init__(self, config: WorkloadConfig, annotator: Annotator):
+    def __init__(self, config: WorkloadConfig, annotator: Annotator, distributed=None):
         import torch
         import torch.nn.functional as F
 
@@ -59,7 +62,8 @@ class _Workload:
         self.config = config
         self.annotator = annotator
         self.torch = torch
-        self.device = torch.device(config.device)
+        self.distributed = distributed if distributed is not None else ddp.from_environment()
+        self.device = ddp.setup(self.distributed, config.device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("CUDA is not available to this PyTorch build")
         self.cuda = self.device.type == "cuda"
@@ -70,9 +74,10 @@ class _Workload:
         torch.manual_seed(0)
         d_model, n_layers, n_heads = MODEL_SIZES[config.model]
         dims = ModelDims(d_model=d_model, n_layers=n_layers, n_heads=n_heads, ctx=config.ctx, vocab=VOCAB)
-        self.model = GPT2(dims, attention=config.attention, annotator=annotator).to(self.device)
+        self.gpt2 = GPT2(dims, attention=config.attention, annotator=annotator).to(self.device)
         self.train = config.mode == "train"
-        self.model.train(self.train)
+        self.gpt2.train(self.train)
+        self.model = ddp.wrap(self.gpt2, self.distributed, self.device)
         # foreach=True is what CUDA picks by default; asked for explicitly so a CPU run (the
         # tests) takes the same optimizer path and counts the same ops.
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=True) if self.train else None
@@ -105,6 +110,7 @@ class _Workload:
             return self.F.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.targets.reshape(-1))
 
     def _optimizer_step(self):
+        assert self.optimizer is not None  # only called when training
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -129,14 +135,17 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
     """Build the model, emit the config mark (and the FLOP/byte counts, when given), run
     warmup + measured iterations; return their times."""
     work = _Workload(config, annotator)
+    distributed = work.distributed
     annotator.mark(config_message({**config.metadata(), "device": work.device_name(),
-                                   "torch": work.torch.__version__}))
+                                   "torch": work.torch.__version__, **distributed.metadata()}))
     for row in counts or []:
         annotator.mark(flops_message(row))
-    log(f"{config.model}: {work.model.n_params() / 1e6:.1f}M parameters, batch {config.batch}, ctx {config.ctx}, "
+    if distributed.rank != 0:
+        log = lambda line: None  # noqa: E731 - one rank speaks for the run
+    log(f"{config.model}: {work.gpt2.n_params() / 1e6:.1f}M parameters, batch {config.batch}, ctx {config.ctx}, "
         f"{config.mode}, {config.dtype}{' (TF32 matmuls)' if config.tf32 else ''}, {config.attention} attention, "
         f"on {config.device}")
-    names = [f"warmup_{i}" for i in range(config.warmup)] + [f"step_{i}" for i in range(config.steps)]
+    names = conventions.iteration_names(config.warmup, config.steps)
     report_every = 1 if len(names) <= 20 else max(1, len(names) // 10)
     records: list[StepRecord] = []
     for index, name in enumerate(names):
@@ -146,6 +155,7 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
         if index % report_every == 0 or index == len(names) - 1:
             detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in record.phases.items())
             log(f"  [{index + 1}/{len(names)}] {name}: {record.seconds * 1e3:.1f} ms ({detail})")
+    ddp.teardown(distributed)
     return records
 
 
@@ -169,7 +179,7 @@ def count_iteration(config: WorkloadConfig) -> list[dict]:
 
 
 def _write_status(path: str | None, status: dict) -> None:
-    if path:
+    if path and ddp.from_environment().rank == 0:  # under torchrun, rank 0 reports for the run
         Path(path).write_text(json.dumps(status))
 
 

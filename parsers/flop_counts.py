@@ -27,9 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from nsight_tui.parsers import conventions
 from nsight_tui.parsers.errors import TraceError
 
-MARK_PREFIX = "nsight-tui:flops "  # capture.annotate.FLOPS_MARK (a test keeps them equal)
+MARK_PREFIX = conventions.mark_prefix(conventions.FLOPS)
 ITERATION = re.compile(r"^(step|warmup)_N$")
 
 SOURCE_WORDS = {
@@ -163,6 +164,8 @@ def from_marks(marks: pd.DataFrame) -> FlopCounts | None:
         try:
             entry = json.loads(text[len(MARK_PREFIX):])
             path = str(entry["path"])
+            if path in instances:
+                continue  # every rank of a data-parallel run records the same counts: keep one
             instances[path] = int(entry.get("instances", 1))
             formulas.update(entry.get("formulas") or {})
             for op, (calls, flops, moved) in (entry.get("ops") or {}).items():
