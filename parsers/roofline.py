@@ -24,10 +24,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from nsight_tui.parsers import flop_counts, peaks as peak_table
-from nsight_tui.parsers.families import classify
+from nsight_tui.parsers.families import name_families
 from nsight_tui.parsers.kernel_names import decode_gemm
-from nsight_tui.parsers.load import KERNEL, Trace
-from nsight_tui.parsers.model import RangeModel
+from nsight_tui.parsers.ids import KERNEL
+from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.model import RangeModel, range_model
 
 # A GPU busy less than this share of the range's GPU span spent the rest waiting for work.
 LAUNCH_BUSY_SHARE = 0.5
@@ -185,7 +186,7 @@ def gemm_math_path(trace: Trace, op_positions: np.ndarray, config: dict) -> str:
     pos = pos[ops["kind"].to_numpy()[pos] == KERNEL]
     codes = ops["name"].to_numpy()[pos]
     dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
-    fam = trace.name_families[codes] if len(codes) else np.array([], dtype=object)
+    fam = name_families(trace)[codes] if len(codes) else np.array([], dtype=object)
     by_path: dict[str, int] = {}
     for code in np.unique(codes[fam == "gemm"]):
         path = kernel_math_path(trace.op_names[int(code)], config)
@@ -252,7 +253,7 @@ class Roofline:
         pos = m.ops_of(ids)
         pos = pos[t.ops["kind"].to_numpy()[pos] == KERNEL]
         rc = self.counts.range_counts(path) if self.counts else None
-        fams = t.name_families[t.ops["name"].to_numpy()[pos]] if len(pos) else np.array([], dtype=object)
+        fams = name_families(t)[t.ops["name"].to_numpy()[pos]] if len(pos) else np.array([], dtype=object)
         dur = (t.ops["end"].to_numpy() - t.ops["start"].to_numpy())[pos]
         n = len(ids)
         out = []
@@ -277,7 +278,7 @@ class Roofline:
         pos = m.ops_of(ids)
         pos = pos[t.ops["kind"].to_numpy()[pos] == KERNEL]
         codes = t.ops["name"].to_numpy()[pos]
-        fams = t.name_families[codes] if len(codes) else np.array([], dtype=object)
+        fams = name_families(t)[codes] if len(codes) else np.array([], dtype=object)
         families = {f.label: f for f in self.family_points(ids, path)}
         out = []
         for fam, fp in families.items():
@@ -316,7 +317,7 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
         except Exception:  # noqa: BLE001 - only a hint in a message
             bandwidth = None
     choice = peak_table.choose(trace.info.gpus, peak_tflops, peak_gbps, bandwidth)
-    return Roofline(trace, trace.model(attribution), counts, choice, config)
+    return Roofline(trace, range_model(trace, attribution), counts, choice, config)
 
 
 def node_path(labels) -> str:

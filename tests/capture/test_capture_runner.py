@@ -264,8 +264,7 @@ def test_sweep_records_oom_and_goes_on(tmp_path, fake_nsys, monkeypatch):
     assert record == {"status": "oom",
                       "config": {"model": "medium", "d_model": 1024, "n_layers": 24, "n_heads": 16,
                                  "vocab": 10000, "batch": 4, "ctx": 128, "dtype": "fp32", "mode": "train",
-                                 "attention": "manual", "steps": 3, "warmup": 2, "tf32": False,
-                                 "device": "NVIDIA H200"},
+                                 "attention": "manual", "steps": 3, "warmup": 2, "device": "NVIDIA H200"},
                       "message": "CUDA out of memory. Tried to allocate 9.00 GiB"}
     assert not (out / "medium_ctx128.sqlite").exists()
     assert kernel_rows(out / "small_ctx128.sqlite") == 7 and kernel_rows(out / "small_ctx256.sqlite") == 7

@@ -70,7 +70,7 @@ def test_training_ranges_marks_and_times():
     assert json.loads(first[len(CONFIG_MARK):]) == {
         "model": "tiny", "d_model": 64, "n_layers": 2, "n_heads": 2, "vocab": 10000, "batch": 2,
         "ctx": 16, "dtype": "fp32", "mode": "train", "attention": "manual", "steps": 2, "warmup": 1,
-        "tf32": False, "device": "cpu", "torch": torch.__version__,
+        "device": "cpu", "torch": torch.__version__,
     }
     # Then one step mark right after each iteration closes, matching what run_workload returned.
     step_marks = rec.marks[1:]
