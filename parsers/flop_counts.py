@@ -100,17 +100,15 @@ class FlopCounts:
             rows = [r for r in self.rows if r.path == key]
         else:
             rows = [r for r in self.rows if r.path == key or r.path.startswith(key + "/")]
-        fams: dict[str, tuple[float, float]] | None = {}
+        fams: dict[str, tuple[float, float]] = {}
         for r in rows:
-            if r.family is None:
-                fams = None
-                break
-            if not r.flops and not r.bytes:
+            if r.family is None or not (r.flops or r.bytes):
                 continue  # views and bookkeeping: no family gets a row for moving nothing
             f, b = fams.get(r.family, (0.0, 0.0))
             fams[r.family] = (f + r.flops / per, b + r.bytes / per)
+        known = all(r.family is not None for r in rows)  # given files know ranges, not families
         return RangeCounts(key, sum(r.flops for r in rows) / per, sum(r.bytes for r in rows) / per,
-                           fams, self.source)
+                           fams if known else None, self.source)
 
     def table(self) -> pd.DataFrame:
         """Every row, for exports and the report's formula list."""

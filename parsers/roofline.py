@@ -104,15 +104,15 @@ def decide(p: RooflinePoint) -> Verdict:
         roof = _tf(p.attainable_flops_per_s) if p.flops else _gb(p.peak_bytes_per_s)
         return Verdict(LATENCY, f"mean kernel {mean / 1e3:.1f} µs (< {TINY_KERNEL_NS / 1e3:.0f} µs) at "
                                 f"{share:.0%} of its roof ({roof}): fixed per-kernel costs")
-    ai, ridge = p.intensity_flops_per_byte, p.ridge_flops_per_byte
+    ai, ridge = p.intensity_flops_per_byte, p.ridge_flops_per_byte or 0.0
+    flops_rate, bytes_rate = p.achieved_flops_per_s or 0.0, p.achieved_bytes_per_s or 0.0
+    of_peak = f"{_tf(flops_rate)} = {flops_rate / p.peak_flops_per_s:.0%} of {_tf(p.peak_flops_per_s)} peak"
     if ai is None:  # FLOPs but no bytes counted: only the compute roof applies
-        return Verdict(COMPUTE, f"no bytes counted; {_tf(p.achieved_flops_per_s)} = "
-                                f"{p.achieved_flops_per_s / p.peak_flops_per_s:.0%} of {_tf(p.peak_flops_per_s)} peak")
+        return Verdict(COMPUTE, f"no bytes counted; {of_peak}")
     if ai >= ridge:
-        return Verdict(COMPUTE, f"AI {ai:,.1f} ≥ ridge {ridge:,.1f} FLOP/B; {_tf(p.achieved_flops_per_s)} = "
-                                f"{p.achieved_flops_per_s / p.peak_flops_per_s:.0%} of {_tf(p.peak_flops_per_s)} peak")
-    return Verdict(MEMORY, f"AI {ai:,.2f} < ridge {ridge:,.1f} FLOP/B; {_gb(p.achieved_bytes_per_s)} = "
-                           f"{p.achieved_bytes_per_s / p.peak_bytes_per_s:.0%} of {_gb(p.peak_bytes_per_s)}")
+        return Verdict(COMPUTE, f"AI {ai:,.1f} ≥ ridge {ridge:,.1f} FLOP/B; {of_peak}")
+    return Verdict(MEMORY, f"AI {ai:,.2f} < ridge {ridge:,.1f} FLOP/B; {_gb(bytes_rate)} = "
+                           f"{bytes_rate / p.peak_bytes_per_s:.0%} of {_gb(p.peak_bytes_per_s)}")
 
 
 def _tf(x: float | None) -> str:
@@ -259,8 +259,7 @@ class Roofline:
         out = []
         for fam in sorted(set(fams.tolist()), key=lambda f: -int(dur[fams == f].sum())):
             sel = fams == fam
-            known = rc is not None and rc.families is not None
-            fb = rc.families.get(fam) if known else None
+            fb = rc.families.get(fam) if rc is not None and rc.families is not None else None
             p = RooflinePoint(
                 label=fam, level="family", path=path, gpu_ns=int(dur[sel].sum()), kernels=int(sel.sum()),
                 instances=n, flops=None if fb is None else fb[0] * n, bytes=None if fb is None else fb[1] * n,

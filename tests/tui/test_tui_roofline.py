@@ -45,7 +45,8 @@ def test_roofline_view_plots_and_exports_the_ranges(tmp_path):
             await press(app, pilot, "e")
             export = next(tmp_path.glob("nsight-tui_roofline_ranges*.md")).read_text()
             (headers, rows), = [t for t in md_tables(export) if "verdict" in t[0]]
-            row = dict(zip(headers, next(r for r in rows if r[0].endswith("step_N/forward/scaled_dot_product_attention/computing_softmax"))))
+            softmax = "step_N/forward/scaled_dot_product_attention/computing_softmax"
+            row = dict(zip(headers, next(r for r in rows if r[0].endswith(softmax))))
             nbytes = 3 * L * 8 * B * H * T * T  # 3 steps x 12 layers, fp32 scores in and out
             assert float(row["GB"]) == round(nbytes / 1e9, 3)
             assert float(row["GB/s"]) == round(nbytes / (scalar(COUNTED, SOFTMAX_NS_SQL.replace(
