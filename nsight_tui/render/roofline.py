@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from nsight_tui.parsers.kernel_names import table_name
 from nsight_tui.parsers.peaks import MATH_PATH_WORDS
-from nsight_tui.render.markdown import table
+from nsight_tui.parsers.roofline import BASIS, COMPUTE, LATENCY, MEMORY, UNKNOWN
+from nsight_tui.render.tables import markdown as table
 
 
 def _num(x, fmt: str, scale: float = 1.0) -> str:
@@ -69,3 +70,51 @@ def roofline_markdown(ro: dict | None) -> str:
                          [[f["path"], f["term"], f"{f['flops'] / 1e9:,.3f}", f"{f['bytes'] / 1e9:,.3f}", f["formula"]]
                           for f in ro["formulas"]], title="Analytic formulas used"))
     return "\n".join(out)
+
+
+def section(answers: dict) -> list[str]:
+    """Section (g) for render.report.SECTIONS."""
+    text = roofline_markdown(answers.get("roofline"))
+    return [text] if text else []
+
+
+# -- the sweep report's tables (rows model, columns ctx), from answers["roofline"] ---------------
+def _range(a: dict, name: str) -> dict | None:
+    ro = a.get("roofline") or {}
+    return next((p for p in ro.get("ranges", []) if p["label"] == name), None)
+
+
+def _mfu_cell(a: dict) -> str:
+    p = _range(a, "step") or _range(a, "forward")
+    if not p or p["mfu"] is None:
+        return "–"
+    return f"{100 * p['mfu']:.1f}% ({p['math_path']})"
+
+
+def _tflops_cell(a: dict) -> str:
+    rates = [(_range(a, n) or {}).get("achieved_flops_per_s") for n in ("forward", "backward")]
+    return " / ".join("–" if not r else f"{r / 1e12:.1f}" for r in rates)
+
+
+def _gemm_cell(a: dict) -> str:
+    fams = (a.get("roofline") or {}).get("families", {}).get("step", [])
+    g = next((f for f in fams if f["label"] == "gemm"), None)
+    if not g or not g["achieved_flops_per_s"] or not g["peak_flops_per_s"]:
+        return "–"
+    return f"{g['achieved_flops_per_s'] / 1e12:.1f} ({100 * g['achieved_flops_per_s'] / g['peak_flops_per_s']:.0f}%)"
+
+
+_SHORT = {COMPUTE: "compute", MEMORY: "memory", LATENCY: "latency", UNKNOWN: "?"}
+
+
+def _bound_cell(a: dict) -> str:
+    return " / ".join(_SHORT.get((_range(a, n) or {}).get("verdict", UNKNOWN), "?")
+                      for n in ("forward", "backward", "step"))
+
+
+SWEEP_QUESTIONS = [
+    ("MFU of the step (math path of its GEMMs)", BASIS["mfu"], _mfu_cell),
+    ("Achieved TFLOP/s: forward / backward", "FLOPs / GPU busy time of the range", _tflops_cell),
+    ("GEMM TFLOP/s in the step (share of the math path's peak)", "GEMM FLOPs / GEMM kernel time", _gemm_cell),
+    ("Bound: forward / backward / step", BASIS["verdict"], _bound_cell),
+]
