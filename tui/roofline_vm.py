@@ -28,31 +28,23 @@ def context(session) -> rl.Roofline:
 
 
 def ratios(session, node) -> list[Ratio]:
-    """TFLOP/s, GB/s and the verdict of a range (for the ratios panel)."""
+    """Achieved FLOP/s and bytes/s, intensity, MFU and the verdict of a range (for the ratios
+    panel); the verdict's value is the share of its roof it reaches."""
     roof = context(session)
     p = roof.range_point(node.ids, rl.node_path(node.path), label=node.label)
     src = f"{p.source} FLOPs/bytes" if p.source != "none" else "no FLOP/byte counts"
     out = [
-        Ratio("TFLOP/s", p.achieved_flops_per_s, _tflops(p.achieved_flops_per_s),
-              f"FLOPs / GPU busy time ({src})"),
-        Ratio("GB/s", p.achieved_bytes_per_s, _gbps(p.achieved_bytes_per_s), f"bytes / GPU busy time ({src})"),
+        Ratio("achieved FLOP/s", p.achieved_flops_per_s, "flop_per_s", f"FLOPs / GPU busy time ({src})"),
+        Ratio("achieved bytes/s", p.achieved_bytes_per_s, "bytes_per_s", f"bytes / GPU busy time ({src})"),
     ]
     if p.intensity_flops_per_byte is not None:
         ridge = "–" if p.ridge_flops_per_byte is None else f"{p.ridge_flops_per_byte:,.1f}"
-        out.append(Ratio("FLOP/byte", p.intensity_flops_per_byte, f"{p.intensity_flops_per_byte:,.2f}",
-                         f"arithmetic intensity; ridge {ridge} ({MATH_PATH_WORDS.get(p.math_path, p.math_path)})"))
+        out.append(Ratio("arithmetic intensity", p.intensity_flops_per_byte, "flop_per_byte",
+                         f"FLOPs / bytes; ridge {ridge} FLOP/B ({MATH_PATH_WORDS.get(p.math_path, p.math_path)})"))
     if p.mfu is not None:
-        out.append(Ratio("MFU", p.mfu, f"{100 * p.mfu:.1f}%", f"FLOPs / (NVTX time × {p.math_path} peak)"))
-    out.append(Ratio("bound", None, p.verdict, p.reason))
+        out.append(Ratio("MFU", p.mfu, "fraction", f"FLOPs / (NVTX time × {p.math_path} peak)"))
+    out.append(Ratio(f"{p.verdict} (share of its roof)", p.roof_share, "fraction", p.reason))
     return out
-
-
-def _tflops(x) -> str:
-    return "n/a" if x is None else f"{x / 1e12:,.2f}"
-
-
-def _gbps(x) -> str:
-    return "n/a" if x is None else f"{x / 1e9:,.0f}"
 
 
 @dataclass

@@ -85,11 +85,17 @@ def test_kernel_view_ratios_gain_throughput_and_verdict():
             await type_text(app, pilot, "step_N/forward/scaled_dot_product_attention/computing_softmax")
             await press(app, pilot, "enter", "enter")
             ratios = {r.label: r for r in app.screen.ratios}
-            assert ratios["bound"].display == "memory-bound" and "AI 0.62" in ratios["bound"].basis
-            assert ratios["FLOP/byte"].value == 0.625
-            assert "GB/s" in ratios and "TFLOP/s" in ratios
+            bound = ratios["memory-bound (share of its roof)"]
+            assert "AI 0.62" in bound.basis and 0 < bound.value < 1
+            assert ratios["arithmetic intensity"].value == 0.625
+            nbytes = 3 * L * 8 * B * H * T * T
+            durations = scalar(COUNTED, SOFTMAX_NS_SQL.replace(
+                "r.name = 'computing_softmax'", "r.name = 'computing_softmax' AND EXISTS (SELECT 1 FROM r s2 WHERE "
+                "s2.name GLOB 'step_[0-9]*' AND r.start >= s2.start AND r.end <= s2.end)"))
+            assert ratios["achieved bytes/s"].value == nbytes / (durations / 1e9)
+            assert bound.value == ratios["achieved bytes/s"].value / 4.8e12
             text = screen_text(app)
-            assert "memory-bound" in text
+            assert "memory-bound" in text and "FLOP/B" in text
 
     run(body())
 
