@@ -284,8 +284,12 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     }
 
 
-def questions(trace: Trace, attribution: str = "process", dims: dict | None = None) -> dict:
-    """Everything `nsight-tui report` says about one trace, as plain data (the JSON)."""
+def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
+              roofline_options: dict | None = None) -> dict:
+    """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
+    `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
+    from nsight_tui.parsers.roofline import answers as roofline_answers
+
     model = range_model(trace, attribution)
     config = dict(trace.meta().config)
     if dims:
@@ -302,6 +306,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
         **_ranks(trace),
+        "roofline": roofline_answers(trace, attribution, **(roofline_options or {})),
     }
 
 
