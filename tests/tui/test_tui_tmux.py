@@ -75,8 +75,8 @@ def test_real_terminal_key_path(tmp_path: Path):
         t.wait_for("cudaLaunchKernel")
         t.keys("Enter")
         t.wait_for("correlation ID")
-        pane = t.wait_for("API call:")  # the lookup runs in a worker: wait for its result, not the title
-        assert "API call: cudaLaunchKernel" in pane and "backward" in pane
+        pane = t.wait_for("API call: cudaLaunchKernel")  # the crumb shows before the lookup ends
+        assert "backward" in pane
         t.keys("e")
         t.wait_for("exported nsight-tui_corr_")
         exported = list(tmp_path.glob("nsight-tui_corr_*.md"))

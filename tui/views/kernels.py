@@ -13,6 +13,7 @@ from textual.worker import get_current_worker
 from nsight_tui.parsers import families
 from nsight_tui.parsers.analysis import Ratio, family_shares, ratio_panel
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.numbers import quantity
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
@@ -164,7 +165,7 @@ class KernelsScreen(TableScreen):
         scope = "the whole trace" if self.node is None else path_text(self.node)
         body = self.export_table(f"Kernels of {scope}")
         if self.ratios:
-            body += "\n" + md_table(["Ratio", "Value", "Basis"], [[r.label, r.display, r.basis] for r in self.ratios],
+            body += "\n" + md_table(["Ratio", "Value", "Basis"], [[r.label, quantity(r.value, r.unit), r.basis] for r in self.ratios],
                                     title="Ratios")
         return ViewText(self.view_name, head, body)
 
@@ -182,13 +183,17 @@ def kernel_detail(name: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def range_ratios(model, node) -> list:
-    return ratio_panel(model, node)
+def range_ratios(model, node, session=None) -> list:
+    """The range's ratios, then its roofline figures (TFLOP/s, GB/s, verdict) when a session
+    gives the counts and peaks."""
+    from nsight_tui.tui.roofline_vm import ratios as roofline_ratios
+
+    return ratio_panel(model, node) + (roofline_ratios(session, node) if session is not None else [])
 
 
 def global_ratios(model, positions) -> list:
     shares = family_shares(model, positions)
-    return [Ratio(f"{r.label} share", r.share, fmt.percent(r.share), "GPU op time in the whole trace")
+    return [Ratio(f"{r.label} share", r.share, "fraction", "GPU op time in the whole trace")
             for r in shares.itertuples() if r.total_ns]
 
 
@@ -201,7 +206,7 @@ def node_summary(session, node) -> tuple:
         model = session.model
         positions = node.op_positions()
         hit = tables[id(node)] = (node, model, positions, add_labels(model.kernel_summary(positions)),
-                                  range_ratios(model, node))
+                                  range_ratios(model, node, session))
     return hit[2:]
 
 
