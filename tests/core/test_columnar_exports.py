@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPORTS, SAMPLES
-from nsight_tui.cli.stats import render_csv
+from nsight_tui.render.nsys import render_csv
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.load import load_trace
 from nsight_tui.parsers.model import range_model
