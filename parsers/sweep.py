@@ -147,7 +147,8 @@ QUESTIONS = [
 ]
 
 
-def tables(runs: list[Run]) -> list[SweepTable]:
+def tables(runs: list[Run], questions=None) -> list[SweepTable]:
+    """One table per question (title, basis, answers -> cell); QUESTIONS by default."""
     out = []
     variants = sorted({r.variant for r in runs})
     for variant in variants:
@@ -156,7 +157,7 @@ def tables(runs: list[Run]) -> list[SweepTable]:
         ctxs = sorted({r.ctx for r in vr})
         cell = {(r.model, r.ctx): r for r in vr}
         suffix = f" [{variant.lstrip('_')}]" if variant else ""
-        for title, basis, fn in QUESTIONS:
+        for title, basis, fn in QUESTIONS if questions is None else questions:
             t = SweepTable(title + suffix, basis, ["model", *[f"ctx {c}" for c in ctxs]])
             for model in models:
                 row = [model]

@@ -8,6 +8,7 @@ from pathlib import Path
 from nsight_tui.parsers.attribution import MODE_HELP, MODES
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.output import write_atomic
+from nsight_tui.render.idle import SWEEP_FIGURES, idle_section
 from nsight_tui.render.markdown import table
 
 
@@ -110,6 +111,7 @@ def single_markdown(a: dict) -> str:
     out.append("## Ratios")
     out.append(table(["ratio", "value", "divides by"],
                      [[k, _num(v, "{:.4f}"), a["ratio_basis"].get(k, "")] for k, v in ra.items()]))
+    out.append(idle_section(a))
     if a["warmup"]:
         w, s = a["warmup"].get("step"), ranges.get("step")
         if w:
@@ -150,7 +152,7 @@ def run(args) -> int:
             raise TraceError(f"{target}: no {{model}}_ctx{{N}}*.sqlite captures in this folder")
         sweep.analyse(runs, args.attribution,
                       progress=lambda f, name: print(f"analysing {name}", file=sys.stderr))
-        tables = sweep.tables(runs)
+        tables = sweep.tables(runs) + sweep.tables(runs, SWEEP_FIGURES)
         if args.format == "json":
             text = json.dumps({
                 "folder": str(target), "attribution": args.attribution,
