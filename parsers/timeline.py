@@ -221,9 +221,16 @@ class Timeline:
         return out
 
     def _idle_lane(self, d: int) -> Lane:
+        """Idle stretches by cause, from the trace's first to its last event (before and after
+        the device's own activity the GPU is idle and nothing happens: host-bound)."""
         dev = self.idle.device(d)
-        edges, labels = dev.edges, dev.labels
-        idx = np.flatnonzero(labels[:-1] != BUSY) if len(labels) else np.zeros(0, np.int64)
+        lo, hi = _bounds(self.trace)
+        edges = np.concatenate(([lo], dev.edges, [max(hi, int(dev.edges[-1]) if len(dev.edges) else hi)]))
+        labels = np.concatenate(([HOST_BOUND], dev.labels, [HOST_BOUND])).astype(np.int8)
+        keep = np.ones(len(edges), dtype=bool)
+        keep[:-1] = edges[1:] > edges[:-1]  # drop empty pieces at the ends
+        edges, labels = edges[keep], labels[keep]
+        idx = np.flatnonzero(labels[:-1] != BUSY)
         lane = Lane(f"idle:{d}", f"GPU{d} idle", IDLE, IDLE_CATEGORIES, edges[idx], edges[idx + 1],
                     (labels[idx] - 1).astype(np.int32), np.full(len(idx), -1, dtype=np.int64), device=d)
         # the analysis's own sets: the lane shows exactly what the idle numbers count
@@ -302,6 +309,16 @@ class Timeline:
     def window_items(self, t0: int, t1: int) -> list[tuple[Lane, np.ndarray]]:
         """Per lane (idle lanes left out), the items overlapping [t0, t1)."""
         return [(lane, lane.overlapping(t0, t1)) for lane in self.lanes if lane.kind != IDLE]
+
+
+def _bounds(trace: Trace) -> tuple[int, int]:
+    """First start and last end over GPU ops, API calls and NVTX ranges."""
+    lo, hi = [], []
+    for frame in (trace.ops, trace.api, trace.ranges):
+        if len(frame):
+            lo.append(int(frame["start"].min()))
+            hi.append(int(frame["end"].max()))
+    return (min(lo), max(hi)) if lo else (0, 1)
 
 
 def timeline(trace: Trace, model: RangeModel, idle: IdleAnalysis) -> Timeline:
