@@ -53,7 +53,7 @@ class NsightApp(App[int]):
                 tooltip="Switch attribution: process-wide (autograd-thread kernels count for the main thread's "
                 "ranges) or nsys's launching-thread rule"),
         Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack"),
-        Binding("t", "timeline", "Timeline", id="app.timeline",
+        Binding("t", "timeline", "Timeline", show=False, id="app.timeline",
                 tooltip="Timeline of the selection (a range: its median instance; a launch: centred on it): "
                 "lanes, GPU idle by cause, the CPU's lead"),
         Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)"),

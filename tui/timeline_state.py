@@ -142,14 +142,12 @@ class TimelineState:
         return max(GAP_MIN_NS, 2 * self.span // self.n)
 
     def to_gap(self, forward: bool) -> tuple[int, int] | None:
-        """Centre the next (previous) GPU gap of at least gap_threshold(); None if there is none."""
+        """Centre the next GPU gap (starting after the cursor; backward: ending before it) of at
+        least gap_threshold() on the selected lane's GPU; None if there is none."""
         device = self.gap_device()
         if device is None:
             return None
-        here = self.cursor_ns
-        half_cell = max(1, self.span // (2 * self.n))
-        gap = self.timeline.next_gap(device, here + half_cell if forward else here - half_cell,
-                                     self.gap_threshold(), forward)
+        gap = self.timeline.next_gap(device, self.cursor_ns, self.gap_threshold(), forward)
         if gap is None:
             return None
         gs, ge = gap

@@ -128,12 +128,12 @@ class TimelineCanvas(Widget):
     def _cell(lane, code: int, fill: float, level: int, label: str | None) -> tuple[str, Style]:
         if code < 0:
             return ("·" if lane.kind == IDLE and level == 0 else " "), Style(dim=True)
-        if lane.kind == NVTX:
-            return label or " ", Style(color="black", bgcolor=colour(NVTX, "", code), bold=True)
+        if lane.kind == NVTX and label:  # a name inside its bar
+            return label, Style(color="black", bgcolor=colour(NVTX, "", code), bold=True)
         eighths = max(0, min(8, math.ceil(fill * 8)))
         if level == 0:
             eighths = max(1, eighths)  # anything at all shows
-        return BLOCKS[eighths], Style(color=colour(lane.kind, lane.categories[code], code))
+        return BLOCKS[eighths], Style(color=colour(lane.kind, "" if lane.kind == NVTX else lane.categories[code], code))
 
     def _legend(self, f: TimelineFrame) -> Text:
         text = Text(" " * TITLE_WIDTH)
@@ -196,7 +196,8 @@ class TimelineScreen(ViewScreen):
         self.state: TimelineState | None = None
         self.frame: TimelineFrame | None = None
         self._serial = 0
-        self.frames_drawn = 0  # tests and the benchmark wait on this
+        self.frames_drawn = 0  # tests and the benchmark wait on these two
+        self.frame_serial = 0
 
     view_name = "timeline"
 
@@ -263,6 +264,7 @@ class TimelineScreen(ViewScreen):
         if message.serial != self._serial:
             return  # a newer state is on its way
         self.frame = message.frame
+        self.frame_serial = message.serial
         self.canvas.show(message.frame)
         self.query_one("#crumb", Static).update(Text(self.crumb()))
         self.query_one("#tl-cursor", Static).update(self._cursor_text(message.frame))
