@@ -532,5 +532,5 @@ def _nvtx_around(trace: Trace, gtid: int, start: int, end: int, limit: int = 5) 
     open_ = open_[np.lexsort((-re_[open_], rs[open_]))]
     began = np.flatnonzero(mine & (rs > start) & (rs < end))
     began = began[np.argsort(rs[began], kind="stable")][:limit]
-    strip = lambda n: n[1:] if n.startswith(":") else n  # noqa: E731 - nsys's default domain
+    strip = lambda n: n.removeprefix(":")
     return [strip(names[i]) for i in open_], [strip(names[i]) for i in began]

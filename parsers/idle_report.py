@@ -8,7 +8,6 @@ from nsight_tui.parsers.analysis import PHASES, STEP, iteration_ranges, phase_ra
 from nsight_tui.parsers.idle import DEFINITIONS, idle_analysis
 from nsight_tui.parsers.model import RangeModel
 
-
 def phase_ids(model: RangeModel) -> dict[str, np.ndarray]:
     """Range positions per phase: steady-state steps and their forward/backward/optimizer;
     without step ranges, every range named forward/backward/optimizer."""

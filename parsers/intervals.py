@@ -22,18 +22,18 @@ class IntervalSet:
     cum: np.ndarray
 
     @classmethod
-    def empty(cls) -> "IntervalSet":
+    def empty(cls) -> IntervalSet:
         return cls(_EMPTY, _EMPTY, np.zeros(1, dtype=np.int64))
 
     @classmethod
-    def union(cls, starts, ends) -> "IntervalSet":
+    def union(cls, starts, ends) -> IntervalSet:
         """The union of any intervals (overlapping, unsorted, empty ones ignored). Touching
         intervals ([a, b) and [b, c)) become one."""
         s, e = merge(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
         return cls.of_disjoint(s, e)
 
     @classmethod
-    def of_disjoint(cls, s: np.ndarray, e: np.ndarray) -> "IntervalSet":
+    def of_disjoint(cls, s: np.ndarray, e: np.ndarray) -> IntervalSet:
         cum = np.zeros(len(s) + 1, dtype=np.int64)
         np.cumsum(e - s, out=cum[1:])
         return cls(s, e, cum)

@@ -16,11 +16,28 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
+import pandas as pd
 
 from nsight_tui.parsers import families
-from nsight_tui.parsers.idle import API_KINDS, API_LAUNCH, BUSY, CAUSES, HOST_BOUND, IdleAnalysis, base_api_name
+from nsight_tui.parsers.idle import (
+    API_KINDS,
+    API_LAUNCH,
+    BUSY,
+    CAUSES,
+    HOST_BOUND,
+    IdleAnalysis,
+    base_api_name,
+)
 from nsight_tui.parsers.intervals import IntervalSet, pieces
-from nsight_tui.parsers.load import KERNEL, MEMCPY, MEMSET, PID_MASK, Trace, pid_of, tid_of
+from nsight_tui.parsers.load import (
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    PID_MASK,
+    Trace,
+    pid_of,
+    tid_of,
+)
 from nsight_tui.parsers.model import RangeModel, display_name, path_key
 
 NVTX, API, GPU, IDLE = "nvtx", "api", "gpu", "idle"
@@ -77,15 +94,15 @@ class Lane:
 
     def cells(self, t0: int, t1: int, n: int) -> Cells:
         edges = cell_edges(t0, t1, n)
-        lo, hi = edges[:-1], edges[1:]
-        width = np.maximum(hi - lo, 1)
-        sets = self.category_sets()
-        if not sets:
+        width = np.maximum(np.diff(edges), 1)
+        used = [(c, s) for c, s in enumerate(self.category_sets()) if len(s)]
+        if not used:
             return Cells(np.full(n, -1, dtype=np.int32), np.zeros(n))
-        cover = np.stack([s.measure(lo, hi) for s in sets])
-        best = np.argmax(cover, axis=0).astype(np.int32)
-        dominant = np.where(cover.max(axis=0) > 0, best, -1).astype(np.int32)
-        return Cells(dominant, np.minimum(self.union.measure(lo, hi) / width, 1.0))
+        # coverage before each edge, differenced: one search per edge and category
+        cover = np.stack([np.diff(s.before(edges)) for _, s in used])
+        codes = np.array([c for c, _ in used], dtype=np.int32)
+        dominant = np.where(cover.max(axis=0) > 0, codes[np.argmax(cover, axis=0)], -1).astype(np.int32)
+        return Cells(dominant, np.minimum(np.diff(self.union.before(edges)) / width, 1.0))
 
     def overlapping(self, t0: int, t1: int) -> np.ndarray:
         """Indices of the items that overlap [t0, t1)."""
@@ -148,6 +165,7 @@ class Timeline:
 
     def __init__(self, trace: Trace, model: RangeModel, idle: IdleAnalysis):
         self.trace, self.model, self.idle = trace, model, idle
+        self.range_names = trace.ranges["name"].to_numpy() if len(trace.ranges) else np.zeros(0, dtype=object)
         self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes()]
         starts = [lane.start[:1] for lane in self.lanes if len(lane)]
         ends = [lane._run_end[-1:] for lane in self.lanes if len(lane)]
@@ -161,8 +179,8 @@ class Timeline:
         m, t = self.model, self.trace
         if m.n == 0:
             return []
-        names = t.ranges["name"].to_numpy()
-        keys = np.array([path_key(display_name(n)) for n in names], dtype=object)
+        codes, uniques = pd.factorize(t.ranges["name"])  # path keys per distinct name, not per range
+        keys = np.array([path_key(display_name(n)) for n in uniques], dtype=object)[codes]
         out = []
         mains = sorted(m.main_threads.values())
         if not mains:  # no thread qualifies as main: the one with the most ranges
@@ -209,15 +227,20 @@ class Timeline:
                        np.where(kind == MEMSET, fam_code["memset"], name_cat[ops["name"].to_numpy()]))
         dev, stream = ops["device"].to_numpy(), ops["stream"].to_numpy()
         start, end = ops["start"].to_numpy(), ops["end"].to_numpy()
-        order = np.lexsort((start, stream, dev))
+        # one sort by (device, stream, start); each lane is then a contiguous slice of it
+        key = (dev.astype(np.int64) << 32) | (stream.astype(np.int64) & 0xFFFFFFFF)
+        order = np.lexsort((start, key))
+        keys = key[order]
+        bounds = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1], [True])))
         out = []
-        pairs = np.unique(np.stack([dev, stream], axis=1), axis=0)
-        for d in np.unique(dev).tolist():
-            for s in pairs[pairs[:, 0] == d][:, 1].tolist():
-                sel = order[(dev[order] == d) & (stream[order] == s)]
-                out.append(Lane(f"gpu:{d}:{s}", f"GPU{d} s{s}", GPU, GPU_CATEGORIES, start[sel], end[sel],
-                                cat[sel].astype(np.int32), sel, device=d, stream=s))
-            out.append(self._idle_lane(d))
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            sel = order[a:b]
+            d, s = int(dev[sel[0]]), int(stream[sel[0]])
+            if out and out[-1].device != d:
+                out.append(self._idle_lane(out[-1].device))
+            out.append(Lane(f"gpu:{d}:{s}", f"GPU{d} s{s}", GPU, GPU_CATEGORIES, start[sel], end[sel],
+                            cat[sel].astype(np.int32), sel, device=d, stream=s))
+        out.append(self._idle_lane(out[-1].device))
         return out
 
     def _idle_lane(self, d: int) -> Lane:
@@ -251,29 +274,35 @@ class Timeline:
         i = lane.item_in(t0, t1)
         return None if i is None else self.describe(lane, i)
 
-    def describe(self, lane: Lane, i: int) -> Item:
+    @cached_property
+    def _cols(self) -> dict[str, np.ndarray]:
+        """The columns describe() reads, as numpy arrays (pandas' per-cell access costs µs each)."""
         t = self.trace
+        cols = {f"op_{c}": t.ops[c].to_numpy() for c in ("kind", "api", "name", "corr", "gpid")}
+        cols.update({f"api_{c}": t.api[c].to_numpy() for c in ("start", "gtid", "name", "corr")})
+        return cols
+
+    def describe(self, lane: Lane, i: int) -> Item:
+        t, c = self.trace, self._cols
         ref = int(lane.ref[i])
         start, end = int(lane.start[i]), int(lane.end[i])
         if lane.kind == NVTX:
-            return Item(lane, i, "range", display_name(t.ranges["name"].iat[ref]), start, end, ref)
+            return Item(lane, i, "range", display_name(self.range_names[ref]), start, end, ref)
         if lane.kind == API:
-            name = base_api_name(t.api_names[int(t.api["name"].iat[ref])])
-            return Item(lane, i, "api", name, start, end, ref, corr=int(t.api["corr"].iat[ref]),
-                        gpid=int(t.api["gtid"].iat[ref]) & PID_MASK)
+            name = base_api_name(t.api_names[int(c["api_name"][ref])])
+            return Item(lane, i, "api", name, start, end, ref, corr=int(c["api_corr"][ref]),
+                        gpid=int(c["api_gtid"][ref]) & PID_MASK)
         if lane.kind == IDLE:
-            return Item(lane, i, lane.categories[int(lane.cat[i])], lane.categories[int(lane.cat[i])], start, end, -1)
-        ops = t.ops
-        kind = int(ops["kind"].iat[ref])
-        call = int(ops["api"].iat[ref])
-        item = Item(lane, i, ("kernel", "memcpy", "memset")[kind], t.op_names[int(ops["name"].iat[ref])], start, end,
-                    ref, corr=int(ops["corr"].iat[ref]), gpid=int(ops["gpid"].iat[ref]))
+            cause = lane.categories[int(lane.cat[i])]
+            return Item(lane, i, cause, cause, start, end, -1)
+        kind, call = int(c["op_kind"][ref]), int(c["op_api"][ref])
+        item = Item(lane, i, ("kernel", "memcpy", "memset")[kind], t.op_names[int(c["op_name"][ref])], start, end,
+                    ref, corr=int(c["op_corr"][ref]), gpid=int(c["op_gpid"][ref]))
         if call >= 0:
-            c_start = int(t.api["start"].iat[call])
-            gtid = int(t.api["gtid"].iat[call])
+            c_start = int(c["api_start"][call])
             item = replace(item, lead_ns=start - c_start if kind == KERNEL else None, call_ref=call,
-                           call_name=base_api_name(t.api_names[int(t.api["name"].iat[call])]),
-                           call_thread=t.thread_label(gtid))
+                           call_name=base_api_name(t.api_names[int(c["api_name"][call])]),
+                           call_thread=t.thread_label(int(c["api_gtid"][call])))
         return item
 
     def op_lane(self, op: int) -> tuple[int, int] | None:
@@ -306,9 +335,43 @@ class Timeline:
         k = np.searchsorted(ge[long], t, side="left") - 1
         return (int(gs[long][k]), int(ge[long][k])) if k >= 0 else None
 
-    def window_items(self, t0: int, t1: int) -> list[tuple[Lane, np.ndarray]]:
-        """Per lane (idle lanes left out), the items overlapping [t0, t1)."""
-        return [(lane, lane.overlapping(t0, t1)) for lane in self.lanes if lane.kind != IDLE]
+    def window_table(self, t0: int, t1: int) -> pd.DataFrame:
+        """Every range, API call and GPU op overlapping [t0, t1), lane by lane in start order:
+        lane, kind, name, start, duration, correlation ID and (kernels) CPU lead, built with
+        array lookups per lane (an export of a whole 600k-kernel trace stays linear)."""
+        t, c = self.trace, self._cols
+        api_base = np.array([base_api_name(n) for n in t.api_names] + [""], dtype=object)
+        op_names = np.array(t.op_names + [""], dtype=object)
+        parts = []
+        for lane in self.lanes:
+            if lane.kind == IDLE:
+                continue
+            idx = lane.overlapping(t0, t1)
+            ref = lane.ref[idx]
+            n = len(idx)
+            corr = np.full(n, None, dtype=object)
+            lead = np.full(n, None, dtype=object)
+            if lane.kind == NVTX:
+                kind = np.full(n, "range", dtype=object)
+                uniq, inv = np.unique(self.range_names[ref].astype(str), return_inverse=True)
+                name = np.array([display_name(u) for u in uniq], dtype=object)[inv] if n else np.zeros(0, object)
+            elif lane.kind == API:
+                kind = np.full(n, "api", dtype=object)
+                name = api_base[c["api_name"][ref]]
+                corr[:] = c["api_corr"][ref]
+            else:
+                k = c["op_kind"][ref]
+                kind = np.array(["kernel", "memcpy", "memset"], dtype=object)[k]
+                name = op_names[c["op_name"][ref]]
+                corr[:] = c["op_corr"][ref]
+                call = c["op_api"][ref]
+                has = (call >= 0) & (k == KERNEL)
+                if len(c["api_start"]):
+                    lead[has] = (lane.start[idx] - c["api_start"][np.where(has, call, 0)])[has]
+            parts.append(pd.DataFrame({"lane": lane.title, "kind": kind, "name": name, "start": lane.start[idx],
+                                       "duration": lane.end[idx] - lane.start[idx], "corr": corr, "lead": lead}))
+        cols = ["lane", "kind", "name", "start", "duration", "corr", "lead"]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
 
 
 def _bounds(trace: Trace) -> tuple[int, int]:

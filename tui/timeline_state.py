@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsight_tui.parsers.idle import WindowIdle
+from nsight_tui.parsers.idle import IdleSplit, WindowIdle
 from nsight_tui.parsers.model import RangeModel, RangeNode, display_name
 from nsight_tui.parsers.timeline import Cells, Item, Lane, Timeline, cell_edges
 
@@ -55,7 +55,7 @@ class TimelineFrame:
     cursor_ns: int
     item: Item | None
     launch_mark: tuple[int, int] | None  # (lane index, cell) of the kernel's launching call, if on screen
-    idle: WindowIdle
+    splits: list[IdleSplit]  # per GPU, the visible window's busy / launch / sync / host
     legend: list[tuple[str, str]] = field(default_factory=list)  # (lane kind, category) visible
 
 
@@ -119,7 +119,7 @@ class TimelineState:
         self._centre_on(self.cursor_ns, self.span / factor)
 
     def pan(self, cells: float) -> None:
-        step = int(round(self.span * cells / self.n))
+        step = round(self.span * cells / self.n)
         if step == 0:
             step = 1 if cells > 0 else -1
         self.t0 += step
@@ -185,14 +185,27 @@ class TimelineState:
             t0=self.t0, t1=self.t1, n=self.n, origin=self.origin, rows=rows, lane_count=len(tl.lanes),
             selected=self.selected, ticks=axis_ticks(self.t0, self.t1, self.n, self.origin),
             cursor_ns=self.cursor_ns, item=item, launch_mark=self._launch_mark(item, chosen),
-            idle=tl.idle.window(self.t0, self.t1, top_gaps=0), legend=list(legend),
+            splits=self.splits(), legend=list(legend),
         )
 
+    def splits(self) -> list[IdleSplit]:
+        """The window's idle split per GPU: a few binary searches (the frame shows it at once)."""
+        out = []
+        for d in self.timeline.idle.devices:
+            parts = (int(x) for x in self.timeline.idle.device(d).split(self.t0, self.t1))
+            out.append(IdleSplit(d, self.span, *parts))
+        return out
+
+    def summary(self) -> WindowIdle:
+        """The window's CPU lead and queue depth too (a selection over every kernel in view:
+        the screen asks for it after the frame, so it never delays a key)."""
+        return self.timeline.idle.window(self.t0, self.t1, top_gaps=0)
+
     def _labels(self, lane: Lane) -> list[tuple[int, int, str]]:
-        names = self.timeline.trace.ranges["name"]
+        names = self.timeline.range_names
         out = []
         for c0, c1, i in lane.spans(self.t0, self.t1, self.n, min_cells=4):
-            text = display_name(names.iat[int(lane.ref[i])])
+            text = display_name(names[int(lane.ref[i])])
             out.append((c0, c1, text[: c1 - c0]))
         return out
 
@@ -243,7 +256,7 @@ def time_label(ns: int, step: int) -> str:
     """A time relative to the origin in the unit its tick step calls for (12.5ms, -200µs)."""
     div, name = unit_for(step)
     value = ns / div
-    digits = 0 if step % div == 0 else max(0, -int(math.floor(math.log10(step / div))))
+    digits = 0 if step % div == 0 else max(0, -math.floor(math.log10(step / div)))
     return f"{value:.{digits}f}{name}"
 
 

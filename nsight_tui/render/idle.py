@@ -91,8 +91,8 @@ def idle_section(answers: dict) -> str:
                      title="GPU time in each range, per instance, by cause", notes=[note]))
     out.append(table(LEAD_HEADERS, [r for p in present for r in lead_rows(p, phases[p])],
                      title="The CPU's lead over the GPU and the launch queue",
-                     notes=["over the kernels whose launching call started inside the range; queue depth "
-                            "time-weighted over the range"]))
+                     notes=[("over the kernels whose launching call started inside the range; queue depth "
+                             "time-weighted over the range")]))
     step = phases.get("step")
     if step and step["gaps"]:
         out.append(table(GAP_HEADERS, gap_rows(step["gaps"]), title="The longest GPU gaps in the steps",
@@ -110,8 +110,8 @@ def window_markdown(title: str, idle: dict, items: list[list], origin: int) -> s
                          notes=[f"start relative to {origin} ns"]))
     out.append(table(["lane", "kind", "name", "start (ns)", "duration (ns)", "correlation ID", "CPU lead (ns)"],
                      items, title=f"Items in the window ({len(items):,})",
-                     notes=["every range, API call and GPU op overlapping the window, by lane then start; "
-                            "start on the capture's clock"]))
+                     notes=[("every range, API call and GPU op overlapping the window, by lane then start; "
+                             "start on the capture's clock")]))
     return "\n".join(out)
 
 

@@ -12,6 +12,7 @@ import math
 import re
 import sqlite3
 import statistics
+from itertools import pairwise
 from pathlib import Path
 
 SYNC = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
@@ -25,7 +26,7 @@ def ro(path: Path) -> sqlite3.Connection:
 
 def is_sync(name: str) -> bool:
     base = re.sub(r"(_v\d+)?(_ptds|_ptsz)?(_v\d+)?$", "", name)
-    return base in SYNC or ((base.startswith("cudaMemcpy") or base.startswith("cuMemcpy")) and "Async" not in base)
+    return base in SYNC or (base.startswith(("cudaMemcpy", "cuMemcpy")) and "Async" not in base)
 
 
 class Reference:
@@ -74,7 +75,7 @@ class Reference:
             launches = sorted((c for c in thread_calls if not is_sync(c[5]) and (c[3], c[4]) in self.launching),
                               key=lambda c: c[0])
             sync_starts = [c[0] for c in thread_calls if is_sync(c[5])]
-            for a, b in zip(launches, launches[1:]):
+            for a, b in pairwise(launches):
                 gap_start, gap_end = a[1], b[0]
                 if 0 < gap_end - gap_start <= burst_gap and not any(gap_start <= s < gap_end for s in sync_starts):
                     active.append((gap_start, gap_end))
@@ -94,7 +95,7 @@ class Reference:
                     if a < t1 and b > t0:
                         points.update(p for p in (a, b) if t0 < p < t1)
             points = sorted(points)
-            for p, q in zip(points, points[1:]):
+            for p, q in pairwise(points):
                 busy, queued, sync, active = (covers(s, p) for s in sets)
                 if busy:
                     total["busy"] += q - p

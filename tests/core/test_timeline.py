@@ -147,7 +147,7 @@ def test_idle_lane_cells_are_the_idle_split_per_cell():
 def _idle_cells_match(tl, t0, t1, n):
     edges = cell_edges(t0, t1, n)
     dev = tl.idle.device(0)
-    busy, launch, sync, host = dev.split(edges[:-1], edges[1:])
+    _, launch, sync, host = dev.split(edges[:-1], edges[1:])
     lane = next(lane for lane in tl.lanes if lane.kind == IDLE)
     cells = lane.cells(t0, t1, n)
     parts = np.stack([launch, sync, host])
@@ -195,3 +195,29 @@ def test_item_under_the_cursor_and_the_next_gap(name):
             before = [g for g in gaps if g[1] < t and g[1] - g[0] >= min_ns]
             assert tl.next_gap(tl.idle.devices[0], t, min_ns, True) == (after[0] if after else None)
             assert tl.next_gap(tl.idle.devices[0], t, min_ns, False) == (before[-1] if before else None)
+
+
+def test_window_table_lists_each_overlapping_item_once():
+    tl = _timeline("sample")
+    steps = [i for i, t in enumerate(tl.trace.ranges["text"]) if t.startswith("step_")]
+    t0 = int(tl.trace.ranges["start"].iat[steps[0]])
+    t1 = t0 + 3_000_000
+    table = tl.window_table(t0, t1)
+    con = ro(_path("sample"))
+    try:
+        want = {}
+        for kind, tbl in (("kernel", "KERNEL"), ("memcpy", "MEMCPY"), ("memset", "MEMSET")):
+            want[kind] = con.execute(f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_{tbl} WHERE start < ? AND end > ?",
+                                     (t1, t0)).fetchone()[0]
+        calls = con.execute("""SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start < ? AND end > ?""",
+                            (t1, t0)).fetchone()[0]
+        leads = dict(con.execute("""SELECT k.correlationId, k.start - r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+            WHERE k.start < ? AND k.end > ?""", (t1, t0)))
+    finally:
+        con.close()
+    counts = table["kind"].value_counts().to_dict()
+    assert {k: counts.get(k, 0) for k in want} == want
+    assert counts["api"] == calls  # every call on the sample's two threads (both launch work)
+    kernels = table[table["kind"] == "kernel"]
+    assert dict(zip(kernels["corr"], kernels["lead"])) == leads

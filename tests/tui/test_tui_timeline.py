@@ -11,8 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from test_tui_support import (ROOT, md_tables, open_backward_kernels, press, ro, running, screen_text, settle,
-                              tui_traces, type_text)
+from test_tui_support import (
+    ROOT,
+    md_tables,
+    open_backward_kernels,
+    press,
+    ro,
+    running,
+    screen_text,
+    settle,
+    tui_traces,
+    type_text,
+)
 
 sys.path.insert(0, str(ROOT / "tests" / "core"))
 from idle_reference import Reference  # noqa: E402 - the independent computation of tests/core

@@ -9,7 +9,7 @@ tui/timeline_state.py) runs in thread workers that post typed messages back.
 from __future__ import annotations
 
 import copy
-import math
+from typing import ClassVar
 
 import numpy as np
 from rich.style import Style
@@ -18,140 +18,30 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from nsight_tui.parsers.families import FAMILIES
 from nsight_tui.parsers.idle import idle_analysis
-from nsight_tui.parsers.timeline import IDLE, NVTX, Timeline, timeline
-from nsight_tui.render.idle import window_markdown
+from nsight_tui.parsers.timeline import Timeline, timeline
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import ViewText
-from nsight_tui.tui.timeline_state import (TITLE_WIDTH, ZOOM, TimelineFrame, TimelineState, TimelineTarget,
-                                           target_for_trace)
+from nsight_tui.tui.timeline_state import (
+    TITLE_WIDTH,
+    ZOOM,
+    TimelineFrame,
+    TimelineState,
+    TimelineTarget,
+    target_for_trace,
+)
 from nsight_tui.tui.views.base import ViewScreen
-
-BLOCKS = " ▁▂▃▄▅▆▇█"
-COLOURS = {
-    ("gpu", "gemm"): "#4e79a7", ("gpu", "attention"): "#f28e2b", ("gpu", "softmax"): "#e15759",
-    ("gpu", "elementwise"): "#76b7b2", ("gpu", "reduction"): "#59a14f", ("gpu", "normalization"): "#edc948",
-    ("gpu", "optimizer"): "#b07aa1", ("gpu", "memory"): "#ff9da7", ("gpu", "communication"): "#9c755f",
-    ("gpu", "other"): "#bab0ac", ("gpu", "memcpy"): "#17becf", ("gpu", "memset"): "#bcbd22",
-    ("api", "launch"): "#2ca02c", ("api", "sync"): "#d62728", ("api", "other"): "#8c8c8c",
-    ("idle", "launch-bound"): "#e6c229", ("idle", "sync-bound"): "#d62728", ("idle", "host-bound"): "#6f8fd8",
-}
-NVTX_COLOURS = ("#5b8def", "#e0915a", "#6cc08b", "#c27bd1", "#d6c25a", "#5ac6d6", "#d65a7e", "#9aa0a6")
-FAMILY_LABEL = {f.key: f.label.split(" (")[0] for f in FAMILIES}
-CURSOR_BG = "#3a3a3a"
-
-
-def colour(kind: str, category: str, code: int) -> str:
-    if kind == NVTX:
-        return NVTX_COLOURS[code % len(NVTX_COLOURS)]
-    return COLOURS.get((kind, category), "#bab0ac")
-
-
-class TimelineCanvas(Widget):
-    """Axis, lanes and legend of one TimelineFrame; nothing computed here but characters."""
-
-    DEFAULT_CSS = """
-    TimelineCanvas {
-        height: 1fr;
-        min-height: 4;
-    }
-    """
-    can_focus = True  # keeps keys away from the (hidden) search prompt
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.frame: TimelineFrame | None = None
-
-    class Resized(Message):
-        """The canvas changed size: the screen asks for a frame that fits."""
-
-    def on_resize(self) -> None:
-        self.post_message(self.Resized())
-
-    def show(self, frame: TimelineFrame) -> None:
-        self.frame = frame
-        self.refresh()
-
-    def render(self) -> Text:
-        f = self.frame
-        if f is None:
-            return Text("building the timeline…", style="italic")
-        lines = [self._axis(f)]
-        lines += [self._lane(f, row) for row in f.rows]
-        lines.append(self._legend(f))
-        return Text("\n").join(lines)
-
-    def _axis(self, f: TimelineFrame) -> Text:
-        cells = [" "] * f.n
-        for cell, label in f.ticks:
-            if 0 <= cell < f.n and all(c == " " for c in cells[cell:cell + len(label) + 2]):
-                cells[cell] = "╷"
-                for k, ch in enumerate(label[: f.n - cell - 1]):
-                    cells[cell + 1 + k] = ch
-        cells[f.n // 2] = "▼"
-        head = Text(f"{'lanes ' + str(f.selected + 1) + '/' + str(f.lane_count):<{TITLE_WIDTH}}", style="dim")
-        return head + Text("".join(cells), style="dim")
-
-    def _lane(self, f: TimelineFrame, row) -> Text:
-        """A lane of `row.height` screen rows: bars of block characters whose height is the
-        cell's covered fraction (eighths of a row per row), coloured by the dominant item."""
-        lane, h = row.lane, row.height
-        selected = row.index == f.selected
-        dom, full = row.cells.dominant, row.cells.fullness
-        labels = {}
-        for c0, c1, label in row.labels:
-            for k, ch in enumerate(label[: max(0, c1 - c0 - 1)]):
-                labels[c0 + 1 + k] = ch
-        mark = f.launch_mark[1] if f.launch_mark and f.launch_mark[0] == row.index else None
-        title_style = "reverse bold" if selected else "bold" if lane.kind == "gpu" else ""
-        lines = []
-        for level in range(h - 1, -1, -1):  # top screen row first
-            title = lane.title[: TITLE_WIDTH - 1] if level == h - 1 else ""
-            text = Text(title.ljust(TITLE_WIDTH - 1) + " ", style=title_style if title else "")
-            for c in range(f.n):
-                ch, style = self._cell(lane, int(dom[c]), float(full[c]) * h - level, level, labels.get(c))
-                if c == mark and level == 0:
-                    ch, style = "◆", Style(color="white", bold=True)
-                if c == f.n // 2:
-                    style = style + (Style(reverse=True) if selected else Style(bgcolor=CURSOR_BG))
-                text.append(ch, style)
-            lines.append(text)
-        return Text("\n").join(lines)
-
-    @staticmethod
-    def _cell(lane, code: int, fill: float, level: int, label: str | None) -> tuple[str, Style]:
-        if code < 0:
-            return ("·" if lane.kind == IDLE and level == 0 else " "), Style(dim=True)
-        if lane.kind == NVTX and label:  # a name inside its bar
-            return label, Style(color="black", bgcolor=colour(NVTX, "", code), bold=True)
-        eighths = max(0, min(8, math.ceil(fill * 8)))
-        if level == 0:
-            eighths = max(1, eighths)  # anything at all shows
-        return BLOCKS[eighths], Style(color=colour(lane.kind, "" if lane.kind == NVTX else lane.categories[code], code))
-
-    def _legend(self, f: TimelineFrame) -> Text:
-        text = Text(" " * TITLE_WIDTH)
-        for kind, cat in f.legend:
-            name = FAMILY_LABEL.get(cat, cat) if kind == "gpu" else cat
-            text.append("■", Style(color=colour(kind, cat, 0)))
-            text.append(f"{name} ")
-        if f.launch_mark:
-            text.append("◆", "bold")
-            text.append("launching call")
-        text.truncate(TITLE_WIDTH + f.n)
-        return text
-
+from nsight_tui.tui.widgets.timeline_canvas import COLOURS, TimelineCanvas, frame_strips
+from nsight_tui.render.idle import window_markdown
 
 class TimelineScreen(ViewScreen):
     """The timeline around a range instance, a launch or the whole trace."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[Binding]] = [
         Binding("plus,equals_sign", "zoom(1)", "Zoom in", id="timeline.zoom_in",
                 tooltip="Zoom in around the cursor (the centre column)"),
         Binding("minus", "zoom(-1)", "Zoom out", id="timeline.zoom_out", tooltip="Zoom out around the cursor"),
@@ -182,11 +72,18 @@ class TimelineScreen(ViewScreen):
             self.timeline = timeline
 
     class FrameReady(Message):
-        """A frame for the state as it was when asked (worker -> screen)."""
+        """A frame for the state as it was when asked, and its drawing (worker -> screen)."""
 
-        def __init__(self, frame: TimelineFrame, serial: int) -> None:
+        def __init__(self, frame: TimelineFrame, strips: list, serial: int) -> None:
             super().__init__()
-            self.frame, self.serial = frame, serial
+            self.frame, self.strips, self.serial = frame, strips, serial
+
+    class SummaryReady(Message):
+        """The visible window's CPU lead and queue depth (worker -> screen, after its frame)."""
+
+        def __init__(self, summary, serial: int) -> None:
+            super().__init__()
+            self.summary, self.serial = summary, serial
 
     def __init__(self, session, target=None, **kwargs) -> None:
         """`target`: a TimelineTarget, or a function Timeline -> TimelineTarget (for targets
@@ -257,19 +154,28 @@ class TimelineScreen(ViewScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="timeline-frame")
     def _frame(self, state: TimelineState, visible: int, serial: int) -> None:
         frame = state.frame(visible)
+        strips = frame_strips(frame)
+        if get_current_worker().is_cancelled:
+            return
+        self.post_message(self.FrameReady(frame, strips, serial))
+        summary = state.summary()  # after the frame: the lead's selection never delays a key
         if not get_current_worker().is_cancelled:
-            self.post_message(self.FrameReady(frame, serial))
+            self.post_message(self.SummaryReady(summary, serial))
 
     def on_timeline_screen_frame_ready(self, message: FrameReady) -> None:
         if message.serial != self._serial:
             return  # a newer state is on its way
         self.frame = message.frame
         self.frame_serial = message.serial
-        self.canvas.show(message.frame)
+        self.canvas.show(message.strips)
         self.query_one("#crumb", Static).update(Text(self.crumb()))
         self.query_one("#tl-cursor", Static).update(self._cursor_text(message.frame))
-        self.query_one("#tl-idle", Static).update(self._idle_text(message.frame))
+        self.query_one("#tl-idle", Static).update(self._idle_text(message.frame, None))
         self.frames_drawn += 1
+
+    def on_timeline_screen_summary_ready(self, message: SummaryReady) -> None:
+        if message.serial == self.frame_serial and self.frame is not None:
+            self.query_one("#tl-idle", Static).update(self._idle_text(self.frame, message.summary))
 
     def _say(self, text: str) -> None:
         self.set_status(Text(text))  # plain text: names and `[`/`]` are not markup
@@ -299,19 +205,23 @@ class TimelineScreen(ViewScreen):
         text.append(f" · at {fmt.seconds(f.cursor_ns)} s", style="dim")
         return text
 
-    def _idle_text(self, f: TimelineFrame) -> Text:
+    def _idle_text(self, f: TimelineFrame, summary) -> Text:
+        """The window's split for the selected lane's GPU; lead and queue once computed."""
         lane = self.state.timeline.lanes[f.selected] if f.lane_count else None
-        devices = f.idle.devices
-        if not devices:
+        if not f.splits:
             return Text("no GPU work in this trace", style="dim")
-        dev = next((d for d in devices if lane is not None and d.device == lane.device), devices[0])
-        s, span = dev.split, max(1, dev.split.window_ns)
-        text = Text(f"GPU{dev.device} ", style="bold")
+        s = next((x for x in f.splits if lane is not None and x.device == lane.device), f.splits[0])
+        span = max(1, s.window_ns)
+        text = Text(f"GPU{s.device} ", style="bold")
         text.append(f"busy {s.busy_ns / span:.0%}", style="bold")
         for label, ns, key in (("launch", s.launch_bound_ns, "launch-bound"), ("sync", s.sync_bound_ns, "sync-bound"),
                                ("host", s.host_bound_ns, "host-bound")):
             text.append(" · ")
             text.append(f"{label} {ns / span:.0%}", Style(color=COLOURS[("idle", key)]))
+        dev = next((d for d in summary.devices if d.device == s.device), None) if summary is not None else None
+        if dev is None:
+            text.append(" · lead …", style="dim")
+            return text
         if dev.lead.kernels:
             text.append(f" · lead p50 {fmt.duration(dev.lead.median_ns)} p95 {fmt.duration(dev.lead.p95_ns)}")
         if dev.queue.mean_depth is not None:
@@ -394,11 +304,9 @@ class TimelineScreen(ViewScreen):
         tl = state.timeline
         t0, t1 = state.t0, state.t1
         idle = tl.idle.window(t0, t1, top_gaps=10).to_json()
-        rows = []
-        for lane, idx in tl.window_items(t0, t1):
-            for i in idx.tolist():
-                it = tl.describe(lane, i)
-                rows.append([lane.title, it.kind, it.name, it.start_ns, it.duration_ns, it.corr, it.lead_ns])
+        items = tl.window_table(t0, t1)
+        rows = [[None if v is None else int(v) if i >= 3 else v for i, v in enumerate(r)]
+                for r in items.itertuples(index=False, name=None)]
         head = self.export_header(f"window {t0} ns to {t1} ns ({t1 - t0} ns), opened on {state.target.title}",
                                   f"cursor at {state.cursor_ns} ns, lane {tl.lanes[state.selected].title}"
                                   if tl.lanes else "")
