@@ -38,6 +38,9 @@ from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.widgets.timeline_canvas import COLOURS, TimelineCanvas, frame_strips
 from nsight_tui.render.idle import window_markdown
 
+SUMMARY_DELAY_S = 0.15
+
+
 class TimelineScreen(ViewScreen):
     """The timeline around a range instance, a launch or the whole trace."""
 
@@ -95,6 +98,7 @@ class TimelineScreen(ViewScreen):
         self._serial = 0
         self.frames_drawn = 0  # tests and the benchmark wait on these two
         self.frame_serial = 0
+        self._crumb = ""
 
     view_name = "timeline"
 
@@ -158,9 +162,18 @@ class TimelineScreen(ViewScreen):
         if get_current_worker().is_cancelled:
             return
         self.post_message(self.FrameReady(frame, strips, serial))
-        summary = state.summary()  # after the frame: the lead's selection never delays a key
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="timeline-summary")
+    def _summary(self, state: TimelineState, serial: int) -> None:
+        summary = state.summary()
         if not get_current_worker().is_cancelled:
             self.post_message(self.SummaryReady(summary, serial))
+
+    def _ask_summary(self, serial: int) -> None:
+        """The lead/queue line once the view has rested (SUMMARY_DELAY_S after the last frame):
+        its selection over every kernel in view never competes with a key's frame."""
+        if serial == self._serial and self.state is not None:
+            self._summary(copy.copy(self.state), serial)
 
     def on_timeline_screen_frame_ready(self, message: FrameReady) -> None:
         if message.serial != self._serial:
@@ -168,14 +181,19 @@ class TimelineScreen(ViewScreen):
         self.frame = message.frame
         self.frame_serial = message.serial
         self.canvas.show(message.strips)
-        self.query_one("#crumb", Static).update(Text(self.crumb()))
-        self.query_one("#tl-cursor", Static).update(self._cursor_text(message.frame))
-        self.query_one("#tl-idle", Static).update(self._idle_text(message.frame, None))
+        # fixed-height lines (app.tcss): no layout pass per key, only a repaint
+        crumb = self.crumb()
+        if crumb != self._crumb:
+            self._crumb = crumb
+            self.query_one("#crumb", Static).update(Text(crumb), layout=False)
+        self.query_one("#tl-cursor", Static).update(self._cursor_text(message.frame), layout=False)
+        self.query_one("#tl-idle", Static).update(self._idle_text(message.frame, None), layout=False)
         self.frames_drawn += 1
+        self.set_timer(SUMMARY_DELAY_S, lambda: self._ask_summary(message.serial))
 
     def on_timeline_screen_summary_ready(self, message: SummaryReady) -> None:
         if message.serial == self.frame_serial and self.frame is not None:
-            self.query_one("#tl-idle", Static).update(self._idle_text(self.frame, message.summary))
+            self.query_one("#tl-idle", Static).update(self._idle_text(self.frame, message.summary), layout=False)
 
     def _say(self, text: str) -> None:
         self.set_status(Text(text))  # plain text: names and `[`/`]` are not markup
