@@ -60,11 +60,12 @@ def rss_mb() -> float:
 def build(path: Path) -> dict:
     from nsight_tui.parsers.idle import idle_analysis
     from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.model import range_model
     from nsight_tui.parsers.timeline import timeline
 
     t0 = time.perf_counter()
     trace = load_trace(path)
-    model = trace.model()
+    model = range_model(trace)
     t1 = time.perf_counter()
     before = rss_mb()
     idle = idle_analysis(trace)

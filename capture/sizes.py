@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsight_tui.parsers.conventions import DEFAULT_BATCH
+
 # name -> (d_model, n_layers, n_heads), the GPT-2 family plus a 2.7B model; `tiny` is for tests
 # and smoke runs on a CPU.
 MODEL_SIZES: dict[str, tuple[int, int, int]] = {
@@ -15,28 +17,12 @@ MODEL_SIZES: dict[str, tuple[int, int, int]] = {
 }
 CONTEXT_LENGTHS = (128, 256, 512, 1024)
 VOCAB = 10_000
-DEFAULT_BATCH = 4
 MODES = ("train", "forward")
 DTYPES = ("fp32", "bf16")
 ATTENTIONS = ("manual", "fused")
 
 # The workload exits with this code (and writes its status file) when the GPU runs out of memory.
 OOM_EXIT_CODE = 3
-
-
-def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
-                attention: str = "manual", batch: int = DEFAULT_BATCH) -> str:
-    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`."""
-    stem = f"{model}_ctx{ctx}"
-    if mode == "forward":
-        stem += "_fwd"
-    if dtype == "bf16":
-        stem += "_bf16"
-    if attention == "fused":
-        stem += "_fused"
-    if batch != DEFAULT_BATCH:
-        stem += f"_b{batch}"
-    return stem
 
 
 @dataclass(frozen=True)
@@ -51,6 +37,7 @@ class RunSettings:
     batch: int = DEFAULT_BATCH
     steps: int = 3
     warmup: int = 2
+    processes: int = 1  # >1: data-parallel, one process per GPU under torchrun (capture/ddp.py)
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -58,4 +45,6 @@ class RunSettings:
         d_model, n_layers, n_heads = MODEL_SIZES[self.model]
         return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
                 "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
-                "attention": self.attention, "steps": self.steps, "warmup": self.warmup}
+                "attention": self.attention, "steps": self.steps, "warmup": self.warmup,
+                **({"processes": self.processes} if self.processes > 1 else {})}
+

@@ -12,15 +12,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers import families
+from nsight_tui.parsers import conventions, families
 from nsight_tui.parsers.kernel_names import table_name
-from nsight_tui.parsers.load import KERNEL, Trace
-from nsight_tui.parsers.model import RangeModel, RangeNode
+from nsight_tui.parsers.ids import KERNEL
+from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
 
-STEP = re.compile(r"^step_\d+$")
-WARMUP = re.compile(r"^warmup_\d+$")
-PHASES = ("forward", "backward", "optimizer")
-ATTENTION_PARTS = ("computing_attention_scores", "computing_softmax", "final_matmul")
+STEP, WARMUP = conventions.STEP_RANGE, conventions.WARMUP_RANGE
+PHASES, ATTENTION_PARTS = conventions.PHASES, conventions.ATTENTION_PARTS
 
 
 @dataclass
@@ -33,7 +32,7 @@ class Ratio:
 
 def op_families(trace: Trace, op_positions: np.ndarray) -> np.ndarray:
     """Family key of each op (memcpy/memset are `memory`)."""
-    return trace.name_families[trace.ops["name"].to_numpy()[op_positions]]
+    return families.name_families(trace)[trace.ops["name"].to_numpy()[op_positions]]
 
 
 def family_shares(model: RangeModel, op_positions: np.ndarray) -> pd.DataFrame:
@@ -124,7 +123,7 @@ def iteration_ranges(model: RangeModel, pattern: re.Pattern) -> np.ndarray:
     texts = model.trace.ranges["text"].to_numpy()
     hit = np.array([bool(pattern.match(t)) for t in texts], dtype=bool)
     ids = np.flatnonzero(hit)
-    inner = [i for i in ids if not any(hit[c] for c in _children_ids(model, i))]
+    inner = [i for i in ids if not any(hit[c] for c in _children_ids(model, int(i)))]
     return np.array(inner, dtype=np.int64)
 
 
@@ -297,7 +296,7 @@ def _gpu_idle(model: RangeModel) -> dict:
 
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON)."""
-    model = trace.model(attribution)
+    model = range_model(trace, attribution)
     config = dict(trace.meta().config)
     if dims:
         config.update({k: v for k, v in dims.items() if v is not None})

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers.load import PID_MASK
+from nsight_tui.parsers.ids import PID_MASK
 
 MODES = ("process", "nsys")
 MODE_HELP = {

@@ -54,7 +54,8 @@ from functools import cached_property
 import numpy as np
 
 from nsight_tui.parsers.intervals import IntervalSet, label_segments, pieces
-from nsight_tui.parsers.load import KERNEL, PID_MASK, Trace, api_display_name
+from nsight_tui.parsers.ids import KERNEL, PID_MASK, api_display_name
+from nsight_tui.parsers.load import Trace
 
 BUSY, LAUNCH_BOUND, SYNC_BOUND, HOST_BOUND = 0, 1, 2, 3
 CAUSES = ("busy", "launch-bound", "sync-bound", "host-bound")
@@ -476,9 +477,9 @@ class IdleAnalysis:
 def idle_analysis(trace: Trace, burst_gap_ns: int = BURST_GAP_NS) -> IdleAnalysis:
     """The trace's IdleAnalysis (built once per burst gap, then cached on the trace)."""
     key = ("idle", int(burst_gap_ns))
-    if key not in trace._models:
-        trace._models[key] = IdleAnalysis(trace, burst_gap_ns)
-    return trace._models[key]
+    if key not in trace.derived:
+        trace.derived[key] = IdleAnalysis(trace, burst_gap_ns)
+    return trace.derived[key]
 
 
 # -- helpers -------------------------------------------------------------------------------------

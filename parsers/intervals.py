@@ -1,8 +1,13 @@
-"""Sets of half-open time intervals [start, end) as sorted, disjoint int64 arrays, with the
-prefix sums that make "how much of this set lies in [t0, t1)" two binary searches.
+"""Sets of time intervals as sorted, disjoint [start, end) arrays, vectorised.
 
-Used by the idle-time analysis (parsers/idle.py) and the timeline lanes (parsers/timeline.py):
-both ask that question for millions of intervals and for hundreds of windows at a time.
+GPU busy time, communication hidden behind compute and a phase's share of either are all
+lengths of unions and intersections of op intervals; these helpers compute them with sorts
+and binary searches, never a Python loop per interval.
+
+`IntervalSet` keeps its prefix sums, so "how much of the set lies in [t0, t1)" is two binary
+searches for any number of windows at once (the idle analysis, parsers/idle.py, and the
+timeline's cells, parsers/timeline.py, ask it per range and per screen cell);
+`label_segments` cuts the time line by which of several sets cover it.
 """
 from __future__ import annotations
 
@@ -10,7 +15,84 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_EMPTY = np.zeros(0, dtype=np.int64)
+EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of [start, end) intervals as sorted disjoint intervals (touching ones merged)."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if len(s) == 0:
+        return EMPTY
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    # a new block starts where an interval begins after everything before it has ended
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(s)) - 1
+    return s[first], reach[last]
+
+
+def length(block: tuple[np.ndarray, np.ndarray]) -> int:
+    s, e = block
+    return int((e - s).sum())
+
+
+def covered_before(block: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
+    """For each time in `t`, how much of the (disjoint, sorted) `block` lies before it."""
+    s, e = block
+    t = np.asarray(t, dtype=np.int64)
+    if len(s) == 0:
+        return np.zeros(len(t), dtype=np.int64)
+    cum = np.concatenate(([0], np.cumsum(e - s)))
+    i = np.searchsorted(s, t, side="right") - 1  # the last block starting at or before t
+    inside = np.where(i >= 0, np.clip(t - s[np.maximum(i, 0)], 0, (e - s)[np.maximum(i, 0)]), 0)
+    return np.where(i >= 0, cum[np.maximum(i, 0)] + inside, 0)
+
+
+def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
+    """Length of the intersection of two disjoint sorted interval sets."""
+    if len(a[0]) == 0 or len(b[0]) == 0:
+        return 0
+    return int((covered_before(b, a[1]) - covered_before(b, a[0])).sum())
+
+
+def clip(block: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The part of `block` inside [lo, hi)."""
+    s, e = block
+    s2, e2 = np.maximum(s, lo), np.minimum(e, hi)
+    keep = e2 > s2
+    return s2[keep], e2[keep]
+
+
+def _elementary(a, b):
+    """The elementary segments between all boundaries of a and b, and whether each lies in a, in b."""
+    points = np.unique(np.concatenate([a[0], a[1], b[0], b[1]]))
+    lo, hi = points[:-1], points[1:]
+    seg = hi - lo
+    in_a = (covered_before(a, hi) - covered_before(a, lo)) == seg
+    in_b = (covered_before(b, hi) - covered_before(b, lo)) == seg
+    return lo, hi, in_a, in_b
+
+
+def intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The intersection of two disjoint sorted interval sets, as one."""
+    if len(a[0]) == 0 or len(b[0]) == 0:
+        return EMPTY
+    lo, hi, in_a, in_b = _elementary(a, b)
+    return union(lo[in_a & in_b], hi[in_a & in_b])
+
+
+def difference(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """a without b, for disjoint sorted interval sets."""
+    if len(a[0]) == 0 or len(b[0]) == 0:
+        return a
+    lo, hi, in_a, in_b = _elementary(a, b)
+    return union(lo[in_a & ~in_b], hi[in_a & ~in_b])
 
 
 @dataclass(frozen=True)
@@ -23,14 +105,13 @@ class IntervalSet:
 
     @classmethod
     def empty(cls) -> IntervalSet:
-        return cls(_EMPTY, _EMPTY, np.zeros(1, dtype=np.int64))
+        return cls(EMPTY[0], EMPTY[0], np.zeros(1, dtype=np.int64))
 
     @classmethod
     def union(cls, starts, ends) -> IntervalSet:
         """The union of any intervals (overlapping, unsorted, empty ones ignored). Touching
         intervals ([a, b) and [b, c)) become one."""
-        s, e = merge(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
-        return cls.of_disjoint(s, e)
+        return cls.of_disjoint(*union(starts, ends))
 
     @classmethod
     def of_disjoint(cls, s: np.ndarray, e: np.ndarray) -> IntervalSet:
@@ -62,33 +143,12 @@ class IntervalSet:
         lo = int(np.searchsorted(self.end, t0, side="right"))
         hi = int(np.searchsorted(self.start, t1, side="left"))
         if hi <= lo:
-            return _EMPTY, _EMPTY
+            return EMPTY[0], EMPTY[0]
         return np.maximum(self.start[lo:hi], t0), np.minimum(self.end[lo:hi], t1)
 
     def contains(self, t: int) -> bool:
         k = int(np.searchsorted(self.start, t, side="right")) - 1
         return k >= 0 and t < int(self.end[k])
-
-
-def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of intervals as sorted disjoint (start, end) arrays: sort by start, a running
-    maximum of ends, a new block wherever a start lies beyond every end before it."""
-    keep = ends > starts
-    s, e = starts[keep], ends[keep]
-    if len(s) == 0:
-        return _EMPTY, _EMPTY
-    if len(s) > 1 and not (s[1:] >= s[:-1]).all():
-        order = np.argsort(s, kind="stable")
-        s, e = s[order], e[order]
-    run = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run[:-1]
-    first = np.flatnonzero(new)
-    last = np.empty_like(first)
-    last[:-1] = first[1:] - 1
-    last[-1] = len(s) - 1
-    return s[first], run[last]
 
 
 def label_segments(sets: list[IntervalSet], table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -102,7 +162,7 @@ def label_segments(sets: list[IntervalSet], table: np.ndarray) -> tuple[np.ndarr
     """
     times = np.concatenate([a for s in sets for a in (s.start, s.end)])
     if len(times) == 0:
-        return _EMPTY, np.zeros(0, dtype=np.int8)
+        return EMPTY[0], np.zeros(0, dtype=np.int8)
     steps = np.concatenate([np.full(len(s), sign * (1 << k), dtype=np.int16)
                             for k, s in enumerate(sets) for sign in (1, -1)])
     order = np.argsort(times, kind="stable")  # timsort: merges the sorted runs

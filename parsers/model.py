@@ -17,7 +17,8 @@ import pandas as pd
 
 from nsight_tui.parsers.attribution import MODE_HELP, attribute, slices_to_pairs
 from nsight_tui.parsers.groupstats import group_ids, group_stats
-from nsight_tui.parsers.load import KERNEL, OP_KINDS, PID_MASK, Trace, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.load import Trace
 
 _NUMBERED = re.compile(r"\d+$")
 
@@ -97,7 +98,8 @@ class RangeNode:
 
     @property
     def path(self) -> tuple[str, ...]:
-        node, out = self, []
+        node: RangeNode | None = self
+        out = []
         while node is not None:
             out.append(node.label)
             node = node.parent
@@ -204,7 +206,7 @@ class RangeModel:
     @cached_property
     def thread_groups(self) -> list[ThreadGroup]:
         """Per process and thread, the root ranges with their subtrees (instances)."""
-        nodes = [None] * self.n
+        nodes: list[RangeNode | None] = [None] * self.n
         names = self.trace.ranges["name"].tolist() if self.n else []
         order = np.lexsort((self.r_start, self.depth))
         roots: dict[int, list[RangeNode]] = {}
@@ -436,3 +438,13 @@ def _union_length(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: i
     contrib = np.where(e > prev, e - np.maximum(s, prev), 0)
     np.add.at(out, g, contrib)
     return out
+
+
+def range_model(trace: Trace, attribution: str = "process") -> RangeModel:
+    """The range tree of `trace` under one attribution mode, built once and kept with the trace."""
+    if attribution not in ("process", "nsys"):
+        raise ValueError(f"unknown attribution mode {attribution!r}")
+    key = ("range_model", attribution)
+    if key not in trace.derived:
+        trace.derived[key] = RangeModel(trace, attribution)
+    return trace.derived[key]

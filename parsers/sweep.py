@@ -3,14 +3,12 @@ answers per run, laid out one table per question, rows model (size order), colum
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsight_tui.parsers import conventions
 from nsight_tui.parsers.errors import TraceError
 
-MODEL_ORDER = ("small", "medium", "large", "xl", "2.7B")
-STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
 
 
 @dataclass
@@ -32,10 +30,6 @@ class SweepTable:
     rows: list[list[str]] = field(default_factory=list)
 
 
-def _model_rank(model: str) -> tuple:
-    return (MODEL_ORDER.index(model), "") if model in MODEL_ORDER else (len(MODEL_ORDER), model)
-
-
 def discover(folder: Path) -> list[Run]:
     runs = []
     for path in sorted(folder.iterdir()):
@@ -46,7 +40,7 @@ def discover(folder: Path) -> list[Run]:
             stem, status = path.stem, "ok"
         else:
             continue
-        m = STEM.match(stem)
+        m = conventions.STEM.match(stem)
         if not m:
             continue
         run = Run(path, m["model"], int(m["ctx"]), m["variant"], status)
@@ -153,7 +147,7 @@ def tables(runs: list[Run], questions=None) -> list[SweepTable]:
     variants = sorted({r.variant for r in runs})
     for variant in variants:
         vr = [r for r in runs if r.variant == variant]
-        models = sorted({r.model for r in vr}, key=_model_rank)
+        models = sorted({r.model for r in vr}, key=conventions.model_rank)
         ctxs = sorted({r.ctx for r in vr})
         cell = {(r.model, r.ctx): r for r in vr}
         suffix = f" [{variant.lstrip('_')}]" if variant else ""

@@ -29,15 +29,8 @@ from nsight_tui.parsers.idle import (
     base_api_name,
 )
 from nsight_tui.parsers.intervals import IntervalSet, pieces
-from nsight_tui.parsers.load import (
-    KERNEL,
-    MEMCPY,
-    MEMSET,
-    PID_MASK,
-    Trace,
-    pid_of,
-    tid_of,
-)
+from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, pid_of, tid_of
+from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.model import RangeModel, display_name, path_key
 
 NVTX, API, GPU, IDLE = "nvtx", "api", "gpu", "idle"
@@ -221,7 +214,7 @@ class Timeline:
         if ops.empty:
             return []
         fam_code = {k: i for i, k in enumerate(GPU_CATEGORIES)}
-        name_cat = np.array([fam_code[f] for f in self.trace.name_families], dtype=np.int32)
+        name_cat = np.array([fam_code[f] for f in families.name_families(self.trace)], dtype=np.int32)
         kind = ops["kind"].to_numpy()
         cat = np.where(kind == MEMCPY, fam_code["memcpy"],
                        np.where(kind == MEMSET, fam_code["memset"], name_cat[ops["name"].to_numpy()]))
@@ -387,6 +380,6 @@ def _bounds(trace: Trace) -> tuple[int, int]:
 def timeline(trace: Trace, model: RangeModel, idle: IdleAnalysis) -> Timeline:
     """The trace's Timeline under this model (built once, then cached on the trace)."""
     key = ("timeline", model.mode, idle.burst_gap_ns)
-    if key not in trace._models:
-        trace._models[key] = Timeline(trace, model, idle)
-    return trace._models[key]
+    if key not in trace.derived:
+        trace.derived[key] = Timeline(trace, model, idle)
+    return trace.derived[key]

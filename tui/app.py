@@ -36,6 +36,7 @@ from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
 from nsight_tui.tui.views.timeline import TimelineScreen, open_target
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
+from nsight_tui.parsers.model import range_model
 
 
 class NsightApp(App[int]):
@@ -111,7 +112,7 @@ class NsightApp(App[int]):
         try:
             trace = load_trace(path, progress=progress)
             self.post_message(LoadProgress(path, 0.88, "attributing GPU work to NVTX ranges"))
-            model = trace.model(attribution)
+            model = range_model(trace, attribution)
             self.post_message(LoadProgress(path, 0.95, "building the range tree"))
             model.aggregated_groups  # noqa: B018 - built here, not on the UI thread
         except TraceError as exc:
@@ -292,7 +293,7 @@ class NsightApp(App[int]):
         # The build holds the GIL for long stretches: let the UI paint the notice first.
         time.sleep(0.05)
         try:
-            model = session.trace.model(attribution)
+            model = range_model(session.trace, attribution)
             model.aggregated_groups  # noqa: B018
         except Exception as exc:  # keep the session usable under the mode it had
             self.call_from_thread(self._mode_failed, f"{type(exc).__name__}: {exc}")

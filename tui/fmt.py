@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from nsight_tui.parsers.load import api_display_name
+from nsight_tui.parsers.ids import api_display_name
 
 
 def missing(value) -> bool:

@@ -201,3 +201,11 @@ def test_main_writes_ok_status_with_step_times(tmp_path, capsys):
     assert [s["name"] for s in record["steps"]] == ["warmup_0", "step_0"]
     out = capsys.readouterr().out
     assert "[2/2] step_0" in out
+
+
+def test_model_order_lists_the_capture_sizes_in_size_order():
+    from nsight_tui.capture.sizes import MODEL_SIZES
+    from nsight_tui.parsers.conventions import MODEL_ORDER
+
+    assert tuple(MODEL_SIZES) == MODEL_ORDER
+    assert [MODEL_SIZES[m][0] for m in MODEL_ORDER] == sorted(MODEL_SIZES[m][0] for m in MODEL_ORDER)

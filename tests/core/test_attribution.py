@@ -10,6 +10,7 @@ import pytest
 
 from conftest import SHARED, sample_traces, shared_trace
 from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.model import range_model
 
 RANGE_EVENTS = "eventType IN (59, 60, 70, 71) AND endGlobalTid IS NULL"
 
@@ -55,7 +56,7 @@ def sql_pairs(path, name: str, process: bool) -> int:
 
 
 def model_kernels(trace, mode: str, name: str) -> int:
-    m = trace.model(mode)
+    m = range_model(trace, mode)
     ids = m.ranges_named(name)
     return int(m.kernel_count[ids].sum())
 
@@ -105,7 +106,7 @@ def test_backward_is_empty_under_nsys_and_full_under_process():
     assert nvidia < 10
     assert model_kernels(trace, "process", "backward") > 1000
     # The autograd thread launched the backward work; it is not the main thread.
-    m = trace.model("process")
+    m = range_model(trace, "process")
     (main,) = m.main_threads.values()
     assert trace.threads[main] == "python3"
     # Forward and optimizer kernels are launched by the main thread: both modes agree.
@@ -115,7 +116,7 @@ def test_backward_is_empty_under_nsys_and_full_under_process():
 
 def test_loader_thread_keeps_its_own_ranges():
     trace = load_trace(shared_trace("small_ctx128_threads"))
-    m = trace.model("process")
+    m = range_model(trace, "process")
     groups = {g.label.split(" / ")[1]: g for g in m.thread_groups}
     loader = [g for label, g in groups.items() if not g.is_main]
     assert loader and all(r.label.startswith("load_batch_") for g in loader for r in g.roots)
@@ -138,7 +139,7 @@ def test_graph_launch_kernels_follow_their_launch():
         "WHERE graphNodeId IS NOT NULL GROUP BY correlationId)").fetchone()[0]
     con.close()
     assert per_launch > 10 and expected > 1000
-    m = trace.model("nsys")
+    m = range_model(trace, "nsys")
     in_graph = np.zeros(len(trace.ops), dtype=bool)
     kernels = np.flatnonzero(trace.ops["kind"].to_numpy() == 0)
     in_graph[kernels] = trace.op_details(kernels)["graph_node"].to_numpy() >= 0
@@ -165,5 +166,5 @@ def test_correlation_ids_repeat_across_processes_and_are_joined_per_process():
     assert len(linked) == joined
     api_pid = api["gtid"].to_numpy()[linked["api"].to_numpy()] >> 24
     assert (api_pid == linked["gpid"].to_numpy() >> 24).all()
-    m = trace.model("process")
+    m = range_model(trace, "process")
     assert len(m.main_threads) == 2  # one main thread per process

@@ -12,6 +12,7 @@ from conftest import SAMPLES, shared_trace
 from idle_reference import ro
 from nsight_tui.parsers.idle import idle_analysis
 from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.model import range_model
 from nsight_tui.parsers.timeline import API, GPU, IDLE, NVTX, cell_edges, timeline
 
 _CACHE: dict = {}
@@ -24,7 +25,7 @@ def _path(name):
 def _timeline(name):
     if name not in _CACHE:
         trace = load_trace(_path(name))
-        _CACHE[name] = timeline(trace, trace.model(), idle_analysis(trace))
+        _CACHE[name] = timeline(trace, range_model(trace), idle_analysis(trace))
     return _CACHE[name]
 
 

@@ -62,14 +62,16 @@ async def open_step_timeline(app, pilot) -> None:
     await wait_frame(app, pilot)
 
 
-async def wait_frame(app, pilot, after: int = 0, timeout: float = 30.0) -> None:
-    """Until the timeline has drawn a frame newer than `after` and nothing is pending."""
+async def wait_frame(app, pilot, after: int = 0, timeout: float = 30.0, summary: bool = False) -> None:
+    """Until the timeline has drawn a frame newer than `after` for its latest state, nothing
+    is pending, and (`summary`) the lead/queue line of that frame is shown too."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         await settle(app, pilot)
         screen = app.screen
         if type(screen).__name__ == "TimelineScreen" and screen.frames_drawn > after \
-                and screen.frame is not None and screen._serial == screen.frame_serial:
+                and screen.frame is not None and screen._serial == screen.frame_serial \
+                and (not summary or screen.summary_serial == screen.frame_serial):
             return
         await asyncio.sleep(0.01)
     raise AssertionError("no timeline frame")

@@ -17,7 +17,7 @@ async def open_step_timeline(app, pilot) -> None:
     await press(app, pilot, "slash")
     await type_text(app, pilot, "step_N")
     await press(app, pilot, "enter", "t")
-    await wait_frame(app, pilot)
+    await wait_frame(app, pilot, summary=True)
 
 
 def test_snapshot_timeline_80x24(snap_compare):

@@ -15,6 +15,7 @@ from nsight_tui.parsers.errors import TraceError
 from test_tui_support import SAMPLES
 from nsight_tui.tui import export, fmt
 from nsight_tui.tui.table_model import Column, SortState, TableModel, ViewText
+from nsight_tui.parsers.model import range_model
 
 
 def small_table() -> TableModel:
@@ -102,7 +103,7 @@ def model():
         pytest.skip("sample trace missing")
     from nsight_tui.parsers.load import load_trace
 
-    return load_trace(path).model("process")
+    return range_model(load_trace(path), "process")
 
 
 def test_tree_expand_collapse_remembers_open_children(model):

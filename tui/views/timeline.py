@@ -98,6 +98,7 @@ class TimelineScreen(ViewScreen):
         self._serial = 0
         self.frames_drawn = 0  # tests and the benchmark wait on these two
         self.frame_serial = 0
+        self.summary_serial = 0  # the frame whose lead/queue line is shown
         self._crumb = ""
 
     view_name = "timeline"
@@ -194,6 +195,7 @@ class TimelineScreen(ViewScreen):
     def on_timeline_screen_summary_ready(self, message: SummaryReady) -> None:
         if message.serial == self.frame_serial and self.frame is not None:
             self.query_one("#tl-idle", Static).update(self._idle_text(self.frame, message.summary), layout=False)
+            self.summary_serial = message.serial
 
     def _say(self, text: str) -> None:
         self.set_status(Text(text))  # plain text: names and `[`/`]` are not markup
