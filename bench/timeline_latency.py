@@ -30,8 +30,8 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path[:0] = [str(BENCH), str(REPO)]
 
-from run import pick_base, scaled_file, trace_counts
-from tui_latency import _fine_idle_detection, _settle
+from run import pick_base, scaled_file, trace_counts  # noqa: E402 - bench/ on the path first
+from tui_latency import _fine_idle_detection, _settle  # noqa: E402
 
 # (label, state method, argument) as the screen's keys call them
 FRAME_KEYS = [

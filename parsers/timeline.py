@@ -225,7 +225,7 @@ class Timeline:
         order = np.lexsort((start, key))
         keys = key[order]
         bounds = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1], [True])))
-        out = []
+        out: list[Lane] = []
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             sel = order[a:b]
             d, s = int(dev[sel[0]]), int(stream[sel[0]])
