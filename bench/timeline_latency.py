@@ -79,7 +79,7 @@ def build(path: Path) -> dict:
 
 
 def frame_costs(tl, repeat: int) -> dict:
-    from nsight_tui.tui.timeline_state import TimelineState, target_for_trace
+    from nsight_tui.tui.viewmodels.timeline import TimelineState, target_for_trace
 
     state = TimelineState(tl, target_for_trace(tl))
     state.set_cells(WIDTH - 13)

@@ -13,7 +13,7 @@ from nsight_tui.parsers.ids import OP_KINDS
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
-from nsight_tui.tui.timeline_state import target_for_op
+from nsight_tui.tui.viewmodels.timeline import target_for_op
 from nsight_tui.tui.views.base import TableScreen
 
 

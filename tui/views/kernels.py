@@ -16,7 +16,7 @@ from nsight_tui.render.markdown import table as md_table
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
-from nsight_tui.tui.timeline_state import target_for_node
+from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.views.base import TableScreen
 from nsight_tui.tui.widgets.grid import DataGrid

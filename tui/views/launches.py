@@ -8,7 +8,7 @@ from textual.worker import get_current_worker
 
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
-from nsight_tui.tui.timeline_state import target_for_op
+from nsight_tui.tui.viewmodels.timeline import target_for_op
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.views.base import TableScreen
 from nsight_tui.tui.widgets.grid import DataGrid

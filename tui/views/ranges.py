@@ -11,7 +11,7 @@ from textual.widgets import Static
 from nsight_tui.parsers.model import RangeNode
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
-from nsight_tui.tui.timeline_state import target_for_node
+from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.render.markdown import table as md_table

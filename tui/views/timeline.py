@@ -4,11 +4,12 @@ bucket coloured by what dominated it, a cursor in the centre column with the ite
 and the window's GPU idle split.
 
 The screen only draws: building the lanes and each frame (parsers/timeline.py through
-tui/timeline_state.py) runs in thread workers that post typed messages back.
+tui/viewmodels/timeline.py) runs in thread workers that post typed messages back.
 """
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -21,12 +22,12 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from nsight_tui.parsers.idle import idle_analysis
-from nsight_tui.parsers.timeline import Timeline, timeline
+from nsight_tui.parsers.idle import WindowIdle
+from nsight_tui.parsers.timeline import Timeline
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import ViewText
-from nsight_tui.tui.timeline_state import (
+from nsight_tui.tui.viewmodels.timeline import (
     TITLE_WIDTH,
     ZOOM,
     TimelineFrame,
@@ -41,8 +42,35 @@ from nsight_tui.render.idle import window_markdown
 SUMMARY_DELAY_S = 0.15
 
 
+# Typed messages: the screen's workers post them to the screen itself, which renders them.
+@dataclass
+class TimelineBuilt(Message):
+    """The lanes are built."""
+
+    timeline: Timeline
+
+
+@dataclass
+class TimelineFrameReady(Message):
+    """A frame for the state as it was when asked, and its drawing; `serial` says which."""
+
+    frame: TimelineFrame
+    strips: list
+    serial: int
+
+
+@dataclass
+class TimelineSummaryReady(Message):
+    """The visible window's CPU lead and queue depth (after its frame)."""
+
+    summary: WindowIdle
+    serial: int
+
+
 class TimelineScreen(ViewScreen):
     """The timeline around a range instance, a launch or the whole trace."""
+
+    BINDING_GROUP_TITLE = "Timeline"
 
     BINDINGS: ClassVar[list[Binding]] = [
         Binding("plus,equals_sign", "zoom(1)", "Zoom in", id="timeline.zoom_in",
@@ -66,27 +94,6 @@ class TimelineScreen(ViewScreen):
                 tooltip="The item under the cursor: a kernel or API call -> its correlation detail; a range -> "
                 "its kernels; an idle stretch -> its causes and what the CPU did"),
     ]
-
-    class Built(Message):
-        """The lanes are built (worker -> screen)."""
-
-        def __init__(self, timeline: Timeline) -> None:
-            super().__init__()
-            self.timeline = timeline
-
-    class FrameReady(Message):
-        """A frame for the state as it was when asked, and its drawing (worker -> screen)."""
-
-        def __init__(self, frame: TimelineFrame, strips: list, serial: int) -> None:
-            super().__init__()
-            self.frame, self.strips, self.serial = frame, strips, serial
-
-    class SummaryReady(Message):
-        """The visible window's CPU lead and queue depth (worker -> screen, after its frame)."""
-
-        def __init__(self, summary, serial: int) -> None:
-            super().__init__()
-            self.summary, self.serial = summary, serial
 
     def __init__(self, session, target=None, **kwargs) -> None:
         """`target`: a TimelineTarget, or a function Timeline -> TimelineTarget (for targets
@@ -126,12 +133,11 @@ class TimelineScreen(ViewScreen):
     # -- workers ------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="timeline-build")
     def _build(self) -> None:
-        trace = self.session.trace
-        tl = timeline(trace, self.session.model, idle_analysis(trace))
+        tl = self.session.timeline()
         if not get_current_worker().is_cancelled:
-            self.post_message(self.Built(tl))
+            self.post_message(TimelineBuilt(tl))
 
-    def on_timeline_screen_built(self, message: Built) -> None:
+    def on_timeline_built(self, message: TimelineBuilt) -> None:
         target = self._target
         if callable(target):
             target = target(message.timeline)
@@ -162,13 +168,13 @@ class TimelineScreen(ViewScreen):
         strips = frame_strips(frame)
         if get_current_worker().is_cancelled:
             return
-        self.post_message(self.FrameReady(frame, strips, serial))
+        self.post_message(TimelineFrameReady(frame, strips, serial))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="timeline-summary")
     def _summary(self, state: TimelineState, serial: int) -> None:
         summary = state.summary()
         if not get_current_worker().is_cancelled:
-            self.post_message(self.SummaryReady(summary, serial))
+            self.post_message(TimelineSummaryReady(summary, serial))
 
     def _ask_summary(self, serial: int) -> None:
         """The lead/queue line once the view has rested (SUMMARY_DELAY_S after the last frame):
@@ -176,7 +182,7 @@ class TimelineScreen(ViewScreen):
         if serial == self._serial and self.state is not None:
             self._summary(copy.copy(self.state), serial)
 
-    def on_timeline_screen_frame_ready(self, message: FrameReady) -> None:
+    def on_timeline_frame_ready(self, message: TimelineFrameReady) -> None:
         if message.serial != self._serial:
             return  # a newer state is on its way
         self.frame = message.frame
@@ -192,7 +198,7 @@ class TimelineScreen(ViewScreen):
         self.frames_drawn += 1
         self.set_timer(SUMMARY_DELAY_S, lambda: self._ask_summary(message.serial))
 
-    def on_timeline_screen_summary_ready(self, message: SummaryReady) -> None:
+    def on_timeline_summary_ready(self, message: TimelineSummaryReady) -> None:
         if message.serial == self.frame_serial and self.frame is not None:
             self.query_one("#tl-idle", Static).update(self._idle_text(self.frame, message.summary), layout=False)
             self.summary_serial = message.serial

@@ -1,4 +1,4 @@
-"""The timeline's drawing: a TimelineFrame (tui/timeline_state.py) as rows of styled runs.
+"""The timeline's drawing: a TimelineFrame (tui/viewmodels/timeline.py) as rows of styled runs.
 
 `frame_strips(frame)` is a pure function (run in the frame worker, off the UI thread); the
 widget only hands the prepared Strips to Textual line by line. One cell = one time bucket;
@@ -19,7 +19,7 @@ from textual.widget import Widget
 
 from nsight_tui.parsers.families import FAMILIES
 from nsight_tui.parsers.timeline import IDLE, NVTX
-from nsight_tui.tui.timeline_state import TITLE_WIDTH, LaneRow, TimelineFrame
+from nsight_tui.tui.viewmodels.timeline import TITLE_WIDTH, LaneRow, TimelineFrame
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 COLOURS = {

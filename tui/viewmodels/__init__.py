@@ -1,0 +1,1 @@
+"""View models: what each screen shows, as plain data and state, without Textual."""
