@@ -10,7 +10,8 @@ Per scale (the base trace of bench/run.py, replicated in time by bench/scale_tra
             the window's idle split) for each key, at a 120-column canvas: what a key costs
             the worker, with 600k kernels in view (fit) and with a few (zoomed in)
   keys      the app headless (App.run_test, 120x40), `t` on the first root range (the whole
-            run), then each key timed from Pilot.press to the new frame drawn and the app idle
+            run), then each key timed from Pilot.press to the new frame drawn and the app idle;
+            a move in the range tree is timed the same way first, as the machine's reference
 
 Targets (issue 12): pan and zoom under 50 ms at 600k kernels and 1M API calls.
 Not a test: run it by hand; it prints a Markdown table and writes it to --out if given.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import os
 import platform
 import statistics
 import sys
@@ -113,6 +115,13 @@ async def key_costs(path: Path, repeat: int) -> dict:
         while not app.loaded:
             await pilot.pause(0.05)
         await _settle(app, pilot)
+        samples = []  # the reference on the same machine, same moment: a move in the range tree
+        for key in ["j", "k"] * repeat:
+            t0 = time.perf_counter()
+            await pilot.press(key)
+            await _settle(app, pilot)
+            samples.append((time.perf_counter() - t0) * 1000)
+        out["range tree j/k (reference)"] = (statistics.median(samples), max(samples))
         await pilot.press("t")
         while type(app.screen).__name__ != "TimelineScreen" or not app.screen.frames_drawn:
             await _settle(app, pilot)
@@ -161,12 +170,14 @@ def main(argv: list[str] | None = None) -> int:
                    f"{b['lanes']} lanes {b['lanes_s']:.2f} s · +{b['added_mb']:.0f} MB resident for both"), "",
                   "| key | frame alone, median / max (ms) | key to new frame, headless app, median / max (ms) |",
                   "|---|---:|---:|"]
-        for label in dict.fromkeys([k[0] for k in FRAME_KEYS] + [k[0] for k in KEYS]):
+        for label in dict.fromkeys([k[0] for k in FRAME_KEYS] + [k[0] for k in KEYS] + ["range tree j/k (reference)"]):
             f = frames.get(label)
             k = keys.get(label)
             lines.append(f"| {label} | {f'{f[0]:.1f} / {f[1]:.1f}' if f else '–'} | "
                          f"{f'{k[0]:.1f} / {k[1]:.1f}' if k else '–'} |")
-        lines += ["", f"_app window after the walk: {keys['_window']}_", ""]
+        load = os.getloadavg()[0]
+        lines += ["", f"_app window after the walk: {keys['_window']}; load average {load:.1f} on "
+                      f"{os.cpu_count()} cores while measuring_", ""]
         print("\n".join(lines[-(len(FRAME_KEYS) + len(KEYS) + 8):]), file=sys.stderr)
     text = "\n".join(lines) + "\n"
     print(text)

@@ -97,8 +97,14 @@ def test_opens_on_the_median_instance_and_keys_move_the_window(path: Path):
             domain = shown.split(":")[0] if ":" in shown else ""
             start, end, name = medians[domain]
             assert shown == name and f"timeline · {name} (median of" in screen_text(app)
-            assert st.fit_window[0] < start and st.fit_window[1] > end  # the range and a margin
-            assert st.origin == start
+            assert st.fit_window == (start, end) and st.origin == start  # exactly the range
+            # the idle line at fit is that instance's split, by the independent reference
+            split = next(s for s in screen.frame.splits if s.device == 0)
+            want = Reference(path).split(0, [(start, end)], 100_000)
+            assert (split.busy_ns, split.launch_bound_ns, split.sync_bound_ns, split.host_bound_ns) == \
+                (want["busy"], want["launch"], want["sync"], want["host"])
+            share = f"busy {want['busy'] / (end - start):.0%}"
+            assert share in screen_text(app)
             span = st.span
             await key(app, pilot, "plus")
             assert abs(st.span - span // 2) <= 1

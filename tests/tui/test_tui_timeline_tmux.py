@@ -47,7 +47,7 @@ def test_timeline_by_keyboard_at_80x24(tmp_path: Path):
     shell = (f"cd {shlex.quote(str(tmp_path))} && PYTHONPATH={shlex.quote(str(ROOT))} {cmd} "
              f"{shlex.quote(str(TRACE))}; echo $? > {shlex.quote(str(status))}")
     duration = backward_median()
-    window = duration + 2 * max(1, duration // 40)  # the range and its margins
+    window = duration  # the view opens on exactly the range
     t = Tmux(tmp_path)
     try:
         t.run("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", shell)

@@ -283,11 +283,6 @@ def _valid(window: tuple[int, int], timeline: Timeline) -> tuple[int, int]:
     return a, b
 
 
-def padded(a: int, b: int) -> tuple[int, int]:
-    pad = max(1, (b - a) // 40)
-    return a - pad, b + pad
-
-
 def median_instance(model: RangeModel, ids: np.ndarray) -> int:
     """The instance with the median CPU time (the lower of the middle two)."""
     ids = np.asarray(ids, dtype=np.int64)
@@ -300,11 +295,12 @@ def target_for_node(model: RangeModel, node: RangeNode) -> TimelineTarget:
     a, b = int(model.r_start[rid]), int(model.r_end[rid])
     which = f" (median of {node.instances} by CPU time)" if node.instances > 1 else ""
     name = display_name(model.trace.ranges["name"].iat[rid])
-    return TimelineTarget(f"{name}{which}", padded(a, b), origin=a)
+    # exactly the range: at `0` the idle line is that instance's split, as `report` counts it
+    return TimelineTarget(f"{name}{which}", (a, b), origin=a)
 
 
 def target_for_trace(timeline: Timeline) -> TimelineTarget:
-    return TimelineTarget("the whole trace", padded(timeline.t_min, timeline.t_max), origin=timeline.t_min)
+    return TimelineTarget("the whole trace", (timeline.t_min, timeline.t_max), origin=timeline.t_min)
 
 
 def target_for_op(timeline: Timeline, op: int, model: RangeModel, node: RangeNode | None = None) -> TimelineTarget:
@@ -323,9 +319,9 @@ def target_for_op(timeline: Timeline, op: int, model: RangeModel, node: RangeNod
         if len(inside):
             rid = int(inside[0])
             origin = int(model.r_start[rid])
-            fit = padded(origin, int(model.r_end[rid]))
+            fit = (origin, int(model.r_end[rid]))
     if fit is None:
-        fit = padded(centre - span // 2, centre + span // 2)
+        fit = (centre - span // 2, centre - span // 2 + span)
         origin = start
     where = timeline.op_lane(op)
     lane_key = timeline.lanes[where[0]].key if where else None
