@@ -160,6 +160,9 @@ class Timeline:
         self.trace, self.model, self.idle = trace, model, idle
         self.range_names = trace.ranges["name"].to_numpy() if len(trace.ranges) else np.zeros(0, dtype=object)
         self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes()]
+        for lane in self.lanes:  # the per-category unions, here (a worker), not in the first frame
+            lane.category_sets()
+            lane.union  # noqa: B018
         starts = [lane.start[:1] for lane in self.lanes if len(lane)]
         ends = [lane._run_end[-1:] for lane in self.lanes if len(lane)]
         self.t_min = int(np.concatenate(starts).min()) if starts else 0
