@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsight_tui.parsers.model import RangeNode, ThreadGroup, display_name, path_key
+from nsight_tui.render.safe import visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 
@@ -73,8 +74,8 @@ class RangeTreeSource:
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
         if row.is_group:
             g = row.obj
-            return f"{pad}{mark}{g.label}{'  [main thread]' if g.is_main else ''}"
-        return f"{pad}{mark}{row.obj.label}"
+            return f"{pad}{mark}{visible(g.label)}{'  [main thread]' if g.is_main else ''}"
+        return f"{pad}{mark}{visible(row.obj.label)}"
 
     def value(self, row: TreeRow, key: str):
         if row.is_group:

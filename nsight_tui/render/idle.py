@@ -3,25 +3,23 @@ section (f) (one function, hooked into the report page with one line), the timel
 window export, and the sweep report's per-figure cells."""
 from __future__ import annotations
 
-from nsight_tui.render.markdown import table
+from nsight_tui.render import numbers, tables
+from nsight_tui.render.numbers import MISSING
 
 PHASE_ORDER = ("forward", "backward", "optimizer", "step")
-
-
-def _ms(ns) -> str:
-    return "–" if ns is None else f"{ns / 1e6:,.3f}"
-
-
-def _us(ns) -> str:
-    return "–" if ns is None else f"{ns / 1e3:,.1f}"
+_ms, _us = numbers.ms, numbers.us
 
 
 def _pct(part, whole) -> str:
-    return "–" if part is None or not whole else f"{100 * part / whole:.1f}%"
+    return numbers.percent(part / whole if part is not None and whole else None)
 
 
 def _depth(x) -> str:
-    return "–" if x is None else f"{x:.2f}"
+    return numbers.fixed(x, 2)
+
+
+def table(headers, rows, title=None, notes=()) -> str:
+    return tables.markdown(headers, rows, title=title, notes=notes)
 
 
 def split_rows(label: str, w: dict, per: int = 1) -> list[list]:
@@ -45,7 +43,7 @@ LEAD_HEADERS = ["range", "kernels", "lead median µs", "lead p95 µs", "lead max
 def lead_rows(label: str, w: dict) -> list[list]:
     return [[label if len(w["devices"]) == 1 else f"{label} (GPU {d['device']})", d["lead"]["kernels"],
              _us(d["lead"]["median_ns"]), _us(d["lead"]["p95_ns"]), _us(d["lead"]["max_ns"]),
-             _depth(d["queue"]["mean_depth"]), "–" if d["queue"]["max_depth"] is None else d["queue"]["max_depth"]]
+             _depth(d["queue"]["mean_depth"]), MISSING if d["queue"]["max_depth"] is None else d["queue"]["max_depth"]]
             for d in w["devices"]]
 
 
@@ -63,7 +61,7 @@ def gap_rows(gaps: list[dict], origin: int | None = None) -> list[list]:
             doing.append(f"{t['thread']}: {calls}{f' in {nvtx}' if nvtx else ''}{started}")
         rows.append([i, g["device"], g["start_ns"] - (origin or 0), _us(g["duration_ns"]), g["cause"],
                      f"{_us(g['launch_bound_ns'])} / {_us(g['sync_bound_ns'])} / {_us(g['host_bound_ns'])}",
-                     " · ".join(doing) or "–"])
+                     " · ".join(doing) or MISSING])
     return rows
 
 
@@ -77,15 +75,17 @@ DEFINITION_NOTE = (
 )
 
 
-def idle_section(answers: dict) -> str:
-    """Report section (f) from `answers["gpu_idle"]` (parsers/idle_report.py)."""
+def idle_section(answers: dict) -> list[str]:
+    """Report section (f) from `answers["gpu_idle"]` (parsers/idle_report.py): the split per
+    phase, the lead and queue, the step's longest gaps. Markdown blocks, as render/report's
+    sections return them."""
     idle = answers.get("gpu_idle") or {}
     phases = idle.get("phases") or {}
     out = ["## (f) GPU idle and the CPU's lead", ""]
     present = [p for p in PHASE_ORDER if p in phases]
     if not present:
         out.append("No forward/backward/optimizer/step ranges, or no GPU work in them.\n")
-        return "\n".join(out)
+        return out
     note = DEFINITION_NOTE.format(gap=f"{idle['burst_gap_ns'] / 1e3:g}")
     out.append(table(SPLIT_HEADERS, [r for p in present for r in split_rows(p, phases[p], phases[p]["instances"])],
                      title="GPU time in each range, per instance, by cause", notes=[note]))
@@ -97,7 +97,7 @@ def idle_section(answers: dict) -> str:
     if step and step["gaps"]:
         out.append(table(GAP_HEADERS, gap_rows(step["gaps"]), title="The longest GPU gaps in the steps",
                          notes=["start on the capture's clock; what each CPU thread was in during the gap"]))
-    return "\n".join(out)
+    return out
 
 
 def window_markdown(title: str, idle: dict, items: list[list], origin: int) -> str:
@@ -125,7 +125,7 @@ def _share(key: str):
     def cell(a: dict) -> str:
         s = _step(a)
         if not s or not s["devices"]:
-            return "–"
+            return MISSING
         return " / ".join(_pct(d[key], s["window_ns"]) for d in s["devices"])
     return cell
 
@@ -133,18 +133,19 @@ def _share(key: str):
 def _lead(a: dict) -> str:
     s = _step(a)
     if not s or not s["devices"]:
-        return "–"
+        return MISSING
     return " / ".join(f"{_us(d['lead']['median_ns'])} / {_us(d['lead']['p95_ns'])}" for d in s["devices"])
 
 
 def _queue(a: dict) -> str:
     s = _step(a)
     if not s or not s["devices"]:
-        return "–"
+        return MISSING
     return " / ".join(f"{_depth(d['queue']['mean_depth'])} (max {d['queue']['max_depth']})" for d in s["devices"])
 
 
-SWEEP_FIGURES = [
+# (title, basis, answers -> cell): one table each in the sweep report (render/sweep.QUESTIONS)
+IDLE_FIGURES = [
     ("(f) GPU busy, share of the step", "union of GPU op intervals / NVTX step time", _share("busy_ns")),
     ("(f) Launch-bound GPU idle, share of the step", "idle while launching (see the report's definitions) / step time",
      _share("launch_bound_ns")),

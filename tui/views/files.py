@@ -1,4 +1,4 @@
-"""Several files side by side (parsers.sweep.compare): one row per file; enter opens it."""
+"""Several files side by side (render.sweep.compare_rows): one row per file; enter opens it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +8,7 @@ from textual import work
 from textual.binding import Binding
 from textual.widgets import Static
 
+from nsight_tui.render.safe import rich_text
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
 from nsight_tui.tui.views.base import TableScreen
@@ -16,7 +17,7 @@ from nsight_tui.tui.widgets.grid import DataGrid
 
 def _value_fmt(v) -> str:
     if fmt.missing(v):
-        return "–"
+        return fmt.MISSING
     if isinstance(v, float):
         return f"{v:,.2f}"
     return fmt.text(v)
@@ -61,12 +62,13 @@ class FilesScreen(TableScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
         from nsight_tui.parsers import sweep
+        from nsight_tui.render.sweep import COMPARE_HEADERS, compare_rows
 
         def progress(fraction, text):
             self.app.call_from_thread(self.set_status, f"reading {text} ({100 * fraction:.0f}%)")
 
         runs = sweep.analyse(sweep.runs_for(self.paths), self.attribution, progress=progress)
-        headers, rows = sweep.COMPARE_HEADERS, sweep.compare_rows(runs)
+        headers, rows = COMPARE_HEADERS, compare_rows(runs)
         # numeric columns stay numeric (None -> NaN), so sorting compares numbers, not text
         frame = pd.DataFrame(rows, columns=[f"c{i}" for i in range(len(headers))])
         self.app.call_from_thread(self._built, headers, frame, runs)
@@ -90,7 +92,7 @@ class FilesScreen(TableScreen):
         if self.runs is None:
             self.set_status("still reading the files…")
             return
-        from nsight_tui.parsers.sweep import tables
+        from nsight_tui.render.sweep import tables
 
         self.app.push_screen(QuestionsScreen(tables(self.runs), self.attribution))
 
@@ -134,7 +136,7 @@ class QuestionsScreen(TableScreen):
         self.call_after_refresh(self._show)
 
     def _show(self) -> None:
-        self.query_one("#crumb", Static).update(self.crumb())
+        self.query_one("#crumb", Static).update(rich_text(self.crumb()))
         if not self.tables:
             return
         t = self.tables[self.index]
