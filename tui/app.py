@@ -26,6 +26,7 @@ from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.views.api import ApiScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
+from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
 from nsight_tui.tui.views.files import FilesScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
@@ -65,9 +66,11 @@ class NsightApp(App[int]):
                 tooltip="Command palette: views, actions, jump to any range or kernel by name"),
     ]
 
-    def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None):
+    def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
+                 diff: bool = False):
         super().__init__()
         self.paths = [Path(p) for p in paths]
+        self.open_diff = diff  # start on the diff of the two files (over the files view)
         self.attribution = attribution
         self.export_dir = Path(export_dir) if export_dir is not None else None
         self.session: Session | None = None
@@ -85,6 +88,8 @@ class NsightApp(App[int]):
     def on_mount(self) -> None:
         if self.multi:
             self.push_screen(FilesScreen(self.paths, self.attribution))
+            if self.open_diff:
+                self.push_screen(DiffScreen(self.paths[0], self.paths[1], self.attribution))
         else:
             self.open_file(self.paths[0])
 
@@ -405,5 +410,6 @@ def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Kernel tables", binding_rows([KernelsScreen])),
         ("Timeline (t)", binding_rows([TimelineScreen])),
         ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
+        ("Diff of two runs (several-files view: b baseline, d diff)", binding_rows([DiffScreen, DiffKernelsScreen])),
         ("Export: file exists", binding_rows([ExportConflict])),
     ]

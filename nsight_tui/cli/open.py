@@ -13,6 +13,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="process (default): kernels launched outside any NVTX range (autograd thread) count for the "
         "ranges open on the main thread; nsys: NVIDIA's rule, launching thread only",
     )
+    parser.add_argument("--diff", action="store_true",
+                        help="with two files A B: open on their diff (what changed, and why the step moved)")
 
 
 def run(args: argparse.Namespace) -> int:

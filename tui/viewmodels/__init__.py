@@ -1,1 +1,1 @@
-"""View models: what each screen shows, as plain data and state, without Textual."""
+"""View models: what each screen shows, computed without Textual (screens only render them)."""

@@ -39,12 +39,15 @@ def file_columns(headers: list[str]) -> list[Column]:
 
 
 class FilesScreen(TableScreen):
-    hint = "enter: open the file · t: one table per question (rows model, columns ctx)"
+    hint = "enter: open the file · t: question tables · b: diff baseline, d: diff"
     view_name = "files"
     empty_text = "reading the files…"
 
     BINDINGS = [Binding("t", "questions", "Question tables",
-                        tooltip="The sweep's answers, one table per question: rows model, columns ctx")]
+                        tooltip="The sweep's answers, one table per question: rows model, columns ctx"),
+                Binding("b", "baseline", "Baseline", tooltip="Mark the file under the cursor as the diff's baseline (A)"),
+                Binding("d", "diff", "Diff", tooltip="Diff the baseline (A; default the first file) against the file "
+                        "under the cursor (B): what changed, and why the step moved")]
 
     def __init__(self, paths: list[Path], attribution: str, **kwargs) -> None:
         super().__init__(None, **kwargs)
@@ -95,6 +98,28 @@ class FilesScreen(TableScreen):
         from nsight_tui.render.sweep import tables
 
         self.app.push_screen(QuestionsScreen(tables(self.runs), self.attribution))
+
+    def _cursor_path(self) -> Path:
+        if self.table is None or self.runs is None or not len(self.table):
+            return self.paths[min(self.grid.cursor, len(self.paths) - 1)]
+        return self.runs[self.table.position(self.grid.cursor)].path
+
+    def action_baseline(self) -> None:
+        self.baseline = self._cursor_path()
+        self.set_status(f"diff baseline (A): {self.baseline.name} · d on another file diffs against it")
+
+    def action_diff(self) -> None:
+        from nsight_tui.tui.views.diff import DiffScreen
+
+        a = getattr(self, "baseline", None) or self.paths[0]
+        b = self._cursor_path()
+        if b == a:  # on the baseline itself: with two files the other one, else ask for a move
+            others = [p for p in self.paths if p != a]
+            if len(others) != 1:
+                self.set_status("move to the file to compare with the baseline, then d")
+                return
+            b = others[0]
+        self.app.push_screen(DiffScreen(a, b, self.attribution))
 
     def export_view(self) -> ViewText | None:
         if self.table is None:
