@@ -284,6 +284,12 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     }
 
 
+def _gpu_idle(model: RangeModel) -> dict:
+    from nsight_tui.parsers.idle_report import phase_idle  # it builds on this module
+
+    return phase_idle(model)
+
+
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON)."""
     model = range_model(trace, attribution)
@@ -301,4 +307,5 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratios": _ratios(steady, config),
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
+        "gpu_idle": _gpu_idle(model),
     }

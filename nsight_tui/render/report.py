@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nsight_tui.parsers.attribution import MODE_HELP
 from nsight_tui.render import numbers, safe, tables
+from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
 
 Section = Callable[[dict], list[str]]
@@ -157,6 +158,7 @@ SECTIONS: list[Section] = [
     families_by_phase,
     softmax_vs_matmul,
     ratios,
+    idle_section,
     warmup,
 ]
 
