@@ -290,8 +290,12 @@ def _gpu_idle(model: RangeModel) -> dict:
     return phase_idle(model)
 
 
-def questions(trace: Trace, attribution: str = "process", dims: dict | None = None) -> dict:
-    """Everything `nsight-tui report` says about one trace, as plain data (the JSON)."""
+def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
+              roofline_options: dict | None = None) -> dict:
+    """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
+    `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
+    from nsight_tui.parsers.roofline import answers as roofline_answers
+
     model = range_model(trace, attribution)
     config = dict(trace.meta().config)
     if dims:
@@ -308,4 +312,5 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
+        "roofline": roofline_answers(trace, attribution, **(roofline_options or {})),
     }

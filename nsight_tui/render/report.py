@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsight_tui.parsers.attribution import MODE_HELP
-from nsight_tui.render import numbers, safe, tables
+from nsight_tui.render import numbers, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
 
@@ -157,6 +157,7 @@ SECTIONS: list[Section] = [
     non_gemm_forward,
     families_by_phase,
     softmax_vs_matmul,
+    roofline.section,  # (g) How far from the hardware
     ratios,
     idle_section,
     warmup,
