@@ -294,6 +294,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
               roofline_options: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
     `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
+    from nsight_tui.parsers.findings import answers as findings_answers
     from nsight_tui.parsers.roofline import answers as roofline_answers
 
     model = range_model(trace, attribution)
@@ -313,4 +314,5 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {})),
+        "findings": findings_answers(trace, attribution),
     }

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsight_tui.parsers.attribution import MODE_HELP
-from nsight_tui.render import numbers, roofline, safe, tables
+from nsight_tui.render import findings, numbers, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
 
@@ -160,6 +160,7 @@ SECTIONS: list[Section] = [
     roofline.section,  # (g) How far from the hardware
     ratios,
     idle_section,
+    findings.section,  # (h) What to fix first
     warmup,
 ]
 
