@@ -313,6 +313,15 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
+        **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {})),
         "findings": findings_answers(trace, attribution),
     }
+
+
+def _ranks(trace: Trace) -> dict:
+    """Per-rank figures where the export holds several ranks (processes x GPUs)."""
+    from nsight_tui.parsers.ranks import ranks_of_trace
+
+    run = ranks_of_trace(trace)
+    return {"ranks": run.to_json(), "_ranks": run} if len(run.ranks) > 1 else {}
