@@ -190,7 +190,7 @@ def sync_stall(c: StepContext) -> Finding | None:
     total = float(idle_ns.sum())
     return Finding(
         "sync-stall", "blocking synchronisation inside the step",
-        sorted({r["range"] for r in rows}), _ms(total / c.n),
+        sorted({str(r["range"]) for r in rows}), _ms(total / c.n),
         "GPU idle (sync- and launch-bound) from each blocking call's start until the next GPU op after it returns, per step",
         "drop .item()/.cpu()/print(tensor) and torch.cuda.synchronize() from the step; log losses every N "
         "steps or accumulate them on the GPU; use non_blocking copies and events",
@@ -271,7 +271,7 @@ def fp32_gemm(c: StepContext) -> Finding | None:
     ratio = pk.tflops["fp32"] / pk.tflops["tf32" if "tf32" in pk.tflops else fast]
     gpu_share = s.busy_ns / (s.window_ns or 1)
     saved = gemm_ns * (1 - ratio) * gpu_share / c.n
-    rows.sort(key=lambda x: -x["kernel_ns"])
+    rows.sort(key=lambda x: -int(x["kernel_ns"]))
     return Finding(
         "fp32-gemm-without-tensor-cores", f"fp32 GEMMs on CUDA cores on a GPU with TF32 tensor cores ({pk.name})",
         ["step_N"], _ms(saved),
@@ -364,7 +364,7 @@ def pageable_memcpy(c: StepContext) -> Finding | None:
             for r in sorted(sel, key=lambda r: -(r[7] - r[6]))[:10]]
     return Finding(
         "pageable-memcpy", "host<->device copies from pageable memory (staged, blocking the CPU)",
-        sorted({r["range"] for r in rows}), _ms(saved),
+        sorted({str(r["range"]) for r in rows}), _ms(saved),
         f"time in the copies' CUDA calls − their bytes at {_t('pinned_gbps'):g} GB/s (pinned), per step",
         "pin the host buffers (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with "
         ".to(device, non_blocking=True)",
@@ -388,7 +388,7 @@ def sync_memcpy(c: StepContext) -> Finding | None:
             for r in sorted(sel, key=lambda r: -(r[7] - r[6]))[:10]]
     return Finding(
         "sync-memcpy", "synchronous copies inside the step",
-        sorted({r["range"] for r in rows}), _ms(max(call_ns - copy_ns, 0.0) / c.n),
+        sorted({str(r["range"]) for r in rows}), _ms(max(call_ns - copy_ns, 0.0) / c.n),
         "time the CPU spent in the copies' calls beyond the copies themselves, per step",
         "use cudaMemcpyAsync semantics: tensor.to(device, non_blocking=True) from pinned memory",
         {"copies_per_step": len(sel) / c.n, "call_ns_per_step": call_ns / c.n}, rows,
