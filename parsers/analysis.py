@@ -290,8 +290,13 @@ def _gpu_idle(model: RangeModel) -> dict:
     return phase_idle(model)
 
 
-def questions(trace: Trace, attribution: str = "process", dims: dict | None = None) -> dict:
-    """Everything `nsight-tui report` says about one trace, as plain data (the JSON)."""
+def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
+              roofline_options: dict | None = None) -> dict:
+    """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
+    `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
+    from nsight_tui.parsers.findings import answers as findings_answers
+    from nsight_tui.parsers.roofline import answers as roofline_answers
+
     model = range_model(trace, attribution)
     config = dict(trace.meta().config)
     if dims:
@@ -308,4 +313,15 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
+        **_ranks(trace),
+        "roofline": roofline_answers(trace, attribution, **(roofline_options or {})),
+        "findings": findings_answers(trace, attribution),
     }
+
+
+def _ranks(trace: Trace) -> dict:
+    """Per-rank figures where the export holds several ranks (processes x GPUs)."""
+    from nsight_tui.parsers.ranks import ranks_of_trace
+
+    run = ranks_of_trace(trace)
+    return {"ranks": run.to_json(), "_ranks": run} if len(run.ranks) > 1 else {}

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from nsight_tui.parsers.conventions import model_rank
 from nsight_tui.parsers.sweep import Run
-from nsight_tui.render import numbers
+from nsight_tui.render import findings, numbers, roofline
 from nsight_tui.render.idle import IDLE_FIGURES
 from nsight_tui.render.numbers import MISSING
 
@@ -88,6 +88,8 @@ QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
      _attention_cell),
     ("Step time, NVTX / Python (ms)", "NVTX step_N mean vs perf_counter in the capture", _timing_cell),
     *IDLE_FIGURES,
+    *roofline.SWEEP_QUESTIONS,  # MFU, achieved TFLOP/s, bound (render.roofline)
+    *findings.SWEEP_QUESTIONS,  # what to fix first (render.findings)
 ]
 
 
