@@ -34,6 +34,7 @@ from nsight_tui.tui.views.launches import LaunchesScreen
 from nsight_tui.tui.views.loading import LoadingScreen
 from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
 from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+from nsight_tui.tui.views.timeline import TimelineScreen, open_target
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
 from nsight_tui.parsers.model import range_model
@@ -54,6 +55,9 @@ class NsightApp(App[int]):
                 tooltip="Switch attribution: process-wide (autograd-thread kernels count for the main thread's "
                 "ranges) or nsys's launching-thread rule"),
         Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack"),
+        Binding("t", "timeline", "Timeline", show=False, id="app.timeline",
+                tooltip="Timeline of the selection (a range: its median instance; a launch: centred on it): "
+                "lanes, GPU idle by cause, the CPU's lead"),
         Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)"),
         Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace"),
         Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)"),
@@ -311,6 +315,10 @@ class NsightApp(App[int]):
 
         self.push_screen(CorrelationPrompt(), go)
 
+    def action_timeline(self) -> None:
+        if self._need_session() and not isinstance(self.screen, TimelineScreen):
+            self.push_screen(TimelineScreen(self.session, open_target(self.screen)))
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(help_sections()))
 
@@ -459,6 +467,7 @@ def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Range tree (main view)", binding_rows([RangesScreen, RangeTree])),
         ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
         ("Kernel tables", binding_rows([KernelsScreen])),
+        ("Timeline (t)", binding_rows([TimelineScreen])),
         ("Roofline view (r)", binding_rows([RooflineScreen])),
         ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
         ("Diff of two runs (several-files view: b baseline, d diff)", binding_rows([DiffScreen, DiffKernelsScreen])),

@@ -11,6 +11,7 @@ from textual.widgets import Static
 from nsight_tui.parsers.model import RangeNode
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
+from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.render.markdown import table as md_table
@@ -235,6 +236,11 @@ class RangesScreen(ViewScreen):
             k = after[0] if after else 0
         self.select_node(self._matches[k])
         self.set_status(f"match {k + 1} of {len(self._matches)} for '{self.search_text}' (n/N)")
+
+    def timeline_target(self):
+        """`t`: the range under the cursor (aggregated: its median instance)."""
+        node = self.grid.tree.node_at(self.grid.cursor) if len(self.grid.tree) else None
+        return None if node is None else target_for_node(self.session.model, node)
 
     # -- export ---------------------------------------------------------------------------------
     def export_view(self) -> ViewText:
