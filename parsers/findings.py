@@ -330,11 +330,14 @@ def _memcpys(c: StepContext) -> np.ndarray | None:
 
     if not c.trace.schema.has("CUPTI_ACTIVITY_KIND_MEMCPY", "srcKind"):
         return None
-    con = connect_readonly(c.trace.path)
-    try:
-        rows = con.execute(_MEMCPY_SQL, (c.device,)).fetchall()
-    finally:
-        con.close()
+    if c.trace.info.export_kind == "sqlite":
+        con = connect_readonly(c.trace.path)
+        try:
+            rows = con.execute(_MEMCPY_SQL, (c.device,)).fetchall()
+        finally:
+            con.close()
+    else:
+        rows = _memcpy_rows_columnar(c)
     if not rows:
         return None
     a = np.array([r[:8] for r in rows], dtype=object)
@@ -344,6 +347,30 @@ def _memcpys(c: StepContext) -> np.ndarray | None:
     in_step = (k >= 0) & (start < c.t1[np.clip(k, 0, None)])
     return np.array([(*r[:8], n) for r, n, keep in zip(rows, names, in_step) if keep], dtype=object) \
         if in_step.any() else None
+
+
+def _memcpy_rows_columnar(c: StepContext) -> list[tuple]:
+    """_MEMCPY_SQL's rows from nsys's Parquet/Arrow folders (no SQL there): the same LEFT
+    JOINs in pandas, ordered by memcpy start."""
+    import pandas as pd
+
+    from nsight_tui.parsers.columns import open_tables
+
+    m_cols = ["start", "end", "bytes", "copyKind", "srcKind", "dstKind", "correlationId", "globalPid", "deviceId"]
+    with open_tables(c.trace.path, probe=False) as tables:
+        m = tables.read("CUPTI_ACTIVITY_KIND_MEMCPY", m_cols)
+        r = tables.read("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "correlationId", "globalTid", "nameId"])
+        s = tables.read("StringIds", ["id", "value"])
+    mf = pd.DataFrame({k: m.text(k) for k in m_cols})
+    mf = mf[mf["deviceId"] == c.device]
+    mf["pid"] = [None if g is None else g >> 24 for g in mf["globalPid"]]
+    rf = pd.DataFrame({"r_start": r.text("start"), "r_end": r.text("end"), "correlationId": r.text("correlationId"),
+                       "pid": [None if g is None else g >> 24 for g in r.text("globalTid")], "nameId": r.text("nameId")})
+    sf = pd.DataFrame({"nameId": s.text("id"), "value": s.text("value")})
+    j = mf.merge(rf, on=["correlationId", "pid"], how="left").merge(sf, on="nameId", how="left")
+    j = j.sort_values("start", kind="stable")
+    cols = ["start", "end", "bytes", "copyKind", "srcKind", "dstKind", "r_start", "r_end", "value"]
+    return [tuple(None if pd.isna(v) else v for v in row) for row in j[cols].itertuples(index=False)]
 
 
 def pageable_memcpy(c: StepContext) -> Finding | None:

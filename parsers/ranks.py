@@ -243,16 +243,15 @@ def straggler(summaries: list[RankSummary]) -> Straggler | None:
 
 def session_start_utc_ns(path: str | Path) -> int | None:
     """The export's clock origin (TARGET_INFO_SESSION_START_TIME.utcEpochNs), if it has one."""
-    from nsight_tui.parsers.source import connect_readonly
+    from nsight_tui.parsers.columns import open_tables
 
-    con = connect_readonly(Path(path))
-    try:
-        row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
-        return int(row[0]) if row and isinstance(row[0], int) else None
+    try:  # through the loader's reader: SQLite or nsys's Parquet/Arrow folders alike
+        with open_tables(Path(path), probe=False) as tables:
+            start = tables.read("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"])
+        return int(start.values["utcEpochNs"][0]) if start.n and start.is_integer("utcEpochNs") \
+            and not start.null("utcEpochNs")[0] else None
     except Exception:  # noqa: BLE001 - older exports lack the table: no alignment, said in notes
         return None
-    finally:
-        con.close()
 
 
 def rank_from_name(path: str | Path) -> int | None:

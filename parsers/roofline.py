@@ -296,7 +296,7 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
           peak_gbps: float | None = None) -> Roofline:
     """The roofline context of a trace: counts from `flops_file`, else the trace's marks, else
     the analytic formulas; peaks from the table, or the user's."""
-    from nsight_tui.parsers.source import connect_readonly
+    from nsight_tui.parsers.columns import open_tables
 
     config = dict(trace.meta().config)
     counts = flop_counts.from_file(flops_file) if flops_file else None
@@ -306,13 +306,12 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
         counts = flop_counts.analytic_counts(config)
     bandwidth = None
     if trace.schema.has("TARGET_INFO_GPU", "memoryBandwidth"):
-        try:
-            con = connect_readonly(trace.path)
-            try:
-                row = con.execute("SELECT memoryBandwidth FROM TARGET_INFO_GPU ORDER BY id LIMIT 1").fetchone()
-                bandwidth = float(row[0]) if row and row[0] else None
-            finally:
-                con.close()
+        try:  # through the loader's reader: SQLite or nsys's Parquet/Arrow folders alike
+            with open_tables(trace.path, probe=False) as tables:
+                gpu = tables.read("TARGET_INFO_GPU", ["id", "memoryBandwidth"])
+            first = int(np.argmin(gpu.int("id", 0))) if gpu.n else -1
+            value = gpu.values["memoryBandwidth"][first] if first >= 0 and not gpu.null("memoryBandwidth")[first] else None
+            bandwidth = float(value) if value else None
         except Exception:  # noqa: BLE001 - only a hint in a message
             bandwidth = None
     choice = peak_table.choose(trace.info.gpus, peak_tflops, peak_gbps, bandwidth)

@@ -45,8 +45,12 @@ def _run(args) -> int:
     from nsight_tui.render import report
     from nsight_tui.render import sweep as sweep_text
 
+    from nsight_tui.parsers.columns import columnar_kind
+
     target = Path(args.target)
-    runs = sweep.discover(target) if target.is_dir() else []
+    # a folder of captures is a sweep; nsys's parquetdir/arrowdir folder is one trace
+    folder = target.is_dir() and columnar_kind(target) is None
+    runs = sweep.discover(target) if folder else []
     inputs = [target, *(r.path for r in runs)]
     if args.output != "-":  # refuse before any work
         output.check_target(args.output, args.force, inputs)
@@ -57,9 +61,9 @@ def _run(args) -> int:
         if value is not None and not value > 0:
             raise TraceError(f"{flag} must be a positive number, not {value}")
     roof = {"flops_file": args.flops, "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps}
-    if args.fail_on and target.is_dir():
+    if args.fail_on and folder:
         raise TraceError("--fail-on takes one file, not a folder")
-    if target.is_dir():
+    if folder:
         if not runs:
             raise TraceError(f"{visible(target)}: no {{model}}_ctx{{N}}*.sqlite captures in this folder")
         sweep.analyse(runs, args.attribution,

@@ -19,3 +19,17 @@ def test_export_folder_is_one_trace(name):
 def test_plain_folder_still_lists_its_sqlite_files():
     found = resolve_paths([str(SAMPLES)])
     assert found == sorted(SAMPLES.glob("*.sqlite")) and found
+
+
+def test_report_identical_across_the_three_exports(tmp_path):
+    """`nsight-tui report` (questions, findings, roofline, ranks) on the Parquet and Arrow
+    folders says exactly what it says on the SQLite export of the same capture."""
+    from nsight_tui.cli import main
+
+    texts = {}
+    for name in ("twin_small_ctx128.sqlite", "twin_small_ctx128_pqtdir", "twin_small_ctx128_arwdir"):
+        out = tmp_path / f"{name}.json"
+        assert main(["report", str(SAMPLES / name), "-f", "json", "-o", str(out)]) == 0
+        texts[name] = out.read_text().replace(name, "TRACE")
+    assert texts["twin_small_ctx128_pqtdir"] == texts["twin_small_ctx128.sqlite"] == texts["twin_small_ctx128_arwdir"]
+    assert '"roofline"' in texts["twin_small_ctx128.sqlite"]  # the sections that read the file themselves ran
