@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers import families
+from nsight_tui.parsers import main_thread as main_threads
 from nsight_tui.parsers.kernel_names import table_name
 from nsight_tui.parsers.load import KERNEL, Trace
 from nsight_tui.parsers.model import RangeModel, RangeNode
@@ -289,9 +290,10 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     }
 
 
-def questions(trace: Trace, attribution: str = "process", dims: dict | None = None) -> dict:
+def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
+              main_thread: str | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON)."""
-    model = trace.model(attribution)
+    model = trace.model(attribution, main_thread)
     config = dict(trace.meta().config)
     if dims:
         config.update({k: v for k, v in dims.items() if v is not None})
@@ -300,6 +302,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
     return {
         "file": str(trace.path),
         "attribution": attribution,
+        "main_threads": main_threads.as_json(trace, model.main_info),
         "config": config,
         "ranges": {k: v.to_json() for k, v in steady.items()},
         "warmup": {k: v.to_json() for k, v in warm.items()},

@@ -160,15 +160,17 @@ class Trace:
     def meta(self) -> "RunMeta":
         return RunMeta.from_marks(self.marks)
 
-    def model(self, attribution: str = "process"):
-        """The range tree under one attribution mode (built once, then cached)."""
+    def model(self, attribution: str = "process", main_thread: str | None = None):
+        """The range tree under one attribution mode and main-thread choice (`None`: chosen
+        by parsers.main_thread; else a thread id or name), built once, then cached."""
         if attribution not in ("process", "nsys"):
             raise ValueError(f"unknown attribution mode {attribution!r}")
-        if attribution not in self._models:
+        key = (attribution, main_thread or None)
+        if key not in self._models:
             from nsight_tui.parsers.model import RangeModel
 
-            self._models[attribution] = RangeModel(self, attribution)
-        return self._models[attribution]
+            self._models[key] = RangeModel(self, attribution, main_thread or None)
+        return self._models[key]
 
 
 @dataclass

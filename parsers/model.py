@@ -122,17 +122,19 @@ class ThreadGroup:
 
 
 class RangeModel:
-    def __init__(self, trace: Trace, mode: str = "process"):
+    def __init__(self, trace: Trace, mode: str = "process", main_thread: str | None = None):
         self.trace = trace
         self.mode = mode
         self.mode_help = MODE_HELP[mode]
+        self.main_thread_spec = main_thread
         r = trace.ranges
         self.n = len(r)
         self.r_start = r["start"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.r_end = r["end"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.r_gtid = r["gtid"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.cpu_ns = self.r_end - self.r_start
-        op_pos, range_pos, self.main_threads = attribute(r, trace.api, trace.ops, mode)
+        op_pos, range_pos, self.main_info = attribute(r, trace.api, trace.ops, mode, trace.threads, main_thread)
+        self.main_threads = {gpid: m.gtid for gpid, m in self.main_info.items()}
         # Pairs sorted by range, then op start: per-range slices are contiguous.
         ops = trace.ops
         o_start = ops["start"].to_numpy()

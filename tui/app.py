@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.load import PID_MASK, load_trace, tid_of
 from nsight_tui.tui import export
 from nsight_tui.tui.commands import NsightCommands
 from nsight_tui.tui.messages import LoadFailed, LoadProgress, ModelReady, TraceLoaded
@@ -60,10 +60,12 @@ class NsightApp(App[int]):
                 tooltip="Command palette: views, actions, jump to any range or kernel by name"),
     ]
 
-    def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None):
+    def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
+                 main_thread: str | None = None):
         super().__init__()
         self.paths = [Path(p) for p in paths]
         self.attribution = attribution
+        self.main_thread = main_thread  # --main-thread: a thread id or name, for every file opened
         self.export_dir = Path(export_dir) if export_dir is not None else None
         self.session: Session | None = None
         self.error_message = ""
@@ -107,7 +109,7 @@ class NsightApp(App[int]):
         try:
             trace = load_trace(path, progress=progress)
             self.post_message(LoadProgress(path, 0.88, "attributing GPU work to NVTX ranges"))
-            model = trace.model(attribution)
+            model = trace.model(attribution, self.main_thread)
             self.post_message(LoadProgress(path, 0.95, "building the range tree"))
             model.aggregated_groups  # noqa: B018 - built here, not on the UI thread
         except TraceError as exc:
@@ -118,7 +120,7 @@ class NsightApp(App[int]):
             return
         if not worker.is_cancelled:
             seconds = self.clock() - self._load_started
-            self.post_message(TraceLoaded(Session(path, trace, attribution, seconds)))
+            self.post_message(TraceLoaded(Session(path, trace, attribution, seconds, main_thread=self.main_thread)))
 
     def on_load_progress(self, message: LoadProgress) -> None:
         if isinstance(self.screen, LoadingScreen):
@@ -277,19 +279,38 @@ class NsightApp(App[int]):
         self._mode_switching = True
         self._say(self.screen, f"building the {new} attribution…", notify=False)
         self.notify(f"building the {new} attribution…", timeout=2)
-        self._build_mode(self.session, new)
+        self._build_mode(self.session, new, self.session.main_thread)
+
+    def pick_main_thread(self, gtid: int) -> None:
+        """Make thread `gtid` its process's main thread (`t` in the range tree); on the main
+        thread the user picked, go back to the automatic choice."""
+        if not self._need_session() or self._mode_switching:
+            return
+        session = self.session
+        info = session.model.main_info.get(gtid & PID_MASK)
+        if info is not None and info.gtid == gtid:
+            if session.main_thread is None:
+                self.notify(f"{session.trace.thread_label(gtid)} is already the main thread")
+                return
+            new = None
+        else:
+            new = str(tid_of(gtid))
+        self._mode_switching = True
+        label = "the automatic choice" if new is None else session.trace.thread_label(gtid)
+        self._say(self.screen, f"main thread: {label}; attributing…", notify=False)
+        self._build_mode(session, session.attribution, new)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="mode")
-    def _build_mode(self, session: Session, attribution: str) -> None:
+    def _build_mode(self, session: Session, attribution: str, main_thread: str | None = None) -> None:
         # The build holds the GIL for long stretches: let the UI paint the notice first.
         time.sleep(0.05)
         try:
-            model = session.trace.model(attribution)
+            model = session.trace.model(attribution, main_thread)
             model.aggregated_groups  # noqa: B018
         except Exception as exc:  # keep the session usable under the mode it had
             self.call_from_thread(self._mode_failed, f"{type(exc).__name__}: {exc}")
             return
-        self.post_message(ModelReady(session, attribution))
+        self.post_message(ModelReady(session, attribution, main_thread))
 
     def _mode_failed(self, message: str) -> None:
         self._mode_switching = False
@@ -308,6 +329,7 @@ class NsightApp(App[int]):
                          if isinstance(s, KernelsScreen) and s.node is not None), None)
         await self._to_base()
         session.attribution = message.attribution
+        session.main_thread = message.main_thread
         self.attribution = message.attribution
         gc.freeze()  # the new model's objects are long-lived too
         ranges.rebuild(keep)
@@ -319,7 +341,10 @@ class NsightApp(App[int]):
             if node is not None:
                 ranges.select_node(node)
                 self.open_kernels(node)
-        self.notify(f"attribution: {session.attribution}: {session.model.mode_help}", timeout=4)
+        from nsight_tui.render.process_view import main_thread_short
+
+        self.notify(f"attribution: {session.attribution}: {session.model.mode_help}; "
+                    f"{main_thread_short(session.trace, session.model)}", timeout=4)
 
     # -- export ---------------------------------------------------------------------------------
     def action_export(self) -> None:

@@ -17,6 +17,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file")
     parser.add_argument("--attribution", default="process", choices=MODES)
+    parser.add_argument("--main-thread", metavar="TID|NAME",
+                        help="the thread whose ranges frame the iteration (default: chosen; the report says which)")
     dims = parser.add_argument_group("attention dims for traces without capture metadata (FLOP ratio)")
     dims.add_argument("--batch", type=int)
     dims.add_argument("--heads", type=int, dest="n_heads")
@@ -36,11 +38,22 @@ def _num(x, fmt="{:.3f}") -> str:
     return "–" if x is None else fmt.format(x)
 
 
+def main_thread_reason_json(m: dict) -> str:
+    from types import SimpleNamespace
+
+    from nsight_tui.render.process_view import main_thread_reason
+
+    info = SimpleNamespace(**{**m, "candidates": m["threads_with_ranges"]})
+    return f"pid {m['pid']}: " + main_thread_reason(info, m["thread"])
+
+
 def single_markdown(a: dict) -> str:
     from nsight_tui.parsers.families import FAMILIES
 
     out = [f"# nsight-tui report: {Path(a['file']).name}", ""]
     out.append(f"_attribution: {a['attribution']} — {MODE_HELP[a['attribution']]}_")
+    for m in a.get("main_threads", []):
+        out.append(f"_main thread: {main_thread_reason_json(m)}_")
     cfg = a["config"]
     if cfg:
         out.append("_run: " + ", ".join(f"{k}={v}" for k, v in cfg.items()) + "_")
@@ -162,7 +175,7 @@ def run(args) -> int:
         else:
             text = sweep_markdown(target, tables, args.attribution)
     else:
-        answers = questions(load_trace(target), args.attribution, dims)
+        answers = questions(load_trace(target), args.attribution, dims, args.main_thread)
         text = json.dumps(_clean(answers), indent=1) + "\n" if args.format == "json" else single_markdown(answers)
     if args.output == "-":
         sys.stdout.write(text)
