@@ -18,6 +18,12 @@ class Annotator(Protocol):
 
     def mark(self, message: str) -> None: ...
 
+    # Open/close on the calling thread, for ranges that begin and end in different callbacks
+    # (the backward hooks, on PyTorch's autograd thread).
+    def push(self, name: str) -> None: ...
+
+    def pop(self) -> None: ...
+
 
 class NullAnnotator:
     """For building the model outside a profiled run (nothing is recorded)."""
@@ -27,6 +33,12 @@ class NullAnnotator:
         yield
 
     def mark(self, message: str) -> None:
+        pass
+
+    def push(self, name: str) -> None:
+        pass
+
+    def pop(self) -> None:
         pass
 
 
@@ -46,6 +58,15 @@ class NvtxAnnotator:
 
     def mark(self, message: str) -> None:
         self._nvtx.mark(message=message)
+
+    def push(self, name: str) -> None:
+        self._nvtx.push_range(message=name)
+
+    def pop(self) -> None:
+        self._nvtx.pop_range()
+
+
+BACKWARD_PREFIX = "backward:"  # `backward:<part>`: a forward part's backward, on the autograd thread
 
 
 def config_message(config: dict) -> str:

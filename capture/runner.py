@@ -23,7 +23,7 @@ from nsight_tui.capture.errors import CaptureError
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.parsers.source import connect_readonly
-from nsight_tui.capture.nsys import export_command, profile_command
+from nsight_tui.capture.nsys import AUTOGRAD_NVTX, export_command, profile_command
 from nsight_tui.capture.sizes import RunSettings, output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -33,16 +33,24 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 class CaptureConfig(RunSettings):
     @property
     def stem(self) -> str:
-        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch)
+        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch,
+                           self.op_ranges, self.backward_ranges)
 
     def describe(self) -> str:
+        extra = "".join([f", {self.op_ranges} op ranges" if self.op_ranges != "none" else "",
+                         ", backward ranges" if self.backward_ranges else ""])
         return (f"{self.model} ctx{self.ctx} {self.mode} {self.dtype} {self.attention} attention, "
-                f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps")
+                f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps{extra}")
 
     def workload_args(self) -> list[str]:
         return ["--model", self.model, "--ctx", str(self.ctx), "--mode", self.mode, "--dtype", self.dtype,
                 "--attention", self.attention, "--batch", str(self.batch), "--steps", str(self.steps),
-                "--warmup", str(self.warmup)]
+                "--warmup", str(self.warmup),
+                *(["--op-ranges", self.op_ranges] if self.op_ranges != "none" else []),
+                *(["--backward-ranges"] if self.backward_ranges else [])]
+
+    def nsys_options(self) -> list[str]:
+        return [AUTOGRAD_NVTX] if self.op_ranges == "autograd-nvtx" else []
 
 
 @dataclass
@@ -107,7 +115,7 @@ class Runner:
         report = work_dir / f"{config.stem}.nsys-rep"
         app = [self.python, "-m", "nsight_tui.capture.workload", *config.workload_args(),
                "--status-file", str(work_dir / "status.json")]
-        return (profile_command(self.nsys, report, app),
+        return (profile_command(self.nsys, report, app, config.nsys_options()),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
 
     def _run(self, command: Sequence[str]) -> int:

@@ -19,14 +19,22 @@ DEFAULT_BATCH = 4
 MODES = ("train", "forward")
 DTYPES = ("fp32", "bf16")
 ATTENTIONS = ("manual", "fused")
+# Op-level NVTX ranges from PyTorch: none; nsys's `--pytorch=autograd-nvtx` (nsys turns on
+# PyTorch's NVTX ranges); or `torch.autograd.profiler.emit_nvtx()` around the loop (the workload
+# does it). Both give `aten::…, seq = N, op_id = M` on the Python thread and the backward
+# nodes' ranges on the autograd thread.
+OP_RANGES = ("none", "autograd-nvtx", "emit-nvtx")
+OP_RANGE_SUFFIX = {"none": "", "autograd-nvtx": "_agnvtx", "emit-nvtx": "_emitnvtx"}
 
 # The workload exits with this code (and writes its status file) when the GPU runs out of memory.
 OOM_EXIT_CODE = 3
 
 
 def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
-                attention: str = "manual", batch: int = DEFAULT_BATCH) -> str:
-    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`."""
+                attention: str = "manual", batch: int = DEFAULT_BATCH, op_ranges: str = "none",
+                backward_ranges: bool = False) -> str:
+    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`,
+    `_agnvtx` / `_emitnvtx`, `_bwdranges`."""
     stem = f"{model}_ctx{ctx}"
     if mode == "forward":
         stem += "_fwd"
@@ -36,6 +44,9 @@ def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
         stem += "_fused"
     if batch != DEFAULT_BATCH:
         stem += f"_b{batch}"
+    stem += OP_RANGE_SUFFIX[op_ranges]
+    if backward_ranges:
+        stem += "_bwdranges"
     return stem
 
 
@@ -51,6 +62,8 @@ class RunSettings:
     batch: int = DEFAULT_BATCH
     steps: int = 3
     warmup: int = 2
+    op_ranges: str = "none"  # one of OP_RANGES
+    backward_ranges: bool = False  # `backward:<part>` ranges on the autograd thread (module hooks)
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -58,4 +71,7 @@ class RunSettings:
         d_model, n_layers, n_heads = MODEL_SIZES[self.model]
         return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
                 "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
-                "attention": self.attention, "steps": self.steps, "warmup": self.warmup}
+                "attention": self.attention, "steps": self.steps, "warmup": self.warmup,
+                # how the backward was annotated, only when it was (older traces have neither key)
+                **({"op_ranges": self.op_ranges} if self.op_ranges != "none" else {}),
+                **({"backward_ranges": True} if self.backward_ranges else {})}

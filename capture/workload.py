@@ -9,6 +9,7 @@ measured here are written into the trace as NVTX marks (see capture.annotate).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Callable
 
 from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, step_message
-from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
+from nsight_tui.capture.sizes import (ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, OP_RANGES,
+                                      VOCAB, RunSettings)
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class WorkloadConfig(RunSettings):
             raise ValueError(f"unknown model {self.model!r}; choose from {', '.join(MODEL_SIZES)}")
         if self.mode not in MODES or self.dtype not in DTYPES or self.attention not in ATTENTIONS:
             raise ValueError(f"bad mode/dtype/attention: {self.mode}/{self.dtype}/{self.attention}")
+        if self.op_ranges not in OP_RANGES:
+            raise ValueError(f"op ranges must be one of {', '.join(OP_RANGES)}, not {self.op_ranges!r}")
         if self.ctx < 1 or self.batch < 1 or self.steps < 0 or self.warmup < 0:
             raise ValueError("ctx and batch must be >= 1, steps and warmup >= 0")
 
@@ -52,7 +56,7 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
     import torch
     import torch.nn.functional as F
 
-    from nsight_tui.capture.model import GPT2, ModelDims
+    from nsight_tui.capture.model import GPT2, ModelDims, add_backward_ranges
 
     config.validate()
     device = torch.device(config.device)
@@ -69,6 +73,8 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
     dims = ModelDims(d_model=d_model, n_layers=n_layers, n_heads=n_heads, ctx=config.ctx, vocab=VOCAB)
     model = GPT2(dims, attention=config.attention, annotator=annotator).to(device)
     train = config.mode == "train"
+    if config.backward_ranges and train:
+        add_backward_ranges(model, annotator)
     model.train(train)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if train else None
     # One fixed batch, made once: the profile should hold the model's kernels, not data loading.
@@ -103,8 +109,8 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
 
     names = [f"warmup_{i}" for i in range(config.warmup)] + [f"step_{i}" for i in range(config.steps)]
     report_every = 1 if len(names) <= 20 else max(1, len(names) // 10)
-    records: list[StepRecord] = []
-    for index, name in enumerate(names):
+
+    def iteration(index: int, name: str) -> StepRecord:
         phases: dict[str, float] = {}
         with annotator.range(name):
             start = time.perf_counter()
@@ -117,11 +123,16 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
                     phase("forward", phases, forward_loss)
             seconds = time.perf_counter() - start
         annotator.mark(step_message(name, seconds, phases))
-        records.append(StepRecord(name, seconds, phases))
         if index % report_every == 0 or index == len(names) - 1:
             detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in phases.items())
             log(f"  [{index + 1}/{len(names)}] {name}: {seconds * 1e3:.1f} ms ({detail})")
-    return records
+        return StepRecord(name, seconds, phases)
+
+    # emit_nvtx: PyTorch's own NVTX range around every op (forward, on this thread) and every
+    # backward node (on the autograd thread), with the sequence numbers that pair them.
+    op_ranges = torch.autograd.profiler.emit_nvtx() if config.op_ranges == "emit-nvtx" else contextlib.nullcontext()
+    with op_ranges:
+        return [iteration(index, name) for index, name in enumerate(names)]
 
 
 def _write_status(path: str | None, status: dict) -> None:
@@ -141,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    p.add_argument("--op-ranges", default="none", choices=OP_RANGES,
+                   help="PyTorch's op ranges: autograd-nvtx (nsys turns them on; recorded here only) or "
+                   "emit-nvtx (torch.autograd.profiler.emit_nvtx around the loop)")
+    p.add_argument("--backward-ranges", action="store_true",
+                   help="backward:<part> ranges around each annotated part's backward (module hooks)")
     p.add_argument("--status-file", help="write a JSON status here: ok with the step times, or oom")
     return p
 
@@ -149,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = WorkloadConfig(model=args.model, ctx=args.ctx, mode=args.mode, dtype=args.dtype,
                             attention=args.attention, batch=args.batch, steps=args.steps,
-                            warmup=args.warmup, device=args.device)
+                            warmup=args.warmup, device=args.device, op_ranges=args.op_ranges,
+                            backward_ranges=args.backward_ranges)
     try:
         import torch  # noqa: F401
     except ImportError:
