@@ -15,9 +15,9 @@ exec > >(tee -a "$OUT/log.txt") 2>&1
 export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=${DEVLIBS:-$PWD/.devlibs}:${LD_LIBRARY_PATH:-}
 export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "${WHL:-$PWD/.whl}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+# Installed as a user would (editable, offline from the carried wheels): `nsight_tui.parsers` etc.
+# are package-dir mappings, so a bare PYTHONPATH would not find them.
+python3 -m pip install -q --no-index --find-links "${WHL:-$PWD/.whl}" -e '.[capture]' || exit 1
 REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
 T0=$(date +%s)
 W=${WORK:-/tmp/nsight_tui_bwd}
