@@ -18,11 +18,13 @@ class Annotator(Protocol):
 
     def mark(self, message: str) -> None: ...
 
-    # Open/close on the calling thread, for ranges that begin and end in different callbacks
-    # (the backward hooks, on PyTorch's autograd thread).
-    def push(self, name: str) -> None: ...
+    # A range that begins and ends in different callbacks (the backward hooks, on PyTorch's
+    # autograd thread): start/end with a handle, not push/pop, because PyTorch's own op ranges
+    # (--pytorch=autograd-nvtx, emit_nvtx) push and pop on the same thread in between, and a
+    # pop closes whichever range the thread pushed last.
+    def start(self, name: str) -> object: ...
 
-    def pop(self) -> None: ...
+    def end(self, handle: object) -> None: ...
 
 
 class NullAnnotator:
@@ -35,10 +37,10 @@ class NullAnnotator:
     def mark(self, message: str) -> None:
         pass
 
-    def push(self, name: str) -> None:
-        pass
+    def start(self, name: str) -> object:
+        return None
 
-    def pop(self) -> None:
+    def end(self, handle: object) -> None:
         pass
 
 
@@ -59,11 +61,11 @@ class NvtxAnnotator:
     def mark(self, message: str) -> None:
         self._nvtx.mark(message=message)
 
-    def push(self, name: str) -> None:
-        self._nvtx.push_range(message=name)
+    def start(self, name: str) -> object:
+        return self._nvtx.start_range(message=name)
 
-    def pop(self) -> None:
-        self._nvtx.pop_range()
+    def end(self, handle: object) -> None:
+        self._nvtx.end_range(handle)
 
 
 BACKWARD_PREFIX = "backward:"  # `backward:<part>`: a forward part's backward, on the autograd thread

@@ -6,6 +6,8 @@
 #             --autograd-nvtx / --emit-nvtx: median step and phase times from the step marks
 #   big       medium and large ctx256 train with --autograd-nvtx (the per-part tables), and medium
 #             with --autograd-nvtx --backward-ranges (seq mapping against name mapping)
+#   bwdranges the --backward-ranges captures again (sample with CSVs, medium with --autograd-nvtx,
+#             small overhead pair), after backward:<part> moved from push/pop to start/end ranges
 # Usage: bash capture/backward_session.sh STAGE...   Expects WHL (wheels: nvtx, ...) and DEVLIBS
 # (libdw/libelf for nsys's importer); writes what returns under $OUT.
 set -uo pipefail
@@ -93,6 +95,23 @@ overhead)
     cap --model medium --ctx 256 --warmup 3 --steps 10 $style --out $W/overhead
   done
   stepstats $W/overhead/*.sqlite
+  ;;
+bwdranges)
+  stamp "bwdranges"
+  rm -rf $W/bwd && mkdir -p $W/bwd/oracle $W/bwdbig $W/bwdover
+  cap --model small --ctx 128 --warmup 1 --steps 2 --backward-ranges --out $W/bwd
+  name=small_ctx128_bwdranges
+  mkdir -p $W/statscopy && cp $W/bwd/$name.sqlite $W/statscopy/ && before=$(sha256sum < "$W/statscopy/$name.sqlite")
+  "$NSYS" stats -f csv -r $REPORTS -o "$W/bwd/oracle/$name" "$W/statscopy/$name.sqlite" > /dev/null
+  after=$(sha256sum < "$W/statscopy/$name.sqlite")
+  [ "$before" = "$after" ] && echo "stats left $name.sqlite unchanged" || echo "stats CHANGED $name.sqlite"
+  cap --model medium --ctx 256 --warmup 1 --steps 2 --autograd-nvtx --backward-ranges --out $W/bwdbig
+  for style in "" --backward-ranges; do
+    cap --model small --ctx 128 --warmup 3 --steps 20 $style --out $W/bwdover
+  done
+  stepstats $W/bwd/*.sqlite $W/bwdbig/*.sqlite $W/bwdover/*.sqlite
+  tar -C $W/bwd -cJf "$OUT/bwd.tar.xz" .
+  xz -T0 -6 -c $W/bwdbig/medium_ctx256_agnvtx_bwdranges.sqlite > "$OUT/medium_ctx256_agnvtx_bwdranges.sqlite.xz"
   ;;
 big)
   stamp "big"

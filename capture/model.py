@@ -1,7 +1,7 @@
 """A GPT-2 style decoder LM whose attention is wrapped in NVTX ranges.
 
 Each annotated part is a module (`Part`): its forward runs inside an NVTX range of its name
-and, with backward ranges on, full backward pre/post hooks push and pop `backward:<name>` on
+and, with backward ranges on, full backward pre/post hooks start and end `backward:<name>` on
 the thread that runs its backward (PyTorch's autograd thread), so the backward of each part
 can be found by name.
 
@@ -44,19 +44,20 @@ class Part(nn.Module):
 
 
 def add_backward_ranges(model: nn.Module, annotator: Annotator) -> int:
-    """`backward:<part>` around each Part's backward: pushed when the gradient of its output
-    arrives (full backward pre-hook), popped when its inputs' gradients are done (full
+    """`backward:<part>` around each Part's backward: started when the gradient of its output
+    arrives (full backward pre-hook), ended when its inputs' gradients are done (full
     backward hook). Backward runs a module's parts in reverse, so the ranges nest as the
-    forward's did. Returns how many parts got hooks."""
+    forward's did. Start/end ranges (see Annotator.start). Returns how many parts got hooks."""
     parts = [m for m in model.modules() if isinstance(m, Part)]
     for part in parts:
         name = BACKWARD_PREFIX + part.part_name
+        open_ranges: list = []  # a stack: a part's backward could run again before it ends
 
-        def begin(module, grad_output, name=name):
-            annotator.push(name)
+        def begin(module, grad_output, name=name, open_ranges=open_ranges):
+            open_ranges.append(annotator.start(name))
 
-        def end(module, grad_input, grad_output):
-            annotator.pop()
+        def end(module, grad_input, grad_output, open_ranges=open_ranges):
+            annotator.end(open_ranges.pop())
 
         part.register_full_backward_pre_hook(begin)
         part.register_full_backward_hook(end)

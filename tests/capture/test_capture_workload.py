@@ -204,26 +204,27 @@ def test_main_writes_ok_status_with_step_times(tmp_path, capsys):
     assert "[2/2] step_0" in out
 
 
-class PushRecorder(RecordingAnnotator):
-    """Also keeps the push/pop calls (the backward hooks), with the thread that made them."""
+class StartEndRecorder(RecordingAnnotator):
+    """Also keeps the start/end calls (the backward hooks), with the range each end closes."""
 
     def __init__(self):
         super().__init__()
-        self.pushes: list[tuple[str, str | None, int]] = []
+        self.pushes: list[tuple[str, str, int]] = []
 
-    def push(self, name):
-        self.real.push(name)
+    def start(self, name):
+        handle = (self.real.start(name), name)
         self.pushes.append(("push", name, threading.get_ident()))
+        return handle
 
-    def pop(self):
-        self.real.pop()
-        self.pushes.append(("pop", None, threading.get_ident()))
+    def end(self, handle):
+        self.real.end(handle[0])
+        self.pushes.append(("pop", handle[1], threading.get_ident()))
 
 
 def test_backward_ranges_nest_per_part_in_reverse_order():
-    rec = PushRecorder()
+    rec = StartEndRecorder()
     run_workload(tiny(backward_ranges=True, steps=1, warmup=0), rec, log=lambda line: None)
-    # Rebuild the tree the pushes and pops describe: balanced, one thread at a time.
+    # Rebuild the tree the starts and ends describe: each end closes the innermost open range.
     roots, stack = [], []
     for kind, name, _ in rec.pushes:
         if kind == "push":
@@ -231,7 +232,7 @@ def test_backward_ranges_nest_per_part_in_reverse_order():
             (stack[-1]["children"] if stack else roots).append(node)
             stack.append(node)
         else:
-            stack.pop()
+            assert stack.pop()["name"] == name
     assert not stack
     # tiny: 2 layers, backward visits them last to first; in each, the parts in reverse order.
     assert names(roots) == ["backward:scaled_dot_product_attention"] * 2
@@ -244,7 +245,7 @@ def test_backward_ranges_nest_per_part_in_reverse_order():
 
 
 def test_forward_mode_adds_no_backward_ranges():
-    rec = PushRecorder()
+    rec = StartEndRecorder()
     run_workload(tiny(backward_ranges=True, mode="forward", steps=1, warmup=0), rec, log=lambda line: None)
     assert rec.pushes == []
 
