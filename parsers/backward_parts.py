@@ -13,7 +13,8 @@ Two ways to know which backward work belongs to which part:
   process (the latest one that began before the node: the op that created the node) is
   `aten::addmm, seq = 1195`, and the innermost user range around that forward op is the part.
 - `name` (captures with `--backward-ranges`): a backward op inside `backward:<part>` belongs to
-  the forward part named `<part>`.
+  the forward part named `<part>`; the rest of backward belongs to `forward` as a whole (its
+  time is `unnamed_kernel_ns`).
 
 Times are inclusive: a part's row holds its sub-parts, and the `forward` row is everything.
 Backward work that maps to no part is listed by reason, never dropped: AccumulateGrad nodes,
@@ -30,7 +31,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-
 from nsight_tui.parsers.analysis import STEP, iteration_ranges
 from nsight_tui.parsers.load import KERNEL, PID_MASK
 from nsight_tui.parsers.model import RangeModel, path_key
@@ -43,7 +43,6 @@ ACCUMULATE = "AccumulateGrad (gradients added into .grad)"
 OUTSIDE_NODES = "outside every backward node and engine range (e.g. the loss gradient's seed)"
 NO_FORWARD_OP = "backward node whose seq has no forward op range"
 OUTSIDE_FORWARD = "forward op outside the `forward` range (e.g. the loss)"
-OUTSIDE_NAMED = "outside every backward:<part> range"
 UNKNOWN_PART = "backward:<part> with no forward part of that name"
 
 
@@ -54,10 +53,17 @@ class PartRow:
     forward_kernels: int
     backward_kernel_ns: int
     backward_kernels: int
+    # the same less the sub-parts' (for `forward`: MLPs, norms, projections, embeddings, loss)
+    forward_self_ns: int = 0
+    backward_self_ns: int = 0
 
     @property
     def ratio(self) -> float | None:
         return self.backward_kernel_ns / self.forward_kernel_ns if self.forward_kernel_ns else None
+
+    @property
+    def self_ratio(self) -> float | None:
+        return self.backward_self_ns / self.forward_self_ns if self.forward_self_ns else None
 
 
 @dataclass
@@ -68,6 +74,7 @@ class BackwardParts:
     backward_kernels: int
     backward_other_ns: int  # memcpy/memset time in backward (not kernels; not in the table)
     engine_kernel_ns: int = 0  # mapped kernel time the engine launched around a node (seq method)
+    unnamed_kernel_ns: int = 0  # backward kernel time outside every backward:<part> (name method)
     parts: list[PartRow] = field(default_factory=list)  # tree order, `forward` first
     unmapped: dict[str, tuple[int, int]] = field(default_factory=dict)  # reason -> (kernel_ns, kernels)
 
@@ -84,10 +91,13 @@ class BackwardParts:
             "method": self.method, "iterations": self.iterations,
             "backward_kernel_ns": self.backward_kernel_ns, "backward_kernels": self.backward_kernels,
             "backward_memcpy_memset_ns": self.backward_other_ns, "engine_kernel_ns": self.engine_kernel_ns,
+            "unnamed_kernel_ns": self.unnamed_kernel_ns,
             "mapped_kernel_ns": self.mapped_kernel_ns, "mapped_share": self.mapped_share,
             "parts": [{"part": "/".join(p.path), "forward_kernel_ns": p.forward_kernel_ns,
                        "forward_kernels": p.forward_kernels, "backward_kernel_ns": p.backward_kernel_ns,
-                       "backward_kernels": p.backward_kernels, "bwd_over_fwd": p.ratio} for p in self.parts],
+                       "backward_kernels": p.backward_kernels, "bwd_over_fwd": p.ratio,
+                       "forward_self_ns": p.forward_self_ns, "backward_self_ns": p.backward_self_ns}
+                      for p in self.parts],
             "unmapped": [{"reason": r, "kernel_ns": ns, "kernels": k} for r, (ns, k) in self.unmapped.items()],
         }
 
@@ -120,7 +130,7 @@ class _Context:
     iterations: int
 
     @classmethod
-    def build(cls, model: RangeModel) -> "_Context | None":
+    def build(cls, model: RangeModel) -> _Context | None:
         if model.n == 0:
             return None
         r = model.trace.ranges
@@ -202,11 +212,15 @@ class _Context:
         inner = self._innermost(ops, is_named)
         where = np.full(self.model.n, -1, dtype=np.int64)
         where[named] = target
-        part = np.where(inner >= 0, where[np.maximum(inner, 0)], -1)
+        forward = next(i for i, path in self.rel_path.items() if path == ("forward",))
+        part = np.where(inner >= 0, where[np.maximum(inner, 0)], forward)
         reason = np.full(len(ops), "", dtype=object)
-        reason[inner < 0] = OUTSIDE_NAMED
         reason[(inner >= 0) & (part < 0)] = UNKNOWN_PART
-        return self._table("name", ops, part, reason)
+        table = self._table("name", ops, part, reason)
+        trace = self.model.trace
+        unnamed = ops[(inner < 0) & (trace.ops["kind"].to_numpy()[ops] == KERNEL)]
+        table.unnamed_kernel_ns = int((trace.ops["end"].to_numpy() - trace.ops["start"].to_numpy())[unnamed].sum())
+        return table
 
     # -- helpers ---------------------------------------------------------------------------
     def _innermost(self, ops: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -248,11 +262,15 @@ class _Context:
         add(bwd_ops, bwd_part, 2)
         unmapped: dict[str, tuple[int, int]] = {}
         kern = is_k[bwd_ops]
-        for why in (ACCUMULATE, OUTSIDE_NODES, NO_FORWARD_OP, OUTSIDE_FORWARD, OUTSIDE_NAMED, UNKNOWN_PART):
+        for why in (ACCUMULATE, OUTSIDE_NODES, NO_FORWARD_OP, OUTSIDE_FORWARD, UNKNOWN_PART):
             sel = kern & (reason == why)
             if sel.any():
                 unmapped[why] = (int(dur[bwd_ops[sel]].sum()), int(sel.sum()))
         rows = [PartRow(path, *vals) for path, vals in sorted(sums.items(), key=lambda kv: _tree_order(kv[0], sums))]
+        for row in rows:
+            kids = [sums[p] for p in sums if len(p) == len(row.path) + 1 and p[:-1] == row.path]
+            row.forward_self_ns = row.forward_kernel_ns - sum(k[0] for k in kids)
+            row.backward_self_ns = row.backward_kernel_ns - sum(k[2] for k in kids)
         return BackwardParts(
             method=method, iterations=self.iterations,
             backward_kernel_ns=int(dur[bwd_ops[kern]].sum()), backward_kernels=int(kern.sum()),
