@@ -14,9 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
-# `, seq = N`, `, op_id = N`, and what record_shapes / input ids append (to the end of the name)
-_DETAIL = re.compile(r", (?:seq|op_id) = -?\d+|, (?:sizes|input_op_ids) = .*$")
-_OP_PREFIXES = ("aten::", "autograd::", "torch::autograd::", "c10d::", "cudnn::", "prim::")
+OP_PREFIXES = ("aten::", "autograd::", "torch::autograd::", "c10d::", "cudnn::", "prim::")
 _NODE = re.compile(r"Backward\d*$")
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 ENGINE_WRAPPER = "autograd::engine::evaluate_function: "
@@ -24,12 +22,23 @@ ENGINE_WRAPPER = "autograd::engine::evaluate_function: "
 
 def is_op_range(text: str) -> bool:
     """PyTorch's op/node ranges, as opposed to the user's own (`forward`, `computing_softmax`)."""
-    return ", op_id = " in text or ", seq = " in text or text.startswith(_OP_PREFIXES)
+    return ", op_id = " in text or ", seq = " in text or text.startswith(OP_PREFIXES)
 
 
 def base_name(text: str) -> str:
-    """`aten::addmm, seq = 1195, op_id = 614` -> `aten::addmm` (names folded for aggregation)."""
-    return _DETAIL.sub("", text)
+    """`aten::addmm, seq = 1195, op_id = 614` -> `aten::addmm` (names folded for aggregation):
+    everything PyTorch appends (seq, op_id, sizes, input_op_ids) follows the first `, `."""
+    return text.partition(", ")[0]
+
+
+def op_key(text: str) -> str:
+    """The name op ranges aggregate under: details stripped, and the engine's wrapper named
+    after its node (`autograd::engine::evaluate_function: AddmmBackward0, op_id = 9` ->
+    `AddmmBackward0 [engine]`), so a narrow column still shows which node."""
+    base = base_name(text)
+    if base.startswith(ENGINE_WRAPPER):
+        return f"{base[len(ENGINE_WRAPPER):]} [engine]"
+    return base
 
 
 def seq_of(text: str) -> int:

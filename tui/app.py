@@ -24,6 +24,7 @@ from nsight_tui.tui.messages import LoadFailed, LoadProgress, ModelReady, TraceL
 from nsight_tui.tui.session import Session
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.views.api import ApiScreen
+from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
 from nsight_tui.tui.views.files import FilesScreen
@@ -419,6 +420,7 @@ def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Range tree (main view)", binding_rows([RangesScreen, RangeTree])),
         ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
         ("Kernel tables", binding_rows([KernelsScreen])),
+        ("Backward by forward part (b)", binding_rows([BackwardPartsScreen])),
         ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
         ("Export: file exists", binding_rows([ExportConflict])),
     ]

@@ -120,6 +120,10 @@ def single_markdown(a: dict) -> str:
     if ra["softmax_over_matmul_runtime"] and ra["softmax_over_matmul_flops"]:
         out.append(f"Softmax takes {ra['softmax_over_matmul_runtime'] / ra['softmax_over_matmul_flops']:.1f}x more time "
                    "per FLOP than the attention matmuls (memory-bound vs compute-bound).\n")
+    if "backward_parts" in a:
+        from nsight_tui.render.backward_parts import markdown as backward_parts_markdown
+
+        out.append(backward_parts_markdown(a["backward_parts"]))
     out.append("## Ratios")
     out.append(table(["ratio", "value", "divides by"],
                      [[k, _num(v, "{:.4f}"), a["ratio_basis"].get(k, "")] for k, v in ra.items()]))
@@ -151,6 +155,7 @@ def _clean(a: dict) -> dict:
 def run(args) -> int:
     from nsight_tui.parsers import sweep
     from nsight_tui.parsers.analysis import questions
+    from nsight_tui.parsers.backward_parts import backward_parts
     from nsight_tui.parsers.load import load_trace
 
     target = Path(args.target)
@@ -175,7 +180,9 @@ def run(args) -> int:
         else:
             text = sweep_markdown(target, tables, args.attribution)
     else:
-        answers = questions(load_trace(target), args.attribution, dims, args.main_thread)
+        trace = load_trace(target)
+        answers = questions(trace, args.attribution, dims, args.main_thread)
+        answers["backward_parts"] = [t.to_json() for t in backward_parts(trace.model(args.attribution, args.main_thread))]
         text = json.dumps(_clean(answers), indent=1) + "\n" if args.format == "json" else single_markdown(answers)
     if args.output == "-":
         sys.stdout.write(text)

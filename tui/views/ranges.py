@@ -65,6 +65,9 @@ class RangesScreen(ViewScreen):
         Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)"),
         Binding("n", "search_next", "Next match", show=False),
         Binding("N", "search_prev", "Previous match", show=False),
+        Binding("b", "backward_parts", "Bwd by part", id="ranges.backward_parts",
+                tooltip="Backward by forward part: each forward part's forward and backward kernel time, bwd/fwd "
+                "(needs op ranges from --autograd-nvtx / emit_nvtx, or backward:<part> ranges)"),
         Binding("t", "main_thread", "Main thread", show=False, id="ranges.main_thread",
                 tooltip="Make the thread under the cursor its process's main thread (its ranges then hold the "
                 "work every thread launched while they were open); again on it: back to the automatic choice"),
@@ -102,7 +105,7 @@ class RangesScreen(ViewScreen):
         source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg)
         source.expand_default()
         self._matches = []
-        cursor = 1 if len(source) > 1 else 0
+        cursor = source.home_row()
         if keep is not None:
             node = source.find_key(*keep)
             row = source.reveal(node) if node is not None else None
@@ -193,6 +196,11 @@ class RangesScreen(ViewScreen):
             text.append(f", {fmt.percent(share)} of parent")
         text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
         detail.update(text)
+
+    def action_backward_parts(self) -> None:
+        from nsight_tui.tui.views.backward import BackwardPartsScreen
+
+        self.app.push_screen(BackwardPartsScreen(self.session))
 
     def action_main_thread(self) -> None:
         tree = self.grid.tree
