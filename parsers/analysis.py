@@ -125,8 +125,8 @@ def iteration_ranges(model: RangeModel, pattern: re.Pattern) -> np.ndarray:
     texts = model.trace.ranges["text"].to_numpy()
     hit = np.array([bool(pattern.match(t)) for t in texts], dtype=bool)
     ids = np.flatnonzero(hit)
-    inner = [i for i in ids if not any(hit[c] for c in _children_ids(model, i))]
-    return np.array(inner, dtype=np.int64)
+    inner = np.array([i for i in ids if not any(hit[c] for c in _children_ids(model, i))], dtype=np.int64)
+    return inner[np.lexsort((model.r_gtid[inner], model.r_start[inner]))]  # time order, whatever the rows' order
 
 
 def _children_ids(model: RangeModel, i: int) -> np.ndarray:

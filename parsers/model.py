@@ -238,7 +238,8 @@ class RangeModel:
         """Per process and thread, the root ranges with their subtrees (instances)."""
         nodes = [None] * self.n
         names = self.trace.ranges["name"].tolist() if self.n else []
-        order = np.lexsort((self.r_start, self.depth))
+        # children in time order (ties: the longer first, then by thread), whatever the rows' order
+        order = np.lexsort((self.r_gtid, -self.r_end, self.r_start, self.depth))
         roots: dict[int, list[RangeNode]] = {}
         for i in order.tolist():
             p = self.parent[i]
@@ -444,7 +445,7 @@ class RangeModel:
             "thread": thread_text[thread_idx.reshape(-1)] if len(pos) else np.array([], dtype=object),
             "latency": np.where(has, o_start - a_start, 0),
         })
-        return df.sort_values("start", kind="stable").reset_index(drop=True)
+        return df.sort_values(["start", "device", "stream", "corr"], kind="stable").reset_index(drop=True)
 
     def stack_at(self, gtid: int, t_start: int, t_end: int | None = None) -> list[int]:
         """Range positions on thread `gtid` open over [t_start, t_end], outermost first."""
@@ -468,6 +469,7 @@ class RangeModel:
         row = api.iloc[a]
         gtid = int(row["gtid"])
         op_pos = np.flatnonzero(t.ops["api"].to_numpy() == a)
+        op_pos = op_pos[np.lexsort((t.ops["corr"].to_numpy()[op_pos], t.ops["start"].to_numpy()[op_pos]))]
         own = self.stack_at(gtid, int(row["start"]), int(row["end"]))
         main = self.main_threads.get(gtid & PID_MASK)
         attributed = sorted(set(self.pair_range[np.isin(self.pair_op, op_pos)].tolist()),
