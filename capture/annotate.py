@@ -6,11 +6,12 @@ Without a profiler attached the `nvtx` calls cost next to nothing, so the same c
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import Iterator, Protocol
 
-CONFIG_MARK = "nsight-tui:config "
-STEP_MARK = "nsight-tui:step "
+from nsight_tui.parsers import conventions
+
+CONFIG_MARK = conventions.mark_prefix(conventions.CONFIG)
+STEP_MARK = conventions.mark_prefix(conventions.STEP)
 
 
 class Annotator(Protocol):
@@ -68,12 +69,11 @@ class NvtxAnnotator:
         self._nvtx.end_range(handle)
 
 
-BACKWARD_PREFIX = "backward:"  # `backward:<part>`: a forward part's backward, on the autograd thread
 
 
 def config_message(config: dict) -> str:
-    return CONFIG_MARK + json.dumps(config)
+    return conventions.mark_text(conventions.CONFIG, config)
 
 
 def step_message(name: str, seconds: float, phases: dict[str, float]) -> str:
-    return STEP_MARK + json.dumps({"name": name, "seconds": seconds, "phases": phases})
+    return conventions.mark_text(conventions.STEP, {"name": name, "seconds": seconds, "phases": phases})

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nsight_tui.capture.annotate import BACKWARD_PREFIX, Annotator, NullAnnotator
+from nsight_tui.capture.annotate import Annotator, NullAnnotator
+from nsight_tui.parsers.conventions import BACKWARD_PREFIX
 from nsight_tui.capture.sizes import VOCAB
 
 
@@ -81,6 +82,7 @@ class CausalSelfAttention(nn.Module):
         self.final = Part("final_matmul", lambda weights, v: weights @ v, annotator)
         # Built once so the mask costs no kernels per step.
         mask = torch.tril(torch.ones(dims.ctx, dims.ctx, dtype=torch.bool))
+        self.causal: torch.Tensor
         self.register_buffer("causal", mask.view(1, 1, dims.ctx, dims.ctx), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -139,6 +141,7 @@ class GPT2(nn.Module):
         self.blocks = nn.ModuleList(Block(dims, attention, annotator) for _ in range(dims.n_layers))
         self.ln_f = nn.LayerNorm(dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, dims.vocab, bias=False)
+        self.positions: torch.Tensor
         self.register_buffer("positions", torch.arange(dims.ctx), persistent=False)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

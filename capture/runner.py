@@ -11,7 +11,6 @@ import shlex
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from nsight_tui.capture import progress
 from nsight_tui.capture.errors import CaptureError
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.parsers.source import connect_readonly
 from nsight_tui.capture.nsys import AUTOGRAD_NVTX, export_command, profile_command
-from nsight_tui.capture.sizes import RunSettings, output_stem
+from nsight_tui.capture.sizes import RunSettings
+from nsight_tui.parsers.conventions import output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,14 +34,15 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 class CaptureConfig(RunSettings):
     @property
     def stem(self) -> str:
-        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch,
+        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes,
                            self.op_ranges, self.backward_ranges)
 
     def describe(self) -> str:
+        ranks = f", data-parallel over {self.processes} GPUs" if self.processes > 1 else ""
         extra = "".join([f", {self.op_ranges} op ranges" if self.op_ranges != "none" else "",
                          ", backward ranges" if self.backward_ranges else ""])
         return (f"{self.model} ctx{self.ctx} {self.mode} {self.dtype} {self.attention} attention, "
-                f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps{extra}")
+                f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps{ranks}{extra}")
 
     def workload_args(self) -> list[str]:
         return ["--model", self.model, "--ctx", str(self.ctx), "--mode", self.mode, "--dtype", self.dtype,
@@ -91,7 +93,8 @@ def trace_counts(path: Path) -> dict:
 
 def child_environment(base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
-    # The workload module must import from this checkout even when nsight-tui is not installed.
+    # The workload imports nsight_tui as installed (pip install -e '.[capture]'); the checkout on
+    # the path keeps `python -m nsight_tui...` working from the repository root too.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -113,14 +116,18 @@ class Runner:
     def commands(self, config: CaptureConfig, work_dir: Path) -> tuple[list[str], list[str]]:
         # Full file names: a stem like `2.7B_ctx128` must not look like a name with an extension.
         report = work_dir / f"{config.stem}.nsys-rep"
-        app = [self.python, "-m", "nsight_tui.capture.workload", *config.workload_args(),
+        # Data-parallel: torchrun starts one workload process per GPU; nsys follows them all
+        # into one export (the ranks are its processes).
+        launcher = (["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={config.processes}"]
+                    if config.processes > 1 else [])
+        app = [self.python, *launcher, "-m", "nsight_tui.capture.workload", *config.workload_args(),
                "--status-file", str(work_dir / "status.json")]
         return (profile_command(self.nsys, report, app, config.nsys_options()),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
 
     def _run(self, command: Sequence[str]) -> int:
         self.echo("$ " + shlex.join(command))
-        return subprocess.run(list(command), env=self.env).returncode
+        return progress.run(command, env=self.env)
 
     def refuse_clobber(self, config: CaptureConfig) -> None:
         existing = existing_outputs(self.out_dir, config, self.keep_report)

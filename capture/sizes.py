@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsight_tui.parsers.conventions import DEFAULT_BATCH, OP_RANGE_SUFFIX
+
 # name -> (d_model, n_layers, n_heads), the GPT-2 family plus a 2.7B model; `tiny` is for tests
 # and smoke runs on a CPU.
 MODEL_SIZES: dict[str, tuple[int, int, int]] = {
@@ -15,7 +17,6 @@ MODEL_SIZES: dict[str, tuple[int, int, int]] = {
 }
 CONTEXT_LENGTHS = (128, 256, 512, 1024)
 VOCAB = 10_000
-DEFAULT_BATCH = 4
 MODES = ("train", "forward")
 DTYPES = ("fp32", "bf16")
 ATTENTIONS = ("manual", "fused")
@@ -23,31 +24,10 @@ ATTENTIONS = ("manual", "fused")
 # PyTorch's NVTX ranges); or `torch.autograd.profiler.emit_nvtx()` around the loop (the workload
 # does it). Both give `aten::…, seq = N, op_id = M` on the Python thread and the backward
 # nodes' ranges on the autograd thread.
-OP_RANGES = ("none", "autograd-nvtx", "emit-nvtx")
-OP_RANGE_SUFFIX = {"none": "", "autograd-nvtx": "_agnvtx", "emit-nvtx": "_emitnvtx"}
+OP_RANGES = tuple(OP_RANGE_SUFFIX)
 
 # The workload exits with this code (and writes its status file) when the GPU runs out of memory.
 OOM_EXIT_CODE = 3
-
-
-def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
-                attention: str = "manual", batch: int = DEFAULT_BATCH, op_ranges: str = "none",
-                backward_ranges: bool = False) -> str:
-    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`,
-    `_agnvtx` / `_emitnvtx`, `_bwdranges`."""
-    stem = f"{model}_ctx{ctx}"
-    if mode == "forward":
-        stem += "_fwd"
-    if dtype == "bf16":
-        stem += "_bf16"
-    if attention == "fused":
-        stem += "_fused"
-    if batch != DEFAULT_BATCH:
-        stem += f"_b{batch}"
-    stem += OP_RANGE_SUFFIX[op_ranges]
-    if backward_ranges:
-        stem += "_bwdranges"
-    return stem
 
 
 @dataclass(frozen=True)
@@ -62,6 +42,7 @@ class RunSettings:
     batch: int = DEFAULT_BATCH
     steps: int = 3
     warmup: int = 2
+    processes: int = 1  # >1: data-parallel, one process per GPU under torchrun (capture/ddp.py)
     op_ranges: str = "none"  # one of OP_RANGES
     backward_ranges: bool = False  # `backward:<part>` ranges on the autograd thread (module hooks)
 
@@ -72,6 +53,7 @@ class RunSettings:
         return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
                 "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
                 "attention": self.attention, "steps": self.steps, "warmup": self.warmup,
+                **({"processes": self.processes} if self.processes > 1 else {}),
                 # how the backward was annotated, only when it was (older traces have neither key)
                 **({"op_ranges": self.op_ranges} if self.op_ranges != "none" else {}),
                 **({"backward_ranges": True} if self.backward_ranges else {})}

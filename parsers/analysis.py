@@ -12,29 +12,28 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers import families
+from nsight_tui.parsers import conventions, families
 from nsight_tui.parsers import main_thread as main_threads
 from nsight_tui.parsers.kernel_names import table_name
-from nsight_tui.parsers.load import KERNEL, Trace
-from nsight_tui.parsers.model import RangeModel, RangeNode
+from nsight_tui.parsers.ids import KERNEL
+from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
 
-STEP = re.compile(r"^step_\d+$")
-WARMUP = re.compile(r"^warmup_\d+$")
-PHASES = ("forward", "backward", "optimizer")
-ATTENTION_PARTS = ("computing_attention_scores", "computing_softmax", "final_matmul")
+STEP, WARMUP = conventions.STEP_RANGE, conventions.WARMUP_RANGE
+PHASES, ATTENTION_PARTS = conventions.PHASES, conventions.ATTENTION_PARTS
 
 
 @dataclass
 class Ratio:
     label: str
     value: float | None
-    display: str
+    unit: str  # how to read `value`: "fraction" (0..1), "ns", "count", "per_instance", "x"
     basis: str  # what the value divides by, in words
 
 
 def op_families(trace: Trace, op_positions: np.ndarray) -> np.ndarray:
     """Family key of each op (memcpy/memset are `memory`)."""
-    return trace.name_families[trace.ops["name"].to_numpy()[op_positions]]
+    return families.name_families(trace)[trace.ops["name"].to_numpy()[op_positions]]
 
 
 def family_shares(model: RangeModel, op_positions: np.ndarray) -> pd.DataFrame:
@@ -54,10 +53,6 @@ def family_shares(model: RangeModel, op_positions: np.ndarray) -> pd.DataFrame:
         rows.append({"family": f.key, "label": f.label, "total_ns": t, "share": t / total if total else 0.0,
                      "kernels": int(sel.sum())})
     return pd.DataFrame(rows)
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -83,25 +78,25 @@ def ratio_panel(model: RangeModel, node: RangeNode) -> list[Ratio]:
     shares = family_shares(model, pos)
     for row in shares.itertuples():
         if row.total_ns or row.family == "gemm":
-            out.append(Ratio(f"{row.label} share", row.share, _pct(row.share), "kernel + memory op time in range"))
+            out.append(Ratio(f"{row.label} share", row.share, "fraction", "kernel + memory op time in range"))
     busy = _ratio(node.busy_ns, node.cpu_ns)
-    out.append(Ratio("GPU busy / CPU time", busy, _pct(busy),
+    out.append(Ratio("GPU busy / CPU time", busy, "fraction",
                      "CPU (NVTX) range time; low means the GPU waited on the CPU (launch-bound)"))
-    out.append(Ratio("kernels", float(node.kernels), f"{node.kernels:,}", "count of kernels attributed"))
+    out.append(Ratio("kernels", float(node.kernels), "count", "count of kernels attributed"))
     if node.instances > 1:
-        out.append(Ratio("kernels / instance", node.kernels / node.instances, f"{node.kernels / node.instances:,.1f}",
+        out.append(Ratio("kernels / instance", node.kernels / node.instances, "per_instance",
                          f"{node.instances} instances"))
     lat = launch_latency(model, pos)
     if lat is not None:
-        out.append(Ratio("median launch latency", lat, f"{lat / 1000:,.1f} µs",
+        out.append(Ratio("median launch latency", lat, "ns",
                          "kernel start - launching API call start, median over kernels"))
     fwd, bwd, opt = (_child(node, p) for p in PHASES)
     if fwd is not None and bwd is not None:
         r = _ratio(bwd.kernel_ns, fwd.kernel_ns)
-        out.append(Ratio("backward / forward", r, "n/a" if r is None else f"{r:.2f}x", "forward kernel time"))
+        out.append(Ratio("backward / forward", r, "x", "forward kernel time"))
     if opt is not None and node.kernel_ns:
         r = _ratio(opt.kernel_ns, node.kernel_ns)
-        out.append(Ratio("optimizer share", r, _pct(r), f"kernel time of {node.label}"))
+        out.append(Ratio("optimizer share", r, "fraction", f"kernel time of {node.label}"))
     return out
 
 
@@ -125,7 +120,7 @@ def iteration_ranges(model: RangeModel, pattern: re.Pattern) -> np.ndarray:
     texts = model.trace.ranges["text"].to_numpy()
     hit = np.array([bool(pattern.match(t)) for t in texts], dtype=bool)
     ids = np.flatnonzero(hit)
-    inner = np.array([i for i in ids if not any(hit[c] for c in _children_ids(model, i))], dtype=np.int64)
+    inner = np.array([i for i in ids if not any(hit[c] for c in _children_ids(model, int(i)))], dtype=np.int64)
     return inner[np.lexsort((model.r_gtid[inner], model.r_start[inner]))]  # time order, whatever the rows' order
 
 
@@ -293,7 +288,7 @@ def timing(trace: Trace, model: RangeModel) -> dict:
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
               main_thread: str | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON)."""
-    model = trace.model(attribution, main_thread)
+    model = range_model(trace, attribution, main_thread)
     config = dict(trace.meta().config)
     if dims:
         config.update({k: v for k, v in dims.items() if v is not None})
@@ -309,5 +304,4 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratios": _ratios(steady, config),
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
-        "_phases": steady,
     }

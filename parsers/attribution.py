@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
 from nsight_tui.parsers import main_thread as main_thread_choice
-from nsight_tui.parsers.load import PID_MASK
+from nsight_tui.parsers.ids import PID_MASK
 
 MODES = ("process", "nsys")
 MODE_HELP = {

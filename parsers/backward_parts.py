@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from nsight_tui.parsers.analysis import STEP, iteration_ranges
-from nsight_tui.parsers.load import KERNEL, PID_MASK
+from nsight_tui.parsers.conventions import BACKWARD_PREFIX
+from nsight_tui.parsers.ids import KERNEL, PID_MASK
 from nsight_tui.parsers.model import RangeModel, path_key
 from nsight_tui.parsers.op_ranges import RangeKinds
 
-BACKWARD_PREFIX = "backward:"  # the capture's `--backward-ranges` (capture/annotate.py)
 
 # Why a backward op maps to no forward part (keys of BackwardParts.unmapped).
 ACCUMULATE = "AccumulateGrad (gradients added into .grad)"

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Iterable
 
 from nsight_tui.parsers.kernel_names import kernel_functors, short_kernel_name
 
-if TYPE_CHECKING:  # pandas is only needed by family_codes
+if TYPE_CHECKING:  # pandas/numpy are only needed by family_codes/name_families
+    import numpy
     import pandas
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "classify",
     "classify_names",
     "family_codes",
+    "name_families",
     "family",
     "rule_for",
     "describe_kernel",
@@ -408,6 +410,15 @@ def classify(name: str) -> str:
 def classify_names(names: Iterable[str]) -> list[str]:
     """classify() for each name, in order."""
     return [classify(n) for n in names]
+
+
+def name_families(trace) -> "numpy.ndarray":
+    """Family key per op name code of `trace` (classified once, then kept with the trace)."""
+    import numpy
+
+    if "name_families" not in trace.derived:
+        trace.derived["name_families"] = numpy.array(classify_names(trace.op_names), dtype=object)
+    return trace.derived["name_families"]
 
 
 def family_codes(names: "pandas.Series") -> "pandas.Series":

@@ -7,7 +7,6 @@ vectorised integer groupby, not string work.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -18,18 +17,12 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers import conventions
+from nsight_tui.parsers.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
+                                    NVTXT_MARK, NVTXT_PUSHPOP, RANGE_TYPES,
+                                    PID_MASK, pid_of, tid_of)
 from nsight_tui.parsers import parallel_fetch
 from nsight_tui.parsers.source import Schema, connect_readonly, probe_integrity, read_schema, readonly_uri
-
-KERNEL, MEMCPY, MEMSET = 0, 1, 2
-OP_KINDS = ("kernel", "memcpy", "memset")
-
-NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND = 59, 60, 70, 71
-NVTX_MARK, NVTXT_MARK = 34, 73
-NVTX_DOMAIN_CREATE = 75
-RANGE_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
-
-PID_MASK = ~0xFFFFFF  # globalTid -> globalPid (nsys: & 0xFFFFFFFFFF000000), kept int64-safe
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
 FALLBACK_MEMCPY_LABELS = {
@@ -38,22 +31,6 @@ FALLBACK_MEMCPY_LABELS = {
     9: "Host-to-Host", 10: "Peer-to-Peer", 11: "Unified Host-to-Device", 12: "Unified Device-to-Host",
     13: "Unified Device-to-Device",
 }
-
-META_PREFIX = "nsight-tui:"
-
-
-def api_display_name(name: str) -> str:
-    """nsys drops a trailing `_vNNNN` version tag (exactly four characters after `_v`)."""
-    return name[:-6] if name[-6:-4] == "_v" else name
-
-
-def pid_of(gtid):
-    return (gtid >> 24) & 0xFFFFFF
-
-
-def tid_of(gtid):
-    return gtid & 0xFFFFFF
-
 
 @dataclass
 class TraceInfo:
@@ -89,7 +66,9 @@ class Trace:
     threads: dict[int, str]
     processes: dict[int, tuple[int, str]]  # globalPid -> (pid, name)
     memcpy_labels_from_export: bool = True
-    _models: dict = field(default_factory=dict, repr=False)
+    # What modules above derive from this trace, cached here under keys they own (the range
+    # model per attribution, the family of each op name): the loader knows nothing of them.
+    derived: dict = field(default_factory=dict, repr=False)
 
     # -- convenience -------------------------------------------------------------------
     def thread_label(self, gtid: int) -> str:
@@ -99,13 +78,6 @@ class Trace:
     def process_label(self, gpid: int) -> str:
         pid, name = self.processes.get(int(gpid), (pid_of(int(gpid)), ""))
         return f"{name} ({pid})" if name else f"pid {pid}"
-
-    @cached_property
-    def name_families(self) -> np.ndarray:
-        """Family key (parsers.families) per op name code."""
-        from nsight_tui.parsers.families import classify
-
-        return np.array([classify(n) for n in self.op_names], dtype=object)
 
     @cached_property
     def op_short(self) -> list[str]:
@@ -131,7 +103,7 @@ class Trace:
                 sel = kinds == kind
                 if not sel.any():
                     continue
-                c = lambda col, d="NULL": col if self.schema.has(table, col) else d  # noqa: E731
+                c = lambda col, d="NULL", table=table: col if self.schema.has(table, col) else d  # noqa: E731
                 if kind == KERNEL:
                     cols = (f"{c('gridX')}, {c('gridY')}, {c('gridZ')}, {c('blockX')}, {c('blockY')}, {c('blockZ')}, "
                             f"{c('graphNodeId')}, 0")
@@ -160,18 +132,6 @@ class Trace:
     def meta(self) -> "RunMeta":
         return RunMeta.from_marks(self.marks)
 
-    def model(self, attribution: str = "process", main_thread: str | None = None):
-        """The range tree under one attribution mode and main-thread choice (`None`: chosen
-        by parsers.main_thread; else a thread id or name), built once, then cached."""
-        if attribution not in ("process", "nsys"):
-            raise ValueError(f"unknown attribution mode {attribution!r}")
-        key = (attribution, main_thread or None)
-        if key not in self._models:
-            from nsight_tui.parsers.model import RangeModel
-
-            self._models[key] = RangeModel(self, attribution, main_thread or None)
-        return self._models[key]
-
 
 @dataclass
 class RunMeta:
@@ -185,16 +145,13 @@ class RunMeta:
         meta = cls()
         # in time order: nsys 2025.6+ exports do not promise it
         for text in marks.sort_values(["start", "gtid"], kind="stable")["text"] if len(marks) else []:
-            if not isinstance(text, str) or not text.startswith(META_PREFIX):
+            mark = conventions.parse_mark(text)
+            if mark is None:
                 continue
-            kind, _, payload = text[len(META_PREFIX):].partition(" ")
-            try:
-                value = json.loads(payload)
-            except json.JSONDecodeError:
-                continue
-            if kind == "config" and isinstance(value, dict):
+            kind, value = mark
+            if kind == conventions.CONFIG and isinstance(value, dict):
                 meta.config = value
-            elif kind == "step" and isinstance(value, dict):
+            elif kind == conventions.STEP and isinstance(value, dict):
                 meta.steps.append(value)
         return meta
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.load import PID_MASK, tid_of
+from nsight_tui.parsers.ids import PID_MASK, tid_of
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,8 @@ from nsight_tui.parsers.attribution import (
     slices_to_pairs,
 )
 from nsight_tui.parsers.groupstats import group_ids, group_stats
-from nsight_tui.parsers.load import (
-    KERNEL,
-    OP_KINDS,
-    PID_MASK,
-    Trace,
-    api_display_name,
-    pid_of,
-    tid_of,
-)
+from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.op_ranges import is_op_range, op_key
 
 OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
@@ -127,7 +120,8 @@ class RangeNode:
 
     @property
     def path(self) -> tuple[str, ...]:
-        node, out = self, []
+        node: RangeNode | None = self
+        out = []
         while node is not None:
             out.append(node.label)
             node = node.parent
@@ -236,7 +230,7 @@ class RangeModel:
     @cached_property
     def thread_groups(self) -> list[ThreadGroup]:
         """Per process and thread, the root ranges with their subtrees (instances)."""
-        nodes = [None] * self.n
+        nodes: list[RangeNode | None] = [None] * self.n
         names = self.trace.ranges["name"].tolist() if self.n else []
         # children in time order (ties: the longer first, then by thread), whatever the rows' order
         order = np.lexsort((self.r_gtid, -self.r_end, self.r_start, self.depth))
@@ -558,3 +552,14 @@ def _union_length(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: i
     contrib = np.where(e > prev, e - np.maximum(s, prev), 0)
     np.add.at(out, g, contrib)
     return out
+
+
+def range_model(trace: Trace, attribution: str = "process", main_thread: str | None = None) -> RangeModel:
+    """The range tree of `trace` under one attribution mode and main-thread choice (`None`:
+    chosen by parsers.main_thread; else a thread id or name), built once and kept with the trace."""
+    if attribution not in ("process", "nsys"):
+        raise ValueError(f"unknown attribution mode {attribution!r}")
+    key = ("range_model", attribution, main_thread or None)
+    if key not in trace.derived:
+        trace.derived[key] = RangeModel(trace, attribution, main_thread or None)
+    return trace.derived[key]

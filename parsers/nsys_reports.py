@@ -20,7 +20,9 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.groupstats import group_ids, group_stats
-from nsight_tui.parsers.load import KERNEL, MEMCPY, MEMSET, Trace, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.model import range_model
 
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")
@@ -48,7 +50,7 @@ def nsys_round(values, digits: int = 1) -> list:
     ~15 significant digits and turns 777550.8499999999767 into .9 where nsys prints .8.)
     """
     quantum = Decimal(1).scaleb(-digits)
-    out = []
+    out: list[float | None] = []
     for v in values:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             out.append(None)
@@ -196,7 +198,7 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
     rep = Report("nvtx_gpu_proj_sum", "NVTX GPU Projection Summary", headers)
     if not _needs_api(trace, rep):
         return rep
-    m = trace.model(attribution, main_thread)
+    m = range_model(trace, attribution, main_thread)
     pr = m.pair_range
     # GPU ops are counted by launching call: a CUDA graph launch is one op however many nodes.
     corr = trace.ops["corr"].to_numpy()[m.pair_op]
@@ -237,7 +239,7 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
     if not _needs_api(trace, rep) or not trace.schema.has("CUPTI_ACTIVITY_KIND_KERNEL"):
         rep.message = rep.message or "does not contain CUDA kernel data"
         return rep
-    m = trace.model(attribution, main_thread)
+    m = range_model(trace, attribution, main_thread)
     ops = trace.ops
     is_k = ops["kind"].to_numpy() == KERNEL
     keep = is_k[m.pair_op]

@@ -17,7 +17,8 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.load import PID_MASK, load_trace, tid_of
+from nsight_tui.parsers.ids import PID_MASK, tid_of
+from nsight_tui.parsers.load import load_trace
 from nsight_tui.tui import export
 from nsight_tui.tui.commands import NsightCommands
 from nsight_tui.tui.messages import LoadFailed, LoadProgress, ModelReady, TraceLoaded
@@ -27,6 +28,7 @@ from nsight_tui.tui.views.api import ApiScreen
 from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
+from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
 from nsight_tui.tui.views.files import FilesScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
@@ -36,6 +38,7 @@ from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
 from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
+from nsight_tui.parsers.model import range_model
 
 
 class NsightApp(App[int]):
@@ -62,9 +65,10 @@ class NsightApp(App[int]):
     ]
 
     def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
-                 main_thread: str | None = None):
+                 diff: bool = False, main_thread: str | None = None):
         super().__init__()
         self.paths = [Path(p) for p in paths]
+        self.open_diff = diff  # start on the diff of the two files (over the files view)
         self.attribution = attribution
         self.main_thread = main_thread  # --main-thread: a thread id or name, for every file opened
         self.export_dir = Path(export_dir) if export_dir is not None else None
@@ -83,6 +87,8 @@ class NsightApp(App[int]):
     def on_mount(self) -> None:
         if self.multi:
             self.push_screen(FilesScreen(self.paths, self.attribution))
+            if self.open_diff:
+                self.push_screen(DiffScreen(self.paths[0], self.paths[1], self.attribution))
         else:
             self.open_file(self.paths[0])
 
@@ -110,7 +116,7 @@ class NsightApp(App[int]):
         try:
             trace = load_trace(path, progress=progress)
             self.post_message(LoadProgress(path, 0.88, "attributing GPU work to NVTX ranges"))
-            model = trace.model(attribution, self.main_thread)
+            model = range_model(trace, attribution, self.main_thread)
             self.post_message(LoadProgress(path, 0.95, "building the range tree"))
             model.aggregated_groups  # noqa: B018 - built here, not on the UI thread
         except TraceError as exc:
@@ -306,7 +312,7 @@ class NsightApp(App[int]):
         # The build holds the GIL for long stretches: let the UI paint the notice first.
         time.sleep(0.05)
         try:
-            model = session.trace.model(attribution, main_thread)
+            model = range_model(session.trace, attribution, main_thread)
             model.aggregated_groups  # noqa: B018
         except Exception as exc:  # keep the session usable under the mode it had
             self.call_from_thread(self._mode_failed, f"{type(exc).__name__}: {exc}")
@@ -390,7 +396,7 @@ class NsightApp(App[int]):
 
     def _write_export(self, screen, path: Path, text: str, overwrite: bool) -> None:
         try:
-            written = export.write(path, text, overwrite=overwrite)
+            written = export.write(path, text, overwrite=overwrite, inputs=self.paths)
         except (TraceError, OSError) as exc:
             self.notify(str(exc), title="export failed", severity="error")
             return
@@ -422,5 +428,6 @@ def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Kernel tables", binding_rows([KernelsScreen])),
         ("Backward by forward part (b)", binding_rows([BackwardPartsScreen])),
         ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
+        ("Diff of two runs (several-files view: b baseline, d diff)", binding_rows([DiffScreen, DiffKernelsScreen])),
         ("Export: file exists", binding_rows([ExportConflict])),
     ]

@@ -43,15 +43,19 @@ def check_readable(path: Path) -> None:
 
 def launch(args) -> int:
     paths = resolve_paths(args.paths)
-    if len(paths) == 1:
-        check_readable(paths[0])
+    diff = getattr(args, "diff", False)
+    if diff and len(paths) != 2:
+        raise TraceError(f"--diff compares two files (A B), got {len(paths)}")
+    if len(paths) == 1 or diff:
+        for path in paths:
+            check_readable(path)
     else:
         missing = [p for p in paths if not p.is_file()]
         if missing:
             raise TraceError(f"{missing[0]}: no such file")
     from nsight_tui.tui.app import NsightApp
 
-    app = NsightApp(paths, attribution=args.attribution, main_thread=getattr(args, "main_thread", None))
+    app = NsightApp(paths, attribution=args.attribution, diff=diff, main_thread=getattr(args, "main_thread", None))
     # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread
     # still loading a big file, so `q` during a load would hang until the load finished.
     loop = asyncio.new_event_loop()

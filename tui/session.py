@@ -7,6 +7,7 @@ from pathlib import Path
 
 from nsight_tui.parsers.load import Trace
 from nsight_tui.tui import fmt
+from nsight_tui.parsers.model import range_model
 
 
 @dataclass
@@ -23,7 +24,7 @@ class Session:
     def model(self):
         """The range model of the mode in force (already built: the loader and the mode
         switch build it in a worker before they set `attribution`)."""
-        return self.trace.model(self.attribution, self.main_thread)
+        return range_model(self.trace, self.attribution, self.main_thread)
 
     @property
     def file_name(self) -> str:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from nsight_tui.parsers.model import RangeNode, ThreadGroup, display_name, path_key
+from nsight_tui.render.safe import visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 
@@ -75,8 +76,8 @@ class RangeTreeSource:
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
         if row.is_group:
             g = row.obj
-            return f"{pad}{mark}{g.label}{'  [main thread]' if g.is_main else ''}"
-        return f"{pad}{mark}{row.obj.label}"
+            return f"{pad}{mark}{visible(g.label)}{'  [main thread]' if g.is_main else ''}"
+        return f"{pad}{mark}{visible(row.obj.label)}"
 
     def value(self, row: TreeRow, key: str):
         if row.is_group:
@@ -168,7 +169,7 @@ class RangeTreeSource:
         for depth in range(max_depth):
             level = [i for i, r in enumerate(self.rows)
                      if r.depth == depth and not r.expanded and r.children and self.group_at(i).is_main
-                     and not (not r.is_group and r.obj.is_ops)]
+                     and not (not r.is_group and getattr(r.obj, "is_ops", False))]
             if not level:
                 return
             added = sum(len(self.rows[i].children) for i in level)
@@ -180,7 +181,8 @@ class RangeTreeSource:
     def home_row(self) -> int:
         """Where the cursor starts: the first steady-state iteration (`step_N`), else the first range."""
         for i, row in enumerate(self.rows):
-            if not row.is_group and _STEP.match(path_key(row.obj.name).rsplit(":", 1)[-1]):
+            name = getattr(row.obj, "name", None)  # the diff's merged rows have none
+            if not row.is_group and name and _STEP.match(path_key(name).rsplit(":", 1)[-1]):
                 return i
         return 1 if len(self.rows) > 1 else 0
 
@@ -215,7 +217,7 @@ class RangeTreeSource:
         if group is None:
             return None
         level, found = group.roots, None
-        for depth, name in enumerate(key):
+        for _depth, name in enumerate(key):
             found = next((n for n in level if display_name(path_key(n.name)) == name), None)
             if found is None:
                 return None

@@ -1,8 +1,8 @@
-"""The backward-by-forward-part table as text (report section, TUI export): from the plain
-data of parsers.backward_parts (`BackwardParts.to_json()`)."""
+"""The backward-by-forward-part table as text (the report's section, the TUI view's notes):
+from the plain data of parsers.backward_parts (`BackwardParts.to_json()`)."""
 from __future__ import annotations
 
-from nsight_tui.render.markdown import table
+from nsight_tui.render import numbers, safe, tables
 
 METHOD = {
     "seq": "each backward node's kernels charged to the forward op with the same sequence number, and "
@@ -14,25 +14,19 @@ HEADERS = ["forward part", "fwd ms", "bwd ms", "bwd/fwd", "fwd self ms", "bwd se
 
 
 def ms(ns) -> str:
-    return "–" if ns is None else f"{ns / 1e6:,.3f}"
+    return numbers.ms(ns)
 
 
 def ratio(x) -> str:
     return "–" if x is None else f"{x:.2f}x"
 
 
-def part_label(path: str) -> str:
-    """`forward/a/b` as an indented leaf, so the rows read as a tree."""
-    parts = path.split("/")
-    return "\u00a0\u00a0" * (len(parts) - 1) + parts[-1]
-
-
 def rows(entry: dict) -> list[list]:
     out = []
     for p in entry["parts"]:
         self_ratio = p["backward_self_ns"] / p["forward_self_ns"] if p["forward_self_ns"] else None
-        out.append([p["part"], ms(p["forward_kernel_ns"]), ms(p["backward_kernel_ns"]), ratio(p["bwd_over_fwd"]),
-                    ms(p["forward_self_ns"]), ms(p["backward_self_ns"]), ratio(self_ratio),
+        out.append([safe.markdown(p["part"]), ms(p["forward_kernel_ns"]), ms(p["backward_kernel_ns"]),
+                    ratio(p["bwd_over_fwd"]), ms(p["forward_self_ns"]), ms(p["backward_self_ns"]), ratio(self_ratio),
                     p["forward_kernels"], p["backward_kernels"]])
     return out
 
@@ -61,15 +55,17 @@ def notes(entry: dict) -> list[str]:
     return lines
 
 
-def markdown(entries: list[dict]) -> str:
-    """The report's section: one table per mapping the trace allows."""
+def section(a: dict) -> list[str]:
+    """The report's section: one table per mapping the trace allows (`a["backward_parts"]`)."""
+    if "backward_parts" not in a:
+        return []
     out = ["## Backward by forward part", ""]
-    if not entries:
+    if not a["backward_parts"]:
         out.append("_No backward-to-forward mapping in this trace: capture with `--autograd-nvtx`, `--emit-nvtx` "
-                   "(sequence numbers) or `--backward-ranges` (backward:<part> ranges), with `forward` and "
+                   "(sequence numbers) or `--backward-ranges` (backward:\\<part\\> ranges), with `forward` and "
                    "`backward` ranges._\n")
-        return "\n".join(out)
-    for entry in entries:
-        out.append(table(HEADERS, rows(entry),
-                         title=f"by {entry['method']}", notes=notes(entry)))
-    return "\n".join(out)
+        return out
+    for entry in a["backward_parts"]:
+        out.append(tables.markdown(HEADERS, rows(entry), title=f"by {entry['method']}",
+                                   notes=[safe.markdown(n) for n in notes(entry)]))
+    return out

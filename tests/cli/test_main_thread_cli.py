@@ -38,7 +38,7 @@ def test_stats_main_thread_option():
     (other,) = [g for (g,) in con.execute("SELECT DISTINCT gtid FROM rng") if g != main]
     done = run_cli("stats", path, "-r", "nvtx_sum", "--main-thread", other & 0xFFFFFF)
     assert done.returncode == 0
-    assert f"main thread: python3 ({other & 0xFFFFFF}): named by --main-thread" in done.stderr
+    assert f"note: main thread: python3 ({other & 0xFFFFFF}): named by --main-thread" in done.stderr
     bad = run_cli("stats", path, "--main-thread", "nosuchthread")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert next(ln for ln in bad.stderr.splitlines() if "nosuchthread" in ln).startswith("nsight-tui: --main-thread")

@@ -12,6 +12,7 @@ import pytest
 from conftest import SHARED, sample_traces, shared_trace
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.model import range_model
 
 RANGE_EVENTS = "eventType IN (59, 60, 70, 71) AND endGlobalTid IS NULL"
 
@@ -36,7 +37,7 @@ def test_main_thread_is_the_one_whose_ranges_frame_the_most_launches(path):
     trace, con = _open(path)
     expected = process_sql.main_threads(con)
     for mode in ("process", "nsys"):
-        got = {gpid >> 24: gtid for gpid, gtid in trace.model(mode).main_threads.items()}
+        got = {gpid >> 24: gtid for gpid, gtid in range_model(trace, mode).main_threads.items()}
         assert got == expected, mode
 
 
@@ -48,7 +49,7 @@ def test_every_range_holds_exactly_the_ops_launched_during_it(path):
     rowids = trace.ranges["rowid"].to_numpy()[~trace.ranges["cross"].to_numpy(dtype=bool)]
     for mode in ("process", "nsys"):
         expected = process_sql.held_ops(con, process=mode == "process")
-        got = process_sql.model_held_ops(trace, trace.model(mode), rowids)
+        got = process_sql.model_held_ops(trace, range_model(trace, mode), rowids)
         wrong = [r for r in rowids.tolist() if got[r] != expected.get(r, set())]
         assert not wrong, (mode, len(wrong), wrong[:5])
 
@@ -59,7 +60,7 @@ def test_iterations_hold_every_op_launched_during_them():
     checked = 0
     for path in sample_traces():
         trace, con = _open(path)
-        m = trace.model("process")
+        m = range_model(trace, "process")
         where = "text IN ('forward', 'backward', 'optimizer') OR text GLOB 'step_[0-9]*' OR text GLOB 'warmup_[0-9]*'"
         expected = process_sql.held_ops(con, where)
         ids = con.execute(f"SELECT rid FROM rng WHERE {where}").fetchall()
@@ -80,7 +81,7 @@ def test_backward_is_empty_under_nsys_and_full_under_process():
     assert model_kernels(trace, "process", "backward") > 1000
     # The autograd thread launched the backward work (more than the Python thread launched
     # in all); the Python thread is still the main thread: its ranges frame the iteration.
-    m = trace.model("process")
+    m = range_model(trace, "process")
     (main,) = m.main_info.values()
     assert trace.threads[main.gtid] == "python3"
     launched = trace.api["gtid"].to_numpy()[trace.ops["api"].to_numpy()[trace.ops["api"].to_numpy() >= 0]]
@@ -94,12 +95,12 @@ def test_backward_is_empty_under_nsys_and_full_under_process():
 def test_main_thread_can_be_named_by_tid_or_name():
     path = shared_trace("small_ctx128_threads")
     trace = load_trace(path)
-    auto = trace.model("process")
+    auto = range_model(trace, "process")
     (main,) = auto.main_info.values()
     assert main.picked_by == "auto" and main.candidates == 2
     other = next(g for g in np.unique(trace.ranges["gtid"]) if g != main.gtid)
     tid = int(other) & 0xFFFFFF
-    by_tid = trace.model("process", str(tid))
+    by_tid = range_model(trace, "process", str(tid))
     assert list(by_tid.main_threads.values()) == [other]
     assert by_tid.main_info[main.gpid].picked_by == str(tid)
     # ...and the named thread's ranges now hold the work launched while they were open.
@@ -109,21 +110,21 @@ def test_main_thread_can_be_named_by_tid_or_name():
     got = process_sql.model_held_ops(trace, by_tid, rowids)
     assert got == {r: expected.get(r, set()) for r in got}
     assert sum(map(len, got.values())) > 0
-    by_name = trace.model("process", trace.threads[main.gtid].upper())
+    by_name = range_model(trace, "process", trace.threads[main.gtid].upper())
     assert by_name.main_threads == auto.main_threads
     with pytest.raises(TraceError, match="no thread with NVTX ranges"):
-        trace.model("process", "no-such-thread")
+        range_model(trace, "process", "no-such-thread")
 
 
 def model_kernels(trace, mode: str, name: str) -> int:
-    m = trace.model(mode)
+    m = range_model(trace, mode)
     ids = m.ranges_named(name)
     return int(m.kernel_count[ids].sum())
 
 
 def test_loader_thread_keeps_its_own_ranges():
     trace = load_trace(shared_trace("small_ctx128_threads"))
-    m = trace.model("process")
+    m = range_model(trace, "process")
     groups = {g.label.split(" / ")[1]: g for g in m.thread_groups}
     loader = [g for label, g in groups.items() if not g.is_main]
     assert loader and all(r.label.startswith("load_batch_") for g in loader for r in g.roots)
@@ -146,7 +147,7 @@ def test_graph_launch_kernels_follow_their_launch():
         "WHERE graphNodeId IS NOT NULL GROUP BY correlationId)").fetchone()[0]
     con.close()
     assert per_launch > 10 and expected > 1000
-    m = trace.model("nsys")
+    m = range_model(trace, "nsys")
     in_graph = np.zeros(len(trace.ops), dtype=bool)
     kernels = np.flatnonzero(trace.ops["kind"].to_numpy() == 0)
     in_graph[kernels] = trace.op_details(kernels)["graph_node"].to_numpy() >= 0
@@ -173,5 +174,5 @@ def test_correlation_ids_repeat_across_processes_and_are_joined_per_process():
     assert len(linked) == joined
     api_pid = api["gtid"].to_numpy()[linked["api"].to_numpy()] >> 24
     assert (api_pid == linked["gpid"].to_numpy() >> 24).all()
-    m = trace.model("process")
+    m = range_model(trace, "process")
     assert len(m.main_threads) == 2  # one main thread per process

@@ -12,6 +12,7 @@ import pytest
 from conftest import SAMPLES
 from nsight_tui.parsers.backward_parts import backward_parts
 from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.model import range_model
 
 SEQ_SAMPLES = ["small_ctx128_agnvtx", "small_ctx128_emitnvtx"]
 NAME_SAMPLES = ["small_ctx128_bwdranges"]
@@ -124,7 +125,7 @@ def inclusive(mapping: dict, dur: dict) -> dict:
 
 def table(trace_name, method):
     path = SAMPLES / f"{trace_name}.sqlite"
-    (bp,) = [t for t in backward_parts(load_trace(path).model("process")) if t.method == method]
+    (bp,) = [t for t in backward_parts(range_model(load_trace(path), "process")) if t.method == method]
     return path, bp
 
 
@@ -185,5 +186,5 @@ def test_seq_and_name_agree_on_the_parts():
 
 
 def test_traces_without_op_or_backward_ranges_have_no_table():
-    assert backward_parts(load_trace(SAMPLES / "small_ctx128.sqlite").model("process")) == []
-    assert backward_parts(load_trace(SAMPLES / "small_ctx128_fwd.sqlite").model("process")) == []
+    assert backward_parts(range_model(load_trace(SAMPLES / "small_ctx128.sqlite"), "process")) == []
+    assert backward_parts(range_model(load_trace(SAMPLES / "small_ctx128_fwd.sqlite"), "process")) == []

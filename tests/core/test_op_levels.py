@@ -9,7 +9,7 @@ import process_sql
 import pytest
 from conftest import SAMPLES
 from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import path_key
+from nsight_tui.parsers.model import range_model, path_key
 
 OP_SAMPLES = ["small_ctx128_agnvtx", "small_ctx128_emitnvtx"]
 
@@ -26,7 +26,7 @@ def walk(nodes):
 def test_autograd_ranges_sit_under_the_main_range_they_ran_in(name):
     path = SAMPLES / f"{name}.sqlite"
     trace = load_trace(path)
-    model = trace.model("process")
+    model = range_model(trace, "process")
     con = process_sql.connect(path)
     (main,) = process_sql.main_threads(con).values()
     # Top ranges of the other thread (no range of its own thread around them), per main-thread
@@ -50,14 +50,14 @@ def test_autograd_ranges_sit_under_the_main_range_they_ran_in(name):
     # ...and the other thread keeps its own tree under nsys's rule.
     assert any(not g.is_main and g.roots for g in model.thread_groups)
     # nsys's attribution shows each thread's own tree only.
-    nsys_main = next(g for g in trace.model("nsys").thread_groups if g.is_main)
+    nsys_main = next(g for g in range_model(trace, "nsys").thread_groups if g.is_main)
     assert not any(n.foreign for n in walk(nsys_main.roots))
 
 
 @pytest.mark.parametrize("name", OP_SAMPLES)
 def test_op_ranges_go_under_an_ops_level_beside_user_ranges(name):
     trace = load_trace(SAMPLES / f"{name}.sqlite")
-    model = trace.model("process")
+    model = range_model(trace, "process")
     (group,) = [g for g in model.aggregated_groups if g.is_main]
     is_op = re.compile(r", (seq|op_id) = |^(aten|autograd|torch::autograd)::")
     texts = trace.ranges["text"].to_numpy()

@@ -10,6 +10,7 @@ import pytest
 from conftest import SAMPLES
 from nsight_tui.parsers import parallel_fetch
 from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.model import range_model
 
 
 @pytest.fixture()
@@ -23,7 +24,7 @@ def sample():
 def _same(a, b):
     assert a.op_names == b.op_names
     assert a.ops.equals(b.ops)
-    assert a.model("process").kernel_count.tolist() == b.model("process").kernel_count.tolist()
+    assert range_model(a, "process").kernel_count.tolist() == range_model(b, "process").kernel_count.tolist()
 
 
 @pytest.fixture()

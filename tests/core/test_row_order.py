@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 
 from conftest import REPORTS, SAMPLES
-from nsight_tui.cli.stats import render_csv
 from nsight_tui.parsers.analysis import questions
 from nsight_tui.parsers.backward_parts import backward_parts
 from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.model import range_model
 from nsight_tui.parsers.nsys_reports import build_report
+from nsight_tui.render.nsys import render_csv
 from shuffled import shuffled_copy
 
 NAMES = ["small_ctx128", "small_ctx128_agnvtx"]
@@ -43,7 +44,6 @@ def test_reports(pair, mode):
 
 def _answers(trace, mode):
     out = questions(trace, mode)
-    out.pop("_phases")
     out.pop("file")
     return json.dumps(out, sort_keys=True)
 
@@ -55,7 +55,7 @@ def test_report_answers_and_backward_parts(pair, mode):
     # the per-step list is in time order
     steps = [s["step"] for s in questions(b, mode)["timing"]["steps"]]
     assert steps == sorted(steps, key=lambda s: int(s.split("_")[1]))
-    assert [t.to_json() for t in backward_parts(a.model(mode))] == [t.to_json() for t in backward_parts(b.model(mode))]
+    assert [t.to_json() for t in backward_parts(range_model(a, mode))] == [t.to_json() for t in backward_parts(range_model(b, mode))]
 
 
 def _tree(groups):
@@ -73,7 +73,7 @@ def _tree(groups):
 @pytest.mark.parametrize("mode", ["process", "nsys"])
 def test_range_trees(pair, mode):
     a, b = pair
-    ma, mb = a.model(mode), b.model(mode)
+    ma, mb = range_model(a, mode), range_model(b, mode)
     assert _tree(ma.aggregated_groups) == _tree(mb.aggregated_groups)
     assert _tree(ma.thread_groups) == _tree(mb.thread_groups)
     assert {k: (v.gtid, v.framed_ops, v.own_ops) for k, v in ma.main_info.items()} == \
@@ -82,7 +82,7 @@ def test_range_trees(pair, mode):
 
 def test_kernel_tables_launches_and_correlations(pair):
     a, b = pair
-    ma, mb = a.model("process"), b.model("process")
+    ma, mb = range_model(a, "process"), range_model(b, "process")
 
     def backward_ops(m):
         return m.ops_of(m.ranges_named("backward"))

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.skipif(not AGNVTX.exists(), reason="autograd-nvtx sampl
 def test_backward_parts_view_and_export(tmp_path):
     from nsight_tui.parsers.backward_parts import backward_parts
     from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.model import range_model
 
-    (expected,) = backward_parts(load_trace(AGNVTX).model("process"))
+    (expected,) = backward_parts(range_model(load_trace(AGNVTX), "process"))
 
     async def scenario():
         async with running(AGNVTX, size=(100, 30), export_dir=tmp_path) as (app, pilot):

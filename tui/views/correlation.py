@@ -9,7 +9,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from nsight_tui.render.markdown import table as md_table
-from nsight_tui.parsers.load import OP_KINDS
+from nsight_tui.parsers.ids import OP_KINDS
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column, TableModel, ViewText

@@ -13,6 +13,7 @@ from textual.worker import get_current_worker
 from nsight_tui.parsers import families
 from nsight_tui.parsers.analysis import Ratio, family_shares, ratio_panel
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.numbers import quantity
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
@@ -167,7 +168,7 @@ class KernelsScreen(TableScreen):
         scope = "the whole trace" if self.node is None else path_text(self.node)
         body = self.export_table(f"Kernels of {scope}")
         if self.ratios:
-            body += "\n" + md_table(["Ratio", "Value", "Basis"], [[r.label, r.display, r.basis] for r in self.ratios],
+            body += "\n" + md_table(["Ratio", "Value", "Basis"], [[r.label, quantity(r.value, r.unit), r.basis] for r in self.ratios],
                                     title="Ratios")
         return ViewText(self.view_name, head, body)
 
@@ -191,7 +192,7 @@ def range_ratios(model, node) -> list:
 
 def global_ratios(model, positions) -> list:
     shares = family_shares(model, positions)
-    return [Ratio(f"{r.label} share", r.share, fmt.percent(r.share), "GPU op time in the whole trace")
+    return [Ratio(f"{r.label} share", r.share, "fraction", "GPU op time in the whole trace")
             for r in shares.itertuples() if r.total_ns]
 
 

@@ -15,6 +15,7 @@ from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
@@ -170,7 +171,7 @@ class RangesScreen(ViewScreen):
         if node is None:
             if len(tree):
                 g = tree.group_at(self.grid.cursor)
-                text = Text(g.label, style="bold")
+                text = rich_text(g.label, style="bold")
                 text.append(f"\n{len(g.roots):,} top-level range{'s' if len(g.roots) != 1 else ''}")
                 info = self.session.model.main_info.get(g.gpid)
                 if g.is_main and info is not None:
@@ -186,7 +187,7 @@ class RangesScreen(ViewScreen):
         share = node.share_of_parent()
         busy = node.busy_ns / node.cpu_ns if node.cpu_ns else None
         text = Text()
-        text.append(path_text(node), style="bold")
+        text.append(visible(path_text(node)), style="bold")
         if node.instances > 1:
             text.append(f"  ×{node.instances}")
         text.append("\n")

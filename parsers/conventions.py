@@ -1,0 +1,101 @@
+"""The names that the capture writes and the parsers read, in one place.
+
+`capture/` records its configuration and step times as NVTX marks and names its iterations,
+phases and output files; `parsers/` finds them by the same names. Both import them from here,
+so renaming one side cannot silently empty the report.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+# -- marks: `nsight-tui:<kind> <json>` in NVTX's default domain -------------------------------
+META_PREFIX = "nsight-tui:"
+CONFIG = "config"  # the run's configuration (model, ctx, batch, dtype, ...)
+STEP = "step"  # one iteration's Python-measured time and phase times
+
+
+def mark_prefix(kind: str) -> str:
+    return f"{META_PREFIX}{kind} "
+
+
+def mark_text(kind: str, value: object) -> str:
+    return mark_prefix(kind) + json.dumps(value)
+
+
+def parse_mark(text: object) -> tuple[str, object] | None:
+    """(kind, value) of an `nsight-tui:` mark, or None for any other text or bad JSON."""
+    if not isinstance(text, str) or not text.startswith(META_PREFIX):
+        return None
+    kind, _, payload = text[len(META_PREFIX):].partition(" ")
+    try:
+        return kind, json.loads(payload)
+    except json.JSONDecodeError:
+        return None
+
+
+# -- iterations and phases ---------------------------------------------------------------------
+WARMUP_PREFIX, STEP_PREFIX = "warmup_", "step_"
+STEP_RANGE = re.compile(r"^step_\d+$")  # steady-state iterations
+WARMUP_RANGE = re.compile(r"^warmup_\d+$")
+PHASES = ("forward", "backward", "optimizer")
+ATTENTION_PARTS = ("computing_attention_scores", "computing_softmax", "final_matmul")
+
+
+def iteration_names(warmup: int, steps: int) -> list[str]:
+    return [f"{WARMUP_PREFIX}{i}" for i in range(warmup)] + [f"{STEP_PREFIX}{i}" for i in range(steps)]
+
+
+# -- models and output files -------------------------------------------------------------------
+MODEL_ORDER = ("tiny", "small", "medium", "large", "xl", "2.7B")  # size order, for tables
+DEFAULT_BATCH = 4
+STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
+
+
+# How the backward was annotated (issue 19): PyTorch's op ranges (nsys `--pytorch=autograd-nvtx`,
+# or `emit_nvtx` in the workload), and `backward:<part>` ranges from module backward hooks.
+OP_RANGE_SUFFIX = {"none": "", "autograd-nvtx": "_agnvtx", "emit-nvtx": "_emitnvtx"}
+BACKWARD_RANGES_SUFFIX = "_bwdranges"
+BACKWARD_PREFIX = "backward:"  # `backward:<part>`: a forward part's backward, on the autograd thread
+
+
+def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
+                attention: str = "manual", batch: int = DEFAULT_BATCH, processes: int = 1,
+                op_ranges: str = "none", backward_ranges: bool = False) -> str:
+    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`,
+    `_ddp2` (data-parallel over 2 GPUs), `_agnvtx` / `_emitnvtx`, `_bwdranges`."""
+    stem = f"{model}_ctx{ctx}"
+    if mode == "forward":
+        stem += "_fwd"
+    if dtype == "bf16":
+        stem += "_bf16"
+    if attention == "fused":
+        stem += "_fused"
+    if batch != DEFAULT_BATCH:
+        stem += f"_b{batch}"
+    if processes > 1:
+        stem += f"_ddp{processes}"
+    stem += OP_RANGE_SUFFIX[op_ranges]
+    if backward_ranges:
+        stem += BACKWARD_RANGES_SUFFIX
+    return stem
+
+
+def parse_stem(stem: str) -> tuple[str, int, str] | None:
+    """(model, ctx, variant) of an output stem such as `large_ctx512_fwd`, or None."""
+    m = STEM.match(stem)
+    return (m["model"], int(m["ctx"]), m["variant"]) if m else None
+
+
+# Per-rank exports: `report_rank3`, `run.1`, `trace_0` (nsys `--output ..._%q{RANK}`)
+RANK_SUFFIX = re.compile(r"(?:[._-]?rank[._-]?|[._-])(\d+)$", re.IGNORECASE)
+
+
+def split_rank(stem: str) -> tuple[str, int | None]:
+    """(the stem without its rank suffix, the rank) — (stem, None) when it has none."""
+    m = RANK_SUFFIX.search(stem)
+    return (stem[: m.start()], int(m.group(1))) if m else (stem, None)
+
+
+def model_rank(model: str) -> tuple:
+    return (MODEL_ORDER.index(model), "") if model in MODEL_ORDER else (len(MODEL_ORDER), model)
