@@ -42,6 +42,7 @@ class RunSettings:
     batch: int = DEFAULT_BATCH
     steps: int = 3
     warmup: int = 2
+    tf32: bool = False  # TF32 tensor-core matmuls for fp32 tensors
     processes: int = 1  # >1: data-parallel, one process per GPU under torchrun (capture/ddp.py)
     op_ranges: str = "none"  # one of OP_RANGES
     backward_ranges: bool = False  # `backward:<part>` ranges on the autograd thread (module hooks)
@@ -53,6 +54,7 @@ class RunSettings:
         return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
                 "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
                 "attention": self.attention, "steps": self.steps, "warmup": self.warmup,
+                **({"tf32": True} if self.tf32 else {}),
                 **({"processes": self.processes} if self.processes > 1 else {}),
                 # how the backward was annotated, only when it was (older traces have neither key)
                 **({"op_ranges": self.op_ranges} if self.op_ranges != "none" else {}),

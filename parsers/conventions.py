@@ -13,6 +13,7 @@ import re
 META_PREFIX = "nsight-tui:"
 CONFIG = "config"  # the run's configuration (model, ctx, batch, dtype, ...)
 STEP = "step"  # one iteration's Python-measured time and phase times
+FLOPS = "flops"  # one range path's FLOPs and bytes, counted at capture (capture.counting)
 
 
 def mark_prefix(kind: str) -> str:
@@ -61,14 +62,16 @@ BACKWARD_PREFIX = "backward:"  # `backward:<part>`: a forward part's backward, o
 
 def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
                 attention: str = "manual", batch: int = DEFAULT_BATCH, processes: int = 1,
-                op_ranges: str = "none", backward_ranges: bool = False) -> str:
-    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`,
-    `_ddp2` (data-parallel over 2 GPUs), `_agnvtx` / `_emitnvtx`, `_bwdranges`."""
+                tf32: bool = False, op_ranges: str = "none", backward_ranges: bool = False) -> str:
+    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_tf32`, `_fused`,
+    `_b8`, `_ddp2` (data-parallel over 2 GPUs), `_agnvtx` / `_emitnvtx`, `_bwdranges`."""
     stem = f"{model}_ctx{ctx}"
     if mode == "forward":
         stem += "_fwd"
     if dtype == "bf16":
         stem += "_bf16"
+    if tf32:
+        stem += "_tf32"
     if attention == "fused":
         stem += "_fused"
     if batch != DEFAULT_BATCH:

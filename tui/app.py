@@ -60,6 +60,8 @@ class NsightApp(App[int]):
         Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace"),
         Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)"),
         Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)"),
+        Binding("r", "view_roofline", "Roofline", show=False,
+                tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs"),
         Binding("ctrl+p", "command_palette", "Commands", show=False,
                 tooltip="Command palette: views, actions, jump to any range or kernel by name"),
     ]
@@ -78,6 +80,7 @@ class NsightApp(App[int]):
         self._load_started = 0.0
         self._mode_switching = False
         self._sessions: dict = {}  # path -> Session: reopening from the files view is instant
+        self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
 
     # -- start-up and loading -------------------------------------------------------------------
     @property
@@ -139,6 +142,7 @@ class NsightApp(App[int]):
     def on_trace_loaded(self, message: TraceLoaded) -> None:
         session = message.session
         self._sessions[session.path] = session
+        session.cache["roofline_options"] = self.roofline_options
         # Millions of long-lived objects now: keep the cyclic GC from rescanning them on
         # every full collection (those pauses showed up as 50-100 ms keystrokes).
         gc.collect()
@@ -244,6 +248,13 @@ class NsightApp(App[int]):
         if self._need_session():
             await self._to_base()
             self.push_screen(ApiScreen(self.session))
+
+    def action_view_roofline(self) -> None:
+        if self._need_session():
+            from nsight_tui.tui.views.roofline import RooflineScreen
+
+            node = getattr(self.screen, "node", None)  # from a range's kernels: that range's families
+            self.push_screen(RooflineScreen(self.session, node))
 
     async def action_view_files(self) -> None:
         if not self.multi:
@@ -420,6 +431,8 @@ class NsightApp(App[int]):
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
+    from nsight_tui.tui.views.roofline import RooflineScreen
+
     return [
         ("Everywhere", binding_rows([NsightApp, ViewScreen])),
         ("Moving around (range tree and every table)", binding_rows([DataGrid])),
@@ -427,6 +440,7 @@ def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
         ("Kernel tables", binding_rows([KernelsScreen])),
         ("Backward by forward part (b)", binding_rows([BackwardPartsScreen])),
+        ("Roofline view (r)", binding_rows([RooflineScreen])),
         ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
         ("Diff of two runs (several-files view: b baseline, d diff)", binding_rows([DiffScreen, DiffKernelsScreen])),
         ("Export: file exists", binding_rows([ExportConflict])),

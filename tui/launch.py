@@ -41,6 +41,19 @@ def check_readable(path: Path) -> None:
         con.close()
 
 
+def roofline_options(args) -> dict:
+    """--flops/--peak-* for the roofline view; a bad value is one line before any screen."""
+    from nsight_tui.parsers.flop_counts import from_file
+
+    flops, tflops, gbps = (getattr(args, k, None) for k in ("flops", "peak_tflops", "peak_gbps"))
+    for value, flag in ((tflops, "--peak-tflops"), (gbps, "--peak-gbps")):
+        if value is not None and not value > 0:
+            raise TraceError(f"{flag} must be a positive number, not {value}")
+    if flops:
+        from_file(flops)  # read once now: a bad file fails here, not in the view
+    return {"flops_file": flops, "peak_tflops": tflops, "peak_gbps": gbps}
+
+
 def launch(args) -> int:
     paths = resolve_paths(args.paths)
     diff = getattr(args, "diff", False)
@@ -56,6 +69,7 @@ def launch(args) -> int:
     from nsight_tui.tui.app import NsightApp
 
     app = NsightApp(paths, attribution=args.attribution, diff=diff, main_thread=getattr(args, "main_thread", None))
+    app.roofline_options = roofline_options(args)
     # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread
     # still loading a big file, so `q` during a load would hang until the load finished.
     loop = asyncio.new_event_loop()

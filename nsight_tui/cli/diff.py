@@ -7,10 +7,10 @@ when B's steady-state step is more than PCT percent slower than A's.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from nsight_tui.parsers.attribution import MODES
 from nsight_tui.parsers.errors import TraceError
+from nsight_tui.render.safe import visible
 from nsight_tui.render.diff import FORMATS, TOP_KERNELS
 
 SLOWER_EXIT = 1
@@ -31,25 +31,21 @@ def add_arguments(parser) -> None:
                         "than PCT percent (a CI gate)")
 
 
-def _write(args, text: str) -> None:
-    """The one place output reaches a file: atomic, no clobber, never over an input."""
-    from nsight_tui.render.output import write_atomic
-
-    target = Path(args.output).resolve()
-    for given in (args.a, args.b):
-        if Path(given).resolve() == target:
-            raise TraceError(f"{args.output}: is an input file; not writing over it")
-    write_atomic(args.output, text, overwrite=args.force)
-    print(f"wrote {args.output}", file=sys.stderr)
-
-
 def run(args) -> int:
+    from nsight_tui.render import output
+
+    with output.exit_on_signals():
+        return _run(args, output)
+
+
+def _run(args, output) -> int:
     from nsight_tui.parsers.diff import diff_runs
     from nsight_tui.parsers.load import load_trace
     from nsight_tui.render.diff import render
 
-    if args.output != "-" and Path(args.output).exists() and not args.force:  # before any work
-        raise TraceError(f"{args.output}: exists; not overwriting (use --force or another name)")
+    inputs = [args.a, args.b]
+    if args.output != "-":  # refuse before any work: an existing file, a folder, an input
+        output.check_target(args.output, args.force, inputs)
     if args.fail_slower is not None and args.fail_slower < 0:
         raise TraceError(f"--fail-slower {args.fail_slower:g}: expects a percentage >= 0")
     a, b = load_trace(args.a), load_trace(args.b)
@@ -58,10 +54,10 @@ def run(args) -> int:
         raise TraceError(f"--fail-slower needs step_N ranges in both runs; {d.basis.split(': ', 1)[-1]}")
     text = render(d, args.format, top=args.top or None)
     if args.output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        output.write_stdout(text)
     else:
-        _write(args, text)
+        output.write_atomic(args.output, text, overwrite=args.force, inputs=inputs)
+        print(f"wrote {visible(args.output)}", file=sys.stderr)
     if args.fail_slower is not None and d.step is not None:  # no steps was refused above
         slower = d.step.slower_pct
         if slower is not None and slower > args.fail_slower:

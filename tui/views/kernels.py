@@ -114,7 +114,7 @@ class KernelsScreen(TableScreen):
         else:
             positions = node.op_positions()
             summary = add_labels(model.kernel_summary(positions))
-            ratios = range_ratios(model, node)
+            ratios = range_ratios(model, node, session)
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._built, positions, summary, ratios)
 
@@ -186,8 +186,12 @@ def kernel_detail(name: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def range_ratios(model, node) -> list:
-    return ratio_panel(model, node)
+def range_ratios(model, node, session=None) -> list:
+    """The range's ratios, then its roofline figures (TFLOP/s, GB/s, verdict) when a session
+    gives the counts and peaks."""
+    from nsight_tui.tui.roofline_vm import ratios as roofline_ratios
+
+    return ratio_panel(model, node) + (roofline_ratios(session, node) if session is not None else [])
 
 
 def global_ratios(model, positions) -> list:
