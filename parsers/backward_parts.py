@@ -35,7 +35,7 @@ from nsight_tui.parsers.analysis import STEP, iteration_ranges
 from nsight_tui.parsers.conventions import BACKWARD_PREFIX
 from nsight_tui.parsers.ids import KERNEL, PID_MASK
 from nsight_tui.parsers.model import RangeModel, path_key
-from nsight_tui.parsers.op_ranges import RangeKinds
+from nsight_tui.parsers.op_ranges import ACCUMULATE_GRAD, base_name, is_backward_node, is_op_range, seq_of
 
 
 # Why a backward op maps to no forward part (keys of BackwardParts.unmapped).
@@ -275,6 +275,33 @@ class _Context:
             method=method, iterations=self.iterations,
             backward_kernel_ns=int(dur[bwd_ops[kern]].sum()), backward_kernels=int(kern.sum()),
             backward_other_ns=int(dur[bwd_ops[~kern]].sum()), parts=rows, unmapped=unmapped)
+
+
+class RangeKinds:
+    """Per NVTX range of a trace (positions in trace.ranges; `texts` = the names without their
+    domain): op range or user range, sequence number, folded name. Worked out once per
+    distinct text, then spread by code."""
+
+    def __init__(self, texts: pd.Series):
+        texts = texts.astype(object) if len(texts) else pd.Series([], dtype=object)
+        codes, uniq = pd.factorize(texts)
+        uniq = list(uniq)
+        is_op = np.array([is_op_range(t) for t in uniq], dtype=bool)
+        seq = np.array([seq_of(t) for t in uniq], dtype=np.int64)
+        base = [base_name(t) for t in uniq]
+        base_codes, base_uniq = pd.factorize(pd.Series(base, dtype=object))
+        node = np.array([is_backward_node(b) for b in base_uniq], dtype=bool)
+        accumulate = np.array([b == ACCUMULATE_GRAD for b in base_uniq], dtype=bool)
+        codes = np.asarray(codes, dtype=np.int64)
+        self.is_op = is_op[codes] if len(codes) else np.zeros(0, dtype=bool)
+        self.seq = seq[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+        self.base_code = np.asarray(base_codes, dtype=np.int64)[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+        self.base_names: list[str] = list(base_uniq)
+        self.is_node = node[self.base_code] & (self.seq >= 0) if len(codes) else np.zeros(0, dtype=bool)
+        self.is_accumulate = accumulate[self.base_code] if len(codes) else np.zeros(0, dtype=bool)
+
+    def base(self, i: int) -> str:
+        return self.base_names[self.base_code[i]]
 
 
 def _tree_order(path: tuple[str, ...], sums: dict) -> tuple:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from nsight_tui.parsers import intervals
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.ids import PID_MASK, tid_of
 
@@ -31,21 +32,6 @@ class MainThread:
     own_ops: int  # GPU ops this thread launched itself
     picked_by: str  # "auto", or the --main-thread value that chose it
     candidates: int  # threads of the process with NVTX ranges
-
-
-def union_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint [start, end] intervals covering the given ones (sorted by start)."""
-    if len(start) == 0:
-        return start, end
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    # A new interval begins where the start lies past everything reached before it.
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], reach[last]
 
 
 def framed_ops(iv_start: np.ndarray, iv_end: np.ndarray, call_start_sorted: np.ndarray,
@@ -85,7 +71,7 @@ def choose(r_gtid: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
         ranked = []
         for gtid in threads[(threads & PID_MASK) == gpid].tolist():
             on = r_gtid == gtid
-            framed = framed_ops(*union_intervals(r_start[on], r_end[on]), starts, cum)
+            framed = framed_ops(*intervals.union(r_start[on], r_end[on]), starts, cum)
             own = int(c_ops[c_gtid == gtid].sum())
             ranked.append(((framed, own, int(on.sum()), -tid_of(gtid)), gtid, framed, own))
         ranked.sort(reverse=True)

@@ -23,7 +23,7 @@ from nsight_tui.parsers.attribution import (
 from nsight_tui.parsers.groupstats import group_ids, group_stats
 from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.op_ranges import is_op_range, op_key
+from nsight_tui.parsers.op_ranges import fold_name, is_op_range, op_key
 
 OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
 
@@ -33,11 +33,8 @@ _NUMBERED = re.compile(r"\d+$")
 def path_key(name: str) -> str:
     """Names that differ only by a trailing number are one row when aggregated
     (`step_3` -> `step_N`); PyTorch's op ranges lose their seq, op id and shapes
-    (`aten::mm, seq = 12, op_id = 17` -> `aten::mm`)."""
-    text = display_name(name)
-    if is_op_range(text):
-        return name[:len(name) - len(text)] + op_key(text)
-    return _NUMBERED.sub("N", name)
+    (`aten::mm, seq = 12, op_id = 17` -> `aten::mm`): parsers.op_ranges.fold_name."""
+    return fold_name(name)
 
 
 def display_name(name: str) -> str:

@@ -1,5 +1,6 @@
 """PyTorch's own NVTX ranges (`--pytorch=autograd-nvtx`, `emit_nvtx`): telling them from the
-user's ranges, their sequence numbers, and their names folded for aggregation.
+user's ranges, their sequence numbers, and their names folded for aggregation. Plain string
+work (the capture's FLOP counter folds names the same way, in the workload's process).
 
 Forward ops read `aten::addmm, seq = 1195, op_id = 614` (with `record_shapes`, also
 `, sizes = [[4, 768], ...]`); backward nodes, on the autograd thread, read
@@ -10,9 +11,6 @@ node is the sequence number of the forward op that created it.
 from __future__ import annotations
 
 import re
-
-import numpy as np
-import pandas as pd
 
 OP_PREFIXES = ("aten::", "autograd::", "torch::autograd::", "c10d::", "cudnn::", "prim::")
 _NODE = re.compile(r"Backward\d*$")
@@ -41,6 +39,19 @@ def op_key(text: str) -> str:
     return base
 
 
+_NUMBERED = re.compile(r"\d+$")
+
+
+def fold_name(name: str) -> str:
+    """The name a range aggregates under: a user range's trailing number folded (`step_3` ->
+    `step_N`), an op range's details stripped (`aten::mm, seq = 12, op_id = 17` -> `aten::mm`).
+    `name` may carry nsys's default-domain tag (`:step_3`); it is kept."""
+    text = name[1:] if name.startswith(":") else name
+    if is_op_range(text):
+        return name[:len(name) - len(text)] + op_key(text)
+    return _NUMBERED.sub("N", name)
+
+
 def seq_of(text: str) -> int:
     """The sequence number, or -1."""
     m = re.search(r", seq = (\d+)", text)
@@ -51,30 +62,3 @@ def is_backward_node(base: str) -> bool:
     """A backward node's own range (`AddmmBackward0`, `FlashAttnFuncBackward`), not the engine's
     wrapper around it and not a forward op."""
     return bool(_NODE.search(base)) and not base.startswith(ENGINE_WRAPPER)
-
-
-class RangeKinds:
-    """Per NVTX range of a trace (positions in trace.ranges; `texts` = the names without their
-    domain): op range or user range, sequence number, folded name. Worked out once per
-    distinct text, then spread by code."""
-
-    def __init__(self, texts: pd.Series):
-        texts = texts.astype(object) if len(texts) else pd.Series([], dtype=object)
-        codes, uniq = pd.factorize(texts)
-        uniq = list(uniq)
-        is_op = np.array([is_op_range(t) for t in uniq], dtype=bool)
-        seq = np.array([seq_of(t) for t in uniq], dtype=np.int64)
-        base = [base_name(t) for t in uniq]
-        base_codes, base_uniq = pd.factorize(pd.Series(base, dtype=object))
-        node = np.array([is_backward_node(b) for b in base_uniq], dtype=bool)
-        accumulate = np.array([b == ACCUMULATE_GRAD for b in base_uniq], dtype=bool)
-        codes = np.asarray(codes, dtype=np.int64)
-        self.is_op = is_op[codes] if len(codes) else np.zeros(0, dtype=bool)
-        self.seq = seq[codes] if len(codes) else np.zeros(0, dtype=np.int64)
-        self.base_code = np.asarray(base_codes, dtype=np.int64)[codes] if len(codes) else np.zeros(0, dtype=np.int64)
-        self.base_names: list[str] = list(base_uniq)
-        self.is_node = node[self.base_code] & (self.seq >= 0) if len(codes) else np.zeros(0, dtype=bool)
-        self.is_accumulate = accumulate[self.base_code] if len(codes) else np.zeros(0, dtype=bool)
-
-    def base(self, i: int) -> str:
-        return self.base_names[self.base_code[i]]
