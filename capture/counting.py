@@ -93,6 +93,15 @@ class PathTracker:
         if self.inner is not None:
             self.inner.mark(message)
 
+    # `backward:<part>` ranges (--backward-ranges) open on the autograd thread: not paths of the
+    # forward's tree, so they are passed on and not tracked.
+    def start(self, name: str) -> object:
+        return self.inner.start(name) if self.inner is not None else None
+
+    def end(self, handle: object) -> None:
+        if self.inner is not None:
+            self.inner.end(handle)
+
 
 def _tensors(tree) -> list[torch.Tensor]:
     leaves, _ = tree_flatten(tree)

@@ -111,9 +111,9 @@ def backward_parts(model: RangeModel) -> list[BackwardParts]:
     out = []
     if ctx.kinds.is_node.any():
         out.append(ctx.by_seq())
-    named = np.flatnonzero(np.char.startswith(ctx.texts.astype(str), BACKWARD_PREFIX)) if model.n else []
+    named = np.flatnonzero(np.char.startswith(ctx.texts.astype(str), BACKWARD_PREFIX))
     if len(named):
-        out.append(ctx.by_name(np.asarray(named, dtype=np.int64)))
+        out.append(ctx.by_name(named.astype(np.int64)))
     return out
 
 
