@@ -46,6 +46,8 @@ class RunSettings:
     processes: int = 1  # >1: data-parallel, one process per GPU under torchrun (capture/ddp.py)
     op_ranges: str = "none"  # one of OP_RANGES
     backward_ranges: bool = False  # `backward:<part>` ranges on the autograd thread (module hooks)
+    plant: str = ""  # a known cause planted on purpose (capture/plant.py)
+    phase_sync: bool = True  # synchronise after every phase (False: once, at the step's end)
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -56,6 +58,8 @@ class RunSettings:
                 "attention": self.attention, "steps": self.steps, "warmup": self.warmup,
                 **({"tf32": True} if self.tf32 else {}),
                 **({"processes": self.processes} if self.processes > 1 else {}),
+                **({"plant": self.plant} if self.plant else {}),
+                **({"phase_sync": False} if not self.phase_sync else {}),
                 # how the backward was annotated, only when it was (older traces have neither key)
                 **({"op_ranges": self.op_ranges} if self.op_ranges != "none" else {}),
                 **({"backward_ranges": True} if self.backward_ranges else {})}

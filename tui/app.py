@@ -36,6 +36,7 @@ from nsight_tui.tui.views.launches import LaunchesScreen
 from nsight_tui.tui.views.loading import LoadingScreen
 from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
 from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+from nsight_tui.tui.views.timeline import TimelineScreen, open_target
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
 from nsight_tui.parsers.model import range_model
@@ -56,6 +57,9 @@ class NsightApp(App[int]):
                 tooltip="Switch attribution: process-wide (autograd-thread kernels count for the main thread's "
                 "ranges) or nsys's launching-thread rule"),
         Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack"),
+        Binding("t", "timeline", "Timeline", show=False, id="app.timeline",
+                tooltip="Timeline of the selection (a range: its median instance; a launch: centred on it): "
+                "lanes, GPU idle by cause, the CPU's lead"),
         Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)"),
         Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace"),
         Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)"),
@@ -283,6 +287,10 @@ class NsightApp(App[int]):
 
         self.push_screen(CorrelationPrompt(), go)
 
+    def action_timeline(self) -> None:
+        if self._need_session() and not isinstance(self.screen, TimelineScreen):
+            self.push_screen(TimelineScreen(self.session, open_target(self.screen)))
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(help_sections()))
 
@@ -440,6 +448,7 @@ def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
         ("Kernel tables", binding_rows([KernelsScreen])),
         ("Backward by forward part (b)", binding_rows([BackwardPartsScreen])),
+        ("Timeline (t)", binding_rows([TimelineScreen])),
         ("Roofline view (r)", binding_rows([RooflineScreen])),
         ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
         ("Diff of two runs (several-files view: b baseline, d diff)", binding_rows([DiffScreen, DiffKernelsScreen])),

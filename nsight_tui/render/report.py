@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsight_tui.parsers.attribution import MODE_HELP
-from nsight_tui.render import backward_parts, numbers, process_view, roofline, safe, tables
+from nsight_tui.render import backward_parts, findings, numbers, process_view, roofline, safe, tables
+from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
 
 Section = Callable[[dict], list[str]]
@@ -169,6 +170,8 @@ SECTIONS: list[Section] = [
     backward_parts.section,
     roofline.section,  # (g) How far from the hardware
     ratios,
+    idle_section,
+    findings.section,  # (h) What to fix first
     warmup,
     ranks,
 ]

@@ -17,6 +17,7 @@ from nsight_tui.render.numbers import quantity
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
+from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.views.base import TableScreen
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -160,6 +161,10 @@ class KernelsScreen(TableScreen):
             return
         rec = self.table.record(event.row)
         self.app.open_launches(self.node, rec["name"], rec["label"], self.positions)
+
+    def timeline_target(self):
+        """`t`: the range these kernels belong to (its median instance); the whole trace for `2`."""
+        return None if self.node is None else target_for_node(self.session.model, self.node)
 
     def export_view(self) -> ViewText | None:
         if self.table is None:

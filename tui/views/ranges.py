@@ -12,6 +12,7 @@ from nsight_tui.parsers.model import RangeNode
 from nsight_tui.render.process_view import main_thread_reason
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
+from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.render.markdown import table as md_table
@@ -69,7 +70,7 @@ class RangesScreen(ViewScreen):
         Binding("b", "backward_parts", "Bwd by part", id="ranges.backward_parts",
                 tooltip="Backward by forward part: each forward part's forward and backward kernel time, bwd/fwd "
                 "(needs op ranges from --autograd-nvtx / emit_nvtx, or backward:<part> ranges)"),
-        Binding("t", "main_thread", "Main thread", show=False, id="ranges.main_thread",
+        Binding("M", "main_thread", "Main thread", show=False, id="ranges.main_thread",
                 tooltip="Make the thread under the cursor its process's main thread (its ranges then hold the "
                 "work every thread launched while they were open); again on it: back to the automatic choice"),
     ]
@@ -179,7 +180,7 @@ class RangesScreen(ViewScreen):
                     if self.session.attribution == "process":
                         text.append("; its ranges hold the work every thread launched while they were open")
                 else:
-                    text.append(" · t: make it the main thread")
+                    text.append(" · M: make it the main thread")
                 detail.update(text)
             else:
                 detail.update("")
@@ -253,6 +254,11 @@ class RangesScreen(ViewScreen):
             k = after[0] if after else 0
         self.select_node(self._matches[k])
         self.set_status(f"match {k + 1} of {len(self._matches)} for '{self.search_text}' (n/N)")
+
+    def timeline_target(self):
+        """`t`: the range under the cursor (aggregated: its median instance)."""
+        node = self.grid.tree.node_at(self.grid.cursor) if len(self.grid.tree) else None
+        return None if node is None else target_for_node(self.session.model, node)
 
     # -- export ---------------------------------------------------------------------------------
     def export_view(self) -> ViewText:
