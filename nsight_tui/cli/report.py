@@ -17,11 +17,11 @@ def add_arguments(parser) -> None:
                         help="write to this file in an existing folder ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
     parser.add_argument("--attribution", default="process", choices=MODES)
+    parser.add_argument("--main-thread", metavar="TID|NAME",
+                        help="the thread whose ranges frame the iteration (default: chosen; the report says which)")
     parser.add_argument("--fail-on", metavar="ID[,ID...]|any",
                         help="exit 1 when one of these findings (section h) is present, e.g. "
                         "sync-stall,host-bound-gap or any (a CI gate; one file)")
-    parser.add_argument("--main-thread", metavar="TID|NAME",
-                        help="the thread whose ranges frame the iteration (default: chosen; the report says which)")
     roof = parser.add_argument_group("roofline (section g)")
     roof.add_argument("--flops", metavar="FILE.json",
                       help='FLOPs and bytes per range path, for traces without counts: '
