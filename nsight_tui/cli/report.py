@@ -122,13 +122,25 @@ def single_markdown(a: dict) -> str:
     return "\n".join(out)
 
 
-def sweep_markdown(folder: Path, tables, attribution: str) -> str:
+def sweep_markdown(folder: Path, tables, attribution: str, runs=(), skipped=()) -> str:
     out = [f"# nsight-tui sweep report: {folder}", "",
            f"_attribution: {attribution} — {MODE_HELP[attribution]}; rows: model, columns: context length; "
            "OOM: the configuration ran out of GPU memory_", ""]
     for t in tables:
         out.append(table(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}"]))
+    out += sweep_problems_markdown(runs, skipped)
     return "\n".join(out)
+
+
+def sweep_problems_markdown(runs, skipped) -> list[str]:
+    """Why each `error` cell is one, and what was not read at all."""
+    errors = [[r.path.name, r.message] for r in runs if r.status == "error"]
+    out = []
+    if errors:
+        out.append(table(["file", "why it is an error cell"], errors, title="Runs not analysed"))
+    if skipped:
+        out.append("Skipped: " + "; ".join(skipped) + "\n")
+    return out
 
 
 def _clean(a: dict) -> dict:
@@ -145,7 +157,10 @@ def run(args) -> int:
         raise TraceError(f"{args.output}: exists; not overwriting (use --force or another name)")
     dims = {"batch": args.batch, "n_heads": args.n_heads, "ctx": args.ctx, "d_head": args.d_head}
     if target.is_dir():
-        runs = sweep.discover(target)
+        skipped: list[str] = []
+        runs = sweep.discover(target, skipped)
+        for line in skipped:
+            print(f"note: {line}", file=sys.stderr)
         if not runs:
             raise TraceError(f"{target}: no {{model}}_ctx{{N}}*.sqlite captures in this folder")
         sweep.analyse(runs, args.attribution,
@@ -158,9 +173,10 @@ def run(args) -> int:
                           "status": r.status, "message": r.message,
                           "answers": _clean(r.answers) if r.answers else None} for r in runs],
                 "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows} for t in tables],
+                "skipped": skipped,
             }, indent=1) + "\n"
         else:
-            text = sweep_markdown(target, tables, args.attribution)
+            text = sweep_markdown(target, tables, args.attribution, runs, skipped)
     else:
         answers = questions(load_trace(target), args.attribution, dims)
         text = json.dumps(_clean(answers), indent=1) + "\n" if args.format == "json" else single_markdown(answers)
