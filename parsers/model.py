@@ -20,7 +20,7 @@ from nsight_tui.parsers.groupstats import group_ids, group_stats
 from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
 
-_NUMBERED = re.compile(r"\d+$")
+_NUMBERED = re.compile(r"(?<!\d)\d+$")  # only from a run's first digit: linear on any name
 
 
 def path_key(name: str) -> str:

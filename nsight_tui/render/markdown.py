@@ -12,7 +12,7 @@ def _cell(value) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-_NUMERIC = re.compile(r"^[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s*(%|x|ms|µs|ns|s)?$")
+_NUMERIC = re.compile(r"^[-+]?(?:[\d,]*\.\d+|[\d,]*\d)(e[-+]?\d+)?\s*(%|x|ms|µs|ns|s)?$")  # one split: linear
 
 
 def _is_number(value) -> bool:
