@@ -375,7 +375,11 @@ def _load_nvtx(con, schema, strings, checks: validate.Checks) -> tuple[pd.DataFr
             for d, g in zip(rng["domain_id"].fillna(0), rng["gtid"])
         ]
         rng["text"] = rng["text"].fillna("")
-        rng["name"] = rng["domain"] + ":" + rng["text"]
+        # One string object per distinct name: a long name repeated over many ranges is then
+        # compared by identity when grouped, not character by character.
+        joined: dict[tuple[str, str], str] = {}
+        rng["name"] = [joined.get(k) or joined.setdefault(k, f"{k[0]}:{k[1]}")
+                       for k in zip(rng["domain"], rng["text"])]
         ranges = rng[range_cols].reset_index(drop=True)
         for c in ("rowid", "start", "end", "end_sum", "gtid"):
             ranges[c] = ranges[c].astype(np.int64)

@@ -8,7 +8,6 @@ end) and GPU busy time (union of op intervals). `RangeNode` objects wrap rows fo
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -20,13 +19,17 @@ from nsight_tui.parsers.groupstats import group_ids, group_stats
 from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
 
-_NUMBERED = re.compile(r"(?<!\d)\d+$")  # only from a run's first digit: linear on any name
-
-
 def path_key(name: str) -> str:
     """Names that differ only by a trailing number are one row when aggregated
-    (`step_3` -> `step_N`; emit_nvtx's `aten::mm, op_id = 17` -> `aten::mm, op_id = N`)."""
-    return _NUMBERED.sub("N", name)
+    (`step_3` -> `step_N`; emit_nvtx's `aten::mm, op_id = 17` -> `aten::mm, op_id = N`).
+
+    Read from the end, as far as the digits go: a regex search for `\\d+$` starts at every
+    position of the name, which a 10 MB name turns into seconds per range."""
+    end = len(name) - 1 if name.endswith("\n") else len(name)  # `$` also matches before a final newline
+    i = end
+    while i > 0 and name[i - 1].isdecimal():  # isdecimal() is exactly re's \d
+        i -= 1
+    return name if i == end else name[:i] + "N" + name[end:]
 
 
 def display_name(name: str) -> str:
@@ -231,14 +234,18 @@ class RangeModel:
         return groups
 
     def _merge_into(self, nodes: list[RangeNode], out: list[RangeNode], parent: RangeNode | None):
-        by_key: dict[str, list[RangeNode]] = {}
-        for node in nodes:
-            by_key.setdefault(path_key(node.name), []).append(node)
-        for key, members in by_key.items():
-            ids = np.concatenate([m.ids for m in members])
-            agg = RangeNode(self, key if len(members) > 1 else members[0].name, ids, members[0].depth, parent)
-            out.append(agg)
-            self._merge_into([c for m in members for c in m.children], agg.children, agg)
+        # A work list, not recursion: NVTX ranges nest thousands deep in the wild.
+        work = [(nodes, out, parent)]
+        while work:
+            level, into, above = work.pop()
+            by_key: dict[str, list[RangeNode]] = {}
+            for node in level:
+                by_key.setdefault(path_key(node.name), []).append(node)
+            for key, members in by_key.items():
+                ids = np.concatenate([m.ids for m in members])
+                agg = RangeNode(self, key if len(members) > 1 else members[0].name, ids, members[0].depth, above)
+                into.append(agg)
+                work.append(([c for m in members for c in m.children], agg.children, agg))
 
     def _groups(self, roots: dict[int, list[RangeNode]]) -> list[ThreadGroup]:
         out = []

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import sys
 
 from nsight_tui.parsers.attribution import MODE_HELP, MODES
@@ -61,27 +62,15 @@ def render_json(rep: Report, mode: str) -> str:
 
 
 def render_table(rep: Report, mode: str) -> str:
-    from rich.console import Console
-    from rich.table import Table
+    # A plain text table: Rich's layout never finished on 60k rows or a 10 MB name.
+    from nsight_tui.render.text_table import text_table
 
-    table = Table(title=f"{rep.title} ({rep.name}) — attribution: {mode}", title_justify="left",
-                  show_edge=False, header_style="bold")
-    numeric = [bool(rep.rows) and all(isinstance(r[i], (int, float)) or r[i] is None for r in rep.rows)
-               for i in range(len(rep.headers))]
-    for header, num in zip(rep.headers, numeric):
-        table.add_column(header, justify="right" if num else "left", overflow="fold")
-    for row in rep.rows:
-        table.add_row(*["" if v is None else str(v) for v in row])
-    buf = io.StringIO()
-    console = Console(file=buf, width=max(100, min(240, sys.stdout.isatty() and Console().width or 200)),
-                      force_terminal=False, color_system=None)
     if rep.empty:
-        console.print(f"{rep.title} ({rep.name}): no data — {rep.message or 'nothing to report'}")
-    else:
-        console.print(table)
-        if rep.message:
-            console.print(f"note: {rep.message}")
-    return buf.getvalue()
+        return f"{rep.title} ({rep.name}): no data — {rep.message or 'nothing to report'}\n"
+    width = max(100, min(240, shutil.get_terminal_size((200, 24)).columns if sys.stdout and sys.stdout.isatty()
+                         else 200))
+    return text_table(rep.headers, rep.rows, title=f"{rep.title} ({rep.name}) — attribution: {mode}",
+                      notes=[rep.message] if rep.message else (), width=width) + "\n"
 
 
 def render(rep: Report, fmt: str, mode: str) -> str:
