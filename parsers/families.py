@@ -525,8 +525,10 @@ _KERNEL_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple(
             "never writing the TxT score matrix; from scaled_dot_product_attention",
         ),
         (r"flash_bwd|FlashAttnBwd", "FlashAttention backward (recomputes the attention tiles to get dQ, dK, dV)"),
-        (r"(?i)^(?:(?!cudnn)[\s\S])*cudnn(?:(?!sdpa)[^\n])*sdpa[^\n]*fprop", "cuDNN fused attention forward (scaled_dot_product_attention's cuDNN backend)"),
-        (r"(?i)^(?:(?!cudnn)[\s\S])*cudnn(?:(?!sdpa)[^\n])*sdpa[^\n]*bprop", "cuDNN fused attention backward (scaled_dot_product_attention's cuDNN backend)"),
+        (r"(?i)^(?:(?!cudnn)[\s\S])*cudnn(?:(?!sdpa)[^\n])*sdpa[^\n]*fprop",
+         "cuDNN fused attention forward (scaled_dot_product_attention's cuDNN backend)"),
+        (r"(?i)^(?:(?!cudnn)[\s\S])*cudnn(?:(?!sdpa)[^\n])*sdpa[^\n]*bprop",
+         "cuDNN fused attention backward (scaled_dot_product_attention's cuDNN backend)"),
         (r"flex_attention", "Inductor's FlexAttention template (fused attention with a custom score mod)"),
         (
             r"_execute_split_k_kernel",
@@ -538,7 +540,8 @@ _KERNEL_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple(
             "cuBLASLt split-K reduction: sums the partial products of the GEMM kernel just "
             "before it and applies alpha/beta (and bias)",
         ),
-        (r"^(?:(?!_xmma_gemm_)[\s\S])*_xmma_gemm_[^\n]*_ffma_", "cuBLAS matmul on CUDA cores (FP32 FMA, no tensor cores: fp32 with TF32 off)"),
+        (r"^(?:(?!_xmma_gemm_)[\s\S])*_xmma_gemm_[^\n]*_ffma_",
+         "cuBLAS matmul on CUDA cores (FP32 FMA, no tensor cores: fp32 with TF32 off)"),
         (r"_xmma_gemm_", "cuBLAS matmul (xmma kernel)"),
         (r"^nvjet_", "cuBLAS matmul (nvJet kernel for Hopper and newer)"),
         (

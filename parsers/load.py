@@ -379,7 +379,7 @@ def _load_nvtx(con, schema, strings, checks: validate.Checks) -> tuple[pd.DataFr
         # compared by identity when grouped, not character by character.
         joined: dict[tuple[str, str], str] = {}
         rng["name"] = [joined.get(k) or joined.setdefault(k, f"{k[0]}:{k[1]}")
-                       for k in zip(rng["domain"], rng["text"])]
+                       for k in zip(rng["domain"].tolist(), rng["text"].tolist())]
         ranges = rng[range_cols].reset_index(drop=True)
         for c in ("rowid", "start", "end", "end_sum", "gtid"):
             ranges[c] = ranges[c].astype(np.int64)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import SAMPLES, mutated_copy
 
 SRC = SAMPLES / "small_ctx128_fwd.sqlite"
 K, RT, NV = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
@@ -23,22 +23,8 @@ def run_cli(*args, timeout=120):
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def mutate(tmp_path, name, *sql, src=SRC):
-    """A copy of `src` with nsys's NOT NULL constraints dropped (they do not change how rows
-    are stored) and `sql` applied."""
-    path = tmp_path / f"{name}.sqlite"
-    shutil.copyfile(src, path)
-    con = sqlite3.connect(path)
-    con.execute("PRAGMA writable_schema = ON")
-    con.execute("UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE type = 'table'")
-    con.commit()
-    con.close()
-    con = sqlite3.connect(path)
-    for statement in sql:
-        con.execute(statement)
-    con.commit()
-    con.close()
-    return path
+def mutate(tmp_path, name, *sql):
+    return mutated_copy(tmp_path, name, *sql, drop_not_null=True)
 
 
 def sql(path, query):

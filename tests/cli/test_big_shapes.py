@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 import sqlite3
 import subprocess
 import sys
 
-from conftest import SAMPLES
+from conftest import mutated_copy
 
-SRC = SAMPLES / "small_ctx128_fwd.sqlite"
 MAIN = ("(SELECT globalTid g, min(start) s, max(end) e FROM NVTX_EVENTS WHERE eventType = 59 "
         "GROUP BY globalTid ORDER BY count(*) DESC LIMIT 1)")
 
@@ -21,17 +19,6 @@ MAIN = ("(SELECT globalTid g, min(start) s, max(end) e FROM NVTX_EVENTS WHERE ev
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL)
-
-
-def copy_with(tmp_path, name, *sql):
-    path = tmp_path / f"{name}.sqlite"
-    shutil.copyfile(SRC, path)
-    con = sqlite3.connect(path)
-    for s in sql:
-        con.execute(s)
-    con.commit()
-    con.close()
-    return path
 
 
 def csv_rows(text):
@@ -42,7 +29,7 @@ def csv_rows(text):
 def test_ranges_nested_3000_deep(tmp_path):
     depth = 3000
     # around one attention block: every level holds that block's kernels
-    path = copy_with(tmp_path, "deep", f"""INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text)
+    path = mutated_copy(tmp_path, "deep", f"""INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text)
         WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < {depth - 1}),
         a AS (SELECT e.start s, e.end e, e.globalTid g FROM NVTX_EVENTS e JOIN StringIds n ON n.id = e.textId
               WHERE n.value = 'scaled_dot_product_attention' ORDER BY e.start LIMIT 1 OFFSET 30)
@@ -64,7 +51,7 @@ def test_ranges_nested_3000_deep(tmp_path):
 
 def test_100k_distinct_range_names(tmp_path):
     n = 100_000
-    path = copy_with(tmp_path, "names", f"""INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text)
+    path = mutated_copy(tmp_path, "names", f"""INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text)
         WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < {n - 1})
         SELECT t.e + 10 + i * 10, t.e + 15 + i * 10, 59, t.g, 'name_' || i FROM k, {MAIN} t""")
     proc = run_cli("stats", path, "-r", "nvtx_sum")
@@ -76,7 +63,7 @@ def test_100k_distinct_range_names(tmp_path):
 def test_10mb_kernel_and_range_names(tmp_path):
     size = 10_000_000
     filler = f"substr(replace(hex(zeroblob({size // 2})), '0', 'b'), 1, {size})"
-    path = copy_with(
+    path = mutated_copy(
         tmp_path, "long",
         f"UPDATE StringIds SET value = value || {filler} WHERE id = "
         "(SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1 ORDER BY count(*) DESC LIMIT 1)",

@@ -66,8 +66,9 @@ def test_matches_the_definition_on_random_ranges(seed):
             continue
         # ties: any candidate as tight as the definition's choice is the same answer
         assert got >= 0 and want >= 0, (c, got, want)
-        tight = lambda p: (starts[c] - starts[p]) + (ends[p] - ends[c])  # noqa: E731
-        assert tight(got) == tight(want) and starts[got] <= starts[c] and ends[got] >= ends[c]
+        tight_got = (starts[c] - starts[got]) + (ends[got] - ends[c])
+        tight_want = (starts[c] - starts[want]) + (ends[want] - ends[c])
+        assert tight_got == tight_want and starts[got] <= starts[c] and ends[got] >= ends[c]
 
 
 def test_identical_ranges_are_each_others_parent_and_have_no_level():

@@ -4,26 +4,14 @@ are made here from the committed sample with SQL."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sqlite3
 
-from test_tui_support import SAMPLES, press, running, screen_text
+from conftest import mutated_copy
+from test_tui_support import press, running, screen_text
 
 from nsight_tui.tui.tree_source import LABEL_LIMIT, MAX_INDENT_LEVELS
 
-SRC = SAMPLES / "small_ctx128_fwd.sqlite"
 DEPTH = 3000
-
-
-def _copy(tmp_path, name, *sql):
-    path = tmp_path / f"{name}.sqlite"
-    shutil.copyfile(SRC, path)
-    con = sqlite3.connect(path)
-    for s in sql:
-        con.execute(s)
-    con.commit()
-    con.close()
-    return path
 
 
 def _main_thread_span():
@@ -32,7 +20,7 @@ def _main_thread_span():
 
 
 def test_ranges_nested_3000_deep_open_and_expand(tmp_path):
-    path = _copy(tmp_path, "deep", f"""INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text)
+    path = mutated_copy(tmp_path, "deep", f"""INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text)
         WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < {DEPTH - 1})
         SELECT t.s - {DEPTH} + i, t.e + {DEPTH} - i, 59, t.g, 'level_' || i FROM k, {_main_thread_span()} t""")
 
@@ -54,7 +42,7 @@ def test_ranges_nested_3000_deep_open_and_expand(tmp_path):
 
 def test_a_10mb_range_name_loads_and_is_shortened_on_screen(tmp_path):
     n = 10_000_000
-    path = _copy(tmp_path, "long", f"""UPDATE StringIds SET value = value || substr(replace(hex(zeroblob({n // 2})),
+    path = mutated_copy(tmp_path, "long", f"""UPDATE StringIds SET value = value || substr(replace(hex(zeroblob({n // 2})),
         '0', 'b'), 1, {n}) WHERE id = (SELECT textId FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY start DESC
         LIMIT 1)""")
     con = sqlite3.connect(path)
