@@ -26,6 +26,7 @@ from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.views.api import ApiScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
+from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
 from nsight_tui.tui.views.files import FilesScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
@@ -33,6 +34,7 @@ from nsight_tui.tui.views.launches import LaunchesScreen
 from nsight_tui.tui.views.loading import LoadingScreen
 from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
 from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+from nsight_tui.tui.views.timeline import TimelineScreen, open_target
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
 from nsight_tui.parsers.model import range_model
@@ -53,17 +55,24 @@ class NsightApp(App[int]):
                 tooltip="Switch attribution: process-wide (autograd-thread kernels count for the main thread's "
                 "ranges) or nsys's launching-thread rule"),
         Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack"),
+        Binding("t", "timeline", "Timeline", show=False, id="app.timeline",
+                tooltip="Timeline of the selection (a range: its median instance; a launch: centred on it): "
+                "lanes, GPU idle by cause, the CPU's lead"),
         Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)"),
         Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace"),
         Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)"),
         Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)"),
+        Binding("r", "view_roofline", "Roofline", show=False,
+                tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs"),
         Binding("ctrl+p", "command_palette", "Commands", show=False,
                 tooltip="Command palette: views, actions, jump to any range or kernel by name"),
     ]
 
-    def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None):
+    def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
+                 diff: bool = False):
         super().__init__()
         self.paths = [Path(p) for p in paths]
+        self.open_diff = diff  # start on the diff of the two files (over the files view)
         self.attribution = attribution
         self.export_dir = Path(export_dir) if export_dir is not None else None
         self.session: Session | None = None
@@ -72,6 +81,7 @@ class NsightApp(App[int]):
         self._load_started = 0.0
         self._mode_switching = False
         self._sessions: dict = {}  # path -> Session: reopening from the files view is instant
+        self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
 
     # -- start-up and loading -------------------------------------------------------------------
     @property
@@ -81,6 +91,8 @@ class NsightApp(App[int]):
     def on_mount(self) -> None:
         if self.multi:
             self.push_screen(FilesScreen(self.paths, self.attribution))
+            if self.open_diff:
+                self.push_screen(DiffScreen(self.paths[0], self.paths[1], self.attribution))
         else:
             self.open_file(self.paths[0])
 
@@ -131,6 +143,7 @@ class NsightApp(App[int]):
     def on_trace_loaded(self, message: TraceLoaded) -> None:
         session = message.session
         self._sessions[session.path] = session
+        session.cache["roofline_options"] = self.roofline_options
         # Millions of long-lived objects now: keep the cyclic GC from rescanning them on
         # every full collection (those pauses showed up as 50-100 ms keystrokes).
         gc.collect()
@@ -237,6 +250,13 @@ class NsightApp(App[int]):
             await self._to_base()
             self.push_screen(ApiScreen(self.session))
 
+    def action_view_roofline(self) -> None:
+        if self._need_session():
+            from nsight_tui.tui.views.roofline import RooflineScreen
+
+            node = getattr(self.screen, "node", None)  # from a range's kernels: that range's families
+            self.push_screen(RooflineScreen(self.session, node))
+
     async def action_view_files(self) -> None:
         if not self.multi:
             self.notify("one file open: start with several files or a directory to compare them")
@@ -263,6 +283,10 @@ class NsightApp(App[int]):
                 self.open_correlation(corr)
 
         self.push_screen(CorrelationPrompt(), go)
+
+    def action_timeline(self) -> None:
+        if self._need_session() and not isinstance(self.screen, TimelineScreen):
+            self.push_screen(TimelineScreen(self.session, open_target(self.screen)))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(help_sections()))
@@ -365,7 +389,7 @@ class NsightApp(App[int]):
 
     def _write_export(self, screen, path: Path, text: str, overwrite: bool) -> None:
         try:
-            written = export.write(path, text, overwrite=overwrite)
+            written = export.write(path, text, overwrite=overwrite, inputs=self.paths)
         except (TraceError, OSError) as exc:
             self.notify(str(exc), title="export failed", severity="error")
             return
@@ -389,12 +413,17 @@ class NsightApp(App[int]):
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
+    from nsight_tui.tui.views.roofline import RooflineScreen
+
     return [
         ("Everywhere", binding_rows([NsightApp, ViewScreen])),
         ("Moving around (range tree and every table)", binding_rows([DataGrid])),
         ("Range tree (main view)", binding_rows([RangesScreen, RangeTree])),
         ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
         ("Kernel tables", binding_rows([KernelsScreen])),
+        ("Timeline (t)", binding_rows([TimelineScreen])),
+        ("Roofline view (r)", binding_rows([RooflineScreen])),
         ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
+        ("Diff of two runs (several-files view: b baseline, d diff)", binding_rows([DiffScreen, DiffKernelsScreen])),
         ("Export: file exists", binding_rows([ExportConflict])),
     ]

@@ -30,3 +30,28 @@ class ModelReady(Message):
     def __init__(self, session, attribution: str) -> None:
         super().__init__()
         self.session, self.attribution = session, attribution
+
+
+# -- the diff views (posted by their workers to the screen itself) ---------------------------------
+class DiffReady(Message):
+    def __init__(self, view) -> None:  # a tui.viewmodels.diff.DiffView
+        super().__init__()
+        self.view = view
+
+
+class DiffFailed(Message):
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+
+class DiffProgress(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class ScopeReady(Message):
+    def __init__(self, view) -> None:  # a tui.viewmodels.diff.ScopeView
+        super().__init__()
+        self.view = view

@@ -25,6 +25,14 @@ class Session:
         switch build it in a worker before they set `attribution`)."""
         return range_model(self.trace, self.attribution)
 
+    def timeline(self):
+        """The timeline's lanes and idle analysis under the mode in force (built once; slow:
+        call from a worker)."""
+        from nsight_tui.parsers.idle import idle_analysis
+        from nsight_tui.parsers.timeline import timeline
+
+        return timeline(self.trace, self.model, idle_analysis(self.trace))
+
     @property
     def file_name(self) -> str:
         return self.path.name

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsight_tui.parsers.model import RangeNode, ThreadGroup, display_name, path_key
+from nsight_tui.render.safe import visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 
@@ -77,11 +78,11 @@ class RangeTreeSource:
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
         if row.is_group:
             g = row.obj
-            return f"{pad}{mark}{g.label}{'  [main thread]' if g.is_main else ''}"
+            return f"{pad}{mark}{visible(g.label)}{'  [main thread]' if g.is_main else ''}"
         name = row.obj.label
-        if len(name) > LABEL_LIMIT:
-            name = f"{name[:LABEL_LIMIT]}… (+{len(name) - LABEL_LIMIT:,} characters)"
-        return f"{pad}{mark}{name}"
+        if len(name) > LABEL_LIMIT:  # cut before making it visible: a 10 MB name costs per repaint
+            return f"{pad}{mark}{visible(name[:LABEL_LIMIT])}… (+{len(name) - LABEL_LIMIT:,} characters)"
+        return f"{pad}{mark}{visible(name)}"
 
     def value(self, row: TreeRow, key: str):
         if row.is_group:

@@ -14,6 +14,7 @@ import sys
 SUBCOMMANDS = {
     "stats": ("nsight_tui.cli.stats", "nsys-stats compatible reports (nvtx_sum, cuda_gpu_kern_sum, ...)"),
     "report": ("nsight_tui.cli.report", "answers to the profiling questions for one trace or a sweep directory"),
+    "diff": ("nsight_tui.cli.diff", "what changed between two runs (ranges, kernels, families) and why the step moved"),
     "ranks": ("nsight_tui.cli.ranks", "per-rank figures, communication vs compute, the straggler"),
     "capture": ("nsight_tui.cli.capture", "run the NVTX-annotated GPT-2 workload under nsys and export SQLite"),
 }
@@ -43,9 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:  # one clear line, never a traceback, for anything we did not foresee
         from nsight_tui.parsers.errors import TraceError
+        from nsight_tui.render.safe import visible  # messages quote paths and names: one line, no escapes
 
         if isinstance(exc, TraceError):
-            print(f"nsight-tui: {exc}", file=sys.stderr)
+            print(f"nsight-tui: {visible(exc)}", file=sys.stderr)
             return exc.exit_code
-        print(f"nsight-tui: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"nsight-tui: internal error: {type(exc).__name__}: {visible(exc)}", file=sys.stderr)
         return 70

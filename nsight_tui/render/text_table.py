@@ -8,7 +8,7 @@ print it whole).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 CELL_LIMIT = 4096  # characters of one cell on screen; real kernel names stay below ~2k
 MIN_TEXT_WIDTH = 24
@@ -27,9 +27,13 @@ def _is_number(v) -> bool:
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence], title: str | None = None,
-               notes: Sequence[str] = (), width: int = 200) -> str:
+               notes: Sequence[str] = (), width: int = 200, escape: Callable[[str], str] = str) -> str:
+    """`escape` makes each (already shortened) cell, header, title and note safe to print."""
     numeric = [bool(rows) and all(_is_number(r[i]) or r[i] is None for r in rows) for i in range(len(headers))]
-    cells = [["" if v is None else shorten(str(v)) for v in row] for row in rows]
+    cells = [["" if v is None else escape(shorten(str(v))) for v in row] for row in rows]
+    headers = [escape(str(h)) for h in headers]
+    title = escape(title) if title else title
+    notes = [escape(n) for n in notes]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     # Fold the widest text columns until the table fits the width (numbers never fold).
     room = width - len(GAP) * (len(headers) - 1)
@@ -43,11 +47,11 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence], title: str | No
     if title:
         out.append(title)
         out.append("")
-    out.extend(_lines([str(h) for h in headers], widths, [False] * len(headers)))
+    out.extend(_lines(headers, widths, [False] * len(headers)))
     out.append(GAP.join("-" * w for w in widths))
     for row in cells:
         out.extend(_lines(row, widths, numeric))
-    out.extend(f"note: {n}" for n in notes)
+    out.extend(notes)  # as given: callers say "note:" where they mean it
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 

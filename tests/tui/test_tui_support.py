@@ -184,12 +184,16 @@ async def open_backward_kernels(app, pilot) -> None:
 _PIPE = re.compile(r"(?<!\\)\|")
 
 
+# CommonMark: a backslash before ASCII punctuation stands for that character.
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
 def md_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
     """Every pipe table in a Markdown text: (headers, rows of cells), unescaped."""
     tables, lines, i = [], text.splitlines(), 0
     while i < len(lines):
         if lines[i].startswith("|") and i + 1 < len(lines) and re.match(r"^\|[-:|]+\|$", lines[i + 1]):
-            split = lambda s: [c.strip().replace("\\|", "|").replace("\\\\", "\\")  # noqa: E731
+            split = lambda s: [_MD_ESCAPE.sub(r"\1", c.strip())  # noqa: E731
                                for c in _PIPE.split(s.strip())[1:-1]]
             headers, rows = split(lines[i]), []
             i += 2

@@ -14,6 +14,7 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.safe import rich_text
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.info_bar import InfoBar
@@ -48,7 +49,7 @@ class ViewScreen(Screen):
 
     def on_mount(self) -> None:
         self.refresh_info()
-        self.query_one("#crumb", Static).update(self.crumb())
+        self.query_one("#crumb", Static).update(rich_text(self.crumb()))  # names: literal, visible
 
     def on_screen_resume(self) -> None:
         self.refresh_info()
@@ -60,7 +61,7 @@ class ViewScreen(Screen):
         return self.view_name
 
     def set_status(self, text: str) -> None:
-        self.query_one("#status", Static).update(text)
+        self.query_one("#status", Static).update(rich_text(text))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A view's worker failed: say so in one line and keep the session (never a traceback)."""

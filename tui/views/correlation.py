@@ -13,6 +13,7 @@ from nsight_tui.parsers.ids import OP_KINDS
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
+from nsight_tui.tui.viewmodels.timeline import target_for_op
 from nsight_tui.tui.views.base import TableScreen
 
 
@@ -100,6 +101,13 @@ class CorrelationScreen(TableScreen):
             text.append(f"{k}: ", style="bold")
             text.append(v)
         return text
+
+    def timeline_target(self):
+        """`t`: centred on the first GPU op this call started."""
+        if self.detail is None or not len(self.detail.ops):
+            return None
+        op, model = int(self.detail.ops.sort_values("start")["op"].iat[0]), self.session.model
+        return lambda tl: target_for_op(tl, op, model)
 
     def export_view(self) -> ViewText | None:
         c = self.detail

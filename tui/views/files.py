@@ -1,4 +1,4 @@
-"""Several files side by side (parsers.sweep.compare): one row per file; enter opens it."""
+"""Several files side by side (render.sweep.compare_rows): one row per file; enter opens it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +8,7 @@ from textual import work
 from textual.binding import Binding
 from textual.widgets import Static
 
+from nsight_tui.render.safe import rich_text
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
 from nsight_tui.tui.views.base import TableScreen
@@ -16,7 +17,7 @@ from nsight_tui.tui.widgets.grid import DataGrid
 
 def _value_fmt(v) -> str:
     if fmt.missing(v):
-        return "–"
+        return fmt.MISSING
     if isinstance(v, float):
         return f"{v:,.2f}"
     return fmt.text(v)
@@ -38,12 +39,15 @@ def file_columns(headers: list[str]) -> list[Column]:
 
 
 class FilesScreen(TableScreen):
-    hint = "enter: open the file · t: one table per question (rows model, columns ctx)"
+    hint = "enter: open the file · t: question tables · b: diff baseline, d: diff"
     view_name = "files"
     empty_text = "reading the files…"
 
     BINDINGS = [Binding("t", "questions", "Question tables",
-                        tooltip="The sweep's answers, one table per question: rows model, columns ctx")]
+                        tooltip="The sweep's answers, one table per question: rows model, columns ctx"),
+                Binding("b", "baseline", "Baseline", tooltip="Mark the file under the cursor as the diff's baseline (A)"),
+                Binding("d", "diff", "Diff", tooltip="Diff the baseline (A; default the first file) against the file "
+                        "under the cursor (B): what changed, and why the step moved")]
 
     def __init__(self, paths: list[Path], attribution: str, **kwargs) -> None:
         super().__init__(None, **kwargs)
@@ -61,12 +65,13 @@ class FilesScreen(TableScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def _build(self) -> None:
         from nsight_tui.parsers import sweep
+        from nsight_tui.render.sweep import COMPARE_HEADERS, compare_rows
 
         def progress(fraction, text):
             self.app.call_from_thread(self.set_status, f"reading {text} ({100 * fraction:.0f}%)")
 
         runs = sweep.analyse(sweep.runs_for(self.paths), self.attribution, progress=progress)
-        headers, rows = sweep.COMPARE_HEADERS, sweep.compare_rows(runs)
+        headers, rows = COMPARE_HEADERS, compare_rows(runs)
         # numeric columns stay numeric (None -> NaN), so sorting compares numbers, not text
         frame = pd.DataFrame(rows, columns=[f"c{i}" for i in range(len(headers))])
         self.app.call_from_thread(self._built, headers, frame, runs)
@@ -90,9 +95,31 @@ class FilesScreen(TableScreen):
         if self.runs is None:
             self.set_status("still reading the files…")
             return
-        from nsight_tui.parsers.sweep import tables
+        from nsight_tui.render.sweep import tables
 
         self.app.push_screen(QuestionsScreen(tables(self.runs), self.attribution))
+
+    def _cursor_path(self) -> Path:
+        if self.table is None or self.runs is None or not len(self.table):
+            return self.paths[min(self.grid.cursor, len(self.paths) - 1)]
+        return self.runs[self.table.position(self.grid.cursor)].path
+
+    def action_baseline(self) -> None:
+        self.baseline = self._cursor_path()
+        self.set_status(f"diff baseline (A): {self.baseline.name} · d on another file diffs against it")
+
+    def action_diff(self) -> None:
+        from nsight_tui.tui.views.diff import DiffScreen
+
+        a = getattr(self, "baseline", None) or self.paths[0]
+        b = self._cursor_path()
+        if b == a:  # on the baseline itself: with two files the other one, else ask for a move
+            others = [p for p in self.paths if p != a]
+            if len(others) != 1:
+                self.set_status("move to the file to compare with the baseline, then d")
+                return
+            b = others[0]
+        self.app.push_screen(DiffScreen(a, b, self.attribution))
 
     def export_view(self) -> ViewText | None:
         if self.table is None:
@@ -134,7 +161,7 @@ class QuestionsScreen(TableScreen):
         self.call_after_refresh(self._show)
 
     def _show(self) -> None:
-        self.query_one("#crumb", Static).update(self.crumb())
+        self.query_one("#crumb", Static).update(rich_text(self.crumb()))
         if not self.tables:
             return
         t = self.tables[self.index]

@@ -13,7 +13,7 @@ from textual.widgets import Static
 KEY_NAMES = {
     "slash": "/", "question_mark": "?", "escape": "esc", "down": "↓", "up": "↑", "left": "←", "right": "→",
     "pagedown": "PgDn", "pageup": "PgUp", "enter": "enter", "space": "space", "home": "Home", "end": "End",
-    "left_square_bracket": "[", "right_square_bracket": "]",
+    "left_square_bracket": "[", "right_square_bracket": "]", "plus": "+", "minus": "-", "equals_sign": "=",
 }
 
 

@@ -13,9 +13,11 @@ from textual.worker import get_current_worker
 from nsight_tui.parsers import families
 from nsight_tui.parsers.analysis import Ratio, family_shares, ratio_panel
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.numbers import quantity
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
+from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.views.base import TableScreen
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -113,7 +115,7 @@ class KernelsScreen(TableScreen):
         else:
             positions = node.op_positions()
             summary = add_labels(model.kernel_summary(positions))
-            ratios = range_ratios(model, node)
+            ratios = range_ratios(model, node, session)
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._built, positions, summary, ratios)
 
@@ -160,6 +162,10 @@ class KernelsScreen(TableScreen):
         rec = self.table.record(event.row)
         self.app.open_launches(self.node, rec["name"], rec["label"], self.positions)
 
+    def timeline_target(self):
+        """`t`: the range these kernels belong to (its median instance); the whole trace for `2`."""
+        return None if self.node is None else target_for_node(self.session.model, self.node)
+
     def export_view(self) -> ViewText | None:
         if self.table is None:
             return None
@@ -167,7 +173,7 @@ class KernelsScreen(TableScreen):
         scope = "the whole trace" if self.node is None else path_text(self.node)
         body = self.export_table(f"Kernels of {scope}")
         if self.ratios:
-            body += "\n" + md_table(["Ratio", "Value", "Basis"], [[r.label, r.display, r.basis] for r in self.ratios],
+            body += "\n" + md_table(["Ratio", "Value", "Basis"], [[r.label, quantity(r.value, r.unit), r.basis] for r in self.ratios],
                                     title="Ratios")
         return ViewText(self.view_name, head, body)
 
@@ -185,13 +191,17 @@ def kernel_detail(name: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def range_ratios(model, node) -> list:
-    return ratio_panel(model, node)
+def range_ratios(model, node, session=None) -> list:
+    """The range's ratios, then its roofline figures (TFLOP/s, GB/s, verdict) when a session
+    gives the counts and peaks."""
+    from nsight_tui.tui.roofline_vm import ratios as roofline_ratios
+
+    return ratio_panel(model, node) + (roofline_ratios(session, node) if session is not None else [])
 
 
 def global_ratios(model, positions) -> list:
     shares = family_shares(model, positions)
-    return [Ratio(f"{r.label} share", r.share, fmt.percent(r.share), "GPU op time in the whole trace")
+    return [Ratio(f"{r.label} share", r.share, "fraction", "GPU op time in the whole trace")
             for r in shares.itertuples() if r.total_ns]
 
 

@@ -11,9 +11,11 @@ from textual.widgets import Static
 from nsight_tui.parsers.model import RangeNode
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
+from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
@@ -163,7 +165,7 @@ class RangesScreen(ViewScreen):
         if node is None:
             if len(tree):
                 g = tree.group_at(self.grid.cursor)
-                text = Text(g.label, style="bold")
+                text = rich_text(g.label, style="bold")
                 text.append(f"\n{len(g.roots):,} top-level range{'s' if len(g.roots) != 1 else ''}")
                 if g.is_main:
                     text.append(" · main thread: its ranges also get kernels launched outside any range"
@@ -175,7 +177,7 @@ class RangesScreen(ViewScreen):
         share = node.share_of_parent()
         busy = node.busy_ns / node.cpu_ns if node.cpu_ns else None
         text = Text()
-        text.append(path_text(node), style="bold")
+        text.append(visible(path_text(node)), style="bold")
         if node.instances > 1:
             text.append(f"  ×{node.instances}")
         text.append("\n")
@@ -231,6 +233,11 @@ class RangesScreen(ViewScreen):
             k = after[0] if after else 0
         self.select_node(self._matches[k])
         self.set_status(f"match {k + 1} of {len(self._matches)} for '{self.search_text}' (n/N)")
+
+    def timeline_target(self):
+        """`t`: the range under the cursor (aggregated: its median instance)."""
+        node = self.grid.tree.node_at(self.grid.cursor) if len(self.grid.tree) else None
+        return None if node is None else target_for_node(self.session.model, node)
 
     # -- export ---------------------------------------------------------------------------------
     def export_view(self) -> ViewText:

@@ -18,6 +18,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from nsight_tui.render.safe import visible
 from nsight_tui.tui.table_model import Column
 
 
@@ -212,9 +213,9 @@ class DataGrid(ScrollView, can_focus=True):
         spans = getattr(self.source, "spans", None)
         layout = self._columns_for(width)
         if spans is not None and spans(row) and layout:
-            line = fit(self.source.cell(row, layout[0][0]), width, "left")  # a heading row: one cell
+            line = fit(visible(self.source.cell(row, layout[0][0])), width, "left")  # a heading row: one cell
         else:
-            parts = [fit(self.source.cell(row, col), w, col.align) for col, w in layout]
+            parts = [fit(visible(self.source.cell(row, col)), w, col.align) for col, w in layout]  # names are data
             line = fit(" ".join(parts), width, "left")
         style = base
         extra = self.row_style(row)

@@ -8,6 +8,9 @@ import re
 from rich.text import Text
 from textual.widgets import Static
 
+from nsight_tui.render.numbers import quantity
+from nsight_tui.render.safe import visible
+
 
 def short_label(label: str) -> str:
     """`GEMM (matmul) share` -> `GEMM`: the compact flow has no room for the words."""
@@ -43,8 +46,8 @@ class RatioPanel(Static):
         for i, r in enumerate(self.ratios):
             if i:
                 text.append("  ·  ", style="dim")
-            text.append(f"{short_label(r.label)} ")
-            text.append(r.display, style="bold")
+            text.append(f"{visible(short_label(r.label))} ")
+            text.append(quantity(r.value, r.unit), style="bold")
         return text
 
     def _table(self) -> Text:
@@ -54,9 +57,10 @@ class RatioPanel(Static):
         for i, r in enumerate(self.ratios):
             if i:
                 text.append("\n")
-            room = max(width - len(r.display) - 1, 8)
-            label = r.label if len(r.label) <= room else r.label[: room - 1] + "…"
+            value, label = quantity(r.value, r.unit), visible(r.label)
+            room = max(width - len(value) - 1, 8)
+            label = label if len(label) <= room else label[: room - 1] + "…"
             text.append(label.ljust(room) + " ")
-            text.append(r.display, style="bold")
-            text.append(f"\n  {r.basis}", style="dim")
+            text.append(value, style="bold")
+            text.append(f"\n  {visible(r.basis)}", style="dim")
         return text

@@ -1,0 +1,39 @@
+"""Snapshots of the diff views at the 80x24 minimum, on the committed manual-vs-fused pair.
+Update deliberately (`pytest tests/tui/test_tui_diff_snapshots.py --snapshot-update`) and
+look at the SVGs."""
+from __future__ import annotations
+
+import pytest
+from test_tui_support import SAMPLES, press, settle
+
+MANUAL = SAMPLES / "small_ctx128.sqlite"
+FUSED = SAMPLES / "small_ctx128_fused.sqlite"
+pytestmark = pytest.mark.skipif(not (MANUAL.exists() and FUSED.exists()), reason="sample pair missing")
+
+
+def diff_app():
+    from nsight_tui.tui.app import NsightApp
+
+    return NsightApp([str(MANUAL), str(FUSED)], diff=True)
+
+
+def steps(*keys):
+    async def run_before(pilot):
+        await settle(pilot.app, pilot)
+        for key in keys:
+            await press(pilot.app, pilot, key)
+        await settle(pilot.app, pilot)
+
+    return run_before
+
+
+def test_snapshot_diff_80x24(snap_compare):
+    assert snap_compare(diff_app(), terminal_size=(80, 24), run_before=steps())
+
+
+def test_snapshot_diff_why_80x24(snap_compare):
+    assert snap_compare(diff_app(), terminal_size=(80, 24), run_before=steps("w"))
+
+
+def test_snapshot_diff_step_kernels_80x24(snap_compare):
+    assert snap_compare(diff_app(), terminal_size=(80, 24), run_before=steps("K"))

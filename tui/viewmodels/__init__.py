@@ -1,0 +1,1 @@
+"""View models: what each screen shows, computed without Textual (screens only render them)."""
