@@ -10,6 +10,7 @@ with the reason for its value. No presentation here (nsight_tui.render.findings 
 from __future__ import annotations
 
 import re
+from typing import Any
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -258,7 +259,8 @@ def fp32_gemm(c: StepContext) -> Finding | None:
     fast = max((p for p in ("tf32", "bf16") if p in pk.tflops), key=lambda p: pk.tflops[p], default=None)
     if fast is None:
         return None
-    rows, gemm_ns = [], 0
+    rows: list[dict[str, Any]] = []
+    gemm_ns = 0
     for code in np.unique(codes[fam == "gemm"]):
         name = t.op_names[int(code)]
         if roofline.kernel_math_path(name, r.config) == "fp32":
@@ -271,7 +273,7 @@ def fp32_gemm(c: StepContext) -> Finding | None:
     ratio = pk.tflops["fp32"] / pk.tflops["tf32" if "tf32" in pk.tflops else fast]
     gpu_share = s.busy_ns / (s.window_ns or 1)
     saved = gemm_ns * (1 - ratio) * gpu_share / c.n
-    rows.sort(key=lambda x: -int(x["kernel_ns"]))
+    rows.sort(key=lambda x: -x["kernel_ns"])
     return Finding(
         "fp32-gemm-without-tensor-cores", f"fp32 GEMMs on CUDA cores on a GPU with TF32 tensor cores ({pk.name})",
         ["step_N"], _ms(saved),

@@ -25,11 +25,11 @@ class LoadFailed(Message):
 
 
 class ModelReady(Message):
-    """The model for `attribution` is built; the app may switch to it."""
+    """The model for `attribution` (and main-thread pick) is built; the app may switch to it."""
 
-    def __init__(self, session, attribution: str) -> None:
+    def __init__(self, session, attribution: str, main_thread: str | None = None) -> None:
         super().__init__()
-        self.session, self.attribution = session, attribution
+        self.session, self.attribution, self.main_thread = session, attribution, main_thread
 
 
 # -- the diff views (posted by their workers to the screen itself) ---------------------------------
