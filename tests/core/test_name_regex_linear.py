@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from nsight_tui.parsers import families, kernel_names
+from nsight_tui.parsers import families, kernel_names, op_ranges
 from nsight_tui.parsers.model import path_key
 
 MB = 1 << 20
@@ -19,7 +19,7 @@ MB = 1 << 20
 def _patterns():
     found = [(f"rule {i} ({r.family})", r.pattern) for i, r in enumerate(families.RULES)]
     found += [(f"describe: {p.pattern[:40]}", p) for p, _ in families._KERNEL_WORDS]
-    for module in (families, kernel_names):
+    for module in (families, kernel_names, op_ranges):
         found += [(f"{module.__name__}.{k}", v) for k, v in vars(module).items() if isinstance(v, re.Pattern)]
     return found
 
@@ -72,6 +72,7 @@ def test_name_functions_finish_on_1mb_names(shape):
     kernel_names.decode_gemm(name)
     kernel_names.table_name(name)
     path_key(name)
+    op_ranges.fold_name(name)
 
 
 def test_regex_rewrites_keep_their_meaning():
