@@ -50,7 +50,10 @@ def _run(args) -> int:
     from nsight_tui.render import sweep as sweep_text
 
     target = Path(args.target)
-    runs = sweep.discover(target) if target.is_dir() else []
+    skipped: list[str] = []  # non-regular files in the folder (a FIFO would block the read)
+    runs = sweep.discover(target, skipped) if target.is_dir() else []
+    for line in skipped:
+        print(f"note: {visible(line)}", file=sys.stderr)
     inputs = [target, *(r.path for r in runs)]
     if args.output != "-":  # refuse before any work
         output.check_target(args.output, args.force, inputs)
@@ -71,9 +74,9 @@ def _run(args) -> int:
                       roofline_options=roof)
         tables = sweep_text.tables(runs)
         if args.format == "json":
-            text = report.sweep_json(target, runs, tables, args.attribution)
+            text = report.sweep_json(target, runs, tables, args.attribution, skipped)
         else:
-            text = report.sweep_markdown(target, tables, args.attribution)
+            text = report.sweep_markdown(target, tables, args.attribution, runs, skipped)
     else:
         trace = load_trace(target)
         answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof)
