@@ -44,7 +44,7 @@ def nsys_nesting(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     members = np.diff(np.append(first, len(pos)))
     u_parent = np.full(len(first), -1, dtype=np.int64)
     bounds = np.flatnonzero(np.append(True, ug[1:] != ug[:-1]))
-    for lo, hi in zip(bounds, np.append(bounds[1:], len(ug))):
+    for lo, hi in zip(bounds.tolist(), np.append(bounds[1:], len(ug)).tolist()):
         if not _stack_parents(us, ue, lo, hi, u_parent):
             _shortest_enclosing(us, ue, lo, hi, u_parent)
     # Levels over unique intervals: parents come first in this order (earlier start, or the
