@@ -140,7 +140,7 @@ def scan(con: sqlite3.Connection, schema: Schema, path: Path) -> Checks:
         if not bad:
             continue
         if rule.event_table and 2 * bad > total:
-            worst = max(reasons, key=reasons.get)
+            worst = max(reasons, key=lambda k: reasons[k])
             raise TraceError(f"{path}: {table} is not as nsys writes it: {worst} in {reasons[worst]:,} of "
                              f"{total:,} rows ({bad:,} bad rows in all); refusing rather than guessing")
         checks.tables[table] = TableCheck(table, total, bad, reasons, cond)
