@@ -24,6 +24,7 @@ import itertools
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,9 @@ class Fetched:
 
 class Tables:
     """One export, table by table. `read(table, columns)` asks only for columns the schema
-    has (the loader checks `schema.has` first); `rows` restricts to these row keys."""
+    has (the loader checks `schema.has` first); `rows` restricts to these row keys; `where`
+    (SQLite exports only) is an SQL condition the rows must meet: `validate.Checks.where`,
+    the same text for the ADBC and the sqlite3 reader, so both leave out the same rows."""
 
     kind = "?"
     reader = "?"  # which library read the big tables (for `TraceInfo.reader`)
@@ -92,10 +95,14 @@ class Tables:
     path: Path
 
     def read(self, table: str, columns: list[str], rows: np.ndarray | None = None,
-             integer: tuple[str, ...] = ()) -> Fetched:
+             integer: tuple[str, ...] = (), where: str = "") -> Fetched:
         """`integer`: the columns meant to hold integers (a reader may re-read a table whose
         values it could not type as such)."""
         raise NotImplementedError
+
+    def connection(self) -> sqlite3.Connection | None:
+        """The sqlite3 connection of an SQLite export (for `validate.scan`), else None."""
+        return None
 
     def close(self) -> None:
         pass
@@ -108,11 +115,14 @@ class Tables:
 
 
 # -- Python's sqlite3 ------------------------------------------------------------------------
-def _select(table: str, columns: list[str], rows: np.ndarray | None) -> tuple[str, list]:
+def _select(table: str, columns: list[str], rows: np.ndarray | None, where: str = "") -> tuple[str, list]:
     cols = ", ".join(ROWID if c == ROWID else f'"{c}"' for c in columns)
-    if rows is None:
-        return f'SELECT {cols} FROM "{table}"', []
-    return f'SELECT {cols} FROM "{table}" WHERE rowid IN ({",".join("?" * len(rows))})', [int(r) for r in rows]
+    conds = [f"({where})"] if where else []
+    params: list = []
+    if rows is not None:
+        conds.append(f'rowid IN ({",".join("?" * len(rows))})')
+        params = [int(r) for r in rows]
+    return f'SELECT {cols} FROM "{table}"' + (" WHERE " + " AND ".join(conds) if conds else ""), params
 
 
 def _chunk_columns(rows: list[tuple], width: int) -> list[tuple[np.ndarray, np.ndarray | None]]:
@@ -135,14 +145,15 @@ def _chunk_columns(rows: list[tuple], width: int) -> list[tuple[np.ndarray, np.n
     return out
 
 
-def fetch_sqlite(con: sqlite3.Connection, table: str, columns: list[str], rows: np.ndarray | None = None) -> Fetched:
+def fetch_sqlite(con: sqlite3.Connection, table: str, columns: list[str], rows: np.ndarray | None = None,
+                 where: str = "") -> Fetched:
     """Python's sqlite3, chunk by chunk: tuples for 10^6 rows cost several times the file in
     memory; chunks keep that to a few MB."""
     parts: list[list] = [[] for _ in columns]
     n = 0
     batches = [None] if rows is None else [rows[i:i + 900] for i in range(0, len(rows), 900)]
     for batch in batches:
-        cur = con.execute(*_select(table, columns, batch))
+        cur = con.execute(*_select(table, columns, batch, where))
         while chunk := cur.fetchmany(CHUNK):
             n += len(chunk)
             for i, col in enumerate(_chunk_columns(chunk, len(columns))):
@@ -178,11 +189,14 @@ class SqliteTables(Tables):
             self.con.close()
             raise
 
-    def read(self, table, columns, rows=None, integer=()) -> Fetched:
+    def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
         try:
-            return fetch_sqlite(self.con, table, columns, rows)
+            return fetch_sqlite(self.con, table, columns, rows, where)
         except sqlite3.DatabaseError as exc:
             raise TraceError(f"{self.path}: damaged or unexpected export, table {table} ({exc})") from None
+
+    def connection(self) -> sqlite3.Connection:
+        return self.con
 
     def close(self) -> None:
         self.con.close()
@@ -229,6 +243,7 @@ class SqliteArrowTables(SqliteTables):
         super().__init__(path, probe)
         import adbc_driver_sqlite.dbapi as adbc
 
+        self.adbc: Any = None
         try:
             self.adbc = adbc.connect(readonly_uri(self.path))
         except Exception:  # the driver could not open it: sqlite3 reads everything
@@ -236,18 +251,21 @@ class SqliteArrowTables(SqliteTables):
             self.reader = SqliteTables.reader
         self.fallbacks: list[str] = []  # tables the driver refused, read by sqlite3 instead
 
-    def read(self, table, columns, rows=None, integer=()) -> Fetched:
+    def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
         if self.adbc is None or rows is not None:  # chosen rows (launch details): one IN query
-            return super().read(table, columns, rows)
+            return super().read(table, columns, rows, where=where)
         try:
-            fetched = from_arrow(table, self._arrow(_select(table, columns, None)[0]), columns)
+            fetched = from_arrow(table, self._arrow(_select(table, columns, None, where)[0]), columns)
         except Exception:  # a type the driver refuses (text in an integer column), or a driver bug
             fetched = None
         if fetched is None or not all(fetched.is_integer(c) for c in integer if fetched.has(c)):
             # The driver typed a column from its first rows: text among integers comes back
             # as all-text. sqlite3 gives each value as stored, for the loader's validation.
-            self.fallbacks.append(table)
-            return super().read(table, columns, rows)
+            if table not in self.fallbacks:
+                self.fallbacks.append(table)
+            return super().read(table, columns, rows, where=where)
+        if table in self.fallbacks:  # read again with bad rows left out: the driver took it this time
+            self.fallbacks.remove(table)
         return fetched
 
     def _arrow(self, sql: str):
@@ -288,9 +306,11 @@ class _FileTables(Tables):
     def _table(self, file: Path, columns: list[str]):
         raise NotImplementedError
 
-    def read(self, table, columns, rows=None, integer=()) -> Fetched:
+    def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
         import pyarrow as pa
 
+        if where:  # the loader never asks: bad rows in a columnar export refuse it (load.py)
+            raise ValueError("row conditions are SQL: SQLite exports only")
         stored = [c for c in columns if c != ROWID]
         try:
             tbl = self._table(self.files[table], stored)

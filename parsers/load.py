@@ -16,10 +16,10 @@ import pandas as pd
 
 from nsight_tui.parsers.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers import conventions
+from nsight_tui.parsers import conventions, validate
 from nsight_tui.parsers.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, pid_of, tid_of)
-from nsight_tui.parsers.source import Schema
+from nsight_tui.parsers.source import Schema, sidecar_notes
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
 FALLBACK_MEMCPY_LABELS = {
@@ -67,6 +67,9 @@ class Trace:
     processes: dict[int, tuple[int, str]]  # globalPid -> (pid, name)
     memcpy_labels_from_export: bool = True
     facts: dict = field(default_factory=dict, repr=False)  # what TraceLoader read from the small tables
+    # The rows left out (validate.scan's conditions): lazy reads (short names, launch details)
+    # apply them too, so they see the rows the model holds.
+    checks: validate.Checks = field(default_factory=validate.Checks, repr=False)
     # What modules above derive from this trace, cached here under keys they own (the range
     # model per attribution, the family of each op name): the loader knows nothing of them.
     derived: dict = field(default_factory=dict, repr=False)
@@ -84,7 +87,7 @@ class Trace:
     def op_short(self) -> list[str]:
         """nsys's short kernel name per op name code (read from the file on first use)."""
         with open_tables(self.path, probe=False) as tables:
-            return _kernel_short_names(tables, self.op_names)
+            return _kernel_short_names(tables, self.op_names, self.checks)
 
     def op_details(self, op_positions) -> pd.DataFrame:
         """grid, block, graph node and bytes of these ops, read from the file by row key."""
@@ -102,7 +105,11 @@ class Trace:
                 if not sel.any():
                     continue
                 wanted = ["rowid", "graphNodeId", *(dims if kind == KERNEL else ("bytes",))]
-                f = _read(source, table, wanted, integer=tuple(wanted), rows=np.unique(rowids[sel]))
+                try:
+                    f = _read(source, table, wanted, integer=tuple(wanted), rows=np.unique(rowids[sel]),
+                              checks=self.checks)
+                except validate.BadValues:  # a value nsys never writes there: no details shown
+                    continue
                 # rows in the file's order: put them back in the order asked for
                 at = pd.Series(np.arange(f.n), index=f.int("rowid", 0)).reindex(rowids[sel]).to_numpy()
                 found = ~np.isnan(at)
@@ -143,7 +150,8 @@ class RunMeta:
     @classmethod
     def from_marks(cls, marks: pd.DataFrame) -> "RunMeta":
         meta = cls()
-        for text in marks["text"]:
+        # in time order: nsys 2025.6+ exports do not promise it
+        for text in marks.sort_values(["start", "gtid"], kind="stable")["text"] if len(marks) else []:
             mark = conventions.parse_mark(text)
             if mark is None:
                 continue
@@ -157,38 +165,53 @@ class RunMeta:
 
 # ---------------------------------------------------------------------------------------
 # Reading: every table goes through `columns.Tables` (ADBC, sqlite3, Parquet or Arrow) and
-# then through `_validated`, the one place fetched columns are checked before use.
+# then through `_validated`, the one place fetched columns are checked before use. A value
+# nsys never writes raises validate.BadValues; the loader then counts the bad rows once with
+# SQL (validate.scan) and reads again with `checks`, whose conditions leave those rows out.
 
 def _validated(tables: Tables, fetched: Fetched, integer: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> Fetched:
     """Check the columns of one fetched table: `integer` columns must hold integers (or
-    NULL), `required` ones must not be NULL. Bad input raises TraceError with one line."""
+    NULL), `required` ones must not be NULL. Raises validate.BadValues, with one line that
+    names the first offending value (the message when the rows cannot be left out)."""
     for name in integer:
         if fetched.has(name) and not fetched.is_integer(name):
             values = fetched.values[name]
-            bad = next((v for v in values if v is not None and not isinstance(v, (int, np.integer))), None)
-            raise TraceError(f"{tables.path}: {fetched.table}.{name} holds {bad!r} where nsys writes integers")
+            bad = next((v for v in values if v is not None and not (type(v) is int and -2**63 <= v < 2**63)), None)
+            raise validate.BadValues(f"{tables.path}: {fetched.table}.{name} holds {_short_repr(bad)} where nsys writes integers")
     for name in required:
         if fetched.has(name) and fetched.null(name).any():
             row = int(np.flatnonzero(fetched.null(name))[0]) + 1
-            raise TraceError(f"{tables.path}: {fetched.table}.{name} is NULL (row {row}); nsys always writes it")
+            raise validate.BadValues(f"{tables.path}: {fetched.table}.{name} is NULL (row {row}); nsys always writes it")
     return fetched
 
 
-def _read(tables: Tables, table: str, wanted: list[str], *, integer=(), required=(), rows=None) -> Fetched:
+def _short_repr(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _read(tables: Tables, table: str, wanted: list[str], *, integer=(), required=(), rows=None,
+          checks: validate.Checks | None = None) -> Fetched:
     """The columns of `wanted` that this export has (older ones lack some), validated;
-    `rows`: only the rows with these row keys (rowid), in the file's order."""
+    `rows`: only the rows with these row keys (rowid), in the file's order; `checks`: the
+    rows validate.scan marked bad are left out."""
     present = [c for c in wanted if tables.schema.has(table, c)]
-    return _validated(tables, tables.read(table, present, rows, integer), integer=integer, required=required)
+    where = checks.where(table, prefix="") if checks is not None else ""
+    return _validated(tables, tables.read(table, present, rows, integer, where), integer=integer, required=required)
 
 
 class _Strings:
-    """StringIds: id -> text, looked up for whole arrays at once."""
+    """StringIds: id -> text, looked up for whole arrays at once. A NULL text is bad input:
+    before the scan it raises BadValues, after it the name shows as `<string ID>`."""
 
-    def __init__(self, tables: Tables):
-        f = _read(tables, "StringIds", ["id", "value"], integer=("id",), required=("id",))
+    def __init__(self, tables: Tables, checks: validate.Checks):
+        f = _read(tables, "StringIds", ["id", "value"], integer=("id",), required=("id",), checks=checks)
         ids = f.int("id", -1)
         values = f.text("value")
-        self.map = {int(i): ("" if v is None else str(v)) for i, v in zip(ids.tolist(), values)}
+        if not checks.scanned and (f.null("value").any() or any(v is None for v in values)):
+            raise validate.BadValues(f"{tables.path}: StringIds.value is NULL where nsys writes a name")
+        self.map = {int(i): (f"<string {i}>" if v is None else v if type(v) is str else str(v))
+                    for i, v in zip(ids.tolist(), values)}
 
     def get(self, sid, default=None):
         return self.map.get(sid, default)
@@ -239,15 +262,16 @@ def _kernel_name_column(schema: Schema) -> str:
     return "demangledName" if schema.has(t, "demangledName") else "shortName"
 
 
-def _op_frame(tables: Tables, table: str, name_column: str | None, name_default: int) -> tuple[pd.DataFrame, Fetched]:
+def _op_frame(tables: Tables, table: str, name_column: str | None, name_default: int,
+              checks: validate.Checks) -> tuple[pd.DataFrame, Fetched]:
     wanted = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "rowid"]
     if name_column:
         wanted.append(name_column)
     f = _read(tables, table, wanted, integer=(*_OP_INTS, *([name_column] if name_column else [])),
-              required=("start",))
+              required=("start", "end"), checks=checks)
     start = f.int("start", 0)
     frame = pd.DataFrame({
-        "start": start, "end": f.int("end", start), "device": f.int("deviceId", -1),
+        "start": start, "end": f.int("end", 0), "device": f.int("deviceId", -1),
         "stream": f.int("streamId", -1), "corr": f.int("correlationId", -1), "gpid": f.int("globalPid", -1),
         "name": f.int(name_column, name_default) if name_column else np.full(f.n, name_default, dtype=np.int64),
         "rowid": f.int("rowid", 0),
@@ -256,7 +280,7 @@ def _op_frame(tables: Tables, table: str, name_column: str | None, name_default:
 
 
 def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int],
-              memcpy_labels: dict[int, str]) -> pd.DataFrame:
+              memcpy_labels: dict[int, str], checks: validate.Checks) -> pd.DataFrame:
     """Kernels, memcpys and memsets as one frame, with only the columns attribution and the
     first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
     names stay in the file: `op_details` and `op_short` read them when asked."""
@@ -272,19 +296,19 @@ def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if schema.has(t):
         name_col = _kernel_name_column(schema)
-        k, _ = _op_frame(tables, t, name_col if schema.has(t, name_col) else None, -1)
+        k, _ = _op_frame(tables, t, name_col if schema.has(t, name_col) else None, -1, checks)
         k["name"] = _codes(k["name"].to_numpy(), strings, names, index)
         frames.append((KERNEL, k))
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if schema.has(t):
-        m, _ = _op_frame(tables, t, "copyKind" if schema.has(t, "copyKind") else None, 0)
+        m, _ = _op_frame(tables, t, "copyKind" if schema.has(t, "copyKind") else None, 0, checks)
         codes = {int(kind): code_of(f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]")
                  for kind in np.unique(m["name"].to_numpy())}
         m["name"] = m["name"].map(codes)
         frames.append((MEMCPY, m))
     t = "CUPTI_ACTIVITY_KIND_MEMSET"
     if schema.has(t):
-        s, _ = _op_frame(tables, t, None, 0)
+        s, _ = _op_frame(tables, t, None, 0, checks)
         s["name"] = code_of("[CUDA memset]")
         frames.append((MEMSET, s))
     if not frames:
@@ -296,21 +320,25 @@ def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     return ops
 
 
-def _kernel_short_names(tables: Tables, op_names: list[str]) -> list[str]:
+def _kernel_short_names(tables: Tables, op_names: list[str], checks: validate.Checks) -> list[str]:
     """nsys's shortName for each op name (memcpy/memset labels are their own short name):
     per demangled name, the smallest shortName id, as nsys's reports pick it."""
     short = list(op_names)
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if not (tables.schema.has(t, "shortName") and tables.schema.has(t, "demangledName")):
         return short
-    f = _read(tables, t, ["demangledName", "shortName"], integer=("demangledName", "shortName"))
-    demangled, sname = f.int("demangledName", -1), f.int("shortName", -1)
+    try:
+        f = _read(tables, t, ["demangledName", "shortName"], integer=("demangledName", "shortName"), checks=checks)
+        strings = _Strings(tables, checks)
+    except validate.BadValues:  # the load left such rows out; the names stay demangled
+        return short
+    # a NULL shortName never wins SQL's min()
+    demangled, sname = f.int("demangledName", -1), f.int("shortName", np.iinfo(np.int64).max)
     if not len(demangled):
         return short
     order = np.lexsort((sname, demangled))
     d, s = demangled[order], sname[order]
     first = np.concatenate(([True], d[1:] != d[:-1]))
-    strings = _Strings(tables)
     index = {name: i for i, name in enumerate(op_names)}
     for did, sid in zip(d[first].tolist(), s[first].tolist()):
         text = strings.get(did)
@@ -319,15 +347,15 @@ def _kernel_short_names(tables: Tables, op_names: list[str]) -> list[str]:
     return short
 
 
-def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int]) -> pd.DataFrame:
+def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int],
+              checks: validate.Checks) -> pd.DataFrame:
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
     cols = ["start", "end", "gtid", "corr", "name"]
     if not tables.schema.has(t):
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
     ints = ("start", "end", "globalTid", "correlationId", "nameId")
-    f = _read(tables, t, list(ints), integer=ints, required=("start",))
-    start = f.int("start", 0)
-    api = pd.DataFrame({"start": start, "end": f.int("end", start), "gtid": f.int("globalTid", -1),
+    f = _read(tables, t, list(ints), integer=ints, required=("start", "end"), checks=checks)
+    api = pd.DataFrame({"start": f.int("start", 0), "end": f.int("end", 0), "gtid": f.int("globalTid", -1),
                         "corr": f.int("correlationId", -1), "name": f.int("nameId", -1)}, copy=False)
     api["name"] = _codes(api["name"].to_numpy(), strings, names, index)
     return api
@@ -336,14 +364,14 @@ def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[s
 RANGE_COLUMNS = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop", "name", "domain", "text", "unended"]
 
 
-def _load_nvtx(tables: Tables, strings: _Strings) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tuple[pd.DataFrame, pd.DataFrame]:
     t = "NVTX_EVENTS"
     empty_ranges = pd.DataFrame({c: [] for c in RANGE_COLUMNS})
     empty_marks = pd.DataFrame({"start": [], "gtid": [], "text": []})
     if not tables.schema.has(t):
         return empty_ranges, empty_marks
     ints = ("rowid", "start", "end", "eventType", "globalTid", "endGlobalTid", "textId", "domainId")
-    f = _read(tables, t, [*ints, "text"], integer=ints, required=("start", "eventType"))
+    f = _read(tables, t, [*ints, "text"], integer=ints, required=("start", "eventType", "globalTid"), checks=checks)
     if f.n == 0:
         return empty_ranges, empty_marks
     start, etype, gtid = f.int("start", 0), f.int("eventType", -1), f.int("globalTid", -1)
@@ -351,6 +379,8 @@ def _load_nvtx(tables: Tables, strings: _Strings) -> tuple[pd.DataFrame, pd.Data
     end = f.int("end", 0)
     # Registered strings (textId) win over the inline text, as nsys resolves them.
     text = f.text("text")
+    if pd.api.types.infer_dtype(text, skipna=True) not in ("string", "empty"):  # a number stored as text
+        text = np.array([x if x is None or isinstance(x, str) else str(x) for x in text], dtype=object)
     has_id = ~f.null("textId")
     if has_id.any():
         resolved = strings.texts(f.int("textId", -1)[has_id])
@@ -380,12 +410,17 @@ def _load_nvtx(tables: Tables, strings: _Strings) -> tuple[pd.DataFrame, pd.Data
             pairs, inverse = np.unique(np.stack([domain_id[r], pid[r]], axis=1), axis=0, return_inverse=True)
             names = np.array([domains.get((int(d), int(p)), "") for d, p in pairs] + [""], dtype=object)
             r_domain = names[inverse.reshape(-1)]
+        # One string object per distinct name: a long name repeated over many ranges is then
+        # compared by identity when grouped, not character by character.
+        joined: dict[tuple[str, str], str] = {}
+        r_name = np.array([joined.get(k) or joined.setdefault(k, f"{k[0]}:{k[1]}")
+                           for k in zip(r_domain.tolist(), r_text.tolist())], dtype=object)
         ranges = pd.DataFrame({
             "rowid": f.int("rowid", 0)[r], "start": start[r],
             "end": np.where(r_end_null, range_max, end[r]), "end_sum": np.where(r_end_null, all_max, end[r]),
             "gtid": gtid[r], "cross": ~f.null("endGlobalTid")[r],
             "pushpop": np.isin(etype[r], (NVTX_PUSHPOP, NVTXT_PUSHPOP)),
-            "name": r_domain + ":" + r_text, "domain": r_domain, "text": r_text, "unended": r_end_null,
+            "name": r_name, "domain": r_domain, "text": r_text, "unended": r_end_null,
         })
     mk = np.flatnonzero(np.isin(etype, (NVTX_MARK, NVTXT_MARK)))
     marks = pd.DataFrame({"start": start[mk], "gtid": gtid[mk], "text": text[mk]})
@@ -402,38 +437,44 @@ def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
     a_corr, o_corr = api["corr"].to_numpy(), ops["corr"].to_numpy()
     a_pid = pid_of(api["gtid"].to_numpy())
     o_gpid = ops["gpid"].to_numpy()
-    if a_corr.max(initial=0) >= 2**32 or a_corr.min(initial=0) < 0:
-        raise TraceError("correlation IDs outside 0..2^32; this export is not supported")
-    a_key = (a_pid << 32) | a_corr
-    one_process = a_pid.min() == a_pid.max()
-    if one_process and a_corr.max() < 4 * len(a_corr) + (1 << 20):
+    if a_corr.max(initial=0) >= 2**32:
+        raise TraceError(f"CUDA API correlation IDs up to {int(a_corr.max()):,}, above 2^32: "
+                         "not an export nsys writes; cannot link kernels to their launches")
+    # A call without a correlation ID (NULL: -1 here) launched nothing this export can show.
+    with_id = np.flatnonzero(a_corr >= 0)
+    if len(with_id) == 0:
+        return
+    w_corr, w_pid = a_corr[with_id], a_pid[with_id]
+    one_process = w_pid.min() == w_pid.max()
+    if one_process and w_corr.max() < 4 * len(w_corr) + (1 << 20):
         # The usual case: one process, dense correlation IDs. A table indexed by ID; filled
         # backwards because repeated indices keep the last value, and the first call wins.
-        table = np.full(int(a_corr.max()) + 1, -1, dtype=np.int64)
-        table[a_corr[::-1]] = np.arange(len(a_corr) - 1, -1, -1, dtype=np.int64)
-        pid0 = int(a_pid[0])
+        table = np.full(int(w_corr.max()) + 1, -1, dtype=np.int64)
+        table[w_corr[::-1]] = with_id[::-1]
+        pid0 = int(w_pid[0])
 
         def find(keys):
             corr, pid = keys & 0xFFFFFFFF, keys >> 32
             ok = (pid == pid0) & (corr < len(table))
             return np.where(ok, table[np.where(ok, corr, 0)], -1)
     else:
-        order = np.argsort(a_key, kind="stable")  # stable: the first call wins on a duplicate key
-        sorted_keys = a_key[order]
+        w_key = (w_pid << 32) | w_corr
+        order = with_id[np.argsort(w_key, kind="stable")]  # stable: the first call wins on a duplicate key
+        sorted_keys = (a_pid[order] << 32) | a_corr[order]
 
         def find(keys):
             at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
             return np.where(sorted_keys[at] == keys, order[at], -1)
 
-    has_pid = o_gpid >= 0
+    has_pid = (o_gpid >= 0) & (o_corr >= 0)
     pos = np.full(len(ops), -1, dtype=np.int64)
     pos[has_pid] = find((pid_of(o_gpid[has_pid]) << 32) | o_corr[has_pid])
     if not has_pid.all():
         # Cut-down exports drop the kernel's globalPid: the correlation ID alone decides, which
         # is unique while the export holds one process.
-        by_corr = np.argsort(a_corr, kind="stable")
+        by_corr = with_id[np.argsort(w_corr, kind="stable")]
         c_sorted = a_corr[by_corr]
-        want = o_corr[~has_pid]
+        want = np.where(o_corr[~has_pid] >= 0, o_corr[~has_pid], -2)  # -2: matches no call
         at = np.minimum(np.searchsorted(c_sorted, want), len(c_sorted) - 1)
         found = np.where(c_sorted[at] == want, by_corr[at], -1)
         pos[~has_pid] = found
@@ -443,11 +484,12 @@ def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
     ops["api"] = pos
 
 
-def _small(tables: Tables, table: str, wanted: list[str], integer=()) -> Fetched | None:
+def _small(tables: Tables, table: str, wanted: list[str], integer=(), required=(),
+           checks: validate.Checks | None = None) -> Fetched | None:
     """A small table (threads, processes, GPUs, metadata), or None if the export lacks it."""
     if not tables.schema.has(table):
         return None
-    return _read(tables, table, wanted, integer=integer)
+    return _read(tables, table, wanted, integer=integer, required=required, checks=checks)
 
 
 def _meta_value(tables: Tables, names: list[str]) -> str:
@@ -462,35 +504,50 @@ def _meta_value(tables: Tables, names: list[str]) -> str:
     return ""
 
 
-def _trace_facts(tables: Tables, strings: _Strings) -> dict:
+def _trace_facts(tables: Tables, strings: _Strings, checks: validate.Checks) -> dict:
     """Threads, processes, GPUs, span and versions: the small tables."""
     threads: dict[int, str] = {}
-    f = _small(tables, "ThreadNames", ["globalTid", "nameId"], integer=("globalTid", "nameId"))
+    ints = ("globalTid", "nameId")
+    f = _small(tables, "ThreadNames", list(ints), integer=ints, required=ints, checks=checks)
     if f is not None:
         for gtid, name in zip(f.int("globalTid", -1).tolist(), f.int("nameId", -1).tolist()):
             threads[gtid] = strings.get(name, str(name))
     processes: dict[int, tuple[int, str]] = {}
-    f = _small(tables, "PROCESSES", ["globalPid", "pid", "name"], integer=("globalPid", "pid"))
+    f = _small(tables, "PROCESSES", ["globalPid", "pid", "name"], integer=("globalPid",), required=("globalPid",),
+               checks=checks)
     if f is not None:
-        for gpid, pid, name in zip(f.int("globalPid", -1).tolist(), f.int("pid", -1).tolist(), f.text("name")):
-            processes[gpid] = (pid, name or "")
+        gpids = f.int("globalPid", -1)
+        if f.has("pid") and f.is_integer("pid") and not f.null("pid").any():
+            pids = f.int("pid", -1).tolist()
+        elif not f.has("pid"):
+            pids = [-1] * f.n
+        elif not checks.scanned:
+            raise validate.BadValues(f"{tables.path}: PROCESSES.pid is not an integer where nsys writes one")
+        else:  # what nsys encodes in the globalPid anyway
+            raw = f.values["pid"]
+            ok = ~f.null("pid") & np.array([type(v) in (int, np.int64) for v in raw.tolist()], dtype=bool)
+            pids = np.where(ok, np.where(ok, raw, 0).astype(np.int64), pid_of(gpids)).tolist()
+        for gpid, pid, name in zip(gpids.tolist(), pids, f.text("name")):
+            processes[gpid] = (pid, name if isinstance(name, str) else "")
     gpus: list[str] = []
-    f = _small(tables, "TARGET_INFO_GPU", ["id", "name"], integer=("id",))
+    f = _small(tables, "TARGET_INFO_GPU", ["id", "name"])
     if f is not None:
         names = f.text("name")
-        gpus = [str(names[i]) for i in np.argsort(f.int("id", 0), kind="stable")]
+        order = np.argsort(f.int("id", 0), kind="stable") if f.has("id") and f.is_integer("id") else range(f.n)
+        gpus = [str(names[i]) for i in order]
     span = 0
     if tables.schema.has("ANALYSIS_DETAILS", "duration"):
-        f = _read(tables, "ANALYSIS_DETAILS", ["duration"], integer=("duration",))
-        span = int(f.int("duration", 0).max(initial=0))
+        f = _read(tables, "ANALYSIS_DETAILS", ["duration"], integer=("duration",), checks=checks)
+        durations = f.int("duration", 0)[~f.null("duration")]
+        span = int(durations.max(initial=0))
     return {"threads": threads, "processes": processes, "gpus": gpus, "span": span,
             "nsys_version": _meta_value(tables, ["EXPORT_PRODUCT_VERSION"]),
             "schema_version": _meta_value(tables, ["EXPORT_SCHEMA_VERSION"])}
 
 
-def _memcpy_labels(tables: Tables) -> tuple[dict[int, str], bool]:
+def _memcpy_labels(tables: Tables, checks: validate.Checks) -> tuple[dict[int, str], bool]:
     labels = dict(FALLBACK_MEMCPY_LABELS)
-    f = _small(tables, "ENUM_CUDA_MEMCPY_OPER", ["id", "label"], integer=("id",))
+    f = _small(tables, "ENUM_CUDA_MEMCPY_OPER", ["id", "label"], integer=("id",), required=("id",), checks=checks)
     if f is not None:
         labels.update({int(i): str(v) for i, v in zip(f.int("id", -1).tolist(), f.text("label"))})
     return labels, f is not None
@@ -506,6 +563,14 @@ class TraceLoader:
 
     `load_trace(path)` is both in one call. The file is opened read-only (source.py) and
     closed when `finish` returns or fails.
+
+    Bad rows: both stages read without row conditions first (fast on good files). When a
+    value cannot be what nsys writes (validate.BadValues), `validate.scan` counts the bad rows
+    of every table once, with SQL, and the stage reads again leaving them out; the same
+    conditions go to both SQLite readers (ADBC and sqlite3), so they leave out the same rows.
+    A stage that succeeded before the scan saw no bad value in its tables, so the scan leaves
+    its rows as they were. nsys's columnar exports have no SQL to scan with: a bad value there
+    refuses the file in one line.
     """
 
     def __init__(self, path: str | Path, progress=None, native: bool = True):
@@ -521,12 +586,26 @@ class TraceLoader:
         except BaseException:
             self.tables.close()
             raise
+        self.checks = validate.Checks()
         self._early: Trace | None = None
 
     def _guarded(self, step):
         try:
-            return step()
+            try:
+                return step()
+            except validate.BadValues as exc:
+                con = self.tables.connection()
+                if con is None or self.checks.scanned:  # nothing to scan with, or scanned already
+                    raise TraceError(str(exc) or f"{self.path}: a value nsys never writes") from None
+                # Count what is wrong, once, with SQL, and read again leaving those rows out
+                # (or refuse the file: validate.scan raises TraceError for a mostly bad table).
+                self.checks = validate.scan(con, self.tables.schema, self.path)
+                try:
+                    return step()
+                except validate.BadValues as again:
+                    raise TraceError(str(again)) from None
         except sqlite3.DatabaseError as exc:
+            self.tables.close()
             raise TraceError(f"{self.path}: damaged or unexpected export ({exc})") from None
         except BaseException:
             self.tables.close()
@@ -540,9 +619,9 @@ class TraceLoader:
 
     def _ranges_only(self) -> "Trace":
         self.say(0.05, "NVTX ranges")
-        self.strings = _Strings(self.tables)
-        ranges, marks = _load_nvtx(self.tables, self.strings)
-        facts = _trace_facts(self.tables, self.strings)
+        self.strings = _Strings(self.tables, self.checks)
+        ranges, marks = _load_nvtx(self.tables, self.strings, self.checks)
+        facts = _trace_facts(self.tables, self.strings, self.checks)
         empty_ops = pd.DataFrame({c: np.zeros(0, dtype=np.int8 if c == "kind" else np.int64)
                                   for c in ["kind", *OP_COLUMNS, "api"]})
         empty_api = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["start", "end", "gtid", "corr", "name"]})
@@ -550,7 +629,7 @@ class TraceLoader:
         info.gpu_pending = self.has_cuda
         return Trace(path=self.path, schema=self.tables.schema, info=info, op_names=[], api_names=[], ops=empty_ops,
                      api=empty_api, ranges=ranges, marks=marks, threads=facts["threads"],
-                     processes=facts["processes"], facts=facts)
+                     processes=facts["processes"], facts=facts, checks=self.checks)
 
     def finish(self) -> "Trace":
         try:
@@ -560,14 +639,14 @@ class TraceLoader:
             self.tables.close()
 
     def _finish(self, early: "Trace") -> "Trace":
-        tables = self.tables
+        tables, checks = self.tables, self.checks
         self.say(0.2, "CUDA API calls")
         api_names: list[str] = []
-        api = _load_api(tables, self.strings, api_names, {})
+        api = _load_api(tables, self.strings, api_names, {}, checks)
         self.say(0.55, "GPU operations")
-        memcpy_labels, from_export = _memcpy_labels(tables)
+        memcpy_labels, from_export = _memcpy_labels(tables, checks)
         op_names: list[str] = []
-        ops = _load_ops(tables, self.strings, op_names, {}, memcpy_labels)
+        ops = _load_ops(tables, self.strings, op_names, {}, memcpy_labels, checks)
         _link_ops_to_api(ops, api)
         info = self._info(early.facts, ops, api, early.ranges, from_export)
         info.reader = tables.reader
@@ -577,12 +656,18 @@ class TraceLoader:
         self.say(1.0, "done")
         return Trace(path=self.path, schema=tables.schema, info=info, op_names=op_names, api_names=api_names,
                      ops=ops, api=api, ranges=early.ranges, marks=early.marks, threads=early.threads,
-                     processes=early.processes, memcpy_labels_from_export=from_export, facts=early.facts)
+                     processes=early.processes, memcpy_labels_from_export=from_export, facts=early.facts,
+                     checks=checks)
 
     def _info(self, facts: dict, ops: pd.DataFrame, api: pd.DataFrame, ranges: pd.DataFrame,
               from_export: bool) -> "TraceInfo":
         kinds = ops["kind"].to_numpy()
-        notes = []
+        notes = (sidecar_notes(self.path) if self.tables.kind == "sqlite" else []) + self.checks.notes()
+        no_corr = int((api["corr"].to_numpy() < 0).sum()) if len(api) and self.tables.schema.has(
+            "CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId") else 0
+        if no_corr:
+            notes.append(f"{no_corr:,} CUDA API calls have no correlation ID: they count in cuda_api_sum "
+                         "but are linked to no GPU work")
         if not self.has_nvtx:
             notes.append("no NVTX data: range views are empty; kernel and API summaries still work")
         if not from_export and (kinds == MEMCPY).any():

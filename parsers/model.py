@@ -8,25 +8,29 @@ end) and GPU busy time (union of op intervals). `RangeNode` objects wrap rows fo
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import pandas as pd
-
-from nsight_tui.parsers.attribution import MODE_HELP, attribute, slices_to_pairs
+from nsight_tui.parsers.attribution import (
+    MODE_HELP,
+    attribute,
+    enclosing_pairs,
+    slices_to_pairs,
+)
 from nsight_tui.parsers.groupstats import group_ids, group_stats
 from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
 
-_NUMBERED = re.compile(r"\d+$")
-
+OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
 
 def path_key(name: str) -> str:
     """Names that differ only by a trailing number are one row when aggregated
-    (`step_3` -> `step_N`; emit_nvtx's `aten::mm, op_id = 17` -> `aten::mm, op_id = N`)."""
-    return _NUMBERED.sub("N", name)
+    (`step_3` -> `step_N`); PyTorch's op ranges lose their seq, op id and shapes
+    (`aten::mm, seq = 12, op_id = 17` -> `aten::mm`): parsers.op_ranges.fold_name."""
+    return fold_name(name)
 
 
 def display_name(name: str) -> str:
@@ -34,7 +38,7 @@ def display_name(name: str) -> str:
     return name[1:] if name.startswith(":") else name
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RangeNode:
     """One NVTX range instance, or (aggregated view) all instances sharing a name path."""
 
@@ -44,6 +48,11 @@ class RangeNode:
     depth: int
     parent: "RangeNode | None" = field(default=None, repr=False)
     children: list["RangeNode"] = field(default_factory=list, repr=False)
+    is_ops: bool = False  # the synthetic `ops` level: ids are its children's
+    foreign: bool = False  # another thread's range shown under the main range it ran in
+    # (model, op positions): kept, since the kernel table and its ratios both ask, and a
+    # node of every step holds 10^6 of them
+    ops_cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def instances(self) -> int:
@@ -51,7 +60,16 @@ class RangeNode:
 
     @property
     def label(self) -> str:
-        return display_name(self.name)
+        return OPS if self.is_ops else display_name(self.name)
+
+    @property
+    def is_op_range(self) -> bool:
+        return not self.is_ops and bool(self.model.range_is_op[self.ids[0]])
+
+    @property
+    def key(self) -> str:
+        """The name it aggregates under (`step_N`, `aten::mm`; `ops` for the ops level)."""
+        return OPS if self.is_ops else self.model.range_key[self.ids[0]]
 
     @property
     def start(self) -> int:
@@ -113,9 +131,9 @@ class RangeNode:
     def op_positions(self) -> np.ndarray:
         """Positions of the ops attributed to this node (kept: the kernel table and its
         ratios both ask, and a node of every step holds 10^6 of them)."""
-        cached = self.__dict__.get("_op_positions")
+        cached = self.ops_cache
         if cached is None or cached[0] is not self.model:
-            cached = self.__dict__["_op_positions"] = (self.model, self.model.ops_of(self.ids))
+            cached = self.ops_cache = (self.model, self.model.ops_of(self.ids))
         return cached[1]
 
 
@@ -129,12 +147,15 @@ class ThreadGroup:
 
 
 class RangeModel:
-    def __init__(self, trace: Trace, mode: str = "process", tree_from: "RangeModel | None" = None):
-        """`tree_from`: a model of the same ranges frame (the loader's early, GPU-less stage):
+    def __init__(self, trace: Trace, mode: str = "process", main_thread: str | None = None,
+                 tree_from: "RangeModel | None" = None):
+        """`main_thread`: None (chosen by parsers.main_thread), or a thread id or name.
+        `tree_from`: a model of the same ranges frame (the loader's early, GPU-less stage):
         its nesting and tree nodes are taken over instead of being built again."""
         self.trace = trace
         self.mode = mode
         self.mode_help = MODE_HELP[mode]
+        self.main_thread_spec = main_thread
         # The loader's first stage has ranges but no GPU work yet: GPU figures are unknown,
         # not zero (screens show them blank until the full model replaces this one).
         self.gpu_pending = bool(trace.info.gpu_pending)
@@ -144,7 +165,8 @@ class RangeModel:
         self.r_end = r["end"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.r_gtid = r["gtid"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.cpu_ns = self.r_end - self.r_start
-        op_pos, range_pos, self.main_threads = attribute(r, trace.api, trace.ops, mode)
+        op_pos, range_pos, self.main_info = attribute(r, trace.api, trace.ops, mode, trace.threads, main_thread)
+        self.main_threads = {gpid: m.gtid for gpid, m in self.main_info.items()}
         # Pairs sorted by range, then op start (ties: op position): per-range slices are
         # contiguous and in time order. One sort of one int64 key, (range << 32) | the op's
         # rank by start, instead of a two-key lexsort of 10^6 pairs.
@@ -170,8 +192,11 @@ class RangeModel:
     def _adopt_tree(self, other: "RangeModel") -> None:
         """Take over `other`'s nesting and tree nodes (built from the same ranges): the nodes
         now read this model's figures. Thread groups are rebuilt: which thread is the main
-        one depends on the GPU work."""
+        one depends on the GPU work. Not the nodes when this model copies another thread's
+        ranges under the main thread's (`_embed_foreign` needs the GPU work to know which)."""
         self.parent, self.depth = other.parent, other.depth
+        if len(self._foreign_tops()[0]) or len(other._foreign_tops()[0]):
+            return
         for name in ("thread_groups", "aggregated_groups"):
             groups = other.__dict__.get(name)
             if groups is None:
@@ -257,7 +282,8 @@ class RangeModel:
         """Per process and thread, the root ranges with their subtrees (instances)."""
         nodes: list[RangeNode | None] = [None] * self.n
         names = self.trace.ranges["name"].tolist() if self.n else []
-        order = np.lexsort((self.r_start, self.depth))
+        # children in time order (ties: the longer first, then by thread), whatever the rows' order
+        order = np.lexsort((self.r_gtid, -self.r_end, self.r_start, self.depth))
         roots: dict[int, list[RangeNode]] = {}
         one = np.arange(self.n, dtype=np.int64)  # node i's ids: a view one[i:i+1], not a new array
         parents, depths = self.parent.tolist(), self.depth.tolist()
@@ -269,38 +295,105 @@ class RangeModel:
                 nodes[p].children.append(node)
             else:
                 roots.setdefault(int(self.r_gtid[i]), []).append(node)
+        if self.mode == "process":
+            self._embed_foreign(nodes, roots)
+        stack = list(roots.values())
+        while stack:  # every level, the copies' too
+            level = stack.pop()
+            _gather_ops(level)
+            stack.extend(n.children for n in level if n.children)
         return self._groups(roots)
+
+    def _embed_foreign(self, nodes: list, roots: dict[int, list[RangeNode]]) -> None:
+        """The process view: each top range of a thread whose GPU work the main thread's
+        ranges hold (PyTorch's autograd thread) is also shown under the innermost main range
+        open when it began (`backward` -> AddmmBackward0 ...), as a copy of its subtree."""
+        tops, hosts = self._foreign_tops()
+        for top, host in zip(tops.tolist(), hosts.tolist()):
+            parent = nodes[host]
+            parent.children.append(_copy_tree(nodes[top], parent))
+        for n in {id(nodes[h]): nodes[h] for h in hosts.tolist()}.values():
+            n.children.sort(key=lambda c: c.start)
+
+    def _foreign_tops(self) -> tuple[np.ndarray, np.ndarray]:
+        """(top range, host range) pairs `_embed_foreign` copies, in the order it copies them:
+        tops per thread in the instance tree's order (threads by first top in time order)."""
+        cached = self.__dict__.get("_foreign")
+        if cached is not None:
+            return cached
+        none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        self._foreign = none
+        mains = set(self.main_threads.values())
+        api = self.trace.api
+        if self.mode != "process" or not self.n or not mains or not len(api):
+            return none
+        launched = self.trace.ops["api"].to_numpy()
+        launchers = np.unique(api["gtid"].to_numpy()[launched[launched >= 0]])
+        order = np.lexsort((self.r_gtid, -self.r_end, self.r_start, self.depth))
+        tops = order[self.parent[order] < 0]
+        # the instance tree's roots dict: threads in order of their first top
+        _, first, thread_of = np.unique(self.r_gtid[tops], return_index=True, return_inverse=True)
+        tops = tops[np.lexsort((np.arange(len(tops)), first[thread_of.reshape(-1)]))]
+        g = self.r_gtid[tops]
+        f_ids = tops[np.isin(g, launchers) & ~np.isin(g, list(mains))]
+        if not len(f_ids):
+            return none
+        m_ids = np.flatnonzero(np.isin(self.r_gtid, list(mains)))
+        hi, fj = enclosing_pairs(self.r_gtid[m_ids] & PID_MASK, self.r_start[m_ids], self.r_end[m_ids],
+                                 self.r_gtid[f_ids] & PID_MASK, self.r_start[f_ids], None)
+        if len(fj) == 0:
+            return none
+        host_pos = m_ids[hi]
+        order = np.lexsort((self.depth[host_pos], fj))  # per foreign range, deepest host last
+        fj, host_pos = fj[order], host_pos[order]
+        last = np.ones(len(fj), dtype=bool)
+        last[:-1] = fj[1:] != fj[:-1]
+        self._foreign = (f_ids[fj[last]], host_pos[last])
+        return self._foreign
 
     @cached_property
     def aggregated_groups(self) -> list[ThreadGroup]:
-        """The same trees with instances merged by name path (`step_N/forward` x N).
+        """The same trees with instances merged by name path (`step_N/forward` x N): among
+        the children of one merged node (its instances' children, instance by instance, each
+        in time order) the ones with the same key (`range_key`; the `ops` level by itself)
+        merge, in order of first appearance."""
+        if self.n and not self.range_is_op.any() and not len(self._foreign_tops()[0]):
+            return self._aggregated_from_arrays()
+        # PyTorch's op ranges gathered under `ops`, or another thread's ranges copied under
+        # the main thread's: merge the instance tree, which holds both.
+        groups = []
+        for g in self.thread_groups:
+            merged: list[RangeNode] = []
+            self._merge_into(g.roots, merged, None)
+            groups.append(ThreadGroup(g.gpid, g.gtid, g.label, merged, g.is_main))
+        return groups
 
-        Built level by level over arrays, without the instance tree: among the children of
-        one merged node (its instances' children, instance by instance, each in time order)
-        the ones with the same name path (`path_key`) merge, in order of first appearance.
-        Only merged nodes become objects: a few hundred, not one per range."""
+    def _aggregated_from_arrays(self) -> list[ThreadGroup]:
+        """`aggregated_groups` for a tree without `ops` levels or copied ranges, built level
+        by level over arrays, without the instance tree: the instance tree's order (time,
+        ties: the longer first, then position) and `_merge_into`'s merging (tests/core/
+        test_aggregated_tree.py checks they agree). Only merged nodes become objects: a few
+        hundred, not one per range."""
         n = self.n
-        if n == 0:
-            return []
         names = self.trace.ranges["name"].to_numpy(dtype=object)
-        name_code, uniq = pd.factorize(names)
-        key_of_name, key_text = pd.factorize(pd.Series([path_key(u) for u in uniq], dtype=object))
-        key = key_of_name[name_code].astype(np.int64)
+        key, key_text = pd.factorize(pd.Series(self.range_key, dtype=object))
+        key = key.astype(np.int64)
         n_keys = max(len(key_text), 1)
         agg = np.full(n, -1, dtype=np.int64)  # merged node of each range
         rank = np.zeros(n, dtype=np.int64)  # its place among that node's instances
         nodes: list[RangeNode] = []
         roots: dict[int, list[RangeNode]] = {}
         _, gtid_code = np.unique(self.r_gtid, return_inverse=True)
+        neg_end = -self.r_end
         for d in range(int(self.depth.max()) + 1):
             rows = np.flatnonzero(self.depth == d)
-            if d == 0:  # per thread, in time order (ties: position)
+            if d == 0:  # per thread, in time order (ties: the longer first, then position)
                 outer = gtid_code.reshape(-1)[rows].astype(np.int64)
-                order = np.lexsort((rows, self.r_start[rows], outer))
+                order = np.lexsort((rows, neg_end[rows], self.r_start[rows], outer))
             else:  # per merged parent, instance by instance, each one's children in time order
                 par = self.parent[rows]
                 outer = agg[par]
-                order = np.lexsort((rows, self.r_start[rows], rank[par], outer))
+                order = np.lexsort((rows, neg_end[rows], self.r_start[rows], rank[par], outer))
             rows, outer = rows[order], outer[order]
             group_of, _ = pd.factorize(outer * n_keys + key[rows])  # codes in first-appearance order
             by_group = np.argsort(group_of, kind="stable")
@@ -323,6 +416,23 @@ class RangeModel:
                     parent.children.append(node)
         return self._groups(roots)
 
+    def _merge_into(self, nodes: list[RangeNode], out: list[RangeNode], parent: RangeNode | None):
+        # A work list, not recursion: NVTX ranges nest thousands deep in the wild.
+        work = [(nodes, out, parent)]
+        while work:
+            level, into, above = work.pop()
+            by_key: dict[tuple[bool, str], list[RangeNode]] = {}
+            for node in level:
+                by_key.setdefault((node.is_ops, node.key), []).append(node)
+            for (is_ops, key), members in by_key.items():
+                ids = np.concatenate([m.ids for m in members])
+                # op ranges show their folded name even once (their op ids differ run to run)
+                name = key if len(members) > 1 or members[0].is_op_range else members[0].name
+                agg = RangeNode(self, name, ids, members[0].depth, above, is_ops=is_ops,
+                                foreign=members[0].foreign)
+                into.append(agg)
+                work.append(([c for m in members for c in m.children], agg.children, agg))
+
     def _groups(self, roots: dict[int, list[RangeNode]]) -> list[ThreadGroup]:
         out = []
         mains = set(self.main_threads.values())
@@ -333,6 +443,27 @@ class RangeModel:
         # Main threads first, then by process and thread id.
         out.sort(key=lambda g: (g.gpid, not g.is_main, g.gtid))
         return out
+
+    @cached_property
+    def range_is_op(self) -> np.ndarray:
+        """Per range: one of PyTorch's op/node ranges (parsers.op_ranges), not the user's."""
+        return self._names_folded[0]
+
+    @cached_property
+    def range_key(self) -> np.ndarray:
+        """Per range: its name folded for aggregation (path_key), as an object array."""
+        return self._names_folded[1]
+
+    @cached_property
+    def _names_folded(self) -> tuple[np.ndarray, np.ndarray]:
+        # 10^5 op ranges with unique op ids are 10^5 distinct names: plain str methods, no regex
+        names = self.trace.ranges["name"].tolist() if self.n else []
+        texts = self.trace.ranges["text"].tolist() if self.n else []
+        is_op = np.fromiter((is_op_range(t) for t in texts), dtype=bool, count=len(texts))
+        # op keys from the text, behind the name's domain tag (`:` for the default domain)
+        key = np.array([n[:len(n) - len(t)] + op_key(t) if op else fold_trailing_number(n)
+                        for n, t, op in zip(names, texts, is_op.tolist())], dtype=object)
+        return is_op, key
 
     @cached_property
     def children_index(self) -> dict[int, list[int]]:
@@ -452,7 +583,7 @@ class RangeModel:
             "thread": thread_text[thread_idx.reshape(-1)] if len(pos) else np.array([], dtype=object),
             "latency": np.where(has, o_start - a_start, 0),
         })
-        return df.sort_values("start", kind="stable").reset_index(drop=True)
+        return df.sort_values(["start", "device", "stream", "corr"], kind="stable").reset_index(drop=True)
 
     def stack_at(self, gtid: int, t_start: int, t_end: int | None = None) -> list[int]:
         """Range positions on thread `gtid` open over [t_start, t_end], outermost first."""
@@ -476,6 +607,7 @@ class RangeModel:
         row = api.iloc[a]
         gtid = int(row["gtid"])
         op_pos = np.flatnonzero(t.ops["api"].to_numpy() == a)
+        op_pos = op_pos[np.lexsort((t.ops["corr"].to_numpy()[op_pos], t.ops["start"].to_numpy()[op_pos]))]
         own = self.stack_at(gtid, int(row["start"]), int(row["end"]))
         main = self.main_threads.get(gtid & PID_MASK)
         attributed = sorted(set(self.pair_range[np.isin(self.pair_op, op_pos)].tolist()),
@@ -490,6 +622,35 @@ class RangeModel:
             if main is not None and main != gtid else [],
             attributed=[display_name(t.ranges["name"].iat[i]) for i in attributed],
         )
+
+
+def _copy_tree(node: RangeNode, parent: RangeNode) -> RangeNode:
+    """`node`'s subtree again, under `parent` (the same ranges, another place in the tree)."""
+    top = RangeNode(node.model, node.name, node.ids, parent.depth + 1, parent, foreign=True)
+    stack = [(node, top)]
+    while stack:
+        src, dst = stack.pop()
+        for child in src.children:
+            copy = RangeNode(child.model, child.name, child.ids, dst.depth + 1, dst, foreign=True)
+            dst.children.append(copy)
+            stack.append((child, copy))
+    return top
+
+
+def _gather_ops(level: list[RangeNode]) -> None:
+    """Where user ranges and PyTorch's op ranges are siblings, the op ranges move under one
+    `ops` node, after the user ranges (the user's own structure stays on top)."""
+    ops = [n for n in level if n.is_op_range]
+    if not ops or len(ops) == len(level):
+        return
+    parent = ops[0].parent
+    holder = RangeNode(ops[0].model, OPS, np.concatenate([n.ids for n in ops]),
+                       ops[0].depth, parent, is_ops=True)
+    for n in ops:
+        n.parent = holder
+        n.depth = holder.depth + 1
+    holder.children = ops
+    level[:] = [n for n in level if not n.is_op_range] + [holder]
 
 
 @dataclass
@@ -569,12 +730,14 @@ def _group_cummax(g: np.ndarray, e: np.ndarray, new_group: np.ndarray) -> np.nda
     return np.maximum.accumulate(e - lo + lift) - lift + lo
 
 
-def range_model(trace: Trace, attribution: str = "process", tree_from: RangeModel | None = None) -> RangeModel:
-    """The range tree of `trace` under one attribution mode, built once and kept with the trace
+def range_model(trace: Trace, attribution: str = "process", main_thread: str | None = None,
+                tree_from: RangeModel | None = None) -> RangeModel:
+    """The range tree of `trace` under one attribution mode and main-thread choice (`None`:
+    chosen by parsers.main_thread; else a thread id or name), built once and kept with the trace
     (`tree_from`: see RangeModel)."""
     if attribution not in ("process", "nsys"):
         raise ValueError(f"unknown attribution mode {attribution!r}")
-    key = ("range_model", attribution)
+    key = ("range_model", attribution, main_thread or None)
     if key not in trace.derived:
-        trace.derived[key] = RangeModel(trace, attribution, tree_from)
+        trace.derived[key] = RangeModel(trace, attribution, main_thread or None, tree_from)
     return trace.derived[key]

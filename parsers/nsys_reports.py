@@ -19,6 +19,7 @@ from decimal import ROUND_HALF_UP, Decimal
 import numpy as np
 import pandas as pd
 
+from nsight_tui.parsers.nvtx_nesting import nsys_nesting
 from nsight_tui.parsers.groupstats import group_ids, group_stats
 from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, api_display_name, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
@@ -107,7 +108,7 @@ def _sort_desc(s: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 # -- CUDA reports -------------------------------------------------------------------------
-def cuda_gpu_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def cuda_gpu_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Instances", *STAT_HEADERS, "Name"]
     rep = Report("cuda_gpu_kern_sum", "CUDA GPU Kernel Summary", headers)
     k = trace.ops[trace.ops["kind"] == KERNEL]
@@ -131,7 +132,7 @@ def _name_ranks(trace: Trace) -> np.ndarray:
     return ranks
 
 
-def cuda_api_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def cuda_api_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Num Calls", *STAT_HEADERS, "Name"]
     rep = Report("cuda_api_sum", "CUDA API Summary", headers)
     api = trace.api
@@ -145,7 +146,7 @@ def cuda_api_sum(trace: Trace, attribution: str = "nsys") -> Report:
     return rep
 
 
-def cuda_gpu_mem_time_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def cuda_gpu_mem_time_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Count", *STAT_HEADERS, "Operation"]
     rep = Report("cuda_gpu_mem_time_sum", "CUDA GPU MemOps Summary (by Time)", headers)
     m = trace.ops[trace.ops["kind"].isin((MEMCPY, MEMSET))]
@@ -171,7 +172,7 @@ def _style(pushpop: pd.Series) -> np.ndarray:
     return np.where(pushpop.to_numpy(dtype=bool), "PushPop", "StartEnd")
 
 
-def nvtx_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def nvtx_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Instances", *STAT_HEADERS, "Style", "Range"]
     rep = Report("nvtx_sum", "NVTX Range Summary", headers)
     r = trace.ranges
@@ -198,14 +199,14 @@ def _needs_api(trace: Trace, rep: Report) -> bool:
     return True
 
 
-def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Range", "Style", "Total Proj Time (ns)", "Total Range Time (ns)", "Range Instances",
                "Proj Avg (ns)", "Proj Med (ns)", "Proj Min (ns)", "Proj Max (ns)", "Proj StdDev (ns)",
                "Total GPU Ops", "Avg GPU Ops", "Avg Range Lvl", "Avg Num Child"]
     rep = Report("nvtx_gpu_proj_sum", "NVTX GPU Projection Summary", headers)
     if not _needs_api(trace, rep):
         return rep
-    m = range_model(trace, attribution)
+    m = range_model(trace, attribution, main_thread)
     pr = m.pair_range
     # GPU ops are counted by launching call: a CUDA graph launch is one op however many nodes.
     # Attributed ops all have their launching call (ops["api"]), and two ops share a
@@ -222,13 +223,15 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys") -> Report:
     ids = np.flatnonzero(has)
     if len(ids) == 0:
         return rep
-    parent = m.parent
+    # nsys's own nesting (parsers/nvtx_nesting), not the tree the views show: they differ on
+    # overlapping, unended, cross-thread and duplicated ranges.
+    parent, depth = nsys_nesting(trace.ranges)
     child_with_ops = np.bincount(parent[(parent >= 0) & has], minlength=m.n)
     r = trace.ranges
     frame = pd.DataFrame({
         "name": r["name"].to_numpy()[ids], "style": _style(r["pushpop"])[ids],
         "proj": m.proj_ns[ids], "range": m.cpu_ns[ids], "ops": op_nb[ids],
-        "level": m.depth[ids], "child": child_with_ops[ids],
+        "level": depth[ids], "child": child_with_ops[ids],
     })
     g = frame.groupby(["name", "style"], sort=True)
     s = _group_stats(frame[["name", "style"]], frame["proj"].to_numpy())
@@ -246,14 +249,14 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys") -> Report:
     return rep
 
 
-def nvtx_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", *STAT_HEADERS,
                "Kernel Name"]
     rep = Report("nvtx_kern_sum", "NVTX Range Kernel Summary", headers)
     if not _needs_api(trace, rep) or not trace.schema.has("CUPTI_ACTIVITY_KIND_KERNEL"):
         rep.message = rep.message or "does not contain CUDA kernel data"
         return rep
-    m = range_model(trace, attribution)
+    m = range_model(trace, attribution, main_thread)
     ops = trace.ops
     is_k = ops["kind"].to_numpy() == KERNEL
     keep = is_k[m.pair_op]
@@ -364,7 +367,7 @@ BUILDERS = {
 }
 
 
-def build_report(trace: Trace, name: str, attribution: str = "nsys") -> Report:
+def build_report(trace: Trace, name: str, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     if name not in BUILDERS:
         raise ValueError(f"unknown report {name!r}; choose from {', '.join(REPORTS)}")
-    return BUILDERS[name](trace, attribution)
+    return BUILDERS[name](trace, attribution, main_thread)

@@ -25,6 +25,24 @@ def sample_traces() -> list[Path]:
     return sorted(SAMPLES.glob("*.sqlite"))
 
 
+def oracle_csv(folder: Path, stem: str, report: str) -> Path | None:
+    """NVIDIA's CSV for one report: `oracle/STEM_REPORT.csv`, or `.csv.xz` (the op-range
+    samples' NVTX reports hold a row per op instance: megabytes that xz makes tens of KB)."""
+    for suffix in (".csv", ".csv.xz"):
+        path = folder / "oracle" / f"{stem}_{report}{suffix}"
+        if path.exists():
+            return path
+    return None
+
+
+def read_oracle(path: Path) -> str:
+    if path.suffix == ".xz":
+        import lzma
+
+        return lzma.decompress(path.read_bytes()).decode()
+    return path.read_text()
+
+
 def oracle_cases() -> list[tuple[Path, Path, str]]:
     """(trace, NVIDIA's CSV, report) for every trace that has NVIDIA's CSVs beside it."""
     cases = []
@@ -32,7 +50,30 @@ def oracle_cases() -> list[tuple[Path, Path, str]]:
     for folder in (SAMPLES, *rank_folders, SHARED):
         for trace in sorted(folder.glob("*.sqlite")) if folder.exists() else []:
             for report in REPORTS:
-                csv_path = folder / "oracle" / f"{trace.stem}_{report}.csv"
-                if csv_path.exists():
+                csv_path = oracle_csv(folder, trace.stem, report)
+                if csv_path is not None:
                     cases.append((trace, csv_path, report))
     return cases
+
+
+def mutated_copy(tmp_path: Path, name: str, *sql: str, src: Path | None = None, drop_not_null: bool = False) -> Path:
+    """A copy of a committed sample (small_ctx128_fwd by default) with `sql` applied: the bad
+    inputs of issues 10/16 are made this way, never committed. `drop_not_null` first removes
+    nsys's NOT NULL constraints (they do not change how rows are stored) so NULLs can go in."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / f"{name}.sqlite"
+    shutil.copyfile(src or SAMPLES / "small_ctx128_fwd.sqlite", path)
+    if drop_not_null:
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA writable_schema = ON")
+        con.execute("UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE type = 'table'")
+        con.commit()
+        con.close()
+    con = sqlite3.connect(path)
+    for statement in sql:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return path

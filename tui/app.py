@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.ids import PID_MASK, tid_of
 from nsight_tui.parsers.load import TraceLoader
 from nsight_tui.tui import export
 from nsight_tui.tui.commands import NsightCommands
@@ -24,6 +25,7 @@ from nsight_tui.tui.messages import LoadFailed, LoadProgress, ModelReady, TraceL
 from nsight_tui.tui.session import Session
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.views.api import ApiScreen
+from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
 from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
@@ -69,11 +71,12 @@ class NsightApp(App[int]):
     ]
 
     def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
-                 diff: bool = False):
+                 diff: bool = False, main_thread: str | None = None):
         super().__init__()
         self.paths = [Path(p) for p in paths]
         self.open_diff = diff  # start on the diff of the two files (over the files view)
         self.attribution = attribution
+        self.main_thread = main_thread  # --main-thread: a thread id or name, for every file opened
         self.export_dir = Path(export_dir) if export_dir is not None else None
         self.session: Session | None = None
         self.error_message = ""
@@ -122,16 +125,16 @@ class NsightApp(App[int]):
             # Stage 1: the NVTX tree with CPU times, on screen while the GPU work is read.
             loader = TraceLoader(path, progress=progress)
             early = loader.ranges_only()
-            tree = range_model(early, attribution)
+            tree = range_model(early, attribution, self.main_thread)
             tree.aggregated_groups  # noqa: B018 - built here, not on the UI thread
             if early.info.gpu_pending and early.info.ranges and not worker.is_cancelled:
                 session = Session(path, early, attribution, self.clock() - self._load_started,
-                                  pending="reading GPU work…")
+                                  main_thread=self.main_thread, pending="reading GPU work…")
                 self.post_message(TraceLoaded(session))
             # Stage 2: GPU ops and API calls, attributed; the tree's nodes are reused.
             trace = loader.finish()
             self.post_message(LoadProgress(path, 0.88, "attributing GPU work to NVTX ranges"))
-            model = range_model(trace, attribution, tree_from=tree)
+            model = range_model(trace, attribution, self.main_thread, tree_from=tree)
             self.post_message(LoadProgress(path, 0.95, "building the range tree"))
             model.aggregated_groups  # noqa: B018 - built here, not on the UI thread
         except TraceError as exc:
@@ -143,9 +146,11 @@ class NsightApp(App[int]):
         if not worker.is_cancelled:
             seconds = self.clock() - self._load_started
             if session is None:
-                self.post_message(TraceLoaded(Session(path, trace, attribution, seconds)))
+                self.post_message(TraceLoaded(Session(path, trace, attribution, seconds,
+                                                      main_thread=self.main_thread)))
             else:
-                self.post_message(ModelReady(session, attribution, trace=trace, load_seconds=seconds))
+                self.post_message(ModelReady(session, attribution, self.main_thread, trace=trace,
+                                             load_seconds=seconds))
 
     def on_load_progress(self, message: LoadProgress) -> None:
         if isinstance(self.screen, LoadingScreen):
@@ -333,19 +338,38 @@ class NsightApp(App[int]):
         self._mode_switching = True
         self._say(self.screen, f"building the {new} attribution…", notify=False)
         self.notify(f"building the {new} attribution…", timeout=2)
-        self._build_mode(self.session, new)
+        self._build_mode(self.session, new, self.session.main_thread)
+
+    def pick_main_thread(self, gtid: int) -> None:
+        """Make thread `gtid` its process's main thread (`t` in the range tree); on the main
+        thread the user picked, go back to the automatic choice."""
+        if not self._need_session() or self._mode_switching:
+            return
+        session = self.session
+        info = session.model.main_info.get(gtid & PID_MASK)
+        if info is not None and info.gtid == gtid:
+            if session.main_thread is None:
+                self.notify(f"{session.trace.thread_label(gtid)} is already the main thread")
+                return
+            new = None
+        else:
+            new = str(tid_of(gtid))
+        self._mode_switching = True
+        label = "the automatic choice" if new is None else session.trace.thread_label(gtid)
+        self._say(self.screen, f"main thread: {label}; attributing…", notify=False)
+        self._build_mode(session, session.attribution, new)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="mode")
-    def _build_mode(self, session: Session, attribution: str) -> None:
+    def _build_mode(self, session: Session, attribution: str, main_thread: str | None = None) -> None:
         # The build holds the GIL for long stretches: let the UI paint the notice first.
         time.sleep(0.05)
         try:
-            model = range_model(session.trace, attribution)
+            model = range_model(session.trace, attribution, main_thread)
             model.aggregated_groups  # noqa: B018
         except Exception as exc:  # keep the session usable under the mode it had
             self.call_from_thread(self._mode_failed, f"{type(exc).__name__}: {exc}")
             return
-        self.post_message(ModelReady(session, attribution))
+        self.post_message(ModelReady(session, attribution, main_thread))
 
     def _mode_failed(self, message: str) -> None:
         self._mode_switching = False
@@ -367,6 +391,7 @@ class NsightApp(App[int]):
                          if isinstance(s, KernelsScreen) and s.node is not None), None)
         await self._to_base()
         session.attribution = message.attribution
+        session.main_thread = message.main_thread
         self.attribution = message.attribution
         gc.freeze()  # the new model's objects are long-lived too
         ranges.rebuild(keep)
@@ -378,7 +403,10 @@ class NsightApp(App[int]):
             if node is not None:
                 ranges.select_node(node)
                 self.open_kernels(node)
-        self.notify(f"attribution: {session.attribution}: {session.model.mode_help}", timeout=4)
+        from nsight_tui.render.process_view import main_thread_short
+
+        self.notify(f"attribution: {session.attribution}: {session.model.mode_help}; "
+                    f"{main_thread_short(session.trace, session.model)}", timeout=4)
 
     async def _gpu_loaded(self, session: Session, trace, seconds: float) -> None:
         session.trace, session.load_seconds, session.pending = trace, seconds, ""
@@ -467,6 +495,7 @@ def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
         ("Range tree (main view)", binding_rows([RangesScreen, RangeTree])),
         ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
         ("Kernel tables", binding_rows([KernelsScreen])),
+        ("Backward by forward part (b)", binding_rows([BackwardPartsScreen])),
         ("Timeline (t)", binding_rows([TimelineScreen])),
         ("Roofline view (r)", binding_rows([RooflineScreen])),
         ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),

@@ -69,7 +69,7 @@ def launch(args) -> int:
             raise TraceError(f"{missing[0]}: no such file")
     from nsight_tui.tui.app import NsightApp
 
-    app = NsightApp(paths, attribution=args.attribution, diff=diff)
+    app = NsightApp(paths, attribution=args.attribution, diff=diff, main_thread=getattr(args, "main_thread", None))
     app.roofline_options = roofline_options(args)
     # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread
     # still loading a big file, so `q` during a load would hang until the load finished.

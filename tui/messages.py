@@ -25,12 +25,14 @@ class LoadFailed(Message):
 
 
 class ModelReady(Message):
-    """The model for `attribution` is built; the app may switch to it. With `trace`: the
-    load's second stage, the session's trace with its GPU work (the tree was shown first)."""
+    """The model for `attribution` (and main-thread pick) is built; the app may switch to it.
+    With `trace`: the load's second stage, the session's trace with its GPU work (the tree
+    was shown first)."""
 
-    def __init__(self, session, attribution: str, trace=None, load_seconds: float = 0.0) -> None:
+    def __init__(self, session, attribution: str, main_thread: str | None = None, trace=None,
+                 load_seconds: float = 0.0) -> None:
         super().__init__()
-        self.session, self.attribution = session, attribution
+        self.session, self.attribution, self.main_thread = session, attribution, main_thread
         self.trace, self.load_seconds = trace, load_seconds
 
 

@@ -17,6 +17,7 @@ class Session:
     attribution: str
     load_seconds: float
     aggregated: bool = True
+    main_thread: str | None = None  # --main-thread or `t`: a thread id; None = chosen by the model
     pending: str = ""  # while the GPU work loads (the tree shows first): what the loader is doing
     cache: dict = field(default_factory=dict)  # per-session results worth keeping (global summary)
 
@@ -24,7 +25,7 @@ class Session:
     def model(self):
         """The range model of the mode in force (already built: the loader and the mode
         switch build it in a worker before they set `attribution`)."""
-        return range_model(self.trace, self.attribution)
+        return range_model(self.trace, self.attribution, self.main_thread)
 
     def timeline(self):
         """The timeline's lanes and idle analysis under the mode in force (built once; slow:
@@ -53,11 +54,21 @@ class Session:
             f"{i.ranges:,} ranges",
             f"tree in {self.load_seconds:.2f}s · {self.pending}" if self.pending else f"loaded in {self.load_seconds:.2f}s",
         ])
-        lines = [first, f"attribution: {self.attribution} — {self.model.mode_help}"]
+        from nsight_tui.render.process_view import main_thread_short
+
+        main = f" · {main_thread_short(self.trace, self.model)}" if i.has_nvtx else ""
+        lines = [first, f"attribution: {self.attribution}{main} — {self.model.mode_help}"]
         lines += [f"note: {n}" for n in i.notes]
         return lines
 
     def export_header(self) -> str:
         i = self.trace.info
         return (f"file `{self.file_name}` · {self.gpu_text()} · nsys {i.nsys_version or '?'} · "
-                f"attribution `{self.attribution}` ({self.model.mode_help})")
+                f"attribution `{self.attribution}` ({self.model.mode_help})" + self._main_export())
+
+    def _main_export(self) -> str:
+        if not self.trace.info.has_nvtx:
+            return ""
+        from nsight_tui.render.process_view import main_thread_short
+
+        return f" · {main_thread_short(self.trace, self.model)}"

@@ -6,6 +6,7 @@ costs only the rows that appear or disappear.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from nsight_tui.parsers.model import RangeNode, ThreadGroup, display_name, path_key
@@ -14,6 +15,9 @@ from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 
 INDENT = 2
+MAX_INDENT_LEVELS = 16  # deeper rows keep this indent and show their level instead
+LABEL_LIMIT = 1024  # characters of a name in a tree row (the detail and exports keep it whole)
+_STEP = re.compile(r"^step_(N|\d+)$")
 
 
 @dataclass(eq=False)
@@ -70,12 +74,17 @@ class RangeTreeSource:
 
     # -- cells -----------------------------------------------------------------------------
     def label(self, row: TreeRow) -> str:
-        pad = " " * (INDENT * row.depth)
+        pad = " " * (INDENT * min(row.depth, MAX_INDENT_LEVELS))
+        if row.depth > MAX_INDENT_LEVELS:
+            pad += f"[{row.depth}] "
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
         if row.is_group:
             g = row.obj
             return f"{pad}{mark}{visible(g.label)}{'  [main thread]' if g.is_main else ''}"
-        return f"{pad}{mark}{visible(row.obj.label)}"
+        name = row.obj.label
+        if len(name) > LABEL_LIMIT:  # cut before making it visible: a 10 MB name costs per repaint
+            return f"{pad}{mark}{visible(name[:LABEL_LIMIT])}… (+{len(name) - LABEL_LIMIT:,} characters)"
+        return f"{pad}{mark}{visible(name)}"
 
     def value(self, row: TreeRow, key: str):
         if row.is_group:
@@ -137,11 +146,17 @@ class RangeTreeSource:
         return True
 
     def _visible_under(self, row: TreeRow, out: list[TreeRow]) -> None:
-        for child in row.children:
-            sub = TreeRow(child, row.depth + 1, id(child) in self._open and bool(child.children))
+        stack = [(row, iter(row.children))]  # depth-first without recursion (ranges nest thousands deep)
+        while stack:
+            parent, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                continue
+            sub = TreeRow(child, parent.depth + 1, id(child) in self._open and bool(child.children))
             out.append(sub)
             if sub.expanded:
-                self._visible_under(sub, out)
+                stack.append((sub, iter(sub.children)))
 
     def collapse(self, i: int) -> bool:
         row = self.rows[i]
@@ -164,10 +179,12 @@ class RangeTreeSource:
 
     def expand_default(self, max_rows: int = 40, max_depth: int = 5) -> None:
         """Open the main threads level by level while the whole level fits in `max_rows`
-        rows (so step_N/forward/backward show at once); other threads stay closed."""
+        rows (so step_N/forward/backward show at once); other threads, and the `ops` levels
+        (PyTorch's op ranges), stay closed."""
         for depth in range(max_depth):
             level = [i for i, r in enumerate(self.rows)
-                     if r.depth == depth and not r.expanded and r.children and self.group_at(i).is_main]
+                     if r.depth == depth and not r.expanded and r.children and self.group_at(i).is_main
+                     and not (not r.is_group and getattr(r.obj, "is_ops", False))]
             if not level:
                 return
             added = sum(len(self.rows[i].children) for i in level)
@@ -175,6 +192,14 @@ class RangeTreeSource:
                 return
             for i in reversed(level):  # from the bottom, so earlier indices stay valid
                 self.expand(i)
+
+    def home_row(self) -> int:
+        """Where the cursor starts: the first steady-state iteration (`step_N`), else the first range."""
+        for i, row in enumerate(self.rows):
+            name = getattr(row.obj, "name", None)  # the diff's merged rows have none
+            if not row.is_group and name and _STEP.match(path_key(name).rsplit(":", 1)[-1]):
+                return i
+        return 1 if len(self.rows) > 1 else 0
 
     def reveal(self, node: RangeNode) -> int | None:
         """Expand the ancestors of `node`; its row index."""

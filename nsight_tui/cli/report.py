@@ -17,6 +17,8 @@ def add_arguments(parser) -> None:
                         help="write to this file in an existing folder ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
     parser.add_argument("--attribution", default="process", choices=MODES)
+    parser.add_argument("--main-thread", metavar="TID|NAME",
+                        help="the thread whose ranges frame the iteration (default: chosen; the report says which)")
     parser.add_argument("--fail-on", metavar="ID[,ID...]|any",
                         help="exit 1 when one of these findings (section h) is present, e.g. "
                         "sync-stall,host-bound-gap or any (a CI gate; one file)")
@@ -41,7 +43,9 @@ def run(args) -> int:
 def _run(args) -> int:
     from nsight_tui.parsers import sweep
     from nsight_tui.parsers.analysis import questions
+    from nsight_tui.parsers.backward_parts import backward_parts
     from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.model import range_model
     from nsight_tui.render import report
     from nsight_tui.render import sweep as sweep_text
 
@@ -50,7 +54,10 @@ def _run(args) -> int:
     target = Path(args.target)
     # a folder of captures is a sweep; nsys's parquetdir/arrowdir folder is one trace
     folder = target.is_dir() and columnar_kind(target) is None
-    runs = sweep.discover(target) if folder else []
+    skipped: list[str] = []  # non-regular files in the folder (a FIFO would block the read)
+    runs = sweep.discover(target, skipped) if folder else []
+    for line in skipped:
+        print(f"note: {visible(line)}", file=sys.stderr)
     inputs = [target, *(r.path for r in runs)]
     if args.output != "-":  # refuse before any work
         output.check_target(args.output, args.force, inputs)
@@ -71,11 +78,14 @@ def _run(args) -> int:
                       roofline_options=roof)
         tables = sweep_text.tables(runs)
         if args.format == "json":
-            text = report.sweep_json(target, runs, tables, args.attribution)
+            text = report.sweep_json(target, runs, tables, args.attribution, skipped)
         else:
-            text = report.sweep_markdown(target, tables, args.attribution)
+            text = report.sweep_markdown(target, tables, args.attribution, runs, skipped)
     else:
-        answers = questions(load_trace(target), args.attribution, dims, roofline_options=roof)
+        trace = load_trace(target)
+        answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof)
+        model = range_model(trace, args.attribution, args.main_thread)
+        answers["backward_parts"] = [t.to_json() for t in backward_parts(model)]
         text = report.single_json(answers) if args.format == "json" else report.single_markdown(answers)
     if args.output == "-":
         output.write_stdout(text)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsight_tui.parsers.attribution import MODE_HELP
-from nsight_tui.render import findings, numbers, roofline, safe, tables
+from nsight_tui.render import backward_parts, findings, numbers, process_view, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
 
@@ -161,11 +161,13 @@ def ranks(a: dict) -> list[str]:
 # The page, top to bottom: add a section with one function above and one line here.
 SECTIONS: list[Section] = [
     heading,
+    process_view.section,
     forward_time,
     top_kernels,
     non_gemm_forward,
     families_by_phase,
     softmax_vs_matmul,
+    backward_parts.section,
     roofline.section,  # (g) How far from the hardware
     ratios,
     idle_section,
@@ -181,13 +183,19 @@ def single_markdown(answers: dict, sections: list[Section] | None = None) -> str
                      for block in section(answers))
 
 
-def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str) -> str:
-    """The report on a folder of captures: one table per question."""
+def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, runs=(), skipped=()) -> str:
+    """The report on a folder of captures: one table per question, then why each `error`
+    cell is one and what was not read at all."""
     out = [f"# nsight-tui sweep report: {safe.markdown(str(folder))}", "",
            (f"_attribution: {attribution} — {MODE_HELP[attribution]}; rows: model, columns: context length; "
             "OOM: the configuration ran out of GPU memory_"), ""]
     for t in sweep_tables:
         out.append(tables.markdown(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}"]))
+    errors = [[r.path.name, r.message] for r in runs if r.status == "error"]
+    if errors:
+        out.append(tables.markdown(["file", "why it is an error cell"], errors, title="Runs not analysed"))
+    if skipped:
+        out.append("Skipped: " + "; ".join(safe.markdown(s) for s in skipped) + "\n")
     return "\n".join(out)
 
 
@@ -200,11 +208,12 @@ def single_json(answers: dict) -> str:
     return tables.json(public(answers))
 
 
-def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str) -> str:
+def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, skipped=()) -> str:
     return tables.json({
         "folder": str(folder), "attribution": attribution,
         "runs": [{"file": r.path.name, "model": r.model, "ctx": r.ctx, "variant": r.variant,
                   "status": r.status, "message": r.message,
                   "answers": public(r.answers) if r.answers else None} for r in runs],
         "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows} for t in sweep_tables],
+        "skipped": list(skipped),
     })

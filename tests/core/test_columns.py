@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SAMPLES, SHARED
+from conftest import SAMPLES, SHARED, mutated_copy
 from nsight_tui.parsers import columns
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.load import TraceLoader, load_trace
@@ -136,18 +136,35 @@ def test_table_the_driver_fails_on_is_read_by_sqlite3(monkeypatch):
     assert_same_trace(native, mixed)
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["adbc", "sqlite3"])
-def test_text_in_an_integer_column_is_one_clear_error(tmp_path, native):
-    """The ADBC driver refuses the column, sqlite3 reads it, and the loader's validation
-    names the table, column and value: never a traceback, never a wrong number."""
-    path = tmp_path / "bad.sqlite"
-    shutil.copy(SAMPLES / "small_ctx128.sqlite", path)
-    con = sqlite3.connect(path)
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = 'oops' WHERE rowid = 7")
-    con.commit()
+K = "CUPTI_ACTIVITY_KIND_KERNEL"
+BAD_ROWS = [  # (mutation, table, SQL condition of the rows kept)
+    (f"UPDATE {K} SET correlationId = 'oops' WHERE rowid = 7", K,
+     "typeof(correlationId) IN ('integer', 'null')"),
+    (f"UPDATE {K} SET start = NULL WHERE rowid IN (3, 9)", K, "typeof(start) = 'integer'"),
+    ("UPDATE NVTX_EVENTS SET globalTid = 'g' WHERE rowid = 10", "NVTX_EVENTS", "typeof(globalTid) = 'integer'"),
+    ("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = x'01' WHERE rowid = 4", "CUPTI_ACTIVITY_KIND_RUNTIME",
+     "typeof(end) = 'integer'"),
+]
+
+
+@needs_adbc
+@pytest.mark.parametrize("mutation,table,good", BAD_ROWS, ids=["text_corr", "null_start", "nvtx_gtid", "api_blob"])
+def test_bad_rows_left_out_alike_by_both_readers(tmp_path, mutation, table, good):
+    """Text or NULL where nsys writes integers: the ADBC driver refuses or types the column
+    otherwise, sqlite3 reads the values as stored; both end with the same rows left out (the
+    same SQL condition from validate.scan), the same note, and the same trace."""
+    path = mutated_copy(tmp_path, "bad", mutation, src=SAMPLES / "small_ctx128.sqlite", drop_not_null=True)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    total, kept = con.execute(f"SELECT count(*), sum({good}) FROM {table}").fetchone()
     con.close()
-    with pytest.raises(TraceError, match=r"CUPTI_ACTIVITY_KIND_KERNEL\.correlationId holds 'oops'"):
-        load_trace(path, native=native)
+    native, serial = load_trace(path), load_trace(path, native=False)
+    assert native.info.reader.startswith("adbc-driver-sqlite") and serial.info.reader == "sqlite3"
+    assert_same_trace(native, serial)
+    assert kept < total
+    assert any(n.startswith(f"left out {total - kept:,} of {total:,} ") and f"({table})" in n
+               for n in native.info.notes), native.info.notes
+    if table == K:
+        assert native.info.kernels == kept
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["adbc", "sqlite3"])

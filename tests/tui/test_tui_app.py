@@ -63,10 +63,14 @@ def test_navigate_expand_collapse_and_aggregate(path: Path):
     async def body():
         async with running(path) as (app, pilot):
             tree = app.screen.grid
-            assert tree.cursor == 1  # the first range, under its thread
+            # the cursor starts on the steady-state iterations, the first row named step_N
+            home = tree.cursor
+            assert tree.tree.node_at(home).label.endswith("step_N")
+            assert not any(tree.tree.node_at(i) and tree.tree.node_at(i).label.endswith("step_N")
+                           for i in range(home))
             first = tree.tree.node_at(1)
             await press(app, pilot, "j")
-            assert tree.cursor == 2
+            assert tree.cursor == home + 1
             await press(app, pilot, "k", "G")
             assert tree.cursor == tree.row_count - 1
             await press(app, pilot, "g", "j")
@@ -95,7 +99,7 @@ def test_navigate_expand_collapse_and_aggregate(path: Path):
 def test_search_jumps_to_ranges_with_next_and_previous(path: Path):
     async def body():
         async with running(path) as (app, pilot):
-            await press(app, pilot, "slash")
+            await press(app, pilot, "g", "slash")  # from the top (the cursor starts on step_N)
             await type_text(app, pilot, "backward")
             await press(app, pilot, "enter")
             tree = app.screen.grid
@@ -573,7 +577,7 @@ def test_mode_switch_reopens_the_same_instance(path: Path):
     async def body():
         async with running(path) as (app, pilot):
             await press(app, pilot, "a")  # individual instances
-            await press(app, pilot, "slash")
+            await press(app, pilot, "g", "slash")  # from the top (the cursor starts on step_0)
             await type_text(app, pilot, "backward")
             await press(app, pilot, "enter", "N", "enter")  # last match, its kernels
             assert type(app.screen).__name__ == "KernelsScreen" and app.screen.node.start == last_start

@@ -71,5 +71,20 @@ def test_snapshot_help(snap_compare):
 
 
 def test_snapshot_files(snap_compare):
-    paths = sorted(SAMPLES.glob("small_ctx128*.sqlite"))
+    paths = [SAMPLES / f"small_ctx128{s}.sqlite" for s in ("", "_fused", "_fwd")]  # a fixed set: new samples do not move it
     assert snap_compare(fixed_app(paths), terminal_size=(100, 30), run_before=steps())
+
+
+AGNVTX = SAMPLES / "small_ctx128_agnvtx.sqlite"
+
+
+@pytest.mark.skipif(not AGNVTX.exists(), reason="autograd-nvtx sample missing")
+def test_snapshot_autograd_nvtx_80x24(snap_compare):
+    """An --autograd-nvtx capture opens on step_N -> forward / backward / optimizer; PyTorch's op
+    ranges wait under collapsed `ops` rows, the autograd thread's under the range they ran in."""
+    assert snap_compare(fixed_app([AGNVTX]), terminal_size=(80, 24), run_before=steps())
+
+
+@pytest.mark.skipif(not AGNVTX.exists(), reason="autograd-nvtx sample missing")
+def test_snapshot_backward_parts(snap_compare):
+    assert snap_compare(fixed_app([AGNVTX]), terminal_size=(100, 30), run_before=steps("b"))

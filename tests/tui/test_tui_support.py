@@ -62,12 +62,10 @@ hit AS (
     FROM CUPTI_ACTIVITY_KIND_RUNTIME c JOIN bwd b ON (
         -- nsys's rule: the call lies inside the range, on the range's own thread
         (c.globalTid = b.tid AND c.start >= b.start AND c.end <= b.end)
-        -- process-wide: a call on another thread of the process, with no range of its own
-        -- thread around it, belongs to the range open on the ranges' thread when it starts
+        -- process-wide: a call on another thread of the process (ranges of its own or not)
+        -- belongs to the main thread's range open when it starts (`backward` is on it)
         OR (:process AND c.globalTid != b.tid AND (c.globalTid >> 24) = (b.tid >> 24)
-            AND b.start <= c.start AND c.start <= b.end
-            AND NOT EXISTS (SELECT 1 FROM r o WHERE o.tid = c.globalTid
-                            AND o.start <= c.start AND o.end >= c.end)))
+            AND b.start <= c.start AND c.start <= b.end))
 )
 """
 

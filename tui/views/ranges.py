@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from nsight_tui.parsers.model import RangeNode
+from nsight_tui.render.process_view import main_thread_reason
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import target_for_node
@@ -66,6 +67,12 @@ class RangesScreen(ViewScreen):
         Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)"),
         Binding("n", "search_next", "Next match", show=False),
         Binding("N", "search_prev", "Previous match", show=False),
+        Binding("b", "backward_parts", "Bwd by part", id="ranges.backward_parts",
+                tooltip="Backward by forward part: each forward part's forward and backward kernel time, bwd/fwd "
+                "(needs op ranges from --autograd-nvtx / emit_nvtx, or backward:<part> ranges)"),
+        Binding("M", "main_thread", "Main thread", show=False, id="ranges.main_thread",
+                tooltip="Make the thread under the cursor its process's main thread (its ranges then hold the "
+                "work every thread launched while they were open); again on it: back to the automatic choice"),
     ]
 
     def __init__(self, session, **kwargs) -> None:
@@ -100,7 +107,7 @@ class RangesScreen(ViewScreen):
         source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg)
         source.expand_default()
         self._matches = []
-        cursor = 1 if len(source) > 1 else 0
+        cursor = source.home_row()
         if keep is not None:
             node = source.find_key(*keep)
             row = source.reveal(node) if node is not None else None
@@ -167,9 +174,13 @@ class RangesScreen(ViewScreen):
                 g = tree.group_at(self.grid.cursor)
                 text = rich_text(g.label, style="bold")
                 text.append(f"\n{len(g.roots):,} top-level range{'s' if len(g.roots) != 1 else ''}")
-                if g.is_main:
-                    text.append(" · main thread: its ranges also get kernels launched outside any range"
-                                if self.session.attribution == "process" else " · main thread")
+                info = self.session.model.main_info.get(g.gpid)
+                if g.is_main and info is not None:
+                    text.append("\nmain thread: " + main_thread_reason(info, self.session.trace.thread_label(g.gtid)))
+                    if self.session.attribution == "process":
+                        text.append("; its ranges hold the work every thread launched while they were open")
+                else:
+                    text.append(" · M: make it the main thread")
                 detail.update(text)
             else:
                 detail.update("")
@@ -190,6 +201,16 @@ class RangesScreen(ViewScreen):
             text.append(f", {fmt.percent(share)} of parent")
         text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
         detail.update(text)
+
+    def action_backward_parts(self) -> None:
+        from nsight_tui.tui.views.backward import BackwardPartsScreen
+
+        self.app.push_screen(BackwardPartsScreen(self.session))
+
+    def action_main_thread(self) -> None:
+        tree = self.grid.tree
+        if len(tree):
+            self.app.pick_main_thread(tree.group_at(self.grid.cursor).gtid)
 
     def action_toggle_aggregate(self) -> None:
         keep = self.current_key()
