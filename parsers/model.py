@@ -297,7 +297,7 @@ class RangeModel:
                 roots.setdefault(int(self.r_gtid[i]), []).append(node)
         if self.mode == "process":
             self._embed_foreign(nodes, roots)
-        stack = list(roots.values())
+        stack = list(roots.values()) if self.range_is_op.any() else []
         while stack:  # every level, the copies' too
             level = stack.pop()
             _gather_ops(level)
@@ -456,14 +456,20 @@ class RangeModel:
 
     @cached_property
     def _names_folded(self) -> tuple[np.ndarray, np.ndarray]:
-        # 10^5 op ranges with unique op ids are 10^5 distinct names: plain str methods, no regex
-        names = self.trace.ranges["name"].tolist() if self.n else []
-        texts = self.trace.ranges["text"].tolist() if self.n else []
-        is_op = np.fromiter((is_op_range(t) for t in texts), dtype=bool, count=len(texts))
+        if not self.n:
+            return np.zeros(0, dtype=bool), np.zeros(0, dtype=object)
+        # Once per distinct (name, text), not per range: steps repeat the same few hundred
+        # names. 10^5 op ranges with unique op ids are 10^5 distinct names: plain str methods.
+        name_code, names = pd.factorize(self.trace.ranges["name"].to_numpy(dtype=object))
+        text_code, texts = pd.factorize(self.trace.ranges["text"].to_numpy(dtype=object))
+        pair, first = np.unique(name_code.astype(np.int64) * max(len(texts), 1) + text_code, return_index=True)
+        pair_of = np.searchsorted(pair, name_code.astype(np.int64) * max(len(texts), 1) + text_code)
+        u_names, u_texts = names[name_code[first]], texts[text_code[first]]
+        is_op = np.fromiter((is_op_range(t) for t in u_texts), dtype=bool, count=len(u_texts))
         # op keys from the text, behind the name's domain tag (`:` for the default domain)
         key = np.array([n[:len(n) - len(t)] + op_key(t) if op else fold_trailing_number(n)
-                        for n, t, op in zip(names, texts, is_op.tolist())], dtype=object)
-        return is_op, key
+                        for n, t, op in zip(u_names, u_texts, is_op.tolist())], dtype=object)
+        return is_op[pair_of], key[pair_of]
 
     @cached_property
     def children_index(self) -> dict[int, list[int]]:

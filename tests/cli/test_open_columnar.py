@@ -6,7 +6,7 @@ import pytest
 from conftest import SAMPLES
 from nsight_tui.tui.launch import check_readable, resolve_paths
 
-pytest.importorskip("pyarrow")
+pytest.importorskip("pyarrow", exc_type=ImportError)
 
 
 @pytest.mark.parametrize("name", ["twin_small_ctx128_pqtdir", "twin_small_ctx128_arwdir"])

@@ -18,7 +18,7 @@ from nsight_tui.parsers.load import load_trace
 from nsight_tui.parsers.model import range_model
 from nsight_tui.parsers.nsys_reports import build_report
 
-pytest.importorskip("pyarrow")
+pytest.importorskip("pyarrow", exc_type=ImportError)
 
 SQLITE = SAMPLES / "twin_small_ctx128.sqlite"
 COLUMNAR = {"parquetdir": SAMPLES / "twin_small_ctx128_pqtdir", "arrowdir": SAMPLES / "twin_small_ctx128_arwdir"}
