@@ -4,12 +4,16 @@ Turning SQLite rows into Python objects holds the GIL, so threads do not overlap
 second process does, on the second core. The child writes raw int64 rows to a pipe; a
 thread here drains the pipe as it fills. Any failure (a NULL in the data, no interpreter,
 a killed child) returns None, and the caller fetches the table itself as before.
+
+Every child still running is listed, so a program ending early (a signal, `q` during a load)
+can stop them all with `cancel_all()` instead of leaving one behind.
 """
 from __future__ import annotations
 
 import subprocess
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -34,12 +38,16 @@ while True:
 """
 
 
+_RUNNING: weakref.WeakSet[ChildFetch] = weakref.WeakSet()
+
+
 class ChildFetch:
     def __init__(self, uri: str, sql: str, width: int):
         self.width = width
         self._chunks: list[bytes] = []
         self.proc = subprocess.Popen([sys.executable, "-c", _CHILD, uri, sql, str(width)],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        _RUNNING.add(self)
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
 
@@ -53,7 +61,9 @@ class ChildFetch:
     def result(self) -> np.ndarray | None:
         """The rows as an (n, width) int64 array, or None if the child failed."""
         self._reader.join()
-        if self.proc.wait() != 0:
+        code = self.proc.wait()
+        _RUNNING.discard(self)
+        if code != 0:
             return None
         data = b"".join(self._chunks)
         self._chunks = []
@@ -65,6 +75,13 @@ class ChildFetch:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        _RUNNING.discard(self)
+
+
+def cancel_all() -> None:
+    """Stop every child still running (the program is ending)."""
+    for fetch in list(_RUNNING):
+        fetch.cancel()
 
 
 def start(uri: str, sql: str, width: int, rows: int, min_rows: int = MIN_ROWS) -> ChildFetch | None:

@@ -1,5 +1,10 @@
 """A folder of captures (`{model}_ctx{N}{variant}.sqlite`, OOM runs as `.oom.json`): the same
-answers per run, laid out one table per question, rows model (size order), columns ctx."""
+answers per run, laid out one table per question, rows model (size order), columns ctx.
+
+Every run has a row in every table: a variant (`_fwd`, `_bf16`) is part of the row's label,
+and a run whose model or context length is known neither from its `nsight-tui:config` mark
+nor from its file name gets a row under its file name (column `ctx ?`), with a note saying why.
+"""
 from __future__ import annotations
 
 import json
@@ -9,13 +14,14 @@ from pathlib import Path
 from nsight_tui.parsers import conventions
 from nsight_tui.parsers.errors import TraceError
 
+UNKNOWN_CTX = "ctx ?"
 
 
 @dataclass
 class Run:
     path: Path
-    model: str
-    ctx: int
+    model: str | None  # None: the file name does not say (the config mark may)
+    ctx: int | None
     variant: str  # "" for the default (training, fp32, manual attention), else e.g. "_fwd"
     status: str = "ok"  # ok | oom | error
     message: str = ""
@@ -28,6 +34,7 @@ class SweepTable:
     basis: str
     headers: list[str]
     rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # why a row is where it is (unknown model/ctx)
 
 
 def discover(folder: Path) -> list[Run]:
@@ -40,10 +47,9 @@ def discover(folder: Path) -> list[Run]:
             stem, status = path.stem, "ok"
         else:
             continue
-        m = conventions.STEM.match(stem)
-        if not m:
-            continue
-        run = Run(path, m["model"], int(m["ctx"]), m["variant"], status)
+        parsed = conventions.parse_stem(stem)
+        model, ctx, variant = parsed if parsed else (None, None, "")
+        run = Run(path, model, ctx, variant, status)
         if status == "oom":
             try:
                 run.message = json.loads(path.read_text()).get("message", "out of memory")
@@ -141,31 +147,75 @@ QUESTIONS = [
 ]
 
 
+def _placement(run: Run) -> tuple[str | None, int | None, str]:
+    """(model, ctx, variant): from the file name, else from the run's config mark (the
+    variant then from the config's mode, dtype, attention and batch, as the capture names files)."""
+    model, ctx, variant = run.model, run.ctx, run.variant
+    if model is not None and ctx is not None:
+        return model, ctx, variant
+    config = (run.answers or {}).get("config") or {}
+    if model is None and isinstance(config.get("model"), str) and config["model"]:
+        model = config["model"]
+    if ctx is None and isinstance(config.get("ctx"), int):
+        ctx = config["ctx"]
+    if run.model is None and model is not None and ctx is not None:
+        try:
+            stem = conventions.output_stem(model, ctx, **{k: config[k] for k in ("mode", "dtype", "attention", "batch")
+                                                          if k in config})
+            variant = (conventions.parse_stem(stem) or (model, ctx, ""))[2]
+        except (TypeError, ValueError):
+            variant = ""
+    return model, ctx, variant
+
+
+def _cell(run: Run | None, fn) -> str:
+    if run is None:
+        return ""
+    if run.status == "oom":
+        return "OOM"
+    if run.status != "ok" or run.answers is None:
+        return "error"
+    return fn(run.answers)
+
+
 def tables(runs: list[Run]) -> list[SweepTable]:
+    """One table per question; every run in every table (rows model + variant, columns ctx)."""
+    placed: dict[tuple[str, int | None], Run] = {}
+    rank: dict[str, tuple] = {}
+    notes: list[str] = []
+    for run in runs:
+        model, ctx, variant = _placement(run)
+        unknown = [w for w, v in (("model", model), ("context length", ctx)) if v is None]
+        if unknown:
+            where = "its row is its file name" if model is None else f"its row is {model}"
+            where += f", column `{UNKNOWN_CTX}`" if ctx is None else f", column `ctx {ctx}`"
+            notes.append(f"{run.path.name}: {' and '.join(unknown)} unknown (no nsight-tui:config mark, and the "
+                         f"name is not {{model}}_ctx{{N}}): {where}")
+        elif run.model is None or run.ctx is None:
+            notes.append(f"{run.path.name}: placed by its nsight-tui:config mark (the name is not {{model}}_ctx{{N}})")
+        if model is None:
+            label = run.path.name
+            rank[label] = (1, label)
+        else:
+            label = model + (f" [{variant.lstrip('_')}]" if variant else "")
+            rank[label] = (0, conventions.model_rank(model), variant)
+        if (label, ctx) in placed:  # two runs in one cell: the second is its own row
+            notes.append(f"{run.path.name}: same model and ctx as {placed[(label, ctx)].path.name}: "
+                         "its row is its file name")
+            label = run.path.name
+            rank[label] = (1, label)
+        placed[(label, ctx)] = run
+    labels = sorted({label for label, _ in placed}, key=lambda lb: rank[lb])
+    ctxs: list[int | None] = sorted({c for _, c in placed if c is not None})
+    if any(c is None for _, c in placed):
+        ctxs.append(None)
+    headers = ["model", *[UNKNOWN_CTX if c is None else f"ctx {c}" for c in ctxs]]
     out = []
-    variants = sorted({r.variant for r in runs})
-    for variant in variants:
-        vr = [r for r in runs if r.variant == variant]
-        models = sorted({r.model for r in vr}, key=conventions.model_rank)
-        ctxs = sorted({r.ctx for r in vr})
-        cell = {(r.model, r.ctx): r for r in vr}
-        suffix = f" [{variant.lstrip('_')}]" if variant else ""
-        for title, basis, fn in QUESTIONS:
-            t = SweepTable(title + suffix, basis, ["model", *[f"ctx {c}" for c in ctxs]])
-            for model in models:
-                row = [model]
-                for c in ctxs:
-                    run = cell.get((model, c))
-                    if run is None:
-                        row.append("")
-                    elif run.status == "oom":
-                        row.append("OOM")
-                    elif run.status != "ok" or run.answers is None:
-                        row.append("error")
-                    else:
-                        row.append(fn(run.answers))
-                t.rows.append(row)
-            out.append(t)
+    for title, basis, fn in QUESTIONS:
+        t = SweepTable(title, basis, list(headers), notes=list(notes))
+        for label in labels:
+            t.rows.append([label, *[_cell(placed.get((label, c)), fn) for c in ctxs]])
+        out.append(t)
     return out
 
 
@@ -179,9 +229,9 @@ def runs_for(paths: list[Path]) -> list[Run]:
             if run.status == "oom" or run.path.resolve() in wanted:
                 runs.append(run)
                 seen.add(run.path.resolve())
-    for p in paths:  # files whose names do not follow {model}_ctx{N}: still compared
+    for p in paths:  # files whose names do not follow {model}_ctx{N}: placed by their config mark
         if Path(p).resolve() not in seen:
-            runs.append(Run(Path(p), Path(p).stem, 0, ""))
+            runs.append(Run(Path(p), None, None, ""))
     return runs
 
 

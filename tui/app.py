@@ -18,15 +18,17 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.model import range_model
 from nsight_tui.tui import export
 from nsight_tui.tui.commands import NsightCommands
-from nsight_tui.tui.messages import LoadFailed, LoadProgress, ModelReady, TraceLoaded
+from nsight_tui.tui.messages import (
+    ExportFailed, ExportReady, LoadFailed, LoadProgress, ModelFailed, ModelReady, TraceLoaded,
+)
 from nsight_tui.tui.session import Session
-from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.views.api import ApiScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
-from nsight_tui.tui.views.files import FilesScreen
+from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
 from nsight_tui.tui.views.launches import LaunchesScreen
@@ -35,7 +37,6 @@ from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
 from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
-from nsight_tui.parsers.model import range_model
 
 
 class NsightApp(App[int]):
@@ -43,22 +44,30 @@ class NsightApp(App[int]):
     TITLE = "nsight-tui"
     COMMANDS = App.COMMANDS | {NsightCommands}
 
+    BINDING_GROUP_TITLE = "Everywhere"
     BINDINGS = [
-        Binding("q", "quit_app", "Quit"),
-        Binding("question_mark", "help", "Help", tooltip="This help: every key"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+        # People press ctrl+c first to leave: it quits on every screen (an Input's copy included).
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="app.quit-ctrl-c"),
+        Binding("question_mark", "help", "Help", tooltip="This help: every key, the file and the attribution in full",
+                id="app.help"),
         Binding("e", "export", "Export",
                 tooltip="Export the view on screen (its filter, sort, selection) to nsight-tui_<view>.md here; "
-                "also copied to the clipboard (OSC 52)"),
+                "also copied to the clipboard (OSC 52)", id="app.export"),
         Binding("m", "switch_mode", "Attribution",
                 tooltip="Switch attribution: process-wide (autograd-thread kernels count for the main thread's "
-                "ranges) or nsys's launching-thread rule"),
-        Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack"),
-        Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)"),
-        Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace"),
-        Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)"),
-        Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)"),
+                "ranges) or nsys's launching-thread rule", id="app.attribution"),
+        Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack",
+                id="app.correlation"),
+        Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)", id="app.view-ranges"),
+        Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace",
+                id="app.view-kernels"),
+        Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)",
+                id="app.view-api"),
+        Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)",
+                id="app.view-files"),
         Binding("ctrl+p", "command_palette", "Commands", show=False,
-                tooltip="Command palette: views, actions, jump to any range or kernel by name"),
+                tooltip="Command palette: views, actions, jump to any range or kernel by name", id="app.palette"),
     ]
 
     def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None):
@@ -71,7 +80,7 @@ class NsightApp(App[int]):
         self.loaded = False  # true once a file is on screen (tests and the benchmark wait on it)
         self._load_started = 0.0
         self._mode_switching = False
-        self._sessions: dict = {}  # path -> Session: reopening from the files view is instant
+        self._sessions: dict[Path, Session] = {}  # reopening from the files view is instant
 
     # -- start-up and loading -------------------------------------------------------------------
     @property
@@ -152,21 +161,16 @@ class NsightApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="warm")
     def _warm(self, session: Session) -> None:
         """Compute the global views while the user reads the tree, so `2` and `3` open at once."""
-        from nsight_tui.tui.views.api import api_report
-        from nsight_tui.tui.views.kernels import global_summary
-
-        session.trace.op_short  # noqa: B018 - nsys's short names, read from the file once
-        for build in (global_summary, api_report):
-            if get_current_worker().is_cancelled:
-                return
-            build(session)
+        worker = get_current_worker()
+        session.warm(cancelled=lambda: worker.is_cancelled)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The app's own background work (warming the global views) failed: the views will
         compute on demand and report there; say it once here, never crash."""
         if event.state == WorkerState.ERROR:
             error = event.worker.error
-            self.notify(f"{type(error).__name__}: {error}", title="background work failed", severity="warning")
+            self.notify(f"{type(error).__name__}: {error}", title="background work failed", severity="warning",
+                        markup=False)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         if not self.multi:
@@ -178,7 +182,7 @@ class NsightApp(App[int]):
             self.pop_screen()
         elif loading is not None:
             loading.when_resumed(self.pop_screen)
-        self.notify(message.message, title="cannot open", severity="error", timeout=8)
+        self.notify(message.message, title="cannot open", severity="error", timeout=8, markup=False)
 
     # -- navigation -----------------------------------------------------------------------------
     def _base_index(self) -> int | None:
@@ -248,7 +252,7 @@ class NsightApp(App[int]):
     async def jump_to_range(self, gtid: int, key: tuple[str, ...]) -> None:
         ranges = await self._to_base()
         if ranges is not None and not ranges.select_key(gtid, key):
-            self.notify(f"{'/'.join(key)}: not in this view", severity="warning")
+            self.notify(f"{'/'.join(key)}: not in this view", severity="warning", markup=False)
 
     async def jump_to_kernel(self, name: str) -> None:
         await self._to_base()
@@ -265,9 +269,10 @@ class NsightApp(App[int]):
         self.push_screen(CorrelationPrompt(), go)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(help_sections()))
+        about = self.session.header().full_lines() if self.session is not None else []
+        self.push_screen(HelpScreen(help_sections(), about))
 
-    def action_quit_app(self) -> None:
+    async def action_quit(self) -> None:
         self.exit(return_code=0)
 
     # -- attribution mode -----------------------------------------------------------------------
@@ -288,13 +293,13 @@ class NsightApp(App[int]):
             model = range_model(session.trace, attribution)
             model.aggregated_groups  # noqa: B018
         except Exception as exc:  # keep the session usable under the mode it had
-            self.call_from_thread(self._mode_failed, f"{type(exc).__name__}: {exc}")
+            self.post_message(ModelFailed(f"{type(exc).__name__}: {exc}"))
             return
         self.post_message(ModelReady(session, attribution))
 
-    def _mode_failed(self, message: str) -> None:
+    def on_model_failed(self, message: ModelFailed) -> None:
         self._mode_switching = False
-        self.notify(message, title="attribution switch failed", severity="error")
+        self.notify(message.message, title="attribution switch failed", severity="error", markup=False)
 
     async def on_model_ready(self, message: ModelReady) -> None:
         self._mode_switching = False
@@ -320,7 +325,7 @@ class NsightApp(App[int]):
             if node is not None:
                 ranges.select_node(node)
                 self.open_kernels(node)
-        self.notify(f"attribution: {session.attribution}: {session.model.mode_help}", timeout=4)
+        self.notify(f"attribution: {session.attribution} — {session.model.mode_help}", timeout=6, markup=False)
 
     # -- export ---------------------------------------------------------------------------------
     def action_export(self) -> None:
@@ -335,17 +340,21 @@ class NsightApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="export")
     def _export_worker(self, screen, maker) -> None:
         """Building the text reads every row of the view (and, for launches, grid/block
-        from the file): off the UI thread."""
+        from the file): off the UI thread. The file is written on the UI thread, so a signal
+        (handled on the event loop) never lands halfway through a write."""
         try:
-            view: ViewText | None = maker()
+            view = maker()
             text = export.render(view) if view is not None else ""
         except Exception as exc:  # never lose the session over an export
-            self.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", title="export failed",
-                                  severity="error")
+            self.post_message(ExportFailed(f"{type(exc).__name__}: {exc}"))
             return
-        self.call_from_thread(self._export_ready, screen, view, text)
+        self.post_message(ExportReady(screen, view, text))
 
-    def _export_ready(self, screen, view: ViewText | None, text: str) -> None:
+    def on_export_failed(self, message: ExportFailed) -> None:
+        self.notify(message.message, title="export failed", severity="error", markup=False)
+
+    def on_export_ready(self, message: ExportReady) -> None:
+        screen, view, text = message.screen, message.view, message.text
         if view is None:
             self._say(screen, "nothing to export here yet")
             return
@@ -353,6 +362,7 @@ class NsightApp(App[int]):
         if not path.exists():
             self._write_export(screen, path, text, overwrite=False)
             return
+
         def decide(choice: str | None) -> None:
             if choice == "overwrite":
                 self._write_export(screen, path, text, overwrite=True)
@@ -367,13 +377,12 @@ class NsightApp(App[int]):
         try:
             written = export.write(path, text, overwrite=overwrite)
         except (TraceError, OSError) as exc:
-            self.notify(str(exc), title="export failed", severity="error")
+            self.notify(str(exc), title="export failed", severity="error", markup=False)
             return
         clip = ""
         if len(text) <= export.CLIPBOARD_LIMIT:
             self.copy_to_clipboard(text)
             clip = " (and copied to the clipboard)"
-        self.last_export = written
         try:
             shown = f"./{written.relative_to(Path.cwd())}"
         except ValueError:
@@ -385,16 +394,19 @@ class NsightApp(App[int]):
         if setter and screen.is_mounted:
             setter(text)
         if notify:
-            self.notify(text, timeout=4)
+            self.notify(text, timeout=4, markup=False)
+
+
+# The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
+HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, FilesScreen,
+                QuestionsScreen, PromptBar, ExportConflict)
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
-    return [
-        ("Everywhere", binding_rows([NsightApp, ViewScreen])),
-        ("Moving around (range tree and every table)", binding_rows([DataGrid])),
-        ("Range tree (main view)", binding_rows([RangesScreen, RangeTree])),
-        ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
-        ("Kernel tables", binding_rows([KernelsScreen])),
-        ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
-        ("Export: file exists", binding_rows([ExportConflict])),
-    ]
+    sections: dict[str, list[tuple[str, str]]] = {}
+    for cls in HELP_CLASSES:
+        rows = binding_rows([cls])
+        if cls is PromptBar:
+            rows.append(("enter", "Apply"))
+        sections.setdefault(cls.BINDING_GROUP_TITLE or cls.__name__, []).extend(rows)
+    return list(sections.items())

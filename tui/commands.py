@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
-
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from nsight_tui.tui.tree_source import node_key
 
 MAX_RANGES = 2000
-MAX_KERNELS = 500
 
 
 class NsightCommands(Provider):
@@ -48,7 +45,7 @@ class NsightCommands(Provider):
                             partial(app.jump_to_range, group.gtid, key)))
                 added += 1
                 stack.extend(reversed(node.children))
-        for name, short in top_kernels(session):
+        for name, short in session.palette_kernels():
             out.append((f"Kernel: {short}", name[:120], partial(app.jump_to_kernel, name)))
         return out
 
@@ -62,21 +59,3 @@ class NsightCommands(Provider):
             score = matcher.match(text)
             if score > 0:
                 yield Hit(score, matcher.highlight(text), callback, text=text, help=help_text)
-
-
-def top_kernels(session) -> list[tuple[str, str]]:
-    """(name, short name) of the ops with the most GPU time, cached per session."""
-    cached = session.cache.get("palette_kernels")
-    if cached is None:
-        ops = session.trace.ops
-        codes = ops["name"].to_numpy()
-        cached = []
-        if len(codes):
-            dur = (ops["end"] - ops["start"]).to_numpy()
-            totals = np.bincount(codes, weights=dur, minlength=len(session.trace.op_names))
-            for code in np.argsort(-totals, kind="stable")[:MAX_KERNELS]:
-                if totals[code] <= 0:
-                    break
-                cached.append((session.trace.op_names[code], session.trace.op_short[code]))
-        session.cache["palette_kernels"] = cached
-    return cached

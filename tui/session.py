@@ -1,13 +1,24 @@
-"""One open file: the loaded trace, the attribution mode in force, how long loading took."""
+"""One open file: the loaded trace, the attribution mode in force, and every view's data.
+
+No Textual here (see tui/viewmodels/__init__.py). Screens call these methods from thread
+workers; results that do not depend on the cursor are computed once per attribution mode.
+"""
 from __future__ import annotations
 
-from collections import Counter
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
 
 from nsight_tui.parsers.load import Trace
-from nsight_tui.tui import fmt
-from nsight_tui.parsers.model import range_model
+from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
+from nsight_tui.tui.viewmodels import api, correlation, kernels, launches, palette
+from nsight_tui.tui.viewmodels.header import HeaderInfo
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -16,11 +27,12 @@ class Session:
     trace: Trace
     attribution: str
     load_seconds: float
-    aggregated: bool = True
-    cache: dict = field(default_factory=dict)  # per-session results worth keeping (global summary)
+    aggregated: bool = True  # the range tree's mode, kept when the file is reopened
+    _memo: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
-    def model(self):
+    def model(self) -> RangeModel:
         """The range model of the mode in force (already built: the loader and the mode
         switch build it in a worker before they set `attribution`)."""
         return range_model(self.trace, self.attribution)
@@ -29,25 +41,53 @@ class Session:
     def file_name(self) -> str:
         return self.path.name
 
-    def gpu_text(self) -> str:
-        gpus = Counter(self.trace.info.gpus)
-        if not gpus:
-            return "GPU: unknown"
-        return ", ".join(f"{n}× {name}" if n > 1 else name for name, n in gpus.items())
+    def _once(self, key: str, build: Callable[[], T], per_mode: bool = True) -> T:
+        """`build()` once per key (and attribution mode); two workers asking at once may both
+        build, and the first result is kept."""
+        full = (key, self.attribution if per_mode else "")
+        with self._lock:
+            if full in self._memo:
+                return self._memo[full]
+        value = build()
+        with self._lock:
+            return self._memo.setdefault(full, value)
 
-    def info_lines(self) -> list[str]:
-        """The header every view shows: what the file is, and the attribution in force."""
+    # -- the views' data ----------------------------------------------------------------------
+    def header(self) -> HeaderInfo:
         i = self.trace.info
-        first = " · ".join([
-            self.file_name, self.gpu_text(), f"nsys {i.nsys_version or '?'}",
-            f"span {fmt.duration(i.span_ns)}", f"{i.kernels:,} kernels", f"{i.api_calls:,} API calls",
-            f"{i.ranges:,} ranges", f"loaded in {self.load_seconds:.2f}s",
-        ])
-        lines = [first, f"attribution: {self.attribution} — {self.model.mode_help}"]
-        lines += [f"note: {n}" for n in i.notes]
-        return lines
+        return HeaderInfo(
+            file_name=self.file_name, gpus=tuple(i.gpus), nsys_version=i.nsys_version, span_ns=i.span_ns,
+            kernels=i.kernels, api_calls=i.api_calls, ranges=i.ranges, load_seconds=self.load_seconds,
+            attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes))
+
+    def range_kernels(self, node: RangeNode) -> kernels.KernelsView:
+        return kernels.range_kernels(self.model, node)
+
+    def trace_kernels(self) -> kernels.KernelsView:
+        return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model))
+
+    def api_summary(self) -> api.ApiView:
+        return self._once("api_summary", lambda: api.api_summary(self.trace, self.attribution))
+
+    def launches(self, positions: np.ndarray, name: str) -> launches.LaunchTable:
+        frame = launches.launch_frame(self.model, positions, name)
+        return launches.LaunchTable(frame, launches.launch_columns(), self.trace)
+
+    def correlation(self, corr: int, gpid: int | None = None) -> correlation.CorrelationView:
+        return correlation.correlation(self.model, corr, gpid)
+
+    def palette_kernels(self) -> list[tuple[str, str]]:
+        return self._once("palette_kernels", lambda: palette.top_kernels(self.trace), per_mode=False)
+
+    def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """Compute the views that do not depend on the cursor (the app does this in the
+        background after loading, so `2` and `3` open at once)."""
+        for build in (lambda: self.trace.op_short, self.trace_kernels, self.api_summary):
+            if cancelled():
+                return
+            build()
 
     def export_header(self) -> str:
-        i = self.trace.info
-        return (f"file `{self.file_name}` · {self.gpu_text()} · nsys {i.nsys_version or '?'} · "
-                f"attribution `{self.attribution}` ({self.model.mode_help})")
+        h = self.header()
+        return (f"file `{self.file_name}` · {h.gpu_text()} · nsys {h.nsys_version or '?'} · "
+                f"attribution `{self.attribution}` ({h.mode_help})")

@@ -127,7 +127,7 @@ def sweep_markdown(folder: Path, tables, attribution: str) -> str:
            f"_attribution: {attribution} — {MODE_HELP[attribution]}; rows: model, columns: context length; "
            "OOM: the configuration ran out of GPU memory_", ""]
     for t in tables:
-        out.append(table(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}"]))
+        out.append(table(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}", *t.notes]))
     return "\n".join(out)
 
 
@@ -147,7 +147,7 @@ def run(args) -> int:
     if target.is_dir():
         runs = sweep.discover(target)
         if not runs:
-            raise TraceError(f"{target}: no {{model}}_ctx{{N}}*.sqlite captures in this folder")
+            raise TraceError(f"{target}: no .sqlite captures in this folder")
         sweep.analyse(runs, args.attribution,
                       progress=lambda f, name: print(f"analysing {name}", file=sys.stderr))
         tables = sweep.tables(runs)
@@ -157,7 +157,8 @@ def run(args) -> int:
                 "runs": [{"file": r.path.name, "model": r.model, "ctx": r.ctx, "variant": r.variant,
                           "status": r.status, "message": r.message,
                           "answers": _clean(r.answers) if r.answers else None} for r in runs],
-                "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows} for t in tables],
+                "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows, "notes": t.notes}
+                           for t in tables],
             }, indent=1) + "\n"
         else:
             text = sweep_markdown(target, tables, args.attribution)

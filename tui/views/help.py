@@ -35,15 +35,18 @@ def binding_rows(classes) -> list[tuple[str, str]]:
 
 
 class HelpScreen(ModalScreen):
+    BINDING_GROUP_TITLE = "Help"
     BINDINGS = [
-        Binding("escape,question_mark,q", "close", "Close help"),
-        Binding("j,down", "scroll(1)", "Scroll down", show=False),
-        Binding("k,up", "scroll(-1)", "Scroll up", show=False),
+        Binding("escape,question_mark,q", "close", "Close help", id="help.close"),
+        Binding("j,down", "scroll(1)", "Scroll down", show=False, id="help.down"),
+        Binding("k,up", "scroll(-1)", "Scroll up", show=False, id="help.up"),
     ]
 
-    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]], **kwargs) -> None:
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]], about: list[str] | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.sections = sections
+        self.about = about or []  # the open file and the attribution in force, in full
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body"):
@@ -51,6 +54,9 @@ class HelpScreen(ModalScreen):
 
     def _help_table(self) -> Group:
         parts = [Text.assemble(("nsight-tui keys", "bold underline"), "   esc or ? closes this; j/k scroll")]
+        if self.about:
+            parts += [Text(""), Text("This file", style="bold yellow")]
+            parts += [Text(line) for line in self.about]
         for title, rows in self.sections:
             table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
             table.add_column("keys", style="bold", no_wrap=True, width=14)

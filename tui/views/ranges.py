@@ -6,14 +6,15 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import var
 from textual.widgets import Static
 
 from nsight_tui.parsers.model import RangeNode
+from nsight_tui.render.markdown import table as md_table
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.base import ViewScreen
-from nsight_tui.render.markdown import table as md_table
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
@@ -21,10 +22,11 @@ from nsight_tui.tui.widgets.prompt_bar import PromptBar
 class RangeTree(DataGrid):
     """The range tree: a DataGrid over a RangeTreeSource, plus expand/collapse keys."""
 
+    BINDING_GROUP_TITLE = "Range tree: expand and collapse"
     BINDINGS = [
-        Binding("l,right", "expand", "Expand", show=False),
-        Binding("h,left", "collapse", "Collapse / to parent", show=False),
-        Binding("space", "toggle", "Expand/collapse", show=False),
+        Binding("l,right", "expand", "Expand", show=False, id="tree.expand"),
+        Binding("h,left", "collapse", "Collapse / to parent", show=False, id="tree.collapse"),
+        Binding("space", "toggle", "Expand/collapse", show=False, id="tree.toggle"),
     ]
 
     @property
@@ -58,17 +60,23 @@ class RangeTree(DataGrid):
 class RangesScreen(ViewScreen):
     view_name = "ranges"
 
+    BINDING_GROUP_TITLE = "Range tree (main view)"
     BINDINGS = [
         Binding("a", "toggle_aggregate", "Aggregate",
-                tooltip="Toggle: ranges aggregated by name path (step_N ×5) / individual instances"),
-        Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)"),
-        Binding("n", "search_next", "Next match", show=False),
-        Binding("N", "search_prev", "Previous match", show=False),
+                tooltip="Toggle: ranges aggregated by name path (step_N ×5) / individual instances",
+                id="ranges.aggregate"),
+        Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)",
+                id="ranges.search"),
+        Binding("n", "search_next", "Next match", show=False, id="ranges.search-next"),
+        Binding("N", "search_prev", "Previous match", show=False, id="ranges.search-prev"),
     ]
+
+    aggregated: var[bool] = var(True, init=False)  # by name path (step_N ×5) or instances
+    search_text: var[str] = var("", init=False, always_update=True)
 
     def __init__(self, session, **kwargs) -> None:
         super().__init__(session, **kwargs)
-        self.search_text = ""
+        self.set_reactive(RangesScreen.aggregated, session.aggregated)
         self._matches: list[RangeNode] = []
 
     def compose_body(self) -> ComposeResult:
@@ -79,22 +87,19 @@ class RangesScreen(ViewScreen):
     def grid(self) -> RangeTree:
         return self.query_one("#tree", RangeTree)
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def mounted(self) -> None:
         self.rebuild()
         self.grid.focus()
 
     def crumb(self) -> str:
-        if self.session is None:
-            return "ranges"
-        return f"ranges ({'aggregated by name path' if self.session.aggregated else 'individual instances'})"
+        return f"ranges ({'aggregated by name path' if self.aggregated else 'individual instances'})"
 
     # -- building -------------------------------------------------------------------------------
     def rebuild(self, keep: tuple | None = None) -> None:
         """(Re)build the tree from the session's model; put the cursor on `keep`
         ((gtid, name-path key)) when it still exists, else on the first range."""
         model = self.session.model
-        agg = self.session.aggregated
+        agg = self.aggregated
         source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg)
         source.expand_default()
         self._matches = []
@@ -107,7 +112,7 @@ class RangesScreen(ViewScreen):
         self.grid.set_source(source, cursor)
         if self.session.trace.info.ranges > 5000:
             self._prepare_search(source)
-        self.query_one("#crumb", Static).update(self.crumb())
+        self.show_crumb()
         self._update_detail()
         if self.session.trace.info.ranges == 0:
             self.set_status("no NVTX ranges: 2 kernel summary · 3 API summary")
@@ -187,11 +192,13 @@ class RangesScreen(ViewScreen):
         detail.update(text)
 
     def action_toggle_aggregate(self) -> None:
+        self.aggregated = not self.aggregated
+
+    def watch_aggregated(self, aggregated: bool) -> None:
         keep = self.current_key()
-        self.session.aggregated = not self.session.aggregated
+        self.session.aggregated = aggregated
         self.rebuild(keep)
-        self.set_status("aggregated by name path (step_N = all steps)" if self.session.aggregated
-                        else "individual instances")
+        self.set_status("aggregated by name path (step_N = all steps)" if aggregated else "individual instances")
 
     # -- search -------------------------------------------------------------------------------
     def action_search(self) -> None:
@@ -200,7 +207,9 @@ class RangesScreen(ViewScreen):
     def on_prompt_bar_submitted(self, event: PromptBar.Submitted) -> None:
         self.grid.focus()
         self.search_text = event.value.strip()
-        self._matches = self.grid.tree.matches(self.search_text)
+
+    def watch_search_text(self, text: str) -> None:
+        self._matches = self.grid.tree.matches(text)
         self._jump(backwards=False, include_current=True)
 
     def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
@@ -235,6 +244,6 @@ class RangesScreen(ViewScreen):
     # -- export ---------------------------------------------------------------------------------
     def export_view(self) -> ViewText:
         headers, rows = self.grid.tree.export_rows()
-        mode = "aggregated by name path" if self.session.aggregated else "individual instances"
+        mode = "aggregated by name path" if self.aggregated else "individual instances"
         head = self.export_header(f"view: range tree, {mode}; rows as expanded on screen ({len(rows)} ranges)")
         return ViewText("ranges", head, md_table(headers, rows, title="NVTX ranges"))

@@ -1,18 +1,12 @@
-"""The ratios beside a range's kernel table: family shares, GPU busy vs CPU, and so on,
-each with what it divides by. Wide screens get a column with the basis; narrow ones a
-compact flow of `label value` pairs."""
+"""The ratios beside a range's kernel table: the family shares under one caption that says
+what they divide by, then the other ratios (GPU busy vs CPU, launch overhead, queue delay,
+phase ratios). Wide screens give each of those its basis; narrow ones a compact flow."""
 from __future__ import annotations
-
-import re
 
 from rich.text import Text
 from textual.widgets import Static
 
-
-def short_label(label: str) -> str:
-    """`GEMM (matmul) share` -> `GEMM`: the compact flow has no room for the words."""
-    label = re.sub(r"\s*\([^)]*\)", "", label)
-    return label[:-6] if label.endswith(" share") else label
+from nsight_tui.tui.viewmodels.ratios import RatioPanelView, short_label
 
 
 class RatioPanel(Static):
@@ -22,25 +16,45 @@ class RatioPanel(Static):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.ratios: list = []
-        self.compact = True
+        self.view = RatioPanelView()
+        self._compact = True
+
+    @property
+    def compact(self) -> bool:
+        return self._compact
+
+    @compact.setter
+    def compact(self, value: bool) -> None:
+        if value != self._compact:
+            self._compact = value
+            self._draw()
 
     def on_resize(self) -> None:
-        if self.ratios and not self.compact:
-            self.update(self._table())
+        if not self._compact:
+            self._draw()
 
-    def show(self, ratios: list, compact: bool | None = None) -> None:
-        self.ratios = list(ratios)
-        if compact is not None:
-            self.compact = compact
-        if not self.ratios:
+    def show(self, view: RatioPanelView) -> None:
+        self.view = view
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.view.empty:
             self.update("")
             return
-        self.update(self._compact() if self.compact else self._table())
+        self.update(self._flow() if self._compact else self._table())
 
-    def _compact(self) -> Text:
+    def _flow(self) -> Text:
         text = Text()
-        for i, r in enumerate(self.ratios):
+        v = self.view
+        if v.shared:
+            text.append(f"{v.caption}: ", style="dim")
+            for i, r in enumerate(v.shared):
+                text.append("  " if i else "")
+                text.append(f"{short_label(r.label)} ")
+                text.append(r.display, style="bold")
+            if v.own:
+                text.append("\n")
+        for i, r in enumerate(v.own):
             if i:
                 text.append("  ·  ", style="dim")
             text.append(f"{short_label(r.label)} ")
@@ -48,15 +62,27 @@ class RatioPanel(Static):
         return text
 
     def _table(self) -> Text:
-        """One line `label ... value`, then the basis, dimmed, wrapping under it."""
+        """The caption, the shares as `label ... value`, then each other ratio with its basis
+        dimmed and wrapping under it."""
         width = max(self.content_size.width, 30)
         text = Text()
-        for i, r in enumerate(self.ratios):
-            if i:
-                text.append("\n")
-            room = max(width - len(r.display) - 1, 8)
-            label = r.label if len(r.label) <= room else r.label[: room - 1] + "…"
+
+        def row(label: str, value: str) -> None:
+            room = max(width - len(value) - 1, 8)
+            label = label if len(label) <= room else label[: room - 1] + "…"
             text.append(label.ljust(room) + " ")
-            text.append(r.display, style="bold")
+            text.append(value, style="bold")
+
+        v = self.view
+        if v.shared:
+            text.append(v.caption[:1].upper() + v.caption[1:], style="dim italic")
+            for r in v.shared:
+                text.append("\n")
+                row(short_label(r.label), r.display)
+            if v.own:
+                text.append("\n")
+        for i, r in enumerate(v.own):
+            text.append("\n" if i or v.shared else "")
+            row(r.label, r.display)
             text.append(f"\n  {r.basis}", style="dim")
         return text
