@@ -142,7 +142,7 @@ def _build(conn: sqlite3.Connection, src: Path, times: int, gap_ns: int) -> int:
     id_steps = {n: _max_plus_one(conn, [n], cols, "id") for n in ID_KEYED if n in replicated}
 
     conn.execute("BEGIN")
-    for name, sql in tables:
+    for _name, sql in tables:
         conn.execute(sql)
     for name, _ in tables:
         if name in replicated:
@@ -154,7 +154,7 @@ def _build(conn: sqlite3.Connection, src: Path, times: int, gap_ns: int) -> int:
         grow = (times - 1) * shift
         conn.execute(f"UPDATE main.ANALYSIS_DETAILS SET stopTime = stopTime + {grow}, duration = duration + {grow}")
     # Indexes after the data: building them once is far cheaper than maintaining them per row.
-    for typ, name, _, sql in objects:
+    for typ, _name, _, sql in objects:
         if typ in ("index", "view", "trigger") and sql:
             conn.execute(sql)
     conn.execute("COMMIT")

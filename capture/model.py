@@ -37,6 +37,7 @@ class CausalSelfAttention(nn.Module):
         self.nvtx = annotator
         # Built once so the mask costs no kernels per step.
         mask = torch.tril(torch.ones(dims.ctx, dims.ctx, dtype=torch.bool))
+        self.causal: torch.Tensor
         self.register_buffer("causal", mask.view(1, 1, dims.ctx, dims.ctx), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -98,6 +99,7 @@ class GPT2(nn.Module):
         self.blocks = nn.ModuleList(Block(dims, attention, annotator) for _ in range(dims.n_layers))
         self.ln_f = nn.LayerNorm(dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, dims.vocab, bias=False)
+        self.positions: torch.Tensor
         self.register_buffer("positions", torch.arange(dims.ctx), persistent=False)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -34,11 +34,12 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 class CaptureConfig(RunSettings):
     @property
     def stem(self) -> str:
-        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch)
+        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes)
 
     def describe(self) -> str:
+        ranks = f", data-parallel over {self.processes} GPUs" if self.processes > 1 else ""
         return (f"{self.model} ctx{self.ctx} {self.mode} {self.dtype} {self.attention} attention, "
-                f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps")
+                f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps{ranks}")
 
     def workload_args(self) -> list[str]:
         return ["--model", self.model, "--ctx", str(self.ctx), "--mode", self.mode, "--dtype", self.dtype,
@@ -84,7 +85,8 @@ def trace_counts(path: Path) -> dict:
 
 def child_environment(base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
-    # The workload module must import from this checkout even when nsight-tui is not installed.
+    # The workload imports nsight_tui as installed (pip install -e '.[capture]'); the checkout on
+    # the path keeps `python -m nsight_tui...` working from the repository root too.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -106,7 +108,11 @@ class Runner:
     def commands(self, config: CaptureConfig, work_dir: Path) -> tuple[list[str], list[str]]:
         # Full file names: a stem like `2.7B_ctx128` must not look like a name with an extension.
         report = work_dir / f"{config.stem}.nsys-rep"
-        app = [self.python, "-m", "nsight_tui.capture.workload", *config.workload_args(),
+        # Data-parallel: torchrun starts one workload process per GPU; nsys follows them all
+        # into one export (the ranks are its processes).
+        launcher = (["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={config.processes}"]
+                    if config.processes > 1 else [])
+        app = [self.python, *launcher, "-m", "nsight_tui.capture.workload", *config.workload_args(),
                "--status-file", str(work_dir / "status.json")]
         return (profile_command(self.nsys, report, app),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))

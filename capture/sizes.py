@@ -37,6 +37,7 @@ class RunSettings:
     batch: int = DEFAULT_BATCH
     steps: int = 3
     warmup: int = 2
+    processes: int = 1  # >1: data-parallel, one process per GPU under torchrun (capture/ddp.py)
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -44,5 +45,6 @@ class RunSettings:
         d_model, n_layers, n_heads = MODEL_SIZES[self.model]
         return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
                 "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
-                "attention": self.attention, "steps": self.steps, "warmup": self.warmup}
+                "attention": self.attention, "steps": self.steps, "warmup": self.warmup,
+                **({"processes": self.processes} if self.processes > 1 else {})}
 

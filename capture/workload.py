@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from nsight_tui.capture import ddp
 from nsight_tui.parsers import conventions
 from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, step_message
 from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
@@ -56,7 +57,8 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
     from nsight_tui.capture.model import GPT2, ModelDims
 
     config.validate()
-    device = torch.device(config.device)
+    distributed = ddp.from_environment()
+    device = ddp.setup(distributed, config.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available to this PyTorch build")
     cuda = device.type == "cuda"
@@ -68,9 +70,10 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
     torch.manual_seed(0)
     d_model, n_layers, n_heads = MODEL_SIZES[config.model]
     dims = ModelDims(d_model=d_model, n_layers=n_layers, n_heads=n_heads, ctx=config.ctx, vocab=VOCAB)
-    model = GPT2(dims, attention=config.attention, annotator=annotator).to(device)
+    gpt2 = GPT2(dims, attention=config.attention, annotator=annotator).to(device)
     train = config.mode == "train"
-    model.train(train)
+    gpt2.train(train)
+    model = ddp.wrap(gpt2, distributed, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if train else None
     # One fixed batch, made once: the profile should hold the model's kernels, not data loading.
     tokens = torch.randint(0, VOCAB, (config.batch, config.ctx + 1), device=device)
@@ -80,9 +83,11 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
 
     annotator.mark(config_message({
         **config.metadata(), "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-        "torch": torch.__version__,
+        "torch": torch.__version__, **distributed.metadata(),
     }))
-    log(f"{config.model}: {model.n_params() / 1e6:.1f}M parameters, batch {config.batch}, ctx {config.ctx}, "
+    if distributed.rank != 0:
+        log = lambda line: None  # noqa: E731 - one rank speaks for the run
+    log(f"{config.model}: {gpt2.n_params() / 1e6:.1f}M parameters, batch {config.batch}, ctx {config.ctx}, "
         f"{config.mode}, {config.dtype}, {config.attention} attention, on {config.device}")
 
     def phase(name: str, phases: dict[str, float], work: Callable[[], object]):
@@ -99,6 +104,7 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
     def optimizer_step():
+        assert optimizer is not None  # only called when training
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -122,11 +128,12 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
         if index % report_every == 0 or index == len(names) - 1:
             detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in phases.items())
             log(f"  [{index + 1}/{len(names)}] {name}: {seconds * 1e3:.1f} ms ({detail})")
+    ddp.teardown(distributed)
     return records
 
 
 def _write_status(path: str | None, status: dict) -> None:
-    if path:
+    if path and ddp.from_environment().rank == 0:  # under torchrun, rank 0 reports for the run
         Path(path).write_text(json.dumps(status))
 
 

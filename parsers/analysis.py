@@ -134,7 +134,7 @@ def iteration_ranges(model: RangeModel, pattern: re.Pattern) -> np.ndarray:
     texts = model.trace.ranges["text"].to_numpy()
     hit = np.array([bool(pattern.match(t)) for t in texts], dtype=bool)
     ids = np.flatnonzero(hit)
-    inner = [i for i in ids if not any(hit[c] for c in _children_ids(model, i))]
+    inner = [i for i in ids if not any(hit[c] for c in _children_ids(model, int(i)))]
     return np.array(inner, dtype=np.int64)
 
 

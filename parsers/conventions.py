@@ -53,8 +53,9 @@ STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
 
 
 def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
-                attention: str = "manual", batch: int = DEFAULT_BATCH) -> str:
-    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`."""
+                attention: str = "manual", batch: int = DEFAULT_BATCH, processes: int = 1) -> str:
+    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`,
+    `_ddp2` (data-parallel over 2 GPUs)."""
     stem = f"{model}_ctx{ctx}"
     if mode == "forward":
         stem += "_fwd"
@@ -64,6 +65,8 @@ def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
         stem += "_fused"
     if batch != DEFAULT_BATCH:
         stem += f"_b{batch}"
+    if processes > 1:
+        stem += f"_ddp{processes}"
     return stem
 
 
@@ -71,6 +74,16 @@ def parse_stem(stem: str) -> tuple[str, int, str] | None:
     """(model, ctx, variant) of an output stem such as `large_ctx512_fwd`, or None."""
     m = STEM.match(stem)
     return (m["model"], int(m["ctx"]), m["variant"]) if m else None
+
+
+# Per-rank exports: `report_rank3`, `run.1`, `trace_0` (nsys `--output ..._%q{RANK}`)
+RANK_SUFFIX = re.compile(r"(?:[._-]?rank[._-]?|[._-])(\d+)$", re.IGNORECASE)
+
+
+def split_rank(stem: str) -> tuple[str, int | None]:
+    """(the stem without its rank suffix, the rank) — (stem, None) when it has none."""
+    m = RANK_SUFFIX.search(stem)
+    return (stem[: m.start()], int(m.group(1))) if m else (stem, None)
 
 
 def model_rank(model: str) -> tuple:

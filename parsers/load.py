@@ -103,7 +103,7 @@ class Trace:
                 sel = kinds == kind
                 if not sel.any():
                     continue
-                c = lambda col, d="NULL": col if self.schema.has(table, col) else d  # noqa: E731
+                c = lambda col, d="NULL", table=table: col if self.schema.has(table, col) else d  # noqa: E731
                 if kind == KERNEL:
                     cols = (f"{c('gridX')}, {c('gridY')}, {c('gridZ')}, {c('blockX')}, {c('blockY')}, {c('blockZ')}, "
                             f"{c('graphNodeId')}, 0")

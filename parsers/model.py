@@ -98,7 +98,8 @@ class RangeNode:
 
     @property
     def path(self) -> tuple[str, ...]:
-        node, out = self, []
+        node: RangeNode | None = self
+        out = []
         while node is not None:
             out.append(node.label)
             node = node.parent
@@ -205,7 +206,7 @@ class RangeModel:
     @cached_property
     def thread_groups(self) -> list[ThreadGroup]:
         """Per process and thread, the root ranges with their subtrees (instances)."""
-        nodes = [None] * self.n
+        nodes: list[RangeNode | None] = [None] * self.n
         names = self.trace.ranges["name"].tolist() if self.n else []
         order = np.lexsort((self.r_start, self.depth))
         roots: dict[int, list[RangeNode]] = {}

@@ -50,7 +50,7 @@ def nsys_round(values, digits: int = 1) -> list:
     ~15 significant digits and turns 777550.8499999999767 into .9 where nsys prints .8.)
     """
     quantum = Decimal(1).scaleb(-digits)
-    out = []
+    out: list[float | None] = []
     for v in values:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             out.append(None)

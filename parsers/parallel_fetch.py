@@ -52,8 +52,10 @@ class ChildFetch:
         self._reader.start()
 
     def _drain(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None  # started with stdout=PIPE
         while True:
-            chunk = self.proc.stdout.read(1 << 22)
+            chunk = stdout.read(1 << 22)
             if not chunk:
                 break
             self._chunks.append(chunk)

@@ -28,7 +28,8 @@ def sample_traces() -> list[Path]:
 def oracle_cases() -> list[tuple[Path, Path, str]]:
     """(trace, NVIDIA's CSV, report) for every trace that has NVIDIA's CSVs beside it."""
     cases = []
-    for folder in (SAMPLES, SHARED):
+    rank_folders = sorted(p for p in SAMPLES.iterdir() if p.is_dir() and (p / "oracle").is_dir())
+    for folder in (SAMPLES, *rank_folders, SHARED):
         for trace in sorted(folder.glob("*.sqlite")) if folder.exists() else []:
             for report in REPORTS:
                 csv_path = folder / "oracle" / f"{trace.stem}_{report}.csv"

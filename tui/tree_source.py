@@ -204,7 +204,7 @@ class RangeTreeSource:
         if group is None:
             return None
         level, found = group.roots, None
-        for depth, name in enumerate(key):
+        for _depth, name in enumerate(key):
             found = next((n for n in level if display_name(path_key(n.name)) == name), None)
             if found is None:
                 return None

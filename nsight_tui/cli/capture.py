@@ -29,6 +29,7 @@ else:
     info["cuda"] = torch.cuda.is_available()
     if info["cuda"]:
         info["device"] = torch.cuda.get_device_name()
+        info["gpus"] = torch.cuda.device_count()
 print(json.dumps(info))
 """
 
@@ -47,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"batch size (default {DEFAULT_BATCH})")
     what.add_argument("--steps", type=int, default=3, help="measured iterations step_N (default 3)")
     what.add_argument("--warmup", type=int, default=2, help="warm-up iterations warmup_N (default 2)")
+    what.add_argument("--ddp", type=int, default=1, metavar="N",
+                      help="data-parallel training over N GPUs (torchrun, one process per GPU, NCCL all-reduce "
+                           "in backward); one export holds every rank (default 1)")
     sweep = parser.add_argument_group("sweep")
     sweep.add_argument("--sweep", action="store_true", help="one capture per (model, ctx) pair of --models x --ctxs")
     sweep.add_argument("--models", help="comma-separated model sizes for --sweep (default: --model)")
@@ -83,10 +87,12 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
     for number, what in [(c, "--ctx") for c in ctxs] + [(args.batch, "--batch")]:
         if number < 1:
             raise CaptureError(f"{what} must be at least 1, not {number}")
+    if args.ddp < 1:
+        raise CaptureError(f"--ddp must be at least 1, not {args.ddp}")
     if args.steps < 1 or args.warmup < 0:
         raise CaptureError("--steps must be at least 1 and --warmup at least 0")
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
-                          batch=args.batch, steps=args.steps, warmup=args.warmup)
+                          batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp)
             for m in models for c in ctxs]
 
 
@@ -126,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"nsys: {nsys} ({_nsys_version(nsys)})", flush=True)
         info = probe_python(args.python)
         print(f"python: {args.python}, torch {info['torch']}, GPU {info['device']}", flush=True)
+        if args.ddp > int(info.get("gpus") or 1):
+            raise CaptureError(f"--ddp {args.ddp} needs {args.ddp} GPUs; {args.python} sees {info.get('gpus')}")
         runner.extra_metadata = {"device": info["device"], "torch": info["torch"]}
         runner.make_out_dir()
         results = runner.sweep(configs, skip_existing=args.skip_existing)

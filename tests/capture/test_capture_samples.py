@@ -73,4 +73,5 @@ def test_range_counts_match_nsys(name):
 
 def test_sample_traces_stay_small():
     total = sum(p.stat().st_size for p in SAMPLES.rglob("*") if p.is_file())
-    assert total < 5_000_000
+    # every device run ships the tree (64 MiB at most) and every clone carries it: keep it small
+    assert total < 25_000_000

@@ -1,0 +1,72 @@
+"""`nsight-tui ranks FILE | DIR | FILES...`: per-rank figures, communication vs compute, the straggler.
+
+One export holding several processes/GPUs (`nsys profile torchrun ...`), or the per-rank exports
+of one run (`--output report_%q{RANK}`: a folder, or the files), summarised per file in parallel
+worker processes, or on Dask with `--scheduler local|ADDRESS`.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nsight_tui.parsers.errors import TraceError
+
+HELP = "per-rank figures, communication vs compute, the straggler (one export or a folder of per-rank exports)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", help="an export with several ranks, a folder of per-rank exports, or the files")
+    parser.add_argument("-f", "--format", default="markdown", choices=("markdown", "json"))
+    parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
+    parser.add_argument("--force", action="store_true", help="overwrite the output file")
+    parser.add_argument("--scheduler", help="run the per-file map on Dask: 'local' (a local cluster) or a scheduler "
+                                            "address (tcp://host:8786); default: local worker processes")
+    parser.add_argument("--workers", type=int, help="worker processes (default: one per core, at most one per file)")
+
+
+def _files(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for text in paths:
+        path = Path(text)
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.sqlite") if p.is_file())
+            if not found:
+                raise TraceError(f"{path}: no .sqlite exports in this folder")
+            out += found
+        elif path.exists():
+            out.append(path)
+        else:
+            raise TraceError(f"{path}: no such file or folder")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.rank_files import ranks_of_files
+    from nsight_tui.parsers.ranks import ranks_of_trace
+    from nsight_tui.render.output import write_atomic
+    from nsight_tui.render.ranks import ranks_json_text, ranks_markdown
+
+    if args.workers is not None and args.workers < 1:
+        raise TraceError("--workers must be at least 1")
+    files = _files(args.paths)
+    if len(files) == 1:
+        run_ranks = ranks_of_trace(load_trace(files[0]))
+        title = files[0].name
+    else:
+        def progress(done: int, total: int) -> None:
+            if sys.stderr.isatty():
+                print(f"\rsummarised {done}/{total} files", end="" if done < total else "\n", file=sys.stderr)
+
+        run_ranks = ranks_of_files(files, args.scheduler, args.workers, progress)
+        title = f"{len(files)} files in {files[0].parent}"
+    if args.format == "json":
+        text = ranks_json_text(run_ranks)
+    else:
+        text = f"# nsight-tui ranks: {title}\n\n" + ranks_markdown(run_ranks)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        print(f"wrote {write_atomic(args.output, text, overwrite=args.force)}", file=sys.stderr)
+    return 0

@@ -1,0 +1,64 @@
+"""Ranks as text: the per-rank table, communication against compute per phase, the straggler."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from nsight_tui.parsers.ranks import RunRanks
+from nsight_tui.render.markdown import table
+
+
+def _ms(ns) -> str:
+    return "–" if ns is None else f"{ns / 1e6:,.3f}"
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
+    out = [f"{heading} Ranks", "", f"_{run.assumption}_", ""]
+    rows = [[s.rank.label, s.rank.process or "–", s.rank.pid, len(s.steps_ns), _ms(s.median_step_ns),
+             _ms(s.median_compute_per_step_ns), s.kernels, _ms(s.busy_ns), _ms(s.comm_ns), _ms(s.exposed_comm_ns),
+             _pct(s.overlap)] for s in run.ranks]
+    out.append(table(["rank", "process", "pid", "steps", "step ms (median)", "compute ms / step", "kernels",
+                      "GPU busy ms", "comm ms", "exposed comm ms", "overlap"], rows,
+                     notes=["comm: NCCL and other collective kernels (union of their intervals); exposed: comm "
+                            "time with no compute kernel running on that GPU; overlap = 1 - exposed / comm. "
+                            "Whole capture, warmup included."]))
+    stats = run.step_stats()
+    if stats:
+        out.append(f"Step time across ranks (each rank's median): min {_ms(stats['min_ns'])} ms, "
+                   f"median {_ms(stats['median_ns'])} ms, max {_ms(stats['max_ns'])} ms.\n")
+    if run.straggler:
+        slow = run.straggler
+        out.append(f"**Straggler: {slow.rank.label}** — {slow.basis}: {_ms(slow.value_ns)} ms against the median "
+                   f"rank's {_ms(slow.median_ns)} ms (+{_ms(slow.excess_ns)} ms). The other ranks wait for it in "
+                   "their collectives.\n")
+    phase_rows = []
+    for s in run.ranks:
+        for phase, p in s.phases.items():
+            phase_rows.append([s.rank.label, phase, p.instances, _ms(p.cpu_ns), _ms(p.busy_ns), _ms(p.comm_ns),
+                               _ms(p.exposed_comm_ns),
+                               _pct(1 - p.exposed_comm_ns / p.comm_ns if p.comm_ns else None)])
+    if phase_rows:
+        out.append(table(["rank", "phase", "instances", "CPU ms", "GPU busy ms", "comm ms", "exposed comm ms",
+                          "overlap"], phase_rows, title="Communication vs compute per phase (steady-state steps)"))
+    for note in run.notes:
+        out.append(f"_note: {note}_\n")
+    return "\n".join(out)
+
+
+def ranks_json(run: RunRanks) -> dict:
+    return {
+        "assumption": run.assumption,
+        "ranks": [{**asdict(s), "overlap": s.overlap, "median_step_ns": s.median_step_ns,
+                   "label": s.rank.label} for s in run.ranks],
+        "step_stats": run.step_stats(),
+        "straggler": None if run.straggler is None else {**asdict(run.straggler), "excess_ns": run.straggler.excess_ns},
+        "notes": run.notes,
+    }
+
+
+def ranks_json_text(run: RunRanks) -> str:
+    return json.dumps(ranks_json(run), indent=2, default=str) + "\n"

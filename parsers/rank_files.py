@@ -1,0 +1,114 @@
+"""A run's ranks from a folder of per-rank exports (`nsys profile --output report_%q{RANK}`).
+
+Each file is summarised on its own (load, find its ranks, per-rank figures) and only those small
+summaries come back, so a folder of hundreds of GB-sized files is a map over files and a small
+reduce. The map runs in local worker processes by default; past one machine it runs on Dask
+(`dask.distributed`, the engine NVIDIA's own multi-report recipes use), on a local cluster or on
+an existing scheduler.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsight_tui.parsers import conventions
+from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.ranks import RankSummary, RunRanks, rank_from_name, run_ranks
+
+@dataclass
+class RankGroup:
+    """Files whose names differ only by a rank suffix: taken as the ranks of one run."""
+
+    stem: str  # the name without its rank suffix
+    files: list[Path]
+
+
+def group_rank_files(paths: Sequence[Path]) -> list[RankGroup]:
+    groups: dict[str, list[Path]] = {}
+    for path in sorted(paths):
+        base = conventions.split_rank(path.stem)[0]
+        groups.setdefault(base, []).append(path)
+    return [RankGroup(stem, files) for stem, files in groups.items()]
+
+
+def rank_files_in(folder: Path) -> RankGroup | None:
+    """The folder's exports, if they are the ranks of one run (>= 2 files, one name but the rank)."""
+    files = sorted(p for p in folder.glob("*.sqlite") if p.is_file())
+    groups = group_rank_files(files)
+    if len(groups) == 1 and len(groups[0].files) >= 2 and all(conventions.split_rank(p.stem)[1] is not None for p in files):
+        return groups[0]
+    return None
+
+
+def summarise_file(path: str) -> list[RankSummary]:
+    """One export -> its ranks' summaries (runs in a worker process: top-level and picklable)."""
+    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.ranks import summarise_trace
+
+    return summarise_trace(load_trace(Path(path)), file_rank=rank_from_name(path))
+
+
+def map_files(paths: Sequence[Path], scheduler: str | None = None, workers: int | None = None,
+              progress=None) -> list[list[RankSummary]]:
+    """summarise_file over `paths`, in file order.
+
+    scheduler None: local worker processes (`workers`, default one per core, at most one per file);
+    "local": a Dask LocalCluster of `workers` processes; anything else: a Dask scheduler address.
+    """
+    names = [str(p) for p in paths]
+    if scheduler is None:
+        n = max(1, min(len(names), workers or os.cpu_count() or 1))
+        if n == 1:
+            return [_report(progress, i, len(names), summarise_file(p)) for i, p in enumerate(names)]
+        with ProcessPoolExecutor(max_workers=n) as pool:
+            return [_report(progress, i, len(names), r) for i, r in enumerate(pool.map(summarise_file, names))]
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise TraceError("--scheduler needs Dask: pip install 'dask[distributed]'") from None
+    cluster = None
+    try:
+        if scheduler == "local":
+            cluster = LocalCluster(n_workers=workers or min(len(names), os.cpu_count() or 1), threads_per_worker=1,
+                                   processes=True, dashboard_address=None)
+            client = Client(cluster)
+        else:
+            client = Client(scheduler, timeout="30s")
+        with client:
+            futures = client.map(summarise_file, names, pure=False)
+            return [_report(progress, i, len(names), f.result()) for i, f in enumerate(futures)]
+    except OSError as exc:
+        raise TraceError(f"Dask scheduler {scheduler}: {exc}") from None
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _report(progress, index: int, total: int, result):
+    if progress:
+        progress(index + 1, total)
+    return result
+
+
+def ranks_of_files(paths: Sequence[Path], scheduler: str | None = None, workers: int | None = None,
+                   progress=None) -> RunRanks:
+    per_file = map_files(paths, scheduler, workers, progress)
+    summaries = [s for file_ranks in per_file for s in file_ranks]
+    numbers = [s.rank.rank for s in summaries]
+    notes = []
+    if len(set(numbers)) != len(numbers):
+        notes.append("rank numbers repeat across files; ranks are listed in file order")
+    origins = [s.session_start_utc_ns for s in summaries if s.session_start_utc_ns is not None]
+    if len(origins) > 1:
+        spread = (max(origins) - min(origins)) / 1e6
+        notes.append(f"each file counts time from its own session start (TARGET_INFO_SESSION_START_TIME); "
+                     f"the starts differ by up to {spread:,.3f} ms, so per-rank figures are durations, "
+                     "not aligned timestamps")
+    engine = "Dask" if scheduler else "local worker processes"
+    assumption = (f"{len(paths)} files taken as the ranks of one run (names differ only by a rank suffix); "
+                  f"summarised per file by {engine}")
+    summaries.sort(key=lambda s: (s.rank.rank if s.rank.rank is not None else 1 << 30, s.rank.file))
+    return run_ranks(summaries, assumption, notes)

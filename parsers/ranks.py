@@ -1,0 +1,264 @@
+"""Ranks: per-GPU, per-process figures, communication against compute, and the straggler.
+
+A *rank* is one GPU as used by one process: an export made around `torchrun` holds several
+(one per process), a per-rank export (`--output report_%q{RANK}`) holds one, and a process that
+drives two GPUs counts as two. Totals that sum all GPUs mislead; everything here is per rank.
+
+Definitions (all in ns, on one rank's GPU):
+- *busy*: the union of all its GPU ops (kernels, copies, sets).
+- *communication*: the union of its collective/peer kernels (family `communication`: NCCL,
+  NVSHMEM, ...); *compute*: the union of its other kernels.
+- *exposed communication*: communication time during which no compute kernel ran on that GPU,
+  i.e. `communication - |communication ∩ compute|`: the part that a perfect overlap would hide.
+  *overlap* = 1 - exposed / communication.
+- *steps*: the rank's process's `step_N` ranges (steady state); per phase (forward, backward,
+  optimizer inside them) the same figures restricted to the phase's ranges.
+- *straggler*: in data-parallel training the collectives make every rank wait for the slowest,
+  so step times agree and the slow rank shows as the one with the most compute per step and the
+  least exposed communication (it waits least). We name the rank with the largest compute per
+  step and how far it is above the median rank.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nsight_tui.parsers import conventions, intervals
+from nsight_tui.parsers.families import name_families
+from nsight_tui.parsers.ids import KERNEL, pid_of
+from nsight_tui.parsers.load import Trace
+
+COMMUNICATION = "communication"
+
+
+@dataclass(frozen=True)
+class Rank:
+    gpid: int  # nsys globalPid of the process
+    pid: int
+    process: str
+    device: int  # the GPU (CUDA device id) within that process
+    rank: int | None = None  # the training rank, where the capture or the file name says it
+    file: str = ""  # the export it came from
+    rank_source: str = "process/GPU order"
+
+    @property
+    def label(self) -> str:
+        who = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+        return f"{who} · GPU {self.device}"
+
+
+@dataclass
+class PhaseComm:
+    """One phase summed over the steady-state steps of one rank."""
+
+    instances: int = 0
+    cpu_ns: int = 0  # the phase ranges' own CPU time
+    busy_ns: int = 0
+    comm_ns: int = 0
+    exposed_comm_ns: int = 0
+
+
+@dataclass
+class RankSummary:
+    rank: Rank
+    kernels: int
+    kernel_ns: int  # sum of kernel durations
+    busy_ns: int
+    span_ns: int  # first op start to last op end
+    comm_kernels: int
+    comm_ns: int
+    compute_ns: int
+    exposed_comm_ns: int
+    steps_ns: list[int] = field(default_factory=list)  # step_N durations, time order
+    compute_per_step_ns: list[int] = field(default_factory=list)
+    phases: dict[str, PhaseComm] = field(default_factory=dict)
+    session_start_utc_ns: int | None = None  # the export's own clock origin (per-rank files differ)
+
+    @property
+    def overlap(self) -> float | None:
+        return 1 - self.exposed_comm_ns / self.comm_ns if self.comm_ns else None
+
+    @property
+    def median_step_ns(self) -> float | None:
+        return float(np.median(self.steps_ns)) if self.steps_ns else None
+
+    @property
+    def median_compute_per_step_ns(self) -> float | None:
+        return float(np.median(self.compute_per_step_ns)) if self.compute_per_step_ns else None
+
+
+@dataclass
+class Straggler:
+    rank: Rank
+    basis: str  # what was compared
+    value_ns: float
+    median_ns: float  # the median rank's value
+
+    @property
+    def excess_ns(self) -> float:
+        return self.value_ns - self.median_ns
+
+
+@dataclass
+class RunRanks:
+    """Every rank of a run, from one export or a folder of per-rank exports."""
+
+    ranks: list[RankSummary]
+    assumption: str  # how the ranks were found, in words
+    straggler: Straggler | None
+    notes: list[str] = field(default_factory=list)
+
+    def step_stats(self) -> dict[str, float] | None:
+        """min / median / max over ranks of each rank's median step time."""
+        meds = [r.median_step_ns for r in self.ranks if r.median_step_ns is not None]
+        if not meds:
+            return None
+        return {"min_ns": float(np.min(meds)), "median_ns": float(np.median(meds)), "max_ns": float(np.max(meds))}
+
+
+# -- finding ranks -----------------------------------------------------------------------------
+def _config_ranks(trace: Trace) -> dict[int, int]:
+    """process pid -> rank, from `nsight-tui:config` marks that carry one (our DDP captures)."""
+    out: dict[int, int] = {}
+    for gtid, text in zip(trace.marks["gtid"].to_numpy(), trace.marks["text"].to_numpy()):
+        mark = conventions.parse_mark(text)
+        if mark and mark[0] == conventions.CONFIG and isinstance(mark[1], dict):
+            rank = mark[1].get("rank")
+            if isinstance(rank, int) and not isinstance(rank, bool):
+                out[int(pid_of(int(gtid)))] = rank
+    return out
+
+
+def find_ranks(trace: Trace, file_rank: int | None = None) -> list[Rank]:
+    """One Rank per (process, GPU) that ran GPU work, in rank order."""
+    ops = trace.ops
+    if len(ops) == 0:
+        return []
+    pairs = np.unique(np.stack([ops["gpid"].to_numpy(np.int64), ops["device"].to_numpy(np.int64)], axis=1), axis=0)
+    by_config = _config_ranks(trace)
+    found = []
+    for gpid, device in pairs.tolist():
+        pid, name = trace.processes.get(int(gpid), (int(pid_of(int(gpid))), ""))
+        rank, source = by_config.get(pid), "the capture's config mark"
+        if rank is None and file_rank is not None and len(pairs) == 1:
+            rank, source = file_rank, "the file name"
+        if rank is None:
+            source = "process/GPU order"
+        found.append(Rank(int(gpid), int(pid), name, int(device), rank, str(trace.path), source))
+    if any(r.rank is None for r in found):  # number the rest in process/GPU order, after the known
+        taken = {r.rank for r in found if r.rank is not None}
+        free = (i for i in range(len(found) + len(taken)) if i not in taken)
+        found = [r if r.rank is not None else Rank(r.gpid, r.pid, r.process, r.device, next(free), r.file,
+                                                     r.rank_source) for r in found]
+    return sorted(found, key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.pid, r.device))
+
+
+# -- per-rank figures ---------------------------------------------------------------------------
+def _plain(text: str) -> str:
+    return text.split(":", 1)[1] if ":" in text and not text.startswith("nsight-tui") else text
+
+
+def _process_ranges(trace: Trace, pid: int, pattern) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end of this process's ranges whose plain name matches, innermost copy per name."""
+    r = trace.ranges
+    if len(r) == 0:
+        return intervals.EMPTY
+    mine = pid_of(r["gtid"].to_numpy(np.int64)) == pid
+    texts = r["text"].to_numpy()
+    hit = mine & np.array([isinstance(t, str) and bool(pattern(_plain(t))) for t in texts], dtype=bool)
+    sel = r[hit]
+    if len(sel) == 0:
+        return intervals.EMPTY
+    sel = sel.assign(plain=[_plain(t) for t in sel["text"]], dur=sel["end"] - sel["start"])
+    # a domain-tagged copy of the same iteration nests it: keep the innermost (shortest) per start
+    sel = sel.sort_values(["start", "dur"]).drop_duplicates(subset=["plain", "start"], keep="first")
+    sel = sel.sort_values("start")
+    return sel["start"].to_numpy(np.int64), sel["end"].to_numpy(np.int64)
+
+
+def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = None) -> RankSummary:
+    ops = trace.ops
+    mine = (ops["gpid"].to_numpy(np.int64) == rank.gpid) & (ops["device"].to_numpy(np.int64) == rank.device)
+    start = ops["start"].to_numpy(np.int64)[mine]
+    end = ops["end"].to_numpy(np.int64)[mine]
+    is_kernel = ops["kind"].to_numpy()[mine] == KERNEL
+    fam = name_families(trace)[ops["name"].to_numpy()[mine]]
+    is_comm = is_kernel & (fam == COMMUNICATION)
+    busy = intervals.union(start, end)
+    comm = intervals.union(start[is_comm], end[is_comm])
+    compute = intervals.union(start[is_kernel & ~is_comm], end[is_kernel & ~is_comm])
+    hidden = intervals.overlap(comm, compute)
+    summary = RankSummary(
+        rank=rank, kernels=int(is_kernel.sum()), kernel_ns=int((end - start)[is_kernel].sum()),
+        busy_ns=intervals.length(busy), span_ns=int(end.max() - start.min()) if len(start) else 0,
+        comm_kernels=int(is_comm.sum()), comm_ns=intervals.length(comm), compute_ns=intervals.length(compute),
+        exposed_comm_ns=intervals.length(comm) - hidden, session_start_utc_ns=session_start_utc_ns,
+    )
+    s_start, s_end = _process_ranges(trace, rank.pid, conventions.STEP_RANGE.match)
+    summary.steps_ns = (s_end - s_start).tolist()
+    summary.compute_per_step_ns = [intervals.length(intervals.clip(compute, a, b)) for a, b in zip(s_start, s_end)]
+    if len(s_start):
+        steps = intervals.union(s_start, s_end)
+        exposed = intervals.difference(comm, compute)
+        for phase in conventions.PHASES:
+            p_start, p_end = _process_ranges(trace, rank.pid, lambda t, phase=phase: t == phase)
+            inside = intervals.covered_before(steps, p_end) - intervals.covered_before(steps, p_start) == p_end - p_start
+            p_start, p_end = p_start[inside], p_end[inside]
+            if not len(p_start):
+                continue
+            window = intervals.union(p_start, p_end)
+            summary.phases[phase] = PhaseComm(
+                instances=len(p_start), cpu_ns=int((p_end - p_start).sum()),
+                busy_ns=intervals.overlap(busy, window), comm_ns=intervals.overlap(comm, window),
+                exposed_comm_ns=intervals.overlap(exposed, window))
+    return summary
+
+
+def straggler(summaries: list[RankSummary]) -> Straggler | None:
+    per_step = [(s.median_compute_per_step_ns, s) for s in summaries if s.median_compute_per_step_ns is not None]
+    basis = "median compute (non-communication kernel time) per step"
+    if len(per_step) < 2:
+        per_step = [(float(s.compute_ns), s) for s in summaries]
+        basis = "compute (non-communication kernel time) over the capture"
+    if len(per_step) < 2:
+        return None
+    values = np.array([v for v, _ in per_step], dtype=float)
+    top = int(np.argmax(values))
+    return Straggler(per_step[top][1].rank, basis, float(values[top]), float(np.median(values)))
+
+
+def session_start_utc_ns(path: str | Path) -> int | None:
+    """The export's clock origin (TARGET_INFO_SESSION_START_TIME.utcEpochNs), if it has one."""
+    from nsight_tui.parsers.source import connect_readonly
+
+    con = connect_readonly(Path(path))
+    try:
+        row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+        return int(row[0]) if row and isinstance(row[0], int) else None
+    except Exception:  # noqa: BLE001 - older exports lack the table: no alignment, said in notes
+        return None
+    finally:
+        con.close()
+
+
+def rank_from_name(path: str | Path) -> int | None:
+    return conventions.split_rank(Path(path).stem)[1]
+
+
+def summarise_trace(trace: Trace, file_rank: int | None = None) -> list[RankSummary]:
+    origin = session_start_utc_ns(trace.path)
+    return [summarise_rank(trace, r, origin) for r in find_ranks(trace, file_rank)]
+
+
+def run_ranks(summaries: list[RankSummary], assumption: str, notes: list[str] | None = None) -> RunRanks:
+    return RunRanks(summaries, assumption, straggler(summaries), list(notes or []))
+
+
+def ranks_of_trace(trace: Trace) -> RunRanks:
+    summaries = summarise_trace(trace)
+    sources = sorted({s.rank.rank_source for s in summaries})
+    assumption = (f"{len(summaries)} rank(s) in one export: one per process and GPU with GPU work; "
+                  f"rank numbers from {', '.join(sources) or 'nothing'}")
+    return run_ranks(summaries, assumption)

@@ -1,0 +1,59 @@
+"""A folder of per-rank exports: found by name, summarised per file in worker processes or on Dask,
+with the same figures as summarising each file on its own."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLES
+
+from nsight_tui.parsers import rank_files
+from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.ranks import summarise_trace
+
+FOLDER = SAMPLES / "ranks_small_ctx128_ddp2"
+
+
+def _key(summaries):
+    return [(s.rank.rank, s.rank.pid, s.kernels, s.kernel_ns, s.busy_ns, s.comm_ns, s.exposed_comm_ns, s.steps_ns)
+            for s in summaries]
+
+
+def test_folder_is_taken_as_ranks_of_one_run():
+    group = rank_files.rank_files_in(FOLDER)
+    assert group is not None and group.stem == "small_ctx128_ddp2"
+    assert [p.name for p in group.files] == ["small_ctx128_ddp2_rank0.sqlite", "small_ctx128_ddp2_rank1.sqlite"]
+    assert rank_files.rank_files_in(SAMPLES) is None  # the samples are different runs, not ranks
+    groups = rank_files.group_rank_files([Path("a_rank0.sqlite"), Path("a_rank1.sqlite"), Path("b.sqlite")])
+    assert [(g.stem, len(g.files)) for g in groups] == [("a", 2), ("b", 1)]
+
+
+def test_worker_processes_give_the_per_file_figures():
+    expected = []
+    for path in sorted(FOLDER.glob("*.sqlite")):
+        expected += summarise_trace(load_trace(path), file_rank=int(path.stem[-1]))
+    run = rank_files.ranks_of_files(sorted(FOLDER.glob("*.sqlite")), workers=2)
+    assert _key(run.ranks) == _key(expected)
+    assert [s.rank.rank for s in run.ranks] == [0, 1]
+    assert any("session start" in n for n in run.notes)
+
+
+def test_dask_local_cluster_gives_the_same_figures():
+    pytest.importorskip("dask.distributed")
+    files = sorted(FOLDER.glob("*.sqlite"))
+    local = rank_files.ranks_of_files(files, workers=1)
+    on_dask = rank_files.ranks_of_files(files, scheduler="local", workers=2)
+    assert _key(on_dask.ranks) == _key(local.ranks)
+    assert "Dask" in on_dask.assumption
+
+
+def test_ranks_command_on_a_folder_and_a_bad_path(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "nsight_tui", "ranks", str(FOLDER), "-f", "json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert '"straggler"' in done.stdout and '"exposed_comm_ns"' in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "nsight_tui", "ranks", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr

@@ -1,0 +1,138 @@
+"""Per-rank figures against computations written here, independently: SQL over the export for
+which op ran where, and a plain sweep over sorted intervals for unions and overlaps."""
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import numpy as np
+import pytest
+from conftest import SAMPLES, shared_trace
+
+from nsight_tui.parsers import intervals, ranks
+from nsight_tui.parsers.load import load_trace
+
+COMM = re.compile(r"(?i)nccl|nvshmem|rccl|all_?reduce|all_?gather|reduce_?scatter")
+
+
+def _rows(path, sql):
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _union(pairs):
+    """Plain sweep: merge sorted intervals."""
+    out = []
+    for s, e in sorted(p for p in pairs if p[1] > p[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def _length(u):
+    return sum(e - s for s, e in u)
+
+
+def _overlap(u, v):
+    total = 0
+    for s, e in u:
+        for a, b in v:
+            total += max(0, min(e, b) - max(s, a))
+    return total
+
+
+def _kernels_by_rank(path):
+    rows = _rows(path, "SELECT (k.globalPid >> 24) & 16777215, k.deviceId, k.start, k.end, s.value "
+                       "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName")
+    out = {}
+    for pid, dev, s, e, name in rows:
+        out.setdefault((pid, dev), []).append((s, e, bool(COMM.search(name))))
+    return out
+
+
+RANK_FILES = SAMPLES / "ranks_small_ctx128_ddp2"
+
+
+@pytest.mark.parametrize("name", ["mfu_2gpu_before", "h100_2gpu_1s", "small_ctx128_threads", "small_ctx128_graphs",
+                                  "sample:small_ctx128_ddp2", "ranks:small_ctx128_ddp2_rank0",
+                                  "ranks:small_ctx128_ddp2_rank1"])
+def test_per_rank_kernels_and_communication_match_sql(name):
+    where, _, stem = name.rpartition(":")
+    path = {"sample": SAMPLES, "ranks": RANK_FILES}[where] / f"{stem}.sqlite" if where else shared_trace(name)
+    run = ranks.ranks_of_trace(load_trace(path))
+    expected = _kernels_by_rank(path)
+    assert {(s.rank.pid, s.rank.device) for s in run.ranks} >= set(expected)
+    for s in run.ranks:
+        ks = expected.get((s.rank.pid, s.rank.device), [])
+        assert s.kernels == len(ks)
+        assert s.kernel_ns == sum(e - b for b, e, _ in ks)
+        comm = _union([(b, e) for b, e, c in ks if c])
+        compute = _union([(b, e) for b, e, c in ks if not c])
+        assert s.comm_kernels == sum(c for _, _, c in ks)
+        assert s.comm_ns == _length(comm)
+        assert s.compute_ns == _length(compute)
+        assert s.exposed_comm_ns == _length(comm) - _overlap(comm, compute)
+
+
+def test_two_gpu_export_has_two_ranks_with_exposed_communication():
+    run = ranks.ranks_of_trace(load_trace(shared_trace("mfu_2gpu_before")))
+    assert [r.rank.rank for r in run.ranks] == [0, 1]
+    assert len({r.rank.pid for r in run.ranks}) == 2
+    assert all(r.comm_ns > 0 for r in run.ranks)
+    assert run.straggler is not None
+    compute = {r.rank.rank: r.compute_ns for r in run.ranks}
+    assert run.straggler.rank.rank == max(compute, key=compute.get)
+
+
+def test_steps_and_phases_on_the_committed_sample_match_sql():
+    path = SAMPLES / "small_ctx128.sqlite"
+    run = ranks.ranks_of_trace(load_trace(path))
+    (only,) = run.ranks
+    names = dict(_rows(path, "SELECT id, value FROM StringIds"))
+    rows = _rows(path, "SELECT start, end, text, textId FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType = 59")
+    named = [(s, e, t if t is not None else names.get(i)) for s, e, t, i in rows]
+    steps = sorted((s, e) for s, e, t in named if re.fullmatch(r"step_\d+", t or ""))
+    assert only.steps_ns == [e - s for s, e in steps]
+    fwd = [(s, e) for s, e, t in named if t == "forward" and any(a <= s and e <= b for a, b in steps)]
+    assert only.phases["forward"].instances == len(fwd)
+    assert only.phases["forward"].cpu_ns == sum(e - s for s, e in fwd)
+    ops = _rows(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT start, end FROM "
+                      "CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET")
+    assert only.phases["forward"].busy_ns == _overlap(_union(ops), _union(fwd))
+
+
+def test_interval_helpers_against_a_plain_sweep():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        a = rng.integers(0, 1000, size=(30, 2))
+        b = rng.integers(0, 1000, size=(25, 2))
+        a_pairs = [(min(x), max(x)) for x in a]
+        b_pairs = [(min(x), max(x)) for x in b]
+        ua, ub = intervals.union(*np.array(a_pairs).T), intervals.union(*np.array(b_pairs).T)
+        assert list(zip(ua[0].tolist(), ua[1].tolist())) == [tuple(x) for x in _union(a_pairs)]
+        assert intervals.overlap(ua, ub) == _overlap(_union(a_pairs), _union(b_pairs))
+        assert intervals.length(intervals.intersect(ua, ub)) == _overlap(_union(a_pairs), _union(b_pairs))
+        assert intervals.length(intervals.difference(ua, ub)) == _length(_union(a_pairs)) - _overlap(
+            _union(a_pairs), _union(b_pairs))
+
+
+def test_rank_from_file_name():
+    assert ranks.rank_from_name("report_rank3.sqlite") == 3
+    assert ranks.rank_from_name("run_1.sqlite") == 1
+    assert ranks.rank_from_name("small_ctx128.sqlite") is None  # a context length is not a rank
+
+
+def test_committed_ddp_capture_numbers_ranks_from_its_config_marks():
+    run = ranks.ranks_of_trace(load_trace(SAMPLES / "small_ctx128_ddp2.sqlite"))
+    assert [(r.rank.rank, r.rank.rank_source) for r in run.ranks] == [(0, "the capture's config mark"),
+                                                                       (1, "the capture's config mark")]
+    for r in run.ranks:  # DDP's gradient all-reduce runs in backward, partly hidden behind its kernels
+        assert len(r.steps_ns) == 3
+        assert r.phases["backward"].comm_ns > 0
+        assert r.phases["optimizer"].comm_ns == 0
+        assert 0 <= r.phases["backward"].exposed_comm_ns < r.phases["backward"].comm_ns
