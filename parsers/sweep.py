@@ -206,7 +206,7 @@ def tables(runs: list[Run]) -> list[SweepTable]:
             rank[label] = (1, label)
         placed[(label, ctx)] = run
     labels = sorted({label for label, _ in placed}, key=lambda lb: rank[lb])
-    ctxs: list[int | None] = sorted({c for _, c in placed if c is not None})
+    ctxs: list[int | None] = [*sorted({c for _, c in placed if c is not None})]
     if any(c is None for _, c in placed):
         ctxs.append(None)
     headers = ["model", *[UNKNOWN_CTX if c is None else f"ctx {c}" for c in ctxs]]
@@ -255,9 +255,3 @@ def compare_rows(runs: list[Run]) -> list[list]:
             _top(a, step), None if gemm is None else round(100 * gemm, 1), "ok",
         ])
     return rows
-
-
-def compare(paths: list[Path], attribution: str = "process", progress=None) -> tuple[list[str], list[list]]:
-    """One row per file (OOM records included)."""
-    runs = analyse(runs_for(paths), attribution, progress)
-    return COMPARE_HEADERS, compare_rows(runs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,7 @@ class NsightApp(App[int]):
         Binding("e", "export", "Export",
                 tooltip="Export the view on screen (its filter, sort, selection) to nsight-tui_<view>.md here; "
                 "also copied to the clipboard (OSC 52)", id="app.export"),
-        Binding("m", "switch_mode", "Attribution",
+        Binding("m", "switch_attribution", "Attribution",
                 tooltip="Switch attribution: process-wide (autograd-thread kernels count for the main thread's "
                 "ranges) or nsys's launching-thread rule", id="app.attribution"),
         Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack",
@@ -70,7 +71,7 @@ class NsightApp(App[int]):
                 tooltip="Command palette: views, actions, jump to any range or kernel by name", id="app.palette"),
     ]
 
-    def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None):
+    def __init__(self, paths: Sequence[str | Path], attribution: str = "process", export_dir: str | Path | None = None):
         super().__init__()
         self.paths = [Path(p) for p in paths]
         self.attribution = attribution
@@ -276,8 +277,8 @@ class NsightApp(App[int]):
         self.exit(return_code=0)
 
     # -- attribution mode -----------------------------------------------------------------------
-    def action_switch_mode(self) -> None:
-        if not self._need_session() or self._mode_switching:
+    def action_switch_attribution(self) -> None:
+        if self.session is None or not self._need_session() or self._mode_switching:
             return
         new = "nsys" if self.session.attribution == "process" else "process"
         self._mode_switching = True
@@ -308,7 +309,9 @@ class NsightApp(App[int]):
             return
         # What was open: the range tree's cursor, and the range whose kernels were shown.
         base = self._base_index()
-        ranges: RangesScreen = self.screen_stack[base]
+        ranges = self.screen_stack[base] if base is not None else None
+        if base is None or not isinstance(ranges, RangesScreen):
+            return
         keep = ranges.current_key()
         old_node = next((s.node for s in self.screen_stack[base + 1:]
                          if isinstance(s, KernelsScreen) and s.node is not None), None)
@@ -321,7 +324,7 @@ class NsightApp(App[int]):
         if old_node is not None:
             # The same ranges under the new mode: range positions do not depend on the mode
             # (a name path would find the first instance, not the one that was open).
-            node = next((n for n in ranges.grid.tree.all_nodes() if np.array_equal(n.ids, old_node.ids)), None)
+            node = next((n for n in ranges.grid.ranges.all_nodes() if np.array_equal(n.ids, old_node.ids)), None)
             if node is not None:
                 ranges.select_node(node)
                 self.open_kernels(node)

@@ -2,30 +2,36 @@
 (by name path) or kernel (by name) of the open file."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from nsight_tui.tui.tree_source import node_key
 
+if TYPE_CHECKING:
+    from nsight_tui.tui.app import NsightApp
+
 MAX_RANGES = 2000
+Entry = tuple[str, str, Callable[[], Any]]
 
 
 class NsightCommands(Provider):
     async def startup(self) -> None:
         self._entries = self._build()
 
-    def _build(self) -> list[tuple[str, str, object]]:
-        app = self.app
+    def _build(self) -> list[Entry]:
+        app = cast("NsightApp", self.app)
         run = app.run_action
-        out: list[tuple[str, str, object]] = [
+        out: list[Entry] = [
             ("View: range tree", "NVTX ranges per thread (1)", partial(run, "view_ranges")),
             ("View: kernel summary", "every kernel of the trace (2)", partial(run, "view_kernels")),
             ("View: CUDA API summary", "as nsys cuda_api_sum (3)", partial(run, "view_api")),
             ("Jump: correlation ID…", "the API call and GPU work of one correlation ID (c)",
              partial(run, "ask_correlation")),
             ("Switch attribution mode", "process-wide or nsys's launching-thread rule (m)",
-             partial(run, "switch_mode")),
+             partial(run, "switch_attribution")),
             ("Export this view to Markdown", "writes nsight-tui_<view>.md here (e)", partial(run, "export")),
             ("Help: every key", "(?)", partial(run, "help")),
         ]

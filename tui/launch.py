@@ -76,6 +76,7 @@ class TerminalGuard:
         try:
             import termios
 
+            assert sys.stdin is not None
             self._fd = sys.stdin.fileno()
             self._saved = termios.tcgetattr(self._fd)
         except (ImportError, OSError, ValueError, AttributeError):
@@ -108,7 +109,7 @@ class TerminalGuard:
 
             termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
             if self.signal is not None and self.signal != signal.SIGHUP:
-                os.write(sys.__stdout__.fileno(), RESET.encode())
+                os.write(1, RESET.encode())
         except (OSError, ValueError, AttributeError):
             pass
 

@@ -27,16 +27,17 @@ class TreeRow:
 
     @property
     def children(self) -> list[RangeNode]:
-        return self.obj.roots if self.is_group else self.obj.children
+        return self.obj.roots if isinstance(self.obj, ThreadGroup) else self.obj.children
 
 
 def node_key(node: RangeNode) -> tuple[str, ...]:
     """A range's identity across the aggregated and instance trees: its name path, numbers
     folded (`step_3` and `step_N` both give `step_N`)."""
     out = []
-    while node is not None:
-        out.append(display_name(path_key(node.name)))
-        node = node.parent
+    cur: RangeNode | None = node
+    while cur is not None:
+        out.append(display_name(path_key(cur.name)))
+        cur = cur.parent
     return tuple(reversed(out))
 
 
@@ -71,15 +72,15 @@ class RangeTreeSource:
     def label(self, row: TreeRow) -> str:
         pad = " " * (INDENT * row.depth)
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
-        if row.is_group:
-            g = row.obj
+        g = row.obj
+        if isinstance(g, ThreadGroup):
             return f"{pad}{mark}{g.label}{'  [main thread]' if g.is_main else ''}"
-        return f"{pad}{mark}{row.obj.label}"
+        return f"{pad}{mark}{g.label}"
 
     def value(self, row: TreeRow, key: str):
-        if row.is_group:
-            return None
         node = row.obj
+        if isinstance(node, ThreadGroup):
+            return None
         if key == "instances":
             return node.instances
         if key == "cpu":
@@ -111,14 +112,15 @@ class RangeTreeSource:
         return "datagrid--group" if self.rows[i].is_group else None
 
     def node_at(self, i: int) -> RangeNode | None:
-        if 0 <= i < len(self.rows) and not self.rows[i].is_group:
-            return self.rows[i].obj
-        return None
+        obj = self.rows[i].obj if 0 <= i < len(self.rows) else None
+        return obj if isinstance(obj, RangeNode) else None
 
     def group_at(self, i: int) -> ThreadGroup:
         while i > 0 and not self.rows[i].is_group:
             i -= 1
-        return self.rows[i].obj
+        group = self.rows[i].obj
+        assert isinstance(group, ThreadGroup)
+        return group
 
     # -- expand / collapse --------------------------------------------------------------------
     def expand(self, i: int) -> bool:
@@ -128,7 +130,7 @@ class RangeTreeSource:
             return False
         row.expanded = True
         self._open.add(id(row.obj))
-        new = []
+        new: list[TreeRow] = []
         self._visible_under(row, new)
         self.rows[i + 1:i + 1] = new
         return True
@@ -176,7 +178,7 @@ class RangeTreeSource:
     def reveal(self, node: RangeNode) -> int | None:
         """Expand the ancestors of `node`; its row index."""
         chain = []
-        cur = node
+        cur: RangeNode | None = node
         while cur is not None:
             chain.append(cur)
             cur = cur.parent
@@ -256,10 +258,10 @@ class RangeTreeSource:
         rows = []
         group = None
         for row in list(self.rows):  # a snapshot: expand/collapse may splice the live list meanwhile
-            if row.is_group:
-                group = row.obj  # rows follow their group: no walk back per row
-                continue
             node = row.obj
+            if isinstance(node, ThreadGroup):
+                group = node  # rows follow their group: no walk back per row
+                continue
             share = node.share_of_parent()
             rows.append([group.label if group else "", path_text(node), node.instances, node.cpu_ns, node.busy_ns,
                          None if share is None else round(share, 4), node.kernels])

@@ -66,7 +66,7 @@ def test_navigate_expand_collapse_and_aggregate(trace: Path, sql, tui):
         async with tui(trace) as ui:
             tree = ui.screen.grid
             assert tree.cursor == 1  # the first range, under its thread
-            first = tree.tree.node_at(1)
+            first = tree.ranges.node_at(1)
             await ui.press("j")
             assert tree.cursor == 2
             await ui.press("k", "G")
@@ -74,16 +74,16 @@ def test_navigate_expand_collapse_and_aggregate(trace: Path, sql, tui):
             await ui.press("g", "j")
             rows = tree.row_count
             await ui.press("h")  # collapse the first range
-            assert tree.row_count < rows and tree.tree.node_at(1) is first
+            assert tree.row_count < rows and tree.ranges.node_at(1) is first
             await ui.press("l")
             assert tree.row_count == rows
 
             # Aggregated: step_N is one row ×N; instances: one row per step.
-            agg = [n for n in tree.tree.all_nodes() if n.label.endswith("step_N")]
+            agg = [n for n in tree.ranges.all_nodes() if n.label.endswith("step_N")]
             assert agg and max(n.instances for n in agg) == steps // len(agg)
             await ui.press("a")
             assert ui.screen.aggregated is False and ui.app.session.aggregated is False
-            inst = [n for n in ui.screen.grid.tree.all_nodes()
+            inst = [n for n in ui.screen.grid.ranges.all_nodes()
                     if n.label.split(":")[-1].startswith("step_") and n.label.split("_")[-1].isdigit()]
             assert len(inst) == steps
             assert "individual instances" in ui.text()
@@ -100,7 +100,7 @@ def test_search_jumps_to_ranges_with_next_and_previous(trace: Path, tui):
             await ui.type("backward")
             await ui.press("enter")
             tree = ui.screen.grid
-            here = lambda: tree.tree.node_at(tree.cursor)  # noqa: E731
+            here = lambda: tree.ranges.node_at(tree.cursor)  # noqa: E731
             assert here().label == "backward" and here().parent.label == "warmup_N"
             await ui.press("n")
             assert here().label == "backward" and here().parent.label.endswith("step_N")
@@ -445,7 +445,7 @@ def test_command_palette_jumps_to_a_range(sample: Path, tui):
             await ui.press("enter")
             await ui.until(lambda: type(ui.screen).__name__ == "RangesScreen", "back on the tree")
             tree = ui.screen.grid
-            node = tree.tree.node_at(tree.cursor)
+            node = tree.ranges.node_at(tree.cursor)
             assert node.label == "backward" and node.parent.label.endswith("step_N")
 
     run(body())
@@ -694,3 +694,110 @@ def test_mode_switch_reopens_the_same_instance(sample: Path, sql, tui):
             assert type(ui.screen).__name__ == "KernelsScreen" and ui.screen.node.start == last_start
 
     run(body())
+
+
+# -- 80x24: one-row header, no number cut -----------------------------------------------------------
+def numbers_on_screen_are_whole(ui) -> int:
+    """Every right-aligned (number) cell of the grid on screen is drawn whole, in its row's line.
+    Returns how many cells were checked."""
+    from nsight_tui.tui.widgets.grid import DataGrid
+
+    grid = ui.screen.query_one(DataGrid)
+    lines = ui.text().splitlines()
+    header = grid.content_region.y  # the grid's header line on screen
+    first = int(grid.scroll_offset.y)
+    checked = 0
+    for row in range(first, min(first + grid.page_rows, len(grid.source))):
+        line = lines[header + 1 + row - first]
+        spans = getattr(grid.source, "spans", None)
+        if spans is not None and spans(row):
+            continue
+        for col, width in grid._layout:
+            if col.align == "right":
+                value = grid.source.cell(row, col)
+                assert len(value) <= width and "…" not in value, (col.header, value, width)
+                assert value in line, (col.header, value, line)
+                checked += 1
+    return checked
+
+
+VIEWS_80x24 = {
+    "ranges": (), "kernels": ("backward",), "launches": ("backward", "enter"),
+    "correlation": ("backward", "enter", "enter"), "api": ("3",), "all kernels": ("2",),
+}
+
+
+@pytest.mark.parametrize("view", list(VIEWS_80x24))
+def test_80x24_one_row_header_and_no_number_cut(sample: Path, tui, view):
+    async def body():
+        async with tui(sample, size=(80, 24)) as ui:
+            for key in VIEWS_80x24[view]:
+                if key == "backward":
+                    await ui.open_backward_kernels()
+                else:
+                    await ui.press(key)
+            await ui.until(lambda: getattr(ui.screen, "table", True) is not None, "the table")
+            await ui.settle()
+            lines = ui.text().splitlines()
+            assert lines[0].rstrip().endswith("attr: process") and sample.stem in lines[0]
+            assert "kernels" not in lines[1] or "kernels of" in lines[1]  # line 2 is the view's title
+            assert numbers_on_screen_are_whole(ui) > 0
+
+    run(body())
+
+
+def test_files_and_questions_at_80x24_keep_every_number(samples_dir: Path, tui, tmp_path: Path):
+    import shutil
+
+    for name in ("small_ctx128.sqlite", "small_ctx128_fwd.sqlite"):
+        shutil.copy(samples_dir / name, tmp_path / name)
+
+    async def body():
+        async with tui(sorted(tmp_path.glob("*.sqlite")), size=(80, 24)) as ui:
+            await ui.until(lambda: ui.screen.view is not None, "the files read")
+            assert numbers_on_screen_are_whole(ui) > 0
+            await ui.press("t")
+            for _ in range(len(ui.screen.tables)):
+                numbers_on_screen_are_whole(ui)
+                await ui.press("right_square_bracket")
+
+    run(body())
+
+
+# -- the file changing underneath ----------------------------------------------------------------------
+def test_truncated_profile_fails_a_lazy_read_in_one_line(sample: Path, tui, tmp_path: Path):
+    """Truncate the profile while it is open, then open a launch list: grid/block cannot be read;
+    the status line says so in one line and the app keeps going (it used to die in render_line)."""
+    import shutil
+    import threading
+
+    from nsight_tui.parsers.load import Trace
+
+    path = Path(shutil.copy(sample, tmp_path / "shrinking.sqlite"))
+    drawing_reads: list[str] = []
+    real = Trace.op_details
+
+    def op_details(self, ops):  # who reads the file: never the UI thread (where rows are drawn)
+        drawing_reads.append(threading.current_thread().name)
+        return real(self, ops)
+
+    async def body():
+        async with tui(path) as ui:
+            with path.open("r+b") as fh:
+                fh.truncate(path.stat().st_size // 3)
+            await ui.open_backward_kernels()
+            await ui.press("enter")  # a launch list: its grid/block are read from the file
+            await ui.until_text("could not read grid/block from the file")
+            status = [line for line in ui.text().splitlines() if "could not read" in line]
+            assert len(status) == 1
+            assert ui.screen.table.value(0, "grid") == "?"
+            await ui.press("j", "j", "escape")  # still answering keys
+            assert type(ui.screen).__name__ == "KernelsScreen" and ui.app.is_running
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Trace, "op_details", op_details)
+    try:
+        run(body())
+    finally:
+        mp.undo()
+    assert drawing_reads and threading.main_thread().name not in drawing_reads

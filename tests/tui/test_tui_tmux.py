@@ -90,8 +90,13 @@ def wait_file(path: Path, timeout: float = 30.0) -> str:
 
 
 def test_real_terminal_key_path(sample: Path, sql, repo_root: Path, tmp_path: Path):
+    profiles = tmp_path / "profiles"  # nothing may be written beside the profile: its folder stays as it was
+    profiles.mkdir()
+    sample = Path(shutil.copy(sample, profiles / sample.name))
+    work = tmp_path / "work"
+    work.mkdir()
     status = tmp_path / "exit_status"
-    shell = (f"cd {shlex.quote(str(tmp_path))} && PYTHONPATH={shlex.quote(str(repo_root))} {command(repo_root)} "
+    shell = (f"cd {shlex.quote(str(work))} && PYTHONPATH={shlex.quote(str(repo_root))} {command(repo_root)} "
              f"{shlex.quote(str(sample))}; echo $? > {shlex.quote(str(status))}")
     want = sql.backward_kernels(sample, "process")
     t = Tmux(tmp_path)
@@ -116,11 +121,12 @@ def test_real_terminal_key_path(sample: Path, sql, repo_root: Path, tmp_path: Pa
         assert "API call: cudaLaunchKernel" in pane and "backward" in pane
         t.keys("e")
         t.wait_for("exported nsight-tui_corr_")
-        exported = list(tmp_path.glob("nsight-tui_corr_*.md"))
+        exported = list(work.glob("nsight-tui_corr_*.md"))
         assert len(exported) == 1 and "cudaLaunchKernel" in exported[0].read_text()
         t.keys("q")
         assert wait_file(status) == "0"
         assert t.flags() == CLEAN_PANE
+        assert [p.name for p in profiles.iterdir()] == [sample.name]  # no lock, cache or export beside it
     finally:
         t.kill()
 

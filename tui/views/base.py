@@ -12,6 +12,8 @@ The pattern every view follows (see ARCHITECTURE in tui/NOTES.md):
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -28,6 +30,9 @@ from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.info_bar import InfoBar
 from nsight_tui.tui.widgets.key_bar import KeyBar
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
+
+if TYPE_CHECKING:
+    from nsight_tui.tui.app import NsightApp
 
 # Above this many rows, sort and filter run in a worker instead of inside the key handler.
 BIG_TABLE = 20_000
@@ -50,6 +55,11 @@ class ViewScreen(Screen):
     def __init__(self, session=None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.session = session
+
+    @property
+    def nsight(self) -> NsightApp:
+        """The app, typed: navigation (open_kernels, go_back, ...) lives there."""
+        return cast("NsightApp", self.app)
 
     def compose(self) -> ComposeResult:
         yield InfoBar(id="info")
@@ -107,7 +117,7 @@ class ViewScreen(Screen):
         if self.prompt.is_open:
             self.prompt.action_cancel()
             return
-        self.app.go_back(self)
+        self.nsight.go_back(self)
 
     def export_view(self) -> ViewText | None:
         """What `e` writes (called in a worker); None when there is nothing to export yet."""
@@ -171,11 +181,12 @@ class TableScreen(ViewScreen):
         self._sync_grid(cursor)
 
     def _sync_grid(self, cursor: int | None = None) -> None:
-        grid = self.grid
-        grid.sort_key = self.table.sort.key
-        grid.sort_descending = self.table.sort.descending
-        if grid.source is not self.table:
-            grid.set_source(self.table, cursor or 0)
+        grid, table = self.grid, self.table
+        assert table is not None
+        grid.sort_key = table.sort.key
+        grid.sort_descending = table.sort.descending
+        if grid.source is not table:
+            grid.set_source(table, cursor or 0)
         else:
             grid.data_changed(cursor)
         self.set_status(self.describe())
@@ -231,6 +242,8 @@ class TableScreen(ViewScreen):
 
     def _after_change(self, keep: int | None) -> None:
         self._busy = False
+        if self.table is None:
+            return
         row = self.table.row_of_position(keep) if keep is not None else None
         self._sync_grid(row if row is not None else 0)
 
@@ -286,5 +299,6 @@ class TableScreen(ViewScreen):
 
     # -- export -------------------------------------------------------------------------------
     def export_table(self, title: str) -> str:
+        assert self.table is not None
         headers, rows = self.table.export_rows()
         return md_table(headers, rows, title=title)

@@ -62,7 +62,7 @@ class FilesScreen(TableScreen):
             return
         run = self.view.runs[self.table.position(event.row)]
         if run.status == "ok":
-            self.app.open_file(run.path)
+            self.nsight.open_file(run.path)
         else:
             self.notify(f"{run.path.name}: {run.message or run.status}", severity="warning", markup=False)
 

@@ -1,7 +1,7 @@
 """`?`: every key, gathered from the Binding lists themselves (so it cannot go stale)."""
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -53,7 +53,7 @@ class HelpScreen(ModalScreen):
             yield Static(self._help_table())
 
     def _help_table(self) -> Group:
-        parts = [Text.assemble(("nsight-tui keys", "bold underline"), "   esc or ? closes this; j/k scroll")]
+        parts: list[RenderableType] = [Text.assemble(("nsight-tui keys", "bold underline"), "   esc or ? closes this; j/k scroll")]
         if self.about:
             parts += [Text(""), Text("This file", style="bold yellow")]
             parts += [Text(line) for line in self.about]

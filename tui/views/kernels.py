@@ -110,7 +110,7 @@ class KernelsScreen(TableScreen):
         if self.table is None or self.view is None:
             return
         rec = self.table.record(event.row)
-        self.app.open_launches(self.node, rec["name"], rec["label"], self.view.positions)
+        self.nsight.open_launches(self.node, rec["name"], rec["label"], self.view.positions)
 
     def export_view(self) -> ViewText | None:
         if self.table is None or self.view is None:

@@ -69,7 +69,7 @@ class LaunchesScreen(TableScreen):
             return
         rec = self.table.record(event.row)
         gpid = int(self.session.trace.ops["gpid"].iat[int(rec["op"])])
-        self.app.open_correlation(int(rec["corr"]), gpid if gpid >= 0 else None)
+        self.nsight.open_correlation(int(rec["corr"]), gpid if gpid >= 0 else None)
 
     def export_view(self) -> ViewText | None:
         if self.table is None:

@@ -26,33 +26,34 @@ class RangeTree(DataGrid):
     BINDINGS = [
         Binding("l,right", "expand", "Expand", show=False, id="tree.expand"),
         Binding("h,left", "collapse", "Collapse / to parent", show=False, id="tree.collapse"),
-        Binding("space", "toggle", "Expand/collapse", show=False, id="tree.toggle"),
+        Binding("space", "toggle_node", "Expand/collapse", show=False, id="tree.toggle"),
     ]
 
     @property
-    def tree(self) -> RangeTreeSource:
+    def ranges(self) -> RangeTreeSource:
+        assert isinstance(self.source, RangeTreeSource)
         return self.source
 
     def action_expand(self) -> None:
-        if len(self.source) and self.tree.expand(self.cursor):
+        if len(self.source) and self.ranges.expand(self.cursor):
             self.data_changed()
-        elif len(self.source) and self.tree.rows[self.cursor].expanded:
+        elif len(self.source) and self.ranges.rows[self.cursor].expanded:
             self.move_to(self.cursor + 1)
 
     def action_collapse(self) -> None:
         if not len(self.source):
             return
-        if self.tree.collapse(self.cursor):
+        if self.ranges.collapse(self.cursor):
             self.data_changed()
             return
-        parent = self.tree.parent_row(self.cursor)
+        parent = self.ranges.parent_row(self.cursor)
         if parent is not None:
             self.move_to(parent)
 
-    def action_toggle(self) -> None:
+    def action_toggle_node(self) -> None:
         if not len(self.source):
             return
-        changed = self.tree.collapse(self.cursor) or self.tree.expand(self.cursor)
+        changed = self.ranges.collapse(self.cursor) or self.ranges.expand(self.cursor)
         if changed:
             self.data_changed()
 
@@ -120,7 +121,7 @@ class RangesScreen(ViewScreen):
             self.set_status("enter: kernels of the range · l/h expand/collapse · a aggregate · / search · ? help")
 
     def check_action(self, action: str, parameters) -> bool | None:
-        if action == "back" and not self.app.multi:
+        if action == "back" and not self.nsight.multi:
             return False  # the only file's range tree is home: nothing to go back to
         return True
 
@@ -129,21 +130,21 @@ class RangesScreen(ViewScreen):
         source.prepare_search()
 
     def current_key(self) -> tuple | None:
-        tree = self.grid.tree
+        tree = self.grid.ranges
         node = tree.node_at(self.grid.cursor)
         if node is None:
             return None
         return tree.group_at(self.grid.cursor).gtid, node_key(node)
 
     def select_key(self, gtid: int, key: tuple[str, ...]) -> bool:
-        tree = self.grid.tree
+        tree = self.grid.ranges
         node = tree.find_key(gtid, key)
         if node is None:
             return False
         return self.select_node(node)
 
     def select_node(self, node: RangeNode) -> bool:
-        row = self.grid.tree.reveal(node)
+        row = self.grid.ranges.reveal(node)
         if row is None:
             return False
         self.grid.data_changed(row)
@@ -154,16 +155,16 @@ class RangesScreen(ViewScreen):
         self._update_detail()
 
     def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
-        tree = self.grid.tree
+        tree = self.grid.ranges
         node = tree.node_at(event.row)
         if node is None:
-            self.grid.action_toggle()
+            self.grid.action_toggle_node()
             return
-        self.app.open_kernels(node)
+        self.nsight.open_kernels(node)
 
     def _update_detail(self) -> None:
         detail = self.query_one("#detail", Static)
-        tree = self.grid.tree
+        tree = self.grid.ranges
         node = tree.node_at(self.grid.cursor) if len(tree) else None
         if node is None:
             if len(tree):
@@ -209,7 +210,7 @@ class RangesScreen(ViewScreen):
         self.search_text = event.value.strip()
 
     def watch_search_text(self, text: str) -> None:
-        self._matches = self.grid.tree.matches(text)
+        self._matches = self.grid.ranges.matches(text)
         self._jump(backwards=False, include_current=True)
 
     def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
@@ -228,7 +229,7 @@ class RangesScreen(ViewScreen):
             self.set_status(f"no range matches '{self.search_text}'")
             self.app.bell()
             return
-        tree = self.grid.tree
+        tree = self.grid.ranges
         current = tree.node_at(self.grid.cursor)
         here = tree.preorder_index(current) if current is not None else -1
         positions = [tree.preorder_index(n) for n in self._matches]
@@ -243,7 +244,7 @@ class RangesScreen(ViewScreen):
 
     # -- export ---------------------------------------------------------------------------------
     def export_view(self) -> ViewText:
-        headers, rows = self.grid.tree.export_rows()
+        headers, rows = self.grid.ranges.export_rows()
         mode = "aggregated by name path" if self.aggregated else "individual instances"
         head = self.export_header(f"view: range tree, {mode}; rows as expanded on screen ({len(rows)} ranges)")
         return ViewText("ranges", head, md_table(headers, rows, title="NVTX ranges"))
