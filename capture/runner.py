@@ -11,7 +11,6 @@ import shlex
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from nsight_tui.capture import progress
 from nsight_tui.capture.errors import CaptureError
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.output import write_atomic
@@ -119,7 +119,7 @@ class Runner:
 
     def _run(self, command: Sequence[str]) -> int:
         self.echo("$ " + shlex.join(command))
-        return subprocess.run(list(command), env=self.env).returncode
+        return progress.run(command, env=self.env)
 
     def refuse_clobber(self, config: CaptureConfig) -> None:
         existing = existing_outputs(self.out_dir, config, self.keep_report)

@@ -26,7 +26,7 @@ PHASES, ATTENTION_PARTS = conventions.PHASES, conventions.ATTENTION_PARTS
 class Ratio:
     label: str
     value: float | None
-    display: str
+    unit: str  # how to read `value`: "fraction" (0..1), "ns", "count", "per_instance", "x"
     basis: str  # what the value divides by, in words
 
 
@@ -54,10 +54,6 @@ def family_shares(model: RangeModel, op_positions: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b else None
 
@@ -81,29 +77,29 @@ def ratio_panel(model: RangeModel, node: RangeNode) -> list[Ratio]:
     shares = family_shares(model, pos)
     for row in shares.itertuples():
         if row.total_ns or row.family == "gemm":
-            out.append(Ratio(f"{row.label} share", row.share, _pct(row.share), "kernel + memory op time in range"))
+            out.append(Ratio(f"{row.label} share", row.share, "fraction", "kernel + memory op time in range"))
     busy = _ratio(node.busy_ns, node.cpu_ns)
-    out.append(Ratio("GPU busy / CPU time", busy, _pct(busy),
+    out.append(Ratio("GPU busy / CPU time", busy, "fraction",
                      "CPU (NVTX) range time; low means the GPU waited on the CPU (launch-bound)"))
-    out.append(Ratio("kernels", float(node.kernels), f"{node.kernels:,}", "count of kernels attributed"))
+    out.append(Ratio("kernels", float(node.kernels), "count", "count of kernels attributed"))
     if node.instances > 1:
-        out.append(Ratio("kernels / instance", node.kernels / node.instances, f"{node.kernels / node.instances:,.1f}",
+        out.append(Ratio("kernels / instance", node.kernels / node.instances, "per_instance",
                          f"{node.instances} instances"))
     timing = launch_timing(model, pos)
     if timing is not None:
         overhead_ns, queue_ns = timing
-        out.append(Ratio("launch overhead (median)", overhead_ns, f"{overhead_ns / 1000:,.1f} µs",
+        out.append(Ratio("launch overhead (median)", overhead_ns, "ns",
                          "the launching API call's own duration (cudaLaunchKernel…), median over kernels"))
-        out.append(Ratio("queue delay / CPU lead (median)", queue_ns, f"{queue_ns / 1000:,.1f} µs",
+        out.append(Ratio("queue delay / CPU lead (median)", queue_ns, "ns",
                          "kernel start − launching call start, median over kernels: how far the CPU ran "
                          "ahead, i.e. how long the kernel waited behind earlier GPU work"))
     fwd, bwd, opt = (_child(node, p) for p in PHASES)
     if fwd is not None and bwd is not None:
         r = _ratio(bwd.kernel_ns, fwd.kernel_ns)
-        out.append(Ratio("backward / forward", r, "n/a" if r is None else f"{r:.2f}x", "forward kernel time"))
+        out.append(Ratio("backward / forward", r, "x", "forward kernel time"))
     if opt is not None and node.kernel_ns:
         r = _ratio(opt.kernel_ns, node.kernel_ns)
-        out.append(Ratio("optimizer share", r, _pct(r), f"kernel time of {node.label}"))
+        out.append(Ratio("optimizer share", r, "fraction", f"kernel time of {node.label}"))
     return out
 
 
@@ -316,5 +312,4 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratios": _ratios(steady, config),
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
-        "_phases": steady,
     }

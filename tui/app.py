@@ -378,7 +378,7 @@ class NsightApp(App[int]):
 
     def _write_export(self, screen, path: Path, text: str, overwrite: bool) -> None:
         try:
-            written = export.write(path, text, overwrite=overwrite)
+            written = export.write(path, text, overwrite=overwrite, inputs=self.paths)
         except (TraceError, OSError) as exc:
             self.notify(str(exc), title="export failed", severity="error", markup=False)
             return

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from nsight_tui.render.output import unique_path, write_atomic
+from nsight_tui.render.safe import markdown as md_text
 from nsight_tui.tui.table_model import ViewText
 
 CLIPBOARD_LIMIT = 512 * 1024  # OSC 52 payloads beyond this stall or get dropped by many terminals
@@ -19,9 +20,9 @@ def file_name(stem: str) -> str:
 def render(view: ViewText) -> str:
     lines = []
     if view.header:
-        lines.append(f"# {view.header[0]}")
+        lines.append(f"# {md_text(view.header[0])}")
         lines.append("")
-        lines += [f"- {h}" for h in view.header[1:]]
+        lines += [f"- {md_text(h)}" for h in view.header[1:]]
         lines.append("")
     return "\n".join(lines) + "\n" + view.body
 
@@ -30,8 +31,9 @@ def target(folder: Path, view: ViewText) -> Path:
     return Path(folder) / file_name(view.stem)
 
 
-def write(path: Path, text: str, overwrite: bool = False) -> Path:
-    return write_atomic(path, text, overwrite=overwrite)
+def write(path: Path, text: str, overwrite: bool = False, inputs=()) -> Path:
+    """Never over one of `inputs` (the profiles open in the app), even when asked to overwrite."""
+    return write_atomic(path, text, overwrite=overwrite, inputs=inputs)
 
 
 def free_name(path: Path) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nsight_tui.parsers.model import RangeNode, ThreadGroup, display_name, path_key
+from nsight_tui.render.safe import visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 
@@ -74,8 +75,8 @@ class RangeTreeSource:
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
         g = row.obj
         if isinstance(g, ThreadGroup):
-            return f"{pad}{mark}{g.label}{'  [main thread]' if g.is_main else ''}"
-        return f"{pad}{mark}{g.label}"
+            return f"{pad}{mark}{visible(g.label)}{'  [main thread]' if g.is_main else ''}"
+        return f"{pad}{mark}{visible(g.label)}"
 
     def value(self, row: TreeRow, key: str):
         node = row.obj

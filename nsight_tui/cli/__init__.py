@@ -43,9 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:  # one clear line, never a traceback, for anything we did not foresee
         from nsight_tui.parsers.errors import TraceError
+        from nsight_tui.render.safe import visible  # messages quote paths and names: one line, no escapes
 
         if isinstance(exc, TraceError):
-            print(f"nsight-tui: {exc}", file=sys.stderr)
+            print(f"nsight-tui: {visible(exc)}", file=sys.stderr)
             return exc.exit_code
-        print(f"nsight-tui: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"nsight-tui: internal error: {type(exc).__name__}: {visible(exc)}", file=sys.stderr)
         return 70

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", help="an export with several ranks, a folder of per-rank exports, or the files")
     parser.add_argument("-f", "--format", default="markdown", choices=("markdown", "json"))
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
-    parser.add_argument("--force", action="store_true", help="overwrite the output file")
+    parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
     parser.add_argument("--scheduler", help="run the per-file map on Dask: 'local' (a local cluster) or a scheduler "
                                             "address (tcp://host:8786); default: local worker processes")
     parser.add_argument("--workers", type=int, help="worker processes (default: one per core, at most one per file)")
@@ -42,21 +42,32 @@ def _files(paths: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from nsight_tui.render import output
+
+    with output.exit_on_signals():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from nsight_tui.parsers.load import load_trace
     from nsight_tui.parsers.rank_files import ranks_of_files
     from nsight_tui.parsers.ranks import ranks_of_trace
-    from nsight_tui.render.output import write_atomic
+    from nsight_tui.render import output
     from nsight_tui.render.ranks import ranks_json_text, ranks_markdown
+    from nsight_tui.render.safe import markdown as md_text
+    from nsight_tui.render.safe import visible
 
     if args.workers is not None and args.workers < 1:
         raise TraceError("--workers must be at least 1")
     files = _files(args.paths)
+    if args.output != "-":  # refuse before any work
+        output.check_target(args.output, args.force, inputs=files)
     if len(files) == 1:
         run_ranks = ranks_of_trace(load_trace(files[0]))
         title = files[0].name
     else:
         def progress(done: int, total: int) -> None:
-            if sys.stderr.isatty():
+            if sys.stderr is not None and sys.stderr.isatty():
                 print(f"\rsummarised {done}/{total} files", end="" if done < total else "\n", file=sys.stderr)
 
         run_ranks = ranks_of_files(files, args.scheduler, args.workers, progress)
@@ -64,9 +75,10 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = ranks_json_text(run_ranks)
     else:
-        text = f"# nsight-tui ranks: {title}\n\n" + ranks_markdown(run_ranks)
+        text = f"# nsight-tui ranks: {md_text(title)}\n\n" + ranks_markdown(run_ranks)
     if args.output == "-":
-        sys.stdout.write(text)
+        output.write_stdout(text)
     else:
-        print(f"wrote {write_atomic(args.output, text, overwrite=args.force)}", file=sys.stderr)
+        written = output.write_atomic(args.output, text, overwrite=args.force, inputs=files)
+        print(f"wrote {visible(str(written))}", file=sys.stderr)
     return 0

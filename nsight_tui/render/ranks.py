@@ -5,15 +5,10 @@ import json
 from dataclasses import asdict
 
 from nsight_tui.parsers.ranks import RunRanks
-from nsight_tui.render.markdown import table
-
-
-def _ms(ns) -> str:
-    return "–" if ns is None else f"{ns / 1e6:,.3f}"
-
-
-def _pct(x) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
+from nsight_tui.render.numbers import ms as _ms
+from nsight_tui.render.numbers import percent as _pct
+from nsight_tui.render.safe import markdown as _md
+from nsight_tui.render.tables import markdown as table
 
 
 def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
@@ -32,7 +27,7 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
                    f"median {_ms(stats['median_ns'])} ms, max {_ms(stats['max_ns'])} ms.\n")
     if run.straggler:
         slow = run.straggler
-        out.append(f"**Straggler: {slow.rank.label}** — {slow.basis}: {_ms(slow.value_ns)} ms against the median "
+        out.append(f"**Straggler: {_md(slow.rank.label)}** — {slow.basis}: {_ms(slow.value_ns)} ms against the median "
                    f"rank's {_ms(slow.median_ns)} ms (+{_ms(slow.excess_ns)} ms). The other ranks wait for it in "
                    "their collectives.\n")
     phase_rows = []
@@ -45,7 +40,7 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
         out.append(table(["rank", "phase", "instances", "CPU ms", "GPU busy ms", "comm ms", "exposed comm ms",
                           "overlap"], phase_rows, title="Communication vs compute per phase (steady-state steps)"))
     for note in run.notes:
-        out.append(f"_note: {note}_\n")
+        out.append(f"_note: {_md(note)}_\n")
     return "\n".join(out)
 
 

@@ -8,7 +8,7 @@ import pytest
 from conftest import REPORTS, SAMPLES, oracle_cases
 from nsight_tui.parsers.load import load_trace
 from nsight_tui.parsers.nsys_reports import build_report
-from nsight_tui.cli.stats import render_csv
+from nsight_tui.render.nsys import render_csv
 
 CASES = oracle_cases()
 _TRACES = {}

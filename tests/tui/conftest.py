@@ -278,13 +278,15 @@ def drive():
 
 # -- reading an export -----------------------------------------------------------------------------
 _PIPE = re.compile(r"(?<!\\)\|")
+# CommonMark: a backslash before ASCII punctuation stands for that character.
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
 def _md_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
     tables, lines, i = [], text.splitlines(), 0
 
     def split(s: str) -> list[str]:
-        return [c.strip().replace("\\|", "|").replace("\\\\", "\\") for c in _PIPE.split(s.strip())[1:-1]]
+        return [_MD_ESCAPE.sub(r"\1", c.strip()) for c in _PIPE.split(s.strip())[1:-1]]
 
     while i < len(lines):
         if lines[i].startswith("|") and i + 1 < len(lines) and re.match(r"^\|[-:|]+\|$", lines[i + 1]):

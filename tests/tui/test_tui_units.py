@@ -77,7 +77,7 @@ def test_export_rows_are_exact_and_in_view_order():
 def test_formats():
     assert fmt.duration(850) == "850 ns" and fmt.duration(12_345) == "12.3 µs"
     assert fmt.duration(3_180_000) == "3.18 ms" and fmt.duration(9_800_000_000) == "9.80 s"
-    assert fmt.percent(0.2371) == "23.7%" and fmt.count(2170) == "2,170" and fmt.duration(None) == ""
+    assert fmt.percent(0.2371) == "23.7%" and fmt.count(2170) == "2,170" and fmt.duration(None) == "–"  # missing: one way everywhere
     assert fmt.api_name("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync"
     assert fmt.api_name("cudaLaunchKernelExC_v11060") == "cudaLaunchKernelExC_v11060"  # as nsys shows it
 

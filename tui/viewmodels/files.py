@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from nsight_tui.parsers import sweep
+from nsight_tui.render.sweep import COMPARE_HEADERS, SweepTable, compare_rows
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 
@@ -21,7 +22,7 @@ class FilesView:
 
 def _value_fmt(v) -> str:
     if fmt.missing(v):
-        return "–"
+        return fmt.MISSING
     if isinstance(v, float):
         return f"{v:,.2f}"
     return fmt.text(v)
@@ -44,8 +45,8 @@ def file_columns(headers: list[str]) -> list[Column]:
 
 def compare(paths: list[Path], attribution: str, progress=None) -> FilesView:
     runs = sweep.analyse(sweep.runs_for(paths), attribution, progress=progress)
-    headers = sweep.COMPARE_HEADERS
-    frame = pd.DataFrame(sweep.compare_rows(runs), columns=[f"c{i}" for i in range(len(headers))])
+    headers = COMPARE_HEADERS
+    frame = pd.DataFrame(compare_rows(runs), columns=[f"c{i}" for i in range(len(headers))])
     return FilesView(runs, headers, frame)
 
 
@@ -53,7 +54,7 @@ def compare(paths: list[Path], attribution: str, progress=None) -> FilesView:
 _NUMBERS = re.compile(r"^(OOM|error|[-\d,.\s/x%–]*|[-\d.]+ vs [-\d.]+)$")
 
 
-def question_frame(table: sweep.SweepTable) -> tuple[pd.DataFrame, list[Column]]:
+def question_frame(table: SweepTable) -> tuple[pd.DataFrame, list[Column]]:
     """A question table as a frame and its columns: the row label left; a column of numbers
     right-aligned (never cut), a column of names left-aligned (shortened when narrow)."""
     frame = pd.DataFrame(table.rows, columns=[f"c{i}" for i in range(len(table.headers))], dtype=object)

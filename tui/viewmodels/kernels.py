@@ -83,7 +83,7 @@ def range_kernels(model: RangeModel, node: RangeNode) -> KernelsView:
 def trace_kernels(model: RangeModel) -> KernelsView:
     positions = np.arange(len(model.trace.ops), dtype=np.int64)
     shares = family_shares(model, positions)
-    ratios = [Ratio(f"{r.label} share", r.share, fmt.percent(r.share), WHOLE_TRACE_BASIS)
+    ratios = [Ratio(f"{r.label} share", r.share, "fraction", WHOLE_TRACE_BASIS)
               for r in shares.itertuples() if r.total_ns]
     return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios))
 

@@ -24,6 +24,7 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.safe import visible
 from nsight_tui.tui.messages import TableChanged
 from nsight_tui.tui.table_model import SortState, TableModel, ViewText
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -39,8 +40,9 @@ BIG_TABLE = 20_000
 
 
 def literal(text: str, style: str = "") -> Text:
-    """User or profile text as it is: brackets are characters, not markup."""
-    return Text(text, style=style)
+    """User or profile text as it is: brackets are characters, not markup, and control
+    characters show as escapes (render.safe.visible); line breaks stay line breaks."""
+    return Text("\n".join(visible(line) for line in text.split("\n")), style=style)
 
 
 class ViewScreen(Screen):

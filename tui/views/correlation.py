@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.safe import visible
 from nsight_tui.tui.messages import CorrelationReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.correlation import CorrelationView, op_columns
@@ -60,8 +61,8 @@ class CorrelationScreen(TableScreen):
         for i, (k, v) in enumerate(view.lines):
             if i:
                 text.append("\n")
-            text.append(f"{k}: ", style="bold")
-            text.append(v)
+            text.append(f"{visible(k)}: ", style="bold")
+            text.append(visible(v))
         return text
 
     def export_view(self) -> ViewText | None:

@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.parsers.sweep import SweepTable, tables
+from nsight_tui.render.sweep import SweepTable, tables
 from nsight_tui.tui.messages import FilesProgress, FilesReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.files import FilesView, compare, file_columns, question_frame

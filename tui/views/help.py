@@ -10,6 +10,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from nsight_tui.render.safe import rich_text
+
 KEY_NAMES = {
     "slash": "/", "question_mark": "?", "escape": "esc", "down": "↓", "up": "↑", "left": "←", "right": "→",
     "pagedown": "PgDn", "pageup": "PgUp", "enter": "enter", "space": "space", "home": "Home", "end": "End",
@@ -56,7 +58,7 @@ class HelpScreen(ModalScreen):
         parts: list[RenderableType] = [Text.assemble(("nsight-tui keys", "bold underline"), "   esc or ? closes this; j/k scroll")]
         if self.about:
             parts += [Text(""), Text("This file", style="bold yellow")]
-            parts += [Text(line) for line in self.about]
+            parts += [rich_text(line) for line in self.about]
         for title, rows in self.sections:
             table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
             table.add_column("keys", style="bold", no_wrap=True, width=14)

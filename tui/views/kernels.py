@@ -9,6 +9,7 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.numbers import quantity
 from nsight_tui.tui.messages import KernelsReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.tree_source import path_text
@@ -119,6 +120,6 @@ class KernelsScreen(TableScreen):
         body = self.export_table(f"Kernels of {self.view.scope}")
         ratios = self.view.ratios
         if not ratios.empty:
-            rows = [[r.label, r.display, r.basis] for r in ratios.all]
+            rows = [[r.label, quantity(r.value, r.unit), r.basis] for r in ratios.all]
             body += "\n" + md_table(["Ratio", "Value", "Basis"], rows, title="Ratios")
         return ViewText(self.view_name, head, body)

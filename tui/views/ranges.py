@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from nsight_tui.parsers.model import RangeNode
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
@@ -169,7 +170,7 @@ class RangesScreen(ViewScreen):
         if node is None:
             if len(tree):
                 g = tree.group_at(self.grid.cursor)
-                text = Text(g.label, style="bold")
+                text = rich_text(g.label, style="bold")
                 text.append(f"\n{len(g.roots):,} top-level range{'s' if len(g.roots) != 1 else ''}")
                 if g.is_main:
                     text.append(" · main thread: its ranges also get kernels launched outside any range"
@@ -181,7 +182,7 @@ class RangesScreen(ViewScreen):
         share = node.share_of_parent()
         busy = node.busy_ns / node.cpu_ns if node.cpu_ns else None
         text = Text()
-        text.append(path_text(node), style="bold")
+        text.append(visible(path_text(node)), style="bold")
         if node.instances > 1:
             text.append(f"  ×{node.instances}")
         text.append("\n")

@@ -23,6 +23,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from nsight_tui.render.safe import visible
 from nsight_tui.tui.table_model import Column
 
 
@@ -288,9 +289,9 @@ class DataGrid(ScrollView, can_focus=True):
         spans = getattr(self.source, "spans", None)
         layout = self._columns_for(width)
         if spans is not None and spans(row) and layout:
-            line = fit(self.source.cell(row, layout[0][0]), width, "left")  # a heading row: one cell
+            line = fit(visible(self.source.cell(row, layout[0][0])), width, "left")  # a heading row: one cell
         else:
-            cells = [(self.source.cell(row, col), col, w) for col, w in layout]
+            cells = [(visible(self.source.cell(row, col)), col, w) for col, w in layout]  # names are data
             for text, col, w in cells:
                 if col.align == "right" and len(text) > w:  # not measured yet: widen, draw again
                     self._seen[col.key] = max(self._seen.get(col.key, 0), len(text))

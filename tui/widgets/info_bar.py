@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from nsight_tui.render.safe import visible
 from nsight_tui.tui.viewmodels.header import HeaderInfo, fit
 
 
@@ -41,7 +42,7 @@ class InfoBar(Static):
         for i, row in enumerate(fit(self.info, width)):
             if i:
                 text.append("\n")
-            text.append(row.text, style="bold" if i == 0 else "")
+            text.append(visible(row.text), style="bold" if i == 0 else "")
             if row.badge:
                 gap = max(width - len(row.text) - len(row.badge), 1)
                 text.append(" " * gap)

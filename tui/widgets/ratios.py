@@ -6,6 +6,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from nsight_tui.render.numbers import quantity
+from nsight_tui.render.safe import visible
 from nsight_tui.tui.viewmodels.ratios import RatioPanelView, short_label
 
 
@@ -47,18 +49,18 @@ class RatioPanel(Static):
         text = Text()
         v = self.view
         if v.shared:
-            text.append(f"{v.caption}: ", style="dim")
+            text.append(f"{visible(v.caption)}: ", style="dim")
             for i, r in enumerate(v.shared):
                 text.append("  " if i else "")
-                text.append(f"{short_label(r.label)} ")
-                text.append(r.display, style="bold")
+                text.append(f"{visible(short_label(r.label))} ")
+                text.append(quantity(r.value, r.unit), style="bold")
             if v.own:
                 text.append("\n")
         for i, r in enumerate(v.own):
             if i:
                 text.append("  ·  ", style="dim")
-            text.append(f"{short_label(r.label)} ")
-            text.append(r.display, style="bold")
+            text.append(f"{visible(short_label(r.label))} ")
+            text.append(quantity(r.value, r.unit), style="bold")
         return text
 
     def _table(self) -> Text:
@@ -75,14 +77,14 @@ class RatioPanel(Static):
 
         v = self.view
         if v.shared:
-            text.append(v.caption[:1].upper() + v.caption[1:], style="dim italic")
+            text.append(visible(v.caption[:1].upper() + v.caption[1:]), style="dim italic")
             for r in v.shared:
                 text.append("\n")
-                row(short_label(r.label), r.display)
+                row(visible(short_label(r.label)), quantity(r.value, r.unit))
             if v.own:
                 text.append("\n")
         for i, r in enumerate(v.own):
             text.append("\n" if i or v.shared else "")
-            row(r.label, r.display)
-            text.append(f"\n  {r.basis}", style="dim")
+            row(visible(r.label), quantity(r.value, r.unit))
+            text.append(f"\n  {visible(r.basis)}", style="dim")
         return text

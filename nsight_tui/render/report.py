@@ -1,0 +1,197 @@
+"""The `report` page: one function per question, in the order of SECTIONS.
+
+A section takes the answers (`parsers.analysis.questions(...)`, plain numbers: `*_ns`,
+fractions 0..1) and returns Markdown blocks (strings joined by newlines), or [] when the trace
+has nothing for it. Adding a section is one function here (or in its own module) and one
+line in SECTIONS; read the answers it needs from the dict, format with `numbers`, lay out
+tables with `tables.markdown`, and pass any text from the profile through `safe.markdown`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from nsight_tui.parsers.attribution import MODE_HELP
+from nsight_tui.render import numbers, safe, tables
+from nsight_tui.render.sweep import SweepTable
+
+Section = Callable[[dict], list[str]]
+
+
+def _per(total, n):
+    return total / n if n else None
+
+
+def heading(a: dict) -> list[str]:
+    out = [f"# nsight-tui report: {safe.markdown(Path(a['file']).name)}", "",
+           f"_attribution: {a['attribution']} — {MODE_HELP[a['attribution']]}_"]
+    if a["config"]:
+        out.append("_run: " + safe.markdown(", ".join(f"{k}={v}" for k, v in a["config"].items())) + "_")
+    out.append("")
+    return out
+
+
+def forward_time(a: dict) -> list[str]:
+    """(a) NVTX range time against the time Python measured around the same code."""
+    ranges, t = a["ranges"], a["timing"]
+    out = ["## (a) Forward time, NVTX vs Python"]
+    rows = []
+    for name in ("forward", "backward", "optimizer", "step"):
+        r = ranges.get(name)
+        if r:
+            py = t["python_phase_mean_ns"].get(name) if name != "step" else t["python_step_mean_ns"]
+            per = r["range_ns"] / r["instances"]
+            rows.append([name, r["instances"], numbers.ms(per), numbers.ms(py),
+                         numbers.fixed(per / py if py else None)])
+    if rows:
+        out.append(tables.markdown(["range", "instances", "NVTX ms (mean)", "Python ms (mean)", "NVTX / Python"],
+                                   rows))
+    if t["steps"]:
+        out.append(tables.markdown(["step", "NVTX ms", "Python ms", "NVTX − Python (µs)"],
+                                   [[s["step"], numbers.ms(s["nvtx_ns"]), numbers.ms(s["python_ns"]),
+                                     numbers.us(s["diff_ns"])] for s in t["steps"]]))
+    elif not rows:
+        out.append("No forward/step ranges in this trace.\n")
+    else:
+        out.append("_No Python timings in this trace (captures by `nsight-tui capture` carry them)._\n")
+    return out
+
+
+def top_kernels(a: dict) -> list[str]:
+    """(b) The most expensive kernels of forward and of backward, and whether they agree."""
+    ranges = a["ranges"]
+    out = ["## (b) Most expensive kernels: forward and backward"]
+    tops = {}
+    for name in ("forward", "backward"):
+        r = ranges.get(name)
+        if not r:
+            continue
+        tops[name] = [k["name"] for k in r["top_kernels"]]
+        out.append(tables.markdown(
+            ["kernel", "family", "GPU ms", "calls", "calls / instance", f"share of {name}"],
+            [[k["short"], k["family"], numbers.ms(k["total_ns"]), k["instances"],
+              numbers.fixed(k["instances"] / r["instances"], 1),
+              numbers.percent(_per(k["total_ns"], r["kernel_ns"]))] for k in r["top_kernels"]],
+            title=name))
+    if len(tops) == 2 and tops["forward"] and tops["backward"]:
+        same = tops["forward"][0] == tops["backward"][0]
+        shared = len(set(tops["forward"]) & set(tops["backward"]))
+        out.append(f"Top kernel the same in forward and backward: **{'yes' if same else 'no'}**; "
+                   f"{shared} of the top {len(tops['forward'])} appear in both.\n")
+    return out
+
+
+def non_gemm_forward(a: dict) -> list[str]:
+    """(c) Which kernel families other than GEMM take forward's GPU time."""
+    from nsight_tui.parsers.families import FAMILIES
+
+    out = ["## (c) Non-GEMM kernels that matter in forward"]
+    fwd = a["ranges"].get("forward")
+    if fwd:
+        fam = fwd["families"]
+        rows = [[f.label, numbers.percent(fam.get(f.key))] for f in FAMILIES if f.key != "gemm" and fam.get(f.key)]
+        out.append(tables.markdown(["family", "share of forward GPU time"], rows))
+        out.append(f"GEMM share of forward: {numbers.percent(fam.get('gemm'))}; everything else: "
+                   f"{numbers.percent(1 - fam.get('gemm', 0) if fam else None)}.\n")
+    return out
+
+
+def families_by_phase(a: dict) -> list[str]:
+    """(d) Kernel family shares in forward against the whole training step."""
+    from nsight_tui.parsers.families import FAMILIES
+
+    ranges = a["ranges"]
+    out = ["## (d) Kernel families: forward vs the whole training step"]
+    cols = [c for c in ("forward", "backward", "optimizer", "step") if c in ranges]
+    if cols:
+        out.append(tables.markdown(
+            ["family", *cols],
+            [[f.label, *[numbers.percent(ranges[c]["families"].get(f.key)) for c in cols]] for f in FAMILIES],
+            notes=["share of GPU op time (kernels + memcpy/memset) in each range, steady-state steps"]))
+    return out
+
+
+def softmax_vs_matmul(a: dict) -> list[str]:
+    """(e) Softmax against the attention matmuls, in runtime and in FLOPs."""
+    ra, basis = a["ratios"], a["ratio_basis"]
+    rt, fl = ra["softmax_over_matmul_runtime"], ra["softmax_over_matmul_flops"]
+    out = ["## (e) Softmax vs the attention matmuls", tables.markdown(["ratio", "value", "divides by"], [
+        ["softmax / matmul runtime", numbers.fixed(rt), basis["softmax_over_matmul_runtime"]],
+        ["softmax / matmul FLOPs", numbers.fixed(fl, 4), basis["softmax_over_matmul_flops"]],
+    ])]
+    if rt and fl:
+        out.append(f"Softmax takes {rt / fl:.1f}x more time per FLOP than the attention matmuls "
+                   "(memory-bound vs compute-bound).\n")
+    return out
+
+
+def ratios(a: dict) -> list[str]:
+    """Every ratio the answers carry, with what it divides by."""
+    return ["## Ratios", tables.markdown(["ratio", "value", "divides by"],
+                                         [[k, numbers.fixed(v, 4), a["ratio_basis"].get(k, "")]
+                                          for k, v in a["ratios"].items()])]
+
+
+def warmup(a: dict) -> list[str]:
+    """Warmup iterations, apart from the steady state the other sections describe."""
+    w = (a["warmup"] or {}).get("step")
+    if not w:
+        return []
+    s = a["ranges"].get("step")
+
+    def row(label, r):
+        return [label, r["instances"], numbers.ms(r["range_ns"] / r["instances"]),
+                numbers.ms(r["kernel_ns"] / r["instances"])]
+
+    return ["## Warmup (reported apart from steady state)",
+            tables.markdown(["", "iterations", "NVTX ms / iteration", "kernel ms / iteration"],
+                            [row("warmup", w), *([row("steady state", s)] if s else [])])]
+
+
+# The page, top to bottom: add a section with one function above and one line here.
+SECTIONS: list[Section] = [
+    heading,
+    forward_time,
+    top_kernels,
+    non_gemm_forward,
+    families_by_phase,
+    softmax_vs_matmul,
+    ratios,
+    warmup,
+]
+
+
+def single_markdown(answers: dict, sections: list[Section] | None = None) -> str:
+    """The report on one trace, as Markdown."""
+    return "\n".join(block for section in (SECTIONS if sections is None else sections)
+                     for block in section(answers))
+
+
+def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str) -> str:
+    """The report on a folder of captures: one table per question."""
+    out = [f"# nsight-tui sweep report: {safe.markdown(str(folder))}", "",
+           (f"_attribution: {attribution} — {MODE_HELP[attribution]}; rows: model, columns: context length; "
+            "OOM: the configuration ran out of GPU memory_"), ""]
+    for t in sweep_tables:
+        out.append(tables.markdown(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}", *t.notes]))
+    return "\n".join(out)
+
+
+def public(answers: dict) -> dict:
+    """The answers as the JSON report carries them (keys starting with `_` are internal)."""
+    return {k: v for k, v in answers.items() if not k.startswith("_")}
+
+
+def single_json(answers: dict) -> str:
+    return tables.json(public(answers))
+
+
+def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str) -> str:
+    return tables.json({
+        "folder": str(folder), "attribution": attribution,
+        "runs": [{"file": r.path.name, "model": r.model, "ctx": r.ctx, "variant": r.variant,
+                  "status": r.status, "message": r.message,
+                  "answers": public(r.answers) if r.answers else None} for r in runs],
+        "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows, "notes": t.notes}
+                   for t in sweep_tables],
+    })
