@@ -2,11 +2,13 @@
 waits for states instead of sleeping, and the expected values computed straight from the
 SQLite file with hand-written SQL, never from the model the TUI shows.
 
-(Not importable as `conftest` from these tests: tests/conftest.py has that name. Everything
-here is a fixture.)
+Everything here is a fixture. Pytest imports this file under the module name `conftest`, the
+name tests elsewhere import tests/conftest.py by (`from conftest import SAMPLES`): whichever of
+the two is imported last answers that import, so this one re-exports tests/conftest.py's names.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 import sqlite3
 import time
@@ -16,9 +18,18 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = ROOT / "sample_traces"
-SHARED = ROOT.parent / "shared" / "traces"
+
+def _tests_conftest():
+    spec = importlib.util.spec_from_file_location("tests_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_shared = _tests_conftest()
+REPORTS, ROOT, SAMPLES, SHARED = _shared.REPORTS, _shared.ROOT, _shared.SAMPLES, _shared.SHARED
+oracle_cases, sample_traces, shared_trace = _shared.oracle_cases, _shared.sample_traces, _shared.shared_trace
 SAMPLE = SAMPLES / "small_ctx128.sqlite"
 
 RANGE_TYPES = "(59, 60, 70, 71)"  # NVTX push/pop and start/end ranges (plain and registered strings)

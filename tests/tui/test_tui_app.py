@@ -595,7 +595,7 @@ def test_question_tables_show_every_file(sample: Path, sql, tui, tmp_path: Path)
     import json
     import shutil
 
-    from nsight_tui.parsers import sweep
+    from nsight_tui.render import sweep
 
     shutil.copy(sample, tmp_path / "small_ctx128.sqlite")
     shutil.copy(sample, tmp_path / "2.7B_ctx128_bf16.sqlite")  # another variant: its own row, same tables
