@@ -12,6 +12,8 @@ from nsight_tui.parsers import conventions
 
 CONFIG_MARK = conventions.mark_prefix(conventions.CONFIG)
 STEP_MARK = conventions.mark_prefix(conventions.STEP)
+# One per NVTX range path: the FLOPs and bytes counted at capture (capture.counting).
+FLOPS_MARK = conventions.mark_prefix(conventions.FLOPS)
 
 
 class Annotator(Protocol):
@@ -55,3 +57,8 @@ def config_message(config: dict) -> str:
 
 def step_message(name: str, seconds: float, phases: dict[str, float]) -> str:
     return conventions.mark_text(conventions.STEP, {"name": name, "seconds": seconds, "phases": phases})
+
+
+def flops_message(row: dict) -> str:
+    """`row`: {"path", "instances", "flops", "bytes", "ops": {op: [calls, flops, bytes]}, "formulas"}."""
+    return conventions.mark_text(conventions.FLOPS, row)

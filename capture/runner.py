@@ -34,17 +34,19 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 class CaptureConfig(RunSettings):
     @property
     def stem(self) -> str:
-        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes)
+        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes,
+                           self.tf32)
 
     def describe(self) -> str:
         ranks = f", data-parallel over {self.processes} GPUs" if self.processes > 1 else ""
-        return (f"{self.model} ctx{self.ctx} {self.mode} {self.dtype} {self.attention} attention, "
+        tf32 = " tf32" if self.tf32 else ""
+        return (f"{self.model} ctx{self.ctx} {self.mode} {self.dtype}{tf32} {self.attention} attention, "
                 f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps{ranks}")
 
     def workload_args(self) -> list[str]:
         return ["--model", self.model, "--ctx", str(self.ctx), "--mode", self.mode, "--dtype", self.dtype,
                 "--attention", self.attention, "--batch", str(self.batch), "--steps", str(self.steps),
-                "--warmup", str(self.warmup)]
+                "--warmup", str(self.warmup), *(["--tf32"] if self.tf32 else [])]
 
 
 @dataclass
@@ -95,7 +97,8 @@ def child_environment(base: dict | None = None) -> dict:
 class Runner:
     def __init__(self, nsys: Path | str, out_dir: Path, python: str = sys.executable, force: bool = False,
                  keep_report: bool = False, environment: dict | None = None,
-                 echo: Callable[[str], None] | None = None, extra_metadata: dict | None = None):
+                 echo: Callable[[str], None] | None = None, extra_metadata: dict | None = None,
+                 count_flops: bool = False, count_device: str | None = None):
         self.nsys = str(nsys)
         self.out_dir = Path(out_dir)
         self.python = python
@@ -104,18 +107,29 @@ class Runner:
         self.env = child_environment(environment)
         self.echo = echo or (lambda line: print(line, flush=True))
         self.extra_metadata = extra_metadata or {}
+        # Count FLOPs and bytes in a process of its own before nsys starts (capture.counting):
+        # the trace then holds the profiled workload's GPU work only. Data-parallel runs are
+        # counted as one rank (the same model and per-rank batch; the all-reduce is no FLOP).
+        self.count_flops = count_flops
+        self.count_device = count_device
 
     def commands(self, config: CaptureConfig, work_dir: Path) -> tuple[list[str], list[str]]:
         # Full file names: a stem like `2.7B_ctx128` must not look like a name with an extension.
         report = work_dir / f"{config.stem}.nsys-rep"
+        counts = ["--counts-in", str(work_dir / "counts.json")] if self.count_flops else []
         # Data-parallel: torchrun starts one workload process per GPU; nsys follows them all
         # into one export (the ranks are its processes).
         launcher = (["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={config.processes}"]
                     if config.processes > 1 else [])
         app = [self.python, *launcher, "-m", "nsight_tui.capture.workload", *config.workload_args(),
-               "--status-file", str(work_dir / "status.json")]
+               "--status-file", str(work_dir / "status.json"), *counts]
         return (profile_command(self.nsys, report, app),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
+
+    def count_command(self, config: CaptureConfig, work_dir: Path) -> list[str]:
+        device = ["--device", self.count_device] if self.count_device else []
+        return [self.python, "-m", "nsight_tui.capture.workload", *config.workload_args(), *device,
+                "--count-out", str(work_dir / "counts.json")]
 
     def _run(self, command: Sequence[str]) -> int:
         self.echo("$ " + shlex.join(command))
@@ -137,6 +151,8 @@ class Runner:
         work_dir = Path(tempfile.mkdtemp(prefix=f".{config.stem}.", suffix=".partial", dir=self.out_dir))
         try:
             profile, export = self.commands(config, work_dir)
+            if self.count_flops and self._run(self.count_command(config, work_dir)) != 0:
+                self.echo("    FLOP counting failed (see above): capturing without counts")
             code = self._run(profile)
             status = self._read_status(work_dir / "status.json")
             if status.get("status") == "oom":

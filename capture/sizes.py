@@ -37,6 +37,7 @@ class RunSettings:
     batch: int = DEFAULT_BATCH
     steps: int = 3
     warmup: int = 2
+    tf32: bool = False  # TF32 tensor-core matmuls for fp32 tensors
     processes: int = 1  # >1: data-parallel, one process per GPU under torchrun (capture/ddp.py)
 
     def metadata(self) -> dict:
@@ -46,5 +47,6 @@ class RunSettings:
         return {"model": self.model, "d_model": d_model, "n_layers": n_layers, "n_heads": n_heads,
                 "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
                 "attention": self.attention, "steps": self.steps, "warmup": self.warmup,
+                **({"tf32": True} if self.tf32 else {}),
                 **({"processes": self.processes} if self.processes > 1 else {})}
 

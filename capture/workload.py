@@ -18,7 +18,7 @@ from typing import Callable
 
 from nsight_tui.capture import ddp
 from nsight_tui.parsers import conventions
-from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, step_message
+from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, flops_message, step_message
 from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
 
 
@@ -48,88 +48,134 @@ def oom_error_type():
     return getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
 
 
-def run_workload(config: WorkloadConfig, annotator: Annotator,
-                 log: Callable[[str], None] = print) -> list[StepRecord]:
-    """Build the model, emit the config mark, run warmup + measured iterations; return their times."""
-    import torch
-    import torch.nn.functional as F
+class _Workload:
+    """The model, optimizer and fixed batch of one configuration (one rank of it under
+    torchrun), and one iteration of it."""
 
-    from nsight_tui.capture.model import GPT2, ModelDims
+    def __init__(self, config: WorkloadConfig, annotator: Annotator, distributed=None):
+        import torch
+        import torch.nn.functional as F
 
-    config.validate()
-    distributed = ddp.from_environment()
-    device = ddp.setup(distributed, config.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("CUDA is not available to this PyTorch build")
-    cuda = device.type == "cuda"
+        from nsight_tui.capture.model import GPT2, ModelDims
 
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize(device)
+        config.validate()
+        self.config = config
+        self.annotator = annotator
+        self.torch = torch
+        self.distributed = distributed if distributed is not None else ddp.from_environment()
+        self.device = ddp.setup(self.distributed, config.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("CUDA is not available to this PyTorch build")
+        self.cuda = self.device.type == "cuda"
+        if config.tf32:
+            # TF32 tensor-core matmuls for fp32 tensors ("highest", PyTorch's default, keeps fp32
+            # GEMMs on the CUDA cores).
+            torch.set_float32_matmul_precision("high")
+        torch.manual_seed(0)
+        d_model, n_layers, n_heads = MODEL_SIZES[config.model]
+        dims = ModelDims(d_model=d_model, n_layers=n_layers, n_heads=n_heads, ctx=config.ctx, vocab=VOCAB)
+        self.gpt2 = GPT2(dims, attention=config.attention, annotator=annotator).to(self.device)
+        self.train = config.mode == "train"
+        self.gpt2.train(self.train)
+        self.model = ddp.wrap(self.gpt2, self.distributed, self.device)
+        # foreach=True is what CUDA picks by default; asked for explicitly so a CPU run (the
+        # tests) takes the same optimizer path and counts the same ops.
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=True) if self.train else None
+        # One fixed batch, made once: the profile should hold the model's kernels, not data loading.
+        tokens = torch.randint(0, VOCAB, (config.batch, config.ctx + 1), device=self.device)
+        self.inputs, self.targets = tokens[:, :-1], tokens[:, 1:]
+        self.autocast = torch.autocast(device_type=self.device.type, dtype=torch.bfloat16,
+                                       enabled=config.dtype == "bf16")
+        self.F = F
+        self.sync()
 
-    torch.manual_seed(0)
-    d_model, n_layers, n_heads = MODEL_SIZES[config.model]
-    dims = ModelDims(d_model=d_model, n_layers=n_layers, n_heads=n_heads, ctx=config.ctx, vocab=VOCAB)
-    gpt2 = GPT2(dims, attention=config.attention, annotator=annotator).to(device)
-    train = config.mode == "train"
-    gpt2.train(train)
-    model = ddp.wrap(gpt2, distributed, device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if train else None
-    # One fixed batch, made once: the profile should hold the model's kernels, not data loading.
-    tokens = torch.randint(0, VOCAB, (config.batch, config.ctx + 1), device=device)
-    inputs, targets = tokens[:, :-1], tokens[:, 1:]
-    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=config.dtype == "bf16")
-    sync()
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
 
-    annotator.mark(config_message({
-        **config.metadata(), "device": torch.cuda.get_device_name(device) if cuda else "cpu",
-        "torch": torch.__version__, **distributed.metadata(),
-    }))
-    if distributed.rank != 0:
-        log = lambda line: None  # noqa: E731 - one rank speaks for the run
-    log(f"{config.model}: {gpt2.n_params() / 1e6:.1f}M parameters, batch {config.batch}, ctx {config.ctx}, "
-        f"{config.mode}, {config.dtype}, {config.attention} attention, on {config.device}")
+    def device_name(self) -> str:
+        return self.torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
 
-    def phase(name: str, phases: dict[str, float], work: Callable[[], object]):
+    def _phase(self, name: str, phases: dict[str, float], work: Callable[[], object]):
         start = time.perf_counter()
-        with annotator.range(name):
+        with self.annotator.range(name):
             result = work()
-            sync()
+            self.sync()
         phases[name] = time.perf_counter() - start
         return result
 
-    def forward_loss():
-        with autocast:
-            logits = model(inputs)
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    def _forward_loss(self):
+        with self.autocast:
+            logits = self.model(self.inputs)
+            return self.F.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.targets.reshape(-1))
 
-    def optimizer_step():
-        assert optimizer is not None  # only called when training
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    def _optimizer_step(self):
+        assert self.optimizer is not None  # only called when training
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
 
+    def iteration(self, name: str) -> StepRecord:
+        """One `name` range holding forward (+ backward + optimizer when training)."""
+        phases: dict[str, float] = {}
+        with self.annotator.range(name):
+            start = time.perf_counter()
+            if self.train:
+                loss = self._phase("forward", phases, self._forward_loss)
+                self._phase("backward", phases, loss.backward)
+                self._phase("optimizer", phases, self._optimizer_step)
+            else:
+                with self.torch.no_grad():
+                    self._phase("forward", phases, self._forward_loss)
+            seconds = time.perf_counter() - start
+        return StepRecord(name, seconds, phases)
+
+
+def run_workload(config: WorkloadConfig, annotator: Annotator,
+                 log: Callable[[str], None] = print, counts: list[dict] | None = None) -> list[StepRecord]:
+    """Build the model, emit the config mark (and the FLOP/byte counts, when given), run
+    warmup + measured iterations; return their times."""
+    work = _Workload(config, annotator)
+    distributed = work.distributed
+    annotator.mark(config_message({**config.metadata(), "device": work.device_name(),
+                                   "torch": work.torch.__version__, **distributed.metadata()}))
+    for row in counts or []:
+        annotator.mark(flops_message(row))
+    if distributed.rank != 0:
+        log = lambda line: None  # noqa: E731 - one rank speaks for the run
+    log(f"{config.model}: {work.gpt2.n_params() / 1e6:.1f}M parameters, batch {config.batch}, ctx {config.ctx}, "
+        f"{config.mode}, {config.dtype}{' (TF32 matmuls)' if config.tf32 else ''}, {config.attention} attention, "
+        f"on {config.device}")
     names = conventions.iteration_names(config.warmup, config.steps)
     report_every = 1 if len(names) <= 20 else max(1, len(names) // 10)
     records: list[StepRecord] = []
     for index, name in enumerate(names):
-        phases: dict[str, float] = {}
-        with annotator.range(name):
-            start = time.perf_counter()
-            if train:
-                loss = phase("forward", phases, forward_loss)
-                phase("backward", phases, loss.backward)
-                phase("optimizer", phases, optimizer_step)
-            else:
-                with torch.no_grad():
-                    phase("forward", phases, forward_loss)
-            seconds = time.perf_counter() - start
-        annotator.mark(step_message(name, seconds, phases))
-        records.append(StepRecord(name, seconds, phases))
+        record = work.iteration(name)
+        annotator.mark(step_message(name, record.seconds, record.phases))
+        records.append(record)
         if index % report_every == 0 or index == len(names) - 1:
-            detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in phases.items())
-            log(f"  [{index + 1}/{len(names)}] {name}: {seconds * 1e3:.1f} ms ({detail})")
+            detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in record.phases.items())
+            log(f"  [{index + 1}/{len(names)}] {name}: {record.seconds * 1e3:.1f} ms ({detail})")
     ddp.teardown(distributed)
     return records
+
+
+def count_iteration(config: WorkloadConfig) -> list[dict]:
+    """FLOPs and bytes per NVTX range path of one steady-state iteration (capture.counting):
+    one uncounted iteration first (AdamW creates its state on its first step), then one
+    counted. Nothing goes to NVTX: this runs outside the profiled process."""
+    from nsight_tui.capture.counting import CountingMode, PathTracker
+
+    tracker = PathTracker()
+    work = _Workload(config, tracker)
+    work.iteration("warmup_0")
+    tracker.opened.clear()
+    with CountingMode(tracker, work.device) as mode:
+        work.iteration("step_0")
+    work.sync()
+    rows = mode.rows()
+    for row in rows:
+        row["formulas"] = {op: mode.formulas[op] for op in row["ops"] if op in mode.formulas}
+    return rows
 
 
 def _write_status(path: str | None, status: dict) -> None:
@@ -149,20 +195,57 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core matmuls for fp32 tensors")
     p.add_argument("--status-file", help="write a JSON status here: ok with the step times, or oom")
+    counts = p.add_mutually_exclusive_group()
+    counts.add_argument("--count-out", metavar="FILE",
+                        help="count FLOPs and bytes of one iteration per range path into FILE (JSON) and exit; "
+                        "no NVTX, nothing profiled (capture runs this before nsys)")
+    counts.add_argument("--counts-in", metavar="FILE",
+                        help="record the counts in FILE (from --count-out) as nsight-tui:flops marks")
     return p
+
+
+def _count(config: WorkloadConfig, path: str) -> int:
+    """The --count-out pass: one line on stderr and exit 1 if counting fails (the capture
+    then goes on without counts)."""
+    from nsight_tui.render.output import write_atomic
+
+    try:
+        rows = count_iteration(config)
+    except Exception as exc:  # noqa: BLE001 - any failure only costs the counts, never the capture
+        print(f"workload: counting FLOPs failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    write_atomic(path, json.dumps({"counts": rows}) + "\n", overwrite=True)
+    total = sum(r["flops"] for r in rows)
+    print(f"counted one iteration: {total / 1e9:,.1f} GFLOP, {sum(r['bytes'] for r in rows) / 1e9:,.2f} GB "
+          f"in {len(rows)} range paths -> {path}", flush=True)
+    return 0
+
+
+def _read_counts(path: str | None) -> list[dict]:
+    if not path:
+        return []
+    try:
+        rows = json.loads(Path(path).read_text())["counts"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"workload: ignoring the counts in {path}: {exc}", file=sys.stderr)
+        return []
+    return rows if isinstance(rows, list) else []
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = WorkloadConfig(model=args.model, ctx=args.ctx, mode=args.mode, dtype=args.dtype,
                             attention=args.attention, batch=args.batch, steps=args.steps,
-                            warmup=args.warmup, device=args.device)
+                            warmup=args.warmup, device=args.device, tf32=args.tf32)
     try:
         import torch  # noqa: F401
     except ImportError:
         print("workload: PyTorch is not installed in this Python (pip install torch)", file=sys.stderr)
         return 2
+    if args.count_out:
+        return _count(config, args.count_out)
     try:
         annotator = NvtxAnnotator()
     except ImportError:
@@ -170,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     oom = oom_error_type()
     try:
-        records = run_workload(config, annotator, log=lambda line: print(line, flush=True))
+        records = run_workload(config, annotator, log=lambda line: print(line, flush=True),
+                               counts=_read_counts(args.counts_in))
     except oom as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
         _write_status(args.status_file, {"status": "oom", "config": asdict(config), "message": message})

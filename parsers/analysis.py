@@ -295,8 +295,12 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     }
 
 
-def questions(trace: Trace, attribution: str = "process", dims: dict | None = None) -> dict:
-    """Everything `nsight-tui report` says about one trace, as plain data (the JSON)."""
+def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
+              roofline_options: dict | None = None) -> dict:
+    """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
+    `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
+    from nsight_tui.parsers.roofline import answers as roofline_answers
+
     model = range_model(trace, attribution)
     config = dict(trace.meta().config)
     if dims:
@@ -312,4 +316,14 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratios": _ratios(steady, config),
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
+        **_ranks(trace),
+        "roofline": roofline_answers(trace, attribution, **(roofline_options or {})),
     }
+
+
+def _ranks(trace: Trace) -> dict:
+    """Per-rank figures where the export holds several ranks (processes x GPUs)."""
+    from nsight_tui.parsers.ranks import ranks_of_trace
+
+    run = ranks_of_trace(trace)
+    return {"ranks": run.to_json(), "_ranks": run} if len(run.ranks) > 1 else {}

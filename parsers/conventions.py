@@ -13,6 +13,7 @@ import re
 META_PREFIX = "nsight-tui:"
 CONFIG = "config"  # the run's configuration (model, ctx, batch, dtype, ...)
 STEP = "step"  # one iteration's Python-measured time and phase times
+FLOPS = "flops"  # one range path's FLOPs and bytes, counted at capture (capture.counting)
 
 
 def mark_prefix(kind: str) -> str:
@@ -53,14 +54,17 @@ STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
 
 
 def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
-                attention: str = "manual", batch: int = DEFAULT_BATCH, processes: int = 1) -> str:
-    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_fused`, `_b8`,
-    `_ddp2` (data-parallel over 2 GPUs)."""
+                attention: str = "manual", batch: int = DEFAULT_BATCH, processes: int = 1,
+                tf32: bool = False) -> str:
+    """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_tf32`, `_fused`,
+    `_b8`, `_ddp2` (data-parallel over 2 GPUs)."""
     stem = f"{model}_ctx{ctx}"
     if mode == "forward":
         stem += "_fwd"
     if dtype == "bf16":
         stem += "_bf16"
+    if tf32:
+        stem += "_tf32"
     if attention == "fused":
         stem += "_fused"
     if batch != DEFAULT_BATCH:

@@ -47,7 +47,8 @@ def discover(folder: Path) -> list[Run]:
     return runs
 
 
-def analyse(runs: list[Run], attribution: str = "process", progress=None) -> list[Run]:
+def analyse(runs: list[Run], attribution: str = "process", progress=None,
+            roofline_options: dict | None = None) -> list[Run]:
     from nsight_tui.parsers.analysis import questions
     from nsight_tui.parsers.load import load_trace
 
@@ -57,7 +58,7 @@ def analyse(runs: list[Run], attribution: str = "process", progress=None) -> lis
         if run.status != "ok":
             continue
         try:
-            run.answers = questions(load_trace(run.path), attribution)
+            run.answers = questions(load_trace(run.path), attribution, roofline_options=roofline_options)
         except TraceError as exc:
             run.status, run.message = "error", str(exc)
     return runs

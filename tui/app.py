@@ -29,6 +29,7 @@ from nsight_tui.tui.session import Session
 from nsight_tui.tui.views.api import ApiScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
+from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
 from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
@@ -67,13 +68,18 @@ class NsightApp(App[int]):
                 id="app.view-api"),
         Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)",
                 id="app.view-files"),
+        Binding("r", "view_roofline", "Roofline", show=False,
+                tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs",
+                id="app.view-roofline"),
         Binding("ctrl+p", "command_palette", "Commands", show=False,
                 tooltip="Command palette: views, actions, jump to any range or kernel by name", id="app.palette"),
     ]
 
-    def __init__(self, paths: Sequence[str | Path], attribution: str = "process", export_dir: str | Path | None = None):
+    def __init__(self, paths: Sequence[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
+                 diff: bool = False):
         super().__init__()
         self.paths = [Path(p) for p in paths]
+        self.open_diff = diff  # start on the diff of the two files (over the files view)
         self.attribution = attribution
         self.export_dir = Path(export_dir) if export_dir is not None else None
         self.session: Session | None = None
@@ -82,6 +88,7 @@ class NsightApp(App[int]):
         self._load_started = 0.0
         self._mode_switching = False
         self._sessions: dict[Path, Session] = {}  # reopening from the files view is instant
+        self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
 
     # -- start-up and loading -------------------------------------------------------------------
     @property
@@ -91,6 +98,8 @@ class NsightApp(App[int]):
     def on_mount(self) -> None:
         if self.multi:
             self.push_screen(FilesScreen(self.paths, self.attribution))
+            if self.open_diff:
+                self.push_screen(DiffScreen(self.paths[0], self.paths[1], self.attribution))
         else:
             self.open_file(self.paths[0])
 
@@ -141,6 +150,7 @@ class NsightApp(App[int]):
     def on_trace_loaded(self, message: TraceLoaded) -> None:
         session = message.session
         self._sessions[session.path] = session
+        session.roofline_options = self.roofline_options
         # Millions of long-lived objects now: keep the cyclic GC from rescanning them on
         # every full collection (those pauses showed up as 50-100 ms keystrokes).
         gc.collect()
@@ -241,6 +251,13 @@ class NsightApp(App[int]):
         if self._need_session():
             await self._to_base()
             self.push_screen(ApiScreen(self.session))
+
+    def action_view_roofline(self) -> None:
+        if self._need_session():
+            from nsight_tui.tui.views.roofline import RooflineScreen
+
+            node = getattr(self.screen, "node", None)  # from a range's kernels: that range's families
+            self.push_screen(RooflineScreen(self.session, node))
 
     async def action_view_files(self) -> None:
         if not self.multi:
@@ -402,12 +419,14 @@ class NsightApp(App[int]):
 
 # The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
 HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, FilesScreen,
-                QuestionsScreen, PromptBar, ExportConflict)
+                QuestionsScreen, DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
+    from nsight_tui.tui.views.roofline import RooflineScreen  # Plotext: imported when asked for
+
     sections: dict[str, list[tuple[str, str]]] = {}
-    for cls in HELP_CLASSES:
+    for cls in (*HELP_CLASSES, RooflineScreen):
         rows = binding_rows([cls])
         if cls is PromptBar:
             rows.append(("enter", "Apply"))

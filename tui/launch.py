@@ -120,18 +120,37 @@ def _stop_children() -> None:
     parallel_fetch.cancel_all()
 
 
+def roofline_options(args) -> dict:
+    """--flops/--peak-* for the roofline view; a bad value is one line before any screen."""
+    from nsight_tui.parsers.flop_counts import from_file
+
+    flops, tflops, gbps = (getattr(args, k, None) for k in ("flops", "peak_tflops", "peak_gbps"))
+    for value, flag in ((tflops, "--peak-tflops"), (gbps, "--peak-gbps")):
+        if value is not None and not value > 0:
+            raise TraceError(f"{flag} must be a positive number, not {value}")
+    if flops:
+        from_file(flops)  # read once now: a bad file fails here, not in the view
+    return {"flops_file": flops, "peak_tflops": tflops, "peak_gbps": gbps}
+
+
 def launch(args) -> int:
     paths = resolve_paths(args.paths)
-    if len(paths) == 1:
-        check_readable(paths[0])
+    diff = getattr(args, "diff", False)
+    if diff and len(paths) != 2:
+        raise TraceError(f"--diff compares two files (A B), got {len(paths)}")
+    if len(paths) == 1 or diff:
+        for path in paths:
+            check_readable(path)
     else:
         missing = [p for p in paths if not p.is_file()]
         if missing:
             raise TraceError(f"{missing[0]}: no such file")
+    options = roofline_options(args)
     check_terminal()
     from nsight_tui.tui.app import NsightApp
 
-    app = NsightApp(paths, attribution=args.attribution)
+    app = NsightApp(paths, attribution=args.attribution, diff=diff)
+    app.roofline_options = options
     guard = TerminalGuard(app)
     # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread
     # still loading a big file, so `q` during a long load would hang until the load finished.

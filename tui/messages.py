@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from nsight_tui.tui.session import Session
     from nsight_tui.tui.table_model import ViewText
     from nsight_tui.tui.viewmodels.api import ApiView
+    from nsight_tui.tui.roofline_vm import RooflineData
     from nsight_tui.tui.viewmodels.correlation import CorrelationView
+    from nsight_tui.tui.viewmodels.diff import DiffView, ScopeView
     from nsight_tui.tui.viewmodels.files import FilesView
     from nsight_tui.tui.viewmodels.kernels import KernelsView
     from nsight_tui.tui.viewmodels.launches import LaunchTable
@@ -112,3 +114,29 @@ class TableChanged(Message):
     """A big table's sort or filter, done in a worker; keep the cursor on `keep` (a frame position)."""
 
     keep: int | None
+
+
+@dataclass
+class RooflineReady(Message):
+    data: RooflineData
+
+
+# -- the diff views (posted by their workers to the screen itself) ---------------------------------
+@dataclass
+class DiffReady(Message):
+    view: DiffView
+
+
+@dataclass
+class DiffFailed(Message):
+    message: str
+
+
+@dataclass
+class DiffProgress(Message):
+    text: str
+
+
+@dataclass
+class ScopeReady(Message):
+    view: ScopeView

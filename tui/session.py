@@ -28,6 +28,7 @@ class Session:
     attribution: str
     load_seconds: float
     aggregated: bool = True  # the range tree's mode, kept when the file is reopened
+    roofline_options: dict = field(default_factory=dict)  # --flops/--peak-* (tui.launch)
     _memo: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -61,7 +62,21 @@ class Session:
             attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes))
 
     def range_kernels(self, node: RangeNode) -> kernels.KernelsView:
-        return kernels.range_kernels(self.model, node)
+        """The range's kernels and ratios, its roofline figures (TFLOP/s, GB/s, verdict) among them."""
+        from nsight_tui.tui import roofline_vm
+
+        return kernels.range_kernels(self.model, node, extra_ratios=roofline_vm.ratios(self, node))
+
+    def roofline_context(self):
+        """The roofline context (FLOP/byte counts source and peaks), once per attribution mode."""
+        from nsight_tui.parsers import roofline
+
+        return self._once("roofline", lambda: roofline.build(self.trace, self.attribution, **self.roofline_options))
+
+    def roofline(self, mode: str, node: RangeNode | None):
+        from nsight_tui.tui import roofline_vm
+
+        return roofline_vm.build(self, mode, node)
 
     def trace_kernels(self) -> kernels.KernelsView:
         return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model))

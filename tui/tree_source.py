@@ -7,6 +7,7 @@ costs only the rows that appear or disappear.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from nsight_tui.parsers.model import RangeNode, ThreadGroup, display_name, path_key
 from nsight_tui.render.safe import visible
@@ -113,8 +114,10 @@ class RangeTreeSource:
         return "datagrid--group" if self.rows[i].is_group else None
 
     def node_at(self, i: int) -> RangeNode | None:
-        obj = self.rows[i].obj if 0 <= i < len(self.rows) else None
-        return obj if isinstance(obj, RangeNode) else None
+        """The range at row i (None on a thread row). A subclass may hold other node types."""
+        if 0 <= i < len(self.rows) and not self.rows[i].is_group:
+            return cast(RangeNode, self.rows[i].obj)
+        return None
 
     def group_at(self, i: int) -> ThreadGroup:
         while i > 0 and not self.rows[i].is_group:

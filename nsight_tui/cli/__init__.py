@@ -14,6 +14,7 @@ import sys
 SUBCOMMANDS = {
     "stats": ("nsight_tui.cli.stats", "nsys-stats compatible reports (nvtx_sum, cuda_gpu_kern_sum, ...)"),
     "report": ("nsight_tui.cli.report", "answers to the profiling questions for one trace or a sweep directory"),
+    "diff": ("nsight_tui.cli.diff", "what changed between two runs (ranges, kernels, families) and why the step moved"),
     "ranks": ("nsight_tui.cli.ranks", "per-rank figures, communication vs compute, the straggler"),
     "capture": ("nsight_tui.cli.capture", "run the NVTX-annotated GPT-2 workload under nsys and export SQLite"),
 }

@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--mode", default="train", choices=MODES,
                       help="train: forward+backward+AdamW; forward: inference under no_grad (default train)")
     what.add_argument("--dtype", default="fp32", choices=DTYPES, help="fp32, or bf16 autocast (default fp32)")
+    what.add_argument("--tf32", action="store_true",
+                      help="allow TF32 tensor-core matmuls for fp32 tensors (default: fp32 GEMMs on the CUDA cores); "
+                      "output name gets _tf32")
     what.add_argument("--attention", default="manual", choices=ATTENTIONS,
                       help="manual (annotated scores/softmax/matmul) or fused (torch SDPA) (default manual)")
     what.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"batch size (default {DEFAULT_BATCH})")
@@ -63,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--nsys", help="path to nsys (else $NSYS, PATH, then the usual install folders)")
     out.add_argument("--python", default=sys.executable,
                      help="Python that runs the workload; needs torch with CUDA and nvtx (default: this one)")
+    out.add_argument("--no-count", action="store_true",
+                     help="skip counting FLOPs and bytes (one extra iteration in its own process before nsys, "
+                     "recorded in the trace as nsight-tui:flops marks for the roofline)")
     out.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
 
 
@@ -92,7 +98,8 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
     if args.steps < 1 or args.warmup < 0:
         raise CaptureError("--steps must be at least 1 and --warmup at least 0")
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
-                          batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp)
+                          batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
+                          tf32=args.tf32)
             for m in models for c in ctxs]
 
 
@@ -125,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         if args.dry_run:
             return _dry_run(args, configs, out_dir)
         nsys = find_nsys(args.nsys)
-        runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep)
+        runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
+                        count_flops=not args.no_count)
         if not args.skip_existing and not args.force:  # refuse before paying for the probe
             for config in configs:
                 runner.refuse_clobber(config)
@@ -165,11 +173,14 @@ def _dry_run(args: argparse.Namespace, configs: list[CaptureConfig], out_dir: Pa
     except CaptureError as exc:
         print(f"# note: {exc}", flush=True)
         nsys = "nsys"
-    runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep)
+    runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
+                    count_flops=not args.no_count)
     for index, config in enumerate(configs, 1):
         work = out_dir / f".{config.stem}.XXXXXXXX.partial"  # the real name is made by mkdtemp
         profile, export = runner.commands(config, work)
         print(f"[{index}/{len(configs)}] {config.describe()} -> {out_dir / config.stem}.sqlite")
+        if runner.count_flops:
+            print("  $ " + shlex.join(runner.count_command(config, work)))
         print("  $ " + shlex.join(profile))
         print("  $ " + shlex.join(export))
         print(f"  then os.replace({work / config.stem}.sqlite, {out_dir / config.stem}.sqlite)")

@@ -13,6 +13,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="process (default): kernels launched outside any NVTX range (autograd thread) count for the "
         "ranges open on the main thread; nsys: NVIDIA's rule, launching thread only",
     )
+    parser.add_argument("--diff", action="store_true",
+                        help="with two files A B: open on their diff (what changed, and why the step moved)")
+    roof = parser.add_argument_group("roofline (r)")
+    roof.add_argument("--flops", metavar="FILE.json", help="FLOPs and bytes per range path (see `report --help`)")
+    roof.add_argument("--peak-tflops", type=float, help="compute roof in TFLOP/s (a GPU the peaks table lacks)")
+    roof.add_argument("--peak-gbps", type=float, help="memory roof in GB/s")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,6 +17,12 @@ def add_arguments(parser) -> None:
                         help="write to this file in an existing folder ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
     parser.add_argument("--attribution", default="process", choices=MODES)
+    roof = parser.add_argument_group("roofline (section g)")
+    roof.add_argument("--flops", metavar="FILE.json",
+                      help='FLOPs and bytes per range path, for traces without counts: '
+                      '{"ranges": {"step_N/forward": {"flops": 7.0e11, "bytes": 3.1e10}}} (per instance)')
+    roof.add_argument("--peak-tflops", type=float, help="compute roof in TFLOP/s (a GPU the peaks table lacks)")
+    roof.add_argument("--peak-gbps", type=float, help="memory roof in GB/s")
     dims = parser.add_argument_group("attention dims for traces without capture metadata (FLOP ratio)")
     dims.add_argument("--batch", type=int)
     dims.add_argument("--heads", type=int, dest="n_heads")
@@ -44,18 +50,23 @@ def _run(args) -> int:
     elif sys.stdout is None:
         raise TraceError("standard output is closed; nowhere to write (use -o FILE)")
     dims = {"batch": args.batch, "n_heads": args.n_heads, "ctx": args.ctx, "d_head": args.d_head}
+    for value, flag in ((args.peak_tflops, "--peak-tflops"), (args.peak_gbps, "--peak-gbps")):
+        if value is not None and not value > 0:
+            raise TraceError(f"{flag} must be a positive number, not {value}")
+    roof = {"flops_file": args.flops, "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps}
     if target.is_dir():
         if not runs:
             raise TraceError(f"{visible(target)}: no .sqlite captures in this folder")
         sweep.analyse(runs, args.attribution,
-                      progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr))
+                      progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr),
+                      roofline_options=roof)
         tables = sweep_text.tables(runs)
         if args.format == "json":
             text = report.sweep_json(target, runs, tables, args.attribution)
         else:
             text = report.sweep_markdown(target, tables, args.attribution)
     else:
-        answers = questions(load_trace(target), args.attribution, dims)
+        answers = questions(load_trace(target), args.attribution, dims, roofline_options=roof)
         text = report.single_json(answers) if args.format == "json" else report.single_markdown(answers)
     if args.output == "-":
         output.write_stdout(text)

@@ -149,6 +149,7 @@ UNITS = {
     "flops": flops,
     "flop_per_s": flop_rate,
     "bytes_per_s": byte_rate,
+    "flop_per_byte": lambda v: MISSING if missing(v) else f"{float(v):,.2f} FLOP/B",
 }
 
 

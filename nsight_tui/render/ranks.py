@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 from nsight_tui.parsers.ranks import RunRanks
 from nsight_tui.render.numbers import ms as _ms
@@ -44,16 +43,5 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
     return "\n".join(out)
 
 
-def ranks_json(run: RunRanks) -> dict:
-    return {
-        "assumption": run.assumption,
-        "ranks": [{**asdict(s), "overlap": s.overlap, "median_step_ns": s.median_step_ns,
-                   "label": s.rank.label} for s in run.ranks],
-        "step_stats": run.step_stats(),
-        "straggler": None if run.straggler is None else {**asdict(run.straggler), "excess_ns": run.straggler.excess_ns},
-        "notes": run.notes,
-    }
-
-
 def ranks_json_text(run: RunRanks) -> str:
-    return json.dumps(ranks_json(run), indent=2, default=str) + "\n"
+    return json.dumps(run.to_json(), indent=2, default=str) + "\n"

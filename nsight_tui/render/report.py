@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsight_tui.parsers.attribution import MODE_HELP
-from nsight_tui.render import numbers, safe, tables
+from nsight_tui.render import numbers, roofline, safe, tables
 from nsight_tui.render.sweep import SweepTable
 
 Section = Callable[[dict], list[str]]
@@ -27,6 +27,9 @@ def heading(a: dict) -> list[str]:
            f"_attribution: {a['attribution']} — {MODE_HELP[a['attribution']]}_"]
     if a["config"]:
         out.append("_run: " + safe.markdown(", ".join(f"{k}={v}" for k, v in a["config"].items())) + "_")
+    if a.get("_ranks") is not None:
+        out.append(f"_{len(a['_ranks'].ranks)} ranks in this export: the sections below count every rank's "
+                   "ranges and kernels together; the Ranks section at the end has them one by one_")
     out.append("")
     return out
 
@@ -148,6 +151,12 @@ def warmup(a: dict) -> list[str]:
                             [row("warmup", w), *([row("steady state", s)] if s else [])])]
 
 
+def ranks(a: dict) -> list[str]:
+    from nsight_tui.render.ranks import ranks_markdown
+
+    return [ranks_markdown(a["_ranks"])] if a.get("_ranks") is not None else []
+
+
 # The page, top to bottom: add a section with one function above and one line here.
 SECTIONS: list[Section] = [
     heading,
@@ -156,8 +165,10 @@ SECTIONS: list[Section] = [
     non_gemm_forward,
     families_by_phase,
     softmax_vs_matmul,
+    roofline.section,  # (g) How far from the hardware
     ratios,
     warmup,
+    ranks,
 ]
 
 

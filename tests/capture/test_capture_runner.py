@@ -364,3 +364,17 @@ def test_out_folder_that_is_a_file_is_one_clear_error(tmp_path, fake_nsys):
     blocker.write_text("a file")
     with pytest.raises(CaptureError, match="cannot create the output folder"):
         Runner(fake_nsys, blocker, echo=lambda line: None).capture(CaptureConfig("small", 128))
+
+
+def test_counting_runs_before_the_profiled_child(tmp_path, fake_nsys, monkeypatch, capfd):
+    # The count pass is its own process before `nsys profile`; the profiled child gets its file.
+    pytest.importorskip("torch")
+    monkeypatch.setenv("FAKE_NSYS_RUN_APP", "1")
+    runner = Runner(fake_nsys, tmp_path / "out", count_flops=True, count_device="cpu")
+    result = runner.capture(CaptureConfig("tiny", 16, batch=2, steps=1, warmup=0))
+    assert result.status == "ok", result.message
+    printed = capfd.readouterr()
+    out = printed.out
+    count_at, profile_at = out.index("--count-out"), out.index(shlex.join([str(fake_nsys), "profile"]))
+    assert count_at < out.index("counted one iteration") < profile_at
+    assert "--counts-in" in out[profile_at:] and "ignoring the counts" not in printed.err

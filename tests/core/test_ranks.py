@@ -136,3 +136,24 @@ def test_committed_ddp_capture_numbers_ranks_from_its_config_marks():
         assert r.phases["backward"].comm_ns > 0
         assert r.phases["optimizer"].comm_ns == 0
         assert 0 <= r.phases["backward"].exposed_comm_ns < r.phases["backward"].comm_ns
+
+
+def test_report_on_a_multi_rank_export_has_the_ranks_section(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    path = SAMPLES / "small_ctx128_ddp2.sqlite"
+    md = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path)], capture_output=True, text=True,
+                        timeout=300)
+    assert md.returncode == 0, md.stderr
+    assert "## Ranks" in md.stdout and "count every rank" in md.stdout and "Straggler" in md.stdout
+    js = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path), "-f", "json"], capture_output=True,
+                        text=True, timeout=300)
+    data = json.loads(js.stdout)
+    expected = _kernels_by_rank(path)
+    assert [(r["rank"]["pid"], r["kernels"]) for r in data["ranks"]["ranks"]] == [
+        (pid, len(ks)) for (pid, _dev), ks in sorted(expected.items())]
+    single = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(SAMPLES / "small_ctx128.sqlite"),
+                             "-f", "json"], capture_output=True, text=True, timeout=300)
+    assert "ranks" not in json.loads(single.stdout)  # one rank: no section

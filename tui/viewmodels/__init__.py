@@ -1,6 +1,6 @@
 """View models: what each screen shows, computed without Textual.
 
-The rule (kept by tests/tui/test_tui_architecture.py): nothing in this package, nor
+The rule (an import-linter contract in pyproject.toml): nothing in this package, nor
 `tui/session.py`, `tui/table_model.py` or `tui/tree_source.py`, imports `textual`. Each module
 turns the model (`nsight_tui.parsers`) into plain dataclasses and TableModels for one view;
 `Session` caches them per file and attribution mode. Screens ask the Session from a

@@ -74,10 +74,10 @@ def kernel_columns(demangled: bool) -> list[Column]:
     ]
 
 
-def range_kernels(model: RangeModel, node: RangeNode) -> KernelsView:
+def range_kernels(model: RangeModel, node: RangeNode, extra_ratios: list[Ratio] | None = None) -> KernelsView:
     positions = node.op_positions()
     return KernelsView(node, positions, _with_labels(model.kernel_summary(positions)),
-                       panel(ratio_panel(model, node)))
+                       panel(ratio_panel(model, node) + list(extra_ratios or [])))
 
 
 def trace_kernels(model: RangeModel) -> KernelsView:

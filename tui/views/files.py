@@ -20,11 +20,16 @@ from nsight_tui.tui.widgets.grid import DataGrid
 
 class FilesScreen(TableScreen):
     BINDING_GROUP_TITLE = "Several files"
-    BINDINGS = [Binding("t", "questions", "Question tables",
-                        tooltip="The sweep's answers, one table per question: rows model, columns ctx",
-                        id="files.questions")]
+    BINDINGS = [
+        Binding("t", "questions", "Question tables",
+                tooltip="The sweep's answers, one table per question: rows model, columns ctx", id="files.questions"),
+        Binding("b", "baseline", "Baseline", tooltip="Mark the file under the cursor as the diff's baseline (A)",
+                id="files.baseline"),
+        Binding("d", "diff", "Diff", tooltip="Diff the baseline (A; default the first file) against the file "
+                "under the cursor (B): what changed, and why the step moved", id="files.diff"),
+    ]
 
-    hint = "enter: open the file · t: one table per question (rows model, columns ctx)"
+    hint = "enter: open the file · t: question tables · b: diff baseline, d: diff"
     view_name = "files"
     empty_text = "reading the files…"
 
@@ -33,6 +38,7 @@ class FilesScreen(TableScreen):
         self.paths = paths
         self.attribution = attribution
         self.view: FilesView | None = None
+        self.baseline: Path | None = None  # the diff's A (`b`); default the first file
 
     def crumb(self) -> str:
         return f"{len(self.paths)} files · enter: open one"
@@ -71,6 +77,28 @@ class FilesScreen(TableScreen):
             self.set_status("still reading the files…")
             return
         self.app.push_screen(QuestionsScreen(tables(self.view.runs), self.attribution))
+
+    def _cursor_path(self) -> Path:
+        if self.table is None or self.view is None or not len(self.table):
+            return self.paths[min(self.grid.cursor, len(self.paths) - 1)]
+        return self.view.runs[self.table.position(self.grid.cursor)].path
+
+    def action_baseline(self) -> None:
+        self.baseline = self._cursor_path()
+        self.set_status(f"diff baseline (A): {self.baseline.name} · d on another file diffs against it")
+
+    def action_diff(self) -> None:
+        from nsight_tui.tui.views.diff import DiffScreen
+
+        a = self.baseline or self.paths[0]
+        b = self._cursor_path()
+        if b == a:  # on the baseline itself: with two files the other one, else ask for a move
+            others = [p for p in self.paths if p != a]
+            if len(others) != 1:
+                self.set_status("move to the file to compare with the baseline, then d")
+                return
+            b = others[0]
+        self.app.push_screen(DiffScreen(a, b, self.attribution))
 
     def export_view(self) -> ViewText | None:
         if self.table is None:

@@ -11,6 +11,9 @@ from nsight_tui.render.safe import visible
 from nsight_tui.tui.viewmodels.ratios import RatioPanelView, short_label
 
 
+MAX_LINES = 5  # the panel's height on narrow screens (app.tcss #ratios max-height)
+
+
 class RatioPanel(Static):
     DEFAULT_CSS = """
     RatioPanel { height: auto; padding: 0 1; background: $panel; }
@@ -32,8 +35,7 @@ class RatioPanel(Static):
             self._draw()
 
     def on_resize(self) -> None:
-        if not self._compact:
-            self._draw()
+        self._draw()
 
     def show(self, view: RatioPanelView) -> None:
         self.view = view
@@ -46,21 +48,52 @@ class RatioPanel(Static):
         self.update(self._flow() if self._compact else self._table())
 
     def _flow(self) -> Text:
-        text = Text()
+        """`label value` pairs packed into lines of the panel's width; a pair is never split
+        across lines, and what does not fit in MAX_LINES is counted, not dropped silently."""
+        width = max(self.content_size.width, 20)
         v = self.view
+        lines: list[list[tuple[str, str]]] = []  # per line: (text, style) parts
+        pairs: list[int] = []  # pairs on each line
+        used = 0
+
+        def newline() -> None:
+            nonlocal used
+            lines.append([])
+            pairs.append(0)
+            used = 0
+
+        def put(label: str, value: str, sep: str) -> None:
+            nonlocal used
+            size = len(label) + 1 + len(value)
+            if used and used + len(sep) + size > width:
+                newline()
+            elif used:
+                lines[-1].append((sep, "dim"))
+                used += len(sep)
+            lines[-1] += [(f"{label} ", ""), (value, "bold")]
+            pairs[-1] += 1
+            used += size
+
+        newline()
         if v.shared:
-            text.append(f"{visible(v.caption)}: ", style="dim")
-            for i, r in enumerate(v.shared):
-                text.append("  " if i else "")
-                text.append(f"{visible(short_label(r.label))} ")
-                text.append(quantity(r.value, r.unit), style="bold")
+            caption = f"{visible(v.caption)}:"
+            lines[-1].append((caption, "dim"))
+            used = len(caption)
+            for r in v.shared:
+                put(visible(short_label(r.label)), quantity(r.value, r.unit), "  ")
             if v.own:
-                text.append("\n")
-        for i, r in enumerate(v.own):
+                newline()
+        for r in v.own:
+            put(visible(short_label(r.label)), quantity(r.value, r.unit), "  ·  ")
+        if len(lines) > MAX_LINES:
+            hidden = sum(pairs[MAX_LINES - 1:])
+            lines = lines[:MAX_LINES - 1] + [[(f"+{hidden} more: a wider screen shows them, e exports them", "dim")]]
+        text = Text()
+        for i, parts in enumerate(lines):
             if i:
-                text.append("  ·  ", style="dim")
-            text.append(f"{visible(short_label(r.label))} ")
-            text.append(quantity(r.value, r.unit), style="bold")
+                text.append("\n")
+            for part, style in parts:
+                text.append(part, style=style)
         return text
 
     def _table(self) -> Text:

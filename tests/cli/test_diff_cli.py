@@ -1,0 +1,139 @@
+"""`nsight-tui diff A B`: the three formats carry B − A as each file's own SQL gives it; `-o`
+writes atomically and never over a file (an input least of all); `--fail-slower` gates CI;
+bad input is one line."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import subprocess
+import sys
+
+import diff_sql as sql
+import pytest
+from conftest import SAMPLES
+
+MANUAL = SAMPLES / "small_ctx128.sqlite"
+FUSED = SAMPLES / "small_ctx128_fused.sqlite"
+STEPS = "step_[0-9]*"
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "nsight_tui", "diff", *map(str, args)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def step_mean(path) -> float:
+    inst = sql.ranges(path, STEPS, within="*")
+    return sum(e - s for _, s, e in inst) / len(inst)
+
+
+def one_line_error(proc, *needles, code=2):
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("nsight-tui: "), proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def as_json():
+    proc = run_cli(MANUAL, FUSED, "-f", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_json_step_and_removed_ranges(as_json):
+    step = as_json["step"]
+    assert step["step_ns"]["a"] == step_mean(MANUAL) and step["step_ns"]["b"] == step_mean(FUSED)
+    assert step["step_ns"]["delta"] == step_mean(FUSED) - step_mean(MANUAL)
+    (thread,) = as_json["threads"]
+
+    def find(nodes, path):
+        for n in nodes:
+            if n["path"] == path:
+                return n
+            hit = find(n["children"], path)
+            if hit:
+                return hit
+
+    softmax = find(thread["ranges"], "step_N/forward/scaled_dot_product_attention/computing_softmax")
+    assert softmax["status"] == "removed" and softmax["cpu_ns"]["b"] is None
+    inst = sql.ranges(MANUAL, "computing_softmax")
+    assert softmax["cpu_ns"]["a"] == sum(e - s for _, s, e in inst) / len(sql.ranges(MANUAL, STEPS, "*"))
+    added = {k["name"] for k in as_json["kernels"]["kernels"] if k["status"] == "added"}
+    assert any("fmha_cutlassF" in n for n in added) and any("fmha_cutlassB" in n for n in added)
+
+
+def test_csv_is_one_tidy_table():
+    proc = run_cli(MANUAL, FUSED, "-f", "csv")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    step = next(r for r in rows if r["section"] == "step" and r["metric"] == "step_ns")
+    assert float(step["delta"]) == step_mean(FUSED) - step_mean(MANUAL)
+    removed = {r["name"] for r in rows if r["section"] == "range" and r["status"] == "removed"}
+    assert "step_N/forward/scaled_dot_product_attention/computing_softmax" in removed
+    assert {r["section"] for r in rows} >= {"config", "step", "waterfall", "range", "kernel", "family"}
+
+
+def test_markdown_default_says_the_step_delta_and_what_changed():
+    proc = run_cli(MANUAL, FUSED)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    delta_ms = (step_mean(FUSED) - step_mean(MANUAL)) / 1e6
+    assert f"Δ {delta_ms:+,.3f} ms" in out
+    assert "| step_N/forward/scaled_dot_product_attention/computing_softmax | removed |" in out
+    assert "fmha_cutlassF_f32_aligned_64x64_rf_sm80 | Fused attention | added |" in out
+    assert "| attention | manual | fused | ≠ |" in out
+    assert "Step Δ by phase and family" in out
+
+
+def test_output_file_atomic_and_no_clobber(tmp_path):
+    out = tmp_path / "diff.md"
+    proc = run_cli(MANUAL, FUSED, "-o", out)
+    assert proc.returncode == 0 and out.read_text().startswith("# nsight-tui diff")
+    before = out.read_bytes()
+    one_line_error(run_cli(MANUAL, FUSED, "-o", out, "-f", "json"), "exists")
+    assert out.read_bytes() == before
+    assert run_cli(MANUAL, FUSED, "-o", out, "-f", "json", "--force").returncode == 0
+    assert json.loads(out.read_text())["b"] == str(FUSED)
+    assert [p.name for p in tmp_path.iterdir()] == ["diff.md"]  # no temp file left behind
+
+
+def test_never_writes_over_an_input(tmp_path):
+    copy = tmp_path / "a.sqlite"
+    copy.write_bytes(MANUAL.read_bytes())
+    digest = hashlib.sha256(copy.read_bytes()).hexdigest()
+    one_line_error(run_cli(copy, FUSED, "-o", copy, "--force"), "input")
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.parametrize("a,b", [(MANUAL, FUSED), (FUSED, MANUAL)], ids=["manual-to-fused", "fused-to-manual"])
+def test_fail_slower_gate(a, b):
+    slower = 100 * (step_mean(b) - step_mean(a)) / step_mean(a)
+    below, above = (slower - 0.05, slower + 0.05) if slower > 0 else (0.0, 0.0)
+    proc = run_cli(a, b, "--fail-slower", f"{max(below, 0):.4f}", "-f", "json")
+    if slower > 0:
+        assert proc.returncode == 1, proc.stderr
+        assert f"{slower:.2f}% slower" in proc.stderr
+        assert json.loads(proc.stdout)["step"]["slower_pct"] == pytest.approx(slower, rel=1e-12)
+        assert run_cli(a, b, "--fail-slower", f"{above:.4f}").returncode == 0
+    else:  # B is faster: never fails, whatever the limit
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_fail_slower_needs_steps(tmp_path):
+    from conftest import shared_trace
+
+    one_line_error(run_cli(MANUAL, shared_trace("mock"), "--fail-slower", "5"), "step_N")
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_bad_input_either_side(tmp_path, which):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database\n")
+    args = (bad, FUSED) if which == "a" else (MANUAL, bad)
+    one_line_error(run_cli(*args), "not an SQLite file", str(bad))
+    one_line_error(run_cli(*(tmp_path / "none.sqlite" if x is bad else x for x in args)), "no such file")
