@@ -34,8 +34,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 class CaptureConfig(RunSettings):
     @property
     def stem(self) -> str:
-        return output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes,
+        stem = output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes,
                            self.tf32)
+        return stem + ("" if self.phase_sync else "_nosync") + (f"_{self.plant}" if self.plant else "")
 
     def describe(self) -> str:
         ranks = f", data-parallel over {self.processes} GPUs" if self.processes > 1 else ""
@@ -46,7 +47,8 @@ class CaptureConfig(RunSettings):
     def workload_args(self) -> list[str]:
         return ["--model", self.model, "--ctx", str(self.ctx), "--mode", self.mode, "--dtype", self.dtype,
                 "--attention", self.attention, "--batch", str(self.batch), "--steps", str(self.steps),
-                "--warmup", str(self.warmup), *(["--tf32"] if self.tf32 else [])]
+                "--warmup", str(self.warmup), *(["--tf32"] if self.tf32 else []),
+                *(["--plant", self.plant] if self.plant else []), *([] if self.phase_sync else ["--no-phase-sync"])]
 
 
 @dataclass

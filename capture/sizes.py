@@ -39,6 +39,8 @@ class RunSettings:
     warmup: int = 2
     tf32: bool = False  # TF32 tensor-core matmuls for fp32 tensors
     processes: int = 1  # >1: data-parallel, one process per GPU under torchrun (capture/ddp.py)
+    plant: str = ""  # a known cause planted on purpose (capture/plant.py)
+    phase_sync: bool = True  # synchronise after every phase (False: once, at the step's end)
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -48,5 +50,7 @@ class RunSettings:
                 "vocab": VOCAB, "batch": self.batch, "ctx": self.ctx, "dtype": self.dtype, "mode": self.mode,
                 "attention": self.attention, "steps": self.steps, "warmup": self.warmup,
                 **({"tf32": True} if self.tf32 else {}),
-                **({"processes": self.processes} if self.processes > 1 else {})}
+                **({"processes": self.processes} if self.processes > 1 else {}),
+                **({"plant": self.plant} if self.plant else {}),
+                **({"phase_sync": False} if not self.phase_sync else {})}
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from nsight_tui.capture import ddp
+from nsight_tui.capture.plant import PLANTS, Planter, optimizer_kwargs
 from nsight_tui.parsers import conventions
 from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, flops_message, step_message
 from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
@@ -78,9 +79,9 @@ class _Workload:
         self.train = config.mode == "train"
         self.gpt2.train(self.train)
         self.model = ddp.wrap(self.gpt2, self.distributed, self.device)
-        # foreach=True is what CUDA picks by default; asked for explicitly so a CPU run (the
-        # tests) takes the same optimizer path and counts the same ops.
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=True) if self.train else None
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, **optimizer_kwargs(config.plant)) \
+            if self.train else None
+        self.planter = Planter(config.plant, torch, self.device)
         # One fixed batch, made once: the profile should hold the model's kernels, not data loading.
         tokens = torch.randint(0, VOCAB, (config.batch, config.ctx + 1), device=self.device)
         self.inputs, self.targets = tokens[:, :-1], tokens[:, 1:]
@@ -100,7 +101,8 @@ class _Workload:
         start = time.perf_counter()
         with self.annotator.range(name):
             result = work()
-            self.sync()
+            if self.config.phase_sync:
+                self.sync()
         phases[name] = time.perf_counter() - start
         return result
 
@@ -119,13 +121,17 @@ class _Workload:
         phases: dict[str, float] = {}
         with self.annotator.range(name):
             start = time.perf_counter()
+            self.planter.step_start()
             if self.train:
                 loss = self._phase("forward", phases, self._forward_loss)
+                self.planter.after_forward(loss)
                 self._phase("backward", phases, loss.backward)
                 self._phase("optimizer", phases, self._optimizer_step)
             else:
                 with self.torch.no_grad():
                     self._phase("forward", phases, self._forward_loss)
+            if not self.config.phase_sync:
+                self.sync()  # one synchronise, at the step's end
             seconds = time.perf_counter() - start
         return StepRecord(name, seconds, phases)
 
@@ -196,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     p.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core matmuls for fp32 tensors")
+    p.add_argument("--plant", default="", choices=["", *PLANTS], help="plant a known cause (capture/plant.py)")
+    p.add_argument("--no-phase-sync", action="store_true", help="synchronise once per step, not after every phase")
     p.add_argument("--status-file", help="write a JSON status here: ok with the step times, or oom")
     counts = p.add_mutually_exclusive_group()
     counts.add_argument("--count-out", metavar="FILE",
@@ -238,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = WorkloadConfig(model=args.model, ctx=args.ctx, mode=args.mode, dtype=args.dtype,
                             attention=args.attention, batch=args.batch, steps=args.steps,
-                            warmup=args.warmup, device=args.device, tf32=args.tf32)
+                            warmup=args.warmup, device=args.device, tf32=args.tf32,
+                            plant=args.plant, phase_sync=not args.no_phase_sync)
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -295,10 +295,17 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     }
 
 
+def _gpu_idle(model: RangeModel) -> dict:
+    from nsight_tui.parsers.idle_report import phase_idle  # it builds on this module
+
+    return phase_idle(model)
+
+
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
               roofline_options: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
     `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
+    from nsight_tui.parsers.findings import answers as findings_answers
     from nsight_tui.parsers.roofline import answers as roofline_answers
 
     model = range_model(trace, attribution)
@@ -316,8 +323,10 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratios": _ratios(steady, config),
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
+        "gpu_idle": _gpu_idle(model),
         **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {})),
+        "findings": findings_answers(trace, attribution),
     }
 
 

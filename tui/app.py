@@ -37,6 +37,7 @@ from nsight_tui.tui.views.launches import LaunchesScreen
 from nsight_tui.tui.views.loading import LoadingScreen
 from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
 from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+from nsight_tui.tui.views.timeline import TimelineScreen, open_target
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
@@ -61,6 +62,9 @@ class NsightApp(App[int]):
                 "ranges) or nsys's launching-thread rule", id="app.attribution"),
         Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack",
                 id="app.correlation"),
+        Binding("t", "timeline", "Timeline", show=False, id="app.timeline",
+                tooltip="Timeline of the selection (a range: its median instance; a launch: centred on it): "
+                "lanes, GPU idle by cause, the CPU's lead"),
         Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)", id="app.view-ranges"),
         Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace",
                 id="app.view-kernels"),
@@ -286,6 +290,10 @@ class NsightApp(App[int]):
 
         self.push_screen(CorrelationPrompt(), go)
 
+    def action_timeline(self) -> None:
+        if self._need_session() and not isinstance(self.screen, TimelineScreen):
+            self.push_screen(TimelineScreen(self.session, open_target(self.screen)))
+
     def action_help(self) -> None:
         about = self.session.header().full_lines() if self.session is not None else []
         self.push_screen(HelpScreen(help_sections(), about))
@@ -418,8 +426,8 @@ class NsightApp(App[int]):
 
 
 # The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
-HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, FilesScreen,
-                QuestionsScreen, DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
+HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
+                FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:

@@ -28,6 +28,7 @@ class NsightCommands(Provider):
             ("View: range tree", "NVTX ranges per thread (1)", partial(run, "view_ranges")),
             ("View: kernel summary", "every kernel of the trace (2)", partial(run, "view_kernels")),
             ("View: CUDA API summary", "as nsys cuda_api_sum (3)", partial(run, "view_api")),
+            ("View: timeline", "the selection in time: lanes, GPU idle by cause, CPU lead (t)", partial(run, "timeline")),
             ("View: roofline", "ranges or kernel families against the GPU's roofs (r)", partial(run, "view_roofline")),
             ("Jump: correlation ID…", "the API call and GPU work of one correlation ID (c)",
              partial(run, "ask_correlation")),

@@ -38,6 +38,14 @@ class Session:
         switch build it in a worker before they set `attribution`)."""
         return range_model(self.trace, self.attribution)
 
+    def timeline(self):
+        """The timeline's lanes and idle analysis under the mode in force (built once; slow:
+        call from a worker)."""
+        from nsight_tui.parsers.idle import idle_analysis
+        from nsight_tui.parsers.timeline import timeline
+
+        return self._once("timeline", lambda: timeline(self.trace, self.model, idle_analysis(self.trace)))
+
     @property
     def file_name(self) -> str:
         return self.path.name
@@ -90,6 +98,20 @@ class Session:
 
     def correlation(self, corr: int, gpid: int | None = None) -> correlation.CorrelationView:
         return correlation.correlation(self.model, corr, gpid)
+
+    def instance_node(self, rid: int) -> RangeNode | None:
+        """The instance tree's node of one range (by range position), indexed once per mode."""
+        def index() -> dict[int, RangeNode]:
+            out = {}
+            for group in self.model.thread_groups:
+                stack = list(group.roots)
+                while stack:
+                    node = stack.pop()
+                    out[int(node.ids[0])] = node
+                    stack.extend(node.children)
+            return out
+
+        return self._once("instance_nodes", index).get(int(rid))
 
     def palette_kernels(self) -> list[tuple[str, str]]:
         return self._once("palette_kernels", lambda: palette.top_kernels(self.trace), per_mode=False)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nsight_tui.capture.errors import CaptureError
 from nsight_tui.capture.nsys import find_nsys
+from nsight_tui.capture.plant import PLANTS
 from nsight_tui.capture.runner import CaptureConfig, Runner, describe_result
 from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES
 
@@ -46,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--tf32", action="store_true",
                       help="allow TF32 tensor-core matmuls for fp32 tensors (default: fp32 GEMMs on the CUDA cores); "
                       "output name gets _tf32")
+    what.add_argument("--plant", default="", choices=["", *PLANTS], metavar="CAUSE",
+                      help="plant a known cause of a slow step, or its fix: " + ", ".join(PLANTS) + " (capture/plant.py)")
+    what.add_argument("--no-phase-sync", action="store_true",
+                      help="synchronise once per step, not after every phase (output name gets _nosync)")
     what.add_argument("--attention", default="manual", choices=ATTENTIONS,
                       help="manual (annotated scores/softmax/matmul) or fused (torch SDPA) (default manual)")
     what.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"batch size (default {DEFAULT_BATCH})")
@@ -99,7 +104,7 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
         raise CaptureError("--steps must be at least 1 and --warmup at least 0")
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
-                          tf32=args.tf32)
+                          tf32=args.tf32, plant=args.plant, phase_sync=not args.no_phase_sync)
             for m in models for c in ctxs]
 
 

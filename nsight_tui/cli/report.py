@@ -17,6 +17,9 @@ def add_arguments(parser) -> None:
                         help="write to this file in an existing folder ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
     parser.add_argument("--attribution", default="process", choices=MODES)
+    parser.add_argument("--fail-on", metavar="ID[,ID...]|any",
+                        help="exit 1 when one of these findings (section h) is present, e.g. "
+                        "sync-stall,host-bound-gap or any (a CI gate; one file)")
     roof = parser.add_argument_group("roofline (section g)")
     roof.add_argument("--flops", metavar="FILE.json",
                       help='FLOPs and bytes per range path, for traces without counts: '
@@ -54,6 +57,8 @@ def _run(args) -> int:
         if value is not None and not value > 0:
             raise TraceError(f"{flag} must be a positive number, not {value}")
     roof = {"flops_file": args.flops, "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps}
+    if args.fail_on and target.is_dir():
+        raise TraceError("--fail-on takes one file, not a folder")
     if target.is_dir():
         if not runs:
             raise TraceError(f"{visible(target)}: no .sqlite captures in this folder")
@@ -73,4 +78,11 @@ def _run(args) -> int:
     else:
         output.write_atomic(args.output, text, overwrite=args.force, inputs=inputs)
         print(f"wrote {visible(args.output)}", file=sys.stderr)
+    if args.fail_on:
+        from nsight_tui.render.findings import present
+
+        hit = present((answers.get("findings") or {}).get("findings") or [], args.fail_on)
+        if hit:
+            print(f"nsight-tui: findings present: {', '.join(hit)} (--fail-on {args.fail_on})", file=sys.stderr)
+            return 1
     return 0

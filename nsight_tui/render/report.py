@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsight_tui.parsers.attribution import MODE_HELP
-from nsight_tui.render import numbers, roofline, safe, tables
+from nsight_tui.render import findings, numbers, roofline, safe, tables
+from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
 
 Section = Callable[[dict], list[str]]
@@ -167,6 +168,8 @@ SECTIONS: list[Section] = [
     softmax_vs_matmul,
     roofline.section,  # (g) How far from the hardware
     ratios,
+    idle_section,
+    findings.section,  # (h) What to fix first
     warmup,
     ranks,
 ]

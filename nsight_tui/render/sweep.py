@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from nsight_tui.parsers.conventions import model_rank
 from nsight_tui.parsers.sweep import Run, placement
-from nsight_tui.render import numbers, roofline
+from nsight_tui.render import findings, numbers, roofline
+from nsight_tui.render.idle import IDLE_FIGURES
 from nsight_tui.render.numbers import MISSING
 
 
@@ -94,7 +95,9 @@ QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
     ("Softmax / attention matmuls: runtime vs FLOPs", "QKᵀ + attn@V kernel time; FLOPs 5·B·H·T² / 4·B·H·T²·d_head",
      _attention_cell),
     ("Step time, NVTX / Python (ms)", "NVTX step_N mean vs perf_counter in the capture", _timing_cell),
+    *IDLE_FIGURES,
     *roofline.SWEEP_QUESTIONS,  # MFU, achieved TFLOP/s, bound (render.roofline)
+    *findings.SWEEP_QUESTIONS,  # what to fix first (render.findings)
 ]
 
 

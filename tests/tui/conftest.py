@@ -35,7 +35,7 @@ SAMPLE = SAMPLES / "small_ctx128.sqlite"
 RANGE_TYPES = "(59, 60, 70, 71)"  # NVTX push/pop and start/end ranges (plain and registered strings)
 
 
-def _trace_params() -> list:
+def trace_params() -> list:
     """The committed GPT-2 sample (always), and the shared two-thread capture when present."""
     out = []
     if SAMPLE.exists():
@@ -48,7 +48,7 @@ def _trace_params() -> list:
     return out
 
 
-@pytest.fixture(params=_trace_params())
+@pytest.fixture(params=trace_params())
 def trace(request) -> Path:
     """Each GPT-2 training trace with NVTX ranges (the committed sample, the shared capture)."""
     return request.param
@@ -316,3 +316,43 @@ def _md_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
 def md_tables():
     """`md_tables(text)`: every pipe table in a Markdown text, as (headers, rows of cells), unescaped."""
     return _md_tables
+
+
+# -- snapshots -------------------------------------------------------------------------------------
+@pytest.fixture()
+def fixed_app():
+    """`fixed_app(paths)`: the app with its load time pinned to 0 (the one thing that changes
+    from run to run on screen)."""
+    def make(paths):
+        from nsight_tui.tui.app import NsightApp
+
+        class FixedClock(NsightApp):
+            def clock(self) -> float:
+                return 0.0
+
+        return FixedClock([str(p) for p in paths])
+
+    return make
+
+
+@pytest.fixture()
+def steps(drive):
+    """`steps(*actions)`: run_before for snap_compare: load (or settle on the files view), then
+    each action: a key, or an async callable given the Ui."""
+    def make(*actions):
+        async def run_before(pilot):
+            ui = drive(pilot)
+            if len(ui.app.paths) == 1:
+                await ui.loaded()
+            else:
+                await ui.settle()
+            for action in actions:
+                if callable(action):
+                    await action(ui)
+                else:
+                    await ui.press(action)
+            await ui.settle()
+
+        return run_before
+
+    return make

@@ -11,44 +11,6 @@ import pytest
 SMALL, NORMAL = (80, 24), (100, 30)
 
 
-@pytest.fixture()
-def fixed_app():
-    def make(paths):
-        from nsight_tui.tui.app import NsightApp
-
-        class FixedClock(NsightApp):
-            """The load time is the one thing that changes from run to run."""
-
-            def clock(self) -> float:
-                return 0.0
-
-        return FixedClock([str(p) for p in paths])
-
-    return make
-
-
-@pytest.fixture()
-def steps(drive):
-    """run_before for snap_compare: load (or settle on the files view), then keys or callables."""
-    def make(*actions):
-        async def run_before(pilot):
-            ui = drive(pilot)
-            if len(ui.app.paths) == 1:
-                await ui.loaded()
-            else:
-                await ui.settle()
-            for action in actions:
-                if callable(action):
-                    await action(ui)
-                else:
-                    await ui.press(action)
-            await ui.settle()
-
-        return run_before
-
-    return make
-
-
 async def backward(ui) -> None:
     await ui.open_backward_kernels()
 

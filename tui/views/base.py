@@ -94,8 +94,9 @@ class ViewScreen(Screen):
     def show_crumb(self) -> None:
         self.query_one("#crumb", Static).update(literal(self.crumb()))
 
-    def set_status(self, text: str) -> None:
-        self.query_one("#status", Static).update(literal(text))
+    def set_status(self, text: str | Text) -> None:
+        """One line under the view; a str is shown literally, a Text as styled by its maker."""
+        self.query_one("#status", Static).update(text if isinstance(text, Text) else literal(text))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A view's worker failed: say so in one line and keep the session (never a traceback)."""

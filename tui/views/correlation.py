@@ -12,6 +12,7 @@ from nsight_tui.render.safe import visible
 from nsight_tui.tui.messages import CorrelationReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.correlation import CorrelationView, op_columns
+from nsight_tui.tui.viewmodels.timeline import target_for_op
 from nsight_tui.tui.views.base import TableScreen, literal
 
 
@@ -64,6 +65,13 @@ class CorrelationScreen(TableScreen):
             text.append(f"{visible(k)}: ", style="bold")
             text.append(visible(v))
         return text
+
+    def timeline_target(self):
+        """`t`: centred on the first GPU op this call started."""
+        if self.view is None or self.view.found is None or not len(self.view.ops):
+            return None
+        op, model = int(self.view.ops.sort_values("start")["op"].iat[0]), self.session.model
+        return lambda tl: target_for_op(tl, op, model)
 
     def export_view(self) -> ViewText | None:
         view = self.view

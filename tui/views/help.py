@@ -15,7 +15,7 @@ from nsight_tui.render.safe import rich_text
 KEY_NAMES = {
     "slash": "/", "question_mark": "?", "escape": "esc", "down": "↓", "up": "↑", "left": "←", "right": "→",
     "pagedown": "PgDn", "pageup": "PgUp", "enter": "enter", "space": "space", "home": "Home", "end": "End",
-    "left_square_bracket": "[", "right_square_bracket": "]",
+    "left_square_bracket": "[", "right_square_bracket": "]", "plus": "+", "minus": "-", "equals_sign": "=",
 }
 
 

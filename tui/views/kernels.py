@@ -14,6 +14,7 @@ from nsight_tui.tui.messages import KernelsReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.viewmodels.kernels import KernelsView, kernel_columns, kernel_detail
+from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.ratios import RatioPanel
@@ -112,6 +113,10 @@ class KernelsScreen(TableScreen):
             return
         rec = self.table.record(event.row)
         self.nsight.open_launches(self.node, rec["name"], rec["label"], self.view.positions)
+
+    def timeline_target(self):
+        """`t`: the range these kernels belong to (its median instance); the whole trace for `2`."""
+        return None if self.node is None else target_for_node(self.session.model, self.node)
 
     def export_view(self) -> ViewText | None:
         if self.table is None or self.view is None:

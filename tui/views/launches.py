@@ -9,6 +9,7 @@ from nsight_tui.tui.messages import DetailsRead, LaunchesReady
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.viewmodels.launches import OVERHEAD_HELP, QUEUE_HELP, LaunchTable
+from nsight_tui.tui.viewmodels.timeline import target_for_op
 from nsight_tui.tui.views.base import TableScreen
 from nsight_tui.tui.widgets.grid import DataGrid
 
@@ -70,6 +71,14 @@ class LaunchesScreen(TableScreen):
         rec = self.table.record(event.row)
         gpid = int(self.session.trace.ops["gpid"].iat[int(rec["op"])])
         self.nsight.open_correlation(int(rec["corr"]), gpid if gpid >= 0 else None)
+
+    def timeline_target(self):
+        """`t`: centred on the launch under the cursor; `0` fits its instance of the range."""
+        pos = self.selected_position()
+        if pos is None or self.table is None:
+            return None
+        op, node, model = int(self.table.frame["op"].iat[pos]), self.node, self.session.model
+        return lambda tl: target_for_op(tl, op, model, node)
 
     def export_view(self) -> ViewText | None:
         if self.table is None:

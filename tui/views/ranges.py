@@ -14,6 +14,7 @@ from nsight_tui.render.markdown import table as md_table
 from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
+from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -242,6 +243,11 @@ class RangesScreen(ViewScreen):
             k = after[0] if after else 0
         self.select_node(self._matches[k])
         self.set_status(f"match {k + 1} of {len(self._matches)} for '{self.search_text}' (n/N)")
+
+    def timeline_target(self):
+        """`t`: the range under the cursor (aggregated: its median instance)."""
+        node = self.grid.ranges.node_at(self.grid.cursor) if len(self.grid.ranges) else None
+        return None if node is None else target_for_node(self.session.model, node)
 
     # -- export ---------------------------------------------------------------------------------
     def export_view(self) -> ViewText:

@@ -1,0 +1,67 @@
+"""What to fix first as Markdown: the report's section (h) (one function, hooked into the report
+page with one line), the sweep's findings cell, and the `--fail-on` check's line."""
+from __future__ import annotations
+
+from nsight_tui.render import numbers, tables
+from nsight_tui.render.numbers import MISSING
+
+HEADERS = ["#", "finding (id)", "where", "saving ms/step", "basis", "evidence", "fix"]
+
+
+def _figure(key: str, value) -> str:
+    if value is None:
+        return f"{key} –"
+    if key.endswith("_ns") or key.endswith("_ns_per_step"):
+        return f"{key.replace('_ns', '')} {numbers.ms(value)} ms"
+    if isinstance(value, float):
+        return f"{key} {value:,.3g}"
+    return f"{key} {value}"
+
+
+def evidence_text(f: dict) -> str:
+    return "; ".join(_figure(k, v) for k, v in f["evidence"].items())
+
+
+def rows(findings: list[dict]) -> list[list]:
+    return [[i + 1, f"{f['title']} (`{f['id']}`)", f["range"], numbers.fixed(f["saving_ms_per_step"], 2),
+             f["basis"], evidence_text(f), f["fix"]] for i, f in enumerate(findings)]
+
+
+def section(answers: dict) -> list[str]:
+    """Report section (h) from `answers["findings"]` (parsers/findings.py answers)."""
+    data = answers.get("findings") or {}
+    found = data.get("findings") or []
+    out = ["## (h) What to fix first", ""]
+    if not data.get("steps"):
+        out.append("No steady-state `step_N` ranges: the rules work per step.\n")
+        return out
+    if not found:
+        out.append("No rule fired on the steady-state steps.\n")
+        return out
+    out.append(tables.markdown(HEADERS, rows(found), title=f"Findings, largest saving first "
+                               f"(step {numbers.ms(data['step_ns'])} ms, mean of {data['steps']} steps)",
+                               notes=["saving: step time the fix would save, estimated as its basis says; "
+                                      "the thresholds are in `report -f json` under findings.thresholds"]))
+    top = found[0]
+    if top.get("rows"):
+        keys = list(top["rows"][0])
+        out.append(tables.markdown(keys, [[r.get(k) for k in keys] for r in top["rows"]],
+                                   title=f"Evidence behind `{top['id']}`"))
+    return out
+
+
+def _cell(a: dict) -> str:
+    found = (a.get("findings") or {}).get("findings") or []
+    return ", ".join(f"{f['id']} {f['saving_ms_per_step']:.1f}" for f in found[:3]) or MISSING
+
+
+SWEEP_QUESTIONS = [("What to fix first (id saving ms/step, top 3)", "parsers/findings.py rules", _cell)]
+
+
+def present(findings: list[dict], wanted: str) -> list[str]:
+    """The ids among `findings` that `--fail-on wanted` (ID[,ID...] or any) names."""
+    ids = [f["id"] for f in findings]
+    if wanted.strip() == "any":
+        return ids
+    asked = {w.strip() for w in wanted.split(",") if w.strip()}
+    return [i for i in ids if i in asked]

@@ -1,0 +1,388 @@
+"""The timeline as lanes of intervals, and any visible window cut into N cells.
+
+Lanes, top to bottom: the main thread's NVTX ranges, one lane per nesting level; the CUDA API
+calls of every thread that launched GPU work (launch / sync / other); per GPU and stream the
+ops (kernels by family, memcpy, memset); per GPU the idle time by cause (parsers/idle.py).
+
+`Lane.cells(t0, t1, n)` says for each of n equal cells of [t0, t1) which category covered
+the most of it and what fraction of it was covered. Each lane keeps, per category, the union
+of its intervals with prefix sums (parsers/intervals.py), so a cell costs two binary searches
+per category: the cost of a redraw depends on the width of the screen, not on how many
+items are visible (600k kernels in view cost what 6 do).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from nsight_tui.parsers import families
+from nsight_tui.parsers.idle import (
+    API_KINDS,
+    API_LAUNCH,
+    BUSY,
+    CAUSES,
+    HOST_BOUND,
+    IdleAnalysis,
+    base_api_name,
+)
+from nsight_tui.parsers.intervals import IntervalSet, pieces
+from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, pid_of, tid_of
+from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.model import RangeModel, display_name, path_key
+
+NVTX, API, GPU, IDLE = "nvtx", "api", "gpu", "idle"
+GPU_CATEGORIES = (*families.FAMILY_KEYS, "memcpy", "memset")
+IDLE_CATEGORIES = CAUSES[1:]  # launch-bound, sync-bound, host-bound
+
+
+@dataclass(frozen=True)
+class Cells:
+    """One lane over one window: per cell, the category that covered most of it (-1: nothing)
+    and the covered fraction (0..1; overlapping items count once)."""
+
+    dominant: np.ndarray
+    fullness: np.ndarray
+
+
+@dataclass(eq=False)
+class Lane:
+    key: str  # stable id: nvtx:<gtid>:<depth>, api:<gtid>, gpu:<device>:<stream>, idle:<device>
+    title: str
+    kind: str  # NVTX | API | GPU | IDLE
+    categories: tuple[str, ...]  # category code -> name
+    start: np.ndarray  # items sorted by start
+    end: np.ndarray
+    cat: np.ndarray
+    ref: np.ndarray  # position of the item in trace.ranges / trace.api / trace.ops (-1: none)
+    device: int = -1
+    stream: int = -1
+    gtid: int = -1
+    depth: int = -1
+    _sets: list = field(default_factory=list, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @cached_property
+    def union(self) -> IntervalSet:
+        return IntervalSet.union(self.start, self.end)
+
+    @cached_property
+    def _run_end(self) -> np.ndarray:
+        """Running maximum of ends: items before the first index whose value exceeds t all end by t."""
+        return np.maximum.accumulate(self.end) if len(self.end) else self.end
+
+    def category_sets(self) -> list[IntervalSet]:
+        if not self._sets and len(self.categories):
+            order = np.argsort(self.cat, kind="stable")  # start order kept within a category
+            cats = self.cat[order]
+            bounds = np.searchsorted(cats, np.arange(len(self.categories) + 1))
+            for c in range(len(self.categories)):
+                sel = order[bounds[c]:bounds[c + 1]]
+                self._sets.append(IntervalSet.union(self.start[sel], self.end[sel]))
+        return self._sets
+
+    def cells(self, t0: int, t1: int, n: int) -> Cells:
+        edges = cell_edges(t0, t1, n)
+        width = np.maximum(np.diff(edges), 1)
+        used = [(c, s) for c, s in enumerate(self.category_sets()) if len(s)]
+        if not used:
+            return Cells(np.full(n, -1, dtype=np.int32), np.zeros(n))
+        # coverage before each edge, differenced: one search per edge and category
+        cover = np.stack([np.diff(s.before(edges)) for _, s in used])
+        codes = np.array([c for c, _ in used], dtype=np.int32)
+        dominant = np.where(cover.max(axis=0) > 0, codes[np.argmax(cover, axis=0)], -1).astype(np.int32)
+        return Cells(dominant, np.minimum(np.diff(self.union.before(edges)) / width, 1.0))
+
+    def overlapping(self, t0: int, t1: int) -> np.ndarray:
+        """Indices of the items that overlap [t0, t1)."""
+        lo = int(np.searchsorted(self._run_end, t0, side="right"))
+        hi = int(np.searchsorted(self.start, t1, side="left"))
+        idx = np.arange(lo, max(lo, hi))
+        return idx[self.end[idx] > t0]
+
+    def item_in(self, t0: int, t1: int) -> int | None:
+        """The item covering most of [t0, t1) (the latest-starting one at a tie, the innermost)."""
+        idx = self.overlapping(t0, t1)
+        if len(idx) == 0:
+            return None
+        inside = np.minimum(self.end[idx], t1) - np.maximum(self.start[idx], t0)
+        best = np.flatnonzero(inside == inside.max())
+        return int(idx[best[-1]])
+
+    def spans(self, t0: int, t1: int, n: int, min_cells: int) -> list[tuple[int, int, int]]:
+        """(first cell, last cell + 1, item) for the items at least `min_cells` wide on screen."""
+        idx = self.overlapping(t0, t1)
+        if len(idx) == 0:
+            return []
+        scale = n / max(t1 - t0, 1)
+        c0 = np.floor((np.maximum(self.start[idx], t0) - t0) * scale).astype(np.int64)
+        c1 = np.ceil((np.minimum(self.end[idx], t1) - t0) * scale).astype(np.int64)
+        wide = (c1 - c0) >= min_cells
+        return list(zip(c0[wide].tolist(), np.minimum(c1[wide], n).tolist(), idx[wide].tolist()))
+
+
+def cell_edges(t0: int, t1: int, n: int) -> np.ndarray:
+    """n + 1 integer cell boundaries from t0 to t1 (cells differ by at most 1 ns)."""
+    return t0 + (np.arange(n + 1, dtype=np.int64) * (int(t1) - int(t0))) // n
+
+
+@dataclass(frozen=True)
+class Item:
+    """What is under the cursor: one range, API call, GPU op or idle stretch."""
+
+    lane: Lane
+    index: int  # in the lane
+    kind: str  # "range" | "api" | "kernel" | "memcpy" | "memset" | cause
+    name: str
+    start_ns: int
+    end_ns: int
+    ref: int  # position in trace.ranges / api / ops (-1 for idle)
+    corr: int | None = None
+    gpid: int | None = None
+    lead_ns: int | None = None  # kernels: GPU start - launching call start
+    call_ref: int | None = None  # kernels: the launching call's position in trace.api
+    call_name: str = ""
+    call_thread: str = ""
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+class Timeline:
+    """Every lane of one trace; build in a worker (a second or so at 600k kernels)."""
+
+    def __init__(self, trace: Trace, model: RangeModel, idle: IdleAnalysis):
+        self.trace, self.model, self.idle = trace, model, idle
+        self.range_names = trace.ranges["name"].to_numpy() if len(trace.ranges) else np.zeros(0, dtype=object)
+        self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes()]
+        for lane in self.lanes:  # the per-category unions, here (a worker), not in the first frame
+            lane.category_sets()
+            lane.union  # noqa: B018
+        starts = [lane.start[:1] for lane in self.lanes if len(lane)]
+        ends = [lane._run_end[-1:] for lane in self.lanes if len(lane)]
+        self.t_min = int(np.concatenate(starts).min()) if starts else 0
+        self.t_max = int(np.concatenate(ends).max()) if ends else 1
+        if self.t_max <= self.t_min:
+            self.t_max = self.t_min + 1
+
+    # -- lanes ------------------------------------------------------------------------------
+    def _nvtx_lanes(self) -> list[Lane]:
+        m, t = self.model, self.trace
+        if m.n == 0:
+            return []
+        codes, uniques = pd.factorize(t.ranges["name"])  # path keys per distinct name, not per range
+        keys = np.array([path_key(display_name(n)) for n in uniques], dtype=object)[codes]
+        out = []
+        mains = sorted(m.main_threads.values())
+        if not mains:  # no thread qualifies as main: the one with the most ranges
+            gtids, counts = np.unique(m.r_gtid, return_counts=True)
+            mains = [int(gtids[np.argmax(counts)])]
+        for g in mains:
+            mine = m.r_gtid == g
+            for depth in np.unique(m.depth[mine]).tolist():
+                idx = np.flatnonzero(mine & (m.depth == depth))
+                idx = idx[np.argsort(m.r_start[idx], kind="stable")]
+                cats, codes = np.unique(keys[idx], return_inverse=True)
+                prefix = f"p{t.processes.get(g & PID_MASK, (pid_of(g),))[0]} " if len(mains) > 1 else ""
+                out.append(Lane(f"nvtx:{g}:{depth}", f"{prefix}NVTX {depth}", NVTX, tuple(cats),
+                                m.r_start[idx], m.r_end[idx], codes.astype(np.int32), idx, gtid=g, depth=depth))
+        return out
+
+    def _api_lanes(self) -> list[Lane]:
+        api = self.trace.api
+        if api.empty:
+            return []
+        kind = self.idle.api_kind
+        gtid = api["gtid"].to_numpy()
+        launchers = np.unique(gtid[kind == API_LAUNCH])
+        mains = set(self.model.main_threads.values())
+        order = sorted(launchers.tolist(), key=lambda g: (g & PID_MASK, g not in mains, g))
+        start, end = api["start"].to_numpy(), api["end"].to_numpy()
+        out = []
+        for g in order:
+            idx = np.flatnonzero(gtid == g)
+            idx = idx[np.argsort(start[idx], kind="stable")]
+            title = self.trace.threads.get(g) or f"tid {tid_of(g)}"
+            out.append(Lane(f"api:{g}", f"{title} {tid_of(g)}", API, API_KINDS, start[idx], end[idx],
+                            kind[idx].astype(np.int32), idx, gtid=g))
+        return out
+
+    def _gpu_lanes(self) -> list[Lane]:
+        ops = self.trace.ops
+        if ops.empty:
+            return []
+        fam_code = {k: i for i, k in enumerate(GPU_CATEGORIES)}
+        name_cat = np.array([fam_code[f] for f in families.name_families(self.trace)], dtype=np.int32)
+        kind = ops["kind"].to_numpy()
+        cat = np.where(kind == MEMCPY, fam_code["memcpy"],
+                       np.where(kind == MEMSET, fam_code["memset"], name_cat[ops["name"].to_numpy()]))
+        dev, stream = ops["device"].to_numpy(), ops["stream"].to_numpy()
+        start, end = ops["start"].to_numpy(), ops["end"].to_numpy()
+        # one sort by (device, stream, start); each lane is then a contiguous slice of it
+        key = (dev.astype(np.int64) << 32) | (stream.astype(np.int64) & 0xFFFFFFFF)
+        order = np.lexsort((start, key))
+        keys = key[order]
+        bounds = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1], [True])))
+        out: list[Lane] = []
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            sel = order[a:b]
+            d, s = int(dev[sel[0]]), int(stream[sel[0]])
+            if out and out[-1].device != d:
+                out.append(self._idle_lane(out[-1].device))
+            out.append(Lane(f"gpu:{d}:{s}", f"GPU{d} s{s}", GPU, GPU_CATEGORIES, start[sel], end[sel],
+                            cat[sel].astype(np.int32), sel, device=d, stream=s))
+        out.append(self._idle_lane(out[-1].device))
+        return out
+
+    def _idle_lane(self, d: int) -> Lane:
+        """Idle stretches by cause, from the trace's first to its last event (before and after
+        the device's own activity the GPU is idle and nothing happens: host-bound)."""
+        dev = self.idle.device(d)
+        lo, hi = _bounds(self.trace)
+        edges = np.concatenate(([lo], dev.edges, [max(hi, int(dev.edges[-1]) if len(dev.edges) else hi)]))
+        labels = np.concatenate(([HOST_BOUND], dev.labels, [HOST_BOUND])).astype(np.int8)
+        keep = np.ones(len(edges), dtype=bool)
+        keep[:-1] = edges[1:] > edges[:-1]  # drop empty pieces at the ends
+        edges, labels = edges[keep], labels[keep]
+        idx = np.flatnonzero(labels[:-1] != BUSY)
+        lane = Lane(f"idle:{d}", f"GPU{d} idle", IDLE, IDLE_CATEGORIES, edges[idx], edges[idx + 1],
+                    (labels[idx] - 1).astype(np.int32), np.full(len(idx), -1, dtype=np.int64), device=d)
+        # the analysis's own sets: the lane shows exactly what the idle numbers count
+        lane._sets = [dev.launch, dev.sync, pieces(edges, labels, HOST_BOUND)]
+        return lane
+
+    # -- queries ----------------------------------------------------------------------------
+    def lane_index(self, key: str) -> int | None:
+        return next((i for i, lane in enumerate(self.lanes) if lane.key == key), None)
+
+    def cells(self, t0: int, t1: int, n: int, lanes: list[int] | None = None) -> list[Cells]:
+        chosen = range(len(self.lanes)) if lanes is None else lanes
+        return [self.lanes[i].cells(t0, t1, n) for i in chosen]
+
+    def item(self, lane_index: int, t0: int, t1: int) -> Item | None:
+        """The item of a lane that covers most of [t0, t1) (the cursor's cell)."""
+        lane = self.lanes[lane_index]
+        i = lane.item_in(t0, t1)
+        return None if i is None else self.describe(lane, i)
+
+    @cached_property
+    def _cols(self) -> dict[str, np.ndarray]:
+        """The columns describe() reads, as numpy arrays (pandas' per-cell access costs µs each)."""
+        t = self.trace
+        cols = {f"op_{c}": t.ops[c].to_numpy() for c in ("kind", "api", "name", "corr", "gpid")}
+        cols.update({f"api_{c}": t.api[c].to_numpy() for c in ("start", "gtid", "name", "corr")})
+        return cols
+
+    def describe(self, lane: Lane, i: int) -> Item:
+        t, c = self.trace, self._cols
+        ref = int(lane.ref[i])
+        start, end = int(lane.start[i]), int(lane.end[i])
+        if lane.kind == NVTX:
+            return Item(lane, i, "range", display_name(self.range_names[ref]), start, end, ref)
+        if lane.kind == API:
+            name = base_api_name(t.api_names[int(c["api_name"][ref])])
+            return Item(lane, i, "api", name, start, end, ref, corr=int(c["api_corr"][ref]),
+                        gpid=int(c["api_gtid"][ref]) & PID_MASK)
+        if lane.kind == IDLE:
+            cause = lane.categories[int(lane.cat[i])]
+            return Item(lane, i, cause, cause, start, end, -1)
+        kind, call = int(c["op_kind"][ref]), int(c["op_api"][ref])
+        item = Item(lane, i, ("kernel", "memcpy", "memset")[kind], t.op_names[int(c["op_name"][ref])], start, end,
+                    ref, corr=int(c["op_corr"][ref]), gpid=int(c["op_gpid"][ref]))
+        if call >= 0:
+            c_start = int(c["api_start"][call])
+            item = replace(item, lead_ns=start - c_start if kind == KERNEL else None, call_ref=call,
+                           call_name=base_api_name(t.api_names[int(c["api_name"][call])]),
+                           call_thread=t.thread_label(int(c["api_gtid"][call])))
+        return item
+
+    def op_lane(self, op: int) -> tuple[int, int] | None:
+        """(lane index, item index) of a GPU op."""
+        ops = self.trace.ops
+        i = self.lane_index(f"gpu:{int(ops['device'].iat[op])}:{int(ops['stream'].iat[op])}")
+        if i is None:
+            return None
+        hit = np.flatnonzero(self.lanes[i].ref == op)
+        return (i, int(hit[0])) if len(hit) else None
+
+    def api_lane(self, call: int) -> tuple[int, int] | None:
+        i = self.lane_index(f"api:{int(self.trace.api['gtid'].iat[call])}")
+        if i is None:
+            return None
+        lane = self.lanes[i]
+        k = int(np.searchsorted(lane.start, int(self.trace.api["start"].iat[call]), side="left"))
+        hit = np.flatnonzero(lane.ref[k:k + 64] == call)
+        return (i, k + int(hit[0])) if len(hit) else None
+
+    def next_gap(self, device: int, t: int, min_ns: int, forward: bool = True) -> tuple[int, int] | None:
+        """The first idle stretch of at least `min_ns` on `device` starting after t (forward)
+        or ending before t (backward)."""
+        busy = self.idle.device(device).busy
+        gs, ge = busy.end[:-1], busy.start[1:]
+        long = np.flatnonzero(ge - gs >= min_ns)
+        if forward:
+            k = np.searchsorted(gs[long], t, side="right")
+            return (int(gs[long][k]), int(ge[long][k])) if k < len(long) else None
+        k = np.searchsorted(ge[long], t, side="left") - 1
+        return (int(gs[long][k]), int(ge[long][k])) if k >= 0 else None
+
+    def window_table(self, t0: int, t1: int) -> pd.DataFrame:
+        """Every range, API call and GPU op overlapping [t0, t1), lane by lane in start order:
+        lane, kind, name, start, duration, correlation ID and (kernels) CPU lead, built with
+        array lookups per lane (an export of a whole 600k-kernel trace stays linear)."""
+        t, c = self.trace, self._cols
+        api_base = np.array([base_api_name(n) for n in t.api_names] + [""], dtype=object)
+        op_names = np.array(t.op_names + [""], dtype=object)
+        parts = []
+        for lane in self.lanes:
+            if lane.kind == IDLE:
+                continue
+            idx = lane.overlapping(t0, t1)
+            ref = lane.ref[idx]
+            n = len(idx)
+            corr = np.full(n, None, dtype=object)
+            lead = np.full(n, None, dtype=object)
+            if lane.kind == NVTX:
+                kind = np.full(n, "range", dtype=object)
+                uniq, inv = np.unique(self.range_names[ref].astype(str), return_inverse=True)
+                name = np.array([display_name(u) for u in uniq], dtype=object)[inv] if n else np.zeros(0, object)
+            elif lane.kind == API:
+                kind = np.full(n, "api", dtype=object)
+                name = api_base[c["api_name"][ref]]
+                corr[:] = c["api_corr"][ref]
+            else:
+                k = c["op_kind"][ref]
+                kind = np.array(["kernel", "memcpy", "memset"], dtype=object)[k]
+                name = op_names[c["op_name"][ref]]
+                corr[:] = c["op_corr"][ref]
+                call = c["op_api"][ref]
+                has = (call >= 0) & (k == KERNEL)
+                if len(c["api_start"]):
+                    lead[has] = (lane.start[idx] - c["api_start"][np.where(has, call, 0)])[has]
+            parts.append(pd.DataFrame({"lane": lane.title, "kind": kind, "name": name, "start": lane.start[idx],
+                                       "duration": lane.end[idx] - lane.start[idx], "corr": corr, "lead": lead}))
+        cols = ["lane", "kind", "name", "start", "duration", "corr", "lead"]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+
+
+def _bounds(trace: Trace) -> tuple[int, int]:
+    """First start and last end over GPU ops, API calls and NVTX ranges."""
+    lo, hi = [], []
+    for frame in (trace.ops, trace.api, trace.ranges):
+        if len(frame):
+            lo.append(int(frame["start"].min()))
+            hi.append(int(frame["end"].max()))
+    return (min(lo), max(hi)) if lo else (0, 1)
+
+
+def timeline(trace: Trace, model: RangeModel, idle: IdleAnalysis) -> Timeline:
+    """The trace's Timeline under this model (built once, then cached on the trace)."""
+    key = ("timeline", model.mode, idle.burst_gap_ns)
+    if key not in trace.derived:
+        trace.derived[key] = Timeline(trace, model, idle)
+    return trace.derived[key]
