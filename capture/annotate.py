@@ -21,6 +21,14 @@ class Annotator(Protocol):
 
     def mark(self, message: str) -> None: ...
 
+    # A range that begins and ends in different callbacks (the backward hooks, on PyTorch's
+    # autograd thread): start/end with a handle, not push/pop, because PyTorch's own op ranges
+    # (--pytorch=autograd-nvtx, emit_nvtx) push and pop on the same thread in between, and a
+    # pop closes whichever range the thread pushed last.
+    def start(self, name: str) -> object: ...
+
+    def end(self, handle: object) -> None: ...
+
 
 class NullAnnotator:
     """For building the model outside a profiled run (nothing is recorded)."""
@@ -30,6 +38,12 @@ class NullAnnotator:
         yield
 
     def mark(self, message: str) -> None:
+        pass
+
+    def start(self, name: str) -> object:
+        return None
+
+    def end(self, handle: object) -> None:
         pass
 
 
@@ -49,6 +63,14 @@ class NvtxAnnotator:
 
     def mark(self, message: str) -> None:
         self._nvtx.mark(message=message)
+
+    def start(self, name: str) -> object:
+        return self._nvtx.start_range(message=name)
+
+    def end(self, handle: object) -> None:
+        self._nvtx.end_range(handle)
+
+
 
 
 def config_message(config: dict) -> str:

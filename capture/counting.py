@@ -31,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
-_NUMBERED = re.compile(r"\d+$")
+from nsight_tui.parsers.op_ranges import fold_name  # the parsers' own name folding (plain str work)
 
 # FLOPs per element of the op's output (in-place ops: of the tensors they update), for ops
 # PyTorch's flop counter leaves at 0. Softmax: max, subtract, exp, sum, divide per element
@@ -59,7 +59,7 @@ _NO_TRAFFIC = re.compile(r"^(empty|empty_like|empty_strided|new_empty|new_empty_
 def path_key(name: str) -> str:
     """`step_3` -> `step_N`: the name the range tree aggregates instances under
     (parsers.model.path_key; a test checks that the two agree)."""
-    return _NUMBERED.sub("N", name)
+    return fold_name(name)
 
 
 class PathTracker:
@@ -92,6 +92,15 @@ class PathTracker:
     def mark(self, message: str) -> None:
         if self.inner is not None:
             self.inner.mark(message)
+
+    # `backward:<part>` ranges (--backward-ranges) open on the autograd thread: not paths of the
+    # forward's tree, so they are passed on and not tracked.
+    def start(self, name: str) -> object:
+        return self.inner.start(name) if self.inner is not None else None
+
+    def end(self, handle: object) -> None:
+        if self.inner is not None:
+            self.inner.end(handle)
 
 
 def _tensors(tree) -> list[torch.Tensor]:

@@ -1,5 +1,10 @@
 """A GPT-2 style decoder LM whose attention is wrapped in NVTX ranges.
 
+Each annotated part is a module (`Part`): its forward runs inside an NVTX range of its name
+and, with backward ranges on, full backward pre/post hooks start and end `backward:<name>` on
+the thread that runs its backward (PyTorch's autograd thread), so the backward of each part
+can be found by name.
+
 Imported only inside the workload process: it needs torch, which the viewer never does.
 """
 from __future__ import annotations
@@ -12,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nsight_tui.capture.annotate import Annotator, NullAnnotator
+from nsight_tui.parsers.conventions import BACKWARD_PREFIX
 from nsight_tui.capture.sizes import VOCAB
 
 
@@ -22,6 +28,41 @@ class ModelDims:
     n_heads: int
     ctx: int
     vocab: int = VOCAB
+
+
+class Part(nn.Module):
+    """`fn` run inside the NVTX range `name` (the forward's annotated parts)."""
+
+    def __init__(self, name: str, fn, annotator: Annotator):
+        super().__init__()
+        self.part_name = name
+        self.fn = fn
+        self.nvtx = annotator
+
+    def forward(self, *args):
+        with self.nvtx.range(self.part_name):
+            return self.fn(*args)
+
+
+def add_backward_ranges(model: nn.Module, annotator: Annotator) -> int:
+    """`backward:<part>` around each Part's backward: started when the gradient of its output
+    arrives (full backward pre-hook), ended when its inputs' gradients are done (full
+    backward hook). Backward runs a module's parts in reverse, so the ranges nest as the
+    forward's did. Start/end ranges (see Annotator.start). Returns how many parts got hooks."""
+    parts = [m for m in model.modules() if isinstance(m, Part)]
+    for part in parts:
+        name = BACKWARD_PREFIX + part.part_name
+        open_ranges: list = []  # a stack: a part's backward could run again before it ends
+
+        def begin(module, grad_output, name=name, open_ranges=open_ranges):
+            open_ranges.append(annotator.start(name))
+
+        def end(module, grad_input, grad_output, open_ranges=open_ranges):
+            annotator.end(open_ranges.pop())
+
+        part.register_full_backward_pre_hook(begin)
+        part.register_full_backward_hook(end)
+    return len(parts)
 
 
 class CausalSelfAttention(nn.Module):
@@ -35,6 +76,10 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(dims.d_model, dims.d_model)
         self.attention = attention
         self.nvtx = annotator
+        self.core = Part("scaled_dot_product_attention", self._core, annotator)
+        self.scores = Part("computing_attention_scores", self._scores, annotator)
+        self.softmax = Part("computing_softmax", lambda scores: torch.softmax(scores, dim=-1), annotator)
+        self.final = Part("final_matmul", lambda weights, v: weights @ v, annotator)
         # Built once so the mask costs no kernels per step.
         mask = torch.tril(torch.ones(dims.ctx, dims.ctx, dtype=torch.bool))
         self.causal: torch.Tensor
@@ -44,22 +89,19 @@ class CausalSelfAttention(nn.Module):
         batch, seq, d_model = x.shape
         q, k, v = self.qkv(x).split(d_model, dim=2)
         q, k, v = (t.view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
-        with self.nvtx.range("scaled_dot_product_attention"):
-            if self.attention == "fused":
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                out = self._manual(q, k, v, seq)
+        out = self.core(q, k, v)
         out = out.transpose(1, 2).contiguous().view(batch, seq, d_model)
         return self.proj(out)
 
-    def _manual(self, q, k, v, seq: int) -> torch.Tensor:
-        with self.nvtx.range("computing_attention_scores"):
-            scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-            scores = scores.masked_fill(~self.causal[:, :, :seq, :seq], float("-inf"))
-        with self.nvtx.range("computing_softmax"):
-            weights = torch.softmax(scores, dim=-1)
-        with self.nvtx.range("final_matmul"):
-            return weights @ v
+    def _core(self, q, k, v) -> torch.Tensor:
+        if self.attention == "fused":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.final(self.softmax(self.scores(q, k)), v)
+
+    def _scores(self, q, k) -> torch.Tensor:
+        seq = q.shape[-2]
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+        return scores.masked_fill(~self.causal[:, :, :seq, :seq], float("-inf"))
 
 
 class MLP(nn.Module):

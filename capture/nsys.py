@@ -67,9 +67,15 @@ def find_nsys(explicit: str | None = None, env: Mapping[str, str] | None = None,
     raise CaptureError(f"nsys (Nsight Systems) not found on PATH, in $NSYS{tried}; {INSTALL_HINT}")
 
 
-def profile_command(nsys: Path | str, report: Path | str, app: Sequence[str]) -> list[str]:
+# `--pytorch=autograd-nvtx`: nsys turns on PyTorch's NVTX ranges (every op on the Python thread,
+# every backward node on the autograd thread, with sequence numbers that pair them).
+AUTOGRAD_NVTX = "--pytorch=autograd-nvtx"
+
+
+def profile_command(nsys: Path | str, report: Path | str, app: Sequence[str],
+                    extra: Sequence[str] = ()) -> list[str]:
     """`nsys profile` writing REPORT (a .nsys-rep); options are all `--key=value` so the app starts clearly."""
-    return [str(nsys), "profile", *PROFILE_OPTIONS, f"--output={report}", "--force-overwrite=false", *app]
+    return [str(nsys), "profile", *PROFILE_OPTIONS, *extra, f"--output={report}", "--force-overwrite=false", *app]
 
 
 def export_command(nsys: Path | str, report: Path | str, sqlite_path: Path | str) -> list[str]:

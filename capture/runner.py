@@ -23,7 +23,7 @@ from nsight_tui.capture.errors import CaptureError
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.parsers.source import connect_readonly
-from nsight_tui.capture.nsys import export_command, profile_command
+from nsight_tui.capture.nsys import AUTOGRAD_NVTX, export_command, profile_command
 from nsight_tui.capture.sizes import RunSettings
 from nsight_tui.parsers.conventions import output_stem
 
@@ -35,20 +35,27 @@ class CaptureConfig(RunSettings):
     @property
     def stem(self) -> str:
         stem = output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes,
-                           self.tf32)
+                           self.tf32, self.op_ranges, self.backward_ranges)
         return stem + ("" if self.phase_sync else "_nosync") + (f"_{self.plant}" if self.plant else "")
 
     def describe(self) -> str:
         ranks = f", data-parallel over {self.processes} GPUs" if self.processes > 1 else ""
         tf32 = " tf32" if self.tf32 else ""
+        extra = "".join([f", {self.op_ranges} op ranges" if self.op_ranges != "none" else "",
+                         ", backward ranges" if self.backward_ranges else ""])
         return (f"{self.model} ctx{self.ctx} {self.mode} {self.dtype}{tf32} {self.attention} attention, "
-                f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps{ranks}")
+                f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps{ranks}{extra}")
 
     def workload_args(self) -> list[str]:
         return ["--model", self.model, "--ctx", str(self.ctx), "--mode", self.mode, "--dtype", self.dtype,
                 "--attention", self.attention, "--batch", str(self.batch), "--steps", str(self.steps),
                 "--warmup", str(self.warmup), *(["--tf32"] if self.tf32 else []),
-                *(["--plant", self.plant] if self.plant else []), *([] if self.phase_sync else ["--no-phase-sync"])]
+                *(["--plant", self.plant] if self.plant else []), *([] if self.phase_sync else ["--no-phase-sync"]),
+                *(["--op-ranges", self.op_ranges] if self.op_ranges != "none" else []),
+                *(["--backward-ranges"] if self.backward_ranges else [])]
+
+    def nsys_options(self) -> list[str]:
+        return [AUTOGRAD_NVTX] if self.op_ranges == "autograd-nvtx" else []
 
 
 @dataclass
@@ -125,7 +132,7 @@ class Runner:
                     if config.processes > 1 else [])
         app = [self.python, *launcher, "-m", "nsight_tui.capture.workload", *config.workload_args(),
                "--status-file", str(work_dir / "status.json"), *counts]
-        return (profile_command(self.nsys, report, app),
+        return (profile_command(self.nsys, report, app, config.nsys_options()),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
 
     def count_command(self, config: CaptureConfig, work_dir: Path) -> list[str]:

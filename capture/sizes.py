@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsight_tui.parsers.conventions import DEFAULT_BATCH
+from nsight_tui.parsers.conventions import DEFAULT_BATCH, OP_RANGE_SUFFIX
 
 # name -> (d_model, n_layers, n_heads), the GPT-2 family plus a 2.7B model; `tiny` is for tests
 # and smoke runs on a CPU.
@@ -20,6 +20,11 @@ VOCAB = 10_000
 MODES = ("train", "forward")
 DTYPES = ("fp32", "bf16")
 ATTENTIONS = ("manual", "fused")
+# Op-level NVTX ranges from PyTorch: none; nsys's `--pytorch=autograd-nvtx` (nsys turns on
+# PyTorch's NVTX ranges); or `torch.autograd.profiler.emit_nvtx()` around the loop (the workload
+# does it). Both give `aten::…, seq = N, op_id = M` on the Python thread and the backward
+# nodes' ranges on the autograd thread.
+OP_RANGES = tuple(OP_RANGE_SUFFIX)
 
 # The workload exits with this code (and writes its status file) when the GPU runs out of memory.
 OOM_EXIT_CODE = 3
@@ -41,6 +46,8 @@ class RunSettings:
     processes: int = 1  # >1: data-parallel, one process per GPU under torchrun (capture/ddp.py)
     plant: str = ""  # a known cause planted on purpose (capture/plant.py)
     phase_sync: bool = True  # synchronise after every phase (False: once, at the step's end)
+    op_ranges: str = "none"  # one of OP_RANGES
+    backward_ranges: bool = False  # `backward:<part>` ranges on the autograd thread (module hooks)
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -52,5 +59,7 @@ class RunSettings:
                 **({"tf32": True} if self.tf32 else {}),
                 **({"processes": self.processes} if self.processes > 1 else {}),
                 **({"plant": self.plant} if self.plant else {}),
-                **({"phase_sync": False} if not self.phase_sync else {})}
-
+                **({"phase_sync": False} if not self.phase_sync else {}),
+                # how the backward was annotated, only when it was (older traces have neither key)
+                **({"op_ranges": self.op_ranges} if self.op_ranges != "none" else {}),
+                **({"backward_ranges": True} if self.backward_ranges else {})}

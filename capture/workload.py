@@ -9,6 +9,7 @@ measured here are written into the trace as NVTX marks (see capture.annotate).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -20,7 +21,8 @@ from nsight_tui.capture import ddp
 from nsight_tui.capture.plant import PLANTS, Planter, optimizer_kwargs
 from nsight_tui.parsers import conventions
 from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, flops_message, step_message
-from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, VOCAB, RunSettings
+from nsight_tui.capture.sizes import (ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, OP_RANGES,
+                                      VOCAB, RunSettings)
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class WorkloadConfig(RunSettings):
             raise ValueError(f"bad mode/dtype/attention: {self.mode}/{self.dtype}/{self.attention}")
         if self.ctx < 1 or self.batch < 1 or self.steps < 0 or self.warmup < 0:
             raise ValueError("ctx and batch must be >= 1, steps and warmup >= 0")
+        if self.op_ranges not in OP_RANGES:
+            raise ValueError(f"op ranges must be one of {', '.join(OP_RANGES)}, not {self.op_ranges!r}")
 
 
 @dataclass
@@ -57,7 +61,7 @@ class _Workload:
         import torch
         import torch.nn.functional as F
 
-        from nsight_tui.capture.model import GPT2, ModelDims
+        from nsight_tui.capture.model import GPT2, ModelDims, add_backward_ranges
 
         config.validate()
         self.config = config
@@ -78,6 +82,8 @@ class _Workload:
         self.gpt2 = GPT2(dims, attention=config.attention, annotator=annotator).to(self.device)
         self.train = config.mode == "train"
         self.gpt2.train(self.train)
+        if config.backward_ranges and self.train:
+            add_backward_ranges(self.gpt2, annotator)
         self.model = ddp.wrap(self.gpt2, self.distributed, self.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, **optimizer_kwargs(config.plant)) \
             if self.train else None
@@ -154,13 +160,17 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
     names = conventions.iteration_names(config.warmup, config.steps)
     report_every = 1 if len(names) <= 20 else max(1, len(names) // 10)
     records: list[StepRecord] = []
-    for index, name in enumerate(names):
-        record = work.iteration(name)
-        annotator.mark(step_message(name, record.seconds, record.phases))
-        records.append(record)
-        if index % report_every == 0 or index == len(names) - 1:
-            detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in record.phases.items())
-            log(f"  [{index + 1}/{len(names)}] {name}: {record.seconds * 1e3:.1f} ms ({detail})")
+    # emit_nvtx: PyTorch's own NVTX range around every op (forward, on this thread) and every
+    # backward node (on the autograd thread), with the sequence numbers that pair them.
+    emit = work.torch.autograd.profiler.emit_nvtx() if config.op_ranges == "emit-nvtx" else contextlib.nullcontext()
+    with emit:
+        for index, name in enumerate(names):
+            record = work.iteration(name)
+            annotator.mark(step_message(name, record.seconds, record.phases))
+            records.append(record)
+            if index % report_every == 0 or index == len(names) - 1:
+                detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in record.phases.items())
+                log(f"  [{index + 1}/{len(names)}] {name}: {record.seconds * 1e3:.1f} ms ({detail})")
     ddp.teardown(distributed)
     return records
 
@@ -204,6 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core matmuls for fp32 tensors")
     p.add_argument("--plant", default="", choices=["", *PLANTS], help="plant a known cause (capture/plant.py)")
     p.add_argument("--no-phase-sync", action="store_true", help="synchronise once per step, not after every phase")
+    p.add_argument("--op-ranges", default="none", choices=OP_RANGES,
+                   help="PyTorch's op ranges: autograd-nvtx (nsys turns them on; recorded here only) or "
+                   "emit-nvtx (torch.autograd.profiler.emit_nvtx around the loop)")
+    p.add_argument("--backward-ranges", action="store_true",
+                   help="backward:<part> ranges around each annotated part's backward (module hooks)")
     p.add_argument("--status-file", help="write a JSON status here: ok with the step times, or oom")
     counts = p.add_mutually_exclusive_group()
     counts.add_argument("--count-out", metavar="FILE",
@@ -246,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = WorkloadConfig(model=args.model, ctx=args.ctx, mode=args.mode, dtype=args.dtype,
                             attention=args.attention, batch=args.batch, steps=args.steps,
-                            warmup=args.warmup, device=args.device, tf32=args.tf32,
-                            plant=args.plant, phase_sync=not args.no_phase_sync)
+                            warmup=args.warmup, device=args.device, tf32=args.tf32, op_ranges=args.op_ranges,
+                            backward_ranges=args.backward_ranges, plant=args.plant, phase_sync=not args.no_phase_sync)
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers import conventions, families
+from nsight_tui.parsers import main_thread as main_threads
 from nsight_tui.parsers.kernel_names import table_name
 from nsight_tui.parsers.ids import KERNEL
 from nsight_tui.parsers.load import Trace
@@ -130,8 +131,8 @@ def iteration_ranges(model: RangeModel, pattern: re.Pattern) -> np.ndarray:
     texts = model.trace.ranges["text"].to_numpy()
     hit = np.array([bool(pattern.match(t)) for t in texts], dtype=bool)
     ids = np.flatnonzero(hit)
-    inner = [i for i in ids if not any(hit[c] for c in _children_ids(model, int(i)))]
-    return np.array(inner, dtype=np.int64)
+    inner = np.array([i for i in ids if not any(hit[c] for c in _children_ids(model, int(i)))], dtype=np.int64)
+    return inner[np.lexsort((model.r_gtid[inner], model.r_start[inner]))]  # time order, whatever the rows' order
 
 
 def _children_ids(model: RangeModel, i: int) -> np.ndarray:
@@ -302,13 +303,13 @@ def _gpu_idle(model: RangeModel) -> dict:
 
 
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
-              roofline_options: dict | None = None) -> dict:
+              main_thread: str | None = None, roofline_options: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
     `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
     from nsight_tui.parsers.findings import answers as findings_answers
     from nsight_tui.parsers.roofline import answers as roofline_answers
 
-    model = range_model(trace, attribution)
+    model = range_model(trace, attribution, main_thread)
     config = dict(trace.meta().config)
     if dims:
         config.update({k: v for k, v in dims.items() if v is not None})
@@ -317,6 +318,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
     return {
         "file": str(trace.path),
         "attribution": attribution,
+        "main_threads": main_threads.as_json(trace, model.main_info),
         "config": config,
         "ranges": {k: v.to_json() for k, v in steady.items()},
         "warmup": {k: v.to_json() for k, v in warm.items()},

@@ -1,13 +1,15 @@
-"""Which NVTX ranges does each GPU operation belong to?
+"""Which NVTX ranges does each GPU operation belong to? The process view, defined once.
 
 nsys's rule: an op belongs to every range *on the launching thread* that encloses the
-whole launching API call. PyTorch launches the backward pass from its autograd thread,
-where no range is open, so under that rule `backward` shows almost nothing.
+whole launching API call. PyTorch launches the backward pass from its autograd thread, so
+under that rule the Python thread's `backward` shows almost nothing.
 
-The `process` rule keeps nsys's answer wherever it has one and, for an API call with no
-enclosing range on its own thread, uses the ranges open at the call's start on the
-process's main annotated thread (the thread with NVTX ranges that launches the most GPU
-work).
+The `process` rule: every range keeps nsys's answer, and each range on the process's main
+thread (parsers.main_thread: the thread whose ranges frame the iteration) also holds every
+GPU op launched by any other thread of the process while it was open (the launching call
+starts inside it) -- also when that thread has ranges of its own (the autograd thread's op
+ranges under `--pytorch=autograd-nvtx`). Other threads' ranges keep nsys's answer only, so
+their trees, and `--attribution nsys`, are NVIDIA's numbers.
 
 Both are computed as (api call, range) pairs with sorted searches: per range, the API
 calls that start inside it are one contiguous slice of calls sorted by (thread, start),
@@ -18,13 +20,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsight_tui.parsers import main_thread as main_thread_choice
 from nsight_tui.parsers.ids import PID_MASK
 
 MODES = ("process", "nsys")
 MODE_HELP = {
     "nsys": "nsys rule: kernels count only for ranges on the thread that launched them",
-    "process": "process-wide: kernels launched outside any range (e.g. autograd thread) count for "
-    "the ranges open on the main thread",
+    "process": "main-thread ranges hold the kernels any thread launched while they were open",
 }
 
 
@@ -54,7 +56,7 @@ def enclosing_pairs(
     """
     if len(r_start) == 0 or len(c_start) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    groups, codes = _group_codes(np.concatenate([r_group, c_group]))
+    _, codes = _group_codes(np.concatenate([r_group, c_group]))
     rg, cg = codes[: len(r_group)], codes[len(r_group):]
     order = np.lexsort((c_start, cg))
     cg_s, cs_s = cg[order], c_start[order]
@@ -77,27 +79,10 @@ def enclosing_pairs(
     return ri, cj
 
 
-def main_threads(ranges: pd.DataFrame, api: pd.DataFrame, launches_per_call: np.ndarray,
-                 eligible: np.ndarray) -> dict[int, int]:
-    """globalPid -> globalTid of its main annotated thread: among threads with eligible NVTX
-    ranges, the one whose API calls launch the most GPU ops (ties: most ranges, lowest tid)."""
-    if ranges.empty:
-        return {}
-    r = ranges[eligible]
-    range_count = r.groupby("gtid").size()
-    launched = pd.Series(launches_per_call, index=api["gtid"].to_numpy()).groupby(level=0).sum() if len(api) else pd.Series(dtype=np.int64)
-    best: dict[int, tuple] = {}
-    for gtid, n_ranges in range_count.items():
-        gtid = int(gtid)
-        score = (int(launched.get(gtid, 0)), int(n_ranges), -gtid)
-        gpid = gtid & PID_MASK
-        if gpid not in best or score > best[gpid][0]:
-            best[gpid] = (score, gtid)
-    return {gpid: v[1] for gpid, v in best.items()}
-
-
-def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: str):
-    """(op position, range position) pairs under `mode`, plus the main thread per process.
+def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: str,
+              thread_names: dict[int, str] | None = None, main_thread: str | None = None):
+    """(op position, range position) pairs under `mode`, plus the main thread per process
+    (gpid -> parsers.main_thread.MainThread; `main_thread` names one, else chosen).
 
     Ranges that end on another thread than they began are left out, as nsys does.
     """
@@ -117,23 +102,17 @@ def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: 
     r_gtid = ranges["gtid"].to_numpy()[r_idx] if len(r_idx) else np.zeros(0, dtype=np.int64)
 
     ri, cj = enclosing_pairs(r_gtid, r_start, r_end, c_gtid, c_start, c_end)
-    per_call = np.zeros(len(api), dtype=np.int64)
-    per_call[calls] = ops_per_call
-    mains = main_threads(ranges, api, per_call, eligible)
-    if mode == "process" and len(calls):
-        orphan = np.ones(len(calls), dtype=bool)
-        orphan[cj] = False
-        main_gtids = np.array(list(mains.values()), dtype=np.int64)
-        orphan &= ~np.isin(c_gtid, main_gtids)
-        if orphan.any() and len(main_gtids):
-            on_main = np.isin(r_gtid, main_gtids)
-            oi = np.flatnonzero(orphan)
-            mr = np.flatnonzero(on_main)
-            ri2, cj2 = enclosing_pairs(
-                r_gtid[mr] & PID_MASK, r_start[mr], r_end[mr], c_gtid[oi] & PID_MASK, c_start[oi], None
-            )
-            ri = np.concatenate([ri, mr[ri2]])
-            cj = np.concatenate([cj, oi[cj2]])
+    mains = main_thread_choice.choose(r_gtid, r_start, r_end, c_gtid, c_start, ops_per_call,
+                                      thread_names, main_thread)
+    if mode == "process" and len(calls) and mains:
+        main_gtids = np.array([m.gtid for m in mains.values()], dtype=np.int64)
+        mr = np.flatnonzero(np.isin(r_gtid, main_gtids))
+        oi = np.flatnonzero(~np.isin(c_gtid, main_gtids))  # calls made off the main threads
+        ri2, cj2 = enclosing_pairs(
+            r_gtid[mr] & PID_MASK, r_start[mr], r_end[mr], c_gtid[oi] & PID_MASK, c_start[oi], None
+        )
+        ri = np.concatenate([ri, mr[ri2]])
+        cj = np.concatenate([cj, oi[cj2]])
     # Expand call pairs to op pairs: ops sorted by launching call form contiguous runs.
     op_order = np.argsort(op_api, kind="stable")
     sorted_api = op_api[op_order]

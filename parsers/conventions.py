@@ -53,11 +53,18 @@ DEFAULT_BATCH = 4
 STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
 
 
+# How the backward was annotated (issue 19): PyTorch's op ranges (nsys `--pytorch=autograd-nvtx`,
+# or `emit_nvtx` in the workload), and `backward:<part>` ranges from module backward hooks.
+OP_RANGE_SUFFIX = {"none": "", "autograd-nvtx": "_agnvtx", "emit-nvtx": "_emitnvtx"}
+BACKWARD_RANGES_SUFFIX = "_bwdranges"
+BACKWARD_PREFIX = "backward:"  # `backward:<part>`: a forward part's backward, on the autograd thread
+
+
 def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
                 attention: str = "manual", batch: int = DEFAULT_BATCH, processes: int = 1,
-                tf32: bool = False) -> str:
+                tf32: bool = False, op_ranges: str = "none", backward_ranges: bool = False) -> str:
     """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_tf32`, `_fused`,
-    `_b8`, `_ddp2` (data-parallel over 2 GPUs)."""
+    `_b8`, `_ddp2` (data-parallel over 2 GPUs), `_agnvtx` / `_emitnvtx`, `_bwdranges`."""
     stem = f"{model}_ctx{ctx}"
     if mode == "forward":
         stem += "_fwd"
@@ -71,6 +78,9 @@ def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
         stem += f"_b{batch}"
     if processes > 1:
         stem += f"_ddp{processes}"
+    stem += OP_RANGE_SUFFIX[op_ranges]
+    if backward_ranges:
+        stem += BACKWARD_RANGES_SUFFIX
     return stem
 
 

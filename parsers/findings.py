@@ -98,7 +98,9 @@ class StepContext:
         return float((self.t1 - self.t0).mean())
 
     def phase(self, name: str) -> np.ndarray:
-        return phase_ranges(self.model, self.steps, name)
+        """The phase's ranges inside the steady-state steps, in time order (whatever the export's row order)."""
+        ids = phase_ranges(self.model, self.steps, name)
+        return ids[np.argsort(self.model.r_start[ids], kind="stable")]
 
     def idle(self):
         return idle_analysis(self.trace)

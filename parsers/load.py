@@ -143,7 +143,8 @@ class RunMeta:
     @classmethod
     def from_marks(cls, marks: pd.DataFrame) -> "RunMeta":
         meta = cls()
-        for text in marks["text"]:
+        # in time order: nsys 2025.6+ exports do not promise it
+        for text in marks.sort_values(["start", "gtid"], kind="stable")["text"] if len(marks) else []:
             mark = conventions.parse_mark(text)
             if mark is None:
                 continue

@@ -14,19 +14,27 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-
-from nsight_tui.parsers.attribution import MODE_HELP, attribute, slices_to_pairs
+from nsight_tui.parsers.attribution import (
+    MODE_HELP,
+    attribute,
+    enclosing_pairs,
+    slices_to_pairs,
+)
 from nsight_tui.parsers.groupstats import group_ids, group_stats
 from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.op_ranges import fold_name, is_op_range, op_key
+
+OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
 
 _NUMBERED = re.compile(r"\d+$")
 
 
 def path_key(name: str) -> str:
     """Names that differ only by a trailing number are one row when aggregated
-    (`step_3` -> `step_N`; emit_nvtx's `aten::mm, op_id = 17` -> `aten::mm, op_id = N`)."""
-    return _NUMBERED.sub("N", name)
+    (`step_3` -> `step_N`); PyTorch's op ranges lose their seq, op id and shapes
+    (`aten::mm, seq = 12, op_id = 17` -> `aten::mm`): parsers.op_ranges.fold_name."""
+    return fold_name(name)
 
 
 def display_name(name: str) -> str:
@@ -34,7 +42,7 @@ def display_name(name: str) -> str:
     return name[1:] if name.startswith(":") else name
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RangeNode:
     """One NVTX range instance, or (aggregated view) all instances sharing a name path."""
 
@@ -44,6 +52,8 @@ class RangeNode:
     depth: int
     parent: "RangeNode | None" = field(default=None, repr=False)
     children: list["RangeNode"] = field(default_factory=list, repr=False)
+    is_ops: bool = False  # the synthetic `ops` level: ids are its children's
+    foreign: bool = False  # another thread's range shown under the main range it ran in
 
     @property
     def instances(self) -> int:
@@ -51,7 +61,16 @@ class RangeNode:
 
     @property
     def label(self) -> str:
-        return display_name(self.name)
+        return OPS if self.is_ops else display_name(self.name)
+
+    @property
+    def is_op_range(self) -> bool:
+        return not self.is_ops and bool(self.model.range_is_op[self.ids[0]])
+
+    @property
+    def key(self) -> str:
+        """The name it aggregates under (`step_N`, `aten::mm`; `ops` for the ops level)."""
+        return OPS if self.is_ops else self.model.range_key[self.ids[0]]
 
     @property
     def start(self) -> int:
@@ -124,17 +143,19 @@ class ThreadGroup:
 
 
 class RangeModel:
-    def __init__(self, trace: Trace, mode: str = "process"):
+    def __init__(self, trace: Trace, mode: str = "process", main_thread: str | None = None):
         self.trace = trace
         self.mode = mode
         self.mode_help = MODE_HELP[mode]
+        self.main_thread_spec = main_thread
         r = trace.ranges
         self.n = len(r)
         self.r_start = r["start"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.r_end = r["end"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.r_gtid = r["gtid"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.cpu_ns = self.r_end - self.r_start
-        op_pos, range_pos, self.main_threads = attribute(r, trace.api, trace.ops, mode)
+        op_pos, range_pos, self.main_info = attribute(r, trace.api, trace.ops, mode, trace.threads, main_thread)
+        self.main_threads = {gpid: m.gtid for gpid, m in self.main_info.items()}
         # Pairs sorted by range, then op start: per-range slices are contiguous.
         ops = trace.ops
         o_start = ops["start"].to_numpy()
@@ -208,7 +229,8 @@ class RangeModel:
         """Per process and thread, the root ranges with their subtrees (instances)."""
         nodes: list[RangeNode | None] = [None] * self.n
         names = self.trace.ranges["name"].tolist() if self.n else []
-        order = np.lexsort((self.r_start, self.depth))
+        # children in time order (ties: the longer first, then by thread), whatever the rows' order
+        order = np.lexsort((self.r_gtid, -self.r_end, self.r_start, self.depth))
         roots: dict[int, list[RangeNode]] = {}
         for i in order.tolist():
             p = self.parent[i]
@@ -218,7 +240,42 @@ class RangeModel:
                 nodes[p].children.append(node)
             else:
                 roots.setdefault(int(self.r_gtid[i]), []).append(node)
+        if self.mode == "process":
+            self._embed_foreign(nodes, roots)
+        stack = list(roots.values())
+        while stack:  # every level, the copies' too
+            level = stack.pop()
+            _gather_ops(level)
+            stack.extend(n.children for n in level if n.children)
         return self._groups(roots)
+
+    def _embed_foreign(self, nodes: list, roots: dict[int, list[RangeNode]]) -> None:
+        """The process view: each top range of a thread whose GPU work the main thread's
+        ranges hold (PyTorch's autograd thread) is also shown under the innermost main range
+        open when it began (`backward` -> AddmmBackward0 ...), as a copy of its subtree."""
+        mains = set(self.main_threads.values())
+        api = self.trace.api
+        launched = self.trace.ops["api"].to_numpy()
+        launchers = set(np.unique(api["gtid"].to_numpy()[launched[launched >= 0]]).tolist()) if len(api) else set()
+        foreign = [r for g, rs in roots.items() if g not in mains and g in launchers for r in rs]
+        if not foreign or not mains:
+            return
+        f_ids = np.array([r.ids[0] for r in foreign], dtype=np.int64)
+        m_ids = np.flatnonzero(np.isin(self.r_gtid, list(mains)))
+        hi, fj = enclosing_pairs(self.r_gtid[m_ids] & PID_MASK, self.r_start[m_ids], self.r_end[m_ids],
+                                 self.r_gtid[f_ids] & PID_MASK, self.r_start[f_ids], None)
+        if len(fj) == 0:
+            return
+        host_pos = m_ids[hi]
+        order = np.lexsort((self.depth[host_pos], fj))  # per foreign range, deepest host last
+        fj, host_pos = fj[order], host_pos[order]
+        last = np.ones(len(fj), dtype=bool)
+        last[:-1] = fj[1:] != fj[:-1]
+        for j, host in zip(fj[last].tolist(), host_pos[last].tolist()):
+            parent = nodes[host]
+            parent.children.append(_copy_tree(foreign[j], parent))
+        for n in {id(nodes[h]): nodes[h] for h in host_pos[last].tolist()}.values():
+            n.children.sort(key=lambda c: c.start)
 
     @cached_property
     def aggregated_groups(self) -> list[ThreadGroup]:
@@ -231,12 +288,15 @@ class RangeModel:
         return groups
 
     def _merge_into(self, nodes: list[RangeNode], out: list[RangeNode], parent: RangeNode | None):
-        by_key: dict[str, list[RangeNode]] = {}
+        by_key: dict[tuple[bool, str], list[RangeNode]] = {}
         for node in nodes:
-            by_key.setdefault(path_key(node.name), []).append(node)
-        for key, members in by_key.items():
+            by_key.setdefault((node.is_ops, node.key), []).append(node)
+        for (is_ops, key), members in by_key.items():
             ids = np.concatenate([m.ids for m in members])
-            agg = RangeNode(self, key if len(members) > 1 else members[0].name, ids, members[0].depth, parent)
+            # op ranges show their folded name even once (their op ids differ run to run)
+            name = key if len(members) > 1 or members[0].is_op_range else members[0].name
+            agg = RangeNode(self, name, ids, members[0].depth, parent, is_ops=is_ops,
+                            foreign=members[0].foreign)
             out.append(agg)
             self._merge_into([c for m in members for c in m.children], agg.children, agg)
 
@@ -250,6 +310,27 @@ class RangeModel:
         # Main threads first, then by process and thread id.
         out.sort(key=lambda g: (g.gpid, not g.is_main, g.gtid))
         return out
+
+    @cached_property
+    def range_is_op(self) -> np.ndarray:
+        """Per range: one of PyTorch's op/node ranges (parsers.op_ranges), not the user's."""
+        return self._names_folded[0]
+
+    @cached_property
+    def range_key(self) -> np.ndarray:
+        """Per range: its name folded for aggregation (path_key), as an object array."""
+        return self._names_folded[1]
+
+    @cached_property
+    def _names_folded(self) -> tuple[np.ndarray, np.ndarray]:
+        # 10^5 op ranges with unique op ids are 10^5 distinct names: plain str methods, no regex
+        names = self.trace.ranges["name"].tolist() if self.n else []
+        texts = self.trace.ranges["text"].tolist() if self.n else []
+        is_op = np.fromiter((is_op_range(t) for t in texts), dtype=bool, count=len(texts))
+        # op keys from the text, behind the name's domain tag (`:` for the default domain)
+        key = np.array([n[:len(n) - len(t)] + op_key(t) if op else (_NUMBERED.sub("N", n) if n[-1:].isdigit() else n)
+                        for n, t, op in zip(names, texts, is_op.tolist())], dtype=object)
+        return is_op, key
 
     @cached_property
     def children_index(self) -> dict[int, list[int]]:
@@ -355,7 +436,7 @@ class RangeModel:
             "thread": thread_text[thread_idx.reshape(-1)] if len(pos) else np.array([], dtype=object),
             "latency": np.where(has, o_start - a_start, 0),
         })
-        return df.sort_values("start", kind="stable").reset_index(drop=True)
+        return df.sort_values(["start", "device", "stream", "corr"], kind="stable").reset_index(drop=True)
 
     def stack_at(self, gtid: int, t_start: int, t_end: int | None = None) -> list[int]:
         """Range positions on thread `gtid` open over [t_start, t_end], outermost first."""
@@ -379,6 +460,7 @@ class RangeModel:
         row = api.iloc[a]
         gtid = int(row["gtid"])
         op_pos = np.flatnonzero(t.ops["api"].to_numpy() == a)
+        op_pos = op_pos[np.lexsort((t.ops["corr"].to_numpy()[op_pos], t.ops["start"].to_numpy()[op_pos]))]
         own = self.stack_at(gtid, int(row["start"]), int(row["end"]))
         main = self.main_threads.get(gtid & PID_MASK)
         attributed = sorted(set(self.pair_range[np.isin(self.pair_op, op_pos)].tolist()),
@@ -393,6 +475,35 @@ class RangeModel:
             if main is not None and main != gtid else [],
             attributed=[display_name(t.ranges["name"].iat[i]) for i in attributed],
         )
+
+
+def _copy_tree(node: RangeNode, parent: RangeNode) -> RangeNode:
+    """`node`'s subtree again, under `parent` (the same ranges, another place in the tree)."""
+    top = RangeNode(node.model, node.name, node.ids, parent.depth + 1, parent, foreign=True)
+    stack = [(node, top)]
+    while stack:
+        src, dst = stack.pop()
+        for child in src.children:
+            copy = RangeNode(child.model, child.name, child.ids, dst.depth + 1, dst, foreign=True)
+            dst.children.append(copy)
+            stack.append((child, copy))
+    return top
+
+
+def _gather_ops(level: list[RangeNode]) -> None:
+    """Where user ranges and PyTorch's op ranges are siblings, the op ranges move under one
+    `ops` node, after the user ranges (the user's own structure stays on top)."""
+    ops = [n for n in level if n.is_op_range]
+    if not ops or len(ops) == len(level):
+        return
+    parent = ops[0].parent
+    holder = RangeNode(ops[0].model, OPS, np.concatenate([n.ids for n in ops]),
+                       ops[0].depth, parent, is_ops=True)
+    for n in ops:
+        n.parent = holder
+        n.depth = holder.depth + 1
+    holder.children = ops
+    level[:] = [n for n in level if not n.is_op_range] + [holder]
 
 
 @dataclass
@@ -440,11 +551,12 @@ def _union_length(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: i
     return out
 
 
-def range_model(trace: Trace, attribution: str = "process") -> RangeModel:
-    """The range tree of `trace` under one attribution mode, built once and kept with the trace."""
+def range_model(trace: Trace, attribution: str = "process", main_thread: str | None = None) -> RangeModel:
+    """The range tree of `trace` under one attribution mode and main-thread choice (`None`:
+    chosen by parsers.main_thread; else a thread id or name), built once and kept with the trace."""
     if attribution not in ("process", "nsys"):
         raise ValueError(f"unknown attribution mode {attribution!r}")
-    key = ("range_model", attribution)
+    key = ("range_model", attribution, main_thread or None)
     if key not in trace.derived:
-        trace.derived[key] = RangeModel(trace, attribution)
+        trace.derived[key] = RangeModel(trace, attribution, main_thread or None)
     return trace.derived[key]

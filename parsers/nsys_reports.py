@@ -100,7 +100,7 @@ def _sort_desc(s: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 # -- CUDA reports -------------------------------------------------------------------------
-def cuda_gpu_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def cuda_gpu_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Instances", *STAT_HEADERS, "Name"]
     rep = Report("cuda_gpu_kern_sum", "CUDA GPU Kernel Summary", headers)
     k = trace.ops[trace.ops["kind"] == KERNEL]
@@ -124,7 +124,7 @@ def _name_ranks(trace: Trace) -> np.ndarray:
     return ranks
 
 
-def cuda_api_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def cuda_api_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Num Calls", *STAT_HEADERS, "Name"]
     rep = Report("cuda_api_sum", "CUDA API Summary", headers)
     api = trace.api
@@ -138,7 +138,7 @@ def cuda_api_sum(trace: Trace, attribution: str = "nsys") -> Report:
     return rep
 
 
-def cuda_gpu_mem_time_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def cuda_gpu_mem_time_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Count", *STAT_HEADERS, "Operation"]
     rep = Report("cuda_gpu_mem_time_sum", "CUDA GPU MemOps Summary (by Time)", headers)
     m = trace.ops[trace.ops["kind"].isin((MEMCPY, MEMSET))]
@@ -164,7 +164,7 @@ def _style(pushpop: pd.Series) -> np.ndarray:
     return np.where(pushpop.to_numpy(dtype=bool), "PushPop", "StartEnd")
 
 
-def nvtx_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def nvtx_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Instances", *STAT_HEADERS, "Style", "Range"]
     rep = Report("nvtx_sum", "NVTX Range Summary", headers)
     r = trace.ranges
@@ -191,14 +191,14 @@ def _needs_api(trace: Trace, rep: Report) -> bool:
     return True
 
 
-def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Range", "Style", "Total Proj Time (ns)", "Total Range Time (ns)", "Range Instances",
                "Proj Avg (ns)", "Proj Med (ns)", "Proj Min (ns)", "Proj Max (ns)", "Proj StdDev (ns)",
                "Total GPU Ops", "Avg GPU Ops", "Avg Range Lvl", "Avg Num Child"]
     rep = Report("nvtx_gpu_proj_sum", "NVTX GPU Projection Summary", headers)
     if not _needs_api(trace, rep):
         return rep
-    m = range_model(trace, attribution)
+    m = range_model(trace, attribution, main_thread)
     pr = m.pair_range
     # GPU ops are counted by launching call: a CUDA graph launch is one op however many nodes.
     corr = trace.ops["corr"].to_numpy()[m.pair_op]
@@ -232,14 +232,14 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys") -> Report:
     return rep
 
 
-def nvtx_kern_sum(trace: Trace, attribution: str = "nsys") -> Report:
+def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", *STAT_HEADERS,
                "Kernel Name"]
     rep = Report("nvtx_kern_sum", "NVTX Range Kernel Summary", headers)
     if not _needs_api(trace, rep) or not trace.schema.has("CUPTI_ACTIVITY_KIND_KERNEL"):
         rep.message = rep.message or "does not contain CUDA kernel data"
         return rep
-    m = range_model(trace, attribution)
+    m = range_model(trace, attribution, main_thread)
     ops = trace.ops
     is_k = ops["kind"].to_numpy() == KERNEL
     keep = is_k[m.pair_op]
@@ -300,7 +300,7 @@ BUILDERS = {
 }
 
 
-def build_report(trace: Trace, name: str, attribution: str = "nsys") -> Report:
+def build_report(trace: Trace, name: str, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     if name not in BUILDERS:
         raise ValueError(f"unknown report {name!r}; choose from {', '.join(REPORTS)}")
-    return BUILDERS[name](trace, attribution)
+    return BUILDERS[name](trace, attribution, main_thread)

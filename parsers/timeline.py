@@ -36,6 +36,7 @@ from nsight_tui.parsers.model import RangeModel, display_name, path_key
 NVTX, API, GPU, IDLE = "nvtx", "api", "gpu", "idle"
 GPU_CATEGORIES = (*families.FAMILY_KEYS, "memcpy", "memset")
 IDLE_CATEGORIES = CAUSES[1:]  # launch-bound, sync-bound, host-bound
+GAP_SCAN_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -159,10 +160,13 @@ class Timeline:
     def __init__(self, trace: Trace, model: RangeModel, idle: IdleAnalysis):
         self.trace, self.model, self.idle = trace, model, idle
         self.range_names = trace.ranges["name"].to_numpy() if len(trace.ranges) else np.zeros(0, dtype=object)
+        self._cache: dict = {}
         self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes()]
         for lane in self.lanes:  # the per-category unions, here (a worker), not in the first frame
             lane.category_sets()
             lane.union  # noqa: B018
+        for d in idle.devices:
+            self._gaps(d)
         starts = [lane.start[:1] for lane in self.lanes if len(lane)]
         ends = [lane._run_end[-1:] for lane in self.lanes if len(lane)]
         self.t_min = int(np.concatenate(starts).min()) if starts else 0
@@ -322,14 +326,33 @@ class Timeline:
     def next_gap(self, device: int, t: int, min_ns: int, forward: bool = True) -> tuple[int, int] | None:
         """The first idle stretch of at least `min_ns` on `device` starting after t (forward)
         or ending before t (backward)."""
-        busy = self.idle.device(device).busy
-        gs, ge = busy.end[:-1], busy.start[1:]
-        long = np.flatnonzero(ge - gs >= min_ns)
+        gs, ge, length = self._gaps(device)
+        chunk = GAP_SCAN_CHUNK  # scan outward from t a block at a time: a press costs the gaps it passes
         if forward:
-            k = np.searchsorted(gs[long], t, side="right")
-            return (int(gs[long][k]), int(ge[long][k])) if k < len(long) else None
-        k = np.searchsorted(ge[long], t, side="left") - 1
-        return (int(gs[long][k]), int(ge[long][k])) if k >= 0 else None
+            k = int(np.searchsorted(gs, t, side="right"))
+            while k < len(gs):
+                hit = np.flatnonzero(length[k:k + chunk] >= min_ns)
+                if len(hit):
+                    return int(gs[k + hit[0]]), int(ge[k + hit[0]])
+                k += chunk
+            return None
+        k = int(np.searchsorted(ge, t, side="left"))  # gaps [0, k) end before t
+        while k > 0:
+            lo = max(0, k - chunk)
+            hit = np.flatnonzero(length[lo:k] >= min_ns)
+            if len(hit):
+                return int(gs[lo + hit[-1]]), int(ge[lo + hit[-1]])
+            k = lo
+        return None
+
+    def _gaps(self, device: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The device's idle stretches between busy blocks: starts, ends, lengths (cached)."""
+        key = ("gaps", device)
+        if key not in self._cache:
+            busy = self.idle.device(device).busy
+            gs, ge = busy.end[:-1], busy.start[1:]
+            self._cache[key] = (gs, ge, ge - gs)
+        return self._cache[key]
 
     def window_table(self, t0: int, t1: int) -> pd.DataFrame:
         """Every range, API call and GPU op overlapping [t0, t1), lane by lane in start order:

@@ -25,6 +25,24 @@ def sample_traces() -> list[Path]:
     return sorted(SAMPLES.glob("*.sqlite"))
 
 
+def oracle_csv(folder: Path, stem: str, report: str) -> Path | None:
+    """NVIDIA's CSV for one report: `oracle/STEM_REPORT.csv`, or `.csv.xz` (the op-range
+    samples' NVTX reports hold a row per op instance: megabytes that xz makes tens of KB)."""
+    for suffix in (".csv", ".csv.xz"):
+        path = folder / "oracle" / f"{stem}_{report}{suffix}"
+        if path.exists():
+            return path
+    return None
+
+
+def read_oracle(path: Path) -> str:
+    if path.suffix == ".xz":
+        import lzma
+
+        return lzma.decompress(path.read_bytes()).decode()
+    return path.read_text()
+
+
 def oracle_cases() -> list[tuple[Path, Path, str]]:
     """(trace, NVIDIA's CSV, report) for every trace that has NVIDIA's CSVs beside it."""
     cases = []
@@ -32,7 +50,7 @@ def oracle_cases() -> list[tuple[Path, Path, str]]:
     for folder in (SAMPLES, *rank_folders, SHARED):
         for trace in sorted(folder.glob("*.sqlite")) if folder.exists() else []:
             for report in REPORTS:
-                csv_path = folder / "oracle" / f"{trace.stem}_{report}.csv"
-                if csv_path.exists():
+                csv_path = oracle_csv(folder, trace.stem, report)
+                if csv_path is not None:
                     cases.append((trace, csv_path, report))
     return cases

@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.ids import PID_MASK, tid_of
 from nsight_tui.parsers.load import load_trace
 from nsight_tui.parsers.model import range_model
 from nsight_tui.tui import export
@@ -27,6 +28,7 @@ from nsight_tui.tui.messages import (
 )
 from nsight_tui.tui.session import Session
 from nsight_tui.tui.views.api import ApiScreen
+from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
 from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
@@ -80,11 +82,12 @@ class NsightApp(App[int]):
     ]
 
     def __init__(self, paths: Sequence[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
-                 diff: bool = False):
+                 diff: bool = False, main_thread: str | None = None):
         super().__init__()
         self.paths = [Path(p) for p in paths]
         self.open_diff = diff  # start on the diff of the two files (over the files view)
         self.attribution = attribution
+        self.main_thread = main_thread  # --main-thread: a thread id or name, for every file opened
         self.export_dir = Path(export_dir) if export_dir is not None else None
         self.session: Session | None = None
         self.error_message = ""
@@ -131,7 +134,7 @@ class NsightApp(App[int]):
         try:
             trace = load_trace(path, progress=progress)
             self.post_message(LoadProgress(path, 0.88, "attributing GPU work to NVTX ranges"))
-            model = range_model(trace, attribution)
+            model = range_model(trace, attribution, self.main_thread)
             self.post_message(LoadProgress(path, 0.95, "building the range tree"))
             model.aggregated_groups  # noqa: B018 - built here, not on the UI thread
         except TraceError as exc:
@@ -142,7 +145,7 @@ class NsightApp(App[int]):
             return
         if not worker.is_cancelled:
             seconds = self.clock() - self._load_started
-            self.post_message(TraceLoaded(Session(path, trace, attribution, seconds)))
+            self.post_message(TraceLoaded(Session(path, trace, attribution, seconds, main_thread=self.main_thread)))
 
     def on_load_progress(self, message: LoadProgress) -> None:
         if isinstance(self.screen, LoadingScreen):
@@ -309,19 +312,39 @@ class NsightApp(App[int]):
         self._mode_switching = True
         self._say(self.screen, f"building the {new} attribution…", notify=False)
         self.notify(f"building the {new} attribution…", timeout=2)
-        self._build_mode(self.session, new)
+        self._build_mode(self.session, new, self.session.main_thread)
+
+    def pick_main_thread(self, gtid: int) -> None:
+        """Make thread `gtid` its process's main thread (`t` in the range tree); on the main
+        thread the user picked, go back to the automatic choice."""
+        if self.session is None or not self._need_session() or self._mode_switching:
+            return
+        session = self.session
+        info = session.model.main_info.get(gtid & PID_MASK)
+        new: str | None
+        if info is not None and info.gtid == gtid:
+            if session.main_thread is None:
+                self.notify(f"{session.trace.thread_label(gtid)} is already the main thread", markup=False)
+                return
+            new = None
+        else:
+            new = str(tid_of(gtid))
+        self._mode_switching = True
+        label = "the automatic choice" if new is None else session.trace.thread_label(gtid)
+        self._say(self.screen, f"main thread: {label}; attributing…", notify=False)
+        self._build_mode(session, session.attribution, new)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="mode")
-    def _build_mode(self, session: Session, attribution: str) -> None:
+    def _build_mode(self, session: Session, attribution: str, main_thread: str | None = None) -> None:
         # The build holds the GIL for long stretches: let the UI paint the notice first.
         time.sleep(0.05)
         try:
-            model = range_model(session.trace, attribution)
+            model = range_model(session.trace, attribution, main_thread)
             model.aggregated_groups  # noqa: B018
         except Exception as exc:  # keep the session usable under the mode it had
             self.post_message(ModelFailed(f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(ModelReady(session, attribution))
+        self.post_message(ModelReady(session, attribution, main_thread))
 
     def on_model_failed(self, message: ModelFailed) -> None:
         self._mode_switching = False
@@ -342,6 +365,7 @@ class NsightApp(App[int]):
                          if isinstance(s, KernelsScreen) and s.node is not None), None)
         await self._to_base()
         session.attribution = message.attribution
+        session.main_thread = message.main_thread
         self.attribution = message.attribution
         gc.freeze()  # the new model's objects are long-lived too
         ranges.rebuild(keep)
@@ -353,7 +377,9 @@ class NsightApp(App[int]):
             if node is not None:
                 ranges.select_node(node)
                 self.open_kernels(node)
-        self.notify(f"attribution: {session.attribution} — {session.model.mode_help}", timeout=6, markup=False)
+        main = session.header().main_thread
+        self.notify(f"attribution: {session.attribution} — {session.model.mode_help}" + (f"; {main}" if main else ""),
+                    timeout=6, markup=False)
 
     # -- export ---------------------------------------------------------------------------------
     def action_export(self) -> None:
@@ -427,7 +453,7 @@ class NsightApp(App[int]):
 
 # The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
 HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
-                FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
+                BackwardPartsScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:

@@ -149,7 +149,7 @@ def launch(args) -> int:
     check_terminal()
     from nsight_tui.tui.app import NsightApp
 
-    app = NsightApp(paths, attribution=args.attribution, diff=diff)
+    app = NsightApp(paths, attribution=args.attribution, diff=diff, main_thread=getattr(args, "main_thread", None))
     app.roofline_options = options
     guard = TerminalGuard(app)
     # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread

@@ -50,6 +50,7 @@ class ModelReady(Message):
 
     session: Session
     attribution: str
+    main_thread: str | None = None  # the main-thread pick the model was built with
 
 
 @dataclass
@@ -140,3 +141,8 @@ class DiffProgress(Message):
 @dataclass
 class ScopeReady(Message):
     view: ScopeView
+
+
+@dataclass
+class BackwardPartsReady(Message):
+    tables: list  # parsers.backward_parts tables, one per mapping the trace allows

@@ -28,6 +28,7 @@ class Session:
     attribution: str
     load_seconds: float
     aggregated: bool = True  # the range tree's mode, kept when the file is reopened
+    main_thread: str | None = None  # --main-thread or `t`: a thread id; None = chosen by the model
     roofline_options: dict = field(default_factory=dict)  # --flops/--peak-* (tui.launch)
     _memo: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -36,7 +37,7 @@ class Session:
     def model(self) -> RangeModel:
         """The range model of the mode in force (already built: the loader and the mode
         switch build it in a worker before they set `attribution`)."""
-        return range_model(self.trace, self.attribution)
+        return range_model(self.trace, self.attribution, self.main_thread)
 
     def timeline(self):
         """The timeline's lanes and idle analysis under the mode in force (built once; slow:
@@ -53,7 +54,7 @@ class Session:
     def _once(self, key: str, build: Callable[[], T], per_mode: bool = True) -> T:
         """`build()` once per key (and attribution mode); two workers asking at once may both
         build, and the first result is kept."""
-        full = (key, self.attribution if per_mode else "")
+        full = (key, (self.attribution, self.main_thread) if per_mode else "")
         with self._lock:
             if full in self._memo:
                 return self._memo[full]
@@ -67,7 +68,16 @@ class Session:
         return HeaderInfo(
             file_name=self.file_name, gpus=tuple(i.gpus), nsys_version=i.nsys_version, span_ns=i.span_ns,
             kernels=i.kernels, api_calls=i.api_calls, ranges=i.ranges, load_seconds=self.load_seconds,
-            attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes))
+            attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes),
+            main_thread=self._main_text())
+
+    def _main_text(self) -> str:
+        """Which thread frames the iterations, and why (empty without NVTX)."""
+        if not self.trace.info.has_nvtx:
+            return ""
+        from nsight_tui.render.process_view import main_thread_short
+
+        return main_thread_short(self.trace, self.model)
 
     def range_kernels(self, node: RangeNode) -> kernels.KernelsView:
         """The range's kernels and ratios, its roofline figures (TFLOP/s, GB/s, verdict) among them."""
@@ -127,4 +137,4 @@ class Session:
     def export_header(self) -> str:
         h = self.header()
         return (f"file `{self.file_name}` · {h.gpu_text()} · nsys {h.nsys_version or '?'} · "
-                f"attribution `{self.attribution}` ({h.mode_help})")
+                f"attribution `{self.attribution}` ({h.mode_help})" + (f" · {h.main_thread}" if h.main_thread else ""))

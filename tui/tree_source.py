@@ -6,6 +6,7 @@ costs only the rows that appear or disappear.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import cast
 
@@ -15,6 +16,7 @@ from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 
 INDENT = 2
+_STEP = re.compile(r"^step_(N|\d+)$")
 
 
 @dataclass(eq=False)
@@ -167,10 +169,12 @@ class RangeTreeSource:
 
     def expand_default(self, max_rows: int = 40, max_depth: int = 5) -> None:
         """Open the main threads level by level while the whole level fits in `max_rows`
-        rows (so step_N/forward/backward show at once); other threads stay closed."""
+        rows (so step_N/forward/backward show at once); other threads, and the `ops` levels
+        (PyTorch's op ranges), stay closed."""
         for depth in range(max_depth):
             level = [i for i, r in enumerate(self.rows)
-                     if r.depth == depth and not r.expanded and r.children and self.group_at(i).is_main]
+                     if r.depth == depth and not r.expanded and r.children and self.group_at(i).is_main
+                     and not (not r.is_group and getattr(r.obj, "is_ops", False))]
             if not level:
                 return
             added = sum(len(self.rows[i].children) for i in level)
@@ -178,6 +182,14 @@ class RangeTreeSource:
                 return
             for i in reversed(level):  # from the bottom, so earlier indices stay valid
                 self.expand(i)
+
+    def home_row(self) -> int:
+        """Where the cursor starts: the first steady-state iteration (`step_N`), else the first range."""
+        for i, row in enumerate(self.rows):
+            name = getattr(row.obj, "name", None)  # the diff's merged rows have none
+            if not row.is_group and name and _STEP.match(path_key(name).rsplit(":", 1)[-1]):
+                return i
+        return 1 if len(self.rows) > 1 else 0
 
     def reveal(self, node: RangeNode) -> int | None:
         """Expand the ancestors of `node`; its row index."""

@@ -56,6 +56,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"batch size (default {DEFAULT_BATCH})")
     what.add_argument("--steps", type=int, default=3, help="measured iterations step_N (default 3)")
     what.add_argument("--warmup", type=int, default=2, help="warm-up iterations warmup_N (default 2)")
+    ops = what.add_mutually_exclusive_group()
+    ops.add_argument("--autograd-nvtx", action="store_true",
+                     help="pass --pytorch=autograd-nvtx to nsys: PyTorch's NVTX ranges for every op and backward "
+                     "node, with the sequence numbers that map backward onto the forward's parts (output _agnvtx)")
+    ops.add_argument("--emit-nvtx", action="store_true",
+                     help="the same ranges from torch.autograd.profiler.emit_nvtx() around the loop (output _emitnvtx)")
+    what.add_argument("--backward-ranges", action="store_true",
+                      help="backward:<part> ranges around each annotated part's backward, on the autograd thread "
+                      "(module backward hooks; output _bwdranges)")
     what.add_argument("--ddp", type=int, default=1, metavar="N",
                       help="data-parallel training over N GPUs (torchrun, one process per GPU, NCCL all-reduce "
                            "in backward); one export holds every rank (default 1)")
@@ -102,9 +111,11 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
         raise CaptureError(f"--ddp must be at least 1, not {args.ddp}")
     if args.steps < 1 or args.warmup < 0:
         raise CaptureError("--steps must be at least 1 and --warmup at least 0")
+    op_ranges = "autograd-nvtx" if args.autograd_nvtx else "emit-nvtx" if args.emit_nvtx else "none"
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
-                          tf32=args.tf32, plant=args.plant, phase_sync=not args.no_phase_sync)
+                          tf32=args.tf32, op_ranges=op_ranges, backward_ranges=args.backward_ranges,
+                          plant=args.plant, phase_sync=not args.no_phase_sync)
             for m in models for c in ctxs]
 
 

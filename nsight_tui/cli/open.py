@@ -10,9 +10,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--attribution",
         choices=("process", "nsys"),
         default="process",
-        help="process (default): kernels launched outside any NVTX range (autograd thread) count for the "
-        "ranges open on the main thread; nsys: NVIDIA's rule, launching thread only",
+        help="process (default): the main thread's ranges hold every kernel launched while they were open, "
+        "by any thread (e.g. the autograd thread); nsys: NVIDIA's rule, launching thread only",
     )
+    parser.add_argument("--main-thread", metavar="TID|NAME",
+                        help="the thread whose ranges frame the iteration (default: chosen; the header says "
+                        "which and why; `t` in the range tree picks another)")
     parser.add_argument("--diff", action="store_true",
                         help="with two files A B: open on their diff (what changed, and why the step moved)")
     roof = parser.add_argument_group("roofline (r)")

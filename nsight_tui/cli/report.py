@@ -20,6 +20,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--fail-on", metavar="ID[,ID...]|any",
                         help="exit 1 when one of these findings (section h) is present, e.g. "
                         "sync-stall,host-bound-gap or any (a CI gate; one file)")
+    parser.add_argument("--main-thread", metavar="TID|NAME",
+                        help="the thread whose ranges frame the iteration (default: chosen; the report says which)")
     roof = parser.add_argument_group("roofline (section g)")
     roof.add_argument("--flops", metavar="FILE.json",
                       help='FLOPs and bytes per range path, for traces without counts: '
@@ -41,7 +43,9 @@ def run(args) -> int:
 def _run(args) -> int:
     from nsight_tui.parsers import sweep
     from nsight_tui.parsers.analysis import questions
+    from nsight_tui.parsers.backward_parts import backward_parts
     from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.model import range_model
     from nsight_tui.render import report
     from nsight_tui.render import sweep as sweep_text
 
@@ -71,7 +75,10 @@ def _run(args) -> int:
         else:
             text = report.sweep_markdown(target, tables, args.attribution)
     else:
-        answers = questions(load_trace(target), args.attribution, dims, roofline_options=roof)
+        trace = load_trace(target)
+        answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof)
+        model = range_model(trace, args.attribution, args.main_thread)
+        answers["backward_parts"] = [t.to_json() for t in backward_parts(model)]
         text = report.single_json(answers) if args.format == "json" else report.single_markdown(answers)
     if args.output == "-":
         output.write_stdout(text)

@@ -2,8 +2,8 @@
 
 With `--attribution nsys` the output is NVIDIA's, value for value (diff it against
 `nsys stats -f csv`). The default, `process`, differs only in the NVTX reports, where
-GPU work launched outside any range on its thread (PyTorch's autograd thread) counts for
-the ranges open on the process's main thread.
+the ranges of each process's main thread also hold the GPU work other threads (PyTorch's
+autograd thread) launched while they were open.
 """
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def add_arguments(parser) -> None:
                         help="write PREFIX_REPORT.EXT per report into an existing folder; '-' (default) prints to stdout")
     parser.add_argument("--attribution", default="process", choices=MODES,
                         help="process (default): process-wide attribution; nsys: NVIDIA's launching-thread rule")
+    parser.add_argument("--main-thread", metavar="TID|NAME",
+                        help="the thread whose ranges frame the iteration (default: chosen, see the note on stderr)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files (never the input)")
 
 
@@ -51,11 +53,16 @@ def _run(args) -> int:
     trace = load_trace(args.file)
     mode = args.attribution
     print(f"attribution: {mode} — {MODE_HELP[mode]}", file=sys.stderr)
+    if trace.info.has_nvtx:
+        from nsight_tui.parsers.model import range_model
+        from nsight_tui.render.process_view import main_thread_line
+
+        print("note: " + main_thread_line(trace, range_model(trace, mode, args.main_thread)), file=sys.stderr)
     for note in trace.info.notes:
         print(f"note: {visible(note)}", file=sys.stderr)
     width = output.stdout_width()
     for name in names:
-        rep = build_report(trace, name, mode)
+        rep = build_report(trace, name, mode, args.main_thread)
         text = render(rep, args.format, mode, width)
         if args.output == "-":
             if len(names) > 1 and args.format == "csv":

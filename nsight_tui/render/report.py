@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsight_tui.parsers.attribution import MODE_HELP
-from nsight_tui.render import findings, numbers, roofline, safe, tables
+from nsight_tui.render import backward_parts, findings, numbers, process_view, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
 
@@ -161,11 +161,13 @@ def ranks(a: dict) -> list[str]:
 # The page, top to bottom: add a section with one function above and one line here.
 SECTIONS: list[Section] = [
     heading,
+    process_view.section,
     forward_time,
     top_kernels,
     non_gemm_forward,
     families_by_phase,
     softmax_vs_matmul,
+    backward_parts.section,
     roofline.section,  # (g) How far from the hardware
     ratios,
     idle_section,

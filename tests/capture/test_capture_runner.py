@@ -366,6 +366,29 @@ def test_out_folder_that_is_a_file_is_one_clear_error(tmp_path, fake_nsys):
         Runner(fake_nsys, blocker, echo=lambda line: None).capture(CaptureConfig("small", 128))
 
 
+def test_backward_annotation_options_reach_nsys_and_the_workload(tmp_path):
+    agnvtx = CaptureConfig("small", 128, op_ranges="autograd-nvtx", backward_ranges=True)
+    assert agnvtx.stem == "small_ctx128_agnvtx_bwdranges"
+    profile, _ = Runner("/x/nsys", tmp_path, python="/py").commands(agnvtx, tmp_path / "w")
+    # nsys's own switch for PyTorch's ranges, before the application starts
+    assert profile.index("--pytorch=autograd-nvtx") < profile.index("/py")
+    app = profile[profile.index("/py"):]
+    assert app[app.index("--op-ranges"):app.index("--status-file")] == ["--op-ranges", "autograd-nvtx",
+                                                                       "--backward-ranges"]
+    emit = CaptureConfig("small", 128, op_ranges="emit-nvtx")
+    assert emit.stem == "small_ctx128_emitnvtx"
+    profile, _ = Runner("/x/nsys", tmp_path, python="/py").commands(emit, tmp_path / "w")
+    assert not any(a.startswith("--pytorch") for a in profile)
+    assert profile[profile.index("--op-ranges") + 1] == "emit-nvtx"
+    assert emit.metadata()["op_ranges"] == "emit-nvtx" and "op_ranges" not in CaptureConfig("small", 128).metadata()
+
+
+def test_cli_autograd_nvtx_and_emit_nvtx_exclude_each_other(capsys):
+    from nsight_tui.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["capture", "--autograd-nvtx", "--emit-nvtx", "--dry-run"])
+    assert "not allowed with" in capsys.readouterr().err
 def test_counting_runs_before_the_profiled_child(tmp_path, fake_nsys, monkeypatch, capfd):
     # The count pass is its own process before `nsys profile`; the profiled child gets its file.
     pytest.importorskip("torch")

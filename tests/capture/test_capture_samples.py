@@ -1,17 +1,19 @@
 """The committed sample traces, made by `nsight-tui capture` on an H200, hold what the parsers rely on.
 
 Expected counts come from NVIDIA's own `nsys stats` CSVs (sample_traces/oracle) and from the model's
-shape (12 layers, 5 iterations), not from our own code's output.
+shape (12 layers, the iterations asked for), not from our own code's output.
 """
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from conftest import oracle_csv, read_oracle
 from nsight_tui.capture.annotate import CONFIG_MARK, STEP_MARK
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -19,7 +21,17 @@ TRACES = {
     "small_ctx128": {"mode": "train", "attention": "manual"},
     "small_ctx128_fwd": {"mode": "forward", "attention": "manual"},
     "small_ctx128_fused": {"mode": "train", "attention": "fused"},
+    # issue 19: the backward annotated three ways (1 warmup + 2 steps, to stay small)
+    "small_ctx128_agnvtx": {"mode": "train", "attention": "manual", "op_ranges": "autograd-nvtx"},
+    "small_ctx128_emitnvtx": {"mode": "train", "attention": "manual", "op_ranges": "emit-nvtx"},
+    "small_ctx128_bwdranges": {"mode": "train", "attention": "manual", "backward_ranges": True},
 }
+ITERATIONS = {name: (1, 2) if name.endswith(("nvtx", "bwdranges")) else (2, 3) for name in TRACES}  # warmup, steps
+
+
+def iteration_names(name: str) -> list[str]:
+    warmup, steps = ITERATIONS[name]
+    return [f"warmup_{i}" for i in range(warmup)] + [f"step_{i}" for i in range(steps)]
 
 
 def open_ro(name: str) -> sqlite3.Connection:
@@ -41,11 +53,12 @@ def test_config_and_step_marks(name):
         ranges = nvtx_texts(db, 59)  # NvtxPushPopRange
     assert marks[0][2].startswith(CONFIG_MARK)
     config = json.loads(marks[0][2][len(CONFIG_MARK):])
+    warmup, steps = ITERATIONS[name]
     assert config == {"model": "small", "d_model": 768, "n_layers": 12, "n_heads": 12, "vocab": 10000,
-                      "batch": 4, "ctx": 128, "dtype": "fp32", **TRACES[name], "steps": 3, "warmup": 2,
+                      "batch": 4, "ctx": 128, "dtype": "fp32", **TRACES[name], "steps": steps, "warmup": warmup,
                       "device": "NVIDIA H200", "torch": config["torch"]}
     steps = [json.loads(text[len(STEP_MARK):]) for _, _, text in marks[1:]]
-    assert [s["name"] for s in steps] == ["warmup_0", "warmup_1", "step_0", "step_1", "step_2"]
+    assert [s["name"] for s in steps] == iteration_names(name)
     iterations = {text: (start, end) for start, end, text in ranges if text in {s["name"] for s in steps}}
     for step in steps:
         start, end = iterations[step["name"]]
@@ -58,20 +71,30 @@ def test_config_and_step_marks(name):
 
 @pytest.mark.parametrize("name", TRACES)
 def test_range_counts_match_nsys(name):
-    with (SAMPLES / "oracle" / f"{name}_nvtx_sum.csv").open() as f:
-        instances = {row["Range"].lstrip(":"): int(row["Instances"]) for row in csv.DictReader(f)}
-    iterations = 5
-    expected = {"warmup_0": 1, "warmup_1": 1, "step_0": 1, "step_1": 1, "step_2": 1, "forward": iterations,
-                "scaled_dot_product_attention": 12 * iterations}
+    text = read_oracle(oracle_csv(SAMPLES, name, "nvtx_sum"))
+    instances = {row["Range"].lstrip(":"): int(row["Instances"]) for row in csv.DictReader(io.StringIO(text))}
+    iterations = len(iteration_names(name))
+    expected = {it: 1 for it in iteration_names(name)}
+    expected.update({"forward": iterations, "scaled_dot_product_attention": 12 * iterations})
+    parts = ["scaled_dot_product_attention"]
     if TRACES[name]["mode"] == "train":
         expected.update(backward=iterations, optimizer=iterations)
     if TRACES[name]["attention"] == "manual":
-        expected.update({part: 12 * iterations for part in
-                         ("computing_attention_scores", "computing_softmax", "final_matmul")})
+        parts += ["computing_attention_scores", "computing_softmax", "final_matmul"]
+        expected.update({part: 12 * iterations for part in parts})
+    if TRACES[name].get("backward_ranges"):
+        expected.update({f"backward:{part}": 12 * iterations for part in parts})
+    if TRACES[name].get("op_ranges"):
+        # PyTorch's own op ranges come on top: every op, and each backward node with its seq.
+        ops = {k: v for k, v in instances.items() if k not in expected}
+        assert any(k.startswith("aten::addmm, seq = ") for k in ops)
+        assert any(k.startswith("AddmmBackward0, seq = ") for k in ops)
+        instances = {k: v for k, v in instances.items() if k in expected}
     assert instances == expected
 
 
 def test_sample_traces_stay_small():
+    # Six real traces, two of them with PyTorch's op ranges (~2.7 MB each; their NVTX CSVs xz'd).
     total = sum(p.stat().st_size for p in SAMPLES.rglob("*") if p.is_file())
     # every device run ships the tree (64 MiB at most) and every clone carries it: keep it small
     assert total < 25_000_000

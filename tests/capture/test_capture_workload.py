@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 
 import pytest
 
@@ -203,6 +204,55 @@ def test_main_writes_ok_status_with_step_times(tmp_path, capsys):
     assert "[2/2] step_0" in out
 
 
+class StartEndRecorder(RecordingAnnotator):
+    """Also keeps the start/end calls (the backward hooks), with the range each end closes."""
+
+    def __init__(self):
+        super().__init__()
+        self.pushes: list[tuple[str, str, int]] = []
+
+    def start(self, name):
+        handle = (self.real.start(name), name)
+        self.pushes.append(("push", name, threading.get_ident()))
+        return handle
+
+    def end(self, handle):
+        self.real.end(handle[0])
+        self.pushes.append(("pop", handle[1], threading.get_ident()))
+
+
+def test_backward_ranges_nest_per_part_in_reverse_order():
+    rec = StartEndRecorder()
+    run_workload(tiny(backward_ranges=True, steps=1, warmup=0), rec, log=lambda line: None)
+    # Rebuild the tree the starts and ends describe: each end closes the innermost open range.
+    roots, stack = [], []
+    for kind, name, _ in rec.pushes:
+        if kind == "push":
+            node = {"name": name, "children": []}
+            (stack[-1]["children"] if stack else roots).append(node)
+            stack.append(node)
+        else:
+            assert stack.pop()["name"] == name
+    assert not stack
+    # tiny: 2 layers, backward visits them last to first; in each, the parts in reverse order.
+    assert names(roots) == ["backward:scaled_dot_product_attention"] * 2
+    for attn in roots:
+        assert names(attn["children"]) == ["backward:final_matmul", "backward:computing_softmax",
+                                           "backward:computing_attention_scores"]
+    # The forward's own ranges are unchanged by the hooks.
+    forward = rec.roots[0]["children"][0]
+    assert names(forward["children"]) == ["scaled_dot_product_attention"] * 2
+
+
+def test_forward_mode_adds_no_backward_ranges():
+    rec = StartEndRecorder()
+    run_workload(tiny(backward_ranges=True, mode="forward", steps=1, warmup=0), rec, log=lambda line: None)
+    assert rec.pushes == []
+
+
+def test_op_ranges_must_be_known():
+    with pytest.raises(ValueError, match="op ranges"):
+        run_workload(tiny(op_ranges="everything"), RecordingAnnotator(), log=lambda line: None)
 def test_model_order_lists_the_capture_sizes_in_size_order():
     from nsight_tui.capture.sizes import MODEL_SIZES
     from nsight_tui.parsers.conventions import MODEL_ORDER

@@ -1,117 +1,125 @@
-"""Process-wide attribution, checked against the rule written independently in SQL on the
-real exports, and against NVIDIA's numbers where both rules agree."""
+"""Process-wide attribution and the main-thread choice, checked against the rules written
+independently in SQL (tests/process_sql.py) on the real exports, and against NVIDIA's numbers
+where both rules agree."""
 from __future__ import annotations
 
 import csv
 import sqlite3
 
 import numpy as np
+import process_sql
 import pytest
-
 from conftest import SHARED, sample_traces, shared_trace
+from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.load import load_trace
 from nsight_tui.parsers.model import range_model
 
 RANGE_EVENTS = "eventType IN (59, 60, 70, 71) AND endGlobalTid IS NULL"
 
-# Per process, the thread with NVTX ranges whose API calls launch the most kernels.
-MAIN_THREADS_SQL = f"""
-WITH launches AS (
-    SELECT r.globalTid AS gtid, count(*) AS n
-    FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
-      ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
-    WHERE r.globalTid IN (SELECT globalTid FROM NVTX_EVENTS WHERE {RANGE_EVENTS})
-    GROUP BY 1)
-SELECT gtid FROM launches l
-WHERE n = (SELECT max(n) FROM launches l2 WHERE (l2.gtid >> 24) = (l.gtid >> 24))
-"""
-
-# Kernel/range pairs for ranges named :name under the process rule, written from its definition:
-# the launching call is enclosed by the range on its own thread, or, when no range on its own
-# thread encloses it and the range is on the main thread, the range is open at the call's start.
-PAIRS_SQL = f"""
-WITH kr AS (
-    SELECT k.rowid AS kid, r.start AS rs, r.end AS re, r.globalTid AS gtid
-    FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
-      ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)),
-rng AS (
-    SELECT n.start AS s, n.end AS e, n.globalTid AS gtid, coalesce(s.value, n.text) AS text
-    FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE {RANGE_EVENTS}),
-own AS (
-    SELECT DISTINCT kr.kid FROM kr JOIN rng ON rng.gtid = kr.gtid AND rng.s <= kr.rs AND rng.e >= kr.re)
-SELECT count(*) FROM kr JOIN rng ON rng.text = :name AND (
-       (rng.gtid = kr.gtid AND rng.s <= kr.rs AND rng.e >= kr.re)
-    OR (:process AND kr.kid NOT IN (SELECT kid FROM own) AND kr.gtid NOT IN ({MAIN_THREADS_SQL})
-        AND rng.gtid IN ({MAIN_THREADS_SQL}) AND (rng.gtid >> 24) = (kr.gtid >> 24)
-        AND rng.s <= kr.rs AND rng.e >= kr.rs))
-"""
+# Every trace with NVTX ranges and GPU work: the committed samples, and the shared ones
+# (emit_nvtx ranges on 2 processes; a loader thread with ranges; CUDA graphs; a large model).
+SHARED_WITH_RANGES = ["small_ctx128_threads", "xl_ctx256", "small_ctx128_graphs", "medium_ctx1024_fwd_flash",
+                      "h100_2gpu_1s", "mfu_2gpu_before"]
 
 
-def sql_pairs(path, name: str, process: bool) -> int:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(PAIRS_SQL, {"name": name, "process": int(process)}).fetchone()[0]
-    finally:
-        con.close()
+def _all_traces():
+    return [*sample_traces(), *[SHARED / f"{n}.sqlite" for n in SHARED_WITH_RANGES]]
 
 
-def model_kernels(trace, mode: str, name: str) -> int:
-    m = range_model(trace, mode)
-    ids = m.ranges_named(name)
-    return int(m.kernel_count[ids].sum())
+def _open(path):
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    return load_trace(path), process_sql.connect(path)
 
 
-GPT_TRACES = ["small_ctx128_threads", "xl_ctx256", "small_ctx128_graphs", "medium_ctx1024_fwd_flash"]
+@pytest.mark.parametrize("path", _all_traces(), ids=lambda p: p.stem)
+def test_main_thread_is_the_one_whose_ranges_frame_the_most_launches(path):
+    trace, con = _open(path)
+    expected = process_sql.main_threads(con)
+    for mode in ("process", "nsys"):
+        got = {gpid >> 24: gtid for gpid, gtid in range_model(trace, mode).main_threads.items()}
+        assert got == expected, mode
 
 
-@pytest.mark.parametrize("name", GPT_TRACES)
-@pytest.mark.parametrize("range_name", ["forward", "backward", "optimizer"])
-def test_process_rule_matches_sql(name, range_name):
-    path = shared_trace(name)
-    trace = load_trace(path)
-    for mode in ("nsys", "process"):
-        assert model_kernels(trace, mode, range_name) == sql_pairs(path, range_name, mode == "process"), mode
+@pytest.mark.parametrize("path", _all_traces(), ids=lambda p: p.stem)
+def test_every_range_holds_exactly_the_ops_launched_during_it(path):
+    """Under `process`, each range on the main thread holds the ops launched while it was open
+    by any thread; every other range, and every range under `nsys`, keeps nsys's rule."""
+    trace, con = _open(path)
+    rowids = trace.ranges["rowid"].to_numpy()[~trace.ranges["cross"].to_numpy(dtype=bool)]
+    for mode in ("process", "nsys"):
+        expected = process_sql.held_ops(con, process=mode == "process")
+        got = process_sql.model_held_ops(trace, range_model(trace, mode), rowids)
+        wrong = [r for r in rowids.tolist() if got[r] != expected.get(r, set())]
+        assert not wrong, (mode, len(wrong), wrong[:5])
 
 
-def _samples_with(range_name):
-    out = []
+def test_iterations_hold_every_op_launched_during_them():
+    """forward / backward / optimizer / every step_N: exactly the ops whose launching call
+    started inside the range, whichever thread made it (committed training samples)."""
+    checked = 0
     for path in sample_traces():
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        n = con.execute("SELECT count(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
-                        "WHERE coalesce(s.value, n.text) = ?", (range_name,)).fetchone()[0]
-        con.close()
-        if n:
-            out.append(path)
-    return out
-
-
-def test_committed_training_samples_follow_the_process_rule():
-    paths = _samples_with("backward")
-    if not paths:
-        pytest.skip("no committed training sample yet")
-    for path in paths:
-        trace = load_trace(path)
-        for range_name in ("forward", "backward", "optimizer"):
-            assert model_kernels(trace, "process", range_name) == sql_pairs(path, range_name, True), (path, range_name)
-        # the point of the mode: backward has its GEMMs, not the odd kernel nsys keeps
-        assert model_kernels(trace, "process", "backward") > 10 * max(1, model_kernels(trace, "nsys", "backward"))
+        trace, con = _open(path)
+        m = range_model(trace, "process")
+        where = "text IN ('forward', 'backward', 'optimizer') OR text GLOB 'step_[0-9]*' OR text GLOB 'warmup_[0-9]*'"
+        expected = process_sql.held_ops(con, where)
+        ids = con.execute(f"SELECT rid FROM rng WHERE {where}").fetchall()
+        got = process_sql.model_held_ops(trace, m, [r for (r,) in ids])
+        assert got == {r: expected.get(r, set()) for r in got}
+        checked += len(got)
+    assert checked > 20
 
 
 def test_backward_is_empty_under_nsys_and_full_under_process():
-    trace = load_trace(shared_trace("small_ctx128_threads"))
+    path = shared_trace("small_ctx128_threads")
+    trace = load_trace(path)
     # NVIDIA's own numbers for :backward (nvtx_kern_sum, launching-thread rule).
     with open(SHARED / "oracle" / "small_ctx128_threads_nvtx_kern_sum.csv") as fh:
         nvidia = sum(int(r["Kern Inst"]) for r in csv.DictReader(fh) if r["NVTX Range"] == ":backward")
     assert model_kernels(trace, "nsys", "backward") == nvidia
     assert nvidia < 10
     assert model_kernels(trace, "process", "backward") > 1000
-    # The autograd thread launched the backward work; it is not the main thread.
+    # The autograd thread launched the backward work (more than the Python thread launched
+    # in all); the Python thread is still the main thread: its ranges frame the iteration.
     m = range_model(trace, "process")
-    (main,) = m.main_threads.values()
-    assert trace.threads[main] == "python3"
+    (main,) = m.main_info.values()
+    assert trace.threads[main.gtid] == "python3"
+    launched = trace.api["gtid"].to_numpy()[trace.ops["api"].to_numpy()[trace.ops["api"].to_numpy() >= 0]]
+    gtids, counts = np.unique(launched, return_counts=True)
+    assert gtids[np.argmax(counts)] != main.gtid
     # Forward and optimizer kernels are launched by the main thread: both modes agree.
     for name in ("forward", "optimizer"):
         assert model_kernels(trace, "nsys", name) == model_kernels(trace, "process", name)
+
+
+def test_main_thread_can_be_named_by_tid_or_name():
+    path = shared_trace("small_ctx128_threads")
+    trace = load_trace(path)
+    auto = range_model(trace, "process")
+    (main,) = auto.main_info.values()
+    assert main.picked_by == "auto" and main.candidates == 2
+    other = next(g for g in np.unique(trace.ranges["gtid"]) if g != main.gtid)
+    tid = int(other) & 0xFFFFFF
+    by_tid = range_model(trace, "process", str(tid))
+    assert list(by_tid.main_threads.values()) == [other]
+    assert by_tid.main_info[main.gpid].picked_by == str(tid)
+    # ...and the named thread's ranges now hold the work launched while they were open.
+    con = process_sql.connect(path)
+    expected = process_sql.held_ops(con, main={main.gpid >> 24: int(other)})
+    rowids = trace.ranges["rowid"].to_numpy()[trace.ranges["gtid"].to_numpy() == other]
+    got = process_sql.model_held_ops(trace, by_tid, rowids)
+    assert got == {r: expected.get(r, set()) for r in got}
+    assert sum(map(len, got.values())) > 0
+    by_name = range_model(trace, "process", trace.threads[main.gtid].upper())
+    assert by_name.main_threads == auto.main_threads
+    with pytest.raises(TraceError, match="no thread with NVTX ranges"):
+        range_model(trace, "process", "no-such-thread")
+
+
+def model_kernels(trace, mode: str, name: str) -> int:
+    m = range_model(trace, mode)
+    ids = m.ranges_named(name)
+    return int(m.kernel_count[ids].sum())
 
 
 def test_loader_thread_keeps_its_own_ranges():

@@ -157,8 +157,12 @@ def _idle_cells_match(tl, t0, t1, n):
     np.testing.assert_allclose(cells.fullness, (launch + sync + host) / np.diff(edges))
 
 
+@pytest.mark.parametrize("chunk", [4096, 7])  # 7: the search crosses many blocks
 @pytest.mark.parametrize("name", ["sample", "small_ctx128_graphs"])
-def test_item_under_the_cursor_and_the_next_gap(name):
+def test_item_under_the_cursor_and_the_next_gap(name, chunk, monkeypatch):
+    import nsight_tui.parsers.timeline as timeline_module
+
+    monkeypatch.setattr(timeline_module, "GAP_SCAN_CHUNK", chunk)
     tl = _timeline(name)
     rng = random.Random(5)
     for _ in range(40):

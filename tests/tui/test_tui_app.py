@@ -46,11 +46,13 @@ def test_header_is_one_row_and_help_says_it_in_full(trace: Path, sample: Path, s
             assert trace.stem in header and gpu.removeprefix("NVIDIA ") in header
             assert f"{kernels:,} kernels" in header and f"{calls:,} API" in header and f"{ranges:,} ranges" in header
             assert header.rstrip().endswith("attr: process")
+            await ui.pilot.resize_terminal(140, 60)  # room for the whole of `?`
             await ui.press("question_mark")
             text = ui.flat_text()
             assert f"file: {trace.name}" in text and f"nsys {version}" in text and gpu in text
             assert f"{kernels:,} kernels · {calls:,} CUDA API calls · {ranges:,} NVTX ranges" in text
-            assert "attribution: process — process-wide" in text and "main thread" in text
+            assert "attribution: process — main-thread ranges hold the kernels any thread launched" in text
+            assert "main thread" in text and "frames" in text  # which thread frames the iterations
 
     run(body())
 
@@ -65,10 +67,14 @@ def test_navigate_expand_collapse_and_aggregate(trace: Path, sql, tui):
     async def body():
         async with tui(trace) as ui:
             tree = ui.screen.grid
-            assert tree.cursor == 1  # the first range, under its thread
+            # the cursor starts on the steady-state iterations, the first row named step_N
+            home = tree.cursor
+            assert tree.ranges.node_at(home).label.endswith("step_N")
+            assert not any(tree.ranges.node_at(i) and tree.ranges.node_at(i).label.endswith("step_N")
+                           for i in range(home))
             first = tree.ranges.node_at(1)
             await ui.press("j")
-            assert tree.cursor == 2
+            assert tree.cursor == home + 1
             await ui.press("k", "G")
             assert tree.cursor == tree.row_count - 1
             await ui.press("g", "j")
@@ -96,7 +102,7 @@ def test_navigate_expand_collapse_and_aggregate(trace: Path, sql, tui):
 def test_search_jumps_to_ranges_with_next_and_previous(trace: Path, tui):
     async def body():
         async with tui(trace) as ui:
-            await ui.press("slash")
+            await ui.press("g", "slash")  # from the top (the cursor starts on step_N)
             await ui.type("backward")
             await ui.press("enter")
             tree = ui.screen.grid
@@ -684,7 +690,7 @@ def test_mode_switch_reopens_the_same_instance(sample: Path, sql, tui):
     async def body():
         async with tui(sample) as ui:
             await ui.press("a")  # individual instances
-            await ui.press("slash")
+            await ui.press("g", "slash")  # from the top (the cursor starts on step_0)
             await ui.type("backward")
             await ui.press("enter", "N", "enter")  # last match, its kernels
             assert type(ui.screen).__name__ == "KernelsScreen" and ui.screen.node.start == last_start

@@ -64,3 +64,21 @@ def test_snapshot_files(snap_compare, fixed_app, steps, sweep_files, size):
 
 def test_snapshot_questions_80x24(snap_compare, fixed_app, steps, sweep_files):
     assert snap_compare(fixed_app(sweep_files), terminal_size=SMALL, run_before=steps(files_read, "t"))
+
+
+@pytest.fixture()
+def agnvtx(samples_dir: Path) -> Path:
+    path = samples_dir / "small_ctx128_agnvtx.sqlite"
+    if not path.exists():
+        pytest.skip("autograd-nvtx sample missing")
+    return path
+
+
+def test_snapshot_autograd_nvtx_80x24(snap_compare, fixed_app, steps, agnvtx):
+    """An --autograd-nvtx capture opens on step_N -> forward / backward / optimizer; PyTorch's op
+    ranges wait under collapsed `ops` rows, the autograd thread's under the range they ran in."""
+    assert snap_compare(fixed_app([agnvtx]), terminal_size=SMALL, run_before=steps())
+
+
+def test_snapshot_backward_parts(snap_compare, fixed_app, steps, agnvtx):
+    assert snap_compare(fixed_app([agnvtx]), terminal_size=NORMAL, run_before=steps("b"))

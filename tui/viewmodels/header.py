@@ -29,6 +29,7 @@ class HeaderInfo:
     attribution: str
     mode_help: str
     notes: tuple[str, ...] = field(default=())
+    main_thread: str = ""  # which thread frames the iterations (render.process_view), for `?`
 
     def gpu_text(self, short: bool = False) -> str:
         counts = Counter(self.gpus)
@@ -55,6 +56,8 @@ class HeaderInfo:
             f"loaded in {self.load_seconds:.2f}s",
             f"attribution: {self.attribution} — {self.mode_help} (m switches)",
         ]
+        if self.main_thread:
+            lines.append(f"{self.main_thread} (t on a thread row picks another)")
         return lines + [f"note: {n}" for n in self.notes]
 
 

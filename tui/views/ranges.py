@@ -10,12 +10,14 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from nsight_tui.parsers.model import RangeNode
+from nsight_tui.render.process_view import main_thread_reason
 from nsight_tui.render.markdown import table as md_table
 from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
+from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
@@ -72,6 +74,12 @@ class RangesScreen(ViewScreen):
                 id="ranges.search"),
         Binding("n", "search_next", "Next match", show=False, id="ranges.search-next"),
         Binding("N", "search_prev", "Previous match", show=False, id="ranges.search-prev"),
+        Binding("b", "backward_parts", "Bwd by part", id="ranges.backward_parts",
+                tooltip="Backward by forward part: each forward part's forward and backward kernel time, bwd/fwd "
+                "(needs op ranges from --autograd-nvtx / emit_nvtx, or backward:<part> ranges)"),
+        Binding("t", "main_thread", "Main thread", show=False, id="ranges.main_thread",
+                tooltip="Make the thread under the cursor its process's main thread (its ranges then hold the "
+                "work every thread launched while they were open); again on it: back to the automatic choice"),
     ]
 
     aggregated: var[bool] = var(True, init=False)  # by name path (step_N ×5) or instances
@@ -106,7 +114,7 @@ class RangesScreen(ViewScreen):
         source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg)
         source.expand_default()
         self._matches = []
-        cursor = 1 if len(source) > 1 else 0
+        cursor = source.home_row()
         if keep is not None:
             node = source.find_key(*keep)
             row = source.reveal(node) if node is not None else None
@@ -125,6 +133,8 @@ class RangesScreen(ViewScreen):
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "back" and not self.nsight.multi:
             return False  # the only file's range tree is home: nothing to go back to
+        if action == "main_thread":  # `t` on a thread row; on a range, `t` is the app's timeline
+            return self.is_mounted and len(self.grid.source) > 0 and self.grid.ranges.node_at(self.grid.cursor) is None
         return True
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="search-index")
@@ -173,9 +183,13 @@ class RangesScreen(ViewScreen):
                 g = tree.group_at(self.grid.cursor)
                 text = rich_text(g.label, style="bold")
                 text.append(f"\n{len(g.roots):,} top-level range{'s' if len(g.roots) != 1 else ''}")
-                if g.is_main:
-                    text.append(" · main thread: its ranges also get kernels launched outside any range"
-                                if self.session.attribution == "process" else " · main thread")
+                info = self.session.model.main_info.get(g.gpid)
+                if g.is_main and info is not None:
+                    text.append("\nmain thread: " + main_thread_reason(info, self.session.trace.thread_label(g.gtid)))
+                    if self.session.attribution == "process":
+                        text.append("; its ranges hold the work every thread launched while they were open")
+                else:
+                    text.append(" · t: make it the main thread")
                 detail.update(text)
             else:
                 detail.update("")
@@ -193,6 +207,14 @@ class RangesScreen(ViewScreen):
             text.append(f", {fmt.percent(share)} of parent")
         text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
         detail.update(text)
+
+    def action_backward_parts(self) -> None:
+        self.app.push_screen(BackwardPartsScreen(self.session))
+
+    def action_main_thread(self) -> None:
+        tree = self.grid.ranges
+        if len(tree):
+            self.nsight.pick_main_thread(tree.group_at(self.grid.cursor).gtid)
 
     def action_toggle_aggregate(self) -> None:
         self.aggregated = not self.aggregated

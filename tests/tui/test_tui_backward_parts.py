@@ -1,0 +1,71 @@
+"""`b` in the range tree: backward by forward part, as parsers.backward_parts computes it
+(itself checked against an independent mapping in tests/core/test_backward_parts.py), with
+what was not mapped underneath; `e` exports exactly that table."""
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import asyncio
+
+import pytest
+from conftest import SAMPLES, Ui, make_app
+from conftest import _md_tables as md_tables
+
+
+@asynccontextmanager
+async def running(path, size=(100, 30), **kwargs):
+    """The app on `path`, loaded (this module's helpers take (app, pilot); Ui does the waiting)."""
+    app = make_app(path, **kwargs)
+    async with app.run_test(size=size) as pilot:
+        await Ui(app, pilot).loaded()
+        yield app, pilot
+
+
+async def press(app, pilot, *keys: str) -> None:
+    await Ui(app, pilot).press(*keys)
+
+
+def screen_text(app) -> str:
+    return Ui(app, None).text()
+
+AGNVTX = SAMPLES / "small_ctx128_agnvtx.sqlite"
+pytestmark = pytest.mark.skipif(not AGNVTX.exists(), reason="autograd-nvtx sample missing")
+
+
+def test_backward_parts_view_and_export(tmp_path):
+    from nsight_tui.parsers.backward_parts import backward_parts
+    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.model import range_model
+
+    (expected,) = backward_parts(range_model(load_trace(AGNVTX), "process"))
+
+    async def scenario():
+        async with running(AGNVTX, size=(100, 30), export_dir=tmp_path) as (app, pilot):
+            await press(app, pilot, "b")
+            screen = app.screen
+            assert type(screen).__name__ == "BackwardPartsScreen"
+            frame = screen.table.frame
+            assert frame["path"].tolist() == ["/".join(p.path) for p in expected.parts]
+            assert frame["bwd"].tolist() == [p.backward_kernel_ns for p in expected.parts]
+            text = screen_text(app)
+            assert "by seq" in text and "mapped: " in text and "99.99%" in text
+            await press(app, pilot, "v")
+            assert "one mapping only" in screen_text(app)
+            await press(app, pilot, "e")
+            (written,) = tmp_path.glob("nsight-tui_backward_parts*.md")
+            (headers, rows), = md_tables(written.read_text())
+            assert [int(r[headers.index("Backward kernel time (ns)")]) for r in rows] == \
+                [p.backward_kernel_ns for p in expected.parts]
+            await press(app, pilot, "escape")
+            assert type(app.screen).__name__ == "RangesScreen"
+
+    asyncio.run(scenario())
+
+
+def test_backward_parts_view_says_when_there_is_no_mapping():
+    async def scenario():
+        async with running(SAMPLES / "small_ctx128.sqlite", size=(100, 30)) as (app, pilot):
+            await press(app, pilot, "b")
+            assert "no backward-to-forward mapping" in screen_text(app)
+
+    asyncio.run(scenario())
