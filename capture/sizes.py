@@ -44,10 +44,10 @@ class RunSettings:
     warmup: int = 2
     tf32: bool = False  # TF32 tensor-core matmuls for fp32 tensors
     processes: int = 1  # >1: data-parallel, one process per GPU under torchrun (capture/ddp.py)
-    plant: str = ""  # a known cause planted on purpose (capture/plant.py)
-    phase_sync: bool = True  # synchronise after every phase (False: once, at the step's end)
     op_ranges: str = "none"  # one of OP_RANGES
     backward_ranges: bool = False  # `backward:<part>` ranges on the autograd thread (module hooks)
+    plant: str = ""  # a known cause planted on purpose (capture/plant.py)
+    phase_sync: bool = True  # synchronise after every phase (False: once, at the step's end)
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM

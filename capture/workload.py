@@ -212,13 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     p.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core matmuls for fp32 tensors")
-    p.add_argument("--plant", default="", choices=["", *PLANTS], help="plant a known cause (capture/plant.py)")
-    p.add_argument("--no-phase-sync", action="store_true", help="synchronise once per step, not after every phase")
     p.add_argument("--op-ranges", default="none", choices=OP_RANGES,
                    help="PyTorch's op ranges: autograd-nvtx (nsys turns them on; recorded here only) or "
                    "emit-nvtx (torch.autograd.profiler.emit_nvtx around the loop)")
     p.add_argument("--backward-ranges", action="store_true",
                    help="backward:<part> ranges around each annotated part's backward (module hooks)")
+    p.add_argument("--plant", default="", choices=["", *PLANTS], help="plant a known cause (capture/plant.py)")
+    p.add_argument("--no-phase-sync", action="store_true", help="synchronise once per step, not after every phase")
     p.add_argument("--status-file", help="write a JSON status here: ok with the step times, or oom")
     counts = p.add_mutually_exclusive_group()
     counts.add_argument("--count-out", metavar="FILE",
@@ -261,8 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = WorkloadConfig(model=args.model, ctx=args.ctx, mode=args.mode, dtype=args.dtype,
                             attention=args.attention, batch=args.batch, steps=args.steps,
-                            warmup=args.warmup, device=args.device, tf32=args.tf32, op_ranges=args.op_ranges,
-                            backward_ranges=args.backward_ranges, plant=args.plant, phase_sync=not args.no_phase_sync)
+                            warmup=args.warmup, device=args.device, tf32=args.tf32,
+                            plant=args.plant, phase_sync=not args.no_phase_sync, op_ranges=args.op_ranges,
+                            backward_ranges=args.backward_ranges)
     try:
         import torch  # noqa: F401
     except ImportError:

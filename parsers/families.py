@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Iterable
 
-from nsight_tui.parsers.kernel_names import kernel_functors, short_kernel_name
+from nsight_tui.parsers.kernel_names import kernel_functors, scanned, short_kernel_name
 
 if TYPE_CHECKING:  # pandas/numpy are only needed by family_codes/name_families
     import numpy
@@ -162,7 +162,8 @@ RULES: tuple[Rule, ...] = (
     # --- nsys op names for memory operations (not kernels) ------------------------------------
     _r(
         "memory",
-        r"(?i)^\s*\[?\s*CUDA\s+(?:memcpy|memset|memory|Unified\s+Memory)|^\s*(?:memcpy|memset)\b",
+        # (?:\[\s*)? not \[?\s*: two \s* around an optional '[' try every split of a run of spaces
+        r"(?i)^\s*(?:\[\s*)?CUDA\s+(?:memcpy|memset|memory|Unified\s+Memory)|^\s*(?:memcpy|memset)\b",
         "nsys's names for copy/set operations (cuda_gpu_mem_time_sum's Operation column, "
         "every oracle CSV).",
         "[CUDA memcpy Host-to-Device]",
@@ -241,9 +242,11 @@ RULES: tuple[Rule, ...] = (
     # --- byte movers: before optimizer (foreach Copy) and elementwise (copy lambdas) -----------
     _r(
         "memory",
-        r"\w*copy_kernel_cuda|CatArrayBatchedCopy|FillFunctor|(?<!masked_)fill_kernel|"
+        # Linear on any name (issue 16): no \w* before a literal (re-scanned from every start),
+        # and `X.*Y` only from the first X (tempered: any X that has a Y after it does).
+        r"copy_kernel_cuda|CatArrayBatchedCopy|FillFunctor|(?<!masked_)fill_kernel|"
         r"vectorized_gather_kernel|indexSelect(?:Large|Small)Index|index_elementwise_kernel|"
-        r"multi_tensor_apply_kernel<.*\bCopy<|(?i:mem(?:cpy|set))|"
+        r"^(?:(?!multi_tensor_apply_kernel<)[\s\S])*multi_tensor_apply_kernel<[^\n]*\bCopy<|(?i:mem(?:cpy|set))|"
         rf"^triton_poi_fused_(?:(?:{_LAYOUT_OPS})_)+\d+\w*$",
         "Kernels that move or set bytes without math: direct_copy_kernel_cuda (.contiguous(), "
         "copy_) and bfloat16_copy_kernel_cuda (autocast casts) in every PyTorch trace, torch.cat "
@@ -384,6 +387,7 @@ RULES: tuple[Rule, ...] = (
 
 @lru_cache(maxsize=65536)
 def _rule_index(name: str) -> int:
+    name = scanned(name)  # a 10 MB name is decided by its first 64k characters
     for i, rule in enumerate(RULES):
         if rule.pattern.search(name):
             return i
@@ -521,8 +525,10 @@ _KERNEL_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple(
             "never writing the TxT score matrix; from scaled_dot_product_attention",
         ),
         (r"flash_bwd|FlashAttnBwd", "FlashAttention backward (recomputes the attention tiles to get dQ, dK, dV)"),
-        (r"(?i)cudnn.*sdpa.*fprop", "cuDNN fused attention forward (scaled_dot_product_attention's cuDNN backend)"),
-        (r"(?i)cudnn.*sdpa.*bprop", "cuDNN fused attention backward (scaled_dot_product_attention's cuDNN backend)"),
+        (r"(?i)^(?:(?!cudnn)[\s\S])*cudnn(?:(?!sdpa)[^\n])*sdpa[^\n]*fprop",
+         "cuDNN fused attention forward (scaled_dot_product_attention's cuDNN backend)"),
+        (r"(?i)^(?:(?!cudnn)[\s\S])*cudnn(?:(?!sdpa)[^\n])*sdpa[^\n]*bprop",
+         "cuDNN fused attention backward (scaled_dot_product_attention's cuDNN backend)"),
         (r"flex_attention", "Inductor's FlexAttention template (fused attention with a custom score mod)"),
         (
             r"_execute_split_k_kernel",
@@ -534,7 +540,8 @@ _KERNEL_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple(
             "cuBLASLt split-K reduction: sums the partial products of the GEMM kernel just "
             "before it and applies alpha/beta (and bias)",
         ),
-        (r"_xmma_gemm_.*_ffma_", "cuBLAS matmul on CUDA cores (FP32 FMA, no tensor cores: fp32 with TF32 off)"),
+        (r"^(?:(?!_xmma_gemm_)[\s\S])*_xmma_gemm_[^\n]*_ffma_",
+         "cuBLAS matmul on CUDA cores (FP32 FMA, no tensor cores: fp32 with TF32 off)"),
         (r"_xmma_gemm_", "cuBLAS matmul (xmma kernel)"),
         (r"^nvjet_", "cuBLAS matmul (nvJet kernel for Hopper and newer)"),
         (
@@ -555,24 +562,24 @@ _KERNEL_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"gemv", "cuBLAS matrix-vector product"),
         (r"softmax_warp_forward", "softmax over the last dimension, one warp per row (attention probabilities)"),
         (r"softmax_warp_backward", "softmax backward, one warp per row (gradient of the attention probabilities)"),
-        (r"triton_\w*_fused__softmax_backward", "Inductor-fused softmax backward"),
-        (r"triton_\w*_fused__softmax", "Inductor-fused softmax (attention probabilities)"),
+        (r"^(?:(?!triton_)[\s\S])*triton_\w*_fused__softmax_backward", "Inductor-fused softmax backward"),
+        (r"^(?:(?!triton_)[\s\S])*triton_\w*_fused__softmax", "Inductor-fused softmax (attention probabilities)"),
         (r"cunn_SoftMax", "row softmax/log-softmax for long rows (the vocabulary in cross-entropy)"),
         (r"vectorized_layer_norm_kernel", "LayerNorm forward (normalise each token's vector, scale and shift)"),
         (r"layer_norm_grad_input", "LayerNorm backward: gradient with respect to the input"),
         (r"GammaBetaBackward", "LayerNorm backward: gradients of the scale (gamma) and shift (beta)"),
-        (r"triton_\w*native_layer_norm_backward", "Inductor-fused LayerNorm backward"),
-        (r"triton_\w*native_layer_norm", "Inductor-fused LayerNorm"),
+        (r"^(?:(?!triton_)[\s\S])*triton_\w*native_layer_norm_backward", "Inductor-fused LayerNorm backward"),
+        (r"^(?:(?!triton_)[\s\S])*triton_\w*native_layer_norm", "Inductor-fused LayerNorm"),
         (r"CatArrayBatchedCopy", "torch.cat: copies the inputs side by side into one output tensor"),
         (r"vectorized_gather_kernel|indexSelect", "gather rows by index (embedding lookup, index_select)"),
         (r"embedding_backward", "embedding backward: adds each token's gradient into its row of the table"),
         (r"nll_loss_forward", "cross-entropy: picks each target's log-probability and averages"),
         (r"nll_loss_backward", "cross-entropy backward: writes the gradient at each target index"),
         (r"triu_tril_kernel", "torch.triu/tril: builds the causal attention mask"),
-        (r"(?i)nccl\w*AllReduce", "NCCL all-reduce: sums a buffer across GPUs (DDP gradient sync)"),
-        (r"(?i)nccl\w*AllGather", "NCCL all-gather: every GPU gets every shard (FSDP parameter gather)"),
-        (r"(?i)nccl\w*ReduceScatter", "NCCL reduce-scatter: sum across GPUs, each keeps a shard (FSDP gradients)"),
-        (r"(?i)nccl\w*SendRecv", "NCCL send/receive between two GPUs (pipeline parallelism, all-to-all pieces)"),
+        (r"(?i)^(?:(?!nccl)[\s\S])*nccl\w*AllReduce", "NCCL all-reduce: sums a buffer across GPUs (DDP gradient sync)"),
+        (r"(?i)^(?:(?!nccl)[\s\S])*nccl\w*AllGather", "NCCL all-gather: every GPU gets every shard (FSDP parameter gather)"),
+        (r"(?i)^(?:(?!nccl)[\s\S])*nccl\w*ReduceScatter", "NCCL reduce-scatter: sum across GPUs, each keeps a shard (FSDP gradients)"),
+        (r"(?i)^(?:(?!nccl)[\s\S])*nccl\w*SendRecv", "NCCL send/receive between two GPUs (pipeline parallelism, all-to-all pieces)"),
         (r"^triton_poi_", "Inductor-generated pointwise kernel (several elementwise ops fused)"),
         (r"^triton_red_", "Inductor-generated reduction (a reduction with its neighbouring ops fused)"),
         (r"^triton_per_", "Inductor-generated persistent reduction (whole row per block, ops fused)"),
@@ -603,7 +610,7 @@ def describe_kernel(name: str) -> str:
     if not isinstance(name, str) or not name:
         return _BY_KEY[OTHER].description
     for pattern, text in _KERNEL_WORDS:
-        if pattern.search(name):
+        if pattern.search(scanned(name)):
             return text
     base = short_kernel_name(name).split("<", 1)[0]
     for container, words in _CONTAINER_WORDS:

@@ -29,6 +29,17 @@ __all__ = [
     "gemm_detail_lines",
 ]
 
+# Names are read up to this many characters. Real kernel names stay under ~20k (CUTLASS 3
+# templates); a profile is untrusted input, and a 10 MB name must not cost seconds in every
+# function that looks at it. Every pattern here is also linear on any length (tests).
+NAME_SCAN_LIMIT = 1 << 16
+
+
+def scanned(name: str) -> str:
+    """The part of a name the name functions read."""
+    return name if len(name) <= NAME_SCAN_LIMIT else name[:NAME_SCAN_LIMIT]
+
+
 # ---------------------------------------------------------------------------------------------
 # Short names
 # ---------------------------------------------------------------------------------------------
@@ -58,8 +69,31 @@ _BORING = frozenset(
 _BORING_RE = re.compile(r"^(?:T\d+|u?int\d+_t|__nv_\w+|c10|at|std|cuda|cute|true|false)$")
 
 _ANON_NS = re.compile(r"\(anonymous namespace\)::|<unnamed>::|\{anonymous\}::")
-_PARENS = re.compile(r"\([^()]*\)")
-_BRACKETS = re.compile(r"\[[^\[\]]*\]")
+
+
+def _drop_groups(s: str) -> str:
+    """Every (...) and [...] group, nested ones included, replaced by a space, in one pass
+    (replacing innermost groups until none is left costs a pass per nesting level)."""
+    out: list[str] = []
+    opened: list[tuple[str, int]] = []  # (bracket, length of out when it opened)
+    still_open = {"(": 0, "[": 0}
+    closer = {")": "(", "]": "["}
+    for ch in s:
+        if ch in still_open:
+            opened.append((ch, len(out)))
+            still_open[ch] += 1
+            out.append(ch)
+        elif ch in closer and still_open[closer[ch]]:
+            want = closer[ch]
+            while opened[-1][0] != want:  # an unclosed bracket of the other kind goes with it
+                still_open[opened.pop()[0]] -= 1
+            at = opened.pop()[1]
+            still_open[want] -= 1
+            del out[at:]
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
 _QUALIFIED_ID = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
 
 
@@ -120,17 +154,13 @@ def kernel_functors(demangled: str) -> tuple[str, ...]:
     gives ('BinaryOpScalarFunctor', 'multiplies'). Parameter lists and lambda markers are dropped
     first, so argument types such as TensorIteratorBase never show up.
     """
-    s = _ANON_NS.sub("", demangled or "")
+    s = _ANON_NS.sub("", scanned(demangled or ""))
     s = re.sub(r"^\s*void\s+", "", s)
     qualified, _ = _split_top_level_name(s)
     _, targs = _last_component(qualified)
     if not targs:
         return ()
-    prev = None
-    while prev != targs:  # innermost groups first, until nothing nests any more
-        prev = targs
-        targs = _PARENS.sub(" ", targs)
-        targs = _BRACKETS.sub(" ", targs)
+    targs = _drop_groups(targs)
     seen: list[str] = []
     for q in _QUALIFIED_ID.findall(targs):
         ident = q.rsplit("::", 1)[-1]
@@ -153,6 +183,7 @@ def short_kernel_name(demangled: str) -> str:
     """
     if not demangled:
         return ""
+    demangled = scanned(demangled)
     s = demangled.strip()
     if s.startswith("[") or not any(c in s for c in "<(:"):
         return s
@@ -394,7 +425,7 @@ def _decode_nvjet(name: str) -> dict | None:
 # cublasLt::splitKreduce_kernel (175/175 in small_ctx128_threads, 200/200 in small_ctx128_graphs).
 _CUTLASS2 = re.compile(
     r"cutlass_(?P<arch>\d+)_(?P<opclass>simt|tensorop|wmma_tensorop|sparse_tensorop)_"
-    r"(?P<ext>\w+?)_(?P<m>\d+)x(?P<n>\d+)_(?P<k>\d+)x(?P<s>\d+)_(?P<layout>[nt]{2})"
+    r"(?P<ext>\w{1,64}?)_(?P<m>\d+)x(?P<n>\d+)_(?P<k>\d+)x(?P<s>\d+)_(?P<layout>[nt]{2})"
     r"(?:_align(?P<align>\d+))?(?P<rest>\w*)"
 )
 _CUTLASS_EXT = re.compile(
@@ -524,7 +555,8 @@ def _decode_splitk_reduce(name: str) -> dict | None:
 
 def _decode_triton(name: str) -> dict | None:
     # TorchInductor matmul templates: triton_tem_fused_mm_0, triton_tem_fused_addmm_1, ...
-    m = re.match(r"^triton_tem_fused_(?P<ops>\w+?)_\d+\w*$", name)
+    # the lookahead checks "all word characters" once: `_\d+\w*$` retried at every `_\d` is quadratic
+    m = re.match(r"^triton_tem_fused_(?=\w+$)(?P<ops>\w+?)_\d", name)
     if not m:
         return None
     ops = m.group("ops").split("_")
@@ -572,7 +604,7 @@ _DECODERS = (
 
 @lru_cache(maxsize=16384)
 def _decode_cached(name: str) -> tuple | None:
-    name = name.strip()
+    name = scanned(name).strip()
     if _NOT_GEMM.search(name):
         return None  # FlashAttention/cuDNN SDPA names contain 'cutlass'/'wgmma' but are attention
     for dec in _DECODERS:

@@ -21,8 +21,9 @@ from nsight_tui.parsers import conventions
 from nsight_tui.parsers.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, RANGE_TYPES,
                                     PID_MASK, pid_of, tid_of)
-from nsight_tui.parsers import parallel_fetch
-from nsight_tui.parsers.source import Schema, connect_readonly, probe_integrity, read_schema, readonly_uri
+from nsight_tui.parsers import parallel_fetch, validate
+from nsight_tui.parsers.source import (Schema, connect_readonly, probe_integrity, read_schema, readonly_uri,
+                                       sidecar_notes)
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
 FALLBACK_MEMCPY_LABELS = {
@@ -165,9 +166,12 @@ def _fetch(con: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFram
     the first try runs without them and only a NULL in the data brings them back.
     """
     try:
-        block = _fetch_block(con, _COALESCE.sub(r"\1", sql), len(columns))
-    except TypeError:  # a NULL somewhere: let SQLite fill the defaults
-        block = _fetch_block(con, sql, len(columns))
+        try:
+            block = _fetch_block(con, _COALESCE.sub(r"\1", sql), len(columns))
+        except TypeError:  # a NULL somewhere: let SQLite fill the defaults
+            block = _fetch_block(con, sql, len(columns))
+    except (TypeError, ValueError, OverflowError):  # NULL where no default applies, or text
+        raise validate.BadValues from None
     return pd.DataFrame(block, columns=columns, copy=False)
 
 
@@ -193,8 +197,13 @@ def _col(schema: Schema, table: str, column: str, default: str = "-1") -> str:
     return f"coalesce({column}, {default})" if schema.has(table, column) else default
 
 
-def _strings(con: sqlite3.Connection) -> dict[int, str]:
-    return dict(con.execute("SELECT id, value FROM StringIds"))
+def _strings(con: sqlite3.Connection, checks: validate.Checks) -> dict[int, str]:
+    strings = dict(con.execute("SELECT id, value FROM StringIds" + checks.where("StringIds")))
+    if not checks.scanned:
+        if None in strings.values() or not all(type(k) is int for k in strings):
+            raise validate.BadValues
+        return strings
+    return {k: f"<string {k}>" if v is None else str(v) for k, v in strings.items()}
 
 
 def _codes(ids: pd.Series, strings: dict[int, str], names: list[str], index: dict[str, int]) -> np.ndarray:
@@ -214,9 +223,10 @@ def _codes(ids: pd.Series, strings: dict[int, str], names: list[str], index: dic
 OP_COLUMNS = ["start", "end", "device", "stream", "corr", "gpid", "name", "rowid"]
 
 
-def _ops_sql(schema: Schema, t: str, name_expr: str) -> str:
-    return f"""SELECT start, coalesce(end, start), {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
-        {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')}, {name_expr}, rowid FROM {t}"""
+def _ops_sql(schema: Schema, t: str, name_expr: str, checks: validate.Checks) -> str:
+    return f"""SELECT start, end, {_col(schema, t, 'deviceId')}, {_col(schema, t, 'streamId')},
+        {_col(schema, t, 'correlationId')}, {_col(schema, t, 'globalPid')}, {name_expr}, rowid FROM {t}""" + \
+        checks.where(t)
 
 
 def _kernel_name_expr(schema: Schema) -> str:
@@ -224,7 +234,7 @@ def _kernel_name_expr(schema: Schema) -> str:
     return _col(schema, t, "demangledName" if schema.has(t, "demangledName") else "shortName")
 
 
-def _load_ops(con, schema, strings, names, index, memcpy_labels, kernel_block=None) -> pd.DataFrame:
+def _load_ops(con, schema, strings, names, index, memcpy_labels, checks, kernel_block=None) -> pd.DataFrame:
     """Kernels, memcpys and memsets as one frame, with only the columns attribution and the
     first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
     names stay in the file: `op_details` and `op_short` read them when asked.
@@ -234,7 +244,7 @@ def _load_ops(con, schema, strings, names, index, memcpy_labels, kernel_block=No
     cols = OP_COLUMNS
 
     def fetch(table: str, name_expr: str) -> pd.DataFrame:
-        return _fetch(con, _ops_sql(schema, table, name_expr), cols)
+        return _fetch(con, _ops_sql(schema, table, name_expr, checks), cols)
 
     def code_of(label: str) -> int:
         if label not in index:
@@ -285,19 +295,35 @@ def _kernel_short_names(con, schema, op_names: list[str]) -> list[str]:
     return short
 
 
-def _load_api(con, schema, strings, names, index) -> pd.DataFrame:
+def _load_api(con, schema, strings, names, index, checks) -> pd.DataFrame:
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
     cols = ["start", "end", "gtid", "corr", "name"]
     if not schema.has(t):
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
-    sql = f"""SELECT start, coalesce(end, start), {_col(schema, t, 'globalTid')}, {_col(schema, t, 'correlationId')},
-        {_col(schema, t, 'nameId')} FROM {t}"""
+    sql = f"""SELECT start, end, {_col(schema, t, 'globalTid')}, {_col(schema, t, 'correlationId')},
+        {_col(schema, t, 'nameId')} FROM {t}""" + checks.where(t)
     api = _fetch(con, sql, cols).astype(np.int64)
     api["name"] = _codes(api["name"], strings, names, index)
     return api
 
 
-def _load_nvtx(con, schema, strings) -> tuple[pd.DataFrame, pd.DataFrame]:
+_NVTX_INTEGERS = ("start", "type", "gtid")  # nsys always writes these
+_NVTX_OPTIONAL = ("end", "end_gtid", "text_id", "domain_id")  # NULL allowed, never text
+
+
+def _integers_or_null(values: pd.Series, required: bool) -> bool:
+    """True if the column holds only integers (and NULLs where allowed), whatever dtype
+    pandas picked for it (object for an all-NULL column, float for integers with NULLs)."""
+    if values.dtype.kind in "iu":
+        return True
+    if required and values.isna().any():
+        return False
+    if values.dtype.kind == "f":
+        return True
+    return pd.api.types.infer_dtype(values, skipna=True) in ("integer", "empty")
+
+
+def _load_nvtx(con, schema, strings, checks: validate.Checks) -> tuple[pd.DataFrame, pd.DataFrame]:
     t = "NVTX_EVENTS"
     range_cols = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop", "name", "domain", "text", "unended"]
     empty_ranges = pd.DataFrame({c: [] for c in range_cols})
@@ -310,12 +336,18 @@ def _load_nvtx(con, schema, strings) -> tuple[pd.DataFrame, pd.DataFrame]:
     text = "text" if schema.has(t, "text") else "NULL"
     rows = con.execute(
         f"SELECT rowid, start, end, eventType, globalTid, {end_gtid}, {text}, {text_id}, {domain_id} FROM {t}"
+        + checks.where(t)
     ).fetchall()
     ev = pd.DataFrame.from_records(
         rows, columns=["rowid", "start", "end", "type", "gtid", "end_gtid", "text", "text_id", "domain_id"]
     )
     if ev.empty:
         return empty_ranges, empty_marks
+    if not (all(_integers_or_null(ev[c], True) for c in _NVTX_INTEGERS)
+            and all(_integers_or_null(ev[c], False) for c in _NVTX_OPTIONAL)):
+        raise validate.BadValues
+    if pd.api.types.infer_dtype(ev["text"], skipna=True) not in ("string", "empty"):
+        ev["text"] = [t if t is None or isinstance(t, str) else str(t) for t in ev["text"]]
     ev["text"] = [
         strings.get(int(tid), txt) if tid is not None and tid == tid else txt
         for tid, txt in zip(ev["text_id"], ev["text"])
@@ -344,7 +376,11 @@ def _load_nvtx(con, schema, strings) -> tuple[pd.DataFrame, pd.DataFrame]:
             for d, g in zip(rng["domain_id"].fillna(0), rng["gtid"])
         ]
         rng["text"] = rng["text"].fillna("")
-        rng["name"] = rng["domain"] + ":" + rng["text"]
+        # One string object per distinct name: a long name repeated over many ranges is then
+        # compared by identity when grouped, not character by character.
+        joined: dict[tuple[str, str], str] = {}
+        rng["name"] = [joined.get(k) or joined.setdefault(k, f"{k[0]}:{k[1]}")
+                       for k in zip(rng["domain"].tolist(), rng["text"].tolist())]
         ranges = rng[range_cols].reset_index(drop=True)
         for c in ("rowid", "start", "end", "end_sum", "gtid"):
             ranges[c] = ranges[c].astype(np.int64)
@@ -364,25 +400,30 @@ def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
     a_corr, o_corr = api["corr"].to_numpy(), ops["corr"].to_numpy()
     a_pid = pid_of(api["gtid"].to_numpy())
     o_gpid = ops["gpid"].to_numpy()
-    if a_corr.max(initial=0) >= 2**32 or a_corr.min(initial=0) < 0:
-        raise TraceError("correlation IDs outside 0..2^32; this export is not supported")
-    a_key = (a_pid << 32) | a_corr
-    order = np.argsort(a_key, kind="stable")  # stable: the first call wins on a duplicate key
-    sorted_keys = a_key[order]
+    if a_corr.max(initial=0) >= 2**32:
+        raise TraceError(f"CUDA API correlation IDs up to {int(a_corr.max()):,}, above 2^32: "
+                         "not an export nsys writes; cannot link kernels to their launches")
+    # A call without a correlation ID (NULL: -1 here) launched nothing this export can show.
+    with_id = np.flatnonzero(a_corr >= 0)
+    a_key = (a_pid[with_id] << 32) | a_corr[with_id]
+    order = with_id[np.argsort(a_key, kind="stable")]  # stable: the first call wins on a duplicate key
+    sorted_keys = (a_pid[order] << 32) | a_corr[order]
+    if len(order) == 0:
+        return
 
     def find(keys):
         at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
         return np.where(sorted_keys[at] == keys, order[at], -1)
 
-    has_pid = o_gpid >= 0
+    has_pid = (o_gpid >= 0) & (o_corr >= 0)
     pos = np.full(len(ops), -1, dtype=np.int64)
     pos[has_pid] = find((pid_of(o_gpid[has_pid]) << 32) | o_corr[has_pid])
     if not has_pid.all():
         # Cut-down exports drop the kernel's globalPid: the correlation ID alone decides, which
         # is unique while the export holds one process.
-        by_corr = np.argsort(a_corr, kind="stable")
+        by_corr = with_id[np.argsort(a_corr[with_id], kind="stable")]
         c_sorted = a_corr[by_corr]
-        want = o_corr[~has_pid]
+        want = np.where(o_corr[~has_pid] >= 0, o_corr[~has_pid], -2)  # -2: matches no call
         at = np.minimum(np.searchsorted(c_sorted, want), len(c_sorted) - 1)
         found = np.where(c_sorted[at] == want, by_corr[at], -1)
         pos[~has_pid] = found
@@ -397,7 +438,7 @@ def _start_kernel_fetch(con, schema: Schema, path: Path, min_rows: int):
     if not schema.has(t):
         return None
     rows = con.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0] or 0  # an index lookup, not a count
-    sql = _COALESCE.sub(r"\1", _ops_sql(schema, t, _kernel_name_expr(schema)))
+    sql = _COALESCE.sub(r"\1", _ops_sql(schema, t, _kernel_name_expr(schema), validate.Checks()))
     return parallel_fetch.start(readonly_uri(path), sql, len(OP_COLUMNS), rows, min_rows)
 
 
@@ -409,6 +450,61 @@ def _meta_value(con, schema, names: list[str]) -> str:
                 if row:
                     return str(row[0])
     return ""
+
+
+def _read(con, schema: Schema, checks: validate.Checks, say, kernels_elsewhere) -> dict:
+    """Every table the model needs, rows `checks` marks bad left out. Raises
+    validate.BadValues when, with no checks yet, a value cannot be read as an integer."""
+    say(0.05, "strings")
+    strings = _strings(con, checks)
+    memcpy_labels = dict(FALLBACK_MEMCPY_LABELS)
+    from_export = schema.has("ENUM_CUDA_MEMCPY_OPER")
+    if from_export:
+        for i, v in con.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER" + checks.where("ENUM_CUDA_MEMCPY_OPER")):
+            if type(i) is not int:
+                raise validate.BadValues
+            memcpy_labels[i] = str(v)
+    # API calls and NVTX first: the kernel table may be on its way from a child process.
+    say(0.1, "CUDA API calls")
+    api_names: list[str] = []
+    api = _load_api(con, schema, strings, api_names, {}, checks)
+    say(0.4, "NVTX ranges")
+    ranges, marks = _load_nvtx(con, schema, strings, checks)
+    say(0.5, "GPU operations")
+    kernel_block = kernels_elsewhere.result() if kernels_elsewhere else None
+    op_names: list[str] = []
+    ops = _load_ops(con, schema, strings, op_names, {}, memcpy_labels, checks, kernel_block)
+    del kernel_block
+    _link_ops_to_api(ops, api)
+    threads = {}
+    if schema.has("ThreadNames"):
+        for gtid, name in con.execute("SELECT globalTid, nameId FROM ThreadNames" + checks.where("ThreadNames")):
+            if type(gtid) is not int or type(name) is not int:
+                raise validate.BadValues
+            threads[gtid] = strings.get(name, str(name))
+    processes = {}
+    if schema.has("PROCESSES"):
+        for gpid, pid, name in con.execute("SELECT globalPid, pid, name FROM PROCESSES" + checks.where("PROCESSES")):
+            if type(gpid) is not int:
+                raise validate.BadValues
+            if type(pid) is not int:
+                if not checks.scanned:
+                    raise validate.BadValues
+                pid = pid_of(gpid)  # what nsys encodes in the globalPid anyway
+            processes[gpid] = (pid, name if isinstance(name, str) else "")
+    gpus = []
+    if schema.has("TARGET_INFO_GPU"):
+        gpus = [str(r[0]) for r in con.execute("SELECT name FROM TARGET_INFO_GPU ORDER BY id")]
+    span = 0
+    if schema.has("ANALYSIS_DETAILS", "duration"):
+        row = con.execute("SELECT max(duration) FROM ANALYSIS_DETAILS" + checks.where("ANALYSIS_DETAILS")).fetchone()
+        if row[0] is not None and type(row[0]) is not int:
+            raise validate.BadValues
+        span = int(row[0] or 0)
+    return {"ops": ops, "api": api, "ranges": ranges, "marks": marks, "threads": threads, "processes": processes,
+            "gpus": gpus, "span": span, "from_export": from_export, "op_names": op_names, "api_names": api_names,
+            "nsys_version": _meta_value(con, schema, ["EXPORT_PRODUCT_VERSION"]),
+            "schema_version": _meta_value(con, schema, ["EXPORT_SCHEMA_VERSION"])}
 
 
 def load_trace(path: str | Path, progress=None, parallel_min_rows: int = parallel_fetch.MIN_ROWS) -> Trace:
@@ -429,63 +525,47 @@ def load_trace(path: str | Path, progress=None, parallel_min_rows: int = paralle
         if not has_cuda and not has_nvtx:
             raise TraceError(f"{path}: export has neither CUDA nor NVTX data (profile with --trace=cuda,nvtx)")
         kernels_elsewhere = _start_kernel_fetch(con, schema, path, parallel_min_rows)
+        checks = validate.Checks()
         try:
-            say(0.05, "strings")
-            strings = _strings(con)
-            memcpy_labels = dict(FALLBACK_MEMCPY_LABELS)
-            from_export = schema.has("ENUM_CUDA_MEMCPY_OPER")
-            if from_export:
-                memcpy_labels.update({int(i): str(v) for i, v in con.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")})
-            # API calls and NVTX first: the kernel table may be on its way from a child process.
-            say(0.1, "CUDA API calls")
-            api_names: list[str] = []
-            api = _load_api(con, schema, strings, api_names, {})
-            say(0.4, "NVTX ranges")
-            ranges, marks = _load_nvtx(con, schema, strings)
-            say(0.5, "GPU operations")
-            kernel_block = kernels_elsewhere.result() if kernels_elsewhere else None
+            try:
+                data = _read(con, schema, checks, say, kernels_elsewhere)
+            except validate.BadValues:
+                # A value no reader can take as an integer: count what is wrong, once, with SQL,
+                # and read again leaving those rows out (or refuse the file).
+                if kernels_elsewhere is not None:
+                    kernels_elsewhere.cancel()
+                kernels_elsewhere = None
+                checks = validate.scan(con, schema, path)
+                data = _read(con, schema, checks, say, None)
             kernels_elsewhere = None
-            op_names: list[str] = []
-            ops = _load_ops(con, schema, strings, op_names, {}, memcpy_labels, kernel_block)
-            del kernel_block
-            _link_ops_to_api(ops, api)
-            threads = {}
-            if schema.has("ThreadNames"):
-                for gtid, name in con.execute("SELECT globalTid, nameId FROM ThreadNames"):
-                    threads[int(gtid)] = strings.get(name, str(name))
-            processes = {}
-            if schema.has("PROCESSES"):
-                for gpid, pid, name in con.execute("SELECT globalPid, pid, name FROM PROCESSES"):
-                    processes[int(gpid)] = (int(pid), name or "")
-            gpus = []
-            if schema.has("TARGET_INFO_GPU"):
-                gpus = [str(r[0]) for r in con.execute("SELECT name FROM TARGET_INFO_GPU ORDER BY id")]
-            span = 0
-            if schema.has("ANALYSIS_DETAILS", "duration"):
-                row = con.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()
-                span = int(row[0] or 0)
-            nsys_version = _meta_value(con, schema, ["EXPORT_PRODUCT_VERSION"])
-            schema_version = _meta_value(con, schema, ["EXPORT_SCHEMA_VERSION"])
         except sqlite3.DatabaseError as exc:
             raise TraceError(f"{path}: damaged or unexpected export ({exc})") from None
     finally:
         if kernels_elsewhere is not None:  # an error above: do not leave the child running
             kernels_elsewhere.cancel()
         con.close()
+    ops, api, ranges, from_export = data["ops"], data["api"], data["ranges"], data["from_export"]
     kinds = ops["kind"].to_numpy()
-    notes = []
+    notes = sidecar_notes(path) + checks.notes()
+    no_corr = int((api["corr"].to_numpy() < 0).sum()) if len(api) and schema.has(
+        "CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId") else 0
+    if no_corr:
+        notes.append(f"{no_corr:,} CUDA API calls have no correlation ID: they count in cuda_api_sum "
+                     "but are linked to no GPU work")
     if not has_nvtx:
         notes.append("no NVTX data: range views are empty; kernel and API summaries still work")
     if not from_export and (kinds == MEMCPY).any():
         notes.append("no ENUM_CUDA_MEMCPY_OPER table: memcpy kinds labelled from CUPTI's enum")
     info = TraceInfo(
-        path=path, nsys_version=nsys_version, schema_version=schema_version, gpus=gpus, span_ns=span,
+        path=path, nsys_version=data["nsys_version"], schema_version=data["schema_version"], gpus=data["gpus"],
+        span_ns=data["span"],
         kernels=int((kinds == KERNEL).sum()), memcpys=int((kinds == MEMCPY).sum()),
         memsets=int((kinds == MEMSET).sum()), api_calls=len(api), ranges=len(ranges),
         processes=len({int(g) & PID_MASK for g in api["gtid"].unique()}) if len(api) else 0,
         has_nvtx=has_nvtx and len(ranges) > 0, has_cuda=has_cuda, notes=notes,
     )
     say(1.0, "done")
-    return Trace(path=path, schema=schema, info=info, op_names=op_names, api_names=api_names,
-                 ops=ops, api=api, ranges=ranges, marks=marks, threads=threads, processes=processes,
+    return Trace(path=path, schema=schema, info=info, op_names=data["op_names"], api_names=data["api_names"],
+                 ops=ops, api=api, ranges=ranges, marks=data["marks"], threads=data["threads"],
+                 processes=data["processes"],
                  memcpy_labels_from_export=from_export)

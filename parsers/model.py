@@ -8,7 +8,6 @@ end) and GPU busy time (union of op intervals). `RangeNode` objects wrap rows fo
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -23,12 +22,9 @@ from nsight_tui.parsers.attribution import (
 from nsight_tui.parsers.groupstats import group_ids, group_stats
 from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.op_ranges import fold_name, is_op_range, op_key
+from nsight_tui.parsers.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
 
 OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
-
-_NUMBERED = re.compile(r"\d+$")
-
 
 def path_key(name: str) -> str:
     """Names that differ only by a trailing number are one row when aggregated
@@ -288,17 +284,21 @@ class RangeModel:
         return groups
 
     def _merge_into(self, nodes: list[RangeNode], out: list[RangeNode], parent: RangeNode | None):
-        by_key: dict[tuple[bool, str], list[RangeNode]] = {}
-        for node in nodes:
-            by_key.setdefault((node.is_ops, node.key), []).append(node)
-        for (is_ops, key), members in by_key.items():
-            ids = np.concatenate([m.ids for m in members])
-            # op ranges show their folded name even once (their op ids differ run to run)
-            name = key if len(members) > 1 or members[0].is_op_range else members[0].name
-            agg = RangeNode(self, name, ids, members[0].depth, parent, is_ops=is_ops,
-                            foreign=members[0].foreign)
-            out.append(agg)
-            self._merge_into([c for m in members for c in m.children], agg.children, agg)
+        # A work list, not recursion: NVTX ranges nest thousands deep in the wild.
+        work = [(nodes, out, parent)]
+        while work:
+            level, into, above = work.pop()
+            by_key: dict[tuple[bool, str], list[RangeNode]] = {}
+            for node in level:
+                by_key.setdefault((node.is_ops, node.key), []).append(node)
+            for (is_ops, key), members in by_key.items():
+                ids = np.concatenate([m.ids for m in members])
+                # op ranges show their folded name even once (their op ids differ run to run)
+                name = key if len(members) > 1 or members[0].is_op_range else members[0].name
+                agg = RangeNode(self, name, ids, members[0].depth, above, is_ops=is_ops,
+                                foreign=members[0].foreign)
+                into.append(agg)
+                work.append(([c for m in members for c in m.children], agg.children, agg))
 
     def _groups(self, roots: dict[int, list[RangeNode]]) -> list[ThreadGroup]:
         out = []
@@ -328,7 +328,7 @@ class RangeModel:
         texts = self.trace.ranges["text"].tolist() if self.n else []
         is_op = np.fromiter((is_op_range(t) for t in texts), dtype=bool, count=len(texts))
         # op keys from the text, behind the name's domain tag (`:` for the default domain)
-        key = np.array([n[:len(n) - len(t)] + op_key(t) if op else (_NUMBERED.sub("N", n) if n[-1:].isdigit() else n)
+        key = np.array([n[:len(n) - len(t)] + op_key(t) if op else fold_trailing_number(n)
                         for n, t, op in zip(names, texts, is_op.tolist())], dtype=object)
         return is_op, key
 

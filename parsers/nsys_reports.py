@@ -19,6 +19,7 @@ from decimal import ROUND_HALF_UP, Decimal
 import numpy as np
 import pandas as pd
 
+from nsight_tui.parsers.nvtx_nesting import nsys_nesting
 from nsight_tui.parsers.groupstats import group_ids, group_stats
 from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, api_display_name, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
@@ -208,13 +209,15 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
     ids = np.flatnonzero(has)
     if len(ids) == 0:
         return rep
-    parent = m.parent
+    # nsys's own nesting (parsers/nvtx_nesting), not the tree the views show: they differ on
+    # overlapping, unended, cross-thread and duplicated ranges.
+    parent, depth = nsys_nesting(trace.ranges)
     child_with_ops = np.bincount(parent[(parent >= 0) & has], minlength=m.n)
     r = trace.ranges
     frame = pd.DataFrame({
         "name": r["name"].to_numpy()[ids], "style": _style(r["pushpop"])[ids],
         "proj": m.proj_ns[ids], "range": m.cpu_ns[ids], "ops": op_nb[ids],
-        "level": m.depth[ids], "child": child_with_ops[ids],
+        "level": depth[ids], "child": child_with_ops[ids],
     })
     g = frame.groupby(["name", "style"], sort=True)
     s = _group_stats(frame[["name", "style"]], frame["proj"].to_numpy())

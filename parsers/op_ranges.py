@@ -39,7 +39,14 @@ def op_key(text: str) -> str:
     return base
 
 
-_NUMBERED = re.compile(r"\d+$")
+def fold_trailing_number(name: str) -> str:
+    """`step_3` -> `step_N`, as re.sub(r"\\d+$", "N", name) but read from the end: that search
+    starts at every position of the name, which a 10 MB name turns into seconds per range."""
+    end = len(name) - 1 if name.endswith("\n") else len(name)  # `$` also matches before a final newline
+    i = end
+    while i > 0 and name[i - 1].isdecimal():  # isdecimal() is exactly re's \d
+        i -= 1
+    return name if i == end else name[:i] + "N" + name[end:]
 
 
 def fold_name(name: str) -> str:
@@ -49,7 +56,7 @@ def fold_name(name: str) -> str:
     text = name[1:] if name.startswith(":") else name
     if is_op_range(text):
         return name[:len(name) - len(text)] + op_key(text)
-    return _NUMBERED.sub("N", name)
+    return fold_trailing_number(name)
 
 
 def seq_of(text: str) -> int:

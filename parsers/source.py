@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,18 @@ def _check_file(path: Path) -> None:
         raise TraceError(f"{path}: no such file")
     if path.is_dir():
         raise TraceError(f"{path}: is a directory, expected an nsys .sqlite export")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):  # a FIFO would block the first read forever
+        raise TraceError(f"{path}: not a regular file (a pipe, device or socket); give the .sqlite export itself")
+    journal = Path(f"{path}-journal")
+    if journal.is_file() and journal.stat().st_size > 0:
+        # A hot rollback journal: a write was cut off and the main file may hold half of it.
+        # Rolling it back means writing to the profile, which this tool never does.
+        raise TraceError(f"{path}: a write to it was interrupted ({journal.name} beside it); open it once with "
+                         f"sqlite3 to roll that back, or re-export, then try again")
     if path.suffix == ".nsys-rep" or path.suffix == ".qdrep":
         raise TraceError(
             f"{path}: this is an Nsight Systems report, not its SQLite export; run "
@@ -54,8 +67,21 @@ def _check_file(path: Path) -> None:
 
 
 def readonly_uri(path: Path) -> str:
+    """file: URI for a read-only, immutable open. The path is percent-encoded: SQLite would
+    read `#`, `?` and `%XX` in it as URI syntax and open another name."""
     query = urllib.parse.urlencode({"mode": "ro", "immutable": "1"})
-    return urllib.parse.urlunsplit(["file", "", str(Path(path).resolve()), query, ""])
+    return "file://" + urllib.parse.quote(str(Path(path).resolve()), safe="/") + "?" + query
+
+
+def sidecar_notes(path: Path) -> list[str]:
+    """What the immutable open leaves out. A `-wal` beside the profile holds commits made
+    after its last checkpoint; SQLite reads them only with a shared-memory file and locks
+    beside the profile, which this tool never creates, so they are ignored, and said so."""
+    wal = Path(f"{path}-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        return [f"{wal.name} beside the profile is ignored: changes written after its last checkpoint are not "
+                f"shown (checkpoint it with sqlite3 to include them)"]
+    return []
 
 
 def connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
@@ -76,7 +102,8 @@ def read_schema(con: sqlite3.Connection, path: Path) -> Schema:
         names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         schema = Schema()
         for name in names:
-            schema.tables[name] = {r[1] for r in con.execute(f"PRAGMA table_info('{name}')")}
+            # a bound parameter: a table name may hold any character, quotes included
+            schema.tables[name] = {r[0] for r in con.execute("SELECT name FROM pragma_table_info(?)", (name,))}
     except sqlite3.DatabaseError as exc:
         raise TraceError(f"{path}: damaged or truncated SQLite file ({exc})") from None
     if not NSYS_MARKER_TABLES <= schema.tables.keys():

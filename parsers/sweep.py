@@ -25,10 +25,32 @@ class Run:
     answers: dict | None = None
 
 
-def discover(folder: Path) -> list[Run]:
+def _oom_message(path: Path) -> tuple[str, str]:
+    """(status, message) of an OOM record; a record that cannot be read is an error, with why."""
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        return "error", f"OOM record unreadable ({exc.strerror})"
+    except UnicodeDecodeError:
+        return "error", "OOM record is not UTF-8 text"
+    except json.JSONDecodeError as exc:
+        return "error", f"OOM record is not valid JSON ({exc.msg}, line {exc.lineno})"
+    if not isinstance(record, dict):
+        return "error", f"OOM record is a JSON {type(record).__name__}, expected an object"
+    message = record.get("message", "out of memory")
+    return "oom", message if isinstance(message, str) else "out of memory"
+
+
+def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
+    """The captures in `folder`. Anything not a regular file (a FIFO would block the read)
+    is left out, with a line in `skipped`."""
     runs = []
     for path in sorted(folder.iterdir()):
         name = path.name
+        if (name.endswith(".oom.json") or name.endswith(".sqlite")) and not path.is_file():
+            if skipped is not None:
+                skipped.append(f"{name}: not a regular file, skipped")
+            continue
         if name.endswith(".oom.json"):
             stem, status = name[: -len(".oom.json")], "oom"
         elif name.endswith(".sqlite"):
@@ -39,10 +61,7 @@ def discover(folder: Path) -> list[Run]:
         model, ctx, variant = parsed if parsed else (None, None, "")
         run = Run(path, model, ctx, variant, status)
         if status == "oom":
-            try:
-                run.message = json.loads(path.read_text()).get("message", "out of memory")
-            except (OSError, json.JSONDecodeError):
-                run.message = "out of memory"
+            run.status, run.message = _oom_message(path)
         runs.append(run)
     return runs
 
@@ -61,6 +80,8 @@ def analyse(runs: list[Run], attribution: str = "process", progress=None,
             run.answers = questions(load_trace(run.path), attribution, roofline_options=roofline_options)
         except TraceError as exc:
             run.status, run.message = "error", str(exc)
+        except Exception as exc:  # one member must not end the sweep; its cell says why
+            run.status, run.message = "error", f"could not be analysed: {exc}"
     return runs
 
 

@@ -54,3 +54,26 @@ def oracle_cases() -> list[tuple[Path, Path, str]]:
                 if csv_path is not None:
                     cases.append((trace, csv_path, report))
     return cases
+
+
+def mutated_copy(tmp_path: Path, name: str, *sql: str, src: Path | None = None, drop_not_null: bool = False) -> Path:
+    """A copy of a committed sample (small_ctx128_fwd by default) with `sql` applied: the bad
+    inputs of issues 10/16 are made this way, never committed. `drop_not_null` first removes
+    nsys's NOT NULL constraints (they do not change how rows are stored) so NULLs can go in."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / f"{name}.sqlite"
+    shutil.copyfile(src or SAMPLES / "small_ctx128_fwd.sqlite", path)
+    if drop_not_null:
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA writable_schema = ON")
+        con.execute("UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE type = 'table'")
+        con.commit()
+        con.close()
+    con = sqlite3.connect(path)
+    for statement in sql:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return path

@@ -145,4 +145,4 @@ class ScopeReady(Message):
 
 @dataclass
 class BackwardPartsReady(Message):
-    tables: list  # parsers.backward_parts tables, one per mapping the trace allows
+    mappings: list  # viewmodels.backward_parts.Mapping, one per mapping the trace allows

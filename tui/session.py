@@ -15,7 +15,7 @@ import numpy as np
 
 from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
-from nsight_tui.tui.viewmodels import api, correlation, kernels, launches, palette
+from nsight_tui.tui.viewmodels import api, backward_parts, correlation, kernels, launches, palette
 from nsight_tui.tui.viewmodels.header import HeaderInfo
 
 T = TypeVar("T")
@@ -28,7 +28,7 @@ class Session:
     attribution: str
     load_seconds: float
     aggregated: bool = True  # the range tree's mode, kept when the file is reopened
-    main_thread: str | None = None  # --main-thread or `t`: a thread id; None = chosen by the model
+    main_thread: str | None = None  # --main-thread or `M`: a thread id; None = chosen by the model
     roofline_options: dict = field(default_factory=dict)  # --flops/--peak-* (tui.launch)
     _memo: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -95,6 +95,10 @@ class Session:
         from nsight_tui.tui import roofline_vm
 
         return roofline_vm.build(self, mode, node)
+
+    def backward_parts(self) -> list[backward_parts.Mapping]:
+        """Backward by forward part, one table per mapping the trace allows."""
+        return self._once("backward_parts", lambda: backward_parts.mappings(self.model))
 
     def trace_kernels(self) -> kernels.KernelsView:
         return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model))

@@ -16,6 +16,8 @@ from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 
 INDENT = 2
+MAX_INDENT_LEVELS = 16  # deeper rows keep this indent and show their level instead
+LABEL_LIMIT = 1024  # characters of a name in a tree row (the detail and exports keep it whole)
 _STEP = re.compile(r"^step_(N|\d+)$")
 
 
@@ -74,12 +76,17 @@ class RangeTreeSource:
 
     # -- cells -----------------------------------------------------------------------------
     def label(self, row: TreeRow) -> str:
-        pad = " " * (INDENT * row.depth)
+        pad = " " * (INDENT * min(row.depth, MAX_INDENT_LEVELS))
+        if row.depth > MAX_INDENT_LEVELS:
+            pad += f"[{row.depth}] "
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
         g = row.obj
         if isinstance(g, ThreadGroup):
             return f"{pad}{mark}{visible(g.label)}{'  [main thread]' if g.is_main else ''}"
-        return f"{pad}{mark}{visible(g.label)}"
+        name = g.label
+        if len(name) > LABEL_LIMIT:  # cut before making it visible: a 10 MB name costs per repaint
+            return f"{pad}{mark}{visible(name[:LABEL_LIMIT])}… (+{len(name) - LABEL_LIMIT:,} characters)"
+        return f"{pad}{mark}{visible(name)}"
 
     def value(self, row: TreeRow, key: str):
         node = row.obj
@@ -142,11 +149,17 @@ class RangeTreeSource:
         return True
 
     def _visible_under(self, row: TreeRow, out: list[TreeRow]) -> None:
-        for child in row.children:
-            sub = TreeRow(child, row.depth + 1, id(child) in self._open and bool(child.children))
+        stack = [(row, iter(row.children))]  # depth-first without recursion (ranges nest thousands deep)
+        while stack:
+            parent, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                continue
+            sub = TreeRow(child, parent.depth + 1, id(child) in self._open and bool(child.children))
             out.append(sub)
             if sub.expanded:
-                self._visible_under(sub, out)
+                stack.append((sub, iter(sub.children)))
 
     def collapse(self, i: int) -> bool:
         row = self.rows[i]

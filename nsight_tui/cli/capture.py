@@ -114,8 +114,8 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
     op_ranges = "autograd-nvtx" if args.autograd_nvtx else "emit-nvtx" if args.emit_nvtx else "none"
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
-                          tf32=args.tf32, op_ranges=op_ranges, backward_ranges=args.backward_ranges,
-                          plant=args.plant, phase_sync=not args.no_phase_sync)
+                          tf32=args.tf32, plant=args.plant, phase_sync=not args.no_phase_sync,
+                          op_ranges=op_ranges, backward_ranges=args.backward_ranges)
             for m in models for c in ctxs]
 
 

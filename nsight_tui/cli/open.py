@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--main-thread", metavar="TID|NAME",
                         help="the thread whose ranges frame the iteration (default: chosen; the header says "
-                        "which and why; `t` in the range tree picks another)")
+                        "which and why; `M` in the range tree picks another)")
     parser.add_argument("--diff", action="store_true",
                         help="with two files A B: open on their diff (what changed, and why the step moved)")
     roof = parser.add_argument_group("roofline (r)")

@@ -17,11 +17,11 @@ def add_arguments(parser) -> None:
                         help="write to this file in an existing folder ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
     parser.add_argument("--attribution", default="process", choices=MODES)
+    parser.add_argument("--main-thread", metavar="TID|NAME",
+                        help="the thread whose ranges frame the iteration (default: chosen; the report says which)")
     parser.add_argument("--fail-on", metavar="ID[,ID...]|any",
                         help="exit 1 when one of these findings (section h) is present, e.g. "
                         "sync-stall,host-bound-gap or any (a CI gate; one file)")
-    parser.add_argument("--main-thread", metavar="TID|NAME",
-                        help="the thread whose ranges frame the iteration (default: chosen; the report says which)")
     roof = parser.add_argument_group("roofline (section g)")
     roof.add_argument("--flops", metavar="FILE.json",
                       help='FLOPs and bytes per range path, for traces without counts: '
@@ -50,7 +50,10 @@ def _run(args) -> int:
     from nsight_tui.render import sweep as sweep_text
 
     target = Path(args.target)
-    runs = sweep.discover(target) if target.is_dir() else []
+    skipped: list[str] = []  # non-regular files in the folder (a FIFO would block the read)
+    runs = sweep.discover(target, skipped) if target.is_dir() else []
+    for line in skipped:
+        print(f"note: {visible(line)}", file=sys.stderr)
     inputs = [target, *(r.path for r in runs)]
     if args.output != "-":  # refuse before any work
         output.check_target(args.output, args.force, inputs)
@@ -71,9 +74,9 @@ def _run(args) -> int:
                       roofline_options=roof)
         tables = sweep_text.tables(runs)
         if args.format == "json":
-            text = report.sweep_json(target, runs, tables, args.attribution)
+            text = report.sweep_json(target, runs, tables, args.attribution, skipped)
         else:
-            text = report.sweep_markdown(target, tables, args.attribution)
+            text = report.sweep_markdown(target, tables, args.attribution, runs, skipped)
     else:
         trace = load_trace(target)
         answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof)

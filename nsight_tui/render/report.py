@@ -183,13 +183,19 @@ def single_markdown(answers: dict, sections: list[Section] | None = None) -> str
                      for block in section(answers))
 
 
-def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str) -> str:
-    """The report on a folder of captures: one table per question."""
+def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, runs=(), skipped=()) -> str:
+    """The report on a folder of captures: one table per question, then why each `error`
+    cell is one and what was not read at all."""
     out = [f"# nsight-tui sweep report: {safe.markdown(str(folder))}", "",
            (f"_attribution: {attribution} — {MODE_HELP[attribution]}; rows: model, columns: context length; "
             "OOM: the configuration ran out of GPU memory_"), ""]
     for t in sweep_tables:
         out.append(tables.markdown(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}", *t.notes]))
+    errors = [[r.path.name, r.message] for r in runs if r.status == "error"]
+    if errors:
+        out.append(tables.markdown(["file", "why it is an error cell"], errors, title="Runs not analysed"))
+    if skipped:
+        out.append("Skipped: " + "; ".join(safe.markdown(s) for s in skipped) + "\n")
     return "\n".join(out)
 
 
@@ -202,7 +208,7 @@ def single_json(answers: dict) -> str:
     return tables.json(public(answers))
 
 
-def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str) -> str:
+def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, skipped=()) -> str:
     return tables.json({
         "folder": str(folder), "attribution": attribution,
         "runs": [{"file": r.path.name, "model": r.model, "ctx": r.ctx, "variant": r.variant,
@@ -210,4 +216,5 @@ def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str) -
                   "answers": public(r.answers) if r.answers else None} for r in runs],
         "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows, "notes": t.notes}
                    for t in sweep_tables],
+        "skipped": list(skipped),
     })

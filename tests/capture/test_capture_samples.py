@@ -97,4 +97,4 @@ def test_sample_traces_stay_small():
     # Six real traces, two of them with PyTorch's op ranges (~2.7 MB each; their NVTX CSVs xz'd).
     total = sum(p.stat().st_size for p in SAMPLES.rglob("*") if p.is_file())
     # every device run ships the tree (64 MiB at most) and every clone carries it: keep it small
-    assert total < 25_000_000
+    assert total < 40_000_000

@@ -1,4 +1,4 @@
-"""The header names the main thread and why; `t` makes another thread main and back; the
+"""The header names the main thread and why; `M` makes another thread main and back; the
 choice given on the command line is kept. Expected threads come from SQL (tests/process_sql.py)."""
 from __future__ import annotations
 
@@ -53,15 +53,15 @@ def test_header_names_the_main_thread_and_t_picks_another():
             tree = app.screen.grid.ranges
             row = next(i for i, r in enumerate(tree.rows) if r.is_group and r.obj.gtid == other)
             app.screen.grid.move_to(row)
-            await press(app, pilot, "t")
+            await press(app, pilot, "M")
             assert app.session.main_thread == str(other & 0xFFFFFF)
             assert list(app.session.model.main_threads.values()) == [other]
             assert f"main thread python3 ({other & 0xFFFFFF}) (picked: {other & 0xFFFFFF})" in main_thread_text(app)
             # The picked thread's group is listed first and marked main.
             first = app.screen.grid.ranges.rows[0].obj
             assert first.gtid == other and first.is_main
-            # `t` on the thread picked by hand: back to the automatic choice.
-            await press(app, pilot, "g", "t")
+            # `M` on the thread picked by hand: back to the automatic choice.
+            await press(app, pilot, "g", "M")
             assert app.session.main_thread is None
             assert list(app.session.model.main_threads.values()) == [main]
 

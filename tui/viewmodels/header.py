@@ -57,7 +57,7 @@ class HeaderInfo:
             f"attribution: {self.attribution} — {self.mode_help} (m switches)",
         ]
         if self.main_thread:
-            lines.append(f"{self.main_thread} (t on a thread row picks another)")
+            lines.append(f"{self.main_thread} (M on a thread row picks another)")
         return lines + [f"note: {n}" for n in self.notes]
 
 

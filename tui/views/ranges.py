@@ -74,10 +74,10 @@ class RangesScreen(ViewScreen):
                 id="ranges.search"),
         Binding("n", "search_next", "Next match", show=False, id="ranges.search-next"),
         Binding("N", "search_prev", "Previous match", show=False, id="ranges.search-prev"),
-        Binding("b", "backward_parts", "Bwd by part", id="ranges.backward_parts",
+        Binding("b", "backward_parts", "Bwd by part", show=False, id="ranges.backward_parts",
                 tooltip="Backward by forward part: each forward part's forward and backward kernel time, bwd/fwd "
                 "(needs op ranges from --autograd-nvtx / emit_nvtx, or backward:<part> ranges)"),
-        Binding("t", "main_thread", "Main thread", show=False, id="ranges.main_thread",
+        Binding("M", "main_thread", "Main thread", show=False, id="ranges.main_thread",
                 tooltip="Make the thread under the cursor its process's main thread (its ranges then hold the "
                 "work every thread launched while they were open); again on it: back to the automatic choice"),
     ]
@@ -189,7 +189,7 @@ class RangesScreen(ViewScreen):
                     if self.session.attribution == "process":
                         text.append("; its ranges hold the work every thread launched while they were open")
                 else:
-                    text.append(" · t: make it the main thread")
+                    text.append(" · M: make it the main thread")
                 detail.update(text)
             else:
                 detail.update("")
