@@ -1,0 +1,118 @@
+"""What the findings tests share: the planted/fixed twins (sample_traces/findings, made by
+capture/gpu_findings.sh) and the step time a fix saved, measured with SQL over the two exports'
+step_N ranges, written here without the code under test."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES
+
+DIR = SAMPLES / "findings"
+STEP_MEAN = """
+SELECT avg(e.end - e.start) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+WHERE e.eventType IN (59, 60, 70, 71) AND coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.end IS NOT NULL"""
+
+
+def ro(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+
+
+def twin(stem: str) -> Path:
+    """A twin's export, or a skip naming the device session that makes it."""
+    path = DIR / f"{stem}.sqlite"
+    if not path.exists():
+        pytest.skip(f"{path.name} not captured yet: `bash capture/gpu_findings.sh syncstep graph` on one GPU, "
+                    "`... ddp` on two (see the script)")
+    return path
+
+
+def step_mean_ns(path: Path) -> float:
+    """Mean steady-state step (every step_N range of every process: data-parallel ranks move in lockstep)."""
+    con = ro(path)
+    try:
+        return float(con.execute(STEP_MEAN).fetchone()[0])
+    finally:
+        con.close()
+
+
+def measured_saving_ms(planted: Path, fixed: Path) -> float:
+    return (step_mean_ns(planted) - step_mean_ns(fixed)) / 1e6
+
+
+def steps(con: sqlite3.Connection) -> list[tuple[int, int, int]]:
+    """(start, end, pid) of every step_N range, in time order."""
+    return sorted(con.execute("""SELECT e.start, e.end, (e.globalTid >> 24) & 16777215 FROM NVTX_EVENTS e
+        LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60, 70, 71)
+        AND coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.end IS NOT NULL"""))
+
+
+def busy_union(con: sqlite3.Connection, device: int, pid: int | None = None) -> list[tuple[int, int]]:
+    """The device's GPU op intervals (kernels, copies, sets), merged."""
+    rows = []
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        try:
+            rows += con.execute(f"SELECT start, end, globalPid >> 24 FROM {table} WHERE deviceId = ?", (device,)).fetchall()
+        except sqlite3.OperationalError:  # no such table
+            pass
+    return merge((s, e) for s, e, p in rows if pid is None or p == pid)
+
+
+def merge(intervals) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def gaps(busy: list[tuple[int, int]], t0: int, t1: int) -> list[tuple[int, int]]:
+    """Idle stretches of [t0, t1) (the complement of the merged busy intervals)."""
+    out, cur = [], t0
+    for a, b in busy:
+        if b <= t0 or a >= t1:
+            continue
+        if a > cur:
+            out.append((cur, a))
+        cur = max(cur, b)
+    if cur < t1:
+        out.append((cur, t1))
+    return out
+
+
+def length(intervals) -> int:
+    return sum(b - a for a, b in intervals)
+
+
+def intersect(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Of two merged lists: their intersection (a plain two-pointer walk)."""
+    out, i, j = [], 0, 0
+    while i < len(x) and j < len(y):
+        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+        if a < b:
+            out.append((a, b))
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def subtract(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """x without y (both merged)."""
+    out = []
+    for a, b in x:
+        cur = a
+        for c, d in y:
+            if d <= cur or c >= b:
+                continue
+            if c > cur:
+                out.append((cur, c))
+            cur = max(cur, d)
+        if cur < b:
+            out.append((cur, b))
+    return out

@@ -1,0 +1,64 @@
+"""launch-bound (parsers/findings.py) against its twins (the eager step vs the same kernels
+replayed as one CUDA graph) and against its definition computed here: launch-bound GPU idle
+plus host-bound idle outside the stretches with >= 1 ms of it (framework dispatch), over the
+steps, per step, firing at >= 10% of the step. The split by cause is tests/core/idle_reference.py's."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SAMPLES
+from findings_twins import busy_union, gaps, measured_saving_ms, ro, steps, twin
+from idle_reference import Reference
+from nsight_tui.parsers.findings import THRESHOLDS, findings
+from nsight_tui.parsers.idle import BURST_GAP_NS
+from nsight_tui.parsers.load import load_trace
+
+RULE = "launch-bound"
+
+
+def _ids(path):
+    return {f.id: f for f in findings(load_trace(path))}
+
+
+def test_fires_on_the_eager_step_silent_on_its_cuda_graph_and_estimates_the_saving():
+    # Same work: batch 1, ctx 128, AdamW(capturable) in both; the twin replays the step's kernels
+    # with one launch, so the step time it saves is the launch overhead.
+    planted, fixed = twin("small_ctx128_b1_nosync_capturable"), twin("small_ctx128_b1_nosync_cuda-graph")
+    got, silent = _ids(planted), _ids(fixed)
+    assert RULE in got and RULE not in silent
+    measured = measured_saving_ms(planted, fixed)
+    assert measured > 0
+    assert 0.5 <= got[RULE].saving_ms_per_step / measured <= 2.0, (got[RULE].saving_ms_per_step, measured)
+
+
+def _reference(path) -> tuple[float, float]:
+    """(launch-bound + dispatch idle per step, mean step), from the definitions."""
+    con = ro(path)
+    windows = [(s, e) for s, e, _ in steps(con)]
+    device = con.execute("SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
+    busy = busy_union(con, device)
+    con.close()
+    ref = Reference(path)
+    split = ref.split(device, windows, BURST_GAP_NS)
+    host_min = THRESHOLDS["host_gap_min_ns"].value
+    long_host = 0
+    for t0, t1 in windows:
+        for a, b in gaps(busy, t0, t1):
+            if b - a >= host_min:
+                h = ref.split(device, [(a, b)], BURST_GAP_NS)["host"]
+                long_host += h if h >= host_min else 0
+    n = len(windows)
+    return (split["launch"] + split["host"] - long_host) / n, sum(e - s for s, e in windows) / n
+
+
+@pytest.mark.parametrize("path", [SAMPLES / "findings" / "small_ctx128_nosync.sqlite",
+                                  SAMPLES / "findings" / "small_ctx512.sqlite"])
+def test_estimate_and_firing_follow_the_definition_computed_independently(path):
+    per_step, step = _reference(path)
+    got = _ids(path)
+    fires = per_step >= THRESHOLDS["launch_min_share"].value * step
+    assert (RULE in got) == fires
+    if fires:
+        assert got[RULE].saving_ms_per_step * 1e6 == pytest.approx(per_step, rel=1e-9)
+    # one of the two: the ctx 128 step is launch-bound, the ctx 512 fp32 one GPU-bound
+    assert fires == path.name.startswith("small_ctx128")
