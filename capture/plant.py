@@ -8,14 +8,20 @@ known: the findings rules (parsers/findings.py) are tested against them. No torc
 |------------------|----------------------------------------------------|--------------------|-------------------------|
 | host-sleep       | `time.sleep(5 ms)` at the step's start (no CUDA)   | (no plant)         | host-bound-gap          |
 | item             | `loss.item()` after the forward (a blocking D2H)   | (no plant)         | sync-stall              |
-| item-before-step | `loss.item()` after the backward, before the optimizer step (logging the loss, a grad-norm check): the CPU's lead that hid the optimizer's launches is thrown away | (no plant) | sync-stall |
+| item-before-step | `loss.item()` after the backward, before the step  | (no plant)         | sync-stall              |
 | foreach-off      | AdamW(foreach=False): ~10 kernels per parameter    | fused-optim        | unfused-optimizer       |
 | fused-optim      | AdamW(fused=True): one kernel per parameter group  | –                  | (the fix)               |
 | pageable-input   | 64 MiB batch from pageable memory, blocking `.to`  | pinned-input       | pageable-memcpy         |
 | pinned-input     | the same batch pinned once, `.to(non_blocking=True)`| –                 | (the fix)               |
 | capturable       | eager step, AdamW(foreach=True, capturable=True)   | cuda-graph         | launch-bound            |
-| cuda-graph       | the same step captured once into a CUDA graph after the warmup, replayed each step (same kernels, no launches) | – | (the fix) |
-| ddp-one-bucket   | DDP with one gradient bucket: the all-reduce starts after the whole backward | (no plant: DDP's 25 MB buckets overlap it) | exposed-communication |
+| cuda-graph       | that step captured once as a CUDA graph, replayed  | –                  | (the fix)               |
+| ddp-one-bucket   | DDP, one gradient bucket: all-reduce after backward| (no plant)         | exposed-communication   |
+
+item-before-step is logging the loss (or checking a grad norm) before `optimizer.step()`: in a
+GPU-bound step the CPU runs ahead during the backward, and the sync throws that lead away, so
+the optimizer's launches are no longer hidden. cuda-graph replays the same kernels as
+capturable (AdamW(capturable=True) in both) with one launch per step. ddp-one-bucket's twin is
+DDP's default 25 MB buckets, whose all-reduces overlap the backward.
 
 TF32 is the existing `--tf32` switch (planted: fp32 GEMMs on CUDA cores; twin: `--tf32`).
 `cuda-graph` needs CUDA, training, one process and `--no-phase-sync` (nothing may synchronise
