@@ -252,24 +252,51 @@ def sync_stall(c: StepContext) -> Finding | None:
         rows, int(rows[0]["start_ns"]), int(rows[0]["end_ns"]))
 
 
+def _graph_replays(c: StepContext) -> tuple[np.ndarray, np.ndarray]:
+    """The steps' CUDA graph replays on the device: from each cudaGraphLaunch call's start to the
+    end of the last op it launched, merged, clipped to the steps."""
+    from nsight_tui.parsers import intervals
+
+    t = c.trace
+    ops, api = t.ops, t.api
+    call = ops["api"].to_numpy()
+    on = np.flatnonzero((ops["device"].to_numpy() == c.device) & (call >= 0))
+    if len(on) == 0:
+        return intervals.EMPTY
+    graph_name = np.array([n.startswith(("cudaGraphLaunch", "cuGraphLaunch")) for n in t.api_names] + [False])
+    on = on[graph_name[api["name"].to_numpy()[call[on]]]]
+    if len(on) == 0:
+        return intervals.EMPTY
+    calls, first = np.unique(call[on], return_inverse=True)
+    last_end = np.zeros(len(calls), dtype=np.int64)
+    np.maximum.at(last_end, first, ops["end"].to_numpy()[on])
+    replays = intervals.union(api["start"].to_numpy()[calls], last_end)
+    return intervals.intersect(replays, intervals.union(c.t0, c.t1))
+
+
 def launch_bound(c: StepContext) -> Finding | None:
     s = c.split()
     # What a replayed CUDA graph removes: the GPU idle while the CPU issues launches, and the
     # short host-bound stretches between launch bursts (framework dispatch; stretches of at least
-    # host_gap_min_ns are one piece of Python/data work, host-bound-gap's).
+    # host_gap_min_ns are one piece of Python/data work, host-bound-gap's). Idle inside a graph
+    # replay (the GPU's own gaps between the graph's kernels) is what a graph leaves: not counted.
     dispatch = s.host_bound_ns - float(c.host_gaps[2].sum())
-    per = (s.launch_bound_ns + dispatch) / c.n
+    rs, re_ = _graph_replays(c)
+    in_graphs = float(c.idle().device(c.device).launch.measure(rs, re_).sum()) if len(rs) else 0.0
+    per = (s.launch_bound_ns - in_graphs + dispatch) / c.n
     if per < _t("launch_min_share") * c.step_ns:
         return None
     kernels = int(c.model.kernel_count[c.steps].sum()) / c.n
     return Finding(
         "launch-bound", "GPU waits on kernel launches: many short kernels issued one by one",
         ["step_N"], _ms(per),
-        f"launch-bound GPU idle + host-bound idle in stretches under {_t('host_gap_min_ns') / 1e6:.0f} ms "
-        "(dispatch between launch bursts), per step: what replaying the step as a CUDA graph removes",
+        f"launch-bound GPU idle outside CUDA graph replays + host-bound idle in stretches under "
+        f"{_t('host_gap_min_ns') / 1e6:.0f} ms (dispatch between launch bursts), per step: what replaying the step "
+        "as a CUDA graph removes",
         "capture the step in CUDA graphs (torch.compile(mode='reduce-overhead') or torch.cuda.graphs), "
         "fuse elementwise ops (torch.compile), or raise the batch size so each kernel does more",
-        {"launch_bound_ns_per_step": s.launch_bound_ns / c.n, "dispatch_host_ns_per_step": dispatch / c.n,
+        {"launch_bound_ns_per_step": (s.launch_bound_ns - in_graphs) / c.n, "dispatch_host_ns_per_step": dispatch / c.n,
+         "launch_bound_in_graph_replays_ns_per_step": in_graphs / c.n,
          "kernels_per_step": kernels, "busy_ns_per_step": s.busy_ns / c.n, "step_ns": c.step_ns},
         [], int(c.t0[0]), int(c.t1[0]))
 
