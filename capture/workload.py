@@ -213,8 +213,12 @@ def count_iteration(config: WorkloadConfig) -> list[dict]:
     """FLOPs and bytes per NVTX range path of one steady-state iteration (capture.counting):
     one uncounted iteration first (AdamW creates its state on its first step), then one
     counted. Nothing goes to NVTX: this runs outside the profiled process."""
+    from dataclasses import replace
+
     from nsight_tui.capture.counting import CountingMode, PathTracker
 
+    if config.plant == "ddp-one-bucket":  # the count runs one process; the bucket layout changes no FLOP
+        config = replace(config, plant="")
     tracker = PathTracker()
     work = _Workload(config, tracker)
     work.iteration("warmup_0")

@@ -105,3 +105,15 @@ def test_one_bucket_reaches_ddp():
     # larger than every model here: all gradients in one bucket (2.7B in fp32: 10.8 GB)
     assert wrapped.bucket_bytes_cap > 2.7e9 * 4
     assert default.bucket_bytes_cap == 25 * 2**20
+
+
+def test_capture_refuses_a_plant_that_cannot_run_before_nsys_starts():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "nsight_tui", "capture", "--plant", "cuda-graph", "--dry-run"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "nsys profile" not in done.stdout
+    assert done.stderr.strip().splitlines() == [
+        "nsight-tui capture: plant cuda-graph needs CUDA, one process and --no-phase-sync (nothing may "
+        "synchronise inside a captured graph)"]
