@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLES
+from idle_reference import gaps, union
+from nsight_tui.parsers.findings import findings
+from nsight_tui.parsers.load import load_trace
 
 DIR = SAMPLES / "findings"
 STEP_MEAN = """
@@ -61,27 +64,8 @@ def busy_union(con: sqlite3.Connection, device: int, pid: int | None = None) -> 
 
 
 def merge(intervals) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for a, b in sorted(i for i in intervals if i[1] > i[0]):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
-def gaps(busy: list[tuple[int, int]], t0: int, t1: int) -> list[tuple[int, int]]:
-    """Idle stretches of [t0, t1) (the complement of the merged busy intervals)."""
-    out, cur = [], t0
-    for a, b in busy:
-        if b <= t0 or a >= t1:
-            continue
-        if a > cur:
-            out.append((cur, a))
-        cur = max(cur, b)
-    if cur < t1:
-        out.append((cur, t1))
-    return out
+    starts, ends = union(list(intervals))
+    return list(zip(starts, ends))
 
 
 def length(intervals) -> int:
@@ -103,16 +87,17 @@ def intersect(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> list[tuple[
 
 
 def subtract(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """x without y (both merged)."""
-    out = []
-    for a, b in x:
-        cur = a
-        for c, d in y:
-            if d <= cur or c >= b:
-                continue
-            if c > cur:
-                out.append((cur, c))
-            cur = max(cur, d)
-        if cur < b:
-            out.append((cur, b))
-    return out
+    """x without y (both merged): y's gaps inside each piece of x."""
+    return [g for a, b in x for g in gaps(y, a, b)]
+
+
+def assert_pair(rule: str, planted_stem: str, fixed_stem: str) -> None:
+    """The rule fires on the planted twin, stays silent on the fixed one, and estimates the step
+    time the fix saved within 0.5x-2x."""
+    planted, fixed = twin(planted_stem), twin(fixed_stem)
+    got = {f.id: f for f in findings(load_trace(planted))}
+    silent = {f.id for f in findings(load_trace(fixed))}
+    assert rule in got and rule not in silent
+    measured = measured_saving_ms(planted, fixed)
+    assert measured > 0
+    assert 0.5 <= got[rule].saving_ms_per_step / measured <= 2.0, (got[rule].saving_ms_per_step, measured)

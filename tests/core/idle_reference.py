@@ -172,3 +172,17 @@ def covers(merged, p) -> bool:
     starts, ends = merged
     k = bisect.bisect_right(starts, p) - 1
     return k >= 0 and p < ends[k]
+
+
+def gaps(busy: list[tuple[int, int]], t0: int, t1: int) -> list[tuple[int, int]]:
+    """Idle stretches of [t0, t1) (the complement of merged busy intervals)."""
+    out, cur = [], t0
+    for a, b in busy:
+        if b <= t0 or a >= t1:
+            continue
+        if a > cur:
+            out.append((cur, a))
+        cur = max(cur, b)
+    if cur < t1:
+        out.append((cur, t1))
+    return out

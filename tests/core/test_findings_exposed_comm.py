@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLES
-from findings_twins import intersect, length, measured_saving_ms, merge, ro, subtract, twin
+from findings_twins import assert_pair, intersect, length, merge, ro, subtract
 from idle_reference import is_sync
 from nsight_tui.parsers.findings import THRESHOLDS, findings, waited_communication
 from nsight_tui.parsers.load import load_trace
@@ -22,12 +22,7 @@ def _ids(path):
 
 
 def test_fires_on_one_bucket_silent_on_overlapped_buckets_and_estimates_the_saving():
-    planted, fixed = twin("small_ctx512_ddp2_nosync_ddp-one-bucket"), twin("small_ctx512_ddp2_nosync")
-    got, silent = _ids(planted), _ids(fixed)
-    assert RULE in got and RULE not in silent
-    measured = measured_saving_ms(planted, fixed)
-    assert measured > 0
-    assert 0.5 <= got[RULE].saving_ms_per_step / measured <= 2.0, (got[RULE].saving_ms_per_step, measured)
+    assert_pair(RULE, "small_ctx512_ddp2_nosync_ddp-one-bucket", "small_ctx512_ddp2_nosync")
 
 
 def _reference(path) -> dict[tuple[int, int], dict]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLES, shared_trace
-from findings_twins import busy_union, gaps, intersect, length, measured_saving_ms, merge, ro, steps, twin
+from findings_twins import assert_pair, busy_union, gaps, intersect, length, merge, ro, steps
 from idle_reference import Reference
 from nsight_tui.parsers.findings import THRESHOLDS, findings
 from nsight_tui.parsers.idle import BURST_GAP_NS
@@ -24,12 +24,7 @@ def _ids(path):
 def test_fires_on_the_eager_step_silent_on_its_cuda_graph_and_estimates_the_saving():
     # Same work: batch 1, ctx 128, AdamW(capturable) in both; the twin replays the step's kernels
     # with one launch, so the step time it saves is the launch overhead.
-    planted, fixed = twin("small_ctx128_b1_nosync_capturable"), twin("small_ctx128_b1_nosync_cuda-graph")
-    got, silent = _ids(planted), _ids(fixed)
-    assert RULE in got and RULE not in silent
-    measured = measured_saving_ms(planted, fixed)
-    assert measured > 0
-    assert 0.5 <= got[RULE].saving_ms_per_step / measured <= 2.0, (got[RULE].saving_ms_per_step, measured)
+    assert_pair(RULE, "small_ctx128_b1_nosync_capturable", "small_ctx128_b1_nosync_cuda-graph")
 
 
 def _reference(path) -> tuple[float, float]:

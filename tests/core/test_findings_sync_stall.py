@@ -10,7 +10,7 @@ import statistics
 import pytest
 
 from conftest import SAMPLES
-from findings_twins import DIR, busy_union, gaps, measured_saving_ms, ro, steps, twin
+from findings_twins import DIR, assert_pair, busy_union, gaps, measured_saving_ms, ro, steps
 from idle_reference import Reference, is_sync
 from nsight_tui.parsers.findings import THRESHOLDS, findings
 from nsight_tui.parsers.idle import BURST_GAP_NS
@@ -24,12 +24,7 @@ def _ids(path):
 
 
 def test_fires_on_item_before_the_optimizer_silent_without_and_estimates_the_saving():
-    planted, fixed = twin("small_ctx512_nosync_item-before-step"), twin("small_ctx512_nosync")
-    got, silent = _ids(planted), _ids(fixed)
-    assert RULE in got and RULE not in silent
-    measured = measured_saving_ms(planted, fixed)
-    assert measured > 0
-    assert 0.5 <= got[RULE].saving_ms_per_step / measured <= 2.0, (got[RULE].saving_ms_per_step, measured)
+    assert_pair(RULE, "small_ctx512_nosync_item-before-step", "small_ctx512_nosync")
 
 
 def test_item_after_a_host_bound_forward_costs_less_than_the_step_jitter():
