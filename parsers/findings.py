@@ -18,7 +18,7 @@ import numpy as np
 
 from nsight_tui.parsers.analysis import STEP, iteration_ranges, phase_ranges
 from nsight_tui.parsers.families import name_families
-from nsight_tui.parsers.ids import KERNEL, PID_MASK
+from nsight_tui.parsers.ids import KERNEL, PID_MASK, pid_of
 from nsight_tui.parsers.idle import API_LAUNCH, API_SYNC, idle_analysis
 from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.model import RangeModel, range_model
@@ -593,9 +593,12 @@ def context(trace: Trace, attribution: str = "process") -> StepContext | None:
     steps = steps[np.argsort(model.r_start[steps], kind="stable")]
     # One process's steps: an export around torchrun holds every rank's, and each rank is a run
     # of its own (per-step figures over two ranks' overlapping windows would count time twice).
-    # exposed-communication looks at every rank.
-    pid = model.r_gtid[steps] & PID_MASK
-    steps = steps[pid == pid[0]]
+    # The lowest rank's (rank 0's) where the ranks are known; exposed-communication looks at all.
+    pid = pid_of(model.r_gtid[steps])
+    from nsight_tui.parsers.ranks import find_ranks
+
+    first = next((r.pid for r in find_ranks(trace) if (pid == r.pid).any()), pid[0])
+    steps = steps[pid == first]
     devices = idle_analysis(trace).devices_of_process(int(model.r_gtid[steps[0]]))
     if not devices:
         return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLES
-from findings_twins import assert_pair, intersect, length, merge, ro, subtract
+from findings_twins import assert_pair, intersect, length, merge, ro, steps, subtract
 from idle_reference import is_sync
 from nsight_tui.parsers.findings import THRESHOLDS, findings, waited_communication
 from nsight_tui.parsers.load import load_trace
@@ -88,3 +88,18 @@ def test_a_rank_waiting_for_a_slower_one_is_no_overlap_problem():
     assert RULE not in _ids(SAMPLES / "small_ctx128_ddp2.sqlite")
     alone = _ids(SAMPLES / "ranks_small_ctx128_ddp2" / "small_ctx128_ddp2_rank1.sqlite")[RULE]
     assert "only this rank" in alone.basis
+
+
+def test_per_step_rules_read_rank_0_of_a_two_rank_export():
+    """Both ranks' step_N ranges are in one export; the per-step rules take rank 0's (its config
+    mark says rank 0), not the two ranks' overlapping windows together."""
+    path = SAMPLES / "small_ctx128_ddp2.sqlite"
+    con = ro(path)
+    pid0 = next(p for (p,) in con.execute("""SELECT (e.globalTid >> 24) & 16777215 FROM NVTX_EVENTS e
+        LEFT JOIN StringIds s ON s.id = e.textId WHERE coalesce(e.text, s.value) LIKE 'nsight-tui:config%'
+        AND coalesce(e.text, s.value) LIKE '%"rank": 0%'"""))
+    rank0 = [e - s for s, e, p in steps(con) if p == pid0]
+    con.close()
+    launch = _ids(path)["launch-bound"]
+    assert len(rank0) == 3
+    assert launch.evidence["step_ns"] == pytest.approx(sum(rank0) / len(rank0), rel=1e-12)
