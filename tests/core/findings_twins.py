@@ -4,6 +4,7 @@ step_N ranges, written here without the code under test."""
 from __future__ import annotations
 
 import sqlite3
+import statistics
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,16 @@ def assert_pair(rule: str, planted_stem: str, fixed_stem: str) -> None:
     measured = measured_saving_ms(planted, fixed)
     assert measured > 0
     assert 0.5 <= got[rule].saving_ms_per_step / measured <= 2.0, (got[rule].saving_ms_per_step, measured)
+
+
+def assert_below_the_jitter(rule: str, planted: Path, fixed: Path) -> None:
+    """Twins whose saving two short runs cannot measure: the rule fires on the planted one and not
+    on the fixed one, and both its estimate and the step difference are under the planted run's
+    step-to-step spread (so the difference is noise, and the estimate says the saving is small)."""
+    got = {f.id: f for f in findings(load_trace(planted))}
+    assert rule in got and rule not in {f.id for f in findings(load_trace(fixed))}
+    con = ro(planted)
+    spread = statistics.stdev([(e - s) / 1e6 for s, e, _ in steps(con)])
+    con.close()
+    assert got[rule].saving_ms_per_step < spread
+    assert abs(measured_saving_ms(planted, fixed)) < 2 * spread

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import SAMPLES
-from findings_twins import DIR, step_mean_ns
+from findings_twins import DIR, assert_below_the_jitter, step_mean_ns
 from nsight_tui.parsers.findings import RULE_IDS, THRESHOLDS, findings
 from nsight_tui.parsers.load import load_trace
 
@@ -70,8 +70,9 @@ def test_findings_carry_what_the_report_promises():
 
 
 def test_unfused_attention_fires_on_manual_silent_on_fused_sdpa():
-    assert "unfused-attention" in {f.id for f in findings(load_trace(SAMPLES / "small_ctx128.sqlite"))}
-    assert "unfused-attention" not in {f.id for f in findings(load_trace(SAMPLES / "small_ctx128_fused.sqlite"))}
+    # captured back to back (capture/README.md): at ctx 128 the step is bound by the CPU, and the
+    # tenths of a millisecond SDPA saves there are under the step jitter
+    assert_below_the_jitter("unfused-attention", SAMPLES / "small_ctx128.sqlite", SAMPLES / "small_ctx128_fused.sqlite")
 
 
 def test_fp32_gemm_estimate_from_the_gemm_rows():

@@ -5,12 +5,11 @@ end, less the host-bound time of idle stretches with >= 1 ms host-bound), summed
 The idle split by cause comes from tests/core/idle_reference.py (shares no code with parsers/)."""
 from __future__ import annotations
 
-import statistics
 
 import pytest
 
 from conftest import SAMPLES
-from findings_twins import DIR, assert_pair, busy_union, gaps, measured_saving_ms, ro, steps
+from findings_twins import DIR, assert_below_the_jitter, assert_pair, busy_union, gaps, ro, steps
 from idle_reference import Reference, is_sync
 from nsight_tui.parsers.findings import THRESHOLDS, findings
 from nsight_tui.parsers.idle import BURST_GAP_NS
@@ -31,14 +30,7 @@ def test_item_after_a_host_bound_forward_costs_less_than_the_step_jitter():
     """The first twins (.item() after the forward at ctx 128, where the CPU is the bottleneck)
     fire and stay silent as they should, but the stall is tenths of a millisecond: below the
     step-to-step spread, so their step difference measures noise, not the saving."""
-    planted, fixed = DIR / "small_ctx128_nosync_item.sqlite", DIR / "small_ctx128_nosync.sqlite"
-    got, silent = _ids(planted), _ids(fixed)
-    assert RULE in got and RULE not in silent
-    con = ro(planted)
-    spread = statistics.stdev([(e - s) / 1e6 for s, e, _ in steps(con)])
-    con.close()
-    assert got[RULE].saving_ms_per_step < spread
-    assert abs(measured_saving_ms(planted, fixed)) < 2 * spread
+    assert_below_the_jitter(RULE, DIR / "small_ctx128_nosync_item.sqlite", DIR / "small_ctx128_nosync.sqlite")
 
 
 def _reference_saving_ns(path) -> tuple[float, int]:
