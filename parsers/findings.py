@@ -112,8 +112,8 @@ class StepContext:
     @cached_property
     def host_gaps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The idle stretches inside the steps whose host-bound part is at least host_gap_min_ns:
-        (start, end, host-bound ns), in time order. host-bound-gap owns their host-bound time;
-        shorter host-bound stretches are framework dispatch (launch-bound and sync-stall count them)."""
+        (start, end, host-bound ns), in time order: host-bound-gap's; shorter host-bound stretches are
+        framework dispatch between launch bursts (launch-bound counts them)."""
         dev = self.idle().device(self.device)
         parts = [dev.gaps_in(int(a), int(b)) for a, b in zip(self.t0, self.t1)]  # a loop over steps, not ops
         gs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
@@ -121,26 +121,6 @@ class StepContext:
         host = dev.split(gs, ge)[3] if len(gs) else np.zeros(0, np.int64)
         keep = host >= _t("host_gap_min_ns")
         return gs[keep], ge[keep], host[keep]
-
-    def long_host_ns(self, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
-        """Per window [t0, t1): the host-bound ns inside it that belongs to a long host gap."""
-        gs, ge, _ = self.host_gaps
-        t0 = np.asarray(t0, dtype=np.int64)
-        t1 = np.asarray(t1, dtype=np.int64)
-        out = np.zeros(len(t0), dtype=np.int64)
-        if len(gs) == 0 or len(t0) == 0:
-            return out
-        lo = np.searchsorted(ge, t0, side="right")  # gaps are disjoint and sorted: the ones crossing
-        hi = np.searchsorted(gs, t1, side="left")  # each window are lo..hi-1
-        count = np.maximum(hi - lo, 0)
-        w = np.repeat(np.arange(len(t0)), count)
-        if len(w) == 0:
-            return out
-        first = np.repeat(np.cumsum(count) - count, count)
-        g = lo[w] + (np.arange(len(w)) - first)
-        a, b = np.maximum(t0[w], gs[g]), np.minimum(t1[w], ge[g])
-        host = self.idle().device(self.device).split(a, b)[3]
-        return np.bincount(w, weights=host, minlength=len(t0)).astype(np.int64)
 
     def range_of(self, t: int) -> str:
         """The innermost range on the main thread open at t (or the step)."""
@@ -227,11 +207,12 @@ def sync_stall(c: StepContext) -> Finding | None:
         return None
     # The saving: the call throws away the CPU's lead over the GPU (the time it waited in the
     # call, `lead`); without it the CPU would stay that far ahead and fill that much of the GPU
-    # idle that follows until the next blocking point (launch gaps, dispatch: the GPU waiting on
-    # the CPU). So min(lead, that idle). Host-bound time of long host gaps is host-bound-gap's.
+    # idle that follows until the next blocking point, whatever the CPU was doing meanwhile
+    # (launching, framework dispatch, Python work: host-bound-gap may name the same idle; its
+    # fix is another way to save it). So min(lead, that idle).
     dev = c.idle().device(c.device)
-    _, launch_ns, sync_ns, host_ns = dev.split(s0, until)
-    idle_ns = launch_ns + sync_ns + host_ns - c.long_host_ns(s0, until)
+    busy_ns = dev.split(s0, until)[0]
+    idle_ns = (until - s0) - busy_ns
     lead_ns = s1 - s0
     saved = np.minimum(lead_ns, idle_ns)
     names = [t.api_names[int(x)] for x in api["name"].to_numpy()[rows_[blocking]]]
@@ -244,7 +225,7 @@ def sync_stall(c: StepContext) -> Finding | None:
         "sync-stall", "blocking synchronisation inside the step",
         sorted({str(r["range"]) for r in rows}), _ms(total / c.n),
         "per blocking call, min(time the CPU waited in it = the lead it throws away, GPU idle from its start "
-        "to the next blocking call or the step's end, less long host gaps), per step",
+        "to the next blocking call or the step's end), per step",
         "drop .item()/.cpu()/print(tensor) and torch.cuda.synchronize() from the step; log losses every N "
         "steps or accumulate them on the GPU; use non_blocking copies and events",
         {"calls_per_step": len(blocking) / c.n, "call_ns_per_step": float(lead_ns.sum()) / c.n,

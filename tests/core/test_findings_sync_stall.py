@@ -1,18 +1,16 @@
 """sync-stall (parsers/findings.py) against its twins and against a computation from its
-definition written here: per blocking call inside a step with GPU work issued after it,
-min(time the CPU waited in it, GPU idle from its start to the next blocking call or the step's
-end, less the host-bound time of idle stretches with >= 1 ms host-bound), summed, per step.
-The idle split by cause comes from tests/core/idle_reference.py (shares no code with parsers/)."""
+definition written here with SQL and plain loops: per blocking call (tests/core/idle_reference.py's
+`is_sync`) inside a step with GPU work issued after it, min(time the CPU waited in it, GPU idle
+from its start to the next blocking call or the step's end), summed, per step."""
 from __future__ import annotations
 
 
 import pytest
 
 from conftest import SAMPLES
-from findings_twins import DIR, assert_below_the_jitter, assert_pair, busy_union, gaps, ro, steps
-from idle_reference import Reference, is_sync
-from nsight_tui.parsers.findings import THRESHOLDS, findings
-from nsight_tui.parsers.idle import BURST_GAP_NS
+from findings_twins import DIR, assert_below_the_jitter, assert_pair, busy_union, gaps, length, ro, steps
+from idle_reference import is_sync
+from nsight_tui.parsers.findings import findings
 from nsight_tui.parsers.load import load_trace
 
 RULE = "sync-stall"
@@ -44,27 +42,15 @@ def _reference_saving_ns(path) -> tuple[float, int]:
     device = con.execute("SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
     busy = busy_union(con, device)
     con.close()
-    ref = Reference(path)
-    host_min = THRESHOLDS["host_gap_min_ns"].value
-
-    def host_ns(a, b):
-        return ref.split(device, [(a, b)], BURST_GAP_NS)["host"]
-
-    # idle stretches in the steps whose host-bound part is long (only stretches >= 1 ms can be)
-    long_gaps = [(a, b) for t0, t1 in windows for a, b in gaps(busy, t0, t1)
-                 if b - a >= host_min and host_ns(a, b) >= host_min]
+    launches = [s for s, e, name, corr in calls if corr in launched and not is_sync(name)]
     total, n_calls = 0.0, 0
     for t0, t1 in windows:
         blocking = [(s, e) for s, e, name, _ in calls if is_sync(name) and t0 <= s and e <= t1]
-        launches = [s for s, e, name, corr in calls if corr in launched and not is_sync(name)]
         for i, (s, e) in enumerate(blocking):
             until = blocking[i + 1][0] if i + 1 < len(blocking) else t1
             if not any(e <= x < until for x in launches):
                 continue  # nothing issued after it before the next blocking point: no stall
-            split = ref.split(device, [(s, until)], BURST_GAP_NS)
-            idle = split["launch"] + split["sync"] + split["host"]
-            idle -= sum(host_ns(max(a, s), min(b, until)) for a, b in long_gaps if a < until and b > s)
-            total += min(e - s, idle)
+            total += min(e - s, length(gaps(busy, s, until)))
             n_calls += 1
     return total / len(windows), n_calls
 
