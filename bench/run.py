@@ -8,7 +8,7 @@ bench/scale_trace.py, kept in bench/out/ and reused while newer than the base) i
   floors        the columns any attribution needs, read by Python's sqlite3 (tuples) and by the
                 fastest native reader into Arrow/numpy (bench/floor.py)
   stats         wall time and peak RSS of `nsight-tui stats FILE -f csv -o DIR/x` (all reports)
-  first screen  a real terminal (tmux 120x40) from launch to the pane showing "loaded in"
+  first screen  a real terminal (tmux 200x40) from launch to the pane showing "loaded in"
   keys          keystroke latency: headless Pilot (bench/tui_latency.py) along the drill-down
                 path, and the real terminal's key -> pane change for j/k
 
@@ -343,7 +343,9 @@ def measure_first_screen(path: Path, cmd: list[str], timeout: float, key_repeats
     inner = f"{app}; echo; echo '{EXIT_MARK}' $?; sleep 3600"
     try:
         t0 = time.perf_counter()
-        tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", "bench", "-c", str(REPO), inner)
+        # 200 columns: the header's full form ("tree in …", "loaded in …") fits a long file name;
+        # narrower, it shortens the load time to its bare figure.
+        tmux("new-session", "-d", "-x", "200", "-y", "40", "-s", "bench", "-c", str(REPO), inner)
         text, tree_s = "", None
         while time.perf_counter() - t0 < timeout:
             text = tmux.text()

@@ -169,9 +169,9 @@ async def measure(path: Path, app_spec: str, timeout: float) -> dict:
 
 def _cursor_on_biggest(app) -> None:
     """Put the range tree's cursor on the visible range with the most kernels (issue 11: its
-    kernel table must open within 50 ms). TODO(tui): assumes RangesScreen.grid / .tree."""
+    kernel table must open within 50 ms). TODO(tui): assumes RangesScreen.grid / .ranges."""
     grid = app.screen.grid
-    tree = grid.tree
+    tree = grid.ranges
     rows = [i for i in range(len(tree)) if tree.node_at(i) is not None]
     if rows:
         grid.data_changed(max(rows, key=lambda i: tree.node_at(i).kernels))

@@ -51,12 +51,13 @@ def setup(dist_info: Distributed, device_kind: str):
     return device
 
 
-def wrap(model, dist_info: Distributed, device):
+def wrap(model, dist_info: Distributed, device, **options):
+    """DistributedDataParallel around the model (`options` pass on, e.g. bucket_cap_mb)."""
     if not dist_info.active:
         return model
     from torch.nn.parallel import DistributedDataParallel
 
-    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None, **options)
 
 
 def teardown(dist_info: Distributed) -> None:

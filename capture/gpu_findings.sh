@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# The device session behind issue 20 (findings): each planted cause (capture/plant.py) and its
-# fixed twin, small GPT-2, ctx 128 (ctx 512 for TF32: at ctx 128 the step is bound by the host,
-# so faster GEMMs save no step time), 2 warmup + 4 steps, no FLOP counting pass. Run from an
-# editable install with $NSYS set; each pair goes under $OUT as soon as it is captured.
+# The device sessions behind issue 20 (findings): each planted cause (capture/plant.py) and its
+# fixed twin, small GPT-2, 2 warmup + 4 steps, no FLOP counting pass. Run from an editable
+# install with $NSYS set; each pair goes under $OUT (a .tar.xz with NVIDIA's CSVs) as soon as it
+# is captured. Arguments name the pairs (default: the first session's five):
+#   sleep item optim input tf32    (2026-11-23, one H200: sample_traces/findings)
+#   syncstep graph                 (one GPU)   ddp (two GPUs: kind nvidia-h200-x2)
+# Why these settings:
+# - tf32, syncstep, ddp at ctx 512: the step is GPU-bound there (ctx 128 is bound by the host,
+#   so faster GEMMs save nothing, and the step time jitters by ms, hiding small savings).
+# - syncstep: loss.item() before the optimizer step; the GPU-bound backward lets the CPU run
+#   ahead, and the sync throws that lead away, exposing the optimizer's launches (~2 ms).
+# - graph: batch 1 at ctx 128, the most launch-bound step; the twin replays the same kernels
+#   (AdamW capturable in both) as one CUDA graph, so the step time saved is the launch overhead.
+# - ddp: DDP with one gradient bucket (the all-reduce after the whole backward) vs DDP's default
+#   25 MB buckets that overlap it with the backward.
+# Sizes (sample_traces must stay under 40 MB, tests/capture/test_capture_samples.py): ~1.2 MB per
+# single-GPU export, ~2.8 MB per two-rank export.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 W=${WORK:-/tmp/nsight_tui_findings}
+REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
 T0=$(date +%s)
 stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
 rm -rf "$W" && mkdir -p "$W"
@@ -20,11 +34,32 @@ pair() {  # name, then the two captures' options separated by --
   local a=() b=() side=a
   for x in "$@"; do if [ "$x" = "--" ]; then side=b; elif [ $side = a ]; then a+=("$x"); else b+=("$x"); fi; done
   cap "$name" "${a[@]}"; cap "$name" "${b[@]}"
+  if [ -n "${CSV:-}" ]; then
+    for f in "$W/$name"/*.sqlite; do "$NSYS" stats -q -f csv -r "$REPORTS" -o "${f%.sqlite}" "$f" >/dev/null; done
+  fi
   ls -la "$W/$name"; tar -C "$W/$name" -cJf "$OUT/$name.tar.xz" .
 }
-pair sleep --ctx 128 -- --ctx 128 --plant host-sleep
-pair item --ctx 128 --no-phase-sync -- --ctx 128 --no-phase-sync --plant item
-pair optim --ctx 128 --plant foreach-off -- --ctx 128 --plant fused-optim
-pair input --ctx 128 --plant pageable-input -- --ctx 128 --plant pinned-input
-pair tf32 --ctx 512 -- --ctx 512 --tf32
+for p in "${@:-sleep item optim input tf32}"; do for name in $p; do case $name in
+  sleep) pair sleep --ctx 128 -- --ctx 128 --plant host-sleep ;;
+  item) pair item --ctx 128 --no-phase-sync -- --ctx 128 --no-phase-sync --plant item ;;
+  optim) pair optim --ctx 128 --plant foreach-off -- --ctx 128 --plant fused-optim ;;
+  input) pair input --ctx 128 --plant pageable-input -- --ctx 128 --plant pinned-input ;;
+  tf32) pair tf32 --ctx 512 -- --ctx 512 --tf32 ;;
+  syncstep) CSV=1 pair syncstep --ctx 512 --no-phase-sync -- --ctx 512 --no-phase-sync --plant item-before-step ;;
+  graph) CSV=1 pair graph --ctx 128 --batch 1 --no-phase-sync --plant capturable -- \
+           --ctx 128 --batch 1 --no-phase-sync --plant cuda-graph ;;
+  ddp) CSV=1 pair ddp --ctx 512 --ddp 2 --no-phase-sync -- --ctx 512 --ddp 2 --no-phase-sync --plant ddp-one-bucket ;;
+  *) echo "unknown pair $name" ;;
+esac; done; done
+stamp "findings (estimate, ms per step) and mean step of every export"
+python3 - "$W" <<'PY'
+import sys, pathlib
+from nsight_tui.parsers.findings import context, findings
+from nsight_tui.parsers.load import load_trace
+for f in sorted(pathlib.Path(sys.argv[1]).rglob("*.sqlite")):
+    t = load_trace(f)
+    c = context(t)
+    print(f.name, "step ms", None if c is None else round(c.step_ns / 1e6, 3),
+          {x.id: round(x.saving_ms_per_step, 3) for x in findings(t)})
+PY
 ls -la "$OUT"; stamp "done"

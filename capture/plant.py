@@ -8,12 +8,25 @@ known: the findings rules (parsers/findings.py) are tested against them. No torc
 |------------------|----------------------------------------------------|--------------------|-------------------------|
 | host-sleep       | `time.sleep(5 ms)` at the step's start (no CUDA)   | (no plant)         | host-bound-gap          |
 | item             | `loss.item()` after the forward (a blocking D2H)   | (no plant)         | sync-stall              |
+| item-before-step | `loss.item()` after the backward, before the step  | (no plant)         | sync-stall              |
 | foreach-off      | AdamW(foreach=False): ~10 kernels per parameter    | fused-optim        | unfused-optimizer       |
 | fused-optim      | AdamW(fused=True): one kernel per parameter group  | –                  | (the fix)               |
 | pageable-input   | 64 MiB batch from pageable memory, blocking `.to`  | pinned-input       | pageable-memcpy         |
 | pinned-input     | the same batch pinned once, `.to(non_blocking=True)`| –                 | (the fix)               |
+| capturable       | eager step, AdamW(foreach=True, capturable=True)   | cuda-graph         | launch-bound            |
+| cuda-graph       | that step captured once as a CUDA graph, replayed  | –                  | (the fix)               |
+| ddp-one-bucket   | DDP, one gradient bucket: all-reduce after backward| (no plant)         | exposed-communication   |
+
+item-before-step is logging the loss (or checking a grad norm) before `optimizer.step()`: in a
+GPU-bound step the CPU runs ahead during the backward, and the sync throws that lead away, so
+the optimizer's launches are no longer hidden. cuda-graph replays the same kernels as
+capturable (AdamW(capturable=True) in both) with one launch per step. ddp-one-bucket's twin is
+DDP's default 25 MB buckets, whose all-reduces overlap the backward.
 
 TF32 is the existing `--tf32` switch (planted: fp32 GEMMs on CUDA cores; twin: `--tf32`).
+`cuda-graph` needs CUDA, training, one process and `--no-phase-sync` (nothing may synchronise
+inside a captured graph); nsys then records each graph kernel (`--cuda-graph-trace=node`).
+`ddp-one-bucket` needs `--ddp N`.
 """
 from __future__ import annotations
 
@@ -21,15 +34,50 @@ import time
 
 SLEEP_S = 0.005
 INPUT_BYTES = 64 * 2**20
+# Larger than any model's gradients (2.7B fp32: 10.8 GB): every parameter lands in one bucket.
+ONE_BUCKET_MB = 1 << 20
+GRAPH = "cuda-graph"
 
 PLANTS = {
     "host-sleep": "time.sleep(5 ms) at each step's start, outside any CUDA call",
     "item": "loss.item() after each forward: a blocking device-to-host copy",
+    "item-before-step": "loss.item() after each backward, before the optimizer step: a blocking copy that "
+                        "drains the GPU's queue before the optimizer's launches",
     "foreach-off": "AdamW(foreach=False): a loop of small kernels per parameter",
     "fused-optim": "AdamW(fused=True): the fix of foreach-off",
     "pageable-input": "a 64 MiB input batch copied each step from pageable host memory, blocking",
     "pinned-input": "the same batch from pinned memory with non_blocking=True: the fix of pageable-input",
+    "capturable": "the eager step with AdamW(foreach=True, capturable=True): the launch-bound twin of cuda-graph",
+    GRAPH: "the step (forward, backward, capturable AdamW) captured once into a CUDA graph and replayed: "
+           "the fix of launch-bound",
+    "ddp-one-bucket": "DistributedDataParallel with one gradient bucket: its all-reduce waits for the whole "
+                      "backward (not overlapped)",
 }
+
+
+def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync: bool) -> None:
+    """ValueError when the plant cannot run in this configuration (before any work starts)."""
+    if plant and plant not in PLANTS:
+        raise ValueError(f"unknown plant {plant!r}; choose from {', '.join(PLANTS)}")
+    if plant in ("item", "item-before-step", "foreach-off", "fused-optim", "capturable", GRAPH) and not train:
+        raise ValueError(f"plant {plant} needs --mode train")
+    if plant == "capturable" and not cuda:
+        raise ValueError("plant capturable needs CUDA (AdamW(capturable=True) keeps its state on the GPU)")
+    if plant == GRAPH:
+        if not cuda or distributed or phase_sync:
+            raise ValueError("plant cuda-graph needs CUDA, one process and --no-phase-sync (nothing may "
+                             "synchronise inside a captured graph)")
+    if plant == "ddp-one-bucket" and not distributed:
+        raise ValueError("plant ddp-one-bucket needs data-parallel ranks (--ddp N)")
+
+
+def ddp_kwargs(plant: str) -> dict:
+    return {"bucket_cap_mb": ONE_BUCKET_MB} if plant == "ddp-one-bucket" else {}
+
+
+def nsys_options(plant: str) -> list[str]:
+    # nsys traces a graph launch as one item unless asked for its kernels one by one
+    return ["--cuda-graph-trace=node"] if plant == GRAPH else []
 
 
 def optimizer_kwargs(plant: str) -> dict:
@@ -37,6 +85,9 @@ def optimizer_kwargs(plant: str) -> dict:
         return {"foreach": False}
     if plant == "fused-optim":
         return {"fused": True}
+    if plant in ("capturable", GRAPH):
+        # graph capture needs the optimizer's step count on the GPU; the eager twin runs the same
+        return {"foreach": True, "capturable": True}
     # foreach=True is what CUDA picks by default; asked for explicitly so a CPU run (the
     # tests) takes the same optimizer path and counts the same ops.
     return {"foreach": True}
@@ -69,4 +120,8 @@ class Planter:
 
     def after_forward(self, loss) -> None:
         if self.plant == "item":
+            loss.item()
+
+    def before_optimizer(self, loss) -> None:
+        if self.plant == "item-before-step":
             loss.item()

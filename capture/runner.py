@@ -24,6 +24,7 @@ from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.parsers.source import connect_readonly
 from nsight_tui.capture.nsys import AUTOGRAD_NVTX, export_command, profile_command
+from nsight_tui.capture.plant import nsys_options as plant_nsys_options
 from nsight_tui.capture.sizes import RunSettings
 from nsight_tui.parsers.conventions import output_stem
 
@@ -55,7 +56,7 @@ class CaptureConfig(RunSettings):
                 *(["--backward-ranges"] if self.backward_ranges else [])]
 
     def nsys_options(self) -> list[str]:
-        return [AUTOGRAD_NVTX] if self.op_ranges == "autograd-nvtx" else []
+        return [*([AUTOGRAD_NVTX] if self.op_ranges == "autograd-nvtx" else []), *plant_nsys_options(self.plant)]
 
 
 @dataclass

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from nsight_tui.capture import ddp
+from nsight_tui.capture import plant as plants
 from nsight_tui.capture.plant import PLANTS, Planter, optimizer_kwargs
 from nsight_tui.parsers import conventions
 from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, flops_message, step_message
@@ -72,6 +73,9 @@ class _Workload:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("CUDA is not available to this PyTorch build")
         self.cuda = self.device.type == "cuda"
+        self.train = config.mode == "train"
+        plants.check(config.plant, train=self.train, cuda=self.cuda, distributed=self.distributed.active,
+                     phase_sync=config.phase_sync)
         if config.tf32:
             # TF32 tensor-core matmuls for fp32 tensors ("highest", PyTorch's default, keeps fp32
             # GEMMs on the CUDA cores).
@@ -80,11 +84,10 @@ class _Workload:
         d_model, n_layers, n_heads = MODEL_SIZES[config.model]
         dims = ModelDims(d_model=d_model, n_layers=n_layers, n_heads=n_heads, ctx=config.ctx, vocab=VOCAB)
         self.gpt2 = GPT2(dims, attention=config.attention, annotator=annotator).to(self.device)
-        self.train = config.mode == "train"
         self.gpt2.train(self.train)
         if config.backward_ranges and self.train:
             add_backward_ranges(self.gpt2, annotator)
-        self.model = ddp.wrap(self.gpt2, self.distributed, self.device)
+        self.model = ddp.wrap(self.gpt2, self.distributed, self.device, **plants.ddp_kwargs(config.plant))
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, **optimizer_kwargs(config.plant)) \
             if self.train else None
         self.planter = Planter(config.plant, torch, self.device)
@@ -94,6 +97,11 @@ class _Workload:
         self.autocast = torch.autocast(device_type=self.device.type, dtype=torch.bfloat16,
                                        enabled=config.dtype == "bf16")
         self.F = F
+        self.graphed = None
+        if config.plant == plants.GRAPH:
+            from nsight_tui.capture.graphed import GraphedStep
+
+            self.graphed = GraphedStep(torch)
         self.sync()
 
     def sync(self) -> None:
@@ -122,8 +130,31 @@ class _Workload:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
+    def _captured_step(self):
+        loss = self._forward_loss()
+        loss.backward()
+        assert self.optimizer is not None
+        self.optimizer.step()
+
+    def capture_graph(self) -> None:
+        """The cuda-graph plant: capture the step once, before the first measured iteration."""
+        assert self.graphed is not None and self.optimizer is not None
+        self.graphed.capture(self._captured_step, self.optimizer, self.annotator, self.sync)
+
     def iteration(self, name: str) -> StepRecord:
-        """One `name` range holding forward (+ backward + optimizer when training)."""
+        """One `name` range holding forward (+ backward + optimizer when training); with the
+        step captured as a CUDA graph, the range holds its replay (no phases)."""
+        if self.graphed is not None and self.graphed.graph is not None:
+            with self.annotator.range(name):
+                start = time.perf_counter()
+                self.graphed.replay()
+                self.sync()
+                seconds = time.perf_counter() - start
+            return StepRecord(name, seconds, {})
+        with self.graphed.warmup() if self.graphed is not None else contextlib.nullcontext():
+            return self._eager_iteration(name)
+
+    def _eager_iteration(self, name: str) -> StepRecord:
         phases: dict[str, float] = {}
         with self.annotator.range(name):
             start = time.perf_counter()
@@ -132,6 +163,7 @@ class _Workload:
                 loss = self._phase("forward", phases, self._forward_loss)
                 self.planter.after_forward(loss)
                 self._phase("backward", phases, loss.backward)
+                self.planter.before_optimizer(loss)
                 self._phase("optimizer", phases, self._optimizer_step)
             else:
                 with self.torch.no_grad():
@@ -165,6 +197,8 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
     emit = work.torch.autograd.profiler.emit_nvtx() if config.op_ranges == "emit-nvtx" else contextlib.nullcontext()
     with emit:
         for index, name in enumerate(names):
+            if work.graphed is not None and work.graphed.graph is None and conventions.STEP_RANGE.match(name):
+                work.capture_graph()
             record = work.iteration(name)
             annotator.mark(step_message(name, record.seconds, record.phases))
             records.append(record)
@@ -179,8 +213,12 @@ def count_iteration(config: WorkloadConfig) -> list[dict]:
     """FLOPs and bytes per NVTX range path of one steady-state iteration (capture.counting):
     one uncounted iteration first (AdamW creates its state on its first step), then one
     counted. Nothing goes to NVTX: this runs outside the profiled process."""
+    from dataclasses import replace
+
     from nsight_tui.capture.counting import CountingMode, PathTracker
 
+    if config.plant == "ddp-one-bucket":  # the count runs one process; the bucket layout changes no FLOP
+        config = replace(config, plant="")
     tracker = PathTracker()
     work = _Workload(config, tracker)
     work.iteration("warmup_0")

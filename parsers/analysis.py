@@ -93,10 +93,14 @@ def ratio_panel(model: RangeModel, node: RangeNode) -> list[Ratio]:
     if node.instances > 1:
         out.append(Ratio("kernels / instance", node.kernels / node.instances, "per_instance",
                          f"{node.instances} instances"))
-    lat = launch_latency(model, pos)
-    if lat is not None:
-        out.append(Ratio("median launch latency", lat, "ns",
-                         "kernel start - launching API call start, median over kernels"))
+    timing = launch_timing(model, pos)
+    if timing is not None:
+        overhead_ns, queue_ns = timing
+        out.append(Ratio("launch overhead (median)", overhead_ns, "ns",
+                         "the launching API call's own duration (cudaLaunchKernel…), median over kernels"))
+        out.append(Ratio("queue delay / CPU lead (median)", queue_ns, "ns",
+                         "kernel start − launching call start, median over kernels: how far the CPU ran "
+                         "ahead, i.e. how long the kernel waited behind earlier GPU work"))
     fwd, bwd, opt = (_child(node, p) for p in PHASES)
     if fwd is not None and bwd is not None:
         r = _ratio(bwd.kernel_ns, fwd.kernel_ns)
@@ -107,15 +111,22 @@ def ratio_panel(model: RangeModel, node: RangeNode) -> list[Ratio]:
     return out
 
 
-def launch_latency(model: RangeModel, op_positions: np.ndarray) -> float | None:
+def launch_timing(model: RangeModel, op_positions: np.ndarray) -> tuple[float, float] | None:
+    """(launch overhead, queue delay) in ns, medians over the kernels at these positions that
+    have a launching API call. Launch overhead is the call's own duration (end − start); queue
+    delay, or CPU lead, is kernel start − call start: large when the GPU is busy with earlier
+    work, which is healthy, not an overhead."""
     trace = model.trace
     ops = trace.ops
     pos = np.asarray(op_positions, dtype=np.int64)
     pos = pos[(ops["kind"].to_numpy()[pos] == KERNEL) & (ops["api"].to_numpy()[pos] >= 0)]
     if len(pos) == 0 or trace.api.empty:
         return None
-    lat = ops["start"].to_numpy()[pos] - trace.api["start"].to_numpy()[ops["api"].to_numpy()[pos]]
-    return float(np.median(lat))
+    call = ops["api"].to_numpy()[pos]
+    call_start = trace.api["start"].to_numpy()[call]
+    overhead = trace.api["end"].to_numpy()[call] - call_start
+    queue = ops["start"].to_numpy()[pos] - call_start
+    return float(np.median(overhead)), float(np.median(queue))
 
 
 # -- per-phase summaries over iterations -------------------------------------------------

@@ -10,14 +10,15 @@ with the reason for its value. No presentation here (nsight_tui.render.findings 
 from __future__ import annotations
 
 import re
-from typing import Any
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 
 from nsight_tui.parsers.analysis import STEP, iteration_ranges, phase_ranges
 from nsight_tui.parsers.families import name_families
-from nsight_tui.parsers.ids import KERNEL
+from nsight_tui.parsers.ids import KERNEL, PID_MASK, pid_of
 from nsight_tui.parsers.idle import API_LAUNCH, API_SYNC, idle_analysis
 from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.model import RangeModel, range_model
@@ -108,6 +109,19 @@ class StepContext:
     def split(self):
         return self.idle().ranges(self.model, self.steps, top_gaps=0).devices[0].split
 
+    @cached_property
+    def host_gaps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The idle stretches inside the steps whose host-bound part is at least host_gap_min_ns:
+        (start, end, host-bound ns), in time order: host-bound-gap's; shorter host-bound stretches are
+        framework dispatch between launch bursts (launch-bound counts them)."""
+        dev = self.idle().device(self.device)
+        parts = [dev.gaps_in(int(a), int(b)) for a, b in zip(self.t0, self.t1)]  # a loop over steps, not ops
+        gs = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        ge = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        host = dev.split(gs, ge)[3] if len(gs) else np.zeros(0, np.int64)
+        keep = host >= _t("host_gap_min_ns")
+        return gs[keep], ge[keep], host[keep]
+
     def range_of(self, t: int) -> str:
         """The innermost range on the main thread open at t (or the step)."""
         m = self.model
@@ -135,17 +149,14 @@ def _ms(ns: float) -> float:
 
 # -- rules ---------------------------------------------------------------------------------------
 def host_bound_gap(c: StepContext) -> Finding | None:
-    w = c.idle().ranges(c.model, c.steps, top_gaps=400)
-    long = [g for g in w.gaps if g.host_bound_ns >= _t("host_gap_min_ns")]
-    if not long:
+    gs, ge, host = c.host_gaps
+    if len(gs) == 0:
         return None
-    total = sum(g.host_bound_ns for g in long)
-    rows = []
-    for g in long[:10]:
-        before = c.range_of(g.start_ns - 1)
-        after = c.range_of(g.end_ns)
-        rows.append({"start_ns": g.start_ns, "end_ns": g.end_ns, "host_bound_ns": g.host_bound_ns,
-                     "after_range": before, "before_range": after})
+    total = float(host.sum())
+    top = np.argsort(-host, kind="stable")[:10]
+    rows = [{"start_ns": int(gs[i]), "end_ns": int(ge[i]), "host_bound_ns": int(host[i]),
+             "after_range": c.range_of(int(gs[i]) - 1), "before_range": c.range_of(int(ge[i]))}
+            for i in top.tolist()]
     where = sorted({f"{r['after_range']} → {r['before_range']}" for r in rows})
     return Finding(
         "host-bound-gap", "GPU idle while the CPU runs Python/data work with no CUDA call",
@@ -153,69 +164,121 @@ def host_bound_gap(c: StepContext) -> Finding | None:
         f"host-bound idle in gaps ≥ {_t('host_gap_min_ns') / 1e6:.0f} ms, per step (the idle time it explains)",
         "move the work off the step: DataLoader(num_workers>0, pin_memory=True, prefetch), precompute, "
         "or overlap it with GPU work (no CUDA call means nothing is queued behind it)",
-        {"gaps": len(long), "host_bound_ns_per_step": total / c.n, "step_ns": c.step_ns},
-        rows, long[0].start_ns, long[0].end_ns)
+        {"gaps": len(gs), "host_bound_ns_per_step": total / c.n, "step_ns": c.step_ns},
+        rows, int(gs[top[0]]), int(ge[top[0]]))
+
+
+def _process_api(c: StepContext) -> np.ndarray:
+    """Rows of trace.api made by the steps' process (a multi-rank export holds every rank's calls)."""
+    api = c.trace.api
+    if len(api) == 0:
+        return np.zeros(0, dtype=np.int64)
+    pid = int(c.model.r_gtid[c.steps[0]]) & PID_MASK
+    return np.flatnonzero((api["gtid"].to_numpy() & PID_MASK) == pid)
 
 
 def sync_stall(c: StepContext) -> Finding | None:
     t = c.trace
     api = t.api
-    if len(api) == 0:
+    rows_ = _process_api(c)
+    if len(rows_) == 0:
         return None
-    ia = c.idle()
-    kind = ia.api_kind
-    a_start, a_end = api["start"].to_numpy(), api["end"].to_numpy()
-    # a blocking call inside a step with GPU work launched after it in the same step: the GPU
-    # drains and waits for the CPU (the one synchronise at a step's end stalls nothing)
-    sync = np.flatnonzero(kind == API_SYNC)
-    k = np.searchsorted(c.t0, a_start[sync], side="right") - 1
-    kk = np.clip(k, 0, None)
-    sync, k = sync[(k >= 0) & (a_end[sync] <= c.t1[kk])], kk[(k >= 0) & (a_end[sync] <= c.t1[kk])]
+    kind = c.idle().api_kind[rows_]
+    a_start, a_end = api["start"].to_numpy()[rows_], api["end"].to_numpy()[rows_]
+    # blocking calls inside a step (their own process's), in time order
+    blocking = np.flatnonzero(kind == API_SYNC)
+    blocking = blocking[np.argsort(a_start[blocking], kind="stable")]
+    k = np.searchsorted(c.t0, a_start[blocking], side="right") - 1
+    inside = (k >= 0) & (a_end[blocking] <= c.t1[np.clip(k, 0, None)])
+    blocking, k = blocking[inside], k[inside]
+    if len(blocking) == 0:
+        return None
+    s0, s1 = a_start[blocking], a_end[blocking]
+    # Where each one's effect ends: the next blocking call in the same step, or the step's end
+    # (the step-end synchronise drains the GPU whatever came before).
+    nxt = np.append(s0[1:], np.iinfo(np.int64).max)
+    same = np.append(k[1:] == k[:-1], False)
+    until = np.where(same, np.minimum(nxt, c.t1[k]), c.t1[k])
+    # A stall needs GPU work issued after the call in its window (the step's last synchronise stalls nothing)
     launches = np.sort(a_start[kind == API_LAUNCH])
-    later = np.searchsorted(launches, a_end[sync], side="left") < np.searchsorted(launches, c.t1[k], side="left")
-    sync = sync[later]
-    if len(sync) == 0:
+    stalls = np.searchsorted(launches, s1, side="left") < np.searchsorted(launches, until, side="left")
+    blocking, k, s0, s1, until = blocking[stalls], k[stalls], s0[stalls], s1[stalls], until[stalls]
+    if len(blocking) == 0:
         return None
-    dev = ia.device(c.device)
-    ops = t.ops
-    on = ops["device"].to_numpy() == c.device
-    o_start = np.sort(ops["start"].to_numpy()[on])
-    s0, s1 = a_start[sync], a_end[sync]
-    nxt = o_start[np.clip(np.searchsorted(o_start, s1), 0, len(o_start) - 1)] if len(o_start) else s1
-    nxt = np.maximum(nxt, s1)
-    # the GPU idle the sync explains: while the CPU waits and until the next op arrives after it
-    parts = dev.split(s0, nxt)
-    idle_ns = parts[1] + parts[2]  # host-bound time is host-bound-gap's
-    names = [t.api_names[int(x)] for x in api["name"].to_numpy()[sync]]
-    rows = [{"call": names[i], "start_ns": int(s0[i]), "end_ns": int(s1[i]), "call_ns": int(s1[i] - s0[i]),
-             "gpu_idle_after_ns": int(idle_ns[i]), "range": c.range_of(int(s0[i]))}
-            for i in np.argsort(-idle_ns)[:10].tolist()]
-    total = float(idle_ns.sum())
+    # The saving: the call throws away the CPU's lead over the GPU (the time it waited in the
+    # call, `lead`); without it the CPU would stay that far ahead and fill that much of the GPU
+    # idle that follows until the next blocking point, whatever the CPU was doing meanwhile
+    # (launching, framework dispatch, Python work: host-bound-gap may name the same idle; its
+    # fix is another way to save it). So min(lead, that idle).
+    dev = c.idle().device(c.device)
+    busy_ns = dev.split(s0, until)[0]
+    idle_ns = (until - s0) - busy_ns
+    lead_ns = s1 - s0
+    saved = np.minimum(lead_ns, idle_ns)
+    names = [t.api_names[int(x)] for x in api["name"].to_numpy()[rows_[blocking]]]
+    rows = [{"call": names[i], "start_ns": int(s0[i]), "end_ns": int(s1[i]), "call_ns": int(lead_ns[i]),
+             "gpu_idle_until_next_block_ns": int(idle_ns[i]), "saving_ns": int(saved[i]),
+             "range": c.range_of(int(s0[i]))}
+            for i in np.argsort(-saved, kind="stable")[:10].tolist()]
+    total = float(saved.sum())
     return Finding(
         "sync-stall", "blocking synchronisation inside the step",
         sorted({str(r["range"]) for r in rows}), _ms(total / c.n),
-        "GPU idle (sync- and launch-bound) from each blocking call's start until the next GPU op after it returns, per step",
+        "per blocking call, min(time the CPU waited in it = the lead it throws away, GPU idle from its start "
+        "to the next blocking call or the step's end), per step",
         "drop .item()/.cpu()/print(tensor) and torch.cuda.synchronize() from the step; log losses every N "
         "steps or accumulate them on the GPU; use non_blocking copies and events",
-        {"calls_per_step": len(sync) / c.n, "call_ns_per_step": float((s1 - s0).sum()) / c.n,
-         "gpu_idle_ns_per_step": total / c.n},
+        {"calls_per_step": len(blocking) / c.n, "call_ns_per_step": float(lead_ns.sum()) / c.n,
+         "gpu_idle_ns_per_step": float(idle_ns.sum()) / c.n},
         rows, int(rows[0]["start_ns"]), int(rows[0]["end_ns"]))
+
+
+def _graph_replays(c: StepContext) -> tuple[np.ndarray, np.ndarray]:
+    """The steps' CUDA graph replays on the device: from each cudaGraphLaunch call's start to the
+    end of the last op it launched, merged, clipped to the steps."""
+    from nsight_tui.parsers import intervals
+
+    t = c.trace
+    ops, api = t.ops, t.api
+    call = ops["api"].to_numpy()
+    on = np.flatnonzero((ops["device"].to_numpy() == c.device) & (call >= 0))
+    if len(on) == 0:
+        return intervals.EMPTY
+    graph_name = np.array([n.startswith(("cudaGraphLaunch", "cuGraphLaunch")) for n in t.api_names] + [False])
+    on = on[graph_name[api["name"].to_numpy()[call[on]]]]
+    if len(on) == 0:
+        return intervals.EMPTY
+    calls, first = np.unique(call[on], return_inverse=True)
+    last_end = np.zeros(len(calls), dtype=np.int64)
+    np.maximum.at(last_end, first, ops["end"].to_numpy()[on])
+    replays = intervals.union(api["start"].to_numpy()[calls], last_end)
+    return intervals.intersect(replays, intervals.union(c.t0, c.t1))
 
 
 def launch_bound(c: StepContext) -> Finding | None:
     s = c.split()
-    per = s.launch_bound_ns / c.n
+    # What a replayed CUDA graph removes: the GPU idle while the CPU issues launches, and the
+    # short host-bound stretches between launch bursts (framework dispatch; stretches of at least
+    # host_gap_min_ns are one piece of Python/data work, host-bound-gap's). Idle inside a graph
+    # replay (the GPU's own gaps between the graph's kernels) is what a graph leaves: not counted.
+    dispatch = s.host_bound_ns - float(c.host_gaps[2].sum())
+    rs, re_ = _graph_replays(c)
+    in_graphs = float(c.idle().device(c.device).launch.measure(rs, re_).sum()) if len(rs) else 0.0
+    per = (s.launch_bound_ns - in_graphs + dispatch) / c.n
     if per < _t("launch_min_share") * c.step_ns:
         return None
     kernels = int(c.model.kernel_count[c.steps].sum()) / c.n
     return Finding(
         "launch-bound", "GPU waits on kernel launches: many short kernels issued one by one",
         ["step_N"], _ms(per),
-        "launch-bound GPU idle per step (CUDA graphs replay the launches with ~no gaps)",
+        f"launch-bound GPU idle outside CUDA graph replays + host-bound idle in stretches under "
+        f"{_t('host_gap_min_ns') / 1e6:.0f} ms (dispatch between launch bursts), per step: what replaying the step "
+        "as a CUDA graph removes",
         "capture the step in CUDA graphs (torch.compile(mode='reduce-overhead') or torch.cuda.graphs), "
         "fuse elementwise ops (torch.compile), or raise the batch size so each kernel does more",
-        {"launch_bound_ns_per_step": per, "kernels_per_step": kernels, "busy_ns_per_step": s.busy_ns / c.n,
-         "step_ns": c.step_ns},
+        {"launch_bound_ns_per_step": (s.launch_bound_ns - in_graphs) / c.n, "dispatch_host_ns_per_step": dispatch / c.n,
+         "launch_bound_in_graph_replays_ns_per_step": in_graphs / c.n,
+         "kernels_per_step": kernels, "busy_ns_per_step": s.busy_ns / c.n, "step_ns": c.step_ns},
         [], int(c.t0[0]), int(c.t1[0]))
 
 
@@ -426,28 +489,75 @@ def sync_memcpy(c: StepContext) -> Finding | None:
         int(sel[0][6]), int(sel[0][7]))
 
 
-def exposed_communication(c: StepContext) -> Finding | None:
-    from nsight_tui.parsers.ranks import ranks_of_trace
+def waited_communication(trace: Trace, rank) -> dict:
+    """One rank's communication over its steady-state steps: `comm_ns` (its collective kernels'
+    union), `exposed_ns` (of that, the time no compute kernel ran) and `waited_ns` (of the
+    exposed time, the part during which the step was held up by it: compute work already issued
+    and queued behind it, or a CPU thread of the rank blocked in a synchronising call). Exposed
+    communication while the CPU is still issuing work sits in launch gaps that overlap would not
+    shorten. Per the rank's `step_N` ranges; `steps` is their count."""
+    from nsight_tui.parsers import intervals
+    from nsight_tui.parsers.conventions import STEP_RANGE
+    from nsight_tui.parsers.ranks import COMMUNICATION, _process_ranges
 
-    try:
-        run = ranks_of_trace(c.trace)
-    except Exception:  # noqa: BLE001 - a trace without ranks has nothing to expose
-        return None
-    rows = [{"rank": s.rank.rank, "exposed_comm_ns": s.exposed_comm_ns, "comm_ns": s.comm_ns,
-             "steps": len(s.steps_ns)} for s in run.ranks if s.comm_kernels]
+    ops, api = trace.ops, trace.api
+    mine = (ops["gpid"].to_numpy(np.int64) == rank.gpid) & (ops["device"].to_numpy(np.int64) == rank.device)
+    start, end = ops["start"].to_numpy(np.int64)[mine], ops["end"].to_numpy(np.int64)[mine]
+    kernel = ops["kind"].to_numpy()[mine] == KERNEL
+    comm_op = kernel & (name_families(trace)[ops["name"].to_numpy()[mine]] == COMMUNICATION)
+    comm = intervals.union(start[comm_op], end[comm_op])
+    compute = intervals.union(start[kernel & ~comm_op], end[kernel & ~comm_op])
+    exposed = intervals.difference(comm, compute)
+    # compute ops issued and not started: from their launching call's return to their start
+    call = ops["api"].to_numpy()[mine]
+    issued = ~comm_op & (call >= 0)
+    a_end = api["end"].to_numpy(np.int64) if len(api) else np.zeros(0, np.int64)
+    queued_s, queued_e = a_end[call[issued]], start[issued]
+    pid_rows = np.flatnonzero((api["gtid"].to_numpy() & PID_MASK) == (rank.gpid & PID_MASK)) if len(api) else \
+        np.zeros(0, np.int64)
+    sync = pid_rows[idle_analysis(trace).api_kind[pid_rows] == API_SYNC]
+    held = intervals.union(np.concatenate((queued_s, api["start"].to_numpy(np.int64)[sync] if len(sync) else [])),
+                           np.concatenate((queued_e, a_end[sync] if len(sync) else [])))
+    waited = intervals.intersect(exposed, held)
+    s0, s1 = _process_ranges(trace, rank.pid, STEP_RANGE.match)
+    steps = intervals.union(s0, s1)
+    return {"steps": len(s0), "step_ns": float((s1 - s0).mean()) if len(s0) else 0.0,
+            "comm_ns": intervals.overlap(comm, steps), "exposed_ns": intervals.overlap(exposed, steps),
+            "waited_ns": intervals.overlap(waited, steps)}
+
+
+def exposed_communication(c: StepContext) -> Finding | None:
+    from nsight_tui.parsers.ranks import find_ranks
+
+    ranks = find_ranks(c.trace)
+    rows = []
+    for r in ranks:
+        w = waited_communication(c.trace, r)
+        if w["steps"] and w["comm_ns"]:
+            rows.append({"rank": r.rank, "steps": w["steps"], "step_ns": w["step_ns"],
+                         "comm_ns_per_step": w["comm_ns"] / w["steps"],
+                         "exposed_comm_ns_per_step": w["exposed_ns"] / w["steps"],
+                         "waited_comm_ns_per_step": w["waited_ns"] / w["steps"]})
     if not rows:
         return None
-    worst = max(run.ranks, key=lambda s: s.exposed_comm_ns)
-    steps = max(len(worst.steps_ns), 1)
-    per = worst.exposed_comm_ns / steps
-    if per < _t("comm_min_share") * c.step_ns:
+    # Data-parallel ranks move in lockstep: a rank that reaches a collective early waits inside it
+    # for the slowest rank, and that wait (the straggler's gap) is no overlap problem. The rank that
+    # waits least sets the pace; what its step waits on communication is what overlap can save.
+    pace = min(rows, key=lambda x: x["waited_comm_ns_per_step"])
+    per = pace["waited_comm_ns_per_step"]
+    if per < _t("comm_min_share") * pace["step_ns"]:
         return None
+    alone = " (only this rank is in the export: part of its wait may be for a slower rank)" if len(rows) == 1 else ""
     return Finding(
         "exposed-communication", "collective communication not hidden behind compute",
-        ["step_N/backward"], _ms(per), "exposed communication time per step of the worst rank",
+        ["step_N/backward"], _ms(per),
+        "per step of the rank that waits least (the others also wait for it): collective time with no compute "
+        "kernel running while the step waited on it (compute work queued behind it, or the CPU blocked in a "
+        "synchronise)" + alone,
         "overlap it: DDP(bucket_cap_mb=..., gradient_as_bucket_view=True), no_sync() for accumulation, "
         "FSDP prefetch; check the interconnect (NCCL_DEBUG=INFO)",
-        {"exposed_comm_ns_per_step": per, "ranks": len(run.ranks)}, rows)
+        {"waited_comm_ns_per_step": per, "exposed_comm_ns_per_step": pace["exposed_comm_ns_per_step"],
+         "comm_ns_per_step": pace["comm_ns_per_step"], "rank": pace["rank"], "ranks": len(ranks)}, rows)
 
 
 def warmup_in_window(c: StepContext) -> Finding | None:
@@ -488,7 +598,15 @@ def context(trace: Trace, attribution: str = "process") -> StepContext | None:
     steps = iteration_ranges(model, STEP)
     if len(steps) == 0:
         return None
-    steps = steps[np.argsort(model.r_start[steps])]
+    steps = steps[np.argsort(model.r_start[steps], kind="stable")]
+    # One process's steps: an export around torchrun holds every rank's, and each rank is a run
+    # of its own (per-step figures over two ranks' overlapping windows would count time twice).
+    # The lowest rank's (rank 0's) where the ranks are known; exposed-communication looks at all.
+    pid = pid_of(model.r_gtid[steps])
+    from nsight_tui.parsers.ranks import find_ranks
+
+    first = next((r.pid for r in find_ranks(trace) if (pid == r.pid).any()), pid[0])
+    steps = steps[pid == first]
     devices = idle_analysis(trace).devices_of_process(int(model.r_gtid[steps[0]]))
     if not devices:
         return None

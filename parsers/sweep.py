@@ -1,6 +1,9 @@
 """A folder of captures (`{model}_ctx{N}{variant}.sqlite`, OOM runs as `.oom.json`): which runs
 there are, and the same answers (`analysis.questions`) for each. The tables people read are
-made from these runs in `nsight_tui.render.sweep`."""
+made from these runs in `nsight_tui.render.sweep`.
+
+Every run is kept: one whose name is not `{model}_ctx{N}` is placed by its `nsight-tui:config`
+mark (`placement`), and failing that, its model or ctx is unknown (None)."""
 from __future__ import annotations
 
 import json
@@ -14,8 +17,8 @@ from nsight_tui.parsers.errors import TraceError
 @dataclass
 class Run:
     path: Path
-    model: str
-    ctx: int
+    model: str | None  # None: the file name does not say (the config mark may: `placement`)
+    ctx: int | None
     variant: str  # "" for the default (training, fp32, manual attention), else e.g. "_fwd"
     status: str = "ok"  # ok | oom | error
     message: str = ""
@@ -54,10 +57,9 @@ def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
             stem, status = path.stem, "ok"
         else:
             continue
-        m = conventions.STEM.match(stem)
-        if not m:
-            continue
-        run = Run(path, m["model"], int(m["ctx"]), m["variant"], status)
+        parsed = conventions.parse_stem(stem)
+        model, ctx, variant = parsed if parsed else (None, None, "")
+        run = Run(path, model, ctx, variant, status)
         if status == "oom":
             run.status, run.message = _oom_message(path)
         runs.append(run)
@@ -93,7 +95,29 @@ def runs_for(paths: list[Path]) -> list[Run]:
             if run.status == "oom" or run.path.resolve() in wanted:
                 runs.append(run)
                 seen.add(run.path.resolve())
-    for p in paths:  # files whose names do not follow {model}_ctx{N}: still compared
+    for p in paths:  # files whose names do not follow {model}_ctx{N}: placed by their config mark
         if Path(p).resolve() not in seen:
-            runs.append(Run(Path(p), Path(p).stem, 0, ""))
+            runs.append(Run(Path(p), None, None, ""))
     return runs
+
+
+def placement(run: Run) -> tuple[str | None, int | None, str]:
+    """(model, ctx, variant): from the file name, else from the run's config mark (the variant
+    then from the config's mode, dtype, attention and batch, as the capture names its files);
+    None where neither says."""
+    model, ctx, variant = run.model, run.ctx, run.variant
+    if model is not None and ctx is not None:
+        return model, ctx, variant
+    config = (run.answers or {}).get("config") or {}
+    if model is None and isinstance(config.get("model"), str) and config["model"]:
+        model = config["model"]
+    if ctx is None and isinstance(config.get("ctx"), int):
+        ctx = config["ctx"]
+    if run.model is None and model is not None and ctx is not None:
+        try:
+            stem = conventions.output_stem(model, ctx, **{k: config[k] for k in ("mode", "dtype", "attention", "batch")
+                                                          if k in config})
+            variant = (conventions.parse_stem(stem) or (model, ctx, ""))[2]
+        except (TypeError, ValueError):
+            variant = ""
+    return model, ctx, variant

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,18 +19,19 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.ids import PID_MASK, tid_of
-from nsight_tui.parsers.load import TraceLoader
+from nsight_tui.parsers.model import range_model
 from nsight_tui.tui import export
 from nsight_tui.tui.commands import NsightCommands
-from nsight_tui.tui.messages import LoadFailed, LoadProgress, ModelReady, TraceLoaded
-from nsight_tui.tui.session import Session
-from nsight_tui.tui.table_model import ViewText
+from nsight_tui.tui.messages import (
+    ExportFailed, ExportReady, GpuLoaded, LoadFailed, LoadProgress, ModelFailed, ModelReady, TraceLoaded,
+)
+from nsight_tui.tui.session import Session, StagedLoad
 from nsight_tui.tui.views.api import ApiScreen
 from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
 from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
-from nsight_tui.tui.views.files import FilesScreen
+from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
 from nsight_tui.tui.views.launches import LaunchesScreen
@@ -39,7 +41,6 @@ from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
 from nsight_tui.tui.views.timeline import TimelineScreen, open_target
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
-from nsight_tui.parsers.model import range_model
 
 
 class NsightApp(App[int]):
@@ -47,30 +48,39 @@ class NsightApp(App[int]):
     TITLE = "nsight-tui"
     COMMANDS = App.COMMANDS | {NsightCommands}
 
+    BINDING_GROUP_TITLE = "Everywhere"
     BINDINGS = [
-        Binding("q", "quit_app", "Quit"),
-        Binding("question_mark", "help", "Help", tooltip="This help: every key"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+        # People press ctrl+c first to leave: it quits on every screen (an Input's copy included).
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="app.quit-ctrl-c"),
+        Binding("question_mark", "help", "Help", tooltip="This help: every key, the file and the attribution in full",
+                id="app.help"),
         Binding("e", "export", "Export",
                 tooltip="Export the view on screen (its filter, sort, selection) to nsight-tui_<view>.md here; "
-                "also copied to the clipboard (OSC 52)"),
-        Binding("m", "switch_mode", "Attribution",
+                "also copied to the clipboard (OSC 52)", id="app.export"),
+        Binding("m", "switch_attribution", "Attribution",
                 tooltip="Switch attribution: process-wide (autograd-thread kernels count for the main thread's "
-                "ranges) or nsys's launching-thread rule"),
-        Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack"),
+                "ranges) or nsys's launching-thread rule", id="app.attribution"),
+        Binding("c", "ask_correlation", "Corr ID", tooltip="Jump to a correlation ID: its API call, GPU work, NVTX stack",
+                id="app.correlation"),
         Binding("t", "timeline", "Timeline", show=False, id="app.timeline",
                 tooltip="Timeline of the selection (a range: its median instance; a launch: centred on it): "
                 "lanes, GPU idle by cause, the CPU's lead"),
-        Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)"),
-        Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace"),
-        Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)"),
-        Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)"),
+        Binding("1", "view_ranges", "Ranges", show=False, tooltip="View: NVTX range tree (home)", id="app.view-ranges"),
+        Binding("2", "view_kernels", "All kernels", show=False, tooltip="View: kernel summary of the whole trace",
+                id="app.view-kernels"),
+        Binding("3", "view_api", "API summary", show=False, tooltip="View: CUDA API summary (nsys cuda_api_sum)",
+                id="app.view-api"),
+        Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)",
+                id="app.view-files"),
         Binding("r", "view_roofline", "Roofline", show=False,
-                tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs"),
+                tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs",
+                id="app.view-roofline"),
         Binding("ctrl+p", "command_palette", "Commands", show=False,
-                tooltip="Command palette: views, actions, jump to any range or kernel by name"),
+                tooltip="Command palette: views, actions, jump to any range or kernel by name", id="app.palette"),
     ]
 
-    def __init__(self, paths: list[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
+    def __init__(self, paths: Sequence[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
                  diff: bool = False, main_thread: str | None = None):
         super().__init__()
         self.paths = [Path(p) for p in paths]
@@ -83,7 +93,7 @@ class NsightApp(App[int]):
         self.loaded = False  # true once a file is on screen (tests and the benchmark wait on it)
         self._load_started = 0.0
         self._mode_switching = False
-        self._sessions: dict = {}  # path -> Session: reopening from the files view is instant
+        self._sessions: dict[Path, Session] = {}  # reopening from the files view is instant
         self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
 
     # -- start-up and loading -------------------------------------------------------------------
@@ -118,39 +128,30 @@ class NsightApp(App[int]):
         worker = get_current_worker()
 
         def progress(fraction: float, text: str) -> None:
-            self.post_message(LoadProgress(path, 0.85 * fraction, text))
+            self.post_message(LoadProgress(path, fraction, text))
 
-        session = None
+        first = None
         try:
+            load = StagedLoad(path, attribution, self.main_thread, progress, clock=self.clock,
+                              started=self._load_started)
             # Stage 1: the NVTX tree with CPU times, on screen while the GPU work is read.
-            loader = TraceLoader(path, progress=progress)
-            early = loader.ranges_only()
-            tree = range_model(early, attribution, self.main_thread)
-            tree.aggregated_groups  # noqa: B018 - built here, not on the UI thread
-            if early.info.gpu_pending and early.info.ranges and not worker.is_cancelled:
-                session = Session(path, early, attribution, self.clock() - self._load_started,
-                                  main_thread=self.main_thread, pending="reading GPU work…")
-                self.post_message(TraceLoaded(session))
-            # Stage 2: GPU ops and API calls, attributed; the tree's nodes are reused.
-            trace = loader.finish()
-            self.post_message(LoadProgress(path, 0.88, "attributing GPU work to NVTX ranges"))
-            model = range_model(trace, attribution, self.main_thread, tree_from=tree)
-            self.post_message(LoadProgress(path, 0.95, "building the range tree"))
-            model.aggregated_groups  # noqa: B018 - built here, not on the UI thread
+            first = load.tree()
+            if first is not None and not worker.is_cancelled:
+                self.post_message(TraceLoaded(first))
+            # Stage 2: GPU ops and API calls, attributed; the tree's nodes are taken over.
+            trace, seconds = load.finish()
         except TraceError as exc:
             self.post_message(LoadFailed(path, str(exc), exc.exit_code))
             return
         except Exception as exc:  # a bug or an export we did not foresee: one line, not a traceback
             self.post_message(LoadFailed(path, f"internal error: {type(exc).__name__}: {exc}", 70))
             return
-        if not worker.is_cancelled:
-            seconds = self.clock() - self._load_started
-            if session is None:
-                self.post_message(TraceLoaded(Session(path, trace, attribution, seconds,
-                                                      main_thread=self.main_thread)))
-            else:
-                self.post_message(ModelReady(session, attribution, self.main_thread, trace=trace,
-                                             load_seconds=seconds))
+        if worker.is_cancelled:
+            return
+        if first is None:
+            self.post_message(TraceLoaded(Session(path, trace, attribution, seconds, main_thread=self.main_thread)))
+        else:
+            self.post_message(GpuLoaded(first, trace, seconds))
 
     def on_load_progress(self, message: LoadProgress) -> None:
         if isinstance(self.screen, LoadingScreen):
@@ -158,7 +159,7 @@ class NsightApp(App[int]):
             return
         session = self._sessions.get(message.path)
         if session is not None and session.pending:  # the tree is up; the GPU work is coming
-            session.pending = f"{message.text}… {round(100 * message.fraction)}%"
+            session.loading(message.fraction, message.text)
             if isinstance(self.screen, ViewScreen) and self.screen.session is session:
                 self.screen.refresh_info()
 
@@ -168,13 +169,9 @@ class NsightApp(App[int]):
     def on_trace_loaded(self, message: TraceLoaded) -> None:
         session = message.session
         self._sessions[session.path] = session
-        session.cache["roofline_options"] = self.roofline_options
+        session.roofline_options = self.roofline_options
         if not session.pending:
-            # Millions of long-lived objects now: keep the cyclic GC from rescanning them on
-            # every full collection (those pauses showed up as 50-100 ms keystrokes).
-            gc.collect()
-            gc.freeze()
-            self._warm(session)
+            self._settle(session)
         loading = self._loading_screen(session.path)
         if loading is None:
             return  # the user left the loading screen: the file stays cached for later
@@ -188,29 +185,39 @@ class NsightApp(App[int]):
         self.loaded = not session.pending  # tests and the benchmark wait for the GPU columns
         self.switch_screen(RangesScreen(session))
 
+    def _settle(self, session: Session) -> None:
+        # Millions of long-lived objects now: keep the cyclic GC from rescanning them on
+        # every full collection (those pauses showed up as 50-100 ms keystrokes).
+        gc.collect()
+        gc.freeze()
+        self._warm(session)
+
+    def on_gpu_loaded(self, message: GpuLoaded) -> None:
+        """The load's second stage: the GPU columns fill in, in place (the cursor stays)."""
+        session = message.session
+        session.gpu_loaded(message.trace, message.load_seconds)
+        self._settle(session)
+        for screen in self.screen_stack:
+            if isinstance(screen, RangesScreen) and screen.session is session:
+                screen.rebuild(screen.current_key())
+                screen.refresh_info()
+                screen.refresh_bindings()
+        if self.session is session:
+            self.loaded = True
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="warm")
     def _warm(self, session: Session) -> None:
         """Compute the global views while the user reads the tree, so `2` and `3` open at once."""
-        from nsight_tui.tui.views.api import api_report
-        from nsight_tui.tui.views.kernels import global_summary, node_summary
-
-        session.trace.op_short  # noqa: B018 - nsys's short names, read from the file once
-        # The kernel tables of the top-level ranges holding the most GPU work (step_N over
-        # every step): the ones that cost most to open.
-        roots = sorted((n for g in session.model.aggregated_groups for n in g.roots), key=lambda n: -n.kernels)
-        builds = [global_summary, api_report, *(lambda s, n=n: node_summary(s, n) for n in roots[:3] if n.kernels),
-                  lambda s: s.model.thread_groups]  # the instance tree (`a`), not built for the first screen
-        for build in builds:
-            if get_current_worker().is_cancelled:
-                return
-            build(session)
+        worker = get_current_worker()
+        session.warm(cancelled=lambda: worker.is_cancelled)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The app's own background work (warming the global views) failed: the views will
         compute on demand and report there; say it once here, never crash."""
         if event.state == WorkerState.ERROR:
             error = event.worker.error
-            self.notify(f"{type(error).__name__}: {error}", title="background work failed", severity="warning")
+            self.notify(f"{type(error).__name__}: {error}", title="background work failed", severity="warning",
+                        markup=False)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         if not self.multi:
@@ -222,7 +229,7 @@ class NsightApp(App[int]):
             self.pop_screen()
         elif loading is not None:
             loading.when_resumed(self.pop_screen)
-        self.notify(message.message, title="cannot open", severity="error", timeout=8)
+        self.notify(message.message, title="cannot open", severity="error", timeout=8, markup=False)
 
     # -- navigation -----------------------------------------------------------------------------
     def _base_index(self) -> int | None:
@@ -304,7 +311,7 @@ class NsightApp(App[int]):
     async def jump_to_range(self, gtid: int, key: tuple[str, ...]) -> None:
         ranges = await self._to_base()
         if ranges is not None and not ranges.select_key(gtid, key):
-            self.notify(f"{'/'.join(key)}: not in this view", severity="warning")
+            self.notify(f"{'/'.join(key)}: not in this view", severity="warning", markup=False)
 
     async def jump_to_kernel(self, name: str) -> None:
         await self._to_base()
@@ -325,14 +332,15 @@ class NsightApp(App[int]):
             self.push_screen(TimelineScreen(self.session, open_target(self.screen)))
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(help_sections()))
+        about = self.session.header().full_lines() if self.session is not None else []
+        self.push_screen(HelpScreen(help_sections(), about))
 
-    def action_quit_app(self) -> None:
+    async def action_quit(self) -> None:
         self.exit(return_code=0)
 
     # -- attribution mode -----------------------------------------------------------------------
-    def action_switch_mode(self) -> None:
-        if not self._need_session() or self._mode_switching:
+    def action_switch_attribution(self) -> None:
+        if self.session is None or not self._need_session() or self._mode_switching:
             return
         new = "nsys" if self.session.attribution == "process" else "process"
         self._mode_switching = True
@@ -343,13 +351,14 @@ class NsightApp(App[int]):
     def pick_main_thread(self, gtid: int) -> None:
         """Make thread `gtid` its process's main thread (`t` in the range tree); on the main
         thread the user picked, go back to the automatic choice."""
-        if not self._need_session() or self._mode_switching:
+        if self.session is None or not self._need_session() or self._mode_switching:
             return
         session = self.session
         info = session.model.main_info.get(gtid & PID_MASK)
+        new: str | None
         if info is not None and info.gtid == gtid:
             if session.main_thread is None:
-                self.notify(f"{session.trace.thread_label(gtid)} is already the main thread")
+                self.notify(f"{session.trace.thread_label(gtid)} is already the main thread", markup=False)
                 return
             new = None
         else:
@@ -367,25 +376,24 @@ class NsightApp(App[int]):
             model = range_model(session.trace, attribution, main_thread)
             model.aggregated_groups  # noqa: B018
         except Exception as exc:  # keep the session usable under the mode it had
-            self.call_from_thread(self._mode_failed, f"{type(exc).__name__}: {exc}")
+            self.post_message(ModelFailed(f"{type(exc).__name__}: {exc}"))
             return
         self.post_message(ModelReady(session, attribution, main_thread))
 
-    def _mode_failed(self, message: str) -> None:
+    def on_model_failed(self, message: ModelFailed) -> None:
         self._mode_switching = False
-        self.notify(message, title="attribution switch failed", severity="error")
+        self.notify(message.message, title="attribution switch failed", severity="error", markup=False)
 
     async def on_model_ready(self, message: ModelReady) -> None:
-        session = message.session
-        if message.trace is not None:  # the load's second stage: the GPU columns are in
-            await self._gpu_loaded(session, message.trace, message.load_seconds)
-            return
         self._mode_switching = False
+        session = message.session
         if session is not self.session:
             return
         # What was open: the range tree's cursor, and the range whose kernels were shown.
         base = self._base_index()
-        ranges: RangesScreen = self.screen_stack[base]
+        ranges = self.screen_stack[base] if base is not None else None
+        if base is None or not isinstance(ranges, RangesScreen):
+            return
         keep = ranges.current_key()
         old_node = next((s.node for s in self.screen_stack[base + 1:]
                          if isinstance(s, KernelsScreen) and s.node is not None), None)
@@ -399,26 +407,13 @@ class NsightApp(App[int]):
         if old_node is not None:
             # The same ranges under the new mode: range positions do not depend on the mode
             # (a name path would find the first instance, not the one that was open).
-            node = next((n for n in ranges.grid.tree.all_nodes() if np.array_equal(n.ids, old_node.ids)), None)
+            node = next((n for n in ranges.grid.ranges.all_nodes() if np.array_equal(n.ids, old_node.ids)), None)
             if node is not None:
                 ranges.select_node(node)
                 self.open_kernels(node)
-        from nsight_tui.render.process_view import main_thread_short
-
-        self.notify(f"attribution: {session.attribution}: {session.model.mode_help}; "
-                    f"{main_thread_short(session.trace, session.model)}", timeout=4)
-
-    async def _gpu_loaded(self, session: Session, trace, seconds: float) -> None:
-        session.trace, session.load_seconds, session.pending = trace, seconds, ""
-        gc.collect()
-        gc.freeze()  # see on_trace_loaded
-        self._warm(session)
-        ranges = next((s for s in self.screen_stack if isinstance(s, RangesScreen) and s.session is session), None)
-        if ranges is not None:
-            ranges.rebuild(ranges.current_key())
-            ranges.refresh_info()
-        if self.session is session:
-            self.loaded = True
+        main = session.header().main_thread
+        self.notify(f"attribution: {session.attribution} — {session.model.mode_help}" + (f"; {main}" if main else ""),
+                    timeout=6, markup=False)
 
     # -- export ---------------------------------------------------------------------------------
     def action_export(self) -> None:
@@ -433,17 +428,21 @@ class NsightApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="export")
     def _export_worker(self, screen, maker) -> None:
         """Building the text reads every row of the view (and, for launches, grid/block
-        from the file): off the UI thread."""
+        from the file): off the UI thread. The file is written on the UI thread, so a signal
+        (handled on the event loop) never lands halfway through a write."""
         try:
-            view: ViewText | None = maker()
+            view = maker()
             text = export.render(view) if view is not None else ""
         except Exception as exc:  # never lose the session over an export
-            self.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", title="export failed",
-                                  severity="error")
+            self.post_message(ExportFailed(f"{type(exc).__name__}: {exc}"))
             return
-        self.call_from_thread(self._export_ready, screen, view, text)
+        self.post_message(ExportReady(screen, view, text))
 
-    def _export_ready(self, screen, view: ViewText | None, text: str) -> None:
+    def on_export_failed(self, message: ExportFailed) -> None:
+        self.notify(message.message, title="export failed", severity="error", markup=False)
+
+    def on_export_ready(self, message: ExportReady) -> None:
+        screen, view, text = message.screen, message.view, message.text
         if view is None:
             self._say(screen, "nothing to export here yet")
             return
@@ -451,6 +450,7 @@ class NsightApp(App[int]):
         if not path.exists():
             self._write_export(screen, path, text, overwrite=False)
             return
+
         def decide(choice: str | None) -> None:
             if choice == "overwrite":
                 self._write_export(screen, path, text, overwrite=True)
@@ -465,13 +465,12 @@ class NsightApp(App[int]):
         try:
             written = export.write(path, text, overwrite=overwrite, inputs=self.paths)
         except (TraceError, OSError) as exc:
-            self.notify(str(exc), title="export failed", severity="error")
+            self.notify(str(exc), title="export failed", severity="error", markup=False)
             return
         clip = ""
         if len(text) <= export.CLIPBOARD_LIMIT:
             self.copy_to_clipboard(text)
             clip = " (and copied to the clipboard)"
-        self.last_export = written
         try:
             shown = f"./{written.relative_to(Path.cwd())}"
         except ValueError:
@@ -483,22 +482,21 @@ class NsightApp(App[int]):
         if setter and screen.is_mounted:
             setter(text)
         if notify:
-            self.notify(text, timeout=4)
+            self.notify(text, timeout=4, markup=False)
+
+
+# The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
+HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
+                BackwardPartsScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
-    from nsight_tui.tui.views.roofline import RooflineScreen
+    from nsight_tui.tui.views.roofline import RooflineScreen  # Plotext: imported when asked for
 
-    return [
-        ("Everywhere", binding_rows([NsightApp, ViewScreen])),
-        ("Moving around (range tree and every table)", binding_rows([DataGrid])),
-        ("Range tree (main view)", binding_rows([RangesScreen, RangeTree])),
-        ("Tables (kernels, launches, correlation, API, files)", binding_rows([TableScreen])),
-        ("Kernel tables", binding_rows([KernelsScreen])),
-        ("Backward by forward part (b)", binding_rows([BackwardPartsScreen])),
-        ("Timeline (t)", binding_rows([TimelineScreen])),
-        ("Roofline view (r)", binding_rows([RooflineScreen])),
-        ("Search / filter prompt", binding_rows([PromptBar]) + [("enter", "Apply")]),
-        ("Diff of two runs (several-files view: b baseline, d diff)", binding_rows([DiffScreen, DiffKernelsScreen])),
-        ("Export: file exists", binding_rows([ExportConflict])),
-    ]
+    sections: dict[str, list[tuple[str, str]]] = {}
+    for cls in (*HELP_CLASSES, RooflineScreen):
+        rows = binding_rows([cls])
+        if cls is PromptBar:
+            rows.append(("enter", "Apply"))
+        sections.setdefault(cls.BINDING_GROUP_TITLE or cls.__name__, []).extend(rows)
+    return list(sections.items())

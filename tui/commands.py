@@ -2,26 +2,29 @@
 (by name path) or kernel (by name) of the open file."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from nsight_tui.tui.tree_source import node_key
 
+if TYPE_CHECKING:
+    from nsight_tui.tui.app import NsightApp
+
 MAX_RANGES = 2000
-MAX_KERNELS = 500
+Entry = tuple[str, str, Callable[[], Any]]
 
 
 class NsightCommands(Provider):
     async def startup(self) -> None:
         self._entries = self._build()
 
-    def _build(self) -> list[tuple[str, str, object]]:
-        app = self.app
+    def _build(self) -> list[Entry]:
+        app = cast("NsightApp", self.app)
         run = app.run_action
-        out: list[tuple[str, str, object]] = [
+        out: list[Entry] = [
             ("View: range tree", "NVTX ranges per thread (1)", partial(run, "view_ranges")),
             ("View: kernel summary", "every kernel of the trace (2)", partial(run, "view_kernels")),
             ("View: CUDA API summary", "as nsys cuda_api_sum (3)", partial(run, "view_api")),
@@ -30,7 +33,7 @@ class NsightCommands(Provider):
             ("Jump: correlation ID…", "the API call and GPU work of one correlation ID (c)",
              partial(run, "ask_correlation")),
             ("Switch attribution mode", "process-wide or nsys's launching-thread rule (m)",
-             partial(run, "switch_mode")),
+             partial(run, "switch_attribution")),
             ("Export this view to Markdown", "writes nsight-tui_<view>.md here (e)", partial(run, "export")),
             ("Help: every key", "(?)", partial(run, "help")),
         ]
@@ -50,7 +53,7 @@ class NsightCommands(Provider):
                             partial(app.jump_to_range, group.gtid, key)))
                 added += 1
                 stack.extend(reversed(node.children))
-        for name, short in top_kernels(session):
+        for name, short in session.palette_kernels():
             out.append((f"Kernel: {short}", name[:120], partial(app.jump_to_kernel, name)))
         return out
 
@@ -64,21 +67,3 @@ class NsightCommands(Provider):
             score = matcher.match(text)
             if score > 0:
                 yield Hit(score, matcher.highlight(text), callback, text=text, help=help_text)
-
-
-def top_kernels(session) -> list[tuple[str, str]]:
-    """(name, short name) of the ops with the most GPU time, cached per session."""
-    cached = session.cache.get("palette_kernels")
-    if cached is None:
-        ops = session.trace.ops
-        codes = ops["name"].to_numpy()
-        cached = []
-        if len(codes):
-            dur = (ops["end"] - ops["start"]).to_numpy()
-            totals = np.bincount(codes, weights=dur, minlength=len(session.trace.op_names))
-            for code in np.argsort(-totals, kind="stable")[:MAX_KERNELS]:
-                if totals[code] <= 0:
-                    break
-                cached.append((session.trace.op_names[code], session.trace.op_short[code]))
-        session.cache["palette_kernels"] = cached
-    return cached

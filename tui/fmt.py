@@ -30,5 +30,10 @@ def text(v) -> str:
     return "" if v is None else visible(v)
 
 
-__all__ = ["MISSING", "api_name", "count", "duration", "exact", "missing", "percent", "plain_percent", "seconds",
-           "text", "times"]
+def exact_int(v):
+    """An integer column that may have blanks (stored as float NaN): exported as an integer."""
+    return None if missing(v) else int(v)
+
+
+__all__ = ["MISSING", "api_name", "count", "duration", "exact", "exact_int", "missing", "percent", "plain_percent",
+           "seconds", "text", "times"]

@@ -1,17 +1,27 @@
-"""`nsight-tui PATH...`: check the input, then run the app.
+"""`nsight-tui PATH...`: check the input and the terminal, then run the app.
 
 A single unreadable file gets one line on stderr and a non-zero exit before any screen
-is drawn; a directory opens every .sqlite export in it side by side.
+is drawn; a directory opens every .sqlite export in it side by side. Without a terminal the
+app does not start (one line, exit 2). SIGINT, SIGTERM and SIGHUP end the app through its
+normal exit, so the terminal is restored; no child process is left behind.
 """
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
 
 from nsight_tui.parsers.errors import TraceError
+
+# Exit status for each signal, as a shell reports a process killed by it (128 + number).
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# What a program that left early may have left on: the alternate screen, mouse tracking
+# (every mode Textual turns on), a hidden cursor, bracketed paste.
+RESET = "\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?25h"
 
 
 def resolve_paths(raw: list[str]) -> list[Path]:
@@ -38,6 +48,68 @@ def check_readable(path: Path) -> None:
     from nsight_tui.parsers.columns import open_tables
 
     open_tables(path, native=False).close()
+
+
+def check_terminal() -> None:
+    """The TUI needs a terminal on stdin and stdout; say what to use instead."""
+    def tty(stream) -> bool:
+        try:
+            return stream is not None and stream.isatty()
+        except (ValueError, OSError):  # closed
+            return False
+
+    if not (tty(sys.stdin) and tty(sys.stdout)):
+        raise TraceError("no terminal: the explorer needs one on stdin and stdout; for text output use "
+                         "`nsight-tui stats FILE` (nsys-style reports) or `nsight-tui report FILE`")
+
+
+class TerminalGuard:
+    """The terminal's settings before the app, put back after it whatever happened;
+    signals turned into the app's own exit."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.signal: int | None = None
+        self._saved = None
+        self._fd = -1
+        try:
+            import termios
+
+            assert sys.stdin is not None
+            self._fd = sys.stdin.fileno()
+            self._saved = termios.tcgetattr(self._fd)
+        except (ImportError, OSError, ValueError, AttributeError):
+            pass
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        for sig in SIGNALS:
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, no unix loop
+                pass
+
+    def _on_signal(self, sig: int) -> None:
+        """First signal: the app's normal exit (restores the terminal). A second one while
+        that is under way: restore by hand and leave now."""
+        if self.signal is not None:
+            self.restore()
+            os._exit(128 + sig)
+        self.signal = sig
+        self.app.exit(return_code=128 + sig)
+
+    def restore(self) -> None:
+        """Put the saved terminal settings back and switch off what the app turned on. A
+        no-op for a terminal already restored; errors ignored (after SIGHUP it is gone)."""
+        if self._saved is None:
+            return
+        try:
+            import termios
+
+            termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
+            if self.signal is not None and self.signal != signal.SIGHUP:
+                os.write(1, RESET.encode())
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def roofline_options(args) -> dict:
@@ -67,18 +139,26 @@ def launch(args) -> int:
         missing = [p for p in paths if not (p.is_file() or columnar_kind(p))]
         if missing:
             raise TraceError(f"{missing[0]}: no such file")
+    options = roofline_options(args)
+    check_terminal()
     from nsight_tui.tui.app import NsightApp
 
     app = NsightApp(paths, attribution=args.attribution, diff=diff, main_thread=getattr(args, "main_thread", None))
-    app.roofline_options = roofline_options(args)
+    app.roofline_options = options
+    guard = TerminalGuard(app)
     # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread
-    # still loading a big file, so `q` during a load would hang until the load finished.
+    # still loading a big file, so `q` during a long load would hang until the load finished.
     loop = asyncio.new_event_loop()
+    guard.install(loop)
     try:
         app.run(loop=loop)
+    except OSError:  # the terminal went away (SIGHUP): nothing left to draw on
+        if guard.signal is None:
+            raise
     finally:
         asyncio.set_event_loop(None)
-        loop.close()
+        loop.close()  # removes the signal handlers
+        guard.restore()
     if app.error_message:
         print(f"nsight-tui: {app.error_message}", file=sys.stderr)
     code = app.return_code or 0

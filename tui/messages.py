@@ -1,61 +1,161 @@
-"""Messages that workers post back to the UI thread (post_message is thread-safe)."""
+"""Typed messages: how workers hand results to the UI thread (post_message is thread-safe).
+
+A screen's worker computes a view model (tui/viewmodels) and posts one of these to the
+screen itself; the screen's `on_<name>` handler renders it. Workers never touch widgets
+and never use call_from_thread.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+if TYPE_CHECKING:
+    from nsight_tui.parsers.load import Trace
+    from nsight_tui.tui.session import Session
+    from nsight_tui.tui.table_model import ViewText
+    from nsight_tui.tui.viewmodels.api import ApiView
+    from nsight_tui.tui.roofline_vm import RooflineData
+    from nsight_tui.tui.viewmodels.correlation import CorrelationView
+    from nsight_tui.tui.viewmodels.diff import DiffView, ScopeView
+    from nsight_tui.tui.viewmodels.files import FilesView
+    from nsight_tui.tui.viewmodels.kernels import KernelsView
+    from nsight_tui.tui.viewmodels.launches import LaunchTable
 
+
+# -- loading and the attribution mode (posted to the app) -----------------------------------------
+@dataclass
 class LoadProgress(Message):
-    def __init__(self, path: Path, fraction: float, text: str) -> None:
-        super().__init__()
-        self.path, self.fraction, self.text = path, fraction, text
+    path: Path
+    fraction: float
+    text: str
 
 
+@dataclass
 class TraceLoaded(Message):
-    def __init__(self, session) -> None:
-        super().__init__()
-        self.session = session
+    """A file is open: the whole of it, or (`session.pending`) the load's first stage, the
+    NVTX tree with CPU times, while the GPU work is still read (GpuLoaded follows)."""
+
+    session: Session
 
 
+@dataclass
+class GpuLoaded(Message):
+    """The load's second stage: `session`'s ranges with their GPU work (tui.session.StagedLoad)."""
+
+    session: Session
+    trace: Trace
+    load_seconds: float
+
+
+@dataclass
 class LoadFailed(Message):
-    def __init__(self, path: Path, message: str, exit_code: int = 2) -> None:
-        super().__init__()
-        self.path, self.message, self.exit_code = path, message, exit_code
+    path: Path
+    message: str
+    exit_code: int = 2
 
 
+@dataclass
 class ModelReady(Message):
-    """The model for `attribution` (and main-thread pick) is built; the app may switch to it.
-    With `trace`: the load's second stage, the session's trace with its GPU work (the tree
-    was shown first)."""
+    """The model for `attribution` is built; the app may switch to it."""
 
-    def __init__(self, session, attribution: str, main_thread: str | None = None, trace=None,
-                 load_seconds: float = 0.0) -> None:
-        super().__init__()
-        self.session, self.attribution, self.main_thread = session, attribution, main_thread
-        self.trace, self.load_seconds = trace, load_seconds
+    session: Session
+    attribution: str
+    main_thread: str | None = None  # the main-thread pick the model was built with
+
+
+@dataclass
+class ModelFailed(Message):
+    message: str
+
+
+@dataclass
+class ExportReady(Message):
+    """`e`: the text of the view on screen, ready to write (None: nothing to export)."""
+
+    screen: object  # the screen it was made from (the status line to answer on)
+    view: ViewText | None
+    text: str
+
+
+@dataclass
+class ExportFailed(Message):
+    message: str
+
+
+# -- one per view (posted by a screen's worker to the screen itself) ---------------------------------
+@dataclass
+class KernelsReady(Message):
+    view: KernelsView
+
+
+@dataclass
+class ApiReady(Message):
+    view: ApiView
+
+
+@dataclass
+class LaunchesReady(Message):
+    table: LaunchTable
+
+
+@dataclass
+class DetailsRead(Message):
+    """Grid/block of the launches in view were read from the file (or why not)."""
+
+    error: str = ""
+
+
+@dataclass
+class CorrelationReady(Message):
+    view: CorrelationView
+
+
+@dataclass
+class FilesProgress(Message):
+    text: str
+
+
+@dataclass
+class FilesReady(Message):
+    view: FilesView
+
+
+@dataclass
+class TableChanged(Message):
+    """A big table's sort or filter, done in a worker; keep the cursor on `keep` (a frame position)."""
+
+    keep: int | None
+
+
+@dataclass
+class RooflineReady(Message):
+    data: RooflineData
 
 
 # -- the diff views (posted by their workers to the screen itself) ---------------------------------
+@dataclass
 class DiffReady(Message):
-    def __init__(self, view) -> None:  # a tui.viewmodels.diff.DiffView
-        super().__init__()
-        self.view = view
+    view: DiffView
 
 
+@dataclass
 class DiffFailed(Message):
-    def __init__(self, message: str) -> None:
-        super().__init__()
-        self.message = message
+    message: str
 
 
+@dataclass
 class DiffProgress(Message):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
 
+@dataclass
 class ScopeReady(Message):
-    def __init__(self, view) -> None:  # a tui.viewmodels.diff.ScopeView
-        super().__init__()
-        self.view = view
+    view: ScopeView
+
+
+@dataclass
+class BackwardPartsReady(Message):
+    mappings: list  # viewmodels.backward_parts.Mapping, one per mapping the trace allows

@@ -1,6 +1,6 @@
 """The roofline as the TUI shows it, without Textual: the rows behind the plot and the table,
 the roofs to draw, and the ratios the kernel view adds. Built in a worker, once per session
-and attribution (session.cache)."""
+and attribution (Session.roofline_context)."""
 from __future__ import annotations
 
 import math
@@ -19,12 +19,7 @@ RANGES, FAMILIES = "ranges", "families"
 
 def context(session) -> rl.Roofline:
     """The session's roofline context (counts source and peaks), built once per attribution."""
-    key = ("roofline", session.attribution)
-    roof = session.cache.get(key)
-    if roof is None:
-        options = session.cache.get("roofline_options") or {}
-        roof = session.cache[key] = rl.build(session.trace, session.attribution, **options)
-    return roof
+    return session.roofline_context()
 
 
 def ratios(session, node) -> list[Ratio]:

@@ -1,13 +1,26 @@
-"""One open file: the loaded trace, the attribution mode in force, how long loading took."""
+"""One open file: the loaded trace, the attribution mode in force, and every view's data.
+
+No Textual here (see tui/viewmodels/__init__.py). Screens call these methods from thread
+workers; results that do not depend on the cursor are computed once per attribution mode.
+"""
 from __future__ import annotations
 
-from collections import Counter
+import functools
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
-from nsight_tui.parsers.load import Trace
-from nsight_tui.tui import fmt
-from nsight_tui.parsers.model import range_model
+import numpy as np
+
+from nsight_tui.parsers.load import Trace, TraceLoader
+from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
+from nsight_tui.tui.viewmodels import api, backward_parts, correlation, kernels, launches, palette
+from nsight_tui.tui.viewmodels.header import HeaderInfo
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -16,13 +29,18 @@ class Session:
     trace: Trace
     attribution: str
     load_seconds: float
-    aggregated: bool = True
-    main_thread: str | None = None  # --main-thread or `t`: a thread id; None = chosen by the model
-    pending: str = ""  # while the GPU work loads (the tree shows first): what the loader is doing
-    cache: dict = field(default_factory=dict)  # per-session results worth keeping (global summary)
+    aggregated: bool = True  # the range tree's mode, kept when the file is reopened
+    main_thread: str | None = None  # --main-thread or `M`: a thread id; None = chosen by the model
+    roofline_options: dict = field(default_factory=dict)  # --flops/--peak-* (tui.launch)
+    # The load's first stage is on screen (the NVTX tree, CPU times) and the GPU work is still
+    # being read: what the loader is doing, and how far (StagedLoad); "" once it is all in.
+    pending: str = ""
+    pending_percent: int = 0
+    _memo: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
-    def model(self):
+    def model(self) -> RangeModel:
         """The range model of the mode in force (already built: the loader and the mode
         switch build it in a worker before they set `attribution`)."""
         return range_model(self.trace, self.attribution, self.main_thread)
@@ -33,42 +51,174 @@ class Session:
         from nsight_tui.parsers.idle import idle_analysis
         from nsight_tui.parsers.timeline import timeline
 
-        return timeline(self.trace, self.model, idle_analysis(self.trace))
+        return self._once("timeline", lambda: timeline(self.trace, self.model, idle_analysis(self.trace)))
 
     @property
     def file_name(self) -> str:
         return self.path.name
 
-    def gpu_text(self) -> str:
-        gpus = Counter(self.trace.info.gpus)
-        if not gpus:
-            return "GPU: unknown"
-        return ", ".join(f"{n}× {name}" if n > 1 else name for name, n in gpus.items())
+    def _once(self, key: str, build: Callable[[], T], per_mode: bool = True) -> T:
+        """`build()` once per key (and attribution mode); two workers asking at once may both
+        build, and the first result is kept."""
+        full = (key, (self.attribution, self.main_thread) if per_mode else "")
+        with self._lock:
+            if full in self._memo:
+                return self._memo[full]
+        value = build()
+        with self._lock:
+            return self._memo.setdefault(full, value)
 
-    def info_lines(self) -> list[str]:
-        """The header every view shows: what the file is, and the attribution in force."""
+    # -- the staged load -----------------------------------------------------------------------
+    def loading(self, fraction: float, text: str) -> None:
+        """The GPU work's progress, while the tree is on screen (the header shows it)."""
+        self.pending, self.pending_percent = text, round(100 * fraction)
+
+    def gpu_loaded(self, trace: Trace, load_seconds: float) -> None:
+        """The load's second stage: the same ranges with their GPU work (the full model is
+        built, its tree nodes taken over from the first stage's). Views computed from the
+        first stage are dropped."""
+        self.trace, self.load_seconds, self.pending, self.pending_percent = trace, load_seconds, "", 0
+        with self._lock:
+            self._memo.clear()
+
+    # -- the views' data ----------------------------------------------------------------------
+    def header(self) -> HeaderInfo:
         i = self.trace.info
-        first = " · ".join([
-            self.file_name, self.gpu_text(), f"nsys {i.nsys_version or '?'}",
-            f"span {fmt.duration(i.span_ns)}", f"{i.kernels:,} kernels", f"{i.api_calls:,} API calls",
-            f"{i.ranges:,} ranges",
-            f"tree in {self.load_seconds:.2f}s · {self.pending}" if self.pending else f"loaded in {self.load_seconds:.2f}s",
-        ])
-        from nsight_tui.render.process_view import main_thread_short
+        return HeaderInfo(
+            file_name=self.file_name, gpus=tuple(i.gpus), nsys_version=i.nsys_version, span_ns=i.span_ns,
+            kernels=i.kernels, api_calls=i.api_calls, ranges=i.ranges, load_seconds=self.load_seconds,
+            attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes),
+            main_thread=self._main_text(), pending=self.pending, pending_percent=self.pending_percent)
 
-        main = f" · {main_thread_short(self.trace, self.model)}" if i.has_nvtx else ""
-        lines = [first, f"attribution: {self.attribution}{main} — {self.model.mode_help}"]
-        lines += [f"note: {n}" for n in i.notes]
-        return lines
-
-    def export_header(self) -> str:
-        i = self.trace.info
-        return (f"file `{self.file_name}` · {self.gpu_text()} · nsys {i.nsys_version or '?'} · "
-                f"attribution `{self.attribution}` ({self.model.mode_help})" + self._main_export())
-
-    def _main_export(self) -> str:
+    def _main_text(self) -> str:
+        """Which thread frames the iterations, and why (empty without NVTX)."""
         if not self.trace.info.has_nvtx:
             return ""
         from nsight_tui.render.process_view import main_thread_short
 
-        return f" · {main_thread_short(self.trace, self.model)}"
+        return main_thread_short(self.trace, self.model)
+
+    def range_kernels(self, node: RangeNode) -> kernels.KernelsView:
+        """The range's kernels and ratios, its roofline figures (TFLOP/s, GB/s, verdict) among them;
+        kept per node (`warm` computes the biggest ranges' after loading: a range holding every
+        kernel then opens without computing)."""
+        from nsight_tui.tui import roofline_vm
+
+        def build() -> tuple[RangeNode, kernels.KernelsView]:
+            return node, kernels.range_kernels(self.model, node, extra_ratios=roofline_vm.ratios(self, node))
+
+        kept = self._once(f"range_kernels:{id(node)}", build)
+        if kept[0] is not node:  # another node at a recycled address: not the one asked for
+            return build()[1]
+        return kept[1]
+
+    def roofline_context(self):
+        """The roofline context (FLOP/byte counts source and peaks), once per attribution mode."""
+        from nsight_tui.parsers import roofline
+
+        return self._once("roofline", lambda: roofline.build(self.trace, self.attribution, **self.roofline_options))
+
+    def roofline(self, mode: str, node: RangeNode | None):
+        from nsight_tui.tui import roofline_vm
+
+        return roofline_vm.build(self, mode, node)
+
+    def backward_parts(self) -> list[backward_parts.Mapping]:
+        """Backward by forward part, one table per mapping the trace allows."""
+        return self._once("backward_parts", lambda: backward_parts.mappings(self.model))
+
+    def trace_kernels(self) -> kernels.KernelsView:
+        return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model))
+
+    def api_summary(self) -> api.ApiView:
+        return self._once("api_summary", lambda: api.api_summary(self.trace, self.attribution))
+
+    def launches(self, positions: np.ndarray, name: str) -> launches.LaunchTable:
+        frame = launches.launch_frame(self.model, positions, name)
+        return launches.LaunchTable(frame, launches.launch_columns(), self.trace)
+
+    def correlation(self, corr: int, gpid: int | None = None) -> correlation.CorrelationView:
+        return correlation.correlation(self.model, corr, gpid)
+
+    def instance_node(self, rid: int) -> RangeNode | None:
+        """The instance tree's node of one range (by range position), indexed once per mode."""
+        def index() -> dict[int, RangeNode]:
+            out = {}
+            for group in self.model.thread_groups:
+                stack = list(group.roots)
+                while stack:
+                    node = stack.pop()
+                    out[int(node.ids[0])] = node
+                    stack.extend(node.children)
+            return out
+
+        return self._once("instance_nodes", index).get(int(rid))
+
+    def palette_kernels(self) -> list[tuple[str, str]]:
+        return self._once("palette_kernels", lambda: palette.top_kernels(self.trace), per_mode=False)
+
+    def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """Compute the views that do not depend on the cursor (the app does this in the
+        background after loading, so `2` and `3` open at once), the kernel tables of the
+        top-level ranges holding the most GPU work (`step_N` over every step: the ones that
+        cost most to open), and the instance tree (`a`; the first screen needs only the
+        aggregated one)."""
+        roots = sorted((n for g in self.model.aggregated_groups for n in g.roots), key=lambda n: -n.kernels)
+        builds: list[Callable[[], object]] = [lambda: self.trace.op_short, self.trace_kernels, self.api_summary]
+        builds += [functools.partial(self.range_kernels, n) for n in roots[:3] if n.kernels]
+        builds.append(lambda: self.model.thread_groups)
+        for build in builds:
+            if cancelled():
+                return
+            build()
+
+    def export_header(self) -> str:
+        h = self.header()
+        return (f"file `{self.file_name}` · {h.gpu_text()} · nsys {h.nsys_version or '?'} · "
+                f"attribution `{self.attribution}` ({h.mode_help})" + (f" · {h.main_thread}" if h.main_thread else ""))
+
+
+class StagedLoad:
+    """Opens one file for the TUI in two stages, so the NVTX tree (CPU times) is on screen
+    while the GPU work is still read and attributed. No Textual: the app's load worker runs
+    it and posts what each stage returns.
+
+        load = StagedLoad(path, "process", progress=report)
+        first = load.tree()      # a Session holding the ranges only (`pending`), or None
+        trace, seconds = load.finish()   # every table read, the full model built
+
+    `tree()` gives None when there is nothing to show early (no NVTX ranges, or no GPU work
+    to wait for): the caller then opens one Session with `finish()`'s trace. The full model
+    takes over the first stage's tree nodes (`range_model(..., tree_from=)`), so the rows on
+    screen stay and only their GPU columns fill in. `progress(fraction, text)`: 0..1 over
+    the whole load."""
+
+    def __init__(self, path: Path, attribution: str, main_thread: str | None = None,
+                 progress: Callable[[float, str], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter, started: float | None = None):
+        self.path, self.attribution, self.main_thread = path, attribution, main_thread
+        self.progress = progress or (lambda fraction, text: None)
+        self.clock = clock
+        self.started = clock() if started is None else started
+        self._tree: RangeModel | None = None
+        self.loader = TraceLoader(path, progress=lambda f, text: self.progress(0.85 * f, text))
+
+    def seconds(self) -> float:
+        return self.clock() - self.started
+
+    def tree(self) -> Session | None:
+        early = self.loader.ranges_only()
+        self._tree = range_model(early, self.attribution, self.main_thread)
+        self._tree.aggregated_groups  # noqa: B018 - built here, in the worker
+        if not (early.info.gpu_pending and early.info.ranges):
+            return None
+        return Session(self.path, early, self.attribution, self.seconds(), main_thread=self.main_thread,
+                       pending="reading GPU work", pending_percent=round(100 * 0.85 * 0.05))
+
+    def finish(self) -> tuple[Trace, float]:
+        trace = self.loader.finish()
+        self.progress(0.88, "attributing GPU work to NVTX ranges")
+        model = range_model(trace, self.attribution, self.main_thread, tree_from=self._tree)
+        self.progress(0.95, "building the range tree")
+        model.aggregated_groups  # noqa: B018 - built here, in the worker
+        return trace, self.seconds()

@@ -35,7 +35,7 @@ class Column:
         return self.md_header or self.header
 
 
-@dataclass
+@dataclass(frozen=True)
 class SortState:
     key: str | None = None
     descending: bool = False
@@ -112,20 +112,25 @@ class TableModel:
     def sortable(self) -> list[Column]:
         return [c for c in self.columns if c.key in self.frame]
 
-    def cycle_sort(self) -> None:
-        """Next column; numbers start largest-first, text A-Z."""
+    def next_sort(self) -> SortState:
+        """The next column's sort: numbers start largest-first, text A-Z."""
         cols = self.sortable()
         keys = [c.key for c in cols]
         nxt = keys[(keys.index(self.sort.key) + 1) % len(keys)] if self.sort.key in keys else keys[0]
-        col = cols[keys.index(nxt)]
-        self.set_sort(nxt, descending=not col.text)
+        return SortState(nxt, descending=not cols[keys.index(nxt)].text)
+
+    def reversed_sort(self) -> SortState:
+        return SortState(self.sort.key, not self.sort.descending)
+
+    def apply_sort(self, sort: SortState) -> None:
+        self.sort = sort
+        self._apply()
+
+    def cycle_sort(self) -> None:
+        self.apply_sort(self.next_sort())
 
     def reverse_sort(self) -> None:
-        if self.sort.key is None:
-            self.sort = SortState(None, not self.sort.descending)
-            self._apply()
-        else:
-            self.set_sort(self.sort.key, not self.sort.descending)
+        self.apply_sort(self.reversed_sort())
 
     def _sort_keys(self, key: str) -> np.ndarray:
         col = next((c for c in self.columns if c.key == key), None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import cast
 
 from nsight_tui.parsers.model import RangeNode, ThreadGroup, display_name, path_key
 from nsight_tui.render.safe import visible
@@ -32,16 +33,17 @@ class TreeRow:
 
     @property
     def children(self) -> list[RangeNode]:
-        return self.obj.roots if self.is_group else self.obj.children
+        return self.obj.roots if isinstance(self.obj, ThreadGroup) else self.obj.children
 
 
 def node_key(node: RangeNode) -> tuple[str, ...]:
     """A range's identity across the aggregated and instance trees: its name path, numbers
     folded (`step_3` and `step_N` both give `step_N`)."""
     out = []
-    while node is not None:
-        out.append(display_name(path_key(node.name)))
-        node = node.parent
+    cur: RangeNode | None = node
+    while cur is not None:
+        out.append(display_name(path_key(cur.name)))
+        cur = cur.parent
     return tuple(reversed(out))
 
 
@@ -78,20 +80,20 @@ class RangeTreeSource:
         if row.depth > MAX_INDENT_LEVELS:
             pad += f"[{row.depth}] "
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
-        if row.is_group:
-            g = row.obj
+        g = row.obj
+        if isinstance(g, ThreadGroup):
             return f"{pad}{mark}{visible(g.label)}{'  [main thread]' if g.is_main else ''}"
-        name = row.obj.label
+        name = g.label
         if len(name) > LABEL_LIMIT:  # cut before making it visible: a 10 MB name costs per repaint
             return f"{pad}{mark}{visible(name[:LABEL_LIMIT])}… (+{len(name) - LABEL_LIMIT:,} characters)"
         return f"{pad}{mark}{visible(name)}"
 
     def value(self, row: TreeRow, key: str):
-        if row.is_group:
-            return None
         node = row.obj
+        if isinstance(node, ThreadGroup):
+            return None
         if key in ("gpu", "share", "kernels") and node.model.gpu_pending:
-            return None  # not read yet: blank, not zero
+            return None  # the load's first stage: GPU work not read yet, blank rather than zero
         if key == "instances":
             return node.instances
         if key == "cpu":
@@ -123,14 +125,17 @@ class RangeTreeSource:
         return "datagrid--group" if self.rows[i].is_group else None
 
     def node_at(self, i: int) -> RangeNode | None:
+        """The range at row i (None on a thread row). A subclass may hold other node types."""
         if 0 <= i < len(self.rows) and not self.rows[i].is_group:
-            return self.rows[i].obj
+            return cast(RangeNode, self.rows[i].obj)
         return None
 
     def group_at(self, i: int) -> ThreadGroup:
         while i > 0 and not self.rows[i].is_group:
             i -= 1
-        return self.rows[i].obj
+        group = self.rows[i].obj
+        assert isinstance(group, ThreadGroup)
+        return group
 
     # -- expand / collapse --------------------------------------------------------------------
     def expand(self, i: int) -> bool:
@@ -140,7 +145,7 @@ class RangeTreeSource:
             return False
         row.expanded = True
         self._open.add(id(row.obj))
-        new = []
+        new: list[TreeRow] = []
         self._visible_under(row, new)
         self.rows[i + 1:i + 1] = new
         return True
@@ -204,7 +209,7 @@ class RangeTreeSource:
     def reveal(self, node: RangeNode) -> int | None:
         """Expand the ancestors of `node`; its row index."""
         chain = []
-        cur = node
+        cur: RangeNode | None = node
         while cur is not None:
             chain.append(cur)
             cur = cur.parent
@@ -284,10 +289,10 @@ class RangeTreeSource:
         rows = []
         group = None
         for row in list(self.rows):  # a snapshot: expand/collapse may splice the live list meanwhile
-            if row.is_group:
-                group = row.obj  # rows follow their group: no walk back per row
-                continue
             node = row.obj
+            if isinstance(node, ThreadGroup):
+                group = node  # rows follow their group: no walk back per row
+                continue
             share = node.share_of_parent()
             rows.append([group.label if group else "", path_text(node), node.instances, node.cpu_ns, node.busy_ns,
                          None if share is None else round(share, 4), node.kernels])

@@ -15,6 +15,7 @@ from pathlib import Path
 from nsight_tui.capture.errors import CaptureError
 from nsight_tui.capture.nsys import find_nsys
 from nsight_tui.capture.plant import PLANTS
+from nsight_tui.capture.plant import check as plant_check
 from nsight_tui.capture.runner import CaptureConfig, Runner, describe_result
 from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES
 
@@ -111,6 +112,11 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
         raise CaptureError(f"--ddp must be at least 1, not {args.ddp}")
     if args.steps < 1 or args.warmup < 0:
         raise CaptureError("--steps must be at least 1 and --warmup at least 0")
+    try:  # a plant that cannot run here fails now, not after nsys has started (the GPU is CUDA's)
+        plant_check(args.plant, train=args.mode == "train", cuda=True, distributed=args.ddp > 1,
+                    phase_sync=not args.no_phase_sync)
+    except ValueError as exc:
+        raise CaptureError(str(exc)) from None
     op_ranges = "autograd-nvtx" if args.autograd_nvtx else "emit-nvtx" if args.emit_nvtx else "none"
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,

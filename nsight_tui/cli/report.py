@@ -72,7 +72,7 @@ def _run(args) -> int:
         raise TraceError("--fail-on takes one file, not a folder")
     if folder:
         if not runs:
-            raise TraceError(f"{visible(target)}: no {{model}}_ctx{{N}}*.sqlite captures in this folder")
+            raise TraceError(f"{visible(target)}: no .sqlite captures in this folder")
         sweep.analyse(runs, args.attribution,
                       progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr),
                       roofline_options=roof)

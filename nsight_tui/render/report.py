@@ -190,7 +190,7 @@ def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, run
            (f"_attribution: {attribution} — {MODE_HELP[attribution]}; rows: model, columns: context length; "
             "OOM: the configuration ran out of GPU memory_"), ""]
     for t in sweep_tables:
-        out.append(tables.markdown(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}"]))
+        out.append(tables.markdown(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}", *t.notes]))
     errors = [[r.path.name, r.message] for r in runs if r.status == "error"]
     if errors:
         out.append(tables.markdown(["file", "why it is an error cell"], errors, title="Runs not analysed"))
@@ -214,6 +214,7 @@ def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, s
         "runs": [{"file": r.path.name, "model": r.model, "ctx": r.ctx, "variant": r.variant,
                   "status": r.status, "message": r.message,
                   "answers": public(r.answers) if r.answers else None} for r in runs],
-        "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows} for t in sweep_tables],
+        "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows, "notes": t.notes}
+                   for t in sweep_tables],
         "skipped": list(skipped),
     })

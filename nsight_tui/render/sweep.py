@@ -1,6 +1,10 @@
 """A sweep of captures as text: one table per question (rows model in size order, columns ctx,
 OOM/error cells marked), and the several-files comparison rows the TUI shows.
 
+Every run has a row in every table: a variant (`_fwd`, `_bf16`) is part of the row's label,
+and a run whose model or context length is known neither from its file name nor from its
+config mark gets a row under its file name (column `ctx ?`), the table's notes saying why.
+
 The numbers come from `parsers.analysis.questions` per run (`parsers.sweep.analyse`); every
 cell's text is made here, with `numbers`.
 """
@@ -10,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nsight_tui.parsers.conventions import model_rank
-from nsight_tui.parsers.sweep import Run
+from nsight_tui.parsers.sweep import Run, placement
 from nsight_tui.render import findings, numbers, roofline
 from nsight_tui.render.idle import IDLE_FIGURES
 from nsight_tui.render.numbers import MISSING
@@ -22,6 +26,10 @@ class SweepTable:
     basis: str
     headers: list[str]
     rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # why a row is where it is (unknown model/ctx)
+
+
+UNKNOWN_CTX = "ctx ?"
 
 
 def _ms(ns) -> str:
@@ -103,19 +111,49 @@ def _cell(run: Run | None, fn: Callable[[dict], str]) -> str:
     return fn(run.answers)
 
 
+def _layout(runs: list[Run]) -> tuple[list[str], list[int | None], dict, list[str]]:
+    """Row labels (size order, then unplaced files), columns (ctx, then unknown), the run of
+    each (label, ctx) cell, and a note for each run not placed by its file name."""
+    placed: dict[tuple[str, int | None], Run] = {}
+    rank: dict[str, tuple] = {}
+    notes: list[str] = []
+    for run in runs:
+        model, ctx, variant = placement(run)
+        name = run.path.name
+        unknown = [w for w, v in (("model", model), ("context length", ctx)) if v is None]
+        if unknown:
+            where = "its row is its file name" if model is None else f"its row is {model}"
+            where += f", column `{UNKNOWN_CTX}`" if ctx is None else f", column `ctx {ctx}`"
+            notes.append(f"{name}: {' and '.join(unknown)} unknown (no nsight-tui:config mark, and the name is "
+                         f"not {{model}}_ctx{{N}}): {where}")
+        elif run.model is None or run.ctx is None:
+            notes.append(f"{name}: placed by its nsight-tui:config mark (the name is not {{model}}_ctx{{N}})")
+        if model is None:
+            label, rank[name] = name, (1, name)
+        else:
+            label = model + (f" [{variant.lstrip('_')}]" if variant else "")
+            rank[label] = (0, model_rank(model), variant)
+        if (label, ctx) in placed:  # two runs in one cell: the second gets a row of its own
+            notes.append(f"{name}: same model and ctx as {placed[(label, ctx)].path.name}: its row is its file name")
+            label, rank[name] = name, (1, name)
+        placed[(label, ctx)] = run
+    labels = sorted({label for label, _ in placed}, key=lambda lb: rank[lb])
+    ctxs: list[int | None] = [*sorted({c for _, c in placed if c is not None})]
+    if any(c is None for _, c in placed):
+        ctxs.append(None)
+    return labels, ctxs, placed, notes
+
+
 def tables(runs: list[Run]) -> list[SweepTable]:
-    """One table per (variant, question): rows model (size order), columns ctx."""
+    """One table per question, every run in it: rows model (size order; a variant is a row of
+    its own), columns ctx."""
+    labels, ctxs, placed, notes = _layout(runs)
+    headers = ["model", *[UNKNOWN_CTX if c is None else f"ctx {c}" for c in ctxs]]
     out = []
-    for variant in sorted({r.variant for r in runs}):
-        vr = [r for r in runs if r.variant == variant]
-        models = sorted({r.model for r in vr}, key=model_rank)
-        ctxs = sorted({r.ctx for r in vr})
-        cell = {(r.model, r.ctx): r for r in vr}
-        suffix = f" [{variant.lstrip('_')}]" if variant else ""
-        for title, basis, fn in QUESTIONS:
-            t = SweepTable(title + suffix, basis, ["model", *[f"ctx {c}" for c in ctxs]])
-            t.rows = [[model, *[_cell(cell.get((model, c)), fn) for c in ctxs]] for model in models]
-            out.append(t)
+    for title, basis, fn in QUESTIONS:
+        t = SweepTable(title, basis, list(headers), notes=list(notes))
+        t.rows = [[label, *[_cell(placed.get((label, c)), fn) for c in ctxs]] for label in labels]
+        out.append(t)
     return out
 
 

@@ -83,11 +83,18 @@ class Reference:
 
     def split(self, device: int, windows: list[tuple[int, int]], burst_gap: int) -> dict[str, int]:
         """busy / launch / sync / host ns summed over the windows, each part counted directly."""
+        total = {"busy": 0, "launch": 0, "sync": 0, "host": 0}
+        for p, q, label in self.pieces(device, windows, burst_gap):
+            total[label] += q - p
+        return total
+
+    def pieces(self, device: int, windows: list[tuple[int, int]], burst_gap: int) -> list[tuple[int, int, str]]:
+        """The windows cut at every boundary of the four sets, each piece with its label."""
         key = (device, burst_gap)
         if key not in self._cache:
             self._cache[key] = [union(s) for s in self._sets(device, burst_gap)]
         sets = self._cache[key]
-        total = {"busy": 0, "launch": 0, "sync": 0, "host": 0}
+        out = []
         for t0, t1 in windows:
             points = {t0, t1}
             for starts, ends in sets:
@@ -97,17 +104,9 @@ class Reference:
             points = sorted(points)
             for p, q in pairwise(points):
                 busy, queued, sync, active = (covers(s, p) for s in sets)
-                if busy:
-                    total["busy"] += q - p
-                elif queued:
-                    total["launch"] += q - p
-                elif sync:
-                    total["sync"] += q - p
-                elif active:
-                    total["launch"] += q - p
-                else:
-                    total["host"] += q - p
-        return total
+                label = "busy" if busy else "launch" if queued else "sync" if sync else "launch" if active else "host"
+                out.append((p, q, label))
+        return out
 
     def lead(self, device: int, windows: list[tuple[int, int]]) -> dict:
         leads = []  # per window: a kernel in two overlapping windows counts in both
@@ -173,3 +172,17 @@ def covers(merged, p) -> bool:
     starts, ends = merged
     k = bisect.bisect_right(starts, p) - 1
     return k >= 0 and p < ends[k]
+
+
+def gaps(busy: list[tuple[int, int]], t0: int, t1: int) -> list[tuple[int, int]]:
+    """Idle stretches of [t0, t1) (the complement of merged busy intervals)."""
+    out, cur = [], t0
+    for a, b in busy:
+        if b <= t0 or a >= t1:
+            continue
+        if a > cur:
+            out.append((cur, a))
+        cur = max(cur, b)
+    if cur < t1:
+        out.append((cur, t1))
+    return out

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES, shared_trace
-from idle_reference import Reference, is_sync, ro
+from idle_reference import Reference, is_sync, ro, union
+from idle_reference import gaps as idle_gaps
 from nsight_tui.parsers.idle import API_SYNC, BURST_GAP_NS, idle_analysis, is_sync_name
 from nsight_tui.parsers.load import load_trace
 
@@ -144,24 +145,8 @@ def test_longest_gaps_and_what_the_cpu_did(name):
     t0s, t1s = zip(*windows)
     got = ia.windows(t0s, t1s, top_gaps=10)
     # the reference's idle stretches: the complement of the merged busy intervals, per window
-    ops = sorted((o[0], o[1]) for o in ref.ops if o[2] == 0 and o[1] > o[0])
-    merged: list[list[int]] = []
-    for a, b in ops:
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    gaps = []
-    for t0, t1 in windows:
-        cursor = t0
-        for a, b in merged:
-            if b <= t0 or a >= t1:
-                continue
-            if a > cursor:
-                gaps.append((cursor, a))
-            cursor = max(cursor, b)
-        if cursor < t1:
-            gaps.append((cursor, t1))
+    merged = list(zip(*union((o[0], o[1]) for o in ref.ops if o[2] == 0)))
+    gaps = [g for t0, t1 in windows for g in idle_gaps(merged, t0, t1)]
     gaps.sort(key=lambda g: -(g[1] - g[0]))
     assert [g.duration_ns for g in got.gaps] == [b - a for a, b in gaps[:10]]
     for g in got.gaps:

@@ -36,9 +36,10 @@ def test_sweep_tables_rows_models_columns_ctx_with_oom(sweep_dir):
     data = json.loads(_report(sweep_dir, "json"))
     step = next(t for t in data["tables"] if t["title"] == "Step time, NVTX / Python (ms)")
     assert step["columns"] == ["model", "ctx 128", "ctx 1024"]
-    assert [r[0] for r in step["rows"]] == ["small", "medium", "2.7B"]  # size order, not alphabetical
-    assert step["rows"][1] == ["medium", "", "OOM"]
-    assert step["rows"][2] == ["2.7B", "OOM", ""]
+    # size order, not alphabetical; a variant is a row of the same tables (every file in every table)
+    assert [r[0] for r in step["rows"]] == ["small", "small [fwd]", "medium", "2.7B"]
+    assert step["rows"][2] == ["medium", "", "OOM"]
+    assert step["rows"][3] == ["2.7B", "OOM", ""]
     # the small/ctx128 cell, computed from the export by hand
     con = sqlite3.connect(f"file:{sweep_dir / 'small_ctx128.sqlite'}?mode=ro", uri=True)
     nvtx = con.execute("SELECT avg(n.end - n.start) FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId "
@@ -50,11 +51,34 @@ def test_sweep_tables_rows_models_columns_ctx_with_oom(sweep_dir):
     py = sum(m["seconds"] for m in marks if m["name"].startswith("step_")) / sum(
         1 for m in marks if m["name"].startswith("step_"))
     assert step["rows"][0][1] == f"{nvtx / 1e6:,.2f} / {py * 1e3:,.2f}"
-    # forward-only runs are their own variant, with their own tables
-    assert any(t["title"].endswith("[fwd]") for t in data["tables"])
+    assert len(data["tables"]) == len({t["title"] for t in data["tables"]})  # one table per question
+    assert all(t["notes"] == [] for t in data["tables"])  # every file placed by its name
 
 
 def test_sweep_markdown_marks_oom(sweep_dir):
     text = _report(sweep_dir, "markdown")
     assert "| medium |  | OOM |" in text
     assert "### Backward / forward kernel time" in text
+
+
+def test_every_file_has_a_row_in_every_table_and_the_table_says_why(sweep_dir):
+    """A capture named neither {model}_ctx{N} nor carrying a config mark still gets a row (its file
+    name, column `ctx ?`); one named oddly but with its config mark is placed by the mark."""
+    src = sweep_dir / "small_ctx128.sqlite"
+    odd = sweep_dir / "final run.sqlite"
+    shutil.copy(src, odd)
+    con = sqlite3.connect(odd)
+    con.execute("DELETE FROM NVTX_EVENTS WHERE textId IN (SELECT id FROM StringIds WHERE value LIKE 'nsight-tui:config %')")
+    con.commit()
+    con.close()
+    shutil.copy(SAMPLES / "small_ctx128_fused.sqlite", sweep_dir / "attempt 2.sqlite")  # config: small, 128, fused
+    data = json.loads(_report(sweep_dir, "json"))
+    for t in data["tables"]:
+        assert t["columns"] == ["model", "ctx 128", "ctx 1024", "ctx ?"]
+        labels = [r[0] for r in t["rows"]]
+        assert labels == ["small", "small [fused]", "small [fwd]", "medium", "2.7B", "final run.sqlite"], labels
+        assert t["rows"][-1][1:3] == ["", ""] and t["rows"][-1][3] not in ("", "error")
+        assert any(n.startswith("final run.sqlite: model and context length unknown") for n in t["notes"])
+        assert any(n.startswith("attempt 2.sqlite: placed by its nsight-tui:config mark") for n in t["notes"])
+    text = _report(sweep_dir, "markdown")
+    assert "| final run.sqlite |" in text and "final run.sqlite: model and context length unknown" in text

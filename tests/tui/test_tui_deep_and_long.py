@@ -7,7 +7,6 @@ import asyncio
 import sqlite3
 
 from conftest import mutated_copy
-from test_tui_support import press, running, screen_text
 
 from nsight_tui.tui.tree_source import LABEL_LIMIT, MAX_INDENT_LEVELS
 
@@ -19,14 +18,14 @@ def _main_thread_span():
             "GROUP BY globalTid ORDER BY count(*) DESC LIMIT 1)")
 
 
-def test_ranges_nested_3000_deep_open_and_expand(tmp_path):
+def test_ranges_nested_3000_deep_open_and_expand(tmp_path, tui):
     path = mutated_copy(tmp_path, "deep", f"""INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text)
         WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < {DEPTH - 1})
         SELECT t.s - {DEPTH} + i, t.e + {DEPTH} - i, 59, t.g, 'level_' || i FROM k, {_main_thread_span()} t""")
 
     async def body():
-        async with running(path) as (app, pilot):
-            model = app.screen.grid.tree
+        async with tui(path) as ui:
+            model = ui.screen.grid.ranges
             deepest = model.all_nodes()
             node = max(deepest, key=lambda n: n.depth)
             assert node.depth >= DEPTH - 1 and node.label.startswith("level_") or node.depth > DEPTH
@@ -34,13 +33,13 @@ def test_ranges_nested_3000_deep_open_and_expand(tmp_path):
             assert row is not None
             label = model.label(model.rows[row])
             assert label.startswith(" " * (2 * MAX_INDENT_LEVELS) + f"[{model.rows[row].depth}] ")
-            await press(app, pilot, "a")  # the aggregated tree: built without recursion
-            assert "RecursionError" not in screen_text(app)
+            await ui.press("a")  # the aggregated tree: built without recursion
+            assert "RecursionError" not in ui.text()
 
     asyncio.run(body())
 
 
-def test_a_10mb_range_name_loads_and_is_shortened_on_screen(tmp_path):
+def test_a_10mb_range_name_loads_and_is_shortened_on_screen(tmp_path, tui):
     n = 10_000_000
     path = mutated_copy(tmp_path, "long", f"""UPDATE StringIds SET value = value || substr(replace(hex(zeroblob({n // 2})),
         '0', 'b'), 1, {n}) WHERE id = (SELECT textId FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY start DESC
@@ -51,8 +50,8 @@ def test_a_10mb_range_name_loads_and_is_shortened_on_screen(tmp_path):
     con.close()
 
     async def body():
-        async with running(path) as (app, pilot):
-            model = app.screen.grid.tree
+        async with tui(path) as ui:
+            model = ui.screen.grid.ranges
             node = next(n for n in model.all_nodes() if n.label == name)
             row = model.reveal(node)
             label = model.label(model.rows[row])

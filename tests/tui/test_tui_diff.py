@@ -10,7 +10,7 @@ from pathlib import Path
 
 import diff_sql as sql
 import pytest
-from test_tui_support import SAMPLES, md_tables, press, running, screen_text, settle, type_text
+from conftest import SAMPLES
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
 FUSED = SAMPLES / "small_ctx128_fused.sqlite"
@@ -27,34 +27,35 @@ def n_steps(path: Path) -> int:
     return len(sql.ranges(path, STEPS, within="*"))
 
 
-async def exported(app, pilot, folder: Path, pattern: str) -> str:
+async def exported(ui, folder: Path, pattern: str) -> str:
     """`e`, then the file once the export worker has written it (bounded wait)."""
-    await press(app, pilot, "e")
+    await ui.press("e")
     for _ in range(200):
         hits = sorted(folder.glob(pattern))
         if hits:
             return hits[0].read_text()
-        await pilot.pause(0.02)
+        await ui.pilot.pause(0.02)
     raise AssertionError(f"no {pattern} exported")
 
 
-async def search(app, pilot, text: str) -> None:
-    await press(app, pilot, "slash")
-    await type_text(app, pilot, text)
-    await press(app, pilot, "enter")
+async def search(ui, text: str) -> None:
+    await ui.press("slash")
+    await ui.type(text)
+    await ui.press("enter")
 
 
-def test_diff_view_tree_and_export_match_sql(tmp_path):
+def test_diff_view_tree_and_export_match_sql(tmp_path, tui, md_tables):
     async def body():
-        async with running([MANUAL, FUSED], size=(120, 40), diff=True, export_dir=tmp_path) as (app, pilot):
+        async with tui([MANUAL, FUSED], size=(120, 40), diff=True, export_dir=tmp_path) as ui:
+            app = ui.app
             screen = app.screen
             assert type(screen).__name__ == "DiffScreen"
-            text = screen_text(app)
+            text = ui.text()
             assert "diff: small_ctx128.sqlite → small_ctx128_fused.sqlite" in text
             assert "B slower" in text  # the fused run's NVTX step is slower by 0.3% on these captures
             lines = [ln for ln in text.splitlines() if "computing_softmax" in ln]
             assert len(lines) == 2 and all("removed" in ln for ln in lines)  # warmup_N and step_N
-            return await exported(app, pilot, tmp_path, "nsight-tui_diff.md")
+            return await exported(ui, tmp_path, "nsight-tui_diff.md")
 
     text = run(body())
     headers, rows = md_tables(text)[0]
@@ -74,20 +75,21 @@ def test_diff_view_tree_and_export_match_sql(tmp_path):
     assert "Δ = B − A" in text and "basis: per steady-state step" in text
 
 
-def test_enter_on_attention_shows_the_fused_kernel_added(tmp_path):
+def test_enter_on_attention_shows_the_fused_kernel_added(tmp_path, tui, md_tables):
     async def body():
-        async with running([MANUAL, FUSED], size=(120, 40), diff=True, export_dir=tmp_path) as (app, pilot):
-            await search(app, pilot, ATTENTION)
-            await press(app, pilot, "enter")
+        async with tui([MANUAL, FUSED], size=(120, 40), diff=True, export_dir=tmp_path) as ui:
+            app = ui.app
+            await search(ui, ATTENTION)
+            await ui.press("enter")
             screen = app.screen
             assert type(screen).__name__ == "DiffKernelsScreen"
-            text = screen_text(app)
+            text = ui.text()
             assert "kernels of step_N/forward/scaled_dot_product_attention" in text
             fused = [ln for ln in text.splitlines() if "fmha_cutlassF" in ln]
             assert fused and "added" in fused[0]
-            kernels = await exported(app, pilot, tmp_path, "nsight-tui_diff_kernels_*.md")
-            await press(app, pilot, "t")
-            assert "Fused attention" in screen_text(app) and "names" in screen_text(app)
+            kernels = await exported(ui, tmp_path, "nsight-tui_diff_kernels_*.md")
+            await ui.press("t")
+            assert "Fused attention" in ui.text() and "names" in ui.text()
             return kernels
 
     text = run(body())
@@ -108,18 +110,19 @@ def test_enter_on_attention_shows_the_fused_kernel_added(tmp_path):
         assert float(r["Δ (ns)"]) == round(tb.get(name, 0) / nb - ta.get(name, 0) / na, 3)
 
 
-def test_why_screen_waterfall_and_step_kernels(tmp_path):
+def test_why_screen_waterfall_and_step_kernels(tmp_path, tui, md_tables):
     async def body():
-        async with running([MANUAL, FUSED], size=(100, 30), diff=True, export_dir=tmp_path) as (app, pilot):
-            await press(app, pilot, "w")
+        async with tui([MANUAL, FUSED], size=(100, 30), diff=True, export_dir=tmp_path) as ui:
+            app = ui.app
+            await ui.press("w")
             assert type(app.screen).__name__ == "WhyScreen"
-            text = screen_text(app)
+            text = ui.text()
             assert "largest contributors" in text and "fmha_cutlassB" in text
-            why = await exported(app, pilot, tmp_path, "nsight-tui_diff_why.md")
-            await press(app, pilot, "escape", "K")
+            why = await exported(ui, tmp_path, "nsight-tui_diff_why.md")
+            await ui.press("escape", "K")
             assert type(app.screen).__name__ == "DiffKernelsScreen"
-            assert "kernels of step_N (steady-state step)" in screen_text(app)
-            await press(app, pilot, "escape")
+            assert "kernels of step_N (steady-state step)" in ui.text()
+            await ui.press("escape")
             assert type(app.screen).__name__ == "DiffScreen"
             return why
 
@@ -134,44 +137,46 @@ def test_why_screen_waterfall_and_step_kernels(tmp_path):
     assert float(by_phase["step"]["Δ total (ns)"]) == round(sb["op_ns"] / nb - sa["op_ns"] / na, 3)
 
 
-def test_metric_key_and_search_walk(tmp_path):
+def test_metric_key_and_search_walk(tmp_path, tui):
     async def body():
-        async with running([MANUAL, FUSED], size=(100, 30), diff=True) as (app, pilot):
-            assert "busy A" in screen_text(app)
-            await press(app, pilot, "t")
-            assert "kern A" in screen_text(app)
-            await press(app, pilot, "t", "t", "t")
-            assert "busy A" in screen_text(app)
-            await search(app, pilot, "computing_softmax")
+        async with tui([MANUAL, FUSED], size=(100, 30), diff=True) as ui:
+            app = ui.app
+            assert "busy A" in ui.text()
+            await ui.press("t")
+            assert "kern A" in ui.text()
+            await ui.press("t", "t", "t")
+            assert "busy A" in ui.text()
+            await search(ui, "computing_softmax")
             screen = app.screen
             first = screen.source.node_at(screen.grid.cursor)
             assert first.path_text == "warmup_N/forward/scaled_dot_product_attention/computing_softmax"
-            await press(app, pilot, "n")
+            await ui.press("n")
             second = screen.source.node_at(screen.grid.cursor)
             assert second.path_text == f"{ATTENTION}/computing_softmax"
-            assert "match 2 of 2" in screen_text(app)
-            await press(app, pilot, "N")
+            assert "match 2 of 2" in ui.text()
+            await ui.press("N")
             assert screen.source.node_at(screen.grid.cursor) is first
 
     run(body())
 
 
-def test_files_view_baseline_and_diff_keys(tmp_path):
+def test_files_view_baseline_and_diff_keys(tmp_path, tui):
     async def body():
-        async with running([FUSED, MANUAL], size=(100, 30)) as (app, pilot):
+        async with tui([FUSED, MANUAL], size=(100, 30)) as ui:
+            app = ui.app
             assert type(app.screen).__name__ == "FilesScreen"
             files = app.screen
             # rows follow the order the files were given; put the manual run first as A
-            row = next(i for i in range(len(files.table)) if files.runs[files.table.position(i)].path == MANUAL)
+            row = next(i for i in range(len(files.table)) if files.view.runs[files.table.position(i)].path == MANUAL)
             files.grid.move_to(row)
-            await press(app, pilot, "b")
-            assert "baseline (A): small_ctx128.sqlite" in screen_text(app)
-            await press(app, pilot, "d")  # on the baseline with two files: the other one is B
-            await settle(app, pilot)
+            await ui.press("b")
+            assert "baseline (A): small_ctx128.sqlite" in ui.text()
+            await ui.press("d")  # on the baseline with two files: the other one is B
+            await ui.settle()
             assert type(app.screen).__name__ == "DiffScreen"
             assert (app.screen.a, app.screen.b) == (MANUAL, FUSED)
-            assert "diff: small_ctx128.sqlite → small_ctx128_fused.sqlite" in screen_text(app)
-            await press(app, pilot, "escape")
+            assert "diff: small_ctx128.sqlite → small_ctx128_fused.sqlite" in ui.text()
+            await ui.press("escape")
             assert type(app.screen).__name__ == "FilesScreen"
 
     run(body())

@@ -4,7 +4,7 @@ look at the SVGs."""
 from __future__ import annotations
 
 import pytest
-from test_tui_support import SAMPLES, press, settle
+from conftest import SAMPLES
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
 FUSED = SAMPLES / "small_ctx128_fused.sqlite"
@@ -17,23 +17,27 @@ def diff_app():
     return NsightApp([str(MANUAL), str(FUSED)], diff=True)
 
 
-def steps(*keys):
-    async def run_before(pilot):
-        await settle(pilot.app, pilot)
-        for key in keys:
-            await press(pilot.app, pilot, key)
-        await settle(pilot.app, pilot)
+@pytest.fixture()
+def steps(drive):
+    def make(*keys):
+        async def run_before(pilot):
+            ui = drive(pilot)
+            await ui.settle()
+            await ui.press(*keys)
+            await ui.settle()
 
-    return run_before
+        return run_before
+
+    return make
 
 
-def test_snapshot_diff_80x24(snap_compare):
+def test_snapshot_diff_80x24(snap_compare, steps):
     assert snap_compare(diff_app(), terminal_size=(80, 24), run_before=steps())
 
 
-def test_snapshot_diff_why_80x24(snap_compare):
+def test_snapshot_diff_why_80x24(snap_compare, steps):
     assert snap_compare(diff_app(), terminal_size=(80, 24), run_before=steps("w"))
 
 
-def test_snapshot_diff_step_kernels_80x24(snap_compare):
+def test_snapshot_diff_step_kernels_80x24(snap_compare, steps):
     assert snap_compare(diff_app(), terminal_size=(80, 24), run_before=steps("K"))

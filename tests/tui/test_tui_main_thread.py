@@ -2,11 +2,35 @@
 choice given on the command line is kept. Expected threads come from SQL (tests/process_sql.py)."""
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 import asyncio
 
 import process_sql
 import pytest
-from test_tui_support import SHARED, press, running, screen_text
+from conftest import SHARED, Ui, make_app
+
+
+@asynccontextmanager
+async def running(path, size=(100, 30), **kwargs):
+    """The app on `path`, loaded (this module's helpers take (app, pilot); Ui does the waiting)."""
+    app = make_app(path, **kwargs)
+    async with app.run_test(size=size) as pilot:
+        await Ui(app, pilot).loaded()
+        yield app, pilot
+
+
+async def press(app, pilot, *keys: str) -> None:
+    await Ui(app, pilot).press(*keys)
+
+
+def main_thread_text(app) -> str:
+    """What `?` says about the main thread (the header keeps to one row; `?` says it in full)."""
+    return app.session.header().main_thread
+
+
+def screen_text(app) -> str:
+    return Ui(app, None).text()
 
 THREADS = SHARED / "small_ctx128_threads.sqlite"
 pytestmark = pytest.mark.skipif(not THREADS.exists(), reason="shared two-thread trace missing")
@@ -25,16 +49,16 @@ def test_header_names_the_main_thread_and_t_picks_another():
 
     async def scenario():
         async with running(THREADS, size=(100, 30)) as (app, pilot):
-            assert f"main thread python3 ({main & 0xFFFFFF}) frames" in screen_text(app)
-            tree = app.screen.grid.tree
+            assert f"main thread python3 ({main & 0xFFFFFF}) frames" in main_thread_text(app)
+            tree = app.screen.grid.ranges
             row = next(i for i, r in enumerate(tree.rows) if r.is_group and r.obj.gtid == other)
             app.screen.grid.move_to(row)
             await press(app, pilot, "M")
             assert app.session.main_thread == str(other & 0xFFFFFF)
             assert list(app.session.model.main_threads.values()) == [other]
-            assert f"main thread python3 ({other & 0xFFFFFF}) (picked: {other & 0xFFFFFF})" in screen_text(app)
+            assert f"main thread python3 ({other & 0xFFFFFF}) (picked: {other & 0xFFFFFF})" in main_thread_text(app)
             # The picked thread's group is listed first and marked main.
-            first = app.screen.grid.tree.rows[0].obj
+            first = app.screen.grid.ranges.rows[0].obj
             assert first.gtid == other and first.is_main
             # `M` on the thread picked by hand: back to the automatic choice.
             await press(app, pilot, "g", "M")
@@ -50,6 +74,6 @@ def test_main_thread_from_the_command_line():
     async def scenario():
         async with running(THREADS, size=(100, 30), main_thread=str(other & 0xFFFFFF)) as (app, _pilot):
             assert list(app.session.model.main_threads.values()) == [other]
-            assert "(picked:" in screen_text(app)
+            assert "(picked:" in main_thread_text(app)
 
     asyncio.run(scenario())

@@ -1,90 +1,84 @@
-"""Snapshots (pytest-textual-snapshot) of the main screens at 100x30, and the home screen at
-the 80x24 minimum, on the committed sample trace. Update deliberately with
-`pytest tests/test_tui_snapshots.py --snapshot-update` and look at the SVGs."""
+"""Snapshots (pytest-textual-snapshot) of every view at the 80x24 minimum, and of the main
+ones at 100x30, on the committed sample trace. Update deliberately with
+`pytest tests/tui/test_tui_snapshots.py --snapshot-update` and look at the SVGs."""
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 
 import pytest
 
-from test_tui_support import SAMPLES, open_backward_kernels, press, settle, wait_loaded
-
-TRACE = SAMPLES / "small_ctx128.sqlite"
-pytestmark = pytest.mark.skipif(not TRACE.exists(), reason="sample trace missing")
+SMALL, NORMAL = (80, 24), (100, 30)
 
 
-def fixed_app(paths=None):
-    from nsight_tui.tui.app import NsightApp
-
-    class FixedClock(NsightApp):
-        """The load time is the one thing that changes from run to run."""
-
-        def clock(self) -> float:
-            return 0.0
-
-    return FixedClock([str(p) for p in (paths or [TRACE])])
+async def backward(ui) -> None:
+    await ui.open_backward_kernels()
 
 
-def steps(*actions):
-    async def run_before(pilot):
-        app = pilot.app
-        if len(app.paths) == 1:
-            await wait_loaded(app, pilot)
-        else:
-            await settle(app, pilot)
-        for action in actions:
-            if callable(action):
-                await action(app, pilot)
-            else:
-                await press(app, pilot, action)
-        await settle(app, pilot)
-
-    return run_before
+async def files_read(ui) -> None:
+    await ui.until(lambda: getattr(ui.screen, "view", None) is not None, "the files read")
 
 
-def test_snapshot_ranges(snap_compare):
-    assert snap_compare(fixed_app(), terminal_size=(100, 30), run_before=steps())
+VIEWS = {
+    "ranges": (),
+    "backward_kernels": (backward,),
+    "launches": (backward, "enter"),
+    "correlation": (backward, "enter", "enter"),
+    "api_summary": ("3",),
+    "all_kernels": ("2",),
+}
 
 
-def test_snapshot_ranges_80x24(snap_compare):
-    assert snap_compare(fixed_app(), terminal_size=(80, 24), run_before=steps())
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_snapshot_80x24(snap_compare, fixed_app, steps, sample: Path, view):
+    assert snap_compare(fixed_app([sample]), terminal_size=SMALL, run_before=steps(*VIEWS[view]))
 
 
-def test_snapshot_backward_kernels(snap_compare):
-    assert snap_compare(fixed_app(), terminal_size=(100, 30), run_before=steps(open_backward_kernels))
+@pytest.mark.parametrize("view", ["ranges", "backward_kernels", "launches", "correlation", "api_summary"])
+def test_snapshot_100x30(snap_compare, fixed_app, steps, sample: Path, view):
+    assert snap_compare(fixed_app([sample]), terminal_size=NORMAL, run_before=steps(*VIEWS[view]))
 
 
-def test_snapshot_launches(snap_compare):
-    assert snap_compare(fixed_app(), terminal_size=(100, 30), run_before=steps(open_backward_kernels, "enter"))
+def test_snapshot_help(snap_compare, fixed_app, steps, sample: Path):
+    assert snap_compare(fixed_app([sample]), terminal_size=NORMAL, run_before=steps("question_mark"))
 
 
-def test_snapshot_correlation(snap_compare):
-    assert snap_compare(fixed_app(), terminal_size=(100, 30),
-                        run_before=steps(open_backward_kernels, "enter", "enter"))
+@pytest.fixture()
+def sweep_files(samples_dir: Path, tmp_path: Path) -> list[Path]:
+    """The committed samples under fixed names (the snapshot shows them): two variants of one
+    model and ctx, and a file whose name says neither."""
+    names = {"small_ctx128.sqlite": "small_ctx128.sqlite", "small_ctx128_fwd.sqlite": "small_ctx128_fwd.sqlite",
+             "small_ctx128_fused.sqlite": "run B.sqlite"}
+    out = []
+    for src, dst in names.items():
+        if not (samples_dir / src).exists():
+            pytest.skip(f"{src} missing")
+        out.append(Path(shutil.copy(samples_dir / src, tmp_path / dst)))
+    return sorted(out)
 
 
-def test_snapshot_api_summary(snap_compare):
-    assert snap_compare(fixed_app(), terminal_size=(100, 30), run_before=steps("3"))
+@pytest.mark.parametrize("size", [SMALL, NORMAL], ids=["80x24", "100x30"])
+def test_snapshot_files(snap_compare, fixed_app, steps, sweep_files, size):
+    assert snap_compare(fixed_app(sweep_files), terminal_size=size, run_before=steps(files_read))
 
 
-def test_snapshot_help(snap_compare):
-    assert snap_compare(fixed_app(), terminal_size=(100, 30), run_before=steps("question_mark"))
+def test_snapshot_questions_80x24(snap_compare, fixed_app, steps, sweep_files):
+    assert snap_compare(fixed_app(sweep_files), terminal_size=SMALL, run_before=steps(files_read, "t"))
 
 
-def test_snapshot_files(snap_compare):
-    paths = [SAMPLES / f"small_ctx128{s}.sqlite" for s in ("", "_fused", "_fwd")]  # a fixed set: new samples do not move it
-    assert snap_compare(fixed_app(paths), terminal_size=(100, 30), run_before=steps())
+@pytest.fixture()
+def agnvtx(samples_dir: Path) -> Path:
+    path = samples_dir / "small_ctx128_agnvtx.sqlite"
+    if not path.exists():
+        pytest.skip("autograd-nvtx sample missing")
+    return path
 
 
-AGNVTX = SAMPLES / "small_ctx128_agnvtx.sqlite"
-
-
-@pytest.mark.skipif(not AGNVTX.exists(), reason="autograd-nvtx sample missing")
-def test_snapshot_autograd_nvtx_80x24(snap_compare):
+def test_snapshot_autograd_nvtx_80x24(snap_compare, fixed_app, steps, agnvtx):
     """An --autograd-nvtx capture opens on step_N -> forward / backward / optimizer; PyTorch's op
     ranges wait under collapsed `ops` rows, the autograd thread's under the range they ran in."""
-    assert snap_compare(fixed_app([AGNVTX]), terminal_size=(80, 24), run_before=steps())
+    assert snap_compare(fixed_app([agnvtx]), terminal_size=SMALL, run_before=steps())
 
 
-@pytest.mark.skipif(not AGNVTX.exists(), reason="autograd-nvtx sample missing")
-def test_snapshot_backward_parts(snap_compare):
-    assert snap_compare(fixed_app([AGNVTX]), terminal_size=(100, 30), run_before=steps("b"))
+def test_snapshot_backward_parts(snap_compare, fixed_app, steps, agnvtx):
+    assert snap_compare(fixed_app([agnvtx]), terminal_size=NORMAL, run_before=steps("b"))

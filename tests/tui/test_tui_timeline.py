@@ -10,24 +10,47 @@ import time
 from pathlib import Path
 
 import pytest
+from contextlib import asynccontextmanager
 
-from test_tui_support import (
-    ROOT,
-    md_tables,
-    open_backward_kernels,
-    press,
-    ro,
-    running,
-    screen_text,
-    settle,
-    tui_traces,
-    type_text,
-)
+from conftest import ROOT, Sql, Ui, make_app, trace_params
+from conftest import _md_tables as md_tables
+
+ro = Sql.connect
+
+
+@asynccontextmanager
+async def running(path, size=(100, 30), **kwargs):
+    """The app on `path`, loaded (this module's helpers take (app, pilot); Ui does the waiting)."""
+    app = make_app(path, **kwargs)
+    async with app.run_test(size=size) as pilot:
+        await Ui(app, pilot).loaded()
+        yield app, pilot
+
+
+async def press(app, pilot, *keys: str) -> None:
+    await Ui(app, pilot).press(*keys)
+
+
+async def settle(app, pilot) -> None:
+    await Ui(app, pilot).settle()
+
+
+async def type_text(app, pilot, text: str) -> None:
+    await Ui(app, pilot).type(text)
+
+
+def screen_text(app) -> str:
+    return Ui(app, None).text()
+
+
+async def open_backward_kernels(app, pilot) -> None:
+    await Ui(app, pilot).open_backward_kernels()
+
 
 sys.path.insert(0, str(ROOT / "tests" / "core"))
 from idle_reference import Reference  # noqa: E402 - the independent computation of tests/core
 
-TRACES = tui_traces()
+TRACES = trace_params()
 STEPS = """SELECT e.start, e.end, coalesce(e.text, s.value),
                   (SELECT d.text FROM NVTX_EVENTS d WHERE d.eventType = 75 AND d.domainId = e.domainId
                    AND (d.globalTid >> 24) = (e.globalTid >> 24))

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from test_tui_snapshots import fixed_app, steps
-from test_tui_support import SAMPLES, press, type_text
+from conftest import SAMPLES
 from test_tui_timeline import wait_frame
 
 TRACE = SAMPLES / "small_ctx128.sqlite"
 pytestmark = pytest.mark.skipif(not TRACE.exists(), reason="sample trace missing")
 
 
-async def open_step_timeline(app, pilot) -> None:
-    await press(app, pilot, "slash")
-    await type_text(app, pilot, "step_N")
-    await press(app, pilot, "enter", "t")
-    await wait_frame(app, pilot, summary=True)
+async def open_step_timeline(ui) -> None:
+    await ui.press("slash")
+    await ui.type("step_N")
+    await ui.press("enter", "t")
+    await wait_frame(ui.app, ui.pilot, summary=True)
 
 
-def test_snapshot_timeline_80x24(snap_compare):
-    assert snap_compare(fixed_app(), terminal_size=(80, 24), run_before=steps(open_step_timeline))
+def test_snapshot_timeline_80x24(snap_compare, fixed_app, steps):
+    assert snap_compare(fixed_app([TRACE]), terminal_size=(80, 24), run_before=steps(open_step_timeline))

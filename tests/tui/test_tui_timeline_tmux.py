@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_tui_support import ROOT, SAMPLES, ro
+from conftest import ROOT, SAMPLES, Sql
 from test_tui_tmux import Tmux
 
 TRACE = SAMPLES / "small_ctx128.sqlite"
@@ -23,7 +23,7 @@ pytestmark = [
 
 def backward_median() -> int:
     """The duration of the median step_N/backward (the lower middle of the three)."""
-    con = ro(TRACE)
+    con = Sql.connect(TRACE)
     try:
         rows = con.execute("""
             SELECT b.end - b.start, b.start, coalesce(st.text, ss.value)
@@ -52,7 +52,7 @@ def test_timeline_by_keyboard_at_80x24(tmp_path: Path):
     try:
         t.run("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", shell)
         t.run("resize-window", "-t", "tui", "-x", "80", "-y", "24")
-        t.wait_for("loaded in")
+        t.wait_for("ranges (aggregated")  # the tree is on screen: the load is done
         t.keys("/")
         t.wait_for("/", line=True)
         t.keys("step_N/backward", literal=True)

@@ -1,6 +1,7 @@
 """The TUI's non-widget parts: the table model (sort, filter, search, export), the range tree
 rows (expand, collapse, reveal, search), export naming and no-clobber, the virtual grid's
-column layout. Expected values are written out by hand."""
+column layout (numbers never cut), the header's fitting, the ratios' caption, lazy launch
+details. Expected values are written out by hand."""
 from __future__ import annotations
 
 import sqlite3
@@ -12,7 +13,6 @@ import pandas as pd
 import pytest
 
 from nsight_tui.parsers.errors import TraceError
-from test_tui_support import SAMPLES
 from nsight_tui.tui import export, fmt
 from nsight_tui.tui.table_model import Column, SortState, TableModel, ViewText
 from nsight_tui.parsers.model import range_model
@@ -97,13 +97,10 @@ def test_export_names_and_never_clobbers(tmp_path: Path):
 
 # -- the range tree rows ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def model():
-    path = SAMPLES / "small_ctx128.sqlite"
-    if not path.exists():
-        pytest.skip("sample trace missing")
+def model(sample_once):
     from nsight_tui.parsers.load import load_trace
 
-    return range_model(load_trace(path), "process")
+    return range_model(load_trace(sample_once), "process")
 
 
 def test_tree_expand_collapse_remembers_open_children(model):
@@ -175,3 +172,90 @@ def test_grid_drops_least_important_columns_when_narrow():
     grid._layout_width = -1
     narrow = grid._columns_for(20)
     assert [c.key for c, _ in narrow] == ["name", "total"] and narrow[0][1] == 20 - 8 - 1
+
+
+def test_grid_widens_a_number_column_or_drops_it_never_cuts():
+    from nsight_tui.tui.widgets.grid import DataGrid
+
+    frame = pd.DataFrame({"name": ["a_kernel_name"], "total": [123_456_789_012_345]})
+    t = TableModel(frame, [Column("name", "Name", None, "left", min_width=10),
+                           Column("total", "Total", 6, fmt=fmt.count, priority=9)])
+    grid = DataGrid(t)
+    assert grid._measure(0, 1)  # "123,456,789,012,345" (19 characters) is wider than 6
+    layout = dict((c.key, w) for c, w in grid._columns_for(40))
+    assert layout["total"] == 19 and layout["name"] == 40 - 19 - 1
+    grid._layout_width = -1
+    squeezed = dict((c.key, w) for c, w in grid._columns_for(26))  # the name shrinks first...
+    assert squeezed["total"] == 19 and squeezed["name"] == 26 - 19 - 1
+    grid._layout_width = -1
+    assert [c.key for c, _ in grid._columns_for(20)] == ["name"]  # ...then the number goes, whole
+
+
+def header_info(name: str, **kw):
+    from nsight_tui.tui.viewmodels.header import HeaderInfo
+
+    base = dict(file_name=name, gpus=("NVIDIA H200",), nsys_version="2025.3.2.0", span_ns=11_030_000_000,
+                kernels=3899, api_calls=8605, ranges=260, load_seconds=0.27, attribution="process",
+                mode_help="process-wide: ...")
+    return HeaderInfo(**{**base, **kw})
+
+
+def test_header_fits_one_row_at_80_columns_two_for_long_names():
+    from nsight_tui.tui.viewmodels.header import fit
+
+    rows = fit(header_info("small_ctx128.sqlite"), 78)  # 80 columns less the padding
+    assert len(rows) == 1 and rows[0].badge == "attr: process"
+    assert rows[0].text == "small_ctx128  H200  3,899 kernels  8,605 API  260 ranges  0.27s"
+    assert len(rows[0].text) + 2 + len(rows[0].badge) <= 78
+    wide = fit(header_info("small_ctx128.sqlite"), 198)
+    assert wide[0].text == ("small_ctx128.sqlite · NVIDIA H200 · nsys 2025.3.2.0 · span 11.03 s · 3,899 kernels · "
+                            "8,605 API calls · 260 ranges · loaded in 0.27s")
+    long = fit(header_info("gpt2-2.7B_ctx1024_bf16_flash_attention_run3.sqlite"), 78)
+    assert [r.text for r in long] == ["gpt2-2.7B_ctx1024_bf16_flash_attention_run3.sqlite",
+                                      "H200  3,899 kernels  8,605 API  260 ranges  0.27s"]
+    assert long[1].badge == "attr: process"
+    noted = fit(header_info("small_ctx128.sqlite", notes=("no NVTX data",)), 120)
+    assert noted[0].badge == "attr: process · 1 note (?)"
+
+
+def test_ratios_state_the_shared_basis_once():
+    from nsight_tui.parsers.analysis import Ratio
+    from nsight_tui.tui.viewmodels.ratios import panel, short_label
+
+    basis = "kernel + memory op time in range"
+    v = panel([Ratio("GEMM (matmul) share", 0.8, "80.0%", basis), Ratio("Softmax share", 0.1, "10.0%", basis),
+               Ratio("GPU busy / CPU time", 0.5, "50.0%", "CPU (NVTX) range time")])
+    assert v.caption == f"shares of {basis}"
+    assert [r.label for r in v.shared] == ["GEMM (matmul) share", "Softmax share"]
+    assert [r.label for r in v.own] == ["GPU busy / CPU time"]
+    assert short_label("GEMM (matmul) share") == "GEMM" and short_label("launch overhead (median)") == "launch overhead"
+    alone = panel([Ratio("kernels", 3.0, "3", "count")])
+    assert alone.caption == "" and len(alone.own) == 1
+
+
+def test_launch_details_are_never_read_while_drawing():
+    """`value` (what the grid draws) never reads the file; `read_details` (a worker) does, and a
+    failed read turns the unread cells to `?` instead of raising while drawing."""
+    from nsight_tui.tui.viewmodels.launches import PENDING, UNREADABLE, LaunchTable, launch_columns
+
+    class Trace:
+        reads = 0
+        fail = False
+
+        def op_details(self, ops):
+            Trace.reads += 1
+            if Trace.fail:
+                raise sqlite3.DatabaseError("database disk image is malformed")
+            return pd.DataFrame({"grid": [f"{o}x1x1" for o in ops], "block": ["128x1x1"] * len(ops)}, index=ops)
+
+    frame = pd.DataFrame({"op": [10, 11, 12], "start": [1, 2, 3]})
+    table = LaunchTable(frame, launch_columns(), Trace())
+    assert [table.value(r, "grid") for r in range(3)] == [PENDING] * 3 and Trace.reads == 0
+    assert table.missing(0, 2).tolist() == [10, 11]
+    table.read_details(table.missing(0, 2))
+    assert [table.value(r, "grid") for r in range(3)] == ["10x1x1", "11x1x1", PENDING] and Trace.reads == 1
+    Trace.fail = True
+    with pytest.raises(sqlite3.DatabaseError):
+        table.read_details(table.missing(0, 3))
+    assert table.value(2, "block") == UNREADABLE and table.value(0, "block") == "128x1x1"
+    assert "malformed" in table.failed and len(table.missing(0, 3)) == 0  # no retry loop

@@ -1,36 +1,18 @@
-"""Backward by forward part: per forward part, forward and backward kernel time and bwd/fwd
-(parsers.backward_parts), with what could not be mapped underneath."""
+"""Backward by forward part: per forward part, forward and backward kernel time and bwd/fwd,
+with what could not be mapped underneath (data: Session.backward_parts)."""
 from __future__ import annotations
 
-import pandas as pd
-from nsight_tui.parsers.backward_parts import backward_parts
-from nsight_tui.tui import fmt
-from nsight_tui.tui.table_model import Column, TableModel, ViewText
-from nsight_tui.tui.views.base import TableScreen
-from nsight_tui.tui.widgets.grid import DataGrid
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.render import backward_parts as text
-
-
-def ratio(x) -> str:
-    return "" if fmt.missing(x) else f"{x:.2f}x"
-
-
-COLUMNS = [
-    Column("label", "Forward part", None, "left", text=True, min_width=20, md_header="Forward part"),
-    Column("fwd", "Fwd", 9, fmt=fmt.duration, priority=9, md_header="Forward kernel time (ns)"),
-    Column("bwd", "Bwd", 9, fmt=fmt.duration, priority=9, md_header="Backward kernel time (ns)"),
-    Column("ratio", "Bwd/fwd", 8, fmt=ratio, priority=8, md_header="Bwd/fwd", md_fmt=lambda v: round(float(v), 4)),
-    Column("fwd_self", "Fwd self", 9, fmt=fmt.duration, priority=4, md_header="Forward self (ns)"),
-    Column("bwd_self", "Bwd self", 9, fmt=fmt.duration, priority=4, md_header="Backward self (ns)"),
-    Column("self_ratio", "Self b/f", 8, fmt=ratio, priority=5, md_header="Self bwd/fwd",
-           md_fmt=lambda v: round(float(v), 4)),
-    Column("path", "", show=False, text=True, md_header="Path"),
-]
+from nsight_tui.tui.messages import BackwardPartsReady
+from nsight_tui.tui.table_model import ViewText
+from nsight_tui.tui.viewmodels.backward_parts import NO_MAPPING, Mapping, empty_table
+from nsight_tui.tui.views.base import TableScreen, literal
+from nsight_tui.tui.widgets.grid import DataGrid
 
 
 class BackwardPartsScreen(TableScreen):
@@ -41,64 +23,58 @@ class BackwardPartsScreen(TableScreen):
     view_name = "backward_parts"
     empty_text = "mapping backward onto the forward's parts…"
 
+    BINDING_GROUP_TITLE = "Backward by forward part (b)"
     BINDINGS = [Binding("v", "other_mapping", "Other mapping", id="backward_parts.other_mapping",
                         tooltip="Switch between the mappings this trace allows: by sequence number "
                         "(op ranges) / by name (backward:<part> ranges)")]
 
-    def __init__(self, session, **kwargs) -> None:
-        super().__init__(session, **kwargs)
-        self.tables: list = []
-        self.index = 0
+    mappings: var[list[Mapping]] = var(list, init=False)
+    index: var[int] = var(0, init=False)
 
     def crumb(self) -> str:
-        if not self.tables:
+        if not self.mappings:
             return "backward by forward part"
-        return f"backward by forward part · by {self.tables[self.index].method}"
+        return f"backward by forward part · by {self.mappings[self.index].method}"
 
     def compose_body(self) -> ComposeResult:
         yield DataGrid(id="table", empty_text=self.empty_text)
         yield Static("", id="bdetail")
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        self._build()
+    def mounted(self) -> None:
+        self.build()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
-    def _build(self) -> None:
-        tables = backward_parts(self.session.model)
-        self.app.call_from_thread(self._built, tables)
+    def build(self) -> None:
+        self.post_message(BackwardPartsReady(self.session.backward_parts()))
 
-    def _built(self, tables: list) -> None:
-        self.tables = tables
-        self.grid.empty_text = ("no backward-to-forward mapping: capture with --autograd-nvtx / --emit-nvtx or "
-                                "--backward-ranges, with forward and backward ranges")
-        self._show()
+    def on_backward_parts_ready(self, message: BackwardPartsReady) -> None:
+        self.grid.empty_text = NO_MAPPING
+        self.mappings = message.mappings
+        self.show_mapping()
 
-    def _show(self) -> None:
-        if not self.tables:
-            self.show_table(TableModel(pd.DataFrame({c.key: [] for c in COLUMNS}), COLUMNS))
-            self.query_one("#bdetail", Static).update("")
+    def watch_index(self) -> None:
+        self.show_mapping()
+
+    def show_mapping(self) -> None:
+        detail = self.query_one("#bdetail", Static)
+        if not self.mappings:
+            self.show_table(empty_table())
+            detail.update("")
             return
-        t = self.tables[self.index]
-        frame = pd.DataFrame([{
-            "label": "  " * (len(p.path) - 1) + p.path[-1], "path": "/".join(p.path),
-            "fwd": p.forward_kernel_ns, "bwd": p.backward_kernel_ns, "ratio": p.ratio,
-            "fwd_self": p.forward_self_ns, "bwd_self": p.backward_self_ns, "self_ratio": p.self_ratio,
-        } for p in t.parts])
-        self.show_table(TableModel(frame, COLUMNS))
-        self.query_one("#crumb", Static).update(self.crumb())
-        self.query_one("#bdetail", Static).update("\n".join(text.notes(t.to_json())[1:]))
+        m = self.mappings[self.index]
+        self.show_table(m.table())
+        self.show_crumb()
+        detail.update(literal("\n".join(m.notes[1:])))
 
     def action_other_mapping(self) -> None:
-        if len(self.tables) > 1:
-            self.index = (self.index + 1) % len(self.tables)
-            self._show()
+        if len(self.mappings) > 1:
+            self.index = (self.index + 1) % len(self.mappings)
         else:
             self.set_status("this trace allows one mapping only")
 
     def export_view(self) -> ViewText | None:
-        if not self.tables:
+        if not self.mappings or self.table is None:
             return None
-        t = self.tables[self.index]
-        head = self.export_header(self.table.describe(), *text.notes(t.to_json()))
-        return ViewText(self.view_name, head, self.export_table(f"Backward by forward part (by {t.method})"))
+        m = self.mappings[self.index]
+        head = self.export_header(self.table.describe(), *m.notes)
+        return ViewText(self.view_name, head, self.export_table(f"Backward by forward part (by {m.method})"))

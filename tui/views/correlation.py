@@ -6,31 +6,14 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Static
-from textual.worker import get_current_worker
 
 from nsight_tui.render.markdown import table as md_table
-from nsight_tui.parsers.ids import OP_KINDS
-from nsight_tui.tui import fmt
-from nsight_tui.tui.names import display_kernel_name
-from nsight_tui.tui.table_model import Column, TableModel, ViewText
+from nsight_tui.render.safe import visible
+from nsight_tui.tui.messages import CorrelationReady
+from nsight_tui.tui.table_model import TableModel, ViewText
+from nsight_tui.tui.viewmodels.correlation import CorrelationView, op_columns
 from nsight_tui.tui.viewmodels.timeline import target_for_op
-from nsight_tui.tui.views.base import TableScreen
-
-
-def op_columns() -> list[Column]:
-    return [
-        Column("label", "GPU operation", None, "left", text=True, min_width=16, md_header="Operation"),
-        Column("kind_name", "Kind", 7, "left", priority=3, md_header="Kind"),
-        Column("start", "Start (s)", 12, fmt=fmt.seconds, priority=6, md_header="Start (ns)"),
-        Column("duration", "Duration", 9, fmt=fmt.duration, priority=9, md_header="Duration (ns)"),
-        Column("device", "Dev", 3, priority=2, md_header="Device"),
-        Column("stream", "Strm", 4, priority=2, md_header="Stream"),
-        Column("name", "", show=False, text=True, md_header="Name (demangled)"),
-    ]
-
-
-def stack_text(stack: list[str]) -> str:
-    return " › ".join(stack) if stack else "(none)"
+from nsight_tui.tui.views.base import TableScreen, literal
 
 
 class CorrelationScreen(TableScreen):
@@ -39,7 +22,7 @@ class CorrelationScreen(TableScreen):
     def __init__(self, session, corr: int, gpid: int | None = None, **kwargs) -> None:
         super().__init__(session, **kwargs)
         self.corr, self.gpid = corr, gpid
-        self.detail = None
+        self.view: CorrelationView | None = None
 
     @property
     def view_name(self) -> str:  # type: ignore[override]
@@ -52,70 +35,50 @@ class CorrelationScreen(TableScreen):
         yield Static("", id="corr-detail")
         yield from super().compose_body()
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        self._build()
+    def mounted(self) -> None:
+        super().mounted()
+        self.build()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
-    def _build(self) -> None:
-        c = self.session.model.correlation(self.corr, self.gpid)
-        if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._built, c)
+    def build(self) -> None:
+        self.post_message(CorrelationReady(self.session.correlation(self.corr, self.gpid)))
 
-    def _built(self, c) -> None:
-        self.detail = c
-        if c is None:
-            msg = f"no CUDA API call with correlation ID {self.corr} in this trace"
-            self.query_one("#corr-detail", Static).update(Text(msg, style="bold red"))
+    def on_correlation_ready(self, message: CorrelationReady) -> None:
+        self.view = view = message.view
+        detail = self.query_one("#corr-detail", Static)
+        if view.found is None:
+            detail.update(literal(view.missing_text, style="bold red"))
             self.grid.empty_text = ""
             self.grid.data_changed()
-            self.set_status(msg)
+            self.set_status(view.missing_text)
             return
-        self.query_one("#corr-detail", Static).update(self._detail_text(c))
-        ops = c.ops.copy()
-        ops["kind_name"] = [OP_KINDS[int(k)] for k in ops["kind"]]
-        ops["label"] = [display_kernel_name(n) for n in ops["name"]]
+        detail.update(self._detail_text(view))
         self.grid.empty_text = "this call started no GPU operation"
-        self.show_table(TableModel(ops, op_columns()))
+        self.show_table(TableModel(view.ops, op_columns()))
 
-    def lines(self, c) -> list[tuple[str, str]]:
-        out = [
-            ("API call", c.api_name),
-            ("thread", f"{c.thread} in {c.process}"),
-            ("start / end", f"{c.api_start:,} ns / {c.api_end:,} ns ({fmt.duration(c.api_end - c.api_start)})"),
-            ("NVTX open on its thread", stack_text(c.own_stack)),
-        ]
-        if c.main_thread and c.main_stack:
-            out.append((f"open on main thread {c.main_thread}", stack_text(c.main_stack)))
-        out.append((f"attributed to ({self.session.attribution})", ", ".join(c.attributed) or "(no range)"))
-        if len(c.ops):
-            first = c.ops.sort_values("start").iloc[0]
-            out.append(("launch latency", fmt.duration(int(first["start"]) - c.api_start)))
-        return out
-
-    def _detail_text(self, c) -> Text:
+    @staticmethod
+    def _detail_text(view: CorrelationView) -> Text:
         text = Text()
-        for i, (k, v) in enumerate(self.lines(c)):
+        for i, (k, v) in enumerate(view.lines):
             if i:
                 text.append("\n")
-            text.append(f"{k}: ", style="bold")
-            text.append(v)
+            text.append(f"{visible(k)}: ", style="bold")
+            text.append(visible(v))
         return text
 
     def timeline_target(self):
         """`t`: centred on the first GPU op this call started."""
-        if self.detail is None or not len(self.detail.ops):
+        if self.view is None or self.view.found is None or not len(self.view.ops):
             return None
-        op, model = int(self.detail.ops.sort_values("start")["op"].iat[0]), self.session.model
+        op, model = int(self.view.ops.sort_values("start")["op"].iat[0]), self.session.model
         return lambda tl: target_for_op(tl, op, model)
 
     def export_view(self) -> ViewText | None:
-        c = self.detail
-        if c is None:
+        view = self.view
+        if view is None or view.found is None:
             return None
-        head = self.export_header()
-        body = md_table(["Field", "Value"], [[k, v] for k, v in [("correlation ID", str(c.corr))] + self.lines(c)],
-                        title=f"Correlation ID {c.corr}")
+        rows = [[k, v] for k, v in [("correlation ID", str(view.corr)), *view.lines]]
+        body = md_table(["Field", "Value"], rows, title=f"Correlation ID {view.corr}")
         if self.table is not None:
             body += "\n" + self.export_table("GPU operations it started")
-        return ViewText(self.view_name, head, body)
+        return ViewText(self.view_name, self.export_header(), body)

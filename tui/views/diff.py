@@ -9,10 +9,12 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import var
 from textual.widgets import Static
 
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui.messages import DiffFailed, DiffProgress, DiffReady, ScopeReady
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels import diff as vm
@@ -38,16 +40,23 @@ class DiffScreen(ViewScreen):
 
     view_name = "diff"
 
+    BINDING_GROUP_TITLE = "Diff of two runs (several-files view: b baseline, d diff)"
     BINDINGS = [
-        Binding("w", "why", "Why", tooltip="The step's Δ by phase and family (waterfall) and the largest contributors"),
+        Binding("w", "why", "Why", tooltip="The step's Δ by phase and family (waterfall) and the largest contributors",
+                id="diff.why"),
         Binding("K", "step_kernels", "Step kernels",
-                tooltip="Kernel and family diff of the whole step (or of the whole captures without steps)"),
+                tooltip="Kernel and family diff of the whole step (or of the whole captures without steps)",
+                id="diff.step-kernels"),
         Binding("t", "next_metric", "Metric",
-                tooltip="Which metric the A / B / Δ / Δ% columns show: GPU busy, kernel time, CPU time, kernel count"),
-        Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)"),
-        Binding("n", "search_next", "Next match", show=False),
-        Binding("N", "search_prev", "Previous match", show=False),
+                tooltip="Which metric the A / B / Δ / Δ% columns show: GPU busy, kernel time, CPU time, kernel count",
+                id="diff.metric"),
+        Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)",
+                id="diff.search"),
+        Binding("n", "search_next", "Next match", show=False, id="diff.search-next"),
+        Binding("N", "search_prev", "Previous match", show=False, id="diff.search-prev"),
     ]
+
+    search_text: var[str] = var("", init=False, always_update=True)
 
     def __init__(self, a: Path, b: Path, attribution: str, **kwargs) -> None:
         super().__init__(None, **kwargs)
@@ -55,7 +64,6 @@ class DiffScreen(ViewScreen):
         self.attribution = attribution
         self.view: vm.DiffView | None = None
         self.source: vm.DiffTreeSource | None = None
-        self.search_text = ""
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="diff-summary")
@@ -68,14 +76,13 @@ class DiffScreen(ViewScreen):
     def crumb(self) -> str:
         return self.view.crumb() if self.view else f"diff: {self.a.name} → {self.b.name} (A → B)"
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def mounted(self) -> None:
         self.grid.focus()
         self.set_status("comparing the two runs…")
-        self._build()
+        self.build()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="diff")
-    def _build(self) -> None:
+    def build(self) -> None:
         say = lambda text: self.post_message(DiffProgress(text))
         try:
             a = _trace(self.app, self.a, say)
@@ -94,7 +101,7 @@ class DiffScreen(ViewScreen):
         self.grid.empty_text = "cannot compare: " + message.message
         self.grid.data_changed()
         self.set_status(message.message)
-        self.app.notify(message.message, title="diff", severity="error")
+        self.app.notify(message.message, title="diff", severity="error", markup=False)
 
     def on_diff_ready(self, message: DiffReady) -> None:
         self.view = message.view
@@ -102,10 +109,10 @@ class DiffScreen(ViewScreen):
         self.source.expand_default()
         self.grid.empty_text = "no NVTX ranges in either run: K shows the kernel and family diff"
         self.grid.set_source(self.source, 1 if len(self.source) > 1 else 0)
-        self.query_one("#crumb", Static).update(self.crumb())
-        text = Text(self.view.headline, style="bold")
+        self.show_crumb()
+        text = rich_text(self.view.headline, style="bold")
         for line in self.view.summary:
-            text.append("\n" + line)
+            text.append("\n" + visible(line))
         self.query_one("#diff-summary", Static).update(text)
         self.set_status("enter: kernel diff of the range · w why · K step kernels · t metric · / search")
 
@@ -120,7 +127,7 @@ class DiffScreen(ViewScreen):
             return
         node = self.source.node_at(event.row)
         if node is None:
-            self.grid.action_toggle()
+            self.grid.action_toggle_node()
             return
         self.app.push_screen(DiffKernelsScreen(node=node, title=node.path_text))
 
@@ -146,6 +153,8 @@ class DiffScreen(ViewScreen):
     def on_prompt_bar_submitted(self, event: PromptBar.Submitted) -> None:
         self.grid.focus()
         self.search_text = event.value.strip()
+
+    def watch_search_text(self) -> None:
         self._find(step=0)
 
     def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
@@ -196,38 +205,42 @@ class DiffKernelsScreen(TableScreen):
     view_name = "diff_kernels"
     hint = "t: by family / by kernel"
 
+    BINDING_GROUP_TITLE = "Diff: a range's kernels"
     BINDINGS = [Binding("t", "toggle_families", "By family",
-                        tooltip="Show the diff by kernel family / by kernel name")]
+                        tooltip="Show the diff by kernel family / by kernel name", id="diff-kernels.families")]
+
+    by_family: var[bool] = var(False, init=False)
 
     def __init__(self, node=None, scope=None, title: str = "", **kwargs) -> None:
         super().__init__(None, **kwargs)
         self.node, self.scope, self.title = node, scope, title
         self.view: vm.ScopeView | None = None
-        self.by_family = False
 
     def crumb(self) -> str:
         return self.view.crumb() if self.view else f"kernels of {self.title}…"
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        self._build()
+    def mounted(self) -> None:
+        super().mounted()
+        self.build()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
-    def _build(self) -> None:
+    def build(self) -> None:
         view = vm.range_scope(self.node) if self.node is not None else vm.scope_view(self.scope)
         self.post_message(ScopeReady(view))
 
     def on_scope_ready(self, message: ScopeReady) -> None:
         self.view = message.view
-        self.query_one("#crumb", Static).update(self.crumb())
+        self.show_crumb()
         self.grid.empty_text = "no GPU work in this range on either side"
         self.show_table(self.view.families if self.by_family else self.view.kernels)
 
     def action_toggle_families(self) -> None:
-        if self.view is None:
-            return
-        self.by_family = not self.by_family
-        self.show_table(self.view.families if self.by_family else self.view.kernels)
+        if self.view is not None:
+            self.by_family = not self.by_family
+
+    def watch_by_family(self, by_family: bool) -> None:
+        if self.view is not None:
+            self.show_table(self.view.families if by_family else self.view.kernels)
 
     def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
         if self.table is not None and len(self.table):
@@ -260,20 +273,21 @@ class WhyScreen(TableScreen):
         return f"why: {self._crumb}"
 
     def compose_body(self) -> ComposeResult:
-        text = Text(self.view.lines[0], style="bold")
+        text = rich_text(self.view.lines[0], style="bold")
         for line in self.view.lines[1:]:
-            text.append("\n" + line)
+            text.append("\n" + visible(line))
         yield Static(text, id="why-lines")
         yield DataGrid(id="table", empty_text="no steps on both sides: no per-step waterfall")
         top = Text("largest contributors (Δ per step: kernels, then ranges by kernel time)", style="bold")
         for line in self.view.contributors:
-            top.append("\n" + line)
+            top.append("\n" + visible(line))
         yield Static(top if self.view.contributors else "", id="why-top")
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def mounted(self) -> None:
+        super().mounted()
         if self.view.waterfall is not None:
             self.show_table(self.view.waterfall)
+        self.set_status(self.empty_text)
 
     def export_view(self) -> ViewText | None:
         head = [f"nsight-tui export: {self.crumb()}", *self.view.lines]

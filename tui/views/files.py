@@ -1,108 +1,87 @@
-"""Several files side by side (render.sweep.compare_rows): one row per file; enter opens it."""
+"""Several files side by side (one row per run; enter opens one), and the sweep's question
+tables (`t`), where every file opened has a row."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 from textual import work
+from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.render.safe import rich_text
-from nsight_tui.tui import fmt
-from nsight_tui.tui.table_model import Column, TableModel, ViewText
-from nsight_tui.tui.views.base import TableScreen
+from nsight_tui.render.sweep import SweepTable, tables
+from nsight_tui.tui.messages import FilesProgress, FilesReady
+from nsight_tui.tui.table_model import TableModel, ViewText
+from nsight_tui.tui.viewmodels.files import FilesView, compare, file_columns, question_frame
+from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
 
 
-def _value_fmt(v) -> str:
-    if fmt.missing(v):
-        return fmt.MISSING
-    if isinstance(v, float):
-        return f"{v:,.2f}"
-    return fmt.text(v)
-
-
-def file_columns(headers: list[str]) -> list[Column]:
-    cols = []
-    for i, h in enumerate(headers):
-        key = f"c{i}"
-        if i == 0:
-            cols.append(Column(key, h, None, "left", text=True, min_width=26))
-        elif "kernel" in h:
-            cols.append(Column(key, h, 28, "left", fmt=fmt.text, text=True, priority=2))
-        elif h == "status":
-            cols.append(Column(key, h, 8, "left", text=True, priority=1))
-        else:
-            cols.append(Column(key, h, max(len(h), 9), fmt=_value_fmt, priority=6))
-    return cols
-
-
 class FilesScreen(TableScreen):
+    BINDING_GROUP_TITLE = "Several files"
+    BINDINGS = [
+        Binding("t", "questions", "Question tables",
+                tooltip="The sweep's answers, one table per question: rows model, columns ctx", id="files.questions"),
+        Binding("b", "baseline", "Baseline", tooltip="Mark the file under the cursor as the diff's baseline (A)",
+                id="files.baseline"),
+        Binding("d", "diff", "Diff", tooltip="Diff the baseline (A; default the first file) against the file "
+                "under the cursor (B): what changed, and why the step moved", id="files.diff"),
+    ]
+
     hint = "enter: open the file · t: question tables · b: diff baseline, d: diff"
     view_name = "files"
     empty_text = "reading the files…"
-
-    BINDINGS = [Binding("t", "questions", "Question tables",
-                        tooltip="The sweep's answers, one table per question: rows model, columns ctx"),
-                Binding("b", "baseline", "Baseline", tooltip="Mark the file under the cursor as the diff's baseline (A)"),
-                Binding("d", "diff", "Diff", tooltip="Diff the baseline (A; default the first file) against the file "
-                        "under the cursor (B): what changed, and why the step moved")]
 
     def __init__(self, paths: list[Path], attribution: str, **kwargs) -> None:
         super().__init__(None, **kwargs)
         self.paths = paths
         self.attribution = attribution
-        self.runs = None  # analysed once, for both the rows here and the question tables
+        self.view: FilesView | None = None
+        self.baseline: Path | None = None  # the diff's A (`b`); default the first file
 
     def crumb(self) -> str:
         return f"{len(self.paths)} files · enter: open one"
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        self._build()
+    def mounted(self) -> None:
+        super().mounted()
+        self.build()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
-    def _build(self) -> None:
-        from nsight_tui.parsers import sweep
-        from nsight_tui.render.sweep import COMPARE_HEADERS, compare_rows
+    def build(self) -> None:
+        def progress(fraction: float, text: str) -> None:
+            self.post_message(FilesProgress(f"reading {text} ({100 * fraction:.0f}%)"))
 
-        def progress(fraction, text):
-            self.app.call_from_thread(self.set_status, f"reading {text} ({100 * fraction:.0f}%)")
+        self.post_message(FilesReady(compare(self.paths, self.attribution, progress=progress)))
 
-        runs = sweep.analyse(sweep.runs_for(self.paths), self.attribution, progress=progress)
-        headers, rows = COMPARE_HEADERS, compare_rows(runs)
-        # numeric columns stay numeric (None -> NaN), so sorting compares numbers, not text
-        frame = pd.DataFrame(rows, columns=[f"c{i}" for i in range(len(headers))])
-        self.app.call_from_thread(self._built, headers, frame, runs)
+    def on_files_progress(self, message: FilesProgress) -> None:
+        if self.view is None:
+            self.set_status(message.text)
 
-    def _built(self, headers, frame, runs) -> None:
-        self.headers = headers
-        self.runs = runs
-        self.show_table(TableModel(frame, file_columns(headers)))
-        self.set_status(f"{len(runs)} runs · t: question tables")
+    def on_files_ready(self, message: FilesReady) -> None:
+        self.view = view = message.view
+        self.show_table(TableModel(view.frame, file_columns(view.headers)))
+        self.set_status(f"{len(view.runs)} runs · t: question tables")
 
     def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
-        if self.table is None or self.runs is None:
+        if self.table is None or self.view is None:
             return
-        run = self.runs[self.table.position(event.row)]
+        run = self.view.runs[self.table.position(event.row)]
         if run.status == "ok":
-            self.app.open_file(run.path)
+            self.nsight.open_file(run.path)
         else:
-            self.notify(f"{run.path.name}: {run.message or run.status}", severity="warning")
+            self.notify(f"{run.path.name}: {run.message or run.status}", severity="warning", markup=False)
 
     def action_questions(self) -> None:
-        if self.runs is None:
+        if self.view is None:
             self.set_status("still reading the files…")
             return
-        from nsight_tui.render.sweep import tables
-
-        self.app.push_screen(QuestionsScreen(tables(self.runs), self.attribution))
+        self.app.push_screen(QuestionsScreen(tables(self.view.runs), self.attribution))
 
     def _cursor_path(self) -> Path:
-        if self.table is None or self.runs is None or not len(self.table):
+        if self.table is None or self.view is None or not len(self.table):
             return self.paths[min(self.grid.cursor, len(self.paths) - 1)]
-        return self.runs[self.table.position(self.grid.cursor)].path
+        return self.view.runs[self.table.position(self.grid.cursor)].path
 
     def action_baseline(self) -> None:
         self.baseline = self._cursor_path()
@@ -111,7 +90,7 @@ class FilesScreen(TableScreen):
     def action_diff(self) -> None:
         from nsight_tui.tui.views.diff import DiffScreen
 
-        a = getattr(self, "baseline", None) or self.paths[0]
+        a = self.baseline or self.paths[0]
         b = self._cursor_path()
         if b == a:  # on the baseline itself: with two files the other one, else ask for a move
             others = [p for p in self.paths if p != a]
@@ -132,56 +111,58 @@ class FilesScreen(TableScreen):
 class QuestionsScreen(TableScreen):
     """The sweep report's tables in the TUI: one question at a time, `[`/`]` to step."""
 
+    BINDING_GROUP_TITLE = "Question tables (several files)"
+    BINDINGS = [
+        Binding("right_square_bracket", "step(1)", "Next question", tooltip="Show the next question's table",
+                id="questions.next"),
+        Binding("left_square_bracket", "step(-1)", "Previous question",
+                tooltip="Show the previous question's table", id="questions.previous"),
+    ]
+
+    index: var[int] = var(0, init=False)
+
     hint = "[ / ]: previous / next question · e: export this table"
     view_name = "questions"
 
-    BINDINGS = [
-        Binding("right_square_bracket", "step(1)", "Next question",
-                tooltip="Show the next question's table"),
-        Binding("left_square_bracket", "step(-1)", "Previous question",
-                tooltip="Show the previous question's table"),
-    ]
-
-    def __init__(self, tables, attribution: str, **kwargs) -> None:
+    def __init__(self, tables: list[SweepTable], attribution: str, **kwargs) -> None:
         super().__init__(None, **kwargs)
         self.tables = tables
         self.attribution = attribution
-        self.index = 0
 
     def crumb(self) -> str:
         if not self.tables:
-            return "no {model}_ctx{N} runs to tabulate"
+            return "no runs to tabulate"
         t = self.tables[self.index]
         return f"question {self.index + 1}/{len(self.tables)}: {t.title} — basis: {t.basis}"
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        # after the base classes' own mount handlers (Textual runs each class's), which reset
-        # the status line
-        self.call_after_refresh(self._show)
+    def compose_body(self) -> ComposeResult:
+        yield from super().compose_body()
+        yield Static("", id="qnotes")
+
+    def mounted(self) -> None:
+        super().mounted()
+        self._show()
+
+    def watch_index(self) -> None:
+        self._show()
 
     def _show(self) -> None:
-        self.query_one("#crumb", Static).update(rich_text(self.crumb()))
+        self.show_crumb()
         if not self.tables:
             return
         t = self.tables[self.index]
-        frame = pd.DataFrame(t.rows, columns=[f"c{i}" for i in range(len(t.headers))], dtype=object)
-        def width(i, h):  # as wide as the widest cell, within reason
-            return min(44, max([len(h), *(len(str(r[i])) for r in t.rows)]))
-
-        cols = [Column(f"c{i}", h, width(i, h), "left" if i == 0 else "right", text=True)
-                for i, h in enumerate(t.headers)]
+        frame, cols = question_frame(t)
         self.show_table(TableModel(frame, cols))
+        self.query_one("#qnotes", Static).update(literal("\n".join(t.notes)))
 
     def action_step(self, delta: int) -> None:
         if self.tables:
             self.index = (self.index + delta) % len(self.tables)
-            self._show()
 
     def export_view(self) -> ViewText | None:
         if self.table is None or not self.tables:
             return None
         t = self.tables[self.index]
         head = [f"nsight-tui export: {t.title}", f"attribution `{self.attribution}` · basis: {t.basis}",
-                self.table.describe()]
+                self.table.describe(), *t.notes]
         return ViewText(f"question_{self.index + 1}", head, self.export_table(t.title))

@@ -1,7 +1,7 @@
 """`?`: every key, gathered from the Binding lists themselves (so it cannot go stale)."""
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -9,6 +9,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from nsight_tui.render.safe import rich_text
 
 KEY_NAMES = {
     "slash": "/", "question_mark": "?", "escape": "esc", "down": "↓", "up": "↑", "left": "←", "right": "→",
@@ -35,22 +37,28 @@ def binding_rows(classes) -> list[tuple[str, str]]:
 
 
 class HelpScreen(ModalScreen):
+    BINDING_GROUP_TITLE = "Help"
     BINDINGS = [
-        Binding("escape,question_mark,q", "close", "Close help"),
-        Binding("j,down", "scroll(1)", "Scroll down", show=False),
-        Binding("k,up", "scroll(-1)", "Scroll up", show=False),
+        Binding("escape,question_mark,q", "close", "Close help", id="help.close"),
+        Binding("j,down", "scroll(1)", "Scroll down", show=False, id="help.down"),
+        Binding("k,up", "scroll(-1)", "Scroll up", show=False, id="help.up"),
     ]
 
-    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]], **kwargs) -> None:
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]], about: list[str] | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.sections = sections
+        self.about = about or []  # the open file and the attribution in force, in full
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body"):
             yield Static(self._help_table())
 
     def _help_table(self) -> Group:
-        parts = [Text.assemble(("nsight-tui keys", "bold underline"), "   esc or ? closes this; j/k scroll")]
+        parts: list[RenderableType] = [Text.assemble(("nsight-tui keys", "bold underline"), "   esc or ? closes this; j/k scroll")]
+        if self.about:
+            parts += [Text(""), Text("This file", style="bold yellow")]
+            parts += [rich_text(line) for line in self.about]
         for title, rows in self.sections:
             table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
             table.add_column("keys", style="bold", no_wrap=True, width=14)

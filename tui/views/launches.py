@@ -1,76 +1,21 @@
 """Individual launches of one kernel (within a range or the whole trace), each with its
-launching API call, thread and launch latency."""
+launching API call, thread, launch overhead and queue delay."""
 from __future__ import annotations
 
 import numpy as np
 from textual import work
-from textual.worker import get_current_worker
 
-from nsight_tui.tui import fmt
-from nsight_tui.tui.table_model import Column, TableModel, ViewText
-from nsight_tui.tui.viewmodels.timeline import target_for_op
+from nsight_tui.tui.messages import DetailsRead, LaunchesReady
+from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.tree_source import path_text
+from nsight_tui.tui.viewmodels.launches import OVERHEAD_HELP, QUEUE_HELP, LaunchTable
+from nsight_tui.tui.viewmodels.timeline import target_for_op
 from nsight_tui.tui.views.base import TableScreen
 from nsight_tui.tui.widgets.grid import DataGrid
 
 
-def launch_columns() -> list[Column]:
-    return [
-        Column("start", "Start (s)", 12, fmt=fmt.seconds, priority=4, md_header="Start (ns)"),
-        Column("duration", "Duration", 9, fmt=fmt.duration, priority=9, md_header="Duration (ns)"),
-        Column("corr", "Corr ID", 9, fmt=fmt.text, priority=10, md_header="Correlation ID"),
-        Column("api_name", "API call", None, "left", fmt=fmt.api_name, text=True, min_width=18, md_header="API call"),
-        Column("latency", "Latency", 9, fmt=fmt.duration, priority=8, md_header="Launch latency (ns)"),
-        Column("thread", "Thread", 20, "left", text=True, priority=6, md_header="Thread"),
-        Column("grid", "Grid", 10, "left", priority=3, md_header="Grid"),
-        Column("block", "Block", 9, "left", priority=3, md_header="Block"),
-        Column("device", "Dev", 3, priority=2, md_header="Device"),
-        Column("stream", "Strm", 4, priority=2, md_header="Stream"),
-        Column("api_start", "", show=False, md_header="API call start (ns)"),
-        Column("name", "", show=False, text=True, md_header="Kernel (demangled)"),
-    ]
-
-
-class LaunchTable(TableModel):
-    """Launches, with grid/block read from the file only for rows that are drawn
-    (or exported): the model keeps them out of memory for 10^6-kernel traces."""
-
-    LAZY = ("grid", "block")
-    WINDOW = 64
-
-    def __init__(self, frame, columns, trace) -> None:
-        super().__init__(frame, columns)
-        self.trace = trace
-        self._ops = self.frame["op"].to_numpy()
-        self._details: dict[int, tuple[str, str]] = {}
-
-    def value(self, row: int, key: str):
-        if key not in self.LAZY:
-            return super().value(row, key)
-        op = int(self._ops[self.order[row]])
-        if op not in self._details:
-            self._fetch(self._ops[self.order[row:row + self.WINDOW]])
-        grid, block = self._details.get(op, ("", ""))
-        return grid if key == "grid" else block
-
-    def _fetch(self, ops) -> None:
-        missing = np.unique([o for o in np.asarray(ops).tolist() if o not in self._details])
-        if len(missing) == 0:
-            return
-        details = self.trace.op_details(missing)
-        for op, grid, block in zip(details.index.tolist(), details["grid"], details["block"]):
-            self._details[int(op)] = (grid or "", block or "")
-
-    def export_rows(self):
-        self._fetch(self._ops)
-        pairs = [self._details.get(int(o), ("", "")) for o in self._ops]
-        self.frame["grid"] = [p[0] for p in pairs]
-        self.frame["block"] = [p[1] for p in pairs]
-        return super().export_rows()
-
-
 class LaunchesScreen(TableScreen):
-    hint = "enter: its API call and NVTX stack"
+    hint = f"enter: its API call · {OVERHEAD_HELP} · {QUEUE_HELP}"
     empty_text = "collecting launches…"
 
     def __init__(self, session, node, name: str, short: str, positions: np.ndarray, **kwargs) -> None:
@@ -84,34 +29,53 @@ class LaunchesScreen(TableScreen):
 
     def crumb(self) -> str:
         scope = "the whole trace" if self.node is None else path_text(self.node)
-        return f"launches of {self.short} in {scope} · enter: correlation detail"
+        return f"launches of {self.short} in {scope}"
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        self._build()
+    def mounted(self) -> None:
+        super().mounted()
+        self.build()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
-    def _build(self) -> None:
-        frame = self.session.model.launches(self.positions, self.kernel)
-        table = LaunchTable(frame, launch_columns(), self.session.trace)
-        if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._built, table)
+    def build(self) -> None:
+        self.post_message(LaunchesReady(self.session.launches(self.positions, self.kernel)))
 
-    def _built(self, table: TableModel) -> None:
+    def on_launches_ready(self, message: LaunchesReady) -> None:
         self.grid.empty_text = "no launches"
-        self.show_table(table)
+        self.show_table(message.table)
+
+    # -- grid/block: read for the rows in view, in a worker, never while drawing ---------------
+    def on_data_grid_window_changed(self, event: DataGrid.WindowChanged) -> None:
+        table = self.table
+        if isinstance(table, LaunchTable):
+            ops = table.missing(event.first, event.last)
+            if len(ops):
+                self.read_details(table, ops)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="details")
+    def read_details(self, table: LaunchTable, ops: np.ndarray) -> None:
+        try:
+            table.read_details(ops)
+        except Exception as exc:  # the file changed underneath: one line, the app stays
+            self.post_message(DetailsRead(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(DetailsRead())
+
+    def on_details_read(self, message: DetailsRead) -> None:
+        self.grid.data_changed()  # read cells show their values, unreadable ones `?`
+        if message.error:
+            self.set_status(f"could not read grid/block from the file: {message.error}")
 
     def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
         if self.table is None:
             return
         rec = self.table.record(event.row)
         gpid = int(self.session.trace.ops["gpid"].iat[int(rec["op"])])
-        self.app.open_correlation(int(rec["corr"]), gpid if gpid >= 0 else None)
+        self.nsight.open_correlation(int(rec["corr"]), gpid if gpid >= 0 else None)
 
     def timeline_target(self):
         """`t`: centred on the launch under the cursor; `0` fits its instance of the range."""
         pos = self.selected_position()
-        if pos is None:
+        if pos is None or self.table is None:
             return None
         op, node, model = int(self.table.frame["op"].iat[pos]), self.node, self.session.model
         return lambda tl: target_for_op(tl, op, model, node)
@@ -119,5 +83,5 @@ class LaunchesScreen(TableScreen):
     def export_view(self) -> ViewText | None:
         if self.table is None:
             return None
-        head = self.export_header(f"kernel: `{self.kernel}`", self.table.describe())
+        head = self.export_header(f"kernel: `{self.kernel}`", self.table.describe(), f"{OVERHEAD_HELP}; {QUEUE_HELP}")
         return ViewText(self.view_name, head, self.export_table(f"Launches of {self.short}"))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -11,7 +12,8 @@ from textual.widgets import Input, Static
 
 
 class CorrelationPrompt(ModalScreen[int | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDING_GROUP_TITLE = "Correlation ID prompt"
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="corr-prompt.cancel")]
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -33,10 +35,11 @@ class CorrelationPrompt(ModalScreen[int | None]):
 class ExportConflict(ModalScreen[str]):
     """The export file exists: overwrite it, write under a new name, or cancel."""
 
+    BINDING_GROUP_TITLE = "Export: the file exists"
     BINDINGS = [
-        Binding("o", "choose('overwrite')", "Overwrite"),
-        Binding("n", "choose('new')", "New name"),
-        Binding("c,escape", "choose('cancel')", "Cancel"),
+        Binding("o", "choose('overwrite')", "Overwrite", id="export-conflict.overwrite"),
+        Binding("n", "choose('new')", "New name", id="export-conflict.new-name"),
+        Binding("c,escape", "choose('cancel')", "Cancel", id="export-conflict.cancel"),
     ]
 
     def __init__(self, path: Path, new_path: Path, **kwargs) -> None:
@@ -45,8 +48,9 @@ class ExportConflict(ModalScreen[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(f"{self.path.name} exists in {self.path.parent}.")
-            yield Static(f"[b]o[/b] overwrite   [b]n[/b] write {self.new_path.name}   [b]c[/b] cancel")
+            yield Static(Text(f"{self.path.name} exists in {self.path.parent}."))
+            yield Static(Text.assemble(("o", "bold"), " overwrite   ", ("n", "bold"), f" write {self.new_path.name}   ",
+                                       ("c", "bold"), " cancel"))
 
     def action_choose(self, choice: str) -> None:
         self.dismiss(choice)

@@ -6,17 +6,19 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import var
 from textual.widgets import Static
 
 from nsight_tui.parsers.model import RangeNode
 from nsight_tui.render.process_view import main_thread_reason
+from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
+from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import ViewScreen
-from nsight_tui.render.markdown import table as md_table
-from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
@@ -24,36 +26,38 @@ from nsight_tui.tui.widgets.prompt_bar import PromptBar
 class RangeTree(DataGrid):
     """The range tree: a DataGrid over a RangeTreeSource, plus expand/collapse keys."""
 
+    BINDING_GROUP_TITLE = "Range tree: expand and collapse"
     BINDINGS = [
-        Binding("l,right", "expand", "Expand", show=False),
-        Binding("h,left", "collapse", "Collapse / to parent", show=False),
-        Binding("space", "toggle", "Expand/collapse", show=False),
+        Binding("l,right", "expand", "Expand", show=False, id="tree.expand"),
+        Binding("h,left", "collapse", "Collapse / to parent", show=False, id="tree.collapse"),
+        Binding("space", "toggle_node", "Expand/collapse", show=False, id="tree.toggle"),
     ]
 
     @property
-    def tree(self) -> RangeTreeSource:
+    def ranges(self) -> RangeTreeSource:
+        assert isinstance(self.source, RangeTreeSource)
         return self.source
 
     def action_expand(self) -> None:
-        if len(self.source) and self.tree.expand(self.cursor):
+        if len(self.source) and self.ranges.expand(self.cursor):
             self.data_changed()
-        elif len(self.source) and self.tree.rows[self.cursor].expanded:
+        elif len(self.source) and self.ranges.rows[self.cursor].expanded:
             self.move_to(self.cursor + 1)
 
     def action_collapse(self) -> None:
         if not len(self.source):
             return
-        if self.tree.collapse(self.cursor):
+        if self.ranges.collapse(self.cursor):
             self.data_changed()
             return
-        parent = self.tree.parent_row(self.cursor)
+        parent = self.ranges.parent_row(self.cursor)
         if parent is not None:
             self.move_to(parent)
 
-    def action_toggle(self) -> None:
+    def action_toggle_node(self) -> None:
         if not len(self.source):
             return
-        changed = self.tree.collapse(self.cursor) or self.tree.expand(self.cursor)
+        changed = self.ranges.collapse(self.cursor) or self.ranges.expand(self.cursor)
         if changed:
             self.data_changed()
 
@@ -61,13 +65,16 @@ class RangeTree(DataGrid):
 class RangesScreen(ViewScreen):
     view_name = "ranges"
 
+    BINDING_GROUP_TITLE = "Range tree (main view)"
     BINDINGS = [
         Binding("a", "toggle_aggregate", "Aggregate",
-                tooltip="Toggle: ranges aggregated by name path (step_N ×5) / individual instances"),
-        Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)"),
-        Binding("n", "search_next", "Next match", show=False),
-        Binding("N", "search_prev", "Previous match", show=False),
-        Binding("b", "backward_parts", "Bwd by part", id="ranges.backward_parts",
+                tooltip="Toggle: ranges aggregated by name path (step_N ×5) / individual instances",
+                id="ranges.aggregate"),
+        Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)",
+                id="ranges.search"),
+        Binding("n", "search_next", "Next match", show=False, id="ranges.search-next"),
+        Binding("N", "search_prev", "Previous match", show=False, id="ranges.search-prev"),
+        Binding("b", "backward_parts", "Bwd by part", show=False, id="ranges.backward_parts",
                 tooltip="Backward by forward part: each forward part's forward and backward kernel time, bwd/fwd "
                 "(needs op ranges from --autograd-nvtx / emit_nvtx, or backward:<part> ranges)"),
         Binding("M", "main_thread", "Main thread", show=False, id="ranges.main_thread",
@@ -75,9 +82,12 @@ class RangesScreen(ViewScreen):
                 "work every thread launched while they were open); again on it: back to the automatic choice"),
     ]
 
+    aggregated: var[bool] = var(True, init=False)  # by name path (step_N ×5) or instances
+    search_text: var[str] = var("", init=False, always_update=True)
+
     def __init__(self, session, **kwargs) -> None:
         super().__init__(session, **kwargs)
-        self.search_text = ""
+        self.set_reactive(RangesScreen.aggregated, session.aggregated)
         self._matches: list[RangeNode] = []
 
     def compose_body(self) -> ComposeResult:
@@ -88,22 +98,19 @@ class RangesScreen(ViewScreen):
     def grid(self) -> RangeTree:
         return self.query_one("#tree", RangeTree)
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def mounted(self) -> None:
         self.rebuild()
         self.grid.focus()
 
     def crumb(self) -> str:
-        if self.session is None:
-            return "ranges"
-        return f"ranges ({'aggregated by name path' if self.session.aggregated else 'individual instances'})"
+        return f"ranges ({'aggregated by name path' if self.aggregated else 'individual instances'})"
 
     # -- building -------------------------------------------------------------------------------
     def rebuild(self, keep: tuple | None = None) -> None:
         """(Re)build the tree from the session's model; put the cursor on `keep`
         ((gtid, name-path key)) when it still exists, else on the first range."""
         model = self.session.model
-        agg = self.session.aggregated
+        agg = self.aggregated
         source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg)
         source.expand_default()
         self._matches = []
@@ -116,7 +123,7 @@ class RangesScreen(ViewScreen):
         self.grid.set_source(source, cursor)
         if self.session.trace.info.ranges > 5000:
             self._prepare_search(source)
-        self.query_one("#crumb", Static).update(self.crumb())
+        self.show_crumb()
         self._update_detail()
         if self.session.trace.info.ranges == 0:
             self.set_status("no NVTX ranges: 2 kernel summary · 3 API summary")
@@ -124,8 +131,12 @@ class RangesScreen(ViewScreen):
             self.set_status("enter: kernels of the range · l/h expand/collapse · a aggregate · / search · ? help")
 
     def check_action(self, action: str, parameters) -> bool | None:
-        if action == "back" and not self.app.multi:
+        if action == "back" and not self.nsight.multi:
             return False  # the only file's range tree is home: nothing to go back to
+        if action in ("backward_parts", "main_thread") and self.session.pending:
+            return False  # both need the GPU work, still loading (the app refreshes the keys then)
+        if action == "main_thread":  # `t` on a thread row; on a range, `t` is the app's timeline
+            return self.is_mounted and len(self.grid.source) > 0 and self.grid.ranges.node_at(self.grid.cursor) is None
         return True
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="search-index")
@@ -133,21 +144,21 @@ class RangesScreen(ViewScreen):
         source.prepare_search()
 
     def current_key(self) -> tuple | None:
-        tree = self.grid.tree
+        tree = self.grid.ranges
         node = tree.node_at(self.grid.cursor)
         if node is None:
             return None
         return tree.group_at(self.grid.cursor).gtid, node_key(node)
 
     def select_key(self, gtid: int, key: tuple[str, ...]) -> bool:
-        tree = self.grid.tree
+        tree = self.grid.ranges
         node = tree.find_key(gtid, key)
         if node is None:
             return False
         return self.select_node(node)
 
     def select_node(self, node: RangeNode) -> bool:
-        row = self.grid.tree.reveal(node)
+        row = self.grid.ranges.reveal(node)
         if row is None:
             return False
         self.grid.data_changed(row)
@@ -158,16 +169,16 @@ class RangesScreen(ViewScreen):
         self._update_detail()
 
     def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
-        tree = self.grid.tree
+        tree = self.grid.ranges
         node = tree.node_at(event.row)
         if node is None:
-            self.grid.action_toggle()
+            self.grid.action_toggle_node()
             return
-        self.app.open_kernels(node)
+        self.nsight.open_kernels(node)
 
     def _update_detail(self) -> None:
         detail = self.query_one("#detail", Static)
-        tree = self.grid.tree
+        tree = self.grid.ranges
         node = tree.node_at(self.grid.cursor) if len(tree) else None
         if node is None:
             if len(tree):
@@ -203,21 +214,21 @@ class RangesScreen(ViewScreen):
         detail.update(text)
 
     def action_backward_parts(self) -> None:
-        from nsight_tui.tui.views.backward import BackwardPartsScreen
-
         self.app.push_screen(BackwardPartsScreen(self.session))
 
     def action_main_thread(self) -> None:
-        tree = self.grid.tree
+        tree = self.grid.ranges
         if len(tree):
-            self.app.pick_main_thread(tree.group_at(self.grid.cursor).gtid)
+            self.nsight.pick_main_thread(tree.group_at(self.grid.cursor).gtid)
 
     def action_toggle_aggregate(self) -> None:
+        self.aggregated = not self.aggregated
+
+    def watch_aggregated(self, aggregated: bool) -> None:
         keep = self.current_key()
-        self.session.aggregated = not self.session.aggregated
+        self.session.aggregated = aggregated
         self.rebuild(keep)
-        self.set_status("aggregated by name path (step_N = all steps)" if self.session.aggregated
-                        else "individual instances")
+        self.set_status("aggregated by name path (step_N = all steps)" if aggregated else "individual instances")
 
     # -- search -------------------------------------------------------------------------------
     def action_search(self) -> None:
@@ -226,7 +237,9 @@ class RangesScreen(ViewScreen):
     def on_prompt_bar_submitted(self, event: PromptBar.Submitted) -> None:
         self.grid.focus()
         self.search_text = event.value.strip()
-        self._matches = self.grid.tree.matches(self.search_text)
+
+    def watch_search_text(self, text: str) -> None:
+        self._matches = self.grid.ranges.matches(text)
         self._jump(backwards=False, include_current=True)
 
     def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
@@ -245,7 +258,7 @@ class RangesScreen(ViewScreen):
             self.set_status(f"no range matches '{self.search_text}'")
             self.app.bell()
             return
-        tree = self.grid.tree
+        tree = self.grid.ranges
         current = tree.node_at(self.grid.cursor)
         here = tree.preorder_index(current) if current is not None else -1
         positions = [tree.preorder_index(n) for n in self._matches]
@@ -260,12 +273,12 @@ class RangesScreen(ViewScreen):
 
     def timeline_target(self):
         """`t`: the range under the cursor (aggregated: its median instance)."""
-        node = self.grid.tree.node_at(self.grid.cursor) if len(self.grid.tree) else None
+        node = self.grid.ranges.node_at(self.grid.cursor) if len(self.grid.ranges) else None
         return None if node is None else target_for_node(self.session.model, node)
 
     # -- export ---------------------------------------------------------------------------------
     def export_view(self) -> ViewText:
-        headers, rows = self.grid.tree.export_rows()
-        mode = "aggregated by name path" if self.session.aggregated else "individual instances"
+        headers, rows = self.grid.ranges.export_rows()
+        mode = "aggregated by name path" if self.aggregated else "individual instances"
         head = self.export_header(f"view: range tree, {mode}; rows as expanded on screen ({len(rows)} ranges)")
         return ViewText("ranges", head, md_table(headers, rows, title="NVTX ranges"))

@@ -9,12 +9,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.reactive import var
 from textual_plotext import PlotextPlot
 
 from nsight_tui.parsers.peaks import MATH_PATH_WORDS
 from nsight_tui.render.markdown import table as md_table
 from nsight_tui.tui import fmt
 from nsight_tui.tui import roofline_vm as vm
+from nsight_tui.tui.messages import RooflineReady
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
 from nsight_tui.tui.views.base import TableScreen
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -42,8 +44,12 @@ class RooflineScreen(TableScreen):
     view_name = "roofline"
     hint = "enter: families of the range · t: ranges/families"
 
+    BINDING_GROUP_TITLE = "Roofline view (r)"
     BINDINGS = [Binding("t", "toggle_mode", "Ranges/families",
-                        tooltip="Plot every range, or the kernel families of the range last opened")]
+                        tooltip="Plot every range, or the kernel families of the range last opened",
+                        id="roofline.mode")]
+
+    mode: var[str] = var(vm.RANGES, init=False)  # ranges | families
 
     DEFAULT_CSS = """
     RooflineScreen #roof-plot { height: 1fr; min-height: 8; }
@@ -54,7 +60,7 @@ class RooflineScreen(TableScreen):
     def __init__(self, session, node=None, mode: str = vm.RANGES, **kwargs) -> None:
         super().__init__(session, **kwargs)
         self.node = node
-        self.mode = mode if node is None else vm.FAMILIES
+        self.set_reactive(RooflineScreen.mode, mode if node is None else vm.FAMILIES)
         self.data: vm.RooflineData | None = None
 
     def compose_body(self) -> ComposeResult:
@@ -67,18 +73,17 @@ class RooflineScreen(TableScreen):
             return "roofline"
         return self.data.header()
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        self._build(self.mode, self.node)
+    def mounted(self) -> None:
+        super().mounted()
+        self.build(self.mode, self.node)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
-    def _build(self, mode: str, node) -> None:
-        data = vm.build(self.session, mode, node)
-        self.app.call_from_thread(self._built, data)
+    def build(self, mode: str, node) -> None:
+        self.post_message(RooflineReady(self.session.roofline(mode, node)))
 
-    def _built(self, data: vm.RooflineData) -> None:
-        self.data = data
-        self.query_one("#crumb").update(self.crumb())
+    def on_roofline_ready(self, message: RooflineReady) -> None:
+        self.data = data = message.data
+        self.show_crumb()
         self.grid.empty_text = "nothing to plot: no ranges with GPU work"
         self.show_table(TableModel(data.frame, COLUMNS))
         self.set_status(f"{data.source_line} · {data.peaks_line}")
@@ -154,8 +159,10 @@ class RooflineScreen(TableScreen):
 
     def action_toggle_mode(self) -> None:
         self.mode = vm.FAMILIES if self.mode == vm.RANGES else vm.RANGES
+
+    def watch_mode(self, mode: str) -> None:
         self.set_status("computing…")
-        self._build(self.mode, self.node)
+        self.build(mode, self.node)
 
     # -- export ------------------------------------------------------------------------------------
     def export_view(self) -> ViewText | None:

@@ -35,7 +35,7 @@ from nsight_tui.tui.viewmodels.timeline import (
     TimelineTarget,
     target_for_trace,
 )
-from nsight_tui.tui.views.base import ViewScreen
+from nsight_tui.tui.views.base import ViewScreen, literal
 from nsight_tui.tui.widgets.timeline_canvas import COLOURS, TimelineCanvas, frame_strips
 from nsight_tui.render.idle import window_markdown
 
@@ -70,7 +70,7 @@ class TimelineSummaryReady(Message):
 class TimelineScreen(ViewScreen):
     """The timeline around a range instance, a launch or the whole trace."""
 
-    BINDING_GROUP_TITLE = "Timeline"
+    BINDING_GROUP_TITLE = "Timeline (t)"
 
     BINDINGS: ClassVar[list[Binding]] = [
         Binding("plus,equals_sign", "zoom(1)", "Zoom in", id="timeline.zoom_in",
@@ -124,8 +124,7 @@ class TimelineScreen(ViewScreen):
     def canvas(self) -> TimelineCanvas:
         return self.query_one(TimelineCanvas)
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def mounted(self) -> None:
         self.canvas.focus()
         self._say("building the timeline…")
         self._build()
@@ -142,7 +141,7 @@ class TimelineScreen(ViewScreen):
         if callable(target):
             target = target(message.timeline)
         self.state = TimelineState(message.timeline, target or target_for_trace(message.timeline))
-        self.query_one("#crumb", Static).update(Text(self.crumb()))
+        self.show_crumb()
         self._say("+/- zoom · h/l pan · H/L screen · [/] gaps · j/k lanes · enter detail · 0 fit · e export")
         self.redraw()
 
@@ -192,7 +191,7 @@ class TimelineScreen(ViewScreen):
         crumb = self.crumb()
         if crumb != self._crumb:
             self._crumb = crumb
-            self.query_one("#crumb", Static).update(Text(crumb), layout=False)
+            self.query_one("#crumb", Static).update(literal(crumb), layout=False)
         self.query_one("#tl-cursor", Static).update(self._cursor_text(message.frame), layout=False)
         self.query_one("#tl-idle", Static).update(self._idle_text(message.frame, None), layout=False)
         self.frames_drawn += 1
@@ -345,17 +344,7 @@ def _signed(ns: int) -> str:
 
 def _instance_node(session, rid: int):
     """The range tree's node of one range instance (for its kernel table)."""
-    index = session.cache.get("instance_nodes")
-    if index is None:
-        index = {}
-        for group in session.model.thread_groups:
-            stack = list(group.roots)
-            while stack:
-                node = stack.pop()
-                index[int(node.ids[0])] = node
-                stack.extend(node.children)
-        session.cache["instance_nodes"] = index
-    return index.get(int(rid))
+    return session.instance_node(rid)
 
 
 def open_target(screen) -> TimelineTarget | None:

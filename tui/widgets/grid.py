@@ -3,14 +3,19 @@
 Textual's DataTable builds every row up front (12 s for 100k rows here, UI frozen; NOTES.md),
 so tables come from a source object instead: `len(source)`, `source.columns` and
 `source.cell(row, column)`. A 600k-row table costs the same per keystroke as a 20-row one.
+
+Numbers are never cut: a right-aligned (number) column is as wide as the widest value in
+view, or not drawn at all; narrow screens drop whole columns, least important first, and
+shorten only the text column(s). `cell` must be cheap and never read a file (sources with
+lazy data read it in a worker when `WindowChanged` says which rows are in view).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
@@ -40,6 +45,9 @@ class EmptySource:
         return ""
 
 
+MIN_TEXT_WIDTH = 6  # a text column squeezed further than this is dropped instead
+
+
 def fit(text: str, width: int, align: str) -> str:
     if len(text) > width:
         return text[: max(width - 1, 0)] + "…" if width > 0 else ""
@@ -49,14 +57,16 @@ def fit(text: str, width: int, align: str) -> str:
 class DataGrid(ScrollView, can_focus=True):
     """Rows from a GridSource; a fixed header line; a cursor row."""
 
+    BINDING_GROUP_TITLE = "Moving around (range tree and every table)"
     BINDINGS = [
-        Binding("j,down", "cursor_down", "Down", show=False),
-        Binding("k,up", "cursor_up", "Up", show=False),
-        Binding("g,home", "cursor_first", "First row", show=False),
-        Binding("G,end", "cursor_last", "Last row", show=False),
-        Binding("ctrl+d,pagedown", "page_down", "Page down", show=False),
-        Binding("ctrl+u,pageup", "page_up", "Page up", show=False),
-        Binding("enter", "select", "Open", tooltip="Open the row: range -> kernels -> launches -> correlation"),
+        Binding("j,down", "cursor_down", "Down", show=False, id="grid.down"),
+        Binding("k,up", "cursor_up", "Up", show=False, id="grid.up"),
+        Binding("g,home", "cursor_first", "First row", show=False, id="grid.first"),
+        Binding("G,end", "cursor_last", "Last row", show=False, id="grid.last"),
+        Binding("ctrl+d,pagedown", "page_down", "Page down", show=False, id="grid.page-down"),
+        Binding("ctrl+u,pageup", "page_up", "Page up", show=False, id="grid.page-up"),
+        Binding("enter", "select", "Open", tooltip="Open the row: range -> kernels -> launches -> correlation",
+                id="grid.open"),
     ]
 
     COMPONENT_CLASSES = {
@@ -83,11 +93,10 @@ class DataGrid(ScrollView, can_focus=True):
 
     cursor: reactive[int] = reactive(0, always_update=True, repaint=False)
 
+    @dataclass
     class _RowMessage(Message):
-        def __init__(self, grid: "DataGrid", row: int) -> None:
-            super().__init__()
-            self.grid = grid
-            self.row = row
+        grid: "DataGrid"
+        row: int
 
         @property
         def control(self) -> "DataGrid":
@@ -99,6 +108,18 @@ class DataGrid(ScrollView, can_focus=True):
     class Selected(_RowMessage):
         """Enter on `row`."""
 
+    @dataclass
+    class WindowChanged(Message):
+        """Rows [first, last) are in view now (scrolled, resized or new data)."""
+
+        grid: "DataGrid"
+        first: int
+        last: int
+
+        @property
+        def control(self) -> "DataGrid":
+            return self.grid
+
     def __init__(self, source: GridSource | None = None, *, empty_text: str = "(no rows)", **kwargs) -> None:
         super().__init__(**kwargs)
         self.source: GridSource = source or EmptySource()
@@ -108,46 +129,99 @@ class DataGrid(ScrollView, can_focus=True):
         self._layout: list[tuple[Column, int]] = []
         self._layout_width = -1
         self._cache: dict[tuple, Strip] = {}
+        self._seen: dict[str, int] = {}  # widest value drawn so far per number column
+        self._window = (-1, -1)
 
     # -- data --------------------------------------------------------------------------------
     def set_source(self, source: GridSource, cursor: int = 0) -> None:
         self.source = source
         self._layout_width = -1
+        self._seen = {}
         self.data_changed(cursor)
 
     def data_changed(self, cursor: int | None = None) -> None:
-        """The source's rows changed (sort, filter, expand): re-measure and repaint."""
+        """The source's rows changed (sort, filter, expand, values read): re-measure and repaint."""
         self._cache.clear()
         self.virtual_size = Size(0, len(self.source) + 1)
         target = self.cursor if cursor is None else cursor
         self.cursor = max(0, min(target, len(self.source) - 1))
+        self._window = (-1, -1)
+        self._window_changed()
         self.refresh()
+
+    def _window_changed(self) -> None:
+        """Measure the number cells now in view (widening their columns so none is cut),
+        and tell the screen which rows those are."""
+        first = int(self.scroll_offset.y)
+        last = min(first + self.page_rows, len(self.source))
+        if (first, last) == self._window:
+            return
+        self._window = (first, last)
+        if self._measure(first, last):
+            self._layout_width = -1
+            self._cache.clear()
+        if last > first:
+            self.post_message(self.WindowChanged(self, first, last))
+
+    def _measure(self, first: int, last: int) -> bool:
+        """True when a number in rows [first, last) is wider than its column was."""
+        grew = False
+        spans = getattr(self.source, "spans", None)
+        for col in self.source.columns:
+            if not col.show or col.align != "right":
+                continue
+            widest = self._seen.get(col.key, 0)
+            for row in range(first, last):
+                if spans is not None and spans(row):
+                    continue
+                n = len(self.source.cell(row, col))
+                if n > widest:
+                    widest = n
+            if widest > self._seen.get(col.key, 0):
+                self._seen[col.key] = widest
+                grew = grew or widest > (col.width or 0)
+        return grew
+
+    def _relayout(self) -> None:
+        self._layout_width = -1
+        self._cache.clear()
+        self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._window_changed()
 
     @property
     def row_count(self) -> int:
         return len(self.source)
 
     # -- geometry ----------------------------------------------------------------------------
+    def _width_of(self, col: Column) -> int:
+        """A fixed column's width: its own, or wider when a number in it needs more."""
+        return max(col.width or 0, self._seen.get(col.key, 0) if col.align == "right" else 0)
+
     def _columns_for(self, width: int) -> list[tuple[Column, int]]:
         if width == self._layout_width and self._layout:
             return self._layout
         cols = [c for c in self.source.columns if c.show]
-        # Drop the least important fixed columns until the flexible one keeps its minimum.
-        while True:
-            fixed = sum(c.width for c in cols if c.width) + max(len(cols) - 1, 0)
-            flex = [c for c in cols if not c.width]
-            need = fixed + sum(c.min_width for c in flex)
-            droppable = [c for c in cols if c.width]
-            if need <= width or len(droppable) <= 1:
-                break
-            cols.remove(min(droppable, key=lambda c: c.priority))
-        fixed = sum(c.width for c in cols if c.width) + max(len(cols) - 1, 0)
+
+        def need(cols: list[Column], text_min: int | None = None) -> int:
+            gaps = max(len(cols) - 1, 0)
+            return gaps + sum(self._width_of(c) if c.width else (text_min or c.min_width) for c in cols)
+
+        # Drop the least important fixed columns until the text column keeps its minimum;
+        # then let it shrink to MIN_TEXT_WIDTH before dropping more (a number is never cut).
+        while need(cols) > width and len([c for c in cols if c.width]) > 1:
+            cols.remove(min((c for c in cols if c.width), key=lambda c: c.priority))
+        while need(cols, MIN_TEXT_WIDTH) > width and any(c.width for c in cols):
+            cols.remove(min((c for c in cols if c.width), key=lambda c: c.priority))
+        fixed = sum(self._width_of(c) for c in cols if c.width) + max(len(cols) - 1, 0)
         flex = [c for c in cols if not c.width]
         spare = max(width - fixed, 0)
         layout = []
         for c in cols:
             if c.width:
-                layout.append((c, c.width))
+                layout.append((c, self._width_of(c)))
             else:
                 layout.append((c, max(spare // max(len(flex), 1), 1)))
         self._layout, self._layout_width = layout, width
@@ -158,6 +232,8 @@ class DataGrid(ScrollView, can_focus=True):
         self._cache.clear()
         self.virtual_size = Size(0, len(self.source) + 1)
         self._scroll_cursor_into_view()
+        self._window = (-1, -1)
+        self._window_changed()
 
     @property
     def page_rows(self) -> int:
@@ -215,8 +291,12 @@ class DataGrid(ScrollView, can_focus=True):
         if spans is not None and spans(row) and layout:
             line = fit(visible(self.source.cell(row, layout[0][0])), width, "left")  # a heading row: one cell
         else:
-            parts = [fit(visible(self.source.cell(row, col)), w, col.align) for col, w in layout]  # names are data
-            line = fit(" ".join(parts), width, "left")
+            cells = [(visible(self.source.cell(row, col)), col, w) for col, w in layout]  # names are data
+            for text, col, w in cells:
+                if col.align == "right" and len(text) > w:  # not measured yet: widen, draw again
+                    self._seen[col.key] = max(self._seen.get(col.key, 0), len(text))
+                    self.call_later(self._relayout)
+            line = fit(" ".join(fit(text, w, col.align) for text, col, w in cells), width, "left")
         style = base
         extra = self.row_style(row)
         if extra:
@@ -225,10 +305,6 @@ class DataGrid(ScrollView, can_focus=True):
             style = style + self.get_component_rich_style(
                 "datagrid--cursor" if self.has_focus else "datagrid--cursor-blur")
         return Strip([Segment(line, style)], width)
-
-    def render_text(self) -> Text:
-        """The visible lines as plain text (tests and the benchmark read the screen)."""
-        return Text("\n".join(self.render_line(y).text for y in range(self.size.height)))
 
     # -- cursor ----------------------------------------------------------------------------
     def watch_cursor(self, old: int, new: int) -> None:

@@ -1,31 +1,50 @@
-"""The lines at the top of every view: the file, its GPUs and counts, the attribution mode."""
+"""The header at the top of every view: one row (two when the file name is long) saying what
+the file is, with the attribution in force as a badge. `?` shows it all in full."""
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
+
+from nsight_tui.render.safe import visible
+from nsight_tui.tui.viewmodels.header import HeaderInfo, fit
 
 
 class InfoBar(Static):
     DEFAULT_CSS = """
     InfoBar {
         height: auto;
-        max-height: 4;
+        max-height: 2;
         background: $boost;
         color: $text;
         padding: 0 1;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
     """
 
-    def show(self, session) -> None:
-        self.display = session is not None
-        if session is None:
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.info: HeaderInfo | None = None
+
+    def show(self, info: HeaderInfo | None) -> None:
+        self.display = info is not None
+        self.info = info
+        self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.info is None:
             return
-        lines = session.info_lines()
-        text = Text(lines[0], style="bold")
-        text.append("\n")
-        mode, _, rest = lines[1].partition(" — ")
-        text.append(mode, style="bold")
-        text.append(f" — {rest}", style="italic")
-        for note in lines[2:]:
-            text.append("\n" + note, style="yellow")
+        width = self.content_size.width or (self.app.size.width - 2)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for i, row in enumerate(fit(self.info, width)):
+            if i:
+                text.append("\n")
+            text.append(visible(row.text), style="bold" if i == 0 else "")
+            if row.badge:
+                gap = max(width - len(row.text) - len(row.badge), 1)
+                text.append(" " * gap)
+                text.append(row.badge, style="reverse")
         self.update(text)

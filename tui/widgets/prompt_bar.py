@@ -1,6 +1,8 @@
 """The one-line input at the bottom of a view, for `/` search and `f` filter."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -17,22 +19,23 @@ class PromptBar(Horizontal):
     PromptBar > Input:focus { border: none; }
     """
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", show=True)]
+    BINDING_GROUP_TITLE = "Search / filter prompt"
+    BINDINGS = [Binding("escape", "cancel", "Cancel", show=True, id="prompt.cancel")]
 
+    @dataclass
     class Changed(Message):
-        def __init__(self, kind: str, value: str) -> None:
-            super().__init__()
-            self.kind, self.value = kind, value
+        kind: str  # "search" | "filter"
+        value: str
 
+    @dataclass
     class Submitted(Message):
-        def __init__(self, kind: str, value: str) -> None:
-            super().__init__()
-            self.kind, self.value = kind, value
+        kind: str
+        value: str
 
+    @dataclass
     class Cancelled(Message):
-        def __init__(self, kind: str, before: str) -> None:
-            super().__init__()
-            self.kind, self.before = kind, before
+        kind: str
+        before: str  # the value when the prompt opened
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

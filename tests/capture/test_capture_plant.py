@@ -1,0 +1,119 @@
+"""The planted causes (capture/plant.py) that can run on a CPU, and the refusals of those that
+cannot: where each plant acts in the iteration, and what it passes to DDP and nsys."""
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from nsight_tui.capture import ddp, plant  # noqa: E402
+from nsight_tui.capture.annotate import NullAnnotator  # noqa: E402
+from nsight_tui.capture.runner import CaptureConfig  # noqa: E402
+from nsight_tui.capture.workload import WorkloadConfig, run_workload  # noqa: E402
+
+
+class StackAnnotator(NullAnnotator):
+    """Keeps the open ranges and, per iteration, the phases closed so far."""
+
+    def __init__(self):
+        self.stack: list[str] = []
+        self.closed: list[str] = []
+
+    @contextlib.contextmanager
+    def range(self, name):
+        if not self.stack:
+            self.closed = []
+        self.stack.append(name)
+        try:
+            yield
+        finally:
+            self.stack.pop()
+            if len(self.stack) == 1:
+                self.closed.append(name)
+
+
+def tiny(**overrides) -> WorkloadConfig:
+    return WorkloadConfig(**{**dict(model="tiny", ctx=16, batch=2, steps=2, warmup=1, device="cpu"), **overrides})
+
+
+def _items_between_phases(monkeypatch, config):
+    """Where .item() was called outside any phase: (iteration, phases closed before it)."""
+    rec = StackAnnotator()
+    seen = []
+    real = torch.Tensor.item
+
+    def spy(self):
+        if len(rec.stack) == 1:  # inside the iteration's range, in no phase (AdamW calls .item() in its own)
+            seen.append((rec.stack[0], tuple(rec.closed)))
+        return real(self)
+
+    monkeypatch.setattr(torch.Tensor, "item", spy)
+    run_workload(config, rec, log=lambda line: None)
+    return seen
+
+
+def test_item_before_step_syncs_between_backward_and_optimizer(monkeypatch):
+    got = _items_between_phases(monkeypatch, tiny(plant="item-before-step", phase_sync=False))
+    assert got == [(n, ("forward", "backward")) for n in ("warmup_0", "step_0", "step_1")]
+    got = _items_between_phases(monkeypatch, tiny(plant="item", phase_sync=False))
+    assert got == [(n, ("forward",)) for n in ("warmup_0", "step_0", "step_1")]
+    assert _items_between_phases(monkeypatch, tiny(phase_sync=False)) == []
+
+
+@pytest.mark.parametrize("name, overrides, words", [
+    ("cuda-graph", {}, "needs CUDA"),
+    ("capturable", {}, "needs CUDA"),
+    ("ddp-one-bucket", {}, "--ddp"),
+    ("item-before-step", {"mode": "forward"}, "--mode train"),
+])
+def test_plants_that_cannot_run_here_say_why_before_any_work(name, overrides, words):
+    with pytest.raises(ValueError, match=words):
+        run_workload(tiny(plant=name, **overrides), NullAnnotator(), log=lambda line: None)
+
+
+def test_cuda_graph_refuses_phase_syncs_even_on_cuda():
+    with pytest.raises(ValueError, match="no-phase-sync"):
+        plant.check("cuda-graph", train=True, cuda=True, distributed=False, phase_sync=True)
+    plant.check("cuda-graph", train=True, cuda=True, distributed=False, phase_sync=False)
+    with pytest.raises(ValueError, match="one process"):
+        plant.check("cuda-graph", train=True, cuda=True, distributed=True, phase_sync=False)
+
+
+def test_graph_twins_share_the_optimizer_and_nsys_records_graph_kernels():
+    assert plant.optimizer_kwargs("capturable") == plant.optimizer_kwargs("cuda-graph") == \
+        {"foreach": True, "capturable": True}
+    graph = CaptureConfig(plant="cuda-graph", phase_sync=False, batch=1)
+    assert "--cuda-graph-trace=node" in graph.nsys_options()
+    assert graph.stem == "small_ctx128_b1_nosync_cuda-graph"
+    assert CaptureConfig(plant="capturable", phase_sync=False, batch=1).nsys_options() == []
+
+
+def test_one_bucket_reaches_ddp():
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not built in")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = torch.nn.Linear(4, 4)
+        wrapped = ddp.wrap(model, ddp.Distributed(0, 0, 2), torch.device("cpu"), **plant.ddp_kwargs("ddp-one-bucket"))
+        default = ddp.wrap(torch.nn.Linear(4, 4), ddp.Distributed(0, 0, 2), torch.device("cpu"))
+    finally:
+        dist.destroy_process_group()
+    assert wrapped.bucket_bytes_cap == plant.ONE_BUCKET_MB * 2**20
+    # larger than every model here: all gradients in one bucket (2.7B in fp32: 10.8 GB)
+    assert wrapped.bucket_bytes_cap > 2.7e9 * 4
+    assert default.bucket_bytes_cap == 25 * 2**20
+
+
+def test_capture_refuses_a_plant_that_cannot_run_before_nsys_starts():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "nsight_tui", "capture", "--plant", "cuda-graph", "--dry-run"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "nsys profile" not in done.stdout
+    assert done.stderr.strip().splitlines() == [
+        "nsight-tui capture: plant cuda-graph needs CUDA, one process and --no-phase-sync (nothing may "
+        "synchronise inside a captured graph)"]

@@ -1,0 +1,117 @@
+"""What the findings tests share: the planted/fixed twins (sample_traces/findings, made by
+capture/gpu_findings.sh) and the step time a fix saved, measured with SQL over the two exports'
+step_N ranges, written here without the code under test."""
+from __future__ import annotations
+
+import sqlite3
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES
+from idle_reference import gaps, union
+from nsight_tui.parsers.findings import findings
+from nsight_tui.parsers.load import load_trace
+
+DIR = SAMPLES / "findings"
+STEP_MEAN = """
+SELECT avg(e.end - e.start) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+WHERE e.eventType IN (59, 60, 70, 71) AND coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.end IS NOT NULL"""
+
+
+def ro(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+
+
+def twin(stem: str) -> Path:
+    """A twin's export, or a skip naming the device session that makes it."""
+    path = DIR / f"{stem}.sqlite"
+    if not path.exists():
+        pytest.skip(f"{path.name} not captured yet: `bash capture/gpu_findings.sh syncstep graph` on one GPU, "
+                    "`... ddp` on two (see the script)")
+    return path
+
+
+def step_mean_ns(path: Path) -> float:
+    """Mean steady-state step (every step_N range of every process: data-parallel ranks move in lockstep)."""
+    con = ro(path)
+    try:
+        return float(con.execute(STEP_MEAN).fetchone()[0])
+    finally:
+        con.close()
+
+
+def measured_saving_ms(planted: Path, fixed: Path) -> float:
+    return (step_mean_ns(planted) - step_mean_ns(fixed)) / 1e6
+
+
+def steps(con: sqlite3.Connection) -> list[tuple[int, int, int]]:
+    """(start, end, pid) of every step_N range, in time order."""
+    return sorted(con.execute("""SELECT e.start, e.end, (e.globalTid >> 24) & 16777215 FROM NVTX_EVENTS e
+        LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60, 70, 71)
+        AND coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.end IS NOT NULL"""))
+
+
+def busy_union(con: sqlite3.Connection, device: int, pid: int | None = None) -> list[tuple[int, int]]:
+    """The device's GPU op intervals (kernels, copies, sets), merged."""
+    rows = []
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        try:
+            rows += con.execute(f"SELECT start, end, globalPid >> 24 FROM {table} WHERE deviceId = ?", (device,)).fetchall()
+        except sqlite3.OperationalError:  # no such table
+            pass
+    return merge((s, e) for s, e, p in rows if pid is None or p == pid)
+
+
+def merge(intervals) -> list[tuple[int, int]]:
+    starts, ends = union(list(intervals))
+    return list(zip(starts, ends))
+
+
+def length(intervals) -> int:
+    return sum(b - a for a, b in intervals)
+
+
+def intersect(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Of two merged lists: their intersection (a plain two-pointer walk)."""
+    out, i, j = [], 0, 0
+    while i < len(x) and j < len(y):
+        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+        if a < b:
+            out.append((a, b))
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def subtract(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """x without y (both merged): y's gaps inside each piece of x."""
+    return [g for a, b in x for g in gaps(y, a, b)]
+
+
+def assert_pair(rule: str, planted_stem: str, fixed_stem: str) -> None:
+    """The rule fires on the planted twin, stays silent on the fixed one, and estimates the step
+    time the fix saved within 0.5x-2x."""
+    planted, fixed = twin(planted_stem), twin(fixed_stem)
+    got = {f.id: f for f in findings(load_trace(planted))}
+    silent = {f.id for f in findings(load_trace(fixed))}
+    assert rule in got and rule not in silent
+    measured = measured_saving_ms(planted, fixed)
+    assert measured > 0
+    assert 0.5 <= got[rule].saving_ms_per_step / measured <= 2.0, (got[rule].saving_ms_per_step, measured)
+
+
+def assert_below_the_jitter(rule: str, planted: Path, fixed: Path) -> None:
+    """Twins whose saving two short runs cannot measure: the rule fires on the planted one and not
+    on the fixed one, and both its estimate and the step difference are under the planted run's
+    step-to-step spread (so the difference is noise, and the estimate says the saving is small)."""
+    got = {f.id: f for f in findings(load_trace(planted))}
+    assert rule in got and rule not in {f.id for f in findings(load_trace(fixed))}
+    con = ro(planted)
+    spread = statistics.stdev([(e - s) / 1e6 for s, e, _ in steps(con)])
+    con.close()
+    assert got[rule].saving_ms_per_step < spread
+    assert abs(measured_saving_ms(planted, fixed)) < 2 * spread

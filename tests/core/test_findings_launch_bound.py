@@ -1,0 +1,77 @@
+"""launch-bound (parsers/findings.py) against its twins (the eager step vs the same kernels
+replayed as one CUDA graph) and against its definition computed here: launch-bound GPU idle
+outside CUDA graph replays (cudaGraphLaunch's start to the end of its last kernel) plus
+host-bound idle outside the stretches with >= 1 ms of it (framework dispatch), over the steps,
+per step, firing at >= 10% of the step. The split by cause is tests/core/idle_reference.py's."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SAMPLES, shared_trace
+from findings_twins import assert_pair, busy_union, gaps, intersect, length, merge, ro, steps
+from idle_reference import Reference
+from nsight_tui.parsers.findings import THRESHOLDS, findings
+from nsight_tui.parsers.idle import BURST_GAP_NS
+from nsight_tui.parsers.load import load_trace
+
+RULE = "launch-bound"
+
+
+def _ids(path):
+    return {f.id: f for f in findings(load_trace(path))}
+
+
+def test_fires_on_the_eager_step_silent_on_its_cuda_graph_and_estimates_the_saving():
+    # Same work: batch 1, ctx 128, AdamW(capturable) in both; the twin replays the step's kernels
+    # with one launch, so the step time it saves is the launch overhead.
+    assert_pair(RULE, "small_ctx128_b1_nosync_capturable", "small_ctx128_b1_nosync_cuda-graph")
+
+
+def _reference(path) -> tuple[float, float]:
+    """(launch-bound outside graph replays + dispatch idle per step, mean step), from the definitions."""
+    con = ro(path)
+    windows = [(s, e) for s, e, _ in steps(con)]
+    device = con.execute("SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
+    busy = busy_union(con, device)
+    replays = merge(con.execute("""SELECT r.start, max(k.end) FROM CUPTI_ACTIVITY_KIND_RUNTIME r
+        JOIN StringIds s ON s.id = r.nameId JOIN CUPTI_ACTIVITY_KIND_KERNEL k
+        ON k.correlationId = r.correlationId AND (k.globalPid >> 24) = (r.globalTid >> 24)
+        WHERE s.value LIKE 'cudaGraphLaunch%' AND k.deviceId = ? GROUP BY r.rowid""", (device,)).fetchall())
+    con.close()
+    ref = Reference(path)
+    pieces = ref.pieces(device, windows, BURST_GAP_NS)
+    launch = merge((p, q) for p, q, label in pieces if label == "launch")
+    host = sum(q - p for p, q, label in pieces if label == "host")
+    host_min = THRESHOLDS["host_gap_min_ns"].value
+    long_host = 0
+    for t0, t1 in windows:
+        for a, b in gaps(busy, t0, t1):
+            if b - a >= host_min:
+                h = ref.split(device, [(a, b)], BURST_GAP_NS)["host"]
+                long_host += h if h >= host_min else 0
+    n = len(windows)
+    outside = length(launch) - length(intersect(launch, replays))
+    return (outside + host - long_host) / n, sum(e - s for s, e in windows) / n
+
+
+@pytest.mark.parametrize("path", [SAMPLES / "findings" / "small_ctx128_nosync.sqlite",
+                                  SAMPLES / "findings" / "small_ctx512.sqlite"])
+def test_estimate_and_firing_follow_the_definition_computed_independently(path):
+    per_step, step = _reference(path)
+    got = _ids(path)
+    fires = per_step >= THRESHOLDS["launch_min_share"].value * step
+    assert (RULE in got) == fires
+    if fires:
+        assert got[RULE].saving_ms_per_step * 1e6 == pytest.approx(per_step, rel=1e-9)
+    # one of the two: the ctx 128 step is launch-bound, the ctx 512 fp32 one GPU-bound
+    assert fires == path.name.startswith("small_ctx128")
+
+
+def test_idle_inside_graph_replays_is_not_counted():
+    """torch.compile(mode="reduce-overhead"): the GPU's gaps between a replayed graph's kernels
+    are what a graph leaves, not launch overhead; the rest of the step is still launched eagerly."""
+    path = shared_trace("small_ctx128_graphs")
+    per_step, _ = _reference(path)
+    f = _ids(path)[RULE]
+    assert f.evidence["launch_bound_in_graph_replays_ns_per_step"] > 0
+    assert f.saving_ms_per_step * 1e6 == pytest.approx(per_step, rel=1e-9)

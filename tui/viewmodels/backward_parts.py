@@ -1,0 +1,59 @@
+"""Backward by forward part: one table per mapping the trace allows (parsers.backward_parts),
+as rows for the grid and the notes that go under it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from nsight_tui.parsers.backward_parts import backward_parts
+from nsight_tui.parsers.model import RangeModel
+from nsight_tui.render import backward_parts as text
+from nsight_tui.tui import fmt
+from nsight_tui.tui.table_model import Column, TableModel
+
+
+def ratio(x) -> str:
+    return "" if fmt.missing(x) else f"{x:.2f}x"
+
+
+COLUMNS = [
+    Column("label", "Forward part", None, "left", text=True, min_width=20, md_header="Forward part"),
+    Column("fwd", "Fwd", 9, fmt=fmt.duration, priority=9, md_header="Forward kernel time (ns)"),
+    Column("bwd", "Bwd", 9, fmt=fmt.duration, priority=9, md_header="Backward kernel time (ns)"),
+    Column("ratio", "Bwd/fwd", 8, fmt=ratio, priority=8, md_header="Bwd/fwd", md_fmt=lambda v: round(float(v), 4)),
+    Column("fwd_self", "Fwd self", 9, fmt=fmt.duration, priority=4, md_header="Forward self (ns)"),
+    Column("bwd_self", "Bwd self", 9, fmt=fmt.duration, priority=4, md_header="Backward self (ns)"),
+    Column("self_ratio", "Self b/f", 8, fmt=ratio, priority=5, md_header="Self bwd/fwd",
+           md_fmt=lambda v: round(float(v), 4)),
+    Column("path", "", show=False, text=True, md_header="Path"),
+]
+
+NO_MAPPING = ("no backward-to-forward mapping: capture with --autograd-nvtx / --emit-nvtx or "
+              "--backward-ranges, with forward and backward ranges")
+
+
+@dataclass(frozen=True)
+class Mapping:
+    method: str  # "seq" (op ranges) or "name" (backward:<part> ranges)
+    frame: pd.DataFrame  # one row per forward part, COLUMNS' keys
+    notes: list[str]  # what the mapping covers and what it left out, as text lines
+
+    def table(self) -> TableModel:
+        return TableModel(self.frame, COLUMNS)
+
+
+def mappings(model: RangeModel) -> list[Mapping]:
+    out = []
+    for t in backward_parts(model):
+        frame = pd.DataFrame([{
+            "label": "  " * (len(p.path) - 1) + p.path[-1], "path": "/".join(p.path),
+            "fwd": p.forward_kernel_ns, "bwd": p.backward_kernel_ns, "ratio": p.ratio,
+            "fwd_self": p.forward_self_ns, "bwd_self": p.backward_self_ns, "self_ratio": p.self_ratio,
+        } for p in t.parts], columns=[c.key for c in COLUMNS])
+        out.append(Mapping(t.method, frame, text.notes(t.to_json())))
+    return out
+
+
+def empty_table() -> TableModel:
+    return TableModel(pd.DataFrame({c.key: [] for c in COLUMNS}), COLUMNS)

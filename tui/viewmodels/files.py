@@ -1,0 +1,70 @@
+"""Several files side by side (one row per run), and the sweep's question tables."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from nsight_tui.parsers import sweep
+from nsight_tui.render.sweep import COMPARE_HEADERS, SweepTable, compare_rows
+from nsight_tui.tui import fmt
+from nsight_tui.tui.table_model import Column
+
+
+@dataclass(frozen=True)
+class FilesView:
+    runs: list[sweep.Run]  # analysed once, for the rows here and the question tables
+    headers: list[str]
+    frame: pd.DataFrame  # numeric columns stay numeric (None -> NaN): sorting compares numbers
+
+
+def _value_fmt(v) -> str:
+    if fmt.missing(v):
+        return fmt.MISSING
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    return fmt.text(v)
+
+
+def file_columns(headers: list[str]) -> list[Column]:
+    cols = []
+    for i, h in enumerate(headers):
+        key = f"c{i}"
+        if i == 0:
+            cols.append(Column(key, h, None, "left", text=True, min_width=20))
+        elif "kernel" in h:
+            cols.append(Column(key, h, 28, "left", fmt=fmt.text, text=True, priority=2))
+        elif h == "status":
+            cols.append(Column(key, h, 8, "left", text=True, priority=1))
+        else:
+            cols.append(Column(key, h, max(len(h), 9), fmt=_value_fmt, priority=6))
+    return cols
+
+
+def compare(paths: list[Path], attribution: str, progress=None) -> FilesView:
+    runs = sweep.analyse(sweep.runs_for(paths), attribution, progress=progress)
+    headers = COMPARE_HEADERS
+    frame = pd.DataFrame(compare_rows(runs), columns=[f"c{i}" for i in range(len(headers))])
+    return FilesView(runs, headers, frame)
+
+
+# A cell made of numbers (`12.34 / 13.00`, `82.1%`, `2.31x`, `0.12 vs 0.031`), or a status.
+_NUMBERS = re.compile(r"^(OOM|error|[-\d,.\s/x%–]*|[-\d.]+ vs [-\d.]+)$")
+
+
+def question_frame(table: SweepTable) -> tuple[pd.DataFrame, list[Column]]:
+    """A question table as a frame and its columns: the row label left; a column of numbers
+    right-aligned (never cut), a column of names left-aligned (shortened when narrow)."""
+    frame = pd.DataFrame(table.rows, columns=[f"c{i}" for i in range(len(table.headers))], dtype=object)
+
+    def width(i: int, header: str) -> int:
+        return min(44, max([len(header), *(len(str(r[i])) for r in table.rows)]))
+
+    def numeric(i: int) -> bool:
+        return i > 0 and all(_NUMBERS.match(str(r[i])) for r in table.rows)
+
+    cols = [Column(f"c{i}", h, width(i, h), "right" if numeric(i) else "left", text=True,
+                   priority=10 if i == 0 else 5) for i, h in enumerate(table.headers)]
+    return frame, cols

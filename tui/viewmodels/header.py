@@ -1,0 +1,132 @@
+"""The header every view shows: one row at 80 columns (file, GPU, counts, load time, an
+`attr: <mode>` badge), two when the file name is long. `?` shows every field in full.
+
+Fields drop or shorten in a fixed order until the row fits (`fit`), so the same file shows
+the same header in every view at a given width.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from nsight_tui.tui import fmt
+
+VENDOR_PREFIXES = ("NVIDIA ", "GeForce ")
+
+
+@dataclass(frozen=True)
+class HeaderInfo:
+    """The numbers behind the header (from the trace's TraceInfo and the session)."""
+
+    file_name: str
+    gpus: tuple[str, ...]
+    nsys_version: str
+    span_ns: int
+    kernels: int
+    api_calls: int
+    ranges: int
+    load_seconds: float
+    attribution: str
+    mode_help: str
+    notes: tuple[str, ...] = field(default=())
+    main_thread: str = ""  # which thread frames the iterations (render.process_view), for `?`
+    # The load's first stage on screen (Session.pending): what is still loading, and how far;
+    # `load_seconds` is then the time to the tree.
+    pending: str = ""
+    pending_percent: int = 0
+
+    @property
+    def loaded_text(self) -> str:
+        if self.pending:
+            return f"tree in {self.load_seconds:.2f}s · {self.pending}… {self.pending_percent}%"
+        return f"loaded in {self.load_seconds:.2f}s"
+
+    @property
+    def loaded_short(self) -> str:
+        if self.pending:
+            return f"tree {self.load_seconds:.2f}s · GPU {self.pending_percent}%"
+        return f"{self.load_seconds:.2f}s"
+
+    def gpu_text(self, short: bool = False) -> str:
+        counts = Counter(self.gpus)
+        if not counts:
+            return "GPU ?" if short else "GPU: unknown"
+        out = []
+        for name, n in counts.items():
+            if short:
+                for prefix in VENDOR_PREFIXES:
+                    name = name.removeprefix(prefix)
+            out.append(f"{n}× {name}" if n > 1 else name)
+        return ", ".join(out)
+
+    @property
+    def badge(self) -> str:
+        return f"attr: {self.attribution}"
+
+    def full_lines(self) -> list[str]:
+        """Everything, for `?`: the file, its counts, and the attribution explained."""
+        counts = (f"{self.ranges:,} NVTX ranges · kernels and CUDA API calls still loading · " if self.pending
+                  else f"{self.kernels:,} kernels · {self.api_calls:,} CUDA API calls · {self.ranges:,} NVTX ranges · ")
+        lines = [
+            f"file: {self.file_name}",
+            f"GPU: {self.gpu_text()} · nsys {self.nsys_version or '?'} · capture span {fmt.duration(self.span_ns)}",
+            counts + self.loaded_text,
+            f"attribution: {self.attribution} — {self.mode_help} (m switches)",
+        ]
+        if self.main_thread:
+            lines.append(f"{self.main_thread} (M on a thread row picks another)")
+        return lines + [f"note: {n}" for n in self.notes]
+
+
+def _stem(name: str) -> str:
+    return name[: -len(".sqlite")] if name.endswith(".sqlite") else name
+
+
+def _variants(h: HeaderInfo) -> list[list[str]]:
+    """The fields of the row, longest form first; each next form is shorter."""
+    counts_long = [f"{h.kernels:,} kernels", f"{h.api_calls:,} API calls", f"{h.ranges:,} ranges"]
+    counts_short = [f"{h.kernels:,} kernels", f"{h.api_calls:,} API", f"{h.ranges:,} ranges"]
+    if h.pending:  # kernels and API calls are not counted yet: not 0
+        counts_long = counts_short = [f"{h.ranges:,} ranges"]
+    version = [f"nsys {h.nsys_version}"] if h.nsys_version else []
+    span = [f"span {fmt.duration(h.span_ns)}"] if h.span_ns else []
+    loaded = h.loaded_text
+    return [
+        [h.file_name, h.gpu_text(), *version, *span, *counts_long, loaded],
+        [h.file_name, h.gpu_text(), *span, *counts_long, loaded],
+        [h.file_name, h.gpu_text(), *counts_long, loaded],
+        [h.file_name, h.gpu_text(short=True), *counts_short, h.loaded_short],
+    ]
+
+
+def _tight(h: HeaderInfo) -> list[str]:
+    counts = [] if h.pending else [f"{h.kernels:,} kernels", f"{h.api_calls:,} API"]
+    return [_stem(h.file_name), h.gpu_text(short=True), *counts, f"{h.ranges:,} ranges", h.loaded_short]
+
+
+def _tail(h: HeaderInfo) -> str:
+    """The badges at the end of the row: the mode in force, and notes when there are any."""
+    notes = f" · {len(h.notes)} note{'s' if len(h.notes) != 1 else ''} (?)" if h.notes else ""
+    return h.badge + notes
+
+
+@dataclass(frozen=True)
+class HeaderRow:
+    text: str  # the fields
+    badge: str  # drawn apart (right-aligned, reversed) by the widget; "" on the first of two rows
+
+
+def fit(h: HeaderInfo, width: int) -> list[HeaderRow]:
+    """One row when the fields fit in `width` (the badge included), else two: the file name
+    alone on the first, the rest on the second (cut at the end only if even that is too long)."""
+    tail = _tail(h)
+    for fields in _variants(h):
+        text = " · ".join(fields)
+        if len(text) + 2 + len(tail) <= width:
+            return [HeaderRow(text, tail)]
+    tight = _tight(h)
+    text = "  ".join(tight)
+    if len(text) + 2 + len(tail) <= width:
+        return [HeaderRow(text, tail)]
+    rest = "  ".join(tight[1:])
+    return [HeaderRow(h.file_name, ""), HeaderRow(rest, tail)]

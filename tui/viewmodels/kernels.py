@@ -1,0 +1,98 @@
+"""Kernel tables: the kernels of one range (with its ratios), or of the whole trace."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsight_tui.parsers import families
+from nsight_tui.parsers.analysis import Ratio, family_shares, ratio_panel
+from nsight_tui.parsers.families import describe_kernel
+from nsight_tui.parsers.kernel_names import decode_gemm, gemm_summary
+from nsight_tui.parsers.model import RangeModel, RangeNode
+from nsight_tui.tui import fmt
+from nsight_tui.tui.names import display_kernel_name
+from nsight_tui.tui.table_model import Column
+from nsight_tui.tui.tree_source import path_text
+from nsight_tui.tui.viewmodels.ratios import RatioPanelView, panel
+
+WHOLE_TRACE_BASIS = "GPU op time in the whole trace"
+
+
+@dataclass(frozen=True)
+class KernelsView:
+    """The kernels of `node` (None: every GPU op of the trace), one row per op name."""
+
+    node: RangeNode | None
+    positions: np.ndarray  # the ops in scope (frame positions in trace.ops)
+    summary: pd.DataFrame  # model.kernel_summary + family and readable label
+    ratios: RatioPanelView
+
+    @property
+    def scope(self) -> str:
+        return "the whole trace" if self.node is None else path_text(self.node)
+
+    def row_of(self, name: str | None) -> int:
+        """Frame row of the kernel called `name` (0 when absent)."""
+        if name is None:
+            return 0
+        hits = np.flatnonzero(self.summary["name"].to_numpy() == name)
+        return int(hits[0]) if len(hits) else 0
+
+
+def family_labels(names: pd.Series) -> list[str]:
+    """The family label of each kernel name."""
+    keys = families.family_codes(names.reset_index(drop=True)).astype(str)
+    labels = {f.key: f.label for f in families.FAMILIES}
+    return [labels.get(k, k) for k in keys]
+
+
+def _with_labels(summary: pd.DataFrame) -> pd.DataFrame:
+    summary["family"] = family_labels(summary["name"])
+    summary["label"] = [display_kernel_name(n) for n in summary["name"]]
+    return summary
+
+
+def kernel_columns(demangled: bool) -> list[Column]:
+    return [
+        Column("name" if demangled else "label", "Kernel", None, "left", text=True, min_width=26,
+               md_header="Kernel (demangled)" if demangled else "Kernel"),
+        Column("family", "Family", 13, "left", text=True, priority=6, md_header="Family"),
+        Column("instances", "Count", 7, fmt=fmt.count, priority=8, md_header="Instances"),
+        Column("total_ns", "Total", 9, fmt=fmt.duration, priority=9, md_header="Total (ns)"),
+        Column("avg_ns", "Avg", 9, fmt=fmt.duration, priority=4, md_header="Avg (ns)"),
+        Column("min_ns", "Min", 9, fmt=fmt.duration, priority=2, md_header="Min (ns)"),
+        Column("max_ns", "Max", 9, fmt=fmt.duration, priority=3, md_header="Max (ns)"),
+        Column("share", "%", 6, fmt=fmt.percent, priority=7, md_header="Share of range GPU time",
+               md_fmt=lambda v: round(float(v), 4)),
+        Column("label" if demangled else "name", "", show=False, text=True,
+               md_header="Kernel" if demangled else "Kernel (demangled)"),
+        Column("short", "", show=False, text=True, md_header="Short name (nsys)"),
+        Column("kind", "", show=False, md_header="Kind", text=True),
+        Column("med_ns", "", show=False, md_header="Median (ns)"),
+    ]
+
+
+def range_kernels(model: RangeModel, node: RangeNode, extra_ratios: list[Ratio] | None = None) -> KernelsView:
+    positions = node.op_positions()
+    return KernelsView(node, positions, _with_labels(model.kernel_summary(positions)),
+                       panel(ratio_panel(model, node) + list(extra_ratios or [])))
+
+
+def trace_kernels(model: RangeModel) -> KernelsView:
+    positions = np.arange(len(model.trace.ops), dtype=np.int64)
+    shares = family_shares(model, positions)
+    ratios = [Ratio(f"{r.label} share", r.share, "fraction", WHOLE_TRACE_BASIS)
+              for r in shares.itertuples() if r.total_ns]
+    return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios))
+
+
+def kernel_detail(name: str) -> str:
+    """One or two lines about a kernel: what it does (its family's description when nothing
+    more specific is known) and, for cuBLAS/CUTLASS GEMMs, the decoded name."""
+    lines = [describe_kernel(name)]
+    decoded = decode_gemm(name)
+    if decoded:
+        lines.append(gemm_summary(decoded))
+    return "\n".join(line for line in lines if line)

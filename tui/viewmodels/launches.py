@@ -1,0 +1,109 @@
+"""Individual launches of one kernel (within a range or the whole trace), each with its
+launching API call, thread, launch overhead and queue delay.
+
+Grid and block stay in the file until asked for (10^6-kernel traces): the table shows a
+placeholder for rows not read yet, and the screen reads the rows in view in a worker
+(`read_details`). Drawing a row never touches the file.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+
+from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.model import RangeModel
+from nsight_tui.tui import fmt
+from nsight_tui.tui.table_model import Column, TableModel
+
+PENDING = "…"  # grid/block of a row not read from the file yet
+UNREADABLE = "?"  # the read failed (the file changed underneath): the status line says why
+
+OVERHEAD_HELP = "Overhead = launch overhead (the API call's duration)"
+QUEUE_HELP = "Queue = queue delay / CPU lead (kernel start − call start)"
+
+
+def launch_columns() -> list[Column]:
+    return [
+        Column("start", "Start (s)", 12, fmt=fmt.seconds, priority=4, md_header="Start (ns)"),
+        Column("duration", "Duration", 9, fmt=fmt.duration, priority=9, md_header="Duration (ns)"),
+        Column("corr", "Corr ID", 9, fmt=fmt.text, priority=10, md_header="Correlation ID"),
+        Column("api_name", "API call", None, "left", fmt=fmt.api_name, text=True, min_width=18,
+               md_header="API call"),
+        Column("overhead_ns", "Overhead", 9, fmt=fmt.duration, priority=7, md_fmt=fmt.exact_int,
+               md_header="Launch overhead: API call duration (ns)"),
+        Column("queue_ns", "Queue", 9, fmt=fmt.duration, priority=8, md_fmt=fmt.exact_int,
+               md_header="Queue delay / CPU lead: kernel start - call start (ns)"),
+        Column("thread", "Thread", 20, "left", text=True, priority=6, md_header="Thread"),
+        Column("grid", "Grid", 10, "left", priority=3, md_header="Grid"),
+        Column("block", "Block", 9, "left", priority=3, md_header="Block"),
+        Column("device", "Dev", 3, priority=2, md_header="Device"),
+        Column("stream", "Strm", 4, priority=2, md_header="Stream"),
+        Column("api_start", "", show=False, md_header="API call start (ns)"),
+        Column("name", "", show=False, text=True, md_header="Kernel (demangled)"),
+    ]
+
+
+def launch_frame(model: RangeModel, positions: np.ndarray, name: str) -> pd.DataFrame:
+    """model.launches with the launching call's own duration beside the queue delay."""
+    trace = model.trace
+    frame = model.launches(positions, name).rename(columns={"latency": "queue_ns"})
+    call = trace.ops["api"].to_numpy()[frame["op"].to_numpy()]
+    has = call >= 0
+    if len(trace.api):
+        ends = trace.api["end"].to_numpy()[np.where(has, call, 0)]
+        frame["overhead_ns"] = np.where(has, ends - frame["api_start"].to_numpy(), np.nan)
+    else:
+        frame["overhead_ns"] = np.nan
+    frame["queue_ns"] = frame["queue_ns"].where(has)
+    return frame
+
+
+class LaunchTable(TableModel):
+    """Launches; grid/block come from `read_details` (a worker), never from drawing."""
+
+    LAZY = ("grid", "block")
+
+    def __init__(self, frame: pd.DataFrame, columns: list[Column], trace: Trace) -> None:
+        super().__init__(frame, columns)
+        self.trace = trace
+        self._ops = self.frame["op"].to_numpy()
+        self._details: dict[int, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+        self.failed = ""  # the last read's error, once one failed
+
+    def value(self, row: int, key: str):
+        if key not in self.LAZY:
+            return super().value(row, key)
+        op = int(self._ops[self.order[row]])
+        grid, block = self._details.get(op, (UNREADABLE, UNREADABLE) if self.failed else (PENDING, PENDING))
+        return grid if key == "grid" else block
+
+    def missing(self, first: int, last: int) -> np.ndarray:
+        """Ops of view rows [first, last) whose grid/block are not read yet."""
+        if self.failed:
+            return np.zeros(0, dtype=np.int64)
+        ops = self._ops[self.order[max(first, 0):max(last, 0)]]
+        return np.array([o for o in ops.tolist() if o not in self._details], dtype=np.int64)
+
+    def read_details(self, ops) -> None:
+        """Read grid/block of `ops` from the file (a worker calls this; it may raise)."""
+        ops = np.unique(np.asarray(ops, dtype=np.int64))
+        if len(ops) == 0:
+            return
+        try:
+            details = self.trace.op_details(ops)
+        except Exception as exc:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            raise
+        with self._lock:
+            for op, grid, block in zip(details.index.tolist(), details["grid"], details["block"]):
+                self._details[int(op)] = (grid or "", block or "")
+
+    def export_rows(self):
+        self.read_details(self._ops)
+        pairs = [self._details.get(int(o), ("", "")) for o in self._ops]
+        self.frame["grid"] = [p[0] for p in pairs]
+        self.frame["block"] = [p[1] for p in pairs]
+        return super().export_rows()
