@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLES
-from nsight_tui.tui.launch import check_readable, resolve_paths
+from nsight_tui.parsers.source import export_paths
+from nsight_tui.tui.launch import check_readable
 
 pytest.importorskip("pyarrow", exc_type=ImportError)
 
@@ -12,12 +13,12 @@ pytest.importorskip("pyarrow", exc_type=ImportError)
 @pytest.mark.parametrize("name", ["twin_small_ctx128_pqtdir", "twin_small_ctx128_arwdir"])
 def test_export_folder_is_one_trace(name):
     folder = SAMPLES / name
-    assert resolve_paths([str(folder)]) == [folder]
+    assert export_paths([str(folder)]) == [folder]
     check_readable(folder)  # raises TraceError if it could not be read
 
 
 def test_plain_folder_still_lists_its_sqlite_files():
-    found = resolve_paths([str(SAMPLES)])
+    found = export_paths([str(SAMPLES)])
     assert found == sorted(SAMPLES.glob("*.sqlite")) and found
 
 
