@@ -18,7 +18,7 @@
 # - ddp: DDP with one gradient bucket (the all-reduce after the whole backward) vs DDP's default
 #   25 MB buckets that overlap it with the backward.
 # Sizes (sample_traces must stay under 40 MB, tests/capture/test_capture_samples.py): ~1.2 MB per
-# single-GPU export, ~2.8 MB per two-rank export.
+# single-GPU export of 4 steps (syncstep's 8: ~1.7 MB), ~2.8 MB per two-rank export.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
