@@ -33,6 +33,7 @@ from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
 from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
 from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
+from nsight_tui.tui.views.findings import FindingsScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
 from nsight_tui.tui.views.launches import LaunchesScreen
@@ -74,6 +75,9 @@ class NsightApp(App[int]):
                 id="app.view-api"),
         Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)",
                 id="app.view-files"),
+        Binding("F", "view_findings", "What to fix first", show=False, id="app.view-findings",
+                tooltip="View: what to fix first: the causes found in the steady-state steps, ranked by the step "
+                "time their fix would save, with the evidence and the fix; enter jumps to the evidence"),
         Binding("r", "view_roofline", "Roofline", show=False,
                 tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs",
                 id="app.view-roofline"),
@@ -259,6 +263,11 @@ class NsightApp(App[int]):
             await self._to_base()
             self.push_screen(ApiScreen(self.session))
 
+    async def action_view_findings(self) -> None:
+        if self._need_session() and not isinstance(self.screen, FindingsScreen):
+            await self._to_base()
+            self.push_screen(FindingsScreen(self.session))
+
     def action_view_roofline(self) -> None:
         if self._need_session():
             from nsight_tui.tui.views.roofline import RooflineScreen
@@ -295,7 +304,11 @@ class NsightApp(App[int]):
 
     def action_timeline(self) -> None:
         if self._need_session() and not isinstance(self.screen, TimelineScreen):
-            self.push_screen(TimelineScreen(self.session, open_target(self.screen)))
+            self.open_timeline(open_target(self.screen))
+
+    def open_timeline(self, target=None) -> None:
+        """The timeline on `target` (a TimelineTarget, or a function of the lanes; None: the whole trace)."""
+        self.push_screen(TimelineScreen(self.session, target))
 
     def action_help(self) -> None:
         about = self.session.header().full_lines() if self.session is not None else []
@@ -453,7 +466,7 @@ class NsightApp(App[int]):
 
 # The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
 HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
-                BackwardPartsScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
+                FindingsScreen, BackwardPartsScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from nsight_tui.tui.viewmodels.correlation import CorrelationView
     from nsight_tui.tui.viewmodels.diff import DiffView, ScopeView
     from nsight_tui.tui.viewmodels.files import FilesView
+    from nsight_tui.tui.viewmodels.findings import FindingsView
     from nsight_tui.tui.viewmodels.kernels import KernelsView
     from nsight_tui.tui.viewmodels.launches import LaunchTable
 
@@ -146,3 +147,8 @@ class ScopeReady(Message):
 @dataclass
 class BackwardPartsReady(Message):
     mappings: list  # viewmodels.backward_parts.Mapping, one per mapping the trace allows
+
+
+@dataclass
+class FindingsReady(Message):
+    view: FindingsView

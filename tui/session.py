@@ -15,7 +15,7 @@ import numpy as np
 
 from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
-from nsight_tui.tui.viewmodels import api, backward_parts, correlation, kernels, launches, palette
+from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings, kernels, launches, palette
 from nsight_tui.tui.viewmodels.header import HeaderInfo
 
 T = TypeVar("T")
@@ -99,6 +99,10 @@ class Session:
     def backward_parts(self) -> list[backward_parts.Mapping]:
         """Backward by forward part, one table per mapping the trace allows."""
         return self._once("backward_parts", lambda: backward_parts.mappings(self.model))
+
+    def findings(self) -> findings.FindingsView:
+        """What to fix first: every rule over the steady-state steps, ranked by saving (once per mode)."""
+        return self._once("findings", lambda: findings.build(self.trace, self.model, self.attribution))
 
     def trace_kernels(self) -> kernels.KernelsView:
         return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model))
