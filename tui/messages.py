@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from nsight_tui.tui.viewmodels.files import FilesView
     from nsight_tui.tui.viewmodels.kernels import KernelsView
     from nsight_tui.tui.viewmodels.launches import LaunchTable
+    from nsight_tui.tui.viewmodels.ranks import RanksView
+    from nsight_tui.parsers.ranks import Rank
 
 
 # -- loading and the attribution mode (posted to the app) -----------------------------------------
@@ -51,6 +53,7 @@ class ModelReady(Message):
     session: Session
     attribution: str
     main_thread: str | None = None  # the main-thread pick the model was built with
+    rank: Rank | None = None  # the rank filter it was built for (None: every rank)
 
 
 @dataclass
@@ -141,6 +144,11 @@ class DiffProgress(Message):
 @dataclass
 class ScopeReady(Message):
     view: ScopeView
+
+
+@dataclass
+class RanksReady(Message):
+    view: RanksView
 
 
 @dataclass
