@@ -46,11 +46,13 @@ class Session:
 
     def timeline(self):
         """The timeline's lanes and idle analysis under the mode in force (built once; slow:
-        call from a worker)."""
+        call from a worker). Every rank's lanes, each titled with its rank, whatever the filter."""
         from nsight_tui.parsers.idle import idle_analysis
+        from nsight_tui.parsers.model import range_model
         from nsight_tui.parsers.timeline import timeline
 
-        return self._once("timeline", lambda: timeline(self.trace, self.model, idle_analysis(self.trace)))
+        every_rank = range_model(self.trace, self.attribution, self.main_thread)
+        return self._once("timeline", lambda: timeline(self.trace, every_rank, idle_analysis(self.trace)))
 
     @property
     def file_name(self) -> str:
