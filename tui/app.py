@@ -335,7 +335,7 @@ class NsightApp(App[int]):
         if self.session is None or not self._need_session() or self._mode_switching:
             return
         if len(self.session.ranks()) < 2:
-            self.notify("one rank (process × GPU) in this export: nothing to filter")
+            self._say(self.screen, "one rank (process × GPU) in this export: nothing to filter")
             return
         self.set_rank(self.session.next_rank())
 

@@ -28,13 +28,14 @@ def _signed(v) -> str:
 
 
 RANK_COLUMNS = [
-    Column("label", "Rank", None, "left", text=True, min_width=14, md_header="Rank"),
+    Column("label", "Rank", None, "left", text=True, min_width=7, md_header="Rank"),
+    Column("device", "GPU", 3, fmt=fmt.count, priority=3, md_header="GPU"),
     Column("steps", "Steps", 5, fmt=fmt.count, priority=2, md_header="Steps"),
     Column("step_med_ns", "Step med", 9, fmt=fmt.duration, priority=9, md_header="Step median (ns)",
            md_fmt=fmt.exact_int),
     Column("step_min_ns", "Min", 9, fmt=fmt.duration, priority=6, md_header="Step min (ns)", md_fmt=fmt.exact_int),
     Column("step_max_ns", "Max", 9, fmt=fmt.duration, priority=6, md_header="Step max (ns)", md_fmt=fmt.exact_int),
-    Column("compute_step_ns", "Compute/st", 10, fmt=fmt.duration, priority=7,
+    Column("compute_step_ns", "Compute", 9, fmt=fmt.duration, priority=7,
            md_header="Compute per step, median (ns)", md_fmt=fmt.exact_int),
     Column("comm_ns", "Comm", 9, fmt=fmt.duration, priority=5, md_header="Communication (ns)"),
     Column("exposed_ns", "Exposed", 9, fmt=fmt.duration, priority=8, md_header="Exposed communication (ns)"),
@@ -48,7 +49,8 @@ RANK_COLUMNS = [
 
 PHASE_COLUMNS = [
     Column("phase", "Phase", 9, "left", text=True, md_header="Phase"),
-    Column("label", "Rank", None, "left", text=True, min_width=14, md_header="Rank"),
+    Column("label", "Rank", None, "left", text=True, min_width=7, md_header="Rank"),
+    Column("device", "GPU", 3, fmt=fmt.count, priority=2, md_header="GPU"),
     Column("per_step_ns", "Per step", 9, fmt=fmt.duration, priority=9, md_header="Phase time per step, mean (ns)",
            md_fmt=fmt.exact_int),
     Column("vs_median_ns", "vs med", 9, fmt=_signed, priority=6, md_header="Per step minus the median rank's (ns)",
@@ -93,7 +95,7 @@ def ranks_view(run: RunRanks) -> RanksView:
     rows = []
     for s in run.ranks:
         rows.append({
-            "label": s.rank.label, "steps": len(s.steps_ns), "step_med_ns": s.median_step_ns,
+            "label": _short(s.rank), "device": s.rank.device, "steps": len(s.steps_ns), "step_med_ns": s.median_step_ns,
             "step_min_ns": _stat(s.steps_ns, np.min), "step_max_ns": _stat(s.steps_ns, np.max),
             "compute_step_ns": s.median_compute_per_step_ns, "comm_ns": s.comm_ns, "exposed_ns": s.exposed_comm_ns,
             "overlap": s.overlap, "kernels": s.kernels, "busy_ns": s.busy_ns, "process": s.rank.process,
@@ -107,7 +109,7 @@ def ranks_view(run: RunRanks) -> RanksView:
         for phase, p in s.phases.items():
             per_step = p.cpu_ns / p.instances if p.instances else None
             phase_rows.append({
-                "phase": phase, "label": s.rank.label, "per_step_ns": per_step,
+                "phase": phase, "label": _short(s.rank), "device": s.rank.device, "per_step_ns": per_step,
                 "vs_median_ns": per_step - median_of[phase] if per_step is not None and phase in median_of else None,
                 "comm_ns": p.comm_ns, "exposed_ns": p.exposed_comm_ns,
                 "overlap": 1 - p.exposed_comm_ns / p.comm_ns if p.comm_ns else None, "busy_ns": p.busy_ns,
@@ -143,4 +145,5 @@ def summary_lines(run: RunRanks, spreads: list[PhaseSpread]) -> list[str]:
 
 
 def _short(rank: Rank) -> str:
+    """`rank 1` (its GPU has a column of its own); `pid N · GPU d` where no rank number is known."""
     return f"rank {rank.rank}" if rank.rank is not None else rank.label
