@@ -435,9 +435,10 @@ class NsightApp(App[int]):
         here = [g.gtid for g in tree.groups]
         threads = [keep[0]] if keep is not None and keep[0] in here else []
         threads += [g.gtid for g in tree.groups if g.is_main and g.gtid not in threads]
-        for gtid in threads if keep is not None else []:
-            if ranges.select_key(gtid, keep[1]):
-                break
+        if keep is not None:
+            for gtid in threads:
+                if ranges.select_key(gtid, keep[1]):
+                    break
         if old_node is not None:
             key = node_key(old_node)
             node = next((n for n in (tree.find_key(gtid, key) for gtid in threads) if n is not None), None)
