@@ -66,6 +66,22 @@ def _check_file(path: Path) -> None:
         raise TraceError(f"{path}: not an SQLite file (expected an `nsys export --type sqlite` output)")
 
 
+def export_paths(raw: list[str]) -> list[Path]:
+    """The profiles named on a command line: files as given, a folder's *.sqlite files (sorted).
+    A folder without any is an error here; a missing file is left to the open, which says so."""
+    paths: list[Path] = []
+    for item in raw:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(q for q in p.glob("*.sqlite") if q.is_file())
+            if not found:
+                raise TraceError(f"{p}: no .sqlite exports in this folder")
+            paths += found
+        else:
+            paths.append(p)
+    return paths
+
+
 def readonly_uri(path: Path) -> str:
     """file: URI for a read-only, immutable open. The path is percent-encoded: SQLite would
     read `#`, `?` and `%XX` in it as URI syntax and open another name."""

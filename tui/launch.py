@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.source import export_paths
 
 # Exit status for each signal, as a shell reports a process killed by it (128 + number).
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -22,21 +23,6 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # What a program that left early may have left on: the alternate screen, mouse tracking
 # (every mode Textual turns on), a hidden cursor, bracketed paste.
 RESET = "\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?25h"
-
-
-def resolve_paths(raw: list[str]) -> list[Path]:
-    """Files as given; a directory contributes its *.sqlite files (sorted)."""
-    paths: list[Path] = []
-    for item in raw:
-        p = Path(item)
-        if p.is_dir():
-            found = sorted(q for q in p.glob("*.sqlite") if q.is_file())
-            if not found:
-                raise TraceError(f"{p}: no .sqlite exports in this directory")
-            paths += found
-        else:
-            paths.append(p)
-    return paths
 
 
 def check_readable(path: Path) -> None:
@@ -134,7 +120,7 @@ def roofline_options(args) -> dict:
 
 
 def launch(args) -> int:
-    paths = resolve_paths(args.paths)
+    paths = export_paths(args.paths)
     diff = getattr(args, "diff", False)
     if diff and len(paths) != 2:
         raise TraceError(f"--diff compares two files (A B), got {len(paths)}")

@@ -11,6 +11,7 @@ import pandas as pd
 from nsight_tui.parsers import roofline as rl
 from nsight_tui.parsers.analysis import Ratio
 from nsight_tui.parsers.kernel_names import table_name
+from nsight_tui.parsers.model import RangeNode
 from nsight_tui.parsers.peaks import MATH_PATH_WORDS
 
 MAX_RANGES = 300  # a roofline of more points than this is unreadable; the deepest go first
@@ -97,7 +98,7 @@ def build(session, mode: str = RANGES, node=None) -> RooflineData:
     model = roof.model
     groups = [g for g in model.aggregated_groups if g.is_main] or model.aggregated_groups
     if mode == RANGES:
-        nodes = []
+        nodes: list[RangeNode] = []
         stack = [n for g in groups for n in reversed(g.roots)]
         while stack and len(nodes) < MAX_RANGES:
             n = stack.pop()

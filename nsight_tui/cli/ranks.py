@@ -26,19 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _files(paths: list[str]) -> list[Path]:
-    out: list[Path] = []
-    for text in paths:
-        path = Path(text)
-        if path.is_dir():
-            found = sorted(p for p in path.glob("*.sqlite") if p.is_file())
-            if not found:
-                raise TraceError(f"{path}: no .sqlite exports in this folder")
-            out += found
-        elif path.exists():
-            out.append(path)
-        else:
-            raise TraceError(f"{path}: no such file or folder")
-    return out
+    from nsight_tui.parsers.source import export_paths
+
+    files = export_paths(paths)
+    missing = next((p for p in files if not p.exists()), None)
+    if missing is not None:  # said before any worker starts
+        raise TraceError(f"{missing}: no such file or folder")
+    return files
 
 
 def run(args: argparse.Namespace) -> int:

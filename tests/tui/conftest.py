@@ -263,6 +263,24 @@ def make_app(paths, **kwargs):
     return NsightApp([str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])], **kwargs)
 
 
+# Helpers for tests written against (app, pilot) directly (Ui does the waiting).
+@asynccontextmanager
+async def running(path, size=(100, 30), **kwargs):
+    """The app on `path`, loaded."""
+    app = make_app(path, **kwargs)
+    async with app.run_test(size=size) as pilot:
+        await Ui(app, pilot).loaded()
+        yield app, pilot
+
+
+async def press(app, pilot, *keys: str) -> None:
+    await Ui(app, pilot).press(*keys)
+
+
+def screen_text(app) -> str:
+    return Ui(app, None).text()
+
+
 @pytest.fixture()
 def tui():
     """`async with tui(paths, size=(w, h), **app_kwargs) as ui:` the app, loaded (or, with

@@ -3,30 +3,14 @@
 what was not mapped underneath; `e` exports exactly that table."""
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 
 import asyncio
 
 import pytest
-from conftest import SAMPLES, Ui, make_app
+from conftest import running, press, screen_text, SAMPLES
 from conftest import _md_tables as md_tables
 
 
-@asynccontextmanager
-async def running(path, size=(100, 30), **kwargs):
-    """The app on `path`, loaded (this module's helpers take (app, pilot); Ui does the waiting)."""
-    app = make_app(path, **kwargs)
-    async with app.run_test(size=size) as pilot:
-        await Ui(app, pilot).loaded()
-        yield app, pilot
-
-
-async def press(app, pilot, *keys: str) -> None:
-    await Ui(app, pilot).press(*keys)
-
-
-def screen_text(app) -> str:
-    return Ui(app, None).text()
 
 AGNVTX = SAMPLES / "small_ctx128_agnvtx.sqlite"
 pytestmark = pytest.mark.skipif(not AGNVTX.exists(), reason="autograd-nvtx sample missing")

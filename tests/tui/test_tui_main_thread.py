@@ -2,26 +2,14 @@
 choice given on the command line is kept. Expected threads come from SQL (tests/process_sql.py)."""
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 
 import asyncio
 
 import process_sql
 import pytest
-from conftest import SHARED, Ui, make_app
+from conftest import running, press, SHARED, Ui
 
 
-@asynccontextmanager
-async def running(path, size=(100, 30), **kwargs):
-    """The app on `path`, loaded (this module's helpers take (app, pilot); Ui does the waiting)."""
-    app = make_app(path, **kwargs)
-    async with app.run_test(size=size) as pilot:
-        await Ui(app, pilot).loaded()
-        yield app, pilot
-
-
-async def press(app, pilot, *keys: str) -> None:
-    await Ui(app, pilot).press(*keys)
 
 
 def main_thread_text(app) -> str:

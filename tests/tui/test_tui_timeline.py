@@ -10,25 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from contextlib import asynccontextmanager
 
-from conftest import ROOT, Sql, Ui, make_app, trace_params
+from conftest import running, press, ROOT, Sql, Ui, trace_params
 from conftest import _md_tables as md_tables
 
 ro = Sql.connect
 
 
-@asynccontextmanager
-async def running(path, size=(100, 30), **kwargs):
-    """The app on `path`, loaded (this module's helpers take (app, pilot); Ui does the waiting)."""
-    app = make_app(path, **kwargs)
-    async with app.run_test(size=size) as pilot:
-        await Ui(app, pilot).loaded()
-        yield app, pilot
-
-
-async def press(app, pilot, *keys: str) -> None:
-    await Ui(app, pilot).press(*keys)
 
 
 async def settle(app, pilot) -> None:

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, SAMPLES, Sql
-from test_tui_tmux import Tmux
+from test_tui_tmux import Tmux, command, wait_file
 
 TRACE = SAMPLES / "small_ctx128.sqlite"
 pytestmark = [
@@ -41,24 +39,16 @@ def backward_median() -> int:
 def test_timeline_by_keyboard_at_80x24(tmp_path: Path):
     from nsight_tui.tui import fmt
 
-    exe = shutil.which("nsight-tui")
-    cmd = shlex.quote(exe) if exe else f"{shlex.quote(sys.executable)} -m nsight_tui"
     status = tmp_path / "exit_status"
-    shell = (f"cd {shlex.quote(str(tmp_path))} && PYTHONPATH={shlex.quote(str(ROOT))} {cmd} "
+    shell = (f"cd {shlex.quote(str(tmp_path))} && PYTHONPATH={shlex.quote(str(ROOT))} {command(ROOT)} "
              f"{shlex.quote(str(TRACE))}; echo $? > {shlex.quote(str(status))}")
     duration = backward_median()
     window = duration  # the view opens on exactly the range
     t = Tmux(tmp_path)
     try:
-        t.run("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", shell)
-        t.run("resize-window", "-t", "tui", "-x", "80", "-y", "24")
+        t.start(shell, size=(80, 24))
         t.wait_for("ranges (aggregated")  # the tree is on screen: the load is done
-        t.keys("/")
-        t.wait_for("/", line=True)
-        t.keys("step_N/backward", literal=True)
-        t.wait_for("/ step_N/backward", line=True)
-        t.keys("Enter")
-        t.wait_for("match 1 of 1")
+        t.search("step_N/backward")
         t.keys("t")
         t.wait_for("GPU0 idle")  # the first frame is drawn
         pane = t.wait_for(f"window {fmt.duration(window)}")
@@ -76,9 +66,6 @@ def test_timeline_by_keyboard_at_80x24(tmp_path: Path):
         assert "GPU idle in the window (backward (median of 3 by CPU time))" in text
         assert "| GPU0 s7 | kernel |" in text
         t.keys("q")
-        t0 = time.monotonic()
-        while not status.exists() and time.monotonic() - t0 < 20:
-            time.sleep(0.1)
-        assert status.read_text().strip() == "0"
+        assert wait_file(status) == "0"
     finally:
-        t.run("kill-server")
+        t.kill()

@@ -64,6 +64,16 @@ class Tmux:
             time.sleep(0.05)
         raise AssertionError(f"{text!r} never showed; the pane:\n{self.pane()}")
 
+    def search(self, query: str) -> None:
+        """`/ query enter` as a person does it: each key once the screen shows it took effect
+        (keys sent before the prompt opens would be commands)."""
+        self.keys("/")
+        self.wait_for("/", line=True)
+        self.keys(query, literal=True)
+        self.wait_for(f"/ {query}", line=True)
+        self.keys("Enter")
+        self.wait_for("match 1 of 1")
+
     def kill(self) -> None:
         self.run("kill-server")
 
@@ -104,13 +114,7 @@ def test_real_terminal_key_path(sample: Path, sql, repo_root: Path, tmp_path: Pa
         t.start(shell)
         pane = t.wait_for("ranges (aggregated")  # the tree is on screen: the load is done
         assert sample.stem in pane and "attr: process" in pane
-        # A person waits for the prompt before typing; keys sent earlier would be commands.
-        t.keys("/")
-        t.wait_for("/", line=True)
-        t.keys("step_N/backward", literal=True)
-        t.wait_for("/ step_N/backward", line=True)
-        t.keys("Enter")
-        t.wait_for("match 1 of 1")
+        t.search("step_N/backward")
         t.keys("Enter")
         pane = t.wait_for("cuBLAS gemm")  # the top kernel: the table is computed
         assert "kernels of step_N/backward" in pane and "GEMM" in pane and f"{want['count']:,} kernels" in pane

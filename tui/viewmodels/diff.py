@@ -8,6 +8,7 @@ others. Exports carry exact values (ns per iteration).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 from pathlib import Path
 
 import pandas as pd
@@ -99,12 +100,13 @@ class DiffTreeSource(RangeTreeSource):
     def label(self, row: TreeRow) -> str:
         pad = " " * (2 * row.depth)
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
-        return f"{pad}{mark}{row.obj.label if row.is_group else row.obj.name}"
+        obj = row.obj
+        return f"{pad}{mark}{obj.label if isinstance(obj, ThreadGroup) else cast(RangeDiff, obj).name}"
 
     def value(self, row: TreeRow, key: str):
         if row.is_group:
             return None
-        node: RangeDiff = row.obj
+        node = cast(RangeDiff, row.obj)
         if key.startswith("d:"):
             return getattr(node, key[2:]).delta
         d: Delta = getattr(node, self.metric)
@@ -120,7 +122,7 @@ class DiffTreeSource(RangeTreeSource):
             if row.is_group:
                 thread = row.obj.label
             else:
-                rows.append([thread, *_export_cells(row.obj)])
+                rows.append([thread, *_export_cells(cast(RangeDiff, row.obj))])
         return headers, rows
 
 
@@ -273,7 +275,9 @@ def why_view(view: DiffView) -> WhyView:
            for k in s.top_kernels[:TOP]]
     top += [f"{signed_duration(r.kernel_ns.delta):>10}  {STATUS.get(r.status, ''):7}  {r.path_text}"
             for r in s.top_ranges[:TOP]]
-    idle = (s.step_ns.b - s.busy_ns.b) - (s.step_ns.a - s.busy_ns.a)
+    step, busy = s.step_ns, s.busy_ns  # idle = step not covered by GPU work; missing on either side: none
+    idle = (None if step.a is None or step.b is None or busy.a is None or busy.b is None
+            else (step.b - busy.b) - (step.a - busy.a))
     lines = [view.headline,
              f"GPU busy/step {fmt.duration(s.busy_ns.a)} → {fmt.duration(s.busy_ns.b)} ({signed_duration(s.busy_ns.delta)}); "
              f"step not covered by GPU work {signed_duration(idle)}",

@@ -4,6 +4,7 @@ family diff), the why summary (`w`), the step's kernels (`K`). Workers compute t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from rich.text import Text
 from textual import work
@@ -12,6 +13,7 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
+from nsight_tui.parsers.diff import RangeDiff
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.render.markdown import table as md_table
 from nsight_tui.render.safe import rich_text, visible
@@ -117,10 +119,11 @@ class DiffScreen(ViewScreen):
         self.set_status("enter: kernel diff of the range · w why · K step kernels · t metric · / search")
 
     # -- keys -----------------------------------------------------------------------------------
-    def _ready(self) -> bool:
+    def _ready(self) -> vm.DiffView | None:
+        """The comparison, or None (said in the status line) while it is still being made."""
         if self.view is None:
             self.set_status("still comparing…")
-        return self.view is not None
+        return self.view
 
     def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
         if self.source is None:
@@ -129,15 +132,16 @@ class DiffScreen(ViewScreen):
         if node is None:
             self.grid.action_toggle_node()
             return
-        self.app.push_screen(DiffKernelsScreen(node=node, title=node.path_text))
+        diff_node = cast(RangeDiff, node)  # a DiffTreeSource holds RangeDiffs
+        self.app.push_screen(DiffKernelsScreen(node=diff_node, title=diff_node.path_text))
 
     def action_step_kernels(self) -> None:
-        if self._ready():
-            self.app.push_screen(DiffKernelsScreen(scope=self.view.diff.kernels, title=self.view.diff.kernels.scope))
+        if view := self._ready():
+            self.app.push_screen(DiffKernelsScreen(scope=view.diff.kernels, title=view.diff.kernels.scope))
 
     def action_why(self) -> None:
-        if self._ready():
-            self.app.push_screen(WhyScreen(vm.why_view(self.view), self.view.crumb()))
+        if view := self._ready():
+            self.app.push_screen(WhyScreen(vm.why_view(view), view.crumb()))
 
     def action_next_metric(self) -> None:
         if self.source is None:

@@ -122,7 +122,7 @@ class RooflineScreen(TableScreen):
         plt.scatter(xs, ys, marker="o", label=data.mode)
         current = self._current_label()
         sel = pts[pts["label"] == current]
-        if len(sel):
+        if current is not None and len(sel):
             plt.scatter(sel["ai"].tolist(), sel["tflops"].tolist(), marker="X", color="red", label=current[:30])
         plt.xlabel("arithmetic intensity (FLOP/byte)")
         plt.ylabel("TFLOP/s")
