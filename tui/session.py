@@ -146,7 +146,7 @@ class Session:
             return (f"rank filter: {self.rank.label} (pid {self.rank.pid}): the tree shows its process, GPU columns "
                     f"and kernel tables count its GPU only (R: next rank)")
         if n > 1:
-            return f"rank filter: none: totals sum all {n} ranks (R: one rank at a time; 5: the ranks side by side)"
+            return f"no rank filter: totals sum all {n} ranks (R: one rank at a time; 5: the ranks side by side)"
         return ""
 
     def scope_text(self) -> str:
