@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from nsight_tui.tui.viewmodels.findings import FindingsView
     from nsight_tui.tui.viewmodels.kernels import KernelsView
     from nsight_tui.tui.viewmodels.launches import LaunchTable
+    from nsight_tui.tui.viewmodels.ranks import RanksView
+    from nsight_tui.parsers.ranks import Rank
 
 
 # -- loading and the attribution mode (posted to the app) -----------------------------------------
@@ -52,6 +54,7 @@ class ModelReady(Message):
     session: Session
     attribution: str
     main_thread: str | None = None  # the main-thread pick the model was built with
+    rank: Rank | None = None  # the rank filter it was built for (None: every rank)
 
 
 @dataclass
@@ -142,6 +145,11 @@ class DiffProgress(Message):
 @dataclass
 class ScopeReady(Message):
     view: ScopeView
+
+
+@dataclass
+class RanksReady(Message):
+    view: RanksView
 
 
 @dataclass

@@ -13,9 +13,13 @@ from typing import TypeVar
 
 import numpy as np
 
+from nsight_tui.parsers import ranks as rank_analysis
+from nsight_tui.parsers.ids import PID_MASK
 from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
+from nsight_tui.parsers.model import RangeModel, RangeNode
+from nsight_tui.parsers.ranks import Rank, RunRanks
 from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings, kernels, launches, palette
+from nsight_tui.tui.viewmodels import ranks as ranks_vm
 from nsight_tui.tui.viewmodels.header import HeaderInfo
 
 T = TypeVar("T")
@@ -30,31 +34,35 @@ class Session:
     aggregated: bool = True  # the range tree's mode, kept when the file is reopened
     main_thread: str | None = None  # --main-thread or `M`: a thread id; None = chosen by the model
     roofline_options: dict = field(default_factory=dict)  # --flops/--peak-* (tui.launch)
+    rank: Rank | None = None  # `R`: the rank the tree and kernel tables count (None: every rank)
     _memo: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def model(self) -> RangeModel:
-        """The range model of the mode in force (already built: the loader and the mode
-        switch build it in a worker before they set `attribution`)."""
-        return range_model(self.trace, self.attribution, self.main_thread)
+        """The range model of the mode and rank in force (already built: the loader, the mode
+        switch and `R` build it in a worker before they set `attribution` / `rank`)."""
+        return rank_analysis.scoped_model(self.trace, self.attribution, self.main_thread, self.rank)
 
     def timeline(self):
         """The timeline's lanes and idle analysis under the mode in force (built once; slow:
-        call from a worker)."""
+        call from a worker). Every rank's lanes, each titled with its rank, whatever the filter."""
         from nsight_tui.parsers.idle import idle_analysis
+        from nsight_tui.parsers.model import range_model
         from nsight_tui.parsers.timeline import timeline
 
-        return self._once("timeline", lambda: timeline(self.trace, self.model, idle_analysis(self.trace)))
+        every_rank = range_model(self.trace, self.attribution, self.main_thread)
+        return self._once("timeline", lambda: timeline(self.trace, every_rank, idle_analysis(self.trace)))
 
     @property
     def file_name(self) -> str:
         return self.path.name
 
     def _once(self, key: str, build: Callable[[], T], per_mode: bool = True) -> T:
-        """`build()` once per key (and attribution mode); two workers asking at once may both
-        build, and the first result is kept."""
-        full = (key, (self.attribution, self.main_thread) if per_mode else "")
+        """`build()` once per key (and attribution mode, main thread and rank); two workers
+        asking at once may both build, and the first result is kept."""
+        rank = (self.rank.gpid, self.rank.device) if self.rank is not None else None
+        full = (key, (self.attribution, self.main_thread, rank) if per_mode else "")
         with self._lock:
             if full in self._memo:
                 return self._memo[full]
@@ -69,7 +77,7 @@ class Session:
             file_name=self.file_name, gpus=tuple(i.gpus), nsys_version=i.nsys_version, span_ns=i.span_ns,
             kernels=i.kernels, api_calls=i.api_calls, ranges=i.ranges, load_seconds=self.load_seconds,
             attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes),
-            main_thread=self._main_text())
+            main_thread=self._main_text(), rank=self.rank_badge(), rank_help=self.rank_help())
 
     def _main_text(self) -> str:
         """Which thread frames the iterations, and why (empty without NVTX)."""
@@ -83,7 +91,8 @@ class Session:
         """The range's kernels and ratios, its roofline figures (TFLOP/s, GB/s, verdict) among them."""
         from nsight_tui.tui import roofline_vm
 
-        return kernels.range_kernels(self.model, node, extra_ratios=roofline_vm.ratios(self, node))
+        return kernels.range_kernels(self.model, node, extra_ratios=roofline_vm.ratios(self, node),
+                                     ranks=self.node_scope_text(node))
 
     def roofline_context(self):
         """The roofline context (FLOP/byte counts source and peaks), once per attribution mode."""
@@ -105,7 +114,67 @@ class Session:
         return self._once("findings", lambda: findings.build(self.trace, self.model, self.attribution))
 
     def trace_kernels(self) -> kernels.KernelsView:
-        return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model))
+        return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model, self.scope_text()))
+
+    # -- ranks ----------------------------------------------------------------------------------
+    def ranks(self) -> list[Rank]:
+        """The export's ranks (process x GPU with GPU work), in rank order."""
+        return self._once("ranks", lambda: rank_analysis.find_ranks(self.trace), per_mode=False)
+
+    def next_rank(self) -> Rank | None:
+        """What `R` moves to: every rank -> rank 0 -> rank 1 ... -> every rank."""
+        ranks = self.ranks()
+        if self.rank is None:
+            return ranks[0] if ranks else None
+        at = next((i for i, r in enumerate(ranks) if r == self.rank), len(ranks) - 1)
+        return ranks[at + 1] if at + 1 < len(ranks) else None
+
+    def run_ranks(self) -> RunRanks:
+        """Every rank's figures (parsers.ranks; independent of the attribution and the filter)."""
+        return self._once("run_ranks", lambda: rank_analysis.ranks_of_trace(self.trace), per_mode=False)
+
+    def ranks_view(self) -> ranks_vm.RanksView:
+        return self._once("ranks_view", lambda: ranks_vm.ranks_view(self.run_ranks()), per_mode=False)
+
+    def rank_badge(self) -> str:
+        """The header's rank badge: the rank in force, `all N ranks` (totals sum them), or ""
+        for an export with one rank."""
+        if self.rank is not None:
+            return f"rank {self.rank.rank}" if self.rank.rank is not None else self.rank.label
+        n = len(self.ranks())
+        return f"Σ {n} ranks" if n > 1 else ""
+
+    def rank_help(self) -> str:
+        n = len(self.ranks())
+        if self.rank is not None:
+            return (f"rank filter: {self.rank.label} (pid {self.rank.pid}): the tree shows its process, GPU columns "
+                    f"and kernel tables count its GPU only (R: next rank)")
+        if n > 1:
+            return f"no rank filter: totals sum all {n} ranks (R: one rank at a time; 5: the ranks side by side)"
+        return ""
+
+    def scope_text(self) -> str:
+        """What the trace-wide totals cover, when the export has several ranks ("" when one)."""
+        if self.rank is not None:
+            return self.rank.label
+        n = len(self.ranks())
+        return f"all {n} ranks, summed" if n > 1 else ""
+
+    def process_ranks_text(self, gpid: int) -> str:
+        """A process's rank(s), where the export has several ("" when one)."""
+        if len(self.ranks()) < 2:
+            return ""
+        return ", ".join(r.label for r in self.ranks() if r.gpid == gpid)
+
+    def node_scope_text(self, node: RangeNode) -> str:
+        """Which ranks a range's GPU figures count, where the export has several ("" when one):
+        its process's rank, or its ranks summed when the process drives several GPUs."""
+        if self.rank is not None or len(self.ranks()) < 2:
+            return self.scope_text()
+        mine = [r for r in self.ranks() if r.gpid == node.gtid & PID_MASK]
+        if len(mine) == 1:
+            return mine[0].label
+        return f"{len(mine)} ranks of this process, summed" if mine else ""
 
     def api_summary(self) -> api.ApiView:
         return self._once("api_summary", lambda: api.api_summary(self.trace, self.attribution))
@@ -137,7 +206,7 @@ class Session:
     def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
         """Compute the views that do not depend on the cursor (the app does this in the
         background after loading, so `2` and `3` open at once)."""
-        for build in (lambda: self.trace.op_short, self.trace_kernels, self.api_summary):
+        for build in (self.ranks, lambda: self.trace.op_short, self.trace_kernels, self.api_summary):
             if cancelled():
                 return
             build()
