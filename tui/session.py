@@ -52,16 +52,18 @@ class Session:
         from nsight_tui.parsers.timeline import timeline
 
         every_rank = range_model(self.trace, self.attribution, self.main_thread)
-        return self._once("timeline", lambda: timeline(self.trace, every_rank, idle_analysis(self.trace)))
+        return self._once("timeline", lambda: timeline(self.trace, every_rank, idle_analysis(self.trace)),
+                          per_rank=False)
 
     @property
     def file_name(self) -> str:
         return self.path.name
 
-    def _once(self, key: str, build: Callable[[], T], per_mode: bool = True) -> T:
-        """`build()` once per key (and attribution mode, main thread and rank); two workers
-        asking at once may both build, and the first result is kept."""
-        rank = (self.rank.gpid, self.rank.device) if self.rank is not None else None
+    def _once(self, key: str, build: Callable[[], T], per_mode: bool = True, per_rank: bool = True) -> T:
+        """`build()` once per key (and attribution mode, main thread and rank, unless the result
+        does not depend on them); two workers asking at once may both build, and the first
+        result is kept."""
+        rank = (self.rank.gpid, self.rank.device) if self.rank is not None and per_rank else None
         full = (key, (self.attribution, self.main_thread, rank) if per_mode else "")
         with self._lock:
             if full in self._memo:
@@ -98,7 +100,8 @@ class Session:
         """The roofline context (FLOP/byte counts source and peaks), once per attribution mode."""
         from nsight_tui.parsers import roofline
 
-        return self._once("roofline", lambda: roofline.build(self.trace, self.attribution, **self.roofline_options))
+        return self._once("roofline", lambda: roofline.build(self.trace, self.attribution, **self.roofline_options),
+                          per_rank=False)
 
     def roofline(self, mode: str, node: RangeNode | None):
         from nsight_tui.tui import roofline_vm
@@ -177,7 +180,7 @@ class Session:
         return f"{len(mine)} ranks of this process, summed" if mine else ""
 
     def api_summary(self) -> api.ApiView:
-        return self._once("api_summary", lambda: api.api_summary(self.trace, self.attribution))
+        return self._once("api_summary", lambda: api.api_summary(self.trace, self.attribution), per_rank=False)
 
     def launches(self, positions: np.ndarray, name: str) -> launches.LaunchTable:
         frame = launches.launch_frame(self.model, positions, name)
