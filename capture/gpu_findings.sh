@@ -10,12 +10,15 @@
 #   so faster GEMMs save nothing, and the step time jitters by ms, hiding small savings).
 # - syncstep: loss.item() before the optimizer step; the GPU-bound backward lets the CPU run
 #   ahead, and the sync throws that lead away, exposing the optimizer's launches (~2 ms).
+#   Batch 8 and 8 steps: at batch 4 (2026-11-23, H200) the twin's forward was still partly bound
+#   by the CPU (its launch took 9-16 ms against ~12 ms of GPU work), so its steps spread over
+#   2.6 ms and the mean of 4 hid the saving; batch 8 doubles the GPU work per launch.
 # - graph: batch 1 at ctx 128, the most launch-bound step; the twin replays the same kernels
 #   (AdamW capturable in both) as one CUDA graph, so the step time saved is the launch overhead.
 # - ddp: DDP with one gradient bucket (the all-reduce after the whole backward) vs DDP's default
 #   25 MB buckets that overlap it with the backward.
 # Sizes (sample_traces must stay under 40 MB, tests/capture/test_capture_samples.py): ~1.2 MB per
-# single-GPU export, ~2.8 MB per two-rank export.
+# single-GPU export of 4 steps (syncstep's 8: ~1.7 MB), ~2.8 MB per two-rank export.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -45,7 +48,8 @@ for p in "${@:-sleep item optim input tf32}"; do for name in $p; do case $name i
   optim) pair optim --ctx 128 --plant foreach-off -- --ctx 128 --plant fused-optim ;;
   input) pair input --ctx 128 --plant pageable-input -- --ctx 128 --plant pinned-input ;;
   tf32) pair tf32 --ctx 512 -- --ctx 512 --tf32 ;;
-  syncstep) CSV=1 pair syncstep --ctx 512 --no-phase-sync -- --ctx 512 --no-phase-sync --plant item-before-step ;;
+  syncstep) CSV=1 pair syncstep --ctx 512 --batch 8 --steps 8 --no-phase-sync -- \
+              --ctx 512 --batch 8 --steps 8 --no-phase-sync --plant item-before-step ;;
   graph) CSV=1 pair graph --ctx 128 --batch 1 --no-phase-sync --plant capturable -- \
            --ctx 128 --batch 1 --no-phase-sync --plant cuda-graph ;;
   ddp) CSV=1 pair ddp --ctx 512 --ddp 2 --no-phase-sync -- --ctx 512 --ddp 2 --no-phase-sync --plant ddp-one-bucket ;;

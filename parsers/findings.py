@@ -209,10 +209,13 @@ def sync_stall(c: StepContext) -> Finding | None:
     # call, `lead`); without it the CPU would stay that far ahead and fill that much of the GPU
     # idle that follows until the next blocking point, whatever the CPU was doing meanwhile
     # (launching, framework dispatch, Python work: host-bound-gap may name the same idle; its
-    # fix is another way to save it). So min(lead, that idle).
+    # fix is another way to save it). So min(lead, that idle). The idle is counted from the call's
+    # end: while the CPU waits in it the GPU runs work issued before the call, and gaps there (a
+    # GPU-bound backward's own) are in the twin without the sync too; the queue drains as it returns.
     dev = c.idle().device(c.device)
-    busy_ns = dev.split(s0, until)[0]
-    idle_ns = (until - s0) - busy_ns
+    s_from = np.minimum(s1, until)
+    busy_ns = dev.split(s_from, until)[0]
+    idle_ns = (until - s_from) - busy_ns
     lead_ns = s1 - s0
     saved = np.minimum(lead_ns, idle_ns)
     names = [t.api_names[int(x)] for x in api["name"].to_numpy()[rows_[blocking]]]
@@ -224,7 +227,7 @@ def sync_stall(c: StepContext) -> Finding | None:
     return Finding(
         "sync-stall", "blocking synchronisation inside the step",
         sorted({str(r["range"]) for r in rows}), _ms(total / c.n),
-        "per blocking call, min(time the CPU waited in it = the lead it throws away, GPU idle from its start "
+        "per blocking call, min(time the CPU waited in it = the lead it throws away, GPU idle from its end "
         "to the next blocking call or the step's end), per step",
         "drop .item()/.cpu()/print(tensor) and torch.cuda.synchronize() from the step; log losses every N "
         "steps or accumulate them on the GPU; use non_blocking copies and events",

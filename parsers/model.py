@@ -8,6 +8,7 @@ end) and GPU busy time (union of op intervals). `RangeNode` objects wrap rows fo
 """
 from __future__ import annotations
 
+from copy import copy as shallow_copy
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -183,6 +184,10 @@ class RangeModel:
         self.pair_op = by_start[key & 0xFFFFFFFF].astype(index_type)
         del key, range_pos
         self.pair_offsets = np.searchsorted(self.pair_range, np.arange(self.n + 1))
+        # The scope: every process and GPU (None), or part of them (`restricted`: one rank's)
+        self.scope_gpids: frozenset[int] | None = None
+        self.scope_ops: np.ndarray | None = None
+        self.scope_label = ""
         self._metrics()
         if tree_from is not None and tree_from.trace.ranges is r:
             self._adopt_tree(tree_from)
@@ -207,6 +212,27 @@ class RangeModel:
                 node.model = self
                 stack.extend(node.children)
             self.__dict__[name] = self._groups({g.gtid: g.roots for g in groups})
+
+    def restricted(self, op_mask: np.ndarray, gpids: set[int] | frozenset[int], label: str) -> "RangeModel":
+        """This model over part of the trace: the ranges (and trees) of the processes `gpids`,
+        every GPU figure over the ops where `op_mask` (over trace.ops) holds. The attribution
+        is this model's (same main threads, same pairs, fewer of them): a range's numbers are
+        its full numbers restricted to those ops, not a new attribution of a cut trace."""
+        sub = shallow_copy(self)
+        for built in ("thread_groups", "aggregated_groups"):  # their nodes read the metrics: rebuilt
+            sub.__dict__.pop(built, None)
+        keep = np.asarray(op_mask, dtype=bool)[self.pair_op]
+        sub.pair_op, sub.pair_range = self.pair_op[keep], self.pair_range[keep]
+        sub.pair_offsets = np.searchsorted(sub.pair_range, np.arange(self.n + 1))
+        sub.scope_gpids = frozenset(int(g) for g in gpids)
+        sub.scope_ops = np.flatnonzero(op_mask)
+        sub.scope_label = label
+        sub._metrics()
+        return sub
+
+    def scope_op_positions(self) -> np.ndarray:
+        """Every GPU op in this model's scope (the whole trace, or one rank's)."""
+        return np.arange(len(self.trace.ops), dtype=np.int64) if self.scope_ops is None else self.scope_ops
 
     # -- per-range metrics, all vectorised over the pairs --------------------------------
     def _metrics(self):
@@ -438,6 +464,8 @@ class RangeModel:
         mains = set(self.main_threads.values())
         for gtid, nodes in roots.items():
             gpid = gtid & PID_MASK
+            if self.scope_gpids is not None and gpid not in self.scope_gpids:
+                continue
             label = f"{self.trace.process_label(gpid)} / {self.trace.thread_label(gtid)}"
             out.append(ThreadGroup(gpid, gtid, label, nodes, gtid in mains))
         # Main threads first, then by process and thread id.

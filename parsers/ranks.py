@@ -29,6 +29,7 @@ from nsight_tui.parsers import conventions, intervals
 from nsight_tui.parsers.families import name_families
 from nsight_tui.parsers.ids import KERNEL, pid_of
 from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.model import RangeModel, range_model
 
 COMMUNICATION = "communication"
 
@@ -273,3 +274,56 @@ def ranks_of_trace(trace: Trace) -> RunRanks:
     assumption = (f"{len(summaries)} rank(s) in one export: one per process and GPU with GPU work; "
                   f"rank numbers from {', '.join(sources) or 'nothing'}")
     return run_ranks(summaries, assumption)
+
+
+# -- one rank's view of the range model -------------------------------------------------------
+def rank_model(model: RangeModel, rank: Rank) -> RangeModel:
+    """`model` seen from one rank: the ranges of its process, and every GPU figure (kernels,
+    kernel time, busy, projection, the kernel tables) over its GPU's ops only. Kept with the
+    trace, once per attribution, main thread and rank."""
+    key = ("rank_model", model.mode, model.main_thread_spec, rank.gpid, rank.device)
+    derived = model.trace.derived
+    if key not in derived:
+        ops = model.trace.ops
+        mine = (ops["gpid"].to_numpy(np.int64) == rank.gpid) & (ops["device"].to_numpy(np.int64) == rank.device)
+        derived[key] = model.restricted(mine, {rank.gpid}, rank.label)
+    return derived[key]
+
+
+def scoped_model(trace: Trace, attribution: str, main_thread: str | None, rank: Rank | None) -> RangeModel:
+    """The range model of every rank (`rank` None) or of one."""
+    model = range_model(trace, attribution, main_thread)
+    return model if rank is None else rank_model(model, rank)
+
+
+@dataclass
+class PhaseSpread:
+    """One phase across ranks: its time per steady-state step on each rank, and the slowest."""
+
+    phase: str
+    per_rank_ns: list[tuple[Rank, float]]  # (rank, the phase's NVTX time per step, mean over its steps)
+    min_ns: float
+    median_ns: float
+    max_ns: float
+    slowest: Rank
+
+    @property
+    def excess_ns(self) -> float:
+        """How far the slowest rank is above the median rank."""
+        return self.max_ns - self.median_ns
+
+
+def phase_spread(run: RunRanks) -> list[PhaseSpread]:
+    """Per phase (forward, backward, optimizer) found on at least two ranks: min / median / max
+    over ranks of the phase's time per step, and the slowest rank."""
+    out = []
+    for phase in conventions.PHASES:
+        per_rank = [(s.rank, s.phases[phase].cpu_ns / s.phases[phase].instances) for s in run.ranks
+                    if phase in s.phases and s.phases[phase].instances]
+        if len(per_rank) < 2:
+            continue
+        values = np.array([v for _, v in per_rank], dtype=float)
+        top = int(np.argmax(values))
+        out.append(PhaseSpread(phase, per_rank, float(values.min()), float(np.median(values)), float(values.max()),
+                               per_rank[top][0]))
+    return out

@@ -2,7 +2,10 @@
 
 Lanes, top to bottom: the main thread's NVTX ranges, one lane per nesting level; the CUDA API
 calls of every thread that launched GPU work (launch / sync / other); per GPU and stream the
-ops (kernels by family, memcpy, memset); per GPU the idle time by cause (parsers/idle.py).
+ops (kernels by family, memcpy, memset); per GPU its communication (NCCL and other collective
+kernels) as a lane of its own: the stream whose kernels are all collectives, titled `comm`, or,
+where they share a stream with compute kernels, an extra `comm` lane; per GPU the idle time by cause
+(parsers/idle.py). In an export of several ranks (parsers.ranks) lanes say their rank (`r1`).
 
 `Lane.cells(t0, t1, n)` says for each of n equal cells of [t0, t1) which category covered
 the most of it and what fraction of it was covered. Each lane keeps, per category, the union
@@ -18,7 +21,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers import families
+from nsight_tui.parsers import families, ranks
 from nsight_tui.parsers.idle import (
     API_KINDS,
     API_LAUNCH,
@@ -35,6 +38,7 @@ from nsight_tui.parsers.model import RangeModel, display_name, path_key
 
 NVTX, API, GPU, IDLE = "nvtx", "api", "gpu", "idle"
 GPU_CATEGORIES = (*families.FAMILY_KEYS, "memcpy", "memset")
+COMMUNICATION = ranks.COMMUNICATION  # the family of NCCL and other collective kernels
 IDLE_CATEGORIES = CAUSES[1:]  # launch-bound, sync-bound, host-bound
 GAP_SCAN_CHUNK = 4096
 
@@ -50,7 +54,7 @@ class Cells:
 
 @dataclass(eq=False)
 class Lane:
-    key: str  # stable id: nvtx:<gtid>:<depth>, api:<gtid>, gpu:<device>:<stream>, idle:<device>
+    key: str  # stable id: nvtx:<gtid>:<depth>, api:<gtid>, gpu:<device>:<stream>, comm:<device>, idle:<device>
     title: str
     kind: str  # NVTX | API | GPU | IDLE
     categories: tuple[str, ...]  # category code -> name
@@ -159,6 +163,7 @@ class Timeline:
 
     def __init__(self, trace: Trace, model: RangeModel, idle: IdleAnalysis):
         self.trace, self.model, self.idle = trace, model, idle
+        self._rank_of_device, self._rank_of_process = _rank_numbers(trace)
         self.range_names = trace.ranges["name"].to_numpy() if len(trace.ranges) else np.zeros(0, dtype=object)
         self._cache: dict = {}
         self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes()]
@@ -192,7 +197,9 @@ class Timeline:
                 idx = np.flatnonzero(mine & (m.depth == depth))
                 idx = idx[np.argsort(m.r_start[idx], kind="stable")]
                 cats, codes = np.unique(keys[idx], return_inverse=True)
-                prefix = f"p{t.processes.get(g & PID_MASK, (pid_of(g),))[0]} " if len(mains) > 1 else ""
+                rank = self._rank_of_process.get(g & PID_MASK)
+                prefix = "" if len(mains) < 2 else f"r{rank} " if rank is not None else \
+                    f"p{t.processes.get(g & PID_MASK, (pid_of(g),))[0]} "
                 out.append(Lane(f"nvtx:{g}:{depth}", f"{prefix}NVTX {depth}", NVTX, tuple(cats),
                                 m.r_start[idx], m.r_end[idx], codes.astype(np.int32), idx, gtid=g, depth=depth))
         return out
@@ -221,6 +228,7 @@ class Timeline:
         if ops.empty:
             return []
         fam_code = {k: i for i, k in enumerate(GPU_CATEGORIES)}
+        comm_code = fam_code[COMMUNICATION]
         name_cat = np.array([fam_code[f] for f in families.name_families(self.trace)], dtype=np.int32)
         kind = ops["kind"].to_numpy()
         cat = np.where(kind == MEMCPY, fam_code["memcpy"],
@@ -233,15 +241,39 @@ class Timeline:
         keys = key[order]
         bounds = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1], [True])))
         out: list[Lane] = []
+        shared_comm: list[np.ndarray] = []  # this device's communication ops on streams shared with compute
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             sel = order[a:b]
             d, s = int(dev[sel[0]]), int(stream[sel[0]])
             if out and out[-1].device != d:
-                out.append(self._idle_lane(out[-1].device))
-            out.append(Lane(f"gpu:{d}:{s}", f"GPU{d} s{s}", GPU, GPU_CATEGORIES, start[sel], end[sel],
+                out += self._device_end(out[-1].device, shared_comm, start, end, cat)
+                shared_comm = []
+            # the communication stream: its kernels are all collectives (copies may run there too)
+            is_comm = cat[sel] == comm_code
+            computes = bool(((kind[sel] == KERNEL) & ~is_comm).any())
+            only_comm = bool(is_comm.any()) and not computes
+            if is_comm.any() and computes:
+                shared_comm.append(sel[is_comm])
+            title = f"{self._rank_prefix(d)}GPU{d} " + ("comm" if only_comm else f"s{s}")
+            out.append(Lane(f"gpu:{d}:{s}", title, GPU, GPU_CATEGORIES, start[sel], end[sel],
                             cat[sel].astype(np.int32), sel, device=d, stream=s))
-        out.append(self._idle_lane(out[-1].device))
+        out += self._device_end(out[-1].device, shared_comm, start, end, cat)
         return out
+
+    def _rank_prefix(self, device: int) -> str:
+        rank = self._rank_of_device.get(device)
+        return "" if rank is None else f"r{rank} "
+
+    def _device_end(self, d: int, shared_comm: list[np.ndarray], start, end, cat) -> list[Lane]:
+        """After a device's stream lanes: its communication where it shares streams with
+        compute (the same ops again, in a lane of their own), then its idle lane."""
+        out = []
+        if shared_comm:
+            sel = np.concatenate(shared_comm)
+            sel = sel[np.argsort(start[sel], kind="stable")]
+            out.append(Lane(f"comm:{d}", f"{self._rank_prefix(d)}GPU{d} comm", GPU, GPU_CATEGORIES, start[sel],
+                            end[sel], cat[sel].astype(np.int32), sel, device=d))
+        return [*out, self._idle_lane(d)]
 
     def _idle_lane(self, d: int) -> Lane:
         """Idle stretches by cause, from the trace's first to its last event (before and after
@@ -254,7 +286,7 @@ class Timeline:
         keep[:-1] = edges[1:] > edges[:-1]  # drop empty pieces at the ends
         edges, labels = edges[keep], labels[keep]
         idx = np.flatnonzero(labels[:-1] != BUSY)
-        lane = Lane(f"idle:{d}", f"GPU{d} idle", IDLE, IDLE_CATEGORIES, edges[idx], edges[idx + 1],
+        lane = Lane(f"idle:{d}", f"{self._rank_prefix(d)}GPU{d} idle", IDLE, IDLE_CATEGORIES, edges[idx], edges[idx + 1],
                     (labels[idx] - 1).astype(np.int32), np.full(len(idx), -1, dtype=np.int64), device=d)
         # the analysis's own sets: the lane shows exactly what the idle numbers count
         lane._sets = [dev.launch, dev.sync, pieces(edges, labels, HOST_BOUND)]
@@ -391,6 +423,22 @@ class Timeline:
                                        "duration": lane.end[idx] - lane.start[idx], "corr": corr, "lead": lead}))
         cols = ["lane", "kind", "name", "start", "duration", "corr", "lead"]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+
+
+def _rank_numbers(trace: Trace) -> tuple[dict[int, int], dict[int, int]]:
+    """device -> rank and process (gpid) -> rank, where the export has several ranks and the
+    device (the process) belongs to exactly one of them; empty otherwise (titles stay plain)."""
+    found = ranks.find_ranks(trace)
+    if len(found) < 2:
+        return {}, {}
+    by_device: dict[int, list[int]] = {}
+    by_process: dict[int, list[int]] = {}
+    for r in found:
+        if r.rank is not None:
+            by_device.setdefault(r.device, []).append(r.rank)
+            by_process.setdefault(r.gpid, []).append(r.rank)
+    return ({d: rs[0] for d, rs in by_device.items() if len(rs) == 1},
+            {g: rs[0] for g, rs in by_process.items() if len(rs) == 1})
 
 
 def _bounds(trace: Trace) -> tuple[int, int]:

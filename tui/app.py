@@ -19,25 +19,28 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.ids import PID_MASK, tid_of
-from nsight_tui.parsers.model import range_model
+from nsight_tui.parsers.ranks import Rank, find_ranks, scoped_model
 from nsight_tui.tui import export
 from nsight_tui.tui.commands import NsightCommands
 from nsight_tui.tui.messages import (
     ExportFailed, ExportReady, GpuLoaded, LoadFailed, LoadProgress, ModelFailed, ModelReady, TraceLoaded,
 )
 from nsight_tui.tui.session import Session, StagedLoad
+from nsight_tui.tui.tree_source import node_key
 from nsight_tui.tui.views.api import ApiScreen
 from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.correlation import CorrelationScreen
 from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
 from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
+from nsight_tui.tui.views.findings import FindingsScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
 from nsight_tui.tui.views.launches import LaunchesScreen
 from nsight_tui.tui.views.loading import LoadingScreen
 from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
 from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+from nsight_tui.tui.views.ranks import RanksScreen
 from nsight_tui.tui.views.timeline import TimelineScreen, open_target
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
@@ -73,6 +76,14 @@ class NsightApp(App[int]):
                 id="app.view-api"),
         Binding("4", "view_files", "Files", show=False, tooltip="View: the files side by side (several files open)",
                 id="app.view-files"),
+        Binding("F", "view_findings", "What to fix first", show=False, id="app.view-findings",
+                tooltip="View: what to fix first: the causes found in the steady-state steps, ranked by the step "
+                "time their fix would save, with the evidence and the fix; enter jumps to the evidence"),
+        Binding("5", "view_ranks", "Ranks", show=False, id="app.view-ranks",
+                tooltip="View: the ranks side by side (step time, straggler, communication vs compute, per phase)"),
+        Binding("R", "cycle_rank", "Rank filter", show=False, id="app.rank",
+                tooltip="Rank filter: every rank (totals sum them) -> rank 0 -> rank 1 ...: the tree shows that "
+                "rank's process, GPU columns and kernel tables count its GPU only"),
         Binding("r", "view_roofline", "Roofline", show=False,
                 tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs",
                 id="app.view-roofline"),
@@ -148,10 +159,13 @@ class NsightApp(App[int]):
             return
         if worker.is_cancelled:
             return
+        # The header's rank badge reads the ranks: found here, not on the UI thread.
         if first is None:
-            self.post_message(TraceLoaded(Session(path, trace, attribution, seconds, main_thread=self.main_thread)))
+            session = Session(path, trace, attribution, seconds, main_thread=self.main_thread)
+            session.ranks()
+            self.post_message(TraceLoaded(session))
         else:
-            self.post_message(GpuLoaded(first, trace, seconds))
+            self.post_message(GpuLoaded(first, trace, seconds, find_ranks(trace)))
 
     def on_load_progress(self, message: LoadProgress) -> None:
         if isinstance(self.screen, LoadingScreen):
@@ -195,7 +209,7 @@ class NsightApp(App[int]):
     def on_gpu_loaded(self, message: GpuLoaded) -> None:
         """The load's second stage: the GPU columns fill in, in place (the cursor stays)."""
         session = message.session
-        session.gpu_loaded(message.trace, message.load_seconds)
+        session.gpu_loaded(message.trace, message.load_seconds, message.ranks)
         self._settle(session)
         for screen in self.screen_stack:
             if isinstance(screen, RangesScreen) and screen.session is session:
@@ -293,6 +307,15 @@ class NsightApp(App[int]):
             await self._to_base()
             self.push_screen(ApiScreen(self.session))
 
+    async def action_view_findings(self) -> None:
+        if self._need_session() and not isinstance(self.screen, FindingsScreen):
+            await self._to_base()
+            self.push_screen(FindingsScreen(self.session))
+    async def action_view_ranks(self) -> None:
+        if self._need_session():
+            await self._to_base()
+            self.push_screen(RanksScreen(self.session))
+
     def action_view_roofline(self) -> None:
         if self._need_session():
             from nsight_tui.tui.views.roofline import RooflineScreen
@@ -329,7 +352,11 @@ class NsightApp(App[int]):
 
     def action_timeline(self) -> None:
         if self._need_session() and not isinstance(self.screen, TimelineScreen):
-            self.push_screen(TimelineScreen(self.session, open_target(self.screen)))
+            self.open_timeline(open_target(self.screen))
+
+    def open_timeline(self, target=None) -> None:
+        """The timeline on `target` (a TimelineTarget, or a function of the lanes; None: the whole trace)."""
+        self.push_screen(TimelineScreen(self.session, target))
 
     def action_help(self) -> None:
         about = self.session.header().full_lines() if self.session is not None else []
@@ -346,7 +373,26 @@ class NsightApp(App[int]):
         self._mode_switching = True
         self._say(self.screen, f"building the {new} attribution…", notify=False)
         self.notify(f"building the {new} attribution…", timeout=2)
-        self._build_mode(self.session, new, self.session.main_thread)
+        self._build_mode(self.session, new, self.session.main_thread, self.session.rank)
+
+    # -- the rank filter ------------------------------------------------------------------------
+    def action_cycle_rank(self) -> None:
+        """`R`: every rank -> rank 0 -> rank 1 ... -> every rank."""
+        if self.session is None or not self._need_session() or self._mode_switching:
+            return
+        if len(self.session.ranks()) < 2:
+            self._say(self.screen, "one rank (process × GPU) in this export: nothing to filter")
+            return
+        self.set_rank(self.session.next_rank())
+
+    def set_rank(self, rank: Rank | None) -> None:
+        """Show one rank's ranges and GPU work (None: every rank); built in a worker."""
+        session = self.session
+        if session is None or self._mode_switching:
+            return
+        self._mode_switching = True
+        self._say(self.screen, f"rank filter: {rank.label if rank is not None else 'every rank'}…", notify=False)
+        self._build_mode(session, session.attribution, session.main_thread, rank)
 
     def pick_main_thread(self, gtid: int) -> None:
         """Make thread `gtid` its process's main thread (`t` in the range tree); on the main
@@ -366,19 +412,20 @@ class NsightApp(App[int]):
         self._mode_switching = True
         label = "the automatic choice" if new is None else session.trace.thread_label(gtid)
         self._say(self.screen, f"main thread: {label}; attributing…", notify=False)
-        self._build_mode(session, session.attribution, new)
+        self._build_mode(session, session.attribution, new, session.rank)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="mode")
-    def _build_mode(self, session: Session, attribution: str, main_thread: str | None = None) -> None:
+    def _build_mode(self, session: Session, attribution: str, main_thread: str | None = None,
+                    rank: Rank | None = None) -> None:
         # The build holds the GIL for long stretches: let the UI paint the notice first.
         time.sleep(0.05)
         try:
-            model = range_model(session.trace, attribution, main_thread)
+            model = scoped_model(session.trace, attribution, main_thread, rank)
             model.aggregated_groups  # noqa: B018
         except Exception as exc:  # keep the session usable under the mode it had
             self.post_message(ModelFailed(f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(ModelReady(session, attribution, main_thread))
+        self.post_message(ModelReady(session, attribution, main_thread, rank))
 
     def on_model_failed(self, message: ModelFailed) -> None:
         self._mode_switching = False
@@ -397,13 +444,24 @@ class NsightApp(App[int]):
         keep = ranges.current_key()
         old_node = next((s.node for s in self.screen_stack[base + 1:]
                          if isinstance(s, KernelsScreen) and s.node is not None), None)
+        rank_changed = message.rank != session.rank
+        # a new rank on the all-kernels view (2): that view again, of the new rank
+        all_kernels = rank_changed and isinstance(self.screen, KernelsScreen) and self.screen.node is None
         await self._to_base()
         session.attribution = message.attribution
         session.main_thread = message.main_thread
+        session.rank = message.rank
         self.attribution = message.attribution
         gc.freeze()  # the new model's objects are long-lived too
         ranges.rebuild(keep)
         ranges.refresh_info()
+        if rank_changed:
+            self.notify(session.rank_help() or "rank filter: every rank", timeout=6, markup=False)
+            if all_kernels:
+                self.open_kernels(None)
+            else:
+                self._same_path_in_rank(ranges, keep, old_node)
+            return
         if old_node is not None:
             # The same ranges under the new mode: range positions do not depend on the mode
             # (a name path would find the first instance, not the one that was open).
@@ -414,6 +472,25 @@ class NsightApp(App[int]):
         main = session.header().main_thread
         self.notify(f"attribution: {session.attribution} — {session.model.mode_help}" + (f"; {main}" if main else ""),
                     timeout=6, markup=False)
+
+    def _same_path_in_rank(self, ranges: RangesScreen, keep: tuple | None, old_node) -> None:
+        """After a rank change: the cursor (and the open range's kernels) on the same name path,
+        on the same thread where the new tree still has it, else on the new rank's main thread
+        (its process has its own ranges, at other positions)."""
+        tree = ranges.grid.ranges
+        here = [g.gtid for g in tree.groups]
+        threads = [keep[0]] if keep is not None and keep[0] in here else []
+        threads += [g.gtid for g in tree.groups if g.is_main and g.gtid not in threads]
+        if keep is not None:
+            for gtid in threads:
+                if ranges.select_key(gtid, keep[1]):
+                    break
+        if old_node is not None:
+            key = node_key(old_node)
+            node = next((n for n in (tree.find_key(gtid, key) for gtid in threads) if n is not None), None)
+            if node is not None:
+                ranges.select_node(node)
+                self.open_kernels(node)
 
     # -- export ---------------------------------------------------------------------------------
     def action_export(self) -> None:
@@ -487,7 +564,8 @@ class NsightApp(App[int]):
 
 # The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
 HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
-                BackwardPartsScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
+                FindingsScreen, BackwardPartsScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen,
+                PromptBar, ExportConflict)
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:

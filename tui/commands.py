@@ -29,7 +29,13 @@ class NsightCommands(Provider):
             ("View: kernel summary", "every kernel of the trace (2)", partial(run, "view_kernels")),
             ("View: CUDA API summary", "as nsys cuda_api_sum (3)", partial(run, "view_api")),
             ("View: timeline", "the selection in time: lanes, GPU idle by cause, CPU lead (t)", partial(run, "timeline")),
+            ("View: what to fix first", "findings ranked by the step time their fix would save (F)",
+             partial(run, "view_findings")),
             ("View: roofline", "ranges or kernel families against the GPU's roofs (r)", partial(run, "view_roofline")),
+            ("View: ranks", "the ranks side by side: step time, straggler, communication vs compute (5)",
+             partial(run, "view_ranks")),
+            ("Rank filter: next rank", "every rank -> rank 0 -> rank 1 ...: the tree and kernel tables of one rank (R)",
+             partial(run, "cycle_rank")),
             ("Jump: correlation ID…", "the API call and GPU work of one correlation ID (c)",
              partial(run, "ask_correlation")),
             ("Switch attribution mode", "process-wide or nsys's launching-thread rule (m)",
@@ -39,6 +45,7 @@ class NsightCommands(Provider):
         ]
         if getattr(app, "multi", False):
             out.insert(3, ("View: files", "the files side by side (4)", partial(run, "view_files")))
+        self._views = len(out)  # what discover lists: the views and actions, not every range and kernel
         session = getattr(app, "session", None)
         if session is None:
             return out
@@ -58,7 +65,7 @@ class NsightCommands(Provider):
         return out
 
     async def discover(self) -> Hits:
-        for text, help_text, callback in self._entries[:8]:
+        for text, help_text, callback in self._entries[:self._views]:
             yield DiscoveryHit(text, callback, help=help_text)
 
     async def search(self, query: str) -> Hits:

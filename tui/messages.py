@@ -21,8 +21,11 @@ if TYPE_CHECKING:
     from nsight_tui.tui.viewmodels.correlation import CorrelationView
     from nsight_tui.tui.viewmodels.diff import DiffView, ScopeView
     from nsight_tui.tui.viewmodels.files import FilesView
+    from nsight_tui.tui.viewmodels.findings import FindingsView
     from nsight_tui.tui.viewmodels.kernels import KernelsView
     from nsight_tui.tui.viewmodels.launches import LaunchTable
+    from nsight_tui.tui.viewmodels.ranks import RanksView
+    from nsight_tui.parsers.ranks import Rank
 
 
 # -- loading and the attribution mode (posted to the app) -----------------------------------------
@@ -48,6 +51,7 @@ class GpuLoaded(Message):
     session: Session
     trace: Trace
     load_seconds: float
+    ranks: list[Rank]  # found in the worker (parsers.ranks.find_ranks): the header shows them at once
 
 
 @dataclass
@@ -64,6 +68,7 @@ class ModelReady(Message):
     session: Session
     attribution: str
     main_thread: str | None = None  # the main-thread pick the model was built with
+    rank: Rank | None = None  # the rank filter it was built for (None: every rank)
 
 
 @dataclass
@@ -157,5 +162,15 @@ class ScopeReady(Message):
 
 
 @dataclass
+class RanksReady(Message):
+    view: RanksView
+
+
+@dataclass
 class BackwardPartsReady(Message):
     mappings: list  # viewmodels.backward_parts.Mapping, one per mapping the trace allows
+
+
+@dataclass
+class FindingsReady(Message):
+    view: FindingsView

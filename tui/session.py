@@ -15,9 +15,13 @@ from typing import TypeVar
 
 import numpy as np
 
+from nsight_tui.parsers import ranks as rank_analysis
+from nsight_tui.parsers.ids import PID_MASK
 from nsight_tui.parsers.load import Trace, TraceLoader
 from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
-from nsight_tui.tui.viewmodels import api, backward_parts, correlation, kernels, launches, palette
+from nsight_tui.parsers.ranks import Rank, RunRanks
+from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings, kernels, launches, palette
+from nsight_tui.tui.viewmodels import ranks as ranks_vm
 from nsight_tui.tui.viewmodels.header import HeaderInfo
 
 T = TypeVar("T")
@@ -32,6 +36,7 @@ class Session:
     aggregated: bool = True  # the range tree's mode, kept when the file is reopened
     main_thread: str | None = None  # --main-thread or `M`: a thread id; None = chosen by the model
     roofline_options: dict = field(default_factory=dict)  # --flops/--peak-* (tui.launch)
+    rank: Rank | None = None  # `R`: the rank the tree and kernel tables count (None: every rank)
     # The load's first stage is on screen (the NVTX tree, CPU times) and the GPU work is still
     # being read: what the loader is doing, and how far (StagedLoad); "" once it is all in.
     pending: str = ""
@@ -41,26 +46,31 @@ class Session:
 
     @property
     def model(self) -> RangeModel:
-        """The range model of the mode in force (already built: the loader and the mode
-        switch build it in a worker before they set `attribution`)."""
-        return range_model(self.trace, self.attribution, self.main_thread)
+        """The range model of the mode and rank in force (already built: the loader, the mode
+        switch and `R` build it in a worker before they set `attribution` / `rank`)."""
+        return rank_analysis.scoped_model(self.trace, self.attribution, self.main_thread, self.rank)
 
     def timeline(self):
         """The timeline's lanes and idle analysis under the mode in force (built once; slow:
-        call from a worker)."""
+        call from a worker). Every rank's lanes, each titled with its rank, whatever the filter."""
         from nsight_tui.parsers.idle import idle_analysis
+        from nsight_tui.parsers.model import range_model
         from nsight_tui.parsers.timeline import timeline
 
-        return self._once("timeline", lambda: timeline(self.trace, self.model, idle_analysis(self.trace)))
+        every_rank = range_model(self.trace, self.attribution, self.main_thread)
+        return self._once("timeline", lambda: timeline(self.trace, every_rank, idle_analysis(self.trace)),
+                          per_rank=False)
 
     @property
     def file_name(self) -> str:
         return self.path.name
 
-    def _once(self, key: str, build: Callable[[], T], per_mode: bool = True) -> T:
-        """`build()` once per key (and attribution mode); two workers asking at once may both
-        build, and the first result is kept."""
-        full = (key, (self.attribution, self.main_thread) if per_mode else "")
+    def _once(self, key: str, build: Callable[[], T], per_mode: bool = True, per_rank: bool = True) -> T:
+        """`build()` once per key (and attribution mode, main thread and rank, unless the result
+        does not depend on them); two workers asking at once may both build, and the first
+        result is kept."""
+        rank = (self.rank.gpid, self.rank.device) if self.rank is not None and per_rank else None
+        full = (key, (self.attribution, self.main_thread, rank) if per_mode else "")
         with self._lock:
             if full in self._memo:
                 return self._memo[full]
@@ -73,13 +83,15 @@ class Session:
         """The GPU work's progress, while the tree is on screen (the header shows it)."""
         self.pending, self.pending_percent = text, round(100 * fraction)
 
-    def gpu_loaded(self, trace: Trace, load_seconds: float) -> None:
+    def gpu_loaded(self, trace: Trace, load_seconds: float, ranks: list[Rank] | None = None) -> None:
         """The load's second stage: the same ranges with their GPU work (the full model is
         built, its tree nodes taken over from the first stage's). Views computed from the
-        first stage are dropped."""
+        first stage are dropped; `ranks`, when the worker found them, are kept."""
         self.trace, self.load_seconds, self.pending, self.pending_percent = trace, load_seconds, "", 0
         with self._lock:
             self._memo.clear()
+        if ranks is not None:
+            self._once("ranks", lambda: ranks, per_mode=False)
 
     # -- the views' data ----------------------------------------------------------------------
     def header(self) -> HeaderInfo:
@@ -88,7 +100,8 @@ class Session:
             file_name=self.file_name, gpus=tuple(i.gpus), nsys_version=i.nsys_version, span_ns=i.span_ns,
             kernels=i.kernels, api_calls=i.api_calls, ranges=i.ranges, load_seconds=self.load_seconds,
             attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes),
-            main_thread=self._main_text(), pending=self.pending, pending_percent=self.pending_percent)
+            main_thread=self._main_text(), rank=self.rank_badge(), rank_help=self.rank_help(),
+            pending=self.pending, pending_percent=self.pending_percent)
 
     def _main_text(self) -> str:
         """Which thread frames the iterations, and why (empty without NVTX)."""
@@ -105,7 +118,8 @@ class Session:
         from nsight_tui.tui import roofline_vm
 
         def build() -> tuple[RangeNode, kernels.KernelsView]:
-            return node, kernels.range_kernels(self.model, node, extra_ratios=roofline_vm.ratios(self, node))
+            return node, kernels.range_kernels(self.model, node, extra_ratios=roofline_vm.ratios(self, node),
+                                               ranks=self.node_scope_text(node))
 
         kept = self._once(f"range_kernels:{id(node)}", build)
         if kept[0] is not node:  # another node at a recycled address: not the one asked for
@@ -116,7 +130,8 @@ class Session:
         """The roofline context (FLOP/byte counts source and peaks), once per attribution mode."""
         from nsight_tui.parsers import roofline
 
-        return self._once("roofline", lambda: roofline.build(self.trace, self.attribution, **self.roofline_options))
+        return self._once("roofline", lambda: roofline.build(self.trace, self.attribution, **self.roofline_options),
+                          per_rank=False)
 
     def roofline(self, mode: str, node: RangeNode | None):
         from nsight_tui.tui import roofline_vm
@@ -127,11 +142,75 @@ class Session:
         """Backward by forward part, one table per mapping the trace allows."""
         return self._once("backward_parts", lambda: backward_parts.mappings(self.model))
 
+    def findings(self) -> findings.FindingsView:
+        """What to fix first: every rule over the steady-state steps, ranked by saving (once per mode)."""
+        return self._once("findings", lambda: findings.build(self.trace, self.model, self.attribution))
+
     def trace_kernels(self) -> kernels.KernelsView:
-        return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model))
+        return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model, self.scope_text()))
+
+    # -- ranks ----------------------------------------------------------------------------------
+    def ranks(self) -> list[Rank]:
+        """The export's ranks (process x GPU with GPU work), in rank order."""
+        return self._once("ranks", lambda: rank_analysis.find_ranks(self.trace), per_mode=False)
+
+    def next_rank(self) -> Rank | None:
+        """What `R` moves to: every rank -> rank 0 -> rank 1 ... -> every rank."""
+        ranks = self.ranks()
+        if self.rank is None:
+            return ranks[0] if ranks else None
+        at = next((i for i, r in enumerate(ranks) if r == self.rank), len(ranks) - 1)
+        return ranks[at + 1] if at + 1 < len(ranks) else None
+
+    def run_ranks(self) -> RunRanks:
+        """Every rank's figures (parsers.ranks; independent of the attribution and the filter)."""
+        return self._once("run_ranks", lambda: rank_analysis.ranks_of_trace(self.trace), per_mode=False)
+
+    def ranks_view(self) -> ranks_vm.RanksView:
+        return self._once("ranks_view", lambda: ranks_vm.ranks_view(self.run_ranks()), per_mode=False)
+
+    def rank_badge(self) -> str:
+        """The header's rank badge: the rank in force, `all N ranks` (totals sum them), or ""
+        for an export with one rank."""
+        if self.rank is not None:
+            return f"rank {self.rank.rank}" if self.rank.rank is not None else self.rank.label
+        n = len(self.ranks())
+        return f"Σ {n} ranks" if n > 1 else ""
+
+    def rank_help(self) -> str:
+        n = len(self.ranks())
+        if self.rank is not None:
+            return (f"rank filter: {self.rank.label} (pid {self.rank.pid}): the tree shows its process, GPU columns "
+                    f"and kernel tables count its GPU only (R: next rank)")
+        if n > 1:
+            return f"no rank filter: totals sum all {n} ranks (R: one rank at a time; 5: the ranks side by side)"
+        return ""
+
+    def scope_text(self) -> str:
+        """What the trace-wide totals cover, when the export has several ranks ("" when one)."""
+        if self.rank is not None:
+            return self.rank.label
+        n = len(self.ranks())
+        return f"all {n} ranks, summed" if n > 1 else ""
+
+    def process_ranks_text(self, gpid: int) -> str:
+        """A process's rank(s), where the export has several ("" when one)."""
+        if len(self.ranks()) < 2:
+            return ""
+        return ", ".join(r.label for r in self.ranks() if r.gpid == gpid)
+
+    def node_scope_text(self, node: RangeNode) -> str:
+        """Which ranks a range's GPU figures count, where the export has several ("" when one):
+        its process's rank, or its ranks summed when the process drives several GPUs."""
+        if self.rank is not None or len(self.ranks()) < 2:
+            return self.scope_text()
+        mine = [r for r in self.ranks() if r.gpid == node.gtid & PID_MASK]
+        if len(mine) == 1:
+            return mine[0].label
+        return f"{len(mine)} ranks of this process, summed" if mine else ""
 
     def api_summary(self) -> api.ApiView:
-        return self._once("api_summary", lambda: api.api_summary(self.trace, self.attribution))
+        return self._once("api_summary", lambda: api.api_summary(self.trace, self.attribution), per_rank=False)
 
     def launches(self, positions: np.ndarray, name: str) -> launches.LaunchTable:
         frame = launches.launch_frame(self.model, positions, name)
@@ -164,7 +243,8 @@ class Session:
         cost most to open), and the instance tree (`a`; the first screen needs only the
         aggregated one)."""
         roots = sorted((n for g in self.model.aggregated_groups for n in g.roots), key=lambda n: -n.kernels)
-        builds: list[Callable[[], object]] = [lambda: self.trace.op_short, self.trace_kernels, self.api_summary]
+        builds: list[Callable[[], object]] = [self.ranks, lambda: self.trace.op_short, self.trace_kernels,
+                                              self.api_summary]
         builds += [functools.partial(self.range_kernels, n) for n in roots[:3] if n.kernels]
         builds.append(lambda: self.model.thread_groups)
         for build in builds:

@@ -47,6 +47,17 @@ def node_key(node: RangeNode) -> tuple[str, ...]:
     return tuple(reversed(out))
 
 
+def find_path(roots: list[RangeNode], key: tuple[str, ...]) -> RangeNode | None:
+    """The first node under `roots` whose name path (as node_key gives it) is `key`."""
+    level, found = roots, None
+    for name in key:
+        found = next((n for n in level if display_name(path_key(n.name)) == name), None)
+        if found is None:
+            return None
+        level = found.children
+    return found
+
+
 def path_text(node: RangeNode) -> str:
     return "/".join(node.path)
 
@@ -234,15 +245,7 @@ class RangeTreeSource:
     def find_key(self, gtid: int, key: tuple[str, ...]) -> RangeNode | None:
         """The first node on thread `gtid` whose name path matches `key`."""
         group = next((g for g in self.groups if g.gtid == gtid), None)
-        if group is None:
-            return None
-        level, found = group.roots, None
-        for _depth, name in enumerate(key):
-            found = next((n for n in level if display_name(path_key(n.name)) == name), None)
-            if found is None:
-                return None
-            level = found.children
-        return found
+        return None if group is None else find_path(group.roots, key)
 
     # -- search ---------------------------------------------------------------------------
     def all_nodes(self) -> list[RangeNode]:

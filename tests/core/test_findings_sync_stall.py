@@ -1,7 +1,7 @@
 """sync-stall (parsers/findings.py) against its twins and against a computation from its
 definition written here with SQL and plain loops: per blocking call (tests/core/idle_reference.py's
 `is_sync`) inside a step with GPU work issued after it, min(time the CPU waited in it, GPU idle
-from its start to the next blocking call or the step's end), summed, per step."""
+from its end to the next blocking call or the step's end), summed, per step."""
 from __future__ import annotations
 
 
@@ -21,7 +21,7 @@ def _ids(path):
 
 
 def test_fires_on_item_before_the_optimizer_silent_without_and_estimates_the_saving():
-    assert_pair(RULE, "small_ctx512_nosync_item-before-step", "small_ctx512_nosync")
+    assert_pair(RULE, "small_ctx512_b8_nosync_item-before-step", "small_ctx512_b8_nosync")
 
 
 def test_item_after_a_host_bound_forward_costs_less_than_the_step_jitter():
@@ -50,7 +50,7 @@ def _reference_saving_ns(path) -> tuple[float, int]:
             until = blocking[i + 1][0] if i + 1 < len(blocking) else t1
             if not any(e <= x < until for x in launches):
                 continue  # nothing issued after it before the next blocking point: no stall
-            total += min(e - s, length(gaps(busy, s, until)))
+            total += min(e - s, length(gaps(busy, min(e, until), until)))
             n_calls += 1
     return total / len(windows), n_calls
 

@@ -1,5 +1,6 @@
 """The header every view shows: one row at 80 columns (file, GPU, counts, load time, an
-`attr: <mode>` badge), two when the file name is long. `?` shows every field in full.
+`attr: <mode>` badge with the rank filter where the export has several ranks), two when the
+file name is long. `?` shows every field in full.
 
 Fields drop or shorten in a fixed order until the row fits (`fit`), so the same file shows
 the same header in every view at a given width.
@@ -30,6 +31,8 @@ class HeaderInfo:
     mode_help: str
     notes: tuple[str, ...] = field(default=())
     main_thread: str = ""  # which thread frames the iterations (render.process_view), for `?`
+    rank: str = ""  # the rank filter in force (`rank 1`, `Σ 2 ranks`); "" for an export of one rank
+    rank_help: str = ""  # the same in words, for `?`
     # The load's first stage on screen (Session.pending): what is still loading, and how far;
     # `load_seconds` is then the time to the tree.
     pending: str = ""
@@ -61,7 +64,7 @@ class HeaderInfo:
 
     @property
     def badge(self) -> str:
-        return f"attr: {self.attribution}"
+        return f"attr: {self.attribution}" + (f" · {self.rank}" if self.rank else "")
 
     def full_lines(self) -> list[str]:
         """Everything, for `?`: the file, its counts, and the attribution explained."""
@@ -75,6 +78,8 @@ class HeaderInfo:
         ]
         if self.main_thread:
             lines.append(f"{self.main_thread} (M on a thread row picks another)")
+        if self.rank_help:
+            lines.append(self.rank_help)
         return lines + [f"note: {n}" for n in self.notes]
 
 
@@ -118,15 +123,22 @@ class HeaderRow:
 
 def fit(h: HeaderInfo, width: int) -> list[HeaderRow]:
     """One row when the fields fit in `width` (the badge included), else two: the file name
-    alone on the first, the rest on the second (cut at the end only if even that is too long)."""
+    alone on the first, the rest on the second (cut at the end only if even that is too long).
+    With a rank badge (an export of several ranks) the tightest forms drop the load time, then
+    the API and range counts, before the row splits: the rank in force is worth more room."""
     tail = _tail(h)
     for fields in _variants(h):
         text = " · ".join(fields)
         if len(text) + 2 + len(tail) <= width:
             return [HeaderRow(text, tail)]
     tight = _tight(h)
-    text = "  ".join(tight)
-    if len(text) + 2 + len(tail) <= width:
-        return [HeaderRow(text, tail)]
-    rest = "  ".join(tight[1:])
+    tighter = [tight]
+    if h.rank:  # then without the load time, the API count, the range count
+        tighter += [tight[:-1], [*tight[:3], tight[4]], tight[:3]]
+    for fields in tighter:
+        text = "  ".join(fields)
+        if len(text) + 2 + len(tail) <= width:
+            return [HeaderRow(text, tail)]
+    rests = ["  ".join(fields[1:]) for fields in tighter]
+    rest = next((r for r in rests if len(r) + 2 + len(tail) <= width), rests[-1])
     return [HeaderRow(h.file_name, ""), HeaderRow(rest, tail)]

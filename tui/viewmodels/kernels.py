@@ -28,10 +28,12 @@ class KernelsView:
     positions: np.ndarray  # the ops in scope (frame positions in trace.ops)
     summary: pd.DataFrame  # model.kernel_summary + family and readable label
     ratios: RatioPanelView
+    ranks: str = ""  # which ranks the figures count, where the export has several ("" when one)
 
     @property
     def scope(self) -> str:
-        return "the whole trace" if self.node is None else path_text(self.node)
+        where = "the whole trace" if self.node is None else path_text(self.node)
+        return f"{where} ({self.ranks})" if self.ranks else where
 
     def row_of(self, name: str | None) -> int:
         """Frame row of the kernel called `name` (0 when absent)."""
@@ -74,18 +76,21 @@ def kernel_columns(demangled: bool) -> list[Column]:
     ]
 
 
-def range_kernels(model: RangeModel, node: RangeNode, extra_ratios: list[Ratio] | None = None) -> KernelsView:
+def range_kernels(model: RangeModel, node: RangeNode, extra_ratios: list[Ratio] | None = None,
+                  ranks: str = "") -> KernelsView:
     positions = node.op_positions()
     return KernelsView(node, positions, _with_labels(model.kernel_summary(positions)),
-                       panel(ratio_panel(model, node) + list(extra_ratios or [])))
+                       panel(ratio_panel(model, node) + list(extra_ratios or [])), ranks)
 
 
-def trace_kernels(model: RangeModel) -> KernelsView:
-    positions = np.arange(len(model.trace.ops), dtype=np.int64)
+def trace_kernels(model: RangeModel, ranks: str = "") -> KernelsView:
+    """Every GPU op in the model's scope (the trace, or one rank's); `ranks` says which ranks
+    that is when the export has several (the basis of the shares says it too)."""
+    positions = model.scope_op_positions()
     shares = family_shares(model, positions)
-    ratios = [Ratio(f"{r.label} share", r.share, "fraction", WHOLE_TRACE_BASIS)
-              for r in shares.itertuples() if r.total_ns]
-    return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios))
+    basis = f"{WHOLE_TRACE_BASIS} ({ranks})" if ranks else WHOLE_TRACE_BASIS
+    ratios = [Ratio(f"{r.label} share", r.share, "fraction", basis) for r in shares.itertuples() if r.total_ns]
+    return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios), ranks)
 
 
 def kernel_detail(name: str) -> str:

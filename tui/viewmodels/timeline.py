@@ -109,7 +109,7 @@ class TimelineState:
         self.top = max(0, min(self.top, max(0, len(self.timeline.lanes) - visible)))
 
     # -- moves ----------------------------------------------------------------------------------
-    def _centre_on(self, centre: int, span: int) -> None:
+    def _centre_on(self, centre: int, span: float) -> None:
         span = max(MIN_SPAN_NS, int(span))
         self.t0 = int(centre) - span // 2
         self.t1 = self.t0 + span
@@ -169,7 +169,7 @@ class TimelineState:
         self.fit_lanes(visible_lanes)
         chosen = list(range(self.top, min(len(tl.lanes), self.top + max(1, visible_lanes))))
         heights = lane_heights([tl.lanes[i].kind for i in chosen], visible_lanes)
-        rows = []
+        rows: list[LaneRow] = []
         legend: dict[tuple[str, str], None] = {}
         for i in chosen:
             lane = tl.lanes[i]

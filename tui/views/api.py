@@ -13,7 +13,8 @@ class ApiScreen(TableScreen):
     view_name = "api"
 
     def crumb(self) -> str:
-        return "CUDA API summary (as nsys stats -r cuda_api_sum)"
+        n = len(self.session.ranks()) if self.session is not None else 0
+        return "CUDA API summary (as nsys stats -r cuda_api_sum)" + (f" · all {n} ranks, summed" if n > 1 else "")
 
     def mounted(self) -> None:
         super().mounted()

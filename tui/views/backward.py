@@ -41,6 +41,7 @@ class BackwardPartsScreen(TableScreen):
         yield Static("", id="bdetail")
 
     def mounted(self) -> None:
+        super().mounted()  # the table's focus and the "mapping…" status
         self.build()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")

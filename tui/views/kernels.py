@@ -45,10 +45,12 @@ class KernelsScreen(TableScreen):
 
     def crumb(self) -> str:
         if self.node is None:
-            return "kernel summary: every GPU operation in the trace"
+            scope = self.session.scope_text()
+            return "kernel summary: every GPU operation in the trace" + (f" · {scope}" if scope else "")
         n = self.node
         times = f" ×{n.instances}" if n.instances > 1 else ""
-        return f"kernels of {path_text(n)}{times} · {n.kernels:,} kernels"
+        scope = self.session.node_scope_text(n)
+        return f"kernels of {path_text(n)}{times} · {n.kernels:,} kernels" + (f" · {scope}" if scope else "")
 
     def compose_body(self) -> ComposeResult:
         with Container(id="kbody"):

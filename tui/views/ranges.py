@@ -184,6 +184,9 @@ class RangesScreen(ViewScreen):
             if len(tree):
                 g = tree.group_at(self.grid.cursor)
                 text = rich_text(g.label, style="bold")
+                ranks = self.session.process_ranks_text(g.gpid)
+                if ranks:
+                    text.append(f" · {ranks}")
                 text.append(f"\n{len(g.roots):,} top-level range{'s' if len(g.roots) != 1 else ''}")
                 info = self.session.model.main_info.get(g.gpid)
                 if g.is_main and info is not None:
@@ -211,6 +214,9 @@ class RangesScreen(ViewScreen):
         if share is not None:
             text.append(f", {fmt.percent(share)} of parent")
         text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
+        scope = self.session.node_scope_text(node)
+        if scope:
+            text.append(f" · {scope}")
         detail.update(text)
 
     def action_backward_parts(self) -> None:

@@ -23,7 +23,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from nsight_tui.parsers.idle import WindowIdle
-from nsight_tui.parsers.timeline import Timeline
+from nsight_tui.parsers.timeline import Lane, Timeline
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import ViewText
@@ -72,7 +72,7 @@ class TimelineScreen(ViewScreen):
 
     BINDING_GROUP_TITLE = "Timeline (t)"
 
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
         Binding("plus,equals_sign", "zoom(1)", "Zoom in", id="timeline.zoom_in",
                 tooltip="Zoom in around the cursor (the centre column)"),
         Binding("minus", "zoom(-1)", "Zoom out", id="timeline.zoom_out", tooltip="Zoom out around the cursor"),
@@ -206,9 +206,12 @@ class TimelineScreen(ViewScreen):
         self.set_status(Text(text))  # plain text: names and `[`/`]` are not markup
 
     # -- text under the lanes -----------------------------------------------------------------
+    def _selected_lane(self, f: TimelineFrame) -> Lane | None:
+        return self.state.timeline.lanes[f.selected] if self.state is not None and f.lane_count else None
+
     def _cursor_text(self, f: TimelineFrame) -> Text:
         """▼ time · lane: the item under the cursor, its duration, correlation ID, CPU lead."""
-        lane = self.state.timeline.lanes[f.selected] if f.lane_count else None
+        lane = self._selected_lane(f)
         text = Text(f"▼ {_signed(f.cursor_ns - f.origin)} ", style="bold")
         if lane is None:
             return text + Text("no lanes")
@@ -232,7 +235,7 @@ class TimelineScreen(ViewScreen):
 
     def _idle_text(self, f: TimelineFrame, summary) -> Text:
         """The window's split for the selected lane's GPU; lead and queue once computed."""
-        lane = self.state.timeline.lanes[f.selected] if f.lane_count else None
+        lane = self._selected_lane(f)
         if not f.splits:
             return Text("no GPU work in this trace", style="dim")
         s = next((x for x in f.splits if lane is not None and x.device == lane.device), f.splits[0])
@@ -299,15 +302,17 @@ class TimelineScreen(ViewScreen):
         if it.kind == "range":
             node = _instance_node(self.session, it.ref)
             if node is not None:
-                self.app.open_kernels(node)
+                self.nsight.open_kernels(node)
             return
         if it.corr is not None:
-            self.app.open_correlation(it.corr, it.gpid if it.gpid is not None and it.gpid >= 0 else None)
+            self.nsight.open_correlation(it.corr, it.gpid if it.gpid is not None and it.gpid >= 0 else None)
             return
         self._explain_gap(it)
 
     def _explain_gap(self, it) -> None:
         """enter on the idle lane: the whole idle stretch under the cursor, by cause."""
+        if self.state is None or self.frame is None:
+            return
         tl, t = self.state.timeline, self.frame.cursor_ns
         busy = tl.idle.device(it.lane.device).busy
         if busy.contains(t):
