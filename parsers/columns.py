@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,11 @@ class Tables:
     def connection(self) -> sqlite3.Connection | None:
         """The sqlite3 connection of an SQLite export (for `validate.scan`), else None."""
         return None
+
+    def prefetch(self, reads: list[tuple[str, list[str]]]) -> None:
+        """A hint: these whole tables (these columns, no rows, no conditions) will be read
+        next, in this order. A reader may start on them in the background; `read` then
+        gives the result it read ahead. Readers that gain nothing ignore it."""
 
     def close(self) -> None:
         pass
@@ -250,12 +256,39 @@ class SqliteArrowTables(SqliteTables):
             self.adbc = None
             self.reader = SqliteTables.reader
         self.fallbacks: list[str] = []  # tables the driver refused, read by sqlite3 instead
+        self._ahead: dict[tuple[str, tuple[str, ...]], Future] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._ahead_con: Any = None
+
+    def prefetch(self, reads: list[tuple[str, list[str]]]) -> None:
+        """Read these tables in one background thread, on a connection of its own (ADBC
+        connections are not shared between threads), while the caller works on something
+        else: the driver fills Arrow arrays without holding the GIL, so on two cores the
+        big tables' read overlaps the NVTX tree's build."""
+        if self.adbc is None or self._pool is not None or not reads:
+            return
+        import adbc_driver_sqlite.dbapi as adbc
+
+        try:
+            con = adbc.connect(readonly_uri(self.path))
+        except Exception:  # read them in the foreground, as without the hint
+            return
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsight-read-ahead")
+        for table, columns in reads:
+            sql = _select(table, columns, None)[0]
+            self._ahead[(table, tuple(columns))] = self._pool.submit(
+                lambda sql=sql, table=table, columns=columns: from_arrow(table, _arrow(con, sql), columns))
+        self._ahead_con = con
 
     def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
         if self.adbc is None or rows is not None:  # chosen rows (launch details): one IN query
             return super().read(table, columns, rows, where=where)
+        ahead = self._ahead.pop((table, tuple(columns)), None)
         try:
-            fetched = from_arrow(table, self._arrow(_select(table, columns, None, where)[0]), columns)
+            if ahead is not None and not where:  # read ahead, as asked (a scan's conditions: read again)
+                fetched = ahead.result()
+            else:
+                fetched = from_arrow(table, _arrow(self.adbc, _select(table, columns, None, where)[0]), columns)
         except Exception:  # a type the driver refuses (text in an integer column), or a driver bug
             fetched = None
         if fetched is None or not all(fetched.is_integer(c) for c in integer if fetched.has(c)):
@@ -268,18 +301,24 @@ class SqliteArrowTables(SqliteTables):
             self.fallbacks.remove(table)
         return fetched
 
-    def _arrow(self, sql: str):
-        cur = self.adbc.cursor()
-        try:
-            cur.execute(sql)
-            return cur.fetch_arrow_table()
-        finally:
-            cur.close()
-
     def close(self) -> None:
+        if self._pool is not None:  # drop reads not started; wait for the one running (its connection)
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._ahead.clear()
+            self._ahead_con.close()
         if self.adbc is not None:
             self.adbc.close()
         super().close()
+
+
+def _arrow(con, sql: str):
+    """One query's result as an Arrow table, through an ADBC connection."""
+    cur = con.cursor()
+    try:
+        cur.execute(sql)
+        return cur.fetch_arrow_table()
+    finally:
+        cur.close()
 
 
 # -- nsys's columnar exports ------------------------------------------------------------------

@@ -190,12 +190,17 @@ def _short_repr(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _present(schema: Schema, table: str, wanted: list[str] | tuple[str, ...]) -> list[str]:
+    """The columns of `wanted` this export's `table` has (older exports lack some)."""
+    return [c for c in wanted if schema.has(table, c)]
+
+
 def _read(tables: Tables, table: str, wanted: list[str], *, integer=(), required=(), rows=None,
           checks: validate.Checks | None = None) -> Fetched:
     """The columns of `wanted` that this export has (older ones lack some), validated;
     `rows`: only the rows with these row keys (rowid), in the file's order; `checks`: the
     rows validate.scan marked bad are left out."""
-    present = [c for c in wanted if tables.schema.has(table, c)]
+    present = _present(tables.schema, table, wanted)
     where = checks.where(table, prefix="") if checks is not None else ""
     return _validated(tables, tables.read(table, present, rows, integer, where), integer=integer, required=required)
 
@@ -262,12 +267,35 @@ def _kernel_name_column(schema: Schema) -> str:
     return "demangledName" if schema.has(t, "demangledName") else "shortName"
 
 
+def _op_name_column(schema: Schema, table: str) -> str | None:
+    """The column naming an op: the kernel's name id, the memcpy's kind; memsets have none."""
+    if table == "CUPTI_ACTIVITY_KIND_KERNEL":
+        name = _kernel_name_column(schema)
+        return name if schema.has(table, name) else None
+    if table == "CUPTI_ACTIVITY_KIND_MEMCPY" and schema.has(table, "copyKind"):
+        return "copyKind"
+    return None
+
+
+def _op_wanted(name_column: str | None) -> list[str]:
+    return [*_OP_INTS, *([name_column] if name_column else [])]
+
+
+_API_INTS = ("start", "end", "globalTid", "correlationId", "nameId")
+
+
+def _gpu_reads(schema: Schema) -> list[tuple[str, list[str]]]:
+    """What `TraceLoader._finish` reads in whole, in its order (for `Tables.prefetch`): the
+    CUDA API calls, then the kernels, memcpys and memsets."""
+    reads = [("CUPTI_ACTIVITY_KIND_RUNTIME", _present(schema, "CUPTI_ACTIVITY_KIND_RUNTIME", _API_INTS))]
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        reads.append((table, _present(schema, table, _op_wanted(_op_name_column(schema, table)))))
+    return [(table, columns) for table, columns in reads if schema.has(table) and columns]
+
+
 def _op_frame(tables: Tables, table: str, name_column: str | None, name_default: int,
               checks: validate.Checks) -> tuple[pd.DataFrame, Fetched]:
-    wanted = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "rowid"]
-    if name_column:
-        wanted.append(name_column)
-    f = _read(tables, table, wanted, integer=(*_OP_INTS, *([name_column] if name_column else [])),
+    f = _read(tables, table, _op_wanted(name_column), integer=(*_OP_INTS, *([name_column] if name_column else [])),
               required=("start", "end"), checks=checks)
     start = f.int("start", 0)
     frame = pd.DataFrame({
@@ -295,13 +323,12 @@ def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[s
 
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if schema.has(t):
-        name_col = _kernel_name_column(schema)
-        k, _ = _op_frame(tables, t, name_col if schema.has(t, name_col) else None, -1, checks)
+        k, _ = _op_frame(tables, t, _op_name_column(schema, t), -1, checks)
         k["name"] = _codes(k["name"].to_numpy(), strings, names, index)
         frames.append((KERNEL, k))
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if schema.has(t):
-        m, _ = _op_frame(tables, t, "copyKind" if schema.has(t, "copyKind") else None, 0, checks)
+        m, _ = _op_frame(tables, t, _op_name_column(schema, t), 0, checks)
         codes = {int(kind): code_of(f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]")
                  for kind in np.unique(m["name"].to_numpy())}
         m["name"] = m["name"].map(codes)
@@ -353,8 +380,7 @@ def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     cols = ["start", "end", "gtid", "corr", "name"]
     if not tables.schema.has(t):
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
-    ints = ("start", "end", "globalTid", "correlationId", "nameId")
-    f = _read(tables, t, list(ints), integer=ints, required=("start", "end"), checks=checks)
+    f = _read(tables, t, list(_API_INTS), integer=_API_INTS, required=("start", "end"), checks=checks)
     api = pd.DataFrame({"start": f.int("start", 0), "end": f.int("end", 0), "gtid": f.int("globalTid", -1),
                         "corr": f.int("correlationId", -1), "name": f.int("nameId", -1)}, copy=False)
     api["name"] = _codes(api["name"].to_numpy(), strings, names, index)
@@ -618,6 +644,8 @@ class TraceLoader:
         return self._early
 
     def _ranges_only(self) -> "Trace":
+        if self.has_cuda:  # the GPU tables are read in the background while the ranges are
+            self.tables.prefetch(_gpu_reads(self.tables.schema))
         self.say(0.05, "NVTX ranges")
         self.strings = _Strings(self.tables, self.checks)
         ranges, marks = _load_nvtx(self.tables, self.strings, self.checks)

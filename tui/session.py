@@ -69,14 +69,23 @@ class Session:
         """`build()` once per key (and attribution mode, main thread and rank, unless the result
         does not depend on them); two workers asking at once may both build, and the first
         result is kept."""
-        rank = (self.rank.gpid, self.rank.device) if self.rank is not None and per_rank else None
-        full = (key, (self.attribution, self.main_thread, rank) if per_mode else "")
+        full = self._key(key, per_mode, per_rank)
         with self._lock:
             if full in self._memo:
                 return self._memo[full]
         value = build()
         with self._lock:
             return self._memo.setdefault(full, value)
+
+    def _key(self, key: str, per_mode: bool = True, per_rank: bool = True) -> tuple:
+        rank = (self.rank.gpid, self.rank.device) if self.rank is not None and per_rank else None
+        return (key, (self.attribution, self.main_thread, rank) if per_mode else "")
+
+    def kept(self, key: str, per_mode: bool = True, per_rank: bool = True):
+        """What `_once(key, ...)` computed under the mode and rank in force, or None (tests
+        ask whether the background warm-up got there first)."""
+        with self._lock:
+            return self._memo.get(self._key(key, per_mode, per_rank))
 
     # -- the staged load -----------------------------------------------------------------------
     def loading(self, fraction: float, text: str) -> None:

@@ -8,6 +8,7 @@ import os
 import shutil
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -123,14 +124,14 @@ def test_without_adbc_sqlite3_reads(monkeypatch):
 def test_table_the_driver_fails_on_is_read_by_sqlite3(monkeypatch):
     path = SAMPLES / "small_ctx128.sqlite"
     native = load_trace(path)
-    real = columns.SqliteArrowTables._arrow
+    real = columns._arrow
 
-    def failing(self, sql):
+    def failing(con, sql):  # the driver's read, in the foreground or read ahead
         if "CUPTI_ACTIVITY_KIND_KERNEL" in sql:
             raise OSError("[SQLite] simulated driver failure")
-        return real(self, sql)
+        return real(con, sql)
 
-    monkeypatch.setattr(columns.SqliteArrowTables, "_arrow", failing)
+    monkeypatch.setattr(columns, "_arrow", failing)
     mixed = load_trace(path)
     assert mixed.info.reader == "adbc-driver-sqlite (sqlite3 for CUPTI_ACTIVITY_KIND_KERNEL)"
     assert_same_trace(native, mixed)
@@ -203,3 +204,31 @@ def test_staged_loader_gives_the_tree_first():
     assert not full.info.gpu_pending
     assert early.ranges is full.ranges  # the same frame: positions in the tree do not move
     assert len(full.ops) == full.info.kernels + full.info.memcpys + full.info.memsets > 0
+
+
+@needs_adbc
+def test_gpu_tables_are_read_ahead_once(monkeypatch):
+    """The API and GPU tables are read on the read-ahead thread (while the ranges load), each
+    once: the loader takes the read-ahead result instead of reading the table again."""
+    seen: list[tuple[str, str]] = []
+    real = columns._arrow
+
+    def spy(con, sql):
+        seen.append((threading.current_thread().name, sql))
+        return real(con, sql)
+
+    monkeypatch.setattr(columns, "_arrow", spy)
+    trace = load_trace(SAMPLES / "small_ctx128.sqlite")
+    assert trace.info.reader == "adbc-driver-sqlite"
+    for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL"):
+        reads = [thread for thread, sql in seen if f'FROM "{table}"' in sql]
+        assert len(reads) == 1 and reads[0].startswith("nsight-read-ahead"), (table, seen)
+    assert any('FROM "NVTX_EVENTS"' in sql and not thread.startswith("nsight-read-ahead") for thread, sql in seen)
+
+
+@needs_adbc
+def test_closing_before_the_gpu_stage_stops_the_read_ahead():
+    loader = TraceLoader(SAMPLES / "small_ctx128.sqlite")
+    assert loader.ranges_only().info.gpu_pending
+    loader.tables.close()
+    assert not any(t.name.startswith("nsight-read-ahead") for t in threading.enumerate())

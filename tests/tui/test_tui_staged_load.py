@@ -112,10 +112,10 @@ def test_biggest_ranges_tables_are_ready_after_load(tui):
             session = ui.app.session
             model = session.model
             biggest = max((n for g in model.aggregated_groups for n in g.roots), key=lambda n: n.kernels)
-            key = (f"range_kernels:{id(biggest)}", (session.attribution, session.main_thread))
-            assert key in session._memo and session._memo[key][0] is biggest  # computed in the background
+            kept = session.kept(f"range_kernels:{id(biggest)}")
+            assert kept is not None and kept[0] is biggest  # computed in the background
             view = session.range_kernels(biggest)
-            assert view is session._memo[key][1]  # opening it computes nothing
+            assert view is kept[1]  # opening it computes nothing
             fresh = kernels.range_kernels(model, biggest, extra_ratios=roofline_vm.ratios(session, biggest))
             pd.testing.assert_frame_equal(view.summary, fresh.summary)
             ui.app.open_kernels(biggest)
