@@ -275,9 +275,7 @@ class SqliteArrowTables(SqliteTables):
             return
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsight-read-ahead")
         for table, columns in reads:
-            sql = _select(table, columns, None)[0]
-            self._ahead[(table, tuple(columns))] = self._pool.submit(
-                lambda sql=sql, table=table, columns=columns: from_arrow(table, _arrow(con, sql), columns))
+            self._ahead[(table, tuple(columns))] = self._pool.submit(_read_arrow, con, table, columns)
         self._ahead_con = con
 
     def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
@@ -309,6 +307,11 @@ class SqliteArrowTables(SqliteTables):
         if self.adbc is not None:
             self.adbc.close()
         super().close()
+
+
+def _read_arrow(con, table: str, columns: list[str]) -> Fetched:
+    """A whole table's columns through an ADBC connection (the read-ahead thread's job)."""
+    return from_arrow(table, _arrow(con, _select(table, columns, None)[0]), columns)
 
 
 def _arrow(con, sql: str):
