@@ -643,9 +643,15 @@ class TraceLoader:
             self._early = self._guarded(self._ranges_only)
         return self._early
 
-    def _ranges_only(self) -> "Trace":
-        if self.has_cuda:  # the GPU tables are read in the background while the ranges are
+    def read_ahead(self) -> None:
+        """Start reading the CUDA API and GPU tables in the background (a reader that gains
+        nothing from it ignores this; asking twice is asking once): the ranges, or the
+        caller's own start-up, proceed meanwhile."""
+        if self.has_cuda:
             self.tables.prefetch(_gpu_reads(self.tables.schema))
+
+    def _ranges_only(self) -> "Trace":
+        self.read_ahead()  # the GPU tables are read in the background while the ranges are
         self.say(0.05, "NVTX ranges")
         self.strings = _Strings(self.tables, self.checks)
         ranges, marks = _load_nvtx(self.tables, self.strings, self.checks)

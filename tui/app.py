@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.ids import PID_MASK, tid_of
+from nsight_tui.parsers.load import TraceLoader
 from nsight_tui.parsers.ranks import Rank, find_ranks, scoped_model
 from nsight_tui.tui import export
 from nsight_tui.tui.commands import NsightCommands
@@ -106,6 +107,9 @@ class NsightApp(App[int]):
         self._mode_switching = False
         self._sessions: dict[Path, Session] = {}  # reopening from the files view is instant
         self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
+        # The one file's loader, opened before the app started (tui.launch.open_early); the
+        # first load takes it.
+        self.opened: Callable[[], TraceLoader] | None = None
 
     # -- start-up and loading -------------------------------------------------------------------
     @property
@@ -143,8 +147,9 @@ class NsightApp(App[int]):
 
         first = None
         try:
+            opened, self.opened = self.opened, None
             load = StagedLoad(path, attribution, self.main_thread, progress, clock=self.clock,
-                              started=self._load_started)
+                              started=self._load_started, opened=opened)
             # Stage 1: the NVTX tree with CPU times, on screen while the GPU work is read.
             first = load.tree()
             if first is not None and not worker.is_cancelled:

@@ -12,10 +12,16 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.source import export_paths
+
+if TYPE_CHECKING:
+    from nsight_tui.parsers.load import TraceLoader
 
 # Exit status for each signal, as a shell reports a process killed by it (128 + number).
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -31,6 +37,23 @@ def check_readable(path: Path) -> None:
     from nsight_tui.parsers.columns import open_tables
 
     open_tables(path, native=False).close()
+
+
+def open_early(path: Path) -> Callable[[], TraceLoader]:
+    """Open one export and begin reading its GPU tables now, in the background, while
+    Textual is imported and the loading screen drawn (the driver reads without the GIL):
+    the app's load takes the loader from the returned call, which raises what opening raised."""
+    def opening() -> TraceLoader:
+        from nsight_tui.parsers.load import TraceLoader
+
+        loader = TraceLoader(path)
+        loader.read_ahead()
+        return loader
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsight-open")
+    opened = pool.submit(opening)
+    pool.shutdown(wait=False)
+    return opened.result
 
 
 def check_terminal() -> None:
@@ -124,9 +147,11 @@ def launch(args) -> int:
             raise TraceError(f"{missing[0]}: no such file")
     options = roofline_options(args)
     check_terminal()
+    opened = open_early(paths[0]) if len(paths) == 1 else None
     from nsight_tui.tui.app import NsightApp
 
     app = NsightApp(paths, attribution=args.attribution, diff=diff, main_thread=getattr(args, "main_thread", None))
+    app.opened = opened
     app.roofline_options = options
     guard = TerminalGuard(app)
     # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread

@@ -280,17 +280,20 @@ class StagedLoad:
     to wait for): the caller then opens one Session with `finish()`'s trace. The full model
     takes over the first stage's tree nodes (`range_model(..., tree_from=)`), so the rows on
     screen stay and only their GPU columns fill in. `progress(fraction, text)`: 0..1 over
-    the whole load."""
+    the whole load. `opened`: the file's TraceLoader, opened (and its GPU tables' read begun)
+    before the app started (tui.launch.open_early); it raises what opening raised."""
 
     def __init__(self, path: Path, attribution: str, main_thread: str | None = None,
                  progress: Callable[[float, str], None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter, started: float | None = None):
+                 clock: Callable[[], float] = time.perf_counter, started: float | None = None,
+                 opened: Callable[[], TraceLoader] | None = None):
         self.path, self.attribution, self.main_thread = path, attribution, main_thread
         self.progress = progress or (lambda fraction, text: None)
         self.clock = clock
         self.started = clock() if started is None else started
         self._tree: RangeModel | None = None
-        self.loader = TraceLoader(path, progress=lambda f, text: self.progress(0.85 * f, text))
+        self.loader = opened() if opened is not None else TraceLoader(path)
+        self.loader.say = lambda f, text: self.progress(0.85 * f, text)
 
     def seconds(self) -> float:
         return self.clock() - self.started

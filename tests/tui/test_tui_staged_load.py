@@ -123,3 +123,43 @@ def test_biggest_ranges_tables_are_ready_after_load(tui):
             assert isinstance(ui.screen, KernelsScreen) and ui.screen.grid.row_count == len(fresh.summary) > 0
 
     asyncio.run(body())
+
+
+def test_file_opened_before_the_app_is_the_one_loaded(monkeypatch, sql):
+    """`nsight-tui FILE` opens the export and starts reading its GPU tables before Textual
+    is imported (tui.launch.open_early); the app's load takes that loader and opens nothing
+    more."""
+    from nsight_tui.tui.launch import open_early
+
+    opened_paths: list = []
+    real_init = load.TraceLoader.__init__
+
+    def counting_init(self, path, *args, **kwargs):
+        opened_paths.append(path)
+        real_init(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(load.TraceLoader, "__init__", counting_init)
+
+    async def body():
+        app = make_app(SAMPLE)
+        app.opened = open_early(SAMPLE)
+        async with app.run_test(size=(100, 30)) as pilot:
+            ui = Ui(app, pilot)
+            await ui.loaded()
+            assert app.opened is None and opened_paths == [SAMPLE]
+            kernels = sql.scalar(SAMPLE, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+            assert app.session.trace.info.kernels == kernels > 0
+
+    asyncio.run(body())
+
+
+def test_file_opened_early_fails_in_the_load(tmp_path):
+    """What opening raised (here: not an export) is raised where the load opens the file."""
+    from nsight_tui.parsers.errors import TraceError
+    from nsight_tui.tui.launch import open_early
+
+    bad = tmp_path / "notes.sqlite"
+    bad.write_text("not a database\n" * 100)
+    opened = open_early(bad)
+    with pytest.raises(TraceError, match="notes.sqlite"):
+        StagedLoad(bad, "process", opened=opened)
