@@ -21,7 +21,7 @@ import pandas as pd
 
 from nsight_tui.parsers.nvtx_nesting import nsys_nesting
 from nsight_tui.parsers.groupstats import group_ids, group_stats
-from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.model import range_model
 
@@ -133,9 +133,18 @@ def _name_ranks(trace: Trace) -> np.ndarray:
 
 
 def cuda_api_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
+    return cuda_api_sum_of(trace, None)
+
+
+def cuda_api_sum_of(trace: Trace, gpids: frozenset[int] | None) -> Report:
+    """cuda_api_sum over the calls of the processes `gpids` only (one rank's process), or
+    over every call (None: nsys's report)."""
     headers = ["Time (%)", "Total Time (ns)", "Num Calls", *STAT_HEADERS, "Name"]
     rep = Report("cuda_api_sum", "CUDA API Summary", headers)
     api = trace.api
+    if gpids is not None:
+        process = api["gtid"].to_numpy(np.int64) & PID_MASK
+        api = api[np.isin(process, np.fromiter(gpids, dtype=np.int64))]
     if not trace.schema.has("CUPTI_ACTIVITY_KIND_RUNTIME") or api.empty:
         rep.message = "does not contain CUDA trace data"
         return rep

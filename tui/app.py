@@ -450,8 +450,9 @@ class NsightApp(App[int]):
         old_node = next((s.node for s in self.screen_stack[base + 1:]
                          if isinstance(s, KernelsScreen) and s.node is not None), None)
         rank_changed = message.rank != session.rank
-        # a new rank on the all-kernels view (2): that view again, of the new rank
+        # a new rank on a trace-wide view (2 all kernels, 3 API summary): that view again, of the new rank
         all_kernels = rank_changed and isinstance(self.screen, KernelsScreen) and self.screen.node is None
+        api_summary = rank_changed and isinstance(self.screen, ApiScreen)
         await self._to_base()
         session.attribution = message.attribution
         session.main_thread = message.main_thread
@@ -464,6 +465,8 @@ class NsightApp(App[int]):
             self.notify(session.rank_help() or "rank filter: every rank", timeout=6, markup=False)
             if all_kernels:
                 self.open_kernels(None)
+            elif api_summary:
+                self.push_screen(ApiScreen(session))
             else:
                 self._same_path_in_rank(ranges, keep, old_node)
             return

@@ -78,8 +78,9 @@ class Session:
             return self._memo.setdefault(full, value)
 
     def _key(self, key: str, per_mode: bool = True, per_rank: bool = True) -> tuple:
+        mode = (self.attribution, self.main_thread) if per_mode else None
         rank = (self.rank.gpid, self.rank.device) if self.rank is not None and per_rank else None
-        return (key, (self.attribution, self.main_thread, rank) if per_mode else "")
+        return (key, mode, rank)
 
     def kept(self, key: str, per_mode: bool = True, per_rank: bool = True):
         """What `_once(key, ...)` computed under the mode and rank in force, or None (tests
@@ -100,7 +101,7 @@ class Session:
         with self._lock:
             self._memo.clear()
         if ranks is not None:
-            self._once("ranks", lambda: ranks, per_mode=False)
+            self._once("ranks", lambda: ranks, per_mode=False, per_rank=False)
 
     # -- the views' data ----------------------------------------------------------------------
     def header(self) -> HeaderInfo:
@@ -161,7 +162,7 @@ class Session:
     # -- ranks ----------------------------------------------------------------------------------
     def ranks(self) -> list[Rank]:
         """The export's ranks (process x GPU with GPU work), in rank order."""
-        return self._once("ranks", lambda: rank_analysis.find_ranks(self.trace), per_mode=False)
+        return self._once("ranks", lambda: rank_analysis.find_ranks(self.trace), per_mode=False, per_rank=False)
 
     def next_rank(self) -> Rank | None:
         """What `R` moves to: every rank -> rank 0 -> rank 1 ... -> every rank."""
@@ -173,10 +174,10 @@ class Session:
 
     def run_ranks(self) -> RunRanks:
         """Every rank's figures (parsers.ranks; independent of the attribution and the filter)."""
-        return self._once("run_ranks", lambda: rank_analysis.ranks_of_trace(self.trace), per_mode=False)
+        return self._once("run_ranks", lambda: rank_analysis.ranks_of_trace(self.trace), per_mode=False, per_rank=False)
 
     def ranks_view(self) -> ranks_vm.RanksView:
-        return self._once("ranks_view", lambda: ranks_vm.ranks_view(self.run_ranks()), per_mode=False)
+        return self._once("ranks_view", lambda: ranks_vm.ranks_view(self.run_ranks()), per_mode=False, per_rank=False)
 
     def rank_badge(self) -> str:
         """The header's rank badge: the rank in force, `all N ranks` (totals sum them), or ""
@@ -219,7 +220,18 @@ class Session:
         return f"{len(mine)} ranks of this process, summed" if mine else ""
 
     def api_summary(self) -> api.ApiView:
-        return self._once("api_summary", lambda: api.api_summary(self.trace, self.attribution), per_rank=False)
+        """nsys's cuda_api_sum; under a rank filter, the calls of that rank's process only."""
+        gpids = frozenset({self.rank.gpid}) if self.rank is not None else None
+        return self._once("api_summary", lambda: api.api_summary(self.trace, gpids), per_mode=False)
+
+    def api_scope_text(self) -> str:
+        """Whose CUDA API calls the summary counts, where the export has several ranks ("" when
+        one): every rank's, or the filtered rank's process's (calls are per process: a process
+        driving several GPUs makes the calls of all of them)."""
+        if self.rank is None:
+            return self.scope_text()
+        shared = [r.label for r in self.ranks() if r.gpid == self.rank.gpid and r != self.rank]
+        return f"process {self.rank.pid} ({self.rank.label}" + (f"; also {', '.join(shared)})" if shared else ")")
 
     def launches(self, positions: np.ndarray, name: str) -> launches.LaunchTable:
         frame = launches.launch_frame(self.model, positions, name)
@@ -243,7 +255,7 @@ class Session:
         return self._once("instance_nodes", index).get(int(rid))
 
     def palette_kernels(self) -> list[tuple[str, str]]:
-        return self._once("palette_kernels", lambda: palette.top_kernels(self.trace), per_mode=False)
+        return self._once("palette_kernels", lambda: palette.top_kernels(self.trace), per_mode=False, per_rank=False)
 
     def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
         """Compute the views that do not depend on the cursor (the app does this in the

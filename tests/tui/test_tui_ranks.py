@@ -139,6 +139,43 @@ def test_all_kernels_view_of_a_rank_and_of_all_ranks(tui):
     run(body())
 
 
+def api_calls_sql(path: Path, pid: int | None = None) -> tuple[int, int]:
+    """CUDA API calls and their total time, of one process (its pid) or of every process."""
+    where = f"WHERE (globalTid >> 24) & 16777215 = {pid}" if pid is not None else ""
+    ((calls, total),) = core._rows(path, f'SELECT count(*), sum("end" - start) FROM CUPTI_ACTIVITY_KIND_RUNTIME {where}')
+    return calls, total
+
+
+def test_api_summary_of_a_rank_and_of_all_ranks(tui):
+    """`3` counts every process's CUDA API calls; `R` on it shows the view again, over the
+    filtered rank's process's calls only (SQL by the calls' process)."""
+    pids = rank_processes(DDP)
+    every = api_calls_sql(DDP)
+    mine = {r: api_calls_sql(DDP, pid) for r, pid in pids.items()}
+    # (a process with no GPU work, the launcher, makes a call too: it is in "every", no rank's)
+    assert sum(c for c, _ in mine.values()) <= every[0] and mine[0] != mine[1]
+
+    def shown(screen) -> tuple[int, int]:
+        frame = screen.table.frame
+        return int(frame["calls"].sum()), int(frame["total"].sum())
+
+    async def body():
+        async with tui(DDP, size=(100, 30)) as ui:
+            await ui.press("3")
+            await ui.until(lambda: getattr(ui.screen, "table", None) is not None, "the API summary")
+            assert shown(ui.screen) == every
+            assert "cuda_api_sum) · all 2 ranks, summed" in ui.flat_text()
+            for rank in (0, 1):
+                await ui.press("R")
+                await ui.until(lambda: type(ui.screen).__name__ == "ApiScreen" and ui.screen.table is not None
+                               and ui.app.session.rank is not None and ui.app.session.rank.rank == rank,  # noqa: B023 - awaited here
+                               f"the API summary of rank {rank}")
+                assert shown(ui.screen) == mine[rank]
+                assert f"cuda_api_sum) · process {pids[rank]} (rank {rank} · GPU" in ui.flat_text()
+
+    run(body())
+
+
 def test_rank_filter_on_a_single_rank_export_says_there_is_nothing_to_filter(tui):
     async def body():
         async with tui(SAMPLES / "small_ctx128.sqlite", size=(100, 30)) as ui:
@@ -247,3 +284,27 @@ def test_header_keeps_the_rank_badge_whole_in_one_row_at_80_columns():
         assert row.text.startswith("small_ctx128_ddp2") and "9,454 kernels" in row.text
     rows = fit(HeaderInfo(**base), 78)  # one rank: as before, the API count stays (two rows if need be)
     assert any("33,439 API" in r.text for r in rows) and rows[-1].badge == "attr: process"
+
+
+def test_api_summary_of_a_process_driving_two_gpus_says_so(tmp_path: Path):
+    """A process driving two GPUs is two ranks, but its CUDA API calls are the process's: the
+    summary under either rank says which process it counts and that it drives the other too.
+    The export: the DDP sample with rank 1's GPU work moved to rank 0's process."""
+    from conftest import mutated_copy
+    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.tui.session import Session
+
+    pids = rank_processes(DDP)
+    one = mutated_copy(tmp_path, "one_process_two_gpus",
+                       *(f"UPDATE {t} SET globalPid = (SELECT min(globalPid) FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                         f"WHERE (globalPid >> 24) & 16777215 = {pids[0]}) "
+                         f"WHERE (globalPid >> 24) & 16777215 = {pids[1]}"
+                         for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                   "CUPTI_ACTIVITY_KIND_MEMSET")), src=DDP)
+    session = Session(one, load_trace(one), "process", 0.0)
+    ranks = session.ranks()
+    assert [(r.pid, r.device) for r in ranks] == [(pids[0], 0), (pids[0], 1)]
+    session.rank = ranks[1]
+    assert session.api_scope_text() == f"process {pids[0]} ({ranks[1].label}; also {ranks[0].label})"
+    calls = int(session.api_summary().frame["calls"].sum())
+    assert calls == api_calls_sql(one, pids[0])[0]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.nsys_reports import build_report
+from nsight_tui.parsers.nsys_reports import cuda_api_sum_of
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 
@@ -35,7 +35,8 @@ def api_columns(headers: list[str]) -> list[Column]:
     ]
 
 
-def api_summary(trace: Trace, attribution: str) -> ApiView:
-    report = build_report(trace, "cuda_api_sum", attribution)
+def api_summary(trace: Trace, gpids: frozenset[int] | None = None) -> ApiView:
+    """Every CUDA API call (nsys's report), or the calls of the processes `gpids` (a rank's)."""
+    report = cuda_api_sum_of(trace, gpids)
     frame = pd.DataFrame(report.rows, columns=KEYS) if report.rows else pd.DataFrame({k: [] for k in KEYS})
     return ApiView(frame, report.headers, report.message or "no CUDA API calls")

@@ -13,8 +13,8 @@ class ApiScreen(TableScreen):
     view_name = "api"
 
     def crumb(self) -> str:
-        n = len(self.session.ranks()) if self.session is not None else 0
-        return "CUDA API summary (as nsys stats -r cuda_api_sum)" + (f" · all {n} ranks, summed" if n > 1 else "")
+        scope = self.session.api_scope_text() if self.session is not None else ""
+        return "CUDA API summary (as nsys stats -r cuda_api_sum)" + (f" · {scope}" if scope else "")
 
     def mounted(self) -> None:
         super().mounted()
