@@ -149,10 +149,12 @@ def find_ranks(trace: Trace, file_rank: int | None = None) -> list[Rank]:
     ops = trace.ops
     if len(ops) == 0:
         return []
-    pairs = np.unique(np.stack([ops["gpid"].to_numpy(np.int64), ops["device"].to_numpy(np.int64)], axis=1), axis=0)
+    # Distinct (process, GPU) pairs by hashing: np.unique(axis=0) sorts whole rows, ~1 s for
+    # 600k ops, and this runs on every load (the header's rank badge).
+    pairs = sorted(map(tuple, ops[["gpid", "device"]].drop_duplicates().to_numpy(np.int64).tolist()))
     by_config = _config_ranks(trace)
     found = []
-    for gpid, device in pairs.tolist():
+    for gpid, device in pairs:
         pid, name = trace.processes.get(int(gpid), (int(pid_of(int(gpid))), ""))
         rank, source = by_config.get(pid), "the capture's config mark"
         if rank is None and file_rank is not None and len(pairs) == 1:
