@@ -33,6 +33,9 @@ from nsight_tui.parsers.errors import TraceError
 from nsight_tui.parsers.source import (Schema, connect_readonly, probe_integrity, read_schema, readonly_uri)
 
 CHUNK = 1 << 16
+# The big tables (API calls, kernels) read at once: two cores' worth (the machines this runs on
+# have at least two; more threads than tables gain nothing).
+READ_AHEAD_THREADS = 2
 ROWID = "rowid"  # SQLite's row key; for the columnar exports, the row's position + 1
 
 
@@ -258,25 +261,17 @@ class SqliteArrowTables(SqliteTables):
         self.fallbacks: list[str] = []  # tables the driver refused, read by sqlite3 instead
         self._ahead: dict[tuple[str, tuple[str, ...]], Future] = {}
         self._pool: ThreadPoolExecutor | None = None
-        self._ahead_con: Any = None
 
     def prefetch(self, reads: list[tuple[str, list[str]]]) -> None:
-        """Read these tables in one background thread, on a connection of its own (ADBC
-        connections are not shared between threads), while the caller works on something
-        else: the driver fills Arrow arrays without holding the GIL, so on two cores the
-        big tables' read overlaps the NVTX tree's build."""
+        """Read these tables in background threads while the caller works on something else:
+        the driver fills Arrow arrays without holding the GIL, so the big tables' reads
+        overlap each other and the NVTX tree's build. Each read opens a connection of its own
+        (ADBC connections are not shared between threads) and closes it when done."""
         if self.adbc is None or self._pool is not None or not reads:
             return
-        import adbc_driver_sqlite.dbapi as adbc
-
-        try:
-            con = adbc.connect(readonly_uri(self.path))
-        except Exception:  # read them in the foreground, as without the hint
-            return
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsight-read-ahead")
+        self._pool = ThreadPoolExecutor(max_workers=READ_AHEAD_THREADS, thread_name_prefix="nsight-read-ahead")
         for table, columns in reads:
-            self._ahead[(table, tuple(columns))] = self._pool.submit(_read_arrow, con, table, columns)
-        self._ahead_con = con
+            self._ahead[(table, tuple(columns))] = self._pool.submit(_read_arrow, self.path, table, columns)
 
     def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
         if self.adbc is None or rows is not None:  # chosen rows (launch details): one IN query
@@ -303,15 +298,20 @@ class SqliteArrowTables(SqliteTables):
         if self._pool is not None:  # drop reads not started; wait for the one running (its connection)
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._ahead.clear()
-            self._ahead_con.close()
         if self.adbc is not None:
             self.adbc.close()
         super().close()
 
 
-def _read_arrow(con, table: str, columns: list[str]) -> Fetched:
-    """A whole table's columns through an ADBC connection (the read-ahead thread's job)."""
-    return from_arrow(table, _arrow(con, _select(table, columns, None)[0]), columns)
+def _read_arrow(path: Path, table: str, columns: list[str]) -> Fetched:
+    """A whole table's columns through an ADBC connection of its own (a read-ahead job)."""
+    import adbc_driver_sqlite.dbapi as adbc
+
+    con = adbc.connect(readonly_uri(path))
+    try:
+        return from_arrow(table, _arrow(con, _select(table, columns, None)[0]), columns)
+    finally:
+        con.close()
 
 
 def _arrow(con, sql: str):
