@@ -164,17 +164,32 @@ def fetch_sqlite(con: sqlite3.Connection, table: str, columns: list[str], rows: 
             n += len(chunk)
             for i, col in enumerate(_chunk_columns(chunk, len(columns))):
                 parts[i].append(col)
+    return _merged(table, n, columns, parts)
+
+
+def _merged(table: str, n: int, columns: list[str], parts: list[list]) -> Fetched:
+    """Per column, its chunks [(values, NULL mask or None)] joined into one array. Each
+    column's chunks are dropped as soon as it is joined (the lists are emptied): the peak is
+    the table plus one column, not twice the table."""
     out = Fetched(table, n)
     for name, chunks in zip(columns, parts):
         if not chunks:
             out.values[name] = np.zeros(0, dtype=np.int64)
             continue
-        if any(v.dtype == object for v, _ in chunks):
-            out.values[name] = np.concatenate([v.astype(object) for v, _ in chunks])
-            continue
-        out.values[name] = np.concatenate([v for v, _ in chunks]) if len(chunks) > 1 else chunks[0][0]
-        if any(m is not None for _, m in chunks):
-            out.nulls[name] = np.concatenate([np.zeros(len(v), bool) if m is None else m for v, m in chunks])
+        if any(v.dtype == object for v, _ in chunks):  # text somewhere: all objects, None for NULL
+            out.values[name] = np.concatenate([_as_objects(v, m) for v, m in chunks])
+        else:
+            out.values[name] = np.concatenate([v for v, _ in chunks]) if len(chunks) > 1 else chunks[0][0]
+            if any(m is not None for _, m in chunks):
+                out.nulls[name] = np.concatenate([np.zeros(len(v), bool) if m is None else m for v, m in chunks])
+        chunks.clear()
+    return out
+
+
+def _as_objects(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    out = values.astype(object)
+    if mask is not None:
+        out[mask] = None
     return out
 
 
@@ -210,25 +225,51 @@ class SqliteTables(Tables):
 
 # -- Arrow: shared by the ADBC reader and nsys's columnar exports ------------------------------
 def from_arrow(table_name: str, tbl, columns: list[str]) -> Fetched:
-    """An Arrow table (any integer widths, strings, NULLs) as a `Fetched`."""
+    """An Arrow table or record batch (any integer widths, strings, NULLs) as a `Fetched`."""
+    out = Fetched(table_name, tbl.num_rows)
+    for name, col in zip(columns, tbl.columns):
+        values, mask = _arrow_column(col)
+        out.values[name] = values
+        if mask is not None:
+            out.nulls[name] = mask
+    return out
+
+
+def _arrow_column(col) -> tuple[np.ndarray, np.ndarray | None]:
+    """One Arrow column as (int64 values, NULL mask or None), or (objects, None) for text,
+    numbers that are not integers and uint64 values above int64's range."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    out = Fetched(table_name, tbl.num_rows)
-    for name, col in zip(columns, tbl.columns):
-        t = col.type
-        if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
-            if col.null_count:
-                out.nulls[name] = col.is_null().to_numpy(zero_copy_only=False)
-                col = pc.fill_null(col, 0) if not pa.types.is_null(t) else pa.array(np.zeros(len(col), np.int64))
-            if pa.types.is_uint64(t) and len(col) and pc.max(col).as_py() >= 2**63:
-                out.values[name] = col.to_numpy(zero_copy_only=False).astype(object)
-                continue
-            out.values[name] = np.ascontiguousarray(col.to_numpy(zero_copy_only=False), dtype=np.int64) \
-                if len(col) else np.zeros(0, dtype=np.int64)
-        else:  # text, or numbers that are not integers: objects, for the loader's validation
-            out.values[name] = np.array(col.to_pylist(), dtype=object) if len(col) else np.zeros(0, dtype=object)
-    return out
+    t = col.type
+    if not (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_null(t)):
+        # text, or numbers that are not integers: objects, for the loader's validation
+        return (np.array(col.to_pylist(), dtype=object) if len(col) else np.zeros(0, dtype=object)), None
+    mask = None
+    if col.null_count:
+        mask = col.is_null().to_numpy(zero_copy_only=False)
+        col = pc.fill_null(col, 0) if not pa.types.is_null(t) else pa.array(np.zeros(len(col), np.int64))
+    if pa.types.is_uint64(t) and len(col) and pc.max(col).as_py() >= 2**63:
+        return col.to_numpy(zero_copy_only=False).astype(object), None
+    values = np.ascontiguousarray(col.to_numpy(zero_copy_only=False), dtype=np.int64) \
+        if len(col) else np.zeros(0, dtype=np.int64)
+    return values, mask
+
+
+def from_arrow_batches(table_name: str, batches, columns: list[str]) -> Fetched:
+    """A stream of Arrow record batches as one `Fetched`, each batch copied out and let go
+    as it arrives: the driver's buffers for the whole table never exist at once, and the
+    columns are joined one at a time (`_merged`)."""
+    parts: list[list] = [[] for _ in columns]
+    n = 0
+    for batch in batches:
+        n += batch.num_rows
+        for i, col in enumerate(batch.columns):
+            values, mask = _arrow_column(col)
+            # a copy: a zero-copy view would keep the driver's whole batch alive
+            parts[i].append((values.copy() if values.base is not None else values, mask))
+        del batch
+    return _merged(table_name, n, columns, parts)
 
 
 def _has_adbc() -> bool:
@@ -277,7 +318,7 @@ class SqliteArrowTables(SqliteTables):
         for table, columns in reads:
             sql = _select(table, columns, None)[0]
             self._ahead[(table, tuple(columns))] = self._pool.submit(
-                lambda sql=sql, table=table, columns=columns: from_arrow(table, _arrow(con, sql), columns))
+                lambda sql=sql, table=table, columns=columns: _fetch_arrow(con, sql, table, columns))
         self._ahead_con = con
 
     def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
@@ -288,7 +329,7 @@ class SqliteArrowTables(SqliteTables):
             if ahead is not None and not where:  # read ahead, as asked (a scan's conditions: read again)
                 fetched = ahead.result()
             else:
-                fetched = from_arrow(table, _arrow(self.adbc, _select(table, columns, None, where)[0]), columns)
+                fetched = _fetch_arrow(self.adbc, _select(table, columns, None, where)[0], table, columns)
         except Exception:  # a type the driver refuses (text in an integer column), or a driver bug
             fetched = None
         if fetched is None or not all(fetched.is_integer(c) for c in integer if fetched.has(c)):
@@ -311,12 +352,22 @@ class SqliteArrowTables(SqliteTables):
         super().close()
 
 
+# Rows per Arrow batch from the ADBC driver (its default is 1024): fewer, larger batches
+# cost less Python per table; each is a few MB at most (64k rows x the columns read).
+BATCH_ROWS = 1 << 16
+
+
+def _fetch_arrow(con, sql: str, table: str, columns: list[str]) -> Fetched:
+    return from_arrow_batches(table, _arrow(con, sql), columns)
+
+
 def _arrow(con, sql: str):
-    """One query's result as an Arrow table, through an ADBC connection."""
+    """One query's result through an ADBC connection, as a stream of Arrow record batches."""
     cur = con.cursor()
     try:
+        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
         cur.execute(sql)
-        return cur.fetch_arrow_table()
+        yield from cur.fetch_record_batch()
     finally:
         cur.close()
 
