@@ -1,0 +1,48 @@
+"""Work done in blocks to bound the peak memory (the range model's per-range figures, the
+attribution's enclosing test) gives exactly what one block gives: blocks of a few pairs,
+cut anywhere, against the whole (the whole is what the nsys oracle tests check)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import SAMPLES
+
+from nsight_tui.parsers import attribution, model
+from nsight_tui.parsers.load import load_trace
+
+FIGURES = ("op_count", "kernel_count", "kernel_ns", "op_ns", "proj_ns", "busy_ns", "pair_op", "pair_range",
+           "pair_offsets")
+TRACES = ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite", "edge_overlap.sqlite", "small_ctx128_agnvtx.sqlite"]
+
+
+@pytest.mark.parametrize("name", TRACES)
+@pytest.mark.parametrize("mode", ["process", "nsys"])
+def test_blocks_change_no_figure(monkeypatch, name, mode):
+    whole = model.RangeModel(load_trace(SAMPLES / name), mode)
+    assert len(model._range_blocks(whole.pair_offsets, model.METRIC_BLOCK_PAIRS)) <= 1  # one block
+    monkeypatch.setattr(model, "METRIC_BLOCK_PAIRS", 7)
+    monkeypatch.setattr(attribution, "BLOCK", 5)
+    blocked = model.RangeModel(load_trace(SAMPLES / name), mode)
+    assert len(model._range_blocks(blocked.pair_offsets, 7)) > 1 or whole.pair_offsets[-1] <= 7
+    for figure in FIGURES:
+        np.testing.assert_array_equal(getattr(blocked, figure), getattr(whole, figure), err_msg=figure)
+
+
+def test_range_blocks_cover_every_range_once():
+    # ranges with 0, 3, 0, 10, 1, 1, 0 pairs
+    offsets = np.cumsum([0, 0, 3, 0, 10, 1, 1, 0])
+    for size in (1, 2, 3, 4, 11, 100):
+        blocks = model._range_blocks(offsets, size)
+        assert [lo for lo, _ in blocks][0] == 0 and blocks[-1][1] == 7
+        assert all(hi == lo2 for (_, hi), (lo2, _) in zip(blocks, blocks[1:]))  # contiguous, in order
+        for lo, hi in blocks:  # its first range's pairs, and at most `size` more
+            assert offsets[hi] - offsets[lo] <= size + offsets[lo + 1] - offsets[lo]
+    assert model._range_blocks(np.zeros(1, dtype=np.int64), 4) == []
+
+
+def test_slices_to_pairs_int32_matches_int64():
+    lo = np.array([5, 0, 7, 3], dtype=np.int64)
+    hi = np.array([8, 0, 9, 3], dtype=np.int64)
+    rows, pos = attribution.slices_to_pairs(lo, hi, np.int32)
+    assert rows.dtype == np.int32 and pos.dtype == np.int32
+    assert rows.tolist() == [0, 0, 0, 2, 2] and pos.tolist() == [5, 6, 7, 7, 8]
