@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers import main_thread as main_thread_choice
-from nsight_tui.parsers.ids import PID_MASK
+from nsight_tui.parsers.ids import PID_MASK, index_dtype
 
 MODES = ("process", "nsys")
 BLOCK = 1 << 20  # pairs per block where a per-pair temporary would be int64
@@ -34,12 +34,6 @@ MODE_HELP = {
 def _group_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     uniq, codes = np.unique(values, return_inverse=True)
     return uniq, codes.astype(np.int64)
-
-
-def index_dtype(*sizes: int) -> type:
-    """int32 positions while every array indexed is under 2^31 rows: pairs number kernels x
-    nesting depth, the largest arrays a load makes, and half the bytes is half the peak."""
-    return np.int32 if max(sizes, default=0) < 2**31 else np.int64
 
 
 def slices_to_pairs(lo: np.ndarray, hi: np.ndarray, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:

@@ -18,11 +18,10 @@ from nsight_tui.parsers.attribution import (
     MODE_HELP,
     attribute,
     enclosing_pairs,
-    index_dtype,
     slices_to_pairs,
 )
 from nsight_tui.parsers.groupstats import group_ids, group_stats
-from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
 

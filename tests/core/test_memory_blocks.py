@@ -46,3 +46,60 @@ def test_slices_to_pairs_int32_matches_int64():
     rows, pos = attribution.slices_to_pairs(lo, hi, np.int32)
     assert rows.dtype == np.int32 and pos.dtype == np.int32
     assert rows.tolist() == [0, 0, 0, 2, 2] and pos.tolist() == [5, 6, 7, 7, 8]
+
+
+def _launches_by_sql(path, pid_column: bool) -> list[tuple[str, int, int]]:
+    """(table, op rowid, the launching call's rank in the runtime table or -1), by SQL: the
+    first call (by rowid) with the op's correlation ID in the op's process."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    present = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    key = "correlationId, globalTid >> 24" if pid_column else "correlationId, 0"
+    rows = []
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        if table not in present:
+            continue
+        op_key = "o.correlationId, o.globalPid >> 24" if pid_column else "o.correlationId, 0"
+        rows += con.execute(f"""
+            WITH ranked AS (SELECT correlationId, globalTid, ROW_NUMBER() OVER (ORDER BY rowid) - 1 AS rank
+                            FROM CUPTI_ACTIVITY_KIND_RUNTIME),
+                 first AS (SELECT {key} AS k1, MIN(rank) AS rank FROM ranked
+                           WHERE correlationId IS NOT NULL GROUP BY 1, 2)
+            SELECT '{table}', o.rowid, COALESCE(f.rank, -1)
+            FROM {table} o LEFT JOIN first f ON (f.correlationId, f.k1) = ({op_key})""").fetchall()
+    con.close()
+    return rows
+
+
+@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite", "edge_overlap.sqlite"])
+@pytest.mark.parametrize("drop_pid", [False, True], ids=["with_pid", "no_globalPid"])
+def test_ops_linked_to_their_launch_as_sql_finds_it(tmp_path, monkeypatch, name, drop_pid):
+    import shutil
+    import sqlite3
+
+    from nsight_tui.parsers import load
+    from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET
+
+    path = SAMPLES / name
+    if drop_pid:  # a cut-down export: the correlation ID alone decides (one process)
+        if name == "small_ctx128_ddp2.sqlite":
+            pytest.skip("two processes: without globalPid the IDs are ambiguous")
+        path = tmp_path / name
+        shutil.copy(SAMPLES / name, path)
+        con = sqlite3.connect(path)
+        present = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            if table in present:
+                con.execute(f"ALTER TABLE {table} DROP COLUMN globalPid")
+        con.commit()
+        con.close()
+    monkeypatch.setattr(load, "LINK_BLOCK", 3)
+    trace = load_trace(path)
+    tables = {KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL", MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY",
+              MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET"}
+    got = sorted(zip([tables[k] for k in trace.ops["kind"].tolist()], trace.ops["rowid"].tolist(),
+                     trace.ops["api"].tolist()))
+    want = sorted(_launches_by_sql(path, not drop_pid))
+    assert got == want
+    assert (trace.ops["api"].to_numpy() >= 0).sum() > 0
