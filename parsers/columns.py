@@ -299,6 +299,7 @@ class SqliteArrowTables(SqliteTables):
         self.fallbacks: list[str] = []  # tables the driver refused, read by sqlite3 instead
         self._ahead: dict[tuple[str, tuple[str, ...]], Future] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._prefetched = False
         self._ahead_con: Any = None
 
     def prefetch(self, reads: list[tuple[str, list[str]]]) -> None:
@@ -306,8 +307,9 @@ class SqliteArrowTables(SqliteTables):
         connections are not shared between threads), while the caller works on something
         else: the driver fills Arrow arrays without holding the GIL, so on two cores the
         big tables' read overlaps the NVTX tree's build."""
-        if self.adbc is None or self._pool is not None or not reads:
+        if self.adbc is None or self._prefetched or not reads:
             return
+        self._prefetched = True  # once: a read again after a scan reads in the foreground
         import adbc_driver_sqlite.dbapi as adbc
 
         try:
@@ -327,7 +329,11 @@ class SqliteArrowTables(SqliteTables):
         ahead = self._ahead.pop((table, tuple(columns)), None)
         try:
             if ahead is not None and not where:  # read ahead, as asked (a scan's conditions: read again)
-                fetched = ahead.result()
+                try:
+                    fetched = ahead.result()
+                finally:
+                    if not self._ahead:  # the last one: its thread and connection are let go now
+                        self._stop_ahead()
             else:
                 fetched = _fetch_arrow(self.adbc, _select(table, columns, None, where)[0], table, columns)
         except Exception:  # a type the driver refuses (text in an integer column), or a driver bug
@@ -342,11 +348,18 @@ class SqliteArrowTables(SqliteTables):
             self.fallbacks.remove(table)
         return fetched
 
-    def close(self) -> None:
-        if self._pool is not None:  # drop reads not started; wait for the one running (its connection)
+    def _stop_ahead(self) -> None:
+        """Drop reads not started, wait for the one running (its connection), then close that
+        connection and end the thread: both hold memory (SQLite's page cache, the thread's
+        malloc arena) that the load's later steps can use."""
+        if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._ahead.clear()
             self._ahead_con.close()
+            self._pool = self._ahead_con = None
+
+    def close(self) -> None:
+        self._stop_ahead()
         if self.adbc is not None:
             self.adbc.close()
         super().close()

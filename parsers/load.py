@@ -294,18 +294,32 @@ def _gpu_reads(schema: Schema) -> list[tuple[str, list[str]]]:
     return [(table, columns) for table, columns in reads if schema.has(table) and columns]
 
 
-def _op_frame(tables: Tables, table: str, name_column: str | None, name_default: int,
-              checks: validate.Checks) -> tuple[pd.DataFrame, Fetched]:
+def _op_columns(tables: Tables, table: str, name_column: str | None, name_default: int,
+                checks: validate.Checks) -> dict[str, np.ndarray]:
     f = _read(tables, table, _op_wanted(name_column), integer=(*_OP_INTS, *([name_column] if name_column else [])),
               required=("start", "end"), checks=checks)
-    start = f.int("start", 0)
-    frame = pd.DataFrame({
-        "start": start, "end": f.int("end", 0), "device": f.int("deviceId", -1),
-        "stream": f.int("streamId", -1), "corr": f.int("correlationId", -1), "gpid": f.int("globalPid", -1),
-        "name": f.int(name_column, name_default) if name_column else np.full(f.n, name_default, dtype=np.int64),
-        "rowid": f.int("rowid", 0),
-    }, copy=False)
-    return frame, f
+    # the fetched arrays themselves (no copies where there is no NULL): `f` is let go here
+    return {"start": f.int("start", 0), "end": f.int("end", 0), "device": f.int("deviceId", -1),
+            "stream": f.int("streamId", -1), "corr": f.int("correlationId", -1), "gpid": f.int("globalPid", -1),
+            "name": f.int(name_column, name_default) if name_column else np.full(f.n, name_default, dtype=np.int64),
+            "rowid": f.int("rowid", 0)}
+
+
+# Columns held as int32 when every value fits (ids, not times): 4 bytes a row each.
+NARROW = ("device", "stream", "corr", "rowid")
+
+
+def _joined(parts: list[dict[str, np.ndarray]], column: str, dtype=None) -> np.ndarray:
+    """One column of all parts, each part's array dropped once it is copied (so the peak is
+    the data plus one column); int32 for a NARROW column whose values fit."""
+    arrays = [p.pop(column) for p in parts]
+    if dtype is None:
+        dtype = np.int64
+        if column in NARROW and all(len(a) == 0 or (a.min() >= -2**31 and a.max() < 2**31) for a in arrays):
+            dtype = np.int32
+    if len(arrays) == 1:
+        return arrays[0] if arrays[0].dtype == dtype else arrays[0].astype(dtype)
+    return np.concatenate(arrays, dtype=dtype)
 
 
 def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int],
@@ -314,7 +328,8 @@ def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
     names stay in the file: `op_details` and `op_short` read them when asked."""
     schema = tables.schema
-    frames = []
+    parts: list[dict[str, np.ndarray]] = []
+    kinds: list[int] = []
 
     def code_of(label: str) -> int:
         if label not in index:
@@ -324,28 +339,31 @@ def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[s
 
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if schema.has(t):
-        k, _ = _op_frame(tables, t, _op_name_column(schema, t), -1, checks)
-        k["name"] = _codes(k["name"].to_numpy(), strings, names, index)
-        frames.append((KERNEL, k))
+        k = _op_columns(tables, t, _op_name_column(schema, t), -1, checks)
+        k["name"] = _codes(k["name"], strings, names, index)
+        parts.append(k)
+        kinds.append(KERNEL)
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if schema.has(t):
-        m, _ = _op_frame(tables, t, _op_name_column(schema, t), 0, checks)
-        codes = {int(kind): code_of(f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]")
-                 for kind in np.unique(m["name"].to_numpy())}
-        m["name"] = m["name"].map(codes)
-        frames.append((MEMCPY, m))
+        m = _op_columns(tables, t, _op_name_column(schema, t), 0, checks)
+        copy_kinds, inverse = np.unique(m["name"], return_inverse=True)
+        codes = np.array([code_of(f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]")
+                          for kind in copy_kinds.tolist()], dtype=np.int32)
+        m["name"] = codes[inverse.reshape(-1)]
+        parts.append(m)
+        kinds.append(MEMCPY)
     t = "CUPTI_ACTIVITY_KIND_MEMSET"
     if schema.has(t):
-        s, _ = _op_frame(tables, t, None, 0, checks)
-        s["name"] = code_of("[CUDA memset]")
-        frames.append((MEMSET, s))
-    if not frames:
+        s = _op_columns(tables, t, None, 0, checks)
+        s["name"] = np.full(len(s["start"]), code_of("[CUDA memset]"), dtype=np.int32)
+        parts.append(s)
+        kinds.append(MEMSET)
+    if not parts:
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["kind", *OP_COLUMNS]})
-    kinds = np.concatenate([np.full(len(f), kind, dtype=np.int8) for kind, f in frames])
-    ops = pd.concat([f for _, f in frames], ignore_index=True) if len(frames) > 1 else frames[0][1]
-    ops.insert(0, "kind", kinds)
-    ops["name"] = ops["name"].astype(np.int32)
-    return ops
+    columns = {"kind": np.concatenate([np.full(len(p["start"]), kind, dtype=np.int8) for kind, p in zip(kinds, parts)])}
+    for c in OP_COLUMNS:
+        columns[c] = _joined(parts, c, np.int32 if c == "name" else None)
+    return pd.DataFrame(columns, copy=False)
 
 
 def _kernel_short_names(tables: Tables, op_names: list[str], checks: validate.Checks) -> list[str]:
@@ -382,10 +400,10 @@ def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     if not tables.schema.has(t):
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
     f = _read(tables, t, list(_API_INTS), integer=_API_INTS, required=("start", "end"), checks=checks)
-    api = pd.DataFrame({"start": f.int("start", 0), "end": f.int("end", 0), "gtid": f.int("globalTid", -1),
-                        "corr": f.int("correlationId", -1), "name": f.int("nameId", -1)}, copy=False)
-    api["name"] = _codes(api["name"].to_numpy(), strings, names, index)
-    return api
+    part = {"start": f.int("start", 0), "end": f.int("end", 0), "gtid": f.int("globalTid", -1),
+            "corr": f.int("correlationId", -1), "name": _codes(f.int("nameId", -1), strings, names, index)}
+    del f
+    return pd.DataFrame({c: _joined([part], c, np.int32 if c == "name" else None) for c in cols}, copy=False)
 
 
 RANGE_COLUMNS = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop", "name", "domain", "text", "unended"]
