@@ -103,3 +103,34 @@ def test_ops_linked_to_their_launch_as_sql_finds_it(tmp_path, monkeypatch, name,
     want = sorted(_launches_by_sql(path, not drop_pid))
     assert got == want
     assert (trace.ops["api"].to_numpy() >= 0).sum() > 0
+
+
+def test_std_in_blocks_is_the_one_pass_formula(monkeypatch):
+    from nsight_tui.parsers import groupstats
+
+    rng = np.random.default_rng(7)
+    counts = rng.integers(0, 40, 300)
+    counts[rng.random(300) < 0.2] = 0
+    counts[-1] = 3
+    gid = np.repeat(np.arange(len(counts)), counts)
+    values = np.sort(rng.integers(0, 10**9, len(gid)))
+    # the plain formula: sample standard deviation of each group, one pass over all rows
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    avg = np.add.reduceat(values, starts) / np.maximum(counts, 1)
+    dev = values - np.repeat(avg, counts)
+    ss = np.add.reduceat(dev * dev, starts)
+    want = np.where(counts > 1, np.sqrt(ss / np.maximum(counts - 1, 1)), 0.0)
+    for block in (1, 7, 50, 10**6):
+        monkeypatch.setattr(groupstats, "STD_BLOCK", block)
+        np.testing.assert_array_equal(groupstats.group_stats(gid, len(counts), values, presorted=True).std, want)
+
+
+@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite"])
+def test_nvtx_kern_sum_in_blocks_is_unchanged(monkeypatch, name):
+    from nsight_tui.parsers import groupstats, nsys_reports
+
+    whole = nsys_reports.nvtx_kern_sum(load_trace(SAMPLES / name), "nsys").rows
+    monkeypatch.setattr(nsys_reports, "PAIR_BLOCK", 3)
+    monkeypatch.setattr(groupstats, "STD_BLOCK", 5)
+    blocked = nsys_reports.nvtx_kern_sum(load_trace(SAMPLES / name), "nsys").rows
+    assert blocked == whole and len(whole) > 10
