@@ -305,16 +305,21 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
         op_rank[by_name_dur] = np.arange(len(ops), dtype=np.int64)
         # per range: (name, style) in one number; per pair: that, its thread, its op's rank
         range_part = (rname_rank.astype(np.int64) + 1) * 3 + (style_rank.astype(np.int64) + 1)
-        pair_key = np.empty(len(all_op), dtype=np.int64)
-        for a in range(0, len(all_op), PAIR_BLOCK):  # in blocks: no int64 temporary per pair
-            o, rg = all_op[a:a + PAIR_BLOCK], all_range[a:a + PAIR_BLOCK]
+
+        def pair_keys(a: int, b: int) -> np.ndarray:
+            """The packed key of pairs a..b-1 (made in blocks: no int64 temporary per pair)."""
+            o = all_op[a:b]
             k = op_thread_rank[o] * (n_rname * 3)
-            k += range_part[rg]
+            k += range_part[all_range[a:b]]
             k *= n_ops
             k += op_rank[o]
-            pair_key[a:a + PAIR_BLOCK] = k
-        del op_rank, op_thread_rank
-        key = np.sort(pair_key)
+            return k
+
+        blocks = [(a, min(a + PAIR_BLOCK, len(all_op))) for a in range(0, len(all_op), PAIR_BLOCK)]
+        key = np.empty(len(all_op), dtype=np.int64)
+        for a, b in blocks:
+            key[a:b] = pair_keys(a, b)
+        key.sort()  # in place; the pairs' own order is made again, block by block, below
         new_group = np.ones(len(key), dtype=bool)
         prefix = key // n_ops
         np.not_equal(prefix[1:], prefix[:-1], out=new_group[1:])
@@ -327,7 +332,8 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
         del kname_s
         first_key = key[new_group]
         del key
-        gid_sorted = np.cumsum(new_group, dtype=index)
+        group_index = index_dtype(len(all_op) + 1)  # group ids: fewer than the pairs
+        gid_sorted = np.cumsum(new_group, dtype=group_index)
         gid_sorted -= 1
         n_groups = int(gid_sorted[-1]) + 1 if len(gid_sorted) else 0
         st = group_stats(gid_sorted, n_groups, op_dur[op_s], presorted=True)
@@ -336,8 +342,10 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
         kern_inst = st.num - np.bincount(gid_sorted[1:][repeated], minlength=n_groups)
         del rank, repeated, gid_sorted, new_group
         # the group of each pair, in the pairs' own order (for the range count below)
-        gid = np.searchsorted(first_key, pair_key, side="right") - 1
-        del pair_key
+        gid = np.empty(len(all_op), dtype=group_index)
+        for a, b in blocks:
+            gid[a:b] = np.searchsorted(first_key, pair_keys(a, b), side="right") - 1
+        del op_rank, op_thread_rank
         first = _first_pair_of_group(gid, n_groups)
     else:  # too many distinct keys to pack: group on the five columns
         pid, tid = op_pid.astype(small)[all_op], op_tid.astype(small)[all_op]
