@@ -16,6 +16,7 @@ import pandas as pd
 
 from nsight_tui.parsers.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.memory import release_free_memory
 from nsight_tui.parsers import conventions, validate
 from nsight_tui.parsers.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
@@ -708,9 +709,11 @@ class TraceLoader:
     def finish(self) -> "Trace":
         try:
             early = self.ranges_only()
-            return self._guarded(lambda: self._finish(early))
+            trace = self._guarded(lambda: self._finish(early))
         finally:
             self.tables.close()
+        release_free_memory()  # the readers' and the columns' temporaries, before the model's
+        return trace
 
     def _finish(self, early: "Trace") -> "Trace":
         tables, checks = self.tables, self.checks
