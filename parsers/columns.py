@@ -173,17 +173,26 @@ def _merged(table: str, n: int, columns: list[str], parts: list[list]) -> Fetche
     the table plus one column, not twice the table."""
     out = Fetched(table, n)
     for name, chunks in zip(columns, parts):
-        if not chunks:
-            out.values[name] = np.zeros(0, dtype=np.int64)
-            continue
-        if any(v.dtype == object for v, _ in chunks):  # text somewhere: all objects, None for NULL
-            out.values[name] = np.concatenate([_as_objects(v, m) for v, m in chunks])
-        else:
-            out.values[name] = np.concatenate([v for v, _ in chunks]) if len(chunks) > 1 else chunks[0][0]
-            if any(m is not None for _, m in chunks):
-                out.nulls[name] = np.concatenate([np.zeros(len(v), bool) if m is None else m for v, m in chunks])
-        chunks.clear()
+        values, mask = _joined_chunks(chunks)
+        out.values[name] = values
+        if mask is not None:
+            out.nulls[name] = mask
     return out
+
+
+def _joined_chunks(chunks: list) -> tuple[np.ndarray, np.ndarray | None]:
+    """One column's chunks as one array (and NULL mask); the list is emptied."""
+    if not chunks:
+        return np.zeros(0, dtype=np.int64), None
+    mask = None
+    if any(v.dtype == object for v, _ in chunks):  # text somewhere: all objects, None for NULL
+        values = np.concatenate([_as_objects(v, m) for v, m in chunks])
+    else:
+        values = np.concatenate([v for v, _ in chunks]) if len(chunks) > 1 else chunks[0][0]
+        if any(m is not None for _, m in chunks):
+            mask = np.concatenate([np.zeros(len(v), bool) if m is None else m for v, m in chunks])
+    chunks.clear()
+    return values, mask
 
 
 def _as_objects(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -256,20 +265,79 @@ def _arrow_column(col) -> tuple[np.ndarray, np.ndarray | None]:
     return values, mask
 
 
-def from_arrow_batches(table_name: str, batches, columns: list[str]) -> Fetched:
+def from_arrow_batches(table_name: str, batches, columns: list[str], rows_bound: int | None = None) -> Fetched:
     """A stream of Arrow record batches as one `Fetched`, each batch copied out and let go
-    as it arrives: the driver's buffers for the whole table never exist at once, and the
-    columns are joined one at a time (`_merged`)."""
-    parts: list[list] = [[] for _ in columns]
+    as it arrives: the driver's buffers for the whole table never exist at once.
+    `rows_bound`: how many rows to expect (at most: the arrays are cut to the rows read);
+    integer columns are then written straight into arrays of that size, so no chunk of
+    the table is held twice and nothing is left behind in pieces."""
+    filling = [_Filling(rows_bound) for _ in columns]
     n = 0
     for batch in batches:
         n += batch.num_rows
-        for i, col in enumerate(batch.columns):
-            values, mask = _arrow_column(col)
-            # a copy: a zero-copy view would keep the driver's whole batch alive
-            parts[i].append((values.copy() if values.base is not None else values, mask))
+        for column, col in zip(filling, batch.columns):
+            column.add(*_arrow_column(col))
         del batch
-    return _merged(table_name, n, columns, parts)
+    out = Fetched(table_name, n)
+    for name, column in zip(columns, filling):
+        values, mask = column.result()
+        out.values[name] = values
+        if mask is not None:
+            out.nulls[name] = mask
+    return out
+
+
+class _Filling:
+    """One column read batch by batch: int64 values (and a NULL mask from the first NULL)
+    written into arrays of the expected size, grown if the bound was short; as chunks
+    instead without a bound, or from the first batch that is not integers."""
+
+    def __init__(self, bound: int | None):
+        self.bound = bound
+        self.n = 0
+        self.values: np.ndarray | None = None
+        self.mask: np.ndarray | None = None
+        self.chunks: list | None = None if bound else []
+
+    def add(self, values: np.ndarray, mask: np.ndarray | None) -> None:
+        k = len(values)
+        if self.chunks is None and values.dtype == np.int64:
+            if self.values is None:
+                self.values = np.empty(max(self.bound or 0, k), dtype=np.int64)
+            if self.n + k > len(self.values):  # more rows than the bound: grown in place where it can be
+                self.values.resize(max(2 * len(self.values), self.n + k), refcheck=False)
+                if self.mask is not None:
+                    self.mask.resize(len(self.values), refcheck=False)  # new entries: False
+            self.values[self.n:self.n + k] = values
+            if mask is not None:
+                if self.mask is None:
+                    self.mask = np.zeros(len(self.values), dtype=bool)
+                self.mask[self.n:self.n + k] = mask
+            self.n += k
+            return
+        if self.chunks is None:  # text from here on: what was filled becomes the first chunk
+            self.chunks = []
+            if self.n:
+                assert self.values is not None
+                self.chunks.append((self.values[:self.n].copy(),
+                                    None if self.mask is None else self.mask[:self.n].copy()))
+            self.values = self.mask = None
+        # a copy: a zero-copy view would keep the driver's whole batch alive
+        self.chunks.append((values.copy() if values.base is not None else values, mask))
+        self.n += k
+
+    def result(self) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.chunks is not None:
+            return _joined_chunks(self.chunks)
+        if self.values is None:
+            return np.zeros(0, dtype=np.int64), None
+        values, mask = self.values, self.mask
+        self.values = self.mask = None
+        if len(values) != self.n:  # fewer rows than the bound: cut in place
+            values.resize(self.n, refcheck=False)
+            if mask is not None:
+                mask.resize(self.n, refcheck=False)
+        return values, mask
 
 
 def _has_adbc() -> bool:
@@ -371,7 +439,21 @@ BATCH_ROWS = 1 << 16
 
 
 def _fetch_arrow(con, sql: str, table: str, columns: list[str]) -> Fetched:
-    return from_arrow_batches(table, _arrow(con, sql), columns)
+    return from_arrow_batches(table, _arrow(con, sql), columns, _rows_bound(con, table))
+
+
+def _rows_bound(con, table: str) -> int | None:
+    """max(rowid): at least the table's row count while row keys are positive (nsys numbers
+    rows from 1), found in the B-tree at once; None when it says nothing useful."""
+    cur = con.cursor()
+    try:
+        cur.execute(f'SELECT max(rowid) FROM "{table}"')
+        (bound,) = cur.fetchone()
+    except Exception:  # only a hint: the read itself says what is wrong
+        return None
+    finally:
+        cur.close()
+    return int(bound) if isinstance(bound, int) and 0 < bound < 2**31 else None
 
 
 def _arrow(con, sql: str):

@@ -134,3 +134,30 @@ def test_nvtx_kern_sum_in_blocks_is_unchanged(monkeypatch, name):
     monkeypatch.setattr(groupstats, "STD_BLOCK", 5)
     blocked = nsys_reports.nvtx_kern_sum(load_trace(SAMPLES / name), "nsys").rows
     assert blocked == whole and len(whole) > 10
+
+
+@pytest.mark.parametrize("bound", [None, 1, 4, 9, 1000])
+def test_batches_read_into_arrays_of_the_bound_equal_the_whole_table(bound):
+    """Row bounds too small (grown), exact, or too large (cut); NULLs from a later batch;
+    a column that turns to text half-way: as the whole table converted at once."""
+    pa = pytest.importorskip("pyarrow")
+    from nsight_tui.parsers import columns
+
+    batches = [
+        pa.record_batch({"a": pa.array([1, 2, 3], pa.int64()), "b": pa.array([7, 8, 9], pa.int64()),
+                         "c": pa.array([1, 1, 1], pa.int64())}),
+        pa.record_batch({"a": pa.array([4, None], pa.int64()), "b": pa.array([10, 11], pa.int64()),
+                         "c": pa.array(["x", None], pa.string())}),
+        pa.record_batch({"a": pa.array([5, 6, None, 8], pa.int64()), "b": pa.array([12, 13, 14, 15], pa.int64()),
+                         "c": pa.array([2, None, 3, 4], pa.int64())}),
+    ]
+    names = ["a", "b", "c"]
+    got = columns.from_arrow_batches("t", iter(batches), names, bound)
+    assert got.n == 9
+    np.testing.assert_array_equal(got.values["a"], [1, 2, 3, 4, 0, 5, 6, 0, 8])
+    np.testing.assert_array_equal(got.nulls["a"], [0, 0, 0, 0, 1, 0, 0, 1, 0])
+    np.testing.assert_array_equal(got.values["b"], np.arange(7, 16))
+    assert "b" not in got.nulls and got.is_integer("a") and got.is_integer("b")
+    assert got.values["c"].tolist() == [1, 1, 1, "x", None, 2, None, 3, 4]
+    empty = columns.from_arrow_batches("t", iter([]), names, bound)
+    assert empty.n == 0 and all(len(empty.values[c]) == 0 for c in names)
