@@ -31,11 +31,6 @@ MODE_HELP = {
 }
 
 
-def _group_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    uniq, codes = np.unique(values, return_inverse=True)
-    return uniq, codes.astype(np.int64)
-
-
 def slices_to_pairs(lo: np.ndarray, hi: np.ndarray, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
     """For row i, emit (i, j) for j in [lo[i], hi[i]) (`dtype`: of both outputs; j < 2^31
     and len(lo) < 2^31 for int32)."""
@@ -65,8 +60,8 @@ def enclosing_pairs(
     dtype = index_dtype(len(r_start), len(c_start))
     if len(r_start) == 0 or len(c_start) == 0:
         return np.zeros(0, dtype=dtype), np.zeros(0, dtype=dtype)
-    _, codes = _group_codes(np.concatenate([r_group, c_group]))
-    rg, cg = codes[: len(r_group)], codes[len(r_group):]
+    uniq = np.unique(np.concatenate([np.unique(r_group), np.unique(c_group)]))
+    rg, cg = np.searchsorted(uniq, r_group), np.searchsorted(uniq, c_group)  # group codes, in order
     order = np.lexsort((c_start, cg)).astype(dtype)
     cg_s, cs_s = cg[order], c_start[order]
     # Search each range's [start, end] inside its group's slice of sorted calls.
