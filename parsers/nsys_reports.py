@@ -321,12 +321,11 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
             key[a:b] = pair_keys(a, b)
         key.sort()  # in place; the pairs' own order is made again, block by block, below
         new_group = np.ones(len(key), dtype=bool)
-        prefix = key // n_ops
-        np.not_equal(prefix[1:], prefix[:-1], out=new_group[1:])
-        del prefix
-        rank = np.empty(len(key), dtype=index)
-        np.remainder(key, n_ops, out=rank, casting="unsafe")  # < n_ops: fits
-        op_s = by_name_dur[rank]
+        op_s = np.empty(len(key), dtype=index)  # the op of each sorted pair (from its rank)
+        for a, b in blocks:
+            prefix = key[max(a - 1, 0):b] // n_ops
+            np.not_equal(prefix[1:], prefix[:-1], out=new_group[max(a, 1):b])
+            op_s[a:b] = by_name_dur[key[a:b] % n_ops]
         kname_s = op_kname[op_s]
         new_group[1:] |= kname_s[1:] != kname_s[:-1]
         del kname_s
@@ -337,10 +336,10 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
         gid_sorted -= 1
         n_groups = int(gid_sorted[-1]) + 1 if len(gid_sorted) else 0
         st = group_stats(gid_sorted, n_groups, op_dur[op_s], presorted=True)
+        repeated = ~new_group[1:] & (op_s[1:] == op_s[:-1])  # same group, same op: adjacent here
         del op_s
-        repeated = ~new_group[1:] & (rank[1:] == rank[:-1])  # same group, same op: adjacent here
         kern_inst = st.num - np.bincount(gid_sorted[1:][repeated], minlength=n_groups)
-        del rank, repeated, gid_sorted, new_group
+        del repeated, gid_sorted, new_group
         # the group of each pair, in the pairs' own order (for the range count below)
         gid = np.empty(len(all_op), dtype=group_index)
         for a, b in blocks:
