@@ -44,7 +44,8 @@ def slices_to_pairs(lo: np.ndarray, hi: np.ndarray, dtype=np.int64) -> tuple[np.
     shift = (lo - np.concatenate(([0], np.cumsum(counts)[:-1]))).astype(dtype)
     pos = np.repeat(shift, counts)
     del shift, counts
-    pos += np.arange(total, dtype=dtype)  # in place: one array of `total`, not three
+    for a in range(0, total, BLOCK):  # in place, in blocks: one array of `total`, not three
+        pos[a:a + BLOCK] += np.arange(a, min(a + BLOCK, total), dtype=dtype)
     return rows, pos
 
 
@@ -77,7 +78,7 @@ def enclosing_pairs(
         hi[sel] = a + np.searchsorted(seg, r_end[sel], side="right")
     del cg_s, cs_s, g_lo, g_hi
     ri, cj = slices_to_pairs(lo, hi, dtype)
-    np.take(order, cj, out=cj)  # sorted position -> call, in place
+    cj = _mapped(order, cj, cj.dtype)  # sorted position -> call, in place
     if c_end is not None:
         keep = np.empty(len(cj), dtype=bool)
         for a in range(0, len(cj), BLOCK):  # in blocks: no int64 array per pair, twice
@@ -86,6 +87,33 @@ def enclosing_pairs(
             ri = ri[keep]
             cj = cj[keep]
     return ri, cj
+
+
+def _mapped(table: np.ndarray, idx: np.ndarray, dtype, then: np.ndarray | None = None) -> np.ndarray:
+    """table[idx] (then `then`[that]) as `dtype`, block by block, written over `idx` itself
+    when it has that dtype: no second array the size of the pairs."""
+    out = idx if idx.dtype == dtype else np.empty(len(idx), dtype=dtype)
+    for a in range(0, len(idx), BLOCK):
+        got = table[idx[a:a + BLOCK]]
+        out[a:a + BLOCK] = got if then is None else then[got]
+    return out
+
+
+def _appended(first: np.ndarray, table: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """first followed by table[idx] (in first's dtype: the values fit), filled in blocks;
+    `first` is grown in place (realloc) when it owns its memory: it is then the result, and
+    no view of it may exist (enclosing_pairs' outputs have none)."""
+    n = len(first)
+    if first.flags.owndata and first.base is None:
+        out = first
+        out.resize(n + len(idx), refcheck=False)
+    else:
+        out = np.empty(n + len(idx), dtype=first.dtype)
+        out[:n] = first
+    tail = out[n:]
+    for a in range(0, len(idx), BLOCK):
+        tail[a:a + BLOCK] = table[idx[a:a + BLOCK]]
+    return out
 
 
 def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: str,
@@ -129,9 +157,10 @@ def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: 
         ri2, cj2 = enclosing_pairs(
             r_gtid[mr] & PID_MASK, r_start[mr], r_end[mr], c_gtid[oi] & PID_MASK, c_start[oi], None
         )
-        ri = np.concatenate([ri, mr.astype(ri.dtype)[ri2]])
-        cj = np.concatenate([cj, oi.astype(cj.dtype)[cj2]])
-        del ri2, cj2
+        ri = _appended(ri, mr, ri2)
+        del ri2
+        cj = _appended(cj, oi, cj2)
+        del cj2
     # Expand call pairs to op pairs: ops sorted by launching call form contiguous runs, the
     # run of calls[k] starting after the ops of calls[:k] (and the unlaunched ones, first).
     dtype = index_dtype(len(ops), len(ranges))
@@ -139,9 +168,9 @@ def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: 
     run_start = (unlaunched + np.concatenate(([0], np.cumsum(ops_per_call)[:-1]))).astype(dtype)
     r_idx = r_idx.astype(dtype)
     if len(ops_per_call) and ops_per_call.max() == 1:  # one op per call: no expansion
-        op_pos = op_order[run_start[cj]]
+        op_pos = _mapped(run_start, cj, dtype, then=op_order)
         del cj
-        range_pos = r_idx[ri]
+        range_pos = _mapped(r_idx, ri, dtype)
     else:
         first = run_start[cj]
         pi, pos = slices_to_pairs(first, first + ops_per_call[cj], dtype)
