@@ -387,8 +387,7 @@ class SqliteArrowTables(SqliteTables):
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsight-read-ahead")
         for table, columns in reads:
             sql = _select(table, columns, None)[0]
-            self._ahead[(table, tuple(columns))] = self._pool.submit(
-                lambda sql=sql, table=table, columns=columns: _fetch_arrow(con, sql, table, columns))
+            self._ahead[(table, tuple(columns))] = self._pool.submit(_fetch_arrow, con, sql, table, columns)
         self._ahead_con = con
 
     def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
