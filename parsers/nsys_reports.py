@@ -276,8 +276,8 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
     api_pos = ops["api"].to_numpy()
     op_gtid = np.where(api_pos >= 0, trace.api["gtid"].to_numpy()[np.maximum(api_pos, 0)] if len(trace.api) else 0, -1)
     del api_pos
-    op_pid = np.where(op_gtid >= 0, pid_of(op_gtid), -1)
-    op_tid = np.where(op_gtid >= 0, tid_of(op_gtid), -1)
+    op_pid = np.where(op_gtid >= 0, pid_of(op_gtid), -1).astype(np.int32)  # 24-bit ids
+    op_tid = np.where(op_gtid >= 0, tid_of(op_gtid), -1).astype(np.int32)
     del op_gtid
     r = trace.ranges
     # Integer keys whose order is the strings' order (NULL = -1 sorts first, as in SQLite),
@@ -291,7 +291,7 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
     # name, style) then the op's rank among all ops ordered by (kernel name, duration). One
     # sort of those values gives the groups, each group's sorted durations (its median) and
     # its repeated ops (one op under two same-named ranges) side by side.
-    op_thread, threads = pd.factorize((op_pid << 32) | (op_tid & 0xFFFFFFFF))
+    op_thread, threads = pd.factorize((op_pid.astype(np.int64) << 32) | (op_tid.astype(np.int64) & 0xFFFFFFFF))
     n_rname, n_ops = np.int64(len(rname_text) + 1), np.int64(len(ops))
     if len(threads) * int(n_rname) * 3 * int(n_ops) < 2**62:
         thread_rank = np.argsort(np.argsort(threads)).astype(np.int64)  # rank of (pid, tid)
@@ -299,17 +299,17 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
         op_kname = kname_rank_of.astype(index)[ops["name"].to_numpy()]
         by_name_dur = np.lexsort((op_dur, op_kname)).astype(index)
         # per op: its thread's rank, then its rank among ops by (kernel name, duration)
-        op_thread_rank = thread_rank[op_thread]
+        op_thread_rank = thread_rank.astype(index)[op_thread]  # < the ops' count: fits
         del op_thread
-        op_rank = np.empty(len(ops), dtype=np.int64)
-        op_rank[by_name_dur] = np.arange(len(ops), dtype=np.int64)
+        op_rank = np.empty(len(ops), dtype=index)
+        op_rank[by_name_dur] = np.arange(len(ops), dtype=index)
         # per range: (name, style) in one number; per pair: that, its thread, its op's rank
         range_part = (rname_rank.astype(np.int64) + 1) * 3 + (style_rank.astype(np.int64) + 1)
 
         def pair_keys(a: int, b: int) -> np.ndarray:
             """The packed key of pairs a..b-1 (made in blocks: no int64 temporary per pair)."""
             o = all_op[a:b]
-            k = op_thread_rank[o] * (n_rname * 3)
+            k = op_thread_rank[o].astype(np.int64) * (n_rname * 3)
             k += range_part[all_range[a:b]]
             k *= n_ops
             k += op_rank[o]
