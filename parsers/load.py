@@ -61,6 +61,8 @@ class Trace:
     info: TraceInfo
     op_names: list[str]  # ops.name -> text (demangled kernel name, or nsys's memcpy/memset label)
     api_names: list[str]  # api.name -> text
+    # Times and globalTid/Pid are int64; kind int8; name codes and `api` positions int32;
+    # device, stream, corr and rowid int32 when every value fits (else int64).
     ops: pd.DataFrame  # kind,start,end,device,stream,corr,gpid,name,rowid,api
     api: pd.DataFrame  # start,end,gtid,corr,name
     ranges: pd.DataFrame  # rowid,start,end,end_sum,gtid,cross,pushpop,name,domain,text,unended
