@@ -21,29 +21,32 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers import main_thread as main_thread_choice
-from nsight_tui.parsers.ids import PID_MASK
+from nsight_tui.parsers.ids import PID_MASK, index_dtype
 
 MODES = ("process", "nsys")
+BLOCK = 1 << 20  # pairs per block where a per-pair temporary would be int64
 MODE_HELP = {
     "nsys": "nsys rule: kernels count only for ranges on the thread that launched them",
     "process": "main-thread ranges hold the kernels any thread launched while they were open",
 }
 
 
-def _group_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    uniq, codes = np.unique(values, return_inverse=True)
-    return uniq, codes.astype(np.int64)
-
-
-def slices_to_pairs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For row i, emit (i, j) for j in [lo[i], hi[i])."""
+def slices_to_pairs(lo: np.ndarray, hi: np.ndarray, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """For row i, emit (i, j) for j in [lo[i], hi[i]) (`dtype`: of both outputs; j < 2^31
+    and len(lo) < 2^31 for int32)."""
     counts = np.maximum(hi - lo, 0)
     total = int(counts.sum())
-    rows = np.repeat(np.arange(len(lo), dtype=np.int64), counts)
+    if total >= 2**31:  # np.arange below counts the pairs
+        dtype = np.int64
+    rows = np.repeat(np.arange(len(lo), dtype=dtype), counts)
     if total == 0:
-        return rows, np.zeros(0, dtype=np.int64)
-    starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-    return rows, starts + np.arange(total, dtype=np.int64)
+        return rows, np.zeros(0, dtype=dtype)
+    shift = (lo - np.concatenate(([0], np.cumsum(counts)[:-1]))).astype(dtype)
+    pos = np.repeat(shift, counts)
+    del shift, counts
+    for a in range(0, total, BLOCK):  # in place, in blocks: one array of `total`, not three
+        pos[a:a + BLOCK] += np.arange(a, min(a + BLOCK, total), dtype=dtype)
+    return rows, pos
 
 
 def enclosing_pairs(
@@ -53,12 +56,14 @@ def enclosing_pairs(
     """Pairs (range i, call j) with equal group and r_start <= c_start, c_end <= r_end.
 
     With c_end None the test is "open at the call's start": r_start <= c_start <= r_end.
+    Positions are int32 while ranges and calls number under 2^31, else int64.
     """
+    dtype = index_dtype(len(r_start), len(c_start))
     if len(r_start) == 0 or len(c_start) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    _, codes = _group_codes(np.concatenate([r_group, c_group]))
-    rg, cg = codes[: len(r_group)], codes[len(r_group):]
-    order = np.lexsort((c_start, cg))
+        return np.zeros(0, dtype=dtype), np.zeros(0, dtype=dtype)
+    uniq = np.unique(np.concatenate([np.unique(r_group), np.unique(c_group)]))
+    rg, cg = np.searchsorted(uniq, r_group), np.searchsorted(uniq, c_group)  # group codes, in order
+    order = np.lexsort((c_start, cg)).astype(dtype)
     cg_s, cs_s = cg[order], c_start[order]
     # Search each range's [start, end] inside its group's slice of sorted calls.
     g_lo = np.searchsorted(cg_s, rg, side="left")
@@ -71,12 +76,44 @@ def enclosing_pairs(
         seg = cs_s[a:b]
         lo[sel] = a + np.searchsorted(seg, r_start[sel], side="left")
         hi[sel] = a + np.searchsorted(seg, r_end[sel], side="right")
-    ri, pos = slices_to_pairs(lo, hi)
-    cj = order[pos]
+    del cg_s, cs_s, g_lo, g_hi
+    ri, cj = slices_to_pairs(lo, hi, dtype)
+    cj = _mapped(order, cj, cj.dtype)  # sorted position -> call, in place
     if c_end is not None:
-        keep = c_end[cj] <= r_end[ri]
-        ri, cj = ri[keep], cj[keep]
+        keep = np.empty(len(cj), dtype=bool)
+        for a in range(0, len(cj), BLOCK):  # in blocks: no int64 array per pair, twice
+            np.less_equal(c_end[cj[a:a + BLOCK]], r_end[ri[a:a + BLOCK]], out=keep[a:a + BLOCK])
+        if not keep.all():
+            ri = ri[keep]
+            cj = cj[keep]
     return ri, cj
+
+
+def _mapped(table: np.ndarray, idx: np.ndarray, dtype, then: np.ndarray | None = None) -> np.ndarray:
+    """table[idx] (then `then`[that]) as `dtype`, block by block, written over `idx` itself
+    when it has that dtype: no second array the size of the pairs."""
+    out = idx if idx.dtype == dtype else np.empty(len(idx), dtype=dtype)
+    for a in range(0, len(idx), BLOCK):
+        got = table[idx[a:a + BLOCK]]
+        out[a:a + BLOCK] = got if then is None else then[got]
+    return out
+
+
+def _appended(first: np.ndarray, table: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """first followed by table[idx] (in first's dtype: the values fit), filled in blocks;
+    `first` is grown in place (realloc) when it owns its memory: it is then the result, and
+    no view of it may exist (enclosing_pairs' outputs have none)."""
+    n = len(first)
+    if first.flags.owndata and first.base is None:
+        out = first
+        out.resize(n + len(idx), refcheck=False)
+    else:
+        out = np.empty(n + len(idx), dtype=first.dtype)
+        out[:n] = first
+    tail = out[n:]
+    for a in range(0, len(idx), BLOCK):
+        tail[a:a + BLOCK] = table[idx[a:a + BLOCK]]
+    return out
 
 
 def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: str,
@@ -95,37 +132,49 @@ def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: 
     # The API calls that launched something, with how many ops each (counted, not sorted:
     # call positions are 0..len(api)).
     launches = np.bincount(op_api[launched], minlength=len(api))
+    unlaunched = len(op_api) - int(launched.sum())
+    del launched
     calls = np.flatnonzero(launches)
     ops_per_call = launches[calls]
+    del launches
     c_start = api["start"].to_numpy()[calls]
     c_end = api["end"].to_numpy()[calls]
     c_gtid = api["gtid"].to_numpy()[calls]
+    n_calls = len(calls)
+    del calls
     r_start = ranges["start"].to_numpy()[r_idx] if len(r_idx) else np.zeros(0, dtype=np.int64)
     r_end = ranges["end"].to_numpy()[r_idx] if len(r_idx) else np.zeros(0, dtype=np.int64)
     r_gtid = ranges["gtid"].to_numpy()[r_idx] if len(r_idx) else np.zeros(0, dtype=np.int64)
 
     ri, cj = enclosing_pairs(r_gtid, r_start, r_end, c_gtid, c_start, c_end)
+    del c_end
     mains = main_thread_choice.choose(r_gtid, r_start, r_end, c_gtid, c_start, ops_per_call,
                                       thread_names, main_thread)
-    if mode == "process" and len(calls) and mains:
+    if mode == "process" and n_calls and mains:
         main_gtids = np.array([m.gtid for m in mains.values()], dtype=np.int64)
         mr = np.flatnonzero(np.isin(r_gtid, main_gtids))
         oi = np.flatnonzero(~np.isin(c_gtid, main_gtids))  # calls made off the main threads
         ri2, cj2 = enclosing_pairs(
             r_gtid[mr] & PID_MASK, r_start[mr], r_end[mr], c_gtid[oi] & PID_MASK, c_start[oi], None
         )
-        ri = np.concatenate([ri, mr[ri2]])
-        cj = np.concatenate([cj, oi[cj2]])
+        ri = _appended(ri, mr, ri2)
+        del ri2
+        cj = _appended(cj, oi, cj2)
+        del cj2
     # Expand call pairs to op pairs: ops sorted by launching call form contiguous runs, the
     # run of calls[k] starting after the ops of calls[:k] (and the unlaunched ones, first).
-    op_order = np.argsort(op_api, kind="stable")
-    run_start = int((~launched).sum()) + np.concatenate(([0], np.cumsum(ops_per_call)[:-1]))
+    dtype = index_dtype(len(ops), len(ranges))
+    op_order = np.argsort(op_api, kind="stable").astype(dtype)
+    run_start = (unlaunched + np.concatenate(([0], np.cumsum(ops_per_call)[:-1]))).astype(dtype)
+    r_idx = r_idx.astype(dtype)
     if len(ops_per_call) and ops_per_call.max() == 1:  # one op per call: no expansion
-        op_pos = op_order[run_start[cj]]
-        range_pos = r_idx[ri]
+        op_pos = _mapped(run_start, cj, dtype, then=op_order)
+        del cj
+        range_pos = _mapped(r_idx, ri, dtype)
     else:
         first = run_start[cj]
-        pi, pos = slices_to_pairs(first, first + ops_per_call[cj])
+        pi, pos = slices_to_pairs(first, first + ops_per_call[cj], dtype)
+        del cj, first
         op_pos = op_order[pos]
         range_pos = r_idx[ri[pi]]
     return op_pos, range_pos, mains

@@ -167,17 +167,41 @@ def fetch_sqlite(con: sqlite3.Connection, table: str, columns: list[str], rows: 
             n += len(chunk)
             for i, col in enumerate(_chunk_columns(chunk, len(columns))):
                 parts[i].append(col)
+    return _merged(table, n, columns, parts)
+
+
+def _merged(table: str, n: int, columns: list[str], parts: list[list]) -> Fetched:
+    """Per column, its chunks [(values, NULL mask or None)] joined into one array. Each
+    column's chunks are dropped as soon as it is joined (the lists are emptied): the peak is
+    the table plus one column, not twice the table."""
     out = Fetched(table, n)
     for name, chunks in zip(columns, parts):
-        if not chunks:
-            out.values[name] = np.zeros(0, dtype=np.int64)
-            continue
-        if any(v.dtype == object for v, _ in chunks):
-            out.values[name] = np.concatenate([v.astype(object) for v, _ in chunks])
-            continue
-        out.values[name] = np.concatenate([v for v, _ in chunks]) if len(chunks) > 1 else chunks[0][0]
+        values, mask = _joined_chunks(chunks)
+        out.values[name] = values
+        if mask is not None:
+            out.nulls[name] = mask
+    return out
+
+
+def _joined_chunks(chunks: list) -> tuple[np.ndarray, np.ndarray | None]:
+    """One column's chunks as one array (and NULL mask); the list is emptied."""
+    if not chunks:
+        return np.zeros(0, dtype=np.int64), None
+    mask = None
+    if any(v.dtype == object for v, _ in chunks):  # text somewhere: all objects, None for NULL
+        values = np.concatenate([_as_objects(v, m) for v, m in chunks])
+    else:
+        values = np.concatenate([v for v, _ in chunks]) if len(chunks) > 1 else chunks[0][0]
         if any(m is not None for _, m in chunks):
-            out.nulls[name] = np.concatenate([np.zeros(len(v), bool) if m is None else m for v, m in chunks])
+            mask = np.concatenate([np.zeros(len(v), bool) if m is None else m for v, m in chunks])
+    chunks.clear()
+    return values, mask
+
+
+def _as_objects(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    out = values.astype(object)
+    if mask is not None:
+        out[mask] = None
     return out
 
 
@@ -213,25 +237,110 @@ class SqliteTables(Tables):
 
 # -- Arrow: shared by the ADBC reader and nsys's columnar exports ------------------------------
 def from_arrow(table_name: str, tbl, columns: list[str]) -> Fetched:
-    """An Arrow table (any integer widths, strings, NULLs) as a `Fetched`."""
+    """An Arrow table or record batch (any integer widths, strings, NULLs) as a `Fetched`."""
+    out = Fetched(table_name, tbl.num_rows)
+    for name, col in zip(columns, tbl.columns):
+        values, mask = _arrow_column(col)
+        out.values[name] = values
+        if mask is not None:
+            out.nulls[name] = mask
+    return out
+
+
+def _arrow_column(col) -> tuple[np.ndarray, np.ndarray | None]:
+    """One Arrow column as (int64 values, NULL mask or None), or (objects, None) for text,
+    numbers that are not integers and uint64 values above int64's range."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    out = Fetched(table_name, tbl.num_rows)
-    for name, col in zip(columns, tbl.columns):
-        t = col.type
-        if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
-            if col.null_count:
-                out.nulls[name] = col.is_null().to_numpy(zero_copy_only=False)
-                col = pc.fill_null(col, 0) if not pa.types.is_null(t) else pa.array(np.zeros(len(col), np.int64))
-            if pa.types.is_uint64(t) and len(col) and pc.max(col).as_py() >= 2**63:
-                out.values[name] = col.to_numpy(zero_copy_only=False).astype(object)
-                continue
-            out.values[name] = np.ascontiguousarray(col.to_numpy(zero_copy_only=False), dtype=np.int64) \
-                if len(col) else np.zeros(0, dtype=np.int64)
-        else:  # text, or numbers that are not integers: objects, for the loader's validation
-            out.values[name] = np.array(col.to_pylist(), dtype=object) if len(col) else np.zeros(0, dtype=object)
+    t = col.type
+    if not (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_null(t)):
+        # text, or numbers that are not integers: objects, for the loader's validation
+        return (np.array(col.to_pylist(), dtype=object) if len(col) else np.zeros(0, dtype=object)), None
+    mask = None
+    if col.null_count:
+        mask = col.is_null().to_numpy(zero_copy_only=False)
+        col = pc.fill_null(col, 0) if not pa.types.is_null(t) else pa.array(np.zeros(len(col), np.int64))
+    if pa.types.is_uint64(t) and len(col) and pc.max(col).as_py() >= 2**63:
+        return col.to_numpy(zero_copy_only=False).astype(object), None
+    values = np.ascontiguousarray(col.to_numpy(zero_copy_only=False), dtype=np.int64) \
+        if len(col) else np.zeros(0, dtype=np.int64)
+    return values, mask
+
+
+def from_arrow_batches(table_name: str, batches, columns: list[str], rows_bound: int | None = None) -> Fetched:
+    """A stream of Arrow record batches as one `Fetched`, each batch copied out and let go
+    as it arrives: the driver's buffers for the whole table never exist at once.
+    `rows_bound`: how many rows to expect (at most: the arrays are cut to the rows read);
+    integer columns are then written straight into arrays of that size, so no chunk of
+    the table is held twice and nothing is left behind in pieces."""
+    filling = [_Filling(rows_bound) for _ in columns]
+    n = 0
+    for batch in batches:
+        n += batch.num_rows
+        for column, col in zip(filling, batch.columns):
+            column.add(*_arrow_column(col))
+        del batch
+    out = Fetched(table_name, n)
+    for name, column in zip(columns, filling):
+        values, mask = column.result()
+        out.values[name] = values
+        if mask is not None:
+            out.nulls[name] = mask
     return out
+
+
+class _Filling:
+    """One column read batch by batch: int64 values (and a NULL mask from the first NULL)
+    written into arrays of the expected size, grown if the bound was short; as chunks
+    instead without a bound, or from the first batch that is not integers."""
+
+    def __init__(self, bound: int | None):
+        self.bound = bound
+        self.n = 0
+        self.values: np.ndarray | None = None
+        self.mask: np.ndarray | None = None
+        self.chunks: list | None = None if bound else []
+
+    def add(self, values: np.ndarray, mask: np.ndarray | None) -> None:
+        k = len(values)
+        if self.chunks is None and values.dtype == np.int64:
+            if self.values is None:
+                self.values = np.empty(max(self.bound or 0, k), dtype=np.int64)
+            if self.n + k > len(self.values):  # more rows than the bound: grown in place where it can be
+                self.values.resize(max(2 * len(self.values), self.n + k), refcheck=False)
+                if self.mask is not None:
+                    self.mask.resize(len(self.values), refcheck=False)  # new entries: False
+            self.values[self.n:self.n + k] = values
+            if mask is not None:
+                if self.mask is None:
+                    self.mask = np.zeros(len(self.values), dtype=bool)
+                self.mask[self.n:self.n + k] = mask
+            self.n += k
+            return
+        if self.chunks is None:  # text from here on: what was filled becomes the first chunk
+            self.chunks = []
+            if self.n:
+                assert self.values is not None
+                self.chunks.append((self.values[:self.n].copy(),
+                                    None if self.mask is None else self.mask[:self.n].copy()))
+            self.values = self.mask = None
+        # a copy: a zero-copy view would keep the driver's whole batch alive
+        self.chunks.append((values.copy() if values.base is not None else values, mask))
+        self.n += k
+
+    def result(self) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.chunks is not None:
+            return _joined_chunks(self.chunks)
+        if self.values is None:
+            return np.zeros(0, dtype=np.int64), None
+        values, mask = self.values, self.mask
+        self.values = self.mask = None
+        if len(values) != self.n:  # fewer rows than the bound: cut in place
+            values.resize(self.n, refcheck=False)
+            if mask is not None:
+                mask.resize(self.n, refcheck=False)
+        return values, mask
 
 
 def _has_adbc() -> bool:
@@ -261,14 +370,16 @@ class SqliteArrowTables(SqliteTables):
         self.fallbacks: list[str] = []  # tables the driver refused, read by sqlite3 instead
         self._ahead: dict[tuple[str, tuple[str, ...]], Future] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._prefetched = False
 
     def prefetch(self, reads: list[tuple[str, list[str]]]) -> None:
         """Read these tables in background threads while the caller works on something else:
         the driver fills Arrow arrays without holding the GIL, so the big tables' reads
         overlap each other and the NVTX tree's build. Each read opens a connection of its own
         (ADBC connections are not shared between threads) and closes it when done."""
-        if self.adbc is None or self._pool is not None or not reads:
+        if self.adbc is None or self._prefetched or not reads:
             return
+        self._prefetched = True  # once: a read again after a scan reads in the foreground
         self._pool = ThreadPoolExecutor(max_workers=READ_AHEAD_THREADS, thread_name_prefix="nsight-read-ahead")
         for table, columns in reads:
             self._ahead[(table, tuple(columns))] = self._pool.submit(_read_arrow, self.path, table, columns)
@@ -279,9 +390,13 @@ class SqliteArrowTables(SqliteTables):
         ahead = self._ahead.pop((table, tuple(columns)), None)
         try:
             if ahead is not None and not where:  # read ahead, as asked (a scan's conditions: read again)
-                fetched = ahead.result()
+                try:
+                    fetched = ahead.result()
+                finally:
+                    if not self._ahead:  # the last one: its thread and connection are let go now
+                        self._stop_ahead()
             else:
-                fetched = from_arrow(table, _arrow(self.adbc, _select(table, columns, None, where)[0]), columns)
+                fetched = _fetch_arrow(self.adbc, _select(table, columns, None, where)[0], table, columns)
         except Exception:  # a type the driver refuses (text in an integer column), or a driver bug
             fetched = None
         if fetched is None or not all(fetched.is_integer(c) for c in integer if fetched.has(c)):
@@ -294,13 +409,25 @@ class SqliteArrowTables(SqliteTables):
             self.fallbacks.remove(table)
         return fetched
 
-    def close(self) -> None:
-        if self._pool is not None:  # drop reads not started; wait for the one running (its connection)
+    def _stop_ahead(self) -> None:
+        """Drop reads not started, wait for those running (each closes its own connection),
+        then end the threads: connections and threads hold memory (SQLite's page cache, the
+        threads' malloc arenas) that the load's later steps can use."""
+        if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._ahead.clear()
+            self._pool = None
+
+    def close(self) -> None:
+        self._stop_ahead()
         if self.adbc is not None:
             self.adbc.close()
         super().close()
+
+
+# Rows per Arrow batch from the ADBC driver (its default is 1024): fewer, larger batches
+# cost less Python per table; each is a few MB at most (64k rows x the columns read).
+BATCH_ROWS = 1 << 16
 
 
 def _read_arrow(path: Path, table: str, columns: list[str]) -> Fetched:
@@ -309,17 +436,36 @@ def _read_arrow(path: Path, table: str, columns: list[str]) -> Fetched:
 
     con = adbc.connect(readonly_uri(path))
     try:
-        return from_arrow(table, _arrow(con, _select(table, columns, None)[0]), columns)
+        return _fetch_arrow(con, _select(table, columns, None)[0], table, columns)
     finally:
         con.close()
 
 
-def _arrow(con, sql: str):
-    """One query's result as an Arrow table, through an ADBC connection."""
+def _fetch_arrow(con, sql: str, table: str, columns: list[str]) -> Fetched:
+    return from_arrow_batches(table, _arrow(con, sql), columns, _rows_bound(con, table))
+
+
+def _rows_bound(con, table: str) -> int | None:
+    """max(rowid): at least the table's row count while row keys are positive (nsys numbers
+    rows from 1), found in the B-tree at once; None when it says nothing useful."""
     cur = con.cursor()
     try:
+        cur.execute(f'SELECT max(rowid) FROM "{table}"')
+        (bound,) = cur.fetchone()
+    except Exception:  # only a hint: the read itself says what is wrong
+        return None
+    finally:
+        cur.close()
+    return int(bound) if isinstance(bound, int) and 0 < bound < 2**31 else None
+
+
+def _arrow(con, sql: str):
+    """One query's result through an ADBC connection, as a stream of Arrow record batches."""
+    cur = con.cursor()
+    try:
+        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
         cur.execute(sql)
-        return cur.fetch_arrow_table()
+        yield from cur.fetch_record_batch()
     finally:
         cur.close()
 

@@ -60,10 +60,35 @@ def group_stats(gid: np.ndarray, n: int, values: np.ndarray, presorted: bool = F
     total = np.add.reduceat(v, starts) if len(v) else np.zeros(n, dtype=np.int64)
     avg = total.astype(np.float64) / np.maximum(counts, 1)
     med = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2.0
-    dev = v - np.repeat(avg, counts)
-    ss = np.add.reduceat(dev * dev, starts) if len(v) else np.zeros(n)
+    ss = _sum_of_squares(v, avg, counts, starts) if len(v) else np.zeros(n)
     std = np.where(counts > 1, np.sqrt(ss / np.maximum(counts - 1, 1)), 0.0)
     return Stats(total, counts, avg, med, v[starts], v[starts + counts - 1], std)
+
+
+STD_BLOCK = 1 << 20  # rows per block of the squared deviations (float64 temporaries)
+
+
+def _sum_of_squares(v: np.ndarray, avg: np.ndarray, counts: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per group, the sum of (value - group mean)^2, over blocks of whole groups of about
+    STD_BLOCK rows: each group's sum is the same reduction over the same values as in one
+    pass, without three float64 arrays the size of all rows."""
+    n = len(counts)
+    ss = np.zeros(n, dtype=np.float64)
+    nonempty = np.flatnonzero(counts)
+    if len(nonempty) == 0:
+        return ss
+    ends = starts + counts
+    g = 0
+    while g < n:
+        # groups g..h-1: up to STD_BLOCK rows past the first group's start (at least one group)
+        h = max(int(np.searchsorted(ends, starts[g] + STD_BLOCK, side="right")), g + 1)
+        a, b = int(starts[g]), int(ends[h - 1])
+        dev = v[a:b] - np.repeat(avg[g:h], counts[g:h])
+        dev *= dev
+        has = counts[g:h] > 0
+        ss[g:h][has] = np.add.reduceat(dev, starts[g:h][has] - a) if b > a else 0.0
+        g = h
+    return ss
 
 
 def _sorted_by_group(gid: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:

@@ -28,3 +28,11 @@ def pid_of(gtid):
 
 def tid_of(gtid):
     return gtid & 0xFFFFFF
+
+
+def index_dtype(*sizes: int):
+    """int32 positions while every array indexed is under 2^31 rows: pairs number kernels x
+    nesting depth, the largest arrays a load makes, and half the bytes is half the peak."""
+    import numpy as np
+
+    return np.int32 if max(sizes, default=0) < 2**31 else np.int64

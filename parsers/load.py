@@ -16,9 +16,11 @@ import pandas as pd
 
 from nsight_tui.parsers.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.memory import release_free_memory
 from nsight_tui.parsers import conventions, validate
 from nsight_tui.parsers.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
-                                    NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, pid_of, tid_of)
+                                    NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
+                                    pid_of, tid_of)
 from nsight_tui.parsers.source import Schema, sidecar_notes
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
@@ -59,6 +61,8 @@ class Trace:
     info: TraceInfo
     op_names: list[str]  # ops.name -> text (demangled kernel name, or nsys's memcpy/memset label)
     api_names: list[str]  # api.name -> text
+    # Times and globalTid/Pid are int64; kind int8; name codes and `api` positions int32;
+    # device, stream, corr and rowid int32 when every value fits (else int64).
     ops: pd.DataFrame  # kind,start,end,device,stream,corr,gpid,name,rowid,api
     api: pd.DataFrame  # start,end,gtid,corr,name
     ranges: pd.DataFrame  # rowid,start,end,end_sum,gtid,cross,pushpop,name,domain,text,unended
@@ -293,18 +297,32 @@ def _gpu_reads(schema: Schema) -> list[tuple[str, list[str]]]:
     return [(table, columns) for table, columns in reads if schema.has(table) and columns]
 
 
-def _op_frame(tables: Tables, table: str, name_column: str | None, name_default: int,
-              checks: validate.Checks) -> tuple[pd.DataFrame, Fetched]:
+def _op_columns(tables: Tables, table: str, name_column: str | None, name_default: int,
+                checks: validate.Checks) -> dict[str, np.ndarray]:
     f = _read(tables, table, _op_wanted(name_column), integer=(*_OP_INTS, *([name_column] if name_column else [])),
               required=("start", "end"), checks=checks)
-    start = f.int("start", 0)
-    frame = pd.DataFrame({
-        "start": start, "end": f.int("end", 0), "device": f.int("deviceId", -1),
-        "stream": f.int("streamId", -1), "corr": f.int("correlationId", -1), "gpid": f.int("globalPid", -1),
-        "name": f.int(name_column, name_default) if name_column else np.full(f.n, name_default, dtype=np.int64),
-        "rowid": f.int("rowid", 0),
-    }, copy=False)
-    return frame, f
+    # the fetched arrays themselves (no copies where there is no NULL): `f` is let go here
+    return {"start": f.int("start", 0), "end": f.int("end", 0), "device": f.int("deviceId", -1),
+            "stream": f.int("streamId", -1), "corr": f.int("correlationId", -1), "gpid": f.int("globalPid", -1),
+            "name": f.int(name_column, name_default) if name_column else np.full(f.n, name_default, dtype=np.int64),
+            "rowid": f.int("rowid", 0)}
+
+
+# Columns held as int32 when every value fits (ids, not times): 4 bytes a row each.
+NARROW = ("device", "stream", "corr", "rowid")
+
+
+def _joined(parts: list[dict[str, np.ndarray]], column: str, dtype=None) -> np.ndarray:
+    """One column of all parts, each part's array dropped once it is copied (so the peak is
+    the data plus one column); int32 for a NARROW column whose values fit."""
+    arrays = [p.pop(column) for p in parts]
+    if dtype is None:
+        dtype = np.int64
+        if column in NARROW and all(len(a) == 0 or (a.min() >= -2**31 and a.max() < 2**31) for a in arrays):
+            dtype = np.int32
+    if len(arrays) == 1:
+        return arrays[0] if arrays[0].dtype == dtype else arrays[0].astype(dtype)
+    return np.concatenate(arrays, dtype=dtype)
 
 
 def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int],
@@ -313,7 +331,8 @@ def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
     names stay in the file: `op_details` and `op_short` read them when asked."""
     schema = tables.schema
-    frames = []
+    parts: list[dict[str, np.ndarray]] = []
+    kinds: list[int] = []
 
     def code_of(label: str) -> int:
         if label not in index:
@@ -323,28 +342,31 @@ def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[s
 
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if schema.has(t):
-        k, _ = _op_frame(tables, t, _op_name_column(schema, t), -1, checks)
-        k["name"] = _codes(k["name"].to_numpy(), strings, names, index)
-        frames.append((KERNEL, k))
+        k = _op_columns(tables, t, _op_name_column(schema, t), -1, checks)
+        k["name"] = _codes(k["name"], strings, names, index)
+        parts.append(k)
+        kinds.append(KERNEL)
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if schema.has(t):
-        m, _ = _op_frame(tables, t, _op_name_column(schema, t), 0, checks)
-        codes = {int(kind): code_of(f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]")
-                 for kind in np.unique(m["name"].to_numpy())}
-        m["name"] = m["name"].map(codes)
-        frames.append((MEMCPY, m))
+        m = _op_columns(tables, t, _op_name_column(schema, t), 0, checks)
+        copy_kinds, inverse = np.unique(m["name"], return_inverse=True)
+        codes = np.array([code_of(f"[CUDA memcpy {memcpy_labels.get(int(kind), 'Unknown')}]")
+                          for kind in copy_kinds.tolist()], dtype=np.int32)
+        m["name"] = codes[inverse.reshape(-1)]
+        parts.append(m)
+        kinds.append(MEMCPY)
     t = "CUPTI_ACTIVITY_KIND_MEMSET"
     if schema.has(t):
-        s, _ = _op_frame(tables, t, None, 0, checks)
-        s["name"] = code_of("[CUDA memset]")
-        frames.append((MEMSET, s))
-    if not frames:
+        s = _op_columns(tables, t, None, 0, checks)
+        s["name"] = np.full(len(s["start"]), code_of("[CUDA memset]"), dtype=np.int32)
+        parts.append(s)
+        kinds.append(MEMSET)
+    if not parts:
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["kind", *OP_COLUMNS]})
-    kinds = np.concatenate([np.full(len(f), kind, dtype=np.int8) for kind, f in frames])
-    ops = pd.concat([f for _, f in frames], ignore_index=True) if len(frames) > 1 else frames[0][1]
-    ops.insert(0, "kind", kinds)
-    ops["name"] = ops["name"].astype(np.int32)
-    return ops
+    columns = {"kind": np.concatenate([np.full(len(p["start"]), kind, dtype=np.int8) for kind, p in zip(kinds, parts)])}
+    for c in OP_COLUMNS:
+        columns[c] = _joined(parts, c, np.int32 if c == "name" else None)
+    return pd.DataFrame(columns, copy=False)
 
 
 def _kernel_short_names(tables: Tables, op_names: list[str], checks: validate.Checks) -> list[str]:
@@ -381,10 +403,10 @@ def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     if not tables.schema.has(t):
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
     f = _read(tables, t, list(_API_INTS), integer=_API_INTS, required=("start", "end"), checks=checks)
-    api = pd.DataFrame({"start": f.int("start", 0), "end": f.int("end", 0), "gtid": f.int("globalTid", -1),
-                        "corr": f.int("correlationId", -1), "name": f.int("nameId", -1)}, copy=False)
-    api["name"] = _codes(api["name"].to_numpy(), strings, names, index)
-    return api
+    part = {"start": f.int("start", 0), "end": f.int("end", 0), "gtid": f.int("globalTid", -1),
+            "corr": f.int("correlationId", -1), "name": _codes(f.int("nameId", -1), strings, names, index)}
+    del f
+    return pd.DataFrame({c: _joined([part], c, np.int32 if c == "name" else None) for c in cols}, copy=False)
 
 
 RANGE_COLUMNS = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop", "name", "domain", "text", "unended"]
@@ -454,51 +476,75 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
 
 
 def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
-    """ops['api'] = position of the launching API call: same correlation ID *and* process
-    (correlation IDs repeat across processes). One int64 key, (pid << 32) | corr, sorted
-    once and searched: no hash tables over 10^6 rows."""
-    ops["api"] = np.int64(-1)
+    ops["api"] = _launching_calls(ops, api)
+
+
+def _launching_calls(ops: pd.DataFrame, api: pd.DataFrame) -> np.ndarray:
+    """Per op, the position of the launching API call (int32 while the calls number under
+    2^31; -1: none): same correlation ID *and* process (correlation IDs repeat across
+    processes). One int64 key, (pid << 32) | corr, sorted once and searched: no hash tables
+    over 10^6 rows. The ops are looked up in blocks, so the search's temporaries stay small."""
+    pos = np.full(len(ops), -1, dtype=index_dtype(len(api) + 1))
     if ops.empty or api.empty:
-        return
+        return pos
     a_corr, o_corr = api["corr"].to_numpy(), ops["corr"].to_numpy()
-    a_pid = pid_of(api["gtid"].to_numpy())
-    o_gpid = ops["gpid"].to_numpy()
+    a_gtid, o_gpid = api["gtid"].to_numpy(), ops["gpid"].to_numpy()
     if a_corr.max(initial=0) >= 2**32:
         raise TraceError(f"CUDA API correlation IDs up to {int(a_corr.max()):,}, above 2^32: "
                          "not an export nsys writes; cannot link kernels to their launches")
     # A call without a correlation ID (NULL: -1 here) launched nothing this export can show.
-    with_id = np.flatnonzero(a_corr >= 0)
-    if len(with_id) == 0:
-        return
-    w_corr, w_pid = a_corr[with_id], a_pid[with_id]
-    one_process = w_pid.min() == w_pid.max()
-    if one_process and w_corr.max() < 4 * len(w_corr) + (1 << 20):
+    has_id = a_corr >= 0
+    with_id = None if has_id.all() else np.flatnonzero(has_id)  # None: every call (no copy)
+    del has_id
+    if with_id is not None and len(with_id) == 0:
+        return pos
+    w_corr = a_corr if with_id is None else a_corr[with_id]
+    w_gtid = a_gtid if with_id is None else a_gtid[with_id]
+    # gtid & PID_MASK is monotonic in gtid: one process exactly when the extremes share it
+    one_process = (int(w_gtid.min()) & PID_MASK) == (int(w_gtid.max()) & PID_MASK)
+    pid0 = pid_of(int(w_gtid[0]))
+    n_with = len(w_corr)
+
+    def call_of(i):  # rank among the calls with an ID -> position in api
+        return i if with_id is None else with_id[i]
+
+    if one_process and w_corr.max() < 4 * n_with + (1 << 20):
         # The usual case: one process, dense correlation IDs. A table indexed by ID; filled
         # backwards because repeated indices keep the last value, and the first call wins.
-        table = np.full(int(w_corr.max()) + 1, -1, dtype=np.int64)
-        table[w_corr[::-1]] = with_id[::-1]
-        pid0 = int(w_pid[0])
+        table = np.full(int(w_corr.max()) + 1, -1, dtype=pos.dtype)
+        table[w_corr[::-1]] = call_of(np.arange(n_with, dtype=pos.dtype))[::-1]
 
-        def find(keys):
-            corr, pid = keys & 0xFFFFFFFF, keys >> 32
-            ok = (pid == pid0) & (corr < len(table))
+        def find(o_pid, corr):
+            ok = (o_pid == pid0) & (corr < len(table))
             return np.where(ok, table[np.where(ok, corr, 0)], -1)
     else:
-        w_key = (w_pid << 32) | w_corr
-        order = with_id[np.argsort(w_key, kind="stable")]  # stable: the first call wins on a duplicate key
-        sorted_keys = (a_pid[order] << 32) | a_corr[order]
+        # one process: the ID alone is the key (the op's process is checked apart)
+        w_key = w_corr if one_process else (pid_of(w_gtid) << 32) | w_corr
+        order = np.argsort(w_key, kind="stable")  # stable: the first call wins on a duplicate key
+        sorted_keys = w_key[order]
+        del w_key
+        order = call_of(order).astype(pos.dtype)
 
-        def find(keys):
-            at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
-            return np.where(sorted_keys[at] == keys, order[at], -1)
+        def find(o_pid, corr):
+            keys = corr if one_process else (o_pid << 32) | corr
+            at = np.searchsorted(sorted_keys, keys)
+            np.minimum(at, len(sorted_keys) - 1, out=at)
+            hit = sorted_keys[at] == keys
+            if one_process:
+                hit &= o_pid == pid0
+            return np.where(hit, order[at], -1)
 
+    del w_gtid, w_corr
     has_pid = (o_gpid >= 0) & (o_corr >= 0)
-    pos = np.full(len(ops), -1, dtype=np.int64)
-    pos[has_pid] = find((pid_of(o_gpid[has_pid]) << 32) | o_corr[has_pid])
+    for a in range(0, len(ops), LINK_BLOCK):
+        b = a + LINK_BLOCK
+        sel = np.flatnonzero(has_pid[a:b]) + a
+        pos[sel] = find(pid_of(o_gpid[sel]), o_corr[sel])
     if not has_pid.all():
         # Cut-down exports drop the kernel's globalPid: the correlation ID alone decides, which
         # is unique while the export holds one process.
-        by_corr = with_id[np.argsort(w_corr, kind="stable")]
+        ids = np.arange(len(api)) if with_id is None else with_id
+        by_corr = ids[np.argsort(a_corr[ids], kind="stable")]
         c_sorted = a_corr[by_corr]
         want = np.where(o_corr[~has_pid] >= 0, o_corr[~has_pid], -2)  # -2: matches no call
         at = np.minimum(np.searchsorted(c_sorted, want), len(c_sorted) - 1)
@@ -506,8 +552,11 @@ def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
         pos[~has_pid] = found
         ok = found >= 0
         fill = np.flatnonzero(~has_pid)[ok]
-        ops.loc[fill, "gpid"] = api["gtid"].to_numpy()[found[ok]] & PID_MASK
-    ops["api"] = pos
+        ops.loc[fill, "gpid"] = a_gtid[found[ok]] & PID_MASK
+    return pos
+
+
+LINK_BLOCK = 1 << 20  # ops per block of the launch lookup
 
 
 def _small(tables: Tables, table: str, wanted: list[str], integer=(), required=(),
@@ -668,9 +717,11 @@ class TraceLoader:
     def finish(self) -> "Trace":
         try:
             early = self.ranges_only()
-            return self._guarded(lambda: self._finish(early))
+            trace = self._guarded(lambda: self._finish(early))
         finally:
             self.tables.close()
+        release_free_memory()  # the readers' and the columns' temporaries, before the model's
+        return trace
 
     def _finish(self, early: "Trace") -> "Trace":
         tables, checks = self.tables, self.checks

@@ -21,7 +21,7 @@ from nsight_tui.parsers.attribution import (
     slices_to_pairs,
 )
 from nsight_tui.parsers.groupstats import group_ids, group_stats
-from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
 
@@ -172,18 +172,24 @@ class RangeModel:
         # contiguous and in time order. One sort of one int64 key, (range << 32) | the op's
         # rank by start, instead of a two-key lexsort of 10^6 pairs.
         ops = trace.ops
-        by_start = _ops_by_start(trace)
-        start_rank = np.empty(len(ops), dtype=np.int64)
-        start_rank[by_start] = np.arange(len(ops), dtype=np.int64)
-        key = (range_pos.astype(np.int64) << 32) | start_rank[op_pos]
+        # int32 halves the largest arrays the model holds (pairs ~ kernels x nesting depth).
+        index_type = index_dtype(len(ops), self.n + 1)
+        by_start = _ops_by_start(trace).astype(index_type)
+        start_rank = np.empty(len(ops), dtype=index_type)
+        start_rank[by_start] = np.arange(len(ops), dtype=index_type)
+        # built in place: the pairs' int64 key is the one array of its size at any time
+        key = range_pos.astype(np.int64)
+        del range_pos
+        key <<= 32
+        key |= start_rank[op_pos]
         del op_pos, start_rank
         key.sort()
-        # int32 halves the largest arrays the model holds (pairs ~ kernels x nesting depth).
-        index_type = np.int32 if max(len(ops), self.n) < 2**31 else np.int64
-        self.pair_range = (key >> 32).astype(index_type)
-        self.pair_op = by_start[key & 0xFFFFFFFF].astype(index_type)
-        del key, range_pos
-        self.pair_offsets = np.searchsorted(self.pair_range, np.arange(self.n + 1))
+        self.pair_range = np.empty(len(key), dtype=index_type)
+        np.right_shift(key, 32, out=self.pair_range, casting="unsafe")
+        key &= 0xFFFFFFFF
+        self.pair_op = by_start[key]
+        del key, by_start
+        self.pair_offsets = _offsets(self.pair_range, self.n)
         # The scope: every process and GPU (None), or part of them (`restricted`: one rank's)
         self.scope_gpids: frozenset[int] | None = None
         self.scope_ops: np.ndarray | None = None
@@ -223,7 +229,7 @@ class RangeModel:
             sub.__dict__.pop(built, None)
         keep = np.asarray(op_mask, dtype=bool)[self.pair_op]
         sub.pair_op, sub.pair_range = self.pair_op[keep], self.pair_range[keep]
-        sub.pair_offsets = np.searchsorted(sub.pair_range, np.arange(self.n + 1))
+        sub.pair_offsets = _offsets(sub.pair_range, self.n)
         sub.scope_gpids = frozenset(int(g) for g in gpids)
         sub.scope_ops = np.flatnonzero(op_mask)
         sub.scope_label = label
@@ -236,31 +242,47 @@ class RangeModel:
 
     # -- per-range metrics, all vectorised over the pairs --------------------------------
     def _metrics(self):
-        ops = self.trace.ops
         n = self.n
-        o_start = ops["start"].to_numpy()[self.pair_op]
-        o_end = ops["end"].to_numpy()[self.pair_op]
-        dur = o_end - o_start
-        is_k = ops["kind"].to_numpy()[self.pair_op] == KERNEL
-        pr = self.pair_range
-        # Pairs are sorted by (range, op start): per-range sums are reductions over slices.
         self.op_count = np.diff(self.pair_offsets).astype(np.int64)
-        has = self.op_count > 0
-        at = self.pair_offsets[:-1][has]
+        self.kernel_count = np.zeros(n, dtype=np.int64)
+        self.kernel_ns = np.zeros(n, dtype=np.int64)
+        self.op_ns = np.zeros(n, dtype=np.int64)
+        self.proj_ns = np.zeros(n, dtype=np.int64)
+        self.busy_ns = np.zeros(n, dtype=np.int64)
+        # Block by block of whole ranges, ~10^6 pairs each: every figure is per range, and
+        # the pairs' start/end/duration arrays then never exist for all pairs at once.
+        for lo, hi in _range_blocks(self.pair_offsets, METRIC_BLOCK_PAIRS):
+            self._block_metrics(lo, hi)
 
-        def per_range(values, reduce=np.add):
-            out = np.zeros(n, dtype=np.int64)
+    def _block_metrics(self, lo: int, hi: int) -> None:
+        """The GPU figures of ranges lo..hi-1 (their pairs are one contiguous slice)."""
+        ops = self.trace.ops
+        a, b = int(self.pair_offsets[lo]), int(self.pair_offsets[hi])
+        pair_op = self.pair_op[a:b]
+        o_start = ops["start"].to_numpy()[pair_op]
+        o_end = ops["end"].to_numpy()[pair_op]
+        dur = o_end - o_start
+        is_k = ops["kind"].to_numpy()[pair_op] == KERNEL
+        # Pairs are sorted by (range, op start): per-range sums are reductions over slices.
+        count = self.op_count[lo:hi]
+        has = count > 0
+        at = self.pair_offsets[lo:hi][has] - a
+
+        def per_range(values, reduce=np.add, dtype=None):
+            out = np.zeros(hi - lo, dtype=np.int64)
             if len(at):
-                out[has] = reduce.reduceat(values, at)
+                out[has] = reduce.reduceat(values, at, dtype=dtype)
             return out
 
-        self.kernel_count = per_range(is_k.astype(np.int64))
-        self.kernel_ns = per_range(np.where(is_k, dur, 0))
-        self.op_ns = per_range(dur)
-        proj_start = np.zeros(n, dtype=np.int64)
+        self.kernel_count[lo:hi] = per_range(is_k, dtype=np.int64)
+        self.op_ns[lo:hi] = per_range(dur)
+        dur[~is_k] = 0
+        self.kernel_ns[lo:hi] = per_range(dur)
+        del dur, is_k
+        proj_start = np.zeros(hi - lo, dtype=np.int64)
         proj_start[has] = o_start[at]  # the first op of each range starts first
-        self.proj_ns = np.where(has, per_range(o_end, np.maximum) - proj_start, 0)
-        self.busy_ns = _union_length(pr, o_start, o_end, n, presorted=True)
+        self.proj_ns[lo:hi] = np.where(has, per_range(o_end, np.maximum) - proj_start, 0)
+        self.busy_ns[lo:hi] = _union_length(self.pair_range[a:b] - lo, o_start, o_end, hi - lo, presorted=True)
 
     def _nesting(self) -> tuple[np.ndarray, np.ndarray]:
         """Parent = tightest enclosing range on the same thread (a stack sweep per thread)."""
@@ -704,6 +726,27 @@ class Correlation:
     main_thread: str
     main_stack: list[str]
     attributed: list[str]
+
+
+METRIC_BLOCK_PAIRS = 1 << 20
+
+
+def _offsets(pair_range: np.ndarray, n: int) -> np.ndarray:
+    """Where each range's pairs begin (n + 1 values; pairs sorted by range)."""
+    return np.searchsorted(pair_range, np.arange(n + 1, dtype=pair_range.dtype))
+
+
+def _range_blocks(offsets: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """Ranges 0..n-1 cut into consecutive blocks [lo, hi): a block starts at the range
+    holding each multiple of `size`, so it has its first range's pairs and at most `size`
+    more. `offsets`: n + 1 pair offsets."""
+    n = len(offsets) - 1
+    if n <= 0:
+        return []
+    total = int(offsets[-1])
+    cuts = np.searchsorted(offsets, np.arange(size, total, size, dtype=np.int64), side="right") - 1
+    bounds = np.unique(np.concatenate(([0], cuts, [n])))
+    return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
 
 
 def _ops_by_start(trace: Trace) -> np.ndarray:

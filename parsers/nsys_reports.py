@@ -21,7 +21,7 @@ import pandas as pd
 
 from nsight_tui.parsers.nvtx_nesting import nsys_nesting
 from nsight_tui.parsers.groupstats import group_ids, group_stats
-from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name, pid_of, tid_of
+from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
 from nsight_tui.parsers.load import Trace
 from nsight_tui.parsers.model import range_model
 
@@ -78,9 +78,9 @@ def _stat_columns(s: pd.DataFrame) -> list[list]:
     return [[a, m, int(mn), int(mx), sd] for a, m, mn, mx, sd in zip(avg, med, s["min"], s["max"], std)]
 
 
-def _distinct(values: np.ndarray) -> np.ndarray:
+def _distinct(values: np.ndarray, presorted: bool = False) -> np.ndarray:
     """Sorted distinct values (a plain sort beats np.unique's hashing on 10^6 int64s)."""
-    v = np.sort(values)
+    v = values if presorted else np.sort(values)
     return v[np.concatenate(([True], v[1:] != v[:-1]))] if len(v) else v
 
 
@@ -258,6 +258,9 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
     return rep
 
 
+PAIR_BLOCK = 1 << 20  # pairs per block where a per-pair temporary would be int64
+
+
 def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", *STAT_HEADERS,
                "Kernel Name"]
@@ -274,13 +277,17 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
     in_range = np.zeros(len(ops), dtype=bool)
     in_range[p_op] = True
     lone = np.flatnonzero(is_k & ~in_range)
-    index = np.int32 if max(len(ops), len(trace.ranges)) < 2**31 else np.int64  # millions of pairs: half the memory
-    all_op = np.concatenate([p_op, lone]).astype(index)
-    all_range = np.concatenate([p_range, np.full(len(lone), -1)]).astype(index)
+    index = index_dtype(len(ops) + 1, len(trace.ranges) + 1)  # millions of pairs: half the memory
+    all_op = np.concatenate([p_op.astype(index, copy=False), lone.astype(index)])
+    all_range = np.concatenate([p_range.astype(index, copy=False), np.full(len(lone), -1, dtype=index)])
     del p_op, p_range, lone, in_range, keep
-    api_pos = ops["api"].to_numpy()[all_op]
-    gtid = np.where(api_pos >= 0, trace.api["gtid"].to_numpy()[np.maximum(api_pos, 0)] if len(trace.api) else 0, -1)
+    # The launching thread, per op (then per pair, by the op): (pid, tid) ranked as integers
+    api_pos = ops["api"].to_numpy()
+    op_gtid = np.where(api_pos >= 0, trace.api["gtid"].to_numpy()[np.maximum(api_pos, 0)] if len(trace.api) else 0, -1)
     del api_pos
+    op_pid = np.where(op_gtid >= 0, pid_of(op_gtid), -1).astype(np.int32)  # 24-bit ids
+    op_tid = np.where(op_gtid >= 0, tid_of(op_gtid), -1).astype(np.int32)
+    del op_gtid
     r = trace.ranges
     # Integer keys whose order is the strings' order (NULL = -1 sorts first, as in SQLite),
     # so grouping millions of (kernel, range) pairs never touches a Python string.
@@ -289,54 +296,67 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
     style_rank = np.append(np.where(r["pushpop"].to_numpy(dtype=bool), 0, 1), -1)  # PushPop < StartEnd
     kname_rank_of, kname_text = pd.factorize(pd.Series(trace.op_names), sort=True)
     small = np.int32  # keys and positions fit; halves the memory of millions of pairs
-    pid = np.where(gtid >= 0, pid_of(gtid), -1).astype(small)
-    tid = np.where(gtid >= 0, tid_of(gtid), -1).astype(small)
-    del gtid
     # The keys packed into one int64 whose order is theirs: (thread = (pid, tid) ranked, range
     # name, style) then the op's rank among all ops ordered by (kernel name, duration). One
     # sort of those values gives the groups, each group's sorted durations (its median) and
     # its repeated ops (one op under two same-named ranges) side by side.
-    codes, threads = pd.factorize((pid.astype(np.int64) << 32) | (tid.astype(np.int64) & 0xFFFFFFFF))
+    op_thread, threads = pd.factorize((op_pid.astype(np.int64) << 32) | (op_tid.astype(np.int64) & 0xFFFFFFFF))
     n_rname, n_ops = np.int64(len(rname_text) + 1), np.int64(len(ops))
     if len(threads) * int(n_rname) * 3 * int(n_ops) < 2**62:
         thread_rank = np.argsort(np.argsort(threads)).astype(np.int64)  # rank of (pid, tid)
         op_dur = ops["end"].to_numpy() - ops["start"].to_numpy()
-        op_kname = kname_rank_of[ops["name"].to_numpy()]
-        by_name_dur = np.lexsort((op_dur, op_kname))
-        op_rank = np.empty(len(ops), dtype=np.int64)
-        op_rank[by_name_dur] = np.arange(len(ops), dtype=np.int64)
+        op_kname = kname_rank_of.astype(index)[ops["name"].to_numpy()]
+        by_name_dur = np.lexsort((op_dur, op_kname)).astype(index)
+        # per op: its thread's rank, then its rank among ops by (kernel name, duration)
+        op_thread_rank = thread_rank.astype(index)[op_thread]  # < the ops' count: fits
+        del op_thread
+        op_rank = np.empty(len(ops), dtype=index)
+        op_rank[by_name_dur] = np.arange(len(ops), dtype=index)
         # per range: (name, style) in one number; per pair: that, its thread, its op's rank
         range_part = (rname_rank.astype(np.int64) + 1) * 3 + (style_rank.astype(np.int64) + 1)
-        pair_key = thread_rank[codes] * (n_rname * 3)
-        del codes
-        pair_key += range_part[all_range]
-        pair_key *= n_ops
-        pair_key += op_rank[all_op]
-        del op_rank
-        key = np.sort(pair_key)
+
+        def pair_keys(a: int, b: int) -> np.ndarray:
+            """The packed key of pairs a..b-1 (made in blocks: no int64 temporary per pair)."""
+            o = all_op[a:b]
+            k = op_thread_rank[o].astype(np.int64) * (n_rname * 3)
+            k += range_part[all_range[a:b]]
+            k *= n_ops
+            k += op_rank[o]
+            return k
+
+        blocks = [(a, min(a + PAIR_BLOCK, len(all_op))) for a in range(0, len(all_op), PAIR_BLOCK)]
+        key = np.empty(len(all_op), dtype=np.int64)
+        for a, b in blocks:
+            key[a:b] = pair_keys(a, b)
+        key.sort()  # in place; the pairs' own order is made again, block by block, below
         new_group = np.ones(len(key), dtype=bool)
-        prefix = key // n_ops
-        new_group[1:] = prefix[1:] != prefix[:-1]
-        del prefix
-        rank = key % n_ops
-        op_s = by_name_dur[rank]
+        op_s = np.empty(len(key), dtype=index)  # the op of each sorted pair (from its rank)
+        for a, b in blocks:
+            prefix = key[max(a - 1, 0):b] // n_ops
+            np.not_equal(prefix[1:], prefix[:-1], out=new_group[max(a, 1):b])
+            op_s[a:b] = by_name_dur[key[a:b] % n_ops]
         kname_s = op_kname[op_s]
         new_group[1:] |= kname_s[1:] != kname_s[:-1]
         del kname_s
-        gid_sorted = np.cumsum(new_group) - 1
+        first_key = key[new_group]
+        del key
+        group_index = index_dtype(len(all_op) + 1)  # group ids: fewer than the pairs
+        gid_sorted = np.cumsum(new_group, dtype=group_index)
+        gid_sorted -= 1
         n_groups = int(gid_sorted[-1]) + 1 if len(gid_sorted) else 0
         st = group_stats(gid_sorted, n_groups, op_dur[op_s], presorted=True)
+        repeated = ~new_group[1:] & (op_s[1:] == op_s[:-1])  # same group, same op: adjacent here
         del op_s
-        repeated = ~new_group[1:] & (rank[1:] == rank[:-1])  # same group, same op: adjacent here
         kern_inst = st.num - np.bincount(gid_sorted[1:][repeated], minlength=n_groups)
-        del rank, repeated, gid_sorted
-        first_key = key[new_group]
-        del key, new_group
+        del repeated, gid_sorted, new_group
         # the group of each pair, in the pairs' own order (for the range count below)
-        gid = np.searchsorted(first_key, pair_key, side="right") - 1
-        del pair_key
+        gid = np.empty(len(all_op), dtype=group_index)
+        for a, b in blocks:
+            gid[a:b] = np.searchsorted(first_key, pair_keys(a, b), side="right") - 1
+        del op_rank, op_thread_rank
         first = _first_pair_of_group(gid, n_groups)
     else:  # too many distinct keys to pack: group on the five columns
+        pid, tid = op_pid.astype(small)[all_op], op_tid.astype(small)[all_op]
         rname = rname_rank.astype(small)[all_range]
         style = style_rank.astype(small)[all_range]
         kname = kname_rank_of.astype(small)[ops["name"].to_numpy()[all_op]]
@@ -346,15 +366,21 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
         stride = np.int64(max(len(ops), len(r)) + 1)
         kern_inst = np.bincount(_distinct(gid * stride + all_op) // stride, minlength=n_groups)
     first_op, first_range = all_op[first], all_range[first]
-    s = pd.DataFrame({"pid": pid[first], "tid": tid[first], "name": rname_rank[first_range],
+    s = pd.DataFrame({"pid": op_pid[first_op].astype(small), "tid": op_tid[first_op].astype(small),
+                      "name": rname_rank[first_range],
                       "style": style_rank[first_range], "kname": kname_rank_of[ops["name"].to_numpy()[first_op]],
                       "total": st.total, "num": st.num, "avg": st.avg, "med": st.med,
                       "min": st.min, "max": st.max, "std": st.std})
     # count(DISTINCT range) (NULL ranges not counted) and count(DISTINCT kernel) per group
     stride = np.int64(max(len(ops), len(r)) + 1)
     in_r = all_range >= 0
-    s["nvtx_inst"] = np.bincount(_distinct(gid[in_r] * stride + all_range[in_r].astype(np.int64)) // stride,
-                                 minlength=n_groups)
+    gid_range = gid[in_r].astype(np.int64)
+    del gid
+    gid_range *= stride
+    gid_range += all_range[in_r]
+    gid_range.sort()
+    s["nvtx_inst"] = np.bincount(_distinct(gid_range, presorted=True) // stride, minlength=n_groups)
+    del gid_range
     s["kern_inst"] = kern_inst
     s["_neg_total"] = -s["total"]
     s = s.sort_values(["name", "pid", "tid", "_neg_total"], kind="stable").reset_index(drop=True)
