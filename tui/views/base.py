@@ -92,11 +92,12 @@ class ViewScreen(Screen):
         return self.view_name
 
     def show_crumb(self) -> None:
-        self.query_one("#crumb", Static).update(literal(self.crumb()))
+        # One row whatever the text: no layout pass (a layout re-renders the whole screen).
+        self.query_one("#crumb", Static).update(literal(self.crumb()), layout=False)
 
     def set_status(self, text: str | Text) -> None:
         """One line under the view; a str is shown literally, a Text as styled by its maker."""
-        self.query_one("#status", Static).update(text if isinstance(text, Text) else literal(text))
+        self.query_one("#status", Static).update(text if isinstance(text, Text) else literal(text), layout=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A view's worker failed: say so in one line and keep the session (never a traceback)."""

@@ -143,6 +143,11 @@ class DataGrid(ScrollView, can_focus=True):
         """The source's rows changed (sort, filter, expand, values read): re-measure and repaint."""
         self._cache.clear()
         self.virtual_size = Size(0, len(self.source) + 1)
+        if len(self.source) + 1 > self.app.size.height and not self.show_vertical_scrollbar:
+            # Taller than the terminal: it scrolls whatever the layout. Say so now, not when
+            # the layout finds out: that made a second layout and full repaint of the screen.
+            self.show_vertical_scrollbar = True
+            self.vertical_scrollbar.display = True  # made (mounted) now, not by the layout
         target = self.cursor if cursor is None else cursor
         self.cursor = max(0, min(target, len(self.source) - 1))
         self._window = (-1, -1)

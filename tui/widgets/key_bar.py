@@ -43,4 +43,4 @@ class KeyBar(Static):
             seen.add(binding.action)
             text.append(f" {key_text(binding.key.split(',')[0])} ", style="bold reverse" if enabled else "dim reverse")
             text.append(f" {binding.description} ", style="" if enabled else "dim")
-        self.update(text)
+        self.update(text, layout=False)  # always one row: no layout pass

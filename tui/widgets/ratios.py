@@ -23,6 +23,7 @@ class RatioPanel(Static):
         super().__init__(**kwargs)
         self.view = RatioPanelView()
         self._compact = True
+        self._drawn: Text | None = None
 
     @property
     def compact(self) -> bool:
@@ -42,10 +43,14 @@ class RatioPanel(Static):
         self._draw()
 
     def _draw(self) -> None:
-        if self.view.empty:
-            self.update("")
-            return
-        self.update(self._flow() if self._compact else self._table())
+        text = Text() if self.view.empty else self._flow() if self._compact else self._table()
+        if text == self._drawn:
+            return  # a resize that changes nothing: no update, no layout, no repaint
+        # Beside the table (wide) the panel's height is the table's: its text never moves the
+        # layout. Under it (compact), a new line count does.
+        layout = self._drawn is None or (self._compact and text.plain.count("\n") != self._drawn.plain.count("\n"))
+        self._drawn = text
+        self.update(text, layout=layout)
 
     def _flow(self) -> Text:
         """`label value` pairs packed into lines of the panel's width; a pair is never split
