@@ -11,9 +11,12 @@ from textual.widgets import Input, Label
 
 
 class PromptBar(Horizontal):
+    """Hidden, not undisplayed, while closed: it keeps its place in the layout (app.tcss docks it
+    over the key bar), so opening it repaints one row instead of laying out the whole screen."""
+
     DEFAULT_CSS = """
-    PromptBar { height: 1; display: none; background: $boost; }
-    PromptBar.-open { display: block; }
+    PromptBar { height: 1; visibility: hidden; background: $boost; }
+    PromptBar.-open { visibility: visible; }
     PromptBar > Label { width: auto; padding: 0 1; color: $text-accent; text-style: bold; }
     PromptBar > Input { width: 1fr; height: 1; border: none; padding: 0; background: $boost; }
     PromptBar > Input:focus { border: none; }
