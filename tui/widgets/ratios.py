@@ -4,6 +4,7 @@ phase ratios). Wide screens give each of those its basis; narrow ones a compact 
 from __future__ import annotations
 
 from rich.text import Text
+from textual.css.scalar import Unit
 from textual.widgets import Static
 
 from nsight_tui.render.numbers import quantity
@@ -52,10 +53,20 @@ class RatioPanel(Static):
         self._drawn = text
         self.update(text, layout=layout)
 
+    def _width(self) -> int:
+        """The text's width: the laid-out one, or before the first layout the one it will get
+        (app.tcss: a fixed width beside the table, the screen's width under it), so the first
+        frame is drawn at its real width and not drawn again when the layout comes."""
+        if self.content_size.width:
+            return self.content_size.width
+        width = self.styles.width
+        total = int(width.value) if width is not None and width.unit == Unit.CELLS else self.app.size.width
+        return total - self.styles.gutter.width
+
     def _flow(self) -> Text:
         """`label value` pairs packed into lines of the panel's width; a pair is never split
         across lines, and what does not fit in MAX_LINES is counted, not dropped silently."""
-        width = max(self.content_size.width, 20)
+        width = max(self._width(), 20)
         v = self.view
         lines: list[list[tuple[str, str]]] = []  # per line: (text, style) parts
         pairs: list[int] = []  # pairs on each line
@@ -104,7 +115,7 @@ class RatioPanel(Static):
     def _table(self) -> Text:
         """The caption, the shares as `label ... value`, then each other ratio with its basis
         dimmed and wrapping under it."""
-        width = max(self.content_size.width, 30)
+        width = max(self._width(), 30)
         text = Text()
 
         def row(label: str, value: str) -> None:
