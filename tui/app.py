@@ -105,6 +105,7 @@ class NsightApp(App[int]):
         self._load_started = 0.0
         self._mode_switching = False
         self._sessions: dict[Path, Session] = {}  # reopening from the files view is instant
+        self._spares: dict[type, ViewScreen] = {}  # views composed ahead (prepare_spares)
         self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
 
     # -- start-up and loading -------------------------------------------------------------------
@@ -205,6 +206,7 @@ class NsightApp(App[int]):
         gc.collect()
         gc.freeze()
         self._warm(session)
+        self.set_timer(self.SPARE_DELAY, self.prepare_spares)  # the first screen drawn first
 
     def on_gpu_loaded(self, message: GpuLoaded) -> None:
         """The load's second stage: the GPU columns fill in, in place (the cursor stays)."""
@@ -279,10 +281,60 @@ class NsightApp(App[int]):
     def open_kernels(self, node=None, select_name: str | None = None) -> None:
         if not self._need_session():
             return
-        self.push_screen(KernelsScreen(self.session, node, select_name))
+        spare = self._take_spare(KernelsScreen)
+        if spare is not None:
+            spare.retarget(self.session, node, select_name)
+            self.push_screen(spare)
+        else:
+            self.push_screen(KernelsScreen(self.session, node, select_name))
 
     def open_launches(self, node, name: str, short: str, positions) -> None:
-        self.push_screen(LaunchesScreen(self.session, node, name, short, positions))
+        spare = self._take_spare(LaunchesScreen)
+        if spare is not None:
+            spare.retarget(self.session, node, name, short, positions)
+            self.push_screen(spare)
+        else:
+            self.push_screen(LaunchesScreen(self.session, node, name, short, positions))
+
+    def open_api(self) -> None:
+        spare = self._take_spare(ApiScreen)
+        if spare is not None:
+            spare.retarget(self.session)
+            self.push_screen(spare)
+        else:
+            self.push_screen(ApiScreen(self.session))
+
+    # -- spare screens: the next kernel table (launches, API summary) composed before it is asked
+    # for. Composing, mounting and styling a view's widgets was ~30 ms of the ~100 ms a kernel
+    # table took to open at 120x40 (2 cores): a spare is made off screen while the user reads
+    # (after the load, and half a second after one is used), and opening shows it.
+    SPARE_DELAY = 0.5
+
+    def prepare_spares(self) -> None:
+        session = self.session
+        start = getattr(self, "_get_screen", None)  # Textual's start of a screen before it is pushed
+        if session is None or session.pending or start is None:
+            return  # (another Textual without it: views are composed when opened, as before)
+        if KernelsScreen not in self._spares:
+            self._spares[KernelsScreen] = KernelsScreen(session, spare=True)
+        if LaunchesScreen not in self._spares:
+            self._spares[LaunchesScreen] = LaunchesScreen(session, None, "", "", np.empty(0, np.int64), spare=True)
+        if ApiScreen not in self._spares:
+            self._spares[ApiScreen] = ApiScreen(session, spare=True)
+        for screen in self._spares.values():
+            if not screen.is_running:
+                start(screen)
+
+    def spares(self) -> dict[type, ViewScreen]:
+        """The spare screens composed so far, by view class (tests wait on them)."""
+        return {cls: screen for cls, screen in self._spares.items() if screen.is_mounted}
+
+    def _take_spare(self, cls):
+        spare = self._spares.pop(cls, None)
+        if spare is not None and not spare.is_running:
+            spare = None
+        self.set_timer(self.SPARE_DELAY, self.prepare_spares)
+        return spare
 
     def open_correlation(self, corr: int, gpid: int | None = None) -> None:
         self.push_screen(CorrelationScreen(self.session, corr, gpid))
@@ -309,7 +361,7 @@ class NsightApp(App[int]):
     async def action_view_api(self) -> None:
         if self._need_session():
             await self._to_base()
-            self.push_screen(ApiScreen(self.session))
+            self.open_api()
 
     async def action_view_findings(self) -> None:
         if self._need_session() and not isinstance(self.screen, FindingsScreen):

@@ -16,6 +16,10 @@ class ApiScreen(TableScreen):
         n = len(self.session.ranks()) if self.session is not None else 0
         return "CUDA API summary (as nsys stats -r cuda_api_sum)" + (f" · all {n} ranks, summed" if n > 1 else "")
 
+    def retarget(self, session) -> None:
+        """A spare screen (composed ahead) starts as the API summary of `session`."""
+        self.start_spare(session)
+
     def mounted(self) -> None:
         super().mounted()
         view = self.session.api_summary_kept()  # computed by the warm-up: shown with the first frame

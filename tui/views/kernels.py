@@ -42,6 +42,11 @@ class KernelsScreen(TableScreen):
         # Wide or narrow from the start: setting the class after mounting restyles every widget.
         self.set_class(self.app.size.width >= WIDE, "-wide")
 
+    def retarget(self, session, node=None, select_name: str | None = None) -> None:
+        """A spare screen (composed ahead) becomes the kernels of `node` and starts."""
+        self.node, self.select_name = node, select_name
+        self.start_spare(session)
+
     @property
     def view_name(self) -> str:  # type: ignore[override]
         return "kernels" if self.node is None else f"{self.node.label}_kernels"
@@ -63,7 +68,7 @@ class KernelsScreen(TableScreen):
 
     def mounted(self) -> None:
         super().mounted()
-        self._layout_for(self.size.width)
+        self._layout_for(self.app.size.width)  # (a spare screen was never laid out: no size of its own)
         # Computed already (warm-up, an earlier opening): on screen with the first frame, no
         # worker and no second layout; else computed in the worker.
         session = self.session

@@ -22,6 +22,11 @@ class LaunchesScreen(TableScreen):
         super().__init__(session, **kwargs)
         self.node, self.kernel, self.short, self.positions = node, name, short, positions
 
+    def retarget(self, session, node, name: str, short: str, positions: np.ndarray) -> None:
+        """A spare screen (composed ahead) becomes the launches of kernel `name` and starts."""
+        self.node, self.kernel, self.short, self.positions = node, name, short, positions
+        self.start_spare(session)
+
     @property
     def view_name(self) -> str:  # type: ignore[override]
         scope = "" if self.node is None else f"{self.node.label}_"

@@ -232,6 +232,11 @@ class DataGrid(ScrollView, can_focus=True):
         self._layout, self._layout_width = layout, width
         return layout
 
+    def on_mount(self) -> None:
+        # The scrollbar made with the grid, hidden: a table that scrolls (data_changed) shows it
+        # without mounting a widget then (that cost a layout of the screen after its first frame).
+        self.vertical_scrollbar  # noqa: B018
+
     def on_resize(self) -> None:
         self._layout_width = -1
         self._cache.clear()
