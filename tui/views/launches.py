@@ -42,7 +42,17 @@ class LaunchesScreen(TableScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def build(self) -> None:
-        self.post_message(LaunchesReady(self.session.launches(self.positions, self.kernel)))
+        table = self.session.launches(self.positions, self.kernel)
+        # The first screenful's grid/block read here as well: the table's first frame shows them
+        # (read after it was drawn, the table was drawn twice). The rest: read_details, per window.
+        error = ""
+        try:
+            table.read_details(table.missing(0, self.app.size.height))
+        except Exception as exc:  # the file changed underneath: one status line, as read_details
+            error = f"{type(exc).__name__}: {exc}"
+        self.post_message(LaunchesReady(table))
+        if error:
+            self.post_message(DetailsRead(error))
 
     def on_launches_ready(self, message: LaunchesReady) -> None:
         self.grid.empty_text = "no launches"

@@ -281,7 +281,7 @@ class DataGrid(ScrollView, can_focus=True):
         if row >= n:
             return Strip.blank(width, base)
         is_cursor = row == self.cursor
-        key = (row, width, is_cursor, self.has_focus)
+        key = (row, width, is_cursor, is_cursor and self.has_focus)  # focus shows on the cursor row only
         strip = self._cache.get(key)
         if strip is None:
             strip = self._row_strip(row, width, is_cursor, base)
