@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
+from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
@@ -105,7 +106,9 @@ class NsightApp(App[int]):
         self._load_started = 0.0
         self._mode_switching = False
         self._sessions: dict[Path, Session] = {}  # reopening from the files view is instant
-        self._spares: dict[type, ViewScreen] = {}  # views composed ahead (prepare_spares)
+        self._spares: dict[type, ViewScreen] = {}  # views composed ahead (_prepare_spare)
+        self._spare_timer: Timer | None = None
+        self._last_key = 0.0
         self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
 
     # -- start-up and loading -------------------------------------------------------------------
@@ -206,7 +209,7 @@ class NsightApp(App[int]):
         gc.collect()
         gc.freeze()
         self._warm(session)
-        self.set_timer(self.SPARE_DELAY, self.prepare_spares)  # the first screen drawn first
+        self._spare_later()  # the first screen drawn first
 
     def on_gpu_loaded(self, message: GpuLoaded) -> None:
         """The load's second stage: the GPU columns fill in, in place (the cursor stays)."""
@@ -283,47 +286,65 @@ class NsightApp(App[int]):
             return
         spare = self._take_spare(KernelsScreen)
         if spare is not None:
+            self.push_screen(spare)  # then filled in: its resume lays it out once, with the data
             spare.retarget(self.session, node, select_name)
-            self.push_screen(spare)
         else:
             self.push_screen(KernelsScreen(self.session, node, select_name))
 
     def open_launches(self, node, name: str, short: str, positions) -> None:
         spare = self._take_spare(LaunchesScreen)
         if spare is not None:
-            spare.retarget(self.session, node, name, short, positions)
             self.push_screen(spare)
+            spare.retarget(self.session, node, name, short, positions)
         else:
             self.push_screen(LaunchesScreen(self.session, node, name, short, positions))
 
     def open_api(self) -> None:
         spare = self._take_spare(ApiScreen)
         if spare is not None:
-            spare.retarget(self.session)
             self.push_screen(spare)
+            spare.retarget(self.session)
         else:
             self.push_screen(ApiScreen(self.session))
 
     # -- spare screens: the next kernel table (launches, API summary) composed before it is asked
     # for. Composing, mounting and styling a view's widgets was ~30 ms of the ~100 ms a kernel
-    # table took to open at 120x40 (2 cores): a spare is made off screen while the user reads
-    # (after the load, and half a second after one is used), and opening shows it.
-    SPARE_DELAY = 0.5
+    # table took to open at 120x40 (2 cores). Spares are made off screen, one at a time, only
+    # when no key came for SPARE_IDLE seconds (after the load, after one is used): a person
+    # reading the screen, never in the middle of typing.
+    SPARE_DELAY = 0.25
+    SPARE_IDLE = 0.4
 
-    def prepare_spares(self) -> None:
+    def _spare_later(self) -> None:
+        if self._spare_timer is None:
+            self._spare_timer = self.set_timer(self.SPARE_DELAY, self._prepare_spare)
+
+    def _prepare_spare(self) -> None:
+        self._spare_timer = None
         session = self.session
         start = getattr(self, "_get_screen", None)  # Textual's start of a screen before it is pushed
         if session is None or session.pending or start is None:
             return  # (another Textual without it: views are composed when opened, as before)
-        if KernelsScreen not in self._spares:
-            self._spares[KernelsScreen] = KernelsScreen(session, spare=True)
-        if LaunchesScreen not in self._spares:
-            self._spares[LaunchesScreen] = LaunchesScreen(session, None, "", "", np.empty(0, np.int64), spare=True)
-        if ApiScreen not in self._spares:
-            self._spares[ApiScreen] = ApiScreen(session, spare=True)
-        for screen in self._spares.values():
-            if not screen.is_running:
-                start(screen)
+        missing = [cls for cls in (KernelsScreen, ApiScreen, LaunchesScreen) if cls not in self._spares]
+        if not missing:
+            return
+        if time.monotonic() - self._last_key < self.SPARE_IDLE:
+            self._spare_later()  # keys are coming: later
+            return
+        cls = missing[0]
+        if cls is LaunchesScreen:
+            spare: ViewScreen = LaunchesScreen(session, None, "", "", np.empty(0, np.int64), spare=True)
+        else:
+            spare = cls(session, spare=True)
+        self._spares[cls] = spare
+        start(spare)
+        if len(missing) > 1:
+            self._spare_later()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self._last_key = time.monotonic()  # spares are made between keys, not during them
+        await super().on_event(event)
 
     def spares(self) -> dict[type, ViewScreen]:
         """The spare screens composed so far, by view class (tests wait on them)."""
@@ -333,7 +354,7 @@ class NsightApp(App[int]):
         spare = self._spares.pop(cls, None)
         if spare is not None and not spare.is_running:
             spare = None
-        self.set_timer(self.SPARE_DELAY, self.prepare_spares)
+        self._spare_later()
         return spare
 
     def open_correlation(self, corr: int, gpid: int | None = None) -> None:
