@@ -332,10 +332,13 @@ class NsightApp(App[int]):
             self._spare_later()  # keys are coming: later
             return
         cls = missing[0]
+        spare: ViewScreen
         if cls is LaunchesScreen:
-            spare: ViewScreen = LaunchesScreen(session, None, "", "", np.empty(0, np.int64), spare=True)
+            spare = LaunchesScreen(session, None, "", "", np.empty(0, np.int64), spare=True)
+        elif cls is ApiScreen:
+            spare = ApiScreen(session, spare=True)
         else:
-            spare = cls(session, spare=True)
+            spare = KernelsScreen(session, spare=True)
         self._spares[cls] = spare
         start(spare)
         if len(missing) > 1:
