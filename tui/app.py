@@ -106,7 +106,7 @@ class NsightApp(App[int]):
         self._load_started = 0.0
         self._mode_switching = False
         self._sessions: dict[Path, Session] = {}  # reopening from the files view is instant
-        self._spares: dict[type, ViewScreen] = {}  # views composed ahead (_prepare_spare)
+        self._spares: list[ViewScreen] = []  # views composed ahead (_prepare_spare)
         self._spare_timer: Timer | None = None
         self._last_key = 0.0
         self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
@@ -314,6 +314,9 @@ class NsightApp(App[int]):
     # reading the screen, never in the middle of typing.
     SPARE_DELAY = 0.25
     SPARE_IDLE = 0.4
+    # In the order they are made. Two kernel tables: the most opened view, often twice in a row
+    # (a range's, then another's or every kernel's) before a pause lets a spare be made again.
+    SPARES = (KernelsScreen, ApiScreen, LaunchesScreen, KernelsScreen)
 
     def _spare_later(self) -> None:
         if self._spare_timer is None:
@@ -325,7 +328,13 @@ class NsightApp(App[int]):
         start = getattr(self, "_get_screen", None)  # Textual's start of a screen before it is pushed
         if session is None or session.pending or start is None:
             return  # (another Textual without it: views are composed when opened, as before)
-        missing = [cls for cls in (KernelsScreen, ApiScreen, LaunchesScreen) if cls not in self._spares]
+        have = [type(screen) for screen in self._spares]
+        missing = []
+        for cls in self.SPARES:
+            if cls in have:
+                have.remove(cls)
+            else:
+                missing.append(cls)
         if not missing:
             return
         if time.monotonic() - self._last_key < self.SPARE_IDLE:
@@ -339,7 +348,7 @@ class NsightApp(App[int]):
             spare = ApiScreen(session, spare=True)
         else:
             spare = KernelsScreen(session, spare=True)
-        self._spares[cls] = spare
+        self._spares.append(spare)
         start(spare)
         if len(missing) > 1:
             self._spare_later()
@@ -350,13 +359,18 @@ class NsightApp(App[int]):
         await super().on_event(event)
 
     def spares(self) -> dict[type, ViewScreen]:
-        """The spare screens composed so far, by view class (tests wait on them)."""
-        return {cls: screen for cls, screen in self._spares.items() if screen.is_mounted}
+        """The spare screen each view class will use next, once composed (tests wait on them)."""
+        out: dict[type, ViewScreen] = {}
+        for screen in self._spares:
+            out.setdefault(type(screen), screen)
+        return {cls: screen for cls, screen in out.items() if screen.is_mounted}
 
     def _take_spare(self, cls):
-        spare = self._spares.pop(cls, None)
-        if spare is not None and not spare.is_running:
-            spare = None
+        spare = next((screen for screen in self._spares if type(screen) is cls), None)
+        if spare is not None:
+            self._spares.remove(spare)
+            if not spare.is_running:
+                spare = None
         self._spare_later()
         return spare
 
