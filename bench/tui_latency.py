@@ -5,6 +5,8 @@
 Runs the app under Textual's `App.run_test()` and drives it with a Pilot. For each scenario the
 time from `pilot.press(key)` to the return of `await pilot.pause()` (the message queue drained,
 the screen refreshed) is the latency a person would feel, minus the terminal's own drawing.
+Beside it, `first_frame`: the key to the first frame the app writes after it (App._display),
+what a person sees first (a view's table, before e.g. a worker fills in lazy columns).
 
 The app is imported lazily; when it is missing (it is being written) this prints why and exits 3
 so bench/run.py reports "n/a" instead of failing.
@@ -129,10 +131,39 @@ def _fine_idle_detection() -> None:
         pass
 
 
+class FrameClock:
+    """When the app writes a frame (App._display, private: if it moves, no frame figures).
+
+    "until idle" counts every worker and every repaint a key causes; the first frame after
+    the key is what a person sees first (a view's chrome and table, before e.g. a worker's
+    lazy columns). Both are reported."""
+
+    def __init__(self, app) -> None:
+        self.last: float | None = None
+        display = getattr(app, "_display", None)
+        if display is None:
+            return
+
+        def timed(screen, renderable, *args, **kwargs):
+            result = display(screen, renderable, *args, **kwargs)
+            if self.last is None and renderable is not None and not getattr(app, "_batch_count", 0):
+                self.last = time.perf_counter()
+            return result
+
+        app._display = timed
+
+    def start(self) -> None:
+        self.last = None
+
+    def since(self, t0: float) -> float | None:
+        return None if self.last is None else (self.last - t0) * 1000
+
+
 async def measure(path: Path, app_spec: str, timeout: float) -> dict:
     cls = _load_app_class(app_spec)
     _fine_idle_detection()
     app = _make_app(cls, path)
+    frames = FrameClock(app)
     results: dict[str, dict] = {}
     out = {"load_s": None, "keys_ms": results}
     try:
@@ -143,12 +174,15 @@ async def measure(path: Path, app_spec: str, timeout: float) -> dict:
                 if name == BIGGEST:
                     _cursor_on_biggest(app)
                     await _settle(app, pilot)
-                samples = []
+                samples, first = [], []
                 for key in keys:
+                    frames.start()
                     t0 = time.perf_counter()
                     await pilot.press(key)
                     await _settle(app, pilot)
                     samples.append((time.perf_counter() - t0) * 1000)
+                    if frames.since(t0) is not None:
+                        first.append(frames.since(t0))
                     crash = getattr(app, "_exception", None)  # Textual keeps a handler's exception here
                     if crash is not None:
                         out["error"] = f"app failed at '{name}': {type(crash).__name__}: {crash}"
@@ -159,6 +193,8 @@ async def measure(path: Path, app_spec: str, timeout: float) -> dict:
                     "n": len(samples),
                     "screen": type(app.screen).__name__,
                 }
+                if first:  # press -> first frame written (median), beside press -> idle
+                    results[name]["first_frame"] = statistics.median(first)
     except Unavailable:
         raise
     except Exception as exc:  # the app crashed mid-walk: keep what was measured before it
@@ -208,8 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out))
     else:
         print(f"loaded in {out['load_s']:.2f} s (headless)" if out["load_s"] is not None else "not loaded")
+        print("  until idle (median, max) and until the first frame after the key (median):")
         for name, s in out["keys_ms"].items():
-            print(f"  {name:40s} median {s['median']:7.1f} ms   max {s['max']:7.1f} ms   (n={s['n']}, {s['screen']})")
+            frame = f"{s['first_frame']:7.1f}" if "first_frame" in s else "    n/a"
+            print(f"  {name:40s} median {s['median']:7.1f} ms   max {s['max']:7.1f} ms   first frame {frame} ms"
+                  f"   (n={s['n']}, {s['screen']})")
         if "error" in out:
             print(f"  stopped: {out['error']}")
     return 0

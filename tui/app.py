@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
+from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from nsight_tui.parsers.errors import TraceError
@@ -106,6 +107,9 @@ class NsightApp(App[int]):
         self._load_started = 0.0
         self._mode_switching = False
         self._sessions: dict[Path, Session] = {}  # reopening from the files view is instant
+        self._spares: list[ViewScreen] = []  # views composed ahead (_prepare_spare)
+        self._spare_timer: Timer | None = None
+        self._last_key = 0.0
         self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
         # The one file's loader, opened before the app started (tui.launch.open_early); the
         # first load takes it.
@@ -206,6 +210,7 @@ class NsightApp(App[int]):
 
     def _settle(self, session: Session) -> None:
         self._warm(session)
+        self._spare_later()  # the first screen drawn first
 
     def on_gpu_loaded(self, message: GpuLoaded) -> None:
         """The load's second stage: the GPU columns fill in, in place (the cursor stays)."""
@@ -234,6 +239,10 @@ class NsightApp(App[int]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The app's own background work (warming the global views) failed: the views will
         compute on demand and report there; say it once here, never crash."""
+        if event.state == WorkerState.SUCCESS and event.worker.group == "warm":
+            # The warm-up made ~150k long-lived objects (the instance tree, kernel tables):
+            # unfrozen, every full collection walked them (a 60 ms pause in some keystroke).
+            gc.freeze()
         if event.state == WorkerState.ERROR:
             error = event.worker.error
             self.notify(f"{type(error).__name__}: {error}", title="background work failed", severity="warning",
@@ -281,10 +290,95 @@ class NsightApp(App[int]):
     def open_kernels(self, node=None, select_name: str | None = None) -> None:
         if not self._need_session():
             return
-        self.push_screen(KernelsScreen(self.session, node, select_name))
+        spare = self._take_spare(KernelsScreen)
+        if spare is not None:
+            self.push_screen(spare)  # then filled in: its resume lays it out once, with the data
+            spare.retarget(self.session, node, select_name)
+        else:
+            self.push_screen(KernelsScreen(self.session, node, select_name))
 
     def open_launches(self, node, name: str, short: str, positions) -> None:
-        self.push_screen(LaunchesScreen(self.session, node, name, short, positions))
+        spare = self._take_spare(LaunchesScreen)
+        if spare is not None:
+            self.push_screen(spare)
+            spare.retarget(self.session, node, name, short, positions)
+        else:
+            self.push_screen(LaunchesScreen(self.session, node, name, short, positions))
+
+    def open_api(self) -> None:
+        spare = self._take_spare(ApiScreen)
+        if spare is not None:
+            self.push_screen(spare)
+            spare.retarget(self.session)
+        else:
+            self.push_screen(ApiScreen(self.session))
+
+    # -- spare screens: the next kernel table (launches, API summary) composed before it is asked
+    # for. Composing, mounting and styling a view's widgets was ~30 ms of the ~100 ms a kernel
+    # table took to open at 120x40 (2 cores). Spares are made off screen, one at a time, only
+    # when no key came for SPARE_IDLE seconds (after the load, after one is used): a person
+    # reading the screen, never in the middle of typing.
+    SPARE_DELAY = 0.25
+    SPARE_IDLE = 0.4
+    # In the order they are made. Two kernel tables: the most opened view, often twice in a row
+    # (a range's, then another's or every kernel's) before a pause lets a spare be made again.
+    SPARES = (KernelsScreen, ApiScreen, LaunchesScreen, KernelsScreen)
+
+    def _spare_later(self) -> None:
+        if self._spare_timer is None:
+            self._spare_timer = self.set_timer(self.SPARE_DELAY, self._prepare_spare)
+
+    def _prepare_spare(self) -> None:
+        self._spare_timer = None
+        session = self.session
+        start = getattr(self, "_get_screen", None)  # Textual's start of a screen before it is pushed
+        if session is None or session.pending or start is None:
+            return  # (another Textual without it: views are composed when opened, as before)
+        have = [type(screen) for screen in self._spares]
+        missing = []
+        for cls in self.SPARES:
+            if cls in have:
+                have.remove(cls)
+            else:
+                missing.append(cls)
+        if not missing:
+            return
+        if time.monotonic() - self._last_key < self.SPARE_IDLE:
+            self._spare_later()  # keys are coming: later
+            return
+        cls = missing[0]
+        spare: ViewScreen
+        if cls is LaunchesScreen:
+            spare = LaunchesScreen(session, None, "", "", np.empty(0, np.int64), spare=True)
+        elif cls is ApiScreen:
+            spare = ApiScreen(session, spare=True)
+        else:
+            spare = KernelsScreen(session, spare=True)
+        self._spares.append(spare)
+        start(spare)
+        if len(missing) > 1:
+            self._spare_later()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self._last_key = time.monotonic()  # spares are made between keys, not during them
+        await super().on_event(event)
+
+    def spares(self) -> dict[type, ViewScreen]:
+        """The spare screen each view class will use next, once composed (tests wait on them)."""
+        out: dict[type, ViewScreen] = {}
+        for screen in self._spares:
+            out.setdefault(type(screen), screen)
+        return {cls: screen for cls, screen in out.items() if screen.is_mounted}
+
+    def _take_spare(self, cls):
+        spare = next((screen for screen in self._spares if type(screen) is cls), None)
+        if spare is not None:
+            self._spares.remove(spare)
+            if not spare.is_running:
+                spare = None
+        self._spare_later()
+        return spare
 
     def open_correlation(self, corr: int, gpid: int | None = None) -> None:
         self.push_screen(CorrelationScreen(self.session, corr, gpid))
@@ -311,7 +405,7 @@ class NsightApp(App[int]):
     async def action_view_api(self) -> None:
         if self._need_session():
             await self._to_base()
-            self.push_screen(ApiScreen(self.session))
+            self.open_api()
 
     async def action_view_findings(self) -> None:
         if self._need_session() and not isinstance(self.screen, FindingsScreen):

@@ -136,6 +136,12 @@ class Session:
             return build()[1]
         return kept[1]
 
+    def range_kernels_kept(self, node: RangeNode) -> kernels.KernelsView | None:
+        """The range's kernel table when it is computed already (by `warm` or an earlier
+        opening), else None; never computes (the view shows it before its first frame)."""
+        kept = self.kept(f"range_kernels:{id(node)}")
+        return kept[1] if kept is not None and kept[0] is node else None
+
     def roofline_context(self):
         """The roofline context (FLOP/byte counts source and peaks), once per attribution mode."""
         from nsight_tui.parsers import roofline
@@ -160,6 +166,10 @@ class Session:
         return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model, self.scope_text()))
 
     # -- ranks ----------------------------------------------------------------------------------
+    def trace_kernels_kept(self) -> kernels.KernelsView | None:
+        """`trace_kernels()` when computed already, else None (never computes)."""
+        return self.kept("trace_kernels")
+
     def ranks(self) -> list[Rank]:
         """The export's ranks (process x GPU with GPU work), in rank order."""
         return self._once("ranks", lambda: rank_analysis.find_ranks(self.trace), per_mode=False, per_rank=False)
@@ -232,6 +242,10 @@ class Session:
             return self.scope_text()
         shared = [r.label for r in self.ranks() if r.gpid == self.rank.gpid and r != self.rank]
         return f"process {self.rank.pid} ({self.rank.label}" + (f"; also {', '.join(shared)})" if shared else ")")
+
+    def api_summary_kept(self) -> api.ApiView | None:
+        """`api_summary()` when computed already, else None (never computes)."""
+        return self.kept("api_summary", per_rank=False)
 
     def launches(self, positions: np.ndarray, name: str) -> launches.LaunchTable:
         frame = launches.launch_frame(self.model, positions, name)

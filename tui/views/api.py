@@ -5,7 +5,7 @@ from textual import work
 
 from nsight_tui.tui.messages import ApiReady
 from nsight_tui.tui.table_model import TableModel, ViewText
-from nsight_tui.tui.viewmodels.api import api_columns
+from nsight_tui.tui.viewmodels.api import ApiView, api_columns
 from nsight_tui.tui.views.base import TableScreen
 
 
@@ -16,16 +16,26 @@ class ApiScreen(TableScreen):
         scope = self.session.api_scope_text() if self.session is not None else ""
         return "CUDA API summary (as nsys stats -r cuda_api_sum)" + (f" · {scope}" if scope else "")
 
+    def retarget(self, session) -> None:
+        """A spare screen (composed ahead) starts as the API summary of `session`."""
+        self.start_spare(session)
+
     def mounted(self) -> None:
         super().mounted()
-        self.build()
+        view = self.session.api_summary_kept()  # computed by the warm-up: shown with the first frame
+        if view is not None:
+            self.show_view(view)
+        else:
+            self.build()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def build(self) -> None:
         self.post_message(ApiReady(self.session.api_summary()))
 
     def on_api_ready(self, message: ApiReady) -> None:
-        view = message.view
+        self.show_view(message.view)
+
+    def show_view(self, view: ApiView) -> None:
         self.grid.empty_text = view.empty_reason
         self.show_table(TableModel(view.frame, api_columns(view.headers)))
 

@@ -54,9 +54,12 @@ class ViewScreen(Screen):
 
     view_name = "view"  # for the export file name and the command palette
 
-    def __init__(self, session=None, **kwargs) -> None:
+    def __init__(self, session=None, *, spare: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self.session = session
+        # Composed ahead of time, off screen (NsightApp.prepare_spare): its widgets exist before
+        # it is asked for; the view starts (`start()`) when the app gives it what to show.
+        self.spare = spare
 
     @property
     def nsight(self) -> NsightApp:
@@ -75,9 +78,26 @@ class ViewScreen(Screen):
         yield from ()
 
     def on_mount(self) -> None:
+        self._mount_seen = True
+        if not self.spare:
+            self.start()
+
+    def start(self) -> None:
+        """The view's start: the shared chrome, then its own `mounted()`. On mount for a view
+        made when asked for; for a spare one when the app hands it its target."""
+        self.spare = False
         self.refresh_info()
         self.show_crumb()
         self.mounted()
+
+    def start_spare(self, session) -> None:
+        """A spare screen is asked for (its target set by the caller): it starts now, or on its
+        mount when it is still being composed."""
+        self.session = session
+        if getattr(self, "_mount_seen", False):
+            self.start()
+        else:
+            self.spare = False  # on_mount starts it
 
     def mounted(self) -> None:
         """The view's own start (build its data); runs once, after the shared setup."""
@@ -92,11 +112,12 @@ class ViewScreen(Screen):
         return self.view_name
 
     def show_crumb(self) -> None:
-        self.query_one("#crumb", Static).update(literal(self.crumb()))
+        # One row whatever the text: no layout pass (a layout re-renders the whole screen).
+        self.query_one("#crumb", Static).update(literal(self.crumb()), layout=False)
 
     def set_status(self, text: str | Text) -> None:
         """One line under the view; a str is shown literally, a Text as styled by its maker."""
-        self.query_one("#status", Static).update(text if isinstance(text, Text) else literal(text))
+        self.query_one("#status", Static).update(text if isinstance(text, Text) else literal(text), layout=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A view's worker failed: say so in one line and keep the session (never a traceback)."""
@@ -170,7 +191,9 @@ class TableScreen(ViewScreen):
         return self.query_one("#table", DataGrid)
 
     def mounted(self) -> None:
-        self.grid.focus()
+        # Focus now, not on the next loop turn (Widget.focus): the first frame is drawn focused,
+        # not drawn and then the table again with its focused cursor.
+        self.set_focus(self.grid, scroll_visible=False)
         self.set_status(self.empty_text)
 
     def worker_failed(self, worker: Worker) -> None:

@@ -38,6 +38,14 @@ class KernelsScreen(TableScreen):
         self.node = node
         self.select_name = select_name
         self.view: KernelsView | None = None
+        self._detail: str | None = None  # the highlighted kernel's detail as shown
+        # Wide or narrow from the start: setting the class after mounting restyles every widget.
+        self.set_class(self.app.size.width >= WIDE, "-wide")
+
+    def retarget(self, session, node=None, select_name: str | None = None) -> None:
+        """A spare screen (composed ahead) becomes the kernels of `node` and starts."""
+        self.node, self.select_name = node, select_name
+        self.start_spare(session)
 
     @property
     def view_name(self) -> str:  # type: ignore[override]
@@ -60,8 +68,15 @@ class KernelsScreen(TableScreen):
 
     def mounted(self) -> None:
         super().mounted()
-        self._layout_for(self.size.width)
-        self.build()
+        self._layout_for(self.app.size.width)  # (a spare screen was never laid out: no size of its own)
+        # Computed already (warm-up, an earlier opening): on screen with the first frame, no
+        # worker and no second layout; else computed in the worker.
+        session = self.session
+        view = session.trace_kernels_kept() if self.node is None else session.range_kernels_kept(self.node)
+        if view is not None:
+            self.show_view(view)
+        else:
+            self.build()
 
     def on_resize(self, event) -> None:
         self._layout_for(event.size.width)
@@ -78,7 +93,10 @@ class KernelsScreen(TableScreen):
         self.post_message(KernelsReady(view))
 
     def on_kernels_ready(self, message: KernelsReady) -> None:
-        self.view = view = message.view
+        self.show_view(message.view)
+
+    def show_view(self, view: KernelsView) -> None:
+        self.view = view
         self.grid.empty_text = "no GPU work attributed to this range" if self.node is not None else "no GPU work"
         cursor = view.row_of(self.select_name)
         self.show_table(TableModel(view.summary, kernel_columns(self.demangled)), cursor)
@@ -90,11 +108,16 @@ class KernelsScreen(TableScreen):
 
     def _show_detail(self, row: int | None) -> None:
         """What the highlighted kernel is: a plain-language line, and a GEMM's decoded name."""
-        detail = self.query_one("#kdetail", Static)
         if self.table is None or not len(self.table) or row is None or row >= len(self.table):
-            detail.update("")
-            return
-        detail.update(literal(kernel_detail(self.table.record(row)["name"])))
+            text = ""
+        else:
+            text = kernel_detail(self.table.record(row)["name"])
+        if text == self._detail:
+            return  # the cursor's kernel again (the first highlight, a sort): no layout, no repaint
+        lines = text.count("\n")
+        layout = self._detail is None or lines != self._detail.count("\n")  # a new height (auto)
+        self._detail = text
+        self.query_one("#kdetail", Static).update(literal(text), layout=layout)
 
     def action_toggle_names(self) -> None:
         if self.table is not None:

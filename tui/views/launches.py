@@ -22,6 +22,11 @@ class LaunchesScreen(TableScreen):
         super().__init__(session, **kwargs)
         self.node, self.kernel, self.short, self.positions = node, name, short, positions
 
+    def retarget(self, session, node, name: str, short: str, positions: np.ndarray) -> None:
+        """A spare screen (composed ahead) becomes the launches of kernel `name` and starts."""
+        self.node, self.kernel, self.short, self.positions = node, name, short, positions
+        self.start_spare(session)
+
     @property
     def view_name(self) -> str:  # type: ignore[override]
         scope = "" if self.node is None else f"{self.node.label}_"
@@ -37,7 +42,17 @@ class LaunchesScreen(TableScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def build(self) -> None:
-        self.post_message(LaunchesReady(self.session.launches(self.positions, self.kernel)))
+        table = self.session.launches(self.positions, self.kernel)
+        # The first screenful's grid/block read here as well: the table's first frame shows them
+        # (read after it was drawn, the table was drawn twice). The rest: read_details, per window.
+        error = ""
+        try:
+            table.read_details(table.missing(0, self.app.size.height))
+        except Exception as exc:  # the file changed underneath: one status line, as read_details
+            error = f"{type(exc).__name__}: {exc}"
+        self.post_message(LaunchesReady(table))
+        if error:
+            self.post_message(DetailsRead(error))
 
     def on_launches_ready(self, message: LaunchesReady) -> None:
         self.grid.empty_text = "no launches"

@@ -100,7 +100,7 @@ class RangesScreen(ViewScreen):
 
     def mounted(self) -> None:
         self.rebuild()
-        self.grid.focus()
+        self.set_focus(self.grid, scroll_visible=False)  # now: the first frame is drawn focused
 
     def crumb(self) -> str:
         return f"ranges ({'aggregated by name path' if self.aggregated else 'individual instances'})"

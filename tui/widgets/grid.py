@@ -143,6 +143,11 @@ class DataGrid(ScrollView, can_focus=True):
         """The source's rows changed (sort, filter, expand, values read): re-measure and repaint."""
         self._cache.clear()
         self.virtual_size = Size(0, len(self.source) + 1)
+        if len(self.source) + 1 > self.app.size.height and not self.show_vertical_scrollbar:
+            # Taller than the terminal: it scrolls whatever the layout. Say so now, not when
+            # the layout finds out: that made a second layout and full repaint of the screen.
+            self.show_vertical_scrollbar = True
+            self.vertical_scrollbar.display = True  # made (mounted) now, not by the layout
         target = self.cursor if cursor is None else cursor
         self.cursor = max(0, min(target, len(self.source) - 1))
         self._window = (-1, -1)
@@ -227,6 +232,11 @@ class DataGrid(ScrollView, can_focus=True):
         self._layout, self._layout_width = layout, width
         return layout
 
+    def on_mount(self) -> None:
+        # The scrollbar made with the grid, hidden: a table that scrolls (data_changed) shows it
+        # without mounting a widget then (that cost a layout of the screen after its first frame).
+        self.vertical_scrollbar  # noqa: B018
+
     def on_resize(self) -> None:
         self._layout_width = -1
         self._cache.clear()
@@ -271,7 +281,7 @@ class DataGrid(ScrollView, can_focus=True):
         if row >= n:
             return Strip.blank(width, base)
         is_cursor = row == self.cursor
-        key = (row, width, is_cursor, self.has_focus)
+        key = (row, width, is_cursor, is_cursor and self.has_focus)  # focus shows on the cursor row only
         strip = self._cache.get(key)
         if strip is None:
             strip = self._row_strip(row, width, is_cursor, base)

@@ -25,6 +25,7 @@ class InfoBar(Static):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.info: HeaderInfo | None = None
+        self._drawn: Text | None = None
 
     def show(self, info: HeaderInfo | None) -> None:
         self.display = info is not None
@@ -47,4 +48,9 @@ class InfoBar(Static):
                 gap = max(width - len(row.text) - len(row.badge), 1)
                 text.append(" " * gap)
                 text.append(row.badge, style="reverse")
-        self.update(text)
+        if text == self._drawn:
+            return  # a resize or a refresh that changes nothing: no layout, no repaint
+        # one row or two: a layout only when that changes (or for the first text)
+        layout = self._drawn is None or text.plain.count("\n") != self._drawn.plain.count("\n")
+        self._drawn = text
+        self.update(text, layout=layout)

@@ -23,6 +23,8 @@ class KeyBar(Static):
     }
     """
 
+    _drawn: Text | None = None
+
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._changed)
         self.call_after_refresh(self.redraw)
@@ -43,4 +45,7 @@ class KeyBar(Static):
             seen.add(binding.action)
             text.append(f" {key_text(binding.key.split(',')[0])} ", style="bold reverse" if enabled else "dim reverse")
             text.append(f" {binding.description} ", style="" if enabled else "dim")
-        self.update(text)
+        if text == self._drawn:
+            return  # the same keys (a focus change within the view): no repaint
+        self._drawn = text
+        self.update(text, layout=False)  # always one row: no layout pass

@@ -4,6 +4,7 @@ phase ratios). Wide screens give each of those its basis; narrow ones a compact 
 from __future__ import annotations
 
 from rich.text import Text
+from textual.css.scalar import Unit
 from textual.widgets import Static
 
 from nsight_tui.render.numbers import quantity
@@ -23,6 +24,7 @@ class RatioPanel(Static):
         super().__init__(**kwargs)
         self.view = RatioPanelView()
         self._compact = True
+        self._drawn: Text | None = None
 
     @property
     def compact(self) -> bool:
@@ -42,15 +44,29 @@ class RatioPanel(Static):
         self._draw()
 
     def _draw(self) -> None:
-        if self.view.empty:
-            self.update("")
-            return
-        self.update(self._flow() if self._compact else self._table())
+        text = Text() if self.view.empty else self._flow() if self._compact else self._table()
+        if text == self._drawn:
+            return  # a resize that changes nothing: no update, no layout, no repaint
+        # Beside the table (wide) the panel's height is the table's: its text never moves the
+        # layout. Under it (compact), a new line count does.
+        layout = self._drawn is None or (self._compact and text.plain.count("\n") != self._drawn.plain.count("\n"))
+        self._drawn = text
+        self.update(text, layout=layout)
+
+    def _width(self) -> int:
+        """The text's width: the laid-out one, or before the first layout the one it will get
+        (app.tcss: a fixed width beside the table, the screen's width under it), so the first
+        frame is drawn at its real width and not drawn again when the layout comes."""
+        if self.content_size.width:
+            return self.content_size.width
+        width = self.styles.width
+        total = int(width.value) if width is not None and width.unit == Unit.CELLS else self.app.size.width
+        return total - self.styles.gutter.width
 
     def _flow(self) -> Text:
         """`label value` pairs packed into lines of the panel's width; a pair is never split
         across lines, and what does not fit in MAX_LINES is counted, not dropped silently."""
-        width = max(self.content_size.width, 20)
+        width = max(self._width(), 20)
         v = self.view
         lines: list[list[tuple[str, str]]] = []  # per line: (text, style) parts
         pairs: list[int] = []  # pairs on each line
@@ -99,7 +115,7 @@ class RatioPanel(Static):
     def _table(self) -> Text:
         """The caption, the shares as `label ... value`, then each other ratio with its basis
         dimmed and wrapping under it."""
-        width = max(self.content_size.width, 30)
+        width = max(self._width(), 30)
         text = Text()
 
         def row(label: str, value: str) -> None:
