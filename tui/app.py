@@ -235,14 +235,13 @@ class NsightApp(App[int]):
         gc.collect()
         gc.freeze()
         session.warm(cancelled=lambda: worker.is_cancelled)
+        # The warm-up's own ~150k long-lived objects (the instance tree, kernel tables) too:
+        # unfrozen, every full collection walked them (a 60 ms pause in some keystroke).
+        gc.freeze()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The app's own background work (warming the global views) failed: the views will
         compute on demand and report there; say it once here, never crash."""
-        if event.state == WorkerState.SUCCESS and event.worker.group == "warm":
-            # The warm-up made ~150k long-lived objects (the instance tree, kernel tables):
-            # unfrozen, every full collection walked them (a 60 ms pause in some keystroke).
-            gc.freeze()
         if event.state == WorkerState.ERROR:
             error = event.worker.error
             self.notify(f"{type(error).__name__}: {error}", title="background work failed", severity="warning",

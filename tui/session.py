@@ -245,7 +245,7 @@ class Session:
 
     def api_summary_kept(self) -> api.ApiView | None:
         """`api_summary()` when computed already, else None (never computes)."""
-        return self.kept("api_summary", per_rank=False)
+        return self.kept("api_summary", per_mode=False)
 
     def launches(self, positions: np.ndarray, name: str) -> launches.LaunchTable:
         frame = launches.launch_frame(self.model, positions, name)
