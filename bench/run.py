@@ -601,13 +601,17 @@ def keys_table(rows: list[Row]) -> list[str]:
             v = r.keys.get("keys_ms", {}).get(label)
         if not v:
             return "-"
-        return f"{v['median']:.0f} / {v['max']:.0f}" if "max" in v else v.get("error", "-")
+        if "max" not in v:
+            return v.get("error", "-")
+        frame = f" ({v['first_frame']:.0f})" if "first_frame" in v else ""
+        return f"{v['median']:.0f} / {v['max']:.0f}{frame}"
 
     out = [
         "## Keystrokes (ms, median / max)",
         "",
         "Real terminal: tmux send-keys -> the pane changes. Others: headless Pilot, press -> the app idle "
-        "again (work done, workers finished, screen refreshed).",
+        "again (work done, workers finished, screen refreshed); in brackets, press -> the first frame the "
+        "app writes after the key (median).",
         "",
         "| key | " + " | ".join(f"x{r.scale}" for r in rows) + " |",
         "|---|" + "---|" * len(rows),
