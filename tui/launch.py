@@ -40,16 +40,14 @@ def check_readable(path: Path) -> None:
 
 
 def open_early(path: Path) -> Callable[[], TraceLoader]:
-    """Open one export, begin reading its GPU tables and read its NVTX ranges now, in the
-    background, while Textual is imported and the loading screen drawn (the driver reads
-    without the GIL): the app's load takes the loader, its ranges read, from the returned
-    call, which raises what opening raised."""
+    """Open one export and begin reading its GPU tables now, in the background, while
+    Textual is imported and the loading screen drawn (the driver reads without the GIL):
+    the app's load takes the loader from the returned call, which raises what opening raised."""
     def opening() -> TraceLoader:
         from nsight_tui.parsers.load import TraceLoader
 
         loader = TraceLoader(path)
         loader.read_ahead()
-        loader.ranges_only()  # kept by the loader: the load's first stage finds it done
         return loader
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsight-open")
