@@ -16,6 +16,7 @@ import pandas as pd
 
 from nsight_tui.parsers.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.groupstats import group_ids
 from nsight_tui.parsers.memory import release_free_memory
 from nsight_tui.parsers import conventions, validate
 from nsight_tui.parsers.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
@@ -299,8 +300,8 @@ def _gpu_reads(schema: Schema) -> list[tuple[str, list[str]]]:
 
 def _op_columns(tables: Tables, table: str, name_column: str | None, name_default: int,
                 checks: validate.Checks) -> dict[str, np.ndarray]:
-    f = _read(tables, table, _op_wanted(name_column), integer=(*_OP_INTS, *([name_column] if name_column else [])),
-              required=("start", "end"), checks=checks)
+    wanted = _op_wanted(name_column)
+    f = _read(tables, table, wanted, integer=tuple(wanted), required=("start", "end"), checks=checks)
     # the fetched arrays themselves (no copies where there is no NULL): `f` is let go here
     return {"start": f.int("start", 0), "end": f.int("end", 0), "device": f.int("deviceId", -1),
             "stream": f.int("streamId", -1), "corr": f.int("correlationId", -1), "gpid": f.int("globalPid", -1),
@@ -455,9 +456,9 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
         r_text = np.array([("" if x is None else x) for x in text[r]], dtype=object)
         r_domain = np.full(len(r), "", dtype=object)
         if domains:  # per distinct (domain, process), not per range
-            pairs, inverse = np.unique(np.stack([domain_id[r], pid[r]], axis=1), axis=0, return_inverse=True)
-            names = np.array([domains.get((int(d), int(p)), "") for d, p in pairs] + [""], dtype=object)
-            r_domain = names[inverse.reshape(-1)]
+            groups = group_ids(domain_id[r], pid[r])
+            keys = zip(domain_id[r][groups.first].tolist(), pid[r][groups.first].tolist())
+            r_domain = np.array([domains.get(k, "") for k in keys], dtype=object)[groups.gid]
         # One string object per distinct name: a long name repeated over many ranges is then
         # compared by identity when grouped, not character by character.
         joined: dict[tuple[str, str], str] = {}

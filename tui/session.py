@@ -83,8 +83,9 @@ class Session:
         return (key, mode, rank)
 
     def kept(self, key: str, per_mode: bool = True, per_rank: bool = True):
-        """What `_once(key, ...)` computed under the mode and rank in force, or None (tests
-        ask whether the background warm-up got there first)."""
+        """What `_once(key, ...)` computed under the mode and rank in force, or None; never
+        computes (a view shows what is ready in its first frame; tests ask whether the
+        background warm-up got there first)."""
         with self._lock:
             return self._memo.get(self._key(key, per_mode, per_rank))
 
