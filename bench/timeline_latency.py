@@ -60,10 +60,10 @@ def rss_mb() -> float:
 
 
 def build(path: Path) -> dict:
-    from nsight_tui.parsers.idle import idle_analysis
-    from nsight_tui.parsers.load import load_trace
-    from nsight_tui.parsers.model import range_model
-    from nsight_tui.parsers.timeline import timeline
+    from nsight_tui.parsers.analyses.idle import idle_analysis
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.model.ranges import range_model
+    from nsight_tui.parsers.analyses.timeline import timeline
 
     t0 = time.perf_counter()
     trace = load_trace(path)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator, Protocol
 
-from nsight_tui.parsers import conventions
+from nsight_tui.parsers.read import conventions
 
 CONFIG_MARK = conventions.mark_prefix(conventions.CONFIG)
 STEP_MARK = conventions.mark_prefix(conventions.STEP)

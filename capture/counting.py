@@ -31,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
-from nsight_tui.parsers.op_ranges import fold_name  # the parsers' own name folding (plain str work)
+from nsight_tui.parsers.model.op_ranges import fold_name  # the parsers' own name folding (plain str work)
 
 # FLOPs per element of the op's output (in-place ops: of the tensors they update), for ops
 # PyTorch's flop counter leaves at 0. Softmax: max, subtract, exp, sum, divide per element

@@ -22,7 +22,7 @@ class Distributed:
         return self.world_size > 1
 
     def metadata(self) -> dict:
-        """Keys for the config mark: the parsers number ranks from these (parsers/ranks.py)."""
+        """Keys for the config mark: the parsers number ranks from these (parsers/analyses/ranks.py)."""
         return {"rank": self.rank, "local_rank": self.local_rank, "world_size": self.world_size} if self.active else {}
 
 

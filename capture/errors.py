@@ -1,5 +1,5 @@
 """The capture side's one error type: its message is the single line the user sees."""
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.read.errors import TraceError
 
 
 class CaptureError(TraceError):

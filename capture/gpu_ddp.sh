@@ -36,8 +36,8 @@ stamp "figures"
 nsight-tui report "$W/one/medium_ctx256_ddp2.sqlite" -f json > "$W/medium_ddp2_report.json" || true
 python3 - "$W" <<'PY'
 import sys
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers import ranks
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.analyses import ranks
 w = sys.argv[1]
 for f in (f"{w}/one/small_ctx128_ddp2.sqlite", f"{w}/one/medium_ctx256_ddp2.sqlite"):
     run = ranks.ranks_of_trace(load_trace(f))

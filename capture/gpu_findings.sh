@@ -58,8 +58,8 @@ esac; done; done
 stamp "findings (estimate, ms per step) and mean step of every export"
 python3 - "$W" <<'PY'
 import sys, pathlib
-from nsight_tui.parsers.findings import context, findings
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.analyses.findings import context, findings
+from nsight_tui.parsers.read.load import load_trace
 for f in sorted(pathlib.Path(sys.argv[1]).rglob("*.sqlite")):
     t = load_trace(f)
     c = context(t)

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nsight_tui.capture.annotate import Annotator, NullAnnotator
-from nsight_tui.parsers.conventions import BACKWARD_PREFIX
+from nsight_tui.parsers.read.conventions import BACKWARD_PREFIX
 from nsight_tui.capture.sizes import VOCAB
 
 

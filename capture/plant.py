@@ -2,7 +2,7 @@
 
 `nsight-tui capture --plant CAUSE` (with `--no-phase-sync` where the cause hides behind the
 workload's per-phase synchronise) makes runs where the cause, and what fixing it saves, are
-known: the findings rules (parsers/findings.py) are tested against them. No torch at import.
+known: the findings rules (parsers/analyses/findings.py) are tested against them. No torch at import.
 
 | plant            | what it does in each iteration                     | fixed twin         | rule it plants          |
 |------------------|----------------------------------------------------|--------------------|-------------------------|

@@ -20,13 +20,13 @@ from typing import Callable, Sequence
 
 from nsight_tui.capture import progress
 from nsight_tui.capture.errors import CaptureError
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render.output import write_atomic
-from nsight_tui.parsers.source import connect_readonly
+from nsight_tui.parsers.read.source import connect_readonly
 from nsight_tui.capture.nsys import AUTOGRAD_NVTX, export_command, profile_command
 from nsight_tui.capture.plant import nsys_options as plant_nsys_options
 from nsight_tui.capture.sizes import RunSettings
-from nsight_tui.parsers.conventions import output_stem
+from nsight_tui.parsers.read.conventions import output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsight_tui.parsers.conventions import DEFAULT_BATCH, OP_RANGE_SUFFIX
+from nsight_tui.parsers.read.conventions import DEFAULT_BATCH, OP_RANGE_SUFFIX
 
 # name -> (d_model, n_layers, n_heads), the GPT-2 family plus a 2.7B model; `tiny` is for tests
 # and smoke runs on a CPU.

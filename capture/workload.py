@@ -20,7 +20,7 @@ from typing import Callable
 from nsight_tui.capture import ddp
 from nsight_tui.capture import plant as plants
 from nsight_tui.capture.plant import PLANTS, Planter, optimizer_kwargs
-from nsight_tui.parsers import conventions
+from nsight_tui.parsers.read import conventions
 from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, flops_message, step_message
 from nsight_tui.capture.sizes import (ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, OP_RANGES,
                                       VOCAB, RunSettings)

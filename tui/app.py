@@ -18,10 +18,10 @@ from textual.binding import Binding
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.ids import PID_MASK, tid_of
-from nsight_tui.parsers.load import TraceLoader
-from nsight_tui.parsers.ranks import Rank, find_ranks, scoped_model
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.ids import PID_MASK, tid_of
+from nsight_tui.parsers.read.load import TraceLoader
+from nsight_tui.parsers.analyses.ranks import Rank, find_ranks, scoped_model
 from nsight_tui.tui import export
 from nsight_tui.tui.commands import NsightCommands
 from nsight_tui.tui.messages import (

@@ -5,7 +5,7 @@ Exports never use these: Markdown gets exact integers (ns) so it can be checked 
 """
 from __future__ import annotations
 
-from nsight_tui.parsers.ids import api_display_name
+from nsight_tui.parsers.read.ids import api_display_name
 
 from nsight_tui.render.numbers import (
     MISSING,

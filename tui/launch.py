@@ -17,11 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.source import export_paths
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.source import export_paths
 
 if TYPE_CHECKING:
-    from nsight_tui.parsers.load import TraceLoader
+    from nsight_tui.parsers.read.load import TraceLoader
 
 # Exit status for each signal, as a shell reports a process killed by it (128 + number).
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -34,7 +34,7 @@ RESET = "\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[
 def check_readable(path: Path) -> None:
     """Open read-only and touch every big table: a missing, foreign, empty or truncated
     file fails here with the loader's own one-line message."""
-    from nsight_tui.parsers.columns import open_tables
+    from nsight_tui.parsers.read.columns import open_tables
 
     open_tables(path, native=False).close()
 
@@ -44,7 +44,7 @@ def open_early(path: Path) -> Callable[[], TraceLoader]:
     Textual is imported and the loading screen drawn (the driver reads without the GIL):
     the app's load takes the loader from the returned call, which raises what opening raised."""
     def opening() -> TraceLoader:
-        from nsight_tui.parsers.load import TraceLoader
+        from nsight_tui.parsers.read.load import TraceLoader
 
         loader = TraceLoader(path)
         loader.read_ahead()
@@ -120,7 +120,7 @@ class TerminalGuard:
 
 def roofline_options(args) -> dict:
     """--flops/--peak-* for the roofline view; a bad value is one line before any screen."""
-    from nsight_tui.parsers.flop_counts import from_file
+    from nsight_tui.parsers.kernels.flop_counts import from_file
 
     flops, tflops, gbps = (getattr(args, k, None) for k in ("flops", "peak_tflops", "peak_gbps"))
     for value, flag in ((tflops, "--peak-tflops"), (gbps, "--peak-gbps")):
@@ -140,7 +140,7 @@ def launch(args) -> int:
         for path in paths:
             check_readable(path)
     else:
-        from nsight_tui.parsers.columns import columnar_kind
+        from nsight_tui.parsers.read.columns import columnar_kind
 
         missing = [p for p in paths if not (p.is_file() or columnar_kind(p))]
         if missing:

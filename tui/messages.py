@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from nsight_tui.parsers.load import Trace
+    from nsight_tui.parsers.read.load import Trace
     from nsight_tui.tui.session import Session
     from nsight_tui.tui.table_model import ViewText
     from nsight_tui.tui.viewmodels.api import ApiView
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from nsight_tui.tui.viewmodels.kernels import KernelsView
     from nsight_tui.tui.viewmodels.launches import LaunchTable
     from nsight_tui.tui.viewmodels.ranks import RanksView
-    from nsight_tui.parsers.ranks import Rank
+    from nsight_tui.parsers.analyses.ranks import Rank
 
 
 # -- loading and the attribution mode (posted to the app) -----------------------------------------

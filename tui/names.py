@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from nsight_tui.parsers.kernel_names import table_name
+from nsight_tui.parsers.kernels.kernel_names import table_name
 
 
 @lru_cache(maxsize=65536)

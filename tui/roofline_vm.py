@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from nsight_tui.parsers import roofline as rl
-from nsight_tui.parsers.analysis import Ratio
-from nsight_tui.parsers.kernel_names import table_name
-from nsight_tui.parsers.model import RangeNode
-from nsight_tui.parsers.peaks import MATH_PATH_WORDS
+from nsight_tui.parsers.analyses import roofline as rl
+from nsight_tui.parsers.analyses.questions import Ratio
+from nsight_tui.parsers.kernels.kernel_names import table_name
+from nsight_tui.parsers.model.ranges import RangeNode
+from nsight_tui.parsers.kernels.peaks import MATH_PATH_WORDS
 
 MAX_RANGES = 300  # a roofline of more points than this is unreadable; the deepest go first
 RANGES, FAMILIES = "ranges", "families"

@@ -15,11 +15,11 @@ from typing import TypeVar
 
 import numpy as np
 
-from nsight_tui.parsers import ranks as rank_analysis
-from nsight_tui.parsers.ids import PID_MASK
-from nsight_tui.parsers.load import Trace, TraceLoader
-from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
-from nsight_tui.parsers.ranks import Rank, RunRanks
+from nsight_tui.parsers.analyses import ranks as rank_analysis
+from nsight_tui.parsers.read.ids import PID_MASK
+from nsight_tui.parsers.read.load import Trace, TraceLoader
+from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, range_model
+from nsight_tui.parsers.analyses.ranks import Rank, RunRanks
 from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings, kernels, launches, palette
 from nsight_tui.tui.viewmodels import ranks as ranks_vm
 from nsight_tui.tui.viewmodels.header import HeaderInfo
@@ -53,9 +53,9 @@ class Session:
     def timeline(self):
         """The timeline's lanes and idle analysis under the mode in force (built once; slow:
         call from a worker). Every rank's lanes, each titled with its rank, whatever the filter."""
-        from nsight_tui.parsers.idle import idle_analysis
-        from nsight_tui.parsers.model import range_model
-        from nsight_tui.parsers.timeline import timeline
+        from nsight_tui.parsers.analyses.idle import idle_analysis
+        from nsight_tui.parsers.model.ranges import range_model
+        from nsight_tui.parsers.analyses.timeline import timeline
 
         every_rank = range_model(self.trace, self.attribution, self.main_thread)
         return self._once("timeline", lambda: timeline(self.trace, every_rank, idle_analysis(self.trace)),
@@ -145,7 +145,7 @@ class Session:
 
     def roofline_context(self):
         """The roofline context (FLOP/byte counts source and peaks), once per attribution mode."""
-        from nsight_tui.parsers import roofline
+        from nsight_tui.parsers.analyses import roofline
 
         return self._once("roofline", lambda: roofline.build(self.trace, self.attribution, **self.roofline_options),
                           per_rank=False)

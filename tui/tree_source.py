@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import cast
 
-from nsight_tui.parsers.model import RangeNode, ThreadGroup, display_name, path_key
+from nsight_tui.parsers.model.ranges import RangeNode, ThreadGroup, display_name, path_key
 from nsight_tui.render.safe import visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # one clear line, never a traceback, for anything we did not foresee
-        from nsight_tui.parsers.errors import TraceError
+        from nsight_tui.parsers.read.errors import TraceError
         from nsight_tui.render.safe import visible  # messages quote paths and names: one line, no escapes
 
         if isinstance(exc, TraceError):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from nsight_tui.parsers.attribution import MODES
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.model.attribution import MODES
+from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render.safe import visible
 from nsight_tui.render.diff import FORMATS, TOP_KERNELS
 
@@ -39,8 +39,8 @@ def run(args) -> int:
 
 
 def _run(args, output) -> int:
-    from nsight_tui.parsers.diff import diff_runs
-    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.analyses.diff import diff_runs
+    from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.render.diff import render
 
     inputs = [args.a, args.b]

@@ -4,8 +4,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from nsight_tui.parsers.attribution import MODES
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.model.attribution import MODES
+from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render import output
 from nsight_tui.render.safe import visible
 
@@ -41,15 +41,15 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from nsight_tui.parsers import sweep
-    from nsight_tui.parsers.analysis import questions
-    from nsight_tui.parsers.backward_parts import backward_parts
-    from nsight_tui.parsers.load import load_trace
-    from nsight_tui.parsers.model import range_model
+    from nsight_tui.parsers.analyses import sweep
+    from nsight_tui.parsers.analyses.questions import questions
+    from nsight_tui.parsers.analyses.backward_parts import backward_parts
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.model.ranges import range_model
     from nsight_tui.render import report
     from nsight_tui.render import sweep as sweep_text
 
-    from nsight_tui.parsers.columns import columnar_kind
+    from nsight_tui.parsers.read.columns import columnar_kind
 
     target = Path(args.target)
     # a folder of captures is a sweep; nsys's parquetdir/arrowdir folder is one trace

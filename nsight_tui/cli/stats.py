@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from nsight_tui.parsers.attribution import MODE_HELP, MODES
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.nsys_reports import REPORTS, build_report
+from nsight_tui.parsers.model.attribution import MODE_HELP, MODES
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.nsys.reports import REPORTS, build_report
 from nsight_tui.render import output
 from nsight_tui.render.nsys import FORMATS, render
 from nsight_tui.render.safe import visible
@@ -39,7 +39,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.read.load import load_trace
 
     names = list(dict.fromkeys(n.strip() for n in args.report.split(",") if n.strip()))
     unknown = [n for n in names if n not in REPORTS]
@@ -55,7 +55,7 @@ def _run(args) -> int:
     mode = args.attribution
     print(f"attribution: {mode} — {MODE_HELP[mode]}", file=sys.stderr)
     if trace.info.has_nvtx:
-        from nsight_tui.parsers.model import range_model
+        from nsight_tui.parsers.model.ranges import range_model
         from nsight_tui.render.process_view import main_thread_line
 
         print("note: " + main_thread_line(trace, range_model(trace, mode, args.main_thread)), file=sys.stderr)

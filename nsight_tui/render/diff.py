@@ -1,4 +1,4 @@
-"""A RunDiff (nsight_tui.parsers.diff) as text: Markdown for people, JSON and CSV with the
+"""A RunDiff (nsight_tui.parsers.analyses.diff) as text: Markdown for people, JSON and CSV with the
 exact numbers (ns per iteration, B − A) for scripts and spreadsheets.
 
 Markdown shows milliseconds to the microsecond; JSON and CSV keep every figure as computed.
@@ -11,8 +11,8 @@ import json
 import os
 from pathlib import Path
 
-from nsight_tui.parsers import families
-from nsight_tui.parsers.diff import (
+from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.analyses.diff import (
     ADDED,
     BOTH,
     REMOVED,

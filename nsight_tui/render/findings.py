@@ -28,7 +28,7 @@ def rows(findings: list[dict]) -> list[list]:
 
 
 def section(answers: dict) -> list[str]:
-    """Report section (h) from `answers["findings"]` (parsers/findings.py answers)."""
+    """Report section (h) from `answers["findings"]` (parsers/analyses/findings.py answers)."""
     data = answers.get("findings") or {}
     found = data.get("findings") or []
     out = ["## (h) What to fix first", ""]
@@ -55,7 +55,7 @@ def _cell(a: dict) -> str:
     return ", ".join(f"{f['id']} {f['saving_ms_per_step']:.1f}" for f in found[:3]) or MISSING
 
 
-SWEEP_QUESTIONS = [("What to fix first (id saving ms/step, top 3)", "parsers/findings.py rules", _cell)]
+SWEEP_QUESTIONS = [("What to fix first (id saving ms/step, top 3)", "parsers/analyses/findings.py rules", _cell)]
 
 
 def present(findings: list[dict], wanted: str) -> list[str]:

@@ -76,7 +76,7 @@ DEFINITION_NOTE = (
 
 
 def idle_section(answers: dict) -> list[str]:
-    """Report section (f) from `answers["gpu_idle"]` (parsers/idle_report.py): the split per
+    """Report section (f) from `answers["gpu_idle"]` (parsers/analyses/idle_report.py): the split per
     phase, the lead and queue, the step's longest gaps. Markdown blocks, as render/report's
     sections return them."""
     idle = answers.get("gpu_idle") or {}

@@ -2,8 +2,8 @@
 `nsys stats -f csv` writes it, and Markdown, JSON and a terminal table from the same rows."""
 from __future__ import annotations
 
-from nsight_tui.parsers.attribution import MODE_HELP
-from nsight_tui.parsers.nsys_reports import Report
+from nsight_tui.parsers.model.attribution import MODE_HELP
+from nsight_tui.parsers.nsys.reports import Report
 from nsight_tui.render import tables
 
 FORMATS = {"table": "txt", "csv": "csv", "markdown": "md", "json": "json"}  # format -> file extension

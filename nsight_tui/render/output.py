@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render import safe
 
 PathLike = str | os.PathLike

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from nsight_tui.parsers.ranks import RunRanks
+from nsight_tui.parsers.analyses.ranks import RunRanks
 from nsight_tui.render.numbers import ms as _ms
 from nsight_tui.render.numbers import percent as _pct
 from nsight_tui.render.safe import markdown as _md

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from nsight_tui.parsers.attribution import MODE_HELP
+from nsight_tui.parsers.model.attribution import MODE_HELP
 from nsight_tui.render import backward_parts, findings, numbers, process_view, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
@@ -87,7 +87,7 @@ def top_kernels(a: dict) -> list[str]:
 
 def non_gemm_forward(a: dict) -> list[str]:
     """(c) Which kernel families other than GEMM take forward's GPU time."""
-    from nsight_tui.parsers.families import FAMILIES
+    from nsight_tui.parsers.kernels.families import FAMILIES
 
     out = ["## (c) Non-GEMM kernels that matter in forward"]
     fwd = a["ranges"].get("forward")
@@ -102,7 +102,7 @@ def non_gemm_forward(a: dict) -> list[str]:
 
 def families_by_phase(a: dict) -> list[str]:
     """(d) Kernel family shares in forward against the whole training step."""
-    from nsight_tui.parsers.families import FAMILIES
+    from nsight_tui.parsers.kernels.families import FAMILIES
 
     ranges = a["ranges"]
     out = ["## (d) Kernel families: forward vs the whole training step"]

@@ -1,9 +1,9 @@
 """Section (g) of `report`, "How far from the hardware", from parsers.roofline.answers()."""
 from __future__ import annotations
 
-from nsight_tui.parsers.kernel_names import table_name
-from nsight_tui.parsers.peaks import MATH_PATH_WORDS
-from nsight_tui.parsers.roofline import BASIS, COMPUTE, LATENCY, MEMORY, UNKNOWN
+from nsight_tui.parsers.kernels.kernel_names import table_name
+from nsight_tui.parsers.kernels.peaks import MATH_PATH_WORDS
+from nsight_tui.parsers.analyses.roofline import BASIS, COMPUTE, LATENCY, MEMORY, UNKNOWN
 from nsight_tui.render.tables import markdown as table
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nsight_tui.parsers.conventions import model_rank
-from nsight_tui.parsers.sweep import Run, placement
+from nsight_tui.parsers.read.conventions import model_rank
+from nsight_tui.parsers.analyses.sweep import Run, placement
 from nsight_tui.render import findings, numbers, roofline
 from nsight_tui.render.idle import IDLE_FIGURES
 from nsight_tui.render.numbers import MISSING

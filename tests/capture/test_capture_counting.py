@@ -13,8 +13,8 @@ from nsight_tui.capture import workload  # noqa: E402
 from nsight_tui.capture.annotate import FLOPS_MARK, flops_message  # noqa: E402
 from nsight_tui.capture.counting import path_key  # noqa: E402
 from nsight_tui.capture.workload import WorkloadConfig, count_iteration  # noqa: E402
-from nsight_tui.parsers import flop_counts  # noqa: E402
-from nsight_tui.parsers.model import path_key as parsers_path_key  # noqa: E402
+from nsight_tui.parsers.kernels import flop_counts  # noqa: E402
+from nsight_tui.parsers.model.ranges import path_key as parsers_path_key  # noqa: E402
 
 # tiny: d 64, 2 layers, 2 heads; vocab 10,000
 D, L, H, V, B, T = 64, 2, 2, 10_000, 2, 16

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 
 from nsight_tui.capture import ddp  # noqa: E402
-from nsight_tui.parsers.conventions import output_stem  # noqa: E402
+from nsight_tui.parsers.read.conventions import output_stem  # noqa: E402
 
 
 def test_environment_says_which_rank():

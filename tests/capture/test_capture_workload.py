@@ -255,7 +255,7 @@ def test_op_ranges_must_be_known():
         run_workload(tiny(op_ranges="everything"), RecordingAnnotator(), log=lambda line: None)
 def test_model_order_lists_the_capture_sizes_in_size_order():
     from nsight_tui.capture.sizes import MODEL_SIZES
-    from nsight_tui.parsers.conventions import MODEL_ORDER
+    from nsight_tui.parsers.read.conventions import MODEL_ORDER
 
     assert tuple(MODEL_SIZES) == MODEL_ORDER
     assert [MODEL_SIZES[m][0] for m in MODEL_ORDER] == sorted(MODEL_SIZES[m][0] for m in MODEL_ORDER)

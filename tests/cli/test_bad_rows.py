@@ -110,7 +110,7 @@ def test_lookup_tables_are_repaired_with_a_note(tmp_path, name, mutation, words)
 
 
 def test_processes_pid_repaired_from_global_pid(tmp_path):
-    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.read.load import load_trace
 
     path = mutate(tmp_path, "pid", "UPDATE PROCESSES SET pid = 'p'")
     trace = load_trace(path)

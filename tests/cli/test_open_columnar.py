@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLES
-from nsight_tui.parsers.source import export_paths
+from nsight_tui.parsers.read.source import export_paths
 from nsight_tui.tui.launch import check_readable
 
 pytest.importorskip("pyarrow", exc_type=ImportError)

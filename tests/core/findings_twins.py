@@ -11,8 +11,8 @@ import pytest
 
 from conftest import SAMPLES
 from idle_reference import gaps, union
-from nsight_tui.parsers.findings import findings
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.analyses.findings import findings
+from nsight_tui.parsers.read.load import load_trace
 
 DIR = SAMPLES / "findings"
 STEP_MEAN = """

@@ -1,6 +1,6 @@
 """An independent, deliberately plain computation of GPU idle time by cause, the CPU's lead
 and the queue depth, straight from the SQLite export (SQL + Python loops over intervals),
-written from the definitions in parsers/idle.py's docstring, sharing no code with it.
+written from the definitions in parsers/analyses/idle.py's docstring, sharing no code with it.
 
 Slow on purpose (a sweep over every elementary piece of the window, bisect per set), so the
 tests use it on the committed samples and ../shared/traces only.

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import SHARED, sample_traces
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import path_key, range_model
-from nsight_tui.parsers.op_ranges import is_op_range
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import path_key, range_model
+from nsight_tui.parsers.model.op_ranges import is_op_range
 
 
 def _merged(nodes):

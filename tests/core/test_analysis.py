@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from conftest import SAMPLES, shared_trace
-from nsight_tui.parsers.analysis import attention_flops, questions
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.analyses.questions import attention_flops, questions
+from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.render.markdown import table
 
 # Sum of kernel durations in ranges named :name inside step_N iterations, launched from the

@@ -10,9 +10,9 @@ import numpy as np
 import process_sql
 import pytest
 from conftest import SHARED, sample_traces, shared_trace
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import range_model
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import range_model
 
 RANGE_EVENTS = "eventType IN (59, 60, 70, 71) AND endGlobalTid IS NULL"
 

@@ -1,4 +1,4 @@
-"""Backward mapped onto the forward's parts (parsers/backward_parts.py), against the mapping
+"""Backward mapped onto the forward's parts (parsers/analyses/backward_parts.py), against the mapping
 computed here independently: SQL over the export for "which ranges hold this launch", plain
 Python for the rest, on the committed samples captured with --autograd-nvtx, --emit-nvtx and
 --backward-ranges (and the shared large captures when present)."""
@@ -10,9 +10,9 @@ from collections import defaultdict
 import process_sql
 import pytest
 from conftest import SAMPLES
-from nsight_tui.parsers.backward_parts import backward_parts
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import range_model
+from nsight_tui.parsers.analyses.backward_parts import backward_parts
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import range_model
 
 SEQ_SAMPLES = ["small_ctx128_agnvtx", "small_ctx128_emitnvtx"]
 NAME_SAMPLES = ["small_ctx128_bwdranges"]

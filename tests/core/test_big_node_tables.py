@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from conftest import sample_traces
-from nsight_tui.parsers.analysis import family_shares
-from nsight_tui.parsers.families import name_families
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import range_model
+from nsight_tui.parsers.analyses.questions import family_shares
+from nsight_tui.parsers.kernels.families import name_families
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import range_model
 
 
 def _nodes(model):

@@ -13,10 +13,10 @@ import pytest
 
 from conftest import REPORTS, SAMPLES
 from nsight_tui.render.nsys import render_csv
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import range_model
-from nsight_tui.parsers.nsys_reports import build_report
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.parsers.nsys.reports import build_report
 
 pytest.importorskip("pyarrow", exc_type=ImportError)
 

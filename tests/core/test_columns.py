@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from conftest import SAMPLES, SHARED, mutated_copy
-from nsight_tui.parsers import columns
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.load import TraceLoader, load_trace
+from nsight_tui.parsers.read import columns
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.load import TraceLoader, load_trace
 
 needs_adbc = pytest.mark.skipif(not columns._has_adbc(), reason="adbc-driver-sqlite / pyarrow not installed")
 

@@ -11,9 +11,9 @@ import diff_sql as sql
 import pytest
 from conftest import SAMPLES, shared_trace
 
-from nsight_tui.parsers import families
-from nsight_tui.parsers.diff import ADDED, BOTH, REMOVED, Delta, diff_runs, kernel_diff
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.analyses.diff import ADDED, BOTH, REMOVED, Delta, diff_runs, kernel_diff
+from nsight_tui.parsers.read.load import load_trace
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
 FUSED = SAMPLES / "small_ctx128_fused.sqlite"

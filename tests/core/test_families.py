@@ -1,7 +1,7 @@
 """Kernel families against every kernel name in the real exports.
 
 Expected families below are hand decisions about what each real kernel does (the reasons are
-in parsers/families.py), not values read back from the classifier. Tests on literal names run
+in parsers/kernels/families.py), not values read back from the classifier. Tests on literal names run
 everywhere; tests over whole traces skip when ../shared is absent (a user's clone).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsight_tui.parsers.families import (
+from nsight_tui.parsers.kernels.families import (
     FAMILIES,
     FAMILY_KEYS,
     OTHER,

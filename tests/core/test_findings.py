@@ -1,4 +1,4 @@
-"""Findings (parsers/findings.py) against runs where the cause was planted and its fix measured
+"""Findings (parsers/analyses/findings.py) against runs where the cause was planted and its fix measured
 (sample_traces/findings, captured by capture/gpu_findings.sh on an H200): each rule fires on its
 planted run, stays silent on the fixed twin, and its estimated saving is within 0.5x-2x of the
 step time actually saved, measured here with SQL over the two exports' step_N ranges."""
@@ -12,8 +12,8 @@ import pytest
 
 from conftest import SAMPLES
 from findings_twins import DIR, assert_below_the_jitter, step_mean_ns
-from nsight_tui.parsers.findings import RULE_IDS, THRESHOLDS, findings
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.analyses.findings import RULE_IDS, THRESHOLDS, findings
+from nsight_tui.parsers.read.load import load_trace
 
 # rule, planted run, fixed twin, whether the saving is compared (see the notes)
 PAIRS = [

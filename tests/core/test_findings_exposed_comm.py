@@ -1,4 +1,4 @@
-"""exposed-communication (parsers/findings.py) against its twins (DDP with one gradient bucket vs
+"""exposed-communication (parsers/analyses/findings.py) against its twins (DDP with one gradient bucket vs
 DDP's overlapping 25 MB buckets, two GPUs) and against its definition computed here, per rank,
 over its step_N ranges: collective kernel time with no compute kernel running (exposed) while the
 step waited on it (a compute op issued and not started, or a thread of the rank in a synchronising
@@ -10,9 +10,9 @@ import pytest
 from conftest import SAMPLES
 from findings_twins import assert_pair, intersect, length, merge, ro, steps, subtract
 from idle_reference import is_sync
-from nsight_tui.parsers.findings import THRESHOLDS, findings, waited_communication
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.ranks import find_ranks
+from nsight_tui.parsers.analyses.findings import THRESHOLDS, findings, waited_communication
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.analyses.ranks import find_ranks
 
 RULE = "exposed-communication"
 

@@ -1,4 +1,4 @@
-"""launch-bound (parsers/findings.py) against its twins (the eager step vs the same kernels
+"""launch-bound (parsers/analyses/findings.py) against its twins (the eager step vs the same kernels
 replayed as one CUDA graph) and against its definition computed here: launch-bound GPU idle
 outside CUDA graph replays (cudaGraphLaunch's start to the end of its last kernel) plus
 host-bound idle outside the stretches with >= 1 ms of it (framework dispatch), over the steps,
@@ -10,9 +10,9 @@ import pytest
 from conftest import SAMPLES, shared_trace
 from findings_twins import assert_pair, busy_union, gaps, intersect, length, merge, ro, steps
 from idle_reference import Reference
-from nsight_tui.parsers.findings import THRESHOLDS, findings
-from nsight_tui.parsers.idle import BURST_GAP_NS
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.analyses.findings import THRESHOLDS, findings
+from nsight_tui.parsers.analyses.idle import BURST_GAP_NS
+from nsight_tui.parsers.read.load import load_trace
 
 RULE = "launch-bound"
 

@@ -1,4 +1,4 @@
-"""sync-stall (parsers/findings.py) against its twins and against a computation from its
+"""sync-stall (parsers/analyses/findings.py) against its twins and against a computation from its
 definition written here with SQL and plain loops: per blocking call (tests/core/idle_reference.py's
 `is_sync`) inside a step with GPU work issued after it, min(time the CPU waited in it, GPU idle
 from its end to the next blocking call or the step's end), summed, per step."""
@@ -10,8 +10,8 @@ import pytest
 from conftest import SAMPLES
 from findings_twins import DIR, assert_below_the_jitter, assert_pair, busy_union, gaps, length, ro, steps
 from idle_reference import is_sync
-from nsight_tui.parsers.findings import findings
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.analyses.findings import findings
+from nsight_tui.parsers.read.load import load_trace
 
 RULE = "sync-stall"
 

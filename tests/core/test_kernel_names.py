@@ -1,7 +1,7 @@
 """Short kernel names and GEMM name decoding, checked field by field on real names.
 
 Each expected field is read off the name by hand, following the naming schemes documented in
-parsers/kernel_names.py (CUTLASS's generator, cuBLAS xmma/nvJet/legacy names).
+parsers/kernels/kernel_names.py (CUTLASS's generator, cuBLAS xmma/nvJet/legacy names).
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from nsight_tui.parsers.families import classify
-from nsight_tui.parsers.kernel_names import (
+from nsight_tui.parsers.kernels.families import classify
+from nsight_tui.parsers.kernels.kernel_names import (
     decode_gemm,
     gemm_detail_lines,
     gemm_summary,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from conftest import SAMPLES
 
-from nsight_tui.parsers import attribution, model
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.model import attribution, ranges as model
+from nsight_tui.parsers.read.load import load_trace
 
 FIGURES = ("op_count", "kernel_count", "kernel_ns", "op_ns", "proj_ns", "busy_ns", "pair_op", "pair_range",
            "pair_offsets")
@@ -78,8 +78,8 @@ def test_ops_linked_to_their_launch_as_sql_finds_it(tmp_path, monkeypatch, name,
     import shutil
     import sqlite3
 
-    from nsight_tui.parsers import load
-    from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET
+    from nsight_tui.parsers.read import load
+    from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET
 
     path = SAMPLES / name
     if drop_pid:  # a cut-down export: the correlation ID alone decides (one process)
@@ -106,7 +106,7 @@ def test_ops_linked_to_their_launch_as_sql_finds_it(tmp_path, monkeypatch, name,
 
 
 def test_std_in_blocks_is_the_one_pass_formula(monkeypatch):
-    from nsight_tui.parsers import groupstats
+    from nsight_tui.parsers.read import groupstats
 
     rng = np.random.default_rng(7)
     counts = rng.integers(0, 40, 300)
@@ -127,7 +127,8 @@ def test_std_in_blocks_is_the_one_pass_formula(monkeypatch):
 
 @pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite"])
 def test_nvtx_kern_sum_in_blocks_is_unchanged(monkeypatch, name):
-    from nsight_tui.parsers import groupstats, nsys_reports
+    from nsight_tui.parsers.read import groupstats
+    from nsight_tui.parsers.nsys import reports as nsys_reports
 
     whole = nsys_reports.nvtx_kern_sum(load_trace(SAMPLES / name), "nsys").rows
     monkeypatch.setattr(nsys_reports, "PAIR_BLOCK", 3)
@@ -141,7 +142,7 @@ def test_batches_read_into_arrays_of_the_bound_equal_the_whole_table(bound):
     """Row bounds too small (grown), exact, or too large (cut); NULLs from a later batch;
     a column that turns to text half-way: as the whole table converted at once."""
     pa = pytest.importorskip("pyarrow")
-    from nsight_tui.parsers import columns
+    from nsight_tui.parsers.read import columns
 
     batches = [
         pa.record_batch({"a": pa.array([1, 2, 3], pa.int64()), "b": pa.array([7, 8, 9], pa.int64()),

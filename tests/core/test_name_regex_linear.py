@@ -1,7 +1,7 @@
 """Kernel and range names are untrusted and can be megabytes long: every regex that reads
 them must cost linear time (issue 16: rule 4's `\\w*copy_kernel_cuda` took 30 s on a 100k-
-character name and never finished on 10 MB). Each pattern of parsers/families.py and
-parsers/kernel_names.py, and every public name function, runs here on 1 MB names built to
+character name and never finished on 10 MB). Each pattern of parsers/kernels/families.py and
+parsers/kernels/kernel_names.py, and every public name function, runs here on 1 MB names built to
 trigger backtracking (runs of one character, a pattern's own literals repeated, deep
 brackets). No timing assertion: a superlinear pattern simply does not finish."""
 from __future__ import annotations
@@ -10,8 +10,9 @@ import re
 
 import pytest
 
-from nsight_tui.parsers import families, kernel_names, op_ranges
-from nsight_tui.parsers.model import path_key
+from nsight_tui.parsers.kernels import families, kernel_names
+from nsight_tui.parsers.model import op_ranges
+from nsight_tui.parsers.model.ranges import path_key
 
 MB = 1 << 20
 

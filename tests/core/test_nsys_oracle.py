@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import REPORTS, SAMPLES, oracle_cases, oracle_csv, read_oracle
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.nsys_reports import build_report
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.nsys.reports import build_report
 from nsight_tui.render.nsys import render_csv
 
 CASES = oracle_cases()

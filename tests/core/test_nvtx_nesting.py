@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsight_tui.parsers.nvtx_nesting import nsys_nesting
+from nsight_tui.parsers.model.nvtx_nesting import nsys_nesting
 
 
 def brute(starts, ends, gtids, cross):

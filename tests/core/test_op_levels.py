@@ -8,8 +8,8 @@ import re
 import process_sql
 import pytest
 from conftest import SAMPLES
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import range_model, path_key
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import range_model, path_key
 
 OP_SAMPLES = ["small_ctx128_agnvtx", "small_ctx128_emitnvtx"]
 

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from conftest import SAMPLES, SHARED
-from nsight_tui.parsers import peaks
+from nsight_tui.parsers.kernels import peaks
 
 NAMES = {
     "NVIDIA H200": "H200 SXM", "NVIDIA H200 NVL": "H200 NVL", "NVIDIA H100 80GB HBM3": "H100 SXM",

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
-from nsight_tui.parsers import rank_files
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.ranks import summarise_trace
+from nsight_tui.parsers.analyses import rank_files
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.analyses.ranks import summarise_trace
 
 FOLDER = SAMPLES / "ranks_small_ctx128_ddp2"
 

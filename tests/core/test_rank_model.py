@@ -9,10 +9,10 @@ import pytest
 from conftest import SAMPLES, shared_trace
 from test_ranks import _kernels_by_rank
 
-from nsight_tui.parsers import ranks
-from nsight_tui.parsers.ids import KERNEL, pid_of
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import range_model
+from nsight_tui.parsers.analyses import ranks
+from nsight_tui.parsers.read.ids import KERNEL, pid_of
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import range_model
 
 
 @pytest.mark.parametrize("name", ["sample:small_ctx128_ddp2", "mfu_2gpu_before", "h100_2gpu_1s"])

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from conftest import SAMPLES, shared_trace
 
-from nsight_tui.parsers import intervals, ranks
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.model import intervals
+from nsight_tui.parsers.analyses import ranks
+from nsight_tui.parsers.read.load import load_trace
 
 COMM = re.compile(r"(?i)nccl|nvshmem|rccl|all_?reduce|all_?gather|reduce_?scatter")
 

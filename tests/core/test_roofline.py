@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES, shared_trace
-from nsight_tui.parsers import peaks, roofline as rl
-from nsight_tui.parsers.analysis import STEP, iteration_ranges, phase_ranges
-from nsight_tui.parsers.load import load_trace
+from nsight_tui.parsers.kernels import peaks
+from nsight_tui.parsers.analyses import roofline as rl
+from nsight_tui.parsers.analyses.questions import STEP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.read.load import load_trace
 
 COUNTED = SAMPLES / "small_ctx128_counts.sqlite"  # measured counts (nsight-tui:flops marks)
 PLAIN = SAMPLES / "small_ctx128.sqlite"  # no counts: the analytic formulas

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from conftest import REPORTS, SAMPLES
-from nsight_tui.parsers.analysis import questions
-from nsight_tui.parsers.backward_parts import backward_parts
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import range_model
-from nsight_tui.parsers.nsys_reports import build_report
+from nsight_tui.parsers.analyses.questions import questions
+from nsight_tui.parsers.analyses.backward_parts import backward_parts
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.parsers.nsys.reports import build_report
 from nsight_tui.render.nsys import render_csv
 from shuffled import shuffled_copy
 

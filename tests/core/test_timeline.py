@@ -1,4 +1,4 @@
-"""Timeline lanes and bucketing (parsers/timeline.py): the lanes hold what the export holds
+"""Timeline lanes and bucketing (parsers/analyses/timeline.py): the lanes hold what the export holds
 (SQL), and cells, the item under the cursor and the gap search agree with plain loops."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from conftest import SAMPLES, shared_trace
 from idle_reference import ro
-from nsight_tui.parsers.idle import idle_analysis
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import range_model
-from nsight_tui.parsers.timeline import API, GPU, IDLE, NVTX, cell_edges, timeline
+from nsight_tui.parsers.analyses.idle import idle_analysis
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.parsers.analyses.timeline import API, GPU, IDLE, NVTX, cell_edges, timeline
 
 _CACHE: dict = {}
 
@@ -160,7 +160,7 @@ def _idle_cells_match(tl, t0, t1, n):
 @pytest.mark.parametrize("chunk", [4096, 7])  # 7: the search crosses many blocks
 @pytest.mark.parametrize("name", ["sample", "small_ctx128_graphs"])
 def test_item_under_the_cursor_and_the_next_gap(name, chunk, monkeypatch):
-    import nsight_tui.parsers.timeline as timeline_module
+    import nsight_tui.parsers.analyses.timeline as timeline_module
 
     monkeypatch.setattr(timeline_module, "GAP_SCAN_CHUNK", chunk)
     tl = _timeline(name)

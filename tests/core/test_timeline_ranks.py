@@ -11,11 +11,11 @@ import pytest
 from conftest import SAMPLES, shared_trace
 from test_ranks import _kernels_by_rank, _rows
 
-from nsight_tui.parsers.idle import idle_analysis
-from nsight_tui.parsers.ids import KERNEL
-from nsight_tui.parsers.load import load_trace
-from nsight_tui.parsers.model import range_model
-from nsight_tui.parsers.timeline import GPU, Timeline
+from nsight_tui.parsers.analyses.idle import idle_analysis
+from nsight_tui.parsers.read.ids import KERNEL
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.parsers.analyses.timeline import GPU, Timeline
 
 
 def _ranks_by_sql(path) -> dict[tuple[int, int], int]:

@@ -71,8 +71,8 @@ def test_safe_is_linear_and_identity_on_plain_names():
 
 
 def test_report_is_a_list_of_sections():
-    from nsight_tui.parsers.analysis import questions
-    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.analyses.questions import questions
+    from nsight_tui.parsers.read.load import load_trace
 
     from nsight_tui.render import report
 

@@ -119,8 +119,8 @@ def test_report_markdown_file_name_is_safe(evil, tmp_path):
 
 
 def test_tree_rows_show_names_visibly(evil):
-    from nsight_tui.parsers.load import load_trace
-    from nsight_tui.parsers.model import range_model
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.model.ranges import range_model
     from nsight_tui.tui.tree_source import RangeTreeSource
 
     model = range_model(load_trace(evil), "process")

@@ -777,7 +777,7 @@ def test_truncated_profile_fails_a_lazy_read_in_one_line(sample: Path, tui, tmp_
     import shutil
     import threading
 
-    from nsight_tui.parsers.load import Trace
+    from nsight_tui.parsers.read.load import Trace
 
     path = Path(shutil.copy(sample, tmp_path / "shrinking.sqlite"))
     drawing_reads: list[str] = []

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.skipif(not AGNVTX.exists(), reason="autograd-nvtx sampl
 
 
 def test_backward_parts_view_and_export(tmp_path):
-    from nsight_tui.parsers.backward_parts import backward_parts
-    from nsight_tui.parsers.load import load_trace
-    from nsight_tui.parsers.model import range_model
+    from nsight_tui.parsers.analyses.backward_parts import backward_parts
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.model.ranges import range_model
 
     (expected,) = backward_parts(range_model(load_trace(AGNVTX), "process"))
 

@@ -16,8 +16,8 @@ from conftest import _md_tables as md_tables
 sys.path.insert(0, str(ROOT / "tests" / "core"))
 from findings_twins import busy_union, gaps, ro, steps  # noqa: E402 - tests/core's plain helpers
 from idle_reference import Reference  # noqa: E402
-from nsight_tui.parsers.findings import THRESHOLDS  # noqa: E402
-from nsight_tui.parsers.idle import BURST_GAP_NS  # noqa: E402 - what the reference calls a launch burst
+from nsight_tui.parsers.analyses.findings import THRESHOLDS  # noqa: E402
+from nsight_tui.parsers.analyses.idle import BURST_GAP_NS  # noqa: E402 - what the reference calls a launch burst
 
 PLANTED = SAMPLES / "findings" / "small_ctx128_host-sleep.sqlite"
 FIXED = SAMPLES / "findings" / "small_ctx128.sqlite"
@@ -32,8 +32,8 @@ def run(coro):
 
 
 def expected(path):
-    from nsight_tui.parsers.findings import findings
-    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.analyses.findings import findings
+    from nsight_tui.parsers.read.load import load_trace
 
     return findings(load_trace(path))
 
@@ -196,7 +196,7 @@ def test_export_is_the_view_as_shown(tui, tmp_path):
 
 
 def test_no_steady_state_steps_says_so_and_what_was_checked(tui, tmp_path):
-    from nsight_tui.parsers.findings import RULE_IDS
+    from nsight_tui.parsers.analyses.findings import RULE_IDS
 
     path = mutated_copy(tmp_path, "no_steps", "UPDATE NVTX_EVENTS SET text = replace(text, 'step_', 'iter_')",
                         "UPDATE StringIds SET value = replace(value, 'step_', 'iter_')")
@@ -215,7 +215,7 @@ def test_no_steady_state_steps_says_so_and_what_was_checked(tui, tmp_path):
 
 
 def test_no_rule_fired_lists_the_rules_checked():
-    from nsight_tui.parsers.findings import RULE_IDS
+    from nsight_tui.parsers.analyses.findings import RULE_IDS
     from nsight_tui.tui.viewmodels.findings import FindingsView
 
     view = FindingsView([], [], 4, 36_000_000.0, None)

@@ -51,7 +51,7 @@ def device_of(path: Path, pid: int) -> int:
     return dev[0]
 
 
-# The process rule (parsers/attribution.py's docstring), written out: a `backward` range inside a
+# The process rule (parsers/model/attribution.py's docstring), written out: a `backward` range inside a
 # `step_<n>` on its thread holds the calls on that thread that lie inside it, and the calls of the
 # process's other threads that start while it is open; its kernels are those calls' kernels.
 BACKWARD_KERNELS = """
@@ -291,7 +291,7 @@ def test_api_summary_of_a_process_driving_two_gpus_says_so(tmp_path: Path):
     summary under either rank says which process it counts and that it drives the other too.
     The export: the DDP sample with rank 1's GPU work moved to rank 0's process."""
     from conftest import mutated_copy
-    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.tui.session import Session
 
     pids = rank_processes(DDP)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import SAMPLE, Ui, make_app
-from nsight_tui.parsers import load
+from nsight_tui.parsers.read import load
 from nsight_tui.tui import fmt
 from nsight_tui.tui.session import StagedLoad
 from nsight_tui.tui.views.kernels import KernelsScreen
@@ -155,7 +155,7 @@ def test_file_opened_before_the_app_is_the_one_loaded(monkeypatch, sql):
 
 def test_file_opened_early_fails_in_the_load(tmp_path):
     """What opening raised (here: not an export) is raised where the load opens the file."""
-    from nsight_tui.parsers.errors import TraceError
+    from nsight_tui.parsers.read.errors import TraceError
     from nsight_tui.tui.launch import open_early
 
     bad = tmp_path / "notes.sqlite"

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.tui import export, fmt
 from nsight_tui.tui.table_model import Column, SortState, TableModel, ViewText
-from nsight_tui.parsers.model import range_model
+from nsight_tui.parsers.model.ranges import range_model
 
 
 def small_table() -> TableModel:
@@ -98,7 +98,7 @@ def test_export_names_and_never_clobbers(tmp_path: Path):
 # -- the range tree rows ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def model(sample_once):
-    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.read.load import load_trace
 
     return range_model(load_trace(sample_once), "process")
 
@@ -219,7 +219,7 @@ def test_header_fits_one_row_at_80_columns_two_for_long_names():
 
 
 def test_ratios_state_the_shared_basis_once():
-    from nsight_tui.parsers.analysis import Ratio
+    from nsight_tui.parsers.analyses.questions import Ratio
     from nsight_tui.tui.viewmodels.ratios import panel, short_label
 
     basis = "kernel + memory op time in range"

@@ -1,6 +1,6 @@
 """Python as if pyarrow and adbc-driver-sqlite were not installed: put this folder first on
 PYTHONPATH (`PYTHONPATH=tests/without_arrow python -m pytest tests/core tests/cli`). Every
-import of either raises ImportError, so the loader takes its sqlite3 path (parsers/columns.py)
+import of either raises ImportError, so the loader takes its sqlite3 path (parsers/read/columns.py)
 and the tests that need them skip; tests/cli/test_without_arrow.py runs the CLI this way."""
 import importlib.abc
 import sys

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.nsys_reports import cuda_api_sum_of
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.nsys.reports import cuda_api_sum_of
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from nsight_tui.parsers.backward_parts import backward_parts
-from nsight_tui.parsers.model import RangeModel
+from nsight_tui.parsers.analyses.backward_parts import backward_parts
+from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.render import backward_parts as text
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column, TableModel

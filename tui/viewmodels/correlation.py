@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from nsight_tui.parsers.ids import OP_KINDS
-from nsight_tui.parsers.model import Correlation, RangeModel
+from nsight_tui.parsers.read.ids import OP_KINDS
+from nsight_tui.parsers.model.ranges import Correlation, RangeModel
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column

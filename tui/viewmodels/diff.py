@@ -1,5 +1,5 @@
 """The diff views (no Textual): two runs' merged range tree with Δ columns, the kernel/family
-diff of one range, and the why summary, from nsight_tui.parsers.diff.
+diff of one range, and the why summary, from nsight_tui.parsers.analyses.diff.
 
 The tree is a RangeTreeSource over the merged ranges (expand/collapse/search as in the range
 view); its cells show one metric in full (A, B, Δ, Δ%; `t` picks which) and the Δ of the
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsight_tui.parsers import families
-from nsight_tui.parsers.diff import ADDED, REMOVED, Delta, RangeDiff, RunDiff, ScopeDiff, ThreadDiff, diff_runs, kernel_diff
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import ThreadGroup
+from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.analyses.diff import ADDED, REMOVED, Delta, RangeDiff, RunDiff, ScopeDiff, ThreadDiff, diff_runs, kernel_diff
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import ThreadGroup
 from nsight_tui.render.diff import BASIS_TEXT, kernel_labels, waterfall_table
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column, TableModel

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsight_tui.parsers import sweep
+from nsight_tui.parsers.analyses import sweep
 from nsight_tui.render.sweep import COMPARE_HEADERS, SweepTable, compare_rows
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from nsight_tui.parsers.findings import RULE_IDS, Finding, context, findings
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import RangeModel, RangeNode
+from nsight_tui.parsers.analyses.findings import RULE_IDS, Finding, context, findings
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import RangeModel, RangeNode
 from nsight_tui.render import numbers
 from nsight_tui.render.findings import evidence_text
 from nsight_tui.render.markdown import table as md_table

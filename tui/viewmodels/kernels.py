@@ -6,11 +6,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers import families
-from nsight_tui.parsers.analysis import Ratio, family_shares, ratio_panel
-from nsight_tui.parsers.families import describe_kernel
-from nsight_tui.parsers.kernel_names import decode_gemm, gemm_summary
-from nsight_tui.parsers.model import RangeModel, RangeNode
+from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.analyses.questions import Ratio, family_shares, ratio_panel
+from nsight_tui.parsers.kernels.families import describe_kernel
+from nsight_tui.parsers.kernels.kernel_names import decode_gemm, gemm_summary
+from nsight_tui.parsers.model.ranges import RangeModel, RangeNode
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column

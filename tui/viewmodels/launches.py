@@ -12,8 +12,8 @@ import threading
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import RangeModel
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column, TableModel
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.read.load import Trace
 
 MAX_KERNELS = 500
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers.ranks import PhaseSpread, Rank, RunRanks, phase_spread
+from nsight_tui.parsers.analyses.ranks import PhaseSpread, Rank, RunRanks, phase_spread
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column, TableModel
 

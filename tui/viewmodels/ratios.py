@@ -9,7 +9,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from nsight_tui.parsers.analysis import Ratio
+from nsight_tui.parsers.analyses.questions import Ratio
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 window, the cursor (the centre column) and the selected lane; `frame()` turns that into
 plain data (cells per lane, axis ticks, the item under the cursor, the window's idle split)
 that the screen only draws. Every change is arithmetic on (t0, t1); `frame()` costs a few
-binary searches per lane and category (parsers/timeline.py), whatever the trace size.
+binary searches per lane and category (parsers/analyses/timeline.py), whatever the trace size.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsight_tui.parsers.idle import IdleSplit, WindowIdle
-from nsight_tui.parsers.model import RangeModel, RangeNode, display_name
-from nsight_tui.parsers.timeline import Cells, Item, Lane, Timeline, cell_edges
+from nsight_tui.parsers.analyses.idle import IdleSplit, WindowIdle
+from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, display_name
+from nsight_tui.parsers.analyses.timeline import Cells, Item, Lane, Timeline, cell_edges
 
 TITLE_WIDTH = 13  # lane titles, then one column of space
 MIN_SPAN_NS = 200  # zooming in stops here (a few ns per cell)

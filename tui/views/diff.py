@@ -1,6 +1,6 @@
 """The diff of two runs: the merged range tree with Δ columns (enter: a range's kernel and
 family diff), the why summary (`w`), the step's kernels (`K`). Workers compute the view models
-(tui/viewmodels/diff.py over parsers/diff.py) and post them back; the screens only render."""
+(tui/viewmodels/diff.py over parsers/analyses/diff.py) and post them back; the screens only render."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +13,8 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.parsers.diff import RangeDiff
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.analyses.diff import RangeDiff
+from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render.markdown import table as md_table
 from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui.messages import DiffFailed, DiffProgress, DiffReady, ScopeReady
@@ -28,7 +28,7 @@ from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
 def _trace(app, path: Path, say):
     """A file the app already holds, else loaded here (read-only, as everywhere)."""
-    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.read.load import load_trace
 
     session = getattr(app, "_sessions", {}).get(path)
     if session is not None:

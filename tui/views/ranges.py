@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.parsers.model import RangeNode
+from nsight_tui.parsers.model.ranges import RangeNode
 from nsight_tui.render.process_view import main_thread_reason
 from nsight_tui.render.markdown import table as md_table
 from nsight_tui.render.safe import rich_text, visible

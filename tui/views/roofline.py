@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.reactive import var
 from textual_plotext import PlotextPlot
 
-from nsight_tui.parsers.peaks import MATH_PATH_WORDS
+from nsight_tui.parsers.kernels.peaks import MATH_PATH_WORDS
 from nsight_tui.render.markdown import table as md_table
 from nsight_tui.tui import fmt
 from nsight_tui.tui import roofline_vm as vm
@@ -146,7 +146,7 @@ class RooflineScreen(TableScreen):
             self.app.push_screen(RooflineScreen(self.session, node))
 
     def _node_for(self, path: str):
-        from nsight_tui.parsers.roofline import node_path
+        from nsight_tui.parsers.analyses.roofline import node_path
 
         model = self.session.model
         stack = [n for g in model.aggregated_groups for n in g.roots]

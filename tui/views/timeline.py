@@ -3,7 +3,7 @@ thread, GPU ops per device and stream, GPU idle by cause), one character cell pe
 bucket coloured by what dominated it, a cursor in the centre column with the item under it,
 and the window's GPU idle split.
 
-The screen only draws: building the lanes and each frame (parsers/timeline.py through
+The screen only draws: building the lanes and each frame (parsers/analyses/timeline.py through
 tui/viewmodels/timeline.py) runs in thread workers that post typed messages back.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from nsight_tui.parsers.idle import WindowIdle
-from nsight_tui.parsers.timeline import Lane, Timeline
+from nsight_tui.parsers.analyses.idle import WindowIdle
+from nsight_tui.parsers.analyses.timeline import Lane, Timeline
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import ViewText

@@ -17,8 +17,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from nsight_tui.parsers.families import FAMILIES
-from nsight_tui.parsers.timeline import IDLE, NVTX
+from nsight_tui.parsers.kernels.families import FAMILIES
+from nsight_tui.parsers.analyses.timeline import IDLE, NVTX
 from nsight_tui.tui.viewmodels.timeline import TITLE_WIDTH, LaneRow, TimelineFrame
 
 BLOCKS = " ▁▂▃▄▅▆▇█"

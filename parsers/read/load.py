@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers.columns import Fetched, Tables, open_tables
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.groupstats import group_ids
-from nsight_tui.parsers.memory import release_free_memory
-from nsight_tui.parsers import conventions, validate
-from nsight_tui.parsers.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
+from nsight_tui.parsers.read.columns import Fetched, Tables, open_tables
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.groupstats import group_ids
+from nsight_tui.parsers.read.heap import release_free_memory
+from nsight_tui.parsers.read import conventions, validate
+from nsight_tui.parsers.read.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
                                     pid_of, tid_of)
-from nsight_tui.parsers.source import Schema, sidecar_notes
+from nsight_tui.parsers.read.source import Schema, sidecar_notes
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
 FALLBACK_MEMCPY_LABELS = {

@@ -22,12 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from nsight_tui.parsers import conventions, families
-from nsight_tui.parsers.analysis import iteration_ranges, phase_ranges
-from nsight_tui.parsers.ids import OP_KINDS, PID_MASK
-from nsight_tui.parsers.kernel_names import table_name
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import RangeModel, RangeNode, ThreadGroup, display_name, path_key, range_model
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.analyses.questions import iteration_ranges, phase_ranges
+from nsight_tui.parsers.read.ids import OP_KINDS, PID_MASK
+from nsight_tui.parsers.kernels.kernel_names import table_name
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, ThreadGroup, display_name, path_key, range_model
 
 STEP, WARMUP, PHASES = conventions.STEP_RANGE, conventions.WARMUP_RANGE, conventions.PHASES
 BOTH, REMOVED, ADDED = "both", "removed", "added"  # present on both sides / A only / B only

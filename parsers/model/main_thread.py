@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from nsight_tui.parsers import intervals
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.ids import PID_MASK, tid_of
+from nsight_tui.parsers.model import intervals
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.ids import PID_MASK, tid_of
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ calls of every thread that launched GPU work (launch / sync / other); per GPU an
 ops (kernels by family, memcpy, memset); per GPU its communication (NCCL and other collective
 kernels) as a lane of its own: the stream whose kernels are all collectives, titled `comm`, or,
 where they share a stream with compute kernels, an extra `comm` lane; per GPU the idle time by cause
-(parsers/idle.py). In an export of several ranks (parsers.ranks) lanes say their rank (`r1`).
+(parsers/analyses/idle.py). In an export of several ranks (parsers.ranks) lanes say their rank (`r1`).
 
 `Lane.cells(t0, t1, n)` says for each of n equal cells of [t0, t1) which category covered
 the most of it and what fraction of it was covered. Each lane keeps, per category, the union
-of its intervals with prefix sums (parsers/intervals.py), so a cell costs two binary searches
+of its intervals with prefix sums (parsers/model/intervals.py), so a cell costs two binary searches
 per category: the cost of a redraw depends on the width of the screen, not on how many
 items are visible (600k kernels in view cost what 6 do).
 """
@@ -21,8 +21,9 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers import families, ranks
-from nsight_tui.parsers.idle import (
+from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.analyses import ranks
+from nsight_tui.parsers.analyses.idle import (
     API_KINDS,
     API_LAUNCH,
     BUSY,
@@ -31,10 +32,10 @@ from nsight_tui.parsers.idle import (
     IdleAnalysis,
     base_api_name,
 )
-from nsight_tui.parsers.intervals import IntervalSet, pieces
-from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, pid_of, tid_of
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import RangeModel, display_name, path_key
+from nsight_tui.parsers.model.intervals import IntervalSet, pieces
+from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, pid_of, tid_of
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import RangeModel, display_name, path_key
 
 NVTX, API, GPU, IDLE = "nvtx", "api", "gpu", "idle"
 GPU_CATEGORIES = (*families.FAMILY_KEYS, "memcpy", "memset")

@@ -19,11 +19,11 @@ from decimal import ROUND_HALF_UP, Decimal
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers.nvtx_nesting import nsys_nesting
-from nsight_tui.parsers.groupstats import group_ids, group_stats
-from nsight_tui.parsers.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import range_model
+from nsight_tui.parsers.model.nvtx_nesting import nsys_nesting
+from nsight_tui.parsers.read.groupstats import group_ids, group_stats
+from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import range_model
 
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Iterable
 
-from nsight_tui.parsers.kernel_names import kernel_functors, scanned, short_kernel_name
+from nsight_tui.parsers.kernels.kernel_names import kernel_functors, scanned, short_kernel_name
 
 if TYPE_CHECKING:  # pandas/numpy are only needed by family_codes/name_families
     import numpy

@@ -14,9 +14,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsight_tui.parsers import conventions
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.ranks import RankSummary, RunRanks, rank_from_name, run_ranks
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.analyses.ranks import RankSummary, RunRanks, rank_from_name, run_ranks
 
 @dataclass
 class RankGroup:
@@ -45,8 +45,8 @@ def rank_files_in(folder: Path) -> RankGroup | None:
 
 def summarise_file(path: str) -> list[RankSummary]:
     """One export -> its ranks' summaries (runs in a worker process: top-level and picklable)."""
-    from nsight_tui.parsers.load import load_trace
-    from nsight_tui.parsers.ranks import summarise_trace
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.analyses.ranks import summarise_trace
 
     return summarise_trace(load_trace(Path(path)), file_rank=rank_from_name(path))
 

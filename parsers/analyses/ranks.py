@@ -25,12 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from nsight_tui.parsers import conventions, intervals
-from nsight_tui.parsers.families import name_families
-from nsight_tui.parsers.groupstats import group_ids
-from nsight_tui.parsers.ids import KERNEL, pid_of
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import RangeModel, range_model
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.model import intervals
+from nsight_tui.parsers.kernels.families import name_families
+from nsight_tui.parsers.read.groupstats import group_ids
+from nsight_tui.parsers.read.ids import KERNEL, pid_of
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 COMMUNICATION = "communication"
 
@@ -249,7 +250,7 @@ def straggler(summaries: list[RankSummary]) -> Straggler | None:
 
 def session_start_utc_ns(path: str | Path) -> int | None:
     """The export's clock origin (TARGET_INFO_SESSION_START_TIME.utcEpochNs), if it has one."""
-    from nsight_tui.parsers.columns import open_tables
+    from nsight_tui.parsers.read.columns import open_tables
 
     try:  # through the loader's reader: SQLite or nsys's Parquet/Arrow folders alike
         with open_tables(Path(path), probe=False) as tables:

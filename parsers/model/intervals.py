@@ -5,8 +5,8 @@ lengths of unions and intersections of op intervals; these helpers compute them 
 and binary searches, never a Python loop per interval.
 
 `IntervalSet` keeps its prefix sums, so "how much of the set lies in [t0, t1)" is two binary
-searches for any number of windows at once (the idle analysis, parsers/idle.py, and the
-timeline's cells, parsers/timeline.py, ask it per range and per screen cell);
+searches for any number of windows at once (the idle analysis, parsers/analyses/idle.py, and the
+timeline's cells, parsers/analyses/timeline.py, ask it per range and per screen cell);
 `label_segments` cuts the time line by which of several sets cover it.
 """
 from __future__ import annotations

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.source import (Schema, connect_readonly, probe_integrity, read_schema, readonly_uri)
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.source import (Schema, connect_readonly, probe_integrity, read_schema, readonly_uri)
 
 CHUNK = 1 << 16
 # The big tables (API calls, kernels) read at once: two cores' worth (the machines this runs on

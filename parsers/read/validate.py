@@ -23,8 +23,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsight_tui.parsers.errors import TraceError
-from nsight_tui.parsers.source import Schema
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.source import Schema
 
 
 class BadValues(Exception):

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers import conventions, families
-from nsight_tui.parsers import main_thread as main_threads
-from nsight_tui.parsers.kernel_names import table_name
-from nsight_tui.parsers.ids import KERNEL
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import RangeModel, RangeNode, range_model
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.model import main_thread as main_threads
+from nsight_tui.parsers.kernels.kernel_names import table_name
+from nsight_tui.parsers.read.ids import KERNEL
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, range_model
 
 STEP, WARMUP = conventions.STEP_RANGE, conventions.WARMUP_RANGE
 PHASES, ATTENTION_PARTS = conventions.PHASES, conventions.ATTENTION_PARTS
@@ -304,7 +305,7 @@ def timing(trace: Trace, model: RangeModel) -> dict:
 
 
 def _gpu_idle(model: RangeModel) -> dict:
-    from nsight_tui.parsers.idle_report import phase_idle  # it builds on this module
+    from nsight_tui.parsers.analyses.idle_report import phase_idle  # it builds on this module
 
     return phase_idle(model)
 
@@ -313,8 +314,8 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
               main_thread: str | None = None, roofline_options: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
     `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
-    from nsight_tui.parsers.findings import answers as findings_answers
-    from nsight_tui.parsers.roofline import answers as roofline_answers
+    from nsight_tui.parsers.analyses.findings import answers as findings_answers
+    from nsight_tui.parsers.analyses.roofline import answers as roofline_answers
 
     model = range_model(trace, attribution, main_thread)
     config = dict(trace.meta().config)
@@ -341,7 +342,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
 
 def _ranks(trace: Trace) -> dict:
     """Per-rank figures where the export holds several ranks (processes x GPUs)."""
-    from nsight_tui.parsers.ranks import ranks_of_trace
+    from nsight_tui.parsers.analyses.ranks import ranks_of_trace
 
     run = ranks_of_trace(trace)
     return {"ranks": run.to_json(), "_ranks": run} if len(run.ranks) > 1 else {}

@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsight_tui.parsers import conventions
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.errors import TraceError
 
 
 @dataclass
@@ -68,8 +68,8 @@ def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
 
 def analyse(runs: list[Run], attribution: str = "process", progress=None,
             roofline_options: dict | None = None) -> list[Run]:
-    from nsight_tui.parsers.analysis import questions
-    from nsight_tui.parsers.load import load_trace
+    from nsight_tui.parsers.analyses.questions import questions
+    from nsight_tui.parsers.read.load import load_trace
 
     for i, run in enumerate(runs):
         if progress:

@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from nsight_tui.parsers import flop_counts, peaks as peak_table
-from nsight_tui.parsers.families import name_families
-from nsight_tui.parsers.kernel_names import decode_gemm
-from nsight_tui.parsers.ids import KERNEL
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import RangeModel, range_model
+from nsight_tui.parsers.kernels import flop_counts, peaks as peak_table
+from nsight_tui.parsers.kernels.families import name_families
+from nsight_tui.parsers.kernels.kernel_names import decode_gemm
+from nsight_tui.parsers.read.ids import KERNEL
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 # A GPU busy less than this share of the range's GPU span spent the rest waiting for work.
 LAUNCH_BUSY_SHARE = 0.5
@@ -296,7 +296,7 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
           peak_gbps: float | None = None) -> Roofline:
     """The roofline context of a trace: counts from `flops_file`, else the trace's marks, else
     the analytic formulas; peaks from the table, or the user's."""
-    from nsight_tui.parsers.columns import open_tables
+    from nsight_tui.parsers.read.columns import open_tables
 
     config = dict(trace.meta().config)
     counts = flop_counts.from_file(flops_file) if flops_file else None
@@ -350,7 +350,7 @@ BASIS = {
 def _targets(r: Roofline) -> list[tuple[str, np.ndarray, str]]:
     """(name, range positions, counts path) of the ranges the report covers: steady-state
     steps and their phases, or, without `step_N` iterations, the main thread's top two levels."""
-    from nsight_tui.parsers.analysis import STEP, iteration_ranges, phase_ranges
+    from nsight_tui.parsers.analyses.questions import STEP, iteration_ranges, phase_ranges
 
     m = r.model
     iters = iteration_ranges(m, STEP)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers import main_thread as main_thread_choice
-from nsight_tui.parsers.ids import PID_MASK, index_dtype
+from nsight_tui.parsers.model import main_thread as main_thread_choice
+from nsight_tui.parsers.read.ids import PID_MASK, index_dtype
 
 MODES = ("process", "nsys")
 BLOCK = 1 << 20  # pairs per block where a per-pair temporary would be int64

@@ -41,7 +41,7 @@ started at t. Its mean over W is the time average (integral / |W|), its max the 
 value taken inside W. Ops with no launching call in the export count for busy only.
 
 Everything is computed once per device for the whole trace as sorted interval sets with
-prefix sums (parsers/intervals.py); a window is then a few binary searches, so every range
+prefix sums (parsers/model/intervals.py); a window is then a few binary searches, so every range
 of a 600k-kernel trace costs milliseconds, and no Python loop runs per op.
 """
 from __future__ import annotations
@@ -53,9 +53,9 @@ from functools import cached_property
 
 import numpy as np
 
-from nsight_tui.parsers.intervals import IntervalSet, label_segments, pieces
-from nsight_tui.parsers.ids import KERNEL, PID_MASK, api_display_name
-from nsight_tui.parsers.load import Trace
+from nsight_tui.parsers.model.intervals import IntervalSet, label_segments, pieces
+from nsight_tui.parsers.read.ids import KERNEL, PID_MASK, api_display_name
+from nsight_tui.parsers.read.load import Trace
 
 BUSY, LAUNCH_BOUND, SYNC_BOUND, HOST_BOUND = 0, 1, 2, 3
 CAUSES = ("busy", "launch-bound", "sync-bound", "host-bound")

@@ -14,16 +14,16 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-from nsight_tui.parsers.attribution import (
+from nsight_tui.parsers.model.attribution import (
     MODE_HELP,
     attribute,
     enclosing_pairs,
     slices_to_pairs,
 )
-from nsight_tui.parsers.groupstats import group_ids, group_stats
-from nsight_tui.parsers.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
+from nsight_tui.parsers.read.groupstats import group_ids, group_stats
+from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
 
 OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
 

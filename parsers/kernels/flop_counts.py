@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsight_tui.parsers import conventions
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.errors import TraceError
 
 MARK_PREFIX = conventions.mark_prefix(conventions.FLOPS)
 ITERATION = re.compile(r"^(step|warmup)_N$")

@@ -13,7 +13,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsight_tui.parsers.errors import TraceError
+from nsight_tui.parsers.read.errors import TraceError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -71,7 +71,7 @@ def export_paths(raw: list[str]) -> list[Path]:
     """The profiles named on a command line: files as given, a folder's *.sqlite files (sorted),
     unless the folder is itself one export (nsys's parquetdir / arrowdir: columns.columnar_kind).
     A folder without any is an error here; a missing file is left to the open, which says so."""
-    from nsight_tui.parsers.columns import columnar_kind  # columns imports this module
+    from nsight_tui.parsers.read.columns import columnar_kind  # columns imports this module
 
     paths: list[Path] = []
     for item in raw:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsight_tui.parsers.analysis import PHASES, STEP, iteration_ranges, phase_ranges
-from nsight_tui.parsers.idle import DEFINITIONS, idle_analysis
-from nsight_tui.parsers.model import RangeModel
+from nsight_tui.parsers.analyses.questions import PHASES, STEP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.analyses.idle import DEFINITIONS, idle_analysis
+from nsight_tui.parsers.model.ranges import RangeModel
 
 def phase_ids(model: RangeModel) -> dict[str, np.ndarray]:
     """Range positions per phase: steady-state steps and their forward/backward/optimizer;

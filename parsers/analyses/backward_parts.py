@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from nsight_tui.parsers.analysis import STEP, iteration_ranges
-from nsight_tui.parsers.conventions import BACKWARD_PREFIX
-from nsight_tui.parsers.ids import KERNEL, PID_MASK
-from nsight_tui.parsers.model import RangeModel, path_key
-from nsight_tui.parsers.op_ranges import ACCUMULATE_GRAD, base_name, is_backward_node, is_op_range, seq_of
+from nsight_tui.parsers.analyses.questions import STEP, iteration_ranges
+from nsight_tui.parsers.read.conventions import BACKWARD_PREFIX
+from nsight_tui.parsers.read.ids import KERNEL, PID_MASK
+from nsight_tui.parsers.model.ranges import RangeModel, path_key
+from nsight_tui.parsers.model.op_ranges import ACCUMULATE_GRAD, base_name, is_backward_node, is_op_range, seq_of
 
 
 # Why a backward op maps to no forward part (keys of BackwardParts.unmapped).

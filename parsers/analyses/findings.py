@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from nsight_tui.parsers.analysis import STEP, iteration_ranges, phase_ranges
-from nsight_tui.parsers.families import name_families
-from nsight_tui.parsers.ids import KERNEL, PID_MASK, pid_of
-from nsight_tui.parsers.idle import API_LAUNCH, API_SYNC, idle_analysis
-from nsight_tui.parsers.load import Trace
-from nsight_tui.parsers.model import RangeModel, range_model
+from nsight_tui.parsers.analyses.questions import STEP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.kernels.families import name_families
+from nsight_tui.parsers.read.ids import KERNEL, PID_MASK, pid_of
+from nsight_tui.parsers.analyses.idle import API_LAUNCH, API_SYNC, idle_analysis
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,7 @@ def sync_stall(c: StepContext) -> Finding | None:
 def _graph_replays(c: StepContext) -> tuple[np.ndarray, np.ndarray]:
     """The steps' CUDA graph replays on the device: from each cudaGraphLaunch call's start to the
     end of the last op it launched, merged, clipped to the steps."""
-    from nsight_tui.parsers import intervals
+    from nsight_tui.parsers.model import intervals
 
     t = c.trace
     ops, api = t.ops, t.api
@@ -292,7 +292,7 @@ def unfused_optimizer(c: StepContext) -> Finding | None:
     per = int(c.model.kernel_count[opt].sum()) / c.n
     if per < _t("optimizer_kernels_min"):
         return None
-    from nsight_tui.parsers import roofline
+    from nsight_tui.parsers.analyses import roofline
 
     r = roofline.build(c.trace)
     point = r.range_point(opt, "step_N/optimizer")
@@ -312,7 +312,7 @@ def unfused_optimizer(c: StepContext) -> Finding | None:
 
 
 def fp32_gemm(c: StepContext) -> Finding | None:
-    from nsight_tui.parsers import roofline
+    from nsight_tui.parsers.analyses import roofline
 
     t = c.trace
     pos = c.model.ops_of(c.steps)
@@ -394,7 +394,7 @@ WHERE m.deviceId = ? ORDER BY m.start"""
 
 
 def _memcpys(c: StepContext) -> np.ndarray | None:
-    from nsight_tui.parsers.source import connect_readonly
+    from nsight_tui.parsers.read.source import connect_readonly
 
     if not c.trace.schema.has("CUPTI_ACTIVITY_KIND_MEMCPY", "srcKind"):
         return None
@@ -422,7 +422,7 @@ def _memcpy_rows_columnar(c: StepContext) -> list[tuple]:
     JOINs in pandas, ordered by memcpy start."""
     import pandas as pd
 
-    from nsight_tui.parsers.columns import open_tables
+    from nsight_tui.parsers.read.columns import open_tables
 
     m_cols = ["start", "end", "bytes", "copyKind", "srcKind", "dstKind", "correlationId", "globalPid", "deviceId"]
     with open_tables(c.trace.path, probe=False) as tables:
@@ -499,9 +499,9 @@ def waited_communication(trace: Trace, rank) -> dict:
     and queued behind it, or a CPU thread of the rank blocked in a synchronising call). Exposed
     communication while the CPU is still issuing work sits in launch gaps that overlap would not
     shorten. Per the rank's `step_N` ranges; `steps` is their count."""
-    from nsight_tui.parsers import intervals
-    from nsight_tui.parsers.conventions import STEP_RANGE
-    from nsight_tui.parsers.ranks import COMMUNICATION, _process_ranges
+    from nsight_tui.parsers.model import intervals
+    from nsight_tui.parsers.read.conventions import STEP_RANGE
+    from nsight_tui.parsers.analyses.ranks import COMMUNICATION, _process_ranges
 
     ops, api = trace.ops, trace.api
     mine = (ops["gpid"].to_numpy(np.int64) == rank.gpid) & (ops["device"].to_numpy(np.int64) == rank.device)
@@ -530,7 +530,7 @@ def waited_communication(trace: Trace, rank) -> dict:
 
 
 def exposed_communication(c: StepContext) -> Finding | None:
-    from nsight_tui.parsers.ranks import find_ranks
+    from nsight_tui.parsers.analyses.ranks import find_ranks
 
     ranks = find_ranks(c.trace)
     rows = []
@@ -606,7 +606,7 @@ def context(trace: Trace, attribution: str = "process") -> StepContext | None:
     # of its own (per-step figures over two ranks' overlapping windows would count time twice).
     # The lowest rank's (rank 0's) where the ranks are known; exposed-communication looks at all.
     pid = pid_of(model.r_gtid[steps])
-    from nsight_tui.parsers.ranks import find_ranks
+    from nsight_tui.parsers.analyses.ranks import find_ranks
 
     first = next((r.pid for r in find_ranks(trace) if (pid == r.pid).any()), pid[0])
     steps = steps[pid == first]

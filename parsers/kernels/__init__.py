@@ -1,0 +1,1 @@
+"""What a kernel is: names decoded, families, hardware peaks, FLOP counts. Imports only `read`."""

@@ -1,0 +1,1 @@
+"""NVIDIA's `nsys stats` reports, computed over the model to the nanosecond."""

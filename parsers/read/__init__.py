@@ -1,0 +1,3 @@
+"""Reading an export: the read-only source, columnar readers, validation and the loaded `Trace`.
+
+The bottom layer: imports nothing else of parsers/."""
