@@ -140,7 +140,7 @@ def launch(args) -> int:
         for path in paths:
             check_readable(path)
     else:
-        from nsight_tui.parsers.read.columns import columnar_kind
+        from nsight_tui.parsers.read.source import columnar_kind
 
         missing = [p for p in paths if not (p.is_file() or columnar_kind(p))]
         if missing:

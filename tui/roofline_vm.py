@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from nsight_tui.parsers.analyses import roofline as rl
-from nsight_tui.parsers.analyses.questions import Ratio
+from nsight_tui.parsers.analyses.ratios import Ratio
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.model.ranges import RangeNode
 from nsight_tui.parsers.kernels.peaks import MATH_PATH_WORDS

@@ -49,7 +49,7 @@ def _run(args) -> int:
     from nsight_tui.render import report
     from nsight_tui.render import sweep as sweep_text
 
-    from nsight_tui.parsers.read.columns import columnar_kind
+    from nsight_tui.parsers.read.source import columnar_kind
 
     target = Path(args.target)
     # a folder of captures is a sweep; nsys's parquetdir/arrowdir folder is one trace

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from nsight_tui.parsers.analyses.questions import STEP, iteration_ranges
+from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
 from nsight_tui.parsers.read.conventions import BACKWARD_PREFIX
 from nsight_tui.parsers.read.ids import KERNEL, PID_MASK
 from nsight_tui.parsers.model.ranges import RangeModel, path_key

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.kernels import families
-from nsight_tui.parsers.analyses.questions import iteration_ranges, phase_ranges
+from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges
 from nsight_tui.parsers.read.ids import OP_KINDS, PID_MASK
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nsight_tui.parsers.analyses.questions import STEP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import KERNEL, PID_MASK, pid_of
 from nsight_tui.parsers.analyses.idle import API_LAUNCH, API_SYNC, idle_analysis
@@ -501,7 +501,8 @@ def waited_communication(trace: Trace, rank) -> dict:
     shorten. Per the rank's `step_N` ranges; `steps` is their count."""
     from nsight_tui.parsers.model import intervals
     from nsight_tui.parsers.read.conventions import STEP_RANGE
-    from nsight_tui.parsers.analyses.ranks import COMMUNICATION, _process_ranges
+    from nsight_tui.parsers.analyses.ranks import COMMUNICATION
+    from nsight_tui.parsers.model.iterations import process_ranges
 
     ops, api = trace.ops, trace.api
     mine = (ops["gpid"].to_numpy(np.int64) == rank.gpid) & (ops["device"].to_numpy(np.int64) == rank.device)
@@ -522,7 +523,7 @@ def waited_communication(trace: Trace, rank) -> dict:
     held = intervals.union(np.concatenate((queued_s, api["start"].to_numpy(np.int64)[sync] if len(sync) else [])),
                            np.concatenate((queued_e, a_end[sync] if len(sync) else [])))
     waited = intervals.intersect(exposed, held)
-    s0, s1 = _process_ranges(trace, rank.pid, STEP_RANGE.match)
+    s0, s1 = process_ranges(trace, rank.pid, STEP_RANGE.match)
     steps = intervals.union(s0, s1)
     return {"steps": len(s0), "step_ns": float((s1 - s0).mean()) if len(s0) else 0.0,
             "comm_ns": intervals.overlap(comm, steps), "exposed_ns": intervals.overlap(exposed, steps),

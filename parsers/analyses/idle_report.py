@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsight_tui.parsers.analyses.questions import PHASES, STEP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.model.iterations import PHASES, STEP, iteration_ranges, phase_ranges
 from nsight_tui.parsers.analyses.idle import DEFINITIONS, idle_analysis
 from nsight_tui.parsers.model.ranges import RangeModel
 

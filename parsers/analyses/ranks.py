@@ -31,6 +31,7 @@ from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.groupstats import group_ids
 from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.iterations import process_ranges
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 COMMUNICATION = "communication"
@@ -175,28 +176,6 @@ def find_ranks(trace: Trace, file_rank: int | None = None) -> list[Rank]:
 
 
 # -- per-rank figures ---------------------------------------------------------------------------
-def _plain(text: str) -> str:
-    return text.split(":", 1)[1] if ":" in text and not text.startswith("nsight-tui") else text
-
-
-def _process_ranges(trace: Trace, pid: int, pattern) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end of this process's ranges whose plain name matches, innermost copy per name."""
-    r = trace.ranges
-    if len(r) == 0:
-        return intervals.EMPTY
-    mine = pid_of(r["gtid"].to_numpy(np.int64)) == pid
-    texts = r["text"].to_numpy()
-    hit = mine & np.array([isinstance(t, str) and bool(pattern(_plain(t))) for t in texts], dtype=bool)
-    sel = r[hit]
-    if len(sel) == 0:
-        return intervals.EMPTY
-    sel = sel.assign(plain=[_plain(t) for t in sel["text"]], dur=sel["end"] - sel["start"])
-    # a domain-tagged copy of the same iteration nests it: keep the innermost (shortest) per start
-    sel = sel.sort_values(["start", "dur"]).drop_duplicates(subset=["plain", "start"], keep="first")
-    sel = sel.sort_values("start")
-    return sel["start"].to_numpy(np.int64), sel["end"].to_numpy(np.int64)
-
-
 def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = None) -> RankSummary:
     ops = trace.ops
     mine = (ops["gpid"].to_numpy(np.int64) == rank.gpid) & (ops["device"].to_numpy(np.int64) == rank.device)
@@ -215,14 +194,14 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
         comm_kernels=int(is_comm.sum()), comm_ns=intervals.length(comm), compute_ns=intervals.length(compute),
         exposed_comm_ns=intervals.length(comm) - hidden, session_start_utc_ns=session_start_utc_ns,
     )
-    s_start, s_end = _process_ranges(trace, rank.pid, conventions.STEP_RANGE.match)
+    s_start, s_end = process_ranges(trace, rank.pid, conventions.STEP_RANGE.match)
     summary.steps_ns = (s_end - s_start).tolist()
     summary.compute_per_step_ns = [intervals.length(intervals.clip(compute, a, b)) for a, b in zip(s_start, s_end)]
     if len(s_start):
         steps = intervals.union(s_start, s_end)
         exposed = intervals.difference(comm, compute)
         for phase in conventions.PHASES:
-            p_start, p_end = _process_ranges(trace, rank.pid, lambda t, phase=phase: t == phase)
+            p_start, p_end = process_ranges(trace, rank.pid, lambda t, phase=phase: t == phase)
             inside = intervals.covered_before(steps, p_end) - intervals.covered_before(steps, p_start) == p_end - p_start
             p_start, p_end = p_start[inside], p_end[inside]
             if not len(p_start):

@@ -350,7 +350,7 @@ BASIS = {
 def _targets(r: Roofline) -> list[tuple[str, np.ndarray, str]]:
     """(name, range positions, counts path) of the ranges the report covers: steady-state
     steps and their phases, or, without `step_N` iterations, the main thread's top two levels."""
-    from nsight_tui.parsers.analyses.questions import STEP, iteration_ranges, phase_ranges
+    from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges
 
     m = r.model
     iters = iteration_ranges(m, STEP)

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.parsers.read.source import (Schema, connect_readonly, probe_integrity, read_schema, readonly_uri)
+from nsight_tui.parsers.read.source import (COLUMNAR_EXPORTS, Schema, columnar_kind, connect_readonly, probe_integrity,
+                                             read_schema, readonly_uri)
 
 CHUNK = 1 << 16
 # The big tables (API calls, kernels) read at once: two cores' worth (the machines this runs on
@@ -516,7 +517,7 @@ class _FileTables(Tables):
 class ParquetTables(_FileTables):
     kind = "parquetdir"
     reader = "pyarrow (Parquet)"
-    suffix = ".parquet"
+    suffix = COLUMNAR_EXPORTS["parquetdir"]
 
     def _column_names(self, file):
         import pyarrow.parquet as pq
@@ -532,7 +533,7 @@ class ParquetTables(_FileTables):
 class ArrowDirTables(_FileTables):
     kind = "arrowdir"
     reader = "pyarrow (Arrow IPC)"
-    suffix = ".arrow"
+    suffix = COLUMNAR_EXPORTS["arrowdir"]
 
     @staticmethod
     def _open(file):
@@ -559,17 +560,6 @@ class ArrowDirTables(_FileTables):
 
     def _table(self, file, columns):
         return self._open(file).select(columns)
-
-
-def columnar_kind(path: Path) -> str | None:
-    """'parquetdir' / 'arrowdir' for a directory nsys exported that way, else None."""
-    path = Path(path)
-    if not path.is_dir():
-        return None
-    for cls in (ParquetTables, ArrowDirTables):
-        if (path / f"StringIds{cls.suffix}").is_file():
-            return cls.kind
-    return None
 
 
 def open_tables(path: str | Path, native: bool = True, probe: bool = True) -> Tables:

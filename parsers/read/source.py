@@ -67,12 +67,26 @@ def _check_file(path: Path) -> None:
         raise TraceError(f"{path}: not an SQLite file (expected an `nsys export --type sqlite` output)")
 
 
+# nsys's columnar exports (`nsys export --type parquetdir|arrowdir`): one file per table, named
+# TABLE + suffix. Told apart by the StringIds table every export has; read by columns.py.
+COLUMNAR_EXPORTS = {"parquetdir": ".parquet", "arrowdir": ".arrow"}
+
+
+def columnar_kind(path: Path) -> str | None:
+    """'parquetdir' / 'arrowdir' for a directory nsys exported that way, else None."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    for kind, suffix in COLUMNAR_EXPORTS.items():
+        if (path / f"StringIds{suffix}").is_file():
+            return kind
+    return None
+
+
 def export_paths(raw: list[str]) -> list[Path]:
     """The profiles named on a command line: files as given, a folder's *.sqlite files (sorted),
-    unless the folder is itself one export (nsys's parquetdir / arrowdir: columns.columnar_kind).
+    unless the folder is itself one export (nsys's parquetdir / arrowdir: columnar_kind).
     A folder without any is an error here; a missing file is left to the open, which says so."""
-    from nsight_tui.parsers.read.columns import columnar_kind  # columns imports this module
-
     paths: list[Path] = []
     for item in raw:
         p = Path(item)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import sample_traces
-from nsight_tui.parsers.analyses.questions import family_shares
+from nsight_tui.parsers.analyses.ratios import family_shares
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.model.ranges import range_model

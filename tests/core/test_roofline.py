@@ -10,7 +10,7 @@ import pytest
 from conftest import SAMPLES, shared_trace
 from nsight_tui.parsers.kernels import peaks
 from nsight_tui.parsers.analyses import roofline as rl
-from nsight_tui.parsers.analyses.questions import STEP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges
 from nsight_tui.parsers.read.load import load_trace
 
 COUNTED = SAMPLES / "small_ctx128_counts.sqlite"  # measured counts (nsight-tui:flops marks)

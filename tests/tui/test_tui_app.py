@@ -414,7 +414,8 @@ def test_help_lists_every_key(sample: Path, tui):
     from textual.binding import Binding
 
     from nsight_tui.tui.app import HELP_CLASSES, help_sections
-    from nsight_tui.tui.views.help import HelpScreen, key_text
+    from nsight_tui.tui.views.help import HelpScreen
+    from nsight_tui.tui.widgets.key_bar import key_text
     from nsight_tui.tui.views.launches import LaunchesScreen
     from nsight_tui.tui.views.modals import CorrelationPrompt
 

@@ -219,7 +219,7 @@ def test_header_fits_one_row_at_80_columns_two_for_long_names():
 
 
 def test_ratios_state_the_shared_basis_once():
-    from nsight_tui.parsers.analyses.questions import Ratio
+    from nsight_tui.parsers.analyses.ratios import Ratio
     from nsight_tui.tui.viewmodels.ratios import panel, short_label
 
     basis = "kernel + memory op time in range"

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.kernels import families
-from nsight_tui.parsers.analyses.questions import Ratio, family_shares, ratio_panel
+from nsight_tui.parsers.analyses.ratios import Ratio, family_shares, ratio_panel
 from nsight_tui.parsers.kernels.families import describe_kernel
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm, gemm_summary
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode

@@ -9,7 +9,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from nsight_tui.parsers.analyses.questions import Ratio
+from nsight_tui.parsers.analyses.ratios import Ratio
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from nsight_tui.render.safe import rich_text
-
-KEY_NAMES = {
-    "slash": "/", "question_mark": "?", "escape": "esc", "down": "↓", "up": "↑", "left": "←", "right": "→",
-    "pagedown": "PgDn", "pageup": "PgUp", "enter": "enter", "space": "space", "home": "Home", "end": "End",
-    "left_square_bracket": "[", "right_square_bracket": "]", "plus": "+", "minus": "-", "equals_sign": "=",
-}
-
-
-def key_text(keys: str) -> str:
-    return " ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
-
+from nsight_tui.tui.widgets.key_bar import key_text
 
 def binding_rows(classes) -> list[tuple[str, str]]:
     rows, seen = [], set()

@@ -8,7 +8,16 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from nsight_tui.tui.views.help import key_text
+# How a Textual key name reads on screen (the footer and the help screen, `?`).
+KEY_NAMES = {
+    "slash": "/", "question_mark": "?", "escape": "esc", "down": "↓", "up": "↑", "left": "←", "right": "→",
+    "pagedown": "PgDn", "pageup": "PgUp", "enter": "enter", "space": "space", "home": "Home", "end": "End",
+    "left_square_bracket": "[", "right_square_bracket": "]", "plus": "+", "minus": "-", "equals_sign": "=",
+}
+
+
+def key_text(keys: str) -> str:
+    return " ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
 
 
 class KeyBar(Static):
