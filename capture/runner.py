@@ -37,7 +37,8 @@ class CaptureConfig(RunSettings):
     def stem(self) -> str:
         stem = output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes,
                            self.tf32, self.op_ranges, self.backward_ranges)
-        return stem + ("" if self.phase_sync else "_nosync") + (f"_{self.plant}" if self.plant else "")
+        sync = "" if self.phase_sync else "_nosync" if self.range_sync else "_async"
+        return stem + sync + (f"_{self.plant}" if self.plant else "")
 
     def describe(self) -> str:
         ranks = f", data-parallel over {self.processes} GPUs" if self.processes > 1 else ""
@@ -52,6 +53,7 @@ class CaptureConfig(RunSettings):
                 "--attention", self.attention, "--batch", str(self.batch), "--steps", str(self.steps),
                 "--warmup", str(self.warmup), *(["--tf32"] if self.tf32 else []),
                 *(["--plant", self.plant] if self.plant else []), *([] if self.phase_sync else ["--no-phase-sync"]),
+                *([] if self.range_sync else ["--no-range-sync"]),
                 *(["--op-ranges", self.op_ranges] if self.op_ranges != "none" else []),
                 *(["--backward-ranges"] if self.backward_ranges else [])]
 

@@ -48,6 +48,10 @@ class RunSettings:
     backward_ranges: bool = False  # `backward:<part>` ranges on the autograd thread (module hooks)
     plant: str = ""  # a known cause planted on purpose (capture/plant.py)
     phase_sync: bool = True  # synchronise after every phase (False: once, at the step's end)
+    # False: nothing synchronises inside any NVTX range, as in real training (the CPU runs ahead of
+    # the GPU); the step's one synchronise comes after its range closes, so the Python step time
+    # (the `nsight-tui:step` mark) is still the GPU's pace. Only with phase_sync False.
+    range_sync: bool = True
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -60,6 +64,7 @@ class RunSettings:
                 **({"processes": self.processes} if self.processes > 1 else {}),
                 **({"plant": self.plant} if self.plant else {}),
                 **({"phase_sync": False} if not self.phase_sync else {}),
+                **({"range_sync": False} if not self.range_sync else {}),
                 # how the backward was annotated, only when it was (older traces have neither key)
                 **({"op_ranges": self.op_ranges} if self.op_ranges != "none" else {}),
                 **({"backward_ranges": True} if self.backward_ranges else {})}

@@ -39,6 +39,8 @@ class WorkloadConfig(RunSettings):
             raise ValueError("ctx and batch must be >= 1, steps and warmup >= 0")
         if self.op_ranges not in OP_RANGES:
             raise ValueError(f"op ranges must be one of {', '.join(OP_RANGES)}, not {self.op_ranges!r}")
+        if not self.range_sync and self.phase_sync:
+            raise ValueError("no synchronise inside the ranges (range_sync off) needs phase_sync off too")
 
 
 @dataclass
@@ -168,9 +170,11 @@ class _Workload:
             else:
                 with self.torch.no_grad():
                     self._phase("forward", phases, self._forward_loss)
-            if not self.config.phase_sync:
-                self.sync()  # one synchronise, at the step's end
-            seconds = time.perf_counter() - start
+            if not self.config.phase_sync and self.config.range_sync:
+                self.sync()  # one synchronise, at the step's end, inside its range
+        if not self.config.range_sync:
+            self.sync()  # after the range: the range is the CPU's span, the mark the GPU's pace
+        seconds = time.perf_counter() - start
         return StepRecord(name, seconds, phases)
 
 
@@ -257,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="backward:<part> ranges around each annotated part's backward (module hooks)")
     p.add_argument("--plant", default="", choices=["", *PLANTS], help="plant a known cause (capture/plant.py)")
     p.add_argument("--no-phase-sync", action="store_true", help="synchronise once per step, not after every phase")
+    p.add_argument("--no-range-sync", action="store_true",
+                   help="with --no-phase-sync: the step's synchronise after its NVTX range, none inside any range")
     p.add_argument("--status-file", help="write a JSON status here: ok with the step times, or oom")
     counts = p.add_mutually_exclusive_group()
     counts.add_argument("--count-out", metavar="FILE",
@@ -300,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     config = WorkloadConfig(model=args.model, ctx=args.ctx, mode=args.mode, dtype=args.dtype,
                             attention=args.attention, batch=args.batch, steps=args.steps,
                             warmup=args.warmup, device=args.device, tf32=args.tf32,
-                            plant=args.plant, phase_sync=not args.no_phase_sync, op_ranges=args.op_ranges,
+                            plant=args.plant, phase_sync=not args.no_phase_sync, range_sync=not args.no_range_sync,
+                            op_ranges=args.op_ranges,
                             backward_ranges=args.backward_ranges)
     try:
         import torch  # noqa: F401

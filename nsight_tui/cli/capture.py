@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="plant a known cause of a slow step, or its fix: " + ", ".join(PLANTS) + " (capture/plant.py)")
     what.add_argument("--no-phase-sync", action="store_true",
                       help="synchronise once per step, not after every phase (output name gets _nosync)")
+    what.add_argument("--no-sync", action="store_true",
+                      help="nothing synchronises inside any NVTX range, as in real training: the CPU runs ahead and "
+                      "each step's one synchronise comes after its range (output name gets _async)")
     what.add_argument("--attention", default="manual", choices=ATTENTIONS,
                       help="manual (annotated scores/softmax/matmul) or fused (torch SDPA) (default manual)")
     what.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"batch size (default {DEFAULT_BATCH})")
@@ -114,13 +117,14 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
         raise CaptureError("--steps must be at least 1 and --warmup at least 0")
     try:  # a plant that cannot run here fails now, not after nsys has started (the GPU is CUDA's)
         plant_check(args.plant, train=args.mode == "train", cuda=True, distributed=args.ddp > 1,
-                    phase_sync=not args.no_phase_sync)
+                    phase_sync=not (args.no_phase_sync or args.no_sync))
     except ValueError as exc:
         raise CaptureError(str(exc)) from None
     op_ranges = "autograd-nvtx" if args.autograd_nvtx else "emit-nvtx" if args.emit_nvtx else "none"
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
-                          tf32=args.tf32, plant=args.plant, phase_sync=not args.no_phase_sync,
+                          tf32=args.tf32, plant=args.plant, phase_sync=not (args.no_phase_sync or args.no_sync),
+                          range_sync=not args.no_sync,
                           op_ranges=op_ranges, backward_ranges=args.backward_ranges)
             for m in models for c in ctxs]
 

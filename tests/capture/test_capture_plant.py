@@ -117,3 +117,34 @@ def test_capture_refuses_a_plant_that_cannot_run_before_nsys_starts():
     assert done.stderr.strip().splitlines() == [
         "nsight-tui capture: plant cuda-graph needs CUDA, one process and --no-phase-sync (nothing may "
         "synchronise inside a captured graph)"]
+
+
+def _sync_depths(monkeypatch, config):
+    """The NVTX ranges open at each device synchronise of the measured steps' iterations."""
+    from nsight_tui.capture import workload
+
+    rec = StackAnnotator()
+    seen = []
+    monkeypatch.setattr(workload._Workload, "sync", lambda self: seen.append(tuple(rec.stack)))
+    run_workload(config, rec, log=lambda line: None)
+    return [s for s in seen if not s or s[0].startswith("step_")]
+
+
+def test_where_each_sync_mode_synchronises(monkeypatch):
+    """Phase syncs: at the end of every phase, inside it. --no-phase-sync: once per step inside the
+    step's range. --no-sync: never inside a range; once after each step's range closes (the step
+    mark stays the GPU's pace, the range is the CPU's span)."""
+    phase = _sync_depths(monkeypatch, tiny())
+    assert {s for s in phase if s} == {(f"step_{i}", p) for i in (0, 1) for p in ("forward", "backward", "optimizer")}
+    step = _sync_depths(monkeypatch, tiny(phase_sync=False))
+    assert [s for s in step if s] == [("step_0",), ("step_1",)]
+    none = _sync_depths(monkeypatch, tiny(phase_sync=False, range_sync=False))
+    assert none and all(s == () for s in none)
+    assert len(none) >= 2  # one after each measured step at least
+
+
+def test_no_sync_in_ranges_needs_no_phase_syncs():
+    with pytest.raises(ValueError, match="phase_sync off"):
+        run_workload(tiny(range_sync=False), NullAnnotator(), log=lambda line: None)
+    assert CaptureConfig(phase_sync=False, range_sync=False).stem.endswith("_async")
+    assert "--no-range-sync" in CaptureConfig(phase_sync=False, range_sync=False).workload_args()
