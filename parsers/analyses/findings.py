@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges, step_times
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import KERNEL, PID_MASK, pid_of
 from nsight_tui.parsers.analyses.idle import API_LAUNCH, API_SYNC, idle_analysis
@@ -96,6 +96,7 @@ class StepContext:
 
     @property
     def step_ns(self) -> float:
+        """The mean step period (model.iterations.StepTimes): the basis of every per-step saving."""
         return float((self.t1 - self.t0).mean())
 
     def phase(self, name: str) -> np.ndarray:
@@ -107,7 +108,7 @@ class StepContext:
         return idle_analysis(self.trace)
 
     def split(self):
-        return self.idle().ranges(self.model, self.steps, top_gaps=0).devices[0].split
+        return self.idle().windows(self.t0, self.t1, [self.device], top_gaps=0).devices[0].split
 
     @cached_property
     def host_gaps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -614,7 +615,10 @@ def context(trace: Trace, attribution: str = "process") -> StepContext | None:
     devices = idle_analysis(trace).devices_of_process(int(model.r_gtid[steps[0]]))
     if not devices:
         return None
-    return StepContext(trace, model, steps, model.r_start[steps], model.r_end[steps], devices[0])
+    # Each step's window is its period (this step's start to the next's), not its NVTX span: on a
+    # capture without phase syncs the GPU works on a step long after the CPU closed its range.
+    times = step_times(model, steps)
+    return StepContext(trace, model, times.ids, times.start_ns, times.end_ns, devices[0])
 
 
 def findings(trace: Trace, attribution: str = "process", rules: dict | None = None) -> list[Finding]:

@@ -248,6 +248,7 @@ class RangeModel:
         self.kernel_ns = np.zeros(n, dtype=np.int64)
         self.op_ns = np.zeros(n, dtype=np.int64)
         self.proj_ns = np.zeros(n, dtype=np.int64)
+        self.gpu_end = np.zeros(n, dtype=np.int64)  # the last op's end (0: no op); gpu_end - proj_ns: the first's start
         self.busy_ns = np.zeros(n, dtype=np.int64)
         # Block by block of whole ranges, ~10^6 pairs each: every figure is per range, and
         # the pairs' start/end/duration arrays then never exist for all pairs at once.
@@ -281,7 +282,9 @@ class RangeModel:
         del dur, is_k
         proj_start = np.zeros(hi - lo, dtype=np.int64)
         proj_start[has] = o_start[at]  # the first op of each range starts first
-        self.proj_ns[lo:hi] = np.where(has, per_range(o_end, np.maximum) - proj_start, 0)
+        last_end = per_range(o_end, np.maximum)
+        self.gpu_end[lo:hi] = np.where(has, last_end, 0)
+        self.proj_ns[lo:hi] = np.where(has, last_end - proj_start, 0)
         self.busy_ns[lo:hi] = _union_length(self.pair_range[a:b] - lo, o_start, o_end, hi - lo, presorted=True)
 
     def _nesting(self) -> tuple[np.ndarray, np.ndarray]:

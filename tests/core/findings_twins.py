@@ -9,17 +9,13 @@ from pathlib import Path
 
 import pytest
 
+import step_sql
 from conftest import SAMPLES
 from idle_reference import gaps, union
 from nsight_tui.parsers.analyses.findings import findings
 from nsight_tui.parsers.read.load import load_trace
 
 DIR = SAMPLES / "findings"
-STEP_MEAN = """
-SELECT avg(e.end - e.start) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
-WHERE e.eventType IN (59, 60, 70, 71) AND coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.end IS NOT NULL"""
-
-
 def ro(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
 
@@ -34,12 +30,10 @@ def twin(stem: str) -> Path:
 
 
 def step_mean_ns(path: Path) -> float:
-    """Mean steady-state step (every step_N range of every process: data-parallel ranks move in lockstep)."""
-    con = ro(path)
-    try:
-        return float(con.execute(STEP_MEAN).fetchone()[0])
-    finally:
-        con.close()
+    """Mean steady-state step period (every step_N of every process: data-parallel ranks move in
+    lockstep), tests/step_sql.py's definition."""
+    periods = [it.period for it in step_sql.steps(path)]
+    return sum(periods) / len(periods)
 
 
 def measured_saving_ms(planted: Path, fixed: Path) -> float:
@@ -47,10 +41,9 @@ def measured_saving_ms(planted: Path, fixed: Path) -> float:
 
 
 def steps(con: sqlite3.Connection) -> list[tuple[int, int, int]]:
-    """(start, end, pid) of every step_N range, in time order."""
-    return sorted(con.execute("""SELECT e.start, e.end, (e.globalTid >> 24) & 16777215 FROM NVTX_EVENTS e
-        LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60, 70, 71)
-        AND coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.end IS NOT NULL"""))
+    """(start, end of its period, pid) of every step_N, in time order: the windows the per-step
+    rules look at (tests/step_sql.py's definition of the period)."""
+    return [(it.start, it.start + it.period, it.pid) for it in step_sql.steps_of(step_sql.iterations_of(con))]
 
 
 def busy_union(con: sqlite3.Connection, device: int, pid: int | None = None) -> list[tuple[int, int]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+import step_sql
 from conftest import SAMPLES
 from findings_twins import assert_pair, intersect, length, merge, ro, steps, subtract
 from idle_reference import is_sync
@@ -98,8 +99,9 @@ def test_per_step_rules_read_rank_0_of_a_two_rank_export():
     pid0 = next(p for (p,) in con.execute("""SELECT (e.globalTid >> 24) & 16777215 FROM NVTX_EVENTS e
         LEFT JOIN StringIds s ON s.id = e.textId WHERE coalesce(e.text, s.value) LIKE 'nsight-tui:config%'
         AND coalesce(e.text, s.value) LIKE '%"rank": 0%'"""))
-    rank0 = [e - s for s, e, p in steps(con) if p == pid0]
     con.close()
+    rank0 = [it.period for it in step_sql.steps(path, pid0)]
     launch = _ids(path)["launch-bound"]
     assert len(rank0) == 3
+    # the per-step basis is rank 0's step period (issue 26), not both ranks' windows together
     assert launch.evidence["step_ns"] == pytest.approx(sum(rank0) / len(rank0), rel=1e-12)

@@ -1,0 +1,103 @@
+"""The step on both clocks, written from the definitions (issue 26) in SQL and plain Python over
+the export, sharing no code with nsight_tui. Not a test module.
+
+- an iteration is a `step_N` or `warmup_N` NVTX range (where a copy in another NVTX domain nests
+  the same iteration, the innermost);
+- its CPU time is its span; its GPU time is from the first start to the last end of the GPU ops
+  whose launching runtime call (same correlation ID and process) starts inside it;
+- its period runs from its start to the start of the next iteration on its thread; the last
+  iteration's ends at the later of its range's end and its GPU work's end."""
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+_ITERATIONS = """
+WITH r AS (
+    SELECT e.rowid AS id, e.start, e.end, e.globalTid AS tid, coalesce(e.text, s.value) AS name
+    FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+    WHERE e.eventType IN (59, 60, 70, 71) AND e.end IS NOT NULL
+)
+SELECT t.id, t.tid, t.start, t.end, t.name FROM r t
+WHERE (t.name GLOB 'step_[0-9]*' OR t.name GLOB 'warmup_[0-9]*' OR t.name GLOB '*:step_[0-9]*'
+       OR t.name GLOB '*:warmup_[0-9]*')
+  AND NOT EXISTS (SELECT 1 FROM r q WHERE q.tid = t.tid AND q.id != t.id AND q.start >= t.start AND q.end <= t.end
+                  AND (q.name GLOB 'step_[0-9]*' OR q.name GLOB 'warmup_[0-9]*'
+                       OR q.name GLOB '*:step_[0-9]*' OR q.name GLOB '*:warmup_[0-9]*'))
+ORDER BY t.tid, t.start
+"""
+
+_GPU_SPAN = """
+WITH calls AS (SELECT correlationId AS corr FROM CUPTI_ACTIVITY_KIND_RUNTIME
+               WHERE (globalTid >> 24) = :pid AND start >= :s AND start <= :e),
+ops AS (SELECT correlationId AS corr, globalPid >> 24 AS pid, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL
+        UNION ALL SELECT correlationId, globalPid >> 24, start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY
+        UNION ALL SELECT correlationId, globalPid >> 24, start, end FROM CUPTI_ACTIVITY_KIND_MEMSET)
+SELECT min(ops.start), max(ops.end) FROM ops JOIN calls ON calls.corr = ops.corr WHERE ops.pid = :pid
+"""
+
+
+@dataclass
+class Iteration:
+    name: str
+    pid: int
+    start: int
+    end: int  # NVTX
+    gpu_start: int | None
+    gpu_end: int | None
+    period: int
+
+    @property
+    def cpu(self) -> int:
+        return self.end - self.start
+
+    @property
+    def gpu(self) -> int:
+        return 0 if self.gpu_start is None else self.gpu_end - self.gpu_start
+
+
+def iterations(path: Path) -> list[Iteration]:
+    con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return iterations_of(con)
+    finally:
+        con.close()
+
+
+def iterations_of(con: sqlite3.Connection) -> list[Iteration]:
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    gpu_sql = _GPU_SPAN
+    for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        if t not in tables:
+            gpu_sql = gpu_sql.replace(f"\n        UNION ALL SELECT correlationId, globalPid >> 24, start, end FROM {t}", "")
+    rows = con.execute(_ITERATIONS).fetchall()
+    out: list[Iteration] = []
+    for i, (_, tid, s, e, name) in enumerate(rows):
+        g0, g1 = con.execute(gpu_sql, {"pid": tid >> 24, "s": s, "e": e}).fetchone()
+        nxt = rows[i + 1] if i + 1 < len(rows) and rows[i + 1][1] == tid else None
+        period = nxt[2] - s if nxt else max(e, g1 if g1 is not None else e) - s
+        out.append(Iteration(name.split(":", 1)[-1], (tid >> 24) & 0xFFFFFF, s, e, g0, g1, period))
+    return out
+
+
+def steps(path: Path, pid: int | None = None) -> list[Iteration]:
+    """The steady-state iterations (`step_N`), of one process when given, in time order."""
+    return steps_of(iterations(path), pid)
+
+
+def steps_of(its: list[Iteration], pid: int | None = None) -> list[Iteration]:
+    return sorted((it for it in its if it.name.startswith("step_") and (pid is None or it.pid == pid)),
+                  key=lambda it: it.start)
+
+
+def python_steps(path: Path) -> list[float]:
+    """The workload's own step times (ns) from its `nsight-tui:step` marks, steady state."""
+    import json
+
+    con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    texts = [t for (t,) in con.execute("""SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e
+        LEFT JOIN StringIds s ON s.id = e.textId WHERE coalesce(e.text, s.value) LIKE 'nsight-tui:step %'""")]
+    con.close()
+    marks = [json.loads(t.split(" ", 1)[1]) for t in texts]
+    return [m["seconds"] * 1e9 for m in marks if str(m.get("name", "")).startswith("step_")]
