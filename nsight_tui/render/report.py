@@ -36,24 +36,41 @@ def heading(a: dict) -> list[str]:
 
 
 def forward_time(a: dict) -> list[str]:
-    """(a) NVTX range time against the time Python measured around the same code."""
+    """(a) Each range's time on both clocks against the time Python measured around the same code.
+
+    CPU: the NVTX span; GPU: its GPU work's span (first start to last end, nsys's projection);
+    the step: its period (start to the next step's start). Without phase syncs the GPU runs behind
+    the CPU and the CPU span of a phase is not the time its work takes."""
     ranges, t = a["ranges"], a["timing"]
-    out = ["## (a) Forward time, NVTX vs Python"]
+    out = ["## (a) Forward time: CPU (NVTX span) vs GPU (its work's span) vs Python"]
     rows = []
     for name in ("forward", "backward", "optimizer", "step"):
         r = ranges.get(name)
         if r:
             py = t["python_phase_mean_ns"].get(name) if name != "step" else t["python_step_mean_ns"]
-            per = r["range_ns"] / r["instances"]
-            rows.append([name, r["instances"], numbers.ms(per), numbers.ms(py),
-                         numbers.fixed(per / py if py else None)])
+            n = r["instances"]
+            cpu, gpu = r["range_ns"] / n, r["proj_ns"] / n
+            label = name
+            if name == "step" and r.get("period_ns") is not None:
+                label, period = "step (period)", r["period_ns"] / n
+                rows.append([label, n, numbers.ms(cpu), numbers.ms(gpu), numbers.ms(period), numbers.ms(py),
+                             numbers.fixed(period / py if py else None)])
+            else:
+                rows.append([label, n, numbers.ms(cpu), numbers.ms(gpu), "", numbers.ms(py),
+                             numbers.fixed(cpu / py if py else None)])
     if rows:
-        out.append(tables.markdown(["range", "instances", "NVTX ms (mean)", "Python ms (mean)", "NVTX / Python"],
-                                   rows))
+        out.append(tables.markdown(["range", "instances", "CPU ms / instance", "GPU ms / instance",
+                                    "period ms / step", "Python ms (mean)", "CPU or period / Python"], rows))
+        if t.get("gpu_lags"):
+            out.append("_The GPU runs behind the CPU in this capture (no synchronise at phase ends): a range's "
+                       "CPU span is when the CPU issued its work, its GPU time when that work ran; the step is "
+                       "its period, the pace the GPU sets._\n")
     if t["steps"]:
-        out.append(tables.markdown(["step", "NVTX ms", "Python ms", "NVTX − Python (µs)"],
-                                   [[s["step"], numbers.ms(s["nvtx_ns"]), numbers.ms(s["python_ns"]),
-                                     numbers.us(s["diff_ns"])] for s in t["steps"]]))
+        out.append(tables.markdown(["step", "CPU ms (NVTX)", "GPU ms", "period ms", "Python ms", "period − Python (µs)"],
+                                   [[s["step"], numbers.ms(s["nvtx_ns"]), numbers.ms(s.get("gpu_ns")),
+                                     numbers.ms(s.get("period_ns")), numbers.ms(s["python_ns"]),
+                                     numbers.us(s["period_ns"] - s["python_ns"] if "period_ns" in s else None)]
+                                    for s in t["steps"]]))
     elif not rows:
         out.append("No forward/step ranges in this trace.\n")
     else:
@@ -145,10 +162,11 @@ def warmup(a: dict) -> list[str]:
 
     def row(label, r):
         return [label, r["instances"], numbers.ms(r["range_ns"] / r["instances"]),
-                numbers.ms(r["kernel_ns"] / r["instances"])]
+                numbers.ms(r["proj_ns"] / r["instances"]), numbers.ms(r["kernel_ns"] / r["instances"])]
 
     return ["## Warmup (reported apart from steady state)",
-            tables.markdown(["", "iterations", "NVTX ms / iteration", "kernel ms / iteration"],
+            tables.markdown(["", "iterations", "CPU ms / iteration (NVTX)", "GPU ms / iteration",
+                             "kernel ms / iteration"],
                             [row("warmup", w), *([row("steady state", s)] if s else [])])]
 
 

@@ -54,16 +54,17 @@ def _top(a: dict, phase: str, gemm: bool | None = None) -> str:
 
 def _timing_cell(a: dict) -> str:
     t = a["timing"]
-    if t["nvtx_step_mean_ns"] is None:
+    period = t.get("step_period_mean_ns", t["nvtx_step_mean_ns"])
+    if period is None:
         return MISSING
-    return f"{_ms(t['nvtx_step_mean_ns'])} / {_ms(t['python_step_mean_ns'] or None)}"
+    return f"{_ms(period)} / {_ms(t['python_step_mean_ns'] or None)}"
 
 
 def _fwd_timing_cell(a: dict) -> str:
     r = a["ranges"].get("forward")
     if not r:
         return MISSING
-    return f"{_ms(r['range_ns'] / r['instances'])} / {_ms(a['timing']['python_phase_mean_ns'].get('forward'))}"
+    return f"{_ms(r['proj_ns'] / r['instances'])} / {_ms(r['range_ns'] / r['instances'])}"
 
 
 def _attention_cell(a: dict) -> str:
@@ -80,8 +81,8 @@ def _gemm_cell(a: dict) -> str:
 
 # (title, basis, answers -> cell text): one line per question.
 QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
-    ("Forward time per step, NVTX range / Python (ms)", "NVTX forward range mean vs perf_counter in the capture",
-     _fwd_timing_cell),
+    ("Forward time per step, GPU / CPU (ms)", "forward's GPU work span (first kernel start to last end, nsys's "
+     "projection) vs its NVTX (CPU) span, mean per step: they differ when the GPU runs behind the CPU", _fwd_timing_cell),
     ("Forward GPU kernel time per step (ms)", "sum of kernel durations in forward / steps",
      lambda a: _ms(_per_step(a, "forward"))),
     ("Top forward kernel (share of forward kernel time, calls per step)", "kernel time in forward",
@@ -94,7 +95,8 @@ QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
     ("Optimizer share of the step", "step kernel time", lambda a: numbers.percent(a["ratios"]["optimizer_share_step"])),
     ("Softmax / attention matmuls: runtime vs FLOPs", "QKᵀ + attn@V kernel time; FLOPs 5·B·H·T² / 4·B·H·T²·d_head",
      _attention_cell),
-    ("Step time, NVTX / Python (ms)", "NVTX step_N mean vs perf_counter in the capture", _timing_cell),
+    ("Step time, period / Python (ms)", "mean step period (each step_N's start to the next's; the last ends with "
+     "its GPU work) vs perf_counter in the capture", _timing_cell),
     *IDLE_FIGURES,
     *roofline.SWEEP_QUESTIONS,  # MFU, achieved TFLOP/s, bound (render.roofline)
     *findings.SWEEP_QUESTIONS,  # what to fix first (render.findings)

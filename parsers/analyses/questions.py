@@ -15,7 +15,8 @@ from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.model import main_thread as main_threads
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.model.iterations import ATTENTION_PARTS, PHASES, STEP, WARMUP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, WARMUP, gpu_lags, iteration_ranges,
+                                                 phase_ranges, step_times)
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 from nsight_tui.parsers.analyses.ratios import _ratio, family_shares
 
@@ -35,10 +36,20 @@ class PhaseSummary:
     top_kernels: list[dict] = field(default_factory=list)
     families: dict[str, float] = field(default_factory=dict)
     family_ns: dict[str, int] = field(default_factory=dict)
+    period_ns: int | None = None  # iterations only: the summed step periods (model.iterations.StepTimes)
+
+    @property
+    def gpu_lags(self) -> bool:
+        """Its GPU work outlasts its CPU span: the CPU ran ahead (no synchronise at its end)."""
+        return gpu_lags(self.proj_ns, self.range_ns)
 
     def to_json(self) -> dict:
+        # range_ns: the CPU's clock (NVTX spans, summed); proj_ns: the GPU's (its work's first start
+        # to last end, summed, as nsys's nvtx_gpu_proj_sum); period_ns: the step's pace.
         return {
             "instances": self.instances, "range_ns": self.range_ns, "proj_ns": self.proj_ns,
+            **({"period_ns": self.period_ns} if self.period_ns is not None else {}),
+            "gpu_lags": self.gpu_lags,
             "busy_ns": self.busy_ns, "kernel_ns": self.kernel_ns, "kernels": self.kernels,
             "top_kernels": self.top_kernels, "families": self.families,
         }
@@ -76,6 +87,7 @@ def phases(model: RangeModel, pattern: re.Pattern = STEP) -> dict[str, PhaseSumm
         return out
     step = summarize(model, iters, "step")
     if step:
+        step.period_ns = int(step_times(model, iters).period_ns.sum())
         out["step"] = step
     for name in (*PHASES, "scaled_dot_product_attention", *ATTENTION_PARTS):
         s = summarize(model, phase_ranges(model, iters, name), name)
@@ -106,7 +118,7 @@ def _ratios(ph: dict[str, PhaseSummary], config: dict) -> dict:
         "optimizer_share_step": _ratio(k("optimizer"), k("step")) if k("step") and k("optimizer") is not None else None,
         "softmax_over_matmul_runtime": None,
         "softmax_over_matmul_flops": None,
-        "gpu_busy_over_cpu_step": _ratio(ph["step"].busy_ns, ph["step"].range_ns) if "step" in ph else None,
+        "gpu_busy_over_step": _ratio(ph["step"].busy_ns, ph["step"].period_ns or ph["step"].range_ns) if "step" in ph else None,
     }
     mm = (k("computing_attention_scores") or 0) + (k("final_matmul") or 0)
     if k("computing_softmax") is not None and mm:
@@ -125,7 +137,7 @@ RATIO_BASIS = {
     "optimizer_share_step": "optimizer kernel time / step kernel time",
     "softmax_over_matmul_runtime": "computing_softmax kernel time / (computing_attention_scores + final_matmul) kernel time",
     "softmax_over_matmul_flops": "softmax FLOPs (5·B·H·T²) / matmul FLOPs (QKᵀ + attn@V = 4·B·H·T²·d_head)",
-    "gpu_busy_over_cpu_step": "GPU busy time (union of ops) / NVTX step time",
+    "gpu_busy_over_step": "GPU busy time (union of ops) / step period (each step's start to the next's)",
 }
 
 
@@ -141,16 +153,20 @@ def attention_dims(config: dict) -> tuple[int, int, int, int] | None:
 def timing(trace: Trace, model: RangeModel) -> dict:
     """NVTX step and phase times against the times the capture measured in Python."""
     meta = trace.meta()
-    iters = iteration_ranges(model, STEP)
+    times = step_times(model, iteration_ranges(model, STEP))
     texts = trace.ranges["text"].to_numpy() if model.n else np.array([])
-    nvtx = {texts[i]: int(model.cpu_ns[i]) for i in iters}
+    nvtx = {texts[i]: int(c) for i, c in zip(times.ids, times.cpu_ns)}
+    period = {texts[i]: int(p) for i, p in zip(times.ids, times.period_ns)}
+    gpu = {texts[i]: int(g) for i, g in zip(times.ids, times.gpu_ns)}
     rows = []
     for step in meta.steps:
         name = step.get("name")
         if name in nvtx and isinstance(step.get("seconds"), (int, float)):
             py = int(round(step["seconds"] * 1e9))
-            rows.append({"step": name, "nvtx_ns": nvtx[name], "python_ns": py, "diff_ns": nvtx[name] - py,
-                         "nvtx_over_python": nvtx[name] / py if py else None})
+            rows.append({"step": name, "nvtx_ns": nvtx[name], "period_ns": period[name], "gpu_ns": gpu[name],
+                         "python_ns": py, "diff_ns": nvtx[name] - py,
+                         "nvtx_over_python": nvtx[name] / py if py else None,
+                         "period_over_python": period[name] / py if py else None})
     phase_py = {}
     for ph in PHASES:
         vals = [s["phases"][ph] for s in meta.steps
@@ -160,6 +176,8 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     return {
         "steps": rows,
         "nvtx_step_mean_ns": int(np.mean(list(nvtx.values()))) if nvtx else None,
+        "step_period_mean_ns": int(times.mean_period_ns()) if times.n else None,
+        "gpu_lags": times.gpu_lags(),
         "python_step_mean_ns": int(np.mean([r["python_ns"] for r in rows])) if rows else None,
         "python_phase_mean_ns": phase_py,
     }

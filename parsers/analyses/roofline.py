@@ -28,6 +28,7 @@ from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import KERNEL
 from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.iterations import step_times
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 # A GPU busy less than this share of the range's GPU span spent the rest waiting for work.
@@ -64,7 +65,7 @@ class RooflinePoint:
     source: str  # measured | analytic | given | none
     math_path: str
     span_ns: int | None = None  # ranges: first op start to last op end (summed over instances)
-    nvtx_ns: int | None = None  # ranges: NVTX (CPU) time, for MFU
+    wall_ns: int | None = None  # ranges: the time MFU divides by: the step's period, a phase's GPU time
     peak_flops_per_s: float | None = None
     peak_bytes_per_s: float | None = None
     achieved_flops_per_s: float | None = None
@@ -139,8 +140,8 @@ def fill(p: RooflinePoint, peaks: peak_table.GpuPeaks | None) -> RooflinePoint:
                 p.roof_share = p.achieved_flops_per_s / p.attainable_flops_per_s
         if p.roof_share is None and p.achieved_bytes_per_s is not None and p.peak_bytes_per_s:
             p.roof_share = p.achieved_bytes_per_s / p.peak_bytes_per_s  # FLOP-free work: the memory roof
-        if p.nvtx_ns and p.flops is not None and p.peak_flops_per_s:
-            p.mfu = p.flops / (p.nvtx_ns / 1e9 * p.peak_flops_per_s)
+        if p.wall_ns and p.flops is not None and p.peak_flops_per_s:
+            p.mfu = p.flops / (p.wall_ns / 1e9 * p.peak_flops_per_s)
     v = decide(p)
     p.verdict, p.reason = v.kind, v.reason
     return p
@@ -228,8 +229,11 @@ class Roofline:
         return path
 
     # -- points --------------------------------------------------------------------------------
-    def range_point(self, ids: np.ndarray, path: str, label: str | None = None) -> RooflinePoint:
-        """A range (its instances `ids`, all with name path `path`)."""
+    def range_point(self, ids: np.ndarray, path: str, label: str | None = None,
+                    wall_ns: int | None = None) -> RooflinePoint:
+        """A range (its instances `ids`, all with name path `path`). `wall_ns`: the time MFU divides
+        by (an iteration's period); by default the range's GPU time (its work's span: on a capture
+        without phase syncs the CPU span of a phase is not when its work ran)."""
         m = self.model
         ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
         pos = m.ops_of(ids)
@@ -241,7 +245,7 @@ class Roofline:
             flops=None if rc is None else rc.flops * n, bytes=None if rc is None else rc.bytes * n,
             source=self.source if rc is not None else "none",
             math_path=self.math_path_of(pos, ("range", path, tuple(ids[:3].tolist()), n)),
-            span_ns=int(m.proj_ns[ids].sum()), nvtx_ns=int(m.cpu_ns[ids].sum()),
+            span_ns=int(m.proj_ns[ids].sum()), wall_ns=int(m.proj_ns[ids].sum()) if wall_ns is None else wall_ns,
         )
         return fill(p, self.peaks.peaks)
 
@@ -340,7 +344,8 @@ BASIS = {
                 "kernel's summed kernel durations",
     "intensity": "FLOPs / bytes (bytes: tensors read + written, a lower bound of DRAM traffic)",
     "ridge": "peak FLOP/s of the math path / memory bandwidth: below it the memory roof is lower",
-    "mfu": "FLOPs / (NVTX range time × peak FLOP/s of the math path the GEMMs run on)",
+    "mfu": "FLOPs / (time × peak FLOP/s of the math path the GEMMs run on); time: the step's period (each step's "
+           "start to the next's), a phase's GPU time (its work's first start to last end)",
     "verdict": f"latency/launch-bound if the GPU is busy < {LAUNCH_BUSY_SHARE:.0%} of the range's GPU span, "
                f"or kernels average < {TINY_KERNEL_NS / 1e3:.0f} µs at < {FAR_BELOW_ROOF:.0%} of their roof; "
                "else compute-bound if AI ≥ ridge, memory-bound if AI < ridge",
@@ -375,7 +380,9 @@ def answers(trace: Trace, attribution: str = "process", flops_file=None, peak_tf
     """Section (g) of `report` as plain data (the JSON under "roofline")."""
     r = roof or build(trace, attribution, flops_file, peak_tflops, peak_gbps)
     targets = _targets(r)
-    ranges = [r.range_point(ids, path, label=name) for name, ids, path in targets]
+    ranges = [r.range_point(ids, path, label=name,
+                            wall_ns=int(step_times(r.model, ids).period_ns.sum()) if name == "step" else None)
+              for name, ids, path in targets]
     by_name = {p.label: p for p in ranges}
     families, kernels = {}, []
     for name, ids, path in targets:

@@ -9,7 +9,7 @@ import pytest
 
 import step_sql
 from conftest import SAMPLES
-from findings_twins import assert_pair, intersect, length, merge, ro, steps, subtract
+from findings_twins import assert_pair, intersect, length, merge, ro, subtract
 from idle_reference import is_sync
 from nsight_tui.parsers.analyses.findings import THRESHOLDS, findings, waited_communication
 from nsight_tui.parsers.read.load import load_trace

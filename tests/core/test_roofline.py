@@ -7,6 +7,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+import step_sql
 from conftest import SAMPLES, shared_trace
 from nsight_tui.parsers.kernels import peaks
 from nsight_tui.parsers.analyses import roofline as rl
@@ -58,7 +59,7 @@ def kernels_launched_in(path, range_name):
 
 def point(flops, nbytes, ns, kernels=1, span=None, path="fp32"):
     p = rl.RooflinePoint("x", "range", "x", gpu_ns=ns, kernels=kernels, instances=1, flops=flops, bytes=nbytes,
-                         source="given", math_path=path, span_ns=span, nvtx_ns=ns)
+                         source="given", math_path=path, span_ns=span, wall_ns=ns)
     return rl.fill(p, H200)
 
 
@@ -196,13 +197,17 @@ def test_gemm_family_of_the_step_is_compute_bound():
     assert gemm.gpu_ns == durations
 
 
-def test_step_mfu_over_nvtx_time_and_the_fp32_peak():
+def test_step_mfu_over_the_step_period_and_the_fp32_peak():
+    """MFU divides by the steps' periods (issue 26: the step is its period, tests/step_sql.py)."""
+    from nsight_tui.parsers.analyses.roofline import answers
+
     r = roof(COUNTED)
+    periods = sum(it.period for it in step_sql.steps(COUNTED))
+    step = next(p for p in answers(r.trace, roof=r)["ranges"] if p["label"] == "step")
+    assert step["wall_ns"] == periods
+    assert step["mfu"] == pytest.approx(step["flops"] / (periods / 1e9 * FP32_PEAK))
     its = iteration_ranges(r.model, STEP)
     p = r.range_point(its, "step_N")
-    nvtx_ns = sum(e - s for s, e in sql(COUNTED, RANGES + " SELECT start, end FROM steps"))
-    assert p.nvtx_ns == nvtx_ns
-    assert p.mfu == pytest.approx(p.flops / (nvtx_ns / 1e9 * FP32_PEAK))
     assert p.flops == 3 * r.counts.range_counts("step_N").flops
 
 
