@@ -9,6 +9,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
 SHARED = ROOT.parent / "shared" / "traces"
+# Captures without phase syncs (issue 26), committed xz'd: tests read them through `async_trace`.
+ASYNC = SAMPLES / "async"
+XZ_TRACE = ".sqlite.xz"
 
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")
@@ -23,6 +26,49 @@ def shared_trace(name: str) -> Path:
 
 def sample_traces() -> list[Path]:
     return sorted(SAMPLES.glob("*.sqlite"))
+
+
+def trace_stem(path: Path) -> str:
+    """`NAME` of `NAME.sqlite` or `NAME.sqlite.xz`."""
+    return path.name[: -len(XZ_TRACE)] if path.name.endswith(XZ_TRACE) else path.stem
+
+
+def async_names() -> list[str]:
+    """The stems of sample_traces/async/*.sqlite.xz (capture/gpu_async.sh)."""
+    return sorted(trace_stem(p) for p in ASYNC.glob(f"*{XZ_TRACE}"))
+
+
+@pytest.fixture(scope="session")
+def async_trace(tmp_path_factory):
+    """`async_trace(NAME or path)` -> Path of sample_traces/async/NAME.sqlite.xz decompressed, once per
+    session, into a pytest tmp folder (never beside the sample: the committed tree stays xz'd); a
+    plain `.sqlite` path comes back as it is."""
+    import lzma
+    import shutil
+
+    folder = tmp_path_factory.mktemp("async_traces")
+    done: dict[str, Path] = {}
+
+    def get(name: str | Path) -> Path:
+        if isinstance(name, Path):
+            if not name.name.endswith(XZ_TRACE):
+                return name
+            source = name
+        else:
+            source = ASYNC / f"{name}{XZ_TRACE}"
+        stem = trace_stem(source)
+        if stem not in done:
+            if not source.exists():
+                pytest.fail(f"{source} is not committed")
+            target = folder / f"{stem}.sqlite"
+            partial = folder / f"{stem}.sqlite.partial"
+            with lzma.open(source) as src, open(partial, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            partial.replace(target)
+            done[stem] = target
+        return done[stem]
+
+    return get
 
 
 def oracle_csv(folder: Path, stem: str, report: str) -> Path | None:
@@ -44,13 +90,15 @@ def read_oracle(path: Path) -> str:
 
 
 def oracle_cases() -> list[tuple[Path, Path, str]]:
-    """(trace, NVIDIA's CSV, report) for every trace that has NVIDIA's CSVs beside it."""
+    """(trace, NVIDIA's CSV, report) for every trace that has NVIDIA's CSVs beside it. A trace may be
+    a `.sqlite.xz` (sample_traces/async): open it through the `async_trace` fixture."""
     cases = []
     rank_folders = sorted(p for p in SAMPLES.iterdir() if p.is_dir() and (p / "oracle").is_dir())
     for folder in (SAMPLES, *rank_folders, SHARED):
-        for trace in sorted(folder.glob("*.sqlite")) if folder.exists() else []:
+        traces = sorted([*folder.glob("*.sqlite"), *folder.glob(f"*{XZ_TRACE}")]) if folder.exists() else []
+        for trace in traces:
             for report in REPORTS:
-                csv_path = oracle_csv(folder, trace.stem, report)
+                csv_path = oracle_csv(folder, trace_stem(trace), report)
                 if csv_path is not None:
                     cases.append((trace, csv_path, report))
     return cases

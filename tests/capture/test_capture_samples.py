@@ -93,8 +93,23 @@ def test_range_counts_match_nsys(name):
     assert instances == expected
 
 
+def committed_samples() -> list[Path]:
+    """The files under sample_traces/ that git tracks (what every clone and device run carries), not
+    whatever a run left beside them; every file there when this is no git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--", "."], cwd=SAMPLES, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return [p for p in SAMPLES.rglob("*") if p.is_file()]
+    return [SAMPLES / name for name in out.decode().split("\0") if name and (SAMPLES / name).is_file()]
+
+
 def test_sample_traces_stay_small():
-    # Six real traces, two of them with PyTorch's op ranges (~2.7 MB each; their NVTX CSVs xz'd).
-    total = sum(p.stat().st_size for p in SAMPLES.rglob("*") if p.is_file())
-    # every device run ships the tree (64 MiB at most) and every clone carries it: keep it small
-    assert total < 40_000_000
+    # Real traces, some with PyTorch's op ranges (their NVTX CSVs xz'd); the captures without phase
+    # syncs (sample_traces/async, issue 26: ten exports, 3.6 MB) are stored xz'd, CSVs too.
+    total = sum(p.stat().st_size for p in committed_samples())
+    # every device run ships the tree (64 MiB at most: the tracked tree is ~45 MB with these, leaving
+    # ~18 MB for carried wheels and staging) and every clone carries it: keep it small
+    assert total < 44_000_000
+    assert sum(p.stat().st_size for p in committed_samples() if p.relative_to(SAMPLES).parts[0] == "async") < 6_000_000

@@ -1,11 +1,11 @@
 """`nsight-tui stats --attribution nsys` must print what NVIDIA's `nsys stats -f csv` printed,
-byte for byte, for every trace that has NVIDIA's CSVs beside it (committed samples always,
-../shared/traces when present)."""
+byte for byte, for every trace that has NVIDIA's CSVs beside it (committed samples always, the
+xz'd captures without phase syncs in sample_traces/async too, ../shared/traces when present)."""
 from __future__ import annotations
 
 import pytest
 
-from conftest import REPORTS, SAMPLES, oracle_cases, oracle_csv, read_oracle
+from conftest import REPORTS, SAMPLES, oracle_cases, oracle_csv, read_oracle, trace_stem
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.nsys.reports import build_report
 from nsight_tui.render.nsys import render_csv
@@ -21,10 +21,10 @@ def _trace(path):
 
 
 @pytest.mark.parametrize("trace_path,csv_path,report", CASES,
-                         ids=[f"{t.stem}-{r}" for t, _, r in CASES])
-def test_reproduces_nsys_stats(trace_path, csv_path, report):
+                         ids=[f"{trace_stem(t)}-{r}" for t, _, r in CASES])
+def test_reproduces_nsys_stats(trace_path, csv_path, report, async_trace):
     expected = read_oracle(csv_path)
-    got = render_csv(build_report(_trace(trace_path), report, "nsys"))
+    got = render_csv(build_report(_trace(async_trace(trace_path)), report, "nsys"))
     if got != expected:
         exp_lines, got_lines = expected.splitlines(), got.splitlines()
         diff = [(i, e, g) for i, (e, g) in enumerate(zip(exp_lines, got_lines)) if e != g][:3]
