@@ -114,7 +114,8 @@ def verdict(step: StepDiff) -> str:
     d = step.step_ns
     word = "slower" if d.delta > 0 else "faster" if d.delta < 0 else "as fast"
     return (f"B's step is {abs(d.delta_pct or 0):.1f}% {word} than A's ({ms(d.a)} → {ms(d.b)} ms, "
-            f"Δ {signed_ms(d.delta)} ms, NVTX step range, mean of {_iterations(step.a_steps, step.b_steps)} steps)")
+            f"Δ {signed_ms(d.delta)} ms, step period (start to the next step's start), mean of "
+            f"{_iterations(step.a_steps, step.b_steps)} steps)")
 
 
 def why_lines(step: StepDiff) -> list[str]:
@@ -124,7 +125,7 @@ def why_lines(step: StepDiff) -> list[str]:
     phases = ", ".join(f"{p.phase} {signed_ms(p.op_ns.delta)} ms" for p in step.phases if p.op_ns.delta)
     lines = [
         (f"- GPU busy per step {ms(step.busy_ns.a)} → {ms(step.busy_ns.b)} ms (Δ {signed_ms(step.busy_ns.delta)} ms); "
-        f"step time not covered by GPU work (step − GPU busy) {ms(idle.a)} → {ms(idle.b)} ms "
+        f"step period not covered by GPU work (period − GPU busy) {ms(idle.a)} → {ms(idle.b)} ms "
         f"(Δ {signed_ms(idle.delta)} ms)."),
         f"- GPU op time per step (kernels + memcpy/memset) {ms(step.op_ns.a)} → {ms(step.op_ns.b)} ms "
         f"(Δ {signed_ms(step.op_ns.delta)} ms)" + (f": {fams}." if fams else "."),
@@ -272,7 +273,7 @@ def _step(s: StepDiff | None) -> dict | None:
         return None
     return {
         "a_steps": s.a_steps, "b_steps": s.b_steps, "a_warmup": s.a_warmup, "b_warmup": s.b_warmup,
-        "step_ns": _delta(s.step_ns), "busy_ns": _delta(s.busy_ns), "op_ns": _delta(s.op_ns),
+        "step_ns": _delta(s.step_ns), "step_cpu_ns": _delta(s.step_cpu_ns), "busy_ns": _delta(s.busy_ns), "op_ns": _delta(s.op_ns),
         "kernel_ns": _delta(s.kernel_ns), "kernels": _delta(s.kernels), "warmup_ns": _delta(s.warmup_ns),
         "slower_pct": s.slower_pct,
         "phases": [{"phase": p.phase, "op_ns": _delta(p.op_ns),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.kernels import families
-from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges
+from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges, step_times
 from nsight_tui.parsers.read.ids import OP_KINDS, PID_MASK
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
@@ -177,7 +177,7 @@ class StepDiff:
     b_steps: int
     a_warmup: int
     b_warmup: int
-    step_ns: Delta  # NVTX step range (wall, CPU side), mean per step
+    step_ns: Delta  # the step period (model.iterations.StepTimes: start to the next step's start), mean
     busy_ns: Delta  # GPU busy (union of the step's ops), per step
     op_ns: Delta  # GPU op time (kernels + memcpy/memset), per step
     kernel_ns: Delta
@@ -187,6 +187,7 @@ class StepDiff:
     families: list[tuple[str, Delta]]  # the step's op time by family, sorted by |Δ|
     top_kernels: list[KernelDiff]
     top_ranges: list[RangeDiff]  # ranges inside the step with the largest |Δ kernel time|
+    step_cpu_ns: Delta | None = None  # the step's NVTX span (the CPU's clock), mean
 
     @property
     def slower_pct(self) -> float | None:
@@ -532,6 +533,12 @@ def _step_side(model: RangeModel) -> _StepSide:
     return _StepSide(model, iters, iteration_ranges(model, WARMUP), ops, phase, family)
 
 
+def _mean_period(side: _StepSide) -> float:
+    """The mean step period (each step's start to the next iteration's), summed over every
+    process's steps and divided by their count as the other per-step figures are."""
+    return float(step_times(side.model, side.iters).period_ns.sum()) / side.steps if side.steps else 0.0
+
+
 def _step(a: _StepSide, b: _StepSide, kernels: ScopeDiff, threads: list[ThreadDiff]) -> StepDiff:
     na, nb = a.steps, b.steps
     ta, tb = a.table(), b.table()
@@ -554,7 +561,8 @@ def _step(a: _StepSide, b: _StepSide, kernels: ScopeDiff, threads: list[ThreadDi
     top_ranges = sorted(inside, key=lambda r: -abs(r.kernel_ns.delta))[:TOP_CONTRIBUTORS]
     return StepDiff(
         a_steps=na, b_steps=nb, a_warmup=len(a.warmup), b_warmup=len(b.warmup),
-        step_ns=metric(lambda m: m.cpu_ns), busy_ns=metric(lambda m: m.busy_ns),
+        step_ns=Delta(_mean_period(a), _mean_period(b)), step_cpu_ns=metric(lambda m: m.cpu_ns),
+        busy_ns=metric(lambda m: m.busy_ns),
         op_ns=Delta(int(ta.sum()) / na, int(tb.sum()) / nb),
         kernel_ns=metric(lambda m: m.kernel_ns), kernels=metric(lambda m: m.kernel_count),
         warmup_ns=warm, phases=phases, families=by_family,

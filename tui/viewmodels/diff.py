@@ -162,11 +162,11 @@ def short_family(key: str) -> str:
 
 def headline(s) -> str:
     """The verdict in one line: `step +0.3% (B slower): 28.07 ms → 28.16 ms (+93.8 µs/step, 3 steps)`
-    (the NVTX step range, mean over each run's steps)."""
+    (the step period, each step's start to the next's, mean over each run's steps)."""
     d = s.step_ns
     word = "B slower" if d.delta > 0 else "B faster" if d.delta < 0 else "same"
     steps = f"{s.a_steps}" if s.a_steps == s.b_steps else f"{s.a_steps} | {s.b_steps}"
-    return (f"step {signed_pct(d.delta_pct)} ({word}): {fmt.duration(d.a)} → {fmt.duration(d.b)} "
+    return (f"step period {signed_pct(d.delta_pct)} ({word}): {fmt.duration(d.a)} → {fmt.duration(d.b)} "
             f"({signed_duration(d.delta)}/step, {steps} steps)")
 
 

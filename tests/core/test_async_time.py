@@ -1,0 +1,85 @@
+"""Time as the GPU sees it (issue 26), on real captures where nothing synchronises inside any
+range (sample_traces/async): the step is its period and equals the workload's own Python step
+time; ranges' GPU time is NVIDIA's projection; diff's step change is the Python change. Expected
+values come from the workload's marks, NVIDIA's CSVs and tests/step_sql.py, never the code."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+import step_sql
+from conftest import ASYNC, async_names, oracle_csv, read_oracle
+from nsight_tui.parsers.analyses.questions import questions
+from nsight_tui.parsers.read.load import load_trace
+
+NAMES = async_names()
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def _nsys_step_projection(name: str) -> float:
+    """NVIDIA's step_N projection per instance (nvtx_gpu_proj_sum: Total Proj Time / instances)."""
+    rows = [r for r in csv.DictReader(io.StringIO(read_oracle(oracle_csv(ASYNC, name, "nvtx_gpu_proj_sum"))))
+            if r["Range"].split(":")[-1].startswith("step_")]
+    return sum(float(r["Total Proj Time (ns)"]) for r in rows) / sum(int(r["Range Instances"]) for r in rows)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_step_is_its_period_and_the_workloads_step(name, async_trace):
+    path = async_trace(name)
+    q = questions(load_trace(path))
+    python = _mean(step_sql.python_steps(path))
+    periods = [it.period for it in step_sql.steps(path)]
+    # the definition, exactly, and the workload's own clock within 3%
+    assert q["timing"]["step_period_mean_ns"] == int(_mean(periods))
+    # findings read one process's steps (rank 0's in a two-rank export)
+    assert q["findings"]["step_ns"] == pytest.approx(_mean([it.period for it in step_sql.steps(path, _rank0(q))]),
+                                                     rel=1e-12)
+    assert q["findings"]["step_ns"] == pytest.approx(python, rel=0.03)
+    step = q["ranges"]["step"]
+    assert step["period_ns"] == sum(periods)
+    # the step range's GPU time is NVIDIA's projection of it (first start to last end of its work)
+    assert step["proj_ns"] / step["instances"] == pytest.approx(_nsys_step_projection(name), rel=1e-9)
+
+
+def _rank0(q: dict) -> int:
+    """The process whose steps the per-step rules read: the first main thread's (rank 0's)."""
+    return q["main_threads"][0]["pid"]
+
+
+def test_the_headline_case_no_longer_takes_the_cpu_span_for_the_step(async_trace):
+    """GPT-2 large ctx 512 fp32: the CPU issues a step's work in ~185 ms and the GPU runs it in ~283;
+    the step (the basis of every per-step finding) is the GPU's pace, and the tree's lag is said."""
+    path = async_trace("large_ctx512_async")
+    q = questions(load_trace(path))
+    its = step_sql.steps(path)
+    cpu, python = _mean([it.cpu for it in its]), _mean(step_sql.python_steps(path))
+    assert cpu < 0.8 * python  # the trap: the NVTX span is far short of the step
+    assert q["findings"]["step_ns"] == pytest.approx(python, rel=0.03)
+    assert q["timing"]["gpu_lags"] is True and q["ranges"]["forward"]["gpu_lags"] is True
+    fwd = q["ranges"]["forward"]
+    assert fwd["proj_ns"] > 1.3 * fwd["range_ns"]  # forward's work runs long after the CPU issued it
+    for f in q["findings"]["findings"]:
+        assert f["saving_ms_per_step"] * 1e6 < q["findings"]["step_ns"], f["id"]
+
+
+@pytest.mark.parametrize("a, b", [("large_ctx512_async", "large_ctx512_tf32_async"),
+                                  ("small_ctx512_b8_async", "small_ctx512_tf32_b8_async"),
+                                  ("small_ctx512_b8_async_foreach-off", "small_ctx512_b8_async_fused-optim")])
+def test_diff_step_change_is_the_workloads_change(a, b, async_trace):
+    pa, pb = async_trace(a), async_trace(b)
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(pa), str(pb), "-f", "json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)["step"]["slower_pct"]
+    python = 100 * (_mean(step_sql.python_steps(pb)) / _mean(step_sql.python_steps(pa)) - 1)
+    assert abs(got - python) <= 2.0
+    periods = 100 * (_mean([i.period for i in step_sql.steps(pb)]) / _mean([i.period for i in step_sql.steps(pa)]) - 1)
+    assert got == pytest.approx(periods, abs=1e-9)
