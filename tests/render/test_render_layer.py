@@ -80,7 +80,8 @@ def test_report_is_a_list_of_sections():
     page = report.single_markdown(answers)
     assert page == "\n".join(b for s in report.SECTIONS for b in s(answers))
     heads = [line for line in page.splitlines() if line.startswith("## ")]
-    assert heads[:5] == ["## (a) Forward time: CPU (NVTX span) vs GPU (its work's span) vs Python", "## (b) Most expensive kernels: forward and backward",
+    assert heads[:5] == ["## (a) Forward time: CPU (NVTX span) vs GPU (its work's span) vs Python",
+                         "## (b) Most expensive kernels: forward and backward",
                          "## (c) Non-GEMM kernels that matter in forward",
                          "## (d) Kernel families: forward vs the whole training step",
                          "## (e) Softmax vs the attention matmuls"]
