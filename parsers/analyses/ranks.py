@@ -31,7 +31,7 @@ from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.groupstats import group_ids
 from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.model.iterations import process_ranges
+from nsight_tui.parsers.model.iterations import period_ends, process_ranges
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 COMMUNICATION = "communication"
@@ -75,10 +75,12 @@ class RankSummary:
     comm_ns: int
     compute_ns: int
     exposed_comm_ns: int
-    steps_ns: list[int] = field(default_factory=list)  # step_N durations, time order
+    steps_ns: list[int] = field(default_factory=list)  # step_N periods (start to the next's start), time order
     compute_per_step_ns: list[int] = field(default_factory=list)
     phases: dict[str, PhaseComm] = field(default_factory=dict)
     session_start_utc_ns: int | None = None  # the export's own clock origin (per-rank files differ)
+    # the starts of its communication kernels, in order (its own clock): when it reached each collective
+    collective_starts_ns: list[int] = field(default_factory=list, repr=False)
 
     @property
     def overlap(self) -> float | None:
@@ -195,8 +197,22 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
         exposed_comm_ns=intervals.length(comm) - hidden, session_start_utc_ns=session_start_utc_ns,
     )
     s_start, s_end = process_ranges(trace, rank.pid, conventions.STEP_RANGE.match)
+    # Each step is its period (model.iterations): to the next iteration's start; the last ends
+    # with the GPU work launched inside it (the GPU runs behind the CPU without phase syncs).
+    loop, _ = process_ranges(trace, rank.pid, lambda t: bool(conventions.STEP_RANGE.match(t) or
+                                                             conventions.WARMUP_RANGE.match(t)))
+    last_end = s_end.copy()
+    if len(s_start):
+        call = ops["api"].to_numpy()[mine]
+        launched = call >= 0
+        call_start = trace.api["start"].to_numpy(np.int64)[call[launched]] if launched.any() else np.zeros(0, np.int64)
+        k = np.searchsorted(s_start, call_start, side="right") - 1
+        inside = (k >= 0) & (call_start <= s_end[np.clip(k, 0, None)])
+        np.maximum.at(last_end, k[inside], end[launched][inside])
+    s_end = period_ends(s_start, last_end, loop)
     summary.steps_ns = (s_end - s_start).tolist()
     summary.compute_per_step_ns = [intervals.length(intervals.clip(compute, a, b)) for a, b in zip(s_start, s_end)]
+    summary.collective_starts_ns = start[is_comm].tolist()
     if len(s_start):
         steps = intervals.union(s_start, s_end)
         exposed = intervals.difference(comm, compute)
@@ -215,6 +231,17 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
 
 
 def straggler(summaries: list[RankSummary]) -> Straggler | None:
+    """The rank the others wait for. First by arrival at the collectives: a rank that reaches the
+    k-th collective (its communication kernel starts) later than the others keeps them waiting
+    inside theirs; its mean lateness behind the earliest rank is the figure. Where the collectives
+    cannot be lined up on one clock, by compute per step (supporting evidence, not the wait)."""
+    late = arrival_lateness(summaries)
+    if late is not None:
+        values = np.array([late[id(s)] for s in summaries], dtype=float)
+        top = int(np.argmax(values))
+        return Straggler(summaries[top].rank, "arrival at the collectives: mean lateness of its communication "
+                         "kernels' starts behind the first rank's (the others wait inside theirs)",
+                         float(values[top]), float(np.median(values)))
     per_step = [(s.median_compute_per_step_ns, s) for s in summaries if s.median_compute_per_step_ns is not None]
     basis = "median compute (non-communication kernel time) per step"
     if len(per_step) < 2:
@@ -225,6 +252,25 @@ def straggler(summaries: list[RankSummary]) -> Straggler | None:
     values = np.array([v for v, _ in per_step], dtype=float)
     top = int(np.argmax(values))
     return Straggler(per_step[top][1].rank, basis, float(values[top]), float(np.median(values)))
+
+
+def arrival_lateness(summaries: list[RankSummary]) -> dict[int, float] | None:
+    """Per rank (keyed by id of its summary): the mean over collectives of how much later its
+    communication kernel started than the earliest rank's. None when there are fewer than two
+    ranks with collectives, when they ran a different number of them, or when their exports'
+    clocks cannot be aligned (per-rank files without a session start time)."""
+    ranks = [s for s in summaries if s.collective_starts_ns]
+    if len(ranks) < 2 or len(ranks) != len(summaries):
+        return None
+    if len({len(s.collective_starts_ns) for s in ranks}) != 1:
+        return None
+    files = {s.rank.file for s in ranks}
+    if len(files) > 1 and any(s.session_start_utc_ns is None for s in ranks):
+        return None
+    origin = [(s.session_start_utc_ns or 0) if len(files) > 1 else 0 for s in ranks]
+    starts = np.array([np.asarray(s.collective_starts_ns, dtype=np.int64) + o for s, o in zip(ranks, origin)])
+    lateness = (starts - starts.min(axis=0)).mean(axis=1)
+    return {id(s): float(v) for s, v in zip(ranks, lateness)}
 
 
 def session_start_utc_ns(path: str | Path) -> int | None:

@@ -114,6 +114,15 @@ def gpu_lags(gpu_ns: float, cpu_ns: float) -> bool:
     return cpu_ns > 0 and gpu_ns > LAG_RATIO * cpu_ns
 
 
+def period_ends(start: np.ndarray, last_end: np.ndarray, loop_starts: np.ndarray) -> np.ndarray:
+    """Where each iteration's period ends: at the next start in `loop_starts` (every iteration of
+    that loop, warm-ups too), else at `last_end` (the later of its range's and its GPU work's end)."""
+    loop = np.sort(np.asarray(loop_starts, dtype=np.int64))
+    after = np.searchsorted(loop, start, side="right")
+    has_next = after < len(loop)
+    return np.where(has_next, loop[np.minimum(after, max(len(loop) - 1, 0))] if len(loop) else 0, last_end)
+
+
 def step_times(model: RangeModel, ids: np.ndarray) -> StepTimes:
     """The given iteration ranges' times (see StepTimes). The next iteration of one is the next
     `step_N` or `warmup_N` on its thread, so the last warm-up's period ends where step_0 starts."""
@@ -126,9 +135,6 @@ def step_times(model: RangeModel, ids: np.ndarray) -> StepTimes:
     every = np.concatenate([iteration_ranges(model, STEP), iteration_ranges(model, WARMUP)])
     for g in np.unique(model.r_gtid[ids]):
         mine = np.flatnonzero(model.r_gtid[ids] == g)
-        loop = np.sort(model.r_start[every[model.r_gtid[every] == g]])
-        after = np.searchsorted(loop, start[mine], side="right")
-        has_next = after < len(loop)
-        end[mine[has_next]] = loop[after[has_next]]
+        end[mine] = period_ends(start[mine], end[mine], model.r_start[every[model.r_gtid[every] == g]])
     order = np.argsort(start, kind="stable")
     return StepTimes(ids[order], start[order], end[order], (cpu_end - start)[order], gpu[order])

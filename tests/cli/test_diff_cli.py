@@ -12,6 +12,7 @@ import sys
 
 import diff_sql as sql
 import pytest
+import step_sql
 from conftest import SAMPLES
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
@@ -25,8 +26,9 @@ def run_cli(*args):
 
 
 def step_mean(path) -> float:
-    inst = sql.ranges(path, STEPS, within="*")
-    return sum(e - s for _, s, e in inst) / len(inst)
+    """The mean step period (tests/step_sql.py): what diff's step change is over."""
+    its = step_sql.steps(path)
+    return sum(it.period for it in its) / len(its)
 
 
 def one_line_error(proc, *needles, code=2):

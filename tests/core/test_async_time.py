@@ -83,3 +83,32 @@ def test_diff_step_change_is_the_workloads_change(a, b, async_trace):
     assert abs(got - python) <= 2.0
     periods = 100 * (_mean([i.period for i in step_sql.steps(pb)]) / _mean([i.period for i in step_sql.steps(pa)]) - 1)
     assert got == pytest.approx(periods, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", ["small_ctx512_b8_ddp2_async", "small_ctx512_b8_ddp2_async_ddp-one-bucket"])
+def test_ranks_step_is_the_period_and_the_straggler_arrives_last(name, async_trace):
+    """Each rank's step is its period (within 3% of its own Python steps); the straggler is the
+    rank whose collectives start last on average, from the NCCL kernels' starts in SQL."""
+    import sqlite3
+
+    from nsight_tui.parsers.analyses.ranks import ranks_of_trace
+
+    path = async_trace(name)
+    run = ranks_of_trace(load_trace(path))
+    python = _mean(step_sql.python_steps(path))  # both ranks' marks: they step in lockstep
+    for s in run.ranks:
+        assert s.steps_ns == [it.period for it in step_sql.steps(path, s.rank.pid)]
+        assert s.median_step_ns == pytest.approx(python, rel=0.03)
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    rows = con.execute("""SELECT (k.globalPid >> 24) & 16777215, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE '%nccl%' ORDER BY k.start""").fetchall()
+    con.close()
+    by_pid: dict[int, list[int]] = {}
+    for pid, start in rows:
+        by_pid.setdefault(pid, []).append(start)
+    n = len(next(iter(by_pid.values())))
+    assert all(len(v) == n for v in by_pid.values())
+    late = {pid: _mean([v[i] - min(w[i] for w in by_pid.values()) for i in range(n)]) for pid, v in by_pid.items()}
+    assert run.straggler.rank.pid == max(late, key=late.get)
+    assert run.straggler.value_ns == pytest.approx(max(late.values()), rel=1e-9)
+    assert "arrival at the collectives" in run.straggler.basis

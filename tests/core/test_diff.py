@@ -9,6 +9,7 @@ from pathlib import Path
 
 import diff_sql as sql
 import pytest
+import step_sql
 from conftest import SAMPLES, shared_trace
 
 from nsight_tui.parsers.kernels import families
@@ -25,6 +26,11 @@ PARTS = ("computing_attention_scores", "computing_softmax", "final_matmul")
 @pytest.fixture(scope="module")
 def manual_vs_fused():
     return diff_runs(load_trace(MANUAL), load_trace(FUSED))
+
+
+def periods(path: Path) -> int:
+    """Every step_N's period summed, every process's (tests/step_sql.py's definition)."""
+    return sum(it.period for it in step_sql.steps(path))
 
 
 def step_count(path: Path) -> int:
@@ -48,7 +54,8 @@ def test_step_delta_is_b_minus_a_from_each_file(manual_vs_fused):
     na, nb = step_count(MANUAL), step_count(FUSED)
     fa, fb = sql.range_figures(MANUAL, STEPS, within="*"), sql.range_figures(FUSED, STEPS, within="*")
     assert (d.step.a_steps, d.step.b_steps) == (na, nb) == (3, 3)
-    assert_delta(d.step.step_ns, fa["cpu_ns"], na, fb["cpu_ns"], nb)
+    assert_delta(d.step.step_cpu_ns, fa["cpu_ns"], na, fb["cpu_ns"], nb)
+    assert_delta(d.step.step_ns, periods(MANUAL), na, periods(FUSED), nb)  # the step is its period
     assert_delta(d.step.busy_ns, fa["busy_ns"], na, fb["busy_ns"], nb)
     assert_delta(d.step.kernel_ns, fa["kernel_ns"], na, fb["kernel_ns"], nb)
     assert_delta(d.step.kernels, fa["kernels"], na, fb["kernels"], nb)
@@ -56,7 +63,7 @@ def test_step_delta_is_b_minus_a_from_each_file(manual_vs_fused):
     node = d.find("step_N")
     assert node.status == BOTH and node.is_iteration and node.basis == "step"
     assert_delta(node.cpu_ns, fa["cpu_ns"], na, fb["cpu_ns"], nb)
-    pct = 100 * (fb["cpu_ns"] / nb - fa["cpu_ns"] / na) / (fa["cpu_ns"] / na)
+    pct = 100 * (periods(FUSED) / nb - periods(MANUAL) / na) / (periods(MANUAL) / na)
     assert d.step.slower_pct == pytest.approx(pct, rel=1e-12)
     assert "per steady-state step" in d.basis
 
@@ -195,7 +202,8 @@ def test_different_step_counts_align_per_step():
     for metric in ("cpu_ns", "busy_ns", "kernel_ns", "kernels"):
         assert_delta(getattr(node, metric), fa[metric], na, fb[metric], nb)
     sa, sb = sql.range_figures(MANUAL, STEPS, "*"), sql.range_figures(b_path, STEPS, "*")
-    assert_delta(d.step.step_ns, sa["cpu_ns"], na, sb["cpu_ns"], nb)
+    assert_delta(d.step.step_cpu_ns, sa["cpu_ns"], na, sb["cpu_ns"], nb)
+    assert_delta(d.step.step_ns, periods(MANUAL), na, periods(b_path), nb)
 
 
 def test_no_common_range_names_still_diffs_kernels():
@@ -238,7 +246,8 @@ def test_one_gpu_against_a_two_rank_ddp_run():
     assert len(per_pid) == 2 and sum(per_pid) == nb == d.step.b_steps
     assert f"{per_pid[0]} in each of 2 processes" in d.basis
     sa, sb = sql.range_figures(MANUAL, STEPS, "*"), sql.range_figures(b_path, STEPS, "*")
-    assert_delta(d.step.step_ns, sa["cpu_ns"], na, sb["cpu_ns"], nb)
+    assert_delta(d.step.step_cpu_ns, sa["cpu_ns"], na, sb["cpu_ns"], nb)
+    assert_delta(d.step.step_ns, periods(MANUAL), na, periods(b_path), nb)
     assert d.find("step_N").b_iterations == per_pid[0]
 
 
