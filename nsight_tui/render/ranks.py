@@ -15,14 +15,16 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
     rows = [[s.rank.label, s.rank.process or "–", s.rank.pid, len(s.steps_ns), _ms(s.median_step_ns),
              _ms(s.median_compute_per_step_ns), s.kernels, _ms(s.busy_ns), _ms(s.comm_ns), _ms(s.exposed_comm_ns),
              _pct(s.overlap)] for s in run.ranks]
-    out.append(table(["rank", "process", "pid", "steps", "step ms (median)", "compute ms / step", "kernels",
-                      "GPU busy ms", "comm ms", "exposed comm ms", "overlap"], rows,
-                     notes=["comm: NCCL and other collective kernels (union of their intervals); exposed: comm "
-                            "time with no compute kernel running on that GPU; overlap = 1 - exposed / comm. "
-                            "Whole capture, warmup included."]))
+    out.append(table(["rank", "process", "pid", "steps", "step period ms (median)", "compute ms / step (median)",
+                      "kernels", "GPU busy ms (capture)", "comm ms (capture)", "exposed comm ms (capture)", "overlap"],
+                     rows,
+                     notes=["step period: each step_N's start to the next iteration's start on that rank's clock "
+                            "(the last ends with its GPU work). comm: NCCL and other collective kernels (union of "
+                            "their intervals); exposed: comm time with no compute kernel running on that GPU; "
+                            "overlap = 1 - exposed / comm. Columns marked (capture): whole capture, warmup included."]))
     stats = run.step_stats()
     if stats:
-        out.append(f"Step time across ranks (each rank's median): min {_ms(stats['min_ns'])} ms, "
+        out.append(f"Step period across ranks (each rank's median): min {_ms(stats['min_ns'])} ms, "
                    f"median {_ms(stats['median_ns'])} ms, max {_ms(stats['max_ns'])} ms.\n")
     if run.straggler:
         slow = run.straggler
@@ -36,8 +38,9 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
                                _ms(p.exposed_comm_ns),
                                _pct(1 - p.exposed_comm_ns / p.comm_ns if p.comm_ns else None)])
     if phase_rows:
-        out.append(table(["rank", "phase", "instances", "CPU ms", "GPU busy ms", "comm ms", "exposed comm ms",
-                          "overlap"], phase_rows, title="Communication vs compute per phase (steady-state steps)"))
+        out.append(table(["rank", "phase", "instances", "CPU ms (NVTX, total)", "GPU busy ms (total)", "comm ms (total)",
+                          "exposed comm ms (total)", "overlap"], phase_rows,
+                         title="Communication vs compute per phase (steady-state steps, totals over the steps)"))
     for note in run.notes:
         out.append(f"_note: {_md(note)}_\n")
     return "\n".join(out)

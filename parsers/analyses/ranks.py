@@ -239,8 +239,8 @@ def straggler(summaries: list[RankSummary]) -> Straggler | None:
     if late is not None:
         values = np.array([late[id(s)] for s in summaries], dtype=float)
         top = int(np.argmax(values))
-        return Straggler(summaries[top].rank, "arrival at the collectives: mean lateness of its communication "
-                         "kernels' starts behind the first rank's (the others wait inside theirs)",
+        return Straggler(summaries[top].rank, "arrival at the collectives (mean lateness of its communication "
+                         "kernels' starts behind the first rank's: the others wait inside theirs)",
                          float(values[top]), float(np.median(values)))
     per_step = [(s.median_compute_per_step_ns, s) for s in summaries if s.median_compute_per_step_ns is not None]
     basis = "median compute (non-communication kernel time) per step"

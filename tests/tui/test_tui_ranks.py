@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import step_sql
 from conftest import SAMPLES
 
 DDP = SAMPLES / "small_ctx128_ddp2.sqlite"
@@ -188,14 +189,10 @@ def test_rank_filter_on_a_single_rank_export_says_there_is_nothing_to_filter(tui
 
 
 def steps_by_process(path: Path) -> dict[int, list[int]]:
-    """pid -> its step_<n> durations, by SQL."""
-    rows = core._rows(path, "SELECT (e.globalTid >> 24) & 16777215, e.end - e.start, coalesce(e.text, s.value) "
-                            "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
-                            "WHERE e.eventType IN (59, 60, 70, 71) AND e.end IS NOT NULL")
+    """pid -> its step_<n> periods (tests/step_sql.py's definition: the step is its period)."""
     out: dict[int, list[int]] = {}
-    for pid, dur, name in rows:
-        if name and name.startswith("step_") and name[5:].isdigit():
-            out.setdefault(pid, []).append(dur)
+    for it in step_sql.steps(path):
+        out.setdefault(it.pid, []).append(it.period)
     return out
 
 
@@ -223,7 +220,7 @@ def test_ranks_view_step_time_and_exposed_communication_match_sql(tui, md_tables
                    for r in frame.itertuples()}
             assert got == want
             text = ui.flat_text()
-            assert "straggler: rank" in text and "step time over ranks: min" in text
+            assert "straggler: rank" in text and "step period over ranks: min" in text
             await ui.press("e")
             out = tmp_path / "nsight-tui_ranks.md"
             await ui.until(out.exists, "the export written")
@@ -237,8 +234,8 @@ def test_ranks_view_step_time_and_exposed_communication_match_sql(tui, md_tables
     table = {(r[headers.index("Rank")], int(r[headers.index("GPU")])): r for r in rows}
     for key, (med, lo, hi, comm, exposed) in want.items():
         row = table[key]
-        assert int(row[headers.index("Step median (ns)")]) == int(med)
-        assert int(row[headers.index("Step min (ns)")]) == lo and int(row[headers.index("Step max (ns)")]) == hi
+        assert int(row[headers.index("Step period, median (ns)")]) == int(med)
+        assert int(row[headers.index("Step period, min (ns)")]) == lo and int(row[headers.index("Step period, max (ns)")]) == hi
         assert int(row[headers.index("Communication (ns)")]) == comm
         assert int(row[headers.index("Exposed communication (ns)")]) == exposed
     assert "straggler:" in text

@@ -31,10 +31,10 @@ RANK_COLUMNS = [
     Column("label", "Rank", None, "left", text=True, min_width=7, md_header="Rank"),
     Column("device", "GPU", 3, fmt=fmt.count, priority=3, md_header="GPU"),
     Column("steps", "Steps", 5, fmt=fmt.count, priority=2, md_header="Steps"),
-    Column("step_med_ns", "Step med", 9, fmt=fmt.duration, priority=9, md_header="Step median (ns)",
+    Column("step_med_ns", "Step med", 9, fmt=fmt.duration, priority=9, md_header="Step period, median (ns)",
            md_fmt=fmt.exact_int),
-    Column("step_min_ns", "Min", 9, fmt=fmt.duration, priority=6, md_header="Step min (ns)", md_fmt=fmt.exact_int),
-    Column("step_max_ns", "Max", 9, fmt=fmt.duration, priority=6, md_header="Step max (ns)", md_fmt=fmt.exact_int),
+    Column("step_min_ns", "Min", 9, fmt=fmt.duration, priority=6, md_header="Step period, min (ns)", md_fmt=fmt.exact_int),
+    Column("step_max_ns", "Max", 9, fmt=fmt.duration, priority=6, md_header="Step period, max (ns)", md_fmt=fmt.exact_int),
     Column("compute_step_ns", "Compute", 9, fmt=fmt.duration, priority=7,
            md_header="Compute per step, median (ns)", md_fmt=fmt.exact_int),
     Column("comm_ns", "Comm", 9, fmt=fmt.duration, priority=5, md_header="Communication (ns)"),
@@ -129,7 +129,7 @@ def summary_lines(run: RunRanks, spreads: list[PhaseSpread]) -> list[str]:
     out = []
     stats = run.step_stats()
     if stats:
-        out.append(f"step time over ranks: min {fmt.duration(stats['min_ns'])} · median "
+        out.append(f"step period over ranks: min {fmt.duration(stats['min_ns'])} · median "
                    f"{fmt.duration(stats['median_ns'])} · max {fmt.duration(stats['max_ns'])} (each rank's median)")
     slow = run.straggler
     if slow is not None:
