@@ -17,9 +17,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "exports, or folders of them (nothing else is ever read)")
 
 
+def sdk_present() -> bool:
+    """Whether the official SDK, version 2 (mcp.server.mcpserver), can be imported."""
+    try:
+        return importlib.util.find_spec("mcp") is not None and importlib.util.find_spec("mcp.server.mcpserver") is not None
+    except ImportError:  # an `mcp` that is not the SDK, or version 1 (no mcp.server.mcpserver)
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("mcp.server.mcpserver") is None:
-        raise TraceError("the MCP server needs the mcp package (version 2): pip install 'nsight-tui[mcp]'")
+    if not sdk_present():
+        raise TraceError("the MCP server needs the mcp package, version 2: pip install 'nsight-tui[mcp]'")
     from nsight_tui.mcp.server import serve
 
     serve(args.paths)

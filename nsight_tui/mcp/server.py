@@ -79,8 +79,7 @@ class Cache:
             trace = self.trace(served)
             answers = questions(trace, attribution)
             answers["backward_parts"] = [t.to_json() for t in backward_parts(self.model(served, attribution))]
-            self.answers[key] = A.from_json_text(single_json(answers))
-            self.answers[key]["file"] = served.name
+            self.answers[key] = _named(A.from_json_text(single_json(answers)), [served])
         return self.answers[key]
 
 
@@ -241,7 +240,7 @@ def build(served: ServedSet) -> MCPServer:
         if not 1 <= range_depth <= A.MAX_DEPTH:
             raise A.BadRequest(f"range_depth must be 1..{A.MAX_DEPTH}, not {range_depth}")
         doc = A.from_json_text(json_text(diff_runs(cache.trace(sa), cache.trace(sb), A.check_mode(attribution))))
-        doc["a"], doc["b"] = sa.name, sb.name
+        doc = _named(doc, [sa, sb])
         for t in doc["threads"]:
             t["ranges"] = _cut(t["ranges"], range_depth)
         doc["kernels"]["kernels"] = A.page(doc["kernels"]["kernels"], kernels_offset, kernels_limit)
@@ -260,12 +259,23 @@ def build(served: ServedSet) -> MCPServer:
             files = served.folder_files(path)
             key = "folder:" + files[0].folder if files and files[0].folder else path
             if key not in cache.ranks:
-                cache.ranks[key] = A.from_json_text(ranks_json_text(ranks_of_files([f.path for f in files], None, 1)))
+                doc = A.from_json_text(ranks_json_text(ranks_of_files([f.path for f in files], None, 1)))
+                cache.ranks[key] = _named(doc, files)
             return cache.ranks[key]
         s = file(path)
-        return A.from_json_text(ranks_json_text(ranks_of_trace(cache.trace(s))))
+        return _named(A.from_json_text(ranks_json_text(ranks_of_trace(cache.trace(s)))), [s])
 
     return server
+
+
+def _named(doc: Any, files: list[Served]) -> Any:
+    """`doc` with each served file's resolved path (what was opened) shown as the client names it."""
+    names = {str(f.path): f.name for f in files}
+    if isinstance(doc, dict):
+        return {k: _named(v, files) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_named(v, files) for v in doc]
+    return names.get(doc, doc) if isinstance(doc, str) else doc
 
 
 def _cut(ranges: list[dict], depth: int) -> list[dict]:
