@@ -173,7 +173,7 @@ def range_tree(model: RangeModel, under: str | None, depth: int, offset: int, li
     return out
 
 
-KERNEL_COLUMNS = ("name", "short", "family", "kind", "instances", "total_ns", "avg_ns", "med_ns", "min_ns",
+KERNEL_COLUMNS = ("name", "label", "short", "family", "kind", "instances", "total_ns", "avg_ns", "med_ns", "min_ns",
                   "max_ns", "share")
 
 
@@ -181,6 +181,7 @@ def range_kernels(model: RangeModel, path: str | None, offset: int, limit: int) 
     """`enter` on a range in the TUI: one row per kernel name, most GPU time first, and its ratios."""
     from nsight_tui.parsers.analyses.ratios import family_shares, ratio_panel
     from nsight_tui.parsers.kernels import families
+    from nsight_tui.parsers.kernels.kernel_names import table_name
 
     if path:
         g, node = find_range(model, path)
@@ -197,6 +198,7 @@ def range_kernels(model: RangeModel, path: str | None, offset: int, limit: int) 
                   for r in family_shares(model, positions).itertuples() if r.total_ns]
     summary_frame = model.kernel_summary(positions)
     summary_frame["family"] = [families.classify(n) for n in summary_frame["name"]]
+    summary_frame["label"] = [table_name(n) for n in summary_frame["name"]]  # as report's top_kernels "short"
     out = page(records(summary_frame, KERNEL_COLUMNS), offset, limit)
     out.update(scope=scope, range=head, ratios=ratios, attribution=model.mode,
                share_basis="share = this kernel's total / all GPU op time (kernels, memcpy, memset) in scope")
@@ -210,8 +212,10 @@ LAUNCH_COLUMNS = ("op", "start", "duration", "corr", "api_name", "api_start", "o
 def kernel_launches(model: RangeModel, kernel: str, path: str | None, offset: int, limit: int) -> dict:
     """`enter` on a kernel: its launches in time order, each with the call that launched it."""
     trace = model.trace
-    if kernel not in trace.op_names:
-        short = [n for n, s in zip(trace.op_names, trace.op_short) if s == kernel]
+    if kernel not in trace.op_names:  # nsys's short name, or the readable label range_kernels gives
+        from nsight_tui.parsers.kernels.kernel_names import table_name
+
+        short = [n for n, s in zip(trace.op_names, trace.op_short) if s == kernel or table_name(n) == kernel]
         if len(set(short)) != 1:
             raise BadRequest(f"no GPU operation named {kernel!r} (range_kernels lists the names)")
         kernel = short[0]

@@ -195,8 +195,9 @@ def test_range_tree_nsys_attribution_matches_stats(served):
 def test_range_kernels_match_report_top_kernels(served, report_json):
     for key, name in (("bwd_kernels", "backward"), ("fwd_kernels", "forward")):
         doc = served.ok(key)
-        got = [(k["name"], k["total_ns"], k["instances"], k["family"]) for k in doc["rows"]]
-        want = [(k["name"], k["total_ns"], k["instances"], k["family"]) for k in report_json["ranges"][name]["top_kernels"]]
+        got = [(k["name"], k["label"], k["total_ns"], k["instances"], k["family"]) for k in doc["rows"]]
+        want = [(k["name"], k["short"], k["total_ns"], k["instances"], k["family"])
+                for k in report_json["ranges"][name]["top_kernels"]]
         assert got == want
         assert doc["range"]["kernel_ns"] == report_json["ranges"][name]["kernel_ns"]
         assert any(r["label"] == "GPU busy / CPU time" for r in doc["ratios"])
