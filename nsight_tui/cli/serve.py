@@ -50,5 +50,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     title = "nsight-tui " + " ".join(Path(p).name for p in args.paths)
     print(f"nsight-tui: open http://{args.host}:{args.port} in a browser (ctrl+c stops)", file=sys.stderr)
-    Server(command(args), host=args.host, port=args.port, title=title).serve()
+    try:
+        Server(command(args), host=args.host, port=args.port, title=title).serve()
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        raise TraceError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return 0

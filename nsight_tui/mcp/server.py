@@ -127,7 +127,7 @@ def build(served: ServedSet) -> MCPServer:
         configuration and any notes about repaired rows. `path` may be left out when one
         profile is served."""
         s = file(path)
-        return A.summary(cache.trace(s), attribution, s.name) if A.check_mode(attribution) else {}
+        return A.summary(cache.trace(s), A.check_mode(attribution), s.name)
 
     @tool
     def range_tree(path: str | None = None, attribution: str = "process", under: str | None = None,
