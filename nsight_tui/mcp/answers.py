@@ -83,6 +83,15 @@ def page(rows: Sequence, offset: int, limit: int) -> dict:
             "next_offset": end if end < len(rows) else None, "rows": chunk}
 
 
+def page_frame(frame: pd.DataFrame, columns: Sequence[str], offset: int, limit: int) -> dict:
+    """`page` over a frame's rows, converting only the rows returned (a kernel launched 10^6 times)."""
+    offset, limit = page_bounds(offset, limit)
+    chunk = frame.iloc[offset:offset + limit]
+    out = page(range(len(frame)), offset, limit)
+    out["rows"] = records(chunk, columns) if len(chunk) else []
+    return out
+
+
 # -- the trace and its model -------------------------------------------------------------------
 def summary(trace: Trace, attribution: str, name: str) -> dict:
     """The header of the TUI and `report`: what the file is, the attribution, the main thread."""
@@ -199,7 +208,7 @@ def range_kernels(model: RangeModel, path: str | None, offset: int, limit: int) 
     summary_frame = model.kernel_summary(positions)
     summary_frame["family"] = [families.classify(n) for n in summary_frame["name"]]
     summary_frame["label"] = [table_name(n) for n in summary_frame["name"]]  # as report's top_kernels "short"
-    out = page(records(summary_frame, KERNEL_COLUMNS), offset, limit)
+    out = page_frame(summary_frame, KERNEL_COLUMNS, offset, limit)
     out.update(scope=scope, range=head, ratios=ratios, attribution=model.mode,
                share_basis="share = this kernel's total / all GPU op time (kernels, memcpy, memset) in scope")
     return out
@@ -229,7 +238,7 @@ def kernel_launches(model: RangeModel, kernel: str, path: str | None, offset: in
     else:
         frame["overhead_ns"] = np.nan
     frame["queue_ns"] = frame["queue_ns"].where(has)
-    rows = page(records(frame, LAUNCH_COLUMNS) if len(frame) else [], offset, limit)
+    rows = page_frame(frame, LAUNCH_COLUMNS, offset, limit)
     if rows["rows"]:  # grid and block are read from the file for the rows returned only
         details = trace.op_details(np.array([r["op"] for r in rows["rows"]], dtype=np.int64))
         for r in rows["rows"]:
@@ -298,8 +307,8 @@ def idle_window(model: RangeModel, start_ns: int | None, end_ns: int | None, pat
         from nsight_tui.parsers.analyses.timeline import timeline
 
         table = timeline(model.trace, model, idle).window_table(t0, t1)
-        out["items"] = page(records(table, ("lane", "kind", "name", "start", "duration", "corr", "lead")),
-                            items_offset, items_limit)
+        out["items"] = page_frame(table, ("lane", "kind", "name", "start", "duration", "corr", "lead"),
+                                  items_offset, items_limit)
         out["items_help"] = ("every NVTX range, CUDA API call and GPU op overlapping the window (for a range: from "
                              "its first instance's start to its last's end), by lane then start; lead = kernel "
                              "start - its launching call's start")
