@@ -59,7 +59,7 @@ class ServedSet:
             if not p.exists():
                 raise TraceError(f"{raw}: no such file or folder")
             real = p.resolve()
-            kind = columnar_kind(real) if real.is_dir() else "sqlite"
+            kind = columnar_kind(real) if real.is_dir() else None
             if real.is_dir() and kind is None:
                 members = [m for m in _members(real) if _inside(m.resolve(), real)]
                 if not members:
@@ -68,9 +68,11 @@ class ServedSet:
                 for m in members:
                     self._add(Served(str(Path(raw) / m.name), m.resolve(),
                                      columnar_kind(m) or "sqlite", folder=raw))
-            elif real.is_file() or kind:
-                self._add(Served(raw, real, kind or "sqlite"))
-            else:
+            elif kind:
+                self._add(Served(raw, real, kind))
+            elif real.is_file():
+                self._add(Served(raw, real, "sqlite"))
+            else:  # a FIFO would block the read
                 raise TraceError(f"{raw}: not a regular file or folder")
 
     def _add(self, s: Served) -> None:
