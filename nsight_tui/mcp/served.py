@@ -113,15 +113,20 @@ class ServedSet:
         raise NotServed(f"{requested}: not served (it resolves outside the served profiles; "
                         "list_files lists them)")
 
-    def folder_files(self, requested: str) -> list[Served]:
-        """The exports of a served folder (as named on the command line, or resolving to it)."""
+    def folder(self, requested: str) -> tuple[str, Path]:
+        """A served folder (as named on the command line, or resolving to it): (as given, resolved)."""
         absolute = os.path.abspath(os.path.expanduser(requested))
         for raw, real in self.folders:
             if requested == raw or absolute in (os.path.abspath(raw), str(real)):
                 if Path(absolute).resolve() != real:
                     break
-                return [f for f in self.files if f.folder == raw]
+                return raw, real
         raise NotServed(f"{requested}: not a served folder")
+
+    def folder_files(self, requested: str) -> list[Served]:
+        """The exports of a served folder."""
+        raw, _ = self.folder(requested)
+        return [f for f in self.files if f.folder == raw]
 
     def is_folder(self, requested: str | None) -> bool:
         if not requested:

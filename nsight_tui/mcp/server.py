@@ -50,6 +50,7 @@ class Cache:
         self.traces: dict[Path, Trace] = {}
         self.answers: dict[tuple[Path, str], dict] = {}
         self.ranks: dict[str, dict] = {}
+        self.sweeps: dict[tuple[str, str], dict] = {}
         self.lock = threading.RLock()  # one computation at a time (the model's caches are not thread-safe)
 
     def trace(self, served: Served) -> Trace:
@@ -81,6 +82,38 @@ class Cache:
             answers["backward_parts"] = [t.to_json() for t in backward_parts(self.model(served, attribution))]
             self.answers[key] = _named(A.from_json_text(single_json(answers)), [served])
         return self.answers[key]
+
+
+    def sweep(self, served: ServedSet, path: str, attribution: str) -> dict[str, Any]:
+        """`report DIR -f json` (cli/report.py's folder path) over a served folder of captures: its
+        members resolved inside it only (a link leading out is left out, and said so)."""
+        from nsight_tui.parsers.analyses import sweep
+        from nsight_tui.render import sweep as sweep_text
+        from nsight_tui.render.report import sweep_json
+
+        raw, real = served.folder(path)
+        key = (raw, A.check_mode(attribution))
+        if key not in self.sweeps:
+            for oom in real.glob("*.oom.json"):  # discover reads these: none may lead out
+                if not _inside_folder(oom, real):
+                    raise A.BadRequest(f"{raw}/{oom.name} leads out of the served folder; the folder's sweep is "
+                                       "not read (ask for its files one by one)")
+            skipped: list[str] = []
+            runs = []
+            for run in sweep.discover(real, skipped):
+                if _inside_folder(run.path, real):
+                    runs.append(run)
+                else:
+                    skipped.append(f"{run.path.name}: leads out of the folder, not read")
+            sweep.analyse(runs, attribution)
+            text = sweep_json(Path(raw), runs, sweep_text.tables(runs), attribution, skipped)
+            self.sweeps[key] = _named(A.from_json_text(text), served.folder_files(raw))
+        return self.sweeps[key]
+
+
+def _inside_folder(path: Path, folder: Path) -> bool:
+    real = path.resolve()
+    return real.parent == folder
 
 
 def build(served: ServedSet) -> MCPServer:
@@ -208,14 +241,21 @@ def build(served: ServedSet) -> MCPServer:
         config, ranges (step/forward/backward/optimizer/attention parts: times, top kernels,
         family shares), warmup, ratios (each with ratio_basis), timing (NVTX vs Python),
         gpu_idle, roofline, findings, backward_parts (and ranks for a multi-rank export).
-        `sections` picks some (default: all)."""
-        doc = cache.report(file(path), attribution)
+        `sections` picks some (default: all). On a served folder of captures
+        ({model}_ctx{N}*.sqlite): `report DIR -f json`'s tables (one per question, rows model,
+        columns ctx) and its runs (each run's own answers: report on that file)."""
+        if path and served.is_folder(path):
+            doc = dict(cache.sweep(served, path, attribution))
+            doc["runs"] = [{k: v for k, v in r.items() if k != "answers"} for r in doc["runs"]]
+        else:
+            doc = cache.report(file(path), attribution)
         if not sections:
             return doc
         unknown = [k for k in sections if k not in doc]
         if unknown:
             raise A.BadRequest(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(doc)}")
-        return {k: doc[k] for k in ("file", "attribution", *sections)}
+        return {k: doc[k] for k in dict.fromkeys((*(k for k in ("file", "folder") if k in doc), "attribution",
+                                                 *sections))}
 
     @tool
     def nsys_report(report: str, path: str | None = None, attribution: str = "process", offset: int = 0,

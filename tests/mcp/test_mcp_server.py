@@ -403,3 +403,28 @@ def test_bad_command_line_is_one_line():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and proc.stdout == ""
     assert proc.stderr.strip() == "nsight-tui: sample_traces/nope.sqlite: no such file or folder"
+
+
+@pytest.mark.anyio
+async def test_report_on_a_served_folder_is_the_sweep(tmp_path):
+    """`report` on a served folder of captures: `report DIR -f json`'s tables and runs; a link in
+    the folder leading out is not read."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for name in ("small_ctx128.sqlite", "small_ctx128_fused.sqlite"):
+        (sweep / name).write_bytes((ROOT / "sample_traces" / name).read_bytes())
+    calls = {"sweep": ("report", {"path": "sweep"}),
+             "tables": ("report", {"path": "sweep", "sections": ["tables"]})}
+    answers = await run_calls(params("sweep", cwd=tmp_path), calls)
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", "sweep", "-f", "json"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env={**os.environ})
+    cli = json.loads(proc.stdout)
+    doc = answers.ok("sweep")
+    assert doc["tables"] == cli["tables"] and doc["folder"] == cli["folder"] == "sweep"
+    assert doc["runs"] == [{k: v for k, v in r.items() if k != "answers"} for r in cli["runs"]]
+    assert answers.ok("tables") == {"folder": "sweep", "attribution": "process", "tables": cli["tables"]}
+    outside = tmp_path / "elsewhere.oom.json"
+    outside.write_text("{}")
+    (sweep / "medium_ctx128.oom.json").symlink_to(outside)
+    refused = await run_calls(params("sweep", cwd=tmp_path), {"sweep": ("report", {"path": "sweep"})})
+    assert "leads out of the served folder" in refused.error("sweep")
