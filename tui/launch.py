@@ -64,6 +64,8 @@ def check_terminal() -> None:
         except (ValueError, OSError):  # closed
             return False
 
+    if os.environ.get("TEXTUAL_DRIVER", "").startswith("textual.drivers.web_driver"):
+        return  # `nsight-tui serve`: textual-serve runs the app on pipes and draws it in a browser page
     if not (tty(sys.stdin) and tty(sys.stdout)):
         raise TraceError("no terminal: the explorer needs one on stdin and stdout; for text output use "
                          "`nsight-tui stats FILE` (nsys-style reports) or `nsight-tui report FILE`")
@@ -80,11 +82,13 @@ class TerminalGuard:
         self._fd = -1
         try:
             import termios
-
+        except ImportError:
+            return
+        try:
             assert sys.stdin is not None
             self._fd = sys.stdin.fileno()
             self._saved = termios.tcgetattr(self._fd)
-        except (ImportError, OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, termios.error):  # not a terminal (`serve`: a pipe)
             pass
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -16,6 +16,8 @@ SUBCOMMANDS = {
     "report": ("nsight_tui.cli.report", "answers to the profiling questions for one trace or a sweep directory"),
     "diff": ("nsight_tui.cli.diff", "what changed between two runs (ranges, kernels, families) and why the step moved"),
     "ranks": ("nsight_tui.cli.ranks", "per-rank figures, communication vs compute, the straggler"),
+    "mcp": ("nsight_tui.cli.mcp", "a Model Context Protocol server over stdio: the same answers, for agents"),
+    "serve": ("nsight_tui.cli.serve", "the TUI in a web browser (textual-serve), on 127.0.0.1 by default"),
     "capture": ("nsight_tui.cli.capture", "run the NVTX-annotated GPT-2 workload under nsys and export SQLite"),
 }
 OPEN = ("nsight_tui.cli.open", "Terminal explorer for Nsight Systems SQLite exports.")

@@ -1,0 +1,57 @@
+"""`nsight-tui serve FILE...`: the TUI in a web browser, with textual-serve.
+
+Each browser tab that opens the page runs `nsight-tui FILE...` (the same command, the same
+options) in a subprocess whose terminal is drawn in the page. Bound to 127.0.0.1 by default:
+anyone who can reach the port can read the profiles it serves (`--host 0.0.0.0` says so).
+Needs the `serve` extra: pip install 'nsight-tui[serve]'.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shlex
+import sys
+from pathlib import Path
+
+from nsight_tui.parsers.read.errors import TraceError
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="FILE", help="what `nsight-tui FILE...` opens: exports or a folder")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--attribution", choices=("process", "nsys"), default="process")
+    parser.add_argument("--main-thread", metavar="TID|NAME")
+
+
+def command(args: argparse.Namespace) -> str:
+    """The shell command each page runs: this Python, this package, the same arguments."""
+    argv = [sys.executable, "-m", "nsight_tui", *[str(Path(p).resolve()) for p in args.paths],
+            "--attribution", args.attribution]
+    if args.main_thread:
+        argv += ["--main-thread", args.main_thread]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("textual_serve") is None:
+        raise TraceError("the browser view needs textual-serve: pip install 'nsight-tui[serve]'")
+    missing = next((p for p in args.paths if not Path(p).exists()), None)
+    if missing is not None:
+        raise TraceError(f"{missing}: no such file or folder")
+    if not 0 < args.port < 65536:
+        raise TraceError(f"--port {args.port}: not a port number")
+    from textual_serve.server import Server
+
+    if args.host not in LOOPBACK:
+        print(f"note: listening on {args.host}: anyone who reaches port {args.port} can read these profiles",
+              file=sys.stderr)
+    title = "nsight-tui " + " ".join(Path(p).name for p in args.paths)
+    print(f"nsight-tui: open http://{args.host}:{args.port} in a browser (ctrl+c stops)", file=sys.stderr)
+    try:
+        Server(command(args), host=args.host, port=args.port, title=title).serve()
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        raise TraceError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    return 0

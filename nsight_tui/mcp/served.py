@@ -1,0 +1,135 @@
+"""Which profiles the MCP server may read: the files and folders named on its command line, and
+nothing else.
+
+A request names a path; it is served only when it is one of the served files, or an export
+directly inside a served folder, compared after resolving both (`..`, symbolic links, relative
+names). A path that does not even lexically fall under something served is refused before the
+file system is asked anything about it; one that does is then resolved (a symlink inside a
+served folder pointing out of it is refused). Nothing here opens a profile.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.source import columnar_kind
+
+
+class NotServed(TraceError):
+    """A request for a path the server was not started with."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """One export the server may read."""
+
+    name: str  # as the client names it: as given on the command line, or folder/member
+    path: Path  # resolved
+    kind: str  # "sqlite", "parquetdir", "arrowdir"
+    folder: str | None = None  # the served folder it was found in, as given
+
+
+def _members(folder: Path) -> list[Path]:
+    """The exports directly inside a folder: *.sqlite regular files and parquetdir/arrowdir folders."""
+    out = []
+    for p in sorted(folder.iterdir()):
+        if p.suffix == ".sqlite" and p.is_file():
+            out.append(p)
+        elif p.is_dir() and columnar_kind(p):
+            out.append(p)
+    return out
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+class ServedSet:
+    """The command line's files and folders, resolved once at start."""
+
+    def __init__(self, items: list[str]):
+        if not items:
+            raise TraceError("name at least one profile or folder to serve")
+        self.files: list[Served] = []
+        self.folders: list[tuple[str, Path]] = []  # (as given, resolved)
+        for raw in items:
+            p = Path(raw)
+            if not p.exists():
+                raise TraceError(f"{raw}: no such file or folder")
+            real = p.resolve()
+            kind = columnar_kind(real) if real.is_dir() else None
+            if real.is_dir() and kind is None:
+                members = [m for m in _members(real) if _inside(m.resolve(), real)]
+                if not members:
+                    raise TraceError(f"{raw}: no .sqlite exports in this folder")
+                self.folders.append((raw, real))
+                for m in members:
+                    self._add(Served(str(Path(raw) / m.name), m.resolve(),
+                                     columnar_kind(m) or "sqlite", folder=raw))
+            elif kind:
+                self._add(Served(raw, real, kind))
+            elif real.is_file():
+                self._add(Served(raw, real, "sqlite"))
+            else:  # a FIFO would block the read
+                raise TraceError(f"{raw}: not a regular file or folder")
+
+    def _add(self, s: Served) -> None:
+        if all(f.path != s.path for f in self.files):
+            self.files.append(s)
+
+    # -- lookups --------------------------------------------------------------------------------
+    def _lexically_served(self, absolute: str) -> bool:
+        """Whether `absolute` (normalised, not resolved) is a served name or falls under a served folder."""
+        for f in self.files:
+            if absolute in (os.path.abspath(f.name), str(f.path)):
+                return True
+        for raw, real in self.folders:
+            for base in (os.path.abspath(raw), str(real)):
+                if absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep):
+                    return True
+        return False
+
+    def file(self, requested: str | None) -> Served:
+        """The served export `requested` names (None: the only one served)."""
+        if requested is None or requested == "":
+            if len(self.files) == 1:
+                return self.files[0]
+            raise NotServed(f"{len(self.files)} profiles are served; name one (list_files lists them)")
+        if not isinstance(requested, str) or "\x00" in requested:
+            raise NotServed("not a path")
+        for f in self.files:  # the names list_files gives, as they are
+            if requested == f.name:
+                return f
+        absolute = os.path.abspath(os.path.expanduser(requested))
+        if not self._lexically_served(absolute):
+            raise NotServed(f"{requested}: not served (this server reads only the profiles named on its "
+                            "command line; list_files lists them)")
+        real = Path(absolute).resolve()
+        for f in self.files:
+            if real == f.path:
+                return f
+        raise NotServed(f"{requested}: not served (it resolves outside the served profiles; "
+                        "list_files lists them)")
+
+    def folder(self, requested: str) -> tuple[str, Path]:
+        """A served folder (as named on the command line, or resolving to it): (as given, resolved)."""
+        absolute = os.path.abspath(os.path.expanduser(requested))
+        for raw, real in self.folders:
+            if requested == raw or absolute in (os.path.abspath(raw), str(real)):
+                if Path(absolute).resolve() != real:
+                    break
+                return raw, real
+        raise NotServed(f"{requested}: not a served folder")
+
+    def folder_files(self, requested: str) -> list[Served]:
+        """The exports of a served folder."""
+        raw, _ = self.folder(requested)
+        return [f for f in self.files if f.folder == raw]
+
+    def is_folder(self, requested: str | None) -> bool:
+        if not requested:
+            return False
+        absolute = os.path.abspath(os.path.expanduser(requested))
+        return any(requested == raw or absolute in (os.path.abspath(raw), str(real)) for raw, real in self.folders)

@@ -1,0 +1,337 @@
+"""`nsight-tui mcp FILE|DIR...`: a Model Context Protocol server over stdio (the official `mcp`
+SDK's MCPServer) answering from the same model and code paths as `report -f json`, `stats -f
+json`, `diff -f json` and `ranks -f json`.
+
+- Read-only, and only the profiles named on the command line (nsight_tui.mcp.served): any other
+  path is a tool error before anything is read.
+- Each trace is loaded once, on first use, and kept with its range model per attribution mode
+  and its report answers; calls run in the SDK's worker threads, one computation at a time.
+- Stdout is the protocol: nothing else is written there (the SDK diverts file descriptor 1 to
+  stderr while it serves; logs go to stderr). Failures are MCP tool errors in one line, never a
+  traceback.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+from nsight_tui.mcp import answers as A
+from nsight_tui.mcp.served import Served, ServedSet
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.load import Trace
+
+log = logging.getLogger("nsight_tui.mcp")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+INSTRUCTIONS = """\
+nsight-tui: exact answers about NVIDIA Nsight Systems exports (SQLite) of PyTorch training,
+the same figures as `nsight-tui report -f json` and `nsys stats` (to the nanosecond).
+Start with list_files, then summary and range_tree; range paths are name paths such as
+step_N/backward (instances merged). Attribution "process" (default) credits the main
+thread's ranges with the GPU work any thread (PyTorch's autograd thread) launched while they
+were open; "nsys" is NVIDIA's rule (only the launching thread's ranges), which leaves
+backward nearly empty when autograd launches it. Times are ns; shares are 0..1.
+Big tables are paged: offset/limit (limit at most 500), next_offset is null at the end."""
+
+
+class Cache:
+    """Traces by resolved path, loaded once; report answers per (path, attribution)."""
+
+    def __init__(self) -> None:
+        self.traces: dict[Path, Trace] = {}
+        self.answers: dict[tuple[Path, str], dict] = {}
+        self.ranks: dict[str, dict] = {}
+        self.sweeps: dict[tuple[str, str], dict] = {}
+        self.lock = threading.RLock()  # one computation at a time (the model's caches are not thread-safe)
+
+    def trace(self, served: Served) -> Trace:
+        from nsight_tui.parsers.read.load import load_trace
+
+        if served.path not in self.traces:
+            log.info("loading %s", served.name)
+            trace = load_trace(served.path)
+            for note in trace.info.notes:
+                log.info("note: %s: %s", served.name, note)
+            self.traces[served.path] = trace
+        return self.traces[served.path]
+
+    def model(self, served: Served, attribution: str):
+        from nsight_tui.parsers.model.ranges import range_model
+
+        return range_model(self.trace(served), A.check_mode(attribution))
+
+    def report(self, served: Served, attribution: str) -> dict[str, Any]:
+        """`report -f json`'s document (cli/report.py's single-file path), parsed back."""
+        key = (served.path, A.check_mode(attribution))
+        if key not in self.answers:
+            from nsight_tui.parsers.analyses.backward_parts import backward_parts
+            from nsight_tui.parsers.analyses.questions import questions
+            from nsight_tui.render.report import single_json
+
+            trace = self.trace(served)
+            answers = questions(trace, attribution)
+            answers["backward_parts"] = [t.to_json() for t in backward_parts(self.model(served, attribution))]
+            self.answers[key] = _named(A.from_json_text(single_json(answers)), [served])
+        return self.answers[key]
+
+
+    def sweep(self, served: ServedSet, path: str, attribution: str) -> dict[str, Any]:
+        """`report DIR -f json` (cli/report.py's folder path) over a served folder of captures: its
+        members resolved inside it only (a link leading out is left out, and said so)."""
+        from nsight_tui.parsers.analyses import sweep
+        from nsight_tui.render import sweep as sweep_text
+        from nsight_tui.render.report import sweep_json
+
+        raw, real = served.folder(path)
+        key = (raw, A.check_mode(attribution))
+        if key not in self.sweeps:
+            for oom in real.glob("*.oom.json"):  # discover reads these: none may lead out
+                if not _inside_folder(oom, real):
+                    raise A.BadRequest(f"{raw}/{oom.name} leads out of the served folder; the folder's sweep is "
+                                       "not read (ask for its files one by one)")
+            skipped: list[str] = []
+            runs = []
+            for run in sweep.discover(real, skipped):
+                if _inside_folder(run.path, real):
+                    runs.append(run)
+                else:
+                    skipped.append(f"{run.path.name}: leads out of the folder, not read")
+            sweep.analyse(runs, attribution)
+            text = sweep_json(Path(raw), runs, sweep_text.tables(runs), attribution, skipped)
+            self.sweeps[key] = _named(A.from_json_text(text), served.folder_files(raw))
+        return self.sweeps[key]
+
+
+def _inside_folder(path: Path, folder: Path) -> bool:
+    real = path.resolve()
+    return real.parent == folder
+
+
+def build(served: ServedSet) -> MCPServer:
+    cache = Cache()
+    server: MCPServer = MCPServer("nsight-tui", instructions=INSTRUCTIONS, log_level="WARNING")
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                                open_world_hint=False)
+
+    def tool(fn: F) -> F:
+        """Register `fn` as a read-only tool whose failures are one-line tool errors."""
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                with cache.lock:
+                    return fn(*args, **kwargs)
+            except ToolError:
+                raise
+            except TraceError as exc:  # bad input, a path not served, a range not found
+                raise ToolError(str(exc)) from None
+            except Exception as exc:  # noqa: BLE001 - never a traceback to the client
+                log.exception("tool %s failed", fn.__name__)
+                raise ToolError(f"internal error: {type(exc).__name__}: {exc}") from None
+
+        server.add_tool(call, annotations=read_only)
+        return fn
+
+    def file(path: str | None) -> Served:
+        return served.file(path)
+
+    @tool
+    def list_files() -> dict[str, Any]:
+        """The profiles this server may read (exactly those named on its command line, and the
+        exports directly inside a folder named there). Pass a `name` as `path` to the other tools."""
+        return {"files": [{"name": f.name, "kind": f.kind, "folder": f.folder, "loaded": f.path in cache.traces}
+                          for f in served.files],
+                "folders": [raw for raw, _ in served.folders]}
+
+    @tool
+    def summary(path: str | None = None, attribution: str = "process") -> dict[str, Any]:
+        """What the file is: GPUs, nsys version, capture span and start (ns), counts (kernels,
+        memcpys, memsets, CUDA API calls, NVTX ranges, processes), the attribution in force and
+        what it means, which thread's ranges frame the iteration and why, the run's
+        configuration and any notes about repaired rows. `path` may be left out when one
+        profile is served."""
+        s = file(path)
+        return A.summary(cache.trace(s), A.check_mode(attribution), s.name)
+
+    @tool
+    def range_tree(path: str | None = None, attribution: str = "process", under: str | None = None,
+                   depth: int = 3, offset: int = 0, limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+        """The NVTX range tree, instances merged by name path (step_N/forward/...), depth first:
+        per range its instances, CPU (NVTX) time, GPU busy time (union of its GPU ops), kernel
+        time, kernel count and GPU share of its parent. `under`: a range path to list below;
+        `depth`: levels (1..16). Paged: offset/limit."""
+        return A.range_tree(cache.model(file(path), attribution), under, depth, offset, limit)
+
+    @tool
+    def range_kernels(range: str | None = None, path: str | None = None, attribution: str = "process",
+                      offset: int = 0, limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+        """The GPU operations a range launched (`range`: a path such as step_N/backward; left
+        out: the whole trace), one row per kernel name, most GPU time first: instances,
+        total/avg/median/min/max ns, share of the range's GPU op time, family; with the
+        range's ratios (family shares, GPU busy / CPU time, launch overhead and queue delay
+        medians). Paged."""
+        return A.range_kernels(cache.model(file(path), attribution), range, offset, limit)
+
+    @tool
+    def kernel_launches(kernel: str, range: str | None = None, path: str | None = None,
+                        attribution: str = "process", offset: int = 0, limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+        """Every launch of one kernel (its full name, or the short name range_kernels gives), in
+        `range` (a path) or the whole trace, in time order: start, duration, correlation ID,
+        the CUDA API call, its launch overhead (call duration) and queue delay (kernel start -
+        call start), thread, device, stream, grid and block. Paged."""
+        return A.kernel_launches(cache.model(file(path), attribution), kernel, range, offset, limit)
+
+    @tool
+    def correlation(corr_id: int, path: str | None = None, pid: int | None = None,
+                    attribution: str = "process") -> dict[str, Any]:
+        """One correlation ID: the CUDA API call (thread, start, end, launch overhead), the GPU
+        ops it started, the NVTX ranges open on its own thread and on the main thread, and the
+        ranges its work is attributed to. `pid` picks the process when several have the ID."""
+        return A.correlation(cache.model(file(path), attribution), corr_id, pid)
+
+    @tool
+    def idle_window(path: str | None = None, start_ns: int | None = None, end_ns: int | None = None,
+                    range: str | None = None, attribution: str = "process", top_gaps: int = 10,
+                    items_offset: int = 0, items_limit: int = 0) -> dict[str, Any]:
+        """GPU busy and idle by cause (launch-bound, sync-bound, host-bound) per device, the CPU's
+        lead and the queue depth, and the longest gaps with what each CPU thread was doing:
+        over [start_ns, end_ns) on the capture's clock (summary gives start_ns and span_ns), or
+        over the instances of a `range` path (step_N gives the report's gpu_idle for the step).
+        items_limit > 0 adds the timeline's items in the window (ranges, API calls, GPU ops), paged."""
+        return A.idle_window(cache.model(file(path), attribution), start_ns, end_ns, range, top_gaps,
+                             items_offset, items_limit)
+
+    @tool
+    def findings(path: str | None = None, attribution: str = "process") -> dict[str, Any]:
+        """What to fix first: the findings (launch-bound, sync stalls, unfused optimizer or
+        attention, fp32 GEMMs, pageable or synchronous copies, exposed communication, ...),
+        ranked by the step time their fix would save, each with evidence and the fix
+        (`report -f json`'s findings)."""
+        return cache.report(file(path), attribution)["findings"]
+
+    @tool
+    def roofline(path: str | None = None, attribution: str = "process", peak_tflops: float | None = None,
+                 peak_gbps: float | None = None) -> dict[str, Any]:
+        """Achieved TFLOP/s and GB/s of the step, forward and backward (and their kernel families)
+        against the GPU's roofs, MFU and a bound verdict (`report -f json`'s roofline).
+        peak_tflops/peak_gbps: roofs for a GPU the peaks table lacks."""
+        s = file(path)
+        if peak_tflops is None and peak_gbps is None:
+            return cache.report(s, attribution)["roofline"]
+        from nsight_tui.parsers.analyses.roofline import answers as roofline_answers
+
+        for value, name in ((peak_tflops, "peak_tflops"), (peak_gbps, "peak_gbps")):
+            if value is not None and not value > 0:
+                raise A.BadRequest(f"{name} must be a positive number, not {value}")
+        return A.plain(roofline_answers(cache.trace(s), A.check_mode(attribution), peak_tflops=peak_tflops,
+                                        peak_gbps=peak_gbps))
+
+    @tool
+    def report(path: str | None = None, attribution: str = "process", sections: list[str] | None = None) -> dict[str, Any]:
+        """`nsight-tui report -f json` for one file: sections file, attribution, main_threads,
+        config, ranges (step/forward/backward/optimizer/attention parts: times, top kernels,
+        family shares), warmup, ratios (each with ratio_basis), timing (NVTX vs Python),
+        gpu_idle, roofline, findings, backward_parts (and ranks for a multi-rank export).
+        `sections` picks some (default: all). On a served folder of captures
+        ({model}_ctx{N}*.sqlite): `report DIR -f json`'s tables (one per question, rows model,
+        columns ctx) and its runs (each run's own answers: report on that file)."""
+        if path and served.is_folder(path):
+            doc = dict(cache.sweep(served, path, attribution))
+            doc["runs"] = [{k: v for k, v in r.items() if k != "answers"} for r in doc["runs"]]
+        else:
+            doc = cache.report(file(path), attribution)
+        if not sections:
+            return doc
+        unknown = [k for k in sections if k not in doc]
+        if unknown:
+            raise A.BadRequest(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(doc)}")
+        return {k: doc[k] for k in dict.fromkeys((*(k for k in ("file", "folder") if k in doc), "attribution",
+                                                 *sections))}
+
+    @tool
+    def nsys_report(report: str, path: str | None = None, attribution: str = "process", offset: int = 0,
+                    limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+        """One of NVIDIA's six `nsys stats` reports, in nsys's columns (`stats -f json`):
+        nvtx_sum, nvtx_gpu_proj_sum, nvtx_kern_sum, cuda_gpu_kern_sum, cuda_api_sum,
+        cuda_gpu_mem_time_sum. With attribution "nsys" the figures are nsys's own; "process"
+        differs only in the NVTX reports (autograd's kernels counted in backward). Paged rows."""
+        return A.nsys_report(cache.trace(file(path)), report, A.check_mode(attribution), offset, limit)
+
+    @tool
+    def diff(a: str, b: str, attribution: str = "process", range_depth: int = 4, kernels_offset: int = 0,
+             kernels_limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+        """What changed from run A to run B (two served files) and why the step moved (`diff -f
+        json`; every delta is B - A, per steady-state step): the step verdict and waterfall,
+        the merged range tree (to range_depth levels), the kernels matched by name (paged:
+        kernels_offset/kernels_limit) and by family, both configurations."""
+        from nsight_tui.parsers.analyses.diff import diff_runs
+        from nsight_tui.render.diff import json_text
+
+        sa, sb = file(a), file(b)
+        if not 1 <= range_depth <= A.MAX_DEPTH:
+            raise A.BadRequest(f"range_depth must be 1..{A.MAX_DEPTH}, not {range_depth}")
+        doc = A.from_json_text(json_text(diff_runs(cache.trace(sa), cache.trace(sb), A.check_mode(attribution))))
+        doc = _named(doc, [sa, sb])
+        for t in doc["threads"]:
+            t["ranges"] = _cut(t["ranges"], range_depth)
+        doc["kernels"]["kernels"] = A.page(doc["kernels"]["kernels"], kernels_offset, kernels_limit)
+        return doc
+
+    @tool
+    def ranks(path: str | None = None) -> dict[str, Any]:
+        """Per rank (process x GPU): step time, compute, communication and their overlap, idle,
+        and the straggler (`ranks -f json`), for an export holding several ranks, or a served
+        folder of per-rank exports (`nsys profile -o report_%q{RANK}`)."""
+        from nsight_tui.parsers.analyses.rank_files import ranks_of_files
+        from nsight_tui.parsers.analyses.ranks import ranks_of_trace
+        from nsight_tui.render.ranks import ranks_json_text
+
+        if path and served.is_folder(path):
+            files = served.folder_files(path)
+            key = "folder:" + files[0].folder if files and files[0].folder else path
+            if key not in cache.ranks:
+                doc = A.from_json_text(ranks_json_text(ranks_of_files([f.path for f in files], None, 1)))
+                cache.ranks[key] = _named(doc, files)
+            return cache.ranks[key]
+        s = file(path)
+        return _named(A.from_json_text(ranks_json_text(ranks_of_trace(cache.trace(s)))), [s])
+
+    return server
+
+
+def _named(doc: Any, files: list[Served]) -> Any:
+    """`doc` with each served file's resolved path (what was opened) shown as the client names it."""
+    names = {str(f.path): f.name for f in files}
+    if isinstance(doc, dict):
+        return {k: _named(v, files) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_named(v, files) for v in doc]
+    return names.get(doc, doc) if isinstance(doc, str) else doc
+
+
+def _cut(ranges: list[dict], depth: int) -> list[dict]:
+    """The diff's range tree to `depth` levels; a cut node says how many children it had."""
+    out = []
+    for r in ranges:
+        r = dict(r)
+        if depth <= 1:
+            r["children_omitted"] = len(r["children"])
+            r["children"] = []
+        else:
+            r["children"] = _cut(r["children"], depth - 1)
+        out.append(r)
+    return out
+
+
+def serve(items: list[str]) -> None:
+    """Run the server on stdio until the client closes it."""
+    build(ServedSet(items)).run("stdio")

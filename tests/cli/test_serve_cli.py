@@ -1,0 +1,45 @@
+"""`nsight-tui serve`'s refusals: one line on stderr and a non-zero exit, before or instead of serving."""
+from __future__ import annotations
+
+import shlex
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+pytest.importorskip("textual_serve", reason="the serve extra is not installed")
+
+
+def serve(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nsight_tui", "serve", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_missing_file_is_one_line():
+    proc = serve("sample_traces/nope.sqlite")
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == "nsight-tui: sample_traces/nope.sqlite: no such file or folder"
+
+
+def test_taken_port_is_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = serve("sample_traces/small_ctx128.sqlite", "--port", str(port))
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"nsight-tui: cannot listen on 127.0.0.1:{port}: ") and "Traceback" not in proc.stderr
+
+
+def test_the_page_runs_the_same_command():
+    from argparse import Namespace
+
+    from nsight_tui.cli.serve import command
+
+    cmd = command(Namespace(paths=["sample_traces/small_ctx128.sqlite"], attribution="nsys", main_thread="python3"))
+    assert shlex.split(cmd) == [sys.executable, "-m", "nsight_tui", str(ROOT / "sample_traces/small_ctx128.sqlite"),
+                                "--attribution", "nsys", "--main-thread", "python3"]

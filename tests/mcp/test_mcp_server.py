@@ -1,0 +1,430 @@
+"""`nsight-tui mcp`, driven by the MCP SDK's own client over stdio (a real server process), its
+answers compared with the command line's JSON (`report`, `stats`, `diff`, `ranks -f json`, each
+run as its own subprocess: an independent path to the same figures).
+
+One server answers the comparisons (module fixture); the refusals and paging run their own.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
+pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
+
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+SMALL = "sample_traces/small_ctx128.sqlite"
+FUSED = "sample_traces/small_ctx128_fused.sqlite"
+DDP = "sample_traces/small_ctx128_ddp2.sqlite"
+RANK_FOLDER = "sample_traces/ranks_small_ctx128_ddp2"
+TOOLS = {"list_files", "summary", "range_tree", "range_kernels", "kernel_launches", "correlation", "idle_window",
+         "findings", "roofline", "report", "nsys_report", "diff", "ranks"}
+REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
+           "cuda_gpu_mem_time_sum")
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def _env() -> dict[str, str]:
+    """The server runs this checkout's package (PYTHONPATH as the tests have it)."""
+    return {k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "HOME", "PATH", "LANG", "TMPDIR")}
+
+
+def params(*paths: str, cwd: Path = ROOT) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "nsight_tui", "mcp", *paths], env=_env(),
+                                 cwd=str(cwd))
+
+
+class Answers:
+    """The tool calls' results: structured content, or the error text."""
+
+    def __init__(self, results: dict):
+        self.results = results
+
+    def ok(self, key: str) -> dict:
+        is_error, doc, text = self.results[key]
+        assert not is_error, text
+        return doc
+
+    def error(self, key: str) -> str:
+        is_error, _, text = self.results[key]
+        assert is_error, f"{key} answered instead of failing"
+        return text
+
+
+async def run_calls(server: StdioServerParameters, calls: dict[str, tuple[str, dict]], tools: list | None = None,
+                    stderr=None) -> Answers:
+    out = {}
+    with open(os.devnull, "w") as devnull:
+        async with stdio_client(server, errlog=stderr or devnull) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                if tools is not None:
+                    tools.extend((await session.list_tools()).tools)
+                for key, (name, args) in calls.items():
+                    res = await session.call_tool(name, args)
+                    text = "".join(getattr(c, "text", "") for c in res.content)
+                    out[key] = (res.is_error, res.structured_content, text)
+    return Answers(out)
+
+
+def cli_json(*args: str) -> dict:
+    """`nsight-tui ARGS -f json` as a subprocess (cwd: the repository, as the server's)."""
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", *args, "-f", "json"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+# -- one server, every tool -----------------------------------------------------------------------
+CALLS: dict[str, tuple[str, dict]] = {
+    "files": ("list_files", {}),
+    "summary": ("summary", {"path": SMALL}),
+    "tree": ("range_tree", {"path": SMALL, "depth": 2, "limit": 500}),
+    "tree_under": ("range_tree", {"path": SMALL, "under": "step_N/forward", "depth": 1}),
+    "tree_nsys": ("range_tree", {"path": SMALL, "depth": 2, "limit": 500, "attribution": "nsys"}),
+    "bwd_kernels": ("range_kernels", {"path": SMALL, "range": "step_N/backward", "limit": 5}),
+    "fwd_kernels": ("range_kernels", {"path": SMALL, "range": "step_N/forward", "limit": 5}),
+    "all_kernels": ("range_kernels", {"path": SMALL, "limit": 500}),
+    "idle_step": ("idle_window", {"path": SMALL, "range": "step_N"}),
+    "idle_fwd": ("idle_window", {"path": SMALL, "range": "step_N/forward"}),
+    "findings": ("findings", {"path": SMALL}),
+    "roofline": ("roofline", {"path": SMALL}),
+    "roofline_peaks": ("roofline", {"path": SMALL, "peak_tflops": 100.0, "peak_gbps": 2000.0}),
+    "report": ("report", {"path": SMALL}),
+    "report_ratios": ("report", {"path": SMALL, "sections": ["ratios", "ratio_basis"]}),
+    "diff": ("diff", {"a": SMALL, "b": FUSED, "range_depth": 16, "kernels_limit": 500}),
+    "ranks_file": ("ranks", {"path": DDP}),
+    "ranks_folder": ("ranks", {"path": RANK_FOLDER}),
+    **{f"nsys_{r}": ("nsys_report", {"path": SMALL, "report": r, "limit": 500}) for r in REPORTS},
+    **{f"nsys_{r}_nsys": ("nsys_report", {"path": SMALL, "report": r, "limit": 500, "attribution": "nsys"})
+       for r in ("nvtx_gpu_proj_sum", "nvtx_kern_sum")},
+}
+
+
+@pytest.fixture(scope="module")
+def served():
+    import anyio
+
+    tools: list = []
+    answers = anyio.run(run_calls, params(SMALL, FUSED, DDP, RANK_FOLDER), CALLS, tools)
+    # the calls that depend on earlier answers: a kernel's launches, one launch's correlation ID,
+    # a window of the timeline around it
+    top = answers.ok("bwd_kernels")["rows"][0]["name"]
+    follow = {"launches": ("kernel_launches", {"path": SMALL, "kernel": top, "range": "step_N/backward", "limit": 7}),
+              "launches_all": ("kernel_launches", {"path": SMALL, "kernel": top, "range": "step_N/backward",
+                                                   "limit": 500})}
+    more = anyio.run(run_calls, params(SMALL), follow)
+    first = more.ok("launches")["rows"][0]
+    window = {"corr": ("correlation", {"path": SMALL, "corr_id": first["corr"]}),
+              "window": ("idle_window", {"path": SMALL, "start_ns": first["start"] - 200_000,
+                                         "end_ns": first["start"] + 200_000, "items_limit": 20})}
+    more.results.update(anyio.run(run_calls, params(SMALL), window).results)
+    answers.results.update(more.results)
+    answers.tools = tools  # type: ignore[attr-defined]
+    return answers
+
+
+@pytest.fixture(scope="module")
+def report_json():
+    return cli_json("report", SMALL)
+
+
+def test_lists_every_tool_read_only(served):
+    names = {t.name for t in served.tools}
+    assert names == TOOLS
+    for t in served.tools:
+        assert t.annotations is not None and t.annotations.read_only_hint, t.name
+        assert t.description and t.input_schema["type"] == "object"
+    files = served.ok("files")
+    assert [f["name"] for f in files["files"]] == [SMALL, FUSED, DDP, f"{RANK_FOLDER}/small_ctx128_ddp2_rank0.sqlite",
+                                                   f"{RANK_FOLDER}/small_ctx128_ddp2_rank1.sqlite"]
+    assert files["folders"] == [RANK_FOLDER]
+
+
+def test_summary_matches_stats_and_report(served, report_json):
+    s = served.ok("summary")
+    kern = cli_json("stats", SMALL, "-r", "cuda_gpu_kern_sum")
+    col = kern["columns"].index("Instances")
+    assert s["counts"]["kernels"] == sum(r[col] for r in kern["rows"]) == 3899
+    api = cli_json("stats", SMALL, "-r", "cuda_api_sum")
+    assert s["counts"]["api_calls"] == sum(r[api["columns"].index("Num Calls")] for r in api["rows"])
+    assert s["gpus"] == ["NVIDIA H200"] and s["attribution"] == "process"
+    assert s["main_threads"] == report_json["main_threads"]
+    assert s["config"] == report_json["config"]
+    assert "python3 (492)" in s["main_thread"]
+
+
+def test_range_tree_matches_report(served, report_json):
+    rows = {r["path"]: r for r in served.ok("tree")["rows"]}
+    assert served.ok("tree")["next_offset"] is None
+    for path, key in (("step_N", "step"), ("step_N/forward", "forward"), ("step_N/backward", "backward"),
+                      ("step_N/optimizer", "optimizer")):
+        r, want = rows[path], report_json["ranges"][key]
+        assert (r["instances"], r["cpu_ns"], r["busy_ns"], r["kernel_ns"], r["proj_ns"], r["kernels"]) == \
+            (want["instances"], want["range_ns"], want["busy_ns"], want["kernel_ns"], want["proj_ns"], want["kernels"])
+    assert rows["step_N/backward"]["share_of_parent"] == rows["step_N/backward"]["busy_ns"] / rows["step_N"]["busy_ns"]
+    under = served.ok("tree_under")["rows"]
+    assert under[0]["path"] == "step_N/forward" and all(r["path"].startswith("step_N/forward/") for r in under[1:])
+    assert max(r["depth"] for r in under) == under[0]["depth"] + 1
+
+
+def test_range_tree_nsys_attribution_matches_stats(served):
+    """Under nsys's rule backward holds only what the main thread launched itself: the same
+    figure as nsys's own nvtx_gpu_proj_sum (autograd's kernels are elsewhere)."""
+    proc = {r["path"]: r for r in served.ok("tree")["rows"]}
+    nsys = {r["path"]: r for r in served.ok("tree_nsys")["rows"]}
+    assert nsys["step_N/backward"]["kernels"] < proc["step_N/backward"]["kernels"]
+    proj = served.ok("nsys_nvtx_gpu_proj_sum_nsys")
+    cli = cli_json("stats", SMALL, "-r", "nvtx_gpu_proj_sum", "--attribution", "nsys")
+    assert proj["rows"] == cli["rows"] and proj["attribution"] == "nsys"
+
+
+def test_range_kernels_match_report_top_kernels(served, report_json):
+    for key, name in (("bwd_kernels", "backward"), ("fwd_kernels", "forward")):
+        doc = served.ok(key)
+        got = [(k["name"], k["label"], k["total_ns"], k["instances"], k["family"]) for k in doc["rows"]]
+        want = [(k["name"], k["short"], k["total_ns"], k["instances"], k["family"])
+                for k in report_json["ranges"][name]["top_kernels"]]
+        assert got == want
+        assert doc["range"]["kernel_ns"] == report_json["ranges"][name]["kernel_ns"]
+        assert any(r["label"] == "GPU busy / CPU time" for r in doc["ratios"])
+    whole = served.ok("all_kernels")
+    kern = cli_json("stats", SMALL, "-r", "cuda_gpu_kern_sum")
+    names = kern["columns"].index("Name")
+    total = kern["columns"].index("Total Time (ns)")
+    stats = {r[names]: r[total] for r in kern["rows"]}
+    ours = {r["name"]: r["total_ns"] for r in whole["rows"] if r["kind"] == "kernel"}
+    assert ours == stats
+
+
+def test_kernel_launches_add_up_and_page(served):
+    top = served.ok("bwd_kernels")["rows"][0]
+    page1, every = served.ok("launches"), served.ok("launches_all")
+    assert every["total"] == top["instances"] and every["returned"] == top["instances"]
+    assert sum(r["duration"] for r in every["rows"]) == top["total_ns"] == every["total_ns"]
+    assert page1["returned"] == 7 and page1["next_offset"] == 7 and page1["rows"] == every["rows"][:7]
+    r = page1["rows"][0]
+    assert r["api_name"].startswith("cudaLaunchKernel") and r["overhead_ns"] > 0 and r["queue_ns"] >= 0
+    assert r["grid"] and r["block"]
+
+
+def test_correlation_of_a_launch(served):
+    launch = served.ok("launches")["rows"][0]
+    c = served.ok("corr")
+    assert c["corr"] == launch["corr"] and c["api_start_ns"] == launch["api_start"]
+    assert c["launch_overhead_ns"] == launch["overhead_ns"] and c["queue_delay_ns"] == launch["queue_ns"]
+    assert [o["name"] for o in c["ops"]] == [served.ok("bwd_kernels")["rows"][0]["name"]]
+    assert "backward" in c["attributed_to"]
+
+
+def test_idle_window_matches_report(served, report_json):
+    for key, phase in (("idle_step", "step"), ("idle_fwd", "forward")):
+        doc = served.ok(key)
+        want = report_json["gpu_idle"]["phases"][phase]
+        assert {k: doc[k] for k in want} == want
+    w = served.ok("window")
+    dev = w["devices"][0]
+    assert dev["busy_ns"] + dev["launch_bound_ns"] + dev["sync_bound_ns"] + dev["host_bound_ns"] == 400_000
+    assert w["items"]["returned"] == 20 and w["items"]["total"] >= 20
+    assert any(i["corr"] == served.ok("launches")["rows"][0]["corr"] for i in w["items"]["rows"]) \
+        or w["items"]["next_offset"] is not None
+
+
+def test_findings_roofline_report_are_report_json(served, report_json):
+    assert served.ok("report") == report_json
+    assert served.ok("findings") == report_json["findings"]
+    assert served.ok("roofline") == report_json["roofline"]
+    assert served.ok("report_ratios") == {k: report_json[k] for k in ("file", "attribution", "ratios", "ratio_basis")}
+    own = cli_json("report", SMALL, "--peak-tflops", "100", "--peak-gbps", "2000")["roofline"]
+    assert served.ok("roofline_peaks") == own
+
+
+def test_nsys_reports_match_stats(served):
+    for name in REPORTS:
+        doc = served.ok(f"nsys_{name}")
+        cli = cli_json("stats", SMALL, "-r", name)
+        assert doc["columns"] == cli["columns"] and doc["rows"] == cli["rows"][:500], name
+        assert doc["total"] == len(cli["rows"]) and doc["title"] == cli["title"]
+    kern = served.ok("nsys_nvtx_kern_sum_nsys")
+    assert kern["rows"] == cli_json("stats", SMALL, "-r", "nvtx_kern_sum", "--attribution", "nsys")["rows"][:500]
+
+
+def test_diff_matches_cli(served):
+    doc = served.ok("diff")
+    cli = cli_json("diff", SMALL, FUSED)
+    assert doc["step"] == cli["step"] and doc["config"] == cli["config"] and doc["threads"] == cli["threads"]
+    kernels = doc["kernels"].pop("kernels")
+    want = cli["kernels"].pop("kernels")
+    assert doc["kernels"] == cli["kernels"]
+    assert kernels["rows"] == want[:500] and kernels["total"] == len(want)
+
+
+def test_ranks_match_cli(served):
+    assert served.ok("ranks_file") == cli_json("ranks", DDP)
+    assert served.ok("ranks_folder") == cli_json("ranks", RANK_FOLDER)
+
+
+# -- refusals, paging, errors: servers of their own ------------------------------------------------
+@pytest.mark.anyio
+async def test_refuses_every_other_path(tmp_path):
+    served_dir = tmp_path / "served"
+    served_dir.mkdir()
+    (served_dir / "a.sqlite").write_bytes((ROOT / "sample_traces/small_ctx128_fwd.sqlite").read_bytes())
+    outside = tmp_path / "outside.sqlite"
+    outside.write_bytes((ROOT / "sample_traces/small_ctx128_fwd.sqlite").read_bytes())
+    (served_dir / "link.sqlite").symlink_to(outside)  # inside the served folder, pointing out of it
+    (tmp_path / "to_served.sqlite").symlink_to(served_dir / "a.sqlite")  # outside, pointing in
+    asked = {
+        "other_sample": str(ROOT / FUSED),
+        "dotdot": str(served_dir / ".." / "outside.sqlite"),
+        "dotdot_in_name": "served/a.sqlite/../../outside.sqlite",
+        "symlink_out": str(served_dir / "link.sqlite"),
+        "symlink_in": str(tmp_path / "to_served.sqlite"),
+        "etc": "/etc/passwd",
+        "folder_itself": str(tmp_path),
+        "nul": "served/a.sqlite\x00",
+    }
+    calls = {k: ("summary", {"path": v}) for k, v in asked.items()}
+    calls["diff"] = ("diff", {"a": "served/a.sqlite", "b": str(outside)})
+    calls["ranks"] = ("ranks", {"path": str(tmp_path)})
+    calls["ok_relative"] = ("summary", {"path": "served/a.sqlite"})
+    calls["ok_absolute_dotdot"] = ("summary", {"path": str(served_dir / ".." / "served" / "a.sqlite")})
+    calls["files"] = ("list_files", {})
+    answers = await run_calls(params("served", cwd=tmp_path), calls)
+    for key in (*asked, "diff", "ranks"):
+        text = answers.error(key)
+        assert "not served" in text or "not a path" in text or "not a served folder" in text, (key, text)
+        assert "Traceback" not in text
+    assert answers.ok("ok_relative")["counts"]["kernels"] == answers.ok("ok_absolute_dotdot")["counts"]["kernels"]
+    assert [f["name"] for f in answers.ok("files")["files"]] == ["served/a.sqlite"]  # the link is not a member
+
+
+@pytest.mark.anyio
+async def test_paging_bounds_and_bad_requests():
+    calls = {
+        "zero": ("range_tree", {"limit": 0}),
+        "negative": ("range_kernels", {"offset": -1}),
+        "huge": ("range_kernels", {"limit": 100_000}),
+        "past_end": ("range_kernels", {"offset": 10_000}),
+        "last_page": ("range_tree", {"depth": 16, "offset": 5, "limit": 500}),
+        "depth": ("range_tree", {"depth": 0}),
+        "no_range": ("range_kernels", {"range": "step_N/nowhere"}),
+        "no_kernel": ("kernel_launches", {"kernel": "no_such_kernel"}),
+        "no_corr": ("correlation", {"corr_id": -5}),
+        "no_report": ("nsys_report", {"report": "cuda_gpu_trace"}),
+        "mode": ("summary", {"attribution": "thread"}),
+        "window": ("idle_window", {"start_ns": 10, "end_ns": 5}),
+        "section": ("report", {"sections": ["nope"]}),
+        "peaks": ("roofline", {"peak_tflops": -1.0}),
+        "types": ("range_tree", {"depth": "deep"}),
+        "after": ("summary", {}),
+    }
+    answers = await run_calls(params("sample_traces/small_ctx128_fwd.sqlite"), calls)
+    for key in ("zero", "negative", "depth", "no_range", "no_kernel", "no_corr", "no_report", "mode", "window",
+                "section", "peaks", "types"):
+        assert "Traceback" not in answers.error(key), key
+    huge = answers.ok("huge")
+    assert huge["limit"] == 500 and huge["returned"] == min(500, huge["total"])
+    past = answers.ok("past_end")
+    assert past["rows"] == [] and past["next_offset"] is None
+    last = answers.ok("last_page")
+    assert last["returned"] == last["total"] - 5 and last["next_offset"] is None
+    assert answers.ok("after")["counts"]["kernels"] > 0  # still serving after the errors
+
+
+def test_stdout_carries_only_the_protocol(tmp_path):
+    """Raw JSON-RPC over the pipes: every line on stdout is a protocol message, even while a
+    trace loads and a tool fails; the logs, if any, are on stderr."""
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "summary", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "summary", "arguments": {"path": "/x"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "report", "arguments": {}}},
+    ]
+    proc = subprocess.Popen([sys.executable, "-m", "nsight_tui", "mcp", "sample_traces/small_ctx128_fwd.sqlite"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env={**os.environ})
+    watchdog = threading.Timer(120, proc.kill)  # the deadline: a hung server fails the test, never hangs it
+    watchdog.start()
+    try:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in msgs))
+        proc.stdin.flush()
+        lines, answered = [], set()
+        while answered != {1, 2, 3, 4}:  # read until every request is answered (or the watchdog kills it)
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(json.loads(line))  # any stray text on stdout fails here
+            answered.add(lines[-1].get("id"))
+        proc.stdin.close()
+        proc.wait()
+        stderr = proc.stderr.read()
+    finally:
+        watchdog.cancel()
+        proc.kill()
+    assert all(m.get("jsonrpc") == "2.0" for m in lines)
+    by_id = {m.get("id"): m for m in lines}
+    assert by_id[2]["result"]["isError"] is False
+    assert by_id[3]["result"]["isError"] is True
+    assert by_id[4]["result"]["structuredContent"]["findings"]
+    assert "Traceback" not in stderr
+
+
+def test_missing_sdk_is_one_line(tmp_path):
+    fake = tmp_path / "mcp"  # an `mcp` that is not the SDK version 2 (as with mcp 1.x: no mcpserver)
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "mcp", SMALL], cwd=ROOT, capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == ["nsight-tui: the MCP server needs the mcp package, version 2: "
+                                                "pip install 'nsight-tui[mcp]'"]
+
+
+def test_bad_command_line_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "mcp", "sample_traces/nope.sqlite"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.strip() == "nsight-tui: sample_traces/nope.sqlite: no such file or folder"
+
+
+@pytest.mark.anyio
+async def test_report_on_a_served_folder_is_the_sweep(tmp_path):
+    """`report` on a served folder of captures: `report DIR -f json`'s tables and runs; a link in
+    the folder leading out is not read."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for name in ("small_ctx128.sqlite", "small_ctx128_fused.sqlite"):
+        (sweep / name).write_bytes((ROOT / "sample_traces" / name).read_bytes())
+    calls = {"sweep": ("report", {"path": "sweep"}),
+             "tables": ("report", {"path": "sweep", "sections": ["tables"]})}
+    answers = await run_calls(params("sweep", cwd=tmp_path), calls)
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", "sweep", "-f", "json"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env={**os.environ})
+    cli = json.loads(proc.stdout)
+    doc = answers.ok("sweep")
+    assert doc["tables"] == cli["tables"] and doc["folder"] == cli["folder"] == "sweep"
+    assert doc["runs"] == [{k: v for k, v in r.items() if k != "answers"} for r in cli["runs"]]
+    assert answers.ok("tables") == {"folder": "sweep", "attribution": "process", "tables": cli["tables"]}
+    outside = tmp_path / "elsewhere.oom.json"
+    outside.write_text("{}")
+    (sweep / "medium_ctx128.oom.json").symlink_to(outside)
+    refused = await run_calls(params("sweep", cwd=tmp_path), {"sweep": ("report", {"path": "sweep"})})
+    assert "leads out of the served folder" in refused.error("sweep")
