@@ -176,7 +176,7 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     return {
         "steps": rows,
         "nvtx_step_mean_ns": int(np.mean(list(nvtx.values()))) if nvtx else None,
-        "step_period_mean_ns": int(times.mean_period_ns()) if times.n else None,
+        "step_period_mean_ns": int(times.period_ns.mean()) if times.n else None,
         "gpu_lags": times.gpu_lags(),
         "python_step_mean_ns": int(np.mean([r["python_ns"] for r in rows])) if rows else None,
         "python_phase_mean_ns": phase_py,
