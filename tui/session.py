@@ -16,6 +16,7 @@ from typing import TypeVar
 import numpy as np
 
 from nsight_tui.parsers.analyses import ranks as rank_analysis
+from nsight_tui.tui import fmt
 from nsight_tui.parsers.read.ids import PID_MASK
 from nsight_tui.parsers.read.load import Trace, TraceLoader
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, range_model
@@ -112,7 +113,21 @@ class Session:
             kernels=i.kernels, api_calls=i.api_calls, ranges=i.ranges, load_seconds=self.load_seconds,
             attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes),
             main_thread=self._main_text(), rank=self.rank_badge(), rank_help=self.rank_help(),
-            pending=self.pending, pending_percent=self.pending_percent)
+            pending=self.pending, pending_percent=self.pending_percent,
+            clocks="" if self.pending else self._once("clocks", self._clocks_text))
+
+    def _clocks_text(self) -> str:
+        """The two clocks in words where the GPU runs behind the CPU on the steady-state steps."""
+        from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, step_times
+
+        t = step_times(self.model, iteration_ranges(self.model, STEP))
+        if not t.gpu_lags():
+            return ""
+        n = t.n
+        return (f"clocks: the GPU runs behind the CPU (no synchronise at phase ends): per step the CPU issues its "
+                f"work in {fmt.duration(t.cpu_ns.sum() / n)} (NVTX span), the GPU runs it in "
+                f"{fmt.duration(t.gpu_ns.sum() / n)}; the step is its period, {fmt.duration(t.period_ns.sum() / n)}. "
+                "Columns: CPU = NVTX span, GPU = its GPU work's span (first start to last end), both totals ×N")
 
     def _main_text(self) -> str:
         """Which thread frames the iterations, and why (empty without NVTX)."""

@@ -66,7 +66,10 @@ class RangeTreeSource:
     columns = [
         Column("range", "Range", None, "left", md_header="Range path", min_width=18, text=True),
         Column("instances", "×N", 6, priority=6),
-        Column("cpu", "CPU", 9, fmt=fmt.duration, md_header="CPU (ns)", priority=7),
+        # Two clocks: CPU, the NVTX span (when the CPU issued the work); GPU, its GPU work's span
+        # (first start to last end, nsys's projection). They differ when the GPU runs behind.
+        Column("cpu", "CPU", 9, fmt=fmt.duration, md_header="CPU: NVTX span (ns)", priority=7),
+        Column("gpu_time", "GPU", 9, fmt=fmt.duration, md_header="GPU time: its work's span (ns)", priority=7),
         Column("gpu", "GPU busy", 9, fmt=fmt.duration, md_header="GPU busy (ns)", priority=8),
         Column("share", "%parent", 7, fmt=fmt.percent, md_header="GPU share of parent", priority=4),
         Column("kernels", "Kernels", 8, fmt=fmt.count, priority=5),
@@ -103,7 +106,7 @@ class RangeTreeSource:
         node = row.obj
         if isinstance(node, ThreadGroup):
             return None
-        if key in ("gpu", "share", "kernels") and node.model.gpu_pending:
+        if key in ("gpu", "gpu_time", "share", "kernels") and node.model.gpu_pending:
             return None  # the load's first stage: GPU work not read yet, blank rather than zero
         if key == "instances":
             return node.instances
@@ -111,6 +114,8 @@ class RangeTreeSource:
             return node.cpu_ns
         if key == "gpu":
             return node.busy_ns
+        if key == "gpu_time":
+            return node.proj_ns
         if key == "share":
             return node.share_of_parent()
         if key == "kernels":
@@ -297,6 +302,7 @@ class RangeTreeSource:
                 group = node  # rows follow their group: no walk back per row
                 continue
             share = node.share_of_parent()
-            rows.append([group.label if group else "", path_text(node), node.instances, node.cpu_ns, node.busy_ns,
+            rows.append([group.label if group else "", path_text(node), node.instances, node.cpu_ns, node.proj_ns,
+                         node.busy_ns,
                          None if share is None else round(share, 4), node.kernels])
         return headers, rows

@@ -112,3 +112,43 @@ def test_ranks_step_is_the_period_and_the_straggler_arrives_last(name, async_tra
     assert run.straggler.rank.pid == max(late, key=late.get)
     assert run.straggler.value_ns == pytest.approx(max(late.values()), rel=1e-9)
     assert "arrival at the collectives" in run.straggler.basis
+
+
+def test_the_tui_says_whose_clock_and_opens_the_gpu_work(async_trace):
+    """The header's `?` lines say the GPU runs behind, with the step's figures (per step: CPU span,
+    GPU time, period: tests/step_sql.py); a committed phase-synced sample says nothing; `t` on a
+    lagging range opens its window through the end of its GPU work (SQL: the last op launched
+    while it was open), not only its CPU span."""
+    from conftest import SAMPLES
+    from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
+    from nsight_tui.tui import fmt
+    from nsight_tui.tui.session import Session
+    from nsight_tui.tui.viewmodels.timeline import median_instance, target_for_node
+
+    path = async_trace("large_ctx512_async")
+    s = Session(path, load_trace(path), "process", 0.0)
+    its = step_sql.steps(path)
+    clocks = s.header().clocks
+    assert "GPU runs behind" in clocks and "GPU behind" in s.header().badge
+    for figure in (_mean([i.cpu for i in its]), _mean([i.gpu for i in its]), _mean([i.period for i in its])):
+        assert fmt.duration(figure) in clocks
+    plain = Session(SAMPLES / "small_ctx128.sqlite", load_trace(SAMPLES / "small_ctx128.sqlite"), "process", 0.0)
+    assert plain.header().clocks == "" and "GPU behind" not in plain.header().badge
+
+    model = s.model
+    steps = iteration_ranges(model, STEP)
+    step_node = next(n for g in model.aggregated_groups if g.is_main for n in g.roots if n.label == "step_N")
+    fwd = next(c for c in step_node.children if c.label == "forward")
+    target = target_for_node(model, fwd)
+    rid = median_instance(model, fwd.ids)
+    import sqlite3
+
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    a, b = int(model.r_start[rid]), int(model.r_end[rid])
+    (gpu_end,) = con.execute("""SELECT max(k.end) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+        ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
+        WHERE r.start >= ? AND r.start <= ?""", (a, b)).fetchone()
+    con.close()
+    assert gpu_end > b + (b - a) // 10  # the trap: forward's work ends well after its CPU span
+    assert target.fit == (a, gpu_end) and "GPU runs behind" in target.title
+    assert len(steps) == 3

@@ -37,6 +37,9 @@ class HeaderInfo:
     # `load_seconds` is then the time to the tree.
     pending: str = ""
     pending_percent: int = 0
+    # Where the GPU runs behind the CPU (no synchronise at phase ends): the clocks in words, for `?`;
+    # the badge then says so. "" where the two clocks agree.
+    clocks: str = ""
 
     @property
     def loaded_text(self) -> str:
@@ -64,7 +67,8 @@ class HeaderInfo:
 
     @property
     def badge(self) -> str:
-        return f"attr: {self.attribution}" + (f" · {self.rank}" if self.rank else "")
+        return (f"attr: {self.attribution}" + (f" · {self.rank}" if self.rank else "")
+                + (" · GPU behind" if self.clocks else ""))
 
     def full_lines(self) -> list[str]:
         """Everything, for `?`: the file, its counts, and the attribution explained."""
@@ -80,6 +84,8 @@ class HeaderInfo:
             lines.append(f"{self.main_thread} (M on a thread row picks another)")
         if self.rank_help:
             lines.append(self.rank_help)
+        if self.clocks:
+            lines.append(self.clocks)
         return lines + [f"note: {n}" for n in self.notes]
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsight_tui.parsers.analyses.idle import IdleSplit, WindowIdle
+from nsight_tui.parsers.model.iterations import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, display_name
 from nsight_tui.parsers.analyses.timeline import Cells, Item, Lane, Timeline, cell_edges
 
@@ -295,6 +296,12 @@ def target_for_node(model: RangeModel, node: RangeNode) -> TimelineTarget:
     a, b = int(model.r_start[rid]), int(model.r_end[rid])
     which = f" (median of {node.instances} by CPU time)" if node.instances > 1 else ""
     name = display_name(model.trace.ranges["name"].iat[rid])
+    proj = int(model.proj_ns[rid])
+    if gpu_lags(proj, b - a):
+        # the GPU runs behind the CPU: the window is the range's CPU span through the end of its
+        # GPU work (from its start, so its launches stay in view), not only when the CPU issued it
+        return TimelineTarget(f"{name}{which}, through its GPU work (the GPU runs behind)",
+                              (a, max(b, int(model.gpu_end[rid]))), origin=a)
     # exactly the range: at `0` the idle line is that instance's split, as `report` counts it
     return TimelineTarget(f"{name}{which}", (a, b), origin=a)
 

@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
+from nsight_tui.parsers.model.iterations import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeNode
 from nsight_tui.render.process_view import main_thread_reason
 from nsight_tui.render.markdown import table as md_table
@@ -200,17 +201,19 @@ class RangesScreen(ViewScreen):
                 detail.update("")
             return
         share = node.share_of_parent()
-        busy = node.busy_ns / node.cpu_ns if node.cpu_ns else None
+        busy = node.busy_ns / node.proj_ns if node.proj_ns else None
         text = Text()
         text.append(visible(path_text(node)), style="bold")
         if node.instances > 1:
-            text.append(f"  ×{node.instances}")
+            text.append(f"  ×{node.instances} (totals)")
         text.append("\n")
         if node.model.gpu_pending:
-            detail.update(text.append(f"CPU {fmt.duration(node.cpu_ns)} · GPU work: loading…"))
+            detail.update(text.append(f"CPU {fmt.duration(node.cpu_ns)} (NVTX span) · GPU work: loading…"))
             return
-        text.append(f"CPU {fmt.duration(node.cpu_ns)} · GPU busy {fmt.duration(node.busy_ns)}"
-                    f" ({fmt.percent(busy) or 'n/a'} of CPU)")
+        text.append(f"CPU {fmt.duration(node.cpu_ns)} (NVTX span) · GPU {fmt.duration(node.proj_ns)} (its work's span)")
+        if gpu_lags(node.proj_ns, node.cpu_ns):
+            text.append(" ▲ the GPU runs behind the CPU", style="bold")
+        text.append(f" · busy {fmt.duration(node.busy_ns)} ({fmt.percent(busy) or 'n/a'} of its GPU time)")
         if share is not None:
             text.append(f", {fmt.percent(share)} of parent")
         text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
