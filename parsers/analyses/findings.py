@@ -286,6 +286,12 @@ def launch_bound(c: StepContext) -> Finding | None:
         [], int(c.t0[0]), int(c.t1[0]))
 
 
+# Kernels of an optimizer that already works on many tensors per launch: PyTorch's foreach path
+# (`multi_tensor_apply_kernel`) and its fused AdamW/Adam/SGD kernels (`Fused...Functor`, apex's
+# `multi_tensor_adam`). An optimizer whose kernel time is mostly these is not "unfused".
+_MULTI_TENSOR = re.compile(r"multi_tensor_apply|multi_tensor_adam|Fused\w*(Adam|Sgd|SGD)|fused_adam", re.IGNORECASE)
+
+
 def unfused_optimizer(c: StepContext) -> Finding | None:
     opt = c.phase("optimizer")
     if len(opt) == 0:
@@ -293,21 +299,33 @@ def unfused_optimizer(c: StepContext) -> Finding | None:
     per = int(c.model.kernel_count[opt].sum()) / c.n
     if per < _t("optimizer_kernels_min"):
         return None
+    t = c.trace
+    pos = c.model.ops_of(opt)
+    pos = pos[t.ops["kind"].to_numpy()[pos] == KERNEL]
+    codes = t.ops["name"].to_numpy()[pos]
+    dur = (t.ops["end"].to_numpy() - t.ops["start"].to_numpy())[pos]
+    multi = np.array([bool(_MULTI_TENSOR.search(t.op_names[int(k)])) for k in range(len(t.op_names))], dtype=bool)
+    if len(pos) and int(dur[multi[codes]].sum()) * 2 >= int(dur.sum()):
+        return None  # foreach or fused already: many tensors per launch
     from nsight_tui.parsers.analyses import roofline
 
     r = roofline.build(c.trace)
     point = r.range_point(opt, "step_N/optimizer")
-    opt_ns = float(c.model.cpu_ns[opt].sum()) / c.n
+    # Its GPU time (its work's first start to last end), not its CPU span: without phase syncs the
+    # CPU's optimizer range also holds its wait on a full launch queue behind the backward.
+    opt_ns = float(c.model.proj_ns[opt].sum()) / c.n
+    cpu_ns = float(c.model.cpu_ns[opt].sum()) / c.n
     pk = r.peaks.peaks
     floor_ns = (point.bytes / len(opt)) / (pk.bandwidth_gbps * 1e9) * 1e9 if point.bytes and pk else None
     saving = opt_ns - (floor_ns or float(c.model.busy_ns[opt].sum()) / c.n)
-    basis = ("optimizer time per step − its bytes at the memory roof (a fused optimizer is memory-bound)"
-             if floor_ns is not None else "optimizer time per step − its GPU busy time")
+    basis = ("optimizer GPU time per step (its work's span) − its bytes at the memory roof (a fused optimizer "
+             "is memory-bound)" if floor_ns is not None else "optimizer GPU time per step − its GPU busy time")
     return Finding(
         "unfused-optimizer", "optimizer phase of many small per-parameter kernels",
         ["step_N/optimizer"], _ms(max(saving, 0.0)), basis,
         "torch.optim.AdamW(params, fused=True) (or foreach=True); avoid per-parameter Python loops",
-        {"kernels_per_step": per, "optimizer_ns_per_step": opt_ns, "memory_roof_ns_per_step": floor_ns,
+        {"kernels_per_step": per, "optimizer_ns_per_step": opt_ns, "optimizer_cpu_ns_per_step": cpu_ns,
+         "memory_roof_ns_per_step": floor_ns,
          "optimizer_bytes_per_step": None if point.bytes is None else point.bytes / len(opt)},
         [], int(c.model.r_start[opt[0]]), int(c.model.r_end[opt[0]]))
 
