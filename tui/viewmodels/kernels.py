@@ -9,10 +9,9 @@ import pandas as pd
 from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.analyses.ratios import Ratio, family_shares, ratio_panel
 from nsight_tui.parsers.kernels.families import describe_kernel
-from nsight_tui.parsers.kernels.kernel_names import decode_gemm, gemm_summary
+from nsight_tui.parsers.kernels.kernel_names import decode_gemm, distinct_labels, gemm_summary
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode
 from nsight_tui.tui import fmt
-from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.viewmodels.ratios import RatioPanelView, panel
@@ -52,7 +51,10 @@ def family_labels(names: pd.Series) -> list[str]:
 
 def _with_labels(summary: pd.DataFrame) -> pd.DataFrame:
     summary["family"] = family_labels(summary["name"])
-    summary["label"] = [display_kernel_name(n) for n in summary["name"]]
+    # One table's labels are distinct: kernels that would share one get what tells them apart.
+    labels, notes = distinct_labels(summary["name"].tolist())
+    summary["label"] = labels
+    summary["label_note"] = notes
     return summary
 
 
@@ -72,6 +74,7 @@ def kernel_columns(demangled: bool) -> list[Column]:
                md_header="Kernel" if demangled else "Kernel (demangled)"),
         Column("short", "", show=False, text=True, md_header="Short name (nsys)"),
         Column("kind", "", show=False, md_header="Kind", text=True),
+        Column("label_note", "", show=False, text=True, md_header="How it differs from a kernel of the same label"),
         Column("med_ns", "", show=False, md_header="Median (ns)"),
     ]
 
@@ -93,10 +96,11 @@ def trace_kernels(model: RangeModel, ranks: str = "") -> KernelsView:
     return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios), ranks)
 
 
-def kernel_detail(name: str) -> str:
+def kernel_detail(name: str, note: str = "") -> str:
     """One or two lines about a kernel: what it does (its family's description when nothing
-    more specific is known) and, for cuBLAS/CUTLASS GEMMs, the decoded name."""
-    lines = [describe_kernel(name)]
+    more specific is known) and, for cuBLAS/CUTLASS GEMMs, the decoded name; `note`: how it
+    differs from a kernel of the same label in its table."""
+    lines = [describe_kernel(name), note]
     decoded = decode_gemm(name)
     if decoded:
         lines.append(gemm_summary(decoded))

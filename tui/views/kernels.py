@@ -111,7 +111,8 @@ class KernelsScreen(TableScreen):
         if self.table is None or not len(self.table) or row is None or row >= len(self.table):
             text = ""
         else:
-            text = kernel_detail(self.table.record(row)["name"])
+            rec = self.table.record(row)
+            text = kernel_detail(rec["name"], rec.get("label_note") or "")
         if text == self._detail:
             return  # the cursor's kernel again (the first highlight, a sort): no layout, no repaint
         lines = text.count("\n")

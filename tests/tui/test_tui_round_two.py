@@ -1,0 +1,100 @@
+"""Issue 28 (living in it, round two): what an expert user tripped on, each on a real trace.
+
+Expected values come from SQL over the export or a hand formula, never from the code's output."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES, SHARED
+
+COMMITTED = sorted(SAMPLES.glob("*.sqlite")) + sorted((SAMPLES / "findings").glob("*.sqlite"))
+EVERY = COMMITTED + (sorted(SHARED.glob("*.sqlite")) if SHARED.exists() else [])
+
+
+def _sql(path: Path, query: str, *args) -> list[tuple]:
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(query, args).fetchall()
+    finally:
+        con.close()
+
+
+def _kernel_names(path: Path) -> set[str]:
+    try:
+        return {r[0] for r in _sql(path, "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                                         "JOIN StringIds s ON s.id = k.demangledName")}
+    except sqlite3.OperationalError:  # no kernel table
+        return set()
+
+
+# -- 1. kernel short names tell kernels apart ---------------------------------------------------
+@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.stem)
+def test_every_kernel_table_has_distinct_labels(path):
+    """The whole trace's kernel table and each top range's: distinct names, distinct labels; and
+    every distinct kernel name of the export (by SQL) is a row."""
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.tui.session import Session
+    from nsight_tui.tui.viewmodels.kernels import range_kernels, trace_kernels
+
+    session = Session(path, load_trace(path), "process", 0.0)
+    model = session.model
+    views = [trace_kernels(model)] + [range_kernels(model, n) for g in model.aggregated_groups for r in g.roots for n in [r, *r.children]]
+    for view in views:
+        frame = view.summary
+        assert frame["name"].is_unique
+        assert frame["label"].is_unique, frame[frame["label"].duplicated(keep=False)][["name", "label"]]
+        # a label that needed a tag says how it differs
+        tagged = frame[frame["label_note"] != ""]
+        assert all(note.startswith("same kernel as") or "instantiation" in note for note in tagged["label_note"])
+    assert _kernel_names(path) <= set(views[0].summary["name"])
+
+
+def test_labels_carry_functor_and_precision():
+    """The parts that tell the issue's kernels apart, read from the names by hand."""
+    from nsight_tui.parsers.kernels.kernel_names import distinct_labels, table_name
+
+    fill = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<{}>, "
+            "std::array<char *, (unsigned long)1>>(int, T2, T3)")
+    assert table_name(fill.format("float")) == "FillFunctor f32 · vectorized_elementwise"
+    assert table_name(fill.format("long")) == "FillFunctor i64 · vectorized_elementwise"
+    mul = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::{}<float, float, float, "
+           "at::native::binary_internal::MulFunctor<float>>, std::array<char *, (unsigned long){}>>(int, T2, T3)")
+    labels, notes = distinct_labels([mul.format("BUnaryFunctor", 2), mul.format("BinaryFunctor", 3)])
+    assert labels == ["MulFunctor f32 BUnary · vectorized_elementwise", "MulFunctor f32 Binary · vectorized_elementwise"]
+    assert "BUnaryFunctor" in notes[0] and "BinaryFunctor" in notes[1]
+    # fp32 data multiplied as tf32 on tensor cores: the label says tf32
+    tf32 = "sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_{}_kernel__5x_cublas"
+    labels, _ = distinct_labels([tf32.format("on"), tf32.format("off")])
+    assert labels == ["cuBLAS gemm nt 128x128x32 tf32 segment_k_on", "cuBLAS gemm nt 128x128x32 tf32 segment_k_off"]
+    soft = "void <unnamed>::softmax_warp_forward<float, float, float, (int){}, (bool)0, (bool)0>(T2 *, const T1 *, int)"
+    labels, notes = distinct_labels([soft.format(6), soft.format(7)])
+    assert labels == ["softmax_warp_forward f32 #1", "softmax_warp_forward f32 #2"]
+    assert "(int)6" in notes[0] and "(int)7" in notes[1]
+
+
+def test_kernel_table_rows_distinct_at_80_columns(tui):
+    """At 80×24 the foreach-off trace's kernel summary (three MulFunctor kernels, two copies)
+    shows every row's Kernel cell differently, as cut on screen."""
+    asyncio.run(_kernel_table_rows_distinct(tui))
+
+
+async def _kernel_table_rows_distinct(tui):
+    path = SAMPLES / "findings" / "small_ctx128_foreach-off.sqlite"
+    async with tui(path, size=(80, 24)) as ui:
+        await ui.press("2")
+        await ui.until(lambda: ui.screen.table is not None and len(ui.screen.table) > 0, "kernel rows")
+        from nsight_tui.tui.widgets.grid import fit
+
+        grid, table = ui.screen.grid, ui.screen.table
+        width = dict((c.key, w) for c, w in grid._columns_for(grid.line_width))["label"]
+        assert width < 40  # the narrow screen's cut
+        cells = [fit(str(table.value(row, "label")), width, "left") for row in range(len(table))]
+        assert len(cells) == len(set(cells)), sorted(c for c in cells if cells.count(c) > 1)
+        assert len(_kernel_names(path)) <= len(table)
+        # what the screen shows, row by row, is one of those cells
+        first = ui.text().splitlines()[4]
+        assert first.startswith(cells[0].rstrip()) or cells[0].rstrip() in first
