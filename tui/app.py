@@ -296,6 +296,12 @@ class NsightApp(App[int]):
         else:
             self.push_screen(KernelsScreen(self.session, node, select_name))
 
+    def open_op_kernels(self, title: str, positions, where: str = "") -> None:
+        """The kernels of a set of ops that is no range (a backward part's, from `b`); `where`
+        names them in full under the table."""
+        if self._need_session():
+            self.push_screen(KernelsScreen(self.session, None, None, ops=(title, positions, where)))
+
     def open_launches(self, node, name: str, short: str, positions) -> None:
         spare = self._take_spare(LaunchesScreen)
         if spare is not None:

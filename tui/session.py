@@ -159,6 +159,10 @@ class Session:
         """Backward by forward part, one table per mapping the trace allows."""
         return self._once("backward_parts", lambda: backward_parts.mappings(self.model))
 
+    def part_kernels(self, title: str, positions: np.ndarray, where: str = "") -> kernels.KernelsView:
+        """The kernels of a backward part (`b`, enter): `positions` in trace.ops."""
+        return kernels.op_kernels(self.model, positions, title, f"kernel time of the backward of {where or title}")
+
     def findings(self) -> findings.FindingsView:
         """What to fix first: every rule over the steady-state steps, ranked by saving (once per mode)."""
         return self._once("findings", lambda: findings.build(self.trace, self.model, self.attribution))

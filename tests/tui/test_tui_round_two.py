@@ -98,3 +98,53 @@ async def _kernel_table_rows_distinct(tui):
         # what the screen shows, row by row, is one of those cells
         first = ui.text().splitlines()[4]
         assert first.startswith(cells[0].rstrip()) or cells[0].rstrip() in first
+
+
+# -- 2. `b`: enter on a part opens its backward kernels; totals say they are totals ------------
+AGNVTX = SAMPLES / "small_ctx128_agnvtx.sqlite"
+
+# Kernels launched (by the correlation's API call) inside a `backward` range of a steady-state
+# step, on any thread of the process: the names a backward part's table may hold.
+_BACKWARD_KERNEL_NAMES = """
+WITH r AS (SELECT e.start, e.end, e.globalTid AS tid, coalesce(e.text, s.value) AS name
+           FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+           WHERE e.eventType IN (59, 60, 70, 71) AND e.end IS NOT NULL),
+b AS (SELECT * FROM r WHERE name = 'backward' AND EXISTS (
+        SELECT 1 FROM r p WHERE p.tid = r.tid AND p.name GLOB 'step_[0-9]*' AND p.start <= r.start AND p.end >= r.end))
+SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
+JOIN CUPTI_ACTIVITY_KIND_RUNTIME c ON c.correlationId = k.correlationId AND (c.globalTid >> 24) = (k.globalPid >> 24)
+JOIN b ON (c.globalTid >> 24) = (b.tid >> 24) AND c.start >= b.start AND c.start <= b.end
+JOIN StringIds s ON s.id = k.demangledName
+"""
+
+
+def test_backward_part_enter_opens_its_kernels(tui):
+    asyncio.run(_backward_part_enter(tui))
+
+
+async def _backward_part_enter(tui):
+    steps = _sql(AGNVTX, "SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+                         "WHERE coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.eventType IN (59, 60, 70, 71)")[0][0]
+    async with tui(AGNVTX, size=(80, 24)) as ui:
+        await ui.press("b")
+        await ui.until(lambda: ui.screen.table is not None and len(ui.screen.table) > 2, "the parts table")
+        # every figure says what it is: totals over the steps, and a per-iteration column
+        assert f"total ×{steps} iterations" in ui.flat_text()
+        assert "Fwd tot" in ui.text() and "Bwd/it" in ui.text()
+        table = ui.screen.table
+        row = next(r for r in range(len(table)) if str(table.value(r, "path")).endswith("computing_attention_scores"))
+        bwd_total, bwd_per = int(table.value(row, "bwd")), float(table.value(row, "bwd_per"))
+        assert bwd_per == pytest.approx(bwd_total / steps)
+        for _ in range(row):
+            await ui.press("down")
+        await ui.press("enter")
+        await ui.until(lambda: type(ui.screen).__name__ == "KernelsScreen" and ui.screen.table is not None
+                       and len(ui.screen.table) > 0, "the part's kernel table")
+        text = ui.flat_text()
+        assert "kernels of backward of computing_attention_scores" in text
+        frame = ui.screen.view.summary
+        assert int(frame["total_ns"].sum()) == bwd_total  # the row's figure, kernel by kernel
+        names = {r[0] for r in _sql(AGNVTX, _BACKWARD_KERNEL_NAMES)}
+        assert set(frame["name"]) <= names and len(frame) >= 2
+        await ui.press("escape")
+        assert type(ui.screen).__name__ == "BackwardPartsScreen"

@@ -28,10 +28,11 @@ class KernelsView:
     summary: pd.DataFrame  # model.kernel_summary + family and readable label
     ratios: RatioPanelView
     ranks: str = ""  # which ranks the figures count, where the export has several ("" when one)
+    title: str = ""  # what the ops are when they are neither a range's nor the trace's
 
     @property
     def scope(self) -> str:
-        where = "the whole trace" if self.node is None else path_text(self.node)
+        where = self.title or ("the whole trace" if self.node is None else path_text(self.node))
         return f"{where} ({self.ranks})" if self.ranks else where
 
     def row_of(self, name: str | None) -> int:
@@ -94,6 +95,14 @@ def trace_kernels(model: RangeModel, ranks: str = "") -> KernelsView:
     basis = f"{WHOLE_TRACE_BASIS} ({ranks})" if ranks else WHOLE_TRACE_BASIS
     ratios = [Ratio(f"{r.label} share", r.share, "fraction", basis) for r in shares.itertuples() if r.total_ns]
     return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios), ranks)
+
+
+def op_kernels(model: RangeModel, positions: np.ndarray, title: str, basis: str) -> KernelsView:
+    """The kernels of a set of ops (a backward part's, from `b`), shares of their own time."""
+    positions = np.asarray(positions, dtype=np.int64)
+    shares = family_shares(model, positions)
+    ratios = [Ratio(f"{r.label} share", r.share, "fraction", basis) for r in shares.itertuples() if r.total_ns]
+    return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios), title=title)
 
 
 def kernel_detail(name: str, note: str = "") -> str:
