@@ -219,7 +219,7 @@ class NsightApp(App[int]):
         self._settle(session)
         for screen in self.screen_stack:
             if isinstance(screen, RangesScreen) and screen.session is session:
-                screen.rebuild(screen.current_key())
+                screen.rebuild(screen.kept_key())
                 screen.refresh_info()
                 screen.refresh_bindings()
         if self.session is session:
@@ -285,6 +285,25 @@ class NsightApp(App[int]):
         while len(self.screen_stack) - 1 > base:
             await self.pop_screen()
         return self.screen_stack[base]
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Notices go on the view's status line, where they hide nothing (a toast covered tree
+        rows for seconds); an error is a toast as well, so it is not missed."""
+        screen = self.screen if self.screen_stack else None
+        if isinstance(screen, ViewScreen) and screen.is_mounted:
+            from rich.text import Text
+
+            text = Text(f"{title}: {message}" if title else str(message),
+                        style={"warning": "bold", "error": "bold red"}.get(severity, ""))
+            try:
+                screen.set_status(text)
+            except Exception:  # a view without a status line
+                pass
+            else:
+                if severity != "error":
+                    return
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def open_kernels(self, node=None, select_name: str | None = None) -> None:
         if not self._need_session():

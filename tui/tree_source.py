@@ -21,6 +21,21 @@ LABEL_LIMIT = 1024  # characters of a name in a tree row (the detail and exports
 _STEP = re.compile(r"^step_(N|\d+)$")
 
 
+def _is_step(name: str) -> bool:
+    return bool(_STEP.match(path_key(name).rsplit(":", 1)[-1]))
+
+
+def _first_step(roots, max_depth: int = 6):
+    """The first `step_N` range under `roots`, breadth first (the shallowest one)."""
+    level = list(roots)
+    for _ in range(max_depth):
+        for node in level:
+            if getattr(node, "name", None) and _is_step(node.name) and not getattr(node, "is_ops", False):
+                return node
+        level = [c for n in level if not getattr(n, "is_ops", False) for c in getattr(n, "children", [])]
+    return None
+
+
 @dataclass(eq=False)
 class TreeRow:
     obj: RangeNode | ThreadGroup
@@ -210,11 +225,20 @@ class RangeTreeSource:
                 self.expand(i)
 
     def home_row(self) -> int:
-        """Where the cursor starts: the first steady-state iteration (`step_N`), else the first range."""
+        """Where the cursor starts: the first steady-state iteration (`step_N`), shown (its
+        thread opened) when it is on a thread that is not open, or nested under other ranges
+        (an autograd thread taken for the main one before the GPU work is read; unbalanced
+        NVTX); else the first range."""
         for i, row in enumerate(self.rows):
             name = getattr(row.obj, "name", None)  # the diff's merged rows have none
-            if not row.is_group and name and _STEP.match(path_key(name).rsplit(":", 1)[-1]):
+            if not row.is_group and name and _is_step(name):
                 return i
+        for group in sorted(self.groups, key=lambda g: not g.is_main):
+            node = _first_step(group.roots)
+            if node is not None:
+                row = self.reveal(node)
+                if row is not None:
+                    return row
         return 1 if len(self.rows) > 1 else 0
 
     def reveal(self, node: RangeNode) -> int | None:

@@ -148,3 +148,38 @@ async def _backward_part_enter(tui):
         assert set(frame["name"]) <= names and len(frame) >= 2
         await ui.press("escape")
         assert type(ui.screen).__name__ == "BackwardPartsScreen"
+
+
+# -- 8. the cursor opens on the iteration; notices hide nothing ----------------------------------
+@pytest.mark.parametrize("name", ["small_ctx128_agnvtx", "small_ctx128_emitnvtx"])
+def test_op_range_capture_opens_on_the_iteration(tui, name):
+    """Autograd-nvtx / emit_nvtx captures: the autograd thread has the most ranges (taken for the
+    main one before the GPU work is read); the cursor still opens on step_N once loaded."""
+    path = SAMPLES / f"{name}.sqlite"
+    steps = _sql(path, "SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+                       "WHERE coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.eventType IN (59, 60, 70, 71)")[0][0]
+
+    async def run():
+        async with tui(path, size=(80, 24)) as ui:
+            node = ui.screen.grid.ranges.node_at(ui.screen.grid.cursor)
+            assert node is not None and node.name.rsplit(":", 1)[-1] == "step_N" and node.instances == steps
+            assert f"step_N ×{steps}" in ui.flat_text()
+
+    asyncio.run(run())
+
+
+def test_notices_cover_no_rows(tui):
+    """After `m` the attribution notice is on the status line; no toast lies over the tree."""
+    async def run():
+        async with tui(SAMPLES / "small_ctx128.sqlite", size=(80, 24)) as ui:
+            rows_before = ui.text().splitlines()[3:15]
+            await ui.press("m")
+            await ui.until(lambda: "attribution: nsys" in ui.flat_text(), "the notice")
+            assert not list(ui.app.screen.query("Toast"))
+            status = ui.text().splitlines()[-2]
+            assert "attribution: nsys" in status
+            # the tree rows are whole (the row labels where they were; numbers may change by mode)
+            rows_after = ui.text().splitlines()[3:15]
+            assert [r[:30] for r in rows_after] == [r[:30] for r in rows_before]
+
+    asyncio.run(run())

@@ -115,6 +115,7 @@ class RangesScreen(ViewScreen):
         source.expand_default()
         self._matches = []
         cursor = source.home_row()
+        self._home = cursor
         if keep is not None:
             node = source.find_key(*keep)
             row = source.reveal(node) if node is not None else None
@@ -142,6 +143,13 @@ class RangesScreen(ViewScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="search-index")
     def _prepare_search(self, source: RangeTreeSource) -> None:
         source.prepare_search()
+
+    def kept_key(self) -> tuple | None:
+        """What a rebuild keeps the cursor on: the range under it, unless it is still where the
+        tree opened (then the new tree's own start: the iteration)."""
+        if self.grid.cursor == getattr(self, "_home", None):
+            return None
+        return self.current_key()
 
     def current_key(self) -> tuple | None:
         tree = self.grid.ranges
