@@ -23,23 +23,36 @@ def context(session) -> rl.Roofline:
     return session.roofline_context()
 
 
+NEEDS_COUNTS = "needs FLOP/byte counts"
+NEEDS_COUNTS_WHY = ("no FLOPs or bytes for this range: give them with --flops FILE.json, or capture with "
+                    "`nsight-tui capture` (it records counts per range); FLOP/s, bytes/s, intensity and MFU "
+                    "need them")
+
+
 def ratios(session, node) -> list[Ratio]:
     """Achieved FLOP/s and bytes/s, intensity, MFU and the verdict of a range (for the ratios
-    panel); the verdict's value is the share of its roof it reaches."""
+    panel); the verdict's value is the share of its roof it reaches, or the verdict as a word
+    where there is no roof to share. What is unknown is left out, and one row says why."""
     roof = context(session)
     p = roof.range_point(node.ids, rl.node_path(node.path), label=node.label)
     src = f"{p.source} FLOPs/bytes" if p.source != "none" else "no FLOP/byte counts"
-    out = [
-        Ratio("achieved FLOP/s", p.achieved_flops_per_s, "flop_per_s", f"FLOPs / GPU busy time ({src})"),
-        Ratio("achieved bytes/s", p.achieved_bytes_per_s, "bytes_per_s", f"bytes / GPU busy time ({src})"),
-    ]
+    out = []
+    if p.achieved_flops_per_s is not None:
+        out.append(Ratio("achieved FLOP/s", p.achieved_flops_per_s, "flop_per_s", f"FLOPs / GPU busy time ({src})"))
+    if p.achieved_bytes_per_s is not None:
+        out.append(Ratio("achieved bytes/s", p.achieved_bytes_per_s, "bytes_per_s", f"bytes / GPU busy time ({src})"))
     if p.intensity_flops_per_byte is not None:
         ridge = "–" if p.ridge_flops_per_byte is None else f"{p.ridge_flops_per_byte:,.1f}"
         out.append(Ratio("arithmetic intensity", p.intensity_flops_per_byte, "flop_per_byte",
                          f"FLOPs / bytes; ridge {ridge} FLOP/B ({MATH_PATH_WORDS.get(p.math_path, p.math_path)})"))
     if p.mfu is not None:
         out.append(Ratio("MFU", p.mfu, "fraction", f"FLOPs / (NVTX time × {p.math_path} peak)"))
-    out.append(Ratio(f"{p.verdict} (share of its roof)", p.roof_share, "fraction", p.reason))
+    if p.roof_share is not None:
+        out.append(Ratio(f"{p.verdict} (share of its roof)", p.roof_share, "fraction", p.reason))
+    elif p.verdict and p.verdict != rl.UNKNOWN:
+        out.append(Ratio("bound", p.verdict, "text", p.reason))
+    if p.achieved_flops_per_s is None and p.achieved_bytes_per_s is None:
+        out.append(Ratio("roofline", NEEDS_COUNTS, "text", NEEDS_COUNTS_WHY))
     return out
 
 

@@ -150,6 +150,7 @@ UNITS = {
     "flop_per_s": flop_rate,
     "bytes_per_s": byte_rate,
     "flop_per_byte": lambda v: MISSING if missing(v) else f"{float(v):,.2f} FLOP/B",
+    "text": lambda v: MISSING if v is None else str(v),  # a word, not a number (a verdict)
 }
 
 

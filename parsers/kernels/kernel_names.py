@@ -729,6 +729,9 @@ _NOT_DTYPE = re.compile(r"\((?:unsigned |signed )?(?:int|long|short|char|bool)\)
                         r"|(?:signed )?char\s*\*|\[lambda\(int\) \(instance \d+\)\]|lambda\(int\)")
 
 
+_FLOAT_TYPES = frozenset({"f32", "f64", "f16", "bf16", "e4m3", "e5m2", "c64"})
+
+
 def kernel_dtype(demangled: str) -> str:
     """The first scalar type among a C++ kernel's template arguments (`f32`, `bf16`, `i64`...), the
     data type it works on; "" when the name says none (GEMM names: `decode_gemm`)."""
@@ -738,8 +741,9 @@ def kernel_dtype(demangled: str) -> str:
     lt = qualified.find("<")
     if lt < 0:
         return ""
-    m = _DTYPE_TOKEN.search(_NOT_DTYPE.sub(" ", qualified[lt:]))
-    return _DTYPE_WORDS[m.group(1)] if m else ""
+    found = [_DTYPE_WORDS[m.group(1)] for m in _DTYPE_TOKEN.finditer(_NOT_DTYPE.sub(" ", qualified[lt:]))]
+    # a floating type is the data; an integer beside it is an index or a count (splitKreduce<int, float>)
+    return next((t for t in found if t in _FLOAT_TYPES), found[0] if found else "")
 
 
 def table_name(name: str) -> str:

@@ -183,3 +183,51 @@ def test_notices_cover_no_rows(tui):
             assert [r[:30] for r in rows_after] == [r[:30] for r in rows_before]
 
     asyncio.run(run())
+
+
+# -- 4. ratio rows: nothing unknown shown as "–"; verdicts as words; counts as integers -----------
+def test_ratios_leave_out_the_unknown_and_say_why_once(tui):
+    """A trace with no FLOP/byte counts (edge_deep: no config mark, no --flops): the ratios under
+    step_N's kernels show no "–" and one row saying what the roofline figures need."""
+    path = SAMPLES / "edge_deep.sqlite"
+
+    async def run():
+        async with tui(path, size=(120, 40)) as ui:
+            await ui.press("enter")
+            await ui.until(lambda: type(ui.screen).__name__ == "KernelsScreen" and ui.screen.view is not None,
+                           "step_N's kernels")
+            panel = [r for r in ui.screen.view.ratios.all]
+            assert all(r.value is not None for r in panel), [r.label for r in panel if r.value is None]
+            text = ui.flat_text()
+            assert text.count("needs FLOP/byte counts") == 1 and "--flops" in text
+            assert "achieved FLOP/s" not in text and "unknown" not in text
+            right = [line.split("│", 1)[1] for line in ui.text().splitlines() if "│" in line]
+            assert not any(" –" in line for line in right), right
+
+    asyncio.run(run())
+
+
+def test_verdict_without_a_roof_is_a_word():
+    """The DDP sample's first range (NCCL init, no FLOPs): its verdict reads as text, not a label
+    with "–"."""
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.render.numbers import quantity
+    from nsight_tui.tui import roofline_vm
+    from nsight_tui.tui.session import Session
+
+    path = SAMPLES / "small_ctx128_ddp2.sqlite"
+    session = Session(path, load_trace(path), "process", 0.0)
+    node = next(g for g in session.model.aggregated_groups if g.is_main).roots[0]
+    shown = {r.label: quantity(r.value, r.unit) for r in roofline_vm.ratios(session, node)}
+    assert "–" not in shown.values()
+    assert shown.get("bound") in ("latency/launch-bound", "memory-bound", "compute-bound")
+
+
+def test_counts_in_findings_are_integers():
+    """kernels_per_step is a mean count (kernels / steps): shown as a whole number with
+    separators, never `1.87e+03` (the findings view and the report use this text)."""
+    from nsight_tui.render.findings import evidence_text
+
+    assert evidence_text({"evidence": {"kernels_per_step": 1866.67, "gpu_busy_share": 0.306}}) == \
+        "kernels_per_step 1,867; gpu_busy_share 0.306"
+    assert evidence_text({"evidence": {"calls_per_step": 2.0}}) == "calls_per_step 2"
