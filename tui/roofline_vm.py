@@ -81,7 +81,7 @@ class RooflineData:
         return f[ok]
 
 
-COLUMNS = ["label", "path", "level", "instances", "gflop", "gb", "gpu_ms", "tflops", "gbps", "ai", "ridge",
+COLUMNS = ["label", "path", "level", "instances", "gflop", "gb", "gpu_ms", "gpu_ms_per", "tflops", "gbps", "ai", "ridge",
            "math_path", "mfu", "verdict", "reason", "source"]
 
 
@@ -93,7 +93,8 @@ def _frame(points: list[rl.RooflinePoint]) -> pd.DataFrame:
             "instances": p.instances,
             "gflop": math.nan if p.flops is None else p.flops / 1e9,
             "gb": math.nan if p.bytes is None else p.bytes / 1e9,
-            "gpu_ms": p.gpu_ns / 1e6,
+            "gpu_ms": p.gpu_ns / 1e6,  # total over the instances
+            "gpu_ms_per": p.gpu_ns / 1e6 / max(int(p.instances or 1), 1),  # per instance (as `report`)
             "tflops": math.nan if p.achieved_flops_per_s is None else p.achieved_flops_per_s / 1e12,
             "gbps": math.nan if p.achieved_bytes_per_s is None else p.achieved_bytes_per_s / 1e9,
             "ai": math.nan if p.intensity_flops_per_byte is None else p.intensity_flops_per_byte,
@@ -135,13 +136,14 @@ def build(session, mode: str = RANGES, node=None) -> RooflineData:
 
 def markdown_rows(data: RooflineData) -> tuple[list[str], list[list]]:
     """The table behind the plot, exact (for `e`)."""
-    headers = ["point", "range path", "level", "instances", "GFLOP", "GB", "GPU ms", "TFLOP/s", "GB/s",
+    headers = ["point", "range path", "level", "instances", "GFLOP", "GB", "GPU ms (total ×instances)",
+               "GPU ms per instance", "TFLOP/s", "GB/s",
                "AI (FLOP/B)", "ridge (FLOP/B)", "math path", "MFU", "verdict", "deciding numbers", "FLOPs from"]
 
     def num(v, digits=3):
         return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(float(v), digits)
 
-    rows = [[r.label, r.path, r.level, int(r.instances), num(r.gflop), num(r.gb), num(r.gpu_ms), num(r.tflops),
+    rows = [[r.label, r.path, r.level, int(r.instances), num(r.gflop), num(r.gb), num(r.gpu_ms), num(r.gpu_ms_per), num(r.tflops),
              num(r.gbps, 1), num(r.ai), num(r.ridge, 2), r.math_path, num(r.mfu, 4), r.verdict, r.reason, r.source]
             for r in data.frame.itertuples()]
     return headers, rows

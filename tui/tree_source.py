@@ -77,17 +77,31 @@ def path_text(node: RangeNode) -> str:
     return "/".join(node.path)
 
 
-class RangeTreeSource:
-    columns = [
+def tree_columns(aggregated: bool = True, per_instance: bool = False) -> list[Column]:
+    """The tree's columns. Aggregated rows add up their instances (`step_N ×3`): the figures are
+    totals over them, or (`i`) per instance, the total ÷ N; the headers and exports say which."""
+    if aggregated and per_instance:
+        cpu, gpu, kernels, what = "CPU/inst", "GPU/inst", "Kern/inst", "mean per instance"
+    else:
+        cpu, gpu, kernels = "CPU", "GPU busy", "Kernels"
+        what = "total over instances" if aggregated else "one instance"
+    return [
         Column("range", "Range", None, "left", md_header="Range path", min_width=18, text=True),
         Column("instances", "×N", 6, priority=6),
-        Column("cpu", "CPU", 9, fmt=fmt.duration, md_header="CPU (ns)", priority=7),
-        Column("gpu", "GPU busy", 9, fmt=fmt.duration, md_header="GPU busy (ns)", priority=8),
+        Column("cpu", cpu, 9, fmt=fmt.duration, md_header=f"CPU (ns, {what})", priority=7),
+        Column("gpu", gpu, 9, fmt=fmt.duration, md_header=f"GPU busy (ns, {what})", priority=8),
         Column("share", "%parent", 7, fmt=fmt.percent, md_header="GPU share of parent", priority=4),
-        Column("kernels", "Kernels", 8, fmt=fmt.count, priority=5),
+        Column("kernels", kernels, 9 if per_instance and aggregated else 8,
+               fmt=lambda v: fmt.count(round(v)) if v is not None else "", md_header=f"Kernels ({what})", priority=5),
     ]
 
-    def __init__(self, groups: list[ThreadGroup], aggregated: bool):
+
+class RangeTreeSource:
+    columns = tree_columns()
+
+    def __init__(self, groups: list[ThreadGroup], aggregated: bool, per_instance: bool = False):
+        self.per_instance = per_instance and aggregated
+        self.columns = tree_columns(aggregated, per_instance)
         self.groups = groups
         self.aggregated = aggregated
         self.rows: list[TreeRow] = [TreeRow(g, 0) for g in groups]
@@ -122,14 +136,15 @@ class RangeTreeSource:
             return None  # the load's first stage: GPU work not read yet, blank rather than zero
         if key == "instances":
             return node.instances
+        per = node.instances if self.per_instance and node.instances else 1
         if key == "cpu":
-            return node.cpu_ns
+            return node.cpu_ns / per if per > 1 else node.cpu_ns
         if key == "gpu":
-            return node.busy_ns
+            return node.busy_ns / per if per > 1 else node.busy_ns
         if key == "share":
             return node.share_of_parent()
         if key == "kernels":
-            return node.kernels
+            return node.kernels / per if per > 1 else node.kernels
         return node.label
 
     def cell(self, i: int, column: Column) -> str:

@@ -231,3 +231,53 @@ def test_counts_in_findings_are_integers():
     assert evidence_text({"evidence": {"kernels_per_step": 1866.67, "gpu_busy_share": 0.306}}) == \
         "kernels_per_step 1,867; gpu_busy_share 0.306"
     assert evidence_text({"evidence": {"calls_per_step": 2.0}}) == "calls_per_step 2"
+
+
+# -- 3. per-instance figures in the tree; every figure says which it is --------------------------
+_STEP_DURATIONS = ("SELECT e.end - e.start FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+                   "WHERE coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.eventType IN (59, 60, 70, 71) "
+                   "AND e.end IS NOT NULL")
+
+
+def test_tree_per_instance_toggle(tui):
+    """`i`: step_N's CPU figure becomes the mean step range (SQL), the headers say per instance;
+    the totals view says total ×N, and the detail gives both."""
+    path = SAMPLES / "small_ctx128.sqlite"
+    durations = [r[0] for r in _sql(path, _STEP_DURATIONS)]
+    n = len(durations)
+
+    async def run():
+        from nsight_tui.tui import fmt
+
+        async with tui(path, size=(80, 24)) as ui:
+            text = ui.flat_text()
+            assert "total ×N · i: per instance" in text
+            assert f"total ×{n}: CPU {fmt.duration(sum(durations))}" in text  # the detail, step_N
+            assert f"per instance: CPU {fmt.duration(sum(durations) / n)}" in text
+            await ui.press("i")
+            tree = ui.screen.grid.ranges
+            row = ui.screen.grid.cursor
+            node = tree.node_at(row)
+            assert node.name.endswith("step_N")
+            assert tree.value(tree.rows[row], "cpu") == pytest.approx(sum(durations) / n)
+            header = ui.text().splitlines()[2]
+            assert "CPU/inst" in header and "GPU/inst" in header and "Kern/inst" in header
+            assert "per instance · i: total ×N" in ui.flat_text()
+            line = next(l for l in ui.text().splitlines() if "step_N" in l and "×" in l)
+            assert fmt.duration(sum(durations) / n) in line
+            await ui.press("i")
+            assert "CPU/inst" not in ui.text().splitlines()[2]
+
+    asyncio.run(run())
+
+
+def test_roofline_and_phase_tables_say_total_or_per_instance():
+    from nsight_tui.tui.viewmodels.ranks import PHASE_COLUMNS
+    from nsight_tui.tui.views.roofline import COLUMNS
+
+    shown = {c.key: c.header for c in COLUMNS if c.show}
+    assert shown["gpu_ms_per"] == "GPU ms/it"
+    phase = {c.key: (c.header, c.md_header) for c in PHASE_COLUMNS}
+    assert phase["per_step_ns"][0] == "Per step"
+    for key in ("comm_ns", "exposed_ns", "busy_ns"):
+        assert "tot" in phase[key][0] and "total over the steady-state steps" in phase[key][1]

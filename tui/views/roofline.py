@@ -34,7 +34,7 @@ COLUMNS = [
     Column("gbps", "GB/s", 7, fmt=_num(0), priority=8),
     Column("ai", "FLOP/B", 8, fmt=_num(2), priority=7),
     Column("mfu", "MFU", 6, fmt=fmt.percent, priority=4),
-    Column("gpu_ms", "GPU ms", 9, fmt=_num(3), priority=5),
+    Column("gpu_ms_per", "GPU ms/it", 9, fmt=_num(3), priority=5, md_header="GPU ms per instance"),
     Column("verdict", "Verdict", 20, "left", text=True, priority=9),
     Column("reason", "", show=False, text=True),
 ]
