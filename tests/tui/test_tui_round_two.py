@@ -281,3 +281,114 @@ def test_roofline_and_phase_tables_say_total_or_per_instance():
     assert phase["per_step_ns"][0] == "Per step"
     for key in ("comm_ns", "exposed_ns", "busy_ns"):
         assert "tot" in phase[key][0] and "total over the steady-state steps" in phase[key][1]
+
+
+# -- 6. the timeline at 80×24 ---------------------------------------------------------------------
+DDP = SAMPLES / "small_ctx128_ddp2.sqlite"
+_OPS_BY_STREAM = """SELECT deviceId, streamId FROM (
+    SELECT start, end, deviceId, streamId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL
+    SELECT start, end, deviceId, streamId FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL
+    SELECT start, end, deviceId, streamId FROM CUPTI_ACTIVITY_KIND_MEMSET)
+    WHERE start < ? AND end > ? GROUP BY deviceId, streamId"""
+
+
+def _nvtx_names(path: Path) -> set[str]:
+    return {r[0] for r in _sql(path, "SELECT DISTINCT coalesce(e.text, s.value) FROM NVTX_EVENTS e "
+                                     "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60, 70, 71)")
+            if r[0]}
+
+
+def test_timeline_80x24_on_the_ddp_trace(tui):
+    """The DDP sample at 80×24: no stream lane without an op in the window (SQL), range names
+    whole or cut with `…` and never touching, the axis' labels clear of ▼, the legend whole."""
+    import re
+
+    async def run():
+        async with tui(DDP, size=(80, 24)) as ui:
+            await ui.press("t")
+            await ui.until(lambda: getattr(ui.screen, "frame", None) is not None, "the first frame")
+            screen, frame = ui.screen, ui.screen.frame
+            state = screen.state
+            lanes = state.timeline.lanes
+            shown = state.shown_lanes()
+            streams = {(d, s) for d, s in _sql(DDP, _OPS_BY_STREAM, frame.t1, frame.t0)}
+            shown_streams = set()
+            for i in shown:
+                m = re.fullmatch(r"gpu:(\d+):(\d+)", lanes[i].key)
+                if m:
+                    shown_streams.add((int(m.group(1)), int(m.group(2))))
+            every_stream = {tuple(int(x) for x in lane.key.split(":")[1:]) for lane in lanes
+                            if re.fullmatch(r"gpu:\d+:\d+", lane.key)}
+            assert shown_streams == streams & every_stream
+            assert frame.hidden == len(lanes) - len(shown) and frame.hidden > 0
+            assert f"{frame.hidden} empty lane" in ui.flat_text()
+            # every drawn lane has something on it
+            for row in frame.rows:
+                assert (row.cells.dominant >= 0).any() or row.index == state.selected, row.lane.title
+            text = ui.text().splitlines()
+            canvas = [line[13:] for line in text[3:3 + len(frame.rows) + 8]]
+            names = _nvtx_names(DDP)
+            for row in frame.rows:
+                for c0, c1, label in row.labels:
+                    assert len(label) <= c1 - c0 - 2
+                    assert label in names or (label.endswith("…") and any(n.startswith(label[:-1]) for n in names))
+            for line in canvas:  # no two names run together: each name has a non-letter on both sides
+                for name in ("forward", "backward", "optimizer"):
+                    for m in re.finditer(name, line):
+                        assert m.start() == 0 or not line[m.start() - 1].isalpha(), line
+            axis = text[2]
+            assert "▼" in axis and not re.search(r"\S▼|▼\S", axis), axis
+            legend = next(line for line in text if "■" in line)
+            words = re.findall(r"■(\S+)", legend)
+            from nsight_tui.tui.widgets.timeline_canvas import FAMILY_LABEL
+            known = set(FAMILY_LABEL.values()) | {"launch", "sync", "other", "host", "memcpy", "memset"}
+            assert all(w in known for w in words), words
+            assert len(legend.rstrip()) <= 80
+
+    asyncio.run(run())
+
+
+def test_idle_lane_enter_shows_the_whole_gap(tui):
+    """The host-sleep twin: `]` to the next gap, down to the idle lane, enter: a panel with the
+    gap whole (its length = the stretch with no GPU op around the cursor, by SQL) and every
+    thread's calls; the line under the lanes gives the same figure, and no doubled word."""
+    import bisect
+
+    from nsight_tui.tui import fmt
+
+    path = SAMPLES / "findings" / "small_ctx128_host-sleep.sqlite"
+    ops = sorted(_sql(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
+                            "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
+                            "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET"))
+    merged: list[list[int]] = []
+    for s, e in ops:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+
+    async def run():
+        async with tui(path, size=(80, 24)) as ui:
+            await ui.press("t")
+            await ui.until(lambda: getattr(ui.screen, "frame", None) is not None, "the first frame")
+            await ui.press("right_square_bracket")
+            idle = next(i for i, lane in enumerate(ui.screen.state.timeline.lanes) if lane.kind == "idle")
+            while ui.screen.state.selected != idle:
+                await ui.press("j")
+            await ui.until(lambda: ui.screen.frame.gap is not None, "the gap under the cursor")
+            t = ui.screen.frame.cursor_ns
+            k = bisect.bisect_right([m[1] for m in merged], t)
+            gs, ge = merged[k - 1][1], merged[k][0]
+            assert gs <= t < ge
+            figure = fmt.duration(ge - gs)
+            line = ui.flat_text()
+            assert f"gap {figure}" in line and "host-bound host-bound" not in line
+            await ui.press("enter")
+            await ui.until(lambda: type(ui.screen).__name__ == "TextPanel", "the gap's panel")
+            panel = ui.flat_text()
+            assert f"idle {figure}" in panel and f": {figure} with no kernel or copy" in panel
+            assert "python3" in panel and "of the gap inside the call" in panel
+            await ui.press("escape")
+            assert type(ui.screen).__name__ == "TimelineScreen"
+
+    asyncio.run(run())
