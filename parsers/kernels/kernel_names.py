@@ -30,6 +30,7 @@ __all__ = [
     "table_name",
     "distinct_labels",
     "kernel_dtype",
+    "gemm_math",
 ]
 
 # Names are read up to this many characters. Real kernel names stay under ~20k (CUTLASS 3
@@ -465,6 +466,10 @@ def _decode_cutlass2(name: str) -> dict | None:
         d["b_type"] = d["a_type"]
         d["c_type"] = e.group("c") or acc
         d["math_type"] = e.group("mt") or d["a_type"]
+        if d["math"] == "tensorop" and not e.group("mt") and d["a_type"] == "f32":
+            # fp32 data on tensor cores is multiplied as tf32 (`tensorop_s1688gemm`: mma 16x8x8,
+            # the TF32 instruction; small_ctx512_tf32 has these next to cuBLAS' tf32 kernels)
+            d["math_type"] = "tf32"
         if e.group("shape"):
             d["flags"].append(f"mma{e.group('shape')}")
     return d
@@ -671,6 +676,17 @@ def gemm_summary(d: dict) -> str:
     elif d.get("split_k"):
         parts.append("split-K")
     return " · ".join(p for p in parts if p)
+
+
+def gemm_math(name: str) -> str:
+    """What a GEMM multiplies in and on which units, from its name (`tf32, tensor cores`,
+    `f32, CUDA cores`); "" for a name that is no GEMM or does not say."""
+    d = decode_gemm(name)
+    if not d:
+        return ""
+    prec = d.get("math_type") or d.get("a_type") or ""
+    units = {"simt": "CUDA cores", "tensorop": "tensor cores", "gmma": "tensor cores"}.get(d.get("math") or "", "")
+    return ", ".join(p for p in (prec, units) if p)
 
 
 _LAYOUT_WORDS = {"n": "not transposed", "t": "transposed"}

@@ -392,3 +392,29 @@ def test_idle_lane_enter_shows_the_whole_gap(tui):
             assert type(ui.screen).__name__ == "TimelineScreen"
 
     asyncio.run(run())
+
+
+# -- 9. an fp32 → tf32 diff says what its GEMMs run on ---------------------------------------------
+def test_tf32_diff_says_tensor_cores(tmp_path):
+    """small_ctx512 (fp32) → small_ctx512_tf32: every added cuBLAS kernel whose name carries the
+    `tf32` math token (SQL) is labelled `tf32, tensor cores`, every removed `…f32, CUDA cores`
+    one that says `ffma`; no two rows share a label."""
+    import json
+    import subprocess
+    import sys
+
+    a, b = SAMPLES / "findings" / "small_ctx512.sqlite", SAMPLES / "findings" / "small_ctx512_tf32.sqlite"
+    out = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(a), str(b)], capture_output=True,
+                         text=True, check=True).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| ") and (" added |" in line or " removed |" in line)]
+    added = [r.split(" | ")[0][2:] for r in rows if " added |" in r]
+    removed = [r.split(" | ")[0][2:] for r in rows if " removed |" in r]
+    tf32_names = {r[0] for r in _sql(b, "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                                        "ON s.id = k.demangledName WHERE s.value LIKE '%gemm%tf32%'")}
+    assert tf32_names
+    gemm_added = [x for x in added if x.startswith(("cuBLAS", "CUTLASS"))]
+    assert gemm_added and all("tf32, tensor cores" in x for x in gemm_added), gemm_added
+    gemm_removed = [x for x in removed if x.startswith(("cuBLAS", "CUTLASS"))]
+    assert gemm_removed and all("f32, CUDA cores" in x for x in gemm_removed), gemm_removed
+    section = out.split("\n\n")
+    assert all(len(set(t)) == len(t) for t in [[l for l in s.splitlines() if l.startswith("| cuBLAS")] for s in section])
