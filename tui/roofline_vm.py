@@ -74,6 +74,18 @@ class RooflineData:
         peaks = f"{self.peaks_name} peaks" if self.peaks_name else "no peaks: --peak-tflops/--peak-gbps"
         return f"roofline: {self.scope} · FLOPs/bytes: {self.source} · {peaks}"
 
+    def needs_counts(self) -> str:
+        """"" when the plot has points; else what it needs and what the table still shows."""
+        if not self.plottable().empty:
+            return ""
+        shown = ("GPU time per range (t: per kernel family of the range under the cursor)" if self.mode == RANGES
+                 else "GPU time per kernel family")
+        return (f"No roofline to plot: no FLOPs and bytes for these {self.mode} "
+                f"(FLOPs/bytes from: {self.source}). It needs counts: --flops FILE.json (range path → "
+                "FLOPs and bytes of one instance), or a capture by `nsight-tui capture` (it records them per "
+                f"range). Shown below: {shown}, and the verdicts that need no counts (latency/launch-bound: "
+                "GPU busy under half the range's GPU span).")
+
     def plottable(self) -> pd.DataFrame:
         """Rows with a positive intensity and rate: what a log-log plot can show."""
         f = self.frame
@@ -100,7 +112,8 @@ def _frame(points: list[rl.RooflinePoint]) -> pd.DataFrame:
             "ai": math.nan if p.intensity_flops_per_byte is None else p.intensity_flops_per_byte,
             "ridge": math.nan if p.ridge_flops_per_byte is None else p.ridge_flops_per_byte,
             "math_path": p.math_path, "mfu": math.nan if p.mfu is None else p.mfu,
-            "verdict": p.verdict, "reason": p.reason, "source": p.source,
+            "verdict": "needs counts" if p.verdict == rl.UNKNOWN and p.flops is None else p.verdict,
+            "reason": p.reason, "source": p.source,
         })
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -121,8 +134,9 @@ def build(session, mode: str = RANGES, node=None) -> RooflineData:
         points = [roof.range_point(n.ids, rl.node_path(n.path), label=rl.node_path(n.path)) for n in nodes]
         scope = "every range (aggregated by name path)"
     else:
-        if node is None:
-            node = next((n for g in groups for n in g.roots), None)
+        if node is None:  # the iteration (step_N), else the first range
+            roots = [n for g in groups for n in g.roots]
+            node = next((n for n in roots if n.label.rsplit(":", 1)[-1] in ("step_N", "step")), roots[0] if roots else None)
         points = [] if node is None else roof.family_points(node.ids, rl.node_path(node.path))
         if node is not None:
             points += roof.kernel_points(node.ids, rl.node_path(node.path))

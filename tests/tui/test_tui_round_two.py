@@ -418,3 +418,58 @@ def test_tf32_diff_says_tensor_cores(tmp_path):
     assert gemm_removed and all("f32, CUDA cores" in x for x in gemm_removed), gemm_removed
     section = out.split("\n\n")
     assert all(len(set(t)) == len(t) for t in [[l for l in s.splitlines() if l.startswith("| cuBLAS")] for s in section])
+
+
+# -- 5. `r` without FLOP counts; `t` in `r` opens the range under the cursor ------------------------
+_STEP_OPS_NS = """
+WITH s AS (SELECT e.start, e.end, e.globalTid >> 24 AS pid FROM NVTX_EVENTS e LEFT JOIN StringIds n ON n.id = e.textId
+           WHERE coalesce(e.text, n.value) GLOB 'step_[0-9]*' AND e.eventType IN (59, 60, 70, 71) AND e.end IS NOT NULL),
+o AS (SELECT start, end, correlationId AS corr, globalPid >> 24 AS pid FROM CUPTI_ACTIVITY_KIND_KERNEL)
+SELECT sum(o.end - o.start) FROM o JOIN CUPTI_ACTIVITY_KIND_RUNTIME c ON c.correlationId = o.corr AND c.globalTid >> 24 = o.pid
+WHERE EXISTS (SELECT 1 FROM s WHERE s.pid = o.pid AND c.start >= s.start AND c.start <= s.end)
+"""
+
+
+def test_roofline_without_counts_says_what_it_needs(tui):
+    """edge_deep (no config mark, no --flops): no empty plot; one text says what the roofline
+    needs; `t` gives step_N's kernel families with their kernel time per instance, which add up
+    to the kernel time launched inside step ranges over the steps (SQL)."""
+    path = SAMPLES / "edge_deep.sqlite"
+    steps = len(_sql(path, _STEP_DURATIONS))
+    total_ns = _sql(path, _STEP_OPS_NS)[0][0]
+
+    async def run():
+        async with tui(path, size=(80, 24)) as ui:
+            await ui.press("r")
+            await ui.until(lambda: getattr(ui.screen, "data", None) is not None, "the roofline")
+            text = ui.flat_text()
+            assert "no point with both FLOPs and bytes" not in text
+            assert "--flops FILE.json" in text and "nsight-tui capture" in text
+            assert not ui.screen.query_one("#roof-plot").display
+            assert "unknown" not in text
+            await ui.press("t")  # the cursor is on step_N
+            await ui.until(lambda: ui.screen.data is not None and ui.screen.data.mode == "families", "families")
+            assert "kernel families of step_N" in ui.flat_text()
+            frame = ui.screen.data.frame
+            fams = frame[frame["level"] == "family"]
+            assert fams["gpu_ms_per"].sum() * 1e6 == pytest.approx(total_ns / steps, rel=1e-9)
+
+    asyncio.run(run())
+
+
+def test_roofline_t_opens_the_range_under_the_cursor(tui):
+    """small_ctx128: the first range is warmup_N; with the cursor on step_N/forward, `t` gives
+    the families of step_N/forward, not of a range nobody opened."""
+    async def run():
+        async with tui(SAMPLES / "small_ctx128.sqlite", size=(100, 30)) as ui:
+            await ui.press("r")
+            await ui.until(lambda: getattr(ui.screen, "data", None) is not None, "the roofline")
+            table = ui.screen.table
+            row = next(r for r in range(len(table)) if table.record(r)["path"] == "step_N/forward")
+            for _ in range(row):
+                await ui.press("down")
+            await ui.press("t")
+            await ui.until(lambda: ui.screen.data is not None and ui.screen.data.mode == "families", "families")
+            assert ui.screen.data.scope == "kernel families of step_N/forward"
+
+    asyncio.run(run())
