@@ -110,9 +110,19 @@ class Session:
         return HeaderInfo(
             file_name=self.file_name, gpus=tuple(i.gpus), nsys_version=i.nsys_version, span_ns=i.span_ns,
             kernels=i.kernels, api_calls=i.api_calls, ranges=i.ranges, load_seconds=self.load_seconds,
-            attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes),
+            attribution=self.attribution, mode_help=self.model.mode_help,
+            notes=tuple(i.notes) + ((nesting,) if (nesting := self.nesting()) else ()),
+            warning="nested steps" if nesting else "",
             main_thread=self._main_text(), rank=self.rank_badge(), rank_help=self.rank_help(),
             pending=self.pending, pending_percent=self.pending_percent)
+
+    def nesting(self) -> str:
+        """The note on iterations nested in iterations (unbalanced NVTX), "" when none."""
+        from nsight_tui.parsers.model.iterations import nesting_note
+
+        if not self.trace.info.has_nvtx:
+            return ""
+        return self._once("nesting", lambda: nesting_note(self.model), per_mode=False, per_rank=False)
 
     def _main_text(self) -> str:
         """Which thread frames the iterations, and why (empty without NVTX)."""

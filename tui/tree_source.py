@@ -101,7 +101,8 @@ class RangeTreeSource:
 
     def __init__(self, groups: list[ThreadGroup], aggregated: bool, per_instance: bool = False):
         self.per_instance = per_instance and aggregated
-        self.columns = tree_columns(aggregated, per_instance)
+        if "columns" not in self.__dict__:  # a subclass (the diff's tree) may have set its own
+            self.columns = tree_columns(aggregated, per_instance)
         self.groups = groups
         self.aggregated = aggregated
         self.rows: list[TreeRow] = [TreeRow(g, 0) for g in groups]

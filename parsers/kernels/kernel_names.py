@@ -787,6 +787,8 @@ def table_name(name: str) -> str:
     if short == name.strip() or "<" not in name:
         return short
     base = short.split("<", 1)[0]
+    if not re.fullmatch(r"[A-Za-z_]\w*", base):
+        return short  # not a C++ kernel's name (an odd or hostile string): as short_kernel_name reads it
     if base.endswith("_kernel") and len(base) > len("_kernel"):
         base = base[: -len("_kernel")]
     functors = kernel_functors(name)[:2]

@@ -473,3 +473,50 @@ def test_roofline_t_opens_the_range_under_the_cursor(tui):
             assert ui.screen.data.scope == "kernel families of step_N/forward"
 
     asyncio.run(run())
+
+
+# -- 10. unbalanced NVTX: iterations nested in iterations --------------------------------------------
+def _nested_copy(tmp_path: Path) -> Path:
+    """small_ctx128 with warmup_0 and its forward left open to the end (a push without its pop,
+    as torch.compile did): nsys then nests warmup_1 and step_0..2 under warmup_0/forward."""
+    from conftest import mutated_copy
+
+    ids = [r[0] for r in _sql(SAMPLES / "small_ctx128.sqlite",
+                              "SELECT e.rowid FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+                              "WHERE e.start >= (SELECT start FROM NVTX_EVENTS e2 LEFT JOIN StringIds s2 ON s2.id = e2.textId "
+                              "WHERE coalesce(e2.text, s2.value) = 'warmup_0') "
+                              "AND coalesce(e.text, s.value) IN ('warmup_0', 'forward') ORDER BY e.start LIMIT 2")]
+    return mutated_copy(tmp_path, "nested_iterations",
+                        f"UPDATE NVTX_EVENTS SET end = (SELECT max(end) + 1000 FROM NVTX_EVENTS) "
+                        f"WHERE rowid IN ({', '.join(map(str, ids))})", src=SAMPLES / "small_ctx128.sqlite")
+
+
+def test_unbalanced_nvtx_is_detected_and_iterations_kept(tmp_path, tui):
+    from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, nested_iterations, phase_ranges
+    from nsight_tui.parsers.model.ranges import range_model
+    from nsight_tui.parsers.read.load import load_trace
+
+    path = _nested_copy(tmp_path)
+    names = lambda glob: _sql(path, "SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "  # noqa: E731
+                                    "WHERE coalesce(e.text, s.value) GLOB ? AND e.eventType IN (59, 60, 70, 71)", glob)[0][0]
+    steps, warmups = names("step_[0-9]*"), names("warmup_[0-9]*")
+    model = range_model(load_trace(path), "process")
+    assert len(iteration_ranges(model, STEP)) == steps and len(iteration_ranges(model, WARMUP)) == warmups
+    assert len(nested_iterations(model)) == steps + warmups - 1  # all but warmup_0 sit inside it
+    # each warmup's own forward only (not the nested steps')
+    assert len(phase_ranges(model, iteration_ranges(model, WARMUP), "forward")) == warmups
+    assert len(phase_ranges(model, iteration_ranges(model, STEP), "forward")) == steps
+    clean = range_model(load_trace(SAMPLES / "small_ctx128.sqlite"), "process")
+    assert nested_iterations(clean) == []
+
+    async def run():
+        async with tui(path, size=(80, 24)) as ui:
+            header = " ".join(ui.text().splitlines()[:2])  # a long file name takes a row of its own
+            assert "⚠ nested steps" in header
+            node = ui.screen.grid.ranges.node_at(ui.screen.grid.cursor)
+            assert node.name.rsplit(":", 1)[-1] == "step_N" and node.instances == steps
+            await ui.press("question_mark")
+            text = ui.flat_text()
+            assert "unbalanced NVTX" in text and "warmup_0/forward" in text
+
+    asyncio.run(run())
