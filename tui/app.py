@@ -15,6 +15,7 @@ import numpy as np
 from textual import events, work
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -42,6 +43,7 @@ from nsight_tui.tui.views.launches import LaunchesScreen
 from nsight_tui.tui.views.loading import LoadingScreen
 from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
 from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+from nsight_tui.tui.views.pace import PaceScreen
 from nsight_tui.tui.views.ranks import RanksScreen
 from nsight_tui.tui.views.timeline import TimelineScreen, open_target
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -81,6 +83,8 @@ class NsightApp(App[int]):
         Binding("F", "view_findings", "What to fix first", show=False, id="app.view-findings",
                 tooltip="View: what to fix first: the causes found in the steady-state steps, ranked by the step "
                 "time their fix would save, with the evidence and the fix; enter jumps to the evidence"),
+        Binding("p", "view_pace", "Pace", show=False, id="app.view-pace",
+                tooltip="View: the pace of the iterations: each one's CPU span and GPU time in order, outliers marked"),
         Binding("5", "view_ranks", "Ranks", show=False, id="app.view-ranks",
                 tooltip="View: the ranks side by side (step time, straggler, communication vs compute, per phase)"),
         Binding("R", "cycle_rank", "Rank filter", show=False, id="app.rank",
@@ -286,7 +290,7 @@ class NsightApp(App[int]):
             await self.pop_screen()
         return self.screen_stack[base]
 
-    def notify(self, message: str, *, title: str = "", severity: str = "information",
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         """Notices go on the view's status line, where they hide nothing (a toast covered tree
         rows for seconds); an error is a toast as well, so it is not missed."""
@@ -435,6 +439,11 @@ class NsightApp(App[int]):
         if self._need_session() and not isinstance(self.screen, FindingsScreen):
             await self._to_base()
             self.push_screen(FindingsScreen(self.session))
+    async def action_view_pace(self) -> None:
+        if self._need_session() and not isinstance(self.screen, PaceScreen):
+            await self._to_base()
+            self.push_screen(PaceScreen(self.session))
+
     async def action_view_ranks(self) -> None:
         if self._need_session():
             await self._to_base()
@@ -691,7 +700,7 @@ class NsightApp(App[int]):
 
 # The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
 HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
-                FindingsScreen, BackwardPartsScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen,
+                FindingsScreen, BackwardPartsScreen, PaceScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen,
                 PromptBar, ExportConflict)
 
 

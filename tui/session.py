@@ -169,6 +169,12 @@ class Session:
         """Backward by forward part, one table per mapping the trace allows."""
         return self._once("backward_parts", lambda: backward_parts.mappings(self.model))
 
+    def pace(self):
+        """Every iteration's CPU span and GPU time in order, outliers marked (viewmodels.pace)."""
+        from nsight_tui.tui.viewmodels import pace
+
+        return self._once("pace", lambda: pace.pace(self.model))
+
     def part_kernels(self, title: str, positions: np.ndarray, where: str = "") -> kernels.KernelsView:
         """The kernels of a backward part (`b`, enter): `positions` in trace.ops."""
         return kernels.op_kernels(self.model, positions, title, f"kernel time of the backward of {where or title}")

@@ -252,9 +252,9 @@ class RangeTreeSource:
         for group in sorted(self.groups, key=lambda g: not g.is_main):
             node = _first_step(group.roots)
             if node is not None:
-                row = self.reveal(node)
-                if row is not None:
-                    return row
+                at = self.reveal(node)
+                if at is not None:
+                    return at
         return 1 if len(self.rows) > 1 else 0
 
     def reveal(self, node: RangeNode) -> int | None:

@@ -271,7 +271,8 @@ class _Context:
             sel = kern & (reason == why)
             if sel.any():
                 unmapped[why] = (int(dur[bwd_ops[sel]].sum()), int(sel.sum()))
-        rows = [PartRow(path, *vals) for path, vals in sorted(sums.items(), key=lambda kv: _tree_order(kv[0], sums))]
+        ordered = sorted(sums.items(), key=lambda kv: _tree_order(kv[0], sums))
+        rows = [PartRow(path, vals[0], vals[1], vals[2], vals[3]) for path, vals in ordered]
         for row in rows:
             kids = [sums[p] for p in sums if len(p) == len(row.path) + 1 and p[:-1] == row.path]
             row.forward_self_ns = row.forward_kernel_ns - sum(k[0] for k in kids)

@@ -851,9 +851,10 @@ def distinct_labels(names) -> tuple[list[str], list[str]]:
             continue
         rows = sorted(rows, key=lambda i: names[i])
         traits = [_gemm_traits(names[i]) for i in rows]
-        if all(t is not None for t in traits):
-            common = set.intersection(*(set(t) for t in traits))
-            differ = [[(w, w) for w in t if w not in common] for t in traits]
+        gemms = [t for t in traits if t is not None]
+        if len(gemms) == len(traits):
+            common = set.intersection(*(set(t) for t in gemms))
+            differ = [[(w, w) for w in t if w not in common] for t in gemms]
         else:
             words = [_words(names[i]) for i in rows]
             if len({len(w) for w in words}) == 1:  # same shape: the positions that differ

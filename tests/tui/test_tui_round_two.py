@@ -263,7 +263,7 @@ def test_tree_per_instance_toggle(tui):
             header = ui.text().splitlines()[2]
             assert "CPU/inst" in header and "GPU/inst" in header and "Kern/inst" in header
             assert "per instance · i: total ×N" in ui.flat_text()
-            line = next(l for l in ui.text().splitlines() if "step_N" in l and "×" in l)
+            line = next(row for row in ui.text().splitlines() if "step_N" in row and "×" in row)
             assert fmt.duration(sum(durations) / n) in line
             await ui.press("i")
             assert "CPU/inst" not in ui.text().splitlines()[2]
@@ -399,7 +399,6 @@ def test_tf32_diff_says_tensor_cores(tmp_path):
     """small_ctx512 (fp32) → small_ctx512_tf32: every added cuBLAS kernel whose name carries the
     `tf32` math token (SQL) is labelled `tf32, tensor cores`, every removed `…f32, CUDA cores`
     one that says `ffma`; no two rows share a label."""
-    import json
     import subprocess
     import sys
 
@@ -417,7 +416,7 @@ def test_tf32_diff_says_tensor_cores(tmp_path):
     gemm_removed = [x for x in removed if x.startswith(("cuBLAS", "CUTLASS"))]
     assert gemm_removed and all("f32, CUDA cores" in x for x in gemm_removed), gemm_removed
     section = out.split("\n\n")
-    assert all(len(set(t)) == len(t) for t in [[l for l in s.splitlines() if l.startswith("| cuBLAS")] for s in section])
+    assert all(len(set(t)) == len(t) for t in [[x for x in s.splitlines() if x.startswith("| cuBLAS")] for s in section])
 
 
 # -- 5. `r` without FLOP counts; `t` in `r` opens the range under the cursor ------------------------
@@ -520,3 +519,55 @@ def test_unbalanced_nvtx_is_detected_and_iterations_kept(tmp_path, tui):
             assert "unbalanced NVTX" in text and "warmup_0/forward" in text
 
     asyncio.run(run())
+
+
+# -- 11. the pace view ---------------------------------------------------------------------------------
+_ITERATIONS = """SELECT coalesce(e.text, s.value) AS name, e.start, e.end FROM NVTX_EVENTS e
+                 LEFT JOIN StringIds s ON s.id = e.textId
+                 WHERE (coalesce(e.text, s.value) GLOB 'step_[0-9]*' OR coalesce(e.text, s.value) GLOB 'warmup_[0-9]*')
+                 AND e.eventType IN (59, 60, 70, 71) AND e.end IS NOT NULL ORDER BY e.start"""
+_PROJECTION = """SELECT max(o.end) - min(o.start) FROM (
+        SELECT start, end, correlationId AS corr, globalPid >> 24 AS pid FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL
+        SELECT start, end, correlationId, globalPid >> 24 FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL
+        SELECT start, end, correlationId, globalPid >> 24 FROM CUPTI_ACTIVITY_KIND_MEMSET) o
+    JOIN CUPTI_ACTIVITY_KIND_RUNTIME c ON c.correlationId = o.corr AND c.globalTid >> 24 = o.pid
+    WHERE c.start >= ? AND c.start <= ?"""
+
+
+def test_pace_view_lists_every_iteration_with_both_times(tui, tmp_path):
+    """`p` on small_ctx128: one row per warmup/step range in time order (SQL), CPU span = the
+    range's end − start, GPU time = first op start to last op end of the work launched in it
+    (SQL); then a copy whose last step runs 30 ms long: that step, and only it, is marked slow."""
+    from conftest import mutated_copy
+
+    from nsight_tui.tui import fmt
+
+    path = SAMPLES / "small_ctx128.sqlite"
+    iters = _sql(path, _ITERATIONS)
+
+    async def run(p, expect_slow=None):
+        async with tui(p, size=(80, 24)) as ui:
+            await ui.press("p")
+            await ui.until(lambda: type(ui.screen).__name__ == "PaceScreen" and ui.screen.view is not None, "pace")
+            frame = ui.screen.view.frame
+            rows = _sql(p, _ITERATIONS)
+            assert frame["name"].tolist() == [r[0] for r in rows]
+            assert frame["cpu_ns"].tolist() == [r[2] - r[1] for r in rows]
+            for r, gpu in zip(rows, frame["gpu_ns"].tolist()):
+                assert gpu == _sql(p, _PROJECTION, r[1], r[2])[0][0]
+            text = ui.text()
+            assert "CPU span" in text and "GPU time" in text
+            first_step = next(r for r in rows if r[0].startswith("step_"))
+            assert fmt.duration(first_step[2] - first_step[1]) in text
+            marked = frame[frame["mark"] != ""]["name"].tolist()
+            assert marked == ([expect_slow] if expect_slow else []), marked
+            if expect_slow:
+                assert "▲ slow" in text
+            assert "Iteration" in text
+
+    asyncio.run(run(path))
+    last = max((r for r in iters if r[0].startswith("step_")), key=lambda r: r[1])
+    slow = mutated_copy(tmp_path, "slow_last_step",
+                        f"UPDATE NVTX_EVENTS SET end = end + 30000000 WHERE start = {last[1]} AND end = {last[2]}",
+                        src=path)
+    asyncio.run(run(slow, last[0]))

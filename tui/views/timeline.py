@@ -12,7 +12,6 @@ import copy
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 from rich.style import Style
 from rich.text import Text
 from textual import work
