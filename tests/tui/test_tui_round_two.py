@@ -571,3 +571,35 @@ def test_pace_view_lists_every_iteration_with_both_times(tui, tmp_path):
                         f"UPDATE NVTX_EVENTS SET end = end + 30000000 WHERE start = {last[1]} AND end = {last[2]}",
                         src=path)
     asyncio.run(run(slow, last[0]))
+
+
+def test_kernel_detail_gives_the_duration_distribution(tui, sql):
+    """backward's top kernel: p50/p90/p99 of its launches' durations by nearest rank, from SQL
+    (the same kernels the SQL of tests/tui/conftest.py attributes to step_N/backward)."""
+    import math
+
+    from nsight_tui.tui import fmt
+
+    path = SAMPLES / "small_ctx128.sqlite"
+    want = sql.backward_kernels(path, "process")
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        from conftest import _BACKWARD_CALLS, _KERNELS_OF_HITS
+        rows = con.execute(_BACKWARD_CALLS + f"SELECT k.end - k.start {_KERNELS_OF_HITS} "
+                           "JOIN StringIds s ON s.id = k.demangledName WHERE s.value = :name",
+                           {"process": 1, "name": want["top_name"]}).fetchall()
+    finally:
+        con.close()
+    d = sorted(r[0] for r in rows)
+    rank = lambda p: d[max(0, math.ceil(p / 100 * len(d)) - 1)]  # noqa: E731
+
+    async def run():
+        async with tui(path, size=(80, 24)) as ui:
+            await ui.open_backward_kernels()
+            await ui.until(lambda: type(ui.screen).__name__ == "KernelsScreen" and ui.screen.view is not None, "kernels")
+            text = ui.flat_text()
+            assert (f"{len(d):,} launches: p50 {fmt.duration(rank(50))} · p90 {fmt.duration(rank(90))} · "
+                    f"p99 {fmt.duration(rank(99))} · {fmt.duration(d[0])}") in text
+            assert fmt.duration(d[-1]) in text
+
+    asyncio.run(run())

@@ -13,7 +13,7 @@ from nsight_tui.render.numbers import quantity
 from nsight_tui.tui.messages import KernelsReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.tree_source import path_text
-from nsight_tui.tui.viewmodels.kernels import KernelsView, kernel_columns, kernel_detail
+from nsight_tui.tui.viewmodels.kernels import KernelsView, distribution_line, durations, kernel_columns, kernel_detail
 from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -40,6 +40,7 @@ class KernelsScreen(TableScreen):
         self.ops = ops  # (title, positions): a set of ops that is no range (a backward part's)
         self.view: KernelsView | None = None
         self._detail: str | None = None  # the highlighted kernel's detail as shown
+        self._distributions: dict[str, str] = {}
         # Wide or narrow from the start: setting the class after mounting restyles every widget.
         self.set_class(self.app.size.width >= WIDE, "-wide")
 
@@ -108,6 +109,7 @@ class KernelsScreen(TableScreen):
 
     def show_view(self, view: KernelsView) -> None:
         self.view = view
+        self._distributions = {}
         self.grid.empty_text = "no GPU work attributed to this range" if self.node is not None or self.ops else "no GPU work"
         cursor = view.row_of(self.select_name)
         self.show_table(TableModel(view.summary, kernel_columns(self.demangled)), cursor)
@@ -123,13 +125,24 @@ class KernelsScreen(TableScreen):
             text = ""
         else:
             rec = self.table.record(row)
-            text = kernel_detail(rec["name"], rec.get("label_note") or "")
+            text = kernel_detail(rec["name"], rec.get("label_note") or "", self._distribution(rec["name"]))
         if text == self._detail:
             return  # the cursor's kernel again (the first highlight, a sort): no layout, no repaint
         lines = text.count("\n")
         layout = self._detail is None or lines != self._detail.count("\n")  # a new height (auto)
         self._detail = text
         self.query_one("#kdetail", Static).update(literal(text), layout=layout)
+
+    def _distribution(self, name: str) -> str:
+        """The highlighted kernel's duration percentiles and histogram (kept per name: the
+        cursor comes back to a row without recomputing)."""
+        if self.view is None:
+            return ""
+        kept = self._distributions.get(name)
+        if kept is None:
+            kept = self._distributions[name] = distribution_line(
+                durations(self.session.model, self.view.positions, name))
+        return kept
 
     def action_toggle_names(self) -> None:
         if self.table is not None:
