@@ -39,7 +39,7 @@ class PhaseSummary:
     def to_json(self) -> dict:
         return {
             "instances": self.instances, "range_ns": self.range_ns, "proj_ns": self.proj_ns,
-            "busy_ns": self.busy_ns, "kernel_ns": self.kernel_ns, "kernels": self.kernels,
+            "busy_ns": self.busy_ns, "kernel_ns": self.kernel_ns, "op_ns": self.op_ns, "kernels": self.kernels,
             "top_kernels": self.top_kernels, "families": self.families,
         }
 

@@ -603,3 +603,42 @@ def test_kernel_detail_gives_the_duration_distribution(tui, sql):
             assert fmt.duration(d[-1]) in text
 
     asyncio.run(run())
+
+
+# -- 7. one definition, one rounding: a kernel's share in the TUI and in `report` ---------------------
+def test_kernel_share_same_in_tui_and_report(tui, sql):
+    """backward's top kernel: its share of backward's GPU op time (kernels + memcpy/memset, by
+    SQL) reads the same in the kernel table and in `report` (it was 36.4% against 37.0%: the
+    report divided by kernel time alone)."""
+    import subprocess
+    import sys
+
+    from conftest import _BACKWARD_CALLS
+
+    from nsight_tui.tui import fmt
+
+    path = SAMPLES / "small_ctx128.sqlite"
+    want = sql.backward_kernels(path, "process")
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        op_ns = sum(con.execute(_BACKWARD_CALLS + f"SELECT coalesce(sum(o.end - o.start), 0) FROM {t} o JOIN hit h "
+                                "ON h.corr = o.correlationId AND (h.tid >> 24) = (o.globalPid >> 24)",
+                                {"process": 1}).fetchone()[0]
+                    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"))
+    finally:
+        con.close()
+    share = fmt.percent(want["top_total"] / op_ns)
+
+    async def run():
+        async with tui(path, size=(80, 24)) as ui:
+            await ui.open_backward_kernels()
+            await ui.until(lambda: type(ui.screen).__name__ == "KernelsScreen" and ui.screen.view is not None, "kernels")
+            first_row = ui.text().splitlines()[3]
+            assert first_row.rstrip().endswith(share), (first_row, share)
+
+    asyncio.run(run())
+    report = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path)], capture_output=True,
+                            text=True, check=True).stdout
+    backward = report.split("### backward", 1)[1]
+    row = next(line for line in backward.splitlines() if line.startswith("| ") and "gemm" in line)
+    assert row.rstrip(" |").endswith(share), (row, share)
