@@ -642,3 +642,32 @@ def test_kernel_share_same_in_tui_and_report(tui, sql):
     backward = report.split("### backward", 1)[1]
     row = next(line for line in backward.splitlines() if line.startswith("| ") and "gemm" in line)
     assert row.rstrip(" |").endswith(share), (row, share)
+
+
+# -- 9. the optimizer's kernels say their family by range too -----------------------------------------
+def test_optimizer_kernels_family_by_range(tui):
+    """foreach=False AdamW: by name every optimizer kernel is Elementwise; the shares give the
+    optimizer's 100% by range first, each kernel's detail says both. With foreach (the twin
+    without the change) the kernels are Optimizer by name and nothing is added."""
+    async def shares(path: Path):
+        async with tui(path, size=(80, 24)) as ui:
+            await ui.press("slash")
+            await ui.type("step_N/optimizer")
+            await ui.press("enter", "enter")
+            await ui.until(lambda: type(ui.screen).__name__ == "KernelsScreen" and ui.screen.view is not None, "kernels")
+            view = ui.screen.view
+            labels = [r.label for r in view.ratios.shared]
+            families = set(view.summary["family"])
+            notes = view.summary["label_note"].tolist()
+            plain = next((i for i, n in enumerate(notes) if not n.startswith("same kernel")), 0)
+            for _ in range(plain):
+                await ui.press("down")
+            return labels, families, ui.flat_text(), notes
+
+    labels, families, text, notes = asyncio.run(shares(SAMPLES / "findings" / "small_ctx128_foreach-off.sqlite"))
+    assert families == {"Elementwise"}
+    assert labels[0] == "Optimizer by range share" and "Optimizer by range 100.0%" in text
+    assert all("family Optimizer by range (Elementwise by name)" in n for n in notes)
+    assert "family Optimizer by range (Elementwise by name)" in text
+    labels, families, text, notes = asyncio.run(shares(SAMPLES / "findings" / "small_ctx128.sqlite"))
+    assert "Optimizer by range share" not in labels

@@ -80,11 +80,46 @@ def kernel_columns(demangled: bool) -> list[Column]:
     ]
 
 
+OPTIMIZER_RANGES = ("optimizer",)  # the phase; PyTorch's record_function ranges start `Optimizer.`
+
+
+def in_optimizer(node: RangeNode) -> bool:
+    """Whether the range is the optimizer step or inside it (by its name path)."""
+    cur: RangeNode | None = node
+    while cur is not None:
+        text = cur.name.split(":", 1)[1] if ":" in cur.name else cur.name
+        if text in OPTIMIZER_RANGES or text.startswith("Optimizer."):
+            return True
+        cur = cur.parent
+    return False
+
+
+def _by_range(ratios: list[Ratio], node: RangeNode) -> list[Ratio]:
+    """In the optimizer step, families by name miss what the kernels are for (AdamW with
+    foreach=False is 100% "Elementwise", with foreach "Optimizer"): the shares say both, the
+    optimizer's by range first."""
+    if not in_optimizer(node):
+        return ratios
+    shares = [r for r in ratios if r.label.endswith(" share") and r.basis == "kernel + memory op time in range"]
+    if not shares or any(r.label.startswith("Optimizer") and (r.value or 0) >= 0.999 for r in shares):
+        return ratios
+    by_range = Ratio("Optimizer by range share", 1.0, "fraction", shares[0].basis)
+    at = ratios.index(shares[0])
+    return [*ratios[:at], by_range, *ratios[at:]]
+
+
 def range_kernels(model: RangeModel, node: RangeNode, extra_ratios: list[Ratio] | None = None,
                   ranks: str = "") -> KernelsView:
     positions = node.op_positions()
-    return KernelsView(node, positions, _with_labels(model.kernel_summary(positions)),
-                       panel(ratio_panel(model, node) + list(extra_ratios or [])), ranks)
+    summary = _with_labels(model.kernel_summary(positions))
+    if in_optimizer(node):  # the family by name, and the optimizer's by range (the detail says so)
+        summary["label_note"] = [
+            (n + "\n" if n else "") + (f"in the optimizer step: family Optimizer by range ({f} by name)"
+                                        if not f.startswith("Optimizer") else "")
+            for n, f in zip(summary["label_note"], summary["family"])]
+        summary["label_note"] = summary["label_note"].str.strip()
+    return KernelsView(node, positions, summary,
+                       panel(_by_range(ratio_panel(model, node), node) + list(extra_ratios or [])), ranks)
 
 
 def trace_kernels(model: RangeModel, ranks: str = "") -> KernelsView:
@@ -149,7 +184,7 @@ def kernel_detail(name: str, note: str = "", distribution: str = "") -> str:
     """One or two lines about a kernel: what it does (its family's description when nothing
     more specific is known) and, for cuBLAS/CUTLASS GEMMs, the decoded name; `note`: how it
     differs from a kernel of the same label in its table."""
-    lines = [describe_kernel(name), distribution, note]
+    lines = [describe_kernel(name), note, distribution]
     decoded = decode_gemm(name)
     if decoded:
         lines.append(gemm_summary(decoded))
