@@ -173,7 +173,13 @@ class Session:
         """Every iteration's CPU span and GPU time in order, outliers marked (viewmodels.pace)."""
         from nsight_tui.tui.viewmodels import pace
 
-        return self._once("pace", lambda: pace.pace(self.model))
+        def build():
+            who = {}
+            for r in self.ranks():  # r0, r1... as the timeline's lanes say
+                who.setdefault(r.pid, f"r{r.rank}" if r.rank is not None else f"pid {r.pid}")
+            return pace.pace(self.model, who)
+
+        return self._once("pace", build)
 
     def part_kernels(self, title: str, positions: np.ndarray, where: str = "") -> kernels.KernelsView:
         """The kernels of a backward part (`b`, enter): `positions` in trace.ops."""

@@ -83,8 +83,13 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
                          "process": pid_of(model.r_gtid[ids].astype(np.int64)) if len(ids) else []})
 
 
-def pace(model: RangeModel) -> PaceView:
+def pace(model: RangeModel, who: dict[int, str] | None = None) -> PaceView:
+    """`who`: process id -> what to call it (`r0`) where iterations of several processes
+    (ranks) interleave; each row then says whose it is."""
     rows = iteration_rows(model)
+    if len(rows) and rows["process"].nunique() > 1:
+        names = who or {}
+        rows["name"] = [f"{n} {names.get(int(p), f'pid {int(p)}')}" for n, p in zip(rows["name"], rows["process"])]
     steps = rows[rows["kind"] == "step"]
     median = threshold = None
     if len(steps):
