@@ -10,7 +10,8 @@ The step-time definition is being revised (issue 26: step period = start of this
 the next's); `iteration_rows` is the one place that computes the figures, so it can follow.
 
 Outliers: among the steady-state steps, a CPU span further than max(3 × 1.4826 × MAD, 5% of the
-median) from the median (a robust z-score; the floor keeps near-identical steps unmarked).
+median) from the median (a robust z-score; the floor keeps near-identical steps unmarked); with
+several ranks, each rank's steps against their own median.
 """
 from __future__ import annotations
 
@@ -56,13 +57,17 @@ class PaceView:
     frame: pd.DataFrame  # COLUMNS' keys, one row per iteration in time order
     steps: int
     warmups: int
-    median_ns: float | None  # the steps' median CPU span
+    median_ns: float | None  # the steps' median CPU span (None with several ranks: one each)
     threshold_ns: float | None  # an outlier is further than this from the median
 
     def summary(self) -> str:
         if not self.steps:
             return "no step_N iterations: nothing to pace" + (f" ({self.warmups} warmup)" if self.warmups else "")
         out = int((self.frame["mark"] != "").sum())
+        if self.median_ns is None:  # several ranks: each against its own steps
+            return (f"{self.steps} steps · vs med: each rank's CPU span minus its own steps' median · outlier: "
+                    f"further than 3 robust σ (or 5%) from it ({out} marked) · GPU time: projection of the "
+                    "iteration's GPU work")
         return (f"{self.steps} steps · median CPU span {fmt.duration(self.median_ns)} · outlier: more than "
                 f"{fmt.duration(self.threshold_ns)} from it ({out} marked) · GPU time: projection of the "
                 "iteration's GPU work")
@@ -83,6 +88,15 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
                          "process": pid_of(model.r_gtid[ids].astype(np.int64)) if len(ids) else []})
 
 
+def _robust(spans: np.ndarray) -> tuple[float | None, float | None]:
+    """The median and how far from it a span is an outlier (see the module doc)."""
+    if not len(spans):
+        return None, None
+    median = float(np.median(spans))
+    mad = float(np.median(np.abs(spans - median)))
+    return median, max(OUTLIER_Z * MAD_SCALE * mad, OUTLIER_FLOOR * median)
+
+
 def pace(model: RangeModel, who: dict[int, str] | None = None) -> PaceView:
     """`who`: process id -> what to call it (`r0`) where iterations of several processes
     (ranks) interleave; each row then says whose it is."""
@@ -91,20 +105,18 @@ def pace(model: RangeModel, who: dict[int, str] | None = None) -> PaceView:
         names = who or {}
         rows["name"] = [f"{n} {names.get(int(p), f'pid {int(p)}')}" for n, p in zip(rows["name"], rows["process"])]
     steps = rows[rows["kind"] == "step"]
-    median = threshold = None
-    if len(steps):
-        spans = steps["cpu_ns"].to_numpy(dtype=float)
-        median = float(np.median(spans))
-        mad = float(np.median(np.abs(spans - median)))
-        threshold = max(OUTLIER_Z * MAD_SCALE * mad, OUTLIER_FLOOR * median)
+    # each process (rank) against its own steps: ranks run at their own pace
+    stats = {int(pid): _robust(g["cpu_ns"].to_numpy(dtype=float)) for pid, g in steps.groupby("process")}
+    median, threshold = _robust(steps["cpu_ns"].to_numpy(dtype=float)) if len(stats) == 1 else (None, None)
     first = int(rows["start"].min()) if len(rows) else 0
     # bars on the steps' scale (a first warmup is often 30× a step); longer rows end in `›`
     longest = float(steps["cpu_ns"].max()) if len(steps) else float(rows["cpu_ns"].max()) if len(rows) else 0.0
     marks, vs, bars = [], [], []
     for r in rows.itertuples():
-        d = None if median is None or r.kind != "step" else r.cpu_ns - median
+        med, thr = stats.get(int(r.process), (None, None))
+        d = None if med is None or r.kind != "step" else r.cpu_ns - med
         vs.append(np.nan if d is None else d)
-        marks.append("" if d is None or abs(d) <= threshold else ("▲ slow" if d > 0 else "▼ fast"))
+        marks.append("" if d is None or thr is None or abs(d) <= thr else ("▲ slow" if d > 0 else "▼ fast"))
         cells = int(round(BAR_WIDTH * r.cpu_ns / longest)) if longest else 0
         ch = "█" if r.kind == "step" else "░"
         bars.append(ch * (BAR_WIDTH - 1) + "›" if cells > BAR_WIDTH else ch * max(cells, 1))
