@@ -174,7 +174,7 @@ class Session:
         from nsight_tui.tui.viewmodels import pace
 
         def build():
-            who = {}
+            who: dict[int, str] = {}
             for r in self.ranks():  # r0, r1... as the timeline's lanes say
                 who.setdefault(r.pid, f"r{r.rank}" if r.rank is not None else f"pid {r.pid}")
             return pace.pace(self.model, who)

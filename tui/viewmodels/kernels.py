@@ -101,7 +101,8 @@ def _by_range(ratios: list[Ratio], node: RangeNode) -> list[Ratio]:
     if not in_optimizer(node):
         return ratios
     shares = [r for r in ratios if r.label.endswith(" share") and r.basis == "kernel + memory op time in range"]
-    if not shares or any(r.label.startswith("Optimizer") and (r.value or 0) >= 0.999 for r in shares):
+    if not shares or any(r.label.startswith("Optimizer") and isinstance(r.value, float) and r.value >= 0.999
+                          for r in shares):
         return ratios
     by_range = Ratio("Optimizer by range share", 1.0, "fraction", shares[0].basis)
     at = ratios.index(shares[0])
