@@ -39,7 +39,7 @@ class PhaseSummary:
     def to_json(self) -> dict:
         return {
             "instances": self.instances, "range_ns": self.range_ns, "proj_ns": self.proj_ns,
-            "busy_ns": self.busy_ns, "kernel_ns": self.kernel_ns, "op_ns": self.op_ns, "kernels": self.kernels,
+            "busy_ns": self.busy_ns, "kernel_ns": self.kernel_ns, "kernels": self.kernels,
             "top_kernels": self.top_kernels, "families": self.families,
         }
 
@@ -189,8 +189,9 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "attribution": attribution,
         "main_threads": main_threads.as_json(trace, model.main_info),
         "config": config,
-        "ranges": {k: v.to_json() for k, v in steady.items()},
-        "warmup": {k: v.to_json() for k, v in warm.items()},
+        # op_ns (kernels + memcpy/memset): what a kernel's share divides by, in the TUI and here
+        "ranges": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in steady.items()},
+        "warmup": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in warm.items()},
         "ratios": _ratios(steady, config),
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
