@@ -15,6 +15,7 @@ import numpy as np
 from textual import events, work
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -42,6 +43,7 @@ from nsight_tui.tui.views.launches import LaunchesScreen
 from nsight_tui.tui.views.loading import LoadingScreen
 from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
 from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+from nsight_tui.tui.views.pace import PaceScreen
 from nsight_tui.tui.views.ranks import RanksScreen
 from nsight_tui.tui.views.timeline import TimelineScreen, open_target
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -81,6 +83,8 @@ class NsightApp(App[int]):
         Binding("F", "view_findings", "What to fix first", show=False, id="app.view-findings",
                 tooltip="View: what to fix first: the causes found in the steady-state steps, ranked by the step "
                 "time their fix would save, with the evidence and the fix; enter jumps to the evidence"),
+        Binding("p", "view_pace", "Pace", show=False, id="app.view-pace",
+                tooltip="View: the pace of the iterations: each one's CPU span and GPU time in order, outliers marked"),
         Binding("5", "view_ranks", "Ranks", show=False, id="app.view-ranks",
                 tooltip="View: the ranks side by side (step time, straggler, communication vs compute, per phase)"),
         Binding("R", "cycle_rank", "Rank filter", show=False, id="app.rank",
@@ -219,7 +223,7 @@ class NsightApp(App[int]):
         self._settle(session)
         for screen in self.screen_stack:
             if isinstance(screen, RangesScreen) and screen.session is session:
-                screen.rebuild(screen.current_key())
+                screen.rebuild(screen.kept_key())
                 screen.refresh_info()
                 screen.refresh_bindings()
         if self.session is session:
@@ -286,6 +290,25 @@ class NsightApp(App[int]):
             await self.pop_screen()
         return self.screen_stack[base]
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Notices go on the view's status line, where they hide nothing (a toast covered tree
+        rows for seconds); an error is a toast as well, so it is not missed."""
+        screen = self.screen if self.screen_stack else None
+        if isinstance(screen, ViewScreen) and screen.is_mounted:
+            from rich.text import Text
+
+            text = Text(f"{title}: {message}" if title else str(message),
+                        style={"warning": "bold", "error": "bold red"}.get(severity, ""))
+            try:
+                screen.set_status(text)
+            except Exception:  # a view without a status line
+                pass
+            else:
+                if severity != "error":
+                    return
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
     def open_kernels(self, node=None, select_name: str | None = None) -> None:
         if not self._need_session():
             return
@@ -295,6 +318,12 @@ class NsightApp(App[int]):
             spare.retarget(self.session, node, select_name)
         else:
             self.push_screen(KernelsScreen(self.session, node, select_name))
+
+    def open_op_kernels(self, title: str, positions, where: str = "") -> None:
+        """The kernels of a set of ops that is no range (a backward part's, from `b`); `where`
+        names them in full under the table."""
+        if self._need_session():
+            self.push_screen(KernelsScreen(self.session, None, None, ops=(title, positions, where)))
 
     def open_launches(self, node, name: str, short: str, positions) -> None:
         spare = self._take_spare(LaunchesScreen)
@@ -410,6 +439,11 @@ class NsightApp(App[int]):
         if self._need_session() and not isinstance(self.screen, FindingsScreen):
             await self._to_base()
             self.push_screen(FindingsScreen(self.session))
+    async def action_view_pace(self) -> None:
+        if self._need_session() and not isinstance(self.screen, PaceScreen):
+            await self._to_base()
+            self.push_screen(PaceScreen(self.session))
+
     async def action_view_ranks(self) -> None:
         if self._need_session():
             await self._to_base()
@@ -666,7 +700,7 @@ class NsightApp(App[int]):
 
 # The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
 HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
-                FindingsScreen, BackwardPartsScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen,
+                FindingsScreen, BackwardPartsScreen, PaceScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen,
                 PromptBar, ExportConflict)
 
 

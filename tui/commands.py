@@ -32,6 +32,8 @@ class NsightCommands(Provider):
             ("View: what to fix first", "findings ranked by the step time their fix would save (F)",
              partial(run, "view_findings")),
             ("View: roofline", "ranges or kernel families against the GPU's roofs (r)", partial(run, "view_roofline")),
+            ("View: pace", "each iteration's CPU span and GPU time in order, outliers marked (p)",
+             partial(run, "view_pace")),
             ("View: ranks", "the ranks side by side: step time, straggler, communication vs compute (5)",
              partial(run, "view_ranks")),
             ("Rank filter: next rank", "every rank -> rank 0 -> rank 1 ...: the tree and kernel tables of one rank (R)",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from nsight_tui.tui.viewmodels.kernels import KernelsView
     from nsight_tui.tui.viewmodels.launches import LaunchTable
     from nsight_tui.tui.viewmodels.ranks import RanksView
+    from nsight_tui.tui.viewmodels.pace import PaceView
     from nsight_tui.parsers.analyses.ranks import Rank
 
 
@@ -164,6 +165,11 @@ class ScopeReady(Message):
 @dataclass
 class RanksReady(Message):
     view: RanksView
+
+
+@dataclass
+class PaceReady(Message):
+    view: PaceView
 
 
 @dataclass

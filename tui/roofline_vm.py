@@ -23,23 +23,36 @@ def context(session) -> rl.Roofline:
     return session.roofline_context()
 
 
+NEEDS_COUNTS = "needs FLOP/byte counts"
+NEEDS_COUNTS_WHY = ("no FLOPs or bytes for this range: give them with --flops FILE.json, or capture with "
+                    "`nsight-tui capture` (it records counts per range); FLOP/s, bytes/s, intensity and MFU "
+                    "need them")
+
+
 def ratios(session, node) -> list[Ratio]:
     """Achieved FLOP/s and bytes/s, intensity, MFU and the verdict of a range (for the ratios
-    panel); the verdict's value is the share of its roof it reaches."""
+    panel); the verdict's value is the share of its roof it reaches, or the verdict as a word
+    where there is no roof to share. What is unknown is left out, and one row says why."""
     roof = context(session)
     p = roof.range_point(node.ids, rl.node_path(node.path), label=node.label)
     src = f"{p.source} FLOPs/bytes" if p.source != "none" else "no FLOP/byte counts"
-    out = [
-        Ratio("achieved FLOP/s", p.achieved_flops_per_s, "flop_per_s", f"FLOPs / GPU busy time ({src})"),
-        Ratio("achieved bytes/s", p.achieved_bytes_per_s, "bytes_per_s", f"bytes / GPU busy time ({src})"),
-    ]
+    out = []
+    if p.achieved_flops_per_s is not None:
+        out.append(Ratio("achieved FLOP/s", p.achieved_flops_per_s, "flop_per_s", f"FLOPs / GPU busy time ({src})"))
+    if p.achieved_bytes_per_s is not None:
+        out.append(Ratio("achieved bytes/s", p.achieved_bytes_per_s, "bytes_per_s", f"bytes / GPU busy time ({src})"))
     if p.intensity_flops_per_byte is not None:
         ridge = "–" if p.ridge_flops_per_byte is None else f"{p.ridge_flops_per_byte:,.1f}"
         out.append(Ratio("arithmetic intensity", p.intensity_flops_per_byte, "flop_per_byte",
                          f"FLOPs / bytes; ridge {ridge} FLOP/B ({MATH_PATH_WORDS.get(p.math_path, p.math_path)})"))
     if p.mfu is not None:
         out.append(Ratio("MFU", p.mfu, "fraction", f"FLOPs / (NVTX time × {p.math_path} peak)"))
-    out.append(Ratio(f"{p.verdict} (share of its roof)", p.roof_share, "fraction", p.reason))
+    if p.roof_share is not None:
+        out.append(Ratio(f"{p.verdict} (share of its roof)", p.roof_share, "fraction", p.reason))
+    elif p.verdict and p.verdict != rl.UNKNOWN:
+        out.append(Ratio("bound", p.verdict, "text", p.reason))
+    if p.achieved_flops_per_s is None and p.achieved_bytes_per_s is None:
+        out.append(Ratio("roofline", NEEDS_COUNTS, "text", NEEDS_COUNTS_WHY))
     return out
 
 
@@ -61,6 +74,18 @@ class RooflineData:
         peaks = f"{self.peaks_name} peaks" if self.peaks_name else "no peaks: --peak-tflops/--peak-gbps"
         return f"roofline: {self.scope} · FLOPs/bytes: {self.source} · {peaks}"
 
+    def needs_counts(self) -> str:
+        """"" when the plot has points; else what it needs and what the table still shows."""
+        if not self.plottable().empty:
+            return ""
+        shown = ("GPU time per range (t: per kernel family of the range under the cursor)" if self.mode == RANGES
+                 else "GPU time per kernel family")
+        return (f"No roofline to plot: no FLOPs and bytes for these {self.mode} "
+                f"(FLOPs/bytes from: {self.source}). It needs counts: --flops FILE.json (range path → "
+                "FLOPs and bytes of one instance), or a capture by `nsight-tui capture` (it records them per "
+                f"range). Shown below: {shown}, and the verdicts that need no counts (latency/launch-bound: "
+                "GPU busy under half the range's GPU span).")
+
     def plottable(self) -> pd.DataFrame:
         """Rows with a positive intensity and rate: what a log-log plot can show."""
         f = self.frame
@@ -68,7 +93,7 @@ class RooflineData:
         return f[ok]
 
 
-COLUMNS = ["label", "path", "level", "instances", "gflop", "gb", "gpu_ms", "tflops", "gbps", "ai", "ridge",
+COLUMNS = ["label", "path", "level", "instances", "gflop", "gb", "gpu_ms", "gpu_ms_per", "tflops", "gbps", "ai", "ridge",
            "math_path", "mfu", "verdict", "reason", "source"]
 
 
@@ -80,13 +105,15 @@ def _frame(points: list[rl.RooflinePoint]) -> pd.DataFrame:
             "instances": p.instances,
             "gflop": math.nan if p.flops is None else p.flops / 1e9,
             "gb": math.nan if p.bytes is None else p.bytes / 1e9,
-            "gpu_ms": p.gpu_ns / 1e6,
+            "gpu_ms": p.gpu_ns / 1e6,  # total over the instances
+            "gpu_ms_per": p.gpu_ns / 1e6 / max(int(p.instances or 1), 1),  # per instance (as `report`)
             "tflops": math.nan if p.achieved_flops_per_s is None else p.achieved_flops_per_s / 1e12,
             "gbps": math.nan if p.achieved_bytes_per_s is None else p.achieved_bytes_per_s / 1e9,
             "ai": math.nan if p.intensity_flops_per_byte is None else p.intensity_flops_per_byte,
             "ridge": math.nan if p.ridge_flops_per_byte is None else p.ridge_flops_per_byte,
             "math_path": p.math_path, "mfu": math.nan if p.mfu is None else p.mfu,
-            "verdict": p.verdict, "reason": p.reason, "source": p.source,
+            "verdict": "needs counts" if p.verdict == rl.UNKNOWN and p.flops is None else p.verdict,
+            "reason": p.reason, "source": p.source,
         })
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -107,8 +134,9 @@ def build(session, mode: str = RANGES, node=None) -> RooflineData:
         points = [roof.range_point(n.ids, rl.node_path(n.path), label=rl.node_path(n.path)) for n in nodes]
         scope = "every range (aggregated by name path)"
     else:
-        if node is None:
-            node = next((n for g in groups for n in g.roots), None)
+        if node is None:  # the iteration (step_N), else the first range
+            roots = [n for g in groups for n in g.roots]
+            node = next((n for n in roots if n.label.rsplit(":", 1)[-1] in ("step_N", "step")), roots[0] if roots else None)
         points = [] if node is None else roof.family_points(node.ids, rl.node_path(node.path))
         if node is not None:
             points += roof.kernel_points(node.ids, rl.node_path(node.path))
@@ -122,13 +150,14 @@ def build(session, mode: str = RANGES, node=None) -> RooflineData:
 
 def markdown_rows(data: RooflineData) -> tuple[list[str], list[list]]:
     """The table behind the plot, exact (for `e`)."""
-    headers = ["point", "range path", "level", "instances", "GFLOP", "GB", "GPU ms", "TFLOP/s", "GB/s",
+    headers = ["point", "range path", "level", "instances", "GFLOP", "GB", "GPU ms (total ×instances)",
+               "GPU ms per instance", "TFLOP/s", "GB/s",
                "AI (FLOP/B)", "ridge (FLOP/B)", "math path", "MFU", "verdict", "deciding numbers", "FLOPs from"]
 
     def num(v, digits=3):
         return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(float(v), digits)
 
-    rows = [[r.label, r.path, r.level, int(r.instances), num(r.gflop), num(r.gb), num(r.gpu_ms), num(r.tflops),
+    rows = [[r.label, r.path, r.level, int(r.instances), num(r.gflop), num(r.gb), num(r.gpu_ms), num(r.gpu_ms_per), num(r.tflops),
              num(r.gbps, 1), num(r.ai), num(r.ridge, 2), r.math_path, num(r.mfu, 4), r.verdict, r.reason, r.source]
             for r in data.frame.itertuples()]
     return headers, rows

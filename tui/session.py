@@ -111,7 +111,9 @@ class Session:
         return HeaderInfo(
             file_name=self.file_name, gpus=tuple(i.gpus), nsys_version=i.nsys_version, span_ns=i.span_ns,
             kernels=i.kernels, api_calls=i.api_calls, ranges=i.ranges, load_seconds=self.load_seconds,
-            attribution=self.attribution, mode_help=self.model.mode_help, notes=tuple(i.notes),
+            attribution=self.attribution, mode_help=self.model.mode_help,
+            notes=tuple(i.notes) + ((nesting,) if (nesting := self.nesting()) else ()),
+            warning="nested steps" if nesting else "",
             main_thread=self._main_text(), rank=self.rank_badge(), rank_help=self.rank_help(),
             pending=self.pending, pending_percent=self.pending_percent,
             clocks="" if self.pending else self._once("clocks", self._clocks_text))
@@ -128,6 +130,14 @@ class Session:
                 f"work in {fmt.duration(t.cpu_ns.sum() / n)} (NVTX span), the GPU runs it in "
                 f"{fmt.duration(t.gpu_ns.sum() / n)}; the step is its period, {fmt.duration(t.period_ns.sum() / n)}. "
                 "Columns: CPU = NVTX span, GPU = its GPU work's span (first start to last end), both totals ×N")
+
+    def nesting(self) -> str:
+        """The note on iterations nested in iterations (unbalanced NVTX), "" when none."""
+        from nsight_tui.parsers.model.iterations import nesting_note
+
+        if not self.trace.info.has_nvtx:
+            return ""
+        return self._once("nesting", lambda: nesting_note(self.model), per_mode=False, per_rank=False)
 
     def _main_text(self) -> str:
         """Which thread frames the iterations, and why (empty without NVTX)."""
@@ -173,6 +183,22 @@ class Session:
     def backward_parts(self) -> list[backward_parts.Mapping]:
         """Backward by forward part, one table per mapping the trace allows."""
         return self._once("backward_parts", lambda: backward_parts.mappings(self.model))
+
+    def pace(self):
+        """Every iteration's CPU span and GPU time in order, outliers marked (viewmodels.pace)."""
+        from nsight_tui.tui.viewmodels import pace
+
+        def build():
+            who: dict[int, str] = {}
+            for r in self.ranks():  # r0, r1... as the timeline's lanes say
+                who.setdefault(r.pid, f"r{r.rank}" if r.rank is not None else f"pid {r.pid}")
+            return pace.pace(self.model, who)
+
+        return self._once("pace", build)
+
+    def part_kernels(self, title: str, positions: np.ndarray, where: str = "") -> kernels.KernelsView:
+        """The kernels of a backward part (`b`, enter): `positions` in trace.ops."""
+        return kernels.op_kernels(self.model, positions, title, f"kernel time of the backward of {where or title}")
 
     def findings(self) -> findings.FindingsView:
         """What to fix first: every rule over the steady-state steps, ranked by saving (once per mode)."""

@@ -21,6 +21,21 @@ LABEL_LIMIT = 1024  # characters of a name in a tree row (the detail and exports
 _STEP = re.compile(r"^step_(N|\d+)$")
 
 
+def _is_step(name: str) -> bool:
+    return bool(_STEP.match(path_key(name).rsplit(":", 1)[-1]))
+
+
+def _first_step(roots, max_depth: int = 6):
+    """The first `step_N` range under `roots`, breadth first (the shallowest one)."""
+    level = list(roots)
+    for _ in range(max_depth):
+        for node in level:
+            if getattr(node, "name", None) and _is_step(node.name) and not getattr(node, "is_ops", False):
+                return node
+        level = [c for n in level if not getattr(n, "is_ops", False) for c in getattr(n, "children", [])]
+    return None
+
+
 @dataclass(eq=False)
 class TreeRow:
     obj: RangeNode | ThreadGroup
@@ -62,20 +77,36 @@ def path_text(node: RangeNode) -> str:
     return "/".join(node.path)
 
 
-class RangeTreeSource:
-    columns = [
+def tree_columns(aggregated: bool = True, per_instance: bool = False) -> list[Column]:
+    """The tree's columns. Aggregated rows add up their instances (`step_N ×3`): the figures are
+    totals over them, or (`i`) per instance, the total ÷ N; the headers and exports say which."""
+    if aggregated and per_instance:
+        cpu, gpu_time, gpu, kernels, what = "CPU/inst", "GPU/inst", "Busy/inst", "Kern/inst", "mean per instance"
+    else:
+        cpu, gpu_time, gpu, kernels = "CPU", "GPU", "GPU busy", "Kernels"
+        what = "total over instances" if aggregated else "one instance"
+    return [
         Column("range", "Range", None, "left", md_header="Range path", min_width=18, text=True),
         Column("instances", "×N", 6, priority=6),
         # Two clocks: CPU, the NVTX span (when the CPU issued the work); GPU, its GPU work's span
         # (first start to last end, nsys's projection). They differ when the GPU runs behind.
-        Column("cpu", "CPU", 9, fmt=fmt.duration, md_header="CPU: NVTX span (ns)", priority=7),
-        Column("gpu_time", "GPU", 9, fmt=fmt.duration, md_header="GPU time: its work's span (ns)", priority=7),
-        Column("gpu", "GPU busy", 9, fmt=fmt.duration, md_header="GPU busy (ns)", priority=8),
+        Column("cpu", cpu, 9, fmt=fmt.duration, md_header=f"CPU: NVTX span (ns, {what})", priority=7),
+        Column("gpu_time", gpu_time, 9, fmt=fmt.duration, md_header=f"GPU time: its work's span (ns, {what})",
+               priority=7),
+        Column("gpu", gpu, 9, fmt=fmt.duration, md_header=f"GPU busy (ns, {what})", priority=8),
         Column("share", "%parent", 7, fmt=fmt.percent, md_header="GPU share of parent", priority=4),
-        Column("kernels", "Kernels", 8, fmt=fmt.count, priority=5),
+        Column("kernels", kernels, 9 if per_instance and aggregated else 8,
+               fmt=lambda v: fmt.count(round(v)) if v is not None else "", md_header=f"Kernels ({what})", priority=5),
     ]
 
-    def __init__(self, groups: list[ThreadGroup], aggregated: bool):
+
+class RangeTreeSource:
+    columns = tree_columns()
+
+    def __init__(self, groups: list[ThreadGroup], aggregated: bool, per_instance: bool = False):
+        self.per_instance = per_instance and aggregated
+        if "columns" not in self.__dict__:  # a subclass (the diff's tree) may have set its own
+            self.columns = tree_columns(aggregated, per_instance)
         self.groups = groups
         self.aggregated = aggregated
         self.rows: list[TreeRow] = [TreeRow(g, 0) for g in groups]
@@ -110,16 +141,17 @@ class RangeTreeSource:
             return None  # the load's first stage: GPU work not read yet, blank rather than zero
         if key == "instances":
             return node.instances
+        per = node.instances if self.per_instance and node.instances else 1
         if key == "cpu":
-            return node.cpu_ns
+            return node.cpu_ns / per if per > 1 else node.cpu_ns
         if key == "gpu":
-            return node.busy_ns
+            return node.busy_ns / per if per > 1 else node.busy_ns
         if key == "gpu_time":
-            return node.proj_ns
+            return node.proj_ns / per if per > 1 else node.proj_ns
         if key == "share":
             return node.share_of_parent()
         if key == "kernels":
-            return node.kernels
+            return node.kernels / per if per > 1 else node.kernels
         return node.label
 
     def cell(self, i: int, column: Column) -> str:
@@ -215,11 +247,20 @@ class RangeTreeSource:
                 self.expand(i)
 
     def home_row(self) -> int:
-        """Where the cursor starts: the first steady-state iteration (`step_N`), else the first range."""
+        """Where the cursor starts: the first steady-state iteration (`step_N`), shown (its
+        thread opened) when it is on a thread that is not open, or nested under other ranges
+        (an autograd thread taken for the main one before the GPU work is read; unbalanced
+        NVTX); else the first range."""
         for i, row in enumerate(self.rows):
             name = getattr(row.obj, "name", None)  # the diff's merged rows have none
-            if not row.is_group and name and _STEP.match(path_key(name).rsplit(":", 1)[-1]):
+            if not row.is_group and name and _is_step(name):
                 return i
+        for group in sorted(self.groups, key=lambda g: not g.is_main):
+            node = _first_step(group.roots)
+            if node is not None:
+                at = self.reveal(node)
+                if at is not None:
+                    return at
         return 1 if len(self.rows) > 1 else 0
 
     def reveal(self, node: RangeNode) -> int | None:

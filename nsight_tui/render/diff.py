@@ -8,10 +8,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from pathlib import Path
 
 from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.kernels.kernel_names import distinct_labels, gemm_math, table_name
 from nsight_tui.parsers.analyses.diff import (
     ADDED,
     BOTH,
@@ -71,41 +71,21 @@ def _iterations(a: int, b: int) -> str:
     return f"{a}" if a == b else f"{a} | {b}"
 
 
-def _boundary_left(text: str, i: int) -> int:
-    while i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_"):
-        i -= 1
-    return i
-
 
 def kernel_labels(kernels: list[KernelDiff], width: int = 36) -> dict[str, str]:
-    """Short names people tell apart: where two demangled names shorten to the same label
-    (`reduce_kernel<sum_functor>` at two block sizes), each gets the part of its full name
-    that differs (`‹512, (int)1›`)."""
-    by_short: dict[str, list[str]] = {}
-    for k in kernels:
-        by_short.setdefault(k.short, []).append(k.name)
-    labels = {}
-    for short, names in by_short.items():
-        names = list(dict.fromkeys(names))
-        if len(names) == 1:
-            labels[names[0]] = short
-            continue
-        for name in names:
-            others = [n for n in names if n != name]
-            # from where this name parts from the one most like it, to where they meet again
-            head = max(len(os.path.commonprefix([name, o])) for o in others)
-            tail = max(len(os.path.commonprefix([name[::-1], o[::-1]])) for o in others)
-            start = _boundary_left(name, min(head, len(name)))
-            middle = name[start:max(len(name) - tail, head + 1)] or "…"
-            if len(middle) > width:
-                middle = middle[:width - 1] + "…"
-            labels[name] = f"{short} ‹{middle}›"
-        taken: dict[str, int] = {}
-        for name in names:  # still alike after the cut: number them
-            n = taken[labels[name]] = taken.get(labels[name], 0) + 1
-            if n > 1:
-                labels[name] += f" #{n}"
-    return labels
+    """Short names people tell apart (kernel_names.distinct_labels: the functor, the dtype, the
+    word that differs, or #1/#2), and for a GEMM what it multiplies in and on which units
+    (`tf32, tensor cores`: an fp32 → tf32 diff says what its added kernels are)."""
+    names = list(dict.fromkeys(k.name for k in kernels))
+    labels, _ = distinct_labels(names)
+    out = {}
+    for name, label in zip(names, labels):
+        units = gemm_math(name).partition(", ")[2]  # the label says the type already
+        base = table_name(name)
+        if units and label.startswith(base):  # `… tf32, tensor cores`, then any tag
+            label = f"{base}, {units}{label[len(base):]}"
+        out[name] = label
+    return out
 
 
 # -- Markdown -------------------------------------------------------------------------------

@@ -8,11 +8,21 @@ from nsight_tui.render.numbers import MISSING
 HEADERS = ["#", "finding (id)", "where", "saving ms/step", "basis", "evidence", "fix"]
 
 
+_COUNT_WORDS = ("kernels", "calls", "launches", "syncs", "copies", "count", "instances", "steps", "gaps")
+
+
+def _is_count(key: str) -> bool:
+    """Evidence keys that count things (`kernels_per_step`, `sync_calls`), not measure them."""
+    return not key.endswith(("_ns", "_share", "_ratio", "_fraction", "_pct")) and any(w in key for w in _COUNT_WORDS)
+
+
 def _figure(key: str, value) -> str:
     if value is None:
         return f"{key} –"
     if key.endswith("_ns") or key.endswith("_ns_per_step"):
         return f"{key.replace('_ns', '')} {numbers.ms(value)} ms"
+    if _is_count(key) and isinstance(value, (int, float)):
+        return f"{key} {round(value):,}"  # a count (per step: a mean) reads as a whole number
     if isinstance(value, float):
         return f"{key} {value:,.3g}"
     return f"{key} {value}"

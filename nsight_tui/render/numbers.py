@@ -88,8 +88,12 @@ def count(n) -> str:
 
 
 def mean_count(x) -> str:
-    """A count per something (kernels per instance): `12.5`."""
-    return MISSING if missing(x) else f"{x:,.1f}"
+    """A count per something (kernels per instance): a whole number as one (`435`, `1,867` for
+    1866.7: a count reads as an integer), a small mean with its decimal (`2.5` syncs per step)."""
+    if missing(x):
+        return MISSING
+    v = float(x)
+    return f"{round(v):,}" if v == int(v) or abs(v) >= 100 else f"{v:,.1f}"
 
 
 def instances(n) -> str:
@@ -150,6 +154,7 @@ UNITS = {
     "flop_per_s": flop_rate,
     "bytes_per_s": byte_rate,
     "flop_per_byte": lambda v: MISSING if missing(v) else f"{float(v):,.2f} FLOP/B",
+    "text": lambda v: MISSING if v is None else str(v),  # a word, not a number (a verdict)
 }
 
 

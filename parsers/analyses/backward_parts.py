@@ -56,6 +56,8 @@ class PartRow:
     # the same less the sub-parts' (for `forward`: MLPs, norms, projections, embeddings, loss)
     forward_self_ns: int = 0
     backward_self_ns: int = 0
+    # the backward kernels mapped to this part (its sub-parts' included): positions in trace.ops
+    backward_ops: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False, compare=False)
 
     @property
     def ratio(self) -> float | None:
@@ -247,16 +249,19 @@ class _Context:
         f_ops = self.fwd_ops
         f_part = self._innermost(f_ops, (~self.kinds.is_op) & (self.forward_of >= 0))
         sums: dict[tuple[str, ...], list[int]] = {}
+        bwd_of: dict[tuple[str, ...], list[np.ndarray]] = {}
 
         def add(ops: np.ndarray, parts: np.ndarray, column: int) -> None:
             sel = is_k[ops] & (parts >= 0)
-            frame = pd.DataFrame({"part": parts[sel], "ns": dur[ops[sel]]})
+            frame = pd.DataFrame({"part": parts[sel], "ns": dur[ops[sel]], "op": ops[sel]})
             for part, g in frame.groupby("part"):
                 path = self.rel_path[int(part)]
                 for depth in range(1, len(path) + 1):  # inclusive: every enclosing part too
                     row = sums.setdefault(path[:depth], [0, 0, 0, 0])
                     row[column] += int(g["ns"].sum())
                     row[column + 1] += len(g)
+                    if column == 2:
+                        bwd_of.setdefault(path[:depth], []).append(g["op"].to_numpy(np.int64))
 
         add(f_ops, f_part, 0)
         add(bwd_ops, bwd_part, 2)
@@ -266,11 +271,14 @@ class _Context:
             sel = kern & (reason == why)
             if sel.any():
                 unmapped[why] = (int(dur[bwd_ops[sel]].sum()), int(sel.sum()))
-        rows = [PartRow(path, *vals) for path, vals in sorted(sums.items(), key=lambda kv: _tree_order(kv[0], sums))]
+        ordered = sorted(sums.items(), key=lambda kv: _tree_order(kv[0], sums))
+        rows = [PartRow(path, vals[0], vals[1], vals[2], vals[3]) for path, vals in ordered]
         for row in rows:
             kids = [sums[p] for p in sums if len(p) == len(row.path) + 1 and p[:-1] == row.path]
             row.forward_self_ns = row.forward_kernel_ns - sum(k[0] for k in kids)
             row.backward_self_ns = row.backward_kernel_ns - sum(k[2] for k in kids)
+            got = bwd_of.get(row.path)
+            row.backward_ops = np.sort(np.concatenate(got)) if got else np.empty(0, np.int64)
         return BackwardParts(
             method=method, iterations=self.iterations,
             backward_kernel_ns=int(dur[bwd_ops[kern]].sum()), backward_kernels=int(kern.sum()),

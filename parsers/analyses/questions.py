@@ -207,8 +207,9 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "attribution": attribution,
         "main_threads": main_threads.as_json(trace, model.main_info),
         "config": config,
-        "ranges": {k: v.to_json() for k, v in steady.items()},
-        "warmup": {k: v.to_json() for k, v in warm.items()},
+        # op_ns (kernels + memcpy/memset): what a kernel's share divides by, in the TUI and here
+        "ranges": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in steady.items()},
+        "warmup": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in warm.items()},
         "ratios": _ratios(steady, config),
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),

@@ -18,7 +18,7 @@ from nsight_tui.parsers.read.load import Trace
 @dataclass
 class Ratio:
     label: str
-    value: float | None
+    value: float | str | None  # a str for a word (a verdict), unit "text"
     unit: str  # how to read `value`: "fraction" (0..1), "ns", "count", "per_instance", "x"
     basis: str  # what the value divides by, in words
 

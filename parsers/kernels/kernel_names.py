@@ -27,6 +27,10 @@ __all__ = [
     "decode_gemm",
     "gemm_summary",
     "gemm_detail_lines",
+    "table_name",
+    "distinct_labels",
+    "kernel_dtype",
+    "gemm_math",
 ]
 
 # Names are read up to this many characters. Real kernel names stay under ~20k (CUTLASS 3
@@ -462,6 +466,10 @@ def _decode_cutlass2(name: str) -> dict | None:
         d["b_type"] = d["a_type"]
         d["c_type"] = e.group("c") or acc
         d["math_type"] = e.group("mt") or d["a_type"]
+        if d["math"] == "tensorop" and not e.group("mt") and d["a_type"] == "f32":
+            # fp32 data on tensor cores is multiplied as tf32 (`tensorop_s1688gemm`: mma 16x8x8,
+            # the TF32 instruction; small_ctx512_tf32 has these next to cuBLAS' tf32 kernels)
+            d["math_type"] = "tf32"
         if e.group("shape"):
             d["flags"].append(f"mma{e.group('shape')}")
     return d
@@ -670,6 +678,17 @@ def gemm_summary(d: dict) -> str:
     return " · ".join(p for p in parts if p)
 
 
+def gemm_math(name: str) -> str:
+    """What a GEMM multiplies in and on which units, from its name (`tf32, tensor cores`,
+    `f32, CUDA cores`); "" for a name that is no GEMM or does not say."""
+    d = decode_gemm(name)
+    if not d:
+        return ""
+    prec = d.get("math_type") or d.get("a_type") or ""
+    units = {"simt": "CUDA cores", "tensorop": "tensor cores", "gmma": "tensor cores"}.get(d.get("math") or "", "")
+    return ", ".join(p for p in (prec, units) if p)
+
+
 _LAYOUT_WORDS = {"n": "not transposed", "t": "transposed"}
 
 
@@ -711,17 +730,148 @@ def gemm_detail_lines(d: dict) -> list[tuple[str, str]]:
     return out
 
 
+# Scalar types as they appear in PyTorch kernels' template arguments (the tensor's dtype).
+_DTYPE_WORDS = {
+    "float": "f32", "double": "f64", "Half": "f16", "__half": "f16", "half": "f16",
+    "BFloat16": "bf16", "__nv_bfloat16": "bf16", "bfloat16": "bf16",
+    "long": "i64", "int64_t": "i64", "int": "i32", "int32_t": "i32", "short": "i16",
+    "bool": "bool", "int8_t": "i8", "uint8_t": "u8",
+    "Float8_e4m3fn": "e4m3", "Float8_e5m2": "e5m2", "ComplexFloat": "c64",
+}
+_DTYPE_TOKEN = re.compile(r"(?<![\w:])(?:c10::)?(" + "|".join(sorted(_DTYPE_WORDS, key=len, reverse=True)) + r")(?!\w)")
+# What is not a dtype: casts of template values ((int)4, (unsigned long)3), unsigned index types,
+# char pointers, and TensorIterator's index lambda.
+_NOT_DTYPE = re.compile(r"\((?:unsigned |signed )?(?:int|long|short|char|bool)\)\s*-?\d+|unsigned (?:int|long|short|char)"
+                        r"|(?:signed )?char\s*\*|\[lambda\(int\) \(instance \d+\)\]|lambda\(int\)")
+
+
+_FLOAT_TYPES = frozenset({"f32", "f64", "f16", "bf16", "e4m3", "e5m2", "c64"})
+
+
+def kernel_dtype(demangled: str) -> str:
+    """The first scalar type among a C++ kernel's template arguments (`f32`, `bf16`, `i64`...), the
+    data type it works on; "" when the name says none (GEMM names: `decode_gemm`)."""
+    s = _ANON_NS.sub("", scanned(demangled or ""))
+    s = re.sub(r"^\s*void\s+", "", s)
+    qualified, _ = _split_top_level_name(s)
+    lt = qualified.find("<")
+    if lt < 0:
+        return ""
+    found = [_DTYPE_WORDS[m.group(1)] for m in _DTYPE_TOKEN.finditer(_NOT_DTYPE.sub(" ", qualified[lt:]))]
+    # a floating type is the data; an integer beside it is an index or a count (splitKreduce<int, float>)
+    return next((t for t in found if t in _FLOAT_TYPES), found[0] if found else "")
+
+
 def table_name(name: str) -> str:
-    """A name people can tell apart in a table cell. cuBLAS/CUTLASS names differ only in the
-    middle (`..._nt_n_tilesize64x64x8_...`), which truncation hides, so decoded GEMMs show
-    library, layout, tile and type (`cuBLAS gemm tn 64x64x8 f32`); others `short_kernel_name`."""
+    """A name people can tell apart in a table cell, the part that differs first (a narrow cell
+    cuts the end). cuBLAS/CUTLASS names differ only in the middle (`..._nt_n_tilesize64x64x8_...`),
+    which truncation hides, so decoded GEMMs show library, layout, tile and the type multiplied
+    (`cuBLAS gemm tn 64x64x8 f32`; `tf32` where fp32 data is rounded for tensor cores). PyTorch's
+    template kernels show the functor, then the data type, then the kernel
+    (`MulFunctor f32 · vectorized_elementwise`: seven rows of `vectorized_elementwise_kernel<…`
+    cut at 30 columns read the same). Two kernels can still share a label (a scalar vs a tensor
+    operand): `distinct_labels` tells them apart within one table."""
     if not isinstance(name, str) or not name:
         return ""
     d = decode_gemm(name)
     if d and d.get("library") and d.get("layout") and d.get("tile"):
-        parts = [d["library"], d.get("op") or "gemm", d["layout"], d["tile"], d.get("a_type") or ""]
+        prec = d.get("a_type") or ""
+        if d.get("math_type") and d.get("math_type") != d.get("a_type"):
+            prec = d["math_type"]  # fp32 data, tf32 math: the tensor-core path
+        parts = [d["library"], d.get("op") or "gemm", d["layout"], d["tile"], prec]
         label = " ".join(p for p in parts if p)
         if d.get("role") == "split-k reduction":
             label += " split-K reduce"
         return label
-    return short_kernel_name(name)
+    short = short_kernel_name(name)
+    if short == name.strip() or "<" not in name:
+        return short
+    base = short.split("<", 1)[0]
+    if not re.fullmatch(r"[A-Za-z_]\w*", base):
+        return short  # not a C++ kernel's name (an odd or hostile string): as short_kernel_name reads it
+    if base.endswith("_kernel") and len(base) > len("_kernel"):
+        base = base[: -len("_kernel")]
+    functors = kernel_functors(name)[:2]
+    dtype = kernel_dtype(name)
+    if functors:
+        return f"{' '.join(functors)}{' ' + dtype if dtype else ''} · {base}"
+    return f"{base} {dtype}" if dtype else short
+
+
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\d+")
+
+
+def _gemm_traits(name: str) -> list[str] | None:
+    d = decode_gemm(name)
+    if not d:
+        return None
+    out = [str(f) for f in d.get("flags") or []]
+    for key, fmt in (("arch", "{}"), ("kind", "{}"), ("math", "{}"), ("stages", "{} stages"), ("warps", "warps {}"),
+                     ("cluster", "cluster {}"), ("epilogue_type", "epilogue {}"), ("c_type", "C {}"),
+                     ("accum_type", "accumulate {}")):
+        if d.get(key) not in (None, ""):
+            out.append(fmt.format(d[key]))
+    return out
+
+
+def _words(name: str) -> list[tuple[str, str]]:
+    """The name's words and numbers, each with the text just before it (namespaces dropped)."""
+    s = re.sub(r"\b[A-Za-z_]\w*::", "", _ANON_NS.sub("", scanned(name)))
+    out = []
+    for m in _WORDS.finditer(s):
+        left = s[max(0, m.start() - 14):m.start()]
+        out.append((m.group(), ("…" if m.start() > 14 else "") + left + m.group()))
+    return out
+
+
+def _tag_word(word: str) -> str:
+    return word[: -len("Functor")] if word.endswith("Functor") and len(word) > len("Functor") else word
+
+
+def _tagged(label: str, tag: str) -> str:
+    """The tag where a narrow cell still shows it: before ` · kernel` (`MulFunctor f32 BUnary ·
+    vectorized_elementwise`), else at the end."""
+    head, sep, base = label.partition(" · ")
+    return f"{head} {tag}{sep}{base}" if sep else f"{label} {tag}"
+
+
+def distinct_labels(names) -> tuple[list[str], list[str]]:
+    """`table_name` of each name, made distinct: names (distinct strings) whose labels collide
+    get a tag, the word that differs (`BUnary`, `segment_k_on`) where one tells
+    them apart, else `#1`, `#2`... (in name order); and a note for each saying how it differs
+    from the others ("" for a label alone). One table's names at a time."""
+    names = [str(n) for n in names]
+    labels = [table_name(n) for n in names]
+    notes = [""] * len(names)
+    groups: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(label, []).append(i)
+    for label, rows in groups.items():
+        if len(rows) < 2 or len({names[i] for i in rows}) < 2:
+            continue
+        rows = sorted(rows, key=lambda i: names[i])
+        traits = [_gemm_traits(names[i]) for i in rows]
+        gemms = [t for t in traits if t is not None]
+        if len(gemms) == len(traits):
+            common = set.intersection(*(set(t) for t in gemms))
+            differ = [[(w, w) for w in t if w not in common] for t in gemms]
+        else:
+            words = [_words(names[i]) for i in rows]
+            if len({len(w) for w in words}) == 1:  # same shape: the positions that differ
+                at = [k for k in range(len(words[0])) if len({w[k][0] for w in words}) > 1]
+                differ = [[w[k] for k in at] for w in words]
+            else:
+                common = set.intersection(*({x for x, _ in w} for w in words))
+                differ = [[(x, c) for x, c in dict(w[::-1]).items() if x not in common][::-1] for w in words]
+        # A word tells them apart (BUnaryFunctor / BinaryFunctor); numbers alone do not read.
+        wordy = [[_tag_word(x) for x, _ in d if not x.isdigit() and len(x) >= 3][:2] for d in differ]
+        tags = [" ".join(w) for w in wordy]
+        use_words = all(tags) and len(set(tags)) == len(tags) and max(len(t) for t in tags) <= 14
+        for k, i in enumerate(rows):
+            labels[i] = _tagged(label, tags[k] if use_words else f"#{k + 1}")
+        for k, i in enumerate(rows):
+            others = ", ".join(labels[j] for j in rows if j != i)
+            what = ", ".join(c for _, c in differ[k][:3])
+            notes[i] = (f"same kernel as {others} but for: {what}" if what
+                        else f"another instantiation than {others} (d: full names)")
+    return labels, notes

@@ -35,7 +35,9 @@ def _children_ids(model: RangeModel, i: int) -> np.ndarray:
 
 
 def phase_ranges(model: RangeModel, iterations: np.ndarray, text: str) -> np.ndarray:
-    """Ranges named `text` inside the given iterations (any depth)."""
+    """Ranges named `text` inside the given iterations (any depth), not inside another iteration
+    nested in them: where unbalanced NVTX push/pop nests `step_N` under `warmup_0/forward`, the
+    warmup's forward is its own, not the steps' too."""
     texts = model.trace.ranges["text"].to_numpy()
     out = []
     stack = [int(i) for i in iterations]
@@ -44,8 +46,59 @@ def phase_ranges(model: RangeModel, iterations: np.ndarray, text: str) -> np.nda
         for c in _children_ids(model, i).tolist():
             if texts[c] == text:
                 out.append(c)
-            stack.append(c)
+            if not _is_iteration(texts[c]):
+                stack.append(c)
     return np.array(sorted(out), dtype=np.int64)
+
+
+def _is_iteration(text) -> bool:
+    return isinstance(text, str) and bool(STEP.match(text) or WARMUP.match(text))
+
+
+def nested_iterations(model: RangeModel) -> list[tuple[int, int]]:
+    """(outer, inner) range positions where an iteration range (`step_N`, `warmup_N`) lies inside
+    another iteration range on its thread: unbalanced NVTX (torch.compile's push/pop left open
+    nests every later iteration under one range). A domain-tagged copy of the same iteration
+    (same name) is no nesting."""
+    if model.n == 0:
+        return []
+    texts = model.trace.ranges["text"].to_numpy()
+    parent = np.asarray(model.parent)
+    out = []
+    for i in np.flatnonzero([_is_iteration(t) for t in texts]).tolist():
+        p = int(parent[i])
+        while p >= 0:
+            if _is_iteration(texts[p]) and texts[p] != texts[i]:
+                out.append((p, i))
+                break
+            p = int(parent[p])
+    return out
+
+
+def nesting_note(model: RangeModel) -> str:
+    """One line saying which iterations nest in which ("" when none)."""
+    pairs = nested_iterations(model)
+    if not pairs:
+        return ""
+    texts = model.trace.ranges["text"].to_numpy()
+    inner = [int(i) for _, i in pairs]
+    parent = np.asarray(model.parent)
+    outer = sorted({int(parent[i]) for i in inner})  # the ranges they sit in (warmup_0/forward)
+    names = sorted({str(texts[i]) for i in inner}, key=lambda t: (not t.startswith("warmup"), len(t), t))
+    where = ", ".join(_path(model, o) for o in outer[:2])
+    return (f"unbalanced NVTX: {len(inner)} iteration range{'s' if len(inner) != 1 else ''} ({', '.join(names[:4])}"
+            f"{', …' if len(names) > 4 else ''}) nest inside {where} (a push without its pop, e.g. torch.compile); "
+            "iterations are still found by name, and phases are counted per iteration")
+
+
+def _path(model: RangeModel, i: int) -> str:
+    texts = model.trace.ranges["text"].to_numpy()
+    parent = np.asarray(model.parent)
+    out = []
+    while i >= 0:
+        out.append(str(texts[i]))
+        i = int(parent[i])
+    return "/".join(reversed(out))
 
 
 def _plain(text: str) -> str:

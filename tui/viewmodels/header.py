@@ -30,6 +30,7 @@ class HeaderInfo:
     attribution: str
     mode_help: str
     notes: tuple[str, ...] = field(default=())
+    warning: str = ""  # a few words in the row itself (unbalanced NVTX); its note says it in full
     main_thread: str = ""  # which thread frames the iterations (render.process_view), for `?`
     rank: str = ""  # the rank filter in force (`rank 1`, `Σ 2 ranks`); "" for an export of one rank
     rank_help: str = ""  # the same in words, for `?`
@@ -118,7 +119,8 @@ def _tight(h: HeaderInfo) -> list[str]:
 def _tail(h: HeaderInfo) -> str:
     """The badges at the end of the row: the mode in force, and notes when there are any."""
     notes = f" · {len(h.notes)} note{'s' if len(h.notes) != 1 else ''} (?)" if h.notes else ""
-    return h.badge + notes
+    warning = f" · ⚠ {h.warning}" if h.warning else ""
+    return h.badge + warning + notes
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,8 @@ def fit(h: HeaderInfo, width: int) -> list[HeaderRow]:
             return [HeaderRow(text, tail)]
     tight = _tight(h)
     tighter = [tight]
-    if h.rank:  # then without the load time, the API count, the range count
-        tighter += [tight[:-1], [*tight[:3], tight[4]], tight[:3]]
+    if h.rank or h.warning:  # then without the load time, the API count, the range count
+        tighter += [tight[:-1], [*tight[:3], tight[4]], tight[:3]] if len(tight) > 4 else [tight[:-1]]
     for fields in tighter:
         text = "  ".join(fields)
         if len(text) + 2 + len(tail) <= width:

@@ -9,10 +9,9 @@ import pandas as pd
 from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.analyses.ratios import Ratio, family_shares, ratio_panel
 from nsight_tui.parsers.kernels.families import describe_kernel
-from nsight_tui.parsers.kernels.kernel_names import decode_gemm, gemm_summary
+from nsight_tui.parsers.kernels.kernel_names import decode_gemm, distinct_labels, gemm_summary
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode
 from nsight_tui.tui import fmt
-from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.viewmodels.ratios import RatioPanelView, panel
@@ -29,10 +28,11 @@ class KernelsView:
     summary: pd.DataFrame  # model.kernel_summary + family and readable label
     ratios: RatioPanelView
     ranks: str = ""  # which ranks the figures count, where the export has several ("" when one)
+    title: str = ""  # what the ops are when they are neither a range's nor the trace's
 
     @property
     def scope(self) -> str:
-        where = "the whole trace" if self.node is None else path_text(self.node)
+        where = self.title or ("the whole trace" if self.node is None else path_text(self.node))
         return f"{where} ({self.ranks})" if self.ranks else where
 
     def row_of(self, name: str | None) -> int:
@@ -52,7 +52,10 @@ def family_labels(names: pd.Series) -> list[str]:
 
 def _with_labels(summary: pd.DataFrame) -> pd.DataFrame:
     summary["family"] = family_labels(summary["name"])
-    summary["label"] = [display_kernel_name(n) for n in summary["name"]]
+    # One table's labels are distinct: kernels that would share one get what tells them apart.
+    labels, notes = distinct_labels(summary["name"].tolist())
+    summary["label"] = labels
+    summary["label_note"] = notes
     return summary
 
 
@@ -72,15 +75,52 @@ def kernel_columns(demangled: bool) -> list[Column]:
                md_header="Kernel" if demangled else "Kernel (demangled)"),
         Column("short", "", show=False, text=True, md_header="Short name (nsys)"),
         Column("kind", "", show=False, md_header="Kind", text=True),
+        Column("label_note", "", show=False, text=True, md_header="How it differs from a kernel of the same label"),
         Column("med_ns", "", show=False, md_header="Median (ns)"),
     ]
+
+
+OPTIMIZER_RANGES = ("optimizer",)  # the phase; PyTorch's record_function ranges start `Optimizer.`
+
+
+def in_optimizer(node: RangeNode) -> bool:
+    """Whether the range is the optimizer step or inside it (by its name path)."""
+    cur: RangeNode | None = node
+    while cur is not None:
+        text = cur.name.split(":", 1)[1] if ":" in cur.name else cur.name
+        if text in OPTIMIZER_RANGES or text.startswith("Optimizer."):
+            return True
+        cur = cur.parent
+    return False
+
+
+def _by_range(ratios: list[Ratio], node: RangeNode) -> list[Ratio]:
+    """In the optimizer step, families by name miss what the kernels are for (AdamW with
+    foreach=False is 100% "Elementwise", with foreach "Optimizer"): the shares say both, the
+    optimizer's by range first."""
+    if not in_optimizer(node):
+        return ratios
+    shares = [r for r in ratios if r.label.endswith(" share") and r.basis == "kernel + memory op time in range"]
+    if not shares or any(r.label.startswith("Optimizer") and isinstance(r.value, float) and r.value >= 0.999
+                          for r in shares):
+        return ratios
+    by_range = Ratio("Optimizer by range share", 1.0, "fraction", shares[0].basis)
+    at = ratios.index(shares[0])
+    return [*ratios[:at], by_range, *ratios[at:]]
 
 
 def range_kernels(model: RangeModel, node: RangeNode, extra_ratios: list[Ratio] | None = None,
                   ranks: str = "") -> KernelsView:
     positions = node.op_positions()
-    return KernelsView(node, positions, _with_labels(model.kernel_summary(positions)),
-                       panel(ratio_panel(model, node) + list(extra_ratios or [])), ranks)
+    summary = _with_labels(model.kernel_summary(positions))
+    if in_optimizer(node):  # the family by name, and the optimizer's by range (the detail says so)
+        summary["label_note"] = [
+            (n + "\n" if n else "") + (f"in the optimizer step: family Optimizer by range ({f} by name)"
+                                        if not f.startswith("Optimizer") else "")
+            for n, f in zip(summary["label_note"], summary["family"])]
+        summary["label_note"] = summary["label_note"].str.strip()
+    return KernelsView(node, positions, summary,
+                       panel(_by_range(ratio_panel(model, node), node) + list(extra_ratios or [])), ranks)
 
 
 def trace_kernels(model: RangeModel, ranks: str = "") -> KernelsView:
@@ -93,10 +133,59 @@ def trace_kernels(model: RangeModel, ranks: str = "") -> KernelsView:
     return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios), ranks)
 
 
-def kernel_detail(name: str) -> str:
+def op_kernels(model: RangeModel, positions: np.ndarray, title: str, basis: str) -> KernelsView:
+    """The kernels of a set of ops (a backward part's, from `b`), shares of their own time."""
+    positions = np.asarray(positions, dtype=np.int64)
+    shares = family_shares(model, positions)
+    ratios = [Ratio(f"{r.label} share", r.share, "fraction", basis) for r in shares.itertuples() if r.total_ns]
+    return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios), title=title)
+
+
+SPARK = "▁▂▃▄▅▆▇█"
+HIST_BINS = 8
+
+
+def nearest_rank(sorted_values: np.ndarray, p: float) -> int:
+    """The p-th percentile by nearest rank: the smallest value with at least p% of the values at
+    or below it (the sorted value at index ceil(p/100 · n) − 1)."""
+    n = len(sorted_values)
+    return int(sorted_values[max(0, min(n - 1, int(np.ceil(p / 100 * n)) - 1))])
+
+
+def durations(model: RangeModel, positions: np.ndarray, name: str) -> np.ndarray:
+    """The durations (ns) of the ops called `name` among `positions`, sorted."""
+    t = model.trace
+    codes = [i for i, n in enumerate(t.op_names) if n == name]  # one, unless a name repeats
+    if not codes:
+        return np.zeros(0, dtype=np.int64)
+    pos = np.asarray(positions, dtype=np.int64)
+    pos = pos[np.isin(t.ops["name"].to_numpy()[pos], codes)]
+    return np.sort((t.ops["end"].to_numpy() - t.ops["start"].to_numpy())[pos])
+
+
+def distribution_line(d: np.ndarray) -> str:
+    """`72 launches: p50 66.0 µs · p90 70.1 µs · p99 72.0 µs · 60.0 µs ▁▃█▆▂▁ 80.0 µs`: the
+    launches' durations by nearest rank, and a histogram over 8 log-spaced bins from the
+    shortest to the longest (what nsys's cuda_gpu_kern_hist recipe gives)."""
+    if len(d) == 0:
+        return ""
+    head = (f"{len(d):,} launches: p50 {fmt.duration(nearest_rank(d, 50))} · "
+            f"p90 {fmt.duration(nearest_rank(d, 90))} · p99 {fmt.duration(nearest_rank(d, 99))}")
+    lo, hi = int(d[0]), int(d[-1])
+    if len(d) < 2 or hi <= lo:
+        return head
+    edges = np.geomspace(max(lo, 1), hi, HIST_BINS + 1)
+    counts, _ = np.histogram(np.clip(d, max(lo, 1), hi), bins=edges)
+    top = counts.max()
+    spark = "".join(" " if c == 0 else SPARK[min(len(SPARK) - 1, int((len(SPARK) - 1) * c / top + 0.5))] for c in counts)
+    return f"{head} · {fmt.duration(lo)} {spark} {fmt.duration(hi)}"
+
+
+def kernel_detail(name: str, note: str = "", distribution: str = "") -> str:
     """One or two lines about a kernel: what it does (its family's description when nothing
-    more specific is known) and, for cuBLAS/CUTLASS GEMMs, the decoded name."""
-    lines = [describe_kernel(name)]
+    more specific is known) and, for cuBLAS/CUTLASS GEMMs, the decoded name; `note`: how it
+    differs from a kernel of the same label in its table."""
+    lines = [describe_kernel(name), note, distribution]
     decoded = decode_gemm(name)
     if decoded:
         lines.append(gemm_summary(decoded))

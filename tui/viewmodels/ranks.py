@@ -55,10 +55,13 @@ PHASE_COLUMNS = [
            md_fmt=fmt.exact_int),
     Column("vs_median_ns", "vs med", 9, fmt=_signed, priority=6, md_header="Per step minus the median rank's (ns)",
            md_fmt=fmt.exact_int),
-    Column("comm_ns", "Comm", 9, fmt=fmt.duration, priority=7, md_header="Communication (ns)"),
-    Column("exposed_ns", "Exposed", 9, fmt=fmt.duration, priority=8, md_header="Exposed communication (ns)"),
+    Column("comm_ns", "Comm tot", 9, fmt=fmt.duration, priority=7,
+           md_header="Communication (ns, total over the steady-state steps)"),
+    Column("exposed_ns", "Expo tot", 9, fmt=fmt.duration, priority=8,
+           md_header="Exposed communication (ns, total over the steady-state steps)"),
     Column("overlap", "Overlap", 7, fmt=fmt.percent, priority=8, md_header="Overlap", md_fmt=_share),
-    Column("busy_ns", "GPU busy", 9, fmt=fmt.duration, priority=3, md_header="GPU busy (ns)"),
+    Column("busy_ns", "Busy tot", 9, fmt=fmt.duration, priority=3,
+           md_header="GPU busy (ns, total over the steady-state steps)"),
     Column("instances", "", show=False, md_header="Instances"),
 ]
 

@@ -58,6 +58,31 @@ class TimelineFrame:
     launch_mark: tuple[int, int] | None  # (lane index, cell) of the kernel's launching call, if on screen
     splits: list[IdleSplit]  # per GPU, the visible window's busy / launch / sync / host
     legend: list[tuple[str, str]] = field(default_factory=list)  # (lane kind, category) visible
+    selected_pos: int = 0  # the selected lane's place among the lanes shown
+    hidden: int = 0  # lanes left out: nothing on them in the window
+    gap: "GapSpan | None" = None  # the idle lane's item: the whole GPU gap it is part of
+
+
+@dataclass(frozen=True)
+class GapSpan:
+    """One GPU gap, whole: the one figure the idle lane's line, `]` and the detail all give."""
+
+    device: int
+    start_ns: int
+    end_ns: int
+    launch_bound_ns: int
+    sync_bound_ns: int
+    host_bound_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def cause(self) -> str:
+        parts = {"launch-bound": self.launch_bound_ns, "sync-bound": self.sync_bound_ns,
+                 "host-bound": self.host_bound_ns}
+        return max(parts, key=lambda k: parts[k])
 
 
 class TimelineState:
@@ -100,14 +125,22 @@ class TimelineState:
     def set_cells(self, n: int) -> None:
         self.n = max(8, int(n))
 
-    def fit_lanes(self, visible: int) -> None:
-        """Scroll the lane list so the selected lane is among `visible` rows."""
+    def shown_lanes(self) -> list[int]:
+        """The lanes with something in the window (and the selected one): an empty lane takes
+        no row (the DDP sample's 22 lanes at 80×24 left 13 rows for whatever was in view)."""
+        return [i for i, lane in enumerate(self.timeline.lanes)
+                if i == self.selected or has_items(lane, self.t0, self.t1)]
+
+    def fit_lanes(self, visible: int, shown: list[int] | None = None) -> None:
+        """Scroll the shown lanes so the selected lane is among `visible` rows."""
         visible = max(1, visible)
-        if self.selected < self.top:
-            self.top = self.selected
-        elif self.selected >= self.top + visible:
-            self.top = self.selected - visible + 1
-        self.top = max(0, min(self.top, max(0, len(self.timeline.lanes) - visible)))
+        shown = self.shown_lanes() if shown is None else shown
+        pos = shown.index(self.selected) if self.selected in shown else 0
+        if pos < self.top:
+            self.top = pos
+        elif pos >= self.top + visible:
+            self.top = pos - visible + 1
+        self.top = max(0, min(self.top, max(0, len(shown) - visible)))
 
     # -- moves ----------------------------------------------------------------------------------
     def _centre_on(self, centre: int, span: float) -> None:
@@ -130,14 +163,30 @@ class TimelineState:
         self.t0, self.t1 = self.fit_window
 
     def move_lane(self, delta: int) -> None:
+        """To the next/previous lane shown (empty lanes in the window are skipped)."""
         if self.timeline.lanes:
-            self.selected = max(0, min(len(self.timeline.lanes) - 1, self.selected + delta))
+            shown = self.shown_lanes()
+            pos = shown.index(self.selected) if self.selected in shown else 0
+            self.selected = shown[max(0, min(len(shown) - 1, pos + delta))]
 
     def gap_device(self) -> int | None:
         lane = self.timeline.lanes[self.selected] if self.timeline.lanes else None
         if lane is not None and lane.device >= 0:
             return lane.device
         return self.timeline.idle.devices[0] if self.timeline.idle.devices else None
+
+    def gap_at(self, device: int, t: int) -> GapSpan | None:
+        """The GPU gap (maximal idle stretch between busy blocks) holding time `t`, or None
+        when the GPU is busy then."""
+        tl = self.timeline
+        busy = tl.idle.device(device).busy
+        if busy.contains(t):
+            return None
+        k = int(np.searchsorted(busy.end, t, side="right"))  # busy blocks over by t
+        gs = int(busy.end[k - 1]) if k > 0 else tl.t_min
+        ge = int(busy.start[k]) if k < len(busy) else tl.t_max
+        _, launch, sync, host = (int(x) for x in tl.idle.device(device).split(gs, ge))
+        return GapSpan(device, gs, ge, launch, sync, host)
 
     def gap_threshold(self) -> int:
         return max(GAP_MIN_NS, 2 * self.span // self.n)
@@ -167,8 +216,9 @@ class TimelineState:
     def frame(self, visible_lanes: int) -> TimelineFrame:
         """What `visible_lanes` screen rows of lanes show (spare rows make GPU lanes taller)."""
         tl = self.timeline
-        self.fit_lanes(visible_lanes)
-        chosen = list(range(self.top, min(len(tl.lanes), self.top + max(1, visible_lanes))))
+        shown = self.shown_lanes()
+        self.fit_lanes(visible_lanes, shown)
+        chosen = shown[self.top:self.top + max(1, visible_lanes)]
         heights = lane_heights([tl.lanes[i].kind for i in chosen], visible_lanes)
         rows: list[LaneRow] = []
         legend: dict[tuple[str, str], None] = {}
@@ -182,11 +232,16 @@ class TimelineState:
                     legend[(lane.kind, lane.categories[c])] = None
         a, b = self.cell_bounds(self.cursor_cell)
         item = tl.item(self.selected, a, b) if tl.lanes else None
+        gap = None
+        if item is not None and item.lane.kind == "idle":
+            gap = self.gap_at(item.lane.device, max(item.start_ns, min(item.end_ns - 1, self.cursor_ns)))
         return TimelineFrame(
-            t0=self.t0, t1=self.t1, n=self.n, origin=self.origin, rows=rows, lane_count=len(tl.lanes),
+            t0=self.t0, t1=self.t1, n=self.n, origin=self.origin, rows=rows, lane_count=len(shown),
             selected=self.selected, ticks=axis_ticks(self.t0, self.t1, self.n, self.origin),
             cursor_ns=self.cursor_ns, item=item, launch_mark=self._launch_mark(item, chosen),
             splits=self.splits(), legend=list(legend),
+            selected_pos=shown.index(self.selected) if self.selected in shown else 0,
+            hidden=len(tl.lanes) - len(shown), gap=gap,
         )
 
     def splits(self) -> list[IdleSplit]:
@@ -206,8 +261,9 @@ class TimelineState:
         names = self.timeline.range_names
         out = []
         for c0, c1, i in lane.spans(self.t0, self.t1, self.n, min_cells=4):
-            text = display_name(names[int(lane.ref[i])])
-            out.append((c0, c1, text[: c1 - c0]))
+            label = fit_label(display_name(names[int(lane.ref[i])]), c1 - c0)
+            if label:
+                out.append((c0, c1, label))
         return out
 
     def _launch_mark(self, item: Item | None, chosen: list[int]) -> tuple[int, int] | None:
@@ -220,6 +276,24 @@ class TimelineState:
         if not self.t0 <= start < self.t1:
             return None
         return where[0], int((start - self.t0) * self.n // self.span)
+
+
+def has_items(lane, t0: int, t1: int) -> bool:
+    """Whether anything on `lane` overlaps [t0, t1): two binary searches (the first item whose
+    running end passes t0 ends after t0; it overlaps when it starts before t1)."""
+    if not len(lane):
+        return False
+    lo = int(np.searchsorted(lane._run_end, t0, side="right"))
+    return lo < len(lane) and int(lane.start[lo]) < t1
+
+
+def fit_label(name: str, cells: int) -> str:
+    """A range's name inside its bar of `cells` cells, a bar cell kept at each end so two
+    names never run together (`optforward`): whole, else cut with `…` (4 cells or more), else none."""
+    room = cells - 2
+    if len(name) <= room:
+        return name
+    return name[: room - 1] + "…" if room >= 4 else ""
 
 
 def lane_heights(kinds: list[str], rows: int) -> list[int]:
@@ -335,3 +409,42 @@ def target_for_op(timeline: Timeline, op: int, model: RangeModel, node: RangeNod
     corr = int(ops["corr"].iat[op])
     return TimelineTarget(f"launch corr {corr}", fit, (centre - span // 2, centre - span // 2 + span), lane_key, op,
                           origin)
+
+
+# -- a GPU gap in full (enter on the idle lane) ----------------------------------------------------
+def gap_detail(gap, origin: int) -> tuple[str, list[str]]:
+    """A gap's title and its lines: when, how long, the split by cause, then per CPU thread the
+    CUDA calls overlapping it (every call name, count and time inside the gap), the NVTX ranges
+    open when it began and those that began during it. Plain text (the view shows it literally)."""
+    from nsight_tui.render.safe import visible
+    from nsight_tui.tui import fmt
+
+    title = (f"GPU{gap.device} idle {fmt.duration(gap.duration_ns)} at {_signed(gap.start_ns - origin)}"
+             f" ({gap.cause} mostly)")
+    span = max(1, gap.duration_ns)
+    lines = [f"from {_signed(gap.start_ns - origin)} to {_signed(gap.end_ns - origin)}: "
+             f"{fmt.duration(gap.duration_ns)} with no kernel or copy on GPU{gap.device}",
+             "by cause: " + " · ".join(f"{name} {fmt.duration(ns)} ({ns / span:.0%})" for name, ns in (
+                 ("launch-bound", gap.launch_bound_ns), ("sync-bound", gap.sync_bound_ns),
+                 ("host-bound", gap.host_bound_ns)))]
+    for a in gap.threads:
+        lines.append("")
+        lines.append(f"{visible(a.thread)}:")
+        if a.api_calls:
+            for name, count, ns in a.api_calls:
+                lines.append(f"  {visible(name)} ×{count}: {fmt.duration(ns)} of the gap inside the call{'s' if count > 1 else ''}")
+        else:
+            lines.append("  no CUDA call during the gap (Python / host work)")
+        if a.nvtx_open:
+            lines.append("  inside: " + " / ".join(visible(n) for n in a.nvtx_open))
+        if a.nvtx_started:
+            lines.append("  began during it: " + ", ".join(visible(n) for n in a.nvtx_started))
+    if not gap.threads:
+        lines += ["", "no CPU thread of the process had a CUDA call or an open range during the gap"]
+    return title, lines
+
+
+def _signed(ns: int) -> str:
+    from nsight_tui.tui import fmt
+
+    return ("+" if ns >= 0 else "−") + fmt.duration(abs(ns))

@@ -34,7 +34,8 @@ class BackwardPartsScreen(TableScreen):
     def crumb(self) -> str:
         if not self.mappings:
             return "backward by forward part"
-        return f"backward by forward part · by {self.mappings[self.index].method}"
+        m = self.mappings[self.index]
+        return f"backward by forward part · by {m.method} · {m.basis}"
 
     def compose_body(self) -> ComposeResult:
         yield DataGrid(id="table", empty_text=self.empty_text)
@@ -66,6 +67,19 @@ class BackwardPartsScreen(TableScreen):
         self.show_table(m.table())
         self.show_crumb()
         detail.update(literal("\n".join(m.notes[1:])))
+
+    def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
+        """enter: the backward kernels mapped to the part (its sub-parts' included)."""
+        if not self.mappings or self.table is None:
+            return
+        m = self.mappings[self.index]
+        path = str(self.table.record(event.row)["path"])
+        ops = m.backward_ops(path)
+        if ops is None or not len(ops):
+            self.set_status(f"no backward kernel maps to {path}")
+            return
+        total = f" · total ×{m.iterations} iterations" if m.iterations > 1 else ""
+        self.nsight.open_op_kernels(f"backward of {path.rsplit('/', 1)[-1]}{total}", ops, f"{path} (by {m.method})")
 
     def action_other_mapping(self) -> None:
         if len(self.mappings) > 1:

@@ -13,7 +13,7 @@ from nsight_tui.render.numbers import quantity
 from nsight_tui.tui.messages import KernelsReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.tree_source import path_text
-from nsight_tui.tui.viewmodels.kernels import KernelsView, kernel_columns, kernel_detail
+from nsight_tui.tui.viewmodels.kernels import KernelsView, distribution_line, durations, kernel_columns, kernel_detail
 from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -33,25 +33,31 @@ class KernelsScreen(TableScreen):
 
     hint = "enter: its launches · d: full names"
 
-    def __init__(self, session, node=None, select_name: str | None = None, **kwargs) -> None:
+    def __init__(self, session, node=None, select_name: str | None = None, ops=None, **kwargs) -> None:
         super().__init__(session, **kwargs)
         self.node = node
         self.select_name = select_name
+        self.ops = ops  # (title, positions): a set of ops that is no range (a backward part's)
         self.view: KernelsView | None = None
         self._detail: str | None = None  # the highlighted kernel's detail as shown
+        self._distributions: dict[str, str] = {}
         # Wide or narrow from the start: setting the class after mounting restyles every widget.
         self.set_class(self.app.size.width >= WIDE, "-wide")
 
     def retarget(self, session, node=None, select_name: str | None = None) -> None:
         """A spare screen (composed ahead) becomes the kernels of `node` and starts."""
-        self.node, self.select_name = node, select_name
+        self.node, self.select_name, self.ops = node, select_name, None
         self.start_spare(session)
 
     @property
     def view_name(self) -> str:  # type: ignore[override]
+        if self.ops is not None:
+            return "backward_part_kernels"
         return "kernels" if self.node is None else f"{self.node.label}_kernels"
 
     def crumb(self) -> str:
+        if self.ops is not None:
+            return f"kernels of {self.ops[0]} · {len(self.ops[1]):,} kernels"
         if self.node is None:
             scope = self.session.scope_text()
             return "kernel summary: every GPU operation in the trace" + (f" · {scope}" if scope else "")
@@ -72,7 +78,10 @@ class KernelsScreen(TableScreen):
         # Computed already (warm-up, an earlier opening): on screen with the first frame, no
         # worker and no second layout; else computed in the worker.
         session = self.session
-        view = session.trace_kernels_kept() if self.node is None else session.range_kernels_kept(self.node)
+        if self.ops is not None:
+            view = None
+        else:
+            view = session.trace_kernels_kept() if self.node is None else session.range_kernels_kept(self.node)
         if view is not None:
             self.show_view(view)
         else:
@@ -89,7 +98,10 @@ class KernelsScreen(TableScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def build(self) -> None:
         session = self.session
-        view = session.trace_kernels() if self.node is None else session.range_kernels(self.node)
+        if self.ops is not None:
+            view = session.part_kernels(*self.ops)
+        else:
+            view = session.trace_kernels() if self.node is None else session.range_kernels(self.node)
         self.post_message(KernelsReady(view))
 
     def on_kernels_ready(self, message: KernelsReady) -> None:
@@ -97,7 +109,8 @@ class KernelsScreen(TableScreen):
 
     def show_view(self, view: KernelsView) -> None:
         self.view = view
-        self.grid.empty_text = "no GPU work attributed to this range" if self.node is not None else "no GPU work"
+        self._distributions = {}
+        self.grid.empty_text = "no GPU work attributed to this range" if self.node is not None or self.ops else "no GPU work"
         cursor = view.row_of(self.select_name)
         self.show_table(TableModel(view.summary, kernel_columns(self.demangled)), cursor)
         self.query_one(RatioPanel).show(view.ratios)
@@ -111,13 +124,25 @@ class KernelsScreen(TableScreen):
         if self.table is None or not len(self.table) or row is None or row >= len(self.table):
             text = ""
         else:
-            text = kernel_detail(self.table.record(row)["name"])
+            rec = self.table.record(row)
+            text = kernel_detail(rec["name"], rec.get("label_note") or "", self._distribution(rec["name"]))
         if text == self._detail:
             return  # the cursor's kernel again (the first highlight, a sort): no layout, no repaint
         lines = text.count("\n")
         layout = self._detail is None or lines != self._detail.count("\n")  # a new height (auto)
         self._detail = text
         self.query_one("#kdetail", Static).update(literal(text), layout=layout)
+
+    def _distribution(self, name: str) -> str:
+        """The highlighted kernel's duration percentiles and histogram (kept per name: the
+        cursor comes back to a row without recomputing)."""
+        if self.view is None:
+            return ""
+        kept = self._distributions.get(name)
+        if kept is None:
+            kept = self._distributions[name] = distribution_line(
+                durations(self.session.model, self.view.positions, name))
+        return kept
 
     def action_toggle_names(self) -> None:
         if self.table is not None:
@@ -141,7 +166,7 @@ class KernelsScreen(TableScreen):
 
     def timeline_target(self):
         """`t`: the range these kernels belong to (its median instance); the whole trace for `2`."""
-        return None if self.node is None else target_for_node(self.session.model, self.node)
+        return None if self.node is None or self.ops is not None else target_for_node(self.session.model, self.node)
 
     def export_view(self) -> ViewText | None:
         if self.table is None or self.view is None:

@@ -54,3 +54,31 @@ class ExportConflict(ModalScreen[str]):
 
     def action_choose(self, choice: str) -> None:
         self.dismiss(choice)
+
+
+class TextPanel(ModalScreen[None]):
+    """A panel of lines shown whole (a GPU gap's detail), scrolled when taller than the screen;
+    escape, enter or q closes it."""
+
+    BINDING_GROUP_TITLE = "Detail panel"
+    BINDINGS = [Binding("escape,enter,q", "close", "Close", id="text-panel.close")]
+    DEFAULT_CSS = """
+    TextPanel { align: center middle; }
+    TextPanel > VerticalScroll { width: 95%; height: auto; max-height: 90%; border: round $accent;
+                                 background: $panel; padding: 0 1; }
+    """
+
+    def __init__(self, title: str, lines: list[str], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.title_text, self.lines = title, lines
+
+    def compose(self) -> ComposeResult:
+        from textual.containers import VerticalScroll
+
+        with VerticalScroll() as box:
+            box.border_title = self.title_text
+            box.border_subtitle = "esc close"
+            yield Static(Text("\n".join(self.lines)), id="panel-text")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

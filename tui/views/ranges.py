@@ -71,6 +71,9 @@ class RangesScreen(ViewScreen):
         Binding("a", "toggle_aggregate", "Aggregate",
                 tooltip="Toggle: ranges aggregated by name path (step_N ×5) / individual instances",
                 id="ranges.aggregate"),
+        Binding("i", "toggle_per_instance", "Per instance", show=False, id="ranges.per_instance",
+                tooltip="Aggregated rows (step_N ×3): figures as totals over the instances / per instance "
+                "(total ÷ N); the headers say which"),
         Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)",
                 id="ranges.search"),
         Binding("n", "search_next", "Next match", show=False, id="ranges.search-next"),
@@ -84,6 +87,7 @@ class RangesScreen(ViewScreen):
     ]
 
     aggregated: var[bool] = var(True, init=False)  # by name path (step_N ×5) or instances
+    per_instance: var[bool] = var(False, init=False)  # aggregated figures: totals, or ÷ instances
     search_text: var[str] = var("", init=False, always_update=True)
 
     def __init__(self, session, **kwargs) -> None:
@@ -104,7 +108,11 @@ class RangesScreen(ViewScreen):
         self.set_focus(self.grid, scroll_visible=False)  # now: the first frame is drawn focused
 
     def crumb(self) -> str:
-        return f"ranges ({'aggregated by name path' if self.aggregated else 'individual instances'})"
+        if not self.aggregated:
+            return "ranges (individual instances)"
+        if self.per_instance:
+            return "ranges (aggregated by name path) · per instance · i: total ×N"
+        return "ranges (aggregated by name path) · total ×N · i: per instance"
 
     # -- building -------------------------------------------------------------------------------
     def rebuild(self, keep: tuple | None = None) -> None:
@@ -112,10 +120,11 @@ class RangesScreen(ViewScreen):
         ((gtid, name-path key)) when it still exists, else on the first range."""
         model = self.session.model
         agg = self.aggregated
-        source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg)
+        source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg, self.per_instance)
         source.expand_default()
         self._matches = []
         cursor = source.home_row()
+        self._home = cursor
         if keep is not None:
             node = source.find_key(*keep)
             row = source.reveal(node) if node is not None else None
@@ -143,6 +152,13 @@ class RangesScreen(ViewScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="search-index")
     def _prepare_search(self, source: RangeTreeSource) -> None:
         source.prepare_search()
+
+    def kept_key(self) -> tuple | None:
+        """What a rebuild keeps the cursor on: the range under it, unless it is still where the
+        tree opened (then the new tree's own start: the iteration)."""
+        if self.grid.cursor == getattr(self, "_home", None):
+            return None
+        return self.current_key()
 
     def current_key(self) -> tuple | None:
         tree = self.grid.ranges
@@ -205,11 +221,14 @@ class RangesScreen(ViewScreen):
         text = Text()
         text.append(visible(path_text(node)), style="bold")
         if node.instances > 1:
-            text.append(f"  ×{node.instances} (totals)")
+            text.append(f"  ×{node.instances}")
         text.append("\n")
         if node.model.gpu_pending:
             detail.update(text.append(f"CPU {fmt.duration(node.cpu_ns)} (NVTX span) · GPU work: loading…"))
             return
+        n = node.instances
+        if n > 1:
+            text.append(f"total ×{n}: ")
         text.append(f"CPU {fmt.duration(node.cpu_ns)} (NVTX span) · GPU {fmt.duration(node.proj_ns)} (its work's span)")
         if gpu_lags(node.proj_ns, node.cpu_ns):
             text.append(" ▲ the GPU runs behind the CPU", style="bold")
@@ -217,6 +236,9 @@ class RangesScreen(ViewScreen):
         if share is not None:
             text.append(f", {fmt.percent(share)} of parent")
         text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
+        if n > 1:
+            text.append(f"\nper instance: CPU {fmt.duration(node.cpu_ns / n)} · GPU {fmt.duration(node.proj_ns / n)} · "
+                        f"busy {fmt.duration(node.busy_ns / n)} · {fmt.count(round(node.kernels / n))} kernels")
         scope = self.session.node_scope_text(node)
         if scope:
             text.append(f" · {scope}")
@@ -232,6 +254,17 @@ class RangesScreen(ViewScreen):
 
     def action_toggle_aggregate(self) -> None:
         self.aggregated = not self.aggregated
+
+    def action_toggle_per_instance(self) -> None:
+        if not self.aggregated:
+            self.set_status("individual instances: every figure is one instance's (a: aggregate)")
+            return
+        self.per_instance = not self.per_instance
+
+    def watch_per_instance(self, per_instance: bool) -> None:
+        keep = self.current_key()
+        self.rebuild(keep)
+        self.set_status("figures per instance: total ÷ ×N" if per_instance else "figures: totals over ×N instances")
 
     def watch_aggregated(self, aggregated: bool) -> None:
         keep = self.current_key()

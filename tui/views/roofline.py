@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.reactive import var
+from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from nsight_tui.parsers.kernels.peaks import MATH_PATH_WORDS
@@ -18,7 +19,7 @@ from nsight_tui.tui import fmt
 from nsight_tui.tui import roofline_vm as vm
 from nsight_tui.tui.messages import RooflineReady
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
-from nsight_tui.tui.views.base import TableScreen
+from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
 
 
@@ -34,7 +35,7 @@ COLUMNS = [
     Column("gbps", "GB/s", 7, fmt=_num(0), priority=8),
     Column("ai", "FLOP/B", 8, fmt=_num(2), priority=7),
     Column("mfu", "MFU", 6, fmt=fmt.percent, priority=4),
-    Column("gpu_ms", "GPU ms", 9, fmt=_num(3), priority=5),
+    Column("gpu_ms_per", "GPU ms/it", 9, fmt=_num(3), priority=5, md_header="GPU ms per instance"),
     Column("verdict", "Verdict", 20, "left", text=True, priority=9),
     Column("reason", "", show=False, text=True),
 ]
@@ -55,6 +56,10 @@ class RooflineScreen(TableScreen):
     RooflineScreen #roof-plot { height: 1fr; min-height: 8; }
     RooflineScreen #roof-body { height: 1fr; }
     RooflineScreen #table { height: 9; }
+    RooflineScreen #roof-needs { height: auto; padding: 0 1; display: none; }
+    RooflineScreen.-no-counts #roof-plot { display: none; }
+    RooflineScreen.-no-counts #roof-needs { display: block; }
+    RooflineScreen.-no-counts #table { height: 1fr; }
     """
 
     def __init__(self, session, node=None, mode: str = vm.RANGES, **kwargs) -> None:
@@ -66,6 +71,7 @@ class RooflineScreen(TableScreen):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="roof-body"):
             yield PlotextPlot(id="roof-plot")
+            yield Static("", id="roof-needs")
             yield DataGrid(id="table", empty_text="computing…")
 
     def crumb(self) -> str:
@@ -87,6 +93,9 @@ class RooflineScreen(TableScreen):
         self.grid.empty_text = "nothing to plot: no ranges with GPU work"
         self.show_table(TableModel(data.frame, COLUMNS))
         self.set_status(f"{data.source_line} · {data.peaks_line}")
+        needs = data.needs_counts()
+        self.set_class(bool(needs), "-no-counts")
+        self.query_one("#roof-needs", Static).update(literal(needs))
         self._draw()
 
     # -- the plot --------------------------------------------------------------------------------
@@ -158,6 +167,10 @@ class RooflineScreen(TableScreen):
         return None
 
     def action_toggle_mode(self) -> None:
+        """Ranges ⇄ the kernel families of the range opened, else of the range under the cursor
+        (never of one the user did not pick)."""
+        if self.mode == vm.RANGES and self.node is None and self.table is not None and len(self.table):
+            self.node = self._node_for(str(self.table.record(self.grid.cursor)["path"]))
         self.mode = vm.FAMILIES if self.mode == vm.RANGES else vm.RANGES
 
     def watch_mode(self, mode: str) -> None:

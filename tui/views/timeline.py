@@ -12,7 +12,6 @@ import copy
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 from rich.style import Style
 from rich.text import Text
 from textual import work
@@ -33,8 +32,10 @@ from nsight_tui.tui.viewmodels.timeline import (
     TimelineFrame,
     TimelineState,
     TimelineTarget,
+    gap_detail,
     target_for_trace,
 )
+from nsight_tui.tui.views.modals import TextPanel
 from nsight_tui.tui.views.base import ViewScreen, literal
 from nsight_tui.tui.widgets.timeline_canvas import COLOURS, TimelineCanvas, frame_strips
 from nsight_tui.render.idle import window_markdown
@@ -113,7 +114,9 @@ class TimelineScreen(ViewScreen):
     def crumb(self) -> str:
         if self.state is None:
             return "timeline"
-        return f"timeline · {self.state.target.title} · window {fmt.duration(self.state.span)}"
+        hidden = self.frame.hidden if self.frame is not None else 0
+        empty = f" · {hidden} empty lane{'s' if hidden != 1 else ''} hidden" if hidden else ""
+        return f"timeline · {self.state.target.title} · window {fmt.duration(self.state.span)}{empty}"
 
     def compose_body(self) -> ComposeResult:
         yield TimelineCanvas(id="tl-canvas")
@@ -219,6 +222,11 @@ class TimelineScreen(ViewScreen):
         it = f.item
         if it is None:
             text.append("nothing here", style="dim")
+        elif f.gap is not None:  # the idle lane: the whole gap, the figure its detail gives
+            g = f.gap
+            text.append(f"gap {fmt.duration(g.duration_ns)}, {g.cause} mostly "
+                        f"({getattr(g, g.cause.replace('-', '_') + '_ns') / max(1, g.duration_ns):.0%})")
+            text.append(" · enter: what each thread did", style="dim")
         else:
             name = display_kernel_name(it.name) if it.kind == "kernel" else it.name
             text.append(name if it.kind in ("range", "api", "kernel") else f"{it.kind} {name}")
@@ -310,21 +318,15 @@ class TimelineScreen(ViewScreen):
         self._explain_gap(it)
 
     def _explain_gap(self, it) -> None:
-        """enter on the idle lane: the whole idle stretch under the cursor, by cause."""
-        if self.state is None or self.frame is None:
+        """enter on the idle lane: the whole gap under the cursor, by cause, and what each CPU
+        thread was doing, in a panel (a status line cut it)."""
+        if self.state is None or self.frame is None or self.frame.gap is None:
             return
-        tl, t = self.state.timeline, self.frame.cursor_ns
-        busy = tl.idle.device(it.lane.device).busy
-        if busy.contains(t):
-            return
-        k = int(np.searchsorted(busy.end, t, side="right"))  # busy blocks over by t
-        gs = int(busy.end[k - 1]) if k > 0 else tl.t_min
-        ge = int(busy.start[k]) if k < len(busy) else tl.t_max
-        gap = tl.idle.gap(it.lane.device, gs, ge)
-        doing = "; ".join(f"{a.thread}: " + (", ".join(f"{n} ×{c}" for n, c, _ in a.api_calls[:2]) or "no CUDA call")
-                          for a in gap.threads)
-        self._say(f"gap {fmt.duration(gap.duration_ns)}: launch {fmt.duration(gap.launch_bound_ns)} · sync "
-                        f"{fmt.duration(gap.sync_bound_ns)} · host {fmt.duration(gap.host_bound_ns)} — {doing}")
+        g = self.frame.gap
+        gap = self.state.timeline.idle.gap(g.device, g.start_ns, g.end_ns)
+        title, lines = gap_detail(gap, self.state.fit_window[0])
+        self._say(title)
+        self.app.push_screen(TextPanel(title, lines))
 
     # -- export -------------------------------------------------------------------------------
     def export_view(self) -> ViewText | None:

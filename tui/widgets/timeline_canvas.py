@@ -83,14 +83,18 @@ def frame_strips(f: TimelineFrame) -> list[Strip]:
 
 
 def _axis(f: TimelineFrame) -> Strip:
+    """Ticks and their labels, each label whole with a blank after it; the cursor's ▼ first,
+    so no label runs into it (`╷▼ms`)."""
     cells = [" "] * f.n
+    centre = f.n // 2
+    cells[centre] = "▼"
     for cell, label in f.ticks:
-        if 0 <= cell < f.n and all(c == " " for c in cells[cell:cell + len(label) + 2]):
+        end = cell + len(label) + 2
+        if 0 <= cell and end <= f.n and all(c == " " for c in cells[max(0, cell - 1):end]):
             cells[cell] = "╷"
-            for k, ch in enumerate(label[: f.n - cell - 1]):
+            for k, ch in enumerate(label):
                 cells[cell + 1 + k] = ch
-    cells[f.n // 2] = "▼"
-    head = f"lanes {f.selected + 1}/{f.lane_count}"[: TITLE_WIDTH - 1].ljust(TITLE_WIDTH)
+    head = f"lanes {f.selected_pos + 1}/{f.lane_count}"[: TITLE_WIDTH - 1].ljust(TITLE_WIDTH)
     return Strip([Segment(head + "".join(cells), DIM)])
 
 
@@ -131,18 +135,38 @@ def _lane(f: TimelineFrame, row: LaneRow) -> list[Strip]:
     return out
 
 
-def _legend(f: TimelineFrame) -> Strip:
-    segments = [Segment(" " * TITLE_WIDTH)]
+def legend_items(f: TimelineFrame) -> list[list[tuple[str, Style]]]:
+    """The legend's items, each as (text, style) pieces; an item that starts a lane kind's group
+    carries the group's word ("API ■launch", "GPU ■GEMM", "idle ■host")."""
+    items: list[list[tuple[str, Style]]] = []
     group = None
-    for kind, cat in f.legend:  # grouped by lane kind: "API ■launch ■sync GPU ■GEMM … idle ■host"
+    for kind, cat in f.legend:
+        pieces: list[tuple[str, Style]] = []
         if kind != group:
-            segments.append(Segment(f"{'API' if kind == 'api' else kind.upper() if kind == 'gpu' else kind} ", DIM))
+            pieces.append((f"{'API' if kind == 'api' else kind.upper() if kind == 'gpu' else kind} ", DIM))
             group = kind
         name = FAMILY_LABEL.get(cat, cat) if kind == "gpu" else cat.removesuffix("-bound")
-        segments += [Segment("■", _fg(colour(kind, cat, 0))), Segment(f"{name} ")]
+        pieces += [("■", _fg(colour(kind, cat, 0))), (f"{name} ", Style())]
+        items.append(pieces)
     if f.launch_mark:
-        segments += [Segment("◆", MARK), Segment("launching call")]
-    return Strip(segments).crop(0, TITLE_WIDTH + f.n)
+        items.append([("◆", MARK), ("launching call", Style())])
+    return items
+
+
+def _legend(f: TimelineFrame) -> Strip:
+    """As many whole items as the row holds, then `+k` for those left out (never a cut word)."""
+    width = TITLE_WIDTH + f.n
+    items = legend_items(f)
+    size = [sum(len(t) for t, _ in it) for it in items]
+    keep = len(items)
+    while keep and TITLE_WIDTH + sum(size[:keep]) + (len(f"+{len(items) - keep}") if keep < len(items) else 0) > width:
+        keep -= 1
+    segments = [Segment(" " * TITLE_WIDTH)]
+    for it in items[:keep]:
+        segments += [Segment(t, st) for t, st in it]
+    if keep < len(items):
+        segments.append(Segment(f"+{len(items) - keep}", DIM))
+    return Strip(segments).crop(0, width)
 
 
 class TimelineCanvas(Widget):
