@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import step_sql
 from conftest import SAMPLES, SHARED
 
 COMMITTED = sorted(SAMPLES.glob("*.sqlite")) + sorted((SAMPLES / "findings").glob("*.sqlite"))
@@ -683,15 +684,13 @@ def test_pace_on_two_ranks_each_against_its_own_median():
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.tui.session import Session
 
-    rows = _sql(DDP, """SELECT e.globalTid >> 24 & 16777215, coalesce(e.text, s.value), e.end - e.start
-                        FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
-                        WHERE coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.eventType IN (59, 60, 70, 71)
-                        AND e.end IS NOT NULL""")
+    # the step is its period (tests/step_sql.py): start to the next iteration's start
+    rows = [(it.pid, it.name, it.period) for it in step_sql.steps(DDP)]
     medians = {pid: statistics.median([d for p, _, d in rows if p == pid]) for pid in {r[0] for r in rows}}
     assert len(medians) == 2
     view = Session(DDP, load_trace(DDP), "process", 0.0).pace()
     frame = view.frame[view.frame["kind"] == "step"]
     assert len(frame) == len(rows)
     for r in frame.itertuples():
-        assert r.vs_median_ns == pytest.approx(r.cpu_ns - medians[int(r.process)])
+        assert r.vs_median_ns == pytest.approx(r.period_ns - medians[int(r.process)])
         assert r.name.split()[-1] in ("r0", "r1")

@@ -6,10 +6,10 @@ nest). Two times per iteration, each saying what it is:
 - CPU span: the iteration range's own start to end (the CPU clock: NVTX push to pop);
 - GPU time: the range's GPU projection (first GPU op start to last op end of the work it holds,
   `RangeModel.proj_ns`, nsys's nvtx_gpu_proj_sum).
-The step-time definition is being revised (issue 26: step period = start of this iteration to
-the next's); `iteration_rows` is the one place that computes the figures, so it can follow.
+- period: the iteration's start to the next iteration's start (the last: to the end of its GPU
+  work), parsers.model.iterations.step_times: the step as the loop keeps it, which is the pace.
 
-Outliers: among the steady-state steps, a CPU span further than max(3 × 1.4826 × MAD, 5% of the
+Outliers: among the steady-state steps, a period further than max(3 × 1.4826 × MAD, 5% of the
 median) from the median (a robust z-score; the floor keeps near-identical steps unmarked); with
 several ranks, each rank's steps against their own median.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges
+from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, period_ends, step_times
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.tui import fmt
@@ -45,8 +45,10 @@ COLUMNS = [
     Column("cpu_ns", "CPU span", 9, fmt=fmt.duration, priority=9, md_header="CPU span (ns: range start to end)"),
     Column("gpu_ns", "GPU time", 9, fmt=fmt.duration, priority=8,
            md_header="GPU time (ns: projection of its GPU work, first op start to last op end)"),
-    Column("vs_median_ns", "vs med", 9, fmt=_signed, priority=6, md_header="CPU span minus the steps' median (ns)"),
-    Column("bar", "CPU span", BAR_WIDTH, "left", text=True, priority=5, md_header="CPU span (bar)"),
+    Column("period_ns", "Period", 9, fmt=fmt.duration, priority=9,
+           md_header="Period (ns: its start to the next iteration's start; the last: to its GPU work's end)"),
+    Column("vs_median_ns", "vs med", 9, fmt=_signed, priority=6, md_header="Period minus the steps' median (ns)"),
+    Column("bar", "Period", BAR_WIDTH, "left", text=True, priority=5, md_header="Period (bar)"),
     Column("mark", "", 7, "left", text=True, priority=7, md_header="Outlier"),
     Column("process", "", show=False, md_header="Process"),
 ]
@@ -57,7 +59,7 @@ class PaceView:
     frame: pd.DataFrame  # COLUMNS' keys, one row per iteration in time order
     steps: int
     warmups: int
-    median_ns: float | None  # the steps' median CPU span (None with several ranks: one each)
+    median_ns: float | None  # the steps' median period (None with several ranks: one each)
     threshold_ns: float | None  # an outlier is further than this from the median
 
     def summary(self) -> str:
@@ -65,10 +67,10 @@ class PaceView:
             return "no step_N iterations: nothing to pace" + (f" ({self.warmups} warmup)" if self.warmups else "")
         out = int((self.frame["mark"] != "").sum())
         if self.median_ns is None:  # several ranks: each against its own steps
-            return (f"{self.steps} steps · vs med: each rank's CPU span minus its own steps' median · outlier: "
+            return (f"{self.steps} steps · vs med: each rank's period minus its own steps' median · outlier: "
                     f"further than 3 robust σ (or 5%) from it ({out} marked) · GPU time: projection of the "
                     "iteration's GPU work")
-        return (f"{self.steps} steps · median CPU span {fmt.duration(self.median_ns)} · outlier: more than "
+        return (f"{self.steps} steps · median period {fmt.duration(self.median_ns)} · outlier: more than "
                 f"{fmt.duration(self.threshold_ns)} from it ({out} marked) · GPU time: projection of the "
                 "iteration's GPU work")
 
@@ -83,8 +85,14 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
     texts = model.trace.ranges["text"].to_numpy()
     start, end = model.r_start[ids].astype(np.int64), model.r_end[ids].astype(np.int64)
     gpu = np.asarray(model.proj_ns)[ids] if not model.gpu_pending else np.full(len(ids), np.nan)
+    if model.gpu_pending:  # the last iteration's GPU end is not known yet: its range's end for now
+        period = period_ends(start, end, start) - start if len(ids) else np.zeros(0, np.int64)
+    else:
+        times = step_times(model, ids)
+        at = {int(i): int(p) for i, p in zip(times.ids, times.period_ns)}
+        period = np.array([at[int(i)] for i in ids], dtype=np.int64)
     return pd.DataFrame({"rid": ids, "name": [str(texts[i]) for i in ids], "kind": kind, "start": start,
-                         "end": end, "cpu_ns": end - start, "gpu_ns": gpu,
+                         "end": end, "cpu_ns": end - start, "gpu_ns": gpu, "period_ns": period,
                          "process": pid_of(model.r_gtid[ids].astype(np.int64)) if len(ids) else []})
 
 
@@ -106,23 +114,23 @@ def pace(model: RangeModel, who: dict[int, str] | None = None) -> PaceView:
         rows["name"] = [f"{n} {names.get(int(p), f'pid {int(p)}')}" for n, p in zip(rows["name"], rows["process"])]
     steps = rows[rows["kind"] == "step"]
     # each process (rank) against its own steps: ranks run at their own pace
-    stats = {int(pid): _robust(g["cpu_ns"].to_numpy(dtype=float)) for pid, g in steps.groupby("process")}
-    median, threshold = _robust(steps["cpu_ns"].to_numpy(dtype=float)) if len(stats) == 1 else (None, None)
+    stats = {int(pid): _robust(g["period_ns"].to_numpy(dtype=float)) for pid, g in steps.groupby("process")}
+    median, threshold = _robust(steps["period_ns"].to_numpy(dtype=float)) if len(stats) == 1 else (None, None)
     first = int(rows["start"].min()) if len(rows) else 0
     # bars on the steps' scale (a first warmup is often 30× a step); longer rows end in `›`
-    longest = float(steps["cpu_ns"].max()) if len(steps) else float(rows["cpu_ns"].max()) if len(rows) else 0.0
+    longest = float(steps["period_ns"].max()) if len(steps) else float(rows["period_ns"].max()) if len(rows) else 0.0
     marks, vs, bars = [], [], []
     for r in rows.itertuples():
         med, thr = stats.get(int(r.process), (None, None))
-        d = None if med is None or r.kind != "step" else r.cpu_ns - med
+        d = None if med is None or r.kind != "step" else r.period_ns - med
         vs.append(np.nan if d is None else d)
         marks.append("" if d is None or thr is None or abs(d) <= thr else ("▲ slow" if d > 0 else "▼ fast"))
-        cells = int(round(BAR_WIDTH * r.cpu_ns / longest)) if longest else 0
+        cells = int(round(BAR_WIDTH * r.period_ns / longest)) if longest else 0
         ch = "█" if r.kind == "step" else "░"
         bars.append(ch * (BAR_WIDTH - 1) + "›" if cells > BAR_WIDTH else ch * max(cells, 1))
     frame = pd.DataFrame({
         "order": np.arange(1, len(rows) + 1), "name": rows["name"], "start_ns": rows["start"] - first,
-        "cpu_ns": rows["cpu_ns"], "gpu_ns": rows["gpu_ns"], "vs_median_ns": vs, "bar": bars, "mark": marks,
+        "cpu_ns": rows["cpu_ns"], "gpu_ns": rows["gpu_ns"], "period_ns": rows["period_ns"], "vs_median_ns": vs, "bar": bars, "mark": marks,
         "process": rows["process"], "kind": rows["kind"], "rid": rows["rid"],
     })
     return PaceView(frame, int((rows["kind"] == "step").sum()), int((rows["kind"] == "warmup").sum()), median, threshold)
