@@ -176,6 +176,11 @@ def kernel_math_path(name: str, config: dict | None = None) -> str:
         precision = d.get("precision") or ""
         if "bf16" in precision or "f16" in precision:
             return "bf16"
+        if d.get("kind") == "nvjet":
+            # tensor cores whatever the input: the run's settings say which; a run that does not
+            # say (no config mark) is taken as 16-bit, the inputs nvJet was seen with, never fp32 CUDA cores
+            path = config_math_path(config or {})
+            return path if path != "fp32" else "bf16"
     return config_math_path(config or {})
 
 

@@ -416,6 +416,12 @@ def _decode_nvjet(name: str) -> dict | None:
         flags=flags,
     )
     d["split_k"] = "splitK" in flags
+    # nvJet is cuBLASLt's JIT-built GEMM for Hopper and later: warpgroup MMA on the tensor cores
+    # (the `h`/`v` and `bz` tokens are raster order and beta = 0, not a type). The name does not
+    # carry the input type: the run's settings say it (bf16/fp16 autocast, TF32). Seen on H100/H200
+    # for bf16 autocast (sample_traces/async/small_ctx512_bf16_b8_async); fp32 without TF32 ran
+    # sm80_xmma ffma and CUTLASS simt kernels, TF32 sm90_xmma tf32 kernels.
+    d["math"] = "gmma"
     return d
 
 

@@ -182,3 +182,28 @@ def test_unfused_optimizer_estimate_against_its_unsynchronised_twin(async_trace)
     measured = (_mean(step_sql.python_steps(planted)) - _mean(step_sql.python_steps(fixed))) / 1e6
     assert measured > 0
     assert 0.67 <= got / measured <= 1.5, (got, measured)
+
+
+def test_nvjet_gemms_are_tensor_core_gemms_without_a_config_mark(async_trace, tmp_path):
+    """A bf16 autocast run's nvJet GEMMs (their names carry no input type) on a trace not made by
+    `capture` (its config mark removed): tensor-core GEMMs, never fp32 on CUDA cores, so no
+    fp32-GEMM finding; the same run's fp32 twin (CUTLASS simt / xmma ffma names) still has one."""
+    import sqlite3
+
+    from conftest import mutated_copy
+    from nsight_tui.parsers.analyses.roofline import kernel_math_path
+    from nsight_tui.parsers.kernels.kernel_names import gemm_math
+
+    src = async_trace("small_ctx512_bf16_b8_async")
+    bare = mutated_copy(tmp_path, "bf16_no_config", "DELETE FROM NVTX_EVENTS WHERE textId IN (SELECT id FROM "
+                        "StringIds WHERE value LIKE 'nsight-tui:config%') OR text LIKE 'nsight-tui:config%'", src=src)
+    con = sqlite3.connect(f"{bare.resolve().as_uri()}?mode=ro", uri=True)
+    nvjet = [n for (n,) in con.execute("SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                                       "ON s.id = k.demangledName WHERE s.value LIKE 'nvjet%'")]
+    configs = con.execute("SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+                          "WHERE coalesce(e.text, s.value) LIKE 'nsight-tui:config%'").fetchone()[0]
+    con.close()
+    assert nvjet and configs == 0
+    assert all(kernel_math_path(n, {}) != "fp32" and gemm_math(n) == "tensor cores" for n in nvjet)
+    assert "fp32-gemm-without-tensor-cores" not in _findings(bare)
+    assert "fp32-gemm-without-tensor-cores" in _findings(async_trace("small_ctx512_b8_async"))

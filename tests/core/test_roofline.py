@@ -102,10 +102,13 @@ def test_kernel_math_path(name, path):
 
 
 def test_undecodable_gemm_takes_the_runs_settings():
+    """nvJet names carry no input type: the run's settings say it, and an nvJet GEMM is a tensor-core
+    GEMM whatever they say (a run that claims plain fp32, or says nothing: 16-bit, issue 26)."""
     nvjet = "nvjet_tst_192x192_64x4_2x1_v_bz_coopA_TNT"
     assert rl.kernel_math_path(nvjet, {"dtype": "bf16"}) == "bf16"
     assert rl.kernel_math_path(nvjet, {"dtype": "fp32", "tf32": True}) == "tf32"
-    assert rl.kernel_math_path(nvjet, {"dtype": "fp32"}) == "fp32"
+    assert rl.kernel_math_path(nvjet, {"dtype": "fp32"}) == "bf16"
+    assert rl.kernel_math_path(nvjet, {}) == "bf16"
 
 
 # -- the committed samples -------------------------------------------------------------------------
