@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges, step_times
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import KERNEL, PID_MASK, pid_of
@@ -70,13 +71,19 @@ class Finding:
     rows: list[dict] = field(default_factory=list)  # what the figures stand on (gaps, calls, kernels, copies)
     start_ns: int | None = None  # where to look first (the largest piece of evidence)
     end_ns: int | None = None
+    # The device time its saving stands on (disjoint sorted [start, end) arrays): idle it would
+    # fill, or kernels it would shorten. findings() gives each nanosecond to one finding only.
+    claim: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    saving_alone_ms_per_step: float | None = None  # before the time other findings claimed was taken out
+    overlaps: list[str] = field(default_factory=list)  # higher-ranked findings that claimed some of its time
 
     @property
     def range(self) -> str:
         return ", ".join(self.ranges)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "range": self.range}
+        out = {k: v for k, v in asdict(self).items() if k != "claim"}
+        return {**out, "range": self.range}
 
 
 @dataclass
@@ -106,6 +113,15 @@ class StepContext:
 
     def idle(self):
         return idle_analysis(self.trace)
+
+    @cached_property
+    def launch_or_sync(self) -> tuple[np.ndarray, np.ndarray]:
+        """The device's launch- and sync-bound idle (the rest of idle is host-bound)."""
+        from nsight_tui.parsers.model import intervals
+
+        dev = self.idle().device(self.device)
+        return intervals.union(np.concatenate([dev.launch.start, dev.sync.start]),
+                               np.concatenate([dev.launch.end, dev.sync.end]))
 
     def split(self):
         return self.idle().windows(self.t0, self.t1, [self.device], top_gaps=0).devices[0].split
@@ -159,6 +175,7 @@ def host_bound_gap(c: StepContext) -> Finding | None:
              "after_range": c.range_of(int(gs[i]) - 1), "before_range": c.range_of(int(ge[i]))}
             for i in top.tolist()]
     where = sorted({f"{r['after_range']} → {r['before_range']}" for r in rows})
+    claim = intervals.difference(intervals.union(gs, ge), c.launch_or_sync)
     return Finding(
         "host-bound-gap", "GPU idle while the CPU runs Python/data work with no CUDA call",
         where, _ms(total / c.n),
@@ -166,7 +183,7 @@ def host_bound_gap(c: StepContext) -> Finding | None:
         "move the work off the step: DataLoader(num_workers>0, pin_memory=True, prefetch), precompute, "
         "or overlap it with GPU work (no CUDA call means nothing is queued behind it)",
         {"gaps": len(gs), "host_bound_ns_per_step": total / c.n, "step_ns": c.step_ns},
-        rows, int(gs[top[0]]), int(ge[top[0]]))
+        rows, int(gs[top[0]]), int(ge[top[0]]), claim=claim)
 
 
 def _process_api(c: StepContext) -> np.ndarray:
@@ -176,6 +193,15 @@ def _process_api(c: StepContext) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     pid = int(c.model.r_gtid[c.steps[0]]) & PID_MASK
     return np.flatnonzero((api["gtid"].to_numpy() & PID_MASK) == pid)
+
+
+def _first_ns(starts: np.ndarray, ends: np.ndarray, amount: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first `amount` ns of sorted disjoint intervals."""
+    before = np.concatenate(([0], np.cumsum(ends - starts)))[:-1]
+    keep = before < amount
+    s, e = starts[keep], ends[keep].copy()
+    e = np.minimum(e, s + (amount - before[keep]))
+    return s, e
 
 
 def sync_stall(c: StepContext) -> Finding | None:
@@ -225,6 +251,10 @@ def sync_stall(c: StepContext) -> Finding | None:
              "range": c.range_of(int(s0[i]))}
             for i in np.argsort(-saved, kind="stable")[:10].tolist()]
     total = float(saved.sum())
+    # what it claims is what it saves: the first `saved` ns of idle after each call (the lead it
+    # keeps would fill the earliest idle), not the whole window
+    pieces = [_first_ns(*dev.gaps_in(int(a), int(b)), int(n)) for a, b, n in zip(s_from, until, saved)]
+    claim = intervals.union(np.concatenate([q[0] for q in pieces]), np.concatenate([q[1] for q in pieces]))
     return Finding(
         "sync-stall", "blocking synchronisation inside the step",
         sorted({str(r["range"]) for r in rows}), _ms(total / c.n),
@@ -234,13 +264,12 @@ def sync_stall(c: StepContext) -> Finding | None:
         "steps or accumulate them on the GPU; use non_blocking copies and events",
         {"calls_per_step": len(blocking) / c.n, "call_ns_per_step": float(lead_ns.sum()) / c.n,
          "gpu_idle_ns_per_step": float(idle_ns.sum()) / c.n},
-        rows, int(rows[0]["start_ns"]), int(rows[0]["end_ns"]))
+        rows, int(rows[0]["start_ns"]), int(rows[0]["end_ns"]), claim=claim)
 
 
 def _graph_replays(c: StepContext) -> tuple[np.ndarray, np.ndarray]:
     """The steps' CUDA graph replays on the device: from each cudaGraphLaunch call's start to the
     end of the last op it launched, merged, clipped to the steps."""
-    from nsight_tui.parsers.model import intervals
 
     t = c.trace
     ops, api = t.ops, t.api
@@ -283,7 +312,23 @@ def launch_bound(c: StepContext) -> Finding | None:
         {"launch_bound_ns_per_step": (s.launch_bound_ns - in_graphs) / c.n, "dispatch_host_ns_per_step": dispatch / c.n,
          "launch_bound_in_graph_replays_ns_per_step": in_graphs / c.n,
          "kernels_per_step": kernels, "busy_ns_per_step": s.busy_ns / c.n, "step_ns": c.step_ns},
-        [], int(c.t0[0]), int(c.t1[0]))
+        [], int(c.t0[0]), int(c.t1[0]), claim=_launch_claim(c, rs, re_))
+
+
+def _launch_claim(c: StepContext, rs: np.ndarray, re_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """launch-bound's time: launch-bound idle in the steps outside graph replays, and host-bound
+    idle in the steps outside the long stretches host-bound-gap names."""
+
+    dev = c.idle().device(c.device)
+    steps = intervals.union(c.t0, c.t1)
+    launch = intervals.difference(intervals.intersect((dev.launch.start, dev.launch.end), steps),
+                                  intervals.union(rs, re_))
+    gaps = [dev.gaps_in(int(a), int(b)) for a, b in zip(c.t0, c.t1)]
+    idle = intervals.union(np.concatenate([g[0] for g in gaps]), np.concatenate([g[1] for g in gaps]))
+    host = intervals.difference(idle, c.launch_or_sync)
+    gs, ge, _ = c.host_gaps
+    short_host = intervals.difference(host, intervals.union(gs, ge))
+    return intervals.union(np.concatenate([launch[0], short_host[0]]), np.concatenate([launch[1], short_host[1]]))
 
 
 # Kernels of an optimizer that already works on many tensors per launch: PyTorch's foreach path
@@ -327,7 +372,8 @@ def unfused_optimizer(c: StepContext) -> Finding | None:
         {"kernels_per_step": per, "optimizer_ns_per_step": opt_ns, "optimizer_cpu_ns_per_step": cpu_ns,
          "memory_roof_ns_per_step": floor_ns,
          "optimizer_bytes_per_step": None if point.bytes is None else point.bytes / len(opt)},
-        [], int(c.model.r_start[opt[0]]), int(c.model.r_end[opt[0]]))
+        [], int(c.model.r_start[opt[0]]), int(c.model.r_end[opt[0]]),
+        claim=intervals.union(c.model.gpu_end[opt] - c.model.proj_ns[opt], c.model.gpu_end[opt]))
 
 
 def fp32_gemm(c: StepContext) -> Finding | None:
@@ -400,7 +446,8 @@ def unfused_attention(c: StepContext) -> Finding | None:
         "memory-efficient kernels)",
         {"softmax_kernels_per_step": int((fam == "softmax").sum()) / c.n, "non_gemm_ns_per_step": ns / c.n,
          "gpu_busy_share": gpu_share},
-        [], int(c.model.r_start[attn[0]]), int(c.model.r_end[attn[0]]))
+        [], int(c.model.r_start[attn[0]]), int(c.model.r_end[attn[0]]),
+        claim=intervals.union(t.ops["start"].to_numpy()[pos[unfused]], t.ops["end"].to_numpy()[pos[unfused]]))
 
 
 _MEMCPY_SQL = """
@@ -518,7 +565,6 @@ def waited_communication(trace: Trace, rank) -> dict:
     and queued behind it, or a CPU thread of the rank blocked in a synchronising call). Exposed
     communication while the CPU is still issuing work sits in launch gaps that overlap would not
     shorten. Per the rank's `step_N` ranges; `steps` is their count."""
-    from nsight_tui.parsers.model import intervals
     from nsight_tui.parsers.read.conventions import STEP_RANGE
     from nsight_tui.parsers.analyses.ranks import COMMUNICATION
     from nsight_tui.parsers.model.iterations import process_ranges
@@ -640,18 +686,60 @@ def context(trace: Trace, attribution: str = "process") -> StepContext | None:
 
 
 def findings(trace: Trace, attribution: str = "process", rules: dict | None = None) -> list[Finding]:
-    """Every rule that fires on the trace's steady-state steps, largest saving first."""
+    """Every rule that fires on the trace's steady-state steps, largest saving first, with each
+    nanosecond of device time claimed by one finding only (partition)."""
     c = context(trace, attribution)
     if c is None:
         return []
-    out = [f for rule in (rules or RULES).values() if (f := rule(c)) is not None
-           and f.saving_ms_per_step >= _t("min_saving_ms")]
-    return sorted(out, key=lambda f: (-f.saving_ms_per_step, f.id))
+    out = [f for rule in (rules or RULES).values() if (f := rule(c)) is not None]
+    return sorted(partition(out), key=lambda f: (-f.saving_ms_per_step, f.id))
+
+
+def partition(found: list[Finding]) -> list[Finding]:
+    """Take out of each finding's saving the time a larger finding already claimed.
+
+    In order of saving (largest first; launch-bound, the catch-all for launch overhead, after every
+    finding that names a cause of its own), a finding keeps the share of its claim (the device time
+    its saving stands on: the idle it would fill, the kernels it would shorten) that no finding
+    before it claimed: its saving scales by that share. Two findings naming the same idle gaps (a
+    sync stall and the host-bound gap after it; the launch-bound idle inside an unfused optimizer,
+    whose fix removes those launches) then add up to that idle once. A finding without a claim
+    (copies, communication) keeps its own."""
+
+    taken = intervals.EMPTY
+    owners: list[tuple[str, tuple[np.ndarray, np.ndarray]]] = []
+    for f in sorted(found, key=lambda f: (f.id == "launch-bound", -f.saving_ms_per_step, f.id)):
+        f.saving_alone_ms_per_step = f.saving_ms_per_step
+        if f.claim is None or not len(f.claim[0]):
+            continue
+        total = intervals.length(f.claim)
+        shared = intervals.overlap(f.claim, taken)
+        if shared and total:
+            f.saving_ms_per_step = f.saving_ms_per_step * (1 - shared / total)
+            f.overlaps = [fid for fid, claim in owners if intervals.overlap(f.claim, claim)]
+        owners.append((f.id, f.claim))
+        taken = intervals.union(np.concatenate([taken[0], f.claim[0]]), np.concatenate([taken[1], f.claim[1]]))
+    return found
+
+
+# Below this a finding's cause is present but fixing it gains nothing measurable: it stands apart.
+NOTHING_TO_GAIN_MS = 0.01
 
 
 def answers(trace: Trace, attribution: str = "process") -> dict:
-    """The JSON under "findings" in `report -f json`."""
+    """The JSON under "findings" in `report -f json`: the findings with a saving, their combined
+    saving (each nanosecond once), and apart those present with nothing to gain."""
     c = context(trace, attribution)
+    every = findings(trace, attribution)
+    gain = [f for f in every if f.saving_ms_per_step >= max(NOTHING_TO_GAIN_MS, _t("min_saving_ms"))]
+    apart = [f for f in every if f not in gain]
+    alone = sum(f.saving_alone_ms_per_step or f.saving_ms_per_step for f in gain)
+    combined = sum(f.saving_ms_per_step for f in gain)
     return {"step_ns": None if c is None else c.step_ns, "steps": 0 if c is None else c.n,
-            "findings": [f.to_json() for f in findings(trace, attribution)],
+            "step_basis": "the step period: each step's start to the next's (the last ends with its GPU work)",
+            "findings": [f.to_json() for f in gain],
+            "combined_saving_ms_per_step": combined,
+            "overlap_ms_per_step": alone - combined,
+            "present_no_saving": [{"id": f.id, "title": f.title, "saving_alone_ms_per_step": f.saving_alone_ms_per_step,
+                                   "overlaps": f.overlaps} for f in apart],
             "thresholds": {k: asdict(v) for k, v in THRESHOLDS.items()}}
