@@ -48,10 +48,22 @@ def section(answers: dict) -> list[str]:
     if not found:
         out.append("No rule fired on the steady-state steps.\n")
         return out
+    notes = ["saving: step time the fix would save, estimated as its basis says, per step of the step period "
+             "(each step's start to the next's); the thresholds are in `report -f json` under findings.thresholds"]
+    if data.get("combined_saving_ms_per_step") is not None:
+        overlap = data.get("overlap_ms_per_step") or 0.0
+        notes.append(f"together: {numbers.fixed(data['combined_saving_ms_per_step'], 2)} ms/step, each nanosecond "
+                     "counted once" + (f" ({numbers.fixed(overlap, 2)} ms/step that two findings name is counted "
+                                       "for the larger only: their savings overlap and cannot be added)"
+                                       if overlap > 0.005 else ""))
     out.append(tables.markdown(HEADERS, rows(found), title=f"Findings, largest saving first "
-                               f"(step {numbers.ms(data['step_ns'])} ms, mean of {data['steps']} steps)",
-                               notes=["saving: step time the fix would save, estimated as its basis says; "
-                                      "the thresholds are in `report -f json` under findings.thresholds"]))
+                               f"(step period {numbers.ms(data['step_ns'])} ms, mean of {data['steps']} steps)",
+                               notes=notes))
+    apart = data.get("present_no_saving") or []
+    if apart:
+        out.append("Present, nothing to gain: " + ", ".join(
+            f"`{f['id']}`" + (f" (its time is {', '.join(f['overlaps'])}'s)" if f.get("overlaps") else "")
+            for f in apart) + "\n")
     top = found[0]
     if top.get("rows"):
         keys = list(top["rows"][0])

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from nsight_tui.parsers.analyses.findings import RULE_IDS, Finding, context, findings
+from nsight_tui.parsers.analyses.findings import Finding, NOTHING_TO_GAIN_MS, RULE_IDS, context, findings
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode
 from nsight_tui.render import numbers
@@ -72,7 +72,9 @@ class FindingsView:
     def scope(self) -> str:
         if not self.steps:
             return "no steady-state steps"
-        return f"step {numbers.ms(self.step_ns)} ms, mean of {self.steps} steady-state steps"
+        together = sum(f.saving_ms_per_step for f in self.findings)
+        return (f"step period {numbers.ms(self.step_ns)} ms (mean of {self.steps})"
+                + (f" · together {numbers.fixed(together, 2)} ms/step" if self.findings else ""))
 
     def none_text(self) -> str:
         """What the view says when no rule fired: why, and what was checked."""
@@ -88,7 +90,9 @@ class FindingsView:
         f, jump = self.findings[pos], self.jumps[pos]
         step = f" of a {numbers.ms(self.step_ns)} ms step" if self.step_ns else ""
         lines = [("", f"{f.title} ({f.id})"), ("where", f.range or "–"),
-                 ("saving", f"{f.saving_ms_per_step:.2f} ms/step{step}: {f.basis}"),
+                 ("saving", f"{f.saving_ms_per_step:.2f} ms/step{step}: {f.basis}"
+                  + (f" (alone {f.saving_alone_ms_per_step:.2f}: time {', '.join(f.overlaps)} names too is theirs)"
+                     if f.overlaps and f.saving_alone_ms_per_step is not None else "")),
                  ("evidence", evidence_text(f.to_json()))]
         if f.rows:
             top = {k: v for k, v in f.rows[0].items() if k not in ("start_ns", "end_ns")}
@@ -123,7 +127,8 @@ def columns(found: list[Finding]) -> list[Column]:
 def build(trace: Trace, model: RangeModel, attribution: str) -> FindingsView:
     """Run the rules (parsers.findings) and decide each finding's jump; slow: call from a worker."""
     c = context(trace, attribution)
-    found = findings(trace, attribution)
+    # the rules' findings with something to gain (a cause present with no saving left stands apart in `report`)
+    found = [f for f in findings(trace, attribution) if f.saving_ms_per_step >= NOTHING_TO_GAIN_MS]
     frame = pd.DataFrame({"pos": range(len(found)), "id": [f.id for f in found], "title": [f.title for f in found],
                           "where": [f.range for f in found], "saving": [f.saving_ms_per_step for f in found],
                           "basis": [f.basis for f in found]})
