@@ -104,7 +104,7 @@ def attention_flops(batch: int, heads: int, ctx: int, d_head: int) -> dict[str, 
     return {"scores": scores, "softmax": 5.0 * batch * heads * ctx * ctx, "final_matmul": scores}
 
 
-def _ratios(ph: dict[str, PhaseSummary], config: dict) -> dict:
+def _ratios(ph: dict[str, PhaseSummary], config: dict, counts=None) -> dict:
     def k(name):
         return ph[name].kernel_ns if name in ph else None
 
@@ -120,14 +120,34 @@ def _ratios(ph: dict[str, PhaseSummary], config: dict) -> dict:
         "softmax_over_matmul_flops": None,
         "gpu_busy_over_step": _ratio(ph["step"].busy_ns, ph["step"].period_ns or ph["step"].range_ns) if "step" in ph else None,
     }
-    mm = (k("computing_attention_scores") or 0) + (k("final_matmul") or 0)
+    # the matmuls are the GEMM kernels of the two ranges: the score range also holds the scaling,
+    # masking and copies (elementwise), which are no matmul
+    def gemm(name):
+        return ph[name].family_ns.get("gemm", 0) if name in ph else 0
+
+    mm = gemm("computing_attention_scores") + gemm("final_matmul")
     if k("computing_softmax") is not None and mm:
         out["softmax_over_matmul_runtime"] = k("computing_softmax") / mm
     dims = attention_dims(config)
     if dims:
         f = attention_flops(*dims)
         out["softmax_over_matmul_flops"] = f["softmax"] / (f["scores"] + f["final_matmul"])
+    elif counts is not None:
+        out["softmax_over_matmul_flops"] = _counted_flop_ratio(counts)
     return out
+
+
+def _counted_flop_ratio(counts) -> float | None:
+    """softmax / (scores + final matmul) FLOPs from counted or given FLOPs (`--flops`, the
+    capture's counts), by the attention parts' range names, per iteration."""
+    per: dict[str, float] = {}
+    for part in ATTENTION_PARTS:
+        rows = [p for p in counts.paths() if p.rsplit("/", 1)[-1] == part]
+        got = [rc.flops for p in rows if (rc := counts.range_counts(p)) is not None and rc.flops is not None]
+        if got:
+            per[part] = float(sum(got))
+    mm = per.get("computing_attention_scores", 0.0) + per.get("final_matmul", 0.0)
+    return per["computing_softmax"] / mm if "computing_softmax" in per and mm else None
 
 
 RATIO_BASIS = {
@@ -135,8 +155,11 @@ RATIO_BASIS = {
     "gemm_share_forward": "GEMM kernel time / all GPU op time in forward",
     "gemm_share_step": "GEMM kernel time / all GPU op time in the step",
     "optimizer_share_step": "optimizer kernel time / step kernel time",
-    "softmax_over_matmul_runtime": "computing_softmax kernel time / (computing_attention_scores + final_matmul) kernel time",
-    "softmax_over_matmul_flops": "softmax FLOPs (5·B·H·T²) / matmul FLOPs (QKᵀ + attn@V = 4·B·H·T²·d_head)",
+    "softmax_over_matmul_runtime": "computing_softmax kernel time / GEMM kernel time of computing_attention_scores + "
+                                   "final_matmul (the score range's scaling, masking and copies are no matmul)",
+    "softmax_over_matmul_flops": "softmax FLOPs (5·B·H·T²) / matmul FLOPs (QKᵀ + attn@V = 4·B·H·T²·d_head), from the "
+                                 "dimensions (config mark or --batch/--heads/--ctx/--d-head), else from counted or "
+                                 "given FLOPs (--flops) of the three ranges",
     "gpu_busy_over_step": "GPU busy time (union of ops) / step period (each step's start to the next's)",
 }
 
@@ -202,6 +225,9 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         config.update({k: v for k, v in dims.items() if v is not None})
     steady = phases(model, STEP)
     warm = phases(model, WARMUP) if len(iteration_ranges(model, WARMUP)) else {}
+    from nsight_tui.parsers.analyses.roofline import build as build_roofline
+
+    roof = build_roofline(trace, attribution, **(roofline_options or {}))
     return {
         "file": str(trace.path),
         "attribution": attribution,
@@ -210,12 +236,12 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         # op_ns (kernels + memcpy/memset): what a kernel's share divides by, in the TUI and here
         "ranges": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in steady.items()},
         "warmup": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in warm.items()},
-        "ratios": _ratios(steady, config),
+        "ratios": _ratios(steady, config, roof.counts),
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
         **_ranks(trace),
-        "roofline": roofline_answers(trace, attribution, **(roofline_options or {})),
+        "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
         "findings": findings_answers(trace, attribution),
     }
 

@@ -73,8 +73,10 @@ def test_ratios_match_hand_computation(name):
     assert a["ranges"]["backward"]["kernel_ns"] == bwd
     assert a["ratios"]["backward_over_forward"] == pytest.approx(bwd / fwd, rel=1e-12)
     softmax = _sql(path, KERNEL_TIME_IN, name="computing_softmax")
-    scores = _sql(path, KERNEL_TIME_IN, name="computing_attention_scores")
-    final = _sql(path, KERNEL_TIME_IN, name="final_matmul")
+    # the matmuls: the GEMM kernels of the two ranges (the score range's scaling/masking are no matmul)
+    scores = _sql(path, GEMM_TIME_IN, name="computing_attention_scores")
+    final = _sql(path, GEMM_TIME_IN, name="final_matmul")
+    assert scores < _sql(path, KERNEL_TIME_IN, name="computing_attention_scores")  # it holds more than GEMMs
     assert a["ratios"]["softmax_over_matmul_runtime"] == pytest.approx(softmax / (scores + final), rel=1e-12)
     # 5·B·H·T² / (2·2·B·H·T²·d_head) = 5 / (4·64): d_head is 64 in both (768/12, 1600/25)
     assert a["ratios"]["softmax_over_matmul_flops"] == pytest.approx(5 / 256)
@@ -126,3 +128,20 @@ def test_markdown_table_escapes_pipes_and_aligns_numbers():
     assert lines[0] == "| name | ms |"
     assert lines[1] == "|---|---:|"
     assert lines[2] == "| a\\|b | 1.5 |"
+
+
+def test_flop_ratio_from_given_flops_without_dimensions(tmp_path):
+    """A trace without a config mark and no dims on the command line: the FLOP ratio comes from
+    `--flops` when it names the three attention ranges (it printed – before, issue 26)."""
+    import json
+
+    path = shared_trace("xl_ctx256")
+    flops = {"ranges": {"step_N/forward/scaled_dot_product_attention/computing_attention_scores": {"flops": 8e9},
+                        "step_N/forward/scaled_dot_product_attention/computing_softmax": {"flops": 1e9},
+                        "step_N/forward/scaled_dot_product_attention/final_matmul": {"flops": 2e9}}}
+    f = tmp_path / "flops.json"
+    f.write_text(json.dumps(flops))
+    bare = questions(load_trace(path), "process")
+    assert bare["ratios"]["softmax_over_matmul_flops"] is None
+    a = questions(load_trace(path), "process", roofline_options={"flops_file": str(f)})
+    assert a["ratios"]["softmax_over_matmul_flops"] == pytest.approx(1e9 / (8e9 + 2e9))
