@@ -62,6 +62,11 @@ def _run(args) -> int:
     for note in trace.info.notes:
         print(f"note: {visible(note)}", file=sys.stderr)
     width = output.stdout_width()
+    if args.output == "-" and args.format == "json" and len(names) > 1:  # one JSON document, not a stream
+        from nsight_tui.render.nsys import render_json_reports
+
+        output.write_stdout(render_json_reports([build_report(trace, n, mode, args.main_thread) for n in names], mode))
+        return 0
     for name in names:
         rep = build_report(trace, name, mode, args.main_thread)
         text = render(rep, args.format, mode, width)
