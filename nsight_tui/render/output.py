@@ -5,6 +5,8 @@ with the permissions the user's umask gives, and one clear line when it cannot b
   CLI calls it first, so a refusal costs nothing and leaves nothing half-written).
 - `write_atomic(path, text, overwrite, inputs)`: a temp file beside `path`, then a link (no
   clobber) or os.replace (with overwrite); on any failure or signal the temp file is removed.
+- Both pass the text through `safe.document` first: no control or bidi character from a
+  profile reaches a terminal or a file raw, whichever renderer made the text.
 - `write_stdout(text)`: stdout closed, full (/dev/full) or unwritable -> one line (TraceError).
 - `exit_on_signals()`: SIGTERM/SIGHUP end a CLI command through Python's unwinding, so the
   clean-up above runs (the default action would kill it mid-write and leave `.NAME.tmp`).
@@ -153,7 +155,7 @@ def write_atomic(path: PathLike, text: str, overwrite: bool = False, inputs: Ite
     try:
         fd, tmp = _open_temp(folder, path.name, keep_mode)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
+            fh.write(safe.document(text).encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
         check_target(path, overwrite, inputs)  # again: the name may have changed meanwhile
@@ -218,7 +220,7 @@ def write_stdout(text: str) -> None:
     if out is None:
         raise TraceError("standard output is closed; nowhere to write (use -o FILE)")
     try:
-        out.write(text)
+        out.write(safe.document(text))
         out.flush()
     except BrokenPipeError:
         _silence_stdout()

@@ -14,6 +14,7 @@ import numpy as np
 from nsight_tui.parsers.analyses.idle import IdleSplit, WindowIdle
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, display_name
 from nsight_tui.parsers.analyses.timeline import Cells, Item, Lane, Timeline, cell_edges
+from nsight_tui.render.safe import visible
 
 TITLE_WIDTH = 13  # lane titles, then one column of space
 MIN_SPAN_NS = 200  # zooming in stops here (a few ns per cell)
@@ -205,7 +206,7 @@ class TimelineState:
         names = self.timeline.range_names
         out = []
         for c0, c1, i in lane.spans(self.t0, self.t1, self.n, min_cells=4):
-            text = display_name(names[int(lane.ref[i])])
+            text = visible(display_name(names[int(lane.ref[i])]))
             out.append((c0, c1, text[: c1 - c0]))
         return out
 

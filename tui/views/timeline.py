@@ -24,6 +24,7 @@ from textual.worker import get_current_worker
 
 from nsight_tui.parsers.analyses.idle import WindowIdle
 from nsight_tui.parsers.analyses.timeline import Lane, Timeline
+from nsight_tui.render.safe import visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import ViewText
@@ -113,7 +114,7 @@ class TimelineScreen(ViewScreen):
     def crumb(self) -> str:
         if self.state is None:
             return "timeline"
-        return f"timeline · {self.state.target.title} · window {fmt.duration(self.state.span)}"
+        return f"timeline · {visible(self.state.target.title)} · window {fmt.duration(self.state.span)}"
 
     def compose_body(self) -> ComposeResult:
         yield TimelineCanvas(id="tl-canvas")
@@ -203,7 +204,7 @@ class TimelineScreen(ViewScreen):
             self.summary_serial = message.serial
 
     def _say(self, text: str) -> None:
-        self.set_status(Text(text))  # plain text: names and `[`/`]` are not markup
+        self.set_status(Text(visible(text)))  # plain text: names and `[`/`]` are not markup
 
     # -- text under the lanes -----------------------------------------------------------------
     def _selected_lane(self, f: TimelineFrame) -> Lane | None:
@@ -215,21 +216,21 @@ class TimelineScreen(ViewScreen):
         text = Text(f"▼ {_signed(f.cursor_ns - f.origin)} ", style="bold")
         if lane is None:
             return text + Text("no lanes")
-        text.append(f"{lane.title}: ", style="bold")
+        text.append(f"{visible(lane.title)}: ", style="bold")
         it = f.item
         if it is None:
             text.append("nothing here", style="dim")
         else:
-            name = display_kernel_name(it.name) if it.kind == "kernel" else it.name
+            name = visible(display_kernel_name(it.name) if it.kind == "kernel" else it.name)
             text.append(name if it.kind in ("range", "api", "kernel") else f"{it.kind} {name}")
             text.append(f" · {fmt.duration(it.duration_ns)}")
             if it.corr is not None:
                 text.append(f" · corr {it.corr}")
             if it.lead_ns is not None:
                 text.append(f" · CPU lead {fmt.duration(it.lead_ns)}", style="bold")
-                text.append(f" ◆ {it.call_name} on {it.call_thread}")
+                text.append(f" ◆ {visible(it.call_name)} on {visible(it.call_thread)}")
             elif it.call_name:
-                text.append(f" · from {it.call_name} on {it.call_thread}")
+                text.append(f" · from {visible(it.call_name)} on {visible(it.call_thread)}")
         text.append(f" · at {fmt.seconds(f.cursor_ns)} s", style="dim")
         return text
 
