@@ -190,6 +190,23 @@ def _validated(tables: Tables, fetched: Fetched, integer: tuple[str, ...] = (), 
     return fetched
 
 
+def _check_times(tables: Tables, table: str, start: np.ndarray, end: np.ndarray,
+                 end_null: np.ndarray | None = None) -> None:
+    """validate.BadValues when a row ends before it starts or a timestamp is past
+    validate.TIME_LIMIT: `scan` then counts those rows and the read leaves them out (a good
+    file costs two vector comparisons here, no SQL)."""
+    lim = validate.TIME_LIMIT
+    if not len(start):
+        return
+    bad_start = (start < -lim) | (start > lim)
+    bad_end = (end < start) | (end < -lim) | (end > lim)
+    if end_null is not None:
+        bad_end &= ~end_null
+    if bad_start.any() or bad_end.any():
+        raise validate.BadValues(f"{tables.path}: {table} has rows that end before they start or lie "
+                                 f"beyond ±2^61 ns, where nsys writes neither")
+
+
 def _short_repr(value) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -302,6 +319,7 @@ def _op_columns(tables: Tables, table: str, name_column: str | None, name_defaul
                 checks: validate.Checks) -> dict[str, np.ndarray]:
     wanted = _op_wanted(name_column)
     f = _read(tables, table, wanted, integer=tuple(wanted), required=("start", "end"), checks=checks)
+    _check_times(tables, table, f.int("start", 0), f.int("end", 0))
     # the fetched arrays themselves (no copies where there is no NULL): `f` is let go here
     return {"start": f.int("start", 0), "end": f.int("end", 0), "device": f.int("deviceId", -1),
             "stream": f.int("streamId", -1), "corr": f.int("correlationId", -1), "gpid": f.int("globalPid", -1),
@@ -404,6 +422,7 @@ def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     if not tables.schema.has(t):
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
     f = _read(tables, t, list(_API_INTS), integer=_API_INTS, required=("start", "end"), checks=checks)
+    _check_times(tables, t, f.int("start", 0), f.int("end", 0))
     part = {"start": f.int("start", 0), "end": f.int("end", 0), "gtid": f.int("globalTid", -1),
             "corr": f.int("correlationId", -1), "name": _codes(f.int("nameId", -1), strings, names, index)}
     del f
@@ -426,6 +445,7 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
     start, etype, gtid = f.int("start", 0), f.int("eventType", -1), f.int("globalTid", -1)
     end_null = f.null("end")
     end = f.int("end", 0)
+    _check_times(tables, t, start, end, end_null)
     # Registered strings (textId) win over the inline text, as nsys resolves them.
     text = f.text("text")
     if pd.api.types.infer_dtype(text, skipna=True) not in ("string", "empty"):  # a number stored as text
