@@ -384,19 +384,44 @@ def unfused_attention(c: StepContext) -> Finding | None:
         [], int(c.model.r_start[attn[0]]), int(c.model.r_end[attn[0]]))
 
 
+# Only rows whose values are what nsys writes (integers, end >= start) count, as the loader
+# leaves the others out: a text `start` in one API call must not stop the whole report.
 _MEMCPY_SQL = """
 SELECT m.start, m.end, m.bytes, m.copyKind, m.srcKind, m.dstKind, r.start, r.end, s.value
 FROM CUPTI_ACTIVITY_KIND_MEMCPY m
 LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = m.correlationId
   AND (r.globalTid >> 24) = (m.globalPid >> 24)
+  AND typeof(r.start) = 'integer' AND typeof(r.end) = 'integer' AND r.end >= r.start
 LEFT JOIN StringIds s ON s.id = r.nameId
-WHERE m.deviceId = ? ORDER BY m.start"""
+WHERE m.deviceId = ? AND typeof(m.start) = 'integer' AND typeof(m.end) = 'integer' AND m.end >= m.start
+  AND typeof(m.bytes) = 'integer' AND typeof(m.copyKind) = 'integer'
+  AND typeof(m.srcKind) = 'integer' AND typeof(m.dstKind) = 'integer'
+ORDER BY m.start"""
+# Every column the two memcpy rules read, by table: without one of them they are not checked
+# (a line in the findings' `not_checked` says so), rather than stopping the report.
+MEMCPY_COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "bytes", "copyKind", "srcKind", "dstKind", "correlationId",
+                                   "globalPid", "deviceId"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid", "nameId"),
+    "StringIds": ("id", "value"),
+}
+
+
+def missing_columns(schema, needed: dict[str, tuple[str, ...]]) -> list[str]:
+    """`TABLE` or `TABLE.column` for each of `needed` the export lacks."""
+    out = []
+    for table, columns in needed.items():
+        if not schema.has(table):
+            out.append(table)
+        else:
+            out += [f"{table}.{col}" for col in columns if not schema.has(table, col)]
+    return out
 
 
 def _memcpys(c: StepContext) -> np.ndarray | None:
     from nsight_tui.parsers.read.source import connect_readonly
 
-    if not c.trace.schema.has("CUPTI_ACTIVITY_KIND_MEMCPY", "srcKind"):
+    if not c.trace.schema.has("CUPTI_ACTIVITY_KIND_MEMCPY") or missing_columns(c.trace.schema, MEMCPY_COLUMNS):
         return None
     if c.trace.info.export_kind == "sqlite":
         con = connect_readonly(c.trace.path)
@@ -627,9 +652,19 @@ def findings(trace: Trace, attribution: str = "process", rules: dict | None = No
     return sorted(out, key=lambda f: (-f.saving_ms_per_step, f.id))
 
 
+def not_checked(trace: Trace) -> list[str]:
+    """The rules that could not look at this export, each with the columns it lacks."""
+    schema = trace.schema
+    if not schema.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
+        return []  # no copies: nothing for the memcpy rules to find, nothing missing
+    gone = missing_columns(schema, MEMCPY_COLUMNS)
+    return [f"pageable-memcpy, sync-memcpy not checked: the export lacks {', '.join(gone)}"] if gone else []
+
+
 def answers(trace: Trace, attribution: str = "process") -> dict:
     """The JSON under "findings" in `report -f json`."""
     c = context(trace, attribution)
     return {"step_ns": None if c is None else c.step_ns, "steps": 0 if c is None else c.n,
             "findings": [f.to_json() for f in findings(trace, attribution)],
+            "not_checked": not_checked(trace),
             "thresholds": {k: asdict(v) for k, v in THRESHOLDS.items()}}

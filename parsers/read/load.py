@@ -675,6 +675,7 @@ class TraceLoader:
         self.tables = open_tables(self.path, native=native)
         try:
             schema = self.tables.schema
+            self.schema_notes = _without_incomplete_tables(schema)
             self.has_cuda = any(schema.has(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"))
             self.has_nvtx = schema.has("NVTX_EVENTS")
             if not self.has_cuda and not self.has_nvtx:
@@ -768,7 +769,8 @@ class TraceLoader:
     def _info(self, facts: dict, ops: pd.DataFrame, api: pd.DataFrame, ranges: pd.DataFrame,
               from_export: bool) -> "TraceInfo":
         kinds = ops["kind"].to_numpy()
-        notes = (sidecar_notes(self.path) if self.tables.kind == "sqlite" else []) + self.checks.notes()
+        notes = ((sidecar_notes(self.path) if self.tables.kind == "sqlite" else []) + self.schema_notes
+                 + self.checks.notes())
         no_corr = int((api["corr"].to_numpy() < 0).sum()) if len(api) and self.tables.schema.has(
             "CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId") else 0
         if no_corr:
@@ -787,6 +789,35 @@ class TraceLoader:
             has_nvtx=self.has_nvtx and len(ranges) > 0, has_cuda=self.has_cuda, notes=notes,
             export_kind=self.tables.kind,
         )
+
+
+# The columns without which a table's rows mean nothing, and what goes with the table. A
+# table that lacks one (renamed, or an export nsys did not write) is read as absent, with a
+# note naming the column and the figures it takes away: every analysis then sees the same
+# schema, and none meets a missing column in SQL of its own.
+TABLE_NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "CUPTI_ACTIVITY_KIND_RUNTIME": (("start", "end", "correlationId", "globalTid", "nameId"),
+                                    "CUDA API calls left out: no cuda_api_sum, launch overhead, queue delay, "
+                                    "launching calls or API lanes"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": (("start", "end"), "kernels left out: no kernel figures"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (("start", "end"), "memcpys left out: no memcpy figures"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (("start", "end"), "memsets left out: no memset figures"),
+    "NVTX_EVENTS": (("start", "eventType", "globalTid"), "NVTX events left out: no range figures"),
+}
+
+
+def _without_incomplete_tables(schema: Schema) -> list[str]:
+    """Drop from `schema` each table of TABLE_NEEDS that lacks a column it needs; the notes."""
+    notes = []
+    for table, (columns, what) in TABLE_NEEDS.items():
+        gone = [c for c in columns if schema.has(table) and not schema.has(table, c)]
+        if gone:
+            del schema.tables[table]
+            notes.append(f"{table} has no {', '.join(gone)} column: {what}")
+    if schema.has("StringIds") and not (schema.has("StringIds", "id") and schema.has("StringIds", "value")):
+        gone = [c for c in ("id", "value") if not schema.has("StringIds", c)]
+        notes.append(f"StringIds has no {', '.join(gone)} column: names show as <string ID>")
+    return notes
 
 
 def load_trace(path: str | Path, progress=None, native: bool = True) -> Trace:
