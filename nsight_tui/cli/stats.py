@@ -67,6 +67,7 @@ def _run(args) -> int:
 
         output.write_stdout(render_json_reports([build_report(trace, n, mode, args.main_thread) for n in names], mode))
         return 0
+    files = []
     for name in names:
         rep = build_report(trace, name, mode, args.main_thread)
         text = render(rep, args.format, mode, width)
@@ -77,6 +78,8 @@ def _run(args) -> int:
                 print(f"SKIPPED: {visible(args.file)} {rep.message or 'no data'} ({rep.name})", file=sys.stderr)
             output.write_stdout(text)
         else:
-            output.write_atomic(paths[name], text, overwrite=args.force, inputs=[args.file])
-            print(f"wrote {visible(paths[name])}", file=sys.stderr)
+            files.append((paths[name], text))
+    # -o: every report's file or none (a signal or a full disk part-way leaves none of them)
+    for written in output.write_all(files, overwrite=args.force, inputs=[args.file]):
+        print(f"wrote {visible(str(written))}", file=sys.stderr)
     return 0

@@ -9,7 +9,10 @@ with the permissions the user's umask gives, and one clear line when it cannot b
   profile reaches a terminal or a file raw, whichever renderer made the text.
 - `write_stdout(text)`: stdout closed, full (/dev/full) or unwritable -> one line (TraceError).
 - `exit_on_signals()`: SIGTERM/SIGHUP end a CLI command through Python's unwinding, so the
-  clean-up above runs (the default action would kill it mid-write and leave `.NAME.tmp`).
+  clean-up above runs (the default action would kill it mid-write and leave `.NAME.tmp`);
+  `check_signals()` ends it too where that exception was lost, before anything is written.
+- `write_all(files)`: several outputs of one command, all or none: a failure or signal
+  part-way removes the ones this call placed.
 
 Missing parent folders are not created: `-o results/x.md` with no `results/` is refused with
 a line saying so (a typo in a path should not quietly make a folder tree).
@@ -159,6 +162,7 @@ def write_atomic(path: PathLike, text: str, overwrite: bool = False, inputs: Ite
             fh.flush()
             os.fsync(fh.fileno())
         check_target(path, overwrite, inputs)  # again: the name may have changed meanwhile
+        check_signals()  # a signal whose exception was lost: the file is not placed
         if overwrite:
             os.replace(tmp, path)
         else:
@@ -189,6 +193,26 @@ def _place_new(tmp: Path, path: Path) -> None:
     os.unlink(tmp)
 
 
+def write_all(files: list[tuple[PathLike, str]], overwrite: bool = False,
+              inputs: Iterable[PathLike] = ()) -> list[Path]:
+    """`write_atomic` for each (path, text), all or none: if one fails, or a signal comes
+    part-way, the files placed so far by this call are removed (a file it replaced with
+    `overwrite` is gone either way: its old text is not kept)."""
+    for path, _ in files:  # every refusal before the first write
+        check_target(path, overwrite, inputs)
+    placed: list[Path] = []
+    try:
+        for path, text in files:
+            placed.append(write_atomic(path, text, overwrite, inputs))
+        check_signals()
+    except BaseException:
+        for done in placed:
+            with contextlib.suppress(OSError):
+                os.unlink(done)
+        raise
+    return placed
+
+
 def unique_path(path: PathLike) -> Path:
     """`path`, or `stem-2.ext`, `stem-3.ext`, ... : the first name not taken."""
     path = Path(path)
@@ -216,6 +240,7 @@ def write_stdout(text: str) -> None:
 
     A closed pipe (`| head`) is not an error: BrokenPipeError goes up and the CLI exits 0.
     """
+    check_signals()
     out = sys.stdout
     if out is None:
         raise TraceError("standard output is closed; nowhere to write (use -o FILE)")
@@ -243,11 +268,25 @@ def stdout_width(default: int = 200) -> int:
 
 
 # -- signals -------------------------------------------------------------------------------
+_received: list[int] = []  # the signals exit_on_signals has seen, in this process
+
+
+def check_signals() -> None:
+    """SystemExit(128 + signal) if a signal ended the command already. The handler raised it
+    once, but Python drops an exception raised while a `__del__` or a weakref callback runs
+    (it only prints "Exception ignored"): so the command checks again before it writes."""
+    if _received:
+        raise SystemExit(128 + _received[0])
+
+
 @contextlib.contextmanager
 def exit_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
     """Within the block, SIGTERM/SIGHUP raise SystemExit(128 + signal): `finally` clauses run
-    (temp files go) and the exit status says which signal ended the command."""
+    (temp files go) and the exit status says which signal ended the command. Writes check
+    `check_signals` first, and so does the block's end: a signal whose exception was lost
+    still ends the command, with nothing (more) written."""
     def _raise(signum, _frame):
+        _received.append(signum)
         raise SystemExit(128 + signum)
 
     previous = {}
@@ -258,6 +297,7 @@ def exit_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) 
         pass
     try:
         yield
+        check_signals()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
