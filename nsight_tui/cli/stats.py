@@ -7,6 +7,7 @@ autograd thread) launched while they were open.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from nsight_tui.parsers.model.attribution import MODE_HELP, MODES
@@ -45,6 +46,11 @@ def _run(args) -> int:
     unknown = [n for n in names if n not in REPORTS]
     if unknown:
         raise TraceError(f"unknown report {', '.join(map(visible, unknown))}; choose from {', '.join(REPORTS)}")
+    if not names:
+        raise TraceError(f"-r {visible(args.report)!r}: no report named; choose from {', '.join(REPORTS)}")
+    if args.output != "-" and not os.path.basename(args.output):  # '' or a folder: `_nvtx_sum.txt` in it
+        raise TraceError(f"-o {visible(args.output)!r}: give a file name prefix (PREFIX_REPORT.EXT is written "
+                         "per report, e.g. -o out/run1), or - for stdout")
     paths = {name: f"{args.output}_{name}.{FORMATS[args.format]}" for name in names}
     if args.output != "-":
         for path in paths.values():  # refuse before any work, so nothing is half-written
