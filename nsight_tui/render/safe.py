@@ -14,6 +14,7 @@ A shared profile can name a kernel, an NVTX range or a thread `\\x1b]0;title\\x0
   image, an HTML tag or a table cell break. (Backticks and `*`/`_` are left alone: at worst
   they change a name's typeface, and headers use code spans of their own.)
 - `rich_text(text)`: a `rich.text.Text` of `visible(text)`: never parsed as markup.
+- `short(text)`: `visible`, cut to LINE_NAME_MAX characters (names in one-line notes).
 - `document(text)`: the last pass over a whole output (stdout, `-o` files, the TUI's exports:
   `render.output` applies it to everything it writes). Whatever a renderer let through, no
   control or bidi character but a newline or tab reaches the terminal or the file: each left
@@ -48,6 +49,19 @@ def visible(text) -> str:
         return ""
     text = text if isinstance(text, str) else str(text)
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+# A name in a line of prose (a note, a header): cut past this many characters. Tables and
+# JSON keep names whole; a 1 MB thread name in one `note:` line helps no one.
+LINE_NAME_MAX = 200
+
+
+def short(text, limit: int = LINE_NAME_MAX) -> str:
+    """`visible(text)`, cut to `limit` characters with `…(+N characters)` saying how much went."""
+    shown = visible(text)
+    if len(shown) <= limit:
+        return shown
+    return f"{shown[:limit]}…(+{len(shown) - limit:,} characters)"
 
 
 # Every character `visible` escapes, but the newline and tab a document's own layout uses.
