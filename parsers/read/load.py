@@ -814,6 +814,9 @@ def _without_incomplete_tables(schema: Schema) -> list[str]:
         if gone:
             del schema.tables[table]
             notes.append(f"{table} has no {', '.join(gone)} column: {what}")
+    if schema.views:
+        shown = ", ".join(schema.views[:5]) + (f" and {len(schema.views) - 5:,} more" if len(schema.views) > 5 else "")
+        notes.append(f"views are not read (nsys writes tables; a view's query could run without end): {shown}")
     if schema.has("StringIds") and not (schema.has("StringIds", "id") and schema.has("StringIds", "value")):
         gone = [c for c in ("id", "value") if not schema.has("StringIds", c)]
         notes.append(f"StringIds has no {', '.join(gone)} column: names show as <string ID>")
