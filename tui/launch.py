@@ -147,8 +147,9 @@ class TerminalGuard:
             os._exit(128 + sig)
         self.signal = sig
         try:
-            self._loop.call_soon_threadsafe(self.app.exit, None, 128 + sig)
-        except (RuntimeError, AttributeError):  # the loop is closed (or not there): nothing to ask
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self.app.exit, None, 128 + sig)
+        except RuntimeError:  # the loop is closed: nothing to ask
             pass
         threading.Thread(target=self._leave_if_stuck, args=(sig,), name="nsight-exit", daemon=True).start()
 

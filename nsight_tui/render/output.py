@@ -26,7 +26,7 @@ import secrets
 import signal
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from nsight_tui.parsers.read.errors import TraceError
@@ -193,7 +193,7 @@ def _place_new(tmp: Path, path: Path) -> None:
     os.unlink(tmp)
 
 
-def write_all(files: list[tuple[PathLike, str]], overwrite: bool = False,
+def write_all(files: Sequence[tuple[PathLike, str]], overwrite: bool = False,
               inputs: Iterable[PathLike] = ()) -> list[Path]:
     """`write_atomic` for each (path, text), all or none: if one fails, or a signal comes
     part-way, the files placed so far by this call are removed (a file it replaced with
