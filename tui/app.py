@@ -467,8 +467,8 @@ class NsightApp(App[int]):
 
     async def action_interrupt(self) -> None:
         """ctrl+c: quit; while a file is still loading, an interrupted run (130), not a success."""
-        loading = any(w.group == "load" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
-                      for w in self.workers)
+        loading = not self.loaded and any(w.group == "load" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+                                          for w in self.workers)
         self.exit(return_code=130 if loading else 0)
 
     # -- attribution mode -----------------------------------------------------------------------
