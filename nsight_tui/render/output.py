@@ -271,6 +271,11 @@ def stdout_width(default: int = 200) -> int:
 _received: list[int] = []  # the signals exit_on_signals has seen, in this process
 
 
+def signalled() -> int | None:
+    """The signal that ended the command (exit_on_signals saw it), if one did."""
+    return _received[0] if _received else None
+
+
 def check_signals() -> None:
     """SystemExit(128 + signal) if a signal ended the command already. The handler raised it
     once, but Python drops an exception raised while a `__del__` or a weakref callback runs

@@ -124,3 +124,28 @@ def _fds(pid: int) -> list[str]:
         return [os.readlink(f) for f in Path(f"/proc/{pid}/fd").iterdir()]
     except OSError:
         return []
+
+
+@pytest.mark.parametrize("repeat", range(REPEATS))
+def test_stats_to_files_hung_up_while_importing(rank_files, tmp_path, repeat):
+    """The issue's case: a process that began with SIGHUP ignored (a harness, nohup) lost a
+    SIGHUP that came during its imports, carried on and wrote every file (exit 0). The state
+    waited for: numpy mapped into the process (imported only once the command has started)."""
+    def maps() -> str:
+        try:
+            return Path(f"/proc/{proc.pid}/maps").read_text()
+        except OSError:
+            return ""
+
+    proc = subprocess.Popen([sys.executable, "-m", "nsight_tui", "stats", str(rank_files[0]), "-o", str(tmp_path / "p")],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        until("numpy being imported", lambda: "numpy" in maps(), proc)
+        os.kill(proc.pid, signal.SIGHUP)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGHUP, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
