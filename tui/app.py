@@ -59,7 +59,8 @@ class NsightApp(App[int]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         # People press ctrl+c first to leave: it quits on every screen (an Input's copy included).
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="app.quit-ctrl-c"),
+        # During the load it is an interruption, and says so (exit 130, as a shell's ctrl+c).
+        Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True, id="app.quit-ctrl-c"),
         Binding("question_mark", "help", "Help", tooltip="This help: every key, the file and the attribution in full",
                 id="app.help"),
         Binding("e", "export", "Export",
@@ -497,6 +498,12 @@ class NsightApp(App[int]):
 
     async def action_quit(self) -> None:
         self.exit(return_code=0)
+
+    async def action_interrupt(self) -> None:
+        """ctrl+c: quit; while a file is still loading, an interrupted run (130), not a success."""
+        loading = not self.loaded and any(w.group == "load" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+                                          for w in self.workers)
+        self.exit(return_code=130 if loading else 0)
 
     # -- attribution mode -----------------------------------------------------------------------
     def action_switch_attribution(self) -> None:

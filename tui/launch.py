@@ -25,10 +25,23 @@ if TYPE_CHECKING:
 
 # Exit status for each signal, as a shell reports a process killed by it (128 + number).
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# After SIGTERM/SIGHUP/SIGINT the app exits through Textual (the terminal restored); if the
+# process is still there this much later (a terminal gone mid-write, a read that cannot be
+# interrupted), it restores what it can and leaves by hand.
+EXIT_GRACE_S = 3.0
 
 # What a program that left early may have left on: the alternate screen, mouse tracking
 # (every mode Textual turns on), a hidden cursor, bracketed paste.
 RESET = "\x1b[?1049l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?25h"
+
+
+def _flush_quietly() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # the terminal hung up
+            pass
 
 
 def check_readable(path: Path) -> None:
@@ -78,6 +91,9 @@ class TerminalGuard:
     def __init__(self, app) -> None:
         self.app = app
         self.signal: int | None = None
+        self.finished = False
+        self._ended = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._saved = None
         self._fd = -1
         try:
@@ -92,31 +108,82 @@ class TerminalGuard:
             pass
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Python-level handlers (signal.signal), not the loop's: a loop handler runs only when
+        the loop turns, and a loop blocked in a synchronous call (Textual's driver flushing to a
+        terminal that hung up waits forever) never turned again: SIGTERM was caught and ignored
+        and the process lived on with PPID 1. These run in the main thread whatever it waits on."""
+        self._loop = loop
         for sig in SIGNALS:
             try:
-                loop.add_signal_handler(sig, self._on_signal, sig)
-            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, no unix loop
+                signal.signal(sig, self._on_signal)
+            except (ValueError, OSError):  # not the main thread
                 pass
+        if self._fd >= 0:
+            threading.Thread(target=self._watch_terminal, name="nsight-hangup", daemon=True).start()
 
-    def _on_signal(self, sig: int) -> None:
-        """First signal: the app's normal exit (restores the terminal). A second one while
-        that is under way: restore by hand and leave now."""
-        if self.signal is not None:
-            self.restore()
+    def _watch_terminal(self) -> None:
+        """A terminal that goes away does not always signal: killing a tmux session left the
+        app with no SIGHUP (its shell died first) and Textual stuck writing to the dead
+        terminal. poll() with no events asked for wakes only on a hang-up (or an error) of
+        the terminal: then it is SIGHUP, whichever way it came."""
+        import select
+
+        try:
+            poller = select.poll()
+            poller.register(self._fd, 0)
+            while not self.finished:
+                events = poller.poll()
+                if any(ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, ev in events):
+                    break
+            else:
+                return
+        except (OSError, ValueError):
+            return
+        if not self.finished:
+            self._on_signal(signal.SIGHUP)
+
+    def _on_signal(self, sig: int, _frame=None) -> None:
+        """First signal: the app's normal exit (restores the terminal), and a watchdog that
+        leaves by hand if that has not ended the process within EXIT_GRACE_S. A second
+        signal, or one after the app has ended: restore by hand and leave now."""
+        if self.signal is not None or self.finished:
+            self.restore(now=True)
             os._exit(128 + sig)
         self.signal = sig
-        self.app.exit(return_code=128 + sig)
+        try:
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self.app.exit, None, 128 + sig)
+        except RuntimeError:  # the loop is closed: nothing to ask
+            pass
+        threading.Thread(target=self._leave_if_stuck, args=(sig,), name="nsight-exit", daemon=True).start()
 
-    def restore(self) -> None:
+    def _leave_if_stuck(self, sig: int) -> None:
+        if not self._ended.wait(EXIT_GRACE_S):
+            self.restore(now=True)
+            os._exit(128 + sig)
+
+    def ended(self) -> None:
+        """The app has returned: a signal from now on ends the process at once."""
+        self.finished = True
+        self._ended.set()
+
+    def restore(self, now: bool = False) -> None:
         """Put the saved terminal settings back and switch off what the app turned on. A
-        no-op for a terminal already restored; errors ignored (after SIGHUP it is gone)."""
+        no-op for a terminal already restored; errors ignored (after SIGHUP it is gone).
+        `now`: on the way out by hand, never waiting on the terminal (a hung-up one blocked
+        TCSADRAIN forever, and with it the exit): nothing at all after SIGHUP, else TCSANOW
+        and a write that gives up rather than waits."""
         if self._saved is None:
+            return
+        if now and self.signal == signal.SIGHUP:
             return
         try:
             import termios
 
-            termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
+            termios.tcsetattr(self._fd, termios.TCSANOW if now else termios.TCSADRAIN, self._saved)
             if self.signal is not None and self.signal != signal.SIGHUP:
+                if now:
+                    os.set_blocking(1, False)
                 os.write(1, RESET.encode())
         except (OSError, ValueError, AttributeError):
             pass
@@ -169,11 +236,18 @@ def launch(args) -> int:
             raise
     finally:
         asyncio.set_event_loop(None)
-        loop.close()  # removes the signal handlers
+        loop.close()
         guard.restore()
+        guard.ended()
     if app.error_message:
         print(f"nsight-tui: {app.error_message}", file=sys.stderr)
     code = app.return_code or 0
+    if guard.signal is not None:
+        # Ended by a signal: nothing is left to save, and the interpreter's exit would wait
+        # for every worker thread still reading the file (a load cannot be interrupted).
+        code = 128 + guard.signal
+        _flush_quietly()
+        os._exit(code)
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         # `q` during a long load: a worker thread is still reading the (read-only) file and
         # cannot be interrupted; nothing is left to write, so leave now instead of waiting.

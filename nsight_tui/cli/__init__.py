@@ -30,13 +30,28 @@ def _parser(module_name: str, prog: str, help_text: str, epilog: str | None = No
     return parser, module
 
 
+WRITERS = ("stats", "report", "diff", "ranks")  # the commands that write outputs from a profile
+
+
+def _subcommand(argv: list[str]) -> int:
+    module_name, help_text = SUBCOMMANDS[argv[0]]
+    parser, module = _parser(module_name, f"nsight-tui {argv[0]}", help_text)
+    return int(module.run(parser.parse_args(argv[1:])) or 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv and argv[0] in WRITERS:
+            # SIGTERM/SIGHUP end these with 128 + the signal from here on, before the ~0.5 s of
+            # imports: a signal then was lost when the process began with it ignored (a harness,
+            # nohup), and the command carried on and wrote its files (issue 27).
+            from nsight_tui.render.output import exit_on_signals  # cheap: no pandas, no numpy
+
+            with exit_on_signals():
+                return _subcommand(argv)
         if argv and argv[0] in SUBCOMMANDS:
-            module_name, help_text = SUBCOMMANDS[argv[0]]
-            parser, module = _parser(module_name, f"nsight-tui {argv[0]}", help_text)
-            return int(module.run(parser.parse_args(argv[1:])) or 0)
+            return _subcommand(argv)
         epilog = "subcommands: " + "; ".join(f"{k}: {v[1]}" for k, v in SUBCOMMANDS.items())
         parser, module = _parser(OPEN[0], "nsight-tui", OPEN[1], epilog)
         return int(module.run(parser.parse_args(argv)) or 0)
@@ -45,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # one clear line, never a traceback, for anything we did not foresee
+        from nsight_tui.render.output import signalled
+
+        sig = signalled()
+        if sig is not None:  # the signal's SystemExit, turned into another exception on its way
+            return 128 + sig  # up (an import in C code makes it an ImportError)
         from nsight_tui.parsers.read.errors import TraceError
         from nsight_tui.render.safe import visible  # messages quote paths and names: one line, no escapes
 

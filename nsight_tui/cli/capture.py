@@ -155,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         configs = build_configs(args)
         out_dir = Path(args.out)
+        check_out_dir(out_dir)  # --dry-run too: what it prints must be a run that can happen
         if args.dry_run:
             return _dry_run(args, configs, out_dir)
         nsys = find_nsys(args.nsys)
@@ -183,6 +184,23 @@ def run(args: argparse.Namespace) -> int:
     if len(results) == 1 and results[0].status == "oom":
         return 4  # the one trace asked for was not made; the OOM is recorded
     return 0
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """CaptureError (one line) unless `out_dir` is a folder, or can be made in one, that this
+    user can write in: `--out /dev/full` (a device) or a path under a file is refused up front."""
+    import os
+
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise CaptureError(f"--out {out_dir}: exists and is not a folder")
+        where = out_dir
+    else:
+        where = next((p for p in out_dir.parents if p.exists()), Path("."))
+        if not where.is_dir():
+            raise CaptureError(f"--out {out_dir}: {where} is not a folder")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise CaptureError(f"--out {out_dir}: cannot write in {where}")
 
 
 def _nsys_version(nsys: Path) -> str:

@@ -83,9 +83,12 @@ def _run(args) -> int:
             text = report.sweep_markdown(target, tables, args.attribution, runs, skipped)
     else:
         trace = load_trace(target)
+        for note in trace.info.notes:  # rows left out, tables without a column they need: as stats says them
+            print(f"note: {visible(note)}", file=sys.stderr)
         answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof)
         model = range_model(trace, args.attribution, args.main_thread)
         answers["backward_parts"] = [t.to_json() for t in backward_parts(model)]
+        answers["notes"] = list(trace.info.notes)
         text = report.single_json(answers) if args.format == "json" else report.single_markdown(answers)
     if args.output == "-":
         output.write_stdout(text)

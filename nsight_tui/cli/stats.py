@@ -7,6 +7,7 @@ autograd thread) launched while they were open.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from nsight_tui.parsers.model.attribution import MODE_HELP, MODES
@@ -45,6 +46,11 @@ def _run(args) -> int:
     unknown = [n for n in names if n not in REPORTS]
     if unknown:
         raise TraceError(f"unknown report {', '.join(map(visible, unknown))}; choose from {', '.join(REPORTS)}")
+    if not names:
+        raise TraceError(f"-r {visible(args.report)!r}: no report named; choose from {', '.join(REPORTS)}")
+    if args.output != "-" and not os.path.basename(args.output):  # '' or a folder: `_nvtx_sum.txt` in it
+        raise TraceError(f"-o {visible(args.output)!r}: give a file name prefix (PREFIX_REPORT.EXT is written "
+                         "per report, e.g. -o out/run1), or - for stdout")
     paths = {name: f"{args.output}_{name}.{FORMATS[args.format]}" for name in names}
     if args.output != "-":
         for path in paths.values():  # refuse before any work, so nothing is half-written
@@ -62,6 +68,12 @@ def _run(args) -> int:
     for note in trace.info.notes:
         print(f"note: {visible(note)}", file=sys.stderr)
     width = output.stdout_width()
+    if args.output == "-" and args.format == "json" and len(names) > 1:  # one JSON document, not a stream
+        from nsight_tui.render.nsys import render_json_reports
+
+        output.write_stdout(render_json_reports([build_report(trace, n, mode, args.main_thread) for n in names], mode))
+        return 0
+    files = []
     for name in names:
         rep = build_report(trace, name, mode, args.main_thread)
         text = render(rep, args.format, mode, width)
@@ -72,6 +84,8 @@ def _run(args) -> int:
                 print(f"SKIPPED: {visible(args.file)} {rep.message or 'no data'} ({rep.name})", file=sys.stderr)
             output.write_stdout(text)
         else:
-            output.write_atomic(paths[name], text, overwrite=args.force, inputs=[args.file])
-            print(f"wrote {visible(paths[name])}", file=sys.stderr)
+            files.append((paths[name], text))
+    # -o: every report's file or none (a signal or a full disk part-way leaves none of them)
+    for written in output.write_all(files, overwrite=args.force, inputs=[args.file]):
+        print(f"wrote {visible(str(written))}", file=sys.stderr)
     return 0

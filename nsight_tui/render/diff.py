@@ -26,6 +26,8 @@ from nsight_tui.parsers.analyses.diff import (
     StepDiff,
 )
 from nsight_tui.render.markdown import table
+from nsight_tui.render.safe import markdown as md
+from nsight_tui.render.safe import visible
 
 FORMATS = ("markdown", "json", "csv")
 TOP_KERNELS = 30  # kernel rows in the Markdown; JSON/CSV have all
@@ -145,7 +147,7 @@ def family_rows(fams: list[FamilyDiff]) -> list[list]:
 
 def scope_markdown(scope: ScopeDiff, level: str = "##", top: int | None = TOP_KERNELS) -> str:
     basis = f"{BASIS_TEXT[scope.basis]}, A over {scope.a_iterations} and B over {scope.b_iterations}"
-    out = [f"{level} Kernels: {scope.scope}", "",
+    out = [f"{level} Kernels: {md(scope.scope)}", "",
            (f"_GPU ops matched by name, {basis}; sorted by |Δ time|. Total: {ms(scope.time_ns.a)} → "
            f"{ms(scope.time_ns.b)} ms (Δ {signed_ms(scope.time_ns.delta)} ms)._"), ""]
     shown = scope.kernels if top is None else scope.kernels[:top]
@@ -154,7 +156,7 @@ def scope_markdown(scope: ScopeDiff, level: str = "##", top: int | None = TOP_KE
     out.append(table(KERNEL_HEADERS, kernel_rows(shown, labels), notes=notes))
     for title, rows in (("Removed (only in A)", scope.removed), ("Added (only in B)", scope.added)):
         if rows:
-            out.append(f"**{title}:** " + ", ".join(f"`{labels[k.name]}` ({signed_ms(k.time_ns.delta)} ms)"
+            out.append(f"**{title}:** " + ", ".join(f"{md(labels[k.name])} ({signed_ms(k.time_ns.delta)} ms)"
                                                      for k in rows) + "\n")
     out.append(table(FAMILY_HEADERS, family_rows(scope.families), title=f"By family: {scope.scope}"))
     return "\n".join(out)
@@ -183,16 +185,17 @@ def config_rows(d: RunDiff) -> list[list]:
 
 def markdown(d: RunDiff, top: int | None = TOP_KERNELS) -> str:
     a, b = Path(d.a_path).name, Path(d.b_path).name
-    out = [f"# nsight-tui diff: {a} → {b}", "",
-           f"_A: `{d.a_path}` · B: `{d.b_path}` · Δ = B − A · attribution: {d.attribution}_", "",
-           f"_basis: {d.basis}_", ""]
-    out += [f"> note: {n}" for n in d.notes]
+    # names from the profiles and the paths are data: every one through safe.markdown
+    out = [f"# nsight-tui diff: {md(a)} → {md(b)}", "",
+           f"_A: {md(d.a_path)} · B: {md(d.b_path)} · Δ = B − A · attribution: {d.attribution}_", "",
+           f"_basis: {md(d.basis)}_", ""]
+    out += [f"> note: {md(n)}" for n in d.notes]
     if d.notes:
         out.append("")
     out.append("## Why: the step's Δ")
     out.append("")
     if d.step is None:
-        out.append("No per-step comparison: " + d.basis.split(": ", 1)[-1] + ". The kernel and family diff "
+        out.append("No per-step comparison: " + md(d.basis.split(": ", 1)[-1]) + ". The kernel and family diff "
                    "below compares the whole captures.\n")
     else:
         s = d.step
@@ -322,7 +325,9 @@ def csv_text(d: RunDiff) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_HEADERS)
-    writer.writerows([["" if v is None else v for v in row] for row in csv_rows(d)])
+    # names as `stats -f csv` shows them: control characters visible (`\x1b`, `\n`), one row a line
+    writer.writerows([["" if v is None else visible(v) if isinstance(v, str) else v for v in row]
+                      for row in csv_rows(d)])
     return buf.getvalue()
 
 

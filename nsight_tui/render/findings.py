@@ -2,7 +2,7 @@
 page with one line), the sweep's findings cell, and the `--fail-on` check's line."""
 from __future__ import annotations
 
-from nsight_tui.render import numbers, tables
+from nsight_tui.render import numbers, safe, tables
 from nsight_tui.render.numbers import MISSING
 
 HEADERS = ["#", "finding (id)", "where", "saving ms/step", "basis", "evidence", "fix"]
@@ -42,6 +42,7 @@ def section(answers: dict) -> list[str]:
     data = answers.get("findings") or {}
     found = data.get("findings") or []
     out = ["## (h) What to fix first", ""]
+    out += [f"_note: {safe.markdown(line)}_\n" for line in data.get("not_checked") or []]
     if not data.get("steps"):
         out.append("No steady-state `step_N` ranges: the rules work per step.\n")
         return out

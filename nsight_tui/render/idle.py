@@ -25,13 +25,17 @@ def table(headers, rows, title=None, notes=()) -> str:
 def split_rows(label: str, w: dict, per: int = 1) -> list[list]:
     """One row per device: window, busy and the three causes (ms per instance and share)."""
     rows = []
+
+    def each(ns):  # per instance; none when no instance counts (every range of zero length)
+        return ns / per if per else None
+
     for d in w["devices"]:
         span = w["window_ns"]
         rows.append([label if len(w["devices"]) == 1 else f"{label} (GPU {d['device']})", w["instances"],
-                     _ms(span / per), f"{_ms(d['busy_ns'] / per)} ({_pct(d['busy_ns'], span)})",
-                     f"{_ms(d['launch_bound_ns'] / per)} ({_pct(d['launch_bound_ns'], span)})",
-                     f"{_ms(d['sync_bound_ns'] / per)} ({_pct(d['sync_bound_ns'], span)})",
-                     f"{_ms(d['host_bound_ns'] / per)} ({_pct(d['host_bound_ns'], span)})"])
+                     _ms(each(span)), f"{_ms(each(d['busy_ns']))} ({_pct(d['busy_ns'], span)})",
+                     f"{_ms(each(d['launch_bound_ns']))} ({_pct(d['launch_bound_ns'], span)})",
+                     f"{_ms(each(d['sync_bound_ns']))} ({_pct(d['sync_bound_ns'], span)})",
+                     f"{_ms(each(d['host_bound_ns']))} ({_pct(d['host_bound_ns'], span)})"])
     return rows
 
 

@@ -21,9 +21,19 @@ def render_markdown(rep: Report, mode: str) -> str:
     return tables.markdown(rep.headers, rep.rows, title=f"{rep.title} ({rep.name})", notes=notes)
 
 
+def json_document(rep: Report, mode: str) -> dict:
+    return {"report": rep.name, "title": rep.title, "attribution": mode, "message": rep.message,
+            "columns": list(rep.headers), "rows": [list(r) for r in rep.rows]}
+
+
 def render_json(rep: Report, mode: str) -> str:
-    return tables.json_table(rep.headers, rep.rows, report=rep.name, title=rep.title, attribution=mode,
-                             message=rep.message)
+    return tables.json(json_document(rep, mode))
+
+
+def render_json_reports(reps: list[Report], mode: str) -> str:
+    """Several reports as ONE JSON document (`{"reports": [...]}`, each as `render_json` has
+    it): a stream of documents is not JSON, and `json.load` refuses it."""
+    return tables.json({"attribution": mode, "reports": [json_document(r, mode) for r in reps]})
 
 
 def render_table(rep: Report, mode: str, width: int = 200) -> str:

@@ -5,9 +5,14 @@ with the permissions the user's umask gives, and one clear line when it cannot b
   CLI calls it first, so a refusal costs nothing and leaves nothing half-written).
 - `write_atomic(path, text, overwrite, inputs)`: a temp file beside `path`, then a link (no
   clobber) or os.replace (with overwrite); on any failure or signal the temp file is removed.
+- Both pass the text through `safe.document` first: no control or bidi character from a
+  profile reaches a terminal or a file raw, whichever renderer made the text.
 - `write_stdout(text)`: stdout closed, full (/dev/full) or unwritable -> one line (TraceError).
 - `exit_on_signals()`: SIGTERM/SIGHUP end a CLI command through Python's unwinding, so the
-  clean-up above runs (the default action would kill it mid-write and leave `.NAME.tmp`).
+  clean-up above runs (the default action would kill it mid-write and leave `.NAME.tmp`);
+  `check_signals()` ends it too where that exception was lost, before anything is written.
+- `write_all(files)`: several outputs of one command, all or none: a failure or signal
+  part-way removes the ones this call placed.
 
 Missing parent folders are not created: `-o results/x.md` with no `results/` is refused with
 a line saying so (a typo in a path should not quietly make a folder tree).
@@ -21,7 +26,7 @@ import secrets
 import signal
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from nsight_tui.parsers.read.errors import TraceError
@@ -153,10 +158,11 @@ def write_atomic(path: PathLike, text: str, overwrite: bool = False, inputs: Ite
     try:
         fd, tmp = _open_temp(folder, path.name, keep_mode)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
+            fh.write(safe.document(text).encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
         check_target(path, overwrite, inputs)  # again: the name may have changed meanwhile
+        check_signals()  # a signal whose exception was lost: the file is not placed
         if overwrite:
             os.replace(tmp, path)
         else:
@@ -187,6 +193,26 @@ def _place_new(tmp: Path, path: Path) -> None:
     os.unlink(tmp)
 
 
+def write_all(files: Sequence[tuple[PathLike, str]], overwrite: bool = False,
+              inputs: Iterable[PathLike] = ()) -> list[Path]:
+    """`write_atomic` for each (path, text), all or none: if one fails, or a signal comes
+    part-way, the files placed so far by this call are removed (a file it replaced with
+    `overwrite` is gone either way: its old text is not kept)."""
+    for path, _ in files:  # every refusal before the first write
+        check_target(path, overwrite, inputs)
+    placed: list[Path] = []
+    try:
+        for path, text in files:
+            placed.append(write_atomic(path, text, overwrite, inputs))
+        check_signals()
+    except BaseException:
+        for done in placed:
+            with contextlib.suppress(OSError):
+                os.unlink(done)
+        raise
+    return placed
+
+
 def unique_path(path: PathLike) -> Path:
     """`path`, or `stem-2.ext`, `stem-3.ext`, ... : the first name not taken."""
     path = Path(path)
@@ -214,11 +240,12 @@ def write_stdout(text: str) -> None:
 
     A closed pipe (`| head`) is not an error: BrokenPipeError goes up and the CLI exits 0.
     """
+    check_signals()
     out = sys.stdout
     if out is None:
         raise TraceError("standard output is closed; nowhere to write (use -o FILE)")
     try:
-        out.write(text)
+        out.write(safe.document(text))
         out.flush()
     except BrokenPipeError:
         _silence_stdout()
@@ -241,11 +268,30 @@ def stdout_width(default: int = 200) -> int:
 
 
 # -- signals -------------------------------------------------------------------------------
+_received: list[int] = []  # the signals exit_on_signals has seen, in this process
+
+
+def signalled() -> int | None:
+    """The signal that ended the command (exit_on_signals saw it), if one did."""
+    return _received[0] if _received else None
+
+
+def check_signals() -> None:
+    """SystemExit(128 + signal) if a signal ended the command already. The handler raised it
+    once, but Python drops an exception raised while a `__del__` or a weakref callback runs
+    (it only prints "Exception ignored"): so the command checks again before it writes."""
+    if _received:
+        raise SystemExit(128 + _received[0])
+
+
 @contextlib.contextmanager
 def exit_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
     """Within the block, SIGTERM/SIGHUP raise SystemExit(128 + signal): `finally` clauses run
-    (temp files go) and the exit status says which signal ended the command."""
+    (temp files go) and the exit status says which signal ended the command. Writes check
+    `check_signals` first, and so does the block's end: a signal whose exception was lost
+    still ends the command, with nothing (more) written."""
     def _raise(signum, _frame):
+        _received.append(signum)
         raise SystemExit(128 + signum)
 
     previous = {}
@@ -256,6 +302,7 @@ def exit_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) 
         pass
     try:
         yield
+        check_signals()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

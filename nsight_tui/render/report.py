@@ -28,6 +28,7 @@ def heading(a: dict) -> list[str]:
            f"_attribution: {a['attribution']} — {MODE_HELP[a['attribution']]}_"]
     if a["config"]:
         out.append("_run: " + safe.markdown(", ".join(f"{k}={v}" for k, v in a["config"].items())) + "_")
+    out += [f"_note: {safe.markdown(n)}_" for n in a.get("notes") or []]
     if a.get("_ranks") is not None:
         out.append(f"_{len(a['_ranks'].ranks)} ranks in this export: the sections below count every rank's "
                    "ranges and kernels together; the Ranks section at the end has them one by one_")

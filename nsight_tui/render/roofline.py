@@ -4,6 +4,7 @@ from __future__ import annotations
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.kernels.peaks import MATH_PATH_WORDS
 from nsight_tui.parsers.analyses.roofline import BASIS, COMPUTE, LATENCY, MEMORY, UNKNOWN
+from nsight_tui.render.safe import markdown as md
 from nsight_tui.render.tables import markdown as table
 
 
@@ -42,11 +43,11 @@ def roofline_markdown(ro: dict | None) -> str:
     pk = ro["peaks"]
     if pk:
         roofs = ", ".join(f"{MATH_PATH_WORDS[k]} {v:,.1f}" for k, v in pk["tflops"].items())
-        out.append(f"_GPU: {ro['gpu']} → {pk['name']}: dense peaks (TFLOP/s) {roofs}; memory "
-                   f"{pk['bandwidth_gbps']:,.0f} GB/s. Source: {pk['source']}_")
-    else:
-        out.append(f"_{ro['peak_note']}_")
-    out.append(f"_{ro['source_line']}_")
+        out.append(f"_GPU: {md(ro['gpu'])} → {md(pk['name'])}: dense peaks (TFLOP/s) {roofs}; memory "
+                   f"{pk['bandwidth_gbps']:,.0f} GB/s. Source: {md(pk['source'])}_")
+    else:  # the note names the export's GPU: text from the profile
+        out.append(f"_{md(ro['peak_note'])}_")
+    out.append(f"_{md(ro['source_line'])}_")
     out.append(f"_GEMMs run on: {MATH_PATH_WORDS.get(ro['gemm_math_path'], ro['gemm_math_path'])}: MFU and "
                "ridge points use that roof; non-GEMM kernels the FP32 CUDA-core roof._")
     out.append("")

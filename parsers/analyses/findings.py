@@ -253,7 +253,8 @@ def sync_stall(c: StepContext) -> Finding | None:
     total = float(saved.sum())
     # what it claims is what it saves: the first `saved` ns of idle after each call (the lead it
     # keeps would fill the earliest idle), not the whole window
-    pieces = [_first_ns(*dev.gaps_in(int(a), int(b)), int(n)) for a, b, n in zip(s_from, until, saved)]
+    pieces = [_first_ns(gs, ge, int(n)) for (gs, ge), n in
+              zip((dev.gaps_in(int(a), int(b)) for a, b in zip(s_from, until)), saved)]
     claim = intervals.union(np.concatenate([q[0] for q in pieces]), np.concatenate([q[1] for q in pieces]))
     return Finding(
         "sync-stall", "blocking synchronisation inside the step",
@@ -450,19 +451,44 @@ def unfused_attention(c: StepContext) -> Finding | None:
         claim=intervals.union(t.ops["start"].to_numpy()[pos[unfused]], t.ops["end"].to_numpy()[pos[unfused]]))
 
 
+# Only rows whose values are what nsys writes (integers, end >= start) count, as the loader
+# leaves the others out: a text `start` in one API call must not stop the whole report.
 _MEMCPY_SQL = """
 SELECT m.start, m.end, m.bytes, m.copyKind, m.srcKind, m.dstKind, r.start, r.end, s.value
 FROM CUPTI_ACTIVITY_KIND_MEMCPY m
 LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = m.correlationId
   AND (r.globalTid >> 24) = (m.globalPid >> 24)
+  AND typeof(r.start) = 'integer' AND typeof(r.end) = 'integer' AND r.end >= r.start
 LEFT JOIN StringIds s ON s.id = r.nameId
-WHERE m.deviceId = ? ORDER BY m.start"""
+WHERE m.deviceId = ? AND typeof(m.start) = 'integer' AND typeof(m.end) = 'integer' AND m.end >= m.start
+  AND typeof(m.bytes) = 'integer' AND typeof(m.copyKind) = 'integer'
+  AND typeof(m.srcKind) = 'integer' AND typeof(m.dstKind) = 'integer'
+ORDER BY m.start"""
+# Every column the two memcpy rules read, by table: without one of them they are not checked
+# (a line in the findings' `not_checked` says so), rather than stopping the report.
+MEMCPY_COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "bytes", "copyKind", "srcKind", "dstKind", "correlationId",
+                                   "globalPid", "deviceId"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid", "nameId"),
+    "StringIds": ("id", "value"),
+}
+
+
+def missing_columns(schema, needed: dict[str, tuple[str, ...]]) -> list[str]:
+    """`TABLE` or `TABLE.column` for each of `needed` the export lacks."""
+    out = []
+    for table, columns in needed.items():
+        if not schema.has(table):
+            out.append(table)
+        else:
+            out += [f"{table}.{col}" for col in columns if not schema.has(table, col)]
+    return out
 
 
 def _memcpys(c: StepContext) -> np.ndarray | None:
     from nsight_tui.parsers.read.source import connect_readonly
 
-    if not c.trace.schema.has("CUPTI_ACTIVITY_KIND_MEMCPY", "srcKind"):
+    if not c.trace.schema.has("CUPTI_ACTIVITY_KIND_MEMCPY") or missing_columns(c.trace.schema, MEMCPY_COLUMNS):
         return None
     if c.trace.info.export_kind == "sqlite":
         con = connect_readonly(c.trace.path)
@@ -726,6 +752,15 @@ def partition(found: list[Finding]) -> list[Finding]:
 NOTHING_TO_GAIN_MS = 0.01
 
 
+def not_checked(trace: Trace) -> list[str]:
+    """The rules that could not look at this export, each with the columns it lacks."""
+    schema = trace.schema
+    if not schema.has("CUPTI_ACTIVITY_KIND_MEMCPY"):
+        return []  # no copies: nothing for the memcpy rules to find, nothing missing
+    gone = missing_columns(schema, MEMCPY_COLUMNS)
+    return [f"pageable-memcpy, sync-memcpy not checked: the export lacks {', '.join(gone)}"] if gone else []
+
+
 def answers(trace: Trace, attribution: str = "process") -> dict:
     """The JSON under "findings" in `report -f json`: the findings with a saving, their combined
     saving (each nanosecond once), and apart those present with nothing to gain."""
@@ -742,4 +777,5 @@ def answers(trace: Trace, attribution: str = "process") -> dict:
             "overlap_ms_per_step": alone - combined,
             "present_no_saving": [{"id": f.id, "title": f.title, "saving_alone_ms_per_step": f.saving_alone_ms_per_step,
                                    "overlaps": f.overlaps} for f in apart],
+            "not_checked": not_checked(trace),
             "thresholds": {k: asdict(v) for k, v in THRESHOLDS.items()}}

@@ -9,6 +9,7 @@ an existing scheduler.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -51,6 +52,55 @@ def summarise_file(path: str) -> list[RankSummary]:
     return summarise_trace(load_trace(Path(path)), file_rank=rank_from_name(path))
 
 
+# The signals that end a command: the parent alone handles them. Its workers ignore them (a
+# ctrl+c or a hang-up reaches the whole process group), so an interruption never lands inside
+# a worker's start-up or the pool's own bookkeeping (that hung, or exited 0 having written the
+# output anyway); the parent then stops the pool and kills its workers.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _worker_start() -> None:
+    for sig in _SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # blocked by the parent while it forked
+
+
+def _map_local(names: list[str], n: int, progress) -> list[list[RankSummary]]:
+    """summarise_file over `names` in `n` worker processes; any exception or signal in the
+    parent (KeyboardInterrupt, the SystemExit of exit_on_signals) stops every worker now."""
+    pool = ProcessPoolExecutor(max_workers=n, initializer=_worker_start)
+    try:
+        # The workers start here (fork): with the signals blocked, so none lands half-way
+        # through a start (the children begin with them blocked and ignore them, then unblock).
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        try:
+            results = pool.map(summarise_file, names)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a signal that came meanwhile: now
+        out = [_report(progress, i, len(names), r) for i, r in enumerate(results)]
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+    return out
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and kill the workers (a summary cannot be interrupted)."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        try:
+            proc.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+    for proc in workers:
+        try:
+            proc.join()
+        except (OSError, ValueError, AttributeError, AssertionError):
+            pass
+
+
 def map_files(paths: Sequence[Path], scheduler: str | None = None, workers: int | None = None,
               progress=None) -> list[list[RankSummary]]:
     """summarise_file over `paths`, in file order.
@@ -63,8 +113,7 @@ def map_files(paths: Sequence[Path], scheduler: str | None = None, workers: int 
         n = max(1, min(len(names), workers or os.cpu_count() or 1))
         if n == 1:
             return [_report(progress, i, len(names), summarise_file(p)) for i, p in enumerate(names)]
-        with ProcessPoolExecutor(max_workers=n) as pool:
-            return [_report(progress, i, len(names), r) for i, r in enumerate(pool.map(summarise_file, names))]
+        return _map_local(names, n, progress)
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:

@@ -169,8 +169,8 @@ def from_marks(marks: pd.DataFrame) -> FlopCounts | None:
             for op, (calls, flops, moved) in (entry.get("ops") or {}).items():
                 rows.append(OpCount(path, op, op_family(op), int(calls), float(flops), float(moved)))
             found = True
-        except (ValueError, KeyError, TypeError):
-            continue  # a damaged mark loses that range's counts, not the trace
+        except (ValueError, KeyError, TypeError, RecursionError):
+            continue  # a damaged mark (or one nested thousands deep) loses that range's counts, not the trace
     if not found:
         return None
     rows = [OpCount(r.path, r.op, r.family, r.calls, r.flops, r.bytes, formulas.get(r.op, "")) for r in rows]
@@ -189,6 +189,8 @@ def from_file(path: str | Path) -> FlopCounts:
         raise TraceError(f"{path}: cannot read the FLOPs file ({exc.strerror})") from None
     except ValueError as exc:
         raise TraceError(f"{path}: not JSON ({exc})") from None
+    except RecursionError:  # arrays or objects nested thousands deep: no FLOPs file is
+        raise TraceError(f"{path}: nested too deep to be a FLOPs file") from None
     ranges = data.get("ranges") if isinstance(data, dict) else None
     if not isinstance(ranges, dict) or not ranges:
         raise TraceError(f'{path}: expected {{"ranges": {{"step_N/forward": {{"flops": F, "bytes": B}}, ...}}}}')

@@ -54,6 +54,9 @@ class Stats:
 def group_stats(gid: np.ndarray, n: int, values: np.ndarray, presorted: bool = False) -> Stats:
     """`presorted`: rows already ordered by (gid, value), as the caller's own sort left them."""
     values = np.asarray(values, dtype=np.int64)
+    if n == 0:  # no groups (no kernels at all): empty columns, not an index past the end
+        ints, floats = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        return Stats(ints, ints.copy(), floats, floats.copy(), ints.copy(), ints.copy(), floats.copy())
     v = values if presorted else _sorted_by_group(gid, n, values)
     counts = np.bincount(gid, minlength=n).astype(np.int64)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)

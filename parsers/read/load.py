@@ -190,6 +190,23 @@ def _validated(tables: Tables, fetched: Fetched, integer: tuple[str, ...] = (), 
     return fetched
 
 
+def _check_times(tables: Tables, table: str, start: np.ndarray, end: np.ndarray,
+                 end_null: np.ndarray | None = None) -> None:
+    """validate.BadValues when a row ends before it starts or a timestamp is past
+    validate.TIME_LIMIT: `scan` then counts those rows and the read leaves them out (a good
+    file costs two vector comparisons here, no SQL)."""
+    lim = validate.TIME_LIMIT
+    if not len(start):
+        return
+    bad_start = (start < -lim) | (start > lim)
+    bad_end = (end < start) | (end < -lim) | (end > lim)
+    if end_null is not None:
+        bad_end &= ~end_null
+    if bad_start.any() or bad_end.any():
+        raise validate.BadValues(f"{tables.path}: {table} has rows that end before they start or lie "
+                                 f"beyond ±2^61 ns, where nsys writes neither")
+
+
 def _short_repr(value) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -302,6 +319,7 @@ def _op_columns(tables: Tables, table: str, name_column: str | None, name_defaul
                 checks: validate.Checks) -> dict[str, np.ndarray]:
     wanted = _op_wanted(name_column)
     f = _read(tables, table, wanted, integer=tuple(wanted), required=("start", "end"), checks=checks)
+    _check_times(tables, table, f.int("start", 0), f.int("end", 0))
     # the fetched arrays themselves (no copies where there is no NULL): `f` is let go here
     return {"start": f.int("start", 0), "end": f.int("end", 0), "device": f.int("deviceId", -1),
             "stream": f.int("streamId", -1), "corr": f.int("correlationId", -1), "gpid": f.int("globalPid", -1),
@@ -404,6 +422,7 @@ def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     if not tables.schema.has(t):
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in cols})
     f = _read(tables, t, list(_API_INTS), integer=_API_INTS, required=("start", "end"), checks=checks)
+    _check_times(tables, t, f.int("start", 0), f.int("end", 0))
     part = {"start": f.int("start", 0), "end": f.int("end", 0), "gtid": f.int("globalTid", -1),
             "corr": f.int("correlationId", -1), "name": _codes(f.int("nameId", -1), strings, names, index)}
     del f
@@ -426,6 +445,7 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
     start, etype, gtid = f.int("start", 0), f.int("eventType", -1), f.int("globalTid", -1)
     end_null = f.null("end")
     end = f.int("end", 0)
+    _check_times(tables, t, start, end, end_null)
     # Registered strings (textId) win over the inline text, as nsys resolves them.
     text = f.text("text")
     if pd.api.types.infer_dtype(text, skipna=True) not in ("string", "empty"):  # a number stored as text
@@ -655,6 +675,7 @@ class TraceLoader:
         self.tables = open_tables(self.path, native=native)
         try:
             schema = self.tables.schema
+            self.schema_notes = _without_incomplete_tables(schema)
             self.has_cuda = any(schema.has(t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"))
             self.has_nvtx = schema.has("NVTX_EVENTS")
             if not self.has_cuda and not self.has_nvtx:
@@ -748,7 +769,8 @@ class TraceLoader:
     def _info(self, facts: dict, ops: pd.DataFrame, api: pd.DataFrame, ranges: pd.DataFrame,
               from_export: bool) -> "TraceInfo":
         kinds = ops["kind"].to_numpy()
-        notes = (sidecar_notes(self.path) if self.tables.kind == "sqlite" else []) + self.checks.notes()
+        notes = ((sidecar_notes(self.path) if self.tables.kind == "sqlite" else []) + self.schema_notes
+                 + self.checks.notes())
         no_corr = int((api["corr"].to_numpy() < 0).sum()) if len(api) and self.tables.schema.has(
             "CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId") else 0
         if no_corr:
@@ -767,6 +789,38 @@ class TraceLoader:
             has_nvtx=self.has_nvtx and len(ranges) > 0, has_cuda=self.has_cuda, notes=notes,
             export_kind=self.tables.kind,
         )
+
+
+# The columns without which a table's rows mean nothing, and what goes with the table. A
+# table that lacks one (renamed, or an export nsys did not write) is read as absent, with a
+# note naming the column and the figures it takes away: every analysis then sees the same
+# schema, and none meets a missing column in SQL of its own.
+TABLE_NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "CUPTI_ACTIVITY_KIND_RUNTIME": (("start", "end", "correlationId", "globalTid", "nameId"),
+                                    "CUDA API calls left out: no cuda_api_sum, launch overhead, queue delay, "
+                                    "launching calls or API lanes"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": (("start", "end"), "kernels left out: no kernel figures"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (("start", "end"), "memcpys left out: no memcpy figures"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (("start", "end"), "memsets left out: no memset figures"),
+    "NVTX_EVENTS": (("start", "eventType", "globalTid"), "NVTX events left out: no range figures"),
+}
+
+
+def _without_incomplete_tables(schema: Schema) -> list[str]:
+    """Drop from `schema` each table of TABLE_NEEDS that lacks a column it needs; the notes."""
+    notes = []
+    for table, (columns, what) in TABLE_NEEDS.items():
+        gone = [c for c in columns if schema.has(table) and not schema.has(table, c)]
+        if gone:
+            del schema.tables[table]
+            notes.append(f"{table} has no {', '.join(gone)} column: {what}")
+    if schema.views:
+        shown = ", ".join(schema.views[:5]) + (f" and {len(schema.views) - 5:,} more" if len(schema.views) > 5 else "")
+        notes.append(f"views are not read (nsys writes tables; a view's query could run without end): {shown}")
+    if schema.has("StringIds") and not (schema.has("StringIds", "id") and schema.has("StringIds", "value")):
+        gone = [c for c in ("id", "value") if not schema.has("StringIds", c)]
+        notes.append(f"StringIds has no {', '.join(gone)} column: names show as <string ID>")
+    return notes
 
 
 def load_trace(path: str | Path, progress=None, native: bool = True) -> Trace:

@@ -25,6 +25,9 @@ GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI
 @dataclass
 class Schema:
     tables: dict[str, set[str]] = field(default_factory=dict)
+    # Views in the file: never read. nsys writes tables; a view in place of one (a recursive
+    # one never ends) would make a read unbounded, so it counts as absent and a note says so.
+    views: list[str] = field(default_factory=list)
 
     def has(self, table: str, column: str | None = None) -> bool:
         cols = self.tables.get(table)
@@ -133,9 +136,9 @@ def connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
 
 def read_schema(con: sqlite3.Connection, path: Path) -> Schema:
     try:
-        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
-        schema = Schema()
-        for name in names:
+        rows = con.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+        schema = Schema(views=sorted(name for name, kind in rows if kind == "view"))
+        for name in (name for name, kind in rows if kind == "table"):
             # a bound parameter: a table name may hold any character, quotes included
             schema.tables[name] = {r[0] for r in con.execute("SELECT name FROM pragma_table_info(?)", (name,))}
     except sqlite3.DatabaseError as exc:

@@ -31,26 +31,32 @@ class BadValues(Exception):
     """A reader met a value it cannot read as an integer: time to `scan` the file."""
 
 
+# Timestamps (ns) beyond +-2^61 are not a clock's (epoch nanoseconds stay under it until 2043):
+# within it, end - start and a sum of a few durations fit int64, so nothing downstream overflows.
+TIME_LIMIT = 2**61
+
+
 @dataclass(frozen=True)
 class TableRule:
     what: str  # what a row is, for the note ("kernels")
     required: tuple[str, ...]  # integer columns without which a row is useless
     optional: tuple[str, ...] = ()  # integer columns that may be NULL (a default applies), never text
     event_table: bool = True  # a majority of bad rows refuses the file
+    timed: bool = False  # start/end columns: end < start or a timestamp past TIME_LIMIT is a bad row
 
 
 RULES: dict[str, TableRule] = {
     "CUPTI_ACTIVITY_KIND_KERNEL": TableRule(
         "kernels", ("start", "end", "demangledName", "shortName"),
-        ("deviceId", "streamId", "correlationId", "globalPid")),
+        ("deviceId", "streamId", "correlationId", "globalPid"), timed=True),
     "CUPTI_ACTIVITY_KIND_MEMCPY": TableRule(
-        "memcpys", ("start", "end"), ("deviceId", "streamId", "correlationId", "globalPid", "copyKind")),
+        "memcpys", ("start", "end"), ("deviceId", "streamId", "correlationId", "globalPid", "copyKind"), timed=True),
     "CUPTI_ACTIVITY_KIND_MEMSET": TableRule(
-        "memsets", ("start", "end"), ("deviceId", "streamId", "correlationId", "globalPid")),
+        "memsets", ("start", "end"), ("deviceId", "streamId", "correlationId", "globalPid"), timed=True),
     "CUPTI_ACTIVITY_KIND_RUNTIME": TableRule(
-        "CUDA API calls", ("start", "end", "nameId"), ("globalTid", "correlationId")),
+        "CUDA API calls", ("start", "end", "nameId"), ("globalTid", "correlationId"), timed=True),
     "NVTX_EVENTS": TableRule(
-        "NVTX events", ("start", "eventType", "globalTid"), ("end", "endGlobalTid", "textId", "domainId")),
+        "NVTX events", ("start", "eventType", "globalTid"), ("end", "endGlobalTid", "textId", "domainId"), timed=True),
     "ThreadNames": TableRule("thread names", ("globalTid", "nameId"), event_table=False),
     "PROCESSES": TableRule("processes", ("globalPid",), event_table=False),
     "StringIds": TableRule("strings", ("id",), event_table=False),
@@ -103,16 +109,32 @@ class Checks:
         return out
 
 
+def _time_conditions(timed: bool, columns: list[str]) -> list[tuple[str, str]]:
+    """(reason, condition a good row meets) for the timestamps of a table with start and end:
+    never end before start, never a timestamp past +-TIME_LIMIT (an unended NVTX range's end
+    is NULL, and stays good)."""
+    if not timed or "start" not in columns or "end" not in columns:
+        return []
+    lim = TIME_LIMIT
+    return [("end before start", "(\"end\" IS NULL OR \"end\" >= \"start\")"),
+            ("a timestamp beyond ±2^61 ns",
+             f"(\"start\" BETWEEN -{lim} AND {lim} AND (\"end\" IS NULL OR \"end\" BETWEEN -{lim} AND {lim}))")]
+
+
 def _column_problems(con: sqlite3.Connection, table: str, required: list[str],
-                     optional: list[str]) -> tuple[int, int, dict[str, int], str]:
+                     optional: list[str], timed: bool = False) -> tuple[int, int, dict[str, int], str]:
     """(rows, bad rows, reasons, keep condition) for one table, in one pass of SQL."""
     keep = [f"typeof({_ident(c)}) = 'integer'" for c in required]
     keep += [f"typeof({_ident(c)}) IN ('integer', 'null')" for c in optional]
     if not keep:
         return 0, 0, {}, ""
-    cond = " AND ".join(keep)
+    # the timestamp conditions count among the integer rows only (text compares as larger)
+    times = _time_conditions(timed, [*required, *optional])
+    cond = " AND ".join(keep + [c for _, c in times])
     counts = [f"sum({_ident(c)} IS NULL), sum(typeof({_ident(c)}) NOT IN ('integer', 'null'))" for c in required]
     counts += [f"0, sum(typeof({_ident(c)}) NOT IN ('integer', 'null'))" for c in optional]
+    typed = " AND ".join(keep)
+    counts += [f"0, sum(({typed}) AND NOT {c})" for _, c in times]
     row = con.execute(f"SELECT count(*), sum(NOT ({cond})), {', '.join(counts)} FROM {_ident(table)}").fetchone()
     total, bad = int(row[0]), int(row[1] or 0)
     reasons = {}
@@ -122,6 +144,11 @@ def _column_problems(con: sqlite3.Connection, table: str, required: list[str],
             reasons[f"{c} is NULL"] = nulls
         if others:
             reasons[f"{c} is not an integer"] = others
+    base = 2 + 2 * len([*required, *optional])
+    for i, (reason, _) in enumerate(times):
+        n = int(row[base + 2 * i + 1] or 0)
+        if n:
+            reasons[reason] = n
     return total, bad, reasons, cond if bad else ""
 
 
@@ -136,7 +163,7 @@ def scan(con: sqlite3.Connection, schema: Schema, path: Path) -> Checks:
         optional = [c for c in rule.optional if schema.has(table, c)]
         if table == "CUPTI_ACTIVITY_KIND_KERNEL" and "demangledName" in required:
             required.remove("shortName")  # the loader names kernels by demangledName when it has it
-        total, bad, reasons, cond = _column_problems(con, table, required, optional)
+        total, bad, reasons, cond = _column_problems(con, table, required, optional, rule.timed)
         if not bad:
             continue
         if rule.event_table and 2 * bad > total:

@@ -81,7 +81,7 @@ def test_stats_outputs(evil, fmt):
     out = _cli("stats", evil, "-f", fmt, "-r", "cuda_gpu_kern_sum,nvtx_sum").stdout.decode("utf-8")
     _no_raw(out)
     if fmt == "json":
-        docs = [json.loads(d) for d in out.replace("}\n{", "}\n\x00{").split("\x00")]
+        docs = json.loads(out)["reports"]  # several reports: one document (issue 27)
         names = {row[-1] for d in docs for row in d["rows"]}
         assert EVIL + "sdpa" in names or any(n.endswith(EVIL + "sdpa") for n in names)  # data kept as it is
         assert any(n.startswith(EVIL) for n in names)
@@ -201,3 +201,39 @@ def test_error_lines_quote_paths_visibly(tmp_path, command):
     assert proc.returncode == 2 and err.count("\n") == 1, err
     _no_raw(err)
     assert "gone\\x1b]0;pwned\\x07\\nsecond line" in err
+
+
+def test_tui_timeline_shows_names_visibly(evil):
+    """The timeline (issue 27): range names inside their bars, lane titles and the line under the
+    lanes wrote U+009B, U+202E and the rest raw; on the range tree's `t` and the findings' `enter`."""
+    from nsight_tui.tui.app import NsightApp
+
+    async def settle(app, pilot):
+        for _ in range(3000):
+            await pilot.pause()
+            if not any(w.state.name in ("PENDING", "RUNNING") for w in app.workers):
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("the app did not settle")
+
+    async def body():
+        app = NsightApp([str(evil)])
+        screens = []
+        async with app.run_test(size=(200, 60)) as pilot:
+            for _ in range(3000):
+                if app.loaded:
+                    break
+                await pilot.pause(0.02)
+            await settle(app, pilot)
+            for keys in (["slash", *"sdpa", "enter", "t"], ["escape", "F", "enter"]):
+                for key in keys:
+                    await pilot.press(key)
+                    await settle(app, pilot)
+                screens.append((type(app.screen).__name__, _screen(app)))
+        return screens
+
+    screens = asyncio.run(body())
+    assert [name for name, _ in screens] == ["TimelineScreen", "TimelineScreen"]
+    for _, text in screens:
+        _no_raw(text)
+    assert any("\\x1b" in text or "\\u202e" in text for _, text in screens)

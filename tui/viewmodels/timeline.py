@@ -15,6 +15,7 @@ from nsight_tui.parsers.analyses.idle import IdleSplit, WindowIdle
 from nsight_tui.parsers.model.iterations import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, display_name
 from nsight_tui.parsers.analyses.timeline import Cells, Item, Lane, Timeline, cell_edges
+from nsight_tui.render.safe import visible
 
 TITLE_WIDTH = 13  # lane titles, then one column of space
 MIN_SPAN_NS = 200  # zooming in stops here (a few ns per cell)
@@ -261,7 +262,7 @@ class TimelineState:
         names = self.timeline.range_names
         out = []
         for c0, c1, i in lane.spans(self.t0, self.t1, self.n, min_cells=4):
-            label = fit_label(display_name(names[int(lane.ref[i])]), c1 - c0)
+            label = fit_label(visible(display_name(names[int(lane.ref[i])])), c1 - c0)
             if label:
                 out.append((c0, c1, label))
         return out

@@ -23,6 +23,7 @@ from textual.worker import get_current_worker
 
 from nsight_tui.parsers.analyses.idle import WindowIdle
 from nsight_tui.parsers.analyses.timeline import Lane, Timeline
+from nsight_tui.render.safe import visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import ViewText
@@ -116,7 +117,7 @@ class TimelineScreen(ViewScreen):
             return "timeline"
         hidden = self.frame.hidden if self.frame is not None else 0
         empty = f" · {hidden} empty lane{'s' if hidden != 1 else ''} hidden" if hidden else ""
-        return f"timeline · {self.state.target.title} · window {fmt.duration(self.state.span)}{empty}"
+        return f"timeline · {visible(self.state.target.title)} · window {fmt.duration(self.state.span)}{empty}"
 
     def compose_body(self) -> ComposeResult:
         yield TimelineCanvas(id="tl-canvas")
@@ -206,7 +207,7 @@ class TimelineScreen(ViewScreen):
             self.summary_serial = message.serial
 
     def _say(self, text: str) -> None:
-        self.set_status(Text(text))  # plain text: names and `[`/`]` are not markup
+        self.set_status(Text(visible(text)))  # plain text: names and `[`/`]` are not markup
 
     # -- text under the lanes -----------------------------------------------------------------
     def _selected_lane(self, f: TimelineFrame) -> Lane | None:
@@ -218,7 +219,7 @@ class TimelineScreen(ViewScreen):
         text = Text(f"▼ {_signed(f.cursor_ns - f.origin)} ", style="bold")
         if lane is None:
             return text + Text("no lanes")
-        text.append(f"{lane.title}: ", style="bold")
+        text.append(f"{visible(lane.title)}: ", style="bold")
         it = f.item
         if it is None:
             text.append("nothing here", style="dim")
@@ -228,16 +229,16 @@ class TimelineScreen(ViewScreen):
                         f"({getattr(g, g.cause.replace('-', '_') + '_ns') / max(1, g.duration_ns):.0%})")
             text.append(" · enter: what each thread did", style="dim")
         else:
-            name = display_kernel_name(it.name) if it.kind == "kernel" else it.name
+            name = visible(display_kernel_name(it.name) if it.kind == "kernel" else it.name)
             text.append(name if it.kind in ("range", "api", "kernel") else f"{it.kind} {name}")
             text.append(f" · {fmt.duration(it.duration_ns)}")
             if it.corr is not None:
                 text.append(f" · corr {it.corr}")
             if it.lead_ns is not None:
                 text.append(f" · CPU lead {fmt.duration(it.lead_ns)}", style="bold")
-                text.append(f" ◆ {it.call_name} on {it.call_thread}")
+                text.append(f" ◆ {visible(it.call_name)} on {visible(it.call_thread)}")
             elif it.call_name:
-                text.append(f" · from {it.call_name} on {it.call_thread}")
+                text.append(f" · from {visible(it.call_name)} on {visible(it.call_thread)}")
         text.append(f" · at {fmt.seconds(f.cursor_ns)} s", style="dim")
         return text
 

@@ -19,6 +19,7 @@ from textual.widget import Widget
 
 from nsight_tui.parsers.kernels.families import FAMILIES
 from nsight_tui.parsers.analyses.timeline import IDLE, NVTX
+from nsight_tui.render.safe import visible
 from nsight_tui.tui.viewmodels.timeline import TITLE_WIDTH, LaneRow, TimelineFrame
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -114,7 +115,7 @@ def _lane(f: TimelineFrame, row: LaneRow) -> list[Strip]:
     out = []
     centre = f.n // 2
     for level in range(h - 1, -1, -1):  # top screen row first
-        title = lane.title[: TITLE_WIDTH - 1] if level == h - 1 else ""
+        title = visible(lane.title)[: TITLE_WIDTH - 1] if level == h - 1 else ""
         cells: list[tuple[str, Style]] = []
         for c in range(f.n):
             code = dom[c]
