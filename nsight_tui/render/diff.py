@@ -100,6 +100,22 @@ def verdict(step: StepDiff) -> str:
             f"{_iterations(step.a_steps, step.b_steps)} steps)")
 
 
+MATH_PATH_WORDS = {"fp32": "fp32 on CUDA cores", "tf32": "TF32 on tensor cores", "bf16": "bf16/fp16 on tensor cores",
+                   "fp8": "fp8 on tensor cores"}
+
+
+def math_path_text(step: StepDiff) -> str:
+    """The GEMMs' change of math path in words (`fp32 on CUDA cores → TF32 on tensor cores`), with
+    the GEMM time per step on each path in A and B; "" when their main path is the same."""
+    change = step.math_path_change()
+    if change is None:
+        return ""
+    (a,), (b,) = change
+    per = "; ".join(f"{MATH_PATH_WORDS.get(p, p)} {ms(d.a)} → {ms(d.b)} ms/step" for p, d in step.gemm_paths.items())
+    return (f"GEMM math path changed: {MATH_PATH_WORDS.get(a, a)} → {MATH_PATH_WORDS.get(b, b)} "
+            f"(GEMM kernel time by path: {per})")
+
+
 def why_lines(step: StepDiff) -> list[str]:
     """The step's Δ in words: wall time against GPU time, then the families and phases."""
     idle = Delta((step.step_ns.a or 0) - (step.busy_ns.a or 0), (step.step_ns.b or 0) - (step.busy_ns.b or 0))
@@ -114,6 +130,9 @@ def why_lines(step: StepDiff) -> list[str]:
     ]
     if phases:
         lines.append(f"- By phase (GPU op time): {phases}.")
+    change = math_path_text(step)
+    if change:
+        lines.append(f"- {change}.")
     if step.warmup_ns is not None:
         lines.append(f"- Warmup (apart, mean of {_iterations(step.a_warmup, step.b_warmup)} iterations): "
                      f"{ms(step.warmup_ns.a)} → {ms(step.warmup_ns.b)} ms (Δ {signed_ms(step.warmup_ns.delta)} ms).")
@@ -259,6 +278,8 @@ def _step(s: StepDiff | None) -> dict | None:
         "step_ns": _delta(s.step_ns), "step_cpu_ns": _delta(s.step_cpu_ns), "busy_ns": _delta(s.busy_ns), "op_ns": _delta(s.op_ns),
         "kernel_ns": _delta(s.kernel_ns), "kernels": _delta(s.kernels), "warmup_ns": _delta(s.warmup_ns),
         "slower_pct": s.slower_pct,
+        "gemm_math_path_ns": {p: _delta(d) for p, d in s.gemm_paths.items()},
+        "gemm_math_path_change": (lambda c: None if c is None else {"a": c[0][0], "b": c[1][0]})(s.math_path_change()),
         "phases": [{"phase": p.phase, "op_ns": _delta(p.op_ns),
                     "family_ns": {k: _delta(v) for k, v in p.family_ns.items() if v.a or v.b}} for p in s.phases],
         "families": [{"family": k, "op_ns": _delta(d)} for k, d in s.families],

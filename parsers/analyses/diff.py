@@ -25,7 +25,7 @@ import numpy as np
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges, step_times
-from nsight_tui.parsers.read.ids import OP_KINDS, PID_MASK
+from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, ThreadGroup, display_name, path_key, range_model
@@ -188,6 +188,18 @@ class StepDiff:
     top_kernels: list[KernelDiff]
     top_ranges: list[RangeDiff]  # ranges inside the step with the largest |Δ kernel time|
     step_cpu_ns: Delta | None = None  # the step's NVTX span (the CPU's clock), mean
+    # GEMM kernel time per step by math path (fp32 CUDA cores, tf32 / bf16 / fp8 tensor cores)
+    gemm_paths: dict[str, Delta] = field(default_factory=dict)
+
+    def math_path_change(self) -> tuple[list[str], list[str]] | None:
+        """(paths A's GEMMs mostly ran on, B's) where the main one differs, else None."""
+        def main(side: str) -> str | None:
+            got = {p: getattr(d, side) or 0 for p, d in self.gemm_paths.items()}
+            return max(got, key=lambda p: got[p]) if got and max(got.values()) > 0 else None
+        a, b = main("a"), main("b")
+        if a is None or b is None or a == b:
+            return None
+        return [a], [b]
 
     @property
     def slower_pct(self) -> float | None:
@@ -533,6 +545,24 @@ def _step_side(model: RangeModel) -> _StepSide:
     return _StepSide(model, iters, iteration_ranges(model, WARMUP), ops, phase, family)
 
 
+def _gemm_paths(side: _StepSide) -> dict[str, float]:
+    """GEMM kernel time per step by math path (analyses.roofline.kernel_math_path)."""
+    from nsight_tui.parsers.analyses.roofline import kernel_math_path
+
+    t = side.model.trace
+    gemm = families.FAMILY_KEYS.index("gemm")
+    ops = side.ops[side.family == gemm]
+    ops = ops[t.ops["kind"].to_numpy()[ops] == KERNEL]
+    dur = _durations(t, ops)
+    codes = t.ops["name"].to_numpy()[ops]
+    config = dict(t.meta().config)
+    out: dict[str, float] = {}
+    for code in np.unique(codes):
+        path = kernel_math_path(t.op_names[int(code)], config)
+        out[path] = out.get(path, 0.0) + float(dur[codes == code].sum()) / max(side.steps, 1)
+    return out
+
+
 def _mean_period(side: _StepSide) -> float:
     """The mean step period (each step's start to the next iteration's), summed over every
     process's steps and divided by their count as the other per-step figures are."""
@@ -566,6 +596,8 @@ def _step(a: _StepSide, b: _StepSide, kernels: ScopeDiff, threads: list[ThreadDi
         op_ns=Delta(int(ta.sum()) / na, int(tb.sum()) / nb),
         kernel_ns=metric(lambda m: m.kernel_ns), kernels=metric(lambda m: m.kernel_count),
         warmup_ns=warm, phases=phases, families=by_family,
+        gemm_paths={p: Delta(ga.get(p, 0.0), gb.get(p, 0.0)) for ga, gb in [(_gemm_paths(a), _gemm_paths(b))]
+                    for p in sorted(set(ga) | set(gb))},
         top_kernels=kernels.kernels[:TOP_CONTRIBUTORS], top_ranges=top_ranges,
     )
 

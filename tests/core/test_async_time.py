@@ -207,3 +207,38 @@ def test_nvjet_gemms_are_tensor_core_gemms_without_a_config_mark(async_trace, tm
     assert all(kernel_math_path(n, {}) != "fp32" and gemm_math(n) == "tensor cores" for n in nvjet)
     assert "fp32-gemm-without-tensor-cores" not in _findings(bare)
     assert "fp32-gemm-without-tensor-cores" in _findings(async_trace("small_ctx512_b8_async"))
+
+
+def test_diff_names_the_gemm_math_path_change(async_trace):
+    """fp32 -> TF32 on the large model: the why-summary says the GEMMs moved from fp32 on CUDA
+    cores to TF32 tensor cores, with each side's GEMM time per step (SQL: kernels named gemm whose
+    launching call starts inside a step, per step)."""
+    import sqlite3
+
+    pa, pb = async_trace("large_ctx512_async"), async_trace("large_ctx512_tf32_async")
+    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(pa), str(pb), "-f", "json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    step = json.loads(proc.stdout)["step"]
+    assert step["gemm_math_path_change"] == {"a": "fp32", "b": "tf32"}
+
+    def gemm_per_step(path):
+        its = step_sql.steps(path)
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        total = 0
+        for it in its:
+            (ns,) = con.execute("""SELECT coalesce(sum(k.end - k.start), 0) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+                JOIN StringIds s ON s.id = k.demangledName JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+                ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
+                WHERE (s.value LIKE '%gemm%' OR s.value LIKE '%splitKreduce%') AND r.start >= ? AND r.start <= ?""",
+                (it.start, it.end)).fetchone()
+            total += ns
+        con.close()
+        return total / len(its)
+
+    paths = step["gemm_math_path_ns"]
+    assert paths["fp32"]["a"] == pytest.approx(gemm_per_step(pa), rel=1e-9) and paths["fp32"]["b"] == 0
+    assert paths["tf32"]["b"] == pytest.approx(gemm_per_step(pb), rel=1e-9) and paths["tf32"]["a"] == 0
+    md = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(pa), str(pb)], capture_output=True,
+                        text=True, timeout=300).stdout
+    assert "GEMM math path changed: fp32 on CUDA cores → TF32 on tensor cores" in md

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nsight_tui.render.diff import math_path_text
 from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.analyses.diff import ADDED, REMOVED, Delta, RangeDiff, RunDiff, ScopeDiff, ThreadDiff, diff_runs, kernel_diff
 from nsight_tui.parsers.read.load import Trace
@@ -181,7 +182,7 @@ def summary_lines(d: RunDiff) -> tuple[str, list[str]]:
     fams = " · ".join(f"{short_family(k)} {signed_duration(v.delta)}" for k, v in s.families[:3] if v.delta)
     phases = " · ".join(f"{p.phase} {signed_duration(p.op_ns.delta)}" for p in s.phases if p.op_ns.delta)
     lines = [f"GPU busy {signed_duration(s.busy_ns.delta)} · {fams}",
-             f"GPU op time by phase: {phases}" if phases else "", *d.notes]
+             f"GPU op time by phase: {phases}" if phases else "", math_path_text(s), *d.notes]
     return headline(s), [line for line in lines if line]
 
 
