@@ -91,8 +91,11 @@ def idle_section(answers: dict) -> list[str]:
         out.append("No forward/backward/optimizer/step ranges, or no GPU work in them.\n")
         return out
     note = DEFINITION_NOTE.format(gap=f"{idle['burst_gap_ns'] / 1e3:g}")
+    windows = idle.get("windows") or {}
+    notes = [note] + ([f"windows: step — {windows['step']}; forward/backward/optimizer — {windows['phases']}"]
+                      if windows else [])
     out.append(table(SPLIT_HEADERS, [r for p in present for r in split_rows(p, phases[p], phases[p]["instances"])],
-                     title="GPU time in each range, per instance, by cause", notes=[note]))
+                     title="GPU time in each range, per instance, by cause", notes=notes))
     out.append(table(LEAD_HEADERS, [r for p in present for r in lead_rows(p, phases[p])],
                      title="The CPU's lead over the GPU and the launch queue",
                      notes=[("over the kernels whose launching call started inside the range; queue depth "
