@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from nsight_tui.parsers.read.ids import KERNEL, PID_MASK, pid_of
 from nsight_tui.parsers.analyses.idle import API_LAUNCH, API_SYNC, idle_analysis
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
+
+if TYPE_CHECKING:
+    from nsight_tui.parsers.analyses.ranks import Rank
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ class StepContext:
     t0: np.ndarray
     t1: np.ndarray
     device: int
+    rank: Rank | None = None  # a rank filter: that rank's steps and GPU, not rank 0's
 
     @property
     def n(self) -> int:
@@ -639,10 +643,14 @@ def exposed_communication(c: StepContext) -> Finding | None:
     # for the slowest rank, and that wait (the straggler's gap) is no overlap problem. The rank that
     # waits least sets the pace; what its step waits on communication is what overlap can save.
     pace = min(rows, key=lambda x: x["waited_comm_ns_per_step"])
+    alone = " (only this rank is in the export: part of its wait may be for a slower rank)" if len(rows) == 1 else ""
+    if c.rank is not None:  # a rank filter: that rank's own exposed communication
+        pace = next((x for x in rows if x["rank"] == c.rank.rank), pace)
+        alone = (f" (rank {c.rank.rank} alone, under the rank filter: part of its wait may be for a slower rank)"
+                 if pace["waited_comm_ns_per_step"] > min(x["waited_comm_ns_per_step"] for x in rows) else "")
     per = pace["waited_comm_ns_per_step"]
     if per < _t("comm_min_share") * pace["step_ns"]:
         return None
-    alone = " (only this rank is in the export: part of its wait may be for a slower rank)" if len(rows) == 1 else ""
     return Finding(
         "exposed-communication", "collective communication not hidden behind compute",
         ["step_N/backward"], _ms(per),
@@ -688,7 +696,9 @@ RULES = {
 RULE_IDS = tuple(RULES)
 
 
-def context(trace: Trace, attribution: str = "process") -> StepContext | None:
+def context(trace: Trace, attribution: str = "process", rank: Rank | None = None) -> StepContext | None:
+    """The steady-state steps the rules read: rank 0's (the lowest rank's) in an export of several,
+    or `rank`'s (a rank filter), on that rank's GPU."""
     model = range_model(trace, attribution)
     steps = iteration_ranges(model, STEP)
     if len(steps) == 0:
@@ -700,21 +710,24 @@ def context(trace: Trace, attribution: str = "process") -> StepContext | None:
     pid = pid_of(model.r_gtid[steps])
     from nsight_tui.parsers.analyses.ranks import find_ranks
 
-    first = next((r.pid for r in find_ranks(trace) if (pid == r.pid).any()), pid[0])
+    first = rank.pid if rank is not None else next((r.pid for r in find_ranks(trace) if (pid == r.pid).any()), pid[0])
     steps = steps[pid == first]
-    devices = idle_analysis(trace).devices_of_process(int(model.r_gtid[steps[0]]))
+    if len(steps) == 0:
+        return None
+    devices = [rank.device] if rank is not None else idle_analysis(trace).devices_of_process(int(model.r_gtid[steps[0]]))
     if not devices:
         return None
     # Each step's window is its period (this step's start to the next's), not its NVTX span: on a
     # capture without phase syncs the GPU works on a step long after the CPU closed its range.
     times = step_times(model, steps)
-    return StepContext(trace, model, times.ids, times.start_ns, times.end_ns, devices[0])
+    return StepContext(trace, model, times.ids, times.start_ns, times.end_ns, devices[0], rank)
 
 
-def findings(trace: Trace, attribution: str = "process", rules: dict | None = None) -> list[Finding]:
-    """Every rule that fires on the trace's steady-state steps, largest saving first, with each
-    nanosecond of device time claimed by one finding only (partition)."""
-    c = context(trace, attribution)
+def findings(trace: Trace, attribution: str = "process", rules: dict | None = None,
+             rank: Rank | None = None) -> list[Finding]:
+    """Every rule that fires on the trace's steady-state steps (`rank`'s under a rank filter),
+    largest saving first, with each nanosecond of device time claimed by one finding only."""
+    c = context(trace, attribution, rank)
     if c is None:
         return []
     out = [f for rule in (rules or RULES).values() if (f := rule(c)) is not None]

@@ -242,3 +242,23 @@ def test_diff_names_the_gemm_math_path_change(async_trace):
     md = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(pa), str(pb)], capture_output=True,
                         text=True, timeout=300).stdout
     assert "GEMM math path changed: fp32 on CUDA cores → TF32 on tensor cores" in md
+
+
+def test_findings_honour_the_rank_filter(async_trace):
+    """Under a rank filter (`R` then `F`) the rules read that rank's steps (their periods) on that
+    rank's GPU; without it, rank 0's."""
+    from nsight_tui.parsers.analyses.findings import context
+    from nsight_tui.parsers.analyses.ranks import find_ranks
+
+    path = async_trace("small_ctx512_b8_ddp2_async")
+    trace = load_trace(path)
+    ranks = find_ranks(trace)
+    assert len(ranks) == 2
+    for r in ranks:
+        c = context(trace, rank=r)
+        periods = [it.period for it in step_sql.steps(path, r.pid)]
+        assert c.device == r.device and c.step_ns == pytest.approx(_mean(periods), rel=1e-12)
+    default = context(trace)
+    r0 = next(r for r in ranks if r.rank == 0)
+    assert default.device == r0.device
+    assert default.step_ns == pytest.approx(_mean([it.period for it in step_sql.steps(path, r0.pid)]), rel=1e-12)

@@ -124,11 +124,12 @@ def columns(found: list[Finding]) -> list[Column]:
     ]
 
 
-def build(trace: Trace, model: RangeModel, attribution: str) -> FindingsView:
-    """Run the rules (parsers.findings) and decide each finding's jump; slow: call from a worker."""
-    c = context(trace, attribution)
+def build(trace: Trace, model: RangeModel, attribution: str, rank=None) -> FindingsView:
+    """Run the rules (parsers.findings) over rank 0's steps, or `rank`'s under a rank filter, and
+    decide each finding's jump; slow: call from a worker."""
+    c = context(trace, attribution, rank)
     # the rules' findings with something to gain (a cause present with no saving left stands apart in `report`)
-    found = [f for f in findings(trace, attribution) if f.saving_ms_per_step >= NOTHING_TO_GAIN_MS]
+    found = [f for f in findings(trace, attribution, rank=rank) if f.saving_ms_per_step >= NOTHING_TO_GAIN_MS]
     frame = pd.DataFrame({"pos": range(len(found)), "id": [f.id for f in found], "title": [f.title for f in found],
                           "where": [f.range for f in found], "saving": [f.saving_ms_per_step for f in found],
                           "basis": [f.basis for f in found]})
