@@ -262,3 +262,12 @@ def test_findings_honour_the_rank_filter(async_trace):
     r0 = next(r for r in ranks if r.rank == 0)
     assert default.device == r0.device
     assert default.step_ns == pytest.approx(_mean([it.period for it in step_sql.steps(path, r0.pid)]), rel=1e-12)
+
+
+def test_fp32_gemm_estimate_against_its_unsynchronised_tf32_twin(async_trace):
+    """GPT-2 large fp32 → TF32, nothing synchronised: the estimate (the GEMM time TF32 saves, at
+    most the time the CPU waited for the GPU) within 0.67-1.5x of the workload's own step change."""
+    planted, fixed = async_trace("large_ctx512_async"), async_trace("large_ctx512_tf32_async")
+    got = _findings(planted)["fp32-gemm-without-tensor-cores"].saving_ms_per_step
+    measured = (_mean(step_sql.python_steps(planted)) - _mean(step_sql.python_steps(fixed))) / 1e6
+    assert 0.67 <= got / measured <= 1.5, (got, measured)
