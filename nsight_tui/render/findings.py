@@ -62,9 +62,13 @@ def section(answers: dict) -> list[str]:
                                notes=notes))
     apart = data.get("present_no_saving") or []
     if apart:
-        out.append("Present, nothing to gain: " + ", ".join(
-            f"`{f['id']}`" + (f" (its time is {', '.join(f['overlaps'])}'s)" if f.get("overlaps") else "")
-            for f in apart) + "\n")
+        def why(f: dict) -> str:
+            if f.get("capped_by_cpu_wait"):
+                return (" (the findings above use up the time the CPU waits for the GPU, "
+                        f"{numbers.fixed(data.get('cpu_wait_ms_per_step'), 2)} ms/step: after them the CPU sets the pace)")
+            return f" (its time is {', '.join(f['overlaps'])}'s)" if f.get("overlaps") else ""
+
+        out.append("Present, nothing to gain: " + ", ".join(f"`{f['id']}`{why(f)}" for f in apart) + "\n")
     top = found[0]
     if top.get("rows"):
         keys = list(top["rows"][0])

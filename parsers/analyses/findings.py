@@ -79,13 +79,17 @@ class Finding:
     claim: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
     saving_alone_ms_per_step: float | None = None  # before the time other findings claimed was taken out
     overlaps: list[str] = field(default_factory=list)  # higher-ranked findings that claimed some of its time
+    # A finding that shortens GPU work saves step time only while the CPU waits for the GPU: such
+    # findings share that wait (findings() caps their sum at it).
+    gpu_work: bool = field(default=False, repr=False)
+    capped_by_cpu_wait: bool = False  # its saving was cut to what was left of the CPU's wait for the GPU
 
     @property
     def range(self) -> str:
         return ", ".join(self.ranges)
 
     def to_json(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k != "claim"}
+        out = {k: v for k, v in asdict(self).items() if k not in ("claim", "gpu_work")}
         return {**out, "range": self.range}
 
 
@@ -454,7 +458,7 @@ def fp32_gemm(c: StepContext) -> Finding | None:
         "autocast: torch.autocast('cuda', dtype=torch.bfloat16)",
         {"fp32_gemm_ns_per_step": gemm_ns / c.n, "fp32_tflops": pk.tflops["fp32"], "tf32_tflops": pk.tflops.get("tf32"),
          "gpu_saved_ns_per_step": gpu_saved, "cpu_wait_ns_per_step": c.cpu_wait_ns, "gpu_busy_share": gpu_share},
-        rows[:10], int(c.t0[0]), int(c.t1[0]), claim=claim)
+        rows[:10], int(c.t0[0]), int(c.t1[0]), claim=claim, gpu_work=True)
 
 
 def unfused_attention(c: StepContext) -> Finding | None:
@@ -485,7 +489,8 @@ def unfused_attention(c: StepContext) -> Finding | None:
         {"softmax_kernels_per_step": int((fam == "softmax").sum()) / c.n, "non_gemm_ns_per_step": ns / c.n,
          "gpu_busy_share": gpu_share},
         [], int(c.model.r_start[attn[0]]), int(c.model.r_end[attn[0]]),
-        claim=intervals.union(t.ops["start"].to_numpy()[pos[unfused]], t.ops["end"].to_numpy()[pos[unfused]]))
+        claim=intervals.union(t.ops["start"].to_numpy()[pos[unfused]], t.ops["end"].to_numpy()[pos[unfused]]),
+        gpu_work=True)
 
 
 # Only rows whose values are what nsys writes (integers, end >= start) count, as the loader
@@ -764,10 +769,10 @@ def findings(trace: Trace, attribution: str = "process", rules: dict | None = No
     if c is None:
         return []
     out = [f for rule in (rules or RULES).values() if (f := rule(c)) is not None]
-    return sorted(partition(out), key=lambda f: (-f.saving_ms_per_step, f.id))
+    return sorted(partition(out, c.cpu_wait_ns / 1e6), key=lambda f: (-f.saving_ms_per_step, f.id))
 
 
-def partition(found: list[Finding]) -> list[Finding]:
+def partition(found: list[Finding], cpu_wait_ms: float | None = None) -> list[Finding]:
     """Take out of each finding's saving the time a larger finding already claimed.
 
     In order of saving (largest first; launch-bound, the catch-all for launch overhead, after every
@@ -776,10 +781,13 @@ def partition(found: list[Finding]) -> list[Finding]:
     before it claimed: its saving scales by that share. Two findings naming the same idle gaps (a
     sync stall and the host-bound gap after it; the launch-bound idle inside an unfused optimizer,
     whose fix removes those launches) then add up to that idle once. A finding without a claim
-    (copies, communication) keeps its own."""
+    (copies, communication) keeps its own. Findings that shorten GPU work (`gpu_work`) together
+    save at most `cpu_wait_ms` per step, the time the CPU waited for the GPU: below it the CPU sets
+    the pace; in the same order each takes what is left of it."""
 
     taken = intervals.EMPTY
     owners: list[tuple[str, tuple[np.ndarray, np.ndarray]]] = []
+    budget = cpu_wait_ms
     for f in sorted(found, key=lambda f: (f.id == "launch-bound", -f.saving_ms_per_step, f.id)):
         f.saving_alone_ms_per_step = f.saving_ms_per_step
         if f.claim is None or not len(f.claim[0]):
@@ -789,6 +797,10 @@ def partition(found: list[Finding]) -> list[Finding]:
         if shared and total:
             f.saving_ms_per_step = f.saving_ms_per_step * (1 - shared / total)
             f.overlaps = [fid for fid, claim in owners if intervals.overlap(f.claim, claim)]
+        if f.gpu_work and budget is not None:
+            f.capped_by_cpu_wait = f.saving_ms_per_step > budget
+            f.saving_ms_per_step = min(f.saving_ms_per_step, max(budget, 0.0))
+            budget -= f.saving_ms_per_step
         owners.append((f.id, f.claim))
         taken = intervals.union(np.concatenate([taken[0], f.claim[0]]), np.concatenate([taken[1], f.claim[1]]))
     return found
@@ -822,6 +834,8 @@ def answers(trace: Trace, attribution: str = "process") -> dict:
             "combined_saving_ms_per_step": combined,
             "overlap_ms_per_step": alone - combined,
             "present_no_saving": [{"id": f.id, "title": f.title, "saving_alone_ms_per_step": f.saving_alone_ms_per_step,
-                                   "overlaps": f.overlaps} for f in apart],
+                                   "overlaps": f.overlaps, "capped_by_cpu_wait": f.capped_by_cpu_wait}
+                                  for f in apart],
+            "cpu_wait_ms_per_step": None if c is None else c.cpu_wait_ns / 1e6,
             "not_checked": not_checked(trace),
             "thresholds": {k: asdict(v) for k, v in THRESHOLDS.items()}}
