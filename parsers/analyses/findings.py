@@ -443,10 +443,8 @@ def fp32_gemm(c: StepContext) -> Finding | None:
     # launch-bound). So the GEMM time saved, at most the time the CPU waited for the GPU.
     gpu_saved = gemm_ns * (1 - ratio) / c.n
     saved = min(gpu_saved, c.cpu_wait_ns)
-    claim = intervals.union(t.ops["start"].to_numpy()[pos[np.isin(codes, [r["code"] for r in rows])]],
-                            t.ops["end"].to_numpy()[pos[np.isin(codes, [r["code"] for r in rows])]])
-    for r in rows:
-        del r["code"]
+    fp32_pos = pos[np.isin(codes, [row.pop("code") for row in rows])]
+    claim = intervals.union(t.ops["start"].to_numpy()[fp32_pos], t.ops["end"].to_numpy()[fp32_pos])
     rows.sort(key=lambda x: -x["kernel_ns"])
     return Finding(
         "fp32-gemm-without-tensor-cores", f"fp32 GEMMs on CUDA cores on a GPU with TF32 tensor cores ({pk.name})",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsight_tui.parsers.analyses.idle import IdleSplit, WindowIdle
+from nsight_tui.parsers.analyses.idle import Gap, IdleSplit, WindowIdle
 from nsight_tui.parsers.model.iterations import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, display_name
 from nsight_tui.parsers.analyses.timeline import Cells, Item, Lane, Timeline, cell_edges
@@ -61,29 +61,7 @@ class TimelineFrame:
     legend: list[tuple[str, str]] = field(default_factory=list)  # (lane kind, category) visible
     selected_pos: int = 0  # the selected lane's place among the lanes shown
     hidden: int = 0  # lanes left out: nothing on them in the window
-    gap: "GapSpan | None" = None  # the idle lane's item: the whole GPU gap it is part of
-
-
-@dataclass(frozen=True)
-class GapSpan:
-    """One GPU gap, whole: the one figure the idle lane's line, `]` and the detail all give."""
-
-    device: int
-    start_ns: int
-    end_ns: int
-    launch_bound_ns: int
-    sync_bound_ns: int
-    host_bound_ns: int
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-    @property
-    def cause(self) -> str:
-        parts = {"launch-bound": self.launch_bound_ns, "sync-bound": self.sync_bound_ns,
-                 "host-bound": self.host_bound_ns}
-        return max(parts, key=lambda k: parts[k])
+    gap: Gap | None = None  # the idle lane's item: the whole GPU gap it is part of (its threads not read)
 
 
 class TimelineState:
@@ -176,7 +154,7 @@ class TimelineState:
             return lane.device
         return self.timeline.idle.devices[0] if self.timeline.idle.devices else None
 
-    def gap_at(self, device: int, t: int) -> GapSpan | None:
+    def gap_at(self, device: int, t: int) -> Gap | None:
         """The GPU gap (maximal idle stretch between busy blocks) holding time `t`, or None
         when the GPU is busy then."""
         tl = self.timeline
@@ -187,7 +165,7 @@ class TimelineState:
         gs = int(busy.end[k - 1]) if k > 0 else tl.t_min
         ge = int(busy.start[k]) if k < len(busy) else tl.t_max
         _, launch, sync, host = (int(x) for x in tl.idle.device(device).split(gs, ge))
-        return GapSpan(device, gs, ge, launch, sync, host)
+        return Gap(device, gs, ge, launch, sync, host)
 
     def gap_threshold(self) -> int:
         return max(GAP_MIN_NS, 2 * self.span // self.n)
