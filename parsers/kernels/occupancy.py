@@ -101,7 +101,7 @@ class GpuLimits:
     name: str
     cc: tuple[int, int]
     limits: CcLimits
-    from_export: tuple[str, ...] = ()  # the fields the export gave
+    from_export: tuple[str, ...] = ()  # the TARGET_INFO_GPU columns the limits took from the export
 
 
 def limits_for(cc: tuple[int, int], exported: dict | None = None) -> CcLimits | None:
@@ -197,7 +197,7 @@ def _gpu_limits(tables) -> tuple[dict[int, GpuLimits], str]:
             unknown.append(f"{name or 'GPU'} (compute capability {major}.{minor})")
             continue
         dev = int(f.int("id", 0)[i]) if f.has("id") else i
-        out[dev] = GpuLimits(dev, name, (major, minor), lim, tuple(FROM_EXPORT[c] for c in given if given[c] > 0))
+        out[dev] = GpuLimits(dev, name, (major, minor), lim, tuple(c for c in given if given[c] > 0))
     note = f"no per-SM limits known for {', '.join(unknown)}" if unknown else ""
     return out, note
 
@@ -308,3 +308,55 @@ def by_kernel_name(trace, positions: np.ndarray | None = None) -> pd.DataFrame:
     return pd.DataFrame({"occupancy_pct": first["occupancy_pct"], "limiter": first["limiter"],
                          "configs": per.groupby("kernel").size(), "occupancy_min_pct": g.min(),
                          "occupancy_max_pct": g.max()}).loc[first.index]
+
+
+# -- what `report` says ----------------------------------------------------------------------
+METHOD = ("NVIDIA's CUDA Occupancy Calculator over each launch's registers/thread, static + dynamic shared "
+          "memory, threads/block and the shared-memory carve-out in force (CUPTI sharedMemoryExecuted); "
+          "per-SM limits from the export's TARGET_INFO_GPU and the CUDA C++ Programming Guide's table per "
+          "compute capability. An estimate, not a measurement: achieved occupancy needs Nsight Compute.")
+
+
+def _pct(v) -> float:
+    return round(float(v), 3)
+
+
+def answers(trace) -> dict:
+    """The JSON report's `occupancy` section: per kernel name (as nsys stores it, most GPU time
+    first) the configuration with the most GPU time's figure and limiter, and every configuration."""
+    occ = trace_occupancy(trace)
+    out: dict = {"what": WHAT, "method": METHOD, "scope": "every kernel launch of the trace", "note": occ.note,
+                 "gpus": [{"device": g.device, "name": g.name, "compute_capability": f"{g.cc[0]}.{g.cc[1]}",
+                           "max_warps_per_sm": g.limits.max_warps, "max_blocks_per_sm": g.limits.max_blocks,
+                           "registers_per_sm": g.limits.regs_per_sm, "shared_memory_per_sm_bytes": g.limits.smem_per_sm,
+                           "shared_memory_allocation_unit_bytes": g.limits.smem_unit,
+                           "reserved_shared_memory_per_block_bytes": g.limits.reserved_smem,
+                           "limits_from_export": list(g.from_export)} for g in occ.gpus.values()],
+                 "kernels": []}
+    per = name_configs(trace)
+    if per.empty:
+        return out
+    totals = per.groupby("kernel", sort=False)["total_ns"].sum().sort_values(ascending=False, kind="stable")
+    groups = dict(list(per.groupby("kernel", sort=False)))
+    for name, total in totals.items():
+        rows = groups[name]
+        top = rows.iloc[0]
+        out["kernels"].append({
+            "name": name, "total_ns": int(total), "launches": int(rows["launches"].sum()),
+            "theoretical_occupancy_pct": _pct(top["occupancy_pct"]), "occupancy_limiter": top["limiter"],
+            "configs": [{
+                "device": int(r.device), "registers_per_thread": int(r.regs), "static_shared_bytes": int(r.smem_static),
+                "dynamic_shared_bytes": int(r.smem_dynamic), "threads_per_block": int(r.threads),
+                "shared_carveout_bytes": int(r.smem_config), "launches": int(r.launches), "total_ns": int(r.total_ns),
+                "blocks_per_sm_by": {"warps": int(r.by_warps), "registers": _cap(r.by_registers),
+                                     "shared_memory": _cap(r.by_shared), "blocks": int(r.by_blocks)},
+                "active_blocks_per_sm": int(r.blocks), "active_warps_per_sm": int(r.warps),
+                "max_warps_per_sm": int(r.max_warps), "theoretical_occupancy_pct": _pct(r.occupancy_pct),
+                "occupancy_limiter": r.limiter} for r in rows.itertuples()],
+        })
+    return out
+
+
+def _cap(v) -> int | None:
+    """A limit that does not bind (no registers, no shared memory): None."""
+    return None if int(v) >= UNLIMITED else int(v)
