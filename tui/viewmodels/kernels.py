@@ -78,7 +78,7 @@ def occ_text(v) -> str:
     return f"{v:.0f}%" if v == round(v) else f"{v:.1f}%"
 
 
-OCC_HEADER = f"Occupancy % ({occupancy.WHAT})"
+OCC_HEADER = "Theoretical occupancy % (from launch configuration)"
 
 
 def kernel_columns(demangled: bool) -> list[Column]:
