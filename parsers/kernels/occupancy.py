@@ -202,6 +202,22 @@ def _gpu_limits(tables) -> tuple[dict[int, GpuLimits], str]:
     return out, note
 
 
+def _config_codes(frame: pd.DataFrame) -> np.ndarray:
+    """A code per row, equal for equal CONFIG_KEYS, numbered in order of first appearance:
+    each column factorised on its own, the codes combined (mixed radix, re-factorised whenever
+    the product would grow past 2^62) and factorised once more."""
+    combined = np.zeros(len(frame), dtype=np.int64)
+    size = 1
+    for key in CONFIG_KEYS:
+        col, uniq = pd.factorize(frame[key].to_numpy())
+        if size * max(len(uniq), 1) >= 1 << 62:
+            combined, distinct = pd.factorize(combined)
+            size = max(len(distinct), 1)
+        combined = combined * max(len(uniq), 1) + col
+        size *= max(len(uniq), 1)
+    return pd.factorize(combined)[0].astype(np.int64)
+
+
 def trace_occupancy(trace) -> Occupancy:
     """The theoretical occupancy of every kernel of `trace` (a read.load.Trace), grouped by
     launch configuration first (a million launches are a few hundred configurations). Kept in
@@ -252,11 +268,9 @@ def _compute(trace) -> Occupancy:
     if not known.all():
         note = note or "kernels on a GPU the export does not describe have no figure"
     frame, kpos = frame[known], kpos[known]
-    codes, uniq = pd.MultiIndex.from_frame(frame[CONFIG_KEYS]).factorize() if len(frame) else (
-        np.zeros(0, dtype=np.int64), None)
+    codes = _config_codes(frame)  # numbered in order of first appearance, as np.unique's first indices
     configs = frame.iloc[np.unique(codes, return_index=True)[1]].reset_index(drop=True) if len(frame) else \
         frame.iloc[:0].reset_index(drop=True)
-    # factorize numbers configs in order of first appearance, as np.unique's first indices do
     parts = []
     for dev, rows in configs.groupby("device").groups.items():
         lim = gpus[int(dev)].limits
