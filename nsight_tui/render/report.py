@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.model.attribution import MODE_HELP
 from nsight_tui.render import backward_parts, findings, numbers, process_view, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
@@ -173,6 +174,33 @@ def warmup(a: dict) -> list[str]:
                             [row("warmup", w), *([row("steady state", s)] if s else [])])]
 
 
+OCCUPANCY_ROWS = 10
+
+
+def occupancy(a: dict) -> list[str]:
+    """The costliest kernels' theoretical occupancy (from their launch configuration) and limiter."""
+    occ = a.get("occupancy")
+    if not occ:
+        return []
+    title = f"## Occupancy: {occ['what']}, the {OCCUPANCY_ROWS} costliest kernels"
+    if not occ["kernels"]:
+        return [title, "", f"No figure: {safe.markdown(occ['note'] or 'no kernels')}.", ""]
+    rows = []
+    for k in occ["kernels"][:OCCUPANCY_ROWS]:
+        c = k["configs"][0]  # the configuration with the most GPU time
+        rows.append([table_name(k["name"]), numbers.ms(k["total_ns"]),
+                     f"{k['theoretical_occupancy_pct']:g}%", k["occupancy_limiter"], c["registers_per_thread"],
+                     c["threads_per_block"], c["static_shared_bytes"] + c["dynamic_shared_bytes"],
+                     c["active_blocks_per_sm"], len(k["configs"])])
+    gpus = ", ".join(f"{g['name']} (CC {g['compute_capability']}, {g['max_warps_per_sm']} warps/SM)" for g in occ["gpus"])
+    notes = [f"GPU: {gpus}", "method: " + occ["method"],
+             "per kernel, its launch configuration with the most GPU time (`-f json`: every configuration)"]
+    if occ["note"]:
+        notes.append(occ["note"])
+    return [title, "", tables.markdown(["kernel", "GPU ms", "theoretical occupancy", "limited by", "regs/thread",
+                                        "threads/block", "shared B/block", "blocks/SM", "configs"], rows, notes=notes)]
+
+
 def ranks(a: dict) -> list[str]:
     from nsight_tui.render.ranks import ranks_markdown
 
@@ -190,6 +218,7 @@ SECTIONS: list[Section] = [
     softmax_vs_matmul,
     backward_parts.section,
     roofline.section,  # (g) How far from the hardware
+    occupancy,  # theoretical occupancy of the costliest kernels
     ratios,
     idle_section,
     findings.section,  # (h) What to fix first

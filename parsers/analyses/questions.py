@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.kernels import families, occupancy
 from nsight_tui.parsers.model import main_thread as main_threads
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
@@ -62,15 +62,24 @@ def summarize(model: RangeModel, ids: np.ndarray, name: str, top: int = 5) -> Ph
     ks = model.kernel_summary(pos)
     shares = family_shares(model, pos)
     top_rows = ks[ks["kind"] == "kernel"].head(top)
+    occ = occupancy.by_kernel_name(model.trace, pos)  # theoretical, from the launch configuration
     return PhaseSummary(
         name=name, instances=len(ids), range_ns=int(model.cpu_ns[ids].sum()), proj_ns=int(model.proj_ns[ids].sum()),
         busy_ns=int(model.busy_ns[ids].sum()), kernel_ns=int(model.kernel_ns[ids].sum()),
         op_ns=int(model.op_ns[ids].sum()), kernels=int(model.kernel_count[ids].sum()),
         top_kernels=[{"name": r.name, "short": table_name(r.name), "total_ns": int(r.total_ns), "instances": int(r.instances),
-                      "family": families.classify(r.name)} for r in top_rows.itertuples()],
+                      "family": families.classify(r.name), **_occupancy_of(occ, r.name)} for r in top_rows.itertuples()],
         families={r.family: round(float(r.share), 6) for r in shares.itertuples()},
         family_ns={r.family: int(r.total_ns) for r in shares.itertuples()},
     )
+
+
+def _occupancy_of(occ, name: str) -> dict:
+    """A kernel's theoretical occupancy (its configuration with the most GPU time in the range)."""
+    if name not in occ.index:
+        return {"theoretical_occupancy_pct": None, "occupancy_limiter": None}
+    row = occ.loc[name]
+    return {"theoretical_occupancy_pct": round(float(row["occupancy_pct"]), 3), "occupancy_limiter": row["limiter"]}
 
 
 def phases(model: RangeModel, pattern: re.Pattern = STEP) -> dict[str, PhaseSummary]:
@@ -242,6 +251,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "gpu_idle": _gpu_idle(model),
         **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
+        "occupancy": occupancy.answers(trace),
         "findings": findings_answers(trace, attribution),
     }
 

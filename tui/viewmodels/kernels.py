@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.kernels import families, occupancy
 from nsight_tui.parsers.analyses.ratios import Ratio, family_shares, ratio_panel
 from nsight_tui.parsers.kernels.families import describe_kernel
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm, distinct_labels, gemm_summary
@@ -59,6 +59,28 @@ def _with_labels(summary: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
+def _with_occupancy(model: RangeModel, positions: np.ndarray, summary: pd.DataFrame) -> pd.DataFrame:
+    """Each kernel's theoretical occupancy (its launch configuration with the most GPU time
+    among `positions`) and limiter; blank for memory ops and where the GPU's limits are unknown."""
+    per = occupancy.by_kernel_name(model.trace, positions)
+    names = summary["name"]
+    summary["occ_pct"] = names.map(per["occupancy_pct"]).astype(float).to_numpy() if len(per) else np.nan
+    summary["occ_limiter"] = names.map(per["limiter"]).fillna("").to_numpy() if len(per) else ""
+    summary["occ_configs"] = names.map(per["configs"]).fillna(0).astype(int).to_numpy() if len(per) else 0
+    return summary
+
+
+def occ_text(v) -> str:
+    """Theoretical occupancy in percent: `50%`, `12.5%`."""
+    if fmt.missing(v):
+        return fmt.MISSING
+    v = float(v)
+    return f"{v:.0f}%" if v == round(v) else f"{v:.1f}%"
+
+
+OCC_HEADER = "Theoretical occupancy % (from launch configuration)"
+
+
 def kernel_columns(demangled: bool) -> list[Column]:
     return [
         Column("name" if demangled else "label", "Kernel", None, "left", text=True, min_width=26,
@@ -69,6 +91,8 @@ def kernel_columns(demangled: bool) -> list[Column]:
         Column("avg_ns", "Avg", 9, fmt=fmt.duration, priority=4, md_header="Avg (ns)"),
         Column("min_ns", "Min", 9, fmt=fmt.duration, priority=2, md_header="Min (ns)"),
         Column("max_ns", "Max", 9, fmt=fmt.duration, priority=3, md_header="Max (ns)"),
+        Column("occ_pct", "Occ", 6, fmt=occ_text, priority=5, md_header=OCC_HEADER),
+        Column("occ_limiter", "", show=False, text=True, md_header="Occupancy limiter"),
         Column("share", "%", 6, fmt=fmt.percent, priority=7, md_header="Share of range GPU time",
                md_fmt=lambda v: round(float(v), 4)),
         Column("label" if demangled else "name", "", show=False, text=True,
@@ -112,7 +136,7 @@ def _by_range(ratios: list[Ratio], node: RangeNode) -> list[Ratio]:
 def range_kernels(model: RangeModel, node: RangeNode, extra_ratios: list[Ratio] | None = None,
                   ranks: str = "") -> KernelsView:
     positions = node.op_positions()
-    summary = _with_labels(model.kernel_summary(positions))
+    summary = _with_occupancy(model, positions, _with_labels(model.kernel_summary(positions)))
     if in_optimizer(node):  # the family by name, and the optimizer's by range (the detail says so)
         summary["label_note"] = [
             (n + "\n" if n else "") + (f"in the optimizer step: family Optimizer by range ({f} by name)"
@@ -130,7 +154,8 @@ def trace_kernels(model: RangeModel, ranks: str = "") -> KernelsView:
     shares = family_shares(model, positions)
     basis = f"{WHOLE_TRACE_BASIS} ({ranks})" if ranks else WHOLE_TRACE_BASIS
     ratios = [Ratio(f"{r.label} share", r.share, "fraction", basis) for r in shares.itertuples() if r.total_ns]
-    return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios), ranks)
+    return KernelsView(None, positions, _with_occupancy(model, positions, _with_labels(model.kernel_summary(positions))),
+                       panel(ratios), ranks)
 
 
 def op_kernels(model: RangeModel, positions: np.ndarray, title: str, basis: str) -> KernelsView:
@@ -138,7 +163,8 @@ def op_kernels(model: RangeModel, positions: np.ndarray, title: str, basis: str)
     positions = np.asarray(positions, dtype=np.int64)
     shares = family_shares(model, positions)
     ratios = [Ratio(f"{r.label} share", r.share, "fraction", basis) for r in shares.itertuples() if r.total_ns]
-    return KernelsView(None, positions, _with_labels(model.kernel_summary(positions)), panel(ratios), title=title)
+    return KernelsView(None, positions, _with_occupancy(model, positions, _with_labels(model.kernel_summary(positions))),
+                       panel(ratios), title=title)
 
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -181,11 +207,45 @@ def distribution_line(d: np.ndarray) -> str:
     return f"{head} · {fmt.duration(lo)} {spark} {fmt.duration(hi)}"
 
 
-def kernel_detail(name: str, note: str = "", distribution: str = "") -> str:
+def occupancy_line(model: RangeModel, positions: np.ndarray, name: str) -> str:
+    """`Theoretical occupancy (from launch configuration) 25%, limited by registers: 128 regs × 128
+    threads, 13,056 B shared (132 KB carve-out); blocks/SM by warps 16, regs 4, shared 9,
+    max 32`: the kernel's launch configuration with the most GPU time among `positions`
+    (and, when it ran with several, the range over them)."""
+    trace = model.trace
+    codes = [i for i, n in enumerate(trace.op_names) if n == name]
+    if not codes:
+        return ""
+    pos = np.asarray(positions, dtype=np.int64)
+    pos = pos[np.isin(trace.ops["name"].to_numpy()[pos], codes)]
+    per = occupancy.name_configs(trace, pos)
+    if per.empty:
+        note = occupancy.trace_occupancy(trace).note
+        return f"Occupancy: {note}" if note and (trace.ops["kind"].to_numpy()[pos] == 0).any() else ""
+    top = per.iloc[0]
+    shared = int(top["smem_static"]) + int(top["smem_dynamic"])
+    carve = int(top["smem_config"])
+    line = (f"Theoretical occupancy (from launch configuration) {occ_text(top['occupancy_pct'])}, limited by "
+            f"{top['limiter']}: {int(top['regs'])} regs × {int(top['threads']):,} threads, {shared:,} B shared"
+            + (f" ({carve // 1024} KB carve-out)" if carve else "")
+            + f"; blocks/SM by warps {int(top['by_warps'])}, regs {_limit(top['by_registers'])}, "
+            f"shared {_limit(top['by_shared'])}, max {int(top['by_blocks'])}")
+    if len(per) > 1:
+        lo, hi = per["occupancy_pct"].min(), per["occupancy_pct"].max()
+        line += (f" (the most GPU time of {len(per)} configurations: {occ_text(lo)}–{occ_text(hi)})" if lo != hi
+                 else f" (all {len(per)} configurations)")
+    return line
+
+
+def _limit(v) -> str:
+    return "–" if int(v) >= occupancy.UNLIMITED else str(int(v))
+
+
+def kernel_detail(name: str, note: str = "", distribution: str = "", occupancy_text: str = "") -> str:
     """One or two lines about a kernel: what it does (its family's description when nothing
     more specific is known) and, for cuBLAS/CUTLASS GEMMs, the decoded name; `note`: how it
     differs from a kernel of the same label in its table."""
-    lines = [describe_kernel(name), note, distribution]
+    lines = [describe_kernel(name), note, distribution, occupancy_text]
     decoded = decode_gemm(name)
     if decoded:
         lines.append(gemm_summary(decoded))

@@ -13,7 +13,14 @@ from nsight_tui.render.numbers import quantity
 from nsight_tui.tui.messages import KernelsReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.tree_source import path_text
-from nsight_tui.tui.viewmodels.kernels import KernelsView, distribution_line, durations, kernel_columns, kernel_detail
+from nsight_tui.tui.viewmodels.kernels import (
+    KernelsView,
+    distribution_line,
+    durations,
+    kernel_columns,
+    kernel_detail,
+    occupancy_line,
+)
 from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -41,6 +48,7 @@ class KernelsScreen(TableScreen):
         self.view: KernelsView | None = None
         self._detail: str | None = None  # the highlighted kernel's detail as shown
         self._distributions: dict[str, str] = {}
+        self._occupancy: dict[str, str] = {}  # the kernel's theoretical occupancy line, per name
         # Wide or narrow from the start: setting the class after mounting restyles every widget.
         self.set_class(self.app.size.width >= WIDE, "-wide")
 
@@ -110,6 +118,7 @@ class KernelsScreen(TableScreen):
     def show_view(self, view: KernelsView) -> None:
         self.view = view
         self._distributions = {}
+        self._occupancy = {}
         self.grid.empty_text = "no GPU work attributed to this range" if self.node is not None or self.ops else "no GPU work"
         cursor = view.row_of(self.select_name)
         self.show_table(TableModel(view.summary, kernel_columns(self.demangled)), cursor)
@@ -125,7 +134,8 @@ class KernelsScreen(TableScreen):
             text = ""
         else:
             rec = self.table.record(row)
-            text = kernel_detail(rec["name"], rec.get("label_note") or "", self._distribution(rec["name"]))
+            text = kernel_detail(rec["name"], rec.get("label_note") or "", self._distribution(rec["name"]),
+                                 self._occupancy.get(rec["name"], ""))
         if text == self._detail:
             return  # the cursor's kernel again (the first highlight, a sort): no layout, no repaint
         lines = text.count("\n")
@@ -140,8 +150,9 @@ class KernelsScreen(TableScreen):
             return ""
         kept = self._distributions.get(name)
         if kept is None:
-            kept = self._distributions[name] = distribution_line(
-                durations(self.session.model, self.view.positions, name))
+            model = self.session.model
+            kept = self._distributions[name] = distribution_line(durations(model, self.view.positions, name))
+            self._occupancy[name] = occupancy_line(model, self.view.positions, name)
         return kept
 
     def action_toggle_names(self) -> None:
