@@ -43,9 +43,7 @@ def run(args) -> int:
 def _run(args) -> int:
     from nsight_tui.parsers.analyses import sweep
     from nsight_tui.parsers.analyses.questions import questions
-    from nsight_tui.parsers.analyses.backward_parts import backward_parts
     from nsight_tui.parsers.read.load import load_trace
-    from nsight_tui.parsers.model.ranges import range_model
     from nsight_tui.render import report
     from nsight_tui.render import sweep as sweep_text
 
@@ -86,9 +84,6 @@ def _run(args) -> int:
         for note in trace.info.notes:  # rows left out, tables without a column they need: as stats says them
             print(f"note: {visible(note)}", file=sys.stderr)
         answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof)
-        model = range_model(trace, args.attribution, args.main_thread)
-        answers["backward_parts"] = [t.to_json() for t in backward_parts(model)]
-        answers["notes"] = list(trace.info.notes)
         text = report.single_json(answers) if args.format == "json" else report.single_markdown(answers)
     if args.output == "-":
         output.write_stdout(text)

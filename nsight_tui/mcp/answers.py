@@ -291,9 +291,12 @@ def idle_window(model: RangeModel, start_ns: int | None, end_ns: int | None, pat
         if start_ns is not None or end_ns is not None:
             raise BadRequest("give either a range path or start_ns/end_ns, not both")
         _, node = find_range(model, path)
-        result = idle.ranges(model, node.ids, top_gaps).to_json()
+        from nsight_tui.parsers.analyses.idle_report import range_idle
+
+        result = range_idle(model, node.ids, top_gaps).to_json()
         t0, t1 = node.start, node.end
-        what = f"the {node.instances} instance(s) of {node_path(node)} (NVTX start to end), summed"
+        what = (f"the {node.instances} instance(s) of {node_path(node)}, summed: an iteration's window is its "
+                "period (its start to the next's), any other range's its NVTX span")
     else:
         if start_ns is None or end_ns is None or end_ns <= start_ns:
             raise BadRequest("give start_ns < end_ns (on the capture's clock, see summary's start_ns/span_ns), "

@@ -73,13 +73,10 @@ class Cache:
         """`report -f json`'s document (cli/report.py's single-file path), parsed back."""
         key = (served.path, A.check_mode(attribution))
         if key not in self.answers:
-            from nsight_tui.parsers.analyses.backward_parts import backward_parts
             from nsight_tui.parsers.analyses.questions import questions
             from nsight_tui.render.report import single_json
 
-            trace = self.trace(served)
-            answers = questions(trace, attribution)
-            answers["backward_parts"] = [t.to_json() for t in backward_parts(self.model(served, attribution))]
+            answers = questions(self.trace(served), attribution)  # the same document as `report -f json`
             self.answers[key] = _named(A.from_json_text(single_json(answers)), [served])
         return self.answers[key]
 

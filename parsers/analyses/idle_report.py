@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsight_tui.parsers.model.iterations import PHASES, STEP, iteration_ranges, phase_ranges, step_times
+from nsight_tui.parsers.model.iterations import PHASES, STEP, WARMUP, iteration_ranges, phase_ranges, step_times
 from nsight_tui.parsers.analyses.idle import DEFINITIONS, idle_analysis
 from nsight_tui.parsers.model.ranges import RangeModel
 
@@ -20,19 +20,26 @@ def phase_ids(model: RangeModel) -> dict[str, np.ndarray]:
     return out
 
 
+def range_idle(model: RangeModel, ids: np.ndarray, top_gaps: int = 10):
+    """Idle by cause over range instances: an iteration's (`step_N`, `warmup_N`) window is its
+    period (they tile the loop), any other range's its NVTX span."""
+    idle = idle_analysis(model.trace)
+    ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+    texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])
+    first = str(texts[ids[0]]) if len(ids) else ""
+    if STEP.match(first) or WARMUP.match(first):  # one name path: the first says what they all are
+        times = step_times(model, ids)
+        devices = sorted({d for g in np.unique(model.r_gtid[ids]) for d in idle.devices_of_process(int(g))})
+        return idle.windows(times.start_ns, times.end_ns, devices, top_gaps)
+    return idle.ranges(model, ids, top_gaps)
+
+
 def phase_idle(model: RangeModel, top_gaps: int = 10) -> dict:
     """{"burst_gap_ns", "definitions", "windows", "phases": {phase: WindowIdle.to_json()}}. A phase's
     window is its NVTX span (what the GPU did while the CPU was in it); the step's is its period
     (each step's start to the next's), so the steps' windows tile the steady state."""
     idle = idle_analysis(model.trace)
-    phases = {}
-    for name, ids in phase_ids(model).items():
-        if name == "step":
-            times = step_times(model, ids)
-            devices = sorted({d for g in np.unique(model.r_gtid[ids]) for d in idle.devices_of_process(int(g))})
-            phases[name] = idle.windows(times.start_ns, times.end_ns, devices, top_gaps).to_json()
-        else:
-            phases[name] = idle.ranges(model, ids, top_gaps).to_json()
+    phases = {name: range_idle(model, ids, top_gaps).to_json() for name, ids in phase_ids(model).items()}
     return {"burst_gap_ns": idle.burst_gap_ns, "definitions": DEFINITIONS,
             "windows": {"step": "the step period: each step's start to the next iteration's start (the last ends "
                                 "with its GPU work)", "phases": "each phase range's NVTX span (the CPU's clock)"},

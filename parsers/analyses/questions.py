@@ -225,6 +225,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
               main_thread: str | None = None, roofline_options: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
     `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
+    from nsight_tui.parsers.analyses.backward_parts import backward_parts
     from nsight_tui.parsers.analyses.findings import answers as findings_answers
     from nsight_tui.parsers.analyses.roofline import answers as roofline_answers
 
@@ -253,6 +254,8 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
         "occupancy": occupancy.answers(trace),
         "findings": findings_answers(trace, attribution),
+        "backward_parts": [t.to_json() for t in backward_parts(model)],
+        "notes": list(trace.info.notes),  # rows left out, tables without a column they need
     }
 
 
