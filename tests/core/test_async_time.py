@@ -130,6 +130,11 @@ def test_the_tui_says_whose_clock_and_opens_the_gpu_work(async_trace):
     its = step_sql.steps(path)
     clocks = s.header().clocks
     assert "GPU runs behind" in clocks and "GPU behind" in s.header().badge
+    from nsight_tui.tui.viewmodels.header import fit
+
+    for width in (80, 100):  # the badge is drawn whole at 80 columns: fields give way first
+        rows = fit(s.header(), width)
+        assert "GPU behind" in rows[-1].badge and all(len(r.text) + 2 + len(r.badge) <= width for r in rows)
     for figure in (_mean([i.cpu for i in its]), _mean([i.gpu for i in its]), _mean([i.period for i in its])):
         assert fmt.duration(figure) in clocks
     plain = Session(SAMPLES / "small_ctx128.sqlite", load_trace(SAMPLES / "small_ctx128.sqlite"), "process", 0.0)

@@ -141,7 +141,7 @@ def fit(h: HeaderInfo, width: int) -> list[HeaderRow]:
             return [HeaderRow(text, tail)]
     tight = _tight(h)
     tighter = [tight]
-    if h.rank or h.warning:  # then without the load time, the API count, the range count
+    if h.rank or h.warning or h.clocks:  # then without the load time, the API count, the range count
         tighter += [tight[:-1], [*tight[:3], tight[4]], tight[:3]] if len(tight) > 4 else [tight[:-1]]
     for fields in tighter:
         text = "  ".join(fields)
