@@ -203,7 +203,8 @@ def host_bound_gap(c: StepContext) -> Finding | None:
         return None
     total = float(host.sum())
     top = np.argsort(-host, kind="stable")[:10]
-    rows = [{"start_ns": int(gs[i]), "end_ns": int(ge[i]), "host_bound_ns": int(host[i]),
+    # gap_ns: the whole gap, the one figure the timeline's idle lane and its detail give for it
+    rows = [{"start_ns": int(gs[i]), "end_ns": int(ge[i]), "gap_ns": int(ge[i] - gs[i]), "host_bound_ns": int(host[i]),
              "after_range": c.range_of(int(gs[i]) - 1), "before_range": c.range_of(int(ge[i]))}
             for i in top.tolist()]
     where = sorted({f"{r['after_range']} → {r['before_range']}" for r in rows})
