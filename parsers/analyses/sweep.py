@@ -51,6 +51,8 @@ def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
             if skipped is not None:
                 skipped.append(f"{name}: not a regular file, skipped")
             continue
+        if name.endswith(f"{conventions.OOM_SUFFIX}.sqlite"):  # an OOM run's export: read through its record
+            continue
         if name.endswith(".oom.json"):
             stem, status = name[: -len(".oom.json")], "oom"
         elif name.endswith(".sqlite"):
