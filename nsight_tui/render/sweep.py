@@ -106,8 +106,8 @@ QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
 def _cell(run: Run | None, fn: Callable[[dict], str]) -> str:
     if run is None:
         return ""
-    if run.status == "oom":
-        return "OOM"
+    if run.status == "oom":  # where it ran out, when the record or its export says (issue 30)
+        return f"OOM ({run.oom_range.rsplit('/', 1)[-1]})" if run.oom_range else "OOM"
     if run.status != "ok" or run.answers is None:
         return "error"
     return fn(run.answers)
