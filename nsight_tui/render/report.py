@@ -242,7 +242,7 @@ def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, run
             "OOM: the configuration ran out of GPU memory_"), ""]
     for t in sweep_tables:
         out.append(tables.markdown(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}", *t.notes]))
-    ooms = [[r.path.name, r.oom_range or "", r.message.split(". ")[0]] for r in runs if r.status == "oom"]
+    ooms = [[r.path.name, r.oom_range or "", ". ".join(r.message.split(". ")[:2])] for r in runs if r.status == "oom"]
     if ooms:
         out.append(tables.markdown(["file", "ran out in (NVTX path)", "message"],
                                    [[safe.markdown(c) for c in row] for row in ooms], title="Out of GPU memory"))

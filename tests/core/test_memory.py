@@ -201,3 +201,21 @@ def test_sweep_oom_cell_says_where(tmp_path, async_trace, with_range):
     assert [(r.path.name, r.status) for r in runs] == [(f"{OOM}.json", "oom")]  # the export is no run
     assert runs[0].oom_range == "warmup_0/forward/scaled_dot_product_attention/computing_attention_scores"
     assert _cell(runs[0], lambda a: "x") == "OOM (computing_attention_scores)"
+
+
+def test_sweep_report_has_the_memory_table_and_where_each_run_ran_out(tmp_path, async_trace, capsys):
+    from nsight_tui.cli import main
+
+    for name in ("small_ctx512_b8", OOM):
+        shutil.copy(async_trace(MEMORY / f"{name}.sqlite.xz"), tmp_path / f"{name}.sqlite")
+    shutil.copy(MEMORY / f"{OOM}.json", tmp_path)
+    assert main(["report", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    small = memory_analysis(range_model(load_trace(tmp_path / "small_ctx512_b8.sqlite")))
+    from nsight_tui.render.numbers import bytes_
+
+    table = text.split("### GPU memory peak: in use / torch reserved")[1].split("###")[0]
+    assert f"| small \\[b8\\] | {bytes_(small.peak_bytes)} / {bytes_(small.torch_peak_reserved_bytes)} |" in table
+    assert "| xl \\[b16\\] |  | OOM (computing_attention_scores) |" in table
+    assert ("| xl_ctx1024_b16.oom.json | warmup_0/forward/scaled_dot_product_attention/computing_attention_scores | "
+            "CUDA out of memory. Tried to allocate 1.56 GiB |") in text
