@@ -116,7 +116,7 @@ class MemoryReport:
         return out
 
 
-def _signed_bytes(events) -> np.ndarray:
+def signed_bytes(events) -> np.ndarray:
     """+bytes per allocation, -bytes per free (a free with no byte count takes its address's allocation's)."""
     nbytes = events["bytes"].to_numpy(np.int64)
     op = events["op"].to_numpy(np.int64)
@@ -253,7 +253,7 @@ def memory_analysis(model: RangeModel) -> MemoryReport:
     report = MemoryReport(has_events=gm.present, gpu_total_bytes=max(gm.total_memory.values()) if gm.total_memory else None)
     events = gm.events
     if gm.present and len(events):
-        signed = _signed_bytes(events)
+        signed = signed_bytes(events)
         report.times_ns = events["start"].to_numpy(np.int64)
         report.in_use = np.cumsum(signed)
         report.allocations = int((signed > 0).sum())

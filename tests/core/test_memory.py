@@ -219,3 +219,33 @@ def test_sweep_report_has_the_memory_table_and_where_each_run_ran_out(tmp_path, 
     assert "| xl \\[b16\\] |  | OOM (computing_attention_scores) |" in table
     assert ("| xl_ctx1024_b16.oom.json | warmup_0/forward/scaled_dot_product_attention/computing_attention_scores | "
             "CUDA out of memory. Tried to allocate 1.56 GiB |") in text
+
+
+def test_timeline_memory_lane_levels_are_the_running_sums_max_per_cell(analysed):
+    """The timeline's memory lane: a cell's height is the most held during it (SQL running sum)
+    over the peak; nothing before the first event."""
+    import numpy as np
+
+    from nsight_tui.parsers.analyses.idle import idle_analysis
+    from nsight_tui.parsers.analyses.timeline import MEMORY, cell_edges, timeline
+
+    path, report = analysed("small_ctx512_b8")
+    trace = load_trace(path)
+    tl = timeline(trace, range_model(trace), idle_analysis(trace))
+    lane = tl.lanes[tl.lane_index("memory:0")]
+    assert lane.kind == MEMORY and lane.title == "GPU0 mem" and lane.peak == report.peak_bytes
+    held = running_sum(sqlite3.connect(path))
+    times = np.array([t for t, _ in held])
+    values = np.array([b for _, b in held])
+    for t0, t1, n in ((tl.t_min, tl.t_max, 80), (report.peak_t_ns - 50_000_000, report.peak_t_ns + 50_000_000, 37)):
+        cells = lane.cells(t0, t1, n)
+        edges = cell_edges(t0, t1, n)
+        for k in range(n):
+            before = values[times < edges[k]]  # hold at the cell's start, then every event inside
+            inside = values[(times >= edges[k]) & (times < edges[k + 1])]
+            levels = [*([before[-1]] if len(before) else []), *inside.tolist()]
+            want = max(levels) / report.peak_bytes if levels else 0.0
+            assert cells.fullness[k] == pytest.approx(want), k
+            assert (cells.dominant[k] == 0) == (want > 0)
+    item = tl.item(tl.lane_index("memory:0"), report.peak_t_ns, report.peak_t_ns + 1)
+    assert item is not None and f"{report.peak_bytes:,} B" in item.name

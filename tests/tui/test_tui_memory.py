@@ -48,3 +48,19 @@ def test_memory_view_model_without_events():
 
     view = memory(range_model(load_trace(SAMPLES / "small_ctx128.sqlite")))
     assert len(view.frame) == 0 and "no GPU memory events" in view.summary()
+
+
+def test_timeline_has_the_memory_lane(tui, async_trace):
+    path = async_trace(MEMORY / "small_ctx512_b8.sqlite.xz")
+
+    async def run():
+        async with tui(path, size=(120, 50)) as ui:
+            await ui.press("t")
+            await ui.until(lambda: type(ui.screen).__name__ == "TimelineScreen" and ui.screen.frame is not None,
+                           "timeline")
+            await ui.press("0")  # the whole capture
+            await ui.settle()
+            return ui.text()
+
+    text = asyncio.run(run())
+    assert "GPU0 mem" in text and "█" in text
