@@ -81,7 +81,10 @@ def read_gpu_memory(tables: Tables) -> GpuMemoryEvents:
             out.kinds.update({int(i): str(v) for i, v in zip(_ints(f, "id"), f.text("label")) if v is not None})
     if schema.has(RUNTIME, "returnValue"):
         cols = _present(tables, RUNTIME, ["start", "end", "globalTid", "correlationId", "returnValue"])
-        f = tables.read(RUNTIME, cols)
+        try:  # SQLite: only the failed calls (a big trace holds a million calls)
+            f = tables.read(RUNTIME, cols, None, (), '"returnValue" != 0')
+        except ValueError:  # a columnar export takes no SQL condition: every call, filtered below
+            f = tables.read(RUNTIME, cols)
         ret = _ints(f, "returnValue", 0)
         bad = np.flatnonzero(ret != 0)
         out.failed_calls = pd.DataFrame({"start": _ints(f, "start")[bad], "end": _ints(f, "end")[bad],
