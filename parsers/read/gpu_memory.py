@@ -57,9 +57,19 @@ def _frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
 def _ints(f: Fetched, name: str, default: int = -1) -> np.ndarray:
     if not f.has(name) or f.n == 0:
         return np.full(f.n, default, np.int64)
-    if not f.is_integer(name):  # a value nsys never writes there: counted as unknown, not fatal
-        return np.array([v if type(v) is int else default for v in f.values[name]], dtype=np.int64)
+    if not f.is_integer(name):  # a value nsys never writes there: unknown (the row is left out), not fatal
+        return np.array([_as_int(v, default) for v in f.values[name]], dtype=np.int64)
     return np.where(f.null(name), default, f.int(name, default)).astype(np.int64)
+
+
+def _as_int(value, default: int) -> int:
+    """An integer of a mixed column (a reader may give the whole column as text), else `default`."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value) if -2**63 <= int(value) < 2**63 else default
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        number = int(value)
+        return number if -2**63 <= number < 2**63 else default
+    return default
 
 
 def _present(tables: Tables, table: str, wanted) -> list[str]:

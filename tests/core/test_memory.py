@@ -249,3 +249,25 @@ def test_timeline_memory_lane_levels_are_the_running_sums_max_per_cell(analysed)
             assert (cells.dominant[k] == 0) == (want > 0)
     item = tl.item(tl.lane_index("memory:0"), report.peak_t_ns, report.peak_t_ns + 1)
     assert item is not None and f"{report.peak_bytes:,} B" in item.name
+
+
+def test_memory_events_with_values_nsys_never_writes_are_left_out(tmp_path, async_trace, capsys):
+    """Text or NULL where nsys writes integers in the memory events (and a failed call's return
+    value): those rows are left out of the sums, the rest is read; report still succeeds."""
+    from conftest import mutated_copy
+
+    from nsight_tui.cli import main
+
+    src = async_trace(MEMORY / "small_ctx512_b8.sqlite.xz")
+    bad = mutated_copy(tmp_path, "bad_memory",
+                       "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET bytes = 'lots' WHERE rowid = 30",
+                       "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET start = NULL WHERE rowid = 31",
+                       "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET returnValue = 'x' WHERE rowid = 5",
+                       src=src, drop_not_null=True)
+    db = sqlite3.connect(bad)
+    good = running_sum(db, "rowid NOT IN (30, 31)")
+    report = memory_analysis(range_model(load_trace(bad)))
+    assert report.allocations == len(good) and report.peak_bytes == max(b for _, b in good)
+    assert report.out_of_memory is None
+    assert main(["report", str(bad), "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory"]["peak_bytes"] == report.peak_bytes
