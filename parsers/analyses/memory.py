@@ -112,6 +112,8 @@ class MemoryReport:
 
     def to_json(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("times_ns", "in_use", "steps")}
+        # every iteration and phase instance (nsys): what each took from the driver, freed, and the most held
+        out["instances"] = [asdict(r) for r in self.steps]
         out["definitions"] = DEFINITIONS
         return out
 

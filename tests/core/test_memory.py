@@ -271,3 +271,17 @@ def test_memory_events_with_values_nsys_never_writes_are_left_out(tmp_path, asyn
     assert report.out_of_memory is None
     assert main(["report", str(bad), "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["memory"]["peak_bytes"] == report.peak_bytes
+
+
+def test_report_json_lists_every_iteration_and_phase_instance(analysed, async_trace, capsys):
+    from nsight_tui.cli import main
+
+    path, report = analysed("small_ctx512_b8")
+    assert main(["report", str(path), "-f", "json"]) == 0
+    instances = json.loads(capsys.readouterr().out)["memory"]["instances"]
+    assert [i["path"] for i in instances] == [r.path for r in report.steps]
+    assert [p for p in (i["path"] for i in instances) if "/" not in p] == [
+        "warmup_0", "warmup_1", "step_0", "step_1", "step_2"]
+    grown = {i["path"]: i["allocated_bytes"] for i in instances}
+    # what the iterations took from the driver adds up to what was held at the end less before them
+    assert sum(v for k, v in grown.items() if "/" not in k) == report.final_bytes - instances[0]["in_use_start_bytes"]

@@ -76,6 +76,11 @@ def rows(r: MemoryReport) -> list[dict]:
         add(p.phase, "peak reserved", p.peak_reserved_bytes, "the allocator's segments, the phase's most")
         if p.segments_grown_bytes is not None:
             add(p.phase, "segments grown", p.segments_grown_bytes, "cudaMalloc'd inside the phase, all steps (nsys)")
+    for inst in r.steps:  # the instances that took memory from the driver (the first iterations, mostly)
+        if inst.allocated_bytes or inst.freed_bytes:
+            add("range", inst.path, inst.net_bytes,
+                f"allocated {bytes_(inst.allocated_bytes)}, freed {bytes_(inst.freed_bytes)}, "
+                f"most held {bytes_(inst.peak_bytes)} (nsys)")
     o = r.out_of_memory
     if o is not None:
         add("OOM", f"{o.call} returned {o.return_value}", o.in_use_bytes, f"in use then · in {o.path or '(no range)'}")
