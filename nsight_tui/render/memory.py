@@ -51,6 +51,15 @@ def section(a: dict) -> list[str]:
         out.append(tables.markdown(["phase", "steps", "allocated at start", "allocated at end", "kept",
                                     "peak allocated", "peak reserved", "segments grown"], rows,
                                    title="Per phase (steady state)", notes=notes))
+    grown = [i for i in m.get("instances", []) if i["allocated_bytes"] or i["freed_bytes"]]
+    if grown:
+        out.append(tables.markdown(
+            ["range instance", "allocated", "freed", "net", "held at start", "most held"],
+            [[safe.markdown(i["path"]), _b(i["allocated_bytes"]), _b(i["freed_bytes"]), _signed(i["net_bytes"]),
+              _b(i["in_use_start_bytes"]), _b(i["peak_bytes"])] for i in grown],
+            title="Where device memory was taken (nsys)",
+            notes=["the iteration and phase instances that cudaMalloc'd or freed; the others took nothing from "
+                   "the driver (the caching allocator reused its segments)"]))
     oom = m.get("out_of_memory")
     if oom:
         total = _b(oom["total_memory_bytes"])

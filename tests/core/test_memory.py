@@ -177,6 +177,7 @@ def test_report_json_and_markdown_carry_memory(async_trace, capsys):
     assert main(["report", str(path)]) == 0
     text = capsys.readouterr().out
     assert "## GPU memory" in text and "**Out of memory**" in text and "cudaErrorMemoryAllocation" in text
+    assert "| warmup_0/forward |" in text.split("### Where device memory was taken (nsys)")[1]
 
 
 def test_trace_without_memory_events_reads_nothing_at_load():
