@@ -23,6 +23,10 @@ def section(a: dict) -> list[str]:
     out = ["## GPU memory"]
     if m["has_events"]:
         total = f" of {_b(m['gpu_total_bytes'])}" if m.get("gpu_total_bytes") else ""
+        if len(m.get("device_peaks") or {}) > 1:
+            out.append(f"_GPU {m['device']}, the one that held the most; peaks by GPU: "
+                       + ", ".join(f"GPU {d} {_b(v)}" for d, v in m["device_peaks"].items()) + "_")
+            out.append("")
         out.append(f"Peak in use (nsys memory events, every kind): **{_b(m['peak_bytes'])}**{total}, at "
                    f"{numbers.seconds(m['peak_t_ns'])} s into the capture, in `{safe.markdown(m['peak_path'] or '(no range)')}`; "
                    f"{m['allocations']:,} allocations, {m['frees']:,} frees.")

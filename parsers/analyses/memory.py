@@ -88,6 +88,8 @@ class OutOfMemory:
 class MemoryReport:
     has_events: bool
     gpu_total_bytes: int | None = None
+    device: int | None = None  # the GPU these figures are of (with several, the one that held the most)
+    device_peaks: dict[int, int] = field(default_factory=dict)  # GPU -> its peak in use
     peak_bytes: int | None = None
     peak_t_ns: int | None = None
     peak_path: str = ""
@@ -255,6 +257,13 @@ def memory_analysis(model: RangeModel) -> MemoryReport:
     report = MemoryReport(has_events=gm.present, gpu_total_bytes=max(gm.total_memory.values()) if gm.total_memory else None)
     events = gm.events
     if gm.present and len(events):
+        devices = events["device"].to_numpy(np.int64)
+        for d in np.unique(devices).tolist():
+            report.device_peaks[int(d)] = int(np.cumsum(signed_bytes(events[devices == d])).max())
+        report.device = max(report.device_peaks, key=lambda d: report.device_peaks[d])
+        if len(report.device_peaks) > 1:  # one GPU's memory: the one that held the most
+            events = events[devices == report.device].reset_index(drop=True)
+            report.gpu_total_bytes = gm.total_memory.get(report.device, report.gpu_total_bytes)
         signed = signed_bytes(events)
         report.times_ns = events["start"].to_numpy(np.int64)
         report.in_use = np.cumsum(signed)

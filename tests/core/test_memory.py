@@ -286,3 +286,16 @@ def test_report_json_lists_every_iteration_and_phase_instance(analysed, async_tr
     grown = {i["path"]: i["allocated_bytes"] for i in instances}
     # what the iterations took from the driver adds up to what was held at the end less before them
     assert sum(v for k, v in grown.items() if "/" not in k) == report.final_bytes - instances[0]["in_use_start_bytes"]
+
+
+def test_several_gpus_figures_are_of_the_one_that_held_the_most(tmp_path, async_trace):
+    from conftest import mutated_copy
+
+    src = async_trace(MEMORY / "small_ctx512_b8.sqlite.xz")
+    two = mutated_copy(tmp_path, "two_gpus", "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET deviceId = 1 WHERE rowid % 3 = 0",
+                       src=src)
+    db = sqlite3.connect(two)
+    peaks = {d: max(b for _, b in running_sum(db, f"deviceId = {d}")) for d in (0, 1)}
+    report = memory_analysis(range_model(load_trace(two)))
+    assert report.device_peaks == peaks and report.device == max(peaks, key=peaks.get)
+    assert report.peak_bytes == peaks[report.device]
