@@ -73,12 +73,52 @@ class NvtxAnnotator:
 
 
 
+class PathTracking:
+    """Wraps an Annotator and keeps the stack of push/pop ranges open on the calling thread; when an
+    exception leaves a range, the deepest path open then is `failed_path` (the range that ran out
+    of memory, for the OOM mark and record)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.stack: list[str] = []
+        self.failed_path: str | None = None
+
+    @contextlib.contextmanager
+    def range(self, name: str) -> Iterator[None]:
+        self.stack.append(name)
+        try:
+            with self.inner.range(name):
+                yield
+        except BaseException:
+            if self.failed_path is None:
+                self.failed_path = "/".join(self.stack)
+            raise
+        finally:
+            self.stack.pop()
+
+    def mark(self, message: str) -> None:
+        self.inner.mark(message)
+
+    def start(self, name: str) -> object:
+        return self.inner.start(name)
+
+    def end(self, handle: object) -> None:
+        self.inner.end(handle)
+
+
 def config_message(config: dict) -> str:
     return conventions.mark_text(conventions.CONFIG, config)
 
 
-def step_message(name: str, seconds: float, phases: dict[str, float]) -> str:
-    return conventions.mark_text(conventions.STEP, {"name": name, "seconds": seconds, "phases": phases})
+def step_message(name: str, seconds: float, phases: dict[str, float], memory: dict | None = None) -> str:
+    value: dict = {"name": name, "seconds": seconds, "phases": phases}
+    if memory:
+        value[conventions.STEP_MEMORY] = memory
+    return conventions.mark_text(conventions.STEP, value)
+
+
+def oom_message(path: str | None, message: str) -> str:
+    return conventions.mark_text(conventions.OOM, {"path": path, "message": message})
 
 
 def flops_message(row: dict) -> str:

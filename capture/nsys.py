@@ -72,6 +72,11 @@ def find_nsys(explicit: str | None = None, env: Mapping[str, str] | None = None,
 AUTOGRAD_NVTX = "--pytorch=autograd-nvtx"
 
 
+# GPU memory (issue 30): every cudaMalloc/cudaFree (PyTorch's caching allocator's segments) as
+# CUDA_GPU_MEMORY_USAGE_EVENTS. On by default; `capture --no-memory-usage` leaves it out.
+MEMORY_USAGE = "--cuda-memory-usage=true"
+
+
 def profile_command(nsys: Path | str, report: Path | str, app: Sequence[str],
                     extra: Sequence[str] = ()) -> list[str]:
     """`nsys profile` writing REPORT (a .nsys-rep); options are all `--key=value` so the app starts clearly."""

@@ -23,10 +23,10 @@ from nsight_tui.capture.errors import CaptureError
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.parsers.read.source import connect_readonly
-from nsight_tui.capture.nsys import AUTOGRAD_NVTX, export_command, profile_command
+from nsight_tui.capture.nsys import AUTOGRAD_NVTX, MEMORY_USAGE, export_command, profile_command
 from nsight_tui.capture.plant import nsys_options as plant_nsys_options
 from nsight_tui.capture.sizes import RunSettings
-from nsight_tui.parsers.read.conventions import output_stem
+from nsight_tui.parsers.read.conventions import OOM_SUFFIX, output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,11 +72,18 @@ class CaptureResult:
 
 
 def output_paths(out_dir: Path, config: CaptureConfig) -> tuple[Path, Path]:
-    return out_dir / f"{config.stem}.sqlite", out_dir / f"{config.stem}.oom.json"
+    return out_dir / f"{config.stem}.sqlite", out_dir / f"{config.stem}{OOM_SUFFIX}.json"
+
+
+def oom_export_path(out_dir: Path, config: CaptureConfig) -> Path:
+    """The export of a run that ran out of memory (beside its STEM.oom.json; a sweep reads it for
+    where the run failed, never as a run of its own)."""
+    return out_dir / f"{config.stem}{OOM_SUFFIX}.sqlite"
 
 
 def existing_outputs(out_dir: Path, config: CaptureConfig, keep_report: bool = False) -> list[Path]:
-    paths = [*output_paths(out_dir, config), *([out_dir / f"{config.stem}.nsys-rep"] if keep_report else [])]
+    paths = [*output_paths(out_dir, config), oom_export_path(out_dir, config),
+             *([out_dir / f"{config.stem}.nsys-rep"] if keep_report else [])]
     return [p for p in paths if p.exists()]
 
 
@@ -110,7 +117,7 @@ class Runner:
     def __init__(self, nsys: Path | str, out_dir: Path, python: str = sys.executable, force: bool = False,
                  keep_report: bool = False, environment: dict | None = None,
                  echo: Callable[[str], None] | None = None, extra_metadata: dict | None = None,
-                 count_flops: bool = False, count_device: str | None = None):
+                 count_flops: bool = False, count_device: str | None = None, memory_usage: bool = True):
         self.nsys = str(nsys)
         self.out_dir = Path(out_dir)
         self.python = python
@@ -124,6 +131,7 @@ class Runner:
         # counted as one rank (the same model and per-rank batch; the all-reduce is no FLOP).
         self.count_flops = count_flops
         self.count_device = count_device
+        self.memory_usage = memory_usage  # nsys --cuda-memory-usage=true (issue 30)
 
     def commands(self, config: CaptureConfig, work_dir: Path) -> tuple[list[str], list[str]]:
         # Full file names: a stem like `2.7B_ctx128` must not look like a name with an extension.
@@ -135,7 +143,8 @@ class Runner:
                     if config.processes > 1 else [])
         app = [self.python, *launcher, "-m", "nsight_tui.capture.workload", *config.workload_args(),
                "--status-file", str(work_dir / "status.json"), *counts]
-        return (profile_command(self.nsys, report, app, config.nsys_options()),
+        extra = [*config.nsys_options(), *([MEMORY_USAGE] if self.memory_usage else [])]
+        return (profile_command(self.nsys, report, app, extra),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
 
     def count_command(self, config: CaptureConfig, work_dir: Path) -> list[str]:
@@ -170,6 +179,11 @@ class Runner:
             if status.get("status") == "oom":
                 record = {"status": "oom", "config": {**config.metadata(), **self.extra_metadata},
                           "message": status.get("message", "out of memory")}
+                if status.get("range"):
+                    record["range"] = status["range"]  # the NVTX path open when memory ran out
+                exported_oom = self._export_oom(config, work_dir)
+                if exported_oom is not None:
+                    record["export"] = exported_oom.name
                 try:
                     write_atomic(oom_path, json.dumps(record, indent=2) + "\n", overwrite=self.force)
                 except TraceError as exc:
@@ -213,6 +227,18 @@ class Runner:
             return CaptureResult(config, "ok", sqlite_path, "", time.perf_counter() - started, details)
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
+
+    def _export_oom(self, config: CaptureConfig, work_dir: Path) -> Path | None:
+        """Export the report of a run that ran out of memory to STEM.oom.sqlite (the failed cudaMalloc
+        and the ranges open then are in it); None when nsys wrote no report or the export failed."""
+        report = work_dir / f"{config.stem}.nsys-rep"
+        exported = work_dir / f"{config.stem}.sqlite"
+        if not report.exists() or self._run(export_command(self.nsys, report, exported)) != 0 or not exported.exists():
+            return None
+        target = oom_export_path(self.out_dir, config)
+        self._replace_check(target)
+        os.replace(exported, target)
+        return target
 
     def make_out_dir(self) -> None:
         try:

@@ -13,7 +13,7 @@ import contextlib
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -21,7 +21,8 @@ from nsight_tui.capture import ddp
 from nsight_tui.capture import plant as plants
 from nsight_tui.capture.plant import PLANTS, Planter, optimizer_kwargs
 from nsight_tui.parsers.read import conventions
-from nsight_tui.capture.annotate import Annotator, NvtxAnnotator, config_message, flops_message, step_message
+from nsight_tui.capture.annotate import (Annotator, NvtxAnnotator, PathTracking, config_message, flops_message,
+                                         oom_message, step_message)
 from nsight_tui.capture.sizes import (ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, OP_RANGES,
                                       VOCAB, RunSettings)
 
@@ -48,6 +49,7 @@ class StepRecord:
     name: str
     seconds: float
     phases: dict[str, float]
+    memory: dict[str, dict[str, int]] = field(default_factory=dict)  # conventions.STEP_MEMORY
 
 
 def oom_error_type():
@@ -113,13 +115,27 @@ class _Workload:
     def device_name(self) -> str:
         return self.torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
 
-    def _phase(self, name: str, phases: dict[str, float], work: Callable[[], object]):
+    def memory_now(self) -> dict[str, int]:
+        """torch's caching allocator: bytes in live tensors and in its segments, now."""
+        cuda = self.torch.cuda
+        return {conventions.ALLOCATED: int(cuda.memory_allocated(self.device)),
+                conventions.RESERVED: int(cuda.memory_reserved(self.device))}
+
+    def _phase(self, name: str, phases: dict[str, float], work: Callable[[], object],
+               memory: dict[str, dict[str, int]] | None = None):
+        if self.cuda and memory is not None:
+            self.torch.cuda.reset_peak_memory_stats(self.device)
         start = time.perf_counter()
         with self.annotator.range(name):
             result = work()
             if self.config.phase_sync:
                 self.sync()
         phases[name] = time.perf_counter() - start
+        if self.cuda and memory is not None:  # the allocator's books are on the host: no sync needed
+            cuda = self.torch.cuda
+            memory[name] = {**self.memory_now(),
+                            conventions.PEAK_ALLOCATED: int(cuda.max_memory_allocated(self.device)),
+                            conventions.PEAK_RESERVED: int(cuda.max_memory_reserved(self.device))}
         return result
 
     def _forward_loss(self):
@@ -158,24 +174,25 @@ class _Workload:
 
     def _eager_iteration(self, name: str) -> StepRecord:
         phases: dict[str, float] = {}
+        memory: dict[str, dict[str, int]] = {conventions.MEMORY_START: self.memory_now()} if self.cuda else {}
         with self.annotator.range(name):
             start = time.perf_counter()
             self.planter.step_start()
             if self.train:
-                loss = self._phase("forward", phases, self._forward_loss)
+                loss = self._phase("forward", phases, self._forward_loss, memory)
                 self.planter.after_forward(loss)
-                self._phase("backward", phases, loss.backward)
+                self._phase("backward", phases, loss.backward, memory)
                 self.planter.before_optimizer(loss)
-                self._phase("optimizer", phases, self._optimizer_step)
+                self._phase("optimizer", phases, self._optimizer_step, memory)
             else:
                 with self.torch.no_grad():
-                    self._phase("forward", phases, self._forward_loss)
+                    self._phase("forward", phases, self._forward_loss, memory)
             if not self.config.phase_sync and self.config.range_sync:
                 self.sync()  # one synchronise, at the step's end, inside its range
         if not self.config.range_sync:
             self.sync()  # after the range: the range is the CPU's span, the mark the GPU's pace
         seconds = time.perf_counter() - start
-        return StepRecord(name, seconds, phases)
+        return StepRecord(name, seconds, phases, memory)
 
 
 def run_workload(config: WorkloadConfig, annotator: Annotator,
@@ -204,7 +221,7 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
             if work.graphed is not None and work.graphed.graph is None and conventions.STEP_RANGE.match(name):
                 work.capture_graph()
             record = work.iteration(name)
-            annotator.mark(step_message(name, record.seconds, record.phases))
+            annotator.mark(step_message(name, record.seconds, record.phases, record.memory))
             records.append(record)
             if index % report_every == 0 or index == len(names) - 1:
                 detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in record.phases.items())
@@ -317,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.count_out:
         return _count(config, args.count_out)
     try:
-        annotator = NvtxAnnotator()
+        annotator = PathTracking(NvtxAnnotator())
     except ImportError:
         print("workload: the `nvtx` package is not installed in this Python (pip install nvtx)", file=sys.stderr)
         return 2
@@ -327,8 +344,12 @@ def main(argv: list[str] | None = None) -> int:
                                counts=_read_counts(args.counts_in))
     except oom as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
-        _write_status(args.status_file, {"status": "oom", "config": asdict(config), "message": message})
-        print(f"workload: out of memory: {message}", file=sys.stderr)
+        # The ranges are closed by now; the mark names the one that was open when memory ran out,
+        # so the export (nsys writes it: the process exits normally) says where.
+        annotator.mark(oom_message(annotator.failed_path, message))
+        _write_status(args.status_file, {"status": "oom", "config": asdict(config), "message": message,
+                                         "range": annotator.failed_path})
+        print(f"workload: out of memory in {annotator.failed_path}: {message}", file=sys.stderr)
         return OOM_EXIT_CODE
     except (ValueError, RuntimeError) as exc:
         _write_status(args.status_file, {"status": "error", "config": asdict(config), "message": str(exc)})

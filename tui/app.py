@@ -86,6 +86,8 @@ class NsightApp(App[int]):
                 "time their fix would save, with the evidence and the fix; enter jumps to the evidence"),
         Binding("p", "view_pace", "Pace", show=False, id="app.view-pace",
                 tooltip="View: the pace of the iterations: each one's CPU span and GPU time in order, outliers marked"),
+        Binding("u", "view_memory", "GPU memory", show=False, id="app.view-memory",
+                tooltip="View: GPU memory: the peak in use and where, per phase, an out-of-memory run's failed allocation"),
         Binding("5", "view_ranks", "Ranks", show=False, id="app.view-ranks",
                 tooltip="View: the ranks side by side (step time, straggler, communication vs compute, per phase)"),
         Binding("R", "cycle_rank", "Rank filter", show=False, id="app.rank",
@@ -444,6 +446,13 @@ class NsightApp(App[int]):
         if self._need_session() and not isinstance(self.screen, PaceScreen):
             await self._to_base()
             self.push_screen(PaceScreen(self.session))
+
+    async def action_view_memory(self) -> None:
+        from nsight_tui.tui.views.memory import MemoryScreen
+
+        if self._need_session() and not isinstance(self.screen, MemoryScreen):
+            await self._to_base()
+            self.push_screen(MemoryScreen(self.session))
 
     async def action_view_ranks(self) -> None:
         if self._need_session():

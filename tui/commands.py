@@ -34,6 +34,8 @@ class NsightCommands(Provider):
             ("View: roofline", "ranges or kernel families against the GPU's roofs (r)", partial(run, "view_roofline")),
             ("View: pace", "each iteration's CPU span and GPU time in order, outliers marked (p)",
              partial(run, "view_pace")),
+            ("View: GPU memory", "the peak in use and where, per phase, an out-of-memory run's failed allocation (u)",
+             partial(run, "view_memory")),
             ("View: ranks", "the ranks side by side: step time, straggler, communication vs compute (5)",
              partial(run, "view_ranks")),
             ("Rank filter: next rank", "every rank -> rank 0 -> rank 1 ...: the tree and kernel tables of one rank (R)",

@@ -173,6 +173,11 @@ class PaceReady(Message):
 
 
 @dataclass
+class MemoryReady(Message):
+    view: object  # viewmodels.memory.MemoryView
+
+
+@dataclass
 class BackwardPartsReady(Message):
     mappings: list  # viewmodels.backward_parts.Mapping, one per mapping the trace allows
 

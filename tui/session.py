@@ -196,6 +196,12 @@ class Session:
 
         return self._once("pace", build)
 
+    def memory(self):
+        """GPU memory: peak, by kind, per phase, out of memory (viewmodels.memory; issue 30)."""
+        from nsight_tui.tui.viewmodels import memory
+
+        return self._once("memory", lambda: memory.memory(self.model), per_mode=False, per_rank=False)
+
     def part_kernels(self, title: str, positions: np.ndarray, where: str = "") -> kernels.KernelsView:
         """The kernels of a backward part (`b`, enter): `positions` in trace.ops."""
         return kernels.op_kernels(self.model, positions, title, f"kernel time of the backward of {where or title}")

@@ -87,6 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--no-count", action="store_true",
                      help="skip counting FLOPs and bytes (one extra iteration in its own process before nsys, "
                      "recorded in the trace as nsight-tui:flops marks for the roofline)")
+    out.add_argument("--no-memory-usage", action="store_true",
+                     help="leave out nsys --cuda-memory-usage=true (GPU memory allocations and frees, on by default)")
     out.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
 
 
@@ -160,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             return _dry_run(args, configs, out_dir)
         nsys = find_nsys(args.nsys)
         runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
-                        count_flops=not args.no_count)
+                        count_flops=not args.no_count, memory_usage=not args.no_memory_usage)
         if not args.skip_existing and not args.force:  # refuse before paying for the probe
             for config in configs:
                 runner.refuse_clobber(config)
@@ -218,7 +220,7 @@ def _dry_run(args: argparse.Namespace, configs: list[CaptureConfig], out_dir: Pa
         print(f"# note: {exc}", flush=True)
         nsys = "nsys"
     runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
-                    count_flops=not args.no_count)
+                    count_flops=not args.no_count, memory_usage=not args.no_memory_usage)
     for index, config in enumerate(configs, 1):
         work = out_dir / f".{config.stem}.XXXXXXXX.partial"  # the real name is made by mkdtemp
         profile, export = runner.commands(config, work)

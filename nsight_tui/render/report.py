@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.model.attribution import MODE_HELP
-from nsight_tui.render import backward_parts, findings, numbers, process_view, roofline, safe, tables
+from nsight_tui.render import backward_parts, findings, memory, numbers, process_view, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
 
@@ -221,6 +221,7 @@ SECTIONS: list[Section] = [
     occupancy,  # theoretical occupancy of the costliest kernels
     ratios,
     idle_section,
+    memory.section,  # GPU memory: peak, per phase, out of memory (issue 30)
     findings.section,  # (h) What to fix first
     warmup,
     ranks,
@@ -241,6 +242,10 @@ def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, run
             "OOM: the configuration ran out of GPU memory_"), ""]
     for t in sweep_tables:
         out.append(tables.markdown(t.headers, t.rows, title=t.title, notes=[f"basis: {t.basis}", *t.notes]))
+    ooms = [[r.path.name, r.oom_range or "", ". ".join(r.message.split(". ")[:2])] for r in runs if r.status == "oom"]
+    if ooms:
+        out.append(tables.markdown(["file", "ran out in (NVTX path)", "message"],
+                                   [[safe.markdown(c) for c in row] for row in ooms], title="Out of GPU memory"))
     errors = [[r.path.name, r.message] for r in runs if r.status == "error"]
     if errors:
         out.append(tables.markdown(["file", "why it is an error cell"], errors, title="Runs not analysed"))
@@ -262,7 +267,7 @@ def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, s
     return tables.json({
         "folder": str(folder), "attribution": attribution,
         "runs": [{"file": r.path.name, "model": r.model, "ctx": r.ctx, "variant": r.variant,
-                  "status": r.status, "message": r.message,
+                  "status": r.status, "message": r.message, **({"oom_range": r.oom_range} if r.oom_range else {}),
                   "answers": public(r.answers) if r.answers else None} for r in runs],
         "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows, "notes": t.notes}
                    for t in sweep_tables],

@@ -79,6 +79,14 @@ def _gemm_cell(a: dict) -> str:
     return f"{numbers.percent(a['ratios']['gemm_share_forward'])} / {numbers.percent(a['ratios']['gemm_share_step'])}"
 
 
+def _memory_cell(a: dict) -> str:
+    m = a.get("memory") or {}
+    peak, reserved = m.get("peak_bytes"), m.get("torch_peak_reserved_bytes")
+    if peak is None and reserved is None:
+        return MISSING
+    return f"{numbers.bytes_(peak)} / {numbers.bytes_(reserved)}"
+
+
 # (title, basis, answers -> cell text): one line per question.
 QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
     ("Forward time per step, GPU / CPU (ms)", "forward's GPU work span (first kernel start to last end, nsys's "
@@ -98,6 +106,9 @@ QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
     ("Step time, period / Python (ms)", "mean step period (each step_N's start to the next's; the last ends with "
      "its GPU work) vs perf_counter in the capture", _timing_cell),
     *IDLE_FIGURES,
+    ("GPU memory peak: in use / torch reserved", "in use: device memory cudaMalloc'd by the process (nsys memory "
+     "events); reserved: torch.cuda.max_memory_reserved over the phases (step marks); OOM (range): where the run "
+     "ran out", _memory_cell),
     *roofline.SWEEP_QUESTIONS,  # MFU, achieved TFLOP/s, bound (render.roofline)
     *findings.SWEEP_QUESTIONS,  # what to fix first (render.findings)
 ]
@@ -106,8 +117,8 @@ QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
 def _cell(run: Run | None, fn: Callable[[dict], str]) -> str:
     if run is None:
         return ""
-    if run.status == "oom":
-        return "OOM"
+    if run.status == "oom":  # where it ran out, when the record or its export says (issue 30)
+        return f"OOM ({run.oom_range.rsplit('/', 1)[-1]})" if run.oom_range else "OOM"
     if run.status != "ok" or run.answers is None:
         return "error"
     return fn(run.answers)

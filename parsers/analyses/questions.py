@@ -221,6 +221,12 @@ def _gpu_idle(model: RangeModel) -> dict:
     return phase_idle(model)
 
 
+def _memory(model: RangeModel) -> dict:
+    from nsight_tui.parsers.analyses.memory import memory_analysis
+
+    return memory_analysis(model).to_json()
+
+
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
               main_thread: str | None = None, roofline_options: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
@@ -250,6 +256,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
+        "memory": _memory(model),
         **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
         "occupancy": occupancy.answers(trace),

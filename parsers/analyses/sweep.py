@@ -23,6 +23,30 @@ class Run:
     status: str = "ok"  # ok | oom | error
     message: str = ""
     answers: dict | None = None
+    oom_range: str | None = None  # where an OOM run ran out: the NVTX path (its record, else its export)
+
+
+def _oom_range(path: Path) -> str | None:
+    """The NVTX path an OOM run ran out in: its record's "range" (capture since issue 30), else the
+    failed cudaMalloc's path in its export (STEM.oom.sqlite beside the record), else None."""
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(record, dict) and isinstance(record.get("range"), str) and record["range"]:
+        return record["range"]
+    export = path.with_name(path.name[: -len(".json")] + ".sqlite")
+    if not export.is_file():
+        return None
+    from nsight_tui.parsers.analyses.memory import memory_analysis
+    from nsight_tui.parsers.model.ranges import range_model
+    from nsight_tui.parsers.read.load import load_trace
+
+    try:
+        oom = memory_analysis(range_model(load_trace(export))).out_of_memory
+    except Exception:  # noqa: BLE001 - the export only adds where; the cell stays OOM without it
+        return None
+    return oom.path or None if oom is not None else None
 
 
 def _oom_message(path: Path) -> tuple[str, str]:
@@ -51,6 +75,8 @@ def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
             if skipped is not None:
                 skipped.append(f"{name}: not a regular file, skipped")
             continue
+        if name.endswith(f"{conventions.OOM_SUFFIX}.sqlite"):  # an OOM run's export: read through its record
+            continue
         if name.endswith(".oom.json"):
             stem, status = name[: -len(".oom.json")], "oom"
         elif name.endswith(".sqlite"):
@@ -62,6 +88,8 @@ def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
         run = Run(path, model, ctx, variant, status)
         if status == "oom":
             run.status, run.message = _oom_message(path)
+            if run.status == "oom":
+                run.oom_range = _oom_range(path)
         runs.append(run)
     return runs
 

@@ -37,7 +37,8 @@ from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, pid_of
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel, display_name, path_key
 
-NVTX, API, GPU, IDLE = "nvtx", "api", "gpu", "idle"
+NVTX, API, GPU, IDLE, MEMORY = "nvtx", "api", "gpu", "idle", "memory"
+MEMORY_CATEGORIES = ("in use",)
 GPU_CATEGORIES = (*families.FAMILY_KEYS, "memcpy", "memset")
 COMMUNICATION = ranks.COMMUNICATION  # the family of NCCL and other collective kernels
 IDLE_CATEGORIES = CAUSES[1:]  # launch-bound, sync-bound, host-bound
@@ -131,6 +132,27 @@ class Lane:
         return list(zip(c0[wide].tolist(), np.minimum(c1[wide], n).tolist(), idx[wide].tolist()))
 
 
+@dataclass(eq=False)
+class MemoryLane(Lane):
+    """Device memory in use on one GPU (nsys memory events, analyses.memory): item i is the stretch
+    from event i to the next, holding `held[i]` bytes; a cell's height is the most held in it over
+    the run's peak on that GPU (a bar chart of memory, not a coverage)."""
+
+    held: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    peak: int = 1
+
+    def cells(self, t0: int, t1: int, n: int) -> Cells:
+        edges = cell_edges(t0, t1, n)
+        first = np.searchsorted(self.start, edges[:-1], side="right") - 1  # the item open at the cell's start
+        last = np.searchsorted(self.start, edges[1:], side="left") - 1  # the last item starting in it
+        level = np.zeros(n)
+        for k in range(n):
+            lo, hi = max(int(first[k]), 0), int(last[k])
+            if hi >= lo and self.end[hi] > edges[k]:  # items tile [first start, the trace's end)
+                level[k] = self.held[lo:hi + 1].max()
+        return Cells(np.where(level > 0, 0, -1).astype(np.int32), np.minimum(level / max(self.peak, 1), 1.0))
+
+
 def cell_edges(t0: int, t1: int, n: int) -> np.ndarray:
     """n + 1 integer cell boundaries from t0 to t1 (cells differ by at most 1 ns)."""
     return t0 + (np.arange(n + 1, dtype=np.int64) * (int(t1) - int(t0))) // n
@@ -167,7 +189,7 @@ class Timeline:
         self._rank_of_device, self._rank_of_process = _rank_numbers(trace)
         self.range_names = trace.ranges["name"].to_numpy() if len(trace.ranges) else np.zeros(0, dtype=object)
         self._cache: dict = {}
-        self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes()]
+        self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes(), *self._memory_lanes()]
         for lane in self.lanes:  # the per-category unions, here (a worker), not in the first frame
             lane.category_sets()
             lane.union  # noqa: B018
@@ -293,6 +315,28 @@ class Timeline:
         lane._sets = [dev.launch, dev.sync, pieces(edges, labels, HOST_BOUND)]
         return lane
 
+    def _memory_lanes(self) -> list[Lane]:
+        """One lane per GPU with memory events (nsys --cuda-memory-usage=true): bytes in use."""
+        gm = self.trace.gpu_memory
+        if not gm.present or not len(gm.events):
+            return []
+        from nsight_tui.parsers.analyses.memory import signed_bytes  # a sibling analysis: its results only
+
+        ev = gm.events
+        out: list[Lane] = []
+        hi = max(_bounds(self.trace)[1], int(ev["start"].iloc[-1]) + 1)
+        for d in sorted(set(ev["device"].tolist())):
+            sel = ev[ev["device"] == d]
+            held = np.cumsum(signed_bytes(sel))
+            start = sel["start"].to_numpy(np.int64)
+            end = np.concatenate((start[1:], [hi]))
+            keep = end > start  # events at the same ns: the last one's level stands
+            idx = np.flatnonzero(keep)
+            out.append(MemoryLane(f"memory:{d}", f"{self._rank_prefix(d)}GPU{d} mem", MEMORY, MEMORY_CATEGORIES,
+                                  start[idx], end[idx], np.zeros(len(idx), np.int32), np.full(len(idx), -1, np.int64),
+                                  device=d, held=held[idx], peak=int(held.max()) if len(held) else 1))
+        return out
+
     # -- queries ----------------------------------------------------------------------------
     def lane_index(self, key: str) -> int | None:
         return next((i for i, lane in enumerate(self.lanes) if lane.key == key), None)
@@ -328,6 +372,10 @@ class Timeline:
         if lane.kind == IDLE:
             cause = lane.categories[int(lane.cat[i])]
             return Item(lane, i, cause, cause, start, end, -1)
+        if isinstance(lane, MemoryLane):
+            held = int(lane.held[i])
+            return Item(lane, i, MEMORY, f"{held / 2**30:.2f} GiB in use ({held:,} B, "
+                        f"{held / max(lane.peak, 1):.0%} of the peak)", start, end, -1)
         kind, call = int(c["op_kind"][ref]), int(c["op_api"][ref])
         item = Item(lane, i, ("kernel", "memcpy", "memset")[kind], t.op_names[int(c["op_name"][ref])], start, end,
                     ref, corr=int(c["op_corr"][ref]), gpid=int(c["op_gpid"][ref]))

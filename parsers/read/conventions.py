@@ -14,6 +14,18 @@ META_PREFIX = "nsight-tui:"
 CONFIG = "config"  # the run's configuration (model, ctx, batch, dtype, ...)
 STEP = "step"  # one iteration's Python-measured time and phase times
 FLOPS = "flops"  # one range path's FLOPs and bytes, counted at capture (capture.counting)
+OOM = "oom"  # the run ran out of GPU memory: {"path": the NVTX path open on the main thread, "message"}
+
+# GPU memory in the step mark (issue 30): torch's caching allocator's own figures, under
+# "memory": {"start": {...}, PHASE: {...}} — "start" at the iteration's start, each phase's at its end
+# with the peaks since the phase began (torch.cuda.reset_peak_memory_stats at its start).
+STEP_MEMORY = "memory"
+MEMORY_START = "start"
+ALLOCATED = "allocated_bytes"  # torch.cuda.memory_allocated(): bytes in live tensors
+RESERVED = "reserved_bytes"  # torch.cuda.memory_reserved(): the allocator's segments (cudaMalloc'd)
+PEAK_ALLOCATED = "peak_allocated_bytes"  # torch.cuda.max_memory_allocated() over the phase
+PEAK_RESERVED = "peak_reserved_bytes"  # torch.cuda.max_memory_reserved() over the phase
+OOM_SUFFIX = ".oom"  # STEM.oom.json (the record) and STEM.oom.sqlite (the export of a run that ran out)
 
 
 def mark_prefix(kind: str) -> str:

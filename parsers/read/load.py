@@ -16,6 +16,7 @@ import pandas as pd
 
 from nsight_tui.parsers.read.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents, read_gpu_memory
 from nsight_tui.parsers.read.groupstats import group_ids
 from nsight_tui.parsers.read.heap import release_free_memory
 from nsight_tui.parsers.read import conventions, validate
@@ -136,6 +137,12 @@ class Trace:
                 nbytes = f.int("bytes", 0)[at] if f.n else np.zeros(len(at), np.int64)
                 out.loc[idx, "bytes"] = np.where(found, nbytes, 0)
         return out
+
+    @cached_property
+    def gpu_memory(self) -> GpuMemoryEvents:
+        """nsys's GPU memory events, failed CUDA calls and the GPUs' memory (read on first use)."""
+        with open_tables(self.path, probe=False) as tables:
+            return read_gpu_memory(tables)
 
     @property
     def kernels(self) -> pd.DataFrame:

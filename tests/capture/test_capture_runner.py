@@ -265,15 +265,22 @@ def test_sweep_records_oom_and_goes_on(tmp_path, fake_nsys, monkeypatch):
                       "config": {"model": "medium", "d_model": 1024, "n_layers": 24, "n_heads": 16,
                                  "vocab": 10000, "batch": 4, "ctx": 128, "dtype": "fp32", "mode": "train",
                                  "attention": "manual", "steps": 3, "warmup": 2, "device": "NVIDIA H200"},
-                      "message": "CUDA out of memory. Tried to allocate 9.00 GiB"}
+                      "message": "CUDA out of memory. Tried to allocate 9.00 GiB",
+                      "export": "medium_ctx128.oom.sqlite"}
     assert not (out / "medium_ctx128.sqlite").exists()
+    # the report nsys wrote for the run that ran out is exported beside the record (issue 30),
+    # and a sweep reads that run through its record, not as a run of its own
+    assert (out / "medium_ctx128.oom.sqlite").exists()
+    from nsight_tui.parsers.analyses.sweep import discover
+    assert sorted((r.path.name, r.status) for r in discover(out)) == [
+        ("medium_ctx128.oom.json", "oom"), ("small_ctx128.sqlite", "ok"), ("small_ctx256.sqlite", "ok")]
     assert kernel_rows(out / "small_ctx128.sqlite") == 7 and kernel_rows(out / "small_ctx256.sqlite") == 7
     assert results[1].details["kernels"] == 7 and results[1].details["median_step_s"] == 0.25
-    # no work folders or temp files left behind; the OOM'd config was not exported
-    assert sorted(p.name for p in out.iterdir()) == ["medium_ctx128.oom.json", "small_ctx128.sqlite",
-                                                     "small_ctx256.sqlite"]
+    # no work folders or temp files left behind; the OOM'd config's export only as STEM.oom.sqlite
+    assert sorted(p.name for p in out.iterdir()) == ["medium_ctx128.oom.json", "medium_ctx128.oom.sqlite",
+                                                     "small_ctx128.sqlite", "small_ctx256.sqlite"]
     verbs = [c[0] for c in nsys_calls(tmp_path)]
-    assert verbs == ["profile", "profile", "export", "profile", "export"]
+    assert verbs == ["profile", "export", "profile", "export", "profile", "export"]
 
 
 def test_cli_sweep_with_oom_exits_zero_single_oom_exits_four(tmp_path, fake_nsys, monkeypatch, capsys):
@@ -401,3 +408,15 @@ def test_counting_runs_before_the_profiled_child(tmp_path, fake_nsys, monkeypatc
     count_at, profile_at = out.index("--count-out"), out.index(shlex.join([str(fake_nsys), "profile"]))
     assert count_at < out.index("counted one iteration") < profile_at
     assert "--counts-in" in out[profile_at:] and "ignoring the counts" not in printed.err
+
+
+def test_profile_records_gpu_memory_by_default(tmp_path):
+    # issue 30: nsys --cuda-memory-usage=true unless --no-memory-usage
+    from nsight_tui.capture.nsys import MEMORY_USAGE
+
+    config = CaptureConfig("small", 128)
+    profile, _ = Runner("nsys", tmp_path).commands(config, tmp_path)
+    assert MEMORY_USAGE == "--cuda-memory-usage=true" and MEMORY_USAGE in profile
+    assert profile.index(MEMORY_USAGE) < profile.index("-m")  # an nsys option, before the app
+    profile, _ = Runner("nsys", tmp_path, memory_usage=False).commands(config, tmp_path)
+    assert MEMORY_USAGE not in profile

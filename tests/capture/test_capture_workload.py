@@ -259,3 +259,18 @@ def test_model_order_lists_the_capture_sizes_in_size_order():
 
     assert tuple(MODEL_SIZES) == MODEL_ORDER
     assert [MODEL_SIZES[m][0] for m in MODEL_ORDER] == sorted(MODEL_SIZES[m][0] for m in MODEL_ORDER)
+
+
+def test_path_tracking_names_the_range_an_exception_left():
+    # issue 30: the OOM record and mark name the deepest range open when memory ran out
+    from nsight_tui.capture.annotate import NullAnnotator, PathTracking
+
+    tracking = PathTracking(NullAnnotator())
+    with tracking.range("warmup_0"):
+        with tracking.range("forward"):
+            pass
+    assert tracking.failed_path is None and tracking.stack == []
+    with pytest.raises(MemoryError):
+        with tracking.range("warmup_0"), tracking.range("forward"), tracking.range("computing_attention_scores"):
+            raise MemoryError
+    assert tracking.failed_path == "warmup_0/forward/computing_attention_scores" and tracking.stack == []

@@ -280,7 +280,7 @@ def lane_heights(kinds: list[str], rows: int) -> list[int]:
     (up to 3) and the API lanes (up to 2), top to bottom."""
     heights = [1] * len(kinds)
     spare = rows - len(kinds)
-    for kind, most in (("gpu", 2), ("gpu", 3), ("idle", 2), ("api", 2), ("gpu", 4), ("idle", 3)):
+    for kind, most in (("gpu", 2), ("gpu", 3), ("idle", 2), ("api", 2), ("gpu", 4), ("idle", 3), ("memory", 2)):
         for i, k in enumerate(kinds):
             if spare > 0 and k == kind and heights[i] < most:
                 heights[i] += 1

@@ -1,0 +1,79 @@
+"""The report's GPU memory section (issue 30): the peak, when and where; per phase over the
+steady-state steps; an out-of-memory run's failed allocation. Reads `answers["memory"]`
+(parsers.analyses.memory.MemoryReport.to_json)."""
+from __future__ import annotations
+
+from nsight_tui.render import numbers, safe, tables
+
+
+def _b(n) -> str:
+    return numbers.bytes_(n)
+
+
+def _signed(n) -> str:
+    if n is None:
+        return numbers.bytes_(n)
+    return ("+" if n > 0 else "") + numbers.bytes_(n)
+
+
+def section(a: dict) -> list[str]:
+    m = a.get("memory")
+    if not m or (not m["has_events"] and not m["phases"] and not m["out_of_memory"]):
+        return []
+    out = ["## GPU memory"]
+    if m["has_events"]:
+        total = f" of {_b(m['gpu_total_bytes'])}" if m.get("gpu_total_bytes") else ""
+        if len(m.get("device_peaks") or {}) > 1:
+            out.append(f"_GPU {m['device']}, the one that held the most; peaks by GPU: "
+                       + ", ".join(f"GPU {d} {_b(v)}" for d, v in m["device_peaks"].items()) + "_")
+            out.append("")
+        out.append(f"Peak in use (nsys memory events, every kind): **{_b(m['peak_bytes'])}**{total}, at "
+                   f"{numbers.seconds(m['peak_t_ns'])} s into the capture, in `{safe.markdown(m['peak_path'] or '(no range)')}`; "
+                   f"{m['allocations']:,} allocations, {m['frees']:,} frees.")
+        out.append("")
+        rows = [[safe.markdown(kind), _b(v)] for kind, v in m["peak_by_kind"].items()]
+        if m.get("torch_peak_reserved_bytes") is not None:
+            rows.append(["torch max reserved (the allocator's segments, step marks)", _b(m["torch_peak_reserved_bytes"])])
+            rows.append(["in use beyond torch's segments (libraries' own cudaMalloc, static globals)",
+                         _b(m["peak_bytes"] - m["torch_peak_reserved_bytes"])])
+        if m.get("torch_peak_allocated_bytes") is not None:
+            rows.append(["torch max allocated (live tensors, step marks)", _b(m["torch_peak_allocated_bytes"])])
+        out.append(tables.markdown(["what", "bytes"], rows))
+    else:
+        out.append("_No memory events in this export (capture with nsys --cuda-memory-usage=true)._")
+    if m["phases"]:
+        rows = [[p["phase"], p["steps"], _b(p["allocated_start_bytes"]), _b(p["allocated_end_bytes"]),
+                 _signed(p["kept_bytes"]), _b(p["peak_allocated_bytes"]), _b(p["peak_reserved_bytes"]),
+                 _b(p["segments_grown_bytes"])] for p in m["phases"]]
+        notes = ["torch's figures from the step marks, medians over the steady-state steps; kept: allocated at the "
+                 "phase's end minus at its start (forward: the activations it keeps for backward; backward: what "
+                 "it frees, net of the gradients it makes; optimizer: zero_grad's freed gradients)",
+                 "segments grown: bytes the caching allocator cudaMalloc'd inside the phase (nsys), all steps"]
+        if m.get("optimizer_state_bytes") is not None:
+            notes.append(f"optimizer state: {_b(m['optimizer_state_bytes'])} (allocated at the first step's start "
+                         "minus at the first warmup's start: AdamW's moments and whatever else the warmups keep)")
+        out.append(tables.markdown(["phase", "steps", "allocated at start", "allocated at end", "kept",
+                                    "peak allocated", "peak reserved", "segments grown"], rows,
+                                   title="Per phase (steady state)", notes=notes))
+    grown = [i for i in m.get("instances", []) if i["allocated_bytes"] or i["freed_bytes"]]
+    if grown:
+        out.append(tables.markdown(
+            ["range instance", "allocated", "freed", "net", "held at start", "most held"],
+            [[safe.markdown(i["path"]), _b(i["allocated_bytes"]), _b(i["freed_bytes"]), _signed(i["net_bytes"]),
+              _b(i["in_use_start_bytes"]), _b(i["peak_bytes"])] for i in grown],
+            title="Where device memory was taken (nsys)",
+            notes=["the iteration and phase instances that cudaMalloc'd or freed; the others took nothing from "
+                   "the driver (the caching allocator reused its segments)"]))
+    oom = m.get("out_of_memory")
+    if oom:
+        total = _b(oom["total_memory_bytes"])
+        out.append(f"**Out of memory**: `{safe.markdown(oom['call'])}` returned {oom['return_value']} "
+                   f"(cudaErrorMemoryAllocation) at {numbers.seconds(oom['t_ns'])} s on {safe.markdown(oom['thread'])}, "
+                   f"in `{safe.markdown(oom['path'] or '(no range)')}`, with {_b(oom['in_use_bytes'])} in use of "
+                   f"{total}; {oom['failed_calls']} failed allocation(s).")
+        if oom.get("workload_path") and oom["workload_path"] != oom["path"]:
+            out.append(f"The workload recorded `{safe.markdown(oom['workload_path'])}` as the range open.")
+        if oom.get("message"):
+            out.append(f"PyTorch: {safe.markdown(oom['message'].split('  See documentation')[0])}")
+    out.append("")
+    return out

@@ -1,0 +1,66 @@
+"""`u`: the GPU memory view (issue 30) on the committed memory captures: the rows are the memory
+analysis's figures, the OOM capture's failed allocation and range on screen; the view model
+without Textual on an export with no memory events."""
+from __future__ import annotations
+
+import asyncio
+
+from conftest import SAMPLES
+
+MEMORY = SAMPLES / "memory"
+
+
+def test_memory_view_shows_peak_phases_and_the_oom(tui, async_trace):
+    from nsight_tui.parsers.analyses.memory import memory_analysis
+    from nsight_tui.parsers.model.ranges import range_model
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.render.numbers import bytes_
+
+    small = async_trace(MEMORY / "small_ctx512_b8.sqlite.xz")
+    oom = async_trace(MEMORY / "xl_ctx1024_b16.oom.sqlite.xz")
+
+    async def run(path):
+        want = memory_analysis(range_model(load_trace(path)))
+        async with tui(path, size=(120, 40)) as ui:
+            await ui.press("u")
+            await ui.until(lambda: type(ui.screen).__name__ == "MemoryScreen" and ui.screen.view is not None, "memory")
+            frame = ui.screen.view.frame
+            peak = frame[frame["what"] == "peak in use"]
+            assert peak["bytes"].tolist() == [want.peak_bytes]
+            text = ui.text()
+            assert "peak in use" in text and bytes_(want.peak_bytes) in text
+            return frame, text, want
+
+    frame, text, want = asyncio.run(run(small))
+    assert set(frame["section"]) >= {"nsys", "torch", "forward", "backward", "optimizer"}
+    kept = frame[(frame["section"] == "forward") & (frame["what"] == "kept (end − start)")]["bytes"].tolist()
+    assert kept == [want.phases[0].kept_bytes] and kept[0] > 0
+    frame, text, want = asyncio.run(run(oom))
+    assert "OUT OF MEMORY" in text and "computing_attention_scores" in text
+    assert frame[frame["section"] == "OOM"]["bytes"].tolist() == [want.out_of_memory.in_use_bytes,
+                                                                 want.out_of_memory.total_memory_bytes]
+
+
+def test_memory_view_model_without_events():
+    from nsight_tui.parsers.model.ranges import range_model
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.tui.viewmodels.memory import memory
+
+    view = memory(range_model(load_trace(SAMPLES / "small_ctx128.sqlite")))
+    assert len(view.frame) == 0 and "no GPU memory events" in view.summary()
+
+
+def test_timeline_has_the_memory_lane(tui, async_trace):
+    path = async_trace(MEMORY / "small_ctx512_b8.sqlite.xz")
+
+    async def run():
+        async with tui(path, size=(120, 50)) as ui:
+            await ui.press("t")
+            await ui.until(lambda: type(ui.screen).__name__ == "TimelineScreen" and ui.screen.frame is not None,
+                           "timeline")
+            await ui.press("0")  # the whole capture
+            await ui.settle()
+            return ui.text()
+
+    text = asyncio.run(run())
+    assert "GPU0 mem" in text and "█" in text

@@ -1,0 +1,93 @@
+"""The GPU memory view (`u`, issue 30): the peak in use and where, by memory kind, torch's own
+figures beside nsys's, per phase over the steady-state steps, and an out-of-memory run's failed
+allocation. Data: parsers.analyses.memory. No Textual here.
+
+One row per figure, each saying what it is (in use from nsys's memory events vs torch's reserved
+segments vs torch's allocated tensors); the export has the exact bytes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from nsight_tui.parsers.analyses.memory import MemoryReport, memory_analysis
+from nsight_tui.parsers.model.ranges import RangeModel
+from nsight_tui.render.numbers import bytes_, seconds
+from nsight_tui.tui.table_model import Column
+
+
+def _bytes(n) -> str:
+    return bytes_(n) if n is None or n >= 0 else "−" + bytes_(-n)
+
+
+COLUMNS = [
+    Column("section", "", 10, "left", text=True, priority=6, md_header="Section"),
+    Column("what", "Figure", None, "left", text=True, min_width=16, md_header="Figure"),
+    Column("bytes", "Bytes", 12, fmt=_bytes, priority=9, md_header="Bytes"),
+    Column("where", "Where / what it is", 40, "left", text=True, priority=7, md_header="Where / what it is"),
+]
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    frame: pd.DataFrame  # COLUMNS' keys
+    report: MemoryReport
+
+    def summary(self) -> str:
+        r = self.report
+        if r.out_of_memory is not None:
+            o = r.out_of_memory
+            return (f"OUT OF MEMORY: {o.call} failed in {o.path or '(no range)'} with {bytes_(o.in_use_bytes)} in use "
+                    f"of {bytes_(o.total_memory_bytes)}")
+        if not r.has_events:
+            return ("no GPU memory events in this export (nsys --cuda-memory-usage=true; nsight-tui capture records "
+                    "them by default)" + ("; torch's figures from the step marks below" if r.phases else ""))
+        total = f" of {bytes_(r.gpu_total_bytes)}" if r.gpu_total_bytes else ""
+        return f"peak in use {bytes_(r.peak_bytes)}{total} in {r.peak_path or '(no range)'}"
+
+
+def rows(r: MemoryReport) -> list[dict]:
+    out: list[dict] = []
+
+    def add(section, what, nbytes, where=""):
+        out.append({"section": section, "what": what, "bytes": nbytes, "where": where})
+
+    if r.has_events:
+        add("nsys", "peak in use", r.peak_bytes,
+            f"{r.peak_path or '(no range)'} at {seconds(r.peak_t_ns)} s (cudaMalloc'd by the process, every kind)")
+        for kind, peak in r.peak_by_kind.items():
+            add("nsys", f"peak of kind {kind}", peak, "static globals of modules" if "Static" in kind else "")
+        add("nsys", "GPU total", r.gpu_total_bytes, "TARGET_INFO_GPU.totalMemory")
+    if r.torch_peak_reserved_bytes is not None:
+        add("torch", "max reserved", r.torch_peak_reserved_bytes, "the caching allocator's segments (step marks)")
+        if r.has_events and r.peak_bytes is not None:
+            add("torch", "in use beyond reserved", r.peak_bytes - r.torch_peak_reserved_bytes,
+                "libraries' own cudaMalloc (cuBLAS workspaces) and static globals")
+    if r.torch_peak_allocated_bytes is not None:
+        add("torch", "max allocated", r.torch_peak_allocated_bytes, "live tensors (step marks)")
+    if r.optimizer_state_bytes is not None:
+        add("torch", "optimizer state", r.optimizer_state_bytes,
+            "allocated at the first step's start minus at the first warmup's start")
+    for p in r.phases:
+        add(p.phase, "kept (end − start)", p.kept_bytes,
+            {"forward": "activations kept for backward", "backward": "freed, net of the gradients made",
+             "optimizer": "zero_grad's freed gradients"}.get(p.phase, "") + f" · median of {p.steps} steps")
+        add(p.phase, "peak allocated", p.peak_allocated_bytes, "live tensors, the phase's most")
+        add(p.phase, "peak reserved", p.peak_reserved_bytes, "the allocator's segments, the phase's most")
+        if p.segments_grown_bytes is not None:
+            add(p.phase, "segments grown", p.segments_grown_bytes, "cudaMalloc'd inside the phase, all steps (nsys)")
+    for inst in r.steps:  # the instances that took memory from the driver (the first iterations, mostly)
+        if inst.allocated_bytes or inst.freed_bytes:
+            add("range", inst.path, inst.net_bytes,
+                f"allocated {bytes_(inst.allocated_bytes)}, freed {bytes_(inst.freed_bytes)}, "
+                f"most held {bytes_(inst.peak_bytes)} (nsys)")
+    o = r.out_of_memory
+    if o is not None:
+        add("OOM", f"{o.call} returned {o.return_value}", o.in_use_bytes, f"in use then · in {o.path or '(no range)'}")
+        add("OOM", "GPU total", o.total_memory_bytes, f"{o.failed_calls} failed allocation(s) on {o.thread}")
+    return out
+
+
+def memory(model: RangeModel) -> MemoryView:
+    report = memory_analysis(model)
+    return MemoryView(pd.DataFrame(rows(report), columns=[c.key for c in COLUMNS]), report)
