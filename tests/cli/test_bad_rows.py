@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-from conftest import SAMPLES, mutated_copy
+from conftest import SAMPLES, mutated_copy, sql_rows
 
 SRC = SAMPLES / "small_ctx128_fwd.sqlite"
 K, RT, NV = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
@@ -27,12 +26,7 @@ def mutate(tmp_path, name, *sql):
     return mutated_copy(tmp_path, name, *sql, drop_not_null=True)
 
 
-def sql(path, query):
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(query).fetchall()
-    finally:
-        con.close()
+sql = sql_rows
 
 
 def no_internal_error(proc):

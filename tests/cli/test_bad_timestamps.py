@@ -6,13 +6,12 @@ counted in a note (or the file refused when most rows are bad). Every count here
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-from conftest import SAMPLES, mutated_copy
+from conftest import SAMPLES, mutated_copy, sql_rows
 
 SRC = SAMPLES / "small_ctx128.sqlite"
 K, M, N = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS"
@@ -43,12 +42,7 @@ def run_cli(*args):
                           timeout=300, stdin=subprocess.DEVNULL)
 
 
-def sql(path, query):
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(query).fetchall()
-    finally:
-        con.close()
+sql = sql_rows
 
 
 def _numbers(value):

@@ -8,13 +8,12 @@ committed sample; what the note must count comes from SQL over that copy."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 
 import pytest
 
-from conftest import SAMPLES, mutated_copy
+from conftest import SAMPLES, mutated_copy, sql_rows
 
 TRAIN = SAMPLES / "small_ctx128.sqlite"  # has memcpys, which the findings' copy rules read
 RT, MC = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -25,12 +24,7 @@ def run_cli(*args, timeout=300):
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def sql(path, query):
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(query).fetchall()
-    finally:
-        con.close()
+sql = sql_rows
 
 
 def clean(proc):
