@@ -23,11 +23,15 @@ def iteration_ranges(model: RangeModel, pattern: re.Pattern) -> np.ndarray:
     domain-tagged copy nests the same iteration, the innermost is kept."""
     if model.n == 0:
         return np.zeros(0, dtype=np.int64)
-    texts = model.trace.ranges["text"].to_numpy()
-    hit = np.array([bool(pattern.match(t)) for t in texts], dtype=bool)
-    ids = np.flatnonzero(hit)
-    inner = np.array([i for i in ids if not any(hit[c] for c in _children_ids(model, int(i)))], dtype=np.int64)
-    return inner[np.lexsort((model.r_gtid[inner], model.r_start[inner]))]  # time order, whatever the rows' order
+    # a pass over every range's name: asked by most analyses of one model, so kept on it
+    kept = model.__dict__.setdefault("_iteration_ranges", {})
+    if pattern.pattern not in kept:
+        texts = model.trace.ranges["text"].to_numpy()
+        hit = np.array([bool(pattern.match(t)) for t in texts], dtype=bool)
+        ids = np.flatnonzero(hit)
+        inner = np.array([i for i in ids if not any(hit[c] for c in _children_ids(model, int(i)))], dtype=np.int64)
+        kept[pattern.pattern] = inner[np.lexsort((model.r_gtid[inner], model.r_start[inner]))]  # time order
+    return kept[pattern.pattern].copy()
 
 
 def _children_ids(model: RangeModel, i: int) -> np.ndarray:
