@@ -72,7 +72,7 @@ class FindingsView:
     def scope(self) -> str:
         if not self.steps:
             return "no steady-state steps"
-        together = sum(f.saving_ms_per_step for f in self.findings)
+        together = sum(f.saving_ms_per_step for f in self.findings)  # each nanosecond once (partition)
         return (f"step period {numbers.ms(self.step_ns)} ms (mean of {self.steps})"
                 + (f" · together {numbers.fixed(together, 2)} ms/step" if self.findings else ""))
 
@@ -90,9 +90,7 @@ class FindingsView:
         f, jump = self.findings[pos], self.jumps[pos]
         step = f" of a {numbers.ms(self.step_ns)} ms step" if self.step_ns else ""
         lines = [("", f"{f.title} ({f.id})"), ("where", f.range or "–"),
-                 ("saving", f"{f.saving_ms_per_step:.2f} ms/step{step}: {f.basis}"
-                  + (f" (alone {f.saving_alone_ms_per_step:.2f}: time {', '.join(f.overlaps)} names too is theirs)"
-                     if f.overlaps and f.saving_alone_ms_per_step is not None else "")),
+                 ("saving", self._saving_text(f, step)),
                  ("evidence", evidence_text(f.to_json()))]
         if f.rows:
             top = {k: v for k, v in f.rows[0].items() if k not in ("start_ns", "end_ns")}
@@ -100,6 +98,17 @@ class FindingsView:
                           + evidence_text({"evidence": top})))
         lines += [("fix", f.fix), ("enter", jump.what)]
         return lines
+
+    @staticmethod
+    def _saving_text(f: Finding, step: str) -> str:
+        alone = f.saving_alone_ms_per_step
+        if f.saving_ms_per_step < NOTHING_TO_GAIN_MS:  # present, nothing to gain: say why
+            why = ("the findings above use up the time the CPU waits for the GPU: after them the CPU sets the pace"
+                   if f.capped_by_cpu_wait else f"its time is {', '.join(f.overlaps)}'s" if f.overlaps else f.basis)
+            return f"present, nothing to gain{step}" + (f" (alone {alone:.2f} ms/step)" if alone else "") + f": {why}"
+        shared = (f" (alone {alone:.2f}: time {', '.join(f.overlaps)} names too is theirs)"
+                  if f.overlaps and alone is not None else "")
+        return f"{f.saving_ms_per_step:.2f} ms/step{step}: {f.basis}{shared}"
 
     def evidence_markdown(self, pos: int) -> str:
         """The rows behind the finding at `pos`, as one table (the export's)."""
@@ -128,8 +137,8 @@ def build(trace: Trace, model: RangeModel, attribution: str, rank=None) -> Findi
     """Run the rules (parsers.findings) over rank 0's steps, or `rank`'s under a rank filter, and
     decide each finding's jump; slow: call from a worker."""
     c = context(trace, attribution, rank)
-    # the rules' findings with something to gain (a cause present with no saving left stands apart in `report`)
-    found = [f for f in findings(trace, attribution, rank=rank) if f.saving_ms_per_step >= NOTHING_TO_GAIN_MS]
+    # every finding, largest saving first: a cause present with nothing left to gain comes last and says why
+    found = findings(trace, attribution, rank=rank)
     frame = pd.DataFrame({"pos": range(len(found)), "id": [f.id for f in found], "title": [f.title for f in found],
                           "where": [f.range for f in found], "saving": [f.saving_ms_per_step for f in found],
                           "basis": [f.basis for f in found]})
