@@ -126,13 +126,3 @@ def mutated_copy(tmp_path: Path, name: str, *sql: str, src: Path | None = None, 
     con.close()
     return path
 
-
-def sql_rows(path: Path, query: str) -> list[tuple]:
-    """The rows of `query` over an export, opened read-only (for expected values written in SQL)."""
-    import sqlite3
-
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(query).fetchall()
-    finally:
-        con.close()

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from conftest import SAMPLES, mutated_copy, sql_rows
+from conftest import SAMPLES, mutated_copy
+from export_sql import sql_rows
 
 SRC = SAMPLES / "small_ctx128.sqlite"
 K, M, N = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS"
