@@ -91,6 +91,22 @@ def repo_root_once() -> Path:
     return ROOT
 
 
+@pytest.fixture(scope="session")
+def big_trace(tmp_path_factory, repo_root_once: Path) -> Path:
+    """The sample replicated to 214k kernels: a load long enough to be interrupted (the signal
+    tests of test_tui_tmux and test_tui_signals share one build)."""
+    import subprocess
+    import sys
+
+    src = repo_root_once / "sample_traces" / "small_ctx128.sqlite"
+    if not src.exists():
+        pytest.skip("sample trace missing")
+    out = tmp_path_factory.mktemp("big") / "big_run.sqlite"
+    subprocess.run([sys.executable, str(repo_root_once / "bench" / "scale_trace.py"), str(src), str(out),
+                    "--times", "55"], check=True, capture_output=True, timeout=300)
+    return out
+
+
 # -- the expected values, from SQL --------------------------------------------------------------
 _BACKWARD_CALLS = f"""
 WITH r AS (

@@ -13,8 +13,6 @@ import os
 import shlex
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,18 +27,6 @@ pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not 
 # "gpu": the header counts API calls only once the GPU work is read (before: `tree 0.5s · GPU 40%`).
 POINTS = {"started": None, "loading": "loading sig_", "tree": "ranges (aggregated", "gpu": " API"}
 REPEATS = 2
-
-
-@pytest.fixture(scope="module")
-def big_trace(tmp_path_factory, repo_root_once: Path) -> Path:
-    """The sample replicated to 214k kernels (as test_tui_tmux's): a load long enough to interrupt."""
-    src = repo_root_once / "sample_traces" / "small_ctx128.sqlite"
-    if not src.exists():
-        pytest.skip("sample trace missing")
-    out = tmp_path_factory.mktemp("big") / "big_run.sqlite"
-    subprocess.run([sys.executable, str(repo_root_once / "bench" / "scale_trace.py"), str(src), str(out),
-                    "--times", "55"], check=True, capture_output=True, timeout=300)
-    return out
 
 
 def gone(pid: int, timeout: float = 30.0) -> bool:

@@ -136,18 +136,6 @@ def test_real_terminal_key_path(sample: Path, sql, repo_root: Path, tmp_path: Pa
 
 
 # -- signals ------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def big_trace(tmp_path_factory, repo_root_once: Path) -> Path:
-    """The sample replicated to 214k kernels: the load lasts long enough to be interrupted."""
-    src = repo_root_once / "sample_traces" / "small_ctx128.sqlite"
-    if not src.exists():
-        pytest.skip("sample trace missing")
-    out = tmp_path_factory.mktemp("big") / "big_run.sqlite"
-    subprocess.run([sys.executable, str(repo_root_once / "bench" / "scale_trace.py"), str(src), str(out),
-                    "--times", "55"], check=True, capture_output=True, timeout=120)
-    return out
-
-
 def processes_with(text: str) -> list[int]:
     """Python processes whose command line mentions `text` (the trace's unique path: the app,
     not the shell that started it)."""
