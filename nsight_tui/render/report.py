@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.model.attribution import MODE_HELP
-from nsight_tui.render import backward_parts, findings, memory, numbers, process_view, roofline, safe, tables
+from nsight_tui.render import backward_parts, findings, memory, ncu, numbers, process_view, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render.sweep import SweepTable
 
@@ -219,6 +219,7 @@ SECTIONS: list[Section] = [
     backward_parts.section,
     roofline.section,  # (g) How far from the hardware
     occupancy,  # theoretical occupancy of the costliest kernels
+    ncu.section,  # Nsight Compute's figures joined to the ranges (report --ncu)
     ratios,
     idle_section,
     memory.section,  # GPU memory: peak, per phase, out of memory (issue 30)

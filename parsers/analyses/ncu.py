@@ -63,7 +63,7 @@ class JoinedKernel:
 class RangePoint:
     """One range instance on both rooflines."""
 
-    range_id: int
+    range_id: int  # the first instance (positions in trace.ranges)
     path: str
     kernels: int
     ncu_duration_ns: float
@@ -72,6 +72,7 @@ class RangePoint:
     estimated_flops: float | None = None
     estimated_flops_per_s: float | None = None  # analyses.roofline: FLOPs over nsys's GPU time
     nsys_gpu_ns: int | None = None
+    instances: int = 1  # range instances of this path in the profiled window (the 4 layers' attention)
 
     @property
     def measured_flops_per_s(self) -> float | None:
@@ -82,7 +83,7 @@ class RangePoint:
         return self.measured_flops / self.measured_dram_bytes if self.measured_dram_bytes else None
 
     def to_json(self) -> dict:
-        return {"range": self.path, "kernels": self.kernels, "ncu_duration_ns": self.ncu_duration_ns,
+        return {"range": self.path, "instances": self.instances, "kernels": self.kernels, "ncu_duration_ns": self.ncu_duration_ns,
                 "measured_flops": self.measured_flops, "measured_dram_bytes": self.measured_dram_bytes,
                 "measured_flops_per_s": self.measured_flops_per_s,
                 "measured_intensity_flops_per_byte": self.measured_intensity_flops_per_byte,
@@ -199,7 +200,31 @@ def _range_points(trace, model: RangeModel, kernels: list[JoinedKernel], attribu
             p.estimated_flops, p.estimated_flops_per_s, p.nsys_gpu_ns = est.flops, est.achieved_flops_per_s, est.gpu_ns
     except Exception as exc:  # noqa: BLE001 - the estimate is a comparison; the measured point stands alone
         notes.append(f"no estimated roofline beside the measured one: {exc}")
-    return sorted(points.values(), key=lambda p: (p.path.count("/"), -p.ncu_duration_ns))
+    return sorted(_by_path(points.values()), key=lambda p: (p.path.count("/"), -p.ncu_duration_ns))
+
+
+def _by_path(points) -> list[RangePoint]:
+    """The instances of one range path (each layer's `scaled_dot_product_attention`) summed:
+    FLOPs, bytes and times add; the rates are then the totals' ratios."""
+    out: dict[str, RangePoint] = {}
+    for p in points:
+        q = out.get(p.path)
+        if q is None:
+            out[p.path] = RangePoint(p.range_id, p.path, p.kernels, p.ncu_duration_ns, p.measured_flops,
+                                     p.measured_dram_bytes, p.estimated_flops, None, p.nsys_gpu_ns)
+            continue
+        q.instances += 1
+        q.kernels += p.kernels
+        q.ncu_duration_ns += p.ncu_duration_ns
+        q.measured_flops += p.measured_flops
+        q.measured_dram_bytes += p.measured_dram_bytes
+        q.estimated_flops = None if q.estimated_flops is None or p.estimated_flops is None else \
+            q.estimated_flops + p.estimated_flops
+        q.nsys_gpu_ns = None if q.nsys_gpu_ns is None or p.nsys_gpu_ns is None else q.nsys_gpu_ns + p.nsys_gpu_ns
+    for q in out.values():
+        q.estimated_flops_per_s = (q.estimated_flops / (q.nsys_gpu_ns * 1e-9)
+                                   if q.estimated_flops is not None and q.nsys_gpu_ns else None)
+    return list(out.values())
 
 
 def answers(trace, report: NcuReport, attribution: str = "process") -> dict:
@@ -218,3 +243,24 @@ def answers(trace, report: NcuReport, attribution: str = "process") -> dict:
         "by_name": a.by_name(),
         "ranges": [p.to_json() for p in a.ranges],
     }
+
+
+def report_only_answers(report: NcuReport) -> dict:
+    """The same keys without an export: ncu's NVTX stack stands for the range (empty for kernels
+    launched by a thread without ranges), no nsys timing, no estimate, no export occupancy."""
+    kernels = [JoinedKernel(k.index, k.name, k.function, -1, "/".join(k.nvtx_stack), (), k.nvtx_stack, None, None, "",
+                            figures(k)) for k in report.kernels]
+    a = NcuAnalysis(NcuJoin(report, np.full(len(kernels), -1, dtype=np.int64), "", np.zeros(0, dtype=np.int64), ""),
+                    kernels)
+    rows = [k.to_json() for k in kernels]
+    for row in rows:
+        row["range"] = row["range"] or "(no NVTX stack in ncu)"
+        row["joined_by"] = "no export given (--trace)"
+    by_name = a.by_name()
+    for row in by_name:
+        row["range"] = row["range"] or "(no NVTX stack in ncu)"
+    return {"what": WHAT, "report": str(report.path), "device": report.device, "profiled_kernels": len(kernels),
+            "joined_kernels": 0, "window": "", "matched_by": "", "notes": [
+                "no export given: ranges are ncu's NVTX stacks; kernels PyTorch's autograd thread launched have none "
+                "(--trace FILE.sqlite joins them to the export's ranges)"],
+            "kernels": rows, "by_name": by_name, "ranges": []}
