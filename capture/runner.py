@@ -236,7 +236,7 @@ class Runner:
                 kept = self.out_dir / report.name
                 self._replace_check(kept)
                 os.replace(report, kept)
-            details = {}
+            details: dict = {}
             if self.ncu is not None:
                 details["ncu"] = self._capture_ncu(config, work_dir)
             details |= {"size_bytes": sqlite_path.stat().st_size, **trace_counts(sqlite_path)}

@@ -7,7 +7,7 @@ configuration, equal to ncu's) / achieved (ncu's measurement) and what limits th
 from __future__ import annotations
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
-from nsight_tui.render import numbers, safe, tables
+from nsight_tui.render import safe, tables
 
 KERNEL_HEADERS = ["#", "range", "kernel", "nsys µs", "ncu µs", "SM % peak (ncu)", "mem % peak (ncu)",
                   "DRAM MB (ncu)", "occupancy theor./achieved % (limiter)", "top stalls (warps/issued instr.)",

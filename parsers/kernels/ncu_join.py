@@ -77,7 +77,7 @@ def profiler_windows(trace) -> list[tuple[int, int]]:
     t = trace.api["start"].to_numpy()
     starts = np.sort(t[np.isin(codes, starts_code)])
     stops = np.sort(t[np.isin(codes, stops_code)])
-    out = []
+    out: list[tuple[int, int]] = []
     for s in starts.tolist():
         after = stops[stops > s]
         end = int(after[0]) if len(after) else int(np.iinfo(np.int64).max)

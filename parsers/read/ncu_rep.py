@@ -101,10 +101,10 @@ def _rules(action) -> tuple[NcuRule, ...]:
         speedup = r.get("speedup_estimation") or {}
         value = speedup.get("speedup")
         out.append(NcuRule(rule=str(r.get("rule_identifier", "")), section=str(r.get("section_identifier", "")),
-                           kind=_MESSAGE_KINDS.get(message.get("type"), str(message.get("type", ""))),
+                           kind=_MESSAGE_KINDS.get(int(message.get("type") or 0), str(message.get("type", ""))),
                            message=str(message.get("message", "")),
                            speedup_pct=float(value) if isinstance(value, (int, float)) else None,
-                           speedup_type=_SPEEDUP_TYPES.get(speedup.get("type"), "")))
+                           speedup_type=_SPEEDUP_TYPES.get(int(speedup.get("type") or 0), "")))
     return tuple(out)
 
 

@@ -49,7 +49,8 @@ def window_sql(export) -> list[tuple]:
                               (SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
                                WHERE s.value LIKE 'cudaProfilerStop%') AS b)
             SELECT k.rowid, m.value, r.globalTid FROM CUPTI_ACTIVITY_KIND_KERNEL k
-            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId AND r.globalTid / 16777216 % 16777216 = k.globalPid / 16777216 % 16777216
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+                 AND r.globalTid / 16777216 % 16777216 = k.globalPid / 16777216 % 16777216
             JOIN StringIds m ON m.id = k.mangledName, w
             WHERE r.start > w.a AND r.start < w.b ORDER BY r.start, k.start""").fetchall()
     finally:
