@@ -118,6 +118,7 @@ class NsightApp(App[int]):
         self._spare_timer: Timer | None = None
         self._last_key = 0.0
         self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
+        self.ncu_file: str | None = None  # --ncu FILE.ncu-rep: measured points in the roofline view
         # The one file's loader, opened before the app started (tui.launch.open_early); the
         # first load takes it.
         self.opened: Callable[[], TraceLoader] | None = None
@@ -200,6 +201,7 @@ class NsightApp(App[int]):
         session = message.session
         self._sessions[session.path] = session
         session.roofline_options = self.roofline_options
+        session.ncu_file = self.ncu_file
         if not session.pending:
             self._settle(session)
         loading = self._loading_screen(session.path)

@@ -108,12 +108,19 @@ def _rules(action) -> tuple[NcuRule, ...]:
     return tuple(out)
 
 
-def read_ncu_report(path: str | os.PathLike) -> NcuReport:
-    """Every profiled kernel of the report; TraceError (one line) for a missing, unreadable or
-    empty report, or when the reader is not installed."""
+def check_readable(path: str | os.PathLike) -> Path:
+    """The cheap refusals, before any screen: a missing file, or no reader installed."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+    _module()
+    return path
+
+
+def read_ncu_report(path: str | os.PathLike) -> NcuReport:
+    """Every profiled kernel of the report; TraceError (one line) for a missing, unreadable or
+    empty report, or when the reader is not installed."""
+    path = check_readable(path)
     ncu_report = _module()
     try:
         context = ncu_report.load_report(str(path))

@@ -1,0 +1,69 @@
+"""`nsight-tui FILE --ncu R.ncu-rep`: the roofline view (`r`) plots Nsight Compute's measured points
+beside the estimated ones. Expected figures come from NVIDIA's reading of the report (the ncu_report
+module's dump made on the GPU machine), not from the view's model."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import make_app
+from ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tui_ncu")
+    return unpack(report_xz(), folder / f"{STEM}.ncu-rep"), unpack(EXPORT_XZ, folder / f"{STEM}.sqlite")
+
+
+def oracle_step_point() -> tuple[float, float, float]:
+    """step_1's measured TFLOP/s, FLOP/byte and GB from ncu's own metrics: the roofline section's
+    achieved work ((FADD + FMUL + 2 FFMA) per cycle x SM frequency) x duration, summed."""
+    flops = seconds = dram = 0.0
+    for o in oracle_kernels():
+        m = {n: v[0] for n, v in o["metrics"].items()}
+        rate = (m["smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed"]
+                + m["smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed"]
+                + m["derived__smsp__sass_thread_inst_executed_op_ffma_pred_on_x2"]) * m["smsp__cycles_elapsed.avg.per_second"]
+        flops += rate * m["gpu__time_duration.sum"] * 1e-9
+        seconds += m["gpu__time_duration.sum"] * 1e-9
+        dram += m["dram__bytes.sum"]
+    return flops / seconds / 1e12, flops / dram, dram / 1e9
+
+
+def test_roofline_shows_measured_points_beside_the_estimate(tui, pair):
+    report, export = pair
+    tflops, ai, gb = oracle_step_point()
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(report)
+        async with tui(export, size=(130, 40), app=app) as ui:
+            await ui.press("r")
+            await ui.settle()
+            screen = ui.app.screen
+            assert type(screen).__name__ == "RooflineScreen" and screen.data is not None
+            records = [screen.table.record(i) for i in range(len(screen.table))]
+            measured = {r["label"]: r for r in records if r["source"] == "ncu"}
+            estimated = [r for r in records if r["source"] != "ncu"]
+            assert estimated and "step_1/backward · measured (ncu)" in measured
+            step = measured["step_1 · measured (ncu)"]
+            assert step["tflops"] == pytest.approx(tflops, rel=1e-9)
+            assert step["ai"] == pytest.approx(ai, rel=1e-9)
+            assert step["gb"] == pytest.approx(gb, rel=1e-9)
+            text = ui.text()
+            assert "measured (ncu)" in text and "estimated" in text
+
+    asyncio.run(body())
+
+
+def test_ncu_needs_one_export_and_a_readable_report(tmp_path, pair, capsys):
+    from nsight_tui.cli import main
+
+    report, export = pair
+    for argv, message in (([str(export), str(export), "--ncu", str(report)], "--ncu goes with one export"),
+                          ([str(export), "--ncu", str(tmp_path / "absent.ncu-rep")], "no such file")):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and err.count("\n") == 1, err
