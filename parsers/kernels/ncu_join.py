@@ -8,8 +8,10 @@ its place in the launch sequence and its name:
    cudaProfilerStart and cudaProfilerStop (`capture --ncu` brackets one step with them). The export
    records those two calls too, so the export's kernels launched in between, by every thread, in
    launch order (the launching call's start), are the sequence ncu saw. Without the calls in the
-   export (ncu run with an NVTX filter or `-s/-c` instead), the window is the stretch of the
-   export's whole kernel sequence that agrees with the report's names at the most places.
+   export (ncu run with an NVTX filter instead), the window is the time the NVTX range at the
+   bottom of most of ncu's stacks (`step_1`) was open, every thread's launches in it; without
+   either, the stretch of the export's whole kernel sequence that agrees with the report's names
+   at the most places (a step repeats: then the first such stretch).
 2. The pairing: the report's name sequence aligned to the window's (difflib's longest matching
    blocks, so one kernel more or less on either side shifts nothing after it), by mangled name
    (the exact symbol; nsys and ncu demangle alike, but the mangled name needs no demangler).
@@ -21,6 +23,7 @@ the pairing against (analyses.ncu compares it with the export's range of the joi
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +35,7 @@ from nsight_tui.parsers.read.ncu_rep import NcuReport
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 PROFILER_START, PROFILER_STOP = "cudaProfilerStart", "cudaProfilerStop"
 BY_WINDOW = "the kernels launched between cudaProfilerStart and cudaProfilerStop, in launch order"
+BY_RANGE = "the kernels launched, by any thread, while the NVTX range {} that ncu's stacks start with was open"
 BY_SEARCH = "the stretch of the export's kernel sequence whose names agree most with the report's"
 
 
@@ -87,6 +91,19 @@ def profiler_windows(trace) -> list[tuple[int, int]]:
     return out
 
 
+def stack_root_windows(trace, report: NcuReport) -> tuple[str, list[tuple[int, int]]]:
+    """The range most of ncu's stacks start with (`step_1`), and when each of its instances in the
+    export was open; ("", []) when ncu recorded no stacks or the export has no such range."""
+    roots = Counter(k.nvtx_stack[0] for k in report.kernels if k.nvtx_stack)
+    if not roots or not len(trace.ranges):
+        return "", []
+    root = roots.most_common(1)[0][0]
+    r = trace.ranges
+    sel = (r["text"].to_numpy() == root) & (r["end"].to_numpy() > r["start"].to_numpy())
+    spans = sorted(zip(r["start"].to_numpy()[sel].tolist(), r["end"].to_numpy()[sel].tolist()))
+    return root, [(int(s), int(e)) for s, e in spans]
+
+
 def _mangled_names(trace, positions: np.ndarray) -> list[str] | None:
     """The export's mangled name of these kernels (None when the export has none)."""
     if not trace.schema.has(KERNEL_TABLE, "mangledName"):
@@ -122,13 +139,16 @@ def _best_stretch(report_keys: list[str], export_keys: list[str]) -> int:
 def join(trace, report: NcuReport) -> NcuJoin:
     order, when = launch_order(trace)
     notes = []
-    windows = profiler_windows(trace)
+    windows, how = profiler_windows(trace), BY_WINDOW
+    if not windows:
+        root, windows = stack_root_windows(trace, report)
+        how = BY_RANGE.format(root)
     if windows:
         inside = np.zeros(len(order), dtype=bool)
         for s, e in windows:
             lo, hi = np.searchsorted(when, [s, e])  # `when` is in launch order: sorted
             inside[lo:hi] = True
-        window_ops, how = order[inside], BY_WINDOW
+        window_ops = order[inside]
     else:
         window_ops, how = order, BY_SEARCH
     mangled = _mangled_names(trace, window_ops) if len(window_ops) else None
@@ -147,7 +167,7 @@ def join(trace, report: NcuReport) -> NcuJoin:
     matcher = difflib.SequenceMatcher(None, report_keys, export_keys, autojunk=False)
     for block in matcher.get_matching_blocks():
         op_of[block.a: block.a + block.size] = window_ops[block.b: block.b + block.size]
-    if how == BY_WINDOW and len(window_ops) != len(report_keys):
-        notes.append(f"the export launched {len(window_ops)} kernels in the profiler window, the report "
-                     f"profiled {len(report_keys)} (ncu -c bounds it, or the runs differ)")
+    if how != BY_SEARCH and len(window_ops) != len(report_keys):
+        notes.append(f"the export launched {len(window_ops)} kernels in the window, the report profiled "
+                     f"{len(report_keys)} (ncu -c bounds it, the range repeats, or the runs differ)")
     return NcuJoin(report, op_of, how, window_ops, key, notes)

@@ -219,3 +219,22 @@ def test_a_file_that_is_not_a_report_is_one_line(tmp_path):
         read_ncu_report(bad)
     with pytest.raises(TraceError, match="no such file"):
         read_ncu_report(tmp_path / "absent.ncu-rep")
+
+
+def test_without_the_profiler_calls_the_window_is_the_range_ncu_stacks_name(pair, monkeypatch):
+    """A report made with an NVTX filter instead (no cudaProfilerStart/Stop in the export): the
+    launches while `step_1` was open, every thread's, give the same pairing."""
+    from nsight_tui.parsers.kernels import ncu_join
+
+    export, trace, rep, a = pair
+    monkeypatch.setattr(ncu_join, "profiler_windows", lambda trace: [])
+    j = ncu_join.join(trace, rep)
+    assert j.window == ncu_join.BY_RANGE.format("step_1")
+    assert j.op_of.tolist() == a.join.op_of.tolist()
+    # neither the calls nor stacks: the names alone find a stretch that agrees everywhere (step_0's
+    # launches repeat step_1's: the first such stretch)
+    monkeypatch.setattr(ncu_join, "stack_root_windows", lambda trace, report: ("", []))
+    j = ncu_join.join(trace, rep)
+    assert j.window == ncu_join.BY_SEARCH and j.joined == len(rep.kernels)
+    names = trace.ops["name"].to_numpy()
+    assert [trace.op_names[int(names[o])] for o in j.op_of] == [k.name for k in rep.kernels]
