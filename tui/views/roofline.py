@@ -115,7 +115,7 @@ class RooflineScreen(TableScreen):
             plt.title("no point with both FLOPs and bytes to plot")
             widget.refresh()
             return
-        xs, ys = pts["ai"].tolist(), pts["tflops"].tolist()
+        xs = pts["ai"].tolist()
         ridges = [r / data.bandwidth for r in data.roofs.values()] if data.bandwidth else []
         lo = min(xs + ridges) / 4
         hi = max(xs + ridges) * 4
