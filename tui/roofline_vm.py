@@ -76,7 +76,7 @@ class RooflineData:
 
     def header(self) -> str:
         peaks = f"{self.peaks_name} peaks" if self.peaks_name else "no peaks: --peak-tflops/--peak-gbps"
-        measured = " + measured (ncu)" if (self.frame["source"] == MEASURED).any() else ""
+        measured = " · + points from Nsight Compute's counters" if (self.frame["source"] == MEASURED).any() else ""
         return f"roofline: {self.scope} · FLOPs/bytes: {self.source}{measured} · {peaks}"
 
     def needs_counts(self) -> str:

@@ -53,7 +53,8 @@ def test_roofline_shows_measured_points_beside_the_estimate(tui, pair):
             assert step["ai"] == pytest.approx(ai, rel=1e-9)
             assert step["gb"] == pytest.approx(gb, rel=1e-9)
             text = ui.text()
-            assert "measured (ncu)" in text and "estimated" in text
+            assert "measured (ncu counters, ncu time)" in text and "FLOPs, nsys time" in text
+            assert "points from Nsight Compute's counters" in text
 
     asyncio.run(body())
 

@@ -132,9 +132,10 @@ class RooflineScreen(TableScreen):
         measured = pts[pts["source"] == vm.MEASURED]
         if len(estimated):
             plt.scatter(estimated["ai"].tolist(), estimated["tflops"].tolist(), marker="o",
-                        label=f"{data.mode} (estimated: {data.source} FLOPs)" if len(measured) else data.mode)
+                        label=f"{data.mode} ({data.source} FLOPs, nsys time)" if len(measured) else data.mode)
         if len(measured):  # Nsight Compute's counters (--ncu), beside the estimate
-            plt.scatter(measured["ai"].tolist(), measured["tflops"].tolist(), marker="+", label="measured (ncu)")
+            plt.scatter(measured["ai"].tolist(), measured["tflops"].tolist(), marker="+",
+                        label="measured (ncu counters, ncu time)")
         current = self._current_label()
         sel = pts[pts["label"] == current]
         if current is not None and len(sel):
