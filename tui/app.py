@@ -93,6 +93,8 @@ class NsightApp(App[int]):
         Binding("R", "cycle_rank", "Rank filter", show=False, id="app.rank",
                 tooltip="Rank filter: every rank (totals sum them) -> rank 0 -> rank 1 ...: the tree shows that "
                 "rank's process, GPU columns and kernel tables count its GPU only"),
+        Binding("6", "view_ncu", "Nsight Compute", show=False, id="app.view-ncu",
+                tooltip="View: Nsight Compute's figures per kernel name within a range (--ncu FILE.ncu-rep)"),
         Binding("r", "view_roofline", "Roofline", show=False,
                 tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs",
                 id="app.view-roofline"),
@@ -455,6 +457,17 @@ class NsightApp(App[int]):
         if self._need_session() and not isinstance(self.screen, MemoryScreen):
             await self._to_base()
             self.push_screen(MemoryScreen(self.session))
+
+    async def action_view_ncu(self) -> None:
+        from nsight_tui.tui.views.ncu import NcuScreen
+
+        if not self._need_session() or isinstance(self.screen, NcuScreen):
+            return
+        if not self.session.ncu_file:
+            self.notify("no Nsight Compute report: start with --ncu FILE.ncu-rep (nsight-tui capture --ncu makes one)")
+            return
+        await self._to_base()
+        self.push_screen(NcuScreen(self.session))
 
     async def action_view_ranks(self) -> None:
         if self._need_session():

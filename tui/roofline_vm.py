@@ -123,12 +123,18 @@ def _frame(points: list[rl.RooflinePoint]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def measured_frame(session) -> pd.DataFrame:
+def measured_frame(session) -> tuple[pd.DataFrame, str]:
     """One point per range path of the profiled step, from the Nsight Compute report (--ncu):
-    measured FLOPs and DRAM bytes over ncu's time, beside the estimated points."""
-    joined = session.ncu()
+    measured FLOPs and DRAM bytes over ncu's time, beside the estimated points; and what went
+    wrong reading it ("" if nothing: a bad report costs the measured points, not the view)."""
+    from nsight_tui.parsers.read.errors import TraceError
+
+    try:
+        joined = session.ncu()
+    except TraceError as exc:
+        return pd.DataFrame(columns=COLUMNS), f"no measured points: {exc}"
     if joined is None:
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=COLUMNS), ""
     rows = []
     for p in joined.ranges:
         seconds = p.ncu_duration_ns * 1e-9
@@ -142,7 +148,7 @@ def measured_frame(session) -> pd.DataFrame:
             "ridge": math.nan, "math_path": "fp32", "mfu": math.nan, "verdict": "measured (ncu)",
             "reason": MEASURED_REASON, "source": MEASURED,
         })
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=COLUMNS), ""
 
 
 def build(session, mode: str = RANGES, node=None) -> RooflineData:
@@ -173,10 +179,12 @@ def build(session, mode: str = RANGES, node=None) -> RooflineData:
     frame = _frame(points)
     source_line = roof.source_line()
     if mode == RANGES:
-        measured = measured_frame(session)
+        measured, problem = measured_frame(session)
         if len(measured):
             frame = pd.concat([frame, measured], ignore_index=True) if len(frame) else measured
             source_line += f" · measured points (ncu): {MEASURED_REASON}"
+        if problem:
+            source_line += f" · {problem}"
     return RooflineData(mode, scope, frame, roof.peaks.note, source_line,
                         None if pk is None or not pk.bandwidth_gbps else pk.bytes_per_s, roofs,
                         roof.source, "" if pk is None else pk.name)

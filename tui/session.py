@@ -188,6 +188,16 @@ class Session:
         return self._once("ncu", lambda: ncu.analyse(self.trace, read_ncu_report(path), self.attribution),
                           per_rank=False)
 
+    def ncu_view(self):
+        """The `6` view's rows (viewmodels.ncu), from the joined report."""
+        from nsight_tui.parsers.analyses import ncu
+        from nsight_tui.tui.viewmodels import ncu as ncu_vm
+
+        joined = self.ncu()
+        if joined is None:
+            raise ValueError("no Nsight Compute report: open with --ncu FILE.ncu-rep")
+        return ncu_vm.build(ncu.answers_of(joined))
+
     def roofline(self, mode: str, node: RangeNode | None):
         from nsight_tui.tui import roofline_vm
 

@@ -229,7 +229,11 @@ def _by_path(points) -> list[RangePoint]:
 
 def answers(trace, report: NcuReport, attribution: str = "process") -> dict:
     """The `ncu` key of `report -f json` (and `nsight-tui ncu -f json`)."""
-    a = analyse(trace, report, attribution)
+    return answers_of(analyse(trace, report, attribution))
+
+
+def answers_of(a: NcuAnalysis) -> dict:
+    report = a.join.report
     return {
         "what": WHAT,
         "report": str(report.path),

@@ -68,3 +68,60 @@ def test_ncu_needs_one_export_and_a_readable_report(tmp_path, pair, capsys):
         code = main(argv)
         err = capsys.readouterr().err
         assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_view_6_lists_ncu_figures_per_name_within_a_range(tui, pair):
+    report, export = pair
+    oracle = oracle_kernels()
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(report)
+        async with tui(export, size=(160, 40), app=app) as ui:
+            await ui.press("6")
+            await ui.settle()
+            screen = ui.app.screen
+            assert type(screen).__name__ == "NcuScreen" and screen.view is not None
+            frame = screen.view.frame
+            # one row per (range, name); the instances add up to every profiled kernel
+            assert int(frame["instances"].sum()) == len(oracle)
+            text = ui.flat_text()
+            assert "264 of 264 profiled kernels joined" in text and "Occ th/ach" in text
+            top = frame.iloc[0]
+            members = [o for o in oracle if o["name"] == top["name"]]
+            assert members  # its mean is over the instances in its range only: at most these
+            assert min(o["metrics"]["gpu__time_duration.sum"][0] for o in members) / 1e3 <= top["ncu_us"] <= \
+                max(o["metrics"]["gpu__time_duration.sum"][0] for o in members) / 1e3
+
+    asyncio.run(body())
+
+
+def test_view_6_without_a_report_says_how_to_get_one(tui, pair):
+    _, export = pair
+
+    async def body():
+        async with tui(export, size=(120, 30)) as ui:
+            await ui.press("6")
+            await ui.settle()
+            assert type(ui.app.screen).__name__ != "NcuScreen"
+            assert "no Nsight Compute report: start with --ncu FILE.ncu-rep" in ui.flat_text()  # the status line
+
+    asyncio.run(body())
+
+
+def test_a_bad_report_costs_the_measured_points_not_the_roofline(tui, pair, tmp_path):
+    _, export = pair
+    bad = tmp_path / "bad.ncu-rep"
+    bad.write_bytes(b"\x00not a report")
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(bad)
+        async with tui(export, size=(120, 40), app=app) as ui:
+            await ui.press("r")
+            await ui.settle()
+            data = ui.app.screen.data
+            assert data is not None and len(data.frame) and not (data.frame["source"] == "ncu").any()
+            assert "no measured points" in data.source_line and "no profiled kernel" in data.source_line
+
+    asyncio.run(body())
