@@ -463,7 +463,7 @@ class NsightApp(App[int]):
 
         if not self._need_session() or isinstance(self.screen, NcuScreen):
             return
-        if not self.session.ncu_file:
+        if self.session is None or not self.session.ncu_file:
             self.notify("no Nsight Compute report: start with --ncu FILE.ncu-rep (nsight-tui capture --ncu makes one)")
             return
         await self._to_base()
