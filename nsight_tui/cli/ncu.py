@@ -12,7 +12,7 @@ from nsight_tui.render import output
 from nsight_tui.render.safe import visible
 
 HELP = "Nsight Compute report: per-kernel hardware figures joined to the export's NVTX ranges"
-VIEWS = ("kernel", "name", "range")
+VIEWS = ("kernel", "name", "range", "findings")
 
 
 def add_arguments(parser) -> None:
@@ -21,7 +21,8 @@ def add_arguments(parser) -> None:
                         help="the nsys export of the same workload: each profiled kernel joined to its kernel and range")
     parser.add_argument("--by", default="kernel", choices=VIEWS,
                         help="kernel: every profiled kernel; name: per kernel name within a range (mean over "
-                        "instances); range: measured (ncu) vs estimated roofline per range (needs --trace)")
+                        "instances); range: measured (ncu) vs estimated roofline per range (needs --trace); findings: kernels that matter "
+                        "limited by occupancy, with ncu's estimated saving (needs --trace)")
     parser.add_argument("-f", "--format", default="text", choices=("text", "csv", "json"))
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
@@ -42,8 +43,8 @@ def _run(args) -> int:
     inputs = [Path(args.report), *([Path(args.trace)] if args.trace else [])]
     if args.output != "-":
         output.check_target(args.output, args.force, inputs)
-    if args.by == "range" and not args.trace:
-        raise TraceError("--by range compares ncu's measured roofline with the export's estimate: give --trace FILE.sqlite")
+    if args.by in ("range", "findings") and not args.trace:
+        raise TraceError(f"--by {args.by} needs the export's ranges and timing: give --trace FILE.sqlite")
     report = read_ncu_report(args.report)
     if args.trace:
         from nsight_tui.parsers.read.load import load_trace
@@ -57,7 +58,8 @@ def _run(args) -> int:
     else:
         headers, rows = {"kernel": (ncu_text.KERNEL_HEADERS, ncu_text.kernel_rows),
                          "name": (ncu_text.NAME_HEADERS, ncu_text.name_rows),
-                         "range": (ncu_text.RANGE_HEADERS, ncu_text.range_rows)}[args.by]
+                         "range": (ncu_text.RANGE_HEADERS, ncu_text.range_rows),
+                         "findings": (ncu_text.FINDING_HEADERS, ncu_text.finding_rows)}[args.by]
         if args.format == "csv":
             text = tables.csv(headers, rows(answers))
         else:

@@ -68,6 +68,20 @@ def range_rows(a: dict) -> list[list]:
             for p in a["ranges"]]
 
 
+SHORT_FIX = {"registers": "fewer registers per thread", "shared memory": "less shared memory per block",
+             "blocks": "larger blocks"}  # the whole fix is in the JSON's `fix`
+FINDING_HEADERS = ["finding", "range", "kernel", "saving ms/step (ncu's estimate)", "share of step GPU time",
+                   "occupancy theor./achieved % (limiter)", "fix"]
+
+
+def finding_rows(a: dict) -> list[list]:
+    return [[f["id"], f["ranges"][0], table_name(f["name"]), round(f["saving_ms_per_step"], 3),
+             f"{100 * f['evidence']['share_of_step_gpu_time']:.1f}%",
+             _occ(f["evidence"]["theoretical_occupancy_pct"], f["evidence"]["achieved_occupancy_pct"],
+                  f["evidence"]["occupancy_limiter"]), SHORT_FIX.get(f["evidence"]["occupancy_limiter"], "")]
+            for f in a.get("findings", [])]
+
+
 def notes(a: dict) -> list[str]:
     out = [f"{a['joined_kernels']} of {a['profiled_kernels']} profiled kernels joined to the export "
            f"(window: {a['window']}; matched by {a['matched_by']})", a["what"],
@@ -87,4 +101,8 @@ def section(a: dict) -> list[str]:
             tables.markdown(RANGE_HEADERS, safe_rows, title="Measured (ncu) vs estimated roofline, per range",
                             notes=notes(n)),
             tables.markdown(NAME_HEADERS, names, title="Per kernel name within a range (mean over profiled "
-                            "instances), the 15 with the most ncu time")]
+                            "instances), the 15 with the most ncu time"),
+            *([tables.markdown(FINDING_HEADERS, [[safe.markdown(c) if isinstance(c, str) else c for c in row]
+                                                 for row in finding_rows(n)],
+                               title="From the hardware: kernels that matter limited by occupancy",
+                               notes=[n["findings"][0]["basis"]])] if n.get("findings") else [])]

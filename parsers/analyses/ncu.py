@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.kernels.ncu_join import NcuJoin, join
 from nsight_tui.parsers.kernels.ncu_metrics import KernelFigures, figures
 from nsight_tui.parsers.kernels.occupancy import trace_occupancy
@@ -246,6 +247,7 @@ def answers_of(a: NcuAnalysis) -> dict:
         "kernels": [k.to_json() for k in a.kernels],
         "by_name": a.by_name(),
         "ranges": [p.to_json() for p in a.ranges],
+        "findings": occupancy_findings(a),
     }
 
 
@@ -267,4 +269,71 @@ def report_only_answers(report: NcuReport) -> dict:
             "joined_kernels": 0, "window": "", "matched_by": "", "notes": [
                 "no export given: ranges are ncu's NVTX stacks; kernels PyTorch's autograd thread launched have none "
                 "(--trace FILE.sqlite joins them to the export's ranges)"],
-            "kernels": rows, "by_name": by_name, "ranges": []}
+            "kernels": rows, "by_name": by_name, "ranges": [], "findings": []}
+
+
+# -- findings from the hardware (issue 29, item 7) ----------------------------------------------
+OCCUPANCY_LIMITED = "occupancy-limited"
+LOW_THEORETICAL_PCT = 50.0  # below this, the launch configuration caps the warps the SM can hold
+MATTERS_SHARE = 0.02  # a kernel name's share of the profiled step's GPU time (nsys) worth a finding
+OCCUPANCY_RULE = "TheoreticalOccupancy"
+OCCUPANCY_FIXES = {
+    "registers": "fewer registers per thread (__launch_bounds__, -maxrregcount, a smaller tile); for a library GEMM "
+                 "(cuBLAS/CUTLASS pick the kernel), another shape or math mode (TF32, bf16) selects another kernel",
+    "shared memory": "less shared memory per block (smaller tiles), or a larger carve-out "
+                     "(cudaFuncAttributePreferredSharedMemoryCarveout)",
+    "blocks": "larger blocks: the SM's block limit is reached with warps to spare",
+    "warps": "",
+}
+
+
+def occupancy_findings(a: NcuAnalysis) -> list[dict]:
+    """Kernels that matter whose theoretical occupancy, limited by their launch configuration,
+    is low: per (range, kernel name), ncu's own estimate of what lifting the limit saves
+    (its TheoreticalOccupancy rule, a share of the kernel's time) times the kernel's time in the
+    step as nsys timed it (the real run's clocks, not ncu's replay). The saving is ncu's estimate,
+    an upper bound: occupancy hides latency only while something else does not limit first."""
+    joined = a.joined
+    step_ns = sum(k.nsys_duration_ns or 0 for k in joined)
+    groups: dict[tuple[str, str], list[JoinedKernel]] = {}
+    for k in joined:
+        groups.setdefault((k.path, k.name), []).append(k)
+    out = []
+    for (path, name), ks in groups.items():
+        nsys_ns = sum(k.nsys_duration_ns or 0 for k in ks)
+        theo = [k.figures.theoretical_occupancy_pct for k in ks if k.figures.theoretical_occupancy_pct is not None]
+        if not step_ns or nsys_ns < MATTERS_SHARE * step_ns or not theo or max(theo) >= LOW_THEORETICAL_PCT:
+            continue
+        saved_ns = 0.0
+        rows = []
+        for k in ks:
+            rule = next((r for r in k.figures.rules if r.rule == OCCUPANCY_RULE and r.speedup_pct is not None), None)
+            pct = rule.speedup_pct if rule is not None else 0.0
+            saved_ns += (k.nsys_duration_ns or 0) * pct / 100
+            rows.append({"ncu_index": k.index, "nsys_duration_ns": k.nsys_duration_ns,
+                         "theoretical_occupancy_pct": k.figures.theoretical_occupancy_pct,
+                         "achieved_occupancy_pct": k.figures.achieved_occupancy_pct,
+                         "occupancy_limiter": k.figures.occupancy_limiter, "ncu_estimated_speedup_pct": pct})
+        if not saved_ns:
+            continue
+        limiters = [k.figures.occupancy_limiter for k in ks]
+        limiter = max(set(limiters), key=limiters.count)
+        achieved = [k.figures.achieved_occupancy_pct for k in ks if k.figures.achieved_occupancy_pct is not None]
+        out.append({
+            "id": OCCUPANCY_LIMITED,
+            "title": f"{table_name(name)} in {path}: theoretical occupancy {max(theo):.1f}% "
+                     f"(limited by {limiter})",
+            "ranges": [path], "name": name,
+            "saving_ms_per_step": saved_ns / 1e6,
+            "basis": (f"ncu's {OCCUPANCY_RULE} rule: its estimated speedup (share of the kernel's time) if the "
+                      "occupancy limit were lifted, times each instance's time in the step as nsys timed it; "
+                      "ncu's estimate, an upper bound"),
+            "fix": OCCUPANCY_FIXES.get(limiter, ""),
+            "evidence": {"instances": len(ks), "nsys_ms_per_step": nsys_ns / 1e6, "share_of_step_gpu_time": nsys_ns / step_ns,
+                         "theoretical_occupancy_pct": max(theo),
+                         "achieved_occupancy_pct": float(np.mean(achieved)) if achieved else None,
+                         "occupancy_limiter": limiter,
+                         "blocks_per_sm_by_limit": ks[0].figures.occupancy_limit_blocks},
+            "rows": rows,
+        })
+    return sorted(out, key=lambda f: -f["saving_ms_per_step"])

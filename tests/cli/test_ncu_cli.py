@@ -80,6 +80,7 @@ def test_bad_input_is_one_line(tmp_path, files, capsys):
     for argv, message in ((["ncu", str(bad)], "no profiled kernel"),
                           (["ncu", str(tmp_path / "absent.ncu-rep")], "no such file"),
                           (["ncu", str(report), "--by", "range"], "give --trace"),
+                          (["ncu", str(report), "--by", "findings"], "give --trace"),
                           (["report", str(tmp_path), "--ncu", str(report)], "one export, not a folder"),
                           (["ncu", str(report), "--trace", str(export), "-o", str(export)], "")):
         code, out, err = cli(argv, capsys)

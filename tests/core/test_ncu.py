@@ -238,3 +238,35 @@ def test_without_the_profiler_calls_the_window_is_the_range_ncu_stacks_name(pair
     assert j.window == ncu_join.BY_SEARCH and j.joined == len(rep.kernels)
     names = trace.ops["name"].to_numpy()
     assert [trace.op_names[int(names[o])] for o in j.op_of] == [k.name for k in rep.kernels]
+
+
+def test_occupancy_findings_from_ncu_rule_and_nsys_time(pair, oracle):
+    """Kernels that matter (≥ 2% of the step's GPU time as nsys timed it) with a theoretical
+    occupancy under 50%: the saving is ncu's TheoreticalOccupancy estimate (from NVIDIA's reading)
+    times each instance's nsys duration (SQL)."""
+    export, trace, rep, a = pair
+    db = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    nsys_ns = dict(db.execute("SELECT rowid, end - start FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall())
+    db.close()
+    rowids = trace.ops["rowid"].to_numpy()
+    dur = [nsys_ns[int(rowids[k.op])] for k in a.kernels]
+    step = sum(dur)
+    groups: dict = {}
+    for k, o, d in zip(a.kernels, oracle, dur):
+        groups.setdefault((k.path, o["mangled"]), []).append((o, d))
+    expected = {}
+    for key, members in groups.items():
+        total = sum(d for _, d in members)
+        if total < 0.02 * step or max(o["metrics"]["sm__maximum_warps_per_active_cycle_pct"][0] for o, _ in members) >= 50:
+            continue
+        saving = sum(d * next(((r.get("speedup_estimation") or {}).get("speedup", 0) for r in o["rules"]
+                               if r["rule_identifier"] == "TheoreticalOccupancy"), 0) / 100 for o, d in members)
+        if saving:
+            expected[key] = saving / 1e6
+    found = {(f["ranges"][0], oracle[f["rows"][0]["ncu_index"]]["mangled"]): f for f in ncu.occupancy_findings(a)}
+    assert set(found) == set(expected) and len(found) >= 5
+    for key, f in found.items():
+        assert f["saving_ms_per_step"] == pytest.approx(expected[key], rel=1e-12)
+        assert f["evidence"]["occupancy_limiter"] == "registers"  # fp32 GEMMs on the CUDA cores here
+    # what they claim is each kernel's own time once: never more than the kernels' time
+    assert sum(f["saving_ms_per_step"] for f in found.values()) < sum(f["evidence"]["nsys_ms_per_step"] for f in found.values())
