@@ -308,7 +308,7 @@ def occupancy_findings(a: NcuAnalysis) -> list[dict]:
         rows = []
         for k in ks:
             rule = next((r for r in k.figures.rules if r.rule == OCCUPANCY_RULE and r.speedup_pct is not None), None)
-            pct = rule.speedup_pct if rule is not None else 0.0
+            pct = rule.speedup_pct if rule is not None and rule.speedup_pct is not None else 0.0
             saved_ns += (k.nsys_duration_ns or 0) * pct / 100
             rows.append({"ncu_index": k.index, "nsys_duration_ns": k.nsys_duration_ns,
                          "theoretical_occupancy_pct": k.figures.theoretical_occupancy_pct,
