@@ -68,7 +68,10 @@ _KINDS: tuple[tuple[str, re.Pattern], ...] = (
 # so the report's softmax-versus-matmul ratio reads them as it reads an annotated capture's.
 SCORES, SOFTMAX, FINAL_MATMUL = conventions.ATTENTION_PARTS
 _BACKWARD = re.compile(r"backward|_grad|grad_|Backward", re.I)
-_OPTIMIZER = re.compile(r"multi_tensor_apply|adam|sgd_|lamb|foreach|fused_adam", re.I)
+_OPTIMIZER = re.compile(r"multi_tensor_apply|adam|_sgd|sgd_", re.I)
+# The loss's forward kernels (cross-entropy's log-softmax and NLL): the backward begins after them,
+# with the loss gradient's own kernels (a fill of ones) before the first one named backward.
+_LOSS = re.compile(r"nll_loss_forward|cross_entropy|log_softmax|SoftMaxForward", re.I)
 
 
 @dataclass(frozen=True)
@@ -392,7 +395,16 @@ def _layer_stages(template: np.ndarray, kinds: list[str], layers) -> list[tuple[
                     name = FINAL_MATMUL if groups == 1 else "output projection"
         names.append(name)
         prev = kind
-    # kernels of no stage kind (copies, scaling, masks) join the stage before them (the first ones, the next)
+    # Kernels of no stage kind (copies, scaling, masks) join the stage after them when it is a
+    # matmul (the copies that lay out its operands: q @ k.T's contiguous copies), else the one before
+    # them (the scores' scaling and mask); those first in the layer, the next.
+    gemm_stage = {n for n, k in zip(names, kinds[first:first + g]) if k == "gemm"}
+    following = ""
+    for i in range(len(names) - 1, -1, -1):
+        if names[i]:
+            following = names[i]
+        elif following in gemm_stage:
+            names[i] = following
     for i in range(1, len(names)):
         names[i] = names[i] or names[i - 1]
     following = next((x for x in names if x), "layer")
@@ -414,6 +426,9 @@ def _phases(template: np.ndarray, op_names: list[str], layers) -> list[tuple[str
     bwd = next((i for i in range(after_fwd, n) if _BACKWARD.search(op_names[int(template[i])])), None)
     if bwd is None:
         return [("forward", 0, n)]
+    loss = [i for i in range(after_fwd, bwd) if _LOSS.search(op_names[int(template[i])])]
+    if loss:
+        bwd = loss[-1] + 1
     after_bwd = layers[1][0] + layers[1][1] * layers[1][2] if len(layers) > 1 else bwd
     opt = next((i for i in range(after_bwd, n) if _OPTIMIZER.search(op_names[int(template[i])])), None)
     out = [("forward", 0, bwd), ("backward", bwd, opt if opt is not None else n)]
