@@ -57,8 +57,9 @@ def inferred(a: dict) -> list[str]:
         out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
                 f"{safe.markdown(stages)}", ""]
     out += ["_The sections below read these as ranges of the NVTX domain `inferred` (`inferred:step_N`, "
-            "`inferred:forward`, `inferred:layer_N`): inferred, not annotated; leading iterations unlike the "
-            "steady one are `warmup_N`._", ""]
+            "`inferred:forward`, `inferred:layer_N`): inferred, not annotated. Their CPU span runs from their first "
+            "kernel's launch to the next one's; the warm-ups (`warmup_N`) are the leading iterations unlike the "
+            "steady one, or as many as the capture recorded beside the export (STEM.steps.json)._", ""]
     return out
 
 

@@ -245,6 +245,9 @@ def _infer(trace: Trace) -> Inference:
         return Inference(reason=f"{len(seqs)} candidate iterations, but no two launch the same kernels in the same "
                          "order: no period")
     leading = next(i for i, s in enumerate(seqs) if s == common)
+    recorded = _recorded_warmups(trace, len(seqs))
+    if recorded is not None:  # the capture's own record says how many warm-ups led the run
+        leading = recorded
     names = [f"{conventions.WARMUP_PREFIX}{i}" if i < leading else f"{conventions.STEP_PREFIX}{i - leading}"
              for i in range(len(seqs))]
     template = np.array(common, dtype=np.int64)
@@ -256,15 +259,27 @@ def _infer(trace: Trace) -> Inference:
         gpu_end = int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
         iterations.append(InferredIteration(names[i], int(seq.gpu_start[a]), gpu_end, b - a))
     stages = _layer_stages(template, kinds, layers)
+    named = " (warm-ups as the capture recorded them)" if recorded is not None else ""
     basis = (f"inferred from the kernel sequence (process {int(trace.ops['gpid'].to_numpy()[seq.pos[0]]) >> 24 & 0xFFFFFF}"
              f", launch order): {len(seqs)} iterations of ~{len(template):,} kernels, the name "
              f"'{_short(op_names[int(seq.codes[anchors[0]])])}' once per iteration; {repeats} launch the same kernels in "
-             f"the same order" + (f"; {layers[0][1]} layers of {layers[0][2]} kernels (the kernel "
+             f"the same order{named}" + (f"; {layers[0][1]} layers of {layers[0][2]} kernels (the kernel "
                                   f"'{_short(op_names[int(template[layers[0][3]])])}' at a steady spacing)"
                                   if layers else "; no repeated layer found"))
     ranges = _ranges(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages)
     return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0,
                      layer_stages=[s for s, _, _ in stages], period_kernels=len(template), basis=basis, ranges=ranges)
+
+
+def _recorded_warmups(trace: Trace, iterations: int) -> int | None:
+    """The warm-up count the capture recorded (`capture --no-nvtx`'s STEM.steps.json), when its
+    iteration count is the one inferred; None otherwise (then the leading iterations unlike the
+    steady one are the warm-ups)."""
+    steps = trace.meta().steps
+    if len(steps) != iterations:
+        return None
+    warm = [str(s.get("name", "")).startswith(conventions.WARMUP_PREFIX) for s in steps]
+    return sum(warm) if warm == sorted(warm, reverse=True) else None
 
 
 def _short(name: str) -> str:

@@ -58,3 +58,20 @@ def test_report_says_nothing_was_inferred_where_no_period_exists(async_trace, tm
     assert inferred["iterations"] == [] and inferred["layer_count"] == 0 and "no period" in inferred["reason"]
     md = run_cli("report", path).stdout
     assert "none inferred" in section(md, "## Iterations inferred from the kernel sequence")
+
+
+def test_the_captures_record_beside_the_export_gives_python_times_and_warmups(async_trace, tmp_path):
+    # `capture --no-nvtx` keeps the config and Python step times in STEM.steps.json beside the export
+    # (no marks in it): the report reads them as it reads an annotated capture's marks
+    import shutil
+
+    path = tmp_path / f"{STEM}.sqlite"
+    shutil.copyfile(async_trace(NONVTX / f"{STEM}.sqlite.xz"), path)
+    shutil.copyfile(NONVTX / f"{STEM}.steps.json", tmp_path / f"{STEM}.steps.json")
+    record = json.loads((NONVTX / f"{STEM}.steps.json").read_text())
+    answers = json.loads(run_cli("report", path, "-f", "json").stdout)
+    assert [i["name"] for i in answers["inferred"]["iterations"]] == [s["name"] for s in record["steps"]]
+    assert answers["config"]["n_layers"] == record["config"]["n_layers"]
+    python = {row["step"]: row["python_ns"] for row in answers["timing"]["steps"]}
+    want = {s["name"]: round(s["seconds"] * 1e9) for s in record["steps"] if s["name"].startswith("step_")}
+    assert {k: round(v) for k, v in python.items()} == want
