@@ -52,6 +52,7 @@ PERIOD_TOLERANCE = 0.05  # a steady iteration's kernel count may differ from the
 MIN_REPEATS = 2  # iterations whose kernel sequence is the most common one
 MIN_KERNELS = 20  # fewer kernels than this: no iteration to find
 HEAD = 16  # kernels that mark an iteration's start
+MIN_LAYER_KERNELS = 4  # a layer launches at least this many kernels (a transformer layer: dozens)
 
 # One forward layer's stages, by kernel kind (on the demangled name). The kernel families
 # (parsers.kernels.families) sit above this layer and answer another question (what kind of work,
@@ -155,14 +156,19 @@ class _Sequence:
     gtid: np.ndarray  # the launching thread (-1: unknown)
 
 
-def _sequence(trace: Trace) -> _Sequence | None:
+def _processes(trace: Trace) -> list[int]:
+    """The processes with kernels, the one with the most first."""
     ops = trace.ops
-    kernels = np.flatnonzero(ops["kind"].to_numpy() == KERNEL)
+    gpid = ops["gpid"].to_numpy()[ops["kind"].to_numpy() == KERNEL]
+    values, counts = np.unique(gpid, return_counts=True)
+    return [int(v) for v in values[np.argsort(-counts, kind="stable")]]
+
+
+def _sequence(trace: Trace, gpid: int) -> _Sequence | None:
+    ops = trace.ops
+    kernels = np.flatnonzero((ops["kind"].to_numpy() == KERNEL) & (ops["gpid"].to_numpy() == gpid))
     if len(kernels) < MIN_KERNELS:
         return None
-    gpid = ops["gpid"].to_numpy()[kernels]
-    values, counts = np.unique(gpid, return_counts=True)
-    kernels = kernels[gpid == values[np.argmax(counts)]]
     start, end = ops["start"].to_numpy()[kernels], ops["end"].to_numpy()[kernels]
     api_pos = ops["api"].to_numpy()[kernels].astype(np.int64)
     linked = api_pos >= 0
@@ -226,7 +232,22 @@ def _starts(seq: _Sequence, anchors: np.ndarray, period: int) -> np.ndarray:
 
 
 def _infer(trace: Trace) -> Inference:
-    seq = _sequence(trace)
+    """Each process on its own (a data-parallel run's ranks each run the loop); what is said of the
+    run is said of the process with the most kernels, the others' ranges are added too."""
+    found = [_infer_process(trace, gpid) for gpid in _processes(trace)] or [_infer_process(trace, -1)]
+    first = found[0]
+    others = [f for f in found[1:] if f.found]
+    if not first.found or not others:
+        return first
+    ranges = pd.concat([first.ranges, *[f.ranges for f in others]], ignore_index=True)
+    ranges["rowid"] = -1 - np.arange(len(ranges), dtype=np.int64)
+    first.ranges = ranges
+    first.basis += f"; and {len(others)} other process{'es' if len(others) > 1 else ''} likewise"
+    return first
+
+
+def _infer_process(trace: Trace, gpid: int) -> Inference:
+    seq = _sequence(trace, gpid)
     if seq is None:
         return Inference(reason=f"fewer than {MIN_KERNELS} kernels: no iteration to find")
     found = _anchor(seq.codes)
@@ -260,7 +281,7 @@ def _infer(trace: Trace) -> Inference:
         iterations.append(InferredIteration(names[i], int(seq.gpu_start[a]), gpu_end, b - a))
     stages = _layer_stages(template, kinds, layers)
     named = " (warm-ups as the capture recorded them)" if recorded is not None else ""
-    basis = (f"inferred from the kernel sequence (process {int(trace.ops['gpid'].to_numpy()[seq.pos[0]]) >> 24 & 0xFFFFFF}"
+    basis = (f"inferred from the kernel sequence (process {gpid >> 24 & 0xFFFFFF}"
              f", launch order): {len(seqs)} iterations of ~{len(template):,} kernels, the name "
              f"'{_short(op_names[int(seq.codes[anchors[0]])])}' once per iteration; {repeats} launch the same kernels in "
              f"the same order{named}" + (f"; {layers[0][1]} layers of {layers[0][2]} kernels (the kernel "
@@ -309,7 +330,7 @@ def _runs(template: np.ndarray) -> list[tuple[int, int, int, int]]:
             j = i
             while j + 1 < len(gaps) and gaps[j + 1] == gaps[i]:
                 j += 1
-            if gaps[i] >= 2 and (j - i + 1) > best[0]:
+            if gaps[i] >= MIN_LAYER_KERNELS and (j - i + 1) > best[0]:
                 best = (j - i + 1, i, int(gaps[i]))
             i = j + 1
         if best[0]:
@@ -377,6 +398,8 @@ def _layer_stages(template: np.ndarray, kinds: list[str], layers) -> list[tuple[
     if not layers:
         return []
     first, _, g, _ = layers[0]
+    if not any(k in ("softmax", "attention") for k in kinds[first:first + g]):
+        return _plain_stages(kinds, first, g)  # no attention: no transformer layer to name the parts of
     names: list[str] = []
     attention = activation = False
     norms = groups = 0  # layer norms seen; GEMM groups in the current part
@@ -410,6 +433,21 @@ def _layer_stages(template: np.ndarray, kinds: list[str], layers) -> list[tuple[
                     name = FINAL_MATMUL if groups == 1 else "output projection"
         names.append(name)
         prev = kind
+    return _runs_of(names, kinds, first, g)
+
+
+_PLAIN = {"gemm": "GEMM", "norm": "layer norm", "activation": "activation", "add": "add", "softmax": "softmax"}
+
+
+def _plain_stages(kinds: list[str], first: int, g: int) -> list[tuple[str, int, int]]:
+    """A layer without attention: its parts named by kind alone (GEMM, activation, add, ...)."""
+    names = [_PLAIN.get(k, "") for k in kinds[first:first + g]]
+    return _runs_of(names, kinds, first, g) if any(names) else []
+
+
+def _runs_of(names: list[str], kinds: list[str], first: int, g: int) -> list[tuple[str, int, int]]:
+    """Consecutive kernels of one stage name as one stage, (name, first, end) in the template."""
+    names = list(names)
     # Kernels of no stage kind (copies, scaling, masks) join the stage after them when it is a
     # matmul (the copies that lay out its operands: q @ k.T's contiguous copies), else the one before
     # them (the scores' scaling and mask); those first in the layer, the next.

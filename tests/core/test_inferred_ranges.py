@@ -28,8 +28,11 @@ from shuffled import names_shuffled_copy, shuffled_copy
 from step_sql import iterations as sql_iterations
 
 NONVTX = SAMPLES / "nonvtx"
-TRAIN = "small_ctx512_b8_async"  # the twin; TRAIN + "_nonvtx" the capture without NVTX
+# TRAIN + "_nonvtx": the capture without NVTX; TRAIN + TWIN its NVTX twin (renamed from the capture's
+# stem, which sample_traces/async has too: the samples are decompressed by stem)
+TRAIN = "small_ctx512_b8_async"
 FORWARD = "small_ctx512_fwd_b8_async"
+TWIN = "_twin"
 BF16 = "small_ctx512_bf16_b8_async_nonvtx"  # no twin in this folder: its sidecar is the truth
 
 
@@ -78,7 +81,7 @@ def kernel_starts(model, range_id: int) -> np.ndarray:
 # -- iterations --------------------------------------------------------------------------------
 @pytest.mark.parametrize("stem", [TRAIN, FORWARD])
 def test_inferred_iterations_match_the_twins_in_count_and_duration(nonvtx, stem):
-    twin = sql_iterations(nonvtx(stem))
+    twin = sql_iterations(nonvtx(stem + TWIN))
     found = inference(load_trace(nonvtx(stem + "_nonvtx")))
     assert found.found, found.reason
     assert len(found.iterations) == len(twin) == 6  # 2 warmup + 4 steps, as captured
@@ -111,7 +114,7 @@ def test_inferred_iterations_match_the_runs_own_python_step_times(nonvtx, stem):
 def test_steady_iterations_hold_the_twins_kernels(nonvtx):
     # The kernel count of each inferred iteration against the kernels whose launch call starts inside
     # the twin's iteration range (SQL): the same program, so the same kernels per iteration.
-    twin = nonvtx(TRAIN)
+    twin = nonvtx(TRAIN + TWIN)
     counts = [len(p) for p in kernel_places(launch_ordered_kernels(twin),
                                             [(it.start, it.start + it.period - 1) for it in sql_iterations(twin)])]
     found = inference(load_trace(nonvtx(TRAIN + "_nonvtx")))
@@ -131,7 +134,7 @@ def test_the_range_model_reads_inferred_iterations_as_steps(nonvtx):
         want = [k for k in kernels if it.start_ns <= k[1] < it.end_ns]
         assert model.kernel_count[rid] == len(want) == it.kernels
     period = step_times(model, steps).period_ns.mean()  # the CPU clock's period, like the twin's
-    twin_steps = [it.period for it in sql_iterations(nonvtx(TRAIN)) if it.name.startswith("step_")]
+    twin_steps = [it.period for it in sql_iterations(nonvtx(TRAIN + TWIN)) if it.name.startswith("step_")]
     assert period == pytest.approx(np.mean(twin_steps), rel=0.02)
 
 
@@ -145,7 +148,7 @@ def test_layer_count_is_the_models(nonvtx, stem):
 def test_attention_stages_hold_the_twins_attention_kernels(nonvtx, stem):
     """In one steady iteration, each inferred layer's computing_attention_scores / computing_softmax /
     final_matmul holds the kernels (by place in the iteration) the twin's ranges of that name hold."""
-    twin, bare = nonvtx(stem), nonvtx(stem + "_nonvtx")
+    twin, bare = nonvtx(stem + TWIN), nonvtx(stem + "_nonvtx")
     twin_kernels, bare_kernels = launch_ordered_kernels(twin), launch_ordered_kernels(bare)
     step = [it for it in sql_iterations(twin) if it.name == "step_1"][0]
     first_twin = kernel_places(twin_kernels, [(step.start, step.start + step.period - 1)])[0][0]
@@ -180,7 +183,7 @@ def test_one_layers_stages_in_the_models_order(nonvtx):
 def test_phases_hold_the_twins_phase_kernels(nonvtx):
     """forward / backward / optimizer of an inferred steady step against the twin's ranges (kernels by
     place in the iteration): the same counts (the backward begins after the loss's forward kernels)."""
-    twin, bare = nonvtx(TRAIN), nonvtx(TRAIN + "_nonvtx")
+    twin, bare = nonvtx(TRAIN + TWIN), nonvtx(TRAIN + "_nonvtx")
     twin_kernels = launch_ordered_kernels(twin)
     step = [it for it in sql_iterations(twin) if it.name == "step_1"][0]
     window = (step.start, step.start + step.period - 1)
@@ -213,7 +216,7 @@ def test_nvidias_reports_never_show_inferred_ranges(nonvtx):
 
 
 def test_a_trace_with_its_own_steps_infers_nothing(nonvtx):
-    trace = load_trace(nonvtx(TRAIN))
+    trace = load_trace(nonvtx(TRAIN + TWIN))
     found = inference(trace)
     assert not found.found and "own iteration ranges" in found.reason
     assert not (range_model(trace).trace.ranges["domain"] == "inferred").any()
