@@ -44,6 +44,15 @@ def inferred(a: dict) -> list[str]:
     found = a.get("inferred")
     if not found:
         return []
+    if found.get("inside_nvtx_iterations"):
+        out = ["## Parts inferred inside the NVTX iterations (the export has step_N ranges and nothing inside them)", "",
+               f"_{safe.markdown(found['basis'])}_", ""]
+        if found["layer_count"]:
+            out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
+                    f"{safe.markdown(' → '.join(found['layer_stages']))}", ""]
+        return out + ["_The sections below read the phases, layers and stages as ranges of the NVTX domain "
+                      "`inferred` (`inferred:forward`, `inferred:layer_N`) inside the export's own step_N: inferred, "
+                      "not annotated._", ""]
     if not found["iterations"]:
         return ["## Iterations inferred from the kernel sequence", "",
                 f"_No NVTX iteration ranges (step_N), and none inferred: {safe.markdown(found.get('reason', ''))}_", ""]

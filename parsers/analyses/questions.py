@@ -263,8 +263,10 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "occupancy": occupancy.answers(trace),
         "findings": findings_answers(trace, attribution),
         "backward_parts": [t.to_json() for t in backward_parts(model)],
-        # where the export names no iteration: what was inferred from its kernel sequence, or why nothing
-        **({"inferred": inference(trace).to_json()} if not has_iteration_ranges(trace) else {}),
+        # where the export names no iteration (or nothing inside its iterations): what was inferred
+        # from its kernel sequence, or why nothing
+        **({"inferred": inference(trace).to_json()}
+           if not has_iteration_ranges(trace) or inference(trace).found else {}),
         "notes": list(trace.info.notes),  # rows left out, tables without a column they need
     }
 

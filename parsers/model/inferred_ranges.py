@@ -99,12 +99,15 @@ class Inference:
     reason: str = ""
     ranges: pd.DataFrame | None = field(default=None, repr=False)  # the rows added to trace.ranges
 
+    inside: bool = False  # the export's own iteration ranges, with the parts inferred inside them
+
     @property
     def found(self) -> bool:
-        return bool(self.iterations)
+        return self.ranges is not None and len(self.ranges) > 0
 
     def to_json(self) -> dict:
-        return {"iterations": [i.to_json() for i in self.iterations], "layer_count": self.layer_count,
+        return {"iterations": [i.to_json() for i in self.iterations], "inside_nvtx_iterations": self.inside,
+                "layer_count": self.layer_count,
                 "layer_stages": self.layer_stages, "period_kernels": self.period_kernels,
                 "basis": self.basis, **({"reason": self.reason} if self.reason else {})}
 
@@ -123,7 +126,8 @@ def inference(trace: Trace) -> Inference:
         if trace.info.gpu_pending:
             return Inference(reason="GPU work not read yet")
         if has_iteration_ranges(trace):
-            found = Inference(reason="the trace has its own iteration ranges (step_N/warmup_N)")
+            found = _infer_inside(trace) if _bare_iterations(trace) else \
+                Inference(reason="the trace has its own iteration ranges (step_N/warmup_N)")
         else:
             found = _infer(trace)
         trace.derived[key] = found
@@ -356,7 +360,11 @@ def _layers(template: np.ndarray, kinds: list[str]) -> list[tuple[int, int, int,
         regions = []
         for g in sorted({r[2] for r in runs if r[1] == count}):
             earliest = min((r for r in runs if r[1] == count and r[2] == g), key=lambda r: r[0])
-            regions.append(_aligned(template, kinds, earliest))
+            region = _aligned(template, kinds, earliest)
+            if region is not None and region[1] == count:
+                regions.append(region)
+        if not regions:
+            continue
         regions.sort()
         laid = [regions[0]]
         for region in regions[1:]:
@@ -366,11 +374,10 @@ def _layers(template: np.ndarray, kinds: list[str]) -> list[tuple[int, int, int,
         score = (count >= 3, sum(r[1] * r[2] for r in laid), count)
         if best is None or score > best[0]:
             best = (score, laid)
-    assert best is not None
-    return best[1]
+    return best[1] if best is not None else []
 
 
-def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:
     """The run's layers placed where the repeat allows: the region where the sequence equals
     itself one spacing on reaches from `lo` to `hi`, and N layers fit in it with some slack (the
     embedding's add is the same kernel as a layer's residual add, the final layer norm as a
@@ -383,7 +390,10 @@ def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, i
     hi = first + (count - 1) * g  # the last occurrence; extend while the repeat holds
     while hi + 1 < len(template) and hi + 1 - g >= 0 and template[hi + 1] == template[hi + 1 - g]:
         hi += 1
-    latest = max(lo, hi + 1 - count * g)
+    count = min(count, (hi + 1 - lo) // g)  # whole layers only: the repeat must hold for all of each
+    if count < 2:
+        return None
+    latest = hi + 1 - count * g
     start = next((x for x in range(lo, latest + 1) if kinds[x] == "norm"), lo)
     return (start, count, g, anchor)
 
@@ -490,16 +500,71 @@ def _phases(template: np.ndarray, op_names: list[str], layers) -> list[tuple[str
     return out
 
 
-def _ranges(trace: Trace, seq: _Sequence, starts, ends, names, seqs, common, layers, kinds, stages) -> pd.DataFrame:
-    """The inferred ranges as rows like trace.ranges': parents before children."""
+def _bare_iterations(trace: Trace) -> bool:
+    """The export names its iterations and nothing else on their threads (NVTX around the
+    iteration only): the parts inside can be inferred."""
+    r = trace.ranges
+    texts = r["text"].to_numpy()
+    is_iteration = np.array([isinstance(t, str) and bool(conventions.STEP_RANGE.match(t) or
+                                                         conventions.WARMUP_RANGE.match(t)) for t in texts], dtype=bool)
+    threads = np.unique(r["gtid"].to_numpy()[is_iteration])
+    return not (np.isin(r["gtid"].to_numpy(), threads) & ~is_iteration).any()
+
+
+def _infer_inside(trace: Trace) -> Inference:
+    """Phases, layers and stages inside the export's own iteration ranges (of the process with the
+    most kernels): the kernels each range's thread launched inside it, the most common sequence
+    of them the steady iteration."""
+    processes = _processes(trace)
+    seq = _sequence(trace, processes[0]) if processes else None
+    if seq is None:
+        return Inference(reason=f"fewer than {MIN_KERNELS} kernels: nothing to infer inside the iterations")
+    r = trace.ranges
+    texts = r["text"].to_numpy()
+    mine = (r["gtid"].to_numpy() >> 24) == (processes[0] >> 24)
+    hit = np.flatnonzero(mine & np.array([isinstance(t, str) and bool(conventions.STEP_RANGE.match(t) or
+                                                                     conventions.WARMUP_RANGE.match(t))
+                                          for t in texts], dtype=bool))
+    hit = hit[np.argsort(r["start"].to_numpy()[hit], kind="stable")]
+    starts = np.searchsorted(seq.launch, r["start"].to_numpy()[hit], side="left")
+    ends = np.searchsorted(seq.launch, r["end"].to_numpy()[hit], side="right")
+    seqs = [tuple(seq.codes[a:b].tolist()) for a, b in zip(starts.tolist(), ends.tolist())]
+    nonempty = [s for s in seqs if s]
+    if not nonempty:
+        return Inference(reason="the iteration ranges hold no kernels")
+    common = max(set(nonempty), key=lambda s: (seqs.count(s), -seqs.index(s)))
+    if seqs.count(common) < MIN_REPEATS:
+        return Inference(reason="no two iteration ranges launch the same kernels in the same order: nothing inferred "
+                         "inside them")
+    template = np.array(common, dtype=np.int64)
+    kinds = [_kind(trace.op_names[c]) for c in template.tolist()]
+    layers = _layers(template, kinds)
+    stages = _layer_stages(template, kinds, layers)
+    gtids = r["gtid"].to_numpy()[hit]
+    rows = _ranges(trace, seq, starts, ends, [str(t) for t in texts[hit]], seqs, common, layers, kinds, stages,
+                   iterations=False, gtids=gtids, limits=r["end"].to_numpy()[hit])
+    basis = (f"inferred inside the export's {len(hit)} iteration ranges from their kernel sequence: "
+             f"{seqs.count(common)} launch the same {len(template):,} kernels in the same order"
+             + (f"; {layers[0][1]} layers of {layers[0][2]} kernels" if layers else "; no repeated layer found"))
+    return Inference(layer_count=layers[0][1] if layers else 0, layer_stages=[s for s, _, _ in stages],
+                     period_kernels=len(template), basis=basis, ranges=rows, inside=True)
+
+
+def _ranges(trace: Trace, seq: _Sequence, starts, ends, names, seqs, common, layers, kinds, stages,
+            iterations: bool = True, gtids: np.ndarray | None = None, limits: np.ndarray | None = None) -> pd.DataFrame:
+    """The inferred ranges as rows like trace.ranges': parents before children (`iterations`
+    False: the parts only, inside the export's own iteration ranges, on their threads `gtids`)."""
     op_names = trace.op_names
     template = np.array(common, dtype=np.int64)
     phases = _phases(template, op_names, layers)
     fwd_layers = layers[0] if layers else None
     bwd_layers = layers[1] if len(layers) > 1 else None
     rows: list[tuple[str, int, int]] = []  # (text, first, end) as sequence positions
+    first_row: list[int] = []  # per iteration, its first row
     for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-        rows.append((names[i], a, b))
+        first_row.append(len(rows))
+        if iterations:
+            rows.append((names[i], a, b))
         if seqs[i] != common:
             continue  # an iteration unlike the steady one: no parts inferred inside it
         for phase, p0, p1 in phases:
@@ -523,17 +588,21 @@ def _ranges(trace: Trace, seq: _Sequence, starts, ends, names, seqs, common, lay
                 if b0 + count * g < p1:
                     rows.append(("embedding backward", a + b0 + count * g, a + p1))
     last = len(seq.codes)
-    gtid = _thread(trace, seq, starts)
+    n = len(rows)
+    owner = np.searchsorted(np.array(first_row, dtype=np.int64), np.arange(n), side="right") - 1
     r_start = np.array([seq.launch[a] for _, a, _ in rows], dtype=np.int64)
     # to just before the next kernel's launch: the next range holds that one (attribution counts
     # a call that starts at a range's end as inside it)
     r_end = np.array([seq.launch[b] - 1 if b < last else seq.launch_end[b - 1] for _, _, b in rows], dtype=np.int64)
+    if limits is not None:  # inside the export's iteration ranges: never past their end
+        r_end = np.minimum(r_end, np.asarray(limits, dtype=np.int64)[owner])
     r_end = np.maximum(r_end, r_start)
     texts = np.array([t for t, _, _ in rows], dtype=object)
-    n = len(rows)
+    thread = np.full(n, _thread(trace, seq, starts), dtype=np.int64) if gtids is None else \
+        np.asarray(gtids, dtype=np.int64)[owner]
     return pd.DataFrame({
         "rowid": -1 - np.arange(n, dtype=np.int64), "start": r_start, "end": r_end, "end_sum": r_end,
-        "gtid": np.full(n, gtid, dtype=np.int64), "cross": np.zeros(n, dtype=bool), "pushpop": np.ones(n, dtype=bool),
+        "gtid": thread, "cross": np.zeros(n, dtype=bool), "pushpop": np.ones(n, dtype=bool),
         "name": np.array([f"{DOMAIN}:{t}" for t in texts], dtype=object), "domain": np.full(n, DOMAIN, dtype=object),
         "text": texts, "unended": np.zeros(n, dtype=bool),
     })

@@ -11,6 +11,7 @@ against truths that share no code with nsight_tui:
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -241,3 +242,32 @@ def test_the_rows_order_in_the_export_changes_nothing(nonvtx, tmp_path):
     a = inference(load_trace(nonvtx(TRAIN + "_nonvtx")))
     b = inference(load_trace(shuffled_copy(nonvtx(TRAIN + "_nonvtx"), tmp_path / "scrambled.sqlite")))
     assert b.iterations == a.iterations and b.layer_count == a.layer_count and b.layer_stages == a.layer_stages
+
+
+def _iterations_only(source: Path, target: Path) -> Path:
+    """The twin with every NVTX range but step_N / warmup_N deleted: NVTX around the iteration only."""
+    shutil.copyfile(source, target)
+    con = sqlite3.connect(target)
+    con.execute("""DELETE FROM NVTX_EVENTS WHERE eventType IN (59, 60, 70, 71) AND NOT (
+        coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB 'step_[0-9]*'
+        OR coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB 'warmup_[0-9]*')""")
+    con.commit()
+    con.close()
+    return target
+
+
+def test_nvtx_around_the_iteration_only_gets_its_parts_inferred_inside(nonvtx, tmp_path):
+    twin = nonvtx(TRAIN + TWIN)
+    model = range_model(load_trace(_iterations_only(twin, tmp_path / "steps_only.sqlite")))
+    found = inference(model.trace)
+    assert found.found and found.inside and found.layer_count == 12 and not found.iterations
+    texts, domains = model.trace.ranges["text"].to_numpy(), model.trace.ranges["domain"].to_numpy()
+    kernels = launch_ordered_kernels(twin)
+    for step in [it for it in sql_iterations(twin) if it.name.startswith("step_")]:
+        (step_id,) = [i for i in np.flatnonzero(texts == step.name).tolist() if domains[i] != "inferred"]
+        for phase in ("forward", "backward", "optimizer"):
+            spans = [s for s in twin_ranges(twin, phase) if step.start <= s[0] <= step.end]
+            want = len(kernel_places(kernels, spans)[0])  # the twin's own phase range, by SQL
+            (pid,) = [i for i in np.flatnonzero((texts == phase) & (domains == "inferred")).tolist()
+                      if model.parent[i] == step_id]  # nested right under the export's step_N
+            assert int(model.kernel_count[pid]) == want, (step.name, phase)
