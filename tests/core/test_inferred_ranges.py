@@ -35,6 +35,8 @@ TRAIN = "small_ctx512_b8_async"
 FORWARD = "small_ctx512_fwd_b8_async"
 TWIN = "_twin"
 BF16 = "small_ctx512_bf16_b8_async_nonvtx"  # no twin in this folder: its sidecar is the truth
+# capture/bare_gpt2.cu: a GPT-2 small forward in CUDA C++ with cuBLAS, no NVTX; its own step times
+BARE = "bare_gpt2_small_ctx512_b8"
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +99,7 @@ def test_inferred_iterations_match_the_twins_in_count_and_duration(nonvtx, stem)
         assert got.end_ns - got.start_ns == pytest.approx(want.period, rel=0.05), (got, want)
 
 
-@pytest.mark.parametrize("stem", [TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16])
+@pytest.mark.parametrize("stem", [TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16, BARE])
 def test_inferred_iterations_match_the_runs_own_python_step_times(nonvtx, stem):
     steps = sidecar(stem)["steps"]
     found = inference(load_trace(nonvtx(stem)))
@@ -140,7 +142,7 @@ def test_the_range_model_reads_inferred_iterations_as_steps(nonvtx):
 
 
 # -- layers and stages -------------------------------------------------------------------------
-@pytest.mark.parametrize("stem", [TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16])
+@pytest.mark.parametrize("stem", [TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16, BARE])
 def test_layer_count_is_the_models(nonvtx, stem):
     assert inference(load_trace(nonvtx(stem))).layer_count == sidecar(stem)["config"]["n_layers"] == 12
 
@@ -177,7 +179,7 @@ def test_one_layers_stages_in_the_models_order(nonvtx):
     want = ["layer norm", "QKV GEMM", "computing_attention_scores", "computing_softmax", "final_matmul",
             "output projection", "residual add", "layer norm", "MLP up GEMM", "activation", "MLP down GEMM",
             "residual add"]
-    for stem in (TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16):
+    for stem in (TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16, BARE):  # bare_gpt2.cu's forward() is the same block
         assert inference(load_trace(nonvtx(stem))).layer_stages == want, stem
 
 
