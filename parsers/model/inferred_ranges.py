@@ -112,10 +112,18 @@ class Inference:
                 "basis": self.basis, **({"reason": self.reason} if self.reason else {})}
 
 
+def _is_iteration_text(texts: np.ndarray) -> np.ndarray:
+    """Per range text: `step_N` or `warmup_N` (tested once per distinct text: 10^6 op ranges share few)."""
+    if not len(texts):
+        return np.zeros(0, dtype=bool)
+    codes, uniques = pd.factorize(pd.Series(texts, dtype=object))
+    hit = np.array([isinstance(t, str) and bool(conventions.STEP_RANGE.match(t) or conventions.WARMUP_RANGE.match(t))
+                    for t in uniques], dtype=bool)
+    return hit[codes] & (codes >= 0)
+
+
 def has_iteration_ranges(trace: Trace) -> bool:
-    texts = trace.ranges["text"].to_numpy() if len(trace.ranges) else []
-    return any(isinstance(t, str) and (conventions.STEP_RANGE.match(t) or conventions.WARMUP_RANGE.match(t))
-               for t in set(texts))
+    return bool(_is_iteration_text(trace.ranges["text"].to_numpy()).any()) if len(trace.ranges) else False
 
 
 def inference(trace: Trace) -> Inference:
@@ -504,9 +512,7 @@ def _bare_iterations(trace: Trace) -> bool:
     """The export names its iterations and nothing else on their threads (NVTX around the
     iteration only): the parts inside can be inferred."""
     r = trace.ranges
-    texts = r["text"].to_numpy()
-    is_iteration = np.array([isinstance(t, str) and bool(conventions.STEP_RANGE.match(t) or
-                                                         conventions.WARMUP_RANGE.match(t)) for t in texts], dtype=bool)
+    is_iteration = _is_iteration_text(r["text"].to_numpy())
     threads = np.unique(r["gtid"].to_numpy()[is_iteration])
     return not (np.isin(r["gtid"].to_numpy(), threads) & ~is_iteration).any()
 
@@ -522,9 +528,7 @@ def _infer_inside(trace: Trace) -> Inference:
     r = trace.ranges
     texts = r["text"].to_numpy()
     mine = (r["gtid"].to_numpy() >> 24) == (processes[0] >> 24)
-    hit = np.flatnonzero(mine & np.array([isinstance(t, str) and bool(conventions.STEP_RANGE.match(t) or
-                                                                     conventions.WARMUP_RANGE.match(t))
-                                          for t in texts], dtype=bool))
+    hit = np.flatnonzero(mine & _is_iteration_text(texts))
     hit = hit[np.argsort(r["start"].to_numpy()[hit], kind="stable")]
     starts = np.searchsorted(seq.launch, r["start"].to_numpy()[hit], side="left")
     ends = np.searchsorted(seq.launch, r["end"].to_numpy()[hit], side="right")
