@@ -23,6 +23,8 @@ def test_the_tree_shows_inferred_ranges_marked_inferred(async_trace, tui):
         async with tui(path) as ui:
             text = ui.text()
             assert "no NVTX ranges" not in text and "inferred:step_N" in text
+            # the detail line says whose span the CPU column is: the launches, not an NVTX push/pop
+            assert "(launch span, inferred from the kernel sequence)" in ui.flat_text()
             tree = ui.screen.grid
             labels = [n.label for n in tree.ranges.all_nodes()]
             # every range the inference made carries the tag; the export's own (CCCL's) keep theirs
