@@ -26,7 +26,7 @@ from nsight_tui.parsers.read.source import connect_readonly
 from nsight_tui.capture.nsys import AUTOGRAD_NVTX, MEMORY_USAGE, export_command, profile_command
 from nsight_tui.capture.plant import nsys_options as plant_nsys_options
 from nsight_tui.capture.sizes import RunSettings
-from nsight_tui.parsers.read.conventions import OOM_SUFFIX, output_stem
+from nsight_tui.parsers.read.conventions import NO_NVTX_SUFFIX, OOM_SUFFIX, STEPS_SIDECAR_SUFFIX, output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,13 +38,14 @@ class CaptureConfig(RunSettings):
         stem = output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes,
                            self.tf32, self.op_ranges, self.backward_ranges)
         sync = "" if self.phase_sync else "_nosync" if self.range_sync else "_async"
-        return stem + sync + (f"_{self.plant}" if self.plant else "")
+        return stem + sync + (f"_{self.plant}" if self.plant else "") + ("" if self.nvtx else NO_NVTX_SUFFIX)
 
     def describe(self) -> str:
         ranks = f", data-parallel over {self.processes} GPUs" if self.processes > 1 else ""
         tf32 = " tf32" if self.tf32 else ""
         extra = "".join([f", {self.op_ranges} op ranges" if self.op_ranges != "none" else "",
-                         ", backward ranges" if self.backward_ranges else ""])
+                         ", backward ranges" if self.backward_ranges else "",
+                         ", no NVTX" if not self.nvtx else ""])
         return (f"{self.model} ctx{self.ctx} {self.mode} {self.dtype}{tf32} {self.attention} attention, "
                 f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps{ranks}{extra}")
 
@@ -55,7 +56,8 @@ class CaptureConfig(RunSettings):
                 *(["--plant", self.plant] if self.plant else []), *([] if self.phase_sync else ["--no-phase-sync"]),
                 *([] if self.range_sync else ["--no-range-sync"]),
                 *(["--op-ranges", self.op_ranges] if self.op_ranges != "none" else []),
-                *(["--backward-ranges"] if self.backward_ranges else [])]
+                *(["--backward-ranges"] if self.backward_ranges else []),
+                *([] if self.nvtx else ["--no-nvtx"])]
 
     def nsys_options(self) -> list[str]:
         return [*([AUTOGRAD_NVTX] if self.op_ranges == "autograd-nvtx" else []), *plant_nsys_options(self.plant)]
@@ -81,8 +83,15 @@ def oom_export_path(out_dir: Path, config: CaptureConfig) -> Path:
     return out_dir / f"{config.stem}{OOM_SUFFIX}.sqlite"
 
 
+def steps_sidecar_path(out_dir: Path, config: CaptureConfig) -> Path:
+    """STEM.steps.json beside a --no-nvtx export: the workload's Python step times, which an
+    annotated capture writes into the trace as `nsight-tui:step` marks."""
+    return out_dir / f"{config.stem}{STEPS_SIDECAR_SUFFIX}"
+
+
 def existing_outputs(out_dir: Path, config: CaptureConfig, keep_report: bool = False) -> list[Path]:
     paths = [*output_paths(out_dir, config), oom_export_path(out_dir, config),
+             *([] if config.nvtx else [steps_sidecar_path(out_dir, config)]),
              *([out_dir / f"{config.stem}.nsys-rep"] if keep_report else [])]
     return [p for p in paths if p.exists()]
 
@@ -213,6 +222,12 @@ class Runner:
                 return CaptureResult(config, "failed", None, f"nsys export exited with {code}",
                                      time.perf_counter() - started)
             self._replace_check(sqlite_path)
+            if not config.nvtx:  # first, so an export is never without its step times
+                sidecar = steps_sidecar_path(self.out_dir, config)
+                self._replace_check(sidecar)
+                write_atomic(sidecar, json.dumps({"config": {**config.metadata(), **self.extra_metadata},
+                                                  "steps": status.get("steps", [])}, indent=1) + "\n",
+                             overwrite=True)
             os.replace(exported, sqlite_path)
             if oom_path.exists():  # this configuration fits now: the old OOM record is stale
                 oom_path.unlink()

@@ -52,6 +52,9 @@ class RunSettings:
     # the GPU); the step's one synchronise comes after its range closes, so the Python step time
     # (the `nsight-tui:step` mark) is still the GPU's pace. Only with phase_sync False.
     range_sync: bool = True
+    # False: no NVTX range and no mark at all (issue 31: a trace whose iterations, layers and
+    # stages must be inferred from the kernel sequence); the step times go to the status file only.
+    nvtx: bool = True
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -65,6 +68,7 @@ class RunSettings:
                 **({"plant": self.plant} if self.plant else {}),
                 **({"phase_sync": False} if not self.phase_sync else {}),
                 **({"range_sync": False} if not self.range_sync else {}),
+                **({"nvtx": False} if not self.nvtx else {}),
                 # how the backward was annotated, only when it was (older traces have neither key)
                 **({"op_ranges": self.op_ranges} if self.op_ranges != "none" else {}),
                 **({"backward_ranges": True} if self.backward_ranges else {})}

@@ -55,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--no-sync", action="store_true",
                       help="nothing synchronises inside any NVTX range, as in real training: the CPU runs ahead and "
                       "each step's one synchronise comes after its range (output name gets _async)")
+    what.add_argument("--no-nvtx", action="store_true",
+                      help="no NVTX ranges and no marks at all, an unannotated trace whose iterations and layers "
+                      "nsight-tui infers from the kernel sequence; the Python step times go beside the export in "
+                      "STEM.steps.json (output name gets _nonvtx)")
     what.add_argument("--attention", default="manual", choices=ATTENTIONS,
                       help="manual (annotated scores/softmax/matmul) or fused (torch SDPA) (default manual)")
     what.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"batch size (default {DEFAULT_BATCH})")
@@ -123,11 +127,13 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
     except ValueError as exc:
         raise CaptureError(str(exc)) from None
     op_ranges = "autograd-nvtx" if args.autograd_nvtx else "emit-nvtx" if args.emit_nvtx else "none"
+    if args.no_nvtx and (op_ranges != "none" or args.backward_ranges):
+        raise CaptureError("--no-nvtx leaves no room for --autograd-nvtx, --emit-nvtx or --backward-ranges")
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
                           tf32=args.tf32, plant=args.plant, phase_sync=not (args.no_phase_sync or args.no_sync),
                           range_sync=not args.no_sync,
-                          op_ranges=op_ranges, backward_ranges=args.backward_ranges)
+                          op_ranges=op_ranges, backward_ranges=args.backward_ranges, nvtx=not args.no_nvtx)
             for m in models for c in ctxs]
 
 

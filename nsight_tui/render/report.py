@@ -37,6 +37,41 @@ def heading(a: dict) -> list[str]:
     return out
 
 
+def inferred(a: dict) -> list[str]:
+    """Where the export names no iteration: the iterations, layers and stages inferred from its
+    kernel sequence (parsers.model.inferred_ranges), which every section below then reads as the
+    ranges `inferred:step_N`, `inferred:forward`, ...; or why none were."""
+    found = a.get("inferred")
+    if not found:
+        return []
+    if found.get("inside_nvtx_iterations"):
+        out = ["## Parts inferred inside the NVTX iterations (the export has step_N ranges and nothing inside them)", "",
+               f"_{safe.markdown(found['basis'])}_", ""]
+        if found["layer_count"]:
+            out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
+                    f"{safe.markdown(' → '.join(found['layer_stages']))}", ""]
+        return out + ["_The sections below read the phases, layers and stages as ranges of the NVTX domain "
+                      "`inferred` (`inferred:forward`, `inferred:layer_N`) inside the export's own step_N: inferred, "
+                      "not annotated._", ""]
+    if not found["iterations"]:
+        return ["## Iterations inferred from the kernel sequence", "",
+                f"_No NVTX iteration ranges (step_N), and none inferred: {safe.markdown(found.get('reason', ''))}_", ""]
+    rows = [[safe.markdown(i["name"]), numbers.ms(i["duration_ns"]), f"{i['kernels']:,}"] for i in found["iterations"]]
+    out = ["## Iterations inferred from the kernel sequence (no NVTX iteration ranges)", "",
+           f"_{safe.markdown(found['basis'])}_", "",
+           tables.markdown(["inferred iteration", "GPU ms (first kernel start to the next iteration's)", "kernels"],
+                           rows), ""]
+    if found["layer_count"]:
+        stages = " → ".join(found["layer_stages"])
+        out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
+                f"{safe.markdown(stages)}", ""]
+    out += ["_The sections below read these as ranges of the NVTX domain `inferred` (`inferred:step_N`, "
+            "`inferred:forward`, `inferred:layer_N`): inferred, not annotated. Their CPU span runs from their first "
+            "kernel's launch to the next one's; the warm-ups (`warmup_N`) are the leading iterations unlike the "
+            "steady one, or as many as the capture recorded beside the export (STEM.steps.json)._", ""]
+    return out
+
+
 def forward_time(a: dict) -> list[str]:
     """(a) Each range's time on both clocks against the time Python measured around the same code.
 
@@ -211,6 +246,7 @@ def ranks(a: dict) -> list[str]:
 SECTIONS: list[Section] = [
     heading,
     process_view.section,
+    inferred,
     forward_time,
     top_kernels,
     non_gemm_forward,

@@ -17,6 +17,7 @@ from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, WARMUP, gpu_lags, iteration_ranges,
                                                  phase_ranges, step_times)
+from nsight_tui.parsers.model.inferred_ranges import has_iteration_ranges, inference
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 from nsight_tui.parsers.analyses.ratios import _ratio, family_shares
 
@@ -186,7 +187,7 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     """NVTX step and phase times against the times the capture measured in Python."""
     meta = trace.meta()
     times = step_times(model, iteration_ranges(model, STEP))
-    texts = trace.ranges["text"].to_numpy() if model.n else np.array([])
+    texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])  # inferred ranges too
     nvtx = {texts[i]: int(c) for i, c in zip(times.ids, times.cpu_ns)}
     period = {texts[i]: int(p) for i, p in zip(times.ids, times.period_ns)}
     gpu = {texts[i]: int(g) for i, g in zip(times.ids, times.gpu_ns)}
@@ -262,6 +263,10 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "occupancy": occupancy.answers(trace),
         "findings": findings_answers(trace, attribution),
         "backward_parts": [t.to_json() for t in backward_parts(model)],
+        # where the export names no iteration (or nothing inside its iterations): what was inferred
+        # from its kernel sequence, or why nothing
+        **({"inferred": inference(trace).to_json()}
+           if not has_iteration_ranges(trace) or inference(trace).found else {}),
         "notes": list(trace.info.notes),  # rows left out, tables without a column they need
     }
 

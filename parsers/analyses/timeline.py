@@ -185,6 +185,7 @@ class Timeline:
     """Every lane of one trace; build in a worker (a second or so at 600k kernels)."""
 
     def __init__(self, trace: Trace, model: RangeModel, idle: IdleAnalysis):
+        trace = model.trace  # its ranges are the model's: the export's and any inferred ones
         self.trace, self.model, self.idle = trace, model, idle
         self._rank_of_device, self._rank_of_process = _rank_numbers(trace)
         self.range_names = trace.ranges["name"].to_numpy() if len(trace.ranges) else np.zeros(0, dtype=object)

@@ -26,6 +26,13 @@ RESERVED = "reserved_bytes"  # torch.cuda.memory_reserved(): the allocator's seg
 PEAK_ALLOCATED = "peak_allocated_bytes"  # torch.cuda.max_memory_allocated() over the phase
 PEAK_RESERVED = "peak_reserved_bytes"  # torch.cuda.max_memory_reserved() over the phase
 OOM_SUFFIX = ".oom"  # STEM.oom.json (the record) and STEM.oom.sqlite (the export of a run that ran out)
+# A capture with no NVTX at all (`capture --no-nvtx`, issue 31): no ranges and no marks, so the export
+# is a truly unannotated trace; its Python step times go beside it in STEM.steps.json instead.
+NO_NVTX_SUFFIX = "_nonvtx"
+STEPS_SIDECAR_SUFFIX = ".steps.json"
+# The NVTX domain of ranges nsight-tui infers from a trace's kernel sequence (parsers.model.inferred_ranges):
+# shown `inferred:step_0`, never written to any export.
+INFERRED_DOMAIN = "inferred"
 
 
 def mark_prefix(kind: str) -> str:

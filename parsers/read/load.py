@@ -6,6 +6,7 @@ vectorised integer groupby, not string work.
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -149,7 +150,10 @@ class Trace:
         return self.ops[self.ops["kind"] == KERNEL]
 
     def meta(self) -> "RunMeta":
-        return RunMeta.from_marks(self.marks)
+        meta = RunMeta.from_marks(self.marks)
+        if not meta.config and not meta.steps:  # a `capture --no-nvtx` export: the record beside it
+            meta = RunMeta.from_sidecar(self.path)
+        return meta
 
 
 @dataclass
@@ -173,6 +177,22 @@ class RunMeta:
             elif kind == conventions.STEP and isinstance(value, dict):
                 meta.steps.append(value)
         return meta
+
+    @classmethod
+    def from_sidecar(cls, path: Path) -> "RunMeta":
+        """The config and Python step times `capture --no-nvtx` keeps beside its export, which has no
+        marks (STEM.steps.json; read only, and only when it is there and well formed)."""
+        name = Path(path).name
+        stem = name[: -len(".sqlite")] if name.endswith(".sqlite") else None
+        side = Path(path).with_name(stem + conventions.STEPS_SIDECAR_SUFFIX) if stem else None
+        try:
+            value = json.loads(side.read_text()) if side is not None and side.is_file() else {}
+        except (OSError, ValueError):
+            return cls()
+        config = value.get("config") if isinstance(value, dict) else None
+        steps = value.get("steps") if isinstance(value, dict) else None
+        return cls(config if isinstance(config, dict) else {},
+                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [])
 
 
 # ---------------------------------------------------------------------------------------

@@ -420,3 +420,31 @@ def test_profile_records_gpu_memory_by_default(tmp_path):
     assert profile.index(MEMORY_USAGE) < profile.index("-m")  # an nsys option, before the app
     profile, _ = Runner("nsys", tmp_path, memory_usage=False).commands(config, tmp_path)
     assert MEMORY_USAGE not in profile
+
+
+def test_no_nvtx_capture_keeps_its_step_times_beside_the_export(tmp_path, fake_nsys, monkeypatch):
+    # issue 31: the workload child really runs (CPU, tiny) with --no-nvtx; its status file's step
+    # times come back as STEM.steps.json beside STEM.sqlite, the export's only clock truth.
+    pytest.importorskip("torch")
+    monkeypatch.setenv("FAKE_NSYS_RUN_APP", "1")
+    out = tmp_path / "out"
+    config = CaptureConfig("tiny", 16, batch=2, steps=2, warmup=1, phase_sync=False, range_sync=False, nvtx=False)
+    assert config.stem == "tiny_ctx16_b2_async_nonvtx"
+    result = Runner(fake_nsys, out, echo=lambda line: None).capture(config)
+    assert result.status == "ok", result.message
+    profile = nsys_calls(tmp_path)[0]
+    assert "--no-nvtx" in profile
+    sidecar = json.loads((out / "tiny_ctx16_b2_async_nonvtx.steps.json").read_text())
+    assert [s["name"] for s in sidecar["steps"]] == ["warmup_0", "step_0", "step_1"]
+    assert all(s["seconds"] > 0 for s in sidecar["steps"])
+    assert sidecar["config"]["nvtx"] is False and sidecar["config"]["n_layers"] == 2
+    assert sorted(p.name for p in out.iterdir()) == ["tiny_ctx16_b2_async_nonvtx.sqlite",
+                                                     "tiny_ctx16_b2_async_nonvtx.steps.json"]
+    # a second run will not clobber the sidecar either
+    with pytest.raises(CaptureError, match="already exists"):
+        Runner(fake_nsys, out, echo=lambda line: None).capture(config)
+
+
+def test_cli_no_nvtx_refuses_op_ranges(tmp_path, capsys):
+    code = nsight_main(["capture", "--no-nvtx", "--emit-nvtx", "--dry-run", "--out", str(tmp_path)])
+    assert code != 0 and "--no-nvtx" in capsys.readouterr().err
