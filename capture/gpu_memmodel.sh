@@ -8,6 +8,9 @@
 # How it was run: tree copied into the git-ignored .gpustage-memmodel/ of the checkout, with
 # .whl (nvtx wheel) and .devlibs (libdw/libelf) carried beside it:
 #   cd .gpustage-memmodel && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_memmodel.sh
+# and, as the first call's packing hung (see the log), NVIDIA's CSVs in a second call on the exports it
+# brought back (carried xz'd in .gpustage-memmodel/exports/):
+#   cd .gpustage-memmodel && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_memmodel.sh stats exports
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -24,11 +27,16 @@ T0=$(date +%s)
 stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
 stamp "start"; nvidia-smi -L; nvidia-smi --query-gpu=memory.total --format=csv; "$NSYS" --version
 rm -rf "$W"; mkdir -p "$W"
-# the sweep gets what is left of the call; whatever it finished is packed below either way
-timeout "${SWEEP_S:-190}" python3 -m nsight_tui capture --sweep --models medium,large,xl --ctxs 512,1024 \
-  --batch 8 --warmup 1 --steps 2 --no-count --out "$W"
-echo "sweep exit $?"
-cat "$W"/*.oom.json
+if [ "${1:-sweep}" = stats ]; then
+  # `stats DIR`: NVIDIA's CSVs only, of the xz'd exports in DIR (the first call's packing hung, see the log)
+  for f in "$2"/*.sqlite.xz; do xz -dc "$f" > "$W/$(basename "${f%.xz}")"; done
+else
+  # the sweep gets what is left of the call; whatever it finished is packed below either way
+  timeout "${SWEEP_S:-190}" python3 -m nsight_tui capture --sweep --models medium,large,xl --ctxs 512,1024 \
+    --batch 8 --warmup 1 --steps 2 --no-count --out "$W"
+  echo "sweep exit $?"
+  cat "$W"/*.oom.json
+fi
 stamp "nsys stats"
 mkdir -p "$W/oracle" "$W/.copies"
 pids=()
@@ -42,7 +50,13 @@ for p in "${pids[@]}"; do wait "$p"; done
 rm -rf "$W/.copies"
 sha256sum "$W"/*.sqlite; ls -la "$W" "$W/oracle"
 stamp "pack"
-# at most 8 files come back: the exports xz'd one by one, the rest in one tarball
-for f in "$W"/*.sqlite; do xz -9e -T0 -k -c "$f" > "$OUT/$(basename "$f").xz" & done; wait
+# at most 8 files come back: NVIDIA's CSVs and the records first (small), then the exports xz'd one by one.
+# A bare `wait` would also wait for the `tee` of the log above (a process substitution): it hung the
+# first call until its limit. Wait for the xz processes by id.
 XZ_OPT=-T0 tar -C "$W" -cJf "$OUT/rest.tar.xz" --exclude='*.sqlite' .
+if [ "${1:-sweep}" != stats ]; then
+  pids=()
+  for f in "$W"/*.sqlite; do xz -9e -k -c "$f" > "$OUT/$(basename "$f").xz" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p"; done
+fi
 ls -la "$OUT"; stamp "done"

@@ -171,8 +171,8 @@ def fit(points: list[ConfigPoint]) -> Fit | None:
     unknowns = 2 if manual else 1
     if len(used) < unknowns:
         return None
-    a = np.array([[p.activation_elements, p.score_elements][:unknowns] for p in used], dtype=float)
-    y = np.array([p.measured_bytes - p.fixed_bytes for p in used], dtype=float)  # type: ignore[operator]
+    a = np.array([[p.activation_elements, p.score_elements][:unknowns] for p in used], dtype=np.float64)
+    y = np.array([float(p.measured_bytes or 0) - p.fixed_bytes for p in used], dtype=np.float64)
     if np.linalg.matrix_rank(a) < unknowns:
         return None
     coef, *_ = np.linalg.lstsq(a, y, rcond=None)
