@@ -73,6 +73,10 @@ def section(m: dict | None) -> list[str]:
     f = m.get("fit")
     if f is None:
         out += [f"_No fit: {safe.markdown(m.get('note') or 'no runs with a memory figure')}_", ""]
+        if m.get("left_out"):
+            out += [f"Not modelled: {len(m['left_out'])} run(s): "
+                    + "; ".join(safe.markdown(s) for s in m["left_out"][:5])
+                    + ("; …" if len(m["left_out"]) > 5 else "") + " (JSON: memory_model.left_out)", ""]
         return out
     gpu = (f"GPU {_b(m['gpu_bytes'])} (TARGET_INFO_GPU.totalMemory) less {_b(m['beside_allocator_bytes'])} held "
            f"outside torch's allocator (cuBLAS handles, static globals; nsys) = {_b(m['room_bytes'])} available"

@@ -248,7 +248,10 @@ def model_sweep(points: list[ConfigPoint]) -> MemoryModel:
     out = MemoryModel(f, gpu, beside_bytes, room, left_out=left_out)
     if f is None:
         manual = any(p.score_elements > 0 for p in ran)
-        if len(ran) < (2 if manual else 1):
+        if not ran:
+            out.note = ("no training run with a memory figure (nsys's memory events or torch's step marks; "
+                        "`nsight-tui capture` records both by default)")
+        elif len(ran) < (2 if manual else 1):
             out.note = (f"{len(ran)} run(s) with a memory figure: too few to fit the activation and attention-score "
                         "terms (two unknowns with manual attention, one with fused)")
         else:  # scores / activations = ctx / d_head: runs at one ctx (GPT-2's d_head is 64 throughout) cannot part them
