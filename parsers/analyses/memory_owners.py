@@ -60,14 +60,18 @@ def calls_of(events: pd.DataFrame, api: pd.DataFrame, api_names: list[str]) -> t
     order = np.lexsort((api["start"].to_numpy(np.int64), gtid))
     gtid, corr, names = gtid[order], api["corr"].to_numpy(np.int64)[order], api["name"].to_numpy(np.int64)[order]
     same_thread = np.concatenate(([False], gtid[1:] == gtid[:-1]))
-    position = {(int(c), int(g) >> 24): i for i, (c, g) in enumerate(zip(corr, gtid))}
-    for k, (c, p) in enumerate(zip(events["corr"].to_numpy(np.int64), events["gpid"].to_numpy(np.int64))):
-        i = position.get((int(c), int(p) >> 24))
-        if i is None:
-            continue
-        thread[k] = gtid[i]
-        if same_thread[i] and 0 <= names[i - 1] < len(api_names):
-            previous[k] = api_names[int(names[i - 1])]
+    # a call is (process, correlation id): one key each, sorted once, looked up for every event at once
+    keys = ((gtid >> 24) << 32) | (corr & 0xFFFFFFFF)
+    by_key = np.argsort(keys, kind="stable")
+    sorted_keys = keys[by_key]
+    wanted = ((events["gpid"].to_numpy(np.int64) >> 24) << 32) | (events["corr"].to_numpy(np.int64) & 0xFFFFFFFF)
+    at = np.minimum(np.searchsorted(sorted_keys, wanted), len(keys) - 1)
+    found = (sorted_keys[at] == wanted) & (events["corr"].to_numpy(np.int64) > 0)  # static globals carry 0
+    i = by_key[at]
+    thread[found] = gtid[i[found]]
+    before = names[np.maximum(i - 1, 0)]
+    for k in np.flatnonzero(found & same_thread[i] & (before >= 0) & (before < len(api_names))):
+        previous[k] = api_names[int(before[k])]
     return previous, thread
 
 

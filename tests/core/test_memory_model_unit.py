@@ -79,3 +79,24 @@ def test_an_oom_cell_is_explained_by_what_grew():
     assert cell.reference == "medium_ctx1024_b4" and cell.grew_most == "attention_scores"
     assert cell.growth["attention_scores"] > cell.growth["activations"] > 0 == cell.growth["fixed"] - (
         16 * 1024 * (4096 - 1024))  # only the learned positions grow the fixed part
+
+
+def test_runs_without_a_usable_configuration_are_left_out_with_why(tmp_path):
+    from nsight_tui.parsers.analyses.sweep import Run, memory_model, memory_points
+
+    config = {"model": "medium", "d_model": 1024, "n_layers": 24, "n_heads": 16, "vocab": 10_000, "batch": 8,
+              "ctx": 512, "dtype": "fp32", "mode": "train", "attention": "manual"}
+    memory = {"allocator_peak_bytes": 14_390_657_024, "beside_allocator_bytes": 134_734_831,
+              "gpu_total_bytes": 85_017_493_504}
+    runs = [Run(tmp_path / "a.sqlite", None, None, "", answers={"config": config, "memory": memory}),
+            Run(tmp_path / "b.sqlite", None, None, "", answers={"config": {**config, "ctx": True}, "memory": memory}),
+            Run(tmp_path / "c.sqlite", None, None, "", answers={"config": {**config, "mode": "forward"}, "memory": memory}),
+            Run(tmp_path / "d.sqlite", None, None, "", answers={"config": {**config, "dtype": "bf16"}, "memory": memory}),
+            Run(tmp_path / "e.oom.json", "xl", 1024, "", status="oom", oom_config=None),
+            Run(tmp_path / "f.sqlite", None, None, "", status="error")]
+    points, left_out = memory_points(runs)
+    assert [p.file for p in points] == ["a.sqlite"] and points[0].measured_source == "nsys"
+    assert [line.split(":")[0] for line in left_out] == ["b.sqlite", "c.sqlite", "d.sqlite", "e.oom.json"]
+    assert "lacks ctx" in left_out[0] and "mode forward" in left_out[1] and "dtype bf16" in left_out[2]
+    m = memory_model(runs)  # one run cannot fit two terms: said, not raised
+    assert m.fit is None and m.note and len(m.left_out) == 4
