@@ -15,6 +15,7 @@ from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.model.attribution import MODE_HELP
 from nsight_tui.render import backward_parts, findings, memory, numbers, process_view, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
+from nsight_tui.render import memory_model as memory_model_text
 from nsight_tui.render.sweep import SweepTable
 
 Section = Callable[[dict], list[str]]
@@ -270,7 +271,8 @@ def single_markdown(answers: dict, sections: list[Section] | None = None) -> str
                      for block in section(answers))
 
 
-def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, runs=(), skipped=()) -> str:
+def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, runs=(), skipped=(),
+                   memory_model: dict | None = None) -> str:
     """The report on a folder of captures: one table per question, then why each `error`
     cell is one and what was not read at all."""
     out = [f"# nsight-tui sweep report: {safe.markdown(str(folder))}", "",
@@ -282,6 +284,7 @@ def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, run
     if ooms:
         out.append(tables.markdown(["file", "ran out in (NVTX path)", "message"],
                                    [[safe.markdown(c) for c in row] for row in ooms], title="Out of GPU memory"))
+    out += memory_model_text.section(memory_model)
     errors = [[r.path.name, r.message] for r in runs if r.status == "error"]
     if errors:
         out.append(tables.markdown(["file", "why it is an error cell"], errors, title="Runs not analysed"))
@@ -299,7 +302,8 @@ def single_json(answers: dict) -> str:
     return tables.json(public(answers))
 
 
-def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, skipped=()) -> str:
+def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, skipped=(),
+               memory_model: dict | None = None) -> str:
     return tables.json({
         "folder": str(folder), "attribution": attribution,
         "runs": [{"file": r.path.name, "model": r.model, "ctx": r.ctx, "variant": r.variant,
@@ -308,4 +312,5 @@ def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, s
         "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows, "notes": t.notes}
                    for t in sweep_tables],
         "skipped": list(skipped),
+        **({"memory_model": memory_model} if memory_model is not None else {}),
     })
