@@ -227,6 +227,12 @@ def _memory(model: RangeModel) -> dict:
     return memory_analysis(model).to_json()
 
 
+def _gpu_metrics(model: RangeModel, config: dict) -> dict:
+    from nsight_tui.parsers.analyses.gpu_metrics import gpu_metrics_analysis
+
+    return gpu_metrics_analysis(model, config).to_json()
+
+
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
               main_thread: str | None = None, roofline_options: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
@@ -257,6 +263,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
         "memory": _memory(model),
+        "gpu_metrics": _gpu_metrics(model, config),
         **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
         "occupancy": occupancy.answers(trace),

@@ -13,7 +13,10 @@
    written `N` (the aggregated tree's names: `step_3` -> `step_N`). The figures are for one
    instance of the range (for `instances` of them, if given), and include everything under it.
 
-All three answer `range_counts(path)`: FLOPs and bytes of one instance of the range (everything
+4. **shapes**: from PyTorch's op ranges with input shapes (parsers.kernels.shape_flops), for
+   traces that `nsight-tui capture` did not make.
+
+All of them answer `range_counts(path)`: FLOPs and bytes of one instance of the range (everything
 inside it), with per-family parts where the source knows the ops (measured and analytic).
 Paths are matched from the iteration range down (`whole_run/step_N/forward` finds
 `step_N/forward`; `warmup_N` uses the counts of `step_N`: the same work).
@@ -37,6 +40,8 @@ SOURCE_WORDS = {
     "measured": "measured at capture (aten ops under a TorchDispatchMode, one iteration)",
     "analytic": "analytic GPT-2 formulas from the capture's config",
     "given": "given by the user (--flops)",
+    "shapes": "from the op shapes in PyTorch's NVTX ranges (nsys --pytorch=autograd-shapes-nvtx, "
+              "emit_nvtx(record_shapes=True)): matmuls and attention only",
 }
 
 
@@ -66,7 +71,7 @@ class RangeCounts:
 
 @dataclass
 class FlopCounts:
-    source: str  # measured | analytic | given
+    source: str  # measured | analytic | given | shapes
     detail: str
     rows: list[OpCount] = field(default_factory=list)
     instances: dict[str, int] = field(default_factory=dict)  # path -> times opened per iteration
