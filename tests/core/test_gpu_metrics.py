@@ -1,0 +1,128 @@
+"""Sampled GPU metrics (issue 29) on the committed --gpu-metrics captures of sample_traces/hw
+(capture/gpu_hwmetrics.sh, an H100 at 1 kHz): per range instance and per range name, the averages
+against SQL over GPU_METRICS (the samples whose timestamp lies in the range's NVTX span), and the
+GEMM math-path check against a per-sample GEMM share computed here from the kernel rows."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import SAMPLES
+from export_sql import sql_rows
+
+from nsight_tui.parsers.analyses.gpu_metrics import gemm_coverage, gpu_metrics_analysis, instance_metrics
+from nsight_tui.parsers.kernels.families import classify_names
+from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.parsers.read.load import load_trace
+
+HW = SAMPLES / "hw"
+FP32, TF32 = "small_ctx512_b8", "small_ctx512_tf32_b8"
+METRICS = ("SMs Active [Throughput %]", "Tensor Active [Throughput %]", "DRAM Read Bandwidth [Throughput %]",
+           "DRAM Write Bandwidth [Throughput %]")
+RANGES = """SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+            WHERE e.eventType = 59 AND COALESCE(e.text, s.value) {cond} ORDER BY e.start"""
+AVG = """SELECT AVG(g.value), COUNT(*) FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS t
+         ON t.typeId = g.typeId AND t.metricId = g.metricId
+         WHERE t.metricName = ? AND ({spans})"""
+
+
+@pytest.fixture(scope="module")
+def traces(async_trace):
+    return {name: async_trace(HW / f"{name}.sqlite.xz") for name in (FP32, TF32)}
+
+
+def sql_avg(path, metric: str, spans: list[tuple[int, int]]) -> tuple[float, int]:
+    cond = " OR ".join(f"g.timestamp BETWEEN {a} AND {b}" for a, b in spans)
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(AVG.format(spans=cond), (metric,)).fetchone()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("name", [FP32, TF32])
+def test_per_range_name_averages_equal_sql(traces, name):
+    path = traces[name]
+    trace = load_trace(path)
+    report = gpu_metrics_analysis(range_model(trace), dict(trace.meta().config))
+    assert report.present and report.rate_hz == pytest.approx(1000, rel=0.01)  # --gpu-metrics 1000
+    by = {r.name: r for r in report.ranges}
+    assert set(by) == {"step", "forward", "backward", "optimizer"}
+    steps = sql_rows(path, RANGES.format(cond="GLOB 'step_[0-9]*'"))
+    assert by["step"].instances == len(steps) == 2
+    for phase in ("step", "forward", "backward", "optimizer"):
+        if phase == "step":
+            spans = steps
+        else:  # the phase's instances inside the steady steps
+            spans = [(a, b) for a, b in sql_rows(path, RANGES.format(cond=f"= '{phase}'"))
+                     if any(s <= a and b <= e for s, e in steps)]
+        for metric in METRICS:
+            avg, count = sql_avg(path, metric, spans)
+            assert by[phase].samples == count > 0
+            assert by[phase].means[metric] == pytest.approx(avg, rel=1e-12), (phase, metric)
+
+
+def test_per_instance_averages_equal_sql(traces):
+    path = traces[FP32]
+    model = range_model(load_trace(path))
+    spans = sql_rows(path, RANGES.format(cond="= 'backward'"))
+    ids = np.flatnonzero(model.trace.ranges["text"].to_numpy() == "backward")
+    assert len(ids) == len(spans) == 3  # 1 warmup + 2 steps
+    for i, (a, b) in zip(ids[np.argsort(model.r_start[ids])].tolist(), spans):
+        got = instance_metrics(model, model.trace.gpu_metrics.series[0], i)
+        for metric in METRICS:
+            avg, count = sql_avg(path, metric, [(a, b)])
+            assert got.samples == count and got.means[metric] == pytest.approx(avg, rel=1e-12)
+
+
+def test_gemm_share_per_sample_and_the_math_path_check(traces):
+    checks = {}
+    for name, path in traces.items():
+        trace = load_trace(path)
+        model = range_model(trace)
+        series = trace.gpu_metrics.series[0]
+        # GEMM kernels by (demangled) name from SQL; their busy time in each sample's period [t, t + 1 ms), brute force
+        rows = sql_rows(path, """SELECT k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
+                                 JOIN StringIds s ON s.id = k.demangledName""")
+        fams = classify_names([r[2] for r in rows])
+        gemm = sorted((a, b) for (a, b, _), f in zip(rows, fams) if f == "gemm")
+        share = gemm_coverage(model, series)
+        t = series.times_ns
+        for i in np.linspace(0, len(t) - 1, 400).astype(int).tolist():
+            lo, hi = int(t[i]), int(t[i]) + 1_000_000 * 1000 / series.rate_hz
+            points = sorted({lo, int(hi), *[x for a, b in gemm for x in (a, b) if lo < x < hi]})
+            busy = sum(q - p for p, q in zip(points, points[1:])
+                       if any(a <= p and q <= b for a, b in gemm if a < hi and b > lo))
+            assert share[i] == pytest.approx(busy / (hi - lo), abs=1e-9)
+        checks[name] = gpu_metrics_analysis(model, dict(trace.meta().config)).gemm
+    # fp32 GEMMs run on the CUDA cores (tensor cores near idle), TF32 ones on the tensor cores
+    assert checks[FP32].named_path == "fp32" and checks[FP32].verdict == "confirmed"
+    assert checks[TF32].named_path == "tf32" and checks[TF32].verdict == "confirmed"
+    assert checks[TF32].tensor_active_pct > 10 > 2 > checks[FP32].tensor_active_pct
+
+
+def test_report_json_and_text(traces, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(traces[TF32]), "-f", "json", "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    g = json.loads(out.read_text())["gpu_metrics"]
+    assert g["present"] and round(g["rate_hz"]) == 1000 and "samples" in g["definition"]
+    assert {"name": "Tensor Active", "unit": "Throughput %", "full_name": "Tensor Active [Throughput %]"} in g["metrics"]
+    text = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(traces[TF32])],
+                          capture_output=True, text=True, timeout=600).stdout
+    assert "## GPU metrics (sampled)" in text and "Measured by sampling (1,000 samples a second" in text
+
+
+def test_no_metrics_no_section():
+    trace = load_trace(SAMPLES / "small_ctx128.sqlite")
+    assert not trace.gpu_metrics.present
+    report = gpu_metrics_analysis(range_model(trace))
+    assert not report.present and report.ranges == []
