@@ -18,7 +18,7 @@ from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.load import load_trace
 
 HW = SAMPLES / "hw"
-FP32, TF32 = "small_ctx512_b8", "small_ctx512_tf32_b8"
+FP32, TF32 = "small_ctx512_b8_gpumetrics", "small_ctx512_tf32_b8_gpumetrics"
 METRICS = ("SMs Active [Throughput %]", "Tensor Active [Throughput %]", "DRAM Read Bandwidth [Throughput %]",
            "DRAM Write Bandwidth [Throughput %]")
 RANGES = """SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
