@@ -126,3 +126,33 @@ def test_no_metrics_no_section():
     assert not trace.gpu_metrics.present
     report = gpu_metrics_analysis(range_model(trace))
     assert not report.present and report.ranges == []
+
+
+def test_timeline_lanes_hold_the_samples(traces):
+    from nsight_tui.parsers.analyses.idle import idle_analysis
+    from nsight_tui.parsers.analyses.timeline import METRIC, timeline
+
+    path = traces[TF32]
+    trace = load_trace(path)
+    tl = timeline(trace, range_model(trace), idle_analysis(trace))
+    lanes = {lane.metric: lane for lane in tl.lanes if lane.kind == METRIC}
+    assert set(lanes) == set(METRICS)
+    lane = lanes["Tensor Active [Throughput %]"]
+    rows = sql_rows(path, """SELECT g.timestamp, g.value FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS t
+                             ON t.typeId = g.typeId AND t.metricId = g.metricId
+                             WHERE t.metricName = 'Tensor Active [Throughput %]' ORDER BY g.timestamp""")
+    by_time = dict(rows)
+    assert len(lane) > 50 and all(by_time[int(s)] == v for s, v in zip(lane.start, lane.value))
+    # the lane covers the trace's own span, not nsys's session from its start
+    first_kernel = sql_rows(path, "SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    assert lane.start[0] > rows[0][0] and lane.start[0] <= first_kernel
+    # one cell per 10 ms: the mean of the samples starting in it, by SQL
+    t0 = int(lane.start[0])
+    t1 = t0 + 200_000_000
+    cells = lane.cells(t0, t1, 20)
+    for k in range(20):
+        a, b = t0 + k * 10_000_000, t0 + (k + 1) * 10_000_000
+        vals = [v for t, v in rows if a <= t < b]
+        assert cells.fullness[k] == pytest.approx(min(sum(vals) / len(vals) / 100, 1.0))
+    item = tl.describe(lane, int(np.argmax(lane.value)))
+    assert item.kind == METRIC and "Tensor Active" in item.name and "sampled" in item.name
