@@ -247,7 +247,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         config.update({k: v for k, v in dims.items() if v is not None})
     steady = phases(model, STEP)
     warm = phases(model, WARMUP) if len(iteration_ranges(model, WARMUP)) else {}
-    from nsight_tui.parsers.analyses.roofline import build as build_roofline
+    from nsight_tui.parsers.analyses.roofline import NO_FLOPS, build as build_roofline
 
     roof = build_roofline(trace, attribution, **(roofline_options or {}))
     return {
@@ -269,7 +269,8 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "occupancy": occupancy.answers(trace),
         "findings": findings_answers(trace, attribution),
         "backward_parts": [t.to_json() for t in backward_parts(model)],
-        "notes": list(trace.info.notes),  # rows left out, tables without a column they need
+        # rows left out, tables without a column they need; a trace without FLOP counts says so
+        "notes": [*trace.info.notes, *([f"roofline: {NO_FLOPS}"] if roof.counts is None else [])],
     }
 
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from nsight_tui.parsers.read.columns import Fetched, Tables
 
@@ -97,7 +98,9 @@ def read_gpu_metrics(tables: Tables) -> GpuMetrics:
             names.setdefault(t, {})[m] = n
     s = tables.read(SAMPLES, ["timestamp", "typeId", "metricId", "value"])
     ts, ty, mi = _ints(s, "timestamp"), _ints(s, "typeId"), _ints(s, "metricId")
-    val = np.asarray(s.values["value"], dtype=np.float64) if s.n else np.zeros(0)
+    # a value that is no number (a damaged export) is a missing sample of that metric, not an error
+    val = pd.to_numeric(pd.Series(s.values["value"], dtype=object), errors="coerce").to_numpy(np.float64) \
+        if s.n else np.zeros(0)
     out = GpuMetrics(present=bool(s.n))
     for type_id in sorted(names):
         ids = sorted(names[type_id])

@@ -156,3 +156,28 @@ def test_timeline_lanes_hold_the_samples(traces):
         assert cells.fullness[k] == pytest.approx(min(sum(vals) / len(vals) / 100, 1.0))
     item = tl.describe(lane, int(np.argmax(lane.value)))
     assert item.kind == METRIC and "Tensor Active" in item.name and "sampled" in item.name
+
+
+def test_a_damaged_sample_is_left_out_not_a_traceback(traces, tmp_path):
+    import shutil
+    import sqlite3
+    import subprocess
+    import sys
+
+    path = tmp_path / "damaged.sqlite"
+    shutil.copyfile(traces[FP32], path)
+    con = sqlite3.connect(path)
+    sm = con.execute("SELECT metricId FROM TARGET_INFO_GPU_METRICS WHERE metricName = 'SMs Active [Throughput %]'").fetchone()[0]
+    con.execute("UPDATE GPU_METRICS SET value = 'garbage' WHERE metricId = ? AND rowid % 3 = 0", (sm,))
+    con.commit()
+    con.close()
+    steps = sql_rows(path, RANGES.format(cond="GLOB 'step_[0-9]*'"))
+    cond = " OR ".join(f"g.timestamp BETWEEN {a} AND {b}" for a, b in steps)
+    (avg,), = sql_rows(path, f"""SELECT AVG(g.value) FROM GPU_METRICS g WHERE g.metricId = {sm}
+                                 AND typeof(g.value) = 'integer' AND ({cond})""")
+    trace = load_trace(path)
+    step = gpu_metrics_analysis(range_model(trace)).ranges[0]
+    assert step.name == "step" and step.means["SMs Active [Throughput %]"] == pytest.approx(avg, rel=1e-12)
+    done = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "GPU metrics (sampled)" in done.stdout

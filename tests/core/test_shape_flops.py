@@ -109,3 +109,16 @@ def test_parse_sizes_and_formulas_by_hand():
     assert shape_flops.op_flops("aten::mm, op_id = 1, sizes = [[2, 3]", 4) is None  # cut short: not counted
     assert shape_flops.op_flops("aten::mm, seq = 1, op_id = 2", 4) is None  # no shapes
     assert np.isclose(shape_flops.op_flops("aten::mm, sizes = [[2, 3], [3, 5]]", 4).bytes, 4 * (6 + 15 + 10))
+
+
+def test_report_json_notes_a_trace_without_flop_counts(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(SAMPLES / "edge_deep.sqlite"), "-f", "json",
+                           "-o", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    notes = json.loads(out.read_text())["notes"]
+    assert any("no FLOP counts" in n and "no op shapes" in n for n in notes)
