@@ -105,6 +105,8 @@ class FlopCounts:
             rows = [r for r in self.rows if r.path == key]
         else:
             rows = [r for r in self.rows if r.path == key or r.path.startswith(key + "/")]
+        if not rows and self.source == "shapes":
+            return None  # shapes count matmuls and attention only: a range without any is not counted, not 0
         fams: dict[str, tuple[float, float]] = {}
         for r in rows:
             if r.family is None or not (r.flops or r.bytes):
