@@ -3,6 +3,8 @@
 # metrics sampling, capture --gpu-metrics / --autograd-shapes):
 #   metrics  GPT-2 small ctx 512 batch 8, fp32 and --tf32, 1 warmup + 2 steps, --gpu-metrics 1000
 #            (nsys --gpu-metrics-devices=all at 1 kHz: the default 10 kHz makes millions of rows)
+#   conv     a small conv net (capture/conv_shapes.py) under --pytorch=autograd-shapes-nvtx and under
+#            emit_nvtx(record_shapes=True), its FlopCounterMode total recorded as a mark
 #   shapes   GPT-2 small ctx 128 batch 4, 1 warmup + 2 steps, --autograd-shapes (nsys
 #            --pytorch=autograd-shapes-nvtx), WITH the FLOP-counting pass (its marks are the truth the
 #            shapes' FLOPs are compared to); and the same with --no-count (a trace with shapes only)
@@ -52,7 +54,7 @@ for path in sys.argv[1:]:
     seen = set()
     for (t,) in texts:
         key = t.split(",")[0]
-        if key not in seen and ("mm" in key or "linear" in key or "addmm" in key or "bmm" in key or "Backward" in key or len(seen) < 6):
+        if key not in seen and ("conv" in key or "relu" in key or "mm" in key or "linear" in key or "addmm" in key or "bmm" in key or "Backward" in key or len(seen) < 6):
             seen.add(key); print("  text", repr(t[:400]))
 PY
 }
@@ -85,6 +87,15 @@ for group in "${@:-metrics}"; do
       cap shapes/nocount --model small --ctx 128 --warmup 1 --steps 2 --autograd-shapes --no-count
       for f in "$W/shapes/nocount"/*.sqlite; do mv "$f" "${f%.sqlite}_nocount.sqlite"; done
       mv "$W/shapes/nocount"/*.sqlite "$W/shapes/"; rm -rf "$W/shapes/nocount" ;;
+    conv)  # convolutions: nsys's shapes, and emit_nvtx(record_shapes=True)'s (no nsight-tui capture)
+      stamp "conv under --pytorch=autograd-shapes-nvtx"
+      timeout 120 "$NSYS" profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --pytorch=autograd-shapes-nvtx \
+        --output="$W/conv/conv_agshapes.nsys-rep" python3 -m nsight_tui.capture.conv_shapes; echo "exit $?"
+      stamp "conv under emit_nvtx(record_shapes=True)"
+      timeout 120 "$NSYS" profile --trace=cuda,nvtx --sample=none --cpuctxsw=none \
+        --output="$W/conv/conv_emitshapes.nsys-rep" python3 -m nsight_tui.capture.conv_shapes --emit; echo "exit $?"
+      for r in "$W/conv"/*.nsys-rep; do "$NSYS" export --type=sqlite --output="${r%.nsys-rep}.sqlite" "$r"; done
+      rm -f "$W/conv"/*.nsys-rep ;;
     *) echo "unknown group $group"; continue ;;
   esac
   oracle "$group"

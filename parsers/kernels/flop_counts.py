@@ -41,7 +41,7 @@ SOURCE_WORDS = {
     "analytic": "analytic GPT-2 formulas from the capture's config",
     "given": "given by the user (--flops)",
     "shapes": "from the op shapes in PyTorch's NVTX ranges (nsys --pytorch=autograd-shapes-nvtx, "
-              "emit_nvtx(record_shapes=True)): matmuls and attention only",
+              "emit_nvtx(record_shapes=True)): matmuls, attention and convolutions only",
 }
 
 
@@ -106,7 +106,7 @@ class FlopCounts:
         else:
             rows = [r for r in self.rows if r.path == key or r.path.startswith(key + "/")]
         if not rows and self.source == "shapes":
-            return None  # shapes count matmuls and attention only: a range without any is not counted, not 0
+            return None  # shapes count matmuls, attention and convolutions only: a range without any is not counted, not 0
         fams: dict[str, tuple[float, float]] = {}
         for r in rows:
             if r.family is None or not (r.flops or r.bytes):
@@ -129,7 +129,10 @@ def _text(name: str) -> str:
 
 # -- which kernel family an aten op's kernels fall in -------------------------------------------
 _OP_FAMILIES = [
-    ("gemm", re.compile(r"^(mm|addmm|bmm|baddbmm|addbmm|addmv|mv|_scaled_mm|matmul|linear|_int_mm)$")),
+    # convolutions run as implicit GEMMs (cuDNN's xmma fprop/dgrad/wgrad kernels are mostly `gemm`)
+    ("gemm", re.compile(r"^(mm|addmm|bmm|baddbmm|addbmm|addmv|mv|_scaled_mm|matmul|linear|_int_mm|"
+                        r"convolution|_convolution|convolution_backward|cudnn_convolution\w*|miopen_convolution\w*|"
+                        r"mkldnn_convolution|convolution_overrideable)$")),
     ("attention", re.compile(r"^(_scaled_dot_product_\w+|_flash_attention_\w+|_efficient_attention_\w+|"
                              r"_cudnn_attention_\w+)$")),
     ("softmax", re.compile(r"^(_softmax|_log_softmax|_softmax_backward_data|_log_softmax_backward_data)$")),

@@ -14,6 +14,15 @@ and attention; a multiply-add is 2 FLOPs). Composite ops (`aten::linear`, `aten:
 `aten::scaled_dot_product_attention`) are not counted: the op they dispatch to is; where two counted
 ops nest, the outer one counts.
 
+Convolutions (`aten::convolution` and the ops it dispatches to) need their output's shape, which
+the text does not hold: it is the shape the next op that reads the output lists at that input
+(`input_op_ids = [(325,0)]` names the producing op's id, the conv2d/convolution range's own). A
+transposed convolution sits under `aten::conv_transpose*d`. `aten::convolution_backward` lists the
+output gradient, the input and the weight; it counts both gradients, grad input and grad weight
+(2x the forward), as PyTorch's formula does when both are asked for: where the input needs no
+gradient (a network's first layer) PyTorch skips grad input and this counts one forward too many
+(the NVTX text does not say which gradients were asked for).
+
 Each counted op is attributed to the innermost user range (not an op range) open on its process's
 main thread when the op's range began: a forward op to the range around it; a backward op (autograd
 thread) to the main thread's range that waits in `loss.backward()`. The result is a FlopCounts
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -37,7 +47,16 @@ from nsight_tui.parsers.model.op_ranges import base_name
 from nsight_tui.parsers.model.ranges import RangeModel
 
 SIZES = ", sizes = "
-NOT_COUNTED = "convolution (its output shape, from stride and padding, is not in the NVTX text)"
+NOT_COUNTED = ("convolutions whose output no later op reads in the text; a convolution's backward counts "
+               "grad input even where the input needs none (a first layer)")
+OP_ID = re.compile(r", op_id = (\d+)")
+INPUT_IDS = ", input_op_ids = "
+_PAIR = re.compile(r"\((\d+),(-?\d+)\)")
+CONV_FORWARD = frozenset(f"aten::{n}" for n in (
+    "convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose", "convolution_overrideable",
+    "miopen_convolution", "miopen_convolution_transpose", "mkldnn_convolution", "_slow_conv2d_forward",
+    "slow_conv3d_forward", "slow_conv_transpose2d", "slow_conv_transpose3d", "_nnpack_spatial_convolution"))
+CONV_BACKWARD = "aten::convolution_backward"
 
 
 def _numel(shape) -> int:
@@ -75,6 +94,24 @@ def _sdpa_backward(grad_out, q, k, v):
             f"s_q={s_q} s_k={s_k} d_q={d_q} d_v={d_v}")
 
 
+def _conv(x, w, out, transposed: bool):
+    """torch.utils.flop_counter.conv_flop_count: 2 · batch · (spatial of the output, of the input when
+    transposed) · every weight element."""
+    spatial = (x if transposed else out)[2:]
+    return (2 * x[0] * _numel(spatial) * _numel(w), _numel(out),
+            f"2·N·(spatial of {'the input (transposed)' if transposed else 'the output'})·weight elements, "
+            f"x={x} w={w} out={out}")
+
+
+def _conv_backward(grad_out, x, w):
+    """Grad input and grad weight, each the forward's FLOPs (PyTorch's conv_backward_flop with both
+    asked for). Transposed when the weight's first dimension is the input's channels, not the
+    output gradient's (a tie: when the output is the larger)."""
+    transposed = x[1] == w[0] and (grad_out[1] != w[0] or _numel(grad_out[2:]) > _numel(x[2:]))
+    flops, _, formula = _conv(x, w, grad_out, transposed)
+    return 2 * flops, _numel(x) + _numel(w), f"grad input + grad weight: 2 × ({formula})"
+
+
 def _args(positions, formula, ranks):
     """A formula over the tensors at these argument positions, each of the given rank."""
     def count(sizes: list):
@@ -96,6 +133,8 @@ FORMULAS = {
     **{f"aten::{name}": _args((0, 1, 2, 3), _sdpa_backward, (4, 4, 4, 4)) for name in (
         "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
         "_scaled_dot_product_cudnn_attention_backward")},
+    CONV_BACKWARD: lambda sizes: (_conv_backward(*sizes[:3]) if len(sizes) >= 3 and all(
+        isinstance(t, list) and len(t) >= 3 for t in sizes[:3]) else None),
 }
 # flash/efficient forward and backward kernels' own ops take [b, s, h, d]: only counted when no
 # sdpa op around them was (the outer op wins), and then their shapes are read as given.
@@ -156,13 +195,65 @@ def has_shapes(model: RangeModel) -> bool:
     return any(SIZES in t for t in texts)
 
 
+def _outputs(model: RangeModel, texts: np.ndarray, ops: np.ndarray) -> dict[tuple[int, int], list[int]]:
+    """(process, op id) -> the shape of that op's first output, as the earliest op reading it lists it."""
+    pid = model.r_gtid >> 24
+    out: dict[tuple[int, int], list[int]] = {}
+    for i in ops[np.argsort(model.r_start[ops], kind="stable")].tolist():
+        text = texts[i]
+        at = text.find(INPUT_IDS)
+        if at < 0:
+            continue
+        sizes = parse_sizes(text)
+        if not sizes:
+            continue
+        for position, (producer, index) in enumerate(_PAIR.findall(text[at:])):
+            if index == "0" and producer != "0" and position < len(sizes):
+                out.setdefault((int(pid[i]), int(producer)), sizes[position])
+    return out
+
+
+def _conv_forward(model: RangeModel, texts: np.ndarray, i: int, outputs: dict, element_bytes: int) -> OpFlops | None:
+    """A forward convolution: its output's shape from the op that reads it (the range's own op id or
+    an enclosing op range's: `aten::conv2d` around `aten::convolution`)."""
+    sizes = parse_sizes(texts[i])
+    if not sizes or len(sizes) < 2 or not all(isinstance(t, list) and len(t) >= 3 for t in sizes[:2]):
+        return None
+    x, w = sizes[0], sizes[1]
+    pid = int(model.r_gtid[i] >> 24)
+    transposed, out, j = "transpose" in base_name(texts[i]), None, i
+    while j >= 0 and model.range_is_op[j]:
+        transposed = transposed or base_name(texts[j]).startswith("aten::conv_transpose")
+        m = OP_ID.search(texts[j])
+        if out is None and m is not None:
+            out = outputs.get((pid, int(m.group(1))))
+        j = int(model.parent[j])
+    if out is None or len(out) != len(x):
+        return None
+    flops, out_numel, formula = _conv(x, w, out, transposed)
+    moved = element_bytes * (sum(_numel(t) for t in _tensors(sizes)) + out_numel)
+    return OpFlops(i, base_name(texts[i]), int(flops), int(moved), formula)
+
+
 def counted_ops(model: RangeModel, element_bytes: int) -> list[OpFlops]:
     """Every op range counted from its shapes, outer counted ops winning over nested ones."""
     texts = model.trace.ranges["text"].to_numpy(dtype=object)
     found: dict[int, OpFlops] = {}
-    for i in np.flatnonzero(model.range_is_op).tolist():
+    ops = np.flatnonzero(model.range_is_op)
+    outputs: dict | None = None
+    for i in ops.tolist():
         text = texts[i]
-        if SIZES not in text or base_name(text) not in FORMULAS:
+        if SIZES not in text:
+            continue
+        name = base_name(text)
+        if name in CONV_FORWARD:
+            if outputs is None:  # only traces with convolutions pay for reading every op's inputs
+                outputs = _outputs(model, texts, ops)
+            conv = _conv_forward(model, texts, i, outputs, element_bytes)
+            if conv is not None:
+                found[i] = conv
+            continue
+        if name not in FORMULAS:
             continue
         got = op_flops(text, element_bytes)
         if got is not None:
@@ -258,7 +349,8 @@ def from_op_shapes(model: RangeModel, element_bytes: int = 4, element_note: str 
                     float(flops), float(moved), formula)
             for (path, op), (calls, flops, moved, formula) in sorted(acc.items())]
     detail = (f"{len(ops):,} op ranges counted from the shapes in their NVTX text (PyTorch's flop "
-              f"formulas: mm, addmm, bmm, baddbmm, scaled-dot-product attention, forward and backward); "
+              f"formulas: mm, addmm, bmm, baddbmm, scaled-dot-product attention, convolution, forward and "
+              f"backward); "
               f"other ops count no FLOPs and no bytes; {NOT_COUNTED} not counted; bytes: inputs read + "
               f"output written at {element_bytes} bytes an element{element_note}")
     if outside:

@@ -125,3 +125,39 @@ def test_report_json_notes_a_trace_without_flop_counts(tmp_path):
     assert done.returncode == 0, done.stderr
     notes = json.loads(out.read_text())["notes"]
     assert any("no FLOP counts" in n and "no op shapes" in n for n in notes)
+
+
+# -- convolutions (capture/conv_shapes.py: a conv net with a strided and a transposed convolution) ----------
+CONV = ("conv_agshapes", "conv_emitshapes")  # nsys --pytorch=autograd-shapes-nvtx; emit_nvtx(record_shapes=True)
+
+
+@pytest.mark.parametrize("name", CONV)
+def test_convolutions_per_step_equal_pytorchs_flop_counter(async_trace, name):
+    """The workload counted one step with FlopCounterMode and marked it (`conv-flops {...}`): per op
+    kind, the shapes' FLOPs per steady step equal it; the convolutions' backward exceeds it by exactly
+    the first layer's grad input, which PyTorch skips (its input needs no gradient) and the text cannot show."""
+    import json
+
+    path = async_trace(HW / f"{name}.sqlite.xz")
+    (mark,), = sql_rows(path, """SELECT COALESCE(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s
+                                 ON s.id = e.textId WHERE COALESCE(e.text, s.value) LIKE 'conv-flops %'""")
+    truth = json.loads(mark[len("conv-flops "):])["by_op"]
+    (first,), = sql_rows(path, """SELECT COALESCE(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s
+                                  ON s.id = e.textId WHERE COALESCE(e.text, s.value) LIKE 'aten::conv2d,%'
+                                  ORDER BY e.start LIMIT 1""")
+    (n, _c, h, w), weight = [[int(d) for d in re.findall(r"\d+", t)] for t in re.findall(r"\[([\d, ]+)\]", first)][:2]
+    first_grad_input = 2 * n * h * w * int(np.prod(weight))  # padding 1, stride 1: output is h x w
+    trace = load_trace(path)
+    counts = roofline.build(trace).counts
+    assert counts.source == "shapes"
+    steps = counts.instances["step_N"]
+    per_op: dict[str, float] = {}
+    for row in counts.rows:
+        if row.path.startswith("step_N/"):
+            per_op[row.op] = per_op.get(row.op, 0.0) + row.flops / steps
+    assert per_op["convolution"] == truth["aten.convolution"]
+    assert per_op["convolution_backward"] == truth["aten.convolution_backward"] + first_grad_input
+    assert per_op["addmm"] == truth["aten.addmm"] and per_op["mm"] == truth["aten.mm"]
+    step = counts.range_counts("step_N")
+    assert step.flops == sum(truth.values()) + first_grad_input
+    assert set(step.families) == {"gemm"}  # convolutions run as implicit GEMMs
