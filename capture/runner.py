@@ -23,7 +23,7 @@ from nsight_tui.capture.errors import CaptureError
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.parsers.read.source import connect_readonly
-from nsight_tui.capture.nsys import AUTOGRAD_NVTX, MEMORY_USAGE, export_command, profile_command
+from nsight_tui.capture.nsys import MEMORY_USAGE, NSYS_OP_RANGES, export_command, gpu_metrics_options, profile_command
 from nsight_tui.capture.plant import nsys_options as plant_nsys_options
 from nsight_tui.capture.sizes import RunSettings
 from nsight_tui.parsers.read.conventions import NO_NVTX_SUFFIX, OOM_SUFFIX, STEPS_SIDECAR_SUFFIX, output_stem
@@ -60,7 +60,8 @@ class CaptureConfig(RunSettings):
                 *([] if self.nvtx else ["--no-nvtx"])]
 
     def nsys_options(self) -> list[str]:
-        return [*([AUTOGRAD_NVTX] if self.op_ranges == "autograd-nvtx" else []), *plant_nsys_options(self.plant)]
+        return [*([NSYS_OP_RANGES[self.op_ranges]] if self.op_ranges in NSYS_OP_RANGES else []),
+                *plant_nsys_options(self.plant)]
 
 
 @dataclass
@@ -126,7 +127,8 @@ class Runner:
     def __init__(self, nsys: Path | str, out_dir: Path, python: str = sys.executable, force: bool = False,
                  keep_report: bool = False, environment: dict | None = None,
                  echo: Callable[[str], None] | None = None, extra_metadata: dict | None = None,
-                 count_flops: bool = False, count_device: str | None = None, memory_usage: bool = True):
+                 count_flops: bool = False, count_device: str | None = None, memory_usage: bool = True,
+                 gpu_metrics_hz: int = 0):
         self.nsys = str(nsys)
         self.out_dir = Path(out_dir)
         self.python = python
@@ -141,6 +143,7 @@ class Runner:
         self.count_flops = count_flops
         self.count_device = count_device
         self.memory_usage = memory_usage  # nsys --cuda-memory-usage=true (issue 30)
+        self.gpu_metrics_hz = gpu_metrics_hz  # >0: nsys --gpu-metrics-devices=all at this rate (issue 29)
 
     def commands(self, config: CaptureConfig, work_dir: Path) -> tuple[list[str], list[str]]:
         # Full file names: a stem like `2.7B_ctx128` must not look like a name with an extension.
@@ -152,7 +155,8 @@ class Runner:
                     if config.processes > 1 else [])
         app = [self.python, *launcher, "-m", "nsight_tui.capture.workload", *config.workload_args(),
                "--status-file", str(work_dir / "status.json"), *counts]
-        extra = [*config.nsys_options(), *([MEMORY_USAGE] if self.memory_usage else [])]
+        extra = [*config.nsys_options(), *([MEMORY_USAGE] if self.memory_usage else []),
+                 *(gpu_metrics_options(self.gpu_metrics_hz) if self.gpu_metrics_hz > 0 else [])]
         return (profile_command(self.nsys, report, app, extra),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
 

@@ -23,7 +23,8 @@ ATTENTIONS = ("manual", "fused")
 # Op-level NVTX ranges from PyTorch: none; nsys's `--pytorch=autograd-nvtx` (nsys turns on
 # PyTorch's NVTX ranges); or `torch.autograd.profiler.emit_nvtx()` around the loop (the workload
 # does it). Both give `aten::…, seq = N, op_id = M` on the Python thread and the backward
-# nodes' ranges on the autograd thread.
+# nodes' ranges on the autograd thread; nsys's `--pytorch=autograd-shapes-nvtx` adds the ops' input
+# shapes to the same text.
 OP_RANGES = tuple(OP_RANGE_SUFFIX)
 
 # The workload exits with this code (and writes its status file) when the GPU runs out of memory.

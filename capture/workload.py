@@ -275,7 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     p.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core matmuls for fp32 tensors")
     p.add_argument("--op-ranges", default="none", choices=OP_RANGES,
-                   help="PyTorch's op ranges: autograd-nvtx (nsys turns them on; recorded here only) or "
+                   help="PyTorch's op ranges: autograd-nvtx or autograd-shapes-nvtx (nsys turns them on; recorded here "
+                   "only) or "
                    "emit-nvtx (torch.autograd.profiler.emit_nvtx around the loop)")
     p.add_argument("--backward-ranges", action="store_true",
                    help="backward:<part> ranges around each annotated part's backward (module hooks)")

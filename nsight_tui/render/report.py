@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.model.attribution import MODE_HELP
-from nsight_tui.render import backward_parts, findings, memory, numbers, process_view, roofline, safe, tables
+from nsight_tui.render import backward_parts, findings, gpu_metrics, memory, numbers, process_view, roofline, safe, tables
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render import memory_model as memory_model_text
 from nsight_tui.render.sweep import SweepTable
@@ -259,6 +259,7 @@ SECTIONS: list[Section] = [
     ratios,
     idle_section,
     memory.section,  # GPU memory: peak, per phase, out of memory (issue 30)
+    gpu_metrics.section,  # sampled SM / tensor / DRAM activity per range (issue 29)
     findings.section,  # (h) What to fix first
     warmup,
     ranks,

@@ -228,6 +228,12 @@ def _memory(model: RangeModel) -> dict:
     return memory_analysis(model).to_json()
 
 
+def _gpu_metrics(model: RangeModel, config: dict) -> dict:
+    from nsight_tui.parsers.analyses.gpu_metrics import gpu_metrics_analysis
+
+    return gpu_metrics_analysis(model, config).to_json()
+
+
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
               main_thread: str | None = None, roofline_options: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
@@ -242,7 +248,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         config.update({k: v for k, v in dims.items() if v is not None})
     steady = phases(model, STEP)
     warm = phases(model, WARMUP) if len(iteration_ranges(model, WARMUP)) else {}
-    from nsight_tui.parsers.analyses.roofline import build as build_roofline
+    from nsight_tui.parsers.analyses.roofline import NO_FLOPS, build as build_roofline
 
     roof = build_roofline(trace, attribution, **(roofline_options or {}))
     return {
@@ -258,6 +264,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
         "memory": _memory(model),
+        "gpu_metrics": _gpu_metrics(model, config),
         **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
         "occupancy": occupancy.answers(trace),
@@ -267,7 +274,8 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         # from its kernel sequence, or why nothing
         **({"inferred": inference(trace).to_json()}
            if not has_iteration_ranges(trace) or inference(trace).found else {}),
-        "notes": list(trace.info.notes),  # rows left out, tables without a column they need
+        # rows left out, tables without a column they need; a trace without FLOP counts says so
+        "notes": [*trace.info.notes, *([f"roofline: {NO_FLOPS}"] if roof.counts is None else [])],
     }
 
 

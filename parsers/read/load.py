@@ -18,6 +18,7 @@ import pandas as pd
 from nsight_tui.parsers.read.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents, read_gpu_memory
+from nsight_tui.parsers.read.gpu_metrics import GpuMetrics, read_gpu_metrics
 from nsight_tui.parsers.read.groupstats import group_ids
 from nsight_tui.parsers.read.heap import release_free_memory
 from nsight_tui.parsers.read import conventions, validate
@@ -144,6 +145,12 @@ class Trace:
         """nsys's GPU memory events, failed CUDA calls and the GPUs' memory (read on first use)."""
         with open_tables(self.path, probe=False) as tables:
             return read_gpu_memory(tables)
+
+    @cached_property
+    def gpu_metrics(self) -> GpuMetrics:
+        """nsys's sampled GPU metrics (--gpu-metrics-devices), read on first use."""
+        with open_tables(self.path, probe=False) as tables:
+            return read_gpu_metrics(tables)
 
     @property
     def kernels(self) -> pd.DataFrame:
