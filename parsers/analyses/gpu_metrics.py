@@ -5,10 +5,13 @@ path the kernel names suggest.
 What a figure is: nsys samples the GPU at a fixed rate (read.gpu_metrics); a sample at time t
 holds the GPU's state over [t, t + 1/rate) (on the H100 exports, SMs Active follows the kernels'
 busy share of the period after t with correlation 0.998, of the period before with 0.94). A range's
-average is the mean of the samples whose timestamp lies in its NVTX span [start, end] (the CPU
-clock's span, which with the capture's phase syncs holds its GPU work); per range name, the mean of
-the samples of all its instances pooled. Samples, not every cycle: a range shorter than a few
-sampling periods gets few samples (each row says how many).
+average is the mean of the samples whose timestamp lies in its window on the GPU's clock: a step's
+period (its start to the next iteration's start: the pace the GPU sets, its idle time included), any
+other range's GPU work (the first start to the last end of the GPU ops attributed to it), or its
+NVTX span where it has none. Not the NVTX span throughout: without phase syncs the GPU runs behind
+the CPU, and a phase's NVTX span then holds the previous phase's kernels (issue 26). Per range name,
+the mean of the samples of all its instances pooled. Samples, not every cycle: a range shorter than a
+few sampling periods gets few samples (each row says how many).
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import numpy as np
 
 from nsight_tui.parsers.analyses.roofline import gemm_math_path
 from nsight_tui.parsers.kernels.families import name_families
-from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, phase_ranges, step_times
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read.gpu_metrics import GpuMetricSeries
 from nsight_tui.parsers.read.ids import KERNEL
@@ -42,7 +45,7 @@ class RangeMetrics:
 
     name: str
     instances: int
-    span_ns: int  # summed NVTX spans of the instances
+    span_ns: int  # summed windows of the instances (see gpu_windows)
     samples: int
     means: dict[str, float | None]  # metric (full name, unit in brackets) -> mean of the samples
     per_instance: list[dict] = field(default_factory=list)  # {start_ns, end_ns, samples, means} by start
@@ -76,7 +79,8 @@ class GpuMetricsReport:
 
 DEFINITION = ("nsys --gpu-metrics-devices samples the GPU at a fixed rate; a sample at t holds the GPU's "
               "state over [t, t + 1/rate); a range's figure is the mean of the samples whose timestamp lies in "
-              "its NVTX span [start, end] (all instances of the name pooled); units as nsys names them "
+              "its window on the GPU's clock [start, end]: a step's period, another range's GPU work (first start to last "
+              "end), its NVTX span where it has no GPU work (all instances of the name pooled); units as nsys names them "
               "(Throughput % = percent of the unit's peak)")
 
 
@@ -100,11 +104,30 @@ def means(series: GpuMetricSeries, positions: np.ndarray) -> dict[str, float | N
     return out
 
 
+def gpu_windows(model: RangeModel, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each range's window on the GPU's clock, in the order of `ids`: an iteration (`step_N`,
+    `warmup_N`) its period (model.iterations.step_times), any other range the span of its GPU work,
+    a range without GPU work its NVTX span."""
+    starts = model.r_start[ids].astype(np.int64)
+    ends = model.r_end[ids].astype(np.int64)
+    work = model.proj_ns[ids] > 0
+    starts = np.where(work, model.gpu_end[ids] - model.proj_ns[ids], starts)
+    ends = np.where(work, model.gpu_end[ids], ends)
+    iterations = np.concatenate([iteration_ranges(model, STEP), iteration_ranges(model, WARMUP)])
+    at = np.flatnonzero(np.isin(ids, iterations))
+    if len(at):
+        times = step_times(model, ids[at])
+        where = {int(r): k for k, r in enumerate(times.ids.tolist())}
+        k = np.array([where[int(r)] for r in ids[at]], dtype=np.int64)
+        starts[at], ends[at] = times.start_ns[k], times.end_ns[k]
+    return starts, ends
+
+
 def range_metrics(model: RangeModel, series: GpuMetricSeries, ids: np.ndarray, name: str,
                   instances: bool = True) -> RangeMetrics:
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
     ids = ids[np.argsort(model.r_start[ids], kind="stable")]
-    starts, ends = model.r_start[ids], model.r_end[ids]
+    starts, ends = gpu_windows(model, ids)
     pos = window(series, starts, ends)
     each = []
     if instances:

@@ -1,7 +1,8 @@
 """Sampled GPU metrics (issue 29) on the committed --gpu-metrics captures of sample_traces/hw
 (capture/gpu_hwmetrics.sh, an H100 at 1 kHz): per range instance and per range name, the averages
-against SQL over GPU_METRICS (the samples whose timestamp lies in the range's NVTX span), and the
-GEMM math-path check against a per-sample GEMM share computed here from the kernel rows."""
+against SQL over GPU_METRICS (the samples whose timestamp lies in the range's window on the GPU's
+clock: a step's period, a phase's GPU work, both from tests/step_sql.py's SQL), and the GEMM math-path
+check against a per-sample GEMM share computed here from the kernel rows."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES
+import step_sql
 from export_sql import sql_rows
 
 from nsight_tui.parsers.analyses.gpu_metrics import gemm_coverage, gpu_metrics_analysis, instance_metrics
@@ -21,7 +23,7 @@ HW = SAMPLES / "hw"
 FP32, TF32 = "small_ctx512_b8_gpumetrics", "small_ctx512_tf32_b8_gpumetrics"
 METRICS = ("SMs Active [Throughput %]", "Tensor Active [Throughput %]", "DRAM Read Bandwidth [Throughput %]",
            "DRAM Write Bandwidth [Throughput %]")
-RANGES = """SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+RANGES = """SELECT e.start, e.end, e.globalTid FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
             WHERE e.eventType = 59 AND COALESCE(e.text, s.value) {cond} ORDER BY e.start"""
 AVG = """SELECT AVG(g.value), COUNT(*) FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS t
          ON t.typeId = g.typeId AND t.metricId = g.metricId
@@ -44,6 +46,18 @@ def sql_avg(path, metric: str, spans: list[tuple[int, int]]) -> tuple[float, int
         con.close()
 
 
+def gpu_spans(path, rows) -> list[tuple[int, int]]:
+    """Each NVTX range's GPU work (step_sql's SQL), its NVTX span where it launched nothing."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        spans = [(a, b, *step_sql.gpu_span(con, tid, a, b)) for a, b, tid in rows]
+    finally:
+        con.close()
+    return [(a, b) if g0 is None else (g0, g1) for a, b, g0, g1 in spans]
+
+
 @pytest.mark.parametrize("name", [FP32, TF32])
 def test_per_range_name_averages_equal_sql(traces, name):
     path = traces[name]
@@ -52,14 +66,14 @@ def test_per_range_name_averages_equal_sql(traces, name):
     assert report.present and report.rate_hz == pytest.approx(1000, rel=0.01)  # --gpu-metrics 1000
     by = {r.name: r for r in report.ranges}
     assert set(by) == {"step", "forward", "backward", "optimizer"}
-    steps = sql_rows(path, RANGES.format(cond="GLOB 'step_[0-9]*'"))
+    steps = step_sql.steps(path)  # the step on the GPU's clock: its period
     assert by["step"].instances == len(steps) == 2
     for phase in ("step", "forward", "backward", "optimizer"):
         if phase == "step":
-            spans = steps
-        else:  # the phase's instances inside the steady steps
-            spans = [(a, b) for a, b in sql_rows(path, RANGES.format(cond=f"= '{phase}'"))
-                     if any(s <= a and b <= e for s, e in steps)]
+            spans = [(it.start, it.start + it.period) for it in steps]
+        else:  # the phase's instances inside the steady steps, over their GPU work
+            spans = gpu_spans(path, [(a, b, tid) for a, b, tid in sql_rows(path, RANGES.format(cond=f"= '{phase}'"))
+                                     if any(it.start <= a and b <= it.end for it in steps)])
         for metric in METRICS:
             avg, count = sql_avg(path, metric, spans)
             assert by[phase].samples == count > 0
@@ -69,7 +83,7 @@ def test_per_range_name_averages_equal_sql(traces, name):
 def test_per_instance_averages_equal_sql(traces):
     path = traces[FP32]
     model = range_model(load_trace(path))
-    spans = sql_rows(path, RANGES.format(cond="= 'backward'"))
+    spans = gpu_spans(path, sql_rows(path, RANGES.format(cond="= 'backward'")))
     ids = np.flatnonzero(model.trace.ranges["text"].to_numpy() == "backward")
     assert len(ids) == len(spans) == 3  # 1 warmup + 2 steps
     for i, (a, b) in zip(ids[np.argsort(model.r_start[ids])].tolist(), spans):
@@ -171,8 +185,7 @@ def test_a_damaged_sample_is_left_out_not_a_traceback(traces, tmp_path):
     con.execute("UPDATE GPU_METRICS SET value = 'garbage' WHERE metricId = ? AND rowid % 3 = 0", (sm,))
     con.commit()
     con.close()
-    steps = sql_rows(path, RANGES.format(cond="GLOB 'step_[0-9]*'"))
-    cond = " OR ".join(f"g.timestamp BETWEEN {a} AND {b}" for a, b in steps)
+    cond = " OR ".join(f"g.timestamp BETWEEN {it.start} AND {it.start + it.period}" for it in step_sql.steps(path))
     (avg,), = sql_rows(path, f"""SELECT AVG(g.value) FROM GPU_METRICS g WHERE g.metricId = {sm}
                                  AND typeof(g.value) = 'integer' AND ({cond})""")
     trace = load_trace(path)
