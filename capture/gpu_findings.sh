@@ -3,7 +3,8 @@
 # fixed twin, small GPT-2, 2 warmup + 4 steps, no FLOP counting pass. Run from an editable
 # install with $NSYS set; each pair goes under $OUT (a .tar.xz with NVIDIA's CSVs) as soon as it
 # is captured. Arguments name the pairs (default: the first session's five):
-#   sleep item optim input tf32    (2026-11-23, one H200: sample_traces/findings)
+#   sleep item optim input tf32    (2026-11-23, one H200: sample_traces/findings, committed as
+#                                   `xz -9e` NAME.sqlite.xz; `xz -dc` one to open it)
 #   syncstep graph                 (one GPU)   ddp (two GPUs: kind nvidia-h200-x2)
 # Why these settings:
 # - tf32, syncstep, ddp at ctx 512: the step is GPU-bound there (ctx 128 is bound by the host,
@@ -17,8 +18,9 @@
 #   (AdamW capturable in both) as one CUDA graph, so the step time saved is the launch overhead.
 # - ddp: DDP with one gradient bucket (the all-reduce after the whole backward) vs DDP's default
 #   25 MB buckets that overlap it with the backward.
-# Sizes (sample_traces must stay under 40 MB, tests/capture/test_capture_samples.py): ~1.2 MB per
-# single-GPU export of 4 steps (syncstep's 8: ~1.7 MB), ~2.8 MB per two-rank export.
+# Sizes (sample_traces has a cap, tests/capture/test_capture_samples.py): ~1.2 MB per single-GPU
+# export of 4 steps (syncstep's 8: ~1.7 MB), ~2.8 MB per two-rank export; xz -9e makes the
+# single-GPU ones 0.19-0.37 MB, as committed.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"

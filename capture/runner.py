@@ -23,11 +23,11 @@ from nsight_tui.capture.errors import CaptureError
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.parsers.read.source import connect_readonly
-from nsight_tui.capture.nsys import AUTOGRAD_NVTX, MEMORY_USAGE, export_command, profile_command
+from nsight_tui.capture.nsys import MEMORY_USAGE, NSYS_OP_RANGES, export_command, gpu_metrics_options, profile_command
 from nsight_tui.capture.ncu import DEFAULT_KERNEL_LIMIT, ncu_command
 from nsight_tui.capture.plant import nsys_options as plant_nsys_options
 from nsight_tui.capture.sizes import RunSettings
-from nsight_tui.parsers.read.conventions import OOM_SUFFIX, output_stem
+from nsight_tui.parsers.read.conventions import NO_NVTX_SUFFIX, OOM_SUFFIX, STEPS_SIDECAR_SUFFIX, output_stem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,13 +39,14 @@ class CaptureConfig(RunSettings):
         stem = output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes,
                            self.tf32, self.op_ranges, self.backward_ranges)
         sync = "" if self.phase_sync else "_nosync" if self.range_sync else "_async"
-        return stem + sync + (f"_{self.plant}" if self.plant else "")
+        return stem + sync + (f"_{self.plant}" if self.plant else "") + ("" if self.nvtx else NO_NVTX_SUFFIX)
 
     def describe(self) -> str:
         ranks = f", data-parallel over {self.processes} GPUs" if self.processes > 1 else ""
         tf32 = " tf32" if self.tf32 else ""
         extra = "".join([f", {self.op_ranges} op ranges" if self.op_ranges != "none" else "",
-                         ", backward ranges" if self.backward_ranges else ""])
+                         ", backward ranges" if self.backward_ranges else "",
+                         ", no NVTX" if not self.nvtx else ""])
         return (f"{self.model} ctx{self.ctx} {self.mode} {self.dtype}{tf32} {self.attention} attention, "
                 f"batch {self.batch}, {self.warmup} warmup + {self.steps} steps{ranks}{extra}")
 
@@ -57,10 +58,12 @@ class CaptureConfig(RunSettings):
                 *([] if self.range_sync else ["--no-range-sync"]),
                 *(["--op-ranges", self.op_ranges] if self.op_ranges != "none" else []),
                 *(["--backward-ranges"] if self.backward_ranges else []),
+                *([] if self.nvtx else ["--no-nvtx"]),
                 *(["--profile-step", self.profile_step] if self.profile_step else [])]
 
     def nsys_options(self) -> list[str]:
-        return [*([AUTOGRAD_NVTX] if self.op_ranges == "autograd-nvtx" else []), *plant_nsys_options(self.plant)]
+        return [*([NSYS_OP_RANGES[self.op_ranges]] if self.op_ranges in NSYS_OP_RANGES else []),
+                *plant_nsys_options(self.plant)]
 
 
 @dataclass
@@ -86,8 +89,15 @@ def oom_export_path(out_dir: Path, config: CaptureConfig) -> Path:
 NCU_SUFFIX = ".ncu-rep"
 
 
+def steps_sidecar_path(out_dir: Path, config: CaptureConfig) -> Path:
+    """STEM.steps.json beside a --no-nvtx export: the workload's Python step times, which an
+    annotated capture writes into the trace as `nsight-tui:step` marks."""
+    return out_dir / f"{config.stem}{STEPS_SIDECAR_SUFFIX}"
+
+
 def existing_outputs(out_dir: Path, config: CaptureConfig, keep_report: bool = False) -> list[Path]:
     paths = [*output_paths(out_dir, config), oom_export_path(out_dir, config),
+             *([] if config.nvtx else [steps_sidecar_path(out_dir, config)]),
              *([out_dir / f"{config.stem}{NCU_SUFFIX}"] if config.profile_step else []),
              *([out_dir / f"{config.stem}.nsys-rep"] if keep_report else [])]
     return [p for p in paths if p.exists()]
@@ -124,7 +134,8 @@ class Runner:
                  keep_report: bool = False, environment: dict | None = None,
                  echo: Callable[[str], None] | None = None, extra_metadata: dict | None = None,
                  count_flops: bool = False, count_device: str | None = None, memory_usage: bool = True,
-                 ncu: Path | str | None = None, ncu_kernel_limit: int = DEFAULT_KERNEL_LIMIT):
+                 gpu_metrics_hz: int = 0, ncu: Path | str | None = None,
+                 ncu_kernel_limit: int = DEFAULT_KERNEL_LIMIT):
         self.nsys = str(nsys)
         self.out_dir = Path(out_dir)
         self.python = python
@@ -139,6 +150,7 @@ class Runner:
         self.count_flops = count_flops
         self.count_device = count_device
         self.memory_usage = memory_usage  # nsys --cuda-memory-usage=true (issue 30)
+        self.gpu_metrics_hz = gpu_metrics_hz  # >0: nsys --gpu-metrics-devices=all at this rate (issue 29)
         # capture --ncu (issue 29): after the nsys capture, the same workload once more under
         # Nsight Compute over the config's profile_step, written to STEM.ncu-rep beside STEM.sqlite.
         self.ncu = str(ncu) if ncu is not None else None
@@ -154,7 +166,8 @@ class Runner:
                     if config.processes > 1 else [])
         app = [self.python, *launcher, "-m", "nsight_tui.capture.workload", *config.workload_args(),
                "--status-file", str(work_dir / "status.json"), *counts]
-        extra = [*config.nsys_options(), *([MEMORY_USAGE] if self.memory_usage else [])]
+        extra = [*config.nsys_options(), *([MEMORY_USAGE] if self.memory_usage else []),
+                 *(gpu_metrics_options(self.gpu_metrics_hz) if self.gpu_metrics_hz > 0 else [])]
         return (profile_command(self.nsys, report, app, extra),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
 
@@ -229,6 +242,12 @@ class Runner:
                 return CaptureResult(config, "failed", None, f"nsys export exited with {code}",
                                      time.perf_counter() - started)
             self._replace_check(sqlite_path)
+            if not config.nvtx:  # first, so an export is never without its step times
+                sidecar = steps_sidecar_path(self.out_dir, config)
+                self._replace_check(sidecar)
+                write_atomic(sidecar, json.dumps({"config": {**config.metadata(), **self.extra_metadata},
+                                                  "steps": status.get("steps", [])}, indent=1) + "\n",
+                             overwrite=True)
             os.replace(exported, sqlite_path)
             if oom_path.exists():  # this configuration fits now: the old OOM record is stale
                 oom_path.unlink()

@@ -27,7 +27,8 @@ ATTENTIONS = ("manual", "fused")
 # Op-level NVTX ranges from PyTorch: none; nsys's `--pytorch=autograd-nvtx` (nsys turns on
 # PyTorch's NVTX ranges); or `torch.autograd.profiler.emit_nvtx()` around the loop (the workload
 # does it). Both give `aten::…, seq = N, op_id = M` on the Python thread and the backward
-# nodes' ranges on the autograd thread.
+# nodes' ranges on the autograd thread; nsys's `--pytorch=autograd-shapes-nvtx` adds the ops' input
+# shapes to the same text.
 OP_RANGES = tuple(OP_RANGE_SUFFIX)
 
 # The workload exits with this code (and writes its status file) when the GPU runs out of memory.
@@ -59,6 +60,9 @@ class RunSettings:
     # The iteration (`step_1`) the workload brackets with cudaProfilerStart/Stop for Nsight
     # Compute (`capture --ncu`); empty: none.
     profile_step: str = ""
+    # False: no NVTX range and no mark at all (issue 31: a trace whose iterations, layers and
+    # stages must be inferred from the kernel sequence); the step times go to the status file only.
+    nvtx: bool = True
 
     def metadata(self) -> dict:
         """The `nsight-tui:config` mark's keys (the workload adds device and torch); an OOM
@@ -72,6 +76,7 @@ class RunSettings:
                 **({"plant": self.plant} if self.plant else {}),
                 **({"phase_sync": False} if not self.phase_sync else {}),
                 **({"range_sync": False} if not self.range_sync else {}),
+                **({"nvtx": False} if not self.nvtx else {}),
                 # how the backward was annotated, only when it was (older traces have neither key)
                 **({"op_ranges": self.op_ranges} if self.op_ranges != "none" else {}),
                 **({"backward_ranges": True} if self.backward_ranges else {}),

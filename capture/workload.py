@@ -21,7 +21,8 @@ from nsight_tui.capture import ddp
 from nsight_tui.capture import plant as plants
 from nsight_tui.capture.plant import PLANTS, Planter, optimizer_kwargs
 from nsight_tui.parsers.read import conventions
-from nsight_tui.capture.annotate import (Annotator, NvtxAnnotator, PathTracking, config_message, flops_message,
+from nsight_tui.capture.annotate import (Annotator, NullAnnotator, NvtxAnnotator, PathTracking, config_message,
+                                         flops_message,
                                          oom_message, step_message)
 from nsight_tui.capture.sizes import (ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES, OOM_EXIT_CODE, OP_RANGES,
                                       VOCAB, RunSettings)
@@ -42,6 +43,8 @@ class WorkloadConfig(RunSettings):
             raise ValueError(f"op ranges must be one of {', '.join(OP_RANGES)}, not {self.op_ranges!r}")
         if not self.range_sync and self.phase_sync:
             raise ValueError("no synchronise inside the ranges (range_sync off) needs phase_sync off too")
+        if not self.nvtx and (self.op_ranges != "none" or self.backward_ranges):
+            raise ValueError("no NVTX (--no-nvtx) leaves no room for op ranges or backward ranges")
 
 
 @dataclass
@@ -290,7 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     p.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core matmuls for fp32 tensors")
     p.add_argument("--op-ranges", default="none", choices=OP_RANGES,
-                   help="PyTorch's op ranges: autograd-nvtx (nsys turns them on; recorded here only) or "
+                   help="PyTorch's op ranges: autograd-nvtx or autograd-shapes-nvtx (nsys turns them on; recorded here "
+                   "only) or "
                    "emit-nvtx (torch.autograd.profiler.emit_nvtx around the loop)")
     p.add_argument("--backward-ranges", action="store_true",
                    help="backward:<part> ranges around each annotated part's backward (module hooks)")
@@ -300,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --no-phase-sync: the step's synchronise after its NVTX range, none inside any range")
     p.add_argument("--profile-step", default="", metavar="NAME",
                    help="call cudaProfilerStart/Stop around this iteration (step_1) for ncu --profile-from-start off")
+    p.add_argument("--no-nvtx", action="store_true",
+                   help="no NVTX ranges and no marks at all: an unannotated trace (the step times go to --status-file)")
     p.add_argument("--status-file", help="write a JSON status here: ok with the step times, or oom")
     counts = p.add_mutually_exclusive_group()
     counts.add_argument("--count-out", metavar="FILE",
@@ -345,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                             warmup=args.warmup, device=args.device, tf32=args.tf32,
                             plant=args.plant, phase_sync=not args.no_phase_sync, range_sync=not args.no_range_sync,
                             op_ranges=args.op_ranges,
-                            backward_ranges=args.backward_ranges, profile_step=args.profile_step)
+                            backward_ranges=args.backward_ranges, nvtx=not args.no_nvtx,
+                            profile_step=args.profile_step)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -354,7 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.count_out:
         return _count(config, args.count_out)
     try:
-        annotator = PathTracking(NvtxAnnotator())
+        # --no-nvtx: the same workload with every range and mark dropped (PathTracking still names
+        # the Python range an out-of-memory error left, for the status file).
+        annotator = PathTracking(NvtxAnnotator() if config.nvtx else NullAnnotator())
     except ImportError:
         print("workload: the `nvtx` package is not installed in this Python (pip install nvtx)", file=sys.stderr)
         return 2

@@ -6,12 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from xz_samples import XZ_TRACE, plain
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
 SHARED = ROOT.parent / "shared" / "traces"
 # Captures without phase syncs (issue 26), committed xz'd: tests read them through `async_trace`.
 ASYNC = SAMPLES / "async"
-XZ_TRACE = ".sqlite.xz"
+# The planted/fixed twins of the findings rules (issue 20), committed xz'd too: read them through
+# tests/xz_samples.py's `plain`.
+FINDINGS = SAMPLES / "findings"
 
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")
@@ -39,34 +43,17 @@ def async_names() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def async_trace(tmp_path_factory):
-    """`async_trace(NAME or path)` -> Path of sample_traces/async/NAME.sqlite.xz decompressed, once per
-    session, into a pytest tmp folder (never beside the sample: the committed tree stays xz'd); a
-    plain `.sqlite` path comes back as it is."""
-    import lzma
-    import shutil
-
-    folder = tmp_path_factory.mktemp("async_traces")
-    done: dict[str, Path] = {}
+def async_trace():
+    """`async_trace(NAME or path)` -> Path of sample_traces/async/NAME.sqlite.xz (or of the
+    `.sqlite.xz` path given) decompressed by tests/xz_samples.py's `plain`, once, into its per-user
+    cache (never beside the sample: the committed tree stays xz'd); a plain `.sqlite` path comes
+    back as it is."""
 
     def get(name: str | Path) -> Path:
-        if isinstance(name, Path):
-            if not name.name.endswith(XZ_TRACE):
-                return name
-            source = name
-        else:
-            source = ASYNC / f"{name}{XZ_TRACE}"
-        stem = trace_stem(source)
-        if stem not in done:
-            if not source.exists():
-                pytest.fail(f"{source} is not committed")
-            target = folder / f"{stem}.sqlite"
-            partial = folder / f"{stem}.sqlite.partial"
-            with lzma.open(source) as src, open(partial, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            partial.replace(target)
-            done[stem] = target
-        return done[stem]
+        source = name if isinstance(name, Path) else ASYNC / f"{name}{XZ_TRACE}"
+        if source.name.endswith(XZ_TRACE) and not source.exists():
+            pytest.fail(f"{source} is not committed")
+        return plain(source)
 
     return get
 

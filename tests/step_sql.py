@@ -65,12 +65,23 @@ def iterations(path: Path) -> list[Iteration]:
         con.close()
 
 
-def iterations_of(con: sqlite3.Connection) -> list[Iteration]:
+def _gpu_sql(con: sqlite3.Connection) -> str:
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     gpu_sql = _GPU_SPAN
     for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         if t not in tables:
             gpu_sql = gpu_sql.replace(f"\n        UNION ALL SELECT correlationId, globalPid >> 24, start, end FROM {t}", "")
+    return gpu_sql
+
+
+def gpu_span(con: sqlite3.Connection, global_tid: int, start: int, end: int) -> tuple[int | None, int | None]:
+    """(first start, last end) of the GPU ops launched by calls of the thread's process that start
+    inside [start, end]: a range's GPU work on the GPU's clock (None, None without any)."""
+    return con.execute(_gpu_sql(con), {"pid": global_tid >> 24, "s": start, "e": end}).fetchone()
+
+
+def iterations_of(con: sqlite3.Connection) -> list[Iteration]:
+    gpu_sql = _gpu_sql(con)
     rows = con.execute(_ITERATIONS).fetchall()
     out: list[Iteration] = []
     for i, (_, tid, s, e, name) in enumerate(rows):

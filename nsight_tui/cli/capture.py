@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nsight_tui.capture.errors import CaptureError
 from nsight_tui.capture.ncu import DEFAULT_KERNEL_LIMIT, find_ncu
-from nsight_tui.capture.nsys import find_nsys
+from nsight_tui.capture.nsys import GPU_METRICS_DEFAULT_HZ, find_nsys
 from nsight_tui.capture.plant import PLANTS
 from nsight_tui.capture.plant import check as plant_check
 from nsight_tui.capture.runner import CaptureConfig, Runner, describe_result
@@ -57,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--no-sync", action="store_true",
                       help="nothing synchronises inside any NVTX range, as in real training: the CPU runs ahead and "
                       "each step's one synchronise comes after its range (output name gets _async)")
+    what.add_argument("--no-nvtx", action="store_true",
+                      help="no NVTX ranges and no marks at all, an unannotated trace whose iterations and layers "
+                      "nsight-tui infers from the kernel sequence; the Python step times go beside the export in "
+                      "STEM.steps.json (output name gets _nonvtx)")
     what.add_argument("--attention", default="manual", choices=ATTENTIONS,
                       help="manual (annotated scores/softmax/matmul) or fused (torch SDPA) (default manual)")
     what.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"batch size (default {DEFAULT_BATCH})")
@@ -66,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ops.add_argument("--autograd-nvtx", action="store_true",
                      help="pass --pytorch=autograd-nvtx to nsys: PyTorch's NVTX ranges for every op and backward "
                      "node, with the sequence numbers that map backward onto the forward's parts (output _agnvtx)")
+    ops.add_argument("--autograd-shapes", action="store_true",
+                     help="pass --pytorch=autograd-shapes-nvtx to nsys: the same op ranges with each op's input "
+                     "shapes, from which `r` and MFU estimate FLOPs on traces without counts (output _agshapes)")
     ops.add_argument("--emit-nvtx", action="store_true",
                      help="the same ranges from torch.autograd.profiler.emit_nvtx() around the loop (output _emitnvtx)")
     what.add_argument("--backward-ranges", action="store_true",
@@ -100,6 +107,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "recorded in the trace as nsight-tui:flops marks for the roofline)")
     out.add_argument("--no-memory-usage", action="store_true",
                      help="leave out nsys --cuda-memory-usage=true (GPU memory allocations and frees, on by default)")
+    out.add_argument("--gpu-metrics", nargs="?", type=int, const=GPU_METRICS_DEFAULT_HZ, default=0, metavar="HZ",
+                     help="sample the GPU's hardware metrics (SM active, tensor active, DRAM bandwidth) with nsys "
+                     f"--gpu-metrics-devices=all at HZ samples a second (default {GPU_METRICS_DEFAULT_HZ}; "
+                     "nsys's own 10000 makes large exports)")
     out.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
 
 
@@ -141,12 +152,18 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
             raise CaptureError(f"--ncu-kernels must be at least 1, not {args.ncu_kernels}")
         if args.ddp > 1:
             raise CaptureError("--ncu profiles one process: leave out --ddp")
-    op_ranges = "autograd-nvtx" if args.autograd_nvtx else "emit-nvtx" if args.emit_nvtx else "none"
+    op_ranges = ("autograd-nvtx" if args.autograd_nvtx else "autograd-shapes-nvtx" if args.autograd_shapes
+                 else "emit-nvtx" if args.emit_nvtx else "none")
+    if args.no_nvtx and (op_ranges != "none" or args.backward_ranges):
+        raise CaptureError("--no-nvtx leaves no room for --autograd-nvtx, --autograd-shapes, --emit-nvtx or "
+                           "--backward-ranges")
+    if args.gpu_metrics < 0 or args.gpu_metrics > 200_000:
+        raise CaptureError(f"--gpu-metrics {args.gpu_metrics}: a rate in samples a second, 1 to 200000")
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
                           tf32=args.tf32, plant=args.plant, phase_sync=not (args.no_phase_sync or args.no_sync),
                           range_sync=not args.no_sync,
-                          op_ranges=op_ranges, backward_ranges=args.backward_ranges,
+                          op_ranges=op_ranges, backward_ranges=args.backward_ranges, nvtx=not args.no_nvtx,
                           profile_step=args.ncu_step if args.ncu else "")
             for m in models for c in ctxs]
 
@@ -184,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         ncu = find_ncu(args.ncu_path) if args.ncu else None
         runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
                         count_flops=not args.no_count, memory_usage=not args.no_memory_usage,
-                        ncu=ncu, ncu_kernel_limit=args.ncu_kernels)
+                        gpu_metrics_hz=args.gpu_metrics, ncu=ncu, ncu_kernel_limit=args.ncu_kernels)
         if not args.skip_existing and not args.force:  # refuse before paying for the probe
             for config in configs:
                 runner.refuse_clobber(config)
@@ -250,7 +267,7 @@ def _dry_run(args: argparse.Namespace, configs: list[CaptureConfig], out_dir: Pa
             ncu = "ncu"
     runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
                     count_flops=not args.no_count, memory_usage=not args.no_memory_usage,
-                    ncu=ncu, ncu_kernel_limit=args.ncu_kernels)
+                    gpu_metrics_hz=args.gpu_metrics, ncu=ncu, ncu_kernel_limit=args.ncu_kernels)
     for index, config in enumerate(configs, 1):
         work = out_dir / f".{config.stem}.XXXXXXXX.partial"  # the real name is made by mkdtemp
         profile, export = runner.commands(config, work)

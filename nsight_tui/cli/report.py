@@ -82,10 +82,11 @@ def _run(args) -> int:
                       progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr),
                       roofline_options=roof)
         tables = sweep_text.tables(runs)
+        memory = sweep.memory_model(runs).to_json()  # the model x ctx memory table, OOM cells explained
         if args.format == "json":
-            text = report.sweep_json(target, runs, tables, args.attribution, skipped)
+            text = report.sweep_json(target, runs, tables, args.attribution, skipped, memory)
         else:
-            text = report.sweep_markdown(target, tables, args.attribution, runs, skipped)
+            text = report.sweep_markdown(target, tables, args.attribution, runs, skipped, memory)
     else:
         trace = load_trace(target)
         for note in trace.info.notes:  # rows left out, tables without a column they need: as stats says them

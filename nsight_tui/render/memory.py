@@ -16,6 +16,37 @@ def _signed(n) -> str:
     return ("+" if n > 0 else "") + numbers.bytes_(n)
 
 
+def _gap(a: int, b: int) -> str:
+    share = f" ({numbers.percent((a - b) / b, 2)})" if b else ""
+    return _signed(a - b) + share
+
+
+OWNER_LABELS = {
+    "allocator": "PyTorch's caching allocator's segments (nsys: each cudaMalloc right after its cudaStreamIsCapturing "
+                 "check), most held",
+    "library": "not torch's allocator: libraries' own cudaMalloc (cuBLAS handles)",
+    "static": "not torch's allocator: Device Static (modules' __device__ globals)",
+    "other": "not torch's allocator: other memory kinds",
+}
+
+
+def owner_rows(m: dict) -> list[list[str]]:
+    """The allocator's segments at their most, then what is not torch's, listed apart: "N in K allocations"."""
+    owners = m.get("owners") or {}
+    rows = []
+    if m.get("allocator_peak_bytes") is not None:
+        rows.append([OWNER_LABELS["allocator"], _b(m["allocator_peak_bytes"])])
+    for name in ("library", "static", "other"):
+        g = owners.get(name)
+        if not g:
+            continue
+        sizes = ""
+        if name == "library":
+            sizes = "; sizes " + ", ".join(f"{_b(int(size))} ×{n}" for size, n in g["sizes"].items())
+        rows.append([OWNER_LABELS[name], f"{_b(g['held_at_end_bytes'])} in {g['allocations']:,} allocations{sizes}"])
+    return rows
+
+
 def section(a: dict) -> list[str]:
     m = a.get("memory")
     if not m or (not m["has_events"] and not m["phases"] and not m["out_of_memory"]):
@@ -31,11 +62,16 @@ def section(a: dict) -> list[str]:
                    f"{numbers.seconds(m['peak_t_ns'])} s into the capture, in `{safe.markdown(m['peak_path'] or '(no range)')}`; "
                    f"{m['allocations']:,} allocations, {m['frees']:,} frees.")
         out.append("")
-        rows = [[safe.markdown(kind), _b(v)] for kind, v in m["peak_by_kind"].items()]
+        rows = [[f"{safe.markdown(kind)} (nsys memory kind, most held)", _b(v)] for kind, v in m["peak_by_kind"].items()]
+        rows += owner_rows(m)
         if m.get("torch_peak_reserved_bytes") is not None:
             rows.append(["torch max reserved (the allocator's segments, step marks)", _b(m["torch_peak_reserved_bytes"])])
-            rows.append(["in use beyond torch's segments (libraries' own cudaMalloc, static globals)",
-                         _b(m["peak_bytes"] - m["torch_peak_reserved_bytes"])])
+            if m.get("allocator_peak_bytes") is not None:
+                rows.append(["allocator's segments (nsys) − torch max reserved (step marks)",
+                             _gap(m["allocator_peak_bytes"], m["torch_peak_reserved_bytes"])])
+            else:
+                rows.append(["in use beyond torch's segments (libraries' own cudaMalloc, static globals)",
+                             _b(m["peak_bytes"] - m["torch_peak_reserved_bytes"])])
         if m.get("torch_peak_allocated_bytes") is not None:
             rows.append(["torch max allocated (live tensors, step marks)", _b(m["torch_peak_allocated_bytes"])])
         out.append(tables.markdown(["what", "bytes"], rows))

@@ -13,8 +13,10 @@ from pathlib import Path
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.model.attribution import MODE_HELP
-from nsight_tui.render import backward_parts, findings, memory, ncu, numbers, process_view, roofline, safe, tables
+from nsight_tui.render import (backward_parts, findings, gpu_metrics, memory, ncu, numbers, process_view, roofline,
+                              safe, tables)
 from nsight_tui.render.idle import idle_section
+from nsight_tui.render import memory_model as memory_model_text
 from nsight_tui.render.sweep import SweepTable
 
 Section = Callable[[dict], list[str]]
@@ -34,6 +36,41 @@ def heading(a: dict) -> list[str]:
         out.append(f"_{len(a['_ranks'].ranks)} ranks in this export: the sections below count every rank's "
                    "ranges and kernels together; the Ranks section at the end has them one by one_")
     out.append("")
+    return out
+
+
+def inferred(a: dict) -> list[str]:
+    """Where the export names no iteration: the iterations, layers and stages inferred from its
+    kernel sequence (parsers.model.inferred_ranges), which every section below then reads as the
+    ranges `inferred:step_N`, `inferred:forward`, ...; or why none were."""
+    found = a.get("inferred")
+    if not found:
+        return []
+    if found.get("inside_nvtx_iterations"):
+        out = ["## Parts inferred inside the NVTX iterations (the export has step_N ranges and nothing inside them)", "",
+               f"_{safe.markdown(found['basis'])}_", ""]
+        if found["layer_count"]:
+            out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
+                    f"{safe.markdown(' → '.join(found['layer_stages']))}", ""]
+        return out + ["_The sections below read the phases, layers and stages as ranges of the NVTX domain "
+                      "`inferred` (`inferred:forward`, `inferred:layer_N`) inside the export's own step_N: inferred, "
+                      "not annotated._", ""]
+    if not found["iterations"]:
+        return ["## Iterations inferred from the kernel sequence", "",
+                f"_No NVTX iteration ranges (step_N), and none inferred: {safe.markdown(found.get('reason', ''))}_", ""]
+    rows = [[safe.markdown(i["name"]), numbers.ms(i["duration_ns"]), f"{i['kernels']:,}"] for i in found["iterations"]]
+    out = ["## Iterations inferred from the kernel sequence (no NVTX iteration ranges)", "",
+           f"_{safe.markdown(found['basis'])}_", "",
+           tables.markdown(["inferred iteration", "GPU ms (first kernel start to the next iteration's)", "kernels"],
+                           rows), ""]
+    if found["layer_count"]:
+        stages = " → ".join(found["layer_stages"])
+        out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
+                f"{safe.markdown(stages)}", ""]
+    out += ["_The sections below read these as ranges of the NVTX domain `inferred` (`inferred:step_N`, "
+            "`inferred:forward`, `inferred:layer_N`): inferred, not annotated. Their CPU span runs from their first "
+            "kernel's launch to the next one's; the warm-ups (`warmup_N`) are the leading iterations unlike the "
+            "steady one, or as many as the capture recorded beside the export (STEM.steps.json)._", ""]
     return out
 
 
@@ -211,6 +248,7 @@ def ranks(a: dict) -> list[str]:
 SECTIONS: list[Section] = [
     heading,
     process_view.section,
+    inferred,
     forward_time,
     top_kernels,
     non_gemm_forward,
@@ -223,6 +261,7 @@ SECTIONS: list[Section] = [
     ratios,
     idle_section,
     memory.section,  # GPU memory: peak, per phase, out of memory (issue 30)
+    gpu_metrics.section,  # sampled SM / tensor / DRAM activity per range (issue 29)
     findings.section,  # (h) What to fix first
     warmup,
     ranks,
@@ -235,7 +274,8 @@ def single_markdown(answers: dict, sections: list[Section] | None = None) -> str
                      for block in section(answers))
 
 
-def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, runs=(), skipped=()) -> str:
+def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, runs=(), skipped=(),
+                   memory_model: dict | None = None) -> str:
     """The report on a folder of captures: one table per question, then why each `error`
     cell is one and what was not read at all."""
     out = [f"# nsight-tui sweep report: {safe.markdown(str(folder))}", "",
@@ -247,6 +287,7 @@ def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, run
     if ooms:
         out.append(tables.markdown(["file", "ran out in (NVTX path)", "message"],
                                    [[safe.markdown(c) for c in row] for row in ooms], title="Out of GPU memory"))
+    out += memory_model_text.section(memory_model)
     errors = [[r.path.name, r.message] for r in runs if r.status == "error"]
     if errors:
         out.append(tables.markdown(["file", "why it is an error cell"], errors, title="Runs not analysed"))
@@ -264,7 +305,8 @@ def single_json(answers: dict) -> str:
     return tables.json(public(answers))
 
 
-def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, skipped=()) -> str:
+def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, skipped=(),
+               memory_model: dict | None = None) -> str:
     return tables.json({
         "folder": str(folder), "attribution": attribution,
         "runs": [{"file": r.path.name, "model": r.model, "ctx": r.ctx, "variant": r.variant,
@@ -273,4 +315,5 @@ def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, s
         "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows, "notes": t.notes}
                    for t in sweep_tables],
         "skipped": list(skipped),
+        **({"memory_model": memory_model} if memory_model is not None else {}),
     })

@@ -25,6 +25,7 @@ import numpy as np
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges, step_times
+from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
@@ -638,7 +639,12 @@ def diff_runs(a: Trace, b: Trace, attribution: str = "process") -> RunDiff:
             else f"{'A' if not len(a_side.iters) else 'B'} has no step_N ranges, so steps cannot be aligned")
         kernels = scope_diff(_whole(a_model), _whole(b_model), "whole capture", CAPTURE_BASIS)
     scope = "covers the steady-state step" if both_steps else "compares the whole captures"
-    if not a.info.has_nvtx and not b.info.has_nvtx:
+    for side, t in (("A", a), ("B", b)):
+        found = inference(t)
+        if found.found:
+            notes.append(f"{side}'s ranges (inferred:step_N, inferred:forward, ...) are inferred, not annotated: "
+                         f"{found.basis}")
+    if not a.info.has_nvtx and not b.info.has_nvtx and not inference(a).found and not inference(b).found:
         notes.append(f"no NVTX ranges in either run: the kernel and family diff {scope}")
     elif common == 0:
         notes.append(f"no range names in common: every range shows as removed/added; the kernel and family "

@@ -54,6 +54,7 @@ from functools import cached_property
 import numpy as np
 
 from nsight_tui.parsers.model.intervals import IntervalSet, label_segments, pieces
+from nsight_tui.parsers.model.inferred_ranges import with_inferred_ranges
 from nsight_tui.parsers.read.ids import KERNEL, PID_MASK, api_display_name
 from nsight_tui.parsers.read.load import Trace
 
@@ -461,7 +462,7 @@ class IdleAnalysis:
                 c = calls.setdefault(name, [0, 0])
                 c[0] += 1
                 c[1] += inside
-            opened, started = _nvtx_around(t, g, start, end)
+            opened, started = _nvtx_around(with_inferred_ranges(t), g, start, end)  # inferred ranges too
             out.append(ThreadActivity(g, t.thread_label(g), sorted(((n, c, ns) for n, (c, ns) in calls.items()),
                                                                    key=lambda x: -x[2]), opened, started))
         return out

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from nsight_tui.parsers.analyses.memory_owners import ALLOCATOR, OwnerGroup, calls_of, owner_groups, owners_of
 from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, phase_ranges
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read import conventions
@@ -33,6 +34,13 @@ DEFINITIONS = {
                     "all kinds): PyTorch's caching allocator's segments (torch's reserved) plus libraries' own "
                     "allocations and static globals",
     "reserved_bytes": "torch.cuda.memory_reserved(): the caching allocator's segments (its step mark)",
+    "allocator_peak_bytes": "nsys memory events: the most held in PyTorch's caching allocator's segments alone "
+                            "(each segment's cudaMalloc comes right after the allocator's cudaStreamIsCapturing "
+                            "check on its thread); torch's max_memory_reserved from the events",
+    "beside_allocator_bytes": "nsys memory events: held at the in-use peak outside torch's allocator (libraries' own "
+                              "cudaMalloc, static globals): peak_bytes minus the allocator's segments then",
+    "owners": "nsys memory events by owner (memory_owners.OWNER_HELP): allocations, their bytes, sizes, the CUDA "
+              "call before each on its thread",
     "allocated_bytes": "torch.cuda.memory_allocated(): bytes in live tensors (its step mark)",
     "kept_bytes": "allocated at the phase's end minus at its start (forward: what it keeps for backward)",
 }
@@ -95,6 +103,9 @@ class MemoryReport:
     peak_path: str = ""
     peak_by_kind: dict[str, int] = field(default_factory=dict)  # kind label -> the most held of that kind
     static_bytes: int = 0  # "Device Static": modules' __device__ globals
+    allocator_peak_bytes: int | None = None  # torch's caching allocator's segments at their most (nsys)
+    beside_allocator_bytes: int | None = None  # held outside torch's allocator at the in-use peak (nsys)
+    owners: dict[str, OwnerGroup] = field(default_factory=dict)  # memory_owners: allocator / library / static
     final_bytes: int | None = None
     allocations: int = 0
     frees: int = 0
@@ -277,6 +288,13 @@ def memory_analysis(model: RangeModel) -> MemoryReport:
             held = np.cumsum(np.where(kinds == kind, signed, 0))
             report.peak_by_kind[gm.kinds.get(kind, str(kind))] = int(held.max())
         report.static_bytes = report.peak_by_kind.get(gm.kinds.get(DEVICE_STATIC_KIND, "Device Static"), 0)
+        previous, thread = calls_of(events, trace.api, trace.api_names)
+        owner = owners_of(events, previous)
+        report.owners = owner_groups(events, signed, owner, previous, thread)
+        if ALLOCATOR in report.owners:  # told apart only where the allocator's cudaStreamIsCapturing is seen
+            allocator = np.cumsum(np.where(owner == ALLOCATOR, signed, 0))
+            report.allocator_peak_bytes = int(allocator.max())
+            report.beside_allocator_bytes = report.peak_bytes - int(allocator[top])
         main = _main_gtid(model, int(events["gpid"].iloc[top]))
         if main is not None:
             report.peak_path = _path(model, model.stack_at(main, report.peak_t_ns))

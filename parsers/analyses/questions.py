@@ -17,6 +17,7 @@ from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, WARMUP, gpu_lags, iteration_ranges,
                                                  phase_ranges, step_times)
+from nsight_tui.parsers.model.inferred_ranges import has_iteration_ranges, inference
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 from nsight_tui.parsers.analyses.ratios import _ratio, family_shares
 
@@ -186,7 +187,7 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     """NVTX step and phase times against the times the capture measured in Python."""
     meta = trace.meta()
     times = step_times(model, iteration_ranges(model, STEP))
-    texts = trace.ranges["text"].to_numpy() if model.n else np.array([])
+    texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])  # inferred ranges too
     nvtx = {texts[i]: int(c) for i, c in zip(times.ids, times.cpu_ns)}
     period = {texts[i]: int(p) for i, p in zip(times.ids, times.period_ns)}
     gpu = {texts[i]: int(g) for i, g in zip(times.ids, times.gpu_ns)}
@@ -227,6 +228,12 @@ def _memory(model: RangeModel) -> dict:
     return memory_analysis(model).to_json()
 
 
+def _gpu_metrics(model: RangeModel, config: dict) -> dict:
+    from nsight_tui.parsers.analyses.gpu_metrics import gpu_metrics_analysis
+
+    return gpu_metrics_analysis(model, config).to_json()
+
+
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
               main_thread: str | None = None, roofline_options: dict | None = None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
@@ -241,7 +248,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         config.update({k: v for k, v in dims.items() if v is not None})
     steady = phases(model, STEP)
     warm = phases(model, WARMUP) if len(iteration_ranges(model, WARMUP)) else {}
-    from nsight_tui.parsers.analyses.roofline import build as build_roofline
+    from nsight_tui.parsers.analyses.roofline import NO_FLOPS, build as build_roofline
 
     roof = build_roofline(trace, attribution, **(roofline_options or {}))
     return {
@@ -257,12 +264,18 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
         "memory": _memory(model),
+        "gpu_metrics": _gpu_metrics(model, config),
         **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
         "occupancy": occupancy.answers(trace),
         "findings": findings_answers(trace, attribution),
         "backward_parts": [t.to_json() for t in backward_parts(model)],
-        "notes": list(trace.info.notes),  # rows left out, tables without a column they need
+        # where the export names no iteration (or nothing inside its iterations): what was inferred
+        # from its kernel sequence, or why nothing
+        **({"inferred": inference(trace).to_json()}
+           if not has_iteration_ranges(trace) or inference(trace).found else {}),
+        # rows left out, tables without a column they need; a trace without FLOP counts says so
+        "notes": [*trace.info.notes, *([f"roofline: {NO_FLOPS}"] if roof.counts is None else [])],
     }
 
 

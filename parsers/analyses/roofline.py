@@ -3,7 +3,8 @@
 For a range (one instance, or all instances of an aggregated name path), a kernel family inside
 it, or one kernel:
 
-* FLOPs and bytes from the source in force (parsers.flop_counts: given > measured > analytic);
+* FLOPs and bytes from the source in force (parsers.flop_counts: given > measured > op shapes >
+  analytic);
 * achieved FLOP/s and bytes/s over its GPU time: a range's GPU busy time (union of its ops'
   intervals), a family's or kernel's summed kernel durations;
 * arithmetic intensity AI = FLOPs / bytes, the GPU's ridge point = peak FLOP/s / bandwidth for
@@ -23,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from nsight_tui.parsers.kernels import flop_counts, peaks as peak_table
+from nsight_tui.parsers.kernels import flop_counts, peaks as peak_table, shape_flops
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import KERNEL
@@ -221,8 +222,7 @@ class Roofline:
 
     def source_line(self) -> str:
         if self.counts is None:
-            return ("FLOPs/bytes: none (no nsight-tui:flops marks, no GPT-2 config mark; "
-                    "give them with --flops FILE.json)")
+            return f"FLOPs/bytes: none — {NO_FLOPS}"
         return f"FLOPs/bytes: {self.counts.source} — {self.counts.source_text}"
 
     def math_path_of(self, op_positions: np.ndarray, key=None) -> str:
@@ -301,16 +301,34 @@ class Roofline:
         return out
 
 
+NO_FLOPS = ("this trace has no FLOP counts: no nsight-tui:flops marks (`nsight-tui capture`), no op shapes "
+            "(nsys --pytorch=autograd-shapes-nvtx, or emit_nvtx(record_shapes=True)), no GPT-2 config mark; "
+            "give them with --flops FILE.json")
+
+
+def shape_counts(trace: Trace, model: RangeModel, config: dict) -> flop_counts.FlopCounts | None:
+    """FLOPs from the op shapes in the NVTX text, at the element size the GEMMs' math path implies
+    (the text has no dtypes): 2 bytes where they run bf16/fp16/fp8 tensor cores, else 4."""
+    if not shape_flops.has_shapes(model):
+        return None
+    path = gemm_math_path(trace, np.arange(len(trace.ops)), config) if len(trace.ops) else config_math_path(config)
+    size = 2 if path in ("bf16", "fp8") else 4
+    return shape_flops.from_op_shapes(model, size, f" (the GEMM kernels' math path is {path})")
+
+
 def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflops: float | None = None,
           peak_gbps: float | None = None) -> Roofline:
     """The roofline context of a trace: counts from `flops_file`, else the trace's marks, else
-    the analytic formulas; peaks from the table, or the user's."""
+    its op shapes, else the analytic formulas; peaks from the table, or the user's."""
     from nsight_tui.parsers.read.columns import open_tables
 
     config = dict(trace.meta().config)
+    model = range_model(trace, attribution)
     counts = flop_counts.from_file(flops_file) if flops_file else None
     if counts is None:
         counts = flop_counts.from_marks(trace.marks)
+    if counts is None:
+        counts = shape_counts(trace, model, config)
     if counts is None:
         counts = flop_counts.analytic_counts(config)
     bandwidth = None
@@ -324,7 +342,7 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
         except Exception:  # noqa: BLE001 - only a hint in a message
             bandwidth = None
     choice = peak_table.choose(trace.info.gpus, peak_tflops, peak_gbps, bandwidth)
-    return Roofline(trace, range_model(trace, attribution), counts, choice, config)
+    return Roofline(trace, model, counts, choice, config)
 
 
 def node_path(labels) -> str:

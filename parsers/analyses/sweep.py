@@ -24,6 +24,7 @@ class Run:
     message: str = ""
     answers: dict | None = None
     oom_range: str | None = None  # where an OOM run ran out: the NVTX path (its record, else its export)
+    oom_config: dict | None = None  # an OOM run's configuration, from its record (the runs that ran have answers)
 
 
 def _oom_range(path: Path) -> str | None:
@@ -47,6 +48,16 @@ def _oom_range(path: Path) -> str | None:
     except Exception:  # noqa: BLE001 - the export only adds where; the cell stays OOM without it
         return None
     return oom.path or None if oom is not None else None
+
+
+def _oom_config(path: Path) -> dict | None:
+    """The configuration an OOM record carries ("config": the capture's config mark keys), else None."""
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    config = record.get("config") if isinstance(record, dict) else None
+    return config if isinstance(config, dict) else None
 
 
 def _oom_message(path: Path) -> tuple[str, str]:
@@ -90,6 +101,7 @@ def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
             run.status, run.message = _oom_message(path)
             if run.status == "oom":
                 run.oom_range = _oom_range(path)
+                run.oom_config = _oom_config(path)
         runs.append(run)
     return runs
 
@@ -149,3 +161,54 @@ def placement(run: Run) -> tuple[str | None, int | None, str]:
         except (TypeError, ValueError):
             variant = ""
     return model, ctx, variant
+
+
+def _int(config: dict, key: str) -> int | None:
+    value = config.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def memory_points(runs: list[Run]) -> tuple[list, list[str]]:
+    """The memory model's points (memory_model.ConfigPoint) of a sweep's training runs: the ones that ran
+    with their measured peak, the OOM ones with their configuration; and a line for each run left out."""
+    from nsight_tui.parsers.analyses.memory_model import ConfigPoint
+
+    points, left_out = [], []
+    for run in runs:
+        if run.status == "ok" and run.answers is not None:
+            config, memory = run.answers.get("config") or {}, run.answers.get("memory") or {}
+        elif run.status == "oom":
+            config, memory = run.oom_config or {}, {}
+        else:
+            continue
+        dims = {k: _int(config, k) for k in ("ctx", "batch", "d_model", "n_layers", "n_heads", "vocab")}
+        missing = [k for k, v in dims.items() if v is None]
+        if missing:
+            left_out.append(f"{run.path.name}: its configuration lacks {', '.join(missing)} (no config mark)")
+            continue
+        if config.get("mode", "train") != "train":
+            left_out.append(f"{run.path.name}: mode {config.get('mode')}, the model is of training (weights, "
+                            "gradients, AdamW's state)")
+            continue
+        if config.get("dtype", "fp32") != "fp32":
+            left_out.append(f"{run.path.name}: dtype {config.get('dtype')}, the model's bytes per element are fp32's")
+            continue
+        measured, source = memory.get("allocator_peak_bytes"), "nsys"
+        if measured is None:
+            measured, source = memory.get("torch_peak_reserved_bytes"), "torch"
+        points.append(ConfigPoint(
+            file=run.path.name, model=placement(run)[0], status=run.status, attention=str(config.get("attention", "manual")),
+            measured_bytes=measured, measured_source=source if measured is not None else "",
+            beside_allocator_bytes=memory.get("beside_allocator_bytes"), gpu_bytes=memory.get("gpu_total_bytes"),
+            **dims))  # type: ignore[arg-type]
+    return points, left_out
+
+
+def memory_model(runs: list[Run]):
+    """The sweep's memory model (memory_model.MemoryModel) over its training runs."""
+    from nsight_tui.parsers.analyses.memory_model import model_sweep
+
+    points, left_out = memory_points(runs)
+    model = model_sweep(points)
+    model.left_out = [*left_out, *model.left_out]
+    return model

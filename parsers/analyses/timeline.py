@@ -37,8 +37,12 @@ from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, pid_of
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel, display_name, path_key
 
-NVTX, API, GPU, IDLE, MEMORY = "nvtx", "api", "gpu", "idle", "memory"
+NVTX, API, GPU, IDLE, MEMORY, METRIC = "nvtx", "api", "gpu", "idle", "memory", "metric"
 MEMORY_CATEGORIES = ("in use",)
+METRIC_CATEGORIES = ("sampled",)
+# GPU-metric lanes (issue 29): these metrics when the export samples them, lane title beside each
+METRIC_LANES = (("SMs Active", "SM act"), ("Tensor Active", "tensor"), ("DRAM Read Bandwidth", "DRAM rd"),
+                ("DRAM Write Bandwidth", "DRAM wr"))
 GPU_CATEGORIES = (*families.FAMILY_KEYS, "memcpy", "memset")
 COMMUNICATION = ranks.COMMUNICATION  # the family of NCCL and other collective kernels
 IDLE_CATEGORIES = CAUSES[1:]  # launch-bound, sync-bound, host-bound
@@ -153,6 +157,31 @@ class MemoryLane(Lane):
         return Cells(np.where(level > 0, 0, -1).astype(np.int32), np.minimum(level / max(self.peak, 1), 1.0))
 
 
+@dataclass(eq=False)
+class MetricLane(Lane):
+    """One sampled GPU metric (nsys --gpu-metrics-devices, read.gpu_metrics): item i is sample i's
+    period [t_i, t_i+1) holding `value[i]` (a percentage of the unit's peak); a cell's height is the
+    mean of the samples whose period starts in it (the one open at its start when none does)."""
+
+    value: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    metric: str = ""  # as nsys names it, unit in brackets
+    rate_hz: float | None = None
+
+    def cells(self, t0: int, t1: int, n: int) -> Cells:
+        edges = cell_edges(t0, t1, n)
+        first = np.searchsorted(self.start, edges[:-1], side="left")  # first sample starting in the cell
+        last = np.searchsorted(self.start, edges[1:], side="left") - 1  # last sample starting in it
+        open_at = np.searchsorted(self.start, edges[:-1], side="right") - 1  # the sample open at its start
+        lo = np.where(last >= first, first, open_at)
+        hi = np.where(last >= first, last, open_at)
+        total = np.concatenate([[0.0], np.cumsum(self.value)])
+        ok = (lo >= 0) & (hi >= lo) & (self.end[np.clip(hi, 0, max(len(self.end) - 1, 0))] > edges[:-1]) \
+            if len(self.end) else np.zeros(n, bool)
+        mean = np.where(ok, (total[np.clip(hi, 0, None) + 1] - total[np.clip(lo, 0, None)])
+                        / np.maximum(hi - lo + 1, 1), 0.0)
+        return Cells(np.where(ok & (mean > 0), 0, -1).astype(np.int32), np.clip(mean / 100.0, 0.0, 1.0))
+
+
 def cell_edges(t0: int, t1: int, n: int) -> np.ndarray:
     """n + 1 integer cell boundaries from t0 to t1 (cells differ by at most 1 ns)."""
     return t0 + (np.arange(n + 1, dtype=np.int64) * (int(t1) - int(t0))) // n
@@ -185,11 +214,13 @@ class Timeline:
     """Every lane of one trace; build in a worker (a second or so at 600k kernels)."""
 
     def __init__(self, trace: Trace, model: RangeModel, idle: IdleAnalysis):
+        trace = model.trace  # its ranges are the model's: the export's and any inferred ones
         self.trace, self.model, self.idle = trace, model, idle
         self._rank_of_device, self._rank_of_process = _rank_numbers(trace)
         self.range_names = trace.ranges["name"].to_numpy() if len(trace.ranges) else np.zeros(0, dtype=object)
         self._cache: dict = {}
-        self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes(), *self._memory_lanes()]
+        self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes(), *self._memory_lanes(),
+                                 *self._metric_lanes()]
         for lane in self.lanes:  # the per-category unions, here (a worker), not in the first frame
             lane.category_sets()
             lane.union  # noqa: B018
@@ -337,6 +368,30 @@ class Timeline:
                                   device=d, held=held[idx], peak=int(held.max()) if len(held) else 1))
         return out
 
+    def _metric_lanes(self) -> list[Lane]:
+        """One lane per sampled metric of METRIC_LANES (nsys --gpu-metrics-devices), over the trace's
+        own span (nsys samples from its session's start, seconds before the first kernel)."""
+        gm = self.trace.gpu_metrics
+        if not gm.present:
+            return []
+        lo, hi = _bounds(self.trace)
+        out: list[Lane] = []
+        for series in gm.series:
+            t = series.times_ns
+            end_all = np.concatenate((t[1:], [t[-1] + (t[-1] - t[-2] if len(t) > 1 else 1)]))
+            keep = np.flatnonzero((end_all > lo) & (t < hi))
+            for name, title in METRIC_LANES:
+                metric = series.find(name)
+                if metric is None:
+                    continue
+                value = series.column(metric)[keep]
+                fine = ~np.isnan(value)
+                idx = keep[fine]
+                out.append(MetricLane(f"metric:{series.type_id}:{name}", f"GPU {title}", METRIC, METRIC_CATEGORIES,
+                                      t[idx], end_all[idx], np.zeros(len(idx), np.int32), np.full(len(idx), -1, np.int64),
+                                      value=value[fine], metric=metric.full_name, rate_hz=series.rate_hz))
+        return out
+
     # -- queries ----------------------------------------------------------------------------
     def lane_index(self, key: str) -> int | None:
         return next((i for i, lane in enumerate(self.lanes) if lane.key == key), None)
@@ -376,6 +431,9 @@ class Timeline:
             held = int(lane.held[i])
             return Item(lane, i, MEMORY, f"{held / 2**30:.2f} GiB in use ({held:,} B, "
                         f"{held / max(lane.peak, 1):.0%} of the peak)", start, end, -1)
+        if isinstance(lane, MetricLane):
+            rate = f", {lane.rate_hz:,.0f} samples a second" if lane.rate_hz else ""
+            return Item(lane, i, METRIC, f"{lane.metric} {float(lane.value[i]):.0f} (sampled{rate})", start, end, -1)
         kind, call = int(c["op_kind"][ref]), int(c["op_api"][ref])
         item = Item(lane, i, ("kernel", "memcpy", "memset")[kind], t.op_names[int(c["op_name"][ref])], start, end,
                     ref, corr=int(c["op_corr"][ref]), gpid=int(c["op_gpid"][ref]))

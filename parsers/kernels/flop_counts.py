@@ -13,7 +13,10 @@
    written `N` (the aggregated tree's names: `step_3` -> `step_N`). The figures are for one
    instance of the range (for `instances` of them, if given), and include everything under it.
 
-All three answer `range_counts(path)`: FLOPs and bytes of one instance of the range (everything
+4. **shapes**: from PyTorch's op ranges with input shapes (parsers.kernels.shape_flops), for
+   traces that `nsight-tui capture` did not make.
+
+All of them answer `range_counts(path)`: FLOPs and bytes of one instance of the range (everything
 inside it), with per-family parts where the source knows the ops (measured and analytic).
 Paths are matched from the iteration range down (`whole_run/step_N/forward` finds
 `step_N/forward`; `warmup_N` uses the counts of `step_N`: the same work).
@@ -37,6 +40,8 @@ SOURCE_WORDS = {
     "measured": "measured at capture (aten ops under a TorchDispatchMode, one iteration)",
     "analytic": "analytic GPT-2 formulas from the capture's config",
     "given": "given by the user (--flops)",
+    "shapes": "from the op shapes in PyTorch's NVTX ranges (nsys --pytorch=autograd-shapes-nvtx, "
+              "emit_nvtx(record_shapes=True)): matmuls, attention and convolutions only",
 }
 
 
@@ -66,7 +71,7 @@ class RangeCounts:
 
 @dataclass
 class FlopCounts:
-    source: str  # measured | analytic | given
+    source: str  # measured | analytic | given | shapes
     detail: str
     rows: list[OpCount] = field(default_factory=list)
     instances: dict[str, int] = field(default_factory=dict)  # path -> times opened per iteration
@@ -100,6 +105,8 @@ class FlopCounts:
             rows = [r for r in self.rows if r.path == key]
         else:
             rows = [r for r in self.rows if r.path == key or r.path.startswith(key + "/")]
+        if not rows and self.source == "shapes":
+            return None  # shapes count matmuls, attention and convolutions only: a range without any is not counted, not 0
         fams: dict[str, tuple[float, float]] = {}
         for r in rows:
             if r.family is None or not (r.flops or r.bytes):
@@ -122,7 +129,10 @@ def _text(name: str) -> str:
 
 # -- which kernel family an aten op's kernels fall in -------------------------------------------
 _OP_FAMILIES = [
-    ("gemm", re.compile(r"^(mm|addmm|bmm|baddbmm|addbmm|addmv|mv|_scaled_mm|matmul|linear|_int_mm)$")),
+    # convolutions run as implicit GEMMs (cuDNN's xmma fprop/dgrad/wgrad kernels are mostly `gemm`)
+    ("gemm", re.compile(r"^(mm|addmm|bmm|baddbmm|addbmm|addmv|mv|_scaled_mm|matmul|linear|_int_mm|"
+                        r"convolution|_convolution|convolution_backward|cudnn_convolution\w*|miopen_convolution\w*|"
+                        r"mkldnn_convolution|convolution_overrideable)$")),
     ("attention", re.compile(r"^(_scaled_dot_product_\w+|_flash_attention_\w+|_efficient_attention_\w+|"
                              r"_cudnn_attention_\w+)$")),
     ("softmax", re.compile(r"^(_softmax|_log_softmax|_softmax_backward_data|_log_softmax_backward_data)$")),

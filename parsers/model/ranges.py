@@ -23,6 +23,7 @@ from nsight_tui.parsers.model.attribution import (
 from nsight_tui.parsers.read.groupstats import group_ids, group_stats
 from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
 from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.inferred_ranges import with_inferred_ranges
 from nsight_tui.parsers.model.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
 
 OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
@@ -811,13 +812,18 @@ def _group_cummax(g: np.ndarray, e: np.ndarray, new_group: np.ndarray) -> np.nda
 
 
 def range_model(trace: Trace, attribution: str = "process", main_thread: str | None = None,
-                tree_from: RangeModel | None = None) -> RangeModel:
+                tree_from: RangeModel | None = None, inferred: bool = True) -> RangeModel:
     """The range tree of `trace` under one attribution mode and main-thread choice (`None`:
     chosen by parsers.main_thread; else a thread id or name), built once and kept with the trace
-    (`tree_from`: see RangeModel)."""
+    (`tree_from`: see RangeModel). `inferred=False`: the export's ranges only, never ranges
+    inferred from the kernel sequence (NVIDIA's reports, parsers.nsys, have none)."""
     if attribution not in ("process", "nsys"):
         raise ValueError(f"unknown attribution mode {attribution!r}")
-    key = ("range_model", attribution, main_thread or None)
+    key = ("range_model", attribution, main_thread or None, inferred)
     if key not in trace.derived:
-        trace.derived[key] = RangeModel(trace, attribution, main_thread or None, tree_from)
+        # A trace without iteration ranges gets those inferred from its kernel sequence (issue 31):
+        # the model is built over a copy of the trace whose ranges hold them too, so every view
+        # shows them (tagged `inferred:`); `trace` itself keeps the export's ranges.
+        source = with_inferred_ranges(trace) if inferred else trace
+        trace.derived[key] = RangeModel(source, attribution, main_thread or None, tree_from)
     return trace.derived[key]

@@ -215,7 +215,7 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
     rep = Report("nvtx_gpu_proj_sum", "NVTX GPU Projection Summary", headers)
     if not _needs_api(trace, rep):
         return rep
-    m = range_model(trace, attribution, main_thread)
+    m = range_model(trace, attribution, main_thread, inferred=False)  # nsys knows no inferred range
     pr = m.pair_range
     # GPU ops are counted by launching call: a CUDA graph launch is one op however many nodes.
     # Attributed ops all have their launching call (ops["api"]), and two ops share a
@@ -268,7 +268,7 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
     if not _needs_api(trace, rep) or not trace.schema.has("CUPTI_ACTIVITY_KIND_KERNEL"):
         rep.message = rep.message or "does not contain CUDA kernel data"
         return rep
-    m = range_model(trace, attribution, main_thread)
+    m = range_model(trace, attribution, main_thread, inferred=False)  # nsys knows no inferred range
     ops = trace.ops
     is_k = ops["kind"].to_numpy() == KERNEL
     keep = is_k[m.pair_op]

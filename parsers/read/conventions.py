@@ -26,6 +26,13 @@ RESERVED = "reserved_bytes"  # torch.cuda.memory_reserved(): the allocator's seg
 PEAK_ALLOCATED = "peak_allocated_bytes"  # torch.cuda.max_memory_allocated() over the phase
 PEAK_RESERVED = "peak_reserved_bytes"  # torch.cuda.max_memory_reserved() over the phase
 OOM_SUFFIX = ".oom"  # STEM.oom.json (the record) and STEM.oom.sqlite (the export of a run that ran out)
+# A capture with no NVTX at all (`capture --no-nvtx`, issue 31): no ranges and no marks, so the export
+# is a truly unannotated trace; its Python step times go beside it in STEM.steps.json instead.
+NO_NVTX_SUFFIX = "_nonvtx"
+STEPS_SIDECAR_SUFFIX = ".steps.json"
+# The NVTX domain of ranges nsight-tui infers from a trace's kernel sequence (parsers.model.inferred_ranges):
+# shown `inferred:step_0`, never written to any export.
+INFERRED_DOMAIN = "inferred"
 
 
 def mark_prefix(kind: str) -> str:
@@ -66,8 +73,10 @@ STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
 
 
 # How the backward was annotated (issue 19): PyTorch's op ranges (nsys `--pytorch=autograd-nvtx`,
+# or `--pytorch=autograd-shapes-nvtx`, which adds each op's input shapes to its range's text (issue 29),
 # or `emit_nvtx` in the workload), and `backward:<part>` ranges from module backward hooks.
-OP_RANGE_SUFFIX = {"none": "", "autograd-nvtx": "_agnvtx", "emit-nvtx": "_emitnvtx"}
+OP_RANGE_SUFFIX = {"none": "", "autograd-nvtx": "_agnvtx", "autograd-shapes-nvtx": "_agshapes",
+                   "emit-nvtx": "_emitnvtx"}
 BACKWARD_RANGES_SUFFIX = "_bwdranges"
 BACKWARD_PREFIX = "backward:"  # `backward:<part>`: a forward part's backward, on the autograd thread
 
@@ -76,7 +85,7 @@ def output_stem(model: str, ctx: int, mode: str = "train", dtype: str = "fp32",
                 attention: str = "manual", batch: int = DEFAULT_BATCH, processes: int = 1,
                 tf32: bool = False, op_ranges: str = "none", backward_ranges: bool = False) -> str:
     """`large_ctx512`, with a suffix for each non-default choice: `_fwd`, `_bf16`, `_tf32`, `_fused`,
-    `_b8`, `_ddp2` (data-parallel over 2 GPUs), `_agnvtx` / `_emitnvtx`, `_bwdranges`."""
+    `_b8`, `_ddp2` (data-parallel over 2 GPUs), `_agnvtx` / `_agshapes` / `_emitnvtx`, `_bwdranges`."""
     stem = f"{model}_ctx{ctx}"
     if mode == "forward":
         stem += "_fwd"

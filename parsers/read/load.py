@@ -6,6 +6,7 @@ vectorised integer groupby, not string work.
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,6 +18,7 @@ import pandas as pd
 from nsight_tui.parsers.read.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents, read_gpu_memory
+from nsight_tui.parsers.read.gpu_metrics import GpuMetrics, read_gpu_metrics
 from nsight_tui.parsers.read.groupstats import group_ids
 from nsight_tui.parsers.read.heap import release_free_memory
 from nsight_tui.parsers.read import conventions, validate
@@ -144,12 +146,21 @@ class Trace:
         with open_tables(self.path, probe=False) as tables:
             return read_gpu_memory(tables)
 
+    @cached_property
+    def gpu_metrics(self) -> GpuMetrics:
+        """nsys's sampled GPU metrics (--gpu-metrics-devices), read on first use."""
+        with open_tables(self.path, probe=False) as tables:
+            return read_gpu_metrics(tables)
+
     @property
     def kernels(self) -> pd.DataFrame:
         return self.ops[self.ops["kind"] == KERNEL]
 
     def meta(self) -> "RunMeta":
-        return RunMeta.from_marks(self.marks)
+        meta = RunMeta.from_marks(self.marks)
+        if not meta.config and not meta.steps:  # a `capture --no-nvtx` export: the record beside it
+            meta = RunMeta.from_sidecar(self.path)
+        return meta
 
 
 @dataclass
@@ -173,6 +184,22 @@ class RunMeta:
             elif kind == conventions.STEP and isinstance(value, dict):
                 meta.steps.append(value)
         return meta
+
+    @classmethod
+    def from_sidecar(cls, path: Path) -> "RunMeta":
+        """The config and Python step times `capture --no-nvtx` keeps beside its export, which has no
+        marks (STEM.steps.json; read only, and only when it is there and well formed)."""
+        name = Path(path).name
+        stem = name[: -len(".sqlite")] if name.endswith(".sqlite") else None
+        side = Path(path).with_name(stem + conventions.STEPS_SIDECAR_SUFFIX) if stem else None
+        try:
+            value = json.loads(side.read_text()) if side is not None and side.is_file() else {}
+        except (OSError, ValueError):
+            return cls()
+        config = value.get("config") if isinstance(value, dict) else None
+        steps = value.get("steps") if isinstance(value, dict) else None
+        return cls(config if isinstance(config, dict) else {},
+                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [])
 
 
 # ---------------------------------------------------------------------------------------

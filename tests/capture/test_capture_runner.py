@@ -420,3 +420,62 @@ def test_profile_records_gpu_memory_by_default(tmp_path):
     assert profile.index(MEMORY_USAGE) < profile.index("-m")  # an nsys option, before the app
     profile, _ = Runner("nsys", tmp_path, memory_usage=False).commands(config, tmp_path)
     assert MEMORY_USAGE not in profile
+
+
+def test_no_nvtx_capture_keeps_its_step_times_beside_the_export(tmp_path, fake_nsys, monkeypatch):
+    # issue 31: the workload child really runs (CPU, tiny) with --no-nvtx; its status file's step
+    # times come back as STEM.steps.json beside STEM.sqlite, the export's only clock truth.
+    pytest.importorskip("torch")
+    monkeypatch.setenv("FAKE_NSYS_RUN_APP", "1")
+    out = tmp_path / "out"
+    config = CaptureConfig("tiny", 16, batch=2, steps=2, warmup=1, phase_sync=False, range_sync=False, nvtx=False)
+    assert config.stem == "tiny_ctx16_b2_async_nonvtx"
+    result = Runner(fake_nsys, out, echo=lambda line: None).capture(config)
+    assert result.status == "ok", result.message
+    profile = nsys_calls(tmp_path)[0]
+    assert "--no-nvtx" in profile
+    sidecar = json.loads((out / "tiny_ctx16_b2_async_nonvtx.steps.json").read_text())
+    assert [s["name"] for s in sidecar["steps"]] == ["warmup_0", "step_0", "step_1"]
+    assert all(s["seconds"] > 0 for s in sidecar["steps"])
+    assert sidecar["config"]["nvtx"] is False and sidecar["config"]["n_layers"] == 2
+    assert sorted(p.name for p in out.iterdir()) == ["tiny_ctx16_b2_async_nonvtx.sqlite",
+                                                     "tiny_ctx16_b2_async_nonvtx.steps.json"]
+    # a second run will not clobber the sidecar either
+    with pytest.raises(CaptureError, match="already exists"):
+        Runner(fake_nsys, out, echo=lambda line: None).capture(config)
+
+
+def test_cli_no_nvtx_refuses_op_ranges(tmp_path, capsys):
+    code = nsight_main(["capture", "--no-nvtx", "--emit-nvtx", "--dry-run", "--out", str(tmp_path)])
+    assert code != 0 and "--no-nvtx" in capsys.readouterr().err
+
+
+def test_autograd_shapes_and_gpu_metrics_reach_nsys(tmp_path):
+    """Issue 29: `--autograd-shapes` is nsys's --pytorch=autograd-shapes-nvtx (output _agshapes);
+    `--gpu-metrics [HZ]` samples the GPU at HZ (a runner option: the output name is unchanged)."""
+    shapes = CaptureConfig("small", 128, op_ranges="autograd-shapes-nvtx")
+    assert shapes.stem == "small_ctx128_agshapes" and shapes.metadata()["op_ranges"] == "autograd-shapes-nvtx"
+    profile, _ = Runner("/x/nsys", tmp_path, python="/py", gpu_metrics_hz=1000).commands(shapes, tmp_path / "w")
+    app_at = profile.index("/py")
+    for option in ("--pytorch=autograd-shapes-nvtx", "--gpu-metrics-devices=all", "--gpu-metrics-frequency=1000"):
+        assert profile.index(option) < app_at
+    assert profile[profile.index("--op-ranges", app_at) + 1] == "autograd-shapes-nvtx"
+    plain, _ = Runner("/x/nsys", tmp_path, python="/py").commands(CaptureConfig("small", 128), tmp_path / "w")
+    assert not any(a.startswith(("--gpu-metrics", "--pytorch")) for a in plain)
+
+
+def test_cli_gpu_metrics_default_rate_and_bad_rate(capsys, tmp_path):
+    from nsight_tui.cli import main
+
+    assert main(["capture", "--gpu-metrics", "--autograd-shapes", "--dry-run", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "--gpu-metrics-devices=all --gpu-metrics-frequency=2000" in out and "--pytorch=autograd-shapes-nvtx" in out
+    assert "small_ctx128_agshapes.sqlite" in out
+    assert main(["capture", "--gpu-metrics", "500", "--dry-run", "--out", str(tmp_path)]) == 0
+    assert "--gpu-metrics-frequency=500 " in capsys.readouterr().out
+    code = main(["capture", "--gpu-metrics", "-5", "--dry-run", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code != 0 and len(err.strip().splitlines()) == 1 and "--gpu-metrics -5" in err
+    with pytest.raises(SystemExit):
+        main(["capture", "--autograd-shapes", "--emit-nvtx", "--dry-run"])
+    assert "not allowed with" in capsys.readouterr().err

@@ -274,3 +274,28 @@ def test_path_tracking_names_the_range_an_exception_left():
         with tracking.range("warmup_0"), tracking.range("forward"), tracking.range("computing_attention_scores"):
             raise MemoryError
     assert tracking.failed_path == "warmup_0/forward/computing_attention_scores" and tracking.stack == []
+
+
+def test_no_nvtx_emits_no_range_and_no_mark_but_keeps_the_step_times(tmp_path, monkeypatch, capsys):
+    # issue 31: `--no-nvtx` must leave a truly unannotated trace; the same run without it annotates.
+    made: list[RecordingAnnotator] = []
+
+    def recording():
+        made.append(RecordingAnnotator())
+        return made[-1]
+
+    monkeypatch.setattr(workload, "NvtxAnnotator", recording)
+    argv = ["--model", "tiny", "--ctx", "16", "--batch", "2", "--steps", "2", "--warmup", "1", "--device", "cpu"]
+    assert workload.main([*argv, "--status-file", str(tmp_path / "annotated.json")]) == 0
+    assert len(made) == 1 and names(made[0].roots) == ["warmup_0", "step_0", "step_1"] and made[0].marks
+    assert workload.main([*argv, "--no-nvtx", "--status-file", str(tmp_path / "bare.json")]) == 0
+    assert len(made) == 1  # no NVTX annotator was made for the --no-nvtx run
+    record = json.loads((tmp_path / "bare.json").read_text())
+    assert record["status"] == "ok" and record["config"]["nvtx"] is False
+    assert [s["name"] for s in record["steps"]] == ["warmup_0", "step_0", "step_1"]
+    assert all(s["seconds"] > 0 for s in record["steps"])
+
+
+def test_no_nvtx_refuses_op_ranges():
+    with pytest.raises(ValueError, match="no NVTX"):
+        run_workload(tiny(nvtx=False, op_ranges="emit-nvtx"), RecordingAnnotator(), log=lambda line: None)

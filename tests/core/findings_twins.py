@@ -1,6 +1,7 @@
 """What the findings tests share: the planted/fixed twins (sample_traces/findings, made by
-capture/gpu_findings.sh) and the step time a fix saved, measured with SQL over the two exports'
-step_N ranges, written here without the code under test."""
+capture/gpu_findings.sh, committed xz'd: `sample` gives the plain export) and the step time a fix
+saved, measured with SQL over the two exports' step_N ranges, written here without the code under
+test."""
 from __future__ import annotations
 
 import sqlite3
@@ -10,23 +11,29 @@ from pathlib import Path
 import pytest
 
 import step_sql
-from conftest import SAMPLES
+from conftest import FINDINGS
 from idle_reference import gaps, union
 from nsight_tui.parsers.analyses.findings import findings
 from nsight_tui.parsers.read.load import load_trace
+from xz_samples import XZ_TRACE, plain
 
-DIR = SAMPLES / "findings"
+
+def sample(stem: str) -> Path:
+    """sample_traces/findings/STEM.sqlite.xz as a plain export (tests/xz_samples.py)."""
+    return plain(FINDINGS / f"{stem}{XZ_TRACE}")
+
+
 def ro(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
 
 
 def twin(stem: str) -> Path:
     """A twin's export, or a skip naming the device session that makes it."""
-    path = DIR / f"{stem}.sqlite"
+    path = FINDINGS / f"{stem}{XZ_TRACE}"
     if not path.exists():
         pytest.skip(f"{path.name} not captured yet: `bash capture/gpu_findings.sh syncstep graph` on one GPU, "
                     "`... ddp` on two (see the script)")
-    return path
+    return plain(path)
 
 
 def step_mean_ns(path: Path) -> float:

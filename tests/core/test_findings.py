@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import SAMPLES
-from findings_twins import DIR, assert_below_the_jitter, step_mean_ns
+from findings_twins import assert_below_the_jitter, sample, step_mean_ns
 from nsight_tui.parsers.analyses.findings import RULE_IDS, THRESHOLDS, findings
 from nsight_tui.parsers.read.load import load_trace
 
@@ -28,12 +28,12 @@ _CACHE: dict = {}
 
 def _findings(stem):
     if stem not in _CACHE:
-        _CACHE[stem] = {f.id: f for f in findings(load_trace(DIR / f"{stem}.sqlite"))}
+        _CACHE[stem] = {f.id: f for f in findings(load_trace(sample(stem)))}
     return _CACHE[stem]
 
 
 def _step_ms(stem) -> float:
-    return step_mean_ns(DIR / f"{stem}.sqlite") / 1e6
+    return step_mean_ns(sample(stem)) / 1e6
 
 
 def _host_gap_at_step_start(f) -> list:
@@ -64,7 +64,7 @@ def test_findings_carry_what_the_report_promises():
         j = f.to_json()
         assert {"id", "title", "range", "saving_ms_per_step", "evidence", "fix", "basis"} <= set(j)
         assert j["id"] in RULE_IDS and j["saving_ms_per_step"] >= 0
-    ranked = [f.saving_ms_per_step for f in findings(load_trace(DIR / "small_ctx128_foreach-off.sqlite"))]
+    ranked = [f.saving_ms_per_step for f in findings(load_trace(sample("small_ctx128_foreach-off")))]
     assert ranked == sorted(ranked, reverse=True)
     assert all(t.reason for t in THRESHOLDS.values())
 
@@ -78,7 +78,7 @@ def test_unfused_attention_fires_on_manual_silent_on_fused_sdpa():
 def test_fp32_gemm_estimate_from_the_gemm_rows():
     f = _findings("small_ctx512")["fp32-gemm-without-tensor-cores"]
     # the GEMM time the estimate stands on = the rows' kernel time, summed independently in SQL
-    con = sqlite3.connect(f"file:{DIR / 'small_ctx512.sqlite'}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{sample('small_ctx512')}?mode=ro", uri=True)
     names = tuple(r["kernel"] for r in f.rows)
     marks = ",".join("?" * len(names))
     total = con.execute(f"""SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
@@ -90,7 +90,7 @@ def test_fp32_gemm_estimate_from_the_gemm_rows():
 
 
 def test_fail_on_exits_1_naming_the_findings(tmp_path):
-    path = str(DIR / "small_ctx128_foreach-off.sqlite")
+    path = str(sample("small_ctx128_foreach-off"))
     run = [sys.executable, "-m", "nsight_tui", "report", path, "-o", str(tmp_path / "r.md")]
     hit = subprocess.run([*run, "--fail-on", "unfused-optimizer,sync-memcpy"], capture_output=True, text=True)
     line = [x for x in hit.stderr.splitlines() if "findings present" in x]

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SAMPLES, shared_trace
+from conftest import FINDINGS, shared_trace
 from findings_twins import assert_pair, busy_union, gaps, intersect, length, merge, ro, steps
 from idle_reference import Reference
 from nsight_tui.parsers.analyses.findings import RULES, THRESHOLDS, context, findings
 from nsight_tui.parsers.analyses.idle import BURST_GAP_NS
 from nsight_tui.parsers.read.load import load_trace
+from xz_samples import plain
 
 RULE = "launch-bound"
 
@@ -60,9 +61,9 @@ def _reference(path) -> tuple[float, float]:
     return (outside + host - long_host) / n, sum(e - s for s, e in windows) / n
 
 
-@pytest.mark.parametrize("path", [SAMPLES / "findings" / "small_ctx128_nosync.sqlite",
-                                  SAMPLES / "findings" / "small_ctx512.sqlite"])
+@pytest.mark.parametrize("path", [FINDINGS / "small_ctx128_nosync.sqlite.xz", FINDINGS / "small_ctx512.sqlite.xz"])
 def test_estimate_and_firing_follow_the_definition_computed_independently(path):
+    path = plain(path)
     per_step, step = _reference(path)
     raw = _raw(path)
     fires = per_step >= THRESHOLDS["launch_min_share"].value * step

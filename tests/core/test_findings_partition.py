@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ASYNC, SAMPLES, async_names
-from findings_twins import busy_union, gaps, length, ro, steps
+from conftest import ASYNC, FINDINGS, async_names
+from findings_twins import busy_union, gaps, length, ro, sample, steps
 from nsight_tui.parsers.analyses.findings import NOTHING_TO_GAIN_MS, answers, context, findings
 from nsight_tui.parsers.read.load import load_trace
 
 IDLE_RULES = ("host-bound-gap", "sync-stall", "launch-bound")
-CASES = sorted((SAMPLES / "findings").glob("*.sqlite")) + [ASYNC / f"{n}.sqlite.xz" for n in async_names()]
+CASES = sorted(FINDINGS.glob("*.sqlite.xz")) + [ASYNC / f"{n}.sqlite.xz" for n in async_names()]
 
 
 def _idle_per_step_ns(path, pid: int, device: int) -> float:
@@ -54,7 +54,7 @@ def test_the_page_adds_each_nanosecond_once(path, async_trace):
 def test_a_sync_stall_and_the_host_gap_after_it_are_one_saving():
     """The host-sleep run with phase syncs: sync-stall's and host-bound-gap's gaps are the same idle;
     alone they add up to more than the step's idle can give, partitioned they do not."""
-    path = SAMPLES / "findings" / "small_ctx128_host-sleep.sqlite"
+    path = sample("small_ctx128_host-sleep")
     found = {f.id: f for f in findings(load_trace(path))}
     stall, gap = found.get("sync-stall"), found["host-bound-gap"]
     overlap_seen = stall is None or stall.overlaps or gap.overlaps

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SAMPLES
-from findings_twins import DIR, assert_below_the_jitter, assert_pair, busy_union, gaps, length, ro, steps
+from conftest import FINDINGS
+from findings_twins import assert_below_the_jitter, assert_pair, busy_union, gaps, length, ro, sample, steps
 from idle_reference import is_sync
 from nsight_tui.parsers.analyses.findings import RULES, context, findings
 from nsight_tui.parsers.read.load import load_trace
+from xz_samples import plain
 
 RULE = "sync-stall"
 
@@ -28,7 +29,7 @@ def test_item_after_a_host_bound_forward_costs_less_than_the_step_jitter():
     """The first twins (.item() after the forward at ctx 128, where the CPU is the bottleneck)
     fire and stay silent as they should, but the stall is tenths of a millisecond: below the
     step-to-step spread, so their step difference measures noise, not the saving."""
-    assert_below_the_jitter(RULE, DIR / "small_ctx128_nosync_item.sqlite", DIR / "small_ctx128_nosync.sqlite")
+    assert_below_the_jitter(RULE, sample("small_ctx128_nosync_item"), sample("small_ctx128_nosync"))
 
 
 def _reference_saving_ns(path) -> tuple[float, int]:
@@ -55,11 +56,11 @@ def _reference_saving_ns(path) -> tuple[float, int]:
     return total / len(windows), n_calls
 
 
-@pytest.mark.parametrize("path", [SAMPLES / "findings" / "small_ctx512.sqlite",
-                                  SAMPLES / "findings" / "small_ctx128_host-sleep.sqlite"])
+@pytest.mark.parametrize("path", [FINDINGS / "small_ctx512.sqlite.xz", FINDINGS / "small_ctx128_host-sleep.sqlite.xz"])
 def test_estimate_equals_the_definition_computed_independently(path):
     """The rule's own estimate (before findings() takes out what larger findings claimed: on the
     host-sleep run the host-bound gap names the same idle, tests/core/test_findings_partition.py)."""
+    path = plain(path)
     expected_ns, n_calls = _reference_saving_ns(path)
     f = RULES[RULE](context(load_trace(path)))
     assert n_calls > 0

@@ -10,18 +10,18 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SAMPLES, Ui, mutated_copy
+from conftest import FINDINGS, ROOT, Ui, mutated_copy
 from conftest import _md_tables as md_tables
 
 sys.path.insert(0, str(ROOT / "tests" / "core"))
-from findings_twins import busy_union, gaps, ro, steps  # noqa: E402 - tests/core's plain helpers
+from findings_twins import busy_union, gaps, ro, sample, steps  # noqa: E402 - tests/core's plain helpers
 from idle_reference import Reference  # noqa: E402
 from nsight_tui.parsers.analyses.findings import THRESHOLDS  # noqa: E402
 from nsight_tui.parsers.analyses.idle import BURST_GAP_NS  # noqa: E402 - what the reference calls a launch burst
 
-PLANTED = SAMPLES / "findings" / "small_ctx128_host-sleep.sqlite"
-FIXED = SAMPLES / "findings" / "small_ctx128.sqlite"
-pytestmark = pytest.mark.skipif(not (PLANTED.exists() and FIXED.exists()), reason="findings twins missing")
+if not all((FINDINGS / f"{stem}.sqlite.xz").exists() for stem in ("small_ctx128_host-sleep", "small_ctx128")):
+    pytest.skip("findings twins missing", allow_module_level=True)
+PLANTED, FIXED = sample("small_ctx128_host-sleep"), sample("small_ctx128")  # decompressed once, cached
 
 HOST_GAP_MIN_NS = THRESHOLDS["host_gap_min_ns"].value  # the rule's definition: a stretch of Python/data work
 SLEEP_GAP = "step_N → step_N/forward"  # where the plant sleeps: after the step starts, before its forward

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import FINDINGS
+from xz_samples import plain
 
-TRACE = SAMPLES / "findings" / "small_ctx128_host-sleep.sqlite"
+TRACE = FINDINGS / "small_ctx128_host-sleep.sqlite.xz"
 pytestmark = pytest.mark.skipif(not TRACE.exists(), reason="findings twin missing")
 
 
@@ -22,5 +23,5 @@ async def open_findings(ui) -> None:
 
 
 def test_snapshot_findings_80x24(snap_compare, fixed_app, steps, tmp_path: Path):
-    short = Path(shutil.copy(TRACE, tmp_path / "host-sleep.sqlite"))
+    short = Path(shutil.copyfile(plain(TRACE), tmp_path / "host-sleep.sqlite"))
     assert snap_compare(fixed_app([short]), terminal_size=(80, 24), run_before=steps(open_findings))

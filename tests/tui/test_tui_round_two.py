@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 
 import step_sql
-from conftest import SAMPLES, SHARED
+from conftest import FINDINGS, SAMPLES, SHARED, trace_stem
+from xz_samples import XZ_TRACE, plain
 
-COMMITTED = sorted(SAMPLES.glob("*.sqlite")) + sorted((SAMPLES / "findings").glob("*.sqlite"))
+COMMITTED = sorted(SAMPLES.glob("*.sqlite")) + sorted(FINDINGS.glob(f"*{XZ_TRACE}"))
 EVERY = COMMITTED + (sorted(SHARED.glob("*.sqlite")) if SHARED.exists() else [])
+
+
+def finding_sample(stem: str) -> Path:
+    """sample_traces/findings/STEM.sqlite.xz as a plain export."""
+    return plain(FINDINGS / f"{stem}{XZ_TRACE}")
 
 
 def _sql(path: Path, query: str, *args) -> list[tuple]:
@@ -33,7 +39,7 @@ def _kernel_names(path: Path) -> set[str]:
 
 
 # -- 1. kernel short names tell kernels apart ---------------------------------------------------
-@pytest.mark.parametrize("path", EVERY, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EVERY, ids=trace_stem)
 def test_every_kernel_table_has_distinct_labels(path):
     """The whole trace's kernel table and each top range's: distinct names, distinct labels; and
     every distinct kernel name of the export (by SQL) is a row."""
@@ -42,6 +48,7 @@ def test_every_kernel_table_has_distinct_labels(path):
     from nsight_tui.parsers.kernels.kernel_names import table_name
     from nsight_tui.tui.viewmodels.kernels import range_kernels, trace_kernels
 
+    path = plain(path)
     session = Session(path, load_trace(path), "process", 0.0)
     model = session.model
     views = [trace_kernels(model)] + [range_kernels(model, n) for g in model.aggregated_groups for r in g.roots for n in [r, *r.children]]
@@ -86,7 +93,7 @@ def test_kernel_table_rows_distinct_at_80_columns(tui):
 
 
 async def _kernel_table_rows_distinct(tui):
-    path = SAMPLES / "findings" / "small_ctx128_foreach-off.sqlite"
+    path = finding_sample("small_ctx128_foreach-off")
     async with tui(path, size=(80, 24)) as ui:
         await ui.press("2")
         await ui.until(lambda: ui.screen.table is not None and len(ui.screen.table) > 0, "kernel rows")
@@ -359,7 +366,7 @@ def test_idle_lane_enter_shows_the_whole_gap(tui):
 
     from nsight_tui.tui import fmt
 
-    path = SAMPLES / "findings" / "small_ctx128_host-sleep.sqlite"
+    path = finding_sample("small_ctx128_host-sleep")
     ops = sorted(_sql(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
                             "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
                             "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET"))
@@ -405,7 +412,7 @@ def test_tf32_diff_says_tensor_cores(tmp_path):
     import subprocess
     import sys
 
-    a, b = SAMPLES / "findings" / "small_ctx512.sqlite", SAMPLES / "findings" / "small_ctx512_tf32.sqlite"
+    a, b = finding_sample("small_ctx512"), finding_sample("small_ctx512_tf32")
     out = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(a), str(b)], capture_output=True,
                          text=True, check=True).stdout
     rows = [line for line in out.splitlines() if line.startswith("| ") and (" added |" in line or " removed |" in line)]
@@ -667,12 +674,12 @@ def test_optimizer_kernels_family_by_range(tui):
                 await ui.press("down")
             return labels, families, ui.flat_text(), notes
 
-    labels, families, text, notes = asyncio.run(shares(SAMPLES / "findings" / "small_ctx128_foreach-off.sqlite"))
+    labels, families, text, notes = asyncio.run(shares(finding_sample("small_ctx128_foreach-off")))
     assert families == {"Elementwise"}
     assert labels[0] == "Optimizer by range share" and "Optimizer by range 100.0%" in text
     assert all("family Optimizer by range (Elementwise by name)" in n for n in notes)
     assert "family Optimizer by range (Elementwise by name)" in text
-    labels, families, text, notes = asyncio.run(shares(SAMPLES / "findings" / "small_ctx128.sqlite"))
+    labels, families, text, notes = asyncio.run(shares(finding_sample("small_ctx128")))
     assert "Optimizer by range share" not in labels
 
 

@@ -58,9 +58,20 @@ def rows(r: MemoryReport) -> list[dict]:
         for kind, peak in r.peak_by_kind.items():
             add("nsys", f"peak of kind {kind}", peak, "static globals of modules" if "Static" in kind else "")
         add("nsys", "GPU total", r.gpu_total_bytes, "TARGET_INFO_GPU.totalMemory")
+        if r.allocator_peak_bytes is not None:
+            add("nsys", "torch allocator's segments", r.allocator_peak_bytes,
+                "most held; each cudaMalloc right after the allocator's cudaStreamIsCapturing check")
+        for name, label, what in (("library", "not torch: libraries", "their own cudaMalloc (cuBLAS handles)"),
+                                  ("static", "not torch: static", "modules' __device__ globals")):
+            group = r.owners.get(name)
+            if group is not None:
+                add("nsys", label, group.held_at_end_bytes, f"{what}: {group.allocations:,} allocations")
     if r.torch_peak_reserved_bytes is not None:
         add("torch", "max reserved", r.torch_peak_reserved_bytes, "the caching allocator's segments (step marks)")
-        if r.has_events and r.peak_bytes is not None:
+        if r.allocator_peak_bytes is not None:
+            add("torch", "segments − reserved", r.allocator_peak_bytes - r.torch_peak_reserved_bytes,
+                "the allocator's segments (nsys) minus torch's max reserved (step marks)")
+        elif r.has_events and r.peak_bytes is not None:
             add("torch", "in use beyond reserved", r.peak_bytes - r.torch_peak_reserved_bytes,
                 "libraries' own cudaMalloc (cuBLAS workspaces) and static globals")
     if r.torch_peak_allocated_bytes is not None:

@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from nsight_tui.parsers.model.iterations import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeNode
+from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.render.process_view import main_thread_reason
 from nsight_tui.render.markdown import table as md_table
 from nsight_tui.render.safe import rich_text, visible
@@ -22,6 +23,8 @@ from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
+
+INFERRED = f"{INFERRED_DOMAIN}:"  # the tag of ranges inferred from the kernel sequence
 
 
 class RangeTree(DataGrid):
@@ -229,7 +232,9 @@ class RangesScreen(ViewScreen):
         n = node.instances
         if n > 1:
             text.append(f"total ×{n}: ")
-        text.append(f"CPU {fmt.duration(node.cpu_ns)} (NVTX span) · GPU {fmt.duration(node.proj_ns)} (its work's span)")
+        # an inferred range (parsers.model.inferred_ranges) spans its kernels' launches, not an NVTX push/pop
+        span = "launch span, inferred from the kernel sequence" if node.label.startswith(INFERRED) else "NVTX span"
+        text.append(f"CPU {fmt.duration(node.cpu_ns)} ({span}) · GPU {fmt.duration(node.proj_ns)} (its work's span)")
         if gpu_lags(node.proj_ns, node.cpu_ns):
             text.append(" ▲ the GPU runs behind the CPU", style="bold")
         text.append(f" · busy {fmt.duration(node.busy_ns)} ({fmt.percent(busy) or 'n/a'} of its GPU time)")

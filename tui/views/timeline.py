@@ -316,6 +316,9 @@ class TimelineScreen(ViewScreen):
         if it.kind == "memory":
             self._say(f"GPU memory: {it.name} · u: the memory view (peak, per phase, out of memory)")
             return
+        if it.kind == "metric":
+            self._say(f"GPU metric: {it.name} · per-range averages: nsight-tui report (GPU metrics section)")
+            return
         if it.corr is not None:
             self.nsight.open_correlation(it.corr, it.gpid if it.gpid is not None and it.gpid >= 0 else None)
             return

@@ -29,7 +29,7 @@ COLOURS = {
     ("gpu", "optimizer"): "#b07aa1", ("gpu", "memory"): "#ff9da7", ("gpu", "communication"): "#9c755f",
     ("gpu", "other"): "#bab0ac", ("gpu", "memcpy"): "#17becf", ("gpu", "memset"): "#bcbd22",
     ("api", "launch"): "#2ca02c", ("api", "sync"): "#d62728", ("api", "other"): "#8c8c8c",
-    ("memory", "in use"): "#9467bd",
+    ("memory", "in use"): "#9467bd", ("metric", "sampled"): "#8cd17d",
     ("idle", "launch-bound"): "#e6c229", ("idle", "sync-bound"): "#d62728", ("idle", "host-bound"): "#6f8fd8",
 }
 NVTX_COLOURS = ("#5b8def", "#e0915a", "#6cc08b", "#c27bd1", "#d6c25a", "#5ac6d6", "#d65a7e", "#9aa0a6")

@@ -1,0 +1,275 @@
+"""Iterations, layers and stages inferred from the kernel sequence of a trace without NVTX (issue 31),
+against truths that share no code with nsight_tui:
+
+- the NVTX twin (sample_traces/nonvtx/small_ctx512_b8_async: the same capture command without
+  --no-nvtx, another run): its step_N/warmup_N periods (tests/step_sql.py) and, by SQL, which kernels
+  (by their place in the iteration's launch order) its forward/backward/optimizer and manual-attention
+  ranges hold;
+- the Python step times the --no-nvtx run measured itself (STEM.steps.json beside the export);
+- the model's layer count from the capture's config in that sidecar.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nsight_tui.parsers.model.inferred_ranges import inference
+from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, step_times
+from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.parsers.nsys.reports import nvtx_gpu_proj_sum, nvtx_sum
+from nsight_tui.parsers.read.load import load_trace
+
+from conftest import SAMPLES
+from shuffled import names_shuffled_copy, shuffled_copy
+from step_sql import iterations as sql_iterations
+
+NONVTX = SAMPLES / "nonvtx"
+# TRAIN + "_nonvtx": the capture without NVTX; TRAIN + TWIN its NVTX twin (renamed from the capture's
+# stem, which sample_traces/async has too: the samples are decompressed by stem)
+TRAIN = "small_ctx512_b8_async"
+FORWARD = "small_ctx512_fwd_b8_async"
+TWIN = "_twin"
+BF16 = "small_ctx512_bf16_b8_async_nonvtx"  # no twin in this folder: its sidecar is the truth
+# capture/bare_gpt2.cu: a GPT-2 small forward in CUDA C++ with cuBLAS, no NVTX; its own step times
+BARE = "bare_gpt2_small_ctx512_b8"
+
+
+@pytest.fixture(scope="module")
+def nonvtx(async_trace):
+    return lambda stem: async_trace(NONVTX / f"{stem}.sqlite.xz")
+
+
+def sidecar(stem: str) -> dict:
+    return json.loads((NONVTX / f"{stem}.steps.json").read_text())
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def launch_ordered_kernels(path: Path) -> list[tuple[int, int]]:
+    """(launch call start, kernel start) of every kernel, in launch order (SQL)."""
+    with _connect(path) as con:
+        return con.execute("""SELECT r.start, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND (r.globalTid >> 24) = (k.globalPid >> 24)
+            ORDER BY r.start, k.start""").fetchall()
+
+
+def twin_ranges(path: Path, name: str) -> list[tuple[int, int]]:
+    """(start, end) of the twin's NVTX ranges with this text, in time order (SQL)."""
+    with _connect(path) as con:
+        return con.execute("""SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+            WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start""", (name,)).fetchall()
+
+
+def kernel_places(kernels: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[list[int]]:
+    """Per span, the positions (in launch order) of the kernels whose launch call starts inside it."""
+    launches = np.array([k[0] for k in kernels])
+    return [np.flatnonzero((launches >= s) & (launches <= e)).tolist() for s, e in spans]
+
+
+def kernel_starts(model, range_id: int) -> np.ndarray:
+    """GPU start times of the kernels (not memcpys) the model gives a range."""
+    ops = model.trace.ops
+    pos = model.ops_of(range_id)
+    return ops["start"].to_numpy()[pos][ops["kind"].to_numpy()[pos] == 0]
+
+
+# -- iterations --------------------------------------------------------------------------------
+@pytest.mark.parametrize("stem", [TRAIN, FORWARD])
+def test_inferred_iterations_match_the_twins_in_count_and_duration(nonvtx, stem):
+    twin = sql_iterations(nonvtx(stem + TWIN))
+    found = inference(load_trace(nonvtx(stem + "_nonvtx")))
+    assert found.found, found.reason
+    assert len(found.iterations) == len(twin) == 6  # 2 warmup + 4 steps, as captured
+    # The steady steps' mean against the twin's step periods, within 2%. The twin is another run of
+    # the same command: one iteration may differ from its counterpart by a few percent (the twin's
+    # forward-only step_0 took 28.4 ms against its neighbours' 27.1), so each steady one within 5%;
+    # the first (cuBLAS and the allocator warming up, AdamW making its state) is left out here.
+    mean_inferred = np.mean([i.end_ns - i.start_ns for i in found.iterations[2:]])
+    mean_twin = np.mean([it.period for it in twin if it.name.startswith("step_")])
+    assert mean_inferred == pytest.approx(mean_twin, rel=0.02)
+    for got, want in list(zip(found.iterations, twin))[1:]:
+        assert got.end_ns - got.start_ns == pytest.approx(want.period, rel=0.05), (got, want)
+
+
+@pytest.mark.parametrize("stem", [TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16, BARE])
+def test_inferred_iterations_match_the_runs_own_python_step_times(nonvtx, stem):
+    steps = sidecar(stem)["steps"]
+    found = inference(load_trace(nonvtx(stem)))
+    assert len(found.iterations) == len(steps)
+    # Python times an iteration from its start to the synchronise after its last kernel; the inferred
+    # period also holds the host's pause before the next iteration's first launch (the GPU idles
+    # then), so it is no shorter (the last: it ends with its last kernel, just before the
+    # synchronise returns) and at most a few percent longer; the steady mean within 2%.
+    for got, want in list(zip(found.iterations, steps))[1:]:
+        assert 0.99 * want["seconds"] <= (got.end_ns - got.start_ns) / 1e9 <= 1.05 * want["seconds"], (got, want)
+    steady = [(i.end_ns - i.start_ns) / 1e9 for i in found.iterations[2:]]
+    assert np.mean(steady) == pytest.approx(np.mean([s["seconds"] for s in steps[2:]]), rel=0.02)
+
+
+def test_steady_iterations_hold_the_twins_kernels(nonvtx):
+    # The kernel count of each inferred iteration against the kernels whose launch call starts inside
+    # the twin's iteration range (SQL): the same program, so the same kernels per iteration.
+    twin = nonvtx(TRAIN + TWIN)
+    counts = [len(p) for p in kernel_places(launch_ordered_kernels(twin),
+                                            [(it.start, it.start + it.period - 1) for it in sql_iterations(twin)])]
+    found = inference(load_trace(nonvtx(TRAIN + "_nonvtx")))
+    assert [i.kernels for i in found.iterations][1:] == counts[1:]
+
+
+def test_the_range_model_reads_inferred_iterations_as_steps(nonvtx):
+    model = range_model(load_trace(nonvtx(TRAIN + "_nonvtx")))
+    steps = iteration_ranges(model, STEP)
+    names = model.trace.ranges["name"].to_numpy()[steps]
+    assert len(steps) == 5 and all(n.startswith("inferred:step_") for n in names)
+    # every step's kernels: those launched between its first launch and the next iteration's (SQL)
+    kernels = launch_ordered_kernels(nonvtx(TRAIN + "_nonvtx"))
+    gpu = inference(model.trace).iterations
+    for i, rid in enumerate(steps.tolist()):
+        it = gpu[i + 1]
+        want = [k for k in kernels if it.start_ns <= k[1] < it.end_ns]
+        assert model.kernel_count[rid] == len(want) == it.kernels
+    period = step_times(model, steps).period_ns.mean()  # the CPU clock's period, like the twin's
+    twin_steps = [it.period for it in sql_iterations(nonvtx(TRAIN + TWIN)) if it.name.startswith("step_")]
+    assert period == pytest.approx(np.mean(twin_steps), rel=0.02)
+
+
+# -- layers and stages -------------------------------------------------------------------------
+@pytest.mark.parametrize("stem", [TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16, BARE])
+def test_layer_count_is_the_models(nonvtx, stem):
+    assert inference(load_trace(nonvtx(stem))).layer_count == sidecar(stem)["config"]["n_layers"] == 12
+
+
+@pytest.mark.parametrize("stem", [TRAIN, FORWARD])
+def test_attention_stages_hold_the_twins_attention_kernels(nonvtx, stem):
+    """In one steady iteration, each inferred layer's computing_attention_scores / computing_softmax /
+    final_matmul holds the kernels (by place in the iteration) the twin's ranges of that name hold."""
+    twin, bare = nonvtx(stem + TWIN), nonvtx(stem + "_nonvtx")
+    twin_kernels, bare_kernels = launch_ordered_kernels(twin), launch_ordered_kernels(bare)
+    step = [it for it in sql_iterations(twin) if it.name == "step_1"][0]
+    first_twin = kernel_places(twin_kernels, [(step.start, step.start + step.period - 1)])[0][0]
+    model = range_model(load_trace(bare))
+    texts = model.trace.ranges["text"].to_numpy()
+    domains = model.trace.ranges["domain"].to_numpy()
+    inferred_step = iteration_ranges(model, STEP)[2]  # the twin has two warm-ups, the inference one: its step_2
+    if stem == FORWARD:
+        inferred_step = iteration_ranges(model, STEP)[3]  # forward: no warmup is told apart (all alike)
+    bare_start = {k[1]: i for i, k in enumerate(bare_kernels)}
+    first_bare = min(bare_start[int(s)] for s in kernel_starts(model, inferred_step))
+    for part in ("computing_attention_scores", "computing_softmax", "final_matmul"):
+        spans = [s for s in twin_ranges(twin, part) if step.start <= s[0] < step.start + step.period]
+        want = [[p - first_twin for p in places] for places in kernel_places(twin_kernels, spans)]
+        ids = [i for i in np.flatnonzero((texts == part) & (domains == "inferred")).tolist()
+               if model.r_start[inferred_step] <= model.r_start[i] <= model.r_end[inferred_step]]
+        got = [sorted(bare_start[int(s)] - first_bare for s in kernel_starts(model, i)) for i in ids]
+        assert len(got) == len(want) == 12
+        assert got == want, part
+
+
+def test_one_layers_stages_in_the_models_order(nonvtx):
+    # capture/model.py's Block: x + attn(ln1(x)), then x + mlp(ln2(x)); attention = qkv, scores,
+    # softmax, @V, proj; mlp = fc, gelu, proj. Written here from the model, not from the code's output.
+    want = ["layer norm", "QKV GEMM", "computing_attention_scores", "computing_softmax", "final_matmul",
+            "output projection", "residual add", "layer norm", "MLP up GEMM", "activation", "MLP down GEMM",
+            "residual add"]
+    for stem in (TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16, BARE):  # bare_gpt2.cu's forward() is the same block
+        assert inference(load_trace(nonvtx(stem))).layer_stages == want, stem
+
+
+def test_phases_hold_the_twins_phase_kernels(nonvtx):
+    """forward / backward / optimizer of an inferred steady step against the twin's ranges (kernels by
+    place in the iteration): the same counts (the backward begins after the loss's forward kernels)."""
+    twin, bare = nonvtx(TRAIN + TWIN), nonvtx(TRAIN + "_nonvtx")
+    twin_kernels = launch_ordered_kernels(twin)
+    step = [it for it in sql_iterations(twin) if it.name == "step_1"][0]
+    window = (step.start, step.start + step.period - 1)
+    want = {}
+    for phase in ("forward", "backward", "optimizer"):
+        spans = [s for s in twin_ranges(twin, phase) if window[0] <= s[0] <= window[1]]
+        want[phase] = len(kernel_places(twin_kernels, spans)[0])
+    model = range_model(load_trace(bare))
+    texts = model.trace.ranges["text"].to_numpy()
+    inferred_step = iteration_ranges(model, STEP)[2]
+    for phase, count in want.items():
+        ids = [i for i in np.flatnonzero(texts == phase).tolist()
+               if model.r_start[inferred_step] <= model.r_start[i] <= model.r_end[inferred_step]]
+        assert len(ids) == 1
+        assert int(model.kernel_count[ids[0]]) == count, (phase, model.kernel_count[ids[0]], count)
+
+
+# -- what is not inferred ----------------------------------------------------------------------
+def test_nvidias_reports_never_show_inferred_ranges(nonvtx):
+    # nvtx_sum and nvtx_gpu_proj_sum as NVIDIA wrote them for this export (oracle CSVs): the library's
+    # own CCCL ranges, nothing inferred
+    trace = load_trace(nonvtx(TRAIN + "_nonvtx"))
+    range_model(trace)  # the views' model, inferred ranges in it, built first
+    oracle = NONVTX / "oracle" / f"{TRAIN}_nonvtx_nvtx_sum.csv.xz"
+    import lzma
+
+    want = sorted(line.rsplit(",", 1)[1] for line in lzma.open(oracle, "rt").read().splitlines()[1:])
+    assert sorted(row[-1] for row in nvtx_sum(trace).rows) == want
+    assert not any("inferred" in str(row[0]) for row in nvtx_gpu_proj_sum(trace).rows)
+
+
+def test_a_trace_with_its_own_steps_infers_nothing(nonvtx):
+    trace = load_trace(nonvtx(TRAIN + TWIN))
+    found = inference(trace)
+    assert not found.found and "own iteration ranges" in found.reason
+    assert not (range_model(trace).trace.ranges["domain"] == "inferred").any()
+
+
+def test_a_sequence_without_a_period_infers_nothing_and_says_so(nonvtx, tmp_path):
+    trace = load_trace(names_shuffled_copy(nonvtx(TRAIN + "_nonvtx"), tmp_path / "no_period.sqlite"))
+    found = inference(trace)
+    assert not found.found and "no period" in found.reason
+    assert not (range_model(trace).trace.ranges["domain"] == "inferred").any()
+
+
+def test_edge_traces_without_iterations_infer_nothing():
+    # the committed edge-case exports: NVTX but no step ranges, and too few kernels to repeat
+    for path in sorted(SAMPLES.glob("edge_*.sqlite")):
+        found = inference(load_trace(path))
+        assert not found.found and found.reason, path
+
+
+def test_the_rows_order_in_the_export_changes_nothing(nonvtx, tmp_path):
+    # nsys 2025.6+ does not promise time order: the same export with its rows scrambled
+    a = inference(load_trace(nonvtx(TRAIN + "_nonvtx")))
+    b = inference(load_trace(shuffled_copy(nonvtx(TRAIN + "_nonvtx"), tmp_path / "scrambled.sqlite")))
+    assert b.iterations == a.iterations and b.layer_count == a.layer_count and b.layer_stages == a.layer_stages
+
+
+def _iterations_only(source: Path, target: Path) -> Path:
+    """The twin with every NVTX range but step_N / warmup_N deleted: NVTX around the iteration only."""
+    shutil.copyfile(source, target)
+    con = sqlite3.connect(target)
+    con.execute("""DELETE FROM NVTX_EVENTS WHERE eventType IN (59, 60, 70, 71) AND NOT (
+        coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB 'step_[0-9]*'
+        OR coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB 'warmup_[0-9]*')""")
+    con.commit()
+    con.close()
+    return target
+
+
+def test_nvtx_around_the_iteration_only_gets_its_parts_inferred_inside(nonvtx, tmp_path):
+    twin = nonvtx(TRAIN + TWIN)
+    model = range_model(load_trace(_iterations_only(twin, tmp_path / "steps_only.sqlite")))
+    found = inference(model.trace)
+    assert found.found and found.inside and found.layer_count == 12 and not found.iterations
+    texts, domains = model.trace.ranges["text"].to_numpy(), model.trace.ranges["domain"].to_numpy()
+    kernels = launch_ordered_kernels(twin)
+    for step in [it for it in sql_iterations(twin) if it.name.startswith("step_")]:
+        (step_id,) = [i for i in np.flatnonzero(texts == step.name).tolist() if domains[i] != "inferred"]
+        for phase in ("forward", "backward", "optimizer"):
+            spans = [s for s in twin_ranges(twin, phase) if step.start <= s[0] <= step.end]
+            want = len(kernel_places(kernels, spans)[0])  # the twin's own phase range, by SQL
+            (pid,) = [i for i in np.flatnonzero((texts == phase) & (domains == "inferred")).tolist()
+                      if model.parent[i] == step_id]  # nested right under the export's step_N
+            assert int(model.kernel_count[pid]) == want, (step.name, phase)
