@@ -24,6 +24,7 @@ from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render.output import write_atomic
 from nsight_tui.parsers.read.source import connect_readonly
 from nsight_tui.capture.nsys import MEMORY_USAGE, NSYS_OP_RANGES, export_command, gpu_metrics_options, profile_command
+from nsight_tui.capture.ncu import DEFAULT_KERNEL_LIMIT, ncu_command
 from nsight_tui.capture.plant import nsys_options as plant_nsys_options
 from nsight_tui.capture.sizes import RunSettings
 from nsight_tui.parsers.read.conventions import NO_NVTX_SUFFIX, OOM_SUFFIX, STEPS_SIDECAR_SUFFIX, output_stem
@@ -57,7 +58,8 @@ class CaptureConfig(RunSettings):
                 *([] if self.range_sync else ["--no-range-sync"]),
                 *(["--op-ranges", self.op_ranges] if self.op_ranges != "none" else []),
                 *(["--backward-ranges"] if self.backward_ranges else []),
-                *([] if self.nvtx else ["--no-nvtx"])]
+                *([] if self.nvtx else ["--no-nvtx"]),
+                *(["--profile-step", self.profile_step] if self.profile_step else [])]
 
     def nsys_options(self) -> list[str]:
         return [*([NSYS_OP_RANGES[self.op_ranges]] if self.op_ranges in NSYS_OP_RANGES else []),
@@ -84,6 +86,9 @@ def oom_export_path(out_dir: Path, config: CaptureConfig) -> Path:
     return out_dir / f"{config.stem}{OOM_SUFFIX}.sqlite"
 
 
+NCU_SUFFIX = ".ncu-rep"
+
+
 def steps_sidecar_path(out_dir: Path, config: CaptureConfig) -> Path:
     """STEM.steps.json beside a --no-nvtx export: the workload's Python step times, which an
     annotated capture writes into the trace as `nsight-tui:step` marks."""
@@ -93,6 +98,7 @@ def steps_sidecar_path(out_dir: Path, config: CaptureConfig) -> Path:
 def existing_outputs(out_dir: Path, config: CaptureConfig, keep_report: bool = False) -> list[Path]:
     paths = [*output_paths(out_dir, config), oom_export_path(out_dir, config),
              *([] if config.nvtx else [steps_sidecar_path(out_dir, config)]),
+             *([out_dir / f"{config.stem}{NCU_SUFFIX}"] if config.profile_step else []),
              *([out_dir / f"{config.stem}.nsys-rep"] if keep_report else [])]
     return [p for p in paths if p.exists()]
 
@@ -128,7 +134,8 @@ class Runner:
                  keep_report: bool = False, environment: dict | None = None,
                  echo: Callable[[str], None] | None = None, extra_metadata: dict | None = None,
                  count_flops: bool = False, count_device: str | None = None, memory_usage: bool = True,
-                 gpu_metrics_hz: int = 0):
+                 gpu_metrics_hz: int = 0, ncu: Path | str | None = None,
+                 ncu_kernel_limit: int = DEFAULT_KERNEL_LIMIT):
         self.nsys = str(nsys)
         self.out_dir = Path(out_dir)
         self.python = python
@@ -144,6 +151,10 @@ class Runner:
         self.count_device = count_device
         self.memory_usage = memory_usage  # nsys --cuda-memory-usage=true (issue 30)
         self.gpu_metrics_hz = gpu_metrics_hz  # >0: nsys --gpu-metrics-devices=all at this rate (issue 29)
+        # capture --ncu (issue 29): after the nsys capture, the same workload once more under
+        # Nsight Compute over the config's profile_step, written to STEM.ncu-rep beside STEM.sqlite.
+        self.ncu = str(ncu) if ncu is not None else None
+        self.ncu_kernel_limit = ncu_kernel_limit
 
     def commands(self, config: CaptureConfig, work_dir: Path) -> tuple[list[str], list[str]]:
         # Full file names: a stem like `2.7B_ctx128` must not look like a name with an extension.
@@ -159,6 +170,11 @@ class Runner:
                  *(gpu_metrics_options(self.gpu_metrics_hz) if self.gpu_metrics_hz > 0 else [])]
         return (profile_command(self.nsys, report, app, extra),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
+
+    def ncu_command(self, config: CaptureConfig, work_dir: Path) -> list[str]:
+        app = [self.python, "-m", "nsight_tui.capture.workload", *config.workload_args(),
+               "--status-file", str(work_dir / "ncu_status.json")]
+        return ncu_command(self.ncu or "ncu", work_dir / f"{config.stem}{NCU_SUFFIX}", app, self.ncu_kernel_limit)
 
     def count_command(self, config: CaptureConfig, work_dir: Path) -> list[str]:
         device = ["--device", self.count_device] if self.count_device else []
@@ -239,13 +255,28 @@ class Runner:
                 kept = self.out_dir / report.name
                 self._replace_check(kept)
                 os.replace(report, kept)
-            details = {"size_bytes": sqlite_path.stat().st_size, **trace_counts(sqlite_path)}
+            details: dict = {}
+            if self.ncu is not None:
+                details["ncu"] = self._capture_ncu(config, work_dir)
+            details |= {"size_bytes": sqlite_path.stat().st_size, **trace_counts(sqlite_path)}
             measured = [s["seconds"] for s in status.get("steps", []) if s["name"].startswith("step_")]
             if measured:
                 details["median_step_s"] = statistics.median(measured)
             return CaptureResult(config, "ok", sqlite_path, "", time.perf_counter() - started, details)
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
+
+    def _capture_ncu(self, config: CaptureConfig, work_dir: Path) -> str:
+        """Run ncu over the profiled step; the report's path, or why there is none (the nsys
+        export stands on its own either way)."""
+        code = self._run(self.ncu_command(config, work_dir))
+        made = work_dir / f"{config.stem}{NCU_SUFFIX}"
+        if self._read_status(work_dir / "ncu_status.json").get("status") != "ok" or not made.exists():
+            return f"no Nsight Compute report (ncu exited with {code})"
+        target = self.out_dir / made.name
+        self._replace_check(target)
+        os.replace(made, target)
+        return str(target)
 
     def _export_oom(self, config: CaptureConfig, work_dir: Path) -> Path | None:
         """Export the report of a run that ran out of memory to STEM.oom.sqlite (the failed cudaMalloc
@@ -310,7 +341,8 @@ def describe_result(result: CaptureResult) -> str:
             parts.append(f"{d['nvtx_events']:,} NVTX events")
         if "median_step_s" in d:
             parts.append(f"median step {d['median_step_s'] * 1e3:.1f} ms")
-        return ", ".join(parts) + f") in {result.seconds:.1f} s"
+        ncu = f"; Nsight Compute: {d['ncu']}" if "ncu" in d else ""
+        return ", ".join(parts) + f") in {result.seconds:.1f} s{ncu}"
     if result.status == "oom":
         return f"out of memory, recorded in {result.path}: {result.message}"
     if result.status == "skipped":

@@ -6,9 +6,13 @@ from dataclasses import dataclass
 from nsight_tui.parsers.read.conventions import DEFAULT_BATCH, OP_RANGE_SUFFIX
 
 # name -> (d_model, n_layers, n_heads), the GPT-2 family plus a 2.7B model; `tiny` is for tests
-# and smoke runs on a CPU.
+# and smoke runs on a CPU. `small4` is GPT-2 small's width and heads with 4 layers instead of 12:
+# the same kernels (real GEMM shapes, real occupancy) at a third of a step's kernel count, so an
+# Nsight Compute pass over a whole training step (`capture --ncu`, ~20-40 replays per kernel)
+# stays around a minute and a report of a few MB.
 MODEL_SIZES: dict[str, tuple[int, int, int]] = {
     "tiny": (64, 2, 2),
+    "small4": (768, 4, 12),
     "small": (768, 12, 12),
     "medium": (1024, 24, 16),
     "large": (1280, 36, 20),
@@ -53,6 +57,9 @@ class RunSettings:
     # the GPU); the step's one synchronise comes after its range closes, so the Python step time
     # (the `nsight-tui:step` mark) is still the GPU's pace. Only with phase_sync False.
     range_sync: bool = True
+    # The iteration (`step_1`) the workload brackets with cudaProfilerStart/Stop for Nsight
+    # Compute (`capture --ncu`); empty: none.
+    profile_step: str = ""
     # False: no NVTX range and no mark at all (issue 31: a trace whose iterations, layers and
     # stages must be inferred from the kernel sequence); the step times go to the status file only.
     nvtx: bool = True
@@ -72,4 +79,6 @@ class RunSettings:
                 **({"nvtx": False} if not self.nvtx else {}),
                 # how the backward was annotated, only when it was (older traces have neither key)
                 **({"op_ranges": self.op_ranges} if self.op_ranges != "none" else {}),
-                **({"backward_ranges": True} if self.backward_ranges else {})}
+                **({"backward_ranges": True} if self.backward_ranges else {}),
+                # the iteration an Nsight Compute report of the same workload profiled (capture --ncu)
+                **({"profile_step": self.profile_step} if self.profile_step else {})}

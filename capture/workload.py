@@ -115,6 +115,23 @@ class _Workload:
         if self.cuda:
             self.torch.cuda.synchronize(self.device)
 
+    @contextlib.contextmanager
+    def profiled(self, on: bool):
+        """cudaProfilerStart/Stop around one iteration (`capture --ncu`): Nsight Compute started with
+        `--profile-from-start off` profiles the kernels launched in between by EVERY thread, the
+        autograd thread's backward included (an NVTX include filter follows the launching thread's
+        own push/pop stack and would lose them). Outside ncu the two calls do nothing."""
+        if not (on and self.cuda):
+            yield
+            return
+        self.sync()  # nothing of the previous iteration is still launching into the window
+        self.torch.cuda.profiler.start()
+        try:
+            yield
+        finally:
+            self.sync()
+            self.torch.cuda.profiler.stop()
+
     def device_name(self) -> str:
         return self.torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
 
@@ -223,7 +240,8 @@ def run_workload(config: WorkloadConfig, annotator: Annotator,
         for index, name in enumerate(names):
             if work.graphed is not None and work.graphed.graph is None and conventions.STEP_RANGE.match(name):
                 work.capture_graph()
-            record = work.iteration(name)
+            with work.profiled(name == config.profile_step):
+                record = work.iteration(name)
             annotator.mark(step_message(name, record.seconds, record.phases, record.memory))
             records.append(record)
             if index % report_every == 0 or index == len(names) - 1:
@@ -284,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-phase-sync", action="store_true", help="synchronise once per step, not after every phase")
     p.add_argument("--no-range-sync", action="store_true",
                    help="with --no-phase-sync: the step's synchronise after its NVTX range, none inside any range")
+    p.add_argument("--profile-step", default="", metavar="NAME",
+                   help="call cudaProfilerStart/Stop around this iteration (step_1) for ncu --profile-from-start off")
     p.add_argument("--no-nvtx", action="store_true",
                    help="no NVTX ranges and no marks at all: an unannotated trace (the step times go to --status-file)")
     p.add_argument("--status-file", help="write a JSON status here: ok with the step times, or oom")
@@ -331,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                             warmup=args.warmup, device=args.device, tf32=args.tf32,
                             plant=args.plant, phase_sync=not args.no_phase_sync, range_sync=not args.no_range_sync,
                             op_ranges=args.op_ranges,
-                            backward_ranges=args.backward_ranges, nvtx=not args.no_nvtx)
+                            backward_ranges=args.backward_ranges, nvtx=not args.no_nvtx,
+                            profile_step=args.profile_step)
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -93,6 +93,8 @@ class NsightApp(App[int]):
         Binding("R", "cycle_rank", "Rank filter", show=False, id="app.rank",
                 tooltip="Rank filter: every rank (totals sum them) -> rank 0 -> rank 1 ...: the tree shows that "
                 "rank's process, GPU columns and kernel tables count its GPU only"),
+        Binding("6", "view_ncu", "Nsight Compute", show=False, id="app.view-ncu",
+                tooltip="View: Nsight Compute's figures per kernel name within a range (--ncu FILE.ncu-rep)"),
         Binding("r", "view_roofline", "Roofline", show=False,
                 tooltip="View: ranges (or a range's kernel families) against the GPU's compute and memory roofs",
                 id="app.view-roofline"),
@@ -118,6 +120,7 @@ class NsightApp(App[int]):
         self._spare_timer: Timer | None = None
         self._last_key = 0.0
         self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
+        self.ncu_file: str | None = None  # --ncu FILE.ncu-rep: measured points in the roofline view
         # The one file's loader, opened before the app started (tui.launch.open_early); the
         # first load takes it.
         self.opened: Callable[[], TraceLoader] | None = None
@@ -200,6 +203,7 @@ class NsightApp(App[int]):
         session = message.session
         self._sessions[session.path] = session
         session.roofline_options = self.roofline_options
+        session.ncu_file = self.ncu_file
         if not session.pending:
             self._settle(session)
         loading = self._loading_screen(session.path)
@@ -453,6 +457,17 @@ class NsightApp(App[int]):
         if self._need_session() and not isinstance(self.screen, MemoryScreen):
             await self._to_base()
             self.push_screen(MemoryScreen(self.session))
+
+    async def action_view_ncu(self) -> None:
+        from nsight_tui.tui.views.ncu import NcuScreen
+
+        if not self._need_session() or isinstance(self.screen, NcuScreen):
+            return
+        if self.session is None or not self.session.ncu_file:
+            self.notify("no Nsight Compute report: start with --ncu FILE.ncu-rep (nsight-tui capture --ncu makes one)")
+            return
+        await self._to_base()
+        self.push_screen(NcuScreen(self.session))
 
     async def action_view_ranks(self) -> None:
         if self._need_session():

@@ -36,6 +36,8 @@ class NsightCommands(Provider):
              partial(run, "view_pace")),
             ("View: GPU memory", "the peak in use and where, per phase, an out-of-memory run's failed allocation (u)",
              partial(run, "view_memory")),
+            ("View: Nsight Compute", "ncu's figures per kernel name within a range, with --ncu FILE.ncu-rep (6)",
+             partial(run, "view_ncu")),
             ("View: ranks", "the ranks side by side: step time, straggler, communication vs compute (5)",
              partial(run, "view_ranks")),
             ("Rank filter: next rank", "every rank -> rank 0 -> rank 1 ...: the tree and kernel tables of one rank (R)",

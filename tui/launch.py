@@ -217,6 +217,13 @@ def launch(args) -> int:
         if missing:
             raise TraceError(f"{missing[0]}: no such file")
     options = roofline_options(args)
+    ncu_file = getattr(args, "ncu", None)
+    if ncu_file:
+        if len(paths) != 1 or diff:
+            raise TraceError("--ncu goes with one export (the nsys capture of the same workload)")
+        from nsight_tui.parsers.read import ncu_rep
+
+        ncu_rep.check_readable(ncu_file)
     check_terminal()
     opened = open_early(paths[0]) if len(paths) == 1 else None
     from nsight_tui.tui.app import NsightApp
@@ -224,6 +231,7 @@ def launch(args) -> int:
     app = NsightApp(paths, attribution=args.attribution, diff=diff, main_thread=getattr(args, "main_thread", None))
     app.opened = opened
     app.roofline_options = options
+    app.ncu_file = ncu_file
     guard = TerminalGuard(app)
     # Our own loop, not asyncio.run(): asyncio.run would wait at exit for a worker thread
     # still loading a big file, so `q` during a long load would hang until the load finished.

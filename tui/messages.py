@@ -178,6 +178,11 @@ class MemoryReady(Message):
 
 
 @dataclass
+class NcuReady(Message):
+    view: object  # viewmodels.ncu.NcuView
+
+
+@dataclass
 class BackwardPartsReady(Message):
     mappings: list  # viewmodels.backward_parts.Mapping, one per mapping the trace allows
 

@@ -16,6 +16,10 @@ from nsight_tui.parsers.kernels.peaks import MATH_PATH_WORDS
 
 MAX_RANGES = 300  # a roofline of more points than this is unreadable; the deepest go first
 RANGES, FAMILIES = "ranges", "families"
+MEASURED = "ncu"  # the `source` of a measured point (Nsight Compute's counters, --ncu)
+MEASURED_SUFFIX = " · measured (ncu)"
+MEASURED_REASON = ("Nsight Compute's counters over its replay of one step: (FADD + FMUL + 2 FFMA) per cycle × SM "
+                   "frequency, DRAM bytes (dram__bytes); time: ncu's kernel durations (its locked clocks)")
 
 
 def context(session) -> rl.Roofline:
@@ -72,7 +76,8 @@ class RooflineData:
 
     def header(self) -> str:
         peaks = f"{self.peaks_name} peaks" if self.peaks_name else "no peaks: --peak-tflops/--peak-gbps"
-        return f"roofline: {self.scope} · FLOPs/bytes: {self.source} · {peaks}"
+        measured = " · + points from Nsight Compute's counters" if (self.frame["source"] == MEASURED).any() else ""
+        return f"roofline: {self.scope} · FLOPs/bytes: {self.source}{measured} · {peaks}"
 
     def needs_counts(self) -> str:
         """"" when the plot has points; else what it needs and what the table still shows."""
@@ -118,6 +123,34 @@ def _frame(points: list[rl.RooflinePoint]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def measured_frame(session) -> tuple[pd.DataFrame, str]:
+    """One point per range path of the profiled step, from the Nsight Compute report (--ncu):
+    measured FLOPs and DRAM bytes over ncu's time, beside the estimated points; and what went
+    wrong reading it ("" if nothing: a bad report costs the measured points, not the view)."""
+    from nsight_tui.parsers.read.errors import TraceError
+
+    try:
+        joined = session.ncu()
+    except TraceError as exc:
+        return pd.DataFrame(columns=COLUMNS), f"no measured points: {exc}"
+    if joined is None:
+        return pd.DataFrame(columns=COLUMNS), ""
+    rows = []
+    for p in joined.ranges:
+        seconds = p.ncu_duration_ns * 1e-9
+        rows.append({
+            "label": p.path + MEASURED_SUFFIX, "path": rl.node_path(p.path.split("/")), "level": "range",
+            "instances": p.instances, "gflop": p.measured_flops / 1e9, "gb": p.measured_dram_bytes / 1e9,
+            "gpu_ms": p.ncu_duration_ns / 1e6, "gpu_ms_per": p.ncu_duration_ns / 1e6 / max(p.instances, 1),
+            "tflops": math.nan if p.measured_flops_per_s is None else p.measured_flops_per_s / 1e12,
+            "gbps": p.measured_dram_bytes / seconds / 1e9 if seconds else math.nan,
+            "ai": math.nan if p.measured_intensity_flops_per_byte is None else p.measured_intensity_flops_per_byte,
+            "ridge": math.nan, "math_path": "fp32", "mfu": math.nan, "verdict": "measured (ncu)",
+            "reason": MEASURED_REASON, "source": MEASURED,
+        })
+    return pd.DataFrame(rows, columns=COLUMNS), ""
+
+
 def build(session, mode: str = RANGES, node=None) -> RooflineData:
     """Ranges: every range of the main threads' aggregated tree. Families: the kernel families
     of `node` (default: the first root range, e.g. `step_N`)."""
@@ -143,7 +176,16 @@ def build(session, mode: str = RANGES, node=None) -> RooflineData:
         scope = "no range" if node is None else f"kernel families of {rl.node_path(node.path)}"
     pk = roof.peaks.peaks
     roofs = {} if pk is None else {k: v * 1e12 for k, v in pk.tflops.items()}
-    return RooflineData(mode, scope, _frame(points), roof.peaks.note, roof.source_line(),
+    frame = _frame(points)
+    source_line = roof.source_line()
+    if mode == RANGES:
+        measured, problem = measured_frame(session)
+        if len(measured):
+            frame = pd.concat([frame, measured], ignore_index=True) if len(frame) else measured
+            source_line += f" · measured points (ncu): {MEASURED_REASON}"
+        if problem:
+            source_line += f" · {problem}"
+    return RooflineData(mode, scope, frame, roof.peaks.note, source_line,
                         None if pk is None or not pk.bandwidth_gbps else pk.bytes_per_s, roofs,
                         roof.source, "" if pk is None else pk.name)
 

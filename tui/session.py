@@ -37,6 +37,7 @@ class Session:
     aggregated: bool = True  # the range tree's mode, kept when the file is reopened
     main_thread: str | None = None  # --main-thread or `M`: a thread id; None = chosen by the model
     roofline_options: dict = field(default_factory=dict)  # --flops/--peak-* (tui.launch)
+    ncu_file: str | None = None  # --ncu FILE.ncu-rep (tui.launch): its kernels joined to this trace
     rank: Rank | None = None  # `R`: the rank the tree and kernel tables count (None: every rank)
     # The load's first stage is on screen (the NVTX tree, CPU times) and the GPU work is still
     # being read: what the loader is doing, and how far (StagedLoad); "" once it is all in.
@@ -174,6 +175,28 @@ class Session:
 
         return self._once("roofline", lambda: roofline.build(self.trace, self.attribution, **self.roofline_options),
                           per_rank=False)
+
+    def ncu(self):
+        """The Nsight Compute report joined to this trace (analyses.ncu), once per attribution;
+        None without --ncu."""
+        if not self.ncu_file:
+            return None
+        from nsight_tui.parsers.analyses import ncu
+        from nsight_tui.parsers.read.ncu_rep import read_ncu_report
+
+        path = self.ncu_file
+        return self._once("ncu", lambda: ncu.analyse(self.trace, read_ncu_report(path), self.attribution),
+                          per_rank=False)
+
+    def ncu_view(self):
+        """The `6` view's rows (viewmodels.ncu), from the joined report."""
+        from nsight_tui.parsers.analyses import ncu
+        from nsight_tui.tui.viewmodels import ncu as ncu_vm
+
+        joined = self.ncu()
+        if joined is None:
+            raise ValueError("no Nsight Compute report: open with --ncu FILE.ncu-rep")
+        return ncu_vm.build(ncu.answers_of(joined))
 
     def roofline(self, mode: str, node: RangeNode | None):
         from nsight_tui.tui import roofline_vm

@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "stats": ("nsight_tui.cli.stats", "nsys-stats compatible reports (nvtx_sum, cuda_gpu_kern_sum, ...)"),
     "report": ("nsight_tui.cli.report", "answers to the profiling questions for one trace or a sweep directory"),
     "diff": ("nsight_tui.cli.diff", "what changed between two runs (ranges, kernels, families) and why the step moved"),
+    "ncu": ("nsight_tui.cli.ncu", "Nsight Compute report: per-kernel hardware figures joined to the export's NVTX ranges"),
     "ranks": ("nsight_tui.cli.ranks", "per-rank figures, communication vs compute, the straggler"),
     "mcp": ("nsight_tui.cli.mcp", "a Model Context Protocol server over stdio: the same answers, for agents"),
     "serve": ("nsight_tui.cli.serve", "the TUI in a web browser (textual-serve), on 127.0.0.1 by default"),
@@ -30,7 +31,7 @@ def _parser(module_name: str, prog: str, help_text: str, epilog: str | None = No
     return parser, module
 
 
-WRITERS = ("stats", "report", "diff", "ranks")  # the commands that write outputs from a profile
+WRITERS = ("stats", "report", "diff", "ranks", "ncu")  # the commands that write outputs from a profile
 
 
 def _subcommand(argv: list[str]) -> int:

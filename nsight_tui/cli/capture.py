@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 
 from nsight_tui.capture.errors import CaptureError
+from nsight_tui.capture.ncu import DEFAULT_KERNEL_LIMIT, find_ncu
 from nsight_tui.capture.nsys import GPU_METRICS_DEFAULT_HZ, find_nsys
 from nsight_tui.capture.plant import PLANTS
 from nsight_tui.capture.plant import check as plant_check
 from nsight_tui.capture.runner import CaptureConfig, Runner, describe_result
+from nsight_tui.parsers.read.conventions import iteration_names
 from nsight_tui.capture.sizes import ATTENTIONS, DEFAULT_BATCH, DTYPES, MODEL_SIZES, MODES
 
 PROBE = """
@@ -79,6 +81,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--ddp", type=int, default=1, metavar="N",
                       help="data-parallel training over N GPUs (torchrun, one process per GPU, NCCL all-reduce "
                            "in backward); one export holds every rank (default 1)")
+    ncu = parser.add_argument_group("Nsight Compute")
+    ncu.add_argument("--ncu", action="store_true",
+                     help="after the nsys capture, run the same workload under ncu over one steady-state step "
+                     "(cudaProfilerStart/Stop around it: every thread's kernels, backward's included) -> STEM.ncu-rep")
+    ncu.add_argument("--ncu-step", default="step_1", metavar="NAME",
+                     help="the iteration ncu profiles (default step_1)")
+    ncu.add_argument("--ncu-kernels", type=int, default=DEFAULT_KERNEL_LIMIT, metavar="N",
+                     help=f"profile at most N kernels (ncu -c; default {DEFAULT_KERNEL_LIMIT})")
+    ncu.add_argument("--ncu-path", help="path to ncu (else $NCU, PATH, then the usual install folders)")
     sweep = parser.add_argument_group("sweep")
     sweep.add_argument("--sweep", action="store_true", help="one capture per (model, ctx) pair of --models x --ctxs")
     sweep.add_argument("--models", help="comma-separated model sizes for --sweep (default: --model)")
@@ -133,6 +144,14 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
                     phase_sync=not (args.no_phase_sync or args.no_sync))
     except ValueError as exc:
         raise CaptureError(str(exc)) from None
+    if args.ncu:
+        if args.ncu_step not in iteration_names(args.warmup, args.steps):
+            raise CaptureError(f"--ncu-step {args.ncu_step} is not one of this run's iterations "
+                               f"({', '.join(iteration_names(args.warmup, args.steps))})")
+        if args.ncu_kernels < 1:
+            raise CaptureError(f"--ncu-kernels must be at least 1, not {args.ncu_kernels}")
+        if args.ddp > 1:
+            raise CaptureError("--ncu profiles one process: leave out --ddp")
     op_ranges = ("autograd-nvtx" if args.autograd_nvtx else "autograd-shapes-nvtx" if args.autograd_shapes
                  else "emit-nvtx" if args.emit_nvtx else "none")
     if args.no_nvtx and (op_ranges != "none" or args.backward_ranges):
@@ -144,7 +163,8 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
                           tf32=args.tf32, plant=args.plant, phase_sync=not (args.no_phase_sync or args.no_sync),
                           range_sync=not args.no_sync,
-                          op_ranges=op_ranges, backward_ranges=args.backward_ranges, nvtx=not args.no_nvtx)
+                          op_ranges=op_ranges, backward_ranges=args.backward_ranges, nvtx=not args.no_nvtx,
+                          profile_step=args.ncu_step if args.ncu else "")
             for m in models for c in ctxs]
 
 
@@ -178,9 +198,10 @@ def run(args: argparse.Namespace) -> int:
         if args.dry_run:
             return _dry_run(args, configs, out_dir)
         nsys = find_nsys(args.nsys)
+        ncu = find_ncu(args.ncu_path) if args.ncu else None
         runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
                         count_flops=not args.no_count, memory_usage=not args.no_memory_usage,
-                        gpu_metrics_hz=args.gpu_metrics)
+                        gpu_metrics_hz=args.gpu_metrics, ncu=ncu, ncu_kernel_limit=args.ncu_kernels)
         if not args.skip_existing and not args.force:  # refuse before paying for the probe
             for config in configs:
                 runner.refuse_clobber(config)
@@ -237,9 +258,16 @@ def _dry_run(args: argparse.Namespace, configs: list[CaptureConfig], out_dir: Pa
     except CaptureError as exc:
         print(f"# note: {exc}", flush=True)
         nsys = "nsys"
+    ncu: str | Path | None = None
+    if args.ncu:
+        try:
+            ncu = find_ncu(args.ncu_path)
+        except CaptureError as exc:
+            print(f"# note: {exc}", flush=True)
+            ncu = "ncu"
     runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
                     count_flops=not args.no_count, memory_usage=not args.no_memory_usage,
-                        gpu_metrics_hz=args.gpu_metrics)
+                    gpu_metrics_hz=args.gpu_metrics, ncu=ncu, ncu_kernel_limit=args.ncu_kernels)
     for index, config in enumerate(configs, 1):
         work = out_dir / f".{config.stem}.XXXXXXXX.partial"  # the real name is made by mkdtemp
         profile, export = runner.commands(config, work)
@@ -249,4 +277,7 @@ def _dry_run(args: argparse.Namespace, configs: list[CaptureConfig], out_dir: Pa
         print("  $ " + shlex.join(profile))
         print("  $ " + shlex.join(export))
         print(f"  then os.replace({work / config.stem}.sqlite, {out_dir / config.stem}.sqlite)")
+        if runner.ncu is not None:
+            print("  $ " + shlex.join(runner.ncu_command(config, work)))
+            print(f"  then os.replace({work / config.stem}.ncu-rep, {out_dir / config.stem}.ncu-rep)")
     return 0

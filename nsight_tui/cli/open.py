@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     roof.add_argument("--flops", metavar="FILE.json", help="FLOPs and bytes per range path (see `report --help`)")
     roof.add_argument("--peak-tflops", type=float, help="compute roof in TFLOP/s (a GPU the peaks table lacks)")
     roof.add_argument("--peak-gbps", type=float, help="memory roof in GB/s")
+    roof.add_argument("--ncu", metavar="FILE.ncu-rep",
+                      help="an Nsight Compute report of the same workload (capture --ncu): its measured roofline "
+                      "points beside the estimated ones (pip install '.[ncu]')")
 
 
 def run(args: argparse.Namespace) -> int:

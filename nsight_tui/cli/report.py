@@ -22,6 +22,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--fail-on", metavar="ID[,ID...]|any",
                         help="exit 1 when one of these findings (section h) is present, e.g. "
                         "sync-stall,host-bound-gap or any (a CI gate; one file)")
+    parser.add_argument("--ncu", metavar="FILE.ncu-rep",
+                        help="an Nsight Compute report of the same workload (capture --ncu): its kernels joined to "
+                        "this trace's ranges, per range (measured vs estimated roofline) and per kernel name")
     roof = parser.add_argument_group("roofline (section g)")
     roof.add_argument("--flops", metavar="FILE.json",
                       help='FLOPs and bytes per range path, for traces without counts: '
@@ -68,6 +71,10 @@ def _run(args) -> int:
     roof = {"flops_file": args.flops, "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps}
     if args.fail_on and folder:
         raise TraceError("--fail-on takes one file, not a folder")
+    if args.ncu and folder:
+        raise TraceError("--ncu takes one export, not a folder")
+    if args.ncu:
+        inputs.append(Path(args.ncu))
     if folder:
         if not runs:
             raise TraceError(f"{visible(target)}: no .sqlite captures in this folder")
@@ -85,6 +92,11 @@ def _run(args) -> int:
         for note in trace.info.notes:  # rows left out, tables without a column they need: as stats says them
             print(f"note: {visible(note)}", file=sys.stderr)
         answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof)
+        if args.ncu:
+            from nsight_tui.parsers.analyses import ncu
+            from nsight_tui.parsers.read.ncu_rep import read_ncu_report
+
+            answers["ncu"] = ncu.answers(trace, read_ncu_report(args.ncu), args.attribution)
         text = report.single_json(answers) if args.format == "json" else report.single_markdown(answers)
     if args.output == "-":
         output.write_stdout(text)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.model.attribution import MODE_HELP
-from nsight_tui.render import backward_parts, findings, gpu_metrics, memory, numbers, process_view, roofline, safe, tables
+from nsight_tui.render import (backward_parts, findings, gpu_metrics, memory, ncu, numbers, process_view, roofline,
+                              safe, tables)
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render import memory_model as memory_model_text
 from nsight_tui.render.sweep import SweepTable
@@ -256,6 +257,7 @@ SECTIONS: list[Section] = [
     backward_parts.section,
     roofline.section,  # (g) How far from the hardware
     occupancy,  # theoretical occupancy of the costliest kernels
+    ncu.section,  # Nsight Compute's figures joined to the ranges (report --ncu)
     ratios,
     idle_section,
     memory.section,  # GPU memory: peak, per phase, out of memory (issue 30)

@@ -67,7 +67,7 @@ def iteration_names(warmup: int, steps: int) -> list[str]:
 
 
 # -- models and output files -------------------------------------------------------------------
-MODEL_ORDER = ("tiny", "small", "medium", "large", "xl", "2.7B")  # size order, for tables
+MODEL_ORDER = ("tiny", "small4", "small", "medium", "large", "xl", "2.7B")  # size order, for tables
 DEFAULT_BATCH = 4
 STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
 

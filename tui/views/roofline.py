@@ -115,7 +115,7 @@ class RooflineScreen(TableScreen):
             plt.title("no point with both FLOPs and bytes to plot")
             widget.refresh()
             return
-        xs, ys = pts["ai"].tolist(), pts["tflops"].tolist()
+        xs = pts["ai"].tolist()
         ridges = [r / data.bandwidth for r in data.roofs.values()] if data.bandwidth else []
         lo = min(xs + ridges) / 4
         hi = max(xs + ridges) * 4
@@ -128,7 +128,14 @@ class RooflineScreen(TableScreen):
                 ridge = peak / data.bandwidth
                 plt.plot([lo, ridge, hi], [lo * data.bandwidth / 1e12, peak / 1e12, peak / 1e12],
                          label=f"{MATH_PATH_WORDS[path]} roof", marker="braille")
-        plt.scatter(xs, ys, marker="o", label=data.mode)
+        estimated = pts[pts["source"] != vm.MEASURED]
+        measured = pts[pts["source"] == vm.MEASURED]
+        if len(estimated):
+            plt.scatter(estimated["ai"].tolist(), estimated["tflops"].tolist(), marker="o",
+                        label=f"{data.mode} ({data.source} FLOPs, nsys time)" if len(measured) else data.mode)
+        if len(measured):  # Nsight Compute's counters (--ncu), beside the estimate
+            plt.scatter(measured["ai"].tolist(), measured["tflops"].tolist(), marker="+",
+                        label="measured (ncu counters, ncu time)")
         current = self._current_label()
         sel = pts[pts["label"] == current]
         if current is not None and len(sel):

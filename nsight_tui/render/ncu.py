@@ -1,0 +1,108 @@
+"""Nsight Compute figures joined to the NVTX tree (analyses.ncu's answers) as text and Markdown.
+
+Every column says whose figure it is: `ncu` columns are Nsight Compute's replay (its locked clocks,
+one kernel at a time), `nsys` the export's timing; occupancy shows theoretical (the export's launch
+configuration, equal to ncu's) / achieved (ncu's measurement) and what limits the theoretical one.
+"""
+from __future__ import annotations
+
+from nsight_tui.parsers.kernels.kernel_names import table_name
+from nsight_tui.render import safe, tables
+
+KERNEL_HEADERS = ["#", "range", "kernel", "nsys µs", "ncu µs", "SM % peak (ncu)", "mem % peak (ncu)",
+                  "DRAM MB (ncu)", "occupancy theor./achieved % (limiter)", "top stalls (warps/issued instr.)",
+                  "ncu rule: est. speedup", "measured GFLOP/s (ncu)"]
+NAME_HEADERS = ["range", "kernel", "n", "ncu µs (mean)", "SM % peak", "mem % peak", "DRAM MB", "DRAM GB/s",
+                "occupancy theor./achieved % (limiter)", "top stalls", "ncu rule: est. speedup (mean)",
+                "measured GFLOP/s"]
+RANGE_HEADERS = ["range", "instances", "kernels", "ncu ms", "measured GFLOP", "DRAM GB", "measured GFLOP/s (ncu time)",
+                 "measured FLOP/B", "estimated GFLOP", "estimated GFLOP/s (nsys time)"]
+
+
+def _f(x, digits: int = 1):
+    return None if x is None else round(float(x), digits)
+
+
+def _occ(theo, achieved, limiter) -> str:
+    if theo is None and achieved is None:
+        return ""
+    return f"{_f(theo):g} / {_f(achieved):g} ({limiter})" if achieved is not None and theo is not None else \
+        f"{_f(theo if theo is not None else achieved):g}"
+
+
+def _stalls(stalls) -> str:
+    return ", ".join(f"{s['reason']} {s['warps_per_issued_instruction']:.2f}" for s in stalls[:2])
+
+
+def _rule(rules, key: str = "speedup_pct") -> str:
+    best = max((r for r in rules if r.get(key) is not None), key=lambda r: r[key], default=None)
+    return f"{best['rule']} {best[key]:.0f}%" if best else ""
+
+
+def _giga(x):
+    return None if x is None else round(x / 1e9, 1)
+
+
+def kernel_rows(a: dict) -> list[list]:
+    return [[k["index"], k["range"], table_name(k["name"]), _f(None if k["nsys_duration_ns"] is None
+                                                             else k["nsys_duration_ns"] / 1e3),
+             _f(k["duration_ns"] / 1e3 if k["duration_ns"] is not None else None), _f(k["sm_throughput_pct"]),
+             _f(k["memory_throughput_pct"]), _f(k["dram_bytes"] / 1e6 if k["dram_bytes"] is not None else None, 2),
+             _occ(k["theoretical_occupancy_pct"], k["achieved_occupancy_pct"], k["occupancy_limiter"]),
+             _stalls(k["stalls"]), _rule(k["rules"]), _giga(k["flops_per_s"])] for k in a["kernels"]]
+
+
+def name_rows(a: dict) -> list[list]:
+    return [[r["range"], table_name(r["name"]), r["instances"], _f(r["duration_ns"] / 1e3 if r["duration_ns"] else None),
+             _f(r["sm_throughput_pct"]), _f(r["memory_throughput_pct"]),
+             _f(r["dram_bytes"] / 1e6 if r["dram_bytes"] is not None else None, 2), _giga(r["dram_bytes_per_s"]),
+             _occ(r["theoretical_occupancy_pct"], r["achieved_occupancy_pct"], r["occupancy_limiter"]),
+             _stalls(r["stalls"]), _rule(r["rules"], "mean_estimated_speedup_pct"), _giga(r["flops_per_s"])]
+            for r in a["by_name"]]
+
+
+def range_rows(a: dict) -> list[list]:
+    return [[p["range"], p["instances"], p["kernels"], _f(p["ncu_duration_ns"] / 1e6, 3), _giga(p["measured_flops"]),
+             _f(p["measured_dram_bytes"] / 1e9, 3), _giga(p["measured_flops_per_s"]),
+             _f(p["measured_intensity_flops_per_byte"]), _giga(p["estimated_flops"]), _giga(p["estimated_flops_per_s"])]
+            for p in a["ranges"]]
+
+
+SHORT_FIX = {"registers": "fewer registers per thread", "shared memory": "less shared memory per block",
+             "blocks": "larger blocks"}  # the whole fix is in the JSON's `fix`
+FINDING_HEADERS = ["finding", "range", "kernel", "saving ms/step (ncu's estimate)", "share of step GPU time",
+                   "occupancy theor./achieved % (limiter)", "fix"]
+
+
+def finding_rows(a: dict) -> list[list]:
+    return [[f["id"], f["ranges"][0], table_name(f["name"]), round(f["saving_ms_per_step"], 3),
+             f"{100 * f['evidence']['share_of_step_gpu_time']:.1f}%",
+             _occ(f["evidence"]["theoretical_occupancy_pct"], f["evidence"]["achieved_occupancy_pct"],
+                  f["evidence"]["occupancy_limiter"]), SHORT_FIX.get(f["evidence"]["occupancy_limiter"], "")]
+            for f in a.get("findings", [])]
+
+
+def notes(a: dict) -> list[str]:
+    out = [f"{a['joined_kernels']} of {a['profiled_kernels']} profiled kernels joined to the export "
+           f"(window: {a['window']}; matched by {a['matched_by']})", a["what"],
+           f"device: {a['device']}", "measured FLOPs: ncu's roofline section (FADD + FMUL + 2 FFMA, and fp64 likewise); "
+           "estimated: the trace's FLOP counts (analyses.roofline)"]
+    return out + list(a["notes"])
+
+
+def section(a: dict) -> list[str]:
+    """The `report` page's section (when --ncu is given): per range, then per kernel name."""
+    n = a.get("ncu")
+    if not n:
+        return []
+    safe_rows = [[safe.markdown(c) if isinstance(c, str) else c for c in row] for row in range_rows(n)]
+    names = [[safe.markdown(c) if isinstance(c, str) else c for c in row] for row in name_rows(n)[:15]]
+    return ["## Below the kernel: Nsight Compute, joined to the NVTX tree", "",
+            tables.markdown(RANGE_HEADERS, safe_rows, title="Measured (ncu) vs estimated roofline, per range",
+                            notes=notes(n)),
+            tables.markdown(NAME_HEADERS, names, title="Per kernel name within a range (mean over profiled "
+                            "instances), the 15 with the most ncu time"),
+            *([tables.markdown(FINDING_HEADERS, [[safe.markdown(c) if isinstance(c, str) else c for c in row]
+                                                 for row in finding_rows(n)],
+                               title="From the hardware: kernels that matter limited by occupancy",
+                               notes=[n["findings"][0]["basis"]])] if n.get("findings") else [])]

@@ -1,0 +1,339 @@
+"""An Nsight Compute report joined to an nsys export: each profiled kernel in the NVTX tree.
+
+Per profiled kernel: the export's kernel it is (parsers.kernels.ncu_join), the range it ran in
+(the export's attribution: backward's kernels, launched by PyTorch's autograd thread with no
+NVTX stack of their own, land in `step_N/backward` like every other view of the trace shows them),
+ncu's figures for it (parsers.kernels.ncu_metrics) and the theoretical occupancy the export alone
+gives (parsers.kernels.occupancy), which should equal ncu's.
+
+Per kernel name within a range: the mean of each figure over its profiled instances. Per range:
+the measured roofline point (ncu's FLOPs and DRAM bytes of its kernels, over ncu's durations) beside
+the estimated one (analyses.roofline: counted or analytic FLOPs over nsys's GPU time).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nsight_tui.parsers.kernels.kernel_names import table_name
+from nsight_tui.parsers.kernels.ncu_join import NcuJoin, join
+from nsight_tui.parsers.kernels.ncu_metrics import KernelFigures, figures
+from nsight_tui.parsers.kernels.occupancy import trace_occupancy
+from nsight_tui.parsers.model.ranges import RangeModel, range_model
+from nsight_tui.parsers.read.ncu_rep import NcuReport
+
+WHAT = ("Nsight Compute's replay of one step (its locked clocks, one kernel at a time): durations, "
+        "throughputs and FLOP/s are ncu's, not nsys's timing")
+MEAN_FIELDS = ("duration_ns", "sm_throughput_pct", "memory_throughput_pct", "dram_bytes", "dram_bytes_per_s",
+               "achieved_occupancy_pct", "theoretical_occupancy_pct", "flops", "flops_per_s")
+_N = re.compile(r"\d+$")
+
+
+@dataclass
+class JoinedKernel:
+    index: int  # ncu's ID (launch order in the report)
+    name: str  # demangled (the export's name)
+    function: str  # ncu's short name
+    op: int  # the export's op position, -1 if not joined
+    path: str  # the export's innermost NVTX range path of the kernel ("" if none or not joined)
+    range_ids: tuple[int, ...]  # that range and its ancestors (positions in trace.ranges), innermost first
+    ncu_stack: tuple[str, ...]  # ncu's NVTX stack for the launching thread (empty: autograd thread)
+    nsys_duration_ns: int | None
+    export_occupancy_pct: float | None  # theoretical, from the export's launch configuration
+    export_limiter: str
+    figures: KernelFigures
+
+    @property
+    def joined_by(self) -> str:
+        if self.op < 0:
+            return "not joined"
+        return "launch order and name" + (" (ncu's NVTX stack agrees)" if self.ncu_stack else
+                                          " (no NVTX stack in ncu: a thread without ranges)")
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "name": self.name, "function": self.function, "op": self.op,
+                "range": self.path, "ncu_nvtx_stack": list(self.ncu_stack), "joined_by": self.joined_by,
+                "nsys_duration_ns": self.nsys_duration_ns,
+                "export_theoretical_occupancy_pct": self.export_occupancy_pct,
+                "export_occupancy_limiter": self.export_limiter, **self.figures.to_json()}
+
+
+@dataclass
+class RangePoint:
+    """One range instance on both rooflines."""
+
+    range_id: int  # the first instance (positions in trace.ranges)
+    path: str
+    kernels: int
+    ncu_duration_ns: float
+    measured_flops: float
+    measured_dram_bytes: float
+    estimated_flops: float | None = None
+    estimated_flops_per_s: float | None = None  # analyses.roofline: FLOPs over nsys's GPU time
+    nsys_gpu_ns: int | None = None
+    instances: int = 1  # range instances of this path in the profiled window (the 4 layers' attention)
+
+    @property
+    def measured_flops_per_s(self) -> float | None:
+        return self.measured_flops / (self.ncu_duration_ns * 1e-9) if self.ncu_duration_ns else None
+
+    @property
+    def measured_intensity_flops_per_byte(self) -> float | None:
+        return self.measured_flops / self.measured_dram_bytes if self.measured_dram_bytes else None
+
+    def to_json(self) -> dict:
+        return {"range": self.path, "instances": self.instances, "kernels": self.kernels, "ncu_duration_ns": self.ncu_duration_ns,
+                "measured_flops": self.measured_flops, "measured_dram_bytes": self.measured_dram_bytes,
+                "measured_flops_per_s": self.measured_flops_per_s,
+                "measured_intensity_flops_per_byte": self.measured_intensity_flops_per_byte,
+                "estimated_flops": self.estimated_flops, "estimated_flops_per_s": self.estimated_flops_per_s,
+                "nsys_gpu_ns": self.nsys_gpu_ns}
+
+
+@dataclass
+class NcuAnalysis:
+    join: NcuJoin
+    kernels: list[JoinedKernel]
+    ranges: list[RangePoint] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def joined(self) -> list[JoinedKernel]:
+        return [k for k in self.kernels if k.op >= 0]
+
+    def by_name(self) -> list[dict]:
+        """Per (range, kernel name): the mean of each figure over the profiled instances, most
+        ncu time first."""
+        groups: dict[tuple[str, str], list[JoinedKernel]] = {}
+        for k in self.kernels:
+            groups.setdefault((k.path, k.name), []).append(k)
+        out = []
+        for (path, name), ks in groups.items():
+            row: dict = {"range": path, "name": name, "function": ks[0].function, "instances": len(ks)}
+            for f in MEAN_FIELDS:
+                values = [getattr(k.figures, f) for k in ks if getattr(k.figures, f) is not None]
+                row[f] = float(np.mean(values)) if values else None
+            limiters = [k.figures.occupancy_limiter for k in ks if k.figures.occupancy_limiter]
+            row["occupancy_limiter"] = max(set(limiters), key=limiters.count) if limiters else ""
+            stalls: dict[str, list[float]] = {}
+            for k in ks:
+                for reason, v in k.figures.stalls:
+                    stalls.setdefault(reason, []).append(v)
+            row["stalls"] = [{"reason": r, "warps_per_issued_instruction": float(np.sum(v)) / len(ks)}
+                             for r, v in sorted(stalls.items(), key=lambda kv: -sum(kv[1]))[:3]]
+            rules: dict[str, list[float]] = {}
+            for k in ks:
+                for rule in k.figures.rules:
+                    if rule.speedup_pct is not None:
+                        rules.setdefault(rule.rule, []).append(rule.speedup_pct)
+            row["rules"] = [{"rule": r, "mean_estimated_speedup_pct": float(np.mean(v)), "instances": len(v)}
+                            for r, v in sorted(rules.items(), key=lambda kv: -float(np.mean(kv[1])))]
+            out.append(row)
+        return sorted(out, key=lambda r: -(r["duration_ns"] or 0) * r["instances"])
+
+
+def _innermost(model: RangeModel, ops: np.ndarray) -> dict[int, int]:
+    """Op position -> the deepest range it is attributed to (the model's attribution)."""
+    pair_op = np.asarray(model.pair_op, dtype=np.int64)
+    pair_range = np.asarray(model.pair_range, dtype=np.int64)
+    sel = np.isin(pair_op, ops)
+    po, pr = pair_op[sel], pair_range[sel]
+    order = np.lexsort((np.asarray(model.depth)[pr], po))  # per op, deepest last
+    po, pr = po[order], pr[order]
+    last = np.r_[po[1:] != po[:-1], True] if len(po) else np.zeros(0, dtype=bool)
+    return dict(zip(po[last].tolist(), pr[last].tolist()))
+
+
+def _chain(model: RangeModel, rid: int) -> tuple[int, ...]:
+    out = []
+    while rid >= 0:
+        out.append(rid)
+        rid = int(model.parent[rid])
+    return tuple(out)
+
+
+def analyse(trace, report: NcuReport, attribution: str = "process") -> NcuAnalysis:
+    j = join(trace, report)
+    model = range_model(trace, attribution)
+    texts = trace.ranges["text"].to_numpy() if len(trace.ranges) else np.array([], dtype=object)
+    ops = j.op_of[j.op_of >= 0]
+    inner = _innermost(model, ops)
+    occ = trace_occupancy(trace)
+    start, end = trace.ops["start"].to_numpy(), trace.ops["end"].to_numpy()
+    kernels = []
+    for rk, op in zip(report.kernels, j.op_of.tolist()):
+        chain = _chain(model, inner[op]) if op in inner else ()
+        path = "/".join(str(texts[i]) for i in reversed(chain))
+        occ_pct, occ_lim = None, ""
+        if op >= 0 and occ.op_config[op] >= 0:
+            cfg = occ.configs.iloc[int(occ.op_config[op])]
+            occ_pct, occ_lim = float(cfg["occupancy_pct"]), str(cfg["limiter"])
+        kernels.append(JoinedKernel(rk.index, rk.name, rk.function, op, path, chain, rk.nvtx_stack,
+                                    int(end[op] - start[op]) if op >= 0 else None, occ_pct, occ_lim, figures(rk)))
+    result = NcuAnalysis(j, kernels, notes=list(j.notes))
+    result.ranges = _range_points(trace, model, kernels, attribution, result.notes)
+    return result
+
+
+def _range_points(trace, model: RangeModel, kernels: list[JoinedKernel], attribution: str,
+                  notes: list[str]) -> list[RangePoint]:
+    texts = trace.ranges["text"].to_numpy()
+    points: dict[int, RangePoint] = {}
+    for k in kernels:
+        for rid in k.range_ids:
+            p = points.get(rid)
+            if p is None:
+                path = "/".join(str(texts[i]) for i in reversed(_chain(model, rid)))
+                p = points[rid] = RangePoint(rid, path, 0, 0.0, 0.0, 0.0)
+            p.kernels += 1
+            p.ncu_duration_ns += k.figures.duration_ns or 0.0
+            p.measured_flops += k.figures.flops or 0.0
+            p.measured_dram_bytes += k.figures.dram_bytes or 0.0
+    try:
+        from nsight_tui.parsers.analyses import roofline
+
+        roof = roofline.build(trace, attribution)
+        for p in points.values():
+            counts_path = "/".join(_N.sub("N", part) for part in p.path.split("/"))
+            est = roof.range_point(np.array([p.range_id]), counts_path)
+            p.estimated_flops, p.estimated_flops_per_s, p.nsys_gpu_ns = est.flops, est.achieved_flops_per_s, est.gpu_ns
+    except Exception as exc:  # noqa: BLE001 - the estimate is a comparison; the measured point stands alone
+        notes.append(f"no estimated roofline beside the measured one: {exc}")
+    return sorted(_by_path(points.values()), key=lambda p: (p.path.count("/"), -p.ncu_duration_ns))
+
+
+def _by_path(points) -> list[RangePoint]:
+    """The instances of one range path (each layer's `scaled_dot_product_attention`) summed:
+    FLOPs, bytes and times add; the rates are then the totals' ratios."""
+    out: dict[str, RangePoint] = {}
+    for p in points:
+        q = out.get(p.path)
+        if q is None:
+            out[p.path] = RangePoint(p.range_id, p.path, p.kernels, p.ncu_duration_ns, p.measured_flops,
+                                     p.measured_dram_bytes, p.estimated_flops, None, p.nsys_gpu_ns)
+            continue
+        q.instances += 1
+        q.kernels += p.kernels
+        q.ncu_duration_ns += p.ncu_duration_ns
+        q.measured_flops += p.measured_flops
+        q.measured_dram_bytes += p.measured_dram_bytes
+        q.estimated_flops = None if q.estimated_flops is None or p.estimated_flops is None else \
+            q.estimated_flops + p.estimated_flops
+        q.nsys_gpu_ns = None if q.nsys_gpu_ns is None or p.nsys_gpu_ns is None else q.nsys_gpu_ns + p.nsys_gpu_ns
+    for q in out.values():
+        q.estimated_flops_per_s = (q.estimated_flops / (q.nsys_gpu_ns * 1e-9)
+                                   if q.estimated_flops is not None and q.nsys_gpu_ns else None)
+    return list(out.values())
+
+
+def answers(trace, report: NcuReport, attribution: str = "process") -> dict:
+    """The `ncu` key of `report -f json` (and `nsight-tui ncu -f json`)."""
+    return answers_of(analyse(trace, report, attribution))
+
+
+def answers_of(a: NcuAnalysis) -> dict:
+    report = a.join.report
+    return {
+        "what": WHAT,
+        "report": str(report.path),
+        "device": report.device,
+        "profiled_kernels": len(a.kernels),
+        "joined_kernels": len(a.joined),
+        "window": a.join.window,
+        "matched_by": f"{a.join.key} name, in launch order",
+        "notes": a.notes,
+        "kernels": [k.to_json() for k in a.kernels],
+        "by_name": a.by_name(),
+        "ranges": [p.to_json() for p in a.ranges],
+        "findings": occupancy_findings(a),
+    }
+
+
+def report_only_answers(report: NcuReport) -> dict:
+    """The same keys without an export: ncu's NVTX stack stands for the range (empty for kernels
+    launched by a thread without ranges), no nsys timing, no estimate, no export occupancy."""
+    kernels = [JoinedKernel(k.index, k.name, k.function, -1, "/".join(k.nvtx_stack), (), k.nvtx_stack, None, None, "",
+                            figures(k)) for k in report.kernels]
+    a = NcuAnalysis(NcuJoin(report, np.full(len(kernels), -1, dtype=np.int64), "", np.zeros(0, dtype=np.int64), ""),
+                    kernels)
+    rows = [k.to_json() for k in kernels]
+    for row in rows:
+        row["range"] = row["range"] or "(no NVTX stack in ncu)"
+        row["joined_by"] = "no export given (--trace)"
+    by_name = a.by_name()
+    for row in by_name:
+        row["range"] = row["range"] or "(no NVTX stack in ncu)"
+    return {"what": WHAT, "report": str(report.path), "device": report.device, "profiled_kernels": len(kernels),
+            "joined_kernels": 0, "window": "", "matched_by": "", "notes": [
+                "no export given: ranges are ncu's NVTX stacks; kernels PyTorch's autograd thread launched have none "
+                "(--trace FILE.sqlite joins them to the export's ranges)"],
+            "kernels": rows, "by_name": by_name, "ranges": [], "findings": []}
+
+
+# -- findings from the hardware (issue 29, item 7) ----------------------------------------------
+OCCUPANCY_LIMITED = "occupancy-limited"
+LOW_THEORETICAL_PCT = 50.0  # below this, the launch configuration caps the warps the SM can hold
+MATTERS_SHARE = 0.02  # a kernel name's share of the profiled step's GPU time (nsys) worth a finding
+OCCUPANCY_RULE = "TheoreticalOccupancy"
+OCCUPANCY_FIXES = {
+    "registers": "fewer registers per thread (__launch_bounds__, -maxrregcount, a smaller tile); for a library GEMM "
+                 "(cuBLAS/CUTLASS pick the kernel), another shape or math mode (TF32, bf16) selects another kernel",
+    "shared memory": "less shared memory per block (smaller tiles), or a larger carve-out "
+                     "(cudaFuncAttributePreferredSharedMemoryCarveout)",
+    "blocks": "larger blocks: the SM's block limit is reached with warps to spare",
+    "warps": "",
+}
+
+
+def occupancy_findings(a: NcuAnalysis) -> list[dict]:
+    """Kernels that matter whose theoretical occupancy, limited by their launch configuration,
+    is low: per (range, kernel name), ncu's own estimate of what lifting the limit saves
+    (its TheoreticalOccupancy rule, a share of the kernel's time) times the kernel's time in the
+    step as nsys timed it (the real run's clocks, not ncu's replay). The saving is ncu's estimate,
+    an upper bound: occupancy hides latency only while something else does not limit first."""
+    joined = a.joined
+    step_ns = sum(k.nsys_duration_ns or 0 for k in joined)
+    groups: dict[tuple[str, str], list[JoinedKernel]] = {}
+    for k in joined:
+        groups.setdefault((k.path, k.name), []).append(k)
+    out = []
+    for (path, name), ks in groups.items():
+        nsys_ns = sum(k.nsys_duration_ns or 0 for k in ks)
+        theo = [k.figures.theoretical_occupancy_pct for k in ks if k.figures.theoretical_occupancy_pct is not None]
+        if not step_ns or nsys_ns < MATTERS_SHARE * step_ns or not theo or max(theo) >= LOW_THEORETICAL_PCT:
+            continue
+        saved_ns = 0.0
+        rows = []
+        for k in ks:
+            rule = next((r for r in k.figures.rules if r.rule == OCCUPANCY_RULE and r.speedup_pct is not None), None)
+            pct = rule.speedup_pct if rule is not None and rule.speedup_pct is not None else 0.0
+            saved_ns += (k.nsys_duration_ns or 0) * pct / 100
+            rows.append({"ncu_index": k.index, "nsys_duration_ns": k.nsys_duration_ns,
+                         "theoretical_occupancy_pct": k.figures.theoretical_occupancy_pct,
+                         "achieved_occupancy_pct": k.figures.achieved_occupancy_pct,
+                         "occupancy_limiter": k.figures.occupancy_limiter, "ncu_estimated_speedup_pct": pct})
+        if not saved_ns:
+            continue
+        limiters = [k.figures.occupancy_limiter for k in ks]
+        limiter = max(set(limiters), key=limiters.count)
+        achieved = [k.figures.achieved_occupancy_pct for k in ks if k.figures.achieved_occupancy_pct is not None]
+        out.append({
+            "id": OCCUPANCY_LIMITED,
+            "title": f"{table_name(name)} in {path}: theoretical occupancy {max(theo):.1f}% "
+                     f"(limited by {limiter})",
+            "ranges": [path], "name": name,
+            "saving_ms_per_step": saved_ns / 1e6,
+            "basis": (f"ncu's {OCCUPANCY_RULE} rule: its estimated speedup (share of the kernel's time) if the "
+                      "occupancy limit were lifted, times each instance's time in the step as nsys timed it; "
+                      "ncu's estimate, an upper bound"),
+            "fix": OCCUPANCY_FIXES.get(limiter, ""),
+            "evidence": {"instances": len(ks), "nsys_ms_per_step": nsys_ns / 1e6, "share_of_step_gpu_time": nsys_ns / step_ns,
+                         "theoretical_occupancy_pct": max(theo),
+                         "achieved_occupancy_pct": float(np.mean(achieved)) if achieved else None,
+                         "occupancy_limiter": limiter,
+                         "blocks_per_sm_by_limit": ks[0].figures.occupancy_limit_blocks},
+            "rows": rows,
+        })
+    return sorted(out, key=lambda f: -f["saving_ms_per_step"])

@@ -1,0 +1,101 @@
+"""`nsight-tui ncu` and `report --ncu` on the real pair (sample_traces/ncu/), against NVIDIA's
+reading of the report (the ncu_report module's dump made on the GPU machine), and their bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ncu_pair import EXPORT_XZ, ROOT, STEM, oracle_kernels, report_xz, unpack
+from nsight_tui.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ncu_cli")
+    return unpack(report_xz(), folder / f"{STEM}.ncu-rep"), unpack(EXPORT_XZ, folder / f"{STEM}.sqlite")
+
+
+def cli(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_ncu_json_with_the_trace_joins_every_kernel(files, capsys):
+    report, export = files
+    code, out, err = cli(["ncu", str(report), "--trace", str(export), "-f", "json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    oracle = oracle_kernels()
+    assert doc["profiled_kernels"] == doc["joined_kernels"] == len(oracle)
+    assert [k["duration_ns"] for k in doc["kernels"]] == [o["metrics"]["gpu__time_duration.sum"][0] for o in oracle]
+    assert [k["achieved_occupancy_pct"] for k in doc["kernels"]] == \
+        [o["metrics"]["sm__warps_active.avg.pct_of_peak_sustained_active"][0] for o in oracle]
+    assert {k["range"].split("/")[1] for k in doc["kernels"]} == {"forward", "backward", "optimizer"}
+    assert {"achieved_occupancy_pct", "theoretical_occupancy_pct", "sm_throughput_pct", "memory_throughput_pct",
+            "dram_bytes", "dram_bytes_per_s", "stalls", "rules", "flops_per_s", "export_theoretical_occupancy_pct",
+            "nsys_duration_ns"} <= set(doc["kernels"][0])
+    assert [p["range"] for p in doc["ranges"][:4]] == ["step_1", "step_1/backward", "step_1/forward", "step_1/optimizer"]
+
+
+def test_ncu_without_a_trace_uses_ncu_stacks(files, capsys):
+    report, _ = files
+    code, out, err = cli(["ncu", str(report), "-f", "json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    stackless = sum(1 for o in oracle_kernels() if not o["nvtx"].get("<default domain>"))
+    assert sum(k["range"] == "(no NVTX stack in ncu)" for k in doc["kernels"]) == stackless > 0
+    assert doc["joined_kernels"] == 0
+
+
+@pytest.mark.parametrize("view, header", [("kernel", "occupancy theor./achieved % (limiter)"),
+                                          ("name", "ncu µs (mean)"), ("range", "measured GFLOP/s (ncu time)")])
+def test_text_views_say_whose_figures(files, capsys, view, header):
+    report, export = files
+    code, out, err = cli(["ncu", str(report), "--trace", str(export), "--by", view], capsys)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert header.split()[0] in flat and "264 of 264 profiled kernels joined" in flat
+    assert "not nsys's timing" in flat
+
+
+def test_report_with_ncu(files, capsys):
+    report, export = files
+    code, out, err = cli(["report", str(export), "--ncu", str(report), "-f", "json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["ncu"]["joined_kernels"] == 264 and "occupancy" in doc
+    code, out, err = cli(["report", str(export), "--ncu", str(report)], capsys)
+    assert code == 0 and "## Below the kernel: Nsight Compute, joined to the NVTX tree" in out
+
+
+def test_bad_input_is_one_line(tmp_path, files, capsys):
+    pytest.importorskip("ncu_report")
+    report, export = files
+    bad = tmp_path / "bad.ncu-rep"
+    bad.write_bytes(b"\x00not a report")
+    for argv, message in ((["ncu", str(bad)], "no profiled kernel"),
+                          (["ncu", str(tmp_path / "absent.ncu-rep")], "no such file"),
+                          (["ncu", str(report), "--by", "range"], "give --trace"),
+                          (["ncu", str(report), "--by", "findings"], "give --trace"),
+                          (["report", str(tmp_path), "--ncu", str(report)], "one export, not a folder"),
+                          (["ncu", str(report), "--trace", str(export), "-o", str(export)], "")):
+        code, out, err = cli(argv, capsys)
+        assert code == 2 and out == "" and err.count("\n") == 1, (argv, err)
+        assert message in err and "Traceback" not in err
+
+
+def test_without_the_reader_installed_says_how_to_get_it(tmp_path):
+    """A Python where `import ncu_report` fails: one line naming the extra."""
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "ncu_report.py").write_text("raise ImportError('not installed')\n")
+    (tmp_path / "x.ncu-rep").write_bytes(b"x")
+    done = subprocess.run([sys.executable, "-m", "nsight_tui", "ncu", str(tmp_path / "x.ncu-rep")],
+                          capture_output=True, text=True, env={"PYTHONPATH": str(stub), "PATH": ""}, timeout=120,
+                          cwd=ROOT)  # `-m` puts the checkout first on the path: this tree's package
+    assert done.returncode == 2 and done.stdout == ""
+    assert "pip install 'nsight-tui[ncu]'" in done.stderr and done.stderr.count("\n") == 1

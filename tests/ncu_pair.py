@@ -1,0 +1,56 @@
+"""The real nsys + Nsight Compute pair of one workload (capture/gpu_ncu.sh, sample_traces/ncu/) and
+NVIDIA's own readings of it, for the ncu tests (a module of its own, not conftest).
+
+The export and the oracles are committed; the 4.7 MB report (`.ncu-rep.xz`) lies in
+sample_traces/ncu/ or ../shared/traces/ncu/; tests that need it skip cleanly where neither has it,
+or where NVIDIA's reader (`pip install 'nsight-tui[ncu]'`) is not installed.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "sample_traces" / "ncu"
+STEM = "small4_ctx128"
+EXPORT_XZ = FOLDER / f"{STEM}.sqlite.xz"
+REPORT_PLACES = (FOLDER, ROOT.parent / "shared" / "traces" / "ncu")
+
+
+def unpack(source: Path, target: Path) -> Path:
+    if not target.exists():
+        partial = target.with_name(target.name + ".partial")
+        with lzma.open(source) as src, open(partial, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        partial.replace(target)
+    return target
+
+
+def report_xz() -> Path:
+    pytest.importorskip("ncu_report", reason="NVIDIA's ncu-report package is not installed")
+    for folder in REPORT_PLACES:
+        path = folder / f"{STEM}.ncu-rep.xz"
+        if path.exists():
+            return path
+    pytest.skip(f"{STEM}.ncu-rep.xz is in neither {' nor '.join(str(p) for p in REPORT_PLACES)}")
+
+
+def oracle_kernels() -> list[dict]:
+    """Per kernel, as the ncu_report module of Nsight Compute 2025.3.1 (extras/python) read it on the
+    GPU machine: names, NVTX stacks, the metrics the tests check (value, unit), the rule results."""
+    with lzma.open(FOLDER / "oracle" / f"{STEM}.ncu_report.json.xz", "rt") as f:
+        return json.load(f)["kernels"]
+
+
+def oracle_raw_csv() -> list[dict]:
+    """`ncu --import R --page raw --csv`: one row per kernel, after a row of units."""
+    with lzma.open(FOLDER / "oracle" / f"{STEM}.ncu_raw.csv.xz", "rt") as f:
+        rows = list(csv.reader(io.StringIO(f.read())))
+    header, units = rows[0], rows[1]
+    return [{h: (v, u) for h, v, u in zip(header, row, units)} for row in rows[2:]]

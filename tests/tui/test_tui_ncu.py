@@ -1,0 +1,127 @@
+"""`nsight-tui FILE --ncu R.ncu-rep`: the roofline view (`r`) plots Nsight Compute's measured points
+beside the estimated ones. Expected figures come from NVIDIA's reading of the report (the ncu_report
+module's dump made on the GPU machine), not from the view's model."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import make_app
+from ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tui_ncu")
+    return unpack(report_xz(), folder / f"{STEM}.ncu-rep"), unpack(EXPORT_XZ, folder / f"{STEM}.sqlite")
+
+
+def oracle_step_point() -> tuple[float, float, float]:
+    """step_1's measured TFLOP/s, FLOP/byte and GB from ncu's own metrics: the roofline section's
+    achieved work ((FADD + FMUL + 2 FFMA) per cycle x SM frequency) x duration, summed."""
+    flops = seconds = dram = 0.0
+    for o in oracle_kernels():
+        m = {n: v[0] for n, v in o["metrics"].items()}
+        rate = (m["smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed"]
+                + m["smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed"]
+                + m["derived__smsp__sass_thread_inst_executed_op_ffma_pred_on_x2"]) * m["smsp__cycles_elapsed.avg.per_second"]
+        flops += rate * m["gpu__time_duration.sum"] * 1e-9
+        seconds += m["gpu__time_duration.sum"] * 1e-9
+        dram += m["dram__bytes.sum"]
+    return flops / seconds / 1e12, flops / dram, dram / 1e9
+
+
+def test_roofline_shows_measured_points_beside_the_estimate(tui, pair):
+    report, export = pair
+    tflops, ai, gb = oracle_step_point()
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(report)
+        async with tui(export, size=(130, 40), app=app) as ui:
+            await ui.press("r")
+            await ui.settle()
+            screen = ui.app.screen
+            assert type(screen).__name__ == "RooflineScreen" and screen.data is not None
+            records = [screen.table.record(i) for i in range(len(screen.table))]
+            measured = {r["label"]: r for r in records if r["source"] == "ncu"}
+            estimated = [r for r in records if r["source"] != "ncu"]
+            assert estimated and "step_1/backward · measured (ncu)" in measured
+            step = measured["step_1 · measured (ncu)"]
+            assert step["tflops"] == pytest.approx(tflops, rel=1e-9)
+            assert step["ai"] == pytest.approx(ai, rel=1e-9)
+            assert step["gb"] == pytest.approx(gb, rel=1e-9)
+            text = ui.text()
+            assert "measured (ncu counters, ncu time)" in text and "FLOPs, nsys time" in text
+            assert "points from Nsight Compute's counters" in text
+
+    asyncio.run(body())
+
+
+def test_ncu_needs_one_export_and_a_readable_report(tmp_path, pair, capsys):
+    from nsight_tui.cli import main
+
+    report, export = pair
+    for argv, message in (([str(export), str(export), "--ncu", str(report)], "--ncu goes with one export"),
+                          ([str(export), "--ncu", str(tmp_path / "absent.ncu-rep")], "no such file")):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_view_6_lists_ncu_figures_per_name_within_a_range(tui, pair):
+    report, export = pair
+    oracle = oracle_kernels()
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(report)
+        async with tui(export, size=(160, 40), app=app) as ui:
+            await ui.press("6")
+            await ui.settle()
+            screen = ui.app.screen
+            assert type(screen).__name__ == "NcuScreen" and screen.view is not None
+            frame = screen.view.frame
+            # one row per (range, name); the instances add up to every profiled kernel
+            assert int(frame["instances"].sum()) == len(oracle)
+            text = ui.flat_text()
+            assert "264 of 264 profiled kernels joined" in text and "Occ th/ach" in text
+            top = frame.iloc[0]
+            members = [o for o in oracle if o["name"] == top["name"]]
+            assert members  # its mean is over the instances in its range only: at most these
+            assert min(o["metrics"]["gpu__time_duration.sum"][0] for o in members) / 1e3 <= top["ncu_us"] <= \
+                max(o["metrics"]["gpu__time_duration.sum"][0] for o in members) / 1e3
+
+    asyncio.run(body())
+
+
+def test_view_6_without_a_report_says_how_to_get_one(tui, pair):
+    _, export = pair
+
+    async def body():
+        async with tui(export, size=(120, 30)) as ui:
+            await ui.press("6")
+            await ui.settle()
+            assert type(ui.app.screen).__name__ != "NcuScreen"
+            assert "no Nsight Compute report: start with --ncu FILE.ncu-rep" in ui.flat_text()  # the status line
+
+    asyncio.run(body())
+
+
+def test_a_bad_report_costs_the_measured_points_not_the_roofline(tui, pair, tmp_path):
+    _, export = pair
+    bad = tmp_path / "bad.ncu-rep"
+    bad.write_bytes(b"\x00not a report")
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(bad)
+        async with tui(export, size=(120, 40), app=app) as ui:
+            await ui.press("r")
+            await ui.settle()
+            data = ui.app.screen.data
+            assert data is not None and len(data.frame) and not (data.frame["source"] == "ncu").any()
+            assert "no measured points" in data.source_line and "no profiled kernel" in data.source_line
+
+    asyncio.run(body())
