@@ -1,9 +1,8 @@
 """The real nsys + Nsight Compute pair of one workload (capture/gpu_ncu.sh, sample_traces/ncu/) and
 NVIDIA's own readings of it, for the ncu tests (a module of its own, not conftest).
 
-The export and the oracles are committed; the 4.7 MB report (`.ncu-rep.xz`) lies in
-sample_traces/ncu/ or ../shared/traces/ncu/; tests that need it skip cleanly where neither has it,
-or where NVIDIA's reader (`pip install 'nsight-tui[ncu]'`) is not installed.
+The export, the report (`.ncu-rep.xz`, 4.7 MB) and the oracles are committed; tests that need the
+report skip cleanly where NVIDIA's reader (`pip install 'nsight-tui[ncu]'`) is not installed.
 """
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "sample_traces" / "ncu"
 STEM = "small4_ctx128"
 EXPORT_XZ = FOLDER / f"{STEM}.sqlite.xz"
-REPORT_PLACES = (FOLDER, ROOT.parent / "shared" / "traces" / "ncu")
+REPORT_PLACES = (FOLDER,)
 
 
 def unpack(source: Path, target: Path) -> Path:
@@ -38,7 +37,7 @@ def report_xz() -> Path:
         path = folder / f"{STEM}.ncu-rep.xz"
         if path.exists():
             return path
-    pytest.skip(f"{STEM}.ncu-rep.xz is in neither {' nor '.join(str(p) for p in REPORT_PLACES)}")
+    pytest.skip(f"{STEM}.ncu-rep.xz is not in {', '.join(str(p) for p in REPORT_PLACES)}")
 
 
 def oracle_kernels() -> list[dict]:
