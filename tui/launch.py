@@ -248,12 +248,7 @@ def launch(args) -> int:
         code = 128 + guard.signal
         _flush_quietly()
         os._exit(code)
-    from nsight_tui.parsers.read.cache import WRITER_THREAD
-
-    # (the cache's writers are not stuck: they finish the copy that makes the next open fast,
-    # and the interpreter's exit waits for them)
-    if any(t.is_alive() and not t.daemon and t.name != WRITER_THREAD
-           for t in threading.enumerate() if t is not threading.main_thread()):
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         # `q` during a long load: a worker thread is still reading the (read-only) file and
         # cannot be interrupted; nothing is left to write, so leave now instead of waiting.
         sys.stdout.flush()

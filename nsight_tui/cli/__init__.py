@@ -38,6 +38,14 @@ def _parser(module_name: str, prog: str, help_text: str, epilog: str | None = No
 NO_TRACE = ("nsight_tui.cli.capture", "nsight_tui.cli.cache")  # the commands that open no profile
 
 
+def _finish_cache() -> None:
+    """A command that ends normally waits for the copies it started into the per-user cache
+    (background threads, so the command's own work went on meanwhile); a signal does not."""
+    cache = sys.modules.get("nsight_tui.parsers.read.cache")  # not imported: nothing was loaded
+    if cache is not None:
+        cache.wait_all()
+
+
 def _parsed(parser, argv: list[str]):
     args = parser.parse_args(argv)
     if getattr(args, "no_cache", False):
@@ -52,7 +60,9 @@ WRITERS = ("stats", "report", "diff", "ranks")  # the commands that write output
 def _subcommand(argv: list[str]) -> int:
     module_name, help_text = SUBCOMMANDS[argv[0]]
     parser, module = _parser(module_name, f"nsight-tui {argv[0]}", help_text)
-    return int(module.run(_parsed(parser, argv[1:])) or 0)
+    code = int(module.run(_parsed(parser, argv[1:])) or 0)
+    _finish_cache()
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
             return _subcommand(argv)
         epilog = "subcommands: " + "; ".join(f"{k}: {v[1]}" for k, v in SUBCOMMANDS.items())
         parser, module = _parser(OPEN[0], "nsight-tui", OPEN[1], epilog)
-        return int(module.run(_parsed(parser, argv)) or 0)
+        code = int(module.run(_parsed(parser, argv)) or 0)
+        _finish_cache()
+        return code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

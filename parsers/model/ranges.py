@@ -188,8 +188,16 @@ class RangeModel:
 
     def _bundle(self) -> Bundle:
         main = [[int(g), vars(m)] for g, m in self.main_info.items()]
-        return Bundle(values={"main_info": main, "n": self.n, "ops": len(self.trace.ops)},
-                      arrays={name: getattr(self, name) for name in self.SAVED})
+        arrays = {name: getattr(self, name) for name in self.SAVED}
+        # What the tree on screen needs next, linear in the ranges (seconds at 3M ranges):
+        # computed now, once, and kept with the rest.
+        is_op, key = self._names_folded
+        key_code, key_text = pd.factorize(pd.Series(key, dtype=object))
+        tops, hosts = self._foreign_tops()
+        arrays.update(range_is_op=is_op, range_key_code=key_code.astype(np.int32), foreign_tops=tops,
+                      foreign_hosts=hosts)
+        return Bundle(values={"main_info": main, "n": self.n, "ops": len(self.trace.ops),
+                              "range_keys": [str(k) for k in key_text]}, arrays=arrays)
 
     def _restore(self, saved: Bundle) -> bool:
         """Take what `_bundle` stored; False (nothing taken) if it does not fit this trace."""
@@ -198,12 +206,17 @@ class RangeModel:
                 return False
             main_info = {int(g): MainThread(**fields) for g, fields in saved.values["main_info"]}
             arrays = {name: saved.arrays[name] for name in self.SAVED}
+            if not all(k in saved.arrays for k in ("range_is_op", "range_key_code", "foreign_tops", "foreign_hosts")):
+                return False
         except (KeyError, TypeError, ValueError):
             return False
         self.main_info = main_info
         self.main_threads = {gpid: m.gtid for gpid, m in self.main_info.items()}
         for name, values in arrays.items():
             setattr(self, name, values)
+        keys = np.array(saved.values["range_keys"] + [""], dtype=object)
+        self.__dict__["_names_folded"] = (saved.arrays["range_is_op"], keys[saved.arrays["range_key_code"]])
+        self._foreign = (saved.arrays["foreign_tops"], saved.arrays["foreign_hosts"])
         return True
 
     def _attribute(self, trace: Trace, mode: str, main_thread: str | None, tree_from: "RangeModel | None") -> None:

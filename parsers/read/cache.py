@@ -95,7 +95,7 @@ _writers: list[threading.Thread] = []
 
 
 def wait_all() -> None:
-    """Wait for every bundle this process is writing (tests; a caller about to exit)."""
+    """Wait for every bundle this process is writing (the CLI before it exits; tests)."""
     while True:
         with _lock:
             if not _writers:
@@ -132,6 +132,8 @@ def code_stamp() -> str:
         here = Path(__file__).resolve().parent
         for folder in (here, here.parent / "model"):
             for src in sorted(folder.glob("*.py")):
+                if src.name == Path(__file__).name:
+                    continue  # this module's layout is FORMAT's
                 h.update(src.name.encode())
                 h.update(src.read_bytes())
         _code_stamp = h.hexdigest()
@@ -197,7 +199,9 @@ class Entry:
         if not usable():
             return
         if background:
-            t = threading.Thread(target=self._write, args=(name, bundle), name=WRITER_THREAD, daemon=False)
+            # A daemon: a signal or an error ends the process without waiting for the copy (its
+            # temporary folder is removed by a later writer); a normal exit waits (wait_all).
+            t = threading.Thread(target=self._write, args=(name, bundle), name=WRITER_THREAD, daemon=True)
             self.writers.append(t)
             with _lock:
                 _writers.append(t)
@@ -410,7 +414,8 @@ def evict(root: Path, keep: Path | None = None) -> None:
     for p in root.iterdir():
         if p.name.startswith((TMP_PREFIX, TRASH_PREFIX)):
             try:
-                if now - p.stat().st_mtime > STALE_TMP_S or p.name.startswith(TRASH_PREFIX):
+                if (p.name.startswith(TRASH_PREFIX) or now - p.stat().st_mtime > STALE_TMP_S
+                        or not _alive(p.name[len(TMP_PREFIX):].split("-")[0])):
                     shutil.rmtree(p, ignore_errors=True)
             except OSError:
                 pass
@@ -424,6 +429,17 @@ def evict(root: Path, keep: Path | None = None) -> None:
             continue
         shutil.rmtree(root / s.slot, ignore_errors=True)
         total -= s.bytes
+
+
+def _alive(pid: str) -> bool:
+    """The process that named a temporary folder is still running (it may be writing)."""
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 def clear(root: Path | None = None) -> tuple[int, int]:
@@ -475,10 +491,29 @@ def get_frame(bundle: Bundle, name: str):
                 raise ValueError(f"{name}.{col}: {values.dtype}, stored as {dtype}")
             data[col] = values
         else:
-            table = np.array(list(entry[3]) + [None], dtype=object)
-            data[col] = pd.Series(table[values], dtype=pd.api.types.pandas_dtype(dtype)) if len(values) else \
-                pd.Series([], dtype=pd.api.types.pandas_dtype(dtype))
+            data[col] = _text_column(values, entry[3], pd.api.types.pandas_dtype(dtype))
     frame = pd.DataFrame(data, copy=False)
     if len(frame) != spec["rows"]:
         raise ValueError(f"{name}: {len(frame)} rows, stored {spec['rows']}")
     return frame
+
+
+def _text_column(codes: np.ndarray, texts: list, dtype):
+    """A text column from its codes: built in Arrow when the column is Arrow-backed (10^6
+    Python strings through pandas' per-value checks took seconds at 24M kernels), else
+    value by value (pyarrow is optional)."""
+    import pandas as pd
+
+    if getattr(dtype, "storage", None) == "pyarrow":
+        try:
+            import pyarrow as pa
+            from pandas.arrays import ArrowStringArray
+        except ImportError:
+            pass
+        else:
+            missing = codes < 0
+            taken = pa.array(texts, pa.large_string()).take(
+                pa.array(np.where(missing, 0, codes), mask=missing) if len(texts) else pa.nulls(len(codes), pa.int32()))
+            return pd.Series(ArrowStringArray(pa.chunked_array([taken]), dtype=dtype), copy=False)
+    table = np.array(list(texts) + [None], dtype=object)
+    return pd.Series(table[codes], dtype=dtype)

@@ -689,7 +689,8 @@ class TraceLoader:
         # (read.cache); the file itself is still opened once, to refuse what is not a profile.
         self.entry = store.open_entry(self.path) if cache else None
         self.cached = _from_cache(self.entry, self.path) if self.entry is not None else None
-        self.tables = open_tables(self.path, native=native, probe=self.cached is None)
+        # (from the cache: sqlite3 opens it, no probe; the native reader's import is not needed)
+        self.tables = open_tables(self.path, native=native and self.cached is None, probe=self.cached is None)
         if self.cached is not None:
             self.has_cuda, self.has_nvtx = self.cached.info.has_cuda, self.cached.info.has_nvtx
             self._early = self.cached

@@ -112,9 +112,17 @@ def test_second_open_reads_the_cache_and_equals_the_file(cache_dir, profile):
     assert kernel_figures(second) == sql_kernels(profile)
 
 
-def test_range_model_is_kept_and_restored_equal(cache_dir, profile):
+MODEL_SAMPLES = [SAMPLES / n for n in ("small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite",
+                                        "small_ctx128_emitnvtx.sqlite", "small_ctx128_ddp2.sqlite")]
+
+
+@pytest.mark.parametrize("sample", MODEL_SAMPLES, ids=lambda p: p.stem)
+def test_range_model_is_kept_and_restored_equal(cache_dir, tmp_path, sample):
+    """Op ranges (agnvtx, emitnvtx), another thread's ranges under the main one, two ranks."""
     from nsight_tui.parsers.model.ranges import range_model
 
+    profile = tmp_path / sample.name
+    shutil.copyfile(sample, profile)
     first = loaded(profile)
     built = range_model(first, "process")
     cache.wait_all()
@@ -124,6 +132,12 @@ def test_range_model_is_kept_and_restored_equal(cache_dir, profile):
     for name in restored.SAVED:
         np.testing.assert_array_equal(getattr(restored, name), getattr(built, name), err_msg=name)
     assert restored.main_info == built.main_info
+    np.testing.assert_array_equal(restored.range_is_op, built.range_is_op)
+    assert restored.range_key.tolist() == built.range_key.tolist()
+    for a, b in zip(restored._foreign_tops(), built._foreign_tops()):
+        np.testing.assert_array_equal(a, b)
+    assert [(g.gtid, g.label, [r.name for r in g.roots]) for g in restored.aggregated_groups] == \
+        [(g.gtid, g.label, [r.name for r in g.roots]) for g in built.aggregated_groups]
     # an independent figure: the kernels attributed to the top ranges of the main thread sum to
     # what SQL finds under them (one per step, so every kernel of a step counts once)
     truth = range_model(load_trace(profile, native=False), "process")
@@ -233,8 +247,10 @@ def test_damaged_bundle_is_ignored_and_rebuilt(cache_dir, profile, damage):
 PROBE = """
 import mmap
 import sys
+from nsight_tui.parsers.read import cache
 from nsight_tui.parsers.read.load import load_trace
 t = load_trace(sys.argv[1])
+cache.wait_all()  # as the CLI does before a normal exit
 col = t.ops["start"].to_numpy()
 while col is not None and not isinstance(col, mmap.mmap):
     col = getattr(col, "base", None)
