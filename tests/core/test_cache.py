@@ -140,8 +140,18 @@ def test_range_model_is_kept_and_restored_equal(cache_dir, tmp_path, sample):
         [(g.gtid, g.label, [r.name for r in g.roots]) for g in built.aggregated_groups]
     # an independent figure: the kernels attributed to the top ranges of the main thread sum to
     # what SQL finds under them (one per step, so every kernel of a step counts once)
-    truth = range_model(load_trace(profile, native=False), "process")
+    plain = load_trace(profile, native=False)
+    truth = range_model(plain, "process")
     np.testing.assert_array_equal(restored.kernel_ns, truth.kernel_ns)
+    # the ranks (process, GPU pairs) of the header's badge, kept too: the same as from the file
+    from nsight_tui.parsers.analyses.ranks import find_ranks
+
+    assert find_ranks(second) == find_ranks(plain)
+    cache.wait_all()
+    third = loaded(profile)
+    assert find_ranks(third) == find_ranks(plain)
+    assert (cache_dir / cache.identity_of(profile).slot / "process_device_pairs").is_dir()
+    assert len(find_ranks(plain)) == (2 if "ddp2" in sample.name else 1)
 
 
 def test_reports_with_and_without_cache_byte_identical(cache_dir, profile, capsys, monkeypatch):
@@ -378,3 +388,38 @@ def test_cache_off_by_environment_reads_and_writes_nothing(cache_dir, profile, m
     loaded(profile)
     loaded(profile)
     assert not cache_dir.exists()
+
+
+def test_cache_without_pyarrow(cache_dir, profile):
+    """pyarrow is optional: without it (tests/without_arrow hides it) the cache is written and
+    read all the same, and the reports do not change."""
+    hide = str(ROOT / "tests" / "without_arrow")
+    env = _stats_env(cache_dir)
+    env["PYTHONPATH"] = os.pathsep.join([hide, *filter(None, [env.get("PYTHONPATH")])])
+    plain = subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(profile), "-f", "json", "--no-cache"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    runs = [_stats(profile, env) for _ in range(2)]
+    assert plain.returncode == 0 and plain.stdout
+    assert [r.stdout for r in runs] == [plain.stdout, plain.stdout]
+    assert [r.stderr for r in runs] == [plain.stderr, plain.stderr]
+    probe = subprocess.run([sys.executable, "-c", PROBE, str(profile)], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert probe.stdout.split()[0] == "True", probe.stderr
+    assert "hidden by tests/without_arrow" in subprocess.run(
+        [sys.executable, "-c", "import pyarrow"], env=env, capture_output=True, text=True).stderr
+
+
+def test_leftovers_of_a_writer_that_died_are_removed(cache_dir, profile):
+    """A process killed mid-write leaves its temporary folder (never a bundle: the rename is
+    the last step); the next write removes it, and not a live writer's."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    cache_dir.mkdir(parents=True)
+    left = cache_dir / f"{cache.TMP_PREFIX}{dead}-1-1"
+    live = cache_dir / f"{cache.TMP_PREFIX}{os.getpid()}-1-1"
+    for folder in (left, live):
+        folder.mkdir()
+        (folder / "a0.npy").write_bytes(b"half a file")
+    loaded(profile)
+    assert not left.exists() and live.exists()
+    assert from_cache(loaded(profile))
