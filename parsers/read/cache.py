@@ -47,6 +47,7 @@ EDGE_BYTES = 64 * 1024  # bytes hashed at each end of the profile
 DEFAULT_MAX_BYTES = 20 * 10**9
 DEFAULT_FREE_SHARE = 0.2
 MANIFEST = "manifest.json"
+TRACE_BUNDLE = "trace"  # the loaded trace's bundle (read.load)
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".old-"
 STALE_TMP_S = 3600  # a temporary folder this old was left by a process that died mid-write
@@ -340,6 +341,13 @@ def open_entry(path: str | os.PathLike) -> Entry | None:
     if ident is None:
         return None
     return Entry(cache_root(), ident, Path(os.path.abspath(path)))
+
+
+def holds(path: str | os.PathLike, name: str) -> bool:
+    """The cache holds a whole bundle `name` made from this very file (its manifest and file
+    sizes checked, nothing mapped): the file was read to its end before, unchanged since."""
+    entry = open_entry(path)
+    return entry is not None and _current(entry.slot / _safe_name(name), entry.ident)
 
 
 # -- size and eviction ----------------------------------------------------------------------

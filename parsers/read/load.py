@@ -851,7 +851,7 @@ def _without_incomplete_tables(schema: Schema) -> list[str]:
     return notes
 
 
-TRACE_BUNDLE = "trace"
+TRACE_BUNDLE = store.TRACE_BUNDLE
 
 
 def _to_bundle(trace: Trace) -> store.Bundle:

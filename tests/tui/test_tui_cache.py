@@ -46,3 +46,34 @@ def test_second_open_shows_the_first_opens_tree_from_the_cache(tmp_path, monkeyp
     assert staged.tree() is None
     trace, _ = staged.finish()
     assert not trace.info.gpu_pending and trace.info.kernels > 0
+
+
+def test_a_cached_unchanged_file_is_opened_without_touching_every_table(tmp_path, monkeypatch):
+    """`nsight-tui FILE` touches the last page of every big table before the app starts (a
+    truncated copy fails there); a file the cache holds, unchanged since it was read to its
+    end, skips that (30 s at 4 GB). A changed file is touched again."""
+    import os
+
+    from nsight_tui.parsers.read import columns
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.tui.launch import check_readable
+
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    monkeypatch.setattr(cache, "_off_for_process", False)
+    touched: list = []
+    real = columns.probe_integrity
+    monkeypatch.setattr(columns, "probe_integrity", lambda *a: touched.append(a[1]) or real(*a))
+    path = tmp_path / SAMPLE.name
+    shutil.copyfile(SAMPLE, path)
+    check_readable(path)
+    assert touched == [path]  # not cached yet
+    load_trace(path)
+    cache.wait_all()
+    touched.clear()
+    check_readable(path)
+    assert touched == []
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    check_readable(path)
+    assert touched == [path]
