@@ -194,10 +194,25 @@ def run_child(cmd: list[str], timeout: float, env: dict | None = None) -> Child:
         )
 
 
+# The tool's per-user cache (parsers/read/cache.py) lives, for the benchmark, in a folder of
+# its own (never the user's ~/.cache), emptied where a figure is for a first open.
+BENCH_CACHE = OUT_DIR / f"cache-{os.getpid()}"
+
+
 def _env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    env["NSIGHT_TUI_CACHE_DIR"] = str(BENCH_CACHE)
+    env.pop("NSIGHT_TUI_NO_CACHE", None)
     return env
+
+
+def clear_cache() -> None:
+    shutil.rmtree(BENCH_CACHE, ignore_errors=True)
+
+
+def cache_bytes() -> int:
+    return sum(f.stat().st_size for f in BENCH_CACHE.rglob("*") if f.is_file()) if BENCH_CACHE.exists() else 0
 
 
 NATIVE_READERS = ("adbc", "connectorx")
@@ -228,9 +243,12 @@ def measure_columnar_floor(path: Path, repeat: int) -> dict:
     return best
 
 
-def measure_stats(path: Path, cmd: list[str], repeat: int, timeout: float) -> dict:
+def measure_stats(path: Path, cmd: list[str], repeat: int, timeout: float, prepare=None) -> dict:
+    """`prepare()` before each run (the cache emptied, for a first open each time)."""
     best = None
     for _ in range(repeat):
+        if prepare is not None:
+            prepare()
         with tempfile.TemporaryDirectory(prefix="nsight-bench-") as tmp:
             c = run_child([*cmd, "stats", str(path), "-f", "csv", "-o", f"{tmp}/x"], timeout, env=_env())
             reports = sorted(p.name for p in Path(tmp).iterdir())
@@ -335,6 +353,24 @@ def _peak_rss_of_tree(pid: int) -> int:
     return best
 
 
+def _rss_parts_of_tree(pid: int) -> tuple[int, int]:
+    """(private, file-backed) resident bytes of the tree now (RssAnon + RssShmem, RssFile): the
+    cache's memory-mapped columns are file pages the kernel can drop and share, not the
+    process's own memory."""
+    private = mapped = 0
+    for p in _descendants(pid):
+        try:
+            with open(f"/proc/{p}/status") as fh:
+                for line in fh:
+                    if line.startswith(("RssAnon:", "RssShmem:")):
+                        private += int(line.split()[1]) * 1024
+                    elif line.startswith("RssFile:"):
+                        mapped += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return private, mapped
+
+
 def measure_first_screen(path: Path, cmd: list[str], timeout: float, key_repeats: int) -> dict:
     if shutil.which("tmux") is None:
         return {"error": "tmux not installed"}
@@ -369,6 +405,7 @@ def measure_first_screen(path: Path, cmd: list[str], timeout: float, key_repeats
             "self_reported_s": float(m.group(1)) if m else None,
             "peak_rss_bytes": _peak_rss_of_tree(pane_pid),
         }
+        result["private_rss_bytes"], result["file_rss_bytes"] = _rss_parts_of_tree(pane_pid)
         result["keys_ms"] = _terminal_keys(tmux, key_repeats)
         tmux("send-keys", "-t", "bench", "q", check=False)
         return result
@@ -459,6 +496,10 @@ class Row:
     stats: dict = field(default_factory=dict)
     screen: dict = field(default_factory=dict)
     keys: dict = field(default_factory=dict)
+    # issue 32: the same with the cache filled by a first open
+    stats2: dict = field(default_factory=dict)
+    screen2: dict = field(default_factory=dict)
+    cache_bytes: int = 0
 
 
 def _mb(b) -> str:
@@ -582,6 +623,84 @@ def targets(rows: list[Row]) -> list[tuple[str, str, str]]:
     return out
 
 
+def cache_table(rows: list[Row]) -> list[str]:
+    """Issue 32: first open (cache empty) against second open (from the cache), per scale."""
+    if not any(r.screen2 or r.stats2 for r in rows):
+        return []
+    out = [
+        "## First and second open (issue 32: the per-user cache)",
+        "",
+        "First open: the cache empty (the load writes it meanwhile, in the background). Second open: the "
+        "same file again, unchanged, its columns and range model memory-mapped from the cache. Private RSS: "
+        "the process tree's RssAnon + RssShmem at its first screen; file-backed: RssFile then (the cache's "
+        "mapped pages, which the kernel shares and can drop). Times against the columnar floor at that scale.",
+        "",
+        "| scale | file MB | columnar floor s | first open: first screen s (/floor) | first open: private RSS MB "
+        "(/file) | stats, first open s (/floor) [CPU s] | stats peak RSS MB (/file) | cache MB | second open: "
+        "first screen s [CPU s] | second open: private / file-backed RSS MB | stats, second open s (/floor) [CPU s] |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def secs(d: dict, f) -> str:
+        if "seconds" not in d:
+            return f"n/a: {d['error']}" if "error" in d else "n/a"
+        cpu = f" [{d['cpu_s']:.2f}]" if d.get("cpu_s") else ""
+        return f"{d['seconds']:.2f} ({_ratio(d['seconds'], f)}){cpu}"
+
+    for r in rows:
+        size, f = r.counts["bytes"], r.floor_col.get("seconds")
+        priv = r.screen.get("private_rss_bytes")
+        p2, m2 = r.screen2.get("private_rss_bytes"), r.screen2.get("file_rss_bytes")
+        srss = r.stats.get("peak_rss_bytes")
+        out.append("| " + " | ".join([
+            f"x{r.scale}", _mb(size), f"{f:.2f}" if f else "n/a", secs(r.screen, f),
+            f"{_mb(priv)} ({priv / size:.1f}x)" if priv else "n/a",
+            secs(r.stats, f), f"{_mb(srss)} ({srss / size:.1f}x)" if srss else "n/a",
+            _mb(r.cache_bytes) if r.cache_bytes else "n/a",
+            f"{r.screen2['seconds']:.2f} [{r.screen2['cpu_s']:.2f}]" if "seconds" in r.screen2 else "n/a",
+            f"{_mb(p2)} / {_mb(m2)}" if p2 is not None and m2 is not None else "n/a",
+            secs(r.stats2, f),
+        ]) + " |")
+    return out
+
+
+def cache_targets(rows: list[Row]) -> list[str]:
+    """Issue 32's targets: at the largest scale measured (x40 in a full run), and the second
+    open at every scale; the keys at x8."""
+    if not rows:
+        return []
+    big = max(rows, key=lambda r: r.scale)
+    f, size = big.floor_col.get("seconds"), big.counts["bytes"]
+    out = ["## Targets (issue 32)", "", "| target | measured | verdict |", "|---|---|---|"]
+
+    def line(target: str, measured: str, ok: bool | None) -> None:
+        out.append(f"| {target} | {measured} | {'n/a' if ok is None else 'met' if ok else 'NOT met'} |")
+
+    s = big.screen.get("seconds")
+    line(f"x{big.scale}: first screen (first open) <= 1.5x the columnar floor",
+         f"{s:.2f} s vs {f:.2f} s ({s / f:.1f}x)" if s and f else "n/a", s <= 1.5 * f if s and f else None)
+    priv = big.screen.get("private_rss_bytes")
+    line(f"x{big.scale}: private RSS at the first screen <= the file ({_mb(size)} MB)",
+         f"{_mb(priv)} MB ({priv / size:.2f}x); peak RSS {_mb(big.screen['peak_rss_bytes'])} MB" if priv else "n/a",
+         priv <= size if priv else None)
+    st = big.stats.get("seconds")
+    line(f"x{big.scale}: stats (first open, cache written) <= 2x the columnar floor",
+         f"{st:.2f} s ({st / f:.1f}x)" if st and f else "n/a", st <= 2 * f if st and f else None)
+    st2 = big.stats2.get("seconds")
+    line(f"x{big.scale}: stats (second open) <= 2x the columnar floor",
+         f"{st2:.2f} s ({st2 / f:.1f}x)" if st2 and f else "n/a", st2 <= 2 * f if st2 and f else None)
+    seconds = [(r.scale, r.screen2.get("seconds")) for r in rows]
+    measured = [(sc, v) for sc, v in seconds if v]
+    line("second open of an unchanged file: tree with GPU columns <= 3 s, at every scale",
+         ", ".join(f"x{sc} {v:.2f} s" for sc, v in measured) or "n/a",
+         all(v <= 3 for _, v in measured) if measured else None)
+    x8 = next((r for r in rows if r.scale == 8), None)
+    worst = _worst_key_ms(x8) if x8 is not None else None
+    line("x8 (4.8M kernels): every key <= 100 ms", f"worst {worst:.0f} ms" if worst is not None else "n/a",
+         worst <= 100 if worst is not None else None)
+    return out
+
+
 def keys_table(rows: list[Row]) -> list[str]:
     """Keystroke latency, one row per key, one column per scale: median / max ms."""
     names: list[str] = []
@@ -622,7 +741,7 @@ def keys_table(rows: list[Row]) -> list[str]:
 
 def write_results(path: Path | None, info: dict, base_note: str, rows: list[Row], cmd: list[str], args) -> str:
     lines = [
-        "# Benchmark results (issues 6 and 11)",
+        "# Benchmark results (issues 6, 11 and 32)",
         "",
         "Written by `python bench/run.py`; see bench/README.md for what each figure means.",
         "",
@@ -654,11 +773,15 @@ def write_results(path: Path | None, info: dict, base_note: str, rows: list[Row]
         "|---|---|---|",
     ]
     lines += [f"| {t} | {m} | {v} |" for t, m, v in targets(rows)]
+    for part in (cache_table(rows), cache_targets(rows)):
+        if part:
+            lines += ["", *part]
     lines += ["", *keys_table(rows)]
     detail = []
     for r in rows:
         for label, d in (("floor", r.floor), ("columnar floor", r.floor_col), ("stats", r.stats),
-                         ("first screen", r.screen), ("keys (headless)", r.keys)):
+                         ("first screen", r.screen), ("stats (second open)", r.stats2),
+                         ("first screen (second open)", r.screen2), ("keys (headless)", r.keys)):
             if "error" in d:
                 detail.append(f"- x{r.scale} {label}: n/a: {d['error']}")
         if r.floor_col.get("all"):
@@ -720,8 +843,8 @@ def _part_list(text: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="scale benchmark of nsight-tui (issues 6 and 11)")
     p.add_argument("--base", type=Path, help=f"the x1 trace (default {DEFAULT_BASE.relative_to(REPO)} if present)")
-    p.add_argument("--scales", default="1,2,4,8", type=_scale_list,
-                   help="comma list of multiples of the base (default 1,2,4,8)")
+    p.add_argument("--scales", default="1,2,4,8,40", type=_scale_list,
+                   help="comma list of multiples of the base (default 1,2,4,8,40)")
     p.add_argument("--out", type=Path, help="results file (default bench/RESULTS.md for a full run; a partial "
                    "run (--only, --scales) prints only, unless --out is given)")
     p.add_argument("--cmd", default=f"{sys.executable} -m nsight_tui",
@@ -730,11 +853,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=",".join(PARTS), type=_part_list, help="which parts to run (comma list)")
     p.add_argument("--repeat", type=_positive, default=1, help="runs of floor and stats per scale (best kept)")
     p.add_argument("--timeout", type=float, default=600, help="seconds before a stats run or a TUI load is abandoned")
-    p.add_argument("--max-gb", type=float, default=3.0, help="skip scales whose file would exceed this")
+    p.add_argument("--max-gb", type=float, default=5.0, help="skip scales whose file would exceed this")
     p.add_argument("--clean", action="store_true", help="delete each scaled file (x2 and up) once measured")
+    p.add_argument("--python-floor-max-gb", type=float, default=1.5,
+                   help="skip the Python floor (every row as tuples) for files bigger than this")
+    p.add_argument("--keys-scales", type=_scale_list, default=[1, 2, 4, 8],
+                   help="scales to run the headless key benchmark at (default 1,2,4,8)")
     args = p.parse_args(argv)
     parts, scales = set(args.only), args.scales
-    if args.out is None and parts == set(PARTS) and scales == [1, 2, 4, 8]:
+    if args.out is None and parts == set(PARTS) and scales == [1, 2, 4, 8, 40]:
         args.out = BENCH / "RESULTS.md"  # only a full run replaces the committed results
     cmd = shlex.split(args.cmd)
 
@@ -767,19 +894,36 @@ def main(argv: list[str] | None = None) -> int:
         log(f"x{scale}: {path.name}: {row.counts['kernels']:,} kernels, {_mb(row.counts['bytes'])} MB")
         _warm_cache(path)
         if "floor" in parts:
-            row.floor = measure_floor(path, args.repeat)
+            if row.counts["bytes"] <= args.python_floor_max_gb * 1e9:
+                row.floor = measure_floor(path, args.repeat)
+            else:  # every row as Python tuples: several times the file in memory
+                row.floor = {"error": f"skipped above {args.python_floor_max_gb:g} GB (--python-floor-max-gb)"}
             log(f"  floor: {_brief(row.floor)}")
             row.floor_col = measure_columnar_floor(path, args.repeat)
             log(f"  columnar floor: {_brief(row.floor_col)}")
-        if "stats" in parts:
-            row.stats = measure_stats(path, cmd, args.repeat, args.timeout)
-            log(f"  stats: {_brief(row.stats)}")
+        # First open: the cache empty (what a new file costs, its cache written meanwhile);
+        # second open: the cache a first open wrote (issue 32).
         if "screen" in parts:
+            clear_cache()
             row.screen = measure_first_screen(path, cmd, args.timeout, key_repeats=5)
-            log(f"  first screen: {_brief(row.screen)}")
-        if "keys" in parts:
+            log(f"  first screen (first open): {_brief(row.screen)}")
+        if "stats" in parts:
+            row.stats = measure_stats(path, cmd, args.repeat, args.timeout, prepare=clear_cache)
+            log(f"  stats (first open, writes the cache): {_brief(row.stats)}")
+            row.cache_bytes = cache_bytes()
+            row.stats2 = measure_stats(path, cmd, args.repeat, args.timeout)
+            log(f"  stats (second open, from the cache, {_mb(row.cache_bytes)} MB): {_brief(row.stats2)}")
+        if "screen" in parts:
+            if "stats" not in parts:  # a first open that runs to its end fills the cache
+                clear_cache()
+                measure_stats(path, cmd, 1, args.timeout)
+                row.cache_bytes = cache_bytes()
+            row.screen2 = measure_first_screen(path, cmd, args.timeout, key_repeats=5)
+            log(f"  first screen (second open): {_brief(row.screen2)}")
+        if "keys" in parts and scale in args.keys_scales:
             row.keys = measure_keys_headless(path, args.app, args.timeout)
             log(f"  keys (headless): {_brief(row.keys)}")
+        clear_cache()
         rows.append(row)
         if args.clean and path != base:
             path.unlink(missing_ok=True)

@@ -2,11 +2,23 @@
 not in a user's clone: tests that need it skip cleanly."""
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from xz_samples import XZ_TRACE, plain
+
+# The user's cache (parsers/read/cache.py) is never touched by a test: it points at a folder
+# of this run, and it is off unless a test turns it on (tests/core/test_cache.py), so every
+# other test reads its trace from the file as it always did (subprocesses inherit both).
+_CACHE_DIR = tempfile.mkdtemp(prefix="nsight-tui-test-cache-")
+atexit.register(shutil.rmtree, _CACHE_DIR, True)
+os.environ["NSIGHT_TUI_CACHE_DIR"] = _CACHE_DIR
+os.environ["NSIGHT_TUI_NO_CACHE"] = "1"
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # name -> (module, help)
@@ -20,6 +21,7 @@ SUBCOMMANDS = {
     "mcp": ("nsight_tui.cli.mcp", "a Model Context Protocol server over stdio: the same answers, for agents"),
     "serve": ("nsight_tui.cli.serve", "the TUI in a web browser (textual-serve), on 127.0.0.1 by default"),
     "capture": ("nsight_tui.cli.capture", "run the NVTX-annotated GPT-2 workload under nsys and export SQLite"),
+    "cache": ("nsight_tui.cli.cache", "list (or clear) the per-user cache that makes a second open of a file fast"),
 }
 OPEN = ("nsight_tui.cli.open", "Terminal explorer for Nsight Systems SQLite exports.")
 
@@ -28,7 +30,29 @@ def _parser(module_name: str, prog: str, help_text: str, epilog: str | None = No
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=prog, description=help_text, epilog=epilog)
     module.add_arguments(parser)
+    if module_name not in NO_TRACE:
+        parser.add_argument("--no-cache", action="store_true",
+                            help="neither read nor write the per-user cache of loaded files (`nsight-tui cache`)")
     return parser, module
+
+
+NO_TRACE = ("nsight_tui.cli.capture", "nsight_tui.cli.cache")  # the commands that open no profile
+
+
+def _finish_cache() -> None:
+    """A command that ends normally waits for the copies it started into the per-user cache
+    (background threads, so the command's own work went on meanwhile); a signal does not."""
+    cache = sys.modules.get("nsight_tui.parsers.read.cache")  # not imported: nothing was loaded
+    if cache is not None:
+        cache.wait_all()
+
+
+def _parsed(parser, argv: list[str]):
+    args = parser.parse_args(argv)
+    if getattr(args, "no_cache", False):
+        # An environment variable, so the processes a command starts (`serve`'s app) skip it too.
+        os.environ["NSIGHT_TUI_NO_CACHE"] = "1"
+    return args
 
 
 WRITERS = ("stats", "report", "diff", "ranks", "ncu")  # the commands that write outputs from a profile
@@ -37,7 +61,9 @@ WRITERS = ("stats", "report", "diff", "ranks", "ncu")  # the commands that write
 def _subcommand(argv: list[str]) -> int:
     module_name, help_text = SUBCOMMANDS[argv[0]]
     parser, module = _parser(module_name, f"nsight-tui {argv[0]}", help_text)
-    return int(module.run(parser.parse_args(argv[1:])) or 0)
+    code = int(module.run(_parsed(parser, argv[1:])) or 0)
+    _finish_cache()
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
             return _subcommand(argv)
         epilog = "subcommands: " + "; ".join(f"{k}: {v[1]}" for k, v in SUBCOMMANDS.items())
         parser, module = _parser(OPEN[0], "nsight-tui", OPEN[1], epilog)
-        return int(module.run(parser.parse_args(argv)) or 0)
+        code = int(module.run(_parsed(parser, argv)) or 0)
+        _finish_cache()
+        return code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

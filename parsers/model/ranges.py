@@ -22,8 +22,10 @@ from nsight_tui.parsers.model.attribution import (
 )
 from nsight_tui.parsers.read.groupstats import group_ids, group_stats
 from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
+from nsight_tui.parsers.read.cache import Bundle
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.inferred_ranges import with_inferred_ranges
+from nsight_tui.parsers.model.main_thread import MainThread
 from nsight_tui.parsers.model.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
 
 OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
@@ -167,6 +169,59 @@ class RangeModel:
         self.r_end = r["end"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.r_gtid = r["gtid"].to_numpy(dtype=np.int64) if self.n else np.zeros(0, np.int64)
         self.cpu_ns = self.r_end - self.r_start
+        # The scope: every process and GPU (None), or part of them (`restricted`: one rank's)
+        self.scope_gpids: frozenset[int] | None = None
+        self.scope_ops: np.ndarray | None = None
+        self.scope_label = ""
+        # A second open of the same file: the attribution, metrics and nesting from the cache
+        bundle_name = f"range_model-{mode}-{main_thread or 'auto'}"
+        saved = trace.stash.read(bundle_name) if trace.stash is not None else None
+        if saved is not None and self._restore(saved):
+            if tree_from is not None and tree_from.trace.ranges is r:
+                self._adopt_tree(tree_from)
+            return
+        self._attribute(trace, mode, main_thread, tree_from)
+        if trace.stash is not None:
+            trace.stash.write(bundle_name, self._bundle())
+
+    SAVED = ("pair_range", "pair_op", "pair_offsets", "op_count", "kernel_count", "kernel_ns", "op_ns", "proj_ns",
+             "gpu_end", "busy_ns", "parent", "depth")
+
+    def _bundle(self) -> Bundle:
+        main = [[int(g), vars(m)] for g, m in self.main_info.items()]
+        arrays = {name: getattr(self, name) for name in self.SAVED}
+        # What the tree on screen needs next, linear in the ranges (seconds at 3M ranges):
+        # computed now, once, and kept with the rest.
+        is_op, key = self._names_folded
+        key_code, key_text = pd.factorize(pd.Series(key, dtype=object))
+        tops, hosts = self._foreign_tops()
+        arrays.update(range_is_op=is_op, range_key_code=key_code.astype(np.int32), foreign_tops=tops,
+                      foreign_hosts=hosts)
+        return Bundle(values={"main_info": main, "n": self.n, "ops": len(self.trace.ops),
+                              "range_keys": [str(k) for k in key_text]}, arrays=arrays)
+
+    def _restore(self, saved: Bundle) -> bool:
+        """Take what `_bundle` stored; False (nothing taken) if it does not fit this trace."""
+        try:
+            if saved.values["n"] != self.n or saved.values["ops"] != len(self.trace.ops):
+                return False
+            main_info = {int(g): MainThread(**fields) for g, fields in saved.values["main_info"]}
+            arrays = {name: saved.arrays[name] for name in self.SAVED}
+            if not all(k in saved.arrays for k in ("range_is_op", "range_key_code", "foreign_tops", "foreign_hosts")):
+                return False
+        except (KeyError, TypeError, ValueError):
+            return False
+        self.main_info = main_info
+        self.main_threads = {gpid: m.gtid for gpid, m in self.main_info.items()}
+        for name, values in arrays.items():
+            setattr(self, name, values)
+        keys = np.array(saved.values["range_keys"] + [""], dtype=object)
+        self.__dict__["_names_folded"] = (saved.arrays["range_is_op"], keys[saved.arrays["range_key_code"]])
+        self._foreign = (saved.arrays["foreign_tops"], saved.arrays["foreign_hosts"])
+        return True
+
+    def _attribute(self, trace: Trace, mode: str, main_thread: str | None, tree_from: "RangeModel | None") -> None:
+        r = trace.ranges
         op_pos, range_pos, self.main_info = attribute(r, trace.api, trace.ops, mode, trace.threads, main_thread)
         self.main_threads = {gpid: m.gtid for gpid, m in self.main_info.items()}
         # Pairs sorted by range, then op start (ties: op position): per-range slices are
@@ -191,10 +246,6 @@ class RangeModel:
         self.pair_op = by_start[key]
         del key, by_start
         self.pair_offsets = _offsets(self.pair_range, self.n)
-        # The scope: every process and GPU (None), or part of them (`restricted`: one rank's)
-        self.scope_gpids: frozenset[int] | None = None
-        self.scope_ops: np.ndarray | None = None
-        self.scope_label = ""
         self._metrics()
         if tree_from is not None and tree_from.trace.ranges is r:
             self._adopt_tree(tree_from)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from nsight_tui.parsers.read import cache as store
 from nsight_tui.parsers.read.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents, read_gpu_memory
@@ -81,6 +82,9 @@ class Trace:
     # What modules above derive from this trace, cached here under keys they own (the range
     # model per attribution, the family of each op name): the loader knows nothing of them.
     derived: dict = field(default_factory=dict, repr=False)
+    # The file's slot in the user's cache (read.cache), where modules above also keep what
+    # they derive (the range model); None when the cache is off or this trace is not kept.
+    stash: store.Entry | None = field(default=None, repr=False, compare=False)
 
     # -- convenience -------------------------------------------------------------------
     def thread_label(self, gtid: int) -> str:
@@ -703,10 +707,22 @@ class TraceLoader:
     refuses the file in one line.
     """
 
-    def __init__(self, path: str | Path, progress=None, native: bool = True):
+    def __init__(self, path: str | Path, progress=None, native: bool = True, cache: bool = True):
         self.path = Path(path)
         self.say = progress or (lambda f, t: None)
-        self.tables = open_tables(self.path, native=native)
+        self.checks = validate.Checks()
+        self._early: Trace | None = None
+        # A second open of an unchanged file: the trace from the user's cache, memory-mapped
+        # (read.cache); the file itself is still opened once, to refuse what is not a profile.
+        self.entry = store.open_entry(self.path) if cache else None
+        self.cached = _from_cache(self.entry, self.path) if self.entry is not None else None
+        # (from the cache: sqlite3 opens it, no probe; the native reader's import is not needed)
+        self.tables = open_tables(self.path, native=native and self.cached is None, probe=self.cached is None)
+        if self.cached is not None:
+            self.has_cuda, self.has_nvtx = self.cached.info.has_cuda, self.cached.info.has_nvtx
+            self._early = self.cached
+            self.tables.close()
+            return
         try:
             schema = self.tables.schema
             self.schema_notes = _without_incomplete_tables(schema)
@@ -717,8 +733,6 @@ class TraceLoader:
         except BaseException:
             self.tables.close()
             raise
-        self.checks = validate.Checks()
-        self._early: Trace | None = None
 
     def _guarded(self, step):
         try:
@@ -752,7 +766,7 @@ class TraceLoader:
         """Start reading the CUDA API and GPU tables in the background (a reader that gains
         nothing from it ignores this; asking twice is asking once): the ranges, or the
         caller's own start-up, proceed meanwhile."""
-        if self.has_cuda:
+        if self.has_cuda and self.cached is None:
             self.tables.prefetch(_gpu_reads(self.tables.schema))
 
     def _ranges_only(self) -> "Trace":
@@ -771,12 +785,19 @@ class TraceLoader:
                      processes=facts["processes"], facts=facts, checks=self.checks)
 
     def finish(self) -> "Trace":
+        if self.cached is not None:
+            return self.cached
         try:
             early = self.ranges_only()
             trace = self._guarded(lambda: self._finish(early))
         finally:
             self.tables.close()
         release_free_memory()  # the readers' and the columns' temporaries, before the model's
+        if self.entry is not None and self.tables.kind == "sqlite" and not self.checks.scanned:
+            # Kept for the next open (written in the background while the caller goes on).
+            # A file with rows left out is not: its lazy reads depend on the scan's conditions.
+            trace.stash = self.entry
+            self.entry.write(TRACE_BUNDLE, _to_bundle(trace))
         return trace
 
     def _finish(self, early: "Trace") -> "Trace":
@@ -857,11 +878,54 @@ def _without_incomplete_tables(schema: Schema) -> list[str]:
     return notes
 
 
+TRACE_BUNDLE = store.TRACE_BUNDLE
+
+
+def _to_bundle(trace: Trace) -> store.Bundle:
+    """The trace as cache arrays and JSON values (read.cache)."""
+    info = {k: v for k, v in vars(trace.info).items() if k != "path"}
+    sidecar = len(sidecar_notes(trace.path))
+    info["notes"] = info["notes"][sidecar:]  # said again on each open from what lies beside it then
+    bundle = store.Bundle(values={
+        "op_names": trace.op_names, "api_names": trace.api_names, "info": info,
+        "schema": {"tables": {t: sorted(c) for t, c in trace.schema.tables.items()}, "views": trace.schema.views},
+        "threads": [[int(k), v] for k, v in trace.threads.items()],
+        "processes": [[int(k), int(p), n] for k, (p, n) in trace.processes.items()],
+        "facts": {k: v for k, v in trace.facts.items() if k not in ("threads", "processes")},
+        "memcpy_labels_from_export": trace.memcpy_labels_from_export,
+    }, arrays={})
+    for name in ("ops", "api", "ranges", "marks"):
+        store.put_frame(bundle, name, getattr(trace, name))
+    return bundle
+
+
+def _from_cache(entry: store.Entry, path: Path) -> Trace | None:
+    """The trace `_to_bundle` stored for this very file, or None (not there, stale, damaged)."""
+    bundle = entry.read(TRACE_BUNDLE)
+    if bundle is None:
+        return None
+    try:
+        v = bundle.values
+        threads = {int(k): str(name) for k, name in v["threads"]}
+        processes = {int(k): (int(p), str(name)) for k, p, name in v["processes"]}
+        facts = {"threads": threads, "processes": processes, **v["facts"]}  # the loader's order
+        info = TraceInfo(path=path, **v["info"])
+        info.notes = sidecar_notes(path) + list(info.notes)
+        schema = Schema(tables={t: set(c) for t, c in v["schema"]["tables"].items()}, views=list(v["schema"]["views"]))
+        frames = {name: store.get_frame(bundle, name) for name in ("ops", "api", "ranges", "marks")}
+        return Trace(path=path, schema=schema, info=info, op_names=list(v["op_names"]), api_names=list(v["api_names"]),
+                     threads=threads, processes=processes, memcpy_labels_from_export=v["memcpy_labels_from_export"],
+                     facts=facts, stash=entry, **frames)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def load_trace(path: str | Path, progress=None, native: bool = True) -> Trace:
     """Open `path` (an nsys SQLite export, or nsys's parquetdir/arrowdir export directory)
     read-only and load it. Raises TraceError with a one-line message on bad input.
 
     `progress(fraction, text)` is called between stages (for the TUI's loading bar).
-    `native=False` reads an SQLite export with Python's sqlite3 instead of ADBC.
+    `native=False` reads an SQLite export with Python's sqlite3 instead of ADBC (and neither
+    reads nor writes the user's cache: what it returns was read from the file by sqlite3).
     """
-    return TraceLoader(path, progress, native).finish()
+    return TraceLoader(path, progress, native, cache=native).finish()

@@ -1,0 +1,425 @@
+"""The per-user cache (parsers/read/cache.py): a second open of an unchanged file is read from
+memory-mapped columns, and gives what the file gives.
+
+Truth: the file itself, read with Python's sqlite3 (hand-written SQL, and the loader's sqlite3
+reader, which never uses the cache), and the reports of a run with `--no-cache`, compared
+byte for byte. The cache always lives in this test's tmp folder (tests/conftest.py points
+$NSIGHT_TUI_CACHE_DIR away from ~/.cache and turns the cache off for every other test).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import SAMPLES, SHARED
+from nsight_tui.cli import main as cli_main
+from nsight_tui.parsers.read import cache
+from nsight_tui.parsers.read.load import load_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = SAMPLES / "small_ctx128.sqlite"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """The cache on, in a folder of this test; the process-wide 'gave up' state reset."""
+    folder = tmp_path / "user-cache"
+    monkeypatch.setenv(cache.ENV_DIR, str(folder))
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    monkeypatch.delenv(cache.ENV_MAX, raising=False)
+    monkeypatch.setattr(cache, "_off_for_process", False)
+    monkeypatch.setattr(cache, "_noted", False)
+    return folder
+
+
+@pytest.fixture
+def profile(tmp_path) -> Path:
+    """A private copy of a real capture, in a folder of its own (so its listing is its own)."""
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    dst = folder / BASE.name
+    shutil.copyfile(BASE, dst)
+    return dst
+
+
+def from_cache(trace) -> bool:
+    """The trace's columns are the cache's memory-mapped files, not arrays the reader filled."""
+    return mapped(trace.ops["start"].to_numpy())
+
+
+def mapped(values) -> bool:
+    while values is not None:
+        if isinstance(values, mmap.mmap):
+            return True
+        values = getattr(values, "base", None)
+    return False
+
+
+def loaded(path: Path):
+    trace = load_trace(path)
+    cache.wait_all()  # the bundles are written in the background
+    return trace
+
+
+def sql_kernels(path: Path) -> tuple[int, int]:
+    """Kernel count and summed duration, straight from the file."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        n, total = con.execute('SELECT COUNT(*), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
+    finally:
+        con.close()
+    return int(n), int(total)
+
+
+def kernel_figures(trace) -> tuple[int, int]:
+    k = trace.kernels
+    return len(k), int((k["end"] - k["start"]).sum())
+
+
+def assert_same_trace(a, b) -> None:
+    for name in ("ops", "api", "ranges", "marks"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
+    assert a.op_names == b.op_names and a.api_names == b.api_names
+    assert a.threads == b.threads and a.processes == b.processes
+    assert a.facts == b.facts and list(a.facts) == list(b.facts)
+    assert a.schema == b.schema
+    assert {k: v for k, v in vars(a.info).items() if k != "reader"} == \
+        {k: v for k, v in vars(b.info).items() if k != "reader"}
+
+
+# -- a second open ---------------------------------------------------------------------------
+def test_second_open_reads_the_cache_and_equals_the_file(cache_dir, profile):
+    first = loaded(profile)
+    assert not from_cache(first)
+    second = loaded(profile)
+    assert from_cache(second), "the second open of an unchanged file must come from the cache"
+    truth = load_trace(profile, native=False)  # sqlite3 reader, no cache
+    assert not from_cache(truth)
+    assert_same_trace(second, truth)
+    assert kernel_figures(second) == sql_kernels(profile)
+
+
+MODEL_SAMPLES = [SAMPLES / n for n in ("small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite",
+                                        "small_ctx128_emitnvtx.sqlite", "small_ctx128_ddp2.sqlite")]
+
+
+@pytest.mark.parametrize("sample", MODEL_SAMPLES, ids=lambda p: p.stem)
+def test_range_model_is_kept_and_restored_equal(cache_dir, tmp_path, sample):
+    """Op ranges (agnvtx, emitnvtx), another thread's ranges under the main one, two ranks."""
+    from nsight_tui.parsers.model.ranges import range_model
+
+    profile = tmp_path / sample.name
+    shutil.copyfile(sample, profile)
+    first = loaded(profile)
+    built = range_model(first, "process")
+    cache.wait_all()
+    second = loaded(profile)
+    restored = range_model(second, "process")
+    assert mapped(restored.pair_op), "the attribution must come from the cache"
+    for name in restored.SAVED:
+        np.testing.assert_array_equal(getattr(restored, name), getattr(built, name), err_msg=name)
+    assert restored.main_info == built.main_info
+    np.testing.assert_array_equal(restored.range_is_op, built.range_is_op)
+    assert restored.range_key.tolist() == built.range_key.tolist()
+    for a, b in zip(restored._foreign_tops(), built._foreign_tops()):
+        np.testing.assert_array_equal(a, b)
+    assert [(g.gtid, g.label, [r.name for r in g.roots]) for g in restored.aggregated_groups] == \
+        [(g.gtid, g.label, [r.name for r in g.roots]) for g in built.aggregated_groups]
+    # an independent figure: the kernels attributed to the top ranges of the main thread sum to
+    # what SQL finds under them (one per step, so every kernel of a step counts once)
+    plain = load_trace(profile, native=False)
+    truth = range_model(plain, "process")
+    np.testing.assert_array_equal(restored.kernel_ns, truth.kernel_ns)
+    # the ranks (process, GPU pairs) of the header's badge, kept too: the same as from the file
+    from nsight_tui.parsers.analyses.ranks import find_ranks
+
+    assert find_ranks(second) == find_ranks(plain)
+    cache.wait_all()
+    third = loaded(profile)
+    assert find_ranks(third) == find_ranks(plain)
+    assert (cache_dir / cache.identity_of(profile).slot / "process_device_pairs").is_dir()
+    assert len(find_ranks(plain)) == (2 if "ddp2" in sample.name else 1)
+
+
+def test_reports_with_and_without_cache_byte_identical(cache_dir, profile, capsys, monkeypatch):
+    def run(*argv: str) -> str:
+        capsys.readouterr()
+        assert cli_main(list(argv)) == 0
+        cache.wait_all()
+        return capsys.readouterr().out
+
+    monkeypatch.setenv(cache.ENV_OFF, "1")
+    plain_stats = run("stats", str(profile), "-f", "json", "--no-cache")
+    plain_report = run("report", str(profile), "-f", "json", "--no-cache")
+    monkeypatch.delenv(cache.ENV_OFF)
+    assert not cache_dir.exists() or not any(cache_dir.iterdir()), "--no-cache must write nothing"
+    outputs = [run("stats", str(profile), "-f", "json") for _ in range(2)]  # cold, then from the cache
+    assert outputs == [plain_stats, plain_stats]
+    assert run("report", str(profile), "-f", "json") == plain_report
+    assert len(cache.slots(cache_dir)) == 1
+
+
+def _real_traces() -> list[Path]:
+    found = sorted(SAMPLES.glob("*.sqlite")) + (sorted(SHARED.glob("*.sqlite")) if SHARED.is_dir() else [])
+    return found
+
+
+@pytest.mark.parametrize("path", _real_traces(), ids=lambda p: p.name)
+def test_stats_byte_identical_on_every_real_trace(cache_dir, path, tmp_path):
+    """`stats -f json` of every sample (and ../shared/traces when present): --no-cache, the
+    run that fills the cache, and the run that reads it print the same bytes."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / ".overlay"), os.environ.get(
+        "PYTHONPATH", "")) if p))
+    env.pop(cache.ENV_OFF, None)
+
+    def stats(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(path), "-f", "json", *extra],
+                              env=env, capture_output=True, timeout=300)
+
+    plain = stats("--no-cache")
+    cold, warm = stats(), stats()
+    assert cold.returncode == warm.returncode == plain.returncode
+    assert cold.stdout == plain.stdout and warm.stdout == plain.stdout
+    assert cold.stderr == plain.stderr and warm.stderr == plain.stderr
+
+
+# -- a changed file is read again ------------------------------------------------------------
+def test_same_size_new_mtime_is_read_again(cache_dir, profile):
+    loaded(profile)
+    st = profile.stat()
+    os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    again = loaded(profile)
+    assert not from_cache(again)
+    assert kernel_figures(again) == sql_kernels(profile)
+    third = loaded(profile)
+    assert from_cache(third), "the bundle is rebuilt for the file as it is now"
+    manifest = json.loads((cache_dir / cache.identity_of(profile).slot / "trace" / cache.MANIFEST).read_text())
+    assert manifest["identity"]["mtime_ns"] == st.st_mtime_ns + 10**9
+
+
+def test_same_mtime_new_bytes_is_read_again(cache_dir, profile):
+    before = loaded(profile)
+    st = profile.stat()
+    con = sqlite3.connect(profile)
+    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1000 '
+                'WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)')
+    con.commit()
+    con.close()
+    os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert profile.stat().st_size == st.st_size and profile.stat().st_mtime_ns == st.st_mtime_ns
+    after = loaded(profile)
+    assert not from_cache(after)
+    assert kernel_figures(after) == sql_kernels(profile)
+    assert kernel_figures(after)[1] == kernel_figures(before)[1] + 1000
+
+
+def _bundle_files(cache_dir: Path, profile: Path) -> list[Path]:
+    folder = cache_dir / cache.identity_of(profile).slot / "trace"
+    return sorted(folder.glob("*.npy"), key=lambda p: -p.stat().st_size)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "bad header", "bad manifest", "manifest gone"])
+def test_damaged_bundle_is_ignored_and_rebuilt(cache_dir, profile, damage):
+    loaded(profile)
+    biggest = _bundle_files(cache_dir, profile)[0]
+    manifest = biggest.parent / cache.MANIFEST
+    if damage == "truncated":
+        os.truncate(biggest, biggest.stat().st_size // 2)
+    elif damage == "bad header":
+        with open(biggest, "r+b") as fh:
+            fh.write(b"\0" * 16)  # the .npy magic and version: same size, unreadable
+    elif damage == "bad manifest":
+        manifest.write_text(manifest.read_text()[:-20])
+    else:
+        manifest.unlink()
+    again = loaded(profile)
+    assert not from_cache(again)
+    assert kernel_figures(again) == sql_kernels(profile)
+    third = loaded(profile)
+    assert from_cache(third)
+    assert_same_trace(third, load_trace(profile, native=False))
+
+
+# -- two opens at once -----------------------------------------------------------------------
+PROBE = """
+import mmap
+import sys
+from nsight_tui.parsers.read import cache
+from nsight_tui.parsers.read.load import load_trace
+t = load_trace(sys.argv[1])
+cache.wait_all()  # as the CLI does before a normal exit
+col = t.ops["start"].to_numpy()
+while col is not None and not isinstance(col, mmap.mmap):
+    col = getattr(col, "base", None)
+print(col is not None, len(t.kernels),
+      int((t.kernels["end"] - t.kernels["start"]).sum()))
+"""
+
+
+def test_two_opens_racing_leave_one_good_bundle(cache_dir, profile):
+    env = dict(os.environ)
+    env.pop(cache.ENV_OFF, None)
+    procs = [subprocess.Popen([sys.executable, "-c", PROBE, str(profile)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=300) for p in procs]
+    truth = sql_kernels(profile)
+    for (out, err), p in zip(results, procs):
+        assert p.returncode == 0, err
+        assert err == ""
+        hit, n, total = out.split()
+        assert (int(n), int(total)) == truth
+    slot = cache_dir / cache.identity_of(profile).slot
+    assert sorted(p.name for p in slot.iterdir()) == ["trace"]
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")], "no temporary folder left"
+    out = subprocess.run([sys.executable, "-c", PROBE, str(profile)], env=env, capture_output=True, text=True,
+                         timeout=300).stdout.split()
+    assert out == ["True", str(truth[0]), str(truth[1])]
+
+
+# -- the profile is only read ----------------------------------------------------------------
+def test_nothing_written_beside_or_into_the_profile(cache_dir, profile):
+    def state():
+        return (sorted(os.listdir(profile.parent)), hashlib.sha256(profile.read_bytes()).hexdigest(),
+                profile.stat().st_mtime_ns)
+
+    before = state()
+    loaded(profile)
+    assert from_cache(loaded(profile))
+    assert state() == before
+    assert cache_dir.exists() and profile.parent not in cache_dir.parents
+
+
+# -- a cache folder that cannot be used ------------------------------------------------------
+def _stats_env(cache_path: Path) -> dict:
+    env = dict(os.environ)
+    env.pop(cache.ENV_OFF, None)
+    env[cache.ENV_DIR] = str(cache_path)
+    return env
+
+
+def _stats(profile: Path, env: dict, preexec=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(profile), "-f", "json"], env=env,
+                          capture_output=True, text=True, timeout=300, preexec_fn=preexec)
+
+
+def test_cache_folder_under_a_file_degrades_with_one_note(tmp_path, profile):
+    """Not a folder (ENOTDIR): works as root too, where a chmod'ed folder would not stop a write."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    plain = subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(profile), "-f", "json", "--no-cache"],
+                           capture_output=True, text=True, timeout=300)
+    run = _stats(profile, _stats_env(blocker / "cache"))
+    assert run.returncode == 0 and run.stdout == plain.stdout
+    notes = [line for line in run.stderr.splitlines() if "cache" in line]
+    assert len(notes) == 1 and "cache not used" in notes[0], run.stderr
+    assert run.stderr.replace(notes[0] + "\n", "") == plain.stderr
+
+
+def _fsize_limit():
+    # A full disk, simulated: files may not grow past 4 KiB (SIGXFSZ ignored, so a write
+    # fails with EFBIG as it would with ENOSPC). stdout and stderr are pipes: not limited.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+
+def test_full_cache_folder_degrades_with_one_note(tmp_path, profile):
+    plain = subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(profile), "-f", "json", "--no-cache"],
+                           capture_output=True, text=True, timeout=300)
+    folder = tmp_path / "full-cache"
+    run = _stats(profile, _stats_env(folder), preexec=_fsize_limit)
+    assert run.returncode == 0 and run.stdout == plain.stdout
+    notes = [line for line in run.stderr.splitlines() if "cache not used" in line]
+    assert len(notes) == 1, run.stderr
+    assert not [p for p in folder.rglob("*.npy")], "no partial bundle left behind"
+    again = _stats(profile, _stats_env(folder))  # the limit lifted: the cache fills
+    assert again.returncode == 0 and again.stdout == plain.stdout and "cache not used" not in again.stderr
+    assert len(cache.slots(folder)) == 1
+
+
+# -- bounded, listed, cleared ----------------------------------------------------------------
+def test_least_recently_used_file_is_evicted(cache_dir, tmp_path, monkeypatch):
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    shutil.copyfile(BASE, a)
+    shutil.copyfile(BASE, b)  # another inode: another slot of the same size
+    loaded(a)
+    one = sum(f.stat().st_size for f in cache_dir.rglob("*") if f.is_file())
+    monkeypatch.setenv(cache.ENV_MAX, str(one * 1.5 / 1e9))  # room for a, not for a and b
+    loaded(b)
+    kept = cache.slots(cache_dir)
+    assert [s.profile for s in kept] == [str(b)]
+    assert sum(s.bytes for s in kept) <= one * 1.5
+
+
+def test_bundle_bigger_than_the_bound_is_not_kept(cache_dir, profile, monkeypatch):
+    monkeypatch.setenv(cache.ENV_MAX, "0.000001")  # 1 kB
+    loaded(profile)
+    assert not from_cache(loaded(profile))
+    assert cache.slots(cache_dir) == []
+
+
+def test_cache_command_lists_and_clears(cache_dir, profile, capsys):
+    loaded(profile)
+    on_disk = sum(f.stat().st_size for f in cache_dir.rglob("*") if f.is_file())
+    capsys.readouterr()
+    assert cli_main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert str(profile) in out and str(cache_dir) in out
+    assert f"{on_disk / 1e6:,.1f} MB" in out
+    assert cli_main(["cache", "clear"]) == 0
+    assert "removed 1 cached file" in capsys.readouterr().out
+    assert cache.slots(cache_dir) == [] and not from_cache(loaded(profile))
+
+
+def test_cache_off_by_environment_reads_and_writes_nothing(cache_dir, profile, monkeypatch):
+    monkeypatch.setenv(cache.ENV_OFF, "1")
+    loaded(profile)
+    loaded(profile)
+    assert not cache_dir.exists()
+
+
+def test_cache_without_pyarrow(cache_dir, profile):
+    """pyarrow is optional: without it (tests/without_arrow hides it) the cache is written and
+    read all the same, and the reports do not change."""
+    hide = str(ROOT / "tests" / "without_arrow")
+    env = _stats_env(cache_dir)
+    env["PYTHONPATH"] = os.pathsep.join([hide, *filter(None, [env.get("PYTHONPATH")])])
+    plain = subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(profile), "-f", "json", "--no-cache"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    runs = [_stats(profile, env) for _ in range(2)]
+    assert plain.returncode == 0 and plain.stdout
+    assert [r.stdout for r in runs] == [plain.stdout, plain.stdout]
+    assert [r.stderr for r in runs] == [plain.stderr, plain.stderr]
+    probe = subprocess.run([sys.executable, "-c", PROBE, str(profile)], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert probe.stdout.split()[0] == "True", probe.stderr
+    assert "hidden by tests/without_arrow" in subprocess.run(
+        [sys.executable, "-c", "import pyarrow"], env=env, capture_output=True, text=True).stderr
+
+
+def test_leftovers_of_a_writer_that_died_are_removed(cache_dir, profile):
+    """A process killed mid-write leaves its temporary folder (never a bundle: the rename is
+    the last step); the next write removes it, and not a live writer's."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    cache_dir.mkdir(parents=True)
+    left = cache_dir / f"{cache.TMP_PREFIX}{dead}-1-1"
+    live = cache_dir / f"{cache.TMP_PREFIX}{os.getpid()}-1-1"
+    for folder in (left, live):
+        folder.mkdir()
+        (folder / "a0.npy").write_bytes(b"half a file")
+    loaded(profile)
+    assert not left.exists() and live.exists()
+    assert from_cache(loaded(profile))
