@@ -640,12 +640,14 @@ def tensor_cores_idle(c: StepContext) -> Finding | None:
     if not len(gemm):
         return None
     gemm_ns = float((t.ops["end"].to_numpy() - t.ops["start"].to_numpy())[gemm].sum())
+    s = c.split()
+    if gemm_ns < _t("fp32_gemm_min_share") * s.busy_ns:
+        return None  # GEMMs under a tenth of the GPU's work: whichever units ran them, the step hardly moves
     pk = roofline.build(t).peaks.peaks
     fast = pk.tflops.get(check.named_path) if pk is not None else None
     slow = pk.tflops.get("fp32") if pk is not None else None
     ratio = slow / fast if fast and slow else None
     gpu_saved = gemm_ns * (1 - ratio) / c.n if ratio is not None else 0.0
-    s = c.split()
     return Finding(
         "tensor-cores-idle", f"GEMMs named as {check.named_path} tensor-core kernels, but the sampled tensor cores sat idle",
         ["step_N"], _ms(min(gpu_saved, c.cpu_wait_ns)),

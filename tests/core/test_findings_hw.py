@@ -188,11 +188,12 @@ def attention_spans(path) -> list[tuple[int, int]]:
                          WHERE coalesce(e.text, s.value) = 'scaled_dot_product_attention'""")
 
 
-def chains_sql(path, in_attention: bool = False) -> list[list[int]]:
+def chains_sql(path, in_attention: bool = False, keep=lambda row: True) -> list[list[int]]:
     """Runs of ≥ 3 consecutive kernels of one stream inside one step, each elementwise/reduction by
-    name family and ≤ 20 µs, launched outside (or, `in_attention`, inside) a scaled_dot_product_attention
-    NVTX range; the durations of each run. (The range-instance condition is left out: on these
-    exports the runs found lie inside one phase, which the equality below checks.)"""
+    name family, ≤ 20 µs and `keep(row)`, launched outside (or, `in_attention`, inside) a
+    scaled_dot_product_attention NVTX range; the durations of each run. (The range-instance
+    condition is left out: on these exports the runs found lie inside one phase, which the
+    equality below checks.)"""
     rows, _ = step_kernels_sql(path)
     spans = attention_spans(path)
     rows = [r for r in rows if any(a <= r[5] < b for a, b in spans) == in_attention]
@@ -204,7 +205,7 @@ def chains_sql(path, in_attention: bool = False) -> list[list[int]]:
     for members in by_stream.values():
         run: list[int] = []
         for r, f in members + [(None, None)]:
-            if r is not None and f in ("elementwise", "reduction") and r[1] - r[0] <= short:
+            if r is not None and f in ("elementwise", "reduction") and r[1] - r[0] <= short and keep(r):
                 run.append(r[1] - r[0])
                 continue
             if len(run) >= 3:
@@ -292,3 +293,33 @@ def test_the_optimizer_chain_against_its_unsynchronised_fused_twin(async_trace):
     assert step_saved > 0 and 0.67 <= got / step_saved <= 1.5, (got, step_saved)
     assert 0.67 <= got / kernels_saved <= 1.5, (got, kernels_saved)
     assert chain.overlaps == ["unfused-optimizer"]  # the same time as the optimizer rule's: counted once
+
+
+def test_memory_bound_by_ncu_figures(ncu_pair, monkeypatch):
+    """With a report a kernel is memory-bound when ncu's memory throughput (% of peak) exceeds its SM
+    throughput (NVIDIA's reader: mean over the name's profiled instances). To see the rule act on
+    ncu's figures, the manual attention's kernels are not left to unfused-attention here: by family
+    its mul, bitwise_not, masked_fill runs are chains (as SQL's runs); by ncu's figures they are not
+    (masked_fill measures SM 29% > memory 20%), exactly as SQL's runs keeping only the names NVIDIA's
+    reader says are memory-bound."""
+    from nsight_tui.parsers.analyses import findings as rules
+
+    export, trace, a = ncu_pair
+    mem: dict[str, list[tuple[float, float]]] = {}
+    for o in oracle_kernels():
+        m = o["metrics"]
+        mem.setdefault(o["mangled"], []).append((m["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"][0],
+                                                 m["sm__throughput.avg.pct_of_peak_sustained_elapsed"][0]))
+    bound = {k: np.mean([x for x, _ in v]) > np.mean([y for _, y in v]) for k, v in mem.items()}
+    assert True in bound.values() and False in bound.values()
+    monkeypatch.setattr(rules, "_unfused_attention_ops", lambda c: np.zeros(0, dtype=np.int64))
+    dur = trace.ops["end"].to_numpy() - trace.ops["start"].to_numpy()
+
+    def runs(chains) -> list:
+        return sorted(sorted(int(x) for x in dur[p]) for p, _ in chains)
+
+    by_family = rules.elementwise_chains(rules.context(trace))
+    assert runs(by_family) == sorted(sorted(r) for r in chains_sql(export, in_attention=True)) and len(by_family) >= 4
+    by_ncu = rules.elementwise_chains(rules.context(trace, ncu=a))
+    expect = chains_sql(export, in_attention=True, keep=lambda r: bound.get(r[4], True))
+    assert runs(by_ncu) == sorted(sorted(r) for r in expect) and len(by_ncu) < len(by_family)
