@@ -2,8 +2,10 @@
 PyTorch terms and the step time fixing it would save, ranked by that saving.
 
 Each rule reads the results of other analyses (parsers.idle: GPU idle by cause; parsers.roofline
-and parsers.peaks: GEMM math paths and peaks; parsers.ranks: exposed communication) plus the
-export's memcpy rows, over the steady-state iterations (`step_N`). Figures are per step (the
+and parsers.peaks: GEMM math paths and peaks; parsers.ranks: exposed communication; from the
+hardware, analyses.ncu's joined kernels when an Nsight Compute report is given and
+analyses.gpu_metrics' GEMM check where nsys sampled GPU metrics) plus the export's memcpy rows,
+over the steady-state iterations (`step_N`). Figures are per step (the
 sum over the steady-state steps divided by their count). Every threshold lives in THRESHOLDS
 with the reason for its value. No presentation here (nsight_tui.render.findings makes text).
 """
@@ -531,18 +533,6 @@ def _kernel_claim(c: StepContext, pos: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return intervals.union(ops["start"].to_numpy()[pos], ops["end"].to_numpy()[pos])
 
 
-# The ncu rule whose estimate is what lifting the theoretical-occupancy limit saves.
-NCU_OCCUPANCY_RULE = "TheoreticalOccupancy"
-OCCUPANCY_FIXES = {
-    "registers": "fewer registers per thread (__launch_bounds__, -maxrregcount, a smaller tile); for a library GEMM "
-                 "(cuBLAS/CUTLASS pick the kernel) another shape or math mode (TF32, bf16) selects another kernel",
-    "shared memory": "less shared memory per block (smaller tiles), or a larger carve-out "
-                     "(cudaFuncAttributePreferredSharedMemoryCarveout)",
-    "blocks": "larger blocks: the SM's block limit is reached with warps to spare",
-    "warps": "more warps per SM: larger blocks or more blocks in flight",
-}
-
-
 def occupancy_limited(c: StepContext) -> list[Finding]:
     """Per kernel name that matters (share of the steps' GPU busy time), one finding where ncu
     measured a theoretical occupancy under occupancy_low_pct and its TheoreticalOccupancy rule
@@ -552,6 +542,8 @@ def occupancy_limited(c: StepContext) -> list[Finding]:
     a = c.ncu
     if a is None:
         return []
+    from nsight_tui.parsers.analyses.ncu import OCCUPANCY_FIXES, OCCUPANCY_RULE as NCU_OCCUPANCY_RULE
+
     t = c.trace
     pos = c.step_kernels
     codes = t.ops["name"].to_numpy()[pos]
