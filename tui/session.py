@@ -231,7 +231,8 @@ class Session:
 
     def findings(self) -> findings.FindingsView:
         """What to fix first: every rule over the steady-state steps, ranked by saving (once per mode)."""
-        return self._once("findings", lambda: findings.build(self.trace, self.model, self.attribution, self.rank))
+        return self._once("findings", lambda: findings.build(self.trace, self.model, self.attribution, self.rank,
+                                                             self.ncu()))
 
     def trace_kernels(self) -> kernels.KernelsView:
         return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model, self.scope_text()))

@@ -91,12 +91,15 @@ def _run(args) -> int:
         trace = load_trace(target)
         for note in trace.info.notes:  # rows left out, tables without a column they need: as stats says them
             print(f"note: {visible(note)}", file=sys.stderr)
-        answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof)
-        if args.ncu:
+        joined = None
+        if args.ncu:  # joined once: its own section, and the findings that read it (occupancy, chains)
             from nsight_tui.parsers.analyses import ncu
             from nsight_tui.parsers.read.ncu_rep import read_ncu_report
 
-            answers["ncu"] = ncu.answers(trace, read_ncu_report(args.ncu), args.attribution)
+            joined = ncu.analyse(trace, read_ncu_report(args.ncu), args.attribution)
+        answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof, ncu=joined)
+        if joined is not None:
+            answers["ncu"] = ncu.answers_of(joined)
         text = report.single_json(answers) if args.format == "json" else report.single_markdown(answers)
     if args.output == "-":
         output.write_stdout(text)

@@ -68,7 +68,15 @@ def section(answers: dict) -> list[str]:
                         f"{numbers.fixed(data.get('cpu_wait_ms_per_step'), 2)} ms/step: after them the CPU sets the pace)")
             return f" (its time is {', '.join(f['overlaps'])}'s)" if f.get("overlaps") else ""
 
-        out.append("Present, nothing to gain: " + ", ".join(f"`{f['id']}`{why(f)}" for f in apart) + "\n")
+        # a rule per kernel name (occupancy-limited) gives several: one entry, with their count
+        said: dict[tuple[str, str], int] = {}
+        for f in apart:
+            said[(f["id"], why(f))] = said.get((f["id"], why(f)), 0) + 1
+
+        def entry(fid: str, w: str, k: int) -> str:
+            return f"`{fid}`" + (f" ×{k} kernel names" + w.replace("its time", "their time") if k > 1 else w)
+
+        out.append("Present, nothing to gain: " + ", ".join(entry(fid, w, k) for (fid, w), k in said.items()) + "\n")
     top = found[0]
     if top.get("rows"):
         keys = list(top["rows"][0])

@@ -105,4 +105,6 @@ def section(a: dict) -> list[str]:
             *([tables.markdown(FINDING_HEADERS, [[safe.markdown(c) if isinstance(c, str) else c for c in row]
                                                  for row in finding_rows(n)],
                                title="From the hardware: kernels that matter limited by occupancy",
-                               notes=[n["findings"][0]["basis"]])] if n.get("findings") else [])]
+                               notes=[n["findings"][0]["basis"], "the profiled step's view, per range; ranked with "
+                                      "the other findings (over every steady-state step, each nanosecond once) in "
+                                      "(h) What to fix first as `occupancy-limited`"])] if n.get("findings") else [])]

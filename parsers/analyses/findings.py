@@ -2,8 +2,10 @@
 PyTorch terms and the step time fixing it would save, ranked by that saving.
 
 Each rule reads the results of other analyses (parsers.idle: GPU idle by cause; parsers.roofline
-and parsers.peaks: GEMM math paths and peaks; parsers.ranks: exposed communication) plus the
-export's memcpy rows, over the steady-state iterations (`step_N`). Figures are per step (the
+and parsers.peaks: GEMM math paths and peaks; parsers.ranks: exposed communication; from the
+hardware, analyses.ncu's joined kernels when an Nsight Compute report is given and
+analyses.gpu_metrics' GEMM check where nsys sampled GPU metrics) plus the export's memcpy rows,
+over the steady-state iterations (`step_N`). Figures are per step (the
 sum over the steady-state steps divided by their count). Every threshold lives in THRESHOLDS
 with the reason for its value. No presentation here (nsight_tui.render.findings makes text).
 """
@@ -25,6 +27,8 @@ from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 if TYPE_CHECKING:
+    from nsight_tui.parsers.analyses.gpu_metrics import GemmCheck
+    from nsight_tui.parsers.analyses.ncu import NcuAnalysis
     from nsight_tui.parsers.analyses.ranks import Rank
 
 
@@ -53,6 +57,17 @@ THRESHOLDS: dict[str, Threshold] = {
                                 "tail of the last bucket"),
     "warmup_slow_ratio": Threshold(1.5, "x the median step", "a step this much slower than the median is "
                                    "compiling, autotuning or allocating, not steady state"),
+    "occupancy_min_share": Threshold(0.02, "of the steps' GPU busy time", "a kernel name under 2% of the GPU's work "
+                                     "cannot move the step by more than a fraction of that even at ncu's full "
+                                     "estimated speedup"),
+    "occupancy_low_pct": Threshold(50.0, "% theoretical occupancy", "below half the SM's warps the launch "
+                                   "configuration (registers, shared memory, block size) caps the latency the "
+                                   "scheduler can hide; at or above it, more warps rarely help"),
+    "chain_kernel_max_ns": Threshold(20_000, "ns per kernel", "a kernel this short spends a sizeable share of its "
+                                     "time on fixed costs (launch, ramp-up, tail: a few µs each) and on one read and "
+                                     "write of its tensor; longer ones are single large passes"),
+    "chain_min_kernels": Threshold(3, "kernels in a row", "two kernels in a row are one intermediate tensor; three "
+                                   "or more is the pattern torch.compile's fusion removes with a gain worth naming"),
     "min_saving_ms": Threshold(0.0, "ms per step", "rules fire whenever their cause is present; the saving "
                                "ranks them"),
 }
@@ -109,6 +124,7 @@ class StepContext:
     t1: np.ndarray
     device: int
     rank: Rank | None = None  # a rank filter: that rank's steps and GPU, not rank 0's
+    ncu: NcuAnalysis | None = None  # an Nsight Compute report joined to the trace (report --ncu), its results
 
     @property
     def n(self) -> int:
@@ -126,6 +142,24 @@ class StepContext:
 
     def idle(self):
         return idle_analysis(self.trace)
+
+    @cached_property
+    def step_kernels(self) -> np.ndarray:
+        """Op positions of the kernels inside the steps on the steps' GPU, in time order."""
+        ops = self.trace.ops
+        pos = self.model.ops_of(self.steps)
+        pos = np.unique(pos[(ops["kind"].to_numpy()[pos] == KERNEL) & (ops["device"].to_numpy()[pos] == self.device)])
+        return pos[np.argsort(ops["start"].to_numpy()[pos], kind="stable")]
+
+    @cached_property
+    def gemm_check(self) -> GemmCheck | None:
+        """Sampled GPU metrics' verdict on the GEMMs' math units (analyses.gpu_metrics), None
+        where nsys sampled no GPU metrics."""
+        if not self.trace.gpu_metrics.present:
+            return None
+        from nsight_tui.parsers.analyses.gpu_metrics import gpu_metrics_analysis
+
+        return gpu_metrics_analysis(self.model, dict(self.trace.meta().config)).gemm
 
     @cached_property
     def cpu_wait_ns(self) -> float:
@@ -456,7 +490,8 @@ def fp32_gemm(c: StepContext) -> Finding | None:
         "torch.backends.cuda.matmul.allow_tf32 = True (torch.set_float32_matmul_precision('high')), or bf16 "
         "autocast: torch.autocast('cuda', dtype=torch.bfloat16)",
         {"fp32_gemm_ns_per_step": gemm_ns / c.n, "fp32_tflops": pk.tflops["fp32"], "tf32_tflops": pk.tflops.get("tf32"),
-         "gpu_saved_ns_per_step": gpu_saved, "cpu_wait_ns_per_step": c.cpu_wait_ns, "gpu_busy_share": gpu_share},
+         "gpu_saved_ns_per_step": gpu_saved, "cpu_wait_ns_per_step": c.cpu_wait_ns, "gpu_busy_share": gpu_share,
+         **_sampled(c.gemm_check)},  # where nsys sampled GPU metrics: Tensor Active over the GEMM-dominated samples
         rows[:10], int(c.t0[0]), int(c.t1[0]), claim=claim, gpu_work=True)
 
 
@@ -490,6 +525,262 @@ def unfused_attention(c: StepContext) -> Finding | None:
         [], int(c.model.r_start[attn[0]]), int(c.model.r_end[attn[0]]),
         claim=intervals.union(t.ops["start"].to_numpy()[pos[unfused]], t.ops["end"].to_numpy()[pos[unfused]]),
         gpu_work=True)
+
+
+# -- findings from the hardware: ncu's occupancy, sampled tensor activity, elementwise chains ------
+def _kernel_claim(c: StepContext, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ops = c.trace.ops
+    return intervals.union(ops["start"].to_numpy()[pos], ops["end"].to_numpy()[pos])
+
+
+def occupancy_limited(c: StepContext) -> list[Finding]:
+    """Per kernel name that matters (share of the steps' GPU busy time), one finding where ncu
+    measured a theoretical occupancy under occupancy_low_pct and its TheoreticalOccupancy rule
+    estimates a speedup: that share of the name's nsys time per step (the real run's clocks, every
+    steady-state step, not ncu's replay of one), an upper bound (occupancy hides latency only while
+    nothing else limits first). Reads the ncu analysis' JoinedKernel results only."""
+    a = c.ncu
+    if a is None:
+        return []
+    from nsight_tui.parsers.analyses.ncu import OCCUPANCY_FIXES, OCCUPANCY_RULE as NCU_OCCUPANCY_RULE
+
+    t = c.trace
+    pos = c.step_kernels
+    codes = t.ops["name"].to_numpy()[pos]
+    dur = (t.ops["end"].to_numpy() - t.ops["start"].to_numpy())[pos]
+    busy = c.split().busy_ns
+    name_of = t.ops["name"].to_numpy()
+    groups: dict[int, list] = {}
+    for k in a.joined:
+        groups.setdefault(int(name_of[k.op]), []).append(k)
+    out = []
+    for code, ks in groups.items():
+        theo = [k.figures.theoretical_occupancy_pct for k in ks if k.figures.theoretical_occupancy_pct is not None]
+        mine = codes == code
+        ns = float(dur[mine].sum())
+        if not theo or max(theo) >= _t("occupancy_low_pct") or not busy or ns < _t("occupancy_min_share") * busy:
+            continue
+        # ncu's estimate per profiled instance (0 where its rule did not fire), weighted by nsys's time
+        pct = []
+        for k in ks:
+            rule = next((r for r in k.figures.rules if r.rule == NCU_OCCUPANCY_RULE and r.speedup_pct is not None), None)
+            pct.append(float(rule.speedup_pct) if rule is not None and rule.speedup_pct is not None else 0.0)
+        w = np.array([k.nsys_duration_ns or 0 for k in ks], dtype=np.float64)
+        speedup = float(np.average(pct, weights=w)) if w.sum() else float(np.mean(pct))
+        if speedup <= 0:
+            continue  # ncu measured the limit but expects nothing from lifting it
+        limiters = [k.figures.occupancy_limiter for k in ks if k.figures.occupancy_limiter]
+        limiter = max(set(limiters), key=limiters.count) if limiters else "unknown"
+        achieved = [k.figures.achieved_occupancy_pct for k in ks if k.figures.achieved_occupancy_pct is not None]
+        name = t.op_names[code]
+        from nsight_tui.parsers.kernels.kernel_names import table_name
+
+        rows = [{"ncu_index": k.index, "range": k.path, "nsys_duration_ns": k.nsys_duration_ns,
+                 "theoretical_occupancy_pct": k.figures.theoretical_occupancy_pct,
+                 "achieved_occupancy_pct": k.figures.achieved_occupancy_pct,
+                 "occupancy_limiter": k.figures.occupancy_limiter, "ncu_estimated_speedup_pct": p}
+                for k, p in zip(ks, pct)]
+        first = pos[mine][0] if mine.any() else ks[0].op
+        out.append(Finding(
+            "occupancy-limited", f"{table_name(name)}: theoretical occupancy {max(theo):.1f}% (limited by {limiter})",
+            sorted({k.path for k in ks if k.path}) or ["step_N"], _ms(speedup / 100 * ns / c.n),
+            f"ncu's {NCU_OCCUPANCY_RULE} rule: its estimated speedup ({speedup:.1f}% of the kernel's time, measured by "
+            "ncu on the profiled instances, weighted by their nsys time) × the kernel's nsys time per step; "
+            "ncu's estimate, an upper bound",
+            OCCUPANCY_FIXES.get(limiter, ""),
+            {"kernel": name, "nsys_ns_per_step": ns / c.n, "instances_per_step": int(mine.sum()) / c.n,
+             "share_of_gpu_busy": ns / busy, "ncu_theoretical_occupancy_pct": max(theo),
+             "ncu_achieved_occupancy_pct": float(np.mean(achieved)) if achieved else None,
+             "ncu_occupancy_limiter": limiter, "ncu_estimated_speedup_pct": speedup,
+             "ncu_blocks_per_sm_by_limit": ks[0].figures.occupancy_limit_blocks, "ncu_profiled_instances": len(ks)},
+            rows[:10], int(t.ops["start"].to_numpy()[first]), int(t.ops["end"].to_numpy()[first]),
+            claim=_kernel_claim(c, pos[mine]), gpu_work=True))
+    return out
+
+
+def _gemm_kernels(c: StepContext) -> np.ndarray:
+    t = c.trace
+    pos = c.step_kernels
+    codes = t.ops["name"].to_numpy()[pos]
+    fam = name_families(t)[codes] if len(codes) else np.array([], dtype=object)
+    return pos[fam == "gemm"]
+
+
+def _sampled(check: GemmCheck | None) -> dict:
+    """The sampled GPU metrics' figures on the GEMMs, for a finding's evidence."""
+    if check is None:
+        return {}
+    from nsight_tui.parsers.analyses.gpu_metrics import GEMM_SHARE
+
+    return {"sampled_tensor_active_pct": check.tensor_active_pct, "sampled_gemm_samples": check.gemm_samples,
+            "sampled_gemm_share_min": GEMM_SHARE, "sampled_verdict": check.verdict, "sampled_text": check.text}
+
+
+def tensor_cores_idle(c: StepContext) -> Finding | None:
+    """GEMMs named as tensor-core kernels (TF32/bf16/fp8 by name, or by the run's settings where the
+    names do not say) while the sampled Tensor Active over the GEMM-dominated samples is ~0
+    (gpu_metrics.gemm_check: refuted). GEMMs whose names say fp32, or say nothing on a run set to
+    fp32, are fp32-gemm-without-tensor-cores' (its evidence carries the same samples)."""
+    from nsight_tui.parsers.analyses import roofline
+    from nsight_tui.parsers.analyses.gpu_metrics import TENSOR_PATHS
+
+    check = c.gemm_check
+    if check is None or check.verdict != "refuted" or check.named_path not in TENSOR_PATHS:
+        return None
+    t = c.trace
+    gemm = _gemm_kernels(c)
+    if not len(gemm):
+        return None
+    gemm_ns = float((t.ops["end"].to_numpy() - t.ops["start"].to_numpy())[gemm].sum())
+    s = c.split()
+    if gemm_ns < _t("fp32_gemm_min_share") * s.busy_ns:
+        return None  # GEMMs under a tenth of the GPU's work: whichever units ran them, the step hardly moves
+    pk = roofline.build(t).peaks.peaks
+    fast = pk.tflops.get(check.named_path) if pk is not None else None
+    slow = pk.tflops.get("fp32") if pk is not None else None
+    ratio = slow / fast if fast and slow else None
+    gpu_saved = gemm_ns * (1 - ratio) / c.n if ratio is not None else 0.0
+    return Finding(
+        "tensor-cores-idle", f"GEMMs named as {check.named_path} tensor-core kernels, but the sampled tensor cores sat idle",
+        ["step_N"], _ms(min(gpu_saved, c.cpu_wait_ns)),
+        (f"GEMM time per step × (1 − fp32/{check.named_path} peak = {slow:g}/{fast:g}), at most the time the CPU waited "
+         "for the GPU per step; an estimate: the samples say the tensor cores did not run them" if ratio is not None
+         else "no peak for this GPU: the saving cannot be estimated"),
+        "check the math mode really in force where the GEMMs run (torch.backends.cuda.matmul.allow_tf32, "
+        "torch.set_float32_matmul_precision('high'), autocast's scope and dtype); profile with --gpu-metrics again",
+        {"gemm_ns_per_step": gemm_ns / c.n, "gemm_share_of_gpu_busy": gemm_ns / (s.busy_ns or 1),
+         "named_path": check.named_path, "gpu_saved_ns_per_step": gpu_saved, "cpu_wait_ns_per_step": c.cpu_wait_ns,
+         **_sampled(check)},
+        [], int(c.t0[0]), int(c.t1[0]), claim=_kernel_claim(c, gemm), gpu_work=True)
+
+
+# The families a fused elementwise pass stands for (kernels.families): pointwise math and reductions
+# (sums, means, norms of a row). Copies/casts ("memory") and normalisations are other fixes.
+CHAIN_FAMILIES = ("elementwise", "reduction")
+
+
+def _innermost(c: StepContext, pos: np.ndarray) -> np.ndarray:
+    """Per op (positions `pos`): the deepest range it is attributed to, -1 if none."""
+    m = c.model
+    pair_op, pair_range = np.asarray(m.pair_op, dtype=np.int64), np.asarray(m.pair_range, dtype=np.int64)
+    sel = np.isin(pair_op, pos)
+    po, pr = pair_op[sel], pair_range[sel]
+    order = np.lexsort((np.asarray(m.depth)[pr], po))  # per op, deepest last
+    po, pr = po[order], pr[order]
+    last = np.r_[po[1:] != po[:-1], True] if len(po) else np.zeros(0, dtype=bool)
+    where = dict(zip(po[last].tolist(), pr[last].tolist()))
+    return np.array([where.get(int(p), -1) for p in pos.tolist()], dtype=np.int64)
+
+
+def _unfused_attention_ops(c: StepContext) -> np.ndarray:
+    """The kernels unfused-attention's saving stands on (the manual attention's scale/mask/softmax/
+    dropout kernels), empty where it does not fire: the elementwise-chain rule leaves them to it."""
+    attn = c.phase("scaled_dot_product_attention")
+    if len(attn) == 0:
+        return np.zeros(0, dtype=np.int64)
+    t = c.trace
+    pos = c.model.ops_of(attn)
+    pos = pos[t.ops["kind"].to_numpy()[pos] == KERNEL]
+    fam = name_families(t)[t.ops["name"].to_numpy()[pos]] if len(pos) else np.array([], dtype=object)
+    if not (fam == "softmax").any() or (fam == "attention").any():
+        return np.zeros(0, dtype=np.int64)
+    return pos[fam != "gemm"]
+
+
+def _memory_bound_names(c: StepContext) -> dict[int, bool] | None:
+    """Per export kernel name code: ncu measured it memory-bound (memory % of peak > SM %, the mean
+    over its profiled instances); None without a report."""
+    if c.ncu is None:
+        return None
+    name_of = c.trace.ops["name"].to_numpy()
+    mem: dict[int, list[float]] = {}
+    sm: dict[int, list[float]] = {}
+    for k in c.ncu.joined:
+        if k.figures.memory_throughput_pct is not None and k.figures.sm_throughput_pct is not None:
+            mem.setdefault(int(name_of[k.op]), []).append(k.figures.memory_throughput_pct)
+            sm.setdefault(int(name_of[k.op]), []).append(k.figures.sm_throughput_pct)
+    return {code: float(np.mean(mem[code])) > float(np.mean(sm[code])) for code in mem}
+
+
+def elementwise_chains(c: StepContext) -> list[tuple[np.ndarray, int]]:
+    """Runs of at least chain_min_kernels consecutive kernels on one stream (no other kernel of that
+    stream between them) inside one range instance, each an elementwise/reduction kernel no longer
+    than chain_kernel_max_ns and, with an ncu report, measured memory-bound by ncu (a name ncu did
+    not profile counts by its family); the manual attention's kernels unfused-attention claims are
+    left out. Each chain: (its op positions in order, its range instance)."""
+    t = c.trace
+    pos = c.step_kernels
+    if not len(pos):
+        return []
+    ops = t.ops
+    codes = ops["name"].to_numpy()[pos]
+    dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
+    fam = name_families(t)[codes]
+    ok = np.isin(fam, CHAIN_FAMILIES) & (dur <= _t("chain_kernel_max_ns")) & ~np.isin(pos, _unfused_attention_ops(c))
+    bound = _memory_bound_names(c)
+    if bound is not None:
+        ok &= np.array([bound.get(int(k), True) for k in codes.tolist()], dtype=bool)
+    inner = _innermost(c, pos)
+    stream = ops["stream"].to_numpy()[pos]
+    out = []
+    for s in np.unique(stream).tolist():
+        on = np.flatnonzero(stream == s)  # in time order (pos is)
+        run: list[int] = []
+        for i in on.tolist() + [-1]:
+            if i >= 0 and ok[i] and inner[i] >= 0 and (not run or inner[i] == inner[run[0]]):
+                run.append(i)
+                continue
+            if len(run) >= _t("chain_min_kernels"):
+                out.append((pos[run], int(inner[run[0]])))
+            run = [i] if i >= 0 and ok[i] and inner[i] >= 0 else []
+    return out
+
+
+def elementwise_chain(c: StepContext) -> Finding | None:
+    chains = elementwise_chains(c)
+    if not chains:
+        return None
+    t = c.trace
+    ops = t.ops
+    start, end = ops["start"].to_numpy(), ops["end"].to_numpy()
+    groups: dict[tuple[str, tuple[str, ...]], list[float]] = {}  # per (range path, names): [count, ns, saving]
+    saved = chain_ns = 0.0
+    shorter: list[np.ndarray] = []
+    first = None
+    for p, rid in chains:
+        d = (end[p] - start[p]).astype(np.float64)
+        keep = int(np.argmax(d))
+        chain_ns += float(d.sum())
+        saved += float(d.sum() - d[keep])
+        shorter.append(np.delete(p, keep))
+        names = tuple(t.op_names[int(k)] for k in ops["name"].to_numpy()[p])
+        g = groups.setdefault((_path(c.model, rid), names), [0, 0.0, 0.0])
+        g[0] += 1
+        g[1] += float(d.sum())
+        g[2] += float(d.sum() - d[keep])
+        if first is None or d.sum() > first[2]:
+            first = (int(start[p[0]]), int(end[p[-1]]), float(d.sum()))
+    from nsight_tui.parsers.kernels.kernel_names import table_name
+
+    rows = [{"range": path, "kernels": len(names), "names": [table_name(n) for n in names],
+             "chains_per_step": g[0] / c.n, "chain_ns_per_step": g[1] / c.n, "saving_ns_per_step": g[2] / c.n}
+            for (path, names), g in sorted(groups.items(), key=lambda kv: -kv[1][2])]
+    kernels = sum(len(p) for p, _ in chains)
+    how = "memory-bound by ncu's figures (memory % of peak > SM %)" if c.ncu is not None else \
+        "memory-bound by family (elementwise/reduction: a pass over memory per kernel)"
+    assert first is not None
+    return Finding(
+        "elementwise-chain", "chains of short elementwise kernels, each a round trip through memory (fusion candidates)",
+        sorted({str(r["range"]) for r in rows})[:10], _ms(saved / c.n),
+        f"per chain, its kernels' time − its longest kernel's (one fused pass), per step; an estimate. Chains: ≥ "
+        f"{_t('chain_min_kernels'):g} consecutive elementwise/reduction kernels on one stream in one range instance, each "
+        f"≤ {_t('chain_kernel_max_ns') / 1e3:g} µs, {how}; the manual attention's kernels are unfused-attention's",
+        "fuse them: torch.compile(model) (Inductor fuses pointwise chains), a fused op (F.gelu, fused LayerNorm), "
+        "or a custom Triton kernel",
+        {"chains_per_step": len(chains) / c.n, "kernels_per_step": kernels / c.n, "chain_ns_per_step": chain_ns / c.n,
+         "memory_bound_by": "ncu" if c.ncu is not None else "family"},
+        rows[:10], first[0], first[1], claim=intervals.union(
+            start[np.concatenate(shorter)], end[np.concatenate(shorter)]), gpu_work=True)
 
 
 # Only rows whose values are what nsys writes (integers, end >= start) count, as the loader
@@ -725,6 +1016,9 @@ RULES = {
     "unfused-optimizer": unfused_optimizer,
     "fp32-gemm-without-tensor-cores": fp32_gemm,
     "unfused-attention": unfused_attention,
+    "occupancy-limited": occupancy_limited,
+    "tensor-cores-idle": tensor_cores_idle,
+    "elementwise-chain": elementwise_chain,
     "pageable-memcpy": pageable_memcpy,
     "sync-memcpy": sync_memcpy,
     "exposed-communication": exposed_communication,
@@ -733,7 +1027,8 @@ RULES = {
 RULE_IDS = tuple(RULES)
 
 
-def context(trace: Trace, attribution: str = "process", rank: Rank | None = None) -> StepContext | None:
+def context(trace: Trace, attribution: str = "process", rank: Rank | None = None,
+            ncu: NcuAnalysis | None = None) -> StepContext | None:
     """The steady-state steps the rules read: rank 0's (the lowest rank's) in an export of several,
     or `rank`'s (a rank filter), on that rank's GPU."""
     model = range_model(trace, attribution)
@@ -757,17 +1052,21 @@ def context(trace: Trace, attribution: str = "process", rank: Rank | None = None
     # Each step's window is its period (this step's start to the next's), not its NVTX span: on a
     # capture without phase syncs the GPU works on a step long after the CPU closed its range.
     times = step_times(model, steps)
-    return StepContext(trace, model, times.ids, times.start_ns, times.end_ns, devices[0], rank)
+    return StepContext(trace, model, times.ids, times.start_ns, times.end_ns, devices[0], rank, ncu)
 
 
 def findings(trace: Trace, attribution: str = "process", rules: dict | None = None,
-             rank: Rank | None = None) -> list[Finding]:
+             rank: Rank | None = None, ncu: NcuAnalysis | None = None) -> list[Finding]:
     """Every rule that fires on the trace's steady-state steps (`rank`'s under a rank filter),
-    largest saving first, with each nanosecond of device time claimed by one finding only."""
-    c = context(trace, attribution, rank)
+    largest saving first, with each nanosecond of device time claimed by one finding only. `ncu`:
+    an Nsight Compute report joined to the trace (analyses.ncu.analyse), for the rules that read it."""
+    c = context(trace, attribution, rank, ncu)
     if c is None:
         return []
-    out = [f for rule in (rules or RULES).values() if (f := rule(c)) is not None]
+    out: list[Finding] = []
+    for rule in (rules or RULES).values():
+        found = rule(c)  # a rule per kernel name (occupancy-limited) gives a list
+        out += found if isinstance(found, list) else [found] if found is not None else []
     return sorted(partition(out, c.cpu_wait_ns / 1e6), key=lambda f: (-f.saving_ms_per_step, f.id))
 
 
@@ -818,11 +1117,11 @@ def not_checked(trace: Trace) -> list[str]:
     return [f"pageable-memcpy, sync-memcpy not checked: the export lacks {', '.join(gone)}"] if gone else []
 
 
-def answers(trace: Trace, attribution: str = "process") -> dict:
+def answers(trace: Trace, attribution: str = "process", ncu: NcuAnalysis | None = None) -> dict:
     """The JSON under "findings" in `report -f json`: the findings with a saving, their combined
     saving (each nanosecond once), and apart those present with nothing to gain."""
-    c = context(trace, attribution)
-    every = findings(trace, attribution)
+    c = context(trace, attribution, ncu=ncu)
+    every = findings(trace, attribution, ncu=ncu)
     gain = [f for f in every if f.saving_ms_per_step >= max(NOTHING_TO_GAIN_MS, _t("min_saving_ms"))]
     apart = [f for f in every if f not in gain]
     alone = sum(f.saving_alone_ms_per_step or f.saving_ms_per_step for f in gain)
@@ -833,6 +1132,7 @@ def answers(trace: Trace, attribution: str = "process") -> dict:
             "combined_saving_ms_per_step": combined,
             "overlap_ms_per_step": alone - combined,
             "present_no_saving": [{"id": f.id, "title": f.title, "saving_alone_ms_per_step": f.saving_alone_ms_per_step,
+                                   "evidence": f.evidence,
                                    "overlaps": f.overlaps, "capped_by_cpu_wait": f.capped_by_cpu_wait}
                                   for f in apart],
             "cpu_wait_ms_per_step": None if c is None else c.cpu_wait_ns / 1e6,

@@ -235,9 +235,10 @@ def _gpu_metrics(model: RangeModel, config: dict) -> dict:
 
 
 def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
-              main_thread: str | None = None, roofline_options: dict | None = None) -> dict:
+              main_thread: str | None = None, roofline_options: dict | None = None, ncu=None) -> dict:
     """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
-    `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers."""
+    `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers; `ncu`: an
+    Nsight Compute report joined to the trace (analyses.ncu.analyse) for the findings that read it."""
     from nsight_tui.parsers.analyses.backward_parts import backward_parts
     from nsight_tui.parsers.analyses.findings import answers as findings_answers
     from nsight_tui.parsers.analyses.roofline import answers as roofline_answers
@@ -268,7 +269,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
         "occupancy": occupancy.answers(trace),
-        "findings": findings_answers(trace, attribution),
+        "findings": findings_answers(trace, attribution, ncu),
         "backward_parts": [t.to_json() for t in backward_parts(model)],
         # where the export names no iteration (or nothing inside its iterations): what was inferred
         # from its kernel sequence, or why nothing

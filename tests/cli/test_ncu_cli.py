@@ -68,8 +68,17 @@ def test_report_with_ncu(files, capsys):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["ncu"]["joined_kernels"] == 264 and "occupancy" in doc
+    # the occupancy-limited kernels are in the findings' ranking, apart as the fp32 rule's overlap,
+    # the same kernel names as the ncu section's own (per range) list
+    apart = [f for f in doc["findings"]["present_no_saving"] if f["id"] == "occupancy-limited"]
+    assert {f["evidence"]["kernel"] for f in apart} == {f["name"] for f in doc["ncu"]["findings"]}
+    assert all(f["overlaps"] == ["fp32-gemm-without-tensor-cores"] for f in apart)
     code, out, err = cli(["report", str(export), "--ncu", str(report)], capsys)
     assert code == 0 and "## Below the kernel: Nsight Compute, joined to the NVTX tree" in out
+    assert (f"`occupancy-limited` ×{len(apart)} kernel names (their time is fp32-gemm-without-tensor-cores's)"
+            in out)
+    code, out, err = cli(["report", str(export), "-f", "json"], capsys)
+    assert "occupancy-limited" not in {f["id"] for f in json.loads(out)["findings"]["present_no_saving"]}
 
 
 def test_bad_input_is_one_line(tmp_path, files, capsys):

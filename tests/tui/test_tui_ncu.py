@@ -125,3 +125,27 @@ def test_a_bad_report_costs_the_measured_points_not_the_roofline(tui, pair, tmp_
             assert "no measured points" in data.source_line and "no profiled kernel" in data.source_line
 
     asyncio.run(body())
+
+
+def test_findings_view_ranks_the_occupancy_limited_kernels_with_ncu(tui, pair):
+    """`F` with --ncu: the occupancy-limited kernel names (ncu's theoretical occupancy < 50%, from
+    NVIDIA's reading) are rows of the findings table, each titled with its limiter; without --ncu
+    there are none."""
+    report, export = pair
+    low = {o["name"] for o in oracle_kernels() if o["metrics"]["sm__maximum_warps_per_active_cycle_pct"][0] < 50}
+
+    async def rows(with_ncu: bool) -> list:
+        app = make_app(export)
+        if with_ncu:
+            app.ncu_file = str(report)
+        async with tui(export, size=(130, 40), app=app) as ui:
+            await ui.press("F")
+            await ui.until(lambda: type(ui.screen).__name__ == "FindingsScreen" and ui.screen.view is not None,
+                           "the findings shown")
+            await ui.settle()
+            return [f for f in ui.screen.view.findings if f.id == "occupancy-limited"]
+
+    found = asyncio.run(rows(True))
+    assert len(found) >= 5 and all("limited by registers" in f.title for f in found)
+    assert all(any(n in f.evidence["kernel"] for n in low) for f in found)
+    assert asyncio.run(rows(False)) == []

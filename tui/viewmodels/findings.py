@@ -133,12 +133,13 @@ def columns(found: list[Finding]) -> list[Column]:
     ]
 
 
-def build(trace: Trace, model: RangeModel, attribution: str, rank=None) -> FindingsView:
+def build(trace: Trace, model: RangeModel, attribution: str, rank=None, ncu=None) -> FindingsView:
     """Run the rules (parsers.findings) over rank 0's steps, or `rank`'s under a rank filter, and
-    decide each finding's jump; slow: call from a worker."""
-    c = context(trace, attribution, rank)
+    decide each finding's jump; `ncu`: the Nsight Compute report joined to the trace (--ncu), for
+    the rules that read it. Slow: call from a worker."""
+    c = context(trace, attribution, rank, ncu)
     # every finding, largest saving first: a cause present with nothing left to gain comes last and says why
-    found = findings(trace, attribution, rank=rank)
+    found = findings(trace, attribution, rank=rank, ncu=ncu)
     frame = pd.DataFrame({"pos": range(len(found)), "id": [f.id for f in found], "title": [f.title for f in found],
                           "where": [f.range for f in found], "saving": [f.saving_ms_per_step for f in found],
                           "basis": [f.basis for f in found]})
