@@ -7,7 +7,9 @@ a 10-step capture compare, and every number says which basis it is on.
 
 - `diff_runs(a, b)` merges the two aggregated range trees (parsers.model) by name path, each
   node with A, B and Δ of CPU time, GPU busy, kernel time and kernel count; one-sided ranges
-  are `removed` (A only) or `added` (B only).
+  are `removed` (A only) or `added` (B only). Where one run's ranges are inferred from its kernel
+  sequence (parsers.model.inferred_ranges) and the other's annotated, a range under another
+  parent on each side is matched by role (`_role_matches`, `RangeDiff.role_match`).
 - `kernel_diff(node)` (any merged range) and `RunDiff.kernels` (the step, or the whole
   capture): GPU ops matched by name, ops on one side only listed as removed/added, and the
   same summed by family (parsers.families); sorted by |Δ time|.

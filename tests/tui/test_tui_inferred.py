@@ -57,6 +57,9 @@ def test_the_cpu_column_says_inferred_ranges_show_their_launch_span(async_trace,
             columns = ui.screen.grid.ranges.columns
             assert next(c for c in columns if c.key == "cpu").export_header.startswith(
                 "CPU: NVTX span; launch span for inferred: ranges")
+            # the header's clocks line (the GPU runs behind: no syncs in this step) names the same span
+            clocks = ui.app.session.header().clocks
+            assert "(launch span, inferred)" in clocks and "CPU* = NVTX span, launch span for inferred" in clocks
 
     asyncio.run(body())
 
@@ -69,5 +72,7 @@ def test_an_annotated_trace_keeps_the_plain_cpu_header(async_trace, tui):
             header = next(line for line in ui.text().splitlines() if "Range" in line and "GPU" in line)
             assert "CPU*" not in header and "CPU" in header
             assert "launch span" not in ui.flat_text()
+            clocks = ui.app.session.header().clocks
+            assert "(NVTX span)" in clocks and "CPU = NVTX span" in clocks
 
     asyncio.run(body())
