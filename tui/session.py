@@ -121,16 +121,23 @@ class Session:
 
     def _clocks_text(self) -> str:
         """The two clocks in words where the GPU runs behind the CPU on the steady-state steps."""
+        from nsight_tui.parsers.model.inferred_ranges import inference
         from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, step_times
+        from nsight_tui.tui.tree_source import INFERRED_CPU_MARK, INFERRED_CPU_TEXT
 
         t = step_times(self.model, iteration_ranges(self.model, STEP))
         if not t.gpu_lags():
             return ""
         n = t.n
+        # steps inferred from the kernel sequence have no NVTX span: their CPU figure is the launch span
+        found = inference(self.trace)
+        inferred = found.found and not found.inside
+        span = "launch span, inferred" if inferred else "NVTX span"
+        cpu = f"CPU{INFERRED_CPU_MARK} = NVTX span, {INFERRED_CPU_TEXT}" if found.found else "CPU = NVTX span"
         return (f"clocks: the GPU runs behind the CPU (no synchronise at phase ends): per step the CPU issues its "
-                f"work in {fmt.duration(t.cpu_ns.sum() / n)} (NVTX span), the GPU runs it in "
+                f"work in {fmt.duration(t.cpu_ns.sum() / n)} ({span}), the GPU runs it in "
                 f"{fmt.duration(t.gpu_ns.sum() / n)}; the step is its period, {fmt.duration(t.period_ns.sum() / n)}. "
-                "Columns: CPU = NVTX span, GPU = its GPU work's span (first start to last end), both totals ×N")
+                f"Columns: {cpu}, GPU = its GPU work's span (first start to last end), both totals ×N")
 
     def nesting(self) -> str:
         """The note on iterations nested in iterations (unbalanced NVTX), "" when none."""

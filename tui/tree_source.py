@@ -77,20 +77,31 @@ def path_text(node: RangeNode) -> str:
     return "/".join(node.path)
 
 
-def tree_columns(aggregated: bool = True, per_instance: bool = False) -> list[Column]:
+# The CPU column's header where the tree holds ranges inferred from the kernel sequence (issue 31):
+# theirs is no NVTX span but their kernels' launch span; the mark sends the reader to the crumb,
+# which says it in few words (it must fit 80 columns beside the aggregation's words)
+INFERRED_CPU_MARK = "*"
+INFERRED_CPU_TEXT = "launch span for inferred: ranges"
+INFERRED_CPU_SHORT = "launch span if inferred"
+
+
+def tree_columns(aggregated: bool = True, per_instance: bool = False, inferred: bool = False) -> list[Column]:
     """The tree's columns. Aggregated rows add up their instances (`step_N ×3`): the figures are
-    totals over them, or (`i`) per instance, the total ÷ N; the headers and exports say which."""
+    totals over them, or (`i`) per instance, the total ÷ N; the headers and exports say which.
+    `inferred`: some ranges are inferred, their CPU figure a launch span (the header is marked)."""
     if aggregated and per_instance:
         cpu, gpu_time, gpu, kernels, what = "CPU/inst", "GPU/inst", "Busy/inst", "Kern/inst", "mean per instance"
     else:
         cpu, gpu_time, gpu, kernels = "CPU", "GPU", "GPU busy", "Kernels"
         what = "total over instances" if aggregated else "one instance"
+    span = f"NVTX span; {INFERRED_CPU_TEXT}" if inferred else "NVTX span"
     return [
         Column("range", "Range", None, "left", md_header="Range path", min_width=18, text=True),
         Column("instances", "×N", 6, priority=6),
         # Two clocks: CPU, the NVTX span (when the CPU issued the work); GPU, its GPU work's span
         # (first start to last end, nsys's projection). They differ when the GPU runs behind.
-        Column("cpu", cpu, 9, fmt=fmt.duration, md_header=f"CPU: NVTX span (ns, {what})", priority=7),
+        Column("cpu", cpu + (INFERRED_CPU_MARK if inferred else ""), 9, fmt=fmt.duration,
+               md_header=f"CPU: {span} (ns, {what})", priority=7),
         Column("gpu_time", gpu_time, 9, fmt=fmt.duration, md_header=f"GPU time: its work's span (ns, {what})",
                priority=7),
         Column("gpu", gpu, 9, fmt=fmt.duration, md_header=f"GPU busy (ns, {what})", priority=8),
@@ -103,10 +114,11 @@ def tree_columns(aggregated: bool = True, per_instance: bool = False) -> list[Co
 class RangeTreeSource:
     columns = tree_columns()
 
-    def __init__(self, groups: list[ThreadGroup], aggregated: bool, per_instance: bool = False):
+    def __init__(self, groups: list[ThreadGroup], aggregated: bool, per_instance: bool = False,
+                 inferred: bool = False):
         self.per_instance = per_instance and aggregated
         if "columns" not in self.__dict__:  # a subclass (the diff's tree) may have set its own
-            self.columns = tree_columns(aggregated, per_instance)
+            self.columns = tree_columns(aggregated, per_instance, inferred)
         self.groups = groups
         self.aggregated = aggregated
         self.rows: list[TreeRow] = [TreeRow(g, 0) for g in groups]

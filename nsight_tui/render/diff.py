@@ -191,6 +191,7 @@ def range_rows(d: RunDiff) -> tuple[list[str], list[list]]:
         for root in t.roots:
             for r in root.walk():
                 name = f"{t.label}: {r.path_text}" if many else r.path_text
+                name += f" (= {r.role_match})" if r.role_match else ""
                 rows.append([name, STATUS_TEXT[r.status], BASIS_TEXT[r.basis], *delta_cells(r.cpu_ns),
                              *delta_cells(r.busy_ns), *delta_cells(r.kernel_ns), count(r.kernels.a),
                              count(r.kernels.b), signed_count(r.kernels.delta)])
@@ -251,6 +252,7 @@ def _delta(d: Delta | None) -> dict | None:
 
 def _range(r: RangeDiff) -> dict:
     return {"name": r.name, "path": r.path_text, "status": r.status, "basis": r.basis,
+            **({"role_match": r.role_match} if r.role_match else {}),
             "a_iterations": r.a_iterations, "b_iterations": r.b_iterations,
             "a_instances": r.a_instances, "b_instances": r.b_instances,
             "cpu_ns": _delta(r.cpu_ns), "busy_ns": _delta(r.busy_ns), "kernel_ns": _delta(r.kernel_ns),

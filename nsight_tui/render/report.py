@@ -39,6 +39,14 @@ def heading(a: dict) -> list[str]:
     return out
 
 
+def _backward_stages(found: dict) -> list[str]:
+    stages = found.get("backward_stages") or []
+    if not stages:
+        return []
+    return [f"One backward layer's stages in order (the forward's met in reverse): {safe.markdown(' → '.join(stages))}",
+            ""]
+
+
 def inferred(a: dict) -> list[str]:
     """Where the export names no iteration: the iterations, layers and stages inferred from its
     kernel sequence (parsers.model.inferred_ranges), which every section below then reads as the
@@ -51,7 +59,7 @@ def inferred(a: dict) -> list[str]:
                f"_{safe.markdown(found['basis'])}_", ""]
         if found["layer_count"]:
             out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
-                    f"{safe.markdown(' → '.join(found['layer_stages']))}", ""]
+                    f"{safe.markdown(' → '.join(found['layer_stages']))}", "", *_backward_stages(found)]
         return out + ["_The sections below read the phases, layers and stages as ranges of the NVTX domain "
                       "`inferred` (`inferred:forward`, `inferred:layer_N`) inside the export's own step_N: inferred, "
                       "not annotated._", ""]
@@ -66,7 +74,7 @@ def inferred(a: dict) -> list[str]:
     if found["layer_count"]:
         stages = " → ".join(found["layer_stages"])
         out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
-                f"{safe.markdown(stages)}", ""]
+                f"{safe.markdown(stages)}", "", *_backward_stages(found)]
     out += ["_The sections below read these as ranges of the NVTX domain `inferred` (`inferred:step_N`, "
             "`inferred:forward`, `inferred:layer_N`): inferred, not annotated. Their CPU span runs from their first "
             "kernel's launch to the next one's; the warm-ups (`warmup_N`) are the leading iterations unlike the "

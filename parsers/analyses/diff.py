@@ -7,7 +7,9 @@ a 10-step capture compare, and every number says which basis it is on.
 
 - `diff_runs(a, b)` merges the two aggregated range trees (parsers.model) by name path, each
   node with A, B and Δ of CPU time, GPU busy, kernel time and kernel count; one-sided ranges
-  are `removed` (A only) or `added` (B only).
+  are `removed` (A only) or `added` (B only). Where one run's ranges are inferred from its kernel
+  sequence (parsers.model.inferred_ranges) and the other's annotated, a range under another
+  parent on each side is matched by role (`_role_matches`, `RangeDiff.role_match`).
 - `kernel_diff(node)` (any merged range) and `RunDiff.kernels` (the step, or the whole
   capture): GPU ops matched by name, ops on one side only listed as removed/added, and the
   same summed by family (parsers.families); sorted by |Δ time|.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges, step_times
 from nsight_tui.parsers.model.inferred_ranges import inference
@@ -84,6 +87,9 @@ class RangeDiff:
     kernel_ns: Delta
     kernels: Delta  # kernel count
     is_iteration: bool = False  # a step_N / warmup_N range itself
+    # matched by role, not by place: the other side's path below the common parent, where it differs
+    # (an inferred layer's `computing_softmax` against the annotated `scaled_dot_product_attention/computing_softmax`)
+    role_match: str = ""
     children: list[RangeDiff] = field(default_factory=list, repr=False)
     parent: RangeDiff | None = field(default=None, repr=False)
     a_node: RangeNode | None = field(default=None, repr=False)
@@ -284,7 +290,8 @@ def _side(node: RangeNode | None, iterations: int) -> tuple:
 
 
 def _pair(key: str, a: RangeNode | None, b: RangeNode | None, prefix: tuple[str, ...], depth: int,
-          basis: str, a_div: int, b_div: int, cut: set[int], iteration: bool = False) -> RangeDiff:
+          basis: str, a_div: int, b_div: int, cut: set[int], iteration: bool = False,
+          adopt: dict | None = None, role_match: str = "") -> RangeDiff:
     a_cpu, a_busy, a_kern, a_count, a_inst = _side(a, a_div)
     b_cpu, b_busy, b_kern, b_count, b_inst = _side(b, b_div)
     path = (*prefix, key)
@@ -292,21 +299,88 @@ def _pair(key: str, a: RangeNode | None, b: RangeNode | None, prefix: tuple[str,
         name=key, path=path, depth=depth, status=_status(a, b), basis=basis,
         a_iterations=a_div, b_iterations=b_div, a_instances=a_inst, b_instances=b_inst,
         cpu_ns=Delta(a_cpu, b_cpu), busy_ns=Delta(a_busy, b_busy), kernel_ns=Delta(a_kern, b_kern),
-        kernels=Delta(a_count, b_count), is_iteration=iteration, a_node=a, b_node=b,
+        kernels=Delta(a_count, b_count), is_iteration=iteration, a_node=a, b_node=b, role_match=role_match,
     )
     kids = lambda n: [c for c in n.children if id(c) not in cut] if n is not None else []
-    node.children = _merge(kids(a), kids(b), path, depth + 1, basis, a_div, b_div, cut)
+    node.children = _merge(kids(a), kids(b), path, depth + 1, basis, a_div, b_div, cut, adopt)
     for child in node.children:
         child.parent = node
     return node
 
 
 def _merge(a_nodes: list[RangeNode], b_nodes: list[RangeNode], prefix: tuple[str, ...], depth: int,
-           basis: str, a_div: int, b_div: int, cut: set[int]) -> list[RangeDiff]:
-    """Sibling lists of A and B merged by match key: A's order, then B's own."""
+           basis: str, a_div: int, b_div: int, cut: set[int],
+           adopt: dict | None = None) -> list[RangeDiff]:
+    """Sibling lists of A and B merged by match key: A's order, then B's own. `adopt` (under an
+    inferred range one side only has): {"side": that side, "nodes": {key: (the other side's range,
+    its path)}}, the cousins _role_matches found for its children."""
     a_by, b_by = _keyed(a_nodes), _keyed(b_nodes)
-    return [_pair(key, a_by.get(key), b_by.get(key), prefix, depth, basis, a_div, b_div, cut)
-            for key in list(a_by) + [k for k in b_by if k not in a_by]]
+    roles = _role_matches(a_by, b_by, cut)
+    a_by, b_by = ({k: n for k, n in by.items() if id(n) not in cut} for by in (a_by, b_by))
+    if adopt:  # under an inferred range one side only has: the other side's cousins of the same name
+        side, found = adopt["side"], adopt["nodes"]
+        mine, other = (b_by, a_by) if side == "b" else (a_by, b_by)
+        for key in mine:
+            if key not in other and key in found:
+                other[key] = found[key][0]
+                roles[key] = found[key][1]
+    out = []
+    for key in list(a_by) + [k for k in b_by if k not in a_by]:
+        a, b = a_by.get(key), b_by.get(key)
+        under = roles.get(("children", key))
+        out.append(_pair(key, a, b, prefix, depth, basis, a_div, b_div, cut, adopt=under,
+                         role_match=roles.get(key, "")))
+    return out
+
+
+def _is_inferred(node: RangeNode) -> bool:
+    return node.model.trace.ranges["domain"].iat[int(node.ids[0])] == INFERRED_DOMAIN
+
+
+def _within(node: RangeNode, trail: str = ""):
+    """(range, its path from `node`'s level) for `node` and everything under it, pre-order."""
+    path = trail + display_name(_text(node))
+    yield node, path
+    for child in node.children:
+        yield from _within(child, path + "/")
+
+
+def _role_matches(a_by: dict[str, RangeNode], b_by: dict[str, RangeNode], cut: set[int]) -> dict:
+    """Where one side's ranges are inferred and the other's annotated, the names need not meet where
+    they sit: an inferred `layer_N` holds `computing_softmax` where the annotated run has it under
+    `scaled_dot_product_attention`, a range the inferred side has no counterpart of; the annotated
+    backward's `cub::DeviceRadixSort` is the inferred `embedding backward`'s. An inferred range one
+    side only has adopts, for its children, the same-named ranges among the other side's one-sided
+    siblings and under them (those then leave their own place, so nothing counts twice)."""
+    out: dict = {}
+    for side, mine, other in (("b", b_by, a_by), ("a", a_by, b_by)):
+        lone = [n for k, n in mine.items() if k not in other and _is_inferred(n)]
+        strangers = [n for k, n in other.items() if k not in mine and not _is_inferred(n)]
+        if not lone or not strangers:
+            continue
+        found: dict[str, list[tuple[RangeNode, str]]] = {}
+        for stranger in strangers:
+            for node, path in _within(stranger):
+                if id(node) not in cut:
+                    found.setdefault(path_key(_text(node)), []).append((node, path))
+        for inferred in lone:
+            wanted = {path_key(_text(c)) for c in inferred.children} & set(found)
+            if not wanted:
+                continue
+            nodes: dict[str, tuple[RangeNode, str]] = {}
+            for key in wanted:
+                group = found.pop(key)
+                members = [n for n, _ in group]
+                nodes[key] = (members[0] if len(members) == 1 else _combined(members),
+                              f"{'A' if side == 'b' else 'B'}'s {_folded(group[0][1])}")
+                cut.update(id(n) for n in members)
+            key = next(k for k, n in mine.items() if n is inferred)
+            out[("children", key)] = {"side": side, "nodes": nodes}
+    return out
+
+
+def _folded(path: str) -> str:
+    return "/".join(path_key(p) for p in path.split("/"))
 
 
 def _anchors(roots: list[RangeNode]) -> list[RangeNode]:
@@ -570,7 +644,10 @@ def _mean_period(side: _StepSide) -> float:
     return float(step_times(side.model, side.iters).period_ns.sum()) / side.steps if side.steps else 0.0
 
 
-def _step(a: _StepSide, b: _StepSide, kernels: ScopeDiff, threads: list[ThreadDiff]) -> StepDiff:
+def _step(a: _StepSide, b: _StepSide, kernels: ScopeDiff, threads: list[ThreadDiff], inferred: bool = False) -> StepDiff:
+    """`inferred`: one run's ranges are inferred, so a range one side only has is structure the other
+    did not name (an inferred layer, an annotated attention core), not work added or removed: the
+    largest contributors among the ranges are those both runs have."""
     na, nb = a.steps, b.steps
     ta, tb = a.table(), b.table()
 
@@ -588,7 +665,7 @@ def _step(a: _StepSide, b: _StepSide, kernels: ScopeDiff, threads: list[ThreadDi
         warm = Delta(int(a.model.cpu_ns[a.warmup].sum()) / len(a.warmup),
                      int(b.model.cpu_ns[b.warmup].sum()) / len(b.warmup))
     inside = [r for t in threads for root in t.roots for r in root.walk()
-              if r.basis == STEP_BASIS and not r.is_iteration]
+              if r.basis == STEP_BASIS and not r.is_iteration and (r.status == BOTH or not inferred)]
     top_ranges = sorted(inside, key=lambda r: -abs(r.kernel_ns.delta))[:TOP_CONTRIBUTORS]
     return StepDiff(
         a_steps=na, b_steps=nb, a_warmup=len(a.warmup), b_warmup=len(b.warmup),
@@ -639,11 +716,18 @@ def diff_runs(a: Trace, b: Trace, attribution: str = "process") -> RunDiff:
             else f"{'A' if not len(a_side.iters) else 'B'} has no step_N ranges, so steps cannot be aligned")
         kernels = scope_diff(_whole(a_model), _whole(b_model), "whole capture", CAPTURE_BASIS)
     scope = "covers the steady-state step" if both_steps else "compares the whole captures"
+    inferred = []
     for side, t in (("A", a), ("B", b)):
         found = inference(t)
         if found.found:
+            inferred.append(side)
             notes.append(f"{side}'s ranges (inferred:step_N, inferred:forward, ...) are inferred, not annotated: "
-                         f"{found.basis}")
+                         f"{found.basis}; their CPU figures are their kernels' launch span (first launch to the "
+                         "next range's), not an NVTX span")
+    by_role = sum(1 for t in threads for root in t.roots for r in root.walk() if r.role_match)
+    if by_role:
+        notes.append(f"{by_role} range{'s' if by_role > 1 else ''} matched by role across an inferred and an "
+                     "annotated run: the same name under another parent (shown with the other side's path)")
     if not a.info.has_nvtx and not b.info.has_nvtx and not inference(a).found and not inference(b).found:
         notes.append(f"no NVTX ranges in either run: the kernel and family diff {scope}")
     elif common == 0:
@@ -657,6 +741,6 @@ def diff_runs(a: Trace, b: Trace, attribution: str = "process") -> RunDiff:
         notes.append("the runs are on different GPUs")
     for side, t in (("A", a), ("B", b)):
         notes += [f"{side}: {n}" for n in t.info.notes]
-    step = _step(a_side, b_side, kernels, threads) if both_steps else None
+    step = _step(a_side, b_side, kernels, threads, bool(inferred)) if both_steps else None
     return RunDiff(str(a.path), str(b.path), attribution, basis, config, notes, threads, common, step, kernels)
 

@@ -94,6 +94,7 @@ class Inference:
     iterations: list[InferredIteration] = field(default_factory=list)
     layer_count: int = 0
     layer_stages: list[str] = field(default_factory=list)  # one forward layer's stages, in order
+    backward_stages: list[str] = field(default_factory=list)  # one backward layer's, in order (`... (grad)`)
     period_kernels: int = 0
     basis: str = ""
     reason: str = ""
@@ -108,7 +109,7 @@ class Inference:
     def to_json(self) -> dict:
         return {"iterations": [i.to_json() for i in self.iterations], "inside_nvtx_iterations": self.inside,
                 "layer_count": self.layer_count,
-                "layer_stages": self.layer_stages, "period_kernels": self.period_kernels,
+                "layer_stages": self.layer_stages, "backward_stages": self.backward_stages, "period_kernels": self.period_kernels,
                 "basis": self.basis, **({"reason": self.reason} if self.reason else {})}
 
 
@@ -292,6 +293,7 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
         gpu_end = int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
         iterations.append(InferredIteration(names[i], int(seq.gpu_start[a]), gpu_end, b - a))
     stages = _layer_stages(template, kinds, layers)
+    backward = _backward_stages(template, kinds, op_names, layers, stages)
     named = " (warm-ups as the capture recorded them)" if recorded is not None else ""
     basis = (f"inferred from the kernel sequence (process {gpid >> 24 & 0xFFFFFF}"
              f", launch order): {len(seqs)} iterations of ~{len(template):,} kernels, the name "
@@ -299,9 +301,10 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
              f"the same order{named}" + (f"; {layers[0][1]} layers of {layers[0][2]} kernels (the kernel "
                                   f"'{_short(op_names[int(template[layers[0][3]])])}' at a steady spacing)"
                                   if layers else "; no repeated layer found"))
-    ranges = _ranges(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages)
+    ranges = _ranges(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward)
     return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0,
-                     layer_stages=[s for s, _, _ in stages], period_kernels=len(template), basis=basis, ranges=ranges)
+                     layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
+                     period_kernels=len(template), basis=basis, ranges=ranges)
 
 
 def _recorded_warmups(trace: Trace, iterations: int) -> int | None:
@@ -454,6 +457,71 @@ def _layer_stages(template: np.ndarray, kinds: list[str], layers) -> list[tuple[
     return _runs_of(names, kinds, first, g)
 
 
+GRAD = " (grad)"  # a backward stage: the forward stage's name with this suffix
+# Kernels that finish the gradient of the stage before them: a Linear's bias gradient (a sum over
+# the batch, after its two GEMMs; cuBLAS's split-K reduce), a layer norm's weight and bias gradient
+_FINISHES = {"gemm": re.compile(r"reduce_kernel.*sum_functor|splitKreduce", re.I),
+             "norm": re.compile(r"GammaBeta|gamma_beta|layer_norm.*backward|LayerNormBackward", re.I)}
+
+
+def _backward_stages(template: np.ndarray, kinds: list[str], op_names: list[str], layers,
+                     forward: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """One backward layer's stages, (name, first, end) in the template: the forward layer's stages
+    met in reverse, each named `<forward stage> (grad)`.
+
+    The backward runs the layer's operations last to first, so its GEMM groups (a Linear's two
+    gradient GEMMs, dX and dW, back to back; a batched matmul's two) are the forward's GEMM stages
+    in reverse order: named so where the counts agree, else by kind. The norms', activation's,
+    softmax's and adds' gradient kernels are told by kind; a bias's or a norm weight's gradient goes
+    with the stage before it. Other kernels (the gradients of a stage's copies, scaling and masks)
+    come before the stage's own: they join the stage after them (the forward's after-the-matmul
+    scaling and mask are the scores' gradient's first kernels), those last in the layer the one
+    before."""
+    if len(layers) < 2 or not forward:
+        return []
+    first, _, g, _ = layers[1]
+    f_first, _, f_g, _ = layers[0]
+    f_kinds = kinds[f_first:f_first + f_g]
+    # the forward's GEMM stages in order (a stage is a GEMM one when a GEMM kernel is in it)
+    gemm_stages = [name for name, a, b in forward if "gemm" in f_kinds[a - f_first:b - f_first]]
+    part = kinds[first:first + g]
+    groups = sum(1 for i, k in enumerate(part) if k == "gemm" and (i == 0 or part[i - 1] != "gemm"))
+    reverse = list(reversed(gemm_stages)) if groups == len(gemm_stages) else []
+    plain = {n for n, _, _ in forward}
+    names: list[str] = []
+    group, last_kind = -1, ""  # the kind of the last kernel that had one
+    for i, kind in enumerate(part):
+        name = ""
+        finishes = _FINISHES.get(last_kind)
+        if kind == "gemm" and i and part[i - 1] == "gemm":
+            name = names[-1]  # the matmul's second gradient GEMM
+        elif names and names[-1] and finishes is not None and finishes.search(op_names[int(template[first + i])]):
+            name = names[-1]
+        elif kind == "gemm":
+            group += 1
+            name = reverse[group] if reverse else "GEMM"
+        elif kind == "norm":
+            name = "layer norm"
+        elif kind == "softmax":
+            name = SOFTMAX if SOFTMAX in plain else "softmax"
+        elif kind == "attention":
+            name = "fused attention"
+        elif kind == "activation":
+            name = "activation"
+        elif kind == "add":
+            name = "residual add" if "residual add" in plain else "add"
+        names.append(name)
+        last_kind = (kind or last_kind) if name else ""
+    if not any(names):
+        return []
+    following = ""
+    for i in range(len(names) - 1, -1, -1):
+        following = names[i] = names[i] or following
+    for i in range(1, len(names)):
+        names[i] = names[i] or names[i - 1]
+    return [(name + GRAD, a, b) for name, a, b in _runs_of(names, kinds, first, g)]
+
+
 _PLAIN = {"gemm": "GEMM", "norm": "layer norm", "activation": "activation", "add": "add", "softmax": "softmax"}
 
 
@@ -544,18 +612,21 @@ def _infer_inside(trace: Trace) -> Inference:
     kinds = [_kind(trace.op_names[c]) for c in template.tolist()]
     layers = _layers(template, kinds)
     stages = _layer_stages(template, kinds, layers)
+    backward = _backward_stages(template, kinds, trace.op_names, layers, stages)
     gtids = r["gtid"].to_numpy()[hit]
     rows = _ranges(trace, seq, starts, ends, [str(t) for t in texts[hit]], seqs, common, layers, kinds, stages,
-                   iterations=False, gtids=gtids, limits=r["end"].to_numpy()[hit])
+                   iterations=False, gtids=gtids, limits=r["end"].to_numpy()[hit], backward=backward)
     basis = (f"inferred inside the export's {len(hit)} iteration ranges from their kernel sequence: "
              f"{seqs.count(common)} launch the same {len(template):,} kernels in the same order"
              + (f"; {layers[0][1]} layers of {layers[0][2]} kernels" if layers else "; no repeated layer found"))
     return Inference(layer_count=layers[0][1] if layers else 0, layer_stages=[s for s, _, _ in stages],
+                     backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=rows, inside=True)
 
 
 def _ranges(trace: Trace, seq: _Sequence, starts, ends, names, seqs, common, layers, kinds, stages,
-            iterations: bool = True, gtids: np.ndarray | None = None, limits: np.ndarray | None = None) -> pd.DataFrame:
+            iterations: bool = True, gtids: np.ndarray | None = None, limits: np.ndarray | None = None,
+            backward: list[tuple[str, int, int]] | None = None) -> pd.DataFrame:
     """The inferred ranges as rows like trace.ranges': parents before children (`iterations`
     False: the parts only, inside the export's own iteration ranges, on their threads `gtids`)."""
     op_names = trace.op_names
@@ -589,6 +660,8 @@ def _ranges(trace: Trace, seq: _Sequence, starts, ends, names, seqs, common, lay
                     rows.append(("head and loss backward", a + p0, a + b0))
                 for j in range(count):  # the backward visits the layers last to first
                     rows.append((f"layer_{count - 1 - j}", a + b0 + j * g, a + b0 + (j + 1) * g))
+                    for stage, s0, s1 in backward or []:
+                        rows.append((stage, a + s0 + j * g, a + s1 + j * g))
                 if b0 + count * g < p1:
                     rows.append(("embedding backward", a + b0 + count * g, a + p1))
     last = len(seq.codes)

@@ -43,6 +43,10 @@ def test_report_json_and_markdown_on_a_capture_without_nvtx(async_trace):
     md = run_cli("report", path).stdout
     head = section(md, "## Iterations inferred from the kernel sequence")
     assert f"Layers: **{record['config']['n_layers']}** (inferred)" in head
+    # the backward layer's stages, the forward's in reverse (the list test_inferred_ranges writes from the model)
+    assert "One backward layer's stages in order (the forward's met in reverse): MLP down GEMM (grad) → " \
+        "activation (grad) → MLP up GEMM (grad)" in head
+    assert inferred["backward_stages"][-3:] == ["QKV GEMM (grad)", "layer norm (grad)", "residual add (grad)"]
     # the questions' sections hold rows, not bare headings
     for title, row in (("## (a)", "| forward |"), ("## (b)", "| cuBLAS gemm"), ("## (c)", "| Softmax |"),
                        ("## (d)", "| GEMM (matmul) |")):

@@ -273,3 +273,62 @@ def test_nvtx_around_the_iteration_only_gets_its_parts_inferred_inside(nonvtx, t
             (pid,) = [i for i in np.flatnonzero((texts == phase) & (domains == "inferred")).tolist()
                       if model.parent[i] == step_id]  # nested right under the export's step_N
             assert int(model.kernel_count[pid]) == want, (step.name, phase)
+
+
+# -- the backward layers' stages -----------------------------------------------------------------
+# capture/model.py's Block run backward: the MLP's down GEMM, GELU and up GEMM, the second layer norm,
+# the residual's gradient sum; then the attention's output projection, @V, softmax, scores and QKV
+# GEMMs, the first layer norm, the residual's sum. Written from the model, not from the code's output.
+BACKWARD_STAGES = ["MLP down GEMM (grad)", "activation (grad)", "MLP up GEMM (grad)", "layer norm (grad)",
+                   "residual add (grad)", "output projection (grad)", "final_matmul (grad)",
+                   "computing_softmax (grad)", "computing_attention_scores (grad)", "QKV GEMM (grad)",
+                   "layer norm (grad)", "residual add (grad)"]
+BWDRANGES = SAMPLES / "small_ctx128_bwdranges.sqlite"  # capture --backward-ranges: backward:<part> ranges
+
+
+@pytest.mark.parametrize("stem", [TRAIN + "_nonvtx", BF16])
+def test_one_backward_layers_stages_in_the_models_order(nonvtx, stem):
+    found = inference(load_trace(nonvtx(stem)))
+    assert found.backward_stages == BACKWARD_STAGES
+    assert found.to_json()["backward_stages"] == BACKWARD_STAGES
+    # every backward layer of a steady step holds its stages, in that order
+    model = range_model(load_trace(nonvtx(stem)))
+    texts, parent = model.trace.ranges["text"].to_numpy(), model.parent
+    backward = [i for i in np.flatnonzero(texts == "backward").tolist()]
+    layers = [i for i in np.flatnonzero(texts == "layer_0").tolist() if parent[i] in backward]
+    assert layers
+    for layer in layers:
+        kids = sorted((i for i in np.flatnonzero(parent == layer).tolist()), key=lambda i: model.r_start[i])
+        assert [texts[i] for i in kids] == BACKWARD_STAGES
+
+
+def _start_end_ranges(path: Path, name: str) -> list[tuple[int, int]]:
+    """(start, end) of the start/end NVTX ranges (the backward hooks' kind, eventType 60) named so (SQL)."""
+    with _connect(path) as con:
+        return con.execute("""SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+            WHERE e.eventType = 60 AND coalesce(e.text, s.value) = ? ORDER BY e.start""", (name,)).fetchall()
+
+
+def test_backward_attention_stages_hold_the_backward_ranges_kernels(tmp_path):
+    """The capture with backward ranges (`backward:computing_softmax`, ... started and ended by the
+    parts' backward hooks on the autograd thread), its other ranges deleted but step_N: the parts
+    inferred inside its iterations, each backward layer's `computing_softmax (grad)` ... against the
+    kernels the capture's own `backward:<part>` range of that layer holds (SQL, launch order)."""
+    copy = _iterations_only(BWDRANGES, tmp_path / "bwd_steps_only.sqlite")
+    model = range_model(load_trace(copy))
+    found = inference(model.trace)
+    assert found.inside and found.layer_count == 12 and found.backward_stages == BACKWARD_STAGES
+    kernels = launch_ordered_kernels(BWDRANGES)
+    gpu_start = {k[1]: i for i, k in enumerate(kernels)}
+    texts, domains = model.trace.ranges["text"].to_numpy(), model.trace.ranges["domain"].to_numpy()
+    steps = [it for it in sql_iterations(BWDRANGES) if it.name.startswith("step_")]
+    assert len(steps) == 2
+    for step in steps:
+        for part in ("computing_attention_scores", "computing_softmax", "final_matmul"):
+            spans = [s for s in _start_end_ranges(BWDRANGES, "backward:" + part) if step.start <= s[0] <= step.end]
+            want = kernel_places(kernels, spans)
+            ids = [i for i in np.flatnonzero((texts == part + " (grad)") & (domains == "inferred")).tolist()
+                   if step.start <= model.r_start[i] <= step.end]
+            got = [sorted(gpu_start[int(s)] for s in kernel_starts(model, i)) for i in ids]
+            assert len(got) == len(want) == 12 and all(want)
+            assert got == want, (step.name, part)

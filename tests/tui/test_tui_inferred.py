@@ -40,3 +40,39 @@ def test_the_tree_shows_inferred_ranges_marked_inferred(async_trace, tui):
             assert len(rows) == iterations
 
     asyncio.run(body())
+
+
+def test_the_cpu_column_says_inferred_ranges_show_their_launch_span(async_trace, tui):
+    # An inferred range's CPU figure is its kernels' launch span, not an NVTX span: the column's header
+    # is marked where inferred ranges are in the tree, the crumb says what the mark means, and the
+    # export's header says both; an annotated trace's tree keeps the plain header.
+    path = async_trace(NONVTX / f"{STEM}.sqlite.xz")
+
+    async def body():
+        async with tui(path, size=(80, 24)) as ui:
+            text = ui.text()
+            header = next(line for line in text.splitlines() if "Range" in line and "GPU" in line)
+            assert "CPU*" in header and len(header.rstrip()) <= 80
+            assert "CPU*: launch span if inferred" in ui.flat_text()
+            columns = ui.screen.grid.ranges.columns
+            assert next(c for c in columns if c.key == "cpu").export_header.startswith(
+                "CPU: NVTX span; launch span for inferred: ranges")
+            # the header's clocks line (the GPU runs behind: no syncs in this step) names the same span
+            clocks = ui.app.session.header().clocks
+            assert "(launch span, inferred)" in clocks and "CPU* = NVTX span, launch span for inferred" in clocks
+
+    asyncio.run(body())
+
+
+def test_an_annotated_trace_keeps_the_plain_cpu_header(async_trace, tui):
+    path = async_trace(NONVTX / "small_ctx512_b8_async_twin.sqlite.xz")
+
+    async def body():
+        async with tui(path, size=(80, 24)) as ui:
+            header = next(line for line in ui.text().splitlines() if "Range" in line and "GPU" in line)
+            assert "CPU*" not in header and "CPU" in header
+            assert "launch span" not in ui.flat_text()
+            clocks = ui.app.session.header().clocks
+            assert "(NVTX span)" in clocks and "CPU = NVTX span" in clocks
+
+    asyncio.run(body())

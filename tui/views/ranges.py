@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
+from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.model.iterations import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeNode
 from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
@@ -18,7 +19,7 @@ from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import target_for_node
-from nsight_tui.tui.tree_source import RangeTreeSource, node_key, path_text
+from nsight_tui.tui.tree_source import INFERRED_CPU_MARK, INFERRED_CPU_SHORT, RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -111,11 +112,17 @@ class RangesScreen(ViewScreen):
         self.set_focus(self.grid, scroll_visible=False)  # now: the first frame is drawn focused
 
     def crumb(self) -> str:
+        # where ranges are inferred, the CPU column's mark is explained here (the header has 9 columns)
+        cpu = f" · CPU{INFERRED_CPU_MARK}: {INFERRED_CPU_SHORT}" if self.has_inferred() else ""
         if not self.aggregated:
-            return "ranges (individual instances)"
+            return "ranges (individual instances)" + cpu
         if self.per_instance:
-            return "ranges (aggregated by name path) · per instance · i: total ×N"
-        return "ranges (aggregated by name path) · total ×N · i: per instance"
+            return f"ranges (aggregated by name path) · per instance{cpu} · i: total ×N"
+        return f"ranges (aggregated by name path) · total ×N{cpu} · i: per instance"
+
+    def has_inferred(self) -> bool:
+        """Ranges inferred from the kernel sequence are in the tree (parsers.model.inferred_ranges)."""
+        return inference(self.session.trace).found
 
     # -- building -------------------------------------------------------------------------------
     def rebuild(self, keep: tuple | None = None) -> None:
@@ -123,7 +130,8 @@ class RangesScreen(ViewScreen):
         ((gtid, name-path key)) when it still exists, else on the first range."""
         model = self.session.model
         agg = self.aggregated
-        source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg, self.per_instance)
+        source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg, self.per_instance,
+                                 self.has_inferred())
         source.expand_default()
         self._matches = []
         cursor = source.home_row()
