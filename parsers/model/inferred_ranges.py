@@ -30,7 +30,8 @@ How, on the kernels of the process that launched the most, in launch order (name
    computing_attention_scores, computing_softmax, final_matmul).
 
 A range's CPU span is from the launch of its first kernel to just before the launch of the
-kernel after its last (the last iteration: to the end of its last launch call), on the thread
+kernel after its last (a part that closes its iteration, and the last iteration: to the end of its
+last launch call, so the loop's wait between iterations is the iteration's alone), on the thread
 that launched the iteration's first kernel, so the process attribution gives each range
 exactly its kernels; the iterations' GPU times (`InferredIteration`) are from their first
 kernel's start to the next iteration's first kernel's start, the last to its last kernel's end.
@@ -671,6 +672,13 @@ def _ranges(trace: Trace, seq: _Sequence, starts, ends, names, seqs, common, lay
     # to just before the next kernel's launch: the next range holds that one (attribution counts
     # a call that starts at a range's end as inside it)
     r_end = np.array([seq.launch[b] - 1 if b < last else seq.launch_end[b - 1] for _, _, b in rows], dtype=np.int64)
+    # A part that closes its iteration (the optimizer, a forward-only run's head) ends with its own
+    # last launch call: the wait after it (the step's synchronise, logging, the next batch) is the
+    # iteration's, not the part's, as an annotated part's range would end when its code returns.
+    closing = np.array([b == ends[o] for (_, _, b), o in zip(rows, owner.tolist())], dtype=bool)
+    if iterations:
+        closing[np.array(first_row, dtype=np.int64)] = False  # the iteration itself keeps its whole span
+    r_end = np.where(closing, seq.launch_end[np.array([b - 1 for _, _, b in rows], dtype=np.int64)], r_end)
     if limits is not None:  # inside the export's iteration ranges: never past their end
         r_end = np.minimum(r_end, np.asarray(limits, dtype=np.int64)[owner])
     r_end = np.maximum(r_end, r_start)

@@ -204,6 +204,33 @@ def test_phases_hold_the_twins_phase_kernels(nonvtx):
         assert int(model.kernel_count[ids[0]]) == count, (phase, model.kernel_count[ids[0]], count)
 
 
+def test_a_part_closing_its_iteration_ends_with_its_last_launch(nonvtx):
+    """The optimizer closes each training iteration: its CPU span ends when the launch call of the
+    iteration's last kernel returns (SQL), so the loop's wait before the next iteration (the step's
+    synchronise: the GPU runs ~10 ms behind here) stays the iteration's, as the twin's annotated
+    optimizer range ends when optimizer.step() returns; forward/backward stay contiguous."""
+    path = nonvtx(TRAIN + "_nonvtx")
+    with _connect(path) as con:
+        calls = con.execute("""SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND (r.globalTid >> 24) = (k.globalPid >> 24) ORDER BY r.start, k.start""").fetchall()
+    launch_starts = np.array([c[0] for c in calls])
+    model = range_model(load_trace(path))
+    texts = model.trace.ranges["text"].to_numpy()
+    steps = sorted(iteration_ranges(model, STEP).tolist(), key=lambda i: model.r_start[i])
+    def inside(name: str, step: int) -> list[int]:
+        return [i for i in np.flatnonzero(texts == name).tolist()
+                if model.r_start[step] <= model.r_start[i] <= model.r_end[step]]
+
+    for step in steps[:-1]:  # the last iteration ends with its last launch anyway
+        (opt,), (bwd,) = inside("optimizer", step), inside("backward", step)
+        # the iteration's last kernel: the last launch call starting inside the iteration's span
+        last = int(np.flatnonzero(launch_starts <= model.r_end[step])[-1])
+        assert model.r_end[opt] == calls[last][1]
+        assert model.r_end[opt] < model.r_end[step] - 1_000_000  # the wait is the iteration's
+        assert model.r_end[bwd] + 1 == model.r_start[opt]  # parts inside an iteration stay contiguous
+
+
 # -- what is not inferred ----------------------------------------------------------------------
 def test_nvidias_reports_never_show_inferred_ranges(nonvtx):
     # nvtx_sum and nvtx_gpu_proj_sum as NVIDIA wrote them for this export (oracle CSVs): the library's
