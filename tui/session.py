@@ -96,15 +96,28 @@ class Session:
         """The GPU work's progress, while the tree is on screen (the header shows it)."""
         self.pending, self.pending_percent = text, round(100 * fraction)
 
-    def gpu_loaded(self, trace: Trace, load_seconds: float, ranks: list[Rank] | None = None) -> None:
+    def gpu_loaded(self, trace: Trace, load_seconds: float, ranks: list[Rank] | None = None,
+                   prepared: dict | None = None) -> None:
         """The load's second stage: the same ranges with their GPU work (the full model is
         built, its tree nodes taken over from the first stage's). Views computed from the
-        first stage are dropped; `ranks`, when the worker found them, are kept."""
+        first stage are dropped; `ranks`, when the worker found them, are kept, and so is
+        what the worker `prepare`d on a Session of the same trace."""
         self.trace, self.load_seconds, self.pending, self.pending_percent = trace, load_seconds, "", 0
         with self._lock:
             self._memo.clear()
+            self._memo.update(prepared or {})
         if ranks is not None:
             self._once("ranks", lambda: ranks, per_mode=False, per_rank=False)
+
+    def prepare(self) -> dict:
+        """The header's slow parts (the nesting note and the clocks line: passes over every
+        range, seconds at 3M ranges), computed now: the load's worker calls this so the first
+        frame does not wait for them on the UI thread. Returns what it computed (the memo)."""
+        if not self.pending:
+            self.nesting()
+            self._once("clocks", self._clocks_text)
+        with self._lock:
+            return dict(self._memo)
 
     # -- the views' data ----------------------------------------------------------------------
     def header(self) -> HeaderInfo:
