@@ -478,7 +478,7 @@ class RangeModel:
         test_aggregated_tree.py checks they agree). Only merged nodes become objects: a few
         hundred, not one per range."""
         n = self.n
-        names = self.trace.ranges["name"].to_numpy(dtype=object)
+        names = self.trace.ranges["name"]  # read per level, only the nodes' first instances (not 3M texts)
         key, key_text = pd.factorize(pd.Series(self.range_key, dtype=object))
         key = key.astype(np.int64)
         n_keys = max(len(key_text), 1)
@@ -506,10 +506,12 @@ class RangeModel:
             base = len(nodes)
             agg[members] = base + np.repeat(np.arange(len(counts)), counts)
             rank[members] = np.arange(len(members)) - np.repeat(starts, counts)
+            firsts = members[starts]
+            once = names.take(firsts[counts == 1]).to_numpy(dtype=object).tolist()[::-1]
             for a, c in zip(starts.tolist(), counts.tolist()):
                 ids = members[a:a + c]
                 first = int(ids[0])
-                label = key_text[key[first]] if c > 1 else names[first]
+                label = key_text[key[first]] if c > 1 else once.pop()
                 parent = nodes[int(agg[self.parent[first]])] if d else None
                 node = RangeNode(self, label, ids, d, parent)
                 nodes.append(node)
