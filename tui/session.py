@@ -360,12 +360,16 @@ class Session:
         """Compute the views that do not depend on the cursor (the app does this in the
         background after loading, so `2` and `3` open at once), the kernel tables of the
         top-level ranges holding the most GPU work (`step_N` over every step: the ones that
-        cost most to open), and the instance tree (`a`; the first screen needs only the
+        cost most to open) and of their biggest parts (forward, backward...), and the instance tree (`a`; the first screen needs only the
         aggregated one)."""
         roots = sorted((n for g in self.model.aggregated_groups for n in g.roots), key=lambda n: -n.kernels)
         builds: list[Callable[[], object]] = [self.ranks, lambda: self.trace.op_short, self.trace_kernels,
                                               self.api_summary]
         builds += [functools.partial(self.range_kernels, n) for n in roots[:3] if n.kernels]
+        # and their parts holding the most (`step_N/backward`...): a kernel table of millions of
+        # ops costs a quarter of a second to build, too long for a key (issue 32: <= 100 ms)
+        parts = sorted((c for n in roots[:3] for c in n.children), key=lambda n: -n.kernels)
+        builds += [functools.partial(self.range_kernels, n) for n in parts[:6] if n.kernels]
         builds.append(lambda: self.model.thread_groups)
         for build in builds:
             if cancelled():
