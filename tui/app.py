@@ -167,6 +167,7 @@ class NsightApp(App[int]):
             # Stage 1: the NVTX tree with CPU times, on screen while the GPU work is read.
             first = load.tree()
             if first is not None and not worker.is_cancelled:
+                first.prepare()  # the header's nesting note, here, not on the UI thread
                 self.post_message(TraceLoaded(first))
             # Stage 2: GPU ops and API calls, attributed; the tree's nodes are taken over.
             trace, seconds = load.finish()

@@ -113,8 +113,8 @@ class Session:
         """The header's slow parts (the nesting note and the clocks line: passes over every
         range, seconds at 3M ranges), computed now: the load's worker calls this so the first
         frame does not wait for them on the UI thread. Returns what it computed (the memo)."""
-        if not self.pending:
-            self.nesting()
+        self.nesting()
+        if not self.pending:  # the clocks need the GPU work
             self._once("clocks", self._clocks_text)
         with self._lock:
             return dict(self._memo)

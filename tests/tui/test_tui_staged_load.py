@@ -163,3 +163,60 @@ def test_file_opened_early_fails_in_the_load(tmp_path):
     opened = open_early(bad)
     with pytest.raises(TraceError, match="notes.sqlite"):
         StagedLoad(bad, "process", opened=opened)
+
+
+def test_header_slow_parts_are_computed_in_the_load_worker(tui, monkeypatch):
+    """The header's nesting note and clocks line (passes over every range: seconds at 3M
+    ranges) are computed in the load's worker, not on the UI thread, and the header they give
+    is the one a session computing them itself shows."""
+    from nsight_tui.parsers.model import iterations
+    from nsight_tui.tui.session import Session
+
+    threads: dict[str, list[str]] = {"nesting": [], "clocks": []}
+    real_note, real_clocks = iterations.nesting_note, Session._clocks_text
+
+    def note(model):
+        threads["nesting"].append(threading.current_thread().name)
+        return real_note(model)
+
+    def clocks(self):
+        threads["clocks"].append(threading.current_thread().name)
+        return real_clocks(self)
+
+    monkeypatch.setattr(iterations, "nesting_note", note)
+    monkeypatch.setattr(Session, "_clocks_text", clocks)
+
+    async def body():
+        async with tui(SAMPLE, size=(120, 30)) as ui:
+            session = ui.app.session
+            shown = session.header()
+            main = threading.main_thread().name
+            assert threads["nesting"] and threads["clocks"]
+            assert main not in threads["nesting"] + threads["clocks"], threads
+            fresh = Session(session.path, session.trace, session.attribution, session.load_seconds)
+            fresh._once("ranks", session.ranks, per_mode=False, per_rank=False)
+            assert fresh.header() == shown  # computed here, on this thread: the same header
+
+    asyncio.run(body())
+
+
+def test_biggest_ranges_parts_tables_are_ready_after_load(tui):
+    """After loading, the kernel tables of the biggest top-level ranges' biggest parts
+    (`step_N/backward`...) are computed too; each equals computing it afresh."""
+    from nsight_tui.tui import roofline_vm
+    from nsight_tui.tui.viewmodels import kernels
+
+    async def body():
+        async with tui(SAMPLE, size=(120, 30)) as ui:
+            session = ui.app.session
+            model = session.model
+            roots = sorted((n for g in model.aggregated_groups for n in g.roots), key=lambda n: -n.kernels)[:3]
+            parts = sorted((c for n in roots for c in n.children), key=lambda n: -n.kernels)[:2]
+            assert parts and all(p.kernels for p in parts)
+            for part in parts:
+                kept = session.kept(f"range_kernels:{id(part)}")
+                assert kept is not None and kept[0] is part, part.name  # computed in the background
+                fresh = kernels.range_kernels(model, part, extra_ratios=roofline_vm.ratios(session, part))
+                pd.testing.assert_frame_equal(kept[1].summary, fresh.summary)
+
+    asyncio.run(body())
