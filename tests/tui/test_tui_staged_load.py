@@ -220,3 +220,29 @@ def test_biggest_ranges_parts_tables_are_ready_after_load(tui):
                 pd.testing.assert_frame_equal(kept[1].summary, fresh.summary)
 
     asyncio.run(body())
+
+
+def test_node_figures_kept_follow_the_model_that_takes_the_node_over(sql):
+    """A tree node keeps its sums over its instances (every redraw asks), per metric array:
+    read in the first stage (no GPU work: 0 kernels), the same node, taken over by the full
+    model, gives the full model's figures, which are the ranges' kernels counted by SQL."""
+    staged = StagedLoad(SAMPLE, "process")
+    first = staged.tree()
+    assert first is not None
+    roots = [n for g in first.model.aggregated_groups for n in g.roots]
+    node = max(roots, key=lambda n: n.instances)
+    assert node.kernels == 0 and node.cpu_ns > 0  # kept on the node now
+    trace, seconds = staged.finish()
+    first.gpu_loaded(trace, seconds)
+    full = first.model
+    assert node.model is full  # the rows on screen are the same objects
+    assert node.kernels == int(full.kernel_count[node.ids].sum()) > 0
+    assert node.busy_ns == int(full.busy_ns[node.ids].sum()) > 0
+    # and the model's figure, by SQL: the kernels whose launch (runtime call, same process) lies
+    # inside the node's first instance
+    i = int(node.ids[0])
+    r = trace.ranges.iloc[i]
+    launched = sql.scalar(SAMPLE, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                                  "ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24) "
+                                  "WHERE r.start >= ? AND r.start <= ?", int(r["start"]), int(r["end"]))
+    assert int(full.kernel_count[i]) == launched
