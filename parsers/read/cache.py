@@ -34,6 +34,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,6 +49,7 @@ DEFAULT_MAX_BYTES = 20 * 10**9
 DEFAULT_FREE_SHARE = 0.2
 MANIFEST = "manifest.json"
 TRACE_BUNDLE = "trace"  # the loaded trace's bundle (read.load)
+PAIRS_BUNDLE = "process_device_pairs"  # the first op of each (process, GPU): analyses.ranks, written by read.load
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".old-"
 STALE_TMP_S = 3600  # a temporary folder this old was left by a process that died mid-write
@@ -194,9 +196,10 @@ class Entry:
         return bundle
 
     # writing ------------------------------------------------------------------------------
-    def write(self, name: str, bundle: Bundle, background: bool = True) -> None:
+    def write(self, name: str, bundle: "Bundle | Callable[[], Bundle]", background: bool = True) -> None:
         """Store `bundle` as `name` (atomically), in a background thread by default: the
-        caller's work goes on while the files are written. `wait()` joins it."""
+        caller's work goes on while the files are written. `wait()` joins it. A callable is
+        called in that thread (what it computes costs the caller nothing)."""
         if not usable():
             return
         if background:
@@ -215,7 +218,12 @@ class Entry:
             t.join()
         self.writers.clear()
 
-    def _write(self, name: str, bundle: Bundle) -> None:
+    def _write(self, name: str, bundle: "Bundle | Callable[[], Bundle]") -> None:
+        if callable(bundle):
+            try:
+                bundle = bundle()
+            except Exception:  # what it would keep is computed again by whoever needs it: no note
+                return
         need = sum(a.nbytes for a in bundle.arrays.values())
         limit = max_bytes(self.root)
         if need > limit:
