@@ -196,38 +196,47 @@ class Entry:
         return bundle
 
     # writing ------------------------------------------------------------------------------
-    def write(self, name: str, bundle: "Bundle | Callable[[], Bundle]", background: bool = True) -> None:
+    def write(self, name: str, bundle: Bundle, background: bool = True,
+              then: "tuple[str, Callable[[], Bundle]] | None" = None) -> None:
         """Store `bundle` as `name` (atomically), in a background thread by default: the
-        caller's work goes on while the files are written. `wait()` joins it. A callable is
-        called in that thread (what it computes costs the caller nothing)."""
+        caller's work goes on while the files are written. `wait()` joins it. `then`: a
+        bundle computed and stored after it in that thread (its cost is not the caller's),
+        only once `bundle` is kept (a bundle alone in a slot would be of no use)."""
         if not usable():
             return
+        chain = [(name, bundle)] + ([then] if then is not None else [])
         if background:
             # A daemon: a signal or an error ends the process without waiting for the copy (its
             # temporary folder is removed by a later writer); a normal exit waits (wait_all).
-            t = threading.Thread(target=self._write, args=(name, bundle), name=WRITER_THREAD, daemon=True)
+            t = threading.Thread(target=self._write_chain, args=(chain,), name=WRITER_THREAD, daemon=True)
             self.writers.append(t)
             with _lock:
                 _writers.append(t)
             t.start()
         else:
-            self._write(name, bundle)
+            self._write_chain(chain)
+
+    def _write_chain(self, chain: list) -> None:
+        for name, bundle in chain:
+            if callable(bundle):
+                try:
+                    bundle = bundle()
+                except Exception:  # what it would keep is computed again by whoever needs it: no note
+                    return
+            if not self._write(name, bundle):
+                return
 
     def wait(self) -> None:
         for t in self.writers:
             t.join()
         self.writers.clear()
 
-    def _write(self, name: str, bundle: "Bundle | Callable[[], Bundle]") -> None:
-        if callable(bundle):
-            try:
-                bundle = bundle()
-            except Exception:  # what it would keep is computed again by whoever needs it: no note
-                return
+    def _write(self, name: str, bundle: Bundle) -> bool:
+        """Whether the slot holds the bundle now (this write's, or a racing writer's)."""
         need = sum(a.nbytes for a in bundle.arrays.values())
         limit = max_bytes(self.root)
         if need > limit:
-            return  # bigger than the whole cache may be: not kept
+            return False  # bigger than the whole cache may be: not kept
         tmp = None
         try:
             _make_root(self.root)
@@ -253,7 +262,7 @@ class Entry:
             _drop_stale(self.slot, self.ident)
             dest = self.slot / _safe_name(name)
             if _load(dest, name, self.ident) is not None:  # a racing writer stored the same bundle first: keep it
-                return
+                return True
             if dest.exists():  # a stale or damaged bundle: moved aside in one step, then removed
                 aside = self.root / f"{TRASH_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
                 try:
@@ -269,8 +278,10 @@ class Entry:
             _fsync_dir(self.slot)
             _touch(self.slot)
             evict(self.root, keep=self.slot)
+            return True
         except OSError as exc:
             _give_up(f"{self.root}: {exc.strerror or exc}")
+            return False
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -797,10 +797,10 @@ class TraceLoader:
             # Kept for the next open (written in the background while the caller goes on).
             # A file with rows left out is not: its lazy reads depend on the scan's conditions.
             trace.stash = self.entry
-            self.entry.write(TRACE_BUNDLE, _to_bundle(trace))
-            # and the first op of each (process, GPU), which every TUI open asks (the header's rank
-            # badge: a sort of every op, 0.6-1.7 s at 24M), computed in the writer's thread
-            self.entry.write(store.PAIRS_BUNDLE, lambda: pairs_bundle(trace.ops))
+            # and then the first op of each (process, GPU), which every TUI open asks (the header's
+            # rank badge: a sort of every op, 0.6-1.7 s at 24M), computed in the writer's thread
+            ops = trace.ops
+            self.entry.write(TRACE_BUNDLE, _to_bundle(trace), then=(store.PAIRS_BUNDLE, lambda: pairs_bundle(ops)))
         return trace
 
     def _finish(self, early: "Trace") -> "Trace":

@@ -282,7 +282,8 @@ def test_two_opens_racing_leave_one_good_bundle(cache_dir, profile):
         hit, n, total = out.split()
         assert (int(n), int(total)) == truth
     slot = cache_dir / cache.identity_of(profile).slot
-    assert sorted(p.name for p in slot.iterdir()) == ["trace"]
+    # one of each bundle a load writes: the trace and its (process, GPU) pairs
+    assert sorted(p.name for p in slot.iterdir()) == sorted([cache.PAIRS_BUNDLE, "trace"])
     assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")], "no temporary folder left"
     out = subprocess.run([sys.executable, "-c", PROBE, str(profile)], env=env, capture_output=True, text=True,
                          timeout=300).stdout.split()
