@@ -360,16 +360,17 @@ class Session:
         """Compute the views that do not depend on the cursor (the app does this in the
         background after loading, so `2` and `3` open at once), the kernel tables of the
         top-level ranges holding the most GPU work (`step_N` over every step: the ones that
-        cost most to open) and of their biggest parts (forward, backward...), and the instance tree (`a`; the first screen needs only the
+        cost most to open) and of the ranges below them holding a big share of it (forward,
+        backward...), and the instance tree (`a`; the first screen needs only the
         aggregated one)."""
         roots = sorted((n for g in self.model.aggregated_groups for n in g.roots), key=lambda n: -n.kernels)
         builds: list[Callable[[], object]] = [self.ranks, lambda: self.trace.op_short, self.trace_kernels,
                                               self.api_summary]
         builds += [functools.partial(self.range_kernels, n) for n in roots[:3] if n.kernels]
-        # and their parts holding the most (`step_N/backward`...): a kernel table of millions of
+        # and every range below them holding a big share of the kernels (`step_N/backward`, at
+        # any depth: `whole_run/trainer:step_N/step_N/backward`): a kernel table of millions of
         # ops costs a quarter of a second to build, too long for a key (issue 32: <= 100 ms)
-        parts = sorted((c for n in roots[:3] for c in n.children), key=lambda n: -n.kernels)
-        builds += [functools.partial(self.range_kernels, n) for n in parts[:6] if n.kernels]
+        builds += [functools.partial(self.range_kernels, n) for n in big_parts(roots[:3])]
         builds.append(lambda: self.model.thread_groups)
         for build in builds:
             if cancelled():
@@ -429,6 +430,26 @@ class StagedLoad:
         self.progress(0.95, "building the range tree")
         _first_rows(model)  # built here, in the worker
         return trace, self.seconds()
+
+
+BIG_SHARE = 1 / 16  # of the kernels: a range's table from there costs more than a key may (4.8M kernels)
+MAX_BIG_PARTS = 16
+MAX_PART_DEPTH = 8
+
+
+def big_parts(roots: list[RangeNode]) -> list[RangeNode]:
+    """The ranges under `roots` (not the roots, nor `ops` levels) holding at least BIG_SHARE of
+    the roots' kernels, the most first (at most MAX_BIG_PARTS, down to MAX_PART_DEPTH)."""
+    total = sum(n.kernels for n in roots)
+    if not total:
+        return []
+    found: list[RangeNode] = []
+    level = [c for n in roots for c in n.children]
+    for _ in range(MAX_PART_DEPTH):
+        level = [n for n in level if not n.is_ops and n.kernels >= BIG_SHARE * total]
+        found += level
+        level = [c for n in level for c in n.children]
+    return sorted(found, key=lambda n: -n.kernels)[:MAX_BIG_PARTS]
 
 
 def _first_rows(model: RangeModel) -> None:
