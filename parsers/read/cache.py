@@ -82,9 +82,10 @@ def _give_up(why: str) -> None:
         if _noted:
             return
         _noted = True
-    try:
-        print(f"nsight-tui: note: cache not used ({why}); opening reads the whole file each time "
-              f"(set {ENV_DIR} to a writable folder, or pass --no-cache)", file=sys.stderr, flush=True)
+    try:  # one write, the newline in it: a writer thread's note never splits around another line
+        sys.stderr.write(f"nsight-tui: note: cache not used ({why}); opening reads the whole file each time "
+                         f"(set {ENV_DIR} to a writable folder, or pass --no-cache)\n")
+        sys.stderr.flush()
     except (OSError, ValueError):  # stderr closed
         pass
 
@@ -359,7 +360,13 @@ def open_entry(path: str | os.PathLike) -> Entry | None:
     ident = identity_of(path)
     if ident is None:
         return None
-    return Entry(cache_root(), ident, Path(os.path.abspath(path)))
+    root = cache_root()
+    try:  # here, on the caller's thread: a folder that cannot be made is said before any output,
+        _make_root(root)  # not by a writer thread in the middle of the caller's lines
+    except OSError as exc:
+        _give_up(f"{root}: {exc.strerror or exc}")
+        return None
+    return Entry(root, ident, Path(os.path.abspath(path)))
 
 
 def holds(path: str | os.PathLike, name: str) -> bool:
