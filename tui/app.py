@@ -167,6 +167,7 @@ class NsightApp(App[int]):
             # Stage 1: the NVTX tree with CPU times, on screen while the GPU work is read.
             first = load.tree()
             if first is not None and not worker.is_cancelled:
+                first.prepare()  # the header's nesting note, here, not on the UI thread
                 self.post_message(TraceLoaded(first))
             # Stage 2: GPU ops and API calls, attributed; the tree's nodes are taken over.
             trace, seconds = load.finish()
@@ -182,9 +183,13 @@ class NsightApp(App[int]):
         if first is None:
             session = Session(path, trace, attribution, seconds, main_thread=self.main_thread)
             session.ranks()
+            session.prepare()  # the header's slow parts too, here, not on the UI thread
             self.post_message(TraceLoaded(session))
         else:
-            self.post_message(GpuLoaded(first, trace, seconds, find_ranks(trace)))
+            # the header's slow parts on a Session of the full trace; the first stage's takes them over
+            ready = Session(path, trace, attribution, seconds, main_thread=self.main_thread)
+            ranks = find_ranks(trace)
+            self.post_message(GpuLoaded(first, trace, seconds, ranks, ready.prepare()))
 
     def on_load_progress(self, message: LoadProgress) -> None:
         if isinstance(self.screen, LoadingScreen):
@@ -226,7 +231,7 @@ class NsightApp(App[int]):
     def on_gpu_loaded(self, message: GpuLoaded) -> None:
         """The load's second stage: the GPU columns fill in, in place (the cursor stays)."""
         session = message.session
-        session.gpu_loaded(message.trace, message.load_seconds, message.ranks)
+        session.gpu_loaded(message.trace, message.load_seconds, message.ranks, message.prepared)
         self._settle(session)
         for screen in self.screen_stack:
             if isinstance(screen, RangesScreen) and screen.session is session:

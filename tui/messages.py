@@ -6,7 +6,7 @@ and never use call_from_thread.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +53,7 @@ class GpuLoaded(Message):
     trace: Trace
     load_seconds: float
     ranks: list[Rank]  # found in the worker (parsers.ranks.find_ranks): the header shows them at once
+    prepared: dict = field(default_factory=dict)  # Session.prepare's memo, computed in the worker
 
 
 @dataclass

@@ -96,15 +96,28 @@ class Session:
         """The GPU work's progress, while the tree is on screen (the header shows it)."""
         self.pending, self.pending_percent = text, round(100 * fraction)
 
-    def gpu_loaded(self, trace: Trace, load_seconds: float, ranks: list[Rank] | None = None) -> None:
+    def gpu_loaded(self, trace: Trace, load_seconds: float, ranks: list[Rank] | None = None,
+                   prepared: dict | None = None) -> None:
         """The load's second stage: the same ranges with their GPU work (the full model is
         built, its tree nodes taken over from the first stage's). Views computed from the
-        first stage are dropped; `ranks`, when the worker found them, are kept."""
+        first stage are dropped; `ranks`, when the worker found them, are kept, and so is
+        what the worker `prepare`d on a Session of the same trace."""
         self.trace, self.load_seconds, self.pending, self.pending_percent = trace, load_seconds, "", 0
         with self._lock:
             self._memo.clear()
+            self._memo.update(prepared or {})
         if ranks is not None:
             self._once("ranks", lambda: ranks, per_mode=False, per_rank=False)
+
+    def prepare(self) -> dict:
+        """The header's slow parts (the nesting note and the clocks line: passes over every
+        range, seconds at 3M ranges), computed now: the load's worker calls this so the first
+        frame does not wait for them on the UI thread. Returns what it computed (the memo)."""
+        self.nesting()
+        if not self.pending:  # the clocks need the GPU work
+            self._once("clocks", self._clocks_text)
+        with self._lock:
+            return dict(self._memo)
 
     # -- the views' data ----------------------------------------------------------------------
     def header(self) -> HeaderInfo:
@@ -354,12 +367,17 @@ class Session:
         """Compute the views that do not depend on the cursor (the app does this in the
         background after loading, so `2` and `3` open at once), the kernel tables of the
         top-level ranges holding the most GPU work (`step_N` over every step: the ones that
-        cost most to open), and the instance tree (`a`; the first screen needs only the
+        cost most to open) and of the ranges below them holding a big share of it (forward,
+        backward...), and the instance tree (`a`; the first screen needs only the
         aggregated one)."""
         roots = sorted((n for g in self.model.aggregated_groups for n in g.roots), key=lambda n: -n.kernels)
         builds: list[Callable[[], object]] = [self.ranks, lambda: self.trace.op_short, self.trace_kernels,
                                               self.api_summary]
         builds += [functools.partial(self.range_kernels, n) for n in roots[:3] if n.kernels]
+        # and every range below them holding a big share of the kernels (`step_N/backward`, at
+        # any depth: `whole_run/trainer:step_N/step_N/backward`): a kernel table of millions of
+        # ops costs a quarter of a second to build, too long for a key (issue 32: <= 100 ms)
+        builds += [functools.partial(self.range_kernels, n) for n in big_parts(roots[:3])]
         builds.append(lambda: self.model.thread_groups)
         for build in builds:
             if cancelled():
@@ -406,7 +424,7 @@ class StagedLoad:
     def tree(self) -> Session | None:
         early = self.loader.ranges_only()
         self._tree = range_model(early, self.attribution, self.main_thread)
-        self._tree.aggregated_groups  # noqa: B018 - built here, in the worker
+        _first_rows(self._tree)  # built here, in the worker
         if not (early.info.gpu_pending and early.info.ranges):
             return None
         return Session(self.path, early, self.attribution, self.seconds(), main_thread=self.main_thread,
@@ -417,5 +435,38 @@ class StagedLoad:
         self.progress(0.88, "attributing GPU work to NVTX ranges")
         model = range_model(trace, self.attribution, self.main_thread, tree_from=self._tree)
         self.progress(0.95, "building the range tree")
-        model.aggregated_groups  # noqa: B018 - built here, in the worker
+        _first_rows(model)  # built here, in the worker
         return trace, self.seconds()
+
+
+BIG_SHARE = 1 / 16  # of the kernels: a range's table from there costs more than a key may (4.8M kernels)
+MAX_BIG_PARTS = 16
+MAX_PART_DEPTH = 8
+
+
+def big_parts(roots: list[RangeNode]) -> list[RangeNode]:
+    """The ranges under `roots` (not the roots, nor `ops` levels) holding at least BIG_SHARE of
+    the roots' kernels, the most first (at most MAX_BIG_PARTS, down to MAX_PART_DEPTH)."""
+    total = sum(n.kernels for n in roots)
+    if not total:
+        return []
+    found: list[RangeNode] = []
+    level = [c for n in roots for c in n.children]
+    for _ in range(MAX_PART_DEPTH):
+        level = [n for n in level if not n.is_ops and n.kernels >= BIG_SHARE * total]
+        found += level
+        level = [c for n in level for c in n.children]
+    return sorted(found, key=lambda n: -n.kernels)[:MAX_BIG_PARTS]
+
+
+def _first_rows(model: RangeModel) -> None:
+    """The aggregated tree and the figures of the rows the first screen shows, computed in the
+    load's worker: each row's figures sum over all its instances (a node of every step: 10^5
+    of them at 3M ranges), kept on the node, so the UI thread only formats them."""
+    from nsight_tui.tui.tree_source import RangeTreeSource
+
+    source = RangeTreeSource(model.aggregated_groups, True)
+    source.expand_default()
+    for i in range(len(source)):
+        for column in source.columns:
+            source.value(source.rows[i], column.key)

@@ -28,10 +28,9 @@ import numpy as np
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.kernels.families import name_families
-from nsight_tui.parsers.read.groupstats import group_ids
 from nsight_tui.parsers.read.ids import KERNEL, pid_of
-from nsight_tui.parsers.read.cache import Bundle
-from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.read.cache import PAIRS_BUNDLE
+from nsight_tui.parsers.read.load import Trace, pairs_bundle
 from nsight_tui.parsers.model.iterations import period_ends, process_ranges
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
@@ -156,13 +155,10 @@ def _first_of_each_pair(trace: Trace, gpid: np.ndarray, device: np.ndarray) -> n
     saved = trace.stash.read(PAIRS_BUNDLE) if trace.stash is not None else None
     if saved is not None and "first" in saved.arrays and (saved.arrays["first"] < len(gpid)).all():
         return saved.arrays["first"]
-    first = group_ids(gpid, device).first
+    bundle = pairs_bundle(trace.ops)
     if trace.stash is not None:
-        trace.stash.write(PAIRS_BUNDLE, Bundle(values={}, arrays={"first": np.asarray(first, dtype=np.int64)}))
-    return first
-
-
-PAIRS_BUNDLE = "process_device_pairs"
+        trace.stash.write(PAIRS_BUNDLE, bundle)
+    return bundle.arrays["first"]
 
 
 def find_ranks(trace: Trace, file_rank: int | None = None) -> list[Rank]:

@@ -195,9 +195,16 @@ def gemm_math_path(trace: Trace, op_positions: np.ndarray, config: dict) -> str:
     dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
     fam = name_families(trace)[codes] if len(codes) else np.array([], dtype=object)
     by_path: dict[str, int] = {}
-    for code in np.unique(codes[fam == "gemm"]):
+    # per GEMM name its summed time in one pass (a mask per name was 0.3 s at 2M ops), in int64
+    gemm = fam == "gemm"
+    g_codes, g_dur = codes[gemm], dur[gemm]
+    order = np.argsort(g_codes, kind="stable")
+    g_codes, g_dur = g_codes[order], g_dur[order]
+    starts = np.flatnonzero(np.concatenate(([True], g_codes[1:] != g_codes[:-1]))) if len(g_codes) else order[:0]
+    sums = np.add.reduceat(g_dur, starts) if len(starts) else g_dur[:0]
+    for code, total in zip(g_codes[starts].tolist(), sums.tolist()):
         path = kernel_math_path(trace.op_names[int(code)], config)
-        by_path[path] = by_path.get(path, 0) + int(dur[codes == code].sum())
+        by_path[path] = by_path.get(path, 0) + int(total)
     if not by_path:
         return config_math_path(config)
     return max(by_path.items(), key=lambda kv: kv[1])[0]

@@ -299,7 +299,7 @@ def name_configs(trace, positions: np.ndarray | None = None) -> pd.DataFrame:
     pos, cfg = pos[cfg >= 0], cfg[cfg >= 0]
     if not len(pos):
         return occ.configs.iloc[:0].assign(launches=0, total_ns=0, kernel="")
-    dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
+    dur = ops["end"].to_numpy()[pos] - ops["start"].to_numpy()[pos]  # only these: a highlight asks for one name's
     counts = np.bincount(cfg, minlength=len(occ.configs))
     times = np.bincount(cfg, weights=dur, minlength=len(occ.configs))
     used = np.flatnonzero(counts)

@@ -57,6 +57,9 @@ class RangeNode:
     # (model, op positions): kept, since the kernel table and its ratios both ask, and a
     # node of every step holds 10^6 of them
     ops_cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    # per metric array: (the array, this node's sum over it); kept, since every redraw of a
+    # tree row asks (a node of every step sums 10^5 instances: 40-60 ms a key at 3M ranges)
+    sums: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def instances(self) -> int:
@@ -84,7 +87,13 @@ class RangeNode:
         return int(self.model.r_end[self.ids].max())
 
     def _sum(self, arr) -> int:
-        return int(arr[self.ids].sum())
+        sums = self.sums
+        if sums is None:
+            sums = self.sums = {}
+        kept = sums.get(id(arr))
+        if kept is None or kept[0] is not arr:  # a new model's array (tree_from, a rank's scope)
+            kept = sums[id(arr)] = (arr, int(arr[self.ids].sum()))
+        return kept[1]
 
     @property
     def cpu_ns(self) -> int:
@@ -478,7 +487,7 @@ class RangeModel:
         test_aggregated_tree.py checks they agree). Only merged nodes become objects: a few
         hundred, not one per range."""
         n = self.n
-        names = self.trace.ranges["name"].to_numpy(dtype=object)
+        names = self.trace.ranges["name"]  # read per level, only the nodes' first instances (not 3M texts)
         key, key_text = pd.factorize(pd.Series(self.range_key, dtype=object))
         key = key.astype(np.int64)
         n_keys = max(len(key_text), 1)
@@ -506,10 +515,12 @@ class RangeModel:
             base = len(nodes)
             agg[members] = base + np.repeat(np.arange(len(counts)), counts)
             rank[members] = np.arange(len(members)) - np.repeat(starts, counts)
+            firsts = members[starts]
+            once = names.take(firsts[counts == 1]).to_numpy(dtype=object).tolist()[::-1]
             for a, c in zip(starts.tolist(), counts.tolist()):
                 ids = members[a:a + c]
                 first = int(ids[0])
-                label = key_text[key[first]] if c > 1 else names[first]
+                label = key_text[key[first]] if c > 1 else once.pop()
                 parent = nodes[int(agg[self.parent[first]])] if d else None
                 node = RangeNode(self, label, ids, d, parent)
                 nodes.append(node)

@@ -34,6 +34,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,6 +49,7 @@ DEFAULT_MAX_BYTES = 20 * 10**9
 DEFAULT_FREE_SHARE = 0.2
 MANIFEST = "manifest.json"
 TRACE_BUNDLE = "trace"  # the loaded trace's bundle (read.load)
+PAIRS_BUNDLE = "process_device_pairs"  # the first op of each (process, GPU): analyses.ranks, written by read.load
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".old-"
 STALE_TMP_S = 3600  # a temporary folder this old was left by a process that died mid-write
@@ -80,9 +82,10 @@ def _give_up(why: str) -> None:
         if _noted:
             return
         _noted = True
-    try:
-        print(f"nsight-tui: note: cache not used ({why}); opening reads the whole file each time "
-              f"(set {ENV_DIR} to a writable folder, or pass --no-cache)", file=sys.stderr, flush=True)
+    try:  # one write, the newline in it: a writer thread's note never splits around another line
+        sys.stderr.write(f"nsight-tui: note: cache not used ({why}); opening reads the whole file each time "
+                         f"(set {ENV_DIR} to a writable folder, or pass --no-cache)\n")
+        sys.stderr.flush()
     except (OSError, ValueError):  # stderr closed
         pass
 
@@ -194,32 +197,47 @@ class Entry:
         return bundle
 
     # writing ------------------------------------------------------------------------------
-    def write(self, name: str, bundle: Bundle, background: bool = True) -> None:
+    def write(self, name: str, bundle: Bundle, background: bool = True,
+              then: "tuple[str, Callable[[], Bundle]] | None" = None) -> None:
         """Store `bundle` as `name` (atomically), in a background thread by default: the
-        caller's work goes on while the files are written. `wait()` joins it."""
+        caller's work goes on while the files are written. `wait()` joins it. `then`: a
+        bundle computed and stored after it in that thread (its cost is not the caller's),
+        only once `bundle` is kept (a bundle alone in a slot would be of no use)."""
         if not usable():
             return
+        chain = [(name, bundle)] + ([then] if then is not None else [])
         if background:
             # A daemon: a signal or an error ends the process without waiting for the copy (its
             # temporary folder is removed by a later writer); a normal exit waits (wait_all).
-            t = threading.Thread(target=self._write, args=(name, bundle), name=WRITER_THREAD, daemon=True)
+            t = threading.Thread(target=self._write_chain, args=(chain,), name=WRITER_THREAD, daemon=True)
             self.writers.append(t)
             with _lock:
                 _writers.append(t)
             t.start()
         else:
-            self._write(name, bundle)
+            self._write_chain(chain)
+
+    def _write_chain(self, chain: list) -> None:
+        for name, bundle in chain:
+            if callable(bundle):
+                try:
+                    bundle = bundle()
+                except Exception:  # what it would keep is computed again by whoever needs it: no note
+                    return
+            if not self._write(name, bundle):
+                return
 
     def wait(self) -> None:
         for t in self.writers:
             t.join()
         self.writers.clear()
 
-    def _write(self, name: str, bundle: Bundle) -> None:
+    def _write(self, name: str, bundle: Bundle) -> bool:
+        """Whether the slot holds the bundle now (this write's, or a racing writer's)."""
         need = sum(a.nbytes for a in bundle.arrays.values())
         limit = max_bytes(self.root)
         if need > limit:
-            return  # bigger than the whole cache may be: not kept
+            return False  # bigger than the whole cache may be: not kept
         tmp = None
         try:
             _make_root(self.root)
@@ -245,7 +263,7 @@ class Entry:
             _drop_stale(self.slot, self.ident)
             dest = self.slot / _safe_name(name)
             if _load(dest, name, self.ident) is not None:  # a racing writer stored the same bundle first: keep it
-                return
+                return True
             if dest.exists():  # a stale or damaged bundle: moved aside in one step, then removed
                 aside = self.root / f"{TRASH_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
                 try:
@@ -261,8 +279,10 @@ class Entry:
             _fsync_dir(self.slot)
             _touch(self.slot)
             evict(self.root, keep=self.slot)
+            return True
         except OSError as exc:
             _give_up(f"{self.root}: {exc.strerror or exc}")
+            return False
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -340,7 +360,13 @@ def open_entry(path: str | os.PathLike) -> Entry | None:
     ident = identity_of(path)
     if ident is None:
         return None
-    return Entry(cache_root(), ident, Path(os.path.abspath(path)))
+    root = cache_root()
+    try:  # here, on the caller's thread: a folder that cannot be made is said before any output,
+        _make_root(root)  # not by a writer thread in the middle of the caller's lines
+    except OSError as exc:
+        _give_up(f"{root}: {exc.strerror or exc}")
+        return None
+    return Entry(root, ident, Path(os.path.abspath(path)))
 
 
 def holds(path: str | os.PathLike, name: str) -> bool:

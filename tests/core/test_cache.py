@@ -282,7 +282,8 @@ def test_two_opens_racing_leave_one_good_bundle(cache_dir, profile):
         hit, n, total = out.split()
         assert (int(n), int(total)) == truth
     slot = cache_dir / cache.identity_of(profile).slot
-    assert sorted(p.name for p in slot.iterdir()) == ["trace"]
+    # one of each bundle a load writes: the trace and its (process, GPU) pairs
+    assert sorted(p.name for p in slot.iterdir()) == sorted([cache.PAIRS_BUNDLE, "trace"])
     assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")], "no temporary folder left"
     out = subprocess.run([sys.executable, "-c", PROBE, str(profile)], env=env, capture_output=True, text=True,
                          timeout=300).stdout.split()
@@ -423,3 +424,38 @@ def test_leftovers_of_a_writer_that_died_are_removed(cache_dir, profile):
     loaded(profile)
     assert not left.exists() and live.exists()
     assert from_cache(loaded(profile))
+
+
+def test_first_open_keeps_the_ranks_pairs_for_the_next(cache_dir, profile, monkeypatch):
+    """Every first open (here load_trace, as `stats` does) keeps the first op of each (process,
+    GPU), computed in the writer's thread, so a TUI's later open finds its ranks without a sort
+    of every op; those ranks equal the file's (no cache), whose pairs are SQL's; a changed file's
+    pairs are not used (its slot is rewritten)."""
+    from nsight_tui.parsers.analyses import ranks
+
+    loaded(profile)
+    slot = cache_dir / cache.identity_of(profile).slot
+    assert (slot / cache.PAIRS_BUNDLE).is_dir()  # nobody asked for the ranks yet
+    plain = load_trace(profile, native=False)
+    want = ranks.find_ranks(plain)
+    con = sqlite3.connect(f"file:{profile}?mode=ro", uri=True)
+    try:
+        pairs = set(con.execute("SELECT DISTINCT globalPid, deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall())
+    finally:
+        con.close()
+    assert pairs <= {(r.gpid, r.device) for r in want} and pairs
+    second = load_trace(profile)
+    saved = second.stash.read(cache.PAIRS_BUNDLE)
+    assert saved is not None and mapped(saved.arrays["first"])
+
+    def computed_again(ops):
+        raise AssertionError("the pairs were computed again")
+
+    with monkeypatch.context() as m:
+        m.setattr(ranks, "pairs_bundle", computed_again)
+        assert ranks.find_ranks(second) == want
+    # the file changes (same size, new mtime): its entry is read again, the pairs with it
+    os.utime(profile, ns=(profile.stat().st_atime_ns, profile.stat().st_mtime_ns + 10**9))
+    third = load_trace(profile)
+    assert third.stash is not None and third.stash.read(cache.PAIRS_BUNDLE) is None
+    assert ranks.find_ranks(third) == want

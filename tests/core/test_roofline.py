@@ -235,3 +235,37 @@ def test_unknown_gpu_gives_figures_without_peaks():
     assert r.peaks.peaks is None and "RTX 3080" in r.peaks.note and "--peak-gbps" in r.peaks.note
     given = rl.build(load_trace(shared_trace("mock")), peak_tflops=29.8, peak_gbps=760)
     assert given.peaks.peaks.flops_per_s("fp32") == 29.8e12
+
+
+@pytest.mark.parametrize("path", [PLAIN, COUNTED], ids=lambda p: p.stem)
+def test_gemm_math_path_from_sql_time_per_gemm_name(path):
+    """The math path holding the most GEMM time, over the whole trace and over each half of it:
+    the time per kernel name summed by SQL (per half: the kernels starting before / from the
+    median start), each GEMM name's path from its name."""
+    t = trace(path)
+    config = roof(path).config
+    fams = rl.name_families(t)
+    family = {t.op_names[c]: fams[c] for c in range(len(t.op_names))}
+
+    def expected(rows) -> str:
+        by_path: dict[str, int] = {}
+        for name, ns in rows:
+            if family.get(name) == "gemm":
+                p = rl.kernel_math_path(name, config)
+                by_path[p] = by_path.get(p, 0) + int(ns)
+        return max(by_path.items(), key=lambda kv: kv[1])[0] if by_path else rl.config_math_path(config)
+
+    whole = sql(path, "SELECT s.value, SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                      "JOIN StringIds s ON s.id = k.demangledName GROUP BY s.value")
+    kernels = t.ops["kind"].to_numpy() == rl.KERNEL
+    assert rl.gemm_math_path(t, np.flatnonzero(kernels), config) == expected(whole)
+    starts = t.ops["start"].to_numpy()
+    checked = 0
+    # halves of the trace by kernel start: two subsets whose GEMM mixes differ
+    mid = int(np.median(starts[kernels]))
+    for where, pos in (("<", np.flatnonzero(kernels & (starts < mid))), (">=", np.flatnonzero(kernels & (starts >= mid)))):
+        rows = sql(path, f"SELECT s.value, SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                         f"ON s.id = k.demangledName WHERE k.start {where} ? GROUP BY s.value", (mid,))
+        assert rl.gemm_math_path(t, pos, config) == expected(rows)
+        checked += 1
+    assert checked == 2

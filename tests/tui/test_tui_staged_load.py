@@ -163,3 +163,97 @@ def test_file_opened_early_fails_in_the_load(tmp_path):
     opened = open_early(bad)
     with pytest.raises(TraceError, match="notes.sqlite"):
         StagedLoad(bad, "process", opened=opened)
+
+
+def test_header_slow_parts_are_computed_in_the_load_worker(tui, monkeypatch):
+    """The header's nesting note and clocks line (passes over every range: seconds at 3M
+    ranges) are computed in the load's worker, not on the UI thread, and the header they give
+    is the one a session computing them itself shows."""
+    from nsight_tui.parsers.model import iterations
+    from nsight_tui.tui.session import Session
+
+    threads: dict[str, list[str]] = {"nesting": [], "clocks": []}
+    real_note, real_clocks = iterations.nesting_note, Session._clocks_text
+
+    def note(model):
+        threads["nesting"].append(threading.current_thread().name)
+        return real_note(model)
+
+    def clocks(self):
+        threads["clocks"].append(threading.current_thread().name)
+        return real_clocks(self)
+
+    monkeypatch.setattr(iterations, "nesting_note", note)
+    monkeypatch.setattr(Session, "_clocks_text", clocks)
+
+    async def body():
+        async with tui(SAMPLE, size=(120, 30)) as ui:
+            session = ui.app.session
+            shown = session.header()
+            main = threading.main_thread().name
+            assert threads["nesting"] and threads["clocks"]
+            assert main not in threads["nesting"] + threads["clocks"], threads
+            fresh = Session(session.path, session.trace, session.attribution, session.load_seconds)
+            fresh._once("ranks", session.ranks, per_mode=False, per_rank=False)
+            assert fresh.header() == shown  # computed here, on this thread: the same header
+
+    asyncio.run(body())
+
+
+def test_biggest_ranges_parts_tables_are_ready_after_load(tui, sql):
+    """After loading, the kernel tables of the ranges below the biggest top-level ranges that
+    hold a big share of the kernels (`step_N/backward`, at any depth) are computed too; each
+    equals computing it afresh. Which they are: the tree walked here (its roots' kernels against SQL)."""
+    from nsight_tui.tui import roofline_vm
+    from nsight_tui.tui.session import BIG_SHARE
+    from nsight_tui.tui.viewmodels import kernels
+
+    async def body():
+        async with tui(SAMPLE, size=(120, 30)) as ui:
+            session = ui.app.session
+            model = session.model
+            roots = sorted((n for g in model.aggregated_groups for n in g.roots), key=lambda n: -n.kernels)[:3]
+            total = sum(n.kernels for n in roots)
+            # the roots hold the kernels (one may run outside every range)
+            assert 0.99 * sql.scalar(SAMPLE, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") <= total
+            stack, parts = [c for n in roots for c in n.children], []
+            while stack:  # every range below the roots, at any depth
+                n = stack.pop()
+                stack.extend(n.children)
+                if not n.is_ops and n.kernels >= BIG_SHARE * total:
+                    parts.append(n)
+            names = {p.name for p in parts}
+            assert any(p.name.endswith("backward") for p in parts) and len(names) >= 3, names
+            for part in parts:
+                kept = session.kept(f"range_kernels:{id(part)}")
+                assert kept is not None and kept[0] is part, part.name  # computed in the background
+                fresh = kernels.range_kernels(model, part, extra_ratios=roofline_vm.ratios(session, part))
+                pd.testing.assert_frame_equal(kept[1].summary, fresh.summary)
+
+    asyncio.run(body())
+
+
+def test_node_figures_kept_follow_the_model_that_takes_the_node_over(sql):
+    """A tree node keeps its sums over its instances (every redraw asks), per metric array:
+    read in the first stage (no GPU work: 0 kernels), the same node, taken over by the full
+    model, gives the full model's figures, which are the ranges' kernels counted by SQL."""
+    staged = StagedLoad(SAMPLE, "process")
+    first = staged.tree()
+    assert first is not None
+    roots = [n for g in first.model.aggregated_groups for n in g.roots]
+    node = max(roots, key=lambda n: n.instances)
+    assert node.kernels == 0 and node.cpu_ns > 0  # kept on the node now
+    trace, seconds = staged.finish()
+    first.gpu_loaded(trace, seconds)
+    full = first.model
+    assert node.model is full  # the rows on screen are the same objects
+    assert node.kernels == int(full.kernel_count[node.ids].sum()) > 0
+    assert node.busy_ns == int(full.busy_ns[node.ids].sum()) > 0
+    # and the model's figure, by SQL: the kernels whose launch (runtime call, same process) lies
+    # inside the node's first instance
+    i = int(node.ids[0])
+    r = trace.ranges.iloc[i]
+    launched = sql.scalar(SAMPLE, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                                  "ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24) "
+                                  "WHERE r.start >= ? AND r.start <= ?", int(r["start"]), int(r["end"]))
+    assert int(full.kernel_count[i]) == launched

@@ -15,11 +15,8 @@ from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.viewmodels.kernels import (
     KernelsView,
-    distribution_line,
-    durations,
     kernel_columns,
     kernel_detail,
-    occupancy_line,
 )
 from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.views.base import TableScreen, literal
@@ -150,9 +147,8 @@ class KernelsScreen(TableScreen):
             return ""
         kept = self._distributions.get(name)
         if kept is None:
-            model = self.session.model
-            kept = self._distributions[name] = distribution_line(durations(model, self.view.positions, name))
-            self._occupancy[name] = occupancy_line(model, self.view.positions, name)
+            kept, self._occupancy[name] = self.view.details(self.session.model, name)
+            self._distributions[name] = kept
         return kept
 
     def action_toggle_names(self) -> None:
