@@ -7,13 +7,10 @@ on PyTorch's autograd thread included), and records each kernel's NVTX stack (`-
 """
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from nsight_tui.capture.errors import CaptureError
-from nsight_tui.capture.nsys import candidate_paths
+from nsight_tui.capture.nsys import find_tool
 
 DEFAULT_GLOBS: tuple[str, ...] = (
     "/opt/nvidia/nsight-compute/*/ncu",
@@ -37,21 +34,8 @@ INSTALL_HINT = ("install Nsight Compute (https://developer.nvidia.com/nsight-com
 def find_ncu(explicit: str | None = None, env: Mapping[str, str] | None = None,
              globs: Iterable[str] | None = None) -> Path:
     """--ncu-path, then $NCU, then PATH, then the usual install folders (newest first)."""
-    env = os.environ if env is None else env
-    globs = tuple(DEFAULT_GLOBS if globs is None else globs)
-    for label, value in (("--ncu-path", explicit), ("$NCU", env.get("NCU"))):
-        if value:
-            path = Path(value).expanduser()
-            if path.is_file() and os.access(path, os.X_OK):
-                return path
-            raise CaptureError(f"{label} {value} is not an executable file; {INSTALL_HINT}")
-    on_path = shutil.which("ncu", path=env.get("PATH", ""))
-    if on_path:
-        return Path(on_path)
-    for path in candidate_paths(globs):
-        if path.is_file() and os.access(path, os.X_OK):
-            return path
-    raise CaptureError(f"ncu (Nsight Compute) not found on PATH, in $NCU or in {', '.join(globs)}; {INSTALL_HINT}")
+    return find_tool("ncu", "Nsight Compute", "--ncu-path", "NCU", INSTALL_HINT, explicit, env,
+                     DEFAULT_GLOBS if globs is None else globs)
 
 
 def ncu_command(ncu: Path | str, report: Path | str, app: Sequence[str],

@@ -42,29 +42,36 @@ def candidate_paths(globs: Iterable[str] | None = None) -> list[Path]:
     return found
 
 
-def find_nsys(explicit: str | None = None, env: Mapping[str, str] | None = None,
-              globs: Iterable[str] | None = None) -> Path:
-    """--nsys, then $NSYS, then PATH, then the usual install folders.
+def find_tool(tool: str, title: str, flag: str, variable: str, install_hint: str, explicit: str | None,
+              env: Mapping[str, str] | None, globs: Iterable[str]) -> Path:
+    """The flag's path, then $VARIABLE, then PATH, then the usual install folders (newest first).
 
     A path the user named that does not work is an error, not a reason to look elsewhere:
-    silently profiling with a different nsys than asked for would be worse.
+    silently profiling with a different tool than asked for would be worse.
     """
     env = os.environ if env is None else env
-    globs = tuple(DEFAULT_GLOBS if globs is None else globs)
-    for label, value in (("--nsys", explicit), ("$NSYS", env.get("NSYS"))):
+    globs = tuple(globs)
+    for label, value in ((flag, explicit), (f"${variable}", env.get(variable))):
         if value:
             path = Path(value).expanduser()
             if _is_executable(path):
                 return path
-            raise CaptureError(f"{label} {value} is not an executable file; {INSTALL_HINT}")
-    on_path = shutil.which("nsys", path=env.get("PATH", ""))
+            raise CaptureError(f"{label} {value} is not an executable file; {install_hint}")
+    on_path = shutil.which(tool, path=env.get("PATH", ""))
     if on_path:
         return Path(on_path)
     for path in candidate_paths(globs):
         if _is_executable(path):
             return path
     tried = f" or in {', '.join(globs)}" if globs else ""
-    raise CaptureError(f"nsys (Nsight Systems) not found on PATH, in $NSYS{tried}; {INSTALL_HINT}")
+    raise CaptureError(f"{tool} ({title}) not found on PATH, in ${variable}{tried}; {install_hint}")
+
+
+def find_nsys(explicit: str | None = None, env: Mapping[str, str] | None = None,
+              globs: Iterable[str] | None = None) -> Path:
+    """--nsys, then $NSYS, then PATH, then the usual install folders."""
+    return find_tool("nsys", "Nsight Systems", "--nsys", "NSYS", INSTALL_HINT, explicit, env,
+                     DEFAULT_GLOBS if globs is None else globs)
 
 
 # `--pytorch=autograd-nvtx`: nsys turns on PyTorch's NVTX ranges (every op on the Python thread,
