@@ -309,12 +309,15 @@ def build(served: ServedSet) -> MCPServer:
         kernel: ncu duration, SM/memory % of peak, DRAM bytes, occupancy theoretical/achieved and
         limiter, top stalls, rules with estimated speedups, measured FLOP/s, tensor-core FLOPs vs
         the tensor peak), "name" (mean per kernel name within a range), "range" (measured vs
-        estimated roofline, needs path) or "findings" (occupancy-limited, needs path). Durations and
+        estimated roofline, needs path), "tensor" (the kernels whose tensor cores worked: measured
+        tensor FLOPs, FLOP/s and pipe busy % vs the datasheet's peak for their precision; every
+        figure's basis in tensor_basis) or "findings" (occupancy-limited, needs path). Durations and
         rates are ncu's replay at its locked clocks, not nsys's timing."""
         from nsight_tui.parsers.analyses import ncu as ncu_analysis
         from nsight_tui.render import tables
 
-        tables_of = {"kernel": "kernels", "name": "by_name", "range": "ranges", "findings": "findings"}
+        tables_of = {"kernel": "kernels", "name": "by_name", "range": "ranges", "tensor": "kernels",
+                     "findings": "findings"}
         if by not in tables_of:
             raise A.BadRequest(f"by must be one of {', '.join(tables_of)}, not {by!r}")
         if by in ("range", "findings") and not path:
@@ -330,7 +333,10 @@ def build(served: ServedSet) -> MCPServer:
         doc = _named(A.from_json_text(tables.json(doc)), named)
         out = {k: v for k, v in doc.items() if k not in tables_of.values()}
         out["by"] = by
-        out["table"] = A.page(doc[tables_of[by]], offset, limit)
+        rows = doc[tables_of[by]]
+        if by == "tensor":  # the kernels whose tensor cores did work (`ncu --by tensor`)
+            rows = [k for k in rows if k.get("tensor_flops")]
+        out["table"] = A.page(rows, offset, limit)
         return out
 
     @tool

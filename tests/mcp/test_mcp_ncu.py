@@ -142,7 +142,7 @@ def test_ncu_tool_figures_are_nvidias_reading(served, folder):
     ("export_as_ncu", "an nsys export, not an Nsight Compute report"),
     ("ncu_as_path", "an Nsight Compute report, not an nsys export: pass it as `ncu`"),
     ("not_a_report", f"{NOT_A_REPORT}: not an Nsight Compute report"),
-    ("bad_by", "by must be one of kernel, name, range, findings"),
+    ("bad_by", "by must be one of kernel, name, range, tensor, findings"),
     ("range_alone", "by=range needs the export"),
 ])
 def test_bad_ncu_arguments_are_one_line_errors(served, key, words):
