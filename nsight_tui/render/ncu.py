@@ -15,7 +15,8 @@ KERNEL_HEADERS = ["#", "range", "kernel", "nsys µs", "ncu µs", "SM % peak (ncu
 NAME_HEADERS = ["range", "kernel", "n", "ncu µs (mean)", "SM % peak", "mem % peak", "DRAM MB", "DRAM GB/s",
                 "occupancy theor./achieved % (limiter)", "top stalls", "ncu rule: est. speedup (mean)",
                 "measured GFLOP/s"]
-RANGE_HEADERS = ["range", "instances", "kernels", "ncu ms", "measured GFLOP", "of which tensor cores", "DRAM GB", "measured GFLOP/s (ncu time)",
+RANGE_HEADERS = ["range", "instances", "kernels", "ncu ms", "measured GFLOP", "of which tensor cores", "DRAM GB",
+                 "measured GFLOP/s (ncu time)",
                  "measured FLOP/B", "estimated GFLOP", "estimated GFLOP/s (nsys time)"]
 
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ncu_pair import EXPORT_XZ, STEM, report_xz, unpack
+from ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, report_xz, unpack
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
@@ -20,6 +20,7 @@ pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2"
 from mcp_client import params, run_calls  # noqa: E402
 
 EXPORT, REPORT = f"{STEM}.sqlite", f"{STEM}.ncu-rep"
+BF16_EXPORT, BF16_REPORT = f"{BF16_STEM}.sqlite", f"{BF16_STEM}.ncu-rep"  # tensor-core GEMMs
 NOT_A_REPORT = "notes.ncu-rep"  # a served file named like a report that is none
 
 
@@ -35,6 +36,8 @@ def folder(tmp_path_factory):
     where = tmp_path_factory.mktemp("mcp_ncu")
     unpack(report_xz(), where / REPORT)
     unpack(EXPORT_XZ, where / EXPORT)
+    unpack(report_xz(BF16_STEM), where / BF16_REPORT)
+    unpack(BF16_EXPORT_XZ, where / BF16_EXPORT)
     (where / NOT_A_REPORT).write_text("not an Nsight Compute report\n")
     return where
 
@@ -57,6 +60,8 @@ CALLS = {
     "ranges": ("ncu", {"ncu": REPORT, "path": EXPORT, "by": "range", "limit": 500}),
     "ncu_findings": ("ncu", {"ncu": REPORT, "path": EXPORT, "by": "findings"}),
     "alone": ("ncu", {"ncu": REPORT, "limit": 500}),
+    "tensor": ("ncu", {"ncu": BF16_REPORT, "path": BF16_EXPORT, "by": "tensor"}),
+    "tensor_fp32": ("ncu", {"ncu": REPORT, "path": EXPORT, "by": "tensor"}),
     # bad input: one-line tool errors
     "missing": ("findings", {"path": EXPORT, "ncu": "elsewhere.ncu-rep"}),
     "export_as_ncu": ("ncu", {"ncu": EXPORT}),
@@ -71,7 +76,7 @@ CALLS = {
 def served(folder):
     import anyio
 
-    return anyio.run(run_calls, params(EXPORT, REPORT, NOT_A_REPORT, cwd=folder), CALLS)
+    return anyio.run(run_calls, params(EXPORT, REPORT, BF16_EXPORT, BF16_REPORT, NOT_A_REPORT, cwd=folder), CALLS)
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +91,8 @@ def ncu_json(folder):
 
 def test_lists_the_report_apart_from_the_exports(served):
     files = served.ok("files")
-    assert [f["name"] for f in files["files"]] == [EXPORT]
-    assert [r["name"] for r in files["ncu_reports"]] == [REPORT, NOT_A_REPORT]
+    assert [f["name"] for f in files["files"]] == [EXPORT, BF16_EXPORT]
+    assert [r["name"] for r in files["ncu_reports"]] == [REPORT, BF16_REPORT, NOT_A_REPORT]
 
 
 def test_findings_with_ncu_are_report_with_ncu(served, report_json):
@@ -135,6 +140,30 @@ def test_ncu_tool_figures_are_nvidias_reading(served, folder):
         per = [act.metric_by_name(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed").value()
                for op in ("fadd", "fmul", "ffma")]
         assert row["fp32_flops_per_s"] == pytest.approx((per[0] + per[1] + 2 * per[2]) * hz, rel=1e-12)
+
+
+def test_ncu_tool_tensor_table_is_nvidias_reading(served, folder):
+    """by=tensor: the kernels whose tensor cores worked, their FLOPs and FLOP/s as NVIDIA's reader
+    gives the raw counter (over gpu__time_duration); none on the fp32 pair (CUDA-core GEMMs)."""
+    import ncu_report
+
+    rng = ncu_report.load_report(str(folder / BF16_REPORT)).range_by_idx(0)
+    want = {}
+    for i in range(rng.num_actions()):
+        act = rng.action_by_idx(i)
+        ops = act.metric_by_name("sm__ops_path_tensor_src_bf16_dst_fp32.sum").value()
+        if ops:
+            want[i] = (ops, ops / (act.metric_by_name("gpu__time_duration.sum").value() * 1e-9))
+    doc = served.ok("tensor")
+    rows = doc["table"]["rows"]
+    assert {r["index"]: r["tensor_flops"] for r in rows} == {i: w[0] for i, w in want.items()} and len(rows) == 7
+    for r in rows:
+        assert r["tensor_flops_per_s"] == pytest.approx(want[r["index"]][1], rel=1e-12)
+        assert r["tensor_math"] == "bf16" and r["tensor_pct_of_peak"] == \
+            pytest.approx(100 * r["tensor_flops_per_s"] / r["tensor_peak_flops_per_s"], rel=1e-12)
+    assert doc["tensor_basis"]["tensor_flops"].startswith("measured")
+    assert doc["tensor_basis"]["tensor_peak_flops_per_s"].startswith("datasheet")
+    assert served.ok("tensor_fp32")["table"]["total"] == 0
 
 
 @pytest.mark.parametrize("key, words", [
