@@ -189,3 +189,35 @@ def test_roofline_measured_points_count_the_tensor_cores(tui, bf16_pair):
             assert f"tensor cores {tensor / flops:.0%} of FLOPs" in step["verdict"]
 
     asyncio.run(body())
+
+
+def test_view_6_shows_the_tensor_cores_measured_rate(tui, bf16_pair):
+    """View 6 on the bf16 pair: each GEMM name's tensor column is its mean measured TFLOP/s (NVIDIA's
+    reader: the bf16 ops-path counter over gpu__time_duration), precision and % of the datasheet peak."""
+    import ncu_report
+
+    report, export = bf16_pair
+    rng = ncu_report.load_report(str(report)).range_by_idx(0)
+    rates = {}
+    for i in range(rng.num_actions()):
+        act = rng.action_by_idx(i)
+        ops = act.metric_by_name("sm__ops_path_tensor_src_bf16_dst_fp32.sum").value()
+        if ops:
+            name = act.name(ncu_report.IAction.NameBase_DEMANGLED)
+            rates.setdefault(name, []).append(ops / (act.metric_by_name("gpu__time_duration.sum").value() * 1e-9))
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(report)
+        async with tui(export, size=(200, 40), app=app) as ui:
+            await ui.press("6")
+            await ui.settle()
+            frame = ui.app.screen.view.frame
+            gemms = frame[frame["tensor"] != ""]
+            assert set(gemms["name"]) == set(rates)
+            for _, row in gemms.iterrows():
+                assert row["tensor"].startswith(f"{sum(rates[row['name']]) / len(rates[row['name']]) / 1e12:.1f} bf16 ")
+            assert (frame["tensor"] == "").sum() == len(frame) - len(gemms) > 0
+            assert "tensor: measured TFLOP/s" in ui.flat_text()
+
+    asyncio.run(body())
