@@ -20,9 +20,12 @@ DEFAULT_GLOBS: tuple[str, ...] = (
 # Few sections, each replayed per kernel (ncu's cost is ~20-40 replays of every kernel): speed of
 # light (SM and memory throughput vs peak), the roofline's FLOP counters and DRAM bytes,
 # occupancy (theoretical, achieved, limiters), launch statistics (registers, shared memory, grid)
-# and the warp states (stall reasons).
+# and the warp states (stall reasons); and the tensor cores' roofline: the hierarchical tensor
+# section is the one that counts tensor-core operations by input precision
+# (sm__ops_path_tensor_src_*: the FLOPs of HMMA/HGMMA instructions, which the SASS FP32 counters of
+# the plain roofline never see) with their per-cycle peak; ncu picks that architecture's counters.
 SECTIONS: tuple[str, ...] = ("SpeedOfLight", "SpeedOfLight_RooflineChart", "Occupancy", "LaunchStats",
-                             "WarpStateStats")
+                             "WarpStateStats", "SpeedOfLight_HierarchicalTensorRooflineChart")
 # Collected beside the sections, by name, because the join and the tests read them directly.
 METRICS: tuple[str, ...] = ("dram__bytes.sum", "sm__maximum_warps_per_active_cycle_pct", "gpu__time_duration.sum")
 

@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "sample_traces" / "ncu"
 STEM = "small4_ctx128"
 EXPORT_XZ = FOLDER / f"{STEM}.sqlite.xz"
+# the bf16 pair (capture/gpu_tensorroof.sh): tensor-core GEMMs, the tensor roofline section, 40 kernels
+BF16_STEM = "small4_ctx128_bf16"
+BF16_EXPORT_XZ = FOLDER / f"{BF16_STEM}.sqlite.xz"
 REPORT_PLACES = (FOLDER,)
 
 
@@ -31,13 +34,13 @@ def unpack(source: Path, target: Path) -> Path:
     return target
 
 
-def report_xz() -> Path:
+def report_xz(stem: str = STEM) -> Path:
     pytest.importorskip("ncu_report", reason="NVIDIA's ncu-report package is not installed")
     for folder in REPORT_PLACES:
-        path = folder / f"{STEM}.ncu-rep.xz"
+        path = folder / f"{stem}.ncu-rep.xz"
         if path.exists():
             return path
-    pytest.skip(f"{STEM}.ncu-rep.xz is not in {', '.join(str(p) for p in REPORT_PLACES)}")
+    pytest.skip(f"{stem}.ncu-rep.xz is not in {', '.join(str(p) for p in REPORT_PLACES)}")
 
 
 def oracle_kernels() -> list[dict]:

@@ -19,7 +19,8 @@ RANGES, FAMILIES = "ranges", "families"
 MEASURED = "ncu"  # the `source` of a measured point (Nsight Compute's counters, --ncu)
 MEASURED_SUFFIX = " · measured (ncu)"
 MEASURED_REASON = ("Nsight Compute's counters over its replay of one step: (FADD + FMUL + 2 FFMA) per cycle × SM "
-                   "frequency, DRAM bytes (dram__bytes); time: ncu's kernel durations (its locked clocks)")
+                   "frequency, plus the tensor cores' FLOPs (sm__ops_path_tensor_src_*) where the report has them, "
+                   "DRAM bytes (dram__bytes); time: ncu's kernel durations (its locked clocks)")
 
 
 def context(session) -> rl.Roofline:
@@ -145,7 +146,9 @@ def measured_frame(session) -> tuple[pd.DataFrame, str]:
             "tflops": math.nan if p.measured_flops_per_s is None else p.measured_flops_per_s / 1e12,
             "gbps": p.measured_dram_bytes / seconds / 1e9 if seconds else math.nan,
             "ai": math.nan if p.measured_intensity_flops_per_byte is None else p.measured_intensity_flops_per_byte,
-            "ridge": math.nan, "math_path": "fp32", "mfu": math.nan, "verdict": "measured (ncu)",
+            "ridge": math.nan, "math_path": p.math_path, "mfu": math.nan,
+            "verdict": "measured (ncu)" + (f", tensor cores {p.measured_tensor_flops / p.measured_flops:.0%} of FLOPs"
+                                           if p.measured_tensor_flops and p.measured_flops else ""),
             "reason": MEASURED_REASON, "source": MEASURED,
         })
     return pd.DataFrame(rows, columns=COLUMNS), ""

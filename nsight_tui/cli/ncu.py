@@ -12,7 +12,7 @@ from nsight_tui.render import output
 from nsight_tui.render.safe import visible
 
 HELP = "Nsight Compute report: per-kernel hardware figures joined to the export's NVTX ranges"
-VIEWS = ("kernel", "name", "range", "findings")
+VIEWS = ("kernel", "name", "range", "tensor", "findings")
 
 
 def add_arguments(parser) -> None:
@@ -21,7 +21,9 @@ def add_arguments(parser) -> None:
                         help="the nsys export of the same workload: each profiled kernel joined to its kernel and range")
     parser.add_argument("--by", default="kernel", choices=VIEWS,
                         help="kernel: every profiled kernel; name: per kernel name within a range (mean over "
-                        "instances); range: measured (ncu) vs estimated roofline per range (needs --trace); findings: kernels that matter "
+                        "instances); range: measured (ncu) vs estimated roofline per range (needs --trace); tensor: per GEMM kernel, "
+                        "the tensor cores' measured FLOPs, FLOP/s and pipe busy %% vs the datasheet's peak for its "
+                        "precision; findings: kernels that matter "
                         "limited by occupancy, with ncu's estimated saving (needs --trace)")
     parser.add_argument("-f", "--format", default="text", choices=("text", "csv", "json"))
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
@@ -59,12 +61,14 @@ def _run(args) -> int:
         headers, rows = {"kernel": (ncu_text.KERNEL_HEADERS, ncu_text.kernel_rows),
                          "name": (ncu_text.NAME_HEADERS, ncu_text.name_rows),
                          "range": (ncu_text.RANGE_HEADERS, ncu_text.range_rows),
+                         "tensor": (ncu_text.TENSOR_HEADERS, ncu_text.tensor_rows),
                          "findings": (ncu_text.FINDING_HEADERS, ncu_text.finding_rows)}[args.by]
         if args.format == "csv":
             text = tables.csv(headers, rows(answers))
         else:
+            extra = ncu_text.tensor_notes(answers) if args.by == "tensor" else []
             text = tables.terminal(headers, rows(answers), title=f"Nsight Compute: {visible(args.report)}",
-                                   notes=ncu_text.notes(answers))
+                                   notes=ncu_text.notes(answers) + extra)
     if args.output == "-":
         output.write_stdout(text)
     else:

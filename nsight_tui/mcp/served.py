@@ -1,5 +1,6 @@
 """Which profiles the MCP server may read: the files and folders named on its command line, and
-nothing else.
+nothing else. Nsight Compute reports (`.ncu-rep`) named there, or lying directly inside a served
+folder, are served too, apart from the exports: tools take them as their `ncu` argument.
 
 A request names a path; it is served only when it is one of the served files, or an export
 directly inside a served folder, compared after resolving both (`..`, symbolic links, relative
@@ -16,6 +17,9 @@ from pathlib import Path
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.source import columnar_kind
 
+NCU_SUFFIX = ".ncu-rep"
+NCU_KIND = "ncu-rep"
+
 
 class NotServed(TraceError):
     """A request for a path the server was not started with."""
@@ -27,15 +31,16 @@ class Served:
 
     name: str  # as the client names it: as given on the command line, or folder/member
     path: Path  # resolved
-    kind: str  # "sqlite", "parquetdir", "arrowdir"
+    kind: str  # "sqlite", "parquetdir", "arrowdir"; "ncu-rep" for an Nsight Compute report
     folder: str | None = None  # the served folder it was found in, as given
 
 
 def _members(folder: Path) -> list[Path]:
-    """The exports directly inside a folder: *.sqlite regular files and parquetdir/arrowdir folders."""
+    """The exports directly inside a folder: *.sqlite regular files and parquetdir/arrowdir folders
+    (and Nsight Compute reports, *.ncu-rep)."""
     out = []
     for p in sorted(folder.iterdir()):
-        if p.suffix == ".sqlite" and p.is_file():
+        if p.suffix in (".sqlite", NCU_SUFFIX) and p.is_file():
             out.append(p)
         elif p.is_dir() and columnar_kind(p):
             out.append(p)
@@ -53,6 +58,7 @@ class ServedSet:
         if not items:
             raise TraceError("name at least one profile or folder to serve")
         self.files: list[Served] = []
+        self.reports: list[Served] = []  # Nsight Compute reports
         self.folders: list[tuple[str, Path]] = []  # (as given, resolved)
         for raw in items:
             p = Path(raw)
@@ -66,23 +72,26 @@ class ServedSet:
                     raise TraceError(f"{raw}: no .sqlite exports in this folder")
                 self.folders.append((raw, real))
                 for m in members:
-                    self._add(Served(str(Path(raw) / m.name), m.resolve(),
-                                     columnar_kind(m) or "sqlite", folder=raw))
+                    kind = NCU_KIND if m.suffix == NCU_SUFFIX else columnar_kind(m) or "sqlite"
+                    self._add(Served(str(Path(raw) / m.name), m.resolve(), kind, folder=raw))
             elif kind:
                 self._add(Served(raw, real, kind))
+            elif real.is_file() and real.suffix == NCU_SUFFIX:
+                self._add(Served(raw, real, NCU_KIND))
             elif real.is_file():
                 self._add(Served(raw, real, "sqlite"))
             else:  # a FIFO would block the read
                 raise TraceError(f"{raw}: not a regular file or folder")
 
     def _add(self, s: Served) -> None:
-        if all(f.path != s.path for f in self.files):
-            self.files.append(s)
+        pool = self.reports if s.kind == NCU_KIND else self.files
+        if all(f.path != s.path for f in pool):
+            pool.append(s)
 
     # -- lookups --------------------------------------------------------------------------------
-    def _lexically_served(self, absolute: str) -> bool:
+    def _lexically_served(self, absolute: str, pool: list[Served]) -> bool:
         """Whether `absolute` (normalised, not resolved) is a served name or falls under a served folder."""
-        for f in self.files:
+        for f in pool:
             if absolute in (os.path.abspath(f.name), str(f.path)):
                 return True
         for raw, real in self.folders:
@@ -97,21 +106,46 @@ class ServedSet:
             if len(self.files) == 1:
                 return self.files[0]
             raise NotServed(f"{len(self.files)} profiles are served; name one (list_files lists them)")
+        found = self._find(requested, self.files)
+        if found is None:
+            if self._find(requested, self.reports, quiet=True) is not None:
+                raise NotServed(f"{requested}: an Nsight Compute report, not an nsys export: pass it as `ncu` "
+                                "(and the export of the same workload as `path`)")
+            raise NotServed(f"{requested}: not served (it resolves outside the served profiles; "
+                            "list_files lists them)")
+        return found
+
+    def ncu_report(self, requested: str) -> Served:
+        """The served Nsight Compute report `requested` names."""
+        if not self.reports:
+            raise NotServed("no Nsight Compute report is served: name the .ncu-rep file on the server's command "
+                            "line (nsight-tui mcp EXPORT.sqlite REPORT.ncu-rep)")
+        found = self._find(requested, self.reports)
+        if found is None:
+            what = ("an nsys export, not an Nsight Compute report" if self._find(requested, self.files, quiet=True)
+                    else "not a served Nsight Compute report")
+            raise NotServed(f"{requested}: {what} (list_files lists them)")
+        return found
+
+    def _find(self, requested: str, pool: list[Served], quiet: bool = False) -> Served | None:
+        """The member of `pool` that `requested` names, by its served name or by path; None when it
+        names a served location that is not in `pool`. A path outside everything served is refused
+        before the file system is asked about it (`quiet`: None instead)."""
         if not isinstance(requested, str) or "\x00" in requested:
+            if quiet:
+                return None
             raise NotServed("not a path")
-        for f in self.files:  # the names list_files gives, as they are
+        for f in pool:  # the names list_files gives, as they are
             if requested == f.name:
                 return f
         absolute = os.path.abspath(os.path.expanduser(requested))
-        if not self._lexically_served(absolute):
+        if not self._lexically_served(absolute, self.files + self.reports):
+            if quiet:
+                return None
             raise NotServed(f"{requested}: not served (this server reads only the profiles named on its "
                             "command line; list_files lists them)")
         real = Path(absolute).resolve()
-        for f in self.files:
-            if real == f.path:
-                return f
-        raise NotServed(f"{requested}: not served (it resolves outside the served profiles; "
-                        "list_files lists them)")
+        return next((f for f in pool if real == f.path), None)
 
     def folder(self, requested: str) -> tuple[str, Path]:
         """A served folder (as named on the command line, or resolving to it): (as given, resolved)."""

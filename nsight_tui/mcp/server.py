@@ -40,7 +40,10 @@ step_N/backward (instances merged). Attribution "process" (default) credits the 
 thread's ranges with the GPU work any thread (PyTorch's autograd thread) launched while they
 were open; "nsys" is NVIDIA's rule (only the launching thread's ranges), which leaves
 backward nearly empty when autograd launches it. Times are ns; shares are 0..1.
-Big tables are paged: offset/limit (limit at most 500), next_offset is null at the end."""
+Big tables are paged: offset/limit (limit at most 500), next_offset is null at the end.
+With an Nsight Compute report served (a .ncu-rep on the command line), pass it as `ncu` to
+findings/report (its kernels joined to the export: occupancy-limited, elementwise chains) and
+read its per-kernel figures with the ncu tool (`nsight-tui ncu -f json`)."""
 
 
 class Cache:
@@ -48,7 +51,9 @@ class Cache:
 
     def __init__(self) -> None:
         self.traces: dict[Path, Trace] = {}
-        self.answers: dict[tuple[Path, str], dict] = {}
+        self.answers: dict[tuple[Path, str, Path | None], dict] = {}
+        self.ncu_reports: dict[Path, Any] = {}  # NcuReport by resolved path
+        self.ncu_joins: dict[tuple[Path, Path, str], Any] = {}  # NcuAnalysis by (export, report, attribution)
         self.ranks: dict[str, dict] = {}
         self.sweeps: dict[tuple[str, str], dict] = {}
         self.lock = threading.RLock()  # one computation at a time (the model's caches are not thread-safe)
@@ -69,17 +74,42 @@ class Cache:
 
         return range_model(self.trace(served), A.check_mode(attribution))
 
-    def report(self, served: Served, attribution: str) -> dict[str, Any]:
-        """`report -f json`'s document (cli/report.py's single-file path), parsed back."""
-        key = (served.path, A.check_mode(attribution))
+    def ncu_report(self, report: Served):
+        from nsight_tui.parsers.read.ncu_rep import read_ncu_report
+
+        if report.path not in self.ncu_reports:
+            log.info("reading %s", report.name)
+            try:
+                self.ncu_reports[report.path] = read_ncu_report(report.path)
+            except TraceError as exc:  # said with the name the client gave, not the resolved path
+                raise TraceError(str(exc).replace(str(report.path), report.name)) from None
+        return self.ncu_reports[report.path]
+
+    def ncu_join(self, served: Served, report: Served, attribution: str):
+        """The report's kernels joined to the export (analyses.ncu.analyse), as `report --ncu` joins them."""
+        key = (served.path, report.path, A.check_mode(attribution))
+        if key not in self.ncu_joins:
+            from nsight_tui.parsers.analyses import ncu
+
+            self.ncu_joins[key] = ncu.analyse(self.trace(served), self.ncu_report(report), attribution)
+        return self.ncu_joins[key]
+
+    def report(self, served: Served, attribution: str, ncu: Served | None = None) -> dict[str, Any]:
+        """`report -f json`'s document (cli/report.py's single-file path, `--ncu R` with a report),
+        parsed back."""
+        key = (served.path, A.check_mode(attribution), ncu.path if ncu else None)
         if key not in self.answers:
             from nsight_tui.parsers.analyses.questions import questions
             from nsight_tui.render.report import single_json
 
-            answers = questions(self.trace(served), attribution)  # the same document as `report -f json`
-            self.answers[key] = _named(A.from_json_text(single_json(answers)), [served])
-        return self.answers[key]
+            joined = self.ncu_join(served, ncu, attribution) if ncu else None
+            answers = questions(self.trace(served), attribution, ncu=joined)  # the same document as `report -f json`
+            if joined is not None:
+                from nsight_tui.parsers.analyses.ncu import answers_of
 
+                answers["ncu"] = answers_of(joined)
+            self.answers[key] = _named(A.from_json_text(single_json(answers)), [served, *([ncu] if ncu else [])])
+        return self.answers[key]
 
     def sweep(self, served: ServedSet, path: str, attribution: str) -> dict[str, Any]:
         """`report DIR -f json` (cli/report.py's folder path) over a served folder of captures: its
@@ -141,13 +171,18 @@ def build(served: ServedSet) -> MCPServer:
     def file(path: str | None) -> Served:
         return served.file(path)
 
+    def ncu_file(ncu: str | None) -> Served | None:
+        return served.ncu_report(ncu) if ncu else None
+
     @tool
     def list_files() -> dict[str, Any]:
         """The profiles this server may read (exactly those named on its command line, and the
         exports directly inside a folder named there). Pass a `name` as `path` to the other tools."""
         return {"files": [{"name": f.name, "kind": f.kind, "folder": f.folder, "loaded": f.path in cache.traces}
                           for f in served.files],
-                "folders": [raw for raw, _ in served.folders]}
+                "folders": [raw for raw, _ in served.folders],
+                "ncu_reports": [{"name": r.name, "folder": r.folder, "read": r.path in cache.ncu_reports}
+                                for r in served.reports]}
 
     @tool
     def summary(path: str | None = None, attribution: str = "process") -> dict[str, Any]:
@@ -208,12 +243,16 @@ def build(served: ServedSet) -> MCPServer:
                              items_offset, items_limit)
 
     @tool
-    def findings(path: str | None = None, attribution: str = "process") -> dict[str, Any]:
+    def findings(path: str | None = None, attribution: str = "process", ncu: str | None = None) -> dict[str, Any]:
         """What to fix first: the findings (launch-bound, sync stalls, unfused optimizer or
         attention, fp32 GEMMs, pageable or synchronous copies, exposed communication, ...),
         ranked by the step time their fix would save, each with evidence and the fix
-        (`report -f json`'s findings)."""
-        return cache.report(file(path), attribution)["findings"]
+        (`report -f json`'s findings). `ncu`: a served Nsight Compute report of the same
+        workload (list_files' ncu_reports), joined to the export as `report --ncu R` joins it;
+        it adds the findings from the hardware (occupancy-limited, memory-bound elementwise
+        chains by ncu's throughputs)."""
+        s = file(path)
+        return cache.report(s, attribution, ncu_file(ncu))["findings"]
 
     @tool
     def roofline(path: str | None = None, attribution: str = "process", peak_tflops: float | None = None,
@@ -233,19 +272,25 @@ def build(served: ServedSet) -> MCPServer:
                                         peak_gbps=peak_gbps))
 
     @tool
-    def report(path: str | None = None, attribution: str = "process", sections: list[str] | None = None) -> dict[str, Any]:
+    def report(path: str | None = None, attribution: str = "process", sections: list[str] | None = None,
+               ncu: str | None = None) -> dict[str, Any]:
         """`nsight-tui report -f json` for one file: sections file, attribution, main_threads,
         config, ranges (step/forward/backward/optimizer/attention parts: times, top kernels,
         family shares), warmup, ratios (each with ratio_basis), timing (NVTX vs Python),
         gpu_idle, roofline, findings, backward_parts (and ranks for a multi-rank export).
         `sections` picks some (default: all). On a served folder of captures
         ({model}_ctx{N}*.sqlite): `report DIR -f json`'s tables (one per question, rows model,
-        columns ctx) and its runs (each run's own answers: report on that file)."""
+        columns ctx) and its runs (each run's own answers: report on that file).
+        `ncu`: a served Nsight Compute report of the same workload (`report --ncu R`): adds the
+        section ncu (its kernels joined to the export) and the findings that read it."""
         if path and served.is_folder(path):
+            if ncu:
+                raise A.BadRequest("ncu takes one export, not a folder")
             doc = dict(cache.sweep(served, path, attribution))
             doc["runs"] = [{k: v for k, v in r.items() if k != "answers"} for r in doc["runs"]]
         else:
-            doc = cache.report(file(path), attribution)
+            s = file(path)
+            doc = cache.report(s, attribution, ncu_file(ncu))
         if not sections:
             return doc
         unknown = [k for k in sections if k not in doc]
@@ -253,6 +298,46 @@ def build(served: ServedSet) -> MCPServer:
             raise A.BadRequest(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(doc)}")
         return {k: doc[k] for k in dict.fromkeys((*(k for k in ("file", "folder") if k in doc), "attribution",
                                                  *sections))}
+
+    @tool
+    def ncu(ncu: str, path: str | None = None, attribution: str = "process", by: str = "kernel", offset: int = 0,
+            limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+        """An Nsight Compute report's figures (`nsight-tui ncu R [--trace T] -f json`): `ncu` a
+        served .ncu-rep (list_files' ncu_reports), `path` the nsys export of the same workload to
+        join it to (left out: the report alone, ranges from ncu's NVTX stacks). The join summary
+        (profiled/joined kernels, window, notes) and one table, paged: by "kernel" (every profiled
+        kernel: ncu duration, SM/memory % of peak, DRAM bytes, occupancy theoretical/achieved and
+        limiter, top stalls, rules with estimated speedups, measured FLOP/s, tensor-core FLOPs vs
+        the tensor peak), "name" (mean per kernel name within a range), "range" (measured vs
+        estimated roofline, needs path), "tensor" (the kernels whose tensor cores worked: measured
+        tensor FLOPs, FLOP/s and pipe busy % vs the datasheet's peak for their precision; every
+        figure's basis in tensor_basis) or "findings" (occupancy-limited, needs path). Durations and
+        rates are ncu's replay at its locked clocks, not nsys's timing."""
+        from nsight_tui.parsers.analyses import ncu as ncu_analysis
+        from nsight_tui.render import tables
+
+        tables_of = {"kernel": "kernels", "name": "by_name", "range": "ranges", "tensor": "kernels",
+                     "findings": "findings"}
+        if by not in tables_of:
+            raise A.BadRequest(f"by must be one of {', '.join(tables_of)}, not {by!r}")
+        if by in ("range", "findings") and not path:
+            raise A.BadRequest(f"by={by} needs the export's ranges and timing: give path (the nsys export)")
+        rep = served.ncu_report(ncu)
+        if path:
+            s = file(path)
+            doc = ncu_analysis.answers_of(cache.ncu_join(s, rep, attribution))
+            named = [s, rep]
+        else:
+            doc = ncu_analysis.report_only_answers(cache.ncu_report(rep))
+            named = [rep]
+        doc = _named(A.from_json_text(tables.json(doc)), named)
+        out = {k: v for k, v in doc.items() if k not in tables_of.values()}
+        out["by"] = by
+        rows = doc[tables_of[by]]
+        if by == "tensor":  # the kernels whose tensor cores did work (`ncu --by tensor`)
+            rows = [k for k in rows if k.get("tensor_flops")]
+        out["table"] = A.page(rows, offset, limit)
+        return out
 
     @tool
     def nsys_report(report: str, path: str | None = None, attribution: str = "process", offset: int = 0,

@@ -15,7 +15,8 @@ KERNEL_HEADERS = ["#", "range", "kernel", "nsys µs", "ncu µs", "SM % peak (ncu
 NAME_HEADERS = ["range", "kernel", "n", "ncu µs (mean)", "SM % peak", "mem % peak", "DRAM MB", "DRAM GB/s",
                 "occupancy theor./achieved % (limiter)", "top stalls", "ncu rule: est. speedup (mean)",
                 "measured GFLOP/s"]
-RANGE_HEADERS = ["range", "instances", "kernels", "ncu ms", "measured GFLOP", "DRAM GB", "measured GFLOP/s (ncu time)",
+RANGE_HEADERS = ["range", "instances", "kernels", "ncu ms", "measured GFLOP", "of which tensor cores", "DRAM GB",
+                 "measured GFLOP/s (ncu time)",
                  "measured FLOP/B", "estimated GFLOP", "estimated GFLOP/s (nsys time)"]
 
 
@@ -43,6 +44,42 @@ def _giga(x):
     return None if x is None else round(x / 1e9, 1)
 
 
+def _tera(x):
+    return None if x is None else round(x / 1e12, 1)
+
+
+TENSOR_HEADERS = ["#", "range", "kernel", "precision", "tensor GFLOP (measured, ncu)", "tensor TFLOP/s (measured, ncu time)",
+                  "tensor pipe busy % (measured, ncu)", "peak TFLOP/s (datasheet, dense)", "% of peak"]
+TENSOR_NAME_HEADERS = ["range", "kernel", "n", "precision", "tensor GFLOP (measured, mean)",
+                       "tensor TFLOP/s (measured, ncu time)", "tensor pipe busy % (measured)",
+                       "peak TFLOP/s (datasheet, dense)", "% of peak"]
+
+
+def tensor_rows(a: dict) -> list[list]:
+    """The kernels whose tensor cores did work (the GEMMs), in launch order."""
+    return [[k["index"], k["range"], table_name(k["name"]), k["tensor_math"], _giga(k["tensor_flops"]),
+             _tera(k["tensor_flops_per_s"]), _f(k["tensor_pipe_active_pct"]), _tera(k["tensor_peak_flops_per_s"]),
+             _f(k["tensor_pct_of_peak"])] for k in a["kernels"] if k.get("tensor_flops")]
+
+
+def tensor_name_rows(a: dict) -> list[list]:
+    return [[r["range"], table_name(r["name"]), r["instances"], r["tensor_math"], _giga(r["tensor_flops"]),
+             _tera(r["tensor_flops_per_s"]), _f(r["tensor_pipe_active_pct"]), _tera(r["tensor_peak_flops_per_s"]),
+             _f(r["tensor_pct_of_peak"])] for r in a["by_name"] if r.get("tensor_flops")]
+
+
+def tensor_notes(a: dict) -> list[str]:
+    """What each tensor figure is, and why there may be none."""
+    if not any(k.get("tensor_flops") is not None for k in a["kernels"]):
+        busy = [k["tensor_pipe_active_pct"] for k in a["kernels"] if k.get("tensor_pipe_active_pct") is not None]
+        return ["this report has no tensor-core FLOP counters (ncu's SpeedOfLight_HierarchicalTensorRooflineChart "
+                "section; `capture --ncu` collects it)" + (f"; the tensor pipe was busy at most {max(busy):.1f}% of "
+                                                          "any profiled kernel's cycles (measured)" if busy else "")]
+    if not any(k.get("tensor_flops") for k in a["kernels"]):
+        return ["no profiled kernel ran on the tensor cores (their FLOP counters are 0: CUDA-core math only)"]
+    return [f"{key}: {text}" for key, text in a["tensor_basis"].items()]
+
+
 def kernel_rows(a: dict) -> list[list]:
     return [[k["index"], k["range"], table_name(k["name"]), _f(None if k["nsys_duration_ns"] is None
                                                              else k["nsys_duration_ns"] / 1e3),
@@ -63,6 +100,8 @@ def name_rows(a: dict) -> list[list]:
 
 def range_rows(a: dict) -> list[list]:
     return [[p["range"], p["instances"], p["kernels"], _f(p["ncu_duration_ns"] / 1e6, 3), _giga(p["measured_flops"]),
+             f"{p['measured_tensor_flops'] / p['measured_flops']:.0%} {p['measured_math_path']}"
+             if p["measured_flops"] and p["measured_tensor_flops"] else "",
              _f(p["measured_dram_bytes"] / 1e9, 3), _giga(p["measured_flops_per_s"]),
              _f(p["measured_intensity_flops_per_byte"]), _giga(p["estimated_flops"]), _giga(p["estimated_flops_per_s"])]
             for p in a["ranges"]]
@@ -85,8 +124,9 @@ def finding_rows(a: dict) -> list[list]:
 def notes(a: dict) -> list[str]:
     out = [f"{a['joined_kernels']} of {a['profiled_kernels']} profiled kernels joined to the export "
            f"(window: {a['window']}; matched by {a['matched_by']})", a["what"],
-           f"device: {a['device']}", "measured FLOPs: ncu's roofline section (FADD + FMUL + 2 FFMA, and fp64 likewise); "
-           "estimated: the trace's FLOP counts (analyses.roofline)"]
+           f"device: {a['device']}", "measured FLOPs: ncu's roofline section (FADD + FMUL + 2 FFMA, and fp64 likewise)"
+           + (" + the tensor cores' (sm__ops_path_tensor_src_*)" if any(k.get("tensor_flops") for k in a["kernels"])
+              else "") + "; estimated: the trace's FLOP counts (analyses.roofline)"]
     return out + list(a["notes"])
 
 
@@ -102,6 +142,11 @@ def section(a: dict) -> list[str]:
                             notes=notes(n)),
             tables.markdown(NAME_HEADERS, names, title="Per kernel name within a range (mean over profiled "
                             "instances), the 15 with the most ncu time"),
+            *([tables.markdown(TENSOR_NAME_HEADERS, [[safe.markdown(c) if isinstance(c, str) else c for c in row]
+                                                     for row in tensor_name_rows(n)],
+                               title="Tensor cores, per GEMM kernel name within a range (mean over profiled "
+                               "instances): measured vs the datasheet's peak", notes=tensor_notes(n))]
+              if tensor_name_rows(n) else [f"Tensor cores: {tensor_notes(n)[0]}", ""]),
             *([tables.markdown(FINDING_HEADERS, [[safe.markdown(c) if isinstance(c, str) else c for c in row]
                                                  for row in finding_rows(n)],
                                title="From the hardware: kernels that matter limited by occupancy",

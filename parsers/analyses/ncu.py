@@ -20,6 +20,7 @@ import numpy as np
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.kernels.ncu_join import NcuJoin, join
 from nsight_tui.parsers.kernels.ncu_metrics import KernelFigures, figures
+from nsight_tui.parsers.kernels.ncu_tensor import BASIS as TENSOR_BASIS
 from nsight_tui.parsers.kernels.occupancy import trace_occupancy
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 from nsight_tui.parsers.read.ncu_rep import NcuReport
@@ -27,7 +28,8 @@ from nsight_tui.parsers.read.ncu_rep import NcuReport
 WHAT = ("Nsight Compute's replay of one step (its locked clocks, one kernel at a time): durations, "
         "throughputs and FLOP/s are ncu's, not nsys's timing")
 MEAN_FIELDS = ("duration_ns", "sm_throughput_pct", "memory_throughput_pct", "dram_bytes", "dram_bytes_per_s",
-               "achieved_occupancy_pct", "theoretical_occupancy_pct", "flops", "flops_per_s")
+               "achieved_occupancy_pct", "theoretical_occupancy_pct", "flops", "flops_per_s", "tensor_flops",
+               "tensor_flops_per_s", "tensor_pipe_active_pct", "tensor_pct_of_peak")
 _N = re.compile(r"\d+$")
 
 
@@ -74,6 +76,16 @@ class RangePoint:
     estimated_flops_per_s: float | None = None  # analyses.roofline: FLOPs over nsys's GPU time
     nsys_gpu_ns: int | None = None
     instances: int = 1  # range instances of this path in the profiled window (the 4 layers' attention)
+    measured_tensor_flops: float = 0.0  # of measured_flops, the tensor cores' (ncu's ops-path counters)
+    tensor_flops_by_math: dict[str, float] = field(default_factory=dict)  # those by precision (peaks.py's path)
+
+    @property
+    def math_path(self) -> str:
+        """The math path most of the measured FLOPs took: the tensor cores' precision when they did
+        most of the work, else fp32 (the CUDA cores)."""
+        if self.measured_tensor_flops > self.measured_flops / 2 and self.tensor_flops_by_math:
+            return max(self.tensor_flops_by_math, key=lambda m: self.tensor_flops_by_math[m])
+        return "fp32"
 
     @property
     def measured_flops_per_s(self) -> float | None:
@@ -85,7 +97,9 @@ class RangePoint:
 
     def to_json(self) -> dict:
         return {"range": self.path, "instances": self.instances, "kernels": self.kernels, "ncu_duration_ns": self.ncu_duration_ns,
-                "measured_flops": self.measured_flops, "measured_dram_bytes": self.measured_dram_bytes,
+                "measured_flops": self.measured_flops, "measured_tensor_flops": self.measured_tensor_flops,
+                "measured_math_path": self.math_path,
+                "measured_dram_bytes": self.measured_dram_bytes,
                 "measured_flops_per_s": self.measured_flops_per_s,
                 "measured_intensity_flops_per_byte": self.measured_intensity_flops_per_byte,
                 "estimated_flops": self.estimated_flops, "estimated_flops_per_s": self.estimated_flops_per_s,
@@ -113,8 +127,13 @@ class NcuAnalysis:
         for (path, name), ks in groups.items():
             row: dict = {"range": path, "name": name, "function": ks[0].function, "instances": len(ks)}
             for f in MEAN_FIELDS:
-                values = [getattr(k.figures, f) for k in ks if getattr(k.figures, f) is not None]
+                values = [v for k in ks if (v := _figure(k.figures, f)) is not None]
                 row[f] = float(np.mean(values)) if values else None
+            maths = [k.figures.tensor.tensor_math for k in ks if k.figures.tensor and k.figures.tensor.tensor_math]
+            row["tensor_math"] = max(set(maths), key=maths.count) if maths else ""
+            peaks = [k.figures.tensor.tensor_peak_flops_per_s for k in ks
+                     if k.figures.tensor and k.figures.tensor.tensor_math == row["tensor_math"]]
+            row["tensor_peak_flops_per_s"] = peaks[0] if peaks else None
             limiters = [k.figures.occupancy_limiter for k in ks if k.figures.occupancy_limiter]
             row["occupancy_limiter"] = max(set(limiters), key=limiters.count) if limiters else ""
             stalls: dict[str, list[float]] = {}
@@ -132,6 +151,13 @@ class NcuAnalysis:
                             for r, v in sorted(rules.items(), key=lambda kv: -float(np.mean(kv[1])))]
             out.append(row)
         return sorted(out, key=lambda r: -(r["duration_ns"] or 0) * r["instances"])
+
+
+def _figure(fig: KernelFigures, name: str) -> float | None:
+    """A figure of the kernel's, or of its tensor cores' (None where the report has none)."""
+    if hasattr(fig, name):
+        return getattr(fig, name)
+    return getattr(fig.tensor, name) if fig.tensor is not None else None
 
 
 def _innermost(model: RangeModel, ops: np.ndarray) -> dict[int, int]:
@@ -190,6 +216,10 @@ def _range_points(trace, model: RangeModel, kernels: list[JoinedKernel], attribu
             p.kernels += 1
             p.ncu_duration_ns += k.figures.duration_ns or 0.0
             p.measured_flops += k.figures.flops or 0.0
+            t = k.figures.tensor
+            if t is not None and t.tensor_flops:
+                p.measured_tensor_flops += t.tensor_flops
+                p.tensor_flops_by_math[t.tensor_math] = p.tensor_flops_by_math.get(t.tensor_math, 0.0) + t.tensor_flops
             p.measured_dram_bytes += k.figures.dram_bytes or 0.0
     try:
         from nsight_tui.parsers.analyses import roofline
@@ -212,12 +242,17 @@ def _by_path(points) -> list[RangePoint]:
         q = out.get(p.path)
         if q is None:
             out[p.path] = RangePoint(p.range_id, p.path, p.kernels, p.ncu_duration_ns, p.measured_flops,
-                                     p.measured_dram_bytes, p.estimated_flops, None, p.nsys_gpu_ns)
+                                     p.measured_dram_bytes, p.estimated_flops, None, p.nsys_gpu_ns,
+                                     measured_tensor_flops=p.measured_tensor_flops,
+                                     tensor_flops_by_math=dict(p.tensor_flops_by_math))
             continue
         q.instances += 1
         q.kernels += p.kernels
         q.ncu_duration_ns += p.ncu_duration_ns
         q.measured_flops += p.measured_flops
+        q.measured_tensor_flops += p.measured_tensor_flops
+        for m, v in p.tensor_flops_by_math.items():
+            q.tensor_flops_by_math[m] = q.tensor_flops_by_math.get(m, 0.0) + v
         q.measured_dram_bytes += p.measured_dram_bytes
         q.estimated_flops = None if q.estimated_flops is None or p.estimated_flops is None else \
             q.estimated_flops + p.estimated_flops
@@ -244,6 +279,7 @@ def answers_of(a: NcuAnalysis) -> dict:
         "window": a.join.window,
         "matched_by": f"{a.join.key} name, in launch order",
         "notes": a.notes,
+        "tensor_basis": TENSOR_BASIS,
         "kernels": [k.to_json() for k in a.kernels],
         "by_name": a.by_name(),
         "ranges": [p.to_json() for p in a.ranges],
@@ -266,7 +302,7 @@ def report_only_answers(report: NcuReport) -> dict:
     for row in by_name:
         row["range"] = row["range"] or "(no NVTX stack in ncu)"
     return {"what": WHAT, "report": str(report.path), "device": report.device, "profiled_kernels": len(kernels),
-            "joined_kernels": 0, "window": "", "matched_by": "", "notes": [
+            "joined_kernels": 0, "window": "", "matched_by": "", "tensor_basis": TENSOR_BASIS, "notes": [
                 "no export given: ranges are ncu's NVTX stacks; kernels PyTorch's autograd thread launched have none "
                 "(--trace FILE.sqlite joins them to the export's ranges)"],
             "kernels": rows, "by_name": by_name, "ranges": [], "findings": []}

@@ -19,12 +19,14 @@ Each figure is one of ncu's own metrics, named for what it is, or ncu's own arit
   per cycle, `smsp__sass_thread_inst_executed_op_{fadd,fmul,ffma}_pred_on.sum.per_cycle_elapsed`)
   x `smsp__cycles_elapsed.avg.per_second`, and likewise for fp64 (DADD, DMUL, DFMA); arithmetic
   intensity = FLOP/s / `dram__bytes.sum.per_second`. FLOPs = FLOP/s x the kernel's duration.
-  Tensor-core math is not in this section's counters (it has a hierarchical chart of its own).
+  Tensor-core math is not in this section's counters: parsers.kernels.ncu_tensor reads it from the
+  hierarchical tensor roofline section (`tensor_*` figures); FLOPs and FLOP/s here are the sum of both.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from nsight_tui.parsers.kernels.ncu_tensor import TensorFigures, tensor_figures
 from nsight_tui.parsers.kernels.occupancy import LIMITERS
 from nsight_tui.parsers.read.ncu_rep import NcuKernel, NcuRule
 
@@ -67,15 +69,21 @@ class KernelFigures:
     fp32_flops_per_s: float | None = None
     fp64_flops_per_s: float | None = None
     rules: tuple[NcuRule, ...] = ()
+    tensor: TensorFigures | None = None  # the tensor cores' work (None: no such counters in the report)
+
+    @property
+    def tensor_flops_per_s(self) -> float | None:
+        return None if self.tensor is None else self.tensor.tensor_flops_per_s
 
     @property
     def flops_per_s(self) -> float | None:
-        parts = [v for v in (self.fp32_flops_per_s, self.fp64_flops_per_s) if v is not None]
+        """Measured FLOP/s: CUDA-core fp32 + fp64 (the roofline section) + tensor cores."""
+        parts = [v for v in (self.fp32_flops_per_s, self.fp64_flops_per_s, self.tensor_flops_per_s) if v is not None]
         return sum(parts) if parts else None
 
     @property
     def flops(self) -> float | None:
-        """FLOPs executed (CUDA-core fp32 + fp64): ncu's achieved FLOP/s x its duration."""
+        """FLOPs executed (CUDA-core fp32 + fp64 + tensor cores): ncu's achieved FLOP/s x its duration."""
         rate = self.flops_per_s
         return None if rate is None or self.duration_ns is None else rate * self.duration_ns * 1e-9
 
@@ -90,6 +98,8 @@ class KernelFigures:
         out = asdict(self)
         out["stalls"] = [{"reason": r, "warps_per_issued_instruction": v} for r, v in self.stalls]
         out["rules"] = [asdict(r) for r in self.rules]
+        tensor = out.pop("tensor")
+        out.update(tensor if tensor is not None else dict.fromkeys(TensorFigures.__dataclass_fields__))
         out["flops_per_s"], out["flops"] = self.flops_per_s, self.flops
         out["intensity_flops_per_byte"] = self.intensity_flops_per_byte
         return out
@@ -137,4 +147,5 @@ def figures(k: NcuKernel) -> KernelFigures:
         fp32_flops_per_s=_flops_per_s(k, "fadd", "fmul", "ffma"),
         fp64_flops_per_s=_flops_per_s(k, "dadd", "dmul", "dfma"),
         rules=k.rules,
+        tensor=tensor_figures(k),
     )

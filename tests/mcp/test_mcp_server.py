@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -20,14 +19,14 @@ from conftest import ROOT
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
 pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
 
-from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp_client import Answers, params, run_calls  # noqa: E402,F401
 
 SMALL = "sample_traces/small_ctx128.sqlite"
 FUSED = "sample_traces/small_ctx128_fused.sqlite"
 DDP = "sample_traces/small_ctx128_ddp2.sqlite"
 RANK_FOLDER = "sample_traces/ranks_small_ctx128_ddp2"
 TOOLS = {"list_files", "summary", "range_tree", "range_kernels", "kernel_launches", "correlation", "idle_window",
-         "findings", "roofline", "report", "nsys_report", "diff", "ranks"}
+         "findings", "roofline", "report", "ncu", "nsys_report", "diff", "ranks"}
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")
 
@@ -35,49 +34,6 @@ REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum"
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-def _env() -> dict[str, str]:
-    """The server runs this checkout's package (PYTHONPATH as the tests have it)."""
-    return {k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "HOME", "PATH", "LANG", "TMPDIR")}
-
-
-def params(*paths: str, cwd: Path = ROOT) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "nsight_tui", "mcp", *paths], env=_env(),
-                                 cwd=str(cwd))
-
-
-class Answers:
-    """The tool calls' results: structured content, or the error text."""
-
-    def __init__(self, results: dict):
-        self.results = results
-
-    def ok(self, key: str) -> dict:
-        is_error, doc, text = self.results[key]
-        assert not is_error, text
-        return doc
-
-    def error(self, key: str) -> str:
-        is_error, _, text = self.results[key]
-        assert is_error, f"{key} answered instead of failing"
-        return text
-
-
-async def run_calls(server: StdioServerParameters, calls: dict[str, tuple[str, dict]], tools: list | None = None,
-                    stderr=None) -> Answers:
-    out = {}
-    with open(os.devnull, "w") as devnull:
-        async with stdio_client(server, errlog=stderr or devnull) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                if tools is not None:
-                    tools.extend((await session.list_tools()).tools)
-                for key, (name, args) in calls.items():
-                    res = await session.call_tool(name, args)
-                    text = "".join(getattr(c, "text", "") for c in res.content)
-                    out[key] = (res.is_error, res.structured_content, text)
-    return Answers(out)
 
 
 def cli_json(*args: str) -> dict:

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from conftest import make_app
-from ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+from ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +149,75 @@ def test_findings_view_ranks_the_occupancy_limited_kernels_with_ncu(tui, pair):
     assert len(found) >= 5 and all("limited by registers" in f.title for f in found)
     assert all(any(n in f.evidence["kernel"] for n in low) for f in found)
     assert asyncio.run(rows(False)) == []
+
+
+@pytest.fixture(scope="module")
+def bf16_pair(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tui_ncu_bf16")
+    return (unpack(report_xz(BF16_STEM), folder / f"{BF16_STEM}.ncu-rep"),
+            unpack(BF16_EXPORT_XZ, folder / f"{BF16_STEM}.sqlite"))
+
+
+def test_roofline_measured_points_count_the_tensor_cores(tui, bf16_pair):
+    """On the bf16 pair, `r`'s measured step_1 point holds the tensor cores' FLOPs: NVIDIA's reader's
+    bf16 ops-path counter plus the CUDA cores' (FADD + FMUL + 2 FFMA per cycle x SM Hz x duration),
+    over the summed durations; plotted against the bf16 roof and saying how much was tensor work."""
+    import ncu_report
+
+    report, export = bf16_pair
+    rng = ncu_report.load_report(str(report)).range_by_idx(0)
+    flops = tensor = seconds = 0.0
+    for i in range(rng.num_actions()):
+        m = rng.action_by_idx(i).metric_by_name
+        sass = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed"
+        dur = m("gpu__time_duration.sum").value() * 1e-9
+        cuda = (m(sass.format("fadd")).value() + m(sass.format("fmul")).value()
+                + 2 * m(sass.format("ffma")).value()) * m("smsp__cycles_elapsed.avg.per_second").value() * dur
+        ops = m("sm__ops_path_tensor_src_bf16_dst_fp32.sum").value()
+        flops, tensor, seconds = flops + cuda + ops, tensor + ops, seconds + dur
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(report)
+        async with tui(export, size=(130, 40), app=app) as ui:
+            await ui.press("r")
+            await ui.settle()
+            records = [ui.app.screen.table.record(i) for i in range(len(ui.app.screen.table))]
+            step = next(r for r in records if r["label"] == "step_1 · measured (ncu)")
+            assert step["tflops"] == pytest.approx(flops / seconds / 1e12, rel=1e-9)
+            assert step["math_path"] == "bf16"
+            assert f"tensor cores {tensor / flops:.0%} of FLOPs" in step["verdict"]
+
+    asyncio.run(body())
+
+
+def test_view_6_shows_the_tensor_cores_measured_rate(tui, bf16_pair):
+    """View 6 on the bf16 pair: each GEMM name's tensor column is its mean measured TFLOP/s (NVIDIA's
+    reader: the bf16 ops-path counter over gpu__time_duration), precision and % of the datasheet peak."""
+    import ncu_report
+
+    report, export = bf16_pair
+    rng = ncu_report.load_report(str(report)).range_by_idx(0)
+    rates = {}
+    for i in range(rng.num_actions()):
+        act = rng.action_by_idx(i)
+        ops = act.metric_by_name("sm__ops_path_tensor_src_bf16_dst_fp32.sum").value()
+        if ops:
+            name = act.name(ncu_report.IAction.NameBase_DEMANGLED)
+            rates.setdefault(name, []).append(ops / (act.metric_by_name("gpu__time_duration.sum").value() * 1e-9))
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(report)
+        async with tui(export, size=(200, 40), app=app) as ui:
+            await ui.press("6")
+            await ui.settle()
+            frame = ui.app.screen.view.frame
+            gemms = frame[frame["tensor"] != ""]
+            assert set(gemms["name"]) == set(rates)
+            for _, row in gemms.iterrows():
+                assert row["tensor"].startswith(f"{sum(rates[row['name']]) / len(rates[row['name']]) / 1e12:.1f} bf16 ")
+            assert (frame["tensor"] == "").sum() == len(frame) - len(gemms) > 0
+            assert "tensor: measured TFLOP/s" in ui.flat_text()
+
+    asyncio.run(body())

@@ -34,6 +34,8 @@ COLUMNS = [
     Column("stall", "Top stall", 16, "left", text=True, priority=6, md_header="top stall (warps per issued instruction)"),
     Column("rule", "ncu rule (est. speedup)", 22, "left", text=True, priority=5, md_header="ncu rule (mean est. speedup)"),
     Column("gflops", "GFLOP/s", 8, fmt=_num(0), priority=4, md_header="measured GFLOP/s (ncu)"),
+    Column("tensor", "Tensor TF/s", 16, "left", text=True, priority=4,
+           md_header="tensor cores: measured TFLOP/s (ncu time) and % of the datasheet's dense peak"),
     Column("name", "", show=False, text=True, md_header="name"),
 ]
 
@@ -42,6 +44,14 @@ COLUMNS = [
 class NcuView:
     frame: pd.DataFrame  # COLUMNS' keys
     summary: str
+
+
+def _tensor(r: dict) -> str:
+    """`201.5 bf16 20%`: the tensor cores' measured TFLOP/s, precision, % of the datasheet's peak."""
+    if not r.get("tensor_flops") or r.get("tensor_flops_per_s") is None:
+        return ""
+    pct = "" if r.get("tensor_pct_of_peak") is None else f" {r['tensor_pct_of_peak']:.0f}%"
+    return f"{r['tensor_flops_per_s'] / 1e12:.1f} {r['tensor_math']}{pct}"
 
 
 def build(answers: dict) -> NcuView:
@@ -60,10 +70,13 @@ def build(answers: dict) -> NcuView:
             "stall": "" if stall is None else f"{stall['reason']} {stall['warps_per_issued_instruction']:.2f}",
             "rule": "" if rule is None else f"{rule['rule']} {rule['mean_estimated_speedup_pct']:.0f}%",
             "gflops": None if r["flops_per_s"] is None else r["flops_per_s"] / 1e9,
+            "tensor": _tensor(r),
             "name": r["name"],
         })
     frame = pd.DataFrame(rows, columns=[c.key for c in COLUMNS])
     summary = (f"{answers['joined_kernels']} of {answers['profiled_kernels']} profiled kernels joined to this trace "
                f"({answers['device']}); ncu figures are its replay at locked clocks, means over each name's instances "
-               "in the range; occupancy theoretical (launch configuration) / achieved (ncu)")
+               "in the range; occupancy theoretical (launch configuration) / achieved (ncu)"
+               + ("; tensor: measured TFLOP/s, % of the datasheet's dense peak"
+                  if any(r.get("tensor_flops") for r in answers["by_name"]) else ""))
     return NcuView(frame, summary)
