@@ -135,10 +135,10 @@ def code_stamp() -> str:
         h = hashlib.blake2b(f"format {FORMAT}".encode(), digest_size=16)
         here = Path(__file__).resolve().parent
         for folder in (here, here.parent / "model"):
-            for src in sorted(folder.glob("*.py")):
-                if src.name == Path(__file__).name:
+            for src in sorted(folder.rglob("*.py")):  # and their subpackages (model/inferred/)
+                if src == Path(__file__).resolve():
                     continue  # this module's layout is FORMAT's
-                h.update(src.name.encode())
+                h.update(src.relative_to(folder).as_posix().encode())
                 h.update(src.read_bytes())
         _code_stamp = h.hexdigest()
     return _code_stamp
