@@ -27,6 +27,7 @@ import numpy as np
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.analyses.layer_match import is_series, match_layers
 from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges, step_times
 from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK
@@ -39,6 +40,7 @@ BOTH, REMOVED, ADDED = "both", "removed", "added"  # present on both sides / A o
 STEP_BASIS, WARMUP_BASIS, CAPTURE_BASIS = "step", "warmup", "capture"
 OUTSIDE_PHASES = "rest of step"  # step work in no forward/backward/optimizer range
 TOP_CONTRIBUTORS = 5
+SAME_LEVEL, LAYERS = ("same level",), "layers"  # keys of _merge's roles that no range name can be
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,9 @@ class RangeDiff:
     # matched by role, not by place: the other side's path below the common parent, where it differs
     # (an inferred layer's `computing_softmax` against the annotated `scaled_dot_product_attention/computing_softmax`)
     role_match: str = ""
+    # a per-layer series the other side has under another name, left unmatched: why (layer_match)
+    role_unmatched: str = ""
+    layers_by_index: int = 0  # matched as per-layer ranges named otherwise: how many layers, by index
     children: list[RangeDiff] = field(default_factory=list, repr=False)
     parent: RangeDiff | None = field(default=None, repr=False)
     a_node: RangeNode | None = field(default=None, repr=False)
@@ -291,7 +296,8 @@ def _side(node: RangeNode | None, iterations: int) -> tuple:
 
 def _pair(key: str, a: RangeNode | None, b: RangeNode | None, prefix: tuple[str, ...], depth: int,
           basis: str, a_div: int, b_div: int, cut: set[int], iteration: bool = False,
-          adopt: dict | None = None, role_match: str = "") -> RangeDiff:
+          adopt: dict | None = None, role_match: str = "", role_unmatched: str = "",
+          layers_by_index: int = 0) -> RangeDiff:
     a_cpu, a_busy, a_kern, a_count, a_inst = _side(a, a_div)
     b_cpu, b_busy, b_kern, b_count, b_inst = _side(b, b_div)
     path = (*prefix, key)
@@ -300,6 +306,7 @@ def _pair(key: str, a: RangeNode | None, b: RangeNode | None, prefix: tuple[str,
         a_iterations=a_div, b_iterations=b_div, a_instances=a_inst, b_instances=b_inst,
         cpu_ns=Delta(a_cpu, b_cpu), busy_ns=Delta(a_busy, b_busy), kernel_ns=Delta(a_kern, b_kern),
         kernels=Delta(a_count, b_count), is_iteration=iteration, a_node=a, b_node=b, role_match=role_match,
+        role_unmatched=role_unmatched, layers_by_index=layers_by_index,
     )
     kids = lambda n: [c for c in n.children if id(c) not in cut] if n is not None else []
     node.children = _merge(kids(a), kids(b), path, depth + 1, basis, a_div, b_div, cut, adopt)
@@ -315,8 +322,14 @@ def _merge(a_nodes: list[RangeNode], b_nodes: list[RangeNode], prefix: tuple[str
     inferred range one side only has): {"side": that side, "nodes": {key: (the other side's range,
     its path)}}, the cousins _role_matches found for its children."""
     a_by, b_by = _keyed(a_nodes), _keyed(b_nodes)
-    roles = _role_matches(a_by, b_by, cut)
+    a_by, b_by, roles, unmatched = _layer_roles(a_by, b_by, cut)
+    roles.update(_role_matches(a_by, b_by, cut))
     a_by, b_by = ({k: n for k, n in by.items() if id(n) not in cut} for by in (a_by, b_by))
+    for side, found in roles.pop(SAME_LEVEL, []):  # cousins of one-sided inferred ranges themselves
+        other = a_by if side == "b" else b_by
+        for key, (node, path) in found.items():
+            other[key] = node
+            roles[key] = path
     if adopt:  # under an inferred range one side only has: the other side's cousins of the same name
         side, found = adopt["side"], adopt["nodes"]
         mine, other = (b_by, a_by) if side == "b" else (a_by, b_by)
@@ -329,7 +342,8 @@ def _merge(a_nodes: list[RangeNode], b_nodes: list[RangeNode], prefix: tuple[str
         a, b = a_by.get(key), b_by.get(key)
         under = roles.get(("children", key))
         out.append(_pair(key, a, b, prefix, depth, basis, a_div, b_div, cut, adopt=under,
-                         role_match=roles.get(key, "")))
+                         role_match=roles.get(key, ""), role_unmatched=unmatched.get(key, ""),
+                         layers_by_index=roles.get((LAYERS, key), 0)))
     return out
 
 
@@ -351,7 +365,10 @@ def _role_matches(a_by: dict[str, RangeNode], b_by: dict[str, RangeNode], cut: s
     `scaled_dot_product_attention`, a range the inferred side has no counterpart of; the annotated
     backward's `cub::DeviceRadixSort` is the inferred `embedding backward`'s. An inferred range one
     side only has adopts, for its children, the same-named ranges among the other side's one-sided
-    siblings and under them (those then leave their own place, so nothing counts twice)."""
+    siblings and under them (those then leave their own place, so nothing counts twice); it meets
+    such a range itself where the names meet one level up (under an annotated `block_N` matched to
+    the inferred `layer_N` by _layer_roles, the inferred `computing_softmax` meets the annotated
+    `scaled_dot_product_attention/computing_softmax`)."""
     out: dict = {}
     for side, mine, other in (("b", b_by, a_by), ("a", a_by, b_by)):
         lone = [n for k, n in mine.items() if k not in other and _is_inferred(n)]
@@ -363,20 +380,73 @@ def _role_matches(a_by: dict[str, RangeNode], b_by: dict[str, RangeNode], cut: s
             for node, path in _within(stranger):
                 if id(node) not in cut:
                     found.setdefault(path_key(_text(node)), []).append((node, path))
+        direct: dict[str, tuple[RangeNode, str]] = {}
+        for key, node in mine.items():  # a lone inferred range meets a same-named range inside a stranger
+            if any(node is n for n in lone) and key in found:
+                direct[key] = _adopted(found.pop(key), cut, side)
+        if direct:
+            out.setdefault(SAME_LEVEL, []).append((side, direct))
         for inferred in lone:
             wanted = {path_key(_text(c)) for c in inferred.children} & set(found)
             if not wanted:
                 continue
             nodes: dict[str, tuple[RangeNode, str]] = {}
             for key in wanted:
-                group = found.pop(key)
-                members = [n for n, _ in group]
-                nodes[key] = (members[0] if len(members) == 1 else _combined(members),
-                              f"{'A' if side == 'b' else 'B'}'s {_folded(group[0][1])}")
-                cut.update(id(n) for n in members)
+                nodes[key] = _adopted(found.pop(key), cut, side)
             key = next(k for k, n in mine.items() if n is inferred)
             out[("children", key)] = {"side": side, "nodes": nodes}
     return out
+
+
+def _adopted(group: list[tuple[RangeNode, str]], cut: set[int], side: str) -> tuple[RangeNode, str]:
+    """The other side's same-named ranges (several places: one node over them) and their place in
+    words; they leave their own place (`cut`)."""
+    members = [n for n, _ in group]
+    cut.update(id(n) for n in members)
+    return (members[0] if len(members) == 1 else _combined(members),
+            f"{'A' if side == 'b' else 'B'}'s {_folded(group[0][1])}")
+
+
+def _renamed(by: dict[str, RangeNode], old: str, new: str) -> dict[str, RangeNode]:
+    return {(new if k == old else k): n for k, n in by.items()}
+
+
+def _layer_roles(a_by: dict[str, RangeNode], b_by: dict[str, RangeNode], cut: set[int]) -> tuple:
+    """Per-layer ranges named otherwise on each side (`block_N` against `layer_N` or `h.N`), one side
+    only each, met by role and index where analyses.layer_match finds them the same layers (equal
+    counts, the j-th layers' kernels alike); the merged row keeps the annotated side's name (A's
+    where both are annotated) and says the other's. Returns (a_by, b_by) renamed, the roles
+    ({key: text, (LAYERS, key): layer count}) and, for a series left apart, why ({key: text})."""
+    def series(mine: dict, other: dict) -> list[str]:
+        # a numbered name folds to `..._N`: only those can be a series (a cheap test before reading instances)
+        return [k for k, n in mine.items() if k.endswith("N") and k not in other and id(n) not in cut and is_series(n)]
+
+    a_keys, b_keys = series(a_by, b_by), series(b_by, a_by)
+    roles: dict = {}
+    unmatched: dict[str, str] = {}
+    if not a_keys or not b_keys:
+        return a_by, b_by, roles, unmatched
+    tried = sorted(((match_layers(a_by[ka], b_by[kb]), ka, kb) for ka in a_keys for kb in b_keys),
+                   key=lambda t: (not t[0].matched, -t[0].alike))
+    done: set[str] = set()
+    for m, ka, kb in tried:
+        if not m.matched or ka in done or kb in done:
+            continue
+        done |= {ka, kb}
+        how = f"{m.a_layers} layers by index, {m.basis} {100 * m.alike:.0f}% alike"
+        if _is_inferred(a_by[ka]) and not _is_inferred(b_by[kb]):
+            a_by, key, other = _renamed(a_by, ka, kb), kb, f"A's {ka}"
+        else:
+            b_by, key, other = _renamed(b_by, kb, ka), ka, f"B's {kb}"
+        roles[key] = f"{other} · {how}"
+        roles[(LAYERS, key)] = m.a_layers
+    for m, ka, kb in tried:  # the best try of each series left apart says why
+        if not m.matched:
+            if ka not in done and ka not in unmatched:
+                unmatched[ka] = f"not the same layers as B's {kb}: {m.reason}"
+            if kb not in done and kb not in unmatched:
+                unmatched[kb] = f"not the same layers as A's {ka}: {m.reason}"
+    return a_by, b_by, roles, unmatched
 
 
 def _folded(path: str) -> str:
@@ -724,7 +794,20 @@ def diff_runs(a: Trace, b: Trace, attribution: str = "process") -> RunDiff:
             notes.append(f"{side}'s ranges (inferred:step_N, inferred:forward, ...) are inferred, not annotated: "
                          f"{found.basis}; their CPU figures are their kernels' launch span (first launch to the "
                          "next range's), not an NVTX span")
-    by_role = sum(1 for t in threads for root in t.roots for r in root.walk() if r.role_match)
+    merged = [r for t in threads for root in t.roots for r in root.walk()]
+    by_role = sum(1 for r in merged if r.role_match and not r.layers_by_index)
+    layered = [r for r in merged if r.layers_by_index]
+    if layered:
+        notes.append(f"{len(layered)} per-layer range{'s' if len(layered) > 1 else ''} named otherwise on each side "
+                     "matched by role and index (the N-th layer with the N-th of the same iteration and phase, "
+                     "checked by their kernel sequences): " + "; ".join(f"{r.path_text} = {r.role_match}"
+                                                                        for r in layered[:3])
+                     + ("; ..." if len(layered) > 3 else ""))
+    said = {r.path[:-1] for r in merged if r.role_unmatched and r.status == REMOVED}
+    for r in merged:  # A's series says it; B's where A's did not (each of a pair carries its reason)
+        if r.role_unmatched and (r.status == REMOVED or r.path[:-1] not in said):
+            notes.append(f"{r.path_text} ({'A' if r.status == REMOVED else 'B'} only) left unmatched: "
+                         f"{r.role_unmatched}")
     if by_role:
         notes.append(f"{by_role} range{'s' if by_role > 1 else ''} matched by role across an inferred and an "
                      "annotated run: the same name under another parent (shown with the other side's path)")
