@@ -14,6 +14,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from export_sql import sql_rows
+
 PUSH_POP = 59
 # kernels in launch order with their launch call's start, of the process that launched them
 _LAUNCHES = """
@@ -40,13 +42,20 @@ def layer_spans(con: sqlite3.Connection, span: int = 1, shift: int = 0) -> list[
     return out
 
 
-def with_layer_ranges(src: Path, dst: Path, name: str = "block_{}", span: int = 1, shift: int = 0) -> Path:
-    """A copy of `src` with a push/pop range `name.format(j)` around each forward's layer j."""
+def with_layer_ranges(src: Path, dst: Path, name: str = "block_{}", span: int = 1, shift: int = 0,
+                      around: str = "") -> Path:
+    """A copy of `src` with a push/pop range `name.format(j)` around each forward's layer j, and
+    with `around`, one range of that name around each forward's layers (a module tree's parent)."""
     shutil.copyfile(src, dst)
     con = sqlite3.connect(dst)
     try:
+        spans = layer_spans(con, span, shift)
         # a push/pop range: its thread only (endGlobalTid is a start/end range's)
-        rows = [(s, e, PUSH_POP, name.format(j), tid, 0) for j, s, e, tid in layer_spans(con, span, shift)]
+        rows = [(s, e, PUSH_POP, name.format(j), tid, 0) for j, s, e, tid in spans]
+        if around:
+            firsts = [(s, tid) for j, s, _, tid in spans if j == 0]
+            lasts = [e for j, _, e, _ in spans if j == max(k for k, *_ in spans)]
+            rows += [(s - 1, e + 1, PUSH_POP, around, tid, 0) for (s, tid), e in zip(firsts, lasts)]
         con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
                         "VALUES (?, ?, ?, ?, ?, ?)", rows)
         con.commit()
@@ -66,27 +75,20 @@ _NAMED = """SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.
 WHERE e.eventType = 59 AND coalesce(e.text, s.value) GLOB ? ORDER BY e.start"""
 
 
-def _read(path: Path, sql: str, *args) -> list[tuple]:
-    con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
-
 
 def layer_kernels(annotated: Path, pattern: str, same_program: Path | None = None) -> tuple[float, float]:
     """(kernel time ns, kernels) per step of the kernels whose launch call starts inside the NVTX
     ranges matching `pattern` (GLOB) within a `step_N` range of `annotated`. With `same_program`
     (a run of the same program, unannotated), the time is that run's, at the same places in launch
     order (asserted: the same kernel names in the same order)."""
-    ops = _read(annotated, _KERNELS)
+    ops = sql_rows(annotated, _KERNELS)
     durations = [e - s for _, s, e, _ in ops]
     if same_program is not None:
-        other = _read(same_program, _KERNELS)
+        other = sql_rows(same_program, _KERNELS)
         assert [o[3] for o in other] == [o[3] for o in ops]
         durations = [e - s for _, s, e, _ in other]
-    steps = _read(annotated, _NAMED, "step_[0-9]*")
-    layers = _read(annotated, _NAMED, pattern)
+    steps = sql_rows(annotated, _NAMED, "step_[0-9]*")
+    layers = sql_rows(annotated, _NAMED, pattern)
     inside = lambda t, spans: any(s <= t <= e for s, e in spans)
     mine = [i for i, o in enumerate(ops) if inside(o[0], steps) and inside(o[0], layers)]
     return sum(durations[i] for i in mine) / len(steps), len(mine) / len(steps)

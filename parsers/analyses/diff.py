@@ -9,7 +9,10 @@ a 10-step capture compare, and every number says which basis it is on.
   node with A, B and Δ of CPU time, GPU busy, kernel time and kernel count; one-sided ranges
   are `removed` (A only) or `added` (B only). Where one run's ranges are inferred from its kernel
   sequence (parsers.model.inferred_ranges) and the other's annotated, a range under another
-  parent on each side is matched by role (`_role_matches`, `RangeDiff.role_match`).
+  parent on each side is matched by role (`role_matches`, `RangeDiff.role_match`); per-layer
+  ranges named otherwise on each side (`block_N`, `transformer.h.N`, the inferred `layer_N`) are
+  matched by index where analyses.layer_match finds them the same layers (`layer_roles`), else
+  left apart with the reason (`RangeDiff.role_unmatched`).
 - `kernel_diff(node)` (any merged range) and `RunDiff.kernels` (the step, or the whole
   capture): GPU ops matched by name, ops on one side only listed as removed/added, and the
   same summed by family (parsers.families); sorted by |Δ time|.
@@ -25,9 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from nsight_tui.parsers.read import conventions
-from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.parsers.kernels import families
-from nsight_tui.parsers.analyses.layer_match import is_series, match_layers
+from nsight_tui.parsers.analyses.role_match import (LAYERS, PLACED, SAME_LEVEL, combined, layer_roles,
+                                                    role_matches, text_of)
 from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges, step_times
 from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK
@@ -40,7 +43,6 @@ BOTH, REMOVED, ADDED = "both", "removed", "added"  # present on both sides / A o
 STEP_BASIS, WARMUP_BASIS, CAPTURE_BASIS = "step", "warmup", "capture"
 OUTSIDE_PHASES = "rest of step"  # step work in no forward/backward/optimizer range
 TOP_CONTRIBUTORS = 5
-SAME_LEVEL, LAYERS = ("same level",), "layers"  # keys of _merge's roles that no range name can be
 
 
 @dataclass(frozen=True)
@@ -256,12 +258,8 @@ class RunDiff:
 
 
 # -- building ---------------------------------------------------------------------------------
-def _text(node: RangeNode) -> str:
-    return node.model.trace.ranges["text"].iat[int(node.ids[0])]
-
-
 def _iteration_kind(node: RangeNode) -> str | None:
-    text = _text(node)
+    text = text_of(node)
     return STEP_BASIS if STEP.match(text) else WARMUP_BASIS if WARMUP.match(text) else None
 
 
@@ -270,21 +268,14 @@ def _keyed(nodes: list[RangeNode]) -> dict[str, RangeNode]:
     `step_N`, the rule that aggregates within a run), without its NVTX domain, so `forward` in
     domain `trainer` matches a plain `forward`; siblings that then collide keep their domain.
     Several nodes under one key (an iteration found in two places) are summed into one."""
-    plain = [path_key(_text(n)) for n in nodes]
+    plain = [path_key(text_of(n)) for n in nodes]
     clash = {k for k in plain if plain.count(k) > 1} if len(set(plain)) < len(plain) else set()
     groups: dict[str, list[RangeNode]] = {}
     for node, key in zip(nodes, plain):
         if key in clash and path_key(display_name(node.name)) != key:
             key = path_key(display_name(node.name))
         groups.setdefault(key, []).append(node)
-    return {key: members[0] if len(members) == 1 else _combined(members) for key, members in groups.items()}
-
-
-def _combined(nodes: list[RangeNode]) -> RangeNode:
-    """One node over the instances of several (their figures are sums over `ids`)."""
-    first = nodes[0]
-    return RangeNode(first.model, first.name, np.concatenate([n.ids for n in nodes]), first.depth, None,
-                     [c for n in nodes for c in n.children])
+    return {key: members[0] if len(members) == 1 else combined(members) for key, members in groups.items()}
 
 
 def _side(node: RangeNode | None, iterations: int) -> tuple:
@@ -320,11 +311,16 @@ def _merge(a_nodes: list[RangeNode], b_nodes: list[RangeNode], prefix: tuple[str
            adopt: dict | None = None) -> list[RangeDiff]:
     """Sibling lists of A and B merged by match key: A's order, then B's own. `adopt` (under an
     inferred range one side only has): {"side": that side, "nodes": {key: (the other side's range,
-    its path)}}, the cousins _role_matches found for its children."""
+    its path)}}, the cousins role_matches found for its children."""
     a_by, b_by = _keyed(a_nodes), _keyed(b_nodes)
-    a_by, b_by, roles, unmatched = _layer_roles(a_by, b_by, cut)
-    roles.update(_role_matches(a_by, b_by, cut))
+    a_by, b_by, roles, unmatched = layer_roles(a_by, b_by, cut)
+    placed = roles.pop(PLACED, [])  # series from inside a one-sided range, met here (cut from their place)
+    for side, key, node in placed:
+        (a_by if side == "a" else b_by)[key] = node
+    roles.update(role_matches(a_by, b_by, cut))
     a_by, b_by = ({k: n for k, n in by.items() if id(n) not in cut} for by in (a_by, b_by))
+    for side, key, node in placed:
+        (a_by if side == "a" else b_by)[key] = node
     for side, found in roles.pop(SAME_LEVEL, []):  # cousins of one-sided inferred ranges themselves
         other = a_by if side == "b" else b_by
         for key, (node, path) in found.items():
@@ -345,112 +341,6 @@ def _merge(a_nodes: list[RangeNode], b_nodes: list[RangeNode], prefix: tuple[str
                          role_match=roles.get(key, ""), role_unmatched=unmatched.get(key, ""),
                          layers_by_index=roles.get((LAYERS, key), 0)))
     return out
-
-
-def _is_inferred(node: RangeNode) -> bool:
-    return node.model.trace.ranges["domain"].iat[int(node.ids[0])] == INFERRED_DOMAIN
-
-
-def _within(node: RangeNode, trail: str = ""):
-    """(range, its path from `node`'s level) for `node` and everything under it, pre-order."""
-    path = trail + display_name(_text(node))
-    yield node, path
-    for child in node.children:
-        yield from _within(child, path + "/")
-
-
-def _role_matches(a_by: dict[str, RangeNode], b_by: dict[str, RangeNode], cut: set[int]) -> dict:
-    """Where one side's ranges are inferred and the other's annotated, the names need not meet where
-    they sit: an inferred `layer_N` holds `computing_softmax` where the annotated run has it under
-    `scaled_dot_product_attention`, a range the inferred side has no counterpart of; the annotated
-    backward's `cub::DeviceRadixSort` is the inferred `embedding backward`'s. An inferred range one
-    side only has adopts, for its children, the same-named ranges among the other side's one-sided
-    siblings and under them (those then leave their own place, so nothing counts twice); it meets
-    such a range itself where the names meet one level up (under an annotated `block_N` matched to
-    the inferred `layer_N` by _layer_roles, the inferred `computing_softmax` meets the annotated
-    `scaled_dot_product_attention/computing_softmax`)."""
-    out: dict = {}
-    for side, mine, other in (("b", b_by, a_by), ("a", a_by, b_by)):
-        lone = [n for k, n in mine.items() if k not in other and _is_inferred(n)]
-        strangers = [n for k, n in other.items() if k not in mine and not _is_inferred(n)]
-        if not lone or not strangers:
-            continue
-        found: dict[str, list[tuple[RangeNode, str]]] = {}
-        for stranger in strangers:
-            for node, path in _within(stranger):
-                if id(node) not in cut:
-                    found.setdefault(path_key(_text(node)), []).append((node, path))
-        direct: dict[str, tuple[RangeNode, str]] = {}
-        for key, node in mine.items():  # a lone inferred range meets a same-named range inside a stranger
-            if any(node is n for n in lone) and key in found:
-                direct[key] = _adopted(found.pop(key), cut, side)
-        if direct:
-            out.setdefault(SAME_LEVEL, []).append((side, direct))
-        for inferred in lone:
-            wanted = {path_key(_text(c)) for c in inferred.children} & set(found)
-            if not wanted:
-                continue
-            nodes: dict[str, tuple[RangeNode, str]] = {}
-            for key in wanted:
-                nodes[key] = _adopted(found.pop(key), cut, side)
-            key = next(k for k, n in mine.items() if n is inferred)
-            out[("children", key)] = {"side": side, "nodes": nodes}
-    return out
-
-
-def _adopted(group: list[tuple[RangeNode, str]], cut: set[int], side: str) -> tuple[RangeNode, str]:
-    """The other side's same-named ranges (several places: one node over them) and their place in
-    words; they leave their own place (`cut`)."""
-    members = [n for n, _ in group]
-    cut.update(id(n) for n in members)
-    return (members[0] if len(members) == 1 else _combined(members),
-            f"{'A' if side == 'b' else 'B'}'s {_folded(group[0][1])}")
-
-
-def _renamed(by: dict[str, RangeNode], old: str, new: str) -> dict[str, RangeNode]:
-    return {(new if k == old else k): n for k, n in by.items()}
-
-
-def _layer_roles(a_by: dict[str, RangeNode], b_by: dict[str, RangeNode], cut: set[int]) -> tuple:
-    """Per-layer ranges named otherwise on each side (`block_N` against `layer_N` or `h.N`), one side
-    only each, met by role and index where analyses.layer_match finds them the same layers (equal
-    counts, the j-th layers' kernels alike); the merged row keeps the annotated side's name (A's
-    where both are annotated) and says the other's. Returns (a_by, b_by) renamed, the roles
-    ({key: text, (LAYERS, key): layer count}) and, for a series left apart, why ({key: text})."""
-    def series(mine: dict, other: dict) -> list[str]:
-        # a numbered name folds to `..._N`: only those can be a series (a cheap test before reading instances)
-        return [k for k, n in mine.items() if k.endswith("N") and k not in other and id(n) not in cut and is_series(n)]
-
-    a_keys, b_keys = series(a_by, b_by), series(b_by, a_by)
-    roles: dict = {}
-    unmatched: dict[str, str] = {}
-    if not a_keys or not b_keys:
-        return a_by, b_by, roles, unmatched
-    tried = sorted(((match_layers(a_by[ka], b_by[kb]), ka, kb) for ka in a_keys for kb in b_keys),
-                   key=lambda t: (not t[0].matched, -t[0].alike))
-    done: set[str] = set()
-    for m, ka, kb in tried:
-        if not m.matched or ka in done or kb in done:
-            continue
-        done |= {ka, kb}
-        how = f"{m.a_layers} layers by index, {m.basis} {100 * m.alike:.0f}% alike"
-        if _is_inferred(a_by[ka]) and not _is_inferred(b_by[kb]):
-            a_by, key, other = _renamed(a_by, ka, kb), kb, f"A's {ka}"
-        else:
-            b_by, key, other = _renamed(b_by, kb, ka), ka, f"B's {kb}"
-        roles[key] = f"{other} · {how}"
-        roles[(LAYERS, key)] = m.a_layers
-    for m, ka, kb in tried:  # the best try of each series left apart says why
-        if not m.matched:
-            if ka not in done and ka not in unmatched:
-                unmatched[ka] = f"not the same layers as B's {kb}: {m.reason}"
-            if kb not in done and kb not in unmatched:
-                unmatched[kb] = f"not the same layers as A's {ka}: {m.reason}"
-    return a_by, b_by, roles, unmatched
-
-
-def _folded(path: str) -> str:
-    return "/".join(path_key(p) for p in path.split("/"))
 
 
 def _anchors(roots: list[RangeNode]) -> list[RangeNode]:
@@ -496,7 +386,7 @@ def _range_keys(group: ThreadGroup) -> set[str]:
     out, stack = set(), list(group.roots)
     while stack:
         node = stack.pop()
-        out.add(path_key(_text(node)))
+        out.add(path_key(text_of(node)))
         stack.extend(node.children)
     return out
 

@@ -40,6 +40,7 @@ def runs(async_trace, tmp_path_factory):
         "block": with_layer_ranges(twin, folder / "twin_block.sqlite"),
         "pairs": with_layer_ranges(twin, folder / "twin_pairs.sqlite", span=2),
         "shifted": with_layer_ranges(twin, folder / "twin_shifted.sqlite", shift=1),
+        "tree": with_layer_ranges(twin, folder / "twin_tree.sqlite", name="transformer.h.{}", around="transformer"),
         "fwd_h": with_layer_ranges(async_trace(NONVTX / f"{FWD_TWIN}.sqlite.xz"), folder / "fwd_h.sqlite",
                                    name="transformer.h.{}"),
     }
@@ -86,6 +87,25 @@ def test_annotated_layers_named_otherwise_meet_by_index(runs):
         want_ns, want_n = layer_kernels(path, pattern)
         assert getattr(node.kernels, side) == pytest.approx(want_n)
         assert getattr(node.kernel_ns, side) == pytest.approx(want_ns, rel=1e-6)
+
+
+def test_layers_inside_a_module_tree_meet_the_inferred_layers(runs):
+    """A module tree's ranges: `transformer` around `transformer.h.N` (the inferred run has no
+    `transformer`): the series is met one level up, where the inferred layers sit, and leaves its
+    parent (nothing twice); the parts inside meet the inferred stages from there."""
+    d = diff_runs(load_trace(runs["tree"]), load_trace(runs["inferred"]))
+    node = d.find("step_N/forward/transformer.h.N")
+    assert node is not None and node.status == BOTH and node.layers_by_index == LAYERS
+    assert node.role_match.startswith("B's layer_N · ")
+    assert d.find("step_N/forward/transformer/transformer.h.N") is None
+    assert d.find("step_N/forward/transformer").status == REMOVED
+    want_ns, want_n = layer_kernels(runs["tree"], "transformer.h.[0-9]*")
+    inferred_ns, inferred_n = layer_kernels(runs["tree"], "transformer.h.[0-9]*", same_program=runs["inferred"])
+    assert node.kernels.a == pytest.approx(want_n) and node.kernels.b == pytest.approx(inferred_n)
+    assert node.kernel_ns.a == pytest.approx(want_ns, rel=1e-6)
+    assert node.kernel_ns.b == pytest.approx(inferred_ns, rel=1e-6)
+    softmax = d.find("step_N/forward/transformer.h.N/computing_softmax")
+    assert softmax.status == BOTH and softmax.role_match == "A's scaled_dot_product_attention/computing_softmax"
 
 
 @pytest.mark.parametrize("case, why", [("pairs", "6 layers against 12"),
