@@ -43,15 +43,15 @@ def layer_spans(con: sqlite3.Connection, span: int = 1, shift: int = 0) -> list[
 
 
 def with_layer_ranges(src: Path, dst: Path, name: str = "block_{}", span: int = 1, shift: int = 0,
-                      around: str = "") -> Path:
-    """A copy of `src` with a push/pop range `name.format(j)` around each forward's layer j, and
-    with `around`, one range of that name around each forward's layers (a module tree's parent)."""
+                      around: str = "", first: int = 0) -> Path:
+    """A copy of `src` with a push/pop range `name.format(first + j)` around each forward's layer j,
+    and with `around`, one range of that name around each forward's layers (a module tree's parent)."""
     shutil.copyfile(src, dst)
     con = sqlite3.connect(dst)
     try:
         spans = layer_spans(con, span, shift)
         # a push/pop range: its thread only (endGlobalTid is a start/end range's)
-        rows = [(s, e, PUSH_POP, name.format(j), tid, 0) for j, s, e, tid in spans]
+        rows = [(s, e, PUSH_POP, name.format(first + j), tid, 0) for j, s, e, tid in spans]
         if around:
             firsts = [(s, tid) for j, s, _, tid in spans if j == 0]
             lasts = [e for j, _, e, _ in spans if j == max(k for k, *_ in spans)]

@@ -61,6 +61,12 @@ def is_series(node: RangeNode) -> bool:
     return len(texts) > 1 and all(isinstance(t, str) and _index(t) is not None for t in texts)
 
 
+def layer_count(node: RangeNode) -> int:
+    """Distinct indices of a series' instances: its layers (read before any kernel is)."""
+    texts = node.model.trace.ranges["text"].to_numpy()[node.ids]
+    return len({_index(t) for t in texts})
+
+
 def _layers(node: RangeNode) -> list[tuple[str, ...]]:
     """Per distinct index, in index order: the most common kernel-name sequence of its instances."""
     model = node.model
@@ -68,7 +74,8 @@ def _layers(node: RangeNode) -> list[tuple[str, ...]]:
     ops = model.trace.ops
     kind, start, names = ops["kind"].to_numpy(), ops["start"].to_numpy(), ops["name"].to_numpy()
     by_index: dict[int, list[tuple[str, ...]]] = {}
-    for rid in sorted(node.ids.tolist(), key=lambda i: model.trace.ranges["start"].iat[i]):
+    ids = np.asarray(node.ids, dtype=np.int64)
+    for rid in ids[np.argsort(model.trace.ranges["start"].to_numpy()[ids], kind="stable")].tolist():
         seqs = by_index.setdefault(_index(texts[rid]) or 0, [])
         if len(seqs) >= SAMPLE:
             continue
@@ -95,14 +102,19 @@ def _ratio(a: list | tuple, b: list | tuple) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
-def match_layers(a: RangeNode, b: RangeNode) -> LayerMatch:
-    """Whether two numbered series under one parent are the same layers (module docstring)."""
-    a_seqs, b_seqs = _layers(a), _layers(b)
-    na, nb = len(a_seqs), len(b_seqs)
+def match_layers(a: RangeNode, b: RangeNode, read: dict | None = None) -> LayerMatch:
+    """Whether two numbered series under one parent are the same layers (module docstring). `read`:
+    the layers' kernel sequences by node, kept across calls (one series is tried against several)."""
+    na, nb = layer_count(a), layer_count(b)
     if na != nb:
         return LayerMatch(False, na, nb, 0.0, "", f"{na} layers against {nb}")
     if na < 2:
         return LayerMatch(False, na, nb, 0.0, "", "a single layer is no series to match by index")
+    read = {} if read is None else read
+    for node in (a, b):
+        if id(node) not in read:
+            read[id(node)] = _layers(node)
+    a_seqs, b_seqs = read[id(a)], read[id(b)]
     for basis, view in ((NAMES, lambda s: s), (KINDS, _skeleton)):
         ratios = [_ratio(view(x), view(y)) for x, y in zip(a_seqs, b_seqs)]
         if min(ratios) >= ALIKE:

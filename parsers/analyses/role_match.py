@@ -133,8 +133,9 @@ def layer_roles(a_by: dict[str, RangeNode], b_by: dict[str, RangeNode], cut: set
     unmatched: dict[str, str] = {}
     if not a_cands or not b_cands:
         return a_by, b_by, roles, unmatched
-    tried = sorted(((match_layers(an, bn), ca, cb) for ca in a_cands for cb in b_cands
-                    for an, bn in [(ca[1], cb[1])]), key=lambda t: (not t[0].matched, -t[0].alike))
+    read: dict = {}  # each series' kernel sequences, read once
+    tried = sorted(((match_layers(ca[1], cb[1], read), ca, cb) for ca in a_cands for cb in b_cands),
+                   key=lambda t: (not t[0].matched, -t[0].alike))
     done: set[int] = set()
     for m, (ka, an, pa), (kb, bn, pb) in tried:
         if not m.matched or id(an) in done or id(bn) in done:

@@ -42,7 +42,7 @@ def runs(async_trace, tmp_path_factory):
         "shifted": with_layer_ranges(twin, folder / "twin_shifted.sqlite", shift=1),
         "tree": with_layer_ranges(twin, folder / "twin_tree.sqlite", name="transformer.h.{}", around="transformer"),
         "fwd_h": with_layer_ranges(async_trace(NONVTX / f"{FWD_TWIN}.sqlite.xz"), folder / "fwd_h.sqlite",
-                                   name="transformer.h.{}"),
+                                   name="transformer.h.{}", first=1),
     }
 
 
@@ -78,7 +78,8 @@ def test_annotated_layers_meet_the_inferred_layers_by_index(runs, order):
 
 
 def test_annotated_layers_named_otherwise_meet_by_index(runs):
-    """`block_N` (training run) against `transformer.h.N` (another run, forward only): both annotated."""
+    """`block_N` (training run, 0..11) against `transformer.h.N` (another run, forward only, numbered
+    1..12): both annotated; the j-th index of one meets the j-th of the other."""
     d = diff_runs(load_trace(runs["block"]), load_trace(runs["fwd_h"]))
     node = d.find("step_N/forward/block_N")
     assert node is not None and node.status == BOTH and node.layers_by_index == LAYERS
