@@ -53,8 +53,9 @@ def with_layer_ranges(src: Path, dst: Path, name: str = "block_{}", span: int = 
         # a push/pop range: its thread only (endGlobalTid is a start/end range's)
         rows = [(s, e, PUSH_POP, name.format(first + j), tid, 0) for j, s, e, tid in spans]
         if around:
+            top = max(j for j, *_ in spans)
             firsts = [(s, tid) for j, s, _, tid in spans if j == 0]
-            lasts = [e for j, _, e, _ in spans if j == max(k for k, *_ in spans)]
+            lasts = [e for j, _, e, _ in spans if j == top]
             rows += [(s - 1, e + 1, PUSH_POP, around, tid, 0) for (s, tid), e in zip(firsts, lasts)]
         con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
                         "VALUES (?, ?, ?, ?, ?, ?)", rows)
