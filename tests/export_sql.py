@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def sql_rows(path: Path, query: str) -> list[tuple]:
-    """The rows of `query` over an export, opened read-only (for expected values written in SQL)."""
+def sql_rows(path: Path, query: str, *args) -> list[tuple]:
+    """The rows of `query` (its `?` bound to `args`) over an export, opened read-only (for expected
+    values written in SQL)."""
     import sqlite3
 
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return con.execute(query).fetchall()
+        return con.execute(query, args).fetchall()
     finally:
         con.close()

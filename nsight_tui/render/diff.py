@@ -253,6 +253,8 @@ def _delta(d: Delta | None) -> dict | None:
 def _range(r: RangeDiff) -> dict:
     return {"name": r.name, "path": r.path_text, "status": r.status, "basis": r.basis,
             **({"role_match": r.role_match} if r.role_match else {}),
+            **({"layers_by_index": r.layers_by_index} if r.layers_by_index else {}),
+            **({"role_unmatched": r.role_unmatched} if r.role_unmatched else {}),
             "a_iterations": r.a_iterations, "b_iterations": r.b_iterations,
             "a_instances": r.a_instances, "b_instances": r.b_instances,
             "cpu_ns": _delta(r.cpu_ns), "busy_ns": _delta(r.busy_ns), "kernel_ns": _delta(r.kernel_ns),

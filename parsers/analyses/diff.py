@@ -9,7 +9,10 @@ a 10-step capture compare, and every number says which basis it is on.
   node with A, B and Δ of CPU time, GPU busy, kernel time and kernel count; one-sided ranges
   are `removed` (A only) or `added` (B only). Where one run's ranges are inferred from its kernel
   sequence (parsers.model.inferred_ranges) and the other's annotated, a range under another
-  parent on each side is matched by role (`_role_matches`, `RangeDiff.role_match`).
+  parent on each side is matched by role (`role_matches`, `RangeDiff.role_match`); per-layer
+  ranges named otherwise on each side (`block_N`, `transformer.h.N`, the inferred `layer_N`) are
+  matched by index where analyses.layer_match finds them the same layers (`layer_roles`), else
+  left apart with the reason (`RangeDiff.role_unmatched`).
 - `kernel_diff(node)` (any merged range) and `RunDiff.kernels` (the step, or the whole
   capture): GPU ops matched by name, ops on one side only listed as removed/added, and the
   same summed by family (parsers.families); sorted by |Δ time|.
@@ -25,8 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from nsight_tui.parsers.read import conventions
-from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.parsers.kernels import families
+from nsight_tui.parsers.analyses.role_match import (LAYERS, PLACED, SAME_LEVEL, combined, layer_roles,
+                                                    role_matches, text_of)
 from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges, step_times
 from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK
@@ -90,6 +94,9 @@ class RangeDiff:
     # matched by role, not by place: the other side's path below the common parent, where it differs
     # (an inferred layer's `computing_softmax` against the annotated `scaled_dot_product_attention/computing_softmax`)
     role_match: str = ""
+    # a per-layer series the other side has under another name, left unmatched: why (layer_match)
+    role_unmatched: str = ""
+    layers_by_index: int = 0  # matched as per-layer ranges named otherwise: how many layers, by index
     children: list[RangeDiff] = field(default_factory=list, repr=False)
     parent: RangeDiff | None = field(default=None, repr=False)
     a_node: RangeNode | None = field(default=None, repr=False)
@@ -251,12 +258,8 @@ class RunDiff:
 
 
 # -- building ---------------------------------------------------------------------------------
-def _text(node: RangeNode) -> str:
-    return node.model.trace.ranges["text"].iat[int(node.ids[0])]
-
-
 def _iteration_kind(node: RangeNode) -> str | None:
-    text = _text(node)
+    text = text_of(node)
     return STEP_BASIS if STEP.match(text) else WARMUP_BASIS if WARMUP.match(text) else None
 
 
@@ -265,21 +268,14 @@ def _keyed(nodes: list[RangeNode]) -> dict[str, RangeNode]:
     `step_N`, the rule that aggregates within a run), without its NVTX domain, so `forward` in
     domain `trainer` matches a plain `forward`; siblings that then collide keep their domain.
     Several nodes under one key (an iteration found in two places) are summed into one."""
-    plain = [path_key(_text(n)) for n in nodes]
+    plain = [path_key(text_of(n)) for n in nodes]
     clash = {k for k in plain if plain.count(k) > 1} if len(set(plain)) < len(plain) else set()
     groups: dict[str, list[RangeNode]] = {}
     for node, key in zip(nodes, plain):
         if key in clash and path_key(display_name(node.name)) != key:
             key = path_key(display_name(node.name))
         groups.setdefault(key, []).append(node)
-    return {key: members[0] if len(members) == 1 else _combined(members) for key, members in groups.items()}
-
-
-def _combined(nodes: list[RangeNode]) -> RangeNode:
-    """One node over the instances of several (their figures are sums over `ids`)."""
-    first = nodes[0]
-    return RangeNode(first.model, first.name, np.concatenate([n.ids for n in nodes]), first.depth, None,
-                     [c for n in nodes for c in n.children])
+    return {key: members[0] if len(members) == 1 else combined(members) for key, members in groups.items()}
 
 
 def _side(node: RangeNode | None, iterations: int) -> tuple:
@@ -291,7 +287,8 @@ def _side(node: RangeNode | None, iterations: int) -> tuple:
 
 def _pair(key: str, a: RangeNode | None, b: RangeNode | None, prefix: tuple[str, ...], depth: int,
           basis: str, a_div: int, b_div: int, cut: set[int], iteration: bool = False,
-          adopt: dict | None = None, role_match: str = "") -> RangeDiff:
+          adopt: dict | None = None, role_match: str = "", role_unmatched: str = "",
+          layers_by_index: int = 0) -> RangeDiff:
     a_cpu, a_busy, a_kern, a_count, a_inst = _side(a, a_div)
     b_cpu, b_busy, b_kern, b_count, b_inst = _side(b, b_div)
     path = (*prefix, key)
@@ -300,6 +297,7 @@ def _pair(key: str, a: RangeNode | None, b: RangeNode | None, prefix: tuple[str,
         a_iterations=a_div, b_iterations=b_div, a_instances=a_inst, b_instances=b_inst,
         cpu_ns=Delta(a_cpu, b_cpu), busy_ns=Delta(a_busy, b_busy), kernel_ns=Delta(a_kern, b_kern),
         kernels=Delta(a_count, b_count), is_iteration=iteration, a_node=a, b_node=b, role_match=role_match,
+        role_unmatched=role_unmatched, layers_by_index=layers_by_index,
     )
     kids = lambda n: [c for c in n.children if id(c) not in cut] if n is not None else []
     node.children = _merge(kids(a), kids(b), path, depth + 1, basis, a_div, b_div, cut, adopt)
@@ -313,10 +311,21 @@ def _merge(a_nodes: list[RangeNode], b_nodes: list[RangeNode], prefix: tuple[str
            adopt: dict | None = None) -> list[RangeDiff]:
     """Sibling lists of A and B merged by match key: A's order, then B's own. `adopt` (under an
     inferred range one side only has): {"side": that side, "nodes": {key: (the other side's range,
-    its path)}}, the cousins _role_matches found for its children."""
+    its path)}}, the cousins role_matches found for its children."""
     a_by, b_by = _keyed(a_nodes), _keyed(b_nodes)
-    roles = _role_matches(a_by, b_by, cut)
+    a_by, b_by, roles, unmatched = layer_roles(a_by, b_by, cut)
+    placed = roles.pop(PLACED, [])  # series from inside a one-sided range, met here (cut from their place)
+    for side, key, node in placed:
+        (a_by if side == "a" else b_by)[key] = node
+    roles.update(role_matches(a_by, b_by, cut))
     a_by, b_by = ({k: n for k, n in by.items() if id(n) not in cut} for by in (a_by, b_by))
+    for side, key, node in placed:
+        (a_by if side == "a" else b_by)[key] = node
+    for side, found in roles.pop(SAME_LEVEL, []):  # cousins of one-sided inferred ranges themselves
+        other = a_by if side == "b" else b_by
+        for key, (node, path) in found.items():
+            other[key] = node
+            roles[key] = path
     if adopt:  # under an inferred range one side only has: the other side's cousins of the same name
         side, found = adopt["side"], adopt["nodes"]
         mine, other = (b_by, a_by) if side == "b" else (a_by, b_by)
@@ -329,58 +338,9 @@ def _merge(a_nodes: list[RangeNode], b_nodes: list[RangeNode], prefix: tuple[str
         a, b = a_by.get(key), b_by.get(key)
         under = roles.get(("children", key))
         out.append(_pair(key, a, b, prefix, depth, basis, a_div, b_div, cut, adopt=under,
-                         role_match=roles.get(key, "")))
+                         role_match=roles.get(key, ""), role_unmatched=unmatched.get(key, ""),
+                         layers_by_index=roles.get((LAYERS, key), 0)))
     return out
-
-
-def _is_inferred(node: RangeNode) -> bool:
-    return node.model.trace.ranges["domain"].iat[int(node.ids[0])] == INFERRED_DOMAIN
-
-
-def _within(node: RangeNode, trail: str = ""):
-    """(range, its path from `node`'s level) for `node` and everything under it, pre-order."""
-    path = trail + display_name(_text(node))
-    yield node, path
-    for child in node.children:
-        yield from _within(child, path + "/")
-
-
-def _role_matches(a_by: dict[str, RangeNode], b_by: dict[str, RangeNode], cut: set[int]) -> dict:
-    """Where one side's ranges are inferred and the other's annotated, the names need not meet where
-    they sit: an inferred `layer_N` holds `computing_softmax` where the annotated run has it under
-    `scaled_dot_product_attention`, a range the inferred side has no counterpart of; the annotated
-    backward's `cub::DeviceRadixSort` is the inferred `embedding backward`'s. An inferred range one
-    side only has adopts, for its children, the same-named ranges among the other side's one-sided
-    siblings and under them (those then leave their own place, so nothing counts twice)."""
-    out: dict = {}
-    for side, mine, other in (("b", b_by, a_by), ("a", a_by, b_by)):
-        lone = [n for k, n in mine.items() if k not in other and _is_inferred(n)]
-        strangers = [n for k, n in other.items() if k not in mine and not _is_inferred(n)]
-        if not lone or not strangers:
-            continue
-        found: dict[str, list[tuple[RangeNode, str]]] = {}
-        for stranger in strangers:
-            for node, path in _within(stranger):
-                if id(node) not in cut:
-                    found.setdefault(path_key(_text(node)), []).append((node, path))
-        for inferred in lone:
-            wanted = {path_key(_text(c)) for c in inferred.children} & set(found)
-            if not wanted:
-                continue
-            nodes: dict[str, tuple[RangeNode, str]] = {}
-            for key in wanted:
-                group = found.pop(key)
-                members = [n for n, _ in group]
-                nodes[key] = (members[0] if len(members) == 1 else _combined(members),
-                              f"{'A' if side == 'b' else 'B'}'s {_folded(group[0][1])}")
-                cut.update(id(n) for n in members)
-            key = next(k for k, n in mine.items() if n is inferred)
-            out[("children", key)] = {"side": side, "nodes": nodes}
-    return out
-
-
-def _folded(path: str) -> str:
-    return "/".join(path_key(p) for p in path.split("/"))
 
 
 def _anchors(roots: list[RangeNode]) -> list[RangeNode]:
@@ -426,7 +386,7 @@ def _range_keys(group: ThreadGroup) -> set[str]:
     out, stack = set(), list(group.roots)
     while stack:
         node = stack.pop()
-        out.add(path_key(_text(node)))
+        out.add(path_key(text_of(node)))
         stack.extend(node.children)
     return out
 
@@ -724,7 +684,20 @@ def diff_runs(a: Trace, b: Trace, attribution: str = "process") -> RunDiff:
             notes.append(f"{side}'s ranges (inferred:step_N, inferred:forward, ...) are inferred, not annotated: "
                          f"{found.basis}; their CPU figures are their kernels' launch span (first launch to the "
                          "next range's), not an NVTX span")
-    by_role = sum(1 for t in threads for root in t.roots for r in root.walk() if r.role_match)
+    merged = [r for t in threads for root in t.roots for r in root.walk()]
+    by_role = sum(1 for r in merged if r.role_match and not r.layers_by_index)
+    layered = [r for r in merged if r.layers_by_index]
+    if layered:
+        notes.append(f"{len(layered)} per-layer range{'s' if len(layered) > 1 else ''} named otherwise on each side "
+                     "matched by role and index (the N-th layer with the N-th of the same iteration and phase, "
+                     "checked by their kernel sequences): " + "; ".join(f"{r.path_text} = {r.role_match}"
+                                                                        for r in layered[:3])
+                     + ("; ..." if len(layered) > 3 else ""))
+    said = {r.path[:-1] for r in merged if r.role_unmatched and r.status == REMOVED}
+    for r in merged:  # A's series says it; B's where A's did not (each of a pair carries its reason)
+        if r.role_unmatched and (r.status == REMOVED or r.path[:-1] not in said):
+            notes.append(f"{r.path_text} ({'A' if r.status == REMOVED else 'B'} only) left unmatched: "
+                         f"{r.role_unmatched}")
     if by_role:
         notes.append(f"{by_role} range{'s' if by_role > 1 else ''} matched by role across an inferred and an "
                      "annotated run: the same name under another parent (shown with the other side's path)")

@@ -132,16 +132,22 @@ def code_stamp() -> str:
     stores is their output, so a changed module makes every bundle stale."""
     global _code_stamp
     if _code_stamp is None:
-        h = hashlib.blake2b(f"format {FORMAT}".encode(), digest_size=16)
         here = Path(__file__).resolve().parent
-        for folder in (here, here.parent / "model"):
-            for src in sorted(folder.glob("*.py")):
-                if src.name == Path(__file__).name:
-                    continue  # this module's layout is FORMAT's
-                h.update(src.name.encode())
-                h.update(src.read_bytes())
-        _code_stamp = h.hexdigest()
+        # this module's layout is FORMAT's
+        _code_stamp = source_stamp((here, here.parent / "model"), skip=Path(__file__).resolve())
     return _code_stamp
+
+
+def source_stamp(folders, skip: Path | None = None) -> str:
+    """FORMAT and every module under `folders`, their subpackages too (model/inferred/), but `skip`."""
+    h = hashlib.blake2b(f"format {FORMAT}".encode(), digest_size=16)
+    for folder in folders:
+        for src in sorted(folder.rglob("*.py")):
+            if src == skip:
+                continue
+            h.update(src.relative_to(folder).as_posix().encode())
+            h.update(src.read_bytes())
+    return h.hexdigest()
 
 
 def identity_of(path: str | os.PathLike) -> Identity | None:

@@ -459,3 +459,18 @@ def test_first_open_keeps_the_ranks_pairs_for_the_next(cache_dir, profile, monke
     third = load_trace(profile)
     assert third.stash is not None and third.stash.read(cache.PAIRS_BUNDLE) is None
     assert ranks.find_ranks(third) == want
+
+
+def test_the_code_stamp_covers_the_model_subpackages(tmp_path):
+    """A change to any module the cached model comes from makes the bundles stale, those of a
+    subpackage too (model/inferred/: the inferred ranges the cached range model holds)."""
+    model = tmp_path / "model"
+    shutil.copytree(ROOT / "parsers" / "model", model, ignore=shutil.ignore_patterns("__pycache__"))
+    deep = sorted(p for p in model.rglob("*.py") if p.parent != model)
+    assert deep  # the test needs a module below model/ (model/inferred/)
+    before = cache.source_stamp([model])
+    (model / "__pycache__").mkdir(exist_ok=True)
+    (model / "__pycache__" / "x.pyc").write_bytes(b"\0")  # not source: no change
+    assert cache.source_stamp([model]) == before
+    deep[0].write_text(deep[0].read_text() + "\n# changed\n")
+    assert cache.source_stamp([model]) != before

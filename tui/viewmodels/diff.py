@@ -102,7 +102,12 @@ class DiffTreeSource(RangeTreeSource):
         pad = " " * (2 * row.depth)
         mark = ("▾ " if row.expanded else "▸ ") if row.children else "· "
         obj = row.obj
-        return f"{pad}{mark}{obj.label if isinstance(obj, ThreadGroup) else cast(RangeDiff, obj).name}"
+        if isinstance(obj, ThreadGroup):
+            return f"{pad}{mark}{obj.label}"
+        node = cast(RangeDiff, obj)
+        # matched by role: the other side's name for it (its basis is in the notes and the exports)
+        role = f" (= {node.role_match.split(' · ')[0]})" if node.role_match else ""
+        return f"{pad}{mark}{node.name}{role}"
 
     def value(self, row: TreeRow, key: str):
         if row.is_group:

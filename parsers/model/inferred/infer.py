@@ -1,0 +1,158 @@
+"""The inference put together: on a trace without iteration ranges (period, iterations, layers,
+stages, ranges per process), or inside the export's own iteration ranges."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.inferred.backward_stage_names import backward_stages_of
+from nsight_tui.parsers.model.inferred.kernel_kinds import kernel_kind
+from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
+from nsight_tui.parsers.model.inferred.layers import find_layers
+from nsight_tui.parsers.model.inferred.period import period_anchor, iteration_starts
+from nsight_tui.parsers.model.inferred.range_rows import range_rows
+from nsight_tui.parsers.model.inferred.result import Inference, InferredIteration
+from nsight_tui.parsers.model.inferred.stage_names import forward_stages
+
+MIN_REPEATS = 2  # iterations whose kernel sequence is the most common one
+
+
+def is_iteration_text(texts: pd.Series | np.ndarray) -> np.ndarray:
+    """Per range text: `step_N` or `warmup_N` (tested once per distinct text: 10^6 op ranges share few;
+    the Series as it is: Arrow factorizes its strings in C, an object array first is 10x slower)."""
+    if not len(texts):
+        return np.zeros(0, dtype=bool)
+    codes, uniques = pd.factorize(texts)
+    hit = np.array([isinstance(t, str) and bool(conventions.STEP_RANGE.match(t) or conventions.WARMUP_RANGE.match(t))
+                    for t in uniques], dtype=bool)
+    return hit[codes] & (codes >= 0)
+
+
+
+def infer(trace: Trace) -> Inference:
+    """Each process on its own (a data-parallel run's ranks each run the loop); what is said of the
+    run is said of the process with the most kernels, the others' ranges are added too."""
+    found = [_infer_process(trace, gpid) for gpid in processes_by_kernels(trace)] or [_infer_process(trace, -1)]
+    first = found[0]
+    others = [f for f in found[1:] if f.found]
+    if not first.found or not others:
+        return first
+    ranges = pd.concat([first.ranges, *[f.ranges for f in others]], ignore_index=True)
+    ranges["rowid"] = -1 - np.arange(len(ranges), dtype=np.int64)
+    first.ranges = ranges
+    first.basis += f"; and {len(others)} other process{'es' if len(others) > 1 else ''} likewise"
+    return first
+
+
+def _infer_process(trace: Trace, gpid: int) -> Inference:
+    seq = kernel_sequence(trace, gpid)
+    if seq is None:
+        return Inference(reason=f"fewer than {MIN_KERNELS} kernels: no iteration to find")
+    found = period_anchor(seq.codes)
+    if found is None:
+        return Inference(reason="no kernel recurs at a steady spacing: the kernel sequence has no period")
+    anchors, period = found
+    starts = iteration_starts(seq, anchors, period)
+    if len(starts) < MIN_REPEATS:
+        return Inference(reason="the kernel sequence does not repeat: no period")
+    ends = np.append(starts[1:], min(len(seq.codes), int(starts[-1]) + int(np.median(np.diff(starts)))
+                                     if len(starts) > 1 else len(seq.codes)))
+    seqs = [tuple(seq.codes[a:b].tolist()) for a, b in zip(starts.tolist(), ends.tolist())]
+    common = max(set(seqs), key=lambda s: (seqs.count(s), -seqs.index(s)))
+    repeats = seqs.count(common)
+    if repeats < MIN_REPEATS:
+        return Inference(reason=f"{len(seqs)} candidate iterations, but no two launch the same kernels in the same "
+                         "order: no period")
+    leading = next(i for i, s in enumerate(seqs) if s == common)
+    recorded = _recorded_warmups(trace, len(seqs))
+    if recorded is not None:  # the capture's own record says how many warm-ups led the run
+        leading = recorded
+    names = [f"{conventions.WARMUP_PREFIX}{i}" if i < leading else f"{conventions.STEP_PREFIX}{i - leading}"
+             for i in range(len(seqs))]
+    template = np.array(common, dtype=np.int64)
+    op_names = trace.op_names
+    kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
+    layers = find_layers(template, kinds)
+    iterations = []
+    for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
+        gpu_end = int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
+        iterations.append(InferredIteration(names[i], int(seq.gpu_start[a]), gpu_end, b - a))
+    stages = forward_stages(template, kinds, layers)
+    backward = backward_stages_of(template, kinds, op_names, layers, stages)
+    named = " (warm-ups as the capture recorded them)" if recorded is not None else ""
+    basis = (f"inferred from the kernel sequence (process {gpid >> 24 & 0xFFFFFF}"
+             f", launch order): {len(seqs)} iterations of ~{len(template):,} kernels, the name "
+             f"'{_short(op_names[int(seq.codes[anchors[0]])])}' once per iteration; {repeats} launch the same kernels in "
+             f"the same order{named}" + (f"; {layers[0][1]} layers of {layers[0][2]} kernels (the kernel "
+                                  f"'{_short(op_names[int(template[layers[0][3]])])}' at a steady spacing)"
+                                  if layers else "; no repeated layer found"))
+    ranges = range_rows(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward)
+    return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0,
+                     layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
+                     period_kernels=len(template), basis=basis, ranges=ranges)
+
+
+def _recorded_warmups(trace: Trace, iterations: int) -> int | None:
+    """The warm-up count the capture recorded (`capture --no-nvtx`'s STEM.steps.json), when its
+    iteration count is the one inferred; None otherwise (then the leading iterations unlike the
+    steady one are the warm-ups)."""
+    steps = trace.meta().steps
+    if len(steps) != iterations:
+        return None
+    warm = [str(s.get("name", "")).startswith(conventions.WARMUP_PREFIX) for s in steps]
+    return sum(warm) if warm == sorted(warm, reverse=True) else None
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= 60 else name[:57] + "..."
+
+
+
+def bare_iterations(trace: Trace) -> bool:
+    """The export names its iterations and nothing else on their threads (NVTX around the
+    iteration only): the parts inside can be inferred."""
+    r = trace.ranges
+    is_iteration = is_iteration_text(r["text"])
+    threads = np.unique(r["gtid"].to_numpy()[is_iteration])
+    return not (np.isin(r["gtid"].to_numpy(), threads) & ~is_iteration).any()
+
+
+def infer_inside(trace: Trace) -> Inference:
+    """Phases, layers and stages inside the export's own iteration ranges (of the process with the
+    most kernels): the kernels each range's thread launched inside it, the most common sequence
+    of them the steady iteration."""
+    processes = processes_by_kernels(trace)
+    seq = kernel_sequence(trace, processes[0]) if processes else None
+    if seq is None:
+        return Inference(reason=f"fewer than {MIN_KERNELS} kernels: nothing to infer inside the iterations")
+    r = trace.ranges
+    texts = r["text"].to_numpy()
+    mine = (r["gtid"].to_numpy() >> 24) == (processes[0] >> 24)
+    hit = np.flatnonzero(mine & is_iteration_text(texts))
+    hit = hit[np.argsort(r["start"].to_numpy()[hit], kind="stable")]
+    starts = np.searchsorted(seq.launch, r["start"].to_numpy()[hit], side="left")
+    ends = np.searchsorted(seq.launch, r["end"].to_numpy()[hit], side="right")
+    seqs = [tuple(seq.codes[a:b].tolist()) for a, b in zip(starts.tolist(), ends.tolist())]
+    nonempty = [s for s in seqs if s]
+    if not nonempty:
+        return Inference(reason="the iteration ranges hold no kernels")
+    common = max(set(nonempty), key=lambda s: (seqs.count(s), -seqs.index(s)))
+    if seqs.count(common) < MIN_REPEATS:
+        return Inference(reason="no two iteration ranges launch the same kernels in the same order: nothing inferred "
+                         "inside them")
+    template = np.array(common, dtype=np.int64)
+    kinds = [kernel_kind(trace.op_names[c]) for c in template.tolist()]
+    layers = find_layers(template, kinds)
+    stages = forward_stages(template, kinds, layers)
+    backward = backward_stages_of(template, kinds, trace.op_names, layers, stages)
+    gtids = r["gtid"].to_numpy()[hit]
+    rows = range_rows(trace, seq, starts, ends, [str(t) for t in texts[hit]], seqs, common, layers, kinds, stages,
+                   iterations=False, gtids=gtids, limits=r["end"].to_numpy()[hit], backward=backward)
+    basis = (f"inferred inside the export's {len(hit)} iteration ranges from their kernel sequence: "
+             f"{seqs.count(common)} launch the same {len(template):,} kernels in the same order"
+             + (f"; {layers[0][1]} layers of {layers[0][2]} kernels" if layers else "; no repeated layer found"))
+    return Inference(layer_count=layers[0][1] if layers else 0, layer_stages=[s for s, _, _ in stages],
+                     backward_stages=[s for s, _, _ in backward],
+                     period_kernels=len(template), basis=basis, ranges=rows, inside=True)

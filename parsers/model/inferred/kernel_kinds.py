@@ -1,0 +1,34 @@
+"""A kernel's kind from its demangled name, and the names that mark the phases (backward,
+optimizer, the loss) in an inferred iteration."""
+from __future__ import annotations
+
+import re
+
+from nsight_tui.parsers.read import conventions
+
+# One forward layer's stages, by kernel kind (on the demangled name). The kernel families
+# (parsers.kernels.families) sit above this layer and answer another question (what kind of work,
+# for shares); a stage is a place in the layer, told by the order the kinds come in.
+_KINDS: tuple[tuple[str, re.Pattern], ...] = (
+    ("attention", re.compile(r"flash|fmha|attention|sdpa|mha_|_mha", re.I)),
+    ("norm", re.compile(r"layer_?norm|rms_?norm|LayerNorm", re.I)),
+    ("softmax", re.compile(r"softmax", re.I)),
+    ("gemm", re.compile(r"gemm|xmma|cutlass|cublas|nvjet|splitKreduce|matmul|wgmma|hmma|Kernel2", re.I)),
+    ("activation", re.compile(r"gelu|relu|silu|swish|tanh|sigmoid", re.I)),
+    ("add", re.compile(r"CUDAFunctor_add|AddFunctor|add_kernel|\badd\b", re.I)),
+)
+# The manual attention's three stages carry the capture's range names (conventions.ATTENTION_PARTS),
+# so the report's softmax-versus-matmul ratio reads them as it reads an annotated capture's.
+SCORES, SOFTMAX, FINAL_MATMUL = conventions.ATTENTION_PARTS
+BACKWARD = re.compile(r"backward|_grad|grad_|Backward", re.I)
+OPTIMIZER = re.compile(r"multi_tensor_apply|adam|_sgd|sgd_", re.I)
+# The loss's forward kernels (cross-entropy's log-softmax and NLL): the backward begins after them,
+# with the loss gradient's own kernels (a fill of ones) before the first one named backward.
+LOSS = re.compile(r"nll_loss_forward|cross_entropy|log_softmax|SoftMaxForward", re.I)
+
+
+def kernel_kind(name: str) -> str:
+    for kind, pattern in _KINDS:
+        if pattern.search(name):
+            return kind
+    return ""

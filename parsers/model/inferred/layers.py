@@ -1,0 +1,86 @@
+"""The repeated layer inside one iteration: its first kernel, count and length, forward and
+(when present) the backward's mirror."""
+from __future__ import annotations
+
+import numpy as np
+
+MIN_LAYER_KERNELS = 4  # a layer launches at least this many kernels (a transformer layer: dozens)
+
+
+def _runs(template: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Per name: its longest run of occurrences at one spacing, (first, count, spacing, anchor)."""
+    order = np.argsort(template, kind="stable")
+    cuts = np.flatnonzero(np.diff(template[order])) + 1
+    out = []
+    for group in np.split(order, cuts):
+        if len(group) < 2:
+            continue
+        gaps = np.diff(group)
+        best = (0, 0, 0)  # (length in gaps, first gap index, spacing)
+        i = 0
+        while i < len(gaps):
+            j = i
+            while j + 1 < len(gaps) and gaps[j + 1] == gaps[i]:
+                j += 1
+            if gaps[i] >= MIN_LAYER_KERNELS and (j - i + 1) > best[0]:
+                best = (j - i + 1, i, int(gaps[i]))
+            i = j + 1
+        if best[0]:
+            out.append((int(group[best[1]]), best[0] + 1, best[2], int(group[best[1]])))
+    return out
+
+
+def find_layers(template: np.ndarray, kinds: list[str]) -> list[tuple[int, int, int, int]]:
+    """The forward layers and, when present, the backward's: (first kernel, count, kernels each,
+    the anchor kernel's position), in template order.
+
+    Each spacing with a run of N occurrences is one layered region of N layers (the backward's
+    layers are longer than the forward's); the layer count is the N whose regions, laid without
+    overlap, cover the most kernels (runs of three or more first: two occurrences at one spacing
+    are no evidence of a layer). A backward layer whose two halves launch the same kernels makes
+    a run of 2N at half the spacing; the forward has no such run, so N covers more. The earliest
+    region is the forward, the next one the backward."""
+    runs = [r for r in _runs(template) if r[1] >= 2]
+    if not runs:
+        return []
+    best: tuple[tuple, list] | None = None
+    for count in sorted({r[1] for r in runs}):
+        regions = []
+        for g in sorted({r[2] for r in runs if r[1] == count}):
+            earliest = min((r for r in runs if r[1] == count and r[2] == g), key=lambda r: r[0])
+            region = _aligned(template, kinds, earliest)
+            if region is not None and region[1] == count:
+                regions.append(region)
+        if not regions:
+            continue
+        regions.sort()
+        laid = [regions[0]]
+        for region in regions[1:]:
+            if region[0] >= laid[-1][0] + count * laid[-1][2]:
+                laid.append(region)
+        laid = laid[:2]
+        score = (count >= 3, sum(r[1] * r[2] for r in laid), count)
+        if best is None or score > best[0]:
+            best = (score, laid)
+    return best[1] if best is not None else []
+
+
+def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:
+    """The run's layers placed where the repeat allows: the region where the sequence equals
+    itself one spacing on reaches from `lo` to `hi`, and N layers fit in it with some slack (the
+    embedding's add is the same kernel as a layer's residual add, the final layer norm as a
+    layer's first). A layer starts at a layer norm where one fits (a pre-LN transformer's layer
+    begins with it), else as early as the repeat allows."""
+    first, count, g, anchor = run
+    lo = first
+    while lo - 1 >= 0 and lo - 1 + g < len(template) and template[lo - 1] == template[lo - 1 + g] and lo > first - g + 1:
+        lo -= 1
+    hi = first + (count - 1) * g  # the last occurrence; extend while the repeat holds
+    while hi + 1 < len(template) and hi + 1 - g >= 0 and template[hi + 1] == template[hi + 1 - g]:
+        hi += 1
+    count = min(count, (hi + 1 - lo) // g)  # whole layers only: the repeat must hold for all of each
+    if count < 2:
+        return None
+    latest = hi + 1 - count * g
+    start = next((x for x in range(lo, latest + 1) if kinds[x] == "norm"), lo)
+    return (start, count, g, anchor)

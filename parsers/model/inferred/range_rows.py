@@ -1,0 +1,111 @@
+"""The inferred structure as ranges: forward/backward/optimizer, embedding, layers and their
+stages, as rows like `Trace.ranges` (the NVTX domain `inferred`)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.ids import PID_MASK
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, LOSS, OPTIMIZER
+from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
+
+DOMAIN = conventions.INFERRED_DOMAIN
+
+
+def phase_spans(template: np.ndarray, op_names: list[str], layers) -> list[tuple[str, int, int]]:
+    """forward/backward/optimizer as template positions (forward only: the whole iteration)."""
+    n = len(template)
+    after_fwd = layers[0][0] + layers[0][1] * layers[0][2] if layers else 0
+    bwd = next((i for i in range(after_fwd, n) if BACKWARD.search(op_names[int(template[i])])), None)
+    if bwd is None:
+        return [("forward", 0, n)]
+    loss = [i for i in range(after_fwd, bwd) if LOSS.search(op_names[int(template[i])])]
+    if loss:
+        bwd = loss[-1] + 1
+    after_bwd = layers[1][0] + layers[1][1] * layers[1][2] if len(layers) > 1 else bwd
+    opt = next((i for i in range(after_bwd, n) if OPTIMIZER.search(op_names[int(template[i])])), None)
+    out = [("forward", 0, bwd), ("backward", bwd, opt if opt is not None else n)]
+    if opt is not None:
+        out.append(("optimizer", opt, n))
+    return out
+
+
+
+def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, common, layers, kinds, stages,
+            iterations: bool = True, gtids: np.ndarray | None = None, limits: np.ndarray | None = None,
+            backward: list[tuple[str, int, int]] | None = None) -> pd.DataFrame:
+    """The inferred ranges as rows like trace.ranges': parents before children (`iterations`
+    False: the parts only, inside the export's own iteration ranges, on their threads `gtids`)."""
+    op_names = trace.op_names
+    template = np.array(common, dtype=np.int64)
+    phases = phase_spans(template, op_names, layers)
+    fwd_layers = layers[0] if layers else None
+    bwd_layers = layers[1] if len(layers) > 1 else None
+    rows: list[tuple[str, int, int]] = []  # (text, first, end) as sequence positions
+    first_row: list[int] = []  # per iteration, its first row
+    for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
+        first_row.append(len(rows))
+        if iterations:
+            rows.append((names[i], a, b))
+        if seqs[i] != common:
+            continue  # an iteration unlike the steady one: no parts inferred inside it
+        for phase, p0, p1 in phases:
+            rows.append((phase, a + p0, a + p1))
+            if phase == "forward" and fwd_layers:
+                f0, count, g, _ = fwd_layers
+                if f0 > p0:
+                    rows.append(("embedding", a + p0, a + f0))
+                for j in range(count):
+                    rows.append((f"layer_{j}", a + f0 + j * g, a + f0 + (j + 1) * g))
+                    for stage, s0, s1 in stages:
+                        rows.append((stage, a + s0 + j * g, a + s1 + j * g))
+                if f0 + count * g < p1:
+                    rows.append(("head and loss", a + f0 + count * g, a + p1))
+            if phase == "backward" and bwd_layers:
+                b0, count, g, _ = bwd_layers
+                if b0 > p0:
+                    rows.append(("head and loss backward", a + p0, a + b0))
+                for j in range(count):  # the backward visits the layers last to first
+                    rows.append((f"layer_{count - 1 - j}", a + b0 + j * g, a + b0 + (j + 1) * g))
+                    for stage, s0, s1 in backward or []:
+                        rows.append((stage, a + s0 + j * g, a + s1 + j * g))
+                if b0 + count * g < p1:
+                    rows.append(("embedding backward", a + b0 + count * g, a + p1))
+    last = len(seq.codes)
+    n = len(rows)
+    owner = np.searchsorted(np.array(first_row, dtype=np.int64), np.arange(n), side="right") - 1
+    r_start = np.array([seq.launch[a] for _, a, _ in rows], dtype=np.int64)
+    # to just before the next kernel's launch: the next range holds that one (attribution counts
+    # a call that starts at a range's end as inside it)
+    r_end = np.array([seq.launch[b] - 1 if b < last else seq.launch_end[b - 1] for _, _, b in rows], dtype=np.int64)
+    # A part that closes its iteration (the optimizer, a forward-only run's head) ends with its own
+    # last launch call: the wait after it (the step's synchronise, logging, the next batch) is the
+    # iteration's, not the part's, as an annotated part's range would end when its code returns.
+    closing = np.array([b == ends[o] for (_, _, b), o in zip(rows, owner.tolist())], dtype=bool)
+    if iterations:
+        closing[np.array(first_row, dtype=np.int64)] = False  # the iteration itself keeps its whole span
+    r_end = np.where(closing, seq.launch_end[np.array([b - 1 for _, _, b in rows], dtype=np.int64)], r_end)
+    if limits is not None:  # inside the export's iteration ranges: never past their end
+        r_end = np.minimum(r_end, np.asarray(limits, dtype=np.int64)[owner])
+    r_end = np.maximum(r_end, r_start)
+    texts = np.array([t for t, _, _ in rows], dtype=object)
+    thread = np.full(n, _thread(trace, seq, starts), dtype=np.int64) if gtids is None else \
+        np.asarray(gtids, dtype=np.int64)[owner]
+    return pd.DataFrame({
+        "rowid": -1 - np.arange(n, dtype=np.int64), "start": r_start, "end": r_end, "end_sum": r_end,
+        "gtid": thread, "cross": np.zeros(n, dtype=bool), "pushpop": np.ones(n, dtype=bool),
+        "name": np.array([f"{DOMAIN}:{t}" for t in texts], dtype=object), "domain": np.full(n, DOMAIN, dtype=object),
+        "text": texts, "unended": np.zeros(n, dtype=bool),
+    })
+
+
+def _thread(trace: Trace, seq: KernelSequence, starts: np.ndarray) -> int:
+    """The thread that launched most iterations' first kernels: the loop's (PyTorch's autograd
+    thread launches the backward; the iteration starts on the Python thread)."""
+    known = seq.gtid[starts][seq.gtid[starts] >= 0]
+    if not len(known):  # no launch calls: the process itself stands for its thread
+        return int(trace.ops["gpid"].to_numpy()[seq.pos[0]]) & PID_MASK
+    values, counts = np.unique(known, return_counts=True)
+    return int(values[np.argmax(counts)])

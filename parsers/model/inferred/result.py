@@ -1,0 +1,44 @@
+"""What was inferred from one trace's kernel sequence."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class InferredIteration:
+    name: str  # the range's text: warmup_N (leading iterations unlike the steady one) or step_N
+    start_ns: int  # GPU clock: its first kernel's start
+    end_ns: int  # the next iteration's first kernel's start; the last: its last kernel's end
+    kernels: int
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "duration_ns": self.end_ns - self.start_ns, "kernels": self.kernels}
+
+
+@dataclass
+class Inference:
+    """What was inferred from one trace's kernel sequence (empty `iterations`: nothing; `reason`)."""
+
+    iterations: list[InferredIteration] = field(default_factory=list)
+    layer_count: int = 0
+    layer_stages: list[str] = field(default_factory=list)  # one forward layer's stages, in order
+    backward_stages: list[str] = field(default_factory=list)  # one backward layer's, in order (`... (grad)`)
+    period_kernels: int = 0
+    basis: str = ""
+    reason: str = ""
+    ranges: pd.DataFrame | None = field(default=None, repr=False)  # the rows added to trace.ranges
+
+    inside: bool = False  # the export's own iteration ranges, with the parts inferred inside them
+
+    @property
+    def found(self) -> bool:
+        return self.ranges is not None and len(self.ranges) > 0
+
+    def to_json(self) -> dict:
+        return {"iterations": [i.to_json() for i in self.iterations], "inside_nvtx_iterations": self.inside,
+                "layer_count": self.layer_count,
+                "layer_stages": self.layer_stages, "backward_stages": self.backward_stages, "period_kernels": self.period_kernels,
+                "basis": self.basis, **({"reason": self.reason} if self.reason else {})}
