@@ -18,15 +18,19 @@ from nsight_tui.parsers.analyses.questions import questions
 from nsight_tui.parsers.read.load import load_trace
 
 NAMES = async_names()
+# fp32 / --tf32 twins captured on an H200 machine by capture/gpu_issuerate.sh after the estimate was
+# written: the fp32-gemm figure is checked on them, not designed on them (their README section)
+H200 = ASYNC / "h200_twins"
+H200_NAMES = sorted(p.name[: -len(".sqlite.xz")] for p in H200.glob("*.sqlite.xz"))
 
 
 def _mean(xs):
     return sum(xs) / len(xs)
 
 
-def _nsys_step_projection(name: str) -> float:
+def _nsys_step_projection(name: str, folder=ASYNC) -> float:
     """NVIDIA's step_N projection per instance (nvtx_gpu_proj_sum: Total Proj Time / instances)."""
-    rows = [r for r in csv.DictReader(io.StringIO(read_oracle(oracle_csv(ASYNC, name, "nvtx_gpu_proj_sum"))))
+    rows = [r for r in csv.DictReader(io.StringIO(read_oracle(oracle_csv(folder, name, "nvtx_gpu_proj_sum"))))
             if r["Range"].split(":")[-1].startswith("step_")]
     return sum(float(r["Total Proj Time (ns)"]) for r in rows) / sum(int(r["Range Instances"]) for r in rows)
 
@@ -269,10 +273,92 @@ def test_findings_honour_the_rank_filter(async_trace):
     assert default.step_ns == pytest.approx(_mean([it.period for it in step_sql.steps(path, r0.pid)]), rel=1e-12)
 
 
-def test_fp32_gemm_estimate_against_its_unsynchronised_tf32_twin(async_trace):
-    """GPT-2 large fp32 → TF32, nothing synchronised: the estimate (the GEMM time TF32 saves, at
-    most the time the CPU waited for the GPU) within 0.67-1.5x of the workload's own step change."""
-    planted, fixed = async_trace("large_ctx512_async"), async_trace("large_ctx512_tf32_async")
+
+@pytest.mark.parametrize("name", H200_NAMES)
+def test_the_step_on_the_h200_twins(name, async_trace):
+    """The same definitions on the captures made after them: the step is the period (SQL) and the
+    workload's own step within 3%; the step range's GPU time is NVIDIA's projection."""
+    path = async_trace(H200 / f"{name}.sqlite.xz")
+    q = questions(load_trace(path))
+    periods = [it.period for it in step_sql.steps(path)]
+    assert q["findings"]["step_ns"] == pytest.approx(_mean(periods), rel=1e-12)
+    assert q["findings"]["step_ns"] == pytest.approx(_mean(step_sql.python_steps(path)), rel=0.03)
+    step = q["ranges"]["step"]
+    assert step["proj_ns"] / step["instances"] == pytest.approx(_nsys_step_projection(name, H200), rel=1e-9)
+
+
+# The fp32 run and its TF32 twin, nothing synchronised inside the step. The H100 small pair is the one
+# miss: its TF32 twin's CPU issued the step ~1.3x slower than the fp32 run's CPU work (the backward's
+# thread 1.7x), so the fixed step is CPU-bound well above the pace the estimate assumes. The same pair
+# captured again on one H200 machine (h200_twins/small_ctx512*) is in range, and a run of the fp32 step
+# with every launch blocking (the GPU always caught up; capture/gpu_issuerate.sh, /work notes) issued its
+# backward at the fp32 run's pace there: the slowdown is that H100 run's, not something an fp32 trace shows.
+TWINS = [
+    pytest.param(ASYNC, "large_ctx512_async", "large_ctx512_tf32_async", id="h100-large-ctx512"),
+    pytest.param(ASYNC, "small_ctx512_b8_async", "small_ctx512_tf32_b8_async", id="h100-small-ctx512-b8",
+                 marks=pytest.mark.xfail(strict=True, reason="the TF32 twin's CPU issues its step ~1.3x slower "
+                                         "than the fp32 run's CPU work: 1.77x, issue 26's open miss")),
+    pytest.param(H200, "small_ctx512_b8_async", "small_ctx512_tf32_b8_async", id="h200-small-ctx512-b8"),
+    pytest.param(H200, "small_ctx1024_b8_async", "small_ctx1024_tf32_b8_async", id="h200-small-ctx1024-b8"),
+    pytest.param(H200, "medium_ctx512_b8_async", "medium_ctx512_tf32_b8_async", id="h200-medium-ctx512-b8"),
+]
+
+
+@pytest.mark.parametrize("folder, planted_name, fixed_name", TWINS)
+def test_fp32_gemm_estimate_against_its_tf32_twin(folder, planted_name, fixed_name, async_trace):
+    """The estimate (the GEMM time TF32 saves, at most the time the CPU waited for the GPU) within
+    0.67-1.5x of the workload's own step change between the twins (its Python step marks)."""
+    planted = async_trace(folder / f"{planted_name}.sqlite.xz")
+    fixed = async_trace(folder / f"{fixed_name}.sqlite.xz")
     got = _findings(planted)["fp32-gemm-without-tensor-cores"].saving_ms_per_step
     measured = (_mean(step_sql.python_steps(planted)) - _mean(step_sql.python_steps(fixed))) / 1e6
+    assert measured > 0
     assert 0.67 <= got / measured <= 1.5, (got, measured)
+
+
+_WAIT_SQL = """
+SELECT r.start, r.end, s.value,
+       EXISTS (SELECT 1 FROM ops o WHERE o.corr = r.correlationId AND o.pid = ((r.globalTid >> 24) & 16777215)) AS launched
+FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+WHERE ((r.globalTid >> 24) & 16777215) = :pid AND r.start >= :s AND r.start < :e
+"""
+
+
+def _cpu_wait_sql(path) -> float:
+    """Per step, from the definition: within each step's period, the time its process spent in
+    synchronising calls (cuda*Synchronize, blocking cudaMemcpy) up to the period's end, plus what each
+    launching call took beyond 50 µs (a full launch queue held it)."""
+    import re
+    import sqlite3
+
+    its = step_sql.steps(path)
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    con.execute("CREATE TEMP VIEW ops AS SELECT correlationId AS corr, (globalPid >> 24) & 16777215 AS pid FROM "
+                "CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT correlationId, (globalPid >> 24) & 16777215 FROM "
+                "CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT correlationId, (globalPid >> 24) & 16777215 "
+                "FROM CUPTI_ACTIVITY_KIND_MEMSET")
+    sync = re.compile(r"^cu(da)?(Device|Stream|Event|Thread|Ctx)Synchronize|^cu(da)?Memcpy(?!.*Async)")
+    total = 0
+    pid = its[0].pid
+    for it in its:
+        end = it.start + it.period
+        for s, e, name, launched in con.execute(_WAIT_SQL, {"pid": pid, "s": it.start, "e": end}):
+            if sync.search(name):
+                total += min(e, end) - s
+            elif launched:
+                total += max(min(e, end) - s - 50_000, 0)
+    con.close()
+    return total / len(its)
+
+
+@pytest.mark.parametrize("where", [(ASYNC, "small_ctx512_b8_async"), (ASYNC, "large_ctx512_async"),
+                                   (H200, "medium_ctx512_b8_async")], ids=lambda w: w[1])
+def test_the_cpu_wait_the_estimate_stands_on(where, async_trace):
+    """The fp32-gemm figure's cap and the CPU pace it assumes (step − wait), against SQL."""
+    folder, name = where
+    path = async_trace(folder / f"{name}.sqlite.xz")
+    ev = _findings(path)["fp32-gemm-without-tensor-cores"].evidence
+    wait = _cpu_wait_sql(path)
+    assert ev["cpu_wait_ns_per_step"] == pytest.approx(wait, rel=1e-9)
+    period = _mean([it.period for it in step_sql.steps(path)])
+    assert ev["cpu_work_ns_per_step"] == pytest.approx(period - wait, rel=1e-9)
