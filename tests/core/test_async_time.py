@@ -290,9 +290,10 @@ def test_the_step_on_the_h200_twins(name, async_trace):
 # The fp32 run and its TF32 twin, nothing synchronised inside the step. The H100 small pair is the one
 # miss: its TF32 twin's CPU issued the step ~1.3x slower than the fp32 run's CPU work (the backward's
 # thread 1.7x), so the fixed step is CPU-bound well above the pace the estimate assumes. The same pair
-# captured again on one H200 machine (h200_twins/small_ctx512*) is in range, and a run of the fp32 step
-# with every launch blocking (the GPU always caught up; capture/gpu_issuerate.sh, /work notes) issued its
-# backward at the fp32 run's pace there: the slowdown is that H100 run's, not something an fp32 trace shows.
+# captured again on one H200 machine (h200_twins/small_ctx512*) is in range; there a run of the fp32 step
+# with every launch blocking (the GPU always caught up, capture/gpu_issuerate.sh) gave no steady pace
+# (its backward's CPU time between calls 1.0x the fp32 run's in two steps, 2.5x in two): nothing in an
+# fp32 trace tells how fast its CPU will issue once the GPU keeps up.
 TWINS = [
     pytest.param(ASYNC, "large_ctx512_async", "large_ctx512_tf32_async", id="h100-large-ctx512"),
     pytest.param(ASYNC, "small_ctx512_b8_async", "small_ctx512_tf32_b8_async", id="h100-small-ctx512-b8",
