@@ -484,13 +484,16 @@ def fp32_gemm(c: StepContext) -> Finding | None:
     return Finding(
         "fp32-gemm-without-tensor-cores", f"fp32 GEMMs on CUDA cores on a GPU with TF32 tensor cores ({pk.name})",
         ["step_N"], _ms(saved),
-        f"fp32 GEMM time × (1 − fp32/tf32 peak = {pk.tflops['fp32']:g}/{pk.tflops.get('tf32', 0):g}), at most the time "
-        "the CPU waited for the GPU per step (synchronising calls, launches held by a full queue): below that the "
-        "CPU sets the pace",
+        f"estimated, per step of the step period (the GPU's pace): the fp32 GEMM time × (1 − fp32/tf32 peak = "
+        f"{pk.tflops['fp32']:g}/{pk.tflops.get('tf32', 0):g}) the GPU saves, at most the time the CPU waited for the "
+        "GPU (synchronising calls, launches held by a full queue): below that the CPU sets the pace, taken as this "
+        "capture's CPU work per step (step − that wait); a CPU that issues the fixed step more slowly saves less",
         "torch.backends.cuda.matmul.allow_tf32 = True (torch.set_float32_matmul_precision('high')), or bf16 "
         "autocast: torch.autocast('cuda', dtype=torch.bfloat16)",
         {"fp32_gemm_ns_per_step": gemm_ns / c.n, "fp32_tflops": pk.tflops["fp32"], "tf32_tflops": pk.tflops.get("tf32"),
-         "gpu_saved_ns_per_step": gpu_saved, "cpu_wait_ns_per_step": c.cpu_wait_ns, "gpu_busy_share": gpu_share,
+         "gpu_saved_ns_per_step": gpu_saved, "cpu_wait_ns_per_step": c.cpu_wait_ns,
+         # the pace the estimate assumes the CPU keeps once the GPU no longer holds it back
+         "cpu_work_ns_per_step": c.step_ns - c.cpu_wait_ns, "gpu_busy_share": gpu_share,
          **_sampled(c.gemm_check)},  # where nsys sampled GPU metrics: Tensor Active over the GEMM-dominated samples
         rows[:10], int(c.t0[0]), int(c.t1[0]), claim=claim, gpu_work=True)
 

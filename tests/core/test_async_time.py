@@ -76,9 +76,11 @@ def test_the_headline_case_no_longer_takes_the_cpu_span_for_the_step(async_trace
 
 @pytest.mark.parametrize("a, b", [("large_ctx512_async", "large_ctx512_tf32_async"),
                                   ("small_ctx512_b8_async", "small_ctx512_tf32_b8_async"),
-                                  ("small_ctx512_b8_async_foreach-off", "small_ctx512_b8_async_fused-optim")])
+                                  ("small_ctx512_b8_async_foreach-off", "small_ctx512_b8_async_fused-optim"),
+                                  *[pytest.param(f"h200_twins/{a}", f"h200_twins/{a.replace('_b8', '_tf32_b8')}", id=a)
+                                    for a in ("small_ctx512_b8_async", "small_ctx1024_b8_async", "medium_ctx512_b8_async")]])
 def test_diff_step_change_is_the_workloads_change(a, b, async_trace):
-    pa, pb = async_trace(a), async_trace(b)
+    pa, pb = async_trace(ASYNC / f"{a}.sqlite.xz"), async_trace(ASYNC / f"{b}.sqlite.xz")
     proc = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(pa), str(pb), "-f", "json"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -177,9 +179,11 @@ def _findings(path):
     ("large_ctx512_async", "unfused-optimizer"),  # foreach, its CPU span long only behind a full queue
     ("large_ctx512_tf32_async", "unfused-optimizer"),
     ("small_ctx512_b8_async_fused-optim", "unfused-optimizer"),
+    *[(f"h200_twins/{n}", "fp32-gemm-without-tensor-cores")
+      for n in ("small_ctx512_tf32_b8_async", "small_ctx1024_tf32_b8_async", "medium_ctx512_tf32_b8_async")],
 ])
 def test_no_false_positive(name, absent, async_trace):
-    assert absent not in _findings(async_trace(name))
+    assert absent not in _findings(async_trace(ASYNC / f"{name}.sqlite.xz"))
 
 
 def test_unfused_optimizer_estimate_against_its_unsynchronised_twin(async_trace):
