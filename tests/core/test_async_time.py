@@ -277,7 +277,6 @@ def test_findings_honour_the_rank_filter(async_trace):
     assert default.step_ns == pytest.approx(_mean([it.period for it in step_sql.steps(path, r0.pid)]), rel=1e-12)
 
 
-
 @pytest.mark.parametrize("name", H200_NAMES)
 def test_the_step_on_the_h200_twins(name, async_trace):
     """The same definitions on the captures made after them: the step is the period (SQL) and the
