@@ -16,7 +16,7 @@
 # nsys stats runs on a COPY of each export (the committed SQLite is what `nsys export` wrote).
 # What they showed (2026-11-26, one H200 machine, both calls; 101.6 s + 52.1 s wall): the estimate within
 # 0.88-1.11x on all three new pairs (committed: sample_traces/async/h200_twins, tested); the blocking run's
-# backward CPU time between calls 1.0x the fp32 run's in two steps and 2.5x in two, its forward 1.2-1.6x:
+# backward CPU time between calls 1.0x the fp32 run's in two steps and 2.5x in two, its forward 1.2-1.7x:
 # no steady 'pace with the GPU caught up' to model (the blocking export itself is not committed).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_out}
