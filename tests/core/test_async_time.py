@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import step_sql
-from conftest import ASYNC, async_names, oracle_csv, read_oracle
+from conftest import ASYNC, FINDINGS, async_names, oracle_csv, read_oracle
 from nsight_tui.parsers.analyses.questions import questions
 from nsight_tui.parsers.read.load import load_trace
 
@@ -355,14 +355,50 @@ def _cpu_wait_sql(path) -> float:
     return total / len(its)
 
 
+def _gpu_busy_sql(path) -> float:
+    """Per step: the time any GPU op of the device runs inside each step's period (merged intervals)."""
+    import sqlite3
+
+    from findings_twins import busy_union, gaps, length, steps
+
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    (device,) = con.execute("SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    windows, busy = steps(con), busy_union(con, device)
+    con.close()
+    return sum((e - s) - length(gaps(busy, s, e)) for s, e, _ in windows) / len(windows)
+
+
 @pytest.mark.parametrize("where", [(ASYNC, "small_ctx512_b8_async"), (ASYNC, "large_ctx512_async"),
                                    (H200, "medium_ctx512_b8_async")], ids=lambda w: w[1])
-def test_the_cpu_wait_the_estimate_stands_on(where, async_trace):
-    """The fp32-gemm figure's cap and the CPU pace it assumes (step − wait), against SQL."""
+def test_the_figures_the_estimate_stands_on(where, async_trace):
+    """The fp32-gemm figure's cap (the CPU's wait), the CPU pace it assumes (step − wait), the GPU's busy
+    time and the range's low end (step − (CPU work + GPU busy − GPU time saved)), against SQL."""
     folder, name = where
     path = async_trace(folder / f"{name}.sqlite.xz")
-    ev = _findings(path)["fp32-gemm-without-tensor-cores"].evidence
-    wait = _cpu_wait_sql(path)
+    f = _findings(path)["fp32-gemm-without-tensor-cores"]
+    ev = f.evidence
+    wait, busy = _cpu_wait_sql(path), _gpu_busy_sql(path)
     assert ev["cpu_wait_ns_per_step"] == pytest.approx(wait, rel=1e-9)
     period = _mean([it.period for it in step_sql.steps(path)])
     assert ev["cpu_work_ns_per_step"] == pytest.approx(period - wait, rel=1e-9)
+    assert ev["gpu_busy_ns_per_step"] == pytest.approx(busy, rel=1e-9)
+    saved = ev["gpu_saved_ns_per_step"]
+    assert ev["saving_low_ns_per_step"] == pytest.approx(max(period - (period - wait + busy - saved), 0), rel=1e-9)
+    assert ev["saving_high_ns_per_step"] == saved
+    assert f"between {ev['saving_low_ns_per_step'] / 1e6:.1f} " in f.basis and f"and {saved / 1e6:.1f} ms" in f.basis
+
+
+# every fp32 / TF32 pair, the phase-synced one of sample_traces/findings too
+RANGE_TWINS = [*(p.values for p in TWINS), (FINDINGS, "small_ctx512", "small_ctx512_tf32")]
+
+
+@pytest.mark.parametrize("folder, planted_name, fixed_name", RANGE_TWINS,
+                         ids=[*(p.id for p in TWINS), "findings-small-ctx512-phase-synced"])
+def test_the_step_change_falls_in_the_stated_range(folder, planted_name, fixed_name, async_trace):
+    """What the finding states as sure: the workload's own step change (its Python marks) lies between
+    the range's ends, on every pair, the H100 small one (the point estimate's miss) included."""
+    planted = async_trace(folder / f"{planted_name}.sqlite.xz")
+    fixed = async_trace(folder / f"{fixed_name}.sqlite.xz")
+    ev = _findings(planted)["fp32-gemm-without-tensor-cores"].evidence
+    measured = _mean(step_sql.python_steps(planted)) - _mean(step_sql.python_steps(fixed))
+    assert ev["saving_low_ns_per_step"] <= measured <= ev["saving_high_ns_per_step"], (ev, measured)
