@@ -478,19 +478,32 @@ def fp32_gemm(c: StepContext) -> Finding | None:
     # launch-bound). So the GEMM time saved, at most the time the CPU waited for the GPU.
     gpu_saved = gemm_ns * (1 - ratio) / c.n
     saved = min(gpu_saved, c.cpu_wait_ns)
+    # The pace the CPU keeps once the GPU keeps up is not in an fp32 trace: between twins it moved
+    # 0.8-1.3x this capture's CPU work, by run and machine. So the range it can fall in too: at most
+    # all the GPU time saved (a CPU that keeps up); at least what is left if the CPU's work and the
+    # GPU's remaining work ran back to back, not overlapping at all (step = CPU work + GPU busy − saved).
+    cpu_work = c.step_ns - c.cpu_wait_ns
+    busy = s.busy_ns / c.n
+    low = min(max(c.step_ns - (cpu_work + busy - gpu_saved), 0.0), saved)
     fp32_pos = pos[np.isin(codes, [row.pop("code") for row in rows])]
     claim = intervals.union(t.ops["start"].to_numpy()[fp32_pos], t.ops["end"].to_numpy()[fp32_pos])
     rows.sort(key=lambda x: -x["kernel_ns"])
     return Finding(
         "fp32-gemm-without-tensor-cores", f"fp32 GEMMs on CUDA cores on a GPU with TF32 tensor cores ({pk.name})",
         ["step_N"], _ms(saved),
-        f"fp32 GEMM time × (1 − fp32/tf32 peak = {pk.tflops['fp32']:g}/{pk.tflops.get('tf32', 0):g}), at most the time "
-        "the CPU waited for the GPU per step (synchronising calls, launches held by a full queue): below that the "
-        "CPU sets the pace",
+        f"estimated, per step of the step period (the GPU's pace): the fp32 GEMM time × (1 − fp32/tf32 peak = "
+        f"{pk.tflops['fp32']:g}/{pk.tflops.get('tf32', 0):g}) the GPU saves, at most the time the CPU waited for the "
+        "GPU (synchronising calls, launches held by a full queue): below that the CPU sets the pace, taken as this "
+        "capture's CPU work per step (step − that wait); a CPU that issues the fixed step more slowly saves less: "
+        f"between {_ms(low):.1f} (its work and the GPU's remaining work back to back) and {_ms(gpu_saved):.1f} ms "
+        "(all the GPU time saved)",
         "torch.backends.cuda.matmul.allow_tf32 = True (torch.set_float32_matmul_precision('high')), or bf16 "
         "autocast: torch.autocast('cuda', dtype=torch.bfloat16)",
         {"fp32_gemm_ns_per_step": gemm_ns / c.n, "fp32_tflops": pk.tflops["fp32"], "tf32_tflops": pk.tflops.get("tf32"),
-         "gpu_saved_ns_per_step": gpu_saved, "cpu_wait_ns_per_step": c.cpu_wait_ns, "gpu_busy_share": gpu_share,
+         "gpu_saved_ns_per_step": gpu_saved, "cpu_wait_ns_per_step": c.cpu_wait_ns,
+         # the pace the estimate assumes the CPU keeps once the GPU no longer holds it back
+         "cpu_work_ns_per_step": cpu_work, "gpu_busy_ns_per_step": busy, "gpu_busy_share": gpu_share,
+         "saving_low_ns_per_step": low, "saving_high_ns_per_step": gpu_saved,
          **_sampled(c.gemm_check)},  # where nsys sampled GPU metrics: Tensor Active over the GEMM-dominated samples
         rows[:10], int(c.t0[0]), int(c.t1[0]), claim=claim, gpu_work=True)
 

@@ -13,20 +13,24 @@ import sys
 import pytest
 
 import step_sql
-from conftest import ASYNC, async_names, oracle_csv, read_oracle
+from conftest import ASYNC, FINDINGS, async_names, oracle_csv, read_oracle
 from nsight_tui.parsers.analyses.questions import questions
 from nsight_tui.parsers.read.load import load_trace
 
 NAMES = async_names()
+# fp32 / --tf32 twins captured on an H200 machine by capture/gpu_issuerate.sh after the estimate was
+# written: the fp32-gemm figure is checked on them, not designed on them (their README section)
+H200 = ASYNC / "h200_twins"
+H200_NAMES = sorted(p.name[: -len(".sqlite.xz")] for p in H200.glob("*.sqlite.xz"))
 
 
 def _mean(xs):
     return sum(xs) / len(xs)
 
 
-def _nsys_step_projection(name: str) -> float:
+def _nsys_step_projection(name: str, folder=ASYNC) -> float:
     """NVIDIA's step_N projection per instance (nvtx_gpu_proj_sum: Total Proj Time / instances)."""
-    rows = [r for r in csv.DictReader(io.StringIO(read_oracle(oracle_csv(ASYNC, name, "nvtx_gpu_proj_sum"))))
+    rows = [r for r in csv.DictReader(io.StringIO(read_oracle(oracle_csv(folder, name, "nvtx_gpu_proj_sum"))))
             if r["Range"].split(":")[-1].startswith("step_")]
     return sum(float(r["Total Proj Time (ns)"]) for r in rows) / sum(int(r["Range Instances"]) for r in rows)
 
@@ -72,9 +76,11 @@ def test_the_headline_case_no_longer_takes_the_cpu_span_for_the_step(async_trace
 
 @pytest.mark.parametrize("a, b", [("large_ctx512_async", "large_ctx512_tf32_async"),
                                   ("small_ctx512_b8_async", "small_ctx512_tf32_b8_async"),
-                                  ("small_ctx512_b8_async_foreach-off", "small_ctx512_b8_async_fused-optim")])
+                                  ("small_ctx512_b8_async_foreach-off", "small_ctx512_b8_async_fused-optim"),
+                                  *[pytest.param(f"h200_twins/{a}", f"h200_twins/{a.replace('_b8', '_tf32_b8')}", id=a)
+                                    for a in ("small_ctx512_b8_async", "small_ctx1024_b8_async", "medium_ctx512_b8_async")]])
 def test_diff_step_change_is_the_workloads_change(a, b, async_trace):
-    pa, pb = async_trace(a), async_trace(b)
+    pa, pb = async_trace(ASYNC / f"{a}.sqlite.xz"), async_trace(ASYNC / f"{b}.sqlite.xz")
     proc = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(pa), str(pb), "-f", "json"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -173,9 +179,11 @@ def _findings(path):
     ("large_ctx512_async", "unfused-optimizer"),  # foreach, its CPU span long only behind a full queue
     ("large_ctx512_tf32_async", "unfused-optimizer"),
     ("small_ctx512_b8_async_fused-optim", "unfused-optimizer"),
+    *[(f"h200_twins/{n}", "fp32-gemm-without-tensor-cores")
+      for n in ("small_ctx512_tf32_b8_async", "small_ctx1024_tf32_b8_async", "medium_ctx512_tf32_b8_async")],
 ])
 def test_no_false_positive(name, absent, async_trace):
-    assert absent not in _findings(async_trace(name))
+    assert absent not in _findings(async_trace(ASYNC / f"{name}.sqlite.xz"))
 
 
 def test_unfused_optimizer_estimate_against_its_unsynchronised_twin(async_trace):
@@ -269,10 +277,128 @@ def test_findings_honour_the_rank_filter(async_trace):
     assert default.step_ns == pytest.approx(_mean([it.period for it in step_sql.steps(path, r0.pid)]), rel=1e-12)
 
 
-def test_fp32_gemm_estimate_against_its_unsynchronised_tf32_twin(async_trace):
-    """GPT-2 large fp32 → TF32, nothing synchronised: the estimate (the GEMM time TF32 saves, at
-    most the time the CPU waited for the GPU) within 0.67-1.5x of the workload's own step change."""
-    planted, fixed = async_trace("large_ctx512_async"), async_trace("large_ctx512_tf32_async")
+@pytest.mark.parametrize("name", H200_NAMES)
+def test_the_step_on_the_h200_twins(name, async_trace):
+    """The same definitions on the captures made after them: the step is the period (SQL) and the
+    workload's own step within 3%; the step range's GPU time is NVIDIA's projection."""
+    path = async_trace(H200 / f"{name}.sqlite.xz")
+    q = questions(load_trace(path))
+    periods = [it.period for it in step_sql.steps(path)]
+    assert q["findings"]["step_ns"] == pytest.approx(_mean(periods), rel=1e-12)
+    assert q["findings"]["step_ns"] == pytest.approx(_mean(step_sql.python_steps(path)), rel=0.03)
+    step = q["ranges"]["step"]
+    assert step["proj_ns"] / step["instances"] == pytest.approx(_nsys_step_projection(name, H200), rel=1e-9)
+
+
+# The fp32 run and its TF32 twin, nothing synchronised inside the step. The H100 small pair is the one
+# miss: its TF32 twin's CPU issued the step ~1.3x slower than the fp32 run's CPU work (the backward's
+# thread 1.7x), so the fixed step is CPU-bound well above the pace the estimate assumes. The same pair
+# captured again on one H200 machine (h200_twins/small_ctx512*) is in range; there a run of the fp32 step
+# with every launch blocking (the GPU always caught up, capture/gpu_issuerate.sh) gave no steady pace
+# (its backward's CPU time between calls 1.0x the fp32 run's in two steps, 2.5x in two): nothing in an
+# fp32 trace tells how fast its CPU will issue once the GPU keeps up.
+TWINS = [
+    pytest.param(ASYNC, "large_ctx512_async", "large_ctx512_tf32_async", id="h100-large-ctx512"),
+    pytest.param(ASYNC, "small_ctx512_b8_async", "small_ctx512_tf32_b8_async", id="h100-small-ctx512-b8",
+                 marks=pytest.mark.xfail(strict=True, reason="the TF32 twin's CPU issues its step ~1.3x slower "
+                                         "than the fp32 run's CPU work: 1.77x, issue 26's open miss")),
+    pytest.param(H200, "small_ctx512_b8_async", "small_ctx512_tf32_b8_async", id="h200-small-ctx512-b8"),
+    pytest.param(H200, "small_ctx1024_b8_async", "small_ctx1024_tf32_b8_async", id="h200-small-ctx1024-b8"),
+    pytest.param(H200, "medium_ctx512_b8_async", "medium_ctx512_tf32_b8_async", id="h200-medium-ctx512-b8"),
+]
+
+
+@pytest.mark.parametrize("folder, planted_name, fixed_name", TWINS)
+def test_fp32_gemm_estimate_against_its_tf32_twin(folder, planted_name, fixed_name, async_trace):
+    """The estimate (the GEMM time TF32 saves, at most the time the CPU waited for the GPU) within
+    0.67-1.5x of the workload's own step change between the twins (its Python step marks)."""
+    planted = async_trace(folder / f"{planted_name}.sqlite.xz")
+    fixed = async_trace(folder / f"{fixed_name}.sqlite.xz")
     got = _findings(planted)["fp32-gemm-without-tensor-cores"].saving_ms_per_step
     measured = (_mean(step_sql.python_steps(planted)) - _mean(step_sql.python_steps(fixed))) / 1e6
+    assert measured > 0
     assert 0.67 <= got / measured <= 1.5, (got, measured)
+
+
+_WAIT_SQL = """
+SELECT r.start, r.end, s.value,
+       EXISTS (SELECT 1 FROM ops o WHERE o.corr = r.correlationId AND o.pid = ((r.globalTid >> 24) & 16777215)) AS launched
+FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+WHERE ((r.globalTid >> 24) & 16777215) = :pid AND r.start >= :s AND r.start < :e
+"""
+
+
+def _cpu_wait_sql(path) -> float:
+    """Per step, from the definition: within each step's period, the time its process spent in
+    synchronising calls (cuda*Synchronize, blocking cudaMemcpy) up to the period's end, plus what each
+    launching call took beyond 50 µs (a full launch queue held it)."""
+    import re
+    import sqlite3
+
+    its = step_sql.steps(path)
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    con.execute("CREATE TEMP VIEW ops AS SELECT correlationId AS corr, (globalPid >> 24) & 16777215 AS pid FROM "
+                "CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT correlationId, (globalPid >> 24) & 16777215 FROM "
+                "CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT correlationId, (globalPid >> 24) & 16777215 "
+                "FROM CUPTI_ACTIVITY_KIND_MEMSET")
+    sync = re.compile(r"^cu(da)?(Device|Stream|Event|Thread|Ctx)Synchronize|^cu(da)?Memcpy(?!.*Async)")
+    total = 0
+    pid = its[0].pid
+    for it in its:
+        end = it.start + it.period
+        for s, e, name, launched in con.execute(_WAIT_SQL, {"pid": pid, "s": it.start, "e": end}):
+            if sync.search(name):
+                total += min(e, end) - s
+            elif launched:
+                total += max(min(e, end) - s - 50_000, 0)
+    con.close()
+    return total / len(its)
+
+
+def _gpu_busy_sql(path) -> float:
+    """Per step: the time any GPU op of the device runs inside each step's period (merged intervals)."""
+    import sqlite3
+
+    from findings_twins import busy_union, gaps, length, steps
+
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    (device,) = con.execute("SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    windows, busy = steps(con), busy_union(con, device)
+    con.close()
+    return sum((e - s) - length(gaps(busy, s, e)) for s, e, _ in windows) / len(windows)
+
+
+@pytest.mark.parametrize("where", [(ASYNC, "small_ctx512_b8_async"), (ASYNC, "large_ctx512_async"),
+                                   (H200, "medium_ctx512_b8_async")], ids=lambda w: w[1])
+def test_the_figures_the_estimate_stands_on(where, async_trace):
+    """The fp32-gemm figure's cap (the CPU's wait), the CPU pace it assumes (step − wait), the GPU's busy
+    time and the range's low end (step − (CPU work + GPU busy − GPU time saved)), against SQL."""
+    folder, name = where
+    path = async_trace(folder / f"{name}.sqlite.xz")
+    f = _findings(path)["fp32-gemm-without-tensor-cores"]
+    ev = f.evidence
+    wait, busy = _cpu_wait_sql(path), _gpu_busy_sql(path)
+    assert ev["cpu_wait_ns_per_step"] == pytest.approx(wait, rel=1e-9)
+    period = _mean([it.period for it in step_sql.steps(path)])
+    assert ev["cpu_work_ns_per_step"] == pytest.approx(period - wait, rel=1e-9)
+    assert ev["gpu_busy_ns_per_step"] == pytest.approx(busy, rel=1e-9)
+    saved = ev["gpu_saved_ns_per_step"]
+    assert ev["saving_low_ns_per_step"] == pytest.approx(max(period - (period - wait + busy - saved), 0), rel=1e-9)
+    assert ev["saving_high_ns_per_step"] == saved
+    assert f"between {ev['saving_low_ns_per_step'] / 1e6:.1f} " in f.basis and f"and {saved / 1e6:.1f} ms" in f.basis
+
+
+# every fp32 / TF32 pair, the phase-synced one of sample_traces/findings too
+RANGE_TWINS = [*(p.values for p in TWINS), (FINDINGS, "small_ctx512", "small_ctx512_tf32")]
+
+
+@pytest.mark.parametrize("folder, planted_name, fixed_name", RANGE_TWINS,
+                         ids=[*(p.id for p in TWINS), "findings-small-ctx512-phase-synced"])
+def test_the_step_change_falls_in_the_stated_range(folder, planted_name, fixed_name, async_trace):
+    """What the finding states as sure: the workload's own step change (its Python marks) lies between
+    the range's ends, on every pair, the H100 small one (the point estimate's miss) included."""
+    planted = async_trace(folder / f"{planted_name}.sqlite.xz")
+    fixed = async_trace(folder / f"{fixed_name}.sqlite.xz")
+    ev = _findings(planted)["fp32-gemm-without-tensor-cores"].evidence
+    measured = _mean(step_sql.python_steps(planted)) - _mean(step_sql.python_steps(fixed))
+    assert ev["saving_low_ns_per_step"] <= measured <= ev["saving_high_ns_per_step"], (ev, measured)

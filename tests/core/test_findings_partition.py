@@ -13,7 +13,9 @@ from nsight_tui.parsers.analyses.findings import NOTHING_TO_GAIN_MS, answers, co
 from nsight_tui.parsers.read.load import load_trace
 
 IDLE_RULES = ("host-bound-gap", "sync-stall", "launch-bound")
-CASES = sorted(FINDINGS.glob("*.sqlite.xz")) + [ASYNC / f"{n}.sqlite.xz" for n in async_names()]
+# with the fp32 / TF32 twins captured after the rules (sample_traces/async/h200_twins)
+CASES = (sorted(FINDINGS.glob("*.sqlite.xz")) + [ASYNC / f"{n}.sqlite.xz" for n in async_names()]
+         + sorted((ASYNC / "h200_twins").glob("*.sqlite.xz")))
 
 
 def _idle_per_step_ns(path, pid: int, device: int) -> float:
@@ -26,7 +28,7 @@ def _idle_per_step_ns(path, pid: int, device: int) -> float:
     return sum(length(gaps(busy, s, e)) for s, e in windows) / len(windows)
 
 
-@pytest.mark.parametrize("path", CASES, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("path", CASES, ids=lambda p: (f"{p.parent.name}/" if p.parent.name == "h200_twins" else "") + p.name.split(".")[0])
 def test_idle_findings_never_claim_more_than_the_idle(path, async_trace):
     path = async_trace(path)
     trace = load_trace(path)
@@ -38,7 +40,7 @@ def test_idle_findings_never_claim_more_than_the_idle(path, async_trace):
     assert claimed <= idle * (1 + 1e-9) + 1, (claimed, idle, {r: found[r].saving_ms_per_step for r in found})
 
 
-@pytest.mark.parametrize("path", CASES, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("path", CASES, ids=lambda p: (f"{p.parent.name}/" if p.parent.name == "h200_twins" else "") + p.name.split(".")[0])
 def test_the_page_adds_each_nanosecond_once(path, async_trace):
     a = answers(load_trace(async_trace(path)))
     shown = a["findings"]
