@@ -13,6 +13,7 @@
 # Run (device tool, default kind, tree staged in the git-ignored .gpustage-issuerate/ with .whl and
 # .devlibs carried):  cd .gpustage-issuerate && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_issuerate.sh twins probe
 #   then, a second call:            ... bash capture/gpu_issuerate.sh same-host
+#   and (the lead, on nvidia-h100-x1): ... bash capture/gpu_issuerate.sh repeat
 # nsys stats runs on a COPY of each export (the committed SQLite is what `nsys export` wrote).
 # What they showed (2026-11-26, one H200 machine, both calls; 101.6 s + 52.1 s wall): the estimate within
 # 0.88-1.11x on all three new pairs (committed: sample_traces/async/h200_twins, tested); the blocking run's
@@ -73,6 +74,15 @@ for group in "${@:-twins}"; do
       mkdir -p "$W/same-host/blocking"
       CUDA_LAUNCH_BLOCKING=1 timeout 200 python3 -m nsight_tui capture --no-sync --no-count --out "$W/same-host/blocking" "${S[@]}" \
         || echo "FAILED: blocking" ;;
+    repeat)  # the committed H100 pair's configuration three times over, alternating, on one H100:
+      # does the twin's CPU pace (and so the saving the twins measure) hold from run to run?
+      S=(--model small --ctx 512 --warmup 2 --steps 4 --batch 8)
+      for i in 1 2 3; do
+        mkdir -p "$W/repeat/r$i"
+        timeout 200 python3 -m nsight_tui capture --no-sync --no-count --out "$W/repeat/r$i" "${S[@]}" || echo "FAILED r$i fp32"
+        timeout 200 python3 -m nsight_tui capture --no-sync --no-count --out "$W/repeat/r$i" "${S[@]}" --tf32 || echo "FAILED r$i tf32"
+      done
+      XZ_OPT=-T0 tar -C "$W/repeat" -cJf "$OUT/repeat.tar.xz" .; ls -laR "$W/repeat"; stamp "packed repeat"; continue ;;
     *) echo "unknown group $group"; continue ;;
   esac
   oracle "$group"

@@ -21,6 +21,7 @@ NAMES = async_names()
 # fp32 / --tf32 twins captured on an H200 machine by capture/gpu_issuerate.sh after the estimate was
 # written: the fp32-gemm figure is checked on them, not designed on them (their README section)
 H200 = ASYNC / "h200_twins"
+H100_REPEATS = ASYNC / "h100_repeats"
 H200_NAMES = sorted(p.name[: -len(".sqlite.xz")] for p in H200.glob("*.sqlite.xz"))
 
 
@@ -301,7 +302,8 @@ TWINS = [
     pytest.param(ASYNC, "large_ctx512_async", "large_ctx512_tf32_async", id="h100-large-ctx512"),
     pytest.param(ASYNC, "small_ctx512_b8_async", "small_ctx512_tf32_b8_async", id="h100-small-ctx512-b8",
                  marks=pytest.mark.xfail(strict=True, reason="the TF32 twin's CPU issues its step ~1.3x slower "
-                                         "than the fp32 run's CPU work: 1.77x, issue 26's open miss")),
+                                         "than the fp32 run's CPU work: 1.77x; one pair cannot tell this "
+                                         "saving (see the H100 repeats' test below)")),
     pytest.param(H200, "small_ctx512_b8_async", "small_ctx512_tf32_b8_async", id="h200-small-ctx512-b8"),
     pytest.param(H200, "small_ctx1024_b8_async", "small_ctx1024_tf32_b8_async", id="h200-small-ctx1024-b8"),
     pytest.param(H200, "medium_ctx512_b8_async", "medium_ctx512_tf32_b8_async", id="h200-medium-ctx512-b8"),
@@ -388,12 +390,34 @@ def test_the_figures_the_estimate_stands_on(where, async_trace):
     assert f"between {ev['saving_low_ns_per_step'] / 1e6:.1f} " in f.basis and f"and {saved / 1e6:.1f} ms" in f.basis
 
 
-# every fp32 / TF32 pair, the phase-synced one of sample_traces/findings too
-RANGE_TWINS = [*(p.values for p in TWINS), (FINDINGS, "small_ctx512", "small_ctx512_tf32")]
+# The H100 small pair's configuration captured three more times on one H100 (capture/gpu_issuerate.sh
+# repeat): fp32, TF32, fp32, TF32, ...
+REPEATS = [(H100_REPEATS, f"small_ctx512_b8_async_r{i}", f"small_ctx512_tf32_b8_async_r{i}") for i in (1, 2, 3)]
+
+
+def test_fp32_gemm_estimate_against_the_mean_of_h100_repeats(async_trace):
+    """Where one pair of twins cannot tell the saving, four can. Once TF32 makes the step CPU-bound, what
+    a pair measures is set by that TF32 run's own CPU pace, which moves from run to run (the four H100
+    pairs of one configuration measure 19.6 to 45.0 ms). The mean of the four estimates (each from its
+    own fp32 run) within 0.67-1.5x of the mean of the four measured changes (Python step marks)."""
+    pairs = [(ASYNC, "small_ctx512_b8_async", "small_ctx512_tf32_b8_async"), *REPEATS]
+    got, measured = [], []
+    for folder, planted_name, fixed_name in pairs:
+        planted = async_trace(folder / f"{planted_name}.sqlite.xz")
+        fixed = async_trace(folder / f"{fixed_name}.sqlite.xz")
+        got.append(_findings(planted)["fp32-gemm-without-tensor-cores"].saving_ms_per_step)
+        measured.append((_mean(step_sql.python_steps(planted)) - _mean(step_sql.python_steps(fixed))) / 1e6)
+    assert all(m > 0 for m in measured)
+    assert 0.67 <= _mean(got) / _mean(measured) <= 1.5, (got, measured)
+
+
+# every fp32 / TF32 pair, the phase-synced one of sample_traces/findings and the H100 repeats too
+RANGE_TWINS = [*(p.values for p in TWINS), (FINDINGS, "small_ctx512", "small_ctx512_tf32"), *REPEATS]
 
 
 @pytest.mark.parametrize("folder, planted_name, fixed_name", RANGE_TWINS,
-                         ids=[*(p.id for p in TWINS), "findings-small-ctx512-phase-synced"])
+                         ids=[*(p.id for p in TWINS), "findings-small-ctx512-phase-synced",
+                              *(f"h100-repeat-r{i}" for i in (1, 2, 3))])
 def test_the_step_change_falls_in_the_stated_range(folder, planted_name, fixed_name, async_trace):
     """What the finding states as sure: the workload's own step change (its Python marks) lies between
     the range's ends, on every pair, the H100 small one (the point estimate's miss) included."""
