@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -527,12 +527,13 @@ class NsightApp(App[int]):
         about = self.session.header().full_lines() if self.session is not None else []
         self.push_screen(HelpScreen(help_sections(), about))
 
-    async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None) -> bool:
+    async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
+                         namespaces: Mapping[str, DOMNode] | None = None) -> bool:
         """No action once the app is exiting: a key typed right after `q` (`qu`) opened a view
         on an app shutting down, whose screen was never composed (NoMatches traceback, exit 1)."""
         if self._exit:
             return True  # handled: the app is going
-        return await super().run_action(action, default_namespace)
+        return await super().run_action(action, default_namespace, namespaces)
 
     async def action_quit(self) -> None:
         self.exit(return_code=0)
