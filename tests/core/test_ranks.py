@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import step_sql
 from conftest import SAMPLES, shared_trace
+from idle_reference import gaps
 
 from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.analyses import ranks
@@ -122,17 +123,7 @@ def test_steps_and_phases_match_sql(name, async_trace):
         ks = by_rank[(pid, r.rank.device)]
         comm = _union([(b, e) for b, e, c in ks if c])
         compute = _union([(b, e) for b, e, c in ks if not c])
-        exposed = []  # comm minus compute, by a plain sweep over the merged comm intervals
-        for s, e in comm:
-            cut = s
-            for a, b in compute:
-                if b <= cut or a >= e:
-                    continue
-                if a > cut:
-                    exposed.append((cut, a))
-                cut = max(cut, b)
-            if cut < e:
-                exposed.append((cut, e))
+        exposed = [g for s, e in comm for g in gaps(compute, s, e)]  # comm minus compute (a plain sweep)
         assert set(r.phases) == {"forward", "backward", "optimizer"}
         for phase, got in r.phases.items():
             inst = [(s, e, tid) for s, e, t, tid in named if t == phase and (tid >> 24) & 0xFFFFFF == pid
