@@ -35,8 +35,7 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
     for s in run.ranks:
         for phase, p in s.phases.items():
             phase_rows.append([s.rank.label, phase, p.instances, _ms(p.gpu_ns), _ms(p.cpu_ns), _ms(p.busy_ns),
-                               _ms(p.comm_ns),
-                               _ms(p.exposed_comm_ns),
+                               _ms(p.comm_ns), _ms(p.exposed_comm_ns),
                                _pct(1 - p.exposed_comm_ns / p.comm_ns if p.comm_ns else None)])
     if phase_rows:
         out.append(table(["rank", "phase", "instances", "GPU time ms (total)", "CPU ms (NVTX, total)",
