@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 from textual import events, work
+from textual.actions import ActionParseResult
 from textual.app import App
+from textual.dom import DOMNode
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
@@ -524,6 +526,14 @@ class NsightApp(App[int]):
     def action_help(self) -> None:
         about = self.session.header().full_lines() if self.session is not None else []
         self.push_screen(HelpScreen(help_sections(), about))
+
+    async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
+                         namespaces: Mapping[str, DOMNode] | None = None) -> bool:
+        """No action once the app is exiting: a key typed right after `q` (`qu`) opened a view
+        on an app shutting down, whose screen was never composed (NoMatches traceback, exit 1)."""
+        if self._exit:
+            return True  # handled: the app is going
+        return await super().run_action(action, default_namespace, namespaces)
 
     async def action_quit(self) -> None:
         self.exit(return_code=0)

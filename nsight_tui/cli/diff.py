@@ -27,7 +27,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--top", type=int, default=TOP_KERNELS,
                         help=f"kernel rows in the Markdown (default {TOP_KERNELS}; 0 = all); JSON/CSV have all")
     parser.add_argument("--fail-slower", type=float, metavar="PCT",
-                        help="exit 1 when B's steady-state step (NVTX step_N, mean) is slower than A's by more "
+                        help="exit 1 when B's steady-state step (the mean step period over step_N, or over the "
+                        "iterations inferred from the kernels where a run has no NVTX) is slower than A's by more "
                         "than PCT percent (a CI gate)")
 
 
@@ -51,7 +52,8 @@ def _run(args, output) -> int:
     a, b = load_trace(args.a), load_trace(args.b)
     d = diff_runs(a, b, args.attribution)
     if args.fail_slower is not None and d.step is None:
-        raise TraceError(f"--fail-slower needs step_N ranges in both runs; {d.basis.split(': ', 1)[-1]}")
+        raise TraceError(f"--fail-slower needs steps (step_N ranges, or iterations inferred from the kernels) in "
+                         f"both runs; {d.basis.split(': ', 1)[-1]}")
     text = render(d, args.format, top=args.top or None)
     if args.output == "-":
         output.write_stdout(text)

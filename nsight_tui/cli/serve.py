@@ -43,6 +43,14 @@ def run(args: argparse.Namespace) -> int:
         raise TraceError(f"{missing}: no such file or folder")
     if not 0 < args.port < 65536:
         raise TraceError(f"--port {args.port}: not a port number")
+    # What `nsight-tui FILE` refuses, refused here, before serving: an empty, truncated or
+    # foreign file served a page per tab that failed only once a browser opened it.
+    from nsight_tui.parsers.read.source import export_paths
+    from nsight_tui.tui.launch import check_readable
+
+    paths = export_paths(args.paths)
+    if len(paths) == 1:
+        check_readable(paths[0])
     from textual_serve.server import Server
 
     if args.host not in LOOPBACK:

@@ -34,13 +34,17 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
     phase_rows = []
     for s in run.ranks:
         for phase, p in s.phases.items():
-            phase_rows.append([s.rank.label, phase, p.instances, _ms(p.cpu_ns), _ms(p.busy_ns), _ms(p.comm_ns),
-                               _ms(p.exposed_comm_ns),
+            phase_rows.append([s.rank.label, phase, p.instances, _ms(p.gpu_ns), _ms(p.cpu_ns), _ms(p.busy_ns),
+                               _ms(p.comm_ns), _ms(p.exposed_comm_ns),
                                _pct(1 - p.exposed_comm_ns / p.comm_ns if p.comm_ns else None)])
     if phase_rows:
-        out.append(table(["rank", "phase", "instances", "CPU ms (NVTX, total)", "GPU busy ms (total)", "comm ms (total)",
-                          "exposed comm ms (total)", "overlap"], phase_rows,
-                         title="Communication vs compute per phase (steady-state steps, totals over the steps)"))
+        out.append(table(["rank", "phase", "instances", "GPU time ms (total)", "CPU ms (NVTX, total)",
+                          "GPU busy ms (total)", "comm ms (total)", "exposed comm ms (total)", "overlap"], phase_rows,
+                         title="Communication vs compute per phase (steady-state steps, totals over the steps)",
+                         notes=["GPU time: per phase instance, the first start to the last end of the GPU work its "
+                                "process launched while the range was open (the GPU's clock); busy, comm and exposed "
+                                "are measured inside those windows, not in the range's CPU span (without a sync at "
+                                "phase ends the GPU runs behind the CPU)."]))
     for note in run.notes:
         out.append(f"_note: {_md(note)}_\n")
     return "\n".join(out)

@@ -170,7 +170,11 @@ def tables(runs: list[Run]) -> list[SweepTable]:
     return out
 
 
-COMPARE_HEADERS = ["file", "fwd ms/step", "bwd ms/step", "opt ms/step", "top kernel", "GEMM share (step)", "status"]
+# What each figure is, in its header and in COMPARE_BASIS (the view's crumb): a phase's kernel
+# time (the sum of its kernels' durations) per instance, not its CPU span nor its GPU time; the
+# GEMM share a percentage of the step's GPU op time. As wide as before: the file names keep their room.
+COMPARE_HEADERS = ["file", "fwd kern ms", "bwd kern ms", "opt kern ms", "top kernel", "GEMM % step ops", "status"]
+COMPARE_BASIS = "kern ms: kernel time per step (sum of durations) · GEMM %: of the step's GPU op time"
 
 
 def compare_rows(runs: list[Run]) -> list[list]:

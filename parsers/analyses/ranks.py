@@ -12,7 +12,10 @@ Definitions (all in ns, on one rank's GPU):
   i.e. `communication - |communication ∩ compute|`: the part that a perfect overlap would hide.
   *overlap* = 1 - exposed / communication.
 - *steps*: the rank's process's `step_N` ranges (steady state); per phase (forward, backward,
-  optimizer inside them) the same figures restricted to the phase's ranges.
+  optimizer inside them) the same figures restricted to the phase's *GPU windows*: each phase
+  instance's GPU time, the first start to the last end of the ops its process launched while the
+  range was open (the tree's GPU column). Not the range's CPU span: without a sync at phase ends
+  the GPU runs behind the CPU, and the CPU span holds the previous phase's kernels.
 - *straggler*: in data-parallel training the collectives make every rank wait for the slowest,
   so step times agree and the slow rank shows as the one with the most compute per step and the
   least exposed communication (it waits least). We name the rank with the largest compute per
@@ -58,8 +61,9 @@ class PhaseComm:
     """One phase summed over the steady-state steps of one rank."""
 
     instances: int = 0
-    cpu_ns: int = 0  # the phase ranges' own CPU time
-    busy_ns: int = 0
+    cpu_ns: int = 0  # the phase ranges' own CPU time (NVTX span)
+    gpu_ns: int = 0  # its GPU time: per instance, first start to last end of the GPU work launched inside it
+    busy_ns: int = 0  # busy, comm, exposed: inside those GPU windows
     comm_ns: int = 0
     exposed_comm_ns: int = 0
 
@@ -214,10 +218,11 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
     loop, _ = process_ranges(trace, rank.pid, lambda t: bool(conventions.STEP_RANGE.match(t) or
                                                              conventions.WARMUP_RANGE.match(t)))
     last_end = s_end.copy()
+    call = ops["api"].to_numpy()[mine]
+    launched = call >= 0
+    # when each op's launching call began (any thread of the process: process-wide attribution)
+    call_start = trace.api["start"].to_numpy(np.int64)[call[launched]] if launched.any() else np.zeros(0, np.int64)
     if len(s_start):
-        call = ops["api"].to_numpy()[mine]
-        launched = call >= 0
-        call_start = trace.api["start"].to_numpy(np.int64)[call[launched]] if launched.any() else np.zeros(0, np.int64)
         k = np.searchsorted(s_start, call_start, side="right") - 1
         inside = (k >= 0) & (call_start <= s_end[np.clip(k, 0, None)])
         np.maximum.at(last_end, k[inside], end[launched][inside])
@@ -234,12 +239,27 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
             p_start, p_end = p_start[inside], p_end[inside]
             if not len(p_start):
                 continue
-            window = intervals.union(p_start, p_end)
+            g_start, g_end = _gpu_windows(p_start, p_end, call_start, start[launched], end[launched])
+            window = intervals.union(g_start, g_end)
             summary.phases[phase] = PhaseComm(
-                instances=len(p_start), cpu_ns=int((p_end - p_start).sum()),
+                instances=len(p_start), cpu_ns=int((p_end - p_start).sum()), gpu_ns=int((g_end - g_start).sum()),
                 busy_ns=intervals.overlap(busy, window), comm_ns=intervals.overlap(comm, window),
                 exposed_comm_ns=intervals.overlap(exposed, window))
     return summary
+
+
+def _gpu_windows(r_start: np.ndarray, r_end: np.ndarray, call_start: np.ndarray, op_start: np.ndarray,
+                 op_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per range (sorted, not overlapping each other) the span of the ops whose launching call
+    began inside it: first start to last end; ranges that launched nothing are left out."""
+    k = np.searchsorted(r_start, call_start, side="right") - 1
+    inside = (k >= 0) & (call_start <= r_end[np.clip(k, 0, None)])
+    first = np.full(len(r_start), np.iinfo(np.int64).max, np.int64)
+    last = np.full(len(r_start), np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(first, k[inside], op_start[inside])
+    np.maximum.at(last, k[inside], op_end[inside])
+    some = last > first
+    return first[some], last[some]
 
 
 def straggler(summaries: list[RankSummary]) -> Straggler | None:
@@ -344,7 +364,7 @@ class PhaseSpread:
     """One phase across ranks: its time per steady-state step on each rank, and the slowest."""
 
     phase: str
-    per_rank_ns: list[tuple[Rank, float]]  # (rank, the phase's NVTX time per step, mean over its steps)
+    per_rank_ns: list[tuple[Rank, float]]  # (rank, the phase's GPU time per step, mean over its steps)
     min_ns: float
     median_ns: float
     max_ns: float
@@ -358,10 +378,11 @@ class PhaseSpread:
 
 def phase_spread(run: RunRanks) -> list[PhaseSpread]:
     """Per phase (forward, backward, optimizer) found on at least two ranks: min / median / max
-    over ranks of the phase's time per step, and the slowest rank."""
+    over ranks of the phase's GPU time per step (what the GPU ran, not when the CPU issued it),
+    and the slowest rank."""
     out = []
     for phase in conventions.PHASES:
-        per_rank = [(s.rank, s.phases[phase].cpu_ns / s.phases[phase].instances) for s in run.ranks
+        per_rank = [(s.rank, s.phases[phase].gpu_ns / s.phases[phase].instances) for s in run.ranks
                     if phase in s.phases and s.phases[phase].instances]
         if len(per_rank) < 2:
             continue

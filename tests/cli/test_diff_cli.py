@@ -139,3 +139,24 @@ def test_bad_input_either_side(tmp_path, which):
     args = (bad, FUSED) if which == "a" else (MANUAL, bad)
     one_line_error(run_cli(*args), "not an SQLite file", str(bad))
     one_line_error(run_cli(*(tmp_path / "none.sqlite" if x is bad else x for x in args)), "no such file")
+
+
+def test_fail_slower_gates_on_inferred_iterations_too(async_trace):
+    """A run without NVTX has steps all the same (inferred from its kernel sequence): the gate
+    works on it, as its help says. Truth: the workloads' own Python step times (the NVTX twin's
+    `nsight-tui:step` marks, the unannotated run's STEM.steps.json), median of the steady steps;
+    the limits sit at half and twice the slowdown they give."""
+    nonvtx = SAMPLES / "nonvtx"
+    fast = async_trace(nonvtx / "small_ctx512_bf16_b8_async_nonvtx.sqlite.xz")
+    slow = async_trace(nonvtx / "small_ctx512_b8_async_twin.sqlite.xz")
+    marks = json.loads((nonvtx / "small_ctx512_bf16_b8_async_nonvtx.steps.json").read_text())["steps"]
+    fast_steps = sorted(m["seconds"] for m in marks if m["name"].startswith("step_"))
+    fast_s = fast_steps[len(fast_steps) // 2]
+    slow_steps = sorted(step_sql.python_steps(slow))
+    slow_s = slow_steps[len(slow_steps) // 2] / 1e9
+    slower = 100 * (slow_s - fast_s) / fast_s
+    assert slower > 20  # bf16 against fp32 on the CUDA cores: the gate has something to see
+    proc = run_cli(fast, slow, "--fail-slower", f"{slower / 2:.2f}")
+    assert proc.returncode == 1 and "slower than A's" in proc.stderr, proc.stderr
+    assert run_cli(fast, slow, "--fail-slower", f"{slower * 2:.2f}").returncode == 0
+    assert run_cli(slow, fast, "--fail-slower", "0").returncode == 0  # B faster: never fails

@@ -43,3 +43,19 @@ def test_the_page_runs_the_same_command():
     cmd = command(Namespace(paths=["sample_traces/small_ctx128.sqlite"], attribution="nsys", main_thread="python3"))
     assert shlex.split(cmd) == [sys.executable, "-m", "nsight_tui", str(ROOT / "sample_traces/small_ctx128.sqlite"),
                                 "--attribution", "nsys", "--main-thread", "python3"]
+
+
+@pytest.mark.parametrize("content, why", [(b"", "empty file"), (b"not a database\n", "not an SQLite file"),
+                                          (None, "damaged or truncated")])
+def test_bad_file_is_refused_before_serving(tmp_path, content, why):
+    """Refused as `nsight-tui FILE` refuses it, one line and a non-zero exit; it used to print
+    'open http://...' and serve, each browser tab then failing on its own."""
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(content if content is not None else (ROOT / "sample_traces/small_ctx128.sqlite").read_bytes()[:100_000])
+    with socket.socket() as taken:  # had the file passed, listening would fail instead (and not hang the test)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        proc = serve(str(bad), "--port", str(taken.getsockname()[1]))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"nsight-tui: {bad}: ") and why in lines[0], proc.stderr

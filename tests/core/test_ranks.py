@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import step_sql
 from conftest import SAMPLES, shared_trace
+from idle_reference import gaps
 
 from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.analyses import ranks
@@ -91,21 +92,52 @@ def test_two_gpu_export_has_two_ranks_with_exposed_communication():
     assert run.straggler.rank.rank == max(compute, key=compute.get)
 
 
-def test_steps_and_phases_on_the_committed_sample_match_sql():
-    path = SAMPLES / "small_ctx128.sqlite"
+@pytest.mark.parametrize("name", ["small_ctx128", "small_ctx128_ddp2", "async:large_ctx512_async",
+                                  "async:small_ctx512_b8_ddp2_async"])
+def test_steps_and_phases_match_sql(name, async_trace):
+    """Per phase inside the steps: the CPU span, the GPU time (each instance's first op start to
+    last op end, of the ops its process launched while it was open) and the busy, comm and exposed
+    time inside those GPU windows. On the unsynchronised captures the phase's CPU span holds the
+    previous phase's kernels, so a figure taken in it would be another phase's (it was: forward
+    busy 126.3 ms against the tree's 271.4 ms on large_ctx512_async)."""
+    where, _, stem = name.rpartition(":")
+    path = async_trace(stem) if where else SAMPLES / f"{stem}.sqlite"
     run = ranks.ranks_of_trace(load_trace(path))
-    (only,) = run.ranks
     names = dict(_rows(path, "SELECT id, value FROM StringIds"))
-    rows = _rows(path, "SELECT start, end, text, textId FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType = 59")
-    named = [(s, e, t if t is not None else names.get(i)) for s, e, t, i in rows]
-    steps = sorted((s, e) for s, e, t in named if re.fullmatch(r"step_\d+", t or ""))
-    assert only.steps_ns == [it.period for it in step_sql.steps(path)]  # each step is its period
-    fwd = [(s, e) for s, e, t in named if t == "forward" and any(a <= s and e <= b for a, b in steps)]
-    assert only.phases["forward"].instances == len(fwd)
-    assert only.phases["forward"].cpu_ns == sum(e - s for s, e in fwd)
-    ops = _rows(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT start, end FROM "
-                      "CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET")
-    assert only.phases["forward"].busy_ns == _overlap(_union(ops), _union(fwd))
+    rows = _rows(path, "SELECT start, end, text, textId, globalTid FROM NVTX_EVENTS WHERE end IS NOT NULL "
+                       "AND eventType = 59")
+    named = [(s, e, t if t is not None else names.get(i), tid) for s, e, t, i, tid in rows]
+    by_rank = _kernels_by_rank(path)
+    ops = _rows(path, "SELECT (globalPid >> 24) & 16777215, deviceId, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                      "UNION ALL SELECT (globalPid >> 24) & 16777215, deviceId, start, end FROM "
+                      "CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT (globalPid >> 24) & 16777215, deviceId, start, "
+                      "end FROM CUPTI_ACTIVITY_KIND_MEMSET")
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    assert run.ranks
+    for r in run.ranks:
+        pid = r.rank.pid
+        steps = sorted((s, e) for s, e, t, tid in named
+                       if re.fullmatch(r"step_\d+", t or "") and (tid >> 24) & 0xFFFFFF == pid)
+        assert r.steps_ns == [it.period for it in step_sql.steps(path, pid)]  # each step is its period
+        busy = _union([(s, e) for p, d, s, e in ops if (p, d) == (pid, r.rank.device)])
+        ks = by_rank[(pid, r.rank.device)]
+        comm = _union([(b, e) for b, e, c in ks if c])
+        compute = _union([(b, e) for b, e, c in ks if not c])
+        exposed = [g for s, e in comm for g in gaps(compute, s, e)]  # comm minus compute (a plain sweep)
+        assert set(r.phases) == {"forward", "backward", "optimizer"}
+        for phase, got in r.phases.items():
+            inst = [(s, e, tid) for s, e, t, tid in named if t == phase and (tid >> 24) & 0xFFFFFF == pid
+                    and any(a <= s and e <= b for a, b in steps)]
+            spans = [step_sql.gpu_span(con, tid, s, e) for s, e, tid in inst]
+            spans = [(a, b) for a, b in spans if a is not None]
+            assert got.instances == len(inst)
+            assert got.cpu_ns == sum(e - s for s, e, _ in inst)
+            assert got.gpu_ns == sum(b - a for a, b in spans)
+            window = _union(spans)
+            assert got.busy_ns == _overlap(busy, window)
+            assert got.comm_ns == _overlap(comm, window)
+            assert got.exposed_comm_ns == _overlap(_union(exposed), window)
+    con.close()
 
 
 def test_interval_helpers_against_a_plain_sweep():

@@ -503,7 +503,7 @@ def test_several_files_side_by_side_and_open_one(samples_dir: Path, tui):
             assert type(screen).__name__ == "FilesScreen"
             assert len(screen.table) == 2
             text = ui.text()
-            assert paths[0].name in text and paths[1].name in text and "bwd ms/step" in text
+            assert paths[0].name in text and paths[1].name in text and "bwd kern ms" in text
             await ui.press("j", "enter")
             await ui.until(lambda: ui.app.loaded, "the second file loaded")
             await ui.settle()
@@ -808,3 +808,37 @@ def test_truncated_profile_fails_a_lazy_read_in_one_line(sample: Path, tui, tmp_
     finally:
         mp.undo()
     assert drawing_reads and threading.main_thread().name not in drawing_reads
+
+
+def test_several_files_view_says_its_figures_are_kernel_time_per_step(tui, sql):
+    """The side-by-side table's backward figure is the kernel time (sum of kernel durations) of
+    step_N/backward per step, and the screen says so (it read `bwd ms/step`, which could be the
+    CPU span, the GPU time or the kernel sum). Truth: SQL over the export."""
+    from conftest import _BACKWARD_CALLS, _KERNELS_OF_HITS, SAMPLES
+
+    paths = [SAMPLES / "small_ctx128.sqlite", SAMPLES / "small_ctx128_fused.sqlite"]
+    want = {}
+    for path in paths:
+        con = sql.connect(path)
+        try:
+            total = con.execute(_BACKWARD_CALLS + f"SELECT sum(k.end - k.start) {_KERNELS_OF_HITS}",
+                                {"process": 1}).fetchone()[0]
+            steps = con.execute(_BACKWARD_CALLS + "SELECT count(*) FROM bwd", {"process": 1}).fetchone()[0]
+        finally:
+            con.close()
+        want[path.name] = total / steps / 1e6
+
+    async def body():
+        async with tui(paths, size=(120, 30)) as ui:
+            screen = ui.screen
+            headers = screen.view.headers
+            col = f"c{headers.index('bwd kern ms')}"
+            got = {row.c0: getattr(row, col) for row in screen.view.frame.itertuples()}
+            words = " ".join(ui.text().split())
+            assert "bwd kern ms" in words and "kern ms: kernel time per step (sum of durations)" in words
+            return got
+
+    got = run(body())
+    assert got.keys() == want.keys()
+    for name, value in want.items():
+        assert got[name] == pytest.approx(value, abs=0.0005)  # shown to the µs

@@ -48,10 +48,15 @@ def test_backward_parts_view_and_export(tmp_path):
     asyncio.run(scenario())
 
 
-def test_backward_parts_view_says_when_there_is_no_mapping():
+@pytest.mark.parametrize("size", [(100, 30), (80, 24)])
+def test_backward_parts_view_says_when_there_is_no_mapping(size):
+    """Whole, at 80 columns too: the capture flags that would make a mapping are the point of it
+    (cut to one row it ended `--emit-nvtx or -…`)."""
     async def scenario():
-        async with running(SAMPLES / "small_ctx128.sqlite", size=(100, 30)) as (app, pilot):
+        async with running(SAMPLES / "small_ctx128.sqlite", size=size) as (app, pilot):
             await press(app, pilot, "b")
-            assert "no backward-to-forward mapping" in screen_text(app)
+            words = " ".join(screen_text(app).split())
+            assert ("no backward-to-forward mapping: capture with --autograd-nvtx / --emit-nvtx or --backward-ranges, "
+                    "with forward and backward ranges") in words
 
     asyncio.run(scenario())

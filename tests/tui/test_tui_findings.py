@@ -245,3 +245,26 @@ def test_help_lists_the_key_and_the_views_section():
     sections = dict(help_sections())
     assert any(key == "F" and "what to fix first" in what for key, what in sections["Everywhere"])
     assert [key for key, _ in sections["What to fix first (F)"]] == ["enter"]
+
+
+@pytest.mark.parametrize("stem", ["small_ctx128", "small_ctx128_host-sleep"])
+def test_every_findings_detail_is_whole_at_80x24(tui, stem):
+    """At 80x24 the highlighted finding's detail ends with where enter goes; its panel was capped
+    at 12 rows and cut the fix and that line off without a mark (launch-bound on small_ctx128
+    needs 14). Each finding in turn, its last line on screen."""
+    path = sample(stem)
+
+    async def body():
+        async with tui(path, size=(80, 24)) as ui:
+            await ui.press("F")
+            await ui.until(lambda: getattr(ui.screen, "view", None) is not None, "the findings shown")
+            view = ui.screen.view
+            assert view.findings
+            for i in range(len(view.findings)):
+                await ui.until(lambda i=i: ui.screen.current == i, f"finding {i} highlighted")
+                label, last = view.detail(i)[-1]
+                head = " ".join(f"{label}: {last}".split()[:6])
+                await ui.until(lambda head=head: head in ui.flat_text(), f"{head!r} on screen")
+                await ui.press("j")
+
+    run(body())

@@ -236,32 +236,47 @@ def test_ranks_view_step_time_and_exposed_communication_match_sql(tui, md_tables
         row = table[key]
         assert int(row[headers.index("Step period, median (ns)")]) == int(med)
         assert int(row[headers.index("Step period, min (ns)")]) == lo and int(row[headers.index("Step period, max (ns)")]) == hi
-        assert int(row[headers.index("Communication (ns)")]) == comm
-        assert int(row[headers.index("Exposed communication (ns)")]) == exposed
+        assert int(row[headers.index("Communication (ns, whole capture)")]) == comm
+        assert int(row[headers.index("Exposed communication (ns, whole capture)")]) == exposed
     assert "straggler:" in text
     assert {r[p_headers.index("Phase")] for r in p_rows} == {"forward", "backward", "optimizer"}
 
 
 def test_ranks_view_per_phase_time_is_the_mean_phase_range_per_step(tui):
-    """`Per step` of a phase = its ranges inside step_<n> ranges, summed, over their count (SQL)."""
+    """`GPU/step` of a phase = the GPU time of its ranges inside step_<n> ranges (first start to
+    last end of the ops its process launched while each was open), summed, over their count;
+    `CPU/step` the same of their NVTX spans (SQL, tests/step_sql.py)."""
+    import sqlite3
+
+    import step_sql
+
     pids = rank_processes(DDP)
     rows = core._rows(DDP, """
         WITH r AS (SELECT e.start, e.end, e.globalTid AS tid, coalesce(e.text, s.value) AS name
                    FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
                    WHERE e.eventType IN (59, 60, 70, 71) AND e.end IS NOT NULL)
-        SELECT (b.tid >> 24) & 16777215, b.name, sum(b.end - b.start), count(*) FROM r b
+        SELECT b.tid, b.name, b.start, b.end FROM r b
         WHERE b.name IN ('forward', 'backward', 'optimizer') AND EXISTS (
             SELECT 1 FROM r p WHERE p.tid = b.tid AND p.name GLOB 'step_[0-9]*' AND p.start <= b.start
-            AND p.end >= b.end) GROUP BY 1, 2""")
+            AND p.end >= b.end)""")
     rank_of = {pid: rank for rank, pid in pids.items()}
-    want = {(name, rank_of[pid]): total / n for pid, name, total, n in rows}
+    con = sqlite3.connect(f"file:{DDP}?mode=ro&immutable=1", uri=True)
+    sums: dict = {}
+    for tid, name, s, e in rows:
+        g0, g1 = step_sql.gpu_span(con, tid, s, e)
+        acc = sums.setdefault((name, rank_of[(tid >> 24) & 0xFFFFFF]), [0, 0, 0])
+        acc[0] += g1 - g0
+        acc[1] += e - s
+        acc[2] += 1
+    con.close()
+    want = {key: (gpu / n, cpu / n) for key, (gpu, cpu, n) in sums.items()}
 
     async def body():
         async with tui(DDP, size=(100, 30)) as ui:
             await ui.press("5")
             await ui.until(lambda: getattr(ui.screen, "view", None) is not None, "the ranks view built")
             frame = ui.screen.view.phase_frame
-            return {(r.phase, int(r.label.split()[1])): r.per_step_ns for r in frame.itertuples()}
+            return {(r.phase, int(r.label.split()[1])): (r.per_step_ns, r.cpu_step_ns) for r in frame.itertuples()}
 
     got = run(body())
     assert got.keys() == want.keys()

@@ -288,7 +288,7 @@ def test_roofline_and_phase_tables_say_total_or_per_instance():
     shown = {c.key: c.header for c in COLUMNS if c.show}
     assert shown["gpu_ms_per"] == "GPU ms/it"
     phase = {c.key: (c.header, c.md_header) for c in PHASE_COLUMNS}
-    assert phase["per_step_ns"][0] == "Per step"
+    assert phase["per_step_ns"][0] == "GPU/step" and phase["cpu_step_ns"][0] == "CPU/step"
     for key in ("comm_ns", "exposed_ns", "busy_ns"):
         assert "tot" in phase[key][0] and "total over the steady-state steps" in phase[key][1]
 

@@ -34,7 +34,7 @@ def file_columns(headers: list[str]) -> list[Column]:
         key = f"c{i}"
         if i == 0:
             cols.append(Column(key, h, None, "left", text=True, min_width=20))
-        elif "kernel" in h:
+        elif h == "top kernel":
             cols.append(Column(key, h, 28, "left", fmt=fmt.text, text=True, priority=2))
         elif h == "status":
             cols.append(Column(key, h, 8, "left", text=True, priority=1))

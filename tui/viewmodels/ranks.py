@@ -35,13 +35,15 @@ RANK_COLUMNS = [
            md_fmt=fmt.exact_int),
     Column("step_min_ns", "Min", 9, fmt=fmt.duration, priority=6, md_header="Step period, min (ns)", md_fmt=fmt.exact_int),
     Column("step_max_ns", "Max", 9, fmt=fmt.duration, priority=6, md_header="Step period, max (ns)", md_fmt=fmt.exact_int),
-    Column("compute_step_ns", "Compute", 9, fmt=fmt.duration, priority=7,
+    # Per step or the whole capture, said in each header (the screen shows no note).
+    Column("compute_step_ns", "Comp/step", 9, fmt=fmt.duration, priority=7,
            md_header="Compute per step, median (ns)", md_fmt=fmt.exact_int),
-    Column("comm_ns", "Comm", 9, fmt=fmt.duration, priority=5, md_header="Communication (ns)"),
-    Column("exposed_ns", "Exposed", 9, fmt=fmt.duration, priority=8, md_header="Exposed communication (ns)"),
+    Column("comm_ns", "Comm cap", 9, fmt=fmt.duration, priority=5, md_header="Communication (ns, whole capture)"),
+    Column("exposed_ns", "Expo cap", 9, fmt=fmt.duration, priority=8,
+           md_header="Exposed communication (ns, whole capture)"),
     Column("overlap", "Overlap", 7, fmt=fmt.percent, priority=8, md_header="Overlap", md_fmt=_share),
-    Column("kernels", "Kernels", 7, fmt=fmt.count, priority=1, md_header="Kernels"),
-    Column("busy_ns", "GPU busy", 9, fmt=fmt.duration, priority=1, md_header="GPU busy (ns)"),
+    Column("kernels", "Kern cap", 8, fmt=fmt.count, priority=1, md_header="Kernels (whole capture)"),
+    Column("busy_ns", "Busy cap", 9, fmt=fmt.duration, priority=1, md_header="GPU busy (ns, whole capture)"),
     Column("process", "", show=False, text=True, md_header="Process"),
     Column("pid", "", show=False, md_header="PID"),
     Column("rank_source", "", show=False, text=True, md_header="Rank number from"),
@@ -51,10 +53,13 @@ PHASE_COLUMNS = [
     Column("phase", "Phase", 9, "left", text=True, md_header="Phase"),
     Column("label", "Rank", None, "left", text=True, min_width=7, md_header="Rank"),
     Column("device", "GPU", 3, fmt=fmt.count, priority=2, md_header="GPU"),
-    Column("per_step_ns", "Per step", 9, fmt=fmt.duration, priority=9, md_header="Phase time per step, mean (ns)",
-           md_fmt=fmt.exact_int),
-    Column("vs_median_ns", "vs med", 9, fmt=_signed, priority=6, md_header="Per step minus the median rank's (ns)",
-           md_fmt=fmt.exact_int),
+    # The GPU's clock first: on a run without phase syncs the CPU span is when the work was issued.
+    Column("per_step_ns", "GPU/step", 9, fmt=fmt.duration, priority=9,
+           md_header="Phase GPU time per step (first start to last end of its work), mean (ns)", md_fmt=fmt.exact_int),
+    Column("vs_median_ns", "vs med", 9, fmt=_signed, priority=6,
+           md_header="GPU time per step minus the median rank's (ns)", md_fmt=fmt.exact_int),
+    Column("cpu_step_ns", "CPU/step", 9, fmt=fmt.duration, priority=4,
+           md_header="Phase CPU time per step (NVTX span), mean (ns)", md_fmt=fmt.exact_int),
     Column("comm_ns", "Comm tot", 9, fmt=fmt.duration, priority=7,
            md_header="Communication (ns, total over the steady-state steps)"),
     Column("exposed_ns", "Expo tot", 9, fmt=fmt.duration, priority=8,
@@ -67,7 +72,8 @@ PHASE_COLUMNS = [
 
 COMM_NOTE = ("comm: NCCL and other collective kernels (union of their intervals); exposed: comm time with no "
              "compute kernel running on that GPU; overlap = 1 − exposed / comm; compute: the other kernels. Ranks' "
-             "columns: the whole capture; phases: summed over the steady-state steps.")
+             "columns marked cap: the whole capture; phases: summed over the steady-state steps, inside each "
+             "phase's GPU time (its work's first start to last end), not its CPU span.")
 
 
 @dataclass(frozen=True)
@@ -110,10 +116,11 @@ def ranks_view(run: RunRanks) -> RanksView:
     phase_rows = []
     for s in run.ranks:
         for phase, p in s.phases.items():
-            per_step = p.cpu_ns / p.instances if p.instances else None
+            per_step = p.gpu_ns / p.instances if p.instances else None
             phase_rows.append({
                 "phase": phase, "label": _short(s.rank), "device": s.rank.device, "per_step_ns": per_step,
                 "vs_median_ns": per_step - median_of[phase] if per_step is not None and phase in median_of else None,
+                "cpu_step_ns": p.cpu_ns / p.instances if p.instances else None,
                 "comm_ns": p.comm_ns, "exposed_ns": p.exposed_comm_ns,
                 "overlap": 1 - p.exposed_comm_ns / p.comm_ns if p.comm_ns else None, "busy_ns": p.busy_ns,
                 "instances": p.instances,
@@ -143,7 +150,7 @@ def summary_lines(run: RunRanks, spreads: list[PhaseSpread]) -> list[str]:
     if spreads:
         out.append("slowest per phase: " + " · ".join(
             f"{p.phase} {_short(p.slowest)} {_signed(p.excess_ns)}" for p in spreads)
-            + " (time per step over the median rank)")
+            + " (GPU time per step over the median rank)")
     return out
 
 

@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.render.sweep import SweepTable, tables
+from nsight_tui.render.sweep import COMPARE_BASIS, SweepTable, tables
 from nsight_tui.tui.messages import FilesProgress, FilesReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.files import FilesView, compare, file_columns, question_frame
@@ -41,7 +41,7 @@ class FilesScreen(TableScreen):
         self.baseline: Path | None = None  # the diff's A (`b`); default the first file
 
     def crumb(self) -> str:
-        return f"{len(self.paths)} files · enter: open one"
+        return f"{len(self.paths)} files · {COMPARE_BASIS} · enter: open one"
 
     def mounted(self) -> None:
         super().mounted()

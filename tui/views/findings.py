@@ -23,7 +23,9 @@ from nsight_tui.tui.widgets.grid import DataGrid
 class FindingsScreen(TableScreen):
     DEFAULT_CSS = """
     FindingsScreen #table { height: 1fr; min-height: 4; }
-    FindingsScreen #fdetail { height: auto; max-height: 12; padding: 0 1; background: $panel; }
+    /* the detail whole at 80x24 (15 rows with its evidence rows), the table down to its minimum;
+       12 rows cut the fix and where enter goes without a mark; past 80% it scrolls, with a bar */
+    FindingsScreen #fdetail { height: auto; max-height: 80%; overflow-y: auto; padding: 0 1; background: $panel; }
     """
     view_name = "findings"
     empty_text = "running the rules over the steady-state steps…"

@@ -11,6 +11,7 @@ lazy data read it in a worker when `WindowChanged` says which rows are in view).
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -274,9 +275,12 @@ class DataGrid(ScrollView, can_focus=True):
         row = int(self.scroll_offset.y) + y - 1
         base = self.rich_style
         if n == 0:
-            if y == 1:
+            # the why of an empty table wraps (it often says what capture would fill it: cut at 80
+            # columns, it lost the flags it named)
+            lines = textwrap.wrap(self.empty_text, width) or [""]
+            if 1 <= y <= len(lines):
                 dim = self.get_component_rich_style("datagrid--dim")
-                return Strip([Segment(fit(self.empty_text, width, "left"), dim)], width)
+                return Strip([Segment(fit(lines[y - 1], width, "left"), dim)], width)
             return Strip.blank(width, base)
         if row >= n:
             return Strip.blank(width, base)
