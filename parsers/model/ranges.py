@@ -669,12 +669,29 @@ class RangeModel:
         start, duration, device, stream, correlation ID, API name and thread, and launch
         latency = op start - API call start. Grid/block: `trace.op_details(df.op)` for the
         rows on screen (read from the file on demand)."""
+        rows = self.launch_rows(op_positions, name)
+        frame = pd.DataFrame({key: rows.text(key) if key in rows.texts else values
+                              for key, values in rows.columns.items()})
+        return frame
+
+    def launch_rows(self, op_positions: np.ndarray, name: str | None = None) -> "LaunchRows":
+        """`launches` as arrays, in launch order (start, device, stream, correlation ID): the
+        text columns as codes into their distinct values, turned into strings by whoever
+        needs them (a table of 10^5 launches draws 40 rows)."""
         t = self.trace
         pos = np.asarray(op_positions, dtype=np.int64)
+        ops = t.ops
+        op_name = ops["name"].to_numpy()
         if name is not None:
             code = t.op_names.index(name) if name in t.op_names else -1
-            pos = pos[t.ops["name"].to_numpy()[pos] == code]
-        ops = t.ops
+            pos = pos[op_name[pos] == code]
+        o_start = ops["start"].to_numpy()[pos]
+        device, stream, corr = (ops[c].to_numpy()[pos] for c in ("device", "stream", "corr"))
+        # the order a stable sort by (start, device, stream, corr) of the rows in `pos` order gives
+        # (none to do where the starts already rise: ops are mostly stored in time order)
+        if len(pos) > 1 and not (o_start[1:] > o_start[:-1]).all():
+            order = np.lexsort((corr, stream, device, o_start))
+            pos, o_start, device, stream, corr = pos[order], o_start[order], device[order], stream[order], corr[order]
         o_api = ops["api"].to_numpy()[pos]
         has = o_api >= 0
         safe = np.where(has, o_api, 0)
@@ -685,27 +702,28 @@ class RangeModel:
             a_name = np.where(has, api["name"].to_numpy()[safe], -1)
         else:
             a_start = a_gtid = a_name = np.full(len(pos), -1)
-        o_start = ops["start"].to_numpy()[pos]
         # Strings are looked up once per distinct value, then spread by index.
-        names = np.array(t.op_names, dtype=object)
+        name_codes, name_of = np.unique(op_name[pos], return_inverse=True)
         api_names = np.array([*map(api_display_name, t.api_names), ""], dtype=object)
         threads, thread_idx = np.unique(a_gtid, return_inverse=True)
         thread_text = np.array([t.thread_label(int(g)) if g >= 0 else "" for g in threads], dtype=object)
-        df = pd.DataFrame({
+        columns = {
             "op": pos,
-            "name": names[ops["name"].to_numpy()[pos]],
+            "name": name_of.reshape(-1),
             "start": o_start,
             "duration": ops["end"].to_numpy()[pos] - o_start,
-            "device": ops["device"].to_numpy()[pos],
-            "stream": ops["stream"].to_numpy()[pos],
-            "corr": ops["corr"].to_numpy()[pos],
-            "api_name": api_names[a_name],
+            "device": device,
+            "stream": stream,
+            "corr": corr,
+            "api_name": a_name,
             "api_start": a_start,
             "tid": np.where(a_gtid >= 0, tid_of(a_gtid), -1),
-            "thread": thread_text[thread_idx.reshape(-1)] if len(pos) else np.array([], dtype=object),
+            "thread": thread_idx.reshape(-1),
             "latency": np.where(has, o_start - a_start, 0),
-        })
-        return df.sort_values(["start", "device", "stream", "corr"], kind="stable").reset_index(drop=True)
+        }
+        texts = {"name": np.array(t.op_names, dtype=object)[name_codes] if len(pos) else np.zeros(0, dtype=object),
+                 "api_name": api_names, "thread": thread_text}
+        return LaunchRows(columns, texts, has)
 
     def stack_at(self, gtid: int, t_start: int, t_end: int | None = None) -> list[int]:
         """Range positions on thread `gtid` open over [t_start, t_end], outermost first."""
@@ -773,6 +791,24 @@ def _gather_ops(level: list[RangeNode]) -> None:
         n.depth = holder.depth + 1
     holder.children = ops
     level[:] = [n for n in level if not n.is_op_range] + [holder]
+
+
+@dataclass
+class LaunchRows:
+    """One kernel's (or every op's) launches as columns in launch order (`RangeModel.launch_rows`).
+    `texts[key]`: the distinct strings a text column's codes index (-1: the last, ""); `linked`:
+    per row, whether a launching API call is known."""
+
+    columns: dict[str, np.ndarray]
+    texts: dict[str, np.ndarray]
+    linked: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.linked)
+
+    def text(self, key: str) -> np.ndarray:
+        """The text column `key` as strings (an object array: one per row)."""
+        return self.texts[key][self.columns[key]] if len(self) else np.zeros(0, dtype=object)
 
 
 @dataclass
