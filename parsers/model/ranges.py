@@ -182,6 +182,7 @@ class RangeModel:
         self.scope_gpids: frozenset[int] | None = None
         self.scope_ops: np.ndarray | None = None
         self.scope_label = ""
+        self.tree_from_cache = False  # the aggregated tree was read from the cache (tests ask)
         # A second open of the same file: the attribution, metrics and nesting from the cache
         bundle_name = f"range_model-{mode}-{main_thread or 'auto'}"
         saved = trace.stash.read(bundle_name) if trace.stash is not None else None
@@ -192,6 +193,8 @@ class RangeModel:
         self._attribute(trace, mode, main_thread, tree_from)
         if trace.stash is not None:
             trace.stash.write(bundle_name, self._bundle())
+            if "aggregated_groups" in self.__dict__:  # taken over from the load's first stage: kept too
+                self._keep_tree(self.__dict__["aggregated_groups"])
 
     SAVED = ("pair_range", "pair_op", "pair_offsets", "op_count", "kernel_count", "kernel_ns", "op_ns", "proj_ns",
              "gpu_end", "busy_ns", "parent", "depth")
@@ -468,7 +471,43 @@ class RangeModel:
         """The same trees with instances merged by name path (`step_N/forward` x N): among
         the children of one merged node (its instances' children, instance by instance, each
         in time order) the ones with the same key (`range_key`; the `ops` level by itself)
-        merge, in order of first appearance."""
+        merge, in order of first appearance. Kept in the cache with the model (a second open
+        reads it: 0.5 s of building at 3M ranges)."""
+        kept = self._kept_tree()
+        if kept is not None:
+            return kept
+        groups = self._merged_groups()
+        self._keep_tree(groups)
+        return groups
+
+    def _tree_bundle_name(self) -> str | None:
+        """The cache bundle of this model's aggregated tree; None where it is not cached: a
+        rank's scope (rebuilt from the whole model's), the load's first stage (no GPU work:
+        which thread's ranges are copied under the main thread's is not known yet)."""
+        if self.trace.stash is None or self.scope_gpids is not None or self.gpu_pending:
+            return None
+        # (the number of ranges too: a model with ranges inferred from the kernel sequence and
+        # one without, of the same file, keep one tree each)
+        return f"aggregated_tree-{self.mode}-{self.main_thread_spec or 'auto'}-{self.n}"
+
+    def _keep_tree(self, groups: list[ThreadGroup]) -> None:
+        name = self._tree_bundle_name()
+        if name is not None and self.trace.stash is not None:
+            self.trace.stash.write(name, tree_bundle(groups, self.n))
+
+    def _kept_tree(self) -> list[ThreadGroup] | None:
+        name = self._tree_bundle_name()
+        saved = self.trace.stash.read(name) if name is not None and self.trace.stash is not None else None
+        if saved is None:
+            return None
+        roots = tree_from_bundle(saved, self)
+        if roots is None:  # whole but not this model's tree: removed, so the tree built now is kept
+            self.trace.stash.discard(name)
+            return None
+        self.tree_from_cache = True
+        return self._groups(roots)
+
+    def _merged_groups(self) -> list[ThreadGroup]:
         if self.n and not self.range_is_op.any() and not len(self._foreign_tops()[0]):
             return self._aggregated_from_arrays()
         # PyTorch's op ranges gathered under `ops`, or another thread's ranges copied under
@@ -762,6 +801,74 @@ class RangeModel:
             if main is not None and main != gtid else [],
             attributed=[display_name(t.ranges["name"].iat[i]) for i in attributed],
         )
+
+
+def tree_bundle(groups: list[ThreadGroup], n: int) -> Bundle:
+    """The aggregated tree as arrays, its nodes in depth-first order (a parent before its
+    children, children in order): each node's parent, depth, flags, name (a code into the
+    distinct names) and instances (a slice of one array); the roots' threads."""
+    nodes: list[RangeNode] = []
+    parent: list[int] = []
+    root_gtids: list[int] = []
+    for g in groups:
+        for root in g.roots:
+            root_gtids.append(g.gtid)
+            stack: list[tuple[RangeNode, int]] = [(root, -1)]
+            while stack:
+                node, above = stack.pop()
+                at = len(nodes)
+                nodes.append(node)
+                parent.append(above)
+                stack.extend((child, at) for child in reversed(node.children))
+    counts = np.array([len(node.ids) for node in nodes], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    ids = np.concatenate([np.asarray(node.ids, dtype=np.int64) for node in nodes]) if nodes else np.zeros(0, np.int64)
+    name_code, names = pd.factorize(pd.Series([node.name for node in nodes], dtype=object))
+    arrays = {
+        "parent": np.array(parent, dtype=np.int64),
+        "depth": np.array([node.depth for node in nodes], dtype=np.int64),
+        "flags": np.array([node.is_ops | node.foreign << 1 for node in nodes], dtype=np.int8),
+        "name": name_code.astype(np.int32),
+        "offsets": offsets,
+        "ids": ids,
+        "root_gtid": np.array(root_gtids, dtype=np.int64),
+    }
+    return Bundle(values={"n": n, "nodes": len(nodes), "names": [str(x) for x in names]}, arrays=arrays)
+
+
+def tree_from_bundle(saved: Bundle, model: "RangeModel") -> dict[int, list[RangeNode]] | None:
+    """The roots per thread `tree_bundle` stored, as nodes of `model`; None where the bundle
+    does not fit the model (then the tree is built again)."""
+    try:
+        a, names = saved.arrays, saved.values["names"]
+        k = int(saved.values["nodes"])
+        parent, depth, flags, name, offsets, ids, root_gtid = (
+            a[key] for key in ("parent", "depth", "flags", "name", "offsets", "ids", "root_gtid"))
+        if saved.values["n"] != model.n or len(parent) != k or len(offsets) != k + 1:
+            return None
+        if k and (offsets[0] != 0 or offsets[-1] != len(ids) or (np.diff(offsets) < 0).any()
+                  or (parent >= np.arange(k)).any() or name.min() < 0 or name.max() >= len(names)):
+            return None
+        if len(ids) and (ids.min() < 0 or ids.max() >= model.n):
+            return None
+        if int((parent < 0).sum()) != len(root_gtid):
+            return None
+    except (KeyError, TypeError, ValueError):
+        return None
+    nodes: list[RangeNode] = []
+    roots: dict[int, list[RangeNode]] = {}
+    gtids = iter(root_gtid.tolist())
+    bounds, codes = offsets.tolist(), name.tolist()
+    for i, (p, d, f) in enumerate(zip(parent.tolist(), depth.tolist(), flags.tolist())):
+        above = nodes[p] if p >= 0 else None
+        node = RangeNode(model, names[codes[i]], ids[bounds[i]:bounds[i + 1]], d, above,
+                         is_ops=bool(f & 1), foreign=bool(f & 2))
+        nodes.append(node)
+        if above is None:
+            roots.setdefault(next(gtids), []).append(node)
+        else:
+            above.children.append(node)
+    return roots
 
 
 def _copy_tree(node: RangeNode, parent: RangeNode) -> RangeNode:

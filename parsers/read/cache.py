@@ -196,6 +196,19 @@ class Entry:
             _touch(self.slot)
         return bundle
 
+    def discard(self, name: str) -> None:
+        """Remove the bundle `name`: whole and made from this file, but what it holds did not
+        fit (its reader said so); a writer would otherwise keep it as a racing writer's."""
+        dest = self.slot / _safe_name(name)
+        if not dest.exists():
+            return
+        aside = self.root / f"{TRASH_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            os.rename(dest, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+        except OSError:
+            pass
+
     # writing ------------------------------------------------------------------------------
     def write(self, name: str, bundle: Bundle, background: bool = True,
               then: "tuple[str, Callable[[], Bundle]] | None" = None) -> None:
