@@ -496,13 +496,13 @@ class RangeModel:
             self.trace.stash.write(name, tree_bundle(groups, self.n))
 
     def _kept_tree(self) -> list[ThreadGroup] | None:
-        name = self._tree_bundle_name()
-        saved = self.trace.stash.read(name) if name is not None and self.trace.stash is not None else None
-        if saved is None:
+        name, stash = self._tree_bundle_name(), self.trace.stash
+        saved = stash.read(name) if name is not None and stash is not None else None
+        if saved is None or name is None or stash is None:
             return None
         roots = tree_from_bundle(saved, self)
         if roots is None:  # whole but not this model's tree: removed, so the tree built now is kept
-            self.trace.stash.discard(name)
+            stash.discard(name)
             return None
         self.tree_from_cache = True
         return self._groups(roots)
