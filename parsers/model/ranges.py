@@ -183,6 +183,7 @@ class RangeModel:
         self.scope_ops: np.ndarray | None = None
         self.scope_label = ""
         self.tree_from_cache = False  # the aggregated tree was read from the cache (tests ask)
+        self._tree_written = False  # its cache bundle is being written (with the model's)
         # A second open of the same file: the attribution, metrics and nesting from the cache
         bundle_name = f"range_model-{mode}-{main_thread or 'auto'}"
         saved = trace.stash.read(bundle_name) if trace.stash is not None else None
@@ -192,9 +193,15 @@ class RangeModel:
             return
         self._attribute(trace, mode, main_thread, tree_from)
         if trace.stash is not None:
-            trace.stash.write(bundle_name, self._bundle())
-            if "aggregated_groups" in self.__dict__:  # taken over from the load's first stage: kept too
-                self._keep_tree(self.__dict__["aggregated_groups"])
+            # and then the aggregated tree, made in the writer's thread, so that whichever command
+            # opens the file first (`stats` never draws the tree) leaves it for the TUI's next open;
+            # the tree the load's first stage built (taken over) is the one kept where there is one
+            tree = self._tree_bundle_name()
+            adopted = self.__dict__.get("aggregated_groups")
+            groups = (lambda: adopted) if adopted is not None else self._merged_groups
+            self._tree_written = tree is not None
+            trace.stash.write(bundle_name, self._bundle(),
+                              then=(tree, lambda: tree_bundle(groups(), self.n)) if tree is not None else None)
 
     SAVED = ("pair_range", "pair_op", "pair_offsets", "op_count", "kernel_count", "kernel_ns", "op_ns", "proj_ns",
              "gpu_end", "busy_ns", "parent", "depth")
@@ -477,7 +484,8 @@ class RangeModel:
         if kept is not None:
             return kept
         groups = self._merged_groups()
-        self._keep_tree(groups)
+        if not self._tree_written:  # (a model attributed now has its tree written with it)
+            self._keep_tree(groups)
         return groups
 
     def _tree_bundle_name(self) -> str | None:
@@ -709,9 +717,7 @@ class RangeModel:
         latency = op start - API call start. Grid/block: `trace.op_details(df.op)` for the
         rows on screen (read from the file on demand)."""
         rows = self.launch_rows(op_positions, name)
-        frame = pd.DataFrame({key: rows.text(key) if key in rows.texts else values
-                              for key, values in rows.columns.items()})
-        return frame
+        return pd.DataFrame({key: rows.text(key) if key in rows.texts else values for key, values in rows.columns.items()})
 
     def launch_rows(self, op_positions: np.ndarray, name: str | None = None) -> "LaunchRows":
         """`launches` as arrays, in launch order (start, device, stream, correlation ID): the

@@ -503,7 +503,6 @@ def test_aggregated_tree_is_kept_and_restored_node_by_node(cache_dir, tmp_path, 
     profile = tmp_path / sample.name
     shutil.copyfile(sample, profile)
     first = range_model(loaded(profile), mode)
-    assert not first.tree_from_cache
     built = _tree(first)
     cache.wait_all()
     second = range_model(loaded(profile), mode)
@@ -549,16 +548,28 @@ def _change_bytes(profile: Path) -> None:
 
 
 @pytest.mark.parametrize("change", [_change_mtime, _change_bytes], ids=["same size new mtime", "same mtime new bytes"])
-def test_aggregated_tree_of_a_changed_file_is_built_again(cache_dir, profile, change):
+def test_aggregated_tree_of_a_changed_file_is_built_again(cache_dir, profile, change, monkeypatch):
     from nsight_tui.parsers.model.ranges import range_model
 
     _tree(range_model(loaded(profile), "process"))
     cache.wait_all()
     assert _tree_bundle(cache_dir, profile).is_dir()
     change(profile)
+    # the open after the change writes no tree of its own: the only tree in the cache is the
+    # old file's, which it must not take
+    write = cache.Entry.write
+
+    def no_tree(entry, name, bundle, background=True, then=None):
+        if name.startswith("aggregated_tree-"):
+            return None
+        return write(entry, name, bundle, background, None if then and then[0].startswith("aggregated_tree-") else then)
+
+    monkeypatch.setattr(cache.Entry, "write", no_tree)
     again = range_model(loaded(profile), "process")
-    assert not again.tree_from_cache
     assert _tree(again) == _fresh_tree(profile, "process")
+    assert not again.tree_from_cache
+    monkeypatch.setattr(cache.Entry, "write", write)
+    _tree(range_model(loaded(profile), "process"))  # (another model of the file as it is now: keeps its tree)
     cache.wait_all()
     third = range_model(loaded(profile), "process")
     assert _tree(third) == _fresh_tree(profile, "process")
@@ -592,3 +603,16 @@ def test_damaged_tree_bundle_is_ignored_and_rebuilt(cache_dir, profile, damage):
     cache.wait_all()
     third = range_model(loaded(profile), "process")
     assert _tree(third) == want and third.tree_from_cache
+
+
+def test_a_first_open_that_never_draws_the_tree_keeps_it(cache_dir, profile, capsys):
+    """`stats` never asks for the aggregated tree; the TUI's next open finds it anyway."""
+    from nsight_tui.parsers.model.ranges import range_model
+
+    assert cli_main(["stats", str(profile), "-r", "nvtx_sum", "-f", "json"]) == 0
+    capsys.readouterr()
+    cache.wait_all()
+    assert _tree_bundle(cache_dir, profile).is_dir()
+    again = range_model(loaded(profile), "process")
+    assert _tree(again) == _fresh_tree(profile, "process")
+    assert again.tree_from_cache
