@@ -210,16 +210,21 @@ def test_same_size_new_mtime_is_read_again(cache_dir, profile):
     assert manifest["identity"]["mtime_ns"] == st.st_mtime_ns + 10**9
 
 
-def test_same_mtime_new_bytes_is_read_again(cache_dir, profile):
-    before = loaded(profile)
+def _rewrite_keeping_size_and_mtime(profile: Path, update: str) -> None:
+    """`update` run on the file, then its mtime set back (its size does not change)."""
     st = profile.stat()
     con = sqlite3.connect(profile)
-    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1000 '
-                'WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)')
+    con.execute(update)
     con.commit()
     con.close()
     os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert profile.stat().st_size == st.st_size and profile.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_same_mtime_new_bytes_is_read_again(cache_dir, profile):
+    before = loaded(profile)
+    _rewrite_keeping_size_and_mtime(profile, 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1000 '
+                                    'WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)')
     after = loaded(profile)
     assert not from_cache(after)
     assert kernel_figures(after) == sql_kernels(profile)
@@ -537,14 +542,8 @@ def _change_mtime(profile: Path) -> None:
 
 def _change_bytes(profile: Path) -> None:
     """A range's end moves by 1 us, the size and mtime stay."""
-    st = profile.stat()
-    con = sqlite3.connect(profile)
-    con.execute('UPDATE NVTX_EVENTS SET "end" = "end" + 1000 WHERE rowid = (SELECT MIN(rowid) FROM NVTX_EVENTS '
-                'WHERE "end" IS NOT NULL AND eventType IN (59, 60, 70, 71))')
-    con.commit()
-    con.close()
-    os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert profile.stat().st_size == st.st_size and profile.stat().st_mtime_ns == st.st_mtime_ns
+    _rewrite_keeping_size_and_mtime(profile, 'UPDATE NVTX_EVENTS SET "end" = "end" + 1000 WHERE rowid = (SELECT '
+                                    'MIN(rowid) FROM NVTX_EVENTS WHERE "end" IS NOT NULL AND eventType IN (59, 60, 70, 71))')
 
 
 @pytest.mark.parametrize("change", [_change_mtime, _change_bytes], ids=["same size new mtime", "same mtime new bytes"])
