@@ -723,14 +723,16 @@ def keys_table(rows: list[Row]) -> list[str]:
         if "max" not in v:
             return v.get("error", "-")
         frame = f" ({v['first_frame']:.0f})" if "first_frame" in v else ""
-        return f"{v['median']:.0f} / {v['max']:.0f}{frame}"
+        cpu = f" [{v['cpu']:.0f}]" if "cpu" in v else ""
+        return f"{v['median']:.0f} / {v['max']:.0f}{frame}{cpu}"
 
     out = [
         "## Keystrokes (ms, median / max)",
         "",
         "Real terminal: tmux send-keys -> the pane changes. Others: headless Pilot, press -> the app idle "
         "again (work done, workers finished, screen refreshed); in brackets, press -> the first frame the "
-        "app writes after the key (median).",
+        "app writes after the key (median); in square brackets, the CPU time the app's process (every "
+        "thread) spent from press to idle (median), steadier than wall time on a shared machine.",
         "",
         "| key | " + " | ".join(f"x{r.scale}" for r in rows) + " |",
         "|---|" + "---|" * len(rows),

@@ -6,7 +6,9 @@ Runs the app under Textual's `App.run_test()` and drives it with a Pilot. For ea
 time from `pilot.press(key)` to the return of `await pilot.pause()` (the message queue drained,
 the screen refreshed) is the latency a person would feel, minus the terminal's own drawing.
 Beside it, `first_frame`: the key to the first frame the app writes after it (App._display),
-what a person sees first (a view's table, before e.g. a worker fills in lazy columns).
+what a person sees first (a view's table, before e.g. a worker fills in lazy columns); and
+`cpu`: the CPU time of the app's process, every thread, from the press to idle (on a shared
+machine a key also waits for a core: the CPU time says what the key itself cost).
 
 The app is imported lazily; when it is missing (it is being written) this prints why and exits 3
 so bench/run.py reports "n/a" instead of failing.
@@ -174,13 +176,14 @@ async def measure(path: Path, app_spec: str, timeout: float) -> dict:
                 if name == BIGGEST:
                     _cursor_on_biggest(app)
                     await _settle(app, pilot)
-                samples, first = [], []
+                samples, first, cpu = [], [], []
                 for key in keys:
                     frames.start()
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     await pilot.press(key)
                     await _settle(app, pilot)
                     samples.append((time.perf_counter() - t0) * 1000)
+                    cpu.append((time.process_time() - c0) * 1000)
                     if frames.since(t0) is not None:
                         first.append(frames.since(t0))
                     crash = getattr(app, "_exception", None)  # Textual keeps a handler's exception here
@@ -190,6 +193,9 @@ async def measure(path: Path, app_spec: str, timeout: float) -> dict:
                 results[name] = {
                     "median": statistics.median(samples),
                     "max": max(samples),
+                    # CPU time of the app's process (every thread) over the same span: steadier
+                    # than wall time on a shared machine, where a key also waits for a core
+                    "cpu": statistics.median(cpu),
                     "n": len(samples),
                     "screen": type(app.screen).__name__,
                 }
@@ -248,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, s in out["keys_ms"].items():
             frame = f"{s['first_frame']:7.1f}" if "first_frame" in s else "    n/a"
             print(f"  {name:40s} median {s['median']:7.1f} ms   max {s['max']:7.1f} ms   first frame {frame} ms"
+                  f"   CPU {s['cpu']:7.1f} ms"
                   f"   (n={s['n']}, {s['screen']})")
         if "error" in out:
             print(f"  stopped: {out['error']}")

@@ -182,6 +182,8 @@ class RangeModel:
         self.scope_gpids: frozenset[int] | None = None
         self.scope_ops: np.ndarray | None = None
         self.scope_label = ""
+        self.tree_from_cache = False  # the aggregated tree was read from the cache (tests ask)
+        self._tree_written = False  # its cache bundle is being written (with the model's)
         # A second open of the same file: the attribution, metrics and nesting from the cache
         bundle_name = f"range_model-{mode}-{main_thread or 'auto'}"
         saved = trace.stash.read(bundle_name) if trace.stash is not None else None
@@ -191,7 +193,15 @@ class RangeModel:
             return
         self._attribute(trace, mode, main_thread, tree_from)
         if trace.stash is not None:
-            trace.stash.write(bundle_name, self._bundle())
+            # and then the aggregated tree, made in the writer's thread, so that whichever command
+            # opens the file first (`stats` never draws the tree) leaves it for the TUI's next open;
+            # the tree the load's first stage built (taken over) is the one kept where there is one
+            tree = self._tree_bundle_name()
+            adopted = self.__dict__.get("aggregated_groups")
+            groups = (lambda: adopted) if adopted is not None else self._merged_groups
+            self._tree_written = tree is not None
+            trace.stash.write(bundle_name, self._bundle(),
+                              then=(tree, lambda: tree_bundle(groups(), self.n)) if tree is not None else None)
 
     SAVED = ("pair_range", "pair_op", "pair_offsets", "op_count", "kernel_count", "kernel_ns", "op_ns", "proj_ns",
              "gpu_end", "busy_ns", "parent", "depth")
@@ -468,7 +478,44 @@ class RangeModel:
         """The same trees with instances merged by name path (`step_N/forward` x N): among
         the children of one merged node (its instances' children, instance by instance, each
         in time order) the ones with the same key (`range_key`; the `ops` level by itself)
-        merge, in order of first appearance."""
+        merge, in order of first appearance. Kept in the cache with the model (a second open
+        reads it: 0.5 s of building at 3M ranges)."""
+        kept = self._kept_tree()
+        if kept is not None:
+            return kept
+        groups = self._merged_groups()
+        if not self._tree_written:  # (a model attributed now has its tree written with it)
+            self._keep_tree(groups)
+        return groups
+
+    def _tree_bundle_name(self) -> str | None:
+        """The cache bundle of this model's aggregated tree; None where it is not cached: a
+        rank's scope (rebuilt from the whole model's), the load's first stage (no GPU work:
+        which thread's ranges are copied under the main thread's is not known yet)."""
+        if self.trace.stash is None or self.scope_gpids is not None or self.gpu_pending:
+            return None
+        # (the number of ranges too: a model with ranges inferred from the kernel sequence and
+        # one without, of the same file, keep one tree each)
+        return f"aggregated_tree-{self.mode}-{self.main_thread_spec or 'auto'}-{self.n}"
+
+    def _keep_tree(self, groups: list[ThreadGroup]) -> None:
+        name = self._tree_bundle_name()
+        if name is not None and self.trace.stash is not None:
+            self.trace.stash.write(name, tree_bundle(groups, self.n))
+
+    def _kept_tree(self) -> list[ThreadGroup] | None:
+        name, stash = self._tree_bundle_name(), self.trace.stash
+        saved = stash.read(name) if name is not None and stash is not None else None
+        if saved is None or name is None or stash is None:
+            return None
+        roots = tree_from_bundle(saved, self)
+        if roots is None:  # whole but not this model's tree: removed, so the tree built now is kept
+            stash.discard(name)
+            return None
+        self.tree_from_cache = True
+        return self._groups(roots)
+
+    def _merged_groups(self) -> list[ThreadGroup]:
         if self.n and not self.range_is_op.any() and not len(self._foreign_tops()[0]):
             return self._aggregated_from_arrays()
         # PyTorch's op ranges gathered under `ops`, or another thread's ranges copied under
@@ -669,12 +716,27 @@ class RangeModel:
         start, duration, device, stream, correlation ID, API name and thread, and launch
         latency = op start - API call start. Grid/block: `trace.op_details(df.op)` for the
         rows on screen (read from the file on demand)."""
+        rows = self.launch_rows(op_positions, name)
+        return pd.DataFrame({key: rows.text(key) if key in rows.texts else values for key, values in rows.columns.items()})
+
+    def launch_rows(self, op_positions: np.ndarray, name: str | None = None) -> "LaunchRows":
+        """`launches` as arrays, in launch order (start, device, stream, correlation ID): the
+        text columns as codes into their distinct values, turned into strings by whoever
+        needs them (a table of 10^5 launches draws 40 rows)."""
         t = self.trace
         pos = np.asarray(op_positions, dtype=np.int64)
+        ops = t.ops
+        op_name = ops["name"].to_numpy()
         if name is not None:
             code = t.op_names.index(name) if name in t.op_names else -1
-            pos = pos[t.ops["name"].to_numpy()[pos] == code]
-        ops = t.ops
+            pos = pos[op_name[pos] == code]
+        o_start = ops["start"].to_numpy()[pos]
+        device, stream, corr = (ops[c].to_numpy()[pos] for c in ("device", "stream", "corr"))
+        # the order a stable sort by (start, device, stream, corr) of the rows in `pos` order gives
+        # (none to do where the starts already rise: ops are mostly stored in time order)
+        if len(pos) > 1 and not (o_start[1:] > o_start[:-1]).all():
+            order = np.lexsort((corr, stream, device, o_start))
+            pos, o_start, device, stream, corr = pos[order], o_start[order], device[order], stream[order], corr[order]
         o_api = ops["api"].to_numpy()[pos]
         has = o_api >= 0
         safe = np.where(has, o_api, 0)
@@ -685,27 +747,28 @@ class RangeModel:
             a_name = np.where(has, api["name"].to_numpy()[safe], -1)
         else:
             a_start = a_gtid = a_name = np.full(len(pos), -1)
-        o_start = ops["start"].to_numpy()[pos]
         # Strings are looked up once per distinct value, then spread by index.
-        names = np.array(t.op_names, dtype=object)
+        name_codes, name_of = np.unique(op_name[pos], return_inverse=True)
         api_names = np.array([*map(api_display_name, t.api_names), ""], dtype=object)
         threads, thread_idx = np.unique(a_gtid, return_inverse=True)
         thread_text = np.array([t.thread_label(int(g)) if g >= 0 else "" for g in threads], dtype=object)
-        df = pd.DataFrame({
+        columns = {
             "op": pos,
-            "name": names[ops["name"].to_numpy()[pos]],
+            "name": name_of.reshape(-1),
             "start": o_start,
             "duration": ops["end"].to_numpy()[pos] - o_start,
-            "device": ops["device"].to_numpy()[pos],
-            "stream": ops["stream"].to_numpy()[pos],
-            "corr": ops["corr"].to_numpy()[pos],
-            "api_name": api_names[a_name],
+            "device": device,
+            "stream": stream,
+            "corr": corr,
+            "api_name": a_name,
             "api_start": a_start,
             "tid": np.where(a_gtid >= 0, tid_of(a_gtid), -1),
-            "thread": thread_text[thread_idx.reshape(-1)] if len(pos) else np.array([], dtype=object),
+            "thread": thread_idx.reshape(-1),
             "latency": np.where(has, o_start - a_start, 0),
-        })
-        return df.sort_values(["start", "device", "stream", "corr"], kind="stable").reset_index(drop=True)
+        }
+        texts = {"name": np.array(t.op_names, dtype=object)[name_codes] if len(pos) else np.zeros(0, dtype=object),
+                 "api_name": api_names, "thread": thread_text}
+        return LaunchRows(columns, texts, has)
 
     def stack_at(self, gtid: int, t_start: int, t_end: int | None = None) -> list[int]:
         """Range positions on thread `gtid` open over [t_start, t_end], outermost first."""
@@ -746,6 +809,74 @@ class RangeModel:
         )
 
 
+def tree_bundle(groups: list[ThreadGroup], n: int) -> Bundle:
+    """The aggregated tree as arrays, its nodes in depth-first order (a parent before its
+    children, children in order): each node's parent, depth, flags, name (a code into the
+    distinct names) and instances (a slice of one array); the roots' threads."""
+    nodes: list[RangeNode] = []
+    parent: list[int] = []
+    root_gtids: list[int] = []
+    for g in groups:
+        for root in g.roots:
+            root_gtids.append(g.gtid)
+            stack: list[tuple[RangeNode, int]] = [(root, -1)]
+            while stack:
+                node, above = stack.pop()
+                at = len(nodes)
+                nodes.append(node)
+                parent.append(above)
+                stack.extend((child, at) for child in reversed(node.children))
+    counts = np.array([len(node.ids) for node in nodes], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    ids = np.concatenate([np.asarray(node.ids, dtype=np.int64) for node in nodes]) if nodes else np.zeros(0, np.int64)
+    name_code, names = pd.factorize(pd.Series([node.name for node in nodes], dtype=object))
+    arrays = {
+        "parent": np.array(parent, dtype=np.int64),
+        "depth": np.array([node.depth for node in nodes], dtype=np.int64),
+        "flags": np.array([node.is_ops | node.foreign << 1 for node in nodes], dtype=np.int8),
+        "name": name_code.astype(np.int32),
+        "offsets": offsets,
+        "ids": ids,
+        "root_gtid": np.array(root_gtids, dtype=np.int64),
+    }
+    return Bundle(values={"n": n, "nodes": len(nodes), "names": [str(x) for x in names]}, arrays=arrays)
+
+
+def tree_from_bundle(saved: Bundle, model: "RangeModel") -> dict[int, list[RangeNode]] | None:
+    """The roots per thread `tree_bundle` stored, as nodes of `model`; None where the bundle
+    does not fit the model (then the tree is built again)."""
+    try:
+        a, names = saved.arrays, saved.values["names"]
+        k = int(saved.values["nodes"])
+        parent, depth, flags, name, offsets, ids, root_gtid = (
+            a[key] for key in ("parent", "depth", "flags", "name", "offsets", "ids", "root_gtid"))
+        if saved.values["n"] != model.n or len(parent) != k or len(offsets) != k + 1:
+            return None
+        if k and (offsets[0] != 0 or offsets[-1] != len(ids) or (np.diff(offsets) < 0).any()
+                  or (parent >= np.arange(k)).any() or name.min() < 0 or name.max() >= len(names)):
+            return None
+        if len(ids) and (ids.min() < 0 or ids.max() >= model.n):
+            return None
+        if int((parent < 0).sum()) != len(root_gtid):
+            return None
+    except (KeyError, TypeError, ValueError):
+        return None
+    nodes: list[RangeNode] = []
+    roots: dict[int, list[RangeNode]] = {}
+    gtids = iter(root_gtid.tolist())
+    bounds, codes = offsets.tolist(), name.tolist()
+    for i, (p, d, f) in enumerate(zip(parent.tolist(), depth.tolist(), flags.tolist())):
+        above = nodes[p] if p >= 0 else None
+        node = RangeNode(model, names[codes[i]], ids[bounds[i]:bounds[i + 1]], d, above,
+                         is_ops=bool(f & 1), foreign=bool(f & 2))
+        nodes.append(node)
+        if above is None:
+            roots.setdefault(next(gtids), []).append(node)
+        else:
+            above.children.append(node)
+    return roots
+
+
 def _copy_tree(node: RangeNode, parent: RangeNode) -> RangeNode:
     """`node`'s subtree again, under `parent` (the same ranges, another place in the tree)."""
     top = RangeNode(node.model, node.name, node.ids, parent.depth + 1, parent, foreign=True)
@@ -773,6 +904,24 @@ def _gather_ops(level: list[RangeNode]) -> None:
         n.depth = holder.depth + 1
     holder.children = ops
     level[:] = [n for n in level if not n.is_op_range] + [holder]
+
+
+@dataclass
+class LaunchRows:
+    """One kernel's (or every op's) launches as columns in launch order (`RangeModel.launch_rows`).
+    `texts[key]`: the distinct strings a text column's codes index (-1: the last, ""); `linked`:
+    per row, whether a launching API call is known."""
+
+    columns: dict[str, np.ndarray]
+    texts: dict[str, np.ndarray]
+    linked: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.linked)
+
+    def text(self, key: str) -> np.ndarray:
+        """The text column `key` as strings (an object array: one per row)."""
+        return self.texts[key][self.columns[key]] if len(self) else np.zeros(0, dtype=object)
 
 
 @dataclass

@@ -202,6 +202,20 @@ class Entry:
             _touch(self.slot)
         return bundle
 
+    def discard(self, name: str) -> None:
+        """Remove the bundle `name` (moved aside in one step, then removed): stale or damaged,
+        or whole and made from this file but what it holds did not fit (its reader said so; a
+        writer would otherwise keep it as a racing writer's)."""
+        dest = self.slot / _safe_name(name)
+        if not dest.exists():
+            return
+        aside = self.root / f"{TRASH_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            os.rename(dest, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+        except OSError:
+            pass
+
     # writing ------------------------------------------------------------------------------
     def write(self, name: str, bundle: Bundle, background: bool = True,
               then: "tuple[str, Callable[[], Bundle]] | None" = None) -> None:
@@ -270,13 +284,7 @@ class Entry:
             dest = self.slot / _safe_name(name)
             if _load(dest, name, self.ident) is not None:  # a racing writer stored the same bundle first: keep it
                 return True
-            if dest.exists():  # a stale or damaged bundle: moved aside in one step, then removed
-                aside = self.root / f"{TRASH_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
-                try:
-                    os.rename(dest, aside)
-                    shutil.rmtree(aside, ignore_errors=True)
-                except OSError:
-                    pass
+            self.discard(name)  # a stale or damaged bundle
             try:
                 os.rename(tmp, dest)
                 tmp = None

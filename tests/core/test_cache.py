@@ -210,16 +210,21 @@ def test_same_size_new_mtime_is_read_again(cache_dir, profile):
     assert manifest["identity"]["mtime_ns"] == st.st_mtime_ns + 10**9
 
 
-def test_same_mtime_new_bytes_is_read_again(cache_dir, profile):
-    before = loaded(profile)
+def _rewrite_keeping_size_and_mtime(profile: Path, update: str) -> None:
+    """`update` run on the file, then its mtime set back (its size does not change)."""
     st = profile.stat()
     con = sqlite3.connect(profile)
-    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1000 '
-                'WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)')
+    con.execute(update)
     con.commit()
     con.close()
     os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert profile.stat().st_size == st.st_size and profile.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_same_mtime_new_bytes_is_read_again(cache_dir, profile):
+    before = loaded(profile)
+    _rewrite_keeping_size_and_mtime(profile, 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "end" + 1000 '
+                                    'WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)')
     after = loaded(profile)
     assert not from_cache(after)
     assert kernel_figures(after) == sql_kernels(profile)
@@ -474,3 +479,154 @@ def test_the_code_stamp_covers_the_model_subpackages(tmp_path):
     assert cache.source_stamp([model]) == before
     deep[0].write_text(deep[0].read_text() + "\n# changed\n")
     assert cache.source_stamp([model]) != before
+
+
+# -- the aggregated tree (issue 32: 0.5 s of a second open at 3M ranges was building it) ------
+def _tree(model) -> list[tuple]:
+    """Every node of the aggregated tree, depth first: its thread group, name, depth, flags,
+    instances, its parent's place in this list and its figures."""
+    out: list[tuple] = []
+    for g in model.aggregated_groups:
+        stack = [(root, None) for root in reversed(g.roots)]
+        while stack:
+            node, above = stack.pop()
+            out.append((g.gpid, g.gtid, g.label, g.is_main, node.name, node.label, node.depth, node.is_ops,
+                        node.foreign, np.asarray(node.ids).tolist(), above, node.kernels, node.kernel_ns, node.cpu_ns,
+                        node.busy_ns, node.ops))
+            at = len(out) - 1
+            stack.extend((child, at) for child in reversed(node.children))
+    return out
+
+
+def _fresh_tree(profile: Path, mode: str) -> list[tuple]:
+    """The tree built from the file read by the sqlite3 reader (never the cache's)."""
+    from nsight_tui.parsers.model.ranges import range_model
+
+    return _tree(range_model(load_trace(profile, native=False), mode))
+
+
+def _tree_bundle(cache_dir: Path, profile: Path) -> Path:
+    slot = cache_dir / cache.identity_of(profile).slot
+    found = sorted(slot.glob("aggregated_tree-*"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.parametrize("mode", ["process", "nsys"])
+@pytest.mark.parametrize("sample", MODEL_SAMPLES, ids=lambda p: p.stem)
+def test_aggregated_tree_is_kept_and_restored_node_by_node(cache_dir, tmp_path, sample, mode):
+    """Op ranges gathered under `ops` (agnvtx, emitnvtx), another thread's ranges copied under
+    the main thread's (emitnvtx, process view), two ranks (ddp2): the second open's tree is
+    the cache's and equals, node by node, one built fresh from the file."""
+    from nsight_tui.parsers.model.ranges import range_model
+
+    profile = tmp_path / sample.name
+    shutil.copyfile(sample, profile)
+    first = range_model(loaded(profile), mode)
+    built = _tree(first)
+    cache.wait_all()
+    second = range_model(loaded(profile), mode)
+    restored = _tree(second)
+    assert second.tree_from_cache
+    assert mapped(second.aggregated_groups[0].roots[0].ids), "the instances are the cache's mapped array"
+    fresh = _fresh_tree(profile, mode)
+    assert restored == fresh == built
+    assert len(fresh) > 1
+
+
+def test_the_tuis_staged_first_open_keeps_the_tree(cache_dir, profile):
+    """The TUI's first open builds the tree in its first stage (no GPU work) and the full model
+    takes it over: that tree is kept, and the next open reads it."""
+    from nsight_tui.parsers.model.ranges import range_model
+    from nsight_tui.tui.session import StagedLoad
+
+    staged = StagedLoad(profile, "process")
+    assert staged.tree() is not None
+    trace, _ = staged.finish()
+    cache.wait_all()
+    assert _tree_bundle(cache_dir, profile).is_dir()
+    again = range_model(loaded(profile), "process")
+    assert _tree(again) == _fresh_tree(profile, "process")
+    assert again.tree_from_cache
+
+
+def _change_mtime(profile: Path) -> None:
+    st = profile.stat()
+    os.utime(profile, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+
+def _change_bytes(profile: Path) -> None:
+    """A range's end moves by 1 us, the size and mtime stay."""
+    _rewrite_keeping_size_and_mtime(profile, 'UPDATE NVTX_EVENTS SET "end" = "end" + 1000 WHERE rowid = (SELECT '
+                                    'MIN(rowid) FROM NVTX_EVENTS WHERE "end" IS NOT NULL AND eventType IN (59, 60, 70, 71))')
+
+
+@pytest.mark.parametrize("change", [_change_mtime, _change_bytes], ids=["same size new mtime", "same mtime new bytes"])
+def test_aggregated_tree_of_a_changed_file_is_built_again(cache_dir, profile, change, monkeypatch):
+    from nsight_tui.parsers.model.ranges import range_model
+
+    _tree(range_model(loaded(profile), "process"))
+    cache.wait_all()
+    assert _tree_bundle(cache_dir, profile).is_dir()
+    change(profile)
+    # the open after the change writes no tree of its own: the only tree in the cache is the
+    # old file's, which it must not take
+    write = cache.Entry.write
+
+    def no_tree(entry, name, bundle, background=True, then=None):
+        if name.startswith("aggregated_tree-"):
+            return None
+        return write(entry, name, bundle, background, None if then and then[0].startswith("aggregated_tree-") else then)
+
+    monkeypatch.setattr(cache.Entry, "write", no_tree)
+    again = range_model(loaded(profile), "process")
+    assert _tree(again) == _fresh_tree(profile, "process")
+    assert not again.tree_from_cache
+    monkeypatch.setattr(cache.Entry, "write", write)
+    _tree(range_model(loaded(profile), "process"))  # (another model of the file as it is now: keeps its tree)
+    cache.wait_all()
+    third = range_model(loaded(profile), "process")
+    assert _tree(third) == _fresh_tree(profile, "process")
+    assert third.tree_from_cache, "the tree is kept again for the file as it is now"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "bad header", "bad manifest", "instances out of range"])
+def test_damaged_tree_bundle_is_ignored_and_rebuilt(cache_dir, profile, damage):
+    from nsight_tui.parsers.model.ranges import range_model
+
+    want = _tree(range_model(loaded(profile), "process"))
+    cache.wait_all()
+    folder = _tree_bundle(cache_dir, profile)
+    manifest = folder / cache.MANIFEST
+    ids_file = folder / json.loads(manifest.read_text())["files"]["ids"][0]
+    if damage == "truncated":
+        os.truncate(ids_file, ids_file.stat().st_size // 2)
+    elif damage == "bad header":
+        with open(ids_file, "r+b") as fh:
+            fh.write(b"\0" * 16)
+    elif damage == "bad manifest":
+        manifest.write_text(manifest.read_text()[:-20])
+    else:  # whole and well-formed, but a range position past the file's ranges (same size)
+        ids = np.load(ids_file)
+        ids[-1] = 10**9
+        with open(ids_file, "r+b") as fh:
+            np.save(fh, ids)
+    again = range_model(loaded(profile), "process")
+    assert not again.tree_from_cache
+    assert _tree(again) == want == _fresh_tree(profile, "process")
+    cache.wait_all()
+    third = range_model(loaded(profile), "process")
+    assert _tree(third) == want and third.tree_from_cache
+
+
+def test_a_first_open_that_never_draws_the_tree_keeps_it(cache_dir, profile, capsys):
+    """`stats` never asks for the aggregated tree; the TUI's next open finds it anyway."""
+    from nsight_tui.parsers.model.ranges import range_model
+
+    assert cli_main(["stats", str(profile), "-r", "nvtx_sum", "-f", "json"]) == 0
+    capsys.readouterr()
+    cache.wait_all()
+    assert _tree_bundle(cache_dir, profile).is_dir()
+    again = range_model(loaded(profile), "process")
+    assert _tree(again) == _fresh_tree(profile, "process")
+    assert again.tree_from_cache

@@ -169,7 +169,10 @@ class KernelsScreen(TableScreen):
         if self.table is None or self.view is None:
             return
         rec = self.table.record(event.row)
-        self.nsight.open_launches(self.node, rec["name"], rec["label"], self.view.positions)
+        # the kernel's own ops, a slice of the view's index by name (not the table's 10^6 ops,
+        # each tested for its name in the launches' worker)
+        named = self.view.positions_named(self.session.model, rec["name"])
+        self.nsight.open_launches(self.node, rec["name"], rec["label"], named)
 
     def timeline_target(self):
         """`t`: the range these kernels belong to (its median instance); the whole trace for `2`."""
