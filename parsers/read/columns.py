@@ -216,7 +216,7 @@ class SqliteTables(Tables):
         try:
             self.schema = read_schema(self.con, self.path)
             if probe:  # a truncated copy fails here, not half-way through the load
-                probe_integrity(self.con, self.path, self.schema, count=count_rows)
+                probe_integrity(self.con, self.path, self.schema, count_rows)
             for table in self.schema.tables.values():  # every nsys table has SQLite's row key
                 table.add(ROWID)
         except Exception:
