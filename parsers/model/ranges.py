@@ -193,14 +193,15 @@ class RangeModel:
             return
         self._attribute(trace, mode, main_thread, tree_from)
         if trace.stash is not None:
-            # and then the aggregated tree, made in the writer's thread, so that whichever command
-            # opens the file first (`stats` never draws the tree) leaves it for the TUI's next open;
-            # the tree the load's first stage built (taken over) is the one kept where there is one
+            # the model's bundle and then the aggregated tree, both made in the writer's thread: the
+            # tree's keys the bundle keeps (seconds at 3M ranges) are not the caller's to wait for, and
+            # whichever command opens the file first (`stats` never draws the tree) leaves the tree for
+            # the TUI's next open; the tree the load's first stage built (taken over) is the one kept
             tree = self._tree_bundle_name()
             adopted = self.__dict__.get("aggregated_groups")
             groups = (lambda: adopted) if adopted is not None else self._merged_groups
             self._tree_written = tree is not None
-            trace.stash.write(bundle_name, self._bundle(),
+            trace.stash.write(bundle_name, self._bundle,
                               then=(tree, lambda: tree_bundle(groups(), self.n)) if tree is not None else None)
 
     SAVED = ("pair_range", "pair_op", "pair_offsets", "op_count", "kernel_count", "kernel_ns", "op_ns", "proj_ns",
@@ -441,10 +442,14 @@ class RangeModel:
         """(top range, host range) pairs `_embed_foreign` copies, in the order it copies them:
         tops per thread in the instance tree's order (threads by first top in time order)."""
         cached = self.__dict__.get("_foreign")
-        if cached is not None:
-            return cached
+        if cached is None:
+            # set once, whole: the cache writer's thread may ask too (`_bundle`), and either
+            # thread then finds nothing or the answer, never a placeholder
+            cached = self._foreign = self._find_foreign_tops()
+        return cached
+
+    def _find_foreign_tops(self) -> tuple[np.ndarray, np.ndarray]:
         none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-        self._foreign = none
         mains = set(self.main_threads.values())
         api = self.trace.api
         if self.mode != "process" or not self.n or not mains or not len(api):
@@ -470,8 +475,7 @@ class RangeModel:
         fj, host_pos = fj[order], host_pos[order]
         last = np.ones(len(fj), dtype=bool)
         last[:-1] = fj[1:] != fj[:-1]
-        self._foreign = (f_ids[fj[last]], host_pos[last])
-        return self._foreign
+        return f_ids[fj[last]], host_pos[last]
 
     @cached_property
     def aggregated_groups(self) -> list[ThreadGroup]:
@@ -1035,6 +1039,14 @@ def range_model(trace: Trace, attribution: str = "process", main_thread: str | N
         # A trace without iteration ranges gets those inferred from its kernel sequence (issue 31):
         # the model is built over a copy of the trace whose ranges hold them too, so every view
         # shows them (tagged `inferred:`); `trace` itself keeps the export's ranges.
+        # Where nothing is inferred, both kinds of model are one and the same: built once
+        # (`stats` asks for both, 7 s at 4.8M kernels each).
+        plain = ("range_model", attribution, main_thread or None, False)
         source = with_inferred_ranges(trace) if inferred else trace
-        trace.derived[key] = RangeModel(source, attribution, main_thread or None, tree_from)
+        if source is trace and plain in trace.derived and key != plain and tree_from is None:
+            trace.derived[key] = trace.derived[plain]
+        elif not inferred and (same := trace.derived.get(key[:3] + (True,))) is not None and same.trace is trace:
+            trace.derived[key] = same
+        else:
+            trace.derived[key] = RangeModel(source, attribution, main_thread or None, tree_from)
     return trace.derived[key]

@@ -62,8 +62,10 @@ def nsys_round(values, digits: int = 1) -> list:
 
 def _group_stats(keys: pd.DataFrame, values: np.ndarray) -> pd.DataFrame:
     """total, num, avg, med, min, max, std per group of `keys`, rows in key order (GROUP BY)."""
-    ranks = [pd.factorize(keys[c], sort=True)[0] for c in keys.columns]
-    groups = group_ids(*ranks)
+    if len(keys.columns) == 1 and keys.dtypes.iloc[0].kind in "iu":  # integers: ranked as they are
+        groups = group_ids(keys[keys.columns[0]].to_numpy())
+    else:
+        groups = group_ids(*[pd.factorize(keys[c], sort=True)[0] for c in keys.columns])
     st = group_stats(groups.gid, groups.n, values)
     out = keys.iloc[groups.first].reset_index(drop=True)
     for name in ("total", "num", "avg", "med", "min", "max", "std"):
@@ -111,12 +113,15 @@ def _sort_desc(s: pd.DataFrame, by: str) -> pd.DataFrame:
 def cuda_gpu_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["Time (%)", "Total Time (ns)", "Instances", *STAT_HEADERS, "Name"]
     rep = Report("cuda_gpu_kern_sum", "CUDA GPU Kernel Summary", headers)
-    k = trace.ops[trace.ops["kind"] == KERNEL]
-    if not trace.schema.has("CUPTI_ACTIVITY_KIND_KERNEL") or k.empty:
+    ops = trace.ops
+    is_k = ops["kind"].to_numpy() == KERNEL  # the columns it needs, not a copy of the frame
+    if not trace.schema.has("CUPTI_ACTIVITY_KIND_KERNEL") or not is_k.any():
         rep.message = "does not contain CUDA kernel data"
         return rep
-    s = _group_stats(pd.DataFrame({"rank": _name_ranks(trace)[k["name"].to_numpy()]}),
-                     (k["end"] - k["start"]).to_numpy())
+    names, dur = ops["name"].to_numpy(), ops["end"].to_numpy() - ops["start"].to_numpy()
+    if not is_k.all():
+        names, dur = names[is_k], dur[is_k]
+    s = _group_stats(pd.DataFrame({"rank": _name_ranks(trace)[names]}), dur)
     s = s.sort_values(["total", "num", "rank"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
     by_rank = sorted(trace.op_names)
     rep.rows = _summary_rows(s, [by_rank[r] for r in s["rank"]])
@@ -372,15 +377,16 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
                       "total": st.total, "num": st.num, "avg": st.avg, "med": st.med,
                       "min": st.min, "max": st.max, "std": st.std})
     # count(DISTINCT range) (NULL ranges not counted) and count(DISTINCT kernel) per group
-    stride = np.int64(max(len(ops), len(r)) + 1)
+    # Keyed range first: the model's pairs come sorted by range, so the keys are nearly in order
+    # and a stable (merging) sort takes them in runs, ~3x faster than sorting them from scratch.
     in_r = all_range >= 0
-    gid_range = gid[in_r].astype(np.int64)
+    range_gid = all_range[in_r].astype(np.int64)
+    range_gid *= np.int64(max(n_groups, 1))
+    range_gid += gid[in_r]
     del gid
-    gid_range *= stride
-    gid_range += all_range[in_r]
-    gid_range.sort()
-    s["nvtx_inst"] = np.bincount(_distinct(gid_range, presorted=True) // stride, minlength=n_groups)
-    del gid_range
+    range_gid.sort(kind="stable")
+    s["nvtx_inst"] = np.bincount(_distinct(range_gid, presorted=True) % np.int64(max(n_groups, 1)), minlength=n_groups)
+    del range_gid
     s["kern_inst"] = kern_inst
     s["_neg_total"] = -s["total"]
     s = s.sort_values(["name", "pid", "tid", "_neg_total"], kind="stable").reset_index(drop=True)

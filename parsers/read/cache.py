@@ -217,10 +217,11 @@ class Entry:
             pass
 
     # writing ------------------------------------------------------------------------------
-    def write(self, name: str, bundle: Bundle, background: bool = True,
+    def write(self, name: str, bundle: "Bundle | Callable[[], Bundle]", background: bool = True,
               then: "tuple[str, Callable[[], Bundle]] | None" = None) -> None:
         """Store `bundle` as `name` (atomically), in a background thread by default: the
-        caller's work goes on while the files are written. `wait()` joins it. `then`: a
+        caller's work goes on while the files are written (`bundle` may be a function that
+        makes it, called in that thread; if it raises, nothing is stored). `wait()` joins it. `then`: a
         bundle computed and stored after it in that thread (its cost is not the caller's),
         only once `bundle` is kept (a bundle alone in a slot would be of no use)."""
         if not usable():

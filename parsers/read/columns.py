@@ -210,13 +210,13 @@ class SqliteTables(Tables):
     kind = "sqlite"
     reader = "sqlite3"
 
-    def __init__(self, path: Path, probe: bool = True):
+    def __init__(self, path: Path, probe: bool = True, count_rows: bool = True):
         self.path = Path(path)
         self.con = connect_readonly(self.path)
         try:
             self.schema = read_schema(self.con, self.path)
             if probe:  # a truncated copy fails here, not half-way through the load
-                probe_integrity(self.con, self.path, self.schema)
+                probe_integrity(self.con, self.path, self.schema, count_rows)
             for table in self.schema.tables.values():  # every nsys table has SQLite's row key
                 table.add(ROWID)
         except Exception:
@@ -358,8 +358,8 @@ class SqliteArrowTables(SqliteTables):
 
     reader = "adbc-driver-sqlite"
 
-    def __init__(self, path: Path, probe: bool = True):
-        super().__init__(path, probe)
+    def __init__(self, path: Path, probe: bool = True, count_rows: bool = True):
+        super().__init__(path, probe, count_rows)
         import adbc_driver_sqlite.dbapi as adbc
 
         self.adbc: Any = None
@@ -562,10 +562,11 @@ class ArrowDirTables(_FileTables):
         return self._open(file).select(columns)
 
 
-def open_tables(path: str | Path, native: bool = True, probe: bool = True) -> Tables:
+def open_tables(path: str | Path, native: bool = True, probe: bool = True, count_rows: bool = True) -> Tables:
     """The reader for `path`: an nsys columnar export directory, or an SQLite export (ADBC
     when installed and `native`, else Python's sqlite3). Raises TraceError on bad input.
-    `probe`: check that the big tables read to their end (skipped for lazy reads later)."""
+    `probe`: check that the big tables read to their end (skipped for lazy reads later);
+    `count_rows=False`: only their last pages (for a caller that reads them whole itself)."""
     path = Path(path)
     kind = columnar_kind(path)
     if kind is not None:
@@ -575,5 +576,5 @@ def open_tables(path: str | Path, native: bool = True, probe: bool = True) -> Ta
             raise TraceError(f"{path}: reading an nsys {kind} export needs pyarrow (pip install pyarrow)") from None
         return ParquetTables(path) if kind == "parquetdir" else ArrowDirTables(path)
     if native and _has_adbc():
-        return SqliteArrowTables(path, probe)
-    return SqliteTables(path, probe)
+        return SqliteArrowTables(path, probe, count_rows)
+    return SqliteTables(path, probe, count_rows)

@@ -716,8 +716,12 @@ class TraceLoader:
         # (read.cache); the file itself is still opened once, to refuse what is not a profile.
         self.entry = store.open_entry(self.path) if cache else None
         self.cached = _from_cache(self.entry, self.path) if self.entry is not None else None
-        # (from the cache: sqlite3 opens it, no probe; the native reader's import is not needed)
-        self.tables = open_tables(self.path, native=native and self.cached is None, probe=self.cached is None)
+        # (from the cache: sqlite3 opens it, no probe; the native reader's import is not needed).
+        # The probe touches the big tables' last pages but counts no rows: the load reads every
+        # one of them to its end, where a missing page fails with one line too (count(*) of
+        # each was ~14 s of a 4.4 GB export's first open, before its first row was read).
+        self.tables = open_tables(self.path, native=native and self.cached is None, probe=self.cached is None,
+                                  count_rows=False)
         if self.cached is not None:
             self.has_cuda, self.has_nvtx = self.cached.info.has_cuda, self.cached.info.has_nvtx
             self._early = self.cached

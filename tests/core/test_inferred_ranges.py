@@ -359,3 +359,21 @@ def test_backward_attention_stages_hold_the_backward_ranges_kernels(tmp_path):
             got = [sorted(gpu_start[int(s)] for s in kernel_starts(model, i)) for i in ids]
             assert len(got) == len(want) == 12 and all(want)
             assert got == want, (step.name, part)
+
+
+def test_one_model_serves_views_and_reports_where_nothing_is_inferred(nonvtx):
+    # `stats` asks for the views' model (its main-thread note) and NVIDIA's (no inferred ranges):
+    # with nothing inferred they are the same model, built once, in either order of asking
+    for first_inferred in (True, False):
+        trace = load_trace(nonvtx(TRAIN + TWIN))
+        a = range_model(trace, inferred=first_inferred)
+        b = range_model(trace, inferred=not first_inferred)
+        assert a is b and a.trace is trace and a.n == len(trace.ranges)
+    # the reports from the shared model are those of a trace that never built the views' model
+    fresh = load_trace(nonvtx(TRAIN + TWIN))
+    assert nvtx_gpu_proj_sum(trace).rows == nvtx_gpu_proj_sum(fresh).rows
+    # where ranges are inferred, NVIDIA's model is its own: the export's ranges only
+    trace = load_trace(nonvtx(TRAIN + "_nonvtx"))
+    views, nsys_model = range_model(trace), range_model(trace, inferred=False)
+    assert views is not nsys_model and nsys_model.trace is trace
+    assert nsys_model.n == len(trace.ranges) < views.n
