@@ -52,7 +52,7 @@ def check_readable(path: Path) -> None:
     from nsight_tui.parsers.read import cache
     from nsight_tui.parsers.read.columns import open_tables
 
-    open_tables(path, native=False, probe=not cache.holds(path, cache.TRACE_BUNDLE)).close()
+    open_tables(path, native=False, probe=not cache.holds(path, cache.TRACE_BUNDLE), count_rows=False).close()
 
 
 def open_early(path: Path) -> Callable[[], TraceLoader]:
