@@ -107,9 +107,10 @@ def committed_samples() -> list[Path]:
 
 def test_sample_traces_stay_small():
     # Real traces, some with PyTorch's op ranges (their NVTX CSVs xz'd); the captures without phase
-    # syncs (sample_traces/async, issue 26: ten exports, 3.6 MB) are stored xz'd, CSVs too.
+    # syncs (sample_traces/async, issue 26: ten exports, 3.6 MB, then six H200 twins and three H100
+    # repeats of one pair, 7.0 MB in all) are stored xz'd, CSVs too.
     total = sum(p.stat().st_size for p in committed_samples())
     # every device run ships the tree (64 MiB at most: the tracked tree is ~45 MB with these, leaving
     # ~18 MB for carried wheels and staging) and every clone carries it: keep it small
     assert total < 44_000_000
-    assert sum(p.stat().st_size for p in committed_samples() if p.relative_to(SAMPLES).parts[0] == "async") < 6_000_000
+    assert sum(p.stat().st_size for p in committed_samples() if p.relative_to(SAMPLES).parts[0] == "async") < 7_500_000
