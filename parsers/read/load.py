@@ -204,7 +204,8 @@ class RunMeta:
         config = value.get("config") if isinstance(value, dict) else None
         steps = value.get("steps") if isinstance(value, dict) else None
         return cls(config if isinstance(config, dict) else {},
-                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [], side.name)
+                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [],
+                   side.name if side is not None else cls.source)
 
 
 # ---------------------------------------------------------------------------------------
