@@ -53,6 +53,9 @@ def _run(args) -> int:
 
         trace = load_trace(args.trace)
         answers = ncu.answers(trace, report, args.attribution)
+        warning = ncu_text.warning_line(answers)
+        if warning:
+            print(visible(warning), file=sys.stderr)
     else:
         answers = ncu.report_only_answers(report)
     if args.format == "json":

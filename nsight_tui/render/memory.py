@@ -52,6 +52,7 @@ def section(a: dict) -> list[str]:
     if not m or (not m["has_events"] and not m["phases"] and not m["out_of_memory"]):
         return []
     out = ["## GPU memory"]
+    src = safe.markdown(m.get("torch_source") or "step marks")  # the marks, or the sidecar beside the export
     if m["has_events"]:
         total = f" of {_b(m['gpu_total_bytes'])}" if m.get("gpu_total_bytes") else ""
         if len(m.get("device_peaks") or {}) > 1:
@@ -65,15 +66,15 @@ def section(a: dict) -> list[str]:
         rows = [[f"{safe.markdown(kind)} (nsys memory kind, most held)", _b(v)] for kind, v in m["peak_by_kind"].items()]
         rows += owner_rows(m)
         if m.get("torch_peak_reserved_bytes") is not None:
-            rows.append(["torch max reserved (the allocator's segments, step marks)", _b(m["torch_peak_reserved_bytes"])])
+            rows.append([f"torch max reserved (the allocator's segments, {src})", _b(m["torch_peak_reserved_bytes"])])
             if m.get("allocator_peak_bytes") is not None:
-                rows.append(["allocator's segments (nsys) − torch max reserved (step marks)",
+                rows.append([f"allocator's segments (nsys) − torch max reserved ({src})",
                              _gap(m["allocator_peak_bytes"], m["torch_peak_reserved_bytes"])])
             else:
                 rows.append(["in use beyond torch's segments (libraries' own cudaMalloc, static globals)",
                              _b(m["peak_bytes"] - m["torch_peak_reserved_bytes"])])
         if m.get("torch_peak_allocated_bytes") is not None:
-            rows.append(["torch max allocated (live tensors, step marks)", _b(m["torch_peak_allocated_bytes"])])
+            rows.append([f"torch max allocated (live tensors, {src})", _b(m["torch_peak_allocated_bytes"])])
         out.append(tables.markdown(["what", "bytes"], rows))
     else:
         out.append("_No memory events in this export (capture with nsys --cuda-memory-usage=true)._")
@@ -81,7 +82,7 @@ def section(a: dict) -> list[str]:
         rows = [[p["phase"], p["steps"], _b(p["allocated_start_bytes"]), _b(p["allocated_end_bytes"]),
                  _signed(p["kept_bytes"]), _b(p["peak_allocated_bytes"]), _b(p["peak_reserved_bytes"]),
                  _b(p["segments_grown_bytes"])] for p in m["phases"]]
-        notes = ["torch's figures from the step marks, medians over the steady-state steps; kept: allocated at the "
+        notes = [f"torch's figures from the {src}, medians over the steady-state steps; kept: allocated at the "
                  "phase's end minus at its start (forward: the activations it keeps for backward; backward: what "
                  "it frees, net of the gradients it makes; optimizer: zero_grad's freed gradients)",
                  "segments grown: bytes the caching allocator cudaMalloc'd inside the phase (nsys), all steps"]

@@ -153,3 +153,12 @@ def section(a: dict) -> list[str]:
                                notes=[n["findings"][0]["basis"], "the profiled step's view, per range; ranked with "
                                       "the other findings (over every steady-state step, each nanosecond once) in "
                                       "(h) What to fix first as `occupancy-limited`"])] if n.get("findings") else [])]
+
+
+def warning_line(answers: dict) -> str:
+    """One line saying the report and the export look like different workloads ("" when they do not)."""
+    reasons = answers.get("warnings") or []
+    if not reasons:
+        return ""
+    return ("warning: " + "; ".join(reasons) + ": the report and the export look like different runs or workloads "
+            "(joined anyway; its figures may be another workload's)")

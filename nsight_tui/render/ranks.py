@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from nsight_tui.parsers.analyses.ranks import RunRanks
+from nsight_tui.parsers.analyses.ranks import RankSummary, RunRanks
 from nsight_tui.render.numbers import ms as _ms
 from nsight_tui.render.numbers import percent as _pct
 from nsight_tui.render.safe import markdown as _md
@@ -12,7 +12,7 @@ from nsight_tui.render.tables import markdown as table
 
 def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
     out = [f"{heading} Ranks", "", f"_{run.assumption}_", ""]
-    rows = [[s.rank.label, s.rank.process or "–", s.rank.pid, len(s.steps_ns), _ms(s.median_step_ns),
+    rows = [[s.rank.label, s.rank.process or "–", s.rank.pid, _steps(s), _ms(s.median_step_ns),
              _ms(s.median_compute_per_step_ns), s.kernels, _ms(s.busy_ns), _ms(s.comm_ns), _ms(s.exposed_comm_ns),
              _pct(s.overlap)] for s in run.ranks]
     out.append(table(["rank", "process", "pid", "steps", "step period ms (median)", "compute ms / step (median)",
@@ -34,7 +34,7 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
     phase_rows = []
     for s in run.ranks:
         for phase, p in s.phases.items():
-            phase_rows.append([s.rank.label, phase, p.instances, _ms(p.gpu_ns), _ms(p.cpu_ns), _ms(p.busy_ns),
+            phase_rows.append([s.rank.label, p.prefix + phase, p.instances, _ms(p.gpu_ns), _ms(p.cpu_ns), _ms(p.busy_ns),
                                _ms(p.comm_ns), _ms(p.exposed_comm_ns),
                                _pct(1 - p.exposed_comm_ns / p.comm_ns if p.comm_ns else None)])
     if phase_rows:
@@ -45,9 +45,29 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
                                 "process launched while the range was open (the GPU's clock); busy, comm and exposed "
                                 "are measured inside those windows, not in the range's CPU span (without a sync at "
                                 "phase ends the GPU runs behind the CPU)."]))
+    inferred = inferred_note(run)
+    if inferred:
+        out.append(f"_note: {_md(inferred)}_\n")
     for note in run.notes:
         out.append(f"_note: {_md(note)}_\n")
     return "\n".join(out)
+
+
+def _steps(s: RankSummary) -> str:
+    return f"{len(s.steps_ns)} ({s.step_label})" if s.step_domain else str(len(s.steps_ns))
+
+
+def inferred_note(run: RunRanks) -> str:
+    """Which ranks' steps and phases were inferred, and from what ("" when none were)."""
+    steps = [s.rank.label for s in run.ranks if s.step_domain]
+    phases = list(dict.fromkeys(p.prefix + name for s in run.ranks for name, p in s.phases.items() if p.domain))
+    if not steps and not phases:
+        return ""
+    what = " and ".join(x for x in ("steps (inferred:step_N)" if steps else "",
+                                     f"phases ({', '.join(phases)})" if phases else "") if x)
+    whose = f" on {', '.join(steps)}" if steps and len(steps) < len(run.ranks) else ""
+    return (f"{what}{whose} inferred from the kernel sequence (no NVTX ranges for them: the iterations the tree "
+            "shows as inferred:step_N); their CPU spans run from the launch of their first kernel")
 
 
 def ranks_json_text(run: RunRanks) -> str:

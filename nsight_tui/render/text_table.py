@@ -59,7 +59,7 @@ def _lines(row: Sequence[str], widths: Sequence[int], numeric: Sequence[bool]) -
     """One table row, folded over as many lines as its longest cell needs."""
     if all(len(c) <= w for c, w in zip(row, widths)):  # the usual row: one line
         return [GAP.join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, numeric))]
-    parts = [[c[k:k + w] for k in range(0, len(c), w)] or [""] if w > 0 else [c] for c, w in zip(row, widths)]
+    parts = [_fold(c, w) if w > 0 else [c] for c, w in zip(row, widths)]
     height = max(len(p) for p in parts)
     lines = []
     for k in range(height):
@@ -68,4 +68,23 @@ def _lines(row: Sequence[str], widths: Sequence[int], numeric: Sequence[bool]) -
             piece = p[k] if k < len(p) else ""
             cols.append(piece.rjust(w) if num else piece.ljust(w))
         lines.append(GAP.join(cols))
+    return lines
+
+
+BREAKS = "/ ,"  # a range path folds after a `/`, a name after a space or comma
+
+
+def _fold(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width`, each ending after the last BREAKS character that keeps it
+    at least half full (`step_1/forward/` then `computing_attention_scores`), else cut at `width`
+    (one long word). Each line is one search back from its end: linear in the text."""
+    lines = []
+    at = 0
+    while len(text) - at > width:
+        cut = max(text.rfind(ch, at, at + width) for ch in BREAKS) + 1
+        if cut - at < (width + 1) // 2:
+            cut = at + width
+        lines.append(text[at:cut])
+        at = cut
+    lines.append(text[at:])
     return lines

@@ -110,6 +110,7 @@ class MemoryReport:
     allocations: int = 0
     frees: int = 0
     torch_peak_reserved_bytes: int | None = None  # max over the step marks' phases
+    torch_source: str = "step marks"  # where torch's figures were read (the marks, or STEM.steps.json beside the export)
     torch_peak_allocated_bytes: int | None = None
     optimizer_state_bytes: int | None = None  # allocated at the first steady step's start minus before any
     phases: list[PhaseMemory] = field(default_factory=list)
@@ -298,7 +299,9 @@ def memory_analysis(model: RangeModel) -> MemoryReport:
         main = _main_gtid(model, int(events["gpid"].iloc[top]))
         if main is not None:
             report.peak_path = _path(model, model.stack_at(main, report.peak_t_ns))
-    phases, extra = _phases_from_marks(trace.meta().steps)
+    meta = trace.meta()
+    phases, extra = _phases_from_marks(meta.steps)
+    report.torch_source = meta.source
     for key, value in extra.items():
         setattr(report, key, value)
     iterations = np.concatenate([iteration_ranges(model, WARMUP), iteration_ranges(model, STEP)])

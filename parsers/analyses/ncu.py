@@ -106,12 +106,44 @@ class RangePoint:
                 "nsys_gpu_ns": self.nsys_gpu_ns}
 
 
+# Below this agreement (NcuJoin.agreement) the report and the export are taken for different
+# workloads: one kernel more or less in a few hundred stays far above it, another model far below.
+MIN_AGREEMENT = 0.9
+
+
 @dataclass
 class NcuAnalysis:
     join: NcuJoin
     kernels: list[JoinedKernel]
     ranges: list[RangePoint] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    export_gpus: list[str] = field(default_factory=list)  # the export's GPU names (device mismatch)
+
+    @property
+    def mismatch(self) -> dict:
+        """Whether the report and the export look like different workloads, and why: the report's
+        device is none of the export's GPUs, or its kernels do not follow the window's launch
+        sequence (agreement below MIN_AGREEMENT). Joined figures stand; they may be another run's."""
+        device = self.join.report.device
+        other_device = bool(device and self.export_gpus and device not in self.export_gpus)
+        agreement = self.join.agreement
+        return {"device": other_device, "report_device": device, "export_gpus": list(self.export_gpus),
+                "sequence": bool(len(self.kernels)) and agreement < MIN_AGREEMENT, "agreement": agreement,
+                "matched_span": self.join.matched_span, "window_kernels": len(self.join.window_ops)}
+
+    @property
+    def warnings(self) -> list[str]:
+        m = self.mismatch
+        out = []
+        if m["device"]:
+            out.append(f"the report was profiled on {m['report_device']}, the export ran on "
+                       f"{', '.join(dict.fromkeys(m['export_gpus']))}")
+        if m["sequence"]:
+            out.append(f"the profiled kernels do not follow the export's launch sequence: {self.join.joined} of "
+                       f"{len(self.kernels)} paired by name over a stretch of {m['matched_span']} of the window's "
+                       f"{m['window_kernels']} kernels ({m['agreement']:.0%} agree, {MIN_AGREEMENT:.0%} expected "
+                       "of one workload)")
+        return out
 
     @property
     def joined(self) -> list[JoinedKernel]:
@@ -198,7 +230,7 @@ def analyse(trace, report: NcuReport, attribution: str = "process") -> NcuAnalys
             occ_pct, occ_lim = float(cfg["occupancy_pct"]), str(cfg["limiter"])
         kernels.append(JoinedKernel(rk.index, rk.name, rk.function, op, path, chain, rk.nvtx_stack,
                                     int(end[op] - start[op]) if op >= 0 else None, occ_pct, occ_lim, figures(rk)))
-    result = NcuAnalysis(j, kernels, notes=list(j.notes))
+    result = NcuAnalysis(j, kernels, notes=list(j.notes), export_gpus=list(trace.info.gpus))
     result.ranges = _range_points(trace, model, kernels, attribution, result.notes)
     return result
 
@@ -279,6 +311,9 @@ def answers_of(a: NcuAnalysis) -> dict:
         "window": a.join.window,
         "matched_by": f"{a.join.key} name, in launch order",
         "notes": a.notes,
+        # a report of another workload or GPU joins too (its names recur): said, not refused
+        "warnings": a.warnings,
+        "mismatch": a.mismatch,
         "tensor_basis": TENSOR_BASIS,
         "kernels": [k.to_json() for k in a.kernels],
         "by_name": a.by_name(),
@@ -302,7 +337,8 @@ def report_only_answers(report: NcuReport) -> dict:
     for row in by_name:
         row["range"] = row["range"] or "(no NVTX stack in ncu)"
     return {"what": WHAT, "report": str(report.path), "device": report.device, "profiled_kernels": len(kernels),
-            "joined_kernels": 0, "window": "", "matched_by": "", "tensor_basis": TENSOR_BASIS, "notes": [
+            "joined_kernels": 0, "window": "", "matched_by": "", "warnings": [], "mismatch": None,
+            "tensor_basis": TENSOR_BASIS, "notes": [
                 "no export given: ranges are ncu's NVTX stacks; kernels PyTorch's autograd thread launched have none "
                 "(--trace FILE.sqlite joins them to the export's ranges)"],
             "kernels": rows, "by_name": by_name, "ranges": [], "findings": []}

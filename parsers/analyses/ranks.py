@@ -34,6 +34,7 @@ from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.cache import PAIRS_BUNDLE
 from nsight_tui.parsers.read.load import Trace, pairs_bundle
+from nsight_tui.parsers.model.inferred_ranges import with_inferred_ranges
 from nsight_tui.parsers.model.iterations import period_ends, process_ranges
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
@@ -66,6 +67,12 @@ class PhaseComm:
     busy_ns: int = 0  # busy, comm, exposed: inside those GPU windows
     comm_ns: int = 0
     exposed_comm_ns: int = 0
+    domain: str = ""  # "inferred": the phase ranges were inferred from the kernel sequence (no NVTX ones)
+
+    @property
+    def prefix(self) -> str:
+        """`inferred:` before the phase's name where it was inferred (the tree's name), else nothing."""
+        return f"{self.domain}:" if self.domain else ""
 
 
 @dataclass
@@ -82,6 +89,9 @@ class RankSummary:
     steps_ns: list[int] = field(default_factory=list)  # step_N periods (start to the next's start), time order
     compute_per_step_ns: list[int] = field(default_factory=list)
     phases: dict[str, PhaseComm] = field(default_factory=dict)
+    # "inferred": no NVTX step_N on this rank, its iterations inferred from the kernel sequence
+    # (model.inferred_ranges, shown `inferred:step_N` as in the tree)
+    step_domain: str = ""
     session_start_utc_ns: int | None = None  # the export's own clock origin (per-rank files differ)
     # the starts of its communication kernels, in order (its own clock): when it reached each collective
     collective_starts_ns: list[int] = field(default_factory=list, repr=False)
@@ -89,6 +99,11 @@ class RankSummary:
     @property
     def overlap(self) -> float | None:
         return 1 - self.exposed_comm_ns / self.comm_ns if self.comm_ns else None
+
+    @property
+    def step_label(self) -> str:
+        """What its steps are: `step_N`, or `inferred:step_N` (the tree's name for them)."""
+        return f"{self.step_domain}:step_N" if self.step_domain else "step_N"
 
     @property
     def median_step_ns(self) -> float | None:
@@ -124,7 +139,8 @@ class RunRanks:
         """Plain data: every figure, with the derived ones (overlap, medians, the straggler's excess)."""
         return {
             "assumption": self.assumption,
-            "ranks": [{**asdict(s), "label": s.rank.label, "overlap": s.overlap, "median_step_ns": s.median_step_ns,
+            "ranks": [{**asdict(s), "label": s.rank.label, "step_label": s.step_label,
+                        "overlap": s.overlap, "median_step_ns": s.median_step_ns,
                        "median_compute_per_step_ns": s.median_compute_per_step_ns} for s in self.ranks],
             "step_stats": self.step_stats(),
             "straggler": None if self.straggler is None else {**asdict(self.straggler),
@@ -212,11 +228,15 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
         comm_kernels=int(is_comm.sum()), comm_ns=intervals.length(comm), compute_ns=intervals.length(compute),
         exposed_comm_ns=intervals.length(comm) - hidden, session_start_utc_ns=session_start_utc_ns,
     )
-    s_start, s_end = process_ranges(trace, rank.pid, conventions.STEP_RANGE.match)
+    # The model's iterations: the export's NVTX step_N, else those inferred from the kernel
+    # sequence (an unannotated capture: the tree, pace and findings have them too), labelled so.
+    steps_from = _ranges_source(trace, rank.pid, conventions.STEP_RANGE.match)
+    summary.step_domain = _domain(trace, steps_from)
+    s_start, s_end = process_ranges(steps_from, rank.pid, conventions.STEP_RANGE.match)
     # Each step is its period (model.iterations): to the next iteration's start; the last ends
     # with the GPU work launched inside it (the GPU runs behind the CPU without phase syncs).
-    loop, _ = process_ranges(trace, rank.pid, lambda t: bool(conventions.STEP_RANGE.match(t) or
-                                                             conventions.WARMUP_RANGE.match(t)))
+    loop, _ = process_ranges(steps_from, rank.pid, lambda t: bool(conventions.STEP_RANGE.match(t) or
+                                                                  conventions.WARMUP_RANGE.match(t)))
     last_end = s_end.copy()
     call = ops["api"].to_numpy()[mine]
     launched = call >= 0
@@ -234,7 +254,9 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
         steps = intervals.union(s_start, s_end)
         exposed = intervals.difference(comm, compute)
         for phase in conventions.PHASES:
-            p_start, p_end = process_ranges(trace, rank.pid, lambda t, phase=phase: t == phase)
+            is_phase = lambda t, phase=phase: t == phase  # noqa: E731
+            phases_from = _ranges_source(trace, rank.pid, is_phase)
+            p_start, p_end = process_ranges(phases_from, rank.pid, is_phase)
             inside = intervals.covered_before(steps, p_end) - intervals.covered_before(steps, p_start) == p_end - p_start
             p_start, p_end = p_start[inside], p_end[inside]
             if not len(p_start):
@@ -244,8 +266,22 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
             summary.phases[phase] = PhaseComm(
                 instances=len(p_start), cpu_ns=int((p_end - p_start).sum()), gpu_ns=int((g_end - g_start).sum()),
                 busy_ns=intervals.overlap(busy, window), comm_ns=intervals.overlap(comm, window),
-                exposed_comm_ns=intervals.overlap(exposed, window))
+                exposed_comm_ns=intervals.overlap(exposed, window), domain=_domain(trace, phases_from))
     return summary
+
+
+def _ranges_source(trace: Trace, pid: int, pattern) -> Trace:
+    """`trace` where its NVTX has ranges matching `pattern` in this process; else the trace with
+    the ranges inferred from its kernel sequence (the model's: model.inferred_ranges), where
+    those have some; else `trace`."""
+    if len(process_ranges(trace, pid, pattern)[0]):
+        return trace
+    inferred = with_inferred_ranges(trace)
+    return inferred if inferred is not trace and len(process_ranges(inferred, pid, pattern)[0]) else trace
+
+
+def _domain(trace: Trace, source: Trace) -> str:
+    return "" if source is trace else conventions.INFERRED_DOMAIN
 
 
 def _gpu_windows(r_start: np.ndarray, r_end: np.ndarray, call_start: np.ndarray, op_start: np.ndarray,

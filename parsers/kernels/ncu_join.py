@@ -56,6 +56,25 @@ class NcuJoin:
     def share_joined(self) -> float:
         return self.joined / len(self.op_of) if len(self.op_of) else 0.0
 
+    @property
+    def matched_span(self) -> int:
+        """How many of the window's kernels lie from the first joined one to the last: the stretch
+        of the export's launch sequence the report's kernels landed in (0: none joined)."""
+        joined = self.op_of[self.op_of >= 0]
+        if not len(joined):
+            return 0
+        at = np.flatnonzero(np.isin(self.window_ops, joined))
+        return int(at[-1] - at[0] + 1)
+
+    @property
+    def agreement(self) -> float:
+        """Of the report's kernels and of that stretch of the window, whichever is longer: the share
+        that pairs up by name in launch order. One workload's step against itself: ~1 (a report
+        bounded by `ncu -c` covers a prefix of the window and still agrees); another model's step
+        joins a scattered subsequence (4 layers' kernels found among 12 layers': 0.37)."""
+        longest = max(len(self.op_of), self.matched_span)
+        return self.joined / longest if longest else 0.0
+
 
 def launch_order(trace) -> tuple[np.ndarray, np.ndarray]:
     """The export's kernels in launch order (the start of the launching API call, every thread

@@ -173,6 +173,7 @@ class RunMeta:
 
     config: dict = field(default_factory=dict)
     steps: list[dict] = field(default_factory=list)
+    source: str = "step marks"  # where they were read: the `nsight-tui:` marks, or the sidecar file's name
 
     @classmethod
     def from_marks(cls, marks: pd.DataFrame) -> "RunMeta":
@@ -203,7 +204,8 @@ class RunMeta:
         config = value.get("config") if isinstance(value, dict) else None
         steps = value.get("steps") if isinstance(value, dict) else None
         return cls(config if isinstance(config, dict) else {},
-                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [])
+                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [],
+                   side.name if side is not None else cls.source)
 
 
 # ---------------------------------------------------------------------------------------

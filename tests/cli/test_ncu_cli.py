@@ -108,3 +108,33 @@ def test_without_the_reader_installed_says_how_to_get_it(tmp_path):
                           cwd=ROOT)  # `-m` puts the checkout first on the path: this tree's package
     assert done.returncode == 2 and done.stdout == ""
     assert "pip install 'nsight-tui[ncu]'" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_range_text_folds_paths_between_names_not_inside_them(files, capsys):
+    """`--by range` as text: a range path too long for its column folds after a `/`, so every
+    range name of the JSON's paths is whole on one line (it read `computing` / `_attention_scores`)."""
+    report, export = files
+    code, out, err = cli(["ncu", str(report), "--trace", str(export), "-f", "json"], capsys)
+    assert code == 0, err
+    paths = [p["range"] for p in json.loads(out)["ranges"]]
+    code, text, err = cli(["ncu", str(report), "--trace", str(export), "--by", "range"], capsys)
+    assert code == 0, err
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("---"))
+    width = len(lines[rule].split()[0])  # the range column's
+    pieces = [line[:width].strip() for line in lines[rule + 1:]]
+    names_on_a_line = {name for piece in pieces for name in piece.rstrip("/").split("/")}
+    folded = [p for p in paths if len(p) > width]
+    assert folded  # some path is longer than its column: the case under test
+    for path in folded:
+        for name in path.split("/"):
+            assert name in names_on_a_line, name
+
+
+def test_a_long_word_is_still_cut_at_the_width():
+    from nsight_tui.render.text_table import _fold
+
+    assert _fold("a" * 25, 10) == ["a" * 10, "a" * 10, "a" * 5]
+    assert _fold("step_1/forward/scaled_dot_product_attention", 20) == ["step_1/forward/", "scaled_dot_product_a",
+                                                                       "ttention"]
+    assert "".join(_fold("x/" * 1000, 7)) == "x/" * 1000

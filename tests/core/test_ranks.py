@@ -191,3 +191,68 @@ def test_report_on_a_multi_rank_export_has_the_ranks_section(tmp_path):
     single = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(SAMPLES / "small_ctx128.sqlite"),
                              "-f", "json"], capture_output=True, text=True, timeout=300)
     assert "ranks" not in json.loads(single.stdout)  # one rank: no section
+
+
+NONVTX = SAMPLES / "nonvtx"
+
+
+def test_an_unannotated_capture_has_its_inferred_steps_per_rank(async_trace, tmp_path):
+    """No NVTX at all: the rank's steps are the model's inferred iterations (the tree's
+    `inferred:step_N`), labelled so, each its period; truth: the workload's own Python step times
+    (STEM.steps.json, which the capture writes beside the export: copied beside it here as a user
+    has it, so the warm-ups are the run's own). It had 0 steps before."""
+    import json
+    import shutil
+
+    stem = "small_ctx512_b8_async_nonvtx"
+    path = tmp_path / f"{stem}.sqlite"
+    shutil.copyfile(async_trace(NONVTX / f"{stem}.sqlite.xz"), path)
+    shutil.copyfile(NONVTX / f"{stem}.steps.json", tmp_path / f"{stem}.steps.json")
+    marks = json.loads((NONVTX / f"{stem}.steps.json").read_text())["steps"]
+    python = [m["seconds"] * 1e9 for m in marks if m["name"].startswith("step_")]
+    assert _rows(path, "SELECT count(*) FROM NVTX_EVENTS WHERE text GLOB '*step_*'")[0][0] == 0
+    run = ranks.ranks_of_trace(load_trace(path))
+    (r,) = run.ranks
+    assert r.step_domain == "inferred" and r.step_label == "inferred:step_N"
+    assert len(r.steps_ns) == len(python) == 4
+    assert r.steps_ns == pytest.approx(python, rel=0.02)  # the GPU's pace against Python's clock
+    assert set(r.phases) == {"forward", "backward", "optimizer"}
+    assert all(p.domain == "inferred" and p.instances == len(python) for p in r.phases.values())
+    # each phase's GPU time lies inside its steps' periods; together they are most of them
+    gpu = sum(p.gpu_ns for p in r.phases.values())
+    assert 0.8 * sum(python) < gpu <= sum(r.steps_ns)
+    from nsight_tui.render.ranks import ranks_json_text, ranks_markdown
+
+    text = ranks_markdown(run)
+    assert "4 (inferred:step_N)" in text and "| inferred:backward |" in text and "inferred from the kernel" in text
+    (j,) = json.loads(ranks_json_text(run))["ranks"]
+    assert j["step_domain"] == "inferred" and j["step_label"] == "inferred:step_N"
+
+
+def test_an_annotated_capture_keeps_its_nvtx_steps_unlabelled(async_trace):
+    run = ranks.ranks_of_trace(load_trace(async_trace(NONVTX / "small_ctx512_b8_async_twin.sqlite.xz")))
+    (r,) = run.ranks
+    assert r.step_domain == "" and r.step_label == "step_N" and len(r.steps_ns) == 4
+    assert all(p.domain == "" for p in r.phases.values())
+
+
+def test_a_ddp_export_stripped_of_nvtx_gets_inferred_steps_on_every_rank(tmp_path):
+    """The committed 2-rank DDP export with its NVTX deleted (a copy): every rank's steps are
+    inferred, and the NVTX step_N periods of the original (SQL, tests/step_sql.py) are found
+    among them (the same pace, found from the kernels alone)."""
+    import shutil
+
+    bare = tmp_path / "ddp2_bare.sqlite"
+    shutil.copyfile(SAMPLES / "small_ctx128_ddp2.sqlite", bare)
+    con = sqlite3.connect(bare)
+    con.execute("DELETE FROM NVTX_EVENTS")
+    con.commit()
+    con.close()
+    run = ranks.ranks_of_trace(load_trace(bare))
+    assert len(run.ranks) == 2
+    for r in run.ranks:
+        truth = [it.period for it in step_sql.steps(SAMPLES / "small_ctx128_ddp2.sqlite", r.rank.pid)]
+        assert r.step_domain == "inferred" and len(r.steps_ns) >= len(truth) == 3
+        for period in truth:
+            assert min(abs(s - period) for s in r.steps_ns) < 0.01 * period
+        assert r.phases and all(p.domain == "inferred" for p in r.phases.values())

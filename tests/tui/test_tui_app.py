@@ -842,3 +842,28 @@ def test_several_files_view_says_its_figures_are_kernel_time_per_step(tui, sql):
     assert got.keys() == want.keys()
     for name, value in want.items():
         assert got[name] == pytest.approx(value, abs=0.0005)  # shown to the µs
+
+
+def test_launches_view_shows_the_api_call_whole_at_120_columns(sample: Path, sql, tui):
+    """`cudaLaunchKernelExC_v11060` (SQL: the call that launched a backward kernel; nsys keeps its
+    5-digit version tag) whole at 120 columns: the Thread column kept 20 and cut it."""
+    trace = sample
+    ex_names = set(sql.column(trace, """SELECT DISTINCT d.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
+        JOIN StringIds s ON s.id = r.nameId JOIN StringIds d ON d.id = k.demangledName
+        WHERE s.value = 'cudaLaunchKernelExC_v11060'"""))
+    assert ex_names
+
+    async def body():
+        async with tui(trace, size=(120, 34)) as ui:
+            await ui.open_backward_kernels()
+            table = ui.screen.table
+            row = next(i for i in range(len(table)) if table.record(i)["name"] in ex_names)
+            for _ in range(row):
+                await ui.press("j")
+            await ui.press("enter")
+            assert type(ui.screen).__name__ == "LaunchesScreen"
+            text = ui.text()
+            assert "cudaLaunchKernelExC_v11060 " in text and "cudaLaunchKernelEx" + "C_…" not in text
+
+    run(body())

@@ -76,3 +76,25 @@ def test_an_annotated_trace_keeps_the_plain_cpu_header(async_trace, tui):
             assert "(NVTX span)" in clocks and "CPU = NVTX span" in clocks
 
     asyncio.run(body())
+
+
+def test_the_pace_view_names_inferred_iterations_as_the_tree_does(async_trace, tui):
+    """`p` on a capture without NVTX: each iteration as the tree's per-instance row names it
+    (`inferred:step_0`, not a bare `step_0` that reads like the export's NVTX); as many as the run
+    recorded (its Python step times beside the export)."""
+    path = async_trace(NONVTX / f"{STEM}.sqlite.xz")
+    iterations = len(json.loads((NONVTX / f"{STEM}.steps.json").read_text())["steps"])
+
+    async def body():
+        async with tui(path, size=(120, 34)) as ui:
+            await ui.press("a")  # the tree, one row per instance
+            tree = sorted(n.label for n in ui.screen.grid.ranges.all_nodes()
+                          if re.fullmatch(r"inferred:(step|warmup)_\d+", n.label))
+            await ui.press("p")
+            await ui.until(lambda: getattr(ui.screen, "view", None) is not None, "the pace view built")
+            names = list(ui.screen.view.frame["name"])
+            return tree, names, ui.text()
+
+    tree, names, text = asyncio.run(body())
+    assert len(names) == iterations and sorted(names) == tree
+    assert "inferred:step_0" in text

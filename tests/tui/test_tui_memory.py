@@ -64,3 +64,32 @@ def test_timeline_has_the_memory_lane(tui, async_trace):
 
     text = asyncio.run(run())
     assert "GPU0 mem" in text and "█" in text
+
+
+def test_memory_view_of_a_capture_without_nvtx_names_the_sidecar_it_read(tui, async_trace, tmp_path):
+    """`u` on a `capture --no-nvtx` export: torch's figures come from STEM.steps.json beside it
+    (there are no step marks), and the view says so; max reserved = the sidecar's largest
+    peak_reserved_bytes over every step's phases (read here from the JSON)."""
+    import json
+    import shutil
+
+    stem = "small_ctx512_b8_async_nonvtx"
+    nonvtx = SAMPLES / "nonvtx"
+    path = tmp_path / f"{stem}.sqlite"
+    shutil.copyfile(async_trace(nonvtx / f"{stem}.sqlite.xz"), path)
+    shutil.copyfile(nonvtx / f"{stem}.steps.json", tmp_path / f"{stem}.steps.json")
+    record = json.loads((nonvtx / f"{stem}.steps.json").read_text())
+    reserved = max(m["peak_reserved_bytes"] for s in record["steps"] for m in s["memory"].values()
+                   if "peak_reserved_bytes" in m)
+
+    async def body():
+        async with tui(path, size=(120, 40)) as ui:
+            await ui.press("u")
+            await ui.until(lambda: type(ui.screen).__name__ == "MemoryScreen" and ui.screen.view is not None, "memory")
+            return ui.screen.view.frame, ui.flat_text()
+
+    frame, text = asyncio.run(body())
+    row = frame[frame["what"] == "max reserved"]
+    assert row["bytes"].tolist() == [reserved]
+    assert row["where"].tolist() == [f"the caching allocator's segments ({stem}.steps.json)"]
+    assert "step marks" not in text

@@ -221,3 +221,25 @@ def test_view_6_shows_the_tensor_cores_measured_rate(tui, bf16_pair):
             assert "tensor: measured TFLOP/s" in ui.flat_text()
 
     asyncio.run(body())
+
+
+def test_the_ncu_view_warns_above_the_table_when_the_report_is_another_workloads(tui, tmp_path):
+    """`6` with --ncu of the bf16 pair's report (H200, another dtype) over the fp32 export (H100):
+    the warning over the table; the export's own report: none (tests/cli/test_ncu_mismatch.py has
+    the truth of which pairs differ, from NVIDIA's reader and SQL)."""
+    export = unpack(EXPORT_XZ, tmp_path / f"{STEM}.sqlite")
+    reports = {stem: unpack(report_xz(stem), tmp_path / f"{stem}.ncu-rep") for stem in (STEM, BF16_STEM)}
+
+    async def shown(report):
+        app = make_app(export)
+        app.ncu_file = str(report)
+        async with tui(export, size=(140, 36), app=app) as ui:
+            await ui.press("6")
+            await ui.until(lambda: getattr(ui.app.screen, "view", None) is not None, "the ncu view built")
+            await ui.settle()
+            return ui.flat_text()
+
+    crossed = asyncio.run(shown(reports[BF16_STEM]))
+    assert "warning: the report was profiled on NVIDIA H200, the export ran on NVIDIA H100" in crossed
+    assert "do not follow the export's launch sequence" in crossed
+    assert "warning:" not in asyncio.run(shown(reports[STEM]))

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import sqlite3
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ def run(coro):
 def _core_ranks_sql():
     """tests/core/test_ranks.py: its SQL per (process, device) and its interval sweeps."""
     path = Path(__file__).resolve().parents[1] / "core" / "test_ranks.py"
+    if str(path.parent) not in sys.path:  # its own imports (idle_reference) live beside it
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location("core_test_ranks_sql", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -320,3 +323,32 @@ def test_api_summary_of_a_process_driving_two_gpus_says_so(tmp_path: Path):
     assert session.api_scope_text() == f"process {pids[0]} ({ranks[1].label}; also {ranks[0].label})"
     calls = int(session.api_summary().frame["calls"].sum())
     assert calls == api_calls_sql(one, pids[0])[0]
+
+
+def test_ranks_view_of_an_unannotated_capture_shows_its_inferred_steps(tui, async_trace, tmp_path: Path):
+    """`5` on a capture without NVTX: the rank's steps are the inferred iterations the tree shows
+    (`inferred:step_N`), said so on screen, with the phases under their inferred names; truth: the
+    run's own Python step times (STEM.steps.json beside the export). It said 0 steps before."""
+    import shutil
+
+    stem = "small_ctx512_b8_async_nonvtx"
+    nonvtx = SAMPLES / "nonvtx"
+    path = tmp_path / f"{stem}.sqlite"
+    shutil.copyfile(async_trace(nonvtx / f"{stem}.sqlite.xz"), path)
+    shutil.copyfile(nonvtx / f"{stem}.steps.json", tmp_path / f"{stem}.steps.json")
+    python = [m["seconds"] * 1e9 for m in json.loads((nonvtx / f"{stem}.steps.json").read_text())["steps"]
+              if m["name"].startswith("step_")]
+
+    async def body():
+        async with tui(path, size=(120, 34)) as ui:
+            await ui.press("5")
+            await ui.until(lambda: getattr(ui.screen, "view", None) is not None, "the ranks view built")
+            view = ui.screen.view
+            return view.rank_frame, view.phase_frame, ui.flat_text()
+
+    ranks_frame, phases, text = run(body())
+    (row,) = ranks_frame.itertuples()
+    assert row.steps == len(python) == 4
+    assert row.step_med_ns == pytest.approx(statistics.median(python), rel=0.02)
+    assert list(phases["phase"]) == ["inferred:forward", "inferred:backward", "inferred:optimizer"]
+    assert "inferred:backward" in text and "steps (inferred:step_N)" in text

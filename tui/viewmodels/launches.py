@@ -26,18 +26,20 @@ QUEUE_HELP = "Queue = queue delay / CPU lead (kernel start − call start)"
 
 def launch_columns() -> list[Column]:
     return [
-        Column("start", "Start (s)", 12, fmt=fmt.seconds, priority=4, md_header="Start (ns)"),
+        Column("start", "Start (s)", 11, fmt=fmt.seconds, priority=4, md_header="Start (ns)"),
         Column("duration", "Duration", 9, fmt=fmt.duration, priority=9, md_header="Duration (ns)"),
-        Column("corr", "Corr ID", 9, fmt=fmt.text, priority=10, md_header="Correlation ID"),
+        Column("corr", "Corr ID", 8, fmt=fmt.text, priority=10, md_header="Correlation ID"),
         Column("api_name", "API call", None, "left", fmt=fmt.api_name, text=True, min_width=18,
                md_header="API call"),
         Column("overhead_ns", "Overhead", 9, fmt=fmt.duration, priority=7, md_fmt=fmt.exact_int,
                md_header="Launch overhead: API call duration (ns)"),
         Column("queue_ns", "Queue", 9, fmt=fmt.duration, priority=8, md_fmt=fmt.exact_int,
                md_header="Queue delay / CPU lead: kernel start - call start (ns)"),
-        Column("thread", "Thread", 20, "left", text=True, priority=6, md_header="Thread"),
-        Column("grid", "Grid", 10, "left", priority=3, md_header="Grid"),
-        Column("block", "Block", 9, "left", priority=3, md_header="Block"),
+        # 13 (was 20; Grid, Block, Corr ID one less): at 120 columns the API call, nsys's
+        # `cudaLaunchKernelExC_v11060`, is whole; `python3 (492)` still is, `pt_autograd_0 (715)` keeps its name
+        Column("thread", "Thread", 13, "left", text=True, priority=6, md_header="Thread"),
+        Column("grid", "Grid", 9, "left", priority=3, md_header="Grid"),
+        Column("block", "Block", 8, "left", priority=3, md_header="Block"),
         Column("device", "Dev", 3, priority=2, md_header="Device"),
         Column("stream", "Strm", 4, priority=2, md_header="Stream"),
         Column("api_start", "", show=False, md_header="API call start (ns)"),

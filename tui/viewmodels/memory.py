@@ -41,7 +41,7 @@ class MemoryView:
                     f"of {bytes_(o.total_memory_bytes)}")
         if not r.has_events:
             return ("no GPU memory events in this export (nsys --cuda-memory-usage=true; nsight-tui capture records "
-                    "them by default)" + ("; torch's figures from the step marks below" if r.phases else ""))
+                    "them by default)" + (f"; torch's figures from the {r.torch_source} below" if r.phases else ""))
         total = f" of {bytes_(r.gpu_total_bytes)}" if r.gpu_total_bytes else ""
         return f"peak in use {bytes_(r.peak_bytes)}{total} in {r.peak_path or '(no range)'}"
 
@@ -67,15 +67,15 @@ def rows(r: MemoryReport) -> list[dict]:
             if group is not None:
                 add("nsys", label, group.held_at_end_bytes, f"{what}: {group.allocations:,} allocations")
     if r.torch_peak_reserved_bytes is not None:
-        add("torch", "max reserved", r.torch_peak_reserved_bytes, "the caching allocator's segments (step marks)")
+        add("torch", "max reserved", r.torch_peak_reserved_bytes, f"the caching allocator's segments ({r.torch_source})")
         if r.allocator_peak_bytes is not None:
             add("torch", "segments − reserved", r.allocator_peak_bytes - r.torch_peak_reserved_bytes,
-                "the allocator's segments (nsys) minus torch's max reserved (step marks)")
+                f"the allocator's segments (nsys) minus torch's max reserved ({r.torch_source})")
         elif r.has_events and r.peak_bytes is not None:
             add("torch", "in use beyond reserved", r.peak_bytes - r.torch_peak_reserved_bytes,
                 "libraries' own cudaMalloc (cuBLAS workspaces) and static globals")
     if r.torch_peak_allocated_bytes is not None:
-        add("torch", "max allocated", r.torch_peak_allocated_bytes, "live tensors (step marks)")
+        add("torch", "max allocated", r.torch_peak_allocated_bytes, f"live tensors ({r.torch_source})")
     if r.optimizer_state_bytes is not None:
         add("torch", "optimizer state", r.optimizer_state_bytes,
             "allocated at the first step's start minus at the first warmup's start")

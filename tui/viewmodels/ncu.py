@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
+from nsight_tui.render.ncu import warning_line
 from nsight_tui.tui.table_model import Column
 
 
@@ -44,6 +45,7 @@ COLUMNS = [
 class NcuView:
     frame: pd.DataFrame  # COLUMNS' keys
     summary: str
+    warning: str = ""  # the report and the export look like different workloads ("" when not)
 
 
 def _tensor(r: dict) -> str:
@@ -79,4 +81,4 @@ def build(answers: dict) -> NcuView:
                "in the range; occupancy theoretical (launch configuration) / achieved (ncu)"
                + ("; tensor: measured TFLOP/s, % of the datasheet's dense peak"
                   if any(r.get("tensor_flops") for r in answers["by_name"]) else ""))
-    return NcuView(frame, summary)
+    return NcuView(frame, summary, warning_line(answers))

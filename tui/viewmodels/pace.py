@@ -22,6 +22,7 @@ import pandas as pd
 
 from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, period_ends, step_times
 from nsight_tui.parsers.model.ranges import RangeModel
+from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column
@@ -83,6 +84,9 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
     order = np.lexsort((ids, model.r_start[ids])) if len(ids) else np.zeros(0, dtype=np.int64)
     ids, kind = ids[order], kind[order]
     texts = model.trace.ranges["text"].to_numpy()
+    # inferred iterations under the tree's name for them (`inferred:step_0`), NVTX ones as they are
+    inferred = model.trace.ranges["domain"].to_numpy() == conventions.INFERRED_DOMAIN
+    names = [f"{conventions.INFERRED_DOMAIN}:{texts[i]}" if inferred[i] else str(texts[i]) for i in ids]
     start, end = model.r_start[ids].astype(np.int64), model.r_end[ids].astype(np.int64)
     gpu = np.asarray(model.proj_ns)[ids] if not model.gpu_pending else np.full(len(ids), np.nan)
     if model.gpu_pending:  # the last iteration's GPU end is not known yet: its range's end for now
@@ -91,7 +95,7 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
         times = step_times(model, ids)
         at = {int(i): int(p) for i, p in zip(times.ids, times.period_ns)}
         period = np.array([at[int(i)] for i in ids], dtype=np.int64)
-    return pd.DataFrame({"rid": ids, "name": [str(texts[i]) for i in ids], "kind": kind, "start": start,
+    return pd.DataFrame({"rid": ids, "name": names, "kind": kind, "start": start,
                          "end": end, "cpu_ns": end - start, "gpu_ns": gpu, "period_ns": period,
                          "process": pid_of(model.r_gtid[ids].astype(np.int64)) if len(ids) else []})
 

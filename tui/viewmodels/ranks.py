@@ -7,12 +7,13 @@ per phase and rank in the second; the spread across ranks and the straggler as l
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.analyses.ranks import PhaseSpread, Rank, RunRanks, phase_spread
+from nsight_tui.render.ranks import inferred_note
 from nsight_tui.tui import fmt
 from nsight_tui.tui.table_model import Column, TableModel
 
@@ -89,7 +90,10 @@ class RanksView:
         return TableModel(self.rank_frame, RANK_COLUMNS)
 
     def phase_table(self) -> TableModel:
-        return TableModel(self.phase_frame, PHASE_COLUMNS)
+        # room for `inferred:backward` where the phases were inferred (the tree's names), else the usual
+        longest = max((len(t) for t in self.phase_frame["phase"]), default=0)
+        first = PHASE_COLUMNS[0]
+        return TableModel(self.phase_frame, [replace(first, width=max(first.width or 0, longest)), *PHASE_COLUMNS[1:]])
 
     @property
     def notes(self) -> list[str]:
@@ -118,7 +122,7 @@ def ranks_view(run: RunRanks) -> RanksView:
         for phase, p in s.phases.items():
             per_step = p.gpu_ns / p.instances if p.instances else None
             phase_rows.append({
-                "phase": phase, "label": _short(s.rank), "device": s.rank.device, "per_step_ns": per_step,
+                "phase": p.prefix + phase, "label": _short(s.rank), "device": s.rank.device, "per_step_ns": per_step,
                 "vs_median_ns": per_step - median_of[phase] if per_step is not None and phase in median_of else None,
                 "cpu_step_ns": p.cpu_ns / p.instances if p.instances else None,
                 "comm_ns": p.comm_ns, "exposed_ns": p.exposed_comm_ns,
@@ -137,6 +141,9 @@ def summary_lines(run: RunRanks, spreads: list[PhaseSpread]) -> list[str]:
     """The spread across ranks and who is slowest, in words (screen and export alike); what
     matters first, so a narrow screen cuts only the explanation at the end."""
     out = []
+    inferred = inferred_note(run)
+    if inferred:  # first: every figure below stands on these iterations
+        out.append(inferred)
     stats = run.step_stats()
     if stats:
         out.append(f"step period over ranks: min {fmt.duration(stats['min_ns'])} · median "

@@ -17,6 +17,7 @@ class NcuScreen(TableScreen):
     DEFAULT_CSS = """
     NcuScreen #table { height: 1fr; }
     NcuScreen #ncu-note { height: auto; max-height: 3; padding: 0 1; background: $panel; }
+    NcuScreen #ncu-warning { height: auto; max-height: 4; padding: 0 1; background: $warning 30%; display: none; }
     """
     view_name = "ncu"
     empty_text = "reading the Nsight Compute report…"
@@ -30,6 +31,7 @@ class NcuScreen(TableScreen):
         return "Nsight Compute: per kernel name within a range (mean over its profiled instances)"
 
     def compose_body(self) -> ComposeResult:
+        yield Static("", id="ncu-warning")  # above the table: read before any figure
         yield DataGrid(id="table", empty_text=self.empty_text)
         yield Static("", id="ncu-note")
 
@@ -48,9 +50,12 @@ class NcuScreen(TableScreen):
         self.grid.empty_text = "no profiled kernel"
         self.show_table(TableModel(view.frame, COLUMNS))
         self.query_one("#ncu-note", Static).update(literal(view.summary))
+        warning = self.query_one("#ncu-warning", Static)
+        warning.update(literal(view.warning))
+        warning.display = bool(view.warning)
 
     def export_view(self) -> ViewText | None:
         if self.view is None or self.table is None:
             return None
-        head = self.export_header(self.table.describe(), self.view.summary)
+        head = self.export_header(self.table.describe(), "\n".join(filter(None, [self.view.warning, self.view.summary])))
         return ViewText(self.view_name, head, self.export_table("Nsight Compute per kernel name within a range"))
