@@ -38,7 +38,11 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
                                _ms(p.comm_ns), _ms(p.exposed_comm_ns),
                                _pct(1 - p.exposed_comm_ns / p.comm_ns if p.comm_ns else None)])
     if phase_rows:
-        out.append(table(["rank", "phase", "instances", "GPU time ms (total)", "CPU ms (NVTX, total)",
+        # an inferred phase has no NVTX span: its CPU figure is its launch span (inferred_note says so)
+        kinds = {bool(p.domain) for s in run.ranks for p in s.phases.values()}
+        cpu_head = {frozenset({False}): "CPU ms (NVTX, total)", frozenset({True}): "CPU ms (launch span, total)"}.get(
+            frozenset(kinds), "CPU ms (NVTX; inferred: launch span; total)")
+        out.append(table(["rank", "phase", "instances", "GPU time ms (total)", cpu_head,
                           "GPU busy ms (total)", "comm ms (total)", "exposed comm ms (total)", "overlap"], phase_rows,
                          title="Communication vs compute per phase (steady-state steps, totals over the steps)",
                          notes=["GPU time: per phase instance, the first start to the last end of the GPU work its "

@@ -225,6 +225,7 @@ def test_an_unannotated_capture_has_its_inferred_steps_per_rank(async_trace, tmp
 
     text = ranks_markdown(run)
     assert "4 (inferred:step_N)" in text and "| inferred:backward |" in text and "inferred from the kernel" in text
+    assert "CPU ms (launch span, total)" in text and "NVTX" not in text.split("### Communication")[1].split("\n")[2]
     (j,) = json.loads(ranks_json_text(run))["ranks"]
     assert j["step_domain"] == "inferred" and j["step_label"] == "inferred:step_N"
 
@@ -234,6 +235,9 @@ def test_an_annotated_capture_keeps_its_nvtx_steps_unlabelled(async_trace):
     (r,) = run.ranks
     assert r.step_domain == "" and r.step_label == "step_N" and len(r.steps_ns) == 4
     assert all(p.domain == "" for p in r.phases.values())
+    from nsight_tui.render.ranks import ranks_markdown
+
+    assert "CPU ms (NVTX, total)" in ranks_markdown(run)
 
 
 def test_a_ddp_export_stripped_of_nvtx_gets_inferred_steps_on_every_rank(tmp_path):
