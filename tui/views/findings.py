@@ -22,8 +22,9 @@ from nsight_tui.tui.widgets.grid import DataGrid
 
 class FindingsScreen(TableScreen):
     DEFAULT_CSS = """
-    FindingsScreen #table { height: 1fr; min-height: 4; }
-    /* the detail whole at 80x24 (15 rows with its evidence rows), the table down to its minimum;
+    FindingsScreen #table { height: 1fr; min-height: 3; }
+    /* the detail whole at 80x24 (17 rows with its evidence rows: fp32-gemm states a range), the table
+       down to its minimum (its header and two rows, j/k scroll it);
        12 rows cut the fix and where enter goes without a mark; past 80% it scrolls, with a bar */
     FindingsScreen #fdetail { height: auto; max-height: 80%; overflow-y: auto; padding: 0 1; background: $panel; }
     """
