@@ -18,7 +18,7 @@ import numpy as np
 from nsight_tui.parsers.analyses import ranks as rank_analysis
 from nsight_tui.tui import fmt
 from nsight_tui.parsers.read.ids import PID_MASK
-from nsight_tui.parsers.read.load import Trace, TraceLoader
+from nsight_tui.parsers.read.load import Trace, TraceLoader, map_columns
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, range_model
 from nsight_tui.parsers.analyses.ranks import Rank, RunRanks
 from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings, kernels, launches, palette
@@ -436,6 +436,8 @@ class StagedLoad:
         model = range_model(trace, self.attribution, self.main_thread, tree_from=self._tree)
         self.progress(0.95, "building the range tree")
         _first_rows(model)  # built here, in the worker
+        # the columns the cache has written meanwhile replace the load's private copies
+        map_columns(trace)
         return trace, self.seconds()
 
 

@@ -259,7 +259,9 @@ class RangeModel:
         key <<= 32
         key |= start_rank[op_pos]
         del op_pos, start_rank
-        key.sort()
+        # The pairs arrive range by range (then calls in start order): a few long ascending runs,
+        # which the stable sort (a merging sort) takes whole: ~30x faster than quicksort here.
+        key.sort(kind="stable")
         self.pair_range = np.empty(len(key), dtype=index_type)
         np.right_shift(key, 32, out=self.pair_range, casting="unsafe")
         key &= 0xFFFFFFFF

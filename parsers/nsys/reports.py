@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.model.nvtx_nesting import nsys_nesting
-from nsight_tui.parsers.read.groupstats import group_ids, group_stats
-from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
+from nsight_tui.parsers.nsys.kern_groups import STYLES, kernel_groups
+from nsight_tui.parsers.read.groupstats import distinct, group_ids, group_stats
+from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import range_model
 
@@ -80,17 +81,6 @@ def _stat_columns(s: pd.DataFrame) -> list[list]:
     return [[a, m, int(mn), int(mx), sd] for a, m, mn, mx, sd in zip(avg, med, s["min"], s["max"], std)]
 
 
-def _distinct(values: np.ndarray, presorted: bool = False) -> np.ndarray:
-    """Sorted distinct values (a plain sort beats np.unique's hashing on 10^6 int64s)."""
-    v = values if presorted else np.sort(values)
-    return v[np.concatenate(([True], v[1:] != v[:-1]))] if len(v) else v
-
-
-def _first_pair_of_group(gid: np.ndarray, n: int) -> np.ndarray:
-    """A row of each group (any: the keys read from it are the group's)."""
-    first = np.full(n, -1, dtype=np.int64)
-    first[gid[::-1]] = np.arange(len(gid) - 1, -1, -1, dtype=np.int64)
-    return first
 
 
 def _percent(totals: pd.Series) -> list:
@@ -232,7 +222,7 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
         op_nb = m.op_count
     else:
         key = pr.astype(np.int64) * np.int64(len(trace.api) + 1) + op_api[m.pair_op]
-        op_nb = np.bincount(_distinct(key) // np.int64(len(trace.api) + 1), minlength=m.n)
+        op_nb = np.bincount(distinct(key) // np.int64(len(trace.api) + 1), minlength=m.n)
     has = m.op_count > 0
     ids = np.flatnonzero(has)
     if len(ids) == 0:
@@ -263,9 +253,6 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
     return rep
 
 
-PAIR_BLOCK = 1 << 20  # pairs per block where a per-pair temporary would be int64
-
-
 def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
     headers = ["NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", *STAT_HEADERS,
                "Kernel Name"]
@@ -274,125 +261,11 @@ def nvtx_kern_sum(trace: Trace, attribution: str = "nsys", main_thread: str | No
         rep.message = rep.message or "does not contain CUDA kernel data"
         return rep
     m = range_model(trace, attribution, main_thread, inferred=False)  # nsys knows no inferred range
-    ops = trace.ops
-    is_k = ops["kind"].to_numpy() == KERNEL
-    keep = is_k[m.pair_op]
-    p_op, p_range = m.pair_op[keep], m.pair_range[keep]
-    # Kernels in no range still make a row, with an empty range (nsys's LEFT JOIN).
-    in_range = np.zeros(len(ops), dtype=bool)
-    in_range[p_op] = True
-    lone = np.flatnonzero(is_k & ~in_range)
-    index = index_dtype(len(ops) + 1, len(trace.ranges) + 1)  # millions of pairs: half the memory
-    all_op = np.concatenate([p_op.astype(index, copy=False), lone.astype(index)])
-    all_range = np.concatenate([p_range.astype(index, copy=False), np.full(len(lone), -1, dtype=index)])
-    del p_op, p_range, lone, in_range, keep
-    # The launching thread, per op (then per pair, by the op): (pid, tid) ranked as integers
-    api_pos = ops["api"].to_numpy()
-    op_gtid = np.where(api_pos >= 0, trace.api["gtid"].to_numpy()[np.maximum(api_pos, 0)] if len(trace.api) else 0, -1)
-    del api_pos
-    op_pid = np.where(op_gtid >= 0, pid_of(op_gtid), -1).astype(np.int32)  # 24-bit ids
-    op_tid = np.where(op_gtid >= 0, tid_of(op_gtid), -1).astype(np.int32)
-    del op_gtid
-    r = trace.ranges
-    # Integer keys whose order is the strings' order (NULL = -1 sorts first, as in SQLite),
-    # so grouping millions of (kernel, range) pairs never touches a Python string.
-    rname_rank, rname_text = pd.factorize(r["name"], sort=True)
-    rname_rank = np.append(rname_rank, -1)
-    style_rank = np.append(np.where(r["pushpop"].to_numpy(dtype=bool), 0, 1), -1)  # PushPop < StartEnd
-    kname_rank_of, kname_text = pd.factorize(pd.Series(trace.op_names), sort=True)
-    small = np.int32  # keys and positions fit; halves the memory of millions of pairs
-    # The keys packed into one int64 whose order is theirs: (thread = (pid, tid) ranked, range
-    # name, style) then the op's rank among all ops ordered by (kernel name, duration). One
-    # sort of those values gives the groups, each group's sorted durations (its median) and
-    # its repeated ops (one op under two same-named ranges) side by side.
-    op_thread, threads = pd.factorize((op_pid.astype(np.int64) << 32) | (op_tid.astype(np.int64) & 0xFFFFFFFF))
-    n_rname, n_ops = np.int64(len(rname_text) + 1), np.int64(len(ops))
-    if len(threads) * int(n_rname) * 3 * int(n_ops) < 2**62:
-        thread_rank = np.argsort(np.argsort(threads)).astype(np.int64)  # rank of (pid, tid)
-        op_dur = ops["end"].to_numpy() - ops["start"].to_numpy()
-        op_kname = kname_rank_of.astype(index)[ops["name"].to_numpy()]
-        by_name_dur = np.lexsort((op_dur, op_kname)).astype(index)
-        # per op: its thread's rank, then its rank among ops by (kernel name, duration)
-        op_thread_rank = thread_rank.astype(index)[op_thread]  # < the ops' count: fits
-        del op_thread
-        op_rank = np.empty(len(ops), dtype=index)
-        op_rank[by_name_dur] = np.arange(len(ops), dtype=index)
-        # per range: (name, style) in one number; per pair: that, its thread, its op's rank
-        range_part = (rname_rank.astype(np.int64) + 1) * 3 + (style_rank.astype(np.int64) + 1)
-
-        def pair_keys(a: int, b: int) -> np.ndarray:
-            """The packed key of pairs a..b-1 (made in blocks: no int64 temporary per pair)."""
-            o = all_op[a:b]
-            k = op_thread_rank[o].astype(np.int64) * (n_rname * 3)
-            k += range_part[all_range[a:b]]
-            k *= n_ops
-            k += op_rank[o]
-            return k
-
-        blocks = [(a, min(a + PAIR_BLOCK, len(all_op))) for a in range(0, len(all_op), PAIR_BLOCK)]
-        key = np.empty(len(all_op), dtype=np.int64)
-        for a, b in blocks:
-            key[a:b] = pair_keys(a, b)
-        key.sort()  # in place; the pairs' own order is made again, block by block, below
-        new_group = np.ones(len(key), dtype=bool)
-        op_s = np.empty(len(key), dtype=index)  # the op of each sorted pair (from its rank)
-        for a, b in blocks:
-            prefix = key[max(a - 1, 0):b] // n_ops
-            np.not_equal(prefix[1:], prefix[:-1], out=new_group[max(a, 1):b])
-            op_s[a:b] = by_name_dur[key[a:b] % n_ops]
-        kname_s = op_kname[op_s]
-        new_group[1:] |= kname_s[1:] != kname_s[:-1]
-        del kname_s
-        first_key = key[new_group]
-        del key
-        group_index = index_dtype(len(all_op) + 1)  # group ids: fewer than the pairs
-        gid_sorted = np.cumsum(new_group, dtype=group_index)
-        gid_sorted -= 1
-        n_groups = int(gid_sorted[-1]) + 1 if len(gid_sorted) else 0
-        st = group_stats(gid_sorted, n_groups, op_dur[op_s], presorted=True)
-        repeated = ~new_group[1:] & (op_s[1:] == op_s[:-1])  # same group, same op: adjacent here
-        del op_s
-        kern_inst = st.num - np.bincount(gid_sorted[1:][repeated], minlength=n_groups)
-        del repeated, gid_sorted, new_group
-        # the group of each pair, in the pairs' own order (for the range count below)
-        gid = np.empty(len(all_op), dtype=group_index)
-        for a, b in blocks:
-            gid[a:b] = np.searchsorted(first_key, pair_keys(a, b), side="right") - 1
-        del op_rank, op_thread_rank
-        first = _first_pair_of_group(gid, n_groups)
-    else:  # too many distinct keys to pack: group on the five columns
-        pid, tid = op_pid.astype(small)[all_op], op_tid.astype(small)[all_op]
-        rname = rname_rank.astype(small)[all_range]
-        style = style_rank.astype(small)[all_range]
-        kname = kname_rank_of.astype(small)[ops["name"].to_numpy()[all_op]]
-        groups = group_ids(pid, tid, rname, style, kname)
-        gid, n_groups, first = groups.gid, groups.n, groups.first
-        st = group_stats(gid, n_groups, (ops["end"].to_numpy() - ops["start"].to_numpy())[all_op])
-        stride = np.int64(max(len(ops), len(r)) + 1)
-        kern_inst = np.bincount(_distinct(gid * stride + all_op) // stride, minlength=n_groups)
-    first_op, first_range = all_op[first], all_range[first]
-    s = pd.DataFrame({"pid": op_pid[first_op].astype(small), "tid": op_tid[first_op].astype(small),
-                      "name": rname_rank[first_range],
-                      "style": style_rank[first_range], "kname": kname_rank_of[ops["name"].to_numpy()[first_op]],
-                      "total": st.total, "num": st.num, "avg": st.avg, "med": st.med,
-                      "min": st.min, "max": st.max, "std": st.std})
-    # count(DISTINCT range) (NULL ranges not counted) and count(DISTINCT kernel) per group
-    # Keyed range first: the model's pairs come sorted by range, so the keys are nearly in order
-    # and a stable (merging) sort takes them in runs, ~3x faster than sorting them from scratch.
-    in_r = all_range >= 0
-    range_gid = all_range[in_r].astype(np.int64)
-    range_gid *= np.int64(max(n_groups, 1))
-    range_gid += gid[in_r]
-    del gid
-    range_gid.sort(kind="stable")
-    s["nvtx_inst"] = np.bincount(_distinct(range_gid, presorted=True) % np.int64(max(n_groups, 1)), minlength=n_groups)
-    del range_gid
-    s["kern_inst"] = kern_inst
+    s, rname_text, kname_text = kernel_groups(trace, m)
     s["_neg_total"] = -s["total"]
     s = s.sort_values(["name", "pid", "tid", "_neg_total"], kind="stable").reset_index(drop=True)
     stats = _stat_columns(s)
-    styles = ("PushPop", "StartEnd")
-    rep.rows = [[None if n < 0 else rname_text[n], None if st_ < 0 else styles[st_],
+    rep.rows = [[None if n < 0 else rname_text[n], None if st_ < 0 else STYLES[st_],
                  None if p < 0 else int(p), None if t < 0 else int(t),
                  int(ni), int(ki), int(tot), *st, kname_text[kn]]
                 for n, st_, p, t, ni, ki, tot, st, kn in zip(

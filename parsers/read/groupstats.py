@@ -58,6 +58,12 @@ def _small_int_ranks(key: np.ndarray) -> tuple[np.ndarray | None, int]:
     return rank[at], int(rank[-1]) + 1
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a plain sort beats np.unique's hashing on 10^6 int64s)."""
+    v = np.sort(values)
+    return v[np.concatenate(([True], v[1:] != v[:-1]))] if len(v) else v
+
+
 @dataclass
 class Stats:
     total: np.ndarray
@@ -78,6 +84,20 @@ def group_stats(gid: np.ndarray, n: int, values: np.ndarray, presorted: bool = F
     v = values if presorted else _sorted_by_group(gid, n, values)
     counts = np.bincount(gid, minlength=n).astype(np.int64)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    return _stats(v, starts, counts)
+
+
+def run_stats(values: np.ndarray, starts: np.ndarray) -> Stats:
+    """The same figures where `values` are already ordered by (group, value) and every group
+    is one run starting at `starts` (ascending, the first 0): no group id per row."""
+    values = np.asarray(values, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    counts = np.diff(np.append(starts, len(values)))
+    return _stats(values, starts, counts)
+
+
+def _stats(v: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> Stats:
+    n = len(counts)
     total = np.add.reduceat(v, starts) if len(v) else np.zeros(n, dtype=np.int64)
     avg = total.astype(np.float64) / np.maximum(counts, 1)
     med = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2.0

@@ -176,3 +176,21 @@ def test_correlation_ids_repeat_across_processes_and_are_joined_per_process():
     assert (api_pid == linked["gpid"].to_numpy() >> 24).all()
     m = range_model(trace, "process")
     assert len(m.main_threads) == 2  # one main thread per process
+
+
+@pytest.mark.parametrize("start_order", ["in start order", "shuffled", "ties"])
+def test_calls_by_thread_then_start_are_lexsorts(start_order):
+    """enclosing_pairs orders the calls by (thread, start) with a counting sort of the threads when
+    the table is in start order (the usual export): the order np.lexsort gives, ties included,
+    and np.lexsort's own where the table is not."""
+    from nsight_tui.parsers.model.attribution import _by_group_then_start
+
+    rng = np.random.default_rng(3)
+    n = 50_000
+    group = rng.integers(0, 12, size=n)
+    start = np.sort(rng.integers(0, 10**9, size=n))
+    if start_order == "shuffled":
+        start = rng.permutation(start)
+    elif start_order == "ties":
+        start = start // 10**6  # many equal starts, in and across threads
+    assert np.array_equal(_by_group_then_start(group, start, 12), np.lexsort((start, group)))

@@ -630,3 +630,54 @@ def test_a_first_open_that_never_draws_the_tree_keeps_it(cache_dir, profile, cap
     again = range_model(loaded(profile), "process")
     assert _tree(again) == _fresh_tree(profile, "process")
     assert again.tree_from_cache
+
+
+# -- a first open, once its columns are written -----------------------------------------------
+def test_first_open_serves_its_columns_from_the_cache_once_written(cache_dir, profile):
+    """`map_columns`: once the trace's bundle is written, the GPU ops' and API calls' columns are
+    the cache's mapped files (file-backed pages: a first open then holds no more private memory
+    than a second), with the file's values; nothing to map before that, or with the cache off."""
+    from nsight_tui.parsers.read.load import map_columns
+
+    trace = load_trace(profile)
+    cache.wait_all()
+    assert not from_cache(trace)
+    assert map_columns(trace)
+    assert from_cache(trace) and mapped(trace.api["start"].to_numpy())
+    assert not map_columns(trace)  # once
+    assert_same_trace(trace, load_trace(profile, native=False))
+    assert kernel_figures(trace) == sql_kernels(profile)
+
+
+def test_columns_not_mapped_without_their_bundle(cache_dir, profile, monkeypatch):
+    from nsight_tui.parsers.read.load import map_columns
+
+    monkeypatch.setenv(cache.ENV_OFF, "1")
+    trace = load_trace(profile)
+    assert not map_columns(trace) and not from_cache(trace)
+    monkeypatch.delenv(cache.ENV_OFF)
+    trace = load_trace(profile)
+    cache.wait_all()
+    shutil.rmtree(cache_dir)  # the bundle gone (evicted, cleared) before the columns were mapped
+    assert not map_columns(trace) and not from_cache(trace)
+
+
+def test_the_copy_with_inferred_ranges_is_mapped_with_its_trace(cache_dir, tmp_path):
+    """A trace without NVTX iterations: the model is built over a copy of it holding the inferred
+    ranges; that copy's columns are switched too (else it would keep the private ones alive)."""
+    from xz_samples import plain
+
+    from nsight_tui.parsers.model.ranges import range_model
+    from nsight_tui.parsers.read.load import map_columns
+
+    src = plain(SAMPLES / "nonvtx" / "small_ctx512_b8_async_nonvtx.sqlite.xz")
+    path = tmp_path / src.name
+    shutil.copyfile(src, path)
+    trace = load_trace(path)
+    model = range_model(trace, "process")
+    assert model.trace is not trace and model.trace.ops is trace.ops  # the copy, sharing the frames
+    kernels_before = model.kernel_summary(model.scope_op_positions())
+    cache.wait_all()
+    assert map_columns(trace)
+    assert from_cache(model.trace) and model.trace.api is trace.api
+    pd.testing.assert_frame_equal(model.kernel_summary(model.scope_op_positions()), kernels_before)

@@ -36,3 +36,36 @@ def test_group_stats_equal_pandas_groupby():
     assert np.array_equal(st.med, want["median"].to_numpy())
     assert np.allclose(st.avg, want["mean"].to_numpy(), rtol=0, atol=1e-6)
     assert np.allclose(st.std, want["std"].fillna(0).to_numpy(), rtol=1e-9)
+
+
+def test_run_stats_equal_pandas_groupby():
+    """The figures of groups given as runs of (group, value)-ordered values."""
+    from nsight_tui.parsers.read.groupstats import run_stats
+
+    rng = np.random.default_rng(5)
+    key = np.sort(rng.integers(0, 300, size=30000))
+    values = rng.integers(0, 10**12, size=len(key))
+    order = np.lexsort((values, key))
+    key, values = key[order], values[order]
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    st = run_stats(values, starts)
+    want = pd.Series(values).groupby(key).agg(["sum", "count", "median", "min", "max", "std"])
+    assert np.array_equal(st.total, want["sum"].to_numpy())
+    assert np.array_equal(st.num, want["count"].to_numpy())
+    assert np.array_equal(st.min, want["min"].to_numpy()) and np.array_equal(st.max, want["max"].to_numpy())
+    assert np.array_equal(st.med, want["median"].to_numpy())
+    assert np.allclose(st.std, want["std"].fillna(0).to_numpy(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("n, workers", [(10, 2), ((1 << 22) + 7, 2), ((1 << 22) + 5, 3), (1 << 23, 1)])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64])
+def test_sort_in_place_is_numpys_sort(n, workers, dtype):
+    """read.psort on several threads: the values numpy's one-threaded sort gives."""
+    from nsight_tui.parsers.read.psort import sort_in_place
+
+    rng = np.random.default_rng(n)
+    values = rng.integers(0, np.iinfo(dtype).max, size=n, dtype=dtype)
+    values[: n // 3] = values[n // 3: 2 * (n // 3)]  # ties
+    want = np.sort(values)
+    sort_in_place(values, workers=workers)
+    assert np.array_equal(values, want)

@@ -38,3 +38,23 @@ def test_committed_samples_have_nvidia_csvs():
     for trace in samples:
         for report in REPORTS:
             assert oracle_csv(SAMPLES, trace.stem, report) is not None, trace
+
+
+KERN_CASES = [c for c in CASES if c[2] == "nvtx_kern_sum"]
+
+
+@pytest.mark.parametrize("path", ["columns", "two-key op order"])
+@pytest.mark.parametrize("trace_path,csv_path,report", KERN_CASES,
+                         ids=[f"{trace_stem(t)}-{r}" for t, _, r in KERN_CASES])
+def test_nvtx_kern_sum_by_every_grouping(trace_path, csv_path, report, path, async_trace, monkeypatch):
+    """nvtx_kern_sum's other two ways (parsers.nsys.kern_groups): the five columns grouped as they
+    are (where the keys cannot be packed in one int64) and the ops ordered by a two-key sort
+    (where a duration is too long to pack) print NVIDIA's CSV too."""
+    from nsight_tui.parsers.nsys import kern_groups
+
+    if path == "columns":
+        monkeypatch.setattr(kern_groups, "KEY_LIMIT", 0)
+    else:
+        monkeypatch.setattr(kern_groups, "OP_KEY_BITS", 0)
+    got = render_csv(build_report(_trace(async_trace(trace_path)), report, "nsys"))
+    assert got == read_oracle(csv_path)
