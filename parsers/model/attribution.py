@@ -63,8 +63,8 @@ def enclosing_pairs(
         return np.zeros(0, dtype=dtype), np.zeros(0, dtype=dtype)
     uniq = np.unique(np.concatenate([np.unique(r_group), np.unique(c_group)]))
     rg, cg = np.searchsorted(uniq, r_group), np.searchsorted(uniq, c_group)  # group codes, in order
-    order = _by_group_then_start(cg, c_start, len(uniq)).astype(dtype, copy=False)
-    cg_s, cs_s = cg[order], c_start[order]
+    order, cg_s, cs_s = _by_group_then_start(cg, c_start, len(uniq))
+    order = order.astype(dtype, copy=False)
     # Search each range's [start, end] inside its group's slice of sorted calls.
     g_lo = np.searchsorted(cg_s, rg, side="left")
     g_hi = np.searchsorted(cg_s, rg, side="right")
@@ -89,16 +89,24 @@ def enclosing_pairs(
     return ri, cj
 
 
-def _by_group_then_start(group: np.ndarray, start: np.ndarray, n_groups: int) -> np.ndarray:
-    """np.lexsort((start, group)), the ties in position order. The calls come from a table kept
-    in start order: a stable counting sort of the (few) group codes then leaves each group in
-    start order already, in linear time; checked, and the two-key sort done where it does not."""
-    if n_groups <= np.iinfo(np.uint16).max:
+def _by_group_then_start(group: np.ndarray, start: np.ndarray,
+                         n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """np.lexsort((start, group)), the ties in position order, with both keys in that order. The
+    calls come from a table kept in start order: taking each group's positions in turn (few
+    groups: threads), or a stable counting sort of the group codes, leaves each group in start
+    order already, in linear time; checked, and the two-key sort done where it does not."""
+    if n_groups <= 64:
+        order = np.concatenate([np.flatnonzero(group == g) for g in range(n_groups)])
+    elif n_groups <= np.iinfo(np.uint16).max:
         order = np.argsort(group.astype(np.uint16), kind="stable")  # a radix sort for 16-bit keys
+    else:
+        order = None
+    if order is not None:
         g, s = group[order], start[order]
         if bool(np.all((s[1:] >= s[:-1]) | (g[1:] != g[:-1]))):
-            return order
-    return np.lexsort((start, group))
+            return order, g, s
+    order = np.lexsort((start, group))
+    return order, group[order], start[order]
 
 
 def _mapped(table: np.ndarray, idx: np.ndarray, dtype, then: np.ndarray | None = None) -> np.ndarray:

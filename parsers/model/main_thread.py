@@ -64,9 +64,11 @@ def choose(r_gtid: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
     c_gpid = c_gtid & PID_MASK
     for gpid in np.unique(threads & PID_MASK).tolist():
         sel = c_gpid == gpid
-        order = np.argsort(c_start[sel], kind="stable")
-        starts = c_start[sel][order]
-        cum = np.concatenate(([0], np.cumsum(c_ops[sel][order])))
+        starts, ops = c_start[sel], c_ops[sel]
+        if not bool(np.all(starts[1:] >= starts[:-1])):  # a table kept in start order needs no sort
+            order = np.argsort(starts, kind="stable")
+            starts, ops = starts[order], ops[order]
+        cum = np.concatenate(([0], np.cumsum(ops)))
         total = int(cum[-1])
         ranked = []
         for gtid in threads[(threads & PID_MASK) == gpid].tolist():

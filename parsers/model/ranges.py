@@ -27,6 +27,7 @@ from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.inferred_ranges import with_inferred_ranges
 from nsight_tui.parsers.model.main_thread import MainThread
 from nsight_tui.parsers.model.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
+from nsight_tui.parsers.model.range_nesting import tightest_enclosing
 
 OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
 
@@ -363,25 +364,7 @@ class RangeModel:
 
     def _nesting(self) -> tuple[np.ndarray, np.ndarray]:
         """Parent = tightest enclosing range on the same thread (a stack sweep per thread)."""
-        parent = np.full(self.n, -1, dtype=np.int64)
-        depth = np.zeros(self.n, dtype=np.int64)
-        if self.n == 0:
-            return parent, depth
-        order = np.lexsort((-self.r_end, self.r_start, self.r_gtid))
-        stack: list[int] = []
-        cur_thread = None
-        ends, gtids = self.r_end, self.r_gtid
-        for i in order.tolist():
-            g = gtids[i]
-            if g != cur_thread:
-                stack, cur_thread = [], g
-            while stack and ends[stack[-1]] < ends[i]:
-                stack.pop()
-            if stack:
-                parent[i] = stack[-1]
-                depth[i] = depth[stack[-1]] + 1
-            stack.append(i)
-        return parent, depth
+        return tightest_enclosing(self.r_gtid, self.r_start, self.r_end)
 
     # -- queries --------------------------------------------------------------------------
     def ops_of(self, range_ids) -> np.ndarray:

@@ -49,30 +49,38 @@ class _Keys:
     def __init__(self, trace: Trace):
         ops, r = trace.ops, trace.ranges
         self.n_ops = len(ops)
-        # The launching thread, per op: (pid, tid), -1 for an op no call launched
+        # The launching thread, per op: (pid, tid), -1 for an op no call launched; computed for
+        # the distinct threads, then looked up (never a shift or mask per op)
         api_pos = ops["api"].to_numpy()
         gtid = trace.api["gtid"].to_numpy()
         op_gtid = np.where(api_pos >= 0, gtid[np.maximum(api_pos, 0)] if len(gtid) else 0, -1)
         del api_pos
-        self.op_pid = np.where(op_gtid >= 0, pid_of(op_gtid), -1).astype(np.int32)  # 24-bit ids
-        self.op_tid = np.where(op_gtid >= 0, tid_of(op_gtid), -1).astype(np.int32)
+        op_code, gtids = pd.factorize(op_gtid)
         del op_gtid
+        gtids = np.asarray(gtids, dtype=np.int64)
+        pid = np.where(gtids >= 0, pid_of(gtids), -1).astype(np.int32)  # 24-bit ids
+        tid = np.where(gtids >= 0, tid_of(gtids), -1).astype(np.int32)
+        thread_code, threads = pd.factorize((pid.astype(np.int64) << 32) | (tid.astype(np.int64) & 0xFFFFFFFF))
+        self.thread_pid, self.thread_tid = pid, tid  # per distinct gtid (op_code)
+        self.op_code = op_code
         rname_rank, self.rname_text = pd.factorize(r["name"], sort=True)
         self.rname_rank = np.append(rname_rank, -1)  # position -1: no range
         self.style_rank = np.append(np.where(r["pushpop"].to_numpy(dtype=bool), 0, 1), -1)  # PushPop first
         kname_rank_of, self.kname_text = pd.factorize(pd.Series(trace.op_names), sort=True)
         self.op_kname = kname_rank_of.astype(np.int64)[ops["name"].to_numpy()]
         self.op_dur = ops["end"].to_numpy() - ops["start"].to_numpy()
-        thread_value = (self.op_pid.astype(np.int64) << 32) | (self.op_tid.astype(np.int64) & 0xFFFFFFFF)
-        op_thread, threads = pd.factorize(thread_value)
         order = np.argsort(threads)
         self.threads_sorted = np.asarray(threads)[order]  # (pid << 32 | tid) by rank
         thread_rank = np.empty(len(order), dtype=np.int64)
         thread_rank[order] = np.arange(len(order))
-        self.op_thread_rank = thread_rank[op_thread]
+        self.op_thread_rank = thread_rank[thread_code][op_code]
         self.n_threads = len(order)
         self.n_r3 = np.int64((len(self.rname_text) + 1) * 3)  # (range name, style) in one number
         self.packable = self.n_threads * int(self.n_r3) * max(self.n_ops, 1) < KEY_LIMIT
+
+    def op_pid_tid(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per op: the launching thread's pid and tid (-1 for none)."""
+        return self.thread_pid[self.op_code], self.thread_tid[self.op_code]
 
     def range_part(self) -> np.ndarray:
         """Per range (position -1: none): (name rank + 1) * 3 + (style + 1), 0 for no range."""
@@ -219,7 +227,8 @@ def _column_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     all_op = np.concatenate([p_op.astype(index, copy=False), lone.astype(index)])
     all_range = np.concatenate([p_range.astype(index, copy=False), np.full(len(lone), -1, dtype=index)])
     small = np.int32
-    pid, tid = keys.op_pid.astype(small)[all_op], keys.op_tid.astype(small)[all_op]
+    op_pid, op_tid = keys.op_pid_tid()
+    pid, tid = op_pid[all_op], op_tid[all_op]
     rname = keys.rname_rank.astype(small)[all_range]
     style = keys.style_rank.astype(small)[all_range]
     kname = keys.op_kname.astype(small)[all_op]
@@ -229,7 +238,7 @@ def _column_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     stride = np.int64(max(keys.n_ops, m.n) + 1)
     kern_inst = np.bincount(distinct(gid * stride + all_op) // stride, minlength=n_groups)
     first_op, first_range = all_op[first], all_range[first]
-    frame = _frame(keys.op_pid[first_op], keys.op_tid[first_op], keys.rname_rank[first_range],
+    frame = _frame(op_pid[first_op], op_tid[first_op], keys.rname_rank[first_range],
                    keys.style_rank[first_range], keys.op_kname[first_op], st, kern_inst)
     # count(DISTINCT range) per group (NULL ranges not counted)
     in_r = all_range >= 0

@@ -193,4 +193,7 @@ def test_calls_by_thread_then_start_are_lexsorts(start_order):
         start = rng.permutation(start)
     elif start_order == "ties":
         start = start // 10**6  # many equal starts, in and across threads
-    assert np.array_equal(_by_group_then_start(group, start, 12), np.lexsort((start, group)))
+    want = np.lexsort((start, group))
+    for n_groups in (12, 100, 70_000):  # each group in turn; a counting sort; np.lexsort
+        order, g, s = _by_group_then_start(group, start, n_groups)
+        assert np.array_equal(order, want) and np.array_equal(g, group[want]) and np.array_equal(s, start[want])
