@@ -61,7 +61,8 @@ def enclosing_pairs(
     dtype = index_dtype(len(r_start), len(c_start))
     if len(r_start) == 0 or len(c_start) == 0:
         return np.zeros(0, dtype=dtype), np.zeros(0, dtype=dtype)
-    uniq = np.unique(np.concatenate([np.unique(r_group), np.unique(c_group)]))
+    # distinct groups by hashing (a few threads or processes among 10^7 calls: 5x np.unique's sort)
+    uniq = np.unique(np.concatenate([pd.unique(r_group), pd.unique(c_group)]))
     rg, cg = np.searchsorted(uniq, r_group), np.searchsorted(uniq, c_group)  # group codes, in order
     order, cg_s, cs_s = _by_group_then_start(cg, c_start, len(uniq))
     order = order.astype(dtype, copy=False)
@@ -92,10 +93,10 @@ def enclosing_pairs(
 def _by_group_then_start(group: np.ndarray, start: np.ndarray,
                          n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """np.lexsort((start, group)), the ties in position order, with both keys in that order. The
-    calls come from a table kept in start order: taking each group's positions in turn (few
-    groups: threads), or a stable counting sort of the group codes, leaves each group in start
-    order already, in linear time; checked, and the two-key sort done where it does not."""
-    if n_groups <= 64:
+    calls come from a table kept in start order: taking each group's positions in turn (a
+    process or two), or a stable counting sort of the group codes (threads), leaves each group
+    in start order already, in linear time; checked, and the two-key sort done where it does not."""
+    if n_groups <= 4:
         order = np.concatenate([np.flatnonzero(group == g) for g in range(n_groups)])
     elif n_groups <= np.iinfo(np.uint16).max:
         order = np.argsort(group.astype(np.uint16), kind="stable")  # a radix sort for 16-bit keys

@@ -146,15 +146,12 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     # equals the one before is the same op again in the same group (not another kernel).
     n = len(key)
     new_group = np.empty(n, dtype=bool)
-    dur_s = np.empty(n, dtype=np.int64)
     repeats = []
     for a in range(0, n, BLOCK):
-        b = min(a + BLOCK, n)
-        lo = max(a - 1, 0)
+        lo, b = max(a - 1, 0), min(a + BLOCK, n)
         k = key[lo:b]
         cls, rank = np.divmod(k, n_ops)
         kn = kname_of_rank[rank]
-        dur_s[a:b] = dur_of_rank[rank[a - lo:]]
         if a == 0:
             new_group[0] = True
         np.not_equal(cls[1:], cls[:-1], out=new_group[lo + 1:b])
@@ -163,14 +160,18 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     del op_rank
     starts = np.flatnonzero(new_group)
     del new_group
-    st = run_stats(dur_s, starts)
-    del dur_s
+    first_key = key[starts]
+    # the keys' array turned into the sorted pairs' durations, in place (no second array of
+    # 10^8 values: fresh pages cost as much as the work here)
+    for a in range(0, n, BLOCK):
+        b = min(a + BLOCK, n)
+        key[a:b] = dur_of_rank[key[a:b] % n_ops]
+    st = run_stats(key, starts)
     repeated_at = np.concatenate(repeats) if repeats else np.zeros(0, dtype=np.int64)
     kern_inst = st.num - np.bincount(np.searchsorted(starts, repeated_at, side="right") - 1,
                                      minlength=len(starts))
     # Each group's keys, read back from its first pair's key
-    cls, rank = np.divmod(key[starts], n_ops)
-    del key
+    cls, rank = np.divmod(first_key, n_ops)
     thread_rank, part = np.divmod(cls, keys.n_r3)
     rname, style = np.divmod(part, 3)
     thread = keys.threads_sorted[thread_rank]
@@ -183,7 +184,8 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     n_k = np.int64(len(keys.kname_text) + 1)
     n_tk = np.int64(keys.n_threads) * n_k
     op_tk = keys.op_thread_rank * n_k + keys.op_kname
-    rk = np.empty(n_kp, dtype=np.int64)
+    rk = key[:n_kp]  # the durations are read: their array is filled again
+    del key
     at = 0
     for a, b in blocks:
         sel = kernel_pair[a:b]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +35,12 @@ from nsight_tui.parsers.read.source import (COLUMNAR_EXPORTS, Schema, columnar_k
                                              read_schema, readonly_uri)
 
 CHUNK = 1 << 16
-# The big tables (API calls, kernels) read at once: two cores' worth (the machines this runs on
-# have at least two; more threads than tables gain nothing).
+# The big tables (API calls, kernels) are read ahead in parts of rows, on at least two threads
+# (the machines this runs on have two cores or more): one table's parts in parallel, so the
+# biggest (50M API calls at 24M kernels) is not one thread's read while the other waits.
 READ_AHEAD_THREADS = 2
+MAX_READ_THREADS = 8
+PART_ROWS = 4_000_000  # rows per part of a table read ahead
 ROWID = "rowid"  # SQLite's row key; for the columnar exports, the row's position + 1
 
 
@@ -369,7 +373,7 @@ class SqliteArrowTables(SqliteTables):
             self.adbc = None
             self.reader = SqliteTables.reader
         self.fallbacks: list[str] = []  # tables the driver refused, read by sqlite3 instead
-        self._ahead: dict[tuple[str, tuple[str, ...]], Future] = {}
+        self._ahead: dict[tuple[str, tuple[str, ...]], _PartedRead] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._prefetched = False
 
@@ -381,9 +385,11 @@ class SqliteArrowTables(SqliteTables):
         if self.adbc is None or self._prefetched or not reads:
             return
         self._prefetched = True  # once: a read again after a scan reads in the foreground
-        self._pool = ThreadPoolExecutor(max_workers=READ_AHEAD_THREADS, thread_name_prefix="nsight-read-ahead")
+        self._pool = ThreadPoolExecutor(max_workers=read_threads(), thread_name_prefix="nsight-read-ahead")
+        # Parts in the order the load asks for the tables: the API calls' parts first, so that
+        # table is whole (and its post-processing begins) while the kernels are still read.
         for table, columns in reads:
-            self._ahead[(table, tuple(columns))] = self._pool.submit(_read_arrow, self.path, table, columns)
+            self._ahead[(table, tuple(columns))] = _PartedRead(self.path, table, columns, self._pool)
 
     def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
         if self.adbc is None or rows is not None:  # chosen rows (launch details): one IN query
@@ -431,6 +437,12 @@ class SqliteArrowTables(SqliteTables):
 BATCH_ROWS = 1 << 16
 
 
+def read_threads() -> int:
+    from nsight_tui.parsers.read.psort import cores
+
+    return max(READ_AHEAD_THREADS, min(cores(), MAX_READ_THREADS))
+
+
 def _read_arrow(path: Path, table: str, columns: list[str]) -> Fetched:
     """A whole table's columns through an ADBC connection of its own (a read-ahead job)."""
     import adbc_driver_sqlite.dbapi as adbc
@@ -440,6 +452,118 @@ def _read_arrow(path: Path, table: str, columns: list[str]) -> Fetched:
         return _fetch_arrow(con, _select(table, columns, None)[0], table, columns)
     finally:
         con.close()
+
+
+class _NotIntegers(Exception):
+    """A part met a column that is not integers: the table is read whole instead."""
+
+
+class _PartedRead:
+    """One table read ahead in parts of rowids (`rowid > a AND rowid <= b`, each part on an
+    ADBC connection of its own, on the pool's threads), every part writing its rows straight
+    into the table's final arrays at the position of its first rowid: no part is copied
+    again. nsys numbers a table's rows 1..n, so the parts fill the arrays end to end; where
+    rowids skip (rows deleted), the parts are moved up over the gaps when all are read.
+    `result()` is the whole table, as `_read_arrow` gives it; a table without integer rowids
+    to cut, small enough for one part, or with a column that is not integers, is read whole."""
+
+    def __init__(self, path: Path, table: str, columns: list[str], pool: ThreadPoolExecutor):
+        self.path, self.table, self.columns = path, table, columns
+        self.lock = threading.Lock()
+        self.nulls: dict[str, np.ndarray] = {}
+        self.whole: Future | None = None
+        span = _rowid_span(path, table)
+        if span is None or span[1] - span[0] + 1 <= PART_ROWS:
+            self.whole = pool.submit(_read_arrow, path, table, columns)
+            return
+        self.first, last = span
+        self.size = last - self.first + 1
+        self.values = {c: np.empty(self.size, dtype=np.int64) for c in columns}
+        cuts = list(range(self.first - 1, last, PART_ROWS)) + [last]
+        self.parts = [pool.submit(self._part, a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+
+    def _part(self, a: int, b: int) -> int:
+        """Rows with rowid in (a, b], written from position a - first + 1; how many."""
+        import adbc_driver_sqlite.dbapi as adbc
+
+        con = adbc.connect(readonly_uri(self.path))
+        try:
+            at = a - self.first + 1
+            n = 0
+            for batch in _arrow(con, _select(self.table, self.columns, None, f"rowid > {a} AND rowid <= {b}")[0]):
+                k = batch.num_rows
+                if n + k > b - a:  # more rows than rowids: not a rowid table after all
+                    raise _NotIntegers(self.table)
+                for name, col in zip(self.columns, batch.columns):
+                    values, mask = _arrow_column(col)
+                    if values.dtype != np.int64:
+                        raise _NotIntegers(f"{self.table}.{name}")
+                    self.values[name][at + n:at + n + k] = values
+                    if mask is not None:
+                        self._mask(name)[at + n:at + n + k] = mask
+                n += k
+                del batch
+            return n
+        finally:
+            con.close()
+
+    def _mask(self, name: str) -> np.ndarray:
+        with self.lock:
+            if name not in self.nulls:
+                self.nulls[name] = np.zeros(self.size, dtype=bool)
+            return self.nulls[name]
+
+    def result(self) -> Fetched:
+        if self.whole is not None:
+            return self.whole.result()
+        try:
+            counts = [part.result() for part in self.parts]
+        except _NotIntegers:
+            return _read_arrow(self.path, self.table, self.columns)
+        arrays = [*self.values.values(), *self.nulls.values()]
+        n = sum(counts)
+        if n < self.size:  # rowids skip: each part's rows moved up to follow the one before
+            at = dst = 0
+            for k in counts:
+                part_size = min(PART_ROWS, self.size - at)
+                if dst != at:
+                    for arr in arrays:
+                        arr[dst:dst + k] = arr[at:at + k]
+                at += part_size
+                dst += k
+            for arr in arrays:
+                arr.resize(n, refcheck=False)
+        out = Fetched(self.table, n, dict(self.values), dict(self.nulls))
+        self.values, self.nulls = {}, {}
+        return out
+
+
+def _rowid_span(path: Path, table: str) -> tuple[int, int] | None:
+    """(min, max) rowid, read from the B-tree at once; None where there is nothing to cut
+    (an empty table, a WITHOUT ROWID table, a span too wide to be the rows' own)."""
+    import adbc_driver_sqlite.dbapi as adbc
+
+    try:
+        con = adbc.connect(readonly_uri(path))
+    except Exception:
+        return None
+    try:
+        cur = con.cursor()
+        try:
+            cur.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"')
+            row = cur.fetchone()
+        finally:
+            cur.close()
+    except Exception:
+        return None
+    finally:
+        con.close()
+    if row is None:
+        return None
+    lo, hi = row
+    if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 1 or hi >= 2**31:
+        return None
+    return lo, hi
 
 
 def _fetch_arrow(con, sql: str, table: str, columns: list[str]) -> Fetched:

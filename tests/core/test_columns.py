@@ -232,3 +232,51 @@ def test_closing_before_the_gpu_stage_stops_the_read_ahead():
     assert loader.ranges_only().info.gpu_pending
     loader.tables.close()
     assert not any(t.name.startswith("nsight-read-ahead") for t in threading.enumerate())
+
+
+@needs_adbc
+@pytest.mark.parametrize("path", _all_traces()[:3] + [SAMPLES / "small_ctx128_ddp2.sqlite"], ids=lambda p: p.stem)
+def test_tables_read_in_parts_equal_sqlite3(path, monkeypatch):
+    """The big tables read ahead in parts of rowids, on several threads, each part written into
+    the table's arrays in place: the trace sqlite3 reads, with parts of 97 rows."""
+    serial = _loadable(path)
+    if serial is None:
+        pytest.skip("both readers refuse it")
+    monkeypatch.setattr(columns, "PART_ROWS", 97)
+    monkeypatch.setattr(columns, "READ_AHEAD_THREADS", 3)
+    seen: list[str] = []
+    real = columns._arrow
+
+    def spy(con, sql):
+        seen.append(sql)
+        return real(con, sql)
+
+    monkeypatch.setattr(columns, "_arrow", spy)
+    assert_same_trace(load_trace(path), serial)
+    kernels = [sql for sql in seen if 'FROM "CUPTI_ACTIVITY_KIND_KERNEL"' in sql and '"start"' in sql]
+    assert len([sql for sql in kernels if "rowid >" in sql]) > 2
+    assert not [sql for sql in kernels if "rowid >" not in sql and "rowid IN" not in sql]  # no whole read
+
+
+@needs_adbc
+def test_parts_over_deleted_rows_and_nulls(tmp_path, monkeypatch):
+    """Rowids that skip (rows deleted) and NULLs in a part: the parts are moved up over the gaps
+    and the NULL masks kept, as the one-query read and sqlite3 give them."""
+    path = mutated_copy(tmp_path, "gaps",
+                        "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid % 97 IN (3, 4, 5) AND rowid > 1000",
+                        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid BETWEEN 1500 AND 2400",
+                        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid % 501 = 0",
+                        src=SAMPLES / "small_ctx128.sqlite")
+    cols = ["rowid", "start", "end", "globalPid", "correlationId"]
+    table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    want = columns.fetch_sqlite(columns.connect_readonly(path), table, cols)
+    monkeypatch.setattr(columns, "PART_ROWS", 500)
+    with columns.open_tables(path) as tables:
+        tables.prefetch([(table, cols)])
+        got = tables.read(table, cols)
+    assert got.n == want.n and set(got.nulls) == set(want.nulls) == {"globalPid"}
+    for c in cols:
+        assert np.array_equal(got.values[c], want.values[c]), c
+    assert np.array_equal(got.nulls["globalPid"], want.nulls["globalPid"])
+    serial = load_trace(path, native=False)
+    assert_same_trace(load_trace(path), serial)
