@@ -422,9 +422,10 @@ class StagedLoad:
         return self.clock() - self.started
 
     def tree(self) -> Session | None:
-        early = self.loader.ranges_only()
-        self._tree = range_model(early, self.attribution, self.main_thread)
-        _first_rows(self._tree)  # built here, in the worker
+        with self.loader.foreground():  # the tree on screen before the GPU tables' read ahead
+            early = self.loader.ranges_only()
+            self._tree = range_model(early, self.attribution, self.main_thread)
+            _first_rows(self._tree)  # built here, in the worker
         if not (early.info.gpu_pending and early.info.ranges):
             return None
         return Session(self.path, early, self.attribution, self.seconds(), main_thread=self.main_thread,

@@ -17,11 +17,14 @@ so the work is proportional to the number of pairs, not ranges x calls.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.model import main_thread as main_thread_choice
 from nsight_tui.parsers.read.ids import PID_MASK, index_dtype
+from nsight_tui.parsers.read.threads import in_parallel
 
 MODES = ("process", "nsys")
 BLOCK = 1 << 20  # pairs per block where a per-pair temporary would be int64
@@ -167,17 +170,26 @@ def attribute(ranges: pd.DataFrame, api: pd.DataFrame, ops: pd.DataFrame, mode: 
     r_end = ranges["end"].to_numpy()[r_idx] if len(r_idx) else np.zeros(0, dtype=np.int64)
     r_gtid = ranges["gtid"].to_numpy()[r_idx] if len(r_idx) else np.zeros(0, dtype=np.int64)
 
-    ri, cj = enclosing_pairs(r_gtid, r_start, r_end, c_gtid, c_start, c_end)
-    del c_end
-    mains = main_thread_choice.choose(r_gtid, r_start, r_end, c_gtid, c_start, ops_per_call,
-                                      thread_names, main_thread)
-    if mode == "process" and n_calls and mains:
+    def main_threads_and_theirs():
+        """The main threads, and (process view) the pairs of their ranges with calls made off them."""
+        mains = main_thread_choice.choose(r_gtid, r_start, r_end, c_gtid, c_start, ops_per_call,
+                                          thread_names, main_thread)
+        if not (mode == "process" and n_calls and mains):
+            return mains, None
         main_gtids = np.array([m.gtid for m in mains.values()], dtype=np.int64)
         mr = np.flatnonzero(np.isin(r_gtid, main_gtids))
         oi = np.flatnonzero(~np.isin(c_gtid, main_gtids))  # calls made off the main threads
-        ri2, cj2 = enclosing_pairs(
-            r_gtid[mr] & PID_MASK, r_start[mr], r_end[mr], c_gtid[oi] & PID_MASK, c_start[oi], None
-        )
+        return mains, (mr, oi, *enclosing_pairs(
+            r_gtid[mr] & PID_MASK, r_start[mr], r_end[mr], c_gtid[oi] & PID_MASK, c_start[oi], None))
+
+    # nsys's pairs and the process view's own, each on a core of its own
+    nsys_pairs = partial(enclosing_pairs, r_gtid, r_start, r_end, c_gtid, c_start, c_end)
+    del c_end  # the call's own reference goes with it
+    (ri, cj), (mains, theirs) = in_parallel(nsys_pairs, main_threads_and_theirs)
+    del nsys_pairs
+    if theirs is not None:
+        mr, oi, ri2, cj2 = theirs
+        del theirs
         ri = _appended(ri, mr, ri2)
         del ri2
         cj = _appended(cj, oi, cj2)

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nsight_tui.parsers.read.threads import background_priority
+
 FORMAT = 1
 ENV_DIR = "NSIGHT_TUI_CACHE_DIR"
 ENV_OFF = "NSIGHT_TUI_NO_CACHE"
@@ -230,7 +232,7 @@ class Entry:
         if background:
             # A daemon: a signal or an error ends the process without waiting for the copy (its
             # temporary folder is removed by a later writer); a normal exit waits (wait_all).
-            t = threading.Thread(target=self._write_chain, args=(chain,), name=WRITER_THREAD, daemon=True)
+            t = threading.Thread(target=self._write_chain, args=(chain, True), name=WRITER_THREAD, daemon=True)
             self.writers.append(t)
             with _lock:
                 _writers.append(t)
@@ -238,7 +240,9 @@ class Entry:
         else:
             self._write_chain(chain)
 
-    def _write_chain(self, chain: list) -> None:
+    def _write_chain(self, chain: list, background: bool = False) -> None:
+        if background:
+            background_priority()  # the writer's own thread: behind the load and the first screen
         for name, bundle in chain:
             if callable(bundle):
                 try:

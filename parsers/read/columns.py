@@ -23,7 +23,9 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.threads import background_priority, cores
 from nsight_tui.parsers.read.source import (COLUMNAR_EXPORTS, Schema, columnar_kind, connect_readonly, probe_integrity,
                                              read_schema, readonly_uri)
 
@@ -112,6 +115,12 @@ class Tables:
     def connection(self) -> sqlite3.Connection | None:
         """The sqlite3 connection of an SQLite export (for `validate.scan`), else None."""
         return None
+
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        """Within the block, the caller's own work (the NVTX ranges, the tree on screen) takes
+        one of the read-ahead's cores: one part fewer is read meanwhile."""
+        yield
 
     def prefetch(self, reads: list[tuple[str, list[str]]]) -> None:
         """A hint: these whole tables (these columns, no rows, no conditions) will be read
@@ -376,6 +385,21 @@ class SqliteArrowTables(SqliteTables):
         self._ahead: dict[tuple[str, tuple[str, ...]], _PartedRead] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._prefetched = False
+        self.slots = threading.Semaphore(read_threads())  # parts read at once (foreground: one less)
+        self._held = threading.local()  # the foreground's depth, per thread (blocks may nest)
+
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        depth = getattr(self._held, "depth", 0)
+        if depth == 0:
+            self.slots.acquire()
+        self._held.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._held.depth = depth
+            if depth == 0:
+                self.slots.release()
 
     def prefetch(self, reads: list[tuple[str, list[str]]]) -> None:
         """Read these tables in background threads while the caller works on something else:
@@ -385,11 +409,13 @@ class SqliteArrowTables(SqliteTables):
         if self.adbc is None or self._prefetched or not reads:
             return
         self._prefetched = True  # once: a read again after a scan reads in the foreground
-        self._pool = ThreadPoolExecutor(max_workers=read_threads(), thread_name_prefix="nsight-read-ahead")
+        # behind the caller's own work (the NVTX tree on screen first), on the cores it leaves
+        self._pool = ThreadPoolExecutor(max_workers=read_threads(), thread_name_prefix="nsight-read-ahead",
+                                        initializer=background_priority)
         # Parts in the order the load asks for the tables: the API calls' parts first, so that
         # table is whole (and its post-processing begins) while the kernels are still read.
         for table, columns in reads:
-            self._ahead[(table, tuple(columns))] = _PartedRead(self.path, table, columns, self._pool)
+            self._ahead[(table, tuple(columns))] = _PartedRead(self.path, table, columns, self._pool, self.slots)
 
     def read(self, table, columns, rows=None, integer=(), where="") -> Fetched:
         if self.adbc is None or rows is not None:  # chosen rows (launch details): one IN query
@@ -438,8 +464,6 @@ BATCH_ROWS = 1 << 16
 
 
 def read_threads() -> int:
-    from nsight_tui.parsers.read.psort import cores
-
     return max(READ_AHEAD_THREADS, min(cores(), MAX_READ_THREADS))
 
 
@@ -467,20 +491,25 @@ class _PartedRead:
     `result()` is the whole table, as `_read_arrow` gives it; a table without integer rowids
     to cut, small enough for one part, or with a column that is not integers, is read whole."""
 
-    def __init__(self, path: Path, table: str, columns: list[str], pool: ThreadPoolExecutor):
-        self.path, self.table, self.columns = path, table, columns
+    def __init__(self, path: Path, table: str, columns: list[str], pool: ThreadPoolExecutor,
+                 slots: threading.Semaphore):
+        self.path, self.table, self.columns, self.slots = path, table, columns, slots
         self.lock = threading.Lock()
         self.nulls: dict[str, np.ndarray] = {}
         self.whole: Future | None = None
         span = _rowid_span(path, table)
         if span is None or span[1] - span[0] + 1 <= PART_ROWS:
-            self.whole = pool.submit(_read_arrow, path, table, columns)
+            self.whole = pool.submit(self._in_slot, _read_arrow, path, table, columns)
             return
         self.first, last = span
         self.size = last - self.first + 1
         self.values = {c: np.empty(self.size, dtype=np.int64) for c in columns}
         cuts = list(range(self.first - 1, last, PART_ROWS)) + [last]
-        self.parts = [pool.submit(self._part, a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+        self.parts = [pool.submit(self._in_slot, self._part, a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+
+    def _in_slot(self, read, *args):
+        with self.slots:
+            return read(*args)
 
     def _part(self, a: int, b: int) -> int:
         """Rows with rowid in (a, b], written from position a - first + 1; how many."""

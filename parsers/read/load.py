@@ -765,8 +765,13 @@ class TraceLoader:
     def ranges_only(self) -> "Trace":
         """The NVTX ranges and marks, thread and process names; no GPU ops or API calls."""
         if self._early is None:
-            self._early = self._guarded(self._ranges_only)
+            with self.foreground():
+                self._early = self._guarded(self._ranges_only)
         return self._early
+
+    def foreground(self):
+        """A block of the caller's work that goes before the GPU tables' read ahead (read.columns)."""
+        return self.tables.foreground()
 
     def read_ahead(self) -> None:
         """Start reading the CUDA API and GPU tables in the background (a reader that gains

@@ -8,19 +8,13 @@ a merging sort that takes each sorted piece as one run: linear work. The result 
 """
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from nsight_tui.parsers.read.threads import cores
+
 PARALLEL_MIN = 1 << 22  # below ~4M values one thread is as fast (the threads' start, the merge)
-
-
-def cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def sort_in_place(values: np.ndarray, workers: int | None = None) -> None:

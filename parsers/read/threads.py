@@ -1,0 +1,47 @@
+"""Work on every core this process may use: numpy releases the GIL inside its big array
+operations, so two threads each running a pass over 10^7-10^8 values run side by side."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+
+def cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def in_parallel(*calls: Callable[[], Any]) -> list[Any]:
+    """Each call's result, in order: the first ones on threads of their own, the last on the
+    caller's (one core: one after the other). An exception in any is raised here, after all end."""
+    if len(calls) < 2 or cores() < 2:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(max_workers=len(calls) - 1, thread_name_prefix="nsight-tui-work") as pool:
+        futures = [pool.submit(call) for call in calls[:-1]]
+        try:
+            last = calls[-1]()
+        finally:
+            done = [f.exception() for f in futures]  # every call ends before anything is raised
+        for error in done:
+            if error is not None:
+                raise error
+        return [f.result() for f in futures] + [last]
+
+
+BACKGROUND_NICE = 10
+
+
+def background_priority() -> None:
+    """Lower the calling thread's scheduling priority (Linux: nice is per thread): work that
+    runs behind the one in the foreground (read-ahead, the cache's writer) takes the cores the
+    foreground leaves, instead of halving its share. Elsewhere, or when refused, nothing."""
+    import threading
+
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+    except (AttributeError, OSError):
+        pass
