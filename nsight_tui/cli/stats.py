@@ -12,7 +12,7 @@ import sys
 
 from nsight_tui.parsers.model.attribution import MODE_HELP, MODES
 from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.parsers.nsys.reports import REPORTS, build_report
+from nsight_tui.parsers.nsys.reports import REPORTS, build_reports
 from nsight_tui.render import output
 from nsight_tui.render.nsys import FORMATS, render
 from nsight_tui.render.safe import visible
@@ -60,6 +60,7 @@ def _run(args) -> int:
     trace = load_trace(args.file)
     mode = args.attribution
     print(f"attribution: {mode} — {MODE_HELP[mode]}", file=sys.stderr)
+    reports = build_reports(trace, names, mode, args.main_thread)  # the range model among them
     if trace.info.has_nvtx:
         from nsight_tui.parsers.model.ranges import range_model
         from nsight_tui.render.process_view import main_thread_line
@@ -71,11 +72,10 @@ def _run(args) -> int:
     if args.output == "-" and args.format == "json" and len(names) > 1:  # one JSON document, not a stream
         from nsight_tui.render.nsys import render_json_reports
 
-        output.write_stdout(render_json_reports([build_report(trace, n, mode, args.main_thread) for n in names], mode))
+        output.write_stdout(render_json_reports(reports, mode))
         return 0
     files = []
-    for name in names:
-        rep = build_report(trace, name, mode, args.main_thread)
+    for name, rep in zip(names, reports):
         text = render(rep, args.format, mode, width)
         if args.output == "-":
             if len(names) > 1 and args.format == "csv":

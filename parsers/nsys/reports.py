@@ -24,6 +24,7 @@ from nsight_tui.parsers.nsys.kern_groups import STYLES, kernel_groups
 from nsight_tui.parsers.read.groupstats import distinct, group_ids, group_stats
 from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name
 from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.read.threads import in_parallel
 from nsight_tui.parsers.model.ranges import range_model
 
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
@@ -279,6 +280,27 @@ BUILDERS = {
     "cuda_gpu_kern_sum": cuda_gpu_kern_sum, "cuda_api_sum": cuda_api_sum,
     "cuda_gpu_mem_time_sum": cuda_gpu_mem_time_sum,
 }
+
+
+MODEL_FREE = ("cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "nvtx_sum")  # no range model
+
+
+def build_reports(trace: Trace, names: list[str], attribution: str = "nsys",
+                  main_thread: str | None = None) -> list[Report]:
+    """Several reports, in `names`' order: those that need no range model built on a core of
+    their own while the model (attribution: the longest step) and the reports on it are built
+    on the caller's. The same reports as `build_report` one by one."""
+    for name in names:
+        if name not in BUILDERS:
+            raise ValueError(f"unknown report {name!r}; choose from {', '.join(REPORTS)}")
+    free = [n for n in names if n in MODEL_FREE]
+    on_model = [n for n in names if n not in MODEL_FREE]
+    if not free or not on_model:
+        return [build_report(trace, n, attribution, main_thread) for n in names]
+    first, second = in_parallel(lambda: [build_report(trace, n, attribution, main_thread) for n in free],
+                                lambda: [build_report(trace, n, attribution, main_thread) for n in on_model])
+    built = dict(zip(free + on_model, first + second))
+    return [built[n] for n in names]
 
 
 def build_report(trace: Trace, name: str, attribution: str = "nsys", main_thread: str | None = None) -> Report:

@@ -58,3 +58,21 @@ def test_nvtx_kern_sum_by_every_grouping(trace_path, csv_path, report, path, asy
         monkeypatch.setattr(kern_groups, "OP_KEY_BITS", 0)
     got = render_csv(build_report(_trace(async_trace(trace_path)), report, "nsys"))
     assert got == read_oracle(csv_path)
+
+
+@pytest.mark.parametrize("mode", ["nsys", "process"])
+def test_reports_built_together_equal_nvidias_and_each_alone(mode):
+    """`stats` builds the reports that need no range model on a core of their own while the model
+    is built (build_reports): the rows of each report alone, in the order asked; and NVIDIA's
+    CSVs where those are the reference (--attribution nsys)."""
+    from nsight_tui.parsers.nsys.reports import REPORTS as ALL, build_reports
+
+    path = SAMPLES / "small_ctx128.sqlite"
+    names = [ALL[4], ALL[2], ALL[0], ALL[5], ALL[1], ALL[3]]  # mixed: model-free and on the model
+    together = build_reports(load_trace(path), names, mode)
+    alone = [build_report(load_trace(path), n, mode) for n in names]
+    assert [r.name for r in together] == names
+    assert [(r.rows, r.message) for r in together] == [(r.rows, r.message) for r in alone]
+    if mode == "nsys":
+        for rep in together:
+            assert render_csv(rep) == read_oracle(oracle_csv(SAMPLES, path.stem, rep.name))
