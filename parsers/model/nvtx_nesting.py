@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsight_tui.parsers.model.range_nesting import depths, path_any, tightest_enclosing
+
 
 def nsys_nesting(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(parent position or -1, level as float, NaN where undefined) for every range."""
@@ -42,23 +44,28 @@ def nsys_nesting(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     first = np.flatnonzero(new)
     us, ue, ug = s[first], e[first], g[first]
     members = np.diff(np.append(first, len(pos)))
-    u_parent = np.full(len(first), -1, dtype=np.int64)
+    # The stack's parents (vectorised: model.range_nesting), kept on every thread whose intervals
+    # nest or are disjoint: there the innermost open interval is the shortest enclosing one. A
+    # thread where an interval the stack pops at i overlaps or touches i (two that overlap without
+    # nesting) is swept again for the shortest enclosing interval. The interval popped last at i,
+    # the one with the latest end, is i's previous sibling (same parent, same thread), so
+    # checking that one checks them all.
+    u_parent, _ = tightest_enclosing(ug, us, ue)
     bounds = np.flatnonzero(np.append(True, ug[1:] != ug[:-1]))
-    for lo, hi in zip(bounds.tolist(), np.append(bounds[1:], len(ug)).tolist()):
-        if not _stack_parents(us, ue, lo, hi, u_parent):
-            _shortest_enclosing(us, ue, lo, hi, u_parent)
-    # Levels over unique intervals: parents come first in this order (earlier start, or the
-    # same start and a later end). Undefined from a duplicate group downwards.
-    u_level = np.zeros(len(first), dtype=np.float64)
+    ends = np.append(bounds[1:], len(ug))
+    sibling = _previous_sibling(u_parent, np.repeat(np.arange(len(bounds)), ends - bounds))
+    has = sibling >= 0
+    clash = np.zeros(len(ug), dtype=bool)
+    clash[has] = ue[sibling[has]] >= us[has]
+    for t in np.flatnonzero(np.add.reduceat(clash, bounds) > 0).tolist():
+        lo, hi = int(bounds[t]), int(ends[t])
+        u_parent[lo:hi] = -1
+        _shortest_enclosing(us, ue, lo, hi, u_parent)
+    # Levels over unique intervals: the number of parents up to a root; undefined from a duplicate
+    # group downwards.
     dup = members > 1
-    up = u_parent.tolist()
-    lv = u_level.tolist()
-    for i, p in enumerate(up):
-        if dup[i]:
-            lv[i] = np.nan
-        elif p >= 0:
-            lv[i] = lv[p] + 1
-    u_level = np.asarray(lv)
+    u_level = depths(u_parent).astype(np.float64)
+    u_level[path_any(u_parent, dup)] = np.nan
     level[pos] = u_level[uid]
     # Parents of ranges: a lone range points at the first member of its parent interval;
     # members of a duplicate group point at each other in a ring (nsys: tightness 0).
@@ -72,22 +79,16 @@ def nsys_nesting(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return parent, level
 
 
-def _stack_parents(s, e, lo: int, hi: int, out: np.ndarray) -> bool:
-    """Parents for one thread's intervals [lo, hi) if they nest or are disjoint (then the
-    innermost open interval is the shortest enclosing one). False if two overlap without
-    nesting, or touch: then a stack would miss a shorter enclosing interval."""
-    stack: list[int] = []
-    ends = e.tolist()
-    starts = s.tolist()
-    for i in range(lo, hi):
-        while stack and ends[stack[-1]] < ends[i]:
-            top = stack.pop()
-            if ends[top] >= starts[i]:
-                return False
-        if stack:
-            out[i] = stack[-1]
-        stack.append(i)
-    return True
+def _previous_sibling(parent: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """Per interval (in sweep order), the last interval before it with the same parent on the
+    same thread (roots: the same thread's previous root), or -1."""
+    n = len(parent)
+    order = np.lexsort((np.arange(n), parent, thread))  # by (thread, parent), then sweep order
+    same = np.zeros(n, dtype=bool)
+    same[1:] = (thread[order][1:] == thread[order][:-1]) & (parent[order][1:] == parent[order][:-1])
+    out = np.full(n, -1, dtype=np.int64)
+    out[order[1:][same[1:]]] = order[:-1][same[1:]]
+    return out
 
 
 def _shortest_enclosing(s, e, lo: int, hi: int, out: np.ndarray) -> None:

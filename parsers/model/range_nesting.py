@@ -50,11 +50,12 @@ def tightest_enclosing(gtid: np.ndarray, start: np.ndarray, end: np.ndarray) -> 
     j = p - 1
     has = j >= thread_lo
     parent[order[has]] = order[j[has]]
-    return parent, _depths(parent)
+    return parent, depths(parent)
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
-    """Edges from each range up to its root, by pointer jumping: log2(depth) passes."""
+def depths(parent: np.ndarray) -> np.ndarray:
+    """Edges from each node up to its root, by pointer jumping (list ranking): log2(depth)
+    passes over the nodes still climbing, for any forest given as parent positions (-1: root)."""
     depth = (parent >= 0).astype(np.int64)
     up = parent.copy()
     live = np.flatnonzero(up >= 0)
@@ -64,3 +65,16 @@ def _depths(parent: np.ndarray) -> np.ndarray:
         up[live] = up[nxt]
         live = live[up[live] >= 0]
     return depth
+
+
+def path_any(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
+    """Per node: whether it or any node on its way up to its root has `flag`, by pointer jumping."""
+    out = np.asarray(flag, dtype=bool).copy()
+    up = parent.copy()
+    live = np.flatnonzero(up >= 0)
+    while len(live):
+        nxt = up[live]
+        out[live] |= out[nxt]
+        up[live] = up[nxt]
+        live = live[up[live] >= 0]
+    return out

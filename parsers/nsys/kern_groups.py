@@ -76,7 +76,9 @@ class _Keys:
         self.op_thread_rank = thread_rank[thread_code][op_code]
         self.n_threads = len(order)
         self.n_r3 = np.int64((len(self.rname_text) + 1) * 3)  # (range name, style) in one number
-        self.packable = self.n_threads * int(self.n_r3) * max(self.n_ops, 1) < KEY_LIMIT
+        # an op's rank in the low bits of a pair's key: shifts and masks, not divisions, take it apart
+        self.rank_bits = max(self.n_ops - 1, 1).bit_length()
+        self.packable = (self.n_threads * int(self.n_r3)) << self.rank_bits < KEY_LIMIT
 
     def op_pid_tid(self) -> tuple[np.ndarray, np.ndarray]:
         """Per op: the launching thread's pid and tid (-1 for none)."""
@@ -107,7 +109,8 @@ def _op_order(keys: _Keys) -> np.ndarray:
 
 
 def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame:
-    n_ops = np.int64(keys.n_ops)
+    bits = keys.rank_bits
+    mask = np.int64((1 << bits) - 1)
     index = index_dtype(keys.n_ops + 1, m.n + 1)  # millions of pairs: half the memory
     by_name_dur = _op_order(keys).astype(index)
     op_rank = np.empty(keys.n_ops, dtype=index)
@@ -135,11 +138,11 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
         sel = kernel_pair[a:b]
         o, r = pair_op[a:b][sel], pair_range[a:b][sel]
         k = op_thread_part[o] + range_part[r]
-        k *= n_ops
-        k += op_rank[o]
+        k <<= bits
+        k |= op_rank[o]
         key[at:at + len(k)] = k
         at += len(k)
-    key[at:] = (op_thread_part[lone] + range_part[-1]) * n_ops + op_rank[lone]
+    key[at:] = ((op_thread_part[lone] + range_part[-1]) << bits) | op_rank[lone]
     del lone
     sort_in_place(key)
     # Groups change where (thread, range name, style) or the kernel name does; a pair whose key
@@ -150,7 +153,7 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     for a in range(0, n, BLOCK):
         lo, b = max(a - 1, 0), min(a + BLOCK, n)
         k = key[lo:b]
-        cls, rank = np.divmod(k, n_ops)
+        cls, rank = k >> bits, k & mask
         kn = kname_of_rank[rank]
         if a == 0:
             new_group[0] = True
@@ -165,13 +168,13 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     # 10^8 values: fresh pages cost as much as the work here)
     for a in range(0, n, BLOCK):
         b = min(a + BLOCK, n)
-        key[a:b] = dur_of_rank[key[a:b] % n_ops]
+        key[a:b] = dur_of_rank[key[a:b] & mask]
     st = run_stats(key, starts)
     repeated_at = np.concatenate(repeats) if repeats else np.zeros(0, dtype=np.int64)
     kern_inst = st.num - np.bincount(np.searchsorted(starts, repeated_at, side="right") - 1,
                                      minlength=len(starts))
     # Each group's keys, read back from its first pair's key
-    cls, rank = np.divmod(first_key, n_ops)
+    cls, rank = first_key >> bits, first_key & mask
     thread_rank, part = np.divmod(cls, keys.n_r3)
     rname, style = np.divmod(part, 3)
     thread = keys.threads_sorted[thread_rank]
@@ -182,7 +185,7 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     # name) of the kernel pairs; their groups found by (thread, range name, style, kernel name),
     # the order the groups are in.
     n_k = np.int64(len(keys.kname_text) + 1)
-    n_tk = np.int64(keys.n_threads) * n_k
+    tk_bits = max(keys.n_threads * int(n_k) - 1, 1).bit_length()  # (thread, kernel name) below the range
     op_tk = keys.op_thread_rank * n_k + keys.op_kname
     rk = key[:n_kp]  # the durations are read: their array is filled again
     del key
@@ -190,8 +193,8 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     for a, b in blocks:
         sel = kernel_pair[a:b]
         o, r = pair_op[a:b][sel], pair_range[a:b][sel]
-        k = r.astype(np.int64) * n_tk
-        k += op_tk[o]
+        k = r.astype(np.int64) << tk_bits
+        k |= op_tk[o]
         rk[at:at + len(k)] = k
         at += len(k)
     del kernel_pair, op_tk
@@ -200,7 +203,7 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
     rk.sort(kind="stable")
     if len(rk):
         rk = rk[np.concatenate(([True], rk[1:] != rk[:-1]))]
-    r_of, tk = np.divmod(rk, n_tk)
+    r_of, tk = rk >> tk_bits, rk & ((1 << tk_bits) - 1)
     del rk
     t_of, k_of = np.divmod(tk, n_k)
     del tk
