@@ -219,7 +219,9 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
     # two ops, every pair counts; otherwise count distinct (range, call).
     op_api = trace.ops["api"].to_numpy()
     launched = op_api[op_api >= 0]
-    if len(launched) == 0 or np.bincount(launched).max() <= 1:
+    seen = np.zeros(len(trace.api), dtype=bool)  # a presence table, not a count per call (1 B each, not 8)
+    seen[launched] = True
+    if np.count_nonzero(seen) == len(launched):  # no call launched two ops
         op_nb = m.op_count
     else:
         key = pr.astype(np.int64) * np.int64(len(trace.api) + 1) + op_api[m.pair_op]

@@ -385,21 +385,10 @@ class SqliteArrowTables(SqliteTables):
         self._ahead: dict[tuple[str, tuple[str, ...]], _PartedRead] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._prefetched = False
-        self.slots = threading.Semaphore(read_threads())  # parts read at once (foreground: one less)
-        self._held = threading.local()  # the foreground's depth, per thread (blocks may nest)
+        self.slots = _Slots(read_threads())
 
-    @contextmanager
-    def foreground(self) -> Iterator[None]:
-        depth = getattr(self._held, "depth", 0)
-        if depth == 0:
-            self.slots.acquire()
-        self._held.depth = depth + 1
-        try:
-            yield
-        finally:
-            self._held.depth = depth
-            if depth == 0:
-                self.slots.release()
+    def foreground(self):
+        return self.slots.foreground()
 
     def prefetch(self, reads: list[tuple[str, list[str]]]) -> None:
         """Read these tables in background threads while the caller works on something else:
@@ -478,6 +467,43 @@ def _read_arrow(path: Path, table: str, columns: list[str]) -> Fetched:
         con.close()
 
 
+class _Slots:
+    """How many parts are read at once: one per read-ahead thread, one fewer while the caller's
+    own work is in the foreground. The foreground never waits: parts under way finish, and no
+    new one starts while that would take the caller's core (a semaphore would make the caller
+    queue behind the parts, which take a released slot back at once)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.active = 0
+        self.fg = 0
+        self.cond = threading.Condition()
+
+    @contextmanager
+    def part(self) -> Iterator[None]:
+        with self.cond:
+            while self.active >= max(1, self.n - (1 if self.fg else 0)):
+                self.cond.wait()
+            self.active += 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.active -= 1
+                self.cond.notify_all()
+
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        with self.cond:
+            self.fg += 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.fg -= 1
+                self.cond.notify_all()
+
+
 class _NotIntegers(Exception):
     """A part met a column that is not integers: the table is read whole instead."""
 
@@ -492,7 +518,7 @@ class _PartedRead:
     to cut, small enough for one part, or with a column that is not integers, is read whole."""
 
     def __init__(self, path: Path, table: str, columns: list[str], pool: ThreadPoolExecutor,
-                 slots: threading.Semaphore):
+                 slots: _Slots):
         self.path, self.table, self.columns, self.slots = path, table, columns, slots
         self.lock = threading.Lock()
         self.nulls: dict[str, np.ndarray] = {}
@@ -508,7 +534,7 @@ class _PartedRead:
         self.parts = [pool.submit(self._in_slot, self._part, a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
     def _in_slot(self, read, *args):
-        with self.slots:
+        with self.slots.part():
             return read(*args)
 
     def _part(self, a: int, b: int) -> int:
