@@ -127,11 +127,12 @@ def test_std_in_blocks_is_the_one_pass_formula(monkeypatch):
 
 @pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite"])
 def test_nvtx_kern_sum_in_blocks_is_unchanged(monkeypatch, name):
-    from nsight_tui.parsers.read import groupstats
+    from nsight_tui.parsers.nsys import kern_groups
     from nsight_tui.parsers.nsys import reports as nsys_reports
+    from nsight_tui.parsers.read import groupstats
 
     whole = nsys_reports.nvtx_kern_sum(load_trace(SAMPLES / name), "nsys").rows
-    monkeypatch.setattr(nsys_reports, "PAIR_BLOCK", 3)
+    monkeypatch.setattr(kern_groups, "BLOCK", 3)  # the pairs' keys made, read back and reused in blocks of 3
     monkeypatch.setattr(groupstats, "STD_BLOCK", 5)
     blocked = nsys_reports.nvtx_kern_sum(load_trace(SAMPLES / name), "nsys").rows
     assert blocked == whole and len(whole) > 10
