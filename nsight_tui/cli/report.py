@@ -71,6 +71,14 @@ def _run(args) -> int:
     roof = {"flops_file": args.flops, "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps}
     if args.fail_on and folder:
         raise TraceError("--fail-on takes one file, not a folder")
+    if args.fail_on:
+        from nsight_tui.parsers.analyses.findings import RULE_IDS
+        from nsight_tui.render.findings import unknown_ids
+
+        unknown = unknown_ids(args.fail_on, RULE_IDS)
+        if unknown:
+            raise TraceError(f"--fail-on: no finding is called {', '.join(map(repr, unknown))}; "
+                             f"the ids are: {', '.join(RULE_IDS)} (or any)")
     if args.ncu and folder:
         raise TraceError("--ncu takes one export, not a folder")
     if args.ncu:
