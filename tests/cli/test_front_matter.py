@@ -127,3 +127,22 @@ def test_bash_completion_completes_subcommands_and_options(line, expected, tmp_p
 def test_completion_of_another_shell_is_refused(capsys):
     assert main(["completion", "fish"]) == 2
     assert "not supported" in capsys.readouterr().err
+
+
+def test_one_name_per_output_format_across_subcommands():
+    """Every subcommand names its formats from one vocabulary; `text`/`md` are taken as `table`/`markdown`."""
+    from nsight_tui.cli import _parser
+    from nsight_tui.cli.formats import ALIASES
+
+    vocabulary = {"table", "markdown", "csv", "json"}
+    offered = {}
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        parser, _ = _parser(module_name, name, help_text)
+        for action in parser._actions:
+            if "--format" in action.option_strings:
+                offered[name] = set(action.choices)
+                assert action.type("text") == "table" and action.type("md") == "markdown"
+    assert set(offered) >= {"stats", "report", "diff", "ncu", "ranks"}
+    for name, choices in offered.items():
+        assert choices <= vocabulary, (name, choices)
+    assert set(ALIASES.values()) <= vocabulary
