@@ -146,3 +146,19 @@ def test_one_name_per_output_format_across_subcommands():
     for name, choices in offered.items():
         assert choices <= vocabulary, (name, choices)
     assert set(ALIASES.values()) <= vocabulary
+
+
+@pytest.mark.parametrize("command", [["report", "{trace}", "-o", "{out}"],
+                                     ["stats", "{trace}", "-r", "nvtx_sum", "-f", "csv", "-o", "{prefix}"],
+                                     ["ranks", "{trace}", "-o", "{out}"]])
+def test_an_existing_output_is_kept_with_its_own_exit_status(command, tmp_path, capsys):
+    trace = ROOT / "sample_traces" / "small_ctx128_fwd.sqlite"
+    out = tmp_path / "out.md"
+    prefix = tmp_path / "out"
+    for existing in (out, tmp_path / "out_nvtx_sum.csv"):
+        existing.write_text("kept\n")
+    argv = [w.format(trace=trace, out=out, prefix=prefix) for w in command]
+    assert main(argv) == 73  # sysexits' EX_CANTCREAT, not the usage error's 2
+    err = capsys.readouterr().err
+    assert "exists; not overwriting" in err and err.count("\n") == 1
+    assert out.read_text() == "kept\n" and (tmp_path / "out_nvtx_sum.csv").read_text() == "kept\n"
