@@ -7,9 +7,12 @@ They are imported lazily so `nsight-tui stats` never pays for Textual and
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
+
+from nsight_tui import __version__
 
 # name -> (module, help)
 SUBCOMMANDS = {
@@ -24,6 +27,32 @@ SUBCOMMANDS = {
     "cache": ("nsight_tui.cli.cache", "list (or clear) the per-user cache that makes a second open of a file fast"),
 }
 OPEN = ("nsight_tui.cli.open", "Terminal explorer for Nsight Systems SQLite exports.")
+HELP_WORDS = ("help", "-h", "--help")
+VERSION_WORDS = ("--version", "-V")
+USAGE = "usage: nsight-tui [OPTIONS] FILE [FILE ...] | nsight-tui {%s} ..." % ",".join(SUBCOMMANDS)
+
+
+def _subcommand_rows() -> str:
+    width = max(len(name) for name in SUBCOMMANDS)
+    return "\n".join(f"  {name:<{width}}  {text}" for name, (_, text) in SUBCOMMANDS.items())
+
+
+def _epilog() -> str:
+    return (f"subcommands:\n{_subcommand_rows()}\n\n`nsight-tui help SUBCOMMAND` (or SUBCOMMAND --help) for one; "
+            "`nsight-tui completion bash|zsh` prints a shell completion script.")
+
+
+def _overview() -> str:
+    """What a bare `nsight-tui` prints: the usage with every subcommand."""
+    return f"{USAGE}\n\n{OPEN[1]} `nsight-tui FILE.sqlite` opens the explorer.\n\n{_epilog()}\n"
+
+
+def _not_a_file(word: str) -> str | None:
+    """The subcommand a mistyped first word was meant to be, when it names no file either."""
+    if os.path.exists(word) or os.sep in word or "." in word:
+        return None
+    close = difflib.get_close_matches(word, [*SUBCOMMANDS, "help", "open"], n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _parser(module_name: str, prog: str, help_text: str, epilog: str | None = None):
@@ -66,9 +95,70 @@ def _subcommand(argv: list[str]) -> int:
     return code
 
 
+def _front_matter(argv: list[str]) -> int | None:
+    """Usage, help, the version and a mistyped subcommand: answered before any profile is opened."""
+    if not argv:
+        print(_overview(), end="", file=sys.stderr)
+        return 2
+    first = argv[0]
+    if first in VERSION_WORDS:
+        print(f"nsight-tui {__version__}")
+        return 0
+    if first in HELP_WORDS and len(argv) == 1:
+        return _open(["--help"])
+    if first == "help":
+        name = argv[1]
+        if name == "open":
+            return _open(["--help"])
+        if name not in SUBCOMMANDS:
+            return _unknown(name)
+        return _subcommand([name, "--help"])
+    if first == "completion":
+        from nsight_tui.cli.completion import script
+
+        shell = argv[1] if len(argv) > 1 else "bash"
+        text = script(shell, SUBCOMMANDS, _options)
+        if text is None:
+            print(f"nsight-tui: completion: {shell!r} is not supported (bash, zsh)", file=sys.stderr)
+            return 2
+        print(text, end="")
+        return 0
+    if first not in SUBCOMMANDS and not first.startswith("-") and not os.path.exists(first):
+        guess = _not_a_file(first)
+        if guess is not None:
+            return _unknown(first, guess)
+    return None
+
+
+def _unknown(word: str, guess: str | None = None) -> int:
+    guess = guess if guess is not None else _not_a_file(word)
+    hint = f"; did you mean '{guess}'?" if guess else f" (subcommands: {', '.join(SUBCOMMANDS)})"
+    print(f"nsight-tui: '{word}' is neither a subcommand nor a file{hint}", file=sys.stderr)
+    return 2
+
+
+def _options(name: str) -> list[str]:
+    """Every option string of one subcommand (`open` for the explorer), for shell completion."""
+    module_name, help_text = SUBCOMMANDS.get(name, OPEN)
+    parser, _ = _parser(module_name, f"nsight-tui {name}", help_text)
+    return sorted(opt for action in parser._actions for opt in action.option_strings)
+
+
+def _open(argv: list[str]) -> int:
+    parser, module = _parser(OPEN[0], "nsight-tui", OPEN[1], _epilog())
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.usage = USAGE.removeprefix("usage: ")
+    code = int(module.run(_parsed(parser, argv)) or 0)
+    _finish_cache()
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        early = _front_matter(argv)
+        if early is not None:
+            return early
         if argv and argv[0] in WRITERS:
             # SIGTERM/SIGHUP end these with 128 + the signal from here on, before the ~0.5 s of
             # imports: a signal then was lost when the process began with it ignored (a harness,
@@ -79,11 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 return _subcommand(argv)
         if argv and argv[0] in SUBCOMMANDS:
             return _subcommand(argv)
-        epilog = "subcommands: " + "; ".join(f"{k}: {v[1]}" for k, v in SUBCOMMANDS.items())
-        parser, module = _parser(OPEN[0], "nsight-tui", OPEN[1], epilog)
-        code = int(module.run(_parsed(parser, argv)) or 0)
-        _finish_cache()
-        return code
+        return _open(argv[1:] if argv and argv[0] == "open" else argv)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

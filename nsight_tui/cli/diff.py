@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from nsight_tui.cli.formats import add_format
 from nsight_tui.parsers.model.attribution import MODES
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render.safe import visible
@@ -19,7 +20,7 @@ SLOWER_EXIT = 1
 def add_arguments(parser) -> None:
     parser.add_argument("a", help="run A (the baseline), an nsys SQLite export")
     parser.add_argument("b", help="run B (the change); every Δ is B − A")
-    parser.add_argument("-f", "--format", default="markdown", choices=FORMATS)
+    add_format(parser, FORMATS, "markdown")
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file")
     parser.add_argument("--attribution", default="process", choices=MODES,

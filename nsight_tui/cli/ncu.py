@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from nsight_tui.cli.formats import add_format
 from nsight_tui.parsers.model.attribution import MODES
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render import output
@@ -25,7 +26,7 @@ def add_arguments(parser) -> None:
                         "the tensor cores' measured FLOPs, FLOP/s and pipe busy %% vs the datasheet's peak for its "
                         "precision; findings: kernels that matter "
                         "limited by occupancy, with ncu's estimated saving (needs --trace)")
-    parser.add_argument("-f", "--format", default="text", choices=("text", "csv", "json"))
+    add_format(parser, ("table", "csv", "json"), "table")
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
     parser.add_argument("--attribution", default="process", choices=MODES)

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nsight_tui.cli.formats import add_format
 from nsight_tui.parsers.read.errors import TraceError
 
 HELP = "per-rank figures, communication vs compute, the straggler (one export or a folder of per-rank exports)"
@@ -17,7 +18,7 @@ HELP = "per-rank figures, communication vs compute, the straggler (one export or
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", help="an export with several ranks, a folder of per-rank exports, or the files")
-    parser.add_argument("-f", "--format", default="markdown", choices=("markdown", "json"))
+    add_format(parser, ("markdown", "json"), "markdown")
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
     parser.add_argument("--scheduler", help="run the per-file map on Dask: 'local' (a local cluster) or a scheduler "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from nsight_tui.cli.formats import add_format
 from nsight_tui.parsers.model.attribution import MODES
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.render import output
@@ -12,7 +13,7 @@ from nsight_tui.render.safe import visible
 
 def add_arguments(parser) -> None:
     parser.add_argument("target", help="an nsys SQLite export, or a folder of {model}_ctx{N}*.sqlite captures")
-    parser.add_argument("-f", "--format", default="markdown", choices=("markdown", "json"))
+    add_format(parser, ("markdown", "json"), "markdown")
     parser.add_argument("-o", "--output", default="-",
                         help="write to this file in an existing folder ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
@@ -71,6 +72,14 @@ def _run(args) -> int:
     roof = {"flops_file": args.flops, "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps}
     if args.fail_on and folder:
         raise TraceError("--fail-on takes one file, not a folder")
+    if args.fail_on:
+        from nsight_tui.parsers.analyses.findings import RULE_IDS
+        from nsight_tui.render.findings import unknown_ids
+
+        unknown = unknown_ids(args.fail_on, RULE_IDS)
+        if unknown:
+            raise TraceError(f"--fail-on: no finding is called {', '.join(map(repr, unknown))}; "
+                             f"the ids are: {', '.join(RULE_IDS)} (or any)")
     if args.ncu and folder:
         raise TraceError("--ncu takes one export, not a folder")
     if args.ncu:

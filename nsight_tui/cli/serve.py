@@ -51,15 +51,42 @@ def run(args: argparse.Namespace) -> int:
     paths = export_paths(args.paths)
     if len(paths) == 1:
         check_readable(paths[0])
-    from textual_serve.server import Server
-
     if args.host not in LOOPBACK:
         print(f"note: listening on {args.host}: anyone who reaches port {args.port} can read these profiles",
               file=sys.stderr)
     title = "nsight-tui " + " ".join(Path(p).name for p in args.paths)
     print(f"nsight-tui: open http://{args.host}:{args.port} in a browser (ctrl+c stops)", file=sys.stderr)
     try:
-        Server(command(args), host=args.host, port=args.port, title=title).serve()
+        page_server(command(args), args.host, args.port, title).serve()
     except OSError as exc:  # the port is taken, the address is not this machine's
         raise TraceError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return 0
+
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+def page_server(cmd: str, host: str, port: int, title: str):
+    """textual-serve's server, with a page whose addresses follow the request and no font from the internet.
+
+    Its own page writes absolute URLs made of the address it listens on (`ws://127.0.0.1:8000/ws`), so
+    behind `ssh -L 9000:127.0.0.1:8000` the browser's page at localhost:9000 dialled port 8000 on the
+    user's laptop; and it loads Roboto Mono from Google's servers, which a GPU box's browser often
+    cannot reach. Here the page's static and websocket addresses are made from the request's own
+    Host header, and the font is textual-serve's bundled copy."""
+    import aiohttp_jinja2
+    from textual_serve.server import Server, to_int
+
+    class PageServer(Server):
+        @aiohttp_jinja2.template("app_index.html")
+        async def handle_index(self, request):
+            scheme = "wss" if request.secure else "ws"
+            static = request.app.router["static"].url_for(filename="/")
+            return {
+                "font_size": to_int(request.query.get("fontsize", "16"), 16),
+                "app_websocket_url": f"{scheme}://{request.host}{request.app.router['websocket'].url_for()}",
+                "config": {"static": {"url": str(static).rstrip("/") + "/"}},
+                "application": {"name": self.title},
+            }
+
+    return PageServer(cmd, host=host, port=port, title=title, templates_path=TEMPLATES)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from nsight_tui.cli.formats import add_format
 from nsight_tui.parsers.model.attribution import MODE_HELP, MODES
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.nsys.reports import REPORTS, build_reports
@@ -23,8 +24,7 @@ def add_arguments(parser) -> None:
                         "nsys export --type parquetdir or arrowdir")
     parser.add_argument("-r", "--report", default=",".join(REPORTS),
                         help=f"comma-separated reports (default: all): {', '.join(REPORTS)}")
-    parser.add_argument("-f", "--format", default="table", choices=tuple(FORMATS),
-                        help="table (default), csv, markdown or json")
+    add_format(parser, tuple(FORMATS), "table")
     parser.add_argument("-o", "--output", default="-",
                         help="write PREFIX_REPORT.EXT per report into an existing folder; '-' (default) prints to stdout")
     parser.add_argument("--attribution", default="process", choices=MODES,

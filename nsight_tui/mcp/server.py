@@ -23,6 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
+from nsight_tui import __version__
 from nsight_tui.mcp import answers as A
 from nsight_tui.mcp.served import Served, ServedSet
 from nsight_tui.parsers.read.errors import TraceError
@@ -145,7 +146,7 @@ def _inside_folder(path: Path, folder: Path) -> bool:
 
 def build(served: ServedSet) -> MCPServer:
     cache = Cache()
-    server: MCPServer = MCPServer("nsight-tui", instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = MCPServer("nsight-tui", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 

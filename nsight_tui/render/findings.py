@@ -93,6 +93,14 @@ def _cell(a: dict) -> str:
 SWEEP_QUESTIONS = [("What to fix first (id saving ms/step, top 3)", "parsers/analyses/findings.py rules", _cell)]
 
 
+def unknown_ids(wanted: str, known: tuple[str, ...]) -> list[str]:
+    """The ids `--fail-on wanted` names that no rule can find (a typo would pass a CI gate silently)."""
+    if wanted.strip() == "any":
+        return []
+    asked = [w.strip() for w in wanted.split(",") if w.strip()]
+    return [w for w in asked if w not in known] if asked else [wanted]
+
+
 def present(findings: list[dict], wanted: str) -> list[str]:
     """The ids among `findings` that `--fail-on wanted` (ID[,ID...] or any) names."""
     ids = [f["id"] for f in findings]

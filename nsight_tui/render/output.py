@@ -56,6 +56,11 @@ def same_file(a: PathLike, b: PathLike) -> bool:
         return False
 
 
+# An existing output kept (no --force) exits apart from a usage error (2), so a script can tell "rerun
+# with --force" from "fix the command": sysexits' EX_CANTCREAT.
+EXISTS_EXIT = 73
+
+
 def refuse_inputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike]) -> None:
     """TraceError (exit 2) if any output would write over an input file, --force or not."""
     inputs = [Path(p) for p in inputs]
@@ -83,7 +88,7 @@ def check_target(path: PathLike, overwrite: bool = False, inputs: Iterable[PathL
         if not stat.S_ISREG(st.st_mode):
             raise TraceError(f"{_shown(path)}: is {_kind(st.st_mode)}; only regular files are ever replaced")
         if not overwrite:
-            raise TraceError(f"{_shown(path)}: exists; not overwriting (use --force or another name)")
+            raise TraceError(f"{_shown(path)}: exists; not overwriting (use --force or another name)", EXISTS_EXIT)
     _check_folder(path)
     return path
 

@@ -97,7 +97,8 @@ def test_output_file_atomic_and_no_clobber(tmp_path):
     proc = run_cli(MANUAL, FUSED, "-o", out)
     assert proc.returncode == 0 and out.read_text().startswith("# nsight-tui diff")
     before = out.read_bytes()
-    one_line_error(run_cli(MANUAL, FUSED, "-o", out, "-f", "json"), "exists")
+    # kept, with an exit status of its own: a script tells "rerun with --force" from a usage error (2)
+    one_line_error(run_cli(MANUAL, FUSED, "-o", out, "-f", "json"), "exists", code=73)
     assert out.read_bytes() == before
     assert run_cli(MANUAL, FUSED, "-o", out, "-f", "json", "--force").returncode == 0
     assert json.loads(out.read_text())["b"] == str(FUSED)

@@ -1,8 +1,11 @@
 """`nsight-tui serve FILE` in a real headless browser: Debian's Chromium, driven over its DevTools
 protocol (a small client on aiohttp's websocket, which textual-serve brings). The page loads,
 the app draws its first screen (the file's name arrives over the page's websocket), `?` opens
-the help (its title arrives, and the screenshot changes). Every wait is for a state, with a
-deadline. Skips when Chromium or textual-serve is absent.
+the help (its title arrives, and the screenshot changes). The browser reaches the server through a
+forwarded port, as `ssh -L 9000:127.0.0.1:8000` would give it, and resolves no other host: every
+request the page makes must go to the address the browser used (none to the server's own port, none
+to the internet: no web font). Every wait is for a state, with a deadline. Skips when Chromium or
+textual-serve is absent.
 
 NSIGHT_TUI_SCREENSHOT=PATH keeps the screenshot with the help open (for a closing note).
 """
@@ -60,6 +63,7 @@ class Cdp:
         self.next_id = 0
         self.pending: dict[int, asyncio.Future] = {}
         self.frames: list[bytes] = []  # what the app sent the page, decoded
+        self.requested: list[str] = []  # every URL the page asked for (documents, scripts, fonts, websockets)
         self.reader = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
@@ -67,6 +71,9 @@ class Cdp:
             data = json.loads(msg.data)
             if "id" in data and data["id"] in self.pending:
                 self.pending.pop(data["id"]).set_result(data)
+            elif data.get("method") in ("Network.requestWillBeSent", "Network.webSocketCreated"):
+                params = data["params"]
+                self.requested.append(params["request"]["url"] if "request" in params else params["url"])
             elif data.get("method") == "Network.webSocketFrameReceived":
                 r = data["params"]["response"]
                 payload = r["payloadData"]
@@ -103,8 +110,28 @@ class Cdp:
         return base64.b64decode((await self.send("Page.captureScreenshot", format="png"))["data"])
 
 
-async def drive(app_port: int, cdp_port: int, deadline: float) -> tuple[bytes, bytes, Cdp]:
-    async with aiohttp.ClientSession() as http:
+async def forward(listen_port: int, to_port: int) -> asyncio.AbstractServer:
+    """A TCP forwarder on 127.0.0.1, the stand-in for `ssh -L listen_port:127.0.0.1:to_port`."""
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", to_port)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    return await asyncio.start_server(accept, "127.0.0.1", listen_port)
+
+
+async def drive(app_port: int, cdp_port: int, deadline: float, page_port: int) -> tuple[bytes, bytes, Cdp]:
+    forwarder = await forward(page_port, app_port)
+    async with forwarder, aiohttp.ClientSession() as http:
         while True:  # the browser's DevTools endpoint (the process is up, the port may not be yet)
             try:
                 async with http.get(f"http://127.0.0.1:{cdp_port}/json/list") as r:
@@ -119,13 +146,10 @@ async def drive(app_port: int, cdp_port: int, deadline: float) -> tuple[bytes, b
         async with http.ws_connect(pages[0]["webSocketDebuggerUrl"], max_msg_size=0) as ws:
             cdp = Cdp(ws)
             await cdp.send("Network.enable")
-            # the page asks Google for a web font; offline, that request would hold window.onload
-            # (where the terminal starts) until it times out: fail it at once
-            await cdp.send("Network.setBlockedURLs", urls=["*://fonts.googleapis.com/*", "*://fonts.gstatic.com/*"])
             await cdp.send("Page.enable")
             await cdp.send("Emulation.setDeviceMetricsOverride", width=1280, height=800, deviceScaleFactor=1,
                            mobile=False)
-            await cdp.send("Page.navigate", url=f"http://127.0.0.1:{app_port}/")
+            await cdp.send("Page.navigate", url=f"http://127.0.0.1:{page_port}/")
 
             async def first_byte():
                 res = await cdp.send("Runtime.evaluate",
@@ -155,7 +179,7 @@ async def drive(app_port: int, cdp_port: int, deadline: float) -> tuple[bytes, b
 
 
 def test_serve_in_headless_chromium(tmp_path):
-    app_port, cdp_port = free_port(), free_port()
+    app_port, cdp_port, page_port = free_port(), free_port(), free_port()
     deadline = time.monotonic() + DEADLINE_S
     server = subprocess.Popen([sys.executable, "-m", "nsight_tui", "serve", "sample_traces/small_ctx128.sqlite",
                                "--port", str(app_port)], cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -173,8 +197,12 @@ def test_serve_in_headless_chromium(tmp_path):
              f"--user-data-dir={tmp_path / 'profile'}",
              f"--remote-debugging-port={cdp_port}", "--remote-allow-origins=*", "--window-size=1280,800",
              "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        before, after, _ = asyncio.run(drive(app_port, cdp_port, deadline))
+        before, after, cdp = asyncio.run(drive(app_port, cdp_port, deadline, page_port))
         assert before[:8] == after[:8] == b"\x89PNG\r\n\x1a\n"
+        assert any(url.startswith(f"ws://127.0.0.1:{page_port}/") for url in cdp.requested), cdp.requested
+        elsewhere = [url for url in cdp.requested if not url.startswith((f"http://127.0.0.1:{page_port}/",
+                                                                         f"ws://127.0.0.1:{page_port}/"))]
+        assert elsewhere == [], elsewhere  # not the server's own port, not the internet
         assert before != after  # the help screen is drawn over the tree
         keep = os.environ.get("NSIGHT_TUI_SCREENSHOT")
         if keep:

@@ -59,3 +59,47 @@ def test_bad_file_is_refused_before_serving(tmp_path, content, why):
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"nsight-tui: {bad}: ") and why in lines[0], proc.stderr
+
+
+def test_the_page_follows_the_requests_address_and_fetches_nothing_from_the_internet():
+    """Behind `ssh -L 9000:127.0.0.1:8000` the browser asks for localhost:9000: the page's websocket and
+    static addresses must be that one, and its font textual-serve's bundled copy."""
+    import asyncio
+    import re
+    import time
+
+    import aiohttp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "nsight_tui", "serve", "sample_traces/small_ctx128.sqlite",
+                               "--port", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def fetch() -> tuple[str, list[int]]:
+        deadline = time.monotonic() + 60
+        async with aiohttp.ClientSession() as http:
+            while True:
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}/", headers={"Host": "localhost:9000"}) as r:
+                        page = await r.text()
+                    break
+                except aiohttp.ClientConnectionError:
+                    assert server.poll() is None and time.monotonic() < deadline, "the server never answered"
+                    await asyncio.sleep(0.1)  # polling a state (the port opens), bounded by the deadline
+            statuses = []
+            for path in re.findall(r'(?:href|src)="(/[^"]+)"|url\("(/[^"]+)"\)', page):
+                async with http.get(f"http://127.0.0.1:{port}{path[0] or path[1]}") as r:
+                    statuses.append(r.status)
+            return page, statuses
+
+    try:
+        page, statuses = asyncio.run(fetch())
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert 'data-session-websocket-url="ws://localhost:9000/ws"' in page
+    assert f":{port}" not in page  # nothing names the port the server listens on
+    assert "googleapis" not in page and not re.search(r'(?:href|src|url\()="?https?://', page)
+    assert "RobotoMono-VariableFont_wght.ttf" in page
+    assert len(statuses) >= 4 and set(statuses) == {200}  # css, script, both fonts: all served here
