@@ -1,4 +1,5 @@
-"""Issue 28 (living in it, round two): what an expert user tripped on, each on a real trace.
+"""What an expert user tripped on, each on a real trace: kernel labels distinct, where enter leads,
+notices, totals or per instance said, the pace of every iteration.
 
 Expected values come from SQL over the export or a hand formula, never from the code's output."""
 from __future__ import annotations
