@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from xz_samples import XZ_TRACE, plain
+from helpers.xz_samples import XZ_TRACE, plain
 
 # The user's cache (parsers/read/cache.py) is never touched by a test: it points at a folder
 # of this run, and it is off unless a test turns it on (tests/core/test_cache.py), so every
@@ -26,7 +26,7 @@ SHARED = ROOT.parent / "shared" / "traces"
 # Captures without phase syncs (issue 26), committed xz'd: tests read them through `async_trace`.
 ASYNC = SAMPLES / "async"
 # The planted/fixed twins of the findings rules (issue 20), committed xz'd too: read them through
-# tests/xz_samples.py's `plain`.
+# tests/helpers/xz_samples.py's `plain`.
 FINDINGS = SAMPLES / "findings"
 
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
@@ -57,7 +57,7 @@ def async_names() -> list[str]:
 @pytest.fixture(scope="session")
 def async_trace():
     """`async_trace(NAME or path)` -> Path of sample_traces/async/NAME.sqlite.xz (or of the
-    `.sqlite.xz` path given) decompressed by tests/xz_samples.py's `plain`, once, into its per-user
+    `.sqlite.xz` path given) decompressed by tests/helpers/xz_samples.py's `plain`, once, into its per-user
     cache (never beside the sample: the committed tree stays xz'd); a plain `.sqlite` path comes
     back as it is."""
 

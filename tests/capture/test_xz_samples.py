@@ -1,4 +1,4 @@
-"""tests/xz_samples.py's `plain`, the one way tests read a committed `.sqlite.xz` sample: the bytes
+"""tests/helpers/xz_samples.py's `plain`, the one way tests read a committed `.sqlite.xz` sample: the bytes
 it hands back are what xz's own decoder (lzma) makes of the sample, under the sample's name, never
 beside it; the cache follows the xz file's content, not its name; an interrupted or concurrent
 decompression never leaves a half file where a reader looks."""
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import xz_samples
+from helpers import xz_samples
 from conftest import FINDINGS, SAMPLES
-from xz_samples import plain
+from helpers.xz_samples import plain
 
 SAMPLE = FINDINGS / "small_ctx128_host-sleep.sqlite.xz"
 
@@ -68,7 +68,7 @@ def test_an_interrupted_decompression_leaves_nothing_a_reader_would_open(cache, 
 
 def test_processes_racing_on_a_cold_cache_all_get_the_whole_file(tmp_path):
     tests = Path(__file__).resolve().parents[1]
-    code = f"import sys; sys.path.insert(0, {str(tests)!r}); from xz_samples import plain; print(plain({str(SAMPLE)!r}))"
+    code = f"import sys; sys.path.insert(0, {str(tests)!r}); from helpers.xz_samples import plain; print(plain({str(SAMPLE)!r}))"
     env = {"TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env) for _ in range(4)]
     outs = {p.communicate()[0].strip() for p in procs}

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import SAMPLES, mutated_copy
-from export_sql import sql_rows
+from helpers.export_sql import sql_rows
 
 SRC = SAMPLES / "small_ctx128_fwd.sqlite"
 K, RT, NV = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"

@@ -10,9 +10,9 @@ import json
 import subprocess
 import sys
 
-import diff_sql as sql
+from helpers import diff_sql as sql
 import pytest
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
@@ -26,7 +26,7 @@ def run_cli(*args):
 
 
 def step_mean(path) -> float:
-    """The mean step period (tests/step_sql.py): what diff's step change is over."""
+    """The mean step period (tests/helpers/step_sql.py): what diff's step change is over."""
     its = step_sql.steps(path)
     return sum(it.period for it in its) / len(its)
 

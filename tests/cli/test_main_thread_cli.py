@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-import process_sql
+from helpers import process_sql
 from conftest import shared_trace
 
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import SAMPLES, mutated_copy
-from export_sql import sql_rows
+from helpers.export_sql import sql_rows
 
 TRAIN = SAMPLES / "small_ctx128.sqlite"  # has memcpys, which the findings' copy rules read
 RT, MC = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ncu_pair import EXPORT_XZ, ROOT, STEM, oracle_kernels, report_xz, unpack
+from helpers.ncu_pair import EXPORT_XZ, ROOT, STEM, oracle_kernels, report_xz, unpack
 from nsight_tui.cli import main
 
 

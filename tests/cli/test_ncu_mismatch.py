@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, report_xz, unpack
+from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, report_xz, unpack
 from nsight_tui.cli import main
 
 WINDOW_NAMES = """

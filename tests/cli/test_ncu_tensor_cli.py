@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ncu_pair import BF16_EXPORT_XZ, BF16_STEM, report_xz, unpack
+from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, report_xz, unpack
 from nsight_tui.cli import main
 
 OPS = "sm__ops_path_tensor_src_bf16_dst_fp32.sum"

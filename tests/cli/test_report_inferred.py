@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from conftest import SAMPLES
-from shuffled import names_shuffled_copy
+from helpers.shuffled import names_shuffled_copy
 
 NONVTX = SAMPLES / "nonvtx"
 STEM = "small_ctx512_b8_async_nonvtx"

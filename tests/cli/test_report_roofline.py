@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES, shared_trace
 from nsight_tui.cli import main
 

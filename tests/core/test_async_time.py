@@ -1,7 +1,7 @@
 """Time as the GPU sees it (issue 26), on real captures where nothing synchronises inside any
 range (sample_traces/async): the step is its period and equals the workload's own Python step
 time; ranges' GPU time is NVIDIA's projection; diff's step change is the Python change. Expected
-values come from the workload's marks, NVIDIA's CSVs and tests/step_sql.py, never the code."""
+values come from the workload's marks, NVIDIA's CSVs and tests/helpers/step_sql.py, never the code."""
 from __future__ import annotations
 
 import csv
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import ASYNC, FINDINGS, async_names, oracle_csv, read_oracle
 from nsight_tui.parsers.analyses.questions import questions
 from nsight_tui.parsers.read.load import load_trace
@@ -123,7 +123,7 @@ def test_ranks_step_is_the_period_and_the_straggler_arrives_last(name, async_tra
 
 def test_the_tui_says_whose_clock_and_opens_the_gpu_work(async_trace):
     """The header's `?` lines say the GPU runs behind, with the step's figures (per step: CPU span,
-    GPU time, period: tests/step_sql.py); a committed phase-synced sample says nothing; `t` on a
+    GPU time, period: tests/helpers/step_sql.py); a committed phase-synced sample says nothing; `t` on a
     lagging range opens its window through the end of its GPU work (SQL: the last op launched
     while it was open), not only its CPU span."""
     from conftest import SAMPLES
@@ -361,7 +361,7 @@ def _gpu_busy_sql(path) -> float:
     """Per step: the time any GPU op of the device runs inside each step's period (merged intervals)."""
     import sqlite3
 
-    from findings_twins import busy_union, gaps, length, steps
+    from helpers.findings_twins import busy_union, gaps, length, steps
 
     con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     (device,) = con.execute("SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()

@@ -1,5 +1,5 @@
 """Process-wide attribution and the main-thread choice, checked against the rules written
-independently in SQL (tests/process_sql.py) on the real exports, and against NVIDIA's numbers
+independently in SQL (tests/helpers/process_sql.py) on the real exports, and against NVIDIA's numbers
 where both rules agree."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import csv
 import sqlite3
 
 import numpy as np
-import process_sql
+from helpers import process_sql
 import pytest
 from conftest import SHARED, sample_traces, shared_trace
 from nsight_tui.parsers.read.errors import TraceError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-import process_sql
+from helpers import process_sql
 import pytest
 from conftest import SAMPLES
 from nsight_tui.parsers.analyses.backward_parts import backward_parts

@@ -665,7 +665,7 @@ def test_columns_not_mapped_without_their_bundle(cache_dir, profile, monkeypatch
 def test_the_copy_with_inferred_ranges_is_mapped_with_its_trace(cache_dir, tmp_path):
     """A trace without NVTX iterations: the model is built over a copy of it holding the inferred
     ranges; that copy's columns are switched too (else it would keep the private ones alive)."""
-    from xz_samples import plain
+    from helpers.xz_samples import plain
 
     from nsight_tui.parsers.model.ranges import range_model
     from nsight_tui.parsers.read.load import map_columns

@@ -1,5 +1,5 @@
 """parsers.diff: two runs aligned per step, every Δ checked against B − A computed from each
-file on its own with hand-written SQL (tests/diff_sql.py), never against the diff's own output.
+file on its own with hand-written SQL (tests/helpers/diff_sql.py), never against the diff's own output.
 
 The committed pair: GPT-2 small training with manual attention (A) and with fused SDPA (B)."""
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-import diff_sql as sql
+from helpers import diff_sql as sql
 import pytest
-import step_sql
-from shuffled import names_shuffled_copy
+from helpers import step_sql
+from helpers.shuffled import names_shuffled_copy
 from conftest import SAMPLES, shared_trace
 
 from nsight_tui.parsers.kernels import families
@@ -30,7 +30,7 @@ def manual_vs_fused():
 
 
 def periods(path: Path) -> int:
-    """Every step_N's period summed, every process's (tests/step_sql.py's definition)."""
+    """Every step_N's period summed, every process's (tests/helpers/step_sql.py's definition)."""
     return sum(it.period for it in step_sql.steps(path))
 
 

@@ -2,7 +2,7 @@
 (issue 31): steps, forward/backward/optimizer and the attention parts meet, against truths that share
 no code with nsight_tui:
 
-- the two runs' own Python step times (the twin's `nsight-tui:step` marks, tests/step_sql.py; the
+- the two runs' own Python step times (the twin's `nsight-tui:step` marks, tests/helpers/step_sql.py; the
   --no-nvtx run's STEM.steps.json) for the step's change;
 - SQL over each export for the phases' and the attention parts' GPU op time: on the twin, the ops whose launch call starts
   inside its forward/backward/optimizer NVTX ranges within a step_N range; on the unannotated run, the
@@ -25,7 +25,7 @@ from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.render.diff import as_json, markdown
 
 from conftest import SAMPLES
-from step_sql import python_steps
+from helpers.step_sql import python_steps
 
 NONVTX = SAMPLES / "nonvtx"
 ANNOTATED, INFERRED = "small_ctx512_b8_async_twin", "small_ctx512_b8_async_nonvtx"

@@ -3,7 +3,7 @@
 apart, saying why, when they are not the same layers (issue 31's leftover).
 
 No committed capture has per-layer ranges, so they are written into copies of the real GPT-2
-captures where a module's range would sit, from the model's structure in SQL (tests/layer_ranges.py).
+captures where a module's range would sit, from the model's structure in SQL (tests/helpers/layer_ranges.py).
 Truths: SQL over each export (the kernels launched inside the per-layer ranges within the step
 ranges; for the unannotated run, the same places in its launch order, the two runs' kernel names
 checked equal one by one)."""
@@ -18,7 +18,7 @@ from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.render.diff import as_json, markdown
 
 from conftest import SAMPLES
-from layer_ranges import layer_kernels, with_layer_ranges
+from helpers.layer_ranges import layer_kernels, with_layer_ranges
 
 NONVTX = SAMPLES / "nonvtx"
 TWIN, INFERRED, FWD_TWIN = "small_ctx512_b8_async_twin", "small_ctx512_b8_async_nonvtx", "small_ctx512_fwd_b8_async_twin"

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import SAMPLES
-from findings_twins import assert_below_the_jitter, sample, step_mean_ns
+from helpers.findings_twins import assert_below_the_jitter, sample, step_mean_ns
 from nsight_tui.parsers.analyses.findings import RULE_IDS, THRESHOLDS, findings
 from nsight_tui.parsers.read.load import load_trace
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES
-from findings_twins import assert_pair, intersect, length, merge, ro, subtract
-from idle_reference import is_sync
+from helpers.findings_twins import assert_pair, intersect, length, merge, ro, subtract
+from helpers.idle_reference import is_sync
 from nsight_tui.parsers.analyses.findings import THRESHOLDS, findings, waited_communication
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.analyses.ranks import find_ranks

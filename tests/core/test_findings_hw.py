@@ -10,9 +10,9 @@ import sqlite3
 import numpy as np
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES
-from ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+from helpers.ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
 from nsight_tui.parsers.analyses import ncu
 from nsight_tui.parsers.analyses.findings import THRESHOLDS, answers, findings
 from nsight_tui.parsers.analyses.roofline import build as build_roofline
@@ -267,7 +267,7 @@ def test_the_per_parameter_optimizer_chain_against_its_fused_twin():
     within 0.67-1.5x of the optimizer's kernel time the fused twin saves (SQL). The step saves far
     more (the ~1,100 launches: unfused-optimizer's and launch-bound's time), so the chain's saving is
     taken by unfused-optimizer's claim: said as overlap, not counted twice."""
-    from findings_twins import sample
+    from helpers.findings_twins import sample
 
     plain, fused = sample("small_ctx128_foreach-off"), sample("small_ctx128_fused-optim")
     measured = optimizer_kernel_ns_per_step(plain) - optimizer_kernel_ns_per_step(fused)

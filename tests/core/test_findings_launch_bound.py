@@ -2,18 +2,18 @@
 replayed as one CUDA graph) and against its definition computed here: launch-bound GPU idle
 outside CUDA graph replays (cudaGraphLaunch's start to the end of its last kernel) plus
 host-bound idle outside the stretches with >= 1 ms of it (framework dispatch), over the steps,
-per step, firing at >= 10% of the step. The split by cause is tests/core/idle_reference.py's."""
+per step, firing at >= 10% of the step. The split by cause is tests/helpers/idle_reference.py's."""
 from __future__ import annotations
 
 import pytest
 
 from conftest import FINDINGS, shared_trace
-from findings_twins import assert_pair, busy_union, gaps, intersect, length, merge, ro, steps
-from idle_reference import Reference
+from helpers.findings_twins import assert_pair, busy_union, gaps, intersect, length, merge, ro, steps
+from helpers.idle_reference import Reference
 from nsight_tui.parsers.analyses.findings import RULES, THRESHOLDS, context, findings
 from nsight_tui.parsers.analyses.idle import BURST_GAP_NS
 from nsight_tui.parsers.read.load import load_trace
-from xz_samples import plain
+from helpers.xz_samples import plain
 
 RULE = "launch-bound"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import ASYNC, FINDINGS, async_names
-from findings_twins import busy_union, gaps, length, ro, sample, steps
+from helpers.findings_twins import busy_union, gaps, length, ro, sample, steps
 from nsight_tui.parsers.analyses.findings import NOTHING_TO_GAIN_MS, answers, context, findings
 from nsight_tui.parsers.read.load import load_trace
 

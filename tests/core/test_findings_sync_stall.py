@@ -1,5 +1,5 @@
 """sync-stall (parsers/analyses/findings.py) against its twins and against a computation from its
-definition written here with SQL and plain loops: per blocking call (tests/core/idle_reference.py's
+definition written here with SQL and plain loops: per blocking call (tests/helpers/idle_reference.py's
 `is_sync`) inside a step with GPU work issued after it, min(time the CPU waited in it, GPU idle
 from its end to the next blocking call or the step's end), summed, per step."""
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import FINDINGS
-from findings_twins import assert_below_the_jitter, assert_pair, busy_union, gaps, length, ro, sample, steps
-from idle_reference import is_sync
+from helpers.findings_twins import assert_below_the_jitter, assert_pair, busy_union, gaps, length, ro, sample, steps
+from helpers.idle_reference import is_sync
 from nsight_tui.parsers.analyses.findings import RULES, context, findings
 from nsight_tui.parsers.read.load import load_trace
-from xz_samples import plain
+from helpers.xz_samples import plain
 
 RULE = "sync-stall"
 

@@ -1,7 +1,7 @@
 """Sampled GPU metrics (issue 29) on the committed --gpu-metrics captures of sample_traces/hw
 (devruns/gpu_hwmetrics.sh, an H100 at 1 kHz): per range instance and per range name, the averages
 against SQL over GPU_METRICS (the samples whose timestamp lies in the range's window on the GPU's
-clock: a step's period, a phase's GPU work, both from tests/step_sql.py's SQL), and the GEMM math-path
+clock: a step's period, a phase's GPU work, both from tests/helpers/step_sql.py's SQL), and the GEMM math-path
 check against a per-sample GEMM share computed here from the kernel rows."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES
-import step_sql
-from export_sql import sql_rows
+from helpers import step_sql
+from helpers.export_sql import sql_rows
 
 from nsight_tui.parsers.analyses.gpu_metrics import gemm_coverage, gpu_metrics_analysis, instance_metrics
 from nsight_tui.parsers.kernels.families import classify_names

@@ -1,5 +1,5 @@
 """GPU idle time by cause, the CPU's lead and the queue depth (parsers/analyses/idle.py) against an
-independent plain-Python computation over the SQLite export (tests/core/idle_reference.py),
+independent plain-Python computation over the SQLite export (tests/helpers/idle_reference.py),
 on the committed sample and the shared traces: 1 and 2 GPUs, CUDA graphs, threads."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES, shared_trace
-from idle_reference import Reference, is_sync, ro, union
-from idle_reference import gaps as idle_gaps
+from helpers.idle_reference import Reference, is_sync, ro, union
+from helpers.idle_reference import gaps as idle_gaps
 from nsight_tui.parsers.analyses.idle import API_SYNC, BURST_GAP_NS, idle_analysis, is_sync_name
 from nsight_tui.parsers.read.load import load_trace
 

@@ -1,5 +1,5 @@
 """`nsight-tui report` section (f) and its JSON, and the sweep's per-figure tables, against the
-independent idle reference (tests/core/idle_reference.py) over windows read with SQL."""
+independent idle reference (tests/helpers/idle_reference.py) over windows read with SQL."""
 from __future__ import annotations
 
 import json
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES
-from idle_reference import Reference, ro
+from helpers.idle_reference import Reference, ro
 
 TRACE = SAMPLES / "small_ctx128.sqlite"
 pytestmark = pytest.mark.skipif(not TRACE.exists(), reason="sample trace missing")
@@ -34,7 +34,7 @@ def _report(target, fmt):
 
 
 def _windows(name):
-    if name == "step":  # the step's window is its period (tests/step_sql.py)
+    if name == "step":  # the step's window is its period (tests/helpers/step_sql.py)
         return [(it.start, it.start + it.period) for it in step_sql.steps(TRACE)]
     con = ro(TRACE)
     try:

@@ -2,7 +2,7 @@
 against truths that share no code with nsight_tui:
 
 - the NVTX twin (sample_traces/nonvtx/small_ctx512_b8_async: the same capture command without
-  --no-nvtx, another run): its step_N/warmup_N periods (tests/step_sql.py) and, by SQL, which kernels
+  --no-nvtx, another run): its step_N/warmup_N periods (tests/helpers/step_sql.py) and, by SQL, which kernels
   (by their place in the iteration's launch order) its forward/backward/optimizer and manual-attention
   ranges hold;
 - the Python step times the --no-nvtx run measured itself (STEM.steps.json beside the export);
@@ -25,8 +25,8 @@ from nsight_tui.parsers.nsys.reports import nvtx_gpu_proj_sum, nvtx_sum
 from nsight_tui.parsers.read.load import load_trace
 
 from conftest import SAMPLES
-from shuffled import names_shuffled_copy, shuffled_copy
-from step_sql import iterations as sql_iterations
+from helpers.shuffled import names_shuffled_copy, shuffled_copy
+from helpers.step_sql import iterations as sql_iterations
 
 NONVTX = SAMPLES / "nonvtx"
 # TRAIN + "_nonvtx": the capture without NVTX; TRAIN + TWIN its NVTX twin (renamed from the capture's

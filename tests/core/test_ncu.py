@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from ncu_pair import EXPORT_XZ, STEM, oracle_kernels, oracle_raw_csv, report_xz, unpack
+from helpers.ncu_pair import EXPORT_XZ, STEM, oracle_kernels, oracle_raw_csv, report_xz, unpack
 from nsight_tui.parsers.analyses import ncu
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.load import load_trace

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ncu_pair import BF16_EXPORT_XZ, BF16_STEM, STEM, report_xz, unpack
+from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, STEM, report_xz, unpack
 
 # small4 (capture/sizes.py): GPT-2 small's width and heads, 4 layers; the capture's batch and ctx
 D_MODEL, HEADS, BATCH, CTX = 768, 12, 4, 128

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-import process_sql
+from helpers import process_sql
 import pytest
 from conftest import SAMPLES
 from nsight_tui.parsers.read.load import load_trace

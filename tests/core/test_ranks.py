@@ -7,9 +7,9 @@ import sqlite3
 
 import numpy as np
 import pytest
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES, shared_trace
-from idle_reference import gaps
+from helpers.idle_reference import gaps
 
 from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.analyses import ranks
@@ -242,7 +242,7 @@ def test_an_annotated_capture_keeps_its_nvtx_steps_unlabelled(async_trace):
 
 def test_a_ddp_export_stripped_of_nvtx_gets_inferred_steps_on_every_rank(tmp_path):
     """The committed 2-rank DDP export with its NVTX deleted (a copy): every rank's steps are
-    inferred, and the NVTX step_N periods of the original (SQL, tests/step_sql.py) are found
+    inferred, and the NVTX step_N periods of the original (SQL, tests/helpers/step_sql.py) are found
     among them (the same pace, found from the kernels alone)."""
     import shutil
 

@@ -7,7 +7,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES, shared_trace
 from nsight_tui.parsers.kernels import peaks
 from nsight_tui.parsers.analyses import roofline as rl
@@ -201,7 +201,7 @@ def test_gemm_family_of_the_step_is_compute_bound():
 
 
 def test_step_mfu_over_the_step_period_and_the_fp32_peak():
-    """MFU divides by the steps' periods (issue 26: the step is its period, tests/step_sql.py)."""
+    """MFU divides by the steps' periods (issue 26: the step is its period, tests/helpers/step_sql.py)."""
     from nsight_tui.parsers.analyses.roofline import answers
 
     r = roof(COUNTED)

@@ -17,7 +17,7 @@ from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.nsys.reports import build_report
 from nsight_tui.render.nsys import render_csv
-from shuffled import shuffled_copy
+from helpers.shuffled import shuffled_copy
 
 NAMES = ["small_ctx128", "small_ctx128_agnvtx"]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES
-from export_sql import sql_rows
+from helpers.export_sql import sql_rows
 
 from nsight_tui.parsers.analyses import roofline
 from nsight_tui.parsers.kernels import flop_counts, shape_flops

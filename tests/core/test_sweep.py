@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES
 
 

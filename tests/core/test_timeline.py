@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES, shared_trace
-from idle_reference import ro
+from helpers.idle_reference import ro
 from nsight_tui.parsers.analyses.idle import idle_analysis
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.model.ranges import range_model

@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, report_xz, unpack
+from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, report_xz, unpack
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
 
-from mcp_client import params, run_calls  # noqa: E402
+from helpers.mcp_client import params, run_calls  # noqa: E402
 
 EXPORT, REPORT = f"{STEM}.sqlite", f"{STEM}.ncu-rep"
 BF16_EXPORT, BF16_REPORT = f"{BF16_STEM}.sqlite", f"{BF16_STEM}.ncu-rep"  # tensor-core GEMMs

@@ -19,7 +19,7 @@ from conftest import ROOT
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
 pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
 
-from mcp_client import Answers, params, run_calls  # noqa: E402,F401
+from helpers.mcp_client import Answers, params, run_calls  # noqa: E402,F401
 
 SMALL = "sample_traces/small_ctx128.sqlite"
 FUSED = "sample_traces/small_ctx128_fused.sqlite"

@@ -1,6 +1,6 @@
 """The diff view driven by keys (Pilot) on the committed manual-vs-fused pair: opened by
 `--diff` and from the files view, the tree's Δ columns, enter on a range -> its kernel diff,
-`t`, `w`, `K`, `/`, and `e` exports checked against each file's own SQL (tests/diff_sql.py)."""
+`t`, `w`, `K`, `/`, and `e` exports checked against each file's own SQL (tests/helpers/diff_sql.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import diff_sql as sql
+from helpers import diff_sql as sql
 import pytest
 from conftest import SAMPLES
 

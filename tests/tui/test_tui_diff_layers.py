@@ -1,5 +1,5 @@
 """The diff view says a per-layer match by role (issue 31's leftover): an annotated run's `block_N`
-(written where each layer's module range would sit, tests/layer_ranges.py) against the same program
+(written where each layer's module range would sit, tests/helpers/layer_ranges.py) against the same program
 run without NVTX, whose layers are inferred (`layer_N`): one row, the other side's name beside it."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import shutil
 
 from conftest import SAMPLES
-from layer_ranges import with_layer_ranges
+from helpers.layer_ranges import with_layer_ranges
 
 NONVTX = SAMPLES / "nonvtx"
 TWIN, INFERRED = "small_ctx512_b8_async_twin", "small_ctx512_b8_async_nonvtx"

@@ -6,18 +6,16 @@ range's kernels, the range in the tree); `e` writes exactly the view; no finding
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 
-from conftest import FINDINGS, ROOT, Ui, mutated_copy
+from conftest import FINDINGS, Ui, mutated_copy
 from conftest import _md_tables as md_tables
 
-sys.path.insert(0, str(ROOT / "tests" / "core"))
-from findings_twins import busy_union, gaps, ro, sample, steps  # noqa: E402 - tests/core's plain helpers
-from idle_reference import Reference  # noqa: E402
-from nsight_tui.parsers.analyses.findings import THRESHOLDS  # noqa: E402
-from nsight_tui.parsers.analyses.idle import BURST_GAP_NS  # noqa: E402 - what the reference calls a launch burst
+from helpers.findings_twins import busy_union, gaps, ro, sample, steps  # plain helpers
+from helpers.idle_reference import Reference
+from nsight_tui.parsers.analyses.findings import THRESHOLDS
+from nsight_tui.parsers.analyses.idle import BURST_GAP_NS  # what the reference calls a launch burst
 
 if not all((FINDINGS / f"{stem}.sqlite.xz").exists() for stem in ("small_ctx128_host-sleep", "small_ctx128")):
     pytest.skip("findings twins missing", allow_module_level=True)

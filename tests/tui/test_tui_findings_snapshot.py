@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FINDINGS
-from xz_samples import plain
+from helpers.xz_samples import plain
 
 TRACE = FINDINGS / "small_ctx128_host-sleep.sqlite.xz"
 pytestmark = pytest.mark.skipif(not TRACE.exists(), reason="findings twin missing")

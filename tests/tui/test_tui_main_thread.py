@@ -1,11 +1,11 @@
 """The header names the main thread and why; `M` makes another thread main and back; the
-choice given on the command line is kept. Expected threads come from SQL (tests/process_sql.py)."""
+choice given on the command line is kept. Expected threads come from SQL (tests/helpers/process_sql.py)."""
 from __future__ import annotations
 
 
 import asyncio
 
-import process_sql
+from helpers import process_sql
 import pytest
 from conftest import running, press, SHARED, Ui
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from conftest import make_app
-from ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
 
 
 @pytest.fixture(scope="module")

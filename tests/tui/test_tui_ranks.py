@@ -10,12 +10,11 @@ import importlib.util
 import json
 import sqlite3
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES
 
 DDP = SAMPLES / "small_ctx128_ddp2.sqlite"
@@ -29,8 +28,6 @@ def run(coro):
 def _core_ranks_sql():
     """tests/core/test_ranks.py: its SQL per (process, device) and its interval sweeps."""
     path = Path(__file__).resolve().parents[1] / "core" / "test_ranks.py"
-    if str(path.parent) not in sys.path:  # its own imports (idle_reference) live beside it
-        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location("core_test_ranks_sql", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -192,7 +189,7 @@ def test_rank_filter_on_a_single_rank_export_says_there_is_nothing_to_filter(tui
 
 
 def steps_by_process(path: Path) -> dict[int, list[int]]:
-    """pid -> its step_<n> periods (tests/step_sql.py's definition: the step is its period)."""
+    """pid -> its step_<n> periods (tests/helpers/step_sql.py's definition: the step is its period)."""
     out: dict[int, list[int]] = {}
     for it in step_sql.steps(path):
         out.setdefault(it.pid, []).append(it.period)
@@ -248,10 +245,10 @@ def test_ranks_view_step_time_and_exposed_communication_match_sql(tui, md_tables
 def test_ranks_view_per_phase_time_is_the_mean_phase_range_per_step(tui):
     """`GPU/step` of a phase = the GPU time of its ranges inside step_<n> ranges (first start to
     last end of the ops its process launched while each was open), summed, over their count;
-    `CPU/step` the same of their NVTX spans (SQL, tests/step_sql.py)."""
+    `CPU/step` the same of their NVTX spans (SQL, tests/helpers/step_sql.py)."""
     import sqlite3
 
-    import step_sql
+    from helpers import step_sql
 
     pids = rank_processes(DDP)
     rows = core._rows(DDP, """

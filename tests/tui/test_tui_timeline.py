@@ -5,13 +5,12 @@ and `e` (its GPU ops and idle split checked against SQL and the independent idle
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import running, press, ROOT, Sql, Ui, trace_params
+from conftest import running, press, Sql, Ui, trace_params
 from conftest import _md_tables as md_tables
 
 ro = Sql.connect
@@ -35,8 +34,7 @@ async def open_backward_kernels(app, pilot) -> None:
     await Ui(app, pilot).open_backward_kernels()
 
 
-sys.path.insert(0, str(ROOT / "tests" / "core"))
-from idle_reference import Reference  # noqa: E402 - the independent computation of tests/core
+from helpers.idle_reference import Reference  # noqa: E402 - the independent computation
 
 TRACES = trace_params()
 STEPS = """SELECT e.start, e.end, coalesce(e.text, s.value),

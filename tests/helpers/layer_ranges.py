@@ -14,7 +14,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from export_sql import sql_rows
+from helpers.export_sql import sql_rows
 
 PUSH_POP = 59
 # kernels in launch order with their launch call's start, of the process that launched them

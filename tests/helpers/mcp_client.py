@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env() -> dict[str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "sample_traces" / "ncu"
 STEM = "small4_ctx128"
 EXPORT_XZ = FOLDER / f"{STEM}.sqlite.xz"

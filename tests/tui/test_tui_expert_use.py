@@ -1,4 +1,5 @@
-"""Issue 28 (living in it, round two): what an expert user tripped on, each on a real trace.
+"""What an expert user tripped on, each on a real trace: kernel labels distinct, where enter leads,
+notices, totals or per instance said, the pace of every iteration.
 
 Expected values come from SQL over the export or a hand formula, never from the code's output."""
 from __future__ import annotations
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import FINDINGS, SAMPLES, SHARED, trace_stem
-from xz_samples import XZ_TRACE, plain
+from helpers.xz_samples import XZ_TRACE, plain
 
 COMMITTED = sorted(SAMPLES.glob("*.sqlite")) + sorted(FINDINGS.glob(f"*{XZ_TRACE}"))
 EVERY = COMMITTED + (sorted(SHARED.glob("*.sqlite")) if SHARED.exists() else [])
@@ -691,7 +692,7 @@ def test_pace_on_two_ranks_each_against_its_own_median():
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.tui.session import Session
 
-    # the step is its period (tests/step_sql.py): start to the next iteration's start
+    # the step is its period (tests/helpers/step_sql.py): start to the next iteration's start
     rows = [(it.pid, it.name, it.period) for it in step_sql.steps(DDP)]
     medians = {pid: statistics.median([d for p, _, d in rows if p == pid]) for pid in {r[0] for r in rows}}
     assert len(medians) == 2

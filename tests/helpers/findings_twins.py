@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import FINDINGS
-from idle_reference import gaps, union
+from helpers.idle_reference import gaps, union
 from nsight_tui.parsers.analyses.findings import findings
 from nsight_tui.parsers.read.load import load_trace
-from xz_samples import XZ_TRACE, plain
+from helpers.xz_samples import XZ_TRACE, plain
 
 
 def sample(stem: str) -> Path:
-    """sample_traces/findings/STEM.sqlite.xz as a plain export (tests/xz_samples.py)."""
+    """sample_traces/findings/STEM.sqlite.xz as a plain export (tests/helpers/xz_samples.py)."""
     return plain(FINDINGS / f"{stem}{XZ_TRACE}")
 
 
@@ -38,7 +38,7 @@ def twin(stem: str) -> Path:
 
 def step_mean_ns(path: Path) -> float:
     """Mean steady-state step period (every step_N of every process: data-parallel ranks move in
-    lockstep), tests/step_sql.py's definition."""
+    lockstep), tests/helpers/step_sql.py's definition."""
     periods = [it.period for it in step_sql.steps(path)]
     return sum(periods) / len(periods)
 
@@ -49,7 +49,7 @@ def measured_saving_ms(planted: Path, fixed: Path) -> float:
 
 def steps(con: sqlite3.Connection) -> list[tuple[int, int, int]]:
     """(start, end of its period, pid) of every step_N, in time order: the windows the per-step
-    rules look at (tests/step_sql.py's definition of the period)."""
+    rules look at (tests/helpers/step_sql.py's definition of the period)."""
     return [(it.start, it.start + it.period, it.pid) for it in step_sql.steps_of(step_sql.iterations_of(con))]
 
 
