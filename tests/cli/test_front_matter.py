@@ -51,7 +51,7 @@ def test_installed_metadata_carries_the_code_version():
 def test_mcp_server_announces_the_version():
     pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
     from mcp import ClientSession, stdio_client
-    from mcp_client import params
+    from helpers.mcp_client import params
 
     async def server_version() -> str:
         async with stdio_client(params(str(ROOT / "sample_traces" / "small_ctx128.sqlite"))) as (read, write):
