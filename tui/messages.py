@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from nsight_tui.tui.session import Session
     from nsight_tui.tui.table_model import ViewText
     from nsight_tui.tui.viewmodels.api import ApiView
-    from nsight_tui.tui.roofline_vm import RooflineData
+    from nsight_tui.tui.viewmodels.roofline import RooflineData
     from nsight_tui.tui.viewmodels.correlation import CorrelationView
     from nsight_tui.tui.viewmodels.diff import DiffView, ScopeView
     from nsight_tui.tui.viewmodels.files import FilesView

@@ -23,7 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import visible
 from nsight_tui.tui.messages import TableChanged
 from nsight_tui.tui.table_model import SortState, TableModel, ViewText

@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from nsight_tui.parsers.analyses.diff import RangeDiff
 from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui.messages import DiffFailed, DiffProgress, DiffReady, ScopeReady
 from nsight_tui.tui.table_model import ViewText

@@ -8,7 +8,7 @@ from textual.containers import Container
 from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.numbers import quantity
 from nsight_tui.tui.messages import KernelsReady
 from nsight_tui.tui.table_model import TableModel, ViewText

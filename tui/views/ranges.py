@@ -14,9 +14,9 @@ from nsight_tui.parsers.model.iterations import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeNode
 from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.render.process_view import main_thread_reason
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import rich_text, visible
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import INFERRED_CPU_MARK, INFERRED_CPU_SHORT, RangeTreeSource, node_key, path_text
@@ -235,23 +235,23 @@ class RangesScreen(ViewScreen):
             text.append(f"  ×{node.instances}")
         text.append("\n")
         if node.model.gpu_pending:
-            detail.update(text.append(f"CPU {fmt.duration(node.cpu_ns)} (NVTX span) · GPU work: loading…"))
+            detail.update(text.append(f"CPU {numbers.duration(node.cpu_ns)} (NVTX span) · GPU work: loading…"))
             return
         n = node.instances
         if n > 1:
             text.append(f"total ×{n}: ")
         # an inferred range (parsers.model.inferred_ranges) spans its kernels' launches, not an NVTX push/pop
         span = "launch span, inferred from the kernel sequence" if node.label.startswith(INFERRED) else "NVTX span"
-        text.append(f"CPU {fmt.duration(node.cpu_ns)} ({span}) · GPU {fmt.duration(node.proj_ns)} (its work's span)")
+        text.append(f"CPU {numbers.duration(node.cpu_ns)} ({span}) · GPU {numbers.duration(node.proj_ns)} (its work's span)")
         if gpu_lags(node.proj_ns, node.cpu_ns):
             text.append(" ▲ the GPU runs behind the CPU", style="bold")
-        text.append(f" · busy {fmt.duration(node.busy_ns)} ({fmt.percent(busy) or 'n/a'} of its GPU time)")
+        text.append(f" · busy {numbers.duration(node.busy_ns)} ({numbers.percent(busy) or 'n/a'} of its GPU time)")
         if share is not None:
-            text.append(f", {fmt.percent(share)} of parent")
+            text.append(f", {numbers.percent(share)} of parent")
         text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
         if n > 1:
-            text.append(f"\nper instance: CPU {fmt.duration(node.cpu_ns / n)} · GPU {fmt.duration(node.proj_ns / n)} · "
-                        f"busy {fmt.duration(node.busy_ns / n)} · {fmt.count(round(node.kernels / n))} kernels")
+            text.append(f"\nper instance: CPU {numbers.duration(node.cpu_ns / n)} · GPU {numbers.duration(node.proj_ns / n)} · "
+                        f"busy {numbers.duration(node.busy_ns / n)} · {numbers.count(round(node.kernels / n))} kernels")
         scope = self.session.node_scope_text(node)
         if scope:
             text.append(f" · {scope}")

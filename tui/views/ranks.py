@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import markdown as md_text
 from nsight_tui.tui.messages import RanksReady
 from nsight_tui.tui.table_model import TableModel, ViewText
