@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from nsight_tui.parsers.model.ranges import RangeNode, ThreadGroup, display_name, path_key
+from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.render.safe import visible
 from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column
@@ -76,6 +77,8 @@ def find_path(roots: list[RangeNode], key: tuple[str, ...]) -> RangeNode | None:
 def path_text(node: RangeNode) -> str:
     return "/".join(node.path)
 
+
+INFERRED = f"{INFERRED_DOMAIN}:"  # the label's tag of ranges inferred from the kernel sequence
 
 # The CPU column's header where the tree holds ranges inferred from the kernel sequence (issue 31):
 # theirs is no NVTX span but their kernels' launch span; the mark sends the reader to the crumb,

@@ -7,6 +7,7 @@ others. Exports carry exact values (ns per iteration).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 from pathlib import Path
@@ -16,7 +17,8 @@ import pandas as pd
 from nsight_tui.render.diff import math_path_text
 from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.analyses.diff import ADDED, REMOVED, Delta, RangeDiff, RunDiff, ScopeDiff, ThreadDiff, diff_runs, kernel_diff
-from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.load import Trace, load_trace
 from nsight_tui.parsers.model.ranges import ThreadGroup
 from nsight_tui.render.diff import BASIS_TEXT, kernel_labels, waterfall_table
 from nsight_tui.render import numbers
@@ -195,6 +197,32 @@ def build(a: Trace, b: Trace, attribution: str) -> DiffView:
     d = diff_runs(a, b, attribution)
     head, lines = summary_lines(d)
     return DiffView(d, Path(d.a_path).name, Path(d.b_path).name, head, lines)
+
+
+@dataclass(frozen=True)
+class CannotCompare:
+    """Why two files could not be compared (one line: a file that cannot be read)."""
+
+    message: str
+
+
+def compare_files(a: Path, b: Path, attribution: str, held: Callable[[Path], Trace | None],
+                  say: Callable[[str], object]) -> DiffView | CannotCompare:
+    """The diff of two files: each one the app holds already (`held`), else loaded here
+    (read-only, as everywhere); `say` tells the stages."""
+    def trace(path: Path) -> Trace:
+        kept = held(path)
+        if kept is not None:
+            return kept
+        say(f"loading {path.name}…")
+        return load_trace(path)
+
+    try:
+        first, second = trace(a), trace(b)
+        say("aligning the runs…")
+        return build(first, second, attribution)
+    except TraceError as exc:
+        return CannotCompare(str(exc))
 
 
 # -- a range's kernels and families ------------------------------------------------------------------

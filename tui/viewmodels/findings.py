@@ -54,6 +54,12 @@ class Jump:
     kernel: str | None = None  # KERNELS: the kernel row to highlight
     target: TimelineTarget | None = None  # the finding's window (TIMELINE, and `t` from any finding)
 
+    @property
+    def leads_somewhere(self) -> bool:
+        """Whether `enter` has a view to go to (else the status line says `what`)."""
+        return (self.kind == KERNELS or (self.kind == RANGE and self.gtid is not None)
+                or (self.kind == TIMELINE and self.target is not None))
+
 
 @dataclass(frozen=True)
 class FindingsView:

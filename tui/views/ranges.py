@@ -2,31 +2,30 @@
 individual instances, with the highlighted range's numbers underneath."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import var
+from textual.message import Message
 from textual.widgets import Static
 
 from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.model.iterations import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeNode
-from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.render.process_view import main_thread_reason
 from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.render import numbers
+from nsight_tui.tui.messages import Navigation
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import target_for_node
-from nsight_tui.tui.tree_source import INFERRED_CPU_MARK, INFERRED_CPU_SHORT, RangeTreeSource, node_key, path_text
-from nsight_tui.tui.views.backward import BackwardPartsScreen
+from nsight_tui.tui.tree_source import INFERRED, INFERRED_CPU_MARK, INFERRED_CPU_SHORT, RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
-
-INFERRED = f"{INFERRED_DOMAIN}:"  # the tag of ranges inferred from the kernel sequence
-
 
 class RangeTree(DataGrid):
     """The range tree: a DataGrid over a RangeTreeSource, plus expand/collapse keys."""
@@ -69,6 +68,22 @@ class RangeTree(DataGrid):
 
 class RangesScreen(ViewScreen):
     view_name = "ranges"
+
+    @dataclass
+    class RangeChosen(Navigation):
+        """enter on a range: its kernels."""
+
+        node: RangeNode
+
+    @dataclass
+    class BackwardPartsAsked(Navigation):
+        """`b`: backward's kernels by the forward part they belong to."""
+
+    @dataclass
+    class ThreadPicked(Message):
+        """`M` on a thread row: make it its process's main thread (a new attribution, not a new view)."""
+
+        gtid: int
 
     BINDING_GROUP_TITLE = "Range tree (main view)"
     BINDINGS = [
@@ -152,7 +167,7 @@ class RangesScreen(ViewScreen):
             self.set_status("enter: kernels of the range · l/h expand/collapse · a aggregate · / search · ? help")
 
     def check_action(self, action: str, parameters) -> bool | None:
-        if action == "back" and not self.nsight.multi:
+        if action == "back" and not self.host.multi:
             return False  # the only file's range tree is home: nothing to go back to
         if action in ("backward_parts", "main_thread") and self.session.pending:
             return False  # both need the GPU work, still loading (the app refreshes the keys then)
@@ -202,7 +217,7 @@ class RangesScreen(ViewScreen):
         if node is None:
             self.grid.action_toggle_node()
             return
-        self.nsight.open_kernels(node)
+        self.post_message(self.RangeChosen(node))
 
     def _update_detail(self) -> None:
         detail = self.query_one("#detail", Static)
@@ -258,12 +273,12 @@ class RangesScreen(ViewScreen):
         detail.update(text)
 
     def action_backward_parts(self) -> None:
-        self.app.push_screen(BackwardPartsScreen(self.session))
+        self.post_message(self.BackwardPartsAsked())
 
     def action_main_thread(self) -> None:
         tree = self.grid.ranges
         if len(tree):
-            self.nsight.pick_main_thread(tree.group_at(self.grid.cursor).gtid)
+            self.post_message(self.ThreadPicked(tree.group_at(self.grid.cursor).gtid))
 
     def action_toggle_aggregate(self) -> None:
         self.aggregated = not self.aggregated

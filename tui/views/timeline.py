@@ -25,6 +25,8 @@ from nsight_tui.parsers.analyses.idle import WindowIdle
 from nsight_tui.parsers.analyses.timeline import Lane, Timeline
 from nsight_tui.render.safe import visible
 from nsight_tui.render import numbers
+from nsight_tui.parsers.model.ranges import RangeNode
+from nsight_tui.tui.messages import Navigation
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import (
@@ -71,6 +73,19 @@ class TimelineSummaryReady(Message):
 
 class TimelineScreen(ViewScreen):
     """The timeline around a range instance, a launch or the whole trace."""
+
+    @dataclass
+    class RangeChosen(Navigation):
+        """enter on a range instance: its kernels."""
+
+        node: RangeNode
+
+    @dataclass
+    class OpChosen(Navigation):
+        """enter on a kernel, copy or API call: its correlation ID on GPU `gpid`."""
+
+        corr: int
+        gpid: int | None
 
     BINDING_GROUP_TITLE = "Timeline (t)"
 
@@ -311,7 +326,7 @@ class TimelineScreen(ViewScreen):
         if it.kind == "range":
             node = _instance_node(self.session, it.ref)
             if node is not None:
-                self.nsight.open_kernels(node)
+                self.post_message(self.RangeChosen(node))
             return
         if it.kind == "memory":
             self._say(f"GPU memory: {it.name} · u: the memory view (peak, per phase, out of memory)")
@@ -320,7 +335,7 @@ class TimelineScreen(ViewScreen):
             self._say(f"GPU metric: {it.name} · per-range averages: nsight-tui report (GPU metrics section)")
             return
         if it.corr is not None:
-            self.nsight.open_correlation(it.corr, it.gpid if it.gpid is not None and it.gpid >= 0 else None)
+            self.post_message(self.OpChosen(it.corr, it.gpid if it.gpid is not None and it.gpid >= 0 else None))
             return
         self._explain_gap(it)
 
