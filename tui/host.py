@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 
 
 class Host(Protocol):
-    session: Session | None  # the file on screen (None on the files view, or while loading)
+    @property
+    def session(self) -> Session | None:
+        """The file on screen (None on the files view, or while loading)."""
+        ...
 
     @property
     def multi(self) -> bool:
