@@ -1,58 +1,56 @@
-"""The nsight-tui application: loads a file in a worker, then drills down
+"""The nsight-tui application: one file (or several, side by side) drilled down
 ranges -> kernels -> launches -> correlation, with exports at every level.
 
-Screens form the drill-down stack (escape goes back). The app owns what spans views:
-the open session, the attribution mode, exports, and the keys that work everywhere.
+The app holds what spans views (tui/state.py: the open session, the files loaded, the options),
+owns the keys that work everywhere, and hands the rest to its parts, none of which imports it:
+- `Loader` (tui/loader.py): a file's staged load in a worker, the tree first, then its GPU work;
+- `Navigator` (tui/navigator.py): which screen comes next, for every view's choice
+  (messages.Navigation, bubbling up from the views) and every view key;
+- `Spares` (tui/spares.py): the next kernel tables composed before they are asked for;
+- `Modes` (tui/modes.py): the attribution, the rank filter and the main-thread pick;
+- `Exporter` (tui/exporter.py): `e`, the view on screen as a Markdown file.
 """
 from __future__ import annotations
 
-import gc
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
-from textual import events, work
+from textual import events, on
 from textual.actions import ActionParseResult
 from textual.app import App
-from textual.dom import DOMNode
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.notifications import SeverityLevel
-from textual.timer import Timer
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, WorkerState
 
-from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.parsers.read.ids import PID_MASK, tid_of
-from nsight_tui.parsers.read.load import TraceLoader
-from nsight_tui.parsers.analyses.ranks import Rank, find_ranks, scoped_model
-from nsight_tui.tui import export
 from nsight_tui.tui.commands import NsightCommands
+from nsight_tui.tui.exporter import Exporter
+from nsight_tui.tui.host import Host
+from nsight_tui.tui.loader import Loader
 from nsight_tui.tui.messages import (
-    ExportFailed, ExportReady, GpuLoaded, LoadFailed, LoadProgress, ModelFailed, ModelReady, TraceLoaded,
+    ExportFailed, ExportReady, GpuLoaded, LoadFailed, LoadProgress, ModelFailed, ModelReady, Navigation, TraceLoaded,
 )
-from nsight_tui.tui.session import Session, StagedLoad
-from nsight_tui.tui.tree_source import node_key
-from nsight_tui.tui.views.api import ApiScreen
+from nsight_tui.tui.modes import Modes
+from nsight_tui.tui.navigator import Navigator
+from nsight_tui.tui.spares import Spares
+from nsight_tui.tui.state import AppState
 from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import TableScreen, ViewScreen
-from nsight_tui.tui.views.correlation import CorrelationScreen
 from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
 from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
 from nsight_tui.tui.views.findings import FindingsScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
-from nsight_tui.tui.views.launches import LaunchesScreen
-from nsight_tui.tui.views.loading import LoadingScreen
-from nsight_tui.tui.views.modals import CorrelationPrompt, ExportConflict
-from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+from nsight_tui.tui.views.modals import ExportConflict
 from nsight_tui.tui.views.pace import PaceScreen
+from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
 from nsight_tui.tui.views.ranks import RanksScreen
-from nsight_tui.tui.views.timeline import TimelineScreen, open_target
+from nsight_tui.tui.views.timeline import TimelineScreen
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
 
-class NsightApp(App[int]):
+class NsightApp(AppState):
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
     TITLE = "nsight-tui"
     COMMANDS = App.COMMANDS | {NsightCommands}
@@ -106,31 +104,12 @@ class NsightApp(App[int]):
 
     def __init__(self, paths: Sequence[str | Path], attribution: str = "process", export_dir: str | Path | None = None,
                  diff: bool = False, main_thread: str | None = None):
-        super().__init__()
-        self.paths = [Path(p) for p in paths]
-        self.open_diff = diff  # start on the diff of the two files (over the files view)
-        self.attribution = attribution
-        self.main_thread = main_thread  # --main-thread: a thread id or name, for every file opened
-        self.export_dir = Path(export_dir) if export_dir is not None else None
-        self.session: Session | None = None
-        self.error_message = ""
-        self.loaded = False  # true once a file is on screen (tests and the benchmark wait on it)
-        self._load_started = 0.0
-        self._mode_switching = False
-        self._sessions: dict[Path, Session] = {}  # reopening from the files view is instant
-        self._spares: list[ViewScreen] = []  # views composed ahead (_prepare_spare)
-        self._spare_timer: Timer | None = None
-        self._last_key = 0.0
-        self.roofline_options: dict = {}  # --flops/--peak-* (tui.launch), for the roofline view
-        self.ncu_file: str | None = None  # --ncu FILE.ncu-rep: measured points in the roofline view
-        # The one file's loader, opened before the app started (tui.launch.open_early); the
-        # first load takes it.
-        self.opened: Callable[[], TraceLoader] | None = None
-
-    # -- start-up and loading -------------------------------------------------------------------
-    @property
-    def multi(self) -> bool:
-        return len(self.paths) > 1
+        super().__init__(paths, attribution, export_dir, diff, main_thread)
+        self.spare_screens = Spares(self)
+        self.loader = Loader(self, self.spare_screens)
+        self.navigator = Navigator(self, self.spare_screens, self.loader.open_file)
+        self.modes = Modes(self, self.navigator)
+        self.exporter = Exporter(self)
 
     def on_mount(self) -> None:
         if self.multi:
@@ -138,124 +117,42 @@ class NsightApp(App[int]):
             if self.open_diff:
                 self.push_screen(DiffScreen(self.paths[0], self.paths[1], self.attribution))
         else:
-            self.open_file(self.paths[0])
+            self.loader.open_file(self.paths[0])
 
-    def open_file(self, path: Path) -> None:
-        cached = self._sessions.get(path)
-        if cached is not None:  # back from the files view to a file already loaded
-            self.session = cached
-            self.push_screen(RangesScreen(cached))
-            return
-        self.loaded = False
-        self._load_started = self.clock()
-        self.push_screen(LoadingScreen(path))
-        self._load(path, self.attribution)
+    # -- what the views and workers say, handed to the part that deals with it ---------------
+    @on(Navigation)
+    async def _navigate(self, message: Navigation) -> None:
+        await self.navigator.follow(message)
 
-    def clock(self) -> float:
-        return time.perf_counter()
+    def on_ranks_screen_rank_chosen(self, message: RanksScreen.RankChosen) -> None:
+        self.modes.set_rank(message.rank)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="load")
-    def _load(self, path: Path, attribution: str) -> None:
-        worker = get_current_worker()
-
-        def progress(fraction: float, text: str) -> None:
-            self.post_message(LoadProgress(path, fraction, text))
-
-        first = None
-        try:
-            opened, self.opened = self.opened, None
-            load = StagedLoad(path, attribution, self.main_thread, progress, clock=self.clock,
-                              started=self._load_started, opened=opened)
-            # Stage 1: the NVTX tree with CPU times, on screen while the GPU work is read.
-            first = load.tree()
-            if first is not None and not worker.is_cancelled:
-                first.prepare()  # the header's nesting note, here, not on the UI thread
-                self.post_message(TraceLoaded(first))
-            # Stage 2: GPU ops and API calls, attributed; the tree's nodes are taken over.
-            trace, seconds = load.finish()
-        except TraceError as exc:
-            self.post_message(LoadFailed(path, str(exc), exc.exit_code))
-            return
-        except Exception as exc:  # a bug or an export we did not foresee: one line, not a traceback
-            self.post_message(LoadFailed(path, f"internal error: {type(exc).__name__}: {exc}", 70))
-            return
-        if worker.is_cancelled:
-            return
-        # The header's rank badge reads the ranks: found here, not on the UI thread.
-        if first is None:
-            session = Session(path, trace, attribution, seconds, main_thread=self.main_thread)
-            session.ranks()
-            session.prepare()  # the header's slow parts too, here, not on the UI thread
-            self.post_message(TraceLoaded(session))
-        else:
-            # the header's slow parts on a Session of the full trace; the first stage's takes them over
-            ready = Session(path, trace, attribution, seconds, main_thread=self.main_thread)
-            ranks = find_ranks(trace)
-            self.post_message(GpuLoaded(first, trace, seconds, ranks, ready.prepare()))
+    def on_ranges_screen_thread_picked(self, message: RangesScreen.ThreadPicked) -> None:
+        self.modes.pick_main_thread(message.gtid)
 
     def on_load_progress(self, message: LoadProgress) -> None:
-        if isinstance(self.screen, LoadingScreen):
-            self.screen.progress(message.fraction, message.text)
-            return
-        session = self._sessions.get(message.path)
-        if session is not None and session.pending:  # the tree is up; the GPU work is coming
-            session.loading(message.fraction, message.text)
-            if isinstance(self.screen, ViewScreen) and self.screen.session is session:
-                self.screen.refresh_info()
-
-    def _loading_screen(self, path: Path) -> LoadingScreen | None:
-        return next((s for s in self.screen_stack if isinstance(s, LoadingScreen) and s.path == path), None)
+        self.loader.progress(message)
 
     def on_trace_loaded(self, message: TraceLoaded) -> None:
-        session = message.session
-        self._sessions[session.path] = session
-        session.roofline_options = self.roofline_options
-        session.ncu_file = self.ncu_file
-        if not session.pending:
-            self._settle(session)
-        loading = self._loading_screen(session.path)
-        if loading is None:
-            return  # the user left the loading screen: the file stays cached for later
-        if self.screen is loading:
-            self._show_loaded(session)
-        else:  # help or the palette is on top: finish when the loading screen is back in front
-            loading.when_resumed(lambda: self._show_loaded(session))
-
-    def _show_loaded(self, session: Session) -> None:
-        self.session = session
-        self.loaded = not session.pending  # tests and the benchmark wait for the GPU columns
-        self.switch_screen(RangesScreen(session))
-
-    def _settle(self, session: Session) -> None:
-        self._warm(session)
-        self._spare_later()  # the first screen drawn first
+        self.loader.tree_loaded(message)
 
     def on_gpu_loaded(self, message: GpuLoaded) -> None:
-        """The load's second stage: the GPU columns fill in, in place (the cursor stays)."""
-        session = message.session
-        session.gpu_loaded(message.trace, message.load_seconds, message.ranks, message.prepared)
-        self._settle(session)
-        for screen in self.screen_stack:
-            if isinstance(screen, RangesScreen) and screen.session is session:
-                screen.rebuild(screen.kept_key())
-                screen.refresh_info()
-                screen.refresh_bindings()
-        if self.session is session:
-            self.loaded = True
+        self.loader.gpu_loaded(message)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="warm")
-    def _warm(self, session: Session) -> None:
-        """Compute the global views while the user reads the tree, so `2` and `3` open at once."""
-        worker = get_current_worker()
-        # Millions of long-lived objects now: keep the cyclic GC from rescanning them on every
-        # full collection (those pauses showed up as 50-100 ms keystrokes). Here, not before the
-        # first screen: the collection takes ~0.1 s at 600k kernels.
-        gc.collect()
-        gc.freeze()
-        session.warm(cancelled=lambda: worker.is_cancelled)
-        # The warm-up's own ~150k long-lived objects (the instance tree, kernel tables) too:
-        # unfrozen, every full collection walked them (a 60 ms pause in some keystroke).
-        gc.freeze()
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self.loader.failed(message)
+
+    def on_model_failed(self, message: ModelFailed) -> None:
+        self.modes.failed(message)
+
+    async def on_model_ready(self, message: ModelReady) -> None:
+        await self.modes.ready(message)
+
+    def on_export_failed(self, message: ExportFailed) -> None:
+        self.exporter.failed(message)
+
+    def on_export_ready(self, message: ExportReady) -> None:
+        self.exporter.ready(message)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The app's own background work (warming the global views) failed: the views will
@@ -265,44 +162,10 @@ class NsightApp(App[int]):
             self.notify(f"{type(error).__name__}: {error}", title="background work failed", severity="warning",
                         markup=False)
 
-    def on_load_failed(self, message: LoadFailed) -> None:
-        if not self.multi:
-            self.error_message = message.message
-            self.exit(return_code=message.exit_code)
-            return
-        loading = self._loading_screen(message.path)
-        if loading is self.screen:
-            self.pop_screen()
-        elif loading is not None:
-            loading.when_resumed(self.pop_screen)
-        self.notify(message.message, title="cannot open", severity="error", timeout=8, markup=False)
-
-    # -- navigation -----------------------------------------------------------------------------
-    def _base_index(self) -> int | None:
-        """Index in the screen stack of the open file's range tree."""
-        for i, screen in enumerate(self.screen_stack):
-            if isinstance(screen, RangesScreen):
-                return i
-        return None
-
-    def go_back(self, screen) -> None:
-        base = self._base_index()
-        index = self.screen_stack.index(screen) if screen in self.screen_stack else -1
-        if base is not None and index == base and not self.multi:
-            return  # the range tree of the only file is home
-        if len(self.screen_stack) > 2:
-            self.pop_screen()
-            if base is not None and index == base:
-                self.session = None
-
-    async def _to_base(self):
-        """Pop down to the range tree; returns it (None when no file is open)."""
-        base = self._base_index()
-        if base is None:
-            return None
-        while len(self.screen_stack) - 1 > base:
-            await self.pop_screen()
-        return self.screen_stack[base]
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self.spare_screens.key_pressed()
+        await super().on_event(event)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -323,205 +186,51 @@ class NsightApp(App[int]):
                     return
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
-    def open_kernels(self, node=None, select_name: str | None = None) -> None:
-        if not self._need_session():
-            return
-        spare = self._take_spare(KernelsScreen)
-        if spare is not None:
-            self.push_screen(spare)  # then filled in: its resume lays it out once, with the data
-            spare.retarget(self.session, node, select_name)
-        else:
-            self.push_screen(KernelsScreen(self.session, node, select_name))
-
-    def open_op_kernels(self, title: str, positions, where: str = "") -> None:
-        """The kernels of a set of ops that is no range (a backward part's, from `b`); `where`
-        names them in full under the table."""
-        if self._need_session():
-            self.push_screen(KernelsScreen(self.session, None, None, ops=(title, positions, where)))
-
-    def open_launches(self, node, name: str, short: str, positions) -> None:
-        spare = self._take_spare(LaunchesScreen)
-        if spare is not None:
-            self.push_screen(spare)
-            spare.retarget(self.session, node, name, short, positions)
-        else:
-            self.push_screen(LaunchesScreen(self.session, node, name, short, positions))
-
-    def open_api(self) -> None:
-        spare = self._take_spare(ApiScreen)
-        if spare is not None:
-            self.push_screen(spare)
-            spare.retarget(self.session)
-        else:
-            self.push_screen(ApiScreen(self.session))
-
-    # -- spare screens: the next kernel table (launches, API summary) composed before it is asked
-    # for. Composing, mounting and styling a view's widgets was ~30 ms of the ~100 ms a kernel
-    # table took to open at 120x40 (2 cores). Spares are made off screen, one at a time, only
-    # when no key came for SPARE_IDLE seconds (after the load, after one is used): a person
-    # reading the screen, never in the middle of typing.
-    SPARE_DELAY = 0.25
-    SPARE_IDLE = 0.4
-    # In the order they are made. Two kernel tables: the most opened view, often twice in a row
-    # (a range's, then another's or every kernel's) before a pause lets a spare be made again.
-    SPARES = (KernelsScreen, ApiScreen, LaunchesScreen, KernelsScreen)
-
-    def _spare_later(self) -> None:
-        if self._spare_timer is None:
-            self._spare_timer = self.set_timer(self.SPARE_DELAY, self._prepare_spare)
-
-    def _prepare_spare(self) -> None:
-        self._spare_timer = None
-        session = self.session
-        start = getattr(self, "_get_screen", None)  # Textual's start of a screen before it is pushed
-        if session is None or session.pending or start is None:
-            return  # (another Textual without it: views are composed when opened, as before)
-        have = [type(screen) for screen in self._spares]
-        missing = []
-        for cls in self.SPARES:
-            if cls in have:
-                have.remove(cls)
-            else:
-                missing.append(cls)
-        if not missing:
-            return
-        if time.monotonic() - self._last_key < self.SPARE_IDLE:
-            self._spare_later()  # keys are coming: later
-            return
-        cls = missing[0]
-        spare: ViewScreen
-        if cls is LaunchesScreen:
-            spare = LaunchesScreen(session, None, "", "", np.empty(0, np.int64), spare=True)
-        elif cls is ApiScreen:
-            spare = ApiScreen(session, spare=True)
-        else:
-            spare = KernelsScreen(session, spare=True)
-        self._spares.append(spare)
-        start(spare)
-        if len(missing) > 1:
-            self._spare_later()
-
-    async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key):
-            self._last_key = time.monotonic()  # spares are made between keys, not during them
-        await super().on_event(event)
-
-    def spares(self) -> dict[type, ViewScreen]:
-        """The spare screen each view class will use next, once composed (tests wait on them)."""
-        out: dict[type, ViewScreen] = {}
-        for screen in self._spares:
-            out.setdefault(type(screen), screen)
-        return {cls: screen for cls, screen in out.items() if screen.is_mounted}
-
-    def _take_spare(self, cls):
-        spare = next((screen for screen in self._spares if type(screen) is cls), None)
-        if spare is not None:
-            self._spares.remove(spare)
-            if not spare.is_running:
-                spare = None
-        self._spare_later()
-        return spare
-
-    def open_correlation(self, corr: int, gpid: int | None = None) -> None:
-        self.push_screen(CorrelationScreen(self.session, corr, gpid))
-
-    def _need_session(self) -> bool:
-        if self.session is None:
-            still = isinstance(self.screen, LoadingScreen)
-            self.notify("still loading…" if still else "open a file first (enter on a row)", severity="warning")
-            return False
-        if self.session.pending:
-            self.notify("the GPU work is still loading: the tree shows CPU times until then", severity="warning")
-            return False
-        return True
-
+    # -- the keys that work everywhere --------------------------------------------------------
     async def action_view_ranges(self) -> None:
-        if self._need_session():
-            await self._to_base()
+        await self.navigator.view_ranges()
 
     async def action_view_kernels(self) -> None:
-        if self._need_session():
-            await self._to_base()
-            self.open_kernels(None)
+        await self.navigator.view_kernels()
 
     async def action_view_api(self) -> None:
-        if self._need_session():
-            await self._to_base()
-            self.open_api()
+        await self.navigator.view_api()
 
     async def action_view_findings(self) -> None:
-        if self._need_session() and not isinstance(self.screen, FindingsScreen):
-            await self._to_base()
-            self.push_screen(FindingsScreen(self.session))
+        await self.navigator.view_findings()
+
     async def action_view_pace(self) -> None:
-        if self._need_session() and not isinstance(self.screen, PaceScreen):
-            await self._to_base()
-            self.push_screen(PaceScreen(self.session))
+        await self.navigator.view_pace()
 
     async def action_view_memory(self) -> None:
-        from nsight_tui.tui.views.memory import MemoryScreen
-
-        if self._need_session() and not isinstance(self.screen, MemoryScreen):
-            await self._to_base()
-            self.push_screen(MemoryScreen(self.session))
+        await self.navigator.view_memory()
 
     async def action_view_ncu(self) -> None:
-        from nsight_tui.tui.views.ncu import NcuScreen
-
-        if not self._need_session() or isinstance(self.screen, NcuScreen):
-            return
-        if self.session is None or not self.session.ncu_file:
-            self.notify("no Nsight Compute report: start with --ncu FILE.ncu-rep (nsight-tui capture --ncu makes one)")
-            return
-        await self._to_base()
-        self.push_screen(NcuScreen(self.session))
+        await self.navigator.view_ncu()
 
     async def action_view_ranks(self) -> None:
-        if self._need_session():
-            await self._to_base()
-            self.push_screen(RanksScreen(self.session))
+        await self.navigator.view_ranks()
 
     def action_view_roofline(self) -> None:
-        if self._need_session():
-            from nsight_tui.tui.views.roofline import RooflineScreen
-
-            node = getattr(self.screen, "node", None)  # from a range's kernels: that range's families
-            self.push_screen(RooflineScreen(self.session, node))
+        self.navigator.view_roofline()
 
     async def action_view_files(self) -> None:
-        if not self.multi:
-            self.notify("one file open: start with several files or a directory to compare them")
-            return
-        while not isinstance(self.screen, FilesScreen):
-            await self.pop_screen()
-        self.session = None
-
-    async def jump_to_range(self, gtid: int, key: tuple[str, ...]) -> None:
-        ranges = await self._to_base()
-        if ranges is not None and not ranges.select_key(gtid, key):
-            self.notify(f"{'/'.join(key)}: not in this view", severity="warning", markup=False)
-
-    async def jump_to_kernel(self, name: str) -> None:
-        await self._to_base()
-        self.open_kernels(None, select_name=name)
+        await self.navigator.view_files()
 
     def action_ask_correlation(self) -> None:
-        if not self._need_session():
-            return
-
-        def go(corr: int | None) -> None:
-            if corr is not None:
-                self.open_correlation(corr)
-
-        self.push_screen(CorrelationPrompt(), go)
+        self.navigator.ask_correlation()
 
     def action_timeline(self) -> None:
-        if self._need_session() and not isinstance(self.screen, TimelineScreen):
-            self.open_timeline(open_target(self.screen))
+        self.navigator.timeline()
 
-    def open_timeline(self, target=None) -> None:
-        """The timeline on `target` (a TimelineTarget, or a function of the lanes; None: the whole trace)."""
-        self.push_screen(TimelineScreen(self.session, target))
+    def action_switch_attribution(self) -> None:
+        self.modes.switch_attribution()
+
+    def action_cycle_rank(self) -> None:
+        self.modes.cycle_rank()
+
+    def action_export(self) -> None:
+        self.exporter.export()
 
     def action_help(self) -> None:
         about = self.session.header().full_lines() if self.session is not None else []
@@ -544,210 +253,29 @@ class NsightApp(App[int]):
                                           for w in self.workers)
         self.exit(return_code=130 if loading else 0)
 
-    # -- attribution mode -----------------------------------------------------------------------
-    def action_switch_attribution(self) -> None:
-        if self.session is None or not self._need_session() or self._mode_switching:
-            return
-        new = "nsys" if self.session.attribution == "process" else "process"
-        self._mode_switching = True
-        self._say(self.screen, f"building the {new} attribution…", notify=False)
-        self.notify(f"building the {new} attribution…", timeout=2)
-        self._build_mode(self.session, new, self.session.main_thread, self.session.rank)
+    # -- for tests and the benchmark ----------------------------------------------------------
+    def open_kernels(self, node=None, select_name: str | None = None) -> None:
+        """A range's kernels (None: every kernel) over the screen on top."""
+        self.navigator.open_kernels(node, select_name)
 
-    # -- the rank filter ------------------------------------------------------------------------
-    def action_cycle_rank(self) -> None:
-        """`R`: every rank -> rank 0 -> rank 1 ... -> every rank."""
-        if self.session is None or not self._need_session() or self._mode_switching:
-            return
-        if len(self.session.ranks()) < 2:
-            self._say(self.screen, "one rank (process × GPU) in this export: nothing to filter")
-            return
-        self.set_rank(self.session.next_rank())
+    def spares(self) -> dict[type, ViewScreen]:
+        """The spare screen each view class will use next, once composed (tests wait on them)."""
+        return self.spare_screens.ready()
 
-    def set_rank(self, rank: Rank | None) -> None:
-        """Show one rank's ranges and GPU work (None: every rank); built in a worker."""
-        session = self.session
-        if session is None or self._mode_switching:
-            return
-        self._mode_switching = True
-        self._say(self.screen, f"rank filter: {rank.label if rank is not None else 'every rank'}…", notify=False)
-        self._build_mode(session, session.attribution, session.main_thread, rank)
+    @property
+    def _mode_switching(self) -> bool:
+        return self.modes.switching
 
-    def pick_main_thread(self, gtid: int) -> None:
-        """Make thread `gtid` its process's main thread (`t` in the range tree); on the main
-        thread the user picked, go back to the automatic choice."""
-        if self.session is None or not self._need_session() or self._mode_switching:
-            return
-        session = self.session
-        info = session.model.main_info.get(gtid & PID_MASK)
-        new: str | None
-        if info is not None and info.gtid == gtid:
-            if session.main_thread is None:
-                self.notify(f"{session.trace.thread_label(gtid)} is already the main thread", markup=False)
-                return
-            new = None
-        else:
-            new = str(tid_of(gtid))
-        self._mode_switching = True
-        label = "the automatic choice" if new is None else session.trace.thread_label(gtid)
-        self._say(self.screen, f"main thread: {label}; attributing…", notify=False)
-        self._build_mode(session, session.attribution, new, session.rank)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="mode")
-    def _build_mode(self, session: Session, attribution: str, main_thread: str | None = None,
-                    rank: Rank | None = None) -> None:
-        # The build holds the GIL for long stretches: let the UI paint the notice first.
-        time.sleep(0.05)
-        try:
-            model = scoped_model(session.trace, attribution, main_thread, rank)
-            model.aggregated_groups  # noqa: B018
-        except Exception as exc:  # keep the session usable under the mode it had
-            self.post_message(ModelFailed(f"{type(exc).__name__}: {exc}"))
-            return
-        self.post_message(ModelReady(session, attribution, main_thread, rank))
-
-    def on_model_failed(self, message: ModelFailed) -> None:
-        self._mode_switching = False
-        self.notify(message.message, title="attribution switch failed", severity="error", markup=False)
-
-    async def on_model_ready(self, message: ModelReady) -> None:
-        self._mode_switching = False
-        session = message.session
-        if session is not self.session:
-            return
-        # What was open: the range tree's cursor, and the range whose kernels were shown.
-        base = self._base_index()
-        ranges = self.screen_stack[base] if base is not None else None
-        if base is None or not isinstance(ranges, RangesScreen):
-            return
-        keep = ranges.current_key()
-        old_node = next((s.node for s in self.screen_stack[base + 1:]
-                         if isinstance(s, KernelsScreen) and s.node is not None), None)
-        rank_changed = message.rank != session.rank
-        # a new rank on a trace-wide view (2 all kernels, 3 API summary): that view again, of the new rank
-        all_kernels = rank_changed and isinstance(self.screen, KernelsScreen) and self.screen.node is None
-        api_summary = rank_changed and isinstance(self.screen, ApiScreen)
-        await self._to_base()
-        session.attribution = message.attribution
-        session.main_thread = message.main_thread
-        session.rank = message.rank
-        self.attribution = message.attribution
-        gc.freeze()  # the new model's objects are long-lived too
-        ranges.rebuild(keep)
-        ranges.refresh_info()
-        if rank_changed:
-            self.notify(session.rank_help() or "rank filter: every rank", timeout=6, markup=False)
-            if all_kernels:
-                self.open_kernels(None)
-            elif api_summary:
-                self.push_screen(ApiScreen(session))
-            else:
-                self._same_path_in_rank(ranges, keep, old_node)
-            return
-        if old_node is not None:
-            # The same ranges under the new mode: range positions do not depend on the mode
-            # (a name path would find the first instance, not the one that was open).
-            node = next((n for n in ranges.grid.ranges.all_nodes() if np.array_equal(n.ids, old_node.ids)), None)
-            if node is not None:
-                ranges.select_node(node)
-                self.open_kernels(node)
-        main = session.header().main_thread
-        self.notify(f"attribution: {session.attribution} — {session.model.mode_help}" + (f"; {main}" if main else ""),
-                    timeout=6, markup=False)
-
-    def _same_path_in_rank(self, ranges: RangesScreen, keep: tuple | None, old_node) -> None:
-        """After a rank change: the cursor (and the open range's kernels) on the same name path,
-        on the same thread where the new tree still has it, else on the new rank's main thread
-        (its process has its own ranges, at other positions)."""
-        tree = ranges.grid.ranges
-        here = [g.gtid for g in tree.groups]
-        threads = [keep[0]] if keep is not None and keep[0] in here else []
-        threads += [g.gtid for g in tree.groups if g.is_main and g.gtid not in threads]
-        if keep is not None:
-            for gtid in threads:
-                if ranges.select_key(gtid, keep[1]):
-                    break
-        if old_node is not None:
-            key = node_key(old_node)
-            node = next((n for n in (tree.find_key(gtid, key) for gtid in threads) if n is not None), None)
-            if node is not None:
-                ranges.select_node(node)
-                self.open_kernels(node)
-
-    # -- export ---------------------------------------------------------------------------------
-    def action_export(self) -> None:
-        screen = self.screen
-        maker = getattr(screen, "export_view", None)
-        if maker is None:
-            self.notify("nothing to export on this screen", severity="warning")
-            return
-        self._say(screen, "exporting…", notify=False)
-        self._export_worker(screen, maker)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="export")
-    def _export_worker(self, screen, maker) -> None:
-        """Building the text reads every row of the view (and, for launches, grid/block
-        from the file): off the UI thread. The file is written on the UI thread, so a signal
-        (handled on the event loop) never lands halfway through a write."""
-        try:
-            view = maker()
-            text = export.render(view) if view is not None else ""
-        except Exception as exc:  # never lose the session over an export
-            self.post_message(ExportFailed(f"{type(exc).__name__}: {exc}"))
-            return
-        self.post_message(ExportReady(screen, view, text))
-
-    def on_export_failed(self, message: ExportFailed) -> None:
-        self.notify(message.message, title="export failed", severity="error", markup=False)
-
-    def on_export_ready(self, message: ExportReady) -> None:
-        screen, view, text = message.screen, message.view, message.text
-        if view is None:
-            self._say(screen, "nothing to export here yet")
-            return
-        path = export.target(self.export_dir or Path.cwd(), view)
-        if not path.exists():
-            self._write_export(screen, path, text, overwrite=False)
-            return
-
-        def decide(choice: str | None) -> None:
-            if choice == "overwrite":
-                self._write_export(screen, path, text, overwrite=True)
-            elif choice == "new":
-                self._write_export(screen, export.free_name(path), text, overwrite=False)
-            else:
-                self._say(screen, "export cancelled")
-
-        self.push_screen(ExportConflict(path, export.free_name(path)), decide)
-
-    def _write_export(self, screen, path: Path, text: str, overwrite: bool) -> None:
-        try:
-            written = export.write(path, text, overwrite=overwrite, inputs=self.paths)
-        except (TraceError, OSError) as exc:
-            self.notify(str(exc), title="export failed", severity="error", markup=False)
-            return
-        clip = ""
-        if len(text) <= export.CLIPBOARD_LIMIT:
-            self.copy_to_clipboard(text)
-            clip = " (and copied to the clipboard)"
-        try:
-            shown = f"./{written.relative_to(Path.cwd())}"
-        except ValueError:
-            shown = str(written)
-        self._say(screen, f"exported {written.name}{clip}: {shown}")
-
-    def _say(self, screen, text: str, notify: bool = True) -> None:
-        setter = getattr(screen, "set_status", None)
-        if setter and screen.is_mounted:
-            setter(text)
-        if notify:
-            self.notify(text, timeout=4, markup=False)
+def host_of(app: NsightApp) -> Host:
+    """The app is what views may read of it (checked by mypy: views never import the app)."""
+    return app
 
 
 # The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
 HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
-                FindingsScreen, BackwardPartsScreen, PaceScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen, DiffKernelsScreen,
-                PromptBar, ExportConflict)
+                FindingsScreen, BackwardPartsScreen, PaceScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen,
+                DiffKernelsScreen, PromptBar, ExportConflict)
 
 
 def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:

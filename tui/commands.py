@@ -1,29 +1,44 @@
 """Command palette (ctrl+p) entries: the views, the actions, and a jump to any range
-(by name path) or kernel (by name) of the open file."""
+(by name path) or kernel (by name) of the open file. A jump is a Navigation posted to the app,
+as a view's choice is: the navigator decides where it leads."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from nsight_tui.tui.host import Host
+from nsight_tui.tui.messages import Navigation
 from nsight_tui.tui.tree_source import node_key
-
-if TYPE_CHECKING:
-    from nsight_tui.tui.app import NsightApp
 
 MAX_RANGES = 2000
 Entry = tuple[str, str, Callable[[], Any]]
 
 
 class NsightCommands(Provider):
+    @dataclass
+    class RangeNamed(Navigation):
+        """A range picked by its name path on thread group `gtid`: the range tree, on it."""
+
+        gtid: int
+        key: tuple[str, ...]
+
+    @dataclass
+    class KernelNamed(Navigation):
+        """A kernel picked by name: every kernel of the trace, on it."""
+
+        name: str
+
     async def startup(self) -> None:
         self._entries = self._build()
 
     def _build(self) -> list[Entry]:
-        app = cast("NsightApp", self.app)
+        app = self.app
         run = app.run_action
+        host = cast(Host, app)
         out: list[Entry] = [
             ("View: range tree", "NVTX ranges per thread (1)", partial(run, "view_ranges")),
             ("View: kernel summary", "every kernel of the trace (2)", partial(run, "view_kernels")),
@@ -49,10 +64,10 @@ class NsightCommands(Provider):
             ("Export this view to Markdown", "writes nsight-tui_<view>.md here (e)", partial(run, "export")),
             ("Help: every key", "(?)", partial(run, "help")),
         ]
-        if getattr(app, "multi", False):
+        if host.multi:
             out.insert(3, ("View: files", "the files side by side (4)", partial(run, "view_files")))
         self._views = len(out)  # what discover lists: the views and actions, not every range and kernel
-        session = getattr(app, "session", None)
+        session = host.session
         if session is None:
             return out
         model = session.model
@@ -63,12 +78,15 @@ class NsightCommands(Provider):
                 node = stack.pop()
                 key = node_key(node)
                 out.append((f"Range: {'/'.join(key)}", f"{node.kernels:,} kernels · {group.label}",
-                            partial(app.jump_to_range, group.gtid, key)))
+                            partial(self._post, self.RangeNamed, group.gtid, key)))
                 added += 1
                 stack.extend(reversed(node.children))
         for name, short in session.palette_kernels():
-            out.append((f"Kernel: {short}", name[:120], partial(app.jump_to_kernel, name)))
+            out.append((f"Kernel: {short}", name[:120], partial(self._post, self.KernelNamed, name)))
         return out
+
+    def _post(self, kind: Callable[..., Navigation], *args: Any) -> None:
+        self.app.post_message(kind(*args))  # made when picked: the palette lists thousands
 
     async def discover(self) -> Hits:
         for text, help_text, callback in self._entries[:self._views]:

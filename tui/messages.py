@@ -1,8 +1,13 @@
-"""Typed messages: how workers hand results to the UI thread (post_message is thread-safe).
+"""Typed messages: how workers hand results to the UI thread (post_message is thread-safe),
+and how a view says what the user chose.
 
 A screen's worker computes a view model (tui/viewmodels) and posts one of these to the
 screen itself; the screen's `on_<name>` handler renders it. Workers never touch widgets
 and never use call_from_thread.
+
+A view never opens another view: it posts a `Navigation` (declared inside the view's class,
+`RangesScreen.RangeChosen`), which bubbles to the app, and the navigator (tui/navigator.py)
+decides where it leads.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ if TYPE_CHECKING:
     from nsight_tui.tui.session import Session
     from nsight_tui.tui.table_model import ViewText
     from nsight_tui.tui.viewmodels.api import ApiView
-    from nsight_tui.tui.roofline_vm import RooflineData
+    from nsight_tui.tui.viewmodels.roofline import RooflineData
     from nsight_tui.tui.viewmodels.correlation import CorrelationView
     from nsight_tui.tui.viewmodels.diff import DiffView, ScopeView
     from nsight_tui.tui.viewmodels.files import FilesView
@@ -27,6 +32,14 @@ if TYPE_CHECKING:
     from nsight_tui.tui.viewmodels.ranks import RanksView
     from nsight_tui.tui.viewmodels.pace import PaceView
     from nsight_tui.parsers.analyses.ranks import Rank
+
+
+# -- what a view asks for (bubbles to the app, which hands it to the navigator) ---------------------
+@dataclass
+class Navigation(Message):
+    """The base of every view's "the user chose this" message: a range, a kernel, a launch,
+    an iteration, a file. Each view declares its own, nested in its class; the app hands every
+    one to the navigator, the one place that decides which screen comes next."""
 
 
 # -- loading and the attribution mode (posted to the app) -----------------------------------------

@@ -16,7 +16,7 @@ from typing import TypeVar
 import numpy as np
 
 from nsight_tui.parsers.analyses import ranks as rank_analysis
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.parsers.read.ids import PID_MASK
 from nsight_tui.parsers.read.load import Trace, TraceLoader, map_columns
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, range_model
@@ -148,8 +148,8 @@ class Session:
         span = "launch span, inferred" if inferred else "NVTX span"
         cpu = f"CPU{INFERRED_CPU_MARK} = NVTX span, {INFERRED_CPU_TEXT}" if found.found else "CPU = NVTX span"
         return (f"clocks: the GPU runs behind the CPU (no synchronise at phase ends): per step the CPU issues its "
-                f"work in {fmt.duration(t.cpu_ns.sum() / n)} ({span}), the GPU runs it in "
-                f"{fmt.duration(t.gpu_ns.sum() / n)}; the step is its period, {fmt.duration(t.period_ns.sum() / n)}. "
+                f"work in {numbers.duration(t.cpu_ns.sum() / n)} ({span}), the GPU runs it in "
+                f"{numbers.duration(t.gpu_ns.sum() / n)}; the step is its period, {numbers.duration(t.period_ns.sum() / n)}. "
                 f"Columns: {cpu}, GPU = its GPU work's span (first start to last end), both totals ×N")
 
     def nesting(self) -> str:
@@ -172,7 +172,7 @@ class Session:
         """The range's kernels and ratios, its roofline figures (TFLOP/s, GB/s, verdict) among them;
         kept per node (`warm` computes the biggest ranges' after loading: a range holding every
         kernel then opens without computing)."""
-        from nsight_tui.tui import roofline_vm
+        from nsight_tui.tui.viewmodels import roofline as roofline_vm
 
         def build() -> tuple[RangeNode, kernels.KernelsView]:
             return node, kernels.range_kernels(self.model, node, extra_ratios=roofline_vm.ratios(self, node),
@@ -219,7 +219,7 @@ class Session:
         return ncu_vm.build(ncu.answers_of(joined))
 
     def roofline(self, mode: str, node: RangeNode | None):
-        from nsight_tui.tui import roofline_vm
+        from nsight_tui.tui.viewmodels import roofline as roofline_vm
 
         return roofline_vm.build(self, mode, node)
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsight_tui.tui.fmt import exact, text as plain_text
+from nsight_tui.render.numbers import exact
+from nsight_tui.render.safe import visible
 
 
 @dataclass
@@ -22,7 +23,7 @@ class Column:
     header: str  # on screen
     width: int | None = None  # None: takes the remaining width
     align: str = "right"  # "left" | "right"
-    fmt: Callable = plain_text  # value -> screen text
+    fmt: Callable = visible  # value -> screen text
     md_header: str | None = None  # in the export (defaults to header)
     md_fmt: Callable = exact  # value -> exported value (exact)
     priority: int = 5  # narrow screens drop the lowest first

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import cast
 
 from nsight_tui.parsers.model.ranges import RangeNode, ThreadGroup, display_name, path_key
+from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.render.safe import visible
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column
 
 INDENT = 2
@@ -77,6 +78,8 @@ def path_text(node: RangeNode) -> str:
     return "/".join(node.path)
 
 
+INFERRED = f"{INFERRED_DOMAIN}:"  # the label's tag of ranges inferred from the kernel sequence
+
 # The CPU column's header where the tree holds ranges inferred from the kernel sequence (issue 31):
 # theirs is no NVTX span but their kernels' launch span; the mark sends the reader to the crumb,
 # which says it in few words (it must fit 80 columns beside the aggregation's words)
@@ -100,14 +103,14 @@ def tree_columns(aggregated: bool = True, per_instance: bool = False, inferred: 
         Column("instances", "×N", 6, priority=6),
         # Two clocks: CPU, the NVTX span (when the CPU issued the work); GPU, its GPU work's span
         # (first start to last end, nsys's projection). They differ when the GPU runs behind.
-        Column("cpu", cpu + (INFERRED_CPU_MARK if inferred else ""), 9, fmt=fmt.duration,
+        Column("cpu", cpu + (INFERRED_CPU_MARK if inferred else ""), 9, fmt=numbers.duration,
                md_header=f"CPU: {span} (ns, {what})", priority=7),
-        Column("gpu_time", gpu_time, 9, fmt=fmt.duration, md_header=f"GPU time: its work's span (ns, {what})",
+        Column("gpu_time", gpu_time, 9, fmt=numbers.duration, md_header=f"GPU time: its work's span (ns, {what})",
                priority=7),
-        Column("gpu", gpu, 9, fmt=fmt.duration, md_header=f"GPU busy (ns, {what})", priority=8),
-        Column("share", "%parent", 7, fmt=fmt.percent, md_header="GPU share of parent", priority=4),
+        Column("gpu", gpu, 9, fmt=numbers.duration, md_header=f"GPU busy (ns, {what})", priority=8),
+        Column("share", "%parent", 7, fmt=numbers.percent, md_header="GPU share of parent", priority=4),
         Column("kernels", kernels, 9 if per_instance and aggregated else 8,
-               fmt=lambda v: fmt.count(round(v)) if v is not None else "", md_header=f"Kernels ({what})", priority=5),
+               fmt=lambda v: numbers.count(round(v)) if v is not None else "", md_header=f"Kernels ({what})", priority=5),
     ]
 
 
@@ -174,7 +177,7 @@ class RangeTreeSource:
         if v is None:
             return ""
         if column.key == "instances":
-            return fmt.times(v)
+            return numbers.instances(v)
         return column.fmt(v)
 
     def spans(self, i: int) -> bool:

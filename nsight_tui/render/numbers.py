@@ -176,3 +176,8 @@ def exact(v):
             return None
         return round(v, 3)
     return v
+
+
+def exact_int(v):
+    """An integer column that may have blanks (stored as float NaN): exported as an integer."""
+    return None if missing(v) else int(v)

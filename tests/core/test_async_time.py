@@ -128,7 +128,7 @@ def test_the_tui_says_whose_clock_and_opens_the_gpu_work(async_trace):
     while it was open), not only its CPU span."""
     from conftest import SAMPLES
     from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
-    from nsight_tui.tui import fmt
+    from nsight_tui.render import numbers
     from nsight_tui.tui.session import Session
     from nsight_tui.tui.viewmodels.timeline import median_instance, target_for_node
 
@@ -143,7 +143,7 @@ def test_the_tui_says_whose_clock_and_opens_the_gpu_work(async_trace):
         rows = fit(s.header(), width)
         assert "GPU behind" in rows[-1].badge and all(len(r.text) + 2 + len(r.badge) <= width for r in rows)
     for figure in (_mean([i.cpu for i in its]), _mean([i.gpu for i in its]), _mean([i.period for i in its])):
-        assert fmt.duration(figure) in clocks
+        assert numbers.duration(figure) in clocks
     plain = Session(SAMPLES / "small_ctx128.sqlite", load_trace(SAMPLES / "small_ctx128.sqlite"), "process", 0.0)
     assert plain.header().clocks == "" and "GPU behind" not in plain.header().badge
 

@@ -223,7 +223,7 @@ def test_verdict_without_a_roof_is_a_word():
     with "–"."""
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.render.numbers import quantity
-    from nsight_tui.tui import roofline_vm
+    from nsight_tui.tui.viewmodels import roofline as roofline_vm
     from nsight_tui.tui.session import Session
 
     path = SAMPLES / "small_ctx128_ddp2.sqlite"
@@ -258,13 +258,13 @@ def test_tree_per_instance_toggle(tui):
     n = len(durations)
 
     async def run():
-        from nsight_tui.tui import fmt
+        from nsight_tui.render import numbers
 
         async with tui(path, size=(80, 24)) as ui:
             text = ui.flat_text()
             assert "total ×N · i: per instance" in text
-            assert f"total ×{n}: CPU {fmt.duration(sum(durations))}" in text  # the detail, step_N
-            assert f"per instance: CPU {fmt.duration(sum(durations) / n)}" in text
+            assert f"total ×{n}: CPU {numbers.duration(sum(durations))}" in text  # the detail, step_N
+            assert f"per instance: CPU {numbers.duration(sum(durations) / n)}" in text
             await ui.press("i")
             tree = ui.screen.grid.ranges
             row = ui.screen.grid.cursor
@@ -275,7 +275,7 @@ def test_tree_per_instance_toggle(tui):
             assert "CPU/inst" in header and "GPU/inst" in header and "Kern/inst" in header
             assert "per instance · i: total ×N" in ui.flat_text()
             line = next(row for row in ui.text().splitlines() if "step_N" in row and "×" in row)
-            assert fmt.duration(sum(durations) / n) in line
+            assert numbers.duration(sum(durations) / n) in line
             await ui.press("i")
             assert "CPU/inst" not in ui.text().splitlines()[2]
 
@@ -365,7 +365,7 @@ def test_idle_lane_enter_shows_the_whole_gap(tui):
     thread's calls; the line under the lanes gives the same figure, and no doubled word."""
     import bisect
 
-    from nsight_tui.tui import fmt
+    from nsight_tui.render import numbers
 
     path = finding_sample("small_ctx128_host-sleep")
     ops = sorted(_sql(path, "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
@@ -391,7 +391,7 @@ def test_idle_lane_enter_shows_the_whole_gap(tui):
             k = bisect.bisect_right([m[1] for m in merged], t)
             gs, ge = merged[k - 1][1], merged[k][0]
             assert gs <= t < ge
-            figure = fmt.duration(ge - gs)
+            figure = numbers.duration(ge - gs)
             line = ui.flat_text()
             assert f"gap {figure}" in line and "host-bound host-bound" not in line
             await ui.press("enter")
@@ -551,7 +551,7 @@ def test_pace_view_lists_every_iteration_with_both_times(tui, tmp_path):
     (SQL); then a copy whose last step runs 30 ms long: that step, and only it, is marked slow."""
     from conftest import mutated_copy
 
-    from nsight_tui.tui import fmt
+    from nsight_tui.render import numbers
 
     path = SAMPLES / "small_ctx128.sqlite"
     iters = _sql(path, _ITERATIONS)
@@ -569,7 +569,7 @@ def test_pace_view_lists_every_iteration_with_both_times(tui, tmp_path):
             text = ui.text()
             assert "CPU span" in text and "GPU time" in text
             first_step = next(r for r in rows if r[0].startswith("step_"))
-            assert fmt.duration(first_step[2] - first_step[1]) in text
+            assert numbers.duration(first_step[2] - first_step[1]) in text
             marked = frame[frame["mark"] != ""]["name"].tolist()
             assert marked == ([expect_slow] if expect_slow else []), marked
             if expect_slow:
@@ -589,7 +589,7 @@ def test_kernel_detail_gives_the_duration_distribution(tui, sql):
     (the same kernels the SQL of tests/tui/conftest.py attributes to step_N/backward)."""
     import math
 
-    from nsight_tui.tui import fmt
+    from nsight_tui.render import numbers
 
     path = SAMPLES / "small_ctx128.sqlite"
     want = sql.backward_kernels(path, "process")
@@ -609,9 +609,9 @@ def test_kernel_detail_gives_the_duration_distribution(tui, sql):
             await ui.open_backward_kernels()
             await ui.until(lambda: type(ui.screen).__name__ == "KernelsScreen" and ui.screen.view is not None, "kernels")
             text = ui.flat_text()
-            assert (f"{len(d):,} launches: p50 {fmt.duration(rank(50))} · p90 {fmt.duration(rank(90))} · "
-                    f"p99 {fmt.duration(rank(99))} · {fmt.duration(d[0])}") in text
-            assert fmt.duration(d[-1]) in text
+            assert (f"{len(d):,} launches: p50 {numbers.duration(rank(50))} · p90 {numbers.duration(rank(90))} · "
+                    f"p99 {numbers.duration(rank(99))} · {numbers.duration(d[0])}") in text
+            assert numbers.duration(d[-1]) in text
 
     asyncio.run(run())
 
@@ -626,7 +626,7 @@ def test_kernel_share_same_in_tui_and_report(tui, sql):
 
     from conftest import _BACKWARD_CALLS
 
-    from nsight_tui.tui import fmt
+    from nsight_tui.render import numbers
 
     path = SAMPLES / "small_ctx128.sqlite"
     want = sql.backward_kernels(path, "process")
@@ -638,7 +638,7 @@ def test_kernel_share_same_in_tui_and_report(tui, sql):
                     for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"))
     finally:
         con.close()
-    share = fmt.percent(want["top_total"] / op_ns)
+    share = numbers.percent(want["top_total"] / op_ns)
 
     async def run():
         async with tui(path, size=(80, 24)) as ui:

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SAMPLE, Ui, make_app
 from nsight_tui.parsers.read import load
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.session import StagedLoad
 from nsight_tui.tui.views.kernels import KernelsScreen
 from nsight_tui.tui.views.ranges import RangesScreen
@@ -74,7 +74,7 @@ async def _tree_first_then_gpu_columns(held_gpu, sql):
         app.screen.grid.data_changed(step)
         node = source.node_at(step)
         assert node.instances == 3 and int(node.model.cpu_ns[node.ids[0]]) == step0
-        assert source.cell(step, cols["cpu"]) == fmt.duration(node.cpu_ns) != ""
+        assert source.cell(step, cols["cpu"]) == numbers.duration(node.cpu_ns) != ""
         assert source.cell(step, cols["gpu"]) == "" and source.cell(step, cols["kernels"]) == ""
         await pilot.press("enter")  # kernels of the range: not before the GPU work is in
         await pilot.pause()
@@ -96,15 +96,15 @@ async def _tree_first_then_gpu_columns(held_gpu, sql):
             JOIN NVTX_EVENTS e ON r.globalTid = e.globalTid AND r.start >= e.start AND r.end <= e.end
             JOIN StringIds s ON s.id = e.textId WHERE s.value GLOB 'step_[0-9]*' AND e.eventType = 59""")
         assert node.kernels >= kernels > 0  # process-wide: at least nsys's launching-thread count
-        assert source.cell(row, cols["kernels"]) == fmt.count(node.kernels)
-        assert source.cell(row, cols["gpu"]) == fmt.duration(node.busy_ns) != ""
+        assert source.cell(row, cols["kernels"]) == numbers.count(node.kernels)
+        assert source.cell(row, cols["gpu"]) == numbers.duration(node.busy_ns) != ""
         assert app.screen.check_action("backward_parts", ())
 
 
 def test_biggest_ranges_tables_are_ready_after_load(tui):
     """After loading, the session computes the kernel tables of the top-level ranges holding
     the most GPU work; opening one shows that table, equal to computing it afresh."""
-    from nsight_tui.tui import roofline_vm
+    from nsight_tui.tui.viewmodels import roofline as roofline_vm
     from nsight_tui.tui.viewmodels import kernels
 
     async def body():
@@ -204,7 +204,7 @@ def test_biggest_ranges_parts_tables_are_ready_after_load(tui, sql):
     """After loading, the kernel tables of the ranges below the biggest top-level ranges that
     hold a big share of the kernels (`step_N/backward`, at any depth) are computed too; each
     equals computing it afresh. Which they are: the tree walked here (its roots' kernels against SQL)."""
-    from nsight_tui.tui import roofline_vm
+    from nsight_tui.tui.viewmodels import roofline as roofline_vm
     from nsight_tui.tui.session import BIG_SHARE
     from nsight_tui.tui.viewmodels import kernels
 

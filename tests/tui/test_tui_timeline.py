@@ -176,10 +176,10 @@ def test_from_a_launch_centred_on_it_with_its_lead_then_enter(path: Path):
             assert frame.item is not None and frame.item.corr == corr
             assert (frame.item.start_ns, frame.item.end_ns, frame.item.lead_ns) == (k_start, k_end, lead)
             assert frame.t0 <= k_start < k_end <= frame.t1
-            from nsight_tui.tui import fmt
+            from nsight_tui.render import numbers
 
             text = " ".join(screen_text(app).split())
-            assert f"corr {corr}" in text and f"CPU lead {fmt.duration(lead)}" in text
+            assert f"corr {corr}" in text and f"CPU lead {numbers.duration(lead)}" in text
             await press(app, pilot, "enter")
             assert type(app.screen).__name__ == "CorrelationScreen" and app.screen.corr == corr
             await press(app, pilot, "escape")

@@ -37,7 +37,7 @@ def backward_median() -> int:
 
 
 def test_timeline_by_keyboard_at_80x24(tmp_path: Path):
-    from nsight_tui.tui import fmt
+    from nsight_tui.render import numbers
 
     status = tmp_path / "exit_status"
     shell = (f"cd {shlex.quote(str(tmp_path))} && PYTHONPATH={shlex.quote(str(ROOT))} {command(ROOT)} "
@@ -51,15 +51,15 @@ def test_timeline_by_keyboard_at_80x24(tmp_path: Path):
         t.search("step_N/backward")
         t.keys("t")
         t.wait_for("GPU0 idle")  # the first frame is drawn
-        pane = t.wait_for(f"window {fmt.duration(window)}")
+        pane = t.wait_for(f"window {numbers.duration(window)}")
         assert "timeline · backward (median of 3" in pane and "GPU0 s7" in pane and "GPU0 idle" in pane
         assert "busy" in pane and "launch" in pane and "host" in pane
         t.keys("+")
-        t.wait_for(f"window {fmt.duration(window // 2)}")
+        t.wait_for(f"window {numbers.duration(window // 2)}")
         t.keys("]")
         t.wait_for("GPU0 gap")
         t.keys("0")
-        t.wait_for(f"window {fmt.duration(window)}")
+        t.wait_for(f"window {numbers.duration(window)}")
         t.keys("e")
         t.wait_for("exported nsight-tui_timeline.md")
         text = (tmp_path / "nsight-tui_timeline.md").read_text()

@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 
 from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.tui import export, fmt
+from nsight_tui.render import numbers
+from nsight_tui.tui import export
+from nsight_tui.tui.viewmodels.launches import api_name
 from nsight_tui.tui.table_model import Column, SortState, TableModel, ViewText
 from nsight_tui.parsers.model.ranges import range_model
 
@@ -24,7 +26,7 @@ def small_table() -> TableModel:
         "total": [30, 5, 50, 5, np.nan],
         "count": [3, 10, 2, 1, 4],
     })
-    cols = [Column("name", "Name", None, "left", text=True), Column("total", "Total", 8, fmt=fmt.duration),
+    cols = [Column("name", "Name", None, "left", text=True), Column("total", "Total", 8, fmt=numbers.duration),
             Column("count", "Count", 6)]
     return TableModel(frame, cols)
 
@@ -75,11 +77,12 @@ def test_export_rows_are_exact_and_in_view_order():
 
 
 def test_formats():
-    assert fmt.duration(850) == "850 ns" and fmt.duration(12_345) == "12.3 µs"
-    assert fmt.duration(3_180_000) == "3.18 ms" and fmt.duration(9_800_000_000) == "9.80 s"
-    assert fmt.percent(0.2371) == "23.7%" and fmt.count(2170) == "2,170" and fmt.duration(None) == "–"  # missing: one way everywhere
-    assert fmt.api_name("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync"
-    assert fmt.api_name("cudaLaunchKernelExC_v11060") == "cudaLaunchKernelExC_v11060"  # as nsys shows it
+    assert numbers.duration(850) == "850 ns" and numbers.duration(12_345) == "12.3 µs"
+    assert numbers.duration(3_180_000) == "3.18 ms" and numbers.duration(9_800_000_000) == "9.80 s"
+    assert numbers.percent(0.2371) == "23.7%" and numbers.count(2170) == "2,170"
+    assert numbers.duration(None) == "–"  # missing: one way everywhere
+    assert api_name("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync"
+    assert api_name("cudaLaunchKernelExC_v11060") == "cudaLaunchKernelExC_v11060"  # as nsys shows it
 
 
 def test_export_names_and_never_clobbers(tmp_path: Path):
@@ -179,7 +182,7 @@ def test_grid_widens_a_number_column_or_drops_it_never_cuts():
 
     frame = pd.DataFrame({"name": ["a_kernel_name"], "total": [123_456_789_012_345]})
     t = TableModel(frame, [Column("name", "Name", None, "left", min_width=10),
-                           Column("total", "Total", 6, fmt=fmt.count, priority=9)])
+                           Column("total", "Total", 6, fmt=numbers.count, priority=9)])
     grid = DataGrid(t)
     assert grid._measure(0, 1)  # "123,456,789,012,345" (19 characters) is wider than 6
     layout = dict((c.key, w) for c, w in grid._columns_for(40))

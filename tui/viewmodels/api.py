@@ -7,7 +7,7 @@ import pandas as pd
 
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.nsys.reports import cuda_api_sum_of
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column
 
 KEYS = ["pct", "total", "calls", "avg", "med", "min", "max", "std", "name"]
@@ -24,14 +24,14 @@ def api_columns(headers: list[str]) -> list[Column]:
     h = dict(zip(KEYS, headers))
     return [
         Column("name", "API call", None, "left", text=True, min_width=18, md_header=h["name"]),
-        Column("pct", "Time %", 7, fmt=fmt.plain_percent, priority=8, md_header=h["pct"]),
-        Column("total", "Total", 9, fmt=fmt.duration, priority=9, md_header=h["total"]),
-        Column("calls", "Calls", 8, fmt=fmt.count, priority=8, md_header=h["calls"]),
-        Column("avg", "Avg", 9, fmt=fmt.duration, priority=6, md_header=h["avg"]),
-        Column("med", "Med", 9, fmt=fmt.duration, priority=3, md_header=h["med"]),
-        Column("min", "Min", 9, fmt=fmt.duration, priority=2, md_header=h["min"]),
-        Column("max", "Max", 9, fmt=fmt.duration, priority=4, md_header=h["max"]),
-        Column("std", "StdDev", 9, fmt=fmt.duration, priority=1, md_header=h["std"]),
+        Column("pct", "Time %", 7, fmt=numbers.plain_percent, priority=8, md_header=h["pct"]),
+        Column("total", "Total", 9, fmt=numbers.duration, priority=9, md_header=h["total"]),
+        Column("calls", "Calls", 8, fmt=numbers.count, priority=8, md_header=h["calls"]),
+        Column("avg", "Avg", 9, fmt=numbers.duration, priority=6, md_header=h["avg"]),
+        Column("med", "Med", 9, fmt=numbers.duration, priority=3, md_header=h["med"]),
+        Column("min", "Min", 9, fmt=numbers.duration, priority=2, md_header=h["min"]),
+        Column("max", "Max", 9, fmt=numbers.duration, priority=4, md_header=h["max"]),
+        Column("std", "StdDev", 9, fmt=numbers.duration, priority=1, md_header=h["std"]),
     ]
 
 

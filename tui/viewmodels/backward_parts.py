@@ -9,12 +9,12 @@ import pandas as pd
 from nsight_tui.parsers.analyses.backward_parts import backward_parts
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.render import backward_parts as text
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column, TableModel
 
 
 def ratio(x) -> str:
-    return "" if fmt.missing(x) else f"{x:.2f}x"
+    return "" if numbers.missing(x) else f"{x:.2f}x"
 
 
 def columns(iterations: int) -> list[Column]:
@@ -23,15 +23,15 @@ def columns(iterations: int) -> list[Column]:
     total = f"total ×{iterations}" if iterations > 1 else "one iteration"
     return [
         Column("label", "Forward part", None, "left", text=True, min_width=20, md_header="Forward part"),
-        Column("fwd", "Fwd tot" if iterations > 1 else "Fwd", 9, fmt=fmt.duration, priority=9,
+        Column("fwd", "Fwd tot" if iterations > 1 else "Fwd", 9, fmt=numbers.duration, priority=9,
                md_header=f"Forward kernel time (ns, {total})"),
-        Column("bwd", "Bwd tot" if iterations > 1 else "Bwd", 9, fmt=fmt.duration, priority=9,
+        Column("bwd", "Bwd tot" if iterations > 1 else "Bwd", 9, fmt=numbers.duration, priority=9,
                md_header=f"Backward kernel time (ns, {total})"),
         Column("ratio", "Bwd/fwd", 8, fmt=ratio, priority=8, md_header="Bwd/fwd", md_fmt=lambda v: round(float(v), 4)),
-        Column("bwd_per", "Bwd/it", 9, fmt=fmt.duration, priority=6,
+        Column("bwd_per", "Bwd/it", 9, fmt=numbers.duration, priority=6,
                md_header="Backward kernel time per iteration (ns)"),
-        Column("fwd_self", "Fwd self", 9, fmt=fmt.duration, priority=4, md_header=f"Forward self (ns, {total})"),
-        Column("bwd_self", "Bwd self", 9, fmt=fmt.duration, priority=4, md_header=f"Backward self (ns, {total})"),
+        Column("fwd_self", "Fwd self", 9, fmt=numbers.duration, priority=4, md_header=f"Forward self (ns, {total})"),
+        Column("bwd_self", "Bwd self", 9, fmt=numbers.duration, priority=4, md_header=f"Backward self (ns, {total})"),
         Column("self_ratio", "Self b/f", 8, fmt=ratio, priority=5, md_header="Self bwd/fwd",
                md_fmt=lambda v: round(float(v), 4)),
         Column("path", "", show=False, text=True, md_header="Path"),

@@ -8,7 +8,7 @@ import pandas as pd
 
 from nsight_tui.parsers.read.ids import OP_KINDS
 from nsight_tui.parsers.model.ranges import Correlation, RangeModel
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column
 
@@ -29,8 +29,8 @@ def op_columns() -> list[Column]:
     return [
         Column("label", "GPU operation", None, "left", text=True, min_width=16, md_header="Operation"),
         Column("kind_name", "Kind", 7, "left", priority=3, md_header="Kind"),
-        Column("start", "Start (s)", 12, fmt=fmt.seconds, priority=6, md_header="Start (ns)"),
-        Column("duration", "Duration", 9, fmt=fmt.duration, priority=9, md_header="Duration (ns)"),
+        Column("start", "Start (s)", 12, fmt=numbers.seconds, priority=6, md_header="Start (ns)"),
+        Column("duration", "Duration", 9, fmt=numbers.duration, priority=9, md_header="Duration (ns)"),
         Column("device", "Dev", 3, priority=2, md_header="Device"),
         Column("stream", "Strm", 4, priority=2, md_header="Stream"),
         Column("name", "", show=False, text=True, md_header="Name (demangled)"),
@@ -46,7 +46,7 @@ def detail_lines(c: Correlation, attribution: str) -> list[tuple[str, str]]:
         ("API call", c.api_name),
         ("thread", f"{c.thread} in {c.process}"),
         ("start / end", f"{c.api_start:,} ns / {c.api_end:,} ns"),
-        ("launch overhead (call duration)", fmt.duration(c.api_end - c.api_start)),
+        ("launch overhead (call duration)", numbers.duration(c.api_end - c.api_start)),
         ("NVTX open on its thread", stack_text(c.own_stack)),
     ]
     if c.main_thread and c.main_stack:
@@ -54,7 +54,7 @@ def detail_lines(c: Correlation, attribution: str) -> list[tuple[str, str]]:
     out.append((f"attributed to ({attribution})", ", ".join(c.attributed) or "(no range)"))
     if len(c.ops):
         first = int(c.ops["start"].min())
-        out.append(("queue delay / CPU lead (GPU start − call start)", fmt.duration(first - c.api_start)))
+        out.append(("queue delay / CPU lead (GPU start − call start)", numbers.duration(first - c.api_start)))
     return out
 
 

@@ -7,6 +7,7 @@ others. Exports carry exact values (ns per iteration).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 from pathlib import Path
@@ -16,10 +17,11 @@ import pandas as pd
 from nsight_tui.render.diff import math_path_text
 from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.analyses.diff import ADDED, REMOVED, Delta, RangeDiff, RunDiff, ScopeDiff, ThreadDiff, diff_runs, kernel_diff
-from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.load import Trace, load_trace
 from nsight_tui.parsers.model.ranges import ThreadGroup
 from nsight_tui.render.diff import BASIS_TEXT, kernel_labels, waterfall_table
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column, TableModel
 from nsight_tui.tui.tree_source import RangeTreeSource, TreeRow
 
@@ -28,29 +30,29 @@ STATUS = {REMOVED: "removed", ADDED: "added"}
 
 
 def signed_duration(ns) -> str:
-    if fmt.missing(ns):
+    if numbers.missing(ns):
         return ""
-    return ("+" if ns > 0 else "") + fmt.duration(ns) if abs(ns) >= 0.5 else "0"
+    return ("+" if ns > 0 else "") + numbers.duration(ns) if abs(ns) >= 0.5 else "0"
 
 
 def signed_count(n) -> str:
-    if fmt.missing(n):
+    if numbers.missing(n):
         return ""
     return f"{n:+,.0f}" if float(n).is_integer() else f"{n:+,.1f}"
 
 
 def plain_count(n) -> str:
-    if fmt.missing(n):
+    if numbers.missing(n):
         return ""
     return f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
 
 
 def signed_pct(p) -> str:
-    return "" if fmt.missing(p) else f"{p:+.1f}%"
+    return "" if numbers.missing(p) else f"{p:+.1f}%"
 
 
 def _value_fmt(metric: str):
-    return plain_count if metric == "kernels" else fmt.duration
+    return plain_count if metric == "kernels" else numbers.duration
 
 
 def _delta_fmt(metric: str):
@@ -136,7 +138,7 @@ def _export_cells(n: RangeDiff) -> list:
     cells: list = [n.path_text, n.status, BASIS_TEXT[n.basis], n.a_iterations, n.b_iterations]
     for key, _ in METRICS:
         d: Delta = getattr(n, key)
-        cells += [fmt.exact(d.a), fmt.exact(d.b), fmt.exact(d.delta), None if d.delta_pct is None else round(d.delta_pct, 3)]
+        cells += [numbers.exact(d.a), numbers.exact(d.b), numbers.exact(d.delta), None if d.delta_pct is None else round(d.delta_pct, 3)]
     return cells
 
 
@@ -172,7 +174,7 @@ def headline(s) -> str:
     d = s.step_ns
     word = "B slower" if d.delta > 0 else "B faster" if d.delta < 0 else "same"
     steps = f"{s.a_steps}" if s.a_steps == s.b_steps else f"{s.a_steps} | {s.b_steps}"
-    return (f"step period {signed_pct(d.delta_pct)} ({word}): {fmt.duration(d.a)} → {fmt.duration(d.b)} "
+    return (f"step period {signed_pct(d.delta_pct)} ({word}): {numbers.duration(d.a)} → {numbers.duration(d.b)} "
             f"({signed_duration(d.delta)}/step, {steps} steps)")
 
 
@@ -197,16 +199,42 @@ def build(a: Trace, b: Trace, attribution: str) -> DiffView:
     return DiffView(d, Path(d.a_path).name, Path(d.b_path).name, head, lines)
 
 
+@dataclass(frozen=True)
+class CannotCompare:
+    """Why two files could not be compared (one line: a file that cannot be read)."""
+
+    message: str
+
+
+def compare_files(a: Path, b: Path, attribution: str, held: Callable[[Path], Trace | None],
+                  say: Callable[[str], object]) -> DiffView | CannotCompare:
+    """The diff of two files: each one the app holds already (`held`), else loaded here
+    (read-only, as everywhere); `say` tells the stages."""
+    def trace(path: Path) -> Trace:
+        kept = held(path)
+        if kept is not None:
+            return kept
+        say(f"loading {path.name}…")
+        return load_trace(path)
+
+    try:
+        first, second = trace(a), trace(b)
+        say("aligning the runs…")
+        return build(first, second, attribution)
+    except TraceError as exc:
+        return CannotCompare(str(exc))
+
+
 # -- a range's kernels and families ------------------------------------------------------------------
 def kernel_columns(count_header: str = "count") -> list[Column]:
     return [
         Column("label", "Kernel", None, "left", text=True, min_width=24, md_header="Kernel"),
         Column("family", "Family", 12, "left", text=True, priority=4, md_header="Family"),
         Column("status", "", 7, "left", text=True, priority=8, md_header="Status"),
-        Column("a", "A", 9, fmt=fmt.duration, priority=7, md_header="A (ns)"),
-        Column("b", "B", 9, fmt=fmt.duration, priority=7, md_header="B (ns)"),
+        Column("a", "A", 9, fmt=numbers.duration, priority=7, md_header="A (ns)"),
+        Column("b", "B", 9, fmt=numbers.duration, priority=7, md_header="B (ns)"),
         Column("delta", "Δ", 10, fmt=signed_duration, priority=10, md_header="Δ (ns)"),
-        Column("pct", "Δ%", 7, fmt=signed_pct, priority=6, md_header="Δ%", md_fmt=lambda v: fmt.exact(v)),
+        Column("pct", "Δ%", 7, fmt=signed_pct, priority=6, md_header="Δ%", md_fmt=lambda v: numbers.exact(v)),
         Column("a_count", f"A {count_header}", 7, fmt=plain_count, priority=3, md_header=f"A {count_header}"),
         Column("b_count", f"B {count_header}", 7, fmt=plain_count, priority=3, md_header=f"B {count_header}"),
         Column("name", "", show=False, text=True, md_header="Name (demangled)"),
@@ -285,7 +313,7 @@ def why_view(view: DiffView) -> WhyView:
     idle = (None if step.a is None or step.b is None or busy.a is None or busy.b is None
             else (step.b - busy.b) - (step.a - busy.a))
     lines = [view.headline,
-             f"GPU busy/step {fmt.duration(s.busy_ns.a)} → {fmt.duration(s.busy_ns.b)} ({signed_duration(s.busy_ns.delta)}); "
+             f"GPU busy/step {numbers.duration(s.busy_ns.a)} → {numbers.duration(s.busy_ns.b)} ({signed_duration(s.busy_ns.delta)}); "
              f"step not covered by GPU work {signed_duration(idle)}",
-             f"GPU op time/step {fmt.duration(s.op_ns.a)} → {fmt.duration(s.op_ns.b)} ({signed_duration(s.op_ns.delta)})"]
+             f"GPU op time/step {numbers.duration(s.op_ns.a)} → {numbers.duration(s.op_ns.b)} ({signed_duration(s.op_ns.delta)})"]
     return WhyView(lines, TableModel(frame, cols), top)

@@ -9,7 +9,8 @@ import pandas as pd
 
 from nsight_tui.parsers.analyses import sweep
 from nsight_tui.render.sweep import COMPARE_HEADERS, SweepTable, compare_rows
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
+from nsight_tui.render.safe import visible
 from nsight_tui.tui.table_model import Column
 
 
@@ -21,11 +22,11 @@ class FilesView:
 
 
 def _value_fmt(v) -> str:
-    if fmt.missing(v):
-        return fmt.MISSING
+    if numbers.missing(v):
+        return numbers.MISSING
     if isinstance(v, float):
         return f"{v:,.2f}"
-    return fmt.text(v)
+    return visible(v)
 
 
 def file_columns(headers: list[str]) -> list[Column]:
@@ -35,7 +36,7 @@ def file_columns(headers: list[str]) -> list[Column]:
         if i == 0:
             cols.append(Column(key, h, None, "left", text=True, min_width=20))
         elif h == "top kernel":
-            cols.append(Column(key, h, 28, "left", fmt=fmt.text, text=True, priority=2))
+            cols.append(Column(key, h, 28, "left", fmt=visible, text=True, priority=2))
         elif h == "status":
             cols.append(Column(key, h, 8, "left", text=True, priority=1))
         else:

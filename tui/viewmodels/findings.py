@@ -18,8 +18,7 @@ from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode
 from nsight_tui.render import numbers
 from nsight_tui.render.findings import evidence_text
-from nsight_tui.render.markdown import table as md_table
-from nsight_tui.tui import fmt
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import Column, SortState, TableModel
 from nsight_tui.tui.tree_source import find_path
@@ -54,6 +53,12 @@ class Jump:
     node: RangeNode | None = None  # KERNELS: the aggregated range
     kernel: str | None = None  # KERNELS: the kernel row to highlight
     target: TimelineTarget | None = None  # the finding's window (TIMELINE, and `t` from any finding)
+
+    @property
+    def leads_somewhere(self) -> bool:
+        """Whether `enter` has a view to go to (else the status line says `what`)."""
+        return (self.kind == KERNELS or (self.kind == RANGE and self.gtid is not None)
+                or (self.kind == TIMELINE and self.target is not None))
 
 
 @dataclass(frozen=True)
@@ -159,8 +164,8 @@ def jump_for(f: Finding, model: RangeModel) -> Jump:
     if kind == RANGE and found is not None:
         return Jump(RANGE, f"{f.range} in the range tree", gtid=found[0], key=_key(f.range), target=target)
     if target is not None:
-        return Jump(TIMELINE, f"the timeline at {fmt.duration(target.fit[1] - target.fit[0])} from "
-                    f"{fmt.seconds(target.fit[0])} s ({_window_what(f)})", target=target)
+        return Jump(TIMELINE, f"the timeline at {numbers.duration(target.fit[1] - target.fit[0])} from "
+                    f"{numbers.seconds(target.fit[0])} s ({_window_what(f)})", target=target)
     if found is not None:  # a timeline rule without a window: the range it names
         return Jump(RANGE, f"{f.range} in the range tree", gtid=found[0], key=_key(f.range))
     return Jump(NOWHERE, "nothing to jump to: the finding names no single range and no time window")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 
 VENDOR_PREFIXES = ("NVIDIA ", "GeForce ")
 
@@ -77,7 +77,7 @@ class HeaderInfo:
                   else f"{self.kernels:,} kernels · {self.api_calls:,} CUDA API calls · {self.ranges:,} NVTX ranges · ")
         lines = [
             f"file: {self.file_name}",
-            f"GPU: {self.gpu_text()} · nsys {self.nsys_version or '?'} · capture span {fmt.duration(self.span_ns)}",
+            f"GPU: {self.gpu_text()} · nsys {self.nsys_version or '?'} · capture span {numbers.duration(self.span_ns)}",
             counts + self.loaded_text,
             f"attribution: {self.attribution} — {self.mode_help} (m switches)",
         ]
@@ -101,7 +101,7 @@ def _variants(h: HeaderInfo) -> list[list[str]]:
     if h.pending:  # kernels and API calls are not counted yet: not 0
         counts_long = counts_short = [f"{h.ranges:,} ranges"]
     version = [f"nsys {h.nsys_version}"] if h.nsys_version else []
-    span = [f"span {fmt.duration(h.span_ns)}"] if h.span_ns else []
+    span = [f"span {numbers.duration(h.span_ns)}"] if h.span_ns else []
     loaded = h.loaded_text
     return [
         [h.file_name, h.gpu_text(), *version, *span, *counts_long, loaded],

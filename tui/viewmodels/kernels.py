@@ -11,7 +11,7 @@ from nsight_tui.parsers.analyses.ratios import Ratio, family_shares, ratio_panel
 from nsight_tui.parsers.kernels.families import describe_kernel
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm, distinct_labels, gemm_summary
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.viewmodels.ratios import RatioPanelView, panel
@@ -116,8 +116,8 @@ def _with_occupancy(model: RangeModel, positions: np.ndarray, summary: pd.DataFr
 
 def occ_text(v) -> str:
     """Theoretical occupancy in percent: `50%`, `12.5%`."""
-    if fmt.missing(v):
-        return fmt.MISSING
+    if numbers.missing(v):
+        return numbers.MISSING
     v = float(v)
     return f"{v:.0f}%" if v == round(v) else f"{v:.1f}%"
 
@@ -130,14 +130,14 @@ def kernel_columns(demangled: bool) -> list[Column]:
         Column("name" if demangled else "label", "Kernel", None, "left", text=True, min_width=26,
                md_header="Kernel (demangled)" if demangled else "Kernel"),
         Column("family", "Family", 13, "left", text=True, priority=6, md_header="Family"),
-        Column("instances", "Count", 7, fmt=fmt.count, priority=8, md_header="Instances"),
-        Column("total_ns", "Total", 9, fmt=fmt.duration, priority=9, md_header="Total (ns)"),
-        Column("avg_ns", "Avg", 9, fmt=fmt.duration, priority=4, md_header="Avg (ns)"),
-        Column("min_ns", "Min", 9, fmt=fmt.duration, priority=2, md_header="Min (ns)"),
-        Column("max_ns", "Max", 9, fmt=fmt.duration, priority=3, md_header="Max (ns)"),
+        Column("instances", "Count", 7, fmt=numbers.count, priority=8, md_header="Instances"),
+        Column("total_ns", "Total", 9, fmt=numbers.duration, priority=9, md_header="Total (ns)"),
+        Column("avg_ns", "Avg", 9, fmt=numbers.duration, priority=4, md_header="Avg (ns)"),
+        Column("min_ns", "Min", 9, fmt=numbers.duration, priority=2, md_header="Min (ns)"),
+        Column("max_ns", "Max", 9, fmt=numbers.duration, priority=3, md_header="Max (ns)"),
         Column("occ_pct", "Occ", 6, fmt=occ_text, priority=5, md_header=OCC_HEADER),
         Column("occ_limiter", "", show=False, text=True, md_header="Occupancy limiter"),
-        Column("share", "%", 6, fmt=fmt.percent, priority=7, md_header="Share of range GPU time",
+        Column("share", "%", 6, fmt=numbers.percent, priority=7, md_header="Share of range GPU time",
                md_fmt=lambda v: round(float(v), 4)),
         Column("label" if demangled else "name", "", show=False, text=True,
                md_header="Kernel" if demangled else "Kernel (demangled)"),
@@ -237,8 +237,8 @@ def distribution_line(d: np.ndarray) -> str:
     shortest to the longest (what nsys's cuda_gpu_kern_hist recipe gives)."""
     if len(d) == 0:
         return ""
-    head = (f"{len(d):,} launches: p50 {fmt.duration(nearest_rank(d, 50))} · "
-            f"p90 {fmt.duration(nearest_rank(d, 90))} · p99 {fmt.duration(nearest_rank(d, 99))}")
+    head = (f"{len(d):,} launches: p50 {numbers.duration(nearest_rank(d, 50))} · "
+            f"p90 {numbers.duration(nearest_rank(d, 90))} · p99 {numbers.duration(nearest_rank(d, 99))}")
     lo, hi = int(d[0]), int(d[-1])
     if len(d) < 2 or hi <= lo:
         return head
@@ -246,7 +246,7 @@ def distribution_line(d: np.ndarray) -> str:
     counts, _ = np.histogram(np.clip(d, max(lo, 1), hi), bins=edges)
     top = counts.max()
     spark = "".join(" " if c == 0 else SPARK[min(len(SPARK) - 1, int((len(SPARK) - 1) * c / top + 0.5))] for c in counts)
-    return f"{head} · {fmt.duration(lo)} {spark} {fmt.duration(hi)}"
+    return f"{head} · {numbers.duration(lo)} {spark} {numbers.duration(hi)}"
 
 
 def occupancy_line(model: RangeModel, positions: np.ndarray, name: str) -> str:

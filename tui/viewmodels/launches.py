@@ -12,9 +12,11 @@ import threading
 import numpy as np
 import pandas as pd
 
+from nsight_tui.parsers.read.ids import api_display_name
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
+from nsight_tui.render.safe import visible
 from nsight_tui.tui.table_model import Column, TableModel
 
 PENDING = "…"  # grid/block of a row not read from the file yet
@@ -24,16 +26,21 @@ OVERHEAD_HELP = "Overhead = launch overhead (the API call's duration)"
 QUEUE_HELP = "Queue = queue delay / CPU lead (kernel start − call start)"
 
 
+def api_name(name) -> str:
+    """CUDA API names without the `_v11060`-style version tag nsys also drops."""
+    return visible(api_display_name(name)) if isinstance(name, str) else ""
+
+
 def launch_columns() -> list[Column]:
     return [
-        Column("start", "Start (s)", 11, fmt=fmt.seconds, priority=4, md_header="Start (ns)"),
-        Column("duration", "Duration", 9, fmt=fmt.duration, priority=9, md_header="Duration (ns)"),
-        Column("corr", "Corr ID", 8, fmt=fmt.text, priority=10, md_header="Correlation ID"),
-        Column("api_name", "API call", None, "left", fmt=fmt.api_name, text=True, min_width=18,
+        Column("start", "Start (s)", 11, fmt=numbers.seconds, priority=4, md_header="Start (ns)"),
+        Column("duration", "Duration", 9, fmt=numbers.duration, priority=9, md_header="Duration (ns)"),
+        Column("corr", "Corr ID", 8, fmt=visible, priority=10, md_header="Correlation ID"),
+        Column("api_name", "API call", None, "left", fmt=api_name, text=True, min_width=18,
                md_header="API call"),
-        Column("overhead_ns", "Overhead", 9, fmt=fmt.duration, priority=7, md_fmt=fmt.exact_int,
+        Column("overhead_ns", "Overhead", 9, fmt=numbers.duration, priority=7, md_fmt=numbers.exact_int,
                md_header="Launch overhead: API call duration (ns)"),
-        Column("queue_ns", "Queue", 9, fmt=fmt.duration, priority=8, md_fmt=fmt.exact_int,
+        Column("queue_ns", "Queue", 9, fmt=numbers.duration, priority=8, md_fmt=numbers.exact_int,
                md_header="Queue delay / CPU lead: kernel start - call start (ns)"),
         # 13 (was 20; Grid, Block, Corr ID one less): at 120 columns the API call, nsys's
         # `cudaLaunchKernelExC_v11060`, is whole; `python3 (492)` still is, `pt_autograd_0 (715)` keeps its name

@@ -24,7 +24,7 @@ from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, 
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.ids import pid_of
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column
 
 BAR_WIDTH = 12
@@ -34,19 +34,19 @@ OUTLIER_FLOOR = 0.05  # of the median
 
 
 def _signed(ns) -> str:
-    if fmt.missing(ns):
+    if numbers.missing(ns):
         return ""
-    return ("+" if ns >= 0 else "−") + fmt.duration(abs(ns))
+    return ("+" if ns >= 0 else "−") + numbers.duration(abs(ns))
 
 
 COLUMNS = [
-    Column("order", "#", 4, fmt=fmt.count, priority=3, md_header="#"),
+    Column("order", "#", 4, fmt=numbers.count, priority=3, md_header="#"),
     Column("name", "Iteration", None, "left", text=True, min_width=9, md_header="Iteration"),
-    Column("start_ns", "Start", 9, fmt=fmt.duration, priority=4, md_header="Start (ns after the first iteration)"),
-    Column("cpu_ns", "CPU span", 9, fmt=fmt.duration, priority=9, md_header="CPU span (ns: range start to end)"),
-    Column("gpu_ns", "GPU time", 9, fmt=fmt.duration, priority=8,
+    Column("start_ns", "Start", 9, fmt=numbers.duration, priority=4, md_header="Start (ns after the first iteration)"),
+    Column("cpu_ns", "CPU span", 9, fmt=numbers.duration, priority=9, md_header="CPU span (ns: range start to end)"),
+    Column("gpu_ns", "GPU time", 9, fmt=numbers.duration, priority=8,
            md_header="GPU time (ns: projection of its GPU work, first op start to last op end)"),
-    Column("period_ns", "Period", 9, fmt=fmt.duration, priority=9,
+    Column("period_ns", "Period", 9, fmt=numbers.duration, priority=9,
            md_header="Period (ns: its start to the next iteration's start; the last: to its GPU work's end)"),
     Column("vs_median_ns", "vs med", 9, fmt=_signed, priority=6, md_header="Period minus the steps' median (ns)"),
     Column("bar", "Period", BAR_WIDTH, "left", text=True, priority=5, md_header="Period (bar)"),
@@ -71,8 +71,8 @@ class PaceView:
             return (f"{self.steps} steps · vs med: each rank's period minus its own steps' median · outlier: "
                     f"further than 3 robust σ (or 5%) from it ({out} marked) · GPU time: projection of the "
                     "iteration's GPU work")
-        return (f"{self.steps} steps · median period {fmt.duration(self.median_ns)} · outlier: more than "
-                f"{fmt.duration(self.threshold_ns)} from it ({out} marked) · GPU time: projection of the "
+        return (f"{self.steps} steps · median period {numbers.duration(self.median_ns)} · outlier: more than "
+                f"{numbers.duration(self.threshold_ns)} from it ({out} marked) · GPU time: projection of the "
                 "iteration's GPU work")
 
 

@@ -14,37 +14,37 @@ import pandas as pd
 
 from nsight_tui.parsers.analyses.ranks import PhaseSpread, Rank, RunRanks, phase_spread
 from nsight_tui.render.ranks import inferred_note
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column, TableModel
 
 
 def _share(v) -> float | None:
-    return None if fmt.missing(v) else round(float(v), 4)
+    return None if numbers.missing(v) else round(float(v), 4)
 
 
 def _signed(v) -> str:
-    if fmt.missing(v):
-        return fmt.MISSING
-    return ("+" if v >= 0 else "−") + fmt.duration(abs(v))
+    if numbers.missing(v):
+        return numbers.MISSING
+    return ("+" if v >= 0 else "−") + numbers.duration(abs(v))
 
 
 RANK_COLUMNS = [
     Column("label", "Rank", None, "left", text=True, min_width=7, md_header="Rank"),
-    Column("device", "GPU", 3, fmt=fmt.count, priority=3, md_header="GPU"),
-    Column("steps", "Steps", 5, fmt=fmt.count, priority=2, md_header="Steps"),
-    Column("step_med_ns", "Step med", 9, fmt=fmt.duration, priority=9, md_header="Step period, median (ns)",
-           md_fmt=fmt.exact_int),
-    Column("step_min_ns", "Min", 9, fmt=fmt.duration, priority=6, md_header="Step period, min (ns)", md_fmt=fmt.exact_int),
-    Column("step_max_ns", "Max", 9, fmt=fmt.duration, priority=6, md_header="Step period, max (ns)", md_fmt=fmt.exact_int),
+    Column("device", "GPU", 3, fmt=numbers.count, priority=3, md_header="GPU"),
+    Column("steps", "Steps", 5, fmt=numbers.count, priority=2, md_header="Steps"),
+    Column("step_med_ns", "Step med", 9, fmt=numbers.duration, priority=9, md_header="Step period, median (ns)",
+           md_fmt=numbers.exact_int),
+    Column("step_min_ns", "Min", 9, fmt=numbers.duration, priority=6, md_header="Step period, min (ns)", md_fmt=numbers.exact_int),
+    Column("step_max_ns", "Max", 9, fmt=numbers.duration, priority=6, md_header="Step period, max (ns)", md_fmt=numbers.exact_int),
     # Per step or the whole capture, said in each header (the screen shows no note).
-    Column("compute_step_ns", "Comp/step", 9, fmt=fmt.duration, priority=7,
-           md_header="Compute per step, median (ns)", md_fmt=fmt.exact_int),
-    Column("comm_ns", "Comm cap", 9, fmt=fmt.duration, priority=5, md_header="Communication (ns, whole capture)"),
-    Column("exposed_ns", "Expo cap", 9, fmt=fmt.duration, priority=8,
+    Column("compute_step_ns", "Comp/step", 9, fmt=numbers.duration, priority=7,
+           md_header="Compute per step, median (ns)", md_fmt=numbers.exact_int),
+    Column("comm_ns", "Comm cap", 9, fmt=numbers.duration, priority=5, md_header="Communication (ns, whole capture)"),
+    Column("exposed_ns", "Expo cap", 9, fmt=numbers.duration, priority=8,
            md_header="Exposed communication (ns, whole capture)"),
-    Column("overlap", "Overlap", 7, fmt=fmt.percent, priority=8, md_header="Overlap", md_fmt=_share),
-    Column("kernels", "Kern cap", 8, fmt=fmt.count, priority=1, md_header="Kernels (whole capture)"),
-    Column("busy_ns", "Busy cap", 9, fmt=fmt.duration, priority=1, md_header="GPU busy (ns, whole capture)"),
+    Column("overlap", "Overlap", 7, fmt=numbers.percent, priority=8, md_header="Overlap", md_fmt=_share),
+    Column("kernels", "Kern cap", 8, fmt=numbers.count, priority=1, md_header="Kernels (whole capture)"),
+    Column("busy_ns", "Busy cap", 9, fmt=numbers.duration, priority=1, md_header="GPU busy (ns, whole capture)"),
     Column("process", "", show=False, text=True, md_header="Process"),
     Column("pid", "", show=False, md_header="PID"),
     Column("rank_source", "", show=False, text=True, md_header="Rank number from"),
@@ -53,20 +53,20 @@ RANK_COLUMNS = [
 PHASE_COLUMNS = [
     Column("phase", "Phase", 9, "left", text=True, md_header="Phase"),
     Column("label", "Rank", None, "left", text=True, min_width=7, md_header="Rank"),
-    Column("device", "GPU", 3, fmt=fmt.count, priority=2, md_header="GPU"),
+    Column("device", "GPU", 3, fmt=numbers.count, priority=2, md_header="GPU"),
     # The GPU's clock first: on a run without phase syncs the CPU span is when the work was issued.
-    Column("per_step_ns", "GPU/step", 9, fmt=fmt.duration, priority=9,
-           md_header="Phase GPU time per step (first start to last end of its work), mean (ns)", md_fmt=fmt.exact_int),
+    Column("per_step_ns", "GPU/step", 9, fmt=numbers.duration, priority=9,
+           md_header="Phase GPU time per step (first start to last end of its work), mean (ns)", md_fmt=numbers.exact_int),
     Column("vs_median_ns", "vs med", 9, fmt=_signed, priority=6,
-           md_header="GPU time per step minus the median rank's (ns)", md_fmt=fmt.exact_int),
-    Column("cpu_step_ns", "CPU/step", 9, fmt=fmt.duration, priority=4,
-           md_header="Phase CPU time per step (NVTX span), mean (ns)", md_fmt=fmt.exact_int),
-    Column("comm_ns", "Comm tot", 9, fmt=fmt.duration, priority=7,
+           md_header="GPU time per step minus the median rank's (ns)", md_fmt=numbers.exact_int),
+    Column("cpu_step_ns", "CPU/step", 9, fmt=numbers.duration, priority=4,
+           md_header="Phase CPU time per step (NVTX span), mean (ns)", md_fmt=numbers.exact_int),
+    Column("comm_ns", "Comm tot", 9, fmt=numbers.duration, priority=7,
            md_header="Communication (ns, total over the steady-state steps)"),
-    Column("exposed_ns", "Expo tot", 9, fmt=fmt.duration, priority=8,
+    Column("exposed_ns", "Expo tot", 9, fmt=numbers.duration, priority=8,
            md_header="Exposed communication (ns, total over the steady-state steps)"),
-    Column("overlap", "Overlap", 7, fmt=fmt.percent, priority=8, md_header="Overlap", md_fmt=_share),
-    Column("busy_ns", "Busy tot", 9, fmt=fmt.duration, priority=3,
+    Column("overlap", "Overlap", 7, fmt=numbers.percent, priority=8, md_header="Overlap", md_fmt=_share),
+    Column("busy_ns", "Busy tot", 9, fmt=numbers.duration, priority=3,
            md_header="GPU busy (ns, total over the steady-state steps)"),
     Column("instances", "", show=False, md_header="Instances"),
 ]
@@ -146,14 +146,14 @@ def summary_lines(run: RunRanks, spreads: list[PhaseSpread]) -> list[str]:
         out.append(inferred)
     stats = run.step_stats()
     if stats:
-        out.append(f"step period over ranks: min {fmt.duration(stats['min_ns'])} · median "
-                   f"{fmt.duration(stats['median_ns'])} · max {fmt.duration(stats['max_ns'])} (each rank's median)")
+        out.append(f"step period over ranks: min {numbers.duration(stats['min_ns'])} · median "
+                   f"{numbers.duration(stats['median_ns'])} · max {numbers.duration(stats['max_ns'])} (each rank's median)")
     slow = run.straggler
     if slow is not None:
         rel = f" ({slow.excess_ns / slow.median_ns:+.1%})" if slow.median_ns else ""
         basis = re.sub(r" \([^)]*\)", "", slow.basis)  # its explanation is in the notes
         out.append(f"straggler: {_short(slow.rank)}, {basis} {_signed(slow.excess_ns)}{rel} over the median rank "
-                   f"({fmt.duration(slow.value_ns)} vs {fmt.duration(slow.median_ns)})")
+                   f"({numbers.duration(slow.value_ns)} vs {numbers.duration(slow.median_ns)})")
     if spreads:
         out.append("slowest per phase: " + " · ".join(
             f"{p.phase} {_short(p.slowest)} {_signed(p.excess_ns)}" for p in spreads)

@@ -396,14 +396,14 @@ def gap_detail(gap, origin: int) -> tuple[str, list[str]]:
     CUDA calls overlapping it (every call name, count and time inside the gap), the NVTX ranges
     open when it began and those that began during it. Plain text (the view shows it literally)."""
     from nsight_tui.render.safe import visible
-    from nsight_tui.tui import fmt
+    from nsight_tui.render import numbers
 
-    title = (f"GPU{gap.device} idle {fmt.duration(gap.duration_ns)} at {_signed(gap.start_ns - origin)}"
+    title = (f"GPU{gap.device} idle {numbers.duration(gap.duration_ns)} at {_signed(gap.start_ns - origin)}"
              f" ({gap.cause} mostly)")
     span = max(1, gap.duration_ns)
     lines = [f"from {_signed(gap.start_ns - origin)} to {_signed(gap.end_ns - origin)}: "
-             f"{fmt.duration(gap.duration_ns)} with no kernel or copy on GPU{gap.device}",
-             "by cause: " + " · ".join(f"{name} {fmt.duration(ns)} ({ns / span:.0%})" for name, ns in (
+             f"{numbers.duration(gap.duration_ns)} with no kernel or copy on GPU{gap.device}",
+             "by cause: " + " · ".join(f"{name} {numbers.duration(ns)} ({ns / span:.0%})" for name, ns in (
                  ("launch-bound", gap.launch_bound_ns), ("sync-bound", gap.sync_bound_ns),
                  ("host-bound", gap.host_bound_ns)))]
     for a in gap.threads:
@@ -411,7 +411,7 @@ def gap_detail(gap, origin: int) -> tuple[str, list[str]]:
         lines.append(f"{visible(a.thread)}:")
         if a.api_calls:
             for name, count, ns in a.api_calls:
-                lines.append(f"  {visible(name)} ×{count}: {fmt.duration(ns)} of the gap inside the call{'s' if count > 1 else ''}")
+                lines.append(f"  {visible(name)} ×{count}: {numbers.duration(ns)} of the gap inside the call{'s' if count > 1 else ''}")
         else:
             lines.append("  no CUDA call during the gap (Python / host work)")
         if a.nvtx_open:
@@ -424,6 +424,6 @@ def gap_detail(gap, origin: int) -> tuple[str, list[str]]:
 
 
 def _signed(ns: int) -> str:
-    from nsight_tui.tui import fmt
+    from nsight_tui.render import numbers
 
-    return ("+" if ns >= 0 else "−") + fmt.duration(abs(ns))
+    return ("+" if ns >= 0 else "−") + numbers.duration(abs(ns))

@@ -2,13 +2,16 @@
 with what could not be mapped underneath (data: Session.backward_parts)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.tui.messages import BackwardPartsReady
+from nsight_tui.tui.messages import BackwardPartsReady, Navigation
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.backward_parts import NO_MAPPING, Mapping, empty_table
 from nsight_tui.tui.views.base import TableScreen, literal
@@ -21,6 +24,14 @@ class BackwardPartsScreen(TableScreen):
     BackwardPartsScreen #bdetail { height: auto; max-height: 5; padding: 0 1; background: $panel; }
     """
     view_name = "backward_parts"
+
+    @dataclass
+    class PartChosen(Navigation):
+        """enter on a forward part: the backward kernels mapped to it (`where` names them in full)."""
+
+        title: str
+        positions: np.ndarray
+        where: str
     empty_text = "mapping backward onto the forward's parts…"
 
     BINDING_GROUP_TITLE = "Backward by forward part (b)"
@@ -79,7 +90,7 @@ class BackwardPartsScreen(TableScreen):
             self.set_status(f"no backward kernel maps to {path}")
             return
         total = f" · total ×{m.iterations} iterations" if m.iterations > 1 else ""
-        self.nsight.open_op_kernels(f"backward of {path.rsplit('/', 1)[-1]}{total}", ops, f"{path} (by {m.method})")
+        self.post_message(self.PartChosen(f"backward of {path.rsplit('/', 1)[-1]}{total}", ops, f"{path} (by {m.method})"))
 
     def action_other_mapping(self) -> None:
         if len(self.mappings) > 1:

@@ -6,13 +6,16 @@ The pattern every view follows (see ARCHITECTURE in tui/NOTES.md):
   (Never define `on_mount` in a view: Textual calls every class's handler in the MRO.)
 - Data comes from the Session in a `@work(thread=True, exclusive=True, exit_on_error=False)`
   worker that posts a typed message (tui/messages.py); the `on_<message>` handler renders it.
+- What the user chose (a range, a kernel, a launch) is a `Navigation` nested in the view's class,
+  posted to itself: the navigator (tui/navigator.py) decides where it leads.
 - View state (sort, filter, search, modes) lives in `var`s with `watch_` methods.
 - Every key is a Binding with a description and an id; BINDING_GROUP_TITLE names its help section.
 - Text from the user or the profile is shown with `literal()`, never parsed as markup.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass
+from typing import cast
 
 from rich.text import Text
 from textual import work
@@ -23,17 +26,15 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import visible
-from nsight_tui.tui.messages import TableChanged
+from nsight_tui.tui.host import Host
+from nsight_tui.tui.messages import Navigation, TableChanged
 from nsight_tui.tui.table_model import SortState, TableModel, ViewText
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.info_bar import InfoBar
 from nsight_tui.tui.widgets.key_bar import KeyBar
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
-
-if TYPE_CHECKING:
-    from nsight_tui.tui.app import NsightApp
 
 # Above this many rows, sort and filter run in a worker instead of inside the key handler.
 BIG_TABLE = 20_000
@@ -54,17 +55,24 @@ class ViewScreen(Screen):
 
     view_name = "view"  # for the export file name and the command palette
 
+    @dataclass
+    class BackAsked(Navigation):
+        """escape: back from `view` (the navigator knows what is home)."""
+
+        view: ViewScreen
+
     def __init__(self, session=None, *, spare: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self.session = session
-        # Composed ahead of time, off screen (NsightApp.prepare_spare): its widgets exist before
+        # Composed ahead of time, off screen (tui/spares.py): its widgets exist before
         # it is asked for; the view starts (`start()`) when the app gives it what to show.
         self.spare = spare
 
     @property
-    def nsight(self) -> NsightApp:
-        """The app, typed: navigation (open_kernels, go_back, ...) lives there."""
-        return cast("NsightApp", self.app)
+    def host(self) -> Host:
+        """What a view may read of the app (a Protocol: views never import the app, and open
+        nothing themselves: they post a Navigation)."""
+        return cast("Host", self.app)
 
     def compose(self) -> ComposeResult:
         yield InfoBar(id="info")
@@ -141,7 +149,7 @@ class ViewScreen(Screen):
         if self.prompt.is_open:
             self.prompt.action_cancel()
             return
-        self.nsight.go_back(self)
+        self.post_message(self.BackAsked(self))
 
     def export_view(self) -> ViewText | None:
         """What `e` writes (called in a worker); None when there is nothing to export yet."""

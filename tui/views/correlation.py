@@ -7,7 +7,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import visible
 from nsight_tui.tui.messages import CorrelationReady
 from nsight_tui.tui.table_model import TableModel, ViewText

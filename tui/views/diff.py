@@ -14,8 +14,7 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from nsight_tui.parsers.analyses.diff import RangeDiff
-from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.tui.messages import DiffFailed, DiffProgress, DiffReady, ScopeReady
 from nsight_tui.tui.table_model import ViewText
@@ -24,17 +23,6 @@ from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.ranges import RangeTree
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
-
-
-def _trace(app, path: Path, say):
-    """A file the app already holds, else loaded here (read-only, as everywhere)."""
-    from nsight_tui.parsers.read.load import load_trace
-
-    session = getattr(app, "_sessions", {}).get(path)
-    if session is not None:
-        return session.trace
-    say(f"loading {path.name}…")
-    return load_trace(path)
 
 
 class DiffScreen(ViewScreen):
@@ -85,14 +73,13 @@ class DiffScreen(ViewScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="diff")
     def build(self) -> None:
-        say = lambda text: self.post_message(DiffProgress(text))
-        try:
-            a = _trace(self.app, self.a, say)
-            b = _trace(self.app, self.b, say)
-            say("aligning the runs…")
-            view = vm.build(a, b, self.attribution)
-        except TraceError as exc:
-            self.post_message(DiffFailed(str(exc)))
+        def held(path: Path):
+            session = self.host.held_session(path)
+            return session.trace if session is not None else None
+
+        view = vm.compare_files(self.a, self.b, self.attribution, held, lambda text: self.post_message(DiffProgress(text)))
+        if isinstance(view, vm.CannotCompare):
+            self.post_message(DiffFailed(view.message))
             return
         self.post_message(DiffReady(view))
 

@@ -2,6 +2,7 @@
 tables (`t`), where every file opened has a row."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from textual import work
@@ -11,7 +12,7 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from nsight_tui.render.sweep import COMPARE_BASIS, SweepTable, tables
-from nsight_tui.tui.messages import FilesProgress, FilesReady
+from nsight_tui.tui.messages import FilesProgress, FilesReady, Navigation
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.files import FilesView, compare, file_columns, question_frame
 from nsight_tui.tui.views.base import TableScreen, literal
@@ -19,6 +20,27 @@ from nsight_tui.tui.widgets.grid import DataGrid
 
 
 class FilesScreen(TableScreen):
+    @dataclass
+    class FileChosen(Navigation):
+        """enter on a run: open its file."""
+
+        path: Path
+
+    @dataclass
+    class QuestionsAsked(Navigation):
+        """`t`: the sweep's question tables over the runs."""
+
+        tables: list[SweepTable]
+        attribution: str
+
+    @dataclass
+    class DiffAsked(Navigation):
+        """`d`: run `b` against the baseline `a`."""
+
+        a: Path
+        b: Path
+        attribution: str
+
     BINDING_GROUP_TITLE = "Several files"
     BINDINGS = [
         Binding("t", "questions", "Question tables",
@@ -68,7 +90,7 @@ class FilesScreen(TableScreen):
             return
         run = self.view.runs[self.table.position(event.row)]
         if run.status == "ok":
-            self.nsight.open_file(run.path)
+            self.post_message(self.FileChosen(run.path))
         else:
             self.notify(f"{run.path.name}: {run.message or run.status}", severity="warning", markup=False)
 
@@ -76,7 +98,7 @@ class FilesScreen(TableScreen):
         if self.view is None:
             self.set_status("still reading the files…")
             return
-        self.app.push_screen(QuestionsScreen(tables(self.view.runs), self.attribution))
+        self.post_message(self.QuestionsAsked(tables(self.view.runs), self.attribution))
 
     def _cursor_path(self) -> Path:
         if self.table is None or self.view is None or not len(self.table):
@@ -88,8 +110,6 @@ class FilesScreen(TableScreen):
         self.set_status(f"diff baseline (A): {self.baseline.name} · d on another file diffs against it")
 
     def action_diff(self) -> None:
-        from nsight_tui.tui.views.diff import DiffScreen
-
         a = self.baseline or self.paths[0]
         b = self._cursor_path()
         if b == a:  # on the baseline itself: with two files the other one, else ask for a move
@@ -98,7 +118,7 @@ class FilesScreen(TableScreen):
                 self.set_status("move to the file to compare with the baseline, then d")
                 return
             b = others[0]
-        self.app.push_screen(DiffScreen(a, b, self.attribution))
+        self.post_message(self.DiffAsked(a, b, self.attribution))
 
     def export_view(self) -> ViewText | None:
         if self.table is None:

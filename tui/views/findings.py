@@ -4,6 +4,8 @@
 (data: Session.findings, tui/viewmodels/findings.py)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -12,9 +14,9 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from nsight_tui.render.safe import markdown as md_text
-from nsight_tui.tui.messages import FindingsReady
+from nsight_tui.tui.messages import FindingsReady, Navigation
 from nsight_tui.tui.table_model import ViewText
-from nsight_tui.tui.viewmodels.findings import KERNELS, RANGE, TIMELINE, FindingsView
+from nsight_tui.tui.viewmodels.findings import FindingsView, Jump
 from nsight_tui.tui.viewmodels.timeline import TimelineTarget
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -29,6 +31,13 @@ class FindingsScreen(TableScreen):
     FindingsScreen #fdetail { height: auto; max-height: 80%; overflow-y: auto; padding: 0 1; background: $panel; }
     """
     view_name = "findings"
+
+    @dataclass
+    class EvidenceChosen(Navigation):
+        """enter on a finding: its evidence (a range's kernels, a range in the tree, a moment on the
+        timeline; `jump.kind` says which)."""
+
+        jump: Jump
     empty_text = "running the rules over the steady-state steps…"
     hint = "enter: jump to the evidence"
 
@@ -101,14 +110,8 @@ class FindingsScreen(TableScreen):
         if self.view is None or self.current is None:
             return
         jump = self.view.jumps[self.current]
-        app = self.nsight
-        if jump.kind == KERNELS:
-            app.open_kernels(jump.node, select_name=jump.kernel)
-        elif jump.kind == RANGE and jump.gtid is not None:
-            # on the app's queue: it pops this screen, which must not wait on its own handler
-            app.call_later(app.jump_to_range, jump.gtid, jump.key)
-        elif jump.kind == TIMELINE and jump.target is not None:
-            app.open_timeline(jump.target)
+        if jump.leads_somewhere:
+            self.post_message(self.EvidenceChosen(jump))
         else:
             self.set_status(jump.what)
 

@@ -1,6 +1,9 @@
 """Kernel tables: the kernels of one range (with its ratios panel), or of the whole trace."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -8,9 +11,10 @@ from textual.containers import Container
 from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.parsers.model.ranges import RangeNode
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.numbers import quantity
-from nsight_tui.tui.messages import KernelsReady
+from nsight_tui.tui.messages import KernelsReady, Navigation
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.viewmodels.kernels import (
@@ -28,6 +32,15 @@ WIDE = 120  # from this width the ratios sit beside the table, with their bases
 
 class KernelsScreen(TableScreen):
     """`node` None: every GPU op of the trace (the global kernel summary)."""
+
+    @dataclass
+    class KernelChosen(Navigation):
+        """enter on a kernel: its launches (`positions`: its ops, in the model's op order)."""
+
+        node: RangeNode | None
+        name: str
+        short: str
+        positions: np.ndarray
 
     BINDING_GROUP_TITLE = "Kernel tables"
     BINDINGS = [Binding("d", "toggle_names", "Full names",
@@ -172,7 +185,7 @@ class KernelsScreen(TableScreen):
         # the kernel's own ops, a slice of the view's index by name (not the table's 10^6 ops,
         # each tested for its name in the launches' worker)
         named = self.view.positions_named(self.session.model, rec["name"])
-        self.nsight.open_launches(self.node, rec["name"], rec["label"], named)
+        self.post_message(self.KernelChosen(self.node, rec["name"], rec["label"], named))
 
     def timeline_target(self):
         """`t`: the range these kernels belong to (its median instance); the whole trace for `2`."""

@@ -2,10 +2,12 @@
 launching API call, thread, launch overhead and queue delay."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from textual import work
 
-from nsight_tui.tui.messages import DetailsRead, LaunchesReady
+from nsight_tui.tui.messages import DetailsRead, LaunchesReady, Navigation
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.viewmodels.launches import OVERHEAD_HELP, QUEUE_HELP, LaunchTable
@@ -15,6 +17,13 @@ from nsight_tui.tui.widgets.grid import DataGrid
 
 
 class LaunchesScreen(TableScreen):
+    @dataclass
+    class LaunchChosen(Navigation):
+        """enter on a launch: its correlation ID (its API call, GPU work, NVTX stack) on GPU `gpid`."""
+
+        corr: int
+        gpid: int | None
+
     hint = f"enter: its API call · {OVERHEAD_HELP} · {QUEUE_HELP}"
     empty_text = "collecting launches…"
 
@@ -85,7 +94,7 @@ class LaunchesScreen(TableScreen):
             return
         rec = self.table.record(event.row)
         gpid = int(self.session.trace.ops["gpid"].iat[int(rec["op"])])
-        self.nsight.open_correlation(int(rec["corr"]), gpid if gpid >= 0 else None)
+        self.post_message(self.LaunchChosen(int(rec["corr"]), gpid if gpid >= 0 else None))
 
     def timeline_target(self):
         """`t`: centred on the launch under the cursor; `0` fits its instance of the range."""

@@ -3,11 +3,14 @@ CPU span and GPU time in order, a bar, the distance from the steps' median and o
 marked. enter on an iteration: its kernels; t: its timeline."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from nsight_tui.tui.messages import PaceReady
+from nsight_tui.parsers.model.ranges import RangeNode
+from nsight_tui.tui.messages import Navigation, PaceReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.pace import COLUMNS, PaceView
 from nsight_tui.tui.viewmodels.timeline import target_for_node
@@ -21,6 +24,12 @@ class PaceScreen(TableScreen):
     PaceScreen #pace-note { height: auto; max-height: 3; padding: 0 1; background: $panel; }
     """
     view_name = "pace"
+
+    @dataclass
+    class IterationChosen(Navigation):
+        """enter on an iteration: its kernels."""
+
+        node: RangeNode
     empty_text = "pacing the iterations…"
     hint = "enter: the iteration's kernels · t: its timeline"
     BINDING_GROUP_TITLE = "Pace of the iterations (p)"
@@ -58,7 +67,7 @@ class PaceScreen(TableScreen):
     def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
         node = self._node(event.row)
         if node is not None:
-            self.nsight.open_kernels(node)
+            self.post_message(self.IterationChosen(node))
 
     def timeline_target(self):
         node = self._node(self.grid.cursor)

@@ -2,31 +2,30 @@
 individual instances, with the highlighted range's numbers underneath."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import var
+from textual.message import Message
 from textual.widgets import Static
 
 from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.model.iterations import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeNode
-from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.render.process_view import main_thread_reason
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import rich_text, visible
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
+from nsight_tui.tui.messages import Navigation
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import target_for_node
-from nsight_tui.tui.tree_source import INFERRED_CPU_MARK, INFERRED_CPU_SHORT, RangeTreeSource, node_key, path_text
-from nsight_tui.tui.views.backward import BackwardPartsScreen
+from nsight_tui.tui.tree_source import INFERRED, INFERRED_CPU_MARK, INFERRED_CPU_SHORT, RangeTreeSource, node_key, path_text
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
-
-INFERRED = f"{INFERRED_DOMAIN}:"  # the tag of ranges inferred from the kernel sequence
-
 
 class RangeTree(DataGrid):
     """The range tree: a DataGrid over a RangeTreeSource, plus expand/collapse keys."""
@@ -69,6 +68,22 @@ class RangeTree(DataGrid):
 
 class RangesScreen(ViewScreen):
     view_name = "ranges"
+
+    @dataclass
+    class RangeChosen(Navigation):
+        """enter on a range: its kernels."""
+
+        node: RangeNode
+
+    @dataclass
+    class BackwardPartsAsked(Navigation):
+        """`b`: backward's kernels by the forward part they belong to."""
+
+    @dataclass
+    class ThreadPicked(Message):
+        """`M` on a thread row: make it its process's main thread (a new attribution, not a new view)."""
+
+        gtid: int
 
     BINDING_GROUP_TITLE = "Range tree (main view)"
     BINDINGS = [
@@ -152,7 +167,7 @@ class RangesScreen(ViewScreen):
             self.set_status("enter: kernels of the range · l/h expand/collapse · a aggregate · / search · ? help")
 
     def check_action(self, action: str, parameters) -> bool | None:
-        if action == "back" and not self.nsight.multi:
+        if action == "back" and not self.host.multi:
             return False  # the only file's range tree is home: nothing to go back to
         if action in ("backward_parts", "main_thread") and self.session.pending:
             return False  # both need the GPU work, still loading (the app refreshes the keys then)
@@ -202,7 +217,7 @@ class RangesScreen(ViewScreen):
         if node is None:
             self.grid.action_toggle_node()
             return
-        self.nsight.open_kernels(node)
+        self.post_message(self.RangeChosen(node))
 
     def _update_detail(self) -> None:
         detail = self.query_one("#detail", Static)
@@ -235,35 +250,35 @@ class RangesScreen(ViewScreen):
             text.append(f"  ×{node.instances}")
         text.append("\n")
         if node.model.gpu_pending:
-            detail.update(text.append(f"CPU {fmt.duration(node.cpu_ns)} (NVTX span) · GPU work: loading…"))
+            detail.update(text.append(f"CPU {numbers.duration(node.cpu_ns)} (NVTX span) · GPU work: loading…"))
             return
         n = node.instances
         if n > 1:
             text.append(f"total ×{n}: ")
         # an inferred range (parsers.model.inferred_ranges) spans its kernels' launches, not an NVTX push/pop
         span = "launch span, inferred from the kernel sequence" if node.label.startswith(INFERRED) else "NVTX span"
-        text.append(f"CPU {fmt.duration(node.cpu_ns)} ({span}) · GPU {fmt.duration(node.proj_ns)} (its work's span)")
+        text.append(f"CPU {numbers.duration(node.cpu_ns)} ({span}) · GPU {numbers.duration(node.proj_ns)} (its work's span)")
         if gpu_lags(node.proj_ns, node.cpu_ns):
             text.append(" ▲ the GPU runs behind the CPU", style="bold")
-        text.append(f" · busy {fmt.duration(node.busy_ns)} ({fmt.percent(busy) or 'n/a'} of its GPU time)")
+        text.append(f" · busy {numbers.duration(node.busy_ns)} ({numbers.percent(busy) or 'n/a'} of its GPU time)")
         if share is not None:
-            text.append(f", {fmt.percent(share)} of parent")
+            text.append(f", {numbers.percent(share)} of parent")
         text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
         if n > 1:
-            text.append(f"\nper instance: CPU {fmt.duration(node.cpu_ns / n)} · GPU {fmt.duration(node.proj_ns / n)} · "
-                        f"busy {fmt.duration(node.busy_ns / n)} · {fmt.count(round(node.kernels / n))} kernels")
+            text.append(f"\nper instance: CPU {numbers.duration(node.cpu_ns / n)} · GPU {numbers.duration(node.proj_ns / n)} · "
+                        f"busy {numbers.duration(node.busy_ns / n)} · {numbers.count(round(node.kernels / n))} kernels")
         scope = self.session.node_scope_text(node)
         if scope:
             text.append(f" · {scope}")
         detail.update(text)
 
     def action_backward_parts(self) -> None:
-        self.app.push_screen(BackwardPartsScreen(self.session))
+        self.post_message(self.BackwardPartsAsked())
 
     def action_main_thread(self) -> None:
         tree = self.grid.ranges
         if len(tree):
-            self.nsight.pick_main_thread(tree.group_at(self.grid.cursor).gtid)
+            self.post_message(self.ThreadPicked(tree.group_at(self.grid.cursor).gtid))
 
     def action_toggle_aggregate(self) -> None:
         self.aggregated = not self.aggregated

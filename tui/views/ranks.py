@@ -4,12 +4,16 @@ the spread across ranks and the straggler; per phase and rank the same, with eac
 distance from the median rank. enter on a rank: the range tree of that rank only."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import Static
 
-from nsight_tui.render.markdown import table as md_table
+from nsight_tui.parsers.analyses.ranks import Rank
+from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import markdown as md_text
 from nsight_tui.tui.messages import RanksReady
 from nsight_tui.tui.table_model import TableModel, ViewText
@@ -27,6 +31,12 @@ class RanksScreen(TableScreen):
     RanksScreen #phases { height: 1fr; }
     """
     view_name = "ranks"
+
+    @dataclass
+    class RankChosen(Message):
+        """enter or `R` on a rank: filter every view to it (a new model, not a new view)."""
+
+        rank: Rank
     empty_text = "summarising the ranks…"
     hint = "enter: the tree of this rank · R: cycle the rank filter"
 
@@ -79,7 +89,7 @@ class RanksScreen(TableScreen):
     def action_filter_rank(self) -> None:
         rank = self.selected_rank()
         if rank is not None:
-            self.nsight.set_rank(rank)
+            self.post_message(self.RankChosen(rank))
 
     def export_view(self) -> ViewText | None:
         view, phases = self.view, self.phases

@@ -14,9 +14,9 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from nsight_tui.parsers.kernels.peaks import MATH_PATH_WORDS
-from nsight_tui.render.markdown import table as md_table
-from nsight_tui.tui import fmt
-from nsight_tui.tui import roofline_vm as vm
+from nsight_tui.render.tables import markdown as md_table
+from nsight_tui.render import numbers
+from nsight_tui.tui.viewmodels import roofline as vm
 from nsight_tui.tui.messages import RooflineReady
 from nsight_tui.tui.table_model import Column, TableModel, ViewText
 from nsight_tui.tui.views.base import TableScreen, literal
@@ -25,7 +25,7 @@ from nsight_tui.tui.widgets.grid import DataGrid
 
 def _num(digits: int):
     def show(v) -> str:
-        return "" if fmt.missing(v) else f"{v:,.{digits}f}"
+        return "" if numbers.missing(v) else f"{v:,.{digits}f}"
     return show
 
 
@@ -34,7 +34,7 @@ COLUMNS = [
     Column("tflops", "TFLOP/s", 8, fmt=_num(2), priority=9),
     Column("gbps", "GB/s", 7, fmt=_num(0), priority=8),
     Column("ai", "FLOP/B", 8, fmt=_num(2), priority=7),
-    Column("mfu", "MFU", 6, fmt=fmt.percent, priority=4),
+    Column("mfu", "MFU", 6, fmt=numbers.percent, priority=4),
     Column("gpu_ms_per", "GPU ms/it", 9, fmt=_num(3), priority=5, md_header="GPU ms per instance"),
     Column("verdict", "Verdict", 20, "left", text=True, priority=9),
     Column("reason", "", show=False, text=True),

@@ -24,7 +24,9 @@ from textual.worker import get_current_worker
 from nsight_tui.parsers.analyses.idle import WindowIdle
 from nsight_tui.parsers.analyses.timeline import Lane, Timeline
 from nsight_tui.render.safe import visible
-from nsight_tui.tui import fmt
+from nsight_tui.render import numbers
+from nsight_tui.parsers.model.ranges import RangeNode
+from nsight_tui.tui.messages import Navigation
 from nsight_tui.tui.names import display_kernel_name
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import (
@@ -72,6 +74,19 @@ class TimelineSummaryReady(Message):
 class TimelineScreen(ViewScreen):
     """The timeline around a range instance, a launch or the whole trace."""
 
+    @dataclass
+    class RangeChosen(Navigation):
+        """enter on a range instance: its kernels."""
+
+        node: RangeNode
+
+    @dataclass
+    class OpChosen(Navigation):
+        """enter on a kernel, copy or API call: its correlation ID on GPU `gpid`."""
+
+        corr: int
+        gpid: int | None
+
     BINDING_GROUP_TITLE = "Timeline (t)"
 
     BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
@@ -117,7 +132,7 @@ class TimelineScreen(ViewScreen):
             return "timeline"
         hidden = self.frame.hidden if self.frame is not None else 0
         empty = f" · {hidden} empty lane{'s' if hidden != 1 else ''} hidden" if hidden else ""
-        return f"timeline · {visible(self.state.target.title)} · window {fmt.duration(self.state.span)}{empty}"
+        return f"timeline · {visible(self.state.target.title)} · window {numbers.duration(self.state.span)}{empty}"
 
     def compose_body(self) -> ComposeResult:
         yield TimelineCanvas(id="tl-canvas")
@@ -225,21 +240,21 @@ class TimelineScreen(ViewScreen):
             text.append("nothing here", style="dim")
         elif f.gap is not None:  # the idle lane: the whole gap, the figure its detail gives
             g = f.gap
-            text.append(f"gap {fmt.duration(g.duration_ns)}, {g.cause} mostly "
+            text.append(f"gap {numbers.duration(g.duration_ns)}, {g.cause} mostly "
                         f"({getattr(g, g.cause.replace('-', '_') + '_ns') / max(1, g.duration_ns):.0%})")
             text.append(" · enter: what each thread did", style="dim")
         else:
             name = visible(display_kernel_name(it.name) if it.kind == "kernel" else it.name)
             text.append(name if it.kind in ("range", "api", "kernel") else f"{it.kind} {name}")
-            text.append(f" · {fmt.duration(it.duration_ns)}")
+            text.append(f" · {numbers.duration(it.duration_ns)}")
             if it.corr is not None:
                 text.append(f" · corr {it.corr}")
             if it.lead_ns is not None:
-                text.append(f" · CPU lead {fmt.duration(it.lead_ns)}", style="bold")
+                text.append(f" · CPU lead {numbers.duration(it.lead_ns)}", style="bold")
                 text.append(f" ◆ {visible(it.call_name)} on {visible(it.call_thread)}")
             elif it.call_name:
                 text.append(f" · from {visible(it.call_name)} on {visible(it.call_thread)}")
-        text.append(f" · at {fmt.seconds(f.cursor_ns)} s", style="dim")
+        text.append(f" · at {numbers.seconds(f.cursor_ns)} s", style="dim")
         return text
 
     def _idle_text(self, f: TimelineFrame, summary) -> Text:
@@ -260,7 +275,7 @@ class TimelineScreen(ViewScreen):
             text.append(" · lead …", style="dim")
             return text
         if dev.lead.kernels:
-            text.append(f" · lead p50 {fmt.duration(dev.lead.median_ns)} p95 {fmt.duration(dev.lead.p95_ns)}")
+            text.append(f" · lead p50 {numbers.duration(dev.lead.median_ns)} p95 {numbers.duration(dev.lead.p95_ns)}")
         if dev.queue.mean_depth is not None:
             text.append(f" · queue {dev.queue.mean_depth:.1f} (max {dev.queue.max_depth})")
         return text
@@ -293,13 +308,13 @@ class TimelineScreen(ViewScreen):
         threshold = self.state.gap_threshold()
         gap = self.state.to_gap(direction > 0)
         if gap is None:
-            self._say(f"no {'later' if direction > 0 else 'earlier'} GPU gap of {fmt.duration(threshold)} or more")
+            self._say(f"no {'later' if direction > 0 else 'earlier'} GPU gap of {numbers.duration(threshold)} or more")
             self.app.bell()
             return
         gs, ge = gap
         device = self.state.gap_device()
-        self._say(f"GPU{device} gap {fmt.duration(ge - gs)} at {_signed(gs - self.state.fit_window[0])}"
-                        f" (gaps ≥ {fmt.duration(threshold)}; enter on the idle lane: why)")
+        self._say(f"GPU{device} gap {numbers.duration(ge - gs)} at {_signed(gs - self.state.fit_window[0])}"
+                        f" (gaps ≥ {numbers.duration(threshold)}; enter on the idle lane: why)")
         self.redraw()
 
     def action_open_item(self) -> None:
@@ -311,7 +326,7 @@ class TimelineScreen(ViewScreen):
         if it.kind == "range":
             node = _instance_node(self.session, it.ref)
             if node is not None:
-                self.nsight.open_kernels(node)
+                self.post_message(self.RangeChosen(node))
             return
         if it.kind == "memory":
             self._say(f"GPU memory: {it.name} · u: the memory view (peak, per phase, out of memory)")
@@ -320,7 +335,7 @@ class TimelineScreen(ViewScreen):
             self._say(f"GPU metric: {it.name} · per-range averages: nsight-tui report (GPU metrics section)")
             return
         if it.corr is not None:
-            self.nsight.open_correlation(it.corr, it.gpid if it.gpid is not None and it.gpid >= 0 else None)
+            self.post_message(self.OpChosen(it.corr, it.gpid if it.gpid is not None and it.gpid >= 0 else None))
             return
         self._explain_gap(it)
 
@@ -353,7 +368,7 @@ class TimelineScreen(ViewScreen):
 
 
 def _signed(ns: int) -> str:
-    return ("+" if ns >= 0 else "−") + fmt.duration(abs(ns))
+    return ("+" if ns >= 0 else "−") + numbers.duration(abs(ns))
 
 
 def _instance_node(session, rid: int):
