@@ -50,7 +50,7 @@ def trace_stem(path: Path) -> str:
 
 
 def async_names() -> list[str]:
-    """The stems of sample_traces/async/*.sqlite.xz (capture/gpu_async.sh)."""
+    """The stems of sample_traces/async/*.sqlite.xz (devruns/gpu_async.sh)."""
     return sorted(trace_stem(p) for p in ASYNC.glob(f"*{XZ_TRACE}"))
 
 

@@ -1,4 +1,4 @@
-"""The real nsys + Nsight Compute pair of one workload (capture/gpu_ncu.sh, sample_traces/ncu/) and
+"""The real nsys + Nsight Compute pair of one workload (devruns/gpu_ncu.sh, sample_traces/ncu/) and
 NVIDIA's own readings of it, for the ncu tests (a module of its own, not conftest).
 
 The export, the report (`.ncu-rep.xz`, 4.7 MB) and the oracles are committed; tests that need the
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "sample_traces" / "ncu"
 STEM = "small4_ctx128"
 EXPORT_XZ = FOLDER / f"{STEM}.sqlite.xz"
-# the bf16 pair (capture/gpu_tensorroof.sh): tensor-core GEMMs, the tensor roofline section, 40 kernels
+# the bf16 pair (devruns/gpu_tensorroof.sh): tensor-core GEMMs, the tensor roofline section, 40 kernels
 BF16_STEM = "small4_ctx128_bf16"
 BF16_EXPORT_XZ = FOLDER / f"{BF16_STEM}.sqlite.xz"
 REPORT_PLACES = (FOLDER,)

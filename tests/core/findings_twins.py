@@ -1,5 +1,5 @@
 """What the findings tests share: the planted/fixed twins (sample_traces/findings, made by
-capture/gpu_findings.sh, committed xz'd: `sample` gives the plain export) and the step time a fix
+devruns/gpu_findings.sh, committed xz'd: `sample` gives the plain export) and the step time a fix
 saved, measured with SQL over the two exports' step_N ranges, written here without the code under
 test."""
 from __future__ import annotations
@@ -31,7 +31,7 @@ def twin(stem: str) -> Path:
     """A twin's export, or a skip naming the device session that makes it."""
     path = FINDINGS / f"{stem}{XZ_TRACE}"
     if not path.exists():
-        pytest.skip(f"{path.name} not captured yet: `bash capture/gpu_findings.sh syncstep graph` on one GPU, "
+        pytest.skip(f"{path.name} not captured yet: `bash devruns/gpu_findings.sh syncstep graph` on one GPU, "
                     "`... ddp` on two (see the script)")
     return plain(path)
 

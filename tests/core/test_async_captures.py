@@ -1,4 +1,4 @@
-"""The captures without phase syncs (issue 26; sample_traces/async, capture/gpu_async.sh), committed
+"""The captures without phase syncs (issue 26; sample_traces/async, devruns/gpu_async.sh), committed
 xz'd: each loads, its kernel count is the export's, NVIDIA's six CSVs are there and wired into the
 byte-for-byte oracle test (test_nsys_oracle.py), and the step_N GPU projection in NVIDIA's
 nvtx_gpu_proj_sum is what SQL over the export gives by nsys's definition (so later tests can
@@ -16,7 +16,7 @@ from conftest import ASYNC, REPORTS, async_names, oracle_cases, oracle_csv, read
 from nsight_tui.parsers.read.load import load_trace
 
 NAMES = async_names()
-# what capture/gpu_async.sh made (2026-11-25, H100s): a missing one is a packaging mistake
+# what devruns/gpu_async.sh made (2026-11-25, H100s): a missing one is a packaging mistake
 EXPECTED = {
     "small_ctx512_b8_async", "small_ctx512_tf32_b8_async", "small_ctx512_b8_async_foreach-off",
     "small_ctx512_b8_async_fused-optim", "small_ctx512_bf16_b8_async", "small_ctx128_b1_async",

@@ -18,7 +18,7 @@ from nsight_tui.parsers.analyses.questions import questions
 from nsight_tui.parsers.read.load import load_trace
 
 NAMES = async_names()
-# fp32 / --tf32 twins captured on an H200 machine by capture/gpu_issuerate.sh after the estimate was
+# fp32 / --tf32 twins captured on an H200 machine by devruns/gpu_issuerate.sh after the estimate was
 # written: the fp32-gemm figure is checked on them, not designed on them (their README section)
 H200 = ASYNC / "h200_twins"
 H100_REPEATS = ASYNC / "h100_repeats"
@@ -295,7 +295,7 @@ def test_the_step_on_the_h200_twins(name, async_trace):
 # miss: its TF32 twin's CPU issued the step ~1.3x slower than the fp32 run's CPU work (the backward's
 # thread 1.7x), so the fixed step is CPU-bound well above the pace the estimate assumes. The same pair
 # captured again on one H200 machine (h200_twins/small_ctx512*) is in range; there a run of the fp32 step
-# with every launch blocking (the GPU always caught up, capture/gpu_issuerate.sh) gave no steady pace
+# with every launch blocking (the GPU always caught up, devruns/gpu_issuerate.sh) gave no steady pace
 # (its backward's CPU time between calls 1.0x the fp32 run's in two steps, 2.5x in two): nothing in an
 # fp32 trace tells how fast its CPU will issue once the GPU keeps up.
 TWINS = [
@@ -390,7 +390,7 @@ def test_the_figures_the_estimate_stands_on(where, async_trace):
     assert f"between {ev['saving_low_ns_per_step'] / 1e6:.1f} " in f.basis and f"and {saved / 1e6:.1f} ms" in f.basis
 
 
-# The H100 small pair's configuration captured three more times on one H100 (capture/gpu_issuerate.sh
+# The H100 small pair's configuration captured three more times on one H100 (devruns/gpu_issuerate.sh
 # repeat): fp32, TF32, fp32, TF32, ...
 REPEATS = [(H100_REPEATS, f"small_ctx512_b8_async_r{i}", f"small_ctx512_tf32_b8_async_r{i}") for i in (1, 2, 3)]
 

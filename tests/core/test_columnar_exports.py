@@ -1,7 +1,7 @@
 """nsys's own columnar exports read into the same model, with the same numbers.
 
 sample_traces/twin_small_ctx128* come from ONE .nsys-rep, exported three ways on the GPU
-machine (capture/gpu_twin.sh): SQLite (with NVIDIA's `nsys stats` CSVs in oracle/, checked
+machine (devruns/gpu_twin.sh): SQLite (with NVIDIA's `nsys stats` CSVs in oracle/, checked
 by test_nsys_oracle.py), `--type parquetdir` and `--type arrowdir`. Every report must be
 identical whichever export is read."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Findings (parsers/analyses/findings.py) against runs where the cause was planted and its fix measured
-(sample_traces/findings, captured by capture/gpu_findings.sh on an H200): each rule fires on its
+(sample_traces/findings, captured by devruns/gpu_findings.sh on an H200): each rule fires on its
 planted run, stays silent on the fixed twin, and its estimated saving is within 0.5x-2x of the
 step time actually saved, measured here with SQL over the two exports' step_N ranges."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The sweep's memory model (issue 30) on a real sweep: `nsight-tui capture --sweep --models
-medium,large,xl --ctxs 512,1024 --batch 8` on an H100 (sample_traces/memsweep, capture/gpu_memmodel.sh
+medium,large,xl --ctxs 512,1024 --batch 8` on an H100 (sample_traces/memsweep, devruns/gpu_memmodel.sh
 and its log). The truth is read here apart from the code: each run's configuration and torch's
 max_memory_reserved from its marks (SQL + json), the parameter count torch printed on the device
 (the log), the GPU's memory and the failed cudaMalloc from the exports (SQL); the fit is redone here
@@ -21,7 +21,7 @@ from conftest import SAMPLES
 from nsight_tui.parsers.analyses import memory_model, sweep
 
 SWEEP = SAMPLES / "memsweep"
-LOG = Path(__file__).resolve().parents[2] / "capture" / "gpu_memmodel.log"
+LOG = Path(__file__).resolve().parents[2] / "devruns" / "gpu_memmodel.log"
 RAN = ("medium_ctx512_b8", "medium_ctx1024_b8", "large_ctx512_b8", "large_ctx1024_b8", "xl_ctx512_b8")
 OOM = "xl_ctx1024_b8.oom"
 

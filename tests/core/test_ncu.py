@@ -1,5 +1,5 @@
 """An Nsight Compute report joined to the nsys export of the same workload, on the real pair
-(capture/gpu_ncu.sh: GPT-2 small's width with 4 layers, one training step profiled by ncu).
+(devruns/gpu_ncu.sh: GPT-2 small's width with 4 layers, one training step profiled by ncu).
 
 Every figure is checked against NVIDIA's own readings, never this code's: the JSON the ncu_report
 module of Nsight Compute 2025.3.1 dumped on the GPU machine, and `ncu --page raw --csv`. The join is

@@ -1,5 +1,5 @@
 """The tensor cores' roofline (parsers.kernels.ncu_tensor, analyses.ncu) on the real bf16 pair
-(capture/gpu_tensorroof.sh: GPT-2 small width with 4 layers, batch 4, ctx 128, bf16 autocast, the
+(devruns/gpu_tensorroof.sh: GPT-2 small width with 4 layers, batch 4, ctx 128, bf16 autocast, the
 first 40 kernels of step_1 under ncu with the hierarchical tensor roofline section).
 
 Truths: NVIDIA's `ncu_report` module reading the report's raw metrics in this test; the GEMMs'

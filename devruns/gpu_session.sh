@@ -1,22 +1,12 @@
 #!/usr/bin/env bash
 # How the committed sample traces, the sweep and the benchmark trace were made on the GPU machine
-# (see capture/README.md). Usage: bash capture/gpu_session.sh STAGE... with STAGE in
+# (see capture/README.md). Usage: bash devruns/gpu_session.sh STAGE... with STAGE in
 # samples, sweep, big. Expects .devlibs (libdw/libelf for nsys's importer) and .whl (the nvtx
-# wheel) in the repository root; writes everything to return under $OUT (default ./gpu_out).
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log.txt") 2>&1
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$PWD/.devlibs:${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
-T0=$(date +%s)
+# wheel) in the repository root (devruns/preamble.sh); writes everything to return under $OUT (default ./gpu_out).
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui}  # traces are made outside the checkout
 mkdir -p "$W"
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
 
 counts() {  # kernels, NVTX events and the kernels that ran inside step_1, per file
   python3 - "$@" <<'EOF'
@@ -33,8 +23,8 @@ for path in sys.argv[1:]:
 EOF
 }
 
-stamp "start: $*"
-nvidia-smi -L; "$NSYS" --version; python3 -c "import torch, nvtx; print('torch', torch.__version__, torch.cuda.get_device_name())"
+devrun_start "$@"
+python3 -c "import torch, nvtx; print('torch', torch.__version__, torch.cuda.get_device_name())"
 
 for stage in "$@"; do
 case $stage in

@@ -3,24 +3,18 @@
 # all, built on the development machine with nvcc 13.0: `nvcc -O2 -arch=sm_90 -o bin/bare_gpt2
 # capture/bare_gpt2.cu -ldl`, carried in the staged tree) under nsys, 6 forward passes, ctx 512,
 # batch 8, 12 layers; the program's own step times in STEM.steps.json; NVIDIA's kernel/API CSVs.
-# Run (device tool, nvidia-h100-x1): cd .gpustage-nonvtx && DEVLIBS=../.devlibs bash capture/gpu_bare.sh
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log_bare.txt") 2>&1
-NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
+# Run (device tool, nvidia-h100-x1): cd .gpustage-nonvtx && DEVLIBS=../.devlibs bash devruns/gpu_bare.sh
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 CUBLAS=$(dirname "$(find / -name 'libcublas.so.13' -not -path '/proc/*' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH=$(cd "${DEVLIBS:-.devlibs}" && pwd):$CUBLAS:${LD_LIBRARY_PATH:-}
-echo "cuBLAS from $CUBLAS"; nvidia-smi -L
-W=/tmp/nsight_tui_bare; rm -rf "$W"; mkdir -p "$W/oracle"
+export LD_LIBRARY_PATH=$CUBLAS:$LD_LIBRARY_PATH
+echo "cuBLAS from $CUBLAS"; devrun_start "$@"
+W=/tmp/nsight_tui_bare; rm -rf "$W"; mkdir -p "$W"
 S=bare_gpt2_small_ctx512_b8
 "$NSYS" profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --output="$W/$S" \
   ./bin/bare_gpt2 6 12 512 8 "$W/$S.steps.json" || echo "FAILED profile ($?)"
 "$NSYS" export --type=sqlite --output="$W/$S.sqlite" "$W/$S.nsys-rep" || echo "FAILED export ($?)"
 rm -f "$W/$S.nsys-rep"
-cp "$W/$S.sqlite" "$W/copy.sqlite"
-"$NSYS" stats -q -f csv -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum -o "$W/oracle/$S" "$W/copy.sqlite" >/dev/null
-rm -f "$W/copy.sqlite"
-sha256sum "$W/$S.sqlite"; ls -la "$W" "$W/oracle"; cat "$W/$S.steps.json"
+nsys_oracle "$W" cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum  # no NVTX: no NVTX reports
+cat "$W/$S.steps.json"
 XZ_OPT=-T0 tar -C "$W" -cJf "$OUT/bare.tar.xz" .
 ls -la "$OUT"

@@ -8,23 +8,12 @@
 #             with --autograd-nvtx --backward-ranges (seq mapping against name mapping)
 #   bwdranges the --backward-ranges captures again (sample with CSVs, medium with --autograd-nvtx,
 #             small overhead pair), after backward:<part> moved from push/pop to start/end ranges
-# Usage: bash capture/backward_session.sh STAGE...   Expects WHL (wheels: nvtx, ...) and DEVLIBS
+# Usage: bash devruns/backward_session.sh STAGE...   Expects WHL (wheels: nvtx, ...) and DEVLIBS
 # (libdw/libelf for nsys's importer); writes what returns under $OUT.
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log.txt") 2>&1
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=${DEVLIBS:-$PWD/.devlibs}:${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-# Installed as a user would (editable, offline from the carried wheels): `nsight_tui.parsers` etc.
-# are package-dir mappings, so a bare PYTHONPATH would not find them.
-python3 -m pip install -q --no-index --find-links "${WHL:-$PWD/.whl}" -e '.[capture]' || exit 1
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
-T0=$(date +%s)
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui_bwd}
 mkdir -p "$W"
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
 cap() { python3 -m nsight_tui capture --force "$@"; }
 
 stepstats() {  # median step and phase times (ms) from the nsight-tui:step marks, per file
@@ -46,8 +35,8 @@ for path in sys.argv[1:]:
 EOF
 }
 
-stamp "start: $*"
-nvidia-smi -L; "$NSYS" --version; python3 -c "import torch, nvtx; print('torch', torch.__version__, torch.cuda.get_device_name())"
+devrun_start "$@"
+python3 -c "import torch, nvtx; print('torch', torch.__version__, torch.cuda.get_device_name())"
 "$NSYS" profile --help | grep -i -A4 -- "--pytorch" | head -12
 
 for stage in "$@"; do

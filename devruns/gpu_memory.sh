@@ -9,22 +9,11 @@
 # --no-count: no FLOP-counting pass. nsys stats runs on a COPY of each export (sha256 before/after).
 # How it was run: tree copied into the git-ignored .gpustage3/ of the checkout, with .whl (nvtx
 # wheel) and .devlibs (libdw/libelf) carried beside it:
-#   cd .gpustage3 && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_memory.sh memory oom
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log_memory.txt") 2>&1
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$(cd "${DEVLIBS:-.devlibs}" && pwd):${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-[ -n "${SKIP_PIP:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "${WHL:-.whl}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
+#   cd .gpustage3 && WHL=../.whl DEVLIBS=../.devlibs bash devruns/gpu_memory.sh memory oom
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui_memory}
-T0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-stamp "start $*"; nvidia-smi -L; nvidia-smi --query-gpu=memory.total --format=csv; "$NSYS" --version
+devrun_start "$@"; nvidia-smi --query-gpu=memory.total --format=csv
 cap() {  # group, then the capture's options
   local group=$1; shift
   stamp "capture $group: $*"
@@ -46,20 +35,9 @@ for path in sys.argv[1:]:
           "join StringIds s on s.id = r.nameId where r.returnValue != 0 limit 8").fetchall())
 PY
 }
-oracle() {
+oracle() {  # NVIDIA's reports of a group's exports, their tables, then the group packed
   local group=$1
-  stamp "nsys stats $group"
-  mkdir -p "$W/$group/oracle" "$W/$group/.copies"
-  local pids=()
-  for f in "$W/$group"/*.sqlite; do
-    cp "$f" "$W/$group/.copies/"
-    "$NSYS" stats -q -f csv -r "$REPORTS" -o "$W/$group/oracle/$(basename "${f%.sqlite}")" \
-      "$W/$group/.copies/$(basename "$f")" >/dev/null &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p"; done
-  rm -rf "$W/$group/.copies"
-  sha256sum "$W/$group"/*.sqlite; ls -la "$W/$group" "$W/$group/oracle"
+  nsys_oracle "$W/$group"
   schema "$W/$group"/*.sqlite
   XZ_OPT=-T0 tar -C "$W/$group" -cJf "$OUT/$group.tar.xz" .
   stamp "packed $group"

@@ -2,23 +2,15 @@
 # How the data-parallel sample traces were made on the 2-GPU machine (nvidia-h200-x2):
 # one export holding both ranks (`nsight-tui capture --ddp 2`) and one export per rank
 # (torchrun starting nsys for each rank, `--output ..._rank%q{RANK}`), with NVIDIA's CSVs.
-# Expects .devlibs and .whl in the repository root (see capture/README.md); results under $OUT.
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log_ddp.txt") 2>&1
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$PWD/.devlibs:${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-python3 -m pip install -q --no-index --find-links .whl -e '.[capture]' || exit 1
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
+# Expects .devlibs and .whl in the repository root (devruns/preamble.sh); results under $OUT.
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=/tmp/nsight_tui_ddp; mkdir -p "$W/one" "$W/per_rank"
-T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-nvidia-smi -L; "$NSYS" --version
+devrun_start "$@"
 
 stamp "one export, both ranks"
-nsight-tui capture --model small --ctx 128 --ddp 2 --out "$W/one"
-nsight-tui capture --model medium --ctx 256 --ddp 2 --out "$W/one"
+python3 -m nsight_tui capture --model small --ctx 128 --ddp 2 --out "$W/one"
+python3 -m nsight_tui capture --model medium --ctx 256 --ddp 2 --out "$W/one"
 stamp "one export per rank"
 python3 -m torch.distributed.run --standalone --nproc-per-node=2 --no-python \
   "$NSYS" profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --force-overwrite=true \
@@ -33,7 +25,7 @@ for f in "$W"/one/small_ctx128_ddp2.sqlite "$W"/per_rank/*.sqlite; do
 done
 ls -la "$W"/one "$W"/per_rank
 stamp "figures"
-nsight-tui report "$W/one/medium_ctx256_ddp2.sqlite" -f json > "$W/medium_ddp2_report.json" || true
+python3 -m nsight_tui report "$W/one/medium_ctx256_ddp2.sqlite" -f json > "$W/medium_ddp2_report.json" || true
 python3 - "$W" <<'PY'
 import sys
 from nsight_tui.parsers.read.load import load_trace

@@ -15,22 +15,11 @@
 #   sample_traces/async/small_ctx512_bf16_b8_async (same command, another run).
 # - --no-count: no FLOP-counting pass. nsys stats runs on a COPY of each export.
 # Run (device tool, nvidia-h100-x1; stage with the rsync in the brief, carry .gpustage-nonvtx .whl .devlibs):
-#   cd .gpustage-nonvtx && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_nonvtx.sh
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log_nonvtx.txt") 2>&1
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$(cd "${DEVLIBS:-.devlibs}" && pwd):${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-[ -n "${SKIP_PIP:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "${WHL:-.whl}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
+#   cd .gpustage-nonvtx && WHL=../.whl DEVLIBS=../.devlibs bash devruns/gpu_nonvtx.sh
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui_nonvtx}
-T0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-stamp "start $*"; nvidia-smi -L; "$NSYS" --version
+devrun_start "$@"
 rm -rf "$W"; mkdir -p "$W"
 cap() {
   stamp "capture: $*"
@@ -42,16 +31,7 @@ cap "${S[@]}" --no-nvtx
 cap "${S[@]}" --mode forward
 cap "${S[@]}" --mode forward --no-nvtx
 cap "${S[@]}" --dtype bf16 --no-nvtx
-stamp "nsys stats"
-mkdir -p "$W/oracle" "$W/.copies"
-pids=()
-for f in "$W"/*.sqlite; do
-  cp "$f" "$W/.copies/"
-  "$NSYS" stats -q -f csv -r "$REPORTS" -o "$W/oracle/$(basename "${f%.sqlite}")" "$W/.copies/$(basename "$f")" >/dev/null &
-  pids+=($!)
-done
-for p in "${pids[@]}"; do wait "$p"; done
-rm -rf "$W/.copies"
-sha256sum "$W"/*.sqlite; ls -la "$W" "$W/oracle"; cat "$W"/*.steps.json | head -c 3000
+nsys_oracle "$W"
+cat "$W"/*.steps.json | head -c 3000
 XZ_OPT=-T0 tar -C "$W" -cJf "$OUT/nonvtx.tar.xz" .
 ls -la "$OUT"; stamp "done"

@@ -11,48 +11,26 @@
 #   same-host  the committed small ctx 512 batch 8 pair (fp32, --tf32) again and the probe, all three
 #           on one machine, so the CPU's pace is compared on one CPU
 # Run (device tool, default kind, tree staged in the git-ignored .gpustage-issuerate/ with .whl and
-# .devlibs carried):  cd .gpustage-issuerate && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_issuerate.sh twins probe
-#   then, a second call:            ... bash capture/gpu_issuerate.sh same-host
-#   and (the lead, on nvidia-h100-x1): ... bash capture/gpu_issuerate.sh repeat
+# .devlibs carried):  cd .gpustage-issuerate && WHL=../.whl DEVLIBS=../.devlibs bash devruns/gpu_issuerate.sh twins probe
+#   then, a second call:            ... bash devruns/gpu_issuerate.sh same-host
+#   and (the lead, on nvidia-h100-x1): ... bash devruns/gpu_issuerate.sh repeat
 # nsys stats runs on a COPY of each export (the committed SQLite is what `nsys export` wrote).
 # What they showed (2026-11-26, one H200 machine, both calls; 101.6 s + 52.1 s wall): the estimate within
 # 0.88-1.11x on all three new pairs (committed: sample_traces/async/h200_twins, tested); the blocking run's
 # backward CPU time between calls 1.0x the fp32 run's in two steps and 2.5x in two, its forward 1.2-1.7x:
 # no steady 'pace with the GPU caught up' to model (the blocking export itself is not committed).
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log_issuerate.txt") 2>&1
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$(cd "${DEVLIBS:-.devlibs}" && pwd):${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-[ -n "${SKIP_PIP:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "${WHL:-.whl}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui_issuerate}
-T0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-stamp "start $*"; nvidia-smi -L; "$NSYS" --version
+devrun_start "$@"
 cap() {  # group, then the capture's options
   local group=$1; shift
   stamp "capture $group: $*"
   timeout 200 python3 -m nsight_tui capture --no-sync --no-count --out "$W/$group" "$@" || echo "FAILED ($?): $*"
 }
-oracle() {  # NVIDIA's reports of every export in a group, in parallel, each on a copy
+oracle() {  # NVIDIA's reports of a group's exports, then the group packed
   local group=$1
-  stamp "nsys stats $group"
-  mkdir -p "$W/$group/oracle" "$W/$group/.copies"
-  local pids=()
-  for f in "$W/$group"/*.sqlite; do
-    cp "$f" "$W/$group/.copies/"
-    "$NSYS" stats -q -f csv -r "$REPORTS" -o "$W/$group/oracle/$(basename "${f%.sqlite}")" \
-      "$W/$group/.copies/$(basename "$f")" >/dev/null &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p"; done
-  rm -rf "$W/$group/.copies"
-  sha256sum "$W/$group"/*.sqlite; ls -la "$W/$group" "$W/$group/oracle"
+  nsys_oracle "$W/$group"
   XZ_OPT=-T0 tar -C "$W/$group" -cJf "$OUT/$group.tar.xz" .
   stamp "packed $group"
 }

@@ -1,18 +1,13 @@
 #!/usr/bin/env bash
 # The device session behind issue 13 (roofline): the committed sample with FLOP/byte counts and
-# NVIDIA's CSVs, and small/large at ctx 512 in fp32 and with --tf32. Run from an editable install
-# (`pip install -e '.[capture]'`), with nsys's importer libraries on LD_LIBRARY_PATH and $NSYS set.
+# NVIDIA's CSVs, and small/large at ctx 512 in fp32 and with --tf32. Run from the staged tree
+# with .whl and .devlibs carried (devruns/preamble.sh installs the one and puts the other on LD_LIBRARY_PATH).
 # Everything to bring back goes under $OUT (default ./gpu_out), xz-compressed.
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log.txt") 2>&1
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui_roofline}
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
-T0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
 rm -rf "$W" && mkdir -p "$W/sample/oracle" "$W/sweep"
-stamp "start"; nvidia-smi -L; "$NSYS" --version
+devrun_start "$@"
 
 stamp "sample: small ctx128 with counts"
 python3 -m nsight_tui capture --model small --ctx 128 --out "$W/sample"

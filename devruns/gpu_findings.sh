@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device sessions behind issue 20 (findings): each planted cause (capture/plant.py) and its
-# fixed twin, small GPT-2, 2 warmup + 4 steps, no FLOP counting pass. Run from an editable
-# install with $NSYS set; each pair goes under $OUT (a .tar.xz with NVIDIA's CSVs) as soon as it
+# fixed twin, small GPT-2, 2 warmup + 4 steps, no FLOP counting pass. Run from the staged tree
+# (devruns/preamble.sh: .whl and .devlibs carried); each pair goes under $OUT (a .tar.xz with NVIDIA's CSVs) as soon as it
 # is captured. Arguments name the pairs (default: the first session's five):
 #   sleep item optim input tf32    (2026-11-23, one H200: sample_traces/findings, committed as
 #                                   `xz -9e` NAME.sqlite.xz; `xz -dc` one to open it)
@@ -21,16 +21,11 @@
 # Sizes (sample_traces has a cap, tests/capture/test_capture_samples.py): ~1.2 MB per single-GPU
 # export of 4 steps (syncstep's 8: ~1.7 MB), ~2.8 MB per two-rank export; xz -9e makes the
 # single-GPU ones 0.19-0.37 MB, as committed.
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log.txt") 2>&1
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui_findings}
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
-T0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
 rm -rf "$W" && mkdir -p "$W"
-stamp "start"; nvidia-smi -L
+devrun_start "$@"
 cap() { python3 -m nsight_tui capture --model small --steps 4 --warmup 2 --no-count --out "$W/$1" "${@:2}"; }
 pair() {  # name, then the two captures' options separated by --
   local name=$1; shift

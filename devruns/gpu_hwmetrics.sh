@@ -12,22 +12,11 @@
 # names this nsys/GPU writes (TARGET_INFO_GPU_METRICS) and a few op-range texts with their shapes.
 # How it was run: tree copied into the git-ignored .gpustage-hwmetrics/ of the checkout, with .whl
 # (nvtx wheel) and .devlibs (libdw/libelf) carried beside it:
-#   cd .gpustage-hwmetrics && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_hwmetrics.sh metrics shapes
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log_hwmetrics.txt") 2>&1
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$(cd "${DEVLIBS:-.devlibs}" && pwd):${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-[ -n "${SKIP_PIP:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "${WHL:-.whl}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
+#   cd .gpustage-hwmetrics && WHL=../.whl DEVLIBS=../.devlibs bash devruns/gpu_hwmetrics.sh metrics shapes
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui_hwmetrics}
-T0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-stamp "start $*"; nvidia-smi -L; "$NSYS" --version
+devrun_start "$@"
 cap() {  # group, then the capture's options
   local group=$1; shift
   stamp "capture $group: $*"
@@ -58,20 +47,9 @@ for path in sys.argv[1:]:
             seen.add(key); print("  text", repr(t[:400]))
 PY
 }
-oracle() {
+oracle() {  # NVIDIA's reports of a group's exports, their tables, then the group packed
   local group=$1
-  stamp "nsys stats $group"
-  mkdir -p "$W/$group/oracle" "$W/$group/.copies"
-  local pids=()
-  for f in "$W/$group"/*.sqlite; do
-    cp "$f" "$W/$group/.copies/"
-    "$NSYS" stats -q -f csv -r "$REPORTS" -o "$W/$group/oracle/$(basename "${f%.sqlite}")" \
-      "$W/$group/.copies/$(basename "$f")" >/dev/null &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p"; done
-  rm -rf "$W/$group/.copies"
-  sha256sum "$W/$group"/*.sqlite; ls -la "$W/$group" "$W/$group/oracle"
+  nsys_oracle "$W/$group"
   schema "$W/$group"/*.sqlite
   XZ_OPT="-9 -T0" tar -C "$W/$group" -cJf "$OUT/$group.tar.xz" .
   stamp "packed $group"

@@ -7,25 +7,14 @@
 # NVIDIA's `nsys stats` CSVs are made on a COPY of each export (sha256 before/after printed).
 # How it was run: tree copied into the git-ignored .gpustage-memmodel/ of the checkout, with
 # .whl (nvtx wheel) and .devlibs (libdw/libelf) carried beside it:
-#   cd .gpustage-memmodel && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_memmodel.sh
+#   cd .gpustage-memmodel && WHL=../.whl DEVLIBS=../.devlibs bash devruns/gpu_memmodel.sh
 # and, as the first call's packing hung (see the log), NVIDIA's CSVs in a second call on the exports it
 # brought back (carried xz'd in .gpustage-memmodel/exports/):
-#   cd .gpustage-memmodel && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_memmodel.sh stats exports
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log_memmodel.txt") 2>&1
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$(cd "${DEVLIBS:-.devlibs}" && pwd):${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "${WHL:-.whl}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
+#   cd .gpustage-memmodel && WHL=../.whl DEVLIBS=../.devlibs bash devruns/gpu_memmodel.sh stats exports
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui_memmodel}/sweep
-T0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-stamp "start"; nvidia-smi -L; nvidia-smi --query-gpu=memory.total --format=csv; "$NSYS" --version
+devrun_start "$@"; nvidia-smi --query-gpu=memory.total --format=csv
 rm -rf "$W"; mkdir -p "$W"
 if [ "${1:-sweep}" = stats ]; then
   # `stats DIR`: NVIDIA's CSVs only, of the xz'd exports in DIR (the first call's packing hung, see the log)
@@ -37,18 +26,7 @@ else
   echo "sweep exit $?"
   cat "$W"/*.oom.json
 fi
-stamp "nsys stats"
-mkdir -p "$W/oracle" "$W/.copies"
-pids=()
-for f in "$W"/*.sqlite; do
-  cp "$f" "$W/.copies/"
-  "$NSYS" stats -q -f csv -r "$REPORTS" -o "$W/oracle/$(basename "${f%.sqlite}")" \
-    "$W/.copies/$(basename "$f")" >/dev/null &
-  pids+=($!)
-done
-for p in "${pids[@]}"; do wait "$p"; done
-rm -rf "$W/.copies"
-sha256sum "$W"/*.sqlite; ls -la "$W" "$W/oracle"
+nsys_oracle "$W"
 stamp "pack"
 # at most 8 files come back: NVIDIA's CSVs and the records first (small), then the exports xz'd one by one.
 # A bare `wait` would also wait for the `tee` of the log above (a process substitution): it hung the

@@ -24,45 +24,24 @@
 # How it was run (2026-11-25, device tool; tree copied into the git-ignored .gpustage/ with
 # .whl (nvtx 0.2.17 wheel) and .devlibs (libdw/libelf, /work/shared/device/fetch-nsys-libs.sh)
 # beside it, all three carried):
-#   cd .gpustage && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_async.sh single large  # nvidia-h100-x1
-#   cd .gpustage && WHL=../.whl DEVLIBS=../.devlibs bash capture/gpu_async.sh ddp           # nvidia-h100-x2
-# Wall times (the "=== [N s]" stamps in capture/gpu_async.log): single + large 201 s on one H100
+#   cd .gpustage && WHL=../.whl DEVLIBS=../.devlibs bash devruns/gpu_async.sh single large  # nvidia-h100-x1
+#   cd .gpustage && WHL=../.whl DEVLIBS=../.devlibs bash devruns/gpu_async.sh ddp           # nvidia-h100-x2
+# Wall times (the "=== [N s]" stamps in devruns/gpu_async.log): single + large 201 s on one H100
 # (233 s of device time with the start), ddp 55 s on two H100s; 5.6 minutes of device time in all.
 # SKIP_PIP=1 skips the wheel install (nvtx already importable), WORK= moves the scratch folder.
-set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log_async_${1:-single}.txt") 2>&1
-export PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$(cd "${DEVLIBS:-.devlibs}" && pwd):${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-[ -n "${SKIP_PIP:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "${WHL:-.whl}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-REPORTS=nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum
+DEVRUN_LOG=log_async_${1:-single}.txt
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
 W=${WORK:-/tmp/nsight_tui_async}
-T0=$(date +%s)
-stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-stamp "start $*"; nvidia-smi -L; "$NSYS" --version
+devrun_start "$@"
 cap() {  # group, then the capture's options
   local group=$1; shift
   stamp "capture $group: $*"
   timeout 240 python3 -m nsight_tui capture --no-sync --no-count --out "$W/$group" "$@" || echo "FAILED ($?): $*"
 }
-oracle() {  # NVIDIA's reports of every export in a group, in parallel, each on a copy
+oracle() {  # NVIDIA's reports of a group's exports, then the group packed
   local group=$1
-  stamp "nsys stats $group"
-  mkdir -p "$W/$group/oracle" "$W/$group/.copies"
-  local pids=()  # a bare `wait` would also wait for the tee above
-  for f in "$W/$group"/*.sqlite; do
-    cp "$f" "$W/$group/.copies/"
-    "$NSYS" stats -q -f csv -r "$REPORTS" -o "$W/$group/oracle/$(basename "${f%.sqlite}")" \
-      "$W/$group/.copies/$(basename "$f")" >/dev/null &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p"; done
-  rm -rf "$W/$group/.copies"
-  sha256sum "$W/$group"/*.sqlite; ls -la "$W/$group" "$W/$group/oracle"
+  nsys_oracle "$W/$group"
   XZ_OPT=-T0 tar -C "$W/$group" -cJf "$OUT/$group.tar.xz" .
   stamp "packed $group"
 }
