@@ -1,7 +1,8 @@
 """`nsight-tui capture -- CMD ARGS`: anyone's command under `nsys profile`, exported to SQLite.
 
 The command runs as given, with the nsys options this tool reads best (CUDA and NVTX traced,
-no CPU sampling or context switches, GPU memory usage; PyTorch's autograd NVTX on request).
+no CPU sampling or context switches, CUDA graphs node by node, GPU memory usage; PyTorch's
+autograd NVTX on request).
 Beside STEM.sqlite go STEM.run.json (the command, its wall clock, its exit status, the nsys
 command) and, when the command marked its loop with `nsight_tui.capture.mark`, STEM.steps.json
 (the Python clock's step records). A run that ran out of GPU memory (its step records say so)
@@ -27,6 +28,7 @@ from nsight_tui.parsers.read.conventions import OOM_SUFFIX, STEPS_SIDECAR_SUFFIX
 from nsight_tui.render.output import write_atomic
 
 RUN_RECORD_SUFFIX = ".run.json"
+GRAPH_NODES = "--cuda-graph-trace=node"
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -92,7 +94,9 @@ class CommandCapture:
                 raise CaptureError(f"{path} already exists; pass --force to replace it (or --name another)")
 
     def nsys_options(self) -> list[str]:
-        return [*([NSYS_OP_RANGES[self.autograd_nvtx]] if self.autograd_nvtx in NSYS_OP_RANGES else []),
+        # CUDA graphs kernel by kernel (nsys's default traces a graph launch as one item, which the
+        # tool cannot attribute): a `generate()` with a static cache replays its decode as graphs.
+        return [GRAPH_NODES, *([NSYS_OP_RANGES[self.autograd_nvtx]] if self.autograd_nvtx in NSYS_OP_RANGES else []),
                 *([MEMORY_USAGE] if self.memory_usage else [])]
 
     def commands(self, command: Sequence[str], work_dir: Path) -> tuple[list[str], list[str]]:
@@ -173,7 +177,7 @@ def _oom_of(steps: dict) -> dict | None:
     cfg = steps.get("config") if isinstance(steps.get("config"), dict) else {}
     if isinstance(cfg.get("oom"), dict):
         return cfg["oom"]
-    for s in steps.get("steps", []):
+    for s in [*steps.get("failed_steps", []), *steps.get("steps", [])]:
         if isinstance(s, dict) and s.get("status") == "oom":
             return {"path": s.get("name"), "message": s.get("message", "out of memory")}
     return None

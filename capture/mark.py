@@ -96,7 +96,8 @@ class StepClock:
     """The iterations marked so far in this process (one per process: `mark.clock`)."""
 
     def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
+        self.records: list[dict[str, Any]] = []  # the iterations that finished
+        self.failed: list[dict[str, Any]] = []  # the one that did not (out of memory, an error)
         self.config: dict[str, Any] = {}
         self._open: _OpenStep | None = None
         self._nvtx: _Nvtx | None = None
@@ -147,7 +148,10 @@ class StepClock:
 
     def end_step(self, status: str = "ok", message: str = "", **extra: Any) -> dict[str, Any] | None:
         """Close the open iteration (a callback's on_step_end): the range ends, then (sync) the
-        device is synchronised and the time taken; the record is kept and written as a mark."""
+        device is synchronised and the time taken; the record is kept and written as a mark.
+        An iteration that did not finish (`status` oom, error, unfinished) is no step: it is kept
+        apart, under the record file's `failed_steps`, and writes no step mark (as the GPT-2
+        workload writes none for the iteration that ran out of memory)."""
         step = self._open
         if step is None:
             return None
@@ -158,12 +162,15 @@ class StepClock:
             _synchronize()
         record: dict[str, Any] = {"name": step.name, "seconds": time.perf_counter() - step.start,
                                   "phases": dict(step.phases)}
+        record.update(extra)
+        self._open = None
         if status != "ok":
             record["status"] = status
             if message:
                 record["message"] = message
-        record.update(extra)
-        self._open = None
+            with self._lock:
+                self.failed.append(record)
+            return record
         with self._lock:
             self.records.append(record)
         self._mark(conventions.STEP, record, step.ranges)
@@ -235,9 +242,12 @@ class StepClock:
     # -- the record file ----------------------------------------------------------------------------
     def document(self) -> dict[str, Any]:
         with self._lock:
-            steps = list(self.records)
-        return {"config": {"source": "nsight_tui.capture.mark", "clock": "time.perf_counter", **self.config},
-                "steps": steps}
+            steps, failed = list(self.records), list(self.failed)
+        document: dict[str, Any] = {"config": {"source": "nsight_tui.capture.mark", "clock": "time.perf_counter",
+                                               **self.config}, "steps": steps}
+        if failed:
+            document["failed_steps"] = failed
+        return document
 
     def save(self, path: str | os.PathLike | None = None) -> Path | None:
         """Write the records as JSON (atomically) to `path`, or to $NSIGHT_TUI_STEPS_FILE; None

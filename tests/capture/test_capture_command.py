@@ -106,6 +106,7 @@ def test_capture_a_marked_loop(tmp_path, fake_nsys, capsys, style):
     # the options the tool reads best, then the command exactly as given
     assert profile[:3] == ["profile", "--trace=cuda,nvtx", "--sample=none"]
     assert "--cpuctxsw=none" in profile and "--cuda-memory-usage=true" in profile
+    assert "--cuda-graph-trace=node" in profile
     assert not any(a.startswith("--pytorch") for a in profile)
     assert profile[-3:] == [sys.executable, str(script), style]
     run = json.loads((out / "train.run.json").read_text())
@@ -142,8 +143,11 @@ def test_an_oom_run_is_recorded_as_one(tmp_path, fake_nsys, capsys):
     assert not (tmp_path / "train.sqlite").exists() and (tmp_path / "train.oom.sqlite").exists()
     oom = json.loads((tmp_path / "train.oom.json").read_text())
     assert oom["status"] == "oom" and oom["range"] == "step_4/forward" and "9.00 GiB" in oom["message"]
-    last = json.loads((tmp_path / "train.steps.json").read_text())["steps"][-1]
-    assert last["name"] == "step_4" and last["status"] == "oom"
+    record = json.loads((tmp_path / "train.steps.json").read_text())
+    # the iteration that ran out is no step (the GPT-2 workload writes no step mark for it either)
+    assert [s["name"] for s in record["steps"]][-1] == "step_3"
+    assert [(s["name"], s["status"]) for s in record["failed_steps"]] == [("step_4", "oom")]
+    assert record["config"]["oom"]["path"] == "step_4/forward"
 
 
 def test_autograd_nvtx_on_request_and_no_clobber(tmp_path, fake_nsys, capsys):
@@ -169,7 +173,8 @@ def test_dry_run_prints_the_commands(tmp_path, fake_nsys, capsys):
     assert nsight_main(["capture", "--nsys", str(fake_nsys), "--out", str(tmp_path), "--dry-run",
                         "--", "python", "-m", "pkg.train", "--lr", "3"]) == 0
     out = capsys.readouterr().out
-    assert "profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --cuda-memory-usage=true" in out
+    assert ("profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --cuda-graph-trace=node "
+            "--cuda-memory-usage=true") in out
     assert "pkg.train.sqlite" in out and "python -m pkg.train --lr 3" in out
     assert [p.name for p in tmp_path.iterdir()] == ["bin"]  # nothing written
 
@@ -237,3 +242,44 @@ def test_step_names():
     assert [mark.iteration_name(i, 2) for i in range(4)] == ["warmup_0", "warmup_1", "step_0", "step_1"]
     with pytest.raises(ValueError):
         mark.iteration_name(-1)
+
+
+def test_an_oom_under_hooks_is_found_at_exit(tmp_path, fake_nsys, capsys):
+    """The hooks see no exception: the step left open at exit, with the uncaught error Python kept
+    (sys.last_value), is the out-of-memory record."""
+    script = tmp_path / "big.py"
+    script.write_text(textwrap.dedent('''\
+        import torch
+        from nsight_tui.capture import mark
+
+        class Big(torch.nn.Module):
+            def forward(self, x):
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")
+
+        model = Big()
+        mark.hooks(model, None)
+        model(torch.zeros(1))
+    '''))
+    code = nsight_main(["capture", "--nsys", str(fake_nsys), "--out", str(tmp_path), "--no-open",
+                        "--", sys.executable, str(script)])
+    assert code == 4
+    oom = json.loads((tmp_path / "big.oom.json").read_text())
+    assert oom["range"] == "step_0/forward" and "4.00 GiB" in oom["message"]
+    assert json.loads((tmp_path / "big.steps.json").read_text())["steps"] == []
+
+
+def test_a_failed_step_writes_the_oom_mark_and_no_step_mark():
+    clock = mark.StepClock()
+    recorder = Recorder()
+    clock._nvtx = recorder  # type: ignore[assignment]
+    with pytest.raises(torch.OutOfMemoryError):
+        with clock.step(0):
+            with clock.phase("backward"):
+                raise torch.OutOfMemoryError("CUDA out of memory")
+    marks = [text for kind, text in recorder.events if kind == "mark"]
+    assert len(marks) == 1 and marks[0].startswith("nsight-tui:oom ")
+    assert json.loads(marks[0].split(" ", 1)[1]) == {"path": "step_0/backward", "message": "CUDA out of memory"}
+    assert clock.records == [] and clock.failed[0]["status"] == "oom"
+    pushes = [n for kind, n in recorder.events if kind == "push"]
+    pops = [n for kind, n in recorder.events if kind == "pop"]
+    assert pushes == ["step_0", "backward"] and len(pops) == 2  # every range closed
