@@ -174,9 +174,10 @@ def _oom_of(steps: dict) -> dict | None:
     """The out-of-memory record of a marked run: the config's `oom`, or a step whose status is oom."""
     if not steps:
         return None
-    cfg = steps.get("config") if isinstance(steps.get("config"), dict) else {}
-    if isinstance(cfg.get("oom"), dict):
-        return cfg["oom"]
+    config = steps.get("config")
+    oom = config.get("oom") if isinstance(config, dict) else None
+    if isinstance(oom, dict):
+        return oom
     for s in [*steps.get("failed_steps", []), *steps.get("steps", [])]:
         if isinstance(s, dict) and s.get("status") == "oom":
             return {"path": s.get("name"), "message": s.get("message", "out of memory")}

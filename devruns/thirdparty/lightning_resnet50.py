@@ -64,8 +64,9 @@ g = torch.Generator().manual_seed(0)
 data = torch.utils.data.TensorDataset(torch.randn(a.batch * total, 3, a.size, a.size, generator=g),
                                       torch.randint(0, 100, (a.batch * total,), generator=g))
 loader = torch.utils.data.DataLoader(data, batch_size=a.batch, num_workers=0)
+layout = "channels_last" if a.channels_last else "channels_first"
 mark.config(workload="Lightning + ResNet-50", model_source=source, lightning=L.__version__, batch_size=a.batch,
-            image=a.size, precision="bf16-mixed", memory_format="channels_last" if a.channels_last else "channels_first", torch=torch.__version__)
+            image=a.size, precision="bf16-mixed", memory_format=layout, torch=torch.__version__)
 trainer = L.Trainer(accelerator="gpu", devices=1, max_steps=total, precision="bf16-mixed", logger=False,
                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                     callbacks=[StepClock()])

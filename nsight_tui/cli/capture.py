@@ -205,7 +205,9 @@ def run(args: argparse.Namespace) -> int:
     if args.command:
         from nsight_tui.cli.capture_command import run_command
 
-        return run_command(args)
+        parser = argparse.ArgumentParser(add_help=False)
+        add_arguments(parser)
+        return run_command(args, vars(parser.parse_args([])), check_out_dir)
     try:
         if args.name or args.no_open:
             raise CaptureError("--name and --no-open go with a command of your own: capture [OPTIONS] -- CMD ARGS")

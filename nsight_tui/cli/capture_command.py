@@ -5,6 +5,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import Callable
 
 from nsight_tui.capture.command import CommandCapture, default_stem
 from nsight_tui.capture.errors import CaptureError
@@ -16,16 +17,7 @@ WORKLOAD_ONLY = ("model", "ctx", "mode", "dtype", "tf32", "plant", "no_phase_syn
                  "ncu_kernels", "ncu_path", "sweep", "models", "ctxs", "skip_existing", "python", "no_count")
 
 
-def _defaults() -> dict:
-    from nsight_tui.cli.capture import add_arguments
-
-    parser = argparse.ArgumentParser(add_help=False)
-    add_arguments(parser)
-    return vars(parser.parse_args([]))
-
-
-def _refuse_workload_options(args: argparse.Namespace) -> None:
-    defaults = _defaults()
+def _refuse_workload_options(args: argparse.Namespace, defaults: dict) -> None:
     given = [name for name in WORKLOAD_ONLY if getattr(args, name, None) != defaults.get(name)]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
@@ -41,12 +33,12 @@ def command_words(args: argparse.Namespace) -> list[str]:
     return words
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, defaults: dict, check_out_dir: Callable[[Path], None]) -> int:
+    """`defaults`: every capture option's default (the GPT-2 ones must stay so); `check_out_dir`:
+    the capture command's own check of --out."""
     try:
-        _refuse_workload_options(args)
+        _refuse_workload_options(args, defaults)
         words = command_words(args)
-        from nsight_tui.cli.capture import check_out_dir
-
         out_dir = Path(args.out)
         check_out_dir(out_dir)
         stem = args.name or default_stem(words)
