@@ -23,7 +23,7 @@ SUBCOMMANDS = {
     "ranks": ("nsight_tui.cli.ranks", "per-rank figures, communication vs compute, the straggler"),
     "mcp": ("nsight_tui.cli.mcp", "a Model Context Protocol server over stdio: the same answers, for agents"),
     "serve": ("nsight_tui.cli.serve", "the TUI in a web browser (textual-serve), on 127.0.0.1 by default"),
-    "capture": ("nsight_tui.cli.capture", "run the NVTX-annotated GPT-2 workload under nsys and export SQLite"),
+    "capture": ("nsight_tui.cli.capture", "run the NVTX-annotated GPT-2 workload, or `-- CMD` your own, under nsys and export SQLite"),
     "cache": ("nsight_tui.cli.cache", "list (or clear) the per-user cache that makes a second open of a file fast"),
 }
 OPEN = ("nsight_tui.cli.open", "Terminal explorer for Nsight Systems SQLite exports.")

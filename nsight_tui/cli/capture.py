@@ -1,4 +1,5 @@
-"""`nsight-tui capture`: profile the NVTX-annotated GPT-2 under nsys and export SQLite.
+"""`nsight-tui capture`: profile the NVTX-annotated GPT-2 under nsys and export SQLite; or, with
+`-- CMD ARGS`, anyone's command (capture.command).
 
 Torch is never imported here: a probe runs in the interpreter that will run the workload, so
 `--help` and the "no torch" message work on a machine without it.
@@ -40,7 +41,17 @@ print(json.dumps(info))
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("examples: nsight-tui capture --model large --ctx 512   |   "
-                     "nsight-tui capture --sweep --models small,medium --ctxs 128,256 --out outputs/")
+                     "nsight-tui capture --sweep --models small,medium --ctxs 128,256 --out outputs/   |   "
+                     "nsight-tui capture --out runs/ -- python train.py --lr 3e-4")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                        help="profile this command instead of the GPT-2 workload (after `--`): CUDA + NVTX, no CPU "
+                        "sampling, GPU memory usage; STEM.sqlite with STEM.run.json (command, wall clock, exit "
+                        "status) and, if it marks its loop with nsight_tui.capture.mark, STEM.steps.json")
+    mine = parser.add_argument_group("capturing your own command (-- CMD ARGS)")
+    mine.add_argument("--name", metavar="STEM",
+                      help="output name STEM.sqlite (default: the script's name, `train` for python train.py)")
+    mine.add_argument("--no-open", action="store_true",
+                      help="print where the export is instead of opening it in the explorer")
     what = parser.add_argument_group("what to run")
     what.add_argument("--model", default="small", choices=list(MODEL_SIZES), help="model size (default small)")
     what.add_argument("--ctx", type=int, default=128, help="context length (default 128)")
@@ -191,7 +202,15 @@ def probe_python(python: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command:
+        from nsight_tui.cli.capture_command import run_command
+
+        parser = argparse.ArgumentParser(add_help=False)
+        add_arguments(parser)
+        return run_command(args, vars(parser.parse_args([])), check_out_dir)
     try:
+        if args.name or args.no_open:
+            raise CaptureError("--name and --no-open go with a command of your own: capture [OPTIONS] -- CMD ARGS")
         configs = build_configs(args)
         out_dir = Path(args.out)
         check_out_dir(out_dir)  # --dry-run too: what it prints must be a run that can happen

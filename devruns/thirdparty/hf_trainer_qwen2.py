@@ -1,0 +1,56 @@
+"""HF Trainer on a small Qwen2-shaped model built from its config (no download), random tokens.
+
+What a user would add to time the steps: a TrainerCallback taking the Python clock around each
+optimizer step (nsight_tui.capture.mark.begin_step/end_step, nvtx=False: the trace stays
+unannotated and the times go to STEM.steps.json beside it). Usage:
+    python hf_trainer_qwen2.py [--layers 4] [--batch 8] [--seq 512] [--warmup 3] [--steps 6]
+"""
+import argparse
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+from nsight_tui.capture import mark
+
+p = argparse.ArgumentParser()
+p.add_argument("--layers", type=int, default=4)
+p.add_argument("--batch", type=int, default=8)
+p.add_argument("--seq", type=int, default=512)
+p.add_argument("--warmup", type=int, default=3)
+p.add_argument("--steps", type=int, default=6)
+a = p.parse_args()
+
+
+class Tokens(torch.utils.data.Dataset):
+    def __init__(self, n, seq, vocab):
+        g = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(0, vocab, (n, seq), generator=g)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+class StepClock(TrainerCallback):
+    def on_step_begin(self, args, state, control, **kw):
+        mark.begin_step(state.global_step, warmup=a.warmup, nvtx=False)
+
+    def on_step_end(self, args, state, control, **kw):
+        mark.end_step()
+
+
+config = Qwen2Config(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=a.layers,
+                     num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=2048)
+model = Qwen2ForCausalLM(config)
+total = a.warmup + a.steps
+args = TrainingArguments(output_dir="/tmp/hf_trainer_out", per_device_train_batch_size=a.batch, max_steps=total,
+                         bf16=True, logging_steps=10_000, save_strategy="no", report_to="none",
+                         dataloader_num_workers=0, disable_tqdm=True, learning_rate=1e-4)
+mark.config(workload="HF Trainer, Qwen2-shaped", layers=a.layers, batch_size=a.batch, seq=a.seq,
+            torch=torch.__version__, transformers=__import__("transformers").__version__)
+trainer = Trainer(model=model, args=args, train_dataset=Tokens(a.batch * total, a.seq, 32000), callbacks=[StepClock()])
+trainer.train()
+for r in mark.clock.records:
+    print(r["name"], f"{r['seconds'] * 1e3:.2f} ms")
