@@ -377,3 +377,97 @@ def test_one_model_serves_views_and_reports_where_nothing_is_inferred(nonvtx):
     views, nsys_model = range_model(trace), range_model(trace, inferred=False)
     assert views is not nsys_model and nsys_model.trace is trace
     assert nsys_model.n == len(trace.ranges) < views.n
+
+
+# -- where an iteration begins: forward's first kernel, whatever the host did ------------------------
+def _pause_before_optimizer(source: Path, target: Path, pause_ns: int = 200_000_000) -> Path:
+    """A copy whose host pauses before every optimizer.step(), as a `loss.item()` there makes it: every
+    runtime call from each optimizer's first launch on moves `pause_ns` later (GPU work untouched). The
+    longest host pause of each cycle is then the one before the optimizer, not before the forward."""
+    shutil.copyfile(source, target)
+    con = sqlite3.connect(target)
+    rows = con.execute("""SELECT r.start, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+         AND (r.globalTid >> 24) = (k.globalPid >> 24)
+        JOIN StringIds s ON s.id = k.demangledName ORDER BY r.start""").fetchall()
+    firsts = [start for (start, name), (_, before) in zip(rows[1:], rows[:-1])
+              if "multi_tensor_apply" in name and "multi_tensor_apply" not in before]
+    for t in reversed(firsts):
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = start + ?, end = end + ? WHERE start >= ?",
+                    (pause_ns, pause_ns, t))
+    con.commit()
+    con.close()
+    return target
+
+
+def _twin_phase_counts(twin: Path, step_name: str) -> dict[str, int]:
+    """Kernels whose launch call starts inside the twin's forward/backward/optimizer of one step (SQL)."""
+    kernels = launch_ordered_kernels(twin)
+    step = [it for it in sql_iterations(twin) if it.name == step_name][0]
+    window = (step.start, step.start + step.period - 1)
+    return {phase: len(kernel_places(kernels, [s for s in twin_ranges(twin, phase)
+                                               if window[0] <= s[0] <= window[1]])[0])
+            for phase in ("forward", "backward", "optimizer")}
+
+
+def test_an_iteration_begins_at_the_forward_even_where_the_host_waits_before_the_optimizer(nonvtx, tmp_path):
+    """The twin's step_N and its phases (SQL) against the inferred ones on a copy whose longest host
+    pause is before the optimizer: 6 iterations of the twin's kernels each (none of 48 optimizer kernels
+    alone at the end), the optimizer inside its own step, the forward holding no optimizer kernel."""
+    twin = nonvtx(TRAIN + TWIN)
+    paused = _pause_before_optimizer(nonvtx(TRAIN + "_nonvtx"), tmp_path / f"{TRAIN}_paused.sqlite")
+    counts = [len(p) for p in kernel_places(launch_ordered_kernels(twin),
+                                            [(it.start, it.start + it.period - 1) for it in sql_iterations(twin)])]
+    model = range_model(load_trace(paused))
+    found = inference(model.trace)
+    assert [i.kernels for i in found.iterations] == counts  # the first (AdamW making its state) too
+    assert found.iterations[0].name.startswith("warmup_")  # its kernels unlike the steady ones
+    want = _twin_phase_counts(twin, "step_1")
+    texts = model.trace.ranges["text"].to_numpy()
+    steps = iteration_ranges(model, STEP)
+    for step in steps.tolist():
+        for phase, count in want.items():
+            ids = [i for i in np.flatnonzero(texts == phase).tolist()
+                   if model.r_start[step] <= model.r_start[i] <= model.r_end[step]]
+            assert len(ids) == 1 and int(model.kernel_count[ids[0]]) == count, (phase, step)
+
+
+def _cut_after_last_forward(source: Path, target: Path) -> tuple[Path, int]:
+    """A copy that stops inside its last iteration: every kernel launched after the last loss kernel
+    (`nll_loss_forward`) deleted, as a capture cut short leaves it. Returns it and the kernels kept."""
+    shutil.copyfile(source, target)
+    con = sqlite3.connect(target)
+    (cut,) = con.execute("""SELECT max(r.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+         AND (r.globalTid >> 24) = (k.globalPid >> 24)
+        JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE '%nll_loss_forward%'""").fetchone()
+    con.execute("""DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (
+        SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start > ?)""", (cut,))
+    (left,) = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    con.commit()
+    con.close()
+    return target, left
+
+
+def test_a_partial_last_iteration_is_left_out_and_said(nonvtx, tmp_path):
+    """Cut inside its last step: the Python clock's first five iterations, each within 5% of its own
+    step time, the partial sixth in no step, and the basis says so."""
+    path, _ = _cut_after_last_forward(nonvtx(TRAIN + "_nonvtx"), tmp_path / f"{TRAIN}_cut.sqlite")
+    steps = sidecar(TRAIN + "_nonvtx")["steps"]
+    found = inference(load_trace(path))
+    assert len(found.iterations) == len(steps) - 1
+    assert "partial last iteration" in found.basis
+    for got, want in list(zip(found.iterations, steps))[1:]:
+        assert 0.99 * want["seconds"] <= (got.end_ns - got.start_ns) / 1e9 <= 1.05 * want["seconds"], (got, want)
+
+
+@pytest.mark.parametrize("stem", [FORWARD + "_nonvtx", BARE])
+def test_a_slow_first_iteration_of_the_steady_kernels_is_a_warmup(nonvtx, stem):
+    """The Python clock's first iteration (many times its steady ones: cuBLAS, the allocator) is a
+    warm-up even where it launches the steady kernels; the steps after it are steps (no sidecar read:
+    the sample is decompressed alone)."""
+    steps = sidecar(stem)["steps"]
+    assert steps[0]["seconds"] > 3 * steps[-1]["seconds"]  # the premise, from the Python clock
+    found = inference(load_trace(nonvtx(stem)))
+    assert found.iterations[0].name.startswith("warmup_")
+    assert all(i.name.startswith("step_") for i in found.iterations[1:])

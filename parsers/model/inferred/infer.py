@@ -11,12 +11,27 @@ from nsight_tui.parsers.model.inferred.backward_stage_names import backward_stag
 from nsight_tui.parsers.model.inferred.kernel_kinds import kernel_kind
 from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
 from nsight_tui.parsers.model.inferred.layers import find_layers
-from nsight_tui.parsers.model.inferred.period import period_anchor, iteration_starts
+from nsight_tui.parsers.model.inferred.period import PERIOD_TOLERANCE, period_anchor, iteration_starts
 from nsight_tui.parsers.model.inferred.range_rows import range_rows
 from nsight_tui.parsers.model.inferred.result import Inference, InferredIteration
 from nsight_tui.parsers.model.inferred.stage_names import forward_stages
 
 MIN_REPEATS = 2  # iterations whose kernel sequence is the most common one
+# A leading iteration this many times slower than the steady median is a warm-up even when it launches
+# the steady kernels (cuBLAS's heuristics, the allocator, autotuning: first calls cost 10x)
+WARMUP_SLOWER = 1.5
+PARTIAL_HEAD = 16  # kernels before the first iteration worth saying (a stray memset or two is not)
+
+
+def warmup_count(seqs: list[tuple], common: tuple, durations_ns: list[int]) -> int:
+    """How many iterations lead the run as warm-ups: those before the first that launches the
+    steady kernels, then those still WARMUP_SLOWER times the steady iterations' median or more."""
+    leading = next(i for i, s in enumerate(seqs) if s == common)
+    steady = [d for s, d in zip(seqs, durations_ns) if s == common]
+    median = float(np.median(steady[1:] if len(steady) > 2 else steady))
+    while leading < len(seqs) - MIN_REPEATS and seqs[leading] == common and durations_ns[leading] > WARMUP_SLOWER * median:
+        leading += 1
+    return leading
 
 
 def is_iteration_text(texts: pd.Series | np.ndarray) -> np.ndarray:
@@ -54,7 +69,7 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     if found is None:
         return Inference(reason="no kernel recurs at a steady spacing: the kernel sequence has no period")
     anchors, period = found
-    starts = iteration_starts(seq, anchors, period)
+    starts = iteration_starts(seq, anchors, period, trace.op_names)
     if len(starts) < MIN_REPEATS:
         return Inference(reason="the kernel sequence does not repeat: no period")
     ends = np.append(starts[1:], min(len(seq.codes), int(starts[-1]) + int(np.median(np.diff(starts)))
@@ -65,7 +80,17 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     if repeats < MIN_REPEATS:
         return Inference(reason=f"{len(seqs)} candidate iterations, but no two launch the same kernels in the same "
                          "order: no period")
-    leading = next(i for i, s in enumerate(seqs) if s == common)
+    dropped = []  # what was left out, said in the basis
+    if len(seqs) > MIN_REPEATS and len(seqs[-1]) < (1 - PERIOD_TOLERANCE) * len(common):
+        # the capture (or the loop) stopped inside an iteration: a part of one is no step
+        dropped.append(f"a partial last iteration ({len(seqs[-1]):,} of {len(common):,} kernels) left out")
+        starts, ends, seqs = starts[:-1], ends[:-1], seqs[:-1]
+    if starts[0] >= PARTIAL_HEAD:
+        dropped.append(f"the {int(starts[0]):,} kernels before the first iteration (set-up, or a partial iteration) "
+                       "in none")
+    gpu_ends = [int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
+                for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
+    leading = warmup_count(seqs, common, [e - int(seq.gpu_start[a]) for a, e in zip(starts.tolist(), gpu_ends)])
     recorded = _recorded_warmups(trace, len(seqs))
     if recorded is not None:  # the capture's own record says how many warm-ups led the run
         leading = recorded
@@ -75,10 +100,8 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     op_names = trace.op_names
     kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
     layers = find_layers(template, kinds)
-    iterations = []
-    for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-        gpu_end = int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
-        iterations.append(InferredIteration(names[i], int(seq.gpu_start[a]), gpu_end, b - a))
+    iterations = [InferredIteration(names[i], int(seq.gpu_start[a]), gpu_ends[i], b - a)
+                  for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
     stages = forward_stages(template, kinds, layers)
     backward = backward_stages_of(template, kinds, op_names, layers, stages)
     named = " (warm-ups as the capture recorded them)" if recorded is not None else ""
@@ -87,7 +110,9 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
              f"'{_short(op_names[int(seq.codes[anchors[0]])])}' once per iteration; {repeats} launch the same kernels in "
              f"the same order{named}" + (f"; {layers[0][1]} layers of {layers[0][2]} kernels (the kernel "
                                   f"'{_short(op_names[int(template[layers[0][3]])])}' at a steady spacing)"
-                                  if layers else "; no repeated layer found"))
+                                  if layers else "; no repeated layer found")
+             + (f"; {leading} warm-up{'s' if leading != 1 else ''} apart" if leading else "")
+             + "".join(f"; {d}" for d in dropped))
     ranges = range_rows(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward)
     return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0,
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
