@@ -56,11 +56,13 @@ def forward_stages(template: np.ndarray, kinds: list[str], layers) -> list[tuple
 
 
 
-_PLAIN = {"gemm": "GEMM", "norm": "layer norm", "activation": "activation", "add": "add", "softmax": "softmax"}
+_PLAIN = {"gemm": "GEMM", "conv": "conv", "norm": "norm", "activation": "activation", "add": "add", "softmax": "softmax",
+          "layout": "layout transpose"}
 
 
 def _plain_stages(kinds: list[str], first: int, g: int) -> list[tuple[str, int, int]]:
-    """A layer without attention: its parts named by kind alone (GEMM, activation, add, ...)."""
+    """A layer without attention (an MLP block, a CNN's conv-norm-activation block): its parts named by
+    kind alone (conv, norm, activation, GEMM, add, layout transpose)."""
     names = [_PLAIN.get(k, "") for k in kinds[first:first + g]]
     return stage_runs(names, kinds, first, g) if any(names) else []
 
