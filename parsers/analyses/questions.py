@@ -228,6 +228,21 @@ def _memory(model: RangeModel) -> dict:
     return memory_analysis(model).to_json()
 
 
+def _memory_and_oom(model: RangeModel):
+    from nsight_tui.parsers.analyses.memory import memory_analysis
+    from nsight_tui.parsers.analyses.oom import oom_facts
+
+    report = memory_analysis(model)
+    return report.to_json(), oom_facts(model, report)
+
+
+def _no_step_findings(found: dict) -> dict:
+    """A run that ran out of memory before it finished a step has no step time to save: no findings."""
+    return {**found, "findings": [], "present_no_saving": [], "combined_saving_ms_per_step": 0.0,
+            "overlap_ms_per_step": 0.0, "steps": 0, "step_ns": None,
+            "not_run": "the run ran out of GPU memory before it finished a step: no step time to find savings in"}
+
+
 def _gpu_metrics(model: RangeModel, config: dict) -> dict:
     from nsight_tui.parsers.analyses.gpu_metrics import gpu_metrics_analysis
 
@@ -252,6 +267,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
     from nsight_tui.parsers.analyses.roofline import NO_FLOPS, build as build_roofline
 
     roof = build_roofline(trace, attribution, **(roofline_options or {}))
+    memory, oom = _memory_and_oom(model)
     return {
         "file": str(trace.path),
         "attribution": attribution,
@@ -264,12 +280,15 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
-        "memory": _memory(model),
+        "memory": memory,
+        # a run that ran out of GPU memory: the failed allocation leads (analyses.oom)
+        "oom": None if oom is None else oom.to_json(),
         "gpu_metrics": _gpu_metrics(model, config),
         **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
         "occupancy": occupancy.answers(trace),
-        "findings": findings_answers(trace, attribution, ncu),
+        "findings": _no_step_findings(findings_answers(trace, attribution, ncu)) if oom is not None
+        and not oom.steps_finished else findings_answers(trace, attribution, ncu),
         "backward_parts": [t.to_json() for t in backward_parts(model)],
         # where the export names no iteration (or nothing inside its iterations): what was inferred
         # from its kernel sequence, or why nothing

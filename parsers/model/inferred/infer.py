@@ -6,9 +6,10 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.gpu_memory import CUDA_ERROR_MEMORY_ALLOCATION
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.inferred.backward_stage_names import backward_stages_of
-from nsight_tui.parsers.model.inferred.kernel_kinds import kernel_kind
+from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, kernel_kind
 from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
 from nsight_tui.parsers.model.inferred.layers import find_layers
 from nsight_tui.parsers.model.inferred.period import PERIOD_TOLERANCE, period_anchor, iteration_starts
@@ -80,6 +81,10 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     if repeats < MIN_REPEATS:
         return Inference(reason=f"{len(seqs)} candidate iterations, but no two launch the same kernels in the same "
                          "order: no period")
+    if _ran_out_of_memory(trace, gpid) and not any(BACKWARD.search(trace.op_names[c]) for c in set(common)):
+        # Dying in its first forward, a run repeats only its layers: the unit found is a layer, no step
+        return Inference(reason="the run ran out of GPU memory before it finished an iteration (a failed "
+                         "allocation; no backward before it): the kernels repeat by layer, not by step")
     dropped = []  # what was left out, said in the basis
     if len(seqs) > MIN_REPEATS and len(seqs[-1]) < (1 - PERIOD_TOLERANCE) * len(common):
         # the capture (or the loop) stopped inside an iteration: a part of one is no step
@@ -117,6 +122,15 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0,
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=ranges)
+
+
+def _ran_out_of_memory(trace: Trace, gpid: int) -> bool:
+    """A CUDA call of this process returned cudaErrorMemoryAllocation (the export's runtime calls)."""
+    failed = trace.gpu_memory.failed_calls
+    if not len(failed):
+        return False
+    mine = (failed["gtid"].to_numpy() >> 24) == (gpid >> 24)
+    return bool((mine & (failed["return_value"].to_numpy() == CUDA_ERROR_MEMORY_ALLOCATION)).any())
 
 
 def _recorded_warmups(trace: Trace, iterations: int) -> int | None:
