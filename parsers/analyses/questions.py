@@ -15,6 +15,7 @@ from nsight_tui.parsers.kernels import families, occupancy
 from nsight_tui.parsers.model import main_thread as main_threads
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.read.conventions import INFERRED_PART_OF
 from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, WARMUP, gpu_lags, iteration_ranges,
                                                  phase_ranges, step_times)
 from nsight_tui.parsers.model.inferred_ranges import has_iteration_ranges, inference
@@ -91,7 +92,8 @@ def phases(model: RangeModel, pattern: re.Pattern = STEP) -> dict[str, PhaseSumm
         # Not a step-annotated trace: summarise ranges with those names wherever they are.
         texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])
         for name in (*PHASES, *ATTENTION_PARTS, "scaled_dot_product_attention"):
-            s = summarize(model, np.flatnonzero(texts == name), name)
+            alias = INFERRED_PART_OF.get(name, name)
+            s = summarize(model, np.flatnonzero((texts == name) | (texts == alias)), name)
             if s:
                 out[name] = s
         return out

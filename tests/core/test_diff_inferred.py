@@ -134,9 +134,10 @@ def part_truth(annotated: Path, inferred: Path, text: str) -> tuple[float, float
 # The twin's ranges an inferred run has under another parent: the manual attention's parts (under
 # scaled_dot_product_attention there, under each inferred layer here) and the embedding backward's
 # sorts (directly under backward there, under the inferred `embedding backward` here)
-BY_ROLE = {"computing_attention_scores": "step_N/forward/layer_N/computing_attention_scores",
-           "computing_softmax": "step_N/forward/layer_N/computing_softmax",
-           "final_matmul": "step_N/forward/layer_N/final_matmul",
+# (the inferred stages named for what they do: attention scores, softmax, x V)
+BY_ROLE = {"computing_attention_scores": "step_N/forward/layer_N/attention scores",
+           "computing_softmax": "step_N/forward/layer_N/attention softmax",
+           "final_matmul": "step_N/forward/layer_N/attention x V",
            "cub::DeviceRadixSort": "step_N/backward/embedding backward/cub::DeviceRadixSort"}
 
 
@@ -155,12 +156,12 @@ def test_annotated_parts_meet_the_inferred_ranges_of_the_same_role(pair):
     assert d.find("step_N/forward/scaled_dot_product_attention/computing_softmax") is None
     assert d.find("step_N/backward/cub::DeviceRadixSort") is None
     text = markdown(d)
-    assert "step_N/forward/layer_N/computing_softmax (= A's scaled_dot_product_attention/computing_softmax)" in text
+    assert "step_N/forward/layer_N/attention softmax (= A's scaled_dot_product_attention/computing_softmax)" in text
     assert "matched by role" in text
     step = next(r for r in as_json(d)["threads"][0]["ranges"] if r["path"] == "step_N")
     forward = next(c for c in step["children"] if c["name"] == "forward")
     layer = next(c for c in forward["children"] if c["name"] == "layer_N")
-    assert {c["name"]: c.get("role_match") for c in layer["children"]}["computing_softmax"] == \
+    assert {c["name"]: c.get("role_match") for c in layer["children"]}["attention softmax"] == \
         "A's scaled_dot_product_attention/computing_softmax"
     # a range only one side has is structure the other did not name, not a contributor to the step's Δ
     assert all(r.status == BOTH for r in d.step.top_ranges)

@@ -147,10 +147,17 @@ def test_layer_count_is_the_models(nonvtx, stem):
     assert inference(load_trace(nonvtx(stem))).layer_count == sidecar(stem)["config"]["n_layers"] == 12
 
 
+# The twin's manual-attention ranges (capture/model.py's names) and the inferred stage of the same part,
+# named for what its kernels do: the scores' matmul, the softmax, the product with V
+STAGE_OF = {"computing_attention_scores": "attention scores", "computing_softmax": "attention softmax",
+            "final_matmul": "attention x V"}
+
+
 @pytest.mark.parametrize("stem", [TRAIN, FORWARD])
 def test_attention_stages_hold_the_twins_attention_kernels(nonvtx, stem):
-    """In one steady iteration, each inferred layer's computing_attention_scores / computing_softmax /
-    final_matmul holds the kernels (by place in the iteration) the twin's ranges of that name hold."""
+    """In one steady iteration, each inferred layer's attention scores / softmax / x V stage holds the
+    kernels (by place in the iteration) the twin's computing_attention_scores / computing_softmax /
+    final_matmul ranges hold."""
     twin, bare = nonvtx(stem + TWIN), nonvtx(stem + "_nonvtx")
     twin_kernels, bare_kernels = launch_ordered_kernels(twin), launch_ordered_kernels(bare)
     step = [it for it in sql_iterations(twin) if it.name == "step_1"][0]
@@ -158,15 +165,14 @@ def test_attention_stages_hold_the_twins_attention_kernels(nonvtx, stem):
     model = range_model(load_trace(bare))
     texts = model.trace.ranges["text"].to_numpy()
     domains = model.trace.ranges["domain"].to_numpy()
-    inferred_step = iteration_ranges(model, STEP)[2]  # the twin has two warm-ups, the inference one: its step_2
-    if stem == FORWARD:
-        inferred_step = iteration_ranges(model, STEP)[3]  # forward: no warmup is told apart (all alike)
+    # the twin has two warm-ups, the inference one (the first: unlike the steady ones, or many times slower)
+    inferred_step = iteration_ranges(model, STEP)[2]
     bare_start = {k[1]: i for i, k in enumerate(bare_kernels)}
     first_bare = min(bare_start[int(s)] for s in kernel_starts(model, inferred_step))
-    for part in ("computing_attention_scores", "computing_softmax", "final_matmul"):
+    for part, stage in STAGE_OF.items():
         spans = [s for s in twin_ranges(twin, part) if step.start <= s[0] < step.start + step.period]
         want = [[p - first_twin for p in places] for places in kernel_places(twin_kernels, spans)]
-        ids = [i for i in np.flatnonzero((texts == part) & (domains == "inferred")).tolist()
+        ids = [i for i in np.flatnonzero((texts == stage) & (domains == "inferred")).tolist()
                if model.r_start[inferred_step] <= model.r_start[i] <= model.r_end[inferred_step]]
         got = [sorted(bare_start[int(s)] - first_bare for s in kernel_starts(model, i)) for i in ids]
         assert len(got) == len(want) == 12
@@ -176,7 +182,7 @@ def test_attention_stages_hold_the_twins_attention_kernels(nonvtx, stem):
 def test_one_layers_stages_in_the_models_order(nonvtx):
     # capture/model.py's Block: x + attn(ln1(x)), then x + mlp(ln2(x)); attention = qkv, scores,
     # softmax, @V, proj; mlp = fc, gelu, proj. Written here from the model, not from the code's output.
-    want = ["layer norm", "QKV GEMM", "computing_attention_scores", "computing_softmax", "final_matmul",
+    want = ["layer norm", "QKV GEMM", "attention scores", "attention softmax", "attention x V",
             "output projection", "residual add", "layer norm", "MLP up GEMM", "activation", "MLP down GEMM",
             "residual add"]
     for stem in (TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16, BARE):  # bare_gpt2.cu's forward() is the same block
@@ -307,8 +313,8 @@ def test_nvtx_around_the_iteration_only_gets_its_parts_inferred_inside(nonvtx, t
 # the residual's gradient sum; then the attention's output projection, @V, softmax, scores and QKV
 # GEMMs, the first layer norm, the residual's sum. Written from the model, not from the code's output.
 BACKWARD_STAGES = ["MLP down GEMM (grad)", "activation (grad)", "MLP up GEMM (grad)", "layer norm (grad)",
-                   "residual add (grad)", "output projection (grad)", "final_matmul (grad)",
-                   "computing_softmax (grad)", "computing_attention_scores (grad)", "QKV GEMM (grad)",
+                   "residual add (grad)", "output projection (grad)", "attention x V (grad)",
+                   "attention softmax (grad)", "attention scores (grad)", "QKV GEMM (grad)",
                    "layer norm (grad)", "residual add (grad)"]
 BWDRANGES = SAMPLES / "small_ctx128_bwdranges.sqlite"  # capture --backward-ranges: backward:<part> ranges
 
@@ -339,7 +345,7 @@ def _start_end_ranges(path: Path, name: str) -> list[tuple[int, int]]:
 def test_backward_attention_stages_hold_the_backward_ranges_kernels(tmp_path):
     """The capture with backward ranges (`backward:computing_softmax`, ... started and ended by the
     parts' backward hooks on the autograd thread), its other ranges deleted but step_N: the parts
-    inferred inside its iterations, each backward layer's `computing_softmax (grad)` ... against the
+    inferred inside its iterations, each backward layer's `attention softmax (grad)` ... against the
     kernels the capture's own `backward:<part>` range of that layer holds (SQL, launch order)."""
     copy = _iterations_only(BWDRANGES, tmp_path / "bwd_steps_only.sqlite")
     model = range_model(load_trace(copy))
@@ -351,10 +357,10 @@ def test_backward_attention_stages_hold_the_backward_ranges_kernels(tmp_path):
     steps = [it for it in sql_iterations(BWDRANGES) if it.name.startswith("step_")]
     assert len(steps) == 2
     for step in steps:
-        for part in ("computing_attention_scores", "computing_softmax", "final_matmul"):
+        for part, stage in STAGE_OF.items():
             spans = [s for s in _start_end_ranges(BWDRANGES, "backward:" + part) if step.start <= s[0] <= step.end]
             want = kernel_places(kernels, spans)
-            ids = [i for i in np.flatnonzero((texts == part + " (grad)") & (domains == "inferred")).tolist()
+            ids = [i for i in np.flatnonzero((texts == stage + " (grad)") & (domains == "inferred")).tolist()
                    if step.start <= model.r_start[i] <= step.end]
             got = [sorted(gpu_start[int(s)] for s in kernel_starts(model, i)) for i in ids]
             assert len(got) == len(want) == 12 and all(want)

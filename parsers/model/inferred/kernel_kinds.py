@@ -22,9 +22,10 @@ _KINDS: tuple[tuple[str, re.Pattern], ...] = (
     ("activation", re.compile(r"gelu|relu|silu|swish|tanh|sigmoid", re.I)),
     ("add", re.compile(r"CUDAFunctor_add|AddFunctor|add_kernel|\badd\b", re.I)),
 )
-# The manual attention's three stages carry the capture's range names (conventions.ATTENTION_PARTS),
-# so the report's softmax-versus-matmul ratio reads them as it reads an annotated capture's.
-SCORES, SOFTMAX, FINAL_MATMUL = conventions.ATTENTION_PARTS
+# The manual attention's three stages, named for what they do (conventions.INFERRED_ATTENTION_PARTS);
+# model.iterations.phase_ranges meets them under the capture's names too, so the report's
+# softmax-versus-matmul ratio and the roofline read them as they read an annotated capture's.
+SCORES, SOFTMAX, FINAL_MATMUL = conventions.INFERRED_ATTENTION_PARTS
 BACKWARD = re.compile(r"backward|_grad|grad_|Backward", re.I)
 OPTIMIZER = re.compile(r"multi_tensor_apply|adam|_sgd|sgd_", re.I)
 # The loss's forward kernels (cross-entropy's log-softmax and NLL): the backward begins after them,
