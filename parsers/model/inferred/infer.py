@@ -135,10 +135,10 @@ def _ran_out_of_memory(trace: Trace, gpid: int) -> bool:
 
 def _recorded_warmups(trace: Trace, iterations: int) -> int | None:
     """The warm-up count the capture recorded (`capture --no-nvtx`'s STEM.steps.json), when its
-    iteration count is the one inferred; None otherwise (then the leading iterations unlike the
+    iteration count is the one inferred (or one more, the partial last left out); None otherwise (then the leading iterations unlike the
     steady one are the warm-ups)."""
     steps = trace.meta().steps
-    if len(steps) != iterations:
+    if len(steps) not in (iterations, iterations + 1):  # one more: the partial last iteration left out
         return None
     warm = [str(s.get("name", "")).startswith(conventions.WARMUP_PREFIX) for s in steps]
     return sum(warm) if warm == sorted(warm, reverse=True) else None
