@@ -109,9 +109,12 @@ def record_beside(path: Path) -> dict:
 def candidate_tensors(config: dict) -> list[tuple[str, int]]:
     """The activations a GPT-style run allocates whole, (what, bytes), from its configuration; [] where
     it lacks the dimensions."""
-    dims = {k: config.get(k) for k in ("batch", "ctx", "n_heads", "d_model", "vocab")}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in dims.values()):
-        return []
+    dims: dict[str, int] = {}
+    for k in ("batch", "ctx", "n_heads", "d_model", "vocab"):
+        value = config.get(k)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            return []
+        dims[k] = value
     b, t, h, d, v = (dims[k] for k in ("batch", "ctx", "n_heads", "d_model", "vocab"))
     out = []
     for dtype, size in sorted({(str(config.get("dtype", "fp32")), _DTYPE_BYTES.get(str(config.get("dtype", "fp32")), 4)),
