@@ -226,7 +226,7 @@ RULES: tuple[Rule, ...] = (
     # --- convolutions: before GEMM, whose words (implicit_gemm, sgemm, cutlass) they contain -----
     _r(
         "convolution",
-        r"(?i)_(?:fprop|dgrad|wgrad)_|(?:dgrad|wgrad|fprop)(?:2d|3d)?_(?:engine|grouped|direct)|"
+        r"(?i)[_\d](?:fprop|dgrad|wgrad)_|(?:dgrad|wgrad|fprop)(?:2d|3d)?_(?:engine|grouped|direct)|"
         r"implicit_?(?:gemm_?)?conv|ImplicitGemmConvolution|(?:implicit|explicit)_convolve|"
         r"convolve_\w*sgemm|conv(?:1d|2d|3d)_|conv_depthwise|depthwise_?conv|winograd|"
         r"fft2d_(?:r2c|c2r)|(?:im2col|col2im|vol2col|col2vol)_kernel|cudnn::cnn::|"
@@ -237,7 +237,8 @@ RULES: tuple[Rule, ...] = (
         "(cudnn::cnn::wgrad2d_grouped_direct_kernel), the split-K reduction of cuDNN's CUTLASS "
         "(cutlass__5x_cudnn::...ReduceSplitK, as cuBLAS's splitKreduce is GEMM); cuDNN's "
         "legacy volta_scudnn_* implicit GEMMs, Winograd and FFT kernels, PyTorch's depthwise "
-        "and im2col kernels from public profiles. After attention (cuDNN SDPA names hold "
+        "and im2col kernels from public profiles; a Lightning ResNet-50's bf16 ones (sm90_xmma_*grad*, "
+        "cutlass_tensorop_bf16_s16816fprop_*, cudnn::cnn::reduce_wgrad_nchw_helper). After attention (cuDNN SDPA names hold "
         "'fprop'), before GEMM (these names hold 'gemm', 'sgemm', 'cutlass').",
         "sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x16x64"
         "_stage1_warpsize4x1x1_g1_tensor16x8x8_alignc4_execute_kernel__5x_cudnn",
@@ -269,6 +270,11 @@ RULES: tuple[Rule, ...] = (
         "GenericPackedTensorAccessor<const T2, (unsigned long)4, at::DefaultPtrTraits, T3>)",
         "void at::native::im2col_kernel<float>(long, const T1 *, long, long, long, long, long, long, "
         "long, long, long, long, long, long, T1 *)",
+        "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>"
+        "(T1::Params)",
+        "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1"
+        "_g1_execute_segment_k_off_kernel__5x_cudnn",
+        "void cudnn::cnn::reduce_wgrad_nchw_helper<float, __nv_bfloat16>(void *, const void *, T1, int, int)",
     ),
     # --- matmuls ---------------------------------------------------------------------------------
     _r(

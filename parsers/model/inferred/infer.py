@@ -107,7 +107,7 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     layers = find_layers(template, kinds)
     iterations = [InferredIteration(names[i], int(seq.gpu_start[a]), gpu_ends[i], b - a)
                   for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
-    stages = forward_stages(template, kinds, layers)
+    stages = forward_stages(template, kinds, layers, op_names)
     backward = backward_stages_of(template, kinds, op_names, layers, stages)
     named = " (warm-ups as the capture recorded them)" if recorded is not None else ""
     basis = (f"inferred from the kernel sequence (process {gpid >> 24 & 0xFFFFFF}"
@@ -184,7 +184,7 @@ def infer_inside(trace: Trace) -> Inference:
     template = np.array(common, dtype=np.int64)
     kinds = [kernel_kind(trace.op_names[c]) for c in template.tolist()]
     layers = find_layers(template, kinds)
-    stages = forward_stages(template, kinds, layers)
+    stages = forward_stages(template, kinds, layers, trace.op_names)
     backward = backward_stages_of(template, kinds, trace.op_names, layers, stages)
     gtids = r["gtid"].to_numpy()[hit]
     rows = range_rows(trace, seq, starts, ends, [str(t) for t in texts[hit]], seqs, common, layers, kinds, stages,

@@ -83,6 +83,6 @@ def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, i
         return None
     latest = hi + 1 - count * g
     # a CNN's block begins with its convolution (conv, norm, activation), a pre-LN transformer's with its norm
-    lead = "conv" if "conv" in kinds[lo:hi + 1] else "norm"
-    start = next((x for x in range(lo, latest + 1) if kinds[x] == lead), lo)
+    lead = ("conv", "gemm") if "conv" in kinds[lo:hi + 1] else ("norm",)  # a 1x1 conv runs as a GEMM
+    start = next((x for x in range(lo, latest + 1) if kinds[x] in lead), lo)
     return (start, count, g, anchor)
