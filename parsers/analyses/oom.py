@@ -106,12 +106,42 @@ def record_beside(path: Path) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+# the names third-party scripts give the same dimensions (HF: batch_size, seq_len, hidden_size, ...)
+_ALIASES = {"batch": ("batch", "batch_size"), "ctx": ("ctx", "seq", "seq_len", "max_length", "block_size"),
+            "n_heads": ("n_heads", "num_attention_heads", "heads"), "d_model": ("d_model", "hidden_size", "hidden"),
+            "vocab": ("vocab", "vocab_size")}
+
+
+def _dim(config: dict, key: str) -> int | None:
+    for name in _ALIASES.get(key, (key,)):
+        value = config.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def sidecar_config(path: Path) -> dict:
+    """The configuration in the Python clock's record beside the export (`STEM.steps.json`, the OOM
+    run's stem without `.oom`), {} if none."""
+    name = Path(path).name
+    if not name.endswith(".sqlite"):
+        return {}
+    side = Path(path).with_name(name[: -len(".sqlite")].removesuffix(conventions.OOM_SUFFIX)
+                                + conventions.STEPS_SIDECAR_SUFFIX)
+    try:
+        value = json.loads(side.read_text()) if side.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    config = value.get("config") if isinstance(value, dict) else None
+    return config if isinstance(config, dict) else {}
+
+
 def candidate_tensors(config: dict) -> list[tuple[str, int]]:
     """The activations a GPT-style run allocates whole, (what, bytes), from its configuration; [] where
     it lacks the dimensions."""
     dims: dict[str, int] = {}
     for k in ("batch", "ctx", "n_heads", "d_model", "vocab"):
-        value = config.get(k)
+        value = _dim(config, k)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             return []
         dims[k] = value
@@ -145,8 +175,8 @@ def fixes_for(config: dict, path: str, tensor: str | None, reserved_unallocated:
     if attention and manual:
         out.append(Fix("oom-sdpa", "use F.scaled_dot_product_attention (flash / memory-efficient kernels): it never "
                                    "writes the B·H·T² scores"))
-    batch = config.get("batch")
-    if isinstance(batch, int) and batch > 1:
+    batch = _dim(config, "batch")
+    if batch is not None and batch > 1:
         out.append(Fix("oom-batch", f"halve the batch ({batch} → {batch // 2}): activations scale with it; gradient "
                                     "accumulation keeps the effective batch"))
     else:
@@ -175,7 +205,8 @@ def oom_facts(model: RangeModel, memory: MemoryReport | None = None) -> OomFacts
     message, source = oom.message, "the oom mark"
     if not message and isinstance(record.get("message"), str):
         message, source = record["message"], record_name(trace.path)
-    config = trace.meta().config or (record.get("config") if isinstance(record.get("config"), dict) else {}) or {}
+    config = trace.meta().config or sidecar_config(trace.path) \
+        or (record.get("config") if isinstance(record.get("config"), dict) else {}) or {}
     iterations = np.concatenate([iteration_ranges(model, STEP), iteration_ranges(model, WARMUP)])
     finished = int((model.r_end[iterations] < oom.t_ns).sum()) if len(iterations) else 0
     asked = amount(_ASKED, message)

@@ -230,7 +230,7 @@ RULES: tuple[Rule, ...] = (
         r"implicit_?(?:gemm_?)?conv|ImplicitGemmConvolution|(?:implicit|explicit)_convolve|"
         r"convolve_\w*sgemm|conv(?:1d|2d|3d)_|conv_depthwise|depthwise_?conv|winograd|"
         r"fft2d_(?:r2c|c2r)|(?:im2col|col2im|vol2col|col2vol)_kernel|cudnn::cnn::|"
-        r"_cudnn::[^\n]*ReduceSplitK|_[shd]cudnn_\d+x\d+",
+        r"_cudnn::[^\n]*(?:ReduceSplitK|implicit_gemm)|_[shd]cudnn_\d+x\d+",
         "cuDNN convolution kernels of sample_traces/hw/conv_*: implicit-GEMM fprop "
         "(sm80_xmma_fprop_implicit_gemm_*, cutlass__5x_cudnn::...ImplicitGemmConvolution, "
         "implicit_convolve_sgemm), dgrad (cudnn::detail::dgrad_engine) and wgrad "
@@ -238,7 +238,8 @@ RULES: tuple[Rule, ...] = (
         "(cutlass__5x_cudnn::...ReduceSplitK, as cuBLAS's splitKreduce is GEMM); cuDNN's "
         "legacy volta_scudnn_* implicit GEMMs, Winograd and FFT kernels, PyTorch's depthwise "
         "and im2col kernels from public profiles; a Lightning ResNet-50's bf16 ones (sm90_xmma_*grad*, "
-        "cutlass_tensorop_bf16_s16816fprop_*, cudnn::cnn::reduce_wgrad_nchw_helper). After attention (cuDNN SDPA names hold "
+        "cutlass_tensorop_bf16_s16816fprop_*, cudnn::cnn::reduce_wgrad_nchw_helper, the workspace init of "
+        "its implicit-GEMM wgrad). After attention (cuDNN SDPA names hold "
         "'fprop'), before GEMM (these names hold 'gemm', 'sgemm', 'cutlass').",
         "sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x16x64"
         "_stage1_warpsize4x1x1_g1_tensor16x8x8_alignc4_execute_kernel__5x_cudnn",
@@ -275,6 +276,8 @@ RULES: tuple[Rule, ...] = (
         "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1"
         "_g1_execute_segment_k_off_kernel__5x_cudnn",
         "void cudnn::cnn::reduce_wgrad_nchw_helper<float, __nv_bfloat16>(void *, const void *, T1, int, int)",
+        "void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<xmma__5x_cudnn::implicit_gemm::"
+        "wgrad_indexed::Warp_specialized_params<xmma__5x_cudnn::Grid_constant_params>>(T1, bool)",
     ),
     # --- matmuls ---------------------------------------------------------------------------------
     _r(
@@ -328,7 +331,7 @@ RULES: tuple[Rule, ...] = (
         # Linear on any name (issue 16): no \w* before a literal (re-scanned from every start),
         # and `X.*Y` only from the first X (tempered: any X that has a Y after it does).
         r"copy_kernel_cuda|CatArrayBatchedCopy|FillFunctor|(?<!masked_)fill_kernel|"
-        r"vectorized_gather_kernel|indexSelect(?:Large|Small)Index|index_elementwise_kernel|"
+        r"vectorized_gather_kernel|indexSelect(?:Large|Small)Index|index_elementwise_kernel|(?:nhwc|nchw)AddPadding|"
         r"^(?:(?!multi_tensor_apply_kernel<)[\s\S])*multi_tensor_apply_kernel<[^\n]*\bCopy<|(?i:mem(?:cpy|set))|"
         rf"^triton_poi_fused_(?:(?:{_LAYOUT_OPS})_)+\d+\w*$",
         "Kernels that move or set bytes without math: direct_copy_kernel_cuda (.contiguous(), "
@@ -338,7 +341,8 @@ RULES: tuple[Rule, ...] = (
         "lookup (vectorized_gather_kernel), the CUDA-graph input copies done with a foreach Copy "
         "(multi_tensor_apply_kernel<..., Copy<float, float>> inside `forward` in "
         "small_ctx128_graphs, not in `optimizer`), and Inductor kernels fused only from "
-        "layout ops (triton_poi_fused_clone_0, triton_poi_fused_clone_transpose_0).",
+        "layout ops (triton_poi_fused_clone_0, triton_poi_fused_clone_transpose_0); cuDNN's channel "
+        "padding of a conv's input (nhwcAddPaddingKernel, 3 channels to 8, in a channels-last ResNet-50).",
         "void at::native::elementwise_kernel<(int)128, (int)2, void at::native::"
         "gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)::"
         "[lambda() (instance 3)]::operator ()() const::[lambda() (instance 7)]::operator ()() "
@@ -360,6 +364,8 @@ RULES: tuple[Rule, ...] = (
         "(int)1>, at::native::Copy<float, float>>(T1, T2, T3...)",
         "triton_poi_fused_clone_0",
         "triton_poi_fused_clone_transpose_1",
+        "void nhwcAddPaddingKernel<__nv_bfloat16, __nv_bfloat16, float, (bool)1, (cudnnKernelDataType_t)0>(int, int, "
+        "int, int, int, int, int, int, const T1 *, T2 *, int, int, int, int, T3, T3, cudnn::reduced_divisor)",
     ),
     # --- before normalization/reduction: triton softmax kernels are persistent reductions ------
     _r(

@@ -19,7 +19,8 @@ CONV = ["conv_agshapes", "conv_emitshapes"]
 # split-K reduction of its CUTLASS), its layout transposes, and cuBLAS's GEMMs (the linear layer)
 _SQL = {
     "convolution": "(s.value LIKE '%cudnn%' AND (s.value LIKE '%fprop%' OR s.value LIKE '%dgrad%' "
-                   "OR s.value LIKE '%wgrad%' OR s.value LIKE '%Convolution%' OR s.value LIKE '%ReduceSplitK%')) "
+                   "OR s.value LIKE '%wgrad%' OR s.value LIKE '%Convolution%' OR s.value LIKE '%ReduceSplitK%' "
+                   "OR s.value LIKE '%implicit_gemm%')) "
                    "OR s.value LIKE 'void implicit_convolve_sgemm%'",
     "layout": "s.value LIKE '%cudnn::engines_precompiled::nchwToNhwc%' "
               "OR s.value LIKE '%cudnn::engines_precompiled::nhwcToNchw%'",
@@ -28,9 +29,14 @@ _SQL = {
 }
 
 
+# a Lightning ResNet-50 in bf16 (sample_traces/thirdparty): cuDNN's sm90 kernels, 1x1 convs as nvJet GEMMs
+RESNET = ["lightning_resnet50_b32", "lightning_resnet50_b32_channels_last"]
+FOLDER = {**{s: "hw" for s in CONV}, **{s: "thirdparty" for s in RESNET}}
+
+
 @pytest.fixture(scope="module")
 def conv(async_trace):
-    return lambda stem: async_trace(SAMPLES / "hw" / f"{stem}.sqlite.xz")
+    return lambda stem: async_trace(SAMPLES / FOLDER[stem] / f"{stem}.sqlite.xz")
 
 
 def _sql_time(path, where: str) -> tuple[int, int]:
@@ -39,8 +45,8 @@ def _sql_time(path, where: str) -> tuple[int, int]:
             JOIN StringIds s ON s.id = k.demangledName WHERE {where}""").fetchone()
 
 
-@pytest.mark.parametrize("stem", CONV)
-@pytest.mark.parametrize("family", sorted(_SQL))
+@pytest.mark.parametrize("stem,family", [(s, f) for s in CONV for f in sorted(_SQL)]
+                         + [(s, "convolution") for s in RESNET] + [(RESNET[0], "layout")])
 def test_conv_capture_families_match_sql(conv, stem, family):
     path = conv(stem)
     count, ns = _sql_time(path, _SQL[family])
@@ -55,7 +61,7 @@ def test_conv_capture_families_match_sql(conv, stem, family):
     assert int(dur[fam == family].sum()) == ns
 
 
-@pytest.mark.parametrize("stem", CONV)
+@pytest.mark.parametrize("stem", CONV + RESNET)
 def test_no_conv_kernel_is_other(conv, stem):
     """Every cuDNN kernel of a conv capture has a family (none left in 'other')."""
     with sqlite3.connect(f"{conv(stem).resolve().as_uri()}?mode=ro", uri=True) as con:
