@@ -58,6 +58,21 @@ def _backward_stages(found: dict) -> list[str]:
             ""]
 
 
+def _decode(d: dict | None) -> list[str]:
+    """An inference run's decode loop (parsers.model.inferred.decode): per-token figures, GPU clock."""
+    if not d:
+        return []
+    out = [f"**An inference run**: inside each call a prefill, then a decode loop of {d['tokens_per_call']} steps "
+           f"(~{d['step_kernels']:,} kernels each). Time to first token (prefill, GPU clock, median of "
+           f"{d['calls']} calls): **{numbers.ms(d['prefill_ns'])} ms**; per-token decode: median "
+           f"**{numbers.ms(d['median_ns'])} ms**, p90 {numbers.ms(d['p90_ns'])} ms, "
+           f"{d['tokens_per_s']:,.1f} tokens/s per sequence; GPU busy {d['gpu_busy_share']:.0%} of the decode."]
+    if d.get("launch_bound"):
+        out.append("The decode is launch-bound (the GPU waits on the host's launches): CUDA graphs (a static KV "
+                   "cache with torch.compile) replay a token's kernels in one launch.")
+    return out + [""]
+
+
 def oom_headline(a: dict) -> list[str]:
     """A run that ran out of GPU memory: the failed allocation first (parsers.analyses.oom)."""
     oom = a.get("oom")
@@ -117,6 +132,7 @@ def inferred(a: dict) -> list[str]:
         stages = bounded(found["layer_stages"])
         out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
                 f"{safe.markdown(stages)}", "", *_backward_stages(found)]
+    out += _decode(found.get("decode"))
     out += ["_The sections below read these as ranges of the NVTX domain `inferred` (`inferred:step_N`, "
             "`inferred:forward`, `inferred:layer_N`): inferred, not annotated. Their CPU span runs from their first "
             "kernel's launch to the next one's; the warm-ups (`warmup_N`) are the leading iterations unlike the "

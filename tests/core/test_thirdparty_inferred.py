@@ -100,3 +100,34 @@ def test_resnet_layout_transposes_per_step_against_sql(captured):
             assert count > 0 and got.share_of_kernels > 0.10  # a visible share of the step's GPU work
         else:
             assert count == 0 and got.layout_ns == 0
+
+
+GENERATE = "hf_generate_llama_eager"
+
+
+def test_a_generate_call_is_an_iteration_with_its_decode_loop(captured):
+    """HF generate(), eager: each call an iteration (its warm-up apart), the model's layers (not its
+    tokens), and inside each call the prefill then one decode step per new token. Truth: the
+    workload's per-token clock (the gaps between its StoppingCriteria calls; the first, from the
+    call's start, is its prefill), its configuration (layers, new tokens)."""
+    record = python_clock(GENERATE)
+    config, calls = record["config"], [s for s in record["steps"] if s["name"].startswith("step_")]
+    found = inference(load_trace(captured(GENERATE)))
+    assert [i.name for i in found.iterations] == [s["name"] for s in record["steps"]]
+    assert found.layer_count == config["layers"] == 6
+    d = found.decode
+    assert d is not None and d.calls == len(calls)
+    assert d.tokens_per_call == config["new_tokens"] - 1 == len(calls[0]["decode_token_s"])
+    tokens = np.array([t for s in calls for t in s["decode_token_s"]]) * 1e9
+    assert d.median_ns == pytest.approx(np.median(tokens), rel=0.15)
+    assert d.p90_ns == pytest.approx(np.percentile(tokens, 90), rel=0.15)
+    assert d.tokens_per_s == pytest.approx(1e9 / np.median(tokens), rel=0.15)
+    # Python's prefill also holds the call's host work before its first kernel: the GPU's is no longer
+    assert d.prefill_ns == pytest.approx(np.median([s["prefill_s"] * 1e9 for s in calls]), rel=0.15)
+    assert d.launch_bound  # batch 1, eager: the GPU waits on the host's launches most of each token
+    assert found.to_json()["decode"]["median_ns"] == d.median_ns
+
+
+@pytest.mark.parametrize("stem", [QWEN, RESNET, GPT2])
+def test_a_training_run_has_no_decode_loop(captured, stem):
+    assert inference(load_trace(captured(stem))).decode is None

@@ -9,6 +9,7 @@ from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.gpu_memory import CUDA_ERROR_MEMORY_ALLOCATION
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.inferred.backward_stage_names import backward_stages_of
+from nsight_tui.parsers.model.inferred.decode import find_decode
 from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, kernel_kind
 from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
 from nsight_tui.parsers.model.inferred.layers import find_layers
@@ -96,7 +97,7 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     gpu_ends = [int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
                 for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
     leading = warmup_count(seqs, common, [e - int(seq.gpu_start[a]) for a, e in zip(starts.tolist(), gpu_ends)])
-    recorded = _recorded_warmups(trace, len(seqs))
+    recorded = _recorded_warmups(trace, len(seqs), partial_dropped=bool(dropped) and "partial last" in dropped[0])
     if recorded is not None:  # the capture's own record says how many warm-ups led the run
         leading = recorded
     names = [f"{conventions.WARMUP_PREFIX}{i}" if i < leading else f"{conventions.STEP_PREFIX}{i - leading}"
@@ -105,6 +106,8 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     op_names = trace.op_names
     kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
     layers = find_layers(template, kinds)
+    if not any(BACKWARD.search(op_names[c]) for c in set(common)):
+        layers = layers[:1]  # no backward: a second layered region is the next forward's (a decode step's), no mirror
     iterations = [InferredIteration(names[i], int(seq.gpu_start[a]), gpu_ends[i], b - a)
                   for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
     stages = forward_stages(template, kinds, layers, op_names)
@@ -119,7 +122,12 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
              + (f"; {leading} warm-up{'s' if leading != 1 else ''} apart" if leading else "")
              + "".join(f"; {d}" for d in dropped))
     ranges = range_rows(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward)
-    return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0,
+    decode = find_decode(seq, starts, ends, [s == common and n.startswith(conventions.STEP_PREFIX)
+                                             for s, n in zip(seqs, names)], template, op_names, layers)
+    if decode is not None:
+        basis += (f"; a decode loop inside each: {decode.tokens_per_call} decode steps of ~{decode.step_kernels:,} "
+                  f"kernels after the prefill")
+    return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0, decode=decode,
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=ranges)
 
@@ -133,12 +141,12 @@ def _ran_out_of_memory(trace: Trace, gpid: int) -> bool:
     return bool((mine & (failed["return_value"].to_numpy() == CUDA_ERROR_MEMORY_ALLOCATION)).any())
 
 
-def _recorded_warmups(trace: Trace, iterations: int) -> int | None:
+def _recorded_warmups(trace: Trace, iterations: int, partial_dropped: bool = False) -> int | None:
     """The warm-up count the capture recorded (`capture --no-nvtx`'s STEM.steps.json), when its
     iteration count is the one inferred (or one more, the partial last left out); None otherwise (then the leading iterations unlike the
     steady one are the warm-ups)."""
     steps = trace.meta().steps
-    if len(steps) not in (iterations, iterations + 1):  # one more: the partial last iteration left out
+    if len(steps) != iterations + (1 if partial_dropped else 0):  # the partial last left out: one more
         return None
     warm = [str(s.get("name", "")).startswith(conventions.WARMUP_PREFIX) for s in steps]
     return sum(warm) if warm == sorted(warm, reverse=True) else None

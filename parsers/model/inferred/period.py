@@ -88,6 +88,6 @@ def iteration_starts(seq: KernelSequence, anchors: np.ndarray, period: int,
         hits = hits[(windows == head).all(axis=1)]
     starts: list[int] = []
     for h in hits.tolist():
-        if not starts or h - starts[-1] >= period // 2:
+        if not starts or h - starts[-1] >= (1 - PERIOD_TOLERANCE) * period:  # one start per iteration
             starts.append(h)
     return np.array(starts, dtype=np.int64)
