@@ -2,6 +2,8 @@
 stages, ranges per process), or inside the export's own iteration ranges."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -157,13 +159,28 @@ def _short(name: str) -> str:
 
 
 
+# Ranges CUDA libraries push themselves (CCCL's `cub::DeviceRadixSort` inside an embedding's backward,
+# NCCL's, cuDNN's and cuBLAS's own NVTX): no structure of the user's, so they frame nothing
+LIBRARY_RANGE = re.compile(r"^(?:cub::|thrust::|nccl|cudnn|cublas)", re.I)
+
+
+def is_library_text(texts: pd.Series | np.ndarray) -> np.ndarray:
+    """Per range text: a CUDA library's own range (tested once per distinct text)."""
+    if not len(texts):
+        return np.zeros(0, dtype=bool)
+    codes, uniques = pd.factorize(texts)
+    hit = np.array([isinstance(t, str) and bool(LIBRARY_RANGE.match(t)) for t in uniques], dtype=bool)
+    return hit[codes] & (codes >= 0)
+
+
 def bare_iterations(trace: Trace) -> bool:
-    """The export names its iterations and nothing else on their threads (NVTX around the
-    iteration only): the parts inside can be inferred."""
+    """The export names its iterations and nothing else of the user's on their threads (NVTX around
+    the iteration only; a library's own ranges inside do not count): the parts inside can be inferred."""
     r = trace.ranges
     is_iteration = is_iteration_text(r["text"])
     threads = np.unique(r["gtid"].to_numpy()[is_iteration])
-    return not (np.isin(r["gtid"].to_numpy(), threads) & ~is_iteration).any()
+    mine = ~is_iteration & ~is_library_text(r["text"])
+    return not (np.isin(r["gtid"].to_numpy(), threads) & mine).any()
 
 
 def infer_inside(trace: Trace) -> Inference:
