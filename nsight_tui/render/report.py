@@ -58,6 +58,11 @@ def _backward_stages(found: dict) -> list[str]:
             ""]
 
 
+def inference_run(a: dict) -> bool:
+    """The run generates (a decode loop inferred in its calls): the training questions do not apply."""
+    return bool(((a.get("inferred") or {}).get("decode")))
+
+
 def _decode(d: dict | None) -> list[str]:
     """An inference run's decode loop (parsers.model.inferred.decode): per-token figures, GPU clock."""
     if not d:
@@ -247,6 +252,10 @@ def softmax_vs_matmul(a: dict) -> list[str]:
     """(e) Softmax against the attention matmuls, in runtime and in FLOPs."""
     ra, basis = a["ratios"], a["ratio_basis"]
     rt, fl = ra["softmax_over_matmul_runtime"], ra["softmax_over_matmul_flops"]
+    if rt is None and fl is None and inference_run(a):
+        return ["## (e) Softmax vs the attention matmuls", "",
+                "_An inference run with no separate softmax and attention matmuls (fused attention): nothing to "
+                "weigh._", ""]
     out = ["## (e) Softmax vs the attention matmuls", tables.markdown(["ratio", "value", "divides by"], [
         ["softmax / matmul runtime", numbers.fixed(rt), basis["softmax_over_matmul_runtime"]],
         ["softmax / matmul FLOPs", numbers.fixed(fl, 4), basis["softmax_over_matmul_flops"]],

@@ -131,3 +131,13 @@ def test_a_generate_call_is_an_iteration_with_its_decode_loop(captured):
 @pytest.mark.parametrize("stem", [QWEN, RESNET, GPT2])
 def test_a_training_run_has_no_decode_loop(captured, stem):
     assert inference(load_trace(captured(stem))).decode is None
+
+
+def test_the_report_on_a_generate_run_speaks_of_tokens_not_training(captured):
+    from nsight_tui.parsers.analyses.questions import questions
+    from nsight_tui.render.report import single_markdown
+
+    text = single_markdown(questions(load_trace(captured(GENERATE))))
+    assert "**An inference run**" in text and "per-token decode: median" in text and "tokens/s" in text
+    assert "One backward layer's stages" not in text  # the next token's layers are no backward
+    assert "| softmax / matmul runtime | – |" not in text and "no backward" in text
