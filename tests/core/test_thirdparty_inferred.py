@@ -141,3 +141,48 @@ def test_the_report_on_a_generate_run_speaks_of_tokens_not_training(captured):
     assert "**An inference run**" in text and "per-token decode: median" in text and "tokens/s" in text
     assert "One backward layer's stages" not in text  # the next token's layers are no backward
     assert "| softmax / matmul runtime | – |" not in text and "no backward" in text
+
+
+def _stripped(source: Path, target: Path) -> Path:
+    """A copy with every NVTX event deleted: the same run as an unannotated capture leaves it."""
+    shutil.copyfile(source, target)
+    target.chmod(0o644)
+    con = sqlite3.connect(target)
+    con.execute("DELETE FROM NVTX_EVENTS")
+    con.commit()
+    con.close()
+    return target
+
+
+@pytest.mark.parametrize("stem", ["timm_vit_small_b64", "timm_convnext_tiny_b32"])
+def test_inferred_phases_hold_the_kernels_of_the_workloads_own_phase_ranges(captured, tmp_path, stem):
+    """timm ViT and ConvNeXt marked by their own loops (`mark.hooks`, `mark.step`/`mark.phase`: step_N with
+    forward/backward/optimizer), stripped of NVTX: the inferred phases of a steady step hold the kernels the
+    workload's own phase ranges hold (SQL: kernels whose launch call starts inside them); the forward also
+    the few the step launches before its forward range opens (the batch's casts), which an inferred
+    iteration gives the forward they precede."""
+    annotated = captured(stem)
+    with sqlite3.connect(f"{annotated.resolve().as_uri()}?mode=ro", uri=True) as con:
+        launches = np.array([r[0] for r in con.execute("""SELECT r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND (r.globalTid >> 24) = (k.globalPid >> 24)""")])
+
+        def span(name: str) -> list[tuple[int, int]]:
+            return con.execute("""SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+                WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start""", (name,)).fetchall()
+        step = span("step_1")[0]
+        inside = lambda s, e: int(((launches >= s) & (launches <= e)).sum())  # noqa: E731
+        want = {p: sum(inside(s, e) for s, e in span(p) if step[0] <= s <= step[1])
+                for p in ("forward", "backward", "optimizer")}
+    step_kernels = inside(*step)
+    want["forward"] += step_kernels - sum(want.values())
+    model = range_model(load_trace(_stripped(annotated, tmp_path / f"{stem}.sqlite")))
+    texts = model.trace.ranges["text"].to_numpy()
+    from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
+
+    inferred_step = iteration_ranges(model, STEP)[1]
+    assert int(model.kernel_count[inferred_step]) == step_kernels
+    for phase, count in want.items():
+        (i,) = [i for i in np.flatnonzero(texts == phase).tolist()
+                if model.r_start[inferred_step] <= model.r_start[i] <= model.r_end[inferred_step]]
+        assert int(model.kernel_count[i]) == count, phase
