@@ -60,6 +60,9 @@ def section(a: dict) -> list[str]:
     if "backward_parts" not in a:
         return []
     out = ["## Backward by forward part", ""]
+    if not a["backward_parts"] and ((a.get("inferred") or {}).get("decode")):
+        out.append("_An inference run (a decode loop in each call): no backward._\n")
+        return out
     if not a["backward_parts"]:
         out.append("_No backward-to-forward mapping in this trace: capture with `--autograd-nvtx`, `--emit-nvtx` "
                    "(sequence numbers) or `--backward-ranges` (backward:\\<part\\> ranges), with `forward` and "

@@ -43,6 +43,9 @@ def section(answers: dict) -> list[str]:
     found = data.get("findings") or []
     out = ["## (h) What to fix first", ""]
     out += [f"_note: {safe.markdown(line)}_\n" for line in data.get("not_checked") or []]
+    if data.get("not_run"):
+        out.append(f"No findings: {safe.markdown(data['not_run'])}.\n")
+        return out
     if not data.get("steps"):
         out.append("No steady-state `step_N` ranges: the rules work per step.\n")
         return out

@@ -39,12 +39,71 @@ def heading(a: dict) -> list[str]:
     return out
 
 
+LIST_LIMIT = 16  # names in one line of the report; the rest counted
+
+
+def bounded(items: list[str], limit: int = LIST_LIMIT, sep: str = " → ") -> str:
+    """At most `limit` names joined, then "… (N more)": a line stays a line on any model."""
+    items = [str(i) for i in items]
+    if len(items) <= limit:
+        return sep.join(items)
+    return sep.join(items[:limit]) + f"{sep}… ({len(items) - limit:,} more, {len(items):,} in all)"
+
+
 def _backward_stages(found: dict) -> list[str]:
     stages = found.get("backward_stages") or []
     if not stages:
         return []
-    return [f"One backward layer's stages in order (the forward's met in reverse): {safe.markdown(' → '.join(stages))}",
+    return [f"One backward layer's stages in order (the forward's met in reverse): {safe.markdown(bounded(stages))}",
             ""]
+
+
+def inference_run(a: dict) -> bool:
+    """The run generates (a decode loop inferred in its calls): the training questions do not apply."""
+    return bool(((a.get("inferred") or {}).get("decode")))
+
+
+def _decode(d: dict | None) -> list[str]:
+    """An inference run's decode loop (parsers.model.inferred.decode): per-token figures, GPU clock."""
+    if not d:
+        return []
+    out = [f"**An inference run**: inside each call a prefill, then a decode loop of {d['tokens_per_call']} steps "
+           f"(~{d['step_kernels']:,} kernels each). Time to first token (prefill, GPU clock, median of "
+           f"{d['calls']} calls): **{numbers.ms(d['prefill_ns'])} ms**; per-token decode: median "
+           f"**{numbers.ms(d['median_ns'])} ms**, p90 {numbers.ms(d['p90_ns'])} ms, "
+           f"{d['tokens_per_s']:,.1f} tokens/s per sequence; GPU busy {d['gpu_busy_share']:.0%} of the decode."]
+    if d.get("launch_bound"):
+        out.append("The decode is launch-bound (the GPU waits on the host's launches): CUDA graphs (a static KV "
+                   "cache with torch.compile) replay a token's kernels in one launch.")
+    return out + [""]
+
+
+def oom_headline(a: dict) -> list[str]:
+    """A run that ran out of GPU memory: the failed allocation first (parsers.analyses.oom)."""
+    oom = a.get("oom")
+    if not oom:
+        return []
+    asked = f"asked for **{oom['asked']['text']}** (PyTorch's message)" if oom.get("asked") else \
+        "the size asked is not in the export (PyTorch's message was not kept)"
+    held = (f"with {numbers.bytes_(oom['in_use_bytes'])} in use" if oom.get("in_use_bytes") is not None else "")
+    held += f" of {numbers.bytes_(oom['total_bytes'])}" if held and oom.get("total_bytes") else ""
+    held += " (nsys memory events)" if held else ""
+    out = ["## Out of GPU memory", "",
+           f"**`{safe.markdown(oom['call'])}` returned {oom['return_value']} (cudaErrorMemoryAllocation)** in "
+           f"`{safe.markdown(oom['path'] or '(no range)')}`: {asked}{', ' + held if held else ''}; "
+           f"{oom['failed_calls']} failed allocation(s)."]
+    if oom.get("torch_allocated"):
+        out.append(f"PyTorch held {oom['torch_allocated']['text']} allocated"
+                   + (f", {oom['reserved_unallocated']['text']} reserved but unallocated" if oom.get("reserved_unallocated") else "")
+                   + (f"; {oom['free']['text']} free" if oom.get("free") else "") + ".")
+    if oom.get("tensor"):
+        out.append(f"The allocation that did not fit: {safe.markdown(oom['tensor'])} (its size from the run's "
+                   "configuration equals the one asked).")
+    if not oom.get("steps_finished"):
+        out.append("_No iteration finished before it: there is no step time to speak of (no step-time findings)._")
+    if oom.get("fixes"):
+        out += ["", "Fixes that apply:", *[f"- {safe.markdown(f['text'])} (`{f['id']}`)" for f in oom["fixes"]]]
+    return out + [""]
 
 
 def inferred(a: dict) -> list[str]:
@@ -59,22 +118,26 @@ def inferred(a: dict) -> list[str]:
                f"_{safe.markdown(found['basis'])}_", ""]
         if found["layer_count"]:
             out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
-                    f"{safe.markdown(' → '.join(found['layer_stages']))}", "", *_backward_stages(found)]
+                    f"{safe.markdown(bounded(found['layer_stages']))}", "", *_backward_stages(found)]
         return out + ["_The sections below read the phases, layers and stages as ranges of the NVTX domain "
                       "`inferred` (`inferred:forward`, `inferred:layer_N`) inside the export's own step_N: inferred, "
                       "not annotated._", ""]
     if not found["iterations"]:
         return ["## Iterations inferred from the kernel sequence", "",
                 f"_No NVTX iteration ranges (step_N), and none inferred: {safe.markdown(found.get('reason', ''))}_", ""]
-    rows = [[safe.markdown(i["name"]), numbers.ms(i["duration_ns"]), f"{i['kernels']:,}"] for i in found["iterations"]]
+    shown = found["iterations"] if len(found["iterations"]) <= LIST_LIMIT else found["iterations"][:LIST_LIMIT]
+    rows = [[safe.markdown(i["name"]), numbers.ms(i["duration_ns"]), f"{i['kernels']:,}"] for i in shown]
+    if len(shown) < len(found["iterations"]):
+        rows.append([f"… ({len(found['iterations']) - len(shown):,} more)", "", ""])
     out = ["## Iterations inferred from the kernel sequence (no NVTX iteration ranges)", "",
            f"_{safe.markdown(found['basis'])}_", "",
            tables.markdown(["inferred iteration", "GPU ms (first kernel start to the next iteration's)", "kernels"],
                            rows), ""]
     if found["layer_count"]:
-        stages = " → ".join(found["layer_stages"])
+        stages = bounded(found["layer_stages"])
         out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
                 f"{safe.markdown(stages)}", "", *_backward_stages(found)]
+    out += _decode(found.get("decode"))
     out += ["_The sections below read these as ranges of the NVTX domain `inferred` (`inferred:step_N`, "
             "`inferred:forward`, `inferred:layer_N`): inferred, not annotated. Their CPU span runs from their first "
             "kernel's launch to the next one's; the warm-ups (`warmup_N`) are the leading iterations unlike the "
@@ -174,10 +237,14 @@ def families_by_phase(a: dict) -> list[str]:
     out = ["## (d) Kernel families: forward vs the whole training step"]
     cols = [c for c in ("forward", "backward", "optimizer", "step") if c in ranges]
     if cols:
+        # a family with no time in any column is left out (a transformer's convolution, a CNN's attention)
+        shown = [f for f in FAMILIES if any(ranges[c]["families"].get(f.key) for c in cols)]
+        gone = len(FAMILIES) - len(shown)
         out.append(tables.markdown(
             ["family", *cols],
-            [[f.label, *[numbers.percent(ranges[c]["families"].get(f.key)) for c in cols]] for f in FAMILIES],
-            notes=["share of GPU op time (kernels + memcpy/memset) in each range, steady-state steps"]))
+            [[f.label, *[numbers.percent(ranges[c]["families"].get(f.key)) for c in cols]] for f in shown],
+            notes=["share of GPU op time (kernels + memcpy/memset) in each range, steady-state steps"
+                   + (f"; {gone} famil{'ies' if gone > 1 else 'y'} with no time left out" if gone else "")]))
     return out
 
 
@@ -185,6 +252,10 @@ def softmax_vs_matmul(a: dict) -> list[str]:
     """(e) Softmax against the attention matmuls, in runtime and in FLOPs."""
     ra, basis = a["ratios"], a["ratio_basis"]
     rt, fl = ra["softmax_over_matmul_runtime"], ra["softmax_over_matmul_flops"]
+    if rt is None and fl is None and inference_run(a):
+        return ["## (e) Softmax vs the attention matmuls", "",
+                "_An inference run with no separate softmax and attention matmuls (fused attention): nothing to "
+                "weigh._", ""]
     out = ["## (e) Softmax vs the attention matmuls", tables.markdown(["ratio", "value", "divides by"], [
         ["softmax / matmul runtime", numbers.fixed(rt), basis["softmax_over_matmul_runtime"]],
         ["softmax / matmul FLOPs", numbers.fixed(fl, 4), basis["softmax_over_matmul_flops"]],
@@ -255,6 +326,7 @@ def ranks(a: dict) -> list[str]:
 # The page, top to bottom: add a section with one function above and one line here.
 SECTIONS: list[Section] = [
     heading,
+    oom_headline,  # a run that ran out of GPU memory: that first
     process_view.section,
     inferred,
     forward_time,

@@ -15,6 +15,7 @@ from nsight_tui.parsers.kernels import families, occupancy
 from nsight_tui.parsers.model import main_thread as main_threads
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.read.conventions import INFERRED_PART_OF
 from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, WARMUP, gpu_lags, iteration_ranges,
                                                  phase_ranges, step_times)
 from nsight_tui.parsers.model.inferred_ranges import has_iteration_ranges, inference
@@ -91,7 +92,8 @@ def phases(model: RangeModel, pattern: re.Pattern = STEP) -> dict[str, PhaseSumm
         # Not a step-annotated trace: summarise ranges with those names wherever they are.
         texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])
         for name in (*PHASES, *ATTENTION_PARTS, "scaled_dot_product_attention"):
-            s = summarize(model, np.flatnonzero(texts == name), name)
+            alias = INFERRED_PART_OF.get(name, name)
+            s = summarize(model, np.flatnonzero((texts == name) | (texts == alias)), name)
             if s:
                 out[name] = s
         return out
@@ -228,6 +230,21 @@ def _memory(model: RangeModel) -> dict:
     return memory_analysis(model).to_json()
 
 
+def _memory_and_oom(model: RangeModel):
+    from nsight_tui.parsers.analyses.memory import memory_analysis
+    from nsight_tui.parsers.analyses.oom import oom_facts
+
+    report = memory_analysis(model)
+    return report.to_json(), oom_facts(model, report)
+
+
+def _no_step_findings(found: dict) -> dict:
+    """A run that ran out of memory before it finished a step has no step time to save: no findings."""
+    return {**found, "findings": [], "present_no_saving": [], "combined_saving_ms_per_step": 0.0,
+            "overlap_ms_per_step": 0.0, "steps": 0, "step_ns": None,
+            "not_run": "the run ran out of GPU memory before it finished a step: no step time to find savings in"}
+
+
 def _gpu_metrics(model: RangeModel, config: dict) -> dict:
     from nsight_tui.parsers.analyses.gpu_metrics import gpu_metrics_analysis
 
@@ -252,6 +269,7 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
     from nsight_tui.parsers.analyses.roofline import NO_FLOPS, build as build_roofline
 
     roof = build_roofline(trace, attribution, **(roofline_options or {}))
+    memory, oom = _memory_and_oom(model)
     return {
         "file": str(trace.path),
         "attribution": attribution,
@@ -264,12 +282,15 @@ def questions(trace: Trace, attribution: str = "process", dims: dict | None = No
         "ratio_basis": RATIO_BASIS,
         "timing": timing(trace, model),
         "gpu_idle": _gpu_idle(model),
-        "memory": _memory(model),
+        "memory": memory,
+        # a run that ran out of GPU memory: the failed allocation leads (analyses.oom)
+        "oom": None if oom is None else oom.to_json(),
         "gpu_metrics": _gpu_metrics(model, config),
         **_ranks(trace),
         "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
         "occupancy": occupancy.answers(trace),
-        "findings": findings_answers(trace, attribution, ncu),
+        "findings": _no_step_findings(findings_answers(trace, attribution, ncu)) if oom is not None
+        and not oom.steps_finished else findings_answers(trace, attribution, ncu),
         "backward_parts": [t.to_json() for t in backward_parts(model)],
         # where the export names no iteration (or nothing inside its iterations): what was inferred
         # from its kernel sequence, or why nothing

@@ -11,7 +11,7 @@ import numpy as np
 
 from nsight_tui.parsers.analyses.layer_match import is_series, match_layers
 from nsight_tui.parsers.model.ranges import RangeNode, display_name, path_key
-from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
+from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN, INFERRED_PART_OF
 
 SAME_LEVEL, PLACED, LAYERS = ("same level",), ("placed",), "layers"  # keys of the roles, never a range name
 
@@ -62,7 +62,9 @@ def role_matches(a_by: dict[str, RangeNode], b_by: dict[str, RangeNode], cut: se
         found: dict[str, list[tuple[RangeNode, str]]] = {}
         for stranger in strangers:
             for node, path in _within(stranger, cut):
-                found.setdefault(path_key(text_of(node)), []).append((node, path))
+                # an annotated attention part meets the inferred stage of that part by the stage's name
+                text = text_of(node)
+                found.setdefault(path_key(INFERRED_PART_OF.get(text, text)), []).append((node, path))
         direct: dict[str, tuple[RangeNode, str]] = {}
         for key, node in mine.items():  # a lone inferred range meets a same-named range inside a stranger
             if any(node is n for n in lone) and key in found:

@@ -118,6 +118,12 @@ def analyse(runs: list[Run], attribution: str = "process", progress=None,
             continue
         try:
             run.answers = questions(load_trace(run.path), attribution, roofline_options=roofline_options)
+            oom = run.answers.get("oom")
+            if oom:  # an export of a run that ran out, with no record beside it: OOM all the same
+                run.status, run.oom_range = "oom", oom.get("path") or None
+                run.message = oom.get("message") or f"{oom.get('call')} returned {oom.get('return_value')} " \
+                                                    "(cudaErrorMemoryAllocation)"
+                run.oom_config = run.answers.get("config") or None
         except TraceError as exc:
             run.status, run.message = "error", str(exc)
         except Exception as exc:  # one member must not end the sweep; its cell says why

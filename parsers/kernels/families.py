@@ -68,6 +68,14 @@ FAMILIES: tuple[Family, ...] = (
         "matmul appears twice (gradient of the input and of the weight).",
     ),
     Family(
+        "convolution",
+        "Convolution",
+        "Convolutions of a CNN (cuDNN, CUTLASS inside cuDNN, PyTorch's own): implicit-GEMM "
+        "forward (fprop), data gradient (dgrad) and weight gradient (wgrad), direct, Winograd and "
+        "FFT algorithms, depthwise kernels and im2col. Matmul-like work, kept apart from GEMM so a "
+        "conv net's share reads as convolution.",
+    ),
+    Family(
         "attention",
         "Fused attention",
         "Whole-attention kernels (FlashAttention, PyTorch's memory-efficient FMHA, cuDNN SDPA) "
@@ -97,8 +105,9 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "normalization",
         "Normalization",
-        "LayerNorm / RMSNorm forward and backward, including the kernels that compute the "
-        "gamma/beta gradients; two per transformer block plus the final norm.",
+        "LayerNorm / RMSNorm / BatchNorm / GroupNorm forward and backward, including the kernels "
+        "that compute the gamma/beta gradients: two per transformer block plus the final norm; "
+        "one per convolution in a CNN.",
     ),
     Family(
         "optimizer",
@@ -112,6 +121,14 @@ FAMILIES: tuple[Family, ...] = (
         "Moving or setting bytes without math: host<->device and device<->device memcpy, "
         "memset, tensor copies and dtype casts (.contiguous(), .to(bfloat16), autocast), "
         "torch.cat, fills (torch.zeros, zero_grad), gathers (the embedding lookup).",
+    ),
+    Family(
+        "layout",
+        "Layout transposes",
+        "Tensor layout conversions around convolutions: cuDNN's NCHW<->NHWC transposes "
+        "(nchwToNhwcKernel, nhwcToNchwKernel) that run when a conv net's activations are NCHW "
+        "(contiguous) but the fast kernels want NHWC. torch.channels_last (and bf16/fp16 "
+        "activations) removes most of them.",
     ),
     Family(
         "communication",
@@ -206,18 +223,74 @@ RULES: tuple[Rule, ...] = (
         "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128",
         "triton_tem_fused_flex_attention_0",
     ),
+    # --- convolutions: before GEMM, whose words (implicit_gemm, sgemm, cutlass) they contain -----
+    _r(
+        "convolution",
+        r"(?i)[_\d](?:fprop|dgrad|wgrad)_|(?:dgrad|wgrad|fprop)(?:2d|3d)?_(?:engine|grouped|direct)|"
+        r"implicit_?(?:gemm_?)?conv|ImplicitGemmConvolution|(?:implicit|explicit)_convolve|"
+        r"convolve_\w*sgemm|conv(?:1d|2d|3d)_|conv_depthwise|depthwise_?conv|winograd|"
+        r"fft2d_(?:r2c|c2r)|(?:im2col|col2im|vol2col|col2vol)_kernel|cudnn::cnn::|"
+        r"_cudnn::[^\n]*(?:ReduceSplitK|implicit_gemm)|_[shd]cudnn_\d+x\d+",
+        "cuDNN convolution kernels of sample_traces/hw/conv_*: implicit-GEMM fprop "
+        "(sm80_xmma_fprop_implicit_gemm_*, cutlass__5x_cudnn::...ImplicitGemmConvolution, "
+        "implicit_convolve_sgemm), dgrad (cudnn::detail::dgrad_engine) and wgrad "
+        "(cudnn::cnn::wgrad2d_grouped_direct_kernel), the split-K reduction of cuDNN's CUTLASS "
+        "(cutlass__5x_cudnn::...ReduceSplitK, as cuBLAS's splitKreduce is GEMM); cuDNN's "
+        "legacy volta_scudnn_* implicit GEMMs, Winograd and FFT kernels, PyTorch's depthwise "
+        "and im2col kernels from public profiles; a Lightning ResNet-50's bf16 ones (sm90_xmma_*grad*, "
+        "cutlass_tensorop_bf16_s16816fprop_*, cudnn::cnn::reduce_wgrad_nchw_helper, the workspace init of "
+        "its implicit-GEMM wgrad). After attention (cuDNN SDPA names hold "
+        "'fprop'), before GEMM (these names hold 'gemm', 'sgemm', 'cutlass').",
+        "sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x16x64"
+        "_stage1_warpsize4x1x1_g1_tensor16x8x8_alignc4_execute_kernel__5x_cudnn",
+        "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize32x32x8_stage3_warpsize1x2x1"
+        "_g1_ffma_aligna4_alignc4_execute_kernel__5x_cudnn",
+        "void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<"
+        "cutlass__5x_cudnn::conv::threadblock::ImplicitGemmMultistage<cutlass__5x_cudnn::gemm::GemmShape<"
+        "(int)64, (int)64, (int)32>",
+        "void implicit_convolve_sgemm<float, float, (int)1024, (int)5, (int)5, (int)3, (int)3, (int)3, "
+        "(int)1, (bool)0, (bool)0, (bool)1>(int, int, int, const T1 *, int, T2 *, const T1 *, "
+        "kernel_conv_params, unsigned long long, int, float, float, int, const T2 *, const T2 *, bool, int, int)",
+        "void cudnn::detail::dgrad_engine<float, (int)512, (int)6, (int)5, (int)3, (int)3, (int)3, "
+        "(bool)0>(int, int, int, const T1 *, int, const T1 *, int, T1 *, kernel_grad_params, "
+        "unsigned long long, int, unsigned long long, int, float, int, int, int)",
+        "void cudnn::cnn::wgrad2d_grouped_direct_kernel<(bool)0, (bool)1, int, float, float, float>("
+        "cudnn::cnn::WgradGroupedDirectParams, const T4 *, const T4 *, T4 *, T6, T6)",
+        "void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::reduction::kernel::ReduceSplitK<"
+        "cutlass__5x_cudnn::MatrixShape<(int)4, (int)128>",
+        "sm80_xmma_dgrad_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_stage4_warpsize2x2x1"
+        "_g1_tensor16x8x16_execute_kernel__5x_cudnn",
+        "sm80_xmma_wgrad_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x64x32_stage4_warpsize2x2x1"
+        "_g1_tensor16x8x16_execute_kernel__5x_cudnn",
+        "volta_scudnn_128x64_relu_interior_nn_v1",
+        "void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(cudnn::winograd_nonfused::"
+        "WinogradDataParams<T1, T2>)",
+        "void fft2d_r2c_32x32<float, (bool)0, (unsigned int)1, (bool)0>(float2 *, const float *, int, int, "
+        "int, int, int, int, int, int, int, cudnn::reduced_divisor, bool, int2, int, int)",
+        "void at::native::<unnamed>::conv_depthwise2d_forward_kernel<(int)3, float, int>(at::"
+        "GenericPackedTensorAccessor<const T2, (unsigned long)4, at::DefaultPtrTraits, T3>)",
+        "void at::native::im2col_kernel<float>(long, const T1 *, long, long, long, long, long, long, "
+        "long, long, long, long, long, long, T1 *)",
+        "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>"
+        "(T1::Params)",
+        "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1"
+        "_g1_execute_segment_k_off_kernel__5x_cudnn",
+        "void cudnn::cnn::reduce_wgrad_nchw_helper<float, __nv_bfloat16>(void *, const void *, T1, int, int)",
+        "void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<xmma__5x_cudnn::implicit_gemm::"
+        "wgrad_indexed::Warp_specialized_params<xmma__5x_cudnn::Grid_constant_params>>(T1, bool)",
+    ),
     # --- matmuls ---------------------------------------------------------------------------------
     _r(
         "gemm",
         r"(?i)gemm|gemv|cublas|nvjet_|^(?:void\s+)?cutlass::(?:Kernel2?|device_kernel)<|"
-        r"cutlass_?\d+x?_|^triton_tem_|(?:^|::|\s)_?matmul\w*kernel|_[shd]cudnn_\d+x\d+|"
+        r"cutlass_?\d+x?_|^triton_tem_|(?:^|::|\s)_?matmul\w*kernel|"
         r"splitKreduce",
         "cuBLAS xmma kernels (sm80_xmma_gemm_* in every GPT-2 trace and h100_2gpu_1s), cuBLAS "
         "nvJet (nvjet_sm90_tst_* in medium_ctx1024_fwd_flash, nvjet_tst_* in mfu_2gpu_before), "
         "CUTLASS kernels launched by cuBLAS (cutlass::Kernel2<cutlass_80_simt_sgemm_*> in "
         "small_ctx128_* and xl_ctx256), legacy cuBLAS (ampere_sgemm_*, gemmSN_*, gemv2T_*), "
-        "Triton/Inductor matmul templates (triton_tem_fused_mm_*), user Triton matmul_kernel, "
-        "cuDNN implicit-GEMM convolutions. cublasLt::splitKreduce_kernel (small_ctx128_*) is "
+        "Triton/Inductor matmul templates (triton_tem_fused_mm_*), user Triton matmul_kernel "
+        "(cuDNN's implicit-GEMM convolutions are convolution, above). cublasLt::splitKreduce_kernel (small_ctx128_*) is "
         "here on purpose: it always directly follows a CUTLASS sgemm on the same stream and sums "
         "that GEMM's K-slices, so it is part of the matmul's cost, not a model reduction.",
         "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4"
@@ -239,13 +312,26 @@ RULES: tuple[Rule, ...] = (
         "triton_tem_fused_mm_0",
         "void cutlass::gemm_nn_128x128<float>(float*, float*)",
     ),
+    # --- layout transposes: before memory (they are copies, but the remedy is the layout) --------
+    _r(
+        "layout",
+        r"(?i)nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|nchw_?to_?nhwc|nhwc_?to_?nchw",
+        "cuDNN's NCHW<->NHWC transposes (cudnn::engines_precompiled::nchwToNhwcKernel and "
+        "nhwcToNchwKernel in sample_traces/hw/conv_*): a contiguous (NCHW) conv net's "
+        "activations and filters turned round for the NHWC kernels and back. A family of their "
+        "own: the fix (channels_last) is not the fix for a copy.",
+        "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, (bool)0, (bool)1, "
+        "(cudnnKernelDataType_t)2>(cudnn::engines_precompiled::nchw2nhwc_params_t<T3>, const T1 *, T2 *)",
+        "void cudnn::engines_precompiled::nhwcToNchwKernel<float, float, float, (bool)1, (bool)0, "
+        "(cudnnKernelDataType_t)0>(cudnn::engines_precompiled::nhwc2nchw_params_t<T3>, const T1 *, T2 *)",
+    ),
     # --- byte movers: before optimizer (foreach Copy) and elementwise (copy lambdas) -----------
     _r(
         "memory",
         # Linear on any name (issue 16): no \w* before a literal (re-scanned from every start),
         # and `X.*Y` only from the first X (tempered: any X that has a Y after it does).
         r"copy_kernel_cuda|CatArrayBatchedCopy|FillFunctor|(?<!masked_)fill_kernel|"
-        r"vectorized_gather_kernel|indexSelect(?:Large|Small)Index|index_elementwise_kernel|"
+        r"vectorized_gather_kernel|indexSelect(?:Large|Small)Index|index_elementwise_kernel|(?:nhwc|nchw)AddPadding|"
         r"^(?:(?!multi_tensor_apply_kernel<)[\s\S])*multi_tensor_apply_kernel<[^\n]*\bCopy<|(?i:mem(?:cpy|set))|"
         rf"^triton_poi_fused_(?:(?:{_LAYOUT_OPS})_)+\d+\w*$",
         "Kernels that move or set bytes without math: direct_copy_kernel_cuda (.contiguous(), "
@@ -255,7 +341,8 @@ RULES: tuple[Rule, ...] = (
         "lookup (vectorized_gather_kernel), the CUDA-graph input copies done with a foreach Copy "
         "(multi_tensor_apply_kernel<..., Copy<float, float>> inside `forward` in "
         "small_ctx128_graphs, not in `optimizer`), and Inductor kernels fused only from "
-        "layout ops (triton_poi_fused_clone_0, triton_poi_fused_clone_transpose_0).",
+        "layout ops (triton_poi_fused_clone_0, triton_poi_fused_clone_transpose_0); cuDNN's channel "
+        "padding of a conv's input (nhwcAddPaddingKernel, 3 channels to 8, in a channels-last ResNet-50).",
         "void at::native::elementwise_kernel<(int)128, (int)2, void at::native::"
         "gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)::"
         "[lambda() (instance 3)]::operator ()() const::[lambda() (instance 7)]::operator ()() "
@@ -277,6 +364,8 @@ RULES: tuple[Rule, ...] = (
         "(int)1>, at::native::Copy<float, float>>(T1, T2, T3...)",
         "triton_poi_fused_clone_0",
         "triton_poi_fused_clone_transpose_1",
+        "void nhwcAddPaddingKernel<__nv_bfloat16, __nv_bfloat16, float, (bool)1, (cudnnKernelDataType_t)0>(int, int, "
+        "int, int, int, int, int, int, const T1 *, T2 *, int, int, int, int, T3, T3, cudnn::reduced_divisor)",
     ),
     # --- before normalization/reduction: triton softmax kernels are persistent reductions ------
     _r(
@@ -316,6 +405,12 @@ RULES: tuple[Rule, ...] = (
         "triton_per_fused_native_layer_norm_0",
         "triton_red_fused_native_layer_norm_backward_view_4",
         "FusedAddRMSNormKernel",
+        "void at::native::batch_norm_collect_statistics_kernel<at::native::InvStd, float, float, float, "
+        "(int)4>(at::GenericPackedTensorAccessor<const T2, (unsigned long)3, at::RestrictPtrTraits, int>)",
+        "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, (int)512, (bool)1, (int)1>(cudnnTensorStruct, "
+        "const T1 *, cudnnTensorStruct, T1 *, const T2 *, const T2 *, T2, T2, T2 *, T2 *, T2 *, T2 *, T2, T2)",
+        "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, (int)512, (bool)1, (int)1>(T1, T1, T1, T1, "
+        "cudnnTensorStruct, const T1 *, cudnnTensorStruct, const T1 *, cudnnTensorStruct, T1 *, const T2 *)",
     ),
     _r(
         "optimizer",

@@ -12,10 +12,16 @@ How, on the kernels of the process that launched the most, in launch order (name
 1. The iteration's period: the kernel name whose occurrences are most widely and most regularly
    spaced (every gap but the first within PERIOD_TOLERANCE of their median: the first iteration
    may differ, AdamW making its state) marks one point of each iteration.
-2. Where an iteration begins: the point of the cycle where the host paused longest before the
-   launch (the loop's synchronise, logging, data loading: median over the steady iterations of
-   the gap between consecutive launch calls); every iteration begins with that cycle's first
-   HEAD kernels. Kernels before the first iteration (initialisation) belong to none.
+2. Where an iteration begins: in a training loop, at the first kernel after the optimizer (the
+   forward's first: the widest stretch between backward-named kernels holds the optimizer's, and
+   its last one closes the step), whatever the host did in between (a `loss.item()` before
+   `optimizer.step()` makes the longest host pause the one before the optimizer). Elsewhere
+   (inference, an optimizer no name tells) at the point of the cycle where the host paused longest
+   before the launch (median over the steady iterations of the gap between consecutive launch
+   calls). Every iteration begins with that cycle's first HEAD kernels. Kernels before the first
+   iteration (initialisation) belong to none; a last iteration cut short (fewer kernels than the
+   steady one) is left out; leading iterations unlike the steady one, or WARMUP_SLOWER times slower
+   than it, are warm-ups. The basis says what was left out.
 3. Verified: the steady iterations' name sequences must repeat exactly (at least MIN_REPEATS
    equal to the most common one), else nothing is inferred and `reason` says why.
 4. Layers: inside the most common iteration, the longest run of one kernel name at a constant

@@ -57,7 +57,8 @@ def phase_ranges(model: RangeModel, iterations: np.ndarray, text: str) -> np.nda
     # Per-range flags from one test per distinct text, kept on the model: this walk runs per phase
     # and per caller, and reading the texts per call (Arrow strings to objects) plus an array per
     # node cost 4.5 s of `report` on an autograd-shapes export (180k ranges).
-    named = _text_matches(model, f"phase={text}", lambda t: t == text)
+    alias = conventions.INFERRED_PART_OF.get(text, text)  # an inferred stage of the same part
+    named = _text_matches(model, f"phase={text}", lambda t: t == text or t == alias)
     iteration = _text_matches(model, "iteration", _is_iteration)
     children = model.children_index
     out = []

@@ -60,6 +60,10 @@ STEP_RANGE = re.compile(r"^step_\d+$")  # steady-state iterations
 WARMUP_RANGE = re.compile(r"^warmup_\d+$")
 PHASES = ("forward", "backward", "optimizer")
 ATTENTION_PARTS = ("computing_attention_scores", "computing_softmax", "final_matmul")
+# The same three parts as stages inferred from a kernel sequence are named for what their kernels do,
+# not after this capture's ranges; analyses that ask for a part by the capture's name meet both.
+INFERRED_ATTENTION_PARTS = ("attention scores", "attention softmax", "attention x V")
+INFERRED_PART_OF = dict(zip(ATTENTION_PARTS, INFERRED_ATTENTION_PARTS))  # capture's name -> inferred stage's
 
 
 def iteration_names(warmup: int, steps: int) -> list[str]:

@@ -134,9 +134,10 @@ def part_truth(annotated: Path, inferred: Path, text: str) -> tuple[float, float
 # The twin's ranges an inferred run has under another parent: the manual attention's parts (under
 # scaled_dot_product_attention there, under each inferred layer here) and the embedding backward's
 # sorts (directly under backward there, under the inferred `embedding backward` here)
-BY_ROLE = {"computing_attention_scores": "step_N/forward/layer_N/computing_attention_scores",
-           "computing_softmax": "step_N/forward/layer_N/computing_softmax",
-           "final_matmul": "step_N/forward/layer_N/final_matmul",
+# (the inferred stages named for what they do: attention scores, softmax, x V)
+BY_ROLE = {"computing_attention_scores": "step_N/forward/layer_N/attention scores",
+           "computing_softmax": "step_N/forward/layer_N/attention softmax",
+           "final_matmul": "step_N/forward/layer_N/attention x V",
            "cub::DeviceRadixSort": "step_N/backward/embedding backward/cub::DeviceRadixSort"}
 
 
@@ -155,12 +156,44 @@ def test_annotated_parts_meet_the_inferred_ranges_of_the_same_role(pair):
     assert d.find("step_N/forward/scaled_dot_product_attention/computing_softmax") is None
     assert d.find("step_N/backward/cub::DeviceRadixSort") is None
     text = markdown(d)
-    assert "step_N/forward/layer_N/computing_softmax (= A's scaled_dot_product_attention/computing_softmax)" in text
+    assert "step_N/forward/layer_N/attention softmax (= A's scaled_dot_product_attention/computing_softmax)" in text
     assert "matched by role" in text
     step = next(r for r in as_json(d)["threads"][0]["ranges"] if r["path"] == "step_N")
     forward = next(c for c in step["children"] if c["name"] == "forward")
     layer = next(c for c in forward["children"] if c["name"] == "layer_N")
-    assert {c["name"]: c.get("role_match") for c in layer["children"]}["computing_softmax"] == \
+    assert {c["name"]: c.get("role_match") for c in layer["children"]}["attention softmax"] == \
         "A's scaled_dot_product_attention/computing_softmax"
     # a range only one side has is structure the other did not name, not a contributor to the step's Δ
     assert all(r.status == BOTH for r in d.step.top_ranges)
+
+
+def _cut_inside_last_step(source: Path, target: Path) -> Path:
+    """A copy that stops inside its last step (every kernel launched after the last loss kernel
+    deleted), as a capture cut short leaves it."""
+    shutil.copyfile(source, target)
+    con = sqlite3.connect(target)
+    (cut,) = con.execute("""SELECT max(r.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
+        JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE '%nll_loss_forward%'""").fetchone()
+    con.execute("""DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (
+        SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start > ?)""", (cut,))
+    con.commit()
+    con.close()
+    return target
+
+
+@pytest.mark.parametrize("gate", [5.0])
+def test_a_run_cut_inside_its_last_step_diffs_as_its_python_clock_says(pair, tmp_path, gate):
+    """The unannotated run cut short (its partial last step left out, its record beside it) against
+    its annotated twin: the step's change within 2 points of the two runs' Python step times over the
+    steps each has whole, so a CI gate of `gate`% passes as the workload's clock says it should."""
+    annotated, inferred = pair
+    cut = _cut_inside_last_step(inferred, tmp_path / f"{INFERRED}.sqlite")
+    shutil.copyfile(NONVTX / f"{INFERRED}.steps.json", tmp_path / f"{INFERRED}.steps.json")
+    d = diff_runs(load_trace(annotated), load_trace(cut))
+    python_steps_b = [s["seconds"] * 1e9 for s in json.loads((NONVTX / f"{INFERRED}.steps.json").read_text())["steps"]
+                      if s["name"].startswith("step_")][:-1]  # the last one is cut
+    assert d.step is not None and d.step.b_steps == len(python_steps_b) == 3
+    want = 100.0 * (np.mean(python_steps_b) / np.mean(python_steps(annotated)) - 1)
+    assert d.step.slower_pct == pytest.approx(want, abs=2.0)
+    assert (d.step.slower_pct > gate) == (want > gate)

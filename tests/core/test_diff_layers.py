@@ -64,8 +64,9 @@ def test_annotated_layers_meet_the_inferred_layers_by_index(runs, order):
     assert got["annotated"][1] == pytest.approx(want_n) and got["inferred"][1] == pytest.approx(inferred_n)
     assert got["annotated"][0] == pytest.approx(want_ns, rel=1e-6)
     assert got["inferred"][0] == pytest.approx(inferred_ns, rel=1e-6)
-    # the attention's parts inside meet the inferred layer's stages of the same name
-    softmax = d.find("step_N/forward/block_N/computing_softmax")
+    # the attention's parts inside meet the inferred layer's stages of the same part (the inferred
+    # stage named for what it does: `attention softmax` is the annotated `computing_softmax`)
+    softmax = d.find("step_N/forward/block_N/attention softmax")
     assert softmax is not None and softmax.status == BOTH and "scaled_dot_product_attention/computing_softmax" in \
         softmax.role_match
     assert any("matched by role and index" in n and "step_N/forward/block_N" in n for n in d.notes)
@@ -105,7 +106,7 @@ def test_layers_inside_a_module_tree_meet_the_inferred_layers(runs):
     assert node.kernels.a == pytest.approx(want_n) and node.kernels.b == pytest.approx(inferred_n)
     assert node.kernel_ns.a == pytest.approx(want_ns, rel=1e-6)
     assert node.kernel_ns.b == pytest.approx(inferred_ns, rel=1e-6)
-    softmax = d.find("step_N/forward/transformer.h.N/computing_softmax")
+    softmax = d.find("step_N/forward/transformer.h.N/attention softmax")  # the inferred stage of that part
     assert softmax.status == BOTH and softmax.role_match == "A's scaled_dot_product_attention/computing_softmax"
 
 

@@ -74,8 +74,8 @@ def _needs_shared() -> None:
 
 def test_family_keys_in_display_order():
     assert FAMILY_KEYS == (
-        "gemm", "attention", "softmax", "elementwise", "reduction",
-        "normalization", "optimizer", "memory", "communication", "other",
+        "gemm", "convolution", "attention", "softmax", "elementwise", "reduction",
+        "normalization", "optimizer", "memory", "layout", "communication", "other",
     )
     for f in FAMILIES:
         assert f.label and len(f.description) > 40, f
@@ -182,6 +182,15 @@ REAL_NAMES = {
     "unsigned int>, at::native::memory::LoadWithCast<(int)1>, at::native::memory::StoreWithCast<"
     "(int)1>>(int, T1, T2, T4, T5, T6, T7)": "memory",
     "triton_poi_fused_clone_transpose_0": "memory",
+    # Convolution and layout transposes (sample_traces/hw/conv_agshapes), batch norm (cuDNN)
+    "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize32x32x8_stage3_warpsize1x2x1_g1_"
+    "ffma_aligna4_alignc4_execute_kernel__5x_cudnn": "convolution",  # 'gemm' must not win
+    "void cudnn::cnn::wgrad2d_grouped_direct_kernel<(bool)0, (bool)1, int, float, float, float>(cudnn::cnn::"
+    "WgradGroupedDirectParams, const T4 *, const T4 *, T4 *, T6, T6)": "convolution",
+    "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, (bool)0, (bool)1, "
+    "(cudnnKernelDataType_t)2>(cudnn::engines_precompiled::nchw2nhwc_params_t<T3>, const T1 *, T2 *)": "layout",
+    "void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, (bool)1, (int)1>(T2, T2, cudnnTensorStruct, "
+    "const T1 *, cudnnTensorStruct, T1 *, const T2 *, const T2 *, const T2 *, const T2 *, T2)": "normalization",
     # Communication
     "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)": "communication",
     "ncclDevKernel_AllReduce_Sum_bf16_RING_LL": "communication",  # 'Reduce' must not win

@@ -147,10 +147,17 @@ def test_layer_count_is_the_models(nonvtx, stem):
     assert inference(load_trace(nonvtx(stem))).layer_count == sidecar(stem)["config"]["n_layers"] == 12
 
 
+# The twin's manual-attention ranges (capture/model.py's names) and the inferred stage of the same part,
+# named for what its kernels do: the scores' matmul, the softmax, the product with V
+STAGE_OF = {"computing_attention_scores": "attention scores", "computing_softmax": "attention softmax",
+            "final_matmul": "attention x V"}
+
+
 @pytest.mark.parametrize("stem", [TRAIN, FORWARD])
 def test_attention_stages_hold_the_twins_attention_kernels(nonvtx, stem):
-    """In one steady iteration, each inferred layer's computing_attention_scores / computing_softmax /
-    final_matmul holds the kernels (by place in the iteration) the twin's ranges of that name hold."""
+    """In one steady iteration, each inferred layer's attention scores / softmax / x V stage holds the
+    kernels (by place in the iteration) the twin's computing_attention_scores / computing_softmax /
+    final_matmul ranges hold."""
     twin, bare = nonvtx(stem + TWIN), nonvtx(stem + "_nonvtx")
     twin_kernels, bare_kernels = launch_ordered_kernels(twin), launch_ordered_kernels(bare)
     step = [it for it in sql_iterations(twin) if it.name == "step_1"][0]
@@ -158,15 +165,14 @@ def test_attention_stages_hold_the_twins_attention_kernels(nonvtx, stem):
     model = range_model(load_trace(bare))
     texts = model.trace.ranges["text"].to_numpy()
     domains = model.trace.ranges["domain"].to_numpy()
-    inferred_step = iteration_ranges(model, STEP)[2]  # the twin has two warm-ups, the inference one: its step_2
-    if stem == FORWARD:
-        inferred_step = iteration_ranges(model, STEP)[3]  # forward: no warmup is told apart (all alike)
+    # the twin has two warm-ups, the inference one (the first: unlike the steady ones, or many times slower)
+    inferred_step = iteration_ranges(model, STEP)[2]
     bare_start = {k[1]: i for i, k in enumerate(bare_kernels)}
     first_bare = min(bare_start[int(s)] for s in kernel_starts(model, inferred_step))
-    for part in ("computing_attention_scores", "computing_softmax", "final_matmul"):
+    for part, stage in STAGE_OF.items():
         spans = [s for s in twin_ranges(twin, part) if step.start <= s[0] < step.start + step.period]
         want = [[p - first_twin for p in places] for places in kernel_places(twin_kernels, spans)]
-        ids = [i for i in np.flatnonzero((texts == part) & (domains == "inferred")).tolist()
+        ids = [i for i in np.flatnonzero((texts == stage) & (domains == "inferred")).tolist()
                if model.r_start[inferred_step] <= model.r_start[i] <= model.r_end[inferred_step]]
         got = [sorted(bare_start[int(s)] - first_bare for s in kernel_starts(model, i)) for i in ids]
         assert len(got) == len(want) == 12
@@ -176,7 +182,7 @@ def test_attention_stages_hold_the_twins_attention_kernels(nonvtx, stem):
 def test_one_layers_stages_in_the_models_order(nonvtx):
     # capture/model.py's Block: x + attn(ln1(x)), then x + mlp(ln2(x)); attention = qkv, scores,
     # softmax, @V, proj; mlp = fc, gelu, proj. Written here from the model, not from the code's output.
-    want = ["layer norm", "QKV GEMM", "computing_attention_scores", "computing_softmax", "final_matmul",
+    want = ["layer norm", "QKV GEMM", "attention scores", "attention softmax", "attention x V",
             "output projection", "residual add", "layer norm", "MLP up GEMM", "activation", "MLP down GEMM",
             "residual add"]
     for stem in (TRAIN + "_nonvtx", FORWARD + "_nonvtx", BF16, BARE):  # bare_gpt2.cu's forward() is the same block
@@ -273,21 +279,30 @@ def test_the_rows_order_in_the_export_changes_nothing(nonvtx, tmp_path):
     assert b.iterations == a.iterations and b.layer_count == a.layer_count and b.layer_stages == a.layer_stages
 
 
-def _iterations_only(source: Path, target: Path) -> Path:
-    """The twin with every NVTX range but step_N / warmup_N deleted: NVTX around the iteration only."""
+def _iterations_only(source: Path, target: Path, keep: str = "step_[0-9]*") -> Path:
+    """The twin with every NVTX range but step_N / warmup_N (and `keep`) deleted: NVTX around the
+    iteration only."""
     shutil.copyfile(source, target)
     con = sqlite3.connect(target)
     con.execute("""DELETE FROM NVTX_EVENTS WHERE eventType IN (59, 60, 70, 71) AND NOT (
         coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB 'step_[0-9]*'
-        OR coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB 'warmup_[0-9]*')""")
+        OR coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB 'warmup_[0-9]*'
+        OR coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB ?)""", (keep,))
+    if keep != "step_[0-9]*":  # the kept ranges on the iterations' thread, as a library called there pushes them
+        con.execute("""UPDATE NVTX_EVENTS SET globalTid = (SELECT globalTid FROM NVTX_EVENTS
+            WHERE coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB 'step_[0-9]*' LIMIT 1)
+            WHERE coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) GLOB ?""", (keep,))
     con.commit()
     con.close()
     return target
 
 
-def test_nvtx_around_the_iteration_only_gets_its_parts_inferred_inside(nonvtx, tmp_path):
+@pytest.mark.parametrize("keep", ["step_[0-9]*", "cub::*"])
+def test_nvtx_around_the_iteration_only_gets_its_parts_inferred_inside(nonvtx, tmp_path, keep):
+    """(`cub::*` kept, on the iterations' thread: CCCL's own ranges inside the embedding backward, which
+    the library pushes by itself, are no structure of the user's: the parts are inferred all the same.)"""
     twin = nonvtx(TRAIN + TWIN)
-    model = range_model(load_trace(_iterations_only(twin, tmp_path / "steps_only.sqlite")))
+    model = range_model(load_trace(_iterations_only(twin, tmp_path / "steps_only.sqlite", keep)))
     found = inference(model.trace)
     assert found.found and found.inside and found.layer_count == 12 and not found.iterations
     texts, domains = model.trace.ranges["text"].to_numpy(), model.trace.ranges["domain"].to_numpy()
@@ -307,8 +322,8 @@ def test_nvtx_around_the_iteration_only_gets_its_parts_inferred_inside(nonvtx, t
 # the residual's gradient sum; then the attention's output projection, @V, softmax, scores and QKV
 # GEMMs, the first layer norm, the residual's sum. Written from the model, not from the code's output.
 BACKWARD_STAGES = ["MLP down GEMM (grad)", "activation (grad)", "MLP up GEMM (grad)", "layer norm (grad)",
-                   "residual add (grad)", "output projection (grad)", "final_matmul (grad)",
-                   "computing_softmax (grad)", "computing_attention_scores (grad)", "QKV GEMM (grad)",
+                   "residual add (grad)", "output projection (grad)", "attention x V (grad)",
+                   "attention softmax (grad)", "attention scores (grad)", "QKV GEMM (grad)",
                    "layer norm (grad)", "residual add (grad)"]
 BWDRANGES = SAMPLES / "small_ctx128_bwdranges.sqlite"  # capture --backward-ranges: backward:<part> ranges
 
@@ -339,7 +354,7 @@ def _start_end_ranges(path: Path, name: str) -> list[tuple[int, int]]:
 def test_backward_attention_stages_hold_the_backward_ranges_kernels(tmp_path):
     """The capture with backward ranges (`backward:computing_softmax`, ... started and ended by the
     parts' backward hooks on the autograd thread), its other ranges deleted but step_N: the parts
-    inferred inside its iterations, each backward layer's `computing_softmax (grad)` ... against the
+    inferred inside its iterations, each backward layer's `attention softmax (grad)` ... against the
     kernels the capture's own `backward:<part>` range of that layer holds (SQL, launch order)."""
     copy = _iterations_only(BWDRANGES, tmp_path / "bwd_steps_only.sqlite")
     model = range_model(load_trace(copy))
@@ -351,10 +366,10 @@ def test_backward_attention_stages_hold_the_backward_ranges_kernels(tmp_path):
     steps = [it for it in sql_iterations(BWDRANGES) if it.name.startswith("step_")]
     assert len(steps) == 2
     for step in steps:
-        for part in ("computing_attention_scores", "computing_softmax", "final_matmul"):
+        for part, stage in STAGE_OF.items():
             spans = [s for s in _start_end_ranges(BWDRANGES, "backward:" + part) if step.start <= s[0] <= step.end]
             want = kernel_places(kernels, spans)
-            ids = [i for i in np.flatnonzero((texts == part + " (grad)") & (domains == "inferred")).tolist()
+            ids = [i for i in np.flatnonzero((texts == stage + " (grad)") & (domains == "inferred")).tolist()
                    if step.start <= model.r_start[i] <= step.end]
             got = [sorted(gpu_start[int(s)] for s in kernel_starts(model, i)) for i in ids]
             assert len(got) == len(want) == 12 and all(want)
@@ -377,3 +392,97 @@ def test_one_model_serves_views_and_reports_where_nothing_is_inferred(nonvtx):
     views, nsys_model = range_model(trace), range_model(trace, inferred=False)
     assert views is not nsys_model and nsys_model.trace is trace
     assert nsys_model.n == len(trace.ranges) < views.n
+
+
+# -- where an iteration begins: forward's first kernel, whatever the host did ------------------------
+def _pause_before_optimizer(source: Path, target: Path, pause_ns: int = 200_000_000) -> Path:
+    """A copy whose host pauses before every optimizer.step(), as a `loss.item()` there makes it: every
+    runtime call from each optimizer's first launch on moves `pause_ns` later (GPU work untouched). The
+    longest host pause of each cycle is then the one before the optimizer, not before the forward."""
+    shutil.copyfile(source, target)
+    con = sqlite3.connect(target)
+    rows = con.execute("""SELECT r.start, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+         AND (r.globalTid >> 24) = (k.globalPid >> 24)
+        JOIN StringIds s ON s.id = k.demangledName ORDER BY r.start""").fetchall()
+    firsts = [start for (start, name), (_, before) in zip(rows[1:], rows[:-1])
+              if "multi_tensor_apply" in name and "multi_tensor_apply" not in before]
+    for t in reversed(firsts):
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = start + ?, end = end + ? WHERE start >= ?",
+                    (pause_ns, pause_ns, t))
+    con.commit()
+    con.close()
+    return target
+
+
+def _twin_phase_counts(twin: Path, step_name: str) -> dict[str, int]:
+    """Kernels whose launch call starts inside the twin's forward/backward/optimizer of one step (SQL)."""
+    kernels = launch_ordered_kernels(twin)
+    step = [it for it in sql_iterations(twin) if it.name == step_name][0]
+    window = (step.start, step.start + step.period - 1)
+    return {phase: len(kernel_places(kernels, [s for s in twin_ranges(twin, phase)
+                                               if window[0] <= s[0] <= window[1]])[0])
+            for phase in ("forward", "backward", "optimizer")}
+
+
+def test_an_iteration_begins_at_the_forward_even_where_the_host_waits_before_the_optimizer(nonvtx, tmp_path):
+    """The twin's step_N and its phases (SQL) against the inferred ones on a copy whose longest host
+    pause is before the optimizer: 6 iterations of the twin's kernels each (none of 48 optimizer kernels
+    alone at the end), the optimizer inside its own step, the forward holding no optimizer kernel."""
+    twin = nonvtx(TRAIN + TWIN)
+    paused = _pause_before_optimizer(nonvtx(TRAIN + "_nonvtx"), tmp_path / f"{TRAIN}_paused.sqlite")
+    counts = [len(p) for p in kernel_places(launch_ordered_kernels(twin),
+                                            [(it.start, it.start + it.period - 1) for it in sql_iterations(twin)])]
+    model = range_model(load_trace(paused))
+    found = inference(model.trace)
+    assert [i.kernels for i in found.iterations] == counts  # the first (AdamW making its state) too
+    assert found.iterations[0].name.startswith("warmup_")  # its kernels unlike the steady ones
+    want = _twin_phase_counts(twin, "step_1")
+    texts = model.trace.ranges["text"].to_numpy()
+    steps = iteration_ranges(model, STEP)
+    for step in steps.tolist():
+        for phase, count in want.items():
+            ids = [i for i in np.flatnonzero(texts == phase).tolist()
+                   if model.r_start[step] <= model.r_start[i] <= model.r_end[step]]
+            assert len(ids) == 1 and int(model.kernel_count[ids[0]]) == count, (phase, step)
+
+
+def _cut_after_last_forward(source: Path, target: Path) -> tuple[Path, int]:
+    """A copy that stops inside its last iteration: every kernel launched after the last loss kernel
+    (`nll_loss_forward`) deleted, as a capture cut short leaves it. Returns it and the kernels kept."""
+    shutil.copyfile(source, target)
+    con = sqlite3.connect(target)
+    (cut,) = con.execute("""SELECT max(r.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+         AND (r.globalTid >> 24) = (k.globalPid >> 24)
+        JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE '%nll_loss_forward%'""").fetchone()
+    con.execute("""DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (
+        SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start > ?)""", (cut,))
+    (left,) = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    con.commit()
+    con.close()
+    return target, left
+
+
+def test_a_partial_last_iteration_is_left_out_and_said(nonvtx, tmp_path):
+    """Cut inside its last step: the Python clock's first five iterations, each within 5% of its own
+    step time, the partial sixth in no step, and the basis says so."""
+    path, _ = _cut_after_last_forward(nonvtx(TRAIN + "_nonvtx"), tmp_path / f"{TRAIN}_cut.sqlite")
+    steps = sidecar(TRAIN + "_nonvtx")["steps"]
+    found = inference(load_trace(path))
+    assert len(found.iterations) == len(steps) - 1
+    assert "partial last iteration" in found.basis
+    for got, want in list(zip(found.iterations, steps))[1:]:
+        assert 0.99 * want["seconds"] <= (got.end_ns - got.start_ns) / 1e9 <= 1.05 * want["seconds"], (got, want)
+
+
+@pytest.mark.parametrize("stem", [FORWARD + "_nonvtx", BARE])
+def test_a_slow_first_iteration_of_the_steady_kernels_is_a_warmup(nonvtx, stem):
+    """The Python clock's first iteration (many times its steady ones: cuBLAS, the allocator) is a
+    warm-up even where it launches the steady kernels; the steps after it are steps (no sidecar read:
+    the sample is decompressed alone)."""
+    steps = sidecar(stem)["steps"]
+    assert steps[0]["seconds"] > 3 * steps[-1]["seconds"]  # the premise, from the Python clock
+    found = inference(load_trace(nonvtx(stem)))
+    assert found.iterations[0].name.startswith("warmup_")
+    assert all(i.name.startswith("step_") for i in found.iterations[1:])

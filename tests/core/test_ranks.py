@@ -257,6 +257,9 @@ def test_a_ddp_export_stripped_of_nvtx_gets_inferred_steps_on_every_rank(tmp_pat
     for r in run.ranks:
         truth = [it.period for it in step_sql.steps(SAMPLES / "small_ctx128_ddp2.sqlite", r.rank.pid)]
         assert r.step_domain == "inferred" and len(r.steps_ns) >= len(truth) == 3
-        for period in truth:
-            assert min(abs(s - period) for s in r.steps_ns) < 0.01 * period
+        # each within 1%, the last within 2%: an inferred step begins at its first kernel's launch, an NVTX
+        # step_N when the loop opens it, before the host's work ahead of that launch (~0.45 ms here); every
+        # period but the last holds that work all the same (the next step's starts where this one's ends)
+        for i, period in enumerate(truth):
+            assert min(abs(s - period) for s in r.steps_ns) < (0.02 if i == len(truth) - 1 else 0.01) * period
         assert r.phases and all(p.domain == "inferred" for p in r.phases.values())

@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from nsight_tui.parsers.model.inferred.kernel_kinds import SOFTMAX
-from nsight_tui.parsers.model.inferred.stage_names import stage_runs
+from nsight_tui.parsers.model.inferred.stage_names import norm_name, stage_runs
 
 GRAD = " (grad)"  # a backward stage: the forward stage's name with this suffix
 # Kernels that finish the gradient of the stage before them: a Linear's bias gradient (a sum over
@@ -52,7 +52,9 @@ def backward_stages_of(template: np.ndarray, kinds: list[str], op_names: list[st
             group += 1
             name = reverse[group] if reverse else "GEMM"
         elif kind == "norm":
-            name = "layer norm"
+            name = norm_name(op_names[int(template[first + i])])
+        elif kind in ("conv", "layout"):
+            name = "conv" if kind == "conv" else "layout transpose"
         elif kind == "softmax":
             name = SOFTMAX if SOFTMAX in plain else "softmax"
         elif kind == "attention":

@@ -2,21 +2,40 @@
 stages, ranges per process), or inside the export's own iteration ranges."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.gpu_memory import CUDA_ERROR_MEMORY_ALLOCATION
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.inferred.backward_stage_names import backward_stages_of
-from nsight_tui.parsers.model.inferred.kernel_kinds import kernel_kind
+from nsight_tui.parsers.model.inferred.decode import find_decode
+from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, kernel_kind
 from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
 from nsight_tui.parsers.model.inferred.layers import find_layers
-from nsight_tui.parsers.model.inferred.period import period_anchor, iteration_starts
+from nsight_tui.parsers.model.inferred.period import PERIOD_TOLERANCE, period_anchor, iteration_starts
 from nsight_tui.parsers.model.inferred.range_rows import range_rows
 from nsight_tui.parsers.model.inferred.result import Inference, InferredIteration
 from nsight_tui.parsers.model.inferred.stage_names import forward_stages
 
 MIN_REPEATS = 2  # iterations whose kernel sequence is the most common one
+# A leading iteration this many times slower than the steady median is a warm-up even when it launches
+# the steady kernels (cuBLAS's heuristics, the allocator, autotuning: first calls cost 10x)
+WARMUP_SLOWER = 1.5
+PARTIAL_HEAD = 16  # kernels before the first iteration worth saying (a stray memset or two is not)
+
+
+def warmup_count(seqs: list[tuple], common: tuple, durations_ns: list[int]) -> int:
+    """How many iterations lead the run as warm-ups: those before the first that launches the
+    steady kernels, then those still WARMUP_SLOWER times the steady iterations' median or more."""
+    leading = next(i for i, s in enumerate(seqs) if s == common)
+    steady = [d for s, d in zip(seqs, durations_ns) if s == common]
+    median = float(np.median(steady[1:] if len(steady) > 2 else steady))
+    while leading < len(seqs) - MIN_REPEATS and seqs[leading] == common and durations_ns[leading] > WARMUP_SLOWER * median:
+        leading += 1
+    return leading
 
 
 def is_iteration_text(texts: pd.Series | np.ndarray) -> np.ndarray:
@@ -54,7 +73,7 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     if found is None:
         return Inference(reason="no kernel recurs at a steady spacing: the kernel sequence has no period")
     anchors, period = found
-    starts = iteration_starts(seq, anchors, period)
+    starts = iteration_starts(seq, anchors, period, trace.op_names)
     if len(starts) < MIN_REPEATS:
         return Inference(reason="the kernel sequence does not repeat: no period")
     ends = np.append(starts[1:], min(len(seq.codes), int(starts[-1]) + int(np.median(np.diff(starts)))
@@ -65,8 +84,22 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     if repeats < MIN_REPEATS:
         return Inference(reason=f"{len(seqs)} candidate iterations, but no two launch the same kernels in the same "
                          "order: no period")
-    leading = next(i for i, s in enumerate(seqs) if s == common)
-    recorded = _recorded_warmups(trace, len(seqs))
+    if _ran_out_of_memory(trace, gpid) and not any(BACKWARD.search(trace.op_names[c]) for c in set(common)):
+        # Dying in its first forward, a run repeats only its layers: the unit found is a layer, no step
+        return Inference(reason="the run ran out of GPU memory before it finished an iteration (a failed "
+                         "allocation; no backward before it): the kernels repeat by layer, not by step")
+    dropped = []  # what was left out, said in the basis
+    if len(seqs) > MIN_REPEATS and len(seqs[-1]) < (1 - PERIOD_TOLERANCE) * len(common):
+        # the capture (or the loop) stopped inside an iteration: a part of one is no step
+        dropped.append(f"a partial last iteration ({len(seqs[-1]):,} of {len(common):,} kernels) left out")
+        starts, ends, seqs = starts[:-1], ends[:-1], seqs[:-1]
+    if starts[0] >= PARTIAL_HEAD:
+        dropped.append(f"the {int(starts[0]):,} kernels before the first iteration (set-up, or a partial iteration) "
+                       "in none")
+    gpu_ends = [int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
+                for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
+    leading = warmup_count(seqs, common, [e - int(seq.gpu_start[a]) for a, e in zip(starts.tolist(), gpu_ends)])
+    recorded = _recorded_warmups(trace, len(seqs), partial_dropped=bool(dropped) and "partial last" in dropped[0])
     if recorded is not None:  # the capture's own record says how many warm-ups led the run
         leading = recorded
     names = [f"{conventions.WARMUP_PREFIX}{i}" if i < leading else f"{conventions.STEP_PREFIX}{i - leading}"
@@ -75,11 +108,11 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     op_names = trace.op_names
     kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
     layers = find_layers(template, kinds)
-    iterations = []
-    for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-        gpu_end = int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
-        iterations.append(InferredIteration(names[i], int(seq.gpu_start[a]), gpu_end, b - a))
-    stages = forward_stages(template, kinds, layers)
+    if not any(BACKWARD.search(op_names[c]) for c in set(common)):
+        layers = layers[:1]  # no backward: a second layered region is the next forward's (a decode step's), no mirror
+    iterations = [InferredIteration(names[i], int(seq.gpu_start[a]), gpu_ends[i], b - a)
+                  for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
+    stages = forward_stages(template, kinds, layers, op_names)
     backward = backward_stages_of(template, kinds, op_names, layers, stages)
     named = " (warm-ups as the capture recorded them)" if recorded is not None else ""
     basis = (f"inferred from the kernel sequence (process {gpid >> 24 & 0xFFFFFF}"
@@ -87,19 +120,35 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
              f"'{_short(op_names[int(seq.codes[anchors[0]])])}' once per iteration; {repeats} launch the same kernels in "
              f"the same order{named}" + (f"; {layers[0][1]} layers of {layers[0][2]} kernels (the kernel "
                                   f"'{_short(op_names[int(template[layers[0][3]])])}' at a steady spacing)"
-                                  if layers else "; no repeated layer found"))
+                                  if layers else "; no repeated layer found")
+             + (f"; {leading} warm-up{'s' if leading != 1 else ''} apart" if leading else "")
+             + "".join(f"; {d}" for d in dropped))
     ranges = range_rows(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward)
-    return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0,
+    decode = find_decode(seq, starts, ends, [s == common and n.startswith(conventions.STEP_PREFIX)
+                                             for s, n in zip(seqs, names)], template, op_names, layers)
+    if decode is not None:
+        basis += (f"; a decode loop inside each: {decode.tokens_per_call} decode steps of ~{decode.step_kernels:,} "
+                  f"kernels after the prefill")
+    return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0, decode=decode,
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=ranges)
 
 
-def _recorded_warmups(trace: Trace, iterations: int) -> int | None:
+def _ran_out_of_memory(trace: Trace, gpid: int) -> bool:
+    """A CUDA call of this process returned cudaErrorMemoryAllocation (the export's runtime calls)."""
+    failed = trace.gpu_memory.failed_calls
+    if not len(failed):
+        return False
+    mine = (failed["gtid"].to_numpy() >> 24) == (gpid >> 24)
+    return bool((mine & (failed["return_value"].to_numpy() == CUDA_ERROR_MEMORY_ALLOCATION)).any())
+
+
+def _recorded_warmups(trace: Trace, iterations: int, partial_dropped: bool = False) -> int | None:
     """The warm-up count the capture recorded (`capture --no-nvtx`'s STEM.steps.json), when its
-    iteration count is the one inferred; None otherwise (then the leading iterations unlike the
+    iteration count is the one inferred (or one more, the partial last left out); None otherwise (then the leading iterations unlike the
     steady one are the warm-ups)."""
     steps = trace.meta().steps
-    if len(steps) != iterations:
+    if len(steps) != iterations + (1 if partial_dropped else 0):  # the partial last left out: one more
         return None
     warm = [str(s.get("name", "")).startswith(conventions.WARMUP_PREFIX) for s in steps]
     return sum(warm) if warm == sorted(warm, reverse=True) else None
@@ -110,13 +159,28 @@ def _short(name: str) -> str:
 
 
 
+# Ranges CUDA libraries push themselves (CCCL's `cub::DeviceRadixSort` inside an embedding's backward,
+# NCCL's, cuDNN's and cuBLAS's own NVTX): no structure of the user's, so they frame nothing
+LIBRARY_RANGE = re.compile(r"^(?:cub::|thrust::|nccl|cudnn|cublas)", re.I)
+
+
+def is_library_text(texts: pd.Series | np.ndarray) -> np.ndarray:
+    """Per range text: a CUDA library's own range (tested once per distinct text)."""
+    if not len(texts):
+        return np.zeros(0, dtype=bool)
+    codes, uniques = pd.factorize(texts)
+    hit = np.array([isinstance(t, str) and bool(LIBRARY_RANGE.match(t)) for t in uniques], dtype=bool)
+    return hit[codes] & (codes >= 0)
+
+
 def bare_iterations(trace: Trace) -> bool:
-    """The export names its iterations and nothing else on their threads (NVTX around the
-    iteration only): the parts inside can be inferred."""
+    """The export names its iterations and nothing else of the user's on their threads (NVTX around
+    the iteration only; a library's own ranges inside do not count): the parts inside can be inferred."""
     r = trace.ranges
     is_iteration = is_iteration_text(r["text"])
     threads = np.unique(r["gtid"].to_numpy()[is_iteration])
-    return not (np.isin(r["gtid"].to_numpy(), threads) & ~is_iteration).any()
+    mine = ~is_iteration & ~is_library_text(r["text"])
+    return not (np.isin(r["gtid"].to_numpy(), threads) & mine).any()
 
 
 def infer_inside(trace: Trace) -> Inference:
@@ -145,7 +209,7 @@ def infer_inside(trace: Trace) -> Inference:
     template = np.array(common, dtype=np.int64)
     kinds = [kernel_kind(trace.op_names[c]) for c in template.tolist()]
     layers = find_layers(template, kinds)
-    stages = forward_stages(template, kinds, layers)
+    stages = forward_stages(template, kinds, layers, trace.op_names)
     backward = backward_stages_of(template, kinds, trace.op_names, layers, stages)
     gtids = r["gtid"].to_numpy()[hit]
     rows = range_rows(trace, seq, starts, ends, [str(t) for t in texts[hit]], seqs, common, layers, kinds, stages,

@@ -11,15 +11,23 @@ from nsight_tui.parsers.read import conventions
 # for shares); a stage is a place in the layer, told by the order the kinds come in.
 _KINDS: tuple[tuple[str, re.Pattern], ...] = (
     ("attention", re.compile(r"flash|fmha|attention|sdpa|mha_|_mha", re.I)),
-    ("norm", re.compile(r"layer_?norm|rms_?norm|LayerNorm", re.I)),
+    # a hand-written RMSNorm (a Llama's in eager PyTorch): pow, mean, add, rsqrt, mul: its rsqrt tells it
+    ("norm", re.compile(r"layer_?norm|rms_?norm|LayerNorm|batch_?norm|group_?norm|instance_?norm|\bbn_(?:fw|bw)|rsqrt",
+                        re.I)),
     ("softmax", re.compile(r"softmax", re.I)),
+    # a CNN's: before GEMM (cuDNN's implicit-GEMM convolutions' names hold 'gemm', 'cutlass')
+    ("layout", re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.I)),
+    ("conv", re.compile(r"[_\d](?:fprop|dgrad|wgrad)_|cudnn::cnn::|(?:dgrad|wgrad)(?:2d)?_|Convolution|convolve|conv(?:1d|2d|3d)_|"
+                        r"conv_depthwise|winograd|fft2d_|im2col|_[shd]cudnn_", re.I)),
     ("gemm", re.compile(r"gemm|xmma|cutlass|cublas|nvjet|splitKreduce|matmul|wgmma|hmma|Kernel2", re.I)),
-    ("activation", re.compile(r"gelu|relu|silu|swish|tanh|sigmoid", re.I)),
+    # ReLU in eager PyTorch is a clamp at 0 (launch_clamp_scalar)
+    ("activation", re.compile(r"gelu|relu|silu|swish|tanh|sigmoid|clamp_scalar|clamp_min|hardswish|mish", re.I)),
     ("add", re.compile(r"CUDAFunctor_add|AddFunctor|add_kernel|\badd\b", re.I)),
 )
-# The manual attention's three stages carry the capture's range names (conventions.ATTENTION_PARTS),
-# so the report's softmax-versus-matmul ratio reads them as it reads an annotated capture's.
-SCORES, SOFTMAX, FINAL_MATMUL = conventions.ATTENTION_PARTS
+# The manual attention's three stages, named for what they do (conventions.INFERRED_ATTENTION_PARTS);
+# model.iterations.phase_ranges meets them under the capture's names too, so the report's
+# softmax-versus-matmul ratio and the roofline read them as they read an annotated capture's.
+SCORES, SOFTMAX, FINAL_MATMUL = conventions.INFERRED_ATTENTION_PARTS
 BACKWARD = re.compile(r"backward|_grad|grad_|Backward", re.I)
 OPTIMIZER = re.compile(r"multi_tensor_apply|adam|_sgd|sgd_", re.I)
 # The loss's forward kernels (cross-entropy's log-softmax and NLL): the backward begins after them,

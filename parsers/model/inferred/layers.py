@@ -70,7 +70,7 @@ def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, i
     itself one spacing on reaches from `lo` to `hi`, and N layers fit in it with some slack (the
     embedding's add is the same kernel as a layer's residual add, the final layer norm as a
     layer's first). A layer starts at a layer norm where one fits (a pre-LN transformer's layer
-    begins with it), else as early as the repeat allows."""
+    begins with it), at a convolution in a conv net, else as early as the repeat allows."""
     first, count, g, anchor = run
     lo = first
     while lo - 1 >= 0 and lo - 1 + g < len(template) and template[lo - 1] == template[lo - 1 + g] and lo > first - g + 1:
@@ -82,5 +82,7 @@ def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, i
     if count < 2:
         return None
     latest = hi + 1 - count * g
-    start = next((x for x in range(lo, latest + 1) if kinds[x] == "norm"), lo)
+    # a CNN's block begins with its convolution (conv, norm, activation), a pre-LN transformer's with its norm
+    lead = ("conv", "gemm") if "conv" in kinds[lo:hi + 1] else ("norm",)  # a 1x1 conv runs as a GEMM
+    start = next((x for x in range(lo, latest + 1) if kinds[x] in lead), lo)
     return (start, count, g, anchor)

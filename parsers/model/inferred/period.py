@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, OPTIMIZER
 from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
 
 PERIOD_TOLERANCE = 0.05  # a steady iteration's kernel count may differ from the median by this much
@@ -31,18 +32,53 @@ def period_anchor(codes: np.ndarray) -> tuple[np.ndarray, int] | None:
     return best
 
 
-def iteration_starts(seq: KernelSequence, anchors: np.ndarray, period: int) -> np.ndarray:
-    """Where each iteration begins (positions in the sequence)."""
+def after_optimizer(cycle: np.ndarray, op_names: list[str]) -> int | None:
+    """In one whole cycle of a training loop (name codes, any rotation), the position of the first
+    kernel after the optimizer: where the next forward begins. None where the cycle has no backward
+    or no optimizer kernel told by name (an inference loop; a hand-written update).
+
+    The backward's kernels are named so (autograd's `*_backward*`) and come densely; the widest
+    stretch between two of them, around the cycle, is where the backward's last gradients, the
+    optimizer and the next forward up to its loss lie. The optimizer ends that stretch's share of
+    the step: the last kernel named as an optimizer's in it (a fused or foreach AdamW, SGD: one
+    `multi_tensor_apply` per parameter group) closes the step, whatever the host did around it."""
+    n = len(cycle)
+    named = [op_names[int(c)] for c in cycle.tolist()]
+    bwd = np.flatnonzero([bool(BACKWARD.search(x)) for x in named])
+    opt = np.flatnonzero([bool(OPTIMIZER.search(x)) for x in named])
+    if not len(bwd) or not len(opt):
+        return None
+    gaps = np.diff(np.append(bwd, bwd[0] + n))  # from each backward kernel to the next, around
+    widest = int(np.argmax(gaps))
+    lo, hi = int(bwd[widest]), int(bwd[widest] + gaps[widest])  # the stretch (lo, hi) around the cycle
+    inside = [(o - lo) % n for o in opt.tolist() if 0 < (o - lo) % n < hi - lo]
+    if not inside:
+        return None
+    return (lo + max(inside) + 1) % n
+
+
+def iteration_starts(seq: KernelSequence, anchors: np.ndarray, period: int,
+                     op_names: list[str] | None = None) -> np.ndarray:
+    """Where each iteration begins (positions in the sequence): a training loop's at the first
+    kernel after its optimizer (`after_optimizer`: the forward's first); elsewhere where the host
+    paused longest before the launch, the median over the steady cycles (the loop's synchronise,
+    logging, the next batch). A pause alone misleads a training loop: a `loss.item()` before
+    `optimizer.step()` makes the host's longest wait the one before the optimizer."""
     codes = seq.codes
     steady = anchors[1:]
-    offsets = np.arange(period)
-    at = steady[:, None] - offsets[None, :]
-    valid = at >= 1
-    gap = np.zeros(len(codes), dtype=np.float64)
-    gap[1:] = np.diff(seq.launch)
-    pause = np.where(valid, gap[np.clip(at, 0, None)], np.nan)
-    with np.errstate(all="ignore"):
-        back = int(np.nanargmax(np.nanmedian(pause, axis=0)))
+    cut = after_optimizer(codes[steady[-1] - period + 1:steady[-1] + 1], op_names) \
+        if op_names is not None and steady[-1] - period + 1 >= 0 else None
+    if cut is not None:
+        back = period - 1 - cut  # the cycle's position `cut` is `back` kernels before its anchor
+    else:
+        offsets = np.arange(period)
+        at = steady[:, None] - offsets[None, :]
+        valid = at >= 1
+        gap = np.zeros(len(codes), dtype=np.float64)
+        gap[1:] = np.diff(seq.launch)
+        pause = np.where(valid, gap[np.clip(at, 0, None)], np.nan)
+        with np.errstate(all="ignore"):
+            back = int(np.nanargmax(np.nanmedian(pause, axis=0)))
     first = int(steady[-1] - back)
     k = min(HEAD, max(1, period // 4))
     head = codes[first:first + k]
@@ -52,6 +88,6 @@ def iteration_starts(seq: KernelSequence, anchors: np.ndarray, period: int) -> n
         hits = hits[(windows == head).all(axis=1)]
     starts: list[int] = []
     for h in hits.tolist():
-        if not starts or h - starts[-1] >= period // 2:
+        if not starts or h - starts[-1] >= (1 - PERIOD_TOLERANCE) * period:  # one start per iteration
             starts.append(h)
     return np.array(starts, dtype=np.int64)

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from nsight_tui.parsers.model.inferred.decode import DecodeLoop
+
 
 @dataclass(frozen=True)
 class InferredIteration:
@@ -32,6 +34,7 @@ class Inference:
     ranges: pd.DataFrame | None = field(default=None, repr=False)  # the rows added to trace.ranges
 
     inside: bool = False  # the export's own iteration ranges, with the parts inferred inside them
+    decode: DecodeLoop | None = None  # an inference iteration's decode loop (a generate()-like call)
 
     @property
     def found(self) -> bool:
@@ -41,4 +44,5 @@ class Inference:
         return {"iterations": [i.to_json() for i in self.iterations], "inside_nvtx_iterations": self.inside,
                 "layer_count": self.layer_count,
                 "layer_stages": self.layer_stages, "backward_stages": self.backward_stages, "period_kernels": self.period_kernels,
-                "basis": self.basis, **({"reason": self.reason} if self.reason else {})}
+                "basis": self.basis, **({"reason": self.reason} if self.reason else {}),
+                **({"decode": self.decode.to_json()} if self.decode is not None else {})}

@@ -1,0 +1,188 @@
+"""Inferred structure on workloads nobody here wrote (sample_traces/thirdparty: HF Trainer on a
+Qwen2-shaped model, the same under PyTorch's autograd NVTX, a Lightning ResNet-50 channels-first and
+channels-last, our GPT-2 with no NVTX at all), against truths that share no code with nsight_tui:
+the Python clock each workload took around its own steps (STEM.steps.json, read here as JSON), its
+configuration there (layers), the architecture as its library writes it (stage order), and SQL
+over the export (the layout transposes)."""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nsight_tui.parsers.analyses.layout import layout_share
+from nsight_tui.parsers.model.inferred_ranges import inference
+from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.parsers.read.load import load_trace
+
+from conftest import SAMPLES
+
+THIRD = SAMPLES / "thirdparty"
+QWEN, QWEN_AG = "hf_trainer_qwen2_l4_b8", "hf_trainer_qwen2_l4_b8_agnvtx"
+RESNET, RESNET_CL = "lightning_resnet50_b32", "lightning_resnet50_b32_channels_last"
+GPT2 = "small_ctx512_b8_async_nonvtx"
+
+
+@pytest.fixture(scope="module")
+def captured(async_trace, tmp_path_factory):
+    """STEM -> the export with its Python clock beside it, as the capture left them."""
+    folder = tmp_path_factory.mktemp("thirdparty")
+
+    def get(stem: str) -> Path:
+        target = folder / f"{stem}.sqlite"
+        if not target.exists():
+            shutil.copyfile(async_trace(THIRD / f"{stem}.sqlite.xz"), target)
+            shutil.copyfile(THIRD / f"{stem}.steps.json", folder / f"{stem}.steps.json")
+        return target
+    return get
+
+
+def python_clock(stem: str) -> dict:
+    return json.loads((THIRD / f"{stem}.steps.json").read_text())
+
+
+@pytest.mark.parametrize("stem", [QWEN, QWEN_AG, GPT2])
+def test_steady_steps_match_the_workloads_python_clock(captured, stem):
+    """Each step's period within 5% of the workload's own time for it, the steady mean within 3%; the
+    warm-ups and steps as many as the workload ran (no partial step)."""
+    steps = python_clock(stem)["steps"]
+    found = inference(load_trace(captured(stem)))
+    assert [i.name for i in found.iterations] == [s["name"] for s in steps]
+    for got, want in zip(found.iterations[1:], steps[1:]):
+        assert (got.end_ns - got.start_ns) / 1e9 == pytest.approx(want["seconds"], rel=0.05), (got, want)
+    steady = [(i.end_ns - i.start_ns) / 1e9 for i in found.iterations if i.name.startswith("step_")]
+    assert np.mean(steady) == pytest.approx(np.mean([s["seconds"] for s in steps if s["name"].startswith("step_")]),
+                                            rel=0.03)
+
+
+@pytest.mark.parametrize("stem", [QWEN, QWEN_AG])
+def test_a_qwen2_layer_is_found_and_named_for_what_it_does(captured, stem):
+    # transformers' Qwen2DecoderLayer: input RMSNorm; q/k/v projections; rotary on q and k; SDPA;
+    # o_proj; residual add; post-attention RMSNorm; gate_proj, SiLU, up_proj, (x) down_proj; residual add
+    found = inference(load_trace(captured(stem)))
+    assert found.layer_count == python_clock(stem)["config"]["layers"] == 4
+    assert found.layer_stages == ["RMS norm", "QKV GEMM", "rotary embedding", "fused attention", "output projection",
+                                  "residual add", "RMS norm", "MLP up GEMM", "activation", "MLP up GEMM",
+                                  "MLP down GEMM", "residual add"]
+    assert not any("computing" in s for s in found.layer_stages + found.backward_stages)
+
+
+@pytest.mark.parametrize("stem", [RESNET, RESNET_CL])
+def test_a_resnet_bottleneck_is_a_layer_of_convs(captured, stem):
+    # timm's resnet50: layers of 3, 4, 6, 3 Bottlenecks, the first of each with a downsample: the longest
+    # run of identical blocks is layer3's last 5; a Bottleneck: 1x1 conv, BN, ReLU, 3x3 conv, BN, ReLU,
+    # 1x1 conv, BN, + shortcut, ReLU (cuDNN's NCHW<->NHWC transposes around the 3x3 conv when channels-first)
+    found = inference(load_trace(captured(stem)))
+    assert found.layer_count == 5
+    stages = [s for s in found.layer_stages if s != "layout transpose"]
+    assert stages == ["conv", "batch norm", "activation", "conv", "batch norm", "activation", "conv", "batch norm",
+                      "residual add", "activation"]
+    assert ("layout transpose" in found.layer_stages) == (stem == RESNET)
+
+
+def test_resnet_layout_transposes_per_step_against_sql(captured):
+    """Channels-first: every iteration launches the same transposes (SQL count over the export / the
+    workload's iterations), per step as the analysis says; channels-last: none (SQL and the analysis)."""
+    sql = """SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName
+             WHERE s.value LIKE '%nchwToNhwc%' OR s.value LIKE '%nhwcToNchw%'"""
+    for stem in (RESNET, RESNET_CL):
+        with sqlite3.connect(f"{captured(stem).resolve().as_uri()}?mode=ro", uri=True) as con:
+            (count,) = con.execute(sql).fetchone()
+        iterations = len(python_clock(stem)["steps"])
+        got = layout_share(range_model(load_trace(captured(stem))))
+        assert got.steps == sum(1 for s in python_clock(stem)["steps"] if s["name"].startswith("step_"))
+        assert count % iterations == 0 and got.layout_kernels == count / iterations
+        if stem == RESNET:
+            assert count > 0 and got.share_of_kernels > 0.10  # a visible share of the step's GPU work
+        else:
+            assert count == 0 and got.layout_ns == 0
+
+
+GENERATE = "hf_generate_llama_eager"
+
+
+def test_a_generate_call_is_an_iteration_with_its_decode_loop(captured):
+    """HF generate(), eager: each call an iteration (its warm-up apart), the model's layers (not its
+    tokens), and inside each call the prefill then one decode step per new token. Truth: the
+    workload's per-token clock (the gaps between its StoppingCriteria calls; the first, from the
+    call's start, is its prefill), its configuration (layers, new tokens)."""
+    record = python_clock(GENERATE)
+    config, calls = record["config"], [s for s in record["steps"] if s["name"].startswith("step_")]
+    found = inference(load_trace(captured(GENERATE)))
+    assert [i.name for i in found.iterations] == [s["name"] for s in record["steps"]]
+    assert found.layer_count == config["layers"] == 6
+    d = found.decode
+    assert d is not None and d.calls == len(calls)
+    assert d.tokens_per_call == config["new_tokens"] - 1 == len(calls[0]["decode_token_s"])
+    tokens = np.array([t for s in calls for t in s["decode_token_s"]]) * 1e9
+    assert d.median_ns == pytest.approx(np.median(tokens), rel=0.15)
+    assert d.p90_ns == pytest.approx(np.percentile(tokens, 90), rel=0.15)
+    assert d.tokens_per_s == pytest.approx(1e9 / np.median(tokens), rel=0.15)
+    # Python's prefill also holds the call's host work before its first kernel: the GPU's is no longer
+    assert d.prefill_ns == pytest.approx(np.median([s["prefill_s"] * 1e9 for s in calls]), rel=0.15)
+    assert d.launch_bound  # batch 1, eager: the GPU waits on the host's launches most of each token
+    assert found.to_json()["decode"]["median_ns"] == d.median_ns
+
+
+@pytest.mark.parametrize("stem", [QWEN, RESNET, GPT2])
+def test_a_training_run_has_no_decode_loop(captured, stem):
+    assert inference(load_trace(captured(stem))).decode is None
+
+
+def test_the_report_on_a_generate_run_speaks_of_tokens_not_training(captured):
+    from nsight_tui.parsers.analyses.questions import questions
+    from nsight_tui.render.report import single_markdown
+
+    text = single_markdown(questions(load_trace(captured(GENERATE))))
+    assert "**An inference run**" in text and "per-token decode: median" in text and "tokens/s" in text
+    assert "One backward layer's stages" not in text  # the next token's layers are no backward
+    assert "| softmax / matmul runtime | – |" not in text and "no backward" in text
+
+
+def _stripped(source: Path, target: Path) -> Path:
+    """A copy with every NVTX event deleted: the same run as an unannotated capture leaves it."""
+    shutil.copyfile(source, target)
+    target.chmod(0o644)
+    con = sqlite3.connect(target)
+    con.execute("DELETE FROM NVTX_EVENTS")
+    con.commit()
+    con.close()
+    return target
+
+
+@pytest.mark.parametrize("stem", ["timm_vit_small_b64", "timm_convnext_tiny_b32"])
+def test_inferred_phases_hold_the_kernels_of_the_workloads_own_phase_ranges(captured, tmp_path, stem):
+    """timm ViT and ConvNeXt marked by their own loops (`mark.hooks`, `mark.step`/`mark.phase`: step_N with
+    forward/backward/optimizer), stripped of NVTX: the inferred phases of a steady step hold the kernels the
+    workload's own phase ranges hold (SQL: kernels whose launch call starts inside them); the forward also
+    the few the step launches before its forward range opens (the batch's casts), which an inferred
+    iteration gives the forward they precede."""
+    annotated = captured(stem)
+    with sqlite3.connect(f"{annotated.resolve().as_uri()}?mode=ro", uri=True) as con:
+        launches = np.array([r[0] for r in con.execute("""SELECT r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND (r.globalTid >> 24) = (k.globalPid >> 24)""")])
+
+        def span(name: str) -> list[tuple[int, int]]:
+            return con.execute("""SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+                WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start""", (name,)).fetchall()
+        step = span("step_1")[0]
+        inside = lambda s, e: int(((launches >= s) & (launches <= e)).sum())  # noqa: E731
+        want = {p: sum(inside(s, e) for s, e in span(p) if step[0] <= s <= step[1])
+                for p in ("forward", "backward", "optimizer")}
+    step_kernels = inside(*step)
+    want["forward"] += step_kernels - sum(want.values())
+    model = range_model(load_trace(_stripped(annotated, tmp_path / f"{stem}.sqlite")))
+    texts = model.trace.ranges["text"].to_numpy()
+    from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
+
+    inferred_step = iteration_ranges(model, STEP)[1]
+    assert int(model.kernel_count[inferred_step]) == step_kernels
+    for phase, count in want.items():
+        (i,) = [i for i in np.flatnonzero(texts == phase).tolist()
+                if model.r_start[inferred_step] <= model.r_start[i] <= model.r_end[inferred_step]]
+        assert int(model.kernel_count[i]) == count, phase
