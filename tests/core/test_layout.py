@@ -12,7 +12,7 @@ from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.load import load_trace
 
 from conftest import SAMPLES
-from step_sql import steps as sql_steps
+from helpers.step_sql import steps as sql_steps
 
 _IN_STEP = """SELECT count(*), coalesce(sum(k.end - k.start), 0) FROM CUPTI_ACTIVITY_KIND_KERNEL k
     JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
