@@ -1,0 +1,52 @@
+"""The committed twin captures the replay is checked on: each pair one change apart, captured back
+to back on one machine, with the edit that is the change. Not a test module: tests/core/
+test_replay_twins.py and README's twins table read it. A new pair (sample_traces/replay/) is one
+more row."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+@dataclass(frozen=True)
+class Twin:
+    name: str
+    base: Path  # the capture replayed
+    twin: Path  # the capture the edit should turn it into
+    edits: tuple[str, ...]  # `kernels-from:{twin}` names the twin itself
+
+    def edit_args(self, twin_plain: Path) -> list[str]:
+        return [e.replace("{twin}", str(twin_plain)) for e in self.edits]
+
+
+def _f(folder: str, stem: str) -> Path:
+    return ROOT / folder / f"{stem}.sqlite.xz"
+
+
+TWINS = (
+    Twin("host sleep removed", _f("findings", "small_ctx128_host-sleep"), _f("findings", "small_ctx128"), ("nohost",)),
+    Twin("per-step .item() removed", _f("findings", "small_ctx128_nosync_item"), _f("findings", "small_ctx128_nosync"),
+         ("nosync:cudaStreamSynchronize",)),
+    Twin(".item() before optimizer.step removed", _f("findings", "small_ctx512_b8_nosync_item-before-step"),
+         _f("findings", "small_ctx512_b8_nosync"), ("nosync:cudaStreamSynchronize",)),
+    Twin("AdamW foreach=False -> fused", _f("findings", "small_ctx128_foreach-off"), _f("findings", "small_ctx128_fused-optim"),
+         ("kernels-from:{twin}",)),
+    Twin("AdamW foreach=False -> fused (async)", _f("async", "small_ctx512_b8_async_foreach-off"),
+         _f("async", "small_ctx512_b8_async_fused-optim"), ("kernels-from:{twin}",)),
+    Twin("CUDA graph (batch 1)", _f("findings", "small_ctx128_b1_nosync_capturable"),
+         _f("findings", "small_ctx128_b1_nosync_cuda-graph"), ("graph",)),
+    Twin("fp32 -> TF32 (phase syncs)", _f("findings", "small_ctx512"), _f("findings", "small_ctx512_tf32"),
+         ("kernels-from:{twin}",)),
+    Twin("fp32 -> TF32 (async, H100)", _f("async", "small_ctx512_b8_async"), _f("async", "small_ctx512_tf32_b8_async"),
+         ("kernels-from:{twin}",)),
+    Twin("fp32 -> TF32 large (async, H100)", _f("async", "large_ctx512_async"), _f("async", "large_ctx512_tf32_async"),
+         ("kernels-from:{twin}",)),
+    *(Twin(f"fp32 -> TF32 (H100 repeat r{i})", _f("async/h100_repeats", f"small_ctx512_b8_async_r{i}"),
+           _f("async/h100_repeats", f"small_ctx512_tf32_b8_async_r{i}"), ("kernels-from:{twin}",)) for i in (1, 2, 3)),
+    *(Twin(f"fp32 -> TF32 {m} (H200)", _f("async/h200_twins", f"{m}_b8_async"), _f("async/h200_twins", f"{m}_tf32_b8_async"),
+           ("kernels-from:{twin}",)) for m in ("small_ctx512", "small_ctx1024", "medium_ctx512")),
+    Twin("DDP 25 MB buckets -> one bucket", _f("async", "small_ctx512_b8_ddp2_async"),
+         _f("async", "small_ctx512_b8_ddp2_async_ddp-one-bucket"), ("kernels-from:{twin}",)),
+)
