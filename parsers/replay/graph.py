@@ -118,8 +118,12 @@ def build(trace: Trace) -> Graph:
     gt = a_gtid[order]
     cuts = np.flatnonzero(np.diff(gt)) + 1
     groups = np.split(order, cuts) if len(order) else []
-    pt_time, pt_call, pt_is_end, pt_thread = [], [], [], []
-    thread_gtids, thread_slices = [], []
+    pt_time_l: list[np.ndarray] = []
+    pt_call_l: list[np.ndarray] = []
+    pt_is_end_l: list[np.ndarray] = []
+    pt_thread_l: list[np.ndarray] = []
+    thread_gtids: list[int] = []
+    thread_slices: list[tuple[int, int]] = []
     at = 0
     for ti, calls in enumerate(groups):
         s, e = a_start[calls], a_end[calls]
@@ -128,17 +132,20 @@ def build(trace: Trace) -> Graph:
         is_end = np.concatenate([np.zeros(len(calls), bool), np.ones(len(calls), bool)])
         # ties: an end before a start at the same time, except a call's own end after its start
         rank = np.where(is_end, np.where(np.concatenate([s, e]) == np.concatenate([e, s]), 2, 0), 1)
-        o = np.lexsort((rank, t))
-        pt_time.append(t[o])
-        pt_call.append(c[o])
-        pt_is_end.append(is_end[o])
-        pt_thread.append(np.full(len(o), ti))
+        srt = np.lexsort((rank, t))
+        pt_time_l.append(t[srt])
+        pt_call_l.append(c[srt])
+        pt_is_end_l.append(is_end[srt])
+        pt_thread_l.append(np.full(len(srt), ti))
         thread_gtids.append(int(gt[cuts[ti - 1]] if ti else gt[0]))
-        thread_slices.append((at, at + len(o)))
-        at += len(o)
-    cat = (lambda xs, d: np.concatenate(xs) if xs else np.zeros(0, d))
-    pt_time, pt_call = cat(pt_time, np.int64), cat(pt_call, np.int64)
-    pt_is_end, pt_thread = cat(pt_is_end, bool), cat(pt_thread, np.int64)
+        thread_slices.append((at, at + len(srt)))
+        at += len(srt)
+
+    def cat(xs: list[np.ndarray], d) -> np.ndarray:
+        return np.concatenate(xs).astype(d) if xs else np.zeros(0, d)
+
+    pt_time, pt_call = cat(pt_time_l, np.int64), cat(pt_call_l, np.int64)
+    pt_is_end, pt_thread = cat(pt_is_end_l, bool), cat(pt_thread_l, np.int64)
     n_pts = len(pt_time)
     delta = np.zeros(n_pts, np.int64)
     owner = np.full(n_pts, -1, np.int64)
@@ -150,11 +157,11 @@ def build(trace: Trace) -> Graph:
         for k in range(b - a):
             own[k] = stack[-1] if stack else -1
             if ends_l[k]:
-                c = calls_l[k]
-                if stack and stack[-1] == c:
+                closing = calls_l[k]
+                if stack and stack[-1] == closing:
                     stack.pop()
-                elif c in stack:  # an end out of nesting order (overlapping calls): drop it where it is
-                    stack.remove(c)
+                elif closing in stack:  # an end out of nesting order (overlapping calls): drop it where it is
+                    stack.remove(closing)
             else:
                 stack.append(calls_l[k])
     call_start_pt = np.full(len(api), -1, np.int64)
@@ -175,7 +182,8 @@ def build(trace: Trace) -> Graph:
     skey = np.stack([o_gpid[sorder], o_dev[sorder], o_stream[sorder]], 1) if n_ops else np.zeros((0, 3), np.int64)
     scuts = np.flatnonzero(np.any(np.diff(skey, axis=0) != 0, axis=1)) + 1 if n_ops else np.zeros(0, np.int64)
     streams = np.split(sorder, scuts) if n_ops else []
-    stream_keys = [tuple(int(x) for x in skey[s0]) for s0 in ([0, *scuts.tolist()] if n_ops else [])]
+    stream_keys = [(int(skey[s0][0]), int(skey[s0][1]), int(skey[s0][2]))
+                   for s0 in ([0, *scuts.tolist()] if n_ops else [])]
     op_prev = np.full(n_ops, -1, np.int64)
     # per stream: launch starts made monotone, to find "the last op launched before time x"
     stream_launch = []
@@ -246,8 +254,7 @@ def build(trace: Trace) -> Graph:
         w = min(w, e)  # a clock's skew never makes the call end before its work
         blocks[ep] = Block(call, kind, waits, w, e - max(s, w))
 
-    for call in np.flatnonzero(np.isin(name_of_call, list(STREAM_SYNCS | DEVICE_SYNCS | EVENT_SYNCS | STREAM_WAITS))):
-        call = int(call)
+    for call in np.flatnonzero(np.isin(name_of_call, list(STREAM_SYNCS | DEVICE_SYNCS | EVENT_SYNCS | STREAM_WAITS))).tolist():
         nm, pid, s = name_of_call[call], pid_of(int(a_gtid[call])), int(a_start[call])
         if nm in STREAM_WAITS:
             if call not in sync_event or call not in sync_stream:
@@ -272,10 +279,10 @@ def build(trace: Trace) -> Graph:
     if len(copy):
         ends_in_call = o_end[copy] <= a_end[o_api[copy]]
         for o in copy[ends_in_call].tolist():
-            c = int(o_api[o])
-            ep = int(call_end_pt[c])
+            cc = int(o_api[o])
+            ep = int(call_end_pt[cc])
             if ep >= 0 and ep not in blocks:
-                block(c, "copy", [o])
+                block(cc, "copy", [o])
 
     # a call far slower than its kind's median, during which GPU work of its process ended: it
     # waited for the GPU (a launch onto a full queue, a pageable copy behind the stream's work),
@@ -294,10 +301,10 @@ def build(trace: Trace) -> Graph:
             cand = np.flatnonzero(slow & (pid_of(a_gtid) == pid))
             j = np.searchsorted(ends, a_end[cand], side="right") - 1
             ok = (j >= 0) & (ends[np.maximum(j, 0)] >= a_start[cand])
-            for c, jj in zip(cand[ok].tolist(), j[ok].tolist()):
-                ep = int(call_end_pt[c])
+            for cq, jj in zip(cand[ok].tolist(), j[ok].tolist()):
+                ep = int(call_end_pt[cq])
                 if ep >= 0 and ep not in blocks:
-                    block(c, "queue", [int(by_end[jj])])
+                    block(cq, "queue", [int(by_end[jj])])
 
     # -- cross-thread hand-overs -----------------------------------------------------------------
     handoffs: dict[int, tuple[int, int]] = {}
@@ -318,9 +325,9 @@ def build(trace: Trace) -> Graph:
             for tj in tis:
                 if tj == ti:
                     continue
-                c, d = thread_slices[tj]
-                j = c + np.searchsorted(pt_time[c:d], pt_time[ks], side="left") - 1  # its last point before
-                ok = j >= c
+                c0, d0 = thread_slices[tj]
+                j = c0 + np.searchsorted(pt_time[c0:d0], pt_time[ks], side="left") - 1  # its last point before
+                ok = j >= c0
                 jt = np.where(ok, pt_time[np.maximum(j, 0)], -1)
                 better = ok & (jt > best_t)
                 best_pt[better], best_t[better] = j[better], jt[better]
@@ -365,22 +372,22 @@ def build(trace: Trace) -> Graph:
             members: dict[tuple[int, int], list[int]] = {}
             seen: dict[tuple[int, int], int] = {}
             for o in comm.tolist():
-                k = (int(o_pid[o]), int(o_name[o]))
-                n = seen.get(k, 0)
-                seen[k] = n + 1
+                key = (int(o_pid[o]), int(o_name[o]))
+                n = seen.get(key, 0)
+                seen[key] = n + 1
                 members.setdefault((int(o_name[o]), n), []).append(o)
             for group in members.values():
                 if len({int(o_pid[o]) for o in group}) < 2:
                     continue
                 gi = len(coll_members)
                 coll_members.append(group)
-                last = max(int(o_start[o]) for o in group)
+                last_start = max(int(o_start[o]) for o in group)
                 for o in group:
                     # a member that ended before the last arrived did not wait for it (a broadcast's
                     # root, a small message sent eagerly): it keeps its own duration
-                    if int(o_end[o]) >= last:
+                    if int(o_end[o]) >= last_start:
                         op_coll[o] = gi
-                        coll_tail[o] = int(o_end[o]) - last
+                        coll_tail[o] = int(o_end[o]) - last_start
     return Graph(trace, thread_gtids, thread_slices, pt_time, pt_call, pt_is_end, pt_thread, owner, delta,
                  call_start_pt, call_end_pt, blocks, handoffs, streams, stream_keys, o_start, o_end, op_launch_pt,
                  op_prev, op_src, launch_off.astype(np.int64), prev_off.astype(np.int64), src_off.astype(np.int64),

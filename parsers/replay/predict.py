@@ -3,6 +3,7 @@ range, what holds the step after the edits, the GPU's idle split). The CLI's `wh
 findings call this; nothing here formats text."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +48,7 @@ class Prediction:
     step_ns: int  # predicted: the edits at their assumptions' central values
     low_ns: int
     high_ns: int
-    holders: list[Holder]  # what holds the (predicted) step: its critical path's shares
+    holders: list[Holder]  # what holds the (predicted) step: its critical path, ns per step and share
     idle: IdleSplit  # the (predicted) step's GPU idle time by cause, mean per step
     baseline_holders: list[Holder] = field(default_factory=list)
     baseline_idle: IdleSplit | None = None
@@ -76,9 +77,8 @@ def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit
         for k, v in c.items():
             charged[k] = charged.get(k, 0) + v
         idle += np.array(idle_split(g, r.timeline, int(r.starts_ns[i]), int(r.ends_ns[i]), int(pid_of(gt[i]))))
-    total = int(r.periods_ns.sum())
-    per = (idle // max(n, 1)).tolist()
-    return holders(charged, total), IdleSplit(*per)
+    per_step = {k: v // max(n, 1) for k, v in charged.items()}
+    return holders(per_step, int(r.periods_ns.mean()) if n else 0), IdleSplit(*(idle // max(n, 1)).tolist())
 
 
 def graph_of(trace: Trace) -> tuple[Graph, StepRanges]:
@@ -88,7 +88,7 @@ def graph_of(trace: Trace) -> tuple[Graph, StepRanges]:
     return trace.derived["replay.graph"]
 
 
-def predict(trace: Trace, edits: list[str | Edit], load=load_trace) -> Prediction:
+def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Prediction:
     """Replay `trace` unchanged and with `edits`; EditError (one line) for an edit that cannot
     apply, NoSteps where the capture has no step."""
     parsed = [e if isinstance(e, Edit) else edit_mod.parse(e) for e in edits]
