@@ -24,7 +24,7 @@ import numpy as np
 
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
-from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, Graph
+from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges
 
@@ -204,11 +204,25 @@ def _gpu_idle(g: Graph, times: np.ndarray, pids: np.ndarray) -> np.ndarray:
     return out
 
 
+def _duration_ns(text: str) -> int | None:
+    """`2ms`, `500us`, `1.5s`, `20000ns` -> ns; None for anything else (a range name)."""
+    for unit, scale in (("ms", 1e6), ("us", 1e3), ("ns", 1), ("s", 1e9)):
+        if text.endswith(unit):
+            try:
+                value = float(text[: -len(unit)])
+            except ValueError:
+                return None
+            return int(value * scale) if value >= 0 else None
+    return None
+
+
 def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     pids = _pt_pids(g)
     host = (g.owner < 0) & (g.delta_ns > 0)
     host[[a for a, _ in g.thread_slices]] = False
-    if e.range:
+    host[list(g.handoffs)] = False  # a thread waiting for another: no host work of its own
+    at_least = _duration_ns(e.range)
+    if e.range and at_least is None:
         sel = host & _inside(g.pt_time, pids, range_spans(g, sr, e.range))
         how = f"inside {e.range!r}"
     else:  # pauses during which the GPU sat idle: the CPU held the step
@@ -217,15 +231,27 @@ def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         mid = (prev_t + g.pt_time) // 2
         sel = host & inside & _gpu_idle(g, mid, pids) & _gpu_idle(g, g.pt_time - 1, pids)
         how = "while the GPU was idle, inside the steps"
+        if at_least is not None:
+            sel &= g.delta_ns >= at_least
+            how += f", each at least {e.range}"
     if not sel.any():
         raise EditError(f"no host time between CUDA calls {how}")
     removed = int(g.delta_ns[sel].sum())
-    for plan in ed.plans:
-        plan.delta_ns[sel] = 0
-        for k in np.flatnonzero(sel).tolist():
-            plan.handoffs.pop(k, None)
+    assumption = ""
+    keep = (0, 0, 0)
+    if at_least is not None:
+        # a long pause also held the host work an ordinary pause holds: the median of the shorter
+        # pauses in the same places is kept (the prediction), none of it or the longest of them (the range)
+        idle_host = host & _inside(g.pt_time, pids, range_spans(g, sr, STEP_RANGE)) & _gpu_idle(g, g.pt_time - 1, pids)
+        shorter = g.delta_ns[idle_host & ~sel & (g.delta_ns >= HANDOFF_MIN_PAUSE_NS) & (g.delta_ns < at_least)]
+        if len(shorter):
+            keep = (0, int(np.median(shorter)), int(shorter.max()))
+            assumption = (f"each removed pause keeps the host work of an ordinary pause: {keep[1] / 1e3:,.0f} us "
+                          f"(the median of the shorter pauses over 20 us with the GPU idle), between none and {keep[2] / 1e3:,.0f} us (the longest)")
+    for plan, kept in zip(ed.plans, keep):
+        plan.delta_ns[sel] = np.minimum(g.delta_ns[sel], kept)
     ed.applied.append(Applied(e.text, f"{removed / 1e6:,.2f} ms of host time between CUDA calls removed "
-                              f"({int(sel.sum()):,} pauses {how}, all steps)"))
+                              f"({int(sel.sum()):,} pauses {how}, all steps)", assumption))
 
 
 def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
@@ -288,6 +314,35 @@ def _kernel_order(trace) -> dict[int, np.ndarray]:
     return out
 
 
+def _launch_span(trace, g: Graph, ops: np.ndarray) -> tuple[int, int, int] | None:
+    """(first point, last point, ns) of the launching thread's points from the first launch of
+    `ops` to the end of the last (None when they have no launch on one thread)."""
+    pts = g.op_launch_pt[ops]
+    pts = pts[pts >= 0]
+    if len(pts) == 0:
+        return None
+    thread = g.pt_thread[pts]
+    first_thread = thread[np.argmin(pts)]
+    pts = pts[thread == first_thread]
+    calls = g.pt_call[pts]
+    lo, hi = int(pts.min()), int(g.call_end_pt[calls].max())
+    return lo, hi, int(g.pt_time[hi] - g.pt_time[lo])
+
+
+def _launch_span_ns(trace, ops: np.ndarray) -> int:
+    """ns from the first launch call's start of `ops` to the last one's end, on the first one's thread."""
+    o_api = trace.ops["api"].to_numpy(np.int64)[ops]
+    o_api = o_api[o_api >= 0]
+    if len(o_api) == 0:
+        return 0
+    gt = trace.api["gtid"].to_numpy(np.int64)[o_api]
+    st = trace.api["start"].to_numpy(np.int64)[o_api]
+    en = trace.api["end"].to_numpy(np.int64)[o_api]
+    first = gt[np.argmin(st)]
+    mine = gt == first
+    return int(en[mine].max() - st[mine].min())
+
+
 def _kernels_from(g: Graph, e: Edit, ed: Edited, load) -> None:
     import difflib
 
@@ -303,6 +358,7 @@ def _kernels_from(g: Graph, e: Edit, ed: Edited, load) -> None:
     t_dur = (twin.ops["end"] - twin.ops["start"]).to_numpy(np.int64)
     matched = replaced = 0
     new_dur = g.op_dur.copy()
+    cpu_scales: list[tuple[int, int, float]] = []
     for (_, a), (_, b) in zip(sorted(mine.items()), sorted(theirs.items())):
         if len(a) == len(b):
             new_dur[a] = t_dur[b]
@@ -321,13 +377,25 @@ def _kernels_from(g: Graph, e: Edit, ed: Edited, load) -> None:
                 scale = theirs_t / mine_t if mine_t > 0 else 0.0
                 new_dur[a[i1:i2]] = np.round(g.op_dur[a[i1:i2]] * scale).astype(np.int64)
                 replaced += i2 - i1
+                # and its CPU time: the span over which this capture launched the block, as long as
+                # the twin's span for its own block (none where the twin has no such block)
+                cpu = _launch_span(g.trace, g, a[i1:i2])
+                theirs_cpu = _launch_span_ns(twin, b[j1:j2]) if j2 > j1 else 0
+                if cpu is not None:
+                    lo, hi, span = cpu
+                    cpu_scales.append((lo, hi, theirs_cpu / span if span > 0 else 1.0))
     for plan in ed.plans:
         plan.op_dur[:] = np.where(np.isin(np.arange(g.n_ops), np.concatenate(list(mine.values()))), new_dur, plan.op_dur)
+        for lo, hi, scale in cpu_scales:
+            plan.delta_ns[lo + 1:hi + 1] = np.round(plan.delta_ns[lo + 1:hi + 1] * scale).astype(np.int64)
     note = f"{matched:,} kernels take their twin's duration (matched by launch order)"
     if replaced:
         note += f"; {replaced:,} without a counterpart take their block's total GPU time from the twin"
+    if cpu_scales:
+        note += (f"; the CPU time over which each of {len(cpu_scales):,} such blocks was launched scaled to the "
+                 "twin's for its block")
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
-                              + ("; the CPU cost of launching unmatched kernels is this capture's" if replaced else "")))
+                              + ("; an unmatched block costs the CPU what it cost in the twin" if replaced else "")))
 
 
 def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:

@@ -32,9 +32,9 @@ DEVICE_SYNCS = {"cudaDeviceSynchronize", "cuCtxSynchronize", "cudaThreadSynchron
 EVENT_SYNCS = {"cudaEventSynchronize", "cuEventSynchronize"}
 STREAM_WAITS = {"cudaStreamWaitEvent", "cuStreamWaitEvent", "cudaStreamWaitEvent_ptsz", "cuStreamWaitEvent_ptsz"}
 GRAPH_LAUNCHES = {"cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_ptsz", "cuGraphLaunch_ptsz"}
-# A pause on one thread that another thread's last point ends within this much of: a hand-over
-# (a thread woken by another), not the thread's own CPU work.
-HANDOFF_WITHIN_NS = 500_000
+# A pause on one thread that another thread's last point ends within this much of, the other then
+# staying quiet at least as long: a hand-over (a thread woken by another), not its own CPU work.
+HANDOFF_WITHIN_NS = 5_000_000
 HANDOFF_MIN_PAUSE_NS = 20_000
 # A call this many times its kind's median (and at least QUEUE_WAIT_MIN_NS) that outlasted GPU work
 # of its process waited for that work (a launch queue that was full).
@@ -322,6 +322,7 @@ def build(trace: Trace) -> Graph:
                 continue
             best_pt = np.full(len(ks), -1, np.int64)
             best_t = np.full(len(ks), -1, np.int64)
+            best_next = np.full(len(ks), np.iinfo(np.int64).max, np.int64)
             for tj in tis:
                 if tj == ti:
                     continue
@@ -329,12 +330,17 @@ def build(trace: Trace) -> Graph:
                 j = c0 + np.searchsorted(pt_time[c0:d0], pt_time[ks], side="left") - 1  # its last point before
                 ok = j >= c0
                 jt = np.where(ok, pt_time[np.maximum(j, 0)], -1)
+                nxt = np.where(j + 1 < d0, pt_time[np.minimum(j + 1, d0 - 1)], np.iinfo(np.int64).max)
                 better = ok & (jt > best_t)
-                best_pt[better], best_t[better] = j[better], jt[better]
+                best_pt[better], best_t[better], best_next[better] = j[better], jt[better], nxt[better]
             resume, pause_start = pt_time[ks], pt_time[ks - 1]
-            hit = (best_pt >= 0) & (best_t > pause_start) & (resume - best_t <= HANDOFF_WITHIN_NS)
-            for k, j, lag in zip(ks[hit].tolist(), best_pt[hit].tolist(), (resume - best_t)[hit].tolist()):
-                handoffs[k] = (j, lag)
+            lag = resume - best_t
+            # the other thread acted last inside the pause, soon before the resume, and then stayed quiet
+            # at least as long: one thread active at a time, a hand-over
+            hit = ((best_pt >= 0) & (best_t > pause_start) & (lag <= HANDOFF_WITHIN_NS)
+                   & (best_next - resume >= lag))
+            for k, j, lg in zip(ks[hit].tolist(), best_pt[hit].tolist(), lag[hit].tolist()):
+                handoffs[k] = (j, lg)
 
     # -- op offsets --------------------------------------------------------------------------
     has_launch = op_launch_pt >= 0

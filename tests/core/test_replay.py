@@ -127,10 +127,12 @@ def test_edit_errors_are_edit_errors():
 
 
 # Pairs the replay does not meet yet (README, "Replay"): strict, so a fix shows up as a pass to move.
-KNOWN_MISSES = {"host sleep removed", "per-step .item() removed", "AdamW foreach=False -> fused",
-                "AdamW foreach=False -> fused (async)", "fp32 -> TF32 (phase syncs)", "fp32 -> TF32 (async, H100)",
-                "fp32 -> TF32 (H100 repeat r1)", "fp32 -> TF32 (H100 repeat r2)", "fp32 -> TF32 small_ctx512 (H200)",
-                "fp32 -> TF32 small_ctx1024 (H200)", "fp32 -> TF32 medium_ctx512 (H200)"}
+KNOWN_MISSES = {
+    "host sleep removed",  # the whole pause goes; the twin kept 0.7 ms of it (measured inside the range given)
+    "per-step .item() removed",  # the twin without the sync ran 1.55 ms slower: one pair cannot tell noise
+    "fp32 -> TF32 (async, H100)",  # the two captures' CPU work differs (their own host time per step)
+    "fp32 -> TF32 (H100 repeat r1)",  # likewise, the other way
+}
 
 
 @pytest.mark.parametrize("twin", [pytest.param(t, marks=pytest.mark.xfail(strict=True, reason="known miss"))
