@@ -28,7 +28,8 @@ def _f(folder: str, stem: str) -> Path:
 
 
 TWINS = (
-    Twin("host sleep removed", _f("findings", "small_ctx128_host-sleep"), _f("findings", "small_ctx128"), ("nohost:2ms",), "host-bound-gap"),
+    Twin("host sleep removed", _f("findings", "small_ctx128_host-sleep"), _f("findings", "small_ctx128"),
+         ("nohost:2ms",), "host-bound-gap"),
     Twin("per-step .item() removed", _f("findings", "small_ctx128_nosync_item"), _f("findings", "small_ctx128_nosync"),
          ("nosync:cudaStreamSynchronize",), "sync-stall"),
     Twin(".item() before optimizer.step removed", _f("findings", "small_ctx512_b8_nosync_item-before-step"),

@@ -241,13 +241,14 @@ def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     keep = (0, 0, 0)
     if at_least is not None:
         # a long pause also held the host work an ordinary pause holds: the median of the shorter
-        # pauses in the same places is kept (the prediction), none of it or the longest of them (the range)
+        # pauses with the GPU idle is kept (the prediction), none of it or the longest of them (the range)
         idle_host = host & _inside(g.pt_time, pids, range_spans(g, sr, STEP_RANGE)) & _gpu_idle(g, g.pt_time - 1, pids)
         shorter = g.delta_ns[idle_host & ~sel & (g.delta_ns >= HANDOFF_MIN_PAUSE_NS) & (g.delta_ns < at_least)]
         if len(shorter):
             keep = (0, int(np.median(shorter)), int(shorter.max()))
             assumption = (f"each removed pause keeps the host work of an ordinary pause: {keep[1] / 1e3:,.0f} us "
-                          f"(the median of the shorter pauses over 20 us with the GPU idle), between none and {keep[2] / 1e3:,.0f} us (the longest)")
+                          f"(the median of the shorter pauses over 20 us with the GPU idle), "
+                          f"between none and {keep[2] / 1e3:,.0f} us (the longest)")
     for plan, kept in zip(ed.plans, keep):
         plan.delta_ns[sel] = np.minimum(g.delta_ns[sel], kept)
     ed.applied.append(Applied(e.text, f"{removed / 1e6:,.2f} ms of host time between CUDA calls removed "
