@@ -58,6 +58,8 @@ def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int) -> di
         return out
     api_names = g.trace.api_names
     a_name = g.trace.api["name"].to_numpy()
+    o_gpid, o_dev, o_stream = (g.trace.ops[c].to_numpy() for c in ("gpid", "device", "stream"))
+    several = len({k_[0] for k_ in g.stream_keys}) > 1
 
     def charge(key, lo, hi):
         lo, hi = max(lo, start), min(hi, end)
@@ -102,8 +104,7 @@ def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int) -> di
             i = node[1]
             s, e = int(tl.op_start_ns[i]), int(tl.op_end_ns[i])
             si = g.op_coll[i]
-            gp, dev, st = g.trace.ops["gpid"].iat[i], g.trace.ops["device"].iat[i], g.trace.ops["stream"].iat[i]
-            label = f"GPU {dev} stream {st}" + (f" (pid {pid_of(int(gp))})" if len({k_[0] for k_ in g.stream_keys}) > 1 else "")
+            label = f"GPU {o_dev[i]} stream {o_stream[i]}" + (f" (pid {pid_of(int(o_gpid[i]))})" if several else "")
             if si >= 0:
                 last = max(g.coll_members[si], key=lambda m: tl.op_start_ns[m])
                 if last != i and tl.op_start_ns[last] > s:

@@ -24,9 +24,10 @@ import numpy as np
 
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
+from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph
 from nsight_tui.parsers.replay.simulate import Plan
-from nsight_tui.parsers.replay.steps import StepRanges
+from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
 
 # A CUDA graph's nodes, measured on the committed twin sample_traces/findings/
 # small_ctx128_b1_nosync_cuda-graph (H100, 5 launches of a 1078-node graph): GPU gap between
@@ -344,9 +345,25 @@ def _launch_span_ns(trace, ops: np.ndarray) -> int:
     return int(en[mine].max() - st[mine].min())
 
 
-def _kernels_from(g: Graph, e: Edit, ed: Edited, load) -> None:
-    import difflib
+def _segments(trace, kernels: np.ndarray, sr: StepRanges, pid: int) -> dict[str, np.ndarray]:
+    """`kernels` (in launch order) by the iteration of process `pid` their launch falls in
+    ("" before the first)."""
+    mine = pid_of(sr.gtid) == pid
+    starts, names = sr.start_ns[mine], [n for n, m in zip(sr.names, mine) if m]
+    order = np.argsort(starts, kind="stable")
+    starts, names = starts[order], [names[i] for i in order]
+    o_api = trace.ops["api"].to_numpy(np.int64)[kernels]
+    a_start = trace.api["start"].to_numpy(np.int64)
+    t = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)] if len(a_start) else 0,
+                 trace.ops["start"].to_numpy(np.int64)[kernels])
+    at = np.searchsorted(starts, t, side="right") - 1
+    out: dict[str, np.ndarray] = {}
+    for i in np.unique(at).tolist():
+        out["" if i < 0 else _plain(names[i])] = kernels[at == i]
+    return out
 
+
+def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
     path = Path(e.twin)
     try:
         twin = load(path)
@@ -360,36 +377,51 @@ def _kernels_from(g: Graph, e: Edit, ed: Edited, load) -> None:
     matched = replaced = 0
     new_dur = g.op_dur.copy()
     cpu_scales: list[tuple[int, int, float]] = []
-    for (_, a), (_, b) in zip(sorted(mine.items()), sorted(theirs.items())):
-        if len(a) == len(b):
-            new_dur[a] = t_dur[b]
-            matched += len(a)
-            continue
-        na = [g.trace.op_short[c] if g.trace.op_short else g.trace.op_names[c] for c in g.trace.ops["name"].to_numpy()[a]]
-        nb = [twin.op_short[c] if twin.op_short else twin.op_names[c] for c in twin.ops["name"].to_numpy()[b]]
-        sm = difflib.SequenceMatcher(None, na, nb, autojunk=False)
-        for tag, i1, i2, j1, j2 in sm.get_opcodes():
-            if tag == "equal":
-                new_dur[a[i1:i2]] = t_dur[b[j1:j2]]
-                matched += i2 - i1
-            elif i2 > i1:  # ops with no counterpart: the block's GPU time as the twin's block
-                mine_t = g.op_dur[a[i1:i2]].sum()
-                theirs_t = t_dur[b[j1:j2]].sum() if j2 > j1 else 0
-                scale = theirs_t / mine_t if mine_t > 0 else 0.0
-                new_dur[a[i1:i2]] = np.round(g.op_dur[a[i1:i2]] * scale).astype(np.int64)
-                replaced += i2 - i1
-                # and its CPU time: the span over which this capture launched the block, as long as
-                # the twin's span for its own block (none where the twin has no such block)
-                cpu = _launch_span(g.trace, g, a[i1:i2])
-                theirs_cpu = _launch_span_ns(twin, b[j1:j2]) if j2 > j1 else 0
-                if cpu is not None:
-                    lo, hi, span = cpu
-                    cpu_scales.append((lo, hi, theirs_cpu / span if span > 0 else 1.0))
+    my_fam, their_fam = np.asarray(name_families(g.trace)), np.asarray(name_families(twin))
+    shared = set(g.trace.op_names) & set(twin.op_names)
+    my_key = [n if n in shared else f"family:{f}" for n, f in zip(g.trace.op_names, my_fam)]
+    their_key = [n if n in shared else f"family:{f}" for n, f in zip(twin.op_names, their_fam)]
+    my_names, their_names = g.trace.ops["name"].to_numpy(), twin.ops["name"].to_numpy()
+    twin_sr = step_ranges(twin)
+    for (pid, a_all), (tpid, b_all) in zip(sorted(mine.items()), sorted(theirs.items())):
+        # iteration by iteration (same names on both sides): an alignment per step is small, and
+        # never pairs one step's kernels with another's
+        segs_a, segs_b = _segments(g.trace, a_all, sr, pid), _segments(twin, b_all, twin_sr, tpid)
+        for key, a in segs_a.items():
+            b = segs_b.get(key)
+            if b is None or len(a) == 0:
+                continue
+            if len(a) == len(b):
+                new_dur[a] = t_dur[b]
+                matched += len(a)
+                continue
+            # a kernel named in both captures by its name, else by its family: a change that renames
+            # kernels (TF32's GEMMs) keeps them paired, and a kernel one side lacks stays unpaired
+            na = [my_key[c] for c in my_names[a]]
+            nb = [their_key[c] for c in their_names[b]]
+            for tag, i1, i2, j1, j2 in opcodes(na, nb):
+                if tag == "equal":
+                    new_dur[a[i1:i2]] = t_dur[b[j1:j2]]
+                    matched += i2 - i1
+                elif i2 > i1:  # ops with no counterpart: the block's GPU time as the twin's block
+                    mine_t = g.op_dur[a[i1:i2]].sum()
+                    theirs_t = t_dur[b[j1:j2]].sum() if j2 > j1 else 0
+                    scale = theirs_t / mine_t if mine_t > 0 else 0.0
+                    new_dur[a[i1:i2]] = np.round(g.op_dur[a[i1:i2]] * scale).astype(np.int64)
+                    replaced += i2 - i1
+                    # and its CPU time: the span over which this capture launched the block, as long
+                    # as the twin's span for its own block (a kernel the twin lacks keeps its launch:
+                    # a library's second kernel, split-K's reduction, is launched inside the same call)
+                    cpu = _launch_span(g.trace, g, a[i1:i2]) if j2 > j1 else None
+                    theirs_cpu = _launch_span_ns(twin, b[j1:j2]) if j2 > j1 else 0
+                    if cpu is not None:
+                        lo, hi, span = cpu
+                        cpu_scales.append((lo, hi, theirs_cpu / span if span > 0 else 1.0))
     for plan in ed.plans:
         plan.op_dur[:] = np.where(np.isin(np.arange(g.n_ops), np.concatenate(list(mine.values()))), new_dur, plan.op_dur)
         for lo, hi, scale in cpu_scales:
             plan.delta_ns[lo + 1:hi + 1] = np.round(plan.delta_ns[lo + 1:hi + 1] * scale).astype(np.int64)
-    note = f"{matched:,} kernels take their twin's duration (matched by launch order)"
+    note = f"{matched:,} kernels take their twin's duration (matched by launch order and family, step by step)"
     if replaced:
         note += f"; {replaced:,} without a counterpart take their block's total GPU time from the twin"
     if cpu_scales:
@@ -411,5 +443,5 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:
         elif e.kind == "graph":
             _graph(g, sr, e, ed)
         elif e.kind == "kernels-from":
-            _kernels_from(g, e, ed, load)
+            _kernels_from(g, sr, e, ed, load)
     return ed
