@@ -145,3 +145,47 @@ def test_twin_predicted_from_its_pair_against_the_python_clock(twin):
     predicted_change = p.step_ns - p.replayed_step_ns
     tol = max(0.2 * abs(measured_change), 0.02 * float(np.median(python_steps(other))))
     assert abs(predicted_change - measured_change) <= tol
+
+
+def test_alignment_is_a_longest_common_subsequence():
+    """Myers' edit script against an LCS length by dynamic programming, written here, on random
+    sequences; every 'equal' block equal, the blocks contiguous over both sequences."""
+    import random
+
+    from nsight_tui.parsers.replay.align import opcodes
+
+    def lcs(a, b):
+        row = [0] * (len(b) + 1)
+        for x in a:
+            prev = 0
+            for j, y in enumerate(b, 1):
+                prev, row[j] = row[j], prev + 1 if x == y else max(row[j], row[j - 1])
+        return row[-1]
+
+    rng = random.Random(7)
+    for _ in range(300):
+        a = [rng.randint(0, 4) for _ in range(rng.randint(0, 40))]
+        b = [x for x in a if rng.random() > 0.1]
+        for _ in range(rng.randint(0, 4)):
+            b.insert(rng.randint(0, len(b)), rng.randint(0, 6))
+        ops = opcodes(a, b)
+        i = j = 0
+        for tag, i1, i2, j1, j2 in ops:
+            assert (i1, j1) == (i, j)
+            if tag == "equal":
+                assert a[i1:i2] == b[j1:j2]
+            i, j = i2, j2
+        assert (i, j) == (len(a), len(b))
+        assert sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal") == lcs(a, b)
+
+
+@pytest.mark.parametrize("name", ["small_ctx128_nosync_item", "small_ctx128_b1_nosync_capturable"])
+def test_the_critical_path_covers_each_step(name):
+    """Walked back from a step's end, the path charges every nanosecond of the step once."""
+    from nsight_tui.parsers.replay.critical import critical_path
+
+    trace = load_trace(plain(SAMPLES / "findings" / f"{name}.sqlite.xz"))
+    g, sr = graph_of(trace)
+    r = replay(g, sr, Plan.of(g))
+    for s, e, gt in zip(r.starts_ns.tolist(), r.ends_ns.tolist(), sr.gtid[sr.is_step].tolist()):
+        assert sum(critical_path(g, r.timeline, s, e, gt).values()) == e - s
