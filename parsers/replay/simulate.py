@@ -37,6 +37,15 @@ class Plan:
         return cls(g.delta_ns.copy(), g.op_dur.copy(), g.op_launch_off.copy(), g.op_prev_off.copy(),
                    g.op_launch_pt.copy(), set(g.blocks), dict(g.handoffs))
 
+    @classmethod
+    def typical(cls, g: Graph) -> "Plan":
+        """Every op at the trace's two typical offsets (launch latency, queue gap) instead of its
+        own: the model without the per-op calibration, the identity check that can fail."""
+        plan = cls.of(g)
+        plan.op_launch_off[:] = np.where(g.op_launch_pt >= 0, g.launch_latency_ns, 0)
+        plan.op_prev_off[:] = np.where(g.op_prev >= 0, g.queue_gap_ns, 0)
+        return plan
+
 
 @dataclass
 class Timeline:

@@ -41,6 +41,10 @@ def test_identity_within_3_percent_of_the_sql_step_period(path):
     got = r.periods_ns[np.argsort(r.starts_ns)]
     assert len(got) == len(want)
     assert float(np.median(np.abs(got - want) / want)) <= 0.03
+    # the model without its per-op calibration: every op at the trace's two typical offsets
+    t = replay(g, sr, Plan.typical(g))
+    typical = t.periods_ns[np.argsort(t.starts_ns)]
+    assert float(np.median(np.abs(typical - want) / want)) <= 0.03
 
 
 def test_a_faster_gemm_shortens_a_gpu_bound_step_by_at_most_the_time_saved():
