@@ -1,8 +1,9 @@
 """The committed twin captures the replay is checked on: each pair one change apart, captured back
 to back on one machine, with the edit that is the change. Not a test module: tests/core/
-test_replay.py and README's twins table read it. A new pair (sample_traces/replay/) is one
-more row. Not here yet: pageable -> pinned input (findings/small_ctx128_pageable-input, 10 ms of CPU
-staging inside one cudaMemcpyAsync per step): no edit turns a pageable copy into a pinned one."""
+test_replay.py and README's twins table read it. A new pair is one more row, or one more entry
+of sample_traces/replay/twins.json (read below) beside its captures. Not here yet: pageable ->
+pinned input (findings/small_ctx128_pageable-input, 10 ms of CPU staging inside one cudaMemcpyAsync
+per step): no edit turns a pageable copy into a pinned one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -54,3 +55,20 @@ TWINS = (
     Twin("DDP 25 MB buckets -> one bucket", _f("async", "small_ctx512_b8_ddp2_async"),
          _f("async", "small_ctx512_b8_ddp2_async_ddp-one-bucket"), ("kernels-from:{twin}",), "exposed-communication"),
 )
+
+
+def _manifest() -> tuple[Twin, ...]:
+    """Pairs captured later: sample_traces/replay/twins.json, a list of {"name", "base", "twin",
+    "edits", "rule"} with paths relative to sample_traces/replay/ (`kernels-from:{twin}` as above)."""
+    import json
+
+    path = ROOT / "replay" / "twins.json"
+    if not path.is_file():
+        return ()
+    rows = json.loads(path.read_text())
+    return tuple(Twin(r["name"], path.parent / r["base"], path.parent / r["twin"], tuple(r["edits"]), r.get("rule", ""))
+                 for r in rows)
+
+
+TWINS = TWINS + _manifest()
+
