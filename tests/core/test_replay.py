@@ -193,3 +193,13 @@ def test_the_critical_path_covers_each_step(name):
     r = replay(g, sr, Plan.of(g))
     for s, e, gt in zip(r.starts_ns.tolist(), r.ends_ns.tolist(), sr.gtid[sr.is_step].tolist()):
         assert sum(critical_path(g, r.timeline, s, e, gt).values()) == e - s
+
+
+@pytest.mark.parametrize("edit", ["graph:optimizer", "nohost:forward", "nohost", "nosync", "nosync:step_*",
+                                  "speed:elementwise=1.5", "speed:*gemm*=3"])
+def test_an_edit_that_removes_work_shortens_the_step_by_less_than_the_step(edit):
+    trace = load_trace(plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz"))
+    p = predict(trace, [edit])
+    assert p.low_ns <= p.step_ns <= p.high_ns
+    assert -0.01 * p.replayed_step_ns <= p.saving_ns < p.replayed_step_ns
+    assert p.edits and p.edits[0].edit == edit
