@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "diff": ("nsight_tui.cli.diff", "what changed between two runs (ranges, kernels, families) and why the step moved"),
     "ncu": ("nsight_tui.cli.ncu", "Nsight Compute report: per-kernel hardware figures joined to the export's NVTX ranges"),
     "ranks": ("nsight_tui.cli.ranks", "per-rank figures, communication vs compute, the straggler"),
+    "whatif": ("nsight_tui.cli.whatif", "replay the captured step with edits: the predicted step and what holds it"),
     "mcp": ("nsight_tui.cli.mcp", "a Model Context Protocol server over stdio: the same answers, for agents"),
     "serve": ("nsight_tui.cli.serve", "the TUI in a web browser (textual-serve), on 127.0.0.1 by default"),
     "capture": ("nsight_tui.cli.capture", "run the NVTX-annotated GPT-2 workload, or `-- CMD` your own, under nsys and export SQLite"),
@@ -84,7 +85,7 @@ def _parsed(parser, argv: list[str]):
     return args
 
 
-WRITERS = ("stats", "report", "diff", "ranks", "ncu")  # the commands that write outputs from a profile
+WRITERS = ("stats", "report", "diff", "ranks", "ncu", "whatif")  # the commands that write outputs from a profile
 
 
 def _subcommand(argv: list[str]) -> int:

@@ -388,6 +388,29 @@ def build(served: ServedSet) -> MCPServer:
         s = file(path)
         return _named(A.from_json_text(ranks_json_text(ranks_of_trace(cache.trace(s)))), [s])
 
+    @tool
+    def whatif(path: str | None = None, edits: list[str] | None = None) -> dict[str, Any]:
+        """Replay the captured step with edits and predict the step (`whatif -f json`): the
+        baseline (measured and replayed step, ns), each edit and the assumption it rests on, the
+        predicted step with its low..high range, the saving, what holds the step after the edits
+        (its critical path: holders, ns per step, shares) and the GPU idle split. Edits:
+        speed:PATTERN=K (a kernel name glob or family, K times faster), kernels-from:NAME (kernel
+        durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION],
+        graph[:RANGE]. No edits: the unchanged replay against the measured step."""
+        from nsight_tui.parsers.replay.edits import EditError
+        from nsight_tui.parsers.replay.predict import predict
+        from nsight_tui.render.whatif import whatif_json_text
+
+        s = file(path)
+        wanted = list(edits or [])
+        # kernels-from names a served file: the twin is read like any other served profile
+        twins = {e.partition(":")[2]: file(e.partition(":")[2]) for e in wanted if e.startswith("kernels-from:")}
+        try:
+            p = predict(cache.trace(s), wanted, load=lambda q: cache.trace(twins[str(q)]))
+        except EditError as exc:
+            raise ToolError(str(exc)) from None
+        return _named(A.from_json_text(whatif_json_text(p)), [s, *twins.values()])
+
     return server
 
 

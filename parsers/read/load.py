@@ -20,6 +20,7 @@ from nsight_tui.parsers.read.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents, read_gpu_memory
 from nsight_tui.parsers.read.gpu_metrics import GpuMetrics, read_gpu_metrics
+from nsight_tui.parsers.read.sync_events import SyncEvents, read_sync_events
 from nsight_tui.parsers.read.groupstats import group_ids
 from nsight_tui.parsers.read.heap import release_free_memory
 from nsight_tui.parsers.read import conventions, validate
@@ -155,6 +156,12 @@ class Trace:
         """nsys's sampled GPU metrics (--gpu-metrics-devices), read on first use."""
         with open_tables(self.path, probe=False) as tables:
             return read_gpu_metrics(tables)
+
+    @cached_property
+    def sync_events(self) -> SyncEvents:
+        """CUDA's synchronisation calls and event records (read on first use: the replay's)."""
+        with open_tables(self.path, probe=False) as tables:
+            return read_sync_events(tables)
 
     @property
     def kernels(self) -> pd.DataFrame:

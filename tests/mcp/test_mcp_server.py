@@ -26,7 +26,7 @@ FUSED = "sample_traces/small_ctx128_fused.sqlite"
 DDP = "sample_traces/small_ctx128_ddp2.sqlite"
 RANK_FOLDER = "sample_traces/ranks_small_ctx128_ddp2"
 TOOLS = {"list_files", "summary", "range_tree", "range_kernels", "kernel_launches", "correlation", "idle_window",
-         "findings", "roofline", "report", "ncu", "nsys_report", "diff", "ranks"}
+         "findings", "roofline", "report", "ncu", "nsys_report", "diff", "ranks", "whatif"}
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")
 
@@ -63,6 +63,8 @@ CALLS: dict[str, tuple[str, dict]] = {
     "report_ratios": ("report", {"path": SMALL, "sections": ["ratios", "ratio_basis"]}),
     "diff": ("diff", {"a": SMALL, "b": FUSED, "range_depth": 16, "kernels_limit": 500}),
     "ranks_file": ("ranks", {"path": DDP}),
+    "whatif": ("whatif", {"path": SMALL, "edits": ["speed:gemm=2", f"kernels-from:{FUSED}"]}),
+    "whatif_bad": ("whatif", {"path": SMALL, "edits": ["speed:no_such_kernel=2"]}),
     "ranks_folder": ("ranks", {"path": RANK_FOLDER}),
     **{f"nsys_{r}": ("nsys_report", {"path": SMALL, "report": r, "limit": 500}) for r in REPORTS},
     **{f"nsys_{r}_nsys": ("nsys_report", {"path": SMALL, "report": r, "limit": 500, "attribution": "nsys"})
@@ -226,6 +228,11 @@ def test_diff_matches_cli(served):
     want = cli["kernels"].pop("kernels")
     assert doc["kernels"] == cli["kernels"]
     assert kernels["rows"] == want[:500] and kernels["total"] == len(want)
+
+
+def test_whatif_matches_cli(served):
+    assert served.ok("whatif") == cli_json("whatif", SMALL, "speed:gemm=2", f"kernels-from:{FUSED}")
+    assert "no GPU op matches" in served.error("whatif_bad")
 
 
 def test_ranks_match_cli(served):

@@ -1,0 +1,57 @@
+"""`nsight-tui whatif TRACE [EDIT ...]`: replay the captured step, changed by the edits, and say
+what the step would take and what would hold it.
+
+EDITs: speed:PATTERN=K, kernels-from:TWIN.sqlite, nosync[:RANGE|CALL], nohost[:RANGE], graph[:RANGE]
+(parsers/replay/edits.py). With none, the unchanged replay against the measured step."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nsight_tui.cli.formats import add_format
+from nsight_tui.parsers.read.errors import TraceError
+
+HELP = "replay the captured step with edits (speed:, kernels-from:, nosync, nohost, graph): the predicted step"
+
+
+class BadEdit(TraceError):
+    exit_code = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", help="the export (.sqlite)")
+    parser.add_argument("edits", nargs="*", metavar="EDIT",
+                        help="speed:PATTERN=K | kernels-from:TWIN.sqlite | nosync[:RANGE|CALL] | nohost[:RANGE] | graph[:RANGE]")
+    add_format(parser, ("markdown", "json"), "markdown")
+    parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
+    parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.replay.edits import EditError, parse
+    from nsight_tui.parsers.replay.predict import predict
+    from nsight_tui.render import output
+    from nsight_tui.render.safe import visible
+    from nsight_tui.render.whatif import whatif_json_text, whatif_markdown
+
+    try:
+        edits = [parse(e) for e in args.edits]
+    except EditError as exc:
+        raise BadEdit(str(exc)) from None
+    path = Path(args.trace)
+    if args.output != "-":
+        output.check_target(args.output, args.force, inputs=[path])
+    trace = load_trace(path)
+    try:
+        p = predict(trace, edits)
+    except EditError as exc:
+        raise BadEdit(str(exc)) from None
+    text = whatif_json_text(p) if args.format == "json" else whatif_markdown(p)
+    if args.output == "-":
+        output.write_stdout(text)
+    else:
+        written = output.write_atomic(args.output, text, overwrite=args.force, inputs=[path])
+        print(f"wrote {visible(str(written))}", file=sys.stderr)
+    return 0

@@ -1,0 +1,69 @@
+"""The replay's prediction (parsers/replay/predict.Prediction) as Markdown or JSON."""
+from __future__ import annotations
+
+import json
+
+from nsight_tui.render.safe import markdown as md
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.2f}"
+
+
+def _holder(h) -> dict:
+    return {"what": h.what, "kind": h.kind, "ns": int(h.ns), "share": round(float(h.share), 4)}
+
+
+def _idle(s) -> dict | None:
+    if s is None:
+        return None
+    return {"idle_ns": s.idle_ns, "launch_starved_ns": s.launch_starved_ns, "sync_blocked_ns": s.sync_blocked_ns,
+            "dependency_ns": s.dependency_ns}
+
+
+def whatif_dict(p) -> dict:
+    return {
+        "file": p.path.name,
+        "steps": p.steps,
+        "baseline": {"measured_step_ns": p.measured_step_ns, "replayed_step_ns": p.replayed_step_ns,
+                     "identity_error": round(p.identity_error, 5), "holds_step": [_holder(h) for h in p.baseline_holders],
+                     "gpu_idle_per_step": _idle(p.baseline_idle)},
+        "edits": [{"edit": a.edit, "changed": a.changed, "assumption": a.assumption or None} for a in p.edits],
+        "predicted": {"step_ns": p.step_ns, "low_ns": p.low_ns, "high_ns": p.high_ns},
+        "saving_ns": p.saving_ns,
+        "holds_step": [_holder(h) for h in p.holders],
+        "gpu_idle_per_step": _idle(p.idle),
+        "measured": {"launch_latency_ns": p.launch_latency_ns, "queue_gap_ns": p.queue_gap_ns},
+        "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps; "
+                 "CPU and GPU times on the capture's clock",
+    }
+
+
+def whatif_json_text(p) -> str:
+    return json.dumps(whatif_dict(p), indent=2) + "\n"
+
+
+def whatif_markdown(p) -> str:
+    out = [f"# nsight-tui whatif: {md(p.path.name)}", ""]
+    out.append(f"Step period, median of {p.steps} steady-state steps: measured {_ms(p.measured_step_ns)} ms, "
+               f"replayed unchanged {_ms(p.replayed_step_ns)} ms (identity error {p.identity_error * 100:.2f}%).")
+    out.append(f"Measured in this capture: launch latency {p.launch_latency_ns / 1e3:.1f} us (median op start - launch "
+               f"call start onto an idle stream), queued ops {p.queue_gap_ns} ns apart (median).")
+    out.append("")
+    if p.edits:
+        out += ["## Edits", ""]
+        for a in p.edits:
+            out.append(f"- `{md(a.edit)}`: {md(a.changed)}" + (f" (assumes {md(a.assumption)})" if a.assumption else ""))
+        out += ["", "## Predicted step (estimated, replay)", ""]
+        rng = (f" (between {_ms(p.low_ns)} and {_ms(p.high_ns)} ms)" if p.low_ns != p.high_ns else "")
+        out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: saves {_ms(p.saving_ns)} ms per step "
+                   f"({p.saving_ns / p.replayed_step_ns * 100 if p.replayed_step_ns else 0:.1f}%).")
+        out.append("")
+    for title, hold, idle in ((("What holds the step after the edits" if p.edits else "What holds the step"), p.holders, p.idle),):
+        out += [f"## {title} (critical path, share of the step)", "", "| holder | ms per step | share |", "|---|---:|---:|"]
+        for h in hold:
+            out.append(f"| {md(h.what)} | {_ms(h.ns)} | {h.share * 100:.1f}% |")
+        out += ["", "GPU idle per step (replayed): " + (
+            f"{_ms(idle.idle_ns)} ms = launch-starved {_ms(idle.launch_starved_ns)} + blocked by a sync "
+            f"{_ms(idle.sync_blocked_ns)} + waiting on a dependency {_ms(idle.dependency_ns)}"), ""]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,447 @@
+"""What-if edits: each turns the measured plan into the changed one (simulate.Plan).
+
+    speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster
+    kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence
+    nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
+                          nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
+                          blocking calls inside the steps
+    nohost[:RANGE]        host time between CUDA calls inside RANGE removed (default: the pauses
+                          during which the GPU was idle, which the idle split calls launch-starved)
+    graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
+
+RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
+to every thread of the range's process while the range is open. An edit that rests on a figure
+not measured in this capture carries a low and a high value (`Assumption`); the prediction is
+replayed at both.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
+from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
+from nsight_tui.parsers.replay.align import opcodes
+from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph
+from nsight_tui.parsers.replay.simulate import Plan
+from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
+
+# A CUDA graph's nodes, measured on the committed twin sample_traces/findings/
+# small_ctx128_b1_nosync_cuda-graph (H100, 5 launches of a 1078-node graph): GPU gap between
+# consecutive nodes median 96 ns (p10 32, p90 128); cudaGraphLaunch's CPU cost 0.86 us per node
+# (911,168..996,467 ns a launch after the first). Used where the capture has no graph launches.
+GRAPH_NODE_GAP_NS = (32, 96, 128)
+GRAPH_LAUNCH_NS_PER_NODE = (845, 860, 925)
+STEP_RANGE = "step"
+
+
+class EditError(ValueError):
+    """An edit that cannot be read or applied: one line for the user."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    kind: str  # speed, kernels-from, nosync, nohost, graph
+    text: str
+    pattern: str = ""
+    factor: float = 1.0
+    twin: str = ""
+    range: str = ""
+
+
+@dataclass
+class Applied:
+    """What an edit changed, in words and counts, and the assumption it rests on (if any)."""
+
+    edit: str
+    changed: str
+    assumption: str = ""
+
+
+@dataclass
+class Edited:
+    low: Plan  # the plan at the assumptions' favourable end (the smaller step)
+    mid: Plan  # at their central values: the prediction
+    high: Plan
+    applied: list[Applied] = field(default_factory=list)
+
+    @property
+    def plans(self) -> tuple[Plan, Plan, Plan]:
+        return (self.low, self.mid, self.high)
+
+
+KINDS = ("speed", "kernels-from", "nosync", "nohost", "graph")
+
+
+def parse(text: str) -> Edit:
+    kind, _, arg = text.partition(":")
+    if kind not in KINDS:
+        raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, kernels-from:TWIN.sqlite, "
+                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE]")
+    if kind == "speed":
+        pattern, eq, k = arg.rpartition("=")
+        try:
+            factor = float(k)
+        except ValueError:
+            factor = 0.0
+        if not eq or not pattern or not factor > 0 or not np.isfinite(factor):
+            raise EditError(f"bad edit {text!r}: speed:PATTERN=K with K a number above 0 (e.g. speed:gemm=2)")
+        return Edit(kind, text, pattern=pattern, factor=factor)
+    if kind == "kernels-from":
+        if not arg:
+            raise EditError(f"bad edit {text!r}: kernels-from:TWIN.sqlite names the other capture")
+        return Edit(kind, text, twin=arg)
+    return Edit(kind, text, range=arg or "")
+
+
+# -- where an edit applies ---------------------------------------------------------------------
+def _plain(text) -> str:
+    text = str(text)
+    return text.split(":", 1)[1] if ":" in text and not text.startswith("nsight-tui") else text
+
+
+def range_spans(g: Graph, sr: StepRanges, name: str) -> list[tuple[int, int, int]]:
+    """(pid, start, end) of the spans RANGE names: the steps' periods for `step` (or no name),
+    else every NVTX range whose plain name matches the glob."""
+    if not name or name == STEP_RANGE:
+        out = []
+        for i in range(len(sr.start_ns)):
+            if not sr.is_step[i]:
+                continue
+            later = np.flatnonzero((sr.gtid == sr.gtid[i]) & (sr.start_ns > sr.start_ns[i]))
+            end = int(sr.start_ns[later].min()) if len(later) else int(sr.end_ns[i])
+            out.append((int(pid_of(sr.gtid[i])), int(sr.start_ns[i]), end))
+        return out
+    r = g.trace.ranges
+    texts = r["text"].to_numpy()
+    hit = np.array([t is not None and fnmatch.fnmatchcase(_plain(t), name) for t in texts], dtype=bool)
+    if not hit.any():
+        raise EditError(f"no NVTX range named {name!r} in {g.trace.path.name}")
+    return [(int(pid_of(gt)), int(s), int(e)) for gt, s, e in
+            zip(r["gtid"].to_numpy()[hit], r["start"].to_numpy()[hit], r["end"].to_numpy()[hit])]
+
+
+def _inside(times: np.ndarray, pids: np.ndarray, spans) -> np.ndarray:
+    out = np.zeros(len(times), bool)
+    for pid in {p for p, _, _ in spans}:
+        mine = [(s, e) for p, s, e in spans if p == pid]
+        s = np.array([x for x, _ in mine], np.int64)
+        e = np.array([y for _, y in mine], np.int64)
+        order = np.argsort(s)
+        s, e = s[order], np.maximum.accumulate(e[order])
+        j = np.searchsorted(s, times, side="right") - 1
+        out |= (pids == pid) & (j >= 0) & (times <= e[np.maximum(j, 0)])
+    return out
+
+
+def _pt_pids(g: Graph) -> np.ndarray:
+    return pid_of(np.array(g.thread_gtids, np.int64)[g.pt_thread]) if len(g.pt_time) else np.zeros(0, np.int64)
+
+
+# -- the edits ------------------------------------------------------------------------------------
+def _speed(g: Graph, e: Edit, ed: Edited) -> None:
+    names = g.trace.op_names
+    if e.pattern in FAMILY_KEYS:
+        fam = name_families(g.trace)
+        codes = np.flatnonzero(np.asarray(fam) == e.pattern)
+        how = f"family {e.pattern}"
+    else:
+        short = g.trace.op_short if g.trace.op_short else names
+        codes = np.array([i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, e.pattern)
+                          or (i < len(short) and fnmatch.fnmatchcase(str(short[i]), e.pattern))], np.int64)
+        how = f"names matching {e.pattern!r}"
+    hit = np.isin(g.trace.ops["name"].to_numpy(), codes)
+    if not hit.any():
+        raise EditError(f"no GPU op matches {e.pattern!r} ({how}) in {g.trace.path.name}")
+    for plan in ed.plans:
+        plan.op_dur[hit] = np.round(plan.op_dur[hit] / e.factor).astype(np.int64)
+    ed.applied.append(Applied(e.text, f"{int(hit.sum()):,} ops ({how}) {e.factor:g}x faster"))
+
+
+def _nosync(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    ends = np.array(sorted(g.blocks), np.int64)
+    if len(ends) == 0:
+        raise EditError(f"no blocking CUDA call in {g.trace.path.name}")
+    calls = np.array([g.blocks[k].call for k in ends.tolist()], np.int64)
+    call_names = np.array([api_display_name(g.trace.api_names[c]) for c in
+                           g.trace.api["name"].to_numpy()[calls]], dtype=object)
+    by_call = bool(e.range) and any(fnmatch.fnmatchcase(n, e.range) for n in call_names)
+    if by_call:  # nosync:CALL: those blocking calls inside the steps (cudaStreamSynchronize: `.item()`)
+        keep = np.array([fnmatch.fnmatchcase(n, e.range) for n in call_names], dtype=bool)
+        ends, calls = ends[keep], calls[keep]
+    spans = range_spans(g, sr, "" if by_call else e.range)
+    starts = g.trace.api["start"].to_numpy(np.int64)[calls]
+    pids = pid_of(g.trace.api["gtid"].to_numpy(np.int64)[calls])
+    hit = ends[_inside(starts, pids, spans)]
+    if len(hit) == 0:
+        raise EditError(f"no blocking CUDA call inside {e.range or STEP_RANGE!r}")
+    for plan in ed.plans:
+        for k in hit.tolist():
+            plan.blocking.discard(k)
+            plan.block_after_ns[k] = g.blocks[k].after_ns
+    kinds: dict[str, int] = {}
+    for k in hit.tolist():
+        kinds[g.blocks[k].kind] = kinds.get(g.blocks[k].kind, 0) + 1
+    what = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    ed.applied.append(Applied(e.text, f"{len(hit):,} blocking calls no longer wait for the GPU ({what}); "
+                              "each keeps its own CPU time after the wait"))
+
+
+def _gpu_idle(g: Graph, times: np.ndarray, pids: np.ndarray) -> np.ndarray:
+    """Per instant: no op of that process was running on the GPU (measured)."""
+    out = np.ones(len(times), bool)
+    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+    for pid in np.unique(pids):
+        sel = o_pid == pid
+        s, e = g.op_start[sel], g.op_end[sel]
+        order = np.argsort(s)
+        s, e = s[order], np.maximum.accumulate(e[order])
+        j = np.searchsorted(s, times, side="right") - 1
+        busy = (j >= 0) & (times < e[np.maximum(j, 0)])
+        out &= ~((pids == pid) & busy)
+    return out
+
+
+def _duration_ns(text: str) -> int | None:
+    """`2ms`, `500us`, `1.5s`, `20000ns` -> ns; None for anything else (a range name)."""
+    for unit, scale in (("ms", 1e6), ("us", 1e3), ("ns", 1), ("s", 1e9)):
+        if text.endswith(unit):
+            try:
+                value = float(text[: -len(unit)])
+            except ValueError:
+                return None
+            return int(value * scale) if value >= 0 else None
+    return None
+
+
+def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    pids = _pt_pids(g)
+    host = (g.owner < 0) & (g.delta_ns > 0)
+    host[[a for a, _ in g.thread_slices]] = False
+    host[list(g.handoffs)] = False  # a thread waiting for another: no host work of its own
+    at_least = _duration_ns(e.range)
+    if e.range and at_least is None:
+        sel = host & _inside(g.pt_time, pids, range_spans(g, sr, e.range))
+        how = f"inside {e.range!r}"
+    else:  # pauses during which the GPU sat idle: the CPU held the step
+        inside = _inside(g.pt_time, pids, range_spans(g, sr, STEP_RANGE))
+        prev_t = np.concatenate([[0], g.pt_time[:-1]])
+        mid = (prev_t + g.pt_time) // 2
+        sel = host & inside & _gpu_idle(g, mid, pids) & _gpu_idle(g, g.pt_time - 1, pids)
+        how = "while the GPU was idle, inside the steps"
+        if at_least is not None:
+            sel &= g.delta_ns >= at_least
+            how += f", each at least {e.range}"
+    if not sel.any():
+        raise EditError(f"no host time between CUDA calls {how}")
+    removed = int(g.delta_ns[sel].sum())
+    assumption = ""
+    keep = (0, 0, 0)
+    if at_least is not None:
+        # a long pause also held the host work an ordinary pause holds: the median of the shorter
+        # pauses with the GPU idle is kept (the prediction), none of it or the longest of them (the range)
+        idle_host = host & _inside(g.pt_time, pids, range_spans(g, sr, STEP_RANGE)) & _gpu_idle(g, g.pt_time - 1, pids)
+        shorter = g.delta_ns[idle_host & ~sel & (g.delta_ns >= HANDOFF_MIN_PAUSE_NS) & (g.delta_ns < at_least)]
+        if len(shorter):
+            keep = (0, int(np.median(shorter)), int(shorter.max()))
+            assumption = (f"each removed pause keeps the host work of an ordinary pause: {keep[1] / 1e3:,.0f} us "
+                          f"(the median of the shorter pauses over 20 us with the GPU idle), "
+                          f"between none and {keep[2] / 1e3:,.0f} us (the longest)")
+    for plan, kept in zip(ed.plans, keep):
+        plan.delta_ns[sel] = np.minimum(g.delta_ns[sel], kept)
+    ed.applied.append(Applied(e.text, f"{removed / 1e6:,.2f} ms of host time between CUDA calls removed "
+                              f"({int(sel.sum()):,} pauses {how}, all steps)", assumption))
+
+
+def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    spans = range_spans(g, sr, e.range)
+    pids = _pt_pids(g)
+    inside = _inside(g.pt_time, pids, spans)
+    inside[[a for a, _ in g.thread_slices]] = False
+    keep = np.zeros(len(inside), bool)
+    keep[list(g.blocks)] = True  # a sync is not captured: it stays
+    sel = inside & ~keep
+    if not sel.any():
+        raise EditError(f"no CUDA call inside {e.range or STEP_RANGE!r}")
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+    a_start = g.trace.api["start"].to_numpy(np.int64)
+    launch_t = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)], -1)
+    ops_in = (o_api >= 0) & _inside(launch_t, o_pid, spans)
+    names = np.array([n.split("_v")[0] if n[-6:-4] == "_v" else n for n in g.trace.api_names], dtype=object)
+    has_graphs = np.isin(names[g.trace.api["name"].to_numpy()], list(GRAPH_LAUNCHES)).any() if len(g.trace.api) else False
+    # the span each op's graph launch stands at: the first point of its span (on the launching thread)
+    span_of_op = np.full(g.n_ops, -1, np.int64)
+    for si, (pid, s, t_end) in enumerate(spans):
+        m = ops_in & (o_pid == pid) & (launch_t >= s) & (launch_t <= t_end)
+        span_of_op[m & (span_of_op < 0)] = si
+    for plan, gap, per_node in zip(ed.plans, GRAPH_NODE_GAP_NS, GRAPH_LAUNCH_NS_PER_NODE):
+        plan.delta_ns[sel] = 0
+        for k in np.flatnonzero(sel).tolist():
+            plan.handoffs.pop(k, None)
+        for si in np.unique(span_of_op[span_of_op >= 0]).tolist():
+            ops = np.flatnonzero(span_of_op == si)
+            first_pt = g.op_launch_pt[ops].min()
+            plan.op_launch_pt[ops] = first_pt
+            # the launch's own CPU cost, per node, on the point after the graph's first launch
+            if first_pt + 1 < len(plan.delta_ns):
+                plan.delta_ns[first_pt + 1] += per_node * len(ops)
+            plan.op_launch_off[ops] = g.launch_latency_ns
+            plan.op_prev_off[ops] = np.minimum(g.op_prev_off[ops], gap)
+    ed.applied.append(Applied(
+        e.text, f"{int(sel.sum()):,} CPU points and {int(ops_in.sum()):,} ops in {len(spans)} spans as one graph launch "
+        "each: the spans' CPU time replaced by the launch's",
+        "" if has_graphs else
+        f"graph nodes {GRAPH_NODE_GAP_NS[0]}..{GRAPH_NODE_GAP_NS[2]} ns apart on the GPU and a launch costing "
+        f"{GRAPH_LAUNCH_NS_PER_NODE[0]}..{GRAPH_LAUNCH_NS_PER_NODE[2]} ns of CPU per node (measured on the committed "
+        "cuda-graph twin, H100)"))
+
+
+def _kernel_order(trace) -> dict[int, np.ndarray]:
+    """Per process: its kernels in launch order (call start, then op start)."""
+    ops = trace.ops
+    kern = np.flatnonzero(ops["kind"].to_numpy() == KERNEL)
+    o_api = ops["api"].to_numpy(np.int64)[kern]
+    a_start = trace.api["start"].to_numpy(np.int64)
+    t = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)] if len(a_start) else 0, ops["start"].to_numpy(np.int64)[kern])
+    pid = pid_of(ops["gpid"].to_numpy(np.int64)[kern])
+    out = {}
+    for p in np.unique(pid):
+        m = pid == p
+        k = kern[m]
+        out[int(p)] = k[np.lexsort((ops["start"].to_numpy(np.int64)[k], t[m]))]
+    return out
+
+
+def _launch_span(trace, g: Graph, ops: np.ndarray) -> tuple[int, int, int] | None:
+    """(first point, last point, ns) of the launching thread's points from the first launch of
+    `ops` to the end of the last (None when they have no launch on one thread)."""
+    pts = g.op_launch_pt[ops]
+    pts = pts[pts >= 0]
+    if len(pts) == 0:
+        return None
+    thread = g.pt_thread[pts]
+    first_thread = thread[np.argmin(pts)]
+    pts = pts[thread == first_thread]
+    calls = g.pt_call[pts]
+    lo, hi = int(pts.min()), int(g.call_end_pt[calls].max())
+    return lo, hi, int(g.pt_time[hi] - g.pt_time[lo])
+
+
+def _launch_span_ns(trace, ops: np.ndarray) -> int:
+    """ns from the first launch call's start of `ops` to the last one's end, on the first one's thread."""
+    o_api = trace.ops["api"].to_numpy(np.int64)[ops]
+    o_api = o_api[o_api >= 0]
+    if len(o_api) == 0:
+        return 0
+    gt = trace.api["gtid"].to_numpy(np.int64)[o_api]
+    st = trace.api["start"].to_numpy(np.int64)[o_api]
+    en = trace.api["end"].to_numpy(np.int64)[o_api]
+    first = gt[np.argmin(st)]
+    mine = gt == first
+    return int(en[mine].max() - st[mine].min())
+
+
+def _segments(trace, kernels: np.ndarray, sr: StepRanges, pid: int) -> dict[str, np.ndarray]:
+    """`kernels` (in launch order) by the iteration of process `pid` their launch falls in
+    ("" before the first)."""
+    mine = pid_of(sr.gtid) == pid
+    starts, names = sr.start_ns[mine], [n for n, m in zip(sr.names, mine) if m]
+    order = np.argsort(starts, kind="stable")
+    starts, names = starts[order], [names[i] for i in order]
+    o_api = trace.ops["api"].to_numpy(np.int64)[kernels]
+    a_start = trace.api["start"].to_numpy(np.int64)
+    t = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)] if len(a_start) else 0,
+                 trace.ops["start"].to_numpy(np.int64)[kernels])
+    at = np.searchsorted(starts, t, side="right") - 1
+    out: dict[str, np.ndarray] = {}
+    for i in np.unique(at).tolist():
+        out["" if i < 0 else _plain(names[i])] = kernels[at == i]
+    return out
+
+
+def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
+    path = Path(e.twin)
+    try:
+        twin = load(path)
+    except Exception as exc:  # the loader's own error says what is wrong with the file
+        raise EditError(f"kernels-from: cannot read {e.twin}: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+    mine, theirs = _kernel_order(g.trace), _kernel_order(twin)
+    if len(mine) != len(theirs) or not mine:
+        raise EditError(f"kernels-from: {path.name} has {len(theirs)} processes with kernels, "
+                        f"{g.trace.path.name} {len(mine)}")
+    t_dur = (twin.ops["end"] - twin.ops["start"]).to_numpy(np.int64)
+    matched = replaced = 0
+    new_dur = g.op_dur.copy()
+    cpu_scales: list[tuple[int, int, float]] = []
+    my_fam, their_fam = np.asarray(name_families(g.trace)), np.asarray(name_families(twin))
+    shared = set(g.trace.op_names) & set(twin.op_names)
+    my_key = [n if n in shared else f"family:{f}" for n, f in zip(g.trace.op_names, my_fam)]
+    their_key = [n if n in shared else f"family:{f}" for n, f in zip(twin.op_names, their_fam)]
+    my_names, their_names = g.trace.ops["name"].to_numpy(), twin.ops["name"].to_numpy()
+    twin_sr = step_ranges(twin)
+    for (pid, a_all), (tpid, b_all) in zip(sorted(mine.items()), sorted(theirs.items())):
+        # iteration by iteration (same names on both sides): an alignment per step is small, and
+        # never pairs one step's kernels with another's
+        segs_a, segs_b = _segments(g.trace, a_all, sr, pid), _segments(twin, b_all, twin_sr, tpid)
+        for key, a in segs_a.items():
+            b = segs_b.get(key)
+            if b is None or len(a) == 0:
+                continue
+            if len(a) == len(b):
+                new_dur[a] = t_dur[b]
+                matched += len(a)
+                continue
+            # a kernel named in both captures by its name, else by its family: a change that renames
+            # kernels (TF32's GEMMs) keeps them paired, and a kernel one side lacks stays unpaired
+            na = [my_key[c] for c in my_names[a]]
+            nb = [their_key[c] for c in their_names[b]]
+            for tag, i1, i2, j1, j2 in opcodes(na, nb):
+                if tag == "equal":
+                    new_dur[a[i1:i2]] = t_dur[b[j1:j2]]
+                    matched += i2 - i1
+                elif i2 > i1:  # ops with no counterpart: the block's GPU time as the twin's block
+                    mine_t = g.op_dur[a[i1:i2]].sum()
+                    theirs_t = t_dur[b[j1:j2]].sum() if j2 > j1 else 0
+                    scale = theirs_t / mine_t if mine_t > 0 else 0.0
+                    new_dur[a[i1:i2]] = np.round(g.op_dur[a[i1:i2]] * scale).astype(np.int64)
+                    replaced += i2 - i1
+                    # and its CPU time: the span over which this capture launched the block, as long
+                    # as the twin's span for its own block (a kernel the twin lacks keeps its launch:
+                    # a library's second kernel, split-K's reduction, is launched inside the same call)
+                    cpu = _launch_span(g.trace, g, a[i1:i2]) if j2 > j1 else None
+                    theirs_cpu = _launch_span_ns(twin, b[j1:j2]) if j2 > j1 else 0
+                    if cpu is not None:
+                        lo, hi, span = cpu
+                        cpu_scales.append((lo, hi, theirs_cpu / span if span > 0 else 1.0))
+    for plan in ed.plans:
+        plan.op_dur[:] = np.where(np.isin(np.arange(g.n_ops), np.concatenate(list(mine.values()))), new_dur, plan.op_dur)
+        for lo, hi, scale in cpu_scales:
+            plan.delta_ns[lo + 1:hi + 1] = np.round(plan.delta_ns[lo + 1:hi + 1] * scale).astype(np.int64)
+    note = f"{matched:,} kernels take their twin's duration (matched by launch order and family, step by step)"
+    if replaced:
+        note += f"; {replaced:,} without a counterpart take their block's total GPU time from the twin"
+    if cpu_scales:
+        note += (f"; the CPU time over which each of {len(cpu_scales):,} such blocks was launched scaled to the "
+                 "twin's for its block")
+    ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
+                              + ("; an unmatched block costs the CPU what it cost in the twin" if replaced else "")))
+
+
+def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:
+    ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
+    for e in edits:
+        if e.kind == "speed":
+            _speed(g, e, ed)
+        elif e.kind == "nosync":
+            _nosync(g, sr, e, ed)
+        elif e.kind == "nohost":
+            _nohost(g, sr, e, ed)
+        elif e.kind == "graph":
+            _graph(g, sr, e, ed)
+        elif e.kind == "kernels-from":
+            _kernels_from(g, sr, e, ed, load)
+    return ed

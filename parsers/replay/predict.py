@@ -1,0 +1,109 @@
+"""The replay for callers: `predict(trace, edits)` -> Prediction (baseline, predicted step with its
+range, what holds the step after the edits, the GPU's idle split). The CLI's `whatif` and the
+findings call this; nothing here formats text."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nsight_tui.parsers.read.ids import pid_of
+from nsight_tui.parsers.read.load import Trace, load_trace
+from nsight_tui.parsers.replay import edits as edit_mod
+from nsight_tui.parsers.replay.critical import Holder, IdleSplit, critical_path, holders, idle_split
+from nsight_tui.parsers.replay.edits import Applied, Edit, EditError
+from nsight_tui.parsers.replay.graph import Graph, build
+from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
+from nsight_tui.parsers.replay.steps import StepRanges, step_ranges, step_spans
+
+
+class NoSteps(EditError):
+    """The capture has no steady-state step to replay."""
+
+
+@dataclass
+class Replayed:
+    """One replay: its steps' periods and the median step (ns)."""
+
+    timeline: Timeline
+    periods_ns: np.ndarray
+    starts_ns: np.ndarray
+    ends_ns: np.ndarray
+
+    @property
+    def step_ns(self) -> int:
+        return int(np.median(self.periods_ns)) if len(self.periods_ns) else 0
+
+
+@dataclass
+class Prediction:
+    path: Path
+    steps: int
+    measured_step_ns: int  # median over the steady-state steps of the measured period
+    replayed_step_ns: int  # the same, of the unchanged replay
+    identity_error: float  # median over steps of |replayed - measured| / measured
+    edits: list[Applied]
+    step_ns: int  # predicted: the edits at their assumptions' central values
+    low_ns: int
+    high_ns: int
+    holders: list[Holder]  # what holds the (predicted) step: its critical path, ns per step and share
+    idle: IdleSplit  # the (predicted) step's GPU idle time by cause, mean per step
+    baseline_holders: list[Holder] = field(default_factory=list)
+    baseline_idle: IdleSplit | None = None
+    launch_latency_ns: int = 0  # measured: median op start - launch call start onto an idle stream
+    queue_gap_ns: int = 0  # measured: median gap between queued ops on a stream
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def saving_ns(self) -> int:
+        return self.replayed_step_ns - self.step_ns
+
+
+def replay(g: Graph, sr: StepRanges, plan: Plan) -> Replayed:
+    tl = simulate(g, plan)
+    s, e = step_spans(g, sr, tl)
+    return Replayed(tl, e - s, s, e)
+
+
+def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit]:
+    gt = sr.gtid[sr.is_step]
+    charged: dict[tuple[str, str], int] = {}
+    idle = np.zeros(4, np.int64)
+    n = len(r.starts_ns)
+    for i in range(n):
+        c = critical_path(g, r.timeline, int(r.starts_ns[i]), int(r.ends_ns[i]), int(gt[i]))
+        for k, v in c.items():
+            charged[k] = charged.get(k, 0) + v
+        idle += np.array(idle_split(g, r.timeline, int(r.starts_ns[i]), int(r.ends_ns[i]), int(pid_of(gt[i]))))
+    per_step = {k: v // max(n, 1) for k, v in charged.items()}
+    return holders(per_step, int(r.periods_ns.mean()) if n else 0), IdleSplit(*(idle // max(n, 1)).tolist())
+
+
+def graph_of(trace: Trace) -> tuple[Graph, StepRanges]:
+    """The trace's graph and steps, built once and kept with the trace."""
+    if "replay.graph" not in trace.derived:
+        trace.derived["replay.graph"] = (build(trace), step_ranges(trace))
+    return trace.derived["replay.graph"]
+
+
+def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Prediction:
+    """Replay `trace` unchanged and with `edits`; EditError (one line) for an edit that cannot
+    apply, NoSteps where the capture has no step."""
+    parsed = [e if isinstance(e, Edit) else edit_mod.parse(e) for e in edits]
+    g, sr = graph_of(trace)
+    if sr.n_steps == 0:
+        raise NoSteps(f"{trace.path.name}: no steady-state step (step_N range) to replay")
+    measured = step_spans(g, sr, None)
+    m_periods = measured[1] - measured[0]
+    base = replay(g, sr, Plan.of(g))
+    err = float(np.median(np.abs(base.periods_ns - m_periods) / np.maximum(m_periods, 1)))
+    ed = edit_mod.apply(g, sr, parsed, load)
+    low, mid, high = (replay(g, sr, p) for p in ed.plans) if parsed else (base, base, base)
+    steps_ = sorted((low.step_ns, mid.step_ns, high.step_ns))
+    hold, idle = _why(g, sr, mid)
+    b_hold, b_idle = (hold, idle) if not parsed else _why(g, sr, base)
+    return Prediction(Path(trace.path), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
+                      ed.applied, mid.step_ns, steps_[0], steps_[2], hold, idle, b_hold, b_idle,
+                      g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption])

@@ -1,0 +1,110 @@
+"""Which ranges are the steps, and the step period on the measured or the replayed timeline.
+
+The one place the replay chooses its steps: the model's iterations (`step_N`, `warmup_N`, named
+by the capture or inferred from the kernel sequence), the steady-state ones measured. The period
+is the model's (parsers/model/iterations.py): from a step's start to the next iteration's start
+on its thread; the last ends with the later of its range's end and its GPU work's end (the ops
+whose launching call starts inside the range, in its process)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, period_ends
+from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.parsers.read.ids import pid_of
+from nsight_tui.parsers.replay.graph import Graph
+from nsight_tui.parsers.replay.simulate import Timeline
+
+
+@dataclass(frozen=True)
+class StepRanges:
+    """Iterations in time order (steps and warm-ups: a warm-up's start ends the step before)."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    gtid: np.ndarray
+    is_step: np.ndarray
+    names: list[str]
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.is_step.sum())
+
+
+def step_ranges(trace) -> StepRanges:
+    model = trace.derived.get("replay.model") or range_model(trace)
+    trace.derived["replay.model"] = model
+    steps, warm = iteration_ranges(model, STEP), iteration_ranges(model, WARMUP)
+    ids = np.concatenate([steps, warm]).astype(np.int64)
+    is_step = np.concatenate([np.ones(len(steps), bool), np.zeros(len(warm), bool)])
+    start = model.r_start[ids].astype(np.int64)
+    order = np.argsort(start, kind="stable")
+    ids, is_step = ids[order], is_step[order]
+    texts = model.trace.ranges["text"].to_numpy()
+    return StepRanges(model.r_start[ids].astype(np.int64), model.r_end[ids].astype(np.int64),
+                      model.r_gtid[ids].astype(np.int64), is_step, [str(texts[i]) for i in ids])
+
+
+def cpu_time_map(g: Graph, tl: Timeline | None, gtid: int, t: np.ndarray) -> np.ndarray:
+    """Replayed times of instants `t` on thread `gtid`'s clock: between two of its points, as
+    late before the next point as it was measured (host time that an edit removed before a call
+    moves the instant with that call), never before the previous point."""
+    t = np.asarray(t, np.int64)
+    if tl is None or gtid not in g.thread_gtids:
+        return t.copy()
+    a, b = g.thread_slices[g.thread_gtids.index(gtid)]
+    pt, R = g.pt_time[a:b], tl.pt_ns[a:b]
+    nxt = np.searchsorted(pt, t, side="left")
+    prev = nxt - 1
+    out = t.copy()
+    has_next, has_prev = nxt < len(pt), prev >= 0
+    n_ = np.minimum(nxt, len(pt) - 1)
+    p_ = np.maximum(prev, 0)
+    from_next = R[n_] - (pt[n_] - t)
+    from_prev = R[p_] + (t - pt[p_])
+    out = np.where(has_next, from_next, np.where(has_prev, from_prev, t))
+    out = np.where(has_next & has_prev, np.maximum(out, R[p_]), out)
+    return out
+
+
+def step_periods(g: Graph, sr: StepRanges, tl: Timeline | None) -> np.ndarray:
+    """Each step's period (ns) on the replayed timeline `tl`, or the measured one (None)."""
+    start, end = step_spans(g, sr, tl)
+    return end - start
+
+
+def step_spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's period as (start, end) ns on the replayed timeline `tl`, or the measured one."""
+    n = len(sr.start_ns)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    start, end = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for gt in np.unique(sr.gtid):
+        m = sr.gtid == gt
+        start[m] = cpu_time_map(g, tl, int(gt), sr.start_ns[m])
+        end[m] = cpu_time_map(g, tl, int(gt), sr.end_ns[m])
+    # the GPU end of each range's work: ops whose launch call starts inside the range
+    api_start = g.trace.api["start"].to_numpy(np.int64)
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+    has = o_api >= 0
+    launch = np.where(has, api_start[np.maximum(o_api, 0)] if len(api_start) else 0, -1)
+    op_end = g.op_end if tl is None else tl.op_end_ns
+    last = end.copy()
+    for pid in np.unique(pid_of(sr.gtid)):
+        sel = has & (o_pid == pid)
+        ls, oe = launch[sel], op_end[sel]
+        order = np.argsort(ls, kind="stable")
+        ls, oe = ls[order], oe[order]
+        for i in np.flatnonzero(pid_of(sr.gtid) == pid).tolist():
+            lo = np.searchsorted(ls, sr.start_ns[i], "left")
+            hi = np.searchsorted(ls, sr.end_ns[i], "right")
+            if hi > lo:
+                last[i] = max(last[i], int(oe[lo:hi].max()))
+    ends = np.zeros(n, np.int64)
+    for gt in np.unique(sr.gtid):
+        m = np.flatnonzero(sr.gtid == gt)
+        ends[m] = period_ends(start[m], last[m], start[m])
+    return start[sr.is_step], ends[sr.is_step]

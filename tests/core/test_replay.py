@@ -1,0 +1,205 @@
+"""The replay (parsers/replay): identity against the step period written in SQL (tests/step_sql.py),
+the edits against hand bounds, the idle split against its own total, the whatif command's
+contract, and the committed twins against the workload's own Python clock (tests/replay_twins.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, SAMPLES
+from replay_twins import TWINS
+from step_sql import python_steps, steps
+from xz_samples import plain
+
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.replay.critical import idle_split
+from nsight_tui.parsers.replay.edits import EditError
+from nsight_tui.parsers.replay.predict import graph_of, predict, replay
+from nsight_tui.parsers.replay.simulate import Plan
+
+IDENTITY = [*(p for p in sorted(SAMPLES.glob("*.sqlite")) if not p.name.startswith("edge_")),
+            SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz",
+            SAMPLES / "async" / "small_ctx512_b8_async.sqlite.xz",
+            SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz",
+            SAMPLES / "findings" / "small_ctx128_b1_nosync_cuda-graph.sqlite.xz",
+            SAMPLES / "nonvtx" / "small_ctx512_b8_async_twin.sqlite.xz"]
+
+
+@pytest.mark.parametrize("path", IDENTITY, ids=lambda p: p.name)
+def test_identity_within_3_percent_of_the_sql_step_period(path):
+    f = plain(path)
+    ref = steps(f)
+    if not ref:
+        pytest.skip("no step_N range")
+    g, sr = graph_of(load_trace(f))
+    r = replay(g, sr, Plan.of(g))
+    want = np.array(sorted((it.start, it.period) for it in ref))[:, 1]
+    got = r.periods_ns[np.argsort(r.starts_ns)]
+    assert len(got) == len(want)
+    assert float(np.median(np.abs(got - want) / want)) <= 0.03
+    # the model without its per-op calibration: every op at the trace's two typical offsets
+    t = replay(g, sr, Plan.typical(g))
+    typical = t.periods_ns[np.argsort(t.starts_ns)]
+    assert float(np.median(np.abs(typical - want) / want)) <= 0.03
+
+
+def test_a_faster_gemm_shortens_a_gpu_bound_step_by_at_most_the_time_saved():
+    f = plain(SAMPLES / "findings" / "small_ctx512.sqlite.xz")  # fp32 GEMMs, phase syncs: GPU-bound
+    trace = load_trace(f)
+    p = predict(trace, ["speed:gemm=2"])
+    # hand bound: half the GEMM time of one step (the ops launched inside step_N), from the export
+    import sqlite3
+    con = sqlite3.connect(f"{f.as_uri()}?mode=ro", uri=True)
+    names = [n for (n,) in con.execute("SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON "
+                                       "s.id = k.demangledName")]
+    con.close()
+    from nsight_tui.parsers.kernels.families import classify
+    gemm = {n for n in names if classify(n) == "gemm"}
+    its = steps(f)
+    con = sqlite3.connect(f"{f.as_uri()}?mode=ro", uri=True)
+    per_step = []
+    for it in its:
+        rows = con.execute("SELECT s.value, k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON "
+                           "s.id = k.demangledName JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = "
+                           "k.correlationId WHERE r.start >= ? AND r.start <= ?", (it.start, it.end)).fetchall()
+        per_step.append(sum(d for n, d in rows if n in gemm))
+    con.close()
+    half = float(np.median(per_step)) / 2
+    assert 0.5 * half < p.saving_ns <= half * 1.02
+
+
+def test_idle_split_adds_up_to_the_gpu_idle_time():
+    f = plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz")
+    trace = load_trace(f)
+    g, sr = graph_of(trace)
+    r = replay(g, sr, Plan.of(g))
+    from nsight_tui.parsers.read.ids import pid_of
+    o = trace.ops
+    pid = int(pid_of(int(sr.gtid[0])))
+    mine = (pid_of(o["gpid"].to_numpy()) == pid)
+    for s, e in zip(r.starts_ns.tolist(), r.ends_ns.tolist()):
+        total, launch, sync, dep = idle_split(g, r.timeline, s, e, pid)
+        assert total == launch + sync + dep
+        # independent: the step's span minus the union of the op intervals inside it, a sweep in plain Python
+        iv = sorted((max(a, s), min(b, e)) for a, b in zip(r.timeline.op_start_ns[mine].tolist(),
+                                                              r.timeline.op_end_ns[mine].tolist()) if b > s and a < e)
+        busy, cur_a, cur_b = 0, None, None
+        for a, b in iv:
+            if cur_b is None or a > cur_b:
+                if cur_b is not None:
+                    busy += cur_b - cur_a
+                cur_a, cur_b = a, b
+            else:
+                cur_b = max(cur_b, b)
+        if cur_b is not None:
+            busy += cur_b - cur_a
+        assert total == (e - s) - busy
+
+
+@pytest.mark.parametrize("edit", ["bogus", "speed:gemm=0", "speed:=2", "speed:no_such_kernel=2", "nosync:no_such_range",
+                                  "kernels-from:/no/such.sqlite"])
+def test_a_bad_edit_is_one_line_and_exit_2(edit):
+    f = plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz")
+    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(f), edit], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert run.returncode == 2, run.stderr
+    assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+def test_whatif_json_keys():
+    f = plain(SAMPLES / "findings" / "small_ctx128_b1_nosync_capturable.sqlite.xz")
+    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(f), "graph", "-f", "json"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr
+    d = json.loads(run.stdout)
+    assert set(d["baseline"]) >= {"measured_step_ns", "replayed_step_ns"}
+    assert set(d["predicted"]) == {"step_ns", "low_ns", "high_ns"}
+    assert d["predicted"]["low_ns"] <= d["predicted"]["step_ns"] <= d["predicted"]["high_ns"]
+    assert d["saving_ns"] == d["baseline"]["replayed_step_ns"] - d["predicted"]["step_ns"]
+    assert d["edits"][0]["edit"] == "graph" and d["edits"][0]["assumption"]
+    assert d["holds_step"] and abs(sum(h["share"] for h in d["holds_step"]) - 1) < 0.05
+
+
+def test_edit_errors_are_edit_errors():
+    trace = load_trace(plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz"))
+    with pytest.raises(EditError):
+        predict(trace, ["speed:no_such_kernel=2"])
+
+
+# Pairs the replay does not meet yet (README, "Replay"): strict, so a fix shows up as a pass to move.
+KNOWN_MISSES = {
+    "host sleep removed",  # the whole pause goes; the twin kept 0.7 ms of it (measured inside the range given)
+    "per-step .item() removed",  # the twin without the sync ran 1.55 ms slower: one pair cannot tell noise
+    "fp32 -> TF32 (async, H100)",  # the two captures' CPU work differs (their own host time per step)
+    "fp32 -> TF32 (H100 repeat r1)",  # likewise, the other way
+    "fp32 -> TF32 large (async, H100)",  # likewise: the TF32 capture's autograd thread did 83 ms of host work a step, 50
+}
+
+
+@pytest.mark.parametrize("twin", [pytest.param(t, marks=pytest.mark.xfail(strict=True, reason="known miss"))
+                                  if t.name in KNOWN_MISSES else t for t in TWINS], ids=lambda t: t.name)
+def test_twin_predicted_from_its_pair_against_the_python_clock(twin):
+    base, other = plain(twin.base), plain(twin.twin)
+    measured_change = float(np.median(python_steps(other)) - np.median(python_steps(base)))
+    p = predict(load_trace(base), twin.edit_args(other))
+    predicted_change = p.step_ns - p.replayed_step_ns
+    tol = max(0.2 * abs(measured_change), 0.02 * float(np.median(python_steps(other))))
+    assert abs(predicted_change - measured_change) <= tol
+
+
+def test_alignment_is_a_longest_common_subsequence():
+    """Myers' edit script against an LCS length by dynamic programming, written here, on random
+    sequences; every 'equal' block equal, the blocks contiguous over both sequences."""
+    import random
+
+    from nsight_tui.parsers.replay.align import opcodes
+
+    def lcs(a, b):
+        row = [0] * (len(b) + 1)
+        for x in a:
+            prev = 0
+            for j, y in enumerate(b, 1):
+                prev, row[j] = row[j], prev + 1 if x == y else max(row[j], row[j - 1])
+        return row[-1]
+
+    rng = random.Random(7)
+    for _ in range(300):
+        a = [rng.randint(0, 4) for _ in range(rng.randint(0, 40))]
+        b = [x for x in a if rng.random() > 0.1]
+        for _ in range(rng.randint(0, 4)):
+            b.insert(rng.randint(0, len(b)), rng.randint(0, 6))
+        ops = opcodes(a, b)
+        i = j = 0
+        for tag, i1, i2, j1, j2 in ops:
+            assert (i1, j1) == (i, j)
+            if tag == "equal":
+                assert a[i1:i2] == b[j1:j2]
+            i, j = i2, j2
+        assert (i, j) == (len(a), len(b))
+        assert sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == "equal") == lcs(a, b)
+
+
+@pytest.mark.parametrize("name", ["small_ctx128_nosync_item", "small_ctx128_b1_nosync_capturable"])
+def test_the_critical_path_covers_each_step(name):
+    """Walked back from a step's end, the path charges every nanosecond of the step once."""
+    from nsight_tui.parsers.replay.critical import critical_path
+
+    trace = load_trace(plain(SAMPLES / "findings" / f"{name}.sqlite.xz"))
+    g, sr = graph_of(trace)
+    r = replay(g, sr, Plan.of(g))
+    for s, e, gt in zip(r.starts_ns.tolist(), r.ends_ns.tolist(), sr.gtid[sr.is_step].tolist()):
+        assert sum(critical_path(g, r.timeline, s, e, gt).values()) == e - s
+
+
+@pytest.mark.parametrize("edit", ["graph:optimizer", "nohost:forward", "nohost", "nosync", "nosync:step_*",
+                                  "speed:elementwise=1.5", "speed:*gemm*=3"])
+def test_an_edit_that_removes_work_shortens_the_step_by_less_than_the_step(edit):
+    trace = load_trace(plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz"))
+    p = predict(trace, [edit])
+    assert p.low_ns <= p.step_ns <= p.high_ns
+    assert -0.01 * p.replayed_step_ns <= p.saving_ns < p.replayed_step_ns
+    assert p.edits and p.edits[0].edit == edit

@@ -1,0 +1,74 @@
+"""The committed twin captures the replay is checked on: each pair one change apart, captured back
+to back on one machine, with the edit that is the change. Not a test module: tests/core/
+test_replay.py and README's twins table read it. A new pair is one more row, or one more entry
+of sample_traces/replay/twins.json (read below) beside its captures. Not here yet: pageable ->
+pinned input (findings/small_ctx128_pageable-input, 10 ms of CPU staging inside one cudaMemcpyAsync
+per step): no edit turns a pageable copy into a pinned one."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+@dataclass(frozen=True)
+class Twin:
+    name: str
+    base: Path  # the capture replayed
+    twin: Path  # the capture the edit should turn it into
+    edits: tuple[str, ...]  # `kernels-from:{twin}` names the twin itself
+    rule: str = ""  # the findings rule whose subtraction estimate this change answers (the old estimate)
+
+    def edit_args(self, twin_plain: Path) -> list[str]:
+        return [e.replace("{twin}", str(twin_plain)) for e in self.edits]
+
+
+def _f(folder: str, stem: str) -> Path:
+    return ROOT / folder / f"{stem}.sqlite.xz"
+
+
+TWINS = (
+    Twin("host sleep removed", _f("findings", "small_ctx128_host-sleep"), _f("findings", "small_ctx128"),
+         ("nohost:2ms",), "host-bound-gap"),
+    Twin("per-step .item() removed", _f("findings", "small_ctx128_nosync_item"), _f("findings", "small_ctx128_nosync"),
+         ("nosync:cudaStreamSynchronize",), "sync-stall"),
+    Twin(".item() before optimizer.step removed", _f("findings", "small_ctx512_b8_nosync_item-before-step"),
+         _f("findings", "small_ctx512_b8_nosync"), ("nosync:cudaStreamSynchronize",), "sync-stall"),
+    Twin("AdamW foreach=False -> fused", _f("findings", "small_ctx128_foreach-off"), _f("findings", "small_ctx128_fused-optim"),
+         ("kernels-from:{twin}",), "unfused-optimizer"),
+    Twin("AdamW foreach=False -> fused (async)", _f("async", "small_ctx512_b8_async_foreach-off"),
+         _f("async", "small_ctx512_b8_async_fused-optim"), ("kernels-from:{twin}",), "unfused-optimizer"),
+    Twin("CUDA graph (batch 1)", _f("findings", "small_ctx128_b1_nosync_capturable"),
+         _f("findings", "small_ctx128_b1_nosync_cuda-graph"), ("graph",), "launch-bound"),
+    Twin("fp32 -> TF32 (phase syncs)", _f("findings", "small_ctx512"), _f("findings", "small_ctx512_tf32"),
+         ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
+    Twin("fp32 -> TF32 (async, H100)", _f("async", "small_ctx512_b8_async"), _f("async", "small_ctx512_tf32_b8_async"),
+         ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
+    Twin("fp32 -> TF32 large (async, H100)", _f("async", "large_ctx512_async"), _f("async", "large_ctx512_tf32_async"),
+         ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
+    *(Twin(f"fp32 -> TF32 (H100 repeat r{i})", _f("async/h100_repeats", f"small_ctx512_b8_async_r{i}"),
+           _f("async/h100_repeats", f"small_ctx512_tf32_b8_async_r{i}"), ("kernels-from:{twin}",),
+           "fp32-gemm-without-tensor-cores") for i in (1, 2, 3)),
+    *(Twin(f"fp32 -> TF32 {m} (H200)", _f("async/h200_twins", f"{m}_b8_async"), _f("async/h200_twins", f"{m}_tf32_b8_async"),
+           ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores") for m in ("small_ctx512", "small_ctx1024", "medium_ctx512")),
+    Twin("DDP 25 MB buckets -> one bucket", _f("async", "small_ctx512_b8_ddp2_async"),
+         _f("async", "small_ctx512_b8_ddp2_async_ddp-one-bucket"), ("kernels-from:{twin}",), "exposed-communication"),
+)
+
+
+def _manifest() -> tuple[Twin, ...]:
+    """Pairs captured later: sample_traces/replay/twins.json, a list of {"name", "base", "twin",
+    "edits", "rule"} with paths relative to sample_traces/replay/ (`kernels-from:{twin}` as above)."""
+    import json
+
+    path = ROOT / "replay" / "twins.json"
+    if not path.is_file():
+        return ()
+    rows = json.loads(path.read_text())
+    return tuple(Twin(r["name"], path.parent / r["base"], path.parent / r["twin"], tuple(r["edits"]), r.get("rule", ""))
+                 for r in rows)
+
+
+TWINS = TWINS + _manifest()
+
