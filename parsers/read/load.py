@@ -26,7 +26,7 @@ from nsight_tui.parsers.read import conventions, validate
 from nsight_tui.parsers.read.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
                                     pid_of, tid_of)
-from nsight_tui.parsers.read.source import Schema, sidecar_notes
+from nsight_tui.parsers.read.source import Schema, refuse_special, sidecar_notes
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
 FALLBACK_MEMCPY_LABELS = {
@@ -711,6 +711,7 @@ class TraceLoader:
 
     def __init__(self, path: str | Path, progress=None, native: bool = True, cache: bool = True):
         self.path = Path(path)
+        refuse_special(self.path)  # before the cache reads the file's identity: a FIFO would block it
         self.say = progress or (lambda f, t: None)
         self.checks = validate.Checks()
         self._early: Trace | None = None
