@@ -173,7 +173,7 @@ class RunMeta:
 
     config: dict = field(default_factory=dict)
     steps: list[dict] = field(default_factory=list)
-    source: str = "step marks"  # where they were read: the `nsight-tui:` marks, or the sidecar file's name
+    source: str = "step marks"  # where they were read: the `nsight-tui:` marks, the sidecar file's name, "" for nowhere
 
     @classmethod
     def from_marks(cls, marks: pd.DataFrame) -> "RunMeta":
@@ -197,15 +197,18 @@ class RunMeta:
         name = Path(path).name
         stem = name[: -len(".sqlite")] if name.endswith(".sqlite") else None
         side = Path(path).with_name(stem + conventions.STEPS_SIDECAR_SUFFIX) if stem else None
+        nothing = cls(source="")  # no record read: a source names a file that was read, never one absent
+        if side is None or not side.is_file():
+            return nothing
         try:
-            value = json.loads(side.read_text()) if side is not None and side.is_file() else {}
+            value = json.loads(side.read_text())
         except (OSError, ValueError):
-            return cls()
+            return nothing
         config = value.get("config") if isinstance(value, dict) else None
         steps = value.get("steps") if isinstance(value, dict) else None
-        return cls(config if isinstance(config, dict) else {},
-                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [],
-                   side.name if side is not None else cls.source)
+        meta = cls(config if isinstance(config, dict) else {},
+                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [], side.name)
+        return meta if meta.config or meta.steps else nothing
 
 
 # ---------------------------------------------------------------------------------------
