@@ -161,10 +161,10 @@ def slow_steps(trace, t0: np.ndarray, t1: np.ndarray, device: int, pid: int | No
             time = _per_step(t0, t1, a_start[sel], a_end[sel])
             s, t = float(time[slow].mean()), float(np.median(time[typical])) if len(typical) else 0.0
             if _differs(s, t, "ns"):
-                calls = _per_step(t0, t1, a_start[sel])
-                differs.append(Difference(str(trace.api_names[int(code)]), s, t, "ns", float(calls[slow].mean()),
-                                          float(np.median(calls[typical])) if len(typical) else 0.0))
+                count = _per_step(t0, t1, a_start[sel])
+                differs.append(Difference(str(trace.api_names[int(code)]), s, t, "ns", float(count[slow].mean()),
+                                          float(np.median(count[typical])) if len(typical) else 0.0))
                 n_calls += 1
-    calls = sorted(differs[len(differs) - n_calls:] if n_calls else [], key=lambda x: -(x.slow - x.typical))
-    differs = differs[: len(differs) - n_calls] + calls[:TOP_CALLS]
+    grew = sorted(differs[len(differs) - n_calls:] if n_calls else [], key=lambda x: -(x.slow - x.typical))
+    differs = differs[: len(differs) - n_calls] + grew[:TOP_CALLS]
     return SlowSteps(len(d), med, slow.tolist(), [int(x) for x in d[slow]], pattern, period, differs)
