@@ -113,7 +113,7 @@ class NsightApp(AppState):
 
     def on_mount(self) -> None:
         if self.multi:
-            self.push_screen(FilesScreen(self.paths, self.attribution))
+            self.push_screen(FilesScreen(self.paths, self.attribution, build_when_shown=self.open_diff))
             if self.open_diff:
                 self.push_screen(DiffScreen(self.paths[0], self.paths[1], self.attribution))
         else:

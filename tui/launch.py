@@ -51,7 +51,9 @@ def check_readable(path: Path) -> None:
     took 30 s of a 4 GB profile's second open)."""
     from nsight_tui.parsers.read import cache
     from nsight_tui.parsers.read.columns import open_tables
+    from nsight_tui.parsers.read.source import refuse_special
 
+    refuse_special(path)  # before the cache's look at it: opening a FIFO waits for a writer
     open_tables(path, native=False, probe=not cache.holds(path, cache.TRACE_BUNDLE), count_rows=False).close()
 
 

@@ -43,6 +43,7 @@ def run(args) -> int:
 def _run(args, output) -> int:
     from nsight_tui.parsers.analyses.diff import diff_runs
     from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.read.source import refuse_special
     from nsight_tui.render.diff import render
 
     inputs = [args.a, args.b]
@@ -50,6 +51,8 @@ def _run(args, output) -> int:
         output.check_target(args.output, args.force, inputs)
     if args.fail_slower is not None and args.fail_slower < 0:
         raise TraceError(f"--fail-slower {args.fail_slower:g}: expects a percentage >= 0")
+    for path in inputs:  # both before either is read: B a FIFO is said before A's load, not after it
+        refuse_special(path)
     a, b = load_trace(args.a), load_trace(args.b)
     d = diff_runs(a, b, args.attribution)
     if args.fail_slower is not None and d.step is None:

@@ -254,6 +254,7 @@ def kernel_launches(model: RangeModel, kernel: str, path: str | None, offset: in
 
 
 def correlation(model: RangeModel, corr: int, pid: int | None) -> dict:
+    from nsight_tui.parsers.analyses.call_time import of_correlation
     from nsight_tui.parsers.read.ids import OP_KINDS
 
     gpid = None
@@ -267,9 +268,11 @@ def correlation(model: RangeModel, corr: int, pid: int | None) -> dict:
     ops = c.ops.copy()
     ops["kind"] = [OP_KINDS[int(k)] for k in ops["kind"]]
     first = int(ops["start"].min()) if len(ops) else None
+    timing = of_correlation(c)
     return plain({
         "corr": corr, "api_call": c.api_name, "thread": c.thread, "process": c.process, "pid": c.pid, "tid": c.tid,
-        "api_start_ns": c.api_start, "api_end_ns": c.api_end, "launch_overhead_ns": c.api_end - c.api_start,
+        "api_start_ns": c.api_start, "api_end_ns": c.api_end, "call_ns": timing.duration_ns,
+        "call_is": timing.label, "launch_overhead_ns": timing.launch_overhead_ns,
         "queue_delay_ns": None if first is None else first - c.api_start,
         "ops": records(ops, ("name", "short", "kind", "start", "duration", "device", "stream")),
         "nvtx_on_its_thread": c.own_stack, "main_thread": c.main_thread or None,

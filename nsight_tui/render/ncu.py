@@ -155,6 +155,20 @@ def section(a: dict) -> list[str]:
                                       "(h) What to fix first as `occupancy-limited`"])] if n.get("findings") else [])]
 
 
+def short_warning(answers: dict) -> str:
+    """warning_line in at most three lines of an 80-column screen (the TUI's box above the table):
+    what differs, in figures, and where the whole reason is ("" when nothing does)."""
+    m = answers.get("mismatch") or {}
+    parts = []
+    if m.get("device"):
+        parts.append(f"profiled on {m['report_device']}, the export ran on {', '.join(dict.fromkeys(m['export_gpus']))}")
+    if m.get("sequence"):
+        parts.append(f"only {m['agreement']:.0%} of the profiled kernels follow the export's launch order")
+    if not parts:
+        return ""
+    return "warning: " + "; ".join(parts) + ": likely different runs or workloads (joined anyway; `nsight-tui ncu` says why)"
+
+
 def warning_line(answers: dict) -> str:
     """One line saying the report and the export look like different workloads ("" when they do not)."""
     reasons = answers.get("warnings") or []

@@ -110,7 +110,8 @@ class MemoryReport:
     allocations: int = 0
     frees: int = 0
     torch_peak_reserved_bytes: int | None = None  # max over the step marks' phases
-    torch_source: str = "step marks"  # where torch's figures were read (the marks, or STEM.steps.json beside the export)
+    # where torch's figures were read (the marks, or STEM.steps.json beside the export); None: nowhere
+    torch_source: str | None = "step marks"
     torch_peak_allocated_bytes: int | None = None
     optimizer_state_bytes: int | None = None  # allocated at the first steady step's start minus before any
     phases: list[PhaseMemory] = field(default_factory=list)
@@ -301,7 +302,7 @@ def memory_analysis(model: RangeModel) -> MemoryReport:
             report.peak_path = _path(model, model.stack_at(main, report.peak_t_ns))
     meta = trace.meta()
     phases, extra = _phases_from_marks(meta.steps)
-    report.torch_source = meta.source
+    report.torch_source = meta.source or None
     for key, value in extra.items():
         setattr(report, key, value)
     iterations = np.concatenate([iteration_ranges(model, WARMUP), iteration_ranges(model, STEP)])

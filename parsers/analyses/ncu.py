@@ -19,7 +19,8 @@ import numpy as np
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.kernels.ncu_join import NcuJoin, join
-from nsight_tui.parsers.kernels.ncu_metrics import KernelFigures, figures
+from nsight_tui.parsers.kernels.ncu_metrics import (DRAM_BYTES, DRAM_RATE_X_TIME, DRAM_READ_WRITE, KernelFigures,
+                                                    figures)
 from nsight_tui.parsers.kernels.ncu_tensor import BASIS as TENSOR_BASIS
 from nsight_tui.parsers.kernels.occupancy import trace_occupancy
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
@@ -230,7 +231,7 @@ def analyse(trace, report: NcuReport, attribution: str = "process") -> NcuAnalys
             occ_pct, occ_lim = float(cfg["occupancy_pct"]), str(cfg["limiter"])
         kernels.append(JoinedKernel(rk.index, rk.name, rk.function, op, path, chain, rk.nvtx_stack,
                                     int(end[op] - start[op]) if op >= 0 else None, occ_pct, occ_lim, figures(rk)))
-    result = NcuAnalysis(j, kernels, notes=list(j.notes), export_gpus=list(trace.info.gpus))
+    result = NcuAnalysis(j, kernels, notes=list(j.notes) + dram_notes(kernels), export_gpus=list(trace.info.gpus))
     result.ranges = _range_points(trace, model, kernels, attribution, result.notes)
     return result
 
@@ -322,6 +323,22 @@ def answers_of(a: NcuAnalysis) -> dict:
     }
 
 
+def dram_notes(kernels: list[JoinedKernel]) -> list[str]:
+    """Where a kernel's DRAM bytes are not ncu's dram__bytes.sum: how they were had, and for how many."""
+    counts: dict[str, int] = {}
+    for k in kernels:
+        counts[k.figures.dram_bytes_from] = counts.get(k.figures.dram_bytes_from, 0) + 1
+    notes = []
+    for how in (DRAM_READ_WRITE, DRAM_RATE_X_TIME):
+        if counts.get(how):
+            notes.append(f"DRAM bytes of {counts[how]} of {len(kernels)} kernels are {how} (the report has no "
+                         f"{DRAM_BYTES})")
+    if counts.get(""):
+        notes.append(f"{counts['']} of {len(kernels)} kernels have no DRAM figures in the report (neither {DRAM_BYTES} "
+                     f"nor its rate): their DRAM bytes count as 0 in the ranges' totals")
+    return notes
+
+
 def report_only_answers(report: NcuReport) -> dict:
     """The same keys without an export: ncu's NVTX stack stands for the range (empty for kernels
     launched by a thread without ranges), no nsys timing, no estimate, no export occupancy."""
@@ -340,7 +357,7 @@ def report_only_answers(report: NcuReport) -> dict:
             "joined_kernels": 0, "window": "", "matched_by": "", "warnings": [], "mismatch": None,
             "tensor_basis": TENSOR_BASIS, "notes": [
                 "no export given: ranges are ncu's NVTX stacks; kernels PyTorch's autograd thread launched have none "
-                "(--trace FILE.sqlite joins them to the export's ranges)"],
+                "(--trace FILE.sqlite joins them to the export's ranges)", *dram_notes(kernels)],
             "kernels": rows, "by_name": by_name, "ranges": [], "findings": []}
 
 

@@ -161,9 +161,14 @@ def ranks_of_files(paths: Sequence[Path], scheduler: str | None = None, workers:
     origins = [s.session_start_utc_ns for s in summaries if s.session_start_utc_ns is not None]
     if len(origins) > 1:
         spread = (max(origins) - min(origins)) / 1e6
-        notes.append(f"each file counts time from its own session start (TARGET_INFO_SESSION_START_TIME); "
-                     f"the starts differ by up to {spread:,.3f} ms, so per-rank figures are durations, "
-                     "not aligned timestamps")
+        clock = (f"each file counts time from its own session start (TARGET_INFO_SESSION_START_TIME); the starts "
+                 f"differ by up to {spread:,.3f} ms: per-rank figures are durations on each file's clock")
+        if len(origins) == len(summaries):  # ranks.arrival_lateness shifts each file by its start
+            clock += ("; arrivals at the collectives are compared after shifting each file by its session start "
+                      "(UTC), as exact as the hosts' clocks agree")
+        else:
+            clock += "; arrivals at the collectives are not compared (a file has no session start)"
+        notes.append(clock)
     engine = "Dask" if scheduler else "local worker processes"
     assumption = (f"{len(paths)} files taken as the ranks of one run (names differ only by a rank suffix); "
                   f"summarised per file by {engine}")

@@ -11,7 +11,10 @@ its place in the launch sequence and its name:
    export (ncu run with an NVTX filter instead), the window is the time the NVTX range at the
    bottom of most of ncu's stacks (`step_1`) was open, every thread's launches in it; without
    either, the stretch of the export's whole kernel sequence that agrees with the report's names
-   at the most places (a step repeats: then the first such stretch).
+   at the most places (a step repeats: then the first such stretch). A report whose every kernel has
+   an NVTX stack was made with an NVTX filter: ncu could profile only the kernels launched by a
+   thread with the range open, so the range's window keeps only that thread's launches (the
+   autograd thread's backward, launched with no stack, was never profilable).
 2. The pairing: the report's name sequence aligned to the window's (difflib's longest matching
    blocks, so one kernel more or less on either side shifts nothing after it), by mangled name
    (the exact symbol; nsys and ncu demangle alike, but the mangled name needs no demangler).
@@ -36,6 +39,8 @@ KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 PROFILER_START, PROFILER_STOP = "cudaProfilerStart", "cudaProfilerStop"
 BY_WINDOW = "the kernels launched between cudaProfilerStart and cudaProfilerStop, in launch order"
 BY_RANGE = "the kernels launched, by any thread, while the NVTX range {} that ncu's stacks start with was open"
+BY_RANGE_THREAD = ("the kernels launched by the thread of the NVTX range {} that ncu's stacks start with, while it "
+                   "was open (ncu's NVTX filter profiled no other thread's)")
 BY_SEARCH = "the stretch of the export's kernel sequence whose names agree most with the report's"
 
 
@@ -113,14 +118,35 @@ def profiler_windows(trace) -> list[tuple[int, int]]:
 def stack_root_windows(trace, report: NcuReport) -> tuple[str, list[tuple[int, int]]]:
     """The range most of ncu's stacks start with (`step_1`), and when each of its instances in the
     export was open; ("", []) when ncu recorded no stacks or the export has no such range."""
+    root, spans = _root_spans(trace, report)
+    return root, [(s, e) for s, e, _ in spans]
+
+
+def _root_spans(trace, report: NcuReport) -> tuple[str, list[tuple[int, int, int]]]:
+    """stack_root_windows with each instance's thread: (start, end, gtid)."""
     roots = Counter(k.nvtx_stack[0] for k in report.kernels if k.nvtx_stack)
     if not roots or not len(trace.ranges):
         return "", []
     root = roots.most_common(1)[0][0]
     r = trace.ranges
     sel = (r["text"].to_numpy() == root) & (r["end"].to_numpy() > r["start"].to_numpy())
-    spans = sorted(zip(r["start"].to_numpy()[sel].tolist(), r["end"].to_numpy()[sel].tolist()))
-    return root, [(int(s), int(e)) for s, e in spans]
+    spans = sorted(zip(r["start"].to_numpy()[sel].tolist(), r["end"].to_numpy()[sel].tolist(),
+                       r["gtid"].to_numpy()[sel].tolist()))
+    return root, [(int(s), int(e), int(g)) for s, e, g in spans]
+
+
+def nvtx_filtered(report: NcuReport) -> bool:
+    """Every profiled kernel has an NVTX stack: ncu profiled only kernels launched under ranges (an
+    `--nvtx-include` filter), so a thread without the range open (PyTorch's autograd thread, which
+    launches backward with no stack) had none of its kernels profiled."""
+    return bool(report.kernels) and all(k.nvtx_stack for k in report.kernels)
+
+
+def _launch_threads(trace, order: np.ndarray) -> np.ndarray:
+    """The launching call's thread of each kernel (-1 where the export has no launching call)."""
+    api = trace.ops["api"].to_numpy()[order].astype(np.int64)
+    gtid = trace.api["gtid"].to_numpy()
+    return np.where(api >= 0, gtid[np.clip(api, 0, max(len(gtid) - 1, 0))] if len(gtid) else -1, -1)
 
 
 def _mangled_names(trace, positions: np.ndarray) -> list[str] | None:
@@ -159,14 +185,33 @@ def join(trace, report: NcuReport) -> NcuJoin:
     order, when = launch_order(trace)
     notes = []
     windows, how = profiler_windows(trace), BY_WINDOW
+    threads: list[int | None] = [None] * len(windows)  # None: every thread's launches
+    filtered = False
     if not windows:
         root, windows = stack_root_windows(trace, report)
         how = BY_RANGE.format(root)
+        # An NVTX-filtered report: only the range's own thread could have its kernels profiled.
+        filtered = bool(windows) and nvtx_filtered(report)
+        threads = [g for _, _, g in _root_spans(trace, report)[1]] if filtered else [None] * len(windows)
+        if filtered:
+            how = BY_RANGE_THREAD.format(root)
     if windows:
         inside = np.zeros(len(order), dtype=bool)
-        for s, e in windows:
+        launcher = _launch_threads(trace, order) if filtered else None
+        for (s, e), thread in zip(windows, threads):
             lo, hi = np.searchsorted(when, [s, e])  # `when` is in launch order: sorted
-            inside[lo:hi] = True
+            if thread is None or launcher is None:
+                inside[lo:hi] = True
+            else:
+                inside[lo:hi] |= launcher[lo:hi] == thread
+        if filtered:
+            every = sum(int(np.searchsorted(when, e) - np.searchsorted(when, s)) for s, e in windows)
+            left = every - int(inside.sum())
+            if left:
+                notes.append(f"ncu profiled only kernels launched under NVTX ranges (an NVTX filter: every profiled "
+                             f"kernel has a stack); the {left} kernels other threads launched in the window (no "
+                             f"{root} on their stack: PyTorch's autograd thread runs backward) are left out of the "
+                             "pairing and the agreement")
         window_ops = order[inside]
     else:
         window_ops, how = order, BY_SEARCH

@@ -7,7 +7,10 @@ Each figure is one of ncu's own metrics, named for what it is, or ncu's own arit
 - SM throughput and memory throughput, % of peak: the Speed Of Light section's
   `sm__throughput.avg.pct_of_peak_sustained_elapsed` and
   `gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed`.
-- DRAM bytes and bandwidth: `dram__bytes.sum`, `dram__bytes.sum.per_second`.
+- DRAM bytes and bandwidth: `dram__bytes.sum`, `dram__bytes.sum.per_second`. A report without the
+  sum (sections that collect only the rate) gets its bytes from `dram__bytes_read.sum` +
+  `dram__bytes_write.sum` where both were collected, else as rate x `gpu__time_duration.sum` (how ncu
+  derives the rate from the sum); `dram_bytes_from` says which, and 0 is never read for absent.
 - occupancy: achieved `sm__warps_active.avg.pct_of_peak_sustained_active`, theoretical
   `sm__maximum_warps_per_active_cycle_pct`; the limiter is the `launch__occupancy_limit_*` (blocks
   per SM each resource allows) that is lowest, ties broken as parsers.kernels.occupancy does.
@@ -35,6 +38,11 @@ SM_THROUGHPUT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 MEMORY_THROUGHPUT = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 DRAM_BYTES = "dram__bytes.sum"
 DRAM_BYTES_PER_S = "dram__bytes.sum.per_second"
+DRAM_READ_BYTES, DRAM_WRITE_BYTES = "dram__bytes_read.sum", "dram__bytes_write.sum"
+# how dram_bytes was had, for the notes that say so
+DRAM_MEASURED = DRAM_BYTES
+DRAM_READ_WRITE = f"{DRAM_READ_BYTES} + {DRAM_WRITE_BYTES}"
+DRAM_RATE_X_TIME = f"{DRAM_BYTES_PER_S} x {DURATION}"
 ACHIEVED_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
 THEORETICAL_OCCUPANCY = "sm__maximum_warps_per_active_cycle_pct"
 # launch__occupancy_limit_<x>, in the order of parsers.kernels.occupancy.LIMITERS
@@ -49,7 +57,7 @@ TOP_STALLS = 3
 
 # the unit ncu gives a metric -> the factor to this module's units (ns, bytes, bytes/s)
 _TIME_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
-_BYTES = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
+_BYTES = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12}
 _RATE = {f"{p}byte/{s}": f for p, f in (("", 1.0), ("K", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12))
          for s in ("s", "second")}
 
@@ -70,6 +78,7 @@ class KernelFigures:
     fp64_flops_per_s: float | None = None
     rules: tuple[NcuRule, ...] = ()
     tensor: TensorFigures | None = None  # the tensor cores' work (None: no such counters in the report)
+    dram_bytes_from: str = ""  # DRAM_MEASURED, DRAM_READ_WRITE or DRAM_RATE_X_TIME ("" when none)
 
     @property
     def tensor_flops_per_s(self) -> float | None:
@@ -122,6 +131,20 @@ def _flops_per_s(k: NcuKernel, add: str, mul: str, fma: str) -> float | None:
     return (a + m + 2.0 * f) * hz  # type: ignore[operator]
 
 
+def dram_bytes(k: NcuKernel, duration_ns: float | None, rate: float | None) -> tuple[float | None, str]:
+    """The kernel's DRAM bytes and how they were had: ncu's sum; else its read and write sums;
+    else its rate x its duration (ncu's rate is the sum over the same duration)."""
+    total = _scaled(k, DRAM_BYTES, _BYTES)
+    if total is not None:
+        return total, DRAM_MEASURED
+    read, write = _scaled(k, DRAM_READ_BYTES, _BYTES), _scaled(k, DRAM_WRITE_BYTES, _BYTES)
+    if read is not None and write is not None:
+        return read + write, DRAM_READ_WRITE
+    if rate is not None and duration_ns is not None:
+        return rate * duration_ns * 1e-9, DRAM_RATE_X_TIME
+    return None, ""
+
+
 def limiter(limits: dict[str, float]) -> str:
     """The resource allowing the fewest blocks per SM (ties: LIMITERS' order, as occupancy.py)."""
     known = [(v, LIMITERS.index(n), n) for n, v in limits.items()]
@@ -133,12 +156,14 @@ def figures(k: NcuKernel) -> KernelFigures:
     stalls = [(name[len(STALL_PREFIX): -len(STALL_SUFFIX)], v) for name, v in k.metrics.items()
               if name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX)]
     stalls = sorted((s for s in stalls if s[0] not in NOT_A_STALL), key=lambda s: -s[1])[:TOP_STALLS]
+    duration_ns, rate = _scaled(k, DURATION, _TIME_NS), _scaled(k, DRAM_BYTES_PER_S, _RATE)
+    dram, dram_from = dram_bytes(k, duration_ns, rate)
     return KernelFigures(
-        duration_ns=_scaled(k, DURATION, _TIME_NS),
+        duration_ns=duration_ns,
         sm_throughput_pct=k.metric(SM_THROUGHPUT),
         memory_throughput_pct=k.metric(MEMORY_THROUGHPUT),
-        dram_bytes=_scaled(k, DRAM_BYTES, _BYTES),
-        dram_bytes_per_s=_scaled(k, DRAM_BYTES_PER_S, _RATE),
+        dram_bytes=dram,
+        dram_bytes_per_s=rate,
         achieved_occupancy_pct=k.metric(ACHIEVED_OCCUPANCY),
         theoretical_occupancy_pct=k.metric(THEORETICAL_OCCUPANCY),
         occupancy_limiter=limiter(limits),
@@ -148,4 +173,5 @@ def figures(k: NcuKernel) -> KernelFigures:
         fp64_flops_per_s=_flops_per_s(k, "dadd", "dmul", "dfma"),
         rules=k.rules,
         tensor=tensor_figures(k),
+        dram_bytes_from=dram_from,
     )

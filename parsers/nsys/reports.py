@@ -184,8 +184,13 @@ def nvtx_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = 
     if r.empty:
         rep.message = _NO_NVTX
         return rep
-    keys = pd.DataFrame({"name": r["name"].to_numpy(), "style": _style(r["pushpop"])})
-    s = _group_stats(keys, (r["end_sum"] - r["start"]).to_numpy())
+    names, style, duration = r["name"].to_numpy(), _style(r["pushpop"]), (r["end_sum"] - r["start"]).to_numpy()
+    if attribution == "nsys" and "copies" in r and (r["copies"].to_numpy() > 1).any():
+        # nsys joins a range to every thread's create of its domain (read.load): k rows for k creators
+        copies = r["copies"].to_numpy()
+        names, style, duration = np.repeat(names, copies), np.repeat(style, copies), np.repeat(duration, copies)
+    keys = pd.DataFrame({"name": names, "style": style})
+    s = _group_stats(keys, duration)
     s = _sort_desc(s, "total")
     pct = _percent(s["total"])
     stats = _stat_columns(s)

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -155,8 +156,11 @@ def source_stamp(folders, skip: Path | None = None) -> str:
 def identity_of(path: str | os.PathLike) -> Identity | None:
     """The profile's identity, read through one read-only descriptor; None for what is not
     a regular file (a columnar export directory: not cached)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
+    try:  # status first: opening a FIFO for reading would wait for a writer
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        # non-blocking all the same: the path may be swapped for a FIFO between the two calls
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
     try:

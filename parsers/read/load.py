@@ -27,7 +27,7 @@ from nsight_tui.parsers.read import conventions, validate
 from nsight_tui.parsers.read.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
                                     pid_of, tid_of)
-from nsight_tui.parsers.read.source import Schema, sidecar_notes
+from nsight_tui.parsers.read.source import Schema, refuse_special, sidecar_notes
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
 FALLBACK_MEMCPY_LABELS = {
@@ -180,7 +180,7 @@ class RunMeta:
 
     config: dict = field(default_factory=dict)
     steps: list[dict] = field(default_factory=list)
-    source: str = "step marks"  # where they were read: the `nsight-tui:` marks, or the sidecar file's name
+    source: str = "step marks"  # where they were read: the `nsight-tui:` marks, the sidecar file's name, "" for nowhere
 
     @classmethod
     def from_marks(cls, marks: pd.DataFrame) -> "RunMeta":
@@ -204,15 +204,18 @@ class RunMeta:
         name = Path(path).name
         stem = name[: -len(".sqlite")] if name.endswith(".sqlite") else None
         side = Path(path).with_name(stem + conventions.STEPS_SIDECAR_SUFFIX) if stem else None
+        nothing = cls(source="")  # no record read: a source names a file that was read, never one absent
+        if side is None or not side.is_file():
+            return nothing
         try:
-            value = json.loads(side.read_text()) if side is not None and side.is_file() else {}
+            value = json.loads(side.read_text())
         except (OSError, ValueError):
-            return cls()
+            return nothing
         config = value.get("config") if isinstance(value, dict) else None
         steps = value.get("steps") if isinstance(value, dict) else None
-        return cls(config if isinstance(config, dict) else {},
-                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [],
-                   side.name if side is not None else cls.source)
+        meta = cls(config if isinstance(config, dict) else {},
+                   [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [], side.name)
+        return meta if meta.config or meta.steps else nothing
 
 
 # ---------------------------------------------------------------------------------------
@@ -476,7 +479,8 @@ def _load_api(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     return pd.DataFrame({c: _joined([part], c, np.int32 if c == "name" else None) for c in cols}, copy=False)
 
 
-RANGE_COLUMNS = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop", "name", "domain", "text", "unended"]
+RANGE_COLUMNS = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop", "name", "domain", "text", "unended",
+                 "copies"]
 
 
 def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -507,8 +511,14 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
     # Domain names, as nsys resolves them: the create event of that domain id in the same process.
     domains: dict[tuple[int, int], str] = {}
     created = np.flatnonzero(etype == NVTX_DOMAIN_CREATE)
+    # nsys's NVTX reports join each range to its domain's create events one per creating thread
+    # of the process (their domains table is grouped by domain and thread): a domain created on
+    # k threads has each of its ranges counted k times there. `copies` keeps k, for the reports
+    # that reproduce nsys (--attribution nsys); every view counts a range once.
+    creators: dict[tuple[int, int], set[int]] = {}
     for i in created[np.argsort(start[created], kind="stable")].tolist():
         domains.setdefault((int(domain_id[i]), int(pid[i])), text[i] or "")
+        creators.setdefault((int(domain_id[i]), int(pid[i])), set()).add(int(gtid[i]))
 
     # nvtx_sum closes unended ranges at the last NVTX timestamp of any kind; the GPU
     # projection reports at the last timestamp of range events only. Keep both.
@@ -522,10 +532,12 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
         range_max = int(max(start[r].max(), end[r][~r_end_null].max(initial=np.iinfo(np.int64).min)))
         r_text = np.array([("" if x is None else x) for x in text[r]], dtype=object)
         r_domain = np.full(len(r), "", dtype=object)
+        r_copies = np.ones(len(r), dtype=np.int64)
         if domains:  # per distinct (domain, process), not per range
             groups = group_ids(domain_id[r], pid[r])
-            keys = zip(domain_id[r][groups.first].tolist(), pid[r][groups.first].tolist())
+            keys = list(zip(domain_id[r][groups.first].tolist(), pid[r][groups.first].tolist()))
             r_domain = np.array([domains.get(k, "") for k in keys], dtype=object)[groups.gid]
+            r_copies = np.array([max(1, len(creators.get(k, ()))) for k in keys], dtype=np.int64)[groups.gid]
         # One string object per distinct name: a long name repeated over many ranges is then
         # compared by identity when grouped, not character by character.
         joined: dict[tuple[str, str], str] = {}
@@ -536,7 +548,7 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
             "end": np.where(r_end_null, range_max, end[r]), "end_sum": np.where(r_end_null, all_max, end[r]),
             "gtid": gtid[r], "cross": ~f.null("endGlobalTid")[r],
             "pushpop": np.isin(etype[r], (NVTX_PUSHPOP, NVTXT_PUSHPOP)),
-            "name": r_name, "domain": r_domain, "text": r_text, "unended": r_end_null,
+            "name": r_name, "domain": r_domain, "text": r_text, "unended": r_end_null, "copies": r_copies,
         })
     mk = np.flatnonzero(np.isin(etype, (NVTX_MARK, NVTXT_MARK)))
     marks = pd.DataFrame({"start": start[mk], "gtid": gtid[mk], "text": text[mk]})
@@ -718,6 +730,7 @@ class TraceLoader:
 
     def __init__(self, path: str | Path, progress=None, native: bool = True, cache: bool = True):
         self.path = Path(path)
+        refuse_special(self.path)  # before the cache reads the file's identity: a FIFO would block it
         self.say = progress or (lambda f, t: None)
         self.checks = validate.Checks()
         self._early: Trace | None = None
@@ -854,6 +867,12 @@ class TraceLoader:
                          "but are linked to no GPU work")
         if not self.has_nvtx:
             notes.append("no NVTX data: range views are empty; kernel and API summaries still work")
+        if len(ranges) and "copies" in ranges and (ranges["copies"].to_numpy() > 1).any():
+            twice = ranges[ranges["copies"].to_numpy() > 1]
+            names = ", ".join(sorted(set(twice["domain"].tolist())))
+            notes.append(f"NVTX domain {names} is created on {int(twice['copies'].max())} threads of one process: "
+                         f"nsys's nvtx_sum counts each of its {len(twice):,} ranges once per creating thread, and so "
+                         "does `stats --attribution nsys`; every other figure counts a range once")
         if not from_export and (kinds == MEMCPY).any():
             notes.append("no ENUM_CUDA_MEMCPY_OPER table: memcpy kinds labelled from CUPTI's enum")
         return TraceInfo(

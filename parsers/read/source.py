@@ -36,18 +36,30 @@ class Schema:
         return column is None or column in cols
 
 
+def refuse_special(path: str | os.PathLike) -> None:
+    """Refuse, from the path's status alone, what is neither a regular file nor a folder: a
+    FIFO, device or socket. Nothing may open such a path first, not even to read its identity
+    for the cache: opening a FIFO for reading waits for a writer, forever. A missing path and
+    a folder are left to the callers, which say what they expected there."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise TraceError(f"{path}: not a regular file (a pipe, device or socket); give the .sqlite export itself")
+
+
 def _check_file(path: Path) -> None:
+    refuse_special(path)
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     if path.is_dir():
         raise TraceError(f"{path}: is a directory, expected an nsys .sqlite export "
                          "(or the folder of `nsys export --type parquetdir` or `arrowdir`)")
     try:
-        mode = os.stat(path).st_mode
+        os.stat(path)
     except OSError as exc:
         raise TraceError(f"{path}: cannot read ({exc.strerror})") from None
-    if not stat.S_ISREG(mode):  # a FIFO would block the first read forever
-        raise TraceError(f"{path}: not a regular file (a pipe, device or socket); give the .sqlite export itself")
     journal = Path(f"{path}-journal")
     if journal.is_file() and journal.stat().st_size > 0:
         # A hot rollback journal: a write was cut off and the main file may hold half of it.
@@ -89,10 +101,12 @@ def columnar_kind(path: Path) -> str | None:
 def export_paths(raw: list[str]) -> list[Path]:
     """The profiles named on a command line: files as given, a folder's *.sqlite files (sorted),
     unless the folder is itself one export (nsys's parquetdir / arrowdir: columnar_kind).
-    A folder without any is an error here; a missing file is left to the open, which says so."""
+    A folder without any is an error here, and so is a FIFO, device or socket (refuse_special);
+    a missing file is left to the open, which says so."""
     paths: list[Path] = []
     for item in raw:
         p = Path(item)
+        refuse_special(p)
         if p.is_dir() and columnar_kind(p) is None:
             found = sorted(q for q in p.glob("*.sqlite") if q.is_file())
             if not found:

@@ -32,16 +32,25 @@ def in_parallel(*calls: Callable[[], Any]) -> list[Any]:
         return [f.result() for f in futures] + [last]
 
 
+# How much lower than the process's own priority background work runs (nice steps; 19 is the floor).
 BACKGROUND_NICE = 10
+LOWEST_NICE = 19
 
 
 def background_priority() -> None:
     """Lower the calling thread's scheduling priority (Linux: nice is per thread): work that
     runs behind the one in the foreground (read-ahead, the cache's writer) takes the cores the
-    foreground leaves, instead of halving its share. Elsewhere, or when refused, nothing."""
+    foreground leaves, instead of halving its share. Relative to the process's own nice (the
+    main thread's, as the user started it: `nice -n 15 nsight-tui ...` puts it at 19), and only
+    ever lower: an absolute value would raise a niced process's threads above it (root may).
+    Calling it again on the same thread changes nothing. Elsewhere, or when refused, nothing."""
     import threading
 
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+        own = threading.get_native_id()
+        current = os.getpriority(os.PRIO_PROCESS, own)
+        target = min(LOWEST_NICE, os.getpriority(os.PRIO_PROCESS, os.getpid()) + BACKGROUND_NICE)
+        if target > current:
+            os.setpriority(os.PRIO_PROCESS, own, target)
     except (AttributeError, OSError):
         pass

@@ -164,6 +164,19 @@ def test_the_tui_says_whose_clock_and_opens_the_gpu_work(async_trace):
     assert gpu_end > b + (b - a) // 10  # the trap: forward's work ends well after its CPU span
     assert target.fit == (a, gpu_end) and "GPU runs behind" in target.title
     assert len(steps) == 3
+    # the optimizer: its GPU work spans less than its CPU span, but runs ~100 ms after it (queued
+    # behind backward's): the window still runs through it, not its CPU span of backward's GEMMs
+    opt = next(c for c in step_node.children if c.label == "optimizer")
+    rid = median_instance(model, opt.ids)
+    a, b = int(model.r_start[rid]), int(model.r_end[rid])
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    (first, last) = con.execute("""SELECT min(k.start), max(k.end) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+        AND (r.globalTid >> 24) = (k.globalPid >> 24) WHERE r.start >= ? AND r.start <= ?""", (a, b)).fetchone()
+    con.close()
+    assert last - first < b - a and first > b  # shorter than its CPU span, all of it after
+    target = target_for_node(model, opt)
+    assert target.fit == (a, last) and "through its GPU work" in target.title
 
 
 def _findings(path):

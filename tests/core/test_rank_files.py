@@ -57,3 +57,23 @@ def test_ranks_command_on_a_folder_and_a_bad_path(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "nsight_tui", "ranks", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
+
+
+def test_the_clock_note_says_how_arrivals_are_compared():
+    """The per-rank files' note said "durations, not aligned timestamps" and the straggler then
+    compared arrivals at the collectives, shifted by each file's session start: it says that now.
+    The session starts from SQL; the straggler's basis is the arrival comparison."""
+    import sqlite3
+
+    files = rank_files.rank_files_in(FOLDER).files
+    starts = []
+    for f in files:
+        con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+        starts.append(con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0])
+        con.close()
+    run = rank_files.ranks_of_files(files, workers=1)
+    (note,) = [n for n in run.notes if "session start" in n]
+    assert f"differ by up to {(max(starts) - min(starts)) / 1e6:,.3f} ms" in note
+    assert "not aligned timestamps" not in note
+    assert "arrivals at the collectives are compared after shifting each file by its session start" in note
+    assert run.straggler is not None and run.straggler.basis.startswith("arrival at the collectives")

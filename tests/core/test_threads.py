@@ -3,6 +3,7 @@ against what the operating system and the threads themselves report."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 
@@ -48,8 +49,38 @@ def test_background_priority_is_the_threads_own():
     t = threading.Thread(target=worker)
     t.start()
     t.join()
-    assert got["nice"] == max(mine, threads.BACKGROUND_NICE)
+    assert got["nice"] == min(threads.LOWEST_NICE, mine + threads.BACKGROUND_NICE)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+NICED = """
+import os, threading
+from nsight_tui.parsers.read import threads
+got = []
+def worker():
+    threads.background_priority()
+    got.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    threads.background_priority()  # a pool thread may be handed the initializer's work again
+    got.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+t = threading.Thread(target=worker)
+t.start()
+t.join()
+print(os.getpriority(os.PRIO_PROCESS, 0), *got)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+@pytest.mark.parametrize("niceness", [5, 15])
+def test_background_priority_only_ever_lowers_a_niced_process(niceness):
+    """Under `nice -n 15` (a long job on a shared box) the threads go below 15, never back up to
+    an absolute 10; the main thread keeps what the user gave it; a second call lowers no further."""
+    start = os.getpriority(os.PRIO_PROCESS, 0)
+    out = subprocess.run(["nice", "-n", str(niceness), sys.executable, "-c", NICED], capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split()
+    main, first, again = map(int, out)
+    assert main == min(threads.LOWEST_NICE, start + niceness)
+    assert first == again == min(threads.LOWEST_NICE, main + threads.BACKGROUND_NICE)
+    assert first >= main
 
 
 @pytest.mark.skipif(not columns._has_adbc(), reason="adbc-driver-sqlite / pyarrow not installed")

@@ -41,12 +41,25 @@ def stack_text(stack: list[str]) -> str:
     return " › ".join(stack) if stack else "(none)"
 
 
+def _call_time_lines(c: Correlation) -> list[tuple[str, str]]:
+    """The call's duration, named for what it was (analyses.call_time): launch overhead only for a
+    launch; a blocking copy's wait is the GPU's, with its queue and copy time beside it."""
+    from nsight_tui.parsers.analyses.call_time import of_correlation
+
+    t = of_correlation(c)
+    out = [(t.label, numbers.duration(t.duration_ns))]
+    if t.queued_ns is not None and t.gpu_ns is not None:
+        out.append(("of it: behind earlier GPU work / the copy itself",
+                    f"{numbers.duration(t.queued_ns)} / {numbers.duration(t.gpu_ns)}"))
+    return out
+
+
 def detail_lines(c: Correlation, attribution: str) -> list[tuple[str, str]]:
     out = [
         ("API call", c.api_name),
         ("thread", f"{c.thread} in {c.process}"),
         ("start / end", f"{c.api_start:,} ns / {c.api_end:,} ns"),
-        ("launch overhead (call duration)", numbers.duration(c.api_end - c.api_start)),
+        *_call_time_lines(c),
         ("NVTX open on its thread", stack_text(c.own_stack)),
     ]
     if c.main_thread and c.main_stack:

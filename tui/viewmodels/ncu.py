@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
-from nsight_tui.render.ncu import warning_line
+from nsight_tui.render.ncu import short_warning
 from nsight_tui.tui.table_model import Column
 
 
@@ -81,4 +81,4 @@ def build(answers: dict) -> NcuView:
                "in the range; occupancy theoretical (launch configuration) / achieved (ncu)"
                + ("; tensor: measured TFLOP/s, % of the datasheet's dense peak"
                   if any(r.get("tensor_flops") for r in answers["by_name"]) else ""))
-    return NcuView(frame, summary, warning_line(answers))
+    return NcuView(frame, summary, short_warning(answers))

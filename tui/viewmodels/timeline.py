@@ -349,12 +349,14 @@ def target_for_node(model: RangeModel, node: RangeNode) -> TimelineTarget:
     a, b = int(model.r_start[rid]), int(model.r_end[rid])
     which = f" (median of {node.instances} by CPU time)" if node.instances > 1 else ""
     name = display_name(model.trace.ranges["name"].iat[rid])
-    proj = int(model.proj_ns[rid])
-    if gpu_lags(proj, b - a):
-        # the GPU runs behind the CPU: the window is the range's CPU span through the end of its
-        # GPU work (from its start, so its launches stay in view), not only when the CPU issued it
+    proj, gpu_end = int(model.proj_ns[rid]), int(model.gpu_end[rid])
+    # The GPU runs behind the CPU: its work on the range spans longer than the CPU span, or ends
+    # well after it (a short phase queued behind earlier work: an unsynchronised run's optimizer
+    # runs ~100 ms after its CPU span). The window is the range's CPU span through the end of its
+    # GPU work (from its start, so its launches stay in view), not only when the CPU issued it.
+    if gpu_lags(proj, b - a) or (proj > 0 and gpu_lags(gpu_end - a, b - a)):
         return TimelineTarget(f"{name}{which}, through its GPU work (the GPU runs behind)",
-                              (a, max(b, int(model.gpu_end[rid]))), origin=a)
+                              (a, max(b, gpu_end)), origin=a)
     # exactly the range: at `0` the idle line is that instance's split, as `report` counts it
     return TimelineTarget(f"{name}{which}", (a, b), origin=a)
 

@@ -55,19 +55,31 @@ class FilesScreen(TableScreen):
     view_name = "files"
     empty_text = "reading the files…"
 
-    def __init__(self, paths: list[Path], attribution: str, **kwargs) -> None:
+    def __init__(self, paths: list[Path], attribution: str, build_when_shown: bool = False, **kwargs) -> None:
         super().__init__(None, **kwargs)
         self.paths = paths
         self.attribution = attribution
         self.view: FilesView | None = None
         self.baseline: Path | None = None  # the diff's A (`b`); default the first file
+        # Under `--diff A B` this view starts beneath the diff: its analysis of every file (the
+        # whole report of each) waits until it is shown, instead of loading both files a second
+        # time beside the diff's own load and taking the cores (and the GIL) the app needs to
+        # answer keys while the diff loads.
+        self.build_when_shown = build_when_shown
 
     def crumb(self) -> str:
         return f"{len(self.paths)} files · {COMPARE_BASIS} · enter: open one"
 
     def mounted(self) -> None:
         super().mounted()
-        self.build()
+        if not self.build_when_shown:
+            self.build()
+
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        if self.build_when_shown and self.app.screen is self:  # a resume while beneath the diff is not shown
+            self.build_when_shown = False
+            self.build()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def build(self) -> None:

@@ -97,7 +97,7 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
         "rowid": -1 - np.arange(n, dtype=np.int64), "start": r_start, "end": r_end, "end_sum": r_end,
         "gtid": thread, "cross": np.zeros(n, dtype=bool), "pushpop": np.ones(n, dtype=bool),
         "name": np.array([f"{DOMAIN}:{t}" for t in texts], dtype=object), "domain": np.full(n, DOMAIN, dtype=object),
-        "text": texts, "unended": np.zeros(n, dtype=bool),
+        "text": texts, "unended": np.zeros(n, dtype=bool), "copies": np.ones(n, dtype=np.int64),
     })
 
 
