@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from conftest import SAMPLES
-from xz_samples import plain
+from helpers.xz_samples import plain
 
 STEM = "small_ctx512_b8_async_nonvtx"
 

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+from helpers.ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
 from nsight_tui.parsers.analyses import ncu
 from nsight_tui.parsers.kernels import ncu_metrics
 from nsight_tui.parsers.read.load import load_trace

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ncu_pair import EXPORT_XZ, STEM, report_xz, unpack
+from helpers.ncu_pair import EXPORT_XZ, STEM, report_xz, unpack
 from nsight_tui.parsers.analyses import ncu
 from nsight_tui.parsers.kernels import ncu_join
 from nsight_tui.parsers.read.load import load_trace

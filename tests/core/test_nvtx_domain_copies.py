@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLES, mutated_copy
-from export_sql import sql_rows
+from helpers.export_sql import sql_rows
 from nsight_tui.parsers.nsys.reports import build_report
 from nsight_tui.parsers.read.load import load_trace
 

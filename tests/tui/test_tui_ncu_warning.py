@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from conftest import make_app
-from ncu_pair import BF16_STEM, EXPORT_XZ, STEM, report_xz, unpack
+from helpers.ncu_pair import BF16_STEM, EXPORT_XZ, STEM, report_xz, unpack
 
 
 def test_the_mismatch_warning_is_whole_at_80x24(tui, tmp_path):
