@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, SAMPLES
-from replay_twins import TWINS
-from step_sql import python_steps, steps
-from xz_samples import plain
+from helpers.replay_twins import TWINS
+from helpers.step_sql import python_steps, steps
+from helpers.xz_samples import plain
 
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay.critical import idle_split
