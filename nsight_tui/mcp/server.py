@@ -25,7 +25,7 @@ from mcp.types import ToolAnnotations
 
 from nsight_tui.mcp import answers as A
 from nsight_tui.mcp.served import Served, ServedSet
-from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers import NsightError, Options, OptionsError, Profile, TraceError
 from nsight_tui.parsers.read.load import Trace
 
 log = logging.getLogger("nsight_tui.mcp")
@@ -47,10 +47,10 @@ read its per-kernel figures with the ncu tool (`nsight-tui ncu -f json`)."""
 
 
 class Cache:
-    """Traces by resolved path, loaded once; report answers per (path, attribution)."""
+    """Profiles by resolved path, loaded once; report answers per (path, attribution)."""
 
     def __init__(self) -> None:
-        self.traces: dict[Path, Trace] = {}
+        self.profiles: dict[Path, Profile] = {}
         self.answers: dict[tuple[Path, str, Path | None], dict] = {}
         self.ncu_reports: dict[Path, Any] = {}  # NcuReport by resolved path
         self.ncu_joins: dict[tuple[Path, Path, str], Any] = {}  # NcuAnalysis by (export, report, attribution)
@@ -58,29 +58,30 @@ class Cache:
         self.sweeps: dict[tuple[str, str], dict] = {}
         self.lock = threading.RLock()  # one computation at a time (the model's caches are not thread-safe)
 
-    def trace(self, served: Served) -> Trace:
-        from nsight_tui.parsers.read.load import load_trace
-
-        if served.path not in self.traces:
+    def profile(self, served: Served, options: Options | None = None) -> Profile:
+        """The served export, loaded once, read with `options` (default: attribution process)."""
+        if served.path not in self.profiles:
             log.info("loading %s", served.name)
-            trace = load_trace(served.path)
-            for note in trace.info.notes:
+            profile = Profile.open(served.path)
+            for note in profile.notes:
                 log.info("note: %s: %s", served.name, note)
-            self.traces[served.path] = trace
-        return self.traces[served.path]
+            self.profiles[served.path] = profile
+        opened = self.profiles[served.path]
+        return opened if options is None else opened.with_options(options)
+
+    def trace(self, served: Served) -> Trace:
+        return self.profile(served).trace
 
     def model(self, served: Served, attribution: str):
-        from nsight_tui.parsers.model.ranges import range_model
-
-        return range_model(self.trace(served), A.check_mode(attribution))
+        return self.profile(served, options(attribution=attribution)).ranges()
 
     def ncu_report(self, report: Served):
-        from nsight_tui.parsers.read.ncu_rep import read_ncu_report
+        from nsight_tui.parsers import read_ncu
 
         if report.path not in self.ncu_reports:
             log.info("reading %s", report.name)
             try:
-                self.ncu_reports[report.path] = read_ncu_report(report.path)
+                self.ncu_reports[report.path] = read_ncu(report.path)
             except TraceError as exc:  # said with the name the client gave, not the resolved path
                 raise TraceError(str(exc).replace(str(report.path), report.name)) from None
         return self.ncu_reports[report.path]
@@ -89,32 +90,25 @@ class Cache:
         """The report's kernels joined to the export (analyses.ncu.analyse), as `report --ncu` joins them."""
         key = (served.path, report.path, A.check_mode(attribution))
         if key not in self.ncu_joins:
-            from nsight_tui.parsers.analyses import ncu
-
-            self.ncu_joins[key] = ncu.analyse(self.trace(served), self.ncu_report(report), attribution)
+            self.ncu_joins[key] = self.profile(served, options(attribution=attribution)).ncu(self.ncu_report(report))
         return self.ncu_joins[key]
 
     def report(self, served: Served, attribution: str, ncu: Served | None = None) -> dict[str, Any]:
-        """`report -f json`'s document (cli/report.py's single-file path, `--ncu R` with a report),
-        parsed back."""
+        """`report -f json`'s document (cli/report.py's single-file path, `--ncu R` with a report):
+        the same call (Profile.report) and the same layout (render.report.single_json), parsed back."""
         key = (served.path, A.check_mode(attribution), ncu.path if ncu else None)
         if key not in self.answers:
-            from nsight_tui.parsers.analyses.questions import questions
             from nsight_tui.render.report import single_json
 
             joined = self.ncu_join(served, ncu, attribution) if ncu else None
-            answers = questions(self.trace(served), attribution, ncu=joined)  # the same document as `report -f json`
-            if joined is not None:
-                from nsight_tui.parsers.analyses.ncu import answers_of
-
-                answers["ncu"] = answers_of(joined)
-            self.answers[key] = _named(A.from_json_text(single_json(answers)), [served, *([ncu] if ncu else [])])
+            document = self.profile(served, options(attribution=attribution)).report(joined)
+            self.answers[key] = _named(A.from_json_text(single_json(document)), [served, *([ncu] if ncu else [])])
         return self.answers[key]
 
     def sweep(self, served: ServedSet, path: str, attribution: str) -> dict[str, Any]:
         """`report DIR -f json` (cli/report.py's folder path) over a served folder of captures: its
         members resolved inside it only (a link leading out is left out, and said so)."""
-        from nsight_tui.parsers.analyses import sweep
+        from nsight_tui.parsers import Sweep
         from nsight_tui.render import sweep as sweep_text
         from nsight_tui.render.report import sweep_json
 
@@ -125,17 +119,26 @@ class Cache:
                 if not _inside_folder(oom, real):
                     raise A.BadRequest(f"{raw}/{oom.name} leads out of the served folder; the folder's sweep is "
                                        "not read (ask for its files one by one)")
-            skipped: list[str] = []
+            found = Sweep.discover(real)
+            skipped = found.skipped
             runs = []
-            for run in sweep.discover(real, skipped):
+            for run in found.runs:
                 if _inside_folder(run.path, real):
                     runs.append(run)
                 else:
                     skipped.append(f"{run.path.name}: leads out of the folder, not read")
-            sweep.analyse(runs, attribution)
+            Sweep(real, runs, skipped).analyse(options(attribution=attribution))
             text = sweep_json(Path(raw), runs, sweep_text.tables(runs), attribution, skipped)
             self.sweeps[key] = _named(A.from_json_text(text), served.folder_files(raw))
         return self.sweeps[key]
+
+
+def options(**values: Any) -> Options:
+    """The request's options, checked once; a bad one is a BadRequest naming the tool's argument."""
+    try:
+        return Options(**values)
+    except OptionsError as exc:
+        raise A.BadRequest(str(exc)) from None
 
 
 def _inside_folder(path: Path, folder: Path) -> bool:
@@ -159,7 +162,7 @@ def build(served: ServedSet) -> MCPServer:
                     return fn(*args, **kwargs)
             except ToolError:
                 raise
-            except TraceError as exc:  # bad input, a path not served, a range not found
+            except NsightError as exc:  # bad input, a path not served, a range not found
                 raise ToolError(str(exc)) from None
             except Exception as exc:  # noqa: BLE001 - never a traceback to the client
                 log.exception("tool %s failed", fn.__name__)
@@ -178,7 +181,7 @@ def build(served: ServedSet) -> MCPServer:
     def list_files() -> dict[str, Any]:
         """The profiles this server may read (exactly those named on its command line, and the
         exports directly inside a folder named there). Pass a `name` as `path` to the other tools."""
-        return {"files": [{"name": f.name, "kind": f.kind, "folder": f.folder, "loaded": f.path in cache.traces}
+        return {"files": [{"name": f.name, "kind": f.kind, "folder": f.folder, "loaded": f.path in cache.profiles}
                           for f in served.files],
                 "folders": [raw for raw, _ in served.folders],
                 "ncu_reports": [{"name": r.name, "folder": r.folder, "read": r.path in cache.ncu_reports}
@@ -263,13 +266,8 @@ def build(served: ServedSet) -> MCPServer:
         s = file(path)
         if peak_tflops is None and peak_gbps is None:
             return cache.report(s, attribution)["roofline"]
-        from nsight_tui.parsers.analyses.roofline import answers as roofline_answers
-
-        for value, name in ((peak_tflops, "peak_tflops"), (peak_gbps, "peak_gbps")):
-            if value is not None and not value > 0:
-                raise A.BadRequest(f"{name} must be a positive number, not {value}")
-        return A.plain(roofline_answers(cache.trace(s), A.check_mode(attribution), peak_tflops=peak_tflops,
-                                        peak_gbps=peak_gbps))
+        roofs = options(attribution=attribution, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
+        return A.plain(cache.profile(s, roofs).roofline())
 
     @tool
     def report(path: str | None = None, attribution: str = "process", sections: list[str] | None = None,

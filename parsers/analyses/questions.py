@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsight_tui.parsers.kernels import families, occupancy
-from nsight_tui.parsers.model import main_thread as main_threads
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, WARMUP, gpu_lags, iteration_ranges,
+from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, gpu_lags, iteration_ranges,
                                                  phase_ranges, step_times)
-from nsight_tui.parsers.model.inferred_ranges import has_iteration_ranges, inference
-from nsight_tui.parsers.model.ranges import RangeModel, range_model
+from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.analyses.ratios import _ratio, family_shares
 
 
@@ -214,75 +212,3 @@ def timing(trace: Trace, model: RangeModel) -> dict:
         "python_step_mean_ns": int(np.mean([r["python_ns"] for r in rows])) if rows else None,
         "python_phase_mean_ns": phase_py,
     }
-
-
-def _gpu_idle(model: RangeModel) -> dict:
-    from nsight_tui.parsers.analyses.idle_report import phase_idle  # it builds on this module
-
-    return phase_idle(model)
-
-
-def _memory(model: RangeModel) -> dict:
-    from nsight_tui.parsers.analyses.memory import memory_analysis
-
-    return memory_analysis(model).to_json()
-
-
-def _gpu_metrics(model: RangeModel, config: dict) -> dict:
-    from nsight_tui.parsers.analyses.gpu_metrics import gpu_metrics_analysis
-
-    return gpu_metrics_analysis(model, config).to_json()
-
-
-def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
-              main_thread: str | None = None, roofline_options: dict | None = None, ncu=None) -> dict:
-    """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
-    `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers; `ncu`: an
-    Nsight Compute report joined to the trace (analyses.ncu.analyse) for the findings that read it."""
-    from nsight_tui.parsers.analyses.backward_parts import backward_parts
-    from nsight_tui.parsers.analyses.findings import answers as findings_answers
-    from nsight_tui.parsers.analyses.roofline import answers as roofline_answers
-
-    model = range_model(trace, attribution, main_thread)
-    config = dict(trace.meta().config)
-    if dims:
-        config.update({k: v for k, v in dims.items() if v is not None})
-    steady = phases(model, STEP)
-    warm = phases(model, WARMUP) if len(iteration_ranges(model, WARMUP)) else {}
-    from nsight_tui.parsers.analyses.roofline import NO_FLOPS, build as build_roofline
-
-    roof = build_roofline(trace, attribution, **(roofline_options or {}))
-    return {
-        "file": str(trace.path),
-        "attribution": attribution,
-        "main_threads": main_threads.as_json(trace, model.main_info),
-        "config": config,
-        # op_ns (kernels + memcpy/memset): what a kernel's share divides by, in the TUI and here
-        "ranges": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in steady.items()},
-        "warmup": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in warm.items()},
-        "ratios": _ratios(steady, config, roof.counts),
-        "ratio_basis": RATIO_BASIS,
-        "timing": timing(trace, model),
-        "gpu_idle": _gpu_idle(model),
-        "memory": _memory(model),
-        "gpu_metrics": _gpu_metrics(model, config),
-        **_ranks(trace),
-        "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
-        "occupancy": occupancy.answers(trace),
-        "findings": findings_answers(trace, attribution, ncu),
-        "backward_parts": [t.to_json() for t in backward_parts(model)],
-        # where the export names no iteration (or nothing inside its iterations): what was inferred
-        # from its kernel sequence, or why nothing
-        **({"inferred": inference(trace).to_json()}
-           if not has_iteration_ranges(trace) or inference(trace).found else {}),
-        # rows left out, tables without a column they need; a trace without FLOP counts says so
-        "notes": [*trace.info.notes, *([f"roofline: {NO_FLOPS}"] if roof.counts is None else [])],
-    }
-
-
-def _ranks(trace: Trace) -> dict:
-    """Per-rank figures where the export holds several ranks (processes x GPUs)."""
-    from nsight_tui.parsers.analyses.ranks import ranks_of_trace
-
-    run = ranks_of_trace(trace)
-    return {"ranks": run.to_json(), "_ranks": run} if len(run.ranks) > 1 else {}
