@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from nsight_tui.parsers.read.ncu_rep import NcuReport
 
 __all__ = ["MODES", "MODE_HELP", "REPORTS", "NsightError", "Options", "OptionsError", "Profile", "Sweep",
-           "TraceError", "is_sweep_folder", "read_ncu"]
+           "TraceError", "is_sweep_folder", "ncu_alone", "read_ncu"]
 
 
 class Profile:
@@ -125,6 +125,14 @@ def read_ncu(path: str | Path) -> NcuReport:
     from nsight_tui.parsers.read.ncu_rep import read_ncu_report
 
     return read_ncu_report(path)
+
+
+def ncu_alone(report: NcuReport) -> NcuAnalysis:
+    """An Nsight Compute report read without an export: ncu's NVTX stacks stand for the ranges, no
+    nsys timing (`Profile.ncu` joins one to a trace)."""
+    from nsight_tui.parsers.analyses.ncu import report_only
+
+    return report_only(report)
 
 
 def is_sweep_folder(path: str | Path) -> bool:

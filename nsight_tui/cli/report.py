@@ -63,6 +63,7 @@ def _run(args) -> int:
     from nsight_tui.parsers import Profile, Sweep, is_sweep_folder
     from nsight_tui.render import report
     from nsight_tui.render import sweep as sweep_text
+    from nsight_tui.render.memory_model import memory_model_json
 
     target = Path(args.target)
     # a folder of captures is a sweep; nsys's parquetdir/arrowdir folder is one trace
@@ -90,7 +91,7 @@ def _run(args) -> int:
             raise TraceError(f"{visible(target)}: no .sqlite captures in this folder")
         found.analyse(options, progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr))
         tables = sweep_text.tables(runs)
-        memory = found.memory_model().to_json()  # the model x ctx memory table, OOM cells explained
+        memory = memory_model_json(found.memory_model())  # the model x ctx memory table, OOM cells explained
         if args.format == "json":
             text = report.sweep_json(target, runs, tables, args.attribution, skipped, memory)
         else:

@@ -311,8 +311,9 @@ def build(served: ServedSet) -> MCPServer:
         tensor FLOPs, FLOP/s and pipe busy % vs the datasheet's peak for their precision; every
         figure's basis in tensor_basis) or "findings" (occupancy-limited, needs path). Durations and
         rates are ncu's replay at its locked clocks, not nsys's timing."""
-        from nsight_tui.parsers.analyses import ncu as ncu_analysis
+        from nsight_tui.parsers import ncu_alone
         from nsight_tui.render import tables
+        from nsight_tui.render.ncu import ncu_json, report_only_json
 
         tables_of = {"kernel": "kernels", "name": "by_name", "range": "ranges", "tensor": "kernels",
                      "findings": "findings"}
@@ -323,10 +324,10 @@ def build(served: ServedSet) -> MCPServer:
         rep = served.ncu_report(ncu)
         if path:
             s = file(path)
-            doc = ncu_analysis.answers_of(cache.ncu_join(s, rep, attribution))
+            doc = ncu_json(cache.ncu_join(s, rep, attribution))
             named = [s, rep]
         else:
-            doc = ncu_analysis.report_only_answers(cache.ncu_report(rep))
+            doc = report_only_json(ncu_alone(cache.ncu_report(rep)))
             named = [rep]
         doc = _named(A.from_json_text(tables.json(doc)), named)
         out = {k: v for k, v in doc.items() if k not in tables_of.values()}

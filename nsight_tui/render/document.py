@@ -3,7 +3,13 @@
 the Markdown page's sections read too."""
 from __future__ import annotations
 
+from nsight_tui.parsers.analyses.questions import PhaseSummary
 from nsight_tui.parsers.analyses.report import Report
+from nsight_tui.parsers.model.inferred.result import Inference
+from nsight_tui.render.backward_parts import backward_parts_json
+from nsight_tui.render.gpu_metrics import gpu_metrics_json
+from nsight_tui.render.memory import memory_json
+from nsight_tui.render.ranks import ranks_json
 
 
 class Page(dict):
@@ -21,22 +27,22 @@ def document(report: Report) -> Page:
         "main_threads": report.main_threads,
         "config": report.config,
         # op_ns (kernels + memcpy/memset): what a kernel's share divides by, in the TUI and here
-        "ranges": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in report.ranges.items()},
-        "warmup": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in report.warmup.items()},
+        "ranges": {k: phase(v) for k, v in report.ranges.items()},
+        "warmup": {k: phase(v) for k, v in report.warmup.items()},
         "ratios": report.ratios,
         "ratio_basis": report.ratio_basis,
         "timing": report.timing,
         "gpu_idle": report.gpu_idle,
-        "memory": report.memory.to_json(),
-        "gpu_metrics": report.gpu_metrics.to_json(),
-        **({"ranks": report.ranks.to_json()} if report.ranks is not None else {}),
+        "memory": memory_json(report.memory),
+        "gpu_metrics": gpu_metrics_json(report.gpu_metrics),
+        **({"ranks": ranks_json(report.ranks)} if report.ranks is not None else {}),
         "roofline": report.roofline,
         "occupancy": report.occupancy,
         "findings": report.findings,
-        "backward_parts": [t.to_json() for t in report.backward_parts],
+        "backward_parts": [backward_parts_json(t) for t in report.backward_parts],
         # where the export names no iteration (or nothing inside its iterations): what was inferred
         # from its kernel sequence, or why nothing
-        **({"inferred": report.inferred.to_json()} if report.inferred is not None else {}),
+        **({"inferred": inferred_json(report.inferred)} if report.inferred is not None else {}),
         "notes": report.notes,
         **({"ncu": _ncu(report)} if report.ncu is not None else {}),
     })
@@ -44,8 +50,31 @@ def document(report: Report) -> Page:
     return page
 
 
+def phase(p: PhaseSummary) -> dict:
+    """One phase over its instances. range_ns: the CPU's clock (NVTX spans, summed); proj_ns: the
+    GPU's (its work's first start to last end, summed, as nsys's nvtx_gpu_proj_sum); period_ns: the
+    step's pace; op_ns (kernels + memcpy/memset): what a kernel's share divides by."""
+    return {
+        "instances": p.instances, "range_ns": p.range_ns, "proj_ns": p.proj_ns,
+        **({"period_ns": p.period_ns} if p.period_ns is not None else {}),
+        "gpu_lags": p.gpu_lags,
+        "busy_ns": p.busy_ns, "kernel_ns": p.kernel_ns, "kernels": p.kernels,
+        "top_kernels": p.top_kernels, "families": p.families, "op_ns": p.op_ns,
+    }
+
+
+def inferred_json(found: Inference) -> dict:
+    """What the kernel sequence gave (iterations on the GPU's clock, ns; layers, stages), or why nothing."""
+    return {"iterations": [{"name": i.name, "start_ns": i.start_ns, "end_ns": i.end_ns,
+                            "duration_ns": i.end_ns - i.start_ns, "kernels": i.kernels} for i in found.iterations],
+            "inside_nvtx_iterations": found.inside, "layer_count": found.layer_count,
+            "layer_stages": found.layer_stages, "backward_stages": found.backward_stages,
+            "period_kernels": found.period_kernels,
+            "basis": found.basis, **({"reason": found.reason} if found.reason else {})}
+
+
 def _ncu(report: Report) -> dict:
-    from nsight_tui.parsers.analyses.ncu import answers_of
+    from nsight_tui.render.ncu import ncu_json
 
     assert report.ncu is not None
-    return answers_of(report.ncu)
+    return ncu_json(report.ncu)

@@ -42,17 +42,6 @@ class PhaseSummary:
         """Its GPU work outlasts its CPU span: the CPU ran ahead (no synchronise at its end)."""
         return gpu_lags(self.proj_ns, self.range_ns)
 
-    def to_json(self) -> dict:
-        # range_ns: the CPU's clock (NVTX spans, summed); proj_ns: the GPU's (its work's first start
-        # to last end, summed, as nsys's nvtx_gpu_proj_sum); period_ns: the step's pace.
-        return {
-            "instances": self.instances, "range_ns": self.range_ns, "proj_ns": self.proj_ns,
-            **({"period_ns": self.period_ns} if self.period_ns is not None else {}),
-            "gpu_lags": self.gpu_lags,
-            "busy_ns": self.busy_ns, "kernel_ns": self.kernel_ns, "kernels": self.kernels,
-            "top_kernels": self.top_kernels, "families": self.families,
-        }
-
 
 def summarize(model: RangeModel, ids: np.ndarray, name: str, top: int = 5) -> PhaseSummary | None:
     if len(ids) == 0:

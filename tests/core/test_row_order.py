@@ -12,6 +12,7 @@ import pytest
 
 from conftest import REPORTS, SAMPLES
 from nsight_tui.parsers import Options, Profile
+from nsight_tui.render.backward_parts import backward_parts_json
 from nsight_tui.render.document import document
 from nsight_tui.parsers.analyses.backward_parts import backward_parts
 from nsight_tui.parsers.read.load import load_trace
@@ -61,7 +62,8 @@ def test_report_answers_and_backward_parts(pair, mode):
     # the per-step list is in time order
     steps = [s["step"] for s in report_of(b, mode)["timing"]["steps"]]
     assert steps == sorted(steps, key=lambda s: int(s.split("_")[1]))
-    assert [t.to_json() for t in backward_parts(range_model(a, mode))] == [t.to_json() for t in backward_parts(range_model(b, mode))]
+    assert ([backward_parts_json(t) for t in backward_parts(range_model(a, mode))]
+            == [backward_parts_json(t) for t in backward_parts(range_model(b, mode))])
 
 
 def _tree(groups):
