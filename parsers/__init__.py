@@ -9,16 +9,17 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nsight_tui.parsers.api import (MODE_HELP, MODES, REPORTS, NsightError, Options, OptionsError, Profile, Sweep,
-                                        TraceError, is_sweep_folder, ncu_alone, read_ncu)
+                                        TraceError, columnar_kind, export_paths, is_sweep_folder, ncu_alone, ranks_of_files,
+                                        read_ncu)
 
 __all__ = ["MODES", "MODE_HELP", "REPORTS", "NsightError", "Options", "OptionsError", "Profile", "Sweep",
-           "TraceError", "is_sweep_folder", "ncu_alone", "read_ncu"]
+           "TraceError", "columnar_kind", "export_paths", "is_sweep_folder", "ncu_alone", "ranks_of_files", "read_ncu"]
 
 # where each name lives: the light ones (errors, options, names) without loading the readers
 _HOMES = {"NsightError": "exception", "OptionsError": "exception", "TraceError": "read.errors",
           "Options": "options", "MODES": "model.attribution", "MODE_HELP": "model.attribution",
           "REPORTS": "nsys.reports", "Profile": "api", "Sweep": "api", "is_sweep_folder": "api", "ncu_alone": "api",
-          "read_ncu": "api"}
+          "read_ncu": "api", "export_paths": "api", "columnar_kind": "read.source", "ranks_of_files": "api"}
 
 
 def __getattr__(name: str):

@@ -23,8 +23,10 @@ from nsight_tui.parsers.nsys.reports import REPORTS
 from nsight_tui.parsers.options import Options
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.load import Trace, load_trace
+from nsight_tui.parsers.read.source import columnar_kind
 
 if TYPE_CHECKING:
+    from nsight_tui.parsers.analyses.diff import RunDiff
     from nsight_tui.parsers.analyses.memory_model import MemoryModel
     from nsight_tui.parsers.analyses.ncu import NcuAnalysis
     from nsight_tui.parsers.analyses.ranks import RunRanks
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from nsight_tui.parsers.read.ncu_rep import NcuReport
 
 __all__ = ["MODES", "MODE_HELP", "REPORTS", "NsightError", "Options", "OptionsError", "Profile", "Sweep",
-           "TraceError", "is_sweep_folder", "ncu_alone", "read_ncu"]
+           "TraceError", "columnar_kind", "export_paths", "is_sweep_folder", "ncu_alone", "ranks_of_files", "read_ncu"]
 
 
 class Profile:
@@ -112,6 +114,13 @@ class Profile:
 
         return answers(self.trace, self.options.attribution, **self.options.roofline)
 
+    def diff(self, other: Profile) -> RunDiff:
+        """What changed from this run (A) to `other` (B), every delta B - A per steady-state step (ns):
+        the step's verdict and waterfall, the merged range tree, kernels by name and by family."""
+        from nsight_tui.parsers.analyses.diff import diff_runs
+
+        return diff_runs(self.trace, other.trace, self.options.attribution)
+
     def ranks(self) -> RunRanks:
         """Per rank (process x GPU): step period, compute, communication and overlap (ns)."""
         from nsight_tui.parsers.analyses.ranks import ranks_of_trace
@@ -125,6 +134,23 @@ def read_ncu(path: str | Path) -> NcuReport:
     from nsight_tui.parsers.read.ncu_rep import read_ncu_report
 
     return read_ncu_report(path)
+
+
+def export_paths(items: list[str]) -> list[Path]:
+    """The exports named on a command line: files and nsys's parquetdir/arrowdir folders as they are,
+    a folder of exports as its members."""
+    from nsight_tui.parsers.read.source import export_paths as paths
+
+    return paths(items)
+
+
+def ranks_of_files(files: list[Path], scheduler: str | None = None, workers: int | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> RunRanks:
+    """Per-rank figures over one export per rank (`nsys profile -o report_%q{RANK}`), summarised
+    file by file in worker processes (`scheduler`: Dask's, else local processes)."""
+    from nsight_tui.parsers.analyses.rank_files import ranks_of_files as summarise
+
+    return summarise(files, scheduler, workers, progress)
 
 
 def ncu_alone(report: NcuReport) -> NcuAnalysis:

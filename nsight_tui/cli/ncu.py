@@ -6,8 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from nsight_tui.parsers.model.attribution import MODES
-from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers import MODES, TraceError
 from nsight_tui.render import output
 from nsight_tui.render.safe import visible
 

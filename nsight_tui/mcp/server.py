@@ -354,13 +354,13 @@ def build(served: ServedSet) -> MCPServer:
         json`; every delta is B - A, per steady-state step): the step verdict and waterfall,
         the merged range tree (to range_depth levels), the kernels matched by name (paged:
         kernels_offset/kernels_limit) and by family, both configurations."""
-        from nsight_tui.parsers.analyses.diff import diff_runs
         from nsight_tui.render.diff import json_text
 
         sa, sb = file(a), file(b)
         if not 1 <= range_depth <= A.MAX_DEPTH:
             raise A.BadRequest(f"range_depth must be 1..{A.MAX_DEPTH}, not {range_depth}")
-        doc = A.from_json_text(json_text(diff_runs(cache.trace(sa), cache.trace(sb), A.check_mode(attribution))))
+        mode = options(attribution=attribution)
+        doc = A.from_json_text(json_text(cache.profile(sa, mode).diff(cache.profile(sb, mode))))
         doc = _named(doc, [sa, sb])
         for t in doc["threads"]:
             t["ranges"] = _cut(t["ranges"], range_depth)
@@ -372,8 +372,7 @@ def build(served: ServedSet) -> MCPServer:
         """Per rank (process x GPU): step time, compute, communication and their overlap, idle,
         and the straggler (`ranks -f json`), for an export holding several ranks, or a served
         folder of per-rank exports (`nsys profile -o report_%q{RANK}`)."""
-        from nsight_tui.parsers.analyses.rank_files import ranks_of_files
-        from nsight_tui.parsers.analyses.ranks import ranks_of_trace
+        from nsight_tui.parsers import ranks_of_files
         from nsight_tui.render.ranks import ranks_json_text
 
         if path and served.is_folder(path):
@@ -384,7 +383,7 @@ def build(served: ServedSet) -> MCPServer:
                 cache.ranks[key] = _named(doc, files)
             return cache.ranks[key]
         s = file(path)
-        return _named(A.from_json_text(ranks_json_text(ranks_of_trace(cache.trace(s)))), [s])
+        return _named(A.from_json_text(ranks_json_text(cache.profile(s).ranks())), [s])
 
     return server
 
