@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -26,7 +26,9 @@ from mcp.types import ToolAnnotations
 from nsight_tui.mcp import answers as A
 from nsight_tui.mcp.served import Served, ServedSet
 from nsight_tui.parsers import NsightError, Options, OptionsError, Profile, TraceError
-from nsight_tui.parsers.read.load import Trace
+
+if TYPE_CHECKING:
+    from nsight_tui.parsers.read.load import Trace
 
 log = logging.getLogger("nsight_tui.mcp")
 
