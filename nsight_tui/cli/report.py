@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,9 @@ def _run(args) -> int:
     if found is not None:
         if not runs:
             raise TraceError(f"{visible(target)}: no .sqlite captures in this folder")
-        found.analyse(options, progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr))
+        # each run reads its own main thread and config mark; the roofs and FLOPs file apply to all
+        each = replace(options, main_thread=None, batch=None, n_heads=None, ctx=None, d_head=None)
+        found.analyse(each, progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr))
         tables = sweep_text.tables(runs)
         memory = memory_model_json(found.memory_model())  # the model x ctx memory table, OOM cells explained
         if args.format == "json":
