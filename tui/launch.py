@@ -195,16 +195,17 @@ class TerminalGuard:
 
 
 def roofline_options(args) -> dict:
-    """--flops/--peak-* for the roofline view; a bad value is one line before any screen."""
-    from nsight_tui.parsers.kernels.flop_counts import from_file
+    """--flops/--peak-* for the roofline view, checked once by the core's Options (the FLOPs file
+    read now: a bad value or file is one line before any screen)."""
+    from nsight_tui.parsers import Options, OptionsError
 
-    flops, tflops, gbps = (getattr(args, k, None) for k in ("flops", "peak_tflops", "peak_gbps"))
-    for value, flag in ((tflops, "--peak-tflops"), (gbps, "--peak-gbps")):
-        if value is not None and not value > 0:
-            raise TraceError(f"{flag} must be a positive number, not {value}")
-    if flops:
-        from_file(flops)  # read once now: a bad file fails here, not in the view
-    return {"flops_file": flops, "peak_tflops": tflops, "peak_gbps": gbps}
+    flags = {"peak_tflops": "--peak-tflops", "peak_gbps": "--peak-gbps"}
+    try:
+        options = Options(flops_file=getattr(args, "flops", None), peak_tflops=getattr(args, "peak_tflops", None),
+                          peak_gbps=getattr(args, "peak_gbps", None))
+    except OptionsError as exc:
+        raise TraceError(exc.said_as(flags.get(exc.option, exc.option))) from None
+    return options.roofline
 
 
 def launch(args) -> int:

@@ -210,13 +210,13 @@ class Session:
 
     def ncu_view(self):
         """The `6` view's rows (viewmodels.ncu), from the joined report."""
-        from nsight_tui.parsers.analyses import ncu
+        from nsight_tui.render.ncu import ncu_json
         from nsight_tui.tui.viewmodels import ncu as ncu_vm
 
         joined = self.ncu()
         if joined is None:
             raise ValueError("no Nsight Compute report: open with --ncu FILE.ncu-rep")
-        return ncu_vm.build(ncu.answers_of(joined))
+        return ncu_vm.build(ncu_json(joined))
 
     def roofline(self, mode: str, node: RangeNode | None):
         from nsight_tui.tui.viewmodels import roofline as roofline_vm

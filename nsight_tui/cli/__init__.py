@@ -181,10 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         sig = signalled()
         if sig is not None:  # the signal's SystemExit, turned into another exception on its way
             return 128 + sig  # up (an import in C code makes it an ImportError)
-        from nsight_tui.parsers.read.errors import TraceError
+        from nsight_tui.parsers import NsightError  # the root of every error meant for the user
         from nsight_tui.render.safe import visible  # messages quote paths and names: one line, no escapes
 
-        if isinstance(exc, TraceError):
+        if isinstance(exc, NsightError):
             print(f"nsight-tui: {visible(exc)}", file=sys.stderr)
             return exc.exit_code
         print(f"nsight-tui: internal error: {type(exc).__name__}: {visible(exc)}", file=sys.stderr)

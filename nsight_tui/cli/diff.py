@@ -9,8 +9,7 @@ from __future__ import annotations
 import sys
 
 from nsight_tui.cli.formats import add_format
-from nsight_tui.parsers.model.attribution import MODES
-from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers import MODES, TraceError
 from nsight_tui.render.safe import visible
 from nsight_tui.render.diff import FORMATS, TOP_KERNELS
 
@@ -41,9 +40,7 @@ def run(args) -> int:
 
 
 def _run(args, output) -> int:
-    from nsight_tui.parsers.analyses.diff import diff_runs
-    from nsight_tui.parsers.read.load import load_trace
-    from nsight_tui.parsers.read.source import refuse_special
+    from nsight_tui.parsers import Options, Profile, refuse_special
     from nsight_tui.render.diff import render
 
     inputs = [args.a, args.b]
@@ -53,8 +50,8 @@ def _run(args, output) -> int:
         raise TraceError(f"--fail-slower {args.fail_slower:g}: expects a percentage >= 0")
     for path in inputs:  # both before either is read: B a FIFO is said before A's load, not after it
         refuse_special(path)
-    a, b = load_trace(args.a), load_trace(args.b)
-    d = diff_runs(a, b, args.attribution)
+    options = Options(attribution=args.attribution)
+    d = Profile.open(args.a, options).diff(Profile.open(args.b, options))
     if args.fail_slower is not None and d.step is None:
         raise TraceError(f"--fail-slower needs steps (step_N ranges, or iterations inferred from the kernels) in "
                          f"both runs; {d.basis.split(': ', 1)[-1]}")

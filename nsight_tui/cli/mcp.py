@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 
-from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers import TraceError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 from nsight_tui.cli.formats import add_format
-from nsight_tui.parsers.model.attribution import MODES
-from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers import MODES, TraceError
 from nsight_tui.render import output
 from nsight_tui.render.safe import visible
 
@@ -38,8 +37,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from nsight_tui.parsers.analyses import ncu
-    from nsight_tui.parsers.read.ncu_rep import read_ncu_report
+    from nsight_tui.parsers import Options, Profile, ncu_alone, read_ncu
     from nsight_tui.render import ncu as ncu_text
     from nsight_tui.render import tables
 
@@ -48,17 +46,15 @@ def _run(args) -> int:
         output.check_target(args.output, args.force, inputs)
     if args.by in ("range", "findings") and not args.trace:
         raise TraceError(f"--by {args.by} needs the export's ranges and timing: give --trace FILE.sqlite")
-    report = read_ncu_report(args.report)
+    report = read_ncu(args.report)
     if args.trace:
-        from nsight_tui.parsers.read.load import load_trace
-
-        trace = load_trace(args.trace)
-        answers = ncu.answers(trace, report, args.attribution)
+        profile = Profile.open(args.trace, Options(attribution=args.attribution))
+        answers = ncu_text.ncu_json(profile.ncu(report))
         warning = ncu_text.warning_line(answers)
         if warning:
             print(visible(warning), file=sys.stderr)
     else:
-        answers = ncu.report_only_answers(report)
+        answers = ncu_text.report_only_json(ncu_alone(report))
     if args.format == "json":
         text = tables.json(answers)
     else:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from nsight_tui.cli.formats import add_format
-from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers import TraceError
 
 HELP = "per-rank figures, communication vs compute, the straggler (one export or a folder of per-rank exports)"
 
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _files(paths: list[str]) -> list[Path]:
-    from nsight_tui.parsers.read.source import export_paths
+    from nsight_tui.parsers import export_paths
 
     files = export_paths(paths)
     missing = next((p for p in files if not p.exists()), None)
@@ -44,9 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from nsight_tui.parsers.read.load import load_trace
-    from nsight_tui.parsers.analyses.rank_files import ranks_of_files
-    from nsight_tui.parsers.analyses.ranks import ranks_of_trace
+    from nsight_tui.parsers import Profile, ranks_of_files
     from nsight_tui.render import output
     from nsight_tui.render.ranks import ranks_json_text, ranks_markdown
     from nsight_tui.render.safe import markdown as md_text
@@ -58,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.output != "-":  # refuse before any work
         output.check_target(args.output, args.force, inputs=files)
     if len(files) == 1:
-        run_ranks = ranks_of_trace(load_trace(files[0]))
+        run_ranks = Profile.open(files[0]).ranks()
         title = files[0].name
     else:
         def progress(done: int, total: int) -> None:

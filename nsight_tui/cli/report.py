@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nsight_tui.cli.formats import add_format
-from nsight_tui.parsers.model.attribution import MODES
-from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers import MODES, OptionsError, TraceError
 from nsight_tui.render import output
 from nsight_tui.render.safe import visible
+
+if TYPE_CHECKING:
+    from nsight_tui.parsers import Options
 
 
 def add_arguments(parser) -> None:
@@ -44,20 +48,31 @@ def run(args) -> int:
         return _run(args)
 
 
+def options_of(args) -> Options:
+    """The report's options from its flags, checked once (a bad value is one line naming the flag)."""
+    from nsight_tui.parsers import Options
+
+    flags = {"peak_tflops": "--peak-tflops", "peak_gbps": "--peak-gbps", "attribution": "--attribution"}
+    try:
+        return Options(attribution=args.attribution, main_thread=args.main_thread, flops_file=args.flops,
+                       peak_tflops=args.peak_tflops, peak_gbps=args.peak_gbps, batch=args.batch,
+                       n_heads=args.n_heads, ctx=args.ctx, d_head=args.d_head, ncu_file=args.ncu)
+    except OptionsError as exc:
+        raise TraceError(exc.said_as(flags.get(exc.option, exc.option))) from None
+
+
 def _run(args) -> int:
-    from nsight_tui.parsers.analyses import sweep
-    from nsight_tui.parsers.analyses.questions import questions
-    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers import Profile, Sweep, is_sweep_folder
     from nsight_tui.render import report
     from nsight_tui.render import sweep as sweep_text
-
-    from nsight_tui.parsers.read.source import columnar_kind
+    from nsight_tui.render.memory_model import memory_model_json
 
     target = Path(args.target)
     # a folder of captures is a sweep; nsys's parquetdir/arrowdir folder is one trace
-    folder = target.is_dir() and columnar_kind(target) is None
-    skipped: list[str] = []  # non-regular files in the folder (a FIFO would block the read)
-    runs = sweep.discover(target, skipped) if folder else []
+    folder = is_sweep_folder(target)
+    found = Sweep.discover(target) if folder else None
+    skipped = found.skipped if found else []  # non-regular files in the folder (a FIFO would block the read)
+    runs = found.runs if found else []
     for line in skipped:
         print(f"note: {visible(line)}", file=sys.stderr)
     inputs = [target, *(r.path for r in runs)]
@@ -65,15 +80,10 @@ def _run(args) -> int:
         output.check_target(args.output, args.force, inputs)
     elif sys.stdout is None:
         raise TraceError("standard output is closed; nowhere to write (use -o FILE)")
-    dims = {"batch": args.batch, "n_heads": args.n_heads, "ctx": args.ctx, "d_head": args.d_head}
-    for value, flag in ((args.peak_tflops, "--peak-tflops"), (args.peak_gbps, "--peak-gbps")):
-        if value is not None and not value > 0:
-            raise TraceError(f"{flag} must be a positive number, not {value}")
-    roof = {"flops_file": args.flops, "peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps}
     if args.fail_on and folder:
         raise TraceError("--fail-on takes one file, not a folder")
     if args.fail_on:
-        from nsight_tui.parsers.analyses.findings import RULE_IDS
+        from nsight_tui.parsers import RULE_IDS
         from nsight_tui.render.findings import unknown_ids
 
         unknown = unknown_ids(args.fail_on, RULE_IDS)
@@ -82,34 +92,30 @@ def _run(args) -> int:
                              f"the ids are: {', '.join(RULE_IDS)} (or any)")
     if args.ncu and folder:
         raise TraceError("--ncu takes one export, not a folder")
+    options = options_of(args)
     if args.ncu:
         inputs.append(Path(args.ncu))
-    if folder:
+    findings: list = []
+    if found is not None:
         if not runs:
             raise TraceError(f"{visible(target)}: no .sqlite captures in this folder")
-        sweep.analyse(runs, args.attribution,
-                      progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr),
-                      roofline_options=roof)
+        # each run reads its own main thread and config mark; the roofs and FLOPs file apply to all
+        each = replace(options, main_thread=None, batch=None, n_heads=None, ctx=None, d_head=None)
+        found.analyse(each, progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr))
         tables = sweep_text.tables(runs)
-        memory = sweep.memory_model(runs).to_json()  # the model x ctx memory table, OOM cells explained
+        memory = memory_model_json(found.memory_model())  # the model x ctx memory table, OOM cells explained
         if args.format == "json":
             text = report.sweep_json(target, runs, tables, args.attribution, skipped, memory)
         else:
             text = report.sweep_markdown(target, tables, args.attribution, runs, skipped, memory)
     else:
-        trace = load_trace(target)
-        for note in trace.info.notes:  # rows left out, tables without a column they need: as stats says them
+        profile = Profile.open(target, options)
+        for note in profile.notes:  # rows left out, tables without a column they need: as stats says them
             print(f"note: {visible(note)}", file=sys.stderr)
-        joined = None
-        if args.ncu:  # joined once: its own section, and the findings that read it (occupancy, chains)
-            from nsight_tui.parsers.analyses import ncu
-            from nsight_tui.parsers.read.ncu_rep import read_ncu_report
-
-            joined = ncu.analyse(trace, read_ncu_report(args.ncu), args.attribution)
-        answers = questions(trace, args.attribution, dims, args.main_thread, roofline_options=roof, ncu=joined)
-        if joined is not None:
-            answers["ncu"] = ncu.answers_of(joined)
-        text = report.single_json(answers) if args.format == "json" else report.single_markdown(answers)
+        # one call: every section, the Nsight Compute report's (--ncu) and the findings that read it included
+        document = profile.report()
+        findings = document.findings.get("findings") or []
+        text = report.single_json(document) if args.format == "json" else report.single_markdown(document)
     if args.output == "-":
         output.write_stdout(text)
     else:
@@ -118,7 +124,7 @@ def _run(args) -> int:
     if args.fail_on:
         from nsight_tui.render.findings import present
 
-        hit = present((answers.get("findings") or {}).get("findings") or [], args.fail_on)
+        hit = present(findings, args.fail_on)
         if hit:
             print(f"nsight-tui: findings present: {', '.join(hit)} (--fail-on {args.fail_on})", file=sys.stderr)
             return 1

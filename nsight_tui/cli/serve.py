@@ -13,7 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers import TraceError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         raise TraceError(f"--port {args.port}: not a port number")
     # What `nsight-tui FILE` refuses, refused here, before serving: an empty, truncated or
     # foreign file served a page per tab that failed only once a browser opened it.
-    from nsight_tui.parsers.read.source import export_paths
+    from nsight_tui.parsers import export_paths
     from nsight_tui.tui.launch import check_readable
 
     paths = export_paths(args.paths)

@@ -11,9 +11,7 @@ import os
 import sys
 
 from nsight_tui.cli.formats import add_format
-from nsight_tui.parsers.model.attribution import MODE_HELP, MODES
-from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.parsers.nsys.reports import REPORTS, build_reports
+from nsight_tui.parsers import MODE_HELP, MODES, REPORTS, TraceError
 from nsight_tui.render import output
 from nsight_tui.render.nsys import FORMATS, render
 from nsight_tui.render.safe import visible
@@ -40,7 +38,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers import Options, Profile
 
     names = list(dict.fromkeys(n.strip() for n in args.report.split(",") if n.strip()))
     unknown = [n for n in names if n not in REPORTS]
@@ -57,16 +55,15 @@ def _run(args) -> int:
             output.check_target(path, args.force, inputs=[args.file])
     elif sys.stdout is None:
         raise TraceError("standard output is closed; nowhere to write (use -o PREFIX)")
-    trace = load_trace(args.file)
+    profile = Profile.open(args.file, Options(attribution=args.attribution, main_thread=args.main_thread))
     mode = args.attribution
     print(f"attribution: {mode} — {MODE_HELP[mode]}", file=sys.stderr)
-    reports = build_reports(trace, names, mode, args.main_thread)  # the range model among them
-    if trace.info.has_nvtx:
-        from nsight_tui.parsers.model.ranges import range_model
+    reports = profile.nsys_reports(names)  # the range model among them
+    if profile.has_nvtx:
         from nsight_tui.render.process_view import main_thread_line
 
-        print("note: " + main_thread_line(trace, range_model(trace, mode, args.main_thread)), file=sys.stderr)
-    for note in trace.info.notes:
+        print("note: " + main_thread_line(profile.trace, profile.ranges()), file=sys.stderr)
+    for note in profile.notes:
         print(f"note: {visible(note)}", file=sys.stderr)
     width = output.stdout_width()
     if args.output == "-" and args.format == "json" and len(names) > 1:  # one JSON document, not a stream

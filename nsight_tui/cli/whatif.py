@@ -10,13 +10,8 @@ import sys
 from pathlib import Path
 
 from nsight_tui.cli.formats import add_format
-from nsight_tui.parsers.read.errors import TraceError
 
 HELP = "replay the captured step with edits (speed:, kernels-from:, nosync, nohost, graph): the predicted step"
-
-
-class BadEdit(TraceError):
-    exit_code = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,25 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nsight_tui.parsers.read.load import load_trace
-    from nsight_tui.parsers.replay.edits import EditError, parse
-    from nsight_tui.parsers.replay.predict import predict
+    from nsight_tui.parsers import Profile, parse_edits
     from nsight_tui.render import output
     from nsight_tui.render.safe import visible
     from nsight_tui.render.whatif import whatif_json_text, whatif_markdown
 
-    try:
-        edits = [parse(e) for e in args.edits]
-    except EditError as exc:
-        raise BadEdit(str(exc)) from None
+    edits = parse_edits(args.edits)  # an edit that cannot be read: one line, before any file is opened
     path = Path(args.trace)
     if args.output != "-":
         output.check_target(args.output, args.force, inputs=[path])
-    trace = load_trace(path)
-    try:
-        p = predict(trace, edits)
-    except EditError as exc:
-        raise BadEdit(str(exc)) from None
+    p = Profile.open(path).whatif(edits)
     text = whatif_json_text(p) if args.format == "json" else whatif_markdown(p)
     if args.output == "-":
         output.write_stdout(text)

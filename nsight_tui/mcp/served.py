@@ -14,8 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.parsers.read.source import columnar_kind
+from nsight_tui.parsers import TraceError, columnar_kind
 
 NCU_SUFFIX = ".ncu-rep"
 NCU_KIND = "ncu-rep"

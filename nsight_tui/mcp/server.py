@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -26,8 +26,10 @@ from mcp.types import ToolAnnotations
 from nsight_tui import __version__
 from nsight_tui.mcp import answers as A
 from nsight_tui.mcp.served import Served, ServedSet
-from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers import NsightError, Options, OptionsError, Profile, TraceError
+
+if TYPE_CHECKING:
+    from nsight_tui.parsers.read.load import Trace
 
 log = logging.getLogger("nsight_tui.mcp")
 
@@ -48,10 +50,10 @@ read its per-kernel figures with the ncu tool (`nsight-tui ncu -f json`)."""
 
 
 class Cache:
-    """Traces by resolved path, loaded once; report answers per (path, attribution)."""
+    """Profiles by resolved path, loaded once; report answers per (path, attribution)."""
 
     def __init__(self) -> None:
-        self.traces: dict[Path, Trace] = {}
+        self.profiles: dict[Path, Profile] = {}
         self.answers: dict[tuple[Path, str, Path | None], dict] = {}
         self.ncu_reports: dict[Path, Any] = {}  # NcuReport by resolved path
         self.ncu_joins: dict[tuple[Path, Path, str], Any] = {}  # NcuAnalysis by (export, report, attribution)
@@ -59,29 +61,30 @@ class Cache:
         self.sweeps: dict[tuple[str, str], dict] = {}
         self.lock = threading.RLock()  # one computation at a time (the model's caches are not thread-safe)
 
-    def trace(self, served: Served) -> Trace:
-        from nsight_tui.parsers.read.load import load_trace
-
-        if served.path not in self.traces:
+    def profile(self, served: Served, options: Options | None = None) -> Profile:
+        """The served export, loaded once, read with `options` (default: attribution process)."""
+        if served.path not in self.profiles:
             log.info("loading %s", served.name)
-            trace = load_trace(served.path)
-            for note in trace.info.notes:
+            profile = Profile.open(served.path)
+            for note in profile.notes:
                 log.info("note: %s: %s", served.name, note)
-            self.traces[served.path] = trace
-        return self.traces[served.path]
+            self.profiles[served.path] = profile
+        opened = self.profiles[served.path]
+        return opened if options is None else opened.with_options(options)
+
+    def trace(self, served: Served) -> Trace:
+        return self.profile(served).trace
 
     def model(self, served: Served, attribution: str):
-        from nsight_tui.parsers.model.ranges import range_model
-
-        return range_model(self.trace(served), A.check_mode(attribution))
+        return self.profile(served, options(attribution=attribution)).ranges()
 
     def ncu_report(self, report: Served):
-        from nsight_tui.parsers.read.ncu_rep import read_ncu_report
+        from nsight_tui.parsers import read_ncu
 
         if report.path not in self.ncu_reports:
             log.info("reading %s", report.name)
             try:
-                self.ncu_reports[report.path] = read_ncu_report(report.path)
+                self.ncu_reports[report.path] = read_ncu(report.path)
             except TraceError as exc:  # said with the name the client gave, not the resolved path
                 raise TraceError(str(exc).replace(str(report.path), report.name)) from None
         return self.ncu_reports[report.path]
@@ -90,32 +93,25 @@ class Cache:
         """The report's kernels joined to the export (analyses.ncu.analyse), as `report --ncu` joins them."""
         key = (served.path, report.path, A.check_mode(attribution))
         if key not in self.ncu_joins:
-            from nsight_tui.parsers.analyses import ncu
-
-            self.ncu_joins[key] = ncu.analyse(self.trace(served), self.ncu_report(report), attribution)
+            self.ncu_joins[key] = self.profile(served, options(attribution=attribution)).ncu(self.ncu_report(report))
         return self.ncu_joins[key]
 
     def report(self, served: Served, attribution: str, ncu: Served | None = None) -> dict[str, Any]:
-        """`report -f json`'s document (cli/report.py's single-file path, `--ncu R` with a report),
-        parsed back."""
+        """`report -f json`'s document (cli/report.py's single-file path, `--ncu R` with a report):
+        the same call (Profile.report) and the same layout (render.report.single_json), parsed back."""
         key = (served.path, A.check_mode(attribution), ncu.path if ncu else None)
         if key not in self.answers:
-            from nsight_tui.parsers.analyses.questions import questions
             from nsight_tui.render.report import single_json
 
             joined = self.ncu_join(served, ncu, attribution) if ncu else None
-            answers = questions(self.trace(served), attribution, ncu=joined)  # the same document as `report -f json`
-            if joined is not None:
-                from nsight_tui.parsers.analyses.ncu import answers_of
-
-                answers["ncu"] = answers_of(joined)
-            self.answers[key] = _named(A.from_json_text(single_json(answers)), [served, *([ncu] if ncu else [])])
+            document = self.profile(served, options(attribution=attribution)).report(joined)
+            self.answers[key] = _named(A.from_json_text(single_json(document)), [served, *([ncu] if ncu else [])])
         return self.answers[key]
 
     def sweep(self, served: ServedSet, path: str, attribution: str) -> dict[str, Any]:
         """`report DIR -f json` (cli/report.py's folder path) over a served folder of captures: its
         members resolved inside it only (a link leading out is left out, and said so)."""
-        from nsight_tui.parsers.analyses import sweep
+        from nsight_tui.parsers import Sweep
         from nsight_tui.render import sweep as sweep_text
         from nsight_tui.render.report import sweep_json
 
@@ -126,17 +122,26 @@ class Cache:
                 if not _inside_folder(oom, real):
                     raise A.BadRequest(f"{raw}/{oom.name} leads out of the served folder; the folder's sweep is "
                                        "not read (ask for its files one by one)")
-            skipped: list[str] = []
+            found = Sweep.discover(real)
+            skipped = found.skipped
             runs = []
-            for run in sweep.discover(real, skipped):
+            for run in found.runs:
                 if _inside_folder(run.path, real):
                     runs.append(run)
                 else:
                     skipped.append(f"{run.path.name}: leads out of the folder, not read")
-            sweep.analyse(runs, attribution)
+            Sweep(real, runs, skipped).analyse(options(attribution=attribution))
             text = sweep_json(Path(raw), runs, sweep_text.tables(runs), attribution, skipped)
             self.sweeps[key] = _named(A.from_json_text(text), served.folder_files(raw))
         return self.sweeps[key]
+
+
+def options(**values: Any) -> Options:
+    """The request's options, checked once; a bad one is a BadRequest naming the tool's argument."""
+    try:
+        return Options(**values)
+    except OptionsError as exc:
+        raise A.BadRequest(str(exc)) from None
 
 
 def _inside_folder(path: Path, folder: Path) -> bool:
@@ -160,7 +165,7 @@ def build(served: ServedSet) -> MCPServer:
                     return fn(*args, **kwargs)
             except ToolError:
                 raise
-            except TraceError as exc:  # bad input, a path not served, a range not found
+            except NsightError as exc:  # bad input, a path not served, a range not found
                 raise ToolError(str(exc)) from None
             except Exception as exc:  # noqa: BLE001 - never a traceback to the client
                 log.exception("tool %s failed", fn.__name__)
@@ -179,7 +184,7 @@ def build(served: ServedSet) -> MCPServer:
     def list_files() -> dict[str, Any]:
         """The profiles this server may read (exactly those named on its command line, and the
         exports directly inside a folder named there). Pass a `name` as `path` to the other tools."""
-        return {"files": [{"name": f.name, "kind": f.kind, "folder": f.folder, "loaded": f.path in cache.traces}
+        return {"files": [{"name": f.name, "kind": f.kind, "folder": f.folder, "loaded": f.path in cache.profiles}
                           for f in served.files],
                 "folders": [raw for raw, _ in served.folders],
                 "ncu_reports": [{"name": r.name, "folder": r.folder, "read": r.path in cache.ncu_reports}
@@ -264,13 +269,8 @@ def build(served: ServedSet) -> MCPServer:
         s = file(path)
         if peak_tflops is None and peak_gbps is None:
             return cache.report(s, attribution)["roofline"]
-        from nsight_tui.parsers.analyses.roofline import answers as roofline_answers
-
-        for value, name in ((peak_tflops, "peak_tflops"), (peak_gbps, "peak_gbps")):
-            if value is not None and not value > 0:
-                raise A.BadRequest(f"{name} must be a positive number, not {value}")
-        return A.plain(roofline_answers(cache.trace(s), A.check_mode(attribution), peak_tflops=peak_tflops,
-                                        peak_gbps=peak_gbps))
+        roofs = options(attribution=attribution, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
+        return A.plain(cache.profile(s, roofs).roofline())
 
     @tool
     def report(path: str | None = None, attribution: str = "process", sections: list[str] | None = None,
@@ -314,8 +314,9 @@ def build(served: ServedSet) -> MCPServer:
         tensor FLOPs, FLOP/s and pipe busy % vs the datasheet's peak for their precision; every
         figure's basis in tensor_basis) or "findings" (occupancy-limited, needs path). Durations and
         rates are ncu's replay at its locked clocks, not nsys's timing."""
-        from nsight_tui.parsers.analyses import ncu as ncu_analysis
+        from nsight_tui.parsers import ncu_alone
         from nsight_tui.render import tables
+        from nsight_tui.render.ncu import ncu_json, report_only_json
 
         tables_of = {"kernel": "kernels", "name": "by_name", "range": "ranges", "tensor": "kernels",
                      "findings": "findings"}
@@ -326,10 +327,10 @@ def build(served: ServedSet) -> MCPServer:
         rep = served.ncu_report(ncu)
         if path:
             s = file(path)
-            doc = ncu_analysis.answers_of(cache.ncu_join(s, rep, attribution))
+            doc = ncu_json(cache.ncu_join(s, rep, attribution))
             named = [s, rep]
         else:
-            doc = ncu_analysis.report_only_answers(cache.ncu_report(rep))
+            doc = report_only_json(ncu_alone(cache.ncu_report(rep)))
             named = [rep]
         doc = _named(A.from_json_text(tables.json(doc)), named)
         out = {k: v for k, v in doc.items() if k not in tables_of.values()}
@@ -356,13 +357,13 @@ def build(served: ServedSet) -> MCPServer:
         json`; every delta is B - A, per steady-state step): the step verdict and waterfall,
         the merged range tree (to range_depth levels), the kernels matched by name (paged:
         kernels_offset/kernels_limit) and by family, both configurations."""
-        from nsight_tui.parsers.analyses.diff import diff_runs
         from nsight_tui.render.diff import json_text
 
         sa, sb = file(a), file(b)
         if not 1 <= range_depth <= A.MAX_DEPTH:
             raise A.BadRequest(f"range_depth must be 1..{A.MAX_DEPTH}, not {range_depth}")
-        doc = A.from_json_text(json_text(diff_runs(cache.trace(sa), cache.trace(sb), A.check_mode(attribution))))
+        mode = options(attribution=attribution)
+        doc = A.from_json_text(json_text(cache.profile(sa, mode).diff(cache.profile(sb, mode))))
         doc = _named(doc, [sa, sb])
         for t in doc["threads"]:
             t["ranges"] = _cut(t["ranges"], range_depth)
@@ -374,8 +375,7 @@ def build(served: ServedSet) -> MCPServer:
         """Per rank (process x GPU): step time, compute, communication and their overlap, idle,
         and the straggler (`ranks -f json`), for an export holding several ranks, or a served
         folder of per-rank exports (`nsys profile -o report_%q{RANK}`)."""
-        from nsight_tui.parsers.analyses.rank_files import ranks_of_files
-        from nsight_tui.parsers.analyses.ranks import ranks_of_trace
+        from nsight_tui.parsers import ranks_of_files
         from nsight_tui.render.ranks import ranks_json_text
 
         if path and served.is_folder(path):
@@ -386,7 +386,7 @@ def build(served: ServedSet) -> MCPServer:
                 cache.ranks[key] = _named(doc, files)
             return cache.ranks[key]
         s = file(path)
-        return _named(A.from_json_text(ranks_json_text(ranks_of_trace(cache.trace(s)))), [s])
+        return _named(A.from_json_text(ranks_json_text(cache.profile(s).ranks())), [s])
 
     @tool
     def whatif(path: str | None = None, edits: list[str] | None = None) -> dict[str, Any]:
@@ -397,8 +397,7 @@ def build(served: ServedSet) -> MCPServer:
         speed:PATTERN=K (a kernel name glob or family, K times faster), kernels-from:NAME (kernel
         durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION],
         graph[:RANGE]. No edits: the unchanged replay against the measured step."""
-        from nsight_tui.parsers.replay.edits import EditError
-        from nsight_tui.parsers.replay.predict import predict
+        from nsight_tui.parsers import NsightError
         from nsight_tui.render.whatif import whatif_json_text
 
         s = file(path)
@@ -406,8 +405,8 @@ def build(served: ServedSet) -> MCPServer:
         # kernels-from names a served file: the twin is read like any other served profile
         twins = {e.partition(":")[2]: file(e.partition(":")[2]) for e in wanted if e.startswith("kernels-from:")}
         try:
-            p = predict(cache.trace(s), wanted, load=lambda q: cache.trace(twins[str(q)]))
-        except EditError as exc:
+            p = cache.profile(s).whatif(wanted, load=lambda q: cache.trace(twins[str(q)]))
+        except NsightError as exc:
             raise ToolError(str(exc)) from None
         return _named(A.from_json_text(whatif_json_text(p)), [s, *twins.values()])
 

@@ -2,6 +2,7 @@
 from the plain data of parsers.backward_parts (`BackwardParts.to_json()`)."""
 from __future__ import annotations
 
+from nsight_tui.parsers.analyses.backward_parts import BackwardParts
 from nsight_tui.render import numbers, safe, tables
 
 METHOD = {
@@ -72,3 +73,20 @@ def section(a: dict) -> list[str]:
         out.append(tables.markdown(HEADERS, rows(entry), title=f"by {entry['method']}",
                                    notes=[safe.markdown(n) for n in notes(entry)]))
     return out
+
+
+def backward_parts_json(t: BackwardParts) -> dict:
+    """One mapping of backward's kernels onto forward's parts as plain data (kernel time in ns)."""
+    return {
+        "method": t.method, "iterations": t.iterations,
+        "backward_kernel_ns": t.backward_kernel_ns, "backward_kernels": t.backward_kernels,
+        "backward_memcpy_memset_ns": t.backward_other_ns, "engine_kernel_ns": t.engine_kernel_ns,
+        "unnamed_kernel_ns": t.unnamed_kernel_ns,
+        "mapped_kernel_ns": t.mapped_kernel_ns, "mapped_share": t.mapped_share,
+        "parts": [{"part": "/".join(p.path), "forward_kernel_ns": p.forward_kernel_ns,
+                   "forward_kernels": p.forward_kernels, "backward_kernel_ns": p.backward_kernel_ns,
+                   "backward_kernels": p.backward_kernels, "bwd_over_fwd": p.ratio,
+                   "forward_self_ns": p.forward_self_ns, "backward_self_ns": p.backward_self_ns}
+                  for p in t.parts],
+        "unmapped": [{"reason": r, "kernel_ns": ns, "kernels": k} for r, (ns, k) in t.unmapped.items()],
+    }

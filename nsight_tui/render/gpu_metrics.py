@@ -3,6 +3,9 @@ name, and whether tensor activity confirms the GEMMs' math path. Reads `answers[
 (parsers.analyses.gpu_metrics.GpuMetricsReport.to_json)."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from nsight_tui.parsers.analyses.gpu_metrics import GpuMetricsReport
 from nsight_tui.render import safe, tables
 
 # Columns of the table: these metrics, by name (unit aside), when the export has them.
@@ -34,3 +37,8 @@ def section(a: dict) -> list[str]:
         out += ["", f"GEMM math path from the kernel names vs tensor activity: {mark}: {safe.markdown(gemm['text'])}."]
     out.append("")
     return out
+
+
+def gpu_metrics_json(g: GpuMetricsReport) -> dict:
+    """The report's `gpu_metrics` section as plain data (sampled percentages, ns, the GEMM check)."""
+    return asdict(g)

@@ -3,6 +3,9 @@ steady-state steps; an out-of-memory run's failed allocation. Reads `answers["me
 (parsers.analyses.memory.MemoryReport.to_json)."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from nsight_tui.parsers.analyses.memory import DEFINITIONS, MemoryReport
 from nsight_tui.render import numbers, safe, tables
 
 
@@ -113,4 +116,13 @@ def section(a: dict) -> list[str]:
         if oom.get("message"):
             out.append(f"PyTorch: {safe.markdown(oom['message'].split('  See documentation')[0])}")
     out.append("")
+    return out
+
+
+def memory_json(m: MemoryReport) -> dict:
+    """The report's `memory` section as plain data (bytes; times in ns on the GPU's clock)."""
+    out = {k: v for k, v in asdict(m).items() if k not in ("times_ns", "in_use", "steps")}
+    # every iteration and phase instance (nsys): what each took from the driver, freed, and the most held
+    out["instances"] = [asdict(r) for r in m.steps]
+    out["definitions"] = DEFINITIONS
     return out

@@ -4,6 +4,9 @@ run was made), each OOM cell explained, and the largest ctx and batch that fit. 
 `parsers.analyses.memory_model.MemoryModel.to_json()`."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from nsight_tui.parsers.analyses.memory_model import DEFINITIONS, MemoryModel
 from nsight_tui.render import numbers, safe, tables
 
 TERM_LABELS = {"fixed": "fixed (weights, gradients, AdamW state)", "activations": "activations",
@@ -108,4 +111,11 @@ def section(m: dict | None) -> list[str]:
                                                                          "available memory; not measured"]))
     if m.get("left_out"):
         out.append("Not modelled: " + "; ".join(safe.markdown(s) for s in m["left_out"]) + "\n")
+    return out
+
+
+def memory_model_json(m: MemoryModel) -> dict:
+    """The sweep's memory model as plain data (bytes; the fit's terms, predictions, limits, OOM cells)."""
+    out = asdict(m)
+    out["definitions"] = DEFINITIONS
     return out

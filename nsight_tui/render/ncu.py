@@ -6,7 +6,13 @@ configuration, equal to ncu's) / achieved (ncu's measurement) and what limits th
 """
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from nsight_tui.parsers.analyses.ncu import WHAT, JoinedKernel, NcuAnalysis, RangePoint, occupancy_findings
 from nsight_tui.parsers.kernels.kernel_names import table_name
+from nsight_tui.parsers.kernels.ncu_metrics import KernelFigures
+from nsight_tui.parsers.kernels.ncu_tensor import BASIS as TENSOR_BASIS
+from nsight_tui.parsers.kernels.ncu_tensor import TensorFigures
 from nsight_tui.render import safe, tables
 
 KERNEL_HEADERS = ["#", "range", "kernel", "nsys µs", "ncu µs", "SM % peak (ncu)", "mem % peak (ncu)",
@@ -176,3 +182,78 @@ def warning_line(answers: dict) -> str:
         return ""
     return ("warning: " + "; ".join(reasons) + ": the report and the export look like different runs or workloads "
             "(joined anyway; its figures may be another workload's)")
+
+
+# -- the `ncu` document (`report --ncu`'s section, `nsight-tui ncu -f json`, the MCP ncu tool) --------
+def figures_json(f: KernelFigures) -> dict:
+    """One profiled kernel's figures (ncu's replay): its own, its tensor cores', FLOP/s and intensity."""
+    out = asdict(f)
+    out["stalls"] = [{"reason": r, "warps_per_issued_instruction": v} for r, v in f.stalls]
+    out["rules"] = [asdict(r) for r in f.rules]
+    tensor = out.pop("tensor")
+    out.update(tensor if tensor is not None else dict.fromkeys(TensorFigures.__dataclass_fields__))
+    out["flops_per_s"], out["flops"] = f.flops_per_s, f.flops
+    out["intensity_flops_per_byte"] = f.intensity_flops_per_byte
+    return out
+
+
+def kernel_json(k: JoinedKernel) -> dict:
+    return {"index": k.index, "name": k.name, "function": k.function, "op": k.op,
+            "range": k.path, "ncu_nvtx_stack": list(k.ncu_stack), "joined_by": k.joined_by,
+            "nsys_duration_ns": k.nsys_duration_ns,
+            "export_theoretical_occupancy_pct": k.export_occupancy_pct,
+            "export_occupancy_limiter": k.export_limiter, **figures_json(k.figures)}
+
+
+def range_json(p: RangePoint) -> dict:
+    """One range on both rooflines: measured (ncu's FLOPs and DRAM bytes over ncu's time) and
+    estimated (the roofline's FLOPs over nsys's GPU time)."""
+    return {"range": p.path, "instances": p.instances, "kernels": p.kernels, "ncu_duration_ns": p.ncu_duration_ns,
+            "measured_flops": p.measured_flops, "measured_tensor_flops": p.measured_tensor_flops,
+            "measured_math_path": p.math_path,
+            "measured_dram_bytes": p.measured_dram_bytes,
+            "measured_flops_per_s": p.measured_flops_per_s,
+            "measured_intensity_flops_per_byte": p.measured_intensity_flops_per_byte,
+            "estimated_flops": p.estimated_flops, "estimated_flops_per_s": p.estimated_flops_per_s,
+            "nsys_gpu_ns": p.nsys_gpu_ns}
+
+
+def ncu_json(a: NcuAnalysis) -> dict:
+    """The report joined to an export: the `ncu` key of `report -f json` (and `nsight-tui ncu -f json`)."""
+    report = a.join.report
+    return {
+        "what": WHAT,
+        "report": str(report.path),
+        "device": report.device,
+        "profiled_kernels": len(a.kernels),
+        "joined_kernels": len(a.joined),
+        "window": a.join.window,
+        "matched_by": f"{a.join.key} name, in launch order",
+        "notes": a.notes,
+        # a report of another workload or GPU joins too (its names recur): said, not refused
+        "warnings": a.warnings,
+        "mismatch": a.mismatch,
+        "tensor_basis": TENSOR_BASIS,
+        "kernels": [kernel_json(k) for k in a.kernels],
+        "by_name": a.by_name(),
+        "ranges": [range_json(p) for p in a.ranges],
+        "findings": occupancy_findings(a),
+    }
+
+
+def report_only_json(a: NcuAnalysis) -> dict:
+    """The same keys for a report read alone (analyses.ncu.report_only): ranges are ncu's NVTX stacks."""
+    rows = [kernel_json(k) for k in a.kernels]
+    for row in rows:
+        row["range"] = row["range"] or "(no NVTX stack in ncu)"
+        row["joined_by"] = "no export given (--trace)"
+    by_name = a.by_name()
+    for row in by_name:
+        row["range"] = row["range"] or "(no NVTX stack in ncu)"
+    report = a.join.report
+    return {"what": WHAT, "report": str(report.path), "device": report.device, "profiled_kernels": len(a.kernels),
+            "joined_kernels": 0, "window": "", "matched_by": "", "warnings": [], "mismatch": None,
+            "tensor_basis": TENSOR_BASIS, "notes": [
+                "no export given: ranges are ncu's NVTX stacks; kernels PyTorch's autograd thread launched have none "
+                "(--trace FILE.sqlite joins them to the export's ranges)", *a.notes],
+            "kernels": rows, "by_name": by_name, "ranges": [], "findings": []}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 from nsight_tui.parsers.analyses.ranks import RankSummary, RunRanks
 from nsight_tui.render.numbers import ms as _ms
@@ -74,5 +75,19 @@ def inferred_note(run: RunRanks) -> str:
             "shows as inferred:step_N); their CPU spans run from the launch of their first kernel")
 
 
+def ranks_json(run: RunRanks) -> dict:
+    """Plain data: every figure, with the derived ones (overlap, medians, the straggler's excess)."""
+    return {
+        "assumption": run.assumption,
+        "ranks": [{**asdict(s), "label": s.rank.label, "step_label": s.step_label,
+                    "overlap": s.overlap, "median_step_ns": s.median_step_ns,
+                   "median_compute_per_step_ns": s.median_compute_per_step_ns} for s in run.ranks],
+        "step_stats": run.step_stats(),
+        "straggler": None if run.straggler is None else {**asdict(run.straggler),
+                                                        "excess_ns": run.straggler.excess_ns},
+        "notes": run.notes,
+    }
+
+
 def ranks_json_text(run: RunRanks) -> str:
-    return json.dumps(run.to_json(), indent=2, default=str) + "\n"
+    return json.dumps(ranks_json(run), indent=2, default=str) + "\n"

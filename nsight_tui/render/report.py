@@ -1,22 +1,25 @@
 """The `report` page: one function per question, in the order of SECTIONS.
 
-A section takes the answers (`parsers.analysis.questions(...)`, plain numbers: `*_ns`,
-fractions 0..1) and returns Markdown blocks (strings joined by newlines), or [] when the trace
-has nothing for it. Adding a section is one function here (or in its own module) and one
-line in SECTIONS; read the answers it needs from the dict, format with `numbers`, lay out
-tables with `tables.markdown`, and pass any text from the profile through `safe.markdown`.
+A section takes the report's document (`render.document.document(report)`: the JSON of
+`report -f json`, plain numbers: `*_ns`, fractions 0..1, with the typed report as `.report`) and
+returns Markdown blocks (strings joined by newlines), or [] when the trace has nothing for it.
+Adding a section is one function here (or in its own module) and one line in SECTIONS; read the
+answers it needs from the dict, format with `numbers`, lay out tables with `tables.markdown`, and
+pass any text from the profile through `safe.markdown`.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+from nsight_tui.parsers.analyses.report import Report
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.model.attribution import MODE_HELP
 from nsight_tui.render import (backward_parts, findings, gpu_metrics, memory, ncu, numbers, process_view, roofline,
                               safe, tables)
 from nsight_tui.render.idle import idle_section
 from nsight_tui.render import memory_model as memory_model_text
+from nsight_tui.render.document import document
 from nsight_tui.render.sweep import SweepTable
 
 Section = Callable[[dict], list[str]]
@@ -32,8 +35,8 @@ def heading(a: dict) -> list[str]:
     if a["config"]:
         out.append("_run: " + safe.markdown(", ".join(f"{k}={v}" for k, v in a["config"].items())) + "_")
     out += [f"_note: {safe.markdown(n)}_" for n in a.get("notes") or []]
-    if a.get("_ranks") is not None:
-        out.append(f"_{len(a['_ranks'].ranks)} ranks in this export: the sections below count every rank's "
+    if _ranks(a) is not None:
+        out.append(f"_{len(_ranks(a).ranks)} ranks in this export: the sections below count every rank's "
                    "ranges and kernels together; the Ranks section at the end has them one by one_")
     out.append("")
     return out
@@ -317,10 +320,17 @@ def occupancy(a: dict) -> list[str]:
                                         "threads/block", "shared B/block", "blocks/SM", "configs"], rows, notes=notes)]
 
 
+def _ranks(a: dict):
+    """The export's ranks (analyses.ranks.RunRanks) where it holds several, from the typed report."""
+    report = getattr(a, "report", None)
+    return report.ranks if report is not None else None
+
+
 def ranks(a: dict) -> list[str]:
     from nsight_tui.render.ranks import ranks_markdown
 
-    return [ranks_markdown(a["_ranks"])] if a.get("_ranks") is not None else []
+    run = _ranks(a)
+    return [ranks_markdown(run)] if run is not None else []
 
 
 # The page, top to bottom: add a section with one function above and one line here.
@@ -348,10 +358,11 @@ SECTIONS: list[Section] = [
 ]
 
 
-def single_markdown(answers: dict, sections: list[Section] | None = None) -> str:
+def single_markdown(report: Report, sections: list[Section] | None = None) -> str:
     """The report on one trace, as Markdown."""
+    page = document(report)
     return "\n".join(block for section in (SECTIONS if sections is None else sections)
-                     for block in section(answers))
+                     for block in section(page))
 
 
 def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, runs=(), skipped=(),
@@ -376,13 +387,9 @@ def sweep_markdown(folder, sweep_tables: list[SweepTable], attribution: str, run
     return "\n".join(out)
 
 
-def public(answers: dict) -> dict:
-    """The answers as the JSON report carries them (keys starting with `_` are internal)."""
-    return {k: v for k, v in answers.items() if not k.startswith("_")}
-
-
-def single_json(answers: dict) -> str:
-    return tables.json(public(answers))
+def single_json(report: Report) -> str:
+    """The report on one trace, as the JSON document (`report -f json`, the MCP `report` tool)."""
+    return tables.json(document(report))
 
 
 def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, skipped=(),
@@ -391,7 +398,7 @@ def sweep_json(folder, runs, sweep_tables: list[SweepTable], attribution: str, s
         "folder": str(folder), "attribution": attribution,
         "runs": [{"file": r.path.name, "model": r.model, "ctx": r.ctx, "variant": r.variant,
                   "status": r.status, "message": r.message, **({"oom_range": r.oom_range} if r.oom_range else {}),
-                  "answers": public(r.answers) if r.answers else None} for r in runs],
+                  "answers": document(r.report) if r.report else None} for r in runs],
         "tables": [{"title": t.title, "basis": t.basis, "columns": t.headers, "rows": t.rows, "notes": t.notes}
                    for t in sweep_tables],
         "skipped": list(skipped),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from nsight_tui.parsers.read.conventions import model_rank
 from nsight_tui.parsers.analyses.sweep import Run, placement
 from nsight_tui.render import findings, numbers, roofline
+from nsight_tui.render.document import document
 from nsight_tui.render.idle import IDLE_FIGURES
 from nsight_tui.render.numbers import MISSING
 
@@ -114,14 +115,19 @@ QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
 ]
 
 
-def _cell(run: Run | None, fn: Callable[[dict], str]) -> str:
+def _cell(run: Run | None, fn: Callable[[dict], str], pages: dict[int, dict]) -> str:
     if run is None:
         return ""
     if run.status == "oom":  # where it ran out, when the record or its export says (issue 30)
         return f"OOM ({run.oom_range.rsplit('/', 1)[-1]})" if run.oom_range else "OOM"
-    if run.status != "ok" or run.answers is None:
+    if run.status != "ok" or run.report is None:
         return "error"
-    return fn(run.answers)
+    return fn(pages[id(run)])
+
+
+def _pages(runs: list[Run]) -> dict[int, dict]:
+    """Each analysed run's report as its document (render.document), laid out once per table set."""
+    return {id(run): document(run.report) for run in runs if run.report is not None}
 
 
 def _layout(runs: list[Run]) -> tuple[list[str], list[int | None], dict, list[str]]:
@@ -161,11 +167,12 @@ def tables(runs: list[Run]) -> list[SweepTable]:
     """One table per question, every run in it: rows model (size order; a variant is a row of
     its own), columns ctx."""
     labels, ctxs, placed, notes = _layout(runs)
+    pages = _pages(runs)
     headers = ["model", *[UNKNOWN_CTX if c is None else f"ctx {c}" for c in ctxs]]
     out = []
     for title, basis, fn in QUESTIONS:
         t = SweepTable(title, basis, list(headers), notes=list(notes))
-        t.rows = [[label, *[_cell(placed.get((label, c)), fn) for c in ctxs]] for label in labels]
+        t.rows = [[label, *[_cell(placed.get((label, c)), fn, pages) for c in ctxs]] for label in labels]
         out.append(t)
     return out
 
@@ -182,7 +189,7 @@ def compare_rows(runs: list[Run]) -> list[list]:
     view sorts them; None where a run has no such range."""
     rows = []
     for run in runs:
-        a = run.answers
+        a = document(run.report) if run.report is not None else None
         if a is None:
             rows.append([run.path.name, None, None, None, "", None, run.message or run.status])
             continue

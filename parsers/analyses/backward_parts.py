@@ -88,21 +88,6 @@ class BackwardParts:
     def mapped_share(self) -> float | None:
         return self.mapped_kernel_ns / self.backward_kernel_ns if self.backward_kernel_ns else None
 
-    def to_json(self) -> dict:
-        return {
-            "method": self.method, "iterations": self.iterations,
-            "backward_kernel_ns": self.backward_kernel_ns, "backward_kernels": self.backward_kernels,
-            "backward_memcpy_memset_ns": self.backward_other_ns, "engine_kernel_ns": self.engine_kernel_ns,
-            "unnamed_kernel_ns": self.unnamed_kernel_ns,
-            "mapped_kernel_ns": self.mapped_kernel_ns, "mapped_share": self.mapped_share,
-            "parts": [{"part": "/".join(p.path), "forward_kernel_ns": p.forward_kernel_ns,
-                       "forward_kernels": p.forward_kernels, "backward_kernel_ns": p.backward_kernel_ns,
-                       "backward_kernels": p.backward_kernels, "bwd_over_fwd": p.ratio,
-                       "forward_self_ns": p.forward_self_ns, "backward_self_ns": p.backward_self_ns}
-                      for p in self.parts],
-            "unmapped": [{"reason": r, "kernel_ns": ns, "kernels": k} for r, (ns, k) in self.unmapped.items()],
-        }
-
 
 def backward_parts(model: RangeModel) -> list[BackwardParts]:
     """One table per way the trace allows (`seq`, then `name`); empty when it allows neither or

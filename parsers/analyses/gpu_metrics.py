@@ -15,7 +15,7 @@ few sampling periods gets few samples (each row says how many).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -72,9 +72,6 @@ class GpuMetricsReport:
     ranges: list[RangeMetrics] = field(default_factory=list)
     gemm: GemmCheck | None = None
     definition: str = ""
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 DEFINITION = ("nsys --gpu-metrics-devices samples the GPU at a fixed rate; a sample at t holds the GPU's "

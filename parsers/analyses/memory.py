@@ -19,7 +19,7 @@ cudaErrorMemoryAllocation), the NVTX path open then, the bytes in use and the GP
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -124,13 +124,6 @@ class MemoryReport:
         """Held at time t (after every event at or before t)."""
         i = int(np.searchsorted(self.times_ns, t_ns, side="right")) - 1
         return int(self.in_use[i]) if i >= 0 else 0
-
-    def to_json(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k not in ("times_ns", "in_use", "steps")}
-        # every iteration and phase instance (nsys): what each took from the driver, freed, and the most held
-        out["instances"] = [asdict(r) for r in self.steps]
-        out["definitions"] = DEFINITIONS
-        return out
 
 
 def signed_bytes(events) -> np.ndarray:

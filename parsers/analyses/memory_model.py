@@ -158,11 +158,6 @@ class MemoryModel:
     left_out: list[str] = field(default_factory=list)  # runs not modelled, and why
     note: str = ""  # why there is no fit
 
-    def to_json(self) -> dict:
-        out = asdict(self)
-        out["definitions"] = DEFINITIONS
-        return out
-
 
 def fit(points: list[ConfigPoint]) -> Fit | None:
     """Least squares of (measured - fixed) on the activation and score elements; None with too few runs."""

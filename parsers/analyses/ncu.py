@@ -21,7 +21,6 @@ from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.kernels.ncu_join import NcuJoin, join
 from nsight_tui.parsers.kernels.ncu_metrics import (DRAM_BYTES, DRAM_RATE_X_TIME, DRAM_READ_WRITE, KernelFigures,
                                                     figures)
-from nsight_tui.parsers.kernels.ncu_tensor import BASIS as TENSOR_BASIS
 from nsight_tui.parsers.kernels.occupancy import trace_occupancy
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 from nsight_tui.parsers.read.ncu_rep import NcuReport
@@ -54,13 +53,6 @@ class JoinedKernel:
             return "not joined"
         return "launch order and name" + (" (ncu's NVTX stack agrees)" if self.ncu_stack else
                                           " (no NVTX stack in ncu: a thread without ranges)")
-
-    def to_json(self) -> dict:
-        return {"index": self.index, "name": self.name, "function": self.function, "op": self.op,
-                "range": self.path, "ncu_nvtx_stack": list(self.ncu_stack), "joined_by": self.joined_by,
-                "nsys_duration_ns": self.nsys_duration_ns,
-                "export_theoretical_occupancy_pct": self.export_occupancy_pct,
-                "export_occupancy_limiter": self.export_limiter, **self.figures.to_json()}
 
 
 @dataclass
@@ -95,16 +87,6 @@ class RangePoint:
     @property
     def measured_intensity_flops_per_byte(self) -> float | None:
         return self.measured_flops / self.measured_dram_bytes if self.measured_dram_bytes else None
-
-    def to_json(self) -> dict:
-        return {"range": self.path, "instances": self.instances, "kernels": self.kernels, "ncu_duration_ns": self.ncu_duration_ns,
-                "measured_flops": self.measured_flops, "measured_tensor_flops": self.measured_tensor_flops,
-                "measured_math_path": self.math_path,
-                "measured_dram_bytes": self.measured_dram_bytes,
-                "measured_flops_per_s": self.measured_flops_per_s,
-                "measured_intensity_flops_per_byte": self.measured_intensity_flops_per_byte,
-                "estimated_flops": self.estimated_flops, "estimated_flops_per_s": self.estimated_flops_per_s,
-                "nsys_gpu_ns": self.nsys_gpu_ns}
 
 
 # Below this agreement (NcuJoin.agreement) the report and the export are taken for different
@@ -296,33 +278,6 @@ def _by_path(points) -> list[RangePoint]:
     return list(out.values())
 
 
-def answers(trace, report: NcuReport, attribution: str = "process") -> dict:
-    """The `ncu` key of `report -f json` (and `nsight-tui ncu -f json`)."""
-    return answers_of(analyse(trace, report, attribution))
-
-
-def answers_of(a: NcuAnalysis) -> dict:
-    report = a.join.report
-    return {
-        "what": WHAT,
-        "report": str(report.path),
-        "device": report.device,
-        "profiled_kernels": len(a.kernels),
-        "joined_kernels": len(a.joined),
-        "window": a.join.window,
-        "matched_by": f"{a.join.key} name, in launch order",
-        "notes": a.notes,
-        # a report of another workload or GPU joins too (its names recur): said, not refused
-        "warnings": a.warnings,
-        "mismatch": a.mismatch,
-        "tensor_basis": TENSOR_BASIS,
-        "kernels": [k.to_json() for k in a.kernels],
-        "by_name": a.by_name(),
-        "ranges": [p.to_json() for p in a.ranges],
-        "findings": occupancy_findings(a),
-    }
-
-
 def dram_notes(kernels: list[JoinedKernel]) -> list[str]:
     """Where a kernel's DRAM bytes are not ncu's dram__bytes.sum: how they were had, and for how many."""
     counts: dict[str, int] = {}
@@ -339,26 +294,13 @@ def dram_notes(kernels: list[JoinedKernel]) -> list[str]:
     return notes
 
 
-def report_only_answers(report: NcuReport) -> dict:
-    """The same keys without an export: ncu's NVTX stack stands for the range (empty for kernels
+def report_only(report: NcuReport) -> NcuAnalysis:
+    """The report without an export: ncu's NVTX stack stands for the range (empty for kernels
     launched by a thread without ranges), no nsys timing, no estimate, no export occupancy."""
     kernels = [JoinedKernel(k.index, k.name, k.function, -1, "/".join(k.nvtx_stack), (), k.nvtx_stack, None, None, "",
                             figures(k)) for k in report.kernels]
-    a = NcuAnalysis(NcuJoin(report, np.full(len(kernels), -1, dtype=np.int64), "", np.zeros(0, dtype=np.int64), ""),
-                    kernels)
-    rows = [k.to_json() for k in kernels]
-    for row in rows:
-        row["range"] = row["range"] or "(no NVTX stack in ncu)"
-        row["joined_by"] = "no export given (--trace)"
-    by_name = a.by_name()
-    for row in by_name:
-        row["range"] = row["range"] or "(no NVTX stack in ncu)"
-    return {"what": WHAT, "report": str(report.path), "device": report.device, "profiled_kernels": len(kernels),
-            "joined_kernels": 0, "window": "", "matched_by": "", "warnings": [], "mismatch": None,
-            "tensor_basis": TENSOR_BASIS, "notes": [
-                "no export given: ranges are ncu's NVTX stacks; kernels PyTorch's autograd thread launched have none "
-                "(--trace FILE.sqlite joins them to the export's ranges)", *dram_notes(kernels)],
-            "kernels": rows, "by_name": by_name, "ranges": [], "findings": []}
+    return NcuAnalysis(NcuJoin(report, np.full(len(kernels), -1, dtype=np.int64), "", np.zeros(0, dtype=np.int64), ""),
+                       kernels, notes=dram_notes(kernels))
 
 
 # -- findings from the hardware (issue 29, item 7) ----------------------------------------------

@@ -12,14 +12,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsight_tui.parsers.kernels import families, occupancy
-from nsight_tui.parsers.model import main_thread as main_threads
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.read.conventions import INFERRED_PART_OF
-from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, WARMUP, gpu_lags, iteration_ranges,
+from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, gpu_lags, iteration_ranges,
                                                  phase_ranges, step_times)
-from nsight_tui.parsers.model.inferred_ranges import has_iteration_ranges, inference
-from nsight_tui.parsers.model.ranges import RangeModel, range_model
+from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.analyses.ratios import _ratio, family_shares
 
 
@@ -44,17 +42,6 @@ class PhaseSummary:
     def gpu_lags(self) -> bool:
         """Its GPU work outlasts its CPU span: the CPU ran ahead (no synchronise at its end)."""
         return gpu_lags(self.proj_ns, self.range_ns)
-
-    def to_json(self) -> dict:
-        # range_ns: the CPU's clock (NVTX spans, summed); proj_ns: the GPU's (its work's first start
-        # to last end, summed, as nsys's nvtx_gpu_proj_sum); period_ns: the step's pace.
-        return {
-            "instances": self.instances, "range_ns": self.range_ns, "proj_ns": self.proj_ns,
-            **({"period_ns": self.period_ns} if self.period_ns is not None else {}),
-            "gpu_lags": self.gpu_lags,
-            "busy_ns": self.busy_ns, "kernel_ns": self.kernel_ns, "kernels": self.kernels,
-            "top_kernels": self.top_kernels, "families": self.families,
-        }
 
 
 def summarize(model: RangeModel, ids: np.ndarray, name: str, top: int = 5) -> PhaseSummary | None:
@@ -216,94 +203,3 @@ def timing(trace: Trace, model: RangeModel) -> dict:
         "python_step_mean_ns": int(np.mean([r["python_ns"] for r in rows])) if rows else None,
         "python_phase_mean_ns": phase_py,
     }
-
-
-def _gpu_idle(model: RangeModel) -> dict:
-    from nsight_tui.parsers.analyses.idle_report import phase_idle  # it builds on this module
-
-    return phase_idle(model)
-
-
-def _memory(model: RangeModel) -> dict:
-    from nsight_tui.parsers.analyses.memory import memory_analysis
-
-    return memory_analysis(model).to_json()
-
-
-def _memory_and_oom(model: RangeModel):
-    from nsight_tui.parsers.analyses.memory import memory_analysis
-    from nsight_tui.parsers.analyses.oom import oom_facts
-
-    report = memory_analysis(model)
-    return report.to_json(), oom_facts(model, report)
-
-
-def _no_step_findings(found: dict) -> dict:
-    """A run that ran out of memory before it finished a step has no step time to save: no findings."""
-    return {**found, "findings": [], "present_no_saving": [], "combined_saving_ms_per_step": 0.0,
-            "overlap_ms_per_step": 0.0, "steps": 0, "step_ns": None,
-            "not_run": "the run ran out of GPU memory before it finished a step: no step time to find savings in"}
-
-
-def _gpu_metrics(model: RangeModel, config: dict) -> dict:
-    from nsight_tui.parsers.analyses.gpu_metrics import gpu_metrics_analysis
-
-    return gpu_metrics_analysis(model, config).to_json()
-
-
-def questions(trace: Trace, attribution: str = "process", dims: dict | None = None,
-              main_thread: str | None = None, roofline_options: dict | None = None, ncu=None) -> dict:
-    """Everything `nsight-tui report` says about one trace, as plain data (the JSON).
-    `roofline_options`: flops_file, peak_tflops, peak_gbps for parsers.roofline.answers; `ncu`: an
-    Nsight Compute report joined to the trace (analyses.ncu.analyse) for the findings that read it."""
-    from nsight_tui.parsers.analyses.backward_parts import backward_parts
-    from nsight_tui.parsers.analyses.findings import answers as findings_answers
-    from nsight_tui.parsers.analyses.roofline import answers as roofline_answers
-
-    model = range_model(trace, attribution, main_thread)
-    config = dict(trace.meta().config)
-    if dims:
-        config.update({k: v for k, v in dims.items() if v is not None})
-    steady = phases(model, STEP)
-    warm = phases(model, WARMUP) if len(iteration_ranges(model, WARMUP)) else {}
-    from nsight_tui.parsers.analyses.roofline import NO_FLOPS, build as build_roofline
-
-    roof = build_roofline(trace, attribution, **(roofline_options or {}))
-    memory, oom = _memory_and_oom(model)
-    return {
-        "file": str(trace.path),
-        "attribution": attribution,
-        "main_threads": main_threads.as_json(trace, model.main_info),
-        "config": config,
-        # op_ns (kernels + memcpy/memset): what a kernel's share divides by, in the TUI and here
-        "ranges": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in steady.items()},
-        "warmup": {k: {**v.to_json(), "op_ns": v.op_ns} for k, v in warm.items()},
-        "ratios": _ratios(steady, config, roof.counts),
-        "ratio_basis": RATIO_BASIS,
-        "timing": timing(trace, model),
-        "gpu_idle": _gpu_idle(model),
-        "memory": memory,
-        # a run that ran out of GPU memory: the failed allocation leads (analyses.oom)
-        "oom": None if oom is None else oom.to_json(),
-        "gpu_metrics": _gpu_metrics(model, config),
-        **_ranks(trace),
-        "roofline": roofline_answers(trace, attribution, **(roofline_options or {}), roof=roof),
-        "occupancy": occupancy.answers(trace),
-        "findings": _no_step_findings(findings_answers(trace, attribution, ncu)) if oom is not None
-        and not oom.steps_finished else findings_answers(trace, attribution, ncu),
-        "backward_parts": [t.to_json() for t in backward_parts(model)],
-        # where the export names no iteration (or nothing inside its iterations): what was inferred
-        # from its kernel sequence, or why nothing
-        **({"inferred": inference(trace).to_json()}
-           if not has_iteration_ranges(trace) or inference(trace).found else {}),
-        # rows left out, tables without a column they need; a trace without FLOP counts says so
-        "notes": [*trace.info.notes, *([f"roofline: {NO_FLOPS}"] if roof.counts is None else [])],
-    }
-
-
-def _ranks(trace: Trace) -> dict:
-    """Per-rank figures where the export holds several ranks (processes x GPUs)."""
-    from nsight_tui.parsers.analyses.ranks import ranks_of_trace
-
-    run = ranks_of_trace(trace)
-    return {"ranks": run.to_json(), "_ranks": run} if len(run.ranks) > 1 else {}

@@ -23,7 +23,7 @@ Definitions (all in ns, on one rank's GPU):
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -134,19 +134,6 @@ class RunRanks:
     assumption: str  # how the ranks were found, in words
     straggler: Straggler | None
     notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        """Plain data: every figure, with the derived ones (overlap, medians, the straggler's excess)."""
-        return {
-            "assumption": self.assumption,
-            "ranks": [{**asdict(s), "label": s.rank.label, "step_label": s.step_label,
-                        "overlap": s.overlap, "median_step_ns": s.median_step_ns,
-                       "median_compute_per_step_ns": s.median_compute_per_step_ns} for s in self.ranks],
-            "step_stats": self.step_stats(),
-            "straggler": None if self.straggler is None else {**asdict(self.straggler),
-                                                             "excess_ns": self.straggler.excess_ns},
-            "notes": self.notes,
-        }
 
     def step_stats(self) -> dict[str, float] | None:
         """min / median / max over ranks of each rank's median step time."""

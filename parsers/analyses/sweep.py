@@ -9,9 +9,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from nsight_tui.parsers.options import Options
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.errors import TraceError
+
+if TYPE_CHECKING:
+    from nsight_tui.parsers.analyses.report import Report
 
 
 @dataclass
@@ -22,7 +27,7 @@ class Run:
     variant: str  # "" for the default (training, fp32, manual attention), else e.g. "_fwd"
     status: str = "ok"  # ok | oom | error
     message: str = ""
-    answers: dict | None = None
+    report: Report | None = None  # its answers (analyses.report.build), the runs that ran
     oom_range: str | None = None  # where an OOM run ran out: the NVTX path (its record, else its export)
     oom_config: dict | None = None  # an OOM run's configuration, from its record (the runs that ran have answers)
 
@@ -106,9 +111,8 @@ def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
     return runs
 
 
-def analyse(runs: list[Run], attribution: str = "process", progress=None,
-            roofline_options: dict | None = None) -> list[Run]:
-    from nsight_tui.parsers.analyses.questions import questions
+def analyse(runs: list[Run], options: Options | None = None, progress=None) -> list[Run]:
+    from nsight_tui.parsers.analyses.report import build
     from nsight_tui.parsers.read.load import load_trace
 
     for i, run in enumerate(runs):
@@ -117,13 +121,14 @@ def analyse(runs: list[Run], attribution: str = "process", progress=None,
         if run.status != "ok":
             continue
         try:
-            run.answers = questions(load_trace(run.path), attribution, roofline_options=roofline_options)
-            oom = run.answers.get("oom")
-            if oom:  # an export of a run that ran out, with no record beside it: OOM all the same
-                run.status, run.oom_range = "oom", oom.get("path") or None
-                run.message = oom.get("message") or f"{oom.get('call')} returned {oom.get('return_value')} " \
-                                                    "(cudaErrorMemoryAllocation)"
-                run.oom_config = run.answers.get("config") or None
+            run.report = build(load_trace(run.path), options)
+            oom = run.report.oom
+            if oom is not None:  # an export of a run that ran out, with no record beside it: OOM all the same
+                facts = oom.to_json()
+                run.status, run.oom_range = "oom", facts.get("path") or None
+                run.message = facts.get("message") or f"{facts.get('call')} returned {facts.get('return_value')} " \
+                                                      "(cudaErrorMemoryAllocation)"
+                run.oom_config = run.report.config or None
         except TraceError as exc:
             run.status, run.message = "error", str(exc)
         except Exception as exc:  # one member must not end the sweep; its cell says why
@@ -154,7 +159,7 @@ def placement(run: Run) -> tuple[str | None, int | None, str]:
     model, ctx, variant = run.model, run.ctx, run.variant
     if model is not None and ctx is not None:
         return model, ctx, variant
-    config = (run.answers or {}).get("config") or {}
+    config = run.report.config if run.report is not None else {}
     if model is None and isinstance(config.get("model"), str) and config["model"]:
         model = config["model"]
     if ctx is None and isinstance(config.get("ctx"), int):
@@ -181,10 +186,10 @@ def memory_points(runs: list[Run]) -> tuple[list, list[str]]:
 
     points, left_out = [], []
     for run in runs:
-        if run.status == "ok" and run.answers is not None:
-            config, memory = run.answers.get("config") or {}, run.answers.get("memory") or {}
+        if run.status == "ok" and run.report is not None:
+            config, memory = run.report.config, run.report.memory
         elif run.status == "oom":
-            config, memory = run.oom_config or {}, {}
+            config, memory = run.oom_config or {}, None
         else:
             continue
         dims = {k: _int(config, k) for k in ("ctx", "batch", "d_model", "n_layers", "n_heads", "vocab")}
@@ -199,13 +204,14 @@ def memory_points(runs: list[Run]) -> tuple[list, list[str]]:
         if config.get("dtype", "fp32") != "fp32":
             left_out.append(f"{run.path.name}: dtype {config.get('dtype')}, the model's bytes per element are fp32's")
             continue
-        measured, source = memory.get("allocator_peak_bytes"), "nsys"
+        measured, source = getattr(memory, "allocator_peak_bytes", None), "nsys"
         if measured is None:
-            measured, source = memory.get("torch_peak_reserved_bytes"), "torch"
+            measured, source = getattr(memory, "torch_peak_reserved_bytes", None), "torch"
         points.append(ConfigPoint(
             file=run.path.name, model=placement(run)[0], status=run.status, attention=str(config.get("attention", "manual")),
             measured_bytes=measured, measured_source=source if measured is not None else "",
-            beside_allocator_bytes=memory.get("beside_allocator_bytes"), gpu_bytes=memory.get("gpu_total_bytes"),
+            beside_allocator_bytes=getattr(memory, "beside_allocator_bytes", None),
+            gpu_bytes=getattr(memory, "gpu_total_bytes", None),
             **dims))  # type: ignore[arg-type]
     return points, left_out
 

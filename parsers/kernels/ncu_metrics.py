@@ -27,7 +27,7 @@ Each figure is one of ncu's own metrics, named for what it is, or ncu's own arit
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from nsight_tui.parsers.kernels.ncu_tensor import TensorFigures, tensor_figures
 from nsight_tui.parsers.kernels.occupancy import LIMITERS
@@ -102,16 +102,6 @@ class KernelFigures:
         if rate is None or not self.dram_bytes_per_s:
             return None
         return rate / self.dram_bytes_per_s
-
-    def to_json(self) -> dict:
-        out = asdict(self)
-        out["stalls"] = [{"reason": r, "warps_per_issued_instruction": v} for r, v in self.stalls]
-        out["rules"] = [asdict(r) for r in self.rules]
-        tensor = out.pop("tensor")
-        out.update(tensor if tensor is not None else dict.fromkeys(TensorFigures.__dataclass_fields__))
-        out["flops_per_s"], out["flops"] = self.flops_per_s, self.flops
-        out["intensity_flops_per_byte"] = self.intensity_flops_per_byte
-        return out
 
 
 def _scaled(k: NcuKernel, name: str, units: dict[str, float]) -> float | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
@@ -38,8 +39,8 @@ GRAPH_LAUNCH_NS_PER_NODE = (845, 860, 925)
 STEP_RANGE = "step"
 
 
-class EditError(ValueError):
-    """An edit that cannot be read or applied: one line for the user."""
+class EditError(NsightError):
+    """An edit that cannot be read or applied: one line for the user (exit status 2)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ import pytest
 
 from helpers import step_sql
 from conftest import ASYNC, FINDINGS, async_names, oracle_csv, read_oracle
-from nsight_tui.parsers.analyses.questions import questions
+from nsight_tui.parsers import Options, Profile
+from nsight_tui.render.document import document
 from nsight_tui.parsers.read.load import load_trace
 
 NAMES = async_names()
@@ -23,6 +24,11 @@ NAMES = async_names()
 H200 = ASYNC / "h200_twins"
 H100_REPEATS = ASYNC / "h100_repeats"
 H200_NAMES = sorted(p.name[: -len(".sqlite.xz")] for p in H200.glob("*.sqlite.xz"))
+
+
+def report_of(trace, attribution="process", **options) -> dict:
+    """The report's JSON document on `trace` (the front door's report, laid out by render)."""
+    return document(Profile(trace, Options(attribution=attribution, **options)).report())
 
 
 def _mean(xs):
@@ -39,7 +45,7 @@ def _nsys_step_projection(name: str, folder=ASYNC) -> float:
 @pytest.mark.parametrize("name", NAMES)
 def test_the_step_is_its_period_and_the_workloads_step(name, async_trace):
     path = async_trace(name)
-    q = questions(load_trace(path))
+    q = report_of(load_trace(path))
     python = _mean(step_sql.python_steps(path))
     periods = [it.period for it in step_sql.steps(path)]
     # the definition, exactly, and the workload's own clock within 3%
@@ -63,7 +69,7 @@ def test_the_headline_case_no_longer_takes_the_cpu_span_for_the_step(async_trace
     """GPT-2 large ctx 512 fp32: the CPU issues a step's work in ~185 ms and the GPU runs it in ~283;
     the step (the basis of every per-step finding) is the GPU's pace, and the tree's lag is said."""
     path = async_trace("large_ctx512_async")
-    q = questions(load_trace(path))
+    q = report_of(load_trace(path))
     its = step_sql.steps(path)
     cpu, python = _mean([it.cpu for it in its]), _mean(step_sql.python_steps(path))
     assert cpu < 0.8 * python  # the trap: the NVTX span is far short of the step
@@ -296,7 +302,7 @@ def test_the_step_on_the_h200_twins(name, async_trace):
     """The same definitions on the captures made after them: the step is the period (SQL) and the
     workload's own step within 3%; the step range's GPU time is NVIDIA's projection."""
     path = async_trace(H200 / f"{name}.sqlite.xz")
-    q = questions(load_trace(path))
+    q = report_of(load_trace(path))
     periods = [it.period for it in step_sql.steps(path)]
     assert q["findings"]["step_ns"] == pytest.approx(_mean(periods), rel=1e-12)
     assert q["findings"]["step_ns"] == pytest.approx(_mean(step_sql.python_steps(path)), rel=0.03)

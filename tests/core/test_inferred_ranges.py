@@ -21,6 +21,7 @@ import pytest
 from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, step_times
 from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.render.document import inferred_json
 from nsight_tui.parsers.nsys.reports import nvtx_gpu_proj_sum, nvtx_sum
 from nsight_tui.parsers.read.load import load_trace
 
@@ -332,7 +333,7 @@ BWDRANGES = SAMPLES / "small_ctx128_bwdranges.sqlite"  # capture --backward-rang
 def test_one_backward_layers_stages_in_the_models_order(nonvtx, stem):
     found = inference(load_trace(nonvtx(stem)))
     assert found.backward_stages == BACKWARD_STAGES
-    assert found.to_json()["backward_stages"] == BACKWARD_STAGES
+    assert inferred_json(found)["backward_stages"] == BACKWARD_STAGES
     # every backward layer of a steady step holds its stages, in that order
     model = range_model(load_trace(nonvtx(stem)))
     texts, parent = model.trace.ranges["text"].to_numpy(), model.parent

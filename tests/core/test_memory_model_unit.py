@@ -3,6 +3,8 @@ the parameter count against the capture's own torch module, the limits against t
 step past them, the fit against numpy's least squares on terms written out here."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -88,10 +90,14 @@ def test_runs_without_a_usable_configuration_are_left_out_with_why(tmp_path):
               "ctx": 512, "dtype": "fp32", "mode": "train", "attention": "manual"}
     memory = {"allocator_peak_bytes": 14_390_657_024, "beside_allocator_bytes": 134_734_831,
               "gpu_total_bytes": 85_017_493_504}
-    runs = [Run(tmp_path / "a.sqlite", None, None, "", answers={"config": config, "memory": memory}),
-            Run(tmp_path / "b.sqlite", None, None, "", answers={"config": {**config, "ctx": True}, "memory": memory}),
-            Run(tmp_path / "c.sqlite", None, None, "", answers={"config": {**config, "mode": "forward"}, "memory": memory}),
-            Run(tmp_path / "d.sqlite", None, None, "", answers={"config": {**config, "dtype": "bf16"}, "memory": memory}),
+
+    def ran(config):  # what memory_points reads of a run's report: its config and its memory figures
+        return SimpleNamespace(config=config, memory=SimpleNamespace(**memory))
+
+    runs = [Run(tmp_path / "a.sqlite", None, None, "", report=ran(config)),
+            Run(tmp_path / "b.sqlite", None, None, "", report=ran({**config, "ctx": True})),
+            Run(tmp_path / "c.sqlite", None, None, "", report=ran({**config, "mode": "forward"})),
+            Run(tmp_path / "d.sqlite", None, None, "", report=ran({**config, "dtype": "bf16"})),
             Run(tmp_path / "e.oom.json", "xl", 1024, "", status="oom", oom_config=None),
             Run(tmp_path / "f.sqlite", None, None, "", status="error")]
     points, left_out = memory_points(runs)

@@ -127,7 +127,7 @@ def test_fp32_report_has_no_tensor_counters_but_says_the_pipe(tmp_path):
     from nsight_tui.render import ncu as text
 
     report = read_ncu_report(unpack(report_xz(STEM), tmp_path / f"{STEM}.ncu-rep"))
-    doc = json.loads(json.dumps(ncu.report_only_answers(report)))
+    doc = json.loads(json.dumps(text.report_only_json(ncu.report_only(report))))
     assert all(k["tensor_flops"] is None and k["tensor_pipe_active_pct"] is not None for k in doc["kernels"])
     assert text.tensor_rows(doc) == []
     assert "no tensor-core FLOP counters" in text.tensor_notes(doc)[0]

@@ -14,7 +14,8 @@ import pytest
 
 from nsight_tui.parsers.analyses import sweep
 from nsight_tui.parsers.analyses.oom import oom_facts
-from nsight_tui.parsers.analyses.questions import questions
+from nsight_tui.parsers.analyses.report import build
+from nsight_tui.render.document import document
 from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.load import load_trace
@@ -74,10 +75,11 @@ def test_no_allocation_failed_no_facts(async_trace):
 
 
 def test_the_report_leads_with_it_and_finds_nothing_per_step(oom_export):
-    answers = questions(load_trace(oom_export))
+    report = build(load_trace(oom_export))
+    answers = document(report)
     assert answers["oom"]["path"] == RECORD["range"]
     assert answers["findings"]["findings"] == [] and "before it finished a step" in answers["findings"]["not_run"]
-    text = single_markdown(answers)
+    text = single_markdown(report)
     assert text.index("## Out of GPU memory") < text.index("## (a)")
     assert "1.56 GiB" in text and "attention scores" in text
 

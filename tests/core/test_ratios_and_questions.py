@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from conftest import SAMPLES, shared_trace
-from nsight_tui.parsers.analyses.questions import attention_flops, questions
+from nsight_tui.parsers import Options, Profile
+from nsight_tui.parsers.analyses.questions import attention_flops
+from nsight_tui.render.document import document
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.render.markdown import table
 
@@ -48,6 +50,11 @@ JOIN bwd ON bwd.s <= r.start AND (
 """
 
 
+def report_of(trace, attribution="process", **options) -> dict:
+    """The report's JSON document on `trace` (the front door's report, laid out by render)."""
+    return document(Profile(trace, Options(attribution=attribution, **options)).report())
+
+
 def _sql(path, query, **params):
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -66,7 +73,7 @@ def _trace(name):
 @pytest.mark.parametrize("name", ["sample", "xl_ctx256"])
 def test_ratios_match_hand_computation(name):
     path, dims = _trace(name)
-    a = questions(load_trace(path), "process", dims=dims)
+    a = report_of(load_trace(path), "process", **(dims or {}))
     fwd = _sql(path, KERNEL_TIME_IN, name="forward")
     bwd = _sql(path, BACKWARD_TIME)
     assert a["ranges"]["forward"]["kernel_ns"] == fwd
@@ -97,7 +104,7 @@ def test_attention_flops_by_hand():
 
 
 def test_family_shares_sum_to_one_and_gemm_dominates_fp32_forward():
-    a = questions(load_trace(shared_trace("xl_ctx256")), "process")
+    a = report_of(load_trace(shared_trace("xl_ctx256")), "process")
     for name in ("forward", "backward", "step"):
         assert sum(a["ranges"][name]["families"].values()) == pytest.approx(1.0, abs=1e-5)  # 6-digit JSON shares
     assert a["ratios"]["gemm_share_forward"] > 0.8
@@ -141,7 +148,7 @@ def test_flop_ratio_from_given_flops_without_dimensions(tmp_path):
                         "step_N/forward/scaled_dot_product_attention/final_matmul": {"flops": 2e9}}}
     f = tmp_path / "flops.json"
     f.write_text(json.dumps(flops))
-    bare = questions(load_trace(path), "process")
+    bare = report_of(load_trace(path), "process")
     assert bare["ratios"]["softmax_over_matmul_flops"] is None
-    a = questions(load_trace(path), "process", roofline_options={"flops_file": str(f)})
+    a = report_of(load_trace(path), "process", flops_file=str(f))
     assert a["ratios"]["softmax_over_matmul_flops"] == pytest.approx(1e9 / (8e9 + 2e9))

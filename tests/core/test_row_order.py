@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 
 from conftest import REPORTS, SAMPLES
-from nsight_tui.parsers.analyses.questions import questions
+from nsight_tui.parsers import Options, Profile
+from nsight_tui.render.backward_parts import backward_parts_json
+from nsight_tui.render.document import document
 from nsight_tui.parsers.analyses.backward_parts import backward_parts
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.model.ranges import range_model
@@ -29,6 +31,11 @@ def pair(request, tmp_path_factory):
     return load_trace(src), load_trace(dst)
 
 
+def report_of(trace, attribution="process", **options) -> dict:
+    """The report's JSON document on `trace` (the front door's report, laid out by render)."""
+    return document(Profile(trace, Options(attribution=attribution, **options)).report())
+
+
 def test_the_copy_really_is_out_of_order(pair):
     _, shuffled = pair
     for frame in (shuffled.ranges, shuffled.api):
@@ -43,7 +50,7 @@ def test_reports(pair, mode):
 
 
 def _answers(trace, mode):
-    out = questions(trace, mode)
+    out = report_of(trace, mode)
     out.pop("file")
     return json.dumps(out, sort_keys=True)
 
@@ -53,9 +60,10 @@ def test_report_answers_and_backward_parts(pair, mode):
     a, b = pair
     assert _answers(a, mode) == _answers(b, mode)
     # the per-step list is in time order
-    steps = [s["step"] for s in questions(b, mode)["timing"]["steps"]]
+    steps = [s["step"] for s in report_of(b, mode)["timing"]["steps"]]
     assert steps == sorted(steps, key=lambda s: int(s.split("_")[1]))
-    assert [t.to_json() for t in backward_parts(range_model(a, mode))] == [t.to_json() for t in backward_parts(range_model(b, mode))]
+    assert ([backward_parts_json(t) for t in backward_parts(range_model(a, mode))]
+            == [backward_parts_json(t) for t in backward_parts(range_model(b, mode))])
 
 
 def _tree(groups):

@@ -18,6 +18,7 @@ from nsight_tui.parsers.analyses.layout import layout_share
 from nsight_tui.parsers.model.inferred_ranges import inference
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.render.document import inferred_json
 
 from conftest import SAMPLES
 
@@ -125,7 +126,7 @@ def test_a_generate_call_is_an_iteration_with_its_decode_loop(captured):
     # Python's prefill also holds the call's host work before its first kernel: the GPU's is no longer
     assert d.prefill_ns == pytest.approx(np.median([s["prefill_s"] * 1e9 for s in calls]), rel=0.15)
     assert d.launch_bound  # batch 1, eager: the GPU waits on the host's launches most of each token
-    assert found.to_json()["decode"]["median_ns"] == d.median_ns
+    assert inferred_json(found)["decode"]["median_ns"] == d.median_ns
 
 
 @pytest.mark.parametrize("stem", [QWEN, RESNET, GPT2])
@@ -134,10 +135,10 @@ def test_a_training_run_has_no_decode_loop(captured, stem):
 
 
 def test_the_report_on_a_generate_run_speaks_of_tokens_not_training(captured):
-    from nsight_tui.parsers.analyses.questions import questions
+    from nsight_tui.parsers.analyses.report import build
     from nsight_tui.render.report import single_markdown
 
-    text = single_markdown(questions(load_trace(captured(GENERATE))))
+    text = single_markdown(build(load_trace(captured(GENERATE))))
     assert "**An inference run**" in text and "per-token decode: median" in text and "tokens/s" in text
     assert "One backward layer's stages" not in text  # the next token's layers are no backward
     assert "| softmax / matmul runtime | – |" not in text and "no backward" in text

@@ -71,13 +71,13 @@ def test_safe_is_linear_and_identity_on_plain_names():
 
 
 def test_report_is_a_list_of_sections():
-    from nsight_tui.parsers.analyses.questions import questions
-    from nsight_tui.parsers.read.load import load_trace
-
+    from nsight_tui.parsers import Profile
     from nsight_tui.render import report
+    from nsight_tui.render.document import document
 
-    answers = questions(load_trace(SAMPLES / "small_ctx128.sqlite"))
-    page = report.single_markdown(answers)
+    built = Profile.open(SAMPLES / "small_ctx128.sqlite").report()
+    answers = document(built)
+    page = report.single_markdown(built)
     assert page == "\n".join(b for s in report.SECTIONS for b in s(answers))
     heads = [line for line in page.splitlines() if line.startswith("## ")]
     assert heads[:5] == ["## (a) Forward time: CPU (NVTX span) vs GPU (its work's span) vs Python",
@@ -89,5 +89,5 @@ def test_report_is_a_list_of_sections():
     def idle(a):  # a new section: one function, one line
         return ["## (f) Idle", f"{a['ranges']['step']['instances']} steps"]
 
-    extended = report.single_markdown(answers, [*report.SECTIONS, idle])
+    extended = report.single_markdown(built, [*report.SECTIONS, idle])
     assert extended.startswith(page) and extended.endswith(f"## (f) Idle\n{answers['ranges']['step']['instances']} steps")

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_occupancy import calculator  # noqa: E402  (the hand-written calculator)
 
-from nsight_tui.parsers.analyses.questions import questions  # noqa: E402
+from nsight_tui.parsers import Profile  # noqa: E402
 from nsight_tui.parsers.model.ranges import range_model  # noqa: E402
 from nsight_tui.parsers.read.load import load_trace  # noqa: E402
 from nsight_tui.render import report  # noqa: E402
@@ -55,7 +55,7 @@ def test_kernel_table_occupancy_matches_the_calculator(sample: Path):
 
 
 def test_report_json_and_markdown(sample: Path):
-    answers = questions(load_trace(sample))
+    answers = Profile(load_trace(sample)).report()
     expected = _by_name_sql(sample)
     data = json.loads(report.single_json(answers))
     occ = data["occupancy"]

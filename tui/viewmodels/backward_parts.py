@@ -79,7 +79,7 @@ def mappings(model: RangeModel) -> list[Mapping]:
             "bwd_per": p.backward_kernel_ns / max(t.iterations, 1),
             "fwd_self": p.forward_self_ns, "bwd_self": p.backward_self_ns, "self_ratio": p.self_ratio,
         } for p in t.parts], columns=[c.key for c in COLUMNS])
-        out.append(Mapping(t.method, frame, text.notes(t.to_json()), max(t.iterations, 1), tuple(t.parts)))
+        out.append(Mapping(t.method, frame, text.notes(text.backward_parts_json(t)), max(t.iterations, 1), tuple(t.parts)))
     return out
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nsight_tui.parsers import Options
 from nsight_tui.parsers.analyses import sweep
 from nsight_tui.render.sweep import COMPARE_HEADERS, SweepTable, compare_rows
 from nsight_tui.render import numbers
@@ -45,7 +46,7 @@ def file_columns(headers: list[str]) -> list[Column]:
 
 
 def compare(paths: list[Path], attribution: str, progress=None) -> FilesView:
-    runs = sweep.analyse(sweep.runs_for(paths), attribution, progress=progress)
+    runs = sweep.analyse(sweep.runs_for(paths), Options(attribution=attribution), progress=progress)
     headers = COMPARE_HEADERS
     frame = pd.DataFrame(compare_rows(runs), columns=[f"c{i}" for i in range(len(headers))])
     return FilesView(runs, headers, frame)

@@ -41,13 +41,8 @@ class DecodeLoop:
     def launch_bound(self) -> bool:
         return self.gpu_busy_share < LAUNCH_BOUND_BUSY
 
-    def to_json(self) -> dict:
-        return {"calls": self.calls, "tokens_per_call": self.tokens_per_call, "step_kernels": self.step_kernels,
-                "prefill_ns": self.prefill_ns, "median_ns": self.median_ns, "p90_ns": self.p90_ns,
-                "mean_ns": self.mean_ns, "tokens_per_s": self.tokens_per_s, "gpu_busy_share": self.gpu_busy_share,
-                "launch_bound": self.launch_bound, "anchor": self.anchor,
-                "basis": "GPU clock: a decode step from one occurrence of the per-token kernel to the next; the prefill "
-                         "from the call's first kernel to the first decode step"}
+    BASIS = ("GPU clock: a decode step from one occurrence of the per-token kernel to the next; the prefill "
+             "from the call's first kernel to the first decode step")
 
 
 def token_anchor(codes: np.ndarray, min_period: int) -> tuple[np.ndarray, int] | None:

@@ -15,10 +15,6 @@ class InferredIteration:
     end_ns: int  # the next iteration's first kernel's start; the last: its last kernel's end
     kernels: int
 
-    def to_json(self) -> dict:
-        return {"name": self.name, "start_ns": self.start_ns, "end_ns": self.end_ns,
-                "duration_ns": self.end_ns - self.start_ns, "kernels": self.kernels}
-
 
 @dataclass
 class Inference:
@@ -39,10 +35,3 @@ class Inference:
     @property
     def found(self) -> bool:
         return self.ranges is not None and len(self.ranges) > 0
-
-    def to_json(self) -> dict:
-        return {"iterations": [i.to_json() for i in self.iterations], "inside_nvtx_iterations": self.inside,
-                "layer_count": self.layer_count,
-                "layer_stages": self.layer_stages, "backward_stages": self.backward_stages, "period_kernels": self.period_kernels,
-                "basis": self.basis, **({"reason": self.reason} if self.reason else {}),
-                **({"decode": self.decode.to_json()} if self.decode is not None else {})}
