@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nsight_tui.parsers.model import intervals
-from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges, step_times
+from nsight_tui.parsers.model.steps import process_steps, steps_of
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import KERNEL, PID_MASK, pid_of
 from nsight_tui.parsers.analyses.idle import API_LAUNCH, API_SYNC, idle_analysis
@@ -132,12 +132,12 @@ class StepContext:
 
     @property
     def step_ns(self) -> float:
-        """The mean step period (model.iterations.StepTimes): the basis of every per-step saving."""
+        """The mean step period (model.steps.StepTimes): the basis of every per-step saving."""
         return float((self.t1 - self.t0).mean())
 
     def phase(self, name: str) -> np.ndarray:
         """The phase's ranges inside the steady-state steps, in time order (whatever the export's row order)."""
-        ids = phase_ranges(self.model, self.steps, name)
+        ids = steps_of(self.model).phase(name, self.steps)
         return ids[np.argsort(self.model.r_start[ids], kind="stable")]
 
     def idle(self):
@@ -936,9 +936,7 @@ def waited_communication(trace: Trace, rank) -> dict:
     and queued behind it, or a CPU thread of the rank blocked in a synchronising call). Exposed
     communication while the CPU is still issuing work sits in launch gaps that overlap would not
     shorten. Per the rank's `step_N` ranges; `steps` is their count."""
-    from nsight_tui.parsers.read.conventions import STEP_RANGE
     from nsight_tui.parsers.analyses.ranks import COMMUNICATION
-    from nsight_tui.parsers.model.iterations import process_ranges
 
     ops, api = trace.ops, trace.api
     mine = (ops["gpid"].to_numpy(np.int64) == rank.gpid) & (ops["device"].to_numpy(np.int64) == rank.device)
@@ -959,7 +957,8 @@ def waited_communication(trace: Trace, rank) -> dict:
     held = intervals.union(np.concatenate((queued_s, api["start"].to_numpy(np.int64)[sync] if len(sync) else [])),
                            np.concatenate((queued_e, a_end[sync] if len(sync) else [])))
     waited = intervals.intersect(exposed, held)
-    s0, s1 = process_ranges(trace, rank.pid, STEP_RANGE.match)
+    own = process_steps(trace, rank.pid, infer=False)
+    s0, s1 = own.start_ns, own.end_ns
     steps = intervals.union(s0, s1)
     return {"steps": len(s0), "step_ns": float((s1 - s0).mean()) if len(s0) else 0.0,
             "comm_ns": intervals.overlap(comm, steps), "exposed_ns": intervals.overlap(exposed, steps),
@@ -1045,18 +1044,17 @@ def context(trace: Trace, attribution: str = "process", rank: Rank | None = None
     """The steady-state steps the rules read: rank 0's (the lowest rank's) in an export of several,
     or `rank`'s (a rank filter), on that rank's GPU."""
     model = range_model(trace, attribution)
-    steps = iteration_ranges(model, STEP)
-    if len(steps) == 0:
+    every = steps_of(model)
+    if not every.found:
         return None
-    steps = steps[np.argsort(model.r_start[steps], kind="stable")]
     # One process's steps: an export around torchrun holds every rank's, and each rank is a run
     # of its own (per-step figures over two ranks' overlapping windows would count time twice).
     # The lowest rank's (rank 0's) where the ranks are known; exposed-communication looks at all.
-    pid = pid_of(model.r_gtid[steps])
     from nsight_tui.parsers.analyses.ranks import find_ranks
 
-    first = rank.pid if rank is not None else next((r.pid for r in find_ranks(trace) if (pid == r.pid).any()), pid[0])
-    steps = steps[pid == first]
+    first = rank.pid if rank is not None else next((r.pid for r in find_ranks(trace) if r.pid in every.pids),
+                                                   int(pid_of(model.r_gtid[every.steady[:1]])[0]))
+    steps = every.of_process(first)
     if len(steps) == 0:
         return None
     devices = [rank.device] if rank is not None else idle_analysis(trace).devices_of_process(int(model.r_gtid[steps[0]]))
@@ -1064,7 +1062,7 @@ def context(trace: Trace, attribution: str = "process", rank: Rank | None = None
         return None
     # Each step's window is its period (this step's start to the next's), not its NVTX span: on a
     # capture without phase syncs the GPU works on a step long after the CPU closed its range.
-    times = step_times(model, steps)
+    times = every.times(steps)
     return StepContext(trace, model, times.ids, times.start_ns, times.end_ns, devices[0], rank, ncu)
 
 

@@ -29,7 +29,7 @@ from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import KERNEL
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.model.iterations import step_times
+from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 # A GPU busy less than this share of the range's GPU span spent the rest waiting for work.
@@ -385,14 +385,12 @@ BASIS = {
 def _targets(r: Roofline) -> list[tuple[str, np.ndarray, str]]:
     """(name, range positions, counts path) of the ranges the report covers: steady-state
     steps and their phases, or, without `step_N` iterations, the main thread's top two levels."""
-    from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges
-
     m = r.model
-    iters = iteration_ranges(m, STEP)
+    steps = steps_of(m)
     out = []
-    if len(iters):
+    if steps.found:
         for name, path in PHASE_PATHS:
-            ids = iters if name == "step" else phase_ranges(m, iters, name)
+            ids = steps.steady if name == "step" else steps.phase(name)
             if len(ids):
                 out.append((name, ids, path))
         return out
@@ -411,7 +409,7 @@ def answers(trace: Trace, attribution: str = "process", flops_file=None, peak_tf
     r = roof or build(trace, attribution, flops_file, peak_tflops, peak_gbps)
     targets = _targets(r)
     ranges = [r.range_point(ids, path, label=name,
-                            wall_ns=int(step_times(r.model, ids).period_ns.sum()) if name == "step" else None)
+                            wall_ns=int(steps_of(r.model).times(ids).period_ns.sum()) if name == "step" else None)
               for name, ids, path in targets]
     by_name = {p.label: p for p in ranges}
     families, kernels = {}, []

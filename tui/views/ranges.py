@@ -10,7 +10,7 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from nsight_tui.parsers.model.inferred_ranges import inference
-from nsight_tui.parsers.model.iterations import gpu_lags
+from nsight_tui.parsers.model.steps import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeNode
 from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.render.process_view import main_thread_reason
