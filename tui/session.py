@@ -134,7 +134,7 @@ class Session:
 
     def _clocks_text(self) -> str:
         """The two clocks in words where the GPU runs behind the CPU on the steady-state steps."""
-        from nsight_tui.parsers.model.inferred_ranges import inference
+        from nsight_tui.parsers.model.inferred import inference
         from nsight_tui.parsers.model.steps import steps_of
         from nsight_tui.tui.tree_source import INFERRED_CPU_MARK, INFERRED_CPU_TEXT
 

@@ -8,7 +8,7 @@ a 10-step capture compare, and every number says which basis it is on.
 - `diff_runs(a, b)` merges the two aggregated range trees (parsers.model) by name path, each
   node with A, B and Δ of CPU time, GPU busy, kernel time and kernel count; one-sided ranges
   are `removed` (A only) or `added` (B only). Where one run's ranges are inferred from its kernel
-  sequence (parsers.model.inferred_ranges) and the other's annotated, a range under another
+  sequence (parsers.model.inferred) and the other's annotated, a range under another
   parent on each side is matched by role (`role_matches`, `RangeDiff.role_match`); per-layer
   ranges named otherwise on each side (`block_N`, `transformer.h.N`, the inferred `layer_N`) are
   matched by index where analyses.layer_match finds them the same layers (`layer_roles`), else
@@ -32,7 +32,7 @@ from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.analyses.role_match import (LAYERS, PLACED, SAME_LEVEL, combined, layer_roles,
                                                     role_matches, text_of)
 from nsight_tui.parsers.model.steps import steps_of
-from nsight_tui.parsers.model.inferred_ranges import inference
+from nsight_tui.parsers.model.inferred import inference
 from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace

@@ -15,7 +15,7 @@ from nsight_tui.parsers.model import main_thread as main_threads
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.steps import ATTENTION_PARTS, PHASES, STEP, gpu_lags, steps_of
-from nsight_tui.parsers.model.inferred_ranges import has_iteration_ranges, inference
+from nsight_tui.parsers.model.inferred import has_iteration_ranges, inference
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 from nsight_tui.parsers.analyses.ratios import _ratio, family_shares
 

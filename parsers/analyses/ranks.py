@@ -33,6 +33,7 @@ from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.cache import PAIRS_BUNDLE
+from nsight_tui.parsers.read.target_info import session_start_utc_ns
 from nsight_tui.parsers.read.load import Trace, pairs_bundle
 from nsight_tui.parsers.model.steps import process_phase, process_steps
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
@@ -89,7 +90,7 @@ class RankSummary:
     compute_per_step_ns: list[int] = field(default_factory=list)
     phases: dict[str, PhaseComm] = field(default_factory=dict)
     # "inferred": no NVTX step_N on this rank, its iterations inferred from the kernel sequence
-    # (model.inferred_ranges, shown `inferred:step_N` as in the tree)
+    # (model.inferred, shown `inferred:step_N` as in the tree)
     step_domain: str = ""
     session_start_utc_ns: int | None = None  # the export's own clock origin (per-rank files differ)
     # the starts of its communication kernels, in order (its own clock): when it reached each collective
@@ -320,19 +321,6 @@ def arrival_lateness(summaries: list[RankSummary]) -> dict[int, float] | None:
     starts = np.array([np.asarray(s.collective_starts_ns, dtype=np.int64) + o for s, o in zip(ranks, origin)])
     lateness = (starts - starts.min(axis=0)).mean(axis=1)
     return {id(s): float(v) for s, v in zip(ranks, lateness)}
-
-
-def session_start_utc_ns(path: str | Path) -> int | None:
-    """The export's clock origin (TARGET_INFO_SESSION_START_TIME.utcEpochNs), if it has one."""
-    from nsight_tui.parsers.read.columns import open_tables
-
-    try:  # through the loader's reader: SQLite or nsys's Parquet/Arrow folders alike
-        with open_tables(Path(path), probe=False) as tables:
-            start = tables.read("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"])
-        return int(start.values["utcEpochNs"][0]) if start.n and start.is_integer("utcEpochNs") \
-            and not start.null("utcEpochNs")[0] else None
-    except Exception:  # noqa: BLE001 - older exports lack the table: no alignment, said in notes
-        return None
 
 
 def rank_from_name(path: str | Path) -> int | None:

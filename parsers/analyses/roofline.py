@@ -327,7 +327,7 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
           peak_gbps: float | None = None) -> Roofline:
     """The roofline context of a trace: counts from `flops_file`, else the trace's marks, else
     its op shapes, else the analytic formulas; peaks from the table, or the user's."""
-    from nsight_tui.parsers.read.columns import open_tables
+    from nsight_tui.parsers.read.target_info import gpu_memory_bandwidth
 
     config = dict(trace.meta().config)
     model = range_model(trace, attribution)
@@ -338,16 +338,7 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
         counts = shape_counts(trace, model, config)
     if counts is None:
         counts = flop_counts.analytic_counts(config)
-    bandwidth = None
-    if trace.schema.has("TARGET_INFO_GPU", "memoryBandwidth"):
-        try:  # through the loader's reader: SQLite or nsys's Parquet/Arrow folders alike
-            with open_tables(trace.path, probe=False) as tables:
-                gpu = tables.read("TARGET_INFO_GPU", ["id", "memoryBandwidth"])
-            first = int(np.argmin(gpu.int("id", 0))) if gpu.n else -1
-            value = gpu.values["memoryBandwidth"][first] if first >= 0 and not gpu.null("memoryBandwidth")[first] else None
-            bandwidth = float(value) if value else None
-        except Exception:  # noqa: BLE001 - only a hint in a message
-            bandwidth = None
+    bandwidth = gpu_memory_bandwidth(trace.path, trace.schema)
     choice = peak_table.choose(trace.info.gpus, peak_tflops, peak_gbps, bandwidth)
     return Roofline(trace, model, counts, choice, config)
 

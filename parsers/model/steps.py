@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from nsight_tui.parsers.model.iterations import iteration_ranges, nesting_note, phase_ranges, process_ranges
-from nsight_tui.parsers.model.inferred_ranges import with_inferred_ranges
+from nsight_tui.parsers.model.inferred import with_inferred_ranges
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.ids import pid_of
@@ -227,7 +227,7 @@ class ProcessSteps:
 
 def _ranges_source(trace: Trace, pid: int, pattern: Callable[[str], object]) -> Trace:
     """`trace` where its NVTX has ranges matching `pattern` in this process; else the trace with
-    the ranges inferred from its kernel sequence (the model's: model.inferred_ranges), where
+    the ranges inferred from its kernel sequence (the model's: model.inferred), where
     those have some; else `trace`."""
     if len(process_ranges(trace, pid, pattern)[0]):
         return trace

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsight_tui.parsers.model.inferred_ranges import inference
+from nsight_tui.parsers.model.inferred import inference
 from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
 from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.model.ranges import range_model
