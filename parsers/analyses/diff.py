@@ -21,6 +21,10 @@ a 10-step capture compare, and every number says which basis it is on.
 
 Plain numbers only (ns, counts); nothing is normalised (a different batch or ctx is shown in
 the config table, never scaled away). Text is made in nsight_tui.render.diff.
+
+Over ~600 lines on purpose: the tree merge, the kernel/family tables and the step's waterfall
+share one alignment (per-step bases, `_StepSide`) that a split would spread over modules; the
+matching by role and by layer already lives apart (role_match, layer_match).
 """
 from __future__ import annotations
 

@@ -4,7 +4,12 @@ the CLI and the tests (it never imports Textual).
 `RangeModel(trace, mode)` holds, per NVTX range: its parent (the tightest enclosing range
 on the same thread, as nsys defines it), depth, CPU time, and over the GPU ops attributed
 to it: op/kernel counts, summed kernel time, GPU projection (first op start to last op
-end) and GPU busy time (union of op intervals). `RangeNode` objects wrap rows for the UI.
+end) and GPU busy time (union of op intervals). `RangeNode` objects wrap rows for the UI
+(model.range_node); launches and correlations are model.launches, the cached tree model.tree_bundle.
+
+Over ~600 lines on purpose: RangeModel's arrays (attribution pairs, per-range metrics, nesting)
+are built, restored from the cache and restricted to one rank together, as one bundle; the
+aggregated tree it builds from them stays beside them.
 """
 from __future__ import annotations
 
