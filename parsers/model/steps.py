@@ -100,6 +100,8 @@ class Steps:
         self.model = model
         self.steady = iteration_ranges(model, STEP)  # step_N, time order
         self.warmup = iteration_ranges(model, WARMUP)  # warmup_N, time order
+        for kept in (self.steady, self.warmup):  # shared by every analysis: none may change them
+            kept.setflags(write=False)
 
     @property
     def n(self) -> int:
