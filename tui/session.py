@@ -134,11 +134,11 @@ class Session:
 
     def _clocks_text(self) -> str:
         """The two clocks in words where the GPU runs behind the CPU on the steady-state steps."""
-        from nsight_tui.parsers.model.inferred_ranges import inference
-        from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, step_times
+        from nsight_tui.parsers.model.inferred import inference
+        from nsight_tui.parsers.model.steps import steps_of
         from nsight_tui.tui.tree_source import INFERRED_CPU_MARK, INFERRED_CPU_TEXT
 
-        t = step_times(self.model, iteration_ranges(self.model, STEP))
+        t = steps_of(self.model).steady_times
         if not t.gpu_lags():
             return ""
         n = t.n
@@ -154,11 +154,11 @@ class Session:
 
     def nesting(self) -> str:
         """The note on iterations nested in iterations (unbalanced NVTX), "" when none."""
-        from nsight_tui.parsers.model.iterations import nesting_note
+        from nsight_tui.parsers.model.steps import steps_of
 
         if not self.trace.info.has_nvtx:
             return ""
-        return self._once("nesting", lambda: nesting_note(self.model), per_mode=False, per_rank=False)
+        return self._once("nesting", lambda: steps_of(self.model).nesting_note(), per_mode=False, per_rank=False)
 
     def _main_text(self) -> str:
         """Which thread frames the iterations, and why (empty without NVTX)."""

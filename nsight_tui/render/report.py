@@ -111,7 +111,7 @@ def oom_headline(a: dict) -> list[str]:
 
 def inferred(a: dict) -> list[str]:
     """Where the export names no iteration: the iterations, layers and stages inferred from its
-    kernel sequence (parsers.model.inferred_ranges), which every section below then reads as the
+    kernel sequence (parsers.model.inferred), which every section below then reads as the
     ranges `inferred:step_N`, `inferred:forward`, ...; or why none were."""
     found = a.get("inferred")
     if not found:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
+from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.read.conventions import BACKWARD_PREFIX
 from nsight_tui.parsers.read.ids import KERNEL, PID_MASK
 from nsight_tui.parsers.model.ranges import RangeModel, path_key
@@ -124,7 +124,7 @@ class _Context:
         texts = r["text"].to_numpy(dtype=object)
         kinds = RangeKinds(r["text"])
         mains = np.isin(model.r_gtid, np.array(list(model.main_threads.values()), dtype=np.int64))
-        iters = iteration_ranges(model, STEP)
+        iters = steps_of(model).steady
         in_scope = _within(model.parent, iters) if len(iters) else mains
         fwd = np.flatnonzero((texts == "forward") & in_scope & mains)
         bwd = np.flatnonzero((texts == "backward") & in_scope & mains)

@@ -8,7 +8,7 @@ a 10-step capture compare, and every number says which basis it is on.
 - `diff_runs(a, b)` merges the two aggregated range trees (parsers.model) by name path, each
   node with A, B and Δ of CPU time, GPU busy, kernel time and kernel count; one-sided ranges
   are `removed` (A only) or `added` (B only). Where one run's ranges are inferred from its kernel
-  sequence (parsers.model.inferred_ranges) and the other's annotated, a range under another
+  sequence (parsers.model.inferred) and the other's annotated, a range under another
   parent on each side is matched by role (`role_matches`, `RangeDiff.role_match`); per-layer
   ranges named otherwise on each side (`block_N`, `transformer.h.N`, the inferred `layer_N`) are
   matched by index where analyses.layer_match finds them the same layers (`layer_roles`), else
@@ -21,6 +21,10 @@ a 10-step capture compare, and every number says which basis it is on.
 
 Plain numbers only (ns, counts); nothing is normalised (a different batch or ctx is shown in
 the config table, never scaled away). Text is made in nsight_tui.render.diff.
+
+Over ~600 lines on purpose: the tree merge, the kernel/family tables and the step's waterfall
+share one alignment (per-step bases, `_StepSide`) that a split would spread over modules; the
+matching by role and by layer already lives apart (role_match, layer_match).
 """
 from __future__ import annotations
 
@@ -31,8 +35,8 @@ from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.kernels import families
 from nsight_tui.parsers.analyses.role_match import (LAYERS, PLACED, SAME_LEVEL, combined, layer_roles,
                                                     role_matches, text_of)
-from nsight_tui.parsers.model.iterations import iteration_ranges, phase_ranges, step_times
-from nsight_tui.parsers.model.inferred_ranges import inference
+from nsight_tui.parsers.model.steps import steps_of
+from nsight_tui.parsers.model.inferred import inference
 from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
@@ -191,7 +195,7 @@ class StepDiff:
     b_steps: int
     a_warmup: int
     b_warmup: int
-    step_ns: Delta  # the step period (model.iterations.StepTimes: start to the next step's start), mean
+    step_ns: Delta  # the step period (model.steps.StepTimes: start to the next step's start), mean
     busy_ns: Delta  # GPU busy (union of the step's ops), per step
     op_ns: Delta  # GPU op time (kernels + memcpy/memset), per step
     kernel_ns: Delta
@@ -565,19 +569,20 @@ class _StepSide:
 
 
 def _step_side(model: RangeModel) -> _StepSide:
-    iters = iteration_ranges(model, STEP)
+    steps = steps_of(model)
+    iters = steps.steady
     ops = model.ops_of(iters) if len(iters) else np.zeros(0, dtype=np.int64)
     rest = len(PHASES)
     phase = np.full(len(ops), rest, dtype=np.int64)
     for i, name in enumerate(PHASES):
-        ids = phase_ranges(model, iters, name)
+        ids = steps.phase(name)
         if len(ids):
             # the first phase that holds an op claims it, so the rows add up to the step
             phase[(phase == rest) & np.isin(ops, model.ops_of(ids))] = i
     key_index = {k: i for i, k in enumerate(families.FAMILY_KEYS)}
     name_family = np.array([key_index[k] for k in families.name_families(model.trace)], dtype=np.int64)
     family = name_family[model.trace.ops["name"].to_numpy()[ops]] if len(ops) else np.zeros(0, dtype=np.int64)
-    return _StepSide(model, iters, iteration_ranges(model, WARMUP), ops, phase, family)
+    return _StepSide(model, iters, steps.warmup, ops, phase, family)
 
 
 def _gemm_paths(side: _StepSide) -> dict[str, float]:
@@ -601,7 +606,7 @@ def _gemm_paths(side: _StepSide) -> dict[str, float]:
 def _mean_period(side: _StepSide) -> float:
     """The mean step period (each step's start to the next iteration's), summed over every
     process's steps and divided by their count as the other per-step figures are."""
-    return float(step_times(side.model, side.iters).period_ns.sum()) / side.steps if side.steps else 0.0
+    return float(steps_of(side.model).times(side.iters).period_ns.sum()) / side.steps if side.steps else 0.0
 
 
 def _step(a: _StepSide, b: _StepSide, kernels: ScopeDiff, threads: list[ThreadDiff], inferred: bool = False) -> StepDiff:

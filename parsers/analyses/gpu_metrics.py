@@ -21,7 +21,7 @@ import numpy as np
 
 from nsight_tui.parsers.analyses.roofline import gemm_math_path
 from nsight_tui.parsers.kernels.families import name_families
-from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, phase_ranges, step_times
+from nsight_tui.parsers.model.steps import PHASES, steps_of
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read.gpu_metrics import GpuMetricSeries
 from nsight_tui.parsers.read.ids import KERNEL
@@ -30,7 +30,6 @@ from nsight_tui.parsers.read.ids import KERNEL
 KEY_METRICS = ("SMs Active", "Tensor Active", "SM Issue", "DRAM Read Bandwidth", "DRAM Write Bandwidth",
                "GR Active", "Compute Warps in Flight")
 SM_ACTIVE, TENSOR_ACTIVE, DRAM_READ, DRAM_WRITE = KEY_METRICS[:2] + KEY_METRICS[3:5]
-PHASES = ("forward", "backward", "optimizer")
 # GEMM check: samples whose period is mostly GEMM kernels, and the tensor activity that says which
 # math units ran them.
 GEMM_SHARE = 0.5
@@ -102,22 +101,10 @@ def means(series: GpuMetricSeries, positions: np.ndarray) -> dict[str, float | N
 
 
 def gpu_windows(model: RangeModel, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each range's window on the GPU's clock, in the order of `ids`: an iteration (`step_N`,
-    `warmup_N`) its period (model.iterations.step_times), any other range the span of its GPU work,
-    a range without GPU work its NVTX span."""
-    starts = model.r_start[ids].astype(np.int64)
-    ends = model.r_end[ids].astype(np.int64)
-    work = model.proj_ns[ids] > 0
-    starts = np.where(work, model.gpu_end[ids] - model.proj_ns[ids], starts)
-    ends = np.where(work, model.gpu_end[ids], ends)
-    iterations = np.concatenate([iteration_ranges(model, STEP), iteration_ranges(model, WARMUP)])
-    at = np.flatnonzero(np.isin(ids, iterations))
-    if len(at):
-        times = step_times(model, ids[at])
-        where = {int(r): k for k, r in enumerate(times.ids.tolist())}
-        k = np.array([where[int(r)] for r in ids[at]], dtype=np.int64)
-        starts[at], ends[at] = times.start_ns[k], times.end_ns[k]
-    return starts, ends
+    """Each range's window on the GPU's clock, in the order of `ids` (model.steps.Steps.gpu_windows):
+    an iteration (`step_N`, `warmup_N`) its period, any other range the span of its GPU work, a range
+    without GPU work its NVTX span."""
+    return steps_of(model).gpu_windows(ids)
 
 
 def range_metrics(model: RangeModel, series: GpuMetricSeries, ids: np.ndarray, name: str,
@@ -141,10 +128,10 @@ def instance_metrics(model: RangeModel, series: GpuMetricSeries, range_id: int) 
 
 def _targets(model: RangeModel) -> list[tuple[str, np.ndarray]]:
     """Steady-state steps and their phases; without `step_N`, the main thread's top two levels."""
-    iters = iteration_ranges(model, STEP)
-    if len(iters):
-        out = [("step", iters)]
-        out += [(p, ids) for p in PHASES if len(ids := phase_ranges(model, iters, p))]
+    steps = steps_of(model)
+    if steps.found:
+        out = [("step", steps.steady)]
+        out += [(p, ids) for p in PHASES if len(ids := steps.phase(p))]
         return out
     out = []
     for group in model.aggregated_groups:

@@ -54,7 +54,7 @@ from functools import cached_property
 import numpy as np
 
 from nsight_tui.parsers.model.intervals import IntervalSet, label_segments, pieces
-from nsight_tui.parsers.model.inferred_ranges import with_inferred_ranges
+from nsight_tui.parsers.model.inferred import with_inferred_ranges
 from nsight_tui.parsers.read.ids import KERNEL, PID_MASK, api_display_name
 from nsight_tui.parsers.read.load import Trace
 

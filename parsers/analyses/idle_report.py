@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsight_tui.parsers.model.iterations import PHASES, STEP, WARMUP, iteration_ranges, phase_ranges, step_times
+from nsight_tui.parsers.model.steps import PHASES, steps_of
 from nsight_tui.parsers.analyses.idle import DEFINITIONS, idle_analysis
 from nsight_tui.parsers.model.ranges import RangeModel
 
 def phase_ids(model: RangeModel) -> dict[str, np.ndarray]:
     """Range positions per phase: steady-state steps and their forward/backward/optimizer;
     without step ranges, every range named forward/backward/optimizer."""
-    iters = iteration_ranges(model, STEP)
-    if len(iters) == 0:
-        texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])
-        return {p: np.flatnonzero(texts == p) for p in PHASES if (texts == p).any()}
-    out = {p: ids for p in PHASES if len(ids := phase_ranges(model, iters, p))}
-    out["step"] = iters
+    steps = steps_of(model)
+    if not steps.found:
+        return {p: ids for p in PHASES if len(ids := steps.named(p))}
+    out = {p: ids for p in PHASES if len(ids := steps.phase(p))}
+    out["step"] = steps.steady
     return out
 
 
@@ -25,10 +24,9 @@ def range_idle(model: RangeModel, ids: np.ndarray, top_gaps: int = 10):
     period (they tile the loop), any other range's its NVTX span."""
     idle = idle_analysis(model.trace)
     ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
-    texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])
-    first = str(texts[ids[0]]) if len(ids) else ""
-    if STEP.match(first) or WARMUP.match(first):  # one name path: the first says what they all are
-        times = step_times(model, ids)
+    steps = steps_of(model)
+    if steps.is_iteration(ids):  # one name path: the first says what they all are
+        times = steps.times(ids)
         devices = sorted({d for g in np.unique(model.r_gtid[ids]) for d in idle.devices_of_process(int(g))})
         return idle.windows(times.start_ns, times.end_ns, devices, top_gaps)
     return idle.ranges(model, ids, top_gaps)

@@ -1,7 +1,7 @@
 """Per-layer ranges of two runs matched by role and index, whatever each run calls its layers.
 
 One run names its transformer layers `block_3`, another `transformer.h.3`, `layer.3` or (inferred
-from the kernel sequence, parsers.model.inferred_ranges) `layer_3`: the names never meet, yet the
+from the kernel sequence, parsers.model.inferred) `layer_3`: the names never meet, yet the
 N-th layer of one run's forward is the N-th layer of the other's. A per-layer range is a *series*:
 a range whose instances' texts all end in a number, aggregated under one name path (`block_N`).
 Two series under the same parent (the same iteration and phase) are the same layers when

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsight_tui.parsers.kernels import families
-from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, step_times
+from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read.ids import KERNEL
 
@@ -56,10 +56,11 @@ class LayoutShare:
 
 def layout_share(model: RangeModel) -> LayoutShare:
     """The layout transposes' GPU time per steady step (every `step_N`; the whole capture without)."""
-    steps = iteration_ranges(model, STEP)
+    taken = steps_of(model)
+    steps = taken.steady
     if len(steps):
         pos = model.ops_of(steps)
-        times = step_times(model, steps)
+        times = taken.times(steps)
         n, step_ns = len(steps), times.mean_period_ns()
     else:
         pos = np.arange(len(model.trace.ops), dtype=np.int64)

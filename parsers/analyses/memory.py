@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsight_tui.parsers.analyses.memory_owners import ALLOCATOR, OwnerGroup, calls_of, owner_groups, owners_of
-from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, phase_ranges
+from nsight_tui.parsers.model.steps import STEP, WARMUP, steps_of
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.gpu_memory import ALLOCATION, CUDA_ERROR_MEMORY_ALLOCATION, DEVICE_STATIC_KIND
@@ -298,15 +298,15 @@ def memory_analysis(model: RangeModel) -> MemoryReport:
     report.torch_source = meta.source or None
     for key, value in extra.items():
         setattr(report, key, value)
-    iterations = np.concatenate([iteration_ranges(model, WARMUP), iteration_ranges(model, STEP)])
+    steps = steps_of(model)
+    iterations = np.concatenate([steps.warmup, steps.steady])
     if report.has_events and len(iterations):
         ids = sorted([*iterations.tolist(), *[int(i) for p in conventions.PHASES
-                                              for i in phase_ranges(model, iterations, p)]],
+                                              for i in steps.phase(p, iterations)]],
                      key=lambda i: (int(model.r_start[i]), int(model.depth[i])))
         report.steps = range_memory(report, model, ids)
-        steady = iteration_ranges(model, STEP)
         for phase in phases:
-            inst = phase_ranges(model, steady, phase.phase)
+            inst = steps.phase(phase.phase)
             if len(inst):
                 rows = range_memory(report, model, inst)
                 phase.segments_grown_bytes = sum(r.allocated_bytes for r in rows)

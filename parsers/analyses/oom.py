@@ -14,10 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from nsight_tui.parsers.analyses.memory import MemoryReport, memory_analysis
-from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges
+from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read import conventions
 
@@ -207,7 +206,7 @@ def oom_facts(model: RangeModel, memory: MemoryReport | None = None) -> OomFacts
         message, source = record["message"], record_name(trace.path)
     config = trace.meta().config or sidecar_config(trace.path) \
         or (record.get("config") if isinstance(record.get("config"), dict) else {}) or {}
-    iterations = np.concatenate([iteration_ranges(model, STEP), iteration_ranges(model, WARMUP)])
+    iterations = steps_of(model).iterations
     finished = int((model.r_end[iterations] < oom.t_ns).sum()) if len(iterations) else 0
     asked = amount(_ASKED, message)
     reserved = amount(_RESERVED_UNUSED, message)

@@ -6,7 +6,6 @@ Steady state (`step_N`) and warmup (`warmup_N`) are kept apart.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,8 +14,7 @@ from nsight_tui.parsers.kernels import families, occupancy
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.read.conventions import INFERRED_PART_OF
-from nsight_tui.parsers.model.iterations import (ATTENTION_PARTS, PHASES, STEP, gpu_lags, iteration_ranges,
-                                                 phase_ranges, step_times)
+from nsight_tui.parsers.model.steps import ATTENTION_PARTS, PHASES, STEP, gpu_lags, steps_of
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.analyses.ratios import _ratio, family_shares
 
@@ -36,7 +34,7 @@ class PhaseSummary:
     top_kernels: list[dict] = field(default_factory=list)
     families: dict[str, float] = field(default_factory=dict)
     family_ns: dict[str, int] = field(default_factory=dict)
-    period_ns: int | None = None  # iterations only: the summed step periods (model.iterations.StepTimes)
+    period_ns: int | None = None  # iterations only: the summed step periods (model.steps.StepTimes)
 
     @property
     def gpu_lags(self) -> bool:
@@ -71,25 +69,26 @@ def _occupancy_of(occ, name: str) -> dict:
     return {"theoretical_occupancy_pct": round(float(row["occupancy_pct"]), 3), "occupancy_limiter": row["limiter"]}
 
 
-def phases(model: RangeModel, pattern: re.Pattern = STEP) -> dict[str, PhaseSummary]:
-    """`step` (the iteration itself) and forward/backward/optimizer/attention parts within it."""
-    iters = iteration_ranges(model, pattern)
+def phases(model: RangeModel, warmup: bool = False) -> dict[str, PhaseSummary]:
+    """`step` (the iteration itself) and forward/backward/optimizer/attention parts within it: over
+    the steady-state steps, or the warm-ups."""
+    steps = steps_of(model)
+    iters = steps.warmup if warmup else steps.steady
     out: dict[str, PhaseSummary] = {}
     if len(iters) == 0:
         # Not a step-annotated trace: summarise ranges with those names wherever they are.
-        texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])
         for name in (*PHASES, *ATTENTION_PARTS, "scaled_dot_product_attention"):
             alias = INFERRED_PART_OF.get(name, name)
-            s = summarize(model, np.flatnonzero((texts == name) | (texts == alias)), name)
+            s = summarize(model, np.union1d(steps.named(name), steps.named(alias)), name)
             if s:
                 out[name] = s
         return out
     step = summarize(model, iters, "step")
     if step:
-        step.period_ns = int(step_times(model, iters).period_ns.sum())
+        step.period_ns = int(steps.times(iters).period_ns.sum())
         out["step"] = step
     for name in (*PHASES, "scaled_dot_product_attention", *ATTENTION_PARTS):
-        s = summarize(model, phase_ranges(model, iters, name), name)
+        s = summarize(model, steps.phase(name, iters), name)
         if s:
             out[name] = s
     return out
@@ -175,7 +174,7 @@ def attention_dims(config: dict) -> tuple[int, int, int, int] | None:
 def timing(trace: Trace, model: RangeModel) -> dict:
     """NVTX step and phase times against the times the capture measured in Python."""
     meta = trace.meta()
-    times = step_times(model, iteration_ranges(model, STEP))
+    times = steps_of(model).steady_times
     texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])  # inferred ranges too
     nvtx = {texts[i]: int(c) for i, c in zip(times.ids, times.cpu_ns)}
     period = {texts[i]: int(p) for i, p in zip(times.ids, times.period_ns)}

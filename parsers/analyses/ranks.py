@@ -33,9 +33,9 @@ from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.cache import PAIRS_BUNDLE
+from nsight_tui.parsers.read.target_info import session_start_utc_ns
 from nsight_tui.parsers.read.load import Trace, pairs_bundle
-from nsight_tui.parsers.model.inferred_ranges import with_inferred_ranges
-from nsight_tui.parsers.model.iterations import period_ends, process_ranges
+from nsight_tui.parsers.model.steps import process_phase, process_steps
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 COMMUNICATION = "communication"
@@ -90,7 +90,7 @@ class RankSummary:
     compute_per_step_ns: list[int] = field(default_factory=list)
     phases: dict[str, PhaseComm] = field(default_factory=dict)
     # "inferred": no NVTX step_N on this rank, its iterations inferred from the kernel sequence
-    # (model.inferred_ranges, shown `inferred:step_N` as in the tree)
+    # (model.inferred, shown `inferred:step_N` as in the tree)
     step_domain: str = ""
     session_start_utc_ns: int | None = None  # the export's own clock origin (per-rank files differ)
     # the starts of its communication kernels, in order (its own clock): when it reached each collective
@@ -217,13 +217,11 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
     )
     # The model's iterations: the export's NVTX step_N, else those inferred from the kernel
     # sequence (an unannotated capture: the tree, pace and findings have them too), labelled so.
-    steps_from = _ranges_source(trace, rank.pid, conventions.STEP_RANGE.match)
-    summary.step_domain = _domain(trace, steps_from)
-    s_start, s_end = process_ranges(steps_from, rank.pid, conventions.STEP_RANGE.match)
-    # Each step is its period (model.iterations): to the next iteration's start; the last ends
+    own = process_steps(trace, rank.pid)
+    summary.step_domain = own.domain
+    s_start, s_end = own.start_ns, own.end_ns
+    # Each step is its period (model.steps): to the next iteration's start; the last ends
     # with the GPU work launched inside it (the GPU runs behind the CPU without phase syncs).
-    loop, _ = process_ranges(steps_from, rank.pid, lambda t: bool(conventions.STEP_RANGE.match(t) or
-                                                                  conventions.WARMUP_RANGE.match(t)))
     last_end = s_end.copy()
     call = ops["api"].to_numpy()[mine]
     launched = call >= 0
@@ -233,7 +231,7 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
         k = np.searchsorted(s_start, call_start, side="right") - 1
         inside = (k >= 0) & (call_start <= s_end[np.clip(k, 0, None)])
         np.maximum.at(last_end, k[inside], end[launched][inside])
-    s_end = period_ends(s_start, last_end, loop)
+    s_end = own.periods(last_end)
     summary.steps_ns = (s_end - s_start).tolist()
     summary.compute_per_step_ns = [intervals.length(intervals.clip(compute, a, b)) for a, b in zip(s_start, s_end)]
     summary.collective_starts_ns = start[is_comm].tolist()
@@ -241,9 +239,7 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
         steps = intervals.union(s_start, s_end)
         exposed = intervals.difference(comm, compute)
         for phase in conventions.PHASES:
-            is_phase = lambda t, phase=phase: t == phase  # noqa: E731
-            phases_from = _ranges_source(trace, rank.pid, is_phase)
-            p_start, p_end = process_ranges(phases_from, rank.pid, is_phase)
+            p_start, p_end, domain = process_phase(trace, rank.pid, phase)
             inside = intervals.covered_before(steps, p_end) - intervals.covered_before(steps, p_start) == p_end - p_start
             p_start, p_end = p_start[inside], p_end[inside]
             if not len(p_start):
@@ -253,22 +249,8 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
             summary.phases[phase] = PhaseComm(
                 instances=len(p_start), cpu_ns=int((p_end - p_start).sum()), gpu_ns=int((g_end - g_start).sum()),
                 busy_ns=intervals.overlap(busy, window), comm_ns=intervals.overlap(comm, window),
-                exposed_comm_ns=intervals.overlap(exposed, window), domain=_domain(trace, phases_from))
+                exposed_comm_ns=intervals.overlap(exposed, window), domain=domain)
     return summary
-
-
-def _ranges_source(trace: Trace, pid: int, pattern) -> Trace:
-    """`trace` where its NVTX has ranges matching `pattern` in this process; else the trace with
-    the ranges inferred from its kernel sequence (the model's: model.inferred_ranges), where
-    those have some; else `trace`."""
-    if len(process_ranges(trace, pid, pattern)[0]):
-        return trace
-    inferred = with_inferred_ranges(trace)
-    return inferred if inferred is not trace and len(process_ranges(inferred, pid, pattern)[0]) else trace
-
-
-def _domain(trace: Trace, source: Trace) -> str:
-    return "" if source is trace else conventions.INFERRED_DOMAIN
 
 
 def _gpu_windows(r_start: np.ndarray, r_end: np.ndarray, call_start: np.ndarray, op_start: np.ndarray,
@@ -326,19 +308,6 @@ def arrival_lateness(summaries: list[RankSummary]) -> dict[int, float] | None:
     starts = np.array([np.asarray(s.collective_starts_ns, dtype=np.int64) + o for s, o in zip(ranks, origin)])
     lateness = (starts - starts.min(axis=0)).mean(axis=1)
     return {id(s): float(v) for s, v in zip(ranks, lateness)}
-
-
-def session_start_utc_ns(path: str | Path) -> int | None:
-    """The export's clock origin (TARGET_INFO_SESSION_START_TIME.utcEpochNs), if it has one."""
-    from nsight_tui.parsers.read.columns import open_tables
-
-    try:  # through the loader's reader: SQLite or nsys's Parquet/Arrow folders alike
-        with open_tables(Path(path), probe=False) as tables:
-            start = tables.read("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"])
-        return int(start.values["utcEpochNs"][0]) if start.n and start.is_integer("utcEpochNs") \
-            and not start.null("utcEpochNs")[0] else None
-    except Exception:  # noqa: BLE001 - older exports lack the table: no alignment, said in notes
-        return None
 
 
 def rank_from_name(path: str | Path) -> int | None:

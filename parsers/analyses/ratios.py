@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.kernels import families
-from nsight_tui.parsers.model.iterations import PHASES
+from nsight_tui.parsers.model.steps import PHASES
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode
 from nsight_tui.parsers.read.ids import KERNEL
 from nsight_tui.parsers.read.load import Trace

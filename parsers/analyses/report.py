@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from nsight_tui.parsers.analyses.questions import RATIO_BASIS, PhaseSummary, _ratios, phases, timing
 from nsight_tui.parsers.kernels import occupancy
 from nsight_tui.parsers.model import main_thread as main_threads
-from nsight_tui.parsers.model.inferred_ranges import has_iteration_ranges, inference
-from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges
+from nsight_tui.parsers.model.inferred import has_iteration_ranges, inference
+from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.options import Options
 from nsight_tui.parsers.read.load import Trace
@@ -84,8 +84,8 @@ def build(trace: Trace, options: Options | None = None, ncu: NcuAnalysis | None 
     model = range_model(trace, attribution, options.main_thread)
     config = dict(trace.meta().config)
     config.update(options.dims)
-    steady = phases(model, STEP)
-    warm = phases(model, WARMUP) if len(iteration_ranges(model, WARMUP)) else {}
+    steady = phases(model)
+    warm = phases(model, warmup=True) if len(steps_of(model).warmup) else {}
     roof = build_roofline(trace, attribution, **options.roofline)
     memory = memory_analysis(model)
     oom = oom_facts(model, memory)

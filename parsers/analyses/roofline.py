@@ -29,7 +29,7 @@ from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import KERNEL
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.model.iterations import step_times
+from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
 # A GPU busy less than this share of the range's GPU span spent the rest waiting for work.
@@ -327,7 +327,7 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
           peak_gbps: float | None = None) -> Roofline:
     """The roofline context of a trace: counts from `flops_file`, else the trace's marks, else
     its op shapes, else the analytic formulas; peaks from the table, or the user's."""
-    from nsight_tui.parsers.read.columns import open_tables
+    from nsight_tui.parsers.read.target_info import gpu_memory_bandwidth
 
     config = dict(trace.meta().config)
     model = range_model(trace, attribution)
@@ -338,16 +338,7 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
         counts = shape_counts(trace, model, config)
     if counts is None:
         counts = flop_counts.analytic_counts(config)
-    bandwidth = None
-    if trace.schema.has("TARGET_INFO_GPU", "memoryBandwidth"):
-        try:  # through the loader's reader: SQLite or nsys's Parquet/Arrow folders alike
-            with open_tables(trace.path, probe=False) as tables:
-                gpu = tables.read("TARGET_INFO_GPU", ["id", "memoryBandwidth"])
-            first = int(np.argmin(gpu.int("id", 0))) if gpu.n else -1
-            value = gpu.values["memoryBandwidth"][first] if first >= 0 and not gpu.null("memoryBandwidth")[first] else None
-            bandwidth = float(value) if value else None
-        except Exception:  # noqa: BLE001 - only a hint in a message
-            bandwidth = None
+    bandwidth = gpu_memory_bandwidth(trace.path, trace.schema)
     choice = peak_table.choose(trace.info.gpus, peak_tflops, peak_gbps, bandwidth)
     return Roofline(trace, model, counts, choice, config)
 
@@ -385,14 +376,12 @@ BASIS = {
 def _targets(r: Roofline) -> list[tuple[str, np.ndarray, str]]:
     """(name, range positions, counts path) of the ranges the report covers: steady-state
     steps and their phases, or, without `step_N` iterations, the main thread's top two levels."""
-    from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges
-
     m = r.model
-    iters = iteration_ranges(m, STEP)
+    steps = steps_of(m)
     out = []
-    if len(iters):
+    if steps.found:
         for name, path in PHASE_PATHS:
-            ids = iters if name == "step" else phase_ranges(m, iters, name)
+            ids = steps.steady if name == "step" else steps.phase(name)
             if len(ids):
                 out.append((name, ids, path))
         return out
@@ -411,7 +400,7 @@ def answers(trace: Trace, attribution: str = "process", flops_file=None, peak_tf
     r = roof or build(trace, attribution, flops_file, peak_tflops, peak_gbps)
     targets = _targets(r)
     ranges = [r.range_point(ids, path, label=name,
-                            wall_ns=int(step_times(r.model, ids).period_ns.sum()) if name == "step" else None)
+                            wall_ns=int(steps_of(r.model).times(ids).period_ns.sum()) if name == "step" else None)
               for name, ids, path in targets]
     by_name = {p.label: p for p in ranges}
     families, kernels = {}, []

@@ -1,11 +1,10 @@
-"""Iterations and phases: which ranges are the training loop's steps (`step_N`, `warmup_N`) and
-its phases (`forward`, `backward`, `optimizer`) inside them. The model's notion, below every
-analysis: the report page, findings, the roofline, idle time, diff and ranks all ask it."""
+"""Iterations and phases by name: which ranges are the training loop's steps (`step_N`,
+`warmup_N`) and its phases (`forward`, `backward`, `optimizer`) inside them. The pickers under
+model.steps, the one module that asks them (a contract in pyproject.toml): every analysis takes
+its steps from there."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
@@ -16,7 +15,6 @@ from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.parsers.read.load import Trace
 
 STEP, WARMUP = conventions.STEP_RANGE, conventions.WARMUP_RANGE
-PHASES, ATTENTION_PARTS = conventions.PHASES, conventions.ATTENTION_PARTS
 
 
 def iteration_ranges(model: RangeModel, pattern: re.Pattern) -> np.ndarray:
@@ -146,73 +144,3 @@ def process_ranges(trace: Trace, pid: int, pattern) -> tuple[np.ndarray, np.ndar
     sel = sel.sort_values(["start", "dur"]).drop_duplicates(subset=["plain", "start"], keep="first")
     sel = sel.sort_values("start")
     return sel["start"].to_numpy(np.int64), sel["end"].to_numpy(np.int64)
-
-
-# -- time on both clocks -------------------------------------------------------------------------
-# The CPU's clock: an NVTX range's span (start to end on its thread). The GPU's clock: the span of
-# the GPU work attributed to it, from its first op's start to its last op's end (NVIDIA's
-# `nvtx_gpu_proj_sum` "projection"). In a capture that does not synchronise at phase ends the GPU
-# runs behind the CPU and the two differ by tens of percent; the step itself is its *period*.
-@dataclass(frozen=True)
-class StepTimes:
-    """Iterations in time order with their times on both clocks, all in ns, one entry each.
-
-    period: from this iteration's start to the next iteration's start on the same thread (the pace
-    the loop keeps: in steady state, the pace the GPU sets); the last iteration ends when its GPU
-    work ends (or its range, if later). `cpu` is the NVTX span, `gpu` NVIDIA's projection."""
-
-    ids: np.ndarray
-    start_ns: np.ndarray
-    end_ns: np.ndarray  # the period's end
-    cpu_ns: np.ndarray
-    gpu_ns: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
-
-    @property
-    def period_ns(self) -> np.ndarray:
-        return self.end_ns - self.start_ns
-
-    def mean_period_ns(self) -> float | None:
-        return float(self.period_ns.mean()) if self.n else None
-
-    def gpu_lags(self) -> bool:
-        """The GPU's work on these iterations outlasts their CPU spans (the CPU ran ahead)."""
-        return bool(self.n) and gpu_lags(float(self.gpu_ns.sum()), float(self.cpu_ns.sum()))
-
-
-# The GPU "lags" a range when its GPU work spans this much more than the range's CPU span: below
-# it the two clocks agree within launch latency and jitter.
-LAG_RATIO = 1.05
-
-
-def gpu_lags(gpu_ns: float, cpu_ns: float) -> bool:
-    return cpu_ns > 0 and gpu_ns > LAG_RATIO * cpu_ns
-
-
-def period_ends(start: np.ndarray, last_end: np.ndarray, loop_starts: np.ndarray) -> np.ndarray:
-    """Where each iteration's period ends: at the next start in `loop_starts` (every iteration of
-    that loop, warm-ups too), else at `last_end` (the later of its range's and its GPU work's end)."""
-    loop = np.sort(np.asarray(loop_starts, dtype=np.int64))
-    after = np.searchsorted(loop, start, side="right")
-    has_next = after < len(loop)
-    return np.where(has_next, loop[np.minimum(after, max(len(loop) - 1, 0))] if len(loop) else 0, last_end)
-
-
-def step_times(model: RangeModel, ids: np.ndarray) -> StepTimes:
-    """The given iteration ranges' times (see StepTimes). The next iteration of one is the next
-    `step_N` or `warmup_N` on its thread, so the last warm-up's period ends where step_0 starts."""
-    ids = np.asarray(ids, dtype=np.int64)
-    ids = ids[np.lexsort((model.r_start[ids], model.r_gtid[ids]))] if len(ids) else ids
-    start = model.r_start[ids].astype(np.int64)
-    cpu_end = model.r_end[ids].astype(np.int64)
-    gpu = model.proj_ns[ids].astype(np.int64)
-    end = np.maximum(cpu_end, np.where(gpu > 0, model.gpu_end[ids], cpu_end))
-    every = np.concatenate([iteration_ranges(model, STEP), iteration_ranges(model, WARMUP)])
-    for g in np.unique(model.r_gtid[ids]):
-        mine = np.flatnonzero(model.r_gtid[ids] == g)
-        end[mine] = period_ends(start[mine], end[mine], model.r_start[every[model.r_gtid[every] == g]])
-    order = np.argsort(start, kind="stable")
-    return StepTimes(ids[order], start[order], end[order], (cpu_end - start)[order], gpu[order])

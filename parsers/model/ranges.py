@@ -4,12 +4,16 @@ the CLI and the tests (it never imports Textual).
 `RangeModel(trace, mode)` holds, per NVTX range: its parent (the tightest enclosing range
 on the same thread, as nsys defines it), depth, CPU time, and over the GPU ops attributed
 to it: op/kernel counts, summed kernel time, GPU projection (first op start to last op
-end) and GPU busy time (union of op intervals). `RangeNode` objects wrap rows for the UI.
+end) and GPU busy time (union of op intervals). `RangeNode` objects wrap rows for the UI
+(model.range_node); launches and correlations are model.launches, the cached tree model.tree_bundle.
+
+Over ~600 lines on purpose: RangeModel's arrays (attribution pairs, per-range metrics, nesting)
+are built, restored from the cache and restricted to one rank together, as one bundle; the
+aggregated tree it builds from them stays beside them.
 """
 from __future__ import annotations
 
 from copy import copy as shallow_copy
-from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -21,144 +25,21 @@ from nsight_tui.parsers.model.attribution import (
     slices_to_pairs,
 )
 from nsight_tui.parsers.read.groupstats import group_ids, group_stats
-from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK, api_display_name, index_dtype, pid_of, tid_of
+from nsight_tui.parsers.read.ids import KERNEL, OP_KINDS, PID_MASK, index_dtype
 from nsight_tui.parsers.read.cache import Bundle
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.model.inferred_ranges import with_inferred_ranges
+from nsight_tui.parsers.model.inferred import with_inferred_ranges
 from nsight_tui.parsers.model.main_thread import MainThread
-from nsight_tui.parsers.model.op_ranges import fold_name, fold_trailing_number, is_op_range, op_key
+from nsight_tui.parsers.model.op_ranges import fold_trailing_number, is_op_range, op_key
+from nsight_tui.parsers.model.launches import Correlation, LaunchRows, correlation, launch_rows
 from nsight_tui.parsers.model.range_nesting import tightest_enclosing
+from nsight_tui.parsers.model.range_node import RangeNode, ThreadGroup, copy_tree, gather_ops, display_name, path_key
+from nsight_tui.parsers.model.tree_bundle import tree_bundle, tree_from_bundle
 from nsight_tui.parsers.read.threads import in_parallel
 
-OPS = "ops"  # the level that holds PyTorch's op ranges under a user range (collapsed by default)
-
-def path_key(name: str) -> str:
-    """Names that differ only by a trailing number are one row when aggregated
-    (`step_3` -> `step_N`); PyTorch's op ranges lose their seq, op id and shapes
-    (`aten::mm, seq = 12, op_id = 17` -> `aten::mm`): parsers.op_ranges.fold_name."""
-    return fold_name(name)
-
-
-def display_name(name: str) -> str:
-    """nsys tags ranges `domain:text`; the default domain shows as a bare name."""
-    return name[1:] if name.startswith(":") else name
-
-
-@dataclass(eq=False, slots=True)
-class RangeNode:
-    """One NVTX range instance, or (aggregated view) all instances sharing a name path."""
-
-    model: "RangeModel" = field(repr=False)
-    name: str
-    ids: np.ndarray  # positions in trace.ranges (one for an instance, N when aggregated)
-    depth: int
-    parent: "RangeNode | None" = field(default=None, repr=False)
-    children: list["RangeNode"] = field(default_factory=list, repr=False)
-    is_ops: bool = False  # the synthetic `ops` level: ids are its children's
-    foreign: bool = False  # another thread's range shown under the main range it ran in
-    # (model, op positions): kept, since the kernel table and its ratios both ask, and a
-    # node of every step holds 10^6 of them
-    ops_cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
-    # per metric array: (the array, this node's sum over it); kept, since every redraw of a
-    # tree row asks (a node of every step sums 10^5 instances: 40-60 ms a key at 3M ranges)
-    sums: dict | None = field(default=None, init=False, repr=False, compare=False)
-
-    @property
-    def instances(self) -> int:
-        return len(self.ids)
-
-    @property
-    def label(self) -> str:
-        return OPS if self.is_ops else display_name(self.name)
-
-    @property
-    def is_op_range(self) -> bool:
-        return not self.is_ops and bool(self.model.range_is_op[self.ids[0]])
-
-    @property
-    def key(self) -> str:
-        """The name it aggregates under (`step_N`, `aten::mm`; `ops` for the ops level)."""
-        return OPS if self.is_ops else self.model.range_key[self.ids[0]]
-
-    @property
-    def start(self) -> int:
-        return int(self.model.r_start[self.ids].min())
-
-    @property
-    def end(self) -> int:
-        return int(self.model.r_end[self.ids].max())
-
-    def _sum(self, arr) -> int:
-        sums = self.sums
-        if sums is None:
-            sums = self.sums = {}
-        kept = sums.get(id(arr))
-        if kept is None or kept[0] is not arr:  # a new model's array (tree_from, a rank's scope)
-            kept = sums[id(arr)] = (arr, int(arr[self.ids].sum()))
-        return kept[1]
-
-    @property
-    def cpu_ns(self) -> int:
-        return self._sum(self.model.cpu_ns)
-
-    @property
-    def kernel_ns(self) -> int:
-        return self._sum(self.model.kernel_ns)
-
-    @property
-    def op_ns(self) -> int:
-        return self._sum(self.model.op_ns)
-
-    @property
-    def kernels(self) -> int:
-        return self._sum(self.model.kernel_count)
-
-    @property
-    def ops(self) -> int:
-        return self._sum(self.model.op_count)
-
-    @property
-    def proj_ns(self) -> int:
-        return self._sum(self.model.proj_ns)
-
-    @property
-    def busy_ns(self) -> int:
-        return self._sum(self.model.busy_ns)
-
-    @property
-    def gtid(self) -> int:
-        return int(self.model.r_gtid[self.ids[0]])
-
-    @property
-    def path(self) -> tuple[str, ...]:
-        node: RangeNode | None = self
-        out = []
-        while node is not None:
-            out.append(node.label)
-            node = node.parent
-        return tuple(reversed(out))
-
-    def share_of_parent(self) -> float | None:
-        if self.parent is None or self.parent.busy_ns == 0:
-            return None
-        return self.busy_ns / self.parent.busy_ns
-
-    def op_positions(self) -> np.ndarray:
-        """Positions of the ops attributed to this node (kept: the kernel table and its
-        ratios both ask, and a node of every step holds 10^6 of them)."""
-        cached = self.ops_cache
-        if cached is None or cached[0] is not self.model:
-            cached = self.ops_cache = (self.model, self.model.ops_of(self.ids))
-        return cached[1]
-
-
-@dataclass(eq=False)
-class ThreadGroup:
-    gpid: int
-    gtid: int
-    label: str
-    roots: list[RangeNode]
-    is_main: bool
+# The model's front door: the tree's nodes and names live in range_node, launches in launches.
+__all__ = ["Correlation", "LaunchRows", "RangeModel", "RangeNode", "ThreadGroup", "display_name", "path_key",
+           "range_model"]
 
 
 class RangeModel:
@@ -416,7 +297,7 @@ class RangeModel:
         stack = list(roots.values()) if self.range_is_op.any() else []
         while stack:  # every level, the copies' too
             level = stack.pop()
-            _gather_ops(level)
+            gather_ops(level)
             stack.extend(n.children for n in level if n.children)
         return self._groups(roots)
 
@@ -427,7 +308,7 @@ class RangeModel:
         tops, hosts = self._foreign_tops()
         for top, host in zip(tops.tolist(), hosts.tolist()):
             parent = nodes[host]
-            parent.children.append(_copy_tree(nodes[top], parent))
+            parent.children.append(copy_tree(nodes[top], parent))
         for n in {id(nodes[h]): nodes[h] for h in hosts.tolist()}.values():
             n.children.sort(key=lambda c: c.start)
 
@@ -716,56 +597,9 @@ class RangeModel:
         rows = self.launch_rows(op_positions, name)
         return pd.DataFrame({key: rows.text(key) if key in rows.texts else values for key, values in rows.columns.items()})
 
-    def launch_rows(self, op_positions: np.ndarray, name: str | None = None) -> "LaunchRows":
-        """`launches` as arrays, in launch order (start, device, stream, correlation ID): the
-        text columns as codes into their distinct values, turned into strings by whoever
-        needs them (a table of 10^5 launches draws 40 rows)."""
-        t = self.trace
-        pos = np.asarray(op_positions, dtype=np.int64)
-        ops = t.ops
-        op_name = ops["name"].to_numpy()
-        if name is not None:
-            code = t.op_names.index(name) if name in t.op_names else -1
-            pos = pos[op_name[pos] == code]
-        o_start = ops["start"].to_numpy()[pos]
-        device, stream, corr = (ops[c].to_numpy()[pos] for c in ("device", "stream", "corr"))
-        # the order a stable sort by (start, device, stream, corr) of the rows in `pos` order gives
-        # (none to do where the starts already rise: ops are mostly stored in time order)
-        if len(pos) > 1 and not (o_start[1:] > o_start[:-1]).all():
-            order = np.lexsort((corr, stream, device, o_start))
-            pos, o_start, device, stream, corr = pos[order], o_start[order], device[order], stream[order], corr[order]
-        o_api = ops["api"].to_numpy()[pos]
-        has = o_api >= 0
-        safe = np.where(has, o_api, 0)
-        api = t.api
-        if len(api):
-            a_start = np.where(has, api["start"].to_numpy()[safe], -1)
-            a_gtid = np.where(has, api["gtid"].to_numpy()[safe], -1)
-            a_name = np.where(has, api["name"].to_numpy()[safe], -1)
-        else:
-            a_start = a_gtid = a_name = np.full(len(pos), -1)
-        # Strings are looked up once per distinct value, then spread by index.
-        name_codes, name_of = np.unique(op_name[pos], return_inverse=True)
-        api_names = np.array([*map(api_display_name, t.api_names), ""], dtype=object)
-        threads, thread_idx = np.unique(a_gtid, return_inverse=True)
-        thread_text = np.array([t.thread_label(int(g)) if g >= 0 else "" for g in threads], dtype=object)
-        columns = {
-            "op": pos,
-            "name": name_of.reshape(-1),
-            "start": o_start,
-            "duration": ops["end"].to_numpy()[pos] - o_start,
-            "device": device,
-            "stream": stream,
-            "corr": corr,
-            "api_name": a_name,
-            "api_start": a_start,
-            "tid": np.where(a_gtid >= 0, tid_of(a_gtid), -1),
-            "thread": thread_idx.reshape(-1),
-            "latency": np.where(has, o_start - a_start, 0),
-        }
-        texts = {"name": np.array(t.op_names, dtype=object)[name_codes] if len(pos) else np.zeros(0, dtype=object),
-                 "api_name": api_names, "thread": thread_text}
-        return LaunchRows(columns, texts, has)
+    def launch_rows(self, op_positions: np.ndarray, name: str | None = None) -> LaunchRows:
+        """`launches` as arrays, in launch order (model.launches.launch_rows)."""
+        return launch_rows(self, op_positions, name)
 
     def stack_at(self, gtid: int, t_start: int, t_end: int | None = None) -> list[int]:
         """Range positions on thread `gtid` open over [t_start, t_end], outermost first."""
@@ -775,169 +609,10 @@ class RangeModel:
         sel = np.flatnonzero((self.r_gtid == gtid) & (self.r_start <= t_start) & (self.r_end >= t_end))
         return sel[np.argsort(self.depth[sel], kind="stable")].tolist()
 
-    def correlation(self, corr: int, gpid: int | None = None) -> "Correlation | None":
-        """The API call with this correlation ID (in process `gpid`, or the first process
-        that has it), the GPU ops it launched, and the NVTX ranges open around it."""
-        t = self.trace
-        api = t.api
-        sel = np.flatnonzero(api["corr"].to_numpy() == corr)
-        if gpid is not None:
-            sel = sel[(api["gtid"].to_numpy()[sel] & PID_MASK) == gpid]
-        if len(sel) == 0:
-            return None
-        a = int(sel[0])
-        row = api.iloc[a]
-        gtid = int(row["gtid"])
-        op_pos = np.flatnonzero(t.ops["api"].to_numpy() == a)
-        op_pos = op_pos[np.lexsort((t.ops["corr"].to_numpy()[op_pos], t.ops["start"].to_numpy()[op_pos]))]
-        own = self.stack_at(gtid, int(row["start"]), int(row["end"]))
-        main = self.main_threads.get(gtid & PID_MASK)
-        attributed = sorted(set(self.pair_range[np.isin(self.pair_op, op_pos)].tolist()),
-                            key=lambda i: (self.depth[i], self.r_start[i]))
-        return Correlation(
-            corr=corr, api_pos=a, api_name=api_display_name(t.api_names[int(row["name"])]), api_start=int(row["start"]),
-            api_end=int(row["end"]), gtid=gtid, pid=pid_of(gtid), tid=tid_of(gtid),
-            thread=t.thread_label(gtid), process=t.process_label(gtid & PID_MASK), ops=self.op_table(op_pos),
-            own_stack=[display_name(t.ranges["name"].iat[i]) for i in own],
-            main_thread=t.thread_label(main) if main is not None else "",
-            main_stack=[display_name(t.ranges["name"].iat[i]) for i in self.stack_at(main, int(row["start"]))]
-            if main is not None and main != gtid else [],
-            attributed=[display_name(t.ranges["name"].iat[i]) for i in attributed],
-        )
-
-
-def tree_bundle(groups: list[ThreadGroup], n: int) -> Bundle:
-    """The aggregated tree as arrays, its nodes in depth-first order (a parent before its
-    children, children in order): each node's parent, depth, flags, name (a code into the
-    distinct names) and instances (a slice of one array); the roots' threads."""
-    nodes: list[RangeNode] = []
-    parent: list[int] = []
-    root_gtids: list[int] = []
-    for g in groups:
-        for root in g.roots:
-            root_gtids.append(g.gtid)
-            stack: list[tuple[RangeNode, int]] = [(root, -1)]
-            while stack:
-                node, above = stack.pop()
-                at = len(nodes)
-                nodes.append(node)
-                parent.append(above)
-                stack.extend((child, at) for child in reversed(node.children))
-    counts = np.array([len(node.ids) for node in nodes], dtype=np.int64)
-    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    ids = np.concatenate([np.asarray(node.ids, dtype=np.int64) for node in nodes]) if nodes else np.zeros(0, np.int64)
-    name_code, names = pd.factorize(pd.Series([node.name for node in nodes], dtype=object))
-    arrays = {
-        "parent": np.array(parent, dtype=np.int64),
-        "depth": np.array([node.depth for node in nodes], dtype=np.int64),
-        "flags": np.array([node.is_ops | node.foreign << 1 for node in nodes], dtype=np.int8),
-        "name": name_code.astype(np.int32),
-        "offsets": offsets,
-        "ids": ids,
-        "root_gtid": np.array(root_gtids, dtype=np.int64),
-    }
-    return Bundle(values={"n": n, "nodes": len(nodes), "names": [str(x) for x in names]}, arrays=arrays)
-
-
-def tree_from_bundle(saved: Bundle, model: "RangeModel") -> dict[int, list[RangeNode]] | None:
-    """The roots per thread `tree_bundle` stored, as nodes of `model`; None where the bundle
-    does not fit the model (then the tree is built again)."""
-    try:
-        a, names = saved.arrays, saved.values["names"]
-        k = int(saved.values["nodes"])
-        parent, depth, flags, name, offsets, ids, root_gtid = (
-            a[key] for key in ("parent", "depth", "flags", "name", "offsets", "ids", "root_gtid"))
-        if saved.values["n"] != model.n or len(parent) != k or len(offsets) != k + 1:
-            return None
-        if k and (offsets[0] != 0 or offsets[-1] != len(ids) or (np.diff(offsets) < 0).any()
-                  or (parent >= np.arange(k)).any() or name.min() < 0 or name.max() >= len(names)):
-            return None
-        if len(ids) and (ids.min() < 0 or ids.max() >= model.n):
-            return None
-        if int((parent < 0).sum()) != len(root_gtid):
-            return None
-    except (KeyError, TypeError, ValueError):
-        return None
-    nodes: list[RangeNode] = []
-    roots: dict[int, list[RangeNode]] = {}
-    gtids = iter(root_gtid.tolist())
-    bounds, codes = offsets.tolist(), name.tolist()
-    for i, (p, d, f) in enumerate(zip(parent.tolist(), depth.tolist(), flags.tolist())):
-        above = nodes[p] if p >= 0 else None
-        node = RangeNode(model, names[codes[i]], ids[bounds[i]:bounds[i + 1]], d, above,
-                         is_ops=bool(f & 1), foreign=bool(f & 2))
-        nodes.append(node)
-        if above is None:
-            roots.setdefault(next(gtids), []).append(node)
-        else:
-            above.children.append(node)
-    return roots
-
-
-def _copy_tree(node: RangeNode, parent: RangeNode) -> RangeNode:
-    """`node`'s subtree again, under `parent` (the same ranges, another place in the tree)."""
-    top = RangeNode(node.model, node.name, node.ids, parent.depth + 1, parent, foreign=True)
-    stack = [(node, top)]
-    while stack:
-        src, dst = stack.pop()
-        for child in src.children:
-            copy = RangeNode(child.model, child.name, child.ids, dst.depth + 1, dst, foreign=True)
-            dst.children.append(copy)
-            stack.append((child, copy))
-    return top
-
-
-def _gather_ops(level: list[RangeNode]) -> None:
-    """Where user ranges and PyTorch's op ranges are siblings, the op ranges move under one
-    `ops` node, after the user ranges (the user's own structure stays on top)."""
-    ops = [n for n in level if n.is_op_range]
-    if not ops or len(ops) == len(level):
-        return
-    parent = ops[0].parent
-    holder = RangeNode(ops[0].model, OPS, np.concatenate([n.ids for n in ops]),
-                       ops[0].depth, parent, is_ops=True)
-    for n in ops:
-        n.parent = holder
-        n.depth = holder.depth + 1
-    holder.children = ops
-    level[:] = [n for n in level if not n.is_op_range] + [holder]
-
-
-@dataclass
-class LaunchRows:
-    """One kernel's (or every op's) launches as columns in launch order (`RangeModel.launch_rows`).
-    `texts[key]`: the distinct strings a text column's codes index (-1: the last, ""); `linked`:
-    per row, whether a launching API call is known."""
-
-    columns: dict[str, np.ndarray]
-    texts: dict[str, np.ndarray]
-    linked: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.linked)
-
-    def text(self, key: str) -> np.ndarray:
-        """The text column `key` as strings (an object array: one per row)."""
-        return self.texts[key][self.columns[key]] if len(self) else np.zeros(0, dtype=object)
-
-
-@dataclass
-class Correlation:
-    corr: int
-    api_pos: int
-    api_name: str
-    api_start: int
-    api_end: int
-    gtid: int
-    pid: int
-    tid: int
-    thread: str
-    process: str
-    ops: pd.DataFrame
-    own_stack: list[str]
-    main_thread: str
-    main_stack: list[str]
-    attributed: list[str]
+    def correlation(self, corr: int, gpid: int | None = None) -> Correlation | None:
+        """The API call with this correlation ID, its GPU ops and the ranges around it
+        (model.launches.correlation)."""
+        return correlation(self, corr, gpid)
 
 
 METRIC_BLOCK_PAIRS = 1 << 20

@@ -30,7 +30,7 @@ OOM_SUFFIX = ".oom"  # STEM.oom.json (the record) and STEM.oom.sqlite (the expor
 # is a truly unannotated trace; its Python step times go beside it in STEM.steps.json instead.
 NO_NVTX_SUFFIX = "_nonvtx"
 STEPS_SIDECAR_SUFFIX = ".steps.json"
-# The NVTX domain of ranges nsight-tui infers from a trace's kernel sequence (parsers.model.inferred_ranges):
+# The NVTX domain of ranges nsight-tui infers from a trace's kernel sequence (parsers.model.inferred):
 # shown `inferred:step_0`, never written to any export.
 INFERRED_DOMAIN = "inferred"
 

@@ -20,6 +20,7 @@ from nsight_tui.parsers.read.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents, read_gpu_memory
 from nsight_tui.parsers.read.gpu_metrics import GpuMetrics, read_gpu_metrics
+from nsight_tui.parsers.read.memcpy import read_memcpy_calls
 from nsight_tui.parsers.read.sync_events import SyncEvents, read_sync_events
 from nsight_tui.parsers.read.groupstats import group_ids
 from nsight_tui.parsers.read.heap import release_free_memory
@@ -150,6 +151,14 @@ class Trace:
         """nsys's GPU memory events, failed CUDA calls and the GPUs' memory (read on first use)."""
         with open_tables(self.path, probe=False) as tables:
             return read_gpu_memory(tables)
+
+    def memcpy_calls(self, device: int) -> list[tuple] | None:
+        """nsys's copies on `device` with their CUDA calls (read.memcpy: the row layout), read on
+        first use; None where the export has no copies or lacks a column they need."""
+        key = ("memcpy_calls", device)
+        if key not in self.derived:
+            self.derived[key] = read_memcpy_calls(self.path, self.info.export_kind, self.schema, device)
+        return self.derived[key]
 
     @cached_property
     def gpu_metrics(self) -> GpuMetrics:

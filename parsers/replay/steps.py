@@ -2,7 +2,7 @@
 
 The one place the replay chooses its steps: the model's iterations (`step_N`, `warmup_N`, named
 by the capture or inferred from the kernel sequence), the steady-state ones measured. The period
-is the model's (parsers/model/iterations.py): from a step's start to the next iteration's start
+is the model's (parsers/model/steps.py): from a step's start to the next iteration's start
 on its thread; the last ends with the later of its range's end and its GPU work's end (the ops
 whose launching call starts inside the range, in its process)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, period_ends
+from nsight_tui.parsers.model.steps import period_ends, steps_of
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.parsers.replay.graph import Graph
@@ -36,7 +36,8 @@ class StepRanges:
 def step_ranges(trace) -> StepRanges:
     model = trace.derived.get("replay.model") or range_model(trace)
     trace.derived["replay.model"] = model
-    steps, warm = iteration_ranges(model, STEP), iteration_ranges(model, WARMUP)
+    taken = steps_of(model)
+    steps, warm = taken.steady, taken.warmup
     ids = np.concatenate([steps, warm]).astype(np.int64)
     is_step = np.concatenate([np.ones(len(steps), bool), np.zeros(len(warm), bool)])
     start = model.r_start[ids].astype(np.int64)

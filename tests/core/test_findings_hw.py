@@ -302,7 +302,8 @@ def test_memory_bound_by_ncu_figures(ncu_pair, monkeypatch):
     its mul, bitwise_not, masked_fill runs are chains (as SQL's runs); by ncu's figures they are not
     (masked_fill measures SM 29% > memory 20%), exactly as SQL's runs keeping only the names NVIDIA's
     reader says are memory-bound."""
-    from nsight_tui.parsers.analyses import findings as rules
+    from nsight_tui.parsers.analyses.findings import fusion as rules
+    from nsight_tui.parsers.analyses.findings import context
 
     export, trace, a = ncu_pair
     mem: dict[str, list[tuple[float, float]]] = {}
@@ -318,8 +319,8 @@ def test_memory_bound_by_ncu_figures(ncu_pair, monkeypatch):
     def runs(chains) -> list:
         return sorted(sorted(int(x) for x in dur[p]) for p, _ in chains)
 
-    by_family = rules.elementwise_chains(rules.context(trace))
+    by_family = rules.elementwise_chains(context(trace))
     assert runs(by_family) == sorted(sorted(r) for r in chains_sql(export, in_attention=True)) and len(by_family) >= 4
-    by_ncu = rules.elementwise_chains(rules.context(trace, ncu=a))
+    by_ncu = rules.elementwise_chains(context(trace, ncu=a))
     expect = chains_sql(export, in_attention=True, keep=lambda r: bound.get(r[4], True))
     assert runs(by_ncu) == sorted(sorted(r) for r in expect) and len(by_ncu) < len(by_family)

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsight_tui.parsers.model.inferred_ranges import inference
-from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, step_times
+from nsight_tui.parsers.model.inferred import inference
+from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
+from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.render.document import inferred_json
 from nsight_tui.parsers.nsys.reports import nvtx_gpu_proj_sum, nvtx_sum
@@ -137,7 +138,7 @@ def test_the_range_model_reads_inferred_iterations_as_steps(nonvtx):
         it = gpu[i + 1]
         want = [k for k in kernels if it.start_ns <= k[1] < it.end_ns]
         assert model.kernel_count[rid] == len(want) == it.kernels
-    period = step_times(model, steps).period_ns.mean()  # the CPU clock's period, like the twin's
+    period = steps_of(model).times(steps).period_ns.mean()  # the CPU clock's period, like the twin's
     twin_steps = [it.period for it in sql_iterations(nonvtx(TRAIN + TWIN)) if it.name.startswith("step_")]
     assert period == pytest.approx(np.mean(twin_steps), rel=0.02)
 

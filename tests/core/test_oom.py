@@ -16,7 +16,7 @@ from nsight_tui.parsers.analyses import sweep
 from nsight_tui.parsers.analyses.oom import oom_facts
 from nsight_tui.parsers.analyses.report import build
 from nsight_tui.render.document import document
-from nsight_tui.parsers.model.inferred_ranges import inference
+from nsight_tui.parsers.model.inferred import inference
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.render.report import single_markdown

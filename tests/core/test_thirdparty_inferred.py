@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from nsight_tui.parsers.analyses.layout import layout_share
-from nsight_tui.parsers.model.inferred_ranges import inference
+from nsight_tui.parsers.model.inferred import inference
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.render.document import inferred_json

@@ -1,13 +1,13 @@
 """The pace view (`p`): each iteration's time in order, outliers marked (what NVIDIA's
 `nvtx_pace` recipe gives). No Textual here.
 
-Iterations come from parsers.model.iterations (`warmup_N`, `step_N`, found by name wherever they
+Iterations come from parsers.model.steps (`warmup_N`, `step_N`, found by name wherever they
 nest). Two times per iteration, each saying what it is:
 - CPU span: the iteration range's own start to end (the CPU clock: NVTX push to pop);
 - GPU time: the range's GPU projection (first GPU op start to last op end of the work it holds,
   `RangeModel.proj_ns`, nsys's nvtx_gpu_proj_sum).
 - period: the iteration's start to the next iteration's start (the last: to the end of its GPU
-  work), parsers.model.iterations.step_times: the step as the loop keeps it, which is the pace.
+  work), parsers.model.steps.StepTimes: the step as the loop keeps it, which is the pace.
 
 Outliers: among the steady-state steps, a period further than max(3 × 1.4826 × MAD, 5% of the
 median) from the median (a robust z-score; the floor keeps near-identical steps unmarked); with
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers.model.iterations import STEP, WARMUP, iteration_ranges, period_ends, step_times
+from nsight_tui.parsers.model.steps import period_ends, steps_of
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.ids import pid_of
@@ -78,7 +78,8 @@ class PaceView:
 
 def iteration_rows(model: RangeModel) -> pd.DataFrame:
     """Every iteration range, in time order: name, kind, start, end, CPU span, GPU time."""
-    steps, warm = iteration_ranges(model, STEP), iteration_ranges(model, WARMUP)
+    found = steps_of(model)
+    steps, warm = found.steady, found.warmup
     ids = np.concatenate([warm, steps]).astype(np.int64)
     kind = np.array(["warmup"] * len(warm) + ["step"] * len(steps))
     order = np.lexsort((ids, model.r_start[ids])) if len(ids) else np.zeros(0, dtype=np.int64)
@@ -92,7 +93,7 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
     if model.gpu_pending:  # the last iteration's GPU end is not known yet: its range's end for now
         period = period_ends(start, end, start) - start if len(ids) else np.zeros(0, np.int64)
     else:
-        times = step_times(model, ids)
+        times = found.times(ids)
         at = {int(i): int(p) for i, p in zip(times.ids, times.period_ns)}
         period = np.array([at[int(i)] for i in ids], dtype=np.int64)
     return pd.DataFrame({"rid": ids, "name": names, "kind": kind, "start": start,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsight_tui.parsers.analyses.idle import Gap, IdleSplit, WindowIdle
-from nsight_tui.parsers.model.iterations import gpu_lags
+from nsight_tui.parsers.model.steps import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, display_name
 from nsight_tui.parsers.analyses.timeline import Cells, Item, Lane, Timeline, cell_edges
 from nsight_tui.render.safe import visible

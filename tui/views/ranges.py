@@ -12,8 +12,8 @@ from textual.reactive import var
 from textual.message import Message
 from textual.widgets import Static
 
-from nsight_tui.parsers.model.inferred_ranges import inference
-from nsight_tui.parsers.model.iterations import gpu_lags
+from nsight_tui.parsers.model.inferred import inference
+from nsight_tui.parsers.model.steps import gpu_lags
 from nsight_tui.parsers.model.ranges import RangeNode
 from nsight_tui.render.process_view import main_thread_reason
 from nsight_tui.render.tables import markdown as md_table
@@ -136,7 +136,7 @@ class RangesScreen(ViewScreen):
         return f"ranges (aggregated by name path) · total ×N{cpu} · i: per instance"
 
     def has_inferred(self) -> bool:
-        """Ranges inferred from the kernel sequence are in the tree (parsers.model.inferred_ranges)."""
+        """Ranges inferred from the kernel sequence are in the tree (parsers.model.inferred)."""
         return inference(self.session.trace).found
 
     # -- building -------------------------------------------------------------------------------
@@ -255,7 +255,7 @@ class RangesScreen(ViewScreen):
         n = node.instances
         if n > 1:
             text.append(f"total ×{n}: ")
-        # an inferred range (parsers.model.inferred_ranges) spans its kernels' launches, not an NVTX push/pop
+        # an inferred range (parsers.model.inferred) spans its kernels' launches, not an NVTX push/pop
         span = "launch span, inferred from the kernel sequence" if node.label.startswith(INFERRED) else "NVTX span"
         text.append(f"CPU {numbers.duration(node.cpu_ns)} ({span}) · GPU {numbers.duration(node.proj_ns)} (its work's span)")
         if gpu_lags(node.proj_ns, node.cpu_ns):

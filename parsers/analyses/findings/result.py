@@ -1,0 +1,70 @@
+"""What the rules find (`Finding`) and the findings' JSON (`report -f json`'s "findings"): every
+`to_json`-style shaping of the package lives here, in one place for the render layer to take."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from nsight_tui.parsers.analyses.findings.thresholds import THRESHOLDS, threshold
+
+
+@dataclass
+class Finding:
+    id: str
+    title: str
+    ranges: list[str]
+    saving_ms_per_step: float
+    basis: str  # how the saving was estimated, in words
+    fix: str
+    evidence: dict  # the figures, units in the keys
+    rows: list[dict] = field(default_factory=list)  # what the figures stand on (gaps, calls, kernels, copies)
+    start_ns: int | None = None  # where to look first (the largest piece of evidence)
+    end_ns: int | None = None
+    # The device time its saving stands on (disjoint sorted [start, end) arrays): idle it would
+    # fill, or kernels it would shorten. findings() gives each nanosecond to one finding only.
+    claim: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    saving_alone_ms_per_step: float | None = None  # before the time other findings claimed was taken out
+    overlaps: list[str] = field(default_factory=list)  # higher-ranked findings that claimed some of its time
+    # A finding that shortens GPU work saves step time only while the CPU waits for the GPU: such
+    # findings share that wait (findings() caps their sum at it).
+    gpu_work: bool = field(default=False, repr=False)
+    capped_by_cpu_wait: bool = False  # its saving was cut to what was left of the CPU's wait for the GPU
+
+    @property
+    def range(self) -> str:
+        return ", ".join(self.ranges)
+
+    def to_json(self) -> dict:
+        return finding_json(self)
+
+
+# Below this a finding's cause is present but fixing it gains nothing measurable: it stands apart.
+NOTHING_TO_GAIN_MS = 0.01
+
+
+def finding_json(f: Finding) -> dict:
+    out = {k: v for k, v in asdict(f).items() if k not in ("claim", "gpu_work")}
+    return {**out, "range": f.range}
+
+
+def document(step_ns: float | None, steps: int, cpu_wait_ns: float | None, every: list[Finding],
+             not_checked: list[str]) -> dict:
+    """The JSON under "findings": the findings with a saving, their combined saving (each
+    nanosecond once), and apart those present with nothing to gain."""
+    gain = [f for f in every if f.saving_ms_per_step >= max(NOTHING_TO_GAIN_MS, threshold("min_saving_ms"))]
+    apart = [f for f in every if f not in gain]
+    alone = sum(f.saving_alone_ms_per_step or f.saving_ms_per_step for f in gain)
+    combined = sum(f.saving_ms_per_step for f in gain)
+    return {"step_ns": step_ns, "steps": steps,
+            "step_basis": "the step period: each step's start to the next's (the last ends with its GPU work)",
+            "findings": [finding_json(f) for f in gain],
+            "combined_saving_ms_per_step": combined,
+            "overlap_ms_per_step": alone - combined,
+            "present_no_saving": [{"id": f.id, "title": f.title, "saving_alone_ms_per_step": f.saving_alone_ms_per_step,
+                                   "evidence": f.evidence,
+                                   "overlaps": f.overlaps, "capped_by_cpu_wait": f.capped_by_cpu_wait}
+                                  for f in apart],
+            "cpu_wait_ms_per_step": None if cpu_wait_ns is None else cpu_wait_ns / 1e6,
+            "not_checked": not_checked,
+            "thresholds": {k: asdict(v) for k, v in THRESHOLDS.items()}}

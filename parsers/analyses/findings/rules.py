@@ -1,0 +1,63 @@
+"""The rules by id, and running them: every rule that fires on the steady-state steps, largest
+saving first, each nanosecond of device time claimed once (partition)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nsight_tui.parsers.analyses.findings.communication import exposed_communication
+from nsight_tui.parsers.analyses.findings.context import context
+from nsight_tui.parsers.analyses.findings.copies import not_checked, pageable_memcpy, sync_memcpy
+from nsight_tui.parsers.analyses.findings.fusion import elementwise_chain, unfused_attention, unfused_optimizer
+from nsight_tui.parsers.analyses.findings.gemm import fp32_gemm, occupancy_limited, tensor_cores_idle
+from nsight_tui.parsers.analyses.findings.host import host_bound_gap, launch_bound, sync_stall
+from nsight_tui.parsers.analyses.findings.partition import partition
+from nsight_tui.parsers.analyses.findings.result import Finding, document
+from nsight_tui.parsers.analyses.findings.window import warmup_in_window
+from nsight_tui.parsers.read.load import Trace
+
+if TYPE_CHECKING:
+    from nsight_tui.parsers.analyses.ncu import NcuAnalysis
+    from nsight_tui.parsers.analyses.ranks import Rank
+
+
+RULES = {
+    "host-bound-gap": host_bound_gap,
+    "sync-stall": sync_stall,
+    "launch-bound": launch_bound,
+    "unfused-optimizer": unfused_optimizer,
+    "fp32-gemm-without-tensor-cores": fp32_gemm,
+    "unfused-attention": unfused_attention,
+    "occupancy-limited": occupancy_limited,
+    "tensor-cores-idle": tensor_cores_idle,
+    "elementwise-chain": elementwise_chain,
+    "pageable-memcpy": pageable_memcpy,
+    "sync-memcpy": sync_memcpy,
+    "exposed-communication": exposed_communication,
+    "warmup-in-window": warmup_in_window,
+}
+
+
+RULE_IDS = tuple(RULES)
+
+
+def findings(trace: Trace, attribution: str = "process", rules: dict | None = None,
+             rank: Rank | None = None, ncu: NcuAnalysis | None = None) -> list[Finding]:
+    """Every rule that fires on the trace's steady-state steps (`rank`'s under a rank filter),
+    largest saving first, with each nanosecond of device time claimed by one finding only. `ncu`:
+    an Nsight Compute report joined to the trace (analyses.ncu.analyse), for the rules that read it."""
+    c = context(trace, attribution, rank, ncu)
+    if c is None:
+        return []
+    out: list[Finding] = []
+    for rule in (rules or RULES).values():
+        found = rule(c)  # a rule per kernel name (occupancy-limited) gives a list
+        out += found if isinstance(found, list) else [found] if found is not None else []
+    return sorted(partition(out, c.cpu_wait_ns / 1e6), key=lambda f: (-f.saving_ms_per_step, f.id))
+
+
+def answers(trace: Trace, attribution: str = "process", ncu: NcuAnalysis | None = None) -> dict:
+    """The JSON under "findings" in `report -f json` (result.document)."""
+    c = context(trace, attribution, ncu=ncu)
+    every = findings(trace, attribution, ncu=ncu)
+    return document(None if c is None else c.step_ns, 0 if c is None else c.n, None if c is None else c.cpu_wait_ns,
+                    every, not_checked(trace))

@@ -1,0 +1,264 @@
+"""The steps: which iterations of a trace are its steady state, and their time on both clocks.
+
+One `Steps` per range model (`steps_of(model)`, built once and kept with the model, which the
+trace keeps): the steady-state iterations (`step_N`) and their warm-ups (`warmup_N`), found by
+name wherever they nest (model.iterations), the phases inside them (`forward`, `backward`,
+`optimizer`, ...), each iteration's window on both clocks (`StepTimes`: its CPU span, its GPU
+work's span, and its period, the pace the loop keeps), the processes they belong to, and the basis
+they stand on: the export's NVTX `step_N`, iterations inferred from the kernel sequence
+(model.inferred: their CPU span is a launch span), or none (the whole capture).
+
+Where a trace holds several processes (ranks), `Steps` holds every process's iterations and
+`of_process(pid)` gives one process's. `process_steps(trace, pid)` is the same notion read off the
+trace without a range model (parsers.analyses.ranks maps it over many files).
+
+Every analysis, the report and the TUI ask this module; only this module asks model.iterations
+which ranges are steps (a contract in pyproject.toml keeps it so).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable
+
+import numpy as np
+
+from nsight_tui.parsers.model.iterations import iteration_ranges, nesting_note, phase_ranges, process_ranges
+from nsight_tui.parsers.model.inferred import with_inferred_ranges
+from nsight_tui.parsers.model.ranges import RangeModel
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.ids import pid_of
+from nsight_tui.parsers.read.load import Trace
+
+STEP, WARMUP = conventions.STEP_RANGE, conventions.WARMUP_RANGE
+PHASES, ATTENTION_PARTS = conventions.PHASES, conventions.ATTENTION_PARTS
+
+# What the steps stand on, as the screen says it.
+BASIS_NVTX = "NVTX step_N"
+BASIS_INFERRED = "iterations inferred from the kernel sequence"
+BASIS_NONE = "no iterations: the whole capture"
+
+
+# -- time on both clocks -------------------------------------------------------------------------
+# The CPU's clock: an NVTX range's span (start to end on its thread). The GPU's clock: the span of
+# the GPU work attributed to it, from its first op's start to its last op's end (NVIDIA's
+# `nvtx_gpu_proj_sum` "projection"). In a capture that does not synchronise at phase ends the GPU
+# runs behind the CPU and the two differ by tens of percent; the step itself is its *period*.
+@dataclass(frozen=True)
+class StepTimes:
+    """Iterations in time order with their times on both clocks, all in ns, one entry each.
+
+    period: from this iteration's start to the next iteration's start on the same thread (the pace
+    the loop keeps: in steady state, the pace the GPU sets); the last iteration ends when its GPU
+    work ends (or its range, if later). `cpu` is the NVTX span, `gpu` NVIDIA's projection."""
+
+    ids: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray  # the period's end
+    cpu_ns: np.ndarray
+    gpu_ns: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def period_ns(self) -> np.ndarray:
+        return self.end_ns - self.start_ns
+
+    def mean_period_ns(self) -> float | None:
+        return float(self.period_ns.mean()) if self.n else None
+
+    def gpu_lags(self) -> bool:
+        """The GPU's work on these iterations outlasts their CPU spans (the CPU ran ahead)."""
+        return bool(self.n) and gpu_lags(float(self.gpu_ns.sum()), float(self.cpu_ns.sum()))
+
+
+# The GPU "lags" a range when its GPU work spans this much more than the range's CPU span: below
+# it the two clocks agree within launch latency and jitter.
+LAG_RATIO = 1.05
+
+
+def gpu_lags(gpu_ns: float, cpu_ns: float) -> bool:
+    return cpu_ns > 0 and gpu_ns > LAG_RATIO * cpu_ns
+
+
+def period_ends(start: np.ndarray, last_end: np.ndarray, loop_starts: np.ndarray) -> np.ndarray:
+    """Where each iteration's period ends: at the next start in `loop_starts` (every iteration of
+    that loop, warm-ups too), else at `last_end` (the later of its range's and its GPU work's end)."""
+    loop = np.sort(np.asarray(loop_starts, dtype=np.int64))
+    after = np.searchsorted(loop, start, side="right")
+    has_next = after < len(loop)
+    return np.where(has_next, loop[np.minimum(after, max(len(loop) - 1, 0))] if len(loop) else 0, last_end)
+
+
+# -- the steps of a range model ------------------------------------------------------------------
+class Steps:
+    """The iterations of one range model (every process's), in time order. Build with `steps_of`."""
+
+    def __init__(self, model: RangeModel):
+        self.model = model
+        self.steady = iteration_ranges(model, STEP)  # step_N, time order
+        self.warmup = iteration_ranges(model, WARMUP)  # warmup_N, time order
+        for kept in (self.steady, self.warmup):  # shared by every analysis: none may change them
+            kept.setflags(write=False)
+
+    @property
+    def n(self) -> int:
+        return len(self.steady)
+
+    @property
+    def found(self) -> bool:
+        return bool(len(self.steady))
+
+    @cached_property
+    def iterations(self) -> np.ndarray:
+        """Every iteration, steps then warm-ups (the loop's: a period ends at the next of these)."""
+        return np.concatenate([self.steady, self.warmup])
+
+    @cached_property
+    def basis(self) -> str:
+        """What the steady-state steps stand on (BASIS_*)."""
+        if not self.found:
+            return BASIS_NONE
+        domains = self.model.trace.ranges["domain"].to_numpy()[self.steady]
+        return BASIS_INFERRED if (domains == conventions.INFERRED_DOMAIN).all() else BASIS_NVTX
+
+    @cached_property
+    def pids(self) -> np.ndarray:
+        """The processes the steady-state steps belong to."""
+        return np.unique(pid_of(self.model.r_gtid[self.steady].astype(np.int64)))
+
+    def of_process(self, pid: int) -> np.ndarray:
+        """One process's steady-state steps, in time order."""
+        return self.steady[pid_of(self.model.r_gtid[self.steady].astype(np.int64)) == pid]
+
+    # -- windows on both clocks
+    @cached_property
+    def steady_times(self) -> StepTimes:
+        return self.times(self.steady)
+
+    def times(self, ids: np.ndarray) -> StepTimes:
+        """The given iteration ranges' times (see StepTimes). The next iteration of one is the next
+        `step_N` or `warmup_N` on its thread, so the last warm-up's period ends where step_0 starts."""
+        model = self.model
+        ids = np.asarray(ids, dtype=np.int64)
+        ids = ids[np.lexsort((model.r_start[ids], model.r_gtid[ids]))] if len(ids) else ids
+        start = model.r_start[ids].astype(np.int64)
+        cpu_end = model.r_end[ids].astype(np.int64)
+        gpu = model.proj_ns[ids].astype(np.int64)
+        end = np.maximum(cpu_end, np.where(gpu > 0, model.gpu_end[ids], cpu_end))
+        every = self.iterations
+        for g in np.unique(model.r_gtid[ids]):
+            mine = np.flatnonzero(model.r_gtid[ids] == g)
+            end[mine] = period_ends(start[mine], end[mine], model.r_start[every[model.r_gtid[every] == g]])
+        order = np.argsort(start, kind="stable")
+        return StepTimes(ids[order], start[order], end[order], (cpu_end - start)[order], gpu[order])
+
+    def gpu_windows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each range's window on the GPU's clock, in the order of `ids`: an iteration its period
+        (StepTimes), any other range the span of its GPU work, a range without GPU work its NVTX span."""
+        model = self.model
+        starts = model.r_start[ids].astype(np.int64)
+        ends = model.r_end[ids].astype(np.int64)
+        work = model.proj_ns[ids] > 0
+        starts = np.where(work, model.gpu_end[ids] - model.proj_ns[ids], starts)
+        ends = np.where(work, model.gpu_end[ids], ends)
+        at = np.flatnonzero(np.isin(ids, self.iterations))
+        if len(at):
+            times = self.times(ids[at])
+            where = {int(r): k for k, r in enumerate(times.ids.tolist())}
+            k = np.array([where[int(r)] for r in ids[at]], dtype=np.int64)
+            starts[at], ends[at] = times.start_ns[k], times.end_ns[k]
+        return starts, ends
+
+    def is_iteration(self, ids: np.ndarray) -> bool:
+        """Whether these ranges are iterations (one name path: the first says what they all are)."""
+        texts = self.model.trace.ranges["text"].to_numpy() if self.model.n else np.array([])
+        first = str(texts[ids[0]]) if len(ids) else ""
+        return bool(STEP.match(first) or WARMUP.match(first))
+
+    # -- phases
+    def phase(self, name: str, within: np.ndarray | None = None) -> np.ndarray:
+        """Ranges named `name` inside the steady-state steps (or the iterations `within`), at any
+        depth but not inside another iteration nested in them; by range position."""
+        return phase_ranges(self.model, self.steady if within is None else within, name)
+
+    def warmup_phase(self, name: str) -> np.ndarray:
+        return self.phase(name, self.warmup)
+
+    def named(self, name: str) -> np.ndarray:
+        """Every range named `name`, wherever it is: what a trace without iterations has for a phase."""
+        texts = self.model.trace.ranges["text"].to_numpy() if self.model.n else np.array([])
+        return np.flatnonzero(texts == name)
+
+    def nesting_note(self) -> str:
+        """One line saying which iterations nest in which ("" when none)."""
+        return nesting_note(self.model)
+
+
+def steps_of(model: RangeModel) -> Steps:
+    """The model's steps, built once and kept with it (the trace keeps the model)."""
+    kept = model.__dict__.get("_steps")
+    if kept is None:
+        kept = model.__dict__["_steps"] = Steps(model)
+    return kept
+
+
+# -- one process's steps, read off the trace ------------------------------------------------------
+@dataclass(frozen=True)
+class ProcessSteps:
+    """One process's steady-state steps without a range model (NVTX spans, time order): its own
+    NVTX `step_N`, else (with `infer`) those inferred from the kernel sequence."""
+
+    trace: Trace  # where they were found: the trace, or its copy with the inferred ranges
+    pid: int
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    loop_start_ns: np.ndarray  # every iteration's start, warm-ups too: where a period ends
+    domain: str  # "" (the export's NVTX) or the inferred ranges' domain
+
+    @property
+    def n(self) -> int:
+        return len(self.start_ns)
+
+    def periods(self, last_end: np.ndarray) -> np.ndarray:
+        """Each step's period end (see period_ends), given the later of its range's and its GPU work's end."""
+        return period_ends(self.start_ns, last_end, self.loop_start_ns)
+
+
+def _ranges_source(trace: Trace, pid: int, pattern: Callable[[str], object]) -> Trace:
+    """`trace` where its NVTX has ranges matching `pattern` in this process; else the trace with
+    the ranges inferred from its kernel sequence (the model's: model.inferred), where
+    those have some; else `trace`."""
+    if len(process_ranges(trace, pid, pattern)[0]):
+        return trace
+    inferred = with_inferred_ranges(trace)
+    return inferred if inferred is not trace and len(process_ranges(inferred, pid, pattern)[0]) else trace
+
+
+def _domain(trace: Trace, source: Trace) -> str:
+    return "" if source is trace else conventions.INFERRED_DOMAIN
+
+
+def _is_iteration_text(text: str) -> bool:
+    return bool(STEP.match(text) or WARMUP.match(text))
+
+
+def process_steps(trace: Trace, pid: int, infer: bool = True) -> ProcessSteps:
+    """One process's steps read off the trace (see ProcessSteps); `infer=False`: the export's only."""
+    source = _ranges_source(trace, pid, STEP.match) if infer else trace
+    start, end = process_ranges(source, pid, STEP.match)
+    loop = process_ranges(source, pid, _is_iteration_text)[0] if infer else start
+    return ProcessSteps(source, pid, start, end, loop, _domain(trace, source))
+
+
+def process_phase(trace: Trace, pid: int, phase: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """One process's ranges named `phase` (NVTX spans, time order) and their domain: the export's,
+    else those inferred from the kernel sequence."""
+    def is_phase(text: str) -> bool:
+        return text == phase
+
+    source = _ranges_source(trace, pid, is_phase)
+    start, end = process_ranges(source, pid, is_phase)
+    return start, end, _domain(trace, source)
