@@ -138,8 +138,9 @@ class Profile:
     def ranks(self) -> RunRanks:
         """Per rank (process x GPU): step period, compute, communication and overlap (ns)."""
         from nsight_tui.parsers.analyses.ranks import ranks_of_trace
+        from nsight_tui.parsers.analyses.straggler_why import with_why
 
-        return ranks_of_trace(self.trace)
+        return with_why(self.trace, ranks_of_trace(self.trace))
 
 
 def read_ncu(path: str | Path) -> NcuReport:

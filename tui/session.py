@@ -21,6 +21,7 @@ from nsight_tui.parsers.read.ids import PID_MASK
 from nsight_tui.parsers.read.load import Trace, TraceLoader, map_columns
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, range_model
 from nsight_tui.parsers.analyses.ranks import Rank, RunRanks
+from nsight_tui.parsers.analyses.straggler_why import with_why
 from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings, kernels, launches, palette
 from nsight_tui.tui.viewmodels import ranks as ranks_vm
 from nsight_tui.tui.viewmodels.header import HeaderInfo
@@ -276,7 +277,8 @@ class Session:
 
     def run_ranks(self) -> RunRanks:
         """Every rank's figures (parsers.ranks; independent of the attribution and the filter)."""
-        return self._once("run_ranks", lambda: rank_analysis.ranks_of_trace(self.trace), per_mode=False, per_rank=False)
+        return self._once("run_ranks", lambda: with_why(self.trace, rank_analysis.ranks_of_trace(self.trace)),
+                          per_mode=False, per_rank=False)
 
     def ranks_view(self) -> ranks_vm.RanksView:
         return self._once("ranks_view", lambda: ranks_vm.ranks_view(self.run_ranks()), per_mode=False, per_rank=False)

@@ -31,7 +31,7 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
         slow = run.straggler
         out.append(f"**Straggler: {_md(slow.rank.label)}** — {slow.basis}: {_ms(slow.value_ns)} ms against the median "
                    f"rank's {_ms(slow.median_ns)} ms (+{_ms(slow.excess_ns)} ms). The other ranks wait for it in "
-                   "their collectives.\n")
+                   "their collectives." + (f" Why: {run.straggler_why}." if run.straggler_why else "") + "\n")
     phase_rows = []
     for s in run.ranks:
         for phase, p in s.phases.items():
@@ -84,7 +84,8 @@ def ranks_json(run: RunRanks) -> dict:
                    "median_compute_per_step_ns": s.median_compute_per_step_ns} for s in run.ranks],
         "step_stats": run.step_stats(),
         "straggler": None if run.straggler is None else {**asdict(run.straggler),
-                                                        "excess_ns": run.straggler.excess_ns},
+                                                        "excess_ns": run.straggler.excess_ns,
+                                                        "why": run.straggler_why or None},
         "notes": run.notes,
     }
 

@@ -134,6 +134,7 @@ class RunRanks:
     assumption: str  # how the ranks were found, in words
     straggler: Straggler | None
     notes: list[str] = field(default_factory=list)
+    straggler_why: str = ""  # why the straggler is late, in words (analyses.straggler_why; "" where it cannot tell)
 
     def step_stats(self) -> dict[str, float] | None:
         """min / median / max over ranks of each rank's median step time."""

@@ -128,6 +128,7 @@ def _no_step_findings(found: dict) -> dict:
 def _ranks(trace: Trace) -> RunRanks | None:
     """Per-rank figures where the export holds several ranks (processes x GPUs)."""
     from nsight_tui.parsers.analyses.ranks import ranks_of_trace
+    from nsight_tui.parsers.analyses.straggler_why import with_why
 
     run = ranks_of_trace(trace)
-    return run if len(run.ranks) > 1 else None
+    return with_why(trace, run) if len(run.ranks) > 1 else None

@@ -102,3 +102,10 @@ def straggler_why(trace, summaries, straggler) -> StragglerWhy | None:
                    "same compute per step as the others: its kernels queued behind its own earlier GPU work")
     return StragglerWhy(s.rank.rank, s.rank.pid, int(counts.pop()), lateness, issued, gpu, compute, others_med,
                         overlap, others_overlap_med, verdict)
+
+
+def with_why(trace, run):
+    """`run` (analyses.ranks.RunRanks of this one export) with its straggler's why said, where it can be."""
+    why = straggler_why(trace, run.ranks, run.straggler)
+    run.straggler_why = why.verdict if why is not None else ""
+    return run

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.xz_samples import plain
+from helpers.xz_samples import plain
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 REPLAY, THIRD = SAMPLES / "replay", SAMPLES / "thirdparty"

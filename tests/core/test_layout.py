@@ -50,3 +50,27 @@ def test_a_transformer_has_no_layout_transposes(async_trace):
     path = async_trace(SAMPLES / "nonvtx" / "small_ctx512_b8_async_twin.sqlite.xz")
     got = layout_share(range_model(load_trace(path)))
     assert got.steps == 4 and got.layout_ns == 0 and got.top == [] and got.share_of_step == 0
+
+
+def test_the_layout_finding_on_the_channels_first_resnet_and_not_its_twin(async_trace):
+    """`channels-last-layout` on the Lightning ResNet-50 captured in NCHW (its structure inferred):
+    its saving is the transposes' GPU time per inferred step, by SQL over that run's kernels; the
+    channels_last twin of the same call has none and no finding."""
+    from nsight_tui.parsers.analyses.findings import findings
+
+    third = SAMPLES / "thirdparty"
+    nchw = load_trace(async_trace(third / "lightning_resnet50_b32.sqlite.xz"))
+    found = {f.id: f for f in findings(nchw)}
+    assert "channels-last-layout" in found
+    share = layout_share(range_model(nchw))
+    with sqlite3.connect(f"{nchw.path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        total, all_kernels = con.execute(
+            "SELECT sum(CASE WHEN s.value LIKE '%nchwToNhwc%' OR s.value LIKE '%nhwcToNchw%' THEN k.end - k.start "
+            "ELSE 0 END), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.demangledName").fetchone()
+    assert total > 0.05 * all_kernels  # a visible share over the whole run: the rule has something to find
+    f = found["channels-last-layout"]
+    assert f.saving_alone_ms_per_step == pytest.approx(share.layout_ns / 1e6)
+    assert share.layout_ns * share.steps <= total  # the steps' transposes are some of the run's
+    twin = load_trace(async_trace(third / "lightning_resnet50_b32_channels_last.sqlite.xz"))
+    assert "channels-last-layout" not in {f.id for f in findings(twin)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import step_sql
+from helpers import step_sql
 from conftest import SAMPLES
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.model.steps import BASIS_INFERRED, BASIS_NVTX, process_steps, steps_of

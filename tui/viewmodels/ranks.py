@@ -154,6 +154,8 @@ def summary_lines(run: RunRanks, spreads: list[PhaseSpread]) -> list[str]:
         basis = re.sub(r" \([^)]*\)", "", slow.basis)  # its explanation is in the notes
         out.append(f"straggler: {_short(slow.rank)}, {basis} {_signed(slow.excess_ns)}{rel} over the median rank "
                    f"({numbers.duration(slow.value_ns)} vs {numbers.duration(slow.median_ns)})")
+        if run.straggler_why:
+            out.append(f"why: {run.straggler_why}")
     if spreads:
         out.append("slowest per phase: " + " · ".join(
             f"{p.phase} {_short(p.slowest)} {_signed(p.excess_ns)}" for p in spreads)

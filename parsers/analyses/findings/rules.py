@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nsight_tui.parsers.analyses.findings.communication import exposed_communication
-from nsight_tui.parsers.analyses.findings.context import context
+from nsight_tui.parsers.analyses.findings.context import StepContext, context
 from nsight_tui.parsers.analyses.findings.copies import not_checked, pageable_memcpy, sync_memcpy
 from nsight_tui.parsers.analyses.findings.fusion import elementwise_chain, unfused_attention, unfused_optimizer
 from nsight_tui.parsers.analyses.findings.gemm import fp32_gemm, occupancy_limited, tensor_cores_idle
 from nsight_tui.parsers.analyses.findings.host import host_bound_gap, launch_bound, sync_stall
+from nsight_tui.parsers.analyses.findings.layout import channels_last_layout
 from nsight_tui.parsers.analyses.findings.partition import partition
 from nsight_tui.parsers.analyses.findings.result import Finding, document
 from nsight_tui.parsers.analyses.findings.window import warmup_in_window
+from nsight_tui.parsers.analyses.instrumentation import instrumentation_cost
+from nsight_tui.parsers.model.steps import steps_of
+from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.parsers.read.load import Trace
 
 if TYPE_CHECKING:
@@ -30,6 +34,7 @@ RULES = {
     "occupancy-limited": occupancy_limited,
     "tensor-cores-idle": tensor_cores_idle,
     "elementwise-chain": elementwise_chain,
+    "channels-last-layout": channels_last_layout,
     "pageable-memcpy": pageable_memcpy,
     "sync-memcpy": sync_memcpy,
     "exposed-communication": exposed_communication,
@@ -52,7 +57,38 @@ def findings(trace: Trace, attribution: str = "process", rules: dict | None = No
     for rule in (rules or RULES).values():
         found = rule(c)  # a rule per kernel name (occupancy-limited) gives a list
         out += found if isinstance(found, list) else [found] if found is not None else []
+    _say_instrumentation(c, out)
+    _say_rank(c, out)
     return sorted(partition(out, c.cpu_wait_ns / 1e6), key=lambda f: (-f.saving_ms_per_step, f.id))
+
+
+# The rules that read the CPU's pace: a profiler's per-op ranges slow that pace, not the workload.
+CPU_PACE_RULES = ("launch-bound", "host-bound-gap", "sync-stall")
+
+
+def _say_instrumentation(c: StepContext, found: list[Finding]) -> None:
+    """Under emit_nvtx / --pytorch=autograd-nvtx, part of the CPU's time per step is the profiler's:
+    the findings that read the CPU's pace say how much (analyses.instrumentation, a lower bound)."""
+    cost = instrumentation_cost(c.trace, c.t0, c.t1)
+    if cost is None or not cost.cost_per_step_ns:
+        return
+    for f in found:
+        if f.id in CPU_PACE_RULES:
+            f.evidence["instrumentation_ms_per_step"] = cost.cost_per_step_ns / 1e6
+            f.basis += (f"; at least {cost.cost_per_step_ns / 1e6:.2f} ms of the CPU's time per step is the "
+                        f"profiler's own instrumentation, not the workload's ({cost.basis}): captured without "
+                        "per-op ranges the CPU issues the step faster")
+
+
+def _say_rank(c: StepContext, found: list[Finding]) -> None:
+    """In an export of several ranks, each finding says whose steps and GPU it read."""
+    pids = steps_of(c.model).pids
+    if len(pids) < 2:
+        return
+    who = c.rank.label if c.rank is not None else f"pid {int(pid_of(c.model.r_gtid[c.steps[:1]])[0])} · GPU {c.device}"
+    for f in found:
+        f.basis = f"{who} (one of {len(pids)} processes with steps): {f.basis}"
+        f.evidence["rank"] = who
 
 
 def answers(trace: Trace, attribution: str = "process", ncu: NcuAnalysis | None = None) -> dict:

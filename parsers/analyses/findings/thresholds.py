@@ -40,6 +40,9 @@ THRESHOLDS: dict[str, Threshold] = {
                                      "write of its tensor; longer ones are single large passes"),
     "chain_min_kernels": Threshold(3, "kernels in a row", "two kernels in a row are one intermediate tensor; three "
                                    "or more is the pattern torch.compile's fusion removes with a gain worth naming"),
+    "layout_min_share": Threshold(0.05, "of the steps' kernel time", "a conv net in NCHW converts every "
+                                  "convolution's input and output (14% of the kernel time of a channels-first "
+                                  "ResNet-50 in bf16); a few percent is the odd permute a model does on purpose"),
     "min_saving_ms": Threshold(0.0, "ms per step", "rules fire whenever their cause is present; the saving "
                                "ranks them"),
 }

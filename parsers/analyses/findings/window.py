@@ -1,26 +1,31 @@
-"""Whether the steps taken as steady state hold warm-up (compilation, autotuning)."""
+"""Whether the steps taken as steady state hold slow ones, and what the export shows differs in
+them (analyses.slow_steps): only slow first steps are called warm-up."""
 from __future__ import annotations
-
-import numpy as np
 
 from nsight_tui.parsers.analyses.findings.context import StepContext, to_ms
 from nsight_tui.parsers.analyses.findings.result import Finding
 from nsight_tui.parsers.analyses.findings.thresholds import threshold
+from nsight_tui.parsers.analyses.slow_steps import LEADING, slow_steps
+
+WARMUP_FIX = ("run more warm-up iterations before the profiled ones (torch.compile, cuDNN/cuBLAS autotuning, the "
+              "caching allocator), or start the capture later (nsys --capture-range=nvtx / cudaProfilerStart)")
+STALL_FIX = ("find what the loop does every so often in these steps (what differs is below): garbage collection "
+             "(gc.freeze() after start-up, or gc.collect() at a chosen step), logging or a .item() every N "
+             "steps, checkpointing, the data loader refilling; it is the loop's own cost, not the capture's")
 
 
 def warmup_in_window(c: StepContext) -> Finding | None:
-    d = (c.t1 - c.t0).astype(np.float64)
-    if len(d) < 3:
+    if len(c.t0) < 3:
         return None
-    med = float(np.median(d))
-    slow = np.flatnonzero(d > threshold("warmup_slow_ratio") * med)
-    if len(slow) == 0:
+    r = slow_steps(c.trace, c.t0, c.t1, c.device, pid=c.rank.pid if c.rank is not None else None,
+                   ratio=threshold("warmup_slow_ratio"))
+    if r is None or not r.slow:
         return None
-    extra = float((d[slow] - med).sum())
+    first = r.slow[0]
     return Finding(
-        "warmup-in-window", "compilation/autotuning inside what is taken as steady state",
-        ["step_N"], to_ms(extra / c.n), "the slow steps' time above the median step, spread over the steps",
-        "run more warm-up iterations before the profiled ones (torch.compile, cuDNN/cuBLAS autotuning, the "
-        "caching allocator), or start the capture later (nsys --capture-range=nvtx / cudaProfilerStart)",
-        {"slow_steps": len(slow), "median_step_ns": med},
-        [{"step": int(i), "step_ns": int(d[i])} for i in slow], int(c.t0[slow[0]]), int(c.t1[slow[0]]))
+        "warmup-in-window", r.title, ["step_N"], to_ms(r.excess_ns / c.n),
+        f"the slow steps' time above the median step, spread over the steps; {r.evidence}",
+        WARMUP_FIX if r.pattern == LEADING else STALL_FIX,
+        {"slow_steps": len(r.slow), "median_step_ns": r.median_step_ns, "pattern": r.pattern,
+         "period_steps": r.period_steps},
+        [{"step": int(i), "step_ns": int(d)} for i, d in zip(r.slow, r.slow_ns)], int(c.t0[first]), int(c.t1[first]))
