@@ -1,4 +1,4 @@
-"""`report` on a capture without NVTX (issue 31): the JSON carries the inferred iterations (start and
+"""`report` on a capture without NVTX: the JSON carries the inferred iterations (start and
 end each) and the layer count; the Markdown's sections are filled from the inferred ranges and say
 they are inferred; a trace whose kernel sequence has no period says that nothing was inferred.
 Truths: the capture's own records beside the export (Python step times, the model's config)."""

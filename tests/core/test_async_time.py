@@ -1,4 +1,4 @@
-"""Time as the GPU sees it (issue 26), on real captures where nothing synchronises inside any
+"""Time as the GPU sees it, on real captures where nothing synchronises inside any
 range (sample_traces/async): the step is its period and equals the workload's own Python step
 time; ranges' GPU time is NVIDIA's projection; diff's step change is the Python change. Expected
 values come from the workload's marks, NVIDIA's CSVs and tests/helpers/step_sql.py, never the code."""

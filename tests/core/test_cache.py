@@ -481,7 +481,7 @@ def test_the_code_stamp_covers_the_model_subpackages(tmp_path):
     assert cache.source_stamp([model]) != before
 
 
-# -- the aggregated tree (issue 32: 0.5 s of a second open at 3M ranges was building it) ------
+# -- the aggregated tree (0.5 s of a second open at 3M ranges was building it) ---------------
 def _tree(model) -> list[tuple]:
     """Every node of the aggregated tree, depth first: its thread group, name, depth, flags,
     instances, its parent's place in this list and its figures."""

@@ -1,4 +1,4 @@
-"""Sampled GPU metrics (issue 29) on the committed --gpu-metrics captures of sample_traces/hw
+"""Sampled GPU metrics on the committed --gpu-metrics captures of sample_traces/hw
 (devruns/gpu_hwmetrics.sh, an H100 at 1 kHz): per range instance and per range name, the averages
 against SQL over GPU_METRICS (the samples whose timestamp lies in the range's window on the GPU's
 clock: a step's period, a phase's GPU work, both from tests/helpers/step_sql.py's SQL), and the GEMM math-path

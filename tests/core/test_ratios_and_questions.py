@@ -132,7 +132,7 @@ def test_markdown_table_escapes_pipes_and_aligns_numbers():
 
 def test_flop_ratio_from_given_flops_without_dimensions(tmp_path):
     """A trace without a config mark and no dims on the command line: the FLOP ratio comes from
-    `--flops` when it names the three attention ranges (it printed – before, issue 26)."""
+    `--flops` when it names the three attention ranges (it printed – before)."""
     import json
 
     path = shared_trace("xl_ctx256")

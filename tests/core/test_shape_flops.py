@@ -1,4 +1,4 @@
-"""FLOPs from PyTorch's op shapes (issue 29) on the committed --autograd-shapes captures of
+"""FLOPs from PyTorch's op shapes on the committed --autograd-shapes captures of
 sample_traces/hw (devruns/gpu_hwmetrics.sh, an H100): each counted op against the hand formula of
 the shapes SQL reads from its NVTX text, and the totals per range against the FLOPs the capture
 counted (its nsight-tui:flops marks, PyTorch's FlopCounterMode in a process of its own)."""
