@@ -5,19 +5,13 @@ Truths: the capture's own records beside the export (Python step times, the mode
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from conftest import SAMPLES
+from helpers.cli import run_main as run_cli
 from helpers.shuffled import names_shuffled_copy
 
 NONVTX = SAMPLES / "nonvtx"
 STEM = "small_ctx512_b8_async_nonvtx"
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, check=False)
 
 
 def section(md: str, title: str) -> str:

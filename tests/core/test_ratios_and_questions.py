@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
 from conftest import SAMPLES, shared_trace
+from helpers.cli import run_main
 from nsight_tui.parsers.analyses.questions import attention_flops, questions
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.render.markdown import table
@@ -106,8 +105,7 @@ def test_family_shares_sum_to_one_and_gemm_dominates_fp32_forward():
 @pytest.mark.parametrize("name", ["sample", "small_ctx128_threads"])
 def test_report_json_cli_has_the_promised_keys(name):
     path = SAMPLES / "small_ctx128.sqlite" if name == "sample" else shared_trace(name)
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path), "-f", "json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_main("report", path, "-f", "json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     fwd = data["ranges"]["forward"]

@@ -116,12 +116,11 @@ def test_parse_sizes_and_formulas_by_hand():
 
 def test_report_json_notes_a_trace_without_flop_counts(tmp_path):
     import json
-    import subprocess
-    import sys
+
+    from helpers.cli import run_main
 
     out = tmp_path / "r.json"
-    done = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(SAMPLES / "edge_deep.sqlite"), "-f", "json",
-                           "-o", str(out)], capture_output=True, text=True, timeout=600)
+    done = run_main("report", SAMPLES / "edge_deep.sqlite", "-f", "json", "-o", out)
     assert done.returncode == 0, done.stderr
     notes = json.loads(out.read_text())["notes"]
     assert any("no FLOP counts" in n and "no op shapes" in n for n in notes)
