@@ -24,12 +24,14 @@ os.environ["NSIGHT_TUI_NO_CACHE"] = "1"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """The suite runs on every core (pytest-xdist, the `test` extra: `-n auto`, a file's tests on one
-    worker, so module fixtures are built once) unless the command line says otherwise: `-n N`,
-    `-n0` or `-p no:xdist` run it as given. Set here, not in addopts, so `-p no:xdist` still parses."""
+    """The suite, or a folder of it, runs on every core (pytest-xdist, the `test` extra: `-n auto`, a
+    file's tests on one worker, so module fixtures are built once) unless the command line says
+    otherwise: `-n N`, `-n0` or `-p no:xdist` run it as given, and test files named on the command
+    line run in this process (workers cost more than they save there). Set here, not in addopts, so
+    `-p no:xdist` still parses."""
     if getattr(config.option, "numprocesses", 0) is not None or "PYTEST_XDIST_WORKER" in os.environ:
         return  # xdist absent or turned off, -n given, or a worker
-    if config.getoption("usepdb", False):
+    if config.getoption("usepdb", False) or any(Path(a.split("::")[0]).is_file() for a in config.args):
         return
     config.option.numprocesses = "auto"
     if config.option.dist == "no":
