@@ -10,7 +10,7 @@ from conftest import SAMPLES, shared_trace
 from helpers.cli import run_main
 from nsight_tui.parsers.analyses.questions import attention_flops, questions
 from nsight_tui.parsers.read.load import load_trace
-from nsight_tui.render.markdown import table
+from nsight_tui.render.tables import markdown as table
 
 # Sum of kernel durations in ranges named :name inside step_N iterations, launched from the
 # range's own thread (the forward sub-ranges are all launched by the main thread).
