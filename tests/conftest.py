@@ -20,12 +20,30 @@ atexit.register(shutil.rmtree, _CACHE_DIR, True)
 os.environ["NSIGHT_TUI_CACHE_DIR"] = _CACHE_DIR
 os.environ["NSIGHT_TUI_NO_CACHE"] = "1"
 
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The suite, or a folder of it, runs on every core (pytest-xdist, the `test` extra: `-n auto`, a
+    file's tests on one worker, so module fixtures are built once) unless the command line says
+    otherwise: `-n N`, `-n0` or `-p no:xdist` run it as given, and test files named on the command
+    line run in this process (workers cost more than they save there). Set here, not in addopts, so
+    `-p no:xdist` still parses."""
+    if getattr(config.option, "numprocesses", 0) is not None or "PYTEST_XDIST_WORKER" in os.environ:
+        return  # xdist absent or turned off, -n given, or a worker
+    if config.getoption("usepdb", False) or any(Path(a.split("::")[0]).is_file() for a in config.args):
+        return
+    config.option.numprocesses = "auto"
+    if config.option.dist == "no":
+        config.option.dist = "loadfile"
+
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
 SHARED = ROOT.parent / "shared" / "traces"
-# Captures without phase syncs (issue 26), committed xz'd: tests read them through `async_trace`.
+# Captures without phase syncs, committed xz'd: tests read them through `async_trace`.
 ASYNC = SAMPLES / "async"
-# The planted/fixed twins of the findings rules (issue 20), committed xz'd too: read them through
+# The planted/fixed twins of the findings rules, committed xz'd too: read them through
 # tests/helpers/xz_samples.py's `plain`.
 FINDINGS = SAMPLES / "findings"
 
@@ -105,7 +123,7 @@ def oracle_cases() -> list[tuple[Path, Path, str]]:
 
 def mutated_copy(tmp_path: Path, name: str, *sql: str, src: Path | None = None, drop_not_null: bool = False) -> Path:
     """A copy of a committed sample (small_ctx128_fwd by default) with `sql` applied: the bad
-    inputs of issues 10/16 are made this way, never committed. `drop_not_null` first removes
+    bad inputs are made this way, never committed. `drop_not_null` first removes
     nsys's NOT NULL constraints (they do not change how rows are stored) so NULLs can go in."""
     import shutil
     import sqlite3

@@ -268,7 +268,7 @@ def test_sweep_records_oom_and_goes_on(tmp_path, fake_nsys, monkeypatch):
                       "message": "CUDA out of memory. Tried to allocate 9.00 GiB",
                       "export": "medium_ctx128.oom.sqlite"}
     assert not (out / "medium_ctx128.sqlite").exists()
-    # the report nsys wrote for the run that ran out is exported beside the record (issue 30),
+    # the report nsys wrote for the run that ran out is exported beside the record,
     # and a sweep reads that run through its record, not as a run of its own
     assert (out / "medium_ctx128.oom.sqlite").exists()
     from nsight_tui.parsers.analyses.sweep import discover
@@ -411,7 +411,7 @@ def test_counting_runs_before_the_profiled_child(tmp_path, fake_nsys, monkeypatc
 
 
 def test_profile_records_gpu_memory_by_default(tmp_path):
-    # issue 30: nsys --cuda-memory-usage=true unless --no-memory-usage
+    # nsys --cuda-memory-usage=true unless --no-memory-usage
     from nsight_tui.capture.nsys import MEMORY_USAGE
 
     config = CaptureConfig("small", 128)
@@ -423,7 +423,7 @@ def test_profile_records_gpu_memory_by_default(tmp_path):
 
 
 def test_no_nvtx_capture_keeps_its_step_times_beside_the_export(tmp_path, fake_nsys, monkeypatch):
-    # issue 31: the workload child really runs (CPU, tiny) with --no-nvtx; its status file's step
+    # the workload child really runs (CPU, tiny) with --no-nvtx; its status file's step
     # times come back as STEM.steps.json beside STEM.sqlite, the export's only clock truth.
     pytest.importorskip("torch")
     monkeypatch.setenv("FAKE_NSYS_RUN_APP", "1")
@@ -451,7 +451,7 @@ def test_cli_no_nvtx_refuses_op_ranges(tmp_path, capsys):
 
 
 def test_autograd_shapes_and_gpu_metrics_reach_nsys(tmp_path):
-    """Issue 29: `--autograd-shapes` is nsys's --pytorch=autograd-shapes-nvtx (output _agshapes);
+    """`--autograd-shapes` is nsys's --pytorch=autograd-shapes-nvtx (output _agshapes);
     `--gpu-metrics [HZ]` samples the GPU at HZ (a runner option: the output name is unchanged)."""
     shapes = CaptureConfig("small", 128, op_ranges="autograd-shapes-nvtx")
     assert shapes.stem == "small_ctx128_agshapes" and shapes.metadata()["op_ranges"] == "autograd-shapes-nvtx"

@@ -21,7 +21,7 @@ TRACES = {
     "small_ctx128": {"mode": "train", "attention": "manual"},
     "small_ctx128_fwd": {"mode": "forward", "attention": "manual"},
     "small_ctx128_fused": {"mode": "train", "attention": "fused"},
-    # issue 19: the backward annotated three ways (1 warmup + 2 steps, to stay small)
+    # the backward annotated three ways (1 warmup + 2 steps, to stay small)
     "small_ctx128_agnvtx": {"mode": "train", "attention": "manual", "op_ranges": "autograd-nvtx"},
     "small_ctx128_emitnvtx": {"mode": "train", "attention": "manual", "op_ranges": "emit-nvtx"},
     "small_ctx128_bwdranges": {"mode": "train", "attention": "manual", "backward_ranges": True},
@@ -107,7 +107,7 @@ def committed_samples() -> list[Path]:
 
 def test_sample_traces_stay_small():
     # Real traces, some with PyTorch's op ranges (their NVTX CSVs xz'd); the captures without phase
-    # syncs (sample_traces/async, issue 26: ten exports, 3.6 MB, then six H200 twins and three H100
+    # syncs (sample_traces/async: ten exports, 3.6 MB, then six H200 twins and three H100
     # repeats of one pair, 7.0 MB in all) are stored xz'd, CSVs too.
     total = sum(p.stat().st_size for p in committed_samples())
     # every device run ships the tree (64 MiB at most: the tracked tree is ~56 MB with these and the

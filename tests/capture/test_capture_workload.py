@@ -262,7 +262,7 @@ def test_model_order_lists_the_capture_sizes_in_size_order():
 
 
 def test_path_tracking_names_the_range_an_exception_left():
-    # issue 30: the OOM record and mark name the deepest range open when memory ran out
+    # the OOM record and mark name the deepest range open when memory ran out
     from nsight_tui.capture.annotate import NullAnnotator, PathTracking
 
     tracking = PathTracking(NullAnnotator())
@@ -277,7 +277,7 @@ def test_path_tracking_names_the_range_an_exception_left():
 
 
 def test_no_nvtx_emits_no_range_and_no_mark_but_keeps_the_step_times(tmp_path, monkeypatch, capsys):
-    # issue 31: `--no-nvtx` must leave a truly unannotated trace; the same run without it annotates.
+    # `--no-nvtx` must leave a truly unannotated trace; the same run without it annotates.
     made: list[RecordingAnnotator] = []
 
     def recording():

@@ -1,4 +1,4 @@
-"""Damaged rows and awkward files (issues 10 and 16): each case is a mutated copy of a committed
+"""Damaged rows and awkward files: each case is a mutated copy of a committed
 sample, made here with sqlite3. Bad rows are left out with a note that says how many and why
 (or the file is refused in one line); never an exception name, never a hang."""
 from __future__ import annotations

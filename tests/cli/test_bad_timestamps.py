@@ -1,4 +1,4 @@
-"""Timestamps no clock writes (issue 27): kernels, memcpys and NVTX ranges that end before they
+"""Timestamps no clock writes: kernels, memcpys and NVTX ranges that end before they
 start gave negative durations (`cuda_gpu_kern_sum` Total -3266 ns, nvtx_sum Min -10); values near
 int64's limits overflowed (`Total Proj Time -9223372023801649335`, and numpy's RuntimeWarning on
 stderr from the ranks analysis). Now they are bad rows like NULL or text ones: left out and

@@ -1,4 +1,4 @@
-"""Shapes that used to hang `stats` and `report` (issues 10/16): ranges nested 3,000 deep,
+"""Shapes that used to hang `stats` and `report`: ranges nested 3,000 deep,
 100k distinct range names, a 10 MB kernel name and a 10 MB range name. Each must finish
 (the test has no timing assertion: a quadratic path would not end) and say the same as
 SQL over the same copy."""

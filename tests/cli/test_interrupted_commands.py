@@ -1,4 +1,4 @@
-"""Commands interrupted by a signal exit 128 + its number and write nothing (issue 27).
+"""Commands interrupted by a signal exit 128 + its number and write nothing.
 
 - `ranks` over several files, interrupted while its worker pool starts: SIGINT hung past 60 s
   (`'Finalize' object has no attribute '_key'`) or exited 0 with the output written, or 70 with

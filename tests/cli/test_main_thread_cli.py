@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from helpers import process_sql
+from helpers.cli import run_main
 from conftest import shared_trace
 
 
@@ -23,7 +24,7 @@ def test_report_json_names_the_main_thread_and_its_numbers():
                             WHERE rng.gtid = ? AND rng.s <= l.cs AND l.cs <= rng.e)""", (main,)).fetchone()[0]
     total = con.execute("SELECT count(*) FROM launch").fetchone()[0]
     own = con.execute("SELECT count(*) FROM launch WHERE gtid = ?", (main,)).fetchone()[0]
-    done = run_cli("report", path, "-f", "json")
+    done = run_main("report", path, "-f", "json")
     assert done.returncode == 0, done.stderr
     (m,) = json.loads(done.stdout)["main_threads"]
     assert (m["tid"], m["framed_ops"], m["process_ops"], m["own_ops"], m["picked_by"]) == (
@@ -36,7 +37,7 @@ def test_stats_main_thread_option():
     con = process_sql.connect(path)
     (main,) = process_sql.main_threads(con).values()
     (other,) = [g for (g,) in con.execute("SELECT DISTINCT gtid FROM rng") if g != main]
-    done = run_cli("stats", path, "-r", "nvtx_sum", "--main-thread", other & 0xFFFFFF)
+    done = run_main("stats", path, "-r", "nvtx_sum", "--main-thread", other & 0xFFFFFF)
     assert done.returncode == 0
     assert f"note: main thread: python3 ({other & 0xFFFFFF}): named by --main-thread" in done.stderr
     bad = run_cli("stats", path, "--main-thread", "nosuchthread")

@@ -1,5 +1,5 @@
 """Exports missing a table or column an analysis needs, and values the analyses could not take
-(issue 27): `report` (and the TUI's `F`) ran into `internal error: OperationalError: no such
+`report` (and the TUI's `F`) ran into `internal error: OperationalError: no such
 column`, an empty kernel table stopped `stats` with an IndexError, zero-length or backwards NVTX
 ranges divided by zero, text in a few API calls' start stopped the memcpy findings, and a FLOPs
 file nested deep hit Python's recursion limit. Now: run without the part, saying in a note what

@@ -4,15 +4,9 @@ Markdown the same numbers in ms; a trace without a mapping says how to get one."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from conftest import SAMPLES
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, check=False)
+from helpers.cli import run_main as run_cli
 
 
 def test_report_json_and_markdown_section():

@@ -1,23 +1,17 @@
-"""`report` on a capture without NVTX (issue 31): the JSON carries the inferred iterations (start and
+"""`report` on a capture without NVTX: the JSON carries the inferred iterations (start and
 end each) and the layer count; the Markdown's sections are filled from the inferred ranges and say
 they are inferred; a trace whose kernel sequence has no period says that nothing was inferred.
 Truths: the capture's own records beside the export (Python step times, the model's config)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from conftest import SAMPLES
+from helpers.cli import run_main as run_cli
 from helpers.shuffled import names_shuffled_copy
 
 NONVTX = SAMPLES / "nonvtx"
 STEM = "small_ctx512_b8_async_nonvtx"
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, check=False)
 
 
 def section(md: str, title: str) -> str:

@@ -42,7 +42,7 @@ def test_json_keys_and_figures(capsys):
     params = V * D + T * D + L * (12 * D * D + 13 * D) + 2 * D + D * V
     per_step = 3 * (2 * weights * B * T) + L * (3 * 2 * qk + 5 * B * H * T * T) + 5 * B * T * V + 14 * params
     assert step["flops"] == 3 * per_step and step["instances"] == 3
-    periods = sum(it.period for it in step_sql.steps(COUNTED))  # the step is its period (issue 26)
+    periods = sum(it.period for it in step_sql.steps(COUNTED))  # the step is its period
     assert ro["mfu"]["step"] == step["mfu"] == pytest.approx(step["flops"] / (periods / 1e9 * 67e12))
     assert ro["peaks"]["tflops"]["fp32"] == 67.0 and ro["peaks"]["bandwidth_gbps"] == 4800.0
 

@@ -1,4 +1,4 @@
-"""The smaller cases of issue 27, each a command line or a mutated copy of a committed sample:
+"""The smaller cases of bad input, each a command line or a mutated copy of a committed sample:
 `stats -r ',,,'` exited 0 saying nothing; `stats -o ''` wrote `_nvtx_sum.txt` into the working
 folder; `capture --out /dev/full --dry-run` exited 0; a 1 MB thread name was printed whole in the
 `note: main thread:` line; `stats -f json` with several reports wrote a stream of documents; a

@@ -1,4 +1,4 @@
-"""The captures without phase syncs (issue 26; sample_traces/async, devruns/gpu_async.sh), committed
+"""The captures without phase syncs (sample_traces/async, devruns/gpu_async.sh), committed
 xz'd: each loads, its kernel count is the export's, NVIDIA's six CSVs are there and wired into the
 byte-for-byte oracle test (test_nsys_oracle.py), and the step_N GPU projection in NVIDIA's
 nvtx_gpu_proj_sum is what SQL over the export gives by nsys's definition (so later tests can

@@ -1,4 +1,4 @@
-"""Time as the GPU sees it (issue 26), on real captures where nothing synchronises inside any
+"""Time as the GPU sees it, on real captures where nothing synchronises inside any
 range (sample_traces/async): the step is its period and equals the workload's own Python step
 time; ranges' GPU time is NVIDIA's projection; diff's step change is the Python change. Expected
 values come from the workload's marks, NVIDIA's CSVs and tests/helpers/step_sql.py, never the code."""
@@ -7,13 +7,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
 
 import pytest
 
 from helpers import step_sql
 from conftest import ASYNC, FINDINGS, async_names, oracle_csv, read_oracle
+from helpers.cli import run_main
 from nsight_tui.parsers import Options, Profile
 from nsight_tui.render.document import document
 from nsight_tui.parsers.read.load import load_trace
@@ -88,8 +87,7 @@ def test_the_headline_case_no_longer_takes_the_cpu_span_for_the_step(async_trace
                                     for a in ("small_ctx512_b8_async", "small_ctx1024_b8_async", "medium_ctx512_b8_async")]])
 def test_diff_step_change_is_the_workloads_change(a, b, async_trace):
     pa, pb = async_trace(ASYNC / f"{a}.sqlite.xz"), async_trace(ASYNC / f"{b}.sqlite.xz")
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(pa), str(pb), "-f", "json"],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_main("diff", pa, pb, "-f", "json")
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)["step"]["slower_pct"]
     python = 100 * (_mean(step_sql.python_steps(pb)) / _mean(step_sql.python_steps(pa)) - 1)
@@ -249,8 +247,7 @@ def test_diff_names_the_gemm_math_path_change(async_trace):
     import sqlite3
 
     pa, pb = async_trace("large_ctx512_async"), async_trace("large_ctx512_tf32_async")
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(pa), str(pb), "-f", "json"],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_main("diff", pa, pb, "-f", "json")
     assert proc.returncode == 0, proc.stderr
     step = json.loads(proc.stdout)["step"]
     assert step["gemm_math_path_change"] == {"a": "fp32", "b": "tf32"}
@@ -272,8 +269,7 @@ def test_diff_names_the_gemm_math_path_change(async_trace):
     paths = step["gemm_math_path_ns"]
     assert paths["fp32"]["a"] == pytest.approx(gemm_per_step(pa), rel=1e-9) and paths["fp32"]["b"] == 0
     assert paths["tf32"]["b"] == pytest.approx(gemm_per_step(pb), rel=1e-9) and paths["tf32"]["a"] == 0
-    md = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(pa), str(pb)], capture_output=True,
-                        text=True, timeout=300).stdout
+    md = run_main("diff", pa, pb).stdout
     assert "GEMM math path changed: fp32 on CUDA cores → TF32 on tensor cores" in md
 
 

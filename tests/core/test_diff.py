@@ -208,7 +208,7 @@ def test_different_step_counts_align_per_step():
 
 
 def test_no_common_range_names_still_diffs_kernels(tmp_path):
-    # B without NVTX iterations and without a period to infer them from (issue 31 would otherwise find
+    # B without NVTX iterations and without a period to infer them from (the inference would otherwise find
     # h100_2gpu_1s's loop): its kernels' names dealt out at random, the same kernels and times
     b_path = names_shuffled_copy(shared_trace("h100_2gpu_1s"), tmp_path / "h100_2gpu_1s.sqlite")
     d = diff_runs(load_trace(MANUAL), load_trace(b_path))

@@ -1,5 +1,5 @@
 """`diff` between an NVTX-annotated run and one whose ranges are inferred from the kernel sequence
-(issue 31): steps, forward/backward/optimizer and the attention parts meet, against truths that share
+steps, forward/backward/optimizer and the attention parts meet, against truths that share
 no code with nsight_tui:
 
 - the two runs' own Python step times (the twin's `nsight-tui:step` marks, tests/helpers/step_sql.py; the

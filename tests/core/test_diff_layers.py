@@ -1,6 +1,6 @@
 """`diff` matches per-layer ranges named otherwise on each side (`block_N` against the inferred
 `layer_N`, or against another annotation's `transformer.h.N`) by role and index, and leaves them
-apart, saying why, when they are not the same layers (issue 31's leftover).
+apart, saying why, when they are not the same layers.
 
 No committed capture has per-layer ranges, so they are written into copies of the real GPT-2
 captures where a module's range would sit, from the model's structure in SQL (tests/helpers/layer_ranges.py).

@@ -378,10 +378,10 @@ def test_family_codes_matches_classify_on_a_real_trace():
 def test_family_codes_million_rows_quickly_and_missing_names():
     base = list(REAL_NAMES)
     names = pd.Series(np.array(base, dtype=object)[np.arange(1_000_000) % len(base)])
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: another test process on the same cores does not count
     codes = family_codes(names)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 3.0, f"family_codes took {elapsed:.2f}s for 10^6 rows"
+    elapsed = time.process_time() - t0
+    assert elapsed < 3.0, f"family_codes took {elapsed:.2f} s of CPU for 10^6 rows"
     expected = [REAL_NAMES[b] for b in base]
     assert codes.iloc[: len(base)].astype(str).tolist() == expected
     assert codes.iloc[len(base)] == REAL_NAMES[base[0]]

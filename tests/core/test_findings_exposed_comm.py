@@ -103,5 +103,5 @@ def test_per_step_rules_read_rank_0_of_a_two_rank_export():
     rank0 = [it.period for it in step_sql.steps(path, pid0)]
     launch = _ids(path)["launch-bound"]
     assert len(rank0) == 3
-    # the per-step basis is rank 0's step period (issue 26), not both ranks' windows together
+    # the per-step basis is rank 0's step period, not both ranks' windows together
     assert launch.evidence["step_ns"] == pytest.approx(sum(rank0) / len(rank0), rel=1e-12)

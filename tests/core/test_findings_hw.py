@@ -1,4 +1,4 @@
-"""Findings from the hardware (issue 29, item 7): occupancy-limited kernels from an Nsight Compute
+"""Findings from the hardware: occupancy-limited kernels from an Nsight Compute
 report, tensor cores idle while GEMMs are named as tensor-core kernels (sampled GPU metrics), and
 chains of short elementwise kernels. Each figure against an independent computation: NVIDIA's own
 reading of the ncu report (sample_traces/ncu/oracle), SQL over the exports, hand formulas."""

@@ -1,4 +1,4 @@
-"""Findings partition time (issue 26): an idle nanosecond is claimed by one finding at most, so the
+"""Findings partition time: an idle nanosecond is claimed by one finding at most, so the
 idle findings (host-bound-gap, sync-stall, launch-bound) together never claim more per step than
 the step's GPU idle time, computed here in SQL over the export (the steps' periods minus the union
 of the device's GPU ops); the page's combined saving adds each nanosecond once and says by how

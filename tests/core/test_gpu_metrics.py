@@ -1,4 +1,4 @@
-"""Sampled GPU metrics (issue 29) on the committed --gpu-metrics captures of sample_traces/hw
+"""Sampled GPU metrics on the committed --gpu-metrics captures of sample_traces/hw
 (devruns/gpu_hwmetrics.sh, an H100 at 1 kHz): per range instance and per range name, the averages
 against SQL over GPU_METRICS (the samples whose timestamp lies in the range's window on the GPU's
 clock: a step's period, a phase's GPU work, both from tests/helpers/step_sql.py's SQL), and the GEMM math-path
@@ -120,18 +120,15 @@ def test_gemm_share_per_sample_and_the_math_path_check(traces):
 
 
 def test_report_json_and_text(traces, tmp_path):
-    import subprocess
-    import sys
+    from helpers.cli import run_main
 
     out = tmp_path / "r.json"
-    done = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(traces[TF32]), "-f", "json", "-o", str(out)],
-                          capture_output=True, text=True, timeout=600)
+    done = run_main("report", traces[TF32], "-f", "json", "-o", out)
     assert done.returncode == 0, done.stderr
     g = json.loads(out.read_text())["gpu_metrics"]
     assert g["present"] and round(g["rate_hz"]) == 1000 and "samples" in g["definition"]
     assert {"name": "Tensor Active", "unit": "Throughput %", "full_name": "Tensor Active [Throughput %]"} in g["metrics"]
-    text = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(traces[TF32])],
-                          capture_output=True, text=True, timeout=600).stdout
+    text = run_main("report", traces[TF32]).stdout
     assert "## GPU metrics (sampled)" in text and "Measured by sampling (1,000 samples a second" in text
 
 

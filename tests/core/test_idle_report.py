@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from helpers import step_sql
 from conftest import SAMPLES
+from helpers.cli import run_main
 from helpers.idle_reference import Reference, ro
 
 TRACE = SAMPLES / "small_ctx128.sqlite"
@@ -27,8 +26,7 @@ AND st.name GLOB 'step_[0-9]*' ORDER BY p.start"""
 
 
 def _report(target, fmt):
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(target), "-f", fmt],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_main("report", target, "-f", fmt)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -1,4 +1,4 @@
-"""Iterations, layers and stages inferred from the kernel sequence of a trace without NVTX (issue 31),
+"""Iterations, layers and stages inferred from the kernel sequence of a trace without NVTX,
 against truths that share no code with nsight_tui:
 
 - the NVTX twin (sample_traces/nonvtx/small_ctx512_b8_async: the same capture command without

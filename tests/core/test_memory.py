@@ -1,4 +1,4 @@
-"""GPU memory (issue 30) on the committed captures of sample_traces/memory (devruns/gpu_memory.sh,
+"""GPU memory on the committed captures of sample_traces/memory (devruns/gpu_memory.sh,
 an H100): nsys's memory events against a running sum written here in SQL, torch's own figures in
 the step marks, and the run that ran out of memory against its failed cudaMalloc found by SQL."""
 from __future__ import annotations

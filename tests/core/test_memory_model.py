@@ -1,4 +1,4 @@
-"""The sweep's memory model (issue 30) on a real sweep: `nsight-tui capture --sweep --models
+"""The sweep's memory model on a real sweep: `nsight-tui capture --sweep --models
 medium,large,xl --ctxs 512,1024 --batch 8` on an H100 (sample_traces/memsweep, devruns/gpu_memmodel.sh
 and its log). The truth is read here apart from the code: each run's configuration and torch's
 max_memory_reserved from its marks (SQL + json), the parameter count torch printed on the device

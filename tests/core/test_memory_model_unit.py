@@ -1,4 +1,4 @@
-"""The memory model's parts (issue 30, analyses/memory_model.py) against truths made apart from it:
+"""The memory model's parts (analyses/memory_model.py) against truths made apart from it:
 the parameter count against the capture's own torch module, the limits against the prediction one
 step past them, the fit against numpy's least squares on terms written out here."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Whose device memory it is (issue 30, memory_owners): on every committed capture with memory events,
+"""Whose device memory it is (memory_owners): on every committed capture with memory events,
 the caching allocator's segments told apart by the events alone equal torch's max_memory_reserved
 (recorded by the workload in its step marks, read here by SQL and json; for the run that ran out,
 PyTorch's own OOM message), within the issue's 1% and in fact to the byte; what is not torch's is

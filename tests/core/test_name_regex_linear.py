@@ -1,5 +1,5 @@
 """Kernel and range names are untrusted and can be megabytes long: every regex that reads
-them must cost linear time (issue 16: rule 4's `\\w*copy_kernel_cuda` took 30 s on a 100k-
+them must cost linear time (rule 4's `\\w*copy_kernel_cuda` took 30 s on a 100k-
 character name and never finished on 10 MB). Each pattern of parsers/kernels/families.py and
 parsers/kernels/kernel_names.py, and every public name function, runs here on 1 MB names built to
 trigger backtracking (runs of one character, a pattern's own literals repeated, deep

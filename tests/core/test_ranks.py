@@ -174,22 +174,19 @@ def test_committed_ddp_capture_numbers_ranks_from_its_config_marks():
 
 def test_report_on_a_multi_rank_export_has_the_ranks_section(tmp_path):
     import json
-    import subprocess
-    import sys
+
+    from helpers.cli import run_main
 
     path = SAMPLES / "small_ctx128_ddp2.sqlite"
-    md = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path)], capture_output=True, text=True,
-                        timeout=300)
+    md = run_main("report", path)
     assert md.returncode == 0, md.stderr
     assert "## Ranks" in md.stdout and "count every rank" in md.stdout and "Straggler" in md.stdout
-    js = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path), "-f", "json"], capture_output=True,
-                        text=True, timeout=300)
+    js = run_main("report", path, "-f", "json")
     data = json.loads(js.stdout)
     expected = _kernels_by_rank(path)
     assert [(r["rank"]["pid"], r["kernels"]) for r in data["ranks"]["ranks"]] == [
         (pid, len(ks)) for (pid, _dev), ks in sorted(expected.items())]
-    single = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(SAMPLES / "small_ctx128.sqlite"),
-                             "-f", "json"], capture_output=True, text=True, timeout=300)
+    single = run_main("report", SAMPLES / "small_ctx128.sqlite", "-f", "json")
     assert "ranks" not in json.loads(single.stdout)  # one rank: no section
 
 

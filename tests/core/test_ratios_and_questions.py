@@ -3,17 +3,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
 from conftest import SAMPLES, shared_trace
+from helpers.cli import run_main
 from nsight_tui.parsers import Options, Profile
 from nsight_tui.parsers.analyses.questions import attention_flops
 from nsight_tui.render.document import document
 from nsight_tui.parsers.read.load import load_trace
-from nsight_tui.render.markdown import table
+from nsight_tui.render.tables import markdown as table
 
 # Sum of kernel durations in ranges named :name inside step_N iterations, launched from the
 # range's own thread (the forward sub-ranges are all launched by the main thread).
@@ -113,8 +112,7 @@ def test_family_shares_sum_to_one_and_gemm_dominates_fp32_forward():
 @pytest.mark.parametrize("name", ["sample", "small_ctx128_threads"])
 def test_report_json_cli_has_the_promised_keys(name):
     path = SAMPLES / "small_ctx128.sqlite" if name == "sample" else shared_trace(name)
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path), "-f", "json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_main("report", path, "-f", "json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     fwd = data["ranges"]["forward"]
@@ -139,7 +137,7 @@ def test_markdown_table_escapes_pipes_and_aligns_numbers():
 
 def test_flop_ratio_from_given_flops_without_dimensions(tmp_path):
     """A trace without a config mark and no dims on the command line: the FLOP ratio comes from
-    `--flops` when it names the three attention ranges (it printed – before, issue 26)."""
+    `--flops` when it names the three attention ranges (it printed – before)."""
     import json
 
     path = shared_trace("xl_ctx256")

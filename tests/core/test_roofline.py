@@ -103,7 +103,7 @@ def test_kernel_math_path(name, path):
 
 def test_undecodable_gemm_takes_the_runs_settings():
     """nvJet names carry no input type: the run's settings say it, and an nvJet GEMM is a tensor-core
-    GEMM whatever they say (a run that claims plain fp32, or says nothing: 16-bit, issue 26)."""
+    GEMM whatever they say (a run that claims plain fp32, or says nothing: 16-bit)."""
     nvjet = "nvjet_tst_192x192_64x4_2x1_v_bz_coopA_TNT"
     assert rl.kernel_math_path(nvjet, {"dtype": "bf16"}) == "bf16"
     assert rl.kernel_math_path(nvjet, {"dtype": "fp32", "tf32": True}) == "tf32"
@@ -201,7 +201,7 @@ def test_gemm_family_of_the_step_is_compute_bound():
 
 
 def test_step_mfu_over_the_step_period_and_the_fp32_peak():
-    """MFU divides by the steps' periods (issue 26: the step is its period, tests/helpers/step_sql.py)."""
+    """MFU divides by the steps' periods (the step is its period, tests/helpers/step_sql.py)."""
     from nsight_tui.parsers.analyses.roofline import answers
 
     r = roof(COUNTED)

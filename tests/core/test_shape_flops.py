@@ -1,4 +1,4 @@
-"""FLOPs from PyTorch's op shapes (issue 29) on the committed --autograd-shapes captures of
+"""FLOPs from PyTorch's op shapes on the committed --autograd-shapes captures of
 sample_traces/hw (devruns/gpu_hwmetrics.sh, an H100): each counted op against the hand formula of
 the shapes SQL reads from its NVTX text, and the totals per range against the FLOPs the capture
 counted (its nsight-tui:flops marks, PyTorch's FlopCounterMode in a process of its own)."""
@@ -116,12 +116,11 @@ def test_parse_sizes_and_formulas_by_hand():
 
 def test_report_json_notes_a_trace_without_flop_counts(tmp_path):
     import json
-    import subprocess
-    import sys
+
+    from helpers.cli import run_main
 
     out = tmp_path / "r.json"
-    done = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(SAMPLES / "edge_deep.sqlite"), "-f", "json",
-                           "-o", str(out)], capture_output=True, text=True, timeout=600)
+    done = run_main("report", SAMPLES / "edge_deep.sqlite", "-f", "json", "-o", out)
     assert done.returncode == 0, done.stderr
     notes = json.loads(out.read_text())["notes"]
     assert any("no FLOP counts" in n and "no op shapes" in n for n in notes)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
 from helpers import step_sql
 from conftest import SAMPLES
+from helpers.cli import run_main
 
 
 @pytest.fixture()
@@ -27,8 +26,7 @@ def sweep_dir(tmp_path):
 
 
 def _report(folder, fmt):
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(folder), "-f", fmt],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_main("report", folder, "-f", fmt)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

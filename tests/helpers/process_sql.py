@@ -1,7 +1,7 @@
 """The process view written independently, in SQL over the export, for the tests to compare
 against: which thread is main, and which GPU ops each NVTX range holds.
 
-Definitions (issue 19), written from the words, not from the code:
+Definitions, written from the words, not from the code:
 - a GPU op (kernel, memcpy, memset) is launched by the runtime call with its correlation ID
   in its process;
 - the main thread of a process is the thread with NVTX ranges whose ranges hold the start of

@@ -32,7 +32,7 @@ def shuffled_copy(src: Path, dst: Path) -> Path:
 
 def names_shuffled_copy(src: Path, dst: Path) -> Path:
     """A copy whose kernels' names are dealt out again at random over the same kernels (seeded):
-    the same times and counts, no repeating sequence (issue 31's trace without a period)."""
+    the same times and counts, no repeating sequence (a trace without a period)."""
     shutil.copyfile(src, dst)
     con = sqlite3.connect(dst)
     try:

@@ -1,4 +1,4 @@
-"""The step on both clocks, written from the definitions (issue 26) in SQL and plain Python over
+"""The step on both clocks, written from the definitions in SQL and plain Python over
 the export, sharing no code with nsight_tui. Not a test module.
 
 - an iteration is a `step_N` or `warmup_N` NVTX range (where a copy in another NVTX domain nests

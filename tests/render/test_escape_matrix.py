@@ -1,4 +1,4 @@
-"""Every command x every format x every hostile payload (issue 27): a name from the profile may
+"""Every command x every format x every hostile payload: a name from the profile may
 carry terminal escapes (CSI, OSC 52 clipboard writes, OSC 8 links), CR/LF/NUL, a C1 CSI
 (U+009B), a bidi override (U+202E) or Markdown/HTML, and none of it may reach stdout or a
 file raw. JSON may carry them, escaped as JSON escapes them (\\uXXXX), and keeps the name whole.

@@ -81,7 +81,7 @@ def test_stats_outputs(evil, fmt):
     out = _cli("stats", evil, "-f", fmt, "-r", "cuda_gpu_kern_sum,nvtx_sum").stdout.decode("utf-8")
     _no_raw(out)
     if fmt == "json":
-        docs = json.loads(out)["reports"]  # several reports: one document (issue 27)
+        docs = json.loads(out)["reports"]  # several reports: one document
         names = {row[-1] for d in docs for row in d["rows"]}
         assert EVIL + "sdpa" in names or any(n.endswith(EVIL + "sdpa") for n in names)  # data kept as it is
         assert any(n.startswith(EVIL) for n in names)
@@ -204,7 +204,7 @@ def test_error_lines_quote_paths_visibly(tmp_path, command):
 
 
 def test_tui_timeline_shows_names_visibly(evil):
-    """The timeline (issue 27): range names inside their bars, lane titles and the line under the
+    """The timeline: range names inside their bars, lane titles and the line under the
     lanes wrote U+009B, U+202E and the rest raw; on the range tree's `t` and the findings' `enter`."""
     from nsight_tui.tui.app import NsightApp
 

@@ -1,4 +1,4 @@
-"""A kernel table's index by kernel name (issue 32: a highlight slices it instead of scanning
+"""A kernel table's index by kernel name (a highlight slices it instead of scanning
 the table's 10^6 ops on the UI thread): the durations it gives per name are the ones SQL lists,
 and the detail lines, kept for the first row or computed on a highlight, are the ones a scan
 over every op of the table gives."""

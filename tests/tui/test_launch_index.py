@@ -1,4 +1,4 @@
-"""A kernel's launches (issue 32: `enter` on a kernel with 10^5 launches at 4.8M kernels took
+"""A kernel's launches (`enter` on a kernel with 10^5 launches at 4.8M kernels took
 110-220 ms, most of it testing every op of the table for the name and pandas turning 10^5
 repeated names into Arrow strings): the kernel table passes the slice of its index by name,
 and the launch table is built from arrays. Its rows are the ones SQL lists over the export:

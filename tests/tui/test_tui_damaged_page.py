@@ -1,6 +1,6 @@
 """A page damaged in the middle of a big table, opened in the explorer in a real terminal (tmux). The
 explorer's start checks only the big tables' last pages (walking every row took ~14 s of a 4.4 GB
-export's first open, issue 32), so the damage is met by the load's own read: one line naming the
+export's first open), so the damage is met by the load's own read: one line naming the
 table, status 2, no traceback, and the terminal given back."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile shapes in the TUI (issues 10/16): ranges nested 3,000 deep (the aggregated tree
+"""Hostile shapes in the TUI: ranges nested 3,000 deep (the aggregated tree
 used to raise RecursionError) and a 10 MB range name (never finished loading). Both copies
 are made here from the committed sample with SQL."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The diff view says a per-layer match by role (issue 31's leftover): an annotated run's `block_N`
+"""The diff view says a per-layer match by role: an annotated run's `block_N`
 (written where each layer's module range would sit, tests/helpers/layer_ranges.py) against the same program
 run without NVTX, whose layers are inferred (`layer_N`): one row, the other side's name beside it."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 29 in the TUI: `r` plots points on a trace whose FLOPs come from op shapes alone (an
+"""In the TUI: `r` plots points on a trace whose FLOPs come from op shapes alone (an
 --autograd-shapes capture without the capture's counted marks), and the timeline gains the sampled
 GPU-metric lanes. Figures are checked in tests/core (test_shape_flops, test_gpu_metrics)."""
 from __future__ import annotations

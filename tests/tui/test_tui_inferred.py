@@ -1,4 +1,4 @@
-"""The TUI on a trace without NVTX (issue 31): the range tree holds the iterations, phases and layers
+"""The TUI on a trace without NVTX: the range tree holds the iterations, phases and layers
 inferred from the kernel sequence, each labelled with the `inferred:` domain, not "no NVTX ranges".
 Counts come from the capture's own records (its config and the Python step times beside the export),
 not from the model the TUI shows."""

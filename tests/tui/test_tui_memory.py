@@ -1,4 +1,4 @@
-"""`u`: the GPU memory view (issue 30) on the committed memory captures: the rows are the memory
+"""`u`: the GPU memory view on the committed memory captures: the rows are the memory
 analysis's figures, the OOM capture's failed allocation and range on screen; the view model
 without Textual on an export with no memory events."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`F` on exports missing a table or column the findings read (issue 27): the memcpy rules ran
+"""`F` on exports missing a table or column the findings read: the memcpy rules ran
 SQL of their own over CUPTI_ACTIVITY_KIND_RUNTIME and the memcpy table and the findings view
 showed `OperationalError: no such column`. Now the rules that cannot look are skipped, the header
 counts the note that says which columns are missing, and the view shows the findings it has."""

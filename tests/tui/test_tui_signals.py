@@ -1,4 +1,4 @@
-"""The TUI ends on SIGTERM and SIGHUP at any moment of its life (issue 27): a dropped SSH
+"""The TUI ends on SIGTERM and SIGHUP at any moment of its life: a dropped SSH
 session once left `nsight-tui` running with PPID 1, ignoring SIGTERM, for 49 minutes. Its
 handlers ran on the event loop, and a loop blocked in a synchronous call (Textual flushing to a
 terminal that had hung up) never ran them. And ctrl+c during the load exited 0.

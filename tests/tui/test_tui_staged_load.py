@@ -1,4 +1,4 @@
-"""The first screen comes in two steps (issue 11): the NVTX tree with CPU times as soon as
+"""The first screen comes in two steps: the NVTX tree with CPU times as soon as
 the ranges are read, GPU columns blank and the header saying what is still loading and how
 far; then the GPU columns fill in, in place, with the cursor where the user left it. The
 staged load lives in tui.session.StagedLoad (no Textual); the app posts its stages."""

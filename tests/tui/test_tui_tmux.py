@@ -54,6 +54,16 @@ class Tmux:
     def keys(self, *keys: str, literal: bool = False) -> None:
         self.run("send-keys", "-t", "tui", *(["-l"] if literal else []), *keys)
 
+    def wait_for_any(self, *texts: str, timeout: float = 60.0) -> str:
+        """Until one of `texts` is on screen."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            pane = self.pane()
+            if any(text in pane for text in texts):
+                return pane
+            time.sleep(0.02)
+        raise AssertionError(f"none of {texts!r} showed; the pane:\n{self.pane()}")
+
     def wait_for(self, text: str, timeout: float = 60.0, line: bool = False) -> str:
         """Until `text` is on screen (`line`: as a whole line, e.g. an empty `/` prompt)."""
         t0 = time.monotonic()
@@ -169,7 +179,9 @@ def test_signal_ends_the_app_cleanly(big_trace: Path, repo_root: Path, tmp_path:
         t.start(shell)
         pid = int(wait_file(pid_file))
         if when == "loading":
-            t.wait_for("loading sig_")  # the loading screen is up: the file is being read
+            # the loading screen is up: the file is being read. A busy machine can draw the tree
+            # between two looks; the signal then lands in the load's next stage (test_tui_signals).
+            t.wait_for_any("loading sig_", "ranges (aggregated")
         else:
             t.wait_for("ranges (aggregated", timeout=120)
         os.kill(pid, sig)
