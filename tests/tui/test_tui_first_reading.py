@@ -1,0 +1,152 @@
+"""What a newcomer reads first, and what each figure is: a capture with steps opens per step
+(its step count and median period in the tree's header line, totals one `i` away); an
+unannotated capture says its tree is inferred, not that it has "0 ranges"; the kernel
+summary's % says it counts memory ops too. Expected values come from SQL over the export, the
+workload's own Python step clock, or a hand formula, never from the model on screen."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import statistics
+
+import pytest
+
+from conftest import SAMPLES
+from nsight_tui.render import numbers
+
+SAMPLE = SAMPLES / "small_ctx128.sqlite"
+BARE = SAMPLES / "nonvtx" / "bare_gpt2_small_ctx512_b8"
+
+_RANGES = """SELECT e.start, e.end, e.globalTid, coalesce(e.text, s.value) FROM NVTX_EVENTS e
+             LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60, 70, 71) AND e.end IS NOT NULL"""
+
+
+def _ranges(path) -> list[tuple]:
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return con.execute(_RANGES).fetchall()
+    finally:
+        con.close()
+
+
+def _in_steps(ranges: list[tuple], name: str) -> tuple[int, int]:
+    """(steps, summed duration of `name` ranges inside a step_<n> range on the same thread)."""
+    steps = [r for r in ranges if r[3] and r[3].startswith("step_") and r[3][5:].isdigit()]
+    total = sum(r[1] - r[0] for r in ranges if r[3] == name
+                and any(s[2] == r[2] and s[0] <= r[0] and r[1] <= s[1] for s in steps))
+    return len(steps), total
+
+
+def test_capture_with_steps_opens_per_step_totals_one_key_away(tui):
+    """The tree opens per step: attention (×36 calls in 3 steps) shows its time ÷ 3 (12 calls'
+    time), not ÷ 36; the line above the columns says per step and how many; `i` gives the totals,
+    again per instance, again per step."""
+    if not SAMPLE.exists():
+        pytest.skip("sample trace missing")
+    ranges = _ranges(SAMPLE)
+    steps, attention = _in_steps(ranges, "scaled_dot_product_attention")
+    calls = sum(1 for r in ranges if r[3] == "scaled_dot_product_attention")
+
+    async def run():
+        async with tui(SAMPLE, size=(80, 24)) as ui:
+            text = ui.flat_text()
+            assert f"ranges per step (÷{steps}, median " in text and "i: totals" in text
+            header = ui.text().splitlines()[2]
+            assert "CPU/step" in header and "GPU/step" in header and "Kern/step" in header
+            tree = ui.screen.grid.ranges
+            node = next(n for n in tree.all_nodes() if n.label == "scaled_dot_product_attention"
+                        and n.parent is not None and n.parent.parent is not None
+                        and n.parent.parent.label == "step_N")
+            row = tree.reveal(node)
+            assert node.instances > steps  # several calls a step: per step is not per instance
+            assert tree.value(tree.rows[row], "cpu") == pytest.approx(attention / steps)
+            ui.screen.grid.data_changed(row)
+            await ui.settle()
+            assert f"per step (÷{steps}): CPU {numbers.duration(attention / steps)}" in ui.flat_text()
+            await ui.press("i")  # totals
+            assert "total ×N · i: per instance" in ui.flat_text()
+            assert "CPU/step" not in ui.text().splitlines()[2]
+            assert ui.screen.grid.ranges.value(ui.screen.grid.ranges.rows[row], "cpu") == pytest.approx(attention)
+            await ui.press("i")  # per instance
+            assert "per instance · i: per step" in ui.flat_text()
+            assert calls >= node.instances
+            await ui.press("i")  # back to per step
+            assert "CPU/step" in ui.text().splitlines()[2]
+
+    asyncio.run(run())
+
+
+def test_median_step_is_the_workloads_own_step_clock(async_trace, tui):
+    """On an unannotated capture the steps are inferred: the header line's step count is the
+    workload's, and its median step is the Python clock's median (`*.steps.json`) within 5%."""
+    path = async_trace(BARE.with_suffix(".sqlite.xz"))
+    record = json.loads(BARE.with_suffix(".steps.json").read_text())
+    seconds = [s["seconds"] for s in record["steps"]]
+
+    async def run():
+        async with tui(path, size=(120, 30)) as ui:
+            crumb = ui.screen.query_one("#crumb").render().plain
+            assert f"per step (÷{len(seconds)}, median " in crumb
+            shown = crumb.split("median ", 1)[1].split(")", 1)[0]
+            value, unit = shown.split()
+            ns = float(value) * {"ms": 1e6, "µs": 1e3, "s": 1e9}[unit]
+            assert ns == pytest.approx(statistics.median(seconds) * 1e9, rel=0.05)
+
+    asyncio.run(run())
+
+
+def test_unannotated_capture_says_what_its_tree_is(async_trace, tui):
+    """No NVTX at all: the header counts the inferred ranges (not "0 ranges"), the tree's line says
+    they are inferred, and `?` no longer says the range views are empty."""
+    path = async_trace(BARE.with_suffix(".sqlite.xz"))
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:  # the export has no NVTX table at all
+        assert not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchall()
+    finally:
+        con.close()
+
+    async def run():
+        async with tui(path, size=(120, 30)) as ui:
+            text = ui.flat_text()
+            assert "0 ranges" not in text
+            inferred = sum(1 for _ in ui.screen.grid.ranges.all_nodes())  # aggregated rows: fewer than ranges
+            header = ui.text().splitlines()[0]
+            assert " inferred" in header
+            count = int(header.split(" inferred")[0].split()[-1].replace(",", ""))
+            assert count >= inferred > 0
+            assert "inferred ranges (no NVTX)" in text
+            await ui.press("question_mark")
+            help_text = ui.flat_text()
+            assert "range views are empty" not in help_text
+            assert "0 NVTX ranges + " in help_text and "inferred from the kernel sequence" in help_text
+
+    asyncio.run(run())
+
+
+def test_kernel_summary_share_says_it_counts_memory_ops(tui):
+    """View 2's share column is of kernel + memcpy/memset time (nsys's Time% is of kernels alone):
+    its header and the line above say so, and its top row's figure is that share (SQL)."""
+    if not SAMPLE.exists():
+        pytest.skip("sample trace missing")
+    con = sqlite3.connect(f"{SAMPLE.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        kernels = con.execute("SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        copies = con.execute("SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()[0] or 0
+        sets = con.execute("SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchone()[0] or 0
+        top = con.execute("SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1").fetchone()[0]
+    finally:
+        con.close()
+
+    async def run():
+        async with tui(SAMPLE, size=(80, 24)) as ui:
+            await ui.press("2")
+            await ui.until_text("%ops")
+            lines = ui.text().splitlines()
+            assert lines[2].rstrip().endswith("%ops")
+            assert "%ops: of kernel + memcpy/memset time" in ui.flat_text()
+            first = lines[3]
+            assert "memcpy Host-to-Device" in first
+            assert first.split()[-1] == numbers.percent(top / (kernels + copies + sets))
+
+    asyncio.run(run())
