@@ -150,3 +150,38 @@ def test_kernel_summary_share_says_it_counts_memory_ops(tui):
             assert first.split()[-1] == numbers.percent(top / (kernels + copies + sets))
 
     asyncio.run(run())
+
+
+def test_ncu_view_at_80_columns_shows_range_limiter_and_the_total_it_sorts_by(tui, tmp_path):
+    """View 6 at 80×24: Range, Limiter and the total the rows are in order of (Σ ncu µs, marked as
+    the sort) are on screen; the top row's total is NVIDIA's (ncu_report's gpu__time_duration
+    summed over that kernel's instances in that range)."""
+    from collections import defaultdict
+
+    from conftest import make_app
+    from helpers.ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+
+    report = unpack(report_xz(), tmp_path / f"{STEM}.ncu-rep")
+    export = unpack(EXPORT_XZ, tmp_path / f"{STEM}.sqlite")
+    totals: dict = defaultdict(float)
+    for k in oracle_kernels():
+        stack = next(iter(k["nvtx"].values()), [])
+        totals[("/".join(stack), k["mangled"])] += k["metrics"]["gpu__time_duration.sum"][0]
+    ranked = sorted(totals.values(), reverse=True)
+
+    async def body():
+        app = make_app(export)
+        app.ncu_file = str(report)
+        async with tui(export, size=(80, 24), app=app) as ui:
+            await ui.press("6")
+            await ui.until(lambda: getattr(ui.screen, "view", None) is not None, "the ncu table", timeout=120)
+            await ui.settle()
+            lines = ui.text().splitlines()
+            header = next(line for line in lines if "Kernel" in line)
+            assert header.lstrip().startswith("Range") and "Limiter" in header and "Σ ncu µs▼" in header
+            shown = [ui.screen.table.record(i)["total_us"] for i in range(len(ui.screen.table))]
+            assert shown == sorted(shown, reverse=True)
+            assert shown[0] == pytest.approx(ranked[0] / 1e3, rel=1e-6)
+            assert "sorted by Σ ncu µs" in ui.flat_text()
+
+    asyncio.run(body())
