@@ -185,3 +185,37 @@ def test_ncu_view_at_80_columns_shows_range_limiter_and_the_total_it_sorts_by(tu
             assert "sorted by Σ ncu µs" in ui.flat_text()
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize("size", [(120, 30), (80, 24)])
+def test_memory_view_labels_binary_and_decimal_units_and_keeps_where_visible(tui, async_trace, size):
+    """`u`: a size says GiB (2^30) and GB (10^9, as torch figures are printed) side by side,
+    here the GPU's total memory from TARGET_INFO_GPU (hand formula); "Figure" takes its own width,
+    not half the screen, so "Where" keeps its words at 120 columns; the export keeps the bytes."""
+    path = async_trace(SAMPLES / "memory" / "small_ctx512_b8.sqlite.xz")
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        total = con.execute("SELECT max(totalMemory) FROM TARGET_INFO_GPU").fetchone()[0]
+    finally:
+        con.close()
+    both = f"{total / 2 ** 30:.2f} GiB · {total / 1e9:.2f} GB"
+
+    async def run():
+        async with tui(path, size=size) as ui:
+            await ui.press("u")
+            await ui.until(lambda: type(ui.screen).__name__ == "MemoryScreen" and ui.screen.view is not None, "memory")
+            await ui.settle()
+            lines = ui.text().splitlines()
+            row = next(line for line in lines if "GPU total" in line)
+            assert both in row and "TARGET_INFO_GPU" in row
+            assert "GiB = 2^30 B, GB = 10^9 B" in ui.flat_text()
+            header = next(line for line in lines if "Figure" in line)
+            # "Figure" is as wide as its longest label's room (24), not the screen's spare width
+            assert header.index("Where") - header.index("Figure") <= 24 + 1 + 26 + 1  # + the widest size
+            if size[0] >= 120:
+                peak = next(line for line in lines if line.startswith("nsys") and "peak in use" in line)
+                assert "(cudaMalloc'd by the pro" in peak  # Where keeps ~60 characters
+            view = ui.screen.export_view()
+            assert view is not None and f"| {total} |" in view.body  # exact bytes in the export
+
+    asyncio.run(run())
