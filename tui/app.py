@@ -234,7 +234,10 @@ class NsightApp(AppState):
 
     def action_help(self) -> None:
         about = self.session.header().full_lines() if self.session is not None else []
-        self.push_screen(HelpScreen(help_sections(), about))
+        # the keys of the view in front (and its focused widget) first, then the file, then the rest
+        front = [type(self.screen), *([type(self.focused)] if self.focused is not None else [])]
+        sections, leading = help_sections(front)
+        self.push_screen(HelpScreen(sections, about, leading=leading))
 
     async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
                          namespaces: Mapping[str, DOMNode] | None = None) -> bool:
@@ -278,13 +281,23 @@ HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableS
                 DiffKernelsScreen, PromptBar, ExportConflict)
 
 
-def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
+def help_sections(front: list[type] | None = None) -> tuple[list[tuple[str, list[tuple[str, str]]]], int]:
+    """`?`'s sections, and how many lead: those of the classes in `front` (the view in front and
+    its focused widget, with their bases), most specific first; then every other section in order."""
     from nsight_tui.tui.views.roofline import RooflineScreen  # Plotext: imported when asked for
 
+    classes = (*HELP_CLASSES, RooflineScreen)
     sections: dict[str, list[tuple[str, str]]] = {}
-    for cls in (*HELP_CLASSES, RooflineScreen):
+    for cls in classes:
         rows = binding_rows([cls])
         if cls is PromptBar:
             rows.append(("enter", "Apply"))
         sections.setdefault(cls.BINDING_GROUP_TITLE or cls.__name__, []).extend(rows)
-    return list(sections.items())
+    lead: list[str] = []
+    for f in front or []:
+        for cls in f.__mro__:
+            title = cls.BINDING_GROUP_TITLE or cls.__name__ if cls in classes and cls is not NsightApp else None
+            if title and sections.get(title) and title not in lead:
+                lead.append(title)
+    ordered = [(t, sections[t]) for t in lead] + [(t, rows) for t, rows in sections.items() if t not in lead]
+    return ordered, len(lead)

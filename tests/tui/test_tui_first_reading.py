@@ -219,3 +219,70 @@ def test_memory_view_labels_binary_and_decimal_units_and_keeps_where_visible(tui
             assert view is not None and f"| {total} |" in view.body  # exact bytes in the export
 
     asyncio.run(run())
+
+
+def test_help_leads_with_the_keys_of_the_view_in_front(tui):
+    """`?` on the timeline: its keys first (before the file and the keys of every view); on the
+    range tree, the tree's."""
+    if not SAMPLE.exists():
+        pytest.skip("sample trace missing")
+
+    def help_text(screen) -> str:
+        from rich.console import Console
+
+        console = Console(width=100, record=True, file=open("/dev/null", "w"))
+        console.print(screen._help_table())
+        return console.export_text()
+
+    def order(text: str) -> list[str]:
+        return [line.strip() for line in text.splitlines() if line.strip().startswith(("This view", "This file",
+                                                                                        "Everywhere", "Timeline"))]
+
+    async def run():
+        async with tui(SAMPLE, size=(100, 40)) as ui:
+            await ui.press("question_mark")
+            text = help_text(ui.screen)
+            heads = [line for line in order(text)]
+            assert heads[0].startswith("This view: Range tree"), heads
+            await ui.press("escape", "t")
+            await ui.until(lambda: type(ui.screen).__name__ == "TimelineScreen", "the timeline")
+            await ui.press("question_mark")
+            text = help_text(ui.screen)
+            heads = order(text)
+            assert heads[0].startswith("This view: Timeline"), heads
+            assert heads.index("This file") > 0 and "Everywhere" in heads[heads.index("This file"):]
+            assert "Zoom out to the whole capture" in text
+
+    asyncio.run(run())
+
+
+def test_timeline_w_shows_the_whole_capture_0_the_range(tui):
+    """On a step's timeline, `w` widens the window to the capture's first to last event (SQL over
+    every kernel, API call and NVTX range); `0` gives the step again."""
+    if not SAMPLE.exists():
+        pytest.skip("sample trace missing")
+    con = sqlite3.connect(f"{SAMPLE.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        first, last = con.execute("""SELECT min(s), max(e) FROM (
+            SELECT start AS s, end AS e FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL
+            SELECT start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME UNION ALL
+            SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL
+            SELECT start, end FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType IN (59, 60, 70, 71))""").fetchone()
+    finally:
+        con.close()
+
+    async def run():
+        async with tui(SAMPLE, size=(100, 40)) as ui:
+            await ui.press("t")
+            await ui.until(lambda: getattr(ui.screen, "state", None) is not None, "the timeline")
+            state = ui.screen.state
+            opened = (state.t0, state.t1)
+            assert opened[1] - opened[0] < last - first
+            await ui.press("w")
+            assert state.t0 <= first + 1000 and state.t1 >= last - 1000  # every event in the window
+            assert (state.t1 - state.t0) <= (last - first) * 1.05
+            assert "w  Whole capture" in ui.text().splitlines()[-1]
+            await ui.press("0")
+            assert (state.t0, state.t1) == state.fit_window
+
+    asyncio.run(run())
