@@ -236,8 +236,7 @@ class NsightApp(AppState):
         about = self.session.header().full_lines() if self.session is not None else []
         # the keys of the view in front (and its focused widget) first, then the file, then the rest
         front = [type(self.screen), *([type(self.focused)] if self.focused is not None else [])]
-        sections, leading = help_sections(front)
-        self.push_screen(HelpScreen(sections, about, leading=leading))
+        self.push_screen(HelpScreen(help_sections(front), about, leading=len(front_titles(front))))
 
     async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
                          namespaces: Mapping[str, DOMNode] | None = None) -> bool:
@@ -281,23 +280,37 @@ HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableS
                 DiffKernelsScreen, PromptBar, ExportConflict)
 
 
-def help_sections(front: list[type] | None = None) -> tuple[list[tuple[str, list[tuple[str, str]]]], int]:
-    """`?`'s sections, and how many lead: those of the classes in `front` (the view in front and
-    its focused widget, with their bases), most specific first; then every other section in order."""
+def _sections() -> dict[str, list[tuple[str, str]]]:
     from nsight_tui.tui.views.roofline import RooflineScreen  # Plotext: imported when asked for
 
-    classes = (*HELP_CLASSES, RooflineScreen)
     sections: dict[str, list[tuple[str, str]]] = {}
-    for cls in classes:
+    for cls in (*HELP_CLASSES, RooflineScreen):
         rows = binding_rows([cls])
         if cls is PromptBar:
             rows.append(("enter", "Apply"))
         sections.setdefault(cls.BINDING_GROUP_TITLE or cls.__name__, []).extend(rows)
+    return sections
+
+
+def front_titles(front: list[type]) -> list[str]:
+    """The sections of the classes in `front` (the view in front and its focused widget, with their
+    bases), most specific first; the app's own keys (Everywhere) stay in their place."""
+    from nsight_tui.tui.views.roofline import RooflineScreen
+
+    classes, sections = (*HELP_CLASSES, RooflineScreen), _sections()
     lead: list[str] = []
-    for f in front or []:
-        for cls in f.__mro__:
-            title = cls.BINDING_GROUP_TITLE or cls.__name__ if cls in classes and cls is not NsightApp else None
-            if title and sections.get(title) and title not in lead:
+    for f in front:
+        for base in f.__mro__:
+            if base not in classes or base is NsightApp:
+                continue
+            title = getattr(base, "BINDING_GROUP_TITLE", None) or base.__name__
+            if sections.get(title) and title not in lead:
                 lead.append(title)
-    ordered = [(t, sections[t]) for t in lead] + [(t, rows) for t, rows in sections.items() if t not in lead]
-    return ordered, len(lead)
+    return lead
+
+
+def help_sections(front: list[type] | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """`?`'s sections: those of the view in front first (front_titles), then every other in order."""
+    sections = _sections()
+    lead = front_titles(front or [])
+    return [(t, sections[t]) for t in lead] + [(t, rows) for t, rows in sections.items() if t not in lead]

@@ -39,7 +39,7 @@ class HelpScreen(ModalScreen):
         super().__init__(**kwargs)
         self.sections = sections
         self.about = about or []  # the open file and the attribution in force, in full
-        self.leading = leading  # the first sections are the keys of the view in front: shown before the file
+        self.leading = leading  # the first sections are the keys of the view in front: before every other key
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body"):
@@ -47,10 +47,10 @@ class HelpScreen(ModalScreen):
 
     def _help_table(self) -> Group:
         parts: list[RenderableType] = [Text.assemble(("nsight-tui keys", "bold underline"), "   esc or ? closes this; j/k scroll")]
+        if self.about:
+            parts += [Text(""), Text("This file", style="bold yellow")]
+            parts += [rich_text(line) for line in self.about]
         for i, (title, rows) in enumerate(self.sections):
-            if i == self.leading and self.about:
-                parts += [Text(""), Text("This file", style="bold yellow")]
-                parts += [rich_text(line) for line in self.about]
             if i == self.leading and self.leading:
                 parts += [Text(""), Text("Every other key", style="bold underline")]
             table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
@@ -60,9 +60,6 @@ class HelpScreen(ModalScreen):
                 table.add_row(keys, what)
             heading = f"This view: {title}" if i < self.leading else title
             parts += [Text(""), Text(heading, style="bold yellow"), table]
-        if len(self.sections) <= self.leading and self.about:
-            parts += [Text(""), Text("This file", style="bold yellow")]
-            parts += [rich_text(line) for line in self.about]
         return Group(*parts)
 
     def action_close(self) -> None:
