@@ -234,7 +234,9 @@ class NsightApp(AppState):
 
     def action_help(self) -> None:
         about = self.session.header().full_lines() if self.session is not None else []
-        self.push_screen(HelpScreen(help_sections(), about))
+        # the keys of the view in front (and its focused widget) first, then the file, then the rest
+        front = [type(self.screen), *([type(self.focused)] if self.focused is not None else [])]
+        self.push_screen(HelpScreen(help_sections(front), about, leading=len(front_titles(front))))
 
     async def run_action(self, action: str | ActionParseResult, default_namespace: DOMNode | None = None,
                          namespaces: Mapping[str, DOMNode] | None = None) -> bool:
@@ -278,7 +280,7 @@ HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableS
                 DiffKernelsScreen, PromptBar, ExportConflict)
 
 
-def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
+def _sections() -> dict[str, list[tuple[str, str]]]:
     from nsight_tui.tui.views.roofline import RooflineScreen  # Plotext: imported when asked for
 
     sections: dict[str, list[tuple[str, str]]] = {}
@@ -287,4 +289,28 @@ def help_sections() -> list[tuple[str, list[tuple[str, str]]]]:
         if cls is PromptBar:
             rows.append(("enter", "Apply"))
         sections.setdefault(cls.BINDING_GROUP_TITLE or cls.__name__, []).extend(rows)
-    return list(sections.items())
+    return sections
+
+
+def front_titles(front: list[type]) -> list[str]:
+    """The sections of the classes in `front` (the view in front and its focused widget, with their
+    bases), most specific first; the app's own keys (Everywhere) stay in their place."""
+    from nsight_tui.tui.views.roofline import RooflineScreen
+
+    classes, sections = (*HELP_CLASSES, RooflineScreen), _sections()
+    lead: list[str] = []
+    for f in front:
+        for base in f.__mro__:
+            if base not in classes or base is NsightApp:
+                continue
+            title = getattr(base, "BINDING_GROUP_TITLE", None) or base.__name__
+            if sections.get(title) and title not in lead:
+                lead.append(title)
+    return lead
+
+
+def help_sections(front: list[type] | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """`?`'s sections: those of the view in front first (front_titles), then every other in order."""
+    sections = _sections()
+    lead = front_titles(front or [])
+    return [(t, sections[t]) for t in lead] + [(t, rows) for t, rows in sections.items() if t not in lead]

@@ -26,6 +26,9 @@ from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings
 from nsight_tui.tui.viewmodels import ranks as ranks_vm
 from nsight_tui.tui.viewmodels.header import HeaderInfo
 
+# what a file without NVTX shows instead of empty range views
+INFERRED_NOTE = ("no NVTX data: the range tree is inferred from the kernel sequence (its rows say inferred:; "
+                 "CPU* is their launch span); kernel and API summaries as usual")
 T = TypeVar("T")
 
 
@@ -127,11 +130,45 @@ class Session:
             file_name=self.file_name, gpus=tuple(i.gpus), nsys_version=i.nsys_version, span_ns=i.span_ns,
             kernels=i.kernels, api_calls=i.api_calls, ranges=i.ranges, load_seconds=self.load_seconds,
             attribution=self.attribution, mode_help=self.model.mode_help,
-            notes=tuple(i.notes) + ((nesting,) if (nesting := self.nesting()) else ()),
+            notes=self._notes() + ((nesting,) if (nesting := self.nesting()) else ()),
             warning="nested steps" if nesting else "",
             main_thread=self._main_text(), rank=self.rank_badge(), rank_help=self.rank_help(),
             pending=self.pending, pending_percent=self.pending_percent,
-            clocks="" if self.pending else self._once("clocks", self._clocks_text))
+            clocks="" if self.pending else self._once("clocks", self._clocks_text),
+            inferred=self._inferred_count())
+
+    def _inferred_count(self) -> int:
+        """Ranges inferred from the kernel sequence, in the tree beside the export's NVTX ranges."""
+        from nsight_tui.parsers.model.inferred_ranges import inference
+
+        found = inference(self.trace)
+        return len(found.ranges) if found.found and found.ranges is not None else 0
+
+    def _notes(self) -> tuple[str, ...]:
+        """The file's notes; where the tree is inferred, no note says the range views are empty."""
+        from nsight_tui.parsers.read.load import NO_NVTX_NOTE
+
+        if not self._inferred_count():
+            return tuple(self.trace.info.notes)
+        return tuple(INFERRED_NOTE if n == NO_NVTX_NOTE else n for n in self.trace.info.notes)
+
+    def steps(self) -> tuple[int, float] | None:
+        """The steady-state steps (`step_N`, inferred ones too): how many and their median
+        period (the loop's pace, parsers.model.iterations.step_times); None without steps or
+        while the GPU work loads."""
+        if self.pending:
+            return None
+
+        def build():
+            from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, step_times
+
+            ids = iteration_ranges(self.model, STEP)
+            if not len(ids):
+                return None
+            t = step_times(self.model, ids)
+            return t.n, float(np.median(t.period_ns))
+
+        return self._once("steps", build)
 
     def _clocks_text(self) -> str:
         """The two clocks in words where the GPU runs behind the CPU on the steady-state steps."""

@@ -22,8 +22,21 @@ LABEL_LIMIT = 1024  # characters of a name in a tree row (the detail and exports
 _STEP = re.compile(r"^step_(N|\d+)$")
 
 
+_ITERATION = re.compile(r"^(step|warmup)_(N|\d+)$")
+
+
 def _is_step(name: str) -> bool:
     return bool(_STEP.match(path_key(name).rsplit(":", 1)[-1]))
+
+
+def iteration_of(node) -> RangeNode | None:
+    """The iteration (`step_N`, `warmup_N`, inferred ones too) the range is or is inside; None outside one."""
+    while node is not None:
+        name = getattr(node, "name", None)
+        if name and _ITERATION.match(path_key(name).rsplit(":", 1)[-1]):
+            return node
+        node = getattr(node, "parent", None)
+    return None
 
 
 def _first_step(roots, max_depth: int = 6):
@@ -88,11 +101,21 @@ INFERRED_CPU_TEXT = "launch span for inferred: ranges"
 INFERRED_CPU_SHORT = "launch span if inferred"
 
 
-def tree_columns(aggregated: bool = True, per_instance: bool = False, inferred: bool = False) -> list[Column]:
+# What an aggregated row's figures are: totals over its instances, per instance (total ÷ ×N), or
+# per step (total ÷ the instances of the iteration it is in: attention ×36 in step_N ×3 is 12 calls' time).
+TOTAL, PER_INSTANCE, PER_STEP = "total", "instance", "step"
+
+
+def tree_columns(aggregated: bool = True, per_instance: bool | str = False, inferred: bool = False) -> list[Column]:
     """The tree's columns. Aggregated rows add up their instances (`step_N ×3`): the figures are
-    totals over them, or (`i`) per instance, the total ÷ N; the headers and exports say which.
-    `inferred`: some ranges are inferred, their CPU figure a launch span (the header is marked)."""
-    if aggregated and per_instance:
+    totals over them, per instance (the total ÷ N), or per step (÷ its iteration's instances);
+    the headers and exports say which. `per_instance`: True or PER_INSTANCE, PER_STEP, or
+    False/TOTAL. `inferred`: some ranges are inferred, their CPU figure a launch span (the header is marked)."""
+    figures = PER_INSTANCE if per_instance is True else (per_instance or TOTAL)
+    if aggregated and figures == PER_STEP:
+        cpu, gpu_time, gpu, kernels = "CPU/step", "GPU/step", "Busy/step", "Kern/step"
+        what = "per iteration: total ÷ the instances of the step_N or warmup_N it is in"
+    elif aggregated and figures == PER_INSTANCE:
         cpu, gpu_time, gpu, kernels, what = "CPU/inst", "GPU/inst", "Busy/inst", "Kern/inst", "mean per instance"
     else:
         cpu, gpu_time, gpu, kernels = "CPU", "GPU", "GPU busy", "Kernels"
@@ -109,7 +132,7 @@ def tree_columns(aggregated: bool = True, per_instance: bool = False, inferred: 
                priority=7),
         Column("gpu", gpu, 9, fmt=numbers.duration, md_header=f"GPU busy (ns, {what})", priority=8),
         Column("share", "%parent", 7, fmt=numbers.percent, md_header="GPU share of parent", priority=4),
-        Column("kernels", kernels, 9 if per_instance and aggregated else 8,
+        Column("kernels", kernels, 9 if figures != TOTAL and aggregated else 8,
                fmt=lambda v: numbers.count(round(v)) if v is not None else "", md_header=f"Kernels ({what})", priority=5),
     ]
 
@@ -117,9 +140,11 @@ def tree_columns(aggregated: bool = True, per_instance: bool = False, inferred: 
 class RangeTreeSource:
     columns = tree_columns()
 
-    def __init__(self, groups: list[ThreadGroup], aggregated: bool, per_instance: bool = False,
+    def __init__(self, groups: list[ThreadGroup], aggregated: bool, per_instance: bool | str = False,
                  inferred: bool = False):
-        self.per_instance = per_instance and aggregated
+        figures = PER_INSTANCE if per_instance is True else (per_instance or TOTAL)
+        self.figures = figures if aggregated else TOTAL
+        self.per_instance = self.figures == PER_INSTANCE
         if "columns" not in self.__dict__:  # a subclass (the diff's tree) may have set its own
             self.columns = tree_columns(aggregated, per_instance, inferred)
         self.groups = groups
@@ -156,7 +181,7 @@ class RangeTreeSource:
             return None  # the load's first stage: GPU work not read yet, blank rather than zero
         if key == "instances":
             return node.instances
-        per = node.instances if self.per_instance and node.instances else 1
+        per = self.divisor(node)
         if key == "cpu":
             return node.cpu_ns / per if per > 1 else node.cpu_ns
         if key == "gpu":
@@ -168,6 +193,15 @@ class RangeTreeSource:
         if key == "kernels":
             return node.kernels / per if per > 1 else node.kernels
         return node.label
+
+    def divisor(self, node: RangeNode) -> int:
+        """What the row's totals are divided by (1: totals)."""
+        if self.figures == PER_INSTANCE:
+            return node.instances or 1
+        if self.figures == PER_STEP:
+            it = iteration_of(node)
+            return (it.instances or 1) if it is not None else 1
+        return 1
 
     def cell(self, i: int, column: Column) -> str:
         row = self.rows[i]
@@ -358,7 +392,13 @@ class RangeTreeSource:
                 group = node  # rows follow their group: no walk back per row
                 continue
             share = node.share_of_parent()
-            rows.append([group.label if group else "", path_text(node), node.instances, node.cpu_ns, node.proj_ns,
-                         node.busy_ns,
-                         None if share is None else round(share, 4), node.kernels])
+            per = self.divisor(node)  # the figures the headers name: totals, per instance or per step
+            rows.append([group.label if group else "", path_text(node), node.instances, _per(node.cpu_ns, per),
+                         _per(node.proj_ns, per), _per(node.busy_ns, per),
+                         None if share is None else round(share, 4), _per(node.kernels, per)])
         return headers, rows
+
+
+def _per(total, per: int):
+    """A total as exported: itself (÷ 1), else rounded to whole nanoseconds (counts: 2 decimals)."""
+    return total if per == 1 else round(total / per, 2)

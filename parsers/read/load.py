@@ -31,6 +31,7 @@ from nsight_tui.parsers.read.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CRE
 from nsight_tui.parsers.read.source import Schema, refuse_special, sidecar_notes
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
+NO_NVTX_NOTE = "no NVTX data: range views are empty; kernel and API summaries still work"
 FALLBACK_MEMCPY_LABELS = {
     0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array", 4: "Array-to-Host",
     5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array", 8: "Device-to-Device",
@@ -875,7 +876,7 @@ class TraceLoader:
             notes.append(f"{no_corr:,} CUDA API calls have no correlation ID: they count in cuda_api_sum "
                          "but are linked to no GPU work")
         if not self.has_nvtx:
-            notes.append("no NVTX data: range views are empty; kernel and API summaries still work")
+            notes.append(NO_NVTX_NOTE)
         if len(ranges) and "copies" in ranges and (ranges["copies"].to_numpy() > 1).any():
             twice = ranges[ranges["copies"].to_numpy() > 1]
             names = ", ".join(sorted(set(twice["domain"].tolist())))

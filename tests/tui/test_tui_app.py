@@ -40,7 +40,7 @@ def test_header_is_one_row_and_help_says_it_in_full(trace: Path, sample: Path, s
     async def body():
         async with tui(trace, size=(80, 24)) as ui:
             lines = ui.text().splitlines()
-            rows = next(i for i, line in enumerate(lines) if line.strip().startswith("ranges ("))  # the crumb
+            rows = next(i for i, line in enumerate(lines) if line.strip().startswith("ranges "))  # the crumb
             assert rows == 1 if trace == sample else rows <= 2  # two only for a long file name
             header = " ".join(lines[:rows])
             assert trace.stem in header and gpu.removeprefix("NVIDIA ") in header

@@ -261,6 +261,8 @@ def test_tree_per_instance_toggle(tui):
         from nsight_tui.render import numbers
 
         async with tui(path, size=(80, 24)) as ui:
+            assert "per step" in ui.flat_text()  # a capture with steps opens per step
+            await ui.press("i")  # then the totals
             text = ui.flat_text()
             assert "total ×N · i: per instance" in text
             assert f"total ×{n}: CPU {numbers.duration(sum(durations))}" in text  # the detail, step_N
@@ -273,7 +275,7 @@ def test_tree_per_instance_toggle(tui):
             assert tree.value(tree.rows[row], "cpu") == pytest.approx(sum(durations) / n)
             header = ui.text().splitlines()[2]
             assert "CPU/inst" in header and "GPU/inst" in header and "Kern/inst" in header
-            assert "per instance · i: total ×N" in ui.flat_text()
+            assert "per instance · i: per step" in ui.flat_text()
             line = next(row for row in ui.text().splitlines() if "step_N" in row and "×" in row)
             assert numbers.duration(sum(durations) / n) in line
             await ui.press("i")

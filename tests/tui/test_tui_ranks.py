@@ -127,7 +127,7 @@ def test_all_kernels_view_of_a_rank_and_of_all_ranks(tui):
     async def body():
         async with tui(DDP, size=(100, 30)) as ui:
             await ui.press("2")
-            assert "every GPU operation in the trace · all 2 ranks, summed" in ui.flat_text()
+            assert "every GPU operation in the trace · all 2 ranks, summed" in ui.screen.crumb()
             assert table_kernels(ui.screen)[0] == sum(len(ks) for ks in per_rank.values())
             await ui.press("R")  # on the all-kernels view: the view again, of rank 0
             assert type(ui.screen).__name__ == "KernelsScreen" and ui.screen.node is None
@@ -135,7 +135,7 @@ def test_all_kernels_view_of_a_rank_and_of_all_ranks(tui):
             ((_, dev),) = [k for k in per_rank if k[0] == pid]
             ks = per_rank[(pid, dev)]
             assert table_kernels(ui.screen) == (len(ks), sum(e - s for s, e, _ in ks))
-            assert "every GPU operation in the trace · rank 0 · GPU" in ui.flat_text()
+            assert "every GPU operation in the trace · rank 0 · GPU" in ui.screen.crumb()
 
     run(body())
 

@@ -41,6 +41,18 @@ class HeaderInfo:
     # Where the GPU runs behind the CPU (no synchronise at phase ends): the clocks in words, for `?`;
     # the badge then says so. "" where the two clocks agree.
     clocks: str = ""
+    # Ranges inferred from the kernel sequence (parsers.model.inferred_ranges), in the tree beside the
+    # export's own NVTX ranges (`ranges`): the header counts them apart so "0 ranges" never sits
+    # beside a full tree.
+    inferred: int = 0
+
+    def ranges_text(self, short: bool = False) -> str:
+        if not self.inferred:
+            return f"{self.ranges:,} ranges"
+        if not self.ranges:
+            return f"{self.inferred:,} inferred" if short else f"{self.inferred:,} inferred ranges"
+        return f"{self.ranges:,}+{self.inferred:,} inferred" if short else \
+            f"{self.ranges:,} NVTX + {self.inferred:,} inferred ranges"
 
     @property
     def loaded_text(self) -> str:
@@ -73,8 +85,11 @@ class HeaderInfo:
 
     def full_lines(self) -> list[str]:
         """Everything, for `?`: the file, its counts, and the attribution explained."""
-        counts = (f"{self.ranges:,} NVTX ranges · kernels and CUDA API calls still loading · " if self.pending
-                  else f"{self.kernels:,} kernels · {self.api_calls:,} CUDA API calls · {self.ranges:,} NVTX ranges · ")
+        nvtx = f"{self.ranges:,} NVTX ranges" + (
+            f" + {self.inferred:,} ranges inferred from the kernel sequence (the tree's inferred: rows)"
+            if self.inferred else "")
+        counts = (f"{nvtx} · kernels and CUDA API calls still loading · " if self.pending
+                  else f"{self.kernels:,} kernels · {self.api_calls:,} CUDA API calls · {nvtx} · ")
         lines = [
             f"file: {self.file_name}",
             f"GPU: {self.gpu_text()} · nsys {self.nsys_version or '?'} · capture span {numbers.duration(self.span_ns)}",
@@ -96,10 +111,10 @@ def _stem(name: str) -> str:
 
 def _variants(h: HeaderInfo) -> list[list[str]]:
     """The fields of the row, longest form first; each next form is shorter."""
-    counts_long = [f"{h.kernels:,} kernels", f"{h.api_calls:,} API calls", f"{h.ranges:,} ranges"]
-    counts_short = [f"{h.kernels:,} kernels", f"{h.api_calls:,} API", f"{h.ranges:,} ranges"]
+    counts_long = [f"{h.kernels:,} kernels", f"{h.api_calls:,} API calls", h.ranges_text()]
+    counts_short = [f"{h.kernels:,} kernels", f"{h.api_calls:,} API", h.ranges_text(short=True)]
     if h.pending:  # kernels and API calls are not counted yet: not 0
-        counts_long = counts_short = [f"{h.ranges:,} ranges"]
+        counts_long = counts_short = [h.ranges_text()]
     version = [f"nsys {h.nsys_version}"] if h.nsys_version else []
     span = [f"span {numbers.duration(h.span_ns)}"] if h.span_ns else []
     loaded = h.loaded_text
@@ -113,7 +128,7 @@ def _variants(h: HeaderInfo) -> list[list[str]]:
 
 def _tight(h: HeaderInfo) -> list[str]:
     counts = [] if h.pending else [f"{h.kernels:,} kernels", f"{h.api_calls:,} API"]
-    return [_stem(h.file_name), h.gpu_text(short=True), *counts, f"{h.ranges:,} ranges", h.loaded_short]
+    return [_stem(h.file_name), h.gpu_text(short=True), *counts, h.ranges_text(short=True), h.loaded_short]
 
 
 def _tail(h: HeaderInfo) -> str:

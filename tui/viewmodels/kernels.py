@@ -123,6 +123,9 @@ def occ_text(v) -> str:
 
 
 OCC_HEADER = "Theoretical occupancy % (from launch configuration)"
+# nsys's Time% (cuda_gpu_kern_sum) is of kernel time alone; this share counts memcpy/memset too
+SHARE_HEADER = "Share of GPU op time (kernels + memcpy/memset; nsys Time% is of kernels alone)"
+SHARE_CAPTION = "%ops: of kernel + memcpy/memset time"
 
 
 def kernel_columns(demangled: bool) -> list[Column]:
@@ -137,7 +140,7 @@ def kernel_columns(demangled: bool) -> list[Column]:
         Column("max_ns", "Max", 9, fmt=numbers.duration, priority=3, md_header="Max (ns)"),
         Column("occ_pct", "Occ", 6, fmt=occ_text, priority=5, md_header=OCC_HEADER),
         Column("occ_limiter", "", show=False, text=True, md_header="Occupancy limiter"),
-        Column("share", "%", 6, fmt=numbers.percent, priority=7, md_header="Share of range GPU time",
+        Column("share", "%ops", 6, fmt=numbers.percent, priority=7, md_header=SHARE_HEADER,
                md_fmt=lambda v: round(float(v), 4)),
         Column("label" if demangled else "name", "", show=False, text=True,
                md_header="Kernel" if demangled else "Kernel (demangled)"),

@@ -20,11 +20,34 @@ def _bytes(n) -> str:
     return bytes_(n) if n is None or n >= 0 else "−" + bytes_(-n)
 
 
+def _decimal(n) -> str:
+    """The same size in decimal units (torch's figures are often printed as `/ 1e9` "GB")."""
+    if n is None or pd.isna(n):
+        return ""
+    v = abs(float(n))
+    sign = "−" if n < 0 else ""
+    for scale, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if v >= scale:
+            return f"{sign}{v / scale:.2f} {unit}"
+    return f"{sign}{v:.0f} B"
+
+
+def _both(n) -> str:
+    """`5.52 GiB · 5.93 GB`: binary units (GiB = 2^30 bytes) and decimal ones (GB = 10^9) side by
+    side, each labelled: a torch user compares with `max_memory_allocated() / 1e9`. The export keeps bytes."""
+    if n is None or pd.isna(n):
+        return ""
+    binary, decimal = _bytes(n), _decimal(n)
+    return binary if binary.endswith(" B") else f"{binary} · {decimal}"
+
+
+UNITS_NOTE = "GiB = 2^30 B, GB = 10^9 B (torch's / 1e9)"
+
 COLUMNS = [
     Column("section", "", 10, "left", text=True, priority=6, md_header="Section"),
-    Column("what", "Figure", None, "left", text=True, min_width=16, md_header="Figure"),
-    Column("bytes", "Bytes", 12, fmt=_bytes, priority=9, md_header="Bytes"),
-    Column("where", "Where / what it is", 40, "left", text=True, priority=7, md_header="Where / what it is"),
+    Column("what", "Figure", 24, "left", text=True, priority=10, md_header="Figure"),
+    Column("bytes", "Size (GiB · GB)", 21, fmt=_both, priority=9, md_header="Bytes"),
+    Column("where", "Where / what it is", None, "left", text=True, min_width=18, md_header="Where / what it is"),
 ]
 
 
@@ -37,13 +60,13 @@ class MemoryView:
         r = self.report
         if r.out_of_memory is not None:
             o = r.out_of_memory
-            return (f"OUT OF MEMORY: {o.call} failed in {o.path or '(no range)'} with {bytes_(o.in_use_bytes)} in use "
-                    f"of {bytes_(o.total_memory_bytes)}")
+            return (f"OUT OF MEMORY: {o.call} failed in {o.path or '(no range)'} with {_both(o.in_use_bytes)} in use "
+                    f"of {_both(o.total_memory_bytes)} · {UNITS_NOTE}")
         if not r.has_events:
             return ("no GPU memory events in this export (nsys --cuda-memory-usage=true; nsight-tui capture records "
                     "them by default)" + (f"; torch's figures from the {r.torch_source} below" if r.phases else ""))
-        total = f" of {bytes_(r.gpu_total_bytes)}" if r.gpu_total_bytes else ""
-        return f"peak in use {bytes_(r.peak_bytes)}{total} in {r.peak_path or '(no range)'}"
+        total = f" of {_both(r.gpu_total_bytes)}" if r.gpu_total_bytes else ""
+        return (f"peak in use {_both(r.peak_bytes)}{total} in {r.peak_path or '(no range)'} · {UNITS_NOTE}")
 
 
 def rows(r: MemoryReport) -> list[dict]:

@@ -22,20 +22,24 @@ def _num(digits: int):
     return show
 
 
+# At 80 columns the range, the total the rows are sorted by and the limiter stay; the mean, the
+# instance count and the wide columns go first.
 COLUMNS = [
-    Column("range", "Range", 28, "left", text=True, priority=8, md_header="range"),
+    Column("range", "Range", 16, "left", text=True, priority=9, md_header="range"),
     Column("kernel", "Kernel", None, "left", text=True, min_width=18, md_header="kernel"),
-    Column("instances", "n", 3, priority=6, md_header="instances"),
-    Column("ncu_us", "ncu µs", 8, fmt=_num(1), priority=9, md_header="ncu µs (mean)"),
+    Column("instances", "n", 3, priority=5, md_header="instances"),
+    Column("total_us", "Σ ncu µs", 9, fmt=_num(1), priority=10,
+           md_header="ncu µs, total over the instances (mean × n: the rows' order)"),
+    Column("ncu_us", "ncu µs", 8, fmt=_num(1), priority=6, md_header="ncu µs (mean)"),
     Column("sm_pct", "SM %", 5, fmt=_num(0), priority=8, md_header="SM throughput % of peak (ncu)"),
     Column("mem_pct", "Mem %", 5, fmt=_num(0), priority=8, md_header="memory throughput % of peak (ncu)"),
-    Column("dram_mb", "DRAM MB", 8, fmt=_num(2), priority=5, md_header="DRAM MB (ncu)"),
-    Column("occupancy", "Occ th/ach", 11, priority=9, md_header="occupancy % theoretical / achieved"),
-    Column("limiter", "Limiter", 9, "left", text=True, priority=7, md_header="occupancy limiter"),
-    Column("stall", "Top stall", 16, "left", text=True, priority=6, md_header="top stall (warps per issued instruction)"),
-    Column("rule", "ncu rule (est. speedup)", 22, "left", text=True, priority=5, md_header="ncu rule (mean est. speedup)"),
-    Column("gflops", "GFLOP/s", 8, fmt=_num(0), priority=4, md_header="measured GFLOP/s (ncu)"),
-    Column("tensor", "Tensor TF/s", 16, "left", text=True, priority=4,
+    Column("dram_mb", "DRAM MB", 8, fmt=_num(2), priority=4, md_header="DRAM MB (ncu)"),
+    Column("occupancy", "Occ th/ach", 10, priority=7, md_header="occupancy % theoretical / achieved"),
+    Column("limiter", "Limiter", 9, "left", text=True, priority=9, md_header="occupancy limiter"),
+    Column("stall", "Top stall", 16, "left", text=True, priority=5, md_header="top stall (warps per issued instruction)"),
+    Column("rule", "ncu rule (est. speedup)", 22, "left", text=True, priority=4, md_header="ncu rule (mean est. speedup)"),
+    Column("gflops", "GFLOP/s", 8, fmt=_num(0), priority=3, md_header="measured GFLOP/s (ncu)"),
+    Column("tensor", "Tensor TF/s", 16, "left", text=True, priority=3,
            md_header="tensor cores: measured TFLOP/s (ncu time) and % of the datasheet's dense peak"),
     Column("name", "", show=False, text=True, md_header="name"),
 ]
@@ -65,6 +69,7 @@ def build(answers: dict) -> NcuView:
         rows.append({
             "range": r["range"], "kernel": table_name(r["name"]), "instances": r["instances"],
             "ncu_us": None if r["duration_ns"] is None else r["duration_ns"] / 1e3,
+            "total_us": None if r["duration_ns"] is None else r["duration_ns"] * r["instances"] / 1e3,
             "sm_pct": r["sm_throughput_pct"], "mem_pct": r["memory_throughput_pct"],
             "dram_mb": None if r["dram_bytes"] is None else r["dram_bytes"] / 1e6,
             "occupancy": "" if theo is None or ach is None else f"{theo:.0f} / {ach:.0f}",

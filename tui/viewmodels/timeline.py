@@ -141,6 +141,10 @@ class TimelineState:
     def fit(self) -> None:
         self.t0, self.t1 = self.fit_window
 
+    def whole(self) -> None:
+        """The whole capture: its first event to its last, on every lane."""
+        self.t0, self.t1 = _valid((self.timeline.t_min, self.timeline.t_max), self.timeline)
+
     def move_lane(self, delta: int) -> None:
         """To the next/previous lane shown (empty lanes in the window are skipped)."""
         if self.timeline.lanes:

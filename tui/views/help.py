@@ -35,10 +35,11 @@ class HelpScreen(ModalScreen):
     ]
 
     def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]], about: list[str] | None = None,
-                 **kwargs) -> None:
+                 leading: int = 0, **kwargs) -> None:
         super().__init__(**kwargs)
         self.sections = sections
         self.about = about or []  # the open file and the attribution in force, in full
+        self.leading = leading  # the first sections are the keys of the view in front: before every other key
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body"):
@@ -49,13 +50,16 @@ class HelpScreen(ModalScreen):
         if self.about:
             parts += [Text(""), Text("This file", style="bold yellow")]
             parts += [rich_text(line) for line in self.about]
-        for title, rows in self.sections:
+        for i, (title, rows) in enumerate(self.sections):
+            if i == self.leading and self.leading:
+                parts += [Text(""), Text("Every other key", style="bold underline")]
             table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
             table.add_column("keys", style="bold", no_wrap=True, width=14)
             table.add_column("what", ratio=1)
             for keys, what in rows:
                 table.add_row(keys, what)
-            parts += [Text(""), Text(title, style="bold yellow"), table]
+            heading = f"This view: {title}" if i < self.leading else title
+            parts += [Text(""), Text(heading, style="bold yellow"), table]
         return Group(*parts)
 
     def action_close(self) -> None:

@@ -18,6 +18,7 @@ from nsight_tui.tui.messages import KernelsReady, Navigation
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.tree_source import path_text
 from nsight_tui.tui.viewmodels.kernels import (
+    SHARE_CAPTION,
     KernelsView,
     kernel_columns,
     kernel_detail,
@@ -78,11 +79,13 @@ class KernelsScreen(TableScreen):
             return f"kernels of {self.ops[0]} · {len(self.ops[1]):,} kernels"
         if self.node is None:
             scope = self.session.scope_text()
-            return "kernel summary: every GPU operation in the trace" + (f" · {scope}" if scope else "")
+            # the share's basis first: nsys's Time% (kernels alone) is what users compare it with
+            return f"kernel summary · {SHARE_CAPTION} · every GPU operation in the trace" + (f" · {scope}" if scope else "")
         n = self.node
         times = f" ×{n.instances}" if n.instances > 1 else ""
         scope = self.session.node_scope_text(n)
-        return f"kernels of {path_text(n)}{times} · {n.kernels:,} kernels" + (f" · {scope}" if scope else "")
+        return (f"kernels of {path_text(n)}{times} · {n.kernels:,} kernels" + (f" · {scope}" if scope else "")
+                + f" · {SHARE_CAPTION}")
 
     def compose_body(self) -> ComposeResult:
         with Container(id="kbody"):

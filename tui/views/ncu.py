@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from nsight_tui.tui.messages import NcuReady
-from nsight_tui.tui.table_model import TableModel, ViewText
+from nsight_tui.tui.table_model import SortState, TableModel, ViewText
 from nsight_tui.tui.viewmodels.ncu import COLUMNS, NcuView
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -48,7 +48,8 @@ class NcuScreen(TableScreen):
         assert isinstance(view, NcuView)
         self.view = view
         self.grid.empty_text = "no profiled kernel"
-        self.show_table(TableModel(view.frame, COLUMNS))
+        # the analysis's order, by the total (mean × instances), said as the sort in force
+        self.show_table(TableModel(view.frame, COLUMNS, SortState("total_us", True)))
         self.query_one("#ncu-note", Static).update(literal(view.summary))
         warning = self.query_one("#ncu-warning", Static)
         warning.update(literal(view.warning))

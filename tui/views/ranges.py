@@ -22,7 +22,18 @@ from nsight_tui.render import numbers
 from nsight_tui.tui.messages import Navigation
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.timeline import target_for_node
-from nsight_tui.tui.tree_source import INFERRED, INFERRED_CPU_MARK, INFERRED_CPU_SHORT, RangeTreeSource, node_key, path_text
+from nsight_tui.tui.tree_source import (
+    INFERRED,
+    INFERRED_CPU_MARK,
+    INFERRED_CPU_SHORT,
+    PER_INSTANCE,
+    PER_STEP,
+    TOTAL,
+    RangeTreeSource,
+    iteration_of,
+    node_key,
+    path_text,
+)
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.widgets.grid import DataGrid
 from nsight_tui.tui.widgets.prompt_bar import PromptBar
@@ -90,9 +101,10 @@ class RangesScreen(ViewScreen):
         Binding("a", "toggle_aggregate", "Aggregate",
                 tooltip="Toggle: ranges aggregated by name path (step_N ×5) / individual instances",
                 id="ranges.aggregate"),
-        Binding("i", "toggle_per_instance", "Per instance", show=False, id="ranges.per_instance",
-                tooltip="Aggregated rows (step_N ×3): figures as totals over the instances / per instance "
-                "(total ÷ N); the headers say which"),
+        Binding("i", "toggle_per_instance", "Per step/total/instance", show=False, id="ranges.per_instance",
+                tooltip="Aggregated rows (step_N ×3): figures per step (where the capture has steps: the total ÷ "
+                "the instances of the step_N or warmup_N it is in; how it opens), as totals over the instances, "
+                "or per instance (total ÷ ×N); the headers say which"),
         Binding("slash", "search", "Search", tooltip="Search ranges by name (a/b matches a path ending a/b)",
                 id="ranges.search"),
         Binding("n", "search_next", "Next match", show=False, id="ranges.search-next"),
@@ -106,13 +118,15 @@ class RangesScreen(ViewScreen):
     ]
 
     aggregated: var[bool] = var(True, init=False)  # by name path (step_N ×5) or instances
-    per_instance: var[bool] = var(False, init=False)  # aggregated figures: totals, or ÷ instances
+    # aggregated figures: per step (how a capture with steps opens), totals, or ÷ instances
+    figures: var[str] = var(TOTAL, init=False)
     search_text: var[str] = var("", init=False, always_update=True)
 
     def __init__(self, session, **kwargs) -> None:
         super().__init__(session, **kwargs)
         self.set_reactive(RangesScreen.aggregated, session.aggregated)
         self._matches: list[RangeNode] = []
+        self._figures_chosen = False  # `i` pressed: the figures stay as chosen (else per step where there are steps)
 
     def compose_body(self) -> ComposeResult:
         yield RangeTree(id="tree", empty_text="no NVTX ranges in this export: press 2 for the kernel summary")
@@ -129,11 +143,23 @@ class RangesScreen(ViewScreen):
     def crumb(self) -> str:
         # where ranges are inferred, the CPU column's mark is explained here (the header has 9 columns)
         cpu = f" · CPU{INFERRED_CPU_MARK}: {INFERRED_CPU_SHORT}" if self.has_inferred() else ""
+        what = self.tree_what()
         if not self.aggregated:
-            return "ranges (individual instances)" + cpu
-        if self.per_instance:
-            return f"ranges (aggregated by name path) · per instance{cpu} · i: total ×N"
-        return f"ranges (aggregated by name path) · total ×N{cpu} · i: per instance"
+            return f"{what} (individual instances)" + cpu
+        steps = self.session.steps()
+        if self.figures == PER_STEP and steps is not None:
+            n, period = steps
+            # ÷ the step count, and the step's median period (the loop's pace, as `p` shows it)
+            return f"{what} per step (÷{n}, median {numbers.duration(period)}){cpu} · i: totals"
+        if self.figures == PER_INSTANCE:
+            return f"{what} (aggregated by name path) · per instance{cpu} · i: " + ("per step" if steps else "total ×N")
+        return f"{what} (aggregated by name path) · total ×N{cpu} · i: per instance"
+
+    def tree_what(self) -> str:
+        """What the tree is: NVTX ranges, or ranges inferred from the kernel sequence (no NVTX)."""
+        if self.session.trace.info.ranges == 0 and self.has_inferred():
+            return "inferred ranges (no NVTX)"
+        return "ranges"
 
     def has_inferred(self) -> bool:
         """Ranges inferred from the kernel sequence are in the tree (parsers.model.inferred)."""
@@ -145,7 +171,10 @@ class RangesScreen(ViewScreen):
         ((gtid, name-path key)) when it still exists, else on the first range."""
         model = self.session.model
         agg = self.aggregated
-        source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg, self.per_instance,
+        if not self._figures_chosen:  # per step where the capture has steps (known once its GPU work is read)
+            self.set_reactive(RangesScreen.figures, PER_STEP if self.session.steps() is not None else TOTAL)
+        figures = self.figures if self.figures != PER_STEP or self.session.steps() is not None else TOTAL
+        source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg, figures,
                                  self.has_inferred())
         source.expand_default()
         self._matches = []
@@ -161,7 +190,9 @@ class RangesScreen(ViewScreen):
             self._prepare_search(source)
         self.show_crumb()
         self._update_detail()
-        if self.session.trace.info.ranges == 0:
+        if self.session.trace.info.ranges == 0 and self.has_inferred():
+            self.set_status("no NVTX: the tree is inferred from the kernel sequence · enter: kernels · ? help")
+        elif self.session.trace.info.ranges == 0:
             self.set_status("no NVTX ranges: 2 kernel summary · 3 API summary")
         else:
             self.set_status("enter: kernels of the range · l/h expand/collapse · a aggregate · / search · ? help")
@@ -253,6 +284,14 @@ class RangesScreen(ViewScreen):
             detail.update(text.append(f"CPU {numbers.duration(node.cpu_ns)} (NVTX span) · GPU work: loading…"))
             return
         n = node.instances
+        per, it = self.grid.ranges.divisor(node), iteration_of(node)
+        first = ""  # the figures the tree shows, first
+        if self.grid.ranges.figures == PER_STEP and per > 1 and it is not None:
+            first = f"per step (÷{per}): " + self._per_text(node, per)
+        elif self.grid.ranges.figures == PER_INSTANCE and n > 1:
+            first = "per instance: " + self._per_text(node, n)
+        if first:
+            text.append(first + "\n")
         if n > 1:
             text.append(f"total ×{n}: ")
         # an inferred range (parsers.model.inferred) spans its kernels' launches, not an NVTX push/pop
@@ -264,13 +303,17 @@ class RangesScreen(ViewScreen):
         if share is not None:
             text.append(f", {numbers.percent(share)} of parent")
         text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
-        if n > 1:
-            text.append(f"\nper instance: CPU {numbers.duration(node.cpu_ns / n)} · GPU {numbers.duration(node.proj_ns / n)} · "
-                        f"busy {numbers.duration(node.busy_ns / n)} · {numbers.count(round(node.kernels / n))} kernels")
+        if n > 1 and not first.startswith("per instance") and not (first and per == n):
+            text.append("\nper instance: " + self._per_text(node, n))
         scope = self.session.node_scope_text(node)
         if scope:
             text.append(f" · {scope}")
         detail.update(text)
+
+    @staticmethod
+    def _per_text(node: RangeNode, per: int) -> str:
+        return (f"CPU {numbers.duration(node.cpu_ns / per)} · GPU {numbers.duration(node.proj_ns / per)} · "
+                f"busy {numbers.duration(node.busy_ns / per)} · {numbers.count(round(node.kernels / per))} kernels")
 
     def action_backward_parts(self) -> None:
         self.post_message(self.BackwardPartsAsked())
@@ -287,12 +330,18 @@ class RangesScreen(ViewScreen):
         if not self.aggregated:
             self.set_status("individual instances: every figure is one instance's (a: aggregate)")
             return
-        self.per_instance = not self.per_instance
+        # per step → totals → per instance → per step (without steps: totals ↔ per instance)
+        order = [PER_STEP, TOTAL, PER_INSTANCE] if self.session.steps() is not None else [TOTAL, PER_INSTANCE]
+        at = order.index(self.figures) if self.figures in order else 0
+        self._figures_chosen = True
+        self.figures = order[(at + 1) % len(order)]
 
-    def watch_per_instance(self, per_instance: bool) -> None:
+    def watch_figures(self, figures: str) -> None:
         keep = self.current_key()
         self.rebuild(keep)
-        self.set_status("figures per instance: total ÷ ×N" if per_instance else "figures: totals over ×N instances")
+        self.set_status({PER_INSTANCE: "figures per instance: total ÷ ×N",
+                         PER_STEP: "figures per step: total ÷ the instances of its step_N (warmup_N)"}.get(
+                             figures, "figures: totals over ×N instances"))
 
     def watch_aggregated(self, aggregated: bool) -> None:
         keep = self.current_key()

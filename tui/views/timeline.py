@@ -100,7 +100,9 @@ class TimelineScreen(ViewScreen):
                 tooltip="Pan left a whole screen"),
         Binding("L", "pan_screen(1)", "Screen right", show=False, id="timeline.screen_right",
                 tooltip="Pan right a whole screen"),
-        Binding("0", "fit", "Fit", id="timeline.fit", tooltip="Fit the range the view opened on"),
+        Binding("0", "fit", "Fit range", id="timeline.fit", tooltip="Fit the range the view opened on"),
+        Binding("w", "whole", "Whole capture", id="timeline.whole",
+                tooltip="Zoom out to the whole capture, first event to last (0 fits the range the view opened on)"),
         Binding("left_square_bracket", "gap(-1)", "Prev gap", show=False, id="timeline.prev_gap",
                 tooltip="Previous GPU gap (idle stretch) longer than 10 µs or two cells, on the selected lane's GPU"),
         Binding("right_square_bracket", "gap(1)", "Next gap", id="timeline.next_gap",
@@ -161,7 +163,7 @@ class TimelineScreen(ViewScreen):
             target = target(message.timeline)
         self.state = TimelineState(message.timeline, target or target_for_trace(message.timeline))
         self.show_crumb()
-        self._say("+/- zoom · h/l pan · H/L screen · [/] gaps · j/k lanes · enter detail · 0 fit · e export")
+        self._say("+/- zoom · h/l pan · H/L screen · [/] gaps · j/k lanes · 0 fit · w whole · enter detail · e export")
         self.redraw()
 
     def on_timeline_canvas_resized(self, message: TimelineCanvas.Resized) -> None:
@@ -298,6 +300,9 @@ class TimelineScreen(ViewScreen):
 
     def action_fit(self) -> None:
         self._move(lambda s: s.fit())
+
+    def action_whole(self) -> None:
+        self._move(lambda s: s.whole())
 
     def action_lane(self, delta: int) -> None:
         self._move(lambda s: s.move_lane(delta))
