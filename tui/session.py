@@ -139,7 +139,7 @@ class Session:
 
     def _inferred_count(self) -> int:
         """Ranges inferred from the kernel sequence, in the tree beside the export's NVTX ranges."""
-        from nsight_tui.parsers.model.inferred_ranges import inference
+        from nsight_tui.parsers.model.inferred import inference
 
         found = inference(self.trace)
         return len(found.ranges) if found.found and found.ranges is not None else 0
@@ -154,18 +154,17 @@ class Session:
 
     def steps(self) -> tuple[int, float] | None:
         """The steady-state steps (`step_N`, inferred ones too): how many and their median
-        period (the loop's pace, parsers.model.iterations.step_times); None without steps or
-        while the GPU work loads."""
+        period (the loop's pace, parsers.model.steps); None without steps or while the GPU work
+        loads."""
         if self.pending:
             return None
 
         def build():
-            from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, step_times
+            from nsight_tui.parsers.model.steps import steps_of
 
-            ids = iteration_ranges(self.model, STEP)
-            if not len(ids):
+            t = steps_of(self.model).steady_times
+            if not t.n:
                 return None
-            t = step_times(self.model, ids)
             return t.n, float(np.median(t.period_ns))
 
         return self._once("steps", build)

@@ -41,7 +41,7 @@ class HeaderInfo:
     # Where the GPU runs behind the CPU (no synchronise at phase ends): the clocks in words, for `?`;
     # the badge then says so. "" where the two clocks agree.
     clocks: str = ""
-    # Ranges inferred from the kernel sequence (parsers.model.inferred_ranges), in the tree beside the
+    # Ranges inferred from the kernel sequence (parsers.model.inferred), in the tree beside the
     # export's own NVTX ranges (`ranges`): the header counts them apart so "0 ranges" never sits
     # beside a full tree.
     inferred: int = 0
