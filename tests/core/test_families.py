@@ -29,6 +29,7 @@ from nsight_tui.parsers.kernels.families import (
 )
 
 from conftest import SAMPLES, SHARED
+from helpers.xz_samples import plain
 
 # "other" may hold at most this share of a trace's distinct kernel names and of its kernel time.
 MAX_OTHER_NAMES = 0.05
@@ -272,9 +273,14 @@ def test_other_is_small_in_every_trace(path: Path):
     )
 
 
+# Compressed samples whose kernels no plain export has: convolution nets (cuDNN's implicit-GEMM
+# convolutions, its NCHW<->NHWC transposes).
+CONV_SAMPLES = ("hw/conv_agshapes", "thirdparty/lightning_resnet50_b32", "thirdparty/timm_convnext_tiny_b32")
+
+
 def _all_real_names() -> set[str]:
     names: set[str] = set()
-    for path in _real_traces():
+    for path in [*_real_traces(), *(plain(SAMPLES / f"{stem}.sqlite.xz") for stem in CONV_SAMPLES)]:
         names |= {n for n, _, _ in _kernel_table(path)}
     for csv_path in sorted((SHARED / "oracle").glob("*_cuda_gpu_kern_sum.csv")) if SHARED.is_dir() else []:
         with open(csv_path, newline="") as fh:

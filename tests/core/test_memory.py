@@ -201,7 +201,7 @@ def test_sweep_oom_cell_says_where(tmp_path, async_trace, with_range):
     runs = discover(tmp_path)
     assert [(r.path.name, r.status) for r in runs] == [(f"{OOM}.json", "oom")]  # the export is no run
     assert runs[0].oom_range == "warmup_0/forward/scaled_dot_product_attention/computing_attention_scores"
-    assert _cell(runs[0], lambda a: "x") == "OOM (computing_attention_scores)"
+    assert _cell(runs[0], lambda a: "x", {}) == "OOM (computing_attention_scores)"
 
 
 def test_sweep_report_has_the_memory_table_and_where_each_run_ran_out(tmp_path, async_trace, capsys):

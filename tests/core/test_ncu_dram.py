@@ -14,7 +14,7 @@ from nsight_tui.parsers.analyses import ncu
 from nsight_tui.parsers.kernels import ncu_metrics
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.read.ncu_rep import NcuReport, read_ncu_report
-from nsight_tui.render.ncu import range_rows
+from nsight_tui.render.ncu import range_rows, ncu_json
 
 GONE = ("dram__bytes.sum", "dram__bytes_read.sum", "dram__bytes_write.sum")
 
@@ -70,7 +70,7 @@ def test_ranges_dram_totals_and_the_note(pair):
     n = len(report.kernels)
     assert (f"DRAM bytes of {n} of {n} kernels are dram__bytes.sum.per_second x gpu__time_duration.sum "
             f"(the report has no dram__bytes.sum)") in a.notes
-    rows = {r[0]: r for r in range_rows(ncu.answers_of(a))}
+    rows = {r[0]: r for r in range_rows(ncu_json(a))}
     assert rows["step_1"][6] == round(points["step_1"].measured_dram_bytes / 1e9, 3) > 0  # "DRAM GB", not 0.0
     # the report as ncu wrote it: no note
     assert not any("DRAM bytes of" in note for note in ncu.analyse(trace, report).notes)

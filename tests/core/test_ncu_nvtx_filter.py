@@ -15,7 +15,7 @@ from nsight_tui.parsers.analyses import ncu
 from nsight_tui.parsers.kernels import ncu_join
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.read.ncu_rep import NcuReport, read_ncu_report
-from nsight_tui.render.ncu import warning_line
+from nsight_tui.render.ncu import warning_line, ncu_json
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_an_nvtx_filtered_report_agrees_with_its_export(pair, monkeypatch):
     a = ncu.analyse(trace, partial)
     assert a.join.window == ncu_join.BY_RANGE_THREAD.format("step_1")
     assert a.join.agreement >= ncu.MIN_AGREEMENT and not a.mismatch["sequence"]
-    assert a.warnings == [] and warning_line(ncu.answers_of(a)) == ""
+    assert a.warnings == [] and warning_line(ncu_json(a)) == ""
     # each profiled kernel is joined to the export kernel the full report's join gave it
     full = dict(zip((k.index for k in report.kernels), reference.op_of.tolist()))
     assert a.join.op_of.tolist() == [full[k.index] for k in partial.kernels]

@@ -34,18 +34,18 @@ def test_q_while_the_diff_loads_exits_and_nothing_else_loads(monkeypatch):
     """The window: the diff's screen is up and its worker is inside the load (held there by an
     event, so the window cannot close before the key). q, then the app is gone."""
     from nsight_tui.tui.app import NsightApp
-    from nsight_tui.tui.views import diff as diff_view
+    from nsight_tui.tui.viewmodels import diff as diff_vm
 
     calls = counting_compare(monkeypatch)
     inside, release = threading.Event(), threading.Event()
-    real = diff_view._trace
+    real = diff_vm.load_trace
 
-    def held(app, path, say):
+    def held(path, *args, **kwargs):
         inside.set()
         release.wait(60)
-        return real(app, path, say)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(diff_view, "_trace", held)
+    monkeypatch.setattr(diff_vm, "load_trace", held)
 
     async def body():
         app = NsightApp([str(A), str(B)], diff=True)

@@ -95,9 +95,12 @@ async def _tree_first_then_gpu_columns(held_gpu, sql):
             JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
             JOIN NVTX_EVENTS e ON r.globalTid = e.globalTid AND r.start >= e.start AND r.end <= e.end
             JOIN StringIds s ON s.id = e.textId WHERE s.value GLOB 'step_[0-9]*' AND e.eventType = 59""")
+        steps = sql.scalar(SAMPLE, """SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId
+            WHERE s.value GLOB 'step_[0-9]*' AND e.eventType = 59""")
         assert node.kernels >= kernels > 0  # process-wide: at least nsys's launching-thread count
-        assert source.cell(row, cols["kernels"]) == numbers.count(node.kernels)
-        assert source.cell(row, cols["gpu"]) == numbers.duration(node.busy_ns) != ""
+        # the tree opens per step: the step row's totals over its steps
+        assert source.cell(row, cols["kernels"]) == cols["kernels"].fmt(node.kernels / steps)
+        assert source.cell(row, cols["gpu"]) == numbers.duration(node.busy_ns / steps) != ""
         assert app.screen.check_action("backward_parts", ())
 
 
@@ -169,11 +172,11 @@ def test_header_slow_parts_are_computed_in_the_load_worker(tui, monkeypatch):
     """The header's nesting note and clocks line (passes over every range: seconds at 3M
     ranges) are computed in the load's worker, not on the UI thread, and the header they give
     is the one a session computing them itself shows."""
-    from nsight_tui.parsers.model import iterations
+    from nsight_tui.parsers.model import steps
     from nsight_tui.tui.session import Session
 
     threads: dict[str, list[str]] = {"nesting": [], "clocks": []}
-    real_note, real_clocks = iterations.nesting_note, Session._clocks_text
+    real_note, real_clocks = steps.nesting_note, Session._clocks_text
 
     def note(model):
         threads["nesting"].append(threading.current_thread().name)
@@ -183,7 +186,7 @@ def test_header_slow_parts_are_computed_in_the_load_worker(tui, monkeypatch):
         threads["clocks"].append(threading.current_thread().name)
         return real_clocks(self)
 
-    monkeypatch.setattr(iterations, "nesting_note", note)
+    monkeypatch.setattr(steps, "nesting_note", note)
     monkeypatch.setattr(Session, "_clocks_text", clocks)
 
     async def body():
