@@ -1,4 +1,4 @@
-"""A small convolutional net under nsys, for FLOPs from op shapes on convolutions (issue 29).
+"""A small convolutional net under nsys, for FLOPs from op shapes on convolutions.
 
 The GPT-2 workload has no convolution; this one has a strided conv and a transposed one. Before
 its steps it counts one training iteration with PyTorch's own FlopCounterMode and records the

@@ -77,12 +77,12 @@ def find_nsys(explicit: str | None = None, env: Mapping[str, str] | None = None,
 # `--pytorch=autograd-nvtx`: nsys turns on PyTorch's NVTX ranges (every op on the Python thread,
 # every backward node on the autograd thread, with sequence numbers that pair them).
 AUTOGRAD_NVTX = "--pytorch=autograd-nvtx"
-# `--pytorch=autograd-shapes-nvtx`: the same ranges with each op's input shapes in its text (issue 29:
-# FLOPs from shapes, for traces without the capture's counted marks).
+# `--pytorch=autograd-shapes-nvtx`: the same ranges with each op's input shapes in its text (FLOPs
+# from shapes, for traces without the capture's counted marks).
 AUTOGRAD_SHAPES_NVTX = "--pytorch=autograd-shapes-nvtx"
 NSYS_OP_RANGES = {"autograd-nvtx": AUTOGRAD_NVTX, "autograd-shapes-nvtx": AUTOGRAD_SHAPES_NVTX}
 
-# GPU metrics sampling (issue 29): SM active, tensor active, DRAM bandwidth, ... sampled by the GPU
+# GPU metrics sampling: SM active, tensor active, DRAM bandwidth, ... sampled by the GPU
 # into GPU_METRICS. nsys's default rate (10 kHz) wrote 2.3M rows for a 3-second toy run; the
 # capture's default is lower so an export stays small and still holds several samples per phase.
 GPU_METRICS_DEFAULT_HZ = 2000
@@ -92,7 +92,7 @@ def gpu_metrics_options(frequency_hz: int) -> list[str]:
     return ["--gpu-metrics-devices=all", f"--gpu-metrics-frequency={frequency_hz}"]
 
 
-# GPU memory (issue 30): every cudaMalloc/cudaFree (PyTorch's caching allocator's segments) as
+# GPU memory: every cudaMalloc/cudaFree (PyTorch's caching allocator's segments) as
 # CUDA_GPU_MEMORY_USAGE_EVENTS. On by default; `capture --no-memory-usage` leaves it out.
 MEMORY_USAGE = "--cuda-memory-usage=true"
 

@@ -149,9 +149,9 @@ class Runner:
         # counted as one rank (the same model and per-rank batch; the all-reduce is no FLOP).
         self.count_flops = count_flops
         self.count_device = count_device
-        self.memory_usage = memory_usage  # nsys --cuda-memory-usage=true (issue 30)
-        self.gpu_metrics_hz = gpu_metrics_hz  # >0: nsys --gpu-metrics-devices=all at this rate (issue 29)
-        # capture --ncu (issue 29): after the nsys capture, the same workload once more under
+        self.memory_usage = memory_usage  # nsys --cuda-memory-usage=true
+        self.gpu_metrics_hz = gpu_metrics_hz  # >0: nsys --gpu-metrics-devices=all at this rate
+        # capture --ncu: after the nsys capture, the same workload once more under
         # Nsight Compute over the config's profile_step, written to STEM.ncu-rep beside STEM.sqlite.
         self.ncu = str(ncu) if ncu is not None else None
         self.ncu_kernel_limit = ncu_kernel_limit

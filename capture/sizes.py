@@ -60,7 +60,7 @@ class RunSettings:
     # The iteration (`step_1`) the workload brackets with cudaProfilerStart/Stop for Nsight
     # Compute (`capture --ncu`); empty: none.
     profile_step: str = ""
-    # False: no NVTX range and no mark at all (issue 31: a trace whose iterations, layers and
+    # False: no NVTX range and no mark at all (a trace whose iterations, layers and
     # stages must be inferred from the kernel sequence); the step times go to the status file only.
     nvtx: bool = True
 

@@ -277,7 +277,7 @@ class Session:
         return self._once("pace", build)
 
     def memory(self):
-        """GPU memory: peak, by kind, per phase, out of memory (viewmodels.memory; issue 30)."""
+        """GPU memory: peak, by kind, per phase, out of memory (viewmodels.memory)."""
         from nsight_tui.tui.viewmodels import memory
 
         return self._once("memory", lambda: memory.memory(self.model), per_mode=False, per_rank=False)
@@ -414,7 +414,7 @@ class Session:
         builds += [functools.partial(self.range_kernels, n) for n in roots[:3] if n.kernels]
         # and every range below them holding a big share of the kernels (`step_N/backward`, at
         # any depth: `whole_run/trainer:step_N/step_N/backward`): a kernel table of millions of
-        # ops costs a quarter of a second to build, too long for a key (issue 32: <= 100 ms)
+        # ops costs a quarter of a second to build, too long for a key (a key's budget: <= 100 ms)
         builds += [functools.partial(self.range_kernels, n) for n in big_parts(roots[:3])]
         builds.append(lambda: self.model.thread_groups)
         for build in builds:

@@ -93,7 +93,7 @@ def path_text(node: RangeNode) -> str:
 
 INFERRED = f"{INFERRED_DOMAIN}:"  # the label's tag of ranges inferred from the kernel sequence
 
-# The CPU column's header where the tree holds ranges inferred from the kernel sequence (issue 31):
+# The CPU column's header where the tree holds ranges inferred from the kernel sequence:
 # theirs is no NVTX span but their kernels' launch span; the mark sends the reader to the crumb,
 # which says it in few words (it must fit 80 columns beside the aggregation's words)
 INFERRED_CPU_MARK = "*"

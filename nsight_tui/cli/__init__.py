@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in WRITERS:
             # SIGTERM/SIGHUP end these with 128 + the signal from here on, before the ~0.5 s of
             # imports: a signal then was lost when the process began with it ignored (a harness,
-            # nohup), and the command carried on and wrote its files (issue 27).
+            # nohup), and the command carried on and wrote its files.
             from nsight_tui.render.output import exit_on_signals  # cheap: no pandas, no numpy
 
             with exit_on_signals():

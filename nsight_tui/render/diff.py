@@ -25,7 +25,7 @@ from nsight_tui.parsers.analyses.diff import (
     ScopeDiff,
     StepDiff,
 )
-from nsight_tui.render.markdown import table
+from nsight_tui.render.tables import markdown as table
 from nsight_tui.render.safe import markdown as md
 from nsight_tui.render.safe import visible
 

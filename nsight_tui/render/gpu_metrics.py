@@ -1,4 +1,4 @@
-"""The report's GPU metrics section (issue 29): nsys's sampled SM / tensor / DRAM activity per range
+"""The report's GPU metrics section: nsys's sampled SM / tensor / DRAM activity per range
 name, and whether tensor activity confirms the GEMMs' math path. Reads `answers["gpu_metrics"]`
 (parsers.analyses.gpu_metrics.GpuMetricsReport.to_json)."""
 from __future__ import annotations

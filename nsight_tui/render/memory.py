@@ -1,4 +1,4 @@
-"""The report's GPU memory section (issue 30): the peak, when and where; per phase over the
+"""The report's GPU memory section: the peak, when and where; per phase over the
 steady-state steps; an out-of-memory run's failed allocation. Reads `answers["memory"]`
 (parsers.analyses.memory.MemoryReport.to_json)."""
 from __future__ import annotations

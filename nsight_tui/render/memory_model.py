@@ -1,4 +1,4 @@
-"""The sweep's memory model as text (issue 30): a model x ctx table of what torch's caching
+"""The sweep's memory model as text: a model x ctx table of what torch's caching
 allocator reserved at its most (measured, with the model's prediction beside it; predicted where no
 run was made), each OOM cell explained, and the largest ctx and batch that fit. Reads
 `parsers.analyses.memory_model.MemoryModel.to_json()`."""

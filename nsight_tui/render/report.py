@@ -350,8 +350,8 @@ SECTIONS: list[Section] = [
     ncu.section,  # Nsight Compute's figures joined to the ranges (report --ncu)
     ratios,
     idle_section,
-    memory.section,  # GPU memory: peak, per phase, out of memory (issue 30)
-    gpu_metrics.section,  # sampled SM / tensor / DRAM activity per range (issue 29)
+    memory.section,  # GPU memory: peak, per phase, out of memory
+    gpu_metrics.section,  # sampled SM / tensor / DRAM activity per range
     findings.section,  # (h) What to fix first
     warmup,
     ranks,

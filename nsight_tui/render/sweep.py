@@ -118,7 +118,7 @@ QUESTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
 def _cell(run: Run | None, fn: Callable[[dict], str], pages: dict[int, dict]) -> str:
     if run is None:
         return ""
-    if run.status == "oom":  # where it ran out, when the record or its export says (issue 30)
+    if run.status == "oom":  # where it ran out, when the record or its export says
         return f"OOM ({run.oom_range.rsplit('/', 1)[-1]})" if run.oom_range else "OOM"
     if run.status != "ok" or run.report is None:
         return "error"

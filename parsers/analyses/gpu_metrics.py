@@ -1,4 +1,4 @@
-"""Sampled GPU metrics per range (issue 29): SM active, tensor active, DRAM bandwidth, ... averaged
+"""Sampled GPU metrics per range: SM active, tensor active, DRAM bandwidth, ... averaged
 over the samples nsys took inside each range, and whether tensor activity confirms the GEMM math
 path the kernel names suggest.
 
@@ -9,7 +9,7 @@ average is the mean of the samples whose timestamp lies in its window on the GPU
 period (its start to the next iteration's start: the pace the GPU sets, its idle time included), any
 other range's GPU work (the first start to the last end of the GPU ops attributed to it), or its
 NVTX span where it has none. Not the NVTX span throughout: without phase syncs the GPU runs behind
-the CPU, and a phase's NVTX span then holds the previous phase's kernels (issue 26). Per range name,
+the CPU, and a phase's NVTX span then holds the previous phase's kernels. Per range name,
 the mean of the samples of all its instances pooled. Samples, not every cycle: a range shorter than a
 few sampling periods gets few samples (each row says how many).
 """

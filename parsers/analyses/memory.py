@@ -1,4 +1,4 @@
-"""GPU memory: where it goes, and why a run runs out of it (issue 30).
+"""GPU memory: where it goes, and why a run runs out of it.
 
 Two sources, each saying what it measures:
 

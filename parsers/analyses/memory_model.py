@@ -1,4 +1,4 @@
-"""A memory model over a sweep (issue 30): why a configuration runs out of GPU memory, and the
+"""A memory model over a sweep: why a configuration runs out of GPU memory, and the
 largest context length and batch that fit.
 
 What PyTorch's caching allocator reserves at its most (the measured figure: its segments in nsys's

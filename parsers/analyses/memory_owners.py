@@ -1,4 +1,4 @@
-"""Whose device memory it is (issue 30): PyTorch's caching allocator's segments apart from what
+"""Whose device memory it is: PyTorch's caching allocator's segments apart from what
 libraries cudaMalloc themselves and from modules' static globals, told by the events alone.
 
 nsys's memory events name no caller. What tells the allocator's segments apart is the call before:

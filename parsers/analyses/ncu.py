@@ -303,7 +303,7 @@ def report_only(report: NcuReport) -> NcuAnalysis:
                        kernels, notes=dram_notes(kernels))
 
 
-# -- findings from the hardware (issue 29, item 7) ----------------------------------------------
+# -- findings from the hardware ----------------------------------------------
 OCCUPANCY_LIMITED = "occupancy-limited"
 LOW_THEORETICAL_PCT = 50.0  # below this, the launch configuration caps the warps the SM can hold
 MATTERS_SHARE = 0.02  # a kernel name's share of the profiled step's GPU time (nsys) worth a finding

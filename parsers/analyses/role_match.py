@@ -1,4 +1,4 @@
-"""Ranges of two runs matched by role where their names do not meet where they sit (issue 31):
+"""Ranges of two runs matched by role where their names do not meet where they sit:
 one run's ranges inferred from its kernel sequence and the other's annotated (an inferred layer's
 `computing_softmax` against the annotated `scaled_dot_product_attention/computing_softmax`), or
 per-layer ranges named otherwise on each side (`block_N` against `layer_N` or `transformer.h.N`,

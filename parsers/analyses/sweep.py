@@ -33,7 +33,7 @@ class Run:
 
 
 def _oom_range(path: Path) -> str | None:
-    """The NVTX path an OOM run ran out in: its record's "range" (capture since issue 30), else the
+    """The NVTX path an OOM run ran out in: its record's "range" (what newer captures record), else the
     failed cudaMalloc's path in its export (STEM.oom.sqlite beside the record), else None."""
     try:
         record = json.loads(path.read_bytes().decode("utf-8"))

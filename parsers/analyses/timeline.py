@@ -40,7 +40,7 @@ from nsight_tui.parsers.model.ranges import RangeModel, display_name, path_key
 NVTX, API, GPU, IDLE, MEMORY, METRIC = "nvtx", "api", "gpu", "idle", "memory", "metric"
 MEMORY_CATEGORIES = ("in use",)
 METRIC_CATEGORIES = ("sampled",)
-# GPU-metric lanes (issue 29): these metrics when the export samples them, lane title beside each
+# GPU-metric lanes: these metrics when the export samples them, lane title beside each
 METRIC_LANES = (("SMs Active", "SM act"), ("Tensor Active", "tensor"), ("DRAM Read Bandwidth", "DRAM rd"),
                 ("DRAM Write Bandwidth", "DRAM wr"))
 GPU_CATEGORIES = (*families.FAMILY_KEYS, "memcpy", "memset")

@@ -1,5 +1,8 @@
 """Kernel families: which kind of work each GPU op is, decided by one ordered rule table.
 
+Over ~600 lines on purpose: the rule table is one ordered list (an earlier rule decides before a
+later one), so it stays in one place with the helpers that apply it.
+
 Users ask "how much of the step is matmul, how much is softmax, how much is copies?". This
 module answers the "which family" part for any kernel name nsys records (demangled C++ names,
 cuBLAS/Triton names) and for nsys's memcpy/memset op names.
@@ -328,7 +331,7 @@ RULES: tuple[Rule, ...] = (
     # --- byte movers: before optimizer (foreach Copy) and elementwise (copy lambdas) -----------
     _r(
         "memory",
-        # Linear on any name (issue 16): no \w* before a literal (re-scanned from every start),
+        # Linear on any name: no \w* before a literal (re-scanned from every start),
         # and `X.*Y` only from the first X (tempered: any X that has a Y after it does).
         r"copy_kernel_cuda|CatArrayBatchedCopy|FillFunctor|(?<!masked_)fill_kernel|"
         r"vectorized_gather_kernel|indexSelect(?:Large|Small)Index|index_elementwise_kernel|(?:nhwc|nchw)AddPadding|"

@@ -1,5 +1,8 @@
 """Reading GPU kernel names: short display names, and the parts encoded in GEMM kernel names.
 
+Over ~600 lines on purpose: it is one grammar of library kernel names (cuBLAS, CUTLASS, nvJet, cuDNN,
+Triton, PyTorch's own), each pattern beside the parts it decodes; pure string work, no state.
+
 Two jobs, both pure string work (no trace access):
 
 * `short_kernel_name` turns a demangled C++ kernel name (often 500+ characters of template

@@ -1,4 +1,4 @@
-"""FLOPs from PyTorch's op shapes in the NVTX text (issue 29): the roofline, MFU and the bound
+"""FLOPs from PyTorch's op shapes in the NVTX text: the roofline, MFU and the bound
 verdicts on traces that `nsight-tui capture` did not make.
 
 nsys `--pytorch=autograd-shapes-nvtx` (and `torch.autograd.profiler.emit_nvtx(record_shapes=True)`)

@@ -704,7 +704,7 @@ def range_model(trace: Trace, attribution: str = "process", main_thread: str | N
         raise ValueError(f"unknown attribution mode {attribution!r}")
     key = ("range_model", attribution, main_thread or None, inferred)
     if key not in trace.derived:
-        # A trace without iteration ranges gets those inferred from its kernel sequence (issue 31):
+        # A trace without iteration ranges gets those inferred from its kernel sequence:
         # the model is built over a copy of the trace whose ranges hold them too, so every view
         # shows them (tagged `inferred:`); `trace` itself keeps the export's ranges.
         # Where nothing is inferred, both kinds of model are one and the same: built once

@@ -1,5 +1,8 @@
 """Whole columns of an export's tables as numpy arrays, read natively where possible.
 
+Over ~600 lines on purpose: the readers (ADBC, sqlite3, Parquet/Arrow) implement one interface,
+`Tables`, and are kept in one file so the three stay comparable line by line.
+
 An nsys export reaches the model through one interface, `Tables`:
 
 - `SqliteArrowTables`: an SQLite export read by Apache Arrow's ADBC SQLite driver

@@ -16,7 +16,7 @@ STEP = "step"  # one iteration's Python-measured time and phase times
 FLOPS = "flops"  # one range path's FLOPs and bytes, counted at capture (capture.counting)
 OOM = "oom"  # the run ran out of GPU memory: {"path": the NVTX path open on the main thread, "message"}
 
-# GPU memory in the step mark (issue 30): torch's caching allocator's own figures, under
+# GPU memory in the step mark: torch's caching allocator's own figures, under
 # "memory": {"start": {...}, PHASE: {...}} — "start" at the iteration's start, each phase's at its end
 # with the peaks since the phase began (torch.cuda.reset_peak_memory_stats at its start).
 STEP_MEMORY = "memory"
@@ -26,7 +26,7 @@ RESERVED = "reserved_bytes"  # torch.cuda.memory_reserved(): the allocator's seg
 PEAK_ALLOCATED = "peak_allocated_bytes"  # torch.cuda.max_memory_allocated() over the phase
 PEAK_RESERVED = "peak_reserved_bytes"  # torch.cuda.max_memory_reserved() over the phase
 OOM_SUFFIX = ".oom"  # STEM.oom.json (the record) and STEM.oom.sqlite (the export of a run that ran out)
-# A capture with no NVTX at all (`capture --no-nvtx`, issue 31): no ranges and no marks, so the export
+# A capture with no NVTX at all (`capture --no-nvtx`): no ranges and no marks, so the export
 # is a truly unannotated trace; its Python step times go beside it in STEM.steps.json instead.
 NO_NVTX_SUFFIX = "_nonvtx"
 STEPS_SIDECAR_SUFFIX = ".steps.json"
@@ -76,8 +76,8 @@ DEFAULT_BATCH = 4
 STEM = re.compile(r"^(?P<model>.+?)_ctx(?P<ctx>\d+)(?P<variant>.*)$")
 
 
-# How the backward was annotated (issue 19): PyTorch's op ranges (nsys `--pytorch=autograd-nvtx`,
-# or `--pytorch=autograd-shapes-nvtx`, which adds each op's input shapes to its range's text (issue 29),
+# How the backward was annotated: PyTorch's op ranges (nsys `--pytorch=autograd-nvtx`,
+# or `--pytorch=autograd-shapes-nvtx`, which adds each op's input shapes to its range's text,
 # or `emit_nvtx` in the workload), and `backward:<part>` ranges from module backward hooks.
 OP_RANGE_SUFFIX = {"none": "", "autograd-nvtx": "_agnvtx", "autograd-shapes-nvtx": "_agshapes",
                    "emit-nvtx": "_emitnvtx"}

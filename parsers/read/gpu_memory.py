@@ -1,4 +1,4 @@
-"""GPU memory as nsys records it with `--cuda-memory-usage=true` (issue 30), read on first use.
+"""GPU memory as nsys records it with `--cuda-memory-usage=true`, read on first use.
 
 - CUDA_GPU_MEMORY_USAGE_EVENTS: one row per allocation or free (`memoryOperationType` 0/1,
   ENUM_CUDA_DEV_MEM_EVENT_OPER) with its bytes and memory kind (`memKind`, ENUM_CUDA_MEM_KIND:

@@ -1,4 +1,4 @@
-"""GPU metrics as nsys samples them with `--gpu-metrics-devices=all` (issue 29), read on first use.
+"""GPU metrics as nsys samples them with `--gpu-metrics-devices=all`, read on first use.
 
 - TARGET_INFO_GPU_METRICS: per event type (`typeId`, one per sampled GPU) the metrics it samples,
   `metricId` -> `metricName` with its unit in brackets: `SMs Active [Throughput %]`,

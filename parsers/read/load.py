@@ -1,5 +1,9 @@
 """Read an export into column arrays: GPU ops, CUDA API calls, NVTX ranges and marks.
 
+Over ~600 lines on purpose: the two-stage loader (ranges first, the GPU work behind them) and the
+`Trace` it fills share one set of column conventions (dtypes, row filters, masks) that a split would
+have to restate; the lazy reads (short names, launch details, memory, syncs) are the next to leave.
+
 Everything is fetched with one SELECT per table and held as pandas frames of plain
 integers; names stay as integer codes into small lists, so grouping 10^6 kernels is a
 vectorised integer groupby, not string work.

@@ -1,4 +1,4 @@
-"""The GPU memory view (`u`, issue 30): the peak in use and where, by memory kind, torch's own
+"""The GPU memory view (`u`): the peak in use and where, by memory kind, torch's own
 figures beside nsys's, per phase over the steady-state steps, and an out-of-memory run's failed
 allocation. Data: parsers.analyses.memory. No Textual here.
 

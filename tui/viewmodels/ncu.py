@@ -1,4 +1,4 @@
-"""The Nsight Compute view (`6`, with --ncu FILE.ncu-rep; issue 29): per kernel name within a range
+"""The Nsight Compute view (`6`, with --ncu FILE.ncu-rep): per kernel name within a range
 of the profiled step, the mean over its profiled instances of ncu's figures, beside the export's
 own timing and theoretical occupancy. Data: parsers.analyses.ncu. No Textual here.
 

@@ -1,4 +1,4 @@
-"""`u`: GPU memory (data: Session.memory, viewmodels/memory.py; issue 30): the peak in use and
+"""`u`: GPU memory (data: Session.memory, viewmodels/memory.py): the peak in use and
 where, by kind, torch's figures beside nsys's, per phase over the steady-state steps, and an
 out-of-memory run's failed allocation."""
 from __future__ import annotations
