@@ -8,6 +8,7 @@
     nohost[:RANGE]        host time between CUDA calls inside RANGE removed (default: the pauses
                           during which the GPU was idle, which the idle split calls launch-starved)
     graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
+    fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
 RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
 to every thread of the range's process while the range is open. An edit that rests on a figure
@@ -74,14 +75,14 @@ class Edited:
         return (self.low, self.mid, self.high)
 
 
-KINDS = ("speed", "kernels-from", "nosync", "nohost", "graph")
+KINDS = ("speed", "kernels-from", "nosync", "nohost", "graph", "fix")
 
 
 def parse(text: str) -> Edit:
     kind, _, arg = text.partition(":")
     if kind not in KINDS:
         raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, kernels-from:TWIN.sqlite, "
-                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE]")
+                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
         try:
@@ -95,6 +96,8 @@ def parse(text: str) -> Edit:
         if not arg:
             raise EditError(f"bad edit {text!r}: kernels-from:TWIN.sqlite names the other capture")
         return Edit(kind, text, twin=arg)
+    if kind == "fix" and not arg:
+        raise EditError(f"bad edit {text!r}: fix:FINDING_ID names a finding (e.g. fix:launch-bound)")
     return Edit(kind, text, range=arg or "")
 
 
@@ -445,4 +448,6 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:
             _graph(g, sr, e, ed)
         elif e.kind == "kernels-from":
             _kernels_from(g, sr, e, ed, load)
+        elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
+            raise EditError(f"{e.text}: a finding's fix is read through the findings (Profile.whatif)")
     return ed

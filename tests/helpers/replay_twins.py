@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "sample_traces"
+ROOT = Path(__file__).resolve().parents[2] / "sample_traces"
 
 
 @dataclass(frozen=True)
