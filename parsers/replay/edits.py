@@ -200,6 +200,8 @@ def _gpu_idle(g: Graph, times: np.ndarray, pids: np.ndarray) -> np.ndarray:
     o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
     for pid in np.unique(pids):
         sel = o_pid == pid
+        if not sel.any():  # a process without GPU work of its own (a launcher): its GPU is idle
+            continue
         s, e = g.op_start[sel], g.op_end[sel]
         order = np.argsort(s)
         s, e = s[order], np.maximum.accumulate(e[order])

@@ -5,6 +5,7 @@ is counted twice. The rule's own estimate stays beside it (`estimate_ms_per_step
 replay cannot express a fix, or cannot run, the estimate stays the saving and the basis says so."""
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 
 import numpy as np
@@ -80,6 +81,8 @@ def _replayed(trace: Trace, edits: list[str]):
         return saving(trace, edits), ""
     except EditError as e:
         return None, str(e)
+    except (ValueError, IndexError) as e:  # a capture the replay's graph cannot hold: the estimate stands
+        return None, f"the replay failed: {type(e).__name__}: {e}"
 
 
 def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> list[Finding]:
@@ -144,5 +147,5 @@ def resolve_fixes(trace: Trace, edits: list, attribution: str = "process") -> li
                             f"(found: {', '.join(f.id for f in found) or 'none'})")
         if not hit.edits:
             raise EditError(f"{text}: the replay has no edit for this fix ({NO_EDIT.get(hit.id, 'none named')})")
-        out += [parse(x) for x in hit.edits]
+        out += [dataclasses.replace(parse(x), text=f"{x} (fix:{hit.id})") for x in hit.edits]
     return out
