@@ -1,6 +1,7 @@
 """What-if edits: each turns the measured plan into the changed one (simulate.Plan).
 
-    speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster
+    speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster;
+                          speed:PATTERN@RANGE=K only those launched inside RANGE
     kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
                           nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
@@ -146,18 +147,26 @@ def _pt_pids(g: Graph) -> np.ndarray:
 
 
 # -- the edits ------------------------------------------------------------------------------------
-def _speed(g: Graph, e: Edit, ed: Edited) -> None:
+def _speed(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     names = g.trace.op_names
-    if e.pattern in FAMILY_KEYS:
+    pattern, _, where = e.pattern.partition("@")  # PATTERN@RANGE: only the ops launched inside RANGE
+    if pattern in FAMILY_KEYS:
         fam = name_families(g.trace)
-        codes = np.flatnonzero(np.asarray(fam) == e.pattern)
-        how = f"family {e.pattern}"
+        codes = np.flatnonzero(np.asarray(fam) == pattern)
+        how = f"family {pattern}"
     else:
         short = g.trace.op_short if g.trace.op_short else names
-        codes = np.array([i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, e.pattern)
-                          or (i < len(short) and fnmatch.fnmatchcase(str(short[i]), e.pattern))], np.int64)
-        how = f"names matching {e.pattern!r}"
+        codes = np.array([i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, pattern)
+                          or (i < len(short) and fnmatch.fnmatchcase(str(short[i]), pattern))], np.int64)
+        how = f"names matching {pattern!r}"
     hit = np.isin(g.trace.ops["name"].to_numpy(), codes)
+    if where:
+        o_api = g.trace.ops["api"].to_numpy(np.int64)
+        api = g.trace.api
+        launched = np.where(o_api >= 0, api["start"].to_numpy(np.int64)[np.maximum(o_api, 0)] if len(api) else 0, -1)
+        pids = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+        hit &= (o_api >= 0) & _inside(launched, pids, range_spans(g, sr, where))
+        how += f" launched inside {where!r}"
     if not hit.any():
         raise EditError(f"no GPU op matches {e.pattern!r} ({how}) in {g.trace.path.name}")
     for plan in ed.plans:
@@ -441,7 +450,7 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
     for e in edits:
         if e.kind == "speed":
-            _speed(g, e, ed)
+            _speed(g, sr, e, ed)
         elif e.kind == "nosync":
             _nosync(g, sr, e, ed)
         elif e.kind == "nohost":

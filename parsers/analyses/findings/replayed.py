@@ -60,6 +60,19 @@ def _sync_edits(c: StepContext, f: Finding) -> list[str]:
     return [f"nosync:{n}" for n in calls]
 
 
+def _optimizer_edits(c: StepContext, f: Finding) -> list[str]:
+    """A fused optimizer: one launch for its many kernels (`graph:optimizer`, the per-launch CPU cost
+    gone) whose GPU work runs at the memory roof (`speed:*@optimizer=K`, K its kernels' busy time over
+    its bytes at the roof, the rule's floor)."""
+    opt = c.phase("optimizer")
+    busy = float(c.model.busy_ns[opt].sum()) / c.n if len(opt) else 0.0
+    floor = f.evidence.get("memory_roof_ns_per_step")
+    out = ["graph:optimizer"]
+    if floor and busy > floor:
+        out.append(f"speed:*@optimizer={busy / floor:.4g}")
+    return out
+
+
 def edits_of(c: StepContext, f: Finding) -> list[str]:
     """The replay edits that are this finding's fix, in the edit language (parsers.replay.edits);
     [] where the replay has none (NO_EDIT says why)."""
@@ -70,7 +83,7 @@ def edits_of(c: StepContext, f: Finding) -> list[str]:
     if f.id in ("sync-stall", "sync-memcpy"):
         return _sync_edits(c, f) if f.id == "sync-stall" else ["nosync:cudaMemcpy*"]
     if f.id == "unfused-optimizer":
-        return ["graph:optimizer"]  # one launch for its many kernels: what fused/foreach removes
+        return _optimizer_edits(c, f)
     if f.id == "fp32-gemm-without-tensor-cores":
         return _fp32_gemm_edits(c, f)
     return []
