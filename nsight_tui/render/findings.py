@@ -34,7 +34,7 @@ def evidence_text(f: dict) -> str:
 
 def fix_text(f: dict) -> str:
     """The fix in PyTorch terms, and the replay edit that stands for it (`whatif TRACE fix:ID`)."""
-    edits = f.get("edits") or []
+    edits = f.get("edits") if f.get("replayed") else None
     return f["fix"] + (f" (replayed as `{' '.join(edits)}`: `nsight-tui whatif TRACE fix:{f['id']}`)" if edits else "")
 
 
