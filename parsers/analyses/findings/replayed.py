@@ -94,7 +94,7 @@ def _replayed(trace: Trace, edits: list[str]):
         return saving(trace, edits), ""
     except EditError as e:
         return None, str(e)
-    except (ValueError, IndexError) as e:  # a capture the replay's graph cannot hold: the estimate stands
+    except Exception as e:  # noqa: BLE001 - a capture the replay cannot hold must not cost the report: the estimate stands, the basis says why
         return None, f"the replay failed: {type(e).__name__}: {e}"
 
 
@@ -127,16 +127,21 @@ def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> l
 def combined(trace: Trace, found: list[Finding]) -> tuple[float, str] | None:
     """All fixes together: one replay with every replayed finding's edits, plus the estimates of
     the findings the replay cannot express (ms per step, and how); None where none was replayed."""
-    edits = [e for f in found if f.replayed for e in f.edits]
+    replayed = [f for f in found if f.replayed]
+    edits = [e for f in replayed for e in f.edits]
     if not edits:
         return None
-    s, why = _replayed(trace, edits)
-    if s is None:
-        return None
+    if len(replayed) == 1:  # that finding's own replay is the one with every edit
+        saved_ms = replayed[0].saving_ms_per_step
+    else:
+        s, _ = _replayed(trace, edits)
+        if s is None:
+            return None
+        saved_ms = s.saving_ns / 1e6
     rest = [f for f in found if not f.replayed]
     extra = sum(f.saving_ms_per_step for f in rest)
     how = f"one replay with {' '.join(edits)}" + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else "")
-    return s.saving_ns / 1e6 + extra, how
+    return saved_ms + extra, how
 
 
 def resolve_fixes(trace: Trace, edits: list, attribution: str = "process") -> list:
