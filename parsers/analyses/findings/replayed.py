@@ -21,13 +21,12 @@ from nsight_tui.parsers.replay.predict import saving
 
 # The fixes the replay has no edit for, and why (their savings stay the rules' estimates).
 NO_EDIT = {
-    "pageable-memcpy": "pinning the buffers changes a copy's speed and the call's wait, which the replay does not "
-                       "model from one capture",
+    "pageable-memcpy": "a pinned copy's speed is not in this capture",
     "unfused-attention": "a fused attention kernel's duration is not in this capture",
     "elementwise-chain": "a fused pass's duration is not in this capture",
     "occupancy-limited": "the kernel's duration at a better occupancy is not in this capture",
     "tensor-cores-idle": "the math mode in force is not known from the capture",
-    "exposed-communication": "the overlap a bucket change buys is not in this capture (kernels-from:TWIN can replay a twin)",
+    "exposed-communication": "the overlap a bucket change buys is not in this capture",
     "warmup-in-window": "a warm-up step is outside the steady state the replay re-times",
 }
 
@@ -106,20 +105,21 @@ def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> l
         f.edits = edits_of(c, f)
         if not run:
             continue
+        f.estimate_basis = f.basis
         if not f.edits:
-            f.basis += f"; the rule's estimate: the replay has no edit for this fix ({NO_EDIT.get(f.id, 'none named')})"
+            f.basis += f" (not replayed: {NO_EDIT.get(f.id, 'no edit named')})"
             continue
         s, why = _replayed(c.trace, f.edits)
         if s is None:
-            f.basis += f"; the rule's estimate: the replay of {' '.join(f.edits)} could not run ({why})"
+            f.basis += f" (not replayed: {why})"
             continue
         f.saving_ms_per_step = s.saving_ns / 1e6
         f.saving_alone_ms_per_step = f.saving_ms_per_step
         f.replay_low_ms_per_step = (s.baseline_step_ns - s.high_ns) / 1e6
         f.replay_high_ms_per_step = (s.baseline_step_ns - s.low_ns) / 1e6
         f.overlaps, f.capped_by_cpu_wait = [], False
-        f.basis = (f"replayed: the step period's median over the steps, unchanged minus with `{' '.join(f.edits)}` "
-                   f"(parsers.replay); the rule's estimate ({f.estimate_ms_per_step:.2f} ms): {f.basis}")
+        f.basis = (f"replayed: the step period without − with `{' '.join(f.edits)}` (medians over the steps); "
+                   f"the rule's estimate {f.estimate_ms_per_step:.2f}")
         f.replayed = True
     return found
 

@@ -35,6 +35,7 @@ class Finding:
     edits: list[str] = field(default_factory=list)
     replayed: bool = False
     estimate_ms_per_step: float | None = None
+    estimate_basis: str = ""  # how the rule estimated it (the basis, where the saving is the estimate)
     replay_low_ms_per_step: float | None = None
     replay_high_ms_per_step: float | None = None
 
