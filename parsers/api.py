@@ -132,7 +132,7 @@ class Profile:
         low..high (ns), the saving (ns per step), what holds the step (its critical path, ns per step)
         and the GPU idle split (ns per step). `load`: how a `kernels-from:` twin is read (default: from
         its path). EditError (an NsightError) for an edit that cannot apply or a capture with no step."""
-        from nsight_tui.parsers.analyses.findings.replayed import resolve_fixes
+        from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
         from nsight_tui.parsers.replay.predict import predict
 
         wanted = resolve_fixes(self.trace, list(edits), self.options.attribution)

@@ -63,10 +63,10 @@ def section(answers: dict) -> list[str]:
              "says so, else the rule's estimate; the thresholds are in `report -f json` under findings.thresholds"]
     if data.get("combined_saving_ms_per_step") is not None:
         overlap = data.get("overlap_ms_per_step") or 0.0
+        how = data.get("combined_basis") or "the savings summed"
         notes.append(f"together: {numbers.fixed(data['combined_saving_ms_per_step'], 2)} ms/step, each nanosecond "
-                     f"counted once ({data.get('combined_basis') or 'the savings summed'})" + (f" ({numbers.fixed(overlap, 2)} ms/step that two findings name is counted "
-                                       "for the larger only: their savings overlap and cannot be added)"
-                                       if overlap > 0.005 else ""))
+                     f"counted once ({how})" + (f" ({numbers.fixed(overlap, 2)} ms/step of the savings alone overlap: "
+                                                 "they cannot be added)" if overlap > 0.005 else ""))
     out.append(tables.markdown(HEADERS, rows(found), title=f"Findings, largest saving first "
                                f"(step period {numbers.ms(data['step_ns'])} ms, mean of {data['steps']} steps)",
                                notes=notes))

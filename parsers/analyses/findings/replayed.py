@@ -5,9 +5,6 @@ is counted twice. The rule's own estimate stays beside it (`estimate_ms_per_step
 replay cannot express a fix, or cannot run, the estimate stays the saving and the basis says so."""
 from __future__ import annotations
 
-import dataclasses
-import fnmatch
-
 import numpy as np
 
 from nsight_tui.parsers.analyses.findings.context import StepContext
@@ -16,7 +13,7 @@ from nsight_tui.parsers.analyses.findings.thresholds import threshold
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import api_display_name
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.replay.edits import EditError, parse
+from nsight_tui.parsers.replay.edits import EditError
 from nsight_tui.parsers.replay.predict import saving
 
 # The fixes the replay has no edit for, and why (their savings stay the rules' estimates).
@@ -142,28 +139,3 @@ def combined(trace: Trace, found: list[Finding]) -> tuple[float, str] | None:
     extra = sum(f.saving_ms_per_step for f in rest)
     how = f"one replay with {' '.join(edits)}" + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else "")
     return saved_ms + extra, how
-
-
-def resolve_fixes(trace: Trace, edits: list, attribution: str = "process") -> list:
-    """`fix:FINDING_ID` turned into the edits that finding names (EditError where no such finding
-    fires on this trace, or its fix has no edit); other edits as they are."""
-    from nsight_tui.parsers.analyses.findings.rules import findings
-
-    if not any(getattr(e, "kind", str(e).partition(":")[0]) == "fix" for e in edits):
-        return list(edits)
-    found = findings(trace, attribution, replay=False)
-    out: list = []
-    for e in edits:
-        text = getattr(e, "text", str(e))
-        if not text.startswith("fix:"):
-            out.append(e)
-            continue
-        wanted = text.partition(":")[2]
-        hit = next((f for f in found if fnmatch.fnmatchcase(f.id, wanted)), None)
-        if hit is None:
-            raise EditError(f"{text}: no finding {wanted!r} on {trace.path.name} "
-                            f"(found: {', '.join(f.id for f in found) or 'none'})")
-        if not hit.edits:
-            raise EditError(f"{text}: the replay has no edit for this fix ({NO_EDIT.get(hit.id, 'none named')})")
-        out += [dataclasses.replace(parse(x), text=f"{x} (fix:{hit.id})") for x in hit.edits]
-    return out
