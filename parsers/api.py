@@ -126,14 +126,17 @@ class Profile:
 
     def whatif(self, edits: Sequence[str | Edit] = (), load: Callable[[Path], Trace] | None = None) -> Prediction:
         """The captured step replayed (parsers.replay) unchanged and with `edits` (`speed:PATTERN=K`,
-        `kernels-from:TWIN`, `nosync[:RANGE|CALL]`, `nohost[:RANGE|DURATION]`, `graph[:RANGE]`): the
+        `kernels-from:TWIN`, `nosync[:RANGE|CALL]`, `nohost[:RANGE|DURATION]`, `graph[:RANGE]`, `fix:FINDING_ID`: the
+        edits that finding names): the
         measured and replayed step (ns, the period on each timeline), the predicted step with its
         low..high (ns), the saving (ns per step), what holds the step (its critical path, ns per step)
         and the GPU idle split (ns per step). `load`: how a `kernels-from:` twin is read (default: from
         its path). EditError (an NsightError) for an edit that cannot apply or a capture with no step."""
+        from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
         from nsight_tui.parsers.replay.predict import predict
 
-        return predict(self.trace, list(edits), **({"load": load} if load is not None else {}))
+        wanted = resolve_fixes(self.trace, list(edits), self.options.attribution)
+        return predict(self.trace, wanted, **({"load": load} if load is not None else {}))
 
     def ranks(self) -> RunRanks:
         """Per rank (process x GPU): step period, compute, communication and overlap (ns)."""

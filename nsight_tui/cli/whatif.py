@@ -1,7 +1,7 @@
 """`nsight-tui whatif TRACE [EDIT ...]`: replay the captured step, changed by the edits, and say
 what the step would take and what would hold it.
 
-EDITs: speed:PATTERN=K, kernels-from:TWIN.sqlite, nosync[:RANGE|CALL], nohost[:RANGE], graph[:RANGE]
+EDITs: speed:PATTERN[@RANGE]=K, kernels-from:TWIN.sqlite, nosync[:RANGE|CALL], nohost[:RANGE], graph[:RANGE], fix:FINDING_ID
 (parsers/replay/edits.py). With none, the unchanged replay against the measured step."""
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ HELP = "replay the captured step with edits (speed:, kernels-from:, nosync, noho
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="the export (.sqlite)")
     parser.add_argument("edits", nargs="*", metavar="EDIT",
-                        help="speed:PATTERN=K | kernels-from:TWIN.sqlite | nosync[:RANGE|CALL] | nohost[:RANGE] | graph[:RANGE]")
+                        help="speed:PATTERN[@RANGE]=K | kernels-from:TWIN.sqlite | nosync[:RANGE|CALL] | nohost[:RANGE] | "
+                             "graph[:RANGE] | fix:FINDING_ID")
     add_format(parser, ("markdown", "json"), "markdown")
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")

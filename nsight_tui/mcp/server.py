@@ -396,7 +396,8 @@ def build(served: ServedSet) -> MCPServer:
         (its critical path: holders, ns per step, shares) and the GPU idle split. Edits:
         speed:PATTERN=K (a kernel name glob or family, K times faster), kernels-from:NAME (kernel
         durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION],
-        graph[:RANGE]. No edits: the unchanged replay against the measured step."""
+        graph[:RANGE], fix:FINDING_ID (the edits that finding names). No edits: the unchanged
+        replay against the measured step."""
         from nsight_tui.parsers import NsightError
         from nsight_tui.render.whatif import whatif_json_text
 

@@ -32,9 +32,15 @@ def evidence_text(f: dict) -> str:
     return "; ".join(_figure(k, v) for k, v in f["evidence"].items())
 
 
+def fix_text(f: dict) -> str:
+    """The fix in PyTorch terms, and the replay edit that stands for it (`whatif TRACE fix:ID`)."""
+    edits = f.get("edits") if f.get("replayed") else None
+    return f["fix"] + (f" (replayed as `{' '.join(edits)}`: `nsight-tui whatif TRACE fix:{f['id']}`)" if edits else "")
+
+
 def rows(findings: list[dict]) -> list[list]:
     return [[i + 1, f"{f['title']} (`{f['id']}`)", f["range"], numbers.fixed(f["saving_ms_per_step"], 2),
-             f["basis"], evidence_text(f), f["fix"]] for i, f in enumerate(findings)]
+             f["basis"], evidence_text(f), fix_text(f)] for i, f in enumerate(findings)]
 
 
 def section(answers: dict) -> list[str]:
@@ -52,14 +58,15 @@ def section(answers: dict) -> list[str]:
     if not found:
         out.append("No rule fired on the steady-state steps.\n")
         return out
-    notes = ["saving: step time the fix would save, estimated as its basis says, per step of the step period "
-             "(each step's start to the next's); the thresholds are in `report -f json` under findings.thresholds"]
+    notes = ["saving: step time the fix would save, per step of the step period (each step's start to the next's): "
+             "replayed (the capture re-timed without and with the fix's edit, medians over the steps) where its basis "
+             "says so, else the rule's estimate; the thresholds are in `report -f json` under findings.thresholds"]
     if data.get("combined_saving_ms_per_step") is not None:
         overlap = data.get("overlap_ms_per_step") or 0.0
+        how = data.get("combined_basis") or "the savings summed"
         notes.append(f"together: {numbers.fixed(data['combined_saving_ms_per_step'], 2)} ms/step, each nanosecond "
-                     "counted once" + (f" ({numbers.fixed(overlap, 2)} ms/step that two findings name is counted "
-                                       "for the larger only: their savings overlap and cannot be added)"
-                                       if overlap > 0.005 else ""))
+                     f"counted once ({how})" + (f" ({numbers.fixed(overlap, 2)} ms/step of the savings alone overlap: "
+                                                 "they cannot be added)" if overlap > 0.005 else ""))
     out.append(tables.markdown(HEADERS, rows(found), title=f"Findings, largest saving first "
                                f"(step period {numbers.ms(data['step_ns'])} ms, mean of {data['steps']} steps)",
                                notes=notes))

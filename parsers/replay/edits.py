@@ -1,6 +1,7 @@
 """What-if edits: each turns the measured plan into the changed one (simulate.Plan).
 
-    speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster
+    speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster;
+                          speed:PATTERN@RANGE=K only those launched inside RANGE
     kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
                           nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
@@ -8,6 +9,7 @@
     nohost[:RANGE]        host time between CUDA calls inside RANGE removed (default: the pauses
                           during which the GPU was idle, which the idle split calls launch-starved)
     graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
+    fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
 RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
 to every thread of the range's process while the range is open. An edit that rests on a figure
@@ -74,14 +76,14 @@ class Edited:
         return (self.low, self.mid, self.high)
 
 
-KINDS = ("speed", "kernels-from", "nosync", "nohost", "graph")
+KINDS = ("speed", "kernels-from", "nosync", "nohost", "graph", "fix")
 
 
 def parse(text: str) -> Edit:
     kind, _, arg = text.partition(":")
     if kind not in KINDS:
         raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, kernels-from:TWIN.sqlite, "
-                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE]")
+                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
         try:
@@ -95,6 +97,8 @@ def parse(text: str) -> Edit:
         if not arg:
             raise EditError(f"bad edit {text!r}: kernels-from:TWIN.sqlite names the other capture")
         return Edit(kind, text, twin=arg)
+    if kind == "fix" and not arg:
+        raise EditError(f"bad edit {text!r}: fix:FINDING_ID names a finding (e.g. fix:launch-bound)")
     return Edit(kind, text, range=arg or "")
 
 
@@ -143,18 +147,26 @@ def _pt_pids(g: Graph) -> np.ndarray:
 
 
 # -- the edits ------------------------------------------------------------------------------------
-def _speed(g: Graph, e: Edit, ed: Edited) -> None:
+def _speed(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     names = g.trace.op_names
-    if e.pattern in FAMILY_KEYS:
+    pattern, _, where = e.pattern.partition("@")  # PATTERN@RANGE: only the ops launched inside RANGE
+    if pattern in FAMILY_KEYS:
         fam = name_families(g.trace)
-        codes = np.flatnonzero(np.asarray(fam) == e.pattern)
-        how = f"family {e.pattern}"
+        codes = np.flatnonzero(np.asarray(fam) == pattern)
+        how = f"family {pattern}"
     else:
         short = g.trace.op_short if g.trace.op_short else names
-        codes = np.array([i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, e.pattern)
-                          or (i < len(short) and fnmatch.fnmatchcase(str(short[i]), e.pattern))], np.int64)
-        how = f"names matching {e.pattern!r}"
+        codes = np.array([i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, pattern)
+                          or (i < len(short) and fnmatch.fnmatchcase(str(short[i]), pattern))], np.int64)
+        how = f"names matching {pattern!r}"
     hit = np.isin(g.trace.ops["name"].to_numpy(), codes)
+    if where:
+        o_api = g.trace.ops["api"].to_numpy(np.int64)
+        api = g.trace.api
+        launched = np.where(o_api >= 0, api["start"].to_numpy(np.int64)[np.maximum(o_api, 0)] if len(api) else 0, -1)
+        pids = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+        hit &= (o_api >= 0) & _inside(launched, pids, range_spans(g, sr, where))
+        how += f" launched inside {where!r}"
     if not hit.any():
         raise EditError(f"no GPU op matches {e.pattern!r} ({how}) in {g.trace.path.name}")
     for plan in ed.plans:
@@ -197,6 +209,8 @@ def _gpu_idle(g: Graph, times: np.ndarray, pids: np.ndarray) -> np.ndarray:
     o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
     for pid in np.unique(pids):
         sel = o_pid == pid
+        if not sel.any():  # a process without GPU work of its own (a launcher): its GPU is idle
+            continue
         s, e = g.op_start[sel], g.op_end[sel]
         order = np.argsort(s)
         s, e = s[order], np.maximum.accumulate(e[order])
@@ -436,7 +450,7 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
     for e in edits:
         if e.kind == "speed":
-            _speed(g, e, ed)
+            _speed(g, sr, e, ed)
         elif e.kind == "nosync":
             _nosync(g, sr, e, ed)
         elif e.kind == "nohost":
@@ -445,4 +459,6 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:
             _graph(g, sr, e, ed)
         elif e.kind == "kernels-from":
             _kernels_from(g, sr, e, ed, load)
+        elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
+            raise EditError(f"{e.text}: a finding's fix is read through the findings (Profile.whatif)")
     return ed

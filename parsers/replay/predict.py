@@ -88,6 +88,45 @@ def graph_of(trace: Trace) -> tuple[Graph, StepRanges]:
     return trace.derived["replay.graph"]
 
 
+def baseline(trace: Trace) -> Replayed:
+    """The unchanged replay of the trace's steps, computed once and kept with the trace (every
+    finding's saving is measured against it)."""
+    if "replay.baseline" not in trace.derived:
+        g, sr = graph_of(trace)
+        trace.derived["replay.baseline"] = replay(g, sr, Plan.of(g))
+    return trace.derived["replay.baseline"]
+
+
+@dataclass
+class Saving:
+    """What `edits` save per step on the replay: the unchanged replay's step minus the edited one's
+    (medians over the steps of the step period, ns), at the assumptions' central value and ends."""
+
+    baseline_step_ns: int
+    step_ns: int
+    low_ns: int  # the smaller predicted step (the larger saving)
+    high_ns: int
+    applied: list[Applied]
+
+    @property
+    def saving_ns(self) -> int:
+        return self.baseline_step_ns - self.step_ns
+
+
+def saving(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Saving:
+    """The replayed saving of `edits` alone, without the critical path (the findings' ranking);
+    EditError as predict's."""
+    parsed = [e if isinstance(e, Edit) else edit_mod.parse(e) for e in edits]
+    g, sr = graph_of(trace)
+    if sr.n_steps == 0:
+        raise NoSteps(f"{trace.path.name}: no steady-state step (step_N range) to replay")
+    base = baseline(trace)
+    ed = edit_mod.apply(g, sr, parsed, load)
+    low, mid, high = (replay(g, sr, p) for p in ed.plans)
+    lo, _, hi = sorted((low.step_ns, mid.step_ns, high.step_ns))
+    return Saving(base.step_ns, mid.step_ns, lo, hi, ed.applied)
+
+
 def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Prediction:
     """Replay `trace` unchanged and with `edits`; EditError (one line) for an edit that cannot
     apply, NoSteps where the capture has no step."""
@@ -97,7 +136,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
         raise NoSteps(f"{trace.path.name}: no steady-state step (step_N range) to replay")
     measured = step_spans(g, sr, None)
     m_periods = measured[1] - measured[0]
-    base = replay(g, sr, Plan.of(g))
+    base = baseline(trace)
     err = float(np.median(np.abs(base.periods_ns - m_periods) / np.maximum(m_periods, 1)))
     ed = edit_mod.apply(g, sr, parsed, load)
     low, mid, high = (replay(g, sr, p) for p in ed.plans) if parsed else (base, base, base)

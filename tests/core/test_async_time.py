@@ -402,7 +402,7 @@ def test_the_figures_the_estimate_stands_on(where, async_trace):
     saved = ev["gpu_saved_ns_per_step"]
     assert ev["saving_low_ns_per_step"] == pytest.approx(max(period - (period - wait + busy - saved), 0), rel=1e-9)
     assert ev["saving_high_ns_per_step"] == saved
-    assert f"between {ev['saving_low_ns_per_step'] / 1e6:.1f} " in f.basis and f"and {saved / 1e6:.1f} ms" in f.basis
+    assert f"between {ev['saving_low_ns_per_step'] / 1e6:.1f} " in f.estimate_basis and f"and {saved / 1e6:.1f} ms" in f.estimate_basis
 
 
 # The H100 small pair's configuration captured three more times on one H100 (devruns/gpu_issuerate.sh

@@ -33,7 +33,7 @@ def test_idle_findings_never_claim_more_than_the_idle(path, async_trace):
     path = async_trace(path)
     trace = load_trace(path)
     c = context(trace)
-    found = {f.id: f for f in findings(trace)}
+    found = {f.id: f for f in findings(trace, replay=False)}  # the rules' estimates, partitioned
     claimed = sum(found[r].saving_ms_per_step for r in IDLE_RULES if r in found) * 1e6
     pid = int(c.model.r_gtid[c.steps[0]]) >> 24 & 0xFFFFFF
     idle = _idle_per_step_ns(path, pid, c.device)
@@ -44,10 +44,12 @@ def test_idle_findings_never_claim_more_than_the_idle(path, async_trace):
 def test_the_page_adds_each_nanosecond_once(path, async_trace):
     a = answers(load_trace(async_trace(path)))
     shown = a["findings"]
-    assert a["combined_saving_ms_per_step"] == pytest.approx(sum(f["saving_ms_per_step"] for f in shown))
+    if a["combined_basis"].startswith("one replay"):  # the replay with every fix: tests/core/test_findings_replay.py
+        assert a["combined_saving_ms_per_step"] >= sum(f["saving_ms_per_step"] for f in shown if not f["replayed"])
+    else:
+        assert a["combined_saving_ms_per_step"] == pytest.approx(sum(f["saving_ms_per_step"] for f in shown))
     alone = sum(f["saving_alone_ms_per_step"] for f in shown)
-    assert a["overlap_ms_per_step"] == pytest.approx(alone - a["combined_saving_ms_per_step"]) and \
-        a["overlap_ms_per_step"] >= -1e-9
+    assert a["overlap_ms_per_step"] == pytest.approx(alone - a["combined_saving_ms_per_step"])
     assert all(f["saving_ms_per_step"] >= NOTHING_TO_GAIN_MS for f in shown)
     assert all(f["saving_ms_per_step"] <= f["saving_alone_ms_per_step"] + 1e-9 for f in shown)
     assert all(p["id"] not in {f["id"] for f in shown} for p in a["present_no_saving"])
@@ -57,7 +59,7 @@ def test_a_sync_stall_and_the_host_gap_after_it_are_one_saving():
     """The host-sleep run with phase syncs: sync-stall's and host-bound-gap's gaps are the same idle;
     alone they add up to more than the step's idle can give, partitioned they do not."""
     path = sample("small_ctx128_host-sleep")
-    found = {f.id: f for f in findings(load_trace(path))}
+    found = {f.id: f for f in findings(load_trace(path), replay=False)}
     stall, gap = found.get("sync-stall"), found["host-bound-gap"]
     overlap_seen = stall is None or stall.overlaps or gap.overlaps
     assert overlap_seen

@@ -12,7 +12,8 @@ with the reason for its value. No presentation here (nsight_tui.render.findings 
 The package: `context` (the steps and what every rule needs once), `thresholds`, the rules by
 cause (`host`: the GPU waiting for the CPU; `fusion`; `gemm`: how kernels use the GPU; `copies`;
 `communication`; `window`: warm-up in the steady state), `partition` (each nanosecond claimed
-once), `rules` (the rules by id, and running them) and `result` (`Finding` and the JSON).
+once), `replayed` (each finding's fix as replay edits, its saving from the replay), `rules` (the
+rules by id, and running them), `fixes` (`whatif fix:ID`) and `result` (`Finding` and the JSON).
 """
 from nsight_tui.parsers.analyses.findings.communication import waited_communication
 from nsight_tui.parsers.analyses.findings.context import BLOCKED_LAUNCH_NS, StepContext, context

@@ -30,6 +30,14 @@ class Finding:
     # findings share that wait (findings() caps their sum at it).
     gpu_work: bool = field(default=False, repr=False)
     capped_by_cpu_wait: bool = False  # its saving was cut to what was left of the CPU's wait for the GPU
+    # The replay (findings.replayed): the edits that are its fix (`whatif TRACE fix:ID` applies them),
+    # whether the saving is the replay's, the rule's own estimate beside it, and the replay's range.
+    edits: list[str] = field(default_factory=list)
+    replayed: bool = False
+    estimate_ms_per_step: float | None = None
+    estimate_basis: str = ""  # how the rule estimated it (the basis, where the saving is the estimate)
+    replay_low_ms_per_step: float | None = None
+    replay_high_ms_per_step: float | None = None
 
     @property
     def range(self) -> str:
@@ -49,14 +57,17 @@ def finding_json(f: Finding) -> dict:
 
 
 def document(step_ns: float | None, steps: int, cpu_wait_ns: float | None, every: list[Finding],
-             not_checked: list[str]) -> dict:
+             not_checked: list[str], together: tuple[float, str] | None = None) -> dict:
     """The JSON under "findings": the findings with a saving, their combined saving (each
-    nanosecond once), and apart those present with nothing to gain."""
+    nanosecond once: `together`, the replay with every fix, where the replay ran; else the
+    partitioned estimates' sum), and apart those present with nothing to gain."""
     gain = [f for f in every if f.saving_ms_per_step >= max(NOTHING_TO_GAIN_MS, threshold("min_saving_ms"))]
     apart = [f for f in every if f not in gain]
     alone = sum(f.saving_alone_ms_per_step or f.saving_ms_per_step for f in gain)
-    combined = sum(f.saving_ms_per_step for f in gain)
+    combined = sum(f.saving_ms_per_step for f in gain) if together is None else together[0]
     return {"step_ns": step_ns, "steps": steps,
+            "combined_basis": ("the findings' savings summed, each nanosecond of device time claimed once"
+                               if together is None else together[1]),
             "step_basis": "the step period: each step's start to the next's (the last ends with its GPU work)",
             "findings": [finding_json(f) for f in gain],
             "combined_saving_ms_per_step": combined,

@@ -12,7 +12,9 @@ from nsight_tui.parsers.analyses.findings.gemm import fp32_gemm, occupancy_limit
 from nsight_tui.parsers.analyses.findings.host import host_bound_gap, launch_bound, sync_stall
 from nsight_tui.parsers.analyses.findings.layout import channels_last_layout
 from nsight_tui.parsers.analyses.findings.partition import partition
-from nsight_tui.parsers.analyses.findings.result import Finding, document
+from nsight_tui.parsers.analyses.findings.replayed import combined, replay_findings
+from nsight_tui.parsers.analyses.findings.result import NOTHING_TO_GAIN_MS, Finding, document
+from nsight_tui.parsers.analyses.findings.thresholds import threshold
 from nsight_tui.parsers.analyses.findings.window import warmup_in_window
 from nsight_tui.parsers.analyses.instrumentation import instrumentation_cost
 from nsight_tui.parsers.model.steps import steps_of
@@ -46,10 +48,12 @@ RULE_IDS = tuple(RULES)
 
 
 def findings(trace: Trace, attribution: str = "process", rules: dict | None = None,
-             rank: Rank | None = None, ncu: NcuAnalysis | None = None) -> list[Finding]:
+             rank: Rank | None = None, ncu: NcuAnalysis | None = None, replay: bool = True) -> list[Finding]:
     """Every rule that fires on the trace's steady-state steps (`rank`'s under a rank filter),
     largest saving first, with each nanosecond of device time claimed by one finding only. `ncu`:
-    an Nsight Compute report joined to the trace (analyses.ncu.analyse), for the rules that read it."""
+    an Nsight Compute report joined to the trace (analyses.ncu.analyse), for the rules that read it.
+    Each finding names its fix as replay edits; with `replay` its saving is the replay's
+    (findings.replayed), the rule's estimate beside it, and the ranking follows the replay."""
     c = context(trace, attribution, rank, ncu)
     if c is None:
         return []
@@ -57,9 +61,10 @@ def findings(trace: Trace, attribution: str = "process", rules: dict | None = No
     for rule in (rules or RULES).values():
         found = rule(c)  # a rule per kernel name (occupancy-limited) gives a list
         out += found if isinstance(found, list) else [found] if found is not None else []
-    _say_instrumentation(c, out)
-    _say_rank(c, out)
-    return sorted(partition(out, c.cpu_wait_ns / 1e6), key=lambda f: (-f.saving_ms_per_step, f.id))
+    found = replay_findings(c, partition(out, c.cpu_wait_ns / 1e6), run=replay)
+    _say_instrumentation(c, found)
+    _say_rank(c, found)
+    return sorted(found, key=lambda f: (-f.saving_ms_per_step, f.id))
 
 
 # The rules that read the CPU's pace: a profiler's per-op ranges slow that pace, not the workload.
@@ -95,5 +100,6 @@ def answers(trace: Trace, attribution: str = "process", ncu: NcuAnalysis | None 
     """The JSON under "findings" in `report -f json` (result.document)."""
     c = context(trace, attribution, ncu=ncu)
     every = findings(trace, attribution, ncu=ncu)
+    gain = [f for f in every if f.saving_ms_per_step >= max(NOTHING_TO_GAIN_MS, threshold("min_saving_ms"))]
     return document(None if c is None else c.step_ns, 0 if c is None else c.n, None if c is None else c.cpu_wait_ns,
-                    every, not_checked(trace))
+                    every, not_checked(trace), combined(trace, gain))

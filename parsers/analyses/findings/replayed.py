@@ -1,0 +1,141 @@
+"""Findings' savings from the replay (parsers.replay): every finding names the edit that is its fix
+(`edits_of`), its saving is the replayed step without that edit minus with it (median over the
+steps of the step period), and "all fixes together" is one more replay with every edit, so no time
+is counted twice. The rule's own estimate stays beside it (`estimate_ms_per_step`); where the
+replay cannot express a fix, or cannot run, the estimate stays the saving and the basis says so."""
+from __future__ import annotations
+
+import numpy as np
+
+from nsight_tui.parsers.analyses.findings.context import StepContext
+from nsight_tui.parsers.analyses.findings.result import Finding
+from nsight_tui.parsers.analyses.findings.thresholds import threshold
+from nsight_tui.parsers.kernels.families import name_families
+from nsight_tui.parsers.read.ids import api_display_name
+from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.replay.edits import EditError
+from nsight_tui.parsers.replay.predict import saving
+
+# The fixes the replay has no edit for, and why (their savings stay the rules' estimates).
+NO_EDIT = {
+    "pageable-memcpy": "a pinned copy's speed is not in this capture",
+    "unfused-attention": "a fused attention kernel's duration is not in this capture",
+    "elementwise-chain": "a fused pass's duration is not in this capture",
+    "occupancy-limited": "the kernel's duration at a better occupancy is not in this capture",
+    "tensor-cores-idle": "the math mode in force is not known from the capture",
+    "exposed-communication": "the overlap a bucket change buys is not in this capture",
+    "warmup-in-window": "a warm-up step is outside the steady state the replay re-times",
+}
+
+
+def _glob_escape(name: str) -> str:
+    return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in name)
+
+
+def _fp32_gemm_edits(c: StepContext, f: Finding) -> list[str]:
+    """`speed:` on each fp32 GEMM kernel at the peak ratio the rule used (tf32 or bf16 over fp32)."""
+    from nsight_tui.parsers.analyses import roofline
+
+    slow, fast = f.evidence.get("fp32_tflops"), f.evidence.get("tf32_tflops")
+    if not slow or not fast:
+        return []
+    t = c.trace
+    r = roofline.build(t)
+    fam = name_families(t)
+    codes = np.unique(t.ops["name"].to_numpy()[c.model.ops_of(c.steps)])
+    names = [t.op_names[int(k)] for k in codes.tolist() if fam[int(k)] == "gemm"]
+    fp32 = [n for n in names if roofline.kernel_math_path(n, r.config) == "fp32"]
+    if names and len(fp32) == len(names):
+        return [f"speed:gemm={fast / slow:.6g}"]
+    return [f"speed:{_glob_escape(n)}={fast / slow:.6g}" for n in fp32]
+
+
+def _sync_edits(c: StepContext, f: Finding) -> list[str]:
+    """`nosync:CALL` for each blocking call the finding names (a `.item()` is a cudaStreamSynchronize)."""
+    calls = sorted({api_display_name(str(r["call"])) for r in f.rows if r.get("call")})
+    return [f"nosync:{n}" for n in calls]
+
+
+def _optimizer_edits(c: StepContext, f: Finding) -> list[str]:
+    """A fused optimizer: one launch for its many kernels (`graph:optimizer`, the per-launch CPU cost
+    gone) whose GPU work runs at the memory roof (`speed:*@optimizer=K`, K its kernels' busy time over
+    its bytes at the roof, the rule's floor)."""
+    opt = c.phase("optimizer")
+    busy = float(c.model.busy_ns[opt].sum()) / c.n if len(opt) else 0.0
+    floor = f.evidence.get("memory_roof_ns_per_step")
+    out = ["graph:optimizer"]
+    if floor and busy > floor:
+        out.append(f"speed:*@optimizer={busy / floor:.4g}")
+    return out
+
+
+def edits_of(c: StepContext, f: Finding) -> list[str]:
+    """The replay edits that are this finding's fix, in the edit language (parsers.replay.edits);
+    [] where the replay has none (NO_EDIT says why)."""
+    if f.id == "launch-bound":
+        return ["graph"]  # the step as one CUDA graph: the per-launch CPU cost gone
+    if f.id == "host-bound-gap":
+        return [f"nohost:{threshold('host_gap_min_ns') / 1e6:g}ms"]  # the pauses the rule names
+    if f.id in ("sync-stall", "sync-memcpy"):
+        return _sync_edits(c, f) if f.id == "sync-stall" else ["nosync:cudaMemcpy*"]
+    if f.id == "unfused-optimizer":
+        return _optimizer_edits(c, f)
+    if f.id == "fp32-gemm-without-tensor-cores":
+        return _fp32_gemm_edits(c, f)
+    return []
+
+
+def _replayed(trace: Trace, edits: list[str]):
+    try:
+        return saving(trace, edits), ""
+    except EditError as e:
+        return None, str(e)
+    except Exception as e:  # noqa: BLE001 - a capture the replay cannot hold must not cost the report: the estimate stands, the basis says why
+        return None, f"the replay failed: {type(e).__name__}: {e}"
+
+
+def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> list[Finding]:
+    """Each finding names its edits; with `run`, each with an edit takes its replayed saving (the
+    rule's estimate kept beside it)."""
+    for f in found:
+        f.estimate_ms_per_step = f.saving_ms_per_step if f.saving_alone_ms_per_step is None else f.saving_alone_ms_per_step
+        f.edits = edits_of(c, f)
+        if not run:
+            continue
+        f.estimate_basis = f.basis
+        if not f.edits:
+            f.basis += f" (not replayed: {NO_EDIT.get(f.id, 'no edit named')})"
+            continue
+        s, why = _replayed(c.trace, f.edits)
+        if s is None:
+            f.basis += f" (not replayed: {why})"
+            continue
+        f.saving_ms_per_step = s.saving_ns / 1e6
+        f.saving_alone_ms_per_step = f.saving_ms_per_step
+        f.replay_low_ms_per_step = (s.baseline_step_ns - s.high_ns) / 1e6
+        f.replay_high_ms_per_step = (s.baseline_step_ns - s.low_ns) / 1e6
+        f.overlaps, f.capped_by_cpu_wait = [], False
+        f.basis = (f"replayed: the step period without − with `{' '.join(f.edits)}` (medians over the steps); "
+                   f"the rule's estimate {f.estimate_ms_per_step:.2f}")
+        f.replayed = True
+    return found
+
+
+def combined(trace: Trace, found: list[Finding]) -> tuple[float, str] | None:
+    """All fixes together: one replay with every replayed finding's edits, plus the estimates of
+    the findings the replay cannot express (ms per step, and how); None where none was replayed."""
+    replayed = [f for f in found if f.replayed]
+    edits = [e for f in replayed for e in f.edits]
+    if not edits:
+        return None
+    if len(replayed) == 1:  # that finding's own replay is the one with every edit
+        saved_ms = replayed[0].saving_ms_per_step
+    else:
+        s, _ = _replayed(trace, edits)
+        if s is None:
+            return None
+        saved_ms = s.saving_ns / 1e6
+    rest = [f for f in found if not f.replayed]
+    extra = sum(f.saving_ms_per_step for f in rest)
+    how = f"one replay with {' '.join(edits)}" + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else "")
+    return saved_ms + extra, how

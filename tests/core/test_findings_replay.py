@@ -1,0 +1,84 @@
+"""Findings' savings from the replay (parsers/analyses/findings/replayed.py) against the committed
+twins (tests/helpers/replay_twins.py): on each pair whose base raises the finding the change answers,
+the finding's replayed saving against the step saved on the workload's own Python clock (the
+`*.steps.json` step marks, medians), within 20% of that change or 2% of the twin's step, whichever is
+larger; the `fix:ID` edit and "all fixes together" through the front door."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, SAMPLES
+from helpers.replay_twins import TWINS
+from helpers.step_sql import python_steps
+from helpers.xz_samples import plain
+
+from nsight_tui.parsers import Profile
+from nsight_tui.parsers.analyses.findings import findings
+from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT
+from nsight_tui.parsers.analyses.findings.rules import answers
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.replay.edits import EditError
+
+# Pairs whose finding's replayed saving misses the twin (docs/whatif.md, "Findings on the replay"):
+# strict, so a fix shows up as a pass to move.
+KNOWN_MISSES = {
+    "host sleep removed": "nohost at the rule's 1 ms removes every long pause; the twin kept 0.7 ms of Python there",
+    "per-step .item() removed": "the twin without the sync measured 1.55 ms slower: one pair cannot tell noise",
+    "fp32 -> TF32 (async, H100)": "the two captures' CPU work differs by more than the tolerance",
+    "fp32 -> TF32 large (async, H100)": "likewise: the TF32 capture's autograd thread did 83 ms of host work a step, 50",
+    "fp32 -> TF32 (H100 repeat r1)": "likewise, the other way (autograd 25 vs 18 ms)",
+    "fp32 -> TF32 (H100 repeat r3)": "the peak ratio overshoots the TF32 GEMMs measured in the twin (kernels-from meets it)",
+}
+PAIRS = [t for t in TWINS if t.rule and t.rule not in NO_EDIT]
+
+
+@pytest.mark.parametrize("twin", [pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[t.name]))
+                                  if t.name in KNOWN_MISSES else t for t in PAIRS], ids=lambda t: t.name)
+def test_replayed_saving_against_the_twin_on_the_python_clock(twin):
+    base, other = plain(twin.base), plain(twin.twin)
+    saved_ms = float(np.median(python_steps(base)) - np.median(python_steps(other))) / 1e6
+    tol_ms = max(0.2 * abs(saved_ms), 0.02 * float(np.median(python_steps(other))) / 1e6)
+    f = next(f for f in findings(load_trace(base)) if f.id == twin.rule)
+    assert f.replayed and f.edits and f.estimate_ms_per_step is not None, f.basis
+    assert f.replay_low_ms_per_step <= f.saving_ms_per_step <= f.replay_high_ms_per_step
+    assert abs(f.saving_ms_per_step - saved_ms) <= tol_ms, (f.saving_ms_per_step, saved_ms, tol_ms)
+
+
+def test_every_finding_names_its_edit_and_fix_id_replays_it():
+    path = SAMPLES / "small_ctx128.sqlite"
+    found = findings(load_trace(path))
+    assert found
+    for f in found:
+        assert f.edits or f.id in NO_EDIT, f.id
+        assert f.estimate_ms_per_step is not None
+    # ranked by the (replayed) saving
+    assert [f.saving_ms_per_step for f in found] == sorted((f.saving_ms_per_step for f in found), reverse=True)
+    prof = Profile.open(path)
+    for f in (f for f in found if f.replayed):
+        p = prof.whatif([f"fix:{f.id}"])
+        assert p.saving_ns / 1e6 == pytest.approx(f.saving_ms_per_step, abs=1e-6)
+        assert p.edits[0].edit.endswith(f"(fix:{f.id})")
+
+
+def test_all_fixes_together_is_one_replay():
+    path = SAMPLES / "small_ctx128.sqlite"
+    doc = answers(load_trace(path))
+    shown = {f["id"]: f for f in doc["findings"]}
+    replayed = [i for i, f in shown.items() if f["replayed"]]
+    assert len(replayed) >= 2
+    together = Profile.open(path).whatif([f"fix:{i}" for i in replayed]).saving_ns / 1e6
+    rest = sum(f["saving_ms_per_step"] for f in shown.values() if not f["replayed"])
+    assert doc["combined_saving_ms_per_step"] == pytest.approx(together + rest, abs=1e-6)
+    assert doc["combined_basis"].startswith("one replay with")
+
+
+def test_a_fix_no_finding_names_is_one_line_and_exit_2():
+    with pytest.raises(EditError):
+        Profile.open(SAMPLES / "small_ctx128.sqlite").whatif(["fix:no-such-finding"])
+    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(SAMPLES / "small_ctx128.sqlite"),
+                          "fix:no-such-finding"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 2 and run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
