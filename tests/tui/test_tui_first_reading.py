@@ -79,7 +79,7 @@ def test_capture_with_steps_opens_per_step_totals_one_key_away(tui):
 
 def test_median_step_is_the_workloads_own_step_clock(async_trace, tui):
     """On an unannotated capture the steps are inferred: the header line's step count is the
-    workload's, and its median step is the Python clock's median (`*.steps.json`) within 5%."""
+    workload's (less a last one cut short), and its median step is the Python clock's median (`*.steps.json`) within 5%."""
     path = async_trace(BARE.with_suffix(".sqlite.xz"))
     record = json.loads(BARE.with_suffix(".steps.json").read_text())
     seconds = [s["seconds"] for s in record["steps"]]
@@ -87,7 +87,10 @@ def test_median_step_is_the_workloads_own_step_clock(async_trace, tui):
     async def run():
         async with tui(path, size=(120, 30)) as ui:
             crumb = ui.screen.query_one("#crumb").render().plain
-            assert f"per step (÷{len(seconds)}, median " in crumb
+            # every Python step, or all but the last where the kernel sequence ends inside it (an
+            # iteration cut short is left out of the inferred steps, and the basis says so)
+            shown_n = int(crumb.split("per step (÷", 1)[1].split(",", 1)[0])
+            assert shown_n in (len(seconds), len(seconds) - 1), crumb
             shown = crumb.split("median ", 1)[1].split(")", 1)[0]
             value, unit = shown.split()
             ns = float(value) * {"ms": 1e6, "µs": 1e3, "s": 1e9}[unit]
