@@ -6,12 +6,12 @@ hand formula of the tensor it tried to make (B·H·T² fp32 attention scores).""
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from helpers.stripped import without_nvtx
 from nsight_tui.parsers.analyses import sweep
 from nsight_tui.parsers.analyses.oom import oom_facts
 from nsight_tui.parsers.analyses.report import build
@@ -84,19 +84,9 @@ def test_the_report_leads_with_it_and_finds_nothing_per_step(oom_export):
     assert "1.56 GiB" in text and "attention scores" in text
 
 
-def _bare(source: Path, target: Path) -> Path:
-    """The OOM run as an unannotated capture would leave it: every NVTX range and mark deleted."""
-    shutil.copyfile(source, target)
-    target.chmod(0o644)
-    con = sqlite3.connect(target)
-    con.execute("DELETE FROM NVTX_EVENTS")
-    con.commit()
-    con.close()
-    return target
-
 
 def test_an_unannotated_oom_run_infers_no_steps_and_reads_the_record_beside_it(oom_export, tmp_path):
-    path = _bare(oom_export, tmp_path / f"{OOM}.sqlite")
+    path = without_nvtx(oom_export, tmp_path / f"{OOM}.sqlite")
     (tmp_path / f"{OOM}.json").write_text(json.dumps(RECORD))
     trace = load_trace(path)
     found = inference(trace)
@@ -110,7 +100,7 @@ def test_an_unannotated_oom_run_infers_no_steps_and_reads_the_record_beside_it(o
 def test_a_sweep_marks_an_oom_export_without_its_record(oom_export, tmp_path):
     folder = tmp_path / "sweep"
     folder.mkdir()
-    _bare(oom_export, folder / "xl_ctx1024.sqlite")  # no record beside it: the export alone says so
+    without_nvtx(oom_export, folder / "xl_ctx1024.sqlite")  # no record beside it: the export alone says so
     runs = sweep.analyse(sweep.discover(folder))
     assert [(r.path.name, r.status) for r in runs] == [("xl_ctx1024.sqlite", "oom")]
     assert "cudaMalloc" in runs[0].message

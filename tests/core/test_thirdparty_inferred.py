@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.stripped import without_nvtx
 from nsight_tui.parsers.analyses.layout import layout_share
 from nsight_tui.parsers.model.inferred import inference
 from nsight_tui.parsers.model.ranges import range_model
@@ -144,16 +145,6 @@ def test_the_report_on_a_generate_run_speaks_of_tokens_not_training(captured):
     assert "| softmax / matmul runtime | – |" not in text and "no backward" in text
 
 
-def _stripped(source: Path, target: Path) -> Path:
-    """A copy with every NVTX event deleted: the same run as an unannotated capture leaves it."""
-    shutil.copyfile(source, target)
-    target.chmod(0o644)
-    con = sqlite3.connect(target)
-    con.execute("DELETE FROM NVTX_EVENTS")
-    con.commit()
-    con.close()
-    return target
-
 
 @pytest.mark.parametrize("stem", ["timm_vit_small_b64", "timm_convnext_tiny_b32"])
 def test_inferred_phases_hold_the_kernels_of_the_workloads_own_phase_ranges(captured, tmp_path, stem):
@@ -177,7 +168,7 @@ def test_inferred_phases_hold_the_kernels_of_the_workloads_own_phase_ranges(capt
                 for p in ("forward", "backward", "optimizer")}
     step_kernels = inside(*step)
     want["forward"] += step_kernels - sum(want.values())
-    model = range_model(load_trace(_stripped(annotated, tmp_path / f"{stem}.sqlite")))
+    model = range_model(load_trace(without_nvtx(annotated, tmp_path / f"{stem}.sqlite")))
     texts = model.trace.ranges["text"].to_numpy()
     from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
 
