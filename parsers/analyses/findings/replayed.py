@@ -124,9 +124,10 @@ def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> l
     return found
 
 
-def combined(trace: Trace, found: list[Finding]) -> tuple[float, str] | None:
+def combined(trace: Trace, found: list[Finding], step_ms: float | None = None) -> tuple[float, str] | None:
     """All fixes together: one replay with every replayed finding's edits, plus the estimates of
-    the findings the replay cannot express (ms per step, and how); None where none was replayed."""
+    the findings the replay cannot express, those at most the step the replay leaves (`step_ms`: the
+    measured step; ms per step, and how); None where none was replayed."""
     replayed = [f for f in found if f.replayed]
     edits = [e for f in replayed for e in f.edits]
     if not edits:
@@ -141,4 +142,8 @@ def combined(trace: Trace, found: list[Finding]) -> tuple[float, str] | None:
     rest = [f for f in found if not f.replayed]
     extra = sum(f.saving_ms_per_step for f in rest)
     how = f"one replay with {' '.join(edits)}" + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else "")
+    left_ms = None if step_ms is None else max(0.0, step_ms - saved_ms)
+    if left_ms is not None and extra > left_ms:  # estimates made on the whole step, applied to what is left of it
+        extra = left_ms
+        how += f" (those capped at the {left_ms:.3f} ms/step the replay leaves)"
     return saved_ms + extra, how

@@ -102,4 +102,4 @@ def answers(trace: Trace, attribution: str = "process", ncu: NcuAnalysis | None 
     every = findings(trace, attribution, ncu=ncu)
     gain = [f for f in every if f.saving_ms_per_step >= max(NOTHING_TO_GAIN_MS, threshold("min_saving_ms"))]
     return document(None if c is None else c.step_ns, 0 if c is None else c.n, None if c is None else c.cpu_wait_ns,
-                    every, not_checked(trace), combined(trace, gain))
+                    every, not_checked(trace), combined(trace, gain, None if c is None else c.step_ns / 1e6))
