@@ -27,7 +27,8 @@ IDENTITY = [*(p for p in sorted(SAMPLES.glob("*.sqlite")) if not p.name.startswi
             SAMPLES / "async" / "small_ctx512_b8_async.sqlite.xz",
             SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz",
             SAMPLES / "findings" / "small_ctx128_b1_nosync_cuda-graph.sqlite.xz",
-            SAMPLES / "nonvtx" / "small_ctx512_b8_async_twin.sqlite.xz"]
+            SAMPLES / "nonvtx" / "small_ctx512_b8_async_twin.sqlite.xz",
+            SAMPLES / "replay" / "graph" / "small_ctx128_b1_async_cuda-graph.sqlite.xz"]
 
 
 @pytest.mark.parametrize("path", IDENTITY, ids=lambda p: p.name)
@@ -173,6 +174,20 @@ def test_whatif_json_keys():
     assert d["saving_ns"] == d["baseline"]["replayed_step_ns"] - d["predicted"]["step_ns"]
     assert d["edits"][0]["edit"] == "graph" and d["edits"][0]["assumption"]
     assert d["holds_step"] and abs(sum(h["share"] for h in d["holds_step"]) - 1) < 0.05
+
+
+def test_nohost_minus_a_duration_takes_that_much_out_of_each_idle_pause():
+    """The sleep twin's base (a 5 ms time.sleep at each step's start, the GPU idle): one pause a step
+    of at least 5 ms, each 5 ms shorter, no assumption, so no range; the step saves at most that."""
+    trace = load_trace(plain(SAMPLES / "replay" / "sleep" / "small_ctx512_b8_async_host-sleep.sqlite.xz"))
+    p = predict(trace, ["nohost:-5ms"])
+    assert p.low_ns == p.step_ns == p.high_ns and not p.edits[0].assumption
+    assert p.edits[0].changed.startswith(f"{p.steps} pauses")
+    assert 0.9 * 5e6 < p.saving_ns <= 5e6
+    wide = predict(trace, ["nohost:2ms"])  # the whole pause, the loop's own Python with it: more
+    assert wide.saving_ns > p.saving_ns and wide.low_ns < wide.step_ns < wide.high_ns
+    with pytest.raises(EditError):
+        predict(trace, ["nohost:-1s"])
 
 
 def test_edit_errors_are_edit_errors():
