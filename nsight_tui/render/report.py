@@ -75,7 +75,12 @@ def _decode(d: dict | None) -> list[str]:
            f"{d['calls']} calls): **{numbers.ms(d['prefill_ns'])} ms**; per-token decode: median "
            f"**{numbers.ms(d['median_ns'])} ms**, p90 {numbers.ms(d['p90_ns'])} ms, "
            f"{d['tokens_per_s']:,.1f} tokens/s per sequence; GPU busy {d['gpu_busy_share']:.0%} of the decode."]
-    if d.get("launch_bound"):
+    if d.get("cuda_graph_steps"):
+        out.append("Each decode step is one CUDA graph replay (a static cache compiled into graphs): the host launches a "
+                   "token's kernels in one call" + ("; the GPU still waits on the host between replays (the eager "
+                                                    "sampling and stopping check each token)." if d.get("launch_bound")
+                                                    else "."))
+    elif d.get("launch_bound"):
         out.append("The decode is launch-bound (the GPU waits on the host's launches): CUDA graphs (a static KV "
                    "cache with torch.compile) replay a token's kernels in one launch.")
     return out + [""]

@@ -35,9 +35,11 @@ def phase_spans(template: np.ndarray, op_names: list[str], layers) -> list[tuple
 
 def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, common, layers, kinds, stages,
             iterations: bool = True, gtids: np.ndarray | None = None, limits: np.ndarray | None = None,
-            backward: list[tuple[str, int, int]] | None = None) -> pd.DataFrame:
+            backward: list[tuple[str, int, int]] | None = None, decode_from: int | None = None) -> pd.DataFrame:
     """The inferred ranges as rows like trace.ranges': parents before children (`iterations`
-    False: the parts only, inside the export's own iteration ranges, on their threads `gtids`)."""
+    False: the parts only, inside the export's own iteration ranges, on their threads `gtids`; an
+    inference call's decode steps from template position `decode_from` on: `prefill` holds its layers,
+    `decode` the steps after it)."""
     op_names = trace.op_names
     template = np.array(common, dtype=np.int64)
     phases = phase_spans(template, op_names, layers)
@@ -52,7 +54,12 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
         if seqs[i] != common:
             continue  # an iteration unlike the steady one: no parts inferred inside it
         for phase, p0, p1 in phases:
-            rows.append((phase, a + p0, a + p1))
+            if decode_from is not None and phase == "forward":  # a generate()-like call: prefill, then decode
+                rows.append(("prefill", a + p0, a + decode_from))
+                rows.append(("decode", a + decode_from, a + p1))
+                p1 = decode_from
+            else:
+                rows.append((phase, a + p0, a + p1))
             if phase == "forward" and fwd_layers:
                 f0, count, g, _ = fwd_layers
                 if f0 > p0:
@@ -62,7 +69,7 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
                     for stage, s0, s1 in stages:
                         rows.append((stage, a + s0 + j * g, a + s1 + j * g))
                 if f0 + count * g < p1:
-                    rows.append(("head and loss", a + f0 + count * g, a + p1))
+                    rows.append(("head" if decode_from is not None else "head and loss", a + f0 + count * g, a + p1))
             if phase == "backward" and bwd_layers:
                 b0, count, g, _ = bwd_layers
                 if b0 > p0:
