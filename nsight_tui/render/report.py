@@ -173,6 +173,10 @@ def forward_time(a: dict) -> list[str]:
                 label, period = "step (period)", r["period_ns"] / n
                 rows.append([label, n, numbers.ms(cpu), numbers.ms(gpu), numbers.ms(period), numbers.ms(py),
                              numbers.fixed(period / py if py else None)])
+                own = t.get("step_own_mean_ns")
+                if own is not None and t.get("between_steps_mean_ns"):
+                    rows.append(["step (own: start to its work's end)", n, "", "", numbers.ms(own), numbers.ms(py),
+                                 numbers.fixed(own / py if py else None)])
             else:
                 rows.append([label, n, numbers.ms(cpu), numbers.ms(gpu), "", numbers.ms(py),
                              numbers.fixed(cpu / py if py else None)])
@@ -184,16 +188,34 @@ def forward_time(a: dict) -> list[str]:
                        "CPU span is when the CPU issued its work, its GPU time when that work ran; the step is "
                        "its period, the pace the GPU sets._\n")
     if t["steps"]:
-        out.append(tables.markdown(["step", "CPU ms (NVTX)", "GPU ms", "period ms", "Python ms", "period − Python (µs)"],
+        out.append(tables.markdown(["step", "CPU ms (NVTX)", "GPU ms", "period ms", "own ms", "Python ms",
+                                    "period − Python (µs)", "own − Python (µs)"],
                                    [[s["step"], numbers.ms(s["nvtx_ns"]), numbers.ms(s.get("gpu_ns")),
-                                     numbers.ms(s.get("period_ns")), numbers.ms(s["python_ns"]),
-                                     numbers.us(s["period_ns"] - s["python_ns"] if "period_ns" in s else None)]
+                                     numbers.ms(s.get("period_ns")), numbers.ms(s.get("own_ns")),
+                                     numbers.ms(s["python_ns"]),
+                                     numbers.us(s["period_ns"] - s["python_ns"] if "period_ns" in s else None),
+                                     numbers.us(s["own_ns"] - s["python_ns"] if "own_ns" in s else None)]
                                     for s in t["steps"]]))
+        out += clock_note(t)
     elif not rows:
         out.append("No forward/step ranges in this trace.\n")
     else:
         out.append("_No Python timings in this trace (captures by `nsight-tui capture` carry them)._\n")
     return out
+
+
+def clock_note(t: dict) -> list[str]:
+    """Which step figure the workload's Python clock compares with, and what the rest of the period is."""
+    covers, between = t.get("python_clock_covers"), t.get("between_steps_mean_ns")
+    if covers == "own":
+        return [f"_Python's clock reads the step's own time (start to its work's end), not its period: it was taken "
+                f"inside the step (a trainer's batch hooks), without the loop's {numbers.ms(between)} ms/step between "
+                f"steps (the next batch's fetch and copy, the trainer's hooks). Compare own to Python; the "
+                f"period is what a step costs the loop._", ""]
+    if covers == "period":
+        return [f"_Python's clock reads the step's period (its start to the next one's), the loop's "
+                f"{numbers.ms(between)} ms/step between steps included._", ""]
+    return []
 
 
 def top_kernels(a: dict) -> list[str]:
