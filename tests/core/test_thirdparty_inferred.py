@@ -84,6 +84,12 @@ def test_a_resnet_bottleneck_is_a_layer_of_convs(captured, stem):
     assert stages == ["conv", "batch norm", "activation", "conv", "batch norm", "activation", "conv", "batch norm",
                       "residual add", "activation"]
     assert ("layout transpose" in found.layer_stages) == (stem == RESNET)
+    # around the 5 alike blocks: the stem, layer1, layer2 and layer3's first block before them; layer4's 3 blocks,
+    # the pool, the classifier and the loss after them: a conv net's parts, no transformer's embedding
+    texts = set(found.ranges["text"])
+    assert {"stem and earlier blocks", "later blocks, head and loss", "stem and earlier blocks backward",
+            "later blocks, head and loss backward"} <= texts
+    assert not {"embedding", "embedding backward"} & texts
 
 
 def test_resnet_layout_transposes_per_step_against_sql(captured):
