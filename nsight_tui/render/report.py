@@ -66,8 +66,18 @@ def inference_run(a: dict) -> bool:
     return bool(((a.get("inferred") or {}).get("decode")))
 
 
-def _decode(d: dict | None) -> list[str]:
-    """An inference run's decode loop (parsers.model.inferred.decode): per-token figures, GPU clock."""
+def _finding_evidence(a: dict, rule: str) -> dict | None:
+    """The evidence of the finding `rule` where it fired (with a saving or apart)."""
+    found = a.get("findings") or {}
+    for f in [*(found.get("findings") or []), *(found.get("present_no_saving") or [])]:
+        if f.get("id") == rule:
+            return f.get("evidence")
+    return None
+
+
+def _decode(d: dict | None, weights: dict | None = None) -> list[str]:
+    """An inference run's decode loop (parsers.model.inferred.decode): per-token figures, GPU clock; and
+    the floor its weights set (parsers.analyses.decode_weights, the memory-bound-decode finding's figures)."""
     if not d:
         return []
     out = [f"**An inference run**: inside each call a prefill, then a decode loop of {d['tokens_per_call']} steps "
@@ -83,6 +93,13 @@ def _decode(d: dict | None) -> list[str]:
     elif d.get("launch_bound"):
         out.append("The decode is launch-bound (the GPU waits on the host's launches): CUDA graphs (a static KV "
                    "cache with torch.compile) replay a token's kernels in one launch.")
+    if weights:
+        out.append(f"Weights per token: up to {weights['weights_bytes'] / 1e6:,.1f} MB (copied to the GPU before the "
+                   f"first call); at the HBM peak ({weights['hbm_bytes_per_s'] / 1e9:,.0f} GB/s, the export's target "
+                   f"info) a floor of {numbers.ms(weights['floor_ns_per_token'])} ms a token; measured "
+                   f"{numbers.ms(weights['per_token_ns'])} ms ({weights['share_of_hbm_peak']:.1%} of the peak), the "
+                   f"GPU's kernels {numbers.ms(weights['kernel_ns_per_token'])} ms of it: "
+                   + ("memory-bound." if weights["memory_bound"] else "not memory-bound yet."))
     return out + [""]
 
 
@@ -145,7 +162,7 @@ def inferred(a: dict) -> list[str]:
         stages = bounded(found["layer_stages"])
         out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
                 f"{safe.markdown(stages)}", "", *_backward_stages(found)]
-    out += _decode(found.get("decode"))
+    out += _decode(found.get("decode"), _finding_evidence(a, "memory-bound-decode"))
     out += ["_The sections below read these as ranges of the NVTX domain `inferred` (`inferred:step_N`, "
             "`inferred:forward`, `inferred:layer_N`): inferred, not annotated. Their CPU span runs from their first "
             "kernel's launch to the next one's; the warm-ups (`warmup_N`) are the leading iterations unlike the "

@@ -225,3 +225,35 @@ def test_a_lightning_step_reads_like_its_hook_clock_by_its_own_time_not_its_peri
     steps = [i for i in found.iterations if i.name.startswith("step_")]
     for r, it, nxt in zip(rows, steps, steps[1:]):  # the last step has no gap after it
         assert sum(it.start_ns + r["own_ns"] - 10**6 < c < nxt.start_ns for c in copies) == 1
+
+
+def test_a_batch_1_decode_against_the_floor_its_weights_set(captured):
+    """HF generate() eager: the memory-bound-decode finding's figures against the model as the script builds it
+    (LlamaConfig: vocab 32000, hidden 1024, MLP 2816, 6 layers, 16 heads of 64 / 4 KV heads, untied head; bf16),
+    the export's own peak (SQL), and the workload's per-token clock. Each token reads every weight (batch 1):
+    their bytes over the peak are the floor; the eager decode runs far above it (the host's launches bound it)."""
+    from nsight_tui.parsers.analyses.findings import findings
+
+    vocab, hidden, mlp, layers, kv = 32000, 1024, 2816, 6, 4 * 64
+    params = 2 * vocab * hidden + layers * (2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * mlp + 2 * hidden) + hidden
+    path = captured(GENERATE)
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        (peak,) = con.execute("SELECT memoryBandwidth FROM TARGET_INFO_GPU ORDER BY id LIMIT 1").fetchone()
+    found = {f.id: f for f in findings(load_trace(path), replay=False)}
+    e = found["memory-bound-decode"].evidence
+    assert e["weights_bytes"] == pytest.approx(2 * params, rel=1e-4)
+    assert e["hbm_bytes_per_s"] == peak
+    assert e["floor_ns_per_token"] == pytest.approx(2 * params / peak * 1e9, rel=1e-4)
+    calls = [s for s in python_clock(GENERATE)["steps"] if s["name"].startswith("step_")]
+    python_token_ns = np.median([t for s in calls for t in s["decode_token_s"]]) * 1e9
+    assert e["share_of_hbm_peak"] == pytest.approx(2 * params / peak * 1e9 / python_token_ns, rel=0.15)
+    assert e["share_of_hbm_peak"] < 0.05 and not e["memory_bound"]
+    assert e["kernel_ns_per_token"] > 2 * e["floor_ns_per_token"]
+    # the decode steps' kernel time: most of the steady calls' kernel time (SQL), the prefills' the rest
+    first = next(i for i in inference(load_trace(path)).iterations if i.name == "step_0").start_ns
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        (kernel_ns,) = con.execute("SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start >= ?",
+                                   (first,)).fetchone()
+    decode_ns = e["kernel_ns_per_token"] * e["tokens_per_call"] * len(calls)
+    assert 0.5 * kernel_ns < decode_ns < kernel_ns
+    assert "not the bound" in found["memory-bound-decode"].title
