@@ -257,3 +257,25 @@ def test_a_batch_1_decode_against_the_floor_its_weights_set(captured):
     decode_ns = e["kernel_ns_per_token"] * e["tokens_per_call"] * len(calls)
     assert 0.5 * kernel_ns < decode_ns < kernel_ns
     assert "not the bound" in found["memory-bound-decode"].title
+
+
+def test_the_tui_findings_on_a_run_dead_in_its_first_forward_lead_with_the_oom(async_trace, tmp_path):
+    """Qwen2-shaped, batch 256 x 4096 tokens, out of memory in its first forward: the TUI's findings view runs no
+    step-time rule (no step finished) and says the failed allocation instead. Truths: SQL (the runtime call that
+    returned cudaErrorMemoryAllocation, 2) and PyTorch's message in the record beside the export."""
+    from nsight_tui.tui.viewmodels.findings import build
+
+    stem = "oom_qwen2_b256.oom"
+    path = tmp_path / f"{stem}.sqlite"
+    shutil.copyfile(async_trace(THIRD / f"{stem}.sqlite.xz"), path)
+    shutil.copyfile(THIRD / f"{stem}.json", tmp_path / f"{stem}.json")
+    record = json.loads((THIRD / f"{stem}.json").read_text())
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        (call,) = con.execute("""SELECT s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                                 WHERE r.returnValue = 2 ORDER BY r.start LIMIT 1""").fetchone()
+    trace = load_trace(path)
+    view = build(trace, range_model(trace), "process")
+    assert view.findings == [] and view.steps == 0
+    text = view.none_text()
+    assert text.startswith("Out of GPU memory:") and f"{call} returned 2 in {record['range']}" in text
+    assert "asked for 4.00 GiB" in text and "Tried to allocate 4.00 GiB" in record["message"]
