@@ -181,7 +181,11 @@ class Steps:
         end = np.maximum(cpu_end, np.where(gpu > 0, model.gpu_end[ids], cpu_end))
         inferred = model.trace.ranges["domain"].to_numpy()[ids] == conventions.INFERRED_DOMAIN if len(ids) else \
             np.zeros(0, dtype=bool)
-        own = np.where(inferred & (gpu > 0), _parts_end(model, ids), end) - start
+        own = end.copy()
+        if inferred.any():  # NVTX steps: their own end is their range's or their work's
+            at = np.flatnonzero(inferred & (gpu > 0))
+            own[at] = _parts_end(model, ids[at])
+        own -= start
         every = self.iterations
         for g in np.unique(model.r_gtid[ids]):
             mine = np.flatnonzero(model.r_gtid[ids] == g)
