@@ -82,7 +82,7 @@ def decode_json(d: DecodeLoop) -> dict:
     return {"calls": d.calls, "tokens_per_call": d.tokens_per_call, "step_kernels": d.step_kernels,
             "prefill_ns": d.prefill_ns, "median_ns": d.median_ns, "p90_ns": d.p90_ns,
             "mean_ns": d.mean_ns, "tokens_per_s": d.tokens_per_s, "gpu_busy_share": d.gpu_busy_share,
-            "launch_bound": d.launch_bound, "anchor": d.anchor, "basis": d.BASIS}
+            "launch_bound": d.launch_bound, "anchor": d.anchor, "cuda_graph_steps": d.graph, "basis": d.basis}
 
 
 def _ncu(report: Report) -> dict:

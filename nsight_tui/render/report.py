@@ -66,8 +66,18 @@ def inference_run(a: dict) -> bool:
     return bool(((a.get("inferred") or {}).get("decode")))
 
 
-def _decode(d: dict | None) -> list[str]:
-    """An inference run's decode loop (parsers.model.inferred.decode): per-token figures, GPU clock."""
+def _finding_evidence(a: dict, rule: str) -> dict | None:
+    """The evidence of the finding `rule` where it fired (with a saving or apart)."""
+    found = a.get("findings") or {}
+    for f in [*(found.get("findings") or []), *(found.get("present_no_saving") or [])]:
+        if f.get("id") == rule:
+            return f.get("evidence")
+    return None
+
+
+def _decode(d: dict | None, weights: dict | None = None) -> list[str]:
+    """An inference run's decode loop (parsers.model.inferred.decode): per-token figures, GPU clock; and
+    the floor its weights set (parsers.analyses.decode_weights, the memory-bound-decode finding's figures)."""
     if not d:
         return []
     out = [f"**An inference run**: inside each call a prefill, then a decode loop of {d['tokens_per_call']} steps "
@@ -75,9 +85,21 @@ def _decode(d: dict | None) -> list[str]:
            f"{d['calls']} calls): **{numbers.ms(d['prefill_ns'])} ms**; per-token decode: median "
            f"**{numbers.ms(d['median_ns'])} ms**, p90 {numbers.ms(d['p90_ns'])} ms, "
            f"{d['tokens_per_s']:,.1f} tokens/s per sequence; GPU busy {d['gpu_busy_share']:.0%} of the decode."]
-    if d.get("launch_bound"):
+    if d.get("cuda_graph_steps"):
+        out.append("Each decode step is one CUDA graph replay (a static cache compiled into graphs): the host launches a "
+                   "token's kernels in one call" + ("; the GPU still waits on the host between replays (the eager "
+                                                    "sampling and stopping check each token)." if d.get("launch_bound")
+                                                    else "."))
+    elif d.get("launch_bound"):
         out.append("The decode is launch-bound (the GPU waits on the host's launches): CUDA graphs (a static KV "
                    "cache with torch.compile) replay a token's kernels in one launch.")
+    if weights:
+        out.append(f"Weights per token: up to {weights['weights_bytes'] / 1e6:,.1f} MB (copied to the GPU before the "
+                   f"first call); at the HBM peak ({weights['hbm_bytes_per_s'] / 1e9:,.0f} GB/s, the export's target "
+                   f"info) a floor of {numbers.ms(weights['floor_ns_per_token'])} ms a token; measured "
+                   f"{numbers.ms(weights['per_token_ns'])} ms ({weights['share_of_hbm_peak']:.1%} of the peak), the "
+                   f"GPU's kernels {numbers.ms(weights['kernel_ns_per_token'])} ms of it: "
+                   + ("memory-bound." if weights["memory_bound"] else "not memory-bound yet."))
     return out + [""]
 
 
@@ -140,7 +162,7 @@ def inferred(a: dict) -> list[str]:
         stages = bounded(found["layer_stages"])
         out += [f"Layers: **{found['layer_count']}** (inferred); one forward layer's stages in order: "
                 f"{safe.markdown(stages)}", "", *_backward_stages(found)]
-    out += _decode(found.get("decode"))
+    out += _decode(found.get("decode"), _finding_evidence(a, "memory-bound-decode"))
     out += ["_The sections below read these as ranges of the NVTX domain `inferred` (`inferred:step_N`, "
             "`inferred:forward`, `inferred:layer_N`): inferred, not annotated. Their CPU span runs from their first "
             "kernel's launch to the next one's; the warm-ups (`warmup_N`) are the leading iterations unlike the "
@@ -168,6 +190,10 @@ def forward_time(a: dict) -> list[str]:
                 label, period = "step (period)", r["period_ns"] / n
                 rows.append([label, n, numbers.ms(cpu), numbers.ms(gpu), numbers.ms(period), numbers.ms(py),
                              numbers.fixed(period / py if py else None)])
+                own = t.get("step_own_mean_ns")
+                if own is not None and t.get("between_steps_mean_ns"):
+                    rows.append(["step (own: start to its work's end)", n, "", "", numbers.ms(own), numbers.ms(py),
+                                 numbers.fixed(own / py if py else None)])
             else:
                 rows.append([label, n, numbers.ms(cpu), numbers.ms(gpu), "", numbers.ms(py),
                              numbers.fixed(cpu / py if py else None)])
@@ -179,16 +205,34 @@ def forward_time(a: dict) -> list[str]:
                        "CPU span is when the CPU issued its work, its GPU time when that work ran; the step is "
                        "its period, the pace the GPU sets._\n")
     if t["steps"]:
-        out.append(tables.markdown(["step", "CPU ms (NVTX)", "GPU ms", "period ms", "Python ms", "period − Python (µs)"],
+        out.append(tables.markdown(["step", "CPU ms (NVTX)", "GPU ms", "period ms", "own ms", "Python ms",
+                                    "period − Python (µs)", "own − Python (µs)"],
                                    [[s["step"], numbers.ms(s["nvtx_ns"]), numbers.ms(s.get("gpu_ns")),
-                                     numbers.ms(s.get("period_ns")), numbers.ms(s["python_ns"]),
-                                     numbers.us(s["period_ns"] - s["python_ns"] if "period_ns" in s else None)]
+                                     numbers.ms(s.get("period_ns")), numbers.ms(s.get("own_ns")),
+                                     numbers.ms(s["python_ns"]),
+                                     numbers.us(s["period_ns"] - s["python_ns"] if "period_ns" in s else None),
+                                     numbers.us(s["own_ns"] - s["python_ns"] if "own_ns" in s else None)]
                                     for s in t["steps"]]))
+        out += clock_note(t)
     elif not rows:
         out.append("No forward/step ranges in this trace.\n")
     else:
         out.append("_No Python timings in this trace (captures by `nsight-tui capture` carry them)._\n")
     return out
+
+
+def clock_note(t: dict) -> list[str]:
+    """Which step figure the workload's Python clock compares with, and what the rest of the period is."""
+    covers, between = t.get("python_clock_covers"), t.get("between_steps_mean_ns")
+    if covers == "own":
+        return [f"_Python's clock reads the step's own time (start to its work's end), not its period: it was taken "
+                f"inside the step (a trainer's batch hooks), without the loop's {numbers.ms(between)} ms/step between "
+                f"steps (the next batch's fetch and copy, the trainer's hooks). Compare own to Python; the "
+                f"period is what a step costs the loop._", ""]
+    if covers == "period":
+        return [f"_Python's clock reads the step's period (its start to the next one's), the loop's "
+                f"{numbers.ms(between)} ms/step between steps included._", ""]
+    return []
 
 
 def top_kernels(a: dict) -> list[str]:

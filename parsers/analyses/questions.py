@@ -162,6 +162,21 @@ RATIO_BASIS = {
 }
 
 
+def _clock_covers(rows: list[dict]) -> str | None:
+    """Which of the step's figures the workload's Python clock reads like: "period" (a clock around the
+    whole loop body: the next batch included) or "own" (a clock inside the step, as a trainer's batch
+    hooks take it: the loop's work between steps left out); None where they cannot be told apart (the
+    steps' time between them under 2% of their period) or no Python times."""
+    if not rows:
+        return None
+    period = float(np.mean([r["period_ns"] for r in rows]))
+    own = float(np.mean([r["own_ns"] for r in rows]))
+    py = float(np.mean([r["python_ns"] for r in rows]))
+    if period - own < 0.02 * period:
+        return None
+    return "own" if abs(own - py) < abs(period - py) else "period"
+
+
 def attention_dims(config: dict) -> tuple[int, int, int, int] | None:
     try:
         batch, heads, ctx = int(config["batch"]), int(config["n_heads"]), int(config["ctx"])
@@ -179,15 +194,18 @@ def timing(trace: Trace, model: RangeModel) -> dict:
     nvtx = {texts[i]: int(c) for i, c in zip(times.ids, times.cpu_ns)}
     period = {texts[i]: int(p) for i, p in zip(times.ids, times.period_ns)}
     gpu = {texts[i]: int(g) for i, g in zip(times.ids, times.gpu_ns)}
+    own = {texts[i]: int(o) for i, o in zip(times.ids, times.period_ns - times.between_ns)}
     rows = []
     for step in meta.steps:
         name = step.get("name")
         if name in nvtx and isinstance(step.get("seconds"), (int, float)):
             py = int(round(step["seconds"] * 1e9))
             rows.append({"step": name, "nvtx_ns": nvtx[name], "period_ns": period[name], "gpu_ns": gpu[name],
+                         "own_ns": own[name], "between_ns": period[name] - own[name],
                          "python_ns": py, "diff_ns": nvtx[name] - py,
                          "nvtx_over_python": nvtx[name] / py if py else None,
-                         "period_over_python": period[name] / py if py else None})
+                         "period_over_python": period[name] / py if py else None,
+                         "own_over_python": own[name] / py if py else None})
     phase_py = {}
     for ph in PHASES:
         vals = [s["phases"][ph] for s in meta.steps
@@ -198,6 +216,10 @@ def timing(trace: Trace, model: RangeModel) -> dict:
         "steps": rows,
         "nvtx_step_mean_ns": int(np.mean(list(nvtx.values()))) if nvtx else None,
         "step_period_mean_ns": int(times.period_ns.mean()) if times.n else None,
+        # its own time (start to its work's end) and the loop's between steps: period = own + between
+        "step_own_mean_ns": int((times.period_ns - times.between_ns).mean()) if times.n else None,
+        "between_steps_mean_ns": int(times.between_ns.mean()) if times.n else None,
+        "python_clock_covers": _clock_covers(rows),
         "gpu_lags": times.gpu_lags(),
         "python_step_mean_ns": int(np.mean([r["python_ns"] for r in rows])) if rows else None,
         "python_phase_mean_ns": phase_py,

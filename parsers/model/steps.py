@@ -57,10 +57,21 @@ class StepTimes:
     end_ns: np.ndarray  # the period's end
     cpu_ns: np.ndarray
     gpu_ns: np.ndarray
+    # From its start to the end of its own work (its range or its GPU work, the later; an inferred one's
+    # range runs to the next iteration's first launch, so its GPU work's end): what a clock around the
+    # step's own code with a synchronise at its end reads. The rest of the period is the loop's between
+    # steps (the next batch's fetch and copy, a trainer's hooks, logging).
+    own_ns: np.ndarray | None = None
 
     @property
     def n(self) -> int:
         return len(self.ids)
+
+    @property
+    def between_ns(self) -> np.ndarray:
+        """Per iteration: its period less its own time (the loop's time between steps)."""
+        own = self.period_ns if self.own_ns is None else self.own_ns
+        return np.maximum(self.period_ns - own, 0)
 
     @property
     def period_ns(self) -> np.ndarray:
@@ -90,6 +101,26 @@ def period_ends(start: np.ndarray, last_end: np.ndarray, loop_starts: np.ndarray
     after = np.searchsorted(loop, start, side="right")
     has_next = after < len(loop)
     return np.where(has_next, loop[np.minimum(after, max(len(loop) - 1, 0))] if len(loop) else 0, last_end)
+
+
+def _parts_end(model: RangeModel, ids: np.ndarray) -> np.ndarray:
+    """Per iteration: its parts' GPU work's end (the latest; its own where it has none). An inferred
+    iteration's range runs to the next one's first launch, so what the loop launched between them (the
+    next batch's copy) is attributed to it; its parts (forward, backward, optimizer) end with their own
+    last launch, so their work is the step's."""
+    out = model.gpu_end[ids].astype(np.int64).copy()
+    if not len(ids) or model.parent is None:
+        return out
+    parent = np.asarray(model.parent, dtype=np.int64)
+    child = np.flatnonzero(np.isin(parent, ids) & (model.proj_ns > 0))
+    if len(child):
+        at = {int(r): k for k, r in enumerate(ids.tolist())}
+        latest: dict[int, int] = {}
+        for c, p in zip(child.tolist(), parent[child].tolist()):
+            latest[p] = max(latest.get(p, 0), int(model.gpu_end[c]))
+        for p, e in latest.items():
+            out[at[p]] = e
+    return out
 
 
 # -- the steps of a range model ------------------------------------------------------------------
@@ -148,12 +179,20 @@ class Steps:
         cpu_end = model.r_end[ids].astype(np.int64)
         gpu = model.proj_ns[ids].astype(np.int64)
         end = np.maximum(cpu_end, np.where(gpu > 0, model.gpu_end[ids], cpu_end))
+        inferred = model.trace.ranges["domain"].to_numpy()[ids] == conventions.INFERRED_DOMAIN if len(ids) else \
+            np.zeros(0, dtype=bool)
+        own = end.copy()
+        if inferred.any():  # NVTX steps: their own end is their range's or their work's
+            at = np.flatnonzero(inferred & (gpu > 0))
+            own[at] = _parts_end(model, ids[at])
+        own -= start
         every = self.iterations
         for g in np.unique(model.r_gtid[ids]):
             mine = np.flatnonzero(model.r_gtid[ids] == g)
             end[mine] = period_ends(start[mine], end[mine], model.r_start[every[model.r_gtid[every] == g]])
         order = np.argsort(start, kind="stable")
-        return StepTimes(ids[order], start[order], end[order], (cpu_end - start)[order], gpu[order])
+        return StepTimes(ids[order], start[order], end[order], (cpu_end - start)[order], gpu[order],
+                         np.minimum(own, end - start)[order])
 
     def gpu_windows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each range's window on the GPU's clock, in the order of `ids`: an iteration its period

@@ -68,6 +68,7 @@ class FindingsView:
     steps: int  # steady-state steps the rules read (0: none)
     step_ns: float | None  # their mean duration
     frame: pd.DataFrame = field(repr=False)  # one row per finding: COLUMN keys; `pos` = index in findings
+    oom: str = ""  # the run ran out of GPU memory before it finished a step: the failed allocation (no findings)
 
     def table(self) -> TableModel:
         """A fresh table (it holds the screen's sort and filter), largest saving first."""
@@ -83,6 +84,9 @@ class FindingsView:
 
     def none_text(self) -> str:
         """What the view says when no rule fired: why, and what was checked."""
+        if self.oom:
+            return (f"Out of GPU memory: {self.oom}. The run never finished a step: no step time to find savings in "
+                    "(report leads with the failed allocation and the fixes that apply).")
         if not self.steps:
             return (f"No findings: no steady-state step_N ranges, and the rules ({CHECKED}) work per training "
                     "step. Name each steady-state iteration step_<n> with an NVTX range (warm-up ones anything else).")
@@ -142,14 +146,23 @@ def build(trace: Trace, model: RangeModel, attribution: str, rank=None, ncu=None
     """Run the rules (parsers.findings) over rank 0's steps, or `rank`'s under a rank filter, and
     decide each finding's jump; `ncu`: the Nsight Compute report joined to the trace (--ncu), for
     the rules that read it. Slow: call from a worker."""
+    from nsight_tui.parsers.analyses.oom import oom_facts
+
     c = context(trace, attribution, rank, ncu)
+    oom = oom_facts(model)
+    dead = oom is not None and not oom.steps_finished
     # every finding, largest saving first: a cause present with nothing left to gain comes last and says why
-    found = findings(trace, attribution, rank=rank, ncu=ncu)
+    found = [] if dead else findings(trace, attribution, rank=rank, ncu=ncu)
     frame = pd.DataFrame({"pos": range(len(found)), "id": [f.id for f in found], "title": [f.title for f in found],
                           "where": [f.range for f in found], "saving": [f.saving_ms_per_step for f in found],
                           "basis": [f.basis for f in found]})
-    return FindingsView(found, [jump_for(f, model) for f in found], 0 if c is None else c.n,
-                        None if c is None else c.step_ns, frame)
+    said = ""
+    if dead and oom is not None:
+        said = (f"{oom.call} returned {oom.return_value} in {oom.path or '(no range)'}"
+                + (f", asked for {oom.asked.text}" if oom.asked else "")
+                + (f", {numbers.bytes_(oom.in_use_bytes)} in use" if oom.in_use_bytes is not None else ""))
+    return FindingsView(found, [jump_for(f, model) for f in found], 0 if c is None or dead else c.n,
+                        None if c is None or dead else c.step_ns, frame, said)
 
 
 def jump_for(f: Finding, model: RangeModel) -> Jump:

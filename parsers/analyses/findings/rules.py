@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from nsight_tui.parsers.analyses.findings.communication import exposed_communication
 from nsight_tui.parsers.analyses.findings.context import StepContext, context
 from nsight_tui.parsers.analyses.findings.copies import not_checked, pageable_memcpy, sync_memcpy
+from nsight_tui.parsers.analyses.findings.decode import memory_bound_decode
 from nsight_tui.parsers.analyses.findings.fusion import elementwise_chain, unfused_attention, unfused_optimizer
 from nsight_tui.parsers.analyses.findings.gemm import fp32_gemm, occupancy_limited, tensor_cores_idle
 from nsight_tui.parsers.analyses.findings.host import host_bound_gap, launch_bound, sync_stall
@@ -41,6 +42,7 @@ RULES = {
     "sync-memcpy": sync_memcpy,
     "exposed-communication": exposed_communication,
     "warmup-in-window": warmup_in_window,
+    "memory-bound-decode": memory_bound_decode,
 }
 
 

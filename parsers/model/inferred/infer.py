@@ -11,11 +11,11 @@ from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.gpu_memory import CUDA_ERROR_MEMORY_ALLOCATION
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.inferred.backward_stage_names import backward_stages_of
-from nsight_tui.parsers.model.inferred.decode import find_decode
+from nsight_tui.parsers.model.inferred.decode import call_start, decode_steps, find_decode, step_mark
 from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, kernel_kind
 from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
 from nsight_tui.parsers.model.inferred.layers import find_layers
-from nsight_tui.parsers.model.inferred.period import PERIOD_TOLERANCE, period_anchor, iteration_starts
+from nsight_tui.parsers.model.inferred.period import PERIOD_TOLERANCE, iteration_starts, period_anchor, starts_from
 from nsight_tui.parsers.model.inferred.range_rows import range_rows
 from nsight_tui.parsers.model.inferred.result import Inference, InferredIteration
 from nsight_tui.parsers.model.inferred.stage_names import forward_stages
@@ -74,16 +74,18 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
         return Inference(reason="no kernel recurs at a steady spacing: the kernel sequence has no period")
     anchors, period = found
     starts = iteration_starts(seq, anchors, period, trace.op_names)
-    if len(starts) < MIN_REPEATS:
-        return Inference(reason="the kernel sequence does not repeat: no period")
-    ends = np.append(starts[1:], min(len(seq.codes), int(starts[-1]) + int(np.median(np.diff(starts)))
-                                     if len(starts) > 1 else len(seq.codes)))
-    seqs = [tuple(seq.codes[a:b].tolist()) for a, b in zip(starts.tolist(), ends.tolist())]
-    common = max(set(seqs), key=lambda s: (seqs.count(s), -seqs.index(s)))
+    split = _split(seq, starts)
+    if isinstance(split, str):
+        return Inference(reason=split)
+    starts, ends, seqs, common = split
+    mark = _decode_mark(trace, seq, starts, ends, seqs, common)
+    if mark is not None:  # an inference loop: each iteration one call, from its prefill on
+        steps = decode_steps(seq, *_last_steady(starts, ends, seqs, common, followed=True), mark)
+        if len(steps) >= 2:
+            moved = _split(seq, starts_from(seq, min(call_start(seq, steps), len(seq.codes) - 1), period))
+            if not isinstance(moved, str):
+                starts, ends, seqs, common = moved
     repeats = seqs.count(common)
-    if repeats < MIN_REPEATS:
-        return Inference(reason=f"{len(seqs)} candidate iterations, but no two launch the same kernels in the same "
-                         "order: no period")
     if _ran_out_of_memory(trace, gpid) and not any(BACKWARD.search(trace.op_names[c]) for c in set(common)):
         # Dying in its first forward, a run repeats only its layers: the unit found is a layer, no step
         return Inference(reason="the run ran out of GPU memory before it finished an iteration (a failed "
@@ -110,6 +112,14 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     layers = find_layers(template, kinds)
     if not any(BACKWARD.search(op_names[c]) for c in set(common)):
         layers = layers[:1]  # no backward: a second layered region is the next forward's (a decode step's), no mirror
+    a, b = _last_steady(starts, ends, seqs, common)
+    mark = step_mark(seq, a, b, template, op_names, layers)
+    steps = decode_steps(seq, a, b, mark) if mark is not None else np.zeros(0, dtype=np.int64)
+    if len(steps):
+        # A call's model is its prefill's forward (one forward with every layer): a span of decode steps
+        # repeats by token, and compiled steps name each layer's kernels apart
+        prefill = int(steps[0]) - a
+        layers = find_layers(template[:prefill], kinds[:prefill])[:1] or layers
     iterations = [InferredIteration(names[i], int(seq.gpu_start[a]), gpu_ends[i], b - a)
                   for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
     stages = forward_stages(template, kinds, layers, op_names)
@@ -123,15 +133,49 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
                                   if layers else "; no repeated layer found")
              + (f"; {leading} warm-up{'s' if leading != 1 else ''} apart" if leading else "")
              + "".join(f"; {d}" for d in dropped))
-    ranges = range_rows(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward)
+    ranges = range_rows(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward,
+                        decode_from=int(steps[0]) - a if len(steps) else None)
     decode = find_decode(seq, starts, ends, [s == common and n.startswith(conventions.STEP_PREFIX)
-                                             for s, n in zip(seqs, names)], template, op_names, layers)
+                                             for s, n in zip(seqs, names)], mark, op_names)
     if decode is not None:
         basis += (f"; a decode loop inside each: {decode.tokens_per_call} decode steps of ~{decode.step_kernels:,} "
-                  f"kernels after the prefill")
+                  f"kernels after the prefill" + (" (each a CUDA graph replay)" if decode.graph else "")
+                  + "; each iteration one call, from its prefill to its last token's sampling")
     return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0, decode=decode,
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=ranges)
+
+
+def _split(seq, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[tuple], tuple] | str:
+    """The iterations from their starts: (starts, ends, each one's name codes, the most common), or why none."""
+    if len(starts) < MIN_REPEATS:
+        return "the kernel sequence does not repeat: no period"
+    ends = np.append(starts[1:], min(len(seq.codes), int(starts[-1]) + int(np.median(np.diff(starts)))))
+    seqs = [tuple(seq.codes[a:b].tolist()) for a, b in zip(starts.tolist(), ends.tolist())]
+    common = max(set(seqs), key=lambda s: (seqs.count(s), -seqs.index(s)))
+    if seqs.count(common) < MIN_REPEATS:
+        return (f"{len(seqs)} candidate iterations, but no two launch the same kernels in the same order: no period")
+    return starts, ends, seqs, common
+
+
+def _last_steady(starts: np.ndarray, ends: np.ndarray, seqs: list[tuple], common: tuple,
+                 followed: bool = False) -> tuple[int, int]:
+    """The last iteration that launches the steady kernels (`followed`: one with an iteration after it, where
+    there is one: the kernels closing it are seen)."""
+    steady = [j for j, s in enumerate(seqs) if s == common]
+    i = max(j for j in steady if j + 1 < len(seqs)) if followed and any(j + 1 < len(seqs) for j in steady) \
+        else max(steady)
+    return int(starts[i]), int(ends[i])
+
+
+def _decode_mark(trace: Trace, seq, starts, ends, seqs, common):
+    """How the decode steps are told in an inference loop's iterations (None: none, or a training loop)."""
+    template = np.array(common, dtype=np.int64)
+    if any(BACKWARD.search(trace.op_names[c]) for c in set(common)):
+        return None
+    kinds = [kernel_kind(trace.op_names[c]) for c in template.tolist()]
+    return step_mark(seq, *_last_steady(starts, ends, seqs, common), template, trace.op_names,
+                     find_layers(template, kinds)[:1])
 
 
 def _ran_out_of_memory(trace: Trace, gpid: int) -> bool:

@@ -20,6 +20,7 @@ class KernelSequence:
     gpu_start: np.ndarray
     gpu_end: np.ndarray
     gtid: np.ndarray  # the launching thread (-1: unknown)
+    call: np.ndarray  # the launching call's position in trace.api (-1: unknown); a CUDA graph launch's kernels share one
 
 
 def processes_by_kernels(trace: Trace) -> list[int]:
@@ -40,10 +41,13 @@ def kernel_sequence(trace: Trace, gpid: int) -> KernelSequence | None:
     linked = api_pos >= 0
     api = trace.api
     launch, launch_end, gtid = start.astype(np.int64), end.astype(np.int64), np.full(len(kernels), -1, np.int64)
+    call = np.full(len(kernels), -1, np.int64)
     if len(api) and linked.all():
         launch = api["start"].to_numpy()[api_pos].astype(np.int64)
         launch_end = api["end"].to_numpy()[api_pos].astype(np.int64)
         gtid = api["gtid"].to_numpy()[api_pos].astype(np.int64)
+        call = api_pos
     order = np.lexsort((start, launch))
     return KernelSequence(kernels[order], ops["name"].to_numpy()[kernels][order].astype(np.int64), launch[order],
-                     launch_end[order], start[order].astype(np.int64), end[order].astype(np.int64), gtid[order])
+                     launch_end[order], start[order].astype(np.int64), end[order].astype(np.int64), gtid[order],
+                     call[order])

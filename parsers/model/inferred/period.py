@@ -79,7 +79,12 @@ def iteration_starts(seq: KernelSequence, anchors: np.ndarray, period: int,
         pause = np.where(valid, gap[np.clip(at, 0, None)], np.nan)
         with np.errstate(all="ignore"):
             back = int(np.nanargmax(np.nanmedian(pause, axis=0)))
-    first = int(steady[-1] - back)
+    return starts_from(seq, int(steady[-1] - back), period)
+
+
+def starts_from(seq: KernelSequence, first: int, period: int) -> np.ndarray:
+    """Every iteration's start, given one (`first`): where the HEAD kernels it begins with recur, one a period."""
+    codes = seq.codes
     k = min(HEAD, max(1, period // 4))
     head = codes[first:first + k]
     hits = np.flatnonzero(codes[: len(codes) - k + 1] == head[0])

@@ -33,14 +33,34 @@ def phase_spans(template: np.ndarray, op_names: list[str], layers) -> list[tuple
 
 
 
+def outer_names(kinds: list[str], layers, phases, inference: bool = False) -> tuple[str, str]:
+    """The forward's parts before and after its repeated layers, named for what they do: a transformer's
+    embedding and its head (and loss); a conv net's stem and head, and the blocks unlike the repeated ones
+    with them where those parts hold more than two layers' kernels (a ResNet's stages before and after its
+    longest run of alike blocks)."""
+    head = "head" if inference else "head and loss"
+    if not layers:
+        return "embedding", head
+    f0, count, g, _ = layers[0]
+    if "conv" not in kinds[f0:f0 + g]:
+        return "embedding", head
+    fwd_end = next((p1 for name, _, p1 in phases if name == "forward"), len(kinds))
+    stem = "stem and earlier blocks" if f0 > 2 * g else "stem"
+    tail = f"later blocks, {head}" if fwd_end - (f0 + count * g) > 2 * g else head
+    return stem, tail
+
+
 def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, common, layers, kinds, stages,
             iterations: bool = True, gtids: np.ndarray | None = None, limits: np.ndarray | None = None,
-            backward: list[tuple[str, int, int]] | None = None) -> pd.DataFrame:
+            backward: list[tuple[str, int, int]] | None = None, decode_from: int | None = None) -> pd.DataFrame:
     """The inferred ranges as rows like trace.ranges': parents before children (`iterations`
-    False: the parts only, inside the export's own iteration ranges, on their threads `gtids`)."""
+    False: the parts only, inside the export's own iteration ranges, on their threads `gtids`; an
+    inference call's decode steps from template position `decode_from` on: `prefill` holds its layers,
+    `decode` the steps after it)."""
     op_names = trace.op_names
     template = np.array(common, dtype=np.int64)
     phases = phase_spans(template, op_names, layers)
+    before, after = outer_names(kinds, layers, phases, inference=decode_from is not None)
     fwd_layers = layers[0] if layers else None
     bwd_layers = layers[1] if len(layers) > 1 else None
     rows: list[tuple[str, int, int]] = []  # (text, first, end) as sequence positions
@@ -52,27 +72,32 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
         if seqs[i] != common:
             continue  # an iteration unlike the steady one: no parts inferred inside it
         for phase, p0, p1 in phases:
-            rows.append((phase, a + p0, a + p1))
+            if decode_from is not None and phase == "forward":  # a generate()-like call: prefill, then decode
+                rows.append(("prefill", a + p0, a + decode_from))
+                rows.append(("decode", a + decode_from, a + p1))
+                p1 = decode_from
+            else:
+                rows.append((phase, a + p0, a + p1))
             if phase == "forward" and fwd_layers:
                 f0, count, g, _ = fwd_layers
                 if f0 > p0:
-                    rows.append(("embedding", a + p0, a + f0))
+                    rows.append((before, a + p0, a + f0))
                 for j in range(count):
                     rows.append((f"layer_{j}", a + f0 + j * g, a + f0 + (j + 1) * g))
                     for stage, s0, s1 in stages:
                         rows.append((stage, a + s0 + j * g, a + s1 + j * g))
                 if f0 + count * g < p1:
-                    rows.append(("head and loss", a + f0 + count * g, a + p1))
+                    rows.append((after, a + f0 + count * g, a + p1))
             if phase == "backward" and bwd_layers:
                 b0, count, g, _ = bwd_layers
                 if b0 > p0:
-                    rows.append(("head and loss backward", a + p0, a + b0))
+                    rows.append((f"{after} backward", a + p0, a + b0))
                 for j in range(count):  # the backward visits the layers last to first
                     rows.append((f"layer_{count - 1 - j}", a + b0 + j * g, a + b0 + (j + 1) * g))
                     for stage, s0, s1 in backward or []:
                         rows.append((stage, a + s0 + j * g, a + s1 + j * g))
                 if b0 + count * g < p1:
-                    rows.append(("embedding backward", a + b0 + count * g, a + p1))
+                    rows.append((f"{before} backward", a + b0 + count * g, a + p1))
     last = len(seq.codes)
     n = len(rows)
     owner = np.searchsorted(np.array(first_row, dtype=np.int64), np.arange(n), side="right") - 1
