@@ -76,15 +76,14 @@ def page_bounds(offset: int, limit: int | None) -> tuple[int, int]:
 
 
 def page(rows: Sequence, offset: int, limit: int | None) -> dict:
-    """rows[offset:offset+limit] with the paging fields every paged answer carries. `limit` None:
-    as many rows as fit in the answer (the server cuts the page marked SIZED to its size)."""
+    """rows[offset:offset+limit] with the paging fields every paged answer carries, marked SIZED: the
+    server keeps the rows that fit in the answer (limit None: at most MAX_LIMIT) and says where the
+    rest begin."""
     offset, at_most = page_bounds(offset, limit)
     chunk = list(rows[offset:offset + at_most])
     end = offset + len(chunk)
-    out = {"total": len(rows), "offset": offset, "limit": limit, "returned": len(chunk),
-           "next_offset": end if end < len(rows) else None, "rows": chunk}
-    if limit is None:
-        out[SIZED] = True
+    out = {"total": len(rows), "offset": offset, "limit": None if limit is None else at_most, "returned": len(chunk),
+           "next_offset": end if end < len(rows) else None, "rows": chunk, SIZED: True}
     return out
 
 
