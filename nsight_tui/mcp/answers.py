@@ -75,25 +75,25 @@ def page_bounds(offset: int, limit: int | None) -> tuple[int, int]:
     return offset, MAX_LIMIT if limit is None else min(limit, MAX_LIMIT)
 
 
-def page(rows: Sequence, offset: int, limit: int | None) -> dict:
+def page(rows: Sequence, offset: int, limit: int | None, moves_on: str = "offset") -> dict:
     """rows[offset:offset+limit] with the paging fields every paged answer carries, marked SIZED: the
     server keeps the rows that fit in the answer (limit None: at most MAX_LIMIT) and says where the
-    rest begin."""
+    rest begin (`moves_on`: the tool's argument for it)."""
     offset, at_most = page_bounds(offset, limit)
     chunk = list(rows[offset:offset + at_most])
     end = offset + len(chunk)
     out = {"total": len(rows), "offset": offset, "limit": None if limit is None else at_most, "returned": len(chunk),
-           "next_offset": end if end < len(rows) else None, "rows": chunk, SIZED: True}
+           "next_offset": end if end < len(rows) else None, "rows": chunk, SIZED: moves_on}
     return out
 
 
 def page_frame(frame: pd.DataFrame, columns: Sequence[str], offset: int, limit: int | None,
-               names: dict[str, str] | None = None) -> dict:
+               names: dict[str, str] | None = None, moves_on: str = "offset") -> dict:
     """`page` over a frame's rows, converting only the rows returned (a kernel launched 10^6 times);
     `names` renames columns in the rows (the frame's name -> the answer's)."""
     offset, at_most = page_bounds(offset, limit)
     chunk = frame.iloc[offset:offset + at_most]
-    out = page(range(len(frame)), offset, limit)
+    out = page(range(len(frame)), offset, limit, moves_on)
     rows = records(chunk, columns) if len(chunk) else []
     if names:
         rows = [{names.get(k, k): v for k, v in r.items()} for r in rows]
@@ -338,7 +338,7 @@ def idle_window(model: RangeModel, start_ns: int | None, end_ns: int | None, pat
 
         table = timeline(model.trace, model, idle).window_table(t0, t1)
         out["items"] = page_frame(table, ("lane", "kind", "name", "start", "duration", "corr", "lead"),
-                                  items_offset, items_limit, FIELD_NAMES)
+                                  items_offset, items_limit, FIELD_NAMES, "items_offset")
         out["items_help"] = ("every NVTX range, CUDA API call and GPU op overlapping the window (for a range: from "
                              "its first instance's start to its last's end), by lane then start; lead_ns = kernel "
                              "start - its launching call's start (ns)")

@@ -63,11 +63,14 @@ INSTRUCTIONS = """\
 nsight-tui: exact answers about NVIDIA Nsight Systems exports (SQLite) of PyTorch training,
 the same figures as `nsight-tui report -f json` and `nsys stats` (to the nanosecond).
 Start with list_files, then summary and range_tree; range paths are name paths such as
-step_N/backward (instances merged). Attribution "process" (default) credits the main
+step_N/backward (instances merged; on a capture without NVTX they find the inferred ranges,
+inferred:step_N/inferred:backward). Attribution "process" (default) credits the main
 thread's ranges with the GPU work any thread (PyTorch's autograd thread) launched while they
 were open; "nsys" is NVIDIA's rule (only the launching thread's ranges), which leaves
-backward nearly empty when autograd launches it. Times are ns; shares are 0..1.
-Big tables are paged: offset/limit (limit at most 500), next_offset is null at the end.
+backward nearly empty when autograd launches it. Times are ns (*_ns); shares are 0..1.
+Answers are kept under 50,000 characters: tables are paged (offset/limit, limit at most 500,
+left out: the rows that fit; next_offset is null at the end), report without sections answers
+the sections that fit and names the others in left_out; whatever is left out says how to get it.
 With an Nsight Compute report served (a .ncu-rep on the command line), pass it as `ncu` to
 findings/report (its kernels joined to the export: occupancy-limited, elementwise chains) and
 read its per-kernel figures with the ncu tool (`nsight-tui ncu -f json`)."""
@@ -218,10 +221,10 @@ def build(served: ServedSet) -> MCPServer:
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 
-    def tool(whole: str) -> Callable[[F], F]:
+    def tool(whole: str, keep: tuple[str, ...] = ()) -> Callable[[F], F]:
         """Register the function as a read-only tool whose failures are one-line tool errors and
-        whose answer is sized (sizing): its pages cut to fit, then, if still over, its longest lists
-        (`whole`: where an agent gets them whole)."""
+        whose answer is sized (sizing.fit): its longest lists cut if it is over (`whole`: where an
+        agent gets them whole; the lists under `keep` last), its pages to the rows that fit."""
 
         def register(fn: F) -> F:
             @functools.wraps(fn)
@@ -236,7 +239,7 @@ def build(served: ServedSet) -> MCPServer:
                 except Exception as exc:  # noqa: BLE001 - never a traceback to the client
                     log.exception("tool %s failed", fn.__name__)
                     raise ToolError(f"internal error: {type(exc).__name__}: {exc}") from None
-                return answer(doc, whole)
+                return answer(doc, whole, keep)
 
             server.add_tool(call, annotations=read_only)
             return fn
@@ -425,7 +428,7 @@ def build(served: ServedSet) -> MCPServer:
         (limit left out: the rows that fit)."""
         return A.nsys_report(cache.trace(file(path)), report, A.check_mode(attribution), offset, limit)
 
-    @tool(whole="a smaller range_depth; page the kernels with kernels_offset")
+    @tool(whole="a smaller range_depth; page the kernels with kernels_offset", keep=("step", "config", "notes", "kernels"))
     def diff(a: str, b: str, attribution: Attribution = "process", range_depth: int = 4, kernels_offset: int = 0,
              kernels_limit: int | None = None) -> dict[str, Any]:
         """What changed from run A to run B (two served files) and why the step moved (`diff -f
@@ -443,7 +446,8 @@ def build(served: ServedSet) -> MCPServer:
         doc = _named(doc, [sa, sb])
         for t in doc["threads"]:
             t["ranges"] = _cut(t["ranges"], range_depth)
-        doc["kernels"]["kernels"] = A.page(doc["kernels"]["kernels"], kernels_offset, kernels_limit)
+        kernels = doc["kernels"]
+        kernels["kernels"] = A.page(kernels["kernels"], kernels_offset, kernels_limit, "kernels_offset")
         return doc
 
     @tool(whole="ranks has no longer form")
@@ -499,13 +503,13 @@ RANKS_ATTRIBUTION = ("the same figures under either attribution: a rank's comput
                      "process's GPU work on its GPU, whichever of its threads launched it")
 
 
-def answer(doc: Any, whole: str) -> CallToolResult:
+def answer(doc: Any, whole: str, keep: tuple[str, ...] = ()) -> CallToolResult:
     """The tool's answer as the client receives it: the structured content and its compact JSON text
     (one copy each, not the SDK's indented duplicate), cut to size unless asked for whole."""
     asked_whole = isinstance(doc, Whole)
     doc = A.from_json_text(sizing.compact(doc))  # a copy: the cached answers stay as they were
     if not asked_whole:
-        doc = sizing.shrink(sizing.fit_pages(doc), whole)
+        doc = sizing.fit(doc, whole, keep)
     return CallToolResult(content=[TextContent(type="text", text=sizing.compact(doc))], structured_content=doc)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 ANSWER_CHARS = 22_000  # one copy (compact JSON); the client's whole result is about twice this
 TOTAL_CHARS = 50_000  # the whole result a client receives: structured content + its text
 
-SIZED = "_sized"  # a page's marker: its rows are cut to the answer's size (removed before it is sent)
+SIZED = "_sized"  # a page's marker, naming the argument that moves it on: its rows are cut to the answer's size
 
 
 def compact(doc: Any) -> str:
@@ -35,7 +35,7 @@ def fit_pages(doc: Any, budget: int = ANSWER_CHARS) -> Any:
     one row, so paging always moves on), saying where the rest begin."""
     for page in list(_sized_pages(doc)):
         rows = page["rows"]
-        page.pop(SIZED)
+        moves_on = page.pop(SIZED)
         page["rows"] = []
         room = budget - size(doc) - 200  # the note below and the paging fields' digits
         kept, used = 0, 0
@@ -50,8 +50,21 @@ def fit_pages(doc: Any, budget: int = ANSWER_CHARS) -> Any:
             page["returned"] = kept
             page["next_offset"] = start + kept
             page["cut"] = (f"rows {start + kept}.. left out to keep the answer under {budget:,} characters: "
-                           f"call again with offset={start + kept} (or a smaller limit)")
+                           f"call again with {moves_on}={start + kept}")
     return doc
+
+
+def fit(doc: dict, where: str, keep: tuple[str, ...] = (), budget: int = ANSWER_CHARS) -> dict:
+    """`doc` under `budget`: its lists outside its pages cut first (leaving its pages a third of the
+    budget, or what their rows need if less; the lists under `keep` last), then its pages to what is
+    left."""
+    pages = list(_sized_pages(doc))
+    held = [page.pop("rows") for page in pages]
+    rows = sum(size(r) for r in held)
+    doc = shrink(doc, where, budget - min(rows, budget // 3), keep)
+    for page, rows in zip(_sized_pages(doc), held):  # shrink copies: the same pages, in the same order
+        page["rows"] = rows
+    return fit_pages(doc, budget)
 
 
 def _sized_pages(doc: Any):
@@ -91,15 +104,16 @@ def pick_sections(doc: dict, keep: tuple[str, ...], priority: tuple[str, ...], b
     return out
 
 
-def shrink(doc: Any, where: str, budget: int = ANSWER_CHARS) -> Any:
+def shrink(doc: Any, where: str, budget: int = ANSWER_CHARS, keep: tuple[str, ...] = ()) -> Any:
     """A last resort for an answer over `budget` with no paging of its own: its longest lists cut
-    to the items that fit, longest first, each cut said in `left_out` (`where` tells where the whole
-    list is)."""
+    to the items that fit, longest first (those under the top-level keys `keep` only when no other
+    is left), each cut said in `left_out` (`where` tells where the whole list is)."""
     if size(doc) <= budget or not isinstance(doc, dict):
         return doc
+    doc = json.loads(compact(doc))  # cut a copy: the answer may be a cached one
     cuts: dict[str, str] = {}
     while size(doc) > budget:
-        found = _longest_list(doc, ())
+        found = _longest_list(doc, keep) or _longest_list(doc, ())
         if found is None:
             break
         path, items = found
@@ -114,14 +128,18 @@ def shrink(doc: Any, where: str, budget: int = ANSWER_CHARS) -> Any:
         name = ".".join(str(p) for p in path)
         cuts[name] = f"{len(items) - kept} of {len(items)} items left out"
     if cuts:
-        doc["left_out"] = {"lists": cuts, "why": f"the answer is kept under {budget:,} characters",
-                           "how": where}
+        said = {"lists": cuts, "why": f"the answer is kept under {ANSWER_CHARS:,} characters", "how": where}
+        if isinstance(doc.get("left_out"), dict):  # the report's sections left out already
+            doc["left_out"]["lists"] = said
+        else:
+            doc["left_out"] = said
     return doc
 
 
-def _longest_list(doc: Any, path: tuple) -> tuple[tuple, list] | None:
+def _longest_list(doc: dict, skip: tuple[str, ...]) -> tuple[tuple, list] | None:
+    """The longest list with more than one item, and its path, outside the top-level keys `skip`."""
     best: tuple[int, tuple, list] | None = None
-    stack: list[tuple[tuple, Any]] = [(path, doc)]
+    stack: list[tuple[tuple, Any]] = [((k,), v) for k, v in doc.items() if k not in skip]
     while stack:
         at, value = stack.pop()
         if isinstance(value, dict):

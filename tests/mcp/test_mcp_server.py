@@ -66,6 +66,8 @@ CALLS: dict[str, tuple[str, dict]] = {
     "report_all": ("report", {"path": SMALL, "sections": list(SECTIONS)}),
     "report_ratios": ("report", {"path": SMALL, "sections": ["ratios", "ratio_basis"]}),
     every_page("diff"): ("diff", {"a": SMALL, "b": FUSED, "range_depth": 16}),
+    # the whole range tree fits beside one kernel row (beside a page of them it is cut, and says so)
+    "diff_tree": ("diff", {"a": SMALL, "b": FUSED, "range_depth": 16, "kernels_limit": 1}),
     "ranks_file": ("ranks", {"path": DDP}),
     "whatif": ("whatif", {"path": SMALL, "edits": ["speed:gemm=2", f"kernels-from:{FUSED}"]}),
     "whatif_bad": ("whatif", {"path": SMALL, "edits": ["speed:no_such_kernel=2"]}),
@@ -235,7 +237,11 @@ def test_nsys_reports_match_stats(served):
 def test_diff_matches_cli(served):
     doc = served.ok("diff")
     cli = cli_json("diff", SMALL, FUSED)
-    assert doc["step"] == cli["step"] and doc["config"] == cli["config"] and doc["threads"] == cli["threads"]
+    assert doc["step"] == cli["step"] and doc["config"] == cli["config"]
+    tree = served.ok("diff_tree")
+    assert "left_out" not in tree and tree["threads"] == cli["threads"]
+    if doc["threads"] != cli["threads"]:
+        assert all(k.startswith("threads") for k in doc["left_out"]["lists"]) and "range_depth" in doc["left_out"]["how"]
     kernels = doc["kernels"].pop("kernels")
     want = cli["kernels"].pop("kernels")
     assert doc["kernels"] == cli["kernels"]
