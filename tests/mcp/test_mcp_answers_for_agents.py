@@ -86,7 +86,7 @@ async def default_answers(paths: list[str], pairs: list[tuple[str, str]]) -> dic
                     await call("correlation", p, {"path": p, "corr_id": launches["rows"][0]["corr_id"]})
                     steps = any(r["path"] in ("step_N", "inferred:step_N") for r in tree["rows"])
                     window = {"range": "step_N"} if steps else \
-                        {"start_ns": summary["start_ns"], "end_ns": summary["start_ns"] + summary["span_ns"]}
+                        {"start_ns": summary["start_ns"], "end_ns": summary["start_ns"] + max(summary["span_ns"], 1)}
                     await call("idle_window", p, {"path": p, **window})
                     for name in ("findings", "roofline", "report", "ranks", "whatif"):
                         await call(name, p, {"path": p})
