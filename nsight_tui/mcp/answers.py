@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsight_tui.mcp.sizing import SIZED
 from nsight_tui.parsers.model.attribution import MODE_HELP, MODES
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, ThreadGroup, range_model
+from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.load import Trace
 
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
+MAX_LIMIT = 500  # rows a page holds at most; left to the server, as many as fit (sizing.ANSWER_CHARS)
 MAX_DEPTH = 16
 
 
@@ -66,29 +67,37 @@ def check_mode(attribution: str) -> str:
     return attribution
 
 
-def page_bounds(offset: int, limit: int) -> tuple[int, int]:
+def page_bounds(offset: int, limit: int | None) -> tuple[int, int]:
     if offset < 0:
         raise BadRequest(f"offset must be >= 0, not {offset}")
-    if limit < 1:
+    if limit is not None and limit < 1:
         raise BadRequest(f"limit must be >= 1, not {limit}")
-    return offset, min(limit, MAX_LIMIT)
+    return offset, MAX_LIMIT if limit is None else min(limit, MAX_LIMIT)
 
 
-def page(rows: Sequence, offset: int, limit: int) -> dict:
-    """rows[offset:offset+limit] with the paging fields every paged answer carries."""
-    offset, limit = page_bounds(offset, limit)
-    chunk = list(rows[offset:offset + limit])
+def page(rows: Sequence, offset: int, limit: int | None, moves_on: str = "offset") -> dict:
+    """rows[offset:offset+limit] with the paging fields every paged answer carries, marked SIZED: the
+    server keeps the rows that fit in the answer (limit None: at most MAX_LIMIT) and says where the
+    rest begin (`moves_on`: the tool's argument for it)."""
+    offset, at_most = page_bounds(offset, limit)
+    chunk = list(rows[offset:offset + at_most])
     end = offset + len(chunk)
-    return {"total": len(rows), "offset": offset, "limit": limit, "returned": len(chunk),
-            "next_offset": end if end < len(rows) else None, "rows": chunk}
+    out = {"total": len(rows), "offset": offset, "limit": None if limit is None else at_most, "returned": len(chunk),
+           "next_offset": end if end < len(rows) else None, "rows": chunk, SIZED: moves_on}
+    return out
 
 
-def page_frame(frame: pd.DataFrame, columns: Sequence[str], offset: int, limit: int) -> dict:
-    """`page` over a frame's rows, converting only the rows returned (a kernel launched 10^6 times)."""
-    offset, limit = page_bounds(offset, limit)
-    chunk = frame.iloc[offset:offset + limit]
-    out = page(range(len(frame)), offset, limit)
-    out["rows"] = records(chunk, columns) if len(chunk) else []
+def page_frame(frame: pd.DataFrame, columns: Sequence[str], offset: int, limit: int | None,
+               names: dict[str, str] | None = None, moves_on: str = "offset") -> dict:
+    """`page` over a frame's rows, converting only the rows returned (a kernel launched 10^6 times);
+    `names` renames columns in the rows (the frame's name -> the answer's)."""
+    offset, at_most = page_bounds(offset, limit)
+    chunk = frame.iloc[offset:offset + at_most]
+    out = page(range(len(frame)), offset, limit, moves_on)
+    rows = records(chunk, columns) if len(chunk) else []
+    if names:
+        rows = [{names.get(k, k): v for k, v in r.items()} for r in rows]
+    out["rows"] = rows
     return out
 
 
@@ -138,8 +147,13 @@ def _walk(nodes: list[RangeNode], depth: int) -> Iterator[RangeNode]:
             stack.extend((c, level + 1) for c in reversed(node.children))
 
 
+INFERRED = f"{INFERRED_DOMAIN}:"  # the tag of the ranges inferred from an unannotated capture's kernels
+
+
 def find_range(model: RangeModel, path: str) -> tuple[ThreadGroup, RangeNode]:
-    """The aggregated node at a name path (`step_N/backward`), main threads' trees first."""
+    """The aggregated node at a name path (`step_N/backward`), main threads' trees first. On an
+    unannotated capture the same path finds the inferred ranges (`inferred:step_N/inferred:backward`):
+    a part matches a range's own name first, else the inferred range of that name."""
     want = [p for p in path.strip().strip("/").split("/") if p]
     if not want:
         raise BadRequest("name a range path, e.g. step_N/backward (range_tree lists them)")
@@ -147,13 +161,17 @@ def find_range(model: RangeModel, path: str) -> tuple[ThreadGroup, RangeNode]:
     for g in ordered:
         level, found = g.roots, None
         for name in want:
-            found = next((n for n in level if n.label == name or n.key == name or n.name == name), None)
+            found = _child(level, name) or _child(level, INFERRED + name)
             if found is None:
                 break
             level = found.children
         if found is not None:
             return g, found
     raise BadRequest(f"no range at path {path!r} (range_tree lists the paths)")
+
+
+def _child(level: list[RangeNode], name: str) -> RangeNode | None:
+    return next((n for n in level if n.label == name or n.key == name or n.name == name), None)
 
 
 def node_row(node: RangeNode, group: ThreadGroup) -> dict:
@@ -167,7 +185,7 @@ def node_row(node: RangeNode, group: ThreadGroup) -> dict:
     })
 
 
-def range_tree(model: RangeModel, under: str | None, depth: int, offset: int, limit: int) -> dict:
+def range_tree(model: RangeModel, under: str | None, depth: int, offset: int, limit: int | None) -> dict:
     if not 1 <= depth <= MAX_DEPTH:
         raise BadRequest(f"depth must be 1..{MAX_DEPTH}, not {depth}")
     if under:
@@ -182,11 +200,13 @@ def range_tree(model: RangeModel, under: str | None, depth: int, offset: int, li
     return out
 
 
-KERNEL_COLUMNS = ("name", "label", "short", "family", "kind", "instances", "total_ns", "avg_ns", "med_ns", "min_ns",
+# One row per kernel name: `name` is the full name as the export holds it (what kernel_launches
+# takes), `label` a readable one; nsys's short name is left out (a fragment, or the name again).
+KERNEL_COLUMNS = ("name", "label", "family", "kind", "instances", "total_ns", "avg_ns", "med_ns", "min_ns",
                   "max_ns", "share")
 
 
-def range_kernels(model: RangeModel, path: str | None, offset: int, limit: int) -> dict:
+def range_kernels(model: RangeModel, path: str | None, offset: int, limit: int | None) -> dict:
     """`enter` on a range in the TUI: one row per kernel name, most GPU time first, and its ratios."""
     from nsight_tui.parsers.analyses.ratios import family_shares, ratio_panel
     from nsight_tui.parsers.kernels import families
@@ -216,9 +236,12 @@ def range_kernels(model: RangeModel, path: str | None, offset: int, limit: int) 
 
 LAUNCH_COLUMNS = ("op", "start", "duration", "corr", "api_name", "api_start", "overhead_ns", "queue_ns",
                   "thread", "tid", "device", "stream")
+# the model's column names -> the answers' (every time in ns says so; one spelling of the correlation ID)
+FIELD_NAMES = {"start": "start_ns", "duration": "duration_ns", "corr": "corr_id", "api_start": "api_start_ns",
+               "lead": "lead_ns"}
 
 
-def kernel_launches(model: RangeModel, kernel: str, path: str | None, offset: int, limit: int) -> dict:
+def kernel_launches(model: RangeModel, kernel: str, path: str | None, offset: int, limit: int | None) -> dict:
     """`enter` on a kernel: its launches in time order, each with the call that launched it."""
     trace = model.trace
     if kernel not in trace.op_names:  # nsys's short name, or the readable label range_kernels gives
@@ -238,7 +261,7 @@ def kernel_launches(model: RangeModel, kernel: str, path: str | None, offset: in
     else:
         frame["overhead_ns"] = np.nan
     frame["queue_ns"] = frame["queue_ns"].where(has)
-    rows = page_frame(frame, LAUNCH_COLUMNS, offset, limit)
+    rows = page_frame(frame, LAUNCH_COLUMNS, offset, limit, FIELD_NAMES)
     if rows["rows"]:  # grid and block are read from the file for the rows returned only
         details = trace.op_details(np.array([r["op"] for r in rows["rows"]], dtype=np.int64))
         for r in rows["rows"]:
@@ -247,9 +270,9 @@ def kernel_launches(model: RangeModel, kernel: str, path: str | None, offset: in
     durations = frame["duration"].to_numpy()
     rows.update(kernel=kernel, scope=path or "the whole trace", attribution=model.mode,
                 total_ns=int(durations.sum()) if len(durations) else 0,
-                columns_help={"start": "ns on the capture's clock", "overhead_ns": "launch overhead: the API call's "
+                columns_help={"start_ns": "on the capture's clock", "overhead_ns": "launch overhead: the API call's "
                               "duration", "queue_ns": "queue delay / CPU lead: kernel start - call start",
-                              "op": "position of the op in the model (for correlation use corr)"})
+                              "op": "position of the op in the model (correlation takes corr_id)"})
     return rows
 
 
@@ -270,11 +293,12 @@ def correlation(model: RangeModel, corr: int, pid: int | None) -> dict:
     first = int(ops["start"].min()) if len(ops) else None
     timing = of_correlation(c)
     return plain({
-        "corr": corr, "api_call": c.api_name, "thread": c.thread, "process": c.process, "pid": c.pid, "tid": c.tid,
+        "corr_id": corr, "api_call": c.api_name, "thread": c.thread, "process": c.process, "pid": c.pid, "tid": c.tid,
         "api_start_ns": c.api_start, "api_end_ns": c.api_end, "call_ns": timing.duration_ns,
         "call_is": timing.label, "launch_overhead_ns": timing.launch_overhead_ns,
         "queue_delay_ns": None if first is None else first - c.api_start,
-        "ops": records(ops, ("name", "short", "kind", "start", "duration", "device", "stream")),
+        "ops": [{FIELD_NAMES.get(k, k): v for k, v in r.items()}
+                for r in records(ops, ("name", "kind", "start", "duration", "device", "stream"))],
         "nvtx_on_its_thread": c.own_stack, "main_thread": c.main_thread or None,
         "nvtx_on_main_thread": c.main_stack, "attributed_to": c.attributed, "attribution": model.mode,
         "attribution_help": MODE_HELP[model.mode],
@@ -314,14 +338,14 @@ def idle_window(model: RangeModel, start_ns: int | None, end_ns: int | None, pat
 
         table = timeline(model.trace, model, idle).window_table(t0, t1)
         out["items"] = page_frame(table, ("lane", "kind", "name", "start", "duration", "corr", "lead"),
-                                  items_offset, items_limit)
+                                  items_offset, items_limit, FIELD_NAMES, "items_offset")
         out["items_help"] = ("every NVTX range, CUDA API call and GPU op overlapping the window (for a range: from "
-                             "its first instance's start to its last's end), by lane then start; lead = kernel "
-                             "start - its launching call's start")
+                             "its first instance's start to its last's end), by lane then start; lead_ns = kernel "
+                             "start - its launching call's start (ns)")
     return out
 
 
-def nsys_report(trace: Trace, name: str, attribution: str, offset: int, limit: int) -> dict:
+def nsys_report(trace: Trace, name: str, attribution: str, offset: int, limit: int | None) -> dict:
     from nsight_tui.parsers.nsys.reports import REPORTS, build_report
     from nsight_tui.render.nsys import render_json
 

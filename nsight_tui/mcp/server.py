@@ -8,7 +8,12 @@ json`, `diff -f json` and `ranks -f json`.
   and its report answers; calls run in the SDK's worker threads, one computation at a time.
 - Stdout is the protocol: nothing else is written there (the SDK diverts file descriptor 1 to
   stderr while it serves; logs go to stderr). Failures are MCP tool errors in one line, never a
-  traceback.
+  traceback; a bad argument too (one line per call, not pydantic's text).
+- Answers sized for an agent (nsight_tui.mcp.sizing): each is sent once as structured content and
+  once as its compact JSON text, under 50,000 characters in all by default; what was left out is
+  said in the answer with the argument that brings it.
+- Fixed choices are Literal types (the tool's input schema lists them): attribution, by, report
+  sections, nsys reports.
 """
 from __future__ import annotations
 
@@ -17,16 +22,18 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
 
 from nsight_tui import __version__
 from nsight_tui.mcp import answers as A
+from nsight_tui.mcp import sizing
 from nsight_tui.mcp.served import Served, ServedSet
-from nsight_tui.parsers import NsightError, Options, OptionsError, Profile, TraceError
+from nsight_tui.parsers import MODES, REPORTS, NsightError, Options, OptionsError, Profile, TraceError
 
 if TYPE_CHECKING:
     from nsight_tui.parsers.read.load import Trace
@@ -35,15 +42,35 @@ log = logging.getLogger("nsight_tui.mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The fixed choices, as the tools' input schemas list them (checked against the core's own lists below).
+Attribution = Literal["process", "nsys"]
+By = Literal["kernel", "name", "range", "tensor", "findings"]
+NsysReportName = Literal["nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
+                         "cuda_gpu_mem_time_sum"]
+# `report -f json`'s sections (render.document) and, on a served folder, `report DIR -f json`'s
+Section = Literal["file", "attribution", "main_threads", "config", "ranges", "warmup", "ratios", "ratio_basis",
+                  "timing", "gpu_idle", "memory", "oom", "gpu_metrics", "ranks", "roofline", "occupancy",
+                  "findings", "backward_parts", "inferred", "notes", "ncu",
+                  "folder", "runs", "tables", "skipped", "memory_model"]
+assert set(get_args(Attribution)) == set(MODES) and set(get_args(NsysReportName)) == set(REPORTS)
+
+# The report's sections an agent reads first, when not all fit (the rest follow in the document's order).
+FIRST_SECTIONS = ("findings", "main_threads", "config", "ratios", "ratio_basis", "timing", "inferred", "notes",
+                  "oom", "memory", "gpu_metrics", "ranges", "gpu_idle", "ranks", "roofline", "ncu", "tables",
+                  "skipped", "memory_model")
+
 INSTRUCTIONS = """\
 nsight-tui: exact answers about NVIDIA Nsight Systems exports (SQLite) of PyTorch training,
 the same figures as `nsight-tui report -f json` and `nsys stats` (to the nanosecond).
 Start with list_files, then summary and range_tree; range paths are name paths such as
-step_N/backward (instances merged). Attribution "process" (default) credits the main
+step_N/backward (instances merged; on a capture without NVTX they find the inferred ranges,
+inferred:step_N/inferred:backward). Attribution "process" (default) credits the main
 thread's ranges with the GPU work any thread (PyTorch's autograd thread) launched while they
 were open; "nsys" is NVIDIA's rule (only the launching thread's ranges), which leaves
-backward nearly empty when autograd launches it. Times are ns; shares are 0..1.
-Big tables are paged: offset/limit (limit at most 500), next_offset is null at the end.
+backward nearly empty when autograd launches it. Times are ns (*_ns); shares are 0..1.
+Answers are kept under 50,000 characters: tables are paged (offset/limit, limit at most 500,
+left out: the rows that fit; next_offset is null at the end), report without sections answers
+the sections that fit and names the others in left_out; whatever is left out says how to get it.
 With an Nsight Compute report served (a .ncu-rep on the command line), pass it as `ncu` to
 findings/report (its kernels joined to the export: occupancy-limited, elementwise chains) and
 read its per-kernel figures with the ncu tool (`nsight-tui ncu -f json`)."""
@@ -149,30 +176,75 @@ def _inside_folder(path: Path, folder: Path) -> bool:
     return real.parent == folder
 
 
+class Whole(dict):
+    """An answer the client asked for in full (the report's named sections): not cut to size."""
+
+
+class Server(MCPServer):
+    """The SDK's MCPServer whose argument errors are one plain line: the argument, what it takes and
+    what it got (never pydantic's multi-line text and its docs URL); an unknown argument is one too."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = tool.parameters.get("properties", {})
+            unknown = sorted(set(arguments) - set(known))
+            if unknown:
+                raise ToolError(f"Error executing tool {name}: unknown argument(s) {', '.join(unknown)}; "
+                                f"it takes {', '.join(known) or 'none'}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(f"Error executing tool {name}: {bad_arguments(exc.__cause__)}") from exc.__cause__
+            raise
+
+
+def bad_arguments(exc: ValidationError) -> str:
+    """pydantic's errors as one line: `depth: Input should be a valid integer (got 'deep')`."""
+    said = []
+    for err in exc.errors(include_url=False):
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "arguments"
+        got = "" if err["type"] == "missing" else f" (got {_short(err.get('input'))})"
+        said.append(f"{where}: {err['msg']}{got}")
+    return "bad argument: " + "; ".join(said)
+
+
+def _short(value: Any) -> str:
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def build(served: ServedSet) -> MCPServer:
     cache = Cache()
-    server: MCPServer = MCPServer("nsight-tui", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = Server("nsight-tui", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
 
-    def tool(fn: F) -> F:
-        """Register `fn` as a read-only tool whose failures are one-line tool errors."""
+    def tool(whole: str, keep: tuple[str, ...] = ()) -> Callable[[F], F]:
+        """Register the function as a read-only tool whose failures are one-line tool errors and
+        whose answer is sized (sizing.fit): its longest lists cut if it is over (`whole`: where an
+        agent gets them whole; the lists under `keep` last), its pages to the rows that fit."""
 
-        @functools.wraps(fn)
-        def call(*args, **kwargs):
-            try:
-                with cache.lock:
-                    return fn(*args, **kwargs)
-            except ToolError:
-                raise
-            except NsightError as exc:  # bad input, a path not served, a range not found
-                raise ToolError(str(exc)) from None
-            except Exception as exc:  # noqa: BLE001 - never a traceback to the client
-                log.exception("tool %s failed", fn.__name__)
-                raise ToolError(f"internal error: {type(exc).__name__}: {exc}") from None
+        def register(fn: F) -> F:
+            @functools.wraps(fn)
+            def call(*args, **kwargs):
+                try:
+                    with cache.lock:
+                        doc = fn(*args, **kwargs)
+                except ToolError:
+                    raise
+                except NsightError as exc:  # bad input, a path not served, a range not found
+                    raise ToolError(str(exc)) from None
+                except Exception as exc:  # noqa: BLE001 - never a traceback to the client
+                    log.exception("tool %s failed", fn.__name__)
+                    raise ToolError(f"internal error: {type(exc).__name__}: {exc}") from None
+                return answer(doc, whole, keep)
 
-        server.add_tool(call, annotations=read_only)
-        return fn
+            server.add_tool(call, annotations=read_only)
+            return fn
+
+        return register
 
     def file(path: str | None) -> Served:
         return served.file(path)
@@ -180,7 +252,7 @@ def build(served: ServedSet) -> MCPServer:
     def ncu_file(ncu: str | None) -> Served | None:
         return served.ncu_report(ncu) if ncu else None
 
-    @tool
+    @tool(whole="list_files answers every file")
     def list_files() -> dict[str, Any]:
         """The profiles this server may read (exactly those named on its command line, and the
         exports directly inside a folder named there). Pass a `name` as `path` to the other tools."""
@@ -190,8 +262,8 @@ def build(served: ServedSet) -> MCPServer:
                 "ncu_reports": [{"name": r.name, "folder": r.folder, "read": r.path in cache.ncu_reports}
                                 for r in served.reports]}
 
-    @tool
-    def summary(path: str | None = None, attribution: str = "process") -> dict[str, Any]:
+    @tool(whole="summary has no longer form")
+    def summary(path: str | None = None, attribution: Attribution = "process") -> dict[str, Any]:
         """What the file is: GPUs, nsys version, capture span and start (ns), counts (kernels,
         memcpys, memsets, CUDA API calls, NVTX ranges, processes), the attribution in force and
         what it means, which thread's ranges frame the iteration and why, the run's
@@ -200,45 +272,48 @@ def build(served: ServedSet) -> MCPServer:
         s = file(path)
         return A.summary(cache.trace(s), A.check_mode(attribution), s.name)
 
-    @tool
-    def range_tree(path: str | None = None, attribution: str = "process", under: str | None = None,
-                   depth: int = 3, offset: int = 0, limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+    @tool(whole="page on with offset")
+    def range_tree(path: str | None = None, attribution: Attribution = "process", under: str | None = None,
+                   depth: int = 3, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
         """The NVTX range tree, instances merged by name path (step_N/forward/...), depth first:
         per range its instances, CPU (NVTX) time, GPU busy time (union of its GPU ops), kernel
         time, kernel count and GPU share of its parent. `under`: a range path to list below;
-        `depth`: levels (1..16). Paged: offset/limit."""
+        `depth`: levels (1..16). Paged: offset/limit (limit left out: the rows that fit)."""
         return A.range_tree(cache.model(file(path), attribution), under, depth, offset, limit)
 
-    @tool
-    def range_kernels(range: str | None = None, path: str | None = None, attribution: str = "process",
-                      offset: int = 0, limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+    @tool(whole="page on with offset")
+    def range_kernels(range: str | None = None, path: str | None = None, attribution: Attribution = "process",
+                      offset: int = 0, limit: int | None = None) -> dict[str, Any]:
         """The GPU operations a range launched (`range`: a path such as step_N/backward; left
-        out: the whole trace), one row per kernel name, most GPU time first: instances,
-        total/avg/median/min/max ns, share of the range's GPU op time, family; with the
-        range's ratios (family shares, GPU busy / CPU time, launch overhead and queue delay
-        medians). Paged."""
+        out: the whole trace), one row per kernel name, most GPU time first: its full name (what
+        kernel_launches takes) and a readable label, instances, total/avg/median/min/max ns,
+        share of the range's GPU op time, family; with the range's ratios (family shares, GPU
+        busy / CPU time, launch overhead and queue delay medians). Paged (limit left out: the
+        rows that fit)."""
         return A.range_kernels(cache.model(file(path), attribution), range, offset, limit)
 
-    @tool
+    @tool(whole="page on with offset")
     def kernel_launches(kernel: str, range: str | None = None, path: str | None = None,
-                        attribution: str = "process", offset: int = 0, limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
-        """Every launch of one kernel (its full name, or the short name range_kernels gives), in
-        `range` (a path) or the whole trace, in time order: start, duration, correlation ID,
+                        attribution: Attribution = "process", offset: int = 0,
+                        limit: int | None = None) -> dict[str, Any]:
+        """Every launch of one kernel (its full name, or the label range_kernels gives), in
+        `range` (a path) or the whole trace, in time order: start_ns, duration_ns, corr_id,
         the CUDA API call, its launch overhead (call duration) and queue delay (kernel start -
-        call start), thread, device, stream, grid and block. Paged."""
+        call start), thread, device, stream, grid and block. Paged (limit left out: the rows
+        that fit)."""
         return A.kernel_launches(cache.model(file(path), attribution), kernel, range, offset, limit)
 
-    @tool
+    @tool(whole="correlation has no longer form")
     def correlation(corr_id: int, path: str | None = None, pid: int | None = None,
-                    attribution: str = "process") -> dict[str, Any]:
+                    attribution: Attribution = "process") -> dict[str, Any]:
         """One correlation ID: the CUDA API call (thread, start, end, launch overhead), the GPU
         ops it started, the NVTX ranges open on its own thread and on the main thread, and the
         ranges its work is attributed to. `pid` picks the process when several have the ID."""
         return A.correlation(cache.model(file(path), attribution), corr_id, pid)
 
-    @tool
+    @tool(whole="fewer top_gaps, or page the items with items_offset")
     def idle_window(path: str | None = None, start_ns: int | None = None, end_ns: int | None = None,
-                    range: str | None = None, attribution: str = "process", top_gaps: int = 10,
+                    range: str | None = None, attribution: Attribution = "process", top_gaps: int = 10,
                     items_offset: int = 0, items_limit: int = 0) -> dict[str, Any]:
         """GPU busy and idle by cause (launch-bound, sync-bound, host-bound) per device, the CPU's
         lead and the queue depth, and the longest gaps with what each CPU thread was doing:
@@ -248,8 +323,9 @@ def build(served: ServedSet) -> MCPServer:
         return A.idle_window(cache.model(file(path), attribution), start_ns, end_ns, range, top_gaps,
                              items_offset, items_limit)
 
-    @tool
-    def findings(path: str | None = None, attribution: str = "process", ncu: str | None = None) -> dict[str, Any]:
+    @tool(whole="report(sections=['findings']) answers the findings whole")
+    def findings(path: str | None = None, attribution: Attribution = "process",
+                 ncu: str | None = None) -> dict[str, Any]:
         """What to fix first: the findings (launch-bound, sync stalls, unfused optimizer or
         attention, fp32 GEMMs, pageable or synchronous copies, exposed communication, ...),
         ranked by the step time their fix would save, each with evidence and the fix
@@ -260,8 +336,8 @@ def build(served: ServedSet) -> MCPServer:
         s = file(path)
         return cache.report(s, attribution, ncu_file(ncu))["findings"]
 
-    @tool
-    def roofline(path: str | None = None, attribution: str = "process", peak_tflops: float | None = None,
+    @tool(whole="report(sections=['roofline']) answers the roofline whole")
+    def roofline(path: str | None = None, attribution: Attribution = "process", peak_tflops: float | None = None,
                  peak_gbps: float | None = None) -> dict[str, Any]:
         """Achieved TFLOP/s and GB/s of the step, forward and backward (and their kernel families)
         against the GPU's roofs, MFU and a bound verdict (`report -f json`'s roofline).
@@ -272,14 +348,16 @@ def build(served: ServedSet) -> MCPServer:
         roofs = options(attribution=attribution, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
         return A.plain(cache.profile(s, roofs).roofline())
 
-    @tool
-    def report(path: str | None = None, attribution: str = "process", sections: list[str] | None = None,
+    @tool(whole="report(sections=[...]) answers the sections named whole")
+    def report(path: str | None = None, attribution: Attribution = "process", sections: list[Section] | None = None,
                ncu: str | None = None) -> dict[str, Any]:
         """`nsight-tui report -f json` for one file: sections file, attribution, main_threads,
         config, ranges (step/forward/backward/optimizer/attention parts: times, top kernels,
         family shares), warmup, ratios (each with ratio_basis), timing (NVTX vs Python),
-        gpu_idle, roofline, findings, backward_parts (and ranks for a multi-rank export).
-        `sections` picks some (default: all). On a served folder of captures
+        gpu_idle, memory, gpu_metrics, roofline, occupancy, findings, backward_parts (and ranks
+        for a multi-rank export, inferred for an unannotated one). `sections` picks some, answered
+        whole; left out, the sections that fit in the answer, findings first, and `left_out` names
+        the others with their size. On a served folder of captures
         ({model}_ctx{N}*.sqlite): `report DIR -f json`'s tables (one per question, rows model,
         columns ctx) and its runs (each run's own answers: report on that file).
         `ncu`: a served Nsight Compute report of the same workload (`report --ncu R`): adds the
@@ -292,17 +370,17 @@ def build(served: ServedSet) -> MCPServer:
         else:
             s = file(path)
             doc = cache.report(s, attribution, ncu_file(ncu))
+        heading = tuple(k for k in ("file", "folder", "attribution") if k in doc)
         if not sections:
-            return doc
+            return sizing.pick_sections(doc, heading, FIRST_SECTIONS)
         unknown = [k for k in sections if k not in doc]
         if unknown:
-            raise A.BadRequest(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(doc)}")
-        return {k: doc[k] for k in dict.fromkeys((*(k for k in ("file", "folder") if k in doc), "attribution",
-                                                 *sections))}
+            raise A.BadRequest(f"no section {', '.join(unknown)} in this report; it has {', '.join(doc)}")
+        return Whole({k: doc[k] for k in dict.fromkeys((*heading, *sections))})
 
-    @tool
-    def ncu(ncu: str, path: str | None = None, attribution: str = "process", by: str = "kernel", offset: int = 0,
-            limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+    @tool(whole="page on with offset")
+    def ncu(ncu: str, path: str | None = None, attribution: Attribution = "process", by: By = "kernel",
+            offset: int = 0, limit: int | None = None) -> dict[str, Any]:
         """An Nsight Compute report's figures (`nsight-tui ncu R [--trace T] -f json`): `ncu` a
         served .ncu-rep (list_files' ncu_reports), `path` the nsys export of the same workload to
         join it to (left out: the report alone, ranges from ncu's NVTX stacks). The join summary
@@ -313,15 +391,14 @@ def build(served: ServedSet) -> MCPServer:
         estimated roofline, needs path), "tensor" (the kernels whose tensor cores worked: measured
         tensor FLOPs, FLOP/s and pipe busy % vs the datasheet's peak for their precision; every
         figure's basis in tensor_basis) or "findings" (occupancy-limited, needs path). Durations and
-        rates are ncu's replay at its locked clocks, not nsys's timing."""
+        rates are ncu's replay at its locked clocks, not nsys's timing. Paged (limit left out: the
+        rows that fit)."""
         from nsight_tui.parsers import ncu_alone
         from nsight_tui.render import tables
         from nsight_tui.render.ncu import ncu_json, report_only_json
 
         tables_of = {"kernel": "kernels", "name": "by_name", "range": "ranges", "tensor": "kernels",
                      "findings": "findings"}
-        if by not in tables_of:
-            raise A.BadRequest(f"by must be one of {', '.join(tables_of)}, not {by!r}")
         if by in ("range", "findings") and not path:
             raise A.BadRequest(f"by={by} needs the export's ranges and timing: give path (the nsys export)")
         rep = served.ncu_report(ncu)
@@ -341,22 +418,24 @@ def build(served: ServedSet) -> MCPServer:
         out["table"] = A.page(rows, offset, limit)
         return out
 
-    @tool
-    def nsys_report(report: str, path: str | None = None, attribution: str = "process", offset: int = 0,
-                    limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+    @tool(whole="page on with offset")
+    def nsys_report(report: NsysReportName, path: str | None = None, attribution: Attribution = "process",
+                    offset: int = 0, limit: int | None = None) -> dict[str, Any]:
         """One of NVIDIA's six `nsys stats` reports, in nsys's columns (`stats -f json`):
         nvtx_sum, nvtx_gpu_proj_sum, nvtx_kern_sum, cuda_gpu_kern_sum, cuda_api_sum,
         cuda_gpu_mem_time_sum. With attribution "nsys" the figures are nsys's own; "process"
-        differs only in the NVTX reports (autograd's kernels counted in backward). Paged rows."""
+        differs only in the NVTX reports (autograd's kernels counted in backward). Paged rows
+        (limit left out: the rows that fit)."""
         return A.nsys_report(cache.trace(file(path)), report, A.check_mode(attribution), offset, limit)
 
-    @tool
-    def diff(a: str, b: str, attribution: str = "process", range_depth: int = 4, kernels_offset: int = 0,
-             kernels_limit: int = A.DEFAULT_LIMIT) -> dict[str, Any]:
+    @tool(whole="a smaller range_depth; page the kernels with kernels_offset", keep=("step", "config", "notes", "kernels"))
+    def diff(a: str, b: str, attribution: Attribution = "process", range_depth: int = 4, kernels_offset: int = 0,
+             kernels_limit: int | None = None) -> dict[str, Any]:
         """What changed from run A to run B (two served files) and why the step moved (`diff -f
         json`; every delta is B - A, per steady-state step): the step verdict and waterfall,
         the merged range tree (to range_depth levels), the kernels matched by name (paged:
-        kernels_offset/kernels_limit) and by family, both configurations."""
+        kernels_offset/kernels_limit; limit left out: the rows that fit) and by family, both
+        configurations."""
         from nsight_tui.render.diff import json_text
 
         sa, sb = file(a), file(b)
@@ -367,28 +446,34 @@ def build(served: ServedSet) -> MCPServer:
         doc = _named(doc, [sa, sb])
         for t in doc["threads"]:
             t["ranges"] = _cut(t["ranges"], range_depth)
-        doc["kernels"]["kernels"] = A.page(doc["kernels"]["kernels"], kernels_offset, kernels_limit)
+        kernels = doc["kernels"]
+        kernels["kernels"] = A.page(kernels["kernels"], kernels_offset, kernels_limit, "kernels_offset")
         return doc
 
-    @tool
-    def ranks(path: str | None = None) -> dict[str, Any]:
+    @tool(whole="ranks has no longer form")
+    def ranks(path: str | None = None, attribution: Attribution = "process") -> dict[str, Any]:
         """Per rank (process x GPU): step time, compute, communication and their overlap, idle,
         and the straggler (`ranks -f json`), for an export holding several ranks, or a served
-        folder of per-rank exports (`nsys profile -o report_%q{RANK}`)."""
+        folder of per-rank exports (`nsys profile -o report_%q{RANK}`). `attribution` is taken
+        as every tool takes it and said back; it changes no figure here: a rank's GPU work is
+        its process's, whichever thread launched it."""
         from nsight_tui.parsers import ranks_of_files
         from nsight_tui.render.ranks import ranks_json_text
 
+        mode = A.check_mode(attribution)
         if path and served.is_folder(path):
             files = served.folder_files(path)
             key = "folder:" + files[0].folder if files and files[0].folder else path
             if key not in cache.ranks:
                 doc = A.from_json_text(ranks_json_text(ranks_of_files([f.path for f in files], None, 1)))
                 cache.ranks[key] = _named(doc, files)
-            return cache.ranks[key]
-        s = file(path)
-        return _named(A.from_json_text(ranks_json_text(cache.profile(s).ranks())), [s])
+            doc = cache.ranks[key]
+        else:
+            s = file(path)
+            doc = _named(A.from_json_text(ranks_json_text(cache.profile(s).ranks())), [s])
+        return {**doc, "attribution": mode, "attribution_help": RANKS_ATTRIBUTION}
 
-    @tool
+    @tool(whole="whatif has no longer form")
     def whatif(path: str | None = None, edits: list[str] | None = None) -> dict[str, Any]:
         """Replay the captured step with edits and predict the step (`whatif -f json`): the
         baseline (measured and replayed step, ns), each edit and the assumption it rests on, the
@@ -412,6 +497,20 @@ def build(served: ServedSet) -> MCPServer:
         return _named(A.from_json_text(whatif_json_text(p)), [s, *twins.values()])
 
     return server
+
+
+RANKS_ATTRIBUTION = ("the same figures under either attribution: a rank's compute and communication are its "
+                     "process's GPU work on its GPU, whichever of its threads launched it")
+
+
+def answer(doc: Any, whole: str, keep: tuple[str, ...] = ()) -> CallToolResult:
+    """The tool's answer as the client receives it: the structured content and its compact JSON text
+    (one copy each, not the SDK's indented duplicate), cut to size unless asked for whole."""
+    asked_whole = isinstance(doc, Whole)
+    doc = A.from_json_text(sizing.compact(doc))  # a copy: the cached answers stay as they were
+    if not asked_whole:
+        doc = sizing.fit(doc, whole, keep)
+    return CallToolResult(content=[TextContent(type="text", text=sizing.compact(doc))], structured_content=doc)
 
 
 def _named(doc: Any, files: list[Served]) -> Any:

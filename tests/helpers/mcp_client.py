@@ -38,8 +38,22 @@ class Answers:
         return text
 
 
+# Where each tool's page is in its answer, and the argument that moves it on (answers are sized:
+# a page holds the rows that fit, next_offset says where the rest begin).
+PAGES = {"range_tree": ((), "offset"), "range_kernels": ((), "offset"), "kernel_launches": ((), "offset"),
+         "nsys_report": ((), "offset"), "ncu": (("table",), "offset"), "diff": (("kernels", "kernels"), "kernels_offset"),
+         "idle_window": (("items",), "items_offset")}
+
+
+def every_page(key: str) -> str:
+    """A call's key asking run_calls to follow next_offset to the end: one answer, every row."""
+    return f"{key}*"
+
+
 async def run_calls(server: StdioServerParameters, calls: dict[str, tuple[str, dict]], tools: list | None = None,
                     stderr=None) -> Answers:
+    """Each call's (is_error, structured content, text); a key made by every_page follows the
+    pages to the end (the rows joined in the first answer, `pages` their count)."""
     out = {}
     with open(os.devnull, "w") as devnull:
         async with stdio_client(server, errlog=stderr or devnull) as (read, write):
@@ -48,9 +62,43 @@ async def run_calls(server: StdioServerParameters, calls: dict[str, tuple[str, d
                 if tools is not None:
                     tools.extend((await session.list_tools()).tools)
                 for key, (name, args) in calls.items():
+                    if key.endswith("*"):
+                        out[key[:-1]] = await _every_page(session, name, args)
+                        continue
                     res = await session.call_tool(name, args)
-                    text = "".join(getattr(c, "text", "") for c in res.content)
-                    out[key] = (res.is_error, res.structured_content, text)
+                    out[key] = (res.is_error, res.structured_content, _text(res))
     return Answers(out)
+
+
+def _text(res) -> str:
+    return "".join(getattr(c, "text", "") for c in res.content)
+
+
+async def _every_page(session: ClientSession, name: str, args: dict) -> tuple:
+    where, offset_arg = PAGES[name]
+    res = await session.call_tool(name, args)
+    if res.is_error:
+        return res.is_error, res.structured_content, _text(res)
+    first = res.structured_content
+    page = _at(first, where)
+    pages = 1
+    while page["next_offset"] is not None:
+        res = await session.call_tool(name, {**args, offset_arg: page["next_offset"]})
+        assert not res.is_error, _text(res)
+        page_n = _at(res.structured_content, where)
+        assert page_n["rows"], "a page that moves nothing on"
+        _at(first, where)["rows"].extend(page_n["rows"])
+        page = page_n
+        pages += 1
+    joined = _at(first, where)
+    joined.update(returned=len(joined["rows"]), next_offset=None, pages=pages)
+    joined.pop("cut", None)
+    return False, first, ""
+
+
+def _at(doc: dict, where: tuple) -> dict:
+    for k in where:
+        doc = doc[k]
+    return doc
 
 

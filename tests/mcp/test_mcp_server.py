@@ -19,7 +19,7 @@ from conftest import ROOT
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
 pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
 
-from helpers.mcp_client import Answers, params, run_calls  # noqa: E402,F401
+from helpers.mcp_client import Answers, every_page, params, run_calls  # noqa: E402,F401
 
 SMALL = "sample_traces/small_ctx128.sqlite"
 FUSED = "sample_traces/small_ctx128_fused.sqlite"
@@ -27,6 +27,9 @@ DDP = "sample_traces/small_ctx128_ddp2.sqlite"
 RANK_FOLDER = "sample_traces/ranks_small_ctx128_ddp2"
 TOOLS = {"list_files", "summary", "range_tree", "range_kernels", "kernel_launches", "correlation", "idle_window",
          "findings", "roofline", "report", "ncu", "nsys_report", "diff", "ranks", "whatif"}
+# every section of small_ctx128's `report -f json`
+SECTIONS = ("file", "attribution", "main_threads", "config", "ranges", "warmup", "ratios", "ratio_basis", "timing",
+            "gpu_idle", "memory", "oom", "gpu_metrics", "roofline", "occupancy", "findings", "backward_parts", "notes")
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")
 
@@ -48,26 +51,29 @@ def cli_json(*args: str) -> dict:
 CALLS: dict[str, tuple[str, dict]] = {
     "files": ("list_files", {}),
     "summary": ("summary", {"path": SMALL}),
-    "tree": ("range_tree", {"path": SMALL, "depth": 2, "limit": 500}),
+    every_page("tree"): ("range_tree", {"path": SMALL, "depth": 2}),
     "tree_under": ("range_tree", {"path": SMALL, "under": "step_N/forward", "depth": 1}),
-    "tree_nsys": ("range_tree", {"path": SMALL, "depth": 2, "limit": 500, "attribution": "nsys"}),
+    every_page("tree_nsys"): ("range_tree", {"path": SMALL, "depth": 2, "attribution": "nsys"}),
     "bwd_kernels": ("range_kernels", {"path": SMALL, "range": "step_N/backward", "limit": 5}),
     "fwd_kernels": ("range_kernels", {"path": SMALL, "range": "step_N/forward", "limit": 5}),
-    "all_kernels": ("range_kernels", {"path": SMALL, "limit": 500}),
+    every_page("all_kernels"): ("range_kernels", {"path": SMALL}),
     "idle_step": ("idle_window", {"path": SMALL, "range": "step_N"}),
     "idle_fwd": ("idle_window", {"path": SMALL, "range": "step_N/forward"}),
     "findings": ("findings", {"path": SMALL}),
     "roofline": ("roofline", {"path": SMALL}),
     "roofline_peaks": ("roofline", {"path": SMALL, "peak_tflops": 100.0, "peak_gbps": 2000.0}),
     "report": ("report", {"path": SMALL}),
+    "report_all": ("report", {"path": SMALL, "sections": list(SECTIONS)}),
     "report_ratios": ("report", {"path": SMALL, "sections": ["ratios", "ratio_basis"]}),
-    "diff": ("diff", {"a": SMALL, "b": FUSED, "range_depth": 16, "kernels_limit": 500}),
+    every_page("diff"): ("diff", {"a": SMALL, "b": FUSED, "range_depth": 16}),
+    # the whole range tree fits beside one kernel row (beside a page of them it is cut, and says so)
+    "diff_tree": ("diff", {"a": SMALL, "b": FUSED, "range_depth": 16, "kernels_limit": 1}),
     "ranks_file": ("ranks", {"path": DDP}),
     "whatif": ("whatif", {"path": SMALL, "edits": ["speed:gemm=2", f"kernels-from:{FUSED}"]}),
     "whatif_bad": ("whatif", {"path": SMALL, "edits": ["speed:no_such_kernel=2"]}),
     "ranks_folder": ("ranks", {"path": RANK_FOLDER}),
-    **{f"nsys_{r}": ("nsys_report", {"path": SMALL, "report": r, "limit": 500}) for r in REPORTS},
-    **{f"nsys_{r}_nsys": ("nsys_report", {"path": SMALL, "report": r, "limit": 500, "attribution": "nsys"})
+    **{every_page(f"nsys_{r}"): ("nsys_report", {"path": SMALL, "report": r}) for r in REPORTS},
+    **{every_page(f"nsys_{r}_nsys"): ("nsys_report", {"path": SMALL, "report": r, "attribution": "nsys"})
        for r in ("nvtx_gpu_proj_sum", "nvtx_kern_sum")},
 }
 
@@ -82,13 +88,13 @@ def served():
     # a window of the timeline around it
     top = answers.ok("bwd_kernels")["rows"][0]["name"]
     follow = {"launches": ("kernel_launches", {"path": SMALL, "kernel": top, "range": "step_N/backward", "limit": 7}),
-              "launches_all": ("kernel_launches", {"path": SMALL, "kernel": top, "range": "step_N/backward",
-                                                   "limit": 500})}
+              every_page("launches_all"): ("kernel_launches", {"path": SMALL, "kernel": top,
+                                                               "range": "step_N/backward"})}
     more = anyio.run(run_calls, params(SMALL), follow)
     first = more.ok("launches")["rows"][0]
-    window = {"corr": ("correlation", {"path": SMALL, "corr_id": first["corr"]}),
-              "window": ("idle_window", {"path": SMALL, "start_ns": first["start"] - 200_000,
-                                         "end_ns": first["start"] + 200_000, "items_limit": 20})}
+    window = {"corr": ("correlation", {"path": SMALL, "corr_id": first["corr_id"]}),
+              "window": ("idle_window", {"path": SMALL, "start_ns": first["start_ns"] - 200_000,
+                                         "end_ns": first["start_ns"] + 200_000, "items_limit": 20})}
     more.results.update(anyio.run(run_calls, params(SMALL), window).results)
     answers.results.update(more.results)
     answers.tools = tools  # type: ignore[attr-defined]
@@ -172,7 +178,7 @@ def test_kernel_launches_add_up_and_page(served):
     top = served.ok("bwd_kernels")["rows"][0]
     page1, every = served.ok("launches"), served.ok("launches_all")
     assert every["total"] == top["instances"] and every["returned"] == top["instances"]
-    assert sum(r["duration"] for r in every["rows"]) == top["total_ns"] == every["total_ns"]
+    assert sum(r["duration_ns"] for r in every["rows"]) == top["total_ns"] == every["total_ns"]
     assert page1["returned"] == 7 and page1["next_offset"] == 7 and page1["rows"] == every["rows"][:7]
     r = page1["rows"][0]
     assert r["api_name"].startswith("cudaLaunchKernel") and r["overhead_ns"] > 0 and r["queue_ns"] >= 0
@@ -182,7 +188,7 @@ def test_kernel_launches_add_up_and_page(served):
 def test_correlation_of_a_launch(served):
     launch = served.ok("launches")["rows"][0]
     c = served.ok("corr")
-    assert c["corr"] == launch["corr"] and c["api_start_ns"] == launch["api_start"]
+    assert c["corr_id"] == launch["corr_id"] and c["api_start_ns"] == launch["api_start_ns"]
     assert c["launch_overhead_ns"] == launch["overhead_ns"] and c["queue_delay_ns"] == launch["queue_ns"]
     assert [o["name"] for o in c["ops"]] == [served.ok("bwd_kernels")["rows"][0]["name"]]
     assert "backward" in c["attributed_to"]
@@ -197,12 +203,20 @@ def test_idle_window_matches_report(served, report_json):
     dev = w["devices"][0]
     assert dev["busy_ns"] + dev["launch_bound_ns"] + dev["sync_bound_ns"] + dev["host_bound_ns"] == 400_000
     assert w["items"]["returned"] == 20 and w["items"]["total"] >= 20
-    assert any(i["corr"] == served.ok("launches")["rows"][0]["corr"] for i in w["items"]["rows"]) \
+    assert any(i["corr_id"] == served.ok("launches")["rows"][0]["corr_id"] for i in w["items"]["rows"]) \
         or w["items"]["next_offset"] is not None
 
 
 def test_findings_roofline_report_are_report_json(served, report_json):
-    assert served.ok("report") == report_json
+    assert tuple(report_json) == SECTIONS
+    assert served.ok("report_all") == report_json
+    sized = served.ok("report")  # the sections that fit, the others named with their size
+    left = sized.pop("left_out")["sections"]
+    assert sized == {k: v for k, v in report_json.items() if k in sized}
+    assert set(sized) | set(left) == set(report_json) and not set(sized) & set(left)
+    assert "findings" in sized and "occupancy" in left  # what to fix first, before the biggest table
+    for k, chars in left.items():  # each said with its size: the agent asks for it knowing what comes
+        assert chars >= len(json.dumps(report_json[k], separators=(",", ":"), ensure_ascii=False))
     assert served.ok("findings") == report_json["findings"]
     assert served.ok("roofline") == report_json["roofline"]
     assert served.ok("report_ratios") == {k: report_json[k] for k in ("file", "attribution", "ratios", "ratio_basis")}
@@ -214,20 +228,24 @@ def test_nsys_reports_match_stats(served):
     for name in REPORTS:
         doc = served.ok(f"nsys_{name}")
         cli = cli_json("stats", SMALL, "-r", name)
-        assert doc["columns"] == cli["columns"] and doc["rows"] == cli["rows"][:500], name
+        assert doc["columns"] == cli["columns"] and doc["rows"] == cli["rows"], name
         assert doc["total"] == len(cli["rows"]) and doc["title"] == cli["title"]
     kern = served.ok("nsys_nvtx_kern_sum_nsys")
-    assert kern["rows"] == cli_json("stats", SMALL, "-r", "nvtx_kern_sum", "--attribution", "nsys")["rows"][:500]
+    assert kern["rows"] == cli_json("stats", SMALL, "-r", "nvtx_kern_sum", "--attribution", "nsys")["rows"]
 
 
 def test_diff_matches_cli(served):
     doc = served.ok("diff")
     cli = cli_json("diff", SMALL, FUSED)
-    assert doc["step"] == cli["step"] and doc["config"] == cli["config"] and doc["threads"] == cli["threads"]
+    assert doc["step"] == cli["step"] and doc["config"] == cli["config"]
+    tree = served.ok("diff_tree")
+    assert "left_out" not in tree and tree["threads"] == cli["threads"]
+    if doc["threads"] != cli["threads"]:
+        assert all(k.startswith("threads") for k in doc["left_out"]["lists"]) and "range_depth" in doc["left_out"]["how"]
     kernels = doc["kernels"].pop("kernels")
     want = cli["kernels"].pop("kernels")
     assert doc["kernels"] == cli["kernels"]
-    assert kernels["rows"] == want[:500] and kernels["total"] == len(want)
+    assert kernels["rows"] == want and kernels["total"] == len(want)
 
 
 def test_whatif_matches_cli(served):
@@ -236,8 +254,10 @@ def test_whatif_matches_cli(served):
 
 
 def test_ranks_match_cli(served):
-    assert served.ok("ranks_file") == cli_json("ranks", DDP)
-    assert served.ok("ranks_folder") == cli_json("ranks", RANK_FOLDER)
+    for key, path in (("ranks_file", DDP), ("ranks_folder", RANK_FOLDER)):
+        doc = served.ok(key)
+        assert doc.pop("attribution") == "process" and "either attribution" in doc.pop("attribution_help")
+        assert doc == cli_json("ranks", path)
 
 
 # -- refusals, paging, errors: servers of their own ------------------------------------------------
