@@ -53,6 +53,12 @@ def test_replayed_saving_against_the_twin_on_the_python_clock(twin):
     assert err <= tol_ms or (abs(saved_ms) <= noise_ms and err <= noise_ms), (f.saving_ms_per_step, saved_ms, tol_ms)
 
 
+def test_every_rule_has_an_edit_or_says_why_it_has_none():
+    from nsight_tui.parsers.analyses.findings import RULE_IDS
+    from nsight_tui.parsers.analyses.findings.replayed import EDITS
+    assert set(EDITS) | set(NO_EDIT) == set(RULE_IDS) and not set(EDITS) & set(NO_EDIT)
+
+
 def test_every_finding_names_its_edit_and_fix_id_replays_it():
     path = SAMPLES / "small_ctx128.sqlite"
     found = findings(load_trace(path))

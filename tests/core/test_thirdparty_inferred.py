@@ -257,6 +257,8 @@ def test_a_batch_1_decode_against_the_floor_its_weights_set(captured):
     decode_ns = e["kernel_ns_per_token"] * e["tokens_per_call"] * len(calls)
     assert 0.5 * kernel_ns < decode_ns < kernel_ns
     assert "not the bound" in found["memory-bound-decode"].title
+    from nsight_tui.tui.viewmodels.findings import EVIDENCE_VIEW, KERNELS
+    assert EVIDENCE_VIEW["memory-bound-decode"] == KERNELS  # enter shows the decode's kernels, not the range
 
 
 def test_the_tui_findings_on_a_run_dead_in_its_first_forward_lead_with_the_oom(async_trace, tmp_path):

@@ -37,6 +37,7 @@ EVIDENCE_VIEW = {
     "unfused-attention": KERNELS,  # the separate score / softmax / matmul kernels
     "fp32-gemm-without-tensor-cores": KERNELS,  # the fp32 GEMMs, the costliest highlighted
     "exposed-communication": KERNELS,  # backward's collectives
+    "memory-bound-decode": KERNELS,  # the decode step's GEMVs against the weights' floor
 }
 
 CHECKED = ", ".join(RULE_IDS)
