@@ -13,6 +13,7 @@ the launching-thread rule; everything else is identical.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -24,7 +25,7 @@ from nsight_tui.parsers.nsys.kern_groups import STYLES, kernel_groups
 from nsight_tui.parsers.read.groupstats import distinct, group_ids, group_stats
 from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.read.threads import in_parallel
+from nsight_tui.parsers.read.threads import cores, in_parallel
 from nsight_tui.parsers.model.ranges import range_model
 
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
@@ -237,7 +238,7 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
         return rep
     # nsys's own nesting (parsers/nvtx_nesting), not the tree the views show: they differ on
     # overlapping, unended, cross-thread and duplicated ranges.
-    parent, depth = nsys_nesting(trace.ranges)
+    parent, depth = trace.derived.pop(NESTING, None) or nsys_nesting(trace.ranges)
     child_with_ops = np.bincount(parent[(parent >= 0) & has], minlength=m.n)
     r = trace.ranges
     frame = pd.DataFrame({
@@ -294,20 +295,45 @@ MODEL_FREE = ("cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "nvt
 
 def build_reports(trace: Trace, names: list[str], attribution: str = "nsys",
                   main_thread: str | None = None) -> list[Report]:
-    """Several reports, in `names`' order: those that need no range model built on a core of
-    their own while the model (attribution: the longest step) and the reports on it are built
-    on the caller's. The same reports as `build_report` one by one."""
+    """Several reports, in `names`' order, on two cores: the caller's builds the range model
+    (attribution: the longest step) and then nvtx_kern_sum (the longest report); the other the
+    reports that need no model and what needs no model of the others (nsys's nesting), then,
+    once the model is there, the other reports on it. The same reports as `build_report` one
+    by one."""
     for name in names:
         if name not in BUILDERS:
             raise ValueError(f"unknown report {name!r}; choose from {', '.join(REPORTS)}")
     free = [n for n in names if n in MODEL_FREE]
     on_model = [n for n in names if n not in MODEL_FREE]
-    if not free or not on_model:
+    if not on_model or cores() < 2 or (not free and len(on_model) < 2):
         return [build_report(trace, n, attribution, main_thread) for n in names]
-    first, second = in_parallel(lambda: [build_report(trace, n, attribution, main_thread) for n in free],
-                                lambda: [build_report(trace, n, attribution, main_thread) for n in on_model])
-    built = dict(zip(free + on_model, first + second))
+    last = "nvtx_kern_sum" if "nvtx_kern_sum" in on_model else on_model[-1]
+    after_model = [n for n in on_model if n != last]
+    model_built = threading.Event()
+
+    def model_then_last() -> list[Report]:
+        try:
+            range_model(trace, attribution, main_thread, inferred=False)  # the one the NVTX reports use
+        finally:
+            model_built.set()  # a failed model: the other side builds it again and raises its error
+        return [build_report(trace, last, attribution, main_thread)]
+
+    def others() -> list[Report]:
+        done = [build_report(trace, n, attribution, main_thread) for n in free]
+        if "nvtx_gpu_proj_sum" in after_model:
+            trace.derived[NESTING] = nsys_nesting(trace.ranges)
+        model_built.wait()
+        try:
+            return done + [build_report(trace, n, attribution, main_thread) for n in after_model]
+        finally:
+            trace.derived.pop(NESTING, None)  # taken by nvtx_gpu_proj_sum, unless it had no use for it
+
+    first, second = in_parallel(others, model_then_last)
+    built = dict(zip(free + after_model + [last], first + second))
     return [built[n] for n in names]
+
+
+NESTING = ("nsys_nesting",)  # trace.derived's key for nsys's nesting computed ahead (build_reports)
 
 
 def build_report(trace: Trace, name: str, attribution: str = "nsys", main_thread: str | None = None) -> Report:

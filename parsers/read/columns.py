@@ -596,6 +596,13 @@ class _PartedRead:
         return out
 
 
+def rowid_span_sql(table: str) -> str:
+    """(min, max) rowid as two subqueries: SQLite reads min() or max() from the B-tree's end
+    only where it is the query's one aggregate; `SELECT min(rowid), max(rowid)` reads every row
+    (a whole table's scan before its read could begin)."""
+    return f'SELECT (SELECT min(rowid) FROM "{table}"), (SELECT max(rowid) FROM "{table}")'
+
+
 def _rowid_span(path: Path, table: str) -> tuple[int, int] | None:
     """(min, max) rowid, read from the B-tree at once; None where there is nothing to cut
     (an empty table, a WITHOUT ROWID table, a span too wide to be the rows' own)."""
@@ -608,7 +615,7 @@ def _rowid_span(path: Path, table: str) -> tuple[int, int] | None:
     try:
         cur = con.cursor()
         try:
-            cur.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"')
+            cur.execute(rowid_span_sql(table))
             row = cur.fetchone()
         finally:
             cur.close()

@@ -280,3 +280,23 @@ def test_parts_over_deleted_rows_and_nulls(tmp_path, monkeypatch):
     assert np.array_equal(got.nulls["globalPid"], want.nulls["globalPid"])
     serial = load_trace(path, native=False)
     assert_same_trace(load_trace(path), serial)
+
+
+def test_rowid_span_reads_the_btree_ends_not_every_row(tmp_path):
+    """A table's (min, max) rowid, which the read ahead waits for before its first part, comes
+    from the B-tree's two ends (SQLite's plan: SEARCH, never a SCAN of the table), and equals
+    the rows' own min and max where rows at both ends were deleted."""
+    path = mutated_copy(tmp_path, "ends",
+                        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid < 7",
+                        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid > (SELECT max(rowid) - 5 "
+                        "FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+                        src=SAMPLES / "small_ctx128.sqlite")
+    table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        plan = [row[-1] for row in con.execute("EXPLAIN QUERY PLAN " + columns.rowid_span_sql(table))]
+        rowids = [r[0] for r in con.execute(f"SELECT rowid FROM {table}")]
+    finally:
+        con.close()
+    assert not [step for step in plan if step.startswith(f"SCAN {table}")], plan
+    assert columns._rowid_span(path, table) == (min(rowids), max(rowids))

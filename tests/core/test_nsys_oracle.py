@@ -76,3 +76,43 @@ def test_reports_built_together_equal_nvidias_and_each_alone(mode):
     if mode == "nsys":
         for rep in together:
             assert render_csv(rep) == read_oracle(oracle_csv(SAMPLES, path.stem, rep.name))
+
+
+@pytest.mark.parametrize("names", [["nvtx_gpu_proj_sum", "nvtx_kern_sum"], ["nvtx_kern_sum", "nvtx_sum"],
+                                   ["nvtx_gpu_proj_sum", "cuda_api_sum"], ["nvtx_gpu_proj_sum"]])
+def test_reports_on_the_model_built_side_by_side(names, monkeypatch):
+    """The NVTX reports on the range model: nvtx_kern_sum (the longest) on the caller's core right
+    after the model, the others on the second core once the model is there (never a second
+    model); each equal to the report built alone, and nothing computed ahead left behind."""
+    import threading
+
+    from nsight_tui.parsers.nsys import reports
+    from nsight_tui.parsers.read.threads import cores
+
+    if cores() < 2:
+        pytest.skip("one core: the reports are built one after the other")
+    path = SAMPLES / "small_ctx128.sqlite"
+    trace = load_trace(path)
+    seen: dict[str, tuple[str, bool]] = {}
+    for name in names:
+        real = reports.BUILDERS[name]
+
+        def watched(tr, *args, _real=real, _name=name):
+            model_there = any(isinstance(k, tuple) and k[:1] == ("range_model",) for k in tr.derived)
+            seen[_name] = (threading.current_thread().name, model_there)
+            return _real(tr, *args)
+
+        monkeypatch.setitem(reports.BUILDERS, name, watched)
+    together = reports.build_reports(trace, names, "process")
+    monkeypatch.undo()
+    alone = [build_report(load_trace(path), n, "process") for n in names]
+    assert [(r.name, r.rows, r.message) for r in together] == [(r.name, r.rows, r.message) for r in alone]
+    assert reports.NESTING not in trace.derived
+    caller = threading.current_thread().name
+    on_model = [n for n in names if n not in reports.MODEL_FREE]
+    if len(names) > 1:  # one report alone builds its model itself
+        assert all(seen[n][1] for n in on_model), seen  # built over the model already there
+    if "nvtx_kern_sum" in names:
+        assert seen["nvtx_kern_sum"][0] == caller
+    if len(on_model) == 2:
+        assert seen["nvtx_gpu_proj_sum"][0] != caller, seen
