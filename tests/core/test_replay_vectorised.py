@@ -79,3 +79,23 @@ def test_the_idle_split_of_all_steps_at_once_equals_each_step_by_hand():
         want = _split_by_hand(g, r.timeline, s, e, pid)
         assert tuple(row) == want
         assert want[0] > 0  # a window that tests something
+
+
+@pytest.mark.parametrize("path", [SAMPLES / "small_ctx128.sqlite", SAMPLES / "edge_overlap.sqlite",
+                                  SAMPLES / "small_ctx128_ddp2.sqlite"], ids=lambda p: p.name)
+def test_each_points_owner_is_the_innermost_open_call(path):
+    """The graph's owner per CPU point (the call open over the interval before it) against a stack
+    walked one point at a time (an end out of nesting order dropped where it is)."""
+    g, _ = graph_of(load_trace(plain(path)))
+    want = np.full(len(g.pt_time), -1, np.int64)
+    for a, b in g.thread_slices:
+        stack: list[int] = []
+        for k in range(a, b):
+            want[k] = stack[-1] if stack else -1
+            call = int(g.pt_call[k])
+            if not g.pt_is_end[k]:
+                stack.append(call)
+            elif call in stack:
+                stack.remove(call)
+    assert np.array_equal(g.owner, want)
+    assert (want >= 0).any()
