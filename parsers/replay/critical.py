@@ -179,7 +179,8 @@ def holders(charged: dict[tuple[str, str], int], period_ns: int, top: int = 8) -
 
 def idle_split(g: Graph, tl: Timeline, start: int, end: int, pid: int) -> tuple[int, int, int, int]:
     """(idle, launch-starved, sync-blocked, dependency) ns of the GPU of process `pid` in [start, end]."""
-    return tuple(int(x) for x in idle_splits(g, tl, np.array([start]), np.array([end]), np.array([pid]))[0])
+    idle, launch, sync, dep = idle_splits(g, tl, np.array([start]), np.array([end]), np.array([pid]))[0].tolist()
+    return (idle, launch, sync, dep)
 
 
 def idle_splits(g: Graph, tl: Timeline, starts: np.ndarray, ends: np.ndarray, pids: np.ndarray) -> np.ndarray:

@@ -193,6 +193,8 @@ def test_a_fixs_lanes_from_its_what_if_keep_the_ops_and_halve_the_gemms(tui):
             assert screen.replay.label == "speed:gemm=2"
             a, b = screen.replay.step_window
             assert screen.state.t0 < a < b < screen.state.t1  # opened on the replay's first step
+            assert screen.state.fit_window == (screen.state.t0, screen.state.t1)  # `0` fits it
+            assert "what if · speed:gemm=2 · the replay's first step" in ui.flat_text()
             lane = next(lane for lane in screen.state.timeline.lanes if lane.key.startswith("replay:gpu:"))
             want = sql_ops(lane.device, lane.stream)
             assert len(lane) == len(want)

@@ -253,7 +253,15 @@ class TimelineScreen(ViewScreen):
 
     # -- text under the lanes -----------------------------------------------------------------
     def _selected_lane(self, f: TimelineFrame) -> Lane | None:
-        return self.state.timeline.lanes[f.selected] if self.state is not None and f.lane_count else None
+        """The frame's own selected lane (its rows hold it): the lanes on the state may have
+        changed since the frame was made (`y`)."""
+        if self.state is None or not f.lane_count:
+            return None
+        row = next((r for r in f.rows if r.index == f.selected), None)
+        if row is not None:
+            return row.lane
+        lanes = self.state.timeline.lanes
+        return lanes[f.selected] if f.selected < len(lanes) else None
 
     def _cursor_text(self, f: TimelineFrame) -> Text:
         """▼ time · lane: the item under the cursor, its duration, correlation ID, CPU lead."""
@@ -367,7 +375,11 @@ class TimelineScreen(ViewScreen):
         if first and message.lanes.step_window is not None and self.state is not None:
             a, b = message.lanes.step_window  # the replay's first steady-state step, a margin each side
             pad = max((b - a) // 20, 1)
+            title = f"what if · {self._replay_title or message.lanes.label} · the replay's first step"
+            self.state.target = TimelineTarget(title, (a - pad, b + pad))
+            self.state.fit_window = (a - pad, b + pad)  # `0` fits it
             self.state.t0, self.state.t1 = a - pad, b + pad
+            self.show_crumb()
             self.redraw()
         self._say(f"{REPLAYED_MARK} lanes: replayed (model: {message.lanes.label}), each under its measured lane "
                   "· y: measured only")
