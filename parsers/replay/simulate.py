@@ -87,6 +87,13 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
     # is placed a run at a time (a cumulative sum)
     special = np.array(sorted(set(handoffs) | (blocking & set(blocks)) | set(after_override)), np.int64)
 
+    launched = launch_pt >= 0
+    lp_at = np.maximum(launch_pt, 0)
+    lp_thread = pt_thread[lp_at] if n_pts else np.zeros(n_ops, np.int64)
+    src_at = np.maximum(src, 0)
+    solo = coll < 0
+    plain = (src < 0) & solo
+
     thread_first = [a for a, _ in g.thread_slices]
     thread_cur = np.array(thread_first, np.int64)
     thread_end = [b for _, b in g.thread_slices]
@@ -214,11 +221,18 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
         """Start and end the ops `seg` (consecutive on one stream, every dependency known, none a
         collective): each starts at the latest of its launch, its event and the previous op's end
         plus its offset, a max-plus recurrence solved with a running maximum."""
-        lp, s_ = launch_pt[seg], src[seg]
-        has_lp, has_s = lp >= 0, s_ >= 0
-        a_launch = np.where(has_lp, R[np.maximum(lp, 0)] + launch_off[seg], NEG)
-        a_src = np.where(has_s, E[np.maximum(s_, 0)] + src_off[seg], NEG)
-        a = np.maximum(a_launch, a_src)
+        has_lp = launched[seg]
+        a_launch = R[lp_at[seg]] + launch_off[seg]
+        if not has_lp.all():
+            a_launch = np.where(has_lp, a_launch, NEG)
+        s_ = src[seg]
+        has_s = s_ >= 0
+        any_src = bool(has_s.any())
+        if any_src:
+            a_src = np.where(has_s, E[np.maximum(s_, 0)] + src_off[seg], NEG)
+            a = np.maximum(a_launch, a_src)
+        else:
+            a = a_launch.copy()  # its first item may become the measured start below
         d, po = dur[seg], prev_off[seg]
         measured0 = prev_end == NEG and a[0] == NEG  # the stream's first op, with nothing before it
         if measured0:
@@ -231,14 +245,13 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
         prev[0] = prev_end + int(po[0]) if prev_end > NEG else NEG
         prev[1:] = end[:-1] + po[1:]
         how = np.where(has_lp, 0, 3).astype(np.int8)
-        best = a_launch.copy()
-        by_prev = prev > best
+        by_prev = prev > a_launch
         if prev_end == NEG:
             by_prev[0] = False
-        best = np.where(by_prev, prev, best)
         how[by_prev] = 1
-        by_src = has_s & (a_src > best)
-        how[by_src] = 2
+        if any_src:
+            best = np.where(by_prev, prev, a_launch)
+            how[has_s & (a_src > best)] = 2
         if measured0:
             how[0] = 3
         E[seg] = end
@@ -255,10 +268,10 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
             if phase == 0:
                 w = stream_window[si]
                 seg = ops[j:j + w]
-                lp, s_ = launch_pt[seg], src[seg]
-                ok = (lp < 0) | (lp < thread_cur[pt_thread[np.maximum(lp, 0)]])
-                ok &= (s_ < 0) | end_done[np.maximum(s_, 0)]
-                ok &= coll[seg] < 0
+                # launched already (an op without a launch: -1, below every cursor), its event's op
+                # ended, no collective
+                ok = launch_pt[seg] < thread_cur[lp_thread[seg]]
+                ok &= plain[seg] | (end_done[src_at[seg]] & solo[seg])
                 f = len(seg) if ok.all() else int(np.argmin(ok))
                 if f > 0:
                     place_run(seg[:f], prev_end)
