@@ -11,6 +11,9 @@ bench/scale_trace.py, kept in bench/out/ and reused while newer than the base) i
   first screen  a real terminal (tmux 200x40) from launch to the pane showing "loaded in"
   keys          keystroke latency: headless Pilot (bench/tui_latency.py) along the drill-down
                 path, and the real terminal's key -> pane change for j/k
+  report, whatif, findings (only when named in --only): `report -f json`, `whatif -f json` (the
+                unchanged replay, its critical path and idle split) and the findings alone (their
+                replayed savings included), each a second open (the cache filled first)
 
 Parts that cannot run yet (the CLI or the TUI missing or failing) show as "n/a" with the
 reason; the rest still runs. Results go to stdout and to bench/RESULTS.md with machine info
@@ -262,6 +265,35 @@ def measure_stats(path: Path, cmd: list[str], repeat: int, timeout: float, prepa
     return best
 
 
+# The findings alone (their replays included), through this checkout's core.
+FINDINGS_ONLY = ("import sys; from nsight_tui.parsers import Profile; "
+                 "from nsight_tui.parsers.analyses.findings.rules import findings; "
+                 "found = findings(Profile.open(sys.argv[1]).trace); print(len(found))")
+
+
+def measure_answers(path: Path, cmd: list[str], parts: list[str], repeat: int, timeout: float) -> dict:
+    """`report`, `whatif` and the findings, each best of `repeat`, on a second open (the cache
+    filled by one unmeasured `report` first, so every figure reads the file alike)."""
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="nsight-bench-") as tmp:
+        argv = {"report": [*cmd, "report", str(path), "-f", "json", "-o", f"{tmp}/r.json", "--force"],
+                "whatif": [*cmd, "whatif", str(path), "-f", "json", "-o", f"{tmp}/w.json", "--force"],
+                "findings": [sys.executable, "-c", FINDINGS_ONLY, str(path)]}
+        run_child(argv["report"], timeout, env=_env())
+        for part in parts:
+            best = None
+            for _ in range(repeat):
+                c = run_child(argv[part], timeout, env=_env())
+                if c.rc != 0 or c.timed_out:
+                    best = {"error": c.error_line()}
+                    break
+                r = {"seconds": c.seconds, "cpu_s": c.cpu, "peak_rss_bytes": c.peak_rss}
+                if best is None or r["seconds"] < best["seconds"]:
+                    best = r
+            out[part] = best
+    return out
+
+
 def measure_keys_headless(path: Path, app_spec: str, timeout: float) -> dict:
     c = run_child(
         [sys.executable, str(BENCH / "tui_latency.py"), str(path), "--json", "--app", app_spec,
@@ -500,6 +532,7 @@ class Row:
     stats2: dict = field(default_factory=dict)
     screen2: dict = field(default_factory=dict)
     cache_bytes: int = 0
+    answers: dict = field(default_factory=dict)  # report, whatif, findings (measure_answers)
 
 
 def _mb(b) -> str:
@@ -741,6 +774,38 @@ def keys_table(rows: list[Row]) -> list[str]:
     return out
 
 
+def answers_table(rows: list[Row]) -> list[str]:
+    """report, whatif and findings side by side (wall s [CPU s]), each against the columnar floor
+    and the two replays against `report` (target: at most 2x)."""
+    rows = [r for r in rows if r.answers]
+    if not rows:
+        return []
+    out = ["", "## report, whatif, findings (second open)", "",
+           "| scale | kernels | columnar floor | report | whatif | findings | whatif / report | findings / report |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        floor = r.floor_col.get("seconds")
+
+        def cell(part: str, r: Row = r, floor=floor) -> str:
+            d = r.answers.get(part, {})
+            if "seconds" not in d:
+                return "n/a" if "error" in d else "-"
+            ratio = f", {d['seconds'] / floor:.1f}x floor" if floor else ""
+            return f"{d['seconds']:.2f} s [{d['cpu_s']:.2f}]{ratio}"
+
+        def vs(part: str, r: Row = r) -> str:
+            d, rep = r.answers.get(part, {}), r.answers.get("report", {})
+            if "seconds" not in d or "seconds" not in rep:
+                return "-"
+            return f"{d['seconds'] / rep['seconds']:.2f} [{d['cpu_s'] / rep['cpu_s']:.2f}]"
+
+        out.append(f"| x{r.scale} | {r.counts['kernels']:,} | " + (f"{floor:.2f} s" if floor else "-") + " | "
+                   + " | ".join(cell(p) for p in ANSWERS) + f" | {vs('whatif')} | {vs('findings')} |")
+    out += ["", "Wall seconds [CPU seconds]; the ratios to `report` wall [CPU]. Target: whatif and the findings "
+            "within 2x of report."]
+    return out
+
+
 def write_results(path: Path | None, info: dict, base_note: str, rows: list[Row], cmd: list[str], args) -> str:
     lines = [
         "# Benchmark results (issues 6, 11 and 32)",
@@ -779,6 +844,7 @@ def write_results(path: Path | None, info: dict, base_note: str, rows: list[Row]
         if part:
             lines += ["", *part]
     lines += ["", *keys_table(rows)]
+    lines += answers_table(rows)
     detail = []
     for r in rows:
         for label, d in (("floor", r.floor), ("columnar floor", r.floor_col), ("stats", r.stats),
@@ -821,6 +887,7 @@ def _brief(d: dict) -> str:
 
 
 PARTS = ("floor", "stats", "screen", "keys")
+ANSWERS = ("report", "whatif", "findings")  # measured only when named in --only
 
 
 def _positive(text: str) -> int:
@@ -836,9 +903,9 @@ def _scale_list(text: str) -> list[int]:
 
 def _part_list(text: str) -> list[str]:
     parts = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in parts if s not in PARTS]
+    unknown = [s for s in parts if s not in PARTS + ANSWERS]
     if unknown or not parts:
-        raise argparse.ArgumentTypeError(f"parts are {', '.join(PARTS)}; not {', '.join(unknown) or 'none'}")
+        raise argparse.ArgumentTypeError(f"parts are {', '.join(PARTS + ANSWERS)}; not {', '.join(unknown) or 'none'}")
     return parts
 
 
@@ -922,6 +989,12 @@ def main(argv: list[str] | None = None) -> int:
                 row.cache_bytes = cache_bytes()
             row.screen2 = measure_first_screen(path, cmd, args.timeout, key_repeats=5)
             log(f"  first screen (second open): {_brief(row.screen2)}")
+        wanted = [a for a in ANSWERS if a in parts]
+        if wanted:
+            clear_cache()
+            row.answers = measure_answers(path, cmd, wanted, args.repeat, args.timeout)
+            for a in wanted:
+                log(f"  {a} (second open): {_brief(row.answers[a])}")
         if "keys" in parts and scale in args.keys_scales:
             row.keys = measure_keys_headless(path, args.app, args.timeout)
             log(f"  keys (headless): {_brief(row.keys)}")

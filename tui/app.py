@@ -39,6 +39,7 @@ from nsight_tui.tui.views.base import TableScreen, ViewScreen
 from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
 from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
 from nsight_tui.tui.views.findings import FindingsScreen
+from nsight_tui.tui.views.whatif import WhatIfScreen
 from nsight_tui.tui.views.help import HelpScreen, binding_rows
 from nsight_tui.tui.views.kernels import KernelsScreen
 from nsight_tui.tui.views.modals import ExportConflict
@@ -276,7 +277,7 @@ def host_of(app: NsightApp) -> Host:
 
 # The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
 HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
-                FindingsScreen, BackwardPartsScreen, PaceScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen,
+                FindingsScreen, WhatIfScreen, BackwardPartsScreen, PaceScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen,
                 DiffKernelsScreen, PromptBar, ExportConflict)
 
 

@@ -36,6 +36,7 @@ from nsight_tui.tui.views.pace import PaceScreen
 from nsight_tui.tui.views.ranges import RangesScreen
 from nsight_tui.tui.views.ranks import RanksScreen
 from nsight_tui.tui.views.timeline import TimelineScreen, open_target
+from nsight_tui.tui.views.whatif import WhatIfScreen
 
 
 class Navigator:
@@ -63,6 +64,12 @@ class Navigator:
                 app.push_screen(BackwardPartsScreen(app.session))
             case FindingsScreen.EvidenceChosen(jump=jump):
                 await self.follow_evidence(jump)
+            case FindingsScreen.WhatIfChosen(ask=ask):
+                if self.need_session():
+                    app.push_screen(WhatIfScreen(app.session, ask))
+            case WhatIfScreen.LanesChosen(edits=edits, title=title):
+                if self.need_session():
+                    app.push_screen(TimelineScreen(app.session, None, replay=edits, replay_title=title))
             case FilesScreen.FileChosen(path=path):
                 self.open_file(path)
             case FilesScreen.QuestionsAsked(tables=tables, attribution=attribution):

@@ -291,6 +291,50 @@ class Session:
         return self._once("findings", lambda: findings.build(self.trace, self.model, self.attribution, self.rank,
                                                              self.ncu()))
 
+    def whatif(self, ask, progress: Callable[[float, str], None] = lambda fraction, text: None):
+        """A finding's fix replayed (`ask`: viewmodels.whatif.WhatIf): the prediction as the view's
+        lines (viewmodels.whatif.WhatIfView), once per edits; `progress(fraction, text)` between
+        the replay's stages (the dependency graph, the unchanged replay, the edited ones)."""
+        from nsight_tui.parsers.api import Profile
+        from nsight_tui.parsers.options import Options
+        from nsight_tui.parsers.replay.predict import baseline, graph_of
+        from nsight_tui.tui.viewmodels.whatif import whatif_view
+
+        key = f"whatif:{' '.join(ask.edits)}"
+        kept = self.kept(key)
+        if kept is not None:
+            return kept
+        progress(0.05, "building the replay's dependency graph (CPU calls, streams, syncs, events)")
+        graph_of(self.trace)
+        progress(0.4, "replaying the capture unchanged (the baseline)")
+        baseline(self.trace)
+        progress(0.6, f"replaying with {' '.join(ask.edits)}, then the critical path and the GPU idle split")
+        profile = Profile(self.trace, Options(attribution=self.attribution))
+        view = self._once(key, lambda: whatif_view(ask, profile.whatif(list(ask.edits))))
+        progress(1.0, "replayed")
+        return view
+
+    def replay_lanes(self, edits: tuple[str, ...] = ()):
+        """The replayed step's lanes (viewmodels.whatif.ReplayLanes) beside the timeline's measured
+        ones: the unchanged replay, or the one with `edits` (at their assumptions' central values)."""
+        from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
+        from nsight_tui.parsers.read.load import load_trace
+        from nsight_tui.parsers.replay.edits import apply, parse
+        from nsight_tui.parsers.replay.predict import baseline, graph_of, replay
+        from nsight_tui.tui.viewmodels.whatif import replayed_lanes
+
+        def build():
+            g, sr = graph_of(self.trace)
+            if edits:
+                wanted = resolve_fixes(self.trace, [parse(e) for e in edits], self.attribution)
+                r = replay(g, sr, apply(g, sr, wanted, load_trace).mid)
+            else:
+                r = baseline(self.trace)
+            first = (int(r.starts_ns[0]), int(r.ends_ns[0])) if len(r.starts_ns) else None
+            return replayed_lanes(self.timeline(), g, r.timeline, " ".join(edits) or "unchanged", first)
+
+        return self._once(f"replay_lanes:{' '.join(edits)}", build)
+
     def trace_kernels(self) -> kernels.KernelsView:
         return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model, self.scope_text()))
 

@@ -41,11 +41,51 @@ class IdleSplit:
     dependency_ns: int
 
 
-def _thread_label(g: Graph, ti: int) -> str:
-    return f"CPU {g.trace.thread_label(g.thread_gtids[ti])}"
+class _Walk:
+    """A timeline's figures as Python lists, once per timeline: the walk back visits one item at a
+    time, where a list's item costs a fraction of an array's."""
+
+    def __init__(self, g: Graph, tl: Timeline):
+        self.pt_ns, self.pt_bound = tl.pt_ns.tolist(), tl.pt_bound.tolist()
+        self.op_start, self.op_end, self.op_bound = tl.op_start_ns.tolist(), tl.op_end_ns.tolist(), tl.op_bound.tolist()
+        self.pt_thread, self.owner = g.pt_thread.tolist(), g.owner.tolist()
+        self.launch_pt, self.prev, self.src, self.coll = (g.op_launch_pt.tolist(), g.op_prev.tolist(),
+                                                          g.op_src.tolist(), g.op_coll.tolist())
+        self.first = [a for a, _ in g.thread_slices]
+        names = [f"CPU {g.trace.thread_label(gt)}" for gt in g.thread_gtids]
+        self.host = [n + ": host time" for n in names]
+        self.calls = [n + ": CUDA calls" for n in names]
+        self.woken = [n + ": woken by another thread" for n in names]
+        api_names, a_name = g.trace.api_names, g.trace.api["name"].to_numpy()
+        self.sync = {k: f"sync {api_display_name(api_names[a_name[b.call]])}: its own time after the GPU work"
+                     for k, b in g.blocks.items()}
+        o_gpid, o_dev, o_stream = (g.trace.ops[c].to_numpy() for c in ("gpid", "device", "stream"))
+        several = len({k_[0] for k_ in g.stream_keys}) > 1
+        self._stream = (o_gpid, o_dev, o_stream, several)
+        self._labels: dict[tuple[int, int, int], str] = {}
+
+    def stream_label(self, i: int) -> str:
+        o_gpid, o_dev, o_stream, several = self._stream
+        key = (int(o_gpid[i]), int(o_dev[i]), int(o_stream[i]))
+        label = self._labels.get(key)
+        if label is None:
+            label = f"GPU {key[1]} stream {key[2]}" + (f" (pid {pid_of(key[0])})" if several else "")
+            self._labels[key] = label
+        return label
 
 
-def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int) -> dict[tuple[str, str], int]:
+def critical_paths(g: Graph, tl: Timeline, starts, ends, gtids) -> dict[tuple[str, str], int]:
+    """critical_path of every window, summed: the timeline read into lists once."""
+    walk = _Walk(g, tl)
+    out: dict[tuple[str, str], int] = {}
+    for s, e, gt in zip(starts, ends, gtids):
+        for k, v in critical_path(g, tl, int(s), int(e), int(gt), walk).items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int,
+                  walk: _Walk | None = None) -> dict[tuple[str, str], int]:
     """ns of [start, end] (replayed) charged to each (holder, kind), walking back from `end` on
     thread `gtid`."""
     out: dict[tuple[str, str], int] = {}
@@ -56,83 +96,76 @@ def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int) -> di
     k = a + int(np.searchsorted(tl.pt_ns[a:b], end, side="right")) - 1
     if k < a:
         return out
-    api_names = g.trace.api_names
-    a_name = g.trace.api["name"].to_numpy()
-    o_gpid, o_dev, o_stream = (g.trace.ops[c].to_numpy() for c in ("gpid", "device", "stream"))
-    several = len({k_[0] for k_ in g.stream_keys}) > 1
+    w = walk if walk is not None else _Walk(g, tl)
+    pt_ns, pt_bound, op_start, op_end, op_bound = w.pt_ns, w.pt_bound, w.op_start, w.op_end, w.op_bound
 
     def charge(key, lo, hi):
         lo, hi = max(lo, start), min(hi, end)
         if hi > lo:
-            out[key] = out.get(key, 0) + int(hi - lo)
+            out[key] = out.get(key, 0) + (hi - lo)
 
-    charge((_thread_label(g, ti) + ": host time", "cpu-host"), int(tl.pt_ns[k]), end)
+    charge((w.host[ti], "cpu-host"), pt_ns[k], end)
     node = ("pt", k)
     steps = 0
     while steps < 10_000_000:
         steps += 1
         if node[0] == "pt":
             k = node[1]
-            t = int(tl.pt_ns[k])
+            t = pt_ns[k]
             if t <= start:
                 break
-            ti = int(g.pt_thread[k])
-            first = g.thread_slices[ti][0]
-            how = int(tl.pt_bound[k])
+            ti = w.pt_thread[k]
+            how = pt_bound[k]
             if how == 1:  # waited for the GPU
-                blk = g.blocks[k]
-                ops = [o for o in blk.ops if o >= 0]
-                o = max(ops, key=lambda x: tl.op_end_ns[x])
-                call = api_display_name(api_names[a_name[blk.call]])
-                charge((f"sync {call}: its own time after the GPU work", "sync"), int(tl.op_end_ns[o]), t)
+                ops = [o for o in g.blocks[k].ops if o >= 0]
+                o = max(ops, key=lambda x: op_end[x])
+                charge((w.sync[k], "sync"), op_end[o], t)
                 node = ("end", o)
             elif how == 2:
                 j, _lag = g.handoffs[k]
-                charge((_thread_label(g, ti) + ": woken by another thread", "cpu-host"), int(tl.pt_ns[j]), t)
+                charge((w.woken[ti], "cpu-host"), pt_ns[j], t)
                 node = ("pt", j)
             else:
-                if k == first:
+                if k == w.first[ti]:
                     break
-                owner = int(g.owner[k])
-                if owner >= 0:
-                    label = f"{_thread_label(g, ti)}: CUDA calls"
-                    charge((label, "cpu-calls"), int(tl.pt_ns[k - 1]), t)
+                if w.owner[k] >= 0:
+                    charge((w.calls[ti], "cpu-calls"), pt_ns[k - 1], t)
                 else:
-                    charge((_thread_label(g, ti) + ": host time", "cpu-host"), int(tl.pt_ns[k - 1]), t)
+                    charge((w.host[ti], "cpu-host"), pt_ns[k - 1], t)
                 node = ("pt", k - 1)
         elif node[0] == "end":
             i = node[1]
-            s, e = int(tl.op_start_ns[i]), int(tl.op_end_ns[i])
-            si = g.op_coll[i]
-            label = f"GPU {o_dev[i]} stream {o_stream[i]}" + (f" (pid {pid_of(int(o_gpid[i]))})" if several else "")
+            s, e = op_start[i], op_end[i]
+            si = w.coll[i]
+            label = w.stream_label(i)
             if si >= 0:
-                last = max(g.coll_members[si], key=lambda m: tl.op_start_ns[m])
-                if last != i and tl.op_start_ns[last] > s:
-                    charge((f"{label}: collective waiting for its peers", "collective"), s, int(tl.op_start_ns[last]))
-                    charge((f"{label}: ops", "gpu"), int(tl.op_start_ns[last]), e)
+                last = max(g.coll_members[si], key=lambda m: op_start[m])
+                if last != i and op_start[last] > s:
+                    charge((f"{label}: collective waiting for its peers", "collective"), s, op_start[last])
+                    charge((f"{label}: ops", "gpu"), op_start[last], e)
                     node = ("start", last)
                     continue
             charge((f"{label}: ops", "gpu"), s, e)
             node = ("start", i)
         else:
             i = node[1]
-            s = int(tl.op_start_ns[i])
+            s = op_start[i]
             if s <= start:
                 break
-            how = int(tl.op_bound[i])
+            how = op_bound[i]
             if how == 0:
-                lp = int(g.op_launch_pt[i]) if g.op_launch_pt[i] >= 0 else -1
+                lp = w.launch_pt[i]
                 if lp < 0:
                     break
-                charge(("launch latency (call to GPU start)", "launch"), int(tl.pt_ns[lp]), s)
+                charge(("launch latency (call to GPU start)", "launch"), pt_ns[lp], s)
                 node = ("pt", lp)
             elif how == 1:
-                p = int(g.op_prev[i])
-                charge(("GPU stream order (gap after the previous op)", "dependency"), int(tl.op_end_ns[p]), s)
+                p = w.prev[i]
+                charge(("GPU stream order (gap after the previous op)", "dependency"), op_end[p], s)
                 node = ("end", p)
             elif how == 2:
-                p = int(g.op_src[i])
-                charge(("an event from another stream", "dependency"), int(tl.op_end_ns[p]), s)
+                p = w.src[i]
+                charge(("an event from another stream", "dependency"), op_end[p], s)
                 node = ("end", p)
             else:
                 break
@@ -146,41 +179,56 @@ def holders(charged: dict[tuple[str, str], int], period_ns: int, top: int = 8) -
 
 def idle_split(g: Graph, tl: Timeline, start: int, end: int, pid: int) -> tuple[int, int, int, int]:
     """(idle, launch-starved, sync-blocked, dependency) ns of the GPU of process `pid` in [start, end]."""
+    idle, launch, sync, dep = idle_splits(g, tl, np.array([start]), np.array([end]), np.array([pid]))[0].tolist()
+    return (idle, launch, sync, dep)
+
+
+def idle_splits(g: Graph, tl: Timeline, starts: np.ndarray, ends: np.ndarray, pids: np.ndarray) -> np.ndarray:
+    """idle_split of each window [starts[i], ends[i]] of process pids[i]: an array (n, 4) of (idle,
+    launch-starved, sync-blocked, dependency) ns; the ops sorted once per process."""
+    out = np.zeros((len(starts), 4), np.int64)
     o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
-    sel = np.flatnonzero(o_pid == pid)
-    if len(sel) == 0 or end <= start:
-        return (0, 0, 0, 0)
-    s, e = tl.op_start_ns[sel], tl.op_end_ns[sel]
-    order = np.argsort(s, kind="stable")
-    s, e, sel = s[order], e[order], sel[order]
-    reach = np.maximum.accumulate(e)
-    # idle stretches: before op j, after everything earlier ended
-    prev_reach = np.concatenate([[np.iinfo(np.int64).min], reach[:-1]])
-    gap_lo = np.maximum(prev_reach, start)
-    gap_hi = np.minimum(s, end)
-    idle_at = np.flatnonzero(gap_hi > gap_lo)
-    total = launch = sync = dep = 0
-    pt_bound = tl.pt_bound
-    for j in idle_at.tolist():
-        n = int(gap_hi[j] - gap_lo[j])
-        total += n
-        i = int(sel[j])
-        how = int(tl.op_bound[i])
-        if how == 0 and g.op_launch_pt[i] >= 0:
-            lp = int(g.op_launch_pt[i])
-            ti = int(g.pt_thread[lp])
-            a = g.thread_slices[ti][0]
-            # the latest point of the launching thread that waited for the GPU, before the launch
-            waited = np.flatnonzero(pt_bound[a:lp + 1] == 1)
-            if len(waited) and tl.pt_ns[a + waited[-1]] >= gap_lo[j]:
-                sync += n
-            else:
-                launch += n
-        else:
-            dep += n
-    # the last period's tail: nothing running after its last op, and no later op to blame
-    if not (s >= end).any() and (s < end).any() and end > max(int(reach[-1]), start):
-        n = end - max(int(reach[-1]), start)
-        total += n
-        launch += n
-    return (total, launch, sync, dep)
+    # per CPU point: the latest point of its thread at or before it that waited for the GPU (-1)
+    idx = np.where(tl.pt_bound == 1, np.arange(len(tl.pt_bound)), -1)
+    last_wait = np.maximum.accumulate(idx) if len(idx) else idx
+    thread_first = np.array([a for a, _ in g.thread_slices], np.int64)[g.pt_thread] if len(idx) else idx
+    last_wait = np.where(last_wait >= thread_first, last_wait, -1)
+    for pid in np.unique(pids):
+        sel = np.flatnonzero(o_pid == pid)
+        rows = np.flatnonzero(pids == pid)
+        if len(sel) == 0:
+            continue
+        s, e = tl.op_start_ns[sel], tl.op_end_ns[sel]
+        order = np.argsort(s, kind="stable")
+        s, e, sel = s[order], e[order], sel[order]
+        reach = np.maximum.accumulate(e)
+        prev_reach = np.concatenate([[np.iinfo(np.int64).min], reach[:-1]])
+        # per op: what would end the idle stretch before it, were it idle
+        how = tl.op_bound[sel]
+        lp = g.op_launch_pt[sel]
+        launched = (how == 0) & (lp >= 0)
+        lw = np.where(launched, last_wait[np.maximum(lp, 0)], -1)
+        wait_t = np.where(lw >= 0, tl.pt_ns[np.maximum(lw, 0)], np.iinfo(np.int64).min)
+        last_s, last_reach = int(s[-1]), int(reach[-1])
+        for r in rows.tolist():
+            start, end = int(starts[r]), int(ends[r])
+            if end <= start:
+                continue
+            lo = int(np.searchsorted(s, start, side="right"))
+            hi = int(np.searchsorted(prev_reach, end, side="left"))
+            if hi > lo:
+                gap_lo = np.maximum(prev_reach[lo:hi], start)
+                gap_hi = np.minimum(s[lo:hi], end)
+                n = np.maximum(gap_hi - gap_lo, 0)
+                is_launch = launched[lo:hi]
+                is_sync = is_launch & (wait_t[lo:hi] >= gap_lo)
+                out[r, 0] = n.sum()
+                out[r, 2] = n[is_sync].sum()
+                out[r, 1] = n[is_launch & ~is_sync].sum()
+                out[r, 3] = n[~is_launch].sum()
+            # the last period's tail: nothing running after its last op, and no later op to blame
+            if last_s < end and end > max(last_reach, start) and (s < end).any():
+                tail = end - max(last_reach, start)
+                out[r, 0] += tail
+                out[r, 1] += tail
+    return out

@@ -151,6 +151,11 @@ def build(trace: Trace) -> Graph:
     owner = np.full(n_pts, -1, np.int64)
     for a, b in thread_slices:
         delta[a + 1:b] = np.diff(pt_time[a:b])
+        ends_, calls_ = pt_is_end[a:b], pt_call[a:b]
+        if (b - a) % 2 == 0 and not ends_[0::2].any() and ends_[1::2].all() and (calls_[0::2] == calls_[1::2]).all():
+            # no call overlaps another (the common case): each call's end is owned by its start
+            owner[a + 1:b:2] = calls_[0::2]
+            continue
         stack: list[int] = []
         calls_l, ends_l = pt_call[a:b].tolist(), pt_is_end[a:b].tolist()
         own = owner[a:b]

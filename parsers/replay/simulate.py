@@ -1,6 +1,6 @@
 """Re-time the graph: every CPU point and GPU op at the earliest time its dependencies allow.
 
-An event-driven pass in plain Python over lists: each thread and each stream advances as far as
+An event-driven pass: each thread and each stream advances as far as
 its dependencies are known, and the passes repeat until everything is placed (one pass per
 hand-over between the CPU and the GPU, a few hundred per capture). Dependencies only point back
 in measured time, so a pass that places nothing means a clock's skew put a dependency after its
@@ -63,38 +63,45 @@ class Timeline:
 
 def simulate(g: Graph, plan: Plan) -> Timeline:
     n_pts, n_ops = len(g.pt_time), g.n_ops
-    R = [0] * n_pts
-    pt_bound = [0] * n_pts
-    S, E = [0] * n_ops, [0] * n_ops
-    op_bound = [3] * n_ops
-    end_done = [False] * n_ops
-    started = [False] * n_ops
-    pt_time = g.pt_time.tolist()
-    delta = plan.delta_ns.tolist()
-    pt_thread = g.pt_thread.tolist()
+    R = np.zeros(n_pts, np.int64)
+    pt_bound = np.zeros(n_pts, np.int8)
+    S, E = np.zeros(n_ops, np.int64), np.zeros(n_ops, np.int64)
+    op_bound = np.full(n_ops, 3, np.int8)
+    end_done = np.zeros(n_ops, bool)
+    started = np.zeros(n_ops, bool)
+    pt_time = g.pt_time
+    delta = plan.delta_ns
+    pt_thread = g.pt_thread
     blocks = {k: ([int(o) for o in b.ops], b.waited_ns, b.after_ns, b.call) for k, b in g.blocks.items()}
-    a_start = g.trace.api["start"].to_numpy(np.int64)
     blocking = plan.blocking
     after_override = plan.block_after_ns
     handoffs = plan.handoffs
-    launch_pt = plan.op_launch_pt.tolist()
-    launch_off = plan.op_launch_off.tolist()
-    prev_off = plan.op_prev_off.tolist()
-    src = g.op_src.tolist()
-    src_off = g.op_src_off.tolist()
-    dur = plan.op_dur.tolist()
-    coll = g.op_coll.tolist()
+    launch_pt, launch_off, prev_off = plan.op_launch_pt, plan.op_launch_off, plan.op_prev_off
+    src, src_off = g.op_src, g.op_src_off
+    dur = plan.op_dur
+    coll = g.op_coll
     members = g.coll_members
-    tail = g.coll_tail_ns.tolist()
-    op_start = g.op_start.tolist()
-    op_end = g.op_end.tolist()
+    tail = g.coll_tail_ns
+    op_start, op_end = g.op_start, g.op_end
+    # the points that are more than their own time since the previous point: the rest of a thread
+    # is placed a run at a time (a cumulative sum)
+    special = np.array(sorted(set(handoffs) | (blocking & set(blocks)) | set(after_override)), np.int64)
 
-    thread_cur = [a for a, _ in g.thread_slices]
+    launched = launch_pt >= 0
+    lp_at = np.maximum(launch_pt, 0)
+    lp_thread = pt_thread[lp_at] if n_pts else np.zeros(n_ops, np.int64)
+    src_at = np.maximum(src, 0)
+    solo = coll < 0
+    plain = (src < 0) & solo
+
+    thread_first = [a for a, _ in g.thread_slices]
+    thread_cur = np.array(thread_first, np.int64)
     thread_end = [b for _, b in g.thread_slices]
-    streams = [s.tolist() for s in g.streams]
+    streams = g.streams
     stream_cur = [0] * len(streams)
     stream_phase = [0] * len(streams)
     stream_prev_end = [NEG] * len(streams)
+    stream_window = [64] * len(streams)
     forced = 0
 
     def pt_done(k: int) -> bool:
@@ -102,7 +109,7 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
 
     def place_point(k: int, first: int, force: bool) -> bool:
         nonlocal forced
-        own = pt_time[k] if k == first else R[k - 1] + delta[k]
+        own = int(pt_time[k]) if k == first else int(R[k - 1] + delta[k])
         how = 0
         if k in handoffs:
             j, lag = handoffs[k]
@@ -110,10 +117,10 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
                 if not force:
                     return False
                 forced += 1
-                other = pt_time[j] + lag
+                other = int(pt_time[j]) + lag
             else:
-                other = R[j] + lag
-            own = pt_time[k] if k == first else R[k - 1]
+                other = int(R[j]) + lag
+            own = int(pt_time[k]) if k == first else int(R[k - 1])
             if other > own:
                 own, how = other, 2
         b = blocks.get(k)
@@ -124,49 +131,49 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
                     if not force:
                         return False
                     forced += 1
-                gpu = max((E[o] if end_done[o] else op_end[o] for o in ops), default=NEG)
-                prev_t = pt_time[k - 1] if k > first else pt_time[k]
-                prev_r = R[k - 1] if k > first else pt_time[k]
-                own = prev_r + max(0, pt_time[k] - max(prev_t, waited))
+                gpu = max((int(E[o]) if end_done[o] else int(op_end[o]) for o in ops), default=NEG)
+                prev_t = int(pt_time[k - 1]) if k > first else int(pt_time[k])
+                prev_r = int(R[k - 1]) if k > first else int(pt_time[k])
+                own = prev_r + max(0, int(pt_time[k]) - max(prev_t, waited))
                 if gpu > NEG:
                     wait_end = gpu + after
                     if wait_end > own:
                         own, how = wait_end, 1
             elif k in after_override:  # no longer blocking: only its own cost after the wait
-                prev_t = pt_time[k - 1] if k > first else pt_time[k]
-                prev_r = R[k - 1] if k > first else pt_time[k]
-                own = prev_r + min(after_override[k], max(0, pt_time[k] - prev_t))
+                prev_t = int(pt_time[k - 1]) if k > first else int(pt_time[k])
+                prev_r = int(R[k - 1]) if k > first else int(pt_time[k])
+                own = prev_r + min(after_override[k], max(0, int(pt_time[k]) - prev_t))
         R[k] = own
         pt_bound[k] = how
         return True
 
     def place_op_start(i: int, prev_end: int, force: bool) -> bool:
         nonlocal forced
-        lp = launch_pt[i]
+        lp = int(launch_pt[i])
         best, how = NEG, 3
         if lp >= 0:
             if not pt_done(lp):
                 if not force:
                     return False
                 forced += 1
-                best, how = op_start[i], 3
+                best, how = int(op_start[i]), 3
             else:
-                best, how = R[lp] + launch_off[i], 0
-        if prev_end > NEG and prev_end + prev_off[i] > best:
-            best, how = prev_end + prev_off[i], 1
-        s = src[i]
+                best, how = int(R[lp] + launch_off[i]), 0
+        if prev_end > NEG and prev_end + int(prev_off[i]) > best:
+            best, how = prev_end + int(prev_off[i]), 1
+        s = int(src[i])
         if s >= 0:
             if not end_done[s]:
                 if not force:
                     return False
                 forced += 1
-                v = op_end[s] + src_off[i]
+                v = int(op_end[s] + src_off[i])
             else:
-                v = E[s] + src_off[i]
+                v = int(E[s] + src_off[i])
             if v > best:
                 best, how = v, 2
         if best == NEG:
-            best, how = op_start[i], 3
+            best, how = int(op_start[i]), 3
         S[i] = best
         op_bound[i] = how
         started[i] = True
@@ -174,72 +181,149 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
 
     def place_op_end(i: int, force: bool) -> bool:
         nonlocal forced
-        c = coll[i]
+        c = int(coll[i])
         if c >= 0:
             group = members[c]  # every member's start counts, coupled or not
             if not all(started[m] for m in group):
                 if not force:
                     return False
                 forced += 1
-            last = max(S[m] if started[m] else op_start[m] for m in group)
-            E[i] = max(S[i], last) + tail[i]
+            last = max(int(S[m]) if started[m] else int(op_start[m]) for m in group)
+            E[i] = max(int(S[i]), last) + int(tail[i])
         else:
             E[i] = S[i] + dur[i]
         end_done[i] = True
         return True
 
+    def advance_thread(t: int) -> int:
+        """Place thread t's points as far as their dependencies are known; how many were placed."""
+        k0 = k = int(thread_cur[t])
+        b, first = thread_end[t], thread_first[t]
+        while k < b:
+            at = int(np.searchsorted(special, k))
+            nxt = min(int(special[at]) if at < len(special) else b, b)
+            if nxt > k:  # a run of points that are only their own time after the previous one
+                lo = k
+                if k == first:
+                    R[k] = pt_time[k]
+                    lo = k + 1
+                if nxt > lo:
+                    R[lo:nxt] = R[lo - 1] + np.cumsum(delta[lo:nxt])
+                k = nxt
+                continue
+            if not place_point(k, first, False):
+                break
+            k += 1
+        thread_cur[t] = k
+        return k - k0
+
+    def place_run(seg: np.ndarray, prev_end: int) -> None:
+        """Start and end the ops `seg` (consecutive on one stream, every dependency known, none a
+        collective): each starts at the latest of its launch, its event and the previous op's end
+        plus its offset, a max-plus recurrence solved with a running maximum."""
+        has_lp = launched[seg]
+        a_launch = R[lp_at[seg]] + launch_off[seg]
+        if not has_lp.all():
+            a_launch = np.where(has_lp, a_launch, NEG)
+        s_ = src[seg]
+        has_s = s_ >= 0
+        any_src = bool(has_s.any())
+        if any_src:
+            a_src = np.where(has_s, E[np.maximum(s_, 0)] + src_off[seg], NEG)
+            a = np.maximum(a_launch, a_src)
+        else:
+            a = a_launch.copy()  # its first item may become the measured start below
+        d, po = dur[seg], prev_off[seg]
+        measured0 = prev_end == NEG and a[0] == NEG  # the stream's first op, with nothing before it
+        if measured0:
+            a[0] = op_start[seg[0]]
+        c = np.cumsum(po + d)
+        x = a + d - c
+        x[0] = max(int(x[0]), prev_end)
+        end = np.maximum.accumulate(x) + c
+        prev = np.empty(len(seg), np.int64)
+        prev[0] = prev_end + int(po[0]) if prev_end > NEG else NEG
+        prev[1:] = end[:-1] + po[1:]
+        how = np.where(has_lp, 0, 3).astype(np.int8)
+        by_prev = prev > a_launch
+        if prev_end == NEG:
+            by_prev[0] = False
+        how[by_prev] = 1
+        if any_src:
+            best = np.where(by_prev, prev, a_launch)
+            how[has_s & (a_src > best)] = 2
+        if measured0:
+            how[0] = 3
+        E[seg] = end
+        S[seg] = end - d
+        op_bound[seg] = how
+        started[seg] = True
+        end_done[seg] = True
+
+    def advance_stream(si: int) -> int:
+        ops = streams[si]
+        j, phase, prev_end = stream_cur[si], stream_phase[si], stream_prev_end[si]
+        n0 = j * 2 + phase
+        while j < len(ops):
+            if phase == 0:
+                w = stream_window[si]
+                seg = ops[j:j + w]
+                # launched already (an op without a launch: -1, below every cursor), its event's op
+                # ended, no collective
+                ok = launch_pt[seg] < thread_cur[lp_thread[seg]]
+                ok &= plain[seg] | (end_done[src_at[seg]] & solo[seg])
+                f = len(seg) if ok.all() else int(np.argmin(ok))
+                if f > 0:
+                    place_run(seg[:f], prev_end)
+                    prev_end = int(E[seg[f - 1]])
+                    j += f
+                    stream_window[si] = min(w * 2, 1 << 16) if f == len(seg) else max(64, w // 2)
+                    continue
+            i = int(ops[j])
+            if phase == 0:
+                if not place_op_start(i, prev_end, False):
+                    break
+                phase = 1
+            if not place_op_end(i, False):
+                break
+            prev_end = int(E[i])
+            phase = 0
+            j += 1
+        stream_cur[si], stream_phase[si], stream_prev_end[si] = j, phase, prev_end
+        return j * 2 + phase - n0
+
     remaining = n_pts + 2 * n_ops
     while remaining > 0:
         progress = 0
-        for t in range(len(thread_cur)):
-            k, b, first = thread_cur[t], thread_end[t], g.thread_slices[t][0]
-            while k < b and place_point(k, first, False):
-                k += 1
-            progress += k - thread_cur[t]
-            thread_cur[t] = k
-        for si, ops in enumerate(streams):
-            j, phase, prev_end = stream_cur[si], stream_phase[si], stream_prev_end[si]
-            n0 = j * 2 + phase
-            while j < len(ops):
-                i = ops[j]
-                if phase == 0:
-                    if not place_op_start(i, prev_end, False):
-                        break
-                    phase = 1
-                if not place_op_end(i, False):
-                    break
-                prev_end = E[i]
-                phase = 0
-                j += 1
-            progress += j * 2 + phase - n0
-            stream_cur[si], stream_phase[si], stream_prev_end[si] = j, phase, prev_end
+        for t in range(len(thread_first)):
+            progress += advance_thread(t)
+        for si in range(len(streams)):
+            progress += advance_stream(si)
         remaining -= progress
         if progress == 0 and remaining > 0:
             # place the earliest waiting item (by measured time) without what it lacks
             cands = []
-            for t in range(len(thread_cur)):
+            for t in range(len(thread_first)):
                 if thread_cur[t] < thread_end[t]:
-                    cands.append((pt_time[thread_cur[t]], 0, t))
+                    cands.append((int(pt_time[thread_cur[t]]), 0, t))
             for si, ops in enumerate(streams):
                 if stream_cur[si] < len(ops):
-                    i = ops[stream_cur[si]]
-                    cands.append((op_start[i] if stream_phase[si] == 0 else op_end[i], 1, si))
+                    i = int(ops[stream_cur[si]])
+                    cands.append((int(op_start[i]) if stream_phase[si] == 0 else int(op_end[i]), 1, si))
             _, kind, x = min(cands)
             if kind == 0:
-                place_point(thread_cur[x], g.thread_slices[x][0], True)
+                place_point(int(thread_cur[x]), thread_first[x], True)
                 thread_cur[x] += 1
             else:
                 ops = streams[x]
-                i = ops[stream_cur[x]]
+                i = int(ops[stream_cur[x]])
                 if stream_phase[x] == 0:
                     place_op_start(i, stream_prev_end[x], True)
                     stream_phase[x] = 1
                 else:
                     place_op_end(i, True)
-                    stream_prev_end[x] = E[i]
+                    stream_prev_end[x] = int(E[i])
                     stream_phase[x] = 0
                     stream_cur[x] += 1
             remaining -= 1
-    del a_start
-    return Timeline(np.array(R, np.int64), np.array(S, np.int64), np.array(E, np.int64), forced,
-                    np.array(op_bound, np.int8), np.array(pt_bound, np.int8))
+    return Timeline(R, S, E, forced, op_bound, pt_bound)

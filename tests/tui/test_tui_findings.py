@@ -244,7 +244,7 @@ def test_help_lists_the_key_and_the_views_section():
 
     sections = dict(help_sections())
     assert any(key == "F" and "what to fix first" in what for key, what in sections["Everywhere"])
-    assert [key for key, _ in sections["What to fix first (F)"]] == ["enter"]
+    assert [key for key, _ in sections["What to fix first (F)"]] == ["enter", "w"]
 
 
 @pytest.mark.parametrize("stem", ["small_ctx128", "small_ctx128_host-sleep"])

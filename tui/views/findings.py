@@ -13,11 +13,13 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
+from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT
 from nsight_tui.render.safe import markdown as md_text
 from nsight_tui.tui.messages import FindingsReady, Navigation
 from nsight_tui.tui.table_model import ViewText
 from nsight_tui.tui.viewmodels.findings import FindingsView, Jump
 from nsight_tui.tui.viewmodels.timeline import TimelineTarget
+from nsight_tui.tui.viewmodels.whatif import WhatIf
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
 
@@ -38,13 +40,22 @@ class FindingsScreen(TableScreen):
         timeline; `jump.kind` says which)."""
 
         jump: Jump
+
+    @dataclass
+    class WhatIfChosen(Navigation):
+        """`w` on a finding: its fix replayed (the what-if view)."""
+
+        ask: WhatIf
     empty_text = "running the rules over the steady-state steps…"
     hint = "enter: jump to the evidence"
 
     BINDING_GROUP_TITLE = "What to fix first (F)"
     BINDINGS = [Binding("enter", "jump", "Evidence", id="findings.jump",
                         tooltip="Jump to the highlighted finding's evidence: the kernels of the range it names, "
-                        "or the timeline over its window (idle gaps, blocking calls, copies, slow steps)")]
+                        "or the timeline over its window (idle gaps, blocking calls, copies, slow steps)"),
+                Binding("w", "whatif", "What if", id="findings.whatif",
+                        tooltip="The highlighted finding's fix replayed: the predicted step and its range, the saving "
+                        "per step, what holds the step after the fix")]
 
     current: var[int | None] = var(None, init=False)  # the highlighted finding (its index in view.findings)
 
@@ -114,6 +125,15 @@ class FindingsScreen(TableScreen):
             self.post_message(self.EvidenceChosen(jump))
         else:
             self.set_status(jump.what)
+
+    def action_whatif(self) -> None:
+        if self.view is None or self.current is None:
+            return
+        f = self.view.findings[self.current]
+        if not f.edits:
+            self.set_status(f"{f.id}: the replay has no edit for this fix ({NO_EDIT.get(f.id, 'none named')})")
+            return
+        self.post_message(self.WhatIfChosen(WhatIf(f.id, tuple(f.edits), f.estimate_ms_per_step)))
 
     def timeline_target(self) -> TimelineTarget | None:
         """`t`: the highlighted finding's window, whatever `enter` opens."""

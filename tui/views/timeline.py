@@ -38,6 +38,7 @@ from nsight_tui.tui.viewmodels.timeline import (
     gap_detail,
     target_for_trace,
 )
+from nsight_tui.tui.viewmodels.whatif import REPLAYED_MARK, ReplayLanes, is_replayed, with_lanes
 from nsight_tui.tui.views.modals import TextPanel
 from nsight_tui.tui.views.base import ViewScreen, literal
 from nsight_tui.tui.widgets.timeline_canvas import COLOURS, TimelineCanvas, frame_strips
@@ -69,6 +70,13 @@ class TimelineSummaryReady(Message):
 
     summary: WindowIdle
     serial: int
+
+
+@dataclass
+class ReplayLanesReady(Message):
+    """The replayed step's lanes (`y`, or the what-if's `l`) are built."""
+
+    lanes: ReplayLanes
 
 
 class TimelineScreen(ViewScreen):
@@ -109,16 +117,27 @@ class TimelineScreen(ViewScreen):
                 tooltip="Next GPU gap longer than 10 µs or two cells, on the selected lane's GPU"),
         Binding("j,down", "lane(1)", "Lane down", show=False, id="timeline.lane_down", tooltip="Next lane"),
         Binding("k,up", "lane(-1)", "Lane up", show=False, id="timeline.lane_up", tooltip="Previous lane"),
+        Binding("y", "replayed", "Replayed", id="timeline.replayed",
+                tooltip="Toggle the replayed step's lanes (≈, the replay's model) under the measured GPU stream and "
+                "CUDA API lanes: the unchanged replay, or the fix's replay when opened from a what-if (w on a finding)"),
         Binding("enter", "open_item", "Detail", id="timeline.open",
                 tooltip="The item under the cursor: a kernel or API call -> its correlation detail; a range -> "
                 "its kernels; an idle stretch -> its causes and what the CPU did"),
     ]
 
-    def __init__(self, session, target=None, **kwargs) -> None:
+    def __init__(self, session, target=None, replay: tuple[str, ...] | None = None, replay_title: str = "",
+                 **kwargs) -> None:
         """`target`: a TimelineTarget, or a function Timeline -> TimelineTarget (for targets
-        that need the lanes, like a launch); None: the whole trace."""
+        that need the lanes, like a launch); None: the whole trace. `replay`: open with the lanes
+        of the replay with these edits beside the measured ones, on its first step (`y` toggles
+        them; without `replay`, `y` shows the unchanged replay's)."""
         super().__init__(session, **kwargs)
         self._target = target
+        self._replay_edits = replay
+        self._replay_title = replay_title
+        self._measured: Timeline | None = None
+        self.replay: ReplayLanes | None = None  # the replayed lanes on screen (None: measured only)
+        self._replay_asked = False
         self.state: TimelineState | None = None
         self.frame: TimelineFrame | None = None
         self._serial = 0
@@ -134,7 +153,10 @@ class TimelineScreen(ViewScreen):
             return "timeline"
         hidden = self.frame.hidden if self.frame is not None else 0
         empty = f" · {hidden} empty lane{'s' if hidden != 1 else ''} hidden" if hidden else ""
-        return f"timeline · {visible(self.state.target.title)} · window {numbers.duration(self.state.span)}{empty}"
+        replayed = (f" · measured + {REPLAYED_MARK} replayed (model: {visible(self.replay.label)})"
+                    if self.replay is not None else "")
+        return (f"timeline · {visible(self.state.target.title)} · window {numbers.duration(self.state.span)}"
+                f"{empty}{replayed}")
 
     def compose_body(self) -> ComposeResult:
         yield TimelineCanvas(id="tl-canvas")
@@ -161,10 +183,13 @@ class TimelineScreen(ViewScreen):
         target = self._target
         if callable(target):
             target = target(message.timeline)
+        self._measured = message.timeline
         self.state = TimelineState(message.timeline, target or target_for_trace(message.timeline))
         self.show_crumb()
         self._say("+/- zoom · h/l pan · H/L screen · [/] gaps · j/k lanes · 0 fit · w whole · enter detail · e export")
         self.redraw()
+        if self._replay_edits is not None:
+            self._ask_replay(self._replay_edits)
 
     def on_timeline_canvas_resized(self, message: TimelineCanvas.Resized) -> None:
         self.redraw()
@@ -228,7 +253,15 @@ class TimelineScreen(ViewScreen):
 
     # -- text under the lanes -----------------------------------------------------------------
     def _selected_lane(self, f: TimelineFrame) -> Lane | None:
-        return self.state.timeline.lanes[f.selected] if self.state is not None and f.lane_count else None
+        """The frame's own selected lane (its rows hold it): the lanes on the state may have
+        changed since the frame was made (`y`)."""
+        if self.state is None or not f.lane_count:
+            return None
+        row = next((r for r in f.rows if r.index == f.selected), None)
+        if row is not None:
+            return row.lane
+        lanes = self.state.timeline.lanes
+        return lanes[f.selected] if f.selected < len(lanes) else None
 
     def _cursor_text(self, f: TimelineFrame) -> Text:
         """▼ time · lane: the item under the cursor, its duration, correlation ID, CPU lead."""
@@ -236,6 +269,8 @@ class TimelineScreen(ViewScreen):
         text = Text(f"▼ {_signed(f.cursor_ns - f.origin)} ", style="bold")
         if lane is None:
             return text + Text("no lanes")
+        if self.replay is not None:
+            text.append("replayed (model) " if is_replayed(lane) else "measured ", style="bold")
         text.append(f"{visible(lane.title)}: ", style="bold")
         it = f.item
         if it is None:
@@ -251,7 +286,7 @@ class TimelineScreen(ViewScreen):
             text.append(f" · {numbers.duration(it.duration_ns)}")
             if it.corr is not None:
                 text.append(f" · corr {it.corr}")
-            if it.lead_ns is not None:
+            if it.lead_ns is not None and not is_replayed(lane):  # a replayed op's lead is the model's
                 text.append(f" · CPU lead {numbers.duration(it.lead_ns)}", style="bold")
                 text.append(f" ◆ {visible(it.call_name)} on {visible(it.call_thread)}")
             elif it.call_name:
@@ -303,6 +338,67 @@ class TimelineScreen(ViewScreen):
 
     def action_whole(self) -> None:
         self._move(lambda s: s.whole())
+
+    def action_replayed(self) -> None:
+        """`y`: the replayed lanes on or off."""
+        if self.state is None or self._measured is None:
+            return
+        if self.replay is not None:
+            self._show_lanes(None)
+            self._say("measured lanes only · y: the replayed ones beside them")
+            return
+        edits = self._replay_edits if self._replay_edits is not None else ()
+        self._ask_replay(edits)
+
+    def _ask_replay(self, edits: tuple[str, ...]) -> None:
+        if self._replay_asked:
+            return
+        self._replay_asked = True
+        what = f"with {' '.join(edits)}" if edits else "unchanged"
+        self._say(f"replaying the capture {what} (the model; the lanes come when it is done)…")
+        self._replay_build(edits)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="timeline-replay")
+    def _replay_build(self, edits: tuple[str, ...]) -> None:
+        lanes = self.session.replay_lanes(edits)
+        if not get_current_worker().is_cancelled:
+            self.post_message(ReplayLanesReady(lanes))
+
+    def worker_failed(self, worker) -> None:
+        self._replay_asked = False
+
+    def on_replay_lanes_ready(self, message: ReplayLanesReady) -> None:
+        first = self._replay_edits is not None and self.replay is None and not getattr(self, "_replayed_once", False)
+        self._replayed_once = True
+        self._replay_asked = False
+        self._show_lanes(message.lanes)
+        if first and message.lanes.step_window is not None and self.state is not None:
+            a, b = message.lanes.step_window  # the replay's first steady-state step, a margin each side
+            pad = max((b - a) // 20, 1)
+            title = f"what if · {self._replay_title or message.lanes.label} · the replay's first step"
+            self.state.target = TimelineTarget(title, (a - pad, b + pad))
+            self.state.fit_window = (a - pad, b + pad)  # `0` fits it
+            self.state.t0, self.state.t1 = a - pad, b + pad
+            self.show_crumb()
+            self.redraw()
+        self._say(f"{REPLAYED_MARK} lanes: replayed (model: {message.lanes.label}), each under its measured lane "
+                  "· y: measured only")
+
+    def _show_lanes(self, lanes: ReplayLanes | None) -> None:
+        """Swap the timeline under the state: the measured lanes, or with the replayed ones; the
+        window and the selected lane (by its key) kept."""
+        if self.state is None or self._measured is None:
+            return
+        old = self.state.timeline
+        key = old.lanes[self.state.selected].key if old.lanes else None
+        self.replay = lanes
+        tl = with_lanes(self._measured, lanes)
+        self.state.timeline = tl
+        i = tl.lane_index(key) if key is not None else None
+        self.state.selected = i if i is not None else 0
+        self.state.top = 0
+        self.show_crumb()
+        self.redraw()
 
     def action_lane(self, delta: int) -> None:
         self._move(lambda s: s.move_lane(delta))

@@ -1,0 +1,233 @@
+"""`w` on a finding (its fix replayed) and the replayed lanes on the timeline (`y`, and `l` from
+the what-if), driven by keys on committed samples.
+
+Checked against quantities the replay does not produce: the measured step is the SQL step period
+(tests/helpers/step_sql.py); the unchanged replay's lanes are, op by op and call by call, the
+export's own kernels, copies and runtime calls read with SQL (the replay is exact under the
+identity); a fix's lanes keep the export's op count per stream in the replayed step, and under
+`speed:gemm=2` each GEMM lasts half its measured duration (the export's, by hand)."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import SAMPLES
+from helpers.step_sql import steps
+
+from nsight_tui.parsers.kernels.families import classify
+
+TRACE = SAMPLES / "small_ctx128.sqlite"
+OPS_SQL = """
+SELECT start, end, deviceId, streamId, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName
+UNION ALL SELECT start, end, deviceId, streamId, '' FROM CUPTI_ACTIVITY_KIND_MEMCPY
+UNION ALL SELECT start, end, deviceId, streamId, '' FROM CUPTI_ACTIVITY_KIND_MEMSET
+"""
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def ro(path):
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def sql_ops(device: int, stream: int) -> list[tuple[int, int, str]]:
+    con = ro(TRACE)
+    rows = [(s, e, n) for s, e, d, st, n in con.execute(OPS_SQL) if d == device and st == stream]
+    con.close()
+    return sorted(rows)
+
+
+def sql_calls(tid: int) -> list[tuple[int, int]]:
+    con = ro(TRACE)
+    rows = con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid % 16777216 = ?",
+                       (tid,)).fetchall()
+    con.close()
+    return sorted(rows)
+
+
+async def open_findings(ui) -> None:
+    await ui.press("F")
+    await ui.until(lambda: type(ui.screen).__name__ == "FindingsScreen" and ui.screen.view is not None,
+                   "the findings shown")
+    await ui.settle()
+
+
+async def highlight(ui, rule: str) -> None:
+    table = ui.screen.table
+    row = next(r for r in range(len(table)) if table.value(r, "id") == rule)
+    ui.screen.grid.move_to(row)
+    await ui.settle()
+    assert ui.screen.view.findings[ui.screen.current].id == rule
+
+
+def test_w_shows_the_findings_fix_replayed_with_its_range_and_what_holds_the_step(tui):
+    period_ms = float(np.median([it.period for it in steps(TRACE)])) / 1e6  # SQL: the measured step
+
+    async def body():
+        async with tui(TRACE, size=(120, 40)) as ui:
+            await open_findings(ui)
+            await highlight(ui, "launch-bound")
+            finding = ui.screen.view.findings[ui.screen.current]
+            await ui.pilot.press("w")
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen", "the what-if screen")
+            await ui.until(lambda: ui.screen.view is not None, "the replay done", timeout=120)
+            await ui.settle()
+            screen = ui.screen
+            text = ui.flat_text()
+            # the stages were said, in order, while it ran
+            assert screen.progress_seen[0].startswith("building the replay's dependency graph")
+            assert screen.progress_seen[-1] == "replayed"
+            assert f"step: {period_ms:,.2f} ms measured" in text
+            p = screen.view.prediction
+            assert p.edits and p.edits[0].edit == "graph" == finding.edits[0]
+            # the graph edit rests on figures measured elsewhere: a range, and what it assumes
+            assert p.low_ns < p.high_ns
+            assert f"predicted: {p.step_ns / 1e6:,.2f} ms per step" in text
+            assert f"range {p.low_ns / 1e6:,.2f} ms .. {p.high_ns / 1e6:,.2f} ms" in text
+            assert "assumes: graph nodes" in text
+            assert f"saving: {p.saving_ns / 1e6:,.2f} ms per step" in text
+            assert f"the rule's own estimate {finding.estimate_ms_per_step:,.2f} ms" in text
+            assert "holds the step:" in text and p.holders[0].what in text
+            # the saving is the finding's (the findings view ranks by the same replay)
+            assert p.saving_ns / 1e6 == pytest.approx(finding.saving_ms_per_step, abs=1e-6)
+            await ui.press("escape")
+            assert type(ui.screen).__name__ == "FindingsScreen"
+
+    run(body())
+
+
+def test_the_screen_answers_keys_while_the_replay_runs(tui, monkeypatch):
+    """The replay runs in a worker: held at its first stage, the screen shows that stage and
+    escape still goes back."""
+    from nsight_tui.tui import session as session_mod
+
+    release, waiting = threading.Event(), threading.Event()
+    real = session_mod.Session.whatif
+
+    def held(self, ask, progress=lambda f, t: None):
+        progress(0.05, "held by the test")
+        waiting.set()
+        release.wait(60)
+        return real(self, ask, progress)
+
+    monkeypatch.setattr(session_mod.Session, "whatif", held)
+
+    async def body():
+        async with tui(TRACE, size=(100, 30)) as ui:
+            await open_findings(ui)
+            await highlight(ui, "launch-bound")
+            await ui.pilot.press("w")
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen"
+                           and ui.screen.progress_seen == ["held by the test"], "the first stage on screen")
+            assert waiting.is_set() and ui.screen.view is None
+            assert "held by the test" in ui.flat_text()
+            await ui.pilot.press("escape")
+            await ui.until(lambda: type(ui.screen).__name__ == "FindingsScreen", "back while the replay runs")
+            release.set()
+            await ui.settle()
+
+    try:
+        run(body())
+    finally:
+        release.set()
+
+
+def test_the_unchanged_replays_lanes_are_the_exports_ops_and_calls(tui):
+    async def body():
+        async with tui(TRACE, size=(120, 40)) as ui:
+            await ui.press("t")
+            await ui.until(lambda: type(ui.screen).__name__ == "TimelineScreen" and ui.screen.frame is not None,
+                           "the timeline")
+            before = len(ui.screen.state.timeline.lanes)
+            await ui.pilot.press("y")
+            await ui.until(lambda: ui.screen.replay is not None, "the replayed lanes", timeout=120)
+            await ui.until(lambda: ui.screen.frame_serial == ui.screen._serial, "their frame")
+            lanes = ui.screen.state.timeline.lanes
+            text = ui.flat_text()
+            assert "measured + ≈ replayed (model: unchanged)" in text
+            replayed = [lane for lane in lanes if lane.key.startswith("replay:")]
+            assert len(lanes) == before + len(replayed) and replayed
+            for lane in replayed:  # each right under its measured lane
+                assert lanes[lanes.index(lane) - 1].key == lane.key.removeprefix("replay:")
+            gpu = [lane for lane in replayed if lane.kind == "gpu"]
+            api = [lane for lane in replayed if lane.kind == "api"]
+            assert gpu and api
+            for lane in gpu:
+                want = sql_ops(lane.device, lane.stream)
+                assert len(lane) == len(want)
+                assert sorted(zip(lane.start.tolist(), lane.end.tolist())) == [(s, e) for s, e, _ in want]
+            for lane in api:
+                want = sql_calls(lane.gtid & 0xFFFFFF)
+                assert sorted(zip(lane.start.tolist(), lane.end.tolist())) == want
+            await ui.pilot.press("y")
+            await ui.until(lambda: ui.screen.replay is None, "measured only again")
+            assert len(ui.screen.state.timeline.lanes) == before
+
+    run(body())
+
+
+def test_a_fixs_lanes_from_its_what_if_keep_the_ops_and_halve_the_gemms(tui):
+    """`l` on a what-if opens the timeline on the edited replay's lanes. Under speed:gemm=2 every
+    op is still there (the step window's count per stream is the export's) and each GEMM lasts
+    half its measured time."""
+    from nsight_tui.tui.viewmodels.whatif import WhatIf
+
+    async def body():
+        async with tui(TRACE, size=(120, 40)) as ui:
+            await open_findings(ui)
+            ui.screen.post_message(ui.screen.WhatIfChosen(WhatIf("", ("speed:gemm=2",))))
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen" and ui.screen.view is not None,
+                           "the what-if", timeout=120)
+            await ui.pilot.press("l")
+            await ui.until(lambda: type(ui.screen).__name__ == "TimelineScreen" and ui.screen.replay is not None,
+                           "the fix's lanes", timeout=120)
+            await ui.until(lambda: ui.screen.frame_serial == ui.screen._serial, "their frame")
+            screen = ui.screen
+            assert "replayed (model: speed:gemm=2)" in ui.flat_text()
+            assert screen.replay.label == "speed:gemm=2"
+            a, b = screen.replay.step_window
+            assert screen.state.t0 < a < b < screen.state.t1  # opened on the replay's first step
+            assert screen.state.fit_window == (screen.state.t0, screen.state.t1)  # `0` fits it
+            assert "what if · speed:gemm=2 · the replay's first step" in ui.flat_text()
+            lane = next(lane for lane in screen.state.timeline.lanes if lane.key.startswith("replay:gpu:"))
+            want = sql_ops(lane.device, lane.stream)
+            assert len(lane) == len(want)
+            by_start = dict(zip(lane.ref.tolist(), zip(lane.start.tolist(), lane.end.tolist())))
+            measured = sorted(want)
+            # the lane's ops, in the measured order, against the export's: GEMMs at half their time
+            ops = screen.session.trace.ops
+            order = sorted(by_start, key=lambda op: int(ops["start"].iat[op]))
+            assert len(order) == len(measured)
+            gemms = 0
+            for op, (s, e, name) in zip(order, measured):
+                r0, r1 = by_start[op]
+                if name and classify(name) == "gemm":
+                    gemms += 1
+                    assert r1 - r0 == round((e - s) / 2)
+                else:
+                    assert r1 - r0 == e - s
+            assert gemms > 100
+            # the edited step is shorter: the replayed lanes' ops in the replay's first step are
+            # the export's ops launched in the measured first step
+            it = sorted(steps(TRACE), key=lambda x: x.start)[0]
+            con = ro(TRACE)
+            n_sql = con.execute(
+                "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                "ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24) "
+                "WHERE r.start >= ? AND r.start < ? AND k.streamId = ?", (it.start, it.start + it.period,
+                                                                          lane.stream)).fetchone()[0]
+            con.close()
+            kern = np.array([int(ops["kind"].iat[op]) == 0 for op in lane.ref.tolist()])
+            api = screen.session.trace.api["start"].to_numpy()
+            launched = np.array([api[int(ops["api"].iat[op])] for op in lane.ref.tolist()])
+            in_step = kern & (launched >= it.start) & (launched < it.start + it.period)
+            assert int(in_step.sum()) == n_sql
+            assert (lane.end[in_step].max() - lane.start[in_step].min()) < it.period
+
+    run(body())
