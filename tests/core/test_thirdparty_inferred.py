@@ -281,3 +281,21 @@ def test_the_tui_findings_on_a_run_dead_in_its_first_forward_lead_with_the_oom(a
     text = view.none_text()
     assert text.startswith("Out of GPU memory:") and f"{call} returned 2 in {record['range']}" in text
     assert "asked for 4.00 GiB" in text and "Tried to allocate 4.00 GiB" in record["message"]
+
+
+def test_the_findings_view_says_all_fixes_together_as_the_report_does_never_more_than_the_step(captured):
+    """A launch-bound ResNet-50: each finding's estimate alone is near the whole step, so summing the
+    savings claimed more than the step. The view says what the report says: one replay with every fix
+    (its estimates capped at the step that replay leaves), at most the step period."""
+    from nsight_tui.parsers.analyses.findings import answers
+    from nsight_tui.tui.viewmodels.findings import build
+
+    path = captured(RESNET)
+    trace = load_trace(path)
+    view = build(trace, range_model(trace), "process")
+    doc = answers(trace)
+    assert view.together is not None
+    assert view.together[0] == pytest.approx(doc["combined_saving_ms_per_step"], abs=1e-9)
+    assert view.together[0] <= view.step_ns / 1e6 + 1e-9
+    assert f"all fixes together {view.together[0]:.2f} ms/step (replayed)" in view.scope
+    assert sum(f.saving_ms_per_step for f in view.findings) > view.step_ns / 1e6  # what the sum claimed

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from nsight_tui.parsers.analyses.findings import Finding, NOTHING_TO_GAIN_MS, RULE_IDS, context, findings
+from nsight_tui.parsers.analyses.findings import Finding, NOTHING_TO_GAIN_MS, RULE_IDS, all_fixes, context, findings
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode
 from nsight_tui.render import numbers
@@ -70,6 +70,7 @@ class FindingsView:
     step_ns: float | None  # their mean duration
     frame: pd.DataFrame = field(repr=False)  # one row per finding: COLUMN keys; `pos` = index in findings
     oom: str = ""  # the run ran out of GPU memory before it finished a step: the failed allocation (no findings)
+    together: tuple[float, str] | None = None  # every fix at once, ms per step and how (one replay, not a sum)
 
     def table(self) -> TableModel:
         """A fresh table (it holds the screen's sort and filter), largest saving first."""
@@ -79,9 +80,13 @@ class FindingsView:
     def scope(self) -> str:
         if not self.steps:
             return "no steady-state steps"
-        together = sum(f.saving_ms_per_step for f in self.findings)  # each nanosecond once (partition)
-        return (f"step period {numbers.ms(self.step_ns)} ms (mean of {self.steps})"
-                + (f" · together {numbers.fixed(together, 2)} ms/step" if self.findings else ""))
+        if self.together:  # one replay with every fix (and the estimates it cannot express)
+            together = f" · all fixes together {numbers.fixed(self.together[0], 2)} ms/step (replayed)"
+        elif self.findings:  # no fix replayed: the estimates, each nanosecond claimed once (partition)
+            together = f" · together {numbers.fixed(sum(f.saving_ms_per_step for f in self.findings), 2)} ms/step (estimated)"
+        else:
+            together = ""
+        return f"step period {numbers.ms(self.step_ns)} ms (mean of {self.steps})" + together
 
     def none_text(self) -> str:
         """What the view says when no rule fired: why, and what was checked."""
@@ -163,7 +168,8 @@ def build(trace: Trace, model: RangeModel, attribution: str, rank=None, ncu=None
                 + (f", asked for {oom.asked.text}" if oom.asked else "")
                 + (f", {numbers.bytes_(oom.in_use_bytes)} in use" if oom.in_use_bytes is not None else ""))
     return FindingsView(found, [jump_for(f, model) for f in found], 0 if c is None or dead else c.n,
-                        None if c is None or dead else c.step_ns, frame, said)
+                        None if c is None or dead else c.step_ns, frame, said,
+                        None if dead else all_fixes(trace, found, c))
 
 
 def jump_for(f: Finding, model: RangeModel) -> Jump:

@@ -20,9 +20,9 @@ from nsight_tui.parsers.analyses.findings.context import BLOCKED_LAUNCH_NS, Step
 from nsight_tui.parsers.analyses.findings.fusion import elementwise_chains
 from nsight_tui.parsers.analyses.findings.partition import partition
 from nsight_tui.parsers.analyses.findings.result import NOTHING_TO_GAIN_MS, Finding
-from nsight_tui.parsers.analyses.findings.rules import RULE_IDS, RULES, answers, findings, not_checked
+from nsight_tui.parsers.analyses.findings.rules import RULE_IDS, RULES, all_fixes, answers, findings, not_checked
 from nsight_tui.parsers.analyses.findings.thresholds import THRESHOLDS, Threshold
 
-__all__ = ["BLOCKED_LAUNCH_NS", "NOTHING_TO_GAIN_MS", "RULES", "RULE_IDS", "THRESHOLDS", "Finding", "StepContext",
+__all__ = ["all_fixes", "BLOCKED_LAUNCH_NS", "NOTHING_TO_GAIN_MS", "RULES", "RULE_IDS", "THRESHOLDS", "Finding", "StepContext",
            "Threshold", "answers", "context", "elementwise_chains", "findings", "not_checked", "partition",
            "waited_communication"]

@@ -98,10 +98,16 @@ def _say_rank(c: StepContext, found: list[Finding]) -> None:
         f.evidence["rank"] = who
 
 
+def all_fixes(trace: Trace, every: list[Finding], c: StepContext | None) -> tuple[float, str] | None:
+    """What every finding with something to gain saves together (ms per step, and how): one replay
+    with all their edits (replayed.combined), not the sum of their savings."""
+    gain = [f for f in every if f.saving_ms_per_step >= max(NOTHING_TO_GAIN_MS, threshold("min_saving_ms"))]
+    return combined(trace, gain, None if c is None else c.step_ns / 1e6)
+
+
 def answers(trace: Trace, attribution: str = "process", ncu: NcuAnalysis | None = None) -> dict:
     """The JSON under "findings" in `report -f json` (result.document)."""
     c = context(trace, attribution, ncu=ncu)
     every = findings(trace, attribution, ncu=ncu)
-    gain = [f for f in every if f.saving_ms_per_step >= max(NOTHING_TO_GAIN_MS, threshold("min_saving_ms"))]
     return document(None if c is None else c.step_ns, 0 if c is None else c.n, None if c is None else c.cpu_wait_ns,
-                    every, not_checked(trace), combined(trace, gain, None if c is None else c.step_ns / 1e6))
+                    every, not_checked(trace), all_fixes(trace, every, c))
