@@ -136,13 +136,13 @@ class FilesScreen(TableScreen):
         self.show_table(table, row or 0)
 
     def describe(self) -> str:
+        """The reading's progress first (a narrow screen cuts the line's end), then the table's."""
         text = super().describe()
         if self.view is None and self.runs:
-            text += f" · read {self.read} of {len(self.runs)}"
-            if self.reading and self.read < len(self.runs):
-                text += f", reading {self.reading}"
-        elif self.view is not None:
-            text += f" · {len(self.view.runs)} runs read"
+            doing = f", reading {self.reading}" if self.reading and self.read < len(self.runs) else ""
+            return f"read {self.read} of {len(self.runs)}{doing} · {text}"
+        if self.view is not None:
+            return f"{len(self.view.runs)} runs read · {text}"
         return text
 
     def _run_at(self, row: int):
