@@ -114,10 +114,15 @@ class NsightApp(AppState):
     def get_driver_class(self):
         """On a Linux terminal, Textual's driver with a lone esc reported when its delay is up
         (tui/terminal_input.py), not at the input thread's next 0.1 s poll."""
-        driver = super().get_driver_class()
-        if driver.__name__ == "LinuxDriver" and driver.__module__ == "textual.drivers.linux_driver":
-            from nsight_tui.tui.terminal_input import PromptEscapeDriver
+        from textual import constants
 
+        driver = super().get_driver_class()
+        if constants.DRIVER is None and driver.__module__ == "textual.drivers.linux_driver" \
+                and driver.__name__ == "LinuxDriver":  # $TEXTUAL_DRIVER, when set, is the user's choice
+            try:
+                from nsight_tui.tui.terminal_input import PromptEscapeDriver
+            except ImportError:  # a Textual without the parts it builds on: Textual's own driver
+                return driver
             return PromptEscapeDriver
         return driver
 

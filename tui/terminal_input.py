@@ -41,7 +41,11 @@ class PromptEscapeDriver(LinuxDriver):
         selector = selectors.SelectSelector()
         selector.register(self.fileno, selectors.EVENT_READ)
         fileno = self.fileno
-        parser = XTermParser(self._debug)
+        try:
+            parser = XTermParser(self._debug)
+        except TypeError:  # a Textual whose parser is made otherwise: its own input thread, as it was
+            selector.close()
+            return super().run_input_thread()
         decode = getincrementaldecoder("utf-8")().decode
 
         def process(ready: list, final: bool = False) -> None:
