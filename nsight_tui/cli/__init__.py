@@ -40,7 +40,8 @@ def _subcommand_rows() -> str:
 
 def _epilog() -> str:
     return (f"subcommands:\n{_subcommand_rows()}\n\n`nsight-tui help SUBCOMMAND` (or SUBCOMMAND --help) for one; "
-            "`nsight-tui completion bash|zsh` prints a shell completion script.")
+            "`nsight-tui completion bash|zsh` prints a shell completion script; -q (any command that opens a "
+            "profile) says nothing on stderr but errors.")
 
 
 def _overview() -> str:
