@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                 view = pane.text()
                 t0 = time.perf_counter()
                 pane.tmux("send-keys", "-t", "esc", args.back)
-                times.append((pane.until(lambda t: t != view and on_tree(t), 30) - t0) * 1000)
+                times.append((pane.until(lambda t, before=view: t != before and on_tree(t), 30) - t0) * 1000)
                 time.sleep(0.4)
             print(f"  from {key!r}: median {statistics.median(times):5.0f}  min {min(times):5.0f}  max {max(times):5.0f}"
                   f"   ({', '.join(f'{x:.0f}' for x in times)})")
