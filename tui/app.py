@@ -112,6 +112,21 @@ class NsightApp(AppState):
         self.modes = Modes(self, self.navigator)
         self.exporter = Exporter(self)
 
+    def get_driver_class(self):
+        """On a Linux terminal, Textual's driver with a lone esc reported when its delay is up
+        (tui/terminal_input.py), not at the input thread's next 0.1 s poll."""
+        from textual import constants
+
+        driver = super().get_driver_class()
+        if constants.DRIVER is None and driver.__module__ == "textual.drivers.linux_driver" \
+                and driver.__name__ == "LinuxDriver":  # $TEXTUAL_DRIVER, when set, is the user's choice
+            try:
+                from nsight_tui.tui.terminal_input import PromptEscapeDriver
+            except ImportError:  # a Textual without the parts it builds on: Textual's own driver
+                return driver
+            return PromptEscapeDriver
+        return driver
+
     def on_mount(self) -> None:
         if self.multi:
             self.push_screen(FilesScreen(self.paths, self.attribution, build_when_shown=self.open_diff))

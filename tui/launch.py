@@ -208,7 +208,13 @@ def roofline_options(args) -> dict:
     return options.roofline
 
 
+# $ESCDELAY's default for the app (Textual's own: 100 ms): how long a lone esc waits for the rest of
+# an escape sequence before it is the key (tui/terminal_input.py). Read by Textual when imported.
+ESC_DELAY_MS = 30
+
+
 def launch(args) -> int:
+    os.environ.setdefault("ESCDELAY", str(ESC_DELAY_MS))
     paths = export_paths(args.paths)
     diff = getattr(args, "diff", False)
     if diff and len(paths) != 2:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from nsight_tui.parsers.analyses.sweep import Run
     from nsight_tui.parsers.read.load import Trace
     from nsight_tui.tui.session import Session
     from nsight_tui.tui.table_model import ViewText
@@ -136,6 +137,21 @@ class CorrelationReady(Message):
 @dataclass
 class FilesProgress(Message):
     text: str
+
+
+@dataclass
+class FilesListed(Message):
+    """The runs of the files view, before any is read: a row each at once."""
+
+    runs: list[Run]
+
+
+@dataclass
+class FilesRow(Message):
+    """One run read: its row's cells (the runs before it are in too)."""
+
+    index: int
+    cells: list
 
 
 @dataclass

@@ -40,7 +40,8 @@ def _subcommand_rows() -> str:
 
 def _epilog() -> str:
     return (f"subcommands:\n{_subcommand_rows()}\n\n`nsight-tui help SUBCOMMAND` (or SUBCOMMAND --help) for one; "
-            "`nsight-tui completion bash|zsh` prints a shell completion script.")
+            "`nsight-tui completion bash|zsh` prints a shell completion script; -q (any command that opens a "
+            "profile) says nothing on stderr but errors.")
 
 
 def _overview() -> str:
@@ -60,6 +61,9 @@ def _parser(module_name: str, prog: str, help_text: str, epilog: str | None = No
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=prog, description=help_text, epilog=epilog)
     module.add_arguments(parser)
+    if module_name not in NO_QUIET:
+        parser.add_argument("-q", "--quiet", action="store_true",
+                            help="say no progress and no notes on stderr; results and errors only")
     if module_name not in NO_TRACE:
         parser.add_argument("--no-cache", action="store_true",
                             help="neither read nor write the per-user cache of loaded files (`nsight-tui cache`)")
@@ -67,6 +71,9 @@ def _parser(module_name: str, prog: str, help_text: str, epilog: str | None = No
 
 
 NO_TRACE = ("nsight_tui.cli.capture", "nsight_tui.cli.cache")  # the commands that open no profile
+# capture's progress is its runs' own output, on stdout; cache says only what was asked
+NO_QUIET = NO_TRACE
+QUIET_WORDS = ("-q", "--quiet")
 
 
 def _finish_cache() -> None:
@@ -82,6 +89,10 @@ def _parsed(parser, argv: list[str]):
     if getattr(args, "no_cache", False):
         # An environment variable, so the processes a command starts (`serve`'s app) skip it too.
         os.environ["NSIGHT_TUI_NO_CACHE"] = "1"
+    if getattr(args, "quiet", False):
+        from nsight_tui.cli.say import QUIET_ENV
+
+        os.environ[QUIET_ENV] = "1"  # read by what runs below: the cache's note, `serve`'s app
     return args
 
 
@@ -155,7 +166,21 @@ def _open(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    from nsight_tui.cli.say import QUIET_ENV
+
+    before = os.environ.get(QUIET_ENV)
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    finally:  # `-q` holds for this command only (tests run several in one process)
+        if before is None:
+            os.environ.pop(QUIET_ENV, None)
+        else:
+            os.environ[QUIET_ENV] = before
+
+
+def _main(argv: list[str]) -> int:
+    if argv and argv[0] in QUIET_WORDS and len(argv) > 1 and argv[1] in SUBCOMMANDS:
+        argv = [argv[1], argv[0], *argv[2:]]  # `nsight-tui -q report FILE`, as uv takes it before the command
     try:
         early = _front_matter(argv)
         if early is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from nsight_tui.cli.formats import add_format
+from nsight_tui.cli.say import note
 from nsight_tui.parsers import MODES, TraceError
 from nsight_tui.render.safe import visible
 from nsight_tui.render.diff import FORMATS, TOP_KERNELS
@@ -60,7 +61,7 @@ def _run(args, output) -> int:
         output.write_stdout(text)
     else:
         output.write_atomic(args.output, text, overwrite=args.force, inputs=inputs)
-        print(f"wrote {visible(args.output)}", file=sys.stderr)
+        note(f"wrote {visible(args.output)}")
     if args.fail_slower is not None and d.step is not None:  # no steps was refused above
         slower = d.step.slower_pct
         if slower is not None and slower > args.fail_slower:

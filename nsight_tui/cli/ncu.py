@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from nsight_tui.cli.formats import add_format
+from nsight_tui.cli.say import note
 from nsight_tui.parsers import MODES, TraceError
 from nsight_tui.render import output
 from nsight_tui.render.safe import visible
@@ -73,5 +74,5 @@ def _run(args) -> int:
         output.write_stdout(text)
     else:
         output.write_atomic(args.output, text, overwrite=args.force, inputs=inputs)
-        print(f"wrote {visible(args.output)}", file=sys.stderr)
+        note(f"wrote {visible(args.output)}")
     return 0

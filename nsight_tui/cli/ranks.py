@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from nsight_tui.cli.formats import add_format
+from nsight_tui.cli.say import note, quiet
 from nsight_tui.parsers import TraceError
 
 HELP = "per-rank figures, communication vs compute, the straggler (one export or a folder of per-rank exports)"
@@ -60,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
         title = files[0].name
     else:
         def progress(done: int, total: int) -> None:
-            if sys.stderr is not None and sys.stderr.isatty():
+            if not quiet() and sys.stderr is not None and sys.stderr.isatty():
                 print(f"\rsummarised {done}/{total} files", end="" if done < total else "\n", file=sys.stderr)
 
         run_ranks = ranks_of_files(files, args.scheduler, args.workers, progress)
@@ -73,5 +74,5 @@ def _run(args: argparse.Namespace) -> int:
         output.write_stdout(text)
     else:
         written = output.write_atomic(args.output, text, overwrite=args.force, inputs=files)
-        print(f"wrote {visible(str(written))}", file=sys.stderr)
+        note(f"wrote {visible(str(written))}")
     return 0

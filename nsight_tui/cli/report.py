@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nsight_tui.cli.formats import add_format
+from nsight_tui.cli.say import note
 from nsight_tui.parsers import MODES, OptionsError, TraceError
 from nsight_tui.render import output
 from nsight_tui.render.safe import visible
@@ -74,7 +75,7 @@ def _run(args) -> int:
     skipped = found.skipped if found else []  # non-regular files in the folder (a FIFO would block the read)
     runs = found.runs if found else []
     for line in skipped:
-        print(f"note: {visible(line)}", file=sys.stderr)
+        note(f"note: {visible(line)}")
     inputs = [target, *(r.path for r in runs)]
     if args.output != "-":  # refuse before any work
         output.check_target(args.output, args.force, inputs)
@@ -101,7 +102,8 @@ def _run(args) -> int:
             raise TraceError(f"{visible(target)}: no .sqlite captures in this folder")
         # each run reads its own main thread and config mark; the roofs and FLOPs file apply to all
         each = replace(options, main_thread=None, batch=None, n_heads=None, ctx=None, d_head=None)
-        found.analyse(each, progress=lambda f, name: print(f"analysing {visible(name)}", file=sys.stderr))
+        found.analyse(each, progress=lambda f, name: note(f"analysing {round(f * len(runs)) + 1}/{len(runs)} "
+                                                          f"{visible(name)}"))
         tables = sweep_text.tables(runs)
         memory = memory_model_json(found.memory_model())  # the model x ctx memory table, OOM cells explained
         if args.format == "json":
@@ -110,8 +112,8 @@ def _run(args) -> int:
             text = report.sweep_markdown(target, tables, args.attribution, runs, skipped, memory)
     else:
         profile = Profile.open(target, options)
-        for note in profile.notes:  # rows left out, tables without a column they need: as stats says them
-            print(f"note: {visible(note)}", file=sys.stderr)
+        for said in profile.notes:  # rows left out, tables without a column they need: as stats says them
+            note(f"note: {visible(said)}")
         # one call: every section, the Nsight Compute report's (--ncu) and the findings that read it included
         document = profile.report()
         findings = document.findings.get("findings") or []
@@ -120,7 +122,7 @@ def _run(args) -> int:
         output.write_stdout(text)
     else:
         output.write_atomic(args.output, text, overwrite=args.force, inputs=inputs)
-        print(f"wrote {visible(args.output)}", file=sys.stderr)
+        note(f"wrote {visible(args.output)}")
     if args.fail_on:
         from nsight_tui.render.findings import present
 

@@ -11,6 +11,7 @@ import os
 import sys
 
 from nsight_tui.cli.formats import add_format
+from nsight_tui.cli.say import note
 from nsight_tui.parsers import MODE_HELP, MODES, REPORTS, TraceError
 from nsight_tui.render import output
 from nsight_tui.render.nsys import FORMATS, render
@@ -57,14 +58,14 @@ def _run(args) -> int:
         raise TraceError("standard output is closed; nowhere to write (use -o PREFIX)")
     profile = Profile.open(args.file, Options(attribution=args.attribution, main_thread=args.main_thread))
     mode = args.attribution
-    print(f"attribution: {mode} — {MODE_HELP[mode]}", file=sys.stderr)
+    note(f"attribution: {mode} — {MODE_HELP[mode]}")
     reports = profile.nsys_reports(names)  # the range model among them
     if profile.has_nvtx:
         from nsight_tui.render.process_view import main_thread_line
 
-        print("note: " + main_thread_line(profile.trace, profile.ranges()), file=sys.stderr)
-    for note in profile.notes:
-        print(f"note: {visible(note)}", file=sys.stderr)
+        note("note: " + main_thread_line(profile.trace, profile.ranges()))
+    for said in profile.notes:
+        note(f"note: {visible(said)}")
     width = output.stdout_width()
     if args.output == "-" and args.format == "json" and len(names) > 1:  # one JSON document, not a stream
         from nsight_tui.render.nsys import render_json_reports
@@ -84,5 +85,5 @@ def _run(args) -> int:
             files.append((paths[name], text))
     # -o: every report's file or none (a signal or a full disk part-way leaves none of them)
     for written in output.write_all(files, overwrite=args.force, inputs=[args.file]):
-        print(f"wrote {visible(str(written))}", file=sys.stderr)
+        note(f"wrote {visible(str(written))}")
     return 0

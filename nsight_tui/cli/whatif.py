@@ -6,10 +6,10 @@ EDITs: speed:PATTERN[@RANGE]=K, kernels-from:TWIN.sqlite, nosync[:RANGE|CALL], n
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from nsight_tui.cli.formats import add_format
+from nsight_tui.cli.say import note
 
 HELP = "replay the captured step with edits (speed:, kernels-from:, nosync, nohost, graph): the predicted step"
 
@@ -40,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
         output.write_stdout(text)
     else:
         written = output.write_atomic(args.output, text, overwrite=args.force, inputs=[path])
-        print(f"wrote {visible(str(written))}", file=sys.stderr)
+        note(f"wrote {visible(str(written))}")
     return 0

@@ -111,43 +111,51 @@ def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
     return runs
 
 
-def analyse(runs: list[Run], options: Options | None = None, progress=None) -> list[Run]:
-    from nsight_tui.parsers.analyses.report import build
-    from nsight_tui.parsers.read.load import load_trace
-
+def analyse(runs: list[Run], options: Options | None = None, progress=None, done=None) -> list[Run]:
+    """Each run's answers, in order. `progress(fraction, name)` before a run is read, `done(index, run)`
+    after (its answers in, or its status saying why not): a caller shows each run as it comes."""
     for i, run in enumerate(runs):
         if progress:
             progress(i / max(1, len(runs)), run.path.name)
-        if run.status != "ok":
-            continue
-        try:
-            run.report = build(load_trace(run.path), options)
-            oom = run.report.oom
-            if oom is not None:  # an export of a run that ran out, with no record beside it: OOM all the same
-                facts = oom.to_json()
-                run.status, run.oom_range = "oom", facts.get("path") or None
-                run.message = facts.get("message") or f"{facts.get('call')} returned {facts.get('return_value')} " \
-                                                      "(cudaErrorMemoryAllocation)"
-                run.oom_config = run.report.config or None
-        except TraceError as exc:
-            run.status, run.message = "error", str(exc)
-        except Exception as exc:  # one member must not end the sweep; its cell says why
-            run.status, run.message = "error", f"could not be analysed: {exc}"
+        if run.status == "ok":
+            _analyse_one(run, options)
+        if done:
+            done(i, run)
     return runs
 
 
+def _analyse_one(run: Run, options: Options | None) -> None:
+    from nsight_tui.parsers.analyses.report import build
+    from nsight_tui.parsers.read.load import load_trace
+
+    try:
+        run.report = build(load_trace(run.path), options)
+        oom = run.report.oom
+        if oom is not None:  # an export of a run that ran out, with no record beside it: OOM all the same
+            facts = oom.to_json()
+            run.status, run.oom_range = "oom", facts.get("path") or None
+            run.message = facts.get("message") or f"{facts.get('call')} returned {facts.get('return_value')} " \
+                                                  "(cudaErrorMemoryAllocation)"
+            run.oom_config = run.report.config or None
+    except TraceError as exc:
+        run.status, run.message = "error", str(exc)
+    except Exception as exc:  # one member must not end the sweep; its cell says why
+        run.status, run.message = "error", f"could not be analysed: {exc}"
+
+
 def runs_for(paths: list[Path]) -> list[Run]:
-    """Runs for these files, plus the OOM records beside them (a sweep folder's `.oom.json`)."""
-    wanted = {Path(p).resolve() for p in paths}
+    """Runs for these files, plus the OOM records beside them (a sweep folder's `.oom.json`). Paths are
+    taken as given, never resolved: a folder of symbolic links is that folder's runs, under their names."""
+    wanted = {Path(p).absolute() for p in paths}
     runs: list[Run] = []
     seen: set[Path] = set()
-    for folder in dict.fromkeys(Path(p).resolve().parent for p in paths):
+    for folder in dict.fromkeys(Path(p).absolute().parent for p in paths):
         for run in discover(folder):
-            if run.status == "oom" or run.path.resolve() in wanted:
+            if run.status == "oom" or run.path.absolute() in wanted:
                 runs.append(run)
-                seen.add(run.path.resolve())
+                seen.add(run.path.absolute())
     for p in paths:  # files whose names do not follow {model}_ctx{N}: placed by their config mark
-        if Path(p).resolve() not in seen:
+        if Path(p).absolute() not in seen:
             runs.append(Run(Path(p), None, None, ""))
     return runs
 

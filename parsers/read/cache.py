@@ -46,6 +46,7 @@ from nsight_tui.parsers.read.threads import background_priority
 FORMAT = 1
 ENV_DIR = "NSIGHT_TUI_CACHE_DIR"
 ENV_OFF = "NSIGHT_TUI_NO_CACHE"
+ENV_QUIET = "NSIGHT_TUI_QUIET"  # the command line's -q: no notes on stderr
 ENV_MAX = "NSIGHT_TUI_CACHE_MAX_GB"
 EDGE_BYTES = 64 * 1024  # bytes hashed at each end of the profile
 DEFAULT_MAX_BYTES = 20 * 10**9
@@ -82,7 +83,7 @@ def _give_up(why: str) -> None:
     global _noted, _off_for_process
     with _lock:
         _off_for_process = True
-        if _noted:
+        if _noted or os.environ.get(ENV_QUIET) == "1":
             return
         _noted = True
     try:  # one write, the newline in it: a writer thread's note never splits around another line

@@ -91,5 +91,48 @@ def test_memory_view_of_a_capture_without_nvtx_names_the_sidecar_it_read(tui, as
     frame, text = asyncio.run(body())
     row = frame[frame["what"] == "max reserved"]
     assert row["bytes"].tolist() == [reserved]
-    assert row["where"].tolist() == [f"the caching allocator's segments ({stem}.steps.json)"]
+    assert row["where"].tolist() == ["the caching allocator's segments"]
+    assert f"torch's figures from the {stem}.steps.json" in text  # said once, under the table
     assert "step marks" not in text
+
+
+def test_memory_view_sizes_its_columns_to_what_they_hold_and_where_is_whole(tui, async_trace):
+    """At 120 columns every Where of a GPT-2 capture is whole and Figure is as wide as its widest
+    figure (not padded past it); at 80x24 the table cuts Where, and the line under the table says
+    the cursor's row whole."""
+    path = async_trace(MEMORY / "small_ctx512_b8.sqlite.xz")
+
+    async def run(size, check):
+        async with tui(path, size=size) as ui:
+            await ui.press("u")
+            await ui.until(lambda: type(ui.screen).__name__ == "MemoryScreen" and ui.screen.view is not None, "memory")
+            await check(ui, ui.screen.view.frame)
+
+    async def wide(ui, frame):
+        lines = ui.text().splitlines()
+        seen = 0
+        for _, row in frame.iterrows():
+            line = next((line for line in lines if line.startswith(f"{row['section']} ")
+                         and f" {row['what']} " in line), None)
+            if line is None:  # below the fold
+                continue
+            seen += 1
+            assert line.rstrip().endswith(row["where"]) or not row["where"], (row["where"], line)
+        assert seen >= 25
+        header = next(line for line in lines if "Figure" in line and "Where" in line)
+        widest = max(len(w) for w in frame["what"])
+        # the figure column ends where the widest figure does: one gap, then the sizes (right-aligned)
+        gap = header.index("Size") - (header.index("Figure") + widest)
+        assert 1 <= gap <= 1 + 24 - len("Size (GiB · GB)"), header
+
+    async def narrow(ui, frame):
+        longest = max(range(len(frame)), key=lambda i: len(frame["where"][i]))
+        want = frame["where"][longest]
+        assert want not in ui.flat_text()  # cut in the table at 80 columns
+        for _ in range(longest):
+            await ui.press("down")
+        assert ui.screen.selected_position() == longest
+        assert want in ui.flat_text()  # said whole under the table
+
+    asyncio.run(run((120, 40), wide))
+    asyncio.run(run((80, 24), narrow))

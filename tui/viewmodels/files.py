@@ -45,11 +45,32 @@ def file_columns(headers: list[str]) -> list[Column]:
     return cols
 
 
-def compare(paths: list[Path], attribution: str, progress=None) -> FilesView:
-    runs = sweep.analyse(sweep.runs_for(paths), Options(attribution=attribution), progress=progress)
-    headers = COMPARE_HEADERS
-    frame = pd.DataFrame(compare_rows(runs), columns=[f"c{i}" for i in range(len(headers))])
-    return FilesView(runs, headers, frame)
+def listed(paths: list[Path]) -> list[sweep.Run]:
+    """The runs to read (the files given, the OOM records beside them), none read yet: quick."""
+    return sweep.runs_for(paths)
+
+
+def waiting_row(run: sweep.Run, reading: bool) -> list:
+    """A run's row before its answers are in: its name, and whether it is being read or waits."""
+    return [run.path.name, None, None, None, "", None, "reading…" if reading else "queued"]
+
+
+def files_frame(rows: list[list]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=[f"c{i}" for i in range(len(COMPARE_HEADERS))])
+
+
+def compare(runs: list[sweep.Run], attribution: str, progress=None, row=None) -> FilesView:
+    """Every run read and answered, in order; `row(index, cells)` as each one's row is ready."""
+    rows: list[list] = []
+
+    def done(index: int, run: sweep.Run) -> None:
+        cells = compare_rows([run])[0]
+        rows.append(cells)
+        if row is not None:
+            row(index, cells)
+
+    sweep.analyse(runs, Options(attribution=attribution), progress=progress, done=done)
+    return FilesView(runs, COMPARE_HEADERS, files_frame(rows))
 
 
 # A cell made of numbers (`12.34 / 13.00`, `82.1%`, `2.31x`, `0.12 vs 0.031`), or a status.

@@ -6,7 +6,7 @@ One row per figure, each saying what it is (in use from nsys's memory events vs 
 segments vs torch's allocated tensors); the export has the exact bytes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -43,12 +43,32 @@ def _both(n) -> str:
 
 UNITS_NOTE = "GiB = 2^30 B, GB = 10^9 B (torch's / 1e9)"
 
+FIGURE_MAX = 32  # a range's path longer than this is cut in its column (whole under the table, on the cursor)
+
 COLUMNS = [
-    Column("section", "", 10, "left", text=True, priority=6, md_header="Section"),
+    Column("section", "", 9, "left", text=True, priority=6, md_header="Section"),
     Column("what", "Figure", 24, "left", text=True, priority=10, md_header="Figure"),
     Column("bytes", "Size (GiB · GB)", 21, fmt=_both, priority=9, md_header="Bytes"),
     Column("where", "Where / what it is", None, "left", text=True, min_width=18, md_header="Where / what it is"),
 ]
+
+
+def columns(frame: pd.DataFrame) -> list[Column]:
+    """COLUMNS sized to what they hold, so "Where / what it is" (the one flexible column) gets
+    the rest of the width: a fixed column padded past its widest cell took it from Where."""
+    def widest(key: str, fmt=str) -> int:
+        return max((len(fmt(v)) for v in frame[key]), default=0) if key in frame else 0
+
+    sized = []
+    for col in COLUMNS:
+        if col.key == "section":
+            col = replace(col, width=max(widest("section"), 5))
+        elif col.key == "what":
+            col = replace(col, width=min(FIGURE_MAX, max(widest("what"), len(col.header))))
+        elif col.key == "bytes":
+            col = replace(col, width=max(widest("bytes", _both), len(col.header)))
+        sized.append(col)
+    return sized
 
 
 @dataclass(frozen=True)
@@ -58,15 +78,23 @@ class MemoryView:
 
     def summary(self) -> str:
         r = self.report
+        torch = f" · torch's figures from the {r.torch_source}" if r.torch_source and (
+            r.torch_peak_reserved_bytes is not None or r.phases) else ""
         if r.out_of_memory is not None:
             o = r.out_of_memory
             return (f"OUT OF MEMORY: {o.call} failed in {o.path or '(no range)'} with {_both(o.in_use_bytes)} in use "
-                    f"of {_both(o.total_memory_bytes)} · {UNITS_NOTE}")
+                    f"of {_both(o.total_memory_bytes)}{torch} · {UNITS_NOTE}")
         if not r.has_events:
             return ("no GPU memory events in this export (nsys --cuda-memory-usage=true; nsight-tui capture records "
                     "them by default)" + (f"; torch's figures from the {r.torch_source} below" if r.phases else ""))
         total = f" of {_both(r.gpu_total_bytes)}" if r.gpu_total_bytes else ""
-        return (f"peak in use {_both(r.peak_bytes)}{total} in {r.peak_path or '(no range)'} · {UNITS_NOTE}")
+        return (f"peak in use {_both(r.peak_bytes)}{total} in {r.peak_path or '(no range)'}{torch} · {UNITS_NOTE}")
+
+    def row_text(self, position: int) -> str:
+        """One row said whole (its Where may be cut in the table): under the table, for the cursor's row."""
+        row = self.frame.iloc[position]
+        where = f" — {row['where']}" if row["where"] else ""
+        return f"{row['section']} · {row['what']}: {_both(row['bytes']) or '–'}{where}"
 
 
 def rows(r: MemoryReport) -> list[dict]:
@@ -77,31 +105,31 @@ def rows(r: MemoryReport) -> list[dict]:
 
     if r.has_events:
         add("nsys", "peak in use", r.peak_bytes,
-            f"{r.peak_path or '(no range)'} at {seconds(r.peak_t_ns)} s (cudaMalloc'd by the process, every kind)")
+            f"{r.peak_path or '(no range)'} at {seconds(r.peak_t_ns)} s (every kind)")
         for kind, peak in r.peak_by_kind.items():
             add("nsys", f"peak of kind {kind}", peak, "static globals of modules" if "Static" in kind else "")
         add("nsys", "GPU total", r.gpu_total_bytes, "TARGET_INFO_GPU.totalMemory")
         if r.allocator_peak_bytes is not None:
             add("nsys", "torch allocator's segments", r.allocator_peak_bytes,
-                "most held; each cudaMalloc right after the allocator's cudaStreamIsCapturing check")
+                "most held (cudaMallocs after cudaStreamIsCapturing)")
         for name, label, what in (("library", "not torch: libraries", "their own cudaMalloc (cuBLAS handles)"),
                                   ("static", "not torch: static", "modules' __device__ globals")):
             group = r.owners.get(name)
             if group is not None:
                 add("nsys", label, group.held_at_end_bytes, f"{what}: {group.allocations:,} allocations")
     if r.torch_peak_reserved_bytes is not None:
-        add("torch", "max reserved", r.torch_peak_reserved_bytes, f"the caching allocator's segments ({r.torch_source})")
+        add("torch", "max reserved", r.torch_peak_reserved_bytes, "the caching allocator's segments")
         if r.allocator_peak_bytes is not None:
             add("torch", "segments − reserved", r.allocator_peak_bytes - r.torch_peak_reserved_bytes,
-                f"the allocator's segments (nsys) minus torch's max reserved ({r.torch_source})")
+                "the allocator's segments (nsys) − torch's max reserved")
         elif r.has_events and r.peak_bytes is not None:
             add("torch", "in use beyond reserved", r.peak_bytes - r.torch_peak_reserved_bytes,
-                "libraries' own cudaMalloc (cuBLAS workspaces) and static globals")
+                "libraries' cudaMalloc (cuBLAS) and static globals")
     if r.torch_peak_allocated_bytes is not None:
-        add("torch", "max allocated", r.torch_peak_allocated_bytes, f"live tensors ({r.torch_source})")
+        add("torch", "max allocated", r.torch_peak_allocated_bytes, "live tensors")
     if r.optimizer_state_bytes is not None:
         add("torch", "optimizer state", r.optimizer_state_bytes,
-            "allocated at the first step's start minus at the first warmup's start")
+            "allocated: first step's start − first warm-up's start")
     for p in r.phases:
         add(p.phase, "kept (end − start)", p.kept_bytes,
             {"forward": "activations kept for backward", "backward": "freed, net of the gradients made",
@@ -114,7 +142,7 @@ def rows(r: MemoryReport) -> list[dict]:
         if inst.allocated_bytes or inst.freed_bytes:
             add("range", inst.path, inst.net_bytes,
                 f"allocated {bytes_(inst.allocated_bytes)}, freed {bytes_(inst.freed_bytes)}, "
-                f"most held {bytes_(inst.peak_bytes)} (nsys)")
+                f"most held {bytes_(inst.peak_bytes)}")
     o = r.out_of_memory
     if o is not None:
         add("OOM", f"{o.call} returned {o.return_value}", o.in_use_bytes, f"in use then · in {o.path or '(no range)'}")

@@ -11,10 +11,12 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Static
 
-from nsight_tui.render.sweep import COMPARE_BASIS, SweepTable, tables
-from nsight_tui.tui.messages import FilesProgress, FilesReady, Navigation
+from nsight_tui.render.sweep import COMPARE_BASIS, COMPARE_HEADERS, SweepTable, tables
+from nsight_tui.tui.messages import FilesListed, FilesProgress, FilesReady, FilesRow, Navigation
 from nsight_tui.tui.table_model import TableModel, ViewText
-from nsight_tui.tui.viewmodels.files import FilesView, compare, file_columns, question_frame
+from nsight_tui.tui.viewmodels.files import (
+    FilesView, compare, file_columns, files_frame, listed, question_frame, waiting_row,
+)
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
 
@@ -60,6 +62,10 @@ class FilesScreen(TableScreen):
         self.paths = paths
         self.attribution = attribution
         self.view: FilesView | None = None
+        self.runs: list = []  # the runs listed, in row order; the first `read` of them are read
+        self.rows: list[list] = []
+        self.read = 0
+        self.reading = ""  # the file being read now
         self.baseline: Path | None = None  # the diff's A (`b`); default the first file
         # Under `--diff A B` this view starts beneath the diff: its analysis of every file (the
         # whole report of each) waits until it is shown, instead of loading both files a second
@@ -83,39 +89,91 @@ class FilesScreen(TableScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="build")
     def build(self) -> None:
-        def progress(fraction: float, text: str) -> None:
-            self.post_message(FilesProgress(f"reading {text} ({100 * fraction:.0f}%)"))
+        """Every file a row at once, then each row filled in as its file is read (a folder of 51
+        exports took 80 s to show a single row when the rows waited for the last file)."""
+        runs = listed(self.paths)
+        self.post_message(FilesListed(runs))
 
-        self.post_message(FilesReady(compare(self.paths, self.attribution, progress=progress)))
+        def progress(fraction: float, text: str) -> None:
+            self.post_message(FilesProgress(text))
+
+        def row(index: int, cells: list) -> None:
+            self.post_message(FilesRow(index, cells))
+
+        self.post_message(FilesReady(compare(runs, self.attribution, progress=progress, row=row)))
+
+    def on_files_listed(self, message: FilesListed) -> None:
+        self.runs = message.runs
+        self.rows = [waiting_row(run, reading=i == 0) for i, run in enumerate(self.runs)]
+        self._show_rows()
 
     def on_files_progress(self, message: FilesProgress) -> None:
-        if self.view is None:
-            self.set_status(message.text)
+        self.reading = message.text
+        if self.view is None and self.table is not None:
+            self.set_status(self.describe())
+
+    def on_files_row(self, message: FilesRow) -> None:
+        self.read = message.index + 1
+        self.rows[message.index] = message.cells
+        if self.read < len(self.rows):
+            self.rows[self.read] = waiting_row(self.runs[self.read], reading=True)
+        self._show_rows()
 
     def on_files_ready(self, message: FilesReady) -> None:
         self.view = view = message.view
-        self.show_table(TableModel(view.frame, file_columns(view.headers)))
-        self.set_status(f"{len(view.runs)} runs · t: question tables")
+        self.read = len(view.runs)
+        self._show_rows(view.frame)
+
+    def _show_rows(self, frame=None) -> None:
+        """The rows as they are now; the cursor, the sort and the filter kept as rows fill in."""
+        before = self.table
+        keep = self.selected_position()
+        table = TableModel(files_frame(self.rows) if frame is None else frame, file_columns(COMPARE_HEADERS))
+        if before is not None:
+            table.apply_sort(before.sort)
+            table.set_filter(before.filter_text)
+        row = table.row_of_position(keep) if keep is not None else None
+        self.show_table(table, row or 0)
+
+    def describe(self) -> str:
+        """The reading's progress first (a narrow screen cuts the line's end), then the table's."""
+        text = super().describe()
+        if self.view is None and self.runs:
+            doing = f", reading {self.reading}" if self.reading and self.read < len(self.runs) else ""
+            return f"read {self.read} of {len(self.runs)}{doing} · {text}"
+        if self.view is not None:
+            return f"{len(self.view.runs)} runs read · {text}"
+        return text
+
+    def _run_at(self, row: int):
+        """The run under grid row `row`, once it has been read (else None)."""
+        if self.table is None or not len(self.table):
+            return None
+        position = self.table.position(row)
+        return self.runs[position] if position < self.read else None
 
     def on_data_grid_selected(self, event: DataGrid.Selected) -> None:
-        if self.table is None or self.view is None:
+        if self.table is None or not self.runs:
             return
-        run = self.view.runs[self.table.position(event.row)]
-        if run.status == "ok":
+        run = self._run_at(event.row)
+        if run is None:
+            self.notify(f"still reading the files ({self.read} of {len(self.runs)}): this one is not read yet",
+                        severity="information", markup=False)
+        elif run.status == "ok":
             self.post_message(self.FileChosen(run.path))
         else:
             self.notify(f"{run.path.name}: {run.message or run.status}", severity="warning", markup=False)
 
     def action_questions(self) -> None:
         if self.view is None:
-            self.set_status("still reading the files…")
+            self.set_status(f"still reading the files ({self.read} of {len(self.runs)})…")
             return
         self.post_message(self.QuestionsAsked(tables(self.view.runs), self.attribution))
 
     def _cursor_path(self) -> Path:
-        if self.table is None or self.view is None or not len(self.table):
+        if self.table is None or not self.runs or not len(self.table):
             return self.paths[min(self.grid.cursor, len(self.paths) - 1)]
-        return self.view.runs[self.table.position(self.grid.cursor)].path
+        return self.runs[self.table.position(self.grid.cursor)].path
 
     def action_baseline(self) -> None:
         self.baseline = self._cursor_path()

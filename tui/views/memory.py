@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 from nsight_tui.tui.messages import MemoryReady
 from nsight_tui.tui.table_model import TableModel, ViewText
-from nsight_tui.tui.viewmodels.memory import COLUMNS, MemoryView
+from nsight_tui.tui.viewmodels.memory import MemoryView, columns
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
 
@@ -18,6 +18,7 @@ class MemoryScreen(TableScreen):
     DEFAULT_CSS = """
     MemoryScreen #table { height: 1fr; }
     MemoryScreen #memory-note { height: auto; max-height: 3; padding: 0 1; background: $panel; }
+    MemoryScreen #memory-row { height: auto; max-height: 3; padding: 0 1; }
     """
     view_name = "memory"
     empty_text = "reading the GPU memory events…"
@@ -32,6 +33,7 @@ class MemoryScreen(TableScreen):
 
     def compose_body(self) -> ComposeResult:
         yield DataGrid(id="table", empty_text=self.empty_text)
+        yield Static("", id="memory-row")  # the cursor's row said whole: a narrow screen cuts its Where
         yield Static("", id="memory-note")
 
     def mounted(self) -> None:
@@ -47,8 +49,13 @@ class MemoryScreen(TableScreen):
         assert isinstance(view, MemoryView)
         self.view = view
         self.grid.empty_text = "no GPU memory events and no memory in the step marks"
-        self.show_table(TableModel(view.frame, COLUMNS))
+        self.show_table(TableModel(view.frame, columns(view.frame)))
         self.query_one("#memory-note", Static).update(literal(view.summary()))
+
+    def on_data_grid_highlighted(self, event: DataGrid.Highlighted) -> None:
+        position = self.selected_position()
+        if self.view is not None and position is not None:
+            self.query_one("#memory-row", Static).update(literal(self.view.row_text(position)))
 
     def export_view(self) -> ViewText | None:
         if self.view is None or self.table is None:
