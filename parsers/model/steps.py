@@ -27,6 +27,7 @@ from nsight_tui.parsers.model.iterations import iteration_ranges, nesting_note, 
 from nsight_tui.parsers.model.inferred import with_inferred_ranges
 from nsight_tui.parsers.model.ranges import RangeModel
 from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.gpu_memory import CUDA_ERROR_MEMORY_ALLOCATION
 from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.parsers.read.load import Trace
 
@@ -146,6 +147,49 @@ class Steps:
     def iterations(self) -> np.ndarray:
         """Every iteration, steps then warm-ups (the loop's: a period ends at the next of these)."""
         return np.concatenate([self.steady, self.warmup])
+
+    @cached_property
+    def died(self) -> np.ndarray:
+        """The steady-state iterations the run died in (range positions, time order): a CUDA
+        allocation of its process failed (cudaErrorMemoryAllocation) inside it and the process
+        launched no GPU work after the last such failure (PyTorch's allocator retries a failed
+        cudaMalloc after freeing its cache: a retry that succeeds goes on launching). Such an
+        iteration never finished: its span is the time to the failure, no step's time. `steady`
+        keeps it (the report's out-of-memory section reads the run as it is); `finished` leaves
+        it out."""
+        trace = self.model.trace
+        if not self.found:
+            return self.steady[:0]
+        failed = trace.gpu_memory.failed_calls
+        if not len(failed):
+            return self.steady[:0]
+        failed = failed[failed["return_value"].to_numpy() == CUDA_ERROR_MEMORY_ALLOCATION]
+        if not len(failed):
+            return self.steady[:0]
+        fail_t = failed["start"].to_numpy(np.int64)
+        fail_pid = pid_of(failed["gtid"].to_numpy(np.int64))
+        api = trace.api
+        at = trace.ops["api"].to_numpy(np.int64) if len(trace.ops) else np.zeros(0, np.int64)
+        at = at[at >= 0]
+        launch_t = api["start"].to_numpy(np.int64)[at] if len(at) else np.zeros(0, np.int64)
+        launch_pid = pid_of(api["gtid"].to_numpy(np.int64)[at]) if len(at) else np.zeros(0, np.int64)
+        model = self.model
+        out = []
+        for r in self.steady.tolist():
+            pid = int(pid_of(np.array([int(model.r_gtid[r])], dtype=np.int64))[0])
+            inside = (fail_pid == pid) & (fail_t >= model.r_start[r]) & (fail_t <= model.r_end[r])
+            if not inside.any():
+                continue
+            last = int(fail_t[inside].max())
+            if not ((launch_pid == pid) & (launch_t > last)).any():
+                out.append(r)
+        return np.asarray(out, dtype=self.steady.dtype)
+
+    @cached_property
+    def finished(self) -> np.ndarray:
+        """The steady-state steps that ran to their end (`steady` less `died`), time order."""
+        died = self.died
+        return self.steady[~np.isin(self.steady, died)] if len(died) else self.steady
 
     @cached_property
     def basis(self) -> str:
