@@ -25,6 +25,7 @@ from nsight_tui.parsers.analyses.straggler_why import with_why
 from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings, kernels, launches, palette
 from nsight_tui.tui.viewmodels import ranks as ranks_vm
 from nsight_tui.tui.viewmodels.header import HeaderInfo
+from nsight_tui.tui.viewmodels.step_clock import DiedSteps, StepClock, died_steps, step_clock
 
 # what a file without NVTX shows instead of empty range views
 INFERRED_NOTE = ("no NVTX data: the range tree is inferred from the kernel sequence (its rows say inferred:; "
@@ -120,6 +121,9 @@ class Session:
         self.nesting()
         if not self.pending:  # the clocks need the GPU work
             self._once("clocks", self._clocks_text)
+            self.steps()
+            self.step_clock()
+            self.died()
         with self._lock:
             return dict(self._memo)
 
@@ -135,7 +139,20 @@ class Session:
             main_thread=self._main_text(), rank=self.rank_badge(), rank_help=self.rank_help(),
             pending=self.pending, pending_percent=self.pending_percent,
             clocks="" if self.pending else self._once("clocks", self._clocks_text),
-            inferred=self._inferred_count())
+            inferred=self._inferred_count(), steps=self._steps_text())
+
+    def _steps_text(self) -> str:
+        """The steps for `?`: the iteration the run died in, or the period's own time and the loop's
+        between steps where those differ visibly (viewmodels.step_clock)."""
+        if self.pending:
+            return ""
+        died = self.died()
+        if died is not None:
+            return f"steps: {died.text()}; it is no step (its span is the time to the failure)"
+        clock = self.step_clock()
+        if clock is None or not clock.visible:
+            return ""
+        return f"steps ({clock.steps}, on the capture's clock): {clock.sentence()}"
 
     def _inferred_count(self) -> int:
         """Ranges inferred from the kernel sequence, in the tree beside the export's NVTX ranges."""
@@ -162,12 +179,24 @@ class Session:
         def build():
             from nsight_tui.parsers.model.steps import steps_of
 
-            t = steps_of(self.model).steady_times
+            found = steps_of(self.model)
+            t = found.times(found.finished)  # an iteration the run died in is no step (died())
             if not t.n:
                 return None
             return t.n, float(np.median(t.period_ns))
 
         return self._once("steps", build)
+
+    def step_clock(self) -> StepClock | None:
+        """The steps' period against their own time and the loop's between them (viewmodels.step_clock);
+        None without finished steps or while the GPU work loads."""
+        if self.pending:
+            return None
+        return self._once("step_clock", lambda: step_clock(self.model))
+
+    def died(self) -> DiedSteps | None:
+        """The steady-state iterations the run died in (out of GPU memory), None where none did."""
+        return self._once("died", lambda: died_steps(self.model))
 
     def _clocks_text(self) -> str:
         """The two clocks in words where the GPU runs behind the CPU on the steady-state steps."""

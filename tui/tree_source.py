@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import cast
 
+import numpy as np
+
 from nsight_tui.parsers.model.ranges import RangeNode, ThreadGroup, display_name, path_key
 from nsight_tui.parsers.read.conventions import INFERRED_DOMAIN
 from nsight_tui.render.safe import visible
@@ -27,6 +29,12 @@ _ITERATION = re.compile(r"^(step|warmup)_(N|\d+)$")
 
 def _is_step(name: str) -> bool:
     return bool(_STEP.match(path_key(name).rsplit(":", 1)[-1]))
+
+
+def is_step_row(node) -> bool:
+    """The row is a steady-state iteration (`step_N`, `inferred:step_N`), not a range inside one."""
+    name = getattr(node, "name", None)
+    return bool(name) and not getattr(node, "is_ops", False) and _is_step(name) and iteration_of(node) is node
 
 
 def iteration_of(node) -> RangeNode | None:
@@ -140,8 +148,11 @@ def tree_columns(aggregated: bool = True, per_instance: bool | str = False, infe
 class RangeTreeSource:
     columns = tree_columns()
 
+    # an iteration the run died in (out of GPU memory): said on its row, it is no step
+    DIED_MARK = " ✗ died (OOM)"
+
     def __init__(self, groups: list[ThreadGroup], aggregated: bool, per_instance: bool | str = False,
-                 inferred: bool = False):
+                 inferred: bool = False, died: frozenset[int] = frozenset()):
         figures = PER_INSTANCE if per_instance is True else (per_instance or TOTAL)
         self.figures = figures if aggregated else TOTAL
         self.per_instance = self.figures == PER_INSTANCE
@@ -149,6 +160,7 @@ class RangeTreeSource:
             self.columns = tree_columns(aggregated, per_instance, inferred)
         self.groups = groups
         self.aggregated = aggregated
+        self.died = died  # range positions of the iterations the run died in
         self.rows: list[TreeRow] = [TreeRow(g, 0) for g in groups]
         self._group_of_root = {id(r): g for g in groups for r in g.roots}
         self._all: list[RangeNode] | None = None
@@ -171,7 +183,14 @@ class RangeTreeSource:
         name = g.label
         if len(name) > LABEL_LIMIT:  # cut before making it visible: a 10 MB name costs per repaint
             return f"{pad}{mark}{visible(name[:LABEL_LIMIT])}… (+{len(name) - LABEL_LIMIT:,} characters)"
-        return f"{pad}{mark}{visible(name)}"
+        return f"{pad}{mark}{visible(name)}" + (self.DIED_MARK if self.holds_died(g) else "")
+
+    def holds_died(self, node) -> bool:
+        """The row is (or aggregates) an iteration the run died in."""
+        ids = getattr(node, "ids", None)
+        if not self.died or ids is None or getattr(node, "is_ops", False) or iteration_of(node) is not node:
+            return False
+        return bool(np.isin(ids, np.fromiter(self.died, dtype=np.int64)).any())
 
     def value(self, row: TreeRow, key: str):
         node = row.obj

@@ -45,6 +45,9 @@ class HeaderInfo:
     # export's own NVTX ranges (`ranges`): the header counts them apart so "0 ranges" never sits
     # beside a full tree.
     inferred: int = 0
+    # The steps for `?`: their period against their own time and the loop's between them where that
+    # differs visibly, or the iteration the run died in (out of GPU memory); "" otherwise.
+    steps: str = ""
 
     def ranges_text(self, short: bool = False) -> str:
         if not self.inferred:
@@ -102,6 +105,8 @@ class HeaderInfo:
             lines.append(self.rank_help)
         if self.clocks:
             lines.append(self.clocks)
+        if self.steps:
+            lines.append(self.steps)
         return lines + [f"note: {n}" for n in self.notes]
 
 

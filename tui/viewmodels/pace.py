@@ -15,7 +15,7 @@ several ranks, each rank's steps against their own median.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column
+from nsight_tui.tui.viewmodels.step_clock import StepClock, died_steps, step_clock
 
 BAR_WIDTH = 12
 MAD_SCALE = 1.4826  # MAD of a normal distribution -> its standard deviation
@@ -48,6 +49,8 @@ COLUMNS = [
            md_header="GPU time (ns: projection of its GPU work, first op start to last op end)"),
     Column("period_ns", "Period", 9, fmt=numbers.duration, priority=9,
            md_header="Period (ns: its start to the next iteration's start; the last: to its GPU work's end)"),
+    Column("own_ns", "Own", 9, fmt=numbers.duration, priority=8, show=False,
+           md_header="Own (ns: its start to its work's end; the rest of the period is the loop's between steps)"),
     Column("vs_median_ns", "vs med", 9, fmt=_signed, priority=6, md_header="Period minus the steps' median (ns)"),
     Column("bar", "Period", BAR_WIDTH, "left", text=True, priority=5, md_header="Period (bar)"),
     Column("mark", "", 7, "left", text=True, priority=7, md_header="Outlier"),
@@ -62,15 +65,31 @@ class PaceView:
     warmups: int
     median_ns: float | None  # the steps' median period (None with several ranks: one each)
     threshold_ns: float | None  # an outlier is further than this from the median
+    # the steps' own time against the loop's between them, where that is visible (else None)
+    clock: StepClock | None = None
+    died: str = ""  # the iterations the run died in, said (DiedSteps.text)
+
+    @property
+    def columns(self) -> list[Column]:
+        """COLUMNS, with the steps' own time where the loop's time between them is visible."""
+        if self.clock is None:
+            return COLUMNS
+        return [replace(c, show=True) if c.key == "own_ns" else c for c in COLUMNS]
 
     def summary(self) -> str:
         if not self.steps:
+            if self.died:
+                return f"{self.died}: nothing to pace"
             return "no step_N iterations: nothing to pace" + (f" ({self.warmups} warmup)" if self.warmups else "")
         out = int((self.frame["mark"] != "").sum())
         if self.median_ns is None:  # several ranks: each against its own steps
             return (f"{self.steps} steps · vs med: each rank's period minus its own steps' median · outlier: "
                     f"further than 3 robust σ (or 5%) from it ({out} marked) · GPU time: projection of the "
                     "iteration's GPU work")
+        if self.clock is not None:  # the period's two parts, each said, and which one Python's clock reads
+            return (f"{self.steps} steps · {self.clock.sentence()} · outlier: period more than "
+                    f"{numbers.duration(self.threshold_ns)} from its median {numbers.duration(self.median_ns)} "
+                    f"({out} marked)")
         return (f"{self.steps} steps · median period {numbers.duration(self.median_ns)} · outlier: more than "
                 f"{numbers.duration(self.threshold_ns)} from it ({out} marked) · GPU time: projection of the "
                 "iteration's GPU work")
@@ -81,13 +100,15 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
     found = steps_of(model)
     steps, warm = found.steady, found.warmup
     ids = np.concatenate([warm, steps]).astype(np.int64)
-    kind = np.array(["warmup"] * len(warm) + ["step"] * len(steps))
+    # an iteration the run died in (out of GPU memory) is no step: its span is the time to the failure
+    kind = np.array(["warmup"] * len(warm) + ["died" if d else "step" for d in np.isin(steps, found.died)])
     order = np.lexsort((ids, model.r_start[ids])) if len(ids) else np.zeros(0, dtype=np.int64)
     ids, kind = ids[order], kind[order]
     texts = model.trace.ranges["text"].to_numpy()
     # inferred iterations under the tree's name for them (`inferred:step_0`), NVTX ones as they are
     inferred = model.trace.ranges["domain"].to_numpy() == conventions.INFERRED_DOMAIN
     names = [f"{conventions.INFERRED_DOMAIN}:{texts[i]}" if inferred[i] else str(texts[i]) for i in ids]
+    names = [f"{n} ✗ died (OOM)" if k == "died" else n for n, k in zip(names, kind)]
     start, end = model.r_start[ids].astype(np.int64), model.r_end[ids].astype(np.int64)
     gpu = np.asarray(model.proj_ns)[ids] if not model.gpu_pending else np.full(len(ids), np.nan)
     if model.gpu_pending:  # the last iteration's GPU end is not known yet: its range's end for now
@@ -96,8 +117,12 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
         times = found.times(ids)
         at = {int(i): int(p) for i, p in zip(times.ids, times.period_ns)}
         period = np.array([at[int(i)] for i in ids], dtype=np.int64)
+    own = period
+    if not model.gpu_pending and len(ids):  # its start to its work's end (the rest: the loop's between steps)
+        at_own = {int(i): int(p - b) for i, p, b in zip(times.ids, times.period_ns, times.between_ns)}
+        own = np.array([at_own[int(i)] for i in ids], dtype=np.int64)
     return pd.DataFrame({"rid": ids, "name": names, "kind": kind, "start": start,
-                         "end": end, "cpu_ns": end - start, "gpu_ns": gpu, "period_ns": period,
+                         "end": end, "cpu_ns": end - start, "gpu_ns": gpu, "period_ns": period, "own_ns": own,
                          "process": pid_of(model.r_gtid[ids].astype(np.int64)) if len(ids) else []})
 
 
@@ -135,7 +160,11 @@ def pace(model: RangeModel, who: dict[int, str] | None = None) -> PaceView:
         bars.append(ch * (BAR_WIDTH - 1) + "›" if cells > BAR_WIDTH else ch * max(cells, 1))
     frame = pd.DataFrame({
         "order": np.arange(1, len(rows) + 1), "name": rows["name"], "start_ns": rows["start"] - first,
-        "cpu_ns": rows["cpu_ns"], "gpu_ns": rows["gpu_ns"], "period_ns": rows["period_ns"], "vs_median_ns": vs, "bar": bars, "mark": marks,
+        "cpu_ns": rows["cpu_ns"], "gpu_ns": rows["gpu_ns"], "period_ns": rows["period_ns"], "own_ns": rows["own_ns"],
+        "vs_median_ns": vs, "bar": bars, "mark": marks,
         "process": rows["process"], "kind": rows["kind"], "rid": rows["rid"],
     })
-    return PaceView(frame, int((rows["kind"] == "step").sum()), int((rows["kind"] == "warmup").sum()), median, threshold)
+    clock = step_clock(model) if not model.gpu_pending and median is not None else None
+    died = died_steps(model) if not model.gpu_pending else None
+    return PaceView(frame, int((rows["kind"] == "step").sum()), int((rows["kind"] == "warmup").sum()), median, threshold,
+                    clock if clock is not None and clock.visible else None, died.text() if died is not None else "")

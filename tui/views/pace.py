@@ -12,7 +12,7 @@ from textual.widgets import Static
 from nsight_tui.parsers.model.ranges import RangeNode
 from nsight_tui.tui.messages import Navigation, PaceReady
 from nsight_tui.tui.table_model import TableModel, ViewText
-from nsight_tui.tui.viewmodels.pace import COLUMNS, PaceView
+from nsight_tui.tui.viewmodels.pace import PaceView
 from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -21,7 +21,7 @@ from nsight_tui.tui.widgets.grid import DataGrid
 class PaceScreen(TableScreen):
     DEFAULT_CSS = """
     PaceScreen #table { height: 1fr; }
-    PaceScreen #pace-note { height: auto; max-height: 3; padding: 0 1; background: $panel; }
+    PaceScreen #pace-note { height: auto; max-height: 4; padding: 0 1; background: $panel; }
     """
     view_name = "pace"
 
@@ -56,7 +56,7 @@ class PaceScreen(TableScreen):
     def on_pace_ready(self, message: PaceReady) -> None:
         self.view = message.view
         self.grid.empty_text = "no step_N / warmup_N ranges in this trace"
-        self.show_table(TableModel(message.view.frame, COLUMNS))
+        self.show_table(TableModel(message.view.frame, message.view.columns))
         self.query_one("#pace-note", Static).update(literal(message.view.summary()))
 
     def _node(self, row: int):

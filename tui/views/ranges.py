@@ -30,6 +30,7 @@ from nsight_tui.tui.tree_source import (
     PER_STEP,
     TOTAL,
     RangeTreeSource,
+    is_step_row,
     iteration_of,
     node_key,
     path_text,
@@ -151,6 +152,9 @@ class RangesScreen(ViewScreen):
             n, period = steps
             # ÷ the step count, and the step's median period (the loop's pace, as `p` shows it)
             return f"{what} per step (÷{n}, median {numbers.duration(period)}){cpu} · i: totals"
+        died = None if self.session.pending else self.session.died()
+        if died is not None and steps is None:  # the iteration it died in is no step: no figure per step
+            what = f"{what} · {died.text()}"
         if self.figures == PER_INSTANCE:
             return f"{what} (aggregated by name path) · per instance{cpu} · i: " + ("per step" if steps else "total ×N")
         return f"{what} (aggregated by name path) · total ×N{cpu} · i: per instance"
@@ -174,8 +178,9 @@ class RangesScreen(ViewScreen):
         if not self._figures_chosen:  # per step where the capture has steps (known once its GPU work is read)
             self.set_reactive(RangesScreen.figures, PER_STEP if self.session.steps() is not None else TOTAL)
         figures = self.figures if self.figures != PER_STEP or self.session.steps() is not None else TOTAL
+        died = None if self.session.pending else self.session.died()
         source = RangeTreeSource(model.aggregated_groups if agg else model.thread_groups, agg, figures,
-                                 self.has_inferred())
+                                 self.has_inferred(), died.ids if died is not None else frozenset())
         source.expand_default()
         self._matches = []
         cursor = source.home_row()
@@ -279,6 +284,12 @@ class RangesScreen(ViewScreen):
         text.append(visible(path_text(node)), style="bold")
         if node.instances > 1:
             text.append(f"  ×{node.instances}")
+        if self.grid.ranges.holds_died(node):
+            text.append(" · died: out of GPU memory inside it, no step", style="bold")
+        else:
+            clock = None if node.model.gpu_pending else self.session.step_clock()
+            if clock is not None and clock.visible and node.instances == clock.steps and is_step_row(node):
+                text.append(f" · {clock.short()}")
         text.append("\n")
         if node.model.gpu_pending:
             detail.update(text.append(f"CPU {numbers.duration(node.cpu_ns)} (NVTX span) · GPU work: loading…"))
