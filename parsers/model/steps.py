@@ -150,15 +150,15 @@ class Steps:
 
     @cached_property
     def died(self) -> np.ndarray:
-        """The steady-state iterations the run died in (range positions, time order): a CUDA
+        """The iterations (steps or warm-ups) the run died in (range positions, time order): a CUDA
         allocation of its process failed (cudaErrorMemoryAllocation) inside it and the process
         launched no GPU work after the last such failure (PyTorch's allocator retries a failed
         cudaMalloc after freeing its cache: a retry that succeeds goes on launching). Such an
         iteration never finished: its span is the time to the failure, no step's time. `steady`
-        keeps it (the report's out-of-memory section reads the run as it is); `finished` leaves
-        it out."""
+        and `warmup` keep it (the report's out-of-memory section reads the run as it is);
+        `finished` leaves it out."""
         trace = self.model.trace
-        if not self.found:
+        if not len(self.iterations):
             return self.steady[:0]
         failed = trace.gpu_memory.failed_calls
         if not len(failed):
@@ -175,7 +175,7 @@ class Steps:
         launch_pid = pid_of(api["gtid"].to_numpy(np.int64)[at]) if len(at) else np.zeros(0, np.int64)
         model = self.model
         out = []
-        for r in self.steady.tolist():
+        for r in np.sort(self.iterations).tolist():
             pid = int(pid_of(np.array([int(model.r_gtid[r])], dtype=np.int64))[0])
             inside = (fail_pid == pid) & (fail_t >= model.r_start[r]) & (fail_t <= model.r_end[r])
             if not inside.any():
@@ -187,7 +187,7 @@ class Steps:
 
     @cached_property
     def finished(self) -> np.ndarray:
-        """The steady-state steps that ran to their end (`steady` less `died`), time order."""
+        """The steady-state steps that ran to their end (`steady` less `died`)."""
         died = self.died
         return self.steady[~np.isin(self.steady, died)] if len(died) else self.steady
 

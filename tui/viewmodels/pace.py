@@ -101,7 +101,8 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
     steps, warm = found.steady, found.warmup
     ids = np.concatenate([warm, steps]).astype(np.int64)
     # an iteration the run died in (out of GPU memory) is no step: its span is the time to the failure
-    kind = np.array(["warmup"] * len(warm) + ["died" if d else "step" for d in np.isin(steps, found.died)])
+    kind = np.array(["died" if d else "warmup" for d in np.isin(warm, found.died)]
+                    + ["died" if d else "step" for d in np.isin(steps, found.died)])
     order = np.lexsort((ids, model.r_start[ids])) if len(ids) else np.zeros(0, dtype=np.int64)
     ids, kind = ids[order], kind[order]
     texts = model.trace.ranges["text"].to_numpy()

@@ -75,7 +75,7 @@ def step_clock(model: RangeModel) -> StepClock | None:
 
 @dataclass(frozen=True)
 class DiedSteps:
-    """The steady-state iterations the run died in (parsers.model.steps.Steps.died): not steps."""
+    """The iterations the run died in (parsers.model.steps.Steps.died): no steps."""
 
     ids: frozenset[int]  # range positions
     names: tuple[str, ...]  # as the tree shows them (`step_0`, `inferred:step_5`)

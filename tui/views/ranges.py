@@ -154,7 +154,8 @@ class RangesScreen(ViewScreen):
             return f"{what} per step (÷{n}, median {numbers.duration(period)}){cpu} · i: totals"
         died = None if self.session.pending else self.session.died()
         if died is not None and steps is None:  # the iteration it died in is no step: no figure per step
-            what = f"{what} · {died.text()}"
+            each = "per instance" if self.figures == PER_INSTANCE else "total ×N"
+            return f"{what} · {died.text()} · {each}{cpu}"
         if self.figures == PER_INSTANCE:
             return f"{what} (aggregated by name path) · per instance{cpu} · i: " + ("per step" if steps else "total ×N")
         return f"{what} (aggregated by name path) · total ×N{cpu} · i: per instance"

@@ -1,0 +1,47 @@
+"""Steps.died: the iteration a run ran out of GPU memory in is no finished step (Steps.finished leaves
+it out; Steps.steady and warmup keep it, as the report reads them). Against SQL over the export: the
+iteration range open around the first cudaErrorMemoryAllocation (returnValue 2) of the CUDA runtime."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nsight_tui.parsers.model.ranges import range_model
+from nsight_tui.parsers.model.steps import steps_of
+from nsight_tui.parsers.read.load import load_trace
+
+from conftest import SAMPLES
+
+NAMED = "(SELECT e.start, e.end, COALESCE(e.text, s.value) AS name FROM NVTX_EVENTS e " \
+        "LEFT JOIN StringIds s ON s.id = e.textId)"
+ITERATION = "(name GLOB 'step_[0-9]*' OR name GLOB 'warmup_[0-9]*')"
+
+
+def _sql(path: Path) -> tuple[str | None, int]:
+    """The iteration open at the first failed allocation (None without one), and the step_N count."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        t = db.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE returnValue = 2").fetchone()[0]
+        row = None if t is None else db.execute(
+            f"SELECT name FROM {NAMED} WHERE start <= ? AND end >= ? AND {ITERATION} ORDER BY start LIMIT 1",
+            (t, t)).fetchone()
+        steps = db.execute(f"SELECT COUNT(*) FROM {NAMED} WHERE name GLOB 'step_[0-9]*'").fetchone()[0]
+    return (row[0] if row else None), steps
+
+
+@pytest.mark.parametrize("sample", ["thirdparty/oom_qwen2_b256.oom.sqlite.xz", "memory/xl_ctx1024_b16.oom.sqlite.xz",
+                                    "small_ctx128.sqlite"])
+def test_the_iteration_a_run_died_in_is_no_finished_step(async_trace, sample):
+    path = async_trace(SAMPLES / sample)
+    died, steps = _sql(path)
+    found = steps_of(range_model(load_trace(path), "process"))
+    texts = found.model.trace.ranges["text"].to_numpy()
+    assert found.n == steps  # steady unchanged: the report's view of the run
+    if died is None:
+        assert not len(found.died) and np.array_equal(found.finished, found.steady)
+        return
+    assert [str(texts[i]) for i in found.died] == [died]
+    assert not np.isin(found.finished, found.died).any()
+    assert len(found.finished) == found.n - int(died.startswith("step_"))
