@@ -131,5 +131,8 @@ def test_an_out_of_memory_run_has_no_step_the_iteration_it_died_in_says_so(captu
             flat = ui.flat_text()
             assert f"no step finished: {died} died (out of GPU memory): nothing to pace" in flat
             assert "1 steps" not in flat and "median period" not in flat
+            await ui.press("F")
+            await ui.until(lambda: "what to fix first · no step finished: the run ran out of GPU memory"
+                           in ui.flat_text(), "the findings' scope")
 
     asyncio.run(body())

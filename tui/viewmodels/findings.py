@@ -79,7 +79,7 @@ class FindingsView:
     @property
     def scope(self) -> str:
         if not self.steps:
-            return "no steady-state steps"
+            return "no step finished: the run ran out of GPU memory" if self.oom else "no steady-state steps"
         if self.together:  # one replay with every fix (and the estimates it cannot express)
             together = f" · all fixes together {numbers.fixed(self.together[0], 2)} ms/step (replayed)"
         elif self.findings:  # no fix replayed: the estimates, each nanosecond claimed once (partition)
