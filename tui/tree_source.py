@@ -34,7 +34,8 @@ def _is_step(name: str) -> bool:
 def is_step_row(node) -> bool:
     """The row is a steady-state iteration (`step_N`, `inferred:step_N`), not a range inside one."""
     name = getattr(node, "name", None)
-    return bool(name) and not getattr(node, "is_ops", False) and _is_step(name) and iteration_of(node) is node
+    return isinstance(name, str) and bool(name) and not getattr(node, "is_ops", False) and _is_step(name) \
+        and iteration_of(node) is node
 
 
 def iteration_of(node) -> RangeNode | None:
