@@ -534,6 +534,7 @@ def _collectives_from(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, mine_
                     took[slots] += 1
                     continue
                 carriers: list[tuple[int, int]] = []  # (the twin's bucket end here, the collective carrying it)
+                held: dict[int, list[tuple[int, int, int]]] = {}  # slot -> (bucket end here, its kernel, transfer)
                 for d in theirs_b.tolist():
                     # the kernel the twin's collective waited for, as this capture's kernel (the
                     # nearest matched one before it where it has no counterpart)
@@ -545,11 +546,18 @@ def _collectives_from(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, mine_
                     t = int(g.op_end[mapped]) if mapped >= 0 else int(g.op_start[slots[-1]])
                     at = next((j for j, x in enumerate(mine_t) if x >= t), len(slots) - 1)
                     c = int(slots[at])
-                    if mapped >= 0 and mine_t[at] < t:
-                        new_src[c], new_src_off[c] = mapped, g.queue_gap_ns
-                    carried[c] += transfer[d]
+                    held.setdefault(c, []).append((t, mapped, int(transfer[d])))
                     took[c] += 1
                     carriers.append((max(t, mine_t[at]), c))
+                for c, chain in held.items():
+                    # several smaller buckets in one collective: on one stream they end at the latest
+                    # of each one's gradient plus its transfer and those after it; the collective stands
+                    # for that chain, waiting for the bucket that sets it and carrying the rest
+                    rest = np.cumsum([x for _, _, x in chain][::-1])[::-1]
+                    k = int(np.argmax([t + r for (t, _, _), r in zip(chain, rest)]))
+                    carried[c] += int(rest[k])
+                    if chain[k][1] >= 0 and chain[k][1] != new_src[c]:
+                        new_src[c], new_src_off[c] = chain[k][1], g.queue_gap_ns
                 # a collective gone into a larger bucket: what waited for it (DDP copying the reduced
                 # bucket back into the gradients) now waits for the collective carrying that bucket
                 for c, tc in zip(slots.tolist(), mine_t):
