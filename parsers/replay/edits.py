@@ -2,7 +2,8 @@
 
     speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster;
                           speed:PATTERN@RANGE=K only those launched inside RANGE
-    kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence
+    kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence; its
+                          collectives where the twin launched them (another DDP bucket size)
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
                           nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
                           blocking calls inside the steps
