@@ -66,6 +66,9 @@ class Timeline:
     op_bound: np.ndarray
     # per CPU point: 0 own time, 1 waited for the GPU (a blocking end), 2 followed another thread
     pt_bound: np.ndarray
+    # the plan's event waits and collective groups (an edit may move them; None: the graph's)
+    op_src: np.ndarray | None = None
+    op_coll: np.ndarray | None = None
 
 
 def simulate(g: Graph, plan: Plan) -> Timeline:
@@ -333,4 +336,4 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
                     stream_phase[x] = 0
                     stream_cur[x] += 1
             remaining -= 1
-    return Timeline(R, S, E, forced, op_bound, pt_bound)
+    return Timeline(R, S, E, forced, op_bound, pt_bound, src, coll)

@@ -297,6 +297,13 @@ def test_a_bucket_change_moves_the_copy_backs_behind_the_one_all_reduce():
     got = _copies_after_all_reduce(rows)
     assert len(got) == len(want)
     assert np.median(got) == np.median(want) > 100
+    # the critical path walks the edited waits, not the capture's: waiting on another stream's event
+    # holds the edited step about as long as it holds the twin's own (unchanged) replay
+    def event_share(p):
+        return sum(h.share for h in p.holders if h.what == "an event from another stream")
+
+    edited, own = predict(trace, [f"kernels-from:{twin}"]), predict(load_trace(twin), [])
+    assert event_share(edited) <= event_share(own) + 0.02
 
 def test_alignment_is_a_longest_common_subsequence():
     """Myers' edit script against an LCS length by dynamic programming, written here, on random
