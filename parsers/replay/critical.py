@@ -49,8 +49,10 @@ class _Walk:
         self.pt_ns, self.pt_bound = tl.pt_ns.tolist(), tl.pt_bound.tolist()
         self.op_start, self.op_end, self.op_bound = tl.op_start_ns.tolist(), tl.op_end_ns.tolist(), tl.op_bound.tolist()
         self.pt_thread, self.owner = g.pt_thread.tolist(), g.owner.tolist()
+        src = g.op_src if tl.op_src is None else tl.op_src
+        coll = g.op_coll if tl.op_coll is None else tl.op_coll
         self.launch_pt, self.prev, self.src, self.coll = (g.op_launch_pt.tolist(), g.op_prev.tolist(),
-                                                          g.op_src.tolist(), g.op_coll.tolist())
+                                                          src.tolist(), coll.tolist())
         self.first = [a for a, _ in g.thread_slices]
         names = [f"CPU {g.trace.thread_label(gt)}" for gt in g.thread_gtids]
         self.host = [n + ": host time" for n in names]

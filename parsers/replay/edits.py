@@ -2,7 +2,8 @@
 
     speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster;
                           speed:PATTERN@RANGE=K only those launched inside RANGE
-    kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence
+    kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence; its
+                          collectives where the twin launched them (another DDP bucket size)
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
                           nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
                           blocking calls inside the steps
@@ -411,7 +412,11 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
         twin = load(path)
     except Exception as exc:  # the loader's own error says what is wrong with the file
         raise EditError(f"kernels-from: cannot read {e.twin}: {str(exc).splitlines()[0] if str(exc) else exc}") from None
-    mine, theirs = _kernel_order(g.trace), _kernel_order(twin)
+    mine_all, theirs_all = _kernel_order(g.trace), _kernel_order(twin)
+    my_coll_name, their_coll_name = _is_collective(g.trace), _is_collective(twin)
+    # collectives are not matched by sequence: a bucket change moves where they are launched (below)
+    mine = {p: k[~my_coll_name[g.trace.ops["name"].to_numpy()[k]]] for p, k in mine_all.items()}
+    theirs = {p: k[~their_coll_name[twin.ops["name"].to_numpy()[k]]] for p, k in theirs_all.items()}
     if len(mine) != len(theirs) or not mine:
         raise EditError(f"kernels-from: {path.name} has {len(theirs)} processes with kernels, "
                         f"{g.trace.path.name} {len(mine)}")
@@ -425,6 +430,7 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
     their_key = [n if n in shared else f"family:{f}" for n, f in zip(twin.op_names, their_fam)]
     my_names, their_names = g.trace.ops["name"].to_numpy(), twin.ops["name"].to_numpy()
     twin_sr = step_ranges(twin)
+    pairs: dict[int, int] = {}  # twin kernel -> this capture's kernel it was matched with
     for (pid, a_all), (tpid, b_all) in zip(sorted(mine.items()), sorted(theirs.items())):
         # iteration by iteration (same names on both sides): an alignment per step is small, and
         # never pairs one step's kernels with another's
@@ -435,6 +441,7 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
                 continue
             if len(a) == len(b):
                 new_dur[a] = t_dur[b]
+                pairs.update(zip(b.tolist(), a.tolist()))
                 matched += len(a)
                 continue
             # a kernel named in both captures by its name, else by its family: a change that renames
@@ -444,6 +451,7 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
             for tag, i1, i2, j1, j2 in opcodes(na, nb):
                 if tag == "equal":
                     new_dur[a[i1:i2]] = t_dur[b[j1:j2]]
+                    pairs.update(zip(b[j1:j2].tolist(), a[i1:i2].tolist()))
                     matched += i2 - i1
                 elif i2 > i1:  # ops with no counterpart: the block's GPU time as the twin's block
                     mine_t = g.op_dur[a[i1:i2]].sum()
@@ -463,14 +471,118 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
         plan.op_dur[:] = np.where(np.isin(np.arange(g.n_ops), np.concatenate(list(mine.values()))), new_dur, plan.op_dur)
         for lo, hi, scale in cpu_scales:
             plan.delta_ns[lo + 1:hi + 1] = np.round(plan.delta_ns[lo + 1:hi + 1] * scale).astype(np.int64)
+    colls = _collectives_from(g, sr, twin, twin_sr, mine_all, theirs_all, my_coll_name, their_coll_name, theirs, pairs, ed)
     note = f"{matched:,} kernels take their twin's duration (matched by launch order and family, step by step)"
     if replaced:
         note += f"; {replaced:,} without a counterpart take their block's total GPU time from the twin"
     if cpu_scales:
         note += (f"; the CPU time over which each of {len(cpu_scales):,} such blocks was launched scaled to the "
                  "twin's for its block")
+    if colls:
+        note += f"; {colls}"
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
                               + ("; an unmatched block costs the CPU what it cost in the twin" if replaced else "")))
+
+
+def _is_collective(trace) -> np.ndarray:
+    """Per op name code: an NCCL collective (the graph's test for coupling ranks)."""
+    return np.array(["nccl" in n.lower() for n in trace.op_names], dtype=bool)
+
+
+def _collectives_from(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, mine_all, theirs_all, my_coll_name,
+                      their_coll_name, theirs, pairs: dict[int, int], ed: Edited) -> str:
+    """The twin's collectives, launched where the twin launched them: a bucket change (DDP's
+    bucket_cap_mb, one bucket) moves each all-reduce to after its bucket's last gradient, which
+    durations alone do not say. Per rank, step and collective name: the twin's collectives in order
+    take this capture's one for one where both have as many; otherwise each is carried by the first
+    of this capture's collectives whose stream waits for a kernel ending no earlier than the twin's
+    own wait (the kernel its stream waited for, matched into this capture), or by the last one, its
+    wait moved to that kernel. A collective carries the transfer time of those it took (the twin's
+    time after its last member started; several, one after the other, as its stream runs them) and
+    one that carries none is gone: no time, no coupling with the other ranks. Empty string when
+    neither capture has a collective."""
+    from nsight_tui.parsers.replay.graph import build
+
+    my_names, their_names = g.trace.ops["name"].to_numpy(), twin.ops["name"].to_numpy()
+    if not my_coll_name.any() and not their_coll_name.any():
+        return ""
+    g2 = build(twin)
+    t_dur = (g2.op_end - g2.op_start).astype(np.int64)
+    transfer = np.where(g2.op_coll >= 0, g2.coll_tail_ns, t_dur)
+    carried = np.zeros(g.n_ops, np.int64)
+    took = np.zeros(g.n_ops, np.int64)  # how many of the twin's collectives each carries
+    new_src = g.op_src.copy()
+    new_src_off = g.op_src_off.copy()
+    into: dict[int, int] = {}  # a collective gone -> the one that carries its transfer
+    mine_c = sum((int(my_coll_name[my_names[k]].sum()) for k in mine_all.values()), 0)
+    theirs_c = sum((int(their_coll_name[their_names[k]].sum()) for k in theirs_all.values()), 0)
+    for (pid, a_all), (tpid, b_all) in zip(sorted(mine_all.items()), sorted(theirs_all.items())):
+        a_c, b_c = a_all[my_coll_name[my_names[a_all]]], b_all[their_coll_name[their_names[b_all]]]
+        segs_a, segs_b = _segments(g.trace, a_c, sr, pid), _segments(twin, b_c, twin_sr, tpid)
+        kseq = _segments(twin, theirs[tpid], twin_sr, tpid)
+        for key, a in segs_a.items():
+            b = segs_b.get(key, np.zeros(0, np.int64))
+            seq = kseq.get(key, np.zeros(0, np.int64)).tolist()
+            where = {o: i for i, o in enumerate(seq)}
+            for code in np.unique(my_names[a]).tolist():
+                name = g.trace.op_names[code]
+                slots = a[my_names[a] == code]
+                slots = slots[np.argsort(g.op_start[slots], kind="stable")]
+                mine_t = [int(g.op_end[s_]) if s_ >= 0 else int(g.op_start[c]) for c, s_ in zip(slots, g.op_src[slots])]
+                theirs_b = b[np.array([twin.op_names[n] == name for n in their_names[b]], dtype=bool)] if len(b) else b
+                if len(theirs_b) == len(slots):
+                    carried[slots] += transfer[theirs_b]
+                    took[slots] += 1
+                    continue
+                carriers: list[tuple[int, int]] = []  # (the twin's bucket end here, the collective carrying it)
+                held: dict[int, list[tuple[int, int, int]]] = {}  # slot -> (bucket end here, its kernel, transfer)
+                for d in theirs_b.tolist():
+                    # the kernel the twin's collective waited for, as this capture's kernel (the
+                    # nearest matched one before it where it has no counterpart)
+                    src, mapped = int(g2.op_src[d]), -1
+                    i = where.get(src, -1)
+                    while i >= 0 and mapped < 0:
+                        mapped = pairs.get(seq[i], -1)
+                        i -= 1
+                    t = int(g.op_end[mapped]) if mapped >= 0 else int(g.op_start[slots[-1]])
+                    at = next((j for j, x in enumerate(mine_t) if x >= t), len(slots) - 1)
+                    c = int(slots[at])
+                    held.setdefault(c, []).append((t, mapped, int(transfer[d])))
+                    took[c] += 1
+                    carriers.append((max(t, mine_t[at]), c))
+                for c, chain in held.items():
+                    # several smaller buckets in one collective: on one stream they end at the latest
+                    # of each one's gradient plus its transfer and those after it; the collective stands
+                    # for that chain, waiting for the bucket that sets it and carrying the rest
+                    rest = np.cumsum([x for _, _, x in chain][::-1])[::-1]
+                    k = int(np.argmax([t + r for (t, _, _), r in zip(chain, rest)]))
+                    carried[c] += int(rest[k])
+                    if chain[k][1] >= 0 and chain[k][1] != new_src[c]:
+                        new_src[c], new_src_off[c] = chain[k][1], g.queue_gap_ns
+                # a collective gone into a larger bucket: what waited for it (DDP copying the reduced
+                # bucket back into the gradients) now waits for the collective carrying that bucket
+                for c, tc in zip(slots.tolist(), mine_t):
+                    if took[c] == 0 and carriers:
+                        into[c] = next((k for t, k in sorted(carriers) if t >= tc), max(carriers)[1])
+    coll_ops = np.flatnonzero(my_coll_name[my_names])
+    gone = coll_ops[took[coll_ops] == 0]
+    # a group coupled across ranks is gone only where every member is: else it still ends together
+    keep_coupled = np.zeros(g.n_ops, bool)
+    for grp in g.coll_members:
+        if (took[grp] > 0).any():
+            keep_coupled[grp] = True
+    waiting = np.flatnonzero(np.isin(new_src, list(into))) if into else np.zeros(0, np.int64)
+    new_src[waiting] = [into[int(x)] for x in new_src[waiting]]
+    for plan in ed.plans:
+        plan.op_dur[coll_ops] = carried[coll_ops]
+        plan.coll_tail_ns[coll_ops] = carried[coll_ops]
+        plan.op_coll[gone[~keep_coupled[gone]]] = -1
+        plan.op_src[:], plan.op_src_off[:] = new_src, new_src_off
+    moved = int((new_src[coll_ops] != g.op_src[coll_ops]).sum())
+    return (f"collectives re-timed from the twin's ({theirs_c:,} there, {mine_c:,} here): {int((took > 0).sum()):,} "
+            f"carry the twin's transfers, {len(gone):,} gone into a larger bucket ({len(waiting):,} ops that waited "
+            f"for one wait for its carrier), {moved:,} wait for a later gradient (launched after their bucket's "
+            "last gradient, as in the twin)")
 
 
 def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:

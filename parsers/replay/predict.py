@@ -72,7 +72,9 @@ def _same(a: Plan, b: Plan) -> bool:
             and all(np.array_equal(x, y) for x, y in ((a.delta_ns, b.delta_ns), (a.op_dur, b.op_dur),
                                                        (a.op_launch_off, b.op_launch_off),
                                                        (a.op_prev_off, b.op_prev_off),
-                                                       (a.op_launch_pt, b.op_launch_pt))))
+                                                       (a.op_launch_pt, b.op_launch_pt), (a.op_src, b.op_src),
+                                                       (a.op_src_off, b.op_src_off), (a.op_coll, b.op_coll),
+                                                       (a.coll_tail_ns, b.coll_tail_ns))))
 
 
 def replay_plans(g: Graph, sr: StepRanges, plans: Sequence[Plan]) -> list[Replayed]:

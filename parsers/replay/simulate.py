@@ -31,11 +31,18 @@ class Plan:
     handoffs: dict[int, tuple[int, int]]
     # end points whose own cost after the wait is replaced (no longer blocking: the part after it)
     block_after_ns: dict[int, int] = field(default_factory=dict)
+    # per op: the op its stream waits for through an event (-1) and the offset after its end; the
+    # collective group it ends with (-1: alone) and its time after the group's last member starts
+    op_src: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    op_src_off: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    op_coll: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    coll_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @classmethod
     def of(cls, g: Graph) -> "Plan":
         return cls(g.delta_ns.copy(), g.op_dur.copy(), g.op_launch_off.copy(), g.op_prev_off.copy(),
-                   g.op_launch_pt.copy(), set(g.blocks), dict(g.handoffs))
+                   g.op_launch_pt.copy(), set(g.blocks), dict(g.handoffs), {}, g.op_src.copy(),
+                   g.op_src_off.copy(), g.op_coll.copy(), g.coll_tail_ns.copy())
 
     @classmethod
     def typical(cls, g: Graph) -> "Plan":
@@ -59,6 +66,9 @@ class Timeline:
     op_bound: np.ndarray
     # per CPU point: 0 own time, 1 waited for the GPU (a blocking end), 2 followed another thread
     pt_bound: np.ndarray
+    # the plan's event waits and collective groups (an edit may move them; None: the graph's)
+    op_src: np.ndarray | None = None
+    op_coll: np.ndarray | None = None
 
 
 def simulate(g: Graph, plan: Plan) -> Timeline:
@@ -77,11 +87,11 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
     after_override = plan.block_after_ns
     handoffs = plan.handoffs
     launch_pt, launch_off, prev_off = plan.op_launch_pt, plan.op_launch_off, plan.op_prev_off
-    src, src_off = g.op_src, g.op_src_off
+    src, src_off = plan.op_src, plan.op_src_off
     dur = plan.op_dur
-    coll = g.op_coll
+    coll = plan.op_coll
     members = g.coll_members
-    tail = g.coll_tail_ns
+    tail = plan.coll_tail_ns
     op_start, op_end = g.op_start, g.op_end
     # the points that are more than their own time since the previous point: the rest of a thread
     # is placed a run at a time (a cumulative sum)
@@ -326,4 +336,4 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
                     stream_phase[x] = 0
                     stream_cur[x] += 1
             remaining -= 1
-    return Timeline(R, S, E, forced, op_bound, pt_bound)
+    return Timeline(R, S, E, forced, op_bound, pt_bound, src, coll)

@@ -255,6 +255,56 @@ def test_tf32_misses_are_the_twins_cpu_pace():
         assert abs(paced - r.change_ms) < abs(r.error_ms)
 
 
+
+def _copies_after_all_reduce(rows, window_ns=10_000_000):
+    """Per all-reduce (device, end): the device-to-device copies of its device starting within
+    `window_ns` after it ended (DDP copying the reduced bucket back into the gradients)."""
+    by_dev: dict[int, list[int]] = {}
+    for dev, kind, start, _end in rows:
+        if kind == "copy":
+            by_dev.setdefault(dev, []).append(start)
+    return sorted(sum(1 for s in by_dev.get(dev, []) if end <= s < end + window_ns)
+                  for dev, kind, _start, end in rows if kind == "all-reduce")
+
+
+def test_a_bucket_change_moves_the_copy_backs_behind_the_one_all_reduce():
+    """DDP 25 MB buckets -> one bucket with `kernels-from:`: the twin's one all-reduce runs after the
+    last gradient and DDP's copies of the reduced gradients wait for it (SQL over the twin export);
+    the replayed base has one all-reduce carrying a transfer per step and rank, and the same number of
+    copies after it (with only durations moved, the copies kept waiting for the base's early buckets)."""
+    import sqlite3
+
+    base = plain(SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz")
+    twin = plain(SAMPLES / "async" / "small_ctx512_b8_ddp2_async_ddp-one-bucket.sqlite.xz")
+    con = sqlite3.connect(f"file:{twin}?mode=ro", uri=True)
+    ar = con.execute("SELECT k.deviceId, 'all-reduce', k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                     "JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE '%AllReduce%'").fetchall()
+    cp = con.execute("SELECT deviceId, 'copy', start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 8").fetchall()
+    con.close()
+    want = _copies_after_all_reduce(ar + cp)
+    trace = load_trace(base)
+    g, sr = graph_of(trace)
+    from nsight_tui.parsers.replay import edits as edit_mod
+
+    plan = edit_mod.apply(g, sr, [edit_mod.parse(f"kernels-from:{twin}")], load_trace).mid
+    tl = replay(g, sr, plan).timeline
+    names = np.array(trace.op_names, dtype=object)[trace.ops["name"].to_numpy()]
+    dev = trace.ops["device"].to_numpy()
+    is_ar = np.array(["AllReduce" in n for n in names]) & (plan.op_dur > 0)
+    is_cp = names == "[CUDA memcpy Device-to-Device]"
+    rows = [(int(dev[i]), "all-reduce", int(tl.op_start_ns[i]), int(tl.op_end_ns[i])) for i in np.flatnonzero(is_ar)]
+    rows += [(int(dev[i]), "copy", int(tl.op_start_ns[i]), int(tl.op_end_ns[i])) for i in np.flatnonzero(is_cp)]
+    got = _copies_after_all_reduce(rows)
+    assert len(got) == len(want)
+    assert np.median(got) == np.median(want) > 100
+    # the critical path walks the edited waits, not the capture's: waiting on another stream's event
+    # holds the edited step about as long as it holds the twin's own (unchanged) replay
+    def event_share(p):
+        return sum(h.share for h in p.holders if h.what == "an event from another stream")
+
+    edited, own = predict(trace, [f"kernels-from:{twin}"]), predict(load_trace(twin), [])
+    assert event_share(edited) <= event_share(own) + 0.02
+
 def test_alignment_is_a_longest_common_subsequence():
     """Myers' edit script against an LCS length by dynamic programming, written here, on random
     sequences; every 'equal' block equal, the blocks contiguous over both sequences."""

@@ -42,6 +42,20 @@ def test_the_vectorised_simulation_equals_the_one_item_at_a_time_reference(path)
         assert got.forced == want.forced
 
 
+
+def test_the_collectives_re_timed_from_a_twin_replay_alike_in_both_simulations():
+    """`kernels-from:` a twin with other DDP buckets changes which op each stream waits for and which
+    collectives couple the ranks: the vectorised run takes those from the plan as the reference does."""
+    base = plain(SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz")
+    twin = plain(SAMPLES / "async" / "small_ctx512_b8_ddp2_async_ddp-one-bucket.sqlite.xz")
+    g, sr = graph_of(load_trace(base))
+    plan = edit_mod.apply(g, sr, [edit_mod.parse(f"kernels-from:{twin}")], load_trace).mid
+    assert (plan.op_src != g.op_src).any() and (plan.op_coll != g.op_coll).any()
+    got, want = simulate(g, plan), simulate_reference(g, plan)
+    for f in FIELDS:
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+    assert got.forced == want.forced
+
 def _split_by_hand(g, tl, start, end, pid):
     """The idle split of one window, one op at a time: idle stretches before each op (sorted by
     start) once everything earlier ended; each charged by the op ending it."""

@@ -28,12 +28,12 @@ def simulate_reference(g: Graph, plan: Plan) -> Timeline:
     launch_pt = plan.op_launch_pt.tolist()
     launch_off = plan.op_launch_off.tolist()
     prev_off = plan.op_prev_off.tolist()
-    src = g.op_src.tolist()
-    src_off = g.op_src_off.tolist()
+    src = plan.op_src.tolist()
+    src_off = plan.op_src_off.tolist()
     dur = plan.op_dur.tolist()
-    coll = g.op_coll.tolist()
+    coll = plan.op_coll.tolist()
     members = g.coll_members
-    tail = g.coll_tail_ns.tolist()
+    tail = plan.coll_tail_ns.tolist()
     op_start = g.op_start.tolist()
     op_end = g.op_end.tolist()
 
