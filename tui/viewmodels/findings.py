@@ -80,13 +80,13 @@ class FindingsView:
     def scope(self) -> str:
         if not self.steps:
             return "no step finished: the run ran out of GPU memory" if self.oom else "no steady-state steps"
+        step = numbers.ms(self.step_ns)
         if self.together:  # one replay with every fix (and the estimates it cannot express)
-            together = f" · all fixes together {numbers.fixed(self.together[0], 2)} ms/step (replayed)"
-        elif self.findings:  # no fix replayed: the estimates, each nanosecond claimed once (partition)
-            together = f" · together {numbers.fixed(sum(f.saving_ms_per_step for f in self.findings), 2)} ms/step (estimated)"
-        else:
-            together = ""
-        return f"step period {numbers.ms(self.step_ns)} ms (mean of {self.steps})" + together
+            return f"all fixes: {numbers.fixed(self.together[0], 2)} of a {step} ms step (replayed, mean of {self.steps})"
+        if self.findings:  # no fix replayed: the estimates, each nanosecond claimed once (partition)
+            together = numbers.fixed(sum(f.saving_ms_per_step for f in self.findings), 2)
+            return f"all fixes: {together} of a {step} ms step (estimated, mean of {self.steps})"
+        return f"step period {step} ms (mean of {self.steps})"
 
     def none_text(self) -> str:
         """What the view says when no rule fired: why, and what was checked."""
