@@ -16,7 +16,7 @@ from nsight_tui.parsers.replay.critical import Holder, IdleSplit, critical_paths
 from nsight_tui.parsers.replay.edits import Applied, Edit, EditError
 from nsight_tui.parsers.replay.graph import Graph, build
 from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
-from nsight_tui.parsers.replay.steps import StepRanges, step_ranges, step_spans
+from nsight_tui.parsers.replay.steps import StepRanges, gpu_step_periods, step_ranges, step_spans
 
 
 class NoSteps(EditError):
@@ -31,10 +31,17 @@ class Replayed:
     periods_ns: np.ndarray
     starts_ns: np.ndarray
     ends_ns: np.ndarray
+    gpu_periods_ns: np.ndarray | None = None  # the same steps on the GPU's clock (steps.gpu_step_periods)
 
     @property
     def step_ns(self) -> int:
-        return int(np.median(self.periods_ns)) if len(self.periods_ns) else 0
+        """The median period; where the CPU ran ahead of its GPU work (an edit took away what held
+        it), no shorter than the GPU's median period: the pace a longer run would keep."""
+        if not len(self.periods_ns):
+            return 0
+        cpu = int(np.median(self.periods_ns))
+        gpu = self.gpu_periods_ns[self.gpu_periods_ns > 0] if self.gpu_periods_ns is not None else []
+        return max(cpu, int(np.median(gpu))) if len(gpu) else cpu
 
 
 @dataclass
@@ -64,7 +71,7 @@ class Prediction:
 def replay(g: Graph, sr: StepRanges, plan: Plan) -> Replayed:
     tl = simulate(g, plan)
     s, e = step_spans(g, sr, tl)
-    return Replayed(tl, e - s, s, e)
+    return Replayed(tl, e - s, s, e, gpu_step_periods(g, sr, tl))
 
 
 def _same(a: Plan, b: Plan) -> bool:

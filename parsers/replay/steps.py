@@ -78,9 +78,22 @@ def step_periods(g: Graph, sr: StepRanges, tl: Timeline | None) -> np.ndarray:
 
 def step_spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, np.ndarray]:
     """Each step's period as (start, end) ns on the replayed timeline `tl`, or the measured one."""
+    start, end, _ = _spans(g, sr, tl)
+    return start, end
+
+
+def gpu_step_periods(g: Graph, sr: StepRanges, tl: Timeline | None) -> np.ndarray:
+    """Each step's period on the GPU's clock (ns): from its first op's start to the next
+    iteration's first op's start, the last to its work's end. Where the CPU runs ahead (no sync
+    holds it), its periods shrink while the GPU's queue grows: the pace a long run keeps is then the
+    GPU's, which a window of a few steps shows only on this clock."""
+    return _spans(g, sr, tl)[2]
+
+
+def _spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(sr.start_ns)
     if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     start, end = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for gt in np.unique(sr.gtid):
         m = sr.gtid == gt
@@ -93,19 +106,27 @@ def step_spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarra
     has = o_api >= 0
     launch = np.where(has, api_start[np.maximum(o_api, 0)] if len(api_start) else 0, -1)
     op_end = g.op_end if tl is None else tl.op_end_ns
+    op_start = g.op_start if tl is None else tl.op_start_ns
     last = end.copy()
+    first = np.full(n, -1, np.int64)
     for pid in np.unique(pid_of(sr.gtid)):
         sel = has & (o_pid == pid)
-        ls, oe = launch[sel], op_end[sel]
+        ls, oe, os_ = launch[sel], op_end[sel], op_start[sel]
         order = np.argsort(ls, kind="stable")
-        ls, oe = ls[order], oe[order]
+        ls, oe, os_ = ls[order], oe[order], os_[order]
         for i in np.flatnonzero(pid_of(sr.gtid) == pid).tolist():
             lo = np.searchsorted(ls, sr.start_ns[i], "left")
             hi = np.searchsorted(ls, sr.end_ns[i], "right")
             if hi > lo:
                 last[i] = max(last[i], int(oe[lo:hi].max()))
+                first[i] = int(os_[lo:hi].min())
     ends = np.zeros(n, np.int64)
+    gpu = np.zeros(n, np.int64)
     for gt in np.unique(sr.gtid):
         m = np.flatnonzero(sr.gtid == gt)
         ends[m] = period_ends(start[m], last[m], start[m])
-    return start[sr.is_step], ends[sr.is_step]
+        has = first[m] >= 0
+        if has.any():
+            gs = first[m][has]
+            gpu[m[has]] = period_ends(gs, last[m][has], gs) - gs
+    return start[sr.is_step], ends[sr.is_step], gpu[sr.is_step]

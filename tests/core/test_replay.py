@@ -357,3 +357,28 @@ def test_an_edit_that_removes_work_shortens_the_step_by_less_than_the_step(edit)
     assert p.low_ns <= p.step_ns <= p.high_ns
     assert -0.01 * p.replayed_step_ns <= p.saving_ns < p.replayed_step_ns
     assert p.edits and p.edits[0].edit == edit
+
+
+def test_a_cpu_set_free_runs_no_faster_than_its_gpu_work():
+    """Every fix of a launch-bound, synchronised step at once (one CUDA graph, no sync, no host
+    pause): the CPU issues a step in microseconds and runs ahead through the window while the GPU's
+    queue grows. The pace a longer run keeps is the GPU's: the predicted step is at least the GPU's
+    own work per step, summed by SQL over the steady steps' kernels, copies and sets (one stream)."""
+    import sqlite3
+
+    path = plain(SAMPLES / "findings" / "small_ctx128_host-sleep.sqlite.xz")
+    trace = load_trace(path)
+    p = predict(trace, ["graph", "nohost:1ms", "nosync:cudaDeviceSynchronize"])
+    spans = [(it.start, it.end) for it in steps(path)]  # the steady steps on the CPU clock, SQL
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        busy = 0
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            for s, e in spans:
+                (ns,) = con.execute(f"""SELECT coalesce(sum(o.end - o.start), 0) FROM {table} o
+                                        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = o.correlationId
+                                        WHERE r.start >= ? AND r.start < ?""", (s, e)).fetchone()
+                busy += ns
+    per_step = busy / len(spans)
+    assert p.step_ns >= 0.99 * per_step, (p.step_ns, per_step)
+    cpu_only = int(np.median(replay(*graph_of(trace), Plan.of(graph_of(trace)[0])).periods_ns))
+    assert p.step_ns < cpu_only  # and still a saving
