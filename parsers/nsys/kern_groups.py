@@ -102,7 +102,7 @@ def _op_order(keys: _Keys) -> np.ndarray:
         packed = keys.op_kname << (dur_bits + index_bits)
         packed |= dur << index_bits
         packed |= np.arange(n, dtype=np.int64)
-        sort_in_place(packed)
+        sort_in_place(packed, runs=True)  # ops in time order: each step's kernels in the same order
         packed &= (1 << index_bits) - 1
         return packed
     return np.lexsort((dur, keys.op_kname))
@@ -144,7 +144,7 @@ def _packed_groups(keys: _Keys, m: RangeModel, is_k: np.ndarray) -> pd.DataFrame
         at += len(k)
     key[at:] = ((op_thread_part[lone] + range_part[-1]) << bits) | op_rank[lone]
     del lone
-    sort_in_place(key)
+    sort_in_place(key, runs=True)  # the pairs range by range: (thread, range) in stretches
     # Groups change where (thread, range name, style) or the kernel name does; a pair whose key
     # equals the one before is the same op again in the same group (not another kernel).
     n = len(key)

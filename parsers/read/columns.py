@@ -362,11 +362,63 @@ class _Filling:
 
 def _has_adbc() -> bool:
     try:
-        import adbc_driver_sqlite.dbapi  # noqa: F401
+        import adbc_driver_manager  # noqa: F401
+        import adbc_driver_sqlite  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+class _Adbc:
+    """One ADBC connection to the SQLite driver, through the driver manager's own objects.
+    ADBC's DB-API module imports pyarrow.dataset (and pandas, where nothing had yet) and wraps
+    every statement in a cursor's bookkeeping; a read needs only a statement and its Arrow
+    stream. Autocommit (the driver's default): a read-only, immutable file has nothing to
+    commit."""
+
+    def __init__(self, uri: str):
+        import adbc_driver_manager as mgr
+        import adbc_driver_sqlite
+
+        self.db = adbc_driver_sqlite.connect(uri)
+        try:
+            self.con = mgr.AdbcConnection(self.db)
+        except Exception:
+            self.db.close()
+            raise
+
+    @contextmanager
+    def query(self, sql: str, **options: str) -> Iterator[Any]:
+        """The query's result as a pyarrow RecordBatchReader, its statement closed after."""
+        import adbc_driver_manager as mgr
+        import pyarrow as pa
+
+        stmt = mgr.AdbcStatement(self.con)
+        try:
+            if options:
+                stmt.set_options(**options)
+            stmt.set_sql_query(sql)
+            handle, _ = stmt.execute_query()
+            reader = pa.RecordBatchReader._import_from_c(handle.address)
+            try:
+                yield reader
+            finally:
+                reader.close()
+        finally:
+            stmt.close()
+
+    def one(self, sql: str) -> tuple | None:
+        """The query's first row as Python values (None: no row)."""
+        with self.query(sql) as reader:
+            for batch in reader:
+                if batch.num_rows:
+                    return tuple(col[0].as_py() for col in batch.columns)
+        return None
+
+    def close(self) -> None:
+        self.con.close()
+        self.db.close()
 
 
 class SqliteArrowTables(SqliteTables):
@@ -376,11 +428,9 @@ class SqliteArrowTables(SqliteTables):
 
     def __init__(self, path: Path, probe: bool = True, count_rows: bool = True):
         super().__init__(path, probe, count_rows)
-        import adbc_driver_sqlite.dbapi as adbc
-
-        self.adbc: Any = None
+        self.adbc: _Adbc | None = None
         try:
-            self.adbc = adbc.connect(readonly_uri(self.path))
+            self.adbc = _Adbc(readonly_uri(self.path))
         except Exception:  # the driver could not open it: sqlite3 reads everything
             self.adbc = None
             self.reader = SqliteTables.reader
@@ -461,9 +511,7 @@ def read_threads() -> int:
 
 def _read_arrow(path: Path, table: str, columns: list[str]) -> Fetched:
     """A whole table's columns through an ADBC connection of its own (a read-ahead job)."""
-    import adbc_driver_sqlite.dbapi as adbc
-
-    con = adbc.connect(readonly_uri(path))
+    con = _Adbc(readonly_uri(path))
     try:
         return _fetch_arrow(con, _select(table, columns, None)[0], table, columns)
     finally:
@@ -542,9 +590,7 @@ class _PartedRead:
 
     def _part(self, a: int, b: int) -> int:
         """Rows with rowid in (a, b], written from position a - first + 1; how many."""
-        import adbc_driver_sqlite.dbapi as adbc
-
-        con = adbc.connect(readonly_uri(self.path))
+        con = _Adbc(readonly_uri(self.path))
         try:
             at = a - self.first + 1
             n = 0
@@ -606,19 +652,12 @@ def rowid_span_sql(table: str) -> str:
 def _rowid_span(path: Path, table: str) -> tuple[int, int] | None:
     """(min, max) rowid, read from the B-tree at once; None where there is nothing to cut
     (an empty table, a WITHOUT ROWID table, a span too wide to be the rows' own)."""
-    import adbc_driver_sqlite.dbapi as adbc
-
     try:
-        con = adbc.connect(readonly_uri(path))
+        con = _Adbc(readonly_uri(path))
     except Exception:
         return None
     try:
-        cur = con.cursor()
-        try:
-            cur.execute(rowid_span_sql(table))
-            row = cur.fetchone()
-        finally:
-            cur.close()
+        row = con.one(rowid_span_sql(table))
     except Exception:
         return None
     finally:
@@ -631,33 +670,24 @@ def _rowid_span(path: Path, table: str) -> tuple[int, int] | None:
     return lo, hi
 
 
-def _fetch_arrow(con, sql: str, table: str, columns: list[str]) -> Fetched:
+def _fetch_arrow(con: _Adbc, sql: str, table: str, columns: list[str]) -> Fetched:
     return from_arrow_batches(table, _arrow(con, sql), columns, _rows_bound(con, table))
 
 
-def _rows_bound(con, table: str) -> int | None:
+def _rows_bound(con: _Adbc, table: str) -> int | None:
     """max(rowid): at least the table's row count while row keys are positive (nsys numbers
     rows from 1), found in the B-tree at once; None when it says nothing useful."""
-    cur = con.cursor()
     try:
-        cur.execute(f'SELECT max(rowid) FROM "{table}"')
-        (bound,) = cur.fetchone()
+        (bound,) = con.one(f'SELECT max(rowid) FROM "{table}"') or (None,)
     except Exception:  # only a hint: the read itself says what is wrong
         return None
-    finally:
-        cur.close()
     return int(bound) if isinstance(bound, int) and 0 < bound < 2**31 else None
 
 
-def _arrow(con, sql: str):
+def _arrow(con: _Adbc, sql: str):
     """One query's result through an ADBC connection, as a stream of Arrow record batches."""
-    cur = con.cursor()
-    try:
-        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
-        cur.execute(sql)
-        yield from cur.fetch_record_batch()
-    finally:
-        cur.close()
+    with con.query(sql, **{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)}) as reader:
+        yield from reader
 
 
 # -- nsys's columnar exports ------------------------------------------------------------------

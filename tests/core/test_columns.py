@@ -300,3 +300,20 @@ def test_rowid_span_reads_the_btree_ends_not_every_row(tmp_path):
         con.close()
     assert not [step for step in plan if step.startswith(f"SCAN {table}")], plan
     assert columns._rowid_span(path, table) == (min(rowids), max(rowids))
+
+
+@needs_adbc
+def test_the_read_uses_the_driver_manager_not_its_db_api(tmp_path):
+    """A whole load through ADBC (read ahead in parts, rowid spans, row bounds) never imports
+    ADBC's DB-API module, which imports pyarrow.dataset (and pandas with it) before a read can
+    begin; what it reads is sqlite3's (test_adbc_equals_sqlite3)."""
+    import subprocess
+
+    code = ("import sys; from pathlib import Path; from nsight_tui.parsers.read.load import load_trace; "
+            f"t = load_trace(Path({str(SAMPLES / 'small_ctx128.sqlite')!r})); "
+            "assert t.info.reader == 'adbc-driver-sqlite', t.info.reader; "
+            "print(sorted(m for m in sys.modules if m.startswith('adbc_driver_manager.dbapi')))")
+    env = {**os.environ, "NSIGHT_TUI_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

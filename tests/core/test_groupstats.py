@@ -59,13 +59,14 @@ def test_run_stats_equal_pandas_groupby():
 
 @pytest.mark.parametrize("n, workers", [(10, 2), ((1 << 22) + 7, 2), ((1 << 22) + 5, 3), (1 << 23, 1)])
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64])
-def test_sort_in_place_is_numpys_sort(n, workers, dtype):
-    """read.psort on several threads: the values numpy's one-threaded sort gives."""
+@pytest.mark.parametrize("runs", [False, True])
+def test_sort_in_place_is_numpys_sort(n, workers, dtype, runs):
+    """read.psort on several threads, by either sort: the values numpy's one-threaded sort gives."""
     from nsight_tui.parsers.read.psort import sort_in_place
 
     rng = np.random.default_rng(n)
     values = rng.integers(0, np.iinfo(dtype).max, size=n, dtype=dtype)
     values[: n // 3] = values[n // 3: 2 * (n // 3)]  # ties
     want = np.sort(values)
-    sort_in_place(values, workers=workers)
+    sort_in_place(values, workers=workers, runs=runs)
     assert np.array_equal(values, want)
