@@ -40,7 +40,9 @@ class Replayed:
         if not len(self.periods_ns):
             return 0
         cpu = int(np.median(self.periods_ns))
-        gpu = self.gpu_periods_ns[self.gpu_periods_ns > 0] if self.gpu_periods_ns is not None else []
+        if self.gpu_periods_ns is None:
+            return cpu
+        gpu = self.gpu_periods_ns[self.gpu_periods_ns > 0]  # steps that launched GPU work
         return max(cpu, int(np.median(gpu))) if len(gpu) else cpu
 
 
