@@ -7,18 +7,13 @@ from __future__ import annotations
 import csv
 import io
 import sqlite3
-import subprocess
 import sys
 
 from conftest import mutated_copy
+from helpers.cli import run_main
 
 MAIN = ("(SELECT globalTid g, min(start) s, max(end) e FROM NVTX_EVENTS WHERE eventType = 59 "
         "GROUP BY globalTid ORDER BY count(*) DESC LIMIT 1)")
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL)
 
 
 def csv_rows(text):
@@ -34,9 +29,9 @@ def test_ranges_nested_3000_deep(tmp_path):
         a AS (SELECT e.start s, e.end e, e.globalTid g FROM NVTX_EVENTS e JOIN StringIds n ON n.id = e.textId
               WHERE n.value = 'scaled_dot_product_attention' ORDER BY e.start LIMIT 1 OFFSET 30)
         SELECT a.s - {depth} + i, a.e + {depth} - i, 59, a.g, printf('level_%04d', i) FROM k, a""")
-    table = run_cli("stats", path, "--attribution", "nsys", "-r", "nvtx_gpu_proj_sum,nvtx_kern_sum")
+    table = run_main("stats", path, "--attribution", "nsys", "-r", "nvtx_gpu_proj_sum,nvtx_kern_sum")
     assert table.returncode == 0, table.stderr
-    proc = run_cli("stats", path, "--attribution", "nsys", "-f", "csv", "-r", "nvtx_gpu_proj_sum")
+    proc = run_main("stats", path, "--attribution", "nsys", "-f", "csv", "-r", "nvtx_gpu_proj_sum")
     assert proc.returncode == 0, proc.stderr
     rows = {r[0]: r for r in csv_rows(proc.stdout)[1:]}
     # by construction: step_N (0) > forward (1) > level_0000 (2) > ... > level_2999 > the attention block
@@ -45,7 +40,7 @@ def test_ranges_nested_3000_deep(tmp_path):
         assert float(rows[f":level_{i:04d}"][12]) == 2 + i
         assert float(rows[f":level_{i:04d}"][13]) == 1.0  # one child with GPU work each
     assert "level_2999" in table.stdout
-    report = run_cli("report", path)
+    report = run_main("report", path)
     assert report.returncode == 0, report.stderr
 
 
@@ -54,10 +49,10 @@ def test_100k_distinct_range_names(tmp_path):
     path = mutated_copy(tmp_path, "names", f"""INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text)
         WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < {n - 1})
         SELECT t.e + 10 + i * 10, t.e + 15 + i * 10, 59, t.g, 'name_' || i FROM k, {MAIN} t""")
-    proc = run_cli("stats", path, "-r", "nvtx_sum")
+    proc = run_main("stats", path, "-r", "nvtx_sum")
     assert proc.returncode == 0, proc.stderr
     assert sum(1 for line in proc.stdout.splitlines() if " :name_" in line) == n
-    assert run_cli("report", path).returncode == 0
+    assert run_main("report", path).returncode == 0
 
 
 def test_10mb_kernel_and_range_names(tmp_path):
@@ -74,14 +69,14 @@ def test_10mb_kernel_and_range_names(tmp_path):
         "SELECT s.value, count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
         "JOIN StringIds s ON s.id = k.demangledName GROUP BY k.demangledName ORDER BY count(*) DESC LIMIT 1").fetchone()
     con.close()
-    proc = run_cli("stats", path, "-f", "csv", "-r", "cuda_gpu_kern_sum")
+    proc = run_main("stats", path, "-f", "csv", "-r", "cuda_gpu_kern_sum")
     assert proc.returncode == 0, proc.stderr
     row = next(r for r in csv_rows(proc.stdout)[1:] if r[-1] == kernel)  # whole in CSV
     assert (int(row[1]), int(row[2])) == (total, calls)
-    table = run_cli("stats", path, "-r", "cuda_gpu_kern_sum,nvtx_sum")
+    table = run_main("stats", path, "-r", "cuda_gpu_kern_sum,nvtx_sum")
     assert table.returncode == 0, table.stderr
     marker = f"(+{len(kernel) - 4096:,} characters; -f csv prints it whole)"  # shortened, folded over lines
     assert "".join(marker.split()) in "".join(table.stdout.split())
     assert len(table.stdout) < 200_000
-    report = run_cli("report", path)
+    report = run_main("report", path)
     assert report.returncode == 0, report.stderr

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from conftest import SAMPLES, mutated_copy
+from helpers.cli import run_main
 from helpers.export_sql import sql_rows
 
 TRAIN = SAMPLES / "small_ctx128.sqlite"  # has memcpys, which the findings' copy rules read
@@ -21,6 +22,7 @@ RT, MC = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"
 
 
 def run_cli(*args, timeout=300):
+    """A real process: for the refusals, whose exit and single stderr line are the process's."""
     return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -46,24 +48,24 @@ MISSING = [
 @pytest.mark.parametrize("name,mutation,words", MISSING, ids=[m[0] for m in MISSING])
 def test_report_runs_without_a_missing_part_and_says_so(tmp_path, name, mutation, words):
     path = mutated_copy(tmp_path, name, mutation, src=TRAIN)
-    proc = run_cli("report", path)
+    proc = run_main("report", path)
     clean(proc)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert words in proc.stdout or words in proc.stderr, (proc.stderr[-2000:], proc.stdout[:3000])
-    data = run_cli("report", path, "-f", "json")
+    data = run_main("report", path, "-f", "json")
     clean(data)
     doc = json.loads(data.stdout)
     said = " ".join(doc.get("notes") or []) + " ".join(doc["findings"].get("not_checked") or [])
     assert words in said
     if name.startswith("runtime"):  # no API calls: stats says so too, and shows none
-        stats = run_cli("stats", path, "-r", "cuda_api_sum", "-f", "json")
+        stats = run_main("stats", path, "-r", "cuda_api_sum", "-f", "json")
         clean(stats)
         assert stats.returncode == 0 and json.loads(stats.stdout)["rows"] == []
 
 
 def test_empty_kernel_table(tmp_path):
     path = mutated_copy(tmp_path, "no_kernels", "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
-    proc = run_cli("stats", path, "-f", "json")
+    proc = run_main("stats", path, "-f", "json")
     clean(proc)
     assert proc.returncode == 0, proc.stderr
     reports = {r["report"]: r for r in json.loads(proc.stdout)["reports"]}
@@ -71,7 +73,7 @@ def test_empty_kernel_table(tmp_path):
     # the memcpys are still there, counted as SQL counts them
     mem = sum(row[2] for row in reports["cuda_gpu_mem_time_sum"]["rows"])
     assert mem == sql(path, f"SELECT count(*) FROM {MC}")[0][0]
-    report = run_cli("report", path)
+    report = run_main("report", path)
     clean(report)
     assert report.returncode == 0
 
@@ -79,7 +81,7 @@ def test_empty_kernel_table(tmp_path):
 def test_zero_length_ranges_report(tmp_path):
     path = mutated_copy(tmp_path, "zero", "UPDATE NVTX_EVENTS SET end = start WHERE end IS NOT NULL")
     for fmt in ("markdown", "json"):
-        proc = run_cli("report", path, "-f", fmt)
+        proc = run_main("report", path, "-f", fmt)
         clean(proc)
         assert proc.returncode == 0, proc.stderr
 
@@ -103,7 +105,7 @@ def test_text_in_a_few_api_starts_report(tmp_path):
     total = sql(path, f"SELECT count(*) FROM {RT}")[0][0]
     note = f"note: left out 3 of {total:,} CUDA API calls ({RT}): start is not an integer in 3"
     for command in ("stats", "report"):
-        proc = run_cli(command, path)
+        proc = run_main(command, path)
         clean(proc)
         assert proc.returncode == 0, proc.stderr
         assert note in proc.stderr.splitlines()

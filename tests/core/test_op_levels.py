@@ -30,12 +30,24 @@ def test_autograd_ranges_sit_under_the_main_range_they_ran_in(name):
     con = process_sql.connect(path)
     (main,) = process_sql.main_threads(con).values()
     # Top ranges of the other thread (no range of its own thread around them), per main-thread
-    # `backward` (rowid) they began in.
+    # `backward` (rowid) they began in. A range o != f of f's thread is around f when o.s <= f.s
+    # and o.e >= f.e: `reach` is the furthest end of the other ranges starting at or before f
+    # (those before it in (s, rid) order, and those after it with the same start), so f is on
+    # top when reach < f.e. One pass of window functions, not a scan of the earlier ranges per range.
+    con.executescript("""
+        CREATE TEMP TABLE around AS
+            SELECT rid, max(coalesce(max(e) OVER (PARTITION BY gtid ORDER BY s, rid
+                                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), -1),
+                            coalesce(max(e) OVER (PARTITION BY gtid, s ORDER BY rid
+                                                  ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING), -1)) AS reach
+            FROM rng;
+        CREATE UNIQUE INDEX temp.around_rid ON around(rid);
+        CREATE INDEX temp.rng_pid ON rng(pid, s);""")
     expected = dict(con.execute("""
         SELECT b.rid, count(*) FROM rng b JOIN rng f ON f.pid = b.pid AND f.gtid != b.gtid
              AND f.s >= b.s AND f.s <= b.e
-        WHERE b.gtid = ? AND b.text = 'backward' AND NOT EXISTS (
-            SELECT 1 FROM rng o WHERE o.gtid = f.gtid AND o.s <= f.s AND o.e >= f.e AND o.rid != f.rid)
+        JOIN around a ON a.rid = f.rid
+        WHERE b.gtid = ? AND b.text = 'backward' AND a.reach < f.e
         GROUP BY b.rid""", (main,)).fetchall())
     rowid = trace.ranges["rowid"].to_numpy()
     (group,) = [g for g in model.thread_groups if g.is_main]

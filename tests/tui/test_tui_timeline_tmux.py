@@ -47,7 +47,7 @@ def test_timeline_by_keyboard_at_80x24(tmp_path: Path):
     t = Tmux(tmp_path)
     try:
         t.start(shell, size=(80, 24))
-        t.wait_for("ranges (aggregated")  # the tree is on screen: the load is done
+        t.wait_for("[main thread]")  # the tree is on screen, per step or aggregated: the load is done
         t.search("step_N/backward")
         t.keys("t")
         t.wait_for("GPU0 idle")  # the first frame is drawn

@@ -122,7 +122,7 @@ def test_real_terminal_key_path(sample: Path, sql, repo_root: Path, tmp_path: Pa
     t = Tmux(tmp_path)
     try:
         t.start(shell)
-        pane = t.wait_for("ranges (aggregated")  # the tree is on screen: the load is done
+        pane = t.wait_for("[main thread]")  # the tree is on screen, per step or aggregated: the load is done
         assert sample.stem in pane and "attr: process" in pane
         t.search("step_N/backward")
         t.keys("Enter")
