@@ -8,9 +8,11 @@ from nsight_tui.parsers.analyses.report import Report
 from nsight_tui.parsers.model.inferred.decode import DecodeLoop
 from nsight_tui.parsers.model.inferred.result import Inference
 from nsight_tui.render.backward_parts import backward_parts_json
+from nsight_tui.render.findings import findings_json
 from nsight_tui.render.gpu_metrics import gpu_metrics_json
 from nsight_tui.render.memory import memory_json
 from nsight_tui.render.ranks import ranks_json
+from nsight_tui.render.roofline import roofline_json
 
 
 class Page(dict):
@@ -39,9 +41,9 @@ def document(report: Report) -> Page:
         "oom": None if report.oom is None else report.oom.to_json(),
         "gpu_metrics": gpu_metrics_json(report.gpu_metrics),
         **({"ranks": ranks_json(report.ranks)} if report.ranks is not None else {}),
-        "roofline": report.roofline,
+        "roofline": roofline_json(report.roofline),
         "occupancy": report.occupancy,
-        "findings": report.findings,
+        "findings": findings_json(report.findings),
         "backward_parts": [backward_parts_json(t) for t in report.backward_parts],
         # where the export names no iteration (or nothing inside its iterations): what was inferred
         # from its kernel sequence, or why nothing

@@ -295,7 +295,7 @@ def test_the_findings_view_says_all_fixes_together_as_the_report_does_never_more
     view = build(trace, range_model(trace), "process")
     doc = answers(trace)
     assert view.together is not None
-    assert view.together[0] == pytest.approx(doc["combined_saving_ms_per_step"], abs=1e-9)
+    assert view.together[0] == pytest.approx(doc.combined_saving_ms_per_step, abs=1e-9)
     assert view.together[0] <= view.step_ns / 1e6 + 1e-9
     assert f"all fixes together {view.together[0]:.2f} ms/step (replayed)" in view.scope
     assert sum(f.saving_ms_per_step for f in view.findings) > view.step_ns / 1e6  # what the sum claimed
