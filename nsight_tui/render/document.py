@@ -10,6 +10,7 @@ from nsight_tui.parsers.model.inferred.result import Inference
 from nsight_tui.render.backward_parts import backward_parts_json
 from nsight_tui.render.findings import findings_json
 from nsight_tui.render.gpu_metrics import gpu_metrics_json
+from nsight_tui.render.idle import gpu_idle_json
 from nsight_tui.render.memory import memory_json
 from nsight_tui.render.ranks import ranks_json
 from nsight_tui.render.roofline import roofline_json
@@ -35,7 +36,7 @@ def document(report: Report) -> Page:
         "ratios": report.ratios,
         "ratio_basis": report.ratio_basis,
         "timing": report.timing,
-        "gpu_idle": report.gpu_idle,
+        "gpu_idle": gpu_idle_json(report.gpu_idle),
         "memory": memory_json(report.memory),
         # a run that ran out of GPU memory: the failed allocation leads
         "oom": None if report.oom is None else report.oom.to_json(),

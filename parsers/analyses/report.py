@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from nsight_tui.parsers.analyses.backward_parts import BackwardParts
     from nsight_tui.parsers.analyses.findings.result import FindingsReport
     from nsight_tui.parsers.analyses.gpu_metrics import GpuMetricsReport
+    from nsight_tui.parsers.analyses.idle_report import PhaseIdle
     from nsight_tui.parsers.analyses.memory import MemoryReport
     from nsight_tui.parsers.analyses.ncu import NcuAnalysis
     from nsight_tui.parsers.analyses.oom import OomFacts
@@ -38,8 +39,8 @@ class Report:
 
     ranges/warmup: per phase (`step`, `forward`, ...) over the steady-state steps / the warm-ups;
     ratios: each with its basis in ratio_basis; timing: NVTX against the capture's Python clock;
-    gpu_idle, occupancy: those analyses' answers as plain data; roofline: how far from the
-    hardware (analyses.roofline); findings: what to fix first (analyses.findings); ranks: where the
+    gpu_idle: idle by cause per phase (analyses.idle_report); occupancy: that analysis' answers as
+    plain data; roofline: how far from the hardware (analyses.roofline); findings: what to fix first (analyses.findings); ranks: where the
     export holds several ranks; inferred: what the kernel sequence gave where the export names no
     iteration (None: nothing to say); ncu: the Nsight Compute report joined to it (None: none given)."""
 
@@ -52,7 +53,7 @@ class Report:
     ratios: dict[str, float | None]
     ratio_basis: dict[str, str]
     timing: dict
-    gpu_idle: dict
+    gpu_idle: PhaseIdle
     memory: MemoryReport
     oom: OomFacts | None  # a run that ran out of GPU memory: the failed allocation leads (analyses.oom)
     gpu_metrics: GpuMetricsReport
