@@ -12,6 +12,7 @@ from nsight_tui.render.findings import findings_json
 from nsight_tui.render.gpu_metrics import gpu_metrics_json
 from nsight_tui.render.idle import gpu_idle_json
 from nsight_tui.render.memory import memory_json
+from nsight_tui.render.occupancy import occupancy_json
 from nsight_tui.render.ranks import ranks_json
 from nsight_tui.render.roofline import roofline_json
 
@@ -43,7 +44,7 @@ def document(report: Report) -> Page:
         "gpu_metrics": gpu_metrics_json(report.gpu_metrics),
         **({"ranks": ranks_json(report.ranks)} if report.ranks is not None else {}),
         "roofline": roofline_json(report.roofline),
-        "occupancy": report.occupancy,
+        "occupancy": occupancy_json(report.occupancy),
         "findings": findings_json(report.findings),
         "backward_parts": [backward_parts_json(t) for t in report.backward_parts],
         # where the export names no iteration (or nothing inside its iterations): what was inferred

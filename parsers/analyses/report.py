@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from nsight_tui.parsers.analyses.ncu import NcuAnalysis
     from nsight_tui.parsers.analyses.oom import OomFacts
     from nsight_tui.parsers.analyses.ranks import RunRanks
+    from nsight_tui.parsers.kernels.occupancy import OccupancyReport
     from nsight_tui.parsers.analyses.roofline import RooflineReport
     from nsight_tui.parsers.model.inferred.result import Inference
 
@@ -39,10 +40,11 @@ class Report:
 
     ranges/warmup: per phase (`step`, `forward`, ...) over the steady-state steps / the warm-ups;
     ratios: each with its basis in ratio_basis; timing: NVTX against the capture's Python clock;
-    gpu_idle: idle by cause per phase (analyses.idle_report); occupancy: that analysis' answers as
-    plain data; roofline: how far from the hardware (analyses.roofline); findings: what to fix first (analyses.findings); ranks: where the
-    export holds several ranks; inferred: what the kernel sequence gave where the export names no
-    iteration (None: nothing to say); ncu: the Nsight Compute report joined to it (None: none given)."""
+    gpu_idle: idle by cause per phase (analyses.idle_report); occupancy: theoretical, per kernel
+    name (kernels.occupancy); roofline: how far from the hardware (analyses.roofline); findings:
+    what to fix first (analyses.findings); ranks: where the export holds several ranks; inferred:
+    what the kernel sequence gave where the export names no iteration (None: nothing to say);
+    ncu: the Nsight Compute report joined to it (None: none given)."""
 
     file: str
     attribution: str
@@ -59,7 +61,7 @@ class Report:
     gpu_metrics: GpuMetricsReport
     ranks: RunRanks | None
     roofline: RooflineReport
-    occupancy: dict
+    occupancy: OccupancyReport
     findings: FindingsReport
     backward_parts: list[BackwardParts]
     inferred: Inference | None
