@@ -11,7 +11,7 @@ from nsight_tui.render.backward_parts import backward_parts_json
 from nsight_tui.render.findings import findings_json
 from nsight_tui.render.gpu_metrics import gpu_metrics_json
 from nsight_tui.render.idle import gpu_idle_json
-from nsight_tui.render.memory import memory_json
+from nsight_tui.render.memory import memory_json, oom_json
 from nsight_tui.render.occupancy import occupancy_json
 from nsight_tui.render.ranks import ranks_json
 from nsight_tui.render.roofline import roofline_json
@@ -40,7 +40,7 @@ def document(report: Report) -> Page:
         "gpu_idle": gpu_idle_json(report.gpu_idle),
         "memory": memory_json(report.memory),
         # a run that ran out of GPU memory: the failed allocation leads
-        "oom": None if report.oom is None else report.oom.to_json(),
+        "oom": None if report.oom is None else oom_json(report.oom),
         "gpu_metrics": gpu_metrics_json(report.gpu_metrics),
         **({"ranks": ranks_json(report.ranks)} if report.ranks is not None else {}),
         "roofline": roofline_json(report.roofline),
