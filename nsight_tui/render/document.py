@@ -3,7 +3,9 @@
 the Markdown page's sections read too."""
 from __future__ import annotations
 
-from nsight_tui.parsers.analyses.questions import PhaseSummary
+from dataclasses import asdict
+
+from nsight_tui.parsers.analyses.questions import PhaseSummary, Timing
 from nsight_tui.parsers.analyses.report import Report
 from nsight_tui.parsers.model.inferred.decode import DecodeLoop
 from nsight_tui.parsers.model.inferred.result import Inference
@@ -36,7 +38,7 @@ def document(report: Report) -> Page:
         "warmup": {k: phase(v) for k, v in report.warmup.items()},
         "ratios": report.ratios,
         "ratio_basis": report.ratio_basis,
-        "timing": report.timing,
+        "timing": timing_json(report.timing),
         "gpu_idle": gpu_idle_json(report.gpu_idle),
         "memory": memory_json(report.memory),
         # a run that ran out of GPU memory: the failed allocation leads
@@ -68,6 +70,11 @@ def phase(p: PhaseSummary) -> dict:
         "busy_ns": p.busy_ns, "kernel_ns": p.kernel_ns, "kernels": p.kernels,
         "top_kernels": p.top_kernels, "families": p.families, "op_ns": p.op_ns,
     }
+
+
+def timing_json(t: Timing) -> dict:
+    """NVTX's clock against the workload's Python clock: per step and the means (ns)."""
+    return asdict(t)
 
 
 def inferred_json(found: Inference) -> dict:

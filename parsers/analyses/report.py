@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nsight_tui.parsers.analyses.questions import RATIO_BASIS, PhaseSummary, _ratios, phases, timing
+from nsight_tui.parsers.analyses.questions import RATIO_BASIS, PhaseSummary, Timing, _ratios, phases, timing
 from nsight_tui.parsers.kernels import occupancy
 from nsight_tui.parsers.model import main_thread as main_threads
 from nsight_tui.parsers.model.inferred import has_iteration_ranges, inference
@@ -54,7 +54,7 @@ class Report:
     warmup: dict[str, PhaseSummary]
     ratios: dict[str, float | None]
     ratio_basis: dict[str, str]
-    timing: dict
+    timing: Timing
     gpu_idle: PhaseIdle
     memory: MemoryReport
     oom: OomFacts | None  # a run that ran out of GPU memory: the failed allocation leads (analyses.oom)

@@ -209,13 +209,13 @@ def test_a_lightning_step_reads_like_its_hook_clock_by_its_own_time_not_its_peri
     model = range_model(trace)
     t = timing(trace, model)
     py = {s["name"]: s["seconds"] * 1e9 for s in python_clock(stem)["steps"]}
-    rows = t["steps"]
-    assert [r["step"] for r in rows] == [n for n in py if n.startswith("step_")]
+    rows = t.steps
+    assert [r.step for r in rows] == [n for n in py if n.startswith("step_")]
     for r in rows:
-        assert r["own_ns"] == pytest.approx(py[r["step"]], rel=0.05), r
-        assert r["own_ns"] + r["between_ns"] == r["period_ns"]
-    assert np.mean([r["period_ns"] for r in rows]) > 1.05 * np.mean(list(py[r["step"]] for r in rows))
-    assert t["python_clock_covers"] == "own"
+        assert r.own_ns == pytest.approx(py[r.step], rel=0.05), r
+        assert r.own_ns + r.between_ns == r.period_ns
+    assert np.mean([r.period_ns for r in rows]) > 1.05 * np.mean(list(py[r.step] for r in rows))
+    assert t.python_clock_covers == "own"
     config = python_clock(stem)["config"]
     batch_bytes = 4 * config["batch_size"] * 3 * config["image"] ** 2
     found = inference(trace)
