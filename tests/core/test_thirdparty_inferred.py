@@ -224,7 +224,7 @@ def test_a_lightning_step_reads_like_its_hook_clock_by_its_own_time_not_its_peri
                                             " ORDER BY start", (batch_bytes,))]
     steps = [i for i in found.iterations if i.name.startswith("step_")]
     for r, it, nxt in zip(rows, steps, steps[1:]):  # the last step has no gap after it
-        assert sum(it.start_ns + r["own_ns"] - 10**6 < c < nxt.start_ns for c in copies) == 1
+        assert sum(it.start_ns + r.own_ns - 10**6 < c < nxt.start_ns for c in copies) == 1
 
 
 def test_a_batch_1_decode_against_the_floor_its_weights_set(captured):
