@@ -31,13 +31,13 @@ def row(path: Path) -> dict:
     basis = {BASIS_INFERRED: "inferred", BASIS_NVTX: "NVTX step_N"}.get(steps_of(model).basis, "none")
     out = {"stem": path.name.removesuffix(".oom.sqlite").removesuffix(".sqlite"), "basis": basis,
            "python_step_ms": float(np.mean([s["seconds"] for s in steps])) * 1e3 if steps else None}
-    covers = t.get("python_clock_covers") or "period"
+    covers = t.python_clock_covers or "period"
     key = "own_ns" if covers == "own" else "period_ns"
     out["covers"] = covers
-    out["tool_step_ms"] = float(np.mean([r[key] for r in t["steps"]])) / 1e6 if t["steps"] else None
+    out["tool_step_ms"] = float(np.mean([getattr(r, key) for r in t.steps])) / 1e6 if t.steps else None
     py = {s["name"]: s["seconds"] * 1e9 for s in steps}
-    out["worst_step"] = max((abs(r[key] / py[r["step"]] - 1) for r in t["steps"] if r["step"] in py), default=None)
-    out["steps"] = len(t["steps"])
+    out["worst_step"] = max((abs(getattr(r, key) / py[r.step] - 1) for r in t.steps if r.step in py), default=None)
+    out["steps"] = len(t.steps)
     d = inference(trace).decode
     if d is not None:
         tokens = [x for s in steps for x in s["decode_token_s"]]

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from nsight_tui.parsers.analyses.ncu import NcuAnalysis
     from nsight_tui.parsers.analyses.ranks import RunRanks
     from nsight_tui.parsers.analyses.report import Report
+    from nsight_tui.parsers.analyses.roofline import RooflineReport
     from nsight_tui.parsers.model.ranges import RangeModel
     from nsight_tui.parsers.nsys.reports import Report as NsysReport
     from nsight_tui.parsers.analyses.sweep import Run
@@ -110,9 +111,10 @@ class Profile:
 
         return build(self.trace, self.options, ncu)
 
-    def roofline(self) -> dict:
+    def roofline(self) -> RooflineReport:
         """The roofline's answers alone (achieved FLOP/s and bytes/s against the roofs, MFU, the
-        bound), under the options' roofs: the report's `roofline` section without the rest."""
+        bound), under the options' roofs: the report's `roofline` section without the rest
+        (render.roofline.roofline_json lays it out)."""
         from nsight_tui.parsers.analyses.roofline import answers
 
         return answers(self.trace, self.options.attribution, **self.options.roofline)

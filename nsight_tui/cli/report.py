@@ -116,7 +116,7 @@ def _run(args) -> int:
             note(f"note: {visible(said)}")
         # one call: every section, the Nsight Compute report's (--ncu) and the findings that read it included
         document = profile.report()
-        findings = document.findings.get("findings") or []
+        findings = document.findings.findings
         text = report.single_json(document) if args.format == "json" else report.single_markdown(document)
     if args.output == "-":
         output.write_stdout(text)

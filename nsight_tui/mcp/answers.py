@@ -310,6 +310,7 @@ def idle_window(model: RangeModel, start_ns: int | None, end_ns: int | None, pat
     """GPU busy / launch-, sync-, host-bound idle in a window (the timeline's status line and `e`),
     or over a range's instances (the report's gpu_idle for a phase)."""
     from nsight_tui.parsers.analyses.idle import DEFINITIONS, idle_analysis
+    from nsight_tui.render.idle import window_json
 
     idle = idle_analysis(model.trace)
     if not 0 <= top_gaps <= 50:
@@ -320,7 +321,7 @@ def idle_window(model: RangeModel, start_ns: int | None, end_ns: int | None, pat
         _, node = find_range(model, path)
         from nsight_tui.parsers.analyses.idle_report import range_idle
 
-        result = range_idle(model, node.ids, top_gaps).to_json()
+        result = window_json(range_idle(model, node.ids, top_gaps))
         t0, t1 = node.start, node.end
         what = (f"the {node.instances} instance(s) of {node_path(node)}, summed: an iteration's window is its "
                 "period (its start to the next's), any other range's its NVTX span")
@@ -329,7 +330,7 @@ def idle_window(model: RangeModel, start_ns: int | None, end_ns: int | None, pat
             raise BadRequest("give start_ns < end_ns (on the capture's clock, see summary's start_ns/span_ns), "
                              "or a range path")
         t0, t1 = int(start_ns), int(end_ns)
-        result = idle.window(t0, t1, None, top_gaps).to_json()
+        result = window_json(idle.window(t0, t1, None, top_gaps))
         what = f"[{t0}, {t1}) ns on the capture's clock"
     out: dict = {"window": what, "start_ns": t0, "end_ns": t1, "attribution": model.mode, **plain(result),
                  "definitions": DEFINITIONS}

@@ -346,7 +346,9 @@ def build(served: ServedSet) -> MCPServer:
         if peak_tflops is None and peak_gbps is None:
             return cache.report(s, attribution)["roofline"]
         roofs = options(attribution=attribution, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
-        return A.plain(cache.profile(s, roofs).roofline())
+        from nsight_tui.render.roofline import roofline_json
+
+        return A.plain(roofline_json(cache.profile(s, roofs).roofline()))
 
     @tool(whole="report(sections=[...]) answers the sections named whole")
     def report(path: str | None = None, attribution: Attribution = "process", sections: list[Section] | None = None,

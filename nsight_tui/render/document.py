@@ -3,14 +3,20 @@
 the Markdown page's sections read too."""
 from __future__ import annotations
 
-from nsight_tui.parsers.analyses.questions import PhaseSummary
+from dataclasses import asdict
+
+from nsight_tui.parsers.analyses.questions import PhaseSummary, Timing
 from nsight_tui.parsers.analyses.report import Report
 from nsight_tui.parsers.model.inferred.decode import DecodeLoop
 from nsight_tui.parsers.model.inferred.result import Inference
 from nsight_tui.render.backward_parts import backward_parts_json
+from nsight_tui.render.findings import findings_json
 from nsight_tui.render.gpu_metrics import gpu_metrics_json
-from nsight_tui.render.memory import memory_json
+from nsight_tui.render.idle import gpu_idle_json
+from nsight_tui.render.memory import memory_json, oom_json
+from nsight_tui.render.occupancy import occupancy_json
 from nsight_tui.render.ranks import ranks_json
+from nsight_tui.render.roofline import roofline_json
 
 
 class Page(dict):
@@ -32,16 +38,16 @@ def document(report: Report) -> Page:
         "warmup": {k: phase(v) for k, v in report.warmup.items()},
         "ratios": report.ratios,
         "ratio_basis": report.ratio_basis,
-        "timing": report.timing,
-        "gpu_idle": report.gpu_idle,
+        "timing": timing_json(report.timing),
+        "gpu_idle": gpu_idle_json(report.gpu_idle),
         "memory": memory_json(report.memory),
         # a run that ran out of GPU memory: the failed allocation leads
-        "oom": None if report.oom is None else report.oom.to_json(),
+        "oom": None if report.oom is None else oom_json(report.oom),
         "gpu_metrics": gpu_metrics_json(report.gpu_metrics),
         **({"ranks": ranks_json(report.ranks)} if report.ranks is not None else {}),
-        "roofline": report.roofline,
-        "occupancy": report.occupancy,
-        "findings": report.findings,
+        "roofline": roofline_json(report.roofline),
+        "occupancy": occupancy_json(report.occupancy),
+        "findings": findings_json(report.findings),
         "backward_parts": [backward_parts_json(t) for t in report.backward_parts],
         # where the export names no iteration (or nothing inside its iterations): what was inferred
         # from its kernel sequence, or why nothing
@@ -64,6 +70,11 @@ def phase(p: PhaseSummary) -> dict:
         "busy_ns": p.busy_ns, "kernel_ns": p.kernel_ns, "kernels": p.kernels,
         "top_kernels": p.top_kernels, "families": p.families, "op_ns": p.op_ns,
     }
+
+
+def timing_json(t: Timing) -> dict:
+    """NVTX's clock against the workload's Python clock: per step and the means (ns)."""
+    return asdict(t)
 
 
 def inferred_json(found: Inference) -> dict:

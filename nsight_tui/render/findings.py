@@ -1,9 +1,34 @@
-"""What to fix first as Markdown: the report's section (h) (one function, hooked into the report
+"""What to fix first: the findings' JSON (`report -f json`'s "findings", from the core's
+`FindingsReport`), and as Markdown the report's section (h) (one function, hooked into the report
 page with one line), the sweep's findings cell, and the `--fail-on` check's line."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from nsight_tui.parsers.analyses.findings.result import Finding, FindingsReport
 from nsight_tui.render import numbers, safe, tables
 from nsight_tui.render.numbers import MISSING
+
+def finding_json(f: Finding) -> dict:
+    """One finding: every field (units in the keys) but the device time it claims, and its ranges joined."""
+    out = {k: v for k, v in asdict(f).items() if k not in ("claim", "gpu_work")}
+    return {**out, "range": f.range}
+
+
+def findings_json(r: FindingsReport) -> dict:
+    """The JSON under "findings"; `not_run` only where no rule ran."""
+    return {"step_ns": r.step_ns, "steps": r.steps, "combined_basis": r.combined_basis, "step_basis": r.step_basis,
+            "findings": [finding_json(f) for f in r.findings],
+            "combined_saving_ms_per_step": r.combined_saving_ms_per_step,
+            "overlap_ms_per_step": r.overlap_ms_per_step,
+            "present_no_saving": [{"id": f.id, "title": f.title, "saving_alone_ms_per_step": f.saving_alone_ms_per_step,
+                                   "evidence": f.evidence, "overlaps": f.overlaps,
+                                   "capped_by_cpu_wait": f.capped_by_cpu_wait} for f in r.present_no_saving],
+            "cpu_wait_ms_per_step": r.cpu_wait_ms_per_step,
+            "not_checked": r.not_checked,
+            "thresholds": {k: asdict(v) for k, v in r.thresholds.items()},
+            **({"not_run": r.not_run} if r.not_run is not None else {})}
+
 
 HEADERS = ["#", "finding (id)", "where", "saving ms/step", "basis", "evidence", "fix"]
 
@@ -44,7 +69,7 @@ def rows(findings: list[dict]) -> list[list]:
 
 
 def section(answers: dict) -> list[str]:
-    """Report section (h) from `answers["findings"]` (parsers/analyses/findings.py answers)."""
+    """Report section (h) from the page's "findings" (findings_json)."""
     data = answers.get("findings") or {}
     found = data.get("findings") or []
     out = ["## (h) What to fix first", ""]
@@ -111,9 +136,9 @@ def unknown_ids(wanted: str, known: tuple[str, ...]) -> list[str]:
     return [w for w in asked if w not in known] if asked else [wanted]
 
 
-def present(findings: list[dict], wanted: str) -> list[str]:
+def present(findings: list[Finding], wanted: str) -> list[str]:
     """The ids among `findings` that `--fail-on wanted` (ID[,ID...] or any) names."""
-    ids = [f["id"] for f in findings]
+    ids = [f.id for f in findings]
     if wanted.strip() == "any":
         return ids
     asked = {w.strip() for w in wanted.split(",") if w.strip()}

@@ -3,11 +3,41 @@ section (f) (one function, hooked into the report page with one line), the timel
 window export, and the sweep report's per-figure cells."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from nsight_tui.parsers.analyses.idle import WindowIdle
+from nsight_tui.parsers.analyses.idle_report import PhaseIdle
 from nsight_tui.render import numbers, tables
 from nsight_tui.render.numbers import MISSING
 
 PHASE_ORDER = ("forward", "backward", "optimizer", "step")
 _ms, _us = numbers.ms, numbers.us
+
+
+def window_json(w: WindowIdle) -> dict:
+    """One window, or a range's instances taken together: per device busy and idle by cause (ns),
+    the CPU's lead and the queue depth; the longest gaps with their cause."""
+    return {
+        "instances": w.windows, "window_ns": w.span_ns, "burst_gap_ns": w.burst_gap_ns,
+        "devices": [{
+            "device": d.device, "busy_ns": d.split.busy_ns, "launch_bound_ns": d.split.launch_bound_ns,
+            "sync_bound_ns": d.split.sync_bound_ns, "host_bound_ns": d.split.host_bound_ns,
+            "idle_ns": d.split.idle_ns,
+            "lead": asdict(d.lead), "queue": {"mean_depth": d.queue.mean_depth, "max_depth": d.queue.max_depth},
+        } for d in w.devices],
+        "gaps": [{
+            "device": g.device, "start_ns": g.start_ns, "end_ns": g.end_ns, "duration_ns": g.duration_ns,
+            "launch_bound_ns": g.launch_bound_ns, "sync_bound_ns": g.sync_bound_ns,
+            "host_bound_ns": g.host_bound_ns, "cause": g.cause,
+            "threads": [asdict(t) for t in g.threads],
+        } for g in w.gaps],
+    }
+
+
+def gpu_idle_json(p: PhaseIdle) -> dict:
+    """The JSON under "gpu_idle": per phase its window_json."""
+    return {"burst_gap_ns": p.burst_gap_ns, "definitions": p.definitions, "windows": p.windows,
+            "phases": {name: window_json(w) for name, w in p.phases.items()}}
 
 
 def _pct(part, whole) -> str:

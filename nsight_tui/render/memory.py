@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from nsight_tui.parsers.analyses.memory import DEFINITIONS, MemoryReport
+from nsight_tui.parsers.analyses.oom import Amount, OomFacts
 from nsight_tui.render import numbers, safe, tables
 
 
@@ -117,6 +118,21 @@ def section(a: dict) -> list[str]:
             out.append(f"PyTorch: {safe.markdown(oom['message'].split('  See documentation')[0])}")
     out.append("")
     return out
+
+
+def oom_json(o: OomFacts) -> dict:
+    """A run that ran out of GPU memory: the failed call, what was asked and held (bytes), the fixes."""
+    def amount(a: Amount | None):
+        return None if a is None else {"bytes": a.bytes, "rounding_bytes": a.rounding_bytes, "text": a.text}
+
+    return {"t_ns": o.t_ns, "call": o.call, "return_value": o.return_value, "path": o.path,
+            "thread": o.thread, "failed_calls": o.failed_calls, "in_use_bytes": o.in_use_bytes,
+            "total_bytes": o.total_bytes, "steps_finished": o.steps_finished,
+            "asked": amount(o.asked), "free": amount(o.free),
+            "torch_allocated": amount(o.torch_allocated),
+            "reserved_unallocated": amount(o.reserved_unallocated), "tensor": o.tensor,
+            "fixes": [{"id": f.id, "text": f.text} for f in o.fixes], "message": o.message,
+            "message_source": o.message_source}
 
 
 def memory_json(m: MemoryReport) -> dict:

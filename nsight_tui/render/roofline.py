@@ -1,11 +1,41 @@
-"""Section (g) of `report`, "How far from the hardware", from parsers.roofline.answers()."""
+"""Section (g) of `report`, "How far from the hardware": the JSON under "roofline" (from
+parsers.roofline.answers(), a `RooflineReport`) and its Markdown (from that JSON)."""
 from __future__ import annotations
+
+from dataclasses import asdict
 
 from nsight_tui.parsers.kernels.kernel_names import table_name
 from nsight_tui.parsers.kernels.peaks import MATH_PATH_WORDS
-from nsight_tui.parsers.analyses.roofline import BASIS, COMPUTE, LATENCY, MEMORY, UNKNOWN
+from nsight_tui.parsers.analyses.roofline import BASIS, COMPUTE, LATENCY, MEMORY, UNKNOWN, RooflinePoint, RooflineReport
 from nsight_tui.render.safe import markdown as md
 from nsight_tui.render.tables import markdown as table
+
+
+def point_json(p: RooflinePoint) -> dict:
+    """One range, family or kernel: every field, rates per second, sizes in bytes."""
+    return asdict(p)
+
+
+def roofline_json(r: RooflineReport) -> dict:
+    """The JSON under "roofline"."""
+    pk = r.peaks
+    return {
+        "gpu": r.gpu,
+        "peaks": None if pk is None else {"name": pk.name, "source": pk.source, "tflops": pk.tflops,
+                                          "bandwidth_gbps": pk.bandwidth_gbps},
+        "peak_note": r.peak_note,
+        "source": r.source,
+        "source_detail": r.source_detail,
+        "source_line": r.source_line,
+        "gemm_math_path": r.gemm_math_path,
+        "ranges": [point_json(p) for p in r.ranges],
+        "families": {scope: [point_json(p) for p in points] for scope, points in r.families.items()},
+        "kernels": [point_json(p) for p in r.kernels],
+        "mfu": r.mfu,
+        "formulas": [{"path": row.path, "term": row.op, "flops": row.flops, "bytes": row.bytes,
+                      "formula": row.formula} for row in r.formulas],
+        "basis": r.basis,
+    }
 
 
 def _num(x, fmt: str, scale: float = 1.0) -> str:

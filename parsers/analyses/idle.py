@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -204,23 +204,6 @@ class WindowIdle:
     burst_gap_ns: int
     devices: list[DeviceWindowIdle]
     gaps: list[Gap]
-
-    def to_json(self) -> dict:
-        return {
-            "instances": self.windows, "window_ns": self.span_ns, "burst_gap_ns": self.burst_gap_ns,
-            "devices": [{
-                "device": d.device, "busy_ns": d.split.busy_ns, "launch_bound_ns": d.split.launch_bound_ns,
-                "sync_bound_ns": d.split.sync_bound_ns, "host_bound_ns": d.split.host_bound_ns,
-                "idle_ns": d.split.idle_ns,
-                "lead": asdict(d.lead), "queue": {"mean_depth": d.queue.mean_depth, "max_depth": d.queue.max_depth},
-            } for d in self.devices],
-            "gaps": [{
-                "device": g.device, "start_ns": g.start_ns, "end_ns": g.end_ns, "duration_ns": g.duration_ns,
-                "launch_bound_ns": g.launch_bound_ns, "sync_bound_ns": g.sync_bound_ns,
-                "host_bound_ns": g.host_bound_ns, "cause": g.cause,
-                "threads": [asdict(t) for t in g.threads],
-            } for g in self.gaps],
-        }
 
 
 # -- per device, for the whole trace ------------------------------------------------------------

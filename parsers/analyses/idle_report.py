@@ -1,12 +1,31 @@
 """Idle time by cause for the report's phases: forward, backward, optimizer and the step
-itself, over the steady-state iterations (`step_N`), as plain JSON-ready data."""
+itself, over the steady-state iterations (`step_N`): a `PhaseIdle` (render.idle lays it out
+under "gpu_idle")."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from nsight_tui.parsers.model.steps import PHASES, steps_of
-from nsight_tui.parsers.analyses.idle import DEFINITIONS, idle_analysis
+from nsight_tui.parsers.analyses.idle import DEFINITIONS, WindowIdle, idle_analysis
 from nsight_tui.parsers.model.ranges import RangeModel
+
+WINDOWS = {"step": "the step period: each step's start to the next iteration's start (the last ends with its GPU work)",
+           "phases": "each phase range's NVTX span (the CPU's clock)"}
+
+
+@dataclass(frozen=True)
+class PhaseIdle:
+    """GPU idle by cause per phase (`forward`, ..., `step`) over its instances' windows (how each
+    window is taken: `windows`); burst_gap_ns: the gap that splits launch bursts; definitions: the
+    causes in words."""
+
+    burst_gap_ns: int
+    definitions: dict[str, str]
+    windows: dict[str, str]
+    phases: dict[str, WindowIdle]
+
 
 def phase_ids(model: RangeModel) -> dict[str, np.ndarray]:
     """Range positions per phase: steady-state steps and their forward/backward/optimizer;
@@ -19,7 +38,7 @@ def phase_ids(model: RangeModel) -> dict[str, np.ndarray]:
     return out
 
 
-def range_idle(model: RangeModel, ids: np.ndarray, top_gaps: int = 10):
+def range_idle(model: RangeModel, ids: np.ndarray, top_gaps: int = 10) -> WindowIdle:
     """Idle by cause over range instances: an iteration's (`step_N`, `warmup_N`) window is its
     period (they tile the loop), any other range's its NVTX span."""
     idle = idle_analysis(model.trace)
@@ -32,13 +51,10 @@ def range_idle(model: RangeModel, ids: np.ndarray, top_gaps: int = 10):
     return idle.ranges(model, ids, top_gaps)
 
 
-def phase_idle(model: RangeModel, top_gaps: int = 10) -> dict:
-    """{"burst_gap_ns", "definitions", "windows", "phases": {phase: WindowIdle.to_json()}}. A phase's
-    window is its NVTX span (what the GPU did while the CPU was in it); the step's is its period
-    (each step's start to the next's), so the steps' windows tile the steady state."""
+def phase_idle(model: RangeModel, top_gaps: int = 10) -> PhaseIdle:
+    """Idle by cause per phase. A phase's window is its NVTX span (what the GPU did while the CPU
+    was in it); the step's is its period (each step's start to the next's), so the steps' windows
+    tile the steady state."""
     idle = idle_analysis(model.trace)
-    phases = {name: range_idle(model, ids, top_gaps).to_json() for name, ids in phase_ids(model).items()}
-    return {"burst_gap_ns": idle.burst_gap_ns, "definitions": DEFINITIONS,
-            "windows": {"step": "the step period: each step's start to the next iteration's start (the last ends "
-                                "with its GPU work)", "phases": "each phase range's NVTX span (the CPU's clock)"},
-            "phases": phases}
+    phases = {name: range_idle(model, ids, top_gaps) for name, ids in phase_ids(model).items()}
+    return PhaseIdle(burst_gap_ns=idle.burst_gap_ns, definitions=DEFINITIONS, windows=WINDOWS, phases=phases)

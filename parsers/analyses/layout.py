@@ -46,13 +46,6 @@ class LayoutShare:
         """Layout transposes per unit of convolution time (how much the layout adds to the convs)."""
         return self.layout_ns / self.convolution_ns if self.convolution_ns else None
 
-    def to_json(self) -> dict:
-        return {"steps": self.steps, "layout_ns": round(self.layout_ns), "layout_kernels": self.layout_kernels,
-                "convolution_ns": round(self.convolution_ns), "kernel_ns": round(self.kernel_ns),
-                "step_ns": None if self.step_ns is None else round(self.step_ns),
-                "share_of_step": self.share_of_step, "share_of_kernels": self.share_of_kernels,
-                "top": [{"name": n, "ns": round(t)} for n, t in self.top]}
-
 
 def layout_share(model: RangeModel) -> LayoutShare:
     """The layout transposes' GPU time per steady step (every `step_N`; the whole capture without)."""

@@ -68,19 +68,6 @@ class OomFacts:
     message: str = ""  # PyTorch's message as raised
     message_source: str = ""  # where it was read: the oom mark, or the record beside the export
 
-    def to_json(self) -> dict:
-        def amount(a: Amount | None):
-            return None if a is None else {"bytes": a.bytes, "rounding_bytes": a.rounding_bytes, "text": a.text}
-
-        return {"t_ns": self.t_ns, "call": self.call, "return_value": self.return_value, "path": self.path,
-                "thread": self.thread, "failed_calls": self.failed_calls, "in_use_bytes": self.in_use_bytes,
-                "total_bytes": self.total_bytes, "steps_finished": self.steps_finished,
-                "asked": amount(self.asked), "free": amount(self.free),
-                "torch_allocated": amount(self.torch_allocated),
-                "reserved_unallocated": amount(self.reserved_unallocated), "tensor": self.tensor,
-                "fixes": [{"id": f.id, "text": f.text} for f in self.fixes], "message": self.message,
-                "message_source": self.message_source}
-
 
 def amount(pattern: re.Pattern, message: str) -> Amount | None:
     m = pattern.search(message or "")

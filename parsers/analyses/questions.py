@@ -162,16 +162,53 @@ RATIO_BASIS = {
 }
 
 
-def _clock_covers(rows: list[dict]) -> str | None:
+@dataclass(frozen=True)
+class StepTiming:
+    """One steady-state step on NVTX's clock against the workload's Python clock (ns): its CPU span
+    (nvtx), its period (its start to the next step's) = own (start to its work's end) + between,
+    its GPU work's span, and the ratios to the Python clock (None without one)."""
+
+    step: str
+    nvtx_ns: int
+    period_ns: int
+    gpu_ns: int
+    own_ns: int
+    between_ns: int
+    python_ns: int
+    diff_ns: int
+    nvtx_over_python: float | None
+    period_over_python: float | None
+    own_over_python: float | None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """NVTX step and phase times against the times the capture measured in Python: per step, the
+    means over the steady-state steps (ns; None without steps), which figure the Python clock
+    reads like (python_clock_covers: "own", "period" or None), whether the GPU lags the CPU, and
+    the Python clock's mean per phase."""
+
+    steps: list[StepTiming]
+    nvtx_step_mean_ns: int | None
+    step_period_mean_ns: int | None
+    step_own_mean_ns: int | None  # its own time (start to its work's end); period = own + between
+    between_steps_mean_ns: int | None
+    python_clock_covers: str | None
+    gpu_lags: bool
+    python_step_mean_ns: int | None
+    python_phase_mean_ns: dict[str, int]
+
+
+def _clock_covers(rows: list[StepTiming]) -> str | None:
     """Which of the step's figures the workload's Python clock reads like: "period" (a clock around the
     whole loop body: the next batch included) or "own" (a clock inside the step, as a trainer's batch
     hooks take it: the loop's work between steps left out); None where they cannot be told apart (the
     steps' time between them under 2% of their period) or no Python times."""
     if not rows:
         return None
-    period = float(np.mean([r["period_ns"] for r in rows]))
-    own = float(np.mean([r["own_ns"] for r in rows]))
-    py = float(np.mean([r["python_ns"] for r in rows]))
+    period = float(np.mean([r.period_ns for r in rows]))
+    own = float(np.mean([r.own_ns for r in rows]))
+    py = float(np.mean([r.python_ns for r in rows]))
     if period - own < 0.02 * period:
         return None
     return "own" if abs(own - py) < abs(period - py) else "period"
@@ -186,7 +223,7 @@ def attention_dims(config: dict) -> tuple[int, int, int, int] | None:
     return batch, heads, ctx, d_head
 
 
-def timing(trace: Trace, model: RangeModel) -> dict:
+def timing(trace: Trace, model: RangeModel) -> Timing:
     """NVTX step and phase times against the times the capture measured in Python."""
     meta = trace.meta()
     times = steps_of(model).steady_times
@@ -200,27 +237,26 @@ def timing(trace: Trace, model: RangeModel) -> dict:
         name = step.get("name")
         if name in nvtx and isinstance(step.get("seconds"), (int, float)):
             py = int(round(step["seconds"] * 1e9))
-            rows.append({"step": name, "nvtx_ns": nvtx[name], "period_ns": period[name], "gpu_ns": gpu[name],
-                         "own_ns": own[name], "between_ns": period[name] - own[name],
-                         "python_ns": py, "diff_ns": nvtx[name] - py,
-                         "nvtx_over_python": nvtx[name] / py if py else None,
-                         "period_over_python": period[name] / py if py else None,
-                         "own_over_python": own[name] / py if py else None})
+            rows.append(StepTiming(step=str(name), nvtx_ns=nvtx[name], period_ns=period[name], gpu_ns=gpu[name],
+                                   own_ns=own[name], between_ns=period[name] - own[name],
+                                   python_ns=py, diff_ns=nvtx[name] - py,
+                                   nvtx_over_python=nvtx[name] / py if py else None,
+                                   period_over_python=period[name] / py if py else None,
+                                   own_over_python=own[name] / py if py else None))
     phase_py = {}
     for ph in PHASES:
         vals = [s["phases"][ph] for s in meta.steps
                 if isinstance(s.get("phases"), dict) and ph in s["phases"] and STEP.match(str(s.get("name", "")))]
         if vals:
             phase_py[ph] = int(round(np.mean(vals) * 1e9))
-    return {
-        "steps": rows,
-        "nvtx_step_mean_ns": int(np.mean(list(nvtx.values()))) if nvtx else None,
-        "step_period_mean_ns": int(times.period_ns.mean()) if times.n else None,
-        # its own time (start to its work's end) and the loop's between steps: period = own + between
-        "step_own_mean_ns": int((times.period_ns - times.between_ns).mean()) if times.n else None,
-        "between_steps_mean_ns": int(times.between_ns.mean()) if times.n else None,
-        "python_clock_covers": _clock_covers(rows),
-        "gpu_lags": times.gpu_lags(),
-        "python_step_mean_ns": int(np.mean([r["python_ns"] for r in rows])) if rows else None,
-        "python_phase_mean_ns": phase_py,
-    }
+    return Timing(
+        steps=rows,
+        nvtx_step_mean_ns=int(np.mean(list(nvtx.values()))) if nvtx else None,
+        step_period_mean_ns=int(times.period_ns.mean()) if times.n else None,
+        step_own_mean_ns=int((times.period_ns - times.between_ns).mean()) if times.n else None,
+        between_steps_mean_ns=int(times.between_ns.mean()) if times.n else None,
+        python_clock_covers=_clock_covers(rows),
+        gpu_lags=times.gpu_lags(),
+        python_step_mean_ns=int(np.mean([r.python_ns for r in rows])) if rows else None,
+        python_phase_mean_ns=phase_py,
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nsight_tui.parsers.analyses.questions import RATIO_BASIS, PhaseSummary, _ratios, phases, timing
+from nsight_tui.parsers.analyses.questions import RATIO_BASIS, PhaseSummary, Timing, _ratios, phases, timing
 from nsight_tui.parsers.kernels import occupancy
 from nsight_tui.parsers.model import main_thread as main_threads
 from nsight_tui.parsers.model.inferred import has_iteration_ranges, inference
@@ -21,11 +21,15 @@ from nsight_tui.parsers.read.load import Trace
 
 if TYPE_CHECKING:
     from nsight_tui.parsers.analyses.backward_parts import BackwardParts
+    from nsight_tui.parsers.analyses.findings.result import FindingsReport
     from nsight_tui.parsers.analyses.gpu_metrics import GpuMetricsReport
+    from nsight_tui.parsers.analyses.idle_report import PhaseIdle
     from nsight_tui.parsers.analyses.memory import MemoryReport
     from nsight_tui.parsers.analyses.ncu import NcuAnalysis
     from nsight_tui.parsers.analyses.oom import OomFacts
     from nsight_tui.parsers.analyses.ranks import RunRanks
+    from nsight_tui.parsers.kernels.occupancy import OccupancyReport
+    from nsight_tui.parsers.analyses.roofline import RooflineReport
     from nsight_tui.parsers.model.inferred.result import Inference
 
 
@@ -36,9 +40,11 @@ class Report:
 
     ranges/warmup: per phase (`step`, `forward`, ...) over the steady-state steps / the warm-ups;
     ratios: each with its basis in ratio_basis; timing: NVTX against the capture's Python clock;
-    gpu_idle, roofline, occupancy, findings: those analyses' answers as plain data; ranks: where the
-    export holds several ranks; inferred: what the kernel sequence gave where the export names no
-    iteration (None: nothing to say); ncu: the Nsight Compute report joined to it (None: none given)."""
+    gpu_idle: idle by cause per phase (analyses.idle_report); occupancy: theoretical, per kernel
+    name (kernels.occupancy); roofline: how far from the hardware (analyses.roofline); findings:
+    what to fix first (analyses.findings); ranks: where the export holds several ranks; inferred:
+    what the kernel sequence gave where the export names no iteration (None: nothing to say);
+    ncu: the Nsight Compute report joined to it (None: none given)."""
 
     file: str
     attribution: str
@@ -48,15 +54,15 @@ class Report:
     warmup: dict[str, PhaseSummary]
     ratios: dict[str, float | None]
     ratio_basis: dict[str, str]
-    timing: dict
-    gpu_idle: dict
+    timing: Timing
+    gpu_idle: PhaseIdle
     memory: MemoryReport
     oom: OomFacts | None  # a run that ran out of GPU memory: the failed allocation leads (analyses.oom)
     gpu_metrics: GpuMetricsReport
     ranks: RunRanks | None
-    roofline: dict
-    occupancy: dict
-    findings: dict
+    roofline: RooflineReport
+    occupancy: OccupancyReport
+    findings: FindingsReport
     backward_parts: list[BackwardParts]
     inferred: Inference | None
     notes: list[str] = field(default_factory=list)
@@ -68,6 +74,7 @@ def build(trace: Trace, options: Options | None = None, ncu: NcuAnalysis | None 
     joined here once: its section and the findings that read it share it)."""
     from nsight_tui.parsers.analyses.backward_parts import backward_parts
     from nsight_tui.parsers.analyses.findings import answers as findings_answers
+    from nsight_tui.parsers.analyses.findings.result import no_step
     from nsight_tui.parsers.analyses.gpu_metrics import gpu_metrics_analysis
     from nsight_tui.parsers.analyses.idle_report import phase_idle
     from nsight_tui.parsers.analyses.memory import memory_analysis
@@ -91,7 +98,7 @@ def build(trace: Trace, options: Options | None = None, ncu: NcuAnalysis | None 
     oom = oom_facts(model, memory)
     findings = findings_answers(trace, attribution, ncu)
     if oom is not None and not oom.steps_finished:
-        findings = _no_step_findings(findings)
+        findings = no_step(findings)
     return Report(
         file=str(trace.path),
         attribution=attribution,
@@ -116,13 +123,6 @@ def build(trace: Trace, options: Options | None = None, ncu: NcuAnalysis | None 
         notes=[*trace.info.notes, *([f"roofline: {NO_FLOPS}"] if roof.counts is None else [])],
         ncu=ncu,
     )
-
-
-def _no_step_findings(found: dict) -> dict:
-    """A run that ran out of memory before it finished a step has no step time to save: no findings."""
-    return {**found, "findings": [], "present_no_saving": [], "combined_saving_ms_per_step": 0.0,
-            "overlap_ms_per_step": 0.0, "steps": 0, "step_ns": None,
-            "not_run": "the run ran out of GPU memory before it finished a step: no step time to find savings in"}
 
 
 def _ranks(trace: Trace) -> RunRanks | None:

@@ -20,7 +20,7 @@ it, or one kernel:
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,9 +78,6 @@ class RooflinePoint:
     mfu: float | None = None
     verdict: str = UNKNOWN
     reason: str = ""
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def _per_second(amount: float | None, ns: int) -> float | None:
@@ -394,41 +391,57 @@ def _targets(r: Roofline) -> list[tuple[str, np.ndarray, str]]:
     return out
 
 
+@dataclass(frozen=True)
+class RooflineReport:
+    """Section (g) of `report` (render.roofline lays it out under "roofline"). gpu: the export's
+    GPU; peaks: the roofs in force (None: none known, peak_note says how to give them); source:
+    where the FLOPs and bytes come from (source_detail, source_line: in words); gemm_math_path:
+    the roof MFU and ridge points use; ranges: the steady-state steps and their phases (or the main
+    thread's top two levels); families: per scope its kernel families; kernels: the attention's
+    kernels (or every kernel where there is no step); mfu: per phase, 0..1; formulas: the analytic
+    counts' terms (empty for other sources); basis: how each figure is computed."""
+
+    gpu: str
+    peaks: peak_table.GpuPeaks | None
+    peak_note: str
+    source: str
+    source_detail: str
+    source_line: str
+    gemm_math_path: str
+    ranges: list[RooflinePoint]
+    families: dict[str, list[RooflinePoint]]
+    kernels: list[RooflinePoint]
+    mfu: dict[str, float | None]
+    formulas: list[flop_counts.OpCount]
+    basis: dict[str, str]
+
+
 def answers(trace: Trace, attribution: str = "process", flops_file=None, peak_tflops: float | None = None,
-            peak_gbps: float | None = None, roof: Roofline | None = None) -> dict:
-    """Section (g) of `report` as plain data (the JSON under "roofline")."""
+            peak_gbps: float | None = None, roof: Roofline | None = None) -> RooflineReport:
+    """Section (g) of `report`, typed."""
     r = roof or build(trace, attribution, flops_file, peak_tflops, peak_gbps)
     targets = _targets(r)
     ranges = [r.range_point(ids, path, label=name,
                             wall_ns=int(steps_of(r.model).times(ids).period_ns.sum()) if name == "step" else None)
               for name, ids, path in targets]
     by_name = {p.label: p for p in ranges}
-    families, kernels = {}, []
+    families: dict[str, list[RooflinePoint]] = {}
+    kernels: list[RooflinePoint] = []
     for name, ids, path in targets:
         if name in ("step", "forward", "backward") or (name.count("/") == 0 and name not in by_name):
-            families[name] = [p.to_json() for p in r.family_points(ids, path)]
+            families[name] = r.family_points(ids, path)
         if name in ("computing_attention_scores", "computing_softmax", "final_matmul") or \
                 not any(n == "step" for n, _, _ in targets):
-            kernels += [p.to_json() for p in r.kernel_points(ids, path)]
+            kernels += r.kernel_points(ids, path)
     if not families and targets:
         name, ids, path = targets[0]
-        families[name] = [p.to_json() for p in r.family_points(ids, path)]
-    pk = r.peaks.peaks
+        families[name] = r.family_points(ids, path)
     step = by_name.get("step")
-    return {
-        "gpu": r.peaks.gpu,
-        "peaks": None if pk is None else {"name": pk.name, "source": pk.source, "tflops": pk.tflops,
-                                          "bandwidth_gbps": pk.bandwidth_gbps},
-        "peak_note": r.peaks.note,
-        "source": r.source,
-        "source_detail": r.counts.detail if r.counts else "",
-        "source_line": r.source_line(),
-        "gemm_math_path": step.math_path if step else (ranges[0].math_path if ranges else config_math_path(r.config)),
-        "ranges": [p.to_json() for p in ranges],
-        "families": families,
-        "kernels": kernels,
-        "mfu": {n: by_name[n].mfu for n in MFU_PHASES if n in by_name},
-        "formulas": [{"path": row.path, "term": row.op, "flops": row.flops, "bytes": row.bytes,
-                      "formula": row.formula} for row in r.counts.rows] if r.counts and r.counts.source == "analytic" else [],
-        "basis": BASIS,
-    }
+    return RooflineReport(
+        gpu=r.peaks.gpu, peaks=r.peaks.peaks, peak_note=r.peaks.note, source=r.source,
+        source_detail=r.counts.detail if r.counts else "", source_line=r.source_line(),
+        gemm_math_path=step.math_path if step else (ranges[0].math_path if ranges else config_math_path(r.config)),
+        ranges=ranges, families=families, kernels=kernels,
+        mfu={n: by_name[n].mfu for n in MFU_PHASES if n in by_name},
+        formulas=list(r.counts.rows) if r.counts and r.counts.source == "analytic" else [],
+        basis=BASIS)

@@ -132,10 +132,8 @@ def _analyse_one(run: Run, options: Options | None) -> None:
         run.report = build(load_trace(run.path), options)
         oom = run.report.oom
         if oom is not None:  # an export of a run that ran out, with no record beside it: OOM all the same
-            facts = oom.to_json()
-            run.status, run.oom_range = "oom", facts.get("path") or None
-            run.message = facts.get("message") or f"{facts.get('call')} returned {facts.get('return_value')} " \
-                                                  "(cudaErrorMemoryAllocation)"
+            run.status, run.oom_range = "oom", oom.path or None
+            run.message = oom.message or f"{oom.call} returned {oom.return_value} (cudaErrorMemoryAllocation)"
             run.oom_config = run.report.config or None
     except TraceError as exc:
         run.status, run.message = "error", str(exc)

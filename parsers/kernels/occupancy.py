@@ -335,18 +335,71 @@ def _pct(v) -> float:
     return round(float(v), 3)
 
 
-def answers(trace) -> dict:
-    """The JSON report's `occupancy` section: per kernel name (as nsys stores it, most GPU time
+@dataclass(frozen=True)
+class BlocksPerSm:
+    """The blocks one SM can hold, by each limit (None: the limit does not bind)."""
+
+    warps: int
+    registers: int | None
+    shared_memory: int | None
+    blocks: int
+
+
+@dataclass(frozen=True)
+class ConfigOccupancy:
+    """One launch configuration of a kernel name: its resources, launches and GPU time (ns), and
+    its theoretical occupancy (% of the SM's warps) with the limit that sets it."""
+
+    device: int
+    registers_per_thread: int
+    static_shared_bytes: int
+    dynamic_shared_bytes: int
+    threads_per_block: int
+    shared_carveout_bytes: int
+    launches: int
+    total_ns: int
+    blocks_per_sm_by: BlocksPerSm
+    active_blocks_per_sm: int
+    active_warps_per_sm: int
+    max_warps_per_sm: int
+    theoretical_occupancy_pct: float
+    occupancy_limiter: str
+
+
+@dataclass(frozen=True)
+class KernelOccupancy:
+    """One kernel name (as nsys stores it): the figure and limiter of its configuration with the
+    most GPU time (configs[0]), and every configuration, most GPU time first."""
+
+    name: str
+    total_ns: int
+    launches: int
+    theoretical_occupancy_pct: float
+    occupancy_limiter: str
+    configs: list[ConfigOccupancy]
+
+
+@dataclass(frozen=True)
+class OccupancyReport:
+    """The report's `occupancy` section: what the figure is and how it is computed, over which
+    launches (scope), why some kernels have none (note), each GPU's per-SM limits and the kernels,
+    most GPU time first (render.occupancy lays it out)."""
+
+    what: str
+    method: str
+    scope: str
+    note: str
+    gpus: list[GpuLimits]
+    kernels: list[KernelOccupancy]
+
+
+def answers(trace) -> OccupancyReport:
+    """The report's `occupancy` section: per kernel name (as nsys stores it, most GPU time
     first) the configuration with the most GPU time's figure and limiter, and every configuration."""
     occ = trace_occupancy(trace)
-    out: dict = {"what": WHAT, "method": METHOD, "scope": "every kernel launch of the trace", "note": occ.note,
-                 "gpus": [{"device": g.device, "name": g.name, "compute_capability": f"{g.cc[0]}.{g.cc[1]}",
-                           "max_warps_per_sm": g.limits.max_warps, "max_blocks_per_sm": g.limits.max_blocks,
-                           "registers_per_sm": g.limits.regs_per_sm, "shared_memory_per_sm_bytes": g.limits.smem_per_sm,
-                           "shared_memory_allocation_unit_bytes": g.limits.smem_unit,
-                           "reserved_shared_memory_per_block_bytes": g.limits.reserved_smem,
-                           "limits_from_export": list(g.from_export)} for g in occ.gpus.values()],
-                 "kernels": []}
+    kernels: list[KernelOccupancy] = []
+    out = OccupancyReport(what=WHAT, method=METHOD, scope="every kernel launch of the trace", note=occ.note,
+                          gpus=list(occ.gpus.values()), kernels=kernels)
     per = name_configs(trace)
     if per.empty:
         return out
@@ -355,19 +408,19 @@ def answers(trace) -> dict:
     for name, total in totals.items():
         rows = groups[name]
         top = rows.iloc[0]
-        out["kernels"].append({
-            "name": name, "total_ns": int(total), "launches": int(rows["launches"].sum()),
-            "theoretical_occupancy_pct": _pct(top["occupancy_pct"]), "occupancy_limiter": top["limiter"],
-            "configs": [{
-                "device": int(r.device), "registers_per_thread": int(r.regs), "static_shared_bytes": int(r.smem_static),
-                "dynamic_shared_bytes": int(r.smem_dynamic), "threads_per_block": int(r.threads),
-                "shared_carveout_bytes": int(r.smem_config), "launches": int(r.launches), "total_ns": int(r.total_ns),
-                "blocks_per_sm_by": {"warps": int(r.by_warps), "registers": _cap(r.by_registers),
-                                     "shared_memory": _cap(r.by_shared), "blocks": int(r.by_blocks)},
-                "active_blocks_per_sm": int(r.blocks), "active_warps_per_sm": int(r.warps),
-                "max_warps_per_sm": int(r.max_warps), "theoretical_occupancy_pct": _pct(r.occupancy_pct),
-                "occupancy_limiter": r.limiter} for r in rows.itertuples()],
-        })
+        kernels.append(KernelOccupancy(
+            name=name, total_ns=int(total), launches=int(rows["launches"].sum()),
+            theoretical_occupancy_pct=_pct(top["occupancy_pct"]), occupancy_limiter=top["limiter"],
+            configs=[ConfigOccupancy(
+                device=int(r.device), registers_per_thread=int(r.regs), static_shared_bytes=int(r.smem_static),
+                dynamic_shared_bytes=int(r.smem_dynamic), threads_per_block=int(r.threads),
+                shared_carveout_bytes=int(r.smem_config), launches=int(r.launches), total_ns=int(r.total_ns),
+                blocks_per_sm_by=BlocksPerSm(warps=int(r.by_warps), registers=_cap(r.by_registers),
+                                             shared_memory=_cap(r.by_shared), blocks=int(r.by_blocks)),
+                active_blocks_per_sm=int(r.blocks), active_warps_per_sm=int(r.warps),
+                max_warps_per_sm=int(r.max_warps), theoretical_occupancy_pct=_pct(r.occupancy_pct),
+                occupancy_limiter=r.limiter) for r in rows.itertuples()],
+        ))
     return out
 
 

@@ -14,6 +14,7 @@ from conftest import SAMPLES
 from helpers.findings_twins import assert_below_the_jitter, sample, step_mean_ns
 from nsight_tui.parsers.analyses.findings import RULE_IDS, THRESHOLDS, findings
 from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.render.findings import finding_json
 
 # rule, planted run, fixed twin, whether the saving is compared (see the notes)
 PAIRS = [
@@ -61,7 +62,7 @@ def test_rule_fires_on_plant_silent_on_twin_and_estimates_the_saving(rule, plant
 
 def test_findings_carry_what_the_report_promises():
     for f in _findings("small_ctx128_foreach-off").values():
-        j = f.to_json()
+        j = finding_json(f)
         assert {"id", "title", "range", "saving_ms_per_step", "evidence", "fix", "basis"} <= set(j)
         assert j["id"] in RULE_IDS and j["saving_ms_per_step"] >= 0
     ranked = [f.saving_ms_per_step for f in findings(load_trace(sample("small_ctx128_foreach-off")))]

@@ -15,6 +15,7 @@ from conftest import SAMPLES
 from helpers.ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
 from nsight_tui.parsers.analyses import ncu
 from nsight_tui.parsers.analyses.findings import THRESHOLDS, answers, findings
+from nsight_tui.render.findings import findings_json
 from nsight_tui.parsers.analyses.roofline import build as build_roofline
 from nsight_tui.parsers.kernels.families import classify_names
 from nsight_tui.parsers.read.load import load_trace
@@ -113,7 +114,7 @@ def test_occupancy_limited_in_the_ranking_from_nvidia_reading_and_sql(ncu_pair):
         assert "upper bound" in f.basis and "measured by ncu" in f.basis
     # without the report the rule is silent; the JSON lists them apart, each with its evidence
     assert not [f for f in findings(trace) if f.id == "occupancy-limited"]
-    apart = [p for p in answers(trace, ncu=a)["present_no_saving"] if p["id"] == "occupancy-limited"]
+    apart = [p for p in findings_json(answers(trace, ncu=a))["present_no_saving"] if p["id"] == "occupancy-limited"]
     assert len(apart) == len(found) and all(p["overlaps"] == ["fp32-gemm-without-tensor-cores"] for p in apart)
 
 
@@ -235,8 +236,8 @@ def test_the_manual_attention_chain_is_left_to_unfused_attention():
     manual = SAMPLES / "small_ctx128.sqlite"
     assert chains_sql(manual) == [] and chains_sql(manual, in_attention=True)  # scale, mask per layer
     f = {x.id: x for x in findings(load_trace(manual))}
-    assert "unfused-attention" in f or any(p["id"] == "unfused-attention"
-                                           for p in answers(load_trace(manual))["present_no_saving"])
+    assert "unfused-attention" in f or any(p.id == "unfused-attention"
+                                           for p in answers(load_trace(manual)).present_no_saving)
     assert "elementwise-chain" not in f
 
 

@@ -23,6 +23,7 @@ from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT
 from nsight_tui.parsers.analyses.findings.rules import answers
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay.edits import EditError
+from nsight_tui.render.findings import findings_json
 
 # Pairs whose finding's replayed saving misses the twin (docs/whatif.md, "Findings on the replay"):
 # strict, so a fix shows up as a pass to move.
@@ -77,7 +78,7 @@ def test_every_finding_names_its_edit_and_fix_id_replays_it():
 
 def test_all_fixes_together_is_one_replay():
     path = SAMPLES / "small_ctx128.sqlite"
-    doc = answers(load_trace(path))
+    doc = findings_json(answers(load_trace(path)))
     shown = {f["id"]: f for f in doc["findings"]}
     replayed = [i for i, f in shown.items() if f["replayed"]]
     assert len(replayed) >= 2
@@ -101,7 +102,7 @@ def test_all_fixes_together_never_exceed_the_step(async_trace):
     step: together they may claim at most what the replay leaves, never more than the step itself."""
     from nsight_tui.parsers.analyses.findings import answers
 
-    doc = answers(load_trace(async_trace(SAMPLES / "thirdparty" / "lightning_resnet50_b32.sqlite.xz")))
+    doc = findings_json(answers(load_trace(async_trace(SAMPLES / "thirdparty" / "lightning_resnet50_b32.sqlite.xz"))))
     step_ms = doc["step_ns"] / 1e6
     assert any(not f["replayed"] for f in doc["findings"])  # some savings are estimates: the cap can bite
     assert doc["combined_saving_ms_per_step"] <= step_ms

@@ -206,9 +206,9 @@ def test_step_mfu_over_the_step_period_and_the_fp32_peak():
 
     r = roof(COUNTED)
     periods = sum(it.period for it in step_sql.steps(COUNTED))
-    step = next(p for p in answers(r.trace, roof=r)["ranges"] if p["label"] == "step")
-    assert step["wall_ns"] == periods
-    assert step["mfu"] == pytest.approx(step["flops"] / (periods / 1e9 * FP32_PEAK))
+    step = next(p for p in answers(r.trace, roof=r).ranges if p.label == "step")
+    assert step.wall_ns == periods
+    assert step.mfu == pytest.approx(step.flops / (periods / 1e9 * FP32_PEAK))
     its = iteration_ranges(r.model, STEP)
     p = r.range_point(its, "step_N")
     assert p.flops == 3 * r.counts.range_counts("step_N").flops

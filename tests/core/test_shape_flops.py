@@ -77,18 +77,18 @@ def test_roofline_and_mfu_work_on_a_trace_without_marks(traces):
     r = roofline.build(trace)
     assert r.source == "shapes" and "op shapes" in r.source_line()
     answers = roofline.answers(trace, roof=r)
-    by = {p["label"]: p for p in answers["ranges"]}
+    by = {p.label: p for p in answers.ranges}
     # per step: the shapes' matmul FLOPs by the hand formula over the steady steps' ranges, from SQL
     where = " OR ".join(f"COALESCE(e.text, s.value) LIKE '{op}, %sizes = %'" for op in ("aten::mm", "aten::addmm", "aten::bmm"))
     steps = sql_rows(traces[SHAPES_ONLY], """SELECT e.start, e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId
                                             WHERE s.value GLOB 'step_[0-9]*'""")
     ops = [(t, hand_flops(text)) for _, t, text in sql_rows(traces[SHAPES_ONLY], TEXTS.format(where=where))]
     in_steps = sum(f for t, f in ops if any(a <= t <= b for a, b in steps))
-    assert by["step"]["flops"] == pytest.approx(in_steps, rel=1e-12)
+    assert by["step"].flops == pytest.approx(in_steps, rel=1e-12)
     for name in ("step", "forward", "backward"):
         p = by[name]
-        assert p["flops"] > 0 and p["bytes"] > 0 and p["source"] == "shapes" and p["mfu"] > 0
-        assert p["verdict"] != roofline.UNKNOWN
+        assert p.flops > 0 and p.bytes > 0 and p.source == "shapes" and p.mfu > 0
+        assert p.verdict != roofline.UNKNOWN
 
 
 def test_a_trace_with_neither_marks_shapes_nor_config_says_so():

@@ -209,13 +209,13 @@ def test_a_lightning_step_reads_like_its_hook_clock_by_its_own_time_not_its_peri
     model = range_model(trace)
     t = timing(trace, model)
     py = {s["name"]: s["seconds"] * 1e9 for s in python_clock(stem)["steps"]}
-    rows = t["steps"]
-    assert [r["step"] for r in rows] == [n for n in py if n.startswith("step_")]
+    rows = t.steps
+    assert [r.step for r in rows] == [n for n in py if n.startswith("step_")]
     for r in rows:
-        assert r["own_ns"] == pytest.approx(py[r["step"]], rel=0.05), r
-        assert r["own_ns"] + r["between_ns"] == r["period_ns"]
-    assert np.mean([r["period_ns"] for r in rows]) > 1.05 * np.mean(list(py[r["step"]] for r in rows))
-    assert t["python_clock_covers"] == "own"
+        assert r.own_ns == pytest.approx(py[r.step], rel=0.05), r
+        assert r.own_ns + r.between_ns == r.period_ns
+    assert np.mean([r.period_ns for r in rows]) > 1.05 * np.mean(list(py[r.step] for r in rows))
+    assert t.python_clock_covers == "own"
     config = python_clock(stem)["config"]
     batch_bytes = 4 * config["batch_size"] * 3 * config["image"] ** 2
     found = inference(trace)
@@ -224,7 +224,7 @@ def test_a_lightning_step_reads_like_its_hook_clock_by_its_own_time_not_its_peri
                                             " ORDER BY start", (batch_bytes,))]
     steps = [i for i in found.iterations if i.name.startswith("step_")]
     for r, it, nxt in zip(rows, steps, steps[1:]):  # the last step has no gap after it
-        assert sum(it.start_ns + r["own_ns"] - 10**6 < c < nxt.start_ns for c in copies) == 1
+        assert sum(it.start_ns + r.own_ns - 10**6 < c < nxt.start_ns for c in copies) == 1
 
 
 def test_a_batch_1_decode_against_the_floor_its_weights_set(captured):
@@ -295,7 +295,7 @@ def test_the_findings_view_says_all_fixes_together_as_the_report_does_never_more
     view = build(trace, range_model(trace), "process")
     doc = answers(trace)
     assert view.together is not None
-    assert view.together[0] == pytest.approx(doc["combined_saving_ms_per_step"], abs=1e-9)
+    assert view.together[0] == pytest.approx(doc.combined_saving_ms_per_step, abs=1e-9)
     assert view.together[0] <= view.step_ns / 1e6 + 1e-9
     assert view.scope.startswith(f"all fixes: {view.together[0]:.2f} of a ") and "(replayed, mean of" in view.scope
     assert sum(f.saving_ms_per_step for f in view.findings) > view.step_ns / 1e6  # what the sum claimed

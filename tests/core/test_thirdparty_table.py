@@ -50,10 +50,10 @@ def test_each_steady_step_within_5_percent_of_the_workloads_python_clock(exporte
     python = {s["name"]: s["seconds"] * 1e9 for s in record["steps"] if s["name"].startswith("step_")}
     trace = load_trace(exported(folder, stem))
     t = timing(trace, range_model(trace))
-    assert [r["step"] for r in t["steps"]] == list(python)  # every step the workload ran, none partial
-    key = "own_ns" if t["python_clock_covers"] == "own" else "period_ns"
-    for r in t["steps"]:
-        assert r[key] == pytest.approx(python[r["step"]], rel=0.05), (r["step"], key, r[key], python[r["step"]])
+    assert [r.step for r in t.steps] == list(python)  # every step the workload ran, none partial
+    key = "own_ns" if t.python_clock_covers == "own" else "period_ns"
+    for r in t.steps:
+        assert getattr(r, key) == pytest.approx(python[r.step], rel=0.05), (r.step, key, getattr(r, key), python[r.step])
     tokens = [x for s in record["steps"] if s["name"].startswith("step_") for x in s.get("decode_token_s", [])]
     d = inference(trace).decode
     assert (d is not None) == bool(tokens)

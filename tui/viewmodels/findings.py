@@ -106,7 +106,7 @@ class FindingsView:
         step = f" of a {numbers.ms(self.step_ns)} ms step" if self.step_ns else ""
         lines = [("", f"{f.title} ({f.id})"), ("where", f.range or "–"),
                  ("saving", self._saving_text(f, step)),
-                 ("evidence", evidence_text(f.to_json()))]
+                 ("evidence", evidence_text({"evidence": f.evidence}))]
         if f.rows:
             top = {k: v for k, v in f.rows[0].items() if k not in ("start_ns", "end_ns")}
             lines.append(("rows", f"{len(f.rows)} behind it (e exports them); the first: "

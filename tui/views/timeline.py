@@ -42,7 +42,7 @@ from nsight_tui.tui.viewmodels.whatif import REPLAYED_MARK, ReplayLanes, is_repl
 from nsight_tui.tui.views.modals import TextPanel
 from nsight_tui.tui.views.base import ViewScreen, literal
 from nsight_tui.tui.widgets.timeline_canvas import COLOURS, TimelineCanvas, frame_strips
-from nsight_tui.render.idle import window_markdown
+from nsight_tui.render.idle import window_json, window_markdown
 
 SUMMARY_DELAY_S = 0.15
 
@@ -458,7 +458,7 @@ class TimelineScreen(ViewScreen):
             return None
         tl = state.timeline
         t0, t1 = state.t0, state.t1
-        idle = tl.idle.window(t0, t1, top_gaps=10).to_json()
+        idle = window_json(tl.idle.window(t0, t1, top_gaps=10))
         items = tl.window_table(t0, t1)
         rows = [[None if v is None else int(v) if i >= 3 else v for i, v in enumerate(r)]
                 for r in items.itertuples(index=False, name=None)]

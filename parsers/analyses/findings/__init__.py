@@ -13,16 +13,17 @@ The package: `context` (the steps and what every rule needs once), `thresholds`,
 cause (`host`: the GPU waiting for the CPU; `fusion`; `gemm`: how kernels use the GPU; `copies`;
 `communication`; `window`: warm-up in the steady state), `partition` (each nanosecond claimed
 once), `replayed` (each finding's fix as replay edits, its saving from the replay), `rules` (the
-rules by id, and running them), `fixes` (`whatif fix:ID`) and `result` (`Finding` and the JSON).
+rules by id, and running them), `fixes` (`whatif fix:ID`) and `result` (`Finding`, and
+`FindingsReport`: what the report says of them; render.findings lays both out as JSON).
 """
 from nsight_tui.parsers.analyses.findings.communication import waited_communication
 from nsight_tui.parsers.analyses.findings.context import BLOCKED_LAUNCH_NS, StepContext, context
 from nsight_tui.parsers.analyses.findings.fusion import elementwise_chains
 from nsight_tui.parsers.analyses.findings.partition import partition
-from nsight_tui.parsers.analyses.findings.result import NOTHING_TO_GAIN_MS, Finding
+from nsight_tui.parsers.analyses.findings.result import NOTHING_TO_GAIN_MS, Finding, FindingsReport
 from nsight_tui.parsers.analyses.findings.rules import RULE_IDS, RULES, all_fixes, answers, findings, not_checked
 from nsight_tui.parsers.analyses.findings.thresholds import THRESHOLDS, Threshold
 
 __all__ = ["all_fixes", "BLOCKED_LAUNCH_NS", "NOTHING_TO_GAIN_MS", "RULES", "RULE_IDS", "THRESHOLDS", "Finding", "StepContext",
-           "Threshold", "answers", "context", "elementwise_chains", "findings", "not_checked", "partition",
+           "FindingsReport", "Threshold", "answers", "context", "elementwise_chains", "findings", "not_checked", "partition",
            "waited_communication"]

@@ -1,12 +1,13 @@
-"""What the rules find (`Finding`) and the findings' JSON (`report -f json`'s "findings"): every
-`to_json`-style shaping of the package lives here, in one place for the render layer to take."""
+"""What the rules find (`Finding`) and what the report says of them all (`FindingsReport`: the
+findings with a saving, their combined saving, those with nothing to gain). Typed results only:
+`nsight_tui.render.findings` lays them out as the JSON under "findings" and as Markdown."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from nsight_tui.parsers.analyses.findings.thresholds import THRESHOLDS, threshold
+from nsight_tui.parsers.analyses.findings.thresholds import THRESHOLDS, Threshold, threshold
 
 
 @dataclass
@@ -43,39 +44,58 @@ class Finding:
     def range(self) -> str:
         return ", ".join(self.ranges)
 
-    def to_json(self) -> dict:
-        return finding_json(self)
-
 
 # Below this a finding's cause is present but fixing it gains nothing measurable: it stands apart.
 NOTHING_TO_GAIN_MS = 0.01
 
 
-def finding_json(f: Finding) -> dict:
-    out = {k: v for k, v in asdict(f).items() if k not in ("claim", "gpu_work")}
-    return {**out, "range": f.range}
+STEP_BASIS = "the step period: each step's start to the next's (the last ends with its GPU work)"
+PARTITION_BASIS = "the findings' savings summed, each nanosecond of device time claimed once"
+NO_STEP = "the run ran out of GPU memory before it finished a step: no step time to find savings in"
 
 
-def document(step_ns: float | None, steps: int, cpu_wait_ns: float | None, every: list[Finding],
-             not_checked: list[str], together: tuple[float, str] | None = None) -> dict:
-    """The JSON under "findings": the findings with a saving, their combined saving (each
-    nanosecond once: `together`, the replay with every fix, where the replay ran; else the
-    partitioned estimates' sum), and apart those present with nothing to gain."""
+@dataclass(frozen=True)
+class FindingsReport:
+    """The findings of one trace as the report says them. Per step of the step period (ms), over
+    `steps` steady-state steps; `step_ns` the mean period (ns). findings: those with a saving,
+    largest first; present_no_saving: present, with nothing measurable to gain. combined: what the
+    findings save together, each nanosecond once (the replay with every fix where it ran, else the
+    partitioned estimates' sum; how: combined_basis); overlap: the savings alone less that.
+    cpu_wait: the CPU's wait for the GPU per step, which findings that shorten GPU work share.
+    not_run: why no rule ran (None: they ran)."""
+
+    step_ns: float | None
+    steps: int
+    combined_basis: str
+    step_basis: str
+    findings: list[Finding]
+    combined_saving_ms_per_step: float
+    overlap_ms_per_step: float
+    present_no_saving: list[Finding]
+    cpu_wait_ms_per_step: float | None
+    not_checked: list[str]
+    thresholds: dict[str, Threshold]
+    not_run: str | None = None
+
+
+def findings_report(step_ns: float | None, steps: int, cpu_wait_ns: float | None, every: list[Finding],
+                    not_checked: list[str], together: tuple[float, str] | None = None) -> FindingsReport:
+    """The findings with a saving, their combined saving (each nanosecond once: `together`, the
+    replay with every fix, where the replay ran; else the partitioned estimates' sum), and apart
+    those present with nothing to gain."""
     gain = [f for f in every if f.saving_ms_per_step >= max(NOTHING_TO_GAIN_MS, threshold("min_saving_ms"))]
     apart = [f for f in every if f not in gain]
     alone = sum(f.saving_alone_ms_per_step or f.saving_ms_per_step for f in gain)
     combined = sum(f.saving_ms_per_step for f in gain) if together is None else together[0]
-    return {"step_ns": step_ns, "steps": steps,
-            "combined_basis": ("the findings' savings summed, each nanosecond of device time claimed once"
-                               if together is None else together[1]),
-            "step_basis": "the step period: each step's start to the next's (the last ends with its GPU work)",
-            "findings": [finding_json(f) for f in gain],
-            "combined_saving_ms_per_step": combined,
-            "overlap_ms_per_step": alone - combined,
-            "present_no_saving": [{"id": f.id, "title": f.title, "saving_alone_ms_per_step": f.saving_alone_ms_per_step,
-                                   "evidence": f.evidence,
-                                   "overlaps": f.overlaps, "capped_by_cpu_wait": f.capped_by_cpu_wait}
-                                  for f in apart],
-            "cpu_wait_ms_per_step": None if cpu_wait_ns is None else cpu_wait_ns / 1e6,
-            "not_checked": not_checked,
-            "thresholds": {k: asdict(v) for k, v in THRESHOLDS.items()}}
+    return FindingsReport(
+        step_ns=step_ns, steps=steps, combined_basis=PARTITION_BASIS if together is None else together[1],
+        step_basis=STEP_BASIS, findings=gain, combined_saving_ms_per_step=combined,
+        overlap_ms_per_step=alone - combined, present_no_saving=apart,
+        cpu_wait_ms_per_step=None if cpu_wait_ns is None else cpu_wait_ns / 1e6,
+        not_checked=not_checked, thresholds=dict(THRESHOLDS))
+
+
+def no_step(found: FindingsReport) -> FindingsReport:
+    """A run that ran out of memory before it finished a step has no step time to save: no findings."""
+    return replace(found, findings=[], present_no_saving=[], combined_saving_ms_per_step=0.0,
+                   overlap_ms_per_step=0.0, steps=0, step_ns=None, not_run=NO_STEP)

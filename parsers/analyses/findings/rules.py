@@ -14,7 +14,7 @@ from nsight_tui.parsers.analyses.findings.host import host_bound_gap, launch_bou
 from nsight_tui.parsers.analyses.findings.layout import channels_last_layout
 from nsight_tui.parsers.analyses.findings.partition import partition
 from nsight_tui.parsers.analyses.findings.replayed import combined, replay_findings
-from nsight_tui.parsers.analyses.findings.result import NOTHING_TO_GAIN_MS, Finding, document
+from nsight_tui.parsers.analyses.findings.result import NOTHING_TO_GAIN_MS, Finding, FindingsReport, findings_report
 from nsight_tui.parsers.analyses.findings.thresholds import threshold
 from nsight_tui.parsers.analyses.findings.window import warmup_in_window
 from nsight_tui.parsers.analyses.instrumentation import instrumentation_cost
@@ -105,9 +105,9 @@ def all_fixes(trace: Trace, every: list[Finding], c: StepContext | None) -> tupl
     return combined(trace, gain, None if c is None else c.step_ns / 1e6)
 
 
-def answers(trace: Trace, attribution: str = "process", ncu: NcuAnalysis | None = None) -> dict:
-    """The JSON under "findings" in `report -f json` (result.document)."""
+def answers(trace: Trace, attribution: str = "process", ncu: NcuAnalysis | None = None) -> FindingsReport:
+    """What the report says of the findings (render.findings lays it out under "findings")."""
     c = context(trace, attribution, ncu=ncu)
     every = findings(trace, attribution, ncu=ncu)
-    return document(None if c is None else c.step_ns, 0 if c is None else c.n, None if c is None else c.cpu_wait_ns,
-                    every, not_checked(trace), all_fixes(trace, every, c))
+    return findings_report(None if c is None else c.step_ns, 0 if c is None else c.n,
+                           None if c is None else c.cpu_wait_ns, every, not_checked(trace), all_fixes(trace, every, c))
