@@ -67,10 +67,10 @@ def step_clock(model: RangeModel) -> StepClock | None:
     if not times.n:
         return None
     t = timing(model.trace, model)
-    python = t.get("python_step_mean_ns")
+    python = t.python_step_mean_ns
     return StepClock(times.n, float(times.period_ns.mean()), float((times.period_ns - times.between_ns).mean()),
                      float(np.mean(times.between_ns)), float(python) if python else None,
-                     t.get("python_clock_covers"))
+                     t.python_clock_covers)
 
 
 @dataclass(frozen=True)
