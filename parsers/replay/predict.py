@@ -23,6 +23,11 @@ class NoSteps(EditError):
     """The capture has no steady-state step to replay."""
 
 
+class NoCalls(EditError):
+    """The export holds no CUDA API calls the replay can read (none captured, or their names
+    column missing): nothing says when the ops were launched."""
+
+
 @dataclass
 class Replayed:
     """One replay: its steps' periods and the median step (ns)."""
@@ -108,6 +113,8 @@ def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit
 def graph_of(trace: Trace) -> tuple[Graph, StepRanges]:
     """The trace's graph and steps, built once and kept with the trace."""
     if "replay.graph" not in trace.derived:
+        if not len(trace.api):
+            raise NoCalls(f"{trace.path.name}: no CUDA API calls read from the export, so no launches to replay")
         trace.derived["replay.graph"] = (build(trace), step_ranges(trace))
     return trace.derived["replay.graph"]
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, SAMPLES, shared_trace
+from conftest import ROOT, SAMPLES, mutated_copy, shared_trace
 from helpers.replay_twins import TWINS
 from helpers.step_sql import python_steps, steps
 from helpers.twins_table import markdown, row
@@ -382,3 +382,14 @@ def test_a_cpu_set_free_runs_no_faster_than_its_gpu_work():
     assert p.step_ns >= 0.99 * per_step, (p.step_ns, per_step)
     cpu_only = int(np.median(replay(*graph_of(trace), Plan.of(graph_of(trace)[0])).periods_ns))
     assert p.step_ns < cpu_only  # and still a saving
+
+
+def test_an_export_without_its_runtime_calls_names_why_it_cannot_replay(tmp_path):
+    """The runtime table's names column gone: the loader reads no CUDA API call, so nothing says when
+    an op was launched. One line (the front ends' EditError), never an IndexError from the simulation."""
+    from nsight_tui.parsers.replay.predict import NoCalls
+
+    path = mutated_copy(tmp_path, "no_names", "ALTER TABLE CUPTI_ACTIVITY_KIND_RUNTIME RENAME COLUMN nameId TO gone",
+                        src=SAMPLES / "small_ctx128.sqlite")
+    with pytest.raises(NoCalls, match="no CUDA API calls"):
+        predict(load_trace(path), ["graph"])

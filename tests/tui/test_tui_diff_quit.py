@@ -23,7 +23,7 @@ def counting_compare(monkeypatch) -> list:
     real = files.compare
 
     def spy(*args, **kwargs):
-        calls.append(args[0])
+        calls.append([getattr(r, "path", r) for r in args[0]])  # the runs' files
         return real(*args, **kwargs)
 
     monkeypatch.setattr(files, "compare", spy)
