@@ -88,6 +88,23 @@ def async_trace():
     return get
 
 
+@pytest.fixture(scope="session")
+def thirdparty(async_trace, tmp_path_factory):
+    """`thirdparty(STEM)` -> sample_traces/thirdparty/STEM.sqlite.xz decompressed into tmp once, with
+    the records the capture left beside it (`STEM.steps.json`, `.run.json`, `.oom.json`), as a user has it."""
+    folder = tmp_path_factory.mktemp("thirdparty")
+    source = SAMPLES / "thirdparty"
+
+    def get(stem: str) -> Path:
+        target = folder / f"{stem}.sqlite"
+        if not target.exists():
+            shutil.copyfile(async_trace(source / f"{stem}.sqlite.xz"), target)
+            for side in source.glob(f"{stem.removesuffix('.oom')}.*.json"):
+                shutil.copyfile(side, folder / side.name)
+        return target
+    return get
+
+
 def oracle_csv(folder: Path, stem: str, report: str) -> Path | None:
     """NVIDIA's CSV for one report: `oracle/STEM_REPORT.csv`, or `.csv.xz` (the op-range
     samples' NVTX reports hold a row per op instance: megabytes that xz makes tens of KB)."""

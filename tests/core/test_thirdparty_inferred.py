@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,17 +29,9 @@ GPT2 = "small_ctx512_b8_async_nonvtx"
 
 
 @pytest.fixture(scope="module")
-def captured(async_trace, tmp_path_factory):
-    """STEM -> the export with its Python clock beside it, as the capture left them."""
-    folder = tmp_path_factory.mktemp("thirdparty")
-
-    def get(stem: str) -> Path:
-        target = folder / f"{stem}.sqlite"
-        if not target.exists():
-            shutil.copyfile(async_trace(THIRD / f"{stem}.sqlite.xz"), target)
-            shutil.copyfile(THIRD / f"{stem}.steps.json", folder / f"{stem}.steps.json")
-        return target
-    return get
+def captured(thirdparty):
+    """STEM -> the export with its records beside it, as the capture left them (conftest.thirdparty)."""
+    return thirdparty
 
 
 def python_clock(stem: str) -> dict:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -25,18 +24,9 @@ RESNET, QWEN, OOM = "lightning_resnet50_b32", "hf_trainer_qwen2_l4_b8", "oom_qwe
 
 
 @pytest.fixture(scope="module")
-def captured(async_trace, tmp_path_factory):
-    """STEM -> the export with the records the capture left beside it, in tmp."""
-    folder = tmp_path_factory.mktemp("thirdparty_tui")
-
-    def get(stem: str) -> Path:
-        target = folder / f"{stem}.sqlite"
-        if not target.exists():
-            shutil.copyfile(async_trace(THIRD / f"{stem}.sqlite.xz"), target)
-            for side in THIRD.glob(f"{stem.removesuffix('.oom')}.*.json"):
-                shutil.copyfile(side, folder / side.name)
-        return target
-    return get
+def captured(thirdparty):
+    """STEM -> the export with its records beside it, as the capture left them (conftest.thirdparty)."""
+    return thirdparty
 
 
 def python_step_ms(stem: str) -> float:
