@@ -3,11 +3,16 @@ from __future__ import annotations
 
 import json
 
+from nsight_tui.render.numbers import percent
 from nsight_tui.render.safe import markdown as md
 
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.2f}"
+
+
+def _ms_unit(ns: float) -> str:
+    return f"{_ms(ns)} ms"
 
 
 def _holder(h) -> dict:
@@ -67,3 +72,40 @@ def whatif_markdown(p) -> str:
             f"{_ms(idle.idle_ns)} ms = launch-starved {_ms(idle.launch_starved_ns)} + blocked by a sync "
             f"{_ms(idle.sync_blocked_ns)} + waiting on a dependency {_ms(idle.dependency_ns)}"), ""]
     return "\n".join(out) + "\n"
+
+
+def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
+    """The prediction `p` as (label, text) lines for a screen (the TUI's what-if), `estimate_ms` the
+    rule's own estimate beside the replay's; every figure says whose clock it is on and whether it is
+    measured or the model's."""
+    lines: list[tuple[str, str]] = []
+    base = p.replayed_step_ns
+    lines.append(("step", f"{_ms_unit(p.measured_step_ns)} measured, {_ms_unit(base)} replayed unchanged (CPU clock, "
+                  f"period of the main thread's step, median of {p.steps} steady-state steps; "
+                  f"the model's identity error {p.identity_error * 100:.2f}%)"))
+    rng = (f", range {_ms_unit(p.low_ns)} .. {_ms_unit(p.high_ns)}" if p.low_ns != p.high_ns else
+           ", no range: the edit rests on no figure this capture lacks")
+    lines.append(("predicted", f"{_ms_unit(p.step_ns)} per step with the fix (estimated: the replay){rng}"))
+    for a in p.assumptions:
+        lines.append(("assumes", a))
+    share = p.saving_ns / base if base else 0.0
+    saving = f"{_ms_unit(p.saving_ns)} per step ({percent(share)} of the replayed step)"
+    if p.low_ns != p.high_ns:
+        saving += f", {_ms_unit(base - p.high_ns)} .. {_ms_unit(base - p.low_ns)}"
+    if estimate_ms is not None:
+        saving += f"; the rule's own estimate {estimate_ms:,.2f} ms"
+    lines.append(("saving", saving))
+    for a in p.edits:
+        lines.append(("edit", f"{a.edit}: {a.changed}"))
+    lines.append(("holds the step", "after the fix, its critical path (replayed, ms per step, share of the step):"))
+    for h in p.holders:
+        lines.append(("", f"{h.share * 100:5.1f}%  {h.ns / 1e6:9,.2f} ms  {h.what}"))
+    if p.baseline_holders and p.edits:
+        top = p.baseline_holders[0]
+        lines.append(("before", f"{top.what} held {top.share * 100:.1f}% ({top.ns / 1e6:,.2f} ms per step) "
+                      "of the unchanged replay's step"))
+    i = p.idle
+    lines.append(("GPU idle", f"{_ms_unit(i.idle_ns)} per step after the fix (replayed) = launch-starved "
+                  f"{_ms_unit(i.launch_starved_ns)} + blocked by a sync {_ms_unit(i.sync_blocked_ns)} + waiting on a "
+                  f"dependency {_ms_unit(i.dependency_ns)}"))
+    return lines

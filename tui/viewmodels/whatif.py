@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsight_tui.parsers.analyses.timeline import API, GPU, Lane, Timeline
-from nsight_tui.render import numbers
+from nsight_tui.render.whatif import whatif_lines
 
 REPLAYED_MARK = "≈"  # a lane title's mark: replayed (model), not measured
 REPLAY_KEY = "replay:"  # a replayed lane's key: this, then its measured lane's key
@@ -45,44 +45,9 @@ class WhatIfView:
     lines: list[tuple[str, str]] = field(default_factory=list)  # (label, text)
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.2f} ms"
-
-
 def whatif_view(ask: WhatIf, p) -> WhatIfView:
-    """The prediction `p` (parsers.replay.predict.Prediction) as labelled lines; every figure says
-    whose clock it is on and whether it is measured or the model's."""
-    lines: list[tuple[str, str]] = []
-    base = p.replayed_step_ns
-    lines.append(("step", f"{_ms(p.measured_step_ns)} measured, {_ms(base)} replayed unchanged (CPU clock, "
-                  f"period of the main thread's step, median of {p.steps} steady-state steps; "
-                  f"the model's identity error {p.identity_error * 100:.2f}%)"))
-    rng = (f", range {_ms(p.low_ns)} .. {_ms(p.high_ns)}" if p.low_ns != p.high_ns else
-           ", no range: the edit rests on no figure this capture lacks")
-    lines.append(("predicted", f"{_ms(p.step_ns)} per step with the fix (estimated: the replay){rng}"))
-    for a in p.assumptions:
-        lines.append(("assumes", a))
-    share = p.saving_ns / base if base else 0.0
-    saving = f"{_ms(p.saving_ns)} per step ({numbers.percent(share)} of the replayed step)"
-    if p.low_ns != p.high_ns:
-        saving += f", {_ms(base - p.high_ns)} .. {_ms(base - p.low_ns)}"
-    if ask.estimate_ms is not None:
-        saving += f"; the rule's own estimate {ask.estimate_ms:,.2f} ms"
-    lines.append(("saving", saving))
-    for a in p.edits:
-        lines.append(("edit", f"{a.edit}: {a.changed}"))
-    lines.append(("holds the step", "after the fix, its critical path (replayed, ms per step, share of the step):"))
-    for h in p.holders:
-        lines.append(("", f"{h.share * 100:5.1f}%  {h.ns / 1e6:9,.2f} ms  {h.what}"))
-    if p.baseline_holders and p.edits:
-        top = p.baseline_holders[0]
-        lines.append(("before", f"{top.what} held {top.share * 100:.1f}% ({top.ns / 1e6:,.2f} ms per step) "
-                      "of the unchanged replay's step"))
-    i = p.idle
-    lines.append(("GPU idle", f"{_ms(i.idle_ns)} per step after the fix (replayed) = launch-starved "
-                  f"{_ms(i.launch_starved_ns)} + blocked by a sync {_ms(i.sync_blocked_ns)} + waiting on a "
-                  f"dependency {_ms(i.dependency_ns)}"))
-    return WhatIfView(ask, p, lines)
+    """The prediction `p` (parsers.replay.predict.Prediction) as the screen's lines (render.whatif)."""
+    return WhatIfView(ask, p, whatif_lines(p, ask.estimate_ms))
 
 
 # -- the replayed lanes ------------------------------------------------------------------------
