@@ -17,6 +17,7 @@ json`, `diff -f json` and `ranks -f json`.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import threading
@@ -84,6 +85,9 @@ class Cache:
         self.answers: dict[tuple[Path, str, Path | None], dict] = {}
         self.ncu_reports: dict[Path, Any] = {}  # NcuReport by resolved path
         self.ncu_joins: dict[tuple[Path, Path, str], Any] = {}  # NcuAnalysis by (export, report, attribution)
+        # the ncu tool's whole document by (report, export or None, attribution): an agent paging
+        # through its tables asks for the same document once per page
+        self.ncu_docs: dict[tuple[Path, Path | None, str], dict] = {}
         self.ranks: dict[str, dict] = {}
         self.sweeps: dict[tuple[str, str], dict] = {}
         self.lock = threading.RLock()  # one computation at a time (the model's caches are not thread-safe)
@@ -404,21 +408,22 @@ def build(served: ServedSet) -> MCPServer:
         if by in ("range", "findings") and not path:
             raise A.BadRequest(f"by={by} needs the export's ranges and timing: give path (the nsys export)")
         rep = served.ncu_report(ncu)
-        if path:
-            s = file(path)
-            doc = ncu_json(cache.ncu_join(s, rep, attribution))
-            named = [s, rep]
-        else:
-            doc = report_only_json(ncu_alone(cache.ncu_report(rep)))
-            named = [rep]
-        doc = _named(A.from_json_text(tables.json(doc)), named)
+        s = file(path) if path else None
+        key = (rep.path, s.path if s else None, A.check_mode(attribution))
+        if key not in cache.ncu_docs:
+            if s is not None:
+                whole, named = ncu_json(cache.ncu_join(s, rep, attribution)), [s, rep]
+            else:
+                whole, named = report_only_json(ncu_alone(cache.ncu_report(rep))), [rep]
+            cache.ncu_docs[key] = _named(A.from_json_text(tables.json(whole)), named)
+        doc = cache.ncu_docs[key]
         out = {k: v for k, v in doc.items() if k not in tables_of.values()}
         out["by"] = by
         rows = doc[tables_of[by]]
         if by == "tensor":  # the kernels whose tensor cores did work (`ncu --by tensor`)
             rows = [k for k in rows if k.get("tensor_flops")]
         out["table"] = A.page(rows, offset, limit)
-        return out
+        return copy.deepcopy(out)  # the answer is sized in place; the cached document stays whole
 
     @tool(whole="page on with offset")
     def nsys_report(report: NsysReportName, path: str | None = None, attribution: Attribution = "process",
