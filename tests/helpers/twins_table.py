@@ -145,6 +145,22 @@ def with_twin_host_pace(t: Twin) -> float:
     return (replay(g, sr, ed.mid).step_ns - baseline(trace).step_ns) / 1e6
 
 
+def with_twin_host(t: Twin) -> float:
+    """The pair's predicted change (ms) with every stretch of host time between two same-named
+    launches taken from the twin as it was (parsers/replay/stretches.py, `twin_pace`): the twin's
+    kernels and the twin's CPU, stretch by stretch. What is left of the error is the replay's own; a
+    diagnostic of a miss, not a prediction."""
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.replay import edits
+    from nsight_tui.parsers.replay.predict import baseline, graph_of, replay
+
+    base, other = plain(t.base), plain(t.twin)
+    trace = load_trace(base)
+    g, sr = graph_of(trace)
+    ed = edits.apply(g, sr, [edits.parse(e) for e in t.edit_args(other)], load_trace, twin_host=True)
+    return (replay(g, sr, ed.mid).step_ns - baseline(trace).step_ns) / 1e6
+
+
 def _f(x: float) -> str:
     return f"{x:+.2f}".replace("-", "−")
 
