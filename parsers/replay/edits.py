@@ -3,7 +3,10 @@
     speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster;
                           speed:PATTERN@RANGE=K only those launched inside RANGE
     kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence; its
-                          collectives where the twin launched them (another DDP bucket size)
+                          collectives where the twin launched them (another DDP bucket size); the
+                          host time around each changed kernel's launch from the twin, at this
+                          capture's CPU pace (stretches.py); the range over this capture's
+                          step-to-step CPU pace
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
                           nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
                           blocking calls inside the steps
@@ -454,8 +457,8 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     pt_pids = _pt_pids(g)
     inside = _inside(g.pt_time, pt_pids, range_spans(g, sr, STEP_RANGE))
     iteration = _iteration_of(sr, g.pt_time, pt_pids)
-    colls = (my_coll_name[my_names], their_coll_name[their_names])
-    host = stretches.carry(g, g2, anchors, inside, iteration, colls, twin_pace=twin_host)
+    coll_ops = (my_coll_name[my_names], their_coll_name[their_names])
+    host = stretches.carry(g, g2, anchors, inside, iteration, coll_ops, twin_pace=twin_host)
     n_steps = max(sr.n_steps, 1)
     for plan in ed.plans:
         plan.op_dur[:] = np.where(np.isin(np.arange(g.n_ops), np.concatenate(list(mine.values()))), new_dur, plan.op_dur)
@@ -468,9 +471,9 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     free_in = stretches.own_time(g) & inside
     for plan, end in ((ed.low, 0), (ed.high, 1)):
         for ti, ends in spread.items():
-            a, b = g.thread_slices[ti]
+            first, last = g.thread_slices[ti]
             sel = np.zeros(len(g.pt_time), bool)
-            sel[a:b] = free_in[a:b]
+            sel[first:last] = free_in[first:last]
             plan.delta_ns[sel] = np.round(plan.delta_ns[sel] * ends[end]).astype(np.int64)
     colls = _collectives_from(g, sr, twin, twin_sr, mine_all, theirs_all, my_coll_name, their_coll_name, theirs, pairs,
                               ed, g2)
@@ -488,8 +491,8 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     pace = ""
     if spread:
         lo_p, hi_p = min(x for x, _ in spread.values()), max(y for _, y in spread.values())
-        pace = (f"; the CPU runs at this capture's pace, between its fastest and slowest steps' (host time a step "
-                f"x{lo_p:.2f}..x{hi_p:.2f} of the median): a step the CPU sets after the change moves with the pace of "
+        pace = (f"; the CPU runs at this capture's pace, between its fastest and slowest steps' (a thread's step at "
+                f"x{lo_p:.2f}..x{hi_p:.2f} of its median step's pace): a step the CPU sets after the change moves with the pace of "
                 "the run it is measured in, which one capture cannot know")
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
                               + ("; the library's host work around a changed kernel costs what it cost in the twin, "
