@@ -314,6 +314,40 @@ def test_the_library_host_time_tf32_brings_is_carried_from_the_twin():
     assert got == pytest.approx(want, rel=0.15)
 
 
+def test_the_range_of_a_twin_follows_the_base_captures_step_pace():
+    """`kernels-from`'s range replays every thread at its fastest and slowest step's pace. fp32 -> TF32
+    r1: the fp32 capture's last step ran its main thread about 3x slower throughout. Written here in
+    SQL: per step, the median of the main thread's gaps of a microsecond and more between one CUDA call's
+    end and the next one's start, over the median step's; the pace the replay reads for that thread
+    within 10% of it at the slow end, and the predicted range reaching past the base's step."""
+    import sqlite3
+
+    from nsight_tui.parsers.replay import stretches
+    from nsight_tui.parsers.replay.edits import range_spans
+
+    t = next(x for x in TWINS if x.name == "fp32 -> TF32 (H100 repeat r1)")
+    f = plain(t.base)
+    con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+    rows = con.execute("SELECT n.start, n.end, n.globalTid FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = "
+                       "n.textId WHERE coalesce(n.text, s.value) LIKE 'step!_%' ESCAPE '!' ORDER BY n.start").fetchall()
+    spans, tid = [(a, b) for a, b, _ in rows], rows[0][2]  # the main thread: the one that opens the steps
+    per_step = []
+    for i, (a, b) in enumerate(spans):
+        e = spans[i + 1][0] if i + 1 < len(spans) else b
+        calls = con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid = ? AND start >= ? "
+                            "AND start < ? ORDER BY start", (tid, a, e)).fetchall()
+        per_step.append(float(np.median([y[0] - x[1] for x, y in zip(calls, calls[1:]) if y[0] - x[1] >= 1000])))
+    con.close()
+    sql = np.array(per_step) / np.median(per_step)
+    assert sql.max() > 2.5
+    g, sr = graph_of(load_trace(f))
+    lo, hi = stretches.step_pace(g, range_spans(g, sr, "step"))[g.thread_gtids.index(tid)]
+    assert hi == pytest.approx(sql.max(), rel=0.1)
+    assert lo == pytest.approx(sql.min(), rel=0.1)
+    r = row(t, old=False)
+    assert r.high_ms > 0 > r.predicted_ms  # every thread at that pace: slower than the fp32 step itself
+
+
 def _copies_after_all_reduce(rows, window_ns=10_000_000):
     """Per all-reduce (device, end): the device-to-device copies of its device starting within
     `window_ns` after it ended (DDP copying the reduced bucket back into the gradients)."""
