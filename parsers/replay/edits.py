@@ -3,7 +3,10 @@
     speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster;
                           speed:PATTERN@RANGE=K only those launched inside RANGE
     kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence; its
-                          collectives where the twin launched them (another DDP bucket size)
+                          collectives where the twin launched them (another DDP bucket size); the
+                          host time around each changed kernel's launch from the twin, at this
+                          capture's CPU pace (stretches.py); the range over this capture's
+                          step-to-step CPU pace
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
                           nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
                           blocking calls inside the steps
@@ -31,7 +34,8 @@ from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
-from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph
+from nsight_tui.parsers.replay import stretches
+from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
 
@@ -359,33 +363,19 @@ def _kernel_order(trace) -> dict[int, np.ndarray]:
     return out
 
 
-def _launch_span(trace, g: Graph, ops: np.ndarray) -> tuple[int, int, int] | None:
-    """(first point, last point, ns) of the launching thread's points from the first launch of
-    `ops` to the end of the last (None when they have no launch on one thread)."""
-    pts = g.op_launch_pt[ops]
-    pts = pts[pts >= 0]
-    if len(pts) == 0:
-        return None
-    thread = g.pt_thread[pts]
-    first_thread = thread[np.argmin(pts)]
-    pts = pts[thread == first_thread]
-    calls = g.pt_call[pts]
-    lo, hi = int(pts.min()), int(g.call_end_pt[calls].max())
-    return lo, hi, int(g.pt_time[hi] - g.pt_time[lo])
-
-
-def _launch_span_ns(trace, ops: np.ndarray) -> int:
-    """ns from the first launch call's start of `ops` to the last one's end, on the first one's thread."""
-    o_api = trace.ops["api"].to_numpy(np.int64)[ops]
-    o_api = o_api[o_api >= 0]
-    if len(o_api) == 0:
-        return 0
-    gt = trace.api["gtid"].to_numpy(np.int64)[o_api]
-    st = trace.api["start"].to_numpy(np.int64)[o_api]
-    en = trace.api["end"].to_numpy(np.int64)[o_api]
-    first = gt[np.argmin(st)]
-    mine = gt == first
-    return int(en[mine].max() - st[mine].min())
+def _iteration_of(sr: StepRanges, times: np.ndarray, pids: np.ndarray) -> np.ndarray:
+    """Per instant: the iteration of its process it falls in (sr's index; -1 before the first)."""
+    out = np.full(len(times), -1, np.int64)
+    s_pid = pid_of(sr.gtid)
+    for pid in np.unique(pids).tolist():
+        mine = np.flatnonzero(s_pid == pid)
+        if len(mine) == 0:
+            continue
+        mine = mine[np.argsort(sr.start_ns[mine], kind="stable")]
+        sel = pids == pid
+        at = np.searchsorted(sr.start_ns[mine], times[sel], side="right") - 1
+        out[sel] = np.where(at >= 0, mine[np.maximum(at, 0)], -1)
+    return out
 
 
 def _segments(trace, kernels: np.ndarray, sr: StepRanges, pid: int) -> dict[str, np.ndarray]:
@@ -406,7 +396,7 @@ def _segments(trace, kernels: np.ndarray, sr: StepRanges, pid: int) -> dict[str,
     return out
 
 
-def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
+def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool = False) -> None:
     path = Path(e.twin)
     try:
         twin = load(path)
@@ -423,7 +413,6 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
     t_dur = (twin.ops["end"] - twin.ops["start"]).to_numpy(np.int64)
     matched = replaced = 0
     new_dur = g.op_dur.copy()
-    cpu_scales: list[tuple[int, int, float]] = []
     my_fam, their_fam = np.asarray(name_families(g.trace)), np.asarray(name_families(twin))
     shared = set(g.trace.op_names) & set(twin.op_names)
     my_key = [n if n in shared else f"family:{f}" for n, f in zip(g.trace.op_names, my_fam)]
@@ -459,29 +448,55 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load) -> None:
                     scale = theirs_t / mine_t if mine_t > 0 else 0.0
                     new_dur[a[i1:i2]] = np.round(g.op_dur[a[i1:i2]] * scale).astype(np.int64)
                     replaced += i2 - i1
-                    # and its CPU time: the span over which this capture launched the block, as long
-                    # as the twin's span for its own block (a kernel the twin lacks keeps its launch:
-                    # a library's second kernel, split-K's reduction, is launched inside the same call)
-                    cpu = _launch_span(g.trace, g, a[i1:i2]) if j2 > j1 else None
-                    theirs_cpu = _launch_span_ns(twin, b[j1:j2]) if j2 > j1 else 0
-                    if cpu is not None:
-                        lo, hi, span = cpu
-                        cpu_scales.append((lo, hi, theirs_cpu / span if span > 0 else 1.0))
+    g2 = build(twin)
+    # the host work that comes with the library's choice of kernels (stretches.py): kernels launched
+    # under one name in both captures are the same op; the CPU time around the others is the twin's
+    same_name = np.array([g.trace.op_names[my_names[x]] == twin.op_names[their_names[y]] for y, x in pairs.items()],
+                         dtype=bool)
+    anchors = np.array([(x, y) for y, x in pairs.items()], np.int64).reshape(-1, 2)[same_name]
+    pt_pids = _pt_pids(g)
+    inside = _inside(g.pt_time, pt_pids, range_spans(g, sr, STEP_RANGE))
+    iteration = _iteration_of(sr, g.pt_time, pt_pids)
+    coll_ops = (my_coll_name[my_names], their_coll_name[their_names])
+    host = stretches.carry(g, g2, anchors, inside, iteration, coll_ops, twin_pace=twin_host)
+    n_steps = max(sr.n_steps, 1)
     for plan in ed.plans:
         plan.op_dur[:] = np.where(np.isin(np.arange(g.n_ops), np.concatenate(list(mine.values()))), new_dur, plan.op_dur)
-        for lo, hi, scale in cpu_scales:
-            plan.delta_ns[lo + 1:hi + 1] = np.round(plan.delta_ns[lo + 1:hi + 1] * scale).astype(np.int64)
-    colls = _collectives_from(g, sr, twin, twin_sr, mine_all, theirs_all, my_coll_name, their_coll_name, theirs, pairs, ed)
+        plan.delta_ns[:] = np.round(plan.delta_ns * host.factor).astype(np.int64)
+    # the twin's program is replayed on this capture's CPU, at its pace; a step set by the CPU after
+    # the change moves with that pace, which another capture need not keep: the range runs from every
+    # thread at its fastest step's pace to every thread at its slowest (this capture's own spread)
+    spans = range_spans(g, sr, STEP_RANGE)
+    spread = stretches.step_pace(g, spans)
+    free_in = stretches.own_time(g) & inside
+    for plan, end in ((ed.low, 0), (ed.high, 1)):
+        for ti, ends in spread.items():
+            first, last = g.thread_slices[ti]
+            sel = np.zeros(len(g.pt_time), bool)
+            sel[first:last] = free_in[first:last]
+            plan.delta_ns[sel] = np.round(plan.delta_ns[sel] * ends[end]).astype(np.int64)
+    colls = _collectives_from(g, sr, twin, twin_sr, mine_all, theirs_all, my_coll_name, their_coll_name, theirs, pairs,
+                              ed, g2)
     note = f"{matched:,} kernels take their twin's duration (matched by launch order and family, step by step)"
     if replaced:
         note += f"; {replaced:,} without a counterpart take their block's total GPU time from the twin"
-    if cpu_scales:
-        note += (f"; the CPU time over which each of {len(cpu_scales):,} such blocks was launched scaled to the "
-                 "twin's for its block")
+    if host.changed:
+        paces = ", ".join(f"x{p:.2f}" for p in host.pace.values())
+        note += (f"; the CPU time between two same-named launches around each of {host.changed:,} changed kernels "
+                 f"(the library's calls for them) is the twin's, at this capture's CPU pace (the twin's threads ran "
+                 f"at {paces} of this one's over {host.same:,} unchanged stretches): "
+                 f"{host.added_ns / n_steps / 1e6:+,.2f} ms of host time a step")
     if colls:
         note += f"; {colls}"
+    pace = ""
+    if spread:
+        lo_p, hi_p = min(x for x, _ in spread.values()), max(y for _, y in spread.values())
+        pace = (f"; the CPU runs at this capture's pace, between its fastest and slowest steps' (a thread's step at "
+                f"x{lo_p:.2f}..x{hi_p:.2f} of its median step's pace): a step the CPU sets after the change moves with the pace of "
+                "the run it is measured in, which one capture cannot know")
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
-                              + ("; an unmatched block costs the CPU what it cost in the twin" if replaced else "")))
+                              + ("; the library's host work around a changed kernel costs what it cost in the twin, "
+                                 "scaled by the two captures' CPU pace" if host.changed else "") + pace))
 
 
 def _is_collective(trace) -> np.ndarray:
@@ -490,7 +505,7 @@ def _is_collective(trace) -> np.ndarray:
 
 
 def _collectives_from(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, mine_all, theirs_all, my_coll_name,
-                      their_coll_name, theirs, pairs: dict[int, int], ed: Edited) -> str:
+                      their_coll_name, theirs, pairs: dict[int, int], ed: Edited, g2: Graph) -> str:
     """The twin's collectives, launched where the twin launched them: a bucket change (DDP's
     bucket_cap_mb, one bucket) moves each all-reduce to after its bucket's last gradient, which
     durations alone do not say. Per rank, step and collective name: the twin's collectives in order
@@ -501,12 +516,9 @@ def _collectives_from(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, mine_
     time after its last member started; several, one after the other, as its stream runs them) and
     one that carries none is gone: no time, no coupling with the other ranks. Empty string when
     neither capture has a collective."""
-    from nsight_tui.parsers.replay.graph import build
-
     my_names, their_names = g.trace.ops["name"].to_numpy(), twin.ops["name"].to_numpy()
     if not my_coll_name.any() and not their_coll_name.any():
         return ""
-    g2 = build(twin)
     t_dur = (g2.op_end - g2.op_start).astype(np.int64)
     transfer = np.where(g2.op_coll >= 0, g2.coll_tail_ns, t_dur)
     carried = np.zeros(g.n_ops, np.int64)
@@ -585,7 +597,9 @@ def _collectives_from(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, mine_
             "last gradient, as in the twin)")
 
 
-def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:
+def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: bool = False) -> Edited:
+    """`twin_host`: a diagnostic of `kernels-from` (the twin's CPU as a whole: every stretch of host
+    time between two same-named launches as the twin's, stretches.carry), never a prediction."""
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
     for e in edits:
         if e.kind == "speed":
@@ -597,7 +611,7 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None) -> Edited:
         elif e.kind == "graph":
             _graph(g, sr, e, ed)
         elif e.kind == "kernels-from":
-            _kernels_from(g, sr, e, ed, load)
+            _kernels_from(g, sr, e, ed, load, twin_host)
         elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
             raise EditError(f"{e.text}: a finding's fix is read through the findings (Profile.whatif)")
     return ed

@@ -107,29 +107,11 @@ def row(t: Twin, old: bool = True) -> Row:
                old_estimate_ms(base, t.rule) if old and t.rule else None, t.rule)
 
 
-def _host_per_thread(g, sr) -> list[tuple[np.ndarray, float]]:
-    """Per CPU thread (in thread-id order): its host-time points inside the steps (between CUDA calls,
-    not a wait for another thread) and their per-step total's median, ns."""
-    from nsight_tui.parsers.replay.edits import _inside, _pt_pids, range_spans
-
-    spans = range_spans(g, sr, "step")
-    inside = _inside(g.pt_time, _pt_pids(g), spans)
-    waits = np.zeros(len(inside), bool)
-    waits[list(g.handoffs)] = True
-    out = []
-    for ti in range(len(g.thread_gtids)):
-        m = (g.pt_thread == ti) & inside & (g.owner < 0) & ~waits
-        m[g.thread_slices[ti][0]] = False
-        per_step = [int(g.delta_ns[m & (g.pt_time >= s) & (g.pt_time <= e)].sum()) for _, s, e in spans]
-        out.append((m, float(np.median(per_step))))
-    return out
-
-
-def with_twin_host_pace(t: Twin) -> float:
-    """The pair's predicted change (ms) with, besides its edits, each CPU thread's host time between
-    CUDA calls scaled to the twin's (the ratio of the two captures' per-step medians, threads paired in
-    thread-id order): what the prediction is once the twin's CPU pace is given too. A diagnostic of a
-    miss, not a prediction (the figure comes from the twin)."""
+def with_twin_host(t: Twin) -> float:
+    """The pair's predicted change (ms) with every stretch of host time between two same-named
+    launches taken from the twin as it was (parsers/replay/stretches.py, `twin_pace`): the twin's
+    kernels and the twin's CPU, stretch by stretch. What is left of the error is the replay's own; a
+    diagnostic of a miss, not a prediction."""
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.parsers.replay import edits
     from nsight_tui.parsers.replay.predict import baseline, graph_of, replay
@@ -137,11 +119,7 @@ def with_twin_host_pace(t: Twin) -> float:
     base, other = plain(t.base), plain(t.twin)
     trace = load_trace(base)
     g, sr = graph_of(trace)
-    g2, sr2 = graph_of(load_trace(other))
-    ed = edits.apply(g, sr, [edits.parse(e) for e in t.edit_args(other)], load_trace)
-    for (mine, ns), (_, theirs) in zip(_host_per_thread(g, sr), _host_per_thread(g2, sr2)):
-        if ns > 0:
-            ed.mid.delta_ns[mine] = np.round(ed.mid.delta_ns[mine] * (theirs / ns)).astype(np.int64)
+    ed = edits.apply(g, sr, [edits.parse(e) for e in t.edit_args(other)], load_trace, twin_host=True)
     return (replay(g, sr, ed.mid).step_ns - baseline(trace).step_ns) / 1e6
 
 

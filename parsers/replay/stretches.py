@@ -1,0 +1,166 @@
+"""The CPU time a library's choice of kernels brings with it, carried from a twin capture.
+
+A kernel is launched by a library call (cuBLAS, for a GEMM) whose host work depends on the kernel
+it picked: TF32's stream-K GEMMs come with a `cudaMemsetAsync` of their workspace before each
+launch and more host time in the library, fp32's with other kernels and other calls. `kernels-from`
+pairs the two captures' kernels; a kernel launched under the same name in both (an *anchor*: the
+framework's own elementwise kernels) is the same op with the same host work around it, one whose
+name changed or that one capture lacks is the library's choice. So per CPU thread, the time from
+one anchor's launch call to the next anchor's (a *stretch*: the framework's work between the two
+ops, and the library's calls where it has any) is split in two kinds:
+
+- a stretch without a changed kernel on either side is the same work in both captures: the ratio
+  of its time in the twin to its time here is the twin's CPU pace relative to this capture's
+  (captures of one machine differ in pace by tens of percent, both ways, and that is not the edit);
+- a stretch that launches a changed kernel (on either side) takes the twin's time for its stretch,
+  divided by that pace: the library's work as the twin did it, at this capture's CPU pace.
+
+Time a thread spends waiting (a blocking call's wait, a hand-over from another thread) is no host
+work and stays out of both sides."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsight_tui.parsers.replay.align import opcodes
+from nsight_tui.parsers.replay.graph import Graph
+
+
+@dataclass
+class Carried:
+    """Per CPU point of this capture: the factor its time between points is scaled by (1: kept)."""
+
+    factor: np.ndarray
+    changed: int  # stretches that launch a changed kernel, on either side
+    same: int  # stretches without one: the pace is read off these
+    pace: dict[int, float]  # per thread (this capture's gtid): the twin's time / this one's, unchanged
+    # stretches (the median over its iterations of each iteration's median)
+    added_ns: int  # host time the changed stretches that begin inside `inside` gain (negative: lose)
+
+
+def own_time(g: Graph) -> np.ndarray:
+    """Per point: its time since the previous point is the thread's own work (not a wait)."""
+    free = np.ones(len(g.pt_time), bool)
+    free[list(g.blocks)] = False
+    free[list(g.handoffs)] = False
+    free[[a for a, _ in g.thread_slices]] = False
+    return free
+
+
+def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iteration: np.ndarray,
+          ignore: tuple[np.ndarray, np.ndarray] | None = None, twin_pace: bool = False) -> Carried:
+    """`anchors`: (this capture's kernel, the twin's kernel) pairs of kernels launched under the same
+    name in both, in any order; `inside` per point of this capture: counted in `added_ns`;
+    `iteration` per point: the iteration it falls in (the pace is read per thread and iteration: it
+    moves within a capture too). `ignore`: per op of each capture, ops whose launch neither anchors
+    nor changes a stretch (collectives, which kernels-from re-times where this capture launched
+    them). `twin_pace`: every stretch takes the twin's time as it was (the
+    unchanged ones too, no pace applied): the twin's CPU as a whole, a diagnostic (the figure comes
+    from the twin), not a prediction."""
+    factor = np.ones(len(g.pt_time), np.float64)
+    out = Carried(factor, 0, 0, {}, 0)
+    if len(anchors) < 2:
+        return out
+    a_pt, b_pt = g.op_launch_pt[anchors[:, 0]], twin.op_launch_pt[anchors[:, 1]]
+    ok = (a_pt >= 0) & (b_pt >= 0)
+    a_pt, b_pt = a_pt[ok], b_pt[ok]
+    anchor_a = np.zeros(len(g.pt_time), bool)
+    anchor_a[a_pt] = True
+    anchor_b = np.zeros(len(twin.pt_time), bool)
+    anchor_b[b_pt] = True
+    # launches of kernels that are not anchors (the library's choice), as launch points per side
+    skip_a, skip_b = ignore if ignore is not None else (np.zeros(g.n_ops, bool), np.zeros(twin.n_ops, bool))
+    other_a = np.zeros(len(g.pt_time), np.int64)
+    np.add.at(other_a, g.op_launch_pt[(g.op_launch_pt >= 0) & ~skip_a], 1)
+    other_a[a_pt] -= 1
+    other_b = np.zeros(len(twin.pt_time), np.int64)
+    np.add.at(other_b, twin.op_launch_pt[(twin.op_launch_pt >= 0) & ~skip_b], 1)
+    other_b[b_pt] -= 1
+    free_a, free_b = own_time(g), own_time(twin)
+    own_a = np.concatenate([[0], np.cumsum(np.where(free_a, g.delta_ns, 0))])
+    own_b = np.concatenate([[0], np.cumsum(np.where(free_b, twin.delta_ns, 0))])
+    n_other_a = np.concatenate([[0], np.cumsum(other_a)])
+    n_other_b = np.concatenate([[0], np.cumsum(other_b)])
+    order = np.argsort(a_pt, kind="stable")
+    a_pt, b_pt = a_pt[order], b_pt[order]
+    added = 0.0
+    for ti in range(len(g.thread_gtids)):
+        mine = g.pt_thread[a_pt] == ti
+        pa, pb = a_pt[mine], b_pt[mine]
+        if len(pa) < 2:
+            continue
+        # a stretch: from the end of one anchor's launch call to the next anchor's launch call's start
+        # (inclusive: that start's own time since the point before it), both on one thread each side
+        lo_a = g.call_end_pt[g.pt_call[pa[:-1]]] + 1
+        hi_a = pa[1:]
+        lo_b = twin.call_end_pt[twin.pt_call[pb[:-1]]] + 1
+        hi_b = pb[1:]
+        valid = ((lo_a <= hi_a) & (lo_b <= hi_b) & (twin.pt_thread[pb[:-1]] == twin.pt_thread[pb[1:]])
+                 & (lo_a > 0) & (lo_b > 0))
+        lo_a, hi_a, lo_b, hi_b = lo_a[valid], hi_a[valid], lo_b[valid], hi_b[valid]
+        t_a = own_a[hi_a + 1] - own_a[lo_a]
+        t_b = own_b[hi_b + 1] - own_b[lo_b]
+        # launches of other kernels strictly between the two anchors' launch points
+        changed = ((n_other_a[hi_a] - n_other_a[lo_a]) > 0) | ((n_other_b[hi_b] - n_other_b[lo_b]) > 0)
+        same = ~changed & (t_a > 0) & (t_b > 0)
+        it = iteration[lo_a]
+        ratios = []
+        for k in np.unique(it).tolist():
+            here = it == k
+            if not (same & here).any():
+                continue
+            pace = float(np.median(t_b[same & here] / t_a[same & here]))
+            ratios.append(pace)
+            out.same += int((same & here).sum())
+            hit = changed & here & (t_a > 0)
+            out.changed += int(hit.sum())
+            if twin_pace:
+                hit, pace = (t_a > 0) & here, 1.0
+            for lo, hi, ta, tb in zip(lo_a[hit].tolist(), hi_a[hit].tolist(), t_a[hit].tolist(), t_b[hit].tolist()):
+                target = tb / pace
+                sel = slice(lo, hi + 1)
+                factor[sel] = np.where(free_a[sel], target / ta, 1.0)
+                if inside[lo]:
+                    added += target - ta
+        if ratios:
+            out.pace[g.thread_gtids[ti]] = float(np.median(ratios))
+    out.added_ns = int(round(added))
+    return out
+
+
+def step_pace(g: Graph, spans: list[tuple[int, int, int]]) -> dict[int, tuple[float, float]]:
+    """Per thread (index): its fastest and slowest steady step's pace over the median step's: how far
+    this capture's CPU pace moved from step to step. A step's pace is the mean, over the thread's
+    stretches between two CUDA calls met in every step (its calls aligned by name to the first
+    step's), of the stretch's time over its median across the steps, a tenth of the stretches left
+    out at each end (a one-off stall is not a pace).
+    `spans`: the steps' (pid, start, end)."""
+    free = own_time(g)
+    names = g.trace.api["name"].to_numpy(np.int64)
+    out: dict[int, tuple[float, float]] = {}
+    for ti, (a, b) in enumerate(g.thread_slices):
+        t = g.pt_time[a:b]
+        d = np.where(free[a:b], g.delta_ns[a:b], 0).astype(np.float64)
+        key = names[g.pt_call[a:b]] * 2 + g.pt_is_end[a:b]
+        cuts = [(int(np.searchsorted(t, s_, side="right")), int(np.searchsorted(t, e, side="right")))
+                for _pid, s_, e in spans]
+        cuts = [(i, j) for i, j in cuts if j > i and d[i:j].sum() > 0]
+        if len(cuts) < 2:
+            continue
+        i0, j0 = cuts[0]
+        m = np.full((len(cuts), j0 - i0), np.nan)
+        for k, (i, j) in enumerate(cuts):
+            for tag, r1, r2, c1, c2 in opcodes(key[i0:j0].tolist(), key[i:j].tolist()):
+                if tag == "equal":
+                    m[k, r1:r2] = d[i + c1:i + c2]
+        col = np.nanmedian(m, axis=0)
+        use = (col >= 1_000) & ~np.isnan(m).any(axis=0)  # met in every step, a microsecond and more
+        if not use.any():
+            continue
+        r = np.sort(m[:, use] / col[use], axis=1)
+        cut = r.shape[1] // 10  # a tenth at each end: a stall, or a stretch that happened to be short
+        pace = r[:, cut:r.shape[1] - cut].mean(axis=1)
+        pace = pace / float(np.median(pace))
+        out[ti] = (float(pace.min()), float(pace.max()))
+    return out
