@@ -276,6 +276,7 @@ class IdleAnalysis:
         dev = ops["device"].to_numpy()
         self.devices: list[int] = sorted(int(d) for d in np.unique(dev)) if len(dev) else []
         self._devices: dict[int, DeviceIdle] = {}
+        self._pids: dict[int, set[int]] = {}  # by id() of a DeviceIdle held in _devices
 
     @cached_property
     def api_kind(self) -> np.ndarray:
@@ -433,7 +434,7 @@ class IdleAnalysis:
         ranges = t.ranges
         gtids = set(threads)
         if len(ranges):
-            gpids = {int(g) & PID_MASK for g in api["gtid"].to_numpy()[dev.api_rows]} if len(dev.api_rows) else set()
+            gpids = self._launching_pids(dev)
             r_g = ranges["gtid"].to_numpy()
             open_mask = (ranges["start"].to_numpy() <= start) & (ranges["end"].to_numpy() > start)
             gtids |= {int(g) for g in np.unique(r_g[open_mask]) if not gpids or (int(g) & PID_MASK) in gpids}
@@ -449,6 +450,16 @@ class IdleAnalysis:
             out.append(ThreadActivity(g, t.thread_label(g), sorted(((n, c, ns) for n, (c, ns) in calls.items()),
                                                                    key=lambda x: -x[2]), opened, started))
         return out
+
+    def _launching_pids(self, dev: DeviceIdle) -> set[int]:
+        """The processes (gtid & PID_MASK) whose API calls launched this device's work: the same set
+        for every gap of the device, so read once."""
+        key = id(dev)
+        if key not in self._pids:
+            rows = dev.api_rows
+            self._pids[key] = set(np.unique(self.trace.api["gtid"].to_numpy()[rows] & PID_MASK).tolist()) \
+                if len(rows) else set()
+        return self._pids[key]
 
     def ranges(self, model, range_ids, top_gaps: int = 10) -> WindowIdle:
         """The range instances' windows (NVTX start to end) on the devices of their process."""
