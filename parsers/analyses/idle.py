@@ -425,12 +425,15 @@ class IdleAnalysis:
         api = t.api
         out = []
         threads: dict[int, list] = {}
+        # whole columns once: a column lookup per row costs more than the rows' own work
+        api_start, api_end = api["start"].to_numpy(), api["end"].to_numpy()
+        api_gtid, api_name = api["gtid"].to_numpy(), api["name"].to_numpy()
         if len(dev.api_rows):
-            a_start = api["start"].to_numpy()[dev.api_rows]
-            a_end = api["end"].to_numpy()[dev.api_rows]
+            a_start = api_start[dev.api_rows]
+            a_end = api_end[dev.api_rows]
             hit = dev.api_rows[(a_start < end) & (a_end > start)]  # 10 gaps: one mask each
             for row in hit.tolist():
-                threads.setdefault(int(api["gtid"].iat[row]), []).append(row)
+                threads.setdefault(int(api_gtid[row]), []).append(row)
         ranges = t.ranges
         gtids = set(threads)
         if len(ranges):
@@ -441,8 +444,8 @@ class IdleAnalysis:
         for g in sorted(gtids):
             calls: dict[str, list[int]] = {}
             for row in threads.get(g, []):
-                name = base_api_name(t.api_names[int(api["name"].iat[row])])
-                inside = min(end, int(api["end"].iat[row])) - max(start, int(api["start"].iat[row]))
+                name = base_api_name(t.api_names[int(api_name[row])])
+                inside = min(end, int(api_end[row])) - max(start, int(api_start[row]))
                 c = calls.setdefault(name, [0, 0])
                 c[0] += 1
                 c[1] += inside
