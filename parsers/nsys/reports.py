@@ -295,9 +295,9 @@ MODEL_FREE = ("cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "nvt
 
 def build_reports(trace: Trace, names: list[str], attribution: str = "nsys",
                   main_thread: str | None = None) -> list[Report]:
-    """Several reports, in `names`' order, on two cores: the caller's builds the range model
-    (attribution: the longest step) and then nvtx_kern_sum (the longest report); the other the
-    reports that need no model and what needs no model of the others (nsys's nesting), then,
+    """Several reports, in `names`' order, on two cores: a worker thread builds the range model
+    (attribution: the longest step) and then nvtx_kern_sum (the longest report); the caller's
+    the reports that need no model and what needs no model of the others (nsys's nesting), then,
     once the model is there, the other reports on it. The same reports as `build_report` one
     by one."""
     for name in names:
@@ -328,7 +328,11 @@ def build_reports(trace: Trace, names: list[str], attribution: str = "nsys",
         finally:
             trace.derived.pop(NESTING, None)  # taken by nvtx_gpu_proj_sum, unless it had no use for it
 
-    first, second = in_parallel(others, model_then_last)
+    # the model on the worker thread, the waiting on this one: a signal's exception here ends the
+    # wait and joins a worker that never waits (the other way round, a SIGHUP that landed before
+    # the model's `finally` left the worker waiting for an event nobody would set, and the
+    # command hung at exit)
+    second, first = in_parallel(model_then_last, others)
     built = dict(zip(free + after_model + [last], first + second))
     return [built[n] for n in names]
 

@@ -17,7 +17,9 @@ def cores() -> int:
 
 def in_parallel(*calls: Callable[[], Any]) -> list[Any]:
     """Each call's result, in order: the first ones on threads of their own, the last on the
-    caller's (one core: one after the other). An exception in any is raised here, after all end."""
+    caller's (one core: one after the other). An exception in any is raised here, after all end.
+    Only the last call may wait for another: a signal's exception (SystemExit from the command
+    line's handler) lands on the caller's thread, and this joins the others before it goes on."""
     if len(calls) < 2 or cores() < 2:
         return [call() for call in calls]
     with ThreadPoolExecutor(max_workers=len(calls) - 1, thread_name_prefix="nsight-tui-work") as pool:
