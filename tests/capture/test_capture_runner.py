@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.torch_threads import one_torch_thread  # noqa: F401  (autouse: torch on one thread)
+
 from nsight_tui.cli import capture as capture_cli
 from nsight_tui.capture import nsys as nsys_module
 from nsight_tui.capture.errors import CaptureError
