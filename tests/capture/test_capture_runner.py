@@ -289,13 +289,20 @@ def test_cli_sweep_with_oom_exits_zero_single_oom_exits_four(tmp_path, fake_nsys
     monkeypatch.setenv("FAKE_NSYS_OOM", "xl")
     monkeypatch.setattr(capture_cli, "probe_python", lambda python: {"torch": "x", "device": "GPU", "cuda": True,
                                                                       "nvtx": True})
+    # The probe is stood in for, so the interpreter is too: the CLI counts FLOPs by default, and
+    # this one's count pass fails at once, as the real workload's does on a machine without CUDA.
+    python = make_executable(tmp_path / "bin" / "python", "#!/bin/sh\nexit 1\n")
     out = tmp_path / "out"
-    code, text, err = run_cli(["--nsys", str(fake_nsys), "--sweep", "--models", "small,xl", "--out", str(out)],
-                              capsys)
+    code, text, err = run_cli(["--nsys", str(fake_nsys), "--python", str(python), "--sweep", "--models", "small,xl",
+                               "--out", str(out)], capsys)
     assert code == 0, err
     assert "summary:" in text and "oom" in text
     assert f"$ {fake_nsys} profile --trace=cuda,nvtx" in text  # the exact commands are shown
-    code, text, err = run_cli(["--nsys", str(fake_nsys), "--model", "xl", "--ctx", "256", "--out", str(out)], capsys)
+    # the count pass runs first, and its failure costs only the counts
+    assert text.count(f"$ {python} -m nsight_tui.capture.workload") == 2
+    assert text.count("FLOP counting failed (see above): capturing without counts") == 2
+    code, text, err = run_cli(["--nsys", str(fake_nsys), "--python", str(python), "--model", "xl", "--ctx", "256",
+                               "--out", str(out)], capsys)
     assert code == 4
     assert (out / "xl_ctx256.oom.json").exists()
 
