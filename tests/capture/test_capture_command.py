@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.torch_threads import one_torch_thread  # noqa: F401  (autouse: torch on one thread)
+
 from nsight_tui.capture import mark
 from nsight_tui.capture.command import CommandCapture, default_stem
 from nsight_tui.capture.errors import CaptureError

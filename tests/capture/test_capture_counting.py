@@ -7,6 +7,8 @@ import json
 import pandas as pd
 import pytest
 
+from helpers.torch_threads import one_torch_thread  # noqa: F401  (autouse: torch on one thread)
+
 torch = pytest.importorskip("torch")
 
 from nsight_tui.capture import workload  # noqa: E402

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from helpers.torch_threads import one_torch_thread  # noqa: F401  (autouse: torch on one thread)
+
 pytest.importorskip("torch")
 
 from nsight_tui.capture import ddp  # noqa: E402

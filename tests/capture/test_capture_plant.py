@@ -6,6 +6,8 @@ import contextlib
 
 import pytest
 
+from helpers.torch_threads import one_torch_thread  # noqa: F401  (autouse: torch on one thread)
+
 torch = pytest.importorskip("torch")
 
 from nsight_tui.capture import ddp, plant  # noqa: E402

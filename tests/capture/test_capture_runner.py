@@ -6,6 +6,8 @@ and a report file; `export` writes a real SQLite file with a kernel table.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shlex
 import sqlite3
@@ -13,15 +15,18 @@ import stat
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from helpers.torch_threads import one_torch_thread  # noqa: F401  (autouse: torch on one thread)
 
 from nsight_tui.cli import capture as capture_cli
 from nsight_tui.capture import nsys as nsys_module
 from nsight_tui.capture.errors import CaptureError
 from nsight_tui.capture.nsys import export_command, find_nsys, profile_command
-from nsight_tui.capture.runner import CaptureConfig, Runner
+from nsight_tui.capture.runner import CaptureConfig, CaptureResult, Runner
 from nsight_tui.cli import main as nsight_main
 
 FAKE_NSYS = textwrap.dedent('''\
@@ -86,12 +91,16 @@ def make_executable(path: Path, text: str) -> Path:
     return path
 
 
-@pytest.fixture
-def fake_nsys(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("FAKE_NSYS_LOG", str(tmp_path / "nsys_calls.jsonl"))
+def install_fake_nsys(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("FAKE_NSYS_LOG", str(folder / "nsys_calls.jsonl"))
     for var in ("FAKE_NSYS_OOM", "FAKE_NSYS_RUN_APP", "FAKE_NSYS_QDSTRM_ONLY"):
         monkeypatch.delenv(var, raising=False)
-    return make_executable(tmp_path / "bin" / "nsys", FAKE_NSYS.format(python=sys.executable))
+    return make_executable(folder / "bin" / "nsys", FAKE_NSYS.format(python=sys.executable))
+
+
+@pytest.fixture
+def fake_nsys(tmp_path, monkeypatch) -> Path:
+    return install_fake_nsys(tmp_path, monkeypatch)
 
 
 def nsys_calls(tmp_path: Path) -> list[list[str]]:
@@ -287,13 +296,20 @@ def test_cli_sweep_with_oom_exits_zero_single_oom_exits_four(tmp_path, fake_nsys
     monkeypatch.setenv("FAKE_NSYS_OOM", "xl")
     monkeypatch.setattr(capture_cli, "probe_python", lambda python: {"torch": "x", "device": "GPU", "cuda": True,
                                                                       "nvtx": True})
+    # The probe is stood in for, so the interpreter is too: the CLI counts FLOPs by default, and
+    # this one's count pass fails at once, as the real workload's does on a machine without CUDA.
+    python = make_executable(tmp_path / "bin" / "python", "#!/bin/sh\nexit 1\n")
     out = tmp_path / "out"
-    code, text, err = run_cli(["--nsys", str(fake_nsys), "--sweep", "--models", "small,xl", "--out", str(out)],
-                              capsys)
+    code, text, err = run_cli(["--nsys", str(fake_nsys), "--python", str(python), "--sweep", "--models", "small,xl",
+                               "--out", str(out)], capsys)
     assert code == 0, err
     assert "summary:" in text and "oom" in text
     assert f"$ {fake_nsys} profile --trace=cuda,nvtx" in text  # the exact commands are shown
-    code, text, err = run_cli(["--nsys", str(fake_nsys), "--model", "xl", "--ctx", "256", "--out", str(out)], capsys)
+    # the count pass runs first, and its failure costs only the counts
+    assert text.count(f"$ {python} -m nsight_tui.capture.workload") == 2
+    assert text.count("FLOP counting failed (see above): capturing without counts") == 2
+    code, text, err = run_cli(["--nsys", str(fake_nsys), "--python", str(python), "--model", "xl", "--ctx", "256",
+                               "--out", str(out)], capsys)
     assert code == 4
     assert (out / "xl_ctx256.oom.json").exists()
 
@@ -340,19 +356,40 @@ def test_importer_failure_is_explained(tmp_path, fake_nsys, monkeypatch):
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def test_real_workload_child_under_the_stand_in(tmp_path, fake_nsys, monkeypatch, capfd):
-    # The runner's child really runs: module found via PYTHONPATH, status file written and read back.
+@dataclass
+class RealCapture:
+    nsys: Path
+    out_dir: Path
+    result: CaptureResult
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def real_capture(tmp_path_factory) -> RealCapture:
+    """One capture whose workload children really run (tiny, on the CPU) under the stand-in:
+    the FLOP count pass in a process of its own, then the profiled child. The tests below read
+    what it printed and wrote; each workload child costs seconds of torch start-up."""
     pytest.importorskip("torch")
-    monkeypatch.setenv("FAKE_NSYS_RUN_APP", "1")
-    monkeypatch.chdir(tmp_path)  # the child must not depend on the caller's directory
-    out = tmp_path / "out"
-    runner = Runner(fake_nsys, out)
-    result = runner.capture(CaptureConfig("tiny", 16, batch=2, steps=2, warmup=1))
+    folder = tmp_path_factory.mktemp("real_capture")
+    with pytest.MonkeyPatch.context() as mp:
+        nsys = install_fake_nsys(folder, mp)
+        mp.setenv("FAKE_NSYS_RUN_APP", "1")
+        mp.chdir(folder)  # the child must not depend on the caller's directory
+        stdout, stderr = io.StringIO(), io.StringIO()  # the runner's lines and its children's, piped through
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            runner = Runner(nsys, folder / "out", count_flops=True, count_device="cpu")
+            result = runner.capture(CaptureConfig("tiny", 16, batch=2, steps=2, warmup=1))
+    return RealCapture(nsys, folder / "out", result, stdout.getvalue(), stderr.getvalue())
+
+
+def test_real_workload_child_under_the_stand_in(real_capture):
+    # The runner's child really runs: module found via PYTHONPATH, status file written and read back.
+    result, printed = real_capture.result, real_capture.stdout
     assert result.status == "ok", result.message
-    printed = capfd.readouterr().out
-    assert "[3/3] step_1" in printed and "$ " + shlex.join([str(fake_nsys), "profile"]) in printed
+    assert "[3/3] step_1" in printed and "$ " + shlex.join([str(real_capture.nsys), "profile"]) in printed
     assert result.details["median_step_s"] > 0
-    assert (out / "tiny_ctx16_b2.sqlite").exists()
+    assert (real_capture.out_dir / "tiny_ctx16_b2.sqlite").exists()
 
 
 def test_keep_rep_never_replaces_an_existing_report(tmp_path, fake_nsys):
@@ -396,18 +433,13 @@ def test_cli_autograd_nvtx_and_emit_nvtx_exclude_each_other(capsys):
     with pytest.raises(SystemExit):
         main(["capture", "--autograd-nvtx", "--emit-nvtx", "--dry-run"])
     assert "not allowed with" in capsys.readouterr().err
-def test_counting_runs_before_the_profiled_child(tmp_path, fake_nsys, monkeypatch, capfd):
+def test_counting_runs_before_the_profiled_child(real_capture):
     # The count pass is its own process before `nsys profile`; the profiled child gets its file.
-    pytest.importorskip("torch")
-    monkeypatch.setenv("FAKE_NSYS_RUN_APP", "1")
-    runner = Runner(fake_nsys, tmp_path / "out", count_flops=True, count_device="cpu")
-    result = runner.capture(CaptureConfig("tiny", 16, batch=2, steps=1, warmup=0))
-    assert result.status == "ok", result.message
-    printed = capfd.readouterr()
-    out = printed.out
-    count_at, profile_at = out.index("--count-out"), out.index(shlex.join([str(fake_nsys), "profile"]))
+    assert real_capture.result.status == "ok", real_capture.result.message
+    out = real_capture.stdout
+    count_at, profile_at = out.index("--count-out"), out.index(shlex.join([str(real_capture.nsys), "profile"]))
     assert count_at < out.index("counted one iteration") < profile_at
-    assert "--counts-in" in out[profile_at:] and "ignoring the counts" not in printed.err
+    assert "--counts-in" in out[profile_at:] and "ignoring the counts" not in real_capture.stderr
 
 
 def test_profile_records_gpu_memory_by_default(tmp_path):

@@ -11,6 +11,8 @@ import threading
 
 import pytest
 
+from helpers.torch_threads import one_torch_thread  # noqa: F401  (autouse: torch on one thread)
+
 torch = pytest.importorskip("torch")
 
 from nsight_tui.capture import workload  # noqa: E402
