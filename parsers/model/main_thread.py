@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+
 from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.ids import PID_MASK, tid_of
@@ -59,7 +61,7 @@ def choose(r_gtid: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
     out: dict[int, MainThread] = {}
     if len(r_gtid) == 0:
         return out
-    threads = np.unique(r_gtid)
+    threads = np.unique(pd.unique(r_gtid))  # hashed, then the few threads sorted
     per_process: dict[int, list[tuple[tuple, int, int, int]]] = {}
     c_gpid = c_gtid & PID_MASK
     # gtid & PID_MASK is monotonic in gtid: the calls are of one process when the extremes share it
