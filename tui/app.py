@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import events, on
 from textual.actions import ActionParseResult
@@ -34,21 +35,15 @@ from nsight_tui.tui.modes import Modes
 from nsight_tui.tui.navigator import Navigator
 from nsight_tui.tui.spares import Spares
 from nsight_tui.tui.state import AppState
-from nsight_tui.tui.views.backward import BackwardPartsScreen
-from nsight_tui.tui.views.base import TableScreen, ViewScreen
-from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
-from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
-from nsight_tui.tui.views.findings import FindingsScreen
-from nsight_tui.tui.views.whatif import WhatIfScreen
-from nsight_tui.tui.views.help import HelpScreen, binding_rows
-from nsight_tui.tui.views.kernels import KernelsScreen
-from nsight_tui.tui.views.modals import ExportConflict
-from nsight_tui.tui.views.pace import PaceScreen
-from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
-from nsight_tui.tui.views.ranks import RanksScreen
-from nsight_tui.tui.views.timeline import TimelineScreen
-from nsight_tui.tui.widgets.grid import DataGrid
-from nsight_tui.tui.widgets.prompt_bar import PromptBar
+from nsight_tui.tui.views.base import ViewScreen
+
+if TYPE_CHECKING:
+    from nsight_tui.tui.views.ranges import RangesScreen
+    from nsight_tui.tui.views.ranks import RanksScreen
+
+# The views not on the first screen (the range tree) are imported when first shown, or by the
+# loader's warm-up once the first screen is up (tui/loader.py): every view and the analyses
+# behind them cost ~0.3 s of imports, which the first screen would wait for.
 
 
 class NsightApp(AppState):
@@ -129,6 +124,9 @@ class NsightApp(AppState):
 
     def on_mount(self) -> None:
         if self.multi:
+            from nsight_tui.tui.views.diff import DiffScreen
+            from nsight_tui.tui.views.files import FilesScreen
+
             self.push_screen(FilesScreen(self.paths, self.attribution, build_when_shown=self.open_diff))
             if self.open_diff:
                 self.push_screen(DiffScreen(self.paths[0], self.paths[1], self.attribution))
@@ -249,6 +247,8 @@ class NsightApp(AppState):
         self.exporter.export()
 
     def action_help(self) -> None:
+        from nsight_tui.tui.views.help import HelpScreen
+
         about = self.session.header().full_lines() if self.session is not None else []
         # the keys of the view in front (and its focused widget) first, then the file, then the rest
         front = [type(self.screen), *([type(self.focused)] if self.focused is not None else [])]
@@ -290,21 +290,39 @@ def host_of(app: NsightApp) -> Host:
     return app
 
 
-# The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys.
-HELP_CLASSES = (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
-                FindingsScreen, WhatIfScreen, BackwardPartsScreen, PaceScreen, RanksScreen, FilesScreen, QuestionsScreen, DiffScreen,
-                DiffKernelsScreen, PromptBar, ExportConflict)
+def help_classes() -> tuple[type, ...]:
+    """The help screen's sections, in order: each class's BINDING_GROUP_TITLE and its keys."""
+    from nsight_tui.tui.views.backward import BackwardPartsScreen
+    from nsight_tui.tui.views.base import TableScreen
+    from nsight_tui.tui.views.diff import DiffKernelsScreen, DiffScreen
+    from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
+    from nsight_tui.tui.views.findings import FindingsScreen
+    from nsight_tui.tui.views.kernels import KernelsScreen
+    from nsight_tui.tui.views.modals import ExportConflict
+    from nsight_tui.tui.views.pace import PaceScreen
+    from nsight_tui.tui.views.ranges import RangesScreen, RangeTree
+    from nsight_tui.tui.views.ranks import RanksScreen
+    from nsight_tui.tui.views.timeline import TimelineScreen
+    from nsight_tui.tui.views.whatif import WhatIfScreen
+    from nsight_tui.tui.widgets.grid import DataGrid
+    from nsight_tui.tui.widgets.prompt_bar import PromptBar
+
+    return (NsightApp, ViewScreen, DataGrid, RangesScreen, RangeTree, TableScreen, KernelsScreen, TimelineScreen,
+            FindingsScreen, WhatIfScreen, BackwardPartsScreen, PaceScreen, RanksScreen, FilesScreen, QuestionsScreen,
+            DiffScreen, DiffKernelsScreen, PromptBar, ExportConflict)
 
 
 def _sections() -> dict[str, list[tuple[str, str]]]:
+    from nsight_tui.tui.views.help import binding_rows
     from nsight_tui.tui.views.roofline import RooflineScreen  # Plotext: imported when asked for
+    from nsight_tui.tui.widgets.prompt_bar import PromptBar
 
     sections: dict[str, list[tuple[str, str]]] = {}
-    for cls in (*HELP_CLASSES, RooflineScreen):
+    for cls in (*help_classes(), RooflineScreen):
         rows = binding_rows([cls])
         if cls is PromptBar:
             rows.append(("enter", "Apply"))
-        sections.setdefault(cls.BINDING_GROUP_TITLE or cls.__name__, []).extend(rows)
+        sections.setdefault(getattr(cls, "BINDING_GROUP_TITLE", None) or cls.__name__, []).extend(rows)
     return sections
 
 
@@ -313,7 +331,7 @@ def front_titles(front: list[type]) -> list[str]:
     bases), most specific first; the app's own keys (Everywhere) stay in their place."""
     from nsight_tui.tui.views.roofline import RooflineScreen
 
-    classes, sections = (*HELP_CLASSES, RooflineScreen), _sections()
+    classes, sections = (*help_classes(), RooflineScreen), _sections()
     lead: list[str] = []
     for f in front:
         for base in f.__mro__:

@@ -14,7 +14,6 @@ from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.tui import export
 from nsight_tui.tui.messages import ExportFailed, ExportReady
 from nsight_tui.tui.state import AppState
-from nsight_tui.tui.views.modals import ExportConflict
 
 
 class Exporter:
@@ -63,6 +62,8 @@ class Exporter:
                 self._write(screen, export.free_name(path), text, overwrite=False)
             else:
                 self.app.say(screen, "export cancelled")
+
+        from nsight_tui.tui.views.modals import ExportConflict
 
         self.app.push_screen(ExportConflict(path, export.free_name(path)), decide)
 

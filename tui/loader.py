@@ -20,6 +20,7 @@ from nsight_tui.tui.messages import GpuLoaded, LoadFailed, LoadProgress, TraceLo
 from nsight_tui.tui.session import Session, StagedLoad
 from nsight_tui.tui.spares import Spares
 from nsight_tui.tui.state import AppState
+from nsight_tui.tui.views import import_after_first_screen
 from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.views.loading import LoadingScreen
 from nsight_tui.tui.views.ranges import RangesScreen
@@ -106,7 +107,7 @@ class Loader:
         session.roofline_options = app.roofline_options
         session.ncu_file = app.ncu_file
         if not session.pending:
-            self._settle(session)
+            app.call_after_refresh(self._settle, session)  # the first screen drawn first
         loading = self._loading_screen(session.path)
         if loading is None:
             return  # the user left the loading screen: the file stays cached for later
@@ -130,7 +131,7 @@ class Loader:
         app = self.app
         session = message.session
         session.gpu_loaded(message.trace, message.load_seconds, message.ranks, message.prepared)
-        self._settle(session)
+        app.call_after_refresh(self._settle, session)  # the GPU columns drawn first
         for screen in app.screen_stack:
             if isinstance(screen, RangesScreen) and screen.session is session:
                 screen.rebuild(screen.kept_key())
@@ -146,6 +147,7 @@ class Loader:
     def _warm_up(self, session: Session) -> None:
         """Compute the global views while the user reads the tree, so `2` and `3` open at once."""
         worker = get_current_worker()
+        import_after_first_screen()  # so no key waits for its view's import
         # Millions of long-lived objects now: keep the cyclic GC from rescanning them on every
         # full collection (those pauses showed up as 50-100 ms keystrokes). Here, not before the
         # first screen: the collection takes ~0.1 s at 600k kernels.

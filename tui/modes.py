@@ -18,8 +18,6 @@ from nsight_tui.tui.navigator import Navigator
 from nsight_tui.tui.session import Session
 from nsight_tui.tui.state import AppState
 from nsight_tui.tui.tree_source import node_key
-from nsight_tui.tui.views.api import ApiScreen
-from nsight_tui.tui.views.kernels import KernelsScreen
 from nsight_tui.tui.views.ranges import RangesScreen
 
 
@@ -105,6 +103,9 @@ class Modes:
         self.app.notify(message.message, title="attribution switch failed", severity="error", markup=False)
 
     async def ready(self, message: ModelReady) -> None:
+        from nsight_tui.tui.views.api import ApiScreen
+        from nsight_tui.tui.views.kernels import KernelsScreen
+
         app, nav = self.app, self.navigator
         self.switching = False
         session = message.session

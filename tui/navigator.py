@@ -12,31 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.screen import Screen
 
-from nsight_tui.parsers.model.ranges import RangeNode
 from nsight_tui.tui.commands import NsightCommands
 from nsight_tui.tui.messages import Navigation
 from nsight_tui.tui.spares import Spares
 from nsight_tui.tui.state import AppState
-from nsight_tui.tui.viewmodels.findings import KERNELS, RANGE, TIMELINE, Jump
-from nsight_tui.tui.views.api import ApiScreen
-from nsight_tui.tui.views.backward import BackwardPartsScreen
 from nsight_tui.tui.views.base import ViewScreen
-from nsight_tui.tui.views.correlation import CorrelationScreen
-from nsight_tui.tui.views.diff import DiffScreen
-from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
-from nsight_tui.tui.views.findings import FindingsScreen
-from nsight_tui.tui.views.kernels import KernelsScreen
-from nsight_tui.tui.views.launches import LaunchesScreen
 from nsight_tui.tui.views.loading import LoadingScreen
-from nsight_tui.tui.views.modals import CorrelationPrompt
-from nsight_tui.tui.views.pace import PaceScreen
 from nsight_tui.tui.views.ranges import RangesScreen
-from nsight_tui.tui.views.ranks import RanksScreen
-from nsight_tui.tui.views.timeline import TimelineScreen, open_target
-from nsight_tui.tui.views.whatif import WhatIfScreen
+
+if TYPE_CHECKING:
+    from nsight_tui.parsers.model.ranges import RangeNode
+    from nsight_tui.tui.viewmodels.findings import Jump
+
+# Every other view is imported where it is opened (and by the loader's warm-up once the first
+# screen is up): the first screen does not wait for them.
 
 
 class Navigator:
@@ -47,6 +40,16 @@ class Navigator:
 
     # -- where a view's choice leads ----------------------------------------------------------
     async def follow(self, request: Navigation) -> None:
+        from nsight_tui.tui.views.backward import BackwardPartsScreen
+        from nsight_tui.tui.views.diff import DiffScreen
+        from nsight_tui.tui.views.files import FilesScreen, QuestionsScreen
+        from nsight_tui.tui.views.findings import FindingsScreen
+        from nsight_tui.tui.views.kernels import KernelsScreen
+        from nsight_tui.tui.views.launches import LaunchesScreen
+        from nsight_tui.tui.views.pace import PaceScreen
+        from nsight_tui.tui.views.timeline import TimelineScreen
+        from nsight_tui.tui.views.whatif import WhatIfScreen
+
         app = self.app
         match request:
             case ViewScreen.BackAsked(view=view):
@@ -86,6 +89,8 @@ class Navigator:
     async def follow_evidence(self, jump: Jump) -> None:
         """A finding's evidence: a range's kernels (on the kernel), the range in the tree, or
         the finding's window on the timeline."""
+        from nsight_tui.tui.viewmodels.findings import KERNELS, RANGE, TIMELINE
+
         if jump.kind == KERNELS:
             self.open_kernels(jump.node, select_name=jump.kernel)
         elif jump.kind == RANGE and jump.gtid is not None:
@@ -140,6 +145,8 @@ class Navigator:
 
     # -- opening a view over the one on screen ------------------------------------------------
     def open_kernels(self, node: RangeNode | None = None, select_name: str | None = None) -> None:
+        from nsight_tui.tui.views.kernels import KernelsScreen
+
         if not self.need_session():
             return
         spare = self.spares.take(KernelsScreen)
@@ -152,10 +159,14 @@ class Navigator:
     def open_op_kernels(self, title: str, positions, where: str = "") -> None:
         """The kernels of a set of ops that is no range (a backward part's, from `b`); `where`
         names them in full under the table."""
+        from nsight_tui.tui.views.kernels import KernelsScreen
+
         if self.need_session():
             self.app.push_screen(KernelsScreen(self.app.session, None, None, ops=(title, positions, where)))
 
     def open_launches(self, node, name: str, short: str, positions) -> None:
+        from nsight_tui.tui.views.launches import LaunchesScreen
+
         spare = self.spares.take(LaunchesScreen)
         if spare is not None:
             self.app.push_screen(spare)
@@ -164,6 +175,8 @@ class Navigator:
             self.app.push_screen(LaunchesScreen(self.app.session, node, name, short, positions))
 
     def open_api(self) -> None:
+        from nsight_tui.tui.views.api import ApiScreen
+
         spare = self.spares.take(ApiScreen)
         if spare is not None:
             self.app.push_screen(spare)
@@ -172,19 +185,27 @@ class Navigator:
             self.app.push_screen(ApiScreen(self.app.session))
 
     def open_correlation(self, corr: int, gpid: int | None = None) -> None:
+        from nsight_tui.tui.views.correlation import CorrelationScreen
+
         self.app.push_screen(CorrelationScreen(self.app.session, corr, gpid))
 
     def open_timeline(self, target=None) -> None:
         """The timeline on `target` (a TimelineTarget, or a function of the lanes; None: the whole trace)."""
+        from nsight_tui.tui.views.timeline import TimelineScreen
+
         self.app.push_screen(TimelineScreen(self.app.session, target))
 
     def timeline(self) -> None:
         """`t`: the timeline of what is selected on screen."""
+        from nsight_tui.tui.views.timeline import TimelineScreen, open_target
+
         if self.need_session() and not isinstance(self.app.screen, TimelineScreen):
             self.open_timeline(open_target(self.app.screen))
 
     def ask_correlation(self) -> None:
         """`c`: a correlation ID, asked for, then its view."""
+        from nsight_tui.tui.views.modals import CorrelationPrompt
+
         if not self.need_session():
             return
 
@@ -210,11 +231,15 @@ class Navigator:
             self.open_api()
 
     async def view_findings(self) -> None:
+        from nsight_tui.tui.views.findings import FindingsScreen
+
         if self.need_session() and not isinstance(self.app.screen, FindingsScreen):
             await self.to_base()
             self.app.push_screen(FindingsScreen(self.app.session))
 
     async def view_pace(self) -> None:
+        from nsight_tui.tui.views.pace import PaceScreen
+
         if self.need_session() and not isinstance(self.app.screen, PaceScreen):
             await self.to_base()
             self.app.push_screen(PaceScreen(self.app.session))
@@ -239,6 +264,8 @@ class Navigator:
         app.push_screen(NcuScreen(app.session))
 
     async def view_ranks(self) -> None:
+        from nsight_tui.tui.views.ranks import RanksScreen
+
         if self.need_session():
             await self.to_base()
             self.app.push_screen(RanksScreen(self.app.session))
@@ -251,6 +278,8 @@ class Navigator:
             self.app.push_screen(RooflineScreen(self.app.session, node))
 
     async def view_files(self) -> None:
+        from nsight_tui.tui.views.files import FilesScreen
+
         app = self.app
         if not app.multi:
             app.notify("one file open: start with several files or a directory to compare them")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -21,11 +21,15 @@ from nsight_tui.parsers.read.ids import PID_MASK
 from nsight_tui.parsers.read.load import Trace, TraceLoader, map_columns
 from nsight_tui.parsers.model.ranges import RangeModel, RangeNode, range_model
 from nsight_tui.parsers.analyses.ranks import Rank, RunRanks
-from nsight_tui.parsers.analyses.straggler_why import with_why
-from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings, kernels, launches, palette
-from nsight_tui.tui.viewmodels import ranks as ranks_vm
 from nsight_tui.tui.viewmodels.header import HeaderInfo
 from nsight_tui.tui.viewmodels.step_clock import DiedSteps, StepClock, died_steps, step_clock
+
+if TYPE_CHECKING:
+    from nsight_tui.tui.viewmodels import api, backward_parts, correlation, findings, kernels, launches
+    from nsight_tui.tui.viewmodels import ranks as ranks_vm
+
+# The other views' view models (and the analyses behind them) are imported when first asked
+# for: the first screen (the range tree and its header) needs none of them.
 
 # what a file without NVTX shows instead of empty range views
 INFERRED_NOTE = ("no NVTX data: the range tree is inferred from the kernel sequence (its rows say inferred:; "
@@ -238,6 +242,7 @@ class Session:
         """The range's kernels and ratios, its roofline figures (TFLOP/s, GB/s, verdict) among them;
         kept per node (`warm` computes the biggest ranges' after loading: a range holding every
         kernel then opens without computing)."""
+        from nsight_tui.tui.viewmodels import kernels
         from nsight_tui.tui.viewmodels import roofline as roofline_vm
 
         def build() -> tuple[RangeNode, kernels.KernelsView]:
@@ -291,6 +296,8 @@ class Session:
 
     def backward_parts(self) -> list[backward_parts.Mapping]:
         """Backward by forward part, one table per mapping the trace allows."""
+        from nsight_tui.tui.viewmodels import backward_parts
+
         return self._once("backward_parts", lambda: backward_parts.mappings(self.model))
 
     def pace(self):
@@ -313,10 +320,14 @@ class Session:
 
     def part_kernels(self, title: str, positions: np.ndarray, where: str = "") -> kernels.KernelsView:
         """The kernels of a backward part (`b`, enter): `positions` in trace.ops."""
+        from nsight_tui.tui.viewmodels import kernels
+
         return kernels.op_kernels(self.model, positions, title, f"kernel time of the backward of {where or title}")
 
     def findings(self) -> findings.FindingsView:
         """What to fix first: every rule over the steady-state steps, ranked by saving (once per mode)."""
+        from nsight_tui.tui.viewmodels import findings
+
         return self._once("findings", lambda: findings.build(self.trace, self.model, self.attribution, self.rank,
                                                              self.ncu()))
 
@@ -365,6 +376,8 @@ class Session:
         return self._once(f"replay_lanes:{' '.join(edits)}", build)
 
     def trace_kernels(self) -> kernels.KernelsView:
+        from nsight_tui.tui.viewmodels import kernels
+
         return self._once("trace_kernels", lambda: kernels.trace_kernels(self.model, self.scope_text()))
 
     # -- ranks ----------------------------------------------------------------------------------
@@ -386,10 +399,14 @@ class Session:
 
     def run_ranks(self) -> RunRanks:
         """Every rank's figures (parsers.ranks; independent of the attribution and the filter)."""
+        from nsight_tui.parsers.analyses.straggler_why import with_why
+
         return self._once("run_ranks", lambda: with_why(self.trace, rank_analysis.ranks_of_trace(self.trace)),
                           per_mode=False, per_rank=False)
 
     def ranks_view(self) -> ranks_vm.RanksView:
+        from nsight_tui.tui.viewmodels import ranks as ranks_vm
+
         return self._once("ranks_view", lambda: ranks_vm.ranks_view(self.run_ranks()), per_mode=False, per_rank=False)
 
     def rank_badge(self) -> str:
@@ -434,6 +451,8 @@ class Session:
 
     def api_summary(self) -> api.ApiView:
         """nsys's cuda_api_sum; under a rank filter, the calls of that rank's process only."""
+        from nsight_tui.tui.viewmodels import api
+
         gpids = frozenset({self.rank.gpid}) if self.rank is not None else None
         return self._once("api_summary", lambda: api.api_summary(self.trace, gpids), per_mode=False)
 
@@ -451,10 +470,14 @@ class Session:
         return self.kept("api_summary", per_mode=False)
 
     def launches(self, positions: np.ndarray, name: str) -> launches.LaunchTable:
+        from nsight_tui.tui.viewmodels import launches
+
         frame = launches.launch_frame(self.model, positions, name)
         return launches.LaunchTable(frame, launches.launch_columns(), self.trace)
 
     def correlation(self, corr: int, gpid: int | None = None) -> correlation.CorrelationView:
+        from nsight_tui.tui.viewmodels import correlation
+
         return correlation.correlation(self.model, corr, gpid)
 
     def instance_node(self, rid: int) -> RangeNode | None:
@@ -472,6 +495,8 @@ class Session:
         return self._once("instance_nodes", index).get(int(rid))
 
     def palette_kernels(self) -> list[tuple[str, str]]:
+        from nsight_tui.tui.viewmodels import palette
+
         return self._once("palette_kernels", lambda: palette.top_kernels(self.trace), per_mode=False, per_rank=False)
 
     def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:

@@ -15,10 +15,7 @@ import numpy as np
 from textual.timer import Timer
 
 from nsight_tui.tui.state import AppState
-from nsight_tui.tui.views.api import ApiScreen
 from nsight_tui.tui.views.base import ViewScreen
-from nsight_tui.tui.views.kernels import KernelsScreen
-from nsight_tui.tui.views.launches import LaunchesScreen
 
 V = TypeVar("V", bound=ViewScreen)
 
@@ -26,9 +23,8 @@ V = TypeVar("V", bound=ViewScreen)
 class Spares:
     DELAY = 0.25
     IDLE = 0.4
-    # In the order they are made. Two kernel tables: the most opened view, often twice in a row
-    # (a range's, then another's or every kernel's) before a pause lets a spare be made again.
-    KINDS = (KernelsScreen, ApiScreen, LaunchesScreen, KernelsScreen)
+    # In the order they are made (`kinds()`). Two kernel tables: the most opened view, often twice
+    # in a row (a range's, then another's or every kernel's) before a pause lets a spare be made again.
 
     def __init__(self, app: AppState) -> None:
         self.app = app
@@ -49,9 +45,13 @@ class Spares:
         start = getattr(self.app, "_get_screen", None)  # Textual's start of a screen before it is pushed
         if session is None or session.pending or start is None:
             return  # (another Textual without it: views are composed when opened, as before)
+        from nsight_tui.tui.views.api import ApiScreen
+        from nsight_tui.tui.views.kernels import KernelsScreen
+        from nsight_tui.tui.views.launches import LaunchesScreen
+
         have = [type(screen) for screen in self._spares]
         missing = []
-        for cls in self.KINDS:
+        for cls in (KernelsScreen, ApiScreen, LaunchesScreen, KernelsScreen):
             if cls in have:
                 have.remove(cls)
             else:

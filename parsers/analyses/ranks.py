@@ -30,7 +30,6 @@ import numpy as np
 
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.model import intervals
-from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.cache import PAIRS_BUNDLE
 from nsight_tui.parsers.read.target_info import session_start_utc_ns
@@ -199,6 +198,8 @@ def find_ranks(trace: Trace, file_rank: int | None = None) -> list[Rank]:
 
 # -- per-rank figures ---------------------------------------------------------------------------
 def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = None) -> RankSummary:
+    from nsight_tui.parsers.kernels.families import name_families  # (the TUI's first screen finds ranks only)
+
     ops = trace.ops
     mine = (ops["gpid"].to_numpy(np.int64) == rank.gpid) & (ops["device"].to_numpy(np.int64) == rank.device)
     start = ops["start"].to_numpy(np.int64)[mine]

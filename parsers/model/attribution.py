@@ -99,7 +99,11 @@ def _by_group_then_start(group: np.ndarray, start: np.ndarray,
     calls come from a table kept in start order: taking each group's positions in turn (a
     process or two), or a stable counting sort of the group codes (threads), leaves each group
     in start order already, in linear time; checked, and the two-key sort done where it does not."""
-    if n_groups <= 4:
+    if n_groups == 1:  # one process (the process view's calls): the table's own order, no copies
+        if bool(np.all(start[1:] >= start[:-1])):
+            return np.arange(len(start)), group, start
+        order = None
+    elif n_groups <= 4:
         order = np.concatenate([np.flatnonzero(group == g) for g in range(n_groups)])
     elif n_groups <= np.iinfo(np.uint16).max:
         order = np.argsort(group.astype(np.uint16), kind="stable")  # a radix sort for 16-bit keys

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+
 from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.ids import PID_MASK, tid_of
@@ -59,16 +61,22 @@ def choose(r_gtid: np.ndarray, r_start: np.ndarray, r_end: np.ndarray,
     out: dict[int, MainThread] = {}
     if len(r_gtid) == 0:
         return out
-    threads = np.unique(r_gtid)
+    threads = np.unique(pd.unique(r_gtid))  # hashed, then the few threads sorted
     per_process: dict[int, list[tuple[tuple, int, int, int]]] = {}
     c_gpid = c_gtid & PID_MASK
+    # gtid & PID_MASK is monotonic in gtid: the calls are of one process when the extremes share it
+    one_process = not len(c_gtid) or (int(c_gtid.min()) & PID_MASK) == (int(c_gtid.max()) & PID_MASK)
     for gpid in np.unique(threads & PID_MASK).tolist():
-        sel = c_gpid == gpid
-        starts, ops = c_start[sel], c_ops[sel]
+        if one_process and (not len(c_gpid) or int(c_gpid[0]) == gpid):
+            starts, ops = c_start, c_ops  # every call is this process's: no copies of 10^7 calls
+        else:
+            sel = c_gpid == gpid
+            starts, ops = c_start[sel], c_ops[sel]
         if not bool(np.all(starts[1:] >= starts[:-1])):  # a table kept in start order needs no sort
             order = np.argsort(starts, kind="stable")
             starts, ops = starts[order], ops[order]
-        cum = np.concatenate(([0], np.cumsum(ops)))
+        cum = np.zeros(len(ops) + 1, dtype=np.result_type(ops.dtype, np.int64))
+        np.cumsum(ops, out=cum[1:])
         total = int(cum[-1])
         ranked = []
         for gtid in threads[(threads & PID_MASK) == gpid].tolist():

@@ -329,7 +329,7 @@ class RangeModel:
         if self.mode != "process" or not self.n or not mains or not len(api):
             return none
         launched = self.trace.ops["api"].to_numpy()
-        launchers = np.unique(api["gtid"].to_numpy()[launched[launched >= 0]])
+        launchers = np.unique(pd.unique(api["gtid"].to_numpy()[launched[launched >= 0]]))  # hashed, then the few sorted
         order = np.lexsort((self.r_gtid, -self.r_end, self.r_start, self.depth))
         tops = order[self.parent[order] < 0]
         # the instance tree's roots dict: threads in order of their first top
@@ -688,11 +688,12 @@ def _union_length(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: i
     # Running max of ends within each group, shifted by one: the frontier before each op.
     new_group = np.ones(len(g), dtype=bool)
     new_group[1:] = g[1:] != g[:-1]
-    run = _group_cummax(g, e, new_group)
-    prev = np.empty_like(run)
-    prev[1:] = run[:-1]
+    prev = _group_cummax(g, e, new_group)
+    prev[1:] = prev[:-1]  # the frontier before each op, over the running max (numpy copies overlaps as if apart)
     prev[new_group] = np.iinfo(np.int64).min
-    contrib = np.where(e > prev, e - np.maximum(s, prev), 0)
+    contrib = np.maximum(s, prev)
+    np.subtract(e, contrib, out=contrib)
+    contrib[e <= prev] = 0
     firsts = np.flatnonzero(new_group)
     out[g[firsts]] = np.add.reduceat(contrib, firsts)
     return out
@@ -703,11 +704,18 @@ def _group_cummax(g: np.ndarray, e: np.ndarray, new_group: np.ndarray) -> np.nda
     np.maximum.accumulate over values lifted by group number, so no group can carry into
     the next; pandas' groupby when the lift would overflow int64."""
     lo, span = int(e.min()), int(e.max()) - int(e.min()) + 1
-    rank = np.cumsum(new_group, dtype=np.int64) - 1
-    if span * (int(rank[-1]) + 1) >= 2**62:
-        return pd.Series(e).groupby(g).cummax().to_numpy()
-    lift = rank * span
-    return np.maximum.accumulate(e - lo + lift) - lift + lo
+    lift = np.cumsum(new_group, dtype=np.int64)
+    lift -= 1  # the group's rank
+    if span * (int(lift[-1]) + 1) >= 2**62:
+        return pd.Series(e).groupby(g).cummax().to_numpy(copy=True)  # (written over by the caller)
+    lift *= span
+    # in place: two arrays of the rows' size (a block's pairs, ~10^6), not eight
+    run = np.subtract(e, lo, dtype=np.int64)
+    run += lift
+    np.maximum.accumulate(run, out=run)
+    run -= lift
+    run += lo
+    return run
 
 
 def range_model(trace: Trace, attribution: str = "process", main_thread: str | None = None,

@@ -124,6 +124,25 @@ def _parts_end(model: RangeModel, ids: np.ndarray) -> np.ndarray:
     return out
 
 
+def _last_launch_position(api_start: np.ndarray, launch_t: np.ndarray, launch_pid: np.ndarray,
+                          pids: np.ndarray) -> int:
+    """The first position of the API table from which a failed call may have ended an iteration
+    of `pids`: one that dies fails at or after its process's last launch (none comes after it),
+    so no call starting before the earliest of those last launches can (in a table in start
+    order: all but its tail). 0 (the whole table) where one of them launched nothing."""
+    earliest = None
+    for pid in pids.tolist():
+        mine = launch_t[launch_pid == pid]
+        if not len(mine):
+            return 0
+        earliest = int(mine.max()) if earliest is None else min(earliest, int(mine.max()))
+    if earliest is None:
+        return 0
+    late = api_start >= earliest
+    first = int(np.argmax(late))
+    return first if late[first] else 0
+
+
 # -- the steps of a range model ------------------------------------------------------------------
 class Steps:
     """The iterations of one range model (every process's), in time order. Build with `steps_of`."""
@@ -160,7 +179,15 @@ class Steps:
         trace = self.model.trace
         if not len(self.iterations):
             return self.steady[:0]
-        failed = trace.gpu_memory.failed_calls
+        model = self.model
+        api = trace.api
+        at = trace.ops["api"].to_numpy(np.int64) if len(trace.ops) else np.zeros(0, np.int64)
+        at = at[at >= 0]
+        launch_t = api["start"].to_numpy(np.int64)[at] if len(at) else np.zeros(0, np.int64)
+        launch_pid = pid_of(api["gtid"].to_numpy(np.int64)[at]) if len(at) else np.zeros(0, np.int64)
+        pids = np.unique(pid_of(model.r_gtid[self.iterations].astype(np.int64)))
+        failed = trace.failed_calls_from(_last_launch_position(api["start"].to_numpy(np.int64), launch_t,
+                                                               launch_pid, pids))
         if not len(failed):
             return self.steady[:0]
         failed = failed[failed["return_value"].to_numpy() == CUDA_ERROR_MEMORY_ALLOCATION]
@@ -168,12 +195,6 @@ class Steps:
             return self.steady[:0]
         fail_t = failed["start"].to_numpy(np.int64)
         fail_pid = pid_of(failed["gtid"].to_numpy(np.int64))
-        api = trace.api
-        at = trace.ops["api"].to_numpy(np.int64) if len(trace.ops) else np.zeros(0, np.int64)
-        at = at[at >= 0]
-        launch_t = api["start"].to_numpy(np.int64)[at] if len(at) else np.zeros(0, np.int64)
-        launch_pid = pid_of(api["gtid"].to_numpy(np.int64)[at]) if len(at) else np.zeros(0, np.int64)
-        model = self.model
         out = []
         for r in np.sort(self.iterations).tolist():
             pid = int(pid_of(np.array([int(model.r_gtid[r])], dtype=np.int64))[0])

@@ -76,6 +76,23 @@ def _present(tables: Tables, table: str, wanted) -> list[str]:
     return [c for c in wanted if tables.schema.has(table, c)]
 
 
+def read_failed_calls(tables: Tables, after_rowid: int = 0) -> pd.DataFrame:
+    """The CUDA runtime calls that returned an error (GpuMemoryEvents.failed_calls' columns), of
+    the rows with rowid > `after_rowid` (SQLite seeks there: the rest of the table is not read).
+    A columnar export takes no condition: every failed call, whatever `after_rowid`."""
+    cols = _present(tables, RUNTIME, ["start", "end", "globalTid", "correlationId", "returnValue"])
+    where = '"returnValue" != 0' + (f" AND rowid > {int(after_rowid)}" if after_rowid > 0 else "")
+    try:  # SQLite: only the failed calls (a big trace holds a million calls)
+        f = tables.read(RUNTIME, cols, None, (), where)
+    except ValueError:  # a columnar export takes no SQL condition: every call, filtered below
+        f = tables.read(RUNTIME, cols)
+    ret = _ints(f, "returnValue", 0)
+    bad = np.flatnonzero(ret != 0)
+    return pd.DataFrame({"start": _ints(f, "start")[bad], "end": _ints(f, "end")[bad],
+                         "gtid": _ints(f, "globalTid")[bad], "corr": _ints(f, "correlationId")[bad],
+                         "return_value": ret[bad]})
+
+
 def read_gpu_memory(tables: Tables) -> GpuMemoryEvents:
     out = GpuMemoryEvents()
     schema = tables.schema
@@ -90,16 +107,7 @@ def read_gpu_memory(tables: Tables) -> GpuMemoryEvents:
             f = tables.read(KINDS, cols)
             out.kinds.update({int(i): str(v) for i, v in zip(_ints(f, "id"), f.text("label")) if v is not None})
     if schema.has(RUNTIME, "returnValue"):
-        cols = _present(tables, RUNTIME, ["start", "end", "globalTid", "correlationId", "returnValue"])
-        try:  # SQLite: only the failed calls (a big trace holds a million calls)
-            f = tables.read(RUNTIME, cols, None, (), '"returnValue" != 0')
-        except ValueError:  # a columnar export takes no SQL condition: every call, filtered below
-            f = tables.read(RUNTIME, cols)
-        ret = _ints(f, "returnValue", 0)
-        bad = np.flatnonzero(ret != 0)
-        out.failed_calls = pd.DataFrame({"start": _ints(f, "start")[bad], "end": _ints(f, "end")[bad],
-                                         "gtid": _ints(f, "globalTid")[bad], "corr": _ints(f, "correlationId")[bad],
-                                         "return_value": ret[bad]})
+        out.failed_calls = read_failed_calls(tables)
     if not schema.has(EVENTS):
         return out
     out.present = True

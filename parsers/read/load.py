@@ -22,7 +22,7 @@ import pandas as pd
 from nsight_tui.parsers.read import cache as store
 from nsight_tui.parsers.read.columns import Fetched, Tables, open_tables
 from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents, read_gpu_memory
+from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents, read_failed_calls, read_gpu_memory
 from nsight_tui.parsers.read.gpu_metrics import GpuMetrics, read_gpu_metrics
 from nsight_tui.parsers.read.memcpy import read_memcpy_calls
 from nsight_tui.parsers.read.sync_events import SyncEvents, read_sync_events
@@ -156,6 +156,18 @@ class Trace:
         """nsys's GPU memory events, failed CUDA calls and the GPUs' memory (read on first use)."""
         with open_tables(self.path, probe=False) as tables:
             return read_gpu_memory(tables)
+
+    def failed_calls_from(self, position: int) -> pd.DataFrame:
+        """The failed CUDA calls (`gpu_memory.failed_calls`) among the API table's rows from
+        `position` of `api` on (its rows in rowid order), maybe with some before: a seek to the
+        table's tail, not a scan of 10^7 calls, where the export is SQLite and no row was left
+        out; else all of them."""
+        if position <= 0 or "gpu_memory" in self.__dict__ or self.info.export_kind != "sqlite" \
+                or self.checks.scanned or not self.schema.has("CUPTI_ACTIVITY_KIND_RUNTIME", "returnValue"):
+            return self.gpu_memory.failed_calls
+        with open_tables(self.path, probe=False) as tables:
+            # rowids increase from 1 with the rows: the row at `position` has rowid > position
+            return read_failed_calls(tables, after_rowid=position)
 
     def memcpy_calls(self, device: int) -> list[tuple] | None:
         """nsys's copies on `device` with their CUDA calls (read.memcpy: the row layout), read on

@@ -197,3 +197,7 @@ def test_calls_by_thread_then_start_are_lexsorts(start_order):
     for n_groups in (12, 100, 70_000):  # each group in turn; a counting sort; np.lexsort
         order, g, s = _by_group_then_start(group, start, n_groups)
         assert np.array_equal(order, want) and np.array_equal(g, group[want]) and np.array_equal(s, start[want])
+    one = np.zeros(n, dtype=group.dtype)  # one process: its calls in the table's order where it is by start
+    want = np.lexsort((start, one))
+    order, g, s = _by_group_then_start(one, start, 1)
+    assert np.array_equal(order, want) and np.array_equal(g, one[want]) and np.array_equal(s, start[want])

@@ -45,3 +45,40 @@ def test_the_iteration_a_run_died_in_is_no_finished_step(async_trace, sample):
     assert [str(texts[i]) for i in found.died] == [died]
     assert not np.isin(found.finished, found.died).any()
     assert len(found.finished) == found.n - int(died.startswith("step_"))
+
+
+@pytest.mark.parametrize("sample", ["thirdparty/oom_qwen2_b256.oom.sqlite.xz", "memory/xl_ctx1024_b16.oom.sqlite.xz",
+                                    "small_ctx128.sqlite"])
+def test_died_reads_only_the_calls_after_the_last_launches(async_trace, sample):
+    """An iteration dies at or after its process's last launch: Steps.died reads the failed calls
+    from there on (SQLite seeks to the table's tail), and they are every failed call SQL finds
+    from the earliest of those launches on; the full read of the GPU memory events is not made."""
+    path = async_trace(SAMPLES / sample)
+    found = steps_of(range_model(load_trace(path), "process"))
+    assert found.died is not None
+    assert "gpu_memory" not in found.model.trace.__dict__
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        pids = {int(r[0]) for r in db.execute(
+            "SELECT DISTINCT (e.globalTid >> 24) & 16777215 FROM NVTX_EVENTS e LEFT JOIN StringIds s "
+            "ON s.id = e.textId WHERE COALESCE(e.text, s.value) GLOB 'step_[0-9]*' "
+            "OR COALESCE(e.text, s.value) GLOB 'warmup_[0-9]*'")}
+        last = [db.execute("SELECT MAX(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN CUPTI_ACTIVITY_KIND_KERNEL k "
+                           "ON k.correlationId = r.correlationId AND (r.globalTid >> 24) & 16777215 = ? "
+                           "AND (k.globalPid >> 24) & 16777215 = ?", (pid, pid)).fetchone()[0] for pid in pids]
+        earliest = min(t for t in last if t is not None)
+        late = sorted(r[0] for r in db.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE returnValue != 0 "
+                                               "AND start >= ?", (earliest,)))
+        every = sorted(r[0] for r in db.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE returnValue != 0"))
+    trace = load_trace(path)
+    from nsight_tui.parsers.model.steps import _last_launch_position
+
+    api, ops = trace.api, trace.ops
+    at = ops["api"].to_numpy(np.int64)
+    at = at[at >= 0]
+    start = api["start"].to_numpy(np.int64)
+    position = _last_launch_position(start, start[at], (api["gtid"].to_numpy(np.int64)[at] >> 24) & 0xFFFFFF,
+                                     np.array(sorted(pids)))
+    read = sorted(trace.failed_calls_from(position)["start"].tolist())
+    assert set(late) <= set(read) <= set(every)
+    if sample == "small_ctx128.sqlite":
+        assert position > len(api) // 2  # a table in start order: its tail only

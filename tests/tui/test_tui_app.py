@@ -413,7 +413,7 @@ def test_global_kernel_and_api_summaries(trace: Path, sql, tui, md_tables, tmp_p
 def test_help_lists_every_key(sample: Path, tui):
     from textual.binding import Binding
 
-    from nsight_tui.tui.app import HELP_CLASSES, help_sections
+    from nsight_tui.tui.app import help_classes, help_sections
     from nsight_tui.tui.views.help import HelpScreen
     from nsight_tui.tui.widgets.key_bar import key_text
     from nsight_tui.tui.views.launches import LaunchesScreen
@@ -422,10 +422,11 @@ def test_help_lists_every_key(sample: Path, tui):
     listed = {keys for _, rows in help_sections() for keys, _ in rows}
     titles = [title for title, _ in help_sections()]
     assert len(titles) == len(set(titles)) and "Kernel tables" in titles and "Range tree (main view)" in titles
-    for cls in (*HELP_CLASSES, HelpScreen, CorrelationPrompt, LaunchesScreen):
+    sectioned = help_classes()
+    for cls in (*sectioned, HelpScreen, CorrelationPrompt, LaunchesScreen):
         for b in cls.BINDINGS:
             assert isinstance(b, Binding) and b.description and b.id, f"{cls.__name__}: {b} lacks a description or id"
-            if cls in HELP_CLASSES:
+            if cls in sectioned:
                 assert key_text(b.key) in listed, f"{b.key} of {cls.__name__} missing from help"
     for key in ("j", "k", "g", "G", "/", "n", "N", "e", "q", "a", "m", "c", "s", "S", "f", "?", "enter", "esc", "[",
                 "]", "t", "d"):

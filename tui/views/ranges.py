@@ -21,7 +21,6 @@ from nsight_tui.render.safe import rich_text, visible
 from nsight_tui.render import numbers
 from nsight_tui.tui.messages import Navigation
 from nsight_tui.tui.table_model import ViewText
-from nsight_tui.tui.viewmodels.timeline import target_for_node
 from nsight_tui.tui.tree_source import (
     INFERRED,
     INFERRED_CPU_MARK,
@@ -404,6 +403,8 @@ class RangesScreen(ViewScreen):
 
     def timeline_target(self):
         """`t`: the range under the cursor (aggregated: its median instance)."""
+        from nsight_tui.tui.viewmodels.timeline import target_for_node  # the timeline's: imported when asked for
+
         node = self.grid.ranges.node_at(self.grid.cursor) if len(self.grid.ranges) else None
         return None if node is None else target_for_node(self.session.model, node)
 
