@@ -278,7 +278,7 @@ class RangeModel:
     def thread_groups(self) -> list[ThreadGroup]:
         """Per process and thread, the root ranges with their subtrees (instances)."""
         nodes: list[RangeNode | None] = [None] * self.n
-        names = self.trace.ranges["name"].tolist() if self.n else []
+        names = self.trace.range_names.objects.tolist() if self.n else []
         # children in time order (ties: the longer first, then by thread), whatever the rows' order
         order = np.lexsort((self.r_gtid, -self.r_end, self.r_start, self.depth))
         roots: dict[int, list[RangeNode]] = {}
@@ -412,7 +412,7 @@ class RangeModel:
         test_aggregated_tree.py checks they agree). Only merged nodes become objects: a few
         hundred, not one per range."""
         n = self.n
-        names = self.trace.ranges["name"]  # read per level, only the nodes' first instances (not 3M texts)
+        names = self.trace.range_names.objects  # one shared string per distinct name
         key, key_text = pd.factorize(pd.Series(self.range_key, dtype=object))
         key = key.astype(np.int64)
         n_keys = max(len(key_text), 1)
@@ -441,7 +441,7 @@ class RangeModel:
             agg[members] = base + np.repeat(np.arange(len(counts)), counts)
             rank[members] = np.arange(len(members)) - np.repeat(starts, counts)
             firsts = members[starts]
-            once = names.take(firsts[counts == 1]).to_numpy(dtype=object).tolist()[::-1]
+            once = names[firsts[counts == 1]].tolist()[::-1]
             for a, c in zip(starts.tolist(), counts.tolist()):
                 ids = members[a:a + c]
                 first = int(ids[0])
@@ -501,8 +501,8 @@ class RangeModel:
             return np.zeros(0, dtype=bool), np.zeros(0, dtype=object)
         # Once per distinct (name, text), not per range: steps repeat the same few hundred
         # names. 10^5 op ranges with unique op ids are 10^5 distinct names: plain str methods.
-        name_code, names = pd.factorize(self.trace.ranges["name"].to_numpy(dtype=object))
-        text_code, texts = pd.factorize(self.trace.ranges["text"].to_numpy(dtype=object))
+        name_code, names = self.trace.range_names.codes, self.trace.range_names.values
+        text_code, texts = self.trace.range_texts.codes, self.trace.range_texts.values
         pair, first = np.unique(name_code.astype(np.int64) * max(len(texts), 1) + text_code, return_index=True)
         pair_of = np.searchsorted(pair, name_code.astype(np.int64) * max(len(texts), 1) + text_code)
         u_names, u_texts = names[name_code[first]], texts[text_code[first]]
@@ -525,8 +525,7 @@ class RangeModel:
         """Positions of all range instances whose display name is `name`."""
         if self.n == 0:
             return np.zeros(0, dtype=np.int64)
-        names = self.trace.ranges["name"].map(display_name).to_numpy()
-        return np.flatnonzero(names == name)
+        return np.flatnonzero(self.trace.range_names.per_value(lambda n: display_name(n) == name))
 
     # -- tables for the UI and the reports ---------------------------------------------
     def op_table(self, op_positions: np.ndarray) -> pd.DataFrame:

@@ -196,7 +196,7 @@ class Steps:
         """What the steady-state steps stand on (BASIS_*)."""
         if not self.found:
             return BASIS_NONE
-        domains = self.model.trace.ranges["domain"].to_numpy()[self.steady]
+        domains = self.model.trace.range_domains.objects[self.steady]
         return BASIS_INFERRED if (domains == conventions.INFERRED_DOMAIN).all() else BASIS_NVTX
 
     @cached_property
@@ -223,7 +223,7 @@ class Steps:
         cpu_end = model.r_end[ids].astype(np.int64)
         gpu = model.proj_ns[ids].astype(np.int64)
         end = np.maximum(cpu_end, np.where(gpu > 0, model.gpu_end[ids], cpu_end))
-        inferred = model.trace.ranges["domain"].to_numpy()[ids] == conventions.INFERRED_DOMAIN if len(ids) else \
+        inferred = model.trace.range_domains.objects[ids] == conventions.INFERRED_DOMAIN if len(ids) else \
             np.zeros(0, dtype=bool)
         own = end.copy()
         if inferred.any():  # NVTX steps: their own end is their range's or their work's
@@ -257,7 +257,7 @@ class Steps:
 
     def is_iteration(self, ids: np.ndarray) -> bool:
         """Whether these ranges are iterations (one name path: the first says what they all are)."""
-        texts = self.model.trace.ranges["text"].to_numpy() if self.model.n else np.array([])
+        texts = self.model.trace.range_texts.objects if self.model.n else np.array([])
         first = str(texts[ids[0]]) if len(ids) else ""
         return bool(STEP.match(first) or WARMUP.match(first))
 
@@ -272,7 +272,7 @@ class Steps:
 
     def named(self, name: str) -> np.ndarray:
         """Every range named `name`, wherever it is: what a trace without iterations has for a phase."""
-        texts = self.model.trace.ranges["text"].to_numpy() if self.model.n else np.array([])
+        texts = self.model.trace.range_texts.objects if self.model.n else np.array([])
         return np.flatnonzero(texts == name)
 
     def nesting_note(self) -> str:

@@ -33,6 +33,7 @@ from nsight_tui.parsers.read.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CRE
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
                                     pid_of, tid_of)
 from nsight_tui.parsers.read.source import Schema, refuse_special, sidecar_notes
+from nsight_tui.parsers.read.text_codes import Coded, inferred_text_dtype, text_column
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
 NO_NVTX_NOTE = "no NVTX data: range views are empty; kernel and API summaries still work"
@@ -92,6 +93,24 @@ class Trace:
     # The file's slot in the user's cache (read.cache), where modules above also keep what
     # they derive (the range model); None when the cache is off or this trace is not kept.
     stash: store.Entry | None = field(default=None, repr=False, compare=False)
+
+    # -- range names, factorized once -------------------------------------------------
+    # Each a pass over every range's text, asked by dozens of analyses of one report; a copy of
+    # the trace with other ranges (inferred ones added) computes its own on first use.
+    @cached_property
+    def range_texts(self) -> Coded:
+        """ranges.text (the range's own text) as codes into its distinct values."""
+        return Coded.of(self.ranges["text"])
+
+    @cached_property
+    def range_names(self) -> Coded:
+        """ranges.name (`domain:text`) as codes into its distinct values."""
+        return Coded.of(self.ranges["name"])
+
+    @cached_property
+    def range_domains(self) -> Coded:
+        """ranges.domain as codes into its distinct values."""
+        return Coded.of(self.ranges["domain"])
 
     # -- convenience -------------------------------------------------------------------
     def thread_label(self, gtid: int) -> str:
@@ -544,25 +563,34 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
         r = np.flatnonzero(is_range)
         r_end_null = end_null[r]
         range_max = int(max(start[r].max(), end[r][~r_end_null].max(initial=np.iinfo(np.int64).min)))
-        r_text = np.array([("" if x is None else x) for x in text[r]], dtype=object)
-        r_domain = np.full(len(r), "", dtype=object)
+        # The text columns are built from codes into their distinct values: a long name repeated
+        # over many ranges is then encoded once, not once per range (the dict hashes each string
+        # object once and compares equal objects by identity).
+        distinct: dict[str, int] = {}
+        text_code = np.fromiter((distinct.setdefault("" if x is None else x, len(distinct)) for x in text[r].tolist()),
+                                dtype=np.int64, count=len(r))
+        texts = list(distinct)
+        domain_code, domain_texts = np.zeros(len(r), dtype=np.int64), [""]
         r_copies = np.ones(len(r), dtype=np.int64)
         if domains:  # per distinct (domain, process), not per range
             groups = group_ids(domain_id[r], pid[r])
             keys = list(zip(domain_id[r][groups.first].tolist(), pid[r][groups.first].tolist()))
-            r_domain = np.array([domains.get(k, "") for k in keys], dtype=object)[groups.gid]
+            domain_code, domain_texts = groups.gid.astype(np.int64), [domains.get(k, "") for k in keys]
             r_copies = np.array([max(1, len(creators.get(k, ()))) for k in keys], dtype=np.int64)[groups.gid]
-        # One string object per distinct name: a long name repeated over many ranges is then
-        # compared by identity when grouped, not character by character.
-        joined: dict[tuple[str, str], str] = {}
-        r_name = np.array([joined.get(k) or joined.setdefault(k, f"{k[0]}:{k[1]}")
-                           for k in zip(r_domain.tolist(), r_text.tolist())], dtype=object)
+        # name = `domain:text`, one per distinct (domain, text) pair
+        name_code, pairs = pd.factorize(domain_code * max(len(texts), 1) + text_code)
+        pairs = np.asarray(pairs, dtype=np.int64)
+        names = [f"{domain_texts[d]}:{texts[t]}" for d, t in zip((pairs // max(len(texts), 1)).tolist(),
+                                                                   (pairs % max(len(texts), 1)).tolist())]
+        dtype = inferred_text_dtype()
         ranges = pd.DataFrame({
             "rowid": f.int("rowid", 0)[r], "start": start[r],
             "end": np.where(r_end_null, range_max, end[r]), "end_sum": np.where(r_end_null, all_max, end[r]),
             "gtid": gtid[r], "cross": ~f.null("endGlobalTid")[r],
             "pushpop": np.isin(etype[r], (NVTX_PUSHPOP, NVTXT_PUSHPOP)),
-            "name": r_name, "domain": r_domain, "text": r_text, "unended": r_end_null, "copies": r_copies,
+            "name": text_column(np.asarray(name_code), names, dtype),
+            "domain": text_column(domain_code, domain_texts, dtype), "text": text_column(text_code, texts, dtype),
+            "unended": r_end_null, "copies": r_copies,
         })
     mk = np.flatnonzero(np.isin(etype, (NVTX_MARK, NVTXT_MARK)))
     marks = pd.DataFrame({"start": start[mk], "gtid": gtid[mk], "text": text[mk]})

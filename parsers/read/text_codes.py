@@ -1,0 +1,85 @@
+"""A text column factorized once: integer codes into its distinct values.
+
+pandas 3 keeps text columns as Arrow strings: every `to_numpy()` builds a new Python string per
+row and every `factorize` hashes every row's characters again. A range name repeated over many
+ranges (or one 10 MB name) then costs its length on each of the dozens of passes a report makes
+over the names. `Coded` does that pass once; its users test each distinct text once and index
+the answers by code, and read the column as objects from one shared string per distinct text.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True, eq=False)
+class Coded:
+    """`values[codes[i]]` is row i's text; code -1: a missing text (None/NaN)."""
+
+    codes: np.ndarray  # intp, one per row, first-appearance order of the distinct texts
+    values: np.ndarray  # object array of the distinct texts (Python str)
+
+    @classmethod
+    def of(cls, column: pd.Series | np.ndarray) -> Coded:
+        # the Series as it is: Arrow factorizes its strings in C (an object array first is 10x slower)
+        codes, uniques = pd.factorize(column)
+        values = uniques.to_numpy() if hasattr(uniques, "to_numpy") else np.asarray(uniques, dtype=object)
+        return cls(np.asarray(codes), np.asarray(values, dtype=object))
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def per_value(self, test: Callable, dtype=bool) -> np.ndarray:
+        """`test(text)` per row, asked once per distinct text (`test(None)` for a missing one,
+        asked only when one is)."""
+        table = np.zeros(len(self.values) + 1, dtype=dtype)
+        for i, text in enumerate(self.values.tolist()):
+            table[i] = test(text)
+        if self.has_missing:
+            table[-1] = test(None)
+        return table[self.codes]  # code -1 takes the last entry
+
+    @cached_property
+    def has_missing(self) -> bool:
+        return bool(len(self.codes)) and bool((self.codes < 0).any())
+
+    @cached_property
+    def objects(self) -> np.ndarray:
+        """The column as `Series.to_numpy()` gives it (an object array, NaN where missing), each
+        distinct text one shared string: a gather of pointers, not a copy of every row's text."""
+        table = np.empty(len(self.values) + 1, dtype=object)
+        table[:-1] = self.values
+        table[-1] = np.nan
+        out = table[self.codes]
+        out.flags.writeable = False  # shared by every caller
+        return out
+
+
+def text_column(codes: np.ndarray, texts: list, dtype) -> pd.Series:
+    """A text column from its codes (-1: missing): built in Arrow when the column is
+    Arrow-backed (10^6 Python strings through pandas' per-value checks took seconds at 24M
+    kernels; a long text repeated over many rows is copied in C, not encoded per row), else
+    value by value (pyarrow is optional)."""
+    if getattr(dtype, "storage", None) == "pyarrow":
+        try:
+            import pyarrow as pa
+            from pandas.arrays import ArrowStringArray
+        except ImportError:
+            pass
+        else:
+            missing = codes < 0
+            taken = pa.array(texts, pa.large_string()).take(
+                pa.array(np.where(missing, 0, codes), mask=missing) if len(texts) else pa.nulls(len(codes), pa.int32()))
+            return pd.Series(ArrowStringArray(pa.chunked_array([taken]), dtype=dtype), copy=False)
+    table = np.array(list(texts) + [None], dtype=object)
+    return pd.Series(table[codes], dtype=dtype)
+
+
+def inferred_text_dtype():
+    """The dtype pandas gives a column of Python strings (Arrow-backed `str` in pandas 3, object before)."""
+    return pd.Series(np.array([""], dtype=object)).dtype
+
