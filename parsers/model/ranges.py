@@ -95,8 +95,8 @@ class RangeModel:
         arrays = {name: getattr(self, name) for name in self.SAVED}
         # What the tree on screen needs next, linear in the ranges (seconds at 3M ranges):
         # computed now, once, and kept with the rest.
-        is_op, key = self._names_folded
-        key_code, key_text = pd.factorize(pd.Series(key, dtype=object))
+        is_op = self.range_is_op
+        key_code, key_text = self.range_key_codes
         tops, hosts = self._foreign_tops()
         arrays.update(range_is_op=is_op, range_key_code=key_code.astype(np.int32), foreign_tops=tops,
                       foreign_hosts=hosts)
@@ -120,6 +120,7 @@ class RangeModel:
             setattr(self, name, values)
         keys = np.array(saved.values["range_keys"] + [""], dtype=object)
         self.__dict__["_names_folded"] = (saved.arrays["range_is_op"], keys[saved.arrays["range_key_code"]])
+        self.__dict__["range_key_codes"] = (np.asarray(saved.arrays["range_key_code"], dtype=np.int64), keys[:-1])
         self._foreign = (saved.arrays["foreign_tops"], saved.arrays["foreign_hosts"])
         return True
 
@@ -413,8 +414,7 @@ class RangeModel:
         hundred, not one per range."""
         n = self.n
         names = self.trace.range_names.objects  # one shared string per distinct name
-        key, key_text = pd.factorize(pd.Series(self.range_key, dtype=object))
-        key = key.astype(np.int64)
+        key, key_text = self.range_key_codes
         n_keys = max(len(key_text), 1)
         agg = np.full(n, -1, dtype=np.int64)  # merged node of each range
         rank = np.zeros(n, dtype=np.int64)  # its place among that node's instances
@@ -496,8 +496,17 @@ class RangeModel:
         return self._names_folded[1]
 
     @cached_property
+    def range_key_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """`range_key` as `pd.factorize` gives it (int64 codes in first-appearance order, the
+        distinct keys), worked out per distinct (name, text), not by hashing every range's key."""
+        if "range_key_codes" not in self.__dict__:
+            self._names_folded  # noqa: B018 -- works them out beside the keys
+        return self.__dict__["range_key_codes"]
+
+    @cached_property
     def _names_folded(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.n:
+            self.__dict__["range_key_codes"] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
             return np.zeros(0, dtype=bool), np.zeros(0, dtype=object)
         # Once per distinct (name, text), not per range: steps repeat the same few hundred
         # names. 10^5 op ranges with unique op ids are 10^5 distinct names: plain str methods.
@@ -510,6 +519,11 @@ class RangeModel:
         # op keys from the text, behind the name's domain tag (`:` for the default domain)
         key = np.array([n[:len(n) - len(t)] + op_key(t) if op else fold_trailing_number(n)
                         for n, t, op in zip(u_names, u_texts, is_op.tolist())], dtype=object)
+        # the keys' codes by range, numbered in order of first appearance (as pd.factorize)
+        per_pair, distinct = pd.factorize(pd.Series(key, dtype=object))
+        codes, order = pd.factorize(np.asarray(per_pair, dtype=np.int64)[pair_of])
+        self.__dict__["range_key_codes"] = (np.asarray(codes, dtype=np.int64),
+                                            np.asarray(distinct, dtype=object)[np.asarray(order, dtype=np.int64)])
         return is_op[pair_of], key[pair_of]
 
     @cached_property
