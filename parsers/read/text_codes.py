@@ -48,6 +48,17 @@ class Coded:
         return bool(len(self.codes)) and bool((self.codes < 0).any())
 
     @cached_property
+    def sorted_ranks(self) -> tuple[np.ndarray, list]:
+        """Per row the rank of its text among the distinct texts in sorted order (int64, as
+        `pd.factorize(..., sort=True)` numbers them; -1 missing), and the distinct texts in that
+        order: grouping and ordering by integers, each distinct text compared, none copied."""
+        order = sorted(range(len(self.values)), key=self.values.__getitem__)
+        rank = np.empty(len(order) + 1, dtype=np.int64)
+        rank[order] = np.arange(len(order), dtype=np.int64)
+        rank[-1] = -1
+        return rank[self.codes], [self.values[i] for i in order]
+
+    @cached_property
     def objects(self) -> np.ndarray:
         """The column as `Series.to_numpy()` gives it (an object array, NaN where missing), each
         distinct text one shared string: a gather of pointers, not a copy of every row's text."""
