@@ -112,6 +112,13 @@ class Trace:
         """ranges.domain as codes into its distinct values."""
         return Coded.of(self.ranges["domain"])
 
+    def share_range_codes(self, other: Trace) -> None:
+        """Take the range names' codes `other` worked out already, when both hold the same ranges."""
+        if other.ranges is self.ranges:
+            for name in ("range_texts", "range_names", "range_domains"):
+                if name in other.__dict__:
+                    self.__dict__.setdefault(name, other.__dict__[name])
+
     # -- convenience -------------------------------------------------------------------
     def thread_label(self, gtid: int) -> str:
         name = self.threads.get(int(gtid), "")
@@ -892,10 +899,12 @@ class TraceLoader:
         if fallbacks:
             info.reader += f" (sqlite3 for {', '.join(fallbacks)})"
         self.say(1.0, "done")
-        return Trace(path=self.path, schema=tables.schema, info=info, op_names=op_names, api_names=api_names,
-                     ops=ops, api=api, ranges=early.ranges, marks=early.marks, threads=early.threads,
-                     processes=early.processes, memcpy_labels_from_export=from_export, facts=early.facts,
-                     checks=checks)
+        trace = Trace(path=self.path, schema=tables.schema, info=info, op_names=op_names, api_names=api_names,
+                      ops=ops, api=api, ranges=early.ranges, marks=early.marks, threads=early.threads,
+                      processes=early.processes, memcpy_labels_from_export=from_export, facts=early.facts,
+                      checks=checks)
+        trace.share_range_codes(early)
+        return trace
 
     def _info(self, facts: dict, ops: pd.DataFrame, api: pd.DataFrame, ranges: pd.DataFrame,
               from_export: bool) -> "TraceInfo":

@@ -83,11 +83,32 @@ def text_column(codes: np.ndarray, texts: list, dtype) -> pd.Series:
             pass
         else:
             missing = codes < 0
-            taken = pa.array(texts, pa.large_string()).take(
-                pa.array(np.where(missing, 0, codes), mask=missing) if len(texts) else pa.nulls(len(codes), pa.int32()))
+            taken = _long_texts(pa, codes, texts) if len(texts) and not missing.any() else None
+            if taken is None:
+                taken = pa.array(texts, pa.large_string()).take(
+                    pa.array(np.where(missing, 0, codes), mask=missing) if len(texts) else pa.nulls(len(codes),
+                                                                                                   pa.int32()))
             return pd.Series(ArrowStringArray(pa.chunked_array([taken]), dtype=dtype), copy=False)
     table = np.array(list(texts) + [None], dtype=object)
     return pd.Series(table[codes], dtype=dtype)
+
+
+LONG_TEXTS = 1024  # bytes per row on average, from which `_long_texts` builds the column
+
+
+def _long_texts(pa, codes: np.ndarray, texts: list):
+    """The column as one Arrow array, its characters laid out in a buffer of their exact size,
+    one copy each: Arrow's take grows its buffer as it goes, which for 60 copies of a 10 MB name
+    cost seconds of page faults. None where the texts are short (take is faster there)."""
+    chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))  # bytes >= characters
+    if int(chars[codes].sum()) < LONG_TEXTS * len(codes):
+        return None
+    encoded = [t.encode() for t in texts]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))[codes]
+    offsets = np.zeros(len(codes) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = b"".join([encoded[c] for c in codes.tolist()])
+    return pa.LargeStringArray.from_buffers(len(codes), pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def inferred_text_dtype():
