@@ -41,7 +41,7 @@ class InstrumentationCost:
 
 
 def _op_ranges(texts: Coded) -> np.ndarray:
-    return texts.per_value(lambda t: bool(OP_RANGE.match(t)) if isinstance(t, str) else False)
+    return texts.per_value(lambda t: bool(OP_RANGE.match(t)) if isinstance(t, str) else False, key="op_range")
 
 
 def instrumentation_cost(trace, t0=None, t1=None) -> InstrumentationCost | None:

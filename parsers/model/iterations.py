@@ -41,7 +41,7 @@ def _text_matches(model: RangeModel, key: str, test) -> np.ndarray:
     names: 10^6 regex matches on the UI thread took seconds at 4.8M kernels); kept on the model."""
     kept = model.__dict__.setdefault("_text_matches", {})
     if key not in kept:
-        kept[key] = model.trace.range_texts.per_value(lambda t: bool(test(t)))
+        kept[key] = model.trace.range_texts.per_value(lambda t: bool(test(t)), key=("text_matches", key))
     return kept[key]
 
 
@@ -125,14 +125,15 @@ def _plain(text: str) -> str:
     return text.split(":", 1)[1] if ":" in text and not text.startswith("nsight-tui") else text
 
 
-def process_ranges(trace: Trace, pid: int, pattern) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end of this process's ranges whose plain name matches, innermost copy per name."""
+def process_ranges(trace: Trace, pid: int, pattern, key=None) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end of this process's ranges whose plain name matches, innermost copy per name.
+    `key` names the pattern (hashable): its answers per distinct text are then kept with the trace."""
     r = trace.ranges
     if len(r) == 0:
         return intervals.EMPTY
     mine = pid_of(r["gtid"].to_numpy(np.int64)) == pid
     texts = trace.range_texts
-    hit = mine & texts.per_value(lambda t: isinstance(t, str) and bool(pattern(_plain(t))))
+    hit = mine & texts.per_value(lambda t: isinstance(t, str) and bool(pattern(_plain(t))), key=None if key is None else ("plain", key))
     if not hit.any():
         return intervals.EMPTY
     # the texts (and their plain names) by code: no text column copied per call
@@ -140,7 +141,7 @@ def process_ranges(trace: Trace, pid: int, pattern) -> tuple[np.ndarray, np.ndar
                         "end": r["end"].to_numpy()[hit]}, index=r.index[hit])
     sel["dur"] = sel["end"] - sel["start"]
     # a domain-tagged copy of the same iteration nests it: keep the innermost (shortest) per start
-    sel["plain"] = _plain_codes(texts)[sel["plain_code"].to_numpy()]
+    sel["plain"] = texts.kept("plain_codes", lambda: _plain_codes(texts))[sel["plain_code"].to_numpy()]
     sel = sel.sort_values(["start", "dur"]).drop_duplicates(subset=["plain", "start"], keep="first")
     sel = sel.sort_values("start")
     return sel["start"].to_numpy(np.int64), sel["end"].to_numpy(np.int64)

@@ -310,14 +310,14 @@ class ProcessSteps:
         return period_ends(self.start_ns, last_end, self.loop_start_ns)
 
 
-def _ranges_source(trace: Trace, pid: int, pattern: Callable[[str], object]) -> Trace:
+def _ranges_source(trace: Trace, pid: int, pattern: Callable[[str], object], key=None) -> Trace:
     """`trace` where its NVTX has ranges matching `pattern` in this process; else the trace with
     the ranges inferred from its kernel sequence (the model's: model.inferred), where
     those have some; else `trace`."""
-    if len(process_ranges(trace, pid, pattern)[0]):
+    if len(process_ranges(trace, pid, pattern, key)[0]):
         return trace
     inferred = with_inferred_ranges(trace)
-    return inferred if inferred is not trace and len(process_ranges(inferred, pid, pattern)[0]) else trace
+    return inferred if inferred is not trace and len(process_ranges(inferred, pid, pattern, key)[0]) else trace
 
 
 def _domain(trace: Trace, source: Trace) -> str:
@@ -330,9 +330,9 @@ def _is_iteration_text(text: str) -> bool:
 
 def process_steps(trace: Trace, pid: int, infer: bool = True) -> ProcessSteps:
     """One process's steps read off the trace (see ProcessSteps); `infer=False`: the export's only."""
-    source = _ranges_source(trace, pid, STEP.match) if infer else trace
-    start, end = process_ranges(source, pid, STEP.match)
-    loop = process_ranges(source, pid, _is_iteration_text)[0] if infer else start
+    source = _ranges_source(trace, pid, STEP.match, "step") if infer else trace
+    start, end = process_ranges(source, pid, STEP.match, "step")
+    loop = process_ranges(source, pid, _is_iteration_text, "iteration")[0] if infer else start
     return ProcessSteps(source, pid, start, end, loop, _domain(trace, source))
 
 
@@ -342,6 +342,6 @@ def process_phase(trace: Trace, pid: int, phase: str) -> tuple[np.ndarray, np.nd
     def is_phase(text: str) -> bool:
         return text == phase
 
-    source = _ranges_source(trace, pid, is_phase)
-    start, end = process_ranges(source, pid, is_phase)
+    source = _ranges_source(trace, pid, is_phase, ("phase", phase))
+    start, end = process_ranges(source, pid, is_phase, ("phase", phase))
     return start, end, _domain(trace, source)

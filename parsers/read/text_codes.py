@@ -9,8 +9,9 @@ the answers by code, and read the column as objects from one shared string per d
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ class Coded:
 
     codes: np.ndarray  # intp, one per row, first-appearance order of the distinct texts
     values: np.ndarray  # object array of the distinct texts (Python str)
+    _kept: dict = field(default_factory=dict, init=False, repr=False)  # per_value's answers by key
 
     @classmethod
     def of(cls, column: pd.Series | np.ndarray) -> Coded:
@@ -33,15 +35,25 @@ class Coded:
     def __len__(self) -> int:
         return len(self.codes)
 
-    def per_value(self, test: Callable, dtype=bool) -> np.ndarray:
+    def per_value(self, test: Callable, dtype=bool, key=None) -> np.ndarray:
         """`test(text)` per row, asked once per distinct text (`test(None)` for a missing one,
-        asked only when one is)."""
-        table = np.zeros(len(self.values) + 1, dtype=dtype)
-        for i, text in enumerate(self.values.tolist()):
-            table[i] = test(text)
-        if self.has_missing:
-            table[-1] = test(None)
-        return table[self.codes]  # code -1 takes the last entry
+        asked only when one is). With a `key` (hashable, naming the test), the answers are kept
+        here and shared by every caller that asks the same test by the same key."""
+        if key is not None and key in self._kept:
+            return self._kept[key]
+        missing = (test(None),) if self.has_missing else (np.zeros(1, dtype=dtype)[0],)
+        table = np.fromiter(chain(map(test, self.values.tolist()), missing), dtype=dtype, count=len(self.values) + 1)
+        out = table[self.codes]  # code -1 takes the last entry
+        if key is not None:
+            out.flags.writeable = False
+            self._kept[key] = out
+        return out
+
+    def kept(self, key, make: Callable[[], object]):
+        """`make()` once per `key`, kept here: what a caller derives from the distinct texts."""
+        if key not in self._kept:
+            self._kept[key] = make()
+        return self._kept[key]
 
     @cached_property
     def has_missing(self) -> bool:

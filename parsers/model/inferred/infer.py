@@ -42,7 +42,8 @@ def warmup_count(seqs: list[tuple], common: tuple, durations_ns: list[int]) -> i
 def is_iteration_text(texts: Coded) -> np.ndarray:
     """Per range text: `step_N` or `warmup_N` (tested once per distinct text: 10^6 op ranges share few)."""
     return texts.per_value(lambda t: isinstance(t, str) and bool(conventions.STEP_RANGE.match(t)
-                                                                 or conventions.WARMUP_RANGE.match(t)))
+                                                                 or conventions.WARMUP_RANGE.match(t)),
+                           key="is_iteration_text")
 
 
 
@@ -206,7 +207,7 @@ LIBRARY_RANGE = re.compile(r"^(?:cub::|thrust::|nccl|cudnn|cublas)", re.I)
 
 def is_library_text(texts: Coded) -> np.ndarray:
     """Per range text: a CUDA library's own range (tested once per distinct text)."""
-    return texts.per_value(lambda t: isinstance(t, str) and bool(LIBRARY_RANGE.match(t)))
+    return texts.per_value(lambda t: isinstance(t, str) and bool(LIBRARY_RANGE.match(t)), key="is_library_text")
 
 
 def bare_iterations(trace: Trace) -> bool:
