@@ -523,16 +523,18 @@ RANGE_COLUMNS = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop",
                  "copies"]
 
 
-def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _load_nvtx(tables: Tables, strings: _Strings,
+               checks: validate.Checks) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Coded]]:
+    """The ranges and marks, and the ranges' text columns as codes (Trace.range_texts, ...)."""
     t = "NVTX_EVENTS"
     empty_ranges = pd.DataFrame({c: [] for c in RANGE_COLUMNS})
     empty_marks = pd.DataFrame({"start": [], "gtid": [], "text": []})
     if not tables.schema.has(t):
-        return empty_ranges, empty_marks
+        return empty_ranges, empty_marks, {}
     ints = ("rowid", "start", "end", "eventType", "globalTid", "endGlobalTid", "textId", "domainId")
     f = _read(tables, t, [*ints, "text"], integer=ints, required=("start", "eventType", "globalTid"), checks=checks)
     if f.n == 0:
-        return empty_ranges, empty_marks
+        return empty_ranges, empty_marks, {}
     start, etype, gtid = f.int("start", 0), f.int("eventType", -1), f.int("globalTid", -1)
     end_null = f.null("end")
     end = f.int("end", 0)
@@ -564,6 +566,7 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
     # projection reports at the last timestamp of range events only. Keep both.
     all_max = int(max(start.max(), end[~end_null].max(initial=np.iinfo(np.int64).min)))
     is_range = np.isin(etype, RANGE_TYPES)
+    coded: dict[str, Coded] = {}
     if not is_range.any():
         ranges = empty_ranges
     else:
@@ -599,9 +602,12 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
             "domain": text_column(domain_code, domain_texts, dtype), "text": text_column(text_code, texts, dtype),
             "unended": r_end_null, "copies": r_copies,
         })
+        coded = {"range_texts": Coded(text_code, np.array(texts + [""], dtype=object)[:-1]),
+                 "range_names": Coded.from_codes(np.asarray(name_code), names),
+                 "range_domains": Coded.from_codes(domain_code, domain_texts)}
     mk = np.flatnonzero(np.isin(etype, (NVTX_MARK, NVTXT_MARK)))
     marks = pd.DataFrame({"start": start[mk], "gtid": gtid[mk], "text": text[mk]})
-    return ranges, marks
+    return ranges, marks, coded
 
 
 def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
@@ -853,16 +859,18 @@ class TraceLoader:
         self.read_ahead()  # the GPU tables are read in the background while the ranges are
         self.say(0.05, "NVTX ranges")
         self.strings = _Strings(self.tables, self.checks)
-        ranges, marks = _load_nvtx(self.tables, self.strings, self.checks)
+        ranges, marks, coded = _load_nvtx(self.tables, self.strings, self.checks)
         facts = _trace_facts(self.tables, self.strings, self.checks)
         empty_ops = pd.DataFrame({c: np.zeros(0, dtype=np.int8 if c == "kind" else np.int64)
                                   for c in ["kind", *OP_COLUMNS, "api"]})
         empty_api = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["start", "end", "gtid", "corr", "name"]})
         info = self._info(facts, empty_ops, empty_api, ranges, from_export=True)
         info.gpu_pending = self.has_cuda
-        return Trace(path=self.path, schema=self.tables.schema, info=info, op_names=[], api_names=[], ops=empty_ops,
-                     api=empty_api, ranges=ranges, marks=marks, threads=facts["threads"],
-                     processes=facts["processes"], facts=facts, checks=self.checks)
+        trace = Trace(path=self.path, schema=self.tables.schema, info=info, op_names=[], api_names=[],
+                      ops=empty_ops, api=empty_api, ranges=ranges, marks=marks, threads=facts["threads"],
+                      processes=facts["processes"], facts=facts, checks=self.checks)
+        trace.__dict__.update(coded)  # the codes the load worked out: Trace.range_texts, ...
+        return trace
 
     def finish(self) -> "Trace":
         if self.cached is not None:

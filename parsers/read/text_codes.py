@@ -32,6 +32,14 @@ class Coded:
         values = uniques.to_numpy() if hasattr(uniques, "to_numpy") else np.asarray(uniques, dtype=object)
         return cls(np.asarray(codes), np.asarray(values, dtype=object))
 
+    @classmethod
+    def from_codes(cls, codes: np.ndarray, texts: list) -> Coded:
+        """The same as `of` for the column `texts[codes]` (codes >= 0, numbered in any order, texts
+        possibly repeated), without building it: each text hashed once."""
+        merged, distinct = pd.factorize(np.array(list(texts) + [""], dtype=object)[:-1])
+        row_codes, order = pd.factorize(np.asarray(merged)[codes])
+        return cls(np.asarray(row_codes), np.asarray(distinct, dtype=object)[np.asarray(order)])
+
     def __len__(self) -> int:
         return len(self.codes)
 
