@@ -511,8 +511,11 @@ class Timeline:
             lead = np.full(n, None, dtype=object)
             if lane.kind == NVTX:
                 kind = np.full(n, "range", dtype=object)
-                uniq, inv = np.unique(self.range_names[ref].astype(str), return_inverse=True)
-                name = np.array([display_name(u) for u in uniq], dtype=object)[inv] if n else np.zeros(0, object)
+                # per distinct name, by code (a fixed-width copy of every row's name held 10 MB names n times)
+                names = self.trace.range_names
+                uniq, inv = np.unique(names.codes[ref], return_inverse=True)
+                name = np.array([display_name(names.values[u]) for u in uniq.tolist()] + [""],
+                                dtype=object)[:-1][inv.reshape(-1)] if n else np.zeros(0, object)
             elif lane.kind == API:
                 kind = np.full(n, "api", dtype=object)
                 name = api_base[c["api_name"][ref]]
