@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import cast
 
 import numpy as np
@@ -27,8 +28,15 @@ _STEP = re.compile(r"^step_(N|\d+)$")
 _ITERATION = re.compile(r"^(step|warmup)_(N|\d+)$")
 
 
+@lru_cache(maxsize=256)
+def _folded_text(name: str) -> str:
+    """The name folded (`step_N`), behind its domain tag: asked per row drawn and per ancestor, and
+    folding reads the whole name (10 MB for some), so each name is folded once."""
+    return path_key(name).rsplit(":", 1)[-1]
+
+
 def _is_step(name: str) -> bool:
-    return bool(_STEP.match(path_key(name).rsplit(":", 1)[-1]))
+    return bool(_STEP.match(_folded_text(name)))
 
 
 def is_step_row(node) -> bool:
@@ -42,7 +50,7 @@ def iteration_of(node) -> RangeNode | None:
     """The iteration (`step_N`, `warmup_N`, inferred ones too) the range is or is inside; None outside one."""
     while node is not None:
         name = getattr(node, "name", None)
-        if name and _ITERATION.match(path_key(name).rsplit(":", 1)[-1]):
+        if name and _ITERATION.match(_folded_text(name)):
             return node
         node = getattr(node, "parent", None)
     return None

@@ -34,6 +34,7 @@ import pandas as pd
 from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.read.conventions import BACKWARD_PREFIX
 from nsight_tui.parsers.read.ids import KERNEL, PID_MASK
+from nsight_tui.parsers.read.text_codes import Coded
 from nsight_tui.parsers.model.ranges import RangeModel, path_key
 from nsight_tui.parsers.model.op_ranges import ACCUMULATE_GRAD, base_name, is_backward_node, is_op_range, seq_of
 
@@ -98,7 +99,8 @@ def backward_parts(model: RangeModel) -> list[BackwardParts]:
     out = []
     if ctx.kinds.is_node.any():
         out.append(ctx.by_seq())
-    named = np.flatnonzero(np.char.startswith(ctx.texts.astype(str), BACKWARD_PREFIX))
+    named = np.flatnonzero(model.trace.range_texts.per_value(
+        lambda t: isinstance(t, str) and t.startswith(BACKWARD_PREFIX)))
     if len(named):
         out.append(ctx.by_name(named.astype(np.int64)))
     return out
@@ -120,9 +122,8 @@ class _Context:
     def build(cls, model: RangeModel) -> _Context | None:
         if model.n == 0:
             return None
-        r = model.trace.ranges
-        texts = r["text"].to_numpy(dtype=object)
-        kinds = RangeKinds(r["text"])
+        texts = model.trace.range_texts.objects
+        kinds = RangeKinds(model.trace.range_texts)
         mains = np.isin(model.r_gtid, np.array(list(model.main_threads.values()), dtype=np.int64))
         iters = steps_of(model).steady
         in_scope = _within(model.parent, iters) if len(iters) else mains
@@ -275,10 +276,8 @@ class RangeKinds:
     domain): op range or user range, sequence number, folded name. Worked out once per
     distinct text, then spread by code."""
 
-    def __init__(self, texts: pd.Series):
-        texts = texts.astype(object) if len(texts) else pd.Series([], dtype=object)
-        codes, uniq = pd.factorize(texts)
-        uniq = list(uniq)
+    def __init__(self, texts: Coded):
+        codes, uniq = texts.codes, texts.values.tolist()
         is_op = np.array([is_op_range(t) for t in uniq], dtype=bool)
         seq = np.array([seq_of(t) for t in uniq], dtype=np.int64)
         base = [base_name(t) for t in uniq]

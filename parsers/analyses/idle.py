@@ -526,7 +526,7 @@ def _nvtx_around(trace: Trace, gtid: int, start: int, end: int, limit: int = 5) 
         return [], []
     mine = r["gtid"].to_numpy() == gtid
     rs, re_ = r["start"].to_numpy(), r["end"].to_numpy()
-    names = r["name"].to_numpy()
+    names = trace.range_names.objects
     open_ = np.flatnonzero(mine & (rs <= start) & (re_ > start))
     open_ = open_[np.lexsort((-re_[open_], rs[open_]))]
     began = np.flatnonzero(mine & (rs > start) & (rs < end))

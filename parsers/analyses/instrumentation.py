@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsight_tui.parsers.read.text_codes import Coded
+
 OP_RANGE = re.compile(r"^\S+::\S+.*, op_id = \d+")  # emit_nvtx's `aten::mm, seq = 12, op_id = 345` (sizes optional)
 MIN_OP_RANGES = 100  # fewer op-named ranges is a workload's own annotation, not the profiler's per-op ranges
 
@@ -38,9 +40,8 @@ class InstrumentationCost:
                 "profiler's instrumentation added")
 
 
-def _op_ranges(texts: np.ndarray) -> np.ndarray:
-    return np.fromiter((bool(OP_RANGE.match(t)) if isinstance(t, str) else False for t in texts.tolist()),
-                       dtype=bool, count=len(texts))
+def _op_ranges(texts: Coded) -> np.ndarray:
+    return texts.per_value(lambda t: bool(OP_RANGE.match(t)) if isinstance(t, str) else False, key="op_range")
 
 
 def instrumentation_cost(trace, t0=None, t1=None) -> InstrumentationCost | None:
@@ -49,7 +50,7 @@ def instrumentation_cost(trace, t0=None, t1=None) -> InstrumentationCost | None:
     r = trace.ranges
     if not len(r):
         return None
-    is_op = _op_ranges(r["text"].to_numpy())
+    is_op = _op_ranges(trace.range_texts)
     if int(is_op.sum()) < MIN_OP_RANGES:
         return None
     start, end, gtid = (r[c].to_numpy().astype(np.int64) for c in ("start", "end", "gtid"))

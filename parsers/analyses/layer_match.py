@@ -57,20 +57,20 @@ def _index(text: str) -> int | None:
 
 def is_series(node: RangeNode) -> bool:
     """Every instance of the node is numbered (a per-layer range, aggregated)."""
-    texts = node.model.trace.ranges["text"].to_numpy()[node.ids]
+    texts = node.model.trace.range_texts.objects[node.ids]
     return len(texts) > 1 and all(isinstance(t, str) and _index(t) is not None for t in texts)
 
 
 def layer_count(node: RangeNode) -> int:
     """Distinct indices of a series' instances: its layers (read before any kernel is)."""
-    texts = node.model.trace.ranges["text"].to_numpy()[node.ids]
+    texts = node.model.trace.range_texts.objects[node.ids]
     return len({_index(t) for t in texts})
 
 
 def _layers(node: RangeNode) -> list[tuple[str, ...]]:
     """Per distinct index, in index order: the most common kernel-name sequence of its instances."""
     model = node.model
-    texts = model.trace.ranges["text"].to_numpy()
+    texts = model.trace.range_texts.objects
     ops = model.trace.ops
     kind, start, names = ops["kind"].to_numpy(), ops["start"].to_numpy(), ops["name"].to_numpy()
     by_index: dict[int, list[tuple[str, ...]]] = {}

@@ -143,7 +143,7 @@ def signed_bytes(events) -> np.ndarray:
 
 
 def _path(model: RangeModel, ids: list[int]) -> str:
-    texts = model.trace.ranges["text"].to_numpy()
+    texts = model.trace.range_texts.objects
     return "/".join(str(texts[i]) for i in ids)
 
 

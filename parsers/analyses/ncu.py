@@ -198,7 +198,7 @@ def _chain(model: RangeModel, rid: int) -> tuple[int, ...]:
 def analyse(trace, report: NcuReport, attribution: str = "process") -> NcuAnalysis:
     j = join(trace, report)
     model = range_model(trace, attribution)
-    texts = trace.ranges["text"].to_numpy() if len(trace.ranges) else np.array([], dtype=object)
+    texts = trace.range_texts.objects
     ops = j.op_of[j.op_of >= 0]
     inner = _innermost(model, ops)
     occ = trace_occupancy(trace)
@@ -220,7 +220,7 @@ def analyse(trace, report: NcuReport, attribution: str = "process") -> NcuAnalys
 
 def _range_points(trace, model: RangeModel, kernels: list[JoinedKernel], attribution: str,
                   notes: list[str]) -> list[RangePoint]:
-    texts = trace.ranges["text"].to_numpy()
+    texts = trace.range_texts.objects
     points: dict[int, RangePoint] = {}
     for k in kernels:
         for rid in k.range_ids:

@@ -227,7 +227,7 @@ def timing(trace: Trace, model: RangeModel) -> Timing:
     """NVTX step and phase times against the times the capture measured in Python."""
     meta = trace.meta()
     times = steps_of(model).steady_times
-    texts = model.trace.ranges["text"].to_numpy() if model.n else np.array([])  # inferred ranges too
+    texts = model.trace.range_texts.objects if model.n else np.array([])  # inferred ranges too
     nvtx = {texts[i]: int(c) for i, c in zip(times.ids, times.cpu_ns)}
     period = {texts[i]: int(p) for i, p in zip(times.ids, times.period_ns)}
     gpu = {texts[i]: int(g) for i, g in zip(times.ids, times.gpu_ns)}

@@ -18,7 +18,7 @@ SAME_LEVEL, PLACED, LAYERS = ("same level",), ("placed",), "layers"  # keys of t
 
 def text_of(node: RangeNode) -> str:
     """The range's text (its first instance's: all share the name path)."""
-    return node.model.trace.ranges["text"].iat[int(node.ids[0])]
+    return node.model.trace.range_texts.objects[int(node.ids[0])]
 
 
 def combined(nodes: list[RangeNode]) -> RangeNode:
@@ -29,7 +29,7 @@ def combined(nodes: list[RangeNode]) -> RangeNode:
 
 
 def is_inferred(node: RangeNode) -> bool:
-    return node.model.trace.ranges["domain"].iat[int(node.ids[0])] == INFERRED_DOMAIN
+    return node.model.trace.range_domains.objects[int(node.ids[0])] == INFERRED_DOMAIN
 
 
 def _within(node: RangeNode, cut: set[int], trail: str = ""):

@@ -217,7 +217,7 @@ class Timeline:
         trace = model.trace  # its ranges are the model's: the export's and any inferred ones
         self.trace, self.model, self.idle = trace, model, idle
         self._rank_of_device, self._rank_of_process = _rank_numbers(trace)
-        self.range_names = trace.ranges["name"].to_numpy() if len(trace.ranges) else np.zeros(0, dtype=object)
+        self.range_names = trace.range_names.objects
         self._cache: dict = {}
         self.lanes: list[Lane] = [*self._nvtx_lanes(), *self._api_lanes(), *self._gpu_lanes(), *self._memory_lanes(),
                                  *self._metric_lanes()]
@@ -238,7 +238,7 @@ class Timeline:
         m, t = self.model, self.trace
         if m.n == 0:
             return []
-        codes, uniques = pd.factorize(t.ranges["name"])  # path keys per distinct name, not per range
+        codes, uniques = t.range_names.codes, t.range_names.values  # path keys per distinct name
         keys = np.array([path_key(display_name(n)) for n in uniques], dtype=object)[codes]
         out = []
         mains = sorted(m.main_threads.values())
@@ -511,8 +511,11 @@ class Timeline:
             lead = np.full(n, None, dtype=object)
             if lane.kind == NVTX:
                 kind = np.full(n, "range", dtype=object)
-                uniq, inv = np.unique(self.range_names[ref].astype(str), return_inverse=True)
-                name = np.array([display_name(u) for u in uniq], dtype=object)[inv] if n else np.zeros(0, object)
+                # per distinct name, by code (a fixed-width copy of every row's name held 10 MB names n times)
+                names = self.trace.range_names
+                uniq, inv = np.unique(names.codes[ref], return_inverse=True)
+                name = np.array([display_name(names.values[u]) for u in uniq.tolist()] + [""],
+                                dtype=object)[:-1][inv.reshape(-1)] if n else np.zeros(0, object)
             elif lane.kind == API:
                 kind = np.full(n, "api", dtype=object)
                 name = api_base[c["api_name"][ref]]

@@ -129,7 +129,7 @@ def _root_spans(trace, report: NcuReport) -> tuple[str, list[tuple[int, int, int
         return "", []
     root = roots.most_common(1)[0][0]
     r = trace.ranges
-    sel = (r["text"].to_numpy() == root) & (r["end"].to_numpy() > r["start"].to_numpy())
+    sel = (trace.range_texts.objects == root) & (r["end"].to_numpy() > r["start"].to_numpy())
     spans = sorted(zip(r["start"].to_numpy()[sel].tolist(), r["end"].to_numpy()[sel].tolist(),
                        r["gtid"].to_numpy()[sel].tolist()))
     return root, [(int(s), int(e), int(g)) for s, e, g in spans]

@@ -191,8 +191,8 @@ def has_shapes(model: RangeModel) -> bool:
     """Op ranges whose text carries `sizes = `."""
     if not model.n:
         return False
-    texts = model.trace.ranges["text"].to_numpy(dtype=object)[model.range_is_op]
-    return any(SIZES in t for t in texts)
+    texts = model.trace.range_texts  # each distinct text once: op ranges repeat a few hundred
+    return any(SIZES in texts.values[c] for c in np.unique(texts.codes[model.range_is_op]).tolist())
 
 
 def _outputs(model: RangeModel, texts: np.ndarray, ops: np.ndarray) -> dict[tuple[int, int], list[int]]:
@@ -237,7 +237,7 @@ def _conv_forward(model: RangeModel, texts: np.ndarray, i: int, outputs: dict, e
 
 def counted_ops(model: RangeModel, element_bytes: int) -> list[OpFlops]:
     """Every op range counted from its shapes, outer counted ops winning over nested ones."""
-    texts = model.trace.ranges["text"].to_numpy(dtype=object)
+    texts = model.trace.range_texts.objects
     found: dict[int, OpFlops] = {}
     ops = np.flatnonzero(model.range_is_op)
     outputs: dict | None = None

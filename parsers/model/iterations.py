@@ -41,10 +41,7 @@ def _text_matches(model: RangeModel, key: str, test) -> np.ndarray:
     names: 10^6 regex matches on the UI thread took seconds at 4.8M kernels); kept on the model."""
     kept = model.__dict__.setdefault("_text_matches", {})
     if key not in kept:
-        # the Series itself: Arrow factorizes its strings in C (an object array first: 10x slower)
-        codes, distinct = pd.factorize(model.trace.ranges["text"])
-        per_text = np.array([bool(test(t)) for t in distinct] + [bool(test(None))], dtype=bool)
-        kept[key] = per_text[codes]  # a missing text (code -1) takes the last entry
+        kept[key] = model.trace.range_texts.per_value(lambda t: bool(test(t)), key=("text_matches", key))
     return kept[key]
 
 
@@ -84,7 +81,7 @@ def nested_iterations(model: RangeModel) -> list[tuple[int, int]]:
     if model.n == 0:
         return []
     # equal texts, equal codes: no object array of every range's text (seconds at 3M ranges)
-    texts, _ = pd.factorize(model.trace.ranges["text"])
+    texts = model.trace.range_texts.codes
     parent = np.asarray(model.parent)
     is_iteration = _text_matches(model, "iteration", _is_iteration)
     out = []
@@ -103,7 +100,7 @@ def nesting_note(model: RangeModel) -> str:
     pairs = nested_iterations(model)
     if not pairs:
         return ""
-    texts = model.trace.ranges["text"].to_numpy()
+    texts = model.trace.range_texts.objects
     inner = [int(i) for _, i in pairs]
     parent = np.asarray(model.parent)
     outer = sorted({int(parent[i]) for i in inner})  # the ranges they sit in (warmup_0/forward)
@@ -115,7 +112,7 @@ def nesting_note(model: RangeModel) -> str:
 
 
 def _path(model: RangeModel, i: int) -> str:
-    texts = model.trace.ranges["text"].to_numpy()
+    texts = model.trace.range_texts.objects
     parent = np.asarray(model.parent)
     out = []
     while i >= 0:
@@ -128,19 +125,30 @@ def _plain(text: str) -> str:
     return text.split(":", 1)[1] if ":" in text and not text.startswith("nsight-tui") else text
 
 
-def process_ranges(trace: Trace, pid: int, pattern) -> tuple[np.ndarray, np.ndarray]:
-    """Start/end of this process's ranges whose plain name matches, innermost copy per name."""
+def process_ranges(trace: Trace, pid: int, pattern, key=None) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end of this process's ranges whose plain name matches, innermost copy per name.
+    `key` names the pattern (hashable): its answers per distinct text are then kept with the trace."""
     r = trace.ranges
     if len(r) == 0:
         return intervals.EMPTY
     mine = pid_of(r["gtid"].to_numpy(np.int64)) == pid
-    texts = r["text"].to_numpy()
-    hit = mine & np.array([isinstance(t, str) and bool(pattern(_plain(t))) for t in texts], dtype=bool)
-    sel = r[hit]
-    if len(sel) == 0:
+    texts = trace.range_texts
+    hit = mine & texts.per_value(lambda t: isinstance(t, str) and bool(pattern(_plain(t))), key=None if key is None else ("plain", key))
+    if not hit.any():
         return intervals.EMPTY
-    sel = sel.assign(plain=[_plain(t) for t in sel["text"]], dur=sel["end"] - sel["start"])
+    # the texts (and their plain names) by code: no text column copied per call
+    sel = pd.DataFrame({"plain_code": texts.codes[hit], "start": r["start"].to_numpy()[hit],
+                        "end": r["end"].to_numpy()[hit]}, index=r.index[hit])
+    sel["dur"] = sel["end"] - sel["start"]
     # a domain-tagged copy of the same iteration nests it: keep the innermost (shortest) per start
+    sel["plain"] = texts.kept("plain_codes", lambda: _plain_codes(texts))[sel["plain_code"].to_numpy()]
     sel = sel.sort_values(["start", "dur"]).drop_duplicates(subset=["plain", "start"], keep="first")
     sel = sel.sort_values("start")
     return sel["start"].to_numpy(np.int64), sel["end"].to_numpy(np.int64)
+
+
+def _plain_codes(texts) -> np.ndarray:
+    """Per distinct text: a code of its plain name (texts equal behind their domain tag share one)."""
+    plain = [_plain(t) if isinstance(t, str) else t for t in texts.values]
+    codes, _ = pd.factorize(pd.Series(plain, dtype=object))
+    return np.asarray(codes, dtype=np.int64)

@@ -127,9 +127,9 @@ def correlation(model: RangeModel, corr: int, gpid: int | None = None) -> Correl
         corr=corr, api_pos=a, api_name=api_display_name(t.api_names[int(row["name"])]), api_start=int(row["start"]),
         api_end=int(row["end"]), gtid=gtid, pid=pid_of(gtid), tid=tid_of(gtid),
         thread=t.thread_label(gtid), process=t.process_label(gtid & PID_MASK), ops=model.op_table(op_pos),
-        own_stack=[display_name(t.ranges["name"].iat[i]) for i in own],
+        own_stack=[display_name(t.range_names.objects[i]) for i in own],
         main_thread=t.thread_label(main) if main is not None else "",
-        main_stack=[display_name(t.ranges["name"].iat[i]) for i in model.stack_at(main, int(row["start"]))]
+        main_stack=[display_name(t.range_names.objects[i]) for i in model.stack_at(main, int(row["start"]))]
         if main is not None and main != gtid else [],
-        attributed=[display_name(t.ranges["name"].iat[i]) for i in attributed],
+        attributed=[display_name(t.range_names.objects[i]) for i in attributed],
     )

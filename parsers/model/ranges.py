@@ -95,8 +95,8 @@ class RangeModel:
         arrays = {name: getattr(self, name) for name in self.SAVED}
         # What the tree on screen needs next, linear in the ranges (seconds at 3M ranges):
         # computed now, once, and kept with the rest.
-        is_op, key = self._names_folded
-        key_code, key_text = pd.factorize(pd.Series(key, dtype=object))
+        is_op = self.range_is_op
+        key_code, key_text = self.range_key_codes
         tops, hosts = self._foreign_tops()
         arrays.update(range_is_op=is_op, range_key_code=key_code.astype(np.int32), foreign_tops=tops,
                       foreign_hosts=hosts)
@@ -120,6 +120,7 @@ class RangeModel:
             setattr(self, name, values)
         keys = np.array(saved.values["range_keys"] + [""], dtype=object)
         self.__dict__["_names_folded"] = (saved.arrays["range_is_op"], keys[saved.arrays["range_key_code"]])
+        self.__dict__["range_key_codes"] = (np.asarray(saved.arrays["range_key_code"], dtype=np.int64), keys[:-1])
         self._foreign = (saved.arrays["foreign_tops"], saved.arrays["foreign_hosts"])
         return True
 
@@ -278,7 +279,7 @@ class RangeModel:
     def thread_groups(self) -> list[ThreadGroup]:
         """Per process and thread, the root ranges with their subtrees (instances)."""
         nodes: list[RangeNode | None] = [None] * self.n
-        names = self.trace.ranges["name"].tolist() if self.n else []
+        names = self.trace.range_names.objects.tolist() if self.n else []
         # children in time order (ties: the longer first, then by thread), whatever the rows' order
         order = np.lexsort((self.r_gtid, -self.r_end, self.r_start, self.depth))
         roots: dict[int, list[RangeNode]] = {}
@@ -412,9 +413,8 @@ class RangeModel:
         test_aggregated_tree.py checks they agree). Only merged nodes become objects: a few
         hundred, not one per range."""
         n = self.n
-        names = self.trace.ranges["name"]  # read per level, only the nodes' first instances (not 3M texts)
-        key, key_text = pd.factorize(pd.Series(self.range_key, dtype=object))
-        key = key.astype(np.int64)
+        names = self.trace.range_names.objects  # one shared string per distinct name
+        key, key_text = self.range_key_codes
         n_keys = max(len(key_text), 1)
         agg = np.full(n, -1, dtype=np.int64)  # merged node of each range
         rank = np.zeros(n, dtype=np.int64)  # its place among that node's instances
@@ -441,7 +441,7 @@ class RangeModel:
             agg[members] = base + np.repeat(np.arange(len(counts)), counts)
             rank[members] = np.arange(len(members)) - np.repeat(starts, counts)
             firsts = members[starts]
-            once = names.take(firsts[counts == 1]).to_numpy(dtype=object).tolist()[::-1]
+            once = names[firsts[counts == 1]].tolist()[::-1]
             for a, c in zip(starts.tolist(), counts.tolist()):
                 ids = members[a:a + c]
                 first = int(ids[0])
@@ -496,13 +496,22 @@ class RangeModel:
         return self._names_folded[1]
 
     @cached_property
+    def range_key_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """`range_key` as `pd.factorize` gives it (int64 codes in first-appearance order, the
+        distinct keys), worked out per distinct (name, text), not by hashing every range's key."""
+        if "range_key_codes" not in self.__dict__:
+            self._names_folded  # noqa: B018 -- works them out beside the keys
+        return self.__dict__["range_key_codes"]
+
+    @cached_property
     def _names_folded(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.n:
+            self.__dict__["range_key_codes"] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
             return np.zeros(0, dtype=bool), np.zeros(0, dtype=object)
         # Once per distinct (name, text), not per range: steps repeat the same few hundred
         # names. 10^5 op ranges with unique op ids are 10^5 distinct names: plain str methods.
-        name_code, names = pd.factorize(self.trace.ranges["name"].to_numpy(dtype=object))
-        text_code, texts = pd.factorize(self.trace.ranges["text"].to_numpy(dtype=object))
+        name_code, names = self.trace.range_names.codes, self.trace.range_names.values
+        text_code, texts = self.trace.range_texts.codes, self.trace.range_texts.values
         pair, first = np.unique(name_code.astype(np.int64) * max(len(texts), 1) + text_code, return_index=True)
         pair_of = np.searchsorted(pair, name_code.astype(np.int64) * max(len(texts), 1) + text_code)
         u_names, u_texts = names[name_code[first]], texts[text_code[first]]
@@ -510,6 +519,11 @@ class RangeModel:
         # op keys from the text, behind the name's domain tag (`:` for the default domain)
         key = np.array([n[:len(n) - len(t)] + op_key(t) if op else fold_trailing_number(n)
                         for n, t, op in zip(u_names, u_texts, is_op.tolist())], dtype=object)
+        # the keys' codes by range, numbered in order of first appearance (as pd.factorize)
+        per_pair, distinct = pd.factorize(pd.Series(key, dtype=object))
+        codes, order = pd.factorize(np.asarray(per_pair, dtype=np.int64)[pair_of])
+        self.__dict__["range_key_codes"] = (np.asarray(codes, dtype=np.int64),
+                                            np.asarray(distinct, dtype=object)[np.asarray(order, dtype=np.int64)])
         return is_op[pair_of], key[pair_of]
 
     @cached_property
@@ -525,8 +539,7 @@ class RangeModel:
         """Positions of all range instances whose display name is `name`."""
         if self.n == 0:
             return np.zeros(0, dtype=np.int64)
-        names = self.trace.ranges["name"].map(display_name).to_numpy()
-        return np.flatnonzero(names == name)
+        return np.flatnonzero(self.trace.range_names.per_value(lambda n: display_name(n) == name))
 
     # -- tables for the UI and the reports ---------------------------------------------
     def op_table(self, op_positions: np.ndarray) -> pd.DataFrame:

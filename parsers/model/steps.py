@@ -217,7 +217,7 @@ class Steps:
         """What the steady-state steps stand on (BASIS_*)."""
         if not self.found:
             return BASIS_NONE
-        domains = self.model.trace.ranges["domain"].to_numpy()[self.steady]
+        domains = self.model.trace.range_domains.objects[self.steady]
         return BASIS_INFERRED if (domains == conventions.INFERRED_DOMAIN).all() else BASIS_NVTX
 
     @cached_property
@@ -244,7 +244,7 @@ class Steps:
         cpu_end = model.r_end[ids].astype(np.int64)
         gpu = model.proj_ns[ids].astype(np.int64)
         end = np.maximum(cpu_end, np.where(gpu > 0, model.gpu_end[ids], cpu_end))
-        inferred = model.trace.ranges["domain"].to_numpy()[ids] == conventions.INFERRED_DOMAIN if len(ids) else \
+        inferred = model.trace.range_domains.objects[ids] == conventions.INFERRED_DOMAIN if len(ids) else \
             np.zeros(0, dtype=bool)
         own = end.copy()
         if inferred.any():  # NVTX steps: their own end is their range's or their work's
@@ -278,7 +278,7 @@ class Steps:
 
     def is_iteration(self, ids: np.ndarray) -> bool:
         """Whether these ranges are iterations (one name path: the first says what they all are)."""
-        texts = self.model.trace.ranges["text"].to_numpy() if self.model.n else np.array([])
+        texts = self.model.trace.range_texts.objects if self.model.n else np.array([])
         first = str(texts[ids[0]]) if len(ids) else ""
         return bool(STEP.match(first) or WARMUP.match(first))
 
@@ -293,7 +293,7 @@ class Steps:
 
     def named(self, name: str) -> np.ndarray:
         """Every range named `name`, wherever it is: what a trace without iterations has for a phase."""
-        texts = self.model.trace.ranges["text"].to_numpy() if self.model.n else np.array([])
+        texts = self.model.trace.range_texts.objects if self.model.n else np.array([])
         return np.flatnonzero(texts == name)
 
     def nesting_note(self) -> str:
@@ -331,14 +331,14 @@ class ProcessSteps:
         return period_ends(self.start_ns, last_end, self.loop_start_ns)
 
 
-def _ranges_source(trace: Trace, pid: int, pattern: Callable[[str], object]) -> Trace:
+def _ranges_source(trace: Trace, pid: int, pattern: Callable[[str], object], key=None) -> Trace:
     """`trace` where its NVTX has ranges matching `pattern` in this process; else the trace with
     the ranges inferred from its kernel sequence (the model's: model.inferred), where
     those have some; else `trace`."""
-    if len(process_ranges(trace, pid, pattern)[0]):
+    if len(process_ranges(trace, pid, pattern, key)[0]):
         return trace
     inferred = with_inferred_ranges(trace)
-    return inferred if inferred is not trace and len(process_ranges(inferred, pid, pattern)[0]) else trace
+    return inferred if inferred is not trace and len(process_ranges(inferred, pid, pattern, key)[0]) else trace
 
 
 def _domain(trace: Trace, source: Trace) -> str:
@@ -351,9 +351,9 @@ def _is_iteration_text(text: str) -> bool:
 
 def process_steps(trace: Trace, pid: int, infer: bool = True) -> ProcessSteps:
     """One process's steps read off the trace (see ProcessSteps); `infer=False`: the export's only."""
-    source = _ranges_source(trace, pid, STEP.match) if infer else trace
-    start, end = process_ranges(source, pid, STEP.match)
-    loop = process_ranges(source, pid, _is_iteration_text)[0] if infer else start
+    source = _ranges_source(trace, pid, STEP.match, "step") if infer else trace
+    start, end = process_ranges(source, pid, STEP.match, "step")
+    loop = process_ranges(source, pid, _is_iteration_text, "iteration")[0] if infer else start
     return ProcessSteps(source, pid, start, end, loop, _domain(trace, source))
 
 
@@ -363,6 +363,6 @@ def process_phase(trace: Trace, pid: int, phase: str) -> tuple[np.ndarray, np.nd
     def is_phase(text: str) -> bool:
         return text == phase
 
-    source = _ranges_source(trace, pid, is_phase)
-    start, end = process_ranges(source, pid, is_phase)
+    source = _ranges_source(trace, pid, is_phase, ("phase", phase))
+    start, end = process_ranges(source, pid, is_phase, ("phase", phase))
     return start, end, _domain(trace, source)

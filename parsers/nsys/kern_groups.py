@@ -63,7 +63,7 @@ class _Keys:
         thread_code, threads = pd.factorize((pid.astype(np.int64) << 32) | (tid.astype(np.int64) & 0xFFFFFFFF))
         self.thread_pid, self.thread_tid = pid, tid  # per distinct gtid (op_code)
         self.op_code = op_code
-        rname_rank, self.rname_text = pd.factorize(r["name"], sort=True)
+        rname_rank, self.rname_text = trace.range_names.sorted_ranks
         self.rname_rank = np.append(rname_rank, -1)  # position -1: no range
         self.style_rank = np.append(np.where(r["pushpop"].to_numpy(dtype=bool), 0, 1), -1)  # PushPop first
         kname_rank_of, self.kname_text = pd.factorize(pd.Series(trace.op_names), sort=True)

@@ -185,7 +185,9 @@ def nvtx_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = 
     if r.empty:
         rep.message = _NO_NVTX
         return rep
-    names, style, duration = r["name"].to_numpy(), _style(r["pushpop"]), (r["end_sum"] - r["start"]).to_numpy()
+    # names as ranks in sorted order (grouped and ordered as the texts are), each name once
+    names, by_rank = trace.range_names.sorted_ranks
+    style, duration = _style(r["pushpop"]), (r["end_sum"] - r["start"]).to_numpy()
     if attribution == "nsys" and "copies" in r and (r["copies"].to_numpy() > 1).any():
         # nsys joins a range to every thread's create of its domain (read.load): k rows for k creators
         copies = r["copies"].to_numpy()
@@ -195,7 +197,7 @@ def nvtx_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = 
     s = _sort_desc(s, "total")
     pct = _percent(s["total"])
     stats = _stat_columns(s)
-    rep.rows = [[p, int(t), int(n), *st, style, name]
+    rep.rows = [[p, int(t), int(n), *st, style, by_rank[name]]
                 for p, t, n, st, style, name in zip(pct, s["total"], s["num"], stats, s["style"], s["name"])]
     return rep
 
@@ -241,8 +243,9 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
     parent, depth = trace.derived.pop(NESTING, None) or nsys_nesting(trace.ranges)
     child_with_ops = np.bincount(parent[(parent >= 0) & has], minlength=m.n)
     r = trace.ranges
+    ranks, by_rank = trace.range_names.sorted_ranks  # grouped and ordered as the names are
     frame = pd.DataFrame({
-        "name": r["name"].to_numpy()[ids], "style": _style(r["pushpop"])[ids],
+        "name": ranks[ids], "style": _style(r["pushpop"])[ids],
         "proj": m.proj_ns[ids], "range": m.cpu_ns[ids], "ops": op_nb[ids],
         "level": depth[ids], "child": child_with_ops[ids],
     })
@@ -256,7 +259,7 @@ def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str 
     ops_avg = nsys_round(s["ops"] / s["num"])
     level = nsys_round(s["level"])
     child = nsys_round(s["child"])
-    rep.rows = [[name, style, int(t), int(rt), int(n), st[0], st[1], st[2], st[3], st[4], int(o), oa, lv, ch]
+    rep.rows = [[by_rank[name], style, int(t), int(rt), int(n), st[0], st[1], st[2], st[3], st[4], int(o), oa, lv, ch]
                 for name, style, t, rt, n, st, o, oa, lv, ch in zip(
                     s["name"], s["style"], s["total"], s["range"], s["num"], stats, s["ops"], ops_avg, level, child)]
     return rep

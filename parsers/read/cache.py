@@ -539,6 +539,8 @@ def get_frame(bundle: Bundle, name: str):
     """The frame `put_frame` stored (the same columns, dtypes and 0..n-1 index)."""
     import pandas as pd
 
+    from nsight_tui.parsers.read.text_codes import text_column
+
     spec = bundle.values[name]
     data = {}
     for entry in spec["columns"]:
@@ -549,29 +551,8 @@ def get_frame(bundle: Bundle, name: str):
                 raise ValueError(f"{name}.{col}: {values.dtype}, stored as {dtype}")
             data[col] = values
         else:
-            data[col] = _text_column(values, entry[3], pd.api.types.pandas_dtype(dtype))
+            data[col] = text_column(values, entry[3], pd.api.types.pandas_dtype(dtype))
     frame = pd.DataFrame(data, copy=False)
     if len(frame) != spec["rows"]:
         raise ValueError(f"{name}: {len(frame)} rows, stored {spec['rows']}")
     return frame
-
-
-def _text_column(codes: np.ndarray, texts: list, dtype):
-    """A text column from its codes: built in Arrow when the column is Arrow-backed (10^6
-    Python strings through pandas' per-value checks took seconds at 24M kernels), else
-    value by value (pyarrow is optional)."""
-    import pandas as pd
-
-    if getattr(dtype, "storage", None) == "pyarrow":
-        try:
-            import pyarrow as pa
-            from pandas.arrays import ArrowStringArray
-        except ImportError:
-            pass
-        else:
-            missing = codes < 0
-            taken = pa.array(texts, pa.large_string()).take(
-                pa.array(np.where(missing, 0, codes), mask=missing) if len(texts) else pa.nulls(len(codes), pa.int32()))
-            return pd.Series(ArrowStringArray(pa.chunked_array([taken]), dtype=dtype), copy=False)
-    table = np.array(list(texts) + [None], dtype=object)
-    return pd.Series(table[codes], dtype=dtype)

@@ -33,6 +33,7 @@ from nsight_tui.parsers.read.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CRE
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
                                     pid_of, tid_of)
 from nsight_tui.parsers.read.source import Schema, refuse_special, sidecar_notes
+from nsight_tui.parsers.read.text_codes import Coded, inferred_text_dtype, text_column
 
 # copyKind labels for exports older than the ENUM_CUDA_MEMCPY_OPER table (CUPTI's enum).
 NO_NVTX_NOTE = "no NVTX data: range views are empty; kernel and API summaries still work"
@@ -92,6 +93,31 @@ class Trace:
     # The file's slot in the user's cache (read.cache), where modules above also keep what
     # they derive (the range model); None when the cache is off or this trace is not kept.
     stash: store.Entry | None = field(default=None, repr=False, compare=False)
+
+    # -- range names, factorized once -------------------------------------------------
+    # Each a pass over every range's text, asked by dozens of analyses of one report; a copy of
+    # the trace with other ranges (inferred ones added) computes its own on first use.
+    @cached_property
+    def range_texts(self) -> Coded:
+        """ranges.text (the range's own text) as codes into its distinct values."""
+        return Coded.of(self.ranges["text"])
+
+    @cached_property
+    def range_names(self) -> Coded:
+        """ranges.name (`domain:text`) as codes into its distinct values."""
+        return Coded.of(self.ranges["name"])
+
+    @cached_property
+    def range_domains(self) -> Coded:
+        """ranges.domain as codes into its distinct values."""
+        return Coded.of(self.ranges["domain"])
+
+    def share_range_codes(self, other: Trace) -> None:
+        """Take the range names' codes `other` worked out already, when both hold the same ranges."""
+        if other.ranges is self.ranges:
+            for name in ("range_texts", "range_names", "range_domains"):
+                if name in other.__dict__:
+                    self.__dict__.setdefault(name, other.__dict__[name])
 
     # -- convenience -------------------------------------------------------------------
     def thread_label(self, gtid: int) -> str:
@@ -509,16 +535,18 @@ RANGE_COLUMNS = ["rowid", "start", "end", "end_sum", "gtid", "cross", "pushpop",
                  "copies"]
 
 
-def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _load_nvtx(tables: Tables, strings: _Strings,
+               checks: validate.Checks) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Coded]]:
+    """The ranges and marks, and the ranges' text columns as codes (Trace.range_texts, ...)."""
     t = "NVTX_EVENTS"
     empty_ranges = pd.DataFrame({c: [] for c in RANGE_COLUMNS})
     empty_marks = pd.DataFrame({"start": [], "gtid": [], "text": []})
     if not tables.schema.has(t):
-        return empty_ranges, empty_marks
+        return empty_ranges, empty_marks, {}
     ints = ("rowid", "start", "end", "eventType", "globalTid", "endGlobalTid", "textId", "domainId")
     f = _read(tables, t, [*ints, "text"], integer=ints, required=("start", "eventType", "globalTid"), checks=checks)
     if f.n == 0:
-        return empty_ranges, empty_marks
+        return empty_ranges, empty_marks, {}
     start, etype, gtid = f.int("start", 0), f.int("eventType", -1), f.int("globalTid", -1)
     end_null = f.null("end")
     end = f.int("end", 0)
@@ -550,35 +578,48 @@ def _load_nvtx(tables: Tables, strings: _Strings, checks: validate.Checks) -> tu
     # projection reports at the last timestamp of range events only. Keep both.
     all_max = int(max(start.max(), end[~end_null].max(initial=np.iinfo(np.int64).min)))
     is_range = np.isin(etype, RANGE_TYPES)
+    coded: dict[str, Coded] = {}
     if not is_range.any():
         ranges = empty_ranges
     else:
         r = np.flatnonzero(is_range)
         r_end_null = end_null[r]
         range_max = int(max(start[r].max(), end[r][~r_end_null].max(initial=np.iinfo(np.int64).min)))
-        r_text = np.array([("" if x is None else x) for x in text[r]], dtype=object)
-        r_domain = np.full(len(r), "", dtype=object)
+        # The text columns are built from codes into their distinct values: a long name repeated
+        # over many ranges is then encoded once, not once per range (the dict hashes each string
+        # object once and compares equal objects by identity).
+        distinct: dict[str, int] = {}
+        text_code = np.fromiter((distinct.setdefault("" if x is None else x, len(distinct)) for x in text[r].tolist()),
+                                dtype=np.int64, count=len(r))
+        texts = list(distinct)
+        domain_code, domain_texts = np.zeros(len(r), dtype=np.int64), [""]
         r_copies = np.ones(len(r), dtype=np.int64)
         if domains:  # per distinct (domain, process), not per range
             groups = group_ids(domain_id[r], pid[r])
             keys = list(zip(domain_id[r][groups.first].tolist(), pid[r][groups.first].tolist()))
-            r_domain = np.array([domains.get(k, "") for k in keys], dtype=object)[groups.gid]
+            domain_code, domain_texts = groups.gid.astype(np.int64), [domains.get(k, "") for k in keys]
             r_copies = np.array([max(1, len(creators.get(k, ()))) for k in keys], dtype=np.int64)[groups.gid]
-        # One string object per distinct name: a long name repeated over many ranges is then
-        # compared by identity when grouped, not character by character.
-        joined: dict[tuple[str, str], str] = {}
-        r_name = np.array([joined.get(k) or joined.setdefault(k, f"{k[0]}:{k[1]}")
-                           for k in zip(r_domain.tolist(), r_text.tolist())], dtype=object)
+        # name = `domain:text`, one per distinct (domain, text) pair
+        name_code, pairs = pd.factorize(domain_code * max(len(texts), 1) + text_code)
+        pairs = np.asarray(pairs, dtype=np.int64)
+        names = [f"{domain_texts[d]}:{texts[t]}" for d, t in zip((pairs // max(len(texts), 1)).tolist(),
+                                                                   (pairs % max(len(texts), 1)).tolist())]
+        dtype = inferred_text_dtype()
         ranges = pd.DataFrame({
             "rowid": f.int("rowid", 0)[r], "start": start[r],
             "end": np.where(r_end_null, range_max, end[r]), "end_sum": np.where(r_end_null, all_max, end[r]),
             "gtid": gtid[r], "cross": ~f.null("endGlobalTid")[r],
             "pushpop": np.isin(etype[r], (NVTX_PUSHPOP, NVTXT_PUSHPOP)),
-            "name": r_name, "domain": r_domain, "text": r_text, "unended": r_end_null, "copies": r_copies,
+            "name": text_column(np.asarray(name_code), names, dtype),
+            "domain": text_column(domain_code, domain_texts, dtype), "text": text_column(text_code, texts, dtype),
+            "unended": r_end_null, "copies": r_copies,
         })
+        coded = {"range_texts": Coded(text_code, np.array(texts + [""], dtype=object)[:-1]),
+                 "range_names": Coded.from_codes(np.asarray(name_code), names),
+                 "range_domains": Coded.from_codes(domain_code, domain_texts)}
     mk = np.flatnonzero(np.isin(etype, (NVTX_MARK, NVTXT_MARK)))
     marks = pd.DataFrame({"start": start[mk], "gtid": gtid[mk], "text": text[mk]})
-    return ranges, marks
+    return ranges, marks, coded
 
 
 def _link_ops_to_api(ops: pd.DataFrame, api: pd.DataFrame) -> None:
@@ -830,16 +871,18 @@ class TraceLoader:
         self.read_ahead()  # the GPU tables are read in the background while the ranges are
         self.say(0.05, "NVTX ranges")
         self.strings = _Strings(self.tables, self.checks)
-        ranges, marks = _load_nvtx(self.tables, self.strings, self.checks)
+        ranges, marks, coded = _load_nvtx(self.tables, self.strings, self.checks)
         facts = _trace_facts(self.tables, self.strings, self.checks)
         empty_ops = pd.DataFrame({c: np.zeros(0, dtype=np.int8 if c == "kind" else np.int64)
                                   for c in ["kind", *OP_COLUMNS, "api"]})
         empty_api = pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["start", "end", "gtid", "corr", "name"]})
         info = self._info(facts, empty_ops, empty_api, ranges, from_export=True)
         info.gpu_pending = self.has_cuda
-        return Trace(path=self.path, schema=self.tables.schema, info=info, op_names=[], api_names=[], ops=empty_ops,
-                     api=empty_api, ranges=ranges, marks=marks, threads=facts["threads"],
-                     processes=facts["processes"], facts=facts, checks=self.checks)
+        trace = Trace(path=self.path, schema=self.tables.schema, info=info, op_names=[], api_names=[],
+                      ops=empty_ops, api=empty_api, ranges=ranges, marks=marks, threads=facts["threads"],
+                      processes=facts["processes"], facts=facts, checks=self.checks)
+        trace.__dict__.update(coded)  # the codes the load worked out: Trace.range_texts, ...
+        return trace
 
     def finish(self) -> "Trace":
         if self.cached is not None:
@@ -876,10 +919,12 @@ class TraceLoader:
         if fallbacks:
             info.reader += f" (sqlite3 for {', '.join(fallbacks)})"
         self.say(1.0, "done")
-        return Trace(path=self.path, schema=tables.schema, info=info, op_names=op_names, api_names=api_names,
-                     ops=ops, api=api, ranges=early.ranges, marks=early.marks, threads=early.threads,
-                     processes=early.processes, memcpy_labels_from_export=from_export, facts=early.facts,
-                     checks=checks)
+        trace = Trace(path=self.path, schema=tables.schema, info=info, op_names=op_names, api_names=api_names,
+                      ops=ops, api=api, ranges=early.ranges, marks=early.marks, threads=early.threads,
+                      processes=early.processes, memcpy_labels_from_export=from_export, facts=early.facts,
+                      checks=checks)
+        trace.share_range_codes(early)
+        return trace
 
     def _info(self, facts: dict, ops: pd.DataFrame, api: pd.DataFrame, ranges: pd.DataFrame,
               from_export: bool) -> "TraceInfo":

@@ -128,8 +128,7 @@ def range_spans(g: Graph, sr: StepRanges, name: str) -> list[tuple[int, int, int
             out.append((int(pid_of(sr.gtid[i])), int(sr.start_ns[i]), end))
         return out
     r = g.trace.ranges
-    texts = r["text"].to_numpy()
-    hit = np.array([t is not None and fnmatch.fnmatchcase(_plain(t), name) for t in texts], dtype=bool)
+    hit = g.trace.range_texts.per_value(lambda t: t is not None and fnmatch.fnmatchcase(_plain(t), name))
     if not hit.any():
         raise EditError(f"no NVTX range named {name!r} in {g.trace.path.name}")
     return [(int(pid_of(gt)), int(s), int(e)) for gt, s, e in

@@ -43,7 +43,7 @@ def step_ranges(trace) -> StepRanges:
     start = model.r_start[ids].astype(np.int64)
     order = np.argsort(start, kind="stable")
     ids, is_step = ids[order], is_step[order]
-    texts = model.trace.ranges["text"].to_numpy()
+    texts = model.trace.range_texts.objects
     return StepRanges(model.r_start[ids].astype(np.int64), model.r_end[ids].astype(np.int64),
                       model.r_gtid[ids].astype(np.int64), is_step, [str(texts[i]) for i in ids])
 

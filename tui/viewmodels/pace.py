@@ -105,9 +105,9 @@ def iteration_rows(model: RangeModel) -> pd.DataFrame:
                     + ["died" if d else "step" for d in np.isin(steps, found.died)])
     order = np.lexsort((ids, model.r_start[ids])) if len(ids) else np.zeros(0, dtype=np.int64)
     ids, kind = ids[order], kind[order]
-    texts = model.trace.ranges["text"].to_numpy()
+    texts = model.trace.range_texts.objects
     # inferred iterations under the tree's name for them (`inferred:step_0`), NVTX ones as they are
-    inferred = model.trace.ranges["domain"].to_numpy() == conventions.INFERRED_DOMAIN
+    inferred = model.trace.range_domains.objects == conventions.INFERRED_DOMAIN
     names = [f"{conventions.INFERRED_DOMAIN}:{texts[i]}" if inferred[i] else str(texts[i]) for i in ids]
     names = [f"{n} ✗ died (OOM)" if k == "died" else n for n, k in zip(names, kind)]
     start, end = model.r_start[ids].astype(np.int64), model.r_end[ids].astype(np.int64)

@@ -96,8 +96,8 @@ def died_steps(model: RangeModel) -> DiedSteps | None:
     died = found.died
     if not len(died):
         return None
-    texts = model.trace.ranges["text"].to_numpy()
-    domains = model.trace.ranges["domain"].to_numpy()
+    texts = model.trace.range_texts.objects
+    domains = model.trace.range_domains.objects
     names = tuple(f"{conventions.INFERRED_DOMAIN}:{texts[i]}" if domains[i] == conventions.INFERRED_DOMAIN
                   else str(texts[i]) for i in died.tolist())
     return DiedSteps(frozenset(int(i) for i in died.tolist()), names, len(found.finished))

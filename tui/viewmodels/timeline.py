@@ -352,7 +352,7 @@ def target_for_node(model: RangeModel, node: RangeNode) -> TimelineTarget:
     rid = median_instance(model, node.ids) if node.instances > 1 else int(node.ids[0])
     a, b = int(model.r_start[rid]), int(model.r_end[rid])
     which = f" (median of {node.instances} by CPU time)" if node.instances > 1 else ""
-    name = display_name(model.trace.ranges["name"].iat[rid])
+    name = display_name(model.trace.range_names.objects[rid])
     proj, gpu_end = int(model.proj_ns[rid]), int(model.gpu_end[rid])
     # The GPU runs behind the CPU: its work on the range spans longer than the CPU span, or ends
     # well after it (a short phase queued behind earlier work: an unsynchronised run's optimizer

@@ -132,7 +132,7 @@ class StepContext:
 
 
 def range_path(m: RangeModel, i: int) -> str:
-    texts = m.trace.ranges["text"].to_numpy()
+    texts = m.trace.range_texts.objects
     parts = []
     while i >= 0:
         parts.append(re.sub(r"\d+$", "N", str(texts[i])))

@@ -71,7 +71,7 @@ DOMAIN = conventions.INFERRED_DOMAIN
 
 
 def has_iteration_ranges(trace: Trace) -> bool:
-    return bool(is_iteration_text(trace.ranges["text"]).any()) if len(trace.ranges) else False
+    return bool(is_iteration_text(trace.range_texts).any()) if len(trace.ranges) else False
 
 
 def inference(trace: Trace) -> Inference:

@@ -10,6 +10,7 @@ import pandas as pd
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.gpu_memory import CUDA_ERROR_MEMORY_ALLOCATION
 from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.read.text_codes import Coded
 from nsight_tui.parsers.model.inferred.backward_stage_names import backward_stages_of
 from nsight_tui.parsers.model.inferred.decode import call_start, decode_steps, find_decode, step_mark
 from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, kernel_kind
@@ -38,15 +39,11 @@ def warmup_count(seqs: list[tuple], common: tuple, durations_ns: list[int]) -> i
     return leading
 
 
-def is_iteration_text(texts: pd.Series | np.ndarray) -> np.ndarray:
-    """Per range text: `step_N` or `warmup_N` (tested once per distinct text: 10^6 op ranges share few;
-    the Series as it is: Arrow factorizes its strings in C, an object array first is 10x slower)."""
-    if not len(texts):
-        return np.zeros(0, dtype=bool)
-    codes, uniques = pd.factorize(texts)
-    hit = np.array([isinstance(t, str) and bool(conventions.STEP_RANGE.match(t) or conventions.WARMUP_RANGE.match(t))
-                    for t in uniques], dtype=bool)
-    return hit[codes] & (codes >= 0)
+def is_iteration_text(texts: Coded) -> np.ndarray:
+    """Per range text: `step_N` or `warmup_N` (tested once per distinct text: 10^6 op ranges share few)."""
+    return texts.per_value(lambda t: isinstance(t, str) and bool(conventions.STEP_RANGE.match(t)
+                                                                 or conventions.WARMUP_RANGE.match(t)),
+                           key="is_iteration_text")
 
 
 
@@ -208,22 +205,18 @@ def _short(name: str) -> str:
 LIBRARY_RANGE = re.compile(r"^(?:cub::|thrust::|nccl|cudnn|cublas)", re.I)
 
 
-def is_library_text(texts: pd.Series | np.ndarray) -> np.ndarray:
+def is_library_text(texts: Coded) -> np.ndarray:
     """Per range text: a CUDA library's own range (tested once per distinct text)."""
-    if not len(texts):
-        return np.zeros(0, dtype=bool)
-    codes, uniques = pd.factorize(texts)
-    hit = np.array([isinstance(t, str) and bool(LIBRARY_RANGE.match(t)) for t in uniques], dtype=bool)
-    return hit[codes] & (codes >= 0)
+    return texts.per_value(lambda t: isinstance(t, str) and bool(LIBRARY_RANGE.match(t)), key="is_library_text")
 
 
 def bare_iterations(trace: Trace) -> bool:
     """The export names its iterations and nothing else of the user's on their threads (NVTX around
     the iteration only; a library's own ranges inside do not count): the parts inside can be inferred."""
     r = trace.ranges
-    is_iteration = is_iteration_text(r["text"])
+    is_iteration = is_iteration_text(trace.range_texts)
     threads = np.unique(r["gtid"].to_numpy()[is_iteration])
-    mine = ~is_iteration & ~is_library_text(r["text"])
+    mine = ~is_iteration & ~is_library_text(trace.range_texts)
     return not (np.isin(r["gtid"].to_numpy(), threads) & mine).any()
 
 
@@ -236,9 +229,9 @@ def infer_inside(trace: Trace) -> Inference:
     if seq is None:
         return Inference(reason=f"fewer than {MIN_KERNELS} kernels: nothing to infer inside the iterations")
     r = trace.ranges
-    texts = r["text"].to_numpy()
+    texts = trace.range_texts.objects
     mine = (r["gtid"].to_numpy() >> 24) == (processes[0] >> 24)
-    hit = np.flatnonzero(mine & is_iteration_text(texts))
+    hit = np.flatnonzero(mine & is_iteration_text(trace.range_texts))
     hit = hit[np.argsort(r["start"].to_numpy()[hit], kind="stable")]
     starts = np.searchsorted(seq.launch, r["start"].to_numpy()[hit], side="left")
     ends = np.searchsorted(seq.launch, r["end"].to_numpy()[hit], side="right")
