@@ -231,7 +231,7 @@ RULES: tuple[Rule, ...] = (
         "convolution",
         r"(?i)[_\d](?:fprop|dgrad|wgrad)_|(?:dgrad|wgrad|fprop)(?:2d|3d)?_(?:engine|grouped|direct)|"
         r"implicit_?(?:gemm_?)?conv|ImplicitGemmConvolution|(?:implicit|explicit)_convolve|"
-        r"convolve_\w*sgemm|conv(?:1d|2d|3d)_|conv_depthwise|depthwise_?conv|winograd|"
+        r"convolve_\w{0,64}sgemm|conv(?:1d|2d|3d)_|conv_depthwise|depthwise_?conv|winograd|"
         r"fft2d_(?:r2c|c2r)|(?:im2col|col2im|vol2col|col2vol)_kernel|cudnn::cnn::|"
         r"_cudnn::[^\n]*(?:ReduceSplitK|implicit_gemm)|_[shd]cudnn_\d+x\d+",
         "cuDNN convolution kernels of sample_traces/hw/conv_*: implicit-GEMM fprop "

@@ -82,6 +82,11 @@ def test_regex_rewrites_keep_their_meaning():
                              "float>>(T1, T2, T3...)") == "memory"
     assert families.classify("void at::native::elementwise_kernel<128, 2, direct_copy_kernel_cuda>") == "memory"
     assert families.classify("  [CUDA memcpy Host-to-Device]") == "memory"
+    # cuDNN's convolve_*sgemm kernels, the word run between bounded (an unbounded `\w*` was
+    # quadratic on a name of repeated `convolve_`: 19 s on 128 KB)
+    assert families.classify("void cudnn::detail::precomputed_convolve_sgemm<float, 1024, 5, 5, 4, 3, 3, 1, "
+                             "false>(int, int, int, float const*, int, float*)") == "convolution"
+    assert families.classify("void convolve_common_engine_sgemm<float>(int)") == "convolution"
     assert "cuDNN fused attention forward" in families.describe_kernel(
         "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7")
     assert "CUDA cores" in families.describe_kernel("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_"
