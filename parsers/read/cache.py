@@ -265,8 +265,7 @@ class Entry:
     def _write(self, name: str, bundle: Bundle) -> bool:
         """Whether the slot holds the bundle now (this write's, or a racing writer's)."""
         need = sum(a.nbytes for a in bundle.arrays.values())
-        limit = max_bytes(self.root)
-        if need > limit:
+        if not within_bound(self.root, need):
             return False  # bigger than the whole cache may be: not kept
         tmp = None
         try:
@@ -402,18 +401,41 @@ def holds(path: str | os.PathLike, name: str) -> bool:
 
 # -- size and eviction ----------------------------------------------------------------------
 def max_bytes(root: Path) -> int:
+    explicit = _explicit_max()
+    if explicit is not None:
+        return explicit
+    return min(DEFAULT_MAX_BYTES, _free_share(root) + usage(root))
+
+
+def within_bound(root: Path, size: int) -> bool:
+    """`size <= max_bytes(root)`, without walking the cache where the answer is plain: the bound is
+    at least min(20 GB, 20% of the free space) whatever the cache holds, and a walk of a big cache
+    (every file's size) for each bundle written cost more than the write."""
+    explicit = _explicit_max()
+    if explicit is not None:
+        return size <= explicit
+    if size <= min(DEFAULT_MAX_BYTES, _free_share(root)):
+        return True
+    return size <= max_bytes(root)
+
+
+def _explicit_max() -> int | None:
     explicit = os.environ.get(ENV_MAX)
     if explicit:
         try:
             return int(float(explicit) * 1e9)
         except ValueError:
             pass
+    return None
+
+
+def _free_share(root: Path) -> int:
     probe = root if root.exists() else next((p for p in root.parents if p.exists()), Path("/"))
     try:
         free = shutil.disk_usage(probe).free
     except OSError:
         free = 0
-    return min(DEFAULT_MAX_BYTES, int(free * DEFAULT_FREE_SHARE) + usage(root))
+    return int(free * DEFAULT_FREE_SHARE)
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -477,9 +499,11 @@ def evict(root: Path, keep: Path | None = None) -> None:
                     shutil.rmtree(p, ignore_errors=True)
             except OSError:
                 pass
-    limit = max_bytes(root)
     entries = slots(root)
     total = sum(s.bytes for s in entries)
+    if within_bound(root, total):
+        return
+    limit = max_bytes(root)
     for s in reversed(entries):  # least recently used first
         if total <= limit:
             break

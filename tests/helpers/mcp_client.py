@@ -12,8 +12,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env() -> dict[str, str]:
-    """The server runs this checkout's package (PYTHONPATH as the tests have it)."""
-    return {k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "HOME", "PATH", "LANG", "TMPDIR")}
+    """The server runs this checkout's package (PYTHONPATH as the tests have it) with the suite's
+    cache settings (tests/conftest.py: a folder of this run, off): without them it wrote the
+    traces it served into the user's own cache, and its writer walked that growing folder (a
+    gigabyte in ~42k files after some runs) for minutes of CPU per test."""
+    return {k: v for k, v in os.environ.items()
+            if k in ("PYTHONPATH", "HOME", "PATH", "LANG", "TMPDIR") or k.startswith("NSIGHT_TUI_")}
 
 
 def params(*paths: str, cwd: Path = ROOT) -> StdioServerParameters:
