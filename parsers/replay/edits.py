@@ -21,6 +21,10 @@ RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods):
 to every thread of the range's process while the range is open. An edit that rests on a figure
 not measured in this capture carries a low and a high value (`Assumption`); the prediction is
 replayed at both.
+
+Just over ~600 lines on purpose: the parser of the edit grammar and each edit's change to the plan
+sit together, so what an edit's words mean and what it does to the replay read in one place (the
+twin-capture carrying of host time is apart, in replay.stretches).
 """
 from __future__ import annotations
 
