@@ -52,7 +52,10 @@ def test_in_a_real_terminal_arrows_stay_keys_and_esc_goes_back(sample, repo_root
     try:
         t.start(f"cd {shlex.quote(str(tmp_path))} && PYTHONPATH={shlex.quote(str(repo_root))} {command(repo_root)} "
                 f"{shlex.quote(str(sample))}")
-        t.wait_for("Range  ")
+        # the GPU work read (the header counts API calls only then): before it, `2` is refused
+        # with "still loading" (navigator.need_session), and the tree shows as soon as the CPU
+        # times are in
+        t.wait_for(" API")
         t.keys("2")
         first = t.wait_for("launches: p50")
         # under the table, the cursor's kernel: "N launches: p50 ..."
