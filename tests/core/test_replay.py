@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, SAMPLES, mutated_copy, shared_trace
+from helpers.intervals import merged_length
 from helpers.replay_twins import TWINS
 from helpers.step_sql import python_steps, steps
 from helpers.twins_table import markdown, row
@@ -137,19 +138,9 @@ def test_idle_split_adds_up_to_the_gpu_idle_time():
         total, launch, sync, dep = idle_split(g, r.timeline, s, e, pid)
         assert total == launch + sync + dep
         # independent: the step's span minus the union of the op intervals inside it, a sweep in plain Python
-        iv = sorted((max(a, s), min(b, e)) for a, b in zip(r.timeline.op_start_ns[mine].tolist(),
-                                                              r.timeline.op_end_ns[mine].tolist()) if b > s and a < e)
-        busy, cur_a, cur_b = 0, None, None
-        for a, b in iv:
-            if cur_b is None or a > cur_b:
-                if cur_b is not None:
-                    busy += cur_b - cur_a
-                cur_a, cur_b = a, b
-            else:
-                cur_b = max(cur_b, b)
-        if cur_b is not None:
-            busy += cur_b - cur_a
-        assert total == (e - s) - busy
+        iv = [(max(a, s), min(b, e)) for a, b in zip(r.timeline.op_start_ns[mine].tolist(),
+                                                         r.timeline.op_end_ns[mine].tolist()) if b > s and a < e]
+        assert total == (e - s) - merged_length(iv)
 
 
 @pytest.mark.parametrize("edit", ["bogus", "speed:gemm=0", "speed:=2", "speed:no_such_kernel=2", "nosync:no_such_range",

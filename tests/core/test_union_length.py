@@ -5,20 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from helpers.intervals import merged_length
 from nsight_tui.parsers.model.ranges import _union_length
 
 
-def merged_length(intervals: list[tuple[int, int]]) -> int:
-    """Sort by start, merge overlapping or touching intervals, add up the merged lengths."""
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    return total + (cur_e - cur_s if cur_e is not None else 0)
 
 
 @pytest.mark.parametrize("seed", range(6))
