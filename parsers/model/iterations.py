@@ -38,11 +38,9 @@ def iteration_ranges(model: RangeModel, pattern: re.Pattern) -> np.ndarray:
 
 def _text_matches(model: RangeModel, key: str, test) -> np.ndarray:
     """Per range: `test(its text)`, asked once per distinct text (steps repeat a few hundred
-    names: 10^6 regex matches on the UI thread took seconds at 4.8M kernels); kept on the model."""
-    kept = model.__dict__.setdefault("_text_matches", {})
-    if key not in kept:
-        kept[key] = model.trace.range_texts.per_value(lambda t: bool(test(t)), key=("text_matches", key))
-    return kept[key]
+    names: 10^6 regex matches on the UI thread took seconds at 4.8M kernels); kept with the trace's
+    range texts under `key`."""
+    return model.trace.range_texts.per_value(lambda t: bool(test(t)), key=("text_matches", key))
 
 
 def phase_ranges(model: RangeModel, iterations: np.ndarray, text: str) -> np.ndarray:
