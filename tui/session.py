@@ -359,15 +359,16 @@ class Session:
         ones: the unchanged replay, or the one with `edits` (at their assumptions' central values)."""
         from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
         from nsight_tui.parsers.read.load import load_trace
-        from nsight_tui.parsers.replay.edits import apply, parse
-        from nsight_tui.parsers.replay.predict import baseline, graph_of, replay
+        from nsight_tui.parsers.replay.edits import parse
+        from nsight_tui.parsers.replay.predict import baseline, edited, graph_of
         from nsight_tui.tui.viewmodels.whatif import replayed_lanes
 
         def build():
-            g, sr = graph_of(self.trace)
+            g, _ = graph_of(self.trace)
             if edits:
                 wanted = resolve_fixes(self.trace, [parse(e) for e in edits], self.attribution)
-                r = replay(g, sr, apply(g, sr, wanted, load_trace).mid)
+                replayed = edited(self.trace, wanted, load_trace)
+                g, r = replayed.graph, replayed.mid
             else:
                 r = baseline(self.trace)
             first = (int(r.starts_ns[0]), int(r.ends_ns[0])) if len(r.starts_ns) else None

@@ -6,7 +6,7 @@
                           collectives where the twin launched them (another DDP bucket size); the
                           host time around each changed kernel's launch from the twin, at this
                           capture's CPU pace (stretches.py); the range over this capture's
-                          step-to-step CPU pace
+                          step-to-step CPU pace (pace.py)
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
                           nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
                           blocking calls inside the steps
@@ -38,7 +38,7 @@ from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
-from nsight_tui.parsers.replay import stretches
+from nsight_tui.parsers.replay import pace, stretches
 from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
@@ -399,7 +399,9 @@ def _segments(trace, kernels: np.ndarray, sr: StepRanges, pid: int) -> dict[str,
     return out
 
 
-def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool = False) -> None:
+def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool = False,
+                  measured: Graph | None = None) -> None:
+    measured = g if measured is None else measured
     path = Path(e.twin)
     try:
         twin = load(path)
@@ -469,9 +471,8 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     # the twin's program is replayed on this capture's CPU, at its pace; a step set by the CPU after
     # the change moves with that pace, which another capture need not keep: the range runs from every
     # thread at its fastest step's pace to every thread at its slowest (this capture's own spread)
-    spans = range_spans(g, sr, STEP_RANGE)
-    spread = stretches.step_pace(g, spans)
-    free_in = stretches.own_time(g) & inside
+    spread = pace.step_pace(measured, range_spans(measured, sr, STEP_RANGE))
+    free_in = pace.own_time(g) & inside
     for plan, end in ((ed.low, 0), (ed.high, 1)):
         for ti, ends in spread.items():
             first, last = g.thread_slices[ti]
@@ -491,15 +492,15 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
                  f"{host.added_ns / n_steps / 1e6:+,.2f} ms of host time a step")
     if colls:
         note += f"; {colls}"
-    pace = ""
+    paced = ""
     if spread:
         lo_p, hi_p = min(x for x, _ in spread.values()), max(y for _, y in spread.values())
-        pace = (f"; the CPU runs at this capture's pace, between its fastest and slowest steps' (a thread's step at "
+        paced = (f"; the CPU runs at this capture's pace, between its fastest and slowest steps' (a thread's step at "
                 f"x{lo_p:.2f}..x{hi_p:.2f} of its median step's pace): a step the CPU sets after the change moves with the pace of "
                 "the run it is measured in, which one capture cannot know")
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
                               + ("; the library's host work around a changed kernel costs what it cost in the twin, "
-                                 "scaled by the two captures' CPU pace" if host.changed else "") + pace))
+                                 "scaled by the two captures' CPU pace" if host.changed else "") + paced))
 
 
 def _is_collective(trace) -> np.ndarray:
@@ -600,9 +601,13 @@ def _collectives_from(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, mine_
             "last gradient, as in the twin)")
 
 
-def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: bool = False) -> Edited:
-    """`twin_host`: a diagnostic of `kernels-from` (the twin's CPU as a whole: every stretch of host
-    time between two same-named launches as the twin's, stretches.carry), never a prediction."""
+def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: bool = False,
+          measured: Graph | None = None) -> Edited:
+    """The edits' plans over `g` (predict passes the typical step's graph, pace.typical_host);
+    `measured`: the graph as captured, whose step-to-step pace is a range's spread (default `g`).
+    `twin_host`: a diagnostic of `kernels-from` (the CPU at the twin's pace, read off the stretches
+    of host time between two same-named launches that no changed kernel touches, stretches.carry),
+    never a prediction."""
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
     for e in edits:
         if e.kind == "speed":
@@ -614,7 +619,7 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
         elif e.kind == "graph":
             _graph(g, sr, e, ed)
         elif e.kind == "kernels-from":
-            _kernels_from(g, sr, e, ed, load, twin_host)
+            _kernels_from(g, sr, e, ed, load, twin_host, measured)
         elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
             raise EditError(f"{e.text}: a finding's fix is read through the findings (Profile.whatif)")
     return ed

@@ -4,7 +4,7 @@ findings call this; nothing here formats text."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +15,12 @@ from nsight_tui.parsers.replay import edits as edit_mod
 from nsight_tui.parsers.replay.critical import Holder, IdleSplit, critical_paths, holders, idle_splits
 from nsight_tui.parsers.replay.edits import Applied, Edit, EditError
 from nsight_tui.parsers.replay.graph import Graph, build
+from nsight_tui.parsers.replay.pace import typical_host
 from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
 from nsight_tui.parsers.replay.steps import StepRanges, gpu_step_periods, step_ranges, step_spans
+
+
+HOST_EDITS = ("nohost", "graph")  # edits that remove host time from the steps they apply to
 
 
 class NoSteps(EditError):
@@ -128,6 +132,50 @@ def baseline(trace: Trace) -> Replayed:
     return trace.derived["replay.baseline"]
 
 
+def typical(trace: Trace) -> tuple[Graph, Replayed]:
+    """The graph the edits change, and its unchanged replay, built once and kept with the trace: the
+    steps' host time at the typical step's (pace.typical_host). The identity replays each step as it
+    ran; an edit that leaves the host time as it is replays the step the CPU usually runs, so a step
+    or two that ran slow by chance (where the GPU set the step and hid it) do not decide the step the
+    edit hands to the CPU."""
+    if "replay.typical" not in trace.derived:
+        g, sr = graph_of(trace)
+        t = replace(g, delta_ns=typical_host(g, edit_mod.range_spans(g, sr, edit_mod.STEP_RANGE)))
+        trace.derived["replay.typical"] = (t, replay(t, sr, Plan.of(t)))
+    return trace.derived["replay.typical"]
+
+
+@dataclass
+class EditedReplay:
+    """`edits` replayed on the typical step: the low, mid and high replays and the unchanged one."""
+
+    graph: Graph
+    unchanged: Replayed
+    low: Replayed
+    mid: Replayed
+    high: Replayed
+    applied: list[Applied]
+
+    def steps_ns(self, baseline_ns: int) -> tuple[int, int, int]:
+        """Predicted (low, mid, high) steps: the baseline's replayed step less each one's saving on
+        the typical step."""
+        shift = baseline_ns - self.unchanged.step_ns
+        lo, hi = sorted((self.low.step_ns, self.high.step_ns))
+        return lo + shift, self.mid.step_ns + shift, hi + shift
+
+
+def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool = False) -> EditedReplay:
+    """`edits` applied and replayed (EditError as predict's); `twin_host`: edits.apply's diagnostic."""
+    g, sr = graph_of(trace)
+    # an edit that takes host time away (nohost, graph) acts on each step's own pauses, slow ones
+    # included: there the steps replay as they ran
+    on_host = any(e.kind in HOST_EDITS for e in edits)
+    t, unchanged = (g, baseline(trace)) if on_host else typical(trace)
+    ed = edit_mod.apply(t, sr, list(edits), load, twin_host, measured=g)
+    low, mid, high = replay_plans(t, sr, ed.plans)
+    return EditedReplay(t, unchanged, low, mid, high, ed.applied)
+
+
 @dataclass
 class Saving:
     """What `edits` save per step on the replay: the unchanged replay's step minus the edited one's
@@ -148,14 +196,13 @@ def saving(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Saving
     """The replayed saving of `edits` alone, without the critical path (the findings' ranking);
     EditError as predict's."""
     parsed = [e if isinstance(e, Edit) else edit_mod.parse(e) for e in edits]
-    g, sr = graph_of(trace)
+    _, sr = graph_of(trace)
     if sr.n_steps == 0:
         raise NoSteps(f"{trace.path.name}: no steady-state step (step_N range) to replay")
     base = baseline(trace)
-    ed = edit_mod.apply(g, sr, parsed, load)
-    low, mid, high = replay_plans(g, sr, ed.plans)
-    lo, _, hi = sorted((low.step_ns, mid.step_ns, high.step_ns))
-    return Saving(base.step_ns, mid.step_ns, lo, hi, ed.applied)
+    ed = edited(trace, parsed, load)
+    lo, mid, hi = ed.steps_ns(base.step_ns)
+    return Saving(base.step_ns, mid, lo, hi, ed.applied)
 
 
 def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Prediction:
@@ -169,11 +216,15 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     m_periods = measured[1] - measured[0]
     base = baseline(trace)
     err = float(np.median(np.abs(base.periods_ns - m_periods) / np.maximum(m_periods, 1)))
-    ed = edit_mod.apply(g, sr, parsed, load)
-    low, mid, high = replay_plans(g, sr, ed.plans) if parsed else (base, base, base)
-    steps_ = sorted((low.step_ns, mid.step_ns, high.step_ns))
-    hold, idle = _why(g, sr, mid)
-    b_hold, b_idle = (hold, idle) if not parsed else _why(g, sr, base)
+    if not parsed:
+        hold, idle = _why(g, sr, base)
+        return Prediction(Path(trace.path), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err, [],
+                          base.step_ns, base.step_ns, base.step_ns, hold, idle, hold, idle, g.launch_latency_ns,
+                          g.queue_gap_ns, [])
+    ed = edited(trace, parsed, load)
+    lo, mid, hi = ed.steps_ns(base.step_ns)
+    hold, idle = _why(ed.graph, sr, ed.mid)
+    b_hold, b_idle = _why(g, sr, base)
     return Prediction(Path(trace.path), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
-                      ed.applied, mid.step_ns, steps_[0], steps_[2], hold, idle, b_hold, b_idle,
+                      ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption])

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay.graph import Graph
+from nsight_tui.parsers.replay.pace import own_time
 
 
 @dataclass
@@ -39,15 +39,6 @@ class Carried:
     added_ns: int  # host time the changed stretches that begin inside `inside` gain (negative: lose)
 
 
-def own_time(g: Graph) -> np.ndarray:
-    """Per point: its time since the previous point is the thread's own work (not a wait)."""
-    free = np.ones(len(g.pt_time), bool)
-    free[list(g.blocks)] = False
-    free[list(g.handoffs)] = False
-    free[[a for a, _ in g.thread_slices]] = False
-    return free
-
-
 def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iteration: np.ndarray,
           ignore: tuple[np.ndarray, np.ndarray] | None = None, twin_pace: bool = False) -> Carried:
     """`anchors`: (this capture's kernel, the twin's kernel) pairs of kernels launched under the same
@@ -55,9 +46,9 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
     `iteration` per point: the iteration it falls in (the pace is read per thread and iteration: it
     moves within a capture too). `ignore`: per op of each capture, ops whose launch neither anchors
     nor changes a stretch (collectives, which kernels-from re-times where this capture launched
-    them). `twin_pace`: every stretch takes the twin's time as it was (the
-    unchanged ones too, no pace applied): the twin's CPU as a whole, a diagnostic (the figure comes
-    from the twin), not a prediction."""
+    them). `twin_pace`: the twin's CPU pace instead of this capture's: every unchanged stretch
+    scaled by the pace read off them, a changed one as long as it ran in the twin: a diagnostic (the
+    pace comes from the twin, and one capture cannot know another's), not a prediction."""
     factor = np.ones(len(g.pt_time), np.float64)
     out = Carried(factor, 0, 0, {}, 0)
     if len(anchors) < 2:
@@ -115,10 +106,12 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
             out.same += int((same & here).sum())
             hit = changed & here & (t_a > 0)
             out.changed += int(hit.sum())
+            at = 1.0 if twin_pace else pace  # the pace the CPU runs at after the change
             if twin_pace:
-                hit, pace = (t_a > 0) & here, 1.0
+                t_b = np.where(same & here, t_a * pace, t_b)
+                hit = (t_a > 0) & here
             for lo, hi, ta, tb in zip(lo_a[hit].tolist(), hi_a[hit].tolist(), t_a[hit].tolist(), t_b[hit].tolist()):
-                target = tb / pace
+                target = tb / at
                 sel = slice(lo, hi + 1)
                 factor[sel] = np.where(free_a[sel], target / ta, 1.0)
                 if inside[lo]:
@@ -126,41 +119,4 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
         if ratios:
             out.pace[g.thread_gtids[ti]] = float(np.median(ratios))
     out.added_ns = int(round(added))
-    return out
-
-
-def step_pace(g: Graph, spans: list[tuple[int, int, int]]) -> dict[int, tuple[float, float]]:
-    """Per thread (index): its fastest and slowest steady step's pace over the median step's: how far
-    this capture's CPU pace moved from step to step. A step's pace is the mean, over the thread's
-    stretches between two CUDA calls met in every step (its calls aligned by name to the first
-    step's), of the stretch's time over its median across the steps, a tenth of the stretches left
-    out at each end (a one-off stall is not a pace).
-    `spans`: the steps' (pid, start, end)."""
-    free = own_time(g)
-    names = g.trace.api["name"].to_numpy(np.int64)
-    out: dict[int, tuple[float, float]] = {}
-    for ti, (a, b) in enumerate(g.thread_slices):
-        t = g.pt_time[a:b]
-        d = np.where(free[a:b], g.delta_ns[a:b], 0).astype(np.float64)
-        key = names[g.pt_call[a:b]] * 2 + g.pt_is_end[a:b]
-        cuts = [(int(np.searchsorted(t, s_, side="right")), int(np.searchsorted(t, e, side="right")))
-                for _pid, s_, e in spans]
-        cuts = [(i, j) for i, j in cuts if j > i and d[i:j].sum() > 0]
-        if len(cuts) < 2:
-            continue
-        i0, j0 = cuts[0]
-        m = np.full((len(cuts), j0 - i0), np.nan)
-        for k, (i, j) in enumerate(cuts):
-            for tag, r1, r2, c1, c2 in opcodes(key[i0:j0].tolist(), key[i:j].tolist()):
-                if tag == "equal":
-                    m[k, r1:r2] = d[i + c1:i + c2]
-        col = np.nanmedian(m, axis=0)
-        use = (col >= 1_000) & ~np.isnan(m).any(axis=0)  # met in every step, a microsecond and more
-        if not use.any():
-            continue
-        r = np.sort(m[:, use] / col[use], axis=1)
-        cut = r.shape[1] // 10  # a tenth at each end: a stall, or a stretch that happened to be short
-        pace = r[:, cut:r.shape[1] - cut].mean(axis=1)
-        pace = pace / float(np.median(pace))
-        out[ti] = (float(pace.min()), float(pace.max()))
     return out

@@ -31,7 +31,6 @@ KNOWN_MISSES = {
     "host sleep removed": "nohost at the rule's 1 ms removes every long pause; the twin kept 0.7 ms of Python there",
     "fp32 -> TF32 (async, H100)": "the two captures' CPU work differs by more than the tolerance",
     "fp32 -> TF32 large (async, H100)": "likewise: the TF32 capture's autograd thread did 83 ms of host work a step, 50",
-    "fp32 -> TF32 (H100 repeat r1)": "likewise, the other way (autograd 25 vs 18 ms)",
     "fp32 -> TF32 (H100 repeat r3)": "the peak ratio overshoots the TF32 GEMMs measured in the twin (kernels-from meets it)",
     "fp32 -> TF32 (async, H100, replay set)": "likewise: 49.3 ms replayed, 38.4 measured (kernels-from: 43.7)",
 }

@@ -2,9 +2,10 @@
 with its edit, against the change measured on the workload's own Python clock (the `nsight-tui:step`
 marks, tests/helpers/step_sql.py). Not a test module: tests/core/test_replay.py asserts on `row`, and
 
-    PYTHONPATH=$PWD python3 tests/helpers/twins_table.py [--write]
+    PYTHONPATH=$PWD python3 tests/helpers/twins_table.py [--findings] [--write]
 
-prints the table (and with --write puts it into docs/whatif.md between its markers).
+prints the table (and with --write puts it into docs/whatif.md between its markers); with
+--findings, docs/findings.md's: each pair's finding, its replayed saving against the measured one.
 
 Figures per pair, ms per step, medians over the steady steps:
 - change: twin − base on the Python clock;
@@ -19,7 +20,10 @@ Figures per pair, ms per step, medians over the steady steps:
 
 A pair is `yes` when the prediction is within tolerance of the change, `noise` when it misses the
 tolerance but the change itself is not told from zero by the pair (|change| ≤ noise) and the
-prediction is within the noise of it, `no` otherwise."""
+prediction is within the noise of it, `pace` when it misses but the same replay with this capture's
+CPU at the twin's pace (read off the host time both captures spend on the same work: at_twin_pace)
+is within tolerance: the two captures' CPUs ran apart, which one capture cannot know; `no`
+otherwise."""
 from __future__ import annotations
 
 import math
@@ -54,6 +58,7 @@ class Row:
     high_ms: float
     old_ms: float | None  # the rule's estimate as a change (negative: faster); None: not raised
     rule: str
+    at_twin_pace_ms: float | None = None  # a miss's predicted change at the twin's CPU pace (at_twin_pace)
 
     @property
     def error_ms(self) -> float:
@@ -68,8 +73,14 @@ class Row:
         return abs(self.change_ms) <= self.noise_ms and abs(self.error_ms) <= self.noise_ms
 
     @property
+    def within_at_twin_pace(self) -> bool:
+        return self.at_twin_pace_ms is not None and abs(self.at_twin_pace_ms - self.change_ms) <= self.tol_ms
+
+    @property
     def verdict(self) -> str:
-        return "yes" if self.within_tolerance else ("noise" if self.within_noise else "no")
+        if self.within_tolerance:
+            return "yes"
+        return "noise" if self.within_noise else ("pace" if self.within_at_twin_pace else "no")
 
     @property
     def closer_than_old(self) -> bool:
@@ -101,26 +112,32 @@ def row(t: Twin, old: bool = True) -> Row:
     ma, mb = float(np.median(a)), float(np.median(b))
     p = predict(load_trace(base), t.edit_args(other))
     ms = 1e6
-    return Row(t.name, " ".join(t.edits).replace("{twin}", "TWIN"), ma / ms, mb / ms, (mb - ma) / ms,
-               noise_ns(a, b) / ms, max(0.2 * abs(mb - ma), 0.02 * mb) / ms, (p.step_ns - p.replayed_step_ns) / ms,
-               (p.low_ns - p.replayed_step_ns) / ms, (p.high_ns - p.replayed_step_ns) / ms,
-               old_estimate_ms(base, t.rule) if old and t.rule else None, t.rule)
+    r = Row(t.name, " ".join(t.edits).replace("{twin}", "TWIN"), ma / ms, mb / ms, (mb - ma) / ms,
+            noise_ns(a, b) / ms, max(0.2 * abs(mb - ma), 0.02 * mb) / ms, (p.step_ns - p.replayed_step_ns) / ms,
+            (p.low_ns - p.replayed_step_ns) / ms, (p.high_ns - p.replayed_step_ns) / ms,
+            old_estimate_ms(base, t.rule) if old and t.rule else None, t.rule)
+    if not (r.within_tolerance or r.within_noise):
+        r.at_twin_pace_ms = at_twin_pace(t)
+    return r
 
 
-def with_twin_host(t: Twin) -> float:
-    """The pair's predicted change (ms) with every stretch of host time between two same-named
-    launches taken from the twin as it was (parsers/replay/stretches.py, `twin_pace`): the twin's
-    kernels and the twin's CPU, stretch by stretch. What is left of the error is the replay's own; a
-    diagnostic of a miss, not a prediction."""
+def at_twin_pace(t: Twin) -> float | None:
+    """A `kernels-from` pair's predicted change (ms) with this capture's CPU at the twin's pace: each
+    thread's host time between two same-named launches that no changed kernel touches scaled by the
+    twin's pace over those stretches (per thread and step), a changed one as the twin ran it
+    (parsers/replay/stretches.py, `twin_pace`). What is left of the error is the replay's own, not the
+    two captures' CPU pace: a diagnostic of a miss, not a prediction. None for other edits."""
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.parsers.replay import edits
-    from nsight_tui.parsers.replay.predict import baseline, graph_of, replay
+    from nsight_tui.parsers.replay.predict import baseline, edited
 
+    if not any(e.startswith("kernels-from:") for e in t.edits):
+        return None
     base, other = plain(t.base), plain(t.twin)
     trace = load_trace(base)
-    g, sr = graph_of(trace)
-    ed = edits.apply(g, sr, [edits.parse(e) for e in t.edit_args(other)], load_trace, twin_host=True)
-    return (replay(g, sr, ed.mid).step_ns - baseline(trace).step_ns) / 1e6
+    ed = edited(trace, [edits.parse(e) for e in t.edit_args(other)], load_trace, twin_host=True)
+    step = baseline(trace).step_ns
+    return (ed.steps_ns(step)[1] - step) / 1e6
 
 
 def _f(x: float) -> str:
@@ -134,26 +151,69 @@ def markdown(rows: list[Row]) -> str:
         rng = f" ({_f(r.low_ms)}..{_f(r.high_ms)})" if (r.low_ms, r.high_ms) != (r.predicted_ms, r.predicted_ms) else ""
         old = f"not raised (`{r.rule}`)" if r.old_ms is None else f"{_f(r.old_ms)} (`{r.rule}`)"
         closer = "" if r.closer_than_old else ", not closer than the old"
+        if r.at_twin_pace_ms is not None:
+            closer = f" ({_f(r.at_twin_pace_ms)} at the twin's CPU pace){closer}"
         out.append(f"| {r.name.replace('->', '→')} | `{r.edit}` | {r.base_ms:.2f} | {r.twin_ms:.2f} | {_f(r.change_ms)} "
                    f"| ±{r.noise_ms:.2f} | {_f(r.predicted_ms)}{rng} | {old} | {_f(r.error_ms)} | {r.tol_ms:.2f} "
                    f"| {r.verdict}{closer} |")
     n_yes = sum(r.verdict == "yes" for r in rows)
     n_noise = sum(r.verdict == "noise" for r in rows)
+    n_pace = sum(r.verdict == "pace" for r in rows)
     n_closer = sum(r.closer_than_old for r in rows)
     out.append("")
-    out.append(f"{n_yes} of {len(rows)} pairs within tolerance, {n_noise} more within the pair's own noise; "
+    out.append(f"{n_yes} of {len(rows)} pairs within tolerance, {n_noise} more within the pair's own noise, "
+               f"{n_pace} more within tolerance at the twin's CPU pace; "
                f"the prediction closer to the change than the old estimate on {n_closer} of {len(rows)}.")
     return "\n".join(out)
 
 
-def write(table: str, doc: Path = DOC) -> None:
+def write(table: str, doc: Path = DOC, begin: str = BEGIN, end: str = END) -> None:
     text = doc.read_text()
-    i, j = text.index(BEGIN), text.index(END)
-    doc.write_text(text[: i + len(BEGIN)] + "\n" + table + "\n" + text[j:])
+    i, j = text.index(begin), text.index(end)
+    doc.write_text(text[: i + len(begin)] + "\n" + table + "\n" + text[j:])
+
+
+FINDINGS_DOC = HERE.parents[2] / "docs" / "findings.md"
+FINDINGS_BEGIN, FINDINGS_END = "<!-- findings twins table: tests/helpers/twins_table.py --findings -->", \
+    "<!-- end of findings twins table -->"
+
+
+def findings_row(t: Twin) -> str:
+    """The pair's line of docs/findings.md's table: the finding's replayed saving on the base (its
+    range) and its old estimate against the saving measured on the Python clock (base - twin)."""
+    from nsight_tui.parsers.analyses.findings import findings
+    from nsight_tui.parsers.read.load import load_trace
+
+    base, other = plain(t.base), plain(t.twin)
+    a, b = python_steps(base), python_steps(other)
+    saved, twin_ms = (float(np.median(a)) - float(np.median(b))) / 1e6, float(np.median(b)) / 1e6
+    tol, noise = max(0.2 * abs(saved), 0.02 * twin_ms), noise_ns(a, b) / 1e6
+    f = next((f for f in findings(load_trace(base)) if f.id == t.rule), None)
+    head = f"| {t.name.replace('->', '→')} |"
+    if f is None:
+        return f"{head} `{t.rule}` not raised | {saved:.2f} | – | – | – |"
+    err, old = f.saving_ms_per_step - saved, (f.estimate_ms_per_step or 0.0) - saved
+    verdict = "yes" if abs(err) <= tol else ("noise" if abs(saved) <= noise and abs(err) <= noise else "no")
+    why = f"{err:+.2f}, tol {tol:.2f}" + (f", noise {noise:.2f}" if verdict == "noise" else "")
+    return (f"{head} `{t.rule}`: `{' '.join(f.edits)}` | {saved:.2f} | {f.saving_ms_per_step:.2f} "
+            f"({f.replay_low_ms_per_step:.2f}..{f.replay_high_ms_per_step:.2f}) | {f.estimate_ms_per_step:.2f} "
+            f"| {verdict} ({why}; {old:+.2f}) |")
+
+
+def findings_markdown(twins) -> str:
+    out = ["| pair | finding: edits | measured | replayed (range) | old estimate | within (replayed − measured, "
+           "tolerance; estimate − measured) |", "|---|---|---:|---:|---:|---|"]
+    return "\n".join(out + [findings_row(t) for t in twins if t.rule])
 
 
 def main(argv: list[str]) -> int:
     only = [a for a in argv if not a.startswith("--")]
+    if "--findings" in argv:
+        table = findings_markdown([t for t in TWINS if not only or any(o in t.name for o in only)])
+        print(table)
+        if "--write" in argv and not only:
+            write(table, FINDINGS_DOC, FINDINGS_BEGIN, FINDINGS_END)
+        return 0
     rows = []
     for t in TWINS:
         if only and not any(o in t.name for o in only):
