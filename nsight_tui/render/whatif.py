@@ -35,6 +35,7 @@ def whatif_dict(p) -> dict:
                      "gpu_idle_per_step": _idle(p.baseline_idle)},
         "edits": [{"edit": a.edit, "changed": a.changed, "assumption": a.assumption or None} for a in p.edits],
         "predicted": {"step_ns": p.step_ns, "low_ns": p.low_ns, "high_ns": p.high_ns},
+        "cpu_pace_assumption": p.cpu_assumption or None,
         "saving_ns": p.saving_ns,
         "holds_step": [_holder(h) for h in p.holders],
         "gpu_idle_per_step": _idle(p.idle),
@@ -63,6 +64,8 @@ def whatif_markdown(p) -> str:
         rng = (f" (between {_ms(p.low_ns)} and {_ms(p.high_ns)} ms)" if p.low_ns != p.high_ns else "")
         out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: saves {_ms(p.saving_ns)} ms per step "
                    f"({p.saving_ns / p.replayed_step_ns * 100 if p.replayed_step_ns else 0:.1f}%).")
+        if p.cpu_assumption:
+            out += ["", f"The range assumes {md(p.cpu_assumption)}."]
         out.append("")
     for title, hold, idle in ((("What holds the step after the edits" if p.edits else "What holds the step"), p.holders, p.idle),):
         out += [f"## {title} (critical path, share of the step)", "", "| holder | ms per step | share |", "|---|---:|---:|"]
@@ -86,8 +89,9 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     rng = (f", range {_ms_unit(p.low_ns)} .. {_ms_unit(p.high_ns)}" if p.low_ns != p.high_ns else
            ", no range: the edit rests on no figure this capture lacks")
     lines.append(("predicted", f"{_ms_unit(p.step_ns)} per step with the fix (estimated: the replay){rng}"))
-    for a in p.assumptions:
-        lines.append(("assumes", a))
+    for a in [*p.assumptions, p.cpu_assumption]:
+        if a:
+            lines.append(("assumes", a))
     share = p.saving_ns / base if base else 0.0
     saving = f"{_ms_unit(p.saving_ns)} per step ({percent(share)} of the replayed step)"
     if p.low_ns != p.high_ns:

@@ -57,9 +57,13 @@ def _backtrack(history, a, b, d_end, k_end, n, m) -> list[tuple[int, int]]:
     return pairs
 
 
-def opcodes(a: Sequence, b: Sequence) -> list[tuple[str, int, int, int, int]]:
-    """difflib-style opcodes ('equal', 'replace', 'delete', 'insert', i1, i2, j1, j2) aligning b to a."""
-    pairs = _myers_matches(a, b, MYERS_MAX_D)
+def opcodes(a: Sequence, b: Sequence, max_d: int = MYERS_MAX_D,
+            fallback: bool = True) -> list[tuple[str, int, int, int, int]]:
+    """difflib-style opcodes ('equal', 'replace', 'delete', 'insert', i1, i2, j1, j2) aligning b to a;
+    where they differ by more than `max_d` items, difflib's, or none without `fallback`."""
+    pairs = _myers_matches(a, b, max_d)
+    if pairs is None and not fallback:
+        return []
     if pairs is None:
         return [(str(t), i1, i2, j1, j2) for t, i1, i2, j1, j2 in
                 difflib.SequenceMatcher(None, list(a), list(b), autojunk=False).get_opcodes()]

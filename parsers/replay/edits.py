@@ -5,8 +5,7 @@
     kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence; its
                           collectives where the twin launched them (another DDP bucket size); the
                           host time around each changed kernel's launch from the twin, at this
-                          capture's CPU pace (stretches.py); the range over this capture's
-                          step-to-step CPU pace (pace.py)
+                          capture's CPU pace (stretches.py)
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
                           nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
                           blocking calls inside the steps
@@ -38,7 +37,7 @@ from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
-from nsight_tui.parsers.replay import pace, stretches
+from nsight_tui.parsers.replay import stretches
 from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
@@ -81,6 +80,8 @@ class Edited:
     mid: Plan  # at their central values: the prediction
     high: Plan
     applied: list[Applied] = field(default_factory=list)
+    # kernels-from: per CPU thread (gtid), the twin's pace over this capture's on the same work
+    twin_pace: dict[int, float] = field(default_factory=dict)
 
     @property
     def plans(self) -> tuple[Plan, Plan, Plan]:
@@ -137,6 +138,11 @@ def range_spans(g: Graph, sr: StepRanges, name: str) -> list[tuple[int, int, int
         raise EditError(f"no NVTX range named {name!r} in {g.trace.path.name}")
     return [(int(pid_of(gt)), int(s), int(e)) for gt, s, e in
             zip(r["gtid"].to_numpy()[hit], r["start"].to_numpy()[hit], r["end"].to_numpy()[hit])]
+
+
+def in_steps(g: Graph, sr: StepRanges) -> np.ndarray:
+    """Per CPU point: inside a steady-state step of its process."""
+    return _inside(g.pt_time, _pt_pids(g), range_spans(g, sr, STEP_RANGE))
 
 
 def _inside(times: np.ndarray, pids: np.ndarray, spans) -> np.ndarray:
@@ -399,9 +405,7 @@ def _segments(trace, kernels: np.ndarray, sr: StepRanges, pid: int) -> dict[str,
     return out
 
 
-def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool = False,
-                  measured: Graph | None = None) -> None:
-    measured = g if measured is None else measured
+def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool = False) -> None:
     path = Path(e.twin)
     try:
         twin = load(path)
@@ -464,21 +468,11 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     iteration = _iteration_of(sr, g.pt_time, pt_pids)
     coll_ops = (my_coll_name[my_names], their_coll_name[their_names])
     host = stretches.carry(g, g2, anchors, inside, iteration, coll_ops, twin_pace=twin_host)
+    ed.twin_pace.update(host.pace)
     n_steps = max(sr.n_steps, 1)
     for plan in ed.plans:
         plan.op_dur[:] = np.where(np.isin(np.arange(g.n_ops), np.concatenate(list(mine.values()))), new_dur, plan.op_dur)
         plan.delta_ns[:] = np.round(plan.delta_ns * host.factor).astype(np.int64)
-    # the twin's program is replayed on this capture's CPU, at its pace; a step set by the CPU after
-    # the change moves with that pace, which another capture need not keep: the range runs from every
-    # thread at its fastest step's pace to every thread at its slowest (this capture's own spread)
-    spread = pace.step_pace(measured, range_spans(measured, sr, STEP_RANGE))
-    free_in = pace.own_time(g) & inside
-    for plan, end in ((ed.low, 0), (ed.high, 1)):
-        for ti, ends in spread.items():
-            first, last = g.thread_slices[ti]
-            sel = np.zeros(len(g.pt_time), bool)
-            sel[first:last] = free_in[first:last]
-            plan.delta_ns[sel] = np.round(plan.delta_ns[sel] * ends[end]).astype(np.int64)
     colls = _collectives_from(g, sr, twin, twin_sr, mine_all, theirs_all, my_coll_name, their_coll_name, theirs, pairs,
                               ed, g2)
     note = f"{matched:,} kernels take their twin's duration (matched by launch order and family, step by step)"
@@ -492,15 +486,9 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
                  f"{host.added_ns / n_steps / 1e6:+,.2f} ms of host time a step")
     if colls:
         note += f"; {colls}"
-    paced = ""
-    if spread:
-        lo_p, hi_p = min(x for x, _ in spread.values()), max(y for _, y in spread.values())
-        paced = (f"; the CPU runs at this capture's pace, between its fastest and slowest steps' (a thread's step at "
-                f"x{lo_p:.2f}..x{hi_p:.2f} of its median step's pace): a step the CPU sets after the change moves with the pace of "
-                "the run it is measured in, which one capture cannot know")
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
                               + ("; the library's host work around a changed kernel costs what it cost in the twin, "
-                                 "scaled by the two captures' CPU pace" if host.changed else "") + paced))
+                                 "scaled by the two captures' CPU pace" if host.changed else "")))
 
 
 def _is_collective(trace) -> np.ndarray:
@@ -601,11 +589,10 @@ def _collectives_from(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, mine_
             "last gradient, as in the twin)")
 
 
-def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: bool = False,
-          measured: Graph | None = None) -> Edited:
-    """The edits' plans over `g` (predict passes the typical step's graph, pace.typical_host);
-    `measured`: the graph as captured, whose step-to-step pace is a range's spread (default `g`).
-    `twin_host`: a diagnostic of `kernels-from` (the CPU at the twin's pace, read off the stretches
+def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: bool = False) -> Edited:
+    """The edits' plans over `g` (predict passes the typical step's graph, pace.typical_host; the
+    range of the CPU's pace is predict's, pace.cpu_range). `twin_host`: a diagnostic of
+    `kernels-from` (the CPU at the twin's pace, read off the stretches
     of host time between two same-named launches that no changed kernel touches, stretches.carry),
     never a prediction."""
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
@@ -619,7 +606,7 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
         elif e.kind == "graph":
             _graph(g, sr, e, ed)
         elif e.kind == "kernels-from":
-            _kernels_from(g, sr, e, ed, load, twin_host, measured)
+            _kernels_from(g, sr, e, ed, load, twin_host)
         elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
             raise EditError(f"{e.text}: a finding's fix is read through the findings (Profile.whatif)")
     return ed

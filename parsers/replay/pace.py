@@ -11,7 +11,10 @@ follows whichever steps were slow.
 - `typical_host`: each aligned stretch at its median over the steps, the step the CPU usually runs.
   The edits replay that step; a one-off slow step no longer decides the median of four.
 - `step_pace`: how far the steps strayed from it (each thread's fastest and slowest step over the
-  median one): the range of a prediction the CPU sets."""
+  median one);
+- `cpu_range`: the range of every prediction: each thread at the slower and the faster of its own
+  steps' spread and another capture's pace (BETWEEN_CAPTURES), the step the CPU sets after an edit
+  moving with the pace of the run it is measured in, which one capture cannot know."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,6 +23,14 @@ import numpy as np
 
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay.graph import Graph
+
+# How far another capture's CPU pace lies from this one's, on the same work: over the 30 CPU threads
+# of the 14 committed twin pairs with `kernels-from` (tests/helpers/replay_twins.py, each pair captured
+# back to back on one machine), the twin's time over the base's for the stretches of host time
+# between two same-named launches that no changed kernel touches (stretches.carry's pace: 0.59 to
+# 1.70, median 0.97); 80% of them lie within this factor either way (|ln pace| at its 80th
+# percentile, 0.34). `python3 tests/helpers/twins_table.py --pace` prints them.
+BETWEEN_CAPTURES = 1.40
 
 
 def own_time(g: Graph) -> np.ndarray:
@@ -43,7 +54,8 @@ class Aligned:
 
 def aligned(g: Graph, spans: list[tuple[int, int, int]]) -> list[Aligned]:
     """Per thread with own time in two steps or more: its points in each step aligned by call name
-    (start or end) to its first step's. `spans`: the steps' (pid, start, end)."""
+    (start or end) to its first step's (a step that differs from it by more than a tenth of its
+    calls stays unaligned). `spans`: the steps' (pid, start, end)."""
     free = own_time(g)
     names = g.trace.api["name"].to_numpy(np.int64)
     out: list[Aligned] = []
@@ -60,9 +72,13 @@ def aligned(g: Graph, spans: list[tuple[int, int, int]]) -> list[Aligned]:
         own = np.full((len(cuts), j0 - i0), np.nan)
         waits = np.zeros(own.shape, bool)
         points = np.full(own.shape, -1, np.int64)
-        ref = key[i0:j0].tolist()
+        ref = key[i0:j0]
         for k, (i, j) in enumerate(cuts):
-            for tag, r1, r2, c1, c2 in opcodes(ref, key[i:j].tolist()):
+            if j - i == j0 - i0 and np.array_equal(key[i:j], ref):  # most steps: the same calls in order
+                own[k], waits[k], points[k] = d[i:j], ~free[a + i:a + j], np.arange(a + i, a + j)
+                continue
+            # a step whose calls differ from the reference's by more than a tenth is other work
+            for tag, r1, r2, c1, c2 in opcodes(ref.tolist(), key[i:j].tolist(), max(16, len(ref) // 10), False):
                 if tag == "equal":
                     own[k, r1:r2] = d[i + c1:i + c2]
                     waits[k, r1:r2] = ~free[a + i + c1:a + i + c2]
@@ -107,3 +123,28 @@ def step_pace(g: Graph, spans: list[tuple[int, int, int]]) -> dict[int, tuple[fl
         pace = pace / float(np.median(pace))
         out[al.thread] = (float(pace.min()), float(pace.max()))
     return out
+
+
+@dataclass
+class CpuRange:
+    """Per thread (index): the factors its own time inside the steps takes at the range's low end
+    (fastest) and high end (slowest), and the words that say so."""
+
+    factors: dict[int, tuple[float, float]]
+    assumption: str
+
+
+def cpu_range(g: Graph, spans: list[tuple[int, int, int]]) -> CpuRange:
+    """Each thread at the faster of its fastest step's pace and another capture's (1/BETWEEN_CAPTURES
+    of this one), and at the slower of its slowest step's and BETWEEN_CAPTURES; `g` as captured."""
+    spread = step_pace(g, spans)
+    factors = {ti: (min(spread.get(ti, (1.0, 1.0))[0], 1 / BETWEEN_CAPTURES),
+                    max(spread.get(ti, (1.0, 1.0))[1], BETWEEN_CAPTURES)) for ti in range(len(g.thread_slices))}
+    lo = min((a for a, _ in spread.values()), default=1.0)
+    hi = max((b for _, b in spread.values()), default=1.0)
+    return CpuRange(factors, (
+        f"the CPU runs at this capture's pace; the range puts every thread at x{min(lo, 1 / BETWEEN_CAPTURES):.2f}.."
+        f"x{max(hi, BETWEEN_CAPTURES):.2f} of it: this capture's own steps at x{lo:.2f}..x{hi:.2f} of its median "
+        f"step's pace, and another capture of the same program on the same machine within x{1 / BETWEEN_CAPTURES:.2f}"
+        f"..x{BETWEEN_CAPTURES:.2f} (80% of the committed twin pairs' threads); at each end the unchanged and the edited "
+        "step both at that pace, the saving of the change on a machine running that fast or that slow"))

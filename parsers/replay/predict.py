@@ -15,7 +15,7 @@ from nsight_tui.parsers.replay import edits as edit_mod
 from nsight_tui.parsers.replay.critical import Holder, IdleSplit, critical_paths, holders, idle_splits
 from nsight_tui.parsers.replay.edits import Applied, Edit, EditError
 from nsight_tui.parsers.replay.graph import Graph, build
-from nsight_tui.parsers.replay.pace import typical_host
+from nsight_tui.parsers.replay.pace import cpu_range, own_time, typical_host
 from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
 from nsight_tui.parsers.replay.steps import StepRanges, gpu_step_periods, step_ranges, step_spans
 
@@ -73,6 +73,7 @@ class Prediction:
     launch_latency_ns: int = 0  # measured: median op start - launch call start onto an idle stream
     queue_gap_ns: int = 0  # measured: median gap between queued ops on a stream
     assumptions: list[str] = field(default_factory=list)
+    cpu_assumption: str = ""  # where the range moves with the CPU's pace: what it assumes of it
 
     @property
     def saving_ns(self) -> int:
@@ -147,21 +148,44 @@ def typical(trace: Trace) -> tuple[Graph, Replayed]:
 
 @dataclass
 class EditedReplay:
-    """`edits` replayed on the typical step: the low, mid and high replays and the unchanged one."""
+    """`edits` replayed (on the typical step, or the steps as they ran for a host edit): at this
+    capture's CPU pace with the edits' assumptions at their low, central and high values, and at the
+    central values with the CPU at the slow and fast ends of its pace (pace.cpu_range); the unchanged
+    replay at each of those three paces."""
 
     graph: Graph
     unchanged: Replayed
     low: Replayed
     mid: Replayed
     high: Replayed
+    fast: Replayed  # the CPU at the fast end, unchanged beside it: unchanged_fast
+    slow: Replayed
+    unchanged_fast: Replayed
+    unchanged_slow: Replayed
     applied: list[Applied]
+    cpu_assumption: str = ""  # what the range says of the CPU's pace (pace.cpu_range)
 
     def steps_ns(self, baseline_ns: int) -> tuple[int, int, int]:
-        """Predicted (low, mid, high) steps: the baseline's replayed step less each one's saving on
-        the typical step."""
-        shift = baseline_ns - self.unchanged.step_ns
-        lo, hi = sorted((self.low.step_ns, self.high.step_ns))
-        return lo + shift, self.mid.step_ns + shift, hi + shift
+        """Predicted (low, mid, high) steps: the baseline's replayed step less the saving, the unchanged
+        and the edited replays at one CPU pace (the saving of the change, not the difference between
+        two runs' machines); the range over the edits' assumptions and the CPU's pace, each at its
+        ends while the other stays central."""
+        u = self.unchanged.step_ns
+        saves = [u - self.low.step_ns, u - self.mid.step_ns, u - self.high.step_ns,
+                 self.unchanged_fast.step_ns - self.fast.step_ns, self.unchanged_slow.step_ns - self.slow.step_ns]
+        return baseline_ns - max(saves), baseline_ns - saves[1], baseline_ns - min(saves)
+
+
+def _at_pace(plan: Plan, g: Graph, own: np.ndarray, factors: dict[int, tuple[float, float]], end: int) -> Plan:
+    """`plan` with each thread's own time in the steps (`own`) scaled by its factor at `end` (0 the
+    fast end, 1 the slow)."""
+    out = replace(plan, delta_ns=plan.delta_ns.copy())
+    for ti, ends in factors.items():
+        first, last = g.thread_slices[ti]
+        sel = np.zeros(len(g.pt_time), bool)
+        sel[first:last] = own[first:last]
+        out.delta_ns[sel] = np.round(out.delta_ns[sel] * ends[end]).astype(np.int64)
+    return out
 
 
 def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool = False) -> EditedReplay:
@@ -171,9 +195,17 @@ def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool
     # included: there the steps replay as they ran
     on_host = any(e.kind in HOST_EDITS for e in edits)
     t, unchanged = (g, baseline(trace)) if on_host else typical(trace)
-    ed = edit_mod.apply(t, sr, list(edits), load, twin_host, measured=g)
-    low, mid, high = replay_plans(t, sr, ed.plans)
-    return EditedReplay(t, unchanged, low, mid, high, ed.applied)
+    ed = edit_mod.apply(t, sr, list(edits), load, twin_host)
+    if "replay.cpu_range" not in trace.derived:
+        trace.derived["replay.cpu_range"] = (cpu_range(g, edit_mod.range_spans(g, sr, edit_mod.STEP_RANGE)),
+                                             own_time(g) & edit_mod.in_steps(g, sr))
+    rng, own = trace.derived["replay.cpu_range"]  # the typical step's graph has the same points
+    key = f"replay.at_pace:{'steps' if on_host else 'typical'}"
+    if key not in trace.derived:
+        trace.derived[key] = tuple(replay(t, sr, _at_pace(Plan.of(t), t, own, rng.factors, end)) for end in (0, 1))
+    low, mid, high, fast, slow = replay_plans(t, sr, [*ed.plans, *(_at_pace(ed.mid, t, own, rng.factors, end)
+                                                                   for end in (0, 1))])
+    return EditedReplay(t, unchanged, low, mid, high, fast, slow, *trace.derived[key], ed.applied, rng.assumption)
 
 
 @dataclass
@@ -227,4 +259,5 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     b_hold, b_idle = _why(g, sr, base)
     return Prediction(Path(trace.path), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
-                      g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption])
+                      g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
+                      ed.cpu_assumption if lo != hi else "")

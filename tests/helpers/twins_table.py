@@ -160,10 +160,12 @@ def markdown(rows: list[Row]) -> str:
     n_noise = sum(r.verdict == "noise" for r in rows)
     n_pace = sum(r.verdict == "pace" for r in rows)
     n_closer = sum(r.closer_than_old for r in rows)
+    n_inside = sum(r.low_ms <= r.change_ms <= r.high_ms for r in rows)
     out.append("")
     out.append(f"{n_yes} of {len(rows)} pairs within tolerance, {n_noise} more within the pair's own noise, "
                f"{n_pace} more within tolerance at the twin's CPU pace; "
-               f"the prediction closer to the change than the old estimate on {n_closer} of {len(rows)}.")
+               f"the prediction closer to the change than the old estimate on {n_closer} of {len(rows)}; the change "
+               f"inside the predicted range on {n_inside} of {len(rows)}.")
     return "\n".join(out)
 
 
@@ -206,8 +208,31 @@ def findings_markdown(twins) -> str:
     return "\n".join(out + [findings_row(t) for t in twins if t.rule])
 
 
+def paces() -> list[tuple[str, list[float]]]:
+    """Per `kernels-from` pair: each CPU thread's pace in the twin over the base's on the same work
+    (stretches.carry), the figures pace.BETWEEN_CAPTURES is read off."""
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.replay import edits
+    from nsight_tui.parsers.replay.predict import graph_of
+
+    out = []
+    for t in TWINS:
+        if "kernels-from:{twin}" in t.edits:
+            g, sr = graph_of(load_trace(plain(t.base)))
+            ed = edits.apply(g, sr, [edits.parse(e) for e in t.edit_args(plain(t.twin))], load_trace)
+            out.append((t.name, list(ed.twin_pace.values())))
+    return out
+
+
 def main(argv: list[str]) -> int:
     only = [a for a in argv if not a.startswith("--")]
+    if "--pace" in argv:
+        rows = paces()
+        for name, p in rows:
+            print(f"{name}: " + ", ".join(f"x{x:.3f}" for x in p))
+        logs = np.abs(np.log([x for _, p in rows for x in p]))
+        print(f"{len(logs)} threads; within x{math.exp(float(np.percentile(logs, 80))):.2f} either way: 80%")
+        return 0
     if "--findings" in argv:
         table = findings_markdown([t for t in TWINS if not only or any(o in t.name for o in only)])
         print(table)
