@@ -205,7 +205,9 @@ def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool
         trace.derived[key] = tuple(replay(t, sr, _at_pace(Plan.of(t), t, own, rng.factors, end)) for end in (0, 1))
     low, mid, high, fast, slow = replay_plans(t, sr, [*ed.plans, *(_at_pace(ed.mid, t, own, rng.factors, end)
                                                                    for end in (0, 1))])
-    return EditedReplay(t, unchanged, low, mid, high, fast, slow, *trace.derived[key], ed.applied, rng.assumption)
+    unchanged_fast, unchanged_slow = trace.derived[key]
+    return EditedReplay(t, unchanged, low, mid, high, fast, slow, unchanged_fast, unchanged_slow, ed.applied,
+                        rng.assumption)
 
 
 @dataclass
