@@ -218,6 +218,14 @@ def test_twin_predicted_from_its_pair_against_the_python_clock(twin):
     # the verdict, without "closer than the old" or a miss's figure at the twin's pace
     verdict = [cells[10].rstrip(" |").split(",")[0].split(" (")[0] for cells in (shown, now)]
     assert shown[:7] + shown[8:10] == now[:7] + now[8:10] and verdict[0] == verdict[1] == r.verdict
+    # and README's short form of it likewise (all but the old estimate)
+    from helpers.twins_table import README, README_BEGIN, README_END, summary
+
+    text = README.read_text()
+    readme = {line.split(" | ")[0][2:]: line.split(" | ") for line in
+              text[text.index(README_BEGIN):text.index(README_END)].splitlines() if line.startswith("| ")}
+    short = summary([r]).splitlines()[2].split(" | ")
+    assert readme[short[0][2:]][:3] + readme[short[0][2:]][4:] == short[:3] + short[4:]
     assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
 
 

@@ -169,6 +169,21 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+README = HERE.parents[2] / "README.md"
+README_BEGIN, README_END = "<!-- twins summary: tests/helpers/twins_table.py -->", "<!-- end of twins summary -->"
+
+
+def summary(rows: list[Row]) -> str:
+    """README's short form of the table: each pair's measured change, the prediction with its range,
+    the old estimate and the verdict."""
+    out = ["| pair | measured change | predicted (range) | old estimate | within |", "|---|---:|---:|---:|---|"]
+    for r in rows:
+        old = "not raised" if r.old_ms is None else _f(r.old_ms)
+        out.append(f"| {r.name.replace('->', '→')} | {_f(r.change_ms)} | {_f(r.predicted_ms)} ({_f(r.low_ms)}..{_f(r.high_ms)}) "
+                   f"| {old} | {r.verdict} |")
+    return "\n".join(out + ["", markdown(rows).splitlines()[-1]])
+
+
 def write(table: str, doc: Path = DOC, begin: str = BEGIN, end: str = END) -> None:
     text = doc.read_text()
     i, j = text.index(begin), text.index(end)
@@ -250,6 +265,7 @@ def main(argv: list[str]) -> int:
     print(table)
     if "--write" in argv and not only:
         write(table)
+        write(summary(rows), README, README_BEGIN, README_END)
     return 0
 
 
