@@ -251,22 +251,30 @@ class Ui:
 
     async def settle(self, timeout: float = 30.0) -> None:
         """Until no worker runs or waits, the mode switch is done, and what workers posted is handled."""
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
             await self._handled()
             if self._quiet():
                 return
-            await asyncio.sleep(self.POLL_S)
+            await self._workers_done(deadline)
         raise AssertionError("the app did not settle")
 
+    async def _workers_done(self, deadline: float) -> None:
+        """Until no worker is pending or running (a look every POLL_S, which costs next to nothing:
+        the worker's thread keeps the CPU), or at least one POLL_S for whatever else is under way."""
+        await asyncio.sleep(self.POLL_S)
+        while time.monotonic() < deadline and any(w.state.name in ("PENDING", "RUNNING") for w in self.app.workers):
+            await asyncio.sleep(self.POLL_S)
+
     async def until(self, condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-        """Until `condition()` holds (checked after each pause), or fail saying `what`."""
+        """Until `condition()` holds (checked after each look: the screen laid out and painted as
+        it then stands), or fail saying `what`."""
         t0 = time.monotonic()
         while not condition():
             if time.monotonic() - t0 > timeout:
                 raise AssertionError(f"{what}: not reached in {timeout:.0f} s; the screen:\n{self.text()}")
             await asyncio.sleep(self.POLL_S)
-            await self._handled()
+            self.app.screen._on_timer_update()
 
     async def until_text(self, text: str, timeout: float = 60.0) -> str:
         await self.until(lambda: text in self.flat_text(), f"{text!r} on screen", timeout)
