@@ -232,8 +232,10 @@ class Ui:
         """What the app and the screen on top hold is handled, and the screen laid out and painted
         as it now stands (Pilot.pause without its wait for an idle process)."""
         await self.pilot._wait_for_screen()
-        self.app.screen._on_timer_update()
-        await self.pilot._wait_for_screen()  # the callbacks the refresh let run
+        screen = self.app.screen
+        screen._on_timer_update()
+        if screen._next_callbacks:  # the callbacks the refresh let run (after-refresh ones, a recompose)
+            await self.pilot._wait_for_screen()
 
     def _quiet(self) -> bool:
         """No worker pending or running, no mode switch under way, no message, callback or repaint
