@@ -26,10 +26,11 @@ def cache_dir() -> Path:
 
 
 def plain(path: str | Path) -> Path:
-    """`NAME.sqlite.xz` -> the path of its decompressed `NAME.sqlite` in the cache; a path that is
-    not xz'd comes back as it is. FileNotFoundError when the xz file is absent."""
+    """`NAME.sqlite.xz` -> the path of its decompressed `NAME.sqlite` in the cache (any `NAME.xz`
+    too: the Nsight Compute reports, `.ncu-rep.xz`); a path that is not xz'd comes back as it is.
+    FileNotFoundError when the xz file is absent."""
     path = Path(path)
-    if not path.name.endswith(XZ_TRACE):
+    if not path.name.endswith(".xz"):
         return path
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:20]
     folder = cache_dir() / digest

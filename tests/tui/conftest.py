@@ -8,10 +8,12 @@ the two is imported last answers that import, so this one re-exports tests/conft
 """
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import re
 import sqlite3
 import time
+import unicodedata
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -209,7 +211,15 @@ def sql() -> Sql:
 
 # -- driving the app -------------------------------------------------------------------------------
 class Ui:
-    """The app under Pilot, with waits for states (never sleeps)."""
+    """The app under Pilot, with waits for states (never sleeps).
+
+    The waits are Textual's own, made exact: every message the app's nodes hold is handled (what
+    `Pilot._wait_for_screen` waits for), the screen laid out and painted (what `Pilot.pause` forces),
+    no worker pending or running. Pilot's `press` and `pause` also wait for the process to look idle
+    (`textual._wait.wait_for_idle`: 20 ms sleeps until one uses under 1 ms of CPU, up to 1 s), at
+    least 40 ms a key whatever the key does: most of the TUI tests' time, for no state of its own."""
+
+    POLL_S = 0.005  # between looks while a worker runs in its thread (it posts what it makes)
 
     def __init__(self, app, pilot) -> None:
         self.app, self.pilot = app, pilot
@@ -218,24 +228,55 @@ class Ui:
     def screen(self):
         return self.app.screen
 
+    async def _handled(self) -> None:
+        """What the app and the screen on top hold is handled, and the screen laid out and painted
+        as it now stands (Pilot.pause without its wait for an idle process)."""
+        await self.pilot._wait_for_screen()
+        screen = self.app.screen
+        screen._on_timer_update()
+        if screen._next_callbacks:  # the callbacks the refresh let run (after-refresh ones, a recompose)
+            await self.pilot._wait_for_screen()
+
+    def _quiet(self) -> bool:
+        """No worker pending or running, no mode switch under way, no message, callback or repaint
+        waiting anywhere in the app (background screens and spares too), no animation."""
+        app = self.app
+        if any(w.state.name in ("PENDING", "RUNNING") for w in app.workers):
+            return False
+        if getattr(app, "_mode_switching", False) or not app._animator._complete_event.is_set():
+            return False
+        if any(node._message_queue.qsize() or node._next_callbacks for node in (app, *app._registry)):
+            return False
+        screen = app.screen
+        return not (screen._callbacks or screen._dirty_widgets or screen._layout_required
+                    or screen._repaint_required or screen._scroll_required or screen._recompose_required)
+
     async def settle(self, timeout: float = 30.0) -> None:
         """Until no worker runs or waits, the mode switch is done, and what workers posted is handled."""
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            await self.pilot.pause()
-            busy = any(w.state.name in ("PENDING", "RUNNING") for w in self.app.workers)
-            if not busy and not getattr(self.app, "_mode_switching", False):
-                await self.pilot.pause()  # the messages the last worker posted
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            await self._handled()
+            if self._quiet():
                 return
+            await self._workers_done(deadline)
         raise AssertionError("the app did not settle")
 
+    async def _workers_done(self, deadline: float) -> None:
+        """Until no worker is pending or running (a look every POLL_S, which costs next to nothing:
+        the worker's thread keeps the CPU), or at least one POLL_S for whatever else is under way."""
+        await asyncio.sleep(self.POLL_S)
+        while time.monotonic() < deadline and any(w.state.name in ("PENDING", "RUNNING") for w in self.app.workers):
+            await asyncio.sleep(self.POLL_S)
+
     async def until(self, condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-        """Until `condition()` holds (checked after each pause), or fail saying `what`."""
+        """Until `condition()` holds (checked after each look: the screen laid out and painted as
+        it then stands), or fail saying `what`."""
         t0 = time.monotonic()
         while not condition():
             if time.monotonic() - t0 > timeout:
                 raise AssertionError(f"{what}: not reached in {timeout:.0f} s; the screen:\n{self.text()}")
-            await self.pilot.pause(0.02)
+            await asyncio.sleep(self.POLL_S)
+            self.app.screen._on_timer_update()
 
     async def until_text(self, text: str, timeout: float = 60.0) -> str:
         await self.until(lambda: text in self.flat_text(), f"{text!r} on screen", timeout)
@@ -251,8 +292,9 @@ class Ui:
         await self.settle()
 
     async def press(self, *keys: str) -> None:
+        """Each key as Pilot.press sends it (the same Key event, to the app), then until settled."""
         for key in keys:
-            await self.pilot.press(key)
+            await self.app._post_message(_key_event(self.app, key))
             await self.settle()
 
     async def type(self, text: str) -> None:
@@ -272,6 +314,22 @@ class Ui:
         await self.press("slash")
         await self.type("step_N/backward")
         await self.press("enter", "enter")
+
+
+def _key_event(app, key: str):
+    """The Key event `Pilot.press(key)` posts (textual.app.App._press_keys)."""
+    from textual import events
+    from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
+
+    if len(key) == 1 and not key.isalnum():
+        key = _character_to_key(key)
+    try:
+        char = unicodedata.lookup(_get_unicode_name_from_key(REPLACED_KEYS.get(key, key)))
+    except KeyError:
+        char = key if len(key) == 1 else None
+    event = events.Key(key, char)
+    event.set_sender(app)
+    return event
 
 
 def make_app(paths, **kwargs):

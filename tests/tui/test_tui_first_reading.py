@@ -155,17 +155,17 @@ def test_kernel_summary_share_says_it_counts_memory_ops(tui):
     asyncio.run(run())
 
 
-def test_ncu_view_at_80_columns_shows_range_limiter_and_the_total_it_sorts_by(tui, tmp_path):
+def test_ncu_view_at_80_columns_shows_range_limiter_and_the_total_it_sorts_by(tui):
     """View 6 at 80×24: Range, Limiter and the total the rows are in order of (Σ ncu µs, marked as
     the sort) are on screen; the top row's total is NVIDIA's (ncu_report's gpu__time_duration
     summed over that kernel's instances in that range)."""
     from collections import defaultdict
 
     from conftest import make_app
-    from helpers.ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+    from helpers.ncu_pair import EXPORT_XZ, oracle_kernels, report_xz
+    from helpers.xz_samples import plain
 
-    report = unpack(report_xz(), tmp_path / f"{STEM}.ncu-rep")
-    export = unpack(EXPORT_XZ, tmp_path / f"{STEM}.sqlite")
+    report, export = plain(report_xz()), plain(EXPORT_XZ)
     totals: dict = defaultdict(float)
     for k in oracle_kernels():
         stack = next(iter(k["nvtx"].values()), [])

@@ -8,13 +8,14 @@ import asyncio
 import pytest
 
 from conftest import make_app
-from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, oracle_kernels, report_xz
+from helpers.xz_samples import plain
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tui_ncu")
-    return unpack(report_xz(), folder / f"{STEM}.ncu-rep"), unpack(EXPORT_XZ, folder / f"{STEM}.sqlite")
+def pair():
+    """The report and its export, decompressed once (xz_samples' per-user cache)."""
+    return plain(report_xz()), plain(EXPORT_XZ)
 
 
 def oracle_step_point() -> tuple[float, float, float]:
@@ -152,10 +153,8 @@ def test_findings_view_ranks_the_occupancy_limited_kernels_with_ncu(tui, pair):
 
 
 @pytest.fixture(scope="module")
-def bf16_pair(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tui_ncu_bf16")
-    return (unpack(report_xz(BF16_STEM), folder / f"{BF16_STEM}.ncu-rep"),
-            unpack(BF16_EXPORT_XZ, folder / f"{BF16_STEM}.sqlite"))
+def bf16_pair():
+    return plain(report_xz(BF16_STEM)), plain(BF16_EXPORT_XZ)
 
 
 def test_roofline_measured_points_count_the_tensor_cores(tui, bf16_pair):
@@ -223,12 +222,12 @@ def test_view_6_shows_the_tensor_cores_measured_rate(tui, bf16_pair):
     asyncio.run(body())
 
 
-def test_the_ncu_view_warns_above_the_table_when_the_report_is_another_workloads(tui, tmp_path):
+def test_the_ncu_view_warns_above_the_table_when_the_report_is_another_workloads(tui):
     """`6` with --ncu of the bf16 pair's report (H200, another dtype) over the fp32 export (H100):
     the warning over the table; the export's own report: none (tests/cli/test_ncu_mismatch.py has
     the truth of which pairs differ, from NVIDIA's reader and SQL)."""
-    export = unpack(EXPORT_XZ, tmp_path / f"{STEM}.sqlite")
-    reports = {stem: unpack(report_xz(stem), tmp_path / f"{stem}.ncu-rep") for stem in (STEM, BF16_STEM)}
+    export = plain(EXPORT_XZ)
+    reports = {stem: plain(report_xz(stem)) for stem in (STEM, BF16_STEM)}
 
     async def shown(report):
         app = make_app(export)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 
 from conftest import make_app
-from helpers.ncu_pair import BF16_STEM, EXPORT_XZ, STEM, report_xz, unpack
+from helpers.ncu_pair import BF16_STEM, EXPORT_XZ, report_xz
+from helpers.xz_samples import plain
 
 
-def test_the_mismatch_warning_is_whole_at_80x24(tui, tmp_path):
-    export = unpack(EXPORT_XZ, tmp_path / f"{STEM}.sqlite")
-    report = unpack(report_xz(BF16_STEM), tmp_path / f"{BF16_STEM}.ncu-rep")
+def test_the_mismatch_warning_is_whole_at_80x24(tui):
+    export, report = plain(EXPORT_XZ), plain(report_xz(BF16_STEM))
 
     async def body():
         app = make_app(export)
