@@ -83,20 +83,24 @@ def served():
     import anyio
 
     tools: list = []
-    answers = anyio.run(run_calls, params(SMALL, FUSED, DDP, RANK_FOLDER), CALLS, tools)
-    # the calls that depend on earlier answers: a kernel's launches, one launch's correlation ID,
-    # a window of the timeline around it
-    top = answers.ok("bwd_kernels")["rows"][0]["name"]
-    follow = {"launches": ("kernel_launches", {"path": SMALL, "kernel": top, "range": "step_N/backward", "limit": 7}),
-              every_page("launches_all"): ("kernel_launches", {"path": SMALL, "kernel": top,
-                                                               "range": "step_N/backward"})}
-    more = anyio.run(run_calls, params(SMALL), follow)
-    first = more.ok("launches")["rows"][0]
-    window = {"corr": ("correlation", {"path": SMALL, "corr_id": first["corr_id"]}),
-              "window": ("idle_window", {"path": SMALL, "start_ns": first["start_ns"] - 200_000,
-                                         "end_ns": first["start_ns"] + 200_000, "items_limit": 20})}
-    more.results.update(anyio.run(run_calls, params(SMALL), window).results)
-    answers.results.update(more.results)
+
+    # the calls that depend on earlier answers, in the same session: a kernel's launches, one
+    # launch's correlation ID, a window of the timeline around it
+    def top(a):
+        return a.ok("bwd_kernels")["rows"][0]["name"]
+
+    def first(a):
+        return a.ok("launches")["rows"][0]
+
+    follow = {
+        "launches": lambda a: ("kernel_launches", {"path": SMALL, "kernel": top(a), "range": "step_N/backward",
+                                                   "limit": 7}),
+        every_page("launches_all"): lambda a: ("kernel_launches", {"path": SMALL, "kernel": top(a),
+                                                                   "range": "step_N/backward"}),
+        "corr": lambda a: ("correlation", {"path": SMALL, "corr_id": first(a)["corr_id"]}),
+        "window": lambda a: ("idle_window", {"path": SMALL, "start_ns": first(a)["start_ns"] - 200_000,
+                                             "end_ns": first(a)["start_ns"] + 200_000, "items_limit": 20})}
+    answers = anyio.run(run_calls, params(SMALL, FUSED, DDP, RANK_FOLDER), {**CALLS, **follow}, tools)
     answers.tools = tools  # type: ignore[attr-defined]
     return answers
 
