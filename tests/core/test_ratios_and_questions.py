@@ -76,9 +76,9 @@ def _reference(path) -> sqlite3.Connection:
     finally:
         source.close()
     con.executescript(_INDEXES)
-    for table in ("KERNEL", "MEMCPY", "MEMSET"):
-        if con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"CUPTI_ACTIVITY_KIND_{table}",)).fetchone():
-            con.execute(f"CREATE INDEX {table.lower()}_correlation ON CUPTI_ACTIVITY_KIND_{table}(correlationId)")
+    for kind in ("KERNEL", "MEMCPY", "MEMSET"):
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"CUPTI_ACTIVITY_KIND_{kind}",)).fetchone():
+            con.execute(f"CREATE INDEX {kind.lower()}_correlation ON CUPTI_ACTIVITY_KIND_{kind}(correlationId)")
     return con
 
 
