@@ -13,6 +13,7 @@ import sys
 from helpers import diff_sql as sql
 import pytest
 from helpers import step_sql
+from helpers.cli import run_main
 from conftest import SAMPLES
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
@@ -40,9 +41,14 @@ def one_line_error(proc, *needles, code=2):
         assert needle in lines[0], lines[0]
 
 
+def output_of(*args):
+    """The command's output, run in this process (what it prints, not how a process ends)."""
+    return run_main("diff", *args)
+
+
 @pytest.fixture(scope="module")
 def as_json():
-    proc = run_cli(MANUAL, FUSED, "-f", "json")
+    proc = output_of(MANUAL, FUSED, "-f", "json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -70,7 +76,7 @@ def test_json_step_and_removed_ranges(as_json):
 
 
 def test_csv_is_one_tidy_table():
-    proc = run_cli(MANUAL, FUSED, "-f", "csv")
+    proc = output_of(MANUAL, FUSED, "-f", "csv")
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     step = next(r for r in rows if r["section"] == "step" and r["metric"] == "step_ns")
@@ -81,7 +87,7 @@ def test_csv_is_one_tidy_table():
 
 
 def test_markdown_default_says_the_step_delta_and_what_changed():
-    proc = run_cli(MANUAL, FUSED)
+    proc = output_of(MANUAL, FUSED)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     delta_ms = (step_mean(FUSED) - step_mean(MANUAL)) / 1e6

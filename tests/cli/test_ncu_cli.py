@@ -8,8 +8,13 @@ import sys
 
 import pytest
 
-from helpers.ncu_pair import EXPORT_XZ, ROOT, STEM, oracle_kernels, report_xz, unpack
+from helpers.ncu_pair import EXPORT_XZ, ROOT, STEM, oracle_kernels, report_xz, reports_read_once, unpack
 from nsight_tui.cli import main
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _each_report_read_once():
+    yield from reports_read_once()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, report_xz, unpack
+from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, EXPORT_XZ, STEM, report_xz, reports_read_once, unpack
 from nsight_tui.cli import main
 
 WINDOW_NAMES = """
@@ -27,6 +27,11 @@ JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId AND (r.g
 JOIN StringIds m ON m.id = k.mangledName, w
 WHERE r.start >= w.s AND r.start <= w.e ORDER BY r.start, k.start
 """
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _each_report_read_once():
+    yield from reports_read_once()
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,15 @@ import json
 
 import pytest
 
-from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, report_xz, unpack
+from helpers.ncu_pair import BF16_EXPORT_XZ, BF16_STEM, report_xz, reports_read_once, unpack
 from nsight_tui.cli import main
 
 OPS = "sm__ops_path_tensor_src_bf16_dst_fp32.sum"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _each_report_read_once():
+    yield from reports_read_once()
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ values come from the workload's marks, NVIDIA's CSVs and tests/helpers/step_sql.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 
@@ -183,6 +184,7 @@ def test_the_tui_says_whose_clock_and_opens_the_gpu_work(async_trace):
     assert target.fit == (a, last) and "through its GPU work" in target.title
 
 
+@functools.cache  # several tests read one trace's findings; each reads them, none changes them
 def _findings(path):
     from nsight_tui.parsers.analyses.findings import findings
 
@@ -354,10 +356,12 @@ def _cpu_wait_sql(path) -> float:
 
     its = step_sql.steps(path)
     con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    con.execute("CREATE TEMP VIEW ops AS SELECT correlationId AS corr, (globalPid >> 24) & 16777215 AS pid FROM "
+    # every GPU op's (correlation, pid), indexed: the EXISTS below is a lookup, not a scan per call
+    con.execute("CREATE TEMP TABLE ops AS SELECT correlationId AS corr, (globalPid >> 24) & 16777215 AS pid FROM "
                 "CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT correlationId, (globalPid >> 24) & 16777215 FROM "
                 "CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT correlationId, (globalPid >> 24) & 16777215 "
                 "FROM CUPTI_ACTIVITY_KIND_MEMSET")
+    con.execute("CREATE INDEX temp.ops_corr ON ops(corr, pid)")
     sync = re.compile(r"^cu(da)?(Device|Stream|Event|Thread|Ctx)Synchronize|^cu(da)?Memcpy(?!.*Async)")
     total = 0
     pid = its[0].pid

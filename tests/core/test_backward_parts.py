@@ -48,6 +48,7 @@ class Expected:
             CREATE TEMP TABLE k AS SELECT rid, gtid, pid, s, e, text, kind_of(text) AS kind, seq_of(text) AS seq FROM rng;
             CREATE INDEX temp.k_gtid ON k(gtid, s);
             CREATE INDEX temp.k_seq ON k(pid, seq, s);
+            CREATE INDEX temp.k_kind ON k(gtid, kind, s);  -- the innermost range of a kind: a walk back over that kind only
         """)
         self.main = process_sql.main_threads(con)
         steps = "SELECT s, e, gtid FROM rng WHERE text GLOB 'step_[0-9]*'"

@@ -54,10 +54,12 @@ def every_page(key: str) -> str:
     return f"{key}*"
 
 
-async def run_calls(server: StdioServerParameters, calls: dict[str, tuple[str, dict]], tools: list | None = None,
+async def run_calls(server: StdioServerParameters, calls: dict, tools: list | None = None,
                     stderr=None) -> Answers:
     """Each call's (is_error, structured content, text); a key made by every_page follows the
-    pages to the end (the rows joined in the first answer, `pages` their count)."""
+    pages to the end (the rows joined in the first answer, `pages` their count). A call may be a
+    function of the answers before it (a kernel an earlier answer named): asked in its turn, in
+    the same session, so one server answers calls that depend on each other."""
     out = {}
     with open(os.devnull, "w") as devnull:
         async with stdio_client(server, errlog=stderr or devnull) as (read, write):
@@ -65,7 +67,8 @@ async def run_calls(server: StdioServerParameters, calls: dict[str, tuple[str, d
                 await session.initialize()
                 if tools is not None:
                     tools.extend((await session.list_tools()).tools)
-                for key, (name, args) in calls.items():
+                for key, call in calls.items():
+                    name, args = call(Answers(out)) if callable(call) else call
                     if key.endswith("*"):
                         out[key[:-1]] = await _every_page(session, name, args)
                         continue

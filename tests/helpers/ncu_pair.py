@@ -56,3 +56,29 @@ def oracle_raw_csv() -> list[dict]:
         rows = list(csv.reader(io.StringIO(f.read())))
     header, units = rows[0], rows[1]
     return [{h: (v, u) for h, v, u in zip(header, row, units)} for row in rows[2:]]
+
+
+def reports_read_once():
+    """For a module fixture of the command-line tests (`yield from reports_read_once()`): each
+    report the commands open is read by NVIDIA's reader once for the module (~2 s a read) and the
+    same reading handed to every later command; nothing changes a reading once made. Keyed by the
+    path as given, its size and mtime; a failed read is not kept. What the reader gives is tested
+    in tests/core/test_ncu.py; these tests test what the commands make of it."""
+    from nsight_tui.parsers.read import ncu_rep
+
+    real = ncu_rep.read_ncu_report
+    kept: dict = {}
+
+    def read(path):
+        try:
+            st = Path(path).stat()
+        except OSError:
+            return real(path)
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        if key not in kept:
+            kept[key] = real(path)
+        return kept[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ncu_rep, "read_ncu_report", read)
+        yield

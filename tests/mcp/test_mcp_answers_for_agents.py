@@ -208,22 +208,25 @@ async def test_fixed_choices_are_enums_in_the_schemas():
 async def test_field_names_say_their_unit_and_the_long_name_comes_once():
     from helpers.mcp_client import run_calls
 
+    def first_launch(a):
+        return a.ok("launches")["rows"][0]
+
     calls = {"kernels": ("range_kernels", {"range": "step_N/backward", "limit": 5}),
-             "tree": ("range_tree", {"depth": 1})}
+             "tree": ("range_tree", {"depth": 1}),
+             # each a function of the answers before it, asked in the same session
+             "launches": lambda a: ("kernel_launches", {"kernel": a.ok("kernels")["rows"][0]["name"], "limit": 3}),
+             "corr": lambda a: ("correlation", {"corr_id": first_launch(a)["corr_id"]}),
+             "window": lambda a: ("idle_window", {"start_ns": first_launch(a)["start_ns"],
+                                                  "end_ns": first_launch(a)["start_ns"] + 100_000,
+                                                  "items_limit": 5})}
     answers = await run_calls(params(SMALL), calls)
-    top = answers.ok("kernels")["rows"][0]
-    more = await run_calls(params(SMALL), {"launches": ("kernel_launches", {"kernel": top["name"], "limit": 3})})
-    launch = more.ok("launches")["rows"][0]
+    launch = first_launch(answers)
     assert {"start_ns", "duration_ns", "corr_id", "api_start_ns"} <= set(launch)
     assert not {"start", "duration", "corr", "api_start"} & set(launch)
-    last = await run_calls(params(SMALL), {
-        "corr": ("correlation", {"corr_id": launch["corr_id"]}),
-        "window": ("idle_window", {"start_ns": launch["start_ns"], "end_ns": launch["start_ns"] + 100_000,
-                                   "items_limit": 5})})
-    corr = last.ok("corr")
+    corr = answers.ok("corr")
     assert corr["corr_id"] == launch["corr_id"] and "corr" not in corr
     assert {"start_ns", "duration_ns"} <= set(corr["ops"][0]) and "short" not in corr["ops"][0]
-    item = last.ok("window")["items"]["rows"][0]
+    item = answers.ok("window")["items"]["rows"][0]
     assert {"start_ns", "duration_ns", "corr_id", "lead_ns"} <= set(item)
     for row in answers.ok("kernels")["rows"]:  # the long name once per row: no field repeats it
         assert "short" not in row

@@ -83,20 +83,24 @@ def served():
     import anyio
 
     tools: list = []
-    answers = anyio.run(run_calls, params(SMALL, FUSED, DDP, RANK_FOLDER), CALLS, tools)
-    # the calls that depend on earlier answers: a kernel's launches, one launch's correlation ID,
-    # a window of the timeline around it
-    top = answers.ok("bwd_kernels")["rows"][0]["name"]
-    follow = {"launches": ("kernel_launches", {"path": SMALL, "kernel": top, "range": "step_N/backward", "limit": 7}),
-              every_page("launches_all"): ("kernel_launches", {"path": SMALL, "kernel": top,
-                                                               "range": "step_N/backward"})}
-    more = anyio.run(run_calls, params(SMALL), follow)
-    first = more.ok("launches")["rows"][0]
-    window = {"corr": ("correlation", {"path": SMALL, "corr_id": first["corr_id"]}),
-              "window": ("idle_window", {"path": SMALL, "start_ns": first["start_ns"] - 200_000,
-                                         "end_ns": first["start_ns"] + 200_000, "items_limit": 20})}
-    more.results.update(anyio.run(run_calls, params(SMALL), window).results)
-    answers.results.update(more.results)
+
+    # the calls that depend on earlier answers, in the same session: a kernel's launches, one
+    # launch's correlation ID, a window of the timeline around it
+    def top(a):
+        return a.ok("bwd_kernels")["rows"][0]["name"]
+
+    def first(a):
+        return a.ok("launches")["rows"][0]
+
+    follow = {
+        "launches": lambda a: ("kernel_launches", {"path": SMALL, "kernel": top(a), "range": "step_N/backward",
+                                                   "limit": 7}),
+        every_page("launches_all"): lambda a: ("kernel_launches", {"path": SMALL, "kernel": top(a),
+                                                                   "range": "step_N/backward"}),
+        "corr": lambda a: ("correlation", {"path": SMALL, "corr_id": first(a)["corr_id"]}),
+        "window": lambda a: ("idle_window", {"path": SMALL, "start_ns": first(a)["start_ns"] - 200_000,
+                                             "end_ns": first(a)["start_ns"] + 200_000, "items_limit": 20})}
+    answers = anyio.run(run_calls, params(SMALL, FUSED, DDP, RANK_FOLDER), {**CALLS, **follow}, tools)
     answers.tools = tools  # type: ignore[attr-defined]
     return answers
 
@@ -104,6 +108,19 @@ def served():
 @pytest.fixture(scope="module")
 def report_json():
     return cli_json("report", SMALL)
+
+
+@pytest.fixture(scope="module")
+def stats_json() -> dict[str, dict]:
+    """`stats SMALL -r EVERY,REPORT -f json`, one process for the six: each report by its name."""
+    return {r["report"]: r for r in cli_json("stats", SMALL, "-r", ",".join(REPORTS))["reports"]}
+
+
+@pytest.fixture(scope="module")
+def stats_nsys_json() -> dict[str, dict]:
+    """The two reports the attributions differ in, `--attribution nsys`, one process."""
+    reports = cli_json("stats", SMALL, "-r", "nvtx_gpu_proj_sum,nvtx_kern_sum", "--attribution", "nsys")["reports"]
+    return {r["report"]: r for r in reports}
 
 
 def test_lists_every_tool_read_only(served):
@@ -118,12 +135,12 @@ def test_lists_every_tool_read_only(served):
     assert files["folders"] == [RANK_FOLDER]
 
 
-def test_summary_matches_stats_and_report(served, report_json):
+def test_summary_matches_stats_and_report(served, report_json, stats_json):
     s = served.ok("summary")
-    kern = cli_json("stats", SMALL, "-r", "cuda_gpu_kern_sum")
+    kern = stats_json["cuda_gpu_kern_sum"]
     col = kern["columns"].index("Instances")
     assert s["counts"]["kernels"] == sum(r[col] for r in kern["rows"]) == 3899
-    api = cli_json("stats", SMALL, "-r", "cuda_api_sum")
+    api = stats_json["cuda_api_sum"]
     assert s["counts"]["api_calls"] == sum(r[api["columns"].index("Num Calls")] for r in api["rows"])
     assert s["gpus"] == ["NVIDIA H200"] and s["attribution"] == "process"
     assert s["main_threads"] == report_json["main_threads"]
@@ -145,18 +162,18 @@ def test_range_tree_matches_report(served, report_json):
     assert max(r["depth"] for r in under) == under[0]["depth"] + 1
 
 
-def test_range_tree_nsys_attribution_matches_stats(served):
+def test_range_tree_nsys_attribution_matches_stats(served, stats_nsys_json):
     """Under nsys's rule backward holds only what the main thread launched itself: the same
     figure as nsys's own nvtx_gpu_proj_sum (autograd's kernels are elsewhere)."""
     proc = {r["path"]: r for r in served.ok("tree")["rows"]}
     nsys = {r["path"]: r for r in served.ok("tree_nsys")["rows"]}
     assert nsys["step_N/backward"]["kernels"] < proc["step_N/backward"]["kernels"]
     proj = served.ok("nsys_nvtx_gpu_proj_sum_nsys")
-    cli = cli_json("stats", SMALL, "-r", "nvtx_gpu_proj_sum", "--attribution", "nsys")
+    cli = stats_nsys_json["nvtx_gpu_proj_sum"]
     assert proj["rows"] == cli["rows"] and proj["attribution"] == "nsys"
 
 
-def test_range_kernels_match_report_top_kernels(served, report_json):
+def test_range_kernels_match_report_top_kernels(served, report_json, stats_json):
     for key, name in (("bwd_kernels", "backward"), ("fwd_kernels", "forward")):
         doc = served.ok(key)
         got = [(k["name"], k["label"], k["total_ns"], k["instances"], k["family"]) for k in doc["rows"]]
@@ -166,7 +183,7 @@ def test_range_kernels_match_report_top_kernels(served, report_json):
         assert doc["range"]["kernel_ns"] == report_json["ranges"][name]["kernel_ns"]
         assert any(r["label"] == "GPU busy / CPU time" for r in doc["ratios"])
     whole = served.ok("all_kernels")
-    kern = cli_json("stats", SMALL, "-r", "cuda_gpu_kern_sum")
+    kern = stats_json["cuda_gpu_kern_sum"]
     names = kern["columns"].index("Name")
     total = kern["columns"].index("Total Time (ns)")
     stats = {r[names]: r[total] for r in kern["rows"]}
@@ -224,14 +241,14 @@ def test_findings_roofline_report_are_report_json(served, report_json):
     assert served.ok("roofline_peaks") == own
 
 
-def test_nsys_reports_match_stats(served):
+def test_nsys_reports_match_stats(served, stats_json, stats_nsys_json):
     for name in REPORTS:
         doc = served.ok(f"nsys_{name}")
-        cli = cli_json("stats", SMALL, "-r", name)
+        cli = stats_json[name]
         assert doc["columns"] == cli["columns"] and doc["rows"] == cli["rows"], name
         assert doc["total"] == len(cli["rows"]) and doc["title"] == cli["title"]
     kern = served.ok("nsys_nvtx_kern_sum_nsys")
-    assert kern["rows"] == cli_json("stats", SMALL, "-r", "nvtx_kern_sum", "--attribution", "nsys")["rows"]
+    assert kern["rows"] == stats_nsys_json["nvtx_kern_sum"]["rows"]
 
 
 def test_diff_matches_cli(served):

@@ -179,7 +179,7 @@ def elementwise_chain(c: StepContext) -> Finding | None:
         return None
     t = c.trace
     ops = t.ops
-    start, end = ops["start"].to_numpy(), ops["end"].to_numpy()
+    start, end, name_code = ops["start"].to_numpy(), ops["end"].to_numpy(), ops["name"].to_numpy()
     groups: dict[tuple[str, tuple[str, ...]], list[float]] = {}  # per (range path, names): [count, ns, saving]
     saved = chain_ns = 0.0
     shorter: list[np.ndarray] = []
@@ -190,7 +190,7 @@ def elementwise_chain(c: StepContext) -> Finding | None:
         chain_ns += float(d.sum())
         saved += float(d.sum() - d[keep])
         shorter.append(np.delete(p, keep))
-        names = tuple(t.op_names[int(k)] for k in ops["name"].to_numpy()[p])
+        names = tuple(t.op_names[int(k)] for k in name_code[p])
         g = groups.setdefault((range_path(c.model, rid), names), [0, 0.0, 0.0])
         g[0] += 1
         g[1] += float(d.sum())

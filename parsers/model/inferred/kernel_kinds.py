@@ -2,6 +2,7 @@
 optimizer, the loss) in an inferred iteration."""
 from __future__ import annotations
 
+import functools
 import re
 
 from nsight_tui.parsers.read import conventions
@@ -35,7 +36,26 @@ OPTIMIZER = re.compile(r"multi_tensor_apply|adam|_sgd|sgd_", re.I)
 LOSS = re.compile(r"nll_loss_forward|cross_entropy|log_softmax|SoftMaxForward", re.I)
 
 
+# The same three asked of every kernel of a cycle, position by position: each name's answer kept.
+@functools.lru_cache(maxsize=1 << 16)
+def is_backward(name: str) -> bool:
+    return BACKWARD.search(name) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def is_optimizer(name: str) -> bool:
+    return OPTIMIZER.search(name) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def is_loss(name: str) -> bool:
+    return LOSS.search(name) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def kernel_kind(name: str) -> str:
+    """Asked once per launch, of a few hundred names: each name's answer is kept (the patterns on a
+    long templated name cost tens of microseconds a launch, seconds on a generate() capture)."""
     for kind, pattern in _KINDS:
         if pattern.search(name):
             return kind

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, OPTIMIZER
+from nsight_tui.parsers.model.inferred.kernel_kinds import is_backward, is_optimizer
 from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
 
 PERIOD_TOLERANCE = 0.05  # a steady iteration's kernel count may differ from the median by this much
@@ -44,8 +44,8 @@ def after_optimizer(cycle: np.ndarray, op_names: list[str]) -> int | None:
     `multi_tensor_apply` per parameter group) closes the step, whatever the host did around it."""
     n = len(cycle)
     named = [op_names[int(c)] for c in cycle.tolist()]
-    bwd = np.flatnonzero([bool(BACKWARD.search(x)) for x in named])
-    opt = np.flatnonzero([bool(OPTIMIZER.search(x)) for x in named])
+    bwd = np.flatnonzero([is_backward(x) for x in named])
+    opt = np.flatnonzero([is_optimizer(x) for x in named])
     if not len(bwd) or not len(opt):
         return None
     gaps = np.diff(np.append(bwd, bwd[0] + n))  # from each backward kernel to the next, around

@@ -8,7 +8,7 @@ import pandas as pd
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.ids import PID_MASK
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, LOSS, OPTIMIZER
+from nsight_tui.parsers.model.inferred.kernel_kinds import is_backward, is_loss, is_optimizer
 from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
 
 DOMAIN = conventions.INFERRED_DOMAIN
@@ -18,14 +18,14 @@ def phase_spans(template: np.ndarray, op_names: list[str], layers) -> list[tuple
     """forward/backward/optimizer as template positions (forward only: the whole iteration)."""
     n = len(template)
     after_fwd = layers[0][0] + layers[0][1] * layers[0][2] if layers else 0
-    bwd = next((i for i in range(after_fwd, n) if BACKWARD.search(op_names[int(template[i])])), None)
+    bwd = next((i for i in range(after_fwd, n) if is_backward(op_names[int(template[i])])), None)
     if bwd is None:
         return [("forward", 0, n)]
-    loss = [i for i in range(after_fwd, bwd) if LOSS.search(op_names[int(template[i])])]
+    loss = [i for i in range(after_fwd, bwd) if is_loss(op_names[int(template[i])])]
     if loss:
         bwd = loss[-1] + 1
     after_bwd = layers[1][0] + layers[1][1] * layers[1][2] if len(layers) > 1 else bwd
-    opt = next((i for i in range(after_bwd, n) if OPTIMIZER.search(op_names[int(template[i])])), None)
+    opt = next((i for i in range(after_bwd, n) if is_optimizer(op_names[int(template[i])])), None)
     out = [("forward", 0, bwd), ("backward", bwd, opt if opt is not None else n)]
     if opt is not None:
         out.append(("optimizer", opt, n))
