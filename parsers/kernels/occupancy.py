@@ -314,24 +314,36 @@ def by_kernel_name(trace, positions: np.ndarray | None = None) -> pd.DataFrame:
     """Per kernel name among `positions`: the theoretical occupancy % and limiter of its launch
     configuration with the most GPU time (`configs`: how many configurations it ran with,
     `occupancy_min_pct`/`occupancy_max_pct` over them). Index: the name."""
-    per = name_configs(trace, positions)
-    if per.empty:
+    # name_configs' rows (most time first, then most launches, ties in configuration order), in
+    # numpy: the report asks once per phase, and the DataFrame it builds cost ~10 ms a call
+    occ = trace_occupancy(trace)
+    ops = trace.ops
+    pos = np.arange(len(ops)) if positions is None else np.asarray(positions, dtype=np.int64)
+    cfg = occ.op_config[pos]
+    pos, cfg = pos[cfg >= 0], cfg[cfg >= 0]
+    if not len(pos):
         return pd.DataFrame(columns=["occupancy_pct", "limiter", "configs", "occupancy_min_pct", "occupancy_max_pct"])
-    # grouped by the name's code in numpy (pandas grouping the name strings cost ~50 ms a call, and the
-    # report asks once per phase): `per` is most time first, so a name's first row is its top configuration
-    codes = per["name"].to_numpy()
-    pct = per["occupancy_pct"].to_numpy(dtype=np.float64)
+    dur = ops["end"].to_numpy()[pos] - ops["start"].to_numpy()[pos]
+    counts = np.bincount(cfg, minlength=len(occ.configs))
+    times = np.bincount(cfg, weights=dur, minlength=len(occ.configs))
+    used = np.flatnonzero(counts)
+    used = used[np.lexsort((-counts[used], -times[used].astype(np.int64)))]  # stable: ties keep their order
+    # grouped by the name's code in numpy (pandas grouping the name strings cost ~50 ms a call): rows
+    # are most time first, so a name's first row is its top configuration
+    codes = occ.configs["name"].to_numpy()[used]
+    pct = occ.configs["occupancy_pct"].to_numpy(dtype=np.float64)[used]
     uniq, first_row, group = np.unique(codes, return_index=True, return_inverse=True)
     configs = np.bincount(group, minlength=len(uniq))
     low = np.full(len(uniq), np.inf)
     high = np.full(len(uniq), -np.inf)
     np.minimum.at(low, group, pct)
     np.maximum.at(high, group, pct)
-    rows = np.sort(first_row)  # in `per`'s order: most time first
+    rows = np.sort(first_row)  # most time first
     at = group[rows]
-    return pd.DataFrame({"occupancy_pct": pct[rows], "limiter": per["limiter"].to_numpy()[rows],
+    names = np.array([trace.op_names[int(c)] for c in codes[rows]], dtype=object)
+    return pd.DataFrame({"occupancy_pct": pct[rows], "limiter": occ.configs["limiter"].to_numpy()[used][rows],
                          "configs": configs[at], "occupancy_min_pct": low[at], "occupancy_max_pct": high[at]},
-                        index=pd.Index(per["kernel"].to_numpy()[rows], name="kernel"))
+                        index=pd.Index(names, name="kernel"))
 
 
 # -- what `report` says ----------------------------------------------------------------------

@@ -28,13 +28,20 @@ WHERE (t.name GLOB 'step_[0-9]*' OR t.name GLOB 'warmup_[0-9]*' OR t.name GLOB '
 ORDER BY t.tid, t.start
 """
 
+# The GPU ops and the runtime calls by (correlation ID, process), in temporary tables indexed for
+# the lookups below (made once per connection: the export's own tables have no index there, and
+# SQLite built a throw-away one over every op for each iteration asked).
+_OPS = "SELECT correlationId AS corr, globalPid >> 24 AS pid, start, end FROM {table}"
+_INDEXED = (
+    "CREATE TEMP TABLE IF NOT EXISTS step_sql_calls AS "
+    "SELECT correlationId AS corr, globalTid >> 24 AS pid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CREATE INDEX IF NOT EXISTS temp.step_sql_calls_pid ON step_sql_calls(pid, start)",
+    "CREATE TEMP TABLE IF NOT EXISTS step_sql_ops AS {ops}",
+    "CREATE INDEX IF NOT EXISTS temp.step_sql_ops_corr ON step_sql_ops(corr, pid)",
+)
 _GPU_SPAN = """
-WITH calls AS (SELECT correlationId AS corr FROM CUPTI_ACTIVITY_KIND_RUNTIME
-               WHERE (globalTid >> 24) = :pid AND start >= :s AND start <= :e),
-ops AS (SELECT correlationId AS corr, globalPid >> 24 AS pid, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL
-        UNION ALL SELECT correlationId, globalPid >> 24, start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY
-        UNION ALL SELECT correlationId, globalPid >> 24, start, end FROM CUPTI_ACTIVITY_KIND_MEMSET)
-SELECT min(ops.start), max(ops.end) FROM ops JOIN calls ON calls.corr = ops.corr WHERE ops.pid = :pid
+SELECT min(o.start), max(o.end) FROM step_sql_calls c JOIN step_sql_ops o ON o.corr = c.corr AND o.pid = c.pid
+WHERE c.pid = :pid AND c.start >= :s AND c.start <= :e
 """
 
 
@@ -66,12 +73,15 @@ def iterations(path: Path) -> list[Iteration]:
 
 
 def _gpu_sql(con: sqlite3.Connection) -> str:
+    """The query of one range's GPU span, its tables made on `con` first: the ops of the kernel,
+    memcpy and memset tables the export has, launched by calls of the thread's process that start
+    inside the range (same correlation ID and process)."""
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    gpu_sql = _GPU_SPAN
-    for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
-        if t not in tables:
-            gpu_sql = gpu_sql.replace(f"\n        UNION ALL SELECT correlationId, globalPid >> 24, start, end FROM {t}", "")
-    return gpu_sql
+    ops = " UNION ALL ".join(_OPS.format(table=t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                                             "CUPTI_ACTIVITY_KIND_MEMSET") if t in tables)
+    for statement in _INDEXED:  # one by one: executescript would commit a caller's open transaction
+        con.execute(statement.format(ops=ops))
+    return _GPU_SPAN
 
 
 def gpu_span(con: sqlite3.Connection, global_tid: int, start: int, end: int) -> tuple[int | None, int | None]:

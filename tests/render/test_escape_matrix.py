@@ -60,6 +60,17 @@ def _sql(text: str) -> str:
     return "' || " + " || ".join(f"char({ord(c)})" for c in text) + " || '"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _loads_through_the_cache(tmp_path_factory):
+    """What is tested here is what the commands print, not how they read the file: each hostile copy
+    is read from its file once and from the per-user cache after (a folder of this module; reports
+    are byte-identical either way, tests/core/test_cache.py), the planted names with it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        mp.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+        yield
+
+
 @pytest.fixture(scope="module", params=sorted(PAYLOADS))
 def hostile(request, tmp_path_factory) -> tuple[str, Path]:
     return request.param, _plant(tmp_path_factory.mktemp(request.param), request.param)
