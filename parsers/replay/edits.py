@@ -246,11 +246,13 @@ def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
             plan.handoffs.pop(k, None)
     gpu_ns = int(g.op_dur[hit].sum())
     n_steps = max(sr.n_steps, 1)
+    step_cpu_ns = int(g.delta_ns[pts[in_steps(g, sr)[pts]]].sum())
     ed.applied.append(Applied(
         e.text, f"{int(hit.sum()):,} ops ({how}) dropped: {gpu_ns / 1e6:,.2f} ms of GPU time, the ops after them "
         f"on their streams in order; {len(calls):,} launch calls gone with them ({cpu_ns / 1e6:,.2f} ms of CPU time "
-        f"inside those calls, {cpu_ns / n_steps / 1e6:,.3f} ms a step over {n_steps} steps; the host time around "
-        "each call kept)" + (f"; {int(coupled.sum()):,} collectives of several ranks kept" if coupled.any() else "")))
+        f"inside those calls, {step_cpu_ns / n_steps / 1e6:,.3f} ms a step over the {sr.n_steps} steady steps; the "
+        "host time around each call kept)"
+        + (f"; {int(coupled.sum()):,} collectives of several ranks kept" if coupled.any() else "")))
 
 
 def _nosync(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
