@@ -486,7 +486,8 @@ def build(served: ServedSet) -> MCPServer:
         baseline (measured and replayed step, ns), each edit and the assumption it rests on, the
         predicted step with its low..high range, the saving, what holds the step after the edits
         (its critical path: holders, ns per step, shares) and the GPU idle split. Edits:
-        speed:PATTERN=K (a kernel name glob or family, K times faster), kernels-from:NAME (kernel
+        speed:PATTERN=K (a kernel name glob or family, K times faster), drop:PATTERN (those ops
+        gone, with their launch calls' CPU time), kernels-from:NAME (kernel
         durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION],
         graph[:RANGE], fix:FINDING_ID (the edits that finding names). No edits: the unchanged
         replay against the measured step."""

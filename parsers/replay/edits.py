@@ -2,6 +2,9 @@
 
     speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster;
                           speed:PATTERN@RANGE=K only those launched inside RANGE
+    drop:PATTERN[@RANGE]  ops matching PATTERN (as speed: matches them) gone: no GPU time, the ops
+                          after them on their streams in order, and the CPU time inside the calls
+                          that launched only dropped ops gone too (the host time around them kept)
     kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence; its
                           collectives where the twin launched them (another DDP bucket size); the
                           host time around each changed kernel's launch from the twin, at this
@@ -21,7 +24,7 @@ to every thread of the range's process while the range is open. An edit that res
 not measured in this capture carries a low and a high value (`Assumption`); the prediction is
 replayed at both.
 
-Just over ~600 lines on purpose: the parser of the edit grammar and each edit's change to the plan
+Near 700 lines on purpose: the parser of the edit grammar and each edit's change to the plan
 sit together, so what an edit's words mean and what it does to the replay read in one place (the
 twin-capture carrying of host time is apart, in replay.stretches).
 """
@@ -57,7 +60,7 @@ class EditError(NsightError):
 
 @dataclass(frozen=True)
 class Edit:
-    kind: str  # speed, kernels-from, nosync, nohost, graph
+    kind: str  # speed, drop, kernels-from, nosync, nohost, graph, fix
     text: str
     pattern: str = ""
     factor: float = 1.0
@@ -88,13 +91,13 @@ class Edited:
         return (self.low, self.mid, self.high)
 
 
-KINDS = ("speed", "kernels-from", "nosync", "nohost", "graph", "fix")
+KINDS = ("speed", "drop", "kernels-from", "nosync", "nohost", "graph", "fix")
 
 
 def parse(text: str) -> Edit:
     kind, _, arg = text.partition(":")
     if kind not in KINDS:
-        raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, kernels-from:TWIN.sqlite, "
+        raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, drop:PATTERN, kernels-from:TWIN.sqlite, "
                         "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
@@ -105,6 +108,10 @@ def parse(text: str) -> Edit:
         if not eq or not pattern or not factor > 0 or not np.isfinite(factor):
             raise EditError(f"bad edit {text!r}: speed:PATTERN=K with K a number above 0 (e.g. speed:gemm=2)")
         return Edit(kind, text, pattern=pattern, factor=factor)
+    if kind == "drop":
+        if not arg or not arg.partition("@")[0]:
+            raise EditError(f"bad edit {text!r}: drop:PATTERN names the ops (a name glob or a family, e.g. drop:layout)")
+        return Edit(kind, text, pattern=arg)
     if kind == "kernels-from":
         if not arg:
             raise EditError(f"bad edit {text!r}: kernels-from:TWIN.sqlite names the other capture")
@@ -163,7 +170,9 @@ def _pt_pids(g: Graph) -> np.ndarray:
 
 
 # -- the edits ------------------------------------------------------------------------------------
-def _speed(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+def _matching_ops(g: Graph, sr: StepRanges, e: Edit) -> tuple[np.ndarray, str]:
+    """Per op: matched by the edit's PATTERN (a name glob or a kernel family), launched inside
+    RANGE where `PATTERN@RANGE`; and the match in words. EditError where nothing matches."""
     names = g.trace.op_names
     pattern, _, where = e.pattern.partition("@")  # PATTERN@RANGE: only the ops launched inside RANGE
     if pattern in FAMILY_KEYS:
@@ -185,9 +194,65 @@ def _speed(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         how += f" launched inside {where!r}"
     if not hit.any():
         raise EditError(f"no GPU op matches {e.pattern!r} ({how}) in {g.trace.path.name}")
+    return hit, how
+
+
+def _speed(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    hit, how = _matching_ops(g, sr, e)
     for plan in ed.plans:
         plan.op_dur[hit] = np.round(plan.op_dur[hit] / e.factor).astype(np.int64)
     ed.applied.append(Applied(e.text, f"{int(hit.sum()):,} ops ({how}) {e.factor:g}x faster"))
+
+
+def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    """The matching ops gone from the GPU, with the CPU time of the calls that launched them.
+
+    On the GPU a dropped op takes no time and waits for nothing but the op before it on its stream
+    (and the event that op's stream waited on, which the ops after it still wait for): the ops after
+    it keep their order and their own offsets. On the CPU a call whose every op is dropped takes
+    no time between its start and its end (a launch that waited on a full queue no longer waits);
+    the host time around the call stays, as the framework's code around it is not known to go
+    with it. A collective coupled with other ranks is not dropped (its members would still wait)."""
+    hit, how = _matching_ops(g, sr, e)
+    coupled = hit & (g.op_coll >= 0)
+    hit &= ~coupled
+    if not hit.any():
+        raise EditError(f"{e.text}: the ops matching {e.pattern!r} are collectives of several ranks, not dropped")
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    launched = o_api >= 0
+    n_api = len(g.trace.api)
+    ops_per_call = np.bincount(o_api[launched], minlength=n_api)
+    dropped_per_call = np.bincount(o_api[hit & launched], minlength=n_api)
+    calls = np.flatnonzero((dropped_per_call > 0) & (dropped_per_call == ops_per_call))
+    calls = calls[(g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)]
+    # the points whose time since the previous point lies inside such a call: (start, end] of each
+    mark = np.zeros(len(g.pt_time) + 1, np.int64)
+    np.add.at(mark, g.call_start_pt[calls] + 1, 1)
+    np.add.at(mark, g.call_end_pt[calls] + 1, -1)
+    inside = np.cumsum(mark)[:-1] > 0
+    pts = np.flatnonzero(inside)
+    cpu_ns = int(g.delta_ns[pts].sum())
+    waits = [int(k) for k in pts.tolist() if k in g.blocks]
+    for plan in ed.plans:
+        plan.op_dur[hit] = 0
+        plan.op_launch_pt[hit] = -1
+        plan.op_launch_off[hit] = 0
+        plan.op_prev_off[hit] = 0
+        plan.delta_ns[pts] = 0
+        for k in waits:
+            plan.blocking.discard(k)
+            plan.block_after_ns[k] = 0
+        for k in pts.tolist():
+            plan.handoffs.pop(k, None)
+    gpu_ns = int(g.op_dur[hit].sum())
+    n_steps = max(sr.n_steps, 1)
+    step_cpu_ns = int(g.delta_ns[pts[in_steps(g, sr)[pts]]].sum())
+    ed.applied.append(Applied(
+        e.text, f"{int(hit.sum()):,} ops ({how}) dropped: {gpu_ns / 1e6:,.2f} ms of GPU time, the ops after them "
+        f"on their streams in order; {len(calls):,} launch calls gone with them ({cpu_ns / 1e6:,.2f} ms of CPU time "
+        f"inside those calls, {step_cpu_ns / n_steps / 1e6:,.3f} ms a step over the {sr.n_steps} steady steps; the "
+        "host time around each call kept)"
+        + (f"; {int(coupled.sum()):,} collectives of several ranks kept" if coupled.any() else "")))
 
 
 def _nosync(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
@@ -599,6 +664,8 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
     for e in edits:
         if e.kind == "speed":
             _speed(g, sr, e, ed)
+        elif e.kind == "drop":
+            _drop(g, sr, e, ed)
         elif e.kind == "nosync":
             _nosync(g, sr, e, ed)
         elif e.kind == "nohost":

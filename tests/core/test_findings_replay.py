@@ -106,3 +106,6 @@ def test_all_fixes_together_never_exceed_the_step(async_trace):
     assert any(not f["replayed"] for f in doc["findings"])  # some savings are estimates: the cap can bite
     assert doc["combined_saving_ms_per_step"] <= step_ms
     assert sum(f["saving_ms_per_step"] for f in doc["findings"]) > step_ms  # the findings alone overlap
+    # the layout transposes' fix is replayed: dropped with their launch calls (tests/core/test_replay_drop.py)
+    layout = next(f for f in doc["findings"] if f["id"] == "channels-last-layout")
+    assert layout["replayed"] and layout["edits"] == ["drop:layout@step"]

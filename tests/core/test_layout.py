@@ -54,7 +54,7 @@ def test_a_transformer_has_no_layout_transposes(async_trace):
 
 def test_the_layout_finding_on_the_channels_first_resnet_and_not_its_twin(async_trace):
     """`channels-last-layout` on the Lightning ResNet-50 captured in NCHW (its structure inferred):
-    its saving is the transposes' GPU time per inferred step, by SQL over that run's kernels; the
+    its estimate is the transposes' GPU time per inferred step, by SQL over that run's kernels; the
     channels_last twin of the same call has none and no finding."""
     from nsight_tui.parsers.analyses.findings import findings
 
@@ -70,7 +70,10 @@ def test_the_layout_finding_on_the_channels_first_resnet_and_not_its_twin(async_
             "JOIN StringIds s ON s.id = k.demangledName").fetchone()
     assert total > 0.05 * all_kernels  # a visible share over the whole run: the rule has something to find
     f = found["channels-last-layout"]
-    assert f.saving_alone_ms_per_step == pytest.approx(share.layout_ns / 1e6)
+    # the rule's estimate; the saving is the replay's (the transposes dropped with their launch calls:
+    # tests/core/test_replay_drop.py)
+    assert f.estimate_ms_per_step == pytest.approx(share.layout_ns / 1e6)
+    assert f.replayed and f.edits == ["drop:layout@step"]
     assert share.layout_ns * share.steps <= total  # the steps' transposes are some of the run's
     twin = load_trace(async_trace(third / "lightning_resnet50_b32_channels_last.sqlite.xz"))
     assert "channels-last-layout" not in {f.id for f in findings(twin)}

@@ -186,6 +186,8 @@ def test_edit_errors_are_edit_errors():
     trace = load_trace(plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz"))
     with pytest.raises(EditError):
         predict(trace, ["speed:no_such_kernel=2"])
+    with pytest.raises(EditError):
+        predict(trace, ["drop:no_such_kernel"])
 
 
 # Pairs the replay does not meet (docs/whatif.md, "Twins"): strict, so a fix shows up as a pass to move.
@@ -441,7 +443,7 @@ def test_the_critical_path_covers_each_step(name):
 
 
 @pytest.mark.parametrize("edit", ["graph:optimizer", "nohost:forward", "nohost", "nosync", "nosync:step_*",
-                                  "speed:elementwise=1.5", "speed:*gemm*=3"])
+                                  "speed:elementwise=1.5", "speed:*gemm*=3", "drop:elementwise@forward"])
 def test_an_edit_that_removes_work_shortens_the_step_by_less_than_the_step(edit):
     trace = load_trace(plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz"))
     p = predict(trace, [edit])

@@ -19,15 +19,11 @@ from nsight_tui.parsers.replay.predict import saving
 # The fixes the replay has no edit for, and why (their savings stay the rules' estimates).
 NO_EDIT = {
     "pageable-memcpy": "a pinned copy's speed is not in this capture",
-    "unfused-attention": "a fused attention kernel's duration is not in this capture",
     "elementwise-chain": "a fused pass's duration is not in this capture",
     "occupancy-limited": "the kernel's duration at a better occupancy is not in this capture",
     "tensor-cores-idle": "the math mode in force is not known from the capture",
     "exposed-communication": "the overlap a bucket change buys is not in this capture",
     "warmup-in-window": "a warm-up step is outside the steady state the replay re-times",
-    # speed:layout=K keeps each transpose's launch call, and a launch-bound conv net pays for the
-    # transposes in those calls: channels_last removes ops with their launches, not yet an edit
-    "channels-last-layout": "removing the transposes' launch calls with them is not an edit yet",
     # the weights' read at the HBM peak is a bound on the kernels, not a duration measured anywhere
     "memory-bound-decode": "kernels streaming the weights at the HBM peak is a floor, not a measured duration",
 }
@@ -35,6 +31,29 @@ NO_EDIT = {
 
 def _glob_escape(name: str) -> str:
     return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in name)
+
+
+def _name_glob(names: list[str], code: int) -> str:
+    """A glob that matches name `code` and no other of `names`: `*WORD*` (or `*WORD*WORD*`) over the
+    words of the name, the fewest and shortest first, so an edit names a kernel in words a reader
+    knows; the escaped name itself where no such glob is exact."""
+    import fnmatch
+    import re
+
+    name = names[code]
+    words = list(dict.fromkeys(w for w in re.findall(r"[A-Za-z_]\w{3,}", name)))
+
+    def only(glob: str) -> bool:
+        return not any(fnmatch.fnmatchcase(n, glob) for i, n in enumerate(names) if i != code)
+
+    for w in sorted(words, key=len):
+        if only(f"*{w}*"):
+            return f"*{w}*"
+    for i, a in enumerate(words):
+        for b in words[i + 1:]:
+            if only(f"*{a}*{b}*"):
+                return f"*{a}*{b}*"
+    return _glob_escape(name)
 
 
 def _fp32_gemm_edits(c: StepContext, f: Finding) -> list[str]:
@@ -74,6 +93,39 @@ def _optimizer_edits(c: StepContext, f: Finding) -> list[str]:
     return out
 
 
+def _attention_edits(c: StepContext, f: Finding) -> list[str]:
+    """A fused attention: the forward attention's non-GEMM kernels (the scale, mask, softmax passes over
+    the scores and the copies around them, what the rule counts, by name: a copy of the mask from the
+    host is not a kernel the rule counts) dropped with their launches, and their
+    backward counterparts: a kernel name the forward uses only inside the attention, met as many
+    times in the backward (softmax_warp_forward's backward is softmax_warp_backward); the GEMMs stay as
+    measured, standing for the fused kernel's matmuls."""
+    from nsight_tui.parsers.read.ids import KERNEL
+
+    t = c.trace
+    kind, codes_all = t.ops["kind"].to_numpy(), t.ops["name"].to_numpy()
+
+    def counts(phase: str) -> np.ndarray:
+        pos = c.model.ops_of(c.phase(phase))
+        return np.bincount(codes_all[pos[kind[pos] == KERNEL]], minlength=len(t.op_names))
+
+    attn, fwd, bwd = counts("scaled_dot_product_attention"), counts("forward"), counts("backward")
+    fam = name_families(t)
+    mine = [k for k in np.flatnonzero(attn).tolist() if fam[k] != "gemm"]
+    out = [f"drop:{_name_glob(t.op_names, k)}@scaled_dot_product_attention" for k in mine]
+    for k in mine:
+        if fwd[k] != attn[k]:  # used outside the attention too: its backward uses are not the attention's alone
+            continue
+        name = t.op_names[k]
+        # the same kernel, or its template's backward twin (its arguments differ: matched up to them)
+        twin = name.split(">(")[0].replace("forward", "backward") + ">(" if "forward" in name else None
+        for j in np.flatnonzero(bwd).tolist():
+            other = t.op_names[j]
+            if (other == name or (twin and other.startswith(twin))) and bwd[j] == attn[k]:
+                out.append(f"drop:{_name_glob(t.op_names, j)}@backward")
+    return out
+
+
 # Each rule whose fix the replay can express, and the edits that are that fix; every other rule is in
 # NO_EDIT with the reason (a test holds the two to all the rules).
 EDITS = {
@@ -83,6 +135,11 @@ EDITS = {
     "sync-memcpy": lambda c, f: ["nosync:cudaMemcpy*"],
     "unfused-optimizer": _optimizer_edits,
     "fp32-gemm-without-tensor-cores": _fp32_gemm_edits,
+    # channels_last: cuDNN no longer turns the tensors round, so the transposes the rule counts (the
+    # layout family inside the steps) are gone with their launch calls (a launch-bound conv net pays
+    # for them on the CPU)
+    "channels-last-layout": lambda c, f: ["drop:layout@step"],
+    "unfused-attention": _attention_edits,
 }
 
 
