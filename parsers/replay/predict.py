@@ -188,14 +188,19 @@ def _at_pace(plan: Plan, g: Graph, own: np.ndarray, factors: dict[int, tuple[flo
     return out
 
 
-def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool = False) -> EditedReplay:
-    """`edits` applied and replayed (EditError as predict's); `twin_host`: edits.apply's diagnostic."""
+def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool = False,
+           pace: bool = True) -> EditedReplay:
+    """`edits` applied and replayed (EditError as predict's); `twin_host`: edits.apply's diagnostic;
+    without `pace`, the range is the edits' assumptions alone (two replays fewer)."""
     g, sr = graph_of(trace)
     # an edit that takes host time away (nohost, graph) acts on each step's own pauses, slow ones
     # included: there the steps replay as they ran
     on_host = any(e.kind in HOST_EDITS for e in edits)
     t, unchanged = (g, baseline(trace)) if on_host else typical(trace)
     ed = edit_mod.apply(t, sr, list(edits), load, twin_host)
+    if not pace:
+        low, mid, high = replay_plans(t, sr, ed.plans)
+        return EditedReplay(t, unchanged, low, mid, high, mid, mid, unchanged, unchanged, ed.applied)
     if "replay.cpu_range" not in trace.derived:
         trace.derived["replay.cpu_range"] = (cpu_range(g, edit_mod.range_spans(g, sr, edit_mod.STEP_RANGE)),
                                              own_time(g) & edit_mod.in_steps(g, sr))
@@ -227,14 +232,15 @@ class Saving:
 
 
 def saving(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Saving:
-    """The replayed saving of `edits` alone, without the critical path (the findings' ranking);
-    EditError as predict's."""
+    """The replayed saving of `edits` alone, without the critical path (the findings' ranking), its
+    range over the edits' assumptions (the CPU's pace is `predict`'s: `whatif fix:ID`); EditError as
+    predict's."""
     parsed = [e if isinstance(e, Edit) else edit_mod.parse(e) for e in edits]
     _, sr = graph_of(trace)
     if sr.n_steps == 0:
         raise NoSteps(f"{trace.path.name}: no steady-state step (step_N range) to replay")
     base = baseline(trace)
-    ed = edited(trace, parsed, load)
+    ed = edited(trace, parsed, load, pace=False)
     lo, mid, hi = ed.steps_ns(base.step_ns)
     return Saving(base.step_ns, mid, lo, hi, ed.applied)
 

@@ -33,26 +33,45 @@ def _glob_escape(name: str) -> str:
     return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in name)
 
 
+# The words a name's glob is looked for among (each under 64 characters): a name of many words, or of
+# one very long one (a hostile export's 10 MB name), is named by its shortest unique beginning
+NAME_GLOB_WORDS = 64
+
+
+def _in_order(name: str, words: tuple[str, ...]) -> bool:
+    """`name` matches `*W1*W2*...*` (words hold no glob character: fnmatch's answer, without a regex)."""
+    at = 0
+    for w in words:
+        at = name.find(w, at)
+        if at < 0:
+            return False
+        at += len(w)
+    return True
+
+
 def _name_glob(names: list[str], code: int) -> str:
     """A glob that matches name `code` and no other of `names`: `*WORD*` (or `*WORD*WORD*`) over the
     words of the name, the fewest and shortest first, so an edit names a kernel in words a reader
     knows; the escaped name itself where no such glob is exact."""
-    import fnmatch
     import re
 
     name = names[code]
-    words = list(dict.fromkeys(w for w in re.findall(r"[A-Za-z_]\w{3,}", name)))
+    words = list(dict.fromkeys(w for w in re.findall(r"[A-Za-z_]\w{3,}", name) if len(w) < 64))[:NAME_GLOB_WORDS]
+    others = [n for i, n in enumerate(names) if i != code]
 
-    def only(glob: str) -> bool:
-        return not any(fnmatch.fnmatchcase(n, glob) for i, n in enumerate(names) if i != code)
+    def only(*ws: str) -> bool:
+        return not any(_in_order(n, ws) for n in others)
 
     for w in sorted(words, key=len):
-        if only(f"*{w}*"):
+        if only(w):
             return f"*{w}*"
     for i, a in enumerate(words):
         for b in words[i + 1:]:
-            if only(f"*{a}*{b}*"):
+            if only(a, b):
                 return f"*{a}*{b}*"
+    for n in (32, 64, 128, 256):  # a long name by the shortest of its beginnings no other name shares
+        if len(name) > n and not any(o.startswith(name[:n]) for o in others):
+            return _glob_escape(name[:n]) + "*"
     return _glob_escape(name)
 
 
