@@ -289,20 +289,26 @@ def _compute(trace) -> Occupancy:
     return Occupancy(configs, op_config, gpus, note)
 
 
-def name_configs(trace, positions: np.ndarray | None = None) -> pd.DataFrame:
-    """Every (kernel name, launch configuration) among `positions` (None: the whole trace):
-    the configuration's figures with its launches and GPU time, most time first."""
+def _config_use(trace, positions: np.ndarray | None) -> tuple[Occupancy, np.ndarray, np.ndarray, np.ndarray]:
+    """Per launch configuration among `positions` (None: every op): its launches and GPU time (ns),
+    and the configurations launched at all."""
     occ = trace_occupancy(trace)
     ops = trace.ops
     pos = np.arange(len(ops)) if positions is None else np.asarray(positions, dtype=np.int64)
     cfg = occ.op_config[pos]
     pos, cfg = pos[cfg >= 0], cfg[cfg >= 0]
-    if not len(pos):
-        return occ.configs.iloc[:0].assign(launches=0, total_ns=0, kernel="")
     dur = ops["end"].to_numpy()[pos] - ops["start"].to_numpy()[pos]  # only these: a highlight asks for one name's
     counts = np.bincount(cfg, minlength=len(occ.configs))
     times = np.bincount(cfg, weights=dur, minlength=len(occ.configs))
-    used = np.flatnonzero(counts)
+    return occ, counts, times, np.flatnonzero(counts)
+
+
+def name_configs(trace, positions: np.ndarray | None = None) -> pd.DataFrame:
+    """Every (kernel name, launch configuration) among `positions` (None: the whole trace):
+    the configuration's figures with its launches and GPU time, most time first."""
+    occ, counts, times, used = _config_use(trace, positions)
+    if not len(used):
+        return occ.configs.iloc[:0].assign(launches=0, total_ns=0, kernel="")
     out = occ.configs.iloc[used].copy()
     out["launches"] = counts[used]
     out["total_ns"] = times[used].astype(np.int64)
@@ -316,17 +322,9 @@ def by_kernel_name(trace, positions: np.ndarray | None = None) -> pd.DataFrame:
     `occupancy_min_pct`/`occupancy_max_pct` over them). Index: the name."""
     # name_configs' rows (most time first, then most launches, ties in configuration order), in
     # numpy: the report asks once per phase, and the DataFrame it builds cost ~10 ms a call
-    occ = trace_occupancy(trace)
-    ops = trace.ops
-    pos = np.arange(len(ops)) if positions is None else np.asarray(positions, dtype=np.int64)
-    cfg = occ.op_config[pos]
-    pos, cfg = pos[cfg >= 0], cfg[cfg >= 0]
-    if not len(pos):
+    occ, counts, times, used = _config_use(trace, positions)
+    if not len(used):
         return pd.DataFrame(columns=["occupancy_pct", "limiter", "configs", "occupancy_min_pct", "occupancy_max_pct"])
-    dur = ops["end"].to_numpy()[pos] - ops["start"].to_numpy()[pos]
-    counts = np.bincount(cfg, minlength=len(occ.configs))
-    times = np.bincount(cfg, weights=dur, minlength=len(occ.configs))
-    used = np.flatnonzero(counts)
     used = used[np.lexsort((-counts[used], -times[used].astype(np.int64)))]  # stable: ties keep their order
     # grouped by the name's code in numpy (pandas grouping the name strings cost ~50 ms a call): rows
     # are most time first, so a name's first row is its top configuration
