@@ -9,7 +9,8 @@ edit hands the step to the CPU it does, and a prediction read off those few step
 follows whichever steps were slow.
 
 - `typical_host`: each aligned stretch at its median over the steps, the step the CPU usually runs.
-  The edits replay that step; a one-off slow step no longer decides the median of four.
+  An edit that keeps the host time replays that step; a one-off slow step no longer decides the
+  median of four.
 - `step_pace`: how far the steps strayed from it (each thread's fastest and slowest step over the
   median one);
 - `cpu_range`: the range of every prediction: each thread at the slower and the faster of its own
