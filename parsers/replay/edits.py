@@ -528,9 +528,8 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     same_name = np.array([g.trace.op_names[my_names[x]] == twin.op_names[their_names[y]] for y, x in pairs.items()],
                          dtype=bool)
     anchors = np.array([(x, y) for y, x in pairs.items()], np.int64).reshape(-1, 2)[same_name]
-    pt_pids = _pt_pids(g)
-    inside = _inside(g.pt_time, pt_pids, range_spans(g, sr, STEP_RANGE))
-    iteration = _iteration_of(sr, g.pt_time, pt_pids)
+    inside = in_steps(g, sr)
+    iteration = _iteration_of(sr, g.pt_time, _pt_pids(g))
     coll_ops = (my_coll_name[my_names], their_coll_name[their_names])
     host = stretches.carry(g, g2, anchors, inside, iteration, coll_ops, twin_pace=twin_host)
     ed.twin_pace.update(host.pace)

@@ -13,9 +13,10 @@ follows whichever steps were slow.
   median of four.
 - `step_pace`: how far the steps strayed from it (each thread's fastest and slowest step over the
   median one);
-- `cpu_range`: the range of every prediction: each thread at the slower and the faster of its own
-  steps' spread and another capture's pace (BETWEEN_CAPTURES), the step the CPU sets after an edit
-  moving with the pace of the run it is measured in, which one capture cannot know."""
+- `cpu_range`: the range of every `whatif` prediction (a finding's range is its edits' own): each
+  thread at the slower and the faster of its own steps' spread and another capture's pace
+  (BETWEEN_CAPTURES), the step the CPU sets after an edit moving with the pace of the run it is
+  measured in, which one capture cannot know."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -56,10 +56,6 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
     a_pt, b_pt = g.op_launch_pt[anchors[:, 0]], twin.op_launch_pt[anchors[:, 1]]
     ok = (a_pt >= 0) & (b_pt >= 0)
     a_pt, b_pt = a_pt[ok], b_pt[ok]
-    anchor_a = np.zeros(len(g.pt_time), bool)
-    anchor_a[a_pt] = True
-    anchor_b = np.zeros(len(twin.pt_time), bool)
-    anchor_b[b_pt] = True
     # launches of kernels that are not anchors (the library's choice), as launch points per side
     skip_a, skip_b = ignore if ignore is not None else (np.zeros(g.n_ops, bool), np.zeros(twin.n_ops, bool))
     other_a = np.zeros(len(g.pt_time), np.int64)

@@ -5,6 +5,8 @@ is counted twice. The rule's own estimate stays beside it (`estimate_ms_per_step
 replay cannot express a fix, or cannot run, the estimate stays the saving and the basis says so."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from nsight_tui.parsers.analyses.findings.context import StepContext
@@ -53,8 +55,6 @@ def _name_glob(names: list[str], code: int) -> str:
     """A glob that matches name `code` and no other of `names`: `*WORD*` (or `*WORD*WORD*`) over the
     words of the name, the fewest and shortest first, so an edit names a kernel in words a reader
     knows; the escaped name itself where no such glob is exact."""
-    import re
-
     name = names[code]
     words = list(dict.fromkeys(w for w in re.findall(r"[A-Za-z_]\w{3,}", name) if len(w) < 64))[:NAME_GLOB_WORDS]
     others = [n for i, n in enumerate(names) if i != code]
