@@ -6,6 +6,7 @@ import contextlib
 
 import pytest
 
+from helpers import cli_process
 from helpers.torch_threads import one_torch_thread  # noqa: F401  (autouse: torch on one thread)
 
 torch = pytest.importorskip("torch")
@@ -110,11 +111,8 @@ def test_one_bucket_reaches_ddp():
 
 
 def test_capture_refuses_a_plant_that_cannot_run_before_nsys_starts():
-    import subprocess
-    import sys
 
-    done = subprocess.run([sys.executable, "-m", "nsight_tui", "capture", "--plant", "cuda-graph", "--dry-run"],
-                          capture_output=True, text=True, timeout=120)
+    done = cli_process.run(["capture", "--plant", "cuda-graph", "--dry-run"], text=True, timeout=120)
     assert done.returncode == 2 and "nsys profile" not in done.stdout
     assert done.stderr.strip().splitlines() == [
         "nsight-tui capture: plant cuda-graph needs CUDA, one process and --no-phase-sync (nothing may "

@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
 from conftest import SHARED, sample_traces
+from helpers import cli_process
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+    return cli_process.run(args, text=True, timeout=120)
 
 
 def assert_one_line_error(proc, *needles):

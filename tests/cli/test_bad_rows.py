@@ -7,20 +7,20 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from conftest import SAMPLES, mutated_copy
 from helpers.export_sql import sql_rows
+from helpers import cli_process
 
 SRC = SAMPLES / "small_ctx128_fwd.sqlite"
 K, RT, NV = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
 
 
 def run_cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return cli_process.run(args, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def mutate(tmp_path, name, *sql):

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from conftest import SAMPLES, mutated_copy
 from helpers.export_sql import sql_rows
+from helpers import cli_process
 
 SRC = SAMPLES / "small_ctx128.sqlite"
 K, M, N = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "NVTX_EVENTS"
@@ -39,8 +39,8 @@ GOOD = "(end IS NULL OR (end >= start AND end <= 2305843009213693952)) AND start
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    return cli_process.run(args, text=True,
+                           timeout=300, stdin=subprocess.DEVNULL)
 
 
 sql = sql_rows

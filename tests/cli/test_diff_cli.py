@@ -7,14 +7,13 @@ import csv
 import hashlib
 import io
 import json
-import subprocess
-import sys
 
 from helpers import diff_sql as sql
 import pytest
 from helpers import step_sql
 from helpers.cli import run_main
 from conftest import SAMPLES
+from helpers import cli_process
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
 FUSED = SAMPLES / "small_ctx128_fused.sqlite"
@@ -22,8 +21,8 @@ STEPS = "step_[0-9]*"
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", "diff", *map(str, args)], capture_output=True,
-                          text=True, timeout=300)
+    return cli_process.run(["diff", *map(str, args)],
+                           text=True, timeout=300)
 
 
 def step_mean(path) -> float:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 
 from conftest import SAMPLES
+from helpers import cli_process
 
 GOOD = SAMPLES / "small_ctx128_fwd.sqlite"
 LINE = "not a regular file (a pipe, device or socket); give the .sqlite export itself"
@@ -19,8 +19,8 @@ LINE = "not a regular file (a pipe, device or socket); give the .sqlite export i
 def run_with_cache(tmp_path, *args):
     env = {k: v for k, v in os.environ.items() if k != "NSIGHT_TUI_NO_CACHE"}
     env["NSIGHT_TUI_CACHE_DIR"] = str(tmp_path / "cache")
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=90, stdin=subprocess.DEVNULL, env=env)
+    return cli_process.run(args, text=True,
+                           timeout=90, stdin=subprocess.DEVNULL, env=env)
 
 
 @pytest.fixture

@@ -3,17 +3,15 @@ main and on what numbers (checked against SQL), a name that matches nothing is o
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from helpers import process_sql
 from helpers.cli import run_main
 from conftest import shared_trace
+from helpers import cli_process
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, check=False)
+    return cli_process.run(args, text=True, timeout=120)
 
 
 def test_report_json_names_the_main_thread_and_its_numbers():

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from conftest import SAMPLES, mutated_copy
 from helpers.cli import run_main
 from helpers.export_sql import sql_rows
+from helpers import cli_process
 
 TRAIN = SAMPLES / "small_ctx128.sqlite"  # has memcpys, which the findings' copy rules read
 RT, MC = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -23,8 +23,8 @@ RT, MC = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY"
 
 def run_cli(*args, timeout=300):
     """A real process: for the refusals, whose exit and single stderr line are the process's."""
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return cli_process.run(args, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 sql = sql_rows

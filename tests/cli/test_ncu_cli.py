@@ -3,13 +3,12 @@ reading of the report (the ncu_report module's dump made on the GPU machine), an
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from helpers.ncu_pair import EXPORT_XZ, ROOT, STEM, oracle_kernels, report_xz, reports_read_once, unpack
 from nsight_tui.cli import main
+from helpers import cli_process
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -108,9 +107,8 @@ def test_without_the_reader_installed_says_how_to_get_it(tmp_path):
     stub.mkdir()
     (stub / "ncu_report.py").write_text("raise ImportError('not installed')\n")
     (tmp_path / "x.ncu-rep").write_bytes(b"x")
-    done = subprocess.run([sys.executable, "-m", "nsight_tui", "ncu", str(tmp_path / "x.ncu-rep")],
-                          capture_output=True, text=True, env={"PYTHONPATH": str(stub), "PATH": ""}, timeout=120,
-                          cwd=ROOT)  # `-m` puts the checkout first on the path: this tree's package
+    done = cli_process.run(["ncu", str(tmp_path / "x.ncu-rep")], text=True, env={"PYTHONPATH": str(stub), "PATH": ""}, timeout=120,
+                           cwd=ROOT)  # `-m` puts the checkout first on the path: this tree's package
     assert done.returncode == 2 and done.stdout == ""
     assert "pip install 'nsight-tui[ncu]'" in done.stderr and done.stderr.count("\n") == 1
 

@@ -16,12 +16,15 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from helpers import cli_process
 
 SAMPLE = SAMPLES / "small_ctx128.sqlite"
 
 
 def cli(*args, umask: int | None = None, stdout=subprocess.PIPE, shell_suffix: str = "", timeout=300):
     """`python -m nsight_tui ARGS` (through a shell when the test needs one: umask, closed fds)."""
+    if umask is None and not shell_suffix and stdout == subprocess.PIPE:
+        return cli_process.run(args, text=True, timeout=timeout)
     argv = [sys.executable, "-m", "nsight_tui", *map(str, args)]
     if umask is None and not shell_suffix:
         return subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)

@@ -9,13 +9,14 @@ import sys
 import pytest
 
 from conftest import ROOT
+from helpers import cli_process
 
 pytest.importorskip("textual_serve", reason="the serve extra is not installed")
 
 
 def serve(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nsight_tui", "serve", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return cli_process.run(["serve", *args], cwd=ROOT,
+                           text=True, timeout=60, stdin=subprocess.DEVNULL)
 
 
 def test_missing_file_is_one_line():

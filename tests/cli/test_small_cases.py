@@ -9,19 +9,19 @@ import json
 import re
 import sqlite3
 import subprocess
-import sys
 
 import pytest
 
 from conftest import REPORTS, SAMPLES, mutated_copy
+from helpers import cli_process
 
 SRC = SAMPLES / "small_ctx128_fwd.sqlite"
 
 
 def run_cli(*args, cwd=None):
     # the timeout only stops a hang from stalling the suite; nothing here is timed
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL, cwd=cwd)
+    return cli_process.run(args, text=True,
+                           timeout=300, stdin=subprocess.DEVNULL, cwd=cwd)
 
 
 def one_line(proc, code=2):
@@ -49,15 +49,15 @@ def test_stats_output_prefix_without_a_name(tmp_path, prefix):
 def test_capture_dry_run_refuses_an_output_that_is_no_folder(tmp_path, out):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "capture", "--out", out.format(file=blocker),
-                           "--dry-run", "--nsys", "/bin/true"], capture_output=True, text=True, timeout=120)
+    proc = cli_process.run(["capture", "--out", out.format(file=blocker),
+                           "--dry-run", "--nsys", "/bin/true"], text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "not a folder" in proc.stderr
 
 
 def test_capture_dry_run_into_a_new_folder_still_works(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "capture", "--out", str(tmp_path / "new" / "deeper"),
-                           "--dry-run", "--nsys", "/bin/true"], capture_output=True, text=True, timeout=120)
+    proc = cli_process.run(["capture", "--out", str(tmp_path / "new" / "deeper"),
+                           "--dry-run", "--nsys", "/bin/true"], text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "new").exists()  # a dry run makes nothing
 

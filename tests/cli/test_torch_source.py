@@ -7,17 +7,17 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 
 from conftest import SAMPLES
 from helpers.xz_samples import plain
+from helpers import cli_process
 
 STEM = "small_ctx512_b8_async_nonvtx"
 
 
 def memory_json(path):
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path), "-f", "json"], capture_output=True,
-                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+    proc = cli_process.run(["report", str(path), "-f", "json"],
+                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["memory"]
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from conftest import SAMPLES, mutated_copy
+from helpers import cli_process
 
 HIDE = str(Path(__file__).resolve().parents[1] / "without_arrow")
 REPORTS = "nvtx_sum,nvtx_gpu_proj_sum,nvtx_kern_sum,cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum"
@@ -20,8 +21,8 @@ def run_cli(*args, hide: bool):
     env = dict(os.environ)
     if hide:
         env["PYTHONPATH"] = os.pathsep.join([HIDE, *filter(None, [env.get("PYTHONPATH")])])
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL, env=env)
+    return cli_process.run(args, text=True,
+                           timeout=300, stdin=subprocess.DEVNULL, env=env)
 
 
 def test_the_hiding_works():

@@ -28,6 +28,7 @@ from conftest import SAMPLES, SHARED
 from nsight_tui.cli import main as cli_main
 from nsight_tui.parsers.read import cache
 from nsight_tui.parsers.read.load import load_trace
+from helpers import cli_process
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = SAMPLES / "small_ctx128.sqlite"
@@ -321,16 +322,14 @@ def _stats_env(cache_path: Path) -> dict:
 
 
 def _stats(profile: Path, env: dict, preexec=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(profile), "-f", "json"], env=env,
-                          capture_output=True, text=True, timeout=300, preexec_fn=preexec)
+    return cli_process.run(["stats", profile, "-f", "json"], env=env, text=True, timeout=300, preexec_fn=preexec)
 
 
 def test_cache_folder_under_a_file_degrades_with_one_note(tmp_path, profile):
     """Not a folder (ENOTDIR): works as root too, where a chmod'ed folder would not stop a write."""
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
-    plain = subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(profile), "-f", "json", "--no-cache"],
-                           capture_output=True, text=True, timeout=300)
+    plain = cli_process.run(["stats", str(profile), "-f", "json", "--no-cache"], text=True, timeout=300)
     run = _stats(profile, _stats_env(blocker / "cache"))
     assert run.returncode == 0 and run.stdout == plain.stdout
     notes = [line for line in run.stderr.splitlines() if "cache" in line]
@@ -346,8 +345,7 @@ def _fsize_limit():
 
 
 def test_full_cache_folder_degrades_with_one_note(tmp_path, profile):
-    plain = subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(profile), "-f", "json", "--no-cache"],
-                           capture_output=True, text=True, timeout=300)
+    plain = cli_process.run(["stats", str(profile), "-f", "json", "--no-cache"], text=True, timeout=300)
     folder = tmp_path / "full-cache"
     run = _stats(profile, _stats_env(folder), preexec=_fsize_limit)
     assert run.returncode == 0 and run.stdout == plain.stdout
@@ -406,8 +404,8 @@ def test_cache_without_pyarrow(cache_dir, profile):
     hide = str(ROOT / "tests" / "without_arrow")
     env = _stats_env(cache_dir)
     env["PYTHONPATH"] = os.pathsep.join([hide, *filter(None, [env.get("PYTHONPATH")])])
-    plain = subprocess.run([sys.executable, "-m", "nsight_tui", "stats", str(profile), "-f", "json", "--no-cache"],
-                           env=env, capture_output=True, text=True, timeout=300)
+    plain = cli_process.run(["stats", str(profile), "-f", "json", "--no-cache"],
+                            env=env, text=True, timeout=300)
     runs = [_stats(profile, env) for _ in range(2)]
     assert plain.returncode == 0 and plain.stdout
     assert [r.stdout for r in runs] == [plain.stdout, plain.stdout]

@@ -5,8 +5,6 @@ the finding's replayed saving against the step saved on the workload's own Pytho
 larger; the `fix:ID` edit and "all fixes together" through the front door."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,6 +22,7 @@ from nsight_tui.parsers.analyses.findings.rules import answers
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay.edits import EditError
 from nsight_tui.render.findings import findings_json
+from helpers import cli_process
 
 # Pairs whose finding's replayed saving misses the twin (docs/whatif.md, "Findings on the replay"):
 # strict, so a fix shows up as a pass to move.
@@ -90,8 +89,8 @@ def test_all_fixes_together_is_one_replay():
 def test_a_fix_no_finding_names_is_one_line_and_exit_2():
     with pytest.raises(EditError):
         Profile.open(SAMPLES / "small_ctx128.sqlite").whatif(["fix:no-such-finding"])
-    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(SAMPLES / "small_ctx128.sqlite"),
-                          "fix:no-such-finding"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    run = cli_process.run(["whatif", str(SAMPLES / "small_ctx128.sqlite"),
+                          "fix:no-such-finding"], text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 2 and run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
 
 

@@ -13,6 +13,7 @@ from conftest import SAMPLES
 from nsight_tui.parsers import NsightError, Options, OptionsError, Profile, TraceError
 from nsight_tui.render.document import document
 from nsight_tui.render.report import single_json
+from helpers import cli_process
 
 SMALL = SAMPLES / "small_ctx128.sqlite"
 
@@ -64,8 +65,7 @@ def test_the_ranges_follow_the_options_attribution(profile):
 
 
 def test_the_json_document_is_the_clis(profile):
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(SMALL), "-f", "json"],
-                          capture_output=True, text=True, check=True)
+    proc = cli_process.run(["report", str(SMALL), "-f", "json"], text=True, check=True)
     assert proc.stdout == single_json(profile.report())
     doc = json.loads(proc.stdout)
     assert list(doc) == list(document(profile.report()))

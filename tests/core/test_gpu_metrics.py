@@ -18,6 +18,7 @@ from nsight_tui.parsers.analyses.gpu_metrics import gemm_coverage, gpu_metrics_a
 from nsight_tui.parsers.kernels.families import classify_names
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.load import load_trace
+from helpers import cli_process
 
 HW = SAMPLES / "hw"
 FP32, TF32 = "small_ctx512_b8_gpumetrics", "small_ctx512_tf32_b8_gpumetrics"
@@ -172,8 +173,6 @@ def test_timeline_lanes_hold_the_samples(traces):
 def test_a_damaged_sample_is_left_out_not_a_traceback(traces, tmp_path):
     import shutil
     import sqlite3
-    import subprocess
-    import sys
 
     path = tmp_path / "damaged.sqlite"
     shutil.copyfile(traces[FP32], path)
@@ -188,6 +187,6 @@ def test_a_damaged_sample_is_left_out_not_a_traceback(traces, tmp_path):
     trace = load_trace(path)
     step = gpu_metrics_analysis(range_model(trace)).ranges[0]
     assert step.name == "step" and step.means["SMs Active [Throughput %]"] == pytest.approx(avg, rel=1e-12)
-    done = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path)], capture_output=True, text=True,
-                          timeout=600)
+    done = cli_process.run(["report", str(path)], text=True,
+                           timeout=600)
     assert done.returncode == 0 and "Traceback" not in done.stderr and "GPU metrics (sampled)" in done.stdout

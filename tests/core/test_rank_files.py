@@ -2,8 +2,6 @@
 with the same figures as summarising each file on its own."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ from conftest import SAMPLES
 from nsight_tui.parsers.analyses import rank_files
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.analyses.ranks import summarise_trace
+from helpers import cli_process
 
 FOLDER = SAMPLES / "ranks_small_ctx128_ddp2"
 
@@ -50,12 +49,10 @@ def test_dask_local_cluster_gives_the_same_figures():
 
 
 def test_ranks_command_on_a_folder_and_a_bad_path(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "nsight_tui", "ranks", str(FOLDER), "-f", "json"],
-                          capture_output=True, text=True, timeout=300)
+    done = cli_process.run(["ranks", str(FOLDER), "-f", "json"], text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert '"straggler"' in done.stdout and '"exposed_comm_ns"' in done.stdout
-    bad = subprocess.run([sys.executable, "-m", "nsight_tui", "ranks", str(tmp_path / "nope")],
-                         capture_output=True, text=True, timeout=60)
+    bad = cli_process.run(["ranks", str(tmp_path / "nope")], text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
 
 

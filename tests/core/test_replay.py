@@ -4,8 +4,6 @@ contract, and the committed twins against the workload's own Python clock (tests
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,6 +20,7 @@ from nsight_tui.parsers.replay.critical import idle_split
 from nsight_tui.parsers.replay.edits import EditError
 from nsight_tui.parsers.replay.predict import graph_of, predict, replay
 from nsight_tui.parsers.replay.simulate import Plan
+from helpers import cli_process
 
 IDENTITY = [*(p for p in sorted(SAMPLES.glob("*.sqlite")) if not p.name.startswith("edge_")),
             SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz",
@@ -147,16 +146,15 @@ def test_idle_split_adds_up_to_the_gpu_idle_time():
                                   "kernels-from:/no/such.sqlite"])
 def test_a_bad_edit_is_one_line_and_exit_2(edit):
     f = plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz")
-    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(f), edit], capture_output=True, text=True,
-                         cwd=ROOT, timeout=300)
+    run = cli_process.run(["whatif", str(f), edit], text=True,
+                          cwd=ROOT, timeout=300)
     assert run.returncode == 2, run.stderr
     assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
 
 
 def test_whatif_json_keys():
     f = plain(SAMPLES / "findings" / "small_ctx128_b1_nosync_capturable.sqlite.xz")
-    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(f), "graph", "-f", "json"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    run = cli_process.run(["whatif", str(f), "graph", "-f", "json"], text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr
     d = json.loads(run.stdout)
     assert set(d["baseline"]) >= {"measured_step_ns", "replayed_step_ns"}

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -18,6 +16,7 @@ pytest.importorskip("mcp", reason="the mcp extra is not installed")
 pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
 
 from helpers.mcp_client import every_page, params, run_calls  # noqa: E402
+from helpers import cli_process
 
 EXPORT, REPORT = f"{STEM}.sqlite", f"{STEM}.ncu-rep"
 BF16_EXPORT, BF16_REPORT = f"{BF16_STEM}.sqlite", f"{BF16_STEM}.ncu-rep"  # tensor-core GEMMs
@@ -43,8 +42,8 @@ def folder(tmp_path_factory):
 
 
 def cli_json(folder, *args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", *args, "-f", "json"], cwd=folder, capture_output=True,
-                          text=True, timeout=600, env={**os.environ})
+    proc = cli_process.run([*args, "-f", "json"], cwd=folder,
+                           text=True, timeout=600, env={**os.environ})
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

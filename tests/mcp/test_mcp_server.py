@@ -15,6 +15,7 @@ import threading
 import pytest
 
 from conftest import ROOT
+from helpers import cli_process
 
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
 pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
@@ -41,8 +42,8 @@ def anyio_backend():
 
 def cli_json(*args: str) -> dict:
     """`nsight-tui ARGS -f json` as a subprocess (cwd: the repository, as the server's)."""
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", *args, "-f", "json"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env={**os.environ})
+    proc = cli_process.run([*args, "-f", "json"], cwd=ROOT,
+                           text=True, timeout=300, env={**os.environ})
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -391,16 +392,15 @@ def test_missing_sdk_is_one_line(tmp_path):
     fake.mkdir()
     (fake / "__init__.py").write_text("")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "mcp", SMALL], cwd=ROOT, capture_output=True,
-                          text=True, env=env, timeout=60)
+    proc = cli_process.run(["mcp", SMALL], cwd=ROOT,
+                           text=True, env=env, timeout=60)
     assert proc.returncode != 0 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == ["nsight-tui: the MCP server needs the mcp package, version 2: "
                                                 "pip install 'nsight-tui[mcp]'"]
 
 
 def test_bad_command_line_is_one_line():
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "mcp", "sample_traces/nope.sqlite"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = cli_process.run(["mcp", "sample_traces/nope.sqlite"], cwd=ROOT, text=True, timeout=60)
     assert proc.returncode != 0 and proc.stdout == ""
     assert proc.stderr.strip() == "nsight-tui: sample_traces/nope.sqlite: no such file or folder"
 
@@ -416,8 +416,7 @@ async def test_report_on_a_served_folder_is_the_sweep(tmp_path):
     calls = {"sweep": ("report", {"path": "sweep"}),
              "tables": ("report", {"path": "sweep", "sections": ["tables"]})}
     answers = await run_calls(params("sweep", cwd=tmp_path), calls)
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", "report", "sweep", "-f", "json"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env={**os.environ})
+    proc = cli_process.run(["report", "sweep", "-f", "json"], cwd=tmp_path, text=True, timeout=300, env={**os.environ})
     cli = json.loads(proc.stdout)
     doc = answers.ok("sweep")
     assert doc["tables"] == cli["tables"] and doc["folder"] == cli["folder"] == "sweep"

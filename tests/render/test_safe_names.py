@@ -14,11 +14,11 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from helpers import cli_process
 
 # Each kind: OSC (set title) ended by BEL, CSI clear screen and colour, CR, NUL, a C1 CSI (0x9b),
 # DEL, a bidi override, a newline; Rich markup (a closing tag alone crashes Rich); Markdown link
@@ -52,7 +52,7 @@ def evil(tmp_path_factory) -> Path:
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, timeout=300, check=False)
+    proc = cli_process.run(args, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
     return proc
 
@@ -195,8 +195,8 @@ def _screen(app) -> str:
 def test_error_lines_quote_paths_visibly(tmp_path, command):
     """A one-line error that names the file (here: missing) shows its control characters too."""
     missing = tmp_path / "gone\x1b]0;pwned\x07\nsecond line.sqlite"
-    proc = subprocess.run([sys.executable, "-m", "nsight_tui", command, str(missing)], capture_output=True,
-                          timeout=120, check=False)
+    proc = cli_process.run([command, str(missing)],
+                           timeout=120)
     err = proc.stderr.decode("utf-8")
     assert proc.returncode == 2 and err.count("\n") == 1, err
     _no_raw(err)
