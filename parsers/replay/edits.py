@@ -17,6 +17,9 @@
                           nohost:DURATION those pauses at least DURATION long; nohost:-DURATION
                           each of those pauses shortened by DURATION (a sleep or stall of known length)
     graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
+    pin[:RANGE]           the pageable host<->device copies launched inside RANGE (default: the
+                          step) from pinned memory with non_blocking=True: a host-to-device copy's
+                          call returns after its enqueue, each copy at a pinned copy's rate (_pin)
     fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
 RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
@@ -38,7 +41,7 @@ import numpy as np
 
 from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
-from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
+from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import stretches
 from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build
@@ -60,7 +63,7 @@ class EditError(NsightError):
 
 @dataclass(frozen=True)
 class Edit:
-    kind: str  # speed, drop, kernels-from, nosync, nohost, graph, fix
+    kind: str  # speed, drop, kernels-from, nosync, nohost, graph, pin, fix
     text: str
     pattern: str = ""
     factor: float = 1.0
@@ -91,14 +94,14 @@ class Edited:
         return (self.low, self.mid, self.high)
 
 
-KINDS = ("speed", "drop", "kernels-from", "nosync", "nohost", "graph", "fix")
+KINDS = ("speed", "drop", "kernels-from", "nosync", "nohost", "graph", "pin", "fix")
 
 
 def parse(text: str) -> Edit:
     kind, _, arg = text.partition(":")
     if kind not in KINDS:
         raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, drop:PATTERN, kernels-from:TWIN.sqlite, "
-                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], fix:FINDING_ID")
+                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], pin[:RANGE], fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
         try:
@@ -421,6 +424,194 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         "cuda-graph twin, H100)"))
 
 
+
+HTOD, DTOH = 1, 2  # the export's copyKind (ENUM_CUDA_MEMCPY_OPER)
+PAGEABLE, PINNED = 0, 1  # its srcKind/dstKind (ENUM_CUDA_MEM_KIND)
+
+
+@dataclass
+class _Copies:
+    """Per op: the copy's bytes, direction (HTOD, DTOH, another copyKind, -1 not a copy or not
+    read) and whether its host side is pageable or pinned (read.memcpy's rows, matched to the ops by
+    device, start and end)."""
+
+    nbytes: np.ndarray
+    direction: np.ndarray
+    pageable: np.ndarray
+    pinned: np.ndarray
+
+
+def _copies(trace) -> _Copies:
+    n = len(trace.ops)
+    out = _Copies(np.zeros(n, np.int64), np.full(n, -1, np.int64), np.zeros(n, bool), np.zeros(n, bool))
+    o_kind = trace.ops["kind"].to_numpy()
+    mem = np.flatnonzero(o_kind == MEMCPY)
+    if len(mem) == 0:
+        return out
+    o_dev = trace.ops["device"].to_numpy(np.int64)
+    o_start, o_end = trace.ops["start"].to_numpy(np.int64), trace.ops["end"].to_numpy(np.int64)
+    for dev in np.unique(o_dev[mem]).tolist():
+        rows = trace.memcpy_calls(int(dev))
+        if not rows:
+            continue
+        at = {(int(r[0]), int(r[1])): r for r in rows}
+        for o in mem[o_dev[mem] == dev].tolist():
+            r = at.get((int(o_start[o]), int(o_end[o])))
+            if r is None:
+                continue
+            kind, src, dst = int(r[3]), int(r[4]), int(r[5])
+            host = src if kind == HTOD else dst if kind == DTOH else -1
+            out.nbytes[o], out.direction[o] = int(r[2]), kind
+            out.pageable[o], out.pinned[o] = host == PAGEABLE, host == PINNED
+    return out
+
+
+# Pinned host<->device copy rates (GB/s = bytes per ns), low, central, high, where the capture has no
+# pinned copy of the direction of PIN_MIN_BYTES or more: PCIe Gen4 x16's practical rate (about 80% of
+# its 31.5 GB/s a direction), the committed pinned-input capture's rate (sample_traces/findings/
+# small_ctx128_pinned-input, H200 on PCIe Gen5: six 64 MiB host-to-device copies, 402,653,184 bytes in
+# 8.62 ms of copies, 46.7 GB/s; 37.8..55.4 one by one) and PCIe Gen5 x16's raw rate a direction
+# (32 GT/s x 16 lanes x 128/130 / 8). A Grace superchip's NVLink-C2C (450 GB/s a direction) is not assumed.
+PINNED_GBPS = (25.0, 46.7, 63.0)
+# A copy at least this large moves at the link's rate (a smaller one costs its latency, microseconds).
+PIN_MIN_BYTES = 1 << 20
+# What an asynchronous copy's call costs the CPU where the capture has no asynchronous copy call that
+# returned before its copy: the committed pinned-input capture's 64 MiB pinned cudaMemcpyAsync calls
+# returned in 23..25 us (H200, step by step; 27 us on average over its six).
+ENQUEUE_NS = 24_000
+
+
+def _pinned_rates(c: _Copies, g: Graph, direction: int) -> tuple[tuple[float, float, float], str]:
+    """The rate (bytes per ns) a pinned copy of `direction` moves at here: this capture's own pinned
+    copies of that direction of PIN_MIN_BYTES or more (slowest, median, fastest), else PINNED_GBPS;
+    and the sentence that says which."""
+    name = {HTOD: "host-to-device", DTOH: "device-to-host"}[direction]
+    mine = np.flatnonzero(c.pinned & (c.direction == direction) & (c.nbytes >= PIN_MIN_BYTES) & (g.op_dur > 0))
+    if len(mine):
+        rate = c.nbytes[mine] / g.op_dur[mine]
+        lo, mid, hi = float(rate.min()), float(np.median(rate)), float(rate.max())
+        return (lo, mid, hi), (f"{name} copies from pinned memory at {lo:.1f}..{hi:.1f} GB/s, {mid:.1f} central "
+                               f"(this capture's {len(mine):,} pinned {name} copies of 1 MiB or more: slowest, "
+                               "median, fastest)")
+    lo, mid, hi = PINNED_GBPS
+    return PINNED_GBPS, (f"{name} copies from pinned memory at {lo:g}..{hi:g} GB/s, {mid:g} central (this capture "
+                         "has no pinned one of 1 MiB or more: PCIe Gen4 x16's practical rate, the committed "
+                         "pinned-input capture's measured host-to-device rate on an H200, PCIe Gen5 x16's raw rate)")
+
+
+def _enqueue_ns(g: Graph, c: _Copies) -> tuple[int, str]:
+    """The CPU cost of an asynchronous copy's call: the median call of this capture's asynchronous
+    copies (a `...Async` call of a copy that is not a pageable host one, returning before its copy
+    ended), else ENQUEUE_NS; and the sentence that says which."""
+    api = g.trace.api
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    mem = (g.trace.ops["kind"].to_numpy() == MEMCPY) & (o_api >= 0) & ~c.pageable
+    if mem.any() and len(api):
+        calls = o_api[mem]
+        names = np.array([api_display_name(g.trace.api_names[k]) for k in api["name"].to_numpy()[calls]], dtype=object)
+        a_start, a_end = api["start"].to_numpy(np.int64)[calls], api["end"].to_numpy(np.int64)[calls]
+        ok = np.array(["Async" in n for n in names], dtype=bool) & (a_end < g.op_end[mem])
+        if ok.any():
+            ns = int(np.median(a_end[ok] - a_start[ok]))
+            return ns, f"{ns / 1e3:.1f} us (the median of this capture's {int(ok.sum()):,} asynchronous copy calls)"
+    return ENQUEUE_NS, (f"{ENQUEUE_NS / 1e3:.0f} us (no asynchronous copy call here: the committed pinned-input "
+                        "capture's pinned cudaMemcpyAsync)")
+
+
+def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    """`pin[:RANGE]`: the fix "copy from pinned memory with non_blocking=True" for each pageable
+    host<->device copy launched inside RANGE (default: the steps; the export's copyKind and
+    srcKind/dstKind tell pageable from pinned, as the pageable-memcpy finding reads them).
+
+    - A host-to-device copy's call no longer waits: it returns after its enqueue cost (this
+      capture's asynchronous copy calls, _enqueue_ns), and what launches after it runs on at once;
+      its copy is ordered on its stream as before, so the kernels that read it still wait for it.
+    - Its copy on the GPU takes its bytes at a pinned copy's rate (_pinned_rates: this capture's own
+      pinned copies of the direction, else PINNED_GBPS, the answer's range), never longer than it
+      took from pageable memory.
+    - The host's staging goes out of the step: a pageable copy is the driver copying the bytes into
+      a pinned staging buffer on the calling thread, chunk by chunk, while the DMA moves the chunks
+      before it (hence a call as long as its copy). Pinned, the buffer is filled outside the step:
+      pinned once and reused, or by DataLoader(pin_memory=True)'s own pin-memory thread, beside the
+      step. A program that pins a fresh tensor inside the step (`x.pin_memory()` each step on the
+      training thread) keeps that host copy, plus a pinned allocation: not this edit.
+    - A device-to-host copy still ends its call after its copy: the CPU reads what it copied, so a
+      non_blocking copy into pinned memory is followed by a synchronize before the read. Only the
+      copy is faster (a call that waited for its copy waits for the shorter one; one that did not
+      takes its enqueue cost and the copy's new time)."""
+    c = _copies(g.trace)
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    a_start = g.trace.api["start"].to_numpy(np.int64)
+    launched = o_api >= 0
+    launch_t = np.where(launched, a_start[np.maximum(o_api, 0)] if len(a_start) else 0, -1)
+    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+    host = c.pageable & np.isin(c.direction, (HTOD, DTOH)) & launched
+    where = e.range or STEP_RANGE
+    if not host.any():
+        if g.trace.memcpy_calls(0) is None and (g.trace.ops["kind"].to_numpy() == MEMCPY).any():
+            raise EditError(f"{e.text}: the export lacks the copies' memory kinds (CUPTI_ACTIVITY_KIND_MEMCPY's "
+                            "srcKind/dstKind): pageable copies cannot be told")
+        raise EditError(f"no pageable host<->device copy in {g.trace.path.name}")
+    sel = host & _inside(launch_t, o_pid, range_spans(g, sr, e.range))
+    if not sel.any():
+        raise EditError(f"no pageable host<->device copy launched inside {where!r}")
+    enqueue, enqueue_how = _enqueue_ns(g, c)
+    rates, says = {}, []
+    for d in (HTOD, DTOH):
+        if (sel & (c.direction == d)).any():
+            rates[d], how = _pinned_rates(c, g, d)
+            says.append(how)
+    ops = np.flatnonzero(sel)
+    h2d = ops[c.direction[ops] == HTOD]
+    d2h = ops[c.direction[ops] == DTOH]
+    # a host-to-device call: every point inside it (start, end] at no time but the end's enqueue
+    calls = o_api[h2d]
+    calls = calls[(g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)]
+    mark = np.zeros(len(g.pt_time) + 1, np.int64)
+    np.add.at(mark, g.call_start_pt[calls] + 1, 1)
+    np.add.at(mark, g.call_end_pt[calls] + 1, -1)
+    inner = np.flatnonzero(np.cumsum(mark)[:-1] > 0)
+    ends = g.call_end_pt[calls]
+    span = g.pt_time[ends] - g.pt_time[g.call_start_pt[calls]]
+    call_ns = np.minimum(span, enqueue)
+    in_step = in_steps(g, sr)
+    before_ns = int(g.delta_ns[inner[in_step[inner]]].sum())
+    # a device-to-host call that did not wait for its copy in the capture: its time, enqueue and copy
+    d_calls = o_api[d2h]
+    d_end = g.call_end_pt[d_calls]
+    d_free = (d_end >= 0) & (g.call_start_pt[d_calls] >= 0) & ~np.isin(d_end, list(g.blocks))
+    d_span = np.where(d_free, g.pt_time[d_end] - g.pt_time[np.maximum(g.call_start_pt[d_calls], 0)], 0)
+    for plan, i in zip(ed.plans, (2, 1, 0)):  # the favourable end (the smaller step) at the fastest link
+        new = np.array([int(np.ceil(c.nbytes[o] / rates[int(c.direction[o])][i])) for o in ops.tolist()], np.int64)
+        plan.op_dur[ops] = np.minimum(g.op_dur[ops], new)
+        plan.op_launch_off[ops] = np.minimum(g.op_launch_off[ops], g.launch_latency_ns)
+        plan.delta_ns[inner] = 0
+        plan.delta_ns[ends] = call_ns
+        for k in inner.tolist():
+            plan.handoffs.pop(k, None)
+            if k in g.blocks:
+                plan.blocking.discard(k)
+                plan.block_after_ns[k] = 0
+        for k, ns in zip(ends.tolist(), call_ns.tolist()):
+            if k in g.blocks:
+                plan.block_after_ns[k] = ns
+        for k, o, free, sp in zip(d_end.tolist(), d2h.tolist(), d_free.tolist(), d_span.tolist()):
+            if free:
+                plan.delta_ns[k] = min(sp, enqueue + int(plan.op_dur[o]))
+    after_ns = int(ed.mid.delta_ns[inner[in_step[inner]]].sum())
+    n_steps = max(sr.n_steps, 1)
+    step_ops = ops[in_step[np.maximum(g.op_launch_pt[ops], 0)]]
+    gpu_before = int(g.op_dur[step_ops].sum())
+    gpu_after = int(ed.mid.op_dur[step_ops].sum())
+    mib = float(c.nbytes[step_ops].sum()) / 2**20 / n_steps
+    ed.applied.append(Applied(
+        e.text, f"{len(ops):,} pageable copies ({len(h2d):,} host-to-device, {len(d2h):,} device-to-host; {mib:,.1f} MiB "
+        f"a step) from pinned memory, non_blocking: each host-to-device call returns after its enqueue, "
+        f"{enqueue_how}, its host staging out of the step ({(before_ns - after_ns) / n_steps / 1e6:,.2f} ms a step of "
+        f"CPU time in those calls gone); the copies {gpu_before / n_steps / 1e6:,.2f} -> {gpu_after / n_steps / 1e6:,.2f} "
+        "ms a step on the GPU" + ("; device-to-host calls still end after their copy (the CPU reads it)" if len(d2h) else ""),
+        "; ".join(says)))
+
 def _kernel_order(trace) -> dict[int, np.ndarray]:
     """Per process: its kernels in launch order (call start, then op start)."""
     ops = trace.ops
@@ -671,6 +862,8 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
             _nohost(g, sr, e, ed)
         elif e.kind == "graph":
             _graph(g, sr, e, ed)
+        elif e.kind == "pin":
+            _pin(g, sr, e, ed)
         elif e.kind == "kernels-from":
             _kernels_from(g, sr, e, ed, load, twin_host)
         elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
