@@ -439,6 +439,7 @@ class _Copies:
     direction: np.ndarray
     pageable: np.ndarray
     pinned: np.ndarray
+    unread: bool = False  # the export has copies but not their kinds (a column missing)
 
 
 def _copies(trace) -> _Copies:
@@ -453,6 +454,7 @@ def _copies(trace) -> _Copies:
     for dev in np.unique(o_dev[mem]).tolist():
         rows = trace.memcpy_calls(int(dev))
         if not rows:
+            out.unread |= rows is None
             continue
         at = {(int(r[0]), int(r[1])): r for r in rows}
         for o in mem[o_dev[mem] == dev].tolist():
@@ -528,7 +530,8 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
       its copy is ordered on its stream as before, so the kernels that read it still wait for it.
     - Its copy on the GPU takes its bytes at a pinned copy's rate (_pinned_rates: this capture's own
       pinned copies of the direction, else PINNED_GBPS, the answer's range), never longer than it
-      took from pageable memory.
+      took from pageable memory (a copy of a few bytes costs its latency, a microsecond or two, which
+      a rate leaves out; the pageable-memcpy finding counts 1 MiB a step or more).
     - The host's staging goes out of the step: a pageable copy is the driver copying the bytes into
       a pinned staging buffer on the calling thread, chunk by chunk, while the DMA moves the chunks
       before it (hence a call as long as its copy). Pinned, the buffer is filled outside the step:
@@ -548,7 +551,7 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     host = c.pageable & np.isin(c.direction, (HTOD, DTOH)) & launched
     where = e.range or STEP_RANGE
     if not host.any():
-        if g.trace.memcpy_calls(0) is None and (g.trace.ops["kind"].to_numpy() == MEMCPY).any():
+        if c.unread:
             raise EditError(f"{e.text}: the export lacks the copies' memory kinds (CUPTI_ACTIVITY_KIND_MEMCPY's "
                             "srcKind/dstKind): pageable copies cannot be told")
         raise EditError(f"no pageable host<->device copy in {g.trace.path.name}")
@@ -564,40 +567,39 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     ops = np.flatnonzero(sel)
     h2d = ops[c.direction[ops] == HTOD]
     d2h = ops[c.direction[ops] == DTOH]
-    # a host-to-device call: every point inside it (start, end] at no time but the end's enqueue
-    calls = o_api[h2d]
-    calls = calls[(g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)]
+    # a host-to-device call, and a device-to-host one that did not wait for its copy in the capture:
+    # every point inside it (start, end] at no time but the end's (the enqueue; for a device-to-host
+    # call the enqueue and its copy, which it still waits for)
+    d_calls = o_api[d2h]
+    d_free = (g.call_end_pt[d_calls] >= 0) & (g.call_start_pt[d_calls] >= 0) & ~np.isin(g.call_end_pt[d_calls], list(g.blocks))
+    calls = np.concatenate([o_api[h2d], d_calls[d_free]])
+    of_op = np.concatenate([h2d, d2h[d_free]])
+    ok = (g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)
+    calls, of_op = calls[ok], of_op[ok]
+    is_d2h = c.direction[of_op] == DTOH
     mark = np.zeros(len(g.pt_time) + 1, np.int64)
     np.add.at(mark, g.call_start_pt[calls] + 1, 1)
     np.add.at(mark, g.call_end_pt[calls] + 1, -1)
     inner = np.flatnonzero(np.cumsum(mark)[:-1] > 0)
     ends = g.call_end_pt[calls]
     span = g.pt_time[ends] - g.pt_time[g.call_start_pt[calls]]
-    call_ns = np.minimum(span, enqueue)
     in_step = in_steps(g, sr)
     before_ns = int(g.delta_ns[inner[in_step[inner]]].sum())
-    # a device-to-host call that did not wait for its copy in the capture: its time, enqueue and copy
-    d_calls = o_api[d2h]
-    d_end = g.call_end_pt[d_calls]
-    d_free = (d_end >= 0) & (g.call_start_pt[d_calls] >= 0) & ~np.isin(d_end, list(g.blocks))
-    d_span = np.where(d_free, g.pt_time[d_end] - g.pt_time[np.maximum(g.call_start_pt[d_calls], 0)], 0)
     for plan, i in zip(ed.plans, (2, 1, 0)):  # the favourable end (the smaller step) at the fastest link
         new = np.array([int(np.ceil(c.nbytes[o] / rates[int(c.direction[o])][i])) for o in ops.tolist()], np.int64)
         plan.op_dur[ops] = np.minimum(g.op_dur[ops], new)
         plan.op_launch_off[ops] = np.minimum(g.op_launch_off[ops], g.launch_latency_ns)
+        call_ns = np.minimum(span, enqueue + np.where(is_d2h, plan.op_dur[of_op], 0))
         plan.delta_ns[inner] = 0
         plan.delta_ns[ends] = call_ns
         for k in inner.tolist():
             plan.handoffs.pop(k, None)
-            if k in g.blocks:
+            if k in g.blocks:  # a wait inside the call (a full queue) or at its end: no longer
                 plan.blocking.discard(k)
                 plan.block_after_ns[k] = 0
         for k, ns in zip(ends.tolist(), call_ns.tolist()):
             if k in g.blocks:
                 plan.block_after_ns[k] = ns
-        for k, o, free, sp in zip(d_end.tolist(), d2h.tolist(), d_free.tolist(), d_span.tolist()):
-            if free:
-                plan.delta_ns[k] = min(sp, enqueue + int(plan.op_dur[o]))
     after_ns = int(ed.mid.delta_ns[inner[in_step[inner]]].sum())
     n_steps = max(sr.n_steps, 1)
     step_ops = ops[in_step[np.maximum(g.op_launch_pt[ops], 0)]]
@@ -608,9 +610,11 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         e.text, f"{len(ops):,} pageable copies ({len(h2d):,} host-to-device, {len(d2h):,} device-to-host; {mib:,.1f} MiB "
         f"a step) from pinned memory, non_blocking: each host-to-device call returns after its enqueue, "
         f"{enqueue_how}, its host staging out of the step ({(before_ns - after_ns) / n_steps / 1e6:,.2f} ms a step of "
-        f"CPU time in those calls gone); the copies {gpu_before / n_steps / 1e6:,.2f} -> {gpu_after / n_steps / 1e6:,.2f} "
-        "ms a step on the GPU" + ("; device-to-host calls still end after their copy (the CPU reads it)" if len(d2h) else ""),
+        f"CPU time in those calls gone); the copies' GPU time from {gpu_before / n_steps / 1e6:,.2f} to "
+        f"{gpu_after / n_steps / 1e6:,.2f} ms a step"
+        + ("; device-to-host calls still end after their copy (the CPU reads it)" if len(d2h) else ""),
         "; ".join(says)))
+
 
 def _kernel_order(trace) -> dict[int, np.ndarray]:
     """Per process: its kernels in launch order (call start, then op start)."""
