@@ -19,7 +19,8 @@
     graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
     pin[:RANGE]           the pageable host<->device copies launched inside RANGE (default: the
                           step) from pinned memory with non_blocking=True: a host-to-device copy's
-                          call returns after its enqueue, each copy at a pinned copy's rate (_pin)
+                          call returns after its enqueue, each copy at a pinned copy's rate (_pin,
+                          replay.pinned)
     fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
 RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
@@ -29,7 +30,8 @@ replayed at both.
 
 Near 700 lines on purpose: the parser of the edit grammar and each edit's change to the plan
 sit together, so what an edit's words mean and what it does to the replay read in one place (the
-twin-capture carrying of host time is apart, in replay.stretches).
+twin-capture carrying of host time is apart, in replay.stretches; what a pinned copy costs, in
+replay.pinned).
 """
 from __future__ import annotations
 
@@ -41,9 +43,9 @@ import numpy as np
 
 from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
-from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, api_display_name, pid_of
+from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
-from nsight_tui.parsers.replay import stretches
+from nsight_tui.parsers.replay import pinned, stretches
 from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
@@ -425,111 +427,16 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
 
 
 
-HTOD, DTOH = 1, 2  # the export's copyKind (ENUM_CUDA_MEMCPY_OPER)
-PAGEABLE, PINNED = 0, 1  # its srcKind/dstKind (ENUM_CUDA_MEM_KIND)
-
-
-@dataclass
-class _Copies:
-    """Per op: the copy's bytes, direction (HTOD, DTOH, another copyKind, -1 not a copy or not
-    read) and whether its host side is pageable or pinned (read.memcpy's rows, matched to the ops by
-    device, start and end)."""
-
-    nbytes: np.ndarray
-    direction: np.ndarray
-    pageable: np.ndarray
-    pinned: np.ndarray
-    unread: bool = False  # the export has copies but not their kinds (a column missing)
-
-
-def _copies(trace) -> _Copies:
-    n = len(trace.ops)
-    out = _Copies(np.zeros(n, np.int64), np.full(n, -1, np.int64), np.zeros(n, bool), np.zeros(n, bool))
-    o_kind = trace.ops["kind"].to_numpy()
-    mem = np.flatnonzero(o_kind == MEMCPY)
-    if len(mem) == 0:
-        return out
-    o_dev = trace.ops["device"].to_numpy(np.int64)
-    o_start, o_end = trace.ops["start"].to_numpy(np.int64), trace.ops["end"].to_numpy(np.int64)
-    for dev in np.unique(o_dev[mem]).tolist():
-        rows = trace.memcpy_calls(int(dev))
-        if not rows:
-            out.unread |= rows is None
-            continue
-        at = {(int(r[0]), int(r[1])): r for r in rows}
-        for o in mem[o_dev[mem] == dev].tolist():
-            r = at.get((int(o_start[o]), int(o_end[o])))
-            if r is None:
-                continue
-            kind, src, dst = int(r[3]), int(r[4]), int(r[5])
-            host = src if kind == HTOD else dst if kind == DTOH else -1
-            out.nbytes[o], out.direction[o] = int(r[2]), kind
-            out.pageable[o], out.pinned[o] = host == PAGEABLE, host == PINNED
-    return out
-
-
-# Pinned host<->device copy rates (GB/s = bytes per ns), low, central, high, where the capture has no
-# pinned copy of the direction of PIN_MIN_BYTES or more: PCIe Gen4 x16's practical rate (about 80% of
-# its 31.5 GB/s a direction), the committed pinned-input capture's rate (sample_traces/findings/
-# small_ctx128_pinned-input, H200 on PCIe Gen5: six 64 MiB host-to-device copies, 402,653,184 bytes in
-# 8.62 ms of copies, 46.7 GB/s; 37.8..55.4 one by one) and PCIe Gen5 x16's raw rate a direction
-# (32 GT/s x 16 lanes x 128/130 / 8). A Grace superchip's NVLink-C2C (450 GB/s a direction) is not assumed.
-PINNED_GBPS = (25.0, 46.7, 63.0)
-# A copy at least this large moves at the link's rate (a smaller one costs its latency, microseconds).
-PIN_MIN_BYTES = 1 << 20
-# What an asynchronous copy's call costs the CPU where the capture has no asynchronous copy call that
-# returned before its copy: the committed pinned-input capture's 64 MiB pinned cudaMemcpyAsync calls
-# returned in 23..25 us (H200, step by step; 27 us on average over its six).
-ENQUEUE_NS = 24_000
-
-
-def _pinned_rates(c: _Copies, g: Graph, direction: int) -> tuple[tuple[float, float, float], str]:
-    """The rate (bytes per ns) a pinned copy of `direction` moves at here: this capture's own pinned
-    copies of that direction of PIN_MIN_BYTES or more (slowest, median, fastest), else PINNED_GBPS;
-    and the sentence that says which."""
-    name = {HTOD: "host-to-device", DTOH: "device-to-host"}[direction]
-    mine = np.flatnonzero(c.pinned & (c.direction == direction) & (c.nbytes >= PIN_MIN_BYTES) & (g.op_dur > 0))
-    if len(mine):
-        rate = c.nbytes[mine] / g.op_dur[mine]
-        lo, mid, hi = float(rate.min()), float(np.median(rate)), float(rate.max())
-        return (lo, mid, hi), (f"{name} copies from pinned memory at {lo:.1f}..{hi:.1f} GB/s, {mid:.1f} central "
-                               f"(this capture's {len(mine):,} pinned {name} copies of 1 MiB or more: slowest, "
-                               "median, fastest)")
-    lo, mid, hi = PINNED_GBPS
-    return PINNED_GBPS, (f"{name} copies from pinned memory at {lo:g}..{hi:g} GB/s, {mid:g} central (this capture "
-                         "has no pinned one of 1 MiB or more: PCIe Gen4 x16's practical rate, the committed "
-                         "pinned-input capture's measured host-to-device rate on an H200, PCIe Gen5 x16's raw rate)")
-
-
-def _enqueue_ns(g: Graph, c: _Copies) -> tuple[int, str]:
-    """The CPU cost of an asynchronous copy's call: the median call of this capture's asynchronous
-    copies (a `...Async` call of a copy that is not a pageable host one, returning before its copy
-    ended), else ENQUEUE_NS; and the sentence that says which."""
-    api = g.trace.api
-    o_api = g.trace.ops["api"].to_numpy(np.int64)
-    mem = (g.trace.ops["kind"].to_numpy() == MEMCPY) & (o_api >= 0) & ~c.pageable
-    if mem.any() and len(api):
-        calls = o_api[mem]
-        names = np.array([api_display_name(g.trace.api_names[k]) for k in api["name"].to_numpy()[calls]], dtype=object)
-        a_start, a_end = api["start"].to_numpy(np.int64)[calls], api["end"].to_numpy(np.int64)[calls]
-        ok = np.array(["Async" in n for n in names], dtype=bool) & (a_end < g.op_end[mem])
-        if ok.any():
-            ns = int(np.median(a_end[ok] - a_start[ok]))
-            return ns, f"{ns / 1e3:.1f} us (the median of this capture's {int(ok.sum()):,} asynchronous copy calls)"
-    return ENQUEUE_NS, (f"{ENQUEUE_NS / 1e3:.0f} us (no asynchronous copy call here: the committed pinned-input "
-                        "capture's pinned cudaMemcpyAsync)")
-
-
 def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     """`pin[:RANGE]`: the fix "copy from pinned memory with non_blocking=True" for each pageable
     host<->device copy launched inside RANGE (default: the steps; the export's copyKind and
     srcKind/dstKind tell pageable from pinned, as the pageable-memcpy finding reads them).
 
     - A host-to-device copy's call no longer waits: it returns after its enqueue cost (this
-      capture's asynchronous copy calls, _enqueue_ns), and what launches after it runs on at once;
+      capture's asynchronous copy calls, pinned.enqueue_ns), and what launches after it runs on at once;
       its copy is ordered on its stream as before, so the kernels that read it still wait for it.
-    - Its copy on the GPU takes its bytes at a pinned copy's rate (_pinned_rates: this capture's own
-      pinned copies of the direction, else PINNED_GBPS, the answer's range), never longer than it
+    - Its copy on the GPU takes its bytes at a pinned copy's rate (pinned.rates: this capture's own
+      pinned copies of the direction, else pinned.PINNED_GBPS, the answer's range), never longer than it
       took from pageable memory (a copy of a few bytes costs its latency, a microsecond or two, which
       a rate leaves out; the pageable-memcpy finding counts 1 MiB a step or more).
     - The host's staging goes out of the step: a pageable copy is the driver copying the bytes into
@@ -542,13 +449,13 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
       non_blocking copy into pinned memory is followed by a synchronize before the read. Only the
       copy is faster (a call that waited for its copy waits for the shorter one; one that did not
       takes its enqueue cost and the copy's new time)."""
-    c = _copies(g.trace)
+    c = pinned.copies(g.trace)
     o_api = g.trace.ops["api"].to_numpy(np.int64)
     a_start = g.trace.api["start"].to_numpy(np.int64)
     launched = o_api >= 0
     launch_t = np.where(launched, a_start[np.maximum(o_api, 0)] if len(a_start) else 0, -1)
     o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
-    host = c.pageable & np.isin(c.direction, (HTOD, DTOH)) & launched
+    host = c.pageable & np.isin(c.direction, (pinned.HTOD, pinned.DTOH)) & launched
     where = e.range or STEP_RANGE
     if not host.any():
         if c.unread:
@@ -558,15 +465,15 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     sel = host & _inside(launch_t, o_pid, range_spans(g, sr, e.range))
     if not sel.any():
         raise EditError(f"no pageable host<->device copy launched inside {where!r}")
-    enqueue, enqueue_how = _enqueue_ns(g, c)
+    enqueue, enqueue_how = pinned.enqueue_ns(g, c)
     rates, says = {}, []
-    for d in (HTOD, DTOH):
+    for d in (pinned.HTOD, pinned.DTOH):
         if (sel & (c.direction == d)).any():
-            rates[d], how = _pinned_rates(c, g, d)
+            rates[d], how = pinned.rates(c, g, d)
             says.append(how)
     ops = np.flatnonzero(sel)
-    h2d = ops[c.direction[ops] == HTOD]
-    d2h = ops[c.direction[ops] == DTOH]
+    h2d = ops[c.direction[ops] == pinned.HTOD]
+    d2h = ops[c.direction[ops] == pinned.DTOH]
     # a host-to-device call, and a device-to-host one that did not wait for its copy in the capture:
     # every point inside it (start, end] at no time but the end's (the enqueue; for a device-to-host
     # call the enqueue and its copy, which it still waits for)
@@ -576,7 +483,7 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     of_op = np.concatenate([h2d, d2h[d_free]])
     ok = (g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)
     calls, of_op = calls[ok], of_op[ok]
-    is_d2h = c.direction[of_op] == DTOH
+    is_d2h = c.direction[of_op] == pinned.DTOH
     mark = np.zeros(len(g.pt_time) + 1, np.int64)
     np.add.at(mark, g.call_start_pt[calls] + 1, 1)
     np.add.at(mark, g.call_end_pt[calls] + 1, -1)

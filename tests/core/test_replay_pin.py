@@ -23,7 +23,7 @@ from helpers.xz_samples import plain
 
 from nsight_tui.parsers.analyses.findings import findings
 from nsight_tui.parsers.read.load import load_trace
-from nsight_tui.parsers.replay import edits as edit_mod
+from nsight_tui.parsers.replay import edits as edit_mod, pinned
 from nsight_tui.parsers.replay.edits import EditError
 from nsight_tui.parsers.replay.predict import graph_of, predict
 from nsight_tui.parsers.replay.simulate import simulate
@@ -115,7 +115,7 @@ def test_one_copy_by_hand():
     _, m_start, m_end, nbytes, c_start, c_end = rows[1]
     (pinned_bytes, pinned_ns), = _sql(plain(TWIN), "SELECT sum(bytes), sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
                                                    "WHERE copyKind = 1 AND srcKind = 1")
-    assert edit_mod.PINNED_GBPS[1] == round(pinned_bytes / pinned_ns, 1)
+    assert pinned.PINNED_GBPS[1] == round(pinned_bytes / pinned_ns, 1)
     calls = sorted(e - s for s, e in _sql(base, """SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_MEMCPY m
         JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = m.correlationId AND r.globalTid >> 24 = m.globalPid >> 24
         JOIN StringIds s ON s.id = r.nameId
