@@ -489,7 +489,8 @@ def build(served: ServedSet) -> MCPServer:
         speed:PATTERN=K (a kernel name glob or family, K times faster), drop:PATTERN (those ops
         gone, with their launch calls' CPU time), kernels-from:NAME (kernel
         durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION],
-        graph[:RANGE], fix:FINDING_ID (the edits that finding names). No edits: the unchanged
+        graph[:RANGE], pin[:RANGE] (pageable copies from pinned memory, non_blocking),
+        fix:FINDING_ID (the edits that finding names). No edits: the unchanged
         replay against the measured step."""
         from nsight_tui.parsers import NsightError
         from nsight_tui.render.whatif import whatif_json_text

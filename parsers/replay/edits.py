@@ -17,6 +17,10 @@
                           nohost:DURATION those pauses at least DURATION long; nohost:-DURATION
                           each of those pauses shortened by DURATION (a sleep or stall of known length)
     graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
+    pin[:RANGE]           the pageable host<->device copies launched inside RANGE (default: the
+                          step) from pinned memory with non_blocking=True: a host-to-device copy's
+                          call returns after its enqueue, each copy at a pinned copy's rate (_pin,
+                          replay.pinned)
     fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
 RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
@@ -26,7 +30,8 @@ replayed at both.
 
 Near 700 lines on purpose: the parser of the edit grammar and each edit's change to the plan
 sit together, so what an edit's words mean and what it does to the replay read in one place (the
-twin-capture carrying of host time is apart, in replay.stretches).
+twin-capture carrying of host time is apart, in replay.stretches; what a pinned copy costs, in
+replay.pinned).
 """
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
-from nsight_tui.parsers.replay import stretches
+from nsight_tui.parsers.replay import pinned, stretches
 from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
@@ -60,7 +65,7 @@ class EditError(NsightError):
 
 @dataclass(frozen=True)
 class Edit:
-    kind: str  # speed, drop, kernels-from, nosync, nohost, graph, fix
+    kind: str  # speed, drop, kernels-from, nosync, nohost, graph, pin, fix
     text: str
     pattern: str = ""
     factor: float = 1.0
@@ -91,14 +96,14 @@ class Edited:
         return (self.low, self.mid, self.high)
 
 
-KINDS = ("speed", "drop", "kernels-from", "nosync", "nohost", "graph", "fix")
+KINDS = ("speed", "drop", "kernels-from", "nosync", "nohost", "graph", "pin", "fix")
 
 
 def parse(text: str) -> Edit:
     kind, _, arg = text.partition(":")
     if kind not in KINDS:
         raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, drop:PATTERN, kernels-from:TWIN.sqlite, "
-                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], fix:FINDING_ID")
+                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], pin[:RANGE], fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
         try:
@@ -421,6 +426,103 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         "cuda-graph twin, H100)"))
 
 
+
+def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    """`pin[:RANGE]`: the fix "copy from pinned memory with non_blocking=True" for each pageable
+    host<->device copy launched inside RANGE (default: the steps; the export's copyKind and
+    srcKind/dstKind tell pageable from pinned, as the pageable-memcpy finding reads them).
+
+    - A host-to-device copy's call no longer waits: it returns after its enqueue cost (this
+      capture's asynchronous copy calls, pinned.enqueue_ns), and what launches after it runs on at once;
+      its copy is ordered on its stream as before, so the kernels that read it still wait for it.
+    - Its copy on the GPU takes its bytes at a pinned copy's rate (pinned.rates: this capture's own
+      pinned copies of the direction, else pinned.PINNED_GBPS, the answer's range), never longer than it
+      took from pageable memory (a copy of a few bytes costs its latency, a microsecond or two, which
+      a rate leaves out; the pageable-memcpy finding counts 1 MiB a step or more).
+    - The host's staging goes out of the step: a pageable copy is the driver copying the bytes into
+      a pinned staging buffer on the calling thread, chunk by chunk, while the DMA moves the chunks
+      before it (hence a call as long as its copy). Pinned, the buffer is filled outside the step:
+      pinned once and reused, or by DataLoader(pin_memory=True)'s own pin-memory thread, beside the
+      step. A program that pins a fresh tensor inside the step (`x.pin_memory()` each step on the
+      training thread) keeps that host copy, plus a pinned allocation: not this edit.
+    - A device-to-host copy still ends its call after its copy: the CPU reads what it copied, so a
+      non_blocking copy into pinned memory is followed by a synchronize before the read. Only the
+      copy is faster (a call that waited for its copy waits for the shorter one; one that did not
+      takes its enqueue cost and the copy's new time)."""
+    c = pinned.copies(g.trace)
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    a_start = g.trace.api["start"].to_numpy(np.int64)
+    launched = o_api >= 0
+    launch_t = np.where(launched, a_start[np.maximum(o_api, 0)] if len(a_start) else 0, -1)
+    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+    host = c.pageable & np.isin(c.direction, (pinned.HTOD, pinned.DTOH)) & launched
+    where = e.range or STEP_RANGE
+    if not host.any():
+        if c.unread:
+            raise EditError(f"{e.text}: the export lacks the copies' memory kinds (CUPTI_ACTIVITY_KIND_MEMCPY's "
+                            "srcKind/dstKind): pageable copies cannot be told")
+        raise EditError(f"no pageable host<->device copy in {g.trace.path.name}")
+    sel = host & _inside(launch_t, o_pid, range_spans(g, sr, e.range))
+    if not sel.any():
+        raise EditError(f"no pageable host<->device copy launched inside {where!r}")
+    enqueue, enqueue_how = pinned.enqueue_ns(g, c)
+    rates, says = {}, []
+    for d in (pinned.HTOD, pinned.DTOH):
+        if (sel & (c.direction == d)).any():
+            rates[d], how = pinned.rates(c, g, d)
+            says.append(how)
+    ops = np.flatnonzero(sel)
+    h2d = ops[c.direction[ops] == pinned.HTOD]
+    d2h = ops[c.direction[ops] == pinned.DTOH]
+    # a host-to-device call, and a device-to-host one that did not wait for its copy in the capture:
+    # every point inside it (start, end] at no time but the end's (the enqueue; for a device-to-host
+    # call the enqueue and its copy, which it still waits for)
+    d_calls = o_api[d2h]
+    d_free = (g.call_end_pt[d_calls] >= 0) & (g.call_start_pt[d_calls] >= 0) & ~np.isin(g.call_end_pt[d_calls], list(g.blocks))
+    calls = np.concatenate([o_api[h2d], d_calls[d_free]])
+    of_op = np.concatenate([h2d, d2h[d_free]])
+    ok = (g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)
+    calls, of_op = calls[ok], of_op[ok]
+    is_d2h = c.direction[of_op] == pinned.DTOH
+    mark = np.zeros(len(g.pt_time) + 1, np.int64)
+    np.add.at(mark, g.call_start_pt[calls] + 1, 1)
+    np.add.at(mark, g.call_end_pt[calls] + 1, -1)
+    inner = np.flatnonzero(np.cumsum(mark)[:-1] > 0)
+    ends = g.call_end_pt[calls]
+    span = g.pt_time[ends] - g.pt_time[g.call_start_pt[calls]]
+    in_step = in_steps(g, sr)
+    before_ns = int(g.delta_ns[inner[in_step[inner]]].sum())
+    for plan, i in zip(ed.plans, (2, 1, 0)):  # the favourable end (the smaller step) at the fastest link
+        new = np.array([int(np.ceil(c.nbytes[o] / rates[int(c.direction[o])][i])) for o in ops.tolist()], np.int64)
+        plan.op_dur[ops] = np.minimum(g.op_dur[ops], new)
+        plan.op_launch_off[ops] = np.minimum(g.op_launch_off[ops], g.launch_latency_ns)
+        call_ns = np.minimum(span, enqueue + np.where(is_d2h, plan.op_dur[of_op], 0))
+        plan.delta_ns[inner] = 0
+        plan.delta_ns[ends] = call_ns
+        for k in inner.tolist():
+            plan.handoffs.pop(k, None)
+            if k in g.blocks:  # a wait inside the call (a full queue) or at its end: no longer
+                plan.blocking.discard(k)
+                plan.block_after_ns[k] = 0
+        for k, ns in zip(ends.tolist(), call_ns.tolist()):
+            if k in g.blocks:
+                plan.block_after_ns[k] = ns
+    after_ns = int(ed.mid.delta_ns[inner[in_step[inner]]].sum())
+    n_steps = max(sr.n_steps, 1)
+    step_ops = ops[in_step[np.maximum(g.op_launch_pt[ops], 0)]]
+    gpu_before = int(g.op_dur[step_ops].sum())
+    gpu_after = int(ed.mid.op_dur[step_ops].sum())
+    mib = float(c.nbytes[step_ops].sum()) / 2**20 / n_steps
+    ed.applied.append(Applied(
+        e.text, f"{len(ops):,} pageable copies ({len(h2d):,} host-to-device, {len(d2h):,} device-to-host; {mib:,.1f} MiB "
+        f"a step) from pinned memory, non_blocking: each host-to-device call returns after its enqueue, "
+        f"{enqueue_how}, its host staging out of the step ({(before_ns - after_ns) / n_steps / 1e6:,.2f} ms a step of "
+        f"CPU time in those calls gone); the copies' GPU time from {gpu_before / n_steps / 1e6:,.2f} to "
+        f"{gpu_after / n_steps / 1e6:,.2f} ms a step"
+        + ("; device-to-host calls still end after their copy (the CPU reads it)" if len(d2h) else ""),
+        "; ".join(says)))
+
+
 def _kernel_order(trace) -> dict[int, np.ndarray]:
     """Per process: its kernels in launch order (call start, then op start)."""
     ops = trace.ops
@@ -671,6 +773,8 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
             _nohost(g, sr, e, ed)
         elif e.kind == "graph":
             _graph(g, sr, e, ed)
+        elif e.kind == "pin":
+            _pin(g, sr, e, ed)
         elif e.kind == "kernels-from":
             _kernels_from(g, sr, e, ed, load, twin_host)
         elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it

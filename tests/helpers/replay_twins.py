@@ -1,9 +1,7 @@
 """The committed twin captures the replay is checked on: each pair one change apart, captured back
 to back on one machine, with the edit that is the change. Not a test module: tests/core/
 test_replay.py and README's twins table read it. A new pair is one more row, or one more entry
-of sample_traces/replay/twins.json (read below) beside its captures. Not here yet: pageable ->
-pinned input (findings/small_ctx128_pageable-input, 10 ms of CPU staging inside one cudaMemcpyAsync
-per step): no edit turns a pageable copy into a pinned one."""
+of sample_traces/replay/twins.json (read below) beside its captures."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,6 +54,10 @@ TWINS = (
            ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores") for m in ("small_ctx512", "small_ctx1024", "medium_ctx512")),
     Twin("DDP 25 MB buckets -> one bucket", _f("async", "small_ctx512_b8_ddp2_async"),
          _f("async", "small_ctx512_b8_ddp2_async_ddp-one-bucket"), ("kernels-from:{twin}",), "exposed-communication"),
+    # a 64 MiB input batch copied each step from pageable memory (8-10 ms of the driver's staging
+    # inside one cudaMemcpyAsync) -> the same batch pinned once, copied with non_blocking=True
+    Twin("pageable -> pinned input", _f("findings", "small_ctx128_pageable-input"),
+         _f("findings", "small_ctx128_pinned-input"), ("pin",), "pageable-memcpy"),
 )
 
 

@@ -122,20 +122,23 @@ def row(t: Twin, old: bool = True) -> Row:
 
 
 def at_twin_pace(t: Twin) -> float | None:
-    """A `kernels-from` pair's predicted change (ms) with this capture's CPU at the twin's pace: each
-    thread's host time between two same-named launches that no changed kernel touches scaled by the
-    twin's pace over those stretches (per thread and step), a changed one as the twin ran it
-    (parsers/replay/stretches.py, `twin_pace`). What is left of the error is the replay's own, not the
-    two captures' CPU pace: a diagnostic of a miss, not a prediction. None for other edits."""
+    """A pair's predicted change (ms) with this capture's CPU at the twin's pace: each thread's host
+    time between two same-named launches that no changed kernel touches scaled by the twin's pace over
+    those stretches (per thread and step), a changed one as the twin ran it (parsers/replay/
+    stretches.py, `twin_pace`). A pair whose edit is not `kernels-from` (`pin`: the same kernels on
+    both sides) gets one before its own edits, for the pace alone (its kernels' durations as the twin
+    ran them too). What is left of the error is the replay's own, not the two captures' CPU pace: a
+    diagnostic of a miss, not a prediction."""
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.parsers.replay import edits
     from nsight_tui.parsers.replay.predict import baseline, edited
 
-    if not any(e.startswith("kernels-from:") for e in t.edits):
-        return None
     base, other = plain(t.base), plain(t.twin)
+    args = t.edit_args(other)
+    if not any(e.startswith("kernels-from:") for e in t.edits):
+        args = [f"kernels-from:{other}", *args]
     trace = load_trace(base)
-    ed = edited(trace, [edits.parse(e) for e in t.edit_args(other)], load_trace, twin_host=True)
+    ed = edited(trace, [edits.parse(e) for e in args], load_trace, twin_host=True)
     step = baseline(trace).step_ns
     return (ed.steps_ns(step)[1] - step) / 1e6
 

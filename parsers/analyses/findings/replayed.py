@@ -20,7 +20,6 @@ from nsight_tui.parsers.replay.predict import saving
 
 # The fixes the replay has no edit for, and why (their savings stay the rules' estimates).
 NO_EDIT = {
-    "pageable-memcpy": "a pinned copy's speed is not in this capture",
     "elementwise-chain": "a fused pass's duration is not in this capture",
     "occupancy-limited": "the kernel's duration at a better occupancy is not in this capture",
     "tensor-cores-idle": "the math mode in force is not known from the capture",
@@ -152,6 +151,8 @@ EDITS = {
     "host-bound-gap": lambda c, f: [f"nohost:{threshold('host_gap_min_ns') / 1e6:g}ms"],  # the pauses it names
     "sync-stall": _sync_edits,
     "sync-memcpy": lambda c, f: ["nosync:cudaMemcpy*"],
+    # the copies from pinned memory, non_blocking: the staging out of the step, the copy at a pinned rate
+    "pageable-memcpy": lambda c, f: ["pin"],
     "unfused-optimizer": _optimizer_edits,
     "fp32-gemm-without-tensor-cores": _fp32_gemm_edits,
     # channels_last: cuDNN no longer turns the tensors round, so the transposes the rule counts (the
