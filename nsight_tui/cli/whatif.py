@@ -2,7 +2,8 @@
 what the step would take and what would hold it.
 
 EDITs: speed:PATTERN[@RANGE]=K, drop:PATTERN[@RANGE], fuse:P1+P2+...[@RANGE[,N+][,<DURATION]], kernels-from:TWIN.sqlite,
-nosync[:RANGE|CALL], nohost[:RANGE], graph[:RANGE], fix:FINDING_ID (parsers/replay/edits.py). With none, the unchanged replay against the measured step."""
+nosync[:RANGE|CALL], nohost[:RANGE], graph[:RANGE], fix:FINDING_ID (parsers/replay/edits.py). With none, the unchanged
+replay against the measured step."""
 from __future__ import annotations
 
 import argparse

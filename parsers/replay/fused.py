@@ -102,15 +102,19 @@ def apply(g: Graph, plans: tuple[Plan, Plan, Plan], found: list[np.ndarray], in_
     inside = np.flatnonzero(np.cumsum(mark)[:-1] > 0)  # the time inside those calls
     waits = [int(k) for k in inside.tolist() if k in g.blocks]
     between = [_host_between(g, c, o_api) for c in found]
-    split = sum(1 for c, b in zip(found, between) if len(b) == 0 and len(c) > 1 and (o_api[c] >= 0).all()
-                and g.call_end_pt[o_api[c[-1]]] > g.call_end_pt[o_api[c[0]]])
+    split = sum(1 for c in found if (o_api[c] >= 0).all() and (g.call_end_pt[o_api[c]] >= 0).all()
+                and len(np.unique(g.pt_thread[g.call_end_pt[o_api[c]]])) > 1)
     host = np.unique(np.concatenate(between)) if between else np.zeros(0, np.int64)
     host = host[[k not in g.handoffs and k not in g.blocks for k in host.tolist()]] if len(host) else host
     fused = []
     for end, plan in zip(("low", "mid", "high"), plans):
         d = [plan.op_dur[c] for c in found]
-        pick = {"low": np.min, "mid": np.max, "high": np.sum}[end]
-        plan.op_dur[keep] = np.array([int(pick(x)) for x in d], np.int64)
+        if end == "low":  # the chain's lightest pass
+            plan.op_dur[keep] = [int(x.min()) for x in d]
+        elif end == "mid":  # its largest pass
+            plan.op_dur[keep] = [int(x.max()) for x in d]
+        else:  # the whole chain's time
+            plan.op_dur[keep] = [int(x.sum()) for x in d]
         fused.append(int(plan.op_dur[keep].sum()))
         plan.op_dur[gone] = 0
         plan.op_launch_pt[gone] = -1

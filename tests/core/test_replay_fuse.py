@@ -140,3 +140,28 @@ def test_fuse_by_family_and_its_words(gelu):
     gone = (ed.mid.op_launch_pt < 0) & (g.op_launch_pt >= 0)
     fwd_gone = {k[1] for c in chains if len(c) == 8 for k in c[1:]}
     assert fwd_gone <= set(trace.ops["start"].to_numpy()[gone].tolist())
+
+
+@pytest.mark.parametrize("edit", ["fuse:", "fuse:x@forward,1+", "fuse:no_such_kernel", "fuse:*tanh*@no_such_range"])
+def test_a_bad_fuse_edit_is_one_line_and_exit_2(edit):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from helpers.xz_samples import plain
+
+    f = plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz")
+    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(f), edit], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert run.returncode == 2, run.stderr
+    assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+def test_fusing_shortens_the_step_by_less_than_the_step():
+    """On another capture (phase syncs, ctx 128): every elementwise run of the forward fused."""
+    from helpers.xz_samples import plain
+
+    trace = load_trace(plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz"))
+    p = predict(trace, ["fuse:elementwise@forward"])
+    assert p.low_ns <= p.step_ns <= p.high_ns
+    assert 0 <= p.saving_ns < p.replayed_step_ns and p.edits[0].assumption
