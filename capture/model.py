@@ -104,25 +104,45 @@ class CausalSelfAttention(nn.Module):
         return scores.masked_fill(~self.causal[:, :, :seq, :seq], float("-inf"))
 
 
+ACTIVATIONS = ("gelu", "gelu-tanh", "gelu-manual")
+
+
+def manual_gelu(x: torch.Tensor) -> torch.Tensor:
+    """GELU's tanh approximation written out in tensor ops, as nanoGPT's `new_gelu` does: eight
+    elementwise kernels in the forward and more in the backward, each a pass over the activation."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
 class MLP(nn.Module):
-    def __init__(self, d_model: int):
+    """`activation`: gelu (F.gelu, erf: one kernel), gelu-tanh (F.gelu(approximate='tanh'): the same
+    function as gelu-manual in one kernel), gelu-manual (manual_gelu: a chain of kernels)."""
+
+    def __init__(self, d_model: int, activation: str = "gelu"):
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, not {activation!r}")
         self.fc = nn.Linear(d_model, 4 * d_model)
         self.proj = nn.Linear(4 * d_model, d_model)
+        self.activation = activation
+
+    def act(self, x: torch.Tensor) -> torch.Tensor:
+        if self.activation == "gelu-manual":
+            return manual_gelu(x)
+        return F.gelu(x, approximate="tanh" if self.activation == "gelu-tanh" else "none")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.fc(x)))
+        return self.proj(self.act(self.fc(x)))
 
 
 class Block(nn.Module):
     """Pre-LayerNorm transformer block, as in GPT-2."""
 
-    def __init__(self, dims: ModelDims, attention: str, annotator: Annotator):
+    def __init__(self, dims: ModelDims, attention: str, annotator: Annotator, activation: str = "gelu"):
         super().__init__()
         self.ln1 = nn.LayerNorm(dims.d_model)
         self.attn = CausalSelfAttention(dims, attention, annotator)
         self.ln2 = nn.LayerNorm(dims.d_model)
-        self.mlp = MLP(dims.d_model)
+        self.mlp = MLP(dims.d_model, activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
@@ -130,7 +150,8 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, dims: ModelDims, attention: str = "manual", annotator: Annotator | None = None):
+    def __init__(self, dims: ModelDims, attention: str = "manual", annotator: Annotator | None = None,
+                 activation: str = "gelu"):
         super().__init__()
         if attention not in ("manual", "fused"):
             raise ValueError(f"attention must be 'manual' or 'fused', not {attention!r}")
@@ -138,7 +159,7 @@ class GPT2(nn.Module):
         self.dims = dims
         self.wte = nn.Embedding(dims.vocab, dims.d_model)
         self.wpe = nn.Embedding(dims.ctx, dims.d_model)
-        self.blocks = nn.ModuleList(Block(dims, attention, annotator) for _ in range(dims.n_layers))
+        self.blocks = nn.ModuleList(Block(dims, attention, annotator, activation) for _ in range(dims.n_layers))
         self.ln_f = nn.LayerNorm(dims.d_model)
         self.lm_head = nn.Linear(dims.d_model, dims.vocab, bias=False)
         self.positions: torch.Tensor

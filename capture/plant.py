@@ -16,12 +16,18 @@ known: the findings rules (parsers/analyses/findings.py) are tested against them
 | capturable       | eager step, AdamW(foreach=True, capturable=True)   | cuda-graph         | launch-bound            |
 | cuda-graph       | that step captured once as a CUDA graph, replayed  | –                  | (the fix)               |
 | ddp-one-bucket   | DDP, one gradient bucket: all-reduce after backward| (no plant)         | exposed-communication   |
+| gelu-unfused     | the MLP's GELU as nanoGPT's manual tanh formula:   | gelu-fused         | elementwise-chain       |
+|                  | 8 elementwise kernels forward, more in backward    |                    |                         |
+| gelu-fused       | the same tanh GELU as one kernel (F.gelu, tanh)    | –                  | (the fix)               |
 
 item-before-step is logging the loss (or checking a grad norm) before `optimizer.step()`: in a
 GPU-bound step the CPU runs ahead during the backward, and the sync throws that lead away, so
 the optimizer's launches are no longer hidden. cuda-graph replays the same kernels as
 capturable (AdamW(capturable=True) in both) with one launch per step. ddp-one-bucket's twin is
-DDP's default 25 MB buckets, whose all-reduces overlap the backward.
+DDP's default 25 MB buckets, whose all-reduces overlap the backward. gelu-fused computes the same
+function as gelu-unfused (GELU's tanh approximation, `F.gelu(x, approximate='tanh')`), so the twins
+differ only in how many kernels compute it; the default model's exact (erf) GELU is also one
+kernel of the same size, but another function.
 
 TF32 is the existing `--tf32` switch (planted: fp32 GEMMs on CUDA cores; twin: `--tf32`).
 `cuda-graph` needs CUDA, training, one process and `--no-phase-sync` (nothing may synchronise
@@ -52,7 +58,12 @@ PLANTS = {
            "the fix of launch-bound",
     "ddp-one-bucket": "DistributedDataParallel with one gradient bucket: its all-reduce waits for the whole "
                       "backward (not overlapped)",
+    "gelu-unfused": "the MLP's GELU written out as nanoGPT's tanh formula: a chain of elementwise kernels, "
+                    "forward and backward",
+    "gelu-fused": "the same tanh GELU as one kernel (F.gelu(approximate='tanh')): the fix of gelu-unfused",
 }
+# The MLP's activation each plant asks for (capture.model.MLP); the rest keep the model's F.gelu.
+ACTIVATION = {"gelu-unfused": "gelu-manual", "gelu-fused": "gelu-tanh"}
 
 
 def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync: bool) -> None:
@@ -69,6 +80,10 @@ def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync:
                              "synchronise inside a captured graph)")
     if plant == "ddp-one-bucket" and not distributed:
         raise ValueError("plant ddp-one-bucket needs data-parallel ranks (--ddp N)")
+
+
+def activation(plant: str) -> str:
+    return ACTIVATION.get(plant, "gelu")
 
 
 def ddp_kwargs(plant: str) -> dict:

@@ -90,7 +90,8 @@ class _Workload:
         torch.manual_seed(0)
         d_model, n_layers, n_heads = MODEL_SIZES[config.model]
         dims = ModelDims(d_model=d_model, n_layers=n_layers, n_heads=n_heads, ctx=config.ctx, vocab=VOCAB)
-        self.gpt2 = GPT2(dims, attention=config.attention, annotator=annotator).to(self.device)
+        self.gpt2 = GPT2(dims, attention=config.attention, annotator=annotator,
+                         activation=plants.activation(config.plant)).to(self.device)
         self.gpt2.train(self.train)
         if config.backward_ranges and self.train:
             add_backward_ranges(self.gpt2, annotator)

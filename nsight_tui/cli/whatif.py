@@ -1,8 +1,9 @@
 """`nsight-tui whatif TRACE [EDIT ...]`: replay the captured step, changed by the edits, and say
 what the step would take and what would hold it.
 
-EDITs: speed:PATTERN[@RANGE]=K, drop:PATTERN[@RANGE], kernels-from:TWIN.sqlite, nosync[:RANGE|CALL], nohost[:RANGE],
-graph[:RANGE], pin[:RANGE], fix:FINDING_ID (parsers/replay/edits.py). With none, the unchanged replay against the measured step."""
+EDITs: speed:PATTERN[@RANGE]=K, drop:PATTERN[@RANGE], fuse:P1+P2+...[@RANGE[,N+][,<DURATION]], kernels-from:TWIN.sqlite,
+nosync[:RANGE|CALL], nohost[:RANGE], graph[:RANGE], pin[:RANGE], fix:FINDING_ID (parsers/replay/edits.py). With none, the
+unchanged replay against the measured step."""
 from __future__ import annotations
 
 import argparse
@@ -11,15 +12,17 @@ from pathlib import Path
 from nsight_tui.cli.formats import add_format
 from nsight_tui.cli.say import note
 
-HELP = "replay the captured step with edits (speed:, drop:, kernels-from:, nosync, nohost, graph, pin): the predicted step"
+HELP = "replay the captured step with edits (speed:, drop:, fuse:, kernels-from:, nosync, nohost, graph, pin): the predicted step"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="the export (.sqlite)")
     parser.add_argument("edits", nargs="*", metavar="EDIT",
-                        help="speed:PATTERN[@RANGE]=K | drop:PATTERN[@RANGE] | kernels-from:TWIN.sqlite | nosync[:RANGE|CALL] | "
-                             "nohost[:RANGE] | graph[:RANGE] | pin[:RANGE] (pageable copies from pinned memory, "
-                             "non_blocking) | fix:FINDING_ID")
+                        help="speed:PATTERN[@RANGE]=K | drop:PATTERN[@RANGE] | fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] "
+                             "(each run of N or more consecutive kernels of one stream matching the patterns, each at most "
+                             "DURATION, inside one RANGE, one kernel: its longest's time) | kernels-from:TWIN.sqlite | "
+                             "nosync[:RANGE|CALL] | nohost[:RANGE] | graph[:RANGE] | pin[:RANGE] (pageable copies from "
+                             "pinned memory, non_blocking) | fix:FINDING_ID")
     add_format(parser, ("markdown", "json"), "markdown")
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")

@@ -487,7 +487,8 @@ def build(served: ServedSet) -> MCPServer:
         predicted step with its low..high range, the saving, what holds the step after the edits
         (its critical path: holders, ns per step, shares) and the GPU idle split. Edits:
         speed:PATTERN=K (a kernel name glob or family, K times faster), drop:PATTERN (those ops
-        gone, with their launch calls' CPU time), kernels-from:NAME (kernel
+        gone, with their launch calls' CPU time), fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] (each run
+        of consecutive kernels of one stream matching the patterns one kernel), kernels-from:NAME (kernel
         durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION],
         graph[:RANGE], pin[:RANGE] (pageable copies from pinned memory, non_blocking),
         fix:FINDING_ID (the edits that finding names). No edits: the unchanged

@@ -5,6 +5,12 @@
     drop:PATTERN[@RANGE]  ops matching PATTERN (as speed: matches them) gone: no GPU time, the ops
                           after them on their streams in order, and the CPU time inside the calls
                           that launched only dropped ops gone too (the host time around them kept)
+    fuse:P1+P2+...[@RANGE[,N+][,<DURATION]]
+                          each longest run of at least two (N) consecutive kernels on one stream,
+                          each matching one of P1, P2, ... (a name glob or a family) and no longer
+                          than DURATION, launched inside one instance of RANGE (default: the step)
+                          inside the steps, one kernel (fused.py: the fused kernel's time and the
+                          host time between the launches are assumptions)
     kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence; its
                           collectives where the twin launched them (another DDP bucket size); the
                           host time around each changed kernel's launch from the twin, at this
@@ -36,7 +42,7 @@ replay.pinned).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +51,7 @@ from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
-from nsight_tui.parsers.replay import pinned, stretches
+from nsight_tui.parsers.replay import fused, pinned, stretches
 from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
@@ -65,7 +71,7 @@ class EditError(NsightError):
 
 @dataclass(frozen=True)
 class Edit:
-    kind: str  # speed, drop, kernels-from, nosync, nohost, graph, pin, fix
+    kind: str  # speed, drop, fuse, kernels-from, nosync, nohost, graph, pin, fix
     text: str
     pattern: str = ""
     factor: float = 1.0
@@ -96,13 +102,13 @@ class Edited:
         return (self.low, self.mid, self.high)
 
 
-KINDS = ("speed", "drop", "kernels-from", "nosync", "nohost", "graph", "pin", "fix")
+KINDS = ("speed", "drop", "fuse", "kernels-from", "nosync", "nohost", "graph", "pin", "fix")
 
 
 def parse(text: str) -> Edit:
     kind, _, arg = text.partition(":")
     if kind not in KINDS:
-        raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, drop:PATTERN, kernels-from:TWIN.sqlite, "
+        raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, drop:PATTERN, fuse:PATTERN, kernels-from:TWIN.sqlite, "
                         "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], pin[:RANGE], fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
@@ -116,6 +122,9 @@ def parse(text: str) -> Edit:
     if kind == "drop":
         if not arg or not arg.partition("@")[0]:
             raise EditError(f"bad edit {text!r}: drop:PATTERN names the ops (a name glob or a family, e.g. drop:layout)")
+        return Edit(kind, text, pattern=arg)
+    if kind == "fuse":
+        fuse_spec(text, arg)
         return Edit(kind, text, pattern=arg)
     if kind == "kernels-from":
         if not arg:
@@ -258,6 +267,116 @@ def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         f"inside those calls, {step_cpu_ns / n_steps / 1e6:,.3f} ms a step over the {sr.n_steps} steady steps; the "
         "host time around each call kept)"
         + (f"; {int(coupled.sum()):,} collectives of several ranks kept" if coupled.any() else "")))
+
+
+@dataclass(frozen=True)
+class FuseSpec:
+    """`fuse:P1+P2+...[@RANGE[,N+][,<DURATION]]` read: the patterns, the range, the fewest kernels a
+    chain holds (N+, default 2) and the longest kernel it may hold (<DURATION, default any)."""
+
+    patterns: tuple[str, ...]
+    range: str = ""
+    min_kernels: int = 2
+    max_ns: int | None = None
+
+
+def fuse_spec(text: str, arg: str) -> FuseSpec:
+    """EditError where `arg` is not P1+P2+...[@RANGE[,N+][,<DURATION]]: `+` splits outside a glob's
+    brackets ([+] is a plus sign in a name); RANGE and its options after the last `@`."""
+    pattern, at, rest = arg.rpartition("@")
+    if not at:
+        pattern, rest = arg, ""
+    where, *options = rest.split(",")
+    parts, cur, i = [], "", 0
+    while i < len(pattern):
+        if pattern[i] == "[":  # a glob's class, as fnmatch reads it: `[!`, a `]` first, up to the next `]`
+            j = i + 1 + (pattern[i + 1: i + 2] == "!")
+            j += pattern[j: j + 1] == "]"
+            end = pattern.find("]", j)
+            if end >= 0:
+                cur, i = cur + pattern[i: end + 1], end + 1
+                continue
+        if pattern[i] == "+":
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += pattern[i]
+        i += 1
+    parts.append(cur)
+    spec = FuseSpec(tuple(parts), where)
+    for o in options:
+        n = o[:-1] if o.endswith("+") else ""
+        limit = _duration_ns(o[1:]) if o.startswith("<") else None
+        if n.isdigit() and int(n) >= 2:
+            spec = replace(spec, min_kernels=int(n))
+        elif limit:
+            spec = replace(spec, max_ns=limit)
+        else:
+            o = ""
+        if not o or not all(parts):
+            raise EditError(f"bad edit {text!r}: fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] names the kernels a chain is made "
+                            "of (a name glob or a family each), e.g. fuse:elementwise@forward or "
+                            "fuse:elementwise+reduction@backward,3+,<20us")
+    if not all(parts):
+        raise EditError(f"bad edit {text!r}: fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] names the kernels a chain is made "
+                        "of (a name glob or a family each), e.g. fuse:elementwise@forward")
+    return spec
+
+
+def _instance_of(times: np.ndarray, pids: np.ndarray, spans) -> np.ndarray:
+    """Per instant: the span (an index into `spans`) it falls in, the latest started of its process;
+    -1 in none."""
+    out = np.full(len(times), -1, np.int64)
+    for pid in {p for p, _, _ in spans}:
+        idx = np.array([i for i, (p, _, _) in enumerate(spans) if p == pid], np.int64)
+        s = np.array([spans[i][1] for i in idx], np.int64)
+        e = np.array([spans[i][2] for i in idx], np.int64)
+        order = np.argsort(s, kind="stable")
+        idx, s, e = idx[order], s[order], np.maximum.accumulate(e[order])
+        sel = pids == pid
+        j = np.searchsorted(s, times[sel], side="right") - 1
+        ok = (j >= 0) & (times[sel] <= e[np.maximum(j, 0)])
+        out[sel] = np.where(ok, idx[np.maximum(j, 0)], -1)
+    return out
+
+
+def _fuse(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    """Each chain one kernel (fused.py: what goes, and the two assumptions)."""
+    spec = fuse_spec(e.text, e.pattern)
+    parts, where = spec.patterns, spec.range
+    hits, hows = [], []
+    for p in parts:
+        hit, how = _matching_ops(g, sr, Edit("drop", e.text, pattern=p))
+        hits.append(hit)
+        hows.append(how)
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    api = g.trace.api
+    launched = np.where(o_api >= 0, api["start"].to_numpy(np.int64)[np.maximum(o_api, 0)] if len(api) else 0, -1)
+    pids = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+    instance = _instance_of(launched, pids, range_spans(g, sr, where or STEP_RANGE))
+    instance[(o_api < 0) | ~_inside(launched, pids, range_spans(g, sr, STEP_RANGE))] = -1
+    hit = np.logical_or.reduce(hits)
+    if spec.max_ns is not None:
+        hit &= g.op_dur <= spec.max_ns
+    found = fused.chains(g, hit, instance, spec.min_kernels)
+    inside = f"launched inside one {where!r} range" if where else "launched inside one step"
+    what = ((f"{len(parts)} patterns" if len(parts) > 2 else " or ".join(hows))
+            + (f", each at most {spec.max_ns / 1e3:g} us" if spec.max_ns is not None else "")
+            + f", {spec.min_kernels} or more in a row")
+    if not found:
+        raise EditError(f"{e.text}: no run of consecutive kernels on one stream ({what}) {inside}")
+    r = fused.apply(g, ed.plans, found, in_steps(g, sr))
+    n = max(sr.n_steps, 1)
+    ed.applied.append(Applied(
+        e.text, f"{r.chains:,} chains of {r.kernels:,} kernels ({what}, {inside}) fused into one kernel each: "
+        f"{r.gpu_ns / 1e6:,.2f} ms of GPU time in them, {r.fused_ns[1] / 1e6:,.2f} ms fused "
+        f"({r.fused_ns[0] / 1e6:,.2f}..{r.fused_ns[2] / 1e6:,.2f}); {r.calls:,} launch calls gone "
+        f"({r.call_step_ns / n / 1e6:,.3f} ms of CPU time inside them a step over the {sr.n_steps} steady steps; the host "
+        f"time around them kept, {r.host_step_ns / n / 1e6:,.3f} ms a step between each chain's launches)"
+        + (f"; {r.split:,} chains launched from several threads keep their host time" if r.split else ""),
+        "a fused kernel takes its chain's longest kernel's time (one pass over memory; low: its shortest, high: "
+        "the chain's whole time); the host time between a chain's launches stays (low: it goes with the ops, as "
+        "when a compiler or one fused op replaces them)"))
 
 
 def _nosync(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
@@ -767,6 +886,8 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
             _speed(g, sr, e, ed)
         elif e.kind == "drop":
             _drop(g, sr, e, ed)
+        elif e.kind == "fuse":
+            _fuse(g, sr, e, ed)
         elif e.kind == "nosync":
             _nosync(g, sr, e, ed)
         elif e.kind == "nohost":

@@ -148,3 +148,67 @@ def test_no_sync_in_ranges_needs_no_phase_syncs():
         run_workload(tiny(range_sync=False), NullAnnotator(), log=lambda line: None)
     assert CaptureConfig(phase_sync=False, range_sync=False).stem.endswith("_async")
     assert "--no-range-sync" in CaptureConfig(phase_sync=False, range_sync=False).workload_args()
+
+
+def _aten_ops(fn) -> list[str]:
+    """The aten ops `fn` runs (forward and whatever backward it calls), in order."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+
+    with Record() as rec:
+        fn()
+    return rec.ops
+
+
+@pytest.mark.parametrize("name, activation", [("gelu-unfused", "gelu-manual"), ("gelu-fused", "gelu-tanh"),
+                                              ("", "gelu"), ("host-sleep", "gelu")])
+def test_gelu_plants_reach_every_block_of_the_model(name, activation):
+    from nsight_tui.capture.workload import _Workload
+
+    work = _Workload(tiny(plant=name), NullAnnotator())
+    assert plant.activation(name) == activation
+    assert [b.mlp.activation for b in work.gpt2.blocks] == [activation] * len(work.gpt2.blocks)
+
+
+def test_gelu_twins_compute_the_same_function_the_unfused_one_in_a_chain_of_ops():
+    from nsight_tui.capture.model import MLP
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 32, dtype=torch.float64)
+    out, ops, grads = {}, {}, {}
+    for act in ("gelu-manual", "gelu-tanh"):
+        mlp = MLP(8, act)
+        xi = x.clone().requires_grad_(True)
+
+        def run(mlp=mlp, xi=xi, act=act):
+            y = mlp.act(xi)
+            out[act] = y.detach()
+            y.sum().backward()
+
+        ops[act] = _aten_ops(run)
+        grads[act] = xi.grad
+    # the written-out formula is GELU's tanh approximation, forward and backward
+    assert torch.allclose(out["gelu-manual"], out["gelu-tanh"], atol=1e-12)
+    assert torch.allclose(grads["gelu-manual"], grads["gelu-tanh"], atol=1e-12)
+    # the ops that compute (views and the test's own sum and its seed gradient left out)
+    math = {a: [o for o in ops[a] if o not in ("detach", "expand", "ones_like")] for a in ops}
+    split = {a: math[a].index("sum") for a in math}
+    # nanoGPT's formula, left to right: 0.5 * x, x ** 3, its scale, x + it, the scale, tanh, 1 + it, the product
+    assert math["gelu-manual"][:split["gelu-manual"]] == ["mul", "pow", "mul", "add", "mul", "tanh", "add", "mul"]
+    assert math["gelu-tanh"][:split["gelu-tanh"]] == ["gelu"]
+    # its backward is a chain too (each op's derivative): 11 pointwise ops against one gelu_backward
+    assert len(math["gelu-manual"][split["gelu-manual"] + 1:]) == 11
+    assert math["gelu-tanh"][split["gelu-tanh"] + 1:] == ["gelu_backward"]
+
+
+def test_gelu_unfused_trains_on_the_cpu():
+    got = run_workload(tiny(plant="gelu-unfused", phase_sync=False), NullAnnotator(), log=lambda line: None)
+    assert len(got) == 3

@@ -104,13 +104,16 @@ def old_estimate_ms(base: Path, rule: str) -> float | None:
 
 
 def row(t: Twin, old: bool = True) -> Row:
+    from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.parsers.replay.predict import predict
 
     base, other = plain(t.base), plain(t.twin)
     a, b = python_steps(base), python_steps(other)
     ma, mb = float(np.median(a)), float(np.median(b))
-    p = predict(load_trace(base), t.edit_args(other))
+    trace = load_trace(base)
+    # `fix:ID`: the edits that finding names on the base, as `whatif fix:ID` replays them
+    p = predict(trace, resolve_fixes(trace, t.edit_args(other)))
     ms = 1e6
     r = Row(t.name, " ".join(t.edits).replace("{twin}", "TWIN"), ma / ms, mb / ms, (mb - ma) / ms,
             noise_ns(a, b) / ms, max(0.2 * abs(mb - ma), 0.02 * mb) / ms, (p.step_ns - p.replayed_step_ns) / ms,

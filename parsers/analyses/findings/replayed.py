@@ -20,7 +20,6 @@ from nsight_tui.parsers.replay.predict import saving
 
 # The fixes the replay has no edit for, and why (their savings stay the rules' estimates).
 NO_EDIT = {
-    "elementwise-chain": "a fused pass's duration is not in this capture",
     "occupancy-limited": "the kernel's duration at a better occupancy is not in this capture",
     "tensor-cores-idle": "the math mode in force is not known from the capture",
     "exposed-communication": "the overlap a bucket change buys is not in this capture",
@@ -144,6 +143,26 @@ def _attention_edits(c: StepContext, f: Finding) -> list[str]:
     return out
 
 
+def _chain_edits(c: StepContext, f: Finding) -> list[str]:
+    """`fuse:` the chains the rule found, one edit per range they ran in (their innermost; a chain in
+    the step itself, the step): the kernel names its chains there are made of, with the rule's
+    fewest kernels in a row and longest kernel."""
+    from nsight_tui.parsers.analyses.findings.context import range_path
+    from nsight_tui.parsers.analyses.findings.fusion import elementwise_chains
+
+    t = c.trace
+    codes = t.ops["name"].to_numpy()
+    names: dict[str, list[int]] = {}  # range -> kernel names, in the order first met
+    for p, rid in elementwise_chains(c):
+        leaf = range_path(c.model, rid).rsplit("/", 1)[-1]
+        mine = names.setdefault("step" if leaf == "step_N" else _glob_escape(leaf), [])
+        mine += [k for k in dict.fromkeys(codes[p].tolist()) if k not in mine]
+    # a `+` in a name is a plus sign, not the edit's separator
+    limits = f"{threshold('chain_min_kernels'):g}+,<{threshold('chain_kernel_max_ns') / 1e3:g}us"
+    return [f"fuse:{'+'.join(_name_glob(t.op_names, k).replace('+', '[+]') for k in ks)}@{where},{limits}"
+            for where, ks in names.items()]
+
+
 # Each rule whose fix the replay can express, and the edits that are that fix; every other rule is in
 # NO_EDIT with the reason (a test holds the two to all the rules).
 EDITS = {
@@ -160,6 +179,8 @@ EDITS = {
     # for them on the CPU)
     "channels-last-layout": lambda c, f: ["drop:layout@step"],
     "unfused-attention": _attention_edits,
+    # each chain one fused kernel: its launches but one gone, its time one pass (fused.py's range)
+    "elementwise-chain": _chain_edits,
 }
 
 
