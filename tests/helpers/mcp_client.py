@@ -3,10 +3,11 @@ MCP tests (a module of its own, not conftest)."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from helpers import cli_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,8 +22,10 @@ def _env() -> dict[str, str]:
 
 
 def params(*paths: str, cwd: Path = ROOT) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "nsight_tui", "mcp", *paths], env=_env(),
-                                 cwd=str(cwd))
+    """`nsight-tui mcp PATHS` as the SDK starts it: a process of its own with its stdin and stdout
+    (forked from a pre-imported interpreter: tests/helpers/cli_process.py)."""
+    command, *args = cli_process.launcher_argv(["mcp", *paths], _env())
+    return StdioServerParameters(command=command, args=args, env=_env(), cwd=str(cwd))
 
 
 class Answers:
