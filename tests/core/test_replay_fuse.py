@@ -10,7 +10,9 @@ import sqlite3
 import numpy as np
 import pytest
 
-from conftest import SAMPLES
+from conftest import ROOT, SAMPLES
+from helpers import cli_process
+from helpers.xz_samples import plain
 
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay import edits as edit_mod
@@ -144,15 +146,8 @@ def test_fuse_by_family_and_its_words(gelu):
 
 @pytest.mark.parametrize("edit", ["fuse:", "fuse:x@forward,1+", "fuse:no_such_kernel", "fuse:*tanh*@no_such_range"])
 def test_a_bad_fuse_edit_is_one_line_and_exit_2(edit):
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-    from helpers.xz_samples import plain
-
     f = plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz")
-    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(f), edit], capture_output=True, text=True,
-                         cwd=ROOT, timeout=300)
+    run = cli_process.run(["whatif", str(f), edit], text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 2, run.stderr
     assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import FINDINGS, ROOT, mutated_copy
+from helpers import cli_process
 from helpers.replay_reference import simulate_reference
 from helpers.replay_twins import TWINS
 from helpers.step_sql import python_steps
@@ -200,8 +199,7 @@ def test_no_pageable_copy_in_the_steps_is_one_line():
     with pytest.raises(EditError, match="no pageable host<->device copy launched inside 'step'"):
         predict(load_trace(other), ["pin"])
     for edit in ("pin", "pin:no_such_range"):
-        run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(other), edit], capture_output=True,
-                             text=True, cwd=ROOT, timeout=300)
+        run = cli_process.run(["whatif", str(other), edit], text=True, cwd=ROOT, timeout=300)
         assert run.returncode == 2 and run.stdout == "" and len(run.stderr.strip().splitlines()) == 1, run.stderr
 
 
@@ -209,8 +207,7 @@ def test_the_findings_fix_through_the_command_line():
     """`whatif TRACE fix:pageable-memcpy -f json`: the finding names `pin`, and the JSON carries its
     range and the assumption behind it."""
     base = plain(BASE)
-    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(base), "fix:pageable-memcpy", "-f", "json"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    run = cli_process.run(["whatif", str(base), "fix:pageable-memcpy", "-f", "json"], text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr
     d = json.loads(run.stdout)
     assert d["edits"][0]["edit"].startswith("pin") and "fix:pageable-memcpy" in d["edits"][0]["edit"]

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 from helpers import diff_sql as sql
 import pytest
 from conftest import SAMPLES
+from helpers import cli_process
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
 FUSED = SAMPLES / "small_ctx128_fused.sqlite"
@@ -183,8 +182,7 @@ def test_files_view_baseline_and_diff_keys(tmp_path, tui):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "nsight_tui", *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+    return cli_process.run(args, text=True, timeout=120)
 
 
 def test_diff_flag_bad_input_is_one_line(tmp_path):

@@ -13,6 +13,7 @@ import pytest
 from helpers import step_sql
 from conftest import FINDINGS, SAMPLES, SHARED, trace_stem
 from helpers.xz_samples import XZ_TRACE, plain
+from helpers import cli_process
 
 COMMITTED = sorted(SAMPLES.glob("*.sqlite")) + sorted(FINDINGS.glob(f"*{XZ_TRACE}"))
 EVERY = COMMITTED + (sorted(SHARED.glob("*.sqlite")) if SHARED.exists() else [])
@@ -412,12 +413,9 @@ def test_tf32_diff_says_tensor_cores(tmp_path):
     """small_ctx512 (fp32) → small_ctx512_tf32: every added cuBLAS kernel whose name carries the
     `tf32` math token (SQL) is labelled `tf32, tensor cores`, every removed `…f32, CUDA cores`
     one that says `ffma`; no two rows share a label."""
-    import subprocess
-    import sys
 
     a, b = finding_sample("small_ctx512"), finding_sample("small_ctx512_tf32")
-    out = subprocess.run([sys.executable, "-m", "nsight_tui", "diff", str(a), str(b)], capture_output=True,
-                         text=True, check=True).stdout
+    out = cli_process.run(["diff", str(a), str(b)], text=True, check=True).stdout
     rows = [line for line in out.splitlines() if line.startswith("| ") and (" added |" in line or " removed |" in line)]
     added = [r.split(" | ")[0][2:] for r in rows if " added |" in r]
     removed = [r.split(" | ")[0][2:] for r in rows if " removed |" in r]
@@ -623,8 +621,6 @@ def test_kernel_share_same_in_tui_and_report(tui, sql):
     """backward's top kernel: its share of backward's GPU op time (kernels + memcpy/memset, by
     SQL) reads the same in the kernel table and in `report` (it was 36.4% against 37.0%: the
     report divided by kernel time alone)."""
-    import subprocess
-    import sys
 
     from conftest import _BACKWARD_CALLS
 
@@ -650,8 +646,7 @@ def test_kernel_share_same_in_tui_and_report(tui, sql):
             assert first_row.rstrip().endswith(share), (first_row, share)
 
     asyncio.run(run())
-    report = subprocess.run([sys.executable, "-m", "nsight_tui", "report", str(path)], capture_output=True,
-                            text=True, check=True).stdout
+    report = cli_process.run(["report", str(path)], text=True, check=True).stdout
     backward = report.split("### backward", 1)[1]
     row = next(line for line in backward.splitlines() if line.startswith("| ") and "gemm" in line)
     assert row.rstrip(" |").endswith(share), (row, share)
