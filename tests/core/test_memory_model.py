@@ -158,12 +158,17 @@ def test_limits_agree_with_what_ran_and_what_did_not(runs):
     assert limits["xl"].max_batch_by_ctx[1024] < 8 <= limits["xl"].max_batch_by_ctx[512]
 
 
-def test_report_on_the_sweep_folder(folder, truth, capsys):
+def test_report_on_the_sweep_folder(folder, truth, runs, capsys):
+    """`report FOLDER -f json` (the command) and its Markdown, rendered from the module's analysed runs
+    as the command renders them (the analysis is the same call: once is enough)."""
     from nsight_tui.cli import main
+    from nsight_tui.render import report, sweep as sweep_text
+    from nsight_tui.render.memory_model import memory_model_json
     from nsight_tui.render.numbers import bytes_
 
-    assert main(["report", str(folder)]) == 0
-    text = capsys.readouterr().out.split("## GPU memory model")[1]
+    markdown = report.sweep_markdown(folder, sweep_text.tables(runs), "process", runs, [],
+                                     memory_model_json(sweep.memory_model(runs)))
+    text = markdown.split("## GPU memory model")[1]
     table = text.split("### Peak reserved by torch's caching allocator, model × ctx")[1].split("\n\n")[1]
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()[2:]}
     assert set(rows) == {"medium (batch 8)", "large (batch 8)", "xl (batch 8)"}

@@ -212,13 +212,16 @@ def serve(path: str) -> None:
     listener.listen(64)
     sys.stdout.write("listening\n")
     sys.stdout.flush()
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the go-betweens are reaped by the kernel
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
     sel.register(sys.stdin, selectors.EVENT_READ)
     while True:
-        for key, _ in sel.select():
+        # the go-betweens are reaped here, not by the kernel: their CPU time, and their commands',
+        # then counts in this process's children, and so in the test run's (`time`, rusage)
+        _reap(block=False)
+        for key, _ in sel.select(timeout=1.0):
             if key.fileobj is not listener:
+                _reap(block=True)
                 return  # the test process closed our stdin: it is done
             conn, _ = listener.accept()
             if os.fork() == 0:
@@ -228,6 +231,16 @@ def serve(path: str) -> None:
                 finally:
                     os._exit(70)  # never back into the loop, whatever happened
             conn.close()
+
+
+def _reap(block: bool) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _request(conn: socket.socket):
@@ -243,7 +256,6 @@ def _request(conn: socket.socket):
 
 def _go_between(conn: socket.socket) -> None:
     """The zygote's child: forks the command, says its pid, waits for it, says how it ended."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     request, fds = _request(conn)
     pid = os.fork()
     if pid == 0:
