@@ -28,12 +28,8 @@ rm -rf "$W" && mkdir -p "$W"
 devrun_start "$@"
 cap() { python3 -m nsight_tui capture --model small --steps 4 --warmup 2 --no-count --out "$W/$1" "${@:2}"; }
 pair() {  # name, then the two captures' options separated by --
-  local name=$1; shift
-  stamp "pair $name"
-  mkdir -p "$W/$name"
-  local a=() b=() side=a
-  for x in "$@"; do if [ "$x" = "--" ]; then side=b; elif [ $side = a ]; then a+=("$x"); else b+=("$x"); fi; done
-  cap "$name" "${a[@]}"; cap "$name" "${b[@]}"
+  devrun_pair "$@"
+  local name=$1
   if [ -n "${CSV:-}" ]; then
     for f in "$W/$name"/*.sqlite; do "$NSYS" stats -q -f csv -r "$REPORTS" -o "${f%.sqlite}" "$f" >/dev/null; done
   fi

@@ -20,12 +20,8 @@ rm -rf "$W" && mkdir -p "$W"
 devrun_start "$@"
 cap() { python3 -m nsight_tui capture --model small --no-sync --no-count --out "$W/$1" "${@:2}"; }
 pair() {  # name, then the two captures' options separated by --
-  local name=$1; shift
-  stamp "pair $name"
-  mkdir -p "$W/$name"
-  local a=() b=() side=a
-  for x in "$@"; do if [ "$x" = "--" ]; then side=b; elif [ $side = a ]; then a+=("$x"); else b+=("$x"); fi; done
-  cap "$name" "${a[@]}"; cap "$name" "${b[@]}"
+  devrun_pair "$@"
+  local name=$1
   ls -la "$W/$name"
 }
 I="--ctx 128 --warmup 2 --steps 8"

@@ -10,7 +10,7 @@
 #   SKIP_PIP set: `devrun_install` installs nothing (the wheels' packages are importable already)
 #   NCU_HOME, NSYS, NCU  Nsight Compute's folder and the two programs (nsys ships inside it there)
 # It defines REPORTS (NVIDIA's `nsys stats` reports, the tests' oracle), T0, and the functions
-# stamp, devrun_start, devrun_install and nsys_oracle below.
+# stamp, devrun_start, devrun_install, devrun_pair and nsys_oracle below.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -40,6 +40,18 @@ devrun_install() {
       "${WHL:-.whl}"/*.whl || exit 1
   fi
   export PYTHONPATH=/tmp/site:$PWD
+}
+
+# A pair of captures back to back, into $W/NAME (never pair across calls: lent machines differ):
+#   devrun_pair NAME A-OPTIONS... -- B-OPTIONS...
+# each side through the script's own `cap NAME OPTIONS...`.
+devrun_pair() {
+  local name=$1; shift
+  stamp "pair $name"
+  mkdir -p "$W/$name"
+  local a=() b=() side=a x
+  for x in "$@"; do if [ "$x" = "--" ]; then side=b; elif [ $side = a ]; then a+=("$x"); else b+=("$x"); fi; done
+  cap "$name" "${a[@]}"; cap "$name" "${b[@]}"
 }
 
 # NVIDIA's reports of every export in DIR into DIR/oracle, in parallel, each made on a COPY: the export

@@ -34,10 +34,10 @@ to every thread of the range's process while the range is open. An edit that res
 not measured in this capture carries a low and a high value (`Assumption`); the prediction is
 replayed at both.
 
-Near 700 lines on purpose: the parser of the edit grammar and each edit's change to the plan
-sit together, so what an edit's words mean and what it does to the replay read in one place (the
-twin-capture carrying of host time is apart, in replay.stretches; what a pinned copy costs, in
-replay.pinned).
+Near 900 lines on purpose: the parser of the edit grammar and each edit's change to the plan
+sit together, so what an edit's words mean and what it does to the replay read in one place; what
+an edit reads from the captures is apart (the twin's host time: replay.stretches; the chains and a
+fused kernel's time: replay.fused; what a pinned copy costs: replay.pinned).
 """
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, stretches
-from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build
+from nsight_tui.parsers.replay.graph import (GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build, calls_launching_only,
+                                             inside_calls)
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
 
@@ -232,19 +233,8 @@ def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     hit &= ~coupled
     if not hit.any():
         raise EditError(f"{e.text}: the ops matching {e.pattern!r} are collectives of several ranks, not dropped")
-    o_api = g.trace.ops["api"].to_numpy(np.int64)
-    launched = o_api >= 0
-    n_api = len(g.trace.api)
-    ops_per_call = np.bincount(o_api[launched], minlength=n_api)
-    dropped_per_call = np.bincount(o_api[hit & launched], minlength=n_api)
-    calls = np.flatnonzero((dropped_per_call > 0) & (dropped_per_call == ops_per_call))
-    calls = calls[(g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)]
-    # the points whose time since the previous point lies inside such a call: (start, end] of each
-    mark = np.zeros(len(g.pt_time) + 1, np.int64)
-    np.add.at(mark, g.call_start_pt[calls] + 1, 1)
-    np.add.at(mark, g.call_end_pt[calls] + 1, -1)
-    inside = np.cumsum(mark)[:-1] > 0
-    pts = np.flatnonzero(inside)
+    calls = calls_launching_only(g, hit)
+    pts = inside_calls(g, calls)
     cpu_ns = int(g.delta_ns[pts].sum())
     waits = [int(k) for k in pts.tolist() if k in g.blocks]
     for plan in ed.plans:
@@ -603,10 +593,7 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     ok = (g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)
     calls, of_op = calls[ok], of_op[ok]
     is_d2h = c.direction[of_op] == pinned.DTOH
-    mark = np.zeros(len(g.pt_time) + 1, np.int64)
-    np.add.at(mark, g.call_start_pt[calls] + 1, 1)
-    np.add.at(mark, g.call_end_pt[calls] + 1, -1)
-    inner = np.flatnonzero(np.cumsum(mark)[:-1] > 0)
+    inner = inside_calls(g, calls)
     ends = g.call_end_pt[calls]
     span = g.pt_time[ends] - g.pt_time[g.call_start_pt[calls]]
     in_step = in_steps(g, sr)

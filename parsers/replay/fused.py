@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsight_tui.parsers.read.ids import KERNEL
-from nsight_tui.parsers.replay.graph import Graph
+from nsight_tui.parsers.replay.graph import Graph, calls_launching_only, inside_calls
 from nsight_tui.parsers.replay.simulate import Plan
 
 
@@ -88,18 +88,10 @@ def apply(g: Graph, plans: tuple[Plan, Plan, Plan], found: list[np.ndarray], in_
     keep = np.array([c[0] for c in found], np.int64)
     gone = np.concatenate([c[1:] for c in found]) if found else np.zeros(0, np.int64)
     o_api = g.trace.ops["api"].to_numpy(np.int64)
-    launched = o_api >= 0
-    n_api = len(g.trace.api)
     gone_mask = np.zeros(g.n_ops, bool)
     gone_mask[gone] = True
-    per_call = np.bincount(o_api[launched], minlength=n_api)
-    gone_per_call = np.bincount(o_api[gone_mask & launched], minlength=n_api)
-    calls = np.flatnonzero((gone_per_call > 0) & (gone_per_call == per_call))
-    calls = calls[(g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)]
-    mark = np.zeros(len(g.pt_time) + 1, np.int64)
-    np.add.at(mark, g.call_start_pt[calls] + 1, 1)
-    np.add.at(mark, g.call_end_pt[calls] + 1, -1)
-    inside = np.flatnonzero(np.cumsum(mark)[:-1] > 0)  # the time inside those calls
+    calls = calls_launching_only(g, gone_mask)
+    inside = inside_calls(g, calls)  # the time inside those calls
     waits = [int(k) for k in inside.tolist() if k in g.blocks]
     between = [_host_between(g, c, o_api) for c in found]
     split = sum(1 for c in found if (o_api[c] >= 0).all() and (g.call_end_pt[o_api[c]] >= 0).all()

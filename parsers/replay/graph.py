@@ -404,3 +404,25 @@ def build(trace: Trace) -> Graph:
                  op_prev, op_src, launch_off.astype(np.int64), prev_off.astype(np.int64), src_off.astype(np.int64),
                  (o_end - o_start).astype(np.int64), op_coll, coll_members, coll_tail, launch_latency, queue_gap,
                  notes)
+
+
+def calls_launching_only(g: Graph, ops: np.ndarray) -> np.ndarray:
+    """The CUDA calls (rows of trace.api) that launched ops, every one of them in `ops` (a mask per
+    op), and whose start and end are points of the graph: the calls an edit that takes those ops
+    away takes away with them."""
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    launched = o_api >= 0
+    n_api = len(g.trace.api)
+    per_call = np.bincount(o_api[launched], minlength=n_api)
+    of_ops = np.bincount(o_api[ops & launched], minlength=n_api)
+    calls = np.flatnonzero((of_ops > 0) & (of_ops == per_call))
+    return calls[(g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)]
+
+
+def inside_calls(g: Graph, calls: np.ndarray) -> np.ndarray:
+    """The CPU points whose time since the point before lies inside one of `calls` (each call's
+    (start, end]), in order."""
+    mark = np.zeros(len(g.pt_time) + 1, np.int64)
+    np.add.at(mark, g.call_start_pt[calls] + 1, 1)
+    np.add.at(mark, g.call_end_pt[calls] + 1, -1)
+    return np.flatnonzero(np.cumsum(mark)[:-1] > 0)
