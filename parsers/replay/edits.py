@@ -236,18 +236,8 @@ def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     calls = calls_launching_only(g, hit)
     pts = inside_calls(g, calls)
     cpu_ns = int(g.delta_ns[pts].sum())
-    waits = [int(k) for k in pts.tolist() if k in g.blocks]
     for plan in ed.plans:
-        plan.op_dur[hit] = 0
-        plan.op_launch_pt[hit] = -1
-        plan.op_launch_off[hit] = 0
-        plan.op_prev_off[hit] = 0
-        plan.delta_ns[pts] = 0
-        for k in waits:
-            plan.blocking.discard(k)
-            plan.block_after_ns[k] = 0
-        for k in pts.tolist():
-            plan.handoffs.pop(k, None)
+        plan.take_away(hit, pts, g.blocks)
     gpu_ns = int(g.op_dur[hit].sum())
     n_steps = max(sr.n_steps, 1)
     step_cpu_ns = int(g.delta_ns[pts[in_steps(g, sr)[pts]]].sum())

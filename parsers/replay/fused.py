@@ -92,7 +92,6 @@ def apply(g: Graph, plans: tuple[Plan, Plan, Plan], found: list[np.ndarray], in_
     gone_mask[gone] = True
     calls = calls_launching_only(g, gone_mask)
     inside = inside_calls(g, calls)  # the time inside those calls
-    waits = [int(k) for k in inside.tolist() if k in g.blocks]
     between = [_host_between(g, c, o_api) for c in found]
     split = sum(1 for c in found if (o_api[c] >= 0).all() and (g.call_end_pt[o_api[c]] >= 0).all()
                 and len(np.unique(g.pt_thread[g.call_end_pt[o_api[c]]])) > 1)
@@ -108,18 +107,9 @@ def apply(g: Graph, plans: tuple[Plan, Plan, Plan], found: list[np.ndarray], in_
         else:  # the whole chain's time
             plan.op_dur[keep] = [int(x.sum()) for x in d]
         fused.append(int(plan.op_dur[keep].sum()))
-        plan.op_dur[gone] = 0
-        plan.op_launch_pt[gone] = -1
-        plan.op_launch_off[gone] = 0
-        plan.op_prev_off[gone] = 0
-        plan.delta_ns[inside] = 0
+        plan.take_away(gone, inside, g.blocks)
         if end == "low":
             plan.delta_ns[host] = 0
-        for k in waits:
-            plan.blocking.discard(k)
-            plan.block_after_ns[k] = 0
-        for k in inside.tolist():
-            plan.handoffs.pop(k, None)
     return Fused(len(found), int(sum(len(c) for c in found)), int(sum(int(g.op_dur[c].sum()) for c in found)),
                  (fused[0], fused[1], fused[2]), len(calls), int(g.delta_ns[inside].sum()),
                  int(g.delta_ns[inside[in_steps[inside]]].sum()), int(g.delta_ns[host].sum()),

@@ -44,6 +44,21 @@ class Plan:
                    g.op_launch_pt.copy(), set(g.blocks), dict(g.handoffs), {}, g.op_src.copy(),
                    g.op_src_off.copy(), g.op_coll.copy(), g.coll_tail_ns.copy())
 
+    def take_away(self, ops: np.ndarray, points: np.ndarray, blocks) -> None:
+        """`ops` (positions or a mask) gone: no GPU time, no launch, nothing after them waits on
+        their stream; the time of CPU `points` gone with them: a blocking call among them no longer
+        waits (`blocks`: the graph's), a hand-over to one of them no longer followed."""
+        self.op_dur[ops] = 0
+        self.op_launch_pt[ops] = -1
+        self.op_launch_off[ops] = 0
+        self.op_prev_off[ops] = 0
+        self.delta_ns[points] = 0
+        for k in points.tolist():
+            if k in blocks:
+                self.blocking.discard(k)
+                self.block_after_ns[k] = 0
+            self.handoffs.pop(k, None)
+
     @classmethod
     def typical(cls, g: Graph) -> "Plan":
         """Every op at the trace's two typical offsets (launch latency, queue gap) instead of its
