@@ -23,26 +23,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "DURATION, inside one RANGE, one kernel: its longest's time) | kernels-from:TWIN.sqlite | "
                              "nosync[:RANGE|CALL] | nohost[:RANGE] | graph[:RANGE] | pin[:RANGE] (pageable copies from "
                              "pinned memory, non_blocking) | fix:FINDING_ID")
+    parser.add_argument("--ncu", metavar="FILE.ncu-rep",
+                        help="an Nsight Compute report of the same workload, for fix:occupancy-limited (the kernels ncu "
+                             "found limited by occupancy)")
     add_format(parser, ("markdown", "json"), "markdown")
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from nsight_tui.parsers import Profile, parse_edits
+    from nsight_tui.parsers import Options, Profile, parse_edits
     from nsight_tui.render import output
     from nsight_tui.render.safe import visible
     from nsight_tui.render.whatif import whatif_json_text, whatif_markdown
 
     edits = parse_edits(args.edits)  # an edit that cannot be read: one line, before any file is opened
     path = Path(args.trace)
+    inputs = [path] + ([Path(args.ncu)] if args.ncu else [])
     if args.output != "-":
-        output.check_target(args.output, args.force, inputs=[path])
-    p = Profile.open(path).whatif(edits)
+        output.check_target(args.output, args.force, inputs=inputs)
+    p = Profile.open(path, Options(ncu_file=args.ncu) if args.ncu else None).whatif(edits)
     text = whatif_json_text(p) if args.format == "json" else whatif_markdown(p)
     if args.output == "-":
         output.write_stdout(text)
     else:
-        written = output.write_atomic(args.output, text, overwrite=args.force, inputs=[path])
+        written = output.write_atomic(args.output, text, overwrite=args.force, inputs=inputs)
         note(f"wrote {visible(str(written))}")
     return 0
