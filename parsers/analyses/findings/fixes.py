@@ -33,7 +33,8 @@ def resolve_fixes(trace: Trace, edits: list, attribution: str = "process", ncu: 
         if not hits:
             raise EditError(f"{text}: no finding {wanted!r} on {trace.path.name} "
                             f"(found: {', '.join(f.id for f in found) or 'none'})"
-                            + ("; occupancy-limited reads an Nsight Compute report: give --ncu FILE.ncu-rep"
+                            + ("; occupancy-limited reads an Nsight Compute report of the same workload: whatif --ncu "
+                                 "FILE.ncu-rep (the MCP tool's `ncu`)"
                                if ncu is None and fnmatch.fnmatchcase("occupancy-limited", wanted) else ""))
         named = [(f.id, x) for f in hits for x in f.edits]
         if not named:
