@@ -1,7 +1,8 @@
 """`nsight-tui whatif TRACE [EDIT ...]`: replay the captured step, changed by the edits, and say
 what the step would take and what would hold it.
 
-EDITs: speed:PATTERN[@RANGE]=K, drop:PATTERN[@RANGE], fuse:P1+P2+...[@RANGE[,N+][,<DURATION]], kernels-from:TWIN.sqlite,
+EDITs: speed:PATTERN[@RANGE]=K (or =K1..K2, =K1..KC..K2: a range), drop:PATTERN[@RANGE],
+fuse:P1+P2+...[@RANGE[,N+][,<DURATION]], kernels-from:TWIN.sqlite,
 nosync[:RANGE|CALL], nohost[:RANGE], graph[:RANGE], pin[:RANGE], fix:FINDING_ID (parsers/replay/edits.py). With none, the
 unchanged replay against the measured step."""
 from __future__ import annotations
@@ -18,7 +19,8 @@ HELP = "replay the captured step with edits (speed:, drop:, fuse:, kernels-from:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="the export (.sqlite)")
     parser.add_argument("edits", nargs="*", metavar="EDIT",
-                        help="speed:PATTERN[@RANGE]=K | drop:PATTERN[@RANGE] | fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] "
+                        help="speed:PATTERN[@RANGE]=K (or K1..K2, K1..KC..K2: a range, KC its central) | "
+                             "drop:PATTERN[@RANGE] | fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] "
                              "(each run of N or more consecutive kernels of one stream matching the patterns, each at most "
                              "DURATION, inside one RANGE, one kernel: its longest's time) | kernels-from:TWIN.sqlite | "
                              "nosync[:RANGE|CALL] | nohost[:RANGE] | graph[:RANGE] | pin[:RANGE] (pageable copies from "

@@ -28,6 +28,8 @@ NO_EDIT = {
     # changes which steps are measured, not how long one takes
     "warmup-in-window": "a warm-up step inside the window changes what is measured, not a steady step's time",
 }
+
+
 def _glob_escape(name: str) -> str:
     return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in name)
 
@@ -105,14 +107,16 @@ def _occupancy_edits(c: StepContext, f: Finding) -> list[str]:
     between the two ends (`speed:NAME=1..K`), as no figure in the capture says where between them the
     kernel lands."""
     bound = ncu_speedup_bound(c, f)
-    if bound is None or bound[0] <= 1:
+    code = _code_of(c, f.evidence.get("kernel"))
+    if bound is None or bound[0] <= 1 or code < 0:
         return []
-    high = bound[0]
-    t = c.trace
-    code = t.op_names.index(f.evidence["kernel"]) if f.evidence.get("kernel") in t.op_names else -1
-    if code < 0:
-        return []
-    return [f"speed:{_name_glob(t.op_names, code)}=1..{_factor(high)}"]
+    return [f"speed:{_name_glob(c.trace.op_names, code)}=1..{_factor(bound[0])}"]
+
+
+def _code_of(c: StepContext, name) -> int:
+    """The name code of the kernel named `name` (-1: none)."""
+    names = c.trace.op_names
+    return names.index(name) if isinstance(name, str) and name in names else -1
 
 
 def ncu_speedup_bound(c: StepContext, f: Finding) -> tuple[float, float | None] | None:
@@ -124,7 +128,7 @@ def ncu_speedup_bound(c: StepContext, f: Finding) -> tuple[float, float | None] 
         return None
     k = 1 / (1 - pct / 100)
     name_of = c.trace.ops["name"].to_numpy()
-    code = c.trace.op_names.index(f.evidence["kernel"]) if f.evidence.get("kernel") in c.trace.op_names else -1
+    code = _code_of(c, f.evidence.get("kernel"))
     sol, w = [], []
     for j in c.ncu.joined:
         if int(name_of[j.op]) != code:
@@ -190,10 +194,11 @@ def decode_floor(c: StepContext, f: Finding) -> tuple[float, float, float, str] 
     best = max(medians, key=lambda k: medians[k])
     largest = ev.get("largest_weight_bytes") or 0
     rate = min(largest / (medians[best] / 1e9), peak) if largest and medians[best] > 0 else 0.0
-    central = max(high * rate / peak, 1.0) if rate else (1 + high) / 2
+    # without a weight's size, the duration halfway between the ends (speed:'s K1..K2 central)
+    central = max(high * rate / peak, 1.0) if rate else 2 * high / (1 + high)
     how = (f"the decode's longest GEMM ({medians[best] / 1e3:,.1f} µs median) read as the largest weight matrix "
            f"({largest / 1e6:,.1f} MB): {rate / 1e12:,.2f} TB/s, {rate / peak:.0%} of the peak" if rate else
-           "no weight copy measured: halfway")
+           "no weight's size known: the duration halfway between the ends")
     return per_call, high, min(central, high), how
 
 
@@ -368,7 +373,8 @@ def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> l
             continue
         f.estimate_basis = f.basis
         if not f.edits:
-            f.basis += f" (not replayed: {NO_EDIT.get(f.id, 'no edit named')})"
+            why = NO_EDIT.get(f.id, "its edit has nothing to act on in this capture" if f.id in EDITS else "no edit named")
+            f.basis += f" (not replayed: {why})"
             continue
         s, why = _replayed(c.trace, f.edits)
         if s is None:
