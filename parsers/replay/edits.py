@@ -84,6 +84,7 @@ class Edit:
     range: str = ""
     # speed:PATTERN=K1..K2: the factor's ends (low, high) where it is not known; factor is the central
     factors: tuple[float, float] | None = None
+    why: str = ""  # where a finding's fix names the edit: what its range stands on (the finding's words)
 
 
 @dataclass
@@ -256,7 +257,7 @@ def _speed(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         return
     ed.applied.append(Applied(e.text, f"{int(hit.sum()):,} ops ({how}) {e.factor:.3g}x faster ({low:g}..{high:g})",
                               f"the ops' speed-up is not measured: between {low:g}x and {high:g}x, {e.factor:.3g}x "
-                              "central (the edit's own range; a finding's fix says where its ends come from)"))
+                              "central" + (f"; {e.why}" if e.why else " (the edit's own range)")))
 
 
 def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:

@@ -130,7 +130,8 @@ def test_whatif_fix_occupancy_limited_needs_the_report_and_fixes_every_kernel(nc
     assert [e["edit"] for e in doc["edits"]] == [f"{x} (fix:occupancy-limited)" for x in wanted]
     p = doc["predicted"]
     assert p["low_ns"] <= p["step_ns"] <= p["high_ns"] == doc["baseline"]["replayed_step_ns"]
-    assert all("between 1x and" in e["assumption"] for e in doc["edits"])
+    # each edit's assumption says its range and what the range stands on (the finding's words)
+    assert all("between 1x and" in e["assumption"] and "ncu's estimate" in e["assumption"] for e in doc["edits"])
     run = cli_process.run(["whatif", export, "fix:occupancy-limited"], text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 2 and run.stdout == "" and len(run.stderr.strip().splitlines()) == 1
     assert "--ncu" in run.stderr
@@ -173,6 +174,7 @@ def test_tensor_cores_idle_fix_is_every_gemm_at_the_tensor_paths_peak_ratio(tens
     assert s.applied[0].changed.startswith(f"{gemms:,} ops (family gemm)")
     doc = _whatif_json(tensor_idle, "fix:tensor-cores-idle")
     assert doc["saving_ns"] / 1e6 == pytest.approx(f.saving_ms_per_step, abs=1e-6)
+    assert "tf32/fp32 peak ratio" in doc["edits"][0]["assumption"]
     assert doc["predicted"]["low_ns"] <= doc["predicted"]["step_ns"] <= doc["predicted"]["high_ns"]
 
 
@@ -243,4 +245,5 @@ def test_decode_fix_takes_the_decode_gemms_to_the_weights_floor(thirdparty, stem
     assert saving(trace, f.edits).applied[0].changed.startswith(f"{len(every):,} ops (family gemm launched inside 'decode')")
     doc = _whatif_json(path, "fix:memory-bound-decode")
     assert doc["saving_ns"] / 1e6 == pytest.approx(f.saving_ms_per_step, abs=1e-6)
+    assert "the weights' floor" in doc["edits"][0]["assumption"]
     assert doc["predicted"]["low_ns"] <= doc["predicted"]["step_ns"] <= doc["predicted"]["high_ns"]

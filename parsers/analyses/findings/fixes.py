@@ -5,7 +5,7 @@ import dataclasses
 import fnmatch
 from typing import TYPE_CHECKING
 
-from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT
+from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT, range_basis
 from nsight_tui.parsers.analyses.findings.rules import findings
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.replay.edits import EditError, parse
@@ -39,6 +39,7 @@ def resolve_fixes(trace: Trace, edits: list, attribution: str = "process", ncu: 
         named = [(f.id, x) for f in hits for x in f.edits]
         if not named:
             raise EditError(f"{text}: the replay has no edit for this fix ({NO_EDIT.get(hits[0].id, 'none named')})")
+        why = {f.id: range_basis(trace, f, attribution, ncu) for f in hits}
         for fid, x in dict.fromkeys(named):
-            out.append(dataclasses.replace(parse(x), text=f"{x} (fix:{fid})"))
+            out.append(dataclasses.replace(parse(x), text=f"{x} (fix:{fid})", why=why[fid]))
     return out

@@ -347,6 +347,18 @@ RANGE_BASIS = {"occupancy-limited": _occupancy_range, "tensor-cores-idle": _tens
                "memory-bound-decode": _decode_range}
 
 
+def range_basis(trace: Trace, f: Finding, attribution: str = "process", ncu=None) -> str:
+    """What the range of `f`'s fix stands on, in words ("" where its edits carry no range of the rule's
+    own): for `whatif fix:ID`, which says it beside the edit's assumption."""
+    if f.id not in RANGE_BASIS:
+        return ""
+    from nsight_tui.parsers.analyses.findings.context import context
+
+    c = context(trace, attribution, ncu=ncu)
+    # a fix's edits all come from one capture's steps: the finding's own, rank 0's in a multi-rank export
+    return RANGE_BASIS[f.id](c, f) if c is not None else ""
+
+
 def edits_of(c: StepContext, f: Finding) -> list[str]:
     """The replay edits that are this finding's fix, in the edit language (parsers.replay.edits);
     [] where the replay has none (NO_EDIT says why)."""
