@@ -126,18 +126,24 @@ class Profile:
 
         return diff_runs(self.trace, other.trace, self.options.attribution)
 
-    def whatif(self, edits: Sequence[str | Edit] = (), load: Callable[[Path], Trace] | None = None) -> Prediction:
+    def whatif(self, edits: Sequence[str | Edit] = (), load: Callable[[Path], Trace] | None = None,
+               ncu: NcuAnalysis | None = None) -> Prediction:
         """The captured step replayed (parsers.replay) unchanged and with `edits` (`speed:PATTERN=K`,
         `drop:PATTERN`, `fuse:P1+P2+...`, `kernels-from:TWIN`, `nosync[:RANGE|CALL]`, `nohost[:RANGE|DURATION]`,
         `graph[:RANGE]`, `fix:FINDING_ID`: the edits that finding names): the
         measured and replayed step (ns, the period on each timeline), the predicted step with its
         low..high (ns), the saving (ns per step), what holds the step (its critical path, ns per step)
         and the GPU idle split (ns per step). `load`: how a `kernels-from:` twin is read (default: from
-        its path). EditError (an NsightError) for an edit that cannot apply or a capture with no step."""
+        its path). `ncu`: a join already made (`ncu()`), else the options' ncu_file is joined where a
+        `fix:` needs the findings (occupancy-limited reads it). EditError (an NsightError) for an edit
+        that cannot apply or a capture with no step."""
         from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
         from nsight_tui.parsers.replay.predict import predict
 
-        wanted = resolve_fixes(self.trace, list(edits), self.options.attribution)
+        fixing = any(getattr(e, "kind", str(e).partition(":")[0]) == "fix" for e in edits)
+        if ncu is None and fixing and self.options.ncu_file:
+            ncu = self.ncu()
+        wanted = resolve_fixes(self.trace, list(edits), self.options.attribution, ncu)
         return predict(self.trace, wanted, **({"load": load} if load is not None else {}))
 
     def ranks(self) -> RunRanks:

@@ -1,7 +1,8 @@
 """`nsight-tui whatif TRACE [EDIT ...]`: replay the captured step, changed by the edits, and say
 what the step would take and what would hold it.
 
-EDITs: speed:PATTERN[@RANGE]=K, drop:PATTERN[@RANGE], fuse:P1+P2+...[@RANGE[,N+][,<DURATION]], kernels-from:TWIN.sqlite,
+EDITs: speed:PATTERN[@RANGE]=K (or =K1..K2, =K1..KC..K2: a range), drop:PATTERN[@RANGE],
+fuse:P1+P2+...[@RANGE[,N+][,<DURATION]], kernels-from:TWIN.sqlite,
 nosync[:RANGE|CALL], nohost[:RANGE], graph[:RANGE], pin[:RANGE], fix:FINDING_ID (parsers/replay/edits.py). With none, the
 unchanged replay against the measured step."""
 from __future__ import annotations
@@ -18,31 +19,36 @@ HELP = "replay the captured step with edits (speed:, drop:, fuse:, kernels-from:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="the export (.sqlite)")
     parser.add_argument("edits", nargs="*", metavar="EDIT",
-                        help="speed:PATTERN[@RANGE]=K | drop:PATTERN[@RANGE] | fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] "
+                        help="speed:PATTERN[@RANGE]=K (or K1..K2, K1..KC..K2: a range, KC its central) | "
+                             "drop:PATTERN[@RANGE] | fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] "
                              "(each run of N or more consecutive kernels of one stream matching the patterns, each at most "
                              "DURATION, inside one RANGE, one kernel: its longest's time) | kernels-from:TWIN.sqlite | "
                              "nosync[:RANGE|CALL] | nohost[:RANGE] | graph[:RANGE] | pin[:RANGE] (pageable copies from "
                              "pinned memory, non_blocking) | fix:FINDING_ID")
+    parser.add_argument("--ncu", metavar="FILE.ncu-rep",
+                        help="an Nsight Compute report of the same workload, for fix:occupancy-limited (the kernels ncu "
+                             "found limited by occupancy)")
     add_format(parser, ("markdown", "json"), "markdown")
     parser.add_argument("-o", "--output", default="-", help="write to this file ('-' = stdout, default)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from nsight_tui.parsers import Profile, parse_edits
+    from nsight_tui.parsers import Options, Profile, parse_edits
     from nsight_tui.render import output
     from nsight_tui.render.safe import visible
     from nsight_tui.render.whatif import whatif_json_text, whatif_markdown
 
     edits = parse_edits(args.edits)  # an edit that cannot be read: one line, before any file is opened
     path = Path(args.trace)
+    inputs = [path] + ([Path(args.ncu)] if args.ncu else [])
     if args.output != "-":
-        output.check_target(args.output, args.force, inputs=[path])
-    p = Profile.open(path).whatif(edits)
+        output.check_target(args.output, args.force, inputs=inputs)
+    p = Profile.open(path, Options(ncu_file=args.ncu) if args.ncu else None).whatif(edits)
     text = whatif_json_text(p) if args.format == "json" else whatif_markdown(p)
     if args.output == "-":
         output.write_stdout(text)
     else:
-        written = output.write_atomic(args.output, text, overwrite=args.force, inputs=[path])
+        written = output.write_atomic(args.output, text, overwrite=args.force, inputs=inputs)
         note(f"wrote {visible(str(written))}")
     return 0

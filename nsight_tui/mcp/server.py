@@ -481,7 +481,7 @@ def build(served: ServedSet) -> MCPServer:
         return {**doc, "attribution": mode, "attribution_help": RANKS_ATTRIBUTION}
 
     @tool(whole="whatif has no longer form")
-    def whatif(path: str | None = None, edits: list[str] | None = None) -> dict[str, Any]:
+    def whatif(path: str | None = None, edits: list[str] | None = None, ncu: str | None = None) -> dict[str, Any]:
         """Replay the captured step with edits and predict the step (`whatif -f json`): the
         baseline (measured and replayed step, ns), each edit and the assumption it rests on, the
         predicted step with its low..high range, the saving, what holds the step after the edits
@@ -491,8 +491,9 @@ def build(served: ServedSet) -> MCPServer:
         of consecutive kernels of one stream matching the patterns one kernel), kernels-from:NAME (kernel
         durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION],
         graph[:RANGE], pin[:RANGE] (pageable copies from pinned memory, non_blocking),
-        fix:FINDING_ID (the edits that finding names). No edits: the unchanged
-        replay against the measured step."""
+        fix:FINDING_ID (the edits that finding names; fix:occupancy-limited needs `ncu`, a served
+        Nsight Compute report of the same workload). No edits: the unchanged replay against the
+        measured step."""
         from nsight_tui.parsers import NsightError
         from nsight_tui.render.whatif import whatif_json_text
 
@@ -500,11 +501,13 @@ def build(served: ServedSet) -> MCPServer:
         wanted = list(edits or [])
         # kernels-from names a served file: the twin is read like any other served profile
         twins = {e.partition(":")[2]: file(e.partition(":")[2]) for e in wanted if e.startswith("kernels-from:")}
+        report = ncu_file(ncu)
         try:
-            p = cache.profile(s).whatif(wanted, load=lambda q: cache.trace(twins[str(q)]))
+            joined = cache.ncu_join(s, report, "process") if report else None
+            p = cache.profile(s).whatif(wanted, load=lambda q: cache.trace(twins[str(q)]), ncu=joined)
         except NsightError as exc:
             raise ToolError(str(exc)) from None
-        return _named(A.from_json_text(whatif_json_text(p)), [s, *twins.values()])
+        return _named(A.from_json_text(whatif_json_text(p)), [s, *twins.values(), *([report] if report else [])])
 
     return server
 

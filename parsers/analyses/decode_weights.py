@@ -32,6 +32,7 @@ class DecodeWeights:
     per_token_ns: int  # the decode's median per-token latency (GPU clock)
     kernel_ns_per_token: float  # the GPU's kernel time per decode step (mean)
     device: int
+    largest_bytes: int = 0  # the largest of those copies: the largest weight matrix (a model's head, often)
 
     @property
     def floor_ns(self) -> float:
@@ -79,4 +80,4 @@ def decode_weights(trace: Trace) -> DecodeWeights | None:
     if not sizes:
         return None
     return DecodeWeights(int(sum(sizes)), len(sizes), float(bandwidth), d.median_ns, d.gpu_busy_share * d.mean_ns,
-                         device)
+                         device, int(max(sizes)))

@@ -1,7 +1,10 @@
 """What-if edits: each turns the measured plan into the changed one (simulate.Plan).
 
     speed:PATTERN=K       ops whose name matches a glob, or of a kernel family, K times faster;
-                          speed:PATTERN@RANGE=K only those launched inside RANGE
+                          speed:PATTERN@RANGE=K only those launched inside RANGE;
+                          speed:PATTERN=K1..K2 a factor not known, between K1 and K2 (the
+                          answer's ends; central: the duration halfway between the ends');
+                          speed:PATTERN=K1..KC..K2 the same with its central factor KC
     drop:PATTERN[@RANGE]  ops matching PATTERN (as speed: matches them) gone: no GPU time, the ops
                           after them on their streams in order, and the CPU time inside the calls
                           that launched only dropped ops gone too (the host time around them kept)
@@ -30,7 +33,9 @@
     fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
 RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
-to every thread of the range's process while the range is open. An edit that rests on a figure
+to every thread of the range's process while the range is open. Where the export has no NVTX range
+of that name, the ranges inferred from its kernel sequence (model.inferred: `forward`, `layer_N`,
+a generate() call's `prefill` and `decode`, ...) on the thread that launched their kernels. An edit that rests on a figure
 not measured in this capture carries a low and a high value (`Assumption`); the prediction is
 replayed at both.
 
@@ -78,6 +83,9 @@ class Edit:
     factor: float = 1.0
     twin: str = ""
     range: str = ""
+    # speed:PATTERN=K1..K2: the factor's ends (low, high) where it is not known; factor is the central
+    factors: tuple[float, float] | None = None
+    why: str = ""  # where a finding's fix names the edit: what its range stands on (the finding's words)
 
 
 @dataclass
@@ -113,13 +121,12 @@ def parse(text: str) -> Edit:
                         "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], pin[:RANGE], fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
-        try:
-            factor = float(k)
-        except ValueError:
-            factor = 0.0
-        if not eq or not pattern or not factor > 0 or not np.isfinite(factor):
-            raise EditError(f"bad edit {text!r}: speed:PATTERN=K with K a number above 0 (e.g. speed:gemm=2)")
-        return Edit(kind, text, pattern=pattern, factor=factor)
+        factors = _factors(k)
+        if not eq or not pattern or factors is None:
+            raise EditError(f"bad edit {text!r}: speed:PATTERN=K with K a number above 0 (e.g. speed:gemm=2), or "
+                            "K1..K2 / K1..KC..K2 a range of them, K1 <= KC <= K2 (e.g. speed:gemm=1..1.8)")
+        low, central, high = factors
+        return Edit(kind, text, pattern=pattern, factor=central, factors=None if low == high else (low, high))
     if kind == "drop":
         if not arg or not arg.partition("@")[0]:
             raise EditError(f"bad edit {text!r}: drop:PATTERN names the ops (a name glob or a family, e.g. drop:layout)")
@@ -134,6 +141,23 @@ def parse(text: str) -> Edit:
     if kind == "fix" and not arg:
         raise EditError(f"bad edit {text!r}: fix:FINDING_ID names a finding (e.g. fix:launch-bound)")
     return Edit(kind, text, range=arg or "")
+
+
+def _factors(text: str) -> tuple[float, float, float] | None:
+    """`K`, `K1..K2` or `K1..KC..K2` -> (K1, KC, K2); None unless each is a finite number above 0 and
+    K1 <= KC <= K2. Without KC the central is the factor whose duration lies halfway between the two
+    ends' (1/KC the mean of 1/K1 and 1/K2): the middle of the time the range can save."""
+    try:
+        ks = [float(x) for x in text.split("..")]
+    except ValueError:
+        return None
+    if len(ks) not in (1, 2, 3) or not all(k > 0 and np.isfinite(k) for k in ks) or ks != sorted(ks):
+        return None
+    if len(ks) == 1:
+        return ks[0], ks[0], ks[0]
+    if len(ks) == 2:
+        return ks[0], 2 / (1 / ks[0] + 1 / ks[1]), ks[1]
+    return ks[0], ks[1], ks[2]
 
 
 # -- where an edit applies ---------------------------------------------------------------------
@@ -154,10 +178,20 @@ def range_spans(g: Graph, sr: StepRanges, name: str) -> list[tuple[int, int, int
             end = int(sr.start_ns[later].min()) if len(later) else int(sr.end_ns[i])
             out.append((int(pid_of(sr.gtid[i])), int(sr.start_ns[i]), end))
         return out
-    r = g.trace.ranges
-    hit = g.trace.range_texts.per_value(lambda t: t is not None and fnmatch.fnmatchcase(_plain(t), name))
+    def named(trace):
+        return trace.range_texts.per_value(lambda t: t is not None and fnmatch.fnmatchcase(_plain(t), name))
+
+    trace = g.trace
+    hit = named(trace)
+    if not hit.any():  # none in the export: the ranges inferred from its kernel sequence (a bare capture's)
+        from nsight_tui.parsers.model.inferred import with_inferred_ranges
+
+        inferred = with_inferred_ranges(g.trace)
+        if inferred is not g.trace:
+            trace, hit = inferred, named(inferred)
     if not hit.any():
         raise EditError(f"no NVTX range named {name!r} in {g.trace.path.name}")
+    r = trace.ranges
     return [(int(pid_of(gt)), int(s), int(e)) for gt, s, e in
             zip(r["gtid"].to_numpy()[hit], r["start"].to_numpy()[hit], r["end"].to_numpy()[hit])]
 
@@ -213,10 +247,18 @@ def _matching_ops(g: Graph, sr: StepRanges, e: Edit) -> tuple[np.ndarray, str]:
 
 
 def _speed(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    """The matching ops K times faster; with a range K1..K2, the favourable plan (the smaller step) at
+    K2, the central at KC, the other at K1."""
     hit, how = _matching_ops(g, sr, e)
-    for plan in ed.plans:
-        plan.op_dur[hit] = np.round(plan.op_dur[hit] / e.factor).astype(np.int64)
-    ed.applied.append(Applied(e.text, f"{int(hit.sum()):,} ops ({how}) {e.factor:g}x faster"))
+    low, high = e.factors or (e.factor, e.factor)
+    for plan, k in zip(ed.plans, (high, e.factor, low)):
+        plan.op_dur[hit] = np.round(plan.op_dur[hit] / k).astype(np.int64)
+    if e.factors is None:
+        ed.applied.append(Applied(e.text, f"{int(hit.sum()):,} ops ({how}) {e.factor:g}x faster"))
+        return
+    ed.applied.append(Applied(e.text, f"{int(hit.sum()):,} ops ({how}) {e.factor:.3g}x faster ({low:g}..{high:g})",
+                              f"the ops' speed-up is not measured: between {low:g}x and {high:g}x, {e.factor:.3g}x "
+                              "central" + (f"; {e.why}" if e.why else " (the edit's own range)")))
 
 
 def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:

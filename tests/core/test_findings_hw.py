@@ -71,9 +71,10 @@ def ncu_pair(tmp_path_factory):
 
 def test_occupancy_limited_in_the_ranking_from_nvidia_reading_and_sql(ncu_pair):
     """Per kernel name (≥ 2% of the steps' GPU busy time by SQL, theoretical occupancy < 50% by
-    NVIDIA's reader): saving = ncu's TheoreticalOccupancy speedup (NVIDIA's reader), weighted by the
-    profiled instances' nsys time (SQL), × the name's nsys time per step (SQL over the step periods).
-    The fp32 GEMMs are fp32-gemm-without-tensor-cores' time already: each says so as overlap."""
+    NVIDIA's reader): the rule's estimate = ncu's TheoreticalOccupancy speedup (NVIDIA's reader),
+    weighted by the profiled instances' nsys time (SQL), × the name's nsys time per step (SQL over the
+    step periods). The fp32 GEMMs are fp32-gemm-without-tensor-cores' time already: before the replay
+    each says so as overlap; its saving is the replay of its own fix (tests/core/test_findings_ceilings.py)."""
     export, trace, a = ncu_pair
     oracle = oracle_kernels()
     rows, n = step_kernels_sql(export)
@@ -105,17 +106,21 @@ def test_occupancy_limited_in_the_ranking_from_nvidia_reading_and_sql(ncu_pair):
     assert set(found) == set(expected) and len(found) >= 5
     for m, f in found.items():
         saving, theo, ns = expected[m]
-        assert f.saving_alone_ms_per_step == pytest.approx(saving, rel=1e-9)
+        assert f.estimate_ms_per_step == pytest.approx(saving, rel=1e-9)
         assert f.evidence["ncu_theoretical_occupancy_pct"] == pytest.approx(theo)
         assert f.evidence["nsys_ns_per_step"] == pytest.approx(ns)
         assert f.evidence["ncu_occupancy_limiter"] == "registers"
-        # every one is an fp32 GEMM the fp32 rule claimed first: nothing left of its own, said as overlap
+        assert "upper bound" in f.estimate_basis and "measured by ncu" in f.estimate_basis
+        assert f.replayed and f.edits[0].startswith("speed:")
+    # every one is an fp32 GEMM the fp32 rule claimed first: without the replay, nothing left of its own,
+    # said as overlap
+    for f in (f for f in findings(trace, ncu=a, replay=False) if f.id == "occupancy-limited"):
         assert f.overlaps == ["fp32-gemm-without-tensor-cores"] and f.saving_ms_per_step == pytest.approx(0, abs=1e-9)
-        assert "upper bound" in f.basis and "measured by ncu" in f.basis
-    # without the report the rule is silent; the JSON lists them apart, each with its evidence
+    # without the report the rule is silent; the JSON lists each, with its evidence, ranked or apart
     assert not [f for f in findings(trace) if f.id == "occupancy-limited"]
-    apart = [p for p in findings_json(answers(trace, ncu=a))["present_no_saving"] if p["id"] == "occupancy-limited"]
-    assert len(apart) == len(found) and all(p["overlaps"] == ["fp32-gemm-without-tensor-cores"] for p in apart)
+    doc = findings_json(answers(trace, ncu=a))
+    listed = [p for p in doc["findings"] + doc["present_no_saving"] if p["id"] == "occupancy-limited"]
+    assert len(listed) == len(found) and {p["evidence"]["kernel"] for p in listed} == {f.evidence["kernel"] for f in got}
 
 
 # -- tensor cores idle / sampled evidence -----------------------------------------------------------
@@ -178,8 +183,8 @@ def test_tensor_cores_idle_fires_when_the_samples_refute_the_names(hw, tmp_path)
     assert ev["gemm_ns_per_step"] == pytest.approx(gemm_ns)
     pk = build_roofline(trace).peaks.peaks
     gpu_saved = gemm_ns * (1 - pk.tflops["fp32"] / pk.tflops["tf32"])
-    assert idle.saving_alone_ms_per_step == pytest.approx(min(gpu_saved, ev["cpu_wait_ns_per_step"]) / 1e6)
-    assert "estimate" in idle.basis
+    assert idle.estimate_ms_per_step == pytest.approx(min(gpu_saved, ev["cpu_wait_ns_per_step"]) / 1e6)
+    assert "estimate" in idle.estimate_basis  # its saving is its fix's replay (tests/core/test_findings_ceilings.py)
     assert not list(tmp_path.glob("*-journal"))  # the copy was written, the sample never
 
 

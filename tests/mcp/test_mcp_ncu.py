@@ -61,7 +61,9 @@ CALLS = {
     every_page("alone"): ("ncu", {"ncu": REPORT}),
     every_page("tensor"): ("ncu", {"ncu": BF16_REPORT, "path": BF16_EXPORT, "by": "tensor"}),
     every_page("tensor_fp32"): ("ncu", {"ncu": REPORT, "path": EXPORT, "by": "tensor"}),
+    "whatif_occupancy": ("whatif", {"path": EXPORT, "edits": ["fix:occupancy-limited"], "ncu": REPORT}),
     # bad input: one-line tool errors
+    "whatif_no_report": ("whatif", {"path": EXPORT, "edits": ["fix:occupancy-limited"]}),
     "missing": ("findings", {"path": EXPORT, "ncu": "elsewhere.ncu-rep"}),
     "export_as_ncu": ("ncu", {"ncu": EXPORT}),
     "ncu_as_path": ("findings", {"path": REPORT}),
@@ -96,11 +98,29 @@ def test_lists_the_report_apart_from_the_exports(served):
 
 def test_findings_with_ncu_are_report_with_ncu(served, report_json):
     with_ncu, plain = served.ok("findings"), served.ok("findings_plain")
-    assert with_ncu == report_json["findings"]
+    # with the report the findings run past the answer's size (each occupancy-limited kernel a replayed
+    # finding): the tool keeps the first, says how many it left out, and where to get them whole
+    whole = report_json["findings"]
+    cut = with_ncu.get("left_out", {}).get("lists", {}).get("findings")
+    kept = len(with_ncu["findings"])
+    assert cut is None or cut == f"{len(whole['findings']) - kept} of {len(whole['findings'])} items left out"
+    assert with_ncu["findings"] == whole["findings"][:kept]
+    assert {k: v for k, v in with_ncu.items() if k not in ("findings", "left_out")} == \
+        {k: v for k, v in whole.items() if k != "findings"}
     ids = lambda doc: {f["id"] for f in doc["findings"] + doc.get("present_no_saving", [])}  # noqa: E731
     # the hardware's finding exists only with the report (the test could not pass without it)
     assert "occupancy-limited" in ids(with_ncu) and "occupancy-limited" not in ids(plain)
     assert served.ok("report_ncu") == {k: report_json[k] for k in ("file", "attribution", "ncu")}
+
+
+def test_whatif_fix_occupancy_limited_with_the_report_is_the_command(served, folder):
+    """fix:occupancy-limited reads the report (every kernel ncu found limited by occupancy, its edit);
+    the tool with `ncu` answers as `whatif --ncu`, and without it says why in one line."""
+    doc = served.ok("whatif_occupancy")
+    cli = cli_json(folder, "whatif", EXPORT, "fix:occupancy-limited", "--ncu", REPORT)
+    assert [e["edit"] for e in doc["edits"]] == [e["edit"] for e in cli["edits"]] and len(doc["edits"]) >= 5
+    assert doc["predicted"] == cli["predicted"] and doc["saving_ns"] == cli["saving_ns"]
+    assert "--ncu" in served.error("whatif_no_report")
 
 
 def test_ncu_tool_is_the_ncu_command(served, ncu_json, folder):

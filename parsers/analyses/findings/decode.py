@@ -46,7 +46,7 @@ def memory_bound_decode(c: StepContext) -> Finding | None:
          "floor_ns_per_token": w.floor_ns, "per_token_ns": w.per_token_ns,
          "kernel_ns_per_token": w.kernel_ns_per_token, "share_of_hbm_peak": w.share_of_peak,
          "floor_over_kernel_time": w.kernel_share, "memory_bound": w.memory_bound,
-         "tokens_per_call": d.tokens_per_call, "basis": w.BASIS},
+         "tokens_per_call": d.tokens_per_call, "largest_weight_bytes": w.largest_bytes, "basis": w.BASIS},
         [], int(c.t0[0]), int(c.t1[0]), claim=intervals.union(start, end) if len(pos) else None,
         gpu_work=True)
 

@@ -3,19 +3,25 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+from typing import TYPE_CHECKING
 
-from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT
+from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT, range_basis
 from nsight_tui.parsers.analyses.findings.rules import findings
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.replay.edits import EditError, parse
 
+if TYPE_CHECKING:
+    from nsight_tui.parsers.analyses.ncu import NcuAnalysis
 
-def resolve_fixes(trace: Trace, edits: list, attribution: str = "process") -> list:
+
+def resolve_fixes(trace: Trace, edits: list, attribution: str = "process", ncu: NcuAnalysis | None = None) -> list:
     """`fix:FINDING_ID` turned into the edits that finding names (EditError where no such finding
-    fires on this trace, or its fix has no edit); other edits as they are."""
+    fires on this trace, or its fix has no edit); other edits as they are. A rule that names several
+    findings (occupancy-limited: one per kernel name) fixes them all: their edits together. `ncu`:
+    the Nsight Compute report joined to the trace, for the rules that read it."""
     if not any(getattr(e, "kind", str(e).partition(":")[0]) == "fix" for e in edits):
         return list(edits)
-    found = findings(trace, attribution, replay=False)
+    found = findings(trace, attribution, ncu=ncu, replay=False)
     out: list = []
     for e in edits:
         text = getattr(e, "text", str(e))
@@ -23,11 +29,17 @@ def resolve_fixes(trace: Trace, edits: list, attribution: str = "process") -> li
             out.append(e)
             continue
         wanted = text.partition(":")[2]
-        hit = next((f for f in found if fnmatch.fnmatchcase(f.id, wanted)), None)
-        if hit is None:
+        hits = [f for f in found if fnmatch.fnmatchcase(f.id, wanted)]
+        if not hits:
             raise EditError(f"{text}: no finding {wanted!r} on {trace.path.name} "
-                            f"(found: {', '.join(f.id for f in found) or 'none'})")
-        if not hit.edits:
-            raise EditError(f"{text}: the replay has no edit for this fix ({NO_EDIT.get(hit.id, 'none named')})")
-        out += [dataclasses.replace(parse(x), text=f"{x} (fix:{hit.id})") for x in hit.edits]
+                            f"(found: {', '.join(f.id for f in found) or 'none'})"
+                            + ("; occupancy-limited reads an Nsight Compute report of the same workload: whatif --ncu "
+                                 "FILE.ncu-rep (the MCP tool's `ncu`)"
+                               if ncu is None and fnmatch.fnmatchcase("occupancy-limited", wanted) else ""))
+        named = [(f.id, x) for f in hits for x in f.edits]
+        if not named:
+            raise EditError(f"{text}: the replay has no edit for this fix ({NO_EDIT.get(hits[0].id, 'none named')})")
+        why = {f.id: range_basis(trace, f, attribution, ncu) for f in hits}
+        for fid, x in dict.fromkeys(named):
+            out.append(dataclasses.replace(parse(x), text=f"{x} (fix:{fid})", why=why[fid]))
     return out

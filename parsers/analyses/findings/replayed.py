@@ -20,12 +20,13 @@ from nsight_tui.parsers.replay.predict import saving
 
 # The fixes the replay has no edit for, and why (their savings stay the rules' estimates).
 NO_EDIT = {
-    "occupancy-limited": "the kernel's duration at a better occupancy is not in this capture",
-    "tensor-cores-idle": "the math mode in force is not known from the capture",
-    "exposed-communication": "the overlap a bucket change buys is not in this capture",
-    "warmup-in-window": "a warm-up step is outside the steady state the replay re-times",
-    # the weights' read at the HBM peak is a bound on the kernels, not a duration measured anywhere
-    "memory-bound-decode": "kernels streaming the weights at the HBM peak is a floor, not a measured duration",
+    # a bucket size or an overlap setting moves when each all-reduce starts; which gradients it then
+    # waits for is DDP's choice at run time, not in this capture (kernels-from:TWIN carries a twin's)
+    "exposed-communication": "when each all-reduce would start under another bucket size is not in this capture "
+                             "(replay a twin capture with kernels-from:TWIN.sqlite)",
+    # the warm-up steps lie outside the steady-state steps the replay re-times: moving the window
+    # changes which steps are measured, not how long one takes
+    "warmup-in-window": "a warm-up step inside the window changes what is measured, not a steady step's time",
 }
 
 
@@ -89,6 +90,127 @@ def _fp32_gemm_edits(c: StepContext, f: Finding) -> list[str]:
     if names and len(fp32) == len(names):
         return [f"speed:gemm={fast / slow:.6g}"]
     return [f"speed:{_glob_escape(n)}={fast / slow:.6g}" for n in fp32]
+
+
+def _factor(k: float) -> str:
+    return f"{k:.4g}"
+
+
+def _occupancy_edits(c: StepContext, f: Finding) -> list[str]:
+    """The kernel the finding names (by a glob of its name that matches it alone) at most ncu's own
+    estimated speedup for the occupancy fix faster: ncu's TheoreticalOccupancy rule estimates the
+    share of the kernel's time a full occupancy saves (100 − theoretical occupancy %), an upper bound
+    (occupancy hides latency only while nothing else limits first), so the range runs from no change
+    to it; and no faster than its busiest unit allows: a kernel whose memory or SM throughput already
+    runs at X% of peak (ncu's Speed Of Light, mean over its profiled instances weighted by their nsys
+    time) cannot take less than X% of its time, whatever its occupancy. Central: the duration halfway
+    between the two ends (`speed:NAME=1..K`), as no figure in the capture says where between them the
+    kernel lands."""
+    bound = ncu_speedup_bound(c, f)
+    code = _code_of(c, f.evidence.get("kernel"))
+    if bound is None or bound[0] <= 1 or code < 0:
+        return []
+    return [f"speed:{_name_glob(c.trace.op_names, code)}=1..{_factor(bound[0])}"]
+
+
+def _code_of(c: StepContext, name) -> int:
+    """The name code of the kernel named `name` (-1: none)."""
+    names = c.trace.op_names
+    return names.index(name) if isinstance(name, str) and name in names else -1
+
+
+def ncu_speedup_bound(c: StepContext, f: Finding) -> tuple[float, float | None] | None:
+    """The factor the occupancy fix can speed the finding's kernel by at most, and its busiest unit's
+    % of peak: ncu's estimate (a share p of its time saved: 1 / (1 − p)) capped by its Speed Of Light
+    (100 / that %: the unit runs the same work at its peak at best); None without the figures."""
+    pct = f.evidence.get("ncu_estimated_speedup_pct")
+    if c.ncu is None or pct is None or not 0 < pct < 100:
+        return None
+    k = 1 / (1 - pct / 100)
+    name_of = c.trace.ops["name"].to_numpy()
+    code = _code_of(c, f.evidence.get("kernel"))
+    sol, w = [], []
+    for j in c.ncu.joined:
+        if int(name_of[j.op]) != code:
+            continue
+        busiest = max((x for x in (j.figures.sm_throughput_pct, j.figures.memory_throughput_pct) if x is not None),
+                      default=None)
+        if busiest is not None and busiest > 0:
+            sol.append(float(busiest))
+            w.append(float(j.nsys_duration_ns or 0))
+    if not sol:
+        return k, None
+    busiest = min(float(np.average(sol, weights=w)) if sum(w) else float(np.mean(sol)), 100.0)
+    return min(k, 100 / busiest), busiest
+
+
+def _tensor_edits(c: StepContext, f: Finding) -> list[str]:
+    """The GEMMs the finding names (every GEMM of the steps: `speed:gemm`) on the tensor-core path their
+    names say: the path's peak over fp32's, the central and the best end (the fp32 rule's fix, whose
+    twins measure it); the other end no change (the GEMMs already ran on the tensor cores, as named,
+    and the samples missed them). The capture measures none of these GEMMs on the tensor cores."""
+    from nsight_tui.parsers.analyses import roofline
+
+    pk = roofline.build(c.trace).peaks.peaks
+    path = f.evidence.get("named_path")
+    fast = pk.tflops.get(path) if pk is not None and path else None
+    slow = pk.tflops.get("fp32") if pk is not None else None
+    if not fast or not slow or fast <= slow:
+        return []
+    return [f"speed:gemm=1..{_factor(fast / slow)}..{_factor(fast / slow)}"]
+
+
+def decode_floor(c: StepContext, f: Finding) -> tuple[float, float, float, str] | None:
+    """The decode's GEMMs at the weights' floor: (their time per decode call, the factor that takes
+    them to the floor, the central factor, how the central was found); None without a decode range or
+    GEMMs in it.
+
+    The floor is the rule's: every weight read once per token at the HBM peak, per call. The
+    central: the best-streaming GEMM of the decode (the name with the longest median launch) taken to
+    read the largest weight matrix (the largest host-to-device copy before the first call; a model's
+    output head, often): its bytes over its median time is the rate a decode GEMM reaches in this
+    capture (at most the peak); every GEMM at that rate."""
+    from nsight_tui.parsers.read.ids import KERNEL
+
+    ev = f.evidence
+    floor, tokens, peak = ev.get("floor_ns_per_token"), ev.get("tokens_per_call"), ev.get("hbm_bytes_per_s")
+    if not floor or not tokens or not peak:
+        return None
+    calls = c.phase("decode")
+    if not len(calls):
+        return None
+    t = c.trace
+    pos = c.model.ops_of(calls)
+    fam = name_families(t)
+    codes = t.ops["name"].to_numpy()[pos]
+    gemm = pos[(t.ops["kind"].to_numpy()[pos] == KERNEL) & (np.asarray(fam)[codes] == "gemm")] if len(pos) else pos
+    if not len(gemm):
+        return None
+    dur = (t.ops["end"].to_numpy() - t.ops["start"].to_numpy())[gemm].astype(np.float64)
+    per_call = float(dur.sum()) / len(calls)
+    high = per_call / (floor * tokens)
+    g_codes = t.ops["name"].to_numpy()[gemm]
+    medians = {int(k): float(np.median(dur[g_codes == k])) for k in np.unique(g_codes).tolist()}
+    best = max(medians, key=lambda k: medians[k])
+    largest = ev.get("largest_weight_bytes") or 0
+    rate = min(largest / (medians[best] / 1e9), peak) if largest and medians[best] > 0 else 0.0
+    # without a weight's size, the duration halfway between the ends (speed:'s K1..K2 central)
+    central = max(high * rate / peak, 1.0) if rate else 2 * high / (1 + high)
+    how = (f"the decode's longest GEMM ({medians[best] / 1e3:,.1f} µs median) read as the largest weight matrix "
+           f"({largest / 1e6:,.1f} MB): {rate / 1e12:,.2f} TB/s, {rate / peak:.0%} of the peak" if rate else
+           "no weight's size known: the duration halfway between the ends")
+    return per_call, high, min(central, high), how
+
+
+def _decode_edits(c: StepContext, f: Finding) -> list[str]:
+    """The decode's GEMMs (inside the `decode` ranges: a generate() call's steps after its prefill)
+    streaming the weights at the floor the rule computes: the best end; the other end no change;
+    central: every GEMM at the rate the decode's best-streaming GEMM reaches (decode_floor)."""
+    found = decode_floor(c, f)
+    if found is None or found[1] <= 1:
+        return []
+    _, high, central, _ = found
+    return [f"speed:gemm@decode=1..{_factor(central)}..{_factor(high)}"]
 
 
 def _sync_edits(c: StepContext, f: Finding) -> list[str]:
@@ -181,7 +303,60 @@ EDITS = {
     "unfused-attention": _attention_edits,
     # each chain one fused kernel: its launches but one gone, its time one pass (fused.py's range)
     "elementwise-chain": _chain_edits,
+    # the kernel at a better occupancy: between no change and ncu's own estimate (its upper bound)
+    "occupancy-limited": _occupancy_edits,
+    # the GEMMs on the tensor cores their names promise: between no change and the path's peak ratio
+    "tensor-cores-idle": _tensor_edits,
+    # the decode's GEMMs streaming the weights: between no change and the HBM floor
+    "memory-bound-decode": _decode_edits,
 }
+
+
+def _occupancy_range(c: StepContext, f: Finding) -> str:
+    bound = ncu_speedup_bound(c, f)
+    if bound is None:
+        return ""
+    k, busiest = bound
+    pct = f.evidence["ncu_estimated_speedup_pct"]
+    cap = (f", capped at {k:.3g}x by its busiest unit at {busiest:.0f}% of its peak (ncu's Speed Of Light: no "
+           "occupancy runs the same work faster than that unit's peak)" if busiest is not None and k < 1 / (1 - pct / 100)
+           else "")
+    return (f"the range: no change .. ncu's estimate {1 / (1 - pct / 100):.3g}x ({pct:.1f}% of the kernel's time saved, "
+            f"an upper bound){cap}; central: the duration halfway between, as nothing in the capture says where "
+            "between them the kernel lands")
+
+
+def _tensor_range(c: StepContext, f: Finding) -> str:
+    path = f.evidence.get("named_path")
+    return (f"the range: no change (the GEMMs already run on the tensor cores, as their names say, and the samples "
+            f"missed them) .. the {path}/fp32 peak ratio, the central: the GEMMs on the {path} path at its peak "
+            "ratio, the fp32 rule's own fix; the capture measures none of them on the tensor cores")
+
+
+def _decode_range(c: StepContext, f: Finding) -> str:
+    found = decode_floor(c, f)
+    if found is None:
+        return ""
+    _, high, central, how = found
+    return (f"the range: no change .. {high:.3g}x (the decode's GEMMs at the weights' floor, the best end); central "
+            f"{central:.3g}x: every GEMM at the rate {how}")
+
+
+# Where a fix's replay rests on an assumption of its own: what its range is, in words (the basis)
+RANGE_BASIS = {"occupancy-limited": _occupancy_range, "tensor-cores-idle": _tensor_range,
+               "memory-bound-decode": _decode_range}
+
+
+def range_basis(trace: Trace, f: Finding, attribution: str = "process", ncu=None) -> str:
+    """What the range of `f`'s fix stands on, in words ("" where its edits carry no range of the rule's
+    own): for `whatif fix:ID`, which says it beside the edit's assumption."""
+    if f.id not in RANGE_BASIS:
+        return ""
+    from nsight_tui.parsers.analyses.findings.context import context
+
+    c = context(trace, attribution, ncu=ncu)
+    # a fix's edits all come from one capture's steps: the finding's own, rank 0's in a multi-rank export
+    return RANGE_BASIS[f.id](c, f) if c is not None else ""
 
 
 def edits_of(c: StepContext, f: Finding) -> list[str]:
@@ -210,7 +385,8 @@ def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> l
             continue
         f.estimate_basis = f.basis
         if not f.edits:
-            f.basis += f" (not replayed: {NO_EDIT.get(f.id, 'no edit named')})"
+            why = NO_EDIT.get(f.id, "its edit has nothing to act on in this capture" if f.id in EDITS else "no edit named")
+            f.basis += f" (not replayed: {why})"
             continue
         s, why = _replayed(c.trace, f.edits)
         if s is None:
@@ -223,6 +399,8 @@ def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> l
         f.overlaps, f.capped_by_cpu_wait = [], False
         f.basis = (f"replayed: the step period without − with `{' '.join(f.edits)}` (medians over the steps); "
                    f"the rule's estimate {f.estimate_ms_per_step:.2f}")
+        if f.id in RANGE_BASIS:
+            f.basis += f"; {RANGE_BASIS[f.id](c, f)}"
         f.replayed = True
     return found
 
