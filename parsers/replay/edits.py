@@ -39,7 +39,7 @@ a generate() call's `prefill` and `decode`, ...) on the thread that launched the
 not measured in this capture carries a low and a high value (`Assumption`); the prediction is
 replayed at both.
 
-Near 900 lines on purpose: the parser of the edit grammar and each edit's change to the plan
+Over 900 lines on purpose: the parser of the edit grammar and each edit's change to the plan
 sit together, so what an edit's words mean and what it does to the replay read in one place; what
 an edit reads from the captures is apart (the twin's host time: replay.stretches; the chains and a
 fused kernel's time: replay.fused; what a pinned copy costs: replay.pinned).
