@@ -95,3 +95,29 @@ def test_regex_rewrites_keep_their_meaning():
     assert kernel_names.decode_gemm("triton_tem_fused_addmm_1")["op"] == "addmm"
     assert kernel_names.kernel_functors("void k<F<(int)4>, G[2], H<float>>(int)") == ("F", "G", "H")
     assert path_key("step_12") == "step_N" and path_key("a1b22") == "a1bN"
+
+
+GLOBS = ["*", "**", "a*", "*a", "a*a", "*ab*ba*", "void*kernel*", "*<4, at::*(*", "x", "", "*a*a*a*", "ab*b", "*?*",
+         "a[bc]*", "*softmax*", "a**b"]
+GLOB_NAMES = ["", "a", "aa", "aba", "abba", "ab", "ba", "void k<4, at::f>(int) kernel", "void kernel", "abab", "xab",
+              "softmax_warp", "a_softmax_b", "ac", "abc", "x"]
+
+
+@pytest.mark.parametrize("pattern", GLOBS)
+def test_the_replays_glob_is_fnmatch(pattern):
+    """replay.edits.glob_match against the standard library's fnmatchcase, every pair."""
+    import fnmatch
+
+    from nsight_tui.parsers.replay.edits import glob_match
+
+    for name in GLOB_NAMES:
+        assert glob_match(name, pattern) == fnmatch.fnmatchcase(name, pattern), (name, pattern)
+
+
+def test_the_replays_glob_on_a_10mb_name():
+    """A glob of text and stars on a 10 MB name: it answers (fnmatch's regex backtracks at each star)."""
+    from nsight_tui.parsers.replay.edits import glob_match
+
+    name = "void k<" + "b" * (10 * MB) + ">"
+    assert not glob_match(name, "*softmax_warp_forward*") and glob_match(name, "void*b>")
+    assert not glob_match(name, "*AUnaryFunctor*bool*") and glob_match(name, "*k<b*b*>")
