@@ -155,8 +155,7 @@ def _ask(path: str, argv, cwd, environment, input, timeout, text) -> subprocess.
         while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                if len(got) >= 4:
-                    os.kill(struct.unpack("!i", got[:4])[0], signal.SIGKILL)
+                _kill(answer, got)
                 raise subprocess.TimeoutExpired([sys.executable, "-m", "nsight_tui", *argv], timeout or 0)
             for key, _ in sel.select(min(left, 60)):
                 if key.fd == in_w:
@@ -193,6 +192,23 @@ def _ask(path: str, argv, cwd, environment, input, timeout, text) -> subprocess.
     if text:
         return subprocess.CompletedProcess(argv, returncode, out.decode(), err.decode())
     return subprocess.CompletedProcess(argv, returncode, out, err)
+
+
+def _kill(answer: socket.socket, got: bytes) -> None:
+    """The command of a request that ran out of time, killed (its pid read first if it has not come)."""
+    answer.settimeout(10)
+    try:
+        while len(got) < 4:
+            more = answer.recv(4 - len(got))
+            if not more:
+                return
+            got += more
+    except OSError:
+        return
+    try:
+        os.kill(struct.unpack("!i", got[:4])[0], signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 # -- the zygote -------------------------------------------------------------------------------------
