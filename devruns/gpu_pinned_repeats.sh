@@ -7,8 +7,13 @@
 # with a fixed pure-Python CPU mark (a 10^7-iteration loop, seconds) before and after each capture.
 # Each export `xz -9` into $OUT as rK_NAME.sqlite.xz; not committed (the sample cap): the figures
 # are in gpu_pinned_repeats.log and docs/whatif.md.
-# Run (tree staged in an ignored folder, .whl with nvtx and .devlibs carried):
-#   cd build/pacestage && WHL=../../.whl DEVLIBS=../../.devlibs bash devruns/gpu_pinned_repeats.sh
+# Run on 2026-11-27 (one H100, 150 s of the call, 336 s of device time with the machine's start):
+# the device tool ships the main checkout, not the helper's (a staged build/ folder is not carried
+# from it), so these lines went inline in the call, run from that checkout's root (the same
+# preamble and capture code), `.whl` (nvtx) and `.devlibs` carried:
+#   cat > /tmp/gpu_pinned_repeats.sh <<'EOF' ... EOF   (the lines below, preamble sourced as
+#   devruns/preamble.sh); WHL=.whl DEVLIBS=.devlibs DEVRUN_LOG=gpu_pinned_repeats.log bash /tmp/gpu_pinned_repeats.sh
+# The table: PYTHONPATH=$PWD python3 devruns/pinned_repeats_table.py (the six exports in build/pinned_repeats).
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 devrun_install
 W=${WORK:-/tmp/nsight_tui_pinned}
