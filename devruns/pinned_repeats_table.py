@@ -13,7 +13,6 @@ all B steps − median of all A steps). The committed H200 pair first, for refer
 FOLDER holds rK_small_ctx128_pageable-input.sqlite.xz and rK_small_ctx128_pinned-input.sqlite.xz."""
 from __future__ import annotations
 
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -23,31 +22,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
 from helpers.replay_twins import Twin  # noqa: E402
-from helpers.step_sql import python_steps  # noqa: E402
+from helpers.step_sql import phase_call_gaps, python_steps  # noqa: E402
 from helpers.twins_table import at_twin_pace, noise_ns  # noqa: E402
 from helpers.xz_samples import plain  # noqa: E402
-
-GAPS = """
-WITH r0 AS (SELECT e.start, e.end, coalesce(e.text, s.value) AS name FROM NVTX_EVENTS e
-            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL),
-st AS (SELECT * FROM r0 WHERE name GLOB 'step_[0-9]*'),
-ph AS (SELECT st.name AS step, r0.start, r0.end FROM r0 JOIN st ON r0.start >= st.start AND r0.end <= st.end
-       WHERE r0.name = '{phase}'),
-c AS (SELECT r.globalTid AS tid, ph.step, r.start,
-             lag(r.end) OVER (PARTITION BY r.globalTid, ph.step ORDER BY r.start) AS prev_end
-      FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN ph ON r.start BETWEEN ph.start AND ph.end)
-SELECT tid, step, start - prev_end FROM c WHERE prev_end IS NOT NULL ORDER BY tid, step, start"""
-
 
 def gaps(path: Path, phase: str) -> np.ndarray:
     """Per call position of the phase's launching thread, its host time before the call (ns),
     median over the steps."""
-    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    by: dict[tuple, list[int]] = {}
-    for tid, step, gap in con.execute(GAPS.format(phase=phase)):
-        by.setdefault((tid, step), []).append(gap)
-    con.close()
-    runs = [v for v in by.values() if len(v) > 100]
+    runs = [v for v in phase_call_gaps(path, phase).values() if len(v) > 100]
     assert len({len(v) for v in runs}) == 1, "the steps' call counts differ"
     return np.median(np.array(runs, np.float64), axis=0)
 

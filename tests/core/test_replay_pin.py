@@ -16,7 +16,7 @@ from conftest import FINDINGS, ROOT, mutated_copy
 from helpers import cli_process
 from helpers.replay_reference import simulate_reference
 from helpers.replay_twins import TWINS
-from helpers.step_sql import python_steps
+from helpers.step_sql import phase_call_gaps, python_steps
 from helpers.twins_table import row
 from helpers.xz_samples import plain
 
@@ -75,22 +75,8 @@ def test_the_miss_is_the_cpu_pace():
     position by position (median over the steps): the pageable capture's ran 1.3x and more slower at
     the median stretch and in each quarter of the backward, 10 ms and another thread away from the
     copy; its main thread's forward (414 calls, right after the copy) the other way."""
-    query = """
-    WITH r0 AS (SELECT e.start, e.end, coalesce(e.text, s.value) AS name FROM NVTX_EVENTS e
-                LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL),
-    st AS (SELECT * FROM r0 WHERE name GLOB 'step_[0-9]*'),
-    ph AS (SELECT st.name AS step, r0.start, r0.end FROM r0 JOIN st ON r0.start >= st.start AND r0.end <= st.end
-           WHERE r0.name = '{phase}'),
-    c AS (SELECT r.globalTid AS tid, ph.step, r.start,
-                 lag(r.end) OVER (PARTITION BY r.globalTid, ph.step ORDER BY r.start) AS prev_end
-          FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN ph ON r.start BETWEEN ph.start AND ph.end)
-    SELECT tid, step, start - prev_end FROM c WHERE prev_end IS NOT NULL ORDER BY tid, step, start"""
-
     def gaps(path: Path, phase: str) -> np.ndarray:
-        by: dict[tuple, list[int]] = {}
-        for tid, step, gap in _sql(path, query.format(phase=phase)):
-            by.setdefault((tid, step), []).append(gap)
-        runs = [v for v in by.values() if len(v) > 100]  # the thread that launches the phase's work
+        runs = [v for v in phase_call_gaps(path, phase).values() if len(v) > 100]  # the thread that launches the phase's work
         assert len(runs) == 4 and len({len(v) for v in runs}) == 1
         return np.median(np.array(runs, np.float64), axis=0)
 

@@ -122,3 +122,30 @@ def python_steps(path: Path) -> list[float]:
     con.close()
     marks = [json.loads(t.split(" ", 1)[1]) for t in texts]
     return [m["seconds"] * 1e9 for m in marks if str(m.get("name", "")).startswith("step_")]
+
+
+# Per CUDA call inside a step's range named {phase} (the innermost NVTX range of that name inside a
+# `step_N`): its thread, its step and its host time since the previous call of that thread in that
+# step (ns), in call order.
+PHASE_CALL_GAPS = """
+WITH r0 AS (SELECT e.start, e.end, coalesce(e.text, s.value) AS name FROM NVTX_EVENTS e
+            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL),
+st AS (SELECT * FROM r0 WHERE name GLOB 'step_[0-9]*'),
+ph AS (SELECT st.name AS step, r0.start, r0.end FROM r0 JOIN st ON r0.start >= st.start AND r0.end <= st.end
+       WHERE r0.name = '{phase}'),
+c AS (SELECT r.globalTid AS tid, ph.step, r.start,
+             lag(r.end) OVER (PARTITION BY r.globalTid, ph.step ORDER BY r.start) AS prev_end
+      FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN ph ON r.start BETWEEN ph.start AND ph.end)
+SELECT tid, step, start - prev_end FROM c WHERE prev_end IS NOT NULL ORDER BY tid, step, start"""
+
+
+def phase_call_gaps(path: Path, phase: str) -> dict[tuple, list[int]]:
+    """PHASE_CALL_GAPS over the export: (thread, step) -> the host time before each call, in order."""
+    con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        by: dict[tuple, list[int]] = {}
+        for tid, step, gap in con.execute(PHASE_CALL_GAPS.format(phase=phase)):
+            by.setdefault((tid, step), []).append(gap)
+        return by
+    finally:
+        con.close()
