@@ -202,17 +202,34 @@ def in_steps(g: Graph, sr: StepRanges) -> np.ndarray:
     return _inside(g.pt_time, _pt_pids(g), range_spans(g, sr, STEP_RANGE))
 
 
-def _inside(times: np.ndarray, pids: np.ndarray, spans) -> np.ndarray:
-    out = np.zeros(len(times), bool)
+def _instance_of(times: np.ndarray, pids: np.ndarray, spans) -> np.ndarray:
+    """Per instant: the span (an index into `spans`) it falls in, the latest started of its process;
+    -1 in none."""
+    out = np.full(len(times), -1, np.int64)
     for pid in {p for p, _, _ in spans}:
-        mine = [(s, e) for p, s, e in spans if p == pid]
-        s = np.array([x for x, _ in mine], np.int64)
-        e = np.array([y for _, y in mine], np.int64)
-        order = np.argsort(s)
-        s, e = s[order], np.maximum.accumulate(e[order])
-        j = np.searchsorted(s, times, side="right") - 1
-        out |= (pids == pid) & (j >= 0) & (times <= e[np.maximum(j, 0)])
+        idx = np.array([i for i, (p, _, _) in enumerate(spans) if p == pid], np.int64)
+        s = np.array([spans[i][1] for i in idx], np.int64)
+        e = np.array([spans[i][2] for i in idx], np.int64)
+        order = np.argsort(s, kind="stable")
+        idx, s, e = idx[order], s[order], np.maximum.accumulate(e[order])
+        sel = pids == pid
+        j = np.searchsorted(s, times[sel], side="right") - 1
+        ok = (j >= 0) & (times[sel] <= e[np.maximum(j, 0)])
+        out[sel] = np.where(ok, idx[np.maximum(j, 0)], -1)
     return out
+
+
+def _inside(times: np.ndarray, pids: np.ndarray, spans) -> np.ndarray:
+    """Per instant: inside one of `spans` (pid, start, end) of its process."""
+    return _instance_of(times, pids, spans) >= 0
+
+
+def _op_launches(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per op: its launching call (-1: none), that call's start (-1: none) and its process."""
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    a_start = g.trace.api["start"].to_numpy(np.int64)
+    launch_t = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)] if len(a_start) else 0, -1)
+    return o_api, launch_t, pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
 
 
 def _pt_pids(g: Graph) -> np.ndarray:
@@ -263,10 +280,7 @@ def _matching_ops(g: Graph, sr: StepRanges, e: Edit) -> tuple[np.ndarray, str]:
         how = f"names matching {pattern!r}"
     hit = np.isin(g.trace.ops["name"].to_numpy(), codes)
     if where:
-        o_api = g.trace.ops["api"].to_numpy(np.int64)
-        api = g.trace.api
-        launched = np.where(o_api >= 0, api["start"].to_numpy(np.int64)[np.maximum(o_api, 0)] if len(api) else 0, -1)
-        pids = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+        o_api, launched, pids = _op_launches(g)
         hit &= (o_api >= 0) & _inside(launched, pids, range_spans(g, sr, where))
         how += f" launched inside {where!r}"
     if not hit.any():
@@ -353,41 +367,20 @@ def fuse_spec(text: str, arg: str) -> FuseSpec:
             cur += pattern[i]
         i += 1
     parts.append(cur)
-    spec = FuseSpec(tuple(parts), where)
+    spec, unread = FuseSpec(tuple(parts), where), False
     for o in options:
-        n = o[:-1] if o.endswith("+") else ""
         limit = _duration_ns(o[1:]) if o.startswith("<") else None
-        if n.isdigit() and int(n) >= 2:
-            spec = replace(spec, min_kernels=int(n))
+        if o.endswith("+") and o[:-1].isdigit() and int(o[:-1]) >= 2:
+            spec = replace(spec, min_kernels=int(o[:-1]))
         elif limit:
             spec = replace(spec, max_ns=limit)
         else:
-            o = ""
-        if not o or not all(parts):
-            raise EditError(f"bad edit {text!r}: fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] names the kernels a chain is made "
-                            "of (a name glob or a family each), e.g. fuse:elementwise@forward or "
-                            "fuse:elementwise+reduction@backward,3+,<20us")
-    if not all(parts):
+            unread = True
+    if unread or not all(parts):
         raise EditError(f"bad edit {text!r}: fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] names the kernels a chain is made "
-                        "of (a name glob or a family each), e.g. fuse:elementwise@forward")
+                        "of (a name glob or a family each), e.g. fuse:elementwise@forward or "
+                        "fuse:elementwise+reduction@backward,3+,<20us")
     return spec
-
-
-def _instance_of(times: np.ndarray, pids: np.ndarray, spans) -> np.ndarray:
-    """Per instant: the span (an index into `spans`) it falls in, the latest started of its process;
-    -1 in none."""
-    out = np.full(len(times), -1, np.int64)
-    for pid in {p for p, _, _ in spans}:
-        idx = np.array([i for i, (p, _, _) in enumerate(spans) if p == pid], np.int64)
-        s = np.array([spans[i][1] for i in idx], np.int64)
-        e = np.array([spans[i][2] for i in idx], np.int64)
-        order = np.argsort(s, kind="stable")
-        idx, s, e = idx[order], s[order], np.maximum.accumulate(e[order])
-        sel = pids == pid
-        j = np.searchsorted(s, times[sel], side="right") - 1
-        ok = (j >= 0) & (times[sel] <= e[np.maximum(j, 0)])
-        out[sel] = np.where(ok, idx[np.maximum(j, 0)], -1)
-    return out
 
 
 def _fuse(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
@@ -399,10 +392,7 @@ def _fuse(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         hit, how = _matching_ops(g, sr, Edit("drop", e.text, pattern=p))
         hits.append(hit)
         hows.append(how)
-    o_api = g.trace.ops["api"].to_numpy(np.int64)
-    api = g.trace.api
-    launched = np.where(o_api >= 0, api["start"].to_numpy(np.int64)[np.maximum(o_api, 0)] if len(api) else 0, -1)
-    pids = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+    o_api, launched, pids = _op_launches(g)
     instance = _instance_of(launched, pids, range_spans(g, sr, where or STEP_RANGE))
     instance[(o_api < 0) | ~_inside(launched, pids, range_spans(g, sr, STEP_RANGE))] = -1
     hit = np.logical_or.reduce(hits)
@@ -561,10 +551,7 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     sel = inside & ~keep
     if not sel.any():
         raise EditError(f"no CUDA call inside {e.range or STEP_RANGE!r}")
-    o_api = g.trace.ops["api"].to_numpy(np.int64)
-    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
-    a_start = g.trace.api["start"].to_numpy(np.int64)
-    launch_t = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)], -1)
+    o_api, launch_t, o_pid = _op_launches(g)
     ops_in = (o_api >= 0) & _inside(launch_t, o_pid, spans)
     names = np.array([n.split("_v")[0] if n[-6:-4] == "_v" else n for n in g.trace.api_names], dtype=object)
     has_graphs = np.isin(names[g.trace.api["name"].to_numpy()], list(GRAPH_LAUNCHES)).any() if len(g.trace.api) else False
@@ -595,7 +582,6 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         "cuda-graph twin, H100)"))
 
 
-
 def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     """`pin[:RANGE]`: the fix "copy from pinned memory with non_blocking=True" for each pageable
     host<->device copy launched inside RANGE (default: the steps; the export's copyKind and
@@ -619,11 +605,8 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
       copy is faster (a call that waited for its copy waits for the shorter one; one that did not
       takes its enqueue cost and the copy's new time)."""
     c = pinned.copies(g.trace)
-    o_api = g.trace.ops["api"].to_numpy(np.int64)
-    a_start = g.trace.api["start"].to_numpy(np.int64)
+    o_api, launch_t, o_pid = _op_launches(g)
     launched = o_api >= 0
-    launch_t = np.where(launched, a_start[np.maximum(o_api, 0)] if len(a_start) else 0, -1)
-    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
     host = c.pageable & np.isin(c.direction, (pinned.HTOD, pinned.DTOH)) & launched
     where = e.range or STEP_RANGE
     if not host.any():
@@ -663,13 +646,10 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         plan.op_dur[ops] = np.minimum(g.op_dur[ops], new)
         plan.op_launch_off[ops] = np.minimum(g.op_launch_off[ops], g.launch_latency_ns)
         call_ns = np.minimum(span, enqueue + np.where(is_d2h, plan.op_dur[of_op], 0))
-        plan.delta_ns[inner] = 0
+        # the time inside the call gone, a wait in it (a full queue) or at its end no longer waiting;
+        # its end then its enqueue (a device-to-host one: and its copy, which it still waits for)
+        plan.take_away(np.zeros(0, np.int64), inner, g.blocks)
         plan.delta_ns[ends] = call_ns
-        for k in inner.tolist():
-            plan.handoffs.pop(k, None)
-            if k in g.blocks:  # a wait inside the call (a full queue) or at its end: no longer
-                plan.blocking.discard(k)
-                plan.block_after_ns[k] = 0
         for k, ns in zip(ends.tolist(), call_ns.tolist()):
             if k in g.blocks:
                 plan.block_after_ns[k] = ns

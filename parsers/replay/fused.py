@@ -98,18 +98,12 @@ def apply(g: Graph, plans: tuple[Plan, Plan, Plan], found: list[np.ndarray], in_
     host = np.unique(np.concatenate(between)) if between else np.zeros(0, np.int64)
     host = host[[k not in g.handoffs and k not in g.blocks for k in host.tolist()]] if len(host) else host
     fused = []
-    for end, plan in zip(("low", "mid", "high"), plans):
-        d = [plan.op_dur[c] for c in found]
-        if end == "low":  # the chain's lightest pass
-            plan.op_dur[keep] = [int(x.min()) for x in d]
-        elif end == "mid":  # its largest pass
-            plan.op_dur[keep] = [int(x.max()) for x in d]
-        else:  # the whole chain's time
-            plan.op_dur[keep] = [int(x.sum()) for x in d]
+    # low: the chain's lightest pass, mid: its largest, high: the whole chain's time
+    for plan, pick in zip(plans, ("min", "max", "sum")):
+        plan.op_dur[keep] = [int(getattr(plan.op_dur[c], pick)()) for c in found]
         fused.append(int(plan.op_dur[keep].sum()))
         plan.take_away(gone, inside, g.blocks)
-        if end == "low":
-            plan.delta_ns[host] = 0
+    plans[0].delta_ns[host] = 0  # low: the host time between the launches gone with the ops
     return Fused(len(found), int(sum(len(c) for c in found)), int(sum(int(g.op_dur[c].sum()) for c in found)),
                  (fused[0], fused[1], fused[2]), len(calls), int(g.delta_ns[inside].sum()),
                  int(g.delta_ns[inside[in_steps[inside]]].sum()), int(g.delta_ns[host].sum()),

@@ -126,8 +126,13 @@ def test_occupancy_fix_is_each_kernel_at_most_ncus_speedup_capped_by_its_speed_o
 def test_whatif_fix_occupancy_limited_needs_the_report_and_fixes_every_kernel(ncu_pair):
     export, report, trace, a = ncu_pair
     doc = _whatif_json(export, "fix:occupancy-limited", "--ncu", report)
-    wanted = [e for f in findings(trace, ncu=a, replay=False) if f.id == "occupancy-limited" for e in f.edits]
+    found = [f for f in findings(trace, ncu=a, replay=False) if f.id == "occupancy-limited"]
+    wanted = [e for f in found for e in f.edits]
     assert [e["edit"] for e in doc["edits"]] == [f"{x} (fix:occupancy-limited)" for x in wanted]
+    # each kernel's range in its own words: its ncu estimate (NVIDIA's reader, through the finding's evidence)
+    assert len({f.evidence["ncu_estimated_speedup_pct"] for f in found}) > 1
+    for f, e in zip(found, doc["edits"]):
+        assert f"({f.evidence['ncu_estimated_speedup_pct']:.1f}% of the kernel's time saved" in e["assumption"], e
     p = doc["predicted"]
     assert p["low_ns"] <= p["step_ns"] <= p["high_ns"] == doc["baseline"]["replayed_step_ns"]
     # each edit's assumption says its range and what the range stands on (the finding's words)

@@ -5,7 +5,8 @@ import dataclasses
 import fnmatch
 from typing import TYPE_CHECKING
 
-from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT, range_basis
+from nsight_tui.parsers.analyses.findings.context import StepContext, context
+from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT, RANGE_BASIS, range_basis
 from nsight_tui.parsers.analyses.findings.rules import findings
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.replay.edits import EditError, parse
@@ -23,6 +24,8 @@ def resolve_fixes(trace: Trace, edits: list, attribution: str = "process", ncu: 
         return list(edits)
     found = findings(trace, attribution, ncu=ncu, replay=False)
     out: list = []
+    steps: StepContext | None = None  # the findings' steps, read once where a fix's range needs them
+    looked = False
     for e in edits:
         text = getattr(e, "text", str(e))
         if not text.startswith("fix:"):
@@ -36,10 +39,15 @@ def resolve_fixes(trace: Trace, edits: list, attribution: str = "process", ncu: 
                             + ("; occupancy-limited reads an Nsight Compute report of the same workload: whatif --ncu "
                                  "FILE.ncu-rep (the MCP tool's `ncu`)"
                                if ncu is None and fnmatch.fnmatchcase("occupancy-limited", wanted) else ""))
-        named = [(f.id, x) for f in hits for x in f.edits]
+        named = [(f, x) for f in hits for x in f.edits]
         if not named:
             raise EditError(f"{text}: the replay has no edit for this fix ({NO_EDIT.get(hits[0].id, 'none named')})")
-        why = {f.id: range_basis(trace, f, attribution, ncu) for f in hits}
-        for fid, x in dict.fromkeys(named):
-            out.append(dataclasses.replace(parse(x), text=f"{x} (fix:{fid})", why=why[fid]))
+        if not looked and any(f.id in RANGE_BASIS for f in hits):
+            # a fix's edits all come from one capture's steps: the findings' own (rank 0's of several)
+            steps, looked = context(trace, attribution, ncu=ncu), True
+        said: set[str] = set()
+        for f, x in named:
+            if x not in said:  # each finding's range said in its own words (one kernel's ncu figures)
+                said.add(x)
+                out.append(dataclasses.replace(parse(x), text=f"{x} (fix:{f.id})", why=range_basis(steps, f)))
     return out

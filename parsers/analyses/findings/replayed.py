@@ -347,16 +347,10 @@ RANGE_BASIS = {"occupancy-limited": _occupancy_range, "tensor-cores-idle": _tens
                "memory-bound-decode": _decode_range}
 
 
-def range_basis(trace: Trace, f: Finding, attribution: str = "process", ncu=None) -> str:
+def range_basis(c: StepContext | None, f: Finding) -> str:
     """What the range of `f`'s fix stands on, in words ("" where its edits carry no range of the rule's
-    own): for `whatif fix:ID`, which says it beside the edit's assumption."""
-    if f.id not in RANGE_BASIS:
-        return ""
-    from nsight_tui.parsers.analyses.findings.context import context
-
-    c = context(trace, attribution, ncu=ncu)
-    # a fix's edits all come from one capture's steps: the finding's own, rank 0's in a multi-rank export
-    return RANGE_BASIS[f.id](c, f) if c is not None else ""
+    own, or there are no steps): for `whatif fix:ID`, which says it beside the edit's assumption."""
+    return RANGE_BASIS[f.id](c, f) if c is not None and f.id in RANGE_BASIS else ""
 
 
 def edits_of(c: StepContext, f: Finding) -> list[str]:
