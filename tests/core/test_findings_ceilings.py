@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT, SAMPLES
 from helpers import cli_process
-from helpers.ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
+from helpers.ncu_pair import oracle_kernels, unpacked
 from nsight_tui.parsers.analyses.findings import findings
 from nsight_tui.parsers.kernels.families import classify_names
 from nsight_tui.parsers.read.load import load_trace
@@ -74,14 +74,8 @@ def test_a_speed_range_replays_each_end_as_its_own_factor(async_trace):
 # -- occupancy-limited: ncu's estimate, capped by its Speed Of Light ------------------------------------
 @pytest.fixture(scope="module")
 def ncu_pair(tmp_path_factory):
-    from nsight_tui.parsers.analyses import ncu
-    from nsight_tui.parsers.read.ncu_rep import read_ncu_report
-
-    folder = tmp_path_factory.mktemp("ceil_ncu")
-    report = unpack(report_xz(), folder / f"{STEM}.ncu-rep")
-    export = unpack(EXPORT_XZ, folder / f"{STEM}.sqlite")
-    trace = load_trace(export)
-    return export, report, trace, ncu.analyse(trace, read_ncu_report(report))
+    export, report, trace, _, joined = unpacked(tmp_path_factory.mktemp("ceil_ncu"))
+    return export, report, trace, joined
 
 
 def test_occupancy_fix_is_each_kernel_at_most_ncus_speedup_capped_by_its_speed_of_light(ncu_pair):

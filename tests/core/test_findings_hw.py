@@ -12,14 +12,12 @@ import pytest
 
 from helpers import step_sql
 from conftest import SAMPLES
-from helpers.ncu_pair import EXPORT_XZ, STEM, oracle_kernels, report_xz, unpack
-from nsight_tui.parsers.analyses import ncu
+from helpers.ncu_pair import oracle_kernels, unpacked
 from nsight_tui.parsers.analyses.findings import THRESHOLDS, answers, findings
 from nsight_tui.render.findings import findings_json
 from nsight_tui.parsers.analyses.roofline import build as build_roofline
 from nsight_tui.parsers.kernels.families import classify_names
 from nsight_tui.parsers.read.load import load_trace
-from nsight_tui.parsers.read.ncu_rep import read_ncu_report
 
 FP32 = SAMPLES / "hw" / "small_ctx512_b8_gpumetrics.sqlite.xz"
 TF32 = SAMPLES / "hw" / "small_ctx512_tf32_b8_gpumetrics.sqlite.xz"
@@ -62,11 +60,8 @@ def union_ns(spans) -> int:
 # -- occupancy-limited -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ncu_pair(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("hw_ncu")
-    report = unpack(report_xz(), folder / f"{STEM}.ncu-rep")
-    export = unpack(EXPORT_XZ, folder / f"{STEM}.sqlite")
-    trace = load_trace(export)
-    return export, trace, ncu.analyse(trace, read_ncu_report(report))
+    export, _, trace, _, joined = unpacked(tmp_path_factory.mktemp("hw_ncu"))
+    return export, trace, joined
 
 
 def test_occupancy_limited_in_the_ranking_from_nvidia_reading_and_sql(ncu_pair):

@@ -14,10 +14,9 @@ from collections import Counter
 
 import pytest
 
-from helpers.ncu_pair import EXPORT_XZ, STEM, oracle_kernels, oracle_raw_csv, report_xz, unpack
+from helpers.ncu_pair import oracle_kernels, oracle_raw_csv, unpacked
 from nsight_tui.parsers.analyses import ncu
 from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.read.ncu_rep import read_ncu_report
 
 DEFAULT = "<default domain>"
@@ -25,12 +24,8 @@ DEFAULT = "<default domain>"
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("ncu_pair")
-    report = unpack(report_xz(), folder / f"{STEM}.ncu-rep")
-    export = unpack(EXPORT_XZ, folder / f"{STEM}.sqlite")
-    trace = load_trace(export)
-    rep = read_ncu_report(report)
-    return export, trace, rep, ncu.analyse(trace, rep)
+    export, _, trace, rep, joined = unpacked(tmp_path_factory.mktemp("ncu_pair"))
+    return export, trace, rep, joined
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,20 @@ def unpack(source: Path, target: Path) -> Path:
     return target
 
 
+def unpacked(folder: Path):
+    """The pair decompressed into `folder` and read: (export, report, trace, its report's reading by
+    NVIDIA's reader, the report joined to the trace by analyses.ncu)."""
+    from nsight_tui.parsers.analyses import ncu
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.read.ncu_rep import read_ncu_report
+
+    report = unpack(report_xz(), folder / f"{STEM}.ncu-rep")
+    export = unpack(EXPORT_XZ, folder / f"{STEM}.sqlite")
+    trace = load_trace(export)
+    rep = read_ncu_report(report)
+    return export, report, trace, rep, ncu.analyse(trace, rep)
+
+
 def report_xz(stem: str = STEM) -> Path:
     pytest.importorskip("ncu_report", reason="NVIDIA's ncu-report package is not installed")
     for folder in REPORT_PLACES:
