@@ -18,20 +18,13 @@ import pytest
 
 from conftest import ROOT, SAMPLES
 from helpers import cli_process
+from helpers.export_sql import sql_rows
 from helpers.ncu_pair import oracle_kernels, unpacked
 from nsight_tui.parsers.analyses.findings import findings
 from nsight_tui.parsers.kernels.families import classify_names
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay.edits import EditError, parse
 from nsight_tui.parsers.replay.predict import saving
-
-
-def _sql(path, query, args=()):
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return db.execute(query, args).fetchall()
-    finally:
-        db.close()
 
 
 def _range_ordered(f) -> None:
@@ -84,11 +77,11 @@ def test_occupancy_fix_is_each_kernel_at_most_ncus_speedup_capped_by_its_speed_o
     speedup and busiest the larger of its SM and memory throughput (% of peak), both from NVIDIA's
     reader, averaged over the profiled instances weighted by their nsys duration (SQL)."""
     export, _, trace, a = ncu_pair
-    names = [n for (n,) in _sql(export, """SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
+    names = [n for (n,) in sql_rows(export, """SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
                                              JOIN StringIds s ON s.id = k.demangledName""")]
-    mangled_of = dict(_sql(export, """SELECT d.value, m.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
+    mangled_of = dict(sql_rows(export, """SELECT d.value, m.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
         JOIN StringIds d ON d.id = k.demangledName JOIN StringIds m ON m.id = k.mangledName"""))
-    dur = dict(_sql(export, "SELECT rowid, end - start FROM CUPTI_ACTIVITY_KIND_KERNEL"))
+    dur = dict(sql_rows(export, "SELECT rowid, end - start FROM CUPTI_ACTIVITY_KIND_KERNEL"))
     rowid = trace.ops["rowid"].to_numpy()
     prof: dict[str, list] = {}
     for k, o in zip(a.kernels, oracle_kernels()):  # the report's kernels in NVIDIA's reading order
@@ -166,7 +159,7 @@ def test_tensor_cores_idle_fix_is_every_gemm_at_the_tensor_paths_peak_ratio(tens
     assert m and float(m.group(1)) == float(m.group(2)) == pytest.approx(ratio, rel=1e-3), edit
     _range_ordered(f)
     assert f.saving_ms_per_step == pytest.approx(f.replay_high_ms_per_step)  # the central is the ratio itself
-    names = [n for (n,) in _sql(tensor_idle, """SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
+    names = [n for (n,) in sql_rows(tensor_idle, """SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
                                                  JOIN StringIds s ON s.id = k.demangledName""")]
     gemms = sum(fam == "gemm" for fam in classify_names(names))
     s = saving(trace, f.edits)
@@ -212,8 +205,8 @@ def test_decode_fix_takes_the_decode_gemms_to_the_weights_floor(thirdparty, stem
     (edit,) = f.edits
     m = re.fullmatch(r"speed:gemm@decode=1\.\.([0-9.]+)\.\.([0-9.]+)", edit)
     assert m, edit
-    (peak,) = _sql(path, "SELECT memoryBandwidth FROM TARGET_INFO_GPU ORDER BY id LIMIT 1")[0]
-    rows = _sql(path, """SELECT k.start, k.end, s.value, r.start, r.globalTid FROM CUPTI_ACTIVITY_KIND_KERNEL k
+    (peak,) = sql_rows(path, "SELECT memoryBandwidth FROM TARGET_INFO_GPU ORDER BY id LIMIT 1")[0]
+    rows = sql_rows(path, """SELECT k.start, k.end, s.value, r.start, r.globalTid FROM CUPTI_ACTIVITY_KIND_KERNEL k
                          JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
                          JOIN StringIds s ON s.id = k.demangledName""")
     spans = _decode_spans(trace)
@@ -225,8 +218,8 @@ def test_decode_fix_takes_the_decode_gemms_to_the_weights_floor(thirdparty, stem
     assert len(steady) == len(calls)
     tokens = np.median([len(s["decode_token_s"]) for s in calls])
     first_call = min(s for _, s, _, _ in spans)  # after the first call's prefill: every weight copied before it
-    copies = [b for (b,) in _sql(path, "SELECT bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 AND start < ?",
-                                 (first_call,))]
+    copies = [b for (b,) in sql_rows(path, "SELECT bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 AND start < ?",
+                                 first_call)]
     weights = sum(copies)
     assert weights == pytest.approx(f.evidence["weights_bytes"])
     floor_per_call = weights / peak * 1e9 * tokens
