@@ -10,9 +10,9 @@ import pytest
 
 from conftest import ROOT, SAMPLES, mutated_copy, shared_trace
 from helpers.intervals import merged_length
-from helpers.replay_twins import TWINS
+from helpers.replay_twins import REPEATS, TWINS
 from helpers.step_sql import python_steps, steps
-from helpers.twins_table import markdown, row
+from helpers.twins_table import markdown, repeats_row, row
 from helpers.xz_samples import plain
 
 from nsight_tui.parsers.read.load import load_trace
@@ -28,7 +28,8 @@ IDENTITY = [*(p for p in sorted(SAMPLES.glob("*.sqlite")) if not p.name.startswi
             SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz",
             SAMPLES / "findings" / "small_ctx128_b1_nosync_cuda-graph.sqlite.xz",
             SAMPLES / "nonvtx" / "small_ctx512_b8_async_twin.sqlite.xz",
-            SAMPLES / "replay" / "graph" / "small_ctx128_b1_async_cuda-graph.sqlite.xz"]
+            SAMPLES / "replay" / "graph" / "small_ctx128_b1_async_cuda-graph.sqlite.xz",
+            SAMPLES / "replay" / "pin_repeats" / "r3_small_ctx128_pageable-input.sqlite.xz"]
 
 
 @pytest.mark.parametrize("path", IDENTITY, ids=lambda p: p.name)
@@ -212,8 +213,41 @@ def test_twin_predicted_from_its_pair_against_the_python_clock(twin):
     assert r.change_ms == pytest.approx((np.median(b) - np.median(a)) / 1e6)
     assert r.noise_ms == pytest.approx(2 * np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b)) / 1e6)
     assert r.low_ms <= r.predicted_ms <= r.high_ms
-    # docs/whatif.md's table shows this row as computed now (all but the old estimate, which the
-    # findings give): a change to the replay or a new pair rewrites it (tests/helpers/twins_table.py --write)
+    _assert_shown_as_computed(r)
+    assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
+
+
+# Sets of repeated pairs the replay does not meet: strict, as KNOWN_MISSES.
+KNOWN_REPEAT_MISSES = {
+    "fp32 -> TF32 (phase syncs, H100, 3 pairs alternating)":
+        "in each pair the TF32 capture's autograd thread ran the same backward faster than the fp32 one's "
+        "(three more pairs, TF32 first, on another H100 went the other way: docs/whatif.md)",
+}
+
+
+@pytest.mark.parametrize("repeats", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN_REPEAT_MISSES[s.name]))
+                                     if s.name in KNOWN_REPEAT_MISSES else s for s in REPEATS], ids=lambda s: s.name)
+def test_repeated_pairs_predicted_against_the_python_clock(repeats):
+    """A change captured as several pairs in one call, alternating: the median of the pairs' replayed
+    changes against the median of their changes on the workload's own clock, within the issue's
+    tolerance, or within the pairs' own spread where that cannot tell the change from zero."""
+    r = repeats_row(repeats, old=False)
+    # the figures, independently: each pair's change from its step marks read here in SQL
+    bases, twins = ([float(np.median(python_steps(plain(p)))) / 1e6 for p in side]
+                    for side in ([t.base for t in repeats.pairs], [t.twin for t in repeats.pairs]))
+    changes = np.subtract(twins, bases)
+    assert len(changes) >= 3
+    assert r.change_ms == pytest.approx(np.median(changes))
+    assert r.noise_ms == pytest.approx(2 * np.std(changes, ddof=1) / np.sqrt(len(changes)))
+    assert r.tol_ms == pytest.approx(max(0.2 * abs(np.median(changes)), 0.02 * np.median(twins)))
+    assert r.low_ms <= r.predicted_ms <= r.high_ms
+    _assert_shown_as_computed(r)
+    assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
+
+
+def _assert_shown_as_computed(r) -> None:
+    """docs/whatif.md's table shows this row as computed now (all but the old estimate, which the
+    findings give): a change to the replay or a new pair rewrites it (tests/helpers/twins_table.py --write)."""
     shown = _doc_twin_rows().get(r.name.replace("->", "→"))
     assert shown is not None, f"{r.name!r} is not in docs/whatif.md's twins table"
     now = markdown([r]).splitlines()[2].split(" | ")
@@ -228,7 +262,6 @@ def test_twin_predicted_from_its_pair_against_the_python_clock(twin):
               text[text.index(README_BEGIN):text.index(README_END)].splitlines() if line.startswith("| ")}
     short = summary([r]).splitlines()[2].split(" | ")
     assert readme[short[0][2:]][:3] + readme[short[0][2:]][4:] == short[:3] + short[4:]
-    assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
 
 
 def _doc_twin_rows() -> dict[str, list[str]]:

@@ -61,18 +61,43 @@ TWINS = (
 )
 
 
-def _manifest() -> tuple[Twin, ...]:
-    """Pairs captured later: sample_traces/replay/twins.json, a list of {"name", "base", "twin",
-    "edits", "rule"} with paths relative to sample_traces/replay/ (`kernels-from:{twin}` as above)."""
+@dataclass(frozen=True)
+class Repeats:
+    """One change captured as several pairs in one call, alternating A B A B ... (base, twin, base,
+    twin): on a launch-bound step one pair measures the CPU's pace of that minute as much as the
+    change (docs/whatif.md, "Twins"), so the change and the prediction are the medians over the pairs,
+    and the noise is the pairs' own spread."""
+    name: str
+    pairs: tuple[Twin, ...]
+
+    @property
+    def edits(self) -> tuple[str, ...]:
+        return self.pairs[0].edits
+
+    @property
+    def rule(self) -> str:
+        return self.pairs[0].rule
+
+
+def _manifest() -> list[dict]:
     import json
 
     path = ROOT / "replay" / "twins.json"
-    if not path.is_file():
-        return ()
-    rows = json.loads(path.read_text())
-    return tuple(Twin(r["name"], path.parent / r["base"], path.parent / r["twin"], tuple(r["edits"]), r.get("rule", ""))
-                 for r in rows)
+    return json.loads(path.read_text()) if path.is_file() else []
 
 
-TWINS = TWINS + _manifest()
+def _twin(r: dict, base: str, twin: str, name: str) -> Twin:
+    folder = ROOT / "replay"
+    return Twin(name, folder / base, folder / twin, tuple(r["edits"]), r.get("rule", ""))
+
+
+# Pairs captured later: sample_traces/replay/twins.json, a list of {"name", "base", "twin", "edits",
+# "rule"} with paths relative to sample_traces/replay/ (`kernels-from:{twin}` as above); an entry with
+# "pairs": [[base, twin], ...] in place of base and twin is a set of repeats.
+TWINS = TWINS + tuple(_twin(r, r["base"], r["twin"], r["name"]) for r in _manifest() if "pairs" not in r)
+REPEATS = (
+    # the async/h100_repeats pairs above: one call, fp32 and TF32 alternating
+    Repeats("fp32 -> TF32 (H100, 3 pairs alternating)", tuple(t for t in TWINS if t.name.startswith("fp32 -> TF32 (H100 repeat"))),
+) + tuple(Repeats(r["name"], tuple(_twin(r, b, t, f"{r['name']} r{i}") for i, (b, t) in enumerate(r["pairs"], 1)))
+                for r in _manifest() if "pairs" in r)
 

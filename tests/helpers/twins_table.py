@@ -17,6 +17,9 @@ Figures per pair, ms per step, medians over the steady steps:
   rests on an assumption);
 - old estimate: the findings rule's subtraction on the base (its saving, negated), or none where the
   rule does not fire.
+A set of repeated pairs (replay_twins.Repeats: one change captured A B A B A B in one call) is one
+row: each figure the median over its pairs, and its noise twice the standard error of the pairs'
+mean change from their own spread, the capture-to-capture pace of the CPU included (repeats_row).
 
 A pair is `yes` when the prediction is within tolerance of the change, `noise` when it misses the
 tolerance but the change itself is not told from zero by the pair (|change| ≤ noise) and the
@@ -36,7 +39,7 @@ import numpy as np
 HERE = Path(__file__).resolve()
 sys.path[:0] = [str(HERE.parents[1]), str(HERE.parents[2])]
 
-from helpers.replay_twins import TWINS, Twin  # noqa: E402
+from helpers.replay_twins import REPEATS, TWINS, Repeats, Twin  # noqa: E402
 from helpers.step_sql import python_steps  # noqa: E402
 from helpers.xz_samples import plain  # noqa: E402
 
@@ -103,7 +106,7 @@ def old_estimate_ms(base: Path, rule: str) -> float | None:
     return None if f is None or f.estimate_ms_per_step is None else -float(f.estimate_ms_per_step)
 
 
-def row(t: Twin, old: bool = True) -> Row:
+def row(t: Twin, old: bool = True, pace: bool = True) -> Row:
     from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.parsers.replay.predict import predict
@@ -119,8 +122,31 @@ def row(t: Twin, old: bool = True) -> Row:
             noise_ns(a, b) / ms, max(0.2 * abs(mb - ma), 0.02 * mb) / ms, (p.step_ns - p.replayed_step_ns) / ms,
             (p.low_ns - p.replayed_step_ns) / ms, (p.high_ns - p.replayed_step_ns) / ms,
             old_estimate_ms(base, t.rule) if old and t.rule else None, t.rule)
-    if not (r.within_tolerance or r.within_noise):
+    if pace and not (r.within_tolerance or r.within_noise):
         r.at_twin_pace_ms = at_twin_pace(t)
+    return r
+
+
+def repeats_row(s: Repeats, old: bool = True) -> Row:
+    """A set of repeated pairs as one row: each figure the median over its pairs (base, twin, change,
+    prediction and its ends, old estimate); the noise is twice the standard error of the pairs' mean
+    change from their own spread (sample standard deviation over the pairs), which holds the CPU's
+    pace from one capture to the next as the one pair's noise cannot; the tolerance from the median
+    change and twin step; a miss's figure at the twin's pace the median of the pairs'."""
+    rows = [row(t, old=old, pace=False) for t in s.pairs]
+
+    def med(xs) -> float:
+        return float(np.median(list(xs)))
+
+    changes = [r.change_ms for r in rows]
+    olds = [r.old_ms for r in rows]
+    r = Row(s.name, rows[0].edit, med(r.base_ms for r in rows), med(r.twin_ms for r in rows), med(changes),
+            2 * float(np.std(changes, ddof=1)) / math.sqrt(len(rows)), 0.0, med(r.predicted_ms for r in rows),
+            med(r.low_ms for r in rows), med(r.high_ms for r in rows),
+            None if any(o is None for o in olds) else med(olds), s.rule)
+    r.tol_ms = max(0.2 * abs(r.change_ms), 0.02 * r.twin_ms)
+    if not (r.within_tolerance or r.within_noise):
+        r.at_twin_pace_ms = med(at_twin_pace(t) for t in s.pairs)
     return r
 
 
@@ -168,7 +194,8 @@ def markdown(rows: list[Row]) -> str:
     n_closer = sum(r.closer_than_old for r in rows)
     n_inside = sum(r.low_ms <= r.change_ms <= r.high_ms for r in rows)
     out.append("")
-    out.append(f"{n_yes} of {len(rows)} pairs within tolerance, {n_noise} more within the pair's own noise, "
+    out.append(f"{n_yes} of {len(rows)} rows (a pair, or a set of repeated pairs) within tolerance, {n_noise} more within "
+               f"the row's own noise, "
                f"{n_pace} more within tolerance at the twin's CPU pace; "
                f"the prediction closer to the change than the old estimate on {n_closer} of {len(rows)}; the change "
                f"inside the predicted range on {n_inside} of {len(rows)}.")
@@ -261,10 +288,10 @@ def main(argv: list[str]) -> int:
             write(table, FINDINGS_DOC, FINDINGS_BEGIN, FINDINGS_END)
         return 0
     rows = []
-    for t in TWINS:
+    for t in (*TWINS, *REPEATS):
         if only and not any(o in t.name for o in only):
             continue
-        r = row(t)
+        r = repeats_row(t) if isinstance(t, Repeats) else row(t)
         rows.append(r)
         print(markdown([r]).splitlines()[2], file=sys.stderr, flush=True)
     table = markdown(rows)

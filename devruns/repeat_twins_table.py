@@ -1,0 +1,41 @@
+"""The rows of devruns/gpu_repeat_twins.sh's captures (docs/whatif.md, "Repeated pairs"): each pair
+rK of a set as tests/helpers/twins_table.py computes a committed pair's row, then the set's row
+(repeats_row: medians over the pairs, the noise from their spread).
+
+    PYTHONPATH=$PWD python3 devruns/repeat_twins_table.py FOLDER [SET ...]   (default: input item tf32)
+
+FOLDER holds SET_rK_NAME.sqlite.xz as the script writes them (tf32rev's are named tf32_rK_...)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
+
+from helpers.replay_twins import Repeats, Twin  # noqa: E402
+from helpers.twins_table import markdown, repeats_row, row  # noqa: E402
+
+SETS = {  # set: (base stem, twin stem, edits, rule)
+    "input": ("small_ctx128_pageable-input", "small_ctx128_pinned-input", ("pin",), "pageable-memcpy"),
+    "item": ("small_ctx128_nosync_item", "small_ctx128_nosync", ("nosync:cudaStreamSynchronize",), "sync-stall"),
+    "tf32": ("small_ctx512", "small_ctx512_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
+}
+
+
+def main(argv: list[str]) -> int:
+    folder, names = Path(argv[0]), argv[1:] or list(SETS)
+    for name in names:
+        base, twin, edits, rule = SETS[name]
+        pairs = tuple(Twin(f"{name} r{k}", folder / f"{name}_r{k}_{base}.sqlite.xz", folder / f"{name}_r{k}_{twin}.sqlite.xz",
+                           edits, rule) for k in (1, 2, 3) if (folder / f"{name}_r{k}_{base}.sqlite.xz").is_file())
+        if not pairs:
+            continue
+        for t in pairs:
+            print(markdown([row(t, old=False)]).splitlines()[2])
+        print(markdown([repeats_row(Repeats(f"{name}, {len(pairs)} pairs", pairs), old=False)]).splitlines()[2])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
