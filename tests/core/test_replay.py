@@ -217,16 +217,7 @@ def test_twin_predicted_from_its_pair_against_the_python_clock(twin):
     assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
 
 
-# Sets of repeated pairs the replay does not meet: strict, as KNOWN_MISSES.
-KNOWN_REPEAT_MISSES = {
-    "fp32 -> TF32 (phase syncs, H100, 3 pairs alternating)":
-        "in each pair the TF32 capture's autograd thread ran the same backward faster than the fp32 one's "
-        "(three more pairs, TF32 first, on another H100 went the other way: docs/whatif.md)",
-}
-
-
-@pytest.mark.parametrize("repeats", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN_REPEAT_MISSES[s.name]))
-                                     if s.name in KNOWN_REPEAT_MISSES else s for s in REPEATS], ids=lambda s: s.name)
+@pytest.mark.parametrize("repeats", REPEATS, ids=lambda s: s.name)
 def test_repeated_pairs_predicted_against_the_python_clock(repeats):
     """A change captured as several pairs in one call, alternating: the median of the pairs' replayed
     changes against the median of their changes on the workload's own clock, within the issue's

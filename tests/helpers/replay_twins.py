@@ -63,10 +63,10 @@ TWINS = (
 
 @dataclass(frozen=True)
 class Repeats:
-    """One change captured as several pairs in one call, alternating A B A B ... (base, twin, base,
-    twin): on a launch-bound step one pair measures the CPU's pace of that minute as much as the
-    change (docs/whatif.md, "Twins"), so the change and the prediction are the medians over the pairs,
-    and the noise is the pairs' own spread."""
+    """One change captured as several pairs, alternating in one call (A B A B ..., or B A B A ... where
+    the order itself is in question; a set may hold several calls'): on a launch-bound step one pair
+    measures the CPU's pace of that minute as much as the change (docs/whatif.md, "Twins"), so the
+    change and the prediction are the medians over the pairs, and the noise is the pairs' own spread."""
     name: str
     pairs: tuple[Twin, ...]
 
