@@ -35,8 +35,13 @@ def run(args: argparse.Namespace) -> int:
     state = "" if cache.enabled() else f" (off: {cache.ENV_OFF} is set)"
     print(f"cache: {visible(str(root))}{state}; at most {_size(cache.max_bytes(root))} "
           f"(${cache.ENV_MAX} sets it), least recently used removed first")
+    copies = cache.plain_copies(root)
+    if copies:
+        print(f"{_size(sum(p.stat().st_size for p in copies)):>10}  in {len(copies):,} decompressed "
+              f"cop{'ies' if len(copies) != 1 else 'y'} of exports compressed whole (.xz, .gz, .bz2; the {cache.PLAIN_KEEP} "
+              f"last used kept): {visible(str(root / cache.PLAIN))}")
     if not entries:
-        print("empty")
+        print("empty" if not copies else "no cached file")
         return 0
     for s in entries:
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.last_used))

@@ -54,6 +54,8 @@ DEFAULT_FREE_SHARE = 0.2
 MANIFEST = "manifest.json"
 TRACE_BUNDLE = "trace"  # the loaded trace's bundle (read.load)
 PAIRS_BUNDLE = "process_device_pairs"  # the first op of each (process, GPU): analyses.ranks, written by read.load
+PLAIN = "plain"  # exports compressed whole, decompressed (read.compressed): no slot
+PLAIN_KEEP = 8  # decompressed exports kept, the last used (an export can be gigabytes)
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".old-"
 STALE_TMP_S = 3600  # a temporary folder this old was left by a process that died mid-write
@@ -463,7 +465,7 @@ def slots(root: Path | None = None) -> list[SlotInfo]:
     root = cache_root() if root is None else root
     out = []
     try:
-        folders = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        folders = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != PLAIN]
     except OSError:
         return []
     for folder in folders:
@@ -481,6 +483,11 @@ def slots(root: Path | None = None) -> list[SlotInfo]:
             continue
         out.append(SlotInfo(folder.name, profile, _folder_bytes(folder), used, bundles))
     return sorted(out, key=lambda s: -s.last_used)
+
+
+def plain_copies(root: Path) -> list[Path]:
+    """The decompressed copies of exports compressed whole (read.compressed)."""
+    return [p for p in (root / PLAIN).glob("*/*") if p.is_file()]
 
 
 def usage(root: Path) -> int:
@@ -530,11 +537,12 @@ def clear(root: Path | None = None) -> tuple[int, int]:
     entries = slots(root)
     for s in entries:
         shutil.rmtree(root / s.slot, ignore_errors=True)
+    plain = _folder_bytes(root / PLAIN) if (root / PLAIN).is_dir() else 0
     if root.exists():
         for p in root.iterdir():
-            if p.name.startswith((TMP_PREFIX, TRASH_PREFIX)):
+            if p.name.startswith((TMP_PREFIX, TRASH_PREFIX)) or p.name == PLAIN:
                 shutil.rmtree(p, ignore_errors=True)
-    return len(entries), sum(s.bytes for s in entries)
+    return len(entries), sum(s.bytes for s in entries) + plain
 
 
 # -- frames ----------------------------------------------------------------------------------

@@ -35,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
+from nsight_tui.parsers.read.compressed import plain_export
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.threads import background_priority, cores
 from nsight_tui.parsers.read.source import (COLUMNAR_EXPORTS, Schema, columnar_kind, connect_readonly, probe_integrity,
+                                             refuse_special,
                                              read_schema, readonly_uri)
 
 CHUNK = 1 << 16
@@ -785,8 +787,10 @@ def open_tables(path: str | Path, native: bool = True, probe: bool = True, count
     """The reader for `path`: an nsys columnar export directory, or an SQLite export (ADBC
     when installed and `native`, else Python's sqlite3). Raises TraceError on bad input.
     `probe`: check that the big tables read to their end (skipped for lazy reads later);
-    `count_rows=False`: only their last pages (for a caller that reads them whole itself)."""
-    path = Path(path)
+    `count_rows=False`: only their last pages (for a caller that reads them whole itself).
+    An export compressed whole is read from its decompressed copy (read.compressed)."""
+    refuse_special(path)
+    path = plain_export(path)
     kind = columnar_kind(path)
     if kind is not None:
         try:

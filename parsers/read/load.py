@@ -32,6 +32,7 @@ from nsight_tui.parsers.read import conventions, validate
 from nsight_tui.parsers.read.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
                                     pid_of, tid_of)
+from nsight_tui.parsers.read.compressed import plain_export
 from nsight_tui.parsers.read.source import Schema, refuse_special, sidecar_notes
 from nsight_tui.parsers.read.text_codes import Coded, inferred_text_dtype, text_column
 
@@ -796,8 +797,8 @@ class TraceLoader:
     """
 
     def __init__(self, path: str | Path, progress=None, native: bool = True, cache: bool = True):
-        self.path = Path(path)
-        refuse_special(self.path)  # before the cache reads the file's identity: a FIFO would block it
+        refuse_special(path)  # before the cache reads the file's identity: a FIFO would block it
+        self.path = plain_export(path)  # an export compressed whole: its decompressed copy (read.compressed)
         self.say = progress or (lambda f, t: None)
         self.checks = validate.Checks()
         self._early: Trace | None = None

@@ -13,9 +13,9 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsight_tui.parsers.read.compressed import SQLITE_MAGIC, plain_export
 from nsight_tui.parsers.read.errors import TraceError
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # Tables without which a file is not an nsys export at all.
 NSYS_MARKER_TABLES = {"StringIds"}
@@ -136,8 +136,10 @@ def sidecar_notes(path: Path) -> list[str]:
 
 
 def connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
-    """A read-only, immutable connection: the user's profile is never changed or locked."""
-    path = Path(path)
+    """A read-only, immutable connection: the user's profile is never changed or locked (an
+    export compressed whole is read from its decompressed copy: read.compressed)."""
+    refuse_special(path)
+    path = plain_export(path)
     _check_file(path)
     uri = readonly_uri(path)
     try:

@@ -1,0 +1,136 @@
+"""Exports compressed whole (`x.sqlite.xz`, `x.sqlite.gz`): people compress an export to copy it
+off the GPU box, and the project's own samples are stored so. SQLite reads pages at random, so
+the file is decompressed once into the user's cache folder and read there; the compressed file
+is only read, and nothing is written beside it.
+
+Where: `<cache>/plain/<key>/<name without .xz/.gz/.bz2>`, in the cache folder read.cache names
+(`nsight-tui cache clear` removes them too); `<key>`
+hashes the compressed file's identity (device, inode, size, mtime and ctime in ns), so a changed
+file is decompressed again. Written to a temporary folder and renamed into place in one step: a
+reader sees a whole file or none. The least recently used are removed past KEEP of them. Where
+the cache is off or cannot be written, into a temporary folder removed when the process ends.
+"""
+from __future__ import annotations
+
+import atexit
+import bz2
+import gzip
+import hashlib
+import lzma
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nsight_tui.parsers.read import cache
+from nsight_tui.parsers.read.errors import TraceError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"  # an SQLite file's first bytes (read.source checks it too)
+# The first bytes of each format, and the module that reads it (the standard library's).
+FORMATS: dict[bytes, tuple[str, Callable[..., Any]]] = {
+    b"\xfd7zXZ\x00": ("xz", lzma.open), b"\x1f\x8b": ("gzip", gzip.open), b"BZh": ("bzip2", bz2.open)}
+SUFFIXES = (".xz", ".gz", ".bz2")
+KEEP = cache.PLAIN_KEEP
+CHUNK = 1 << 20
+
+_scratch: Path | None = None
+
+
+def compression(path: Path) -> str | None:
+    """'xz', 'gzip' or 'bzip2' for a file that starts as one, else None (a plain export, a folder,
+    a missing file: the open that follows says what is wrong with those)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(6)
+    except OSError:
+        return None
+    return next((name for magic, (name, _) in FORMATS.items() if head.startswith(magic)), None)
+
+
+def plain_export(path: str | os.PathLike) -> Path:
+    """The path to read: `path` itself, or for a compressed export its decompressed copy."""
+    path = Path(path)
+    if not path.is_file():
+        return path
+    kind = compression(path)
+    if kind is None:
+        return path
+    st = path.stat()
+    key = hashlib.blake2b(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}".encode(),
+                          digest_size=16).hexdigest()
+    name = path.name[: -len(path.suffix)] if path.suffix in SUFFIXES else path.name + ".sqlite"
+    for root in _roots():
+        done = root / key / name
+        if done.is_file():
+            os.utime(done.parent)  # used now: the last to go
+            return done
+        try:
+            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = Path(tempfile.mkdtemp(prefix=cache.TMP_PREFIX, dir=root))
+        except OSError:
+            continue  # the cache folder cannot be written: the scratch folder instead
+        try:
+            _decompress(path, kind, tmp / name)
+            try:
+                tmp.rename(root / key)
+            except OSError:  # another process put it there first: theirs is the same file
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _evict(root, keep=root / key)
+        return done
+    raise TraceError(f"{path}: {kind}-compressed; no folder to decompress it into (the cache folder and the "
+                     f"temporary folder cannot be written)")
+
+
+def _roots() -> list[Path]:
+    roots = [cache.cache_root() / cache.PLAIN] if cache.usable() else []
+    return roots + [_scratch_folder()]
+
+
+def _scratch_folder() -> Path:
+    global _scratch
+    if _scratch is None:
+        _scratch = Path(tempfile.mkdtemp(prefix="nsight-tui-plain-"))
+        atexit.register(shutil.rmtree, _scratch, True)
+    return _scratch
+
+
+def _decompress(path: Path, kind: str, out: Path) -> None:
+    opener = next(op for name, op in FORMATS.values() if name == kind)
+    try:
+        with opener(path, "rb") as src, open(out, "wb") as dst:
+            chunk = src.read(CHUNK)
+            if not chunk.startswith(SQLITE_MAGIC):
+                # said of the user's file, before a gigabyte of something else is written
+                raise TraceError(f"{path}: {kind}-compressed, but what it holds is not an SQLite file (expected an "
+                                 f"`nsys export --type sqlite` output)")
+            while chunk:
+                dst.write(chunk)
+                chunk = src.read(CHUNK)
+            dst.flush()
+            os.fsync(dst.fileno())
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise TraceError(f"{path}: {kind}-compressed, but it does not decompress ({exc})") from None
+
+
+def _evict(root: Path, keep: Path) -> None:
+    """Past KEEP decompressed exports, the least recently used go (and temporary folders left by
+    a process that died mid-write)."""
+    now = time.time()
+    done = []
+    for d in root.iterdir():
+        try:
+            if d.name.startswith(cache.TMP_PREFIX):
+                if now - d.stat().st_mtime > cache.STALE_TMP_S:
+                    shutil.rmtree(d, ignore_errors=True)
+            elif d != keep:
+                done.append((d.stat().st_mtime, d))
+        except OSError:
+            continue
+    for _, d in sorted(done)[: max(0, len(done) - (KEEP - 1))]:
+        shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,155 @@
+"""Exports compressed whole (`.sqlite.xz`, `.gz`, `.bz2`) open as they are (parsers/read/compressed.py):
+the same answers as the plain export, the compressed file only read and nothing written beside it,
+the decompressed copy in the user's cache folder and reused while the file is unchanged, bad input
+in one line."""
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import json
+import lzma
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES
+from helpers import cli_process
+from helpers.xz_samples import plain
+
+from nsight_tui.parsers.read import cache, compressed
+from nsight_tui.parsers.read.errors import TraceError
+
+PAIR = SAMPLES / "replay" / "pin_repeats" / "r2_small_ctx128_pageable-input.sqlite.xz"
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "NSIGHT_TUI_NO_CACHE"}
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return {**env, "NSIGHT_TUI_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(tmp_path / "tmp"), **extra}
+
+
+def _state(folder: Path) -> dict[str, tuple[str, int]]:
+    """Each file of the folder: its content hash and mtime (ns)."""
+    return {p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir())}
+
+
+def _copy_compressed(tmp_path: Path, opener, suffix: str) -> Path:
+    """The committed pair's base compressed another way, in a folder of its own (written here with the
+    standard library from the plain export the tests' own helper decompresses)."""
+    folder = tmp_path / f"in{suffix}"
+    folder.mkdir()
+    out = folder / f"base.sqlite{suffix}"
+    with opener(out, "wb") as fh:
+        fh.write(plain(PAIR).read_bytes())
+    return out
+
+
+@pytest.mark.parametrize("opener, suffix", [(lzma.open, ".xz"), (gzip.open, ".gz"), (bz2.open, ".bz2")],
+                         ids=["xz", "gzip", "bzip2"])
+def test_a_compressed_export_answers_as_the_plain_one(tmp_path, opener, suffix):
+    src = _copy_compressed(tmp_path, opener, suffix)
+    before = _state(src.parent)
+    env = _env(tmp_path)
+    args = ["whatif", "fix:pageable-memcpy", "-f", "json"]
+    got = cli_process.run([args[0], src, *args[1:]], text=True, env=env, timeout=300)
+    want = cli_process.run([args[0], plain(PAIR), *args[1:]], text=True, env=env, timeout=300)
+    assert got.returncode == want.returncode == 0, got.stderr
+    a, b = json.loads(got.stdout), json.loads(want.stdout)
+    for key in ("baseline", "predicted", "saving_ns", "holds_step"):
+        assert a[key] == b[key], key
+    # the compressed file only read, nothing written beside it
+    assert _state(src.parent) == before
+    # its decompressed copy in the cache folder, the file's name without the suffix
+    copies = list((tmp_path / "cache" / cache.PLAIN).glob("*/*"))
+    assert [p.name for p in copies] == ["base.sqlite"]
+    assert copies[0].read_bytes() == plain(PAIR).read_bytes()
+    # `nsight-tui cache` lists it apart from the cached files, and `cache clear` removes it
+    listed = cli_process.run(["cache"], text=True, env=env, timeout=60).stdout
+    assert "in 1 decompressed copy of exports compressed whole" in listed, listed
+    assert cli_process.run(["cache", "clear"], text=True, env=env, timeout=60).returncode == 0
+    assert not (tmp_path / "cache" / cache.PLAIN).exists()
+
+
+def test_the_copy_is_reused_while_the_file_is_unchanged(tmp_path, monkeypatch):
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+    src = _copy_compressed(tmp_path, lzma.open, ".xz")
+    first = compressed.plain_export(src)
+    assert first.parent.parent == tmp_path / "cache" / cache.PLAIN
+    ino = first.stat().st_ino
+    assert compressed.plain_export(src) == first and first.stat().st_ino == ino
+    # the same file rewritten (new mtime): decompressed again, into another key
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9))
+    again = compressed.plain_export(src)
+    assert again != first and again.read_bytes() == first.read_bytes()
+    # a plain export, a folder and a missing path come back as given
+    for p in (plain(PAIR), tmp_path, tmp_path / "absent.sqlite"):
+        assert compressed.plain_export(p) == p
+
+
+def _tiny_export(path: Path) -> Path:
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+    con.commit()
+    con.close()
+    return path
+
+
+def test_at_most_keep_copies_stay(tmp_path, monkeypatch):
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+    raw = _tiny_export(tmp_path / "tiny.sqlite").read_bytes()
+    made = []
+    for i in range(compressed.KEEP + 3):
+        src = tmp_path / f"t{i}.sqlite.gz"
+        src.write_bytes(gzip.compress(raw))
+        made.append(compressed.plain_export(src))
+        os.utime(made[-1].parent, ns=(i * 10**9, i * 10**9))  # used in this order
+    left = sorted((tmp_path / "cache" / cache.PLAIN).glob("*/*"))
+    assert len(left) == compressed.KEEP
+    assert made[-1] in left and made[0] not in left
+    # `nsight-tui cache clear` takes them too
+    n, size = cache.clear(tmp_path / "cache")
+    assert size >= compressed.KEEP * len(raw) and not (tmp_path / "cache" / cache.PLAIN).exists()
+
+
+def test_without_the_cache_the_copy_goes_with_the_process(tmp_path):
+    src = _copy_compressed(tmp_path, gzip.open, ".gz")
+    env = _env(tmp_path, NSIGHT_TUI_NO_CACHE="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    code = "import sys; from nsight_tui.parsers.read.compressed import plain_export; print(plain_export(sys.argv[1]))"
+    done = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    copy = Path(done.stdout.strip())
+    assert copy.name == "base.sqlite" and (tmp_path / "tmp") in copy.parents  # in the temporary folder
+    assert not copy.exists() and list((tmp_path / "tmp").iterdir()) == []  # gone with the process
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda raw: lzma.compress(raw)[: len(lzma.compress(raw)) // 2], "does not decompress"),
+    (lambda raw: lzma.compress(b"not a database, " * 100), "not an SQLite file"),
+    (lambda raw: gzip.compress(raw)[:-12], "does not decompress"),
+], ids=["truncated-xz", "xz-of-text", "truncated-gzip"])
+def test_a_bad_compressed_file_is_one_line(tmp_path, make, says):
+    src = tmp_path / "bad.sqlite.xz"
+    src.write_bytes(make(plain(PAIR).read_bytes()[:300_000]))
+    done = cli_process.run(["stats", src], text=True, env=_env(tmp_path), timeout=120)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(src) in lines[0] and says in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+    # nothing half-written left in the cache folder
+    assert not any((tmp_path / "cache" / cache.PLAIN).glob("*"))
+
+
+def test_plain_export_raises_trace_error_on_a_bad_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "x.sqlite.bz2"
+    src.write_bytes(bz2.compress(b"SQLite format 3\x00")[:-4])
+    with pytest.raises(TraceError, match="bzip2-compressed, but it does not decompress"):
+        compressed.plain_export(src)
