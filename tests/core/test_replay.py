@@ -236,6 +236,24 @@ def test_repeated_pairs_predicted_against_the_python_clock(repeats):
     assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
 
 
+def test_by_finding_judges_a_rule_on_its_sets_where_it_has_any():
+    """The twins table's by-finding line: a rule's sets of repeated pairs govern where it has any
+    (a miss of a single pair beside them does not count), else each of its pairs; `noise` where a
+    judged row is within its own noise only, `no` where one misses both."""
+    from helpers.twins_table import Row, by_finding
+
+    def row_of(rule: str, change: float, predicted: float, noise: float = 0.1, pairs: int = 1) -> Row:
+        return Row(rule, "", 50.0, 50.0 + change, change, noise, max(0.2 * abs(change), 1.0), predicted, predicted,
+                   predicted, None, rule, None, pairs)
+
+    rows = [row_of("a", -20, -5), row_of("a", -20, -19, pairs=3),  # a single miss, its set within
+            row_of("b", -10, -9), row_of("b", 1, -0.5, noise=3),  # within; within the noise only
+            row_of("c", -10, -9), row_of("c", -20, -5),  # one single pair misses
+            row_of("d", 1, -1.5, noise=4, pairs=6), row_of("d", -10, -2)]  # its set within noise; a single miss
+    assert [r.verdict for r in rows] == ["no", "yes", "yes", "noise", "yes", "no", "noise", "no"]
+    assert by_finding(rows) == {"a": "yes", "b": "noise", "c": "no", "d": "noise"}
+
+
 def _assert_shown_as_computed(r) -> None:
     """docs/whatif.md's table shows this row as computed now (all but the old estimate, which the
     findings give): a change to the replay or a new pair rewrites it (tests/helpers/twins_table.py --write)."""
