@@ -196,7 +196,7 @@ def markdown(rows: list[Row]) -> str:
     n_inside = sum(r.low_ms <= r.change_ms <= r.high_ms for r in rows)
     out.append("")
     findings = by_finding(rows)
-    out.append(f"By finding, each judged on its sets of repeated pairs where it has one, else on its pairs: "
+    out.append("By finding, each judged on its sets of repeated pairs where it has one, else on its pairs: "
                + ", ".join(f"`{rule}` {v}" for rule, v in findings.items())
                + f" ({sum(v == 'yes' for v in findings.values())} of {len(findings)} within tolerance on every row, "
                f"{sum(v == 'noise' for v in findings.values())} more within a row's own noise).")
