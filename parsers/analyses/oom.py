@@ -187,11 +187,11 @@ def oom_facts(model: RangeModel, memory: MemoryReport | None = None) -> OomFacts
     if oom is None:
         return None
     trace = model.trace
-    record = record_beside(trace.path)
+    record = record_beside(trace.beside)
     message, source = oom.message, "the oom mark"
     if not message and isinstance(record.get("message"), str):
-        message, source = record["message"], record_name(trace.path)
-    config = trace.meta().config or sidecar_config(trace.path) \
+        message, source = record["message"], record_name(trace.beside)
+    config = trace.meta().config or sidecar_config(trace.beside) \
         or (record.get("config") if isinstance(record.get("config"), dict) else {}) or {}
     iterations = steps_of(model).iterations
     finished = int((model.r_end[iterations] < oom.t_ns).sum()) if len(iterations) else 0

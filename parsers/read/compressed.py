@@ -61,7 +61,7 @@ def plain_export(path: str | os.PathLike) -> Path:
     st = path.stat()
     key = hashlib.blake2b(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}".encode(),
                           digest_size=16).hexdigest()
-    name = path.name[: -len(path.suffix)] if path.suffix in SUFFIXES else path.name + ".sqlite"
+    name = as_plain_name(path).name if path.suffix in SUFFIXES else path.name + ".sqlite"
     for root in _roots():
         done = root / key / name
         if done.is_file():
@@ -85,6 +85,11 @@ def plain_export(path: str | os.PathLike) -> Path:
         return done
     raise TraceError(f"{path}: {kind}-compressed; no folder to decompress it into (the cache folder and the "
                      f"temporary folder cannot be written)")
+
+
+def as_plain_name(path: Path) -> Path:
+    """`DIR/x.sqlite.xz` -> `DIR/x.sqlite`: the name of the export it holds, where it is kept."""
+    return path.with_name(path.name[: -len(path.suffix)]) if path.suffix in SUFFIXES else path
 
 
 def _roots() -> list[Path]:

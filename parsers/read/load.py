@@ -32,7 +32,7 @@ from nsight_tui.parsers.read import conventions, validate
 from nsight_tui.parsers.read.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
                                     pid_of, tid_of)
-from nsight_tui.parsers.read.compressed import plain_export
+from nsight_tui.parsers.read.compressed import as_plain_name, plain_export
 from nsight_tui.parsers.read.source import Schema, refuse_special, sidecar_notes
 from nsight_tui.parsers.read.text_codes import Coded, inferred_text_dtype, text_column
 
@@ -94,6 +94,14 @@ class Trace:
     # The file's slot in the user's cache (read.cache), where modules above also keep what
     # they derive (the range model); None when the cache is off or this trace is not kept.
     stash: store.Entry | None = field(default=None, repr=False, compare=False)
+    # The path given, where it is not `path`: an export compressed whole (read.compressed), whose
+    # records beside it (STEM.steps.json, STEM.oom.json) are beside this name, not its copy.
+    opened_as: Path | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def beside(self) -> Path:
+        """The export's name where the user keeps it, for the records `capture` writes beside it."""
+        return self.path if self.opened_as is None else as_plain_name(self.opened_as)
 
     # -- range names, factorized once -------------------------------------------------
     # Each a pass over every range's text, asked by dozens of analyses of one report; a copy of
@@ -223,7 +231,7 @@ class Trace:
     def meta(self) -> "RunMeta":
         meta = RunMeta.from_marks(self.marks)
         if not meta.config and not meta.steps:  # a `capture --no-nvtx` export: the record beside it
-            meta = RunMeta.from_sidecar(self.path)
+            meta = RunMeta.from_sidecar(self.beside)
         return meta
 
 
@@ -799,6 +807,7 @@ class TraceLoader:
     def __init__(self, path: str | Path, progress=None, native: bool = True, cache: bool = True):
         refuse_special(path)  # before the cache reads the file's identity: a FIFO would block it
         self.path = plain_export(path)  # an export compressed whole: its decompressed copy (read.compressed)
+        self.opened_as = None if self.path == Path(path) else Path(path)
         self.say = progress or (lambda f, t: None)
         self.checks = validate.Checks()
         self._early: Trace | None = None
@@ -855,6 +864,7 @@ class TraceLoader:
         if self._early is None:
             with self.foreground():
                 self._early = self._guarded(self._ranges_only)
+            self._early.opened_as = self.opened_as
         return self._early
 
     def foreground(self):
@@ -887,10 +897,12 @@ class TraceLoader:
 
     def finish(self) -> "Trace":
         if self.cached is not None:
+            self.cached.opened_as = self.opened_as
             return self.cached
         try:
             early = self.ranges_only()
             trace = self._guarded(lambda: self._finish(early))
+            trace.opened_as = self.opened_as
         finally:
             self.tables.close()
         release_free_memory()  # the readers' and the columns' temporaries, before the model's

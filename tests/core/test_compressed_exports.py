@@ -153,3 +153,20 @@ def test_plain_export_raises_trace_error_on_a_bad_file(tmp_path, monkeypatch):
     src.write_bytes(bz2.compress(b"SQLite format 3\x00")[:-4])
     with pytest.raises(TraceError, match="bzip2-compressed, but it does not decompress"):
         compressed.plain_export(src)
+
+
+def test_the_records_beside_a_compressed_export_are_read(tmp_path, monkeypatch):
+    """`capture --no-nvtx` keeps the Python clock beside its export (STEM.steps.json): beside the
+    compressed file, under the export's own name, not beside its decompressed copy."""
+    from nsight_tui.parsers.read.load import load_trace
+
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    src = SAMPLES / "nonvtx" / "small_ctx512_b8_async_nonvtx.sqlite.xz"
+    record = json.loads(src.with_name("small_ctx512_b8_async_nonvtx.steps.json").read_text())
+    trace = load_trace(src)
+    assert trace.path != src and trace.beside == src.with_name("small_ctx512_b8_async_nonvtx.sqlite")
+    meta = trace.meta()
+    assert meta.source == "small_ctx512_b8_async_nonvtx.steps.json"
+    assert [s["seconds"] for s in meta.steps] == [s["seconds"] for s in record["steps"]]
+    # the same file opened again comes from the cache, and knows where it was opened from too
+    assert load_trace(src).meta().steps == meta.steps
