@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsight_tui.parsers import TraceError, columnar_kind
+from nsight_tui.parsers import TraceError, columnar_kind, exports_in
 
 NCU_SUFFIX = ".ncu-rep"
 NCU_KIND = "ncu-rep"
@@ -35,11 +35,12 @@ class Served:
 
 
 def _members(folder: Path) -> list[Path]:
-    """The exports directly inside a folder: *.sqlite regular files and parquetdir/arrowdir folders
-    (and Nsight Compute reports, *.ncu-rep)."""
+    """The exports directly inside a folder: *.sqlite regular files (and those compressed whole,
+    *.sqlite.xz: exports_in), parquetdir/arrowdir folders and Nsight Compute reports, *.ncu-rep."""
+    exports = set(exports_in(folder))
     out = []
     for p in sorted(folder.iterdir()):
-        if p.suffix in (".sqlite", NCU_SUFFIX) and p.is_file():
+        if p in exports or (p.suffix == NCU_SUFFIX and p.is_file()):
             out.append(p)
         elif p.is_dir() and columnar_kind(p):
             out.append(p)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.compressed import as_plain_name, exports_in
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.analyses.ranks import RankSummary, RunRanks, rank_from_name, run_ranks
 
@@ -30,16 +31,17 @@ class RankGroup:
 def group_rank_files(paths: Sequence[Path]) -> list[RankGroup]:
     groups: dict[str, list[Path]] = {}
     for path in sorted(paths):
-        base = conventions.split_rank(path.stem)[0]
+        base = conventions.split_rank(as_plain_name(path).stem)[0]
         groups.setdefault(base, []).append(path)
     return [RankGroup(stem, files) for stem, files in groups.items()]
 
 
 def rank_files_in(folder: Path) -> RankGroup | None:
     """The folder's exports, if they are the ranks of one run (>= 2 files, one name but the rank)."""
-    files = sorted(p for p in folder.glob("*.sqlite") if p.is_file())
+    files = exports_in(folder)
     groups = group_rank_files(files)
-    if len(groups) == 1 and len(groups[0].files) >= 2 and all(conventions.split_rank(p.stem)[1] is not None for p in files):
+    if len(groups) == 1 and len(groups[0].files) >= 2 and all(conventions.split_rank(as_plain_name(p).stem)[1] is not None
+                                                               for p in files):
         return groups[0]
     return None
 

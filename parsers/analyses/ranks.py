@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nsight_tui.parsers.read.compressed import as_plain_name
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.read.ids import KERNEL, pid_of
@@ -313,7 +314,7 @@ def arrival_lateness(summaries: list[RankSummary]) -> dict[int, float] | None:
 
 
 def rank_from_name(path: str | Path) -> int | None:
-    return conventions.split_rank(Path(path).stem)[1]
+    return conventions.split_rank(as_plain_name(Path(path)).stem)[1]
 
 
 def summarise_trace(trace: Trace, file_rank: int | None = None) -> list[RankSummary]:

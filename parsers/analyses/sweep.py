@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nsight_tui.parsers.options import Options
+from nsight_tui.parsers.read.compressed import as_plain_name, exports_in, is_compressed_export
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.errors import TraceError
 
@@ -85,18 +86,20 @@ def discover(folder: Path, skipped: list[str] | None = None) -> list[Run]:
     """The captures in `folder`. Anything not a regular file (a FIFO would block the read)
     is left out, with a line in `skipped`."""
     runs = []
+    exports = set(exports_in(folder))  # a plain export, or one compressed whole (read.compressed)
     for path in sorted(folder.iterdir()):
         name = path.name
-        if (name.endswith(".oom.json") or name.endswith(".sqlite")) and not path.is_file():
+        export = name.endswith(".sqlite") or is_compressed_export(path)
+        if (name.endswith(".oom.json") or export) and not path.is_file():
             if skipped is not None:
                 skipped.append(f"{name}: not a regular file, skipped")
             continue
-        if name.endswith(f"{conventions.OOM_SUFFIX}.sqlite"):  # an OOM run's export: read through its record
-            continue
+        if as_plain_name(path).name.endswith(f"{conventions.OOM_SUFFIX}.sqlite"):
+            continue  # an OOM run's export: read through its record
         if name.endswith(".oom.json"):
             stem, status = name[: -len(".oom.json")], "oom"
-        elif name.endswith(".sqlite"):
-            stem, status = path.stem, "ok"
+        elif path in exports:
+            stem, status = as_plain_name(path).stem, "ok"
         else:
             continue
         parsed = conventions.parse_stem(stem)

@@ -87,6 +87,27 @@ def plain_export(path: str | os.PathLike) -> Path:
                      f"temporary folder cannot be written)")
 
 
+def is_compressed_export(path: Path) -> bool:
+    """Named as an export compressed whole: `NAME.sqlite.xz`, `.gz` or `.bz2`."""
+    return path.suffix in SUFFIXES and path.name[: -len(path.suffix)].endswith(".sqlite")
+
+
+def exports_in(folder: Path) -> list[Path]:
+    """A folder's SQLite exports, regular files: `*.sqlite`, and `*.sqlite.xz|gz|bz2` where the
+    folder has no plain export of that name; in the order of their exports' names."""
+    files = [p for p in folder.iterdir() if p.is_file() and (p.suffix == ".sqlite" or is_compressed_export(p))]
+    plain = {p.name for p in files if p.suffix == ".sqlite"}
+    keep = [p for p in files if p.suffix == ".sqlite" or as_plain_name(p).name not in plain]
+    # one compressed file per export name: the first of .bz2, .gz, .xz in name order
+    seen: set[str] = set()
+    out = []
+    for p in sorted(keep, key=lambda q: (as_plain_name(q).name, q.name)):
+        if as_plain_name(p).name not in seen:
+            seen.add(as_plain_name(p).name)
+            out.append(p)
+    return out
+
+
 def as_plain_name(path: Path) -> Path:
     """`DIR/x.sqlite.xz` -> `DIR/x.sqlite`: the name of the export it holds, where it is kept."""
     return path.with_name(path.name[: -len(path.suffix)]) if path.suffix in SUFFIXES else path

@@ -13,7 +13,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsight_tui.parsers.read.compressed import SQLITE_MAGIC, plain_export
+from nsight_tui.parsers.read.compressed import SQLITE_MAGIC, exports_in, plain_export
 from nsight_tui.parsers.read.errors import TraceError
 
 
@@ -99,7 +99,8 @@ def columnar_kind(path: Path) -> str | None:
 
 
 def export_paths(raw: list[str]) -> list[Path]:
-    """The profiles named on a command line: files as given, a folder's *.sqlite files (sorted),
+    """The profiles named on a command line: files as given, a folder's *.sqlite files (sorted; and
+    those compressed whole, read.compressed.exports_in),
     unless the folder is itself one export (nsys's parquetdir / arrowdir: columnar_kind).
     A folder without any is an error here, and so is a FIFO, device or socket (refuse_special);
     a missing file is left to the open, which says so."""
@@ -108,7 +109,7 @@ def export_paths(raw: list[str]) -> list[Path]:
         p = Path(item)
         refuse_special(p)
         if p.is_dir() and columnar_kind(p) is None:
-            found = sorted(q for q in p.glob("*.sqlite") if q.is_file())
+            found = exports_in(p)  # an export compressed whole counts (read.compressed)
             if not found:
                 raise TraceError(f"{p}: no .sqlite exports in this folder")
             paths += found

@@ -170,3 +170,43 @@ def test_the_records_beside_a_compressed_export_are_read(tmp_path, monkeypatch):
     assert [s["seconds"] for s in meta.steps] == [s["seconds"] for s in record["steps"]]
     # the same file opened again comes from the cache, and knows where it was opened from too
     assert load_trace(src).meta().steps == meta.steps
+
+
+def test_a_folder_counts_its_compressed_exports(tmp_path):
+    """A folder's exports (the command line's, the ranks' and the MCP server's): `*.sqlite`, and
+    `*.sqlite.xz|gz|bz2` but where a plain export of that name is there too; the sweep's runs."""
+    from nsight_tui.mcp.served import _members
+    from nsight_tui.parsers.analyses.rank_files import rank_files_in
+    from nsight_tui.parsers.analyses.ranks import rank_from_name
+    from nsight_tui.parsers.analyses.sweep import discover
+    from nsight_tui.parsers.read.source import export_paths
+
+    ranks = SAMPLES / "ranks_small_ctx128_ddp2"
+    for p in sorted(ranks.glob("*.sqlite")):
+        (tmp_path / (p.name + ".xz")).write_bytes(lzma.compress(p.read_bytes()[:4096]))
+    (tmp_path / "notes.txt").write_text("not an export")
+    (tmp_path / "x.xz").write_bytes(lzma.compress(b"not named as an export"))
+    names = ["small_ctx128_ddp2_rank0.sqlite.xz", "small_ctx128_ddp2_rank1.sqlite.xz"]
+    assert [p.name for p in export_paths([str(tmp_path)])] == names
+    assert [p.name for p in _members(tmp_path)] == names
+    group = rank_files_in(tmp_path)
+    assert group is not None and group.stem == "small_ctx128_ddp2" and [p.name for p in group.files] == names
+    assert [rank_from_name(tmp_path / n) for n in names] == [0, 1]
+    # a plain export of the same name wins over its compressed copy
+    (tmp_path / "small_ctx128_ddp2_rank1.sqlite").write_bytes(b"")
+    assert [p.name for p in export_paths([str(tmp_path)])] == [names[0], "small_ctx128_ddp2_rank1.sqlite"]
+    # the committed sweep folder, compressed: its runs as from its plain copy
+    sweep = SAMPLES / "memsweep"
+    got = [(r.path.name, r.model, r.ctx, r.variant, r.status) for r in discover(sweep)]
+    want = sorted((p.name, *conventions_of(p.name)) for p in sweep.iterdir()
+                  if p.name.endswith(".sqlite.xz") and ".oom." not in p.name) + \
+        [(p.name, *conventions_of(p.name)[:3], "oom") for p in sweep.glob("*.oom.json")]
+    assert sorted(got) == sorted(want)
+
+
+def conventions_of(name: str) -> tuple:
+    """`{model}_ctx{N}_b8...` read here: (model, ctx, variant, status)."""
+    stem = name.split(".")[0]
+    model, rest = stem.split("_ctx")
+    ctx, _, variant = rest.partition("_")
+    return model, int(ctx), f"_{variant}" if variant else "", "ok"
