@@ -1,14 +1,15 @@
-"""Exports compressed whole (`x.sqlite.xz`, `x.sqlite.gz`): people compress an export to copy it
+"""Exports compressed whole (`x.sqlite.xz`, `.gz`, `.bz2`): people compress an export to copy it
 off the GPU box, and the project's own samples are stored so. SQLite reads pages at random, so
 the file is decompressed once into the user's cache folder and read there; the compressed file
 is only read, and nothing is written beside it.
 
 Where: `<cache>/plain/<key>/<name without .xz/.gz/.bz2>`, in the cache folder read.cache names
-(`nsight-tui cache clear` removes them too); `<key>`
-hashes the compressed file's identity (device, inode, size, mtime and ctime in ns), so a changed
-file is decompressed again. Written to a temporary folder and renamed into place in one step: a
-reader sees a whole file or none. The least recently used are removed past KEEP of them. Where
-the cache is off or cannot be written, into a temporary folder removed when the process ends.
+(`nsight-tui cache clear` removes them too); `<key>` hashes the compressed file's identity
+(device, inode, size, mtime and ctime in ns), so a changed file is decompressed again. Written to
+a temporary folder and renamed into place in one step: a reader sees a whole file or none. The
+least recently used are removed past KEEP of them. Where the cache is off or cannot be written,
+into a temporary folder removed when the process ends. A file of NOTE_BYTES or more says so on
+stderr first (one line; not with -q): decompressing gigabytes takes a while.
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ import hashlib
 import lzma
 import os
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ FORMATS: dict[bytes, tuple[str, Callable[..., Any]]] = {
 SUFFIXES = (".xz", ".gz", ".bz2")
 KEEP = cache.PLAIN_KEEP
 CHUNK = 1 << 20
+NOTE_BYTES = 100 * 10**6
 
 _scratch: Path | None = None
 
@@ -61,7 +64,8 @@ def plain_export(path: str | os.PathLike) -> Path:
     st = path.stat()
     key = hashlib.blake2b(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}".encode(),
                           digest_size=16).hexdigest()
-    name = as_plain_name(path).name if path.suffix in SUFFIXES else path.name + ".sqlite"
+    name = as_plain_name(path).name
+    name = name if name.endswith(".sqlite") else name + ".sqlite"
     for root in _roots():
         done = root / key / name
         if done.is_file():
@@ -73,6 +77,10 @@ def plain_export(path: str | os.PathLike) -> Path:
         except OSError:
             continue  # the cache folder cannot be written: the scratch folder instead
         try:
+            if st.st_size >= NOTE_BYTES and os.environ.get(cache.ENV_QUIET) != "1":
+                sys.stderr.write(f"nsight-tui: note: decompressing {path.name} ({st.st_size / 1e6:,.0f} MB, {kind}) "
+                                 f"once, into {root}\n")
+                sys.stderr.flush()
             _decompress(path, kind, tmp / name)
             try:
                 tmp.rename(root / key)
@@ -94,14 +102,13 @@ def is_compressed_export(path: Path) -> bool:
 
 def exports_in(folder: Path) -> list[Path]:
     """A folder's SQLite exports, regular files: `*.sqlite`, and `*.sqlite.xz|gz|bz2` where the
-    folder has no plain export of that name; in the order of their exports' names."""
-    files = [p for p in folder.iterdir() if p.is_file() and (p.suffix == ".sqlite" or is_compressed_export(p))]
-    plain = {p.name for p in files if p.suffix == ".sqlite"}
-    keep = [p for p in files if p.suffix == ".sqlite" or as_plain_name(p).name not in plain]
-    # one compressed file per export name: the first of .bz2, .gz, .xz in name order
+    folder has no plain export of that name (one compressed file an export: the first by name);
+    in the order of their exports' names."""
+    files = sorted((p for p in folder.iterdir() if p.is_file() and (p.suffix == ".sqlite" or is_compressed_export(p))),
+                   key=lambda p: (as_plain_name(p).name, p.suffix != ".sqlite", p.name))
     seen: set[str] = set()
     out = []
-    for p in sorted(keep, key=lambda q: (as_plain_name(q).name, q.name)):
+    for p in files:
         if as_plain_name(p).name not in seen:
             seen.add(as_plain_name(p).name)
             out.append(p)
@@ -113,9 +120,11 @@ def as_plain_name(path: Path) -> Path:
     return path.with_name(path.name[: -len(path.suffix)]) if path.suffix in SUFFIXES else path
 
 
-def _roots() -> list[Path]:
-    roots = [cache.cache_root() / cache.PLAIN] if cache.usable() else []
-    return roots + [_scratch_folder()]
+def _roots() -> Iterator[Path]:
+    """The cache folder's, then (made only when asked) a temporary one."""
+    if cache.usable():
+        yield cache.cache_root() / cache.PLAIN
+    yield _scratch_folder()
 
 
 def _scratch_folder() -> Path:

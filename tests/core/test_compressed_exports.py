@@ -210,3 +210,18 @@ def conventions_of(name: str) -> tuple:
     model, rest = stem.split("_ctx")
     ctx, _, variant = rest.partition("_")
     return model, int(ctx), f"_{variant}" if variant else "", "ok"
+
+
+def test_a_big_file_says_it_is_decompressed_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_QUIET", raising=False)
+    monkeypatch.setattr(compressed, "NOTE_BYTES", 1)
+    raw = _tiny_export(tmp_path / "tiny.sqlite").read_bytes()
+    (tmp_path / "a.sqlite.gz").write_bytes(gzip.compress(raw))
+    compressed.plain_export(tmp_path / "a.sqlite.gz")
+    compressed.plain_export(tmp_path / "a.sqlite.gz")  # the copy is there: nothing to say
+    assert capsys.readouterr().err.count("nsight-tui: note: decompressing a.sqlite.gz") == 1
+    monkeypatch.setenv("NSIGHT_TUI_QUIET", "1")  # the command line's -q
+    (tmp_path / "b.sqlite.gz").write_bytes(gzip.compress(raw))
+    compressed.plain_export(tmp_path / "b.sqlite.gz")
+    assert capsys.readouterr().err == ""
