@@ -17,8 +17,8 @@ Figures per pair, ms per step, medians over the steady steps:
   rests on an assumption);
 - old estimate: the findings rule's subtraction on the base (its saving, negated), or none where the
   rule does not fire.
-A set of repeated pairs (replay_twins.Repeats: one change captured A B A B A B in one call) is one
-row: each figure the median over its pairs, and its noise twice the standard error of the pairs'
+A set of repeated pairs (replay_twins.Repeats: one change captured as several pairs, alternating) is
+one row: each figure the median over its pairs, and its noise twice the standard error of the pairs'
 mean change from their own spread, the capture-to-capture pace of the CPU included (repeats_row).
 
 A pair is `yes` when the prediction is within tolerance of the change, `noise` when it misses the
