@@ -35,6 +35,15 @@ SQLITE_MAGIC = b"SQLite format 3\x00"  # an SQLite file's first bytes (read.sour
 FORMATS: dict[bytes, tuple[str, Callable[..., Any]]] = {
     b"\xfd7zXZ\x00": ("xz", lzma.open), b"\x1f\x8b": ("gzip", gzip.open), b"BZh": ("bzip2", bz2.open)}
 SUFFIXES = (".xz", ".gz", ".bz2")
+# Formats the standard library cannot read: named in the refusal, with what opens them.
+UNREAD = {b"\x28\xb5\x2f\xfd": "zstd-compressed: decompress it first (`zstd -d FILE`)",
+          b"PK\x03\x04": "a zip archive: unzip it first",
+          b"\x04\x22\x4d\x18": "lz4-compressed: decompress it first (`lz4 -d FILE`)"}
+
+
+def unread_format(head: bytes) -> str | None:
+    """What a file is, from its first bytes, where it is a container this tool does not open."""
+    return next((why for magic, why in UNREAD.items() if head.startswith(magic)), None)
 KEEP = cache.PLAIN_KEEP
 CHUNK = 1 << 20
 NOTE_BYTES = 100 * 10**6

@@ -13,7 +13,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsight_tui.parsers.read.compressed import SQLITE_MAGIC, exports_in, plain_export
+from nsight_tui.parsers.read.compressed import SQLITE_MAGIC, exports_in, plain_export, unread_format
 from nsight_tui.parsers.read.errors import TraceError
 
 
@@ -79,7 +79,9 @@ def _check_file(path: Path) -> None:
     if len(head) == 0:
         raise TraceError(f"{path}: empty file, expected an nsys SQLite export")
     if head != SQLITE_MAGIC:
-        raise TraceError(f"{path}: not an SQLite file (expected an `nsys export --type sqlite` output)")
+        why = unread_format(head)
+        raise TraceError(f"{path}: {why}, then open the .sqlite" if why else
+                         f"{path}: not an SQLite file (expected an `nsys export --type sqlite` output)")
 
 
 # nsys's columnar exports (`nsys export --type parquetdir|arrowdir`): one file per table, named

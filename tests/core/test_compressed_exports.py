@@ -225,3 +225,15 @@ def test_a_big_file_says_it_is_decompressed_once(tmp_path, monkeypatch, capsys):
     (tmp_path / "b.sqlite.gz").write_bytes(gzip.compress(raw))
     compressed.plain_export(tmp_path / "b.sqlite.gz")
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("head, says", [(b"\x28\xb5\x2f\xfd" + b"\0" * 64, "zstd-compressed: decompress it first"),
+                                        (b"PK\x03\x04" + b"\0" * 64, "a zip archive: unzip it first")],
+                         ids=["zstd", "zip"])
+def test_a_container_it_does_not_open_is_named(tmp_path, head, says):
+    src = tmp_path / "run.sqlite.zst"
+    src.write_bytes(head)
+    done = cli_process.run(["stats", src], text=True, env=_env(tmp_path), timeout=60)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and str(src) in lines[0], done.stderr
