@@ -122,6 +122,24 @@ def test_search_jumps_to_ranges_with_next_and_previous(trace: Path, tui):
     run(body())
 
 
+def test_a_key_typed_as_the_search_prompt_closes_is_the_grids(trace: Path, tui):
+    """The prompt's enter hands the focus back to the grid at once, not after a refresh: in a real
+    terminal an enter typed as soon as "match 1 of 1" shows went to the closed prompt and was lost."""
+    from nsight_tui.tui.widgets.prompt_bar import PromptBar
+
+    async def body():
+        async with tui(trace) as ui:
+            await ui.press("slash")
+            await ui.type("backward")
+            screen = ui.screen
+            assert screen.focused is not screen.grid  # the prompt's input has it
+            screen.on_prompt_bar_submitted(PromptBar.Submitted("search", "backward"))  # no await between
+            assert screen.focused is screen.grid
+            assert "for 'backward'" in str(screen.query_one("#status").render())
+
+    run(body())
+
+
 def test_typed_text_is_literal_never_markup(sample: Path, tui):
     """Brackets in a search or filter (`[/]`, `[bold]`) are characters: the app used to crash on them."""
     async def body():

@@ -302,14 +302,14 @@ class TableScreen(ViewScreen):
             self.filter_text = event.value
 
     def on_prompt_bar_submitted(self, event: PromptBar.Submitted) -> None:
-        self.grid.focus()
+        self.set_focus(self.grid)  # now, not after a refresh: a key typed as the prompt closes is the grid's
         if event.kind == "filter":
             self.filter_text = event.value
         elif event.kind == "search":
             self.search_text = event.value.strip()
 
     def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
-        self.grid.focus()
+        self.set_focus(self.grid)  # now, not after a refresh: a key typed as the prompt closes is the grid's
         if event.kind == "filter":
             self.filter_text = event.before
 
