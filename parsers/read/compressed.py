@@ -75,6 +75,7 @@ def plain_export(path: str | os.PathLike) -> Path:
                           digest_size=16).hexdigest()
     name = as_plain_name(path).name
     name = name if name.endswith(".sqlite") else name + ".sqlite"
+    no_room = ""
     for root in _roots():
         done = root / key / name
         if done.is_file():
@@ -83,7 +84,8 @@ def plain_export(path: str | os.PathLike) -> Path:
         try:
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = Path(tempfile.mkdtemp(prefix=cache.TMP_PREFIX, dir=root))
-        except OSError:
+        except OSError as exc:
+            no_room = f"{root}: {exc.strerror or exc}"
             continue  # the cache folder cannot be written: the scratch folder instead
         try:
             if st.st_size >= NOTE_BYTES and os.environ.get(cache.ENV_QUIET) != "1":
@@ -95,13 +97,17 @@ def plain_export(path: str | os.PathLike) -> Path:
                 tmp.rename(root / key)
             except OSError:  # another process put it there first: theirs is the same file
                 shutil.rmtree(tmp, ignore_errors=True)
+        except _NoRoom as exc:  # full or read-only: the next folder may take it
+            shutil.rmtree(tmp, ignore_errors=True)
+            no_room = str(exc)
+            continue
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         _evict(root, keep=root / key)
         return done
-    raise TraceError(f"{path}: {kind}-compressed; no folder to decompress it into (the cache folder and the "
-                     f"temporary folder cannot be written)")
+    raise TraceError(f"{path}: {kind}-compressed, and no folder could take its decompressed copy ({no_room}); "
+                     f"decompress it yourself and open the .sqlite")
 
 
 def is_compressed_export(path: Path) -> bool:
@@ -144,22 +150,42 @@ def _scratch_folder() -> Path:
     return _scratch
 
 
+class _NoRoom(Exception):
+    """The folder could not take the copy (full, read-only, gone): the next folder may."""
+
+
+def _open_copy(out: Path):
+    return open(out, "wb")
+
+
 def _decompress(path: Path, kind: str, out: Path) -> None:
     opener = next(op for name, op in FORMATS.values() if name == kind)
+
+    def read(src) -> bytes:
+        try:
+            return src.read(CHUNK)
+        except (OSError, EOFError, lzma.LZMAError) as exc:
+            raise TraceError(f"{path}: {kind}-compressed, but it does not decompress ({exc})") from None
+
     try:
-        with opener(path, "rb") as src, open(out, "wb") as dst:
-            chunk = src.read(CHUNK)
-            if not chunk.startswith(SQLITE_MAGIC):
-                # said of the user's file, before a gigabyte of something else is written
-                raise TraceError(f"{path}: {kind}-compressed, but what it holds is not an SQLite file (expected an "
-                                 f"`nsys export --type sqlite` output)")
-            while chunk:
-                dst.write(chunk)
-                chunk = src.read(CHUNK)
-            dst.flush()
-            os.fsync(dst.fileno())
-    except (OSError, EOFError, lzma.LZMAError) as exc:
-        raise TraceError(f"{path}: {kind}-compressed, but it does not decompress ({exc})") from None
+        src = opener(path, "rb")
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc})") from None
+    with src:
+        chunk = read(src)
+        if not chunk.startswith(SQLITE_MAGIC):
+            # said of the user's file, before a gigabyte of something else is written
+            raise TraceError(f"{path}: {kind}-compressed, but what it holds is not an SQLite file (expected an "
+                             f"`nsys export --type sqlite` output)")
+        try:
+            with _open_copy(out) as dst:
+                while chunk:
+                    dst.write(chunk)
+                    chunk = read(src)
+                dst.flush()
+                os.fsync(dst.fileno())
+        except OSError as exc:  # the copy's side: writing it
+            raise _NoRoom(f"{out.parent.parent}: {exc.strerror or exc}") from None
 
 
 def _evict(root: Path, keep: Path) -> None:

@@ -237,3 +237,45 @@ def test_a_container_it_does_not_open_is_named(tmp_path, head, says):
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and str(src) in lines[0], done.stderr
+
+
+def test_a_full_cache_folder_leaves_the_copy_to_a_temporary_one(tmp_path, monkeypatch):
+    """Writing the copy into the cache folder fails (its disk full): the temporary folder takes it;
+    where none can, one line says so."""
+    import errno
+
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+    monkeypatch.setattr(compressed, "_scratch", None)
+    monkeypatch.setattr(compressed.tempfile, "tempdir", str(tmp_path))
+    real = compressed._open_copy
+    full = [tmp_path / "cache"]
+
+    class Full:
+        def __init__(self, out):
+            self.f = real(out)
+
+        def write(self, chunk):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    monkeypatch.setattr(compressed, "_open_copy", lambda out: Full(out) if any(d in out.parents for d in full)
+                        else real(out))
+    src = tmp_path / "in" / "a.sqlite.gz"
+    src.parent.mkdir()
+    src.write_bytes(gzip.compress(_tiny_export(tmp_path / "tiny.sqlite").read_bytes()))
+    copy = compressed.plain_export(src)
+    assert (tmp_path / "cache") not in copy.parents and copy.read_bytes() == (tmp_path / "tiny.sqlite").read_bytes()
+    assert not any((tmp_path / "cache" / cache.PLAIN).glob("*/*"))  # no half-written copy left there
+    full.append(copy.parent.parent)  # the temporary folder full too
+    os.utime(src, ns=(1, 1))  # another identity: a fresh copy is needed
+    with pytest.raises(TraceError, match="no folder could take its decompressed copy .*No space left on device"):
+        compressed.plain_export(src)
