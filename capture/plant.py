@@ -66,10 +66,19 @@ PLANTS = {
 ACTIVATION = {"gelu-unfused": "gelu-manual", "gelu-fused": "gelu-tanh"}
 
 
-def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync: bool) -> None:
+# Plants that act inside a step, so they can act on some steps only (`every`): the change and its
+# absence in one capture, on the same minute's CPU (a pair of captures measures that CPU as much).
+ALTERNATING = ("host-sleep", "item", "item-before-step", "pageable-input")
+
+
+def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync: bool, every: int = 1) -> None:
     """ValueError when the plant cannot run in this configuration (before any work starts)."""
     if plant and plant not in PLANTS:
         raise ValueError(f"unknown plant {plant!r}; choose from {', '.join(PLANTS)}")
+    if every < 1:
+        raise ValueError(f"--plant-every {every}: a number of steps, 1 or more")
+    if every > 1 and plant not in ALTERNATING:
+        raise ValueError(f"--plant-every needs a plant that acts inside a step: {', '.join(ALTERNATING)}")
     if plant in ("item", "item-before-step", "foreach-off", "fused-optim", "capturable", GRAPH) and not train:
         raise ValueError(f"plant {plant} needs --mode train")
     if plant == "capturable" and not cuda:
@@ -111,32 +120,45 @@ def optimizer_kwargs(plant: str) -> dict:
 class Planter:
     """The per-iteration hooks of one plant (nothing for no plant)."""
 
-    def __init__(self, plant: str, torch, device):
+    def __init__(self, plant: str, torch, device, every: int = 1):
         if plant and plant not in PLANTS:
             raise ValueError(f"unknown plant {plant!r}; choose from {', '.join(PLANTS)}")
         self.plant = plant
         self.torch = torch
         self.device = device
-        self.host_batch = None
+        self.every = every
+        self.on = True  # the plant acts in this iteration (begin)
+        self.host_batch = self.pinned_batch = None
         if plant in ("pageable-input", "pinned-input"):
             n = INPUT_BYTES // 4
             self.host_batch = torch.ones(n, dtype=torch.float32)
-            if plant == "pinned-input" and device.type == "cuda":
-                self.host_batch = self.host_batch.pin_memory()
+            if device.type == "cuda" and (plant == "pinned-input" or every > 1):
+                # pageable on the plant's steps, the fix (pinned, non_blocking) on the others
+                self.pinned_batch = self.host_batch.pin_memory()
+                if plant == "pinned-input":
+                    self.host_batch = self.pinned_batch
+
+    def begin(self, name: str) -> None:
+        """An iteration named `name` (`step_3`, `warmup_0`) starts: with `every` N, the plant acts
+        in the iterations whose number is N-1 modulo N (step_1, step_3, ... for 2) and not in the others."""
+        number = name.rsplit("_", 1)[-1]
+        self.on = self.every == 1 or (number.isdigit() and int(number) % self.every == self.every - 1)
 
     def step_start(self) -> None:
         """At the start of each iteration, inside its range, before the forward."""
         if self.plant == "host-sleep":
-            time.sleep(SLEEP_S)
+            if self.on:
+                time.sleep(SLEEP_S)
         elif self.host_batch is not None:
-            blocking = self.plant == "pageable-input"
-            batch = self.host_batch.to(self.device, non_blocking=not blocking)
+            pageable = self.plant == "pageable-input" and self.on
+            source = self.host_batch if pageable or self.pinned_batch is None else self.pinned_batch
+            batch = source.to(self.device, non_blocking=not pageable)
             batch.add_(1.0)  # used on the GPU, as a real input would be
 
     def after_forward(self, loss) -> None:
-        if self.plant == "item":
+        if self.plant == "item" and self.on:
             loss.item()
 
     def before_optimizer(self, loss) -> None:
-        if self.plant == "item-before-step":
+        if self.plant == "item-before-step" and self.on:
             loss.item()

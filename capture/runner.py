@@ -39,7 +39,8 @@ class CaptureConfig(RunSettings):
         stem = output_stem(self.model, self.ctx, self.mode, self.dtype, self.attention, self.batch, self.processes,
                            self.tf32, self.op_ranges, self.backward_ranges)
         sync = "" if self.phase_sync else "_nosync" if self.range_sync else "_async"
-        return stem + sync + (f"_{self.plant}" if self.plant else "") + ("" if self.nvtx else NO_NVTX_SUFFIX)
+        every = f"-every{self.plant_every}" if self.plant_every > 1 else ""
+        return stem + sync + (f"_{self.plant}{every}" if self.plant else "") + ("" if self.nvtx else NO_NVTX_SUFFIX)
 
     def describe(self) -> str:
         ranks = f", data-parallel over {self.processes} GPUs" if self.processes > 1 else ""
@@ -54,7 +55,9 @@ class CaptureConfig(RunSettings):
         return ["--model", self.model, "--ctx", str(self.ctx), "--mode", self.mode, "--dtype", self.dtype,
                 "--attention", self.attention, "--batch", str(self.batch), "--steps", str(self.steps),
                 "--warmup", str(self.warmup), *(["--tf32"] if self.tf32 else []),
-                *(["--plant", self.plant] if self.plant else []), *([] if self.phase_sync else ["--no-phase-sync"]),
+                *(["--plant", self.plant] if self.plant else []),
+                *(["--plant-every", str(self.plant_every)] if self.plant_every > 1 else []),
+                *([] if self.phase_sync else ["--no-phase-sync"]),
                 *([] if self.range_sync else ["--no-range-sync"]),
                 *(["--op-ranges", self.op_ranges] if self.op_ranges != "none" else []),
                 *(["--backward-ranges"] if self.backward_ranges else []),

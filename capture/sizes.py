@@ -52,6 +52,7 @@ class RunSettings:
     op_ranges: str = "none"  # one of OP_RANGES
     backward_ranges: bool = False  # `backward:<part>` ranges on the autograd thread (module hooks)
     plant: str = ""  # a known cause planted on purpose (capture/plant.py)
+    plant_every: int = 1  # the plant on every Nth iteration only (plant.Planter.begin)
     phase_sync: bool = True  # synchronise after every phase (False: once, at the step's end)
     # False: nothing synchronises inside any NVTX range, as in real training (the CPU runs ahead of
     # the GPU); the step's one synchronise comes after its range closes, so the Python step time
@@ -74,6 +75,7 @@ class RunSettings:
                 **({"tf32": True} if self.tf32 else {}),
                 **({"processes": self.processes} if self.processes > 1 else {}),
                 **({"plant": self.plant} if self.plant else {}),
+                **({"plant_every": self.plant_every} if self.plant_every > 1 else {}),
                 **({"phase_sync": False} if not self.phase_sync else {}),
                 **({"range_sync": False} if not self.range_sync else {}),
                 **({"nvtx": False} if not self.nvtx else {}),

@@ -82,7 +82,7 @@ class _Workload:
         self.cuda = self.device.type == "cuda"
         self.train = config.mode == "train"
         plants.check(config.plant, train=self.train, cuda=self.cuda, distributed=self.distributed.active,
-                     phase_sync=config.phase_sync)
+                     phase_sync=config.phase_sync, every=config.plant_every)
         if config.tf32:
             # TF32 tensor-core matmuls for fp32 tensors ("highest", PyTorch's default, keeps fp32
             # GEMMs on the CUDA cores).
@@ -98,7 +98,7 @@ class _Workload:
         self.model = ddp.wrap(self.gpt2, self.distributed, self.device, **plants.ddp_kwargs(config.plant))
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, **optimizer_kwargs(config.plant)) \
             if self.train else None
-        self.planter = Planter(config.plant, torch, self.device)
+        self.planter = Planter(config.plant, torch, self.device, config.plant_every)
         # One fixed batch, made once: the profile should hold the model's kernels, not data loading.
         tokens = torch.randint(0, VOCAB, (config.batch, config.ctx + 1), device=self.device)
         self.inputs, self.targets = tokens[:, :-1], tokens[:, 1:]
@@ -198,6 +198,7 @@ class _Workload:
         memory: dict[str, dict[str, int]] = {conventions.MEMORY_START: self.memory_now()} if self.cuda else {}
         with self.annotator.range(name):
             start = time.perf_counter()
+            self.planter.begin(name)
             self.planter.step_start()
             if self.train:
                 loss = self._phase("forward", phases, self._forward_loss, memory)
@@ -300,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backward-ranges", action="store_true",
                    help="backward:<part> ranges around each annotated part's backward (module hooks)")
     p.add_argument("--plant", default="", choices=["", *PLANTS], help="plant a known cause (capture/plant.py)")
+    p.add_argument("--plant-every", type=int, default=1, metavar="N",
+                   help="the plant in every Nth iteration only (step_1, step_3, ... with 2), its absence in the others")
     p.add_argument("--no-phase-sync", action="store_true", help="synchronise once per step, not after every phase")
     p.add_argument("--no-range-sync", action="store_true",
                    help="with --no-phase-sync: the step's synchronise after its NVTX range, none inside any range")
@@ -350,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     config = WorkloadConfig(model=args.model, ctx=args.ctx, mode=args.mode, dtype=args.dtype,
                             attention=args.attention, batch=args.batch, steps=args.steps,
                             warmup=args.warmup, device=args.device, tf32=args.tf32,
-                            plant=args.plant, phase_sync=not args.no_phase_sync, range_sync=not args.no_range_sync,
+                            plant=args.plant, plant_every=args.plant_every, phase_sync=not args.no_phase_sync,
+                            range_sync=not args.no_range_sync,
                             op_ranges=args.op_ranges,
                             backward_ranges=args.backward_ranges, nvtx=not args.no_nvtx,
                             profile_step=args.profile_step)

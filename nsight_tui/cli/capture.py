@@ -63,6 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "output name gets _tf32")
     what.add_argument("--plant", default="", choices=["", *PLANTS], metavar="CAUSE",
                       help="plant a known cause of a slow step, or its fix: " + ", ".join(PLANTS) + " (capture/plant.py)")
+    what.add_argument("--plant-every", type=int, default=1, metavar="N",
+                      help="the plant in every Nth step only (step_1, step_3, ... with 2) and its absence in the others: "
+                      "the change measured inside one capture, on the same minute's CPU (host-sleep, item, "
+                      "item-before-step, pageable-input; output name gets -everyN)")
     what.add_argument("--no-phase-sync", action="store_true",
                       help="synchronise once per step, not after every phase (output name gets _nosync)")
     what.add_argument("--no-sync", action="store_true",
@@ -152,7 +156,7 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
         raise CaptureError("--steps must be at least 1 and --warmup at least 0")
     try:  # a plant that cannot run here fails now, not after nsys has started (the GPU is CUDA's)
         plant_check(args.plant, train=args.mode == "train", cuda=True, distributed=args.ddp > 1,
-                    phase_sync=not (args.no_phase_sync or args.no_sync))
+                    phase_sync=not (args.no_phase_sync or args.no_sync), every=args.plant_every)
     except ValueError as exc:
         raise CaptureError(str(exc)) from None
     if args.ncu:
@@ -172,7 +176,8 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
         raise CaptureError(f"--gpu-metrics {args.gpu_metrics}: a rate in samples a second, 1 to 200000")
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
-                          tf32=args.tf32, plant=args.plant, phase_sync=not (args.no_phase_sync or args.no_sync),
+                          tf32=args.tf32, plant=args.plant, plant_every=args.plant_every,
+                          phase_sync=not (args.no_phase_sync or args.no_sync),
                           range_sync=not args.no_sync,
                           op_ranges=op_ranges, backward_ranges=args.backward_ranges, nvtx=not args.no_nvtx,
                           profile_step=args.ncu_step if args.ncu else "")

@@ -65,6 +65,41 @@ def test_item_before_step_syncs_between_backward_and_optimizer(monkeypatch):
     assert _items_between_phases(monkeypatch, tiny(phase_sync=False)) == []
 
 
+def test_a_plant_every_other_step_acts_in_the_odd_ones_only(monkeypatch):
+    """`--plant-every 2`: the change in step_1, step_3, ... and its absence in the others, in one
+    capture; the dry run's command carries it and names the output for it."""
+    got = _items_between_phases(monkeypatch, tiny(plant="item", phase_sync=False, steps=4, warmup=2, plant_every=2))
+    assert got == [(n, ("forward",)) for n in ("warmup_1", "step_1", "step_3")]
+    done = cli_process.run(["capture", "--plant", "item", "--plant-every", "2", "--no-sync", "--dry-run"],
+                           text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "--plant item --plant-every 2" in done.stdout and "_item-every2.sqlite" in done.stdout
+    done = cli_process.run(["capture", "--plant", "foreach-off", "--plant-every", "2", "--dry-run"], text=True,
+                           timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "nsight-tui capture: --plant-every needs a plant that acts inside a step: host-sleep, item, "
+        "item-before-step, pageable-input"]
+
+
+def test_pageable_input_every_other_step_copies_the_pinned_batch_in_the_others():
+    seen = []
+
+    class Batch:
+        def __init__(self, kind):
+            self.kind = kind
+
+        def to(self, device, non_blocking):
+            seen.append((self.kind, non_blocking))
+            return torch.zeros(1)
+
+    planter = plant.Planter("pageable-input", torch, torch.device("cpu"), every=2)
+    planter.host_batch, planter.pinned_batch = Batch("pageable"), Batch("pinned")  # (pinning needs CUDA)
+    for name in ("step_0", "step_1", "step_2", "step_3"):
+        planter.begin(name)
+        planter.step_start()
+    assert seen == [("pinned", True), ("pageable", False)] * 2
+
+
 @pytest.mark.parametrize("name, overrides, words", [
     ("cuda-graph", {}, "needs CUDA"),
     ("capturable", {}, "needs CUDA"),
