@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The change measured inside one capture (capture --plant-every 2: the plant in step_1, step_3, ...
+# and its absence in step_0, step_2, ...), so both sides share the minute's CPU (docs/whatif.md,
+# "Repeated pairs"): the change is the median of the plant-free steps less the median of the planted
+# ones on the workload's Python clock, the prediction the replay of the planted steps with the edit.
+#   item     GPT-2 small, ctx 128, batch 4, no phase syncs, .item() after the forward (launch-bound), 2x
+#   input    ctx 128, phase syncs, a 64 MiB batch from pageable memory against the same batch pinned
+#   itemgpu  ctx 512, batch 8, nothing synchronised in the ranges, .item() before optimizer.step (GPU-bound)
+# 2 warm-ups + 16 steps each, no FLOP pass, no GPU memory usage; exports xz -9, one tar in $OUT.
+# Run on 2026-11-28 (one H100); the table: PYTHONPATH=$PWD python3 devruns/interleaved_table.py FOLDER.
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
+W=${WORK:-/tmp/nsight_tui_interleaved}
+rm -rf "$W" && mkdir -p "$W"
+devrun_start "$@"
+cap() { python3 -m nsight_tui capture --model small --warmup 2 --steps 16 --no-count --no-memory-usage "$@" 2>&1 \
+  | grep -E 'wrote|rror' || echo "capture failed: $*"; }
+for s in ${*:-item input itemgpu item}; do
+  stamp "$s"
+  case $s in
+    item) cap --ctx 128 --no-phase-sync --plant item --plant-every 2 --out "$W/item_$(date +%s)" ;;
+    input) cap --ctx 128 --plant pageable-input --plant-every 2 --out "$W/input" ;;
+    itemgpu) cap --ctx 512 --batch 8 --no-sync --plant item-before-step --plant-every 2 --out "$W/itemgpu" ;;
+  esac
+done
+stamp "xz"
+pids=()
+for f in "$W"/*/*.sqlite; do xz -9 -k "$f" & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p"; done  # by id: a bare wait would wait for the log's tee too
+(cd "$W" && tar -cf "$OUT/interleaved.tar" */*.sqlite.xz)
+sha256sum "$W"/*/*.sqlite; ls -la "$OUT"; stamp "done"
