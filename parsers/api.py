@@ -65,7 +65,8 @@ class Profile:
 
     @property
     def path(self) -> Path:
-        return Path(self.trace.path)
+        """The export as it was opened (a compressed file's own path, not its decompressed copy's)."""
+        return Path(self.trace.given)
 
     @property
     def notes(self) -> list[str]:

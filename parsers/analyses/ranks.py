@@ -188,7 +188,7 @@ def find_ranks(trace: Trace, file_rank: int | None = None) -> list[Rank]:
             rank, source = file_rank, "the file name"
         if rank is None:
             source = "process/GPU order"
-        found.append(Rank(int(gpid), int(pid), name, int(device), rank, str(trace.path), source))
+        found.append(Rank(int(gpid), int(pid), name, int(device), rank, str(trace.given), source))
     if any(r.rank is None for r in found):  # number the rest in process/GPU order, after the known
         taken = {r.rank for r in found if r.rank is not None}
         free = (i for i in range(len(found) + len(taken)) if i not in taken)

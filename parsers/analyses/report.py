@@ -100,7 +100,7 @@ def build(trace: Trace, options: Options | None = None, ncu: NcuAnalysis | None 
     if oom is not None and not oom.steps_finished:
         findings = no_step(findings)
     return Report(
-        file=str(trace.path),
+        file=str(trace.given),
         attribution=attribution,
         main_threads=main_threads.as_json(trace, model.main_info),
         config=config,

@@ -99,6 +99,11 @@ class Trace:
     opened_as: Path | None = field(default=None, repr=False, compare=False)
 
     @property
+    def given(self) -> Path:
+        """The path the export was opened by (a compressed file's own, not its decompressed copy's)."""
+        return self.path if self.opened_as is None else self.opened_as
+
+    @property
     def beside(self) -> Path:
         """The export's name where the user keeps it, for the records `capture` writes beside it."""
         return self.path if self.opened_as is None else as_plain_name(self.opened_as)

@@ -258,14 +258,14 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     err = float(np.median(np.abs(base.periods_ns - m_periods) / np.maximum(m_periods, 1)))
     if not parsed:
         hold, idle = _why(g, sr, base)
-        return Prediction(Path(trace.path), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err, [],
+        return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err, [],
                           base.step_ns, base.step_ns, base.step_ns, hold, idle, hold, idle, g.launch_latency_ns,
                           g.queue_gap_ns, [])
     ed = edited(trace, parsed, load)
     lo, mid, hi = ed.steps_ns(base.step_ns)
     hold, idle = _why(ed.graph, sr, ed.mid)
     b_hold, b_idle = _why(g, sr, base)
-    return Prediction(Path(trace.path), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
+    return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
                       ed.cpu_assumption if lo != hi else "")

@@ -62,6 +62,7 @@ def test_a_compressed_export_answers_as_the_plain_one(tmp_path, opener, suffix):
     a, b = json.loads(got.stdout), json.loads(want.stdout)
     for key in ("baseline", "predicted", "saving_ns", "holds_step"):
         assert a[key] == b[key], key
+    assert a["file"] == src.name  # the file given, not its decompressed copy
     # the compressed file only read, nothing written beside it
     assert _state(src.parent) == before
     # its decompressed copy in the cache folder, the file's name without the suffix
@@ -182,8 +183,8 @@ def test_a_folder_counts_its_compressed_exports(tmp_path):
     from nsight_tui.parsers.read.source import export_paths
 
     ranks = SAMPLES / "ranks_small_ctx128_ddp2"
-    for p in sorted(ranks.glob("*.sqlite")):
-        (tmp_path / (p.name + ".xz")).write_bytes(lzma.compress(p.read_bytes()[:4096]))
+    for p in sorted(ranks.glob("*.sqlite.xz")):
+        (tmp_path / p.name).write_bytes(lzma.compress(plain(p).read_bytes()[:4096]))
     (tmp_path / "notes.txt").write_text("not an export")
     (tmp_path / "x.xz").write_bytes(lzma.compress(b"not named as an export"))
     names = ["small_ctx128_ddp2_rank0.sqlite.xz", "small_ctx128_ddp2_rank1.sqlite.xz"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import step_sql
+from helpers.xz_samples import plain
 from conftest import SAMPLES
 from helpers.findings_twins import assert_pair, intersect, length, merge, ro, subtract
 from helpers.idle_reference import is_sync
@@ -61,7 +62,7 @@ def _reference(path) -> dict[tuple[int, int], dict]:
 
 
 @pytest.mark.parametrize("path", [SAMPLES / "small_ctx128_ddp2.sqlite",
-                                  SAMPLES / "ranks_small_ctx128_ddp2" / "small_ctx128_ddp2_rank1.sqlite"])
+                                  plain(SAMPLES / "ranks_small_ctx128_ddp2" / "small_ctx128_ddp2_rank1.sqlite.xz")])
 def test_waited_communication_and_firing_follow_the_definition(path):
     expected = _reference(path)
     trace = load_trace(path)
@@ -87,7 +88,7 @@ def test_a_rank_waiting_for_a_slower_one_is_no_overlap_problem():
     fast, slow = sorted(both.values(), key=lambda r: r["waited"])
     assert slow["waited"] > 5 * fast["waited"]
     assert RULE not in _ids(SAMPLES / "small_ctx128_ddp2.sqlite")
-    alone = _ids(SAMPLES / "ranks_small_ctx128_ddp2" / "small_ctx128_ddp2_rank1.sqlite")[RULE]
+    alone = _ids(plain(SAMPLES / "ranks_small_ctx128_ddp2" / "small_ctx128_ddp2_rank1.sqlite.xz"))[RULE]
     assert "only this rank" in alone.basis
 
 

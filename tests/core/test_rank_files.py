@@ -11,8 +11,10 @@ from nsight_tui.parsers.analyses import rank_files
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.analyses.ranks import summarise_trace
 from helpers import cli_process
+from helpers.xz_samples import plain
 
-FOLDER = SAMPLES / "ranks_small_ctx128_ddp2"
+FOLDER = SAMPLES / "ranks_small_ctx128_ddp2"  # one export per rank, each compressed whole (.sqlite.xz)
+FILES = sorted(FOLDER.glob("*.sqlite.xz"))
 
 
 def _key(summaries):
@@ -23,7 +25,7 @@ def _key(summaries):
 def test_folder_is_taken_as_ranks_of_one_run():
     group = rank_files.rank_files_in(FOLDER)
     assert group is not None and group.stem == "small_ctx128_ddp2"
-    assert [p.name for p in group.files] == ["small_ctx128_ddp2_rank0.sqlite", "small_ctx128_ddp2_rank1.sqlite"]
+    assert [p.name for p in group.files] == ["small_ctx128_ddp2_rank0.sqlite.xz", "small_ctx128_ddp2_rank1.sqlite.xz"]
     assert rank_files.rank_files_in(SAMPLES) is None  # the samples are different runs, not ranks
     groups = rank_files.group_rank_files([Path("a_rank0.sqlite"), Path("a_rank1.sqlite"), Path("b.sqlite")])
     assert [(g.stem, len(g.files)) for g in groups] == [("a", 2), ("b", 1)]
@@ -31,9 +33,9 @@ def test_folder_is_taken_as_ranks_of_one_run():
 
 def test_worker_processes_give_the_per_file_figures():
     expected = []
-    for path in sorted(FOLDER.glob("*.sqlite")):
-        expected += summarise_trace(load_trace(path), file_rank=int(path.stem[-1]))
-    run = rank_files.ranks_of_files(sorted(FOLDER.glob("*.sqlite")), workers=2)
+    for path in FILES:
+        expected += summarise_trace(load_trace(path), file_rank=int(path.name.split(".")[0][-1]))
+    run = rank_files.ranks_of_files(FILES, workers=2)
     assert _key(run.ranks) == _key(expected)
     assert [s.rank.rank for s in run.ranks] == [0, 1]
     assert any("session start" in n for n in run.notes)
@@ -41,7 +43,7 @@ def test_worker_processes_give_the_per_file_figures():
 
 def test_dask_local_cluster_gives_the_same_figures():
     pytest.importorskip("dask.distributed")
-    files = sorted(FOLDER.glob("*.sqlite"))
+    files = FILES
     local = rank_files.ranks_of_files(files, workers=1)
     on_dask = rank_files.ranks_of_files(files, scheduler="local", workers=2)
     assert _key(on_dask.ranks) == _key(local.ranks)
@@ -65,7 +67,7 @@ def test_the_clock_note_says_how_arrivals_are_compared():
     files = rank_files.rank_files_in(FOLDER).files
     starts = []
     for f in files:
-        con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+        con = sqlite3.connect(f"file:{plain(f)}?mode=ro", uri=True)
         starts.append(con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0])
         con.close()
     run = rank_files.ranks_of_files(files, workers=1)

@@ -8,6 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 from helpers import step_sql
+from helpers.xz_samples import plain
 from conftest import SAMPLES, shared_trace
 from helpers.idle_reference import gaps
 
@@ -66,7 +67,8 @@ RANK_FILES = SAMPLES / "ranks_small_ctx128_ddp2"
                                   "ranks:small_ctx128_ddp2_rank1"])
 def test_per_rank_kernels_and_communication_match_sql(name):
     where, _, stem = name.rpartition(":")
-    path = {"sample": SAMPLES, "ranks": RANK_FILES}[where] / f"{stem}.sqlite" if where else shared_trace(name)
+    path = (plain(SAMPLES / f"{stem}.sqlite") if where == "sample" else plain(RANK_FILES / f"{stem}.sqlite.xz")
+            if where else shared_trace(name))
     run = ranks.ranks_of_trace(load_trace(path))
     expected = _kernels_by_rank(path)
     assert {(s.rank.pid, s.rank.device) for s in run.ranks} >= set(expected)

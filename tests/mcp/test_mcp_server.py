@@ -131,8 +131,8 @@ def test_lists_every_tool_read_only(served):
         assert t.annotations is not None and t.annotations.read_only_hint, t.name
         assert t.description and t.input_schema["type"] == "object"
     files = served.ok("files")
-    assert [f["name"] for f in files["files"]] == [SMALL, FUSED, DDP, f"{RANK_FOLDER}/small_ctx128_ddp2_rank0.sqlite",
-                                                   f"{RANK_FOLDER}/small_ctx128_ddp2_rank1.sqlite"]
+    assert [f["name"] for f in files["files"]] == [SMALL, FUSED, DDP, f"{RANK_FOLDER}/small_ctx128_ddp2_rank0.sqlite.xz",
+                                                   f"{RANK_FOLDER}/small_ctx128_ddp2_rank1.sqlite.xz"]
     assert files["folders"] == [RANK_FOLDER]
 
 

@@ -23,7 +23,7 @@ def test_folder_serves_its_direct_exports_only():
     assert kinds["sample_traces/twin_small_ctx128_pqtdir"] == "parquetdir"
     assert kinds["sample_traces/twin_small_ctx128_arwdir"] == "arrowdir"
     assert s.file(str(ROOT / "sample_traces" / "small_ctx128.sqlite")).name == "sample_traces/small_ctx128.sqlite"
-    for other in ("sample_traces/ranks_small_ctx128_ddp2/small_ctx128_ddp2_rank0.sqlite",  # one level down
+    for other in ("sample_traces/ranks_small_ctx128_ddp2/small_ctx128_ddp2_rank0.sqlite.xz",  # one level down
                   "sample_traces/twin_small_ctx128_pqtdir/StringIds.parquet",  # inside an export
                   "sample_traces/make_edge_cases.py", "sample_traces", "README.md"):
         with pytest.raises(NotServed):
