@@ -10,9 +10,9 @@ import pytest
 
 from conftest import ROOT, SAMPLES, mutated_copy, shared_trace
 from helpers.intervals import merged_length
-from helpers.replay_twins import REPEATS, TWINS
-from helpers.step_sql import python_steps, steps
-from helpers.twins_table import markdown, repeats_row, row
+from helpers.replay_twins import INTERLEAVED, REPEATS, TWINS
+from helpers.step_sql import python_step_marks, python_steps, steps
+from helpers.twins_table import interleaved_row, markdown, repeats_row, row
 from helpers.xz_samples import plain
 
 from nsight_tui.parsers.read.load import load_trace
@@ -252,6 +252,32 @@ def test_by_finding_judges_a_rule_on_its_sets_where_it_has_any():
             row_of("d", 1, -1.5, noise=4, pairs=6), row_of("d", -10, -2)]  # its set within noise; a single miss
     assert [r.verdict for r in rows] == ["no", "yes", "yes", "noise", "yes", "no", "noise", "no"]
     assert by_finding(rows) == {"a": "yes", "b": "noise", "c": "no", "d": "noise"}
+
+
+# Captures with the change on every other step the replay does not meet: strict, as KNOWN_MISSES.
+KNOWN_INTERLEAVED_MISSES = {
+    "pageable -> pinned input, every other step (H100)":
+        "the phases after the copy jitter step to step (a backward 12.1 to 21.4 ms): the error is inside "
+        "the steps' noise, the change larger than it",
+}
+
+
+@pytest.mark.parametrize("capture", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_INTERLEAVED_MISSES[c.name]))
+                                     if c.name in KNOWN_INTERLEAVED_MISSES else c for c in INTERLEAVED],
+                         ids=lambda c: c.name)
+def test_the_change_on_every_other_step_of_one_capture(capture):
+    """`capture --plant-every 2`: the plant-free steps less the planted ones on the workload's own
+    clock (read here in SQL, by step name), against the planted steps replayed with the edit."""
+    r = interleaved_row(capture)
+    marks = python_step_marks(plain(capture.capture))
+    on = [v / 1e6 for n, v in marks.items() if int(n.split("_")[1]) % 2]
+    off = [v / 1e6 for n, v in marks.items() if not int(n.split("_")[1]) % 2]
+    assert len(on) == len(off) >= 8 and r.pairs == len(on)
+    assert r.change_ms == pytest.approx(np.median(off) - np.median(on))
+    assert r.noise_ms == pytest.approx(2 * np.sqrt(np.var(on, ddof=1) / len(on) + np.var(off, ddof=1) / len(off)))
+    assert r.low_ms <= r.predicted_ms <= r.high_ms
+    _assert_shown_as_computed(r)
+    assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
 
 
 def _assert_shown_as_computed(r) -> None:

@@ -79,6 +79,17 @@ class Repeats:
         return self.pairs[0].rule
 
 
+@dataclass(frozen=True)
+class Interleaved:
+    """One capture with the change on every other step (`capture --plant-every 2`: planted in step_1,
+    step_3, ..., not in step_0, step_2, ...): both sides on the same minute's CPU; the planted steps
+    replayed as they ran with the edit against without (twins_table.interleaved_row)."""
+    name: str
+    capture: Path
+    edits: tuple[str, ...]
+    rule: str = ""
+
+
 def _manifest() -> list[dict]:
     import json
 
@@ -93,8 +104,11 @@ def _twin(r: dict, base: str, twin: str, name: str) -> Twin:
 
 # Pairs captured later: sample_traces/replay/twins.json, a list of {"name", "base", "twin", "edits",
 # "rule"} with paths relative to sample_traces/replay/ (`kernels-from:{twin}` as above); an entry with
-# "pairs": [[base, twin], ...] in place of base and twin is a set of repeats.
-TWINS = TWINS + tuple(_twin(r, r["base"], r["twin"], r["name"]) for r in _manifest() if "pairs" not in r)
+# "pairs": [[base, twin], ...] in place of base and twin is a set of repeats, one with "capture" an
+# interleaved capture.
+TWINS = TWINS + tuple(_twin(r, r["base"], r["twin"], r["name"]) for r in _manifest() if "base" in r)
+INTERLEAVED = tuple(Interleaved(r["name"], ROOT / "replay" / r["capture"], tuple(r["edits"]), r.get("rule", ""))
+                    for r in _manifest() if "capture" in r)
 REPEATS = (
     # the async/h100_repeats pairs above: one call, fp32 and TF32 alternating
     Repeats("fp32 -> TF32 (H100, 3 pairs alternating)", tuple(t for t in TWINS if t.name.startswith("fp32 -> TF32 (H100 repeat"))),

@@ -114,6 +114,11 @@ def steps_of(its: list[Iteration], pid: int | None = None) -> list[Iteration]:
 
 def python_steps(path: Path) -> list[float]:
     """The workload's own step times (ns) from its `nsight-tui:step` marks, steady state."""
+    return list(python_step_marks(path).values())
+
+
+def python_step_marks(path: Path) -> dict[str, float]:
+    """The same, by step name (`step_3` -> ns), in the marks' order."""
     import json
 
     con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
@@ -121,7 +126,7 @@ def python_steps(path: Path) -> list[float]:
         LEFT JOIN StringIds s ON s.id = e.textId WHERE coalesce(e.text, s.value) LIKE 'nsight-tui:step %'""")]
     con.close()
     marks = [json.loads(t.split(" ", 1)[1]) for t in texts]
-    return [m["seconds"] * 1e9 for m in marks if str(m.get("name", "")).startswith("step_")]
+    return {m["name"]: m["seconds"] * 1e9 for m in marks if str(m.get("name", "")).startswith("step_")}
 
 
 # Per CUDA call inside a step's range named {phase} (the innermost NVTX range of that name inside a

@@ -39,8 +39,8 @@ import numpy as np
 HERE = Path(__file__).resolve()
 sys.path[:0] = [str(HERE.parents[1]), str(HERE.parents[2])]
 
-from helpers.replay_twins import REPEATS, TWINS, Repeats, Twin  # noqa: E402
-from helpers.step_sql import python_steps  # noqa: E402
+from helpers.replay_twins import INTERLEAVED, REPEATS, TWINS, Interleaved, Repeats, Twin  # noqa: E402
+from helpers.step_sql import python_step_marks, python_steps  # noqa: E402
 from helpers.xz_samples import plain  # noqa: E402
 
 DOC = HERE.parents[2] / "docs" / "whatif.md"
@@ -62,7 +62,8 @@ class Row:
     old_ms: float | None  # the rule's estimate as a change (negative: faster); None: not raised
     rule: str
     at_twin_pace_ms: float | None = None  # a miss's predicted change at the twin's CPU pace (at_twin_pace)
-    pairs: int = 1  # a set of repeated pairs: how many (repeats_row)
+    pairs: int = 1  # a set of repeated pairs: how many (repeats_row); one capture's planted steps
+    one_capture: bool = False  # the change on every other step of one capture (interleaved_row)
 
     @property
     def error_ms(self) -> float:
@@ -151,6 +152,38 @@ def repeats_row(s: Repeats, old: bool = True) -> Row:
     return r
 
 
+def planted(name: str) -> bool:
+    """`capture --plant-every 2` plants in step_1, step_3, ..."""
+    return int(name.rsplit("_", 1)[1]) % 2 == 1
+
+
+def interleaved_row(t: Interleaved) -> Row:
+    """One capture with the change on every other step as one row: the change the median of the
+    plant-free steps less the planted ones' on the Python clock, its noise twice the standard error of
+    that difference from the steps' own spread; the prediction the planted steps replayed as they ran
+    (each its own host time, not the typical step) with the edit less without, medians over them (the
+    edit's low and high ends); the old estimate none (the rule on a capture half planted)."""
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.replay import edits
+    from nsight_tui.parsers.replay.predict import graph_of, replay
+    from nsight_tui.parsers.replay.simulate import Plan
+
+    path = plain(t.capture)
+    marks = python_step_marks(path)
+    on = [v for n, v in marks.items() if planted(n)]
+    off = [v for n, v in marks.items() if not planted(n)]
+    trace = load_trace(path)
+    g, sr = graph_of(trace)
+    mask = np.array([planted(n) for n, s in zip(sr.names, sr.is_step) if s])
+    base = replay(g, sr, Plan.of(g)).periods_ns[mask]
+    ed = edits.apply(g, sr, [edits.parse(e) for e in t.edits], load_trace)
+    low, mid, high = (float(np.median(replay(g, sr, p).periods_ns[mask]) - np.median(base)) / 1e6 for p in ed.plans)
+    ms = 1e6
+    a, b = float(np.median(on)), float(np.median(off))
+    return Row(t.name, " ".join(t.edits), a / ms, b / ms, (b - a) / ms, noise_ns(on, off) / ms,
+               max(0.2 * abs(b - a), 0.02 * b) / ms, mid, low, high, None, t.rule, pairs=len(on), one_capture=True)
+
+
 def at_twin_pace(t: Twin) -> float | None:
     """A pair's predicted change (ms) with this capture's CPU at the twin's pace: each thread's host
     time between two same-named launches that no changed kernel touches scaled by the twin's pace over
@@ -182,8 +215,9 @@ def markdown(rows: list[Row]) -> str:
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         rng = f" ({_f(r.low_ms)}..{_f(r.high_ms)})" if (r.low_ms, r.high_ms) != (r.predicted_ms, r.predicted_ms) else ""
-        old = f"not raised (`{r.rule}`)" if r.old_ms is None else f"{_f(r.old_ms)} (`{r.rule}`)"
-        closer = "" if r.closer_than_old else ", not closer than the old"
+        old = (f"– (one capture; `{r.rule}`)" if r.one_capture else f"not raised (`{r.rule}`)" if r.old_ms is None
+               else f"{_f(r.old_ms)} (`{r.rule}`)")
+        closer = "" if r.one_capture or r.closer_than_old else ", not closer than the old"
         if r.at_twin_pace_ms is not None:
             closer = f" ({_f(r.at_twin_pace_ms)} at the twin's CPU pace){closer}"
         out.append(f"| {r.name.replace('->', '→')} | `{r.edit}` | {r.base_ms:.2f} | {r.twin_ms:.2f} | {_f(r.change_ms)} "
@@ -192,19 +226,22 @@ def markdown(rows: list[Row]) -> str:
     n_yes = sum(r.verdict == "yes" for r in rows)
     n_noise = sum(r.verdict == "noise" for r in rows)
     n_pace = sum(r.verdict == "pace" for r in rows)
-    n_closer = sum(r.closer_than_old for r in rows)
+    with_old = [r for r in rows if not r.one_capture]  # one capture half planted has no old estimate
+    n_closer = sum(r.closer_than_old for r in with_old)
     n_inside = sum(r.low_ms <= r.change_ms <= r.high_ms for r in rows)
     out.append("")
     findings = by_finding(rows)
-    out.append("By finding, each judged on its sets of repeated pairs where it has one, else on its pairs: "
+    out.append("By finding, each judged on its sets of repeated pairs and its captures with the change on every other "
+               "step where it has any, else on its pairs: "
                + ", ".join(f"`{rule}` {v}" for rule, v in findings.items())
                + f" ({sum(v == 'yes' for v in findings.values())} of {len(findings)} within tolerance on every row, "
                f"{sum(v == 'noise' for v in findings.values())} more within a row's own noise).")
     out.append("")
-    out.append(f"{n_yes} of {len(rows)} rows (a pair, or a set of repeated pairs) within tolerance, {n_noise} more within "
+    out.append(f"{n_yes} of {len(rows)} rows (a pair, a set of repeated pairs, or one capture with the change on every "
+               f"other step) within tolerance, {n_noise} more within "
                f"the row's own noise, "
                f"{n_pace} more within tolerance at the twin's CPU pace; "
-               f"the prediction closer to the change than the old estimate on {n_closer} of {len(rows)}; the change "
+               f"the prediction closer to the change than the old estimate on {n_closer} of {len(with_old)}; the change "
                f"inside the predicted range on {n_inside} of {len(rows)}.")
     return "\n".join(out)
 
@@ -212,8 +249,9 @@ def markdown(rows: list[Row]) -> str:
 def by_finding(rows: list[Row]) -> dict[str, str]:
     """Per findings rule, in the rows' order: `yes` where every row it is judged on is within
     tolerance, `noise` where each is within tolerance or its own noise, else `no`. A rule is judged
-    on its sets of repeated pairs where it has any (one pair of a launch-bound change measures the
-    CPU's pace of that minute as much as the change), else on its single pairs."""
+    on its sets of repeated pairs and its captures with the change on every other step where it has
+    any (one pair of a launch-bound change measures the CPU's pace of that minute as much as the
+    change), else on its single pairs."""
     out = {}
     for rule in dict.fromkeys(r.rule for r in rows):
         mine = [r for r in rows if r.rule == rule]
@@ -232,7 +270,7 @@ def summary(rows: list[Row]) -> str:
     the old estimate and the verdict."""
     out = ["| pair | measured change | predicted (range) | old estimate | within |", "|---|---:|---:|---:|---|"]
     for r in rows:
-        old = "not raised" if r.old_ms is None else _f(r.old_ms)
+        old = "– (one capture)" if r.one_capture else "not raised" if r.old_ms is None else _f(r.old_ms)
         out.append(f"| {r.name.replace('->', '→')} | {_f(r.change_ms)} | {_f(r.predicted_ms)} ({_f(r.low_ms)}..{_f(r.high_ms)}) "
                    f"| {old} | {r.verdict} |")
     lines = markdown(rows).splitlines()
@@ -310,10 +348,10 @@ def main(argv: list[str]) -> int:
             write(table, FINDINGS_DOC, FINDINGS_BEGIN, FINDINGS_END)
         return 0
     rows = []
-    for t in (*TWINS, *REPEATS):
+    for t in (*TWINS, *REPEATS, *INTERLEAVED):
         if only and not any(o in t.name for o in only):
             continue
-        r = repeats_row(t) if isinstance(t, Repeats) else row(t)
+        r = repeats_row(t) if isinstance(t, Repeats) else interleaved_row(t) if isinstance(t, Interleaved) else row(t)
         rows.append(r)
         print(markdown([r]).splitlines()[2], file=sys.stderr, flush=True)
     table = markdown(rows)
