@@ -13,13 +13,13 @@ devrun_install
 W=${WORK:-/tmp/nsight_tui_interleaved}
 rm -rf "$W" && mkdir -p "$W"
 devrun_start "$@"
-cap() { python3 -m nsight_tui capture --model small --warmup 2 --steps 16 --no-count --no-memory-usage "$@" 2>&1 \
+cap() { python3 -m nsight_tui capture --model small --warmup 2 --steps "${STEPS:-16}" --no-count --no-memory-usage "$@" 2>&1 \
   | grep -E 'wrote|rror' || echo "capture failed: $*"; }
 for s in ${*:-item input itemgpu item}; do
   stamp "$s"
   case $s in
     item) cap --ctx 128 --no-phase-sync --plant item --plant-every 2 --out "$W/item_$(date +%s)" ;;
-    input) cap --ctx 128 --plant pageable-input --plant-every 2 --out "$W/input" ;;
+    input) cap --ctx 128 --plant pageable-input --plant-every 2 --out "$W/input_$(date +%s)" ;;
     itemgpu) cap --ctx 512 --batch 8 --no-sync --plant item-before-step --plant-every 2 --out "$W/itemgpu" ;;
   esac
 done
