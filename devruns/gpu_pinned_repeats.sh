@@ -19,17 +19,12 @@ devrun_install
 W=${WORK:-/tmp/nsight_tui_pinned}
 rm -rf "$W" && mkdir -p "$W"
 devrun_start "$@"
-pace() { python3 -c "
-import time
-t=time.perf_counter();s=0
-for i in range(10**7): s+=i
-print('pace_s',round(time.perf_counter()-t,4))"; }
 for k in 1 2 3; do for m in A B; do
   plant=pageable-input; [ $m = B ] && plant=pinned-input
-  stamp "$m$k $plant"; pace
+  stamp "$m$k $plant"; cpu_probe
   python3 -m nsight_tui capture --model small --steps 4 --warmup 2 --no-count --no-memory-usage --ctx 128 \
     --plant $plant --out "$W/r$k" 2>&1 | grep -E '^\s+\[[0-9]/|wrote|rror' || echo "capture $m$k failed"
-  pace
+  cpu_probe
 done; done
 stamp "xz"
 for k in 1 2 3; do for f in "$W/r$k"/*.sqlite; do

@@ -14,6 +14,8 @@
 #   tf32rev  the same, B before A in each pair (does the order of the two carry the miss?)
 # Run on 2026-11-28, one H100 each: `input item` (482 s), then `tf32` with WARM_S=30 (137 s), then
 # `tf32rev` likewise.
+# (Its logs print the probe as `probe_ms`: the same loop of 10^6, written in the script then, now
+# preamble.sh's cpu_probe, which prints seconds.)
 # Exports `xz -9`, one tar in $OUT (SET_rK_NAME.sqlite.xz: at most 8 files come back).
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 devrun_install
@@ -37,11 +39,6 @@ for u, ms in hist: bins.setdefault(int(u // 10) * 10, []).append(ms)
 print("warm-up probe (ms) by uptime:", " ".join(f"{b}s:{sorted(v)[len(v)//2]:.0f}" for b, v in sorted(bins.items())))
 print(f"warm-up: {len(hist)} probes in {time.time() - t0:.0f} s, up {up():.0f} s")
 PY
-probe() { python3 -c "
-import time
-t=time.perf_counter();s=0
-for i in range(10**6): s+=i
-print('probe_ms',round((time.perf_counter()-t)*1e3,1))"; }
 cap() { python3 -m nsight_tui capture --model small --warmup 2 --no-count --no-memory-usage "$@" 2>&1 \
   | grep -E 'wrote|rror' || echo "capture failed: $*"; }
 sets=${*:-input item}
@@ -49,18 +46,18 @@ for k in 1 2 3; do
   for s in $sets; do case $s in
     input) for p in pageable-input pinned-input none; do
              o=(--plant $p); [ $p = none ] && o=()
-             stamp "input r$k $p"; probe
+             stamp "input r$k $p"; cpu_probe 6
              cap --steps 4 --ctx 128 "${o[@]}" --out "$W/input_r$k"
            done ;;
     tf32|tf32rev)  order="fp32 tf32"; [ $s = tf32rev ] && order="tf32 fp32"
            for p in $order; do
              o=(--tf32); [ $p = fp32 ] && o=()
-             stamp "tf32 r$k $p"; probe
+             stamp "tf32 r$k $p"; cpu_probe 6
              cap --steps 4 --ctx 512 "${o[@]}" --out "$W/tf32_r$k"
            done ;;
     item)  for p in item none; do
              o=(--plant $p); [ $p = none ] && o=()
-             stamp "item r$k $p"; probe
+             stamp "item r$k $p"; cpu_probe 6
              cap --steps 8 --ctx 128 --no-phase-sync "${o[@]}" --out "$W/item_r$k"
            done ;;
   esac; done

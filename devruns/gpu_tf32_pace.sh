@@ -12,17 +12,12 @@ devrun_install
 W=${WORK:-/tmp/w}
 rm -rf "$W" && mkdir -p "$W"
 devrun_start "$@"
-pace() { python3 -c "
-import time
-t=time.perf_counter();s=0
-for i in range(10**7): s+=i
-print('pace_s',round(time.perf_counter()-t,4))"; }
 for k in 1 2 3; do for m in A B; do
   o=; [ $m = B ] && o=--tf32
-  stamp "$m$k"; pace; pace
+  stamp "$m$k"; cpu_probe; cpu_probe
   python3 -m nsight_tui capture --model small --no-sync --no-count --ctx 512 --batch 8 --warmup 3 --steps 5 $o \
     --out "$W/$m$k" > "$W/$m$k.log" 2>&1 || tail -5 "$W/$m$k.log"
-  pace
+  cpu_probe
 done; done
 find "$W" -name '*.sqlite' -print0 | xargs -0 -P 6 -n 1 xz -9
 tar -C "$W" -cf "$OUT/abab.tar" .

@@ -10,7 +10,7 @@
 #   SKIP_PIP set: `devrun_install` installs nothing (the wheels' packages are importable already)
 #   NCU_HOME, NSYS, NCU  Nsight Compute's folder and the two programs (nsys ships inside it there)
 # It defines REPORTS (NVIDIA's `nsys stats` reports, the tests' oracle), T0, and the functions
-# stamp, devrun_start, devrun_install, devrun_pair and nsys_oracle below.
+# stamp, devrun_start, devrun_install, devrun_pair, nsys_oracle and cpu_probe below.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -70,4 +70,14 @@ nsys_oracle() {
   for p in "${pids[@]}"; do wait "$p"; done
   rm -rf "$dir/.copies"
   sha256sum "$dir"/*.sqlite; ls -la "$dir" "$dir/oracle"
+}
+
+# The CPU's pace now: a fixed pure-Python loop of 10^N additions (default 7), its time printed as
+#   pace_s SECONDS   (a lent machine's CPU changes speed from one minute to the next: docs/whatif.md)
+cpu_probe() {
+  python3 -c "
+import sys, time
+t = time.perf_counter(); s = 0
+for i in range(10**int(sys.argv[1])): s += i
+print('pace_s', round(time.perf_counter() - t, 4))" "${1:-7}"
 }
