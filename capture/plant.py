@@ -19,6 +19,9 @@ known: the findings rules (parsers/analyses/findings.py) are tested against them
 | gelu-unfused     | the MLP's GELU as nanoGPT's manual tanh formula:   | gelu-fused         | elementwise-chain       |
 |                  | 8 elementwise kernels forward, more in backward    |                    |                         |
 | gelu-fused       | the same tanh GELU as one kernel (F.gelu, tanh)    | –                  | (the fix)               |
+| fp32-gemm        | fp32 matmuls on the CUDA cores (precision          | `--tf32`           | fp32-gemm-without-      |
+|                  | "highest", PyTorch's default); with --plant-every, | (TF32: "high")     | tensor-cores            |
+|                  | TF32 ("high") in the other steps                   |                    |                         |
 
 item-before-step is logging the loss (or checking a grad norm) before `optimizer.step()`: in a
 GPU-bound step the CPU runs ahead during the backward, and the sync throws that lead away, so
@@ -29,7 +32,9 @@ function as gelu-unfused (GELU's tanh approximation, `F.gelu(x, approximate='tan
 differ only in how many kernels compute it; the default model's exact (erf) GELU is also one
 kernel of the same size, but another function.
 
-TF32 is the existing `--tf32` switch (planted: fp32 GEMMs on CUDA cores; twin: `--tf32`).
+TF32 is the existing `--tf32` switch (planted: fp32 GEMMs on CUDA cores; twin: `--tf32`); the plant
+fp32-gemm is the same cause named as a plant, so that `--plant-every` can put the two precisions in
+alternate steps of one capture (PyTorch reads the precision at each matmul, so it switches per step).
 `cuda-graph` needs CUDA, training, one process and `--no-phase-sync` (nothing may synchronise
 inside a captured graph); nsys then records each graph kernel (`--cuda-graph-trace=node`).
 `ddp-one-bucket` needs `--ddp N`.
@@ -61,6 +66,8 @@ PLANTS = {
     "gelu-unfused": "the MLP's GELU written out as nanoGPT's tanh formula: a chain of elementwise kernels, "
                     "forward and backward",
     "gelu-fused": "the same tanh GELU as one kernel (F.gelu(approximate='tanh')): the fix of gelu-unfused",
+    "fp32-gemm": "fp32 matmuls on the CUDA cores (PyTorch's default precision); with --plant-every, TF32 "
+                 "tensor-core matmuls in the other steps (the fix, --tf32)",
 }
 # The MLP's activation each plant asks for (capture.model.MLP); the rest keep the model's F.gelu.
 ACTIVATION = {"gelu-unfused": "gelu-manual", "gelu-fused": "gelu-tanh"}
@@ -68,10 +75,11 @@ ACTIVATION = {"gelu-unfused": "gelu-manual", "gelu-fused": "gelu-tanh"}
 
 # Plants that act inside a step, so they can act on some steps only (`every`): the change and its
 # absence in one capture, on the same minute's CPU (a pair of captures measures that CPU as much).
-ALTERNATING = ("host-sleep", "item", "item-before-step", "pageable-input")
+ALTERNATING = ("host-sleep", "item", "item-before-step", "pageable-input", "fp32-gemm")
 
 
-def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync: bool, every: int = 1) -> None:
+def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync: bool, every: int = 1,
+          tf32: bool = False) -> None:
     """ValueError when the plant cannot run in this configuration (before any work starts)."""
     if plant and plant not in PLANTS:
         raise ValueError(f"unknown plant {plant!r}; choose from {', '.join(PLANTS)}")
@@ -87,6 +95,8 @@ def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync:
         if not cuda or distributed or phase_sync:
             raise ValueError("plant cuda-graph needs CUDA, one process and --no-phase-sync (nothing may "
                              "synchronise inside a captured graph)")
+    if plant == "fp32-gemm" and tf32:
+        raise ValueError("plant fp32-gemm sets the matmul precision step by step: leave out --tf32")
     if plant == "ddp-one-bucket" and not distributed:
         raise ValueError("plant ddp-one-bucket needs data-parallel ranks (--ddp N)")
 
@@ -143,6 +153,9 @@ class Planter:
         in the iterations whose number is N-1 modulo N (step_1, step_3, ... for 2) and not in the others."""
         number = name.rsplit("_", 1)[-1]
         self.on = self.every == 1 or (number.isdigit() and int(number) % self.every == self.every - 1)
+        if self.plant == "fp32-gemm":
+            # "highest" keeps fp32 GEMMs on the CUDA cores; "high" lets cuBLAS use TF32 tensor cores
+            self.torch.set_float32_matmul_precision("highest" if self.on else "high")
 
     def step_start(self) -> None:
         """At the start of each iteration, inside its range, before the forward."""

@@ -82,7 +82,7 @@ class _Workload:
         self.cuda = self.device.type == "cuda"
         self.train = config.mode == "train"
         plants.check(config.plant, train=self.train, cuda=self.cuda, distributed=self.distributed.active,
-                     phase_sync=config.phase_sync, every=config.plant_every)
+                     phase_sync=config.phase_sync, every=config.plant_every, tf32=config.tf32)
         if config.tf32:
             # TF32 tensor-core matmuls for fp32 tensors ("highest", PyTorch's default, keeps fp32
             # GEMMs on the CUDA cores).

@@ -6,8 +6,11 @@
 #   item     GPT-2 small, ctx 128, batch 4, no phase syncs, .item() after the forward (launch-bound), 2x
 #   input    ctx 128, phase syncs, a 64 MiB batch from pageable memory against the same batch pinned
 #   itemgpu  ctx 512, batch 8, nothing synchronised in the ranges, .item() before optimizer.step (GPU-bound)
-# 2 warm-ups + 16 steps each, no FLOP pass, no GPU memory usage; exports xz -9, one tar in $OUT.
-# Run on 2026-11-28 (one H100); the table: PYTHONPATH=$PWD python3 devruns/interleaved_table.py FOLDER.
+#   tf32     ctx 512, batch 4, phase syncs: fp32 matmuls in the odd steps, TF32 in the even ones
+#   tf32async  the same at batch 8 with nothing synchronised in the ranges
+# 2 warm-ups + 16 steps each (STEPS), no FLOP pass, no GPU memory usage; exports xz -9, one tar in $OUT.
+# Run on 2026-11-28 (one H100; again on an H200 with STEPS=24 and on an H100 with STEPS=24 and the
+# tf32 cases); the table: PYTHONPATH=$PWD python3 devruns/interleaved_table.py FOLDER.
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 devrun_install
 W=${WORK:-/tmp/nsight_tui_interleaved}
@@ -21,6 +24,8 @@ for s in ${*:-item input itemgpu item}; do
     item) cap --ctx 128 --no-phase-sync --plant item --plant-every 2 --out "$W/item_$(date +%s)" ;;
     input) cap --ctx 128 --plant pageable-input --plant-every 2 --out "$W/input_$(date +%s)" ;;
     itemgpu) cap --ctx 512 --batch 8 --no-sync --plant item-before-step --plant-every 2 --out "$W/itemgpu" ;;
+    tf32) cap --ctx 512 --plant fp32-gemm --plant-every 2 --out "$W/tf32_$(date +%s)" ;;
+    tf32async) cap --ctx 512 --batch 8 --no-sync --plant fp32-gemm --plant-every 2 --out "$W/tf32async" ;;
   esac
 done
 stamp "xz"

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -718,7 +719,8 @@ def _segments(trace, kernels: np.ndarray, sr: StepRanges, pid: int) -> dict[str,
     return out
 
 
-def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool = False) -> None:
+def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool = False,
+                  twin_iterations: Mapping[str, str] | None = None) -> None:
     path = Path(e.twin)
     try:
         twin = load(path)
@@ -747,7 +749,7 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
         # never pairs one step's kernels with another's
         segs_a, segs_b = _segments(g.trace, a_all, sr, pid), _segments(twin, b_all, twin_sr, tpid)
         for key, a in segs_a.items():
-            b = segs_b.get(key)
+            b = segs_b.get(twin_iterations.get(key, key) if twin_iterations else key)
             if b is None or len(a) == 0:
                 continue
             if len(a) == len(b):
@@ -901,12 +903,15 @@ def _collectives_from(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, mine_
             "last gradient, as in the twin)")
 
 
-def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: bool = False) -> Edited:
+def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: bool = False,
+          twin_iterations: Mapping[str, str] | None = None) -> Edited:
     """The edits' plans over `g` (predict passes the typical step's graph, pace.typical_host; the
     range of the CPU's pace is predict's, pace.cpu_range). `twin_host`: a diagnostic of
     `kernels-from` (the CPU at the twin's pace, read off the stretches
     of host time between two same-named launches that no changed kernel touches, stretches.carry),
-    never a prediction."""
+    never a prediction. `twin_iterations`: for `kernels-from`, this capture's iteration name -> the
+    twin's iteration whose kernels it takes (default: the one of the same name); with the twin the
+    same capture, one step takes another's kernels (a change made on every other step of one capture)."""
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
     for e in edits:
         if e.kind == "speed":
@@ -924,7 +929,7 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
         elif e.kind == "pin":
             _pin(g, sr, e, ed)
         elif e.kind == "kernels-from":
-            _kernels_from(g, sr, e, ed, load, twin_host)
+            _kernels_from(g, sr, e, ed, load, twin_host, twin_iterations)
         elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
             raise EditError(f"{e.text}: a finding's fix is read through the findings (Profile.whatif)")
     return ed

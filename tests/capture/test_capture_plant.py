@@ -78,7 +78,7 @@ def test_a_plant_every_other_step_acts_in_the_odd_ones_only(monkeypatch):
                            timeout=120)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "nsight-tui capture: --plant-every needs a plant that acts inside a step: host-sleep, item, "
-        "item-before-step, pageable-input"]
+        "item-before-step, pageable-input, fp32-gemm"]
 
 
 def test_pageable_input_every_other_step_copies_the_pinned_batch_in_the_others():
@@ -98,6 +98,30 @@ def test_pageable_input_every_other_step_copies_the_pinned_batch_in_the_others()
         planter.begin(name)
         planter.step_start()
     assert seen == [("pinned", True), ("pageable", False)] * 2
+
+
+def test_fp32_gemm_every_other_step_runs_the_odd_steps_matmuls_at_fp32_and_the_others_at_tf32(monkeypatch):
+    """The precision each iteration's forward matmuls were launched at, read where the model's
+    linear layers run: "highest" (fp32 on the CUDA cores) in the planted iterations, "high" (TF32
+    tensor cores) in the others; `--tf32` beside the plant is refused."""
+    rec = StackAnnotator()
+    seen: dict[str, set[str]] = {}
+    real = torch.nn.functional.linear
+
+    def spy(*args, **kwargs):
+        seen.setdefault(rec.stack[0], set()).add(torch.get_float32_matmul_precision())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "linear", spy)
+    before = torch.get_float32_matmul_precision()
+    try:  # the plant sets the process's precision: this test process's next tests run at the old one
+        run_workload(tiny(plant="fp32-gemm", steps=4, warmup=2, plant_every=2), rec, log=lambda line: None)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert seen == {n: {"highest" if n.endswith(("_1", "_3")) else "high"}
+                    for n in ("warmup_0", "warmup_1", "step_0", "step_1", "step_2", "step_3")}
+    with pytest.raises(ValueError, match="leave out --tf32"):
+        plant.check("fp32-gemm", train=True, cuda=True, distributed=False, phase_sync=True, every=2, tf32=True)
 
 
 @pytest.mark.parametrize("name, overrides, words", [
