@@ -17,7 +17,8 @@ from helpers.twins_table import interleaved_row, markdown  # noqa: E402
 
 EDITS = {"_item-every": ("nosync:cudaStreamSynchronize", "sync-stall"),
          "_item-before-step-every": ("nosync:cudaStreamSynchronize", "sync-stall"),
-         "_pageable-input-every": ("pin", "pageable-memcpy")}
+         "_pageable-input-every": ("pin", "pageable-memcpy"),
+         "_fp32-gemm-every": ("kernels-from:{self}", "fp32-gemm-without-tensor-cores")}
 
 
 def main(argv: list[str]) -> int:

@@ -29,7 +29,8 @@ IDENTITY = [*(p for p in sorted(SAMPLES.glob("*.sqlite")) if not p.name.startswi
             SAMPLES / "findings" / "small_ctx128_b1_nosync_cuda-graph.sqlite.xz",
             SAMPLES / "nonvtx" / "small_ctx512_b8_async_twin.sqlite.xz",
             SAMPLES / "replay" / "graph" / "small_ctx128_b1_async_cuda-graph.sqlite.xz",
-            SAMPLES / "replay" / "pin_repeats" / "r3_small_ctx128_pageable-input.sqlite.xz"]
+            SAMPLES / "replay" / "pin_repeats" / "r3_small_ctx128_pageable-input.sqlite.xz",
+            SAMPLES / "replay" / "interleaved" / "h100_24steps" / "small_ctx512_b8_async_fp32-gemm-every2.sqlite.xz"]
 
 
 @pytest.mark.parametrize("path", IDENTITY, ids=lambda p: p.name)
@@ -256,9 +257,15 @@ def test_by_finding_judges_a_rule_on_its_sets_where_it_has_any():
 
 # Captures with the change on every other step the replay does not meet: strict, as KNOWN_MISSES.
 KNOWN_INTERLEAVED_MISSES = {
-    "pageable -> pinned input, every other step (H100)":
-        "the phases after the copy jitter step to step (a backward 12.1 to 21.4 ms): the error is inside "
-        "the steps' noise, the change larger than it",
+    ".item() after the forward, every other step (ctx 128, H200, 24 steps)":
+        "the steps without the .item() ran their host work slower (+0.64 ms a step, 2.5%, measured and replayed "
+        "alike); the replay keeps each step's own host time, so removing a 15 us wait predicts 0.00",
+    "pageable -> pinned input, every other step (H200, 24 steps, b)":
+        "pinned steps 2.5 ms faster than predicted; the error is inside the steps' noise (3.91), the change larger",
+    **{f"fp32 -> TF32, every other step ({where})":
+       "the TF32 steps' CPU ran the same framework work slower than the fp32 steps beside them (x1.00-1.06 on "
+       "unchanged stretches): the prediction at their pace is within tolerance (the row's `pace`)"
+       for where in ("phase syncs, H100, 24 steps, a", "phase syncs, H100, 24 steps, b", "async, H100, 24 steps")},
 }
 
 
@@ -266,15 +273,19 @@ KNOWN_INTERLEAVED_MISSES = {
                                      if c.name in KNOWN_INTERLEAVED_MISSES else c for c in INTERLEAVED],
                          ids=lambda c: c.name)
 def test_the_change_on_every_other_step_of_one_capture(capture):
-    """`capture --plant-every 2`: the plant-free steps less the planted ones on the workload's own
-    clock (read here in SQL, by step name), against the planted steps replayed with the edit."""
+    """`capture --plant-every 2`: each planted step against the plant-free steps beside it on the
+    workload's own clock (read here in SQL, by step name), against the planted steps replayed with
+    the edit."""
     r = interleaved_row(capture)
     marks = python_step_marks(plain(capture.capture))
-    on = [v / 1e6 for n, v in marks.items() if int(n.split("_")[1]) % 2]
-    off = [v / 1e6 for n, v in marks.items() if not int(n.split("_")[1]) % 2]
-    assert len(on) == len(off) >= 8 and r.pairs == len(on)
-    assert r.change_ms == pytest.approx(np.median(off) - np.median(on))
-    assert r.noise_ms == pytest.approx(2 * np.sqrt(np.var(on, ddof=1) / len(on) + np.var(off, ddof=1) / len(off)))
+    ms = [marks[f"step_{i}"] / 1e6 for i in range(len(marks))]  # every step_0 .. step_N-1, by name
+    # each planted step (odd) against the mean of the plant-free steps either side of it
+    d = np.array([ms[i] - np.mean(ms[i - 1:i + 2:2]) for i in range(1, len(ms), 2)])
+    assert len(d) >= 8 and r.pairs == len(d)
+    assert r.change_ms == pytest.approx(-np.median(d))
+    spread = 1.4826 * np.median(np.abs(d - np.median(d)))  # a normal's sd, from the median absolute deviation
+    assert r.noise_ms == pytest.approx(2 * 1.2533 * spread / np.sqrt(len(d)))
+    assert r.base_ms == pytest.approx(np.median(ms[1::2])) and r.twin_ms == pytest.approx(np.median(ms[0::2]))
     assert r.low_ms <= r.predicted_ms <= r.high_ms
     _assert_shown_as_computed(r)
     assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r

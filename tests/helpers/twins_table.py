@@ -157,12 +157,41 @@ def planted(name: str) -> bool:
     return int(name.rsplit("_", 1)[1]) % 2 == 1
 
 
+def paired_change_ns(marks: dict[str, float]) -> tuple[float, float, int]:
+    """The change on every other step of one capture, from its step marks (name -> ns): per planted
+    step its time less the mean of its plant-free neighbours (one, at the capture's end), which ran
+    at its minute's CPU pace (the pace drifts within a capture, by half over a few seconds); the
+    change the median of those differences, negated (the plant-free side less the planted, as a
+    pair's twin less its base); its noise twice the median's standard error (1.2533 sigma / sqrt n)
+    with sigma read robustly off the differences (1.4826 x their median absolute deviation): now and
+    then one step stalls for tens of ms, a stall neither side owns. -> (change, noise, planted steps)."""
+    order = sorted(marks, key=lambda n: int(n.rsplit("_", 1)[1]))
+    times = [marks[n] for n in order]
+    diffs = []
+    for i, name in enumerate(order):
+        if planted(name):
+            around = [times[j] for j in (i - 1, i + 1) if 0 <= j < len(order) and not planted(order[j])]
+            if around:
+                diffs.append(times[i] - sum(around) / len(around))
+    d = np.asarray(diffs, np.float64)
+    if len(d) < 2:
+        return (float(-np.median(d)) if len(d) else 0.0), 0.0, len(d)
+    sigma = 1.4826 * float(np.median(np.abs(d - np.median(d))))
+    return float(-np.median(d)), 2 * 1.2533 * sigma / math.sqrt(len(d)), len(d)
+
+
+# An every-other-step capture's kernels-from names itself: a planted step takes the kernels of the
+# plant-free step before it (twin_iterations)
+SELF = "{self}"
+
+
 def interleaved_row(t: Interleaved) -> Row:
-    """One capture with the change on every other step as one row: the change the median of the
-    plant-free steps less the planted ones' on the Python clock, its noise twice the standard error of
-    that difference from the steps' own spread; the prediction the planted steps replayed as they ran
-    (each its own host time, not the typical step) with the edit less without, medians over them (the
-    edit's low and high ends); the old estimate none (the rule on a capture half planted)."""
+    """One capture with the change on every other step as one row: the change and its noise from the
+    planted steps and their neighbours on the Python clock (paired_change_ns); the prediction the
+    planted steps replayed as they ran (each its own host time, not the typical step) with the edit
+    less without, medians over them (the edit's low and high ends); `kernels-from:{self}` gives each
+    planted step the kernels of the plant-free step before it in the same capture; the old estimate
+    none (the rule on a capture half planted)."""
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.parsers.replay import edits
     from nsight_tui.parsers.replay.predict import graph_of, replay
@@ -170,18 +199,30 @@ def interleaved_row(t: Interleaved) -> Row:
 
     path = plain(t.capture)
     marks = python_step_marks(path)
-    on = [v for n, v in marks.items() if planted(n)]
-    off = [v for n, v in marks.items() if not planted(n)]
     trace = load_trace(path)
     g, sr = graph_of(trace)
     mask = np.array([planted(n) for n, s in zip(sr.names, sr.is_step) if s])
     base = replay(g, sr, Plan.of(g)).periods_ns[mask]
-    ed = edits.apply(g, sr, [edits.parse(e) for e in t.edits], load_trace)
-    low, mid, high = (float(np.median(replay(g, sr, p).periods_ns[mask]) - np.median(base)) / 1e6 for p in ed.plans)
+    parsed = [edits.parse(e.replace(SELF, str(path))) for e in t.edits]
+    before = {n: f"{n.rsplit('_', 1)[0]}_{int(n.rsplit('_', 1)[1]) - 1}" for n in sr.names if n[-1:].isdigit() and planted(n)}
+    steps = before if any(SELF in e for e in t.edits) else None
+
+    def predicted(twin_host: bool = False) -> list[float]:
+        ed = edits.apply(g, sr, parsed, load_trace, twin_host=twin_host, twin_iterations=steps)
+        return [float(np.median(replay(g, sr, p).periods_ns[mask]) - np.median(base)) / 1e6 for p in ed.plans]
+
+    low, mid, high = predicted()
+    change, noise, n = paired_change_ns(marks)
     ms = 1e6
-    a, b = float(np.median(on)), float(np.median(off))
-    return Row(t.name, " ".join(t.edits), a / ms, b / ms, (b - a) / ms, noise_ns(on, off) / ms,
-               max(0.2 * abs(b - a), 0.02 * b) / ms, mid, low, high, None, t.rule, pairs=len(on), one_capture=True)
+    a = float(np.median([v for k, v in marks.items() if planted(k)]))
+    b = float(np.median([v for k, v in marks.items() if not planted(k)]))
+    r = Row(t.name, " ".join(t.edits), a / ms, b / ms, change / ms, noise / ms,
+            max(0.2 * abs(change), 0.02 * b) / ms, mid, low, high, None, t.rule, pairs=n, one_capture=True)
+    if steps and not (r.within_tolerance or r.within_noise):
+        # the planted steps' CPU at the pace of the plant-free steps they take their kernels from: in
+        # one capture a pace that differs is the change's own doing, which the replay does not model
+        r.at_twin_pace_ms = predicted(twin_host=True)[1]
+    return r
 
 
 def at_twin_pace(t: Twin) -> float | None:
