@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import oracle_csv, read_oracle
+from conftest import oracle_csv, read_oracle, sample_file
 from nsight_tui.capture.annotate import CONFIG_MARK, STEP_MARK
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -35,7 +35,7 @@ def iteration_names(name: str) -> list[str]:
 
 
 def open_ro(name: str) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{SAMPLES / name}.sqlite?mode=ro", uri=True)
+    return sqlite3.connect(f"file:{sample_file(name)}?mode=ro", uri=True)
 
 
 def nvtx_texts(db: sqlite3.Connection, event_type: int) -> list[tuple[int, int | None, str]]:
