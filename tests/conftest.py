@@ -83,7 +83,17 @@ def shared_trace(name: str) -> Path:
 
 
 def sample_traces() -> list[Path]:
-    return sorted(SAMPLES.glob("*.sqlite"))
+    """The exports at sample_traces/'s root as plain SQLite files, in the order of their names: each
+    `NAME.sqlite`, and each `NAME.sqlite.xz` decompressed through `plain` (its cached `NAME.sqlite`)."""
+    found = [*SAMPLES.glob("*.sqlite"), *(plain(p) for p in SAMPLES.glob(f"*{XZ_TRACE}"))]
+    return sorted(found, key=lambda p: p.name)
+
+
+def sample_file(stem: str) -> Path:
+    """sample_traces/STEM as a plain SQLite file: the committed `STEM.sqlite`, else the committed
+    `STEM.sqlite.xz` decompressed through `plain` (for a list of samples some of which are xz'd)."""
+    path = SAMPLES / f"{stem}.sqlite"
+    return path if path.exists() else plain(SAMPLES / f"{stem}{XZ_TRACE}")
 
 
 def trace_stem(path: Path) -> str:

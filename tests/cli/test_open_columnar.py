@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLES
+from helpers.xz_samples import XZ_TRACE
 from nsight_tui.parsers.read.source import export_paths
 from nsight_tui.tui.launch import check_readable
 
@@ -18,8 +19,10 @@ def test_export_folder_is_one_trace(name):
 
 
 def test_plain_folder_still_lists_its_sqlite_files():
+    """Its `*.sqlite` files and those compressed whole (`*.sqlite.xz`), in the order of the exports' names."""
     found = export_paths([str(SAMPLES)])
-    assert found == sorted(SAMPLES.glob("*.sqlite")) and found
+    exports = [*SAMPLES.glob("*.sqlite"), *SAMPLES.glob(f"*{XZ_TRACE}")]
+    assert found == sorted(exports, key=lambda p: p.name.removesuffix(".xz")) and found
 
 
 def test_report_identical_across_the_three_exports(tmp_path):

@@ -10,7 +10,7 @@ from helpers.cli import run_main as run_cli
 
 
 def test_report_json_and_markdown_section():
-    path = SAMPLES / "small_ctx128_agnvtx.sqlite"
+    path = SAMPLES / "small_ctx128_agnvtx.sqlite.xz"  # the front door reads the compressed export as it is
     done = run_cli("report", path, "-f", "json")
     assert done.returncode == 0, done.stderr
     (entry,) = json.loads(done.stdout)["backward_parts"]

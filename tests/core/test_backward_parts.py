@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from helpers import process_sql
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, sample_file
 from nsight_tui.parsers.analyses.backward_parts import backward_parts
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.model.ranges import range_model
@@ -125,7 +125,7 @@ def inclusive(mapping: dict, dur: dict) -> dict:
 
 
 def table(trace_name, method):
-    path = SAMPLES / f"{trace_name}.sqlite"
+    path = sample_file(trace_name)
     (bp,) = [t for t in backward_parts(range_model(load_trace(path), "process")) if t.method == method]
     return path, bp
 

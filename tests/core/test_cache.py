@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SAMPLES, SHARED
+from conftest import SAMPLES, SHARED, sample_file, sample_traces
 from nsight_tui.cli import main as cli_main
 from nsight_tui.parsers.read import cache
 from nsight_tui.parsers.read.load import load_trace
@@ -113,8 +113,8 @@ def test_second_open_reads_the_cache_and_equals_the_file(cache_dir, profile):
     assert kernel_figures(second) == sql_kernels(profile)
 
 
-MODEL_SAMPLES = [SAMPLES / n for n in ("small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite",
-                                        "small_ctx128_emitnvtx.sqlite", "small_ctx128_ddp2.sqlite")]
+MODEL_SAMPLES = [sample_file(n) for n in ("small_ctx128", "small_ctx128_agnvtx", "small_ctx128_emitnvtx",
+                                          "small_ctx128_ddp2")]
 
 
 @pytest.mark.parametrize("sample", MODEL_SAMPLES, ids=lambda p: p.stem)
@@ -174,8 +174,7 @@ def test_reports_with_and_without_cache_byte_identical(cache_dir, profile, capsy
 
 
 def _real_traces() -> list[Path]:
-    found = sorted(SAMPLES.glob("*.sqlite")) + (sorted(SHARED.glob("*.sqlite")) if SHARED.is_dir() else [])
-    return found
+    return sample_traces() + (sorted(SHARED.glob("*.sqlite")) if SHARED.is_dir() else [])
 
 
 @pytest.mark.parametrize("path", _real_traces(), ids=lambda p: p.name)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import sqlite3
 
+from helpers.xz_samples import plain
 from conftest import SAMPLES
 from nsight_tui.parsers.analyses import call_time as ct
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.tui.viewmodels.correlation import detail_lines
 
-PATH = SAMPLES / "small_ctx128_ddp2.sqlite"
+PATH = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
 
 
 def sql(query: str):

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SAMPLES, SHARED, mutated_copy
+from helpers.xz_samples import plain
+from conftest import SAMPLES, SHARED, mutated_copy, sample_traces
 from nsight_tui.parsers.read import columns
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.load import TraceLoader, load_trace
@@ -24,7 +25,7 @@ needs_adbc = pytest.mark.skipif(not columns._has_adbc(), reason="adbc-driver-sql
 
 
 def _all_traces() -> list[Path]:
-    found = sorted(SAMPLES.glob("*.sqlite"))
+    found = sample_traces()
     for folder in (SHARED, SHARED / "older"):
         found += sorted(folder.glob("*.sqlite")) if folder.is_dir() else []
     return found
@@ -235,7 +236,7 @@ def test_closing_before_the_gpu_stage_stops_the_read_ahead():
 
 
 @needs_adbc
-@pytest.mark.parametrize("path", _all_traces()[:3] + [SAMPLES / "small_ctx128_ddp2.sqlite"], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", _all_traces()[:3] + [plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")], ids=lambda p: p.stem)
 def test_tables_read_in_parts_equal_sqlite3(path, monkeypatch):
     """The big tables read ahead in parts of rowids, on several threads, each part written into
     the table's arrays in place: the trace sqlite3 reads, with parts of 97 rows."""

@@ -11,6 +11,7 @@ from helpers import diff_sql as sql
 import pytest
 from helpers import step_sql
 from helpers.shuffled import names_shuffled_copy
+from helpers.xz_samples import plain
 from conftest import SAMPLES, shared_trace
 
 from nsight_tui.parsers.kernels import families
@@ -233,7 +234,7 @@ def test_one_gpu_against_a_two_rank_ddp_run():
     """The committed DDP capture: two processes, each with its own step_N, and autograd threads
     with NCCL ranges (the model takes those for the main thread). Threads pair by the ranges they
     share; the step averages every rank's steps; each process's tree is per that rank's steps."""
-    b_path = SAMPLES / "small_ctx128_ddp2.sqlite"
+    b_path = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
     if not b_path.exists():
         pytest.skip("no DDP sample")
     d = diff_runs(load_trace(MANUAL), load_trace(b_path))

@@ -28,7 +28,7 @@ from nsight_tui.parsers.kernels.families import (
     rule_for,
 )
 
-from conftest import SAMPLES, SHARED
+from conftest import SAMPLES, SHARED, sample_traces
 from helpers.xz_samples import plain
 
 # "other" may hold at most this share of a trace's distinct kernel names and of its kernel time.
@@ -38,10 +38,10 @@ MAX_OTHER_TIME = 0.01
 
 def _real_traces() -> list[Path]:
     paths: list[Path] = []
-    for folder in (SHARED, SHARED / "older", SAMPLES):
+    for folder in (SHARED, SHARED / "older"):
         if folder.is_dir():
             paths += sorted(folder.glob("*.sqlite"))
-    return paths
+    return paths + sample_traces()
 
 
 def _kernel_table(path: Path) -> list[tuple[str, int, int]]:

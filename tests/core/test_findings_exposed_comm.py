@@ -61,7 +61,7 @@ def _reference(path) -> dict[tuple[int, int], dict]:
     return out
 
 
-@pytest.mark.parametrize("path", [SAMPLES / "small_ctx128_ddp2.sqlite",
+@pytest.mark.parametrize("path", [plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz"),
                                   plain(SAMPLES / "ranks_small_ctx128_ddp2" / "small_ctx128_ddp2_rank1.sqlite.xz")])
 def test_waited_communication_and_firing_follow_the_definition(path):
     expected = _reference(path)
@@ -84,10 +84,10 @@ def test_a_rank_waiting_for_a_slower_one_is_no_overlap_problem():
     """In the two-rank export of default DDP (overlapping buckets) rank 1's collectives last longer:
     it waits inside them for rank 0. Rank 0 sets the pace and its step hardly waits on
     communication, so nothing fires; rank 1's own export cannot see rank 0 and says so."""
-    both = _reference(SAMPLES / "small_ctx128_ddp2.sqlite")
+    both = _reference(plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz"))
     fast, slow = sorted(both.values(), key=lambda r: r["waited"])
     assert slow["waited"] > 5 * fast["waited"]
-    assert RULE not in _ids(SAMPLES / "small_ctx128_ddp2.sqlite")
+    assert RULE not in _ids(plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz"))
     alone = _ids(plain(SAMPLES / "ranks_small_ctx128_ddp2" / "small_ctx128_ddp2_rank1.sqlite.xz"))[RULE]
     assert "only this rank" in alone.basis
 
@@ -95,7 +95,7 @@ def test_a_rank_waiting_for_a_slower_one_is_no_overlap_problem():
 def test_per_step_rules_read_rank_0_of_a_two_rank_export():
     """Both ranks' step_N ranges are in one export; the per-step rules take rank 0's (its config
     mark says rank 0), not the two ranks' overlapping windows together."""
-    path = SAMPLES / "small_ctx128_ddp2.sqlite"
+    path = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
     con = ro(path)
     pid0 = next(p for (p,) in con.execute("""SELECT (e.globalTid >> 24) & 16777215 FROM NVTX_EVENTS e
         LEFT JOIN StringIds s ON s.id = e.textId WHERE coalesce(e.text, s.value) LIKE 'nsight-tui:config%'

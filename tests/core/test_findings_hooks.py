@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from helpers.xz_samples import plain
 from conftest import SAMPLES
 from nsight_tui.parsers.analyses.findings import context, findings
 from nsight_tui.parsers.analyses.findings.rules import CPU_PACE_RULES
@@ -18,7 +19,7 @@ from nsight_tui.parsers.read.load import load_trace
 
 
 def test_cpu_findings_under_emit_nvtx_say_the_profilers_share():
-    trace = load_trace(SAMPLES / "small_ctx128_emitnvtx.sqlite")
+    trace = load_trace(plain(SAMPLES / "small_ctx128_emitnvtx.sqlite.xz"))
     c = context(trace)
     cost = instrumentation_cost(trace, c.t0, c.t1)
     assert cost is not None and cost.cost_per_step_ns > 0
@@ -35,7 +36,7 @@ def test_a_capture_without_per_op_ranges_says_nothing_of_them():
 
 
 def test_findings_of_a_two_rank_export_name_the_rank_they_read():
-    path = SAMPLES / "small_ctx128_ddp2.sqlite"
+    path = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
     with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
         pids = {row[0] for row in con.execute(
             "SELECT DISTINCT e.globalTid >> 24 & 16777215 FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "

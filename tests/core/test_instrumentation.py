@@ -12,6 +12,7 @@ import statistics
 import pytest
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from nsight_tui.parsers.analyses.instrumentation import instrumentation_cost
 from nsight_tui.parsers.read.load import load_trace
 
@@ -57,7 +58,7 @@ def expected(path):
 
 @pytest.mark.parametrize("name", ["small_ctx128_emitnvtx", "small_ctx128_agnvtx"])
 def test_the_instrumentation_cost_is_measured_and_a_lower_bound(name):
-    path = SAMPLES / f"{name}.sqlite"
+    path = plain(SAMPLES / f"{name}.sqlite.xz")
     steps = rows(path, STEPS)
     got = instrumentation_cost(load_trace(path), [a for a, _ in steps], [b for _, b in steps])
     ops, empty, median = expected(path)

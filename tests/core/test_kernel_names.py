@@ -18,7 +18,7 @@ from nsight_tui.parsers.kernels.kernel_names import (
     short_kernel_name,
 )
 
-from conftest import SAMPLES, SHARED
+from conftest import SHARED, sample_traces
 
 XMMA_THREADS = (  # small_ctx128_threads: the top kernel
     "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_"
@@ -165,17 +165,17 @@ def test_summary_and_detail_lines():
 
 def _trace_names() -> list[str]:
     names: set[str] = set()
-    for folder in (SHARED, SHARED / "older", SAMPLES):
-        for path in sorted(folder.glob("*.sqlite")) if folder.is_dir() else []:
-            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
-                names |= {n for (n,) in con.execute(
-                    "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
-                    "ON s.id = k.demangledName")}
-            except sqlite3.OperationalError:
-                pass  # an export without kernels
-            finally:
-                con.close()
+    shared = [p for folder in (SHARED, SHARED / "older") if folder.is_dir() for p in sorted(folder.glob("*.sqlite"))]
+    for path in shared + sample_traces():
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names |= {n for (n,) in con.execute(
+                "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                "ON s.id = k.demangledName")}
+        except sqlite3.OperationalError:
+            pass  # an export without kernels
+        finally:
+            con.close()
     return sorted(names)
 
 

@@ -3,26 +3,29 @@ attribution's enclosing test) gives exactly what one block gives: blocks of a fe
 cut anywhere, against the whole (the whole is what the nsys oracle tests check)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 
 from nsight_tui.parsers.model import attribution, ranges as model
 from nsight_tui.parsers.read.load import load_trace
 
 FIGURES = ("op_count", "kernel_count", "kernel_ns", "op_ns", "proj_ns", "busy_ns", "pair_op", "pair_range",
            "pair_offsets")
-TRACES = ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite", "edge_overlap.sqlite", "small_ctx128_agnvtx.sqlite"]
+TRACES = ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite.xz", "edge_overlap.sqlite", "small_ctx128_agnvtx.sqlite.xz"]
 
 
 @pytest.mark.parametrize("name", TRACES)
 @pytest.mark.parametrize("mode", ["process", "nsys"])
 def test_blocks_change_no_figure(monkeypatch, name, mode):
-    whole = model.RangeModel(load_trace(SAMPLES / name), mode)
+    whole = model.RangeModel(load_trace(plain(SAMPLES / name)), mode)
     assert len(model._range_blocks(whole.pair_offsets, model.METRIC_BLOCK_PAIRS)) <= 1  # one block
     monkeypatch.setattr(model, "METRIC_BLOCK_PAIRS", 7)
     monkeypatch.setattr(attribution, "BLOCK", 5)
-    blocked = model.RangeModel(load_trace(SAMPLES / name), mode)
+    blocked = model.RangeModel(load_trace(plain(SAMPLES / name)), mode)
     assert len(model._range_blocks(blocked.pair_offsets, 7)) > 1 or whole.pair_offsets[-1] <= 7
     for figure in FIGURES:
         np.testing.assert_array_equal(getattr(blocked, figure), getattr(whole, figure), err_msg=figure)
@@ -72,7 +75,7 @@ def _launches_by_sql(path, pid_column: bool) -> list[tuple[str, int, int]]:
     return rows
 
 
-@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite", "edge_overlap.sqlite"])
+@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite.xz", "edge_overlap.sqlite"])
 @pytest.mark.parametrize("drop_pid", [False, True], ids=["with_pid", "no_globalPid"])
 def test_ops_linked_to_their_launch_as_sql_finds_it(tmp_path, monkeypatch, name, drop_pid):
     import shutil
@@ -81,12 +84,11 @@ def test_ops_linked_to_their_launch_as_sql_finds_it(tmp_path, monkeypatch, name,
     from nsight_tui.parsers.read import load
     from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET
 
-    path = SAMPLES / name
+    path = plain(SAMPLES / name)
     if drop_pid:  # a cut-down export: the correlation ID alone decides (one process)
-        if name == "small_ctx128_ddp2.sqlite":
+        if name == "small_ctx128_ddp2.sqlite.xz":
             pytest.skip("two processes: without globalPid the IDs are ambiguous")
-        path = tmp_path / name
-        shutil.copy(SAMPLES / name, path)
+        path = Path(shutil.copy(path, tmp_path / path.name))
         con = sqlite3.connect(path)
         present = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
@@ -125,16 +127,16 @@ def test_std_in_blocks_is_the_one_pass_formula(monkeypatch):
         np.testing.assert_array_equal(groupstats.group_stats(gid, len(counts), values, presorted=True).std, want)
 
 
-@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite"])
+@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite.xz"])
 def test_nvtx_kern_sum_in_blocks_is_unchanged(monkeypatch, name):
     from nsight_tui.parsers.nsys import kern_groups
     from nsight_tui.parsers.nsys import reports as nsys_reports
     from nsight_tui.parsers.read import groupstats
 
-    whole = nsys_reports.nvtx_kern_sum(load_trace(SAMPLES / name), "nsys").rows
+    whole = nsys_reports.nvtx_kern_sum(load_trace(plain(SAMPLES / name)), "nsys").rows
     monkeypatch.setattr(kern_groups, "BLOCK", 3)  # the pairs' keys made, read back and reused in blocks of 3
     monkeypatch.setattr(groupstats, "STD_BLOCK", 5)
-    blocked = nsys_reports.nvtx_kern_sum(load_trace(SAMPLES / name), "nsys").rows
+    blocked = nsys_reports.nvtx_kern_sum(load_trace(plain(SAMPLES / name)), "nsys").rows
     assert blocked == whole and len(whole) > 10
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from nsight_tui.parsers.model import nvtx_nesting
 from nsight_tui.parsers.read.load import load_trace
 
@@ -77,11 +78,11 @@ def _same(ranges):
     assert np.array_equal(got[1], want[1], equal_nan=True)
 
 
-@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite", "edge_overlap.sqlite",
+@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite.xz", "edge_overlap.sqlite",
                                   "edge_duplicate.sqlite", "edge_unended.sqlite", "edge_cross_thread.sqlite",
                                   "edge_deep.sqlite"])
 def test_real_exports_nest_as_the_loop_did(name):
-    _same(load_trace(SAMPLES / name).ranges)
+    _same(load_trace(plain(SAMPLES / name)).ranges)
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import REPORTS, SAMPLES, oracle_cases, oracle_csv, read_oracle, trace_stem
+from helpers.xz_samples import XZ_TRACE
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.nsys.reports import build_report
 from nsight_tui.render.nsys import render_csv
@@ -32,12 +33,12 @@ def test_reproduces_nsys_stats(trace_path, csv_path, report, async_trace):
 
 
 def test_committed_samples_have_nvidia_csvs():
-    samples = sorted(SAMPLES.glob("*.sqlite"))
+    samples = sorted([*SAMPLES.glob("*.sqlite"), *SAMPLES.glob(f"*{XZ_TRACE}")])
     if not samples:
         pytest.skip("no committed sample traces yet")
     for trace in samples:
         for report in REPORTS:
-            assert oracle_csv(SAMPLES, trace.stem, report) is not None, trace
+            assert oracle_csv(SAMPLES, trace_stem(trace), report) is not None, trace
 
 
 KERN_CASES = [c for c in CASES if c[2] == "nvtx_kern_sum"]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.xz_samples import plain
 from conftest import SAMPLES, mutated_copy
 from helpers.export_sql import sql_rows
 from nsight_tui.parsers.nsys.reports import build_report
 from nsight_tui.parsers.read.load import load_trace
 
-SRC = SAMPLES / "small_ctx128_ddp2.sqlite"
+SRC = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
 
 # NVIDIA's nvtx_sum join, as its report's SQL does it: one domain row per (domainId, thread)
 NSYS_ROWS = """

@@ -8,6 +8,7 @@ import re
 from helpers import process_sql
 import pytest
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.model.ranges import range_model, path_key
 
@@ -24,7 +25,7 @@ def walk(nodes):
 
 @pytest.mark.parametrize("name", OP_SAMPLES)
 def test_autograd_ranges_sit_under_the_main_range_they_ran_in(name):
-    path = SAMPLES / f"{name}.sqlite"
+    path = plain(SAMPLES / f"{name}.sqlite.xz")
     trace = load_trace(path)
     model = range_model(trace, "process")
     con = process_sql.connect(path)
@@ -68,7 +69,7 @@ def test_autograd_ranges_sit_under_the_main_range_they_ran_in(name):
 
 @pytest.mark.parametrize("name", OP_SAMPLES)
 def test_op_ranges_go_under_an_ops_level_beside_user_ranges(name):
-    trace = load_trace(SAMPLES / f"{name}.sqlite")
+    trace = load_trace(plain(SAMPLES / f"{name}.sqlite.xz"))
     model = range_model(trace, "process")
     (group,) = [g for g in model.aggregated_groups if g.is_main]
     is_op = re.compile(r", (seq|op_id) = |^(aten|autograd|torch::autograd)::")

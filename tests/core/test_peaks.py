@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from conftest import SAMPLES, SHARED
+from conftest import SHARED, sample_traces
 from nsight_tui.parsers.kernels import peaks
 
 NAMES = {
@@ -69,7 +69,7 @@ def test_given_peaks_override_and_fill_in():
 
 
 def test_the_samples_name_a_gpu_in_the_table():
-    for path in sorted(SAMPLES.glob("*.sqlite")) + sorted(SHARED.glob("*.sqlite") if SHARED.exists() else []):
+    for path in sample_traces() + sorted(SHARED.glob("*.sqlite") if SHARED.exists() else []):
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             names = [r[0] for r in db.execute("SELECT name FROM TARGET_INFO_GPU")]

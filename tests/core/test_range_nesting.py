@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from nsight_tui.parsers.model.range_nesting import tightest_enclosing
 from nsight_tui.parsers.read.load import load_trace
 
@@ -28,11 +29,11 @@ def stack_sweep(gtid, start, end):
     return parent, depth
 
 
-@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite", "edge_deep.sqlite",
+@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite.xz", "edge_deep.sqlite",
                                   "edge_overlap.sqlite", "edge_duplicate.sqlite", "edge_cross_thread.sqlite",
                                   "edge_unended.sqlite"])
 def test_real_ranges_nest_as_the_stack_sweeps(name):
-    r = load_trace(SAMPLES / name).ranges
+    r = load_trace(plain(SAMPLES / name)).ranges
     args = [r[c].to_numpy(np.int64) for c in ("gtid", "start", "end")]
     got, want = tightest_enclosing(*args), stack_sweep(*args)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import SAMPLES, shared_trace
+from helpers.xz_samples import plain
 from test_ranks import _kernels_by_rank
 
 from nsight_tui.parsers.analyses import ranks
@@ -19,7 +20,7 @@ from nsight_tui.parsers.model.ranges import range_model
 @pytest.mark.parametrize("mode", ["process", "nsys"])
 def test_rank_models_split_the_full_model(name, mode):
     where, _, stem = name.rpartition(":")
-    path = SAMPLES / f"{stem}.sqlite" if where else shared_trace(name)
+    path = plain(SAMPLES / f"{stem}.sqlite.xz") if where else shared_trace(name)
     trace = load_trace(path)
     full = range_model(trace, mode)
     found = ranks.find_ranks(trace)

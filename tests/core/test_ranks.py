@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import step_sql
 from helpers.xz_samples import plain
-from conftest import SAMPLES, shared_trace
+from conftest import SAMPLES, sample_file, shared_trace
 from helpers.idle_reference import gaps
 
 from nsight_tui.parsers.model import intervals
@@ -67,7 +67,7 @@ RANK_FILES = SAMPLES / "ranks_small_ctx128_ddp2"
                                   "ranks:small_ctx128_ddp2_rank1"])
 def test_per_rank_kernels_and_communication_match_sql(name):
     where, _, stem = name.rpartition(":")
-    path = (plain(SAMPLES / f"{stem}.sqlite") if where == "sample" else plain(RANK_FILES / f"{stem}.sqlite.xz")
+    path = (plain(SAMPLES / f"{stem}.sqlite.xz") if where == "sample" else plain(RANK_FILES / f"{stem}.sqlite.xz")
             if where else shared_trace(name))
     run = ranks.ranks_of_trace(load_trace(path))
     expected = _kernels_by_rank(path)
@@ -103,7 +103,7 @@ def test_steps_and_phases_match_sql(name, async_trace):
     previous phase's kernels, so a figure taken in it would be another phase's (it was: forward
     busy 126.3 ms against the tree's 271.4 ms on large_ctx512_async)."""
     where, _, stem = name.rpartition(":")
-    path = async_trace(stem) if where else SAMPLES / f"{stem}.sqlite"
+    path = async_trace(stem) if where else sample_file(stem)
     run = ranks.ranks_of_trace(load_trace(path))
     names = dict(_rows(path, "SELECT id, value FROM StringIds"))
     rows = _rows(path, "SELECT start, end, text, textId, globalTid FROM NVTX_EVENTS WHERE end IS NOT NULL "
@@ -164,7 +164,7 @@ def test_rank_from_file_name():
 
 
 def test_committed_ddp_capture_numbers_ranks_from_its_config_marks():
-    run = ranks.ranks_of_trace(load_trace(SAMPLES / "small_ctx128_ddp2.sqlite"))
+    run = ranks.ranks_of_trace(load_trace(plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")))
     assert [(r.rank.rank, r.rank.rank_source) for r in run.ranks] == [(0, "the capture's config mark"),
                                                                        (1, "the capture's config mark")]
     for r in run.ranks:  # DDP's gradient all-reduce runs in backward, partly hidden behind its kernels
@@ -179,7 +179,7 @@ def test_report_on_a_multi_rank_export_has_the_ranks_section(tmp_path):
 
     from helpers.cli import run_main
 
-    path = SAMPLES / "small_ctx128_ddp2.sqlite"
+    path = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
     md = run_main("report", path)
     assert md.returncode == 0, md.stderr
     assert "## Ranks" in md.stdout and "count every rank" in md.stdout and "Straggler" in md.stdout
@@ -246,7 +246,7 @@ def test_a_ddp_export_stripped_of_nvtx_gets_inferred_steps_on_every_rank(tmp_pat
     import shutil
 
     bare = tmp_path / "ddp2_bare.sqlite"
-    shutil.copyfile(SAMPLES / "small_ctx128_ddp2.sqlite", bare)
+    shutil.copyfile(plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz"), bare)
     con = sqlite3.connect(bare)
     con.execute("DELETE FROM NVTX_EVENTS")
     con.commit()
@@ -254,7 +254,7 @@ def test_a_ddp_export_stripped_of_nvtx_gets_inferred_steps_on_every_rank(tmp_pat
     run = ranks.ranks_of_trace(load_trace(bare))
     assert len(run.ranks) == 2
     for r in run.ranks:
-        truth = [it.period for it in step_sql.steps(SAMPLES / "small_ctx128_ddp2.sqlite", r.rank.pid)]
+        truth = [it.period for it in step_sql.steps(plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz"), r.rank.pid)]
         assert r.step_domain == "inferred" and len(r.steps_ns) >= len(truth) == 3
         # each within 1%, the last within 2%: an inferred step begins at its first kernel's launch, an NVTX
         # step_N when the loop opens it, before the host's work ahead of that launch (~0.45 ms here); every

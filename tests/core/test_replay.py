@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import ROOT, SAMPLES, mutated_copy, shared_trace
+from conftest import ROOT, SAMPLES, mutated_copy, sample_traces, shared_trace
 from helpers.intervals import merged_length
 from helpers.replay_twins import INTERLEAVED, REPEATS, TWINS
 from helpers.step_sql import python_step_marks, python_steps, steps
@@ -22,7 +22,7 @@ from nsight_tui.parsers.replay.predict import graph_of, predict, replay
 from nsight_tui.parsers.replay.simulate import Plan
 from helpers import cli_process
 
-IDENTITY = [*(p for p in sorted(SAMPLES.glob("*.sqlite")) if not p.name.startswith("edge_")),
+IDENTITY = [*(p for p in sample_traces() if not p.name.startswith("edge_")),
             SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz",
             SAMPLES / "async" / "small_ctx512_b8_async.sqlite.xz",
             SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz",

@@ -18,7 +18,7 @@ from nsight_tui.parsers.replay.critical import idle_splits
 from nsight_tui.parsers.replay.predict import graph_of, replay
 from nsight_tui.parsers.replay.simulate import Plan, simulate
 
-CASES = [SAMPLES / "small_ctx128.sqlite", SAMPLES / "small_ctx128_ddp2.sqlite",
+CASES = [SAMPLES / "small_ctx128.sqlite", plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz"),
          SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz",
          SAMPLES / "findings" / "small_ctx128_b1_nosync_cuda-graph.sqlite.xz"]
 EDITS = ["speed:gemm=2", "nosync", "nohost", "nohost:1ms", "graph", "speed:*=0.5"]
@@ -96,7 +96,7 @@ def test_the_idle_split_of_all_steps_at_once_equals_each_step_by_hand():
 
 
 @pytest.mark.parametrize("path", [SAMPLES / "small_ctx128.sqlite", SAMPLES / "edge_overlap.sqlite",
-                                  SAMPLES / "small_ctx128_ddp2.sqlite"], ids=lambda p: p.name)
+                                  plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")], ids=lambda p: p.name)
 def test_each_points_owner_is_the_innermost_open_call(path):
     """The graph's owner per CPU point (the call open over the interval before it) against a stack
     walked one point at a time (an end out of nesting order dropped where it is)."""

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPORTS, SAMPLES
+from conftest import REPORTS, sample_file
 from nsight_tui.parsers import Options, Profile
 from nsight_tui.render.backward_parts import backward_parts_json
 from nsight_tui.render.document import document
@@ -26,7 +26,7 @@ NAMES = ["small_ctx128", "small_ctx128_agnvtx"]
 
 @pytest.fixture(scope="module", params=NAMES)
 def pair(request, tmp_path_factory):
-    src = SAMPLES / f"{request.param}.sqlite"
+    src = sample_file(request.param)
     dst = shuffled_copy(src, tmp_path_factory.mktemp("shuffled") / src.name)
     return load_trace(src), load_trace(dst)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
+from helpers.xz_samples import plain
 from conftest import SAMPLES
 from nsight_tui.cli import main
 from nsight_tui.parsers import Profile
 from nsight_tui.parsers.analyses.straggler_why import straggler_why
 from nsight_tui.parsers.analyses.ranks import ranks_of_trace
 
-DDP = SAMPLES / "small_ctx128_ddp2.sqlite"
+DDP = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
 
 
 def test_the_straggler_says_why_in_every_output(capsys):

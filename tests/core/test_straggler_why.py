@@ -31,9 +31,9 @@ def comm_sql(path):
     return by
 
 
-@pytest.mark.parametrize("name", ["small_ctx128_ddp2.sqlite", "async/small_ctx512_b8_ddp2_async.sqlite.xz"])
+@pytest.mark.parametrize("name", ["small_ctx128_ddp2.sqlite.xz", "async/small_ctx512_b8_ddp2_async.sqlite.xz"])
 def test_the_stragglers_lateness_is_split_by_its_launches(name, async_trace):
-    path = async_trace(SAMPLES / name) if name.endswith(".xz") else SAMPLES / name
+    path = async_trace(SAMPLES / name)
     trace = load_trace(path)
     summaries = summarise_trace(trace)
     why = straggler_why(trace, summaries, straggler(summaries))

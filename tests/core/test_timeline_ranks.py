@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 from conftest import SAMPLES, shared_trace
+from helpers.xz_samples import plain
 from test_ranks import _kernels_by_rank, _rows
 
 from nsight_tui.parsers.analyses.idle import idle_analysis
@@ -31,7 +32,7 @@ def _ranks_by_sql(path) -> dict[tuple[int, int], int]:
 @pytest.mark.parametrize("name", ["sample:small_ctx128_ddp2", "mfu_2gpu_before"])
 def test_each_ranks_communication_is_one_lane_titled_with_its_rank(name):
     where, _, stem = name.rpartition(":")
-    path = SAMPLES / f"{stem}.sqlite" if where else shared_trace(name)
+    path = plain(SAMPLES / f"{stem}.sqlite.xz") if where else shared_trace(name)
     trace = load_trace(path)
     tl = Timeline(trace, range_model(trace), idle_analysis(trace))
     kernels = _kernels_by_rank(path)

@@ -28,8 +28,8 @@ TOTAL_CHARS = 50_000  # a coding agent's tool-result cap is about 25k tokens
 # largest: report/roofline/ranks on the DDP export, range_kernels and cuda_gpu_kern_sum on ResNet,
 # nvtx_kern_sum on ViT, findings on Qwen2, range_tree with emit_nvtx, idle_window with autograd
 # NVTX, kernel_launches on an unannotated capture) and the everyday one
-SIZED = ("sample_traces/small_ctx128.sqlite", "sample_traces/small_ctx128_ddp2.sqlite",
-         "sample_traces/small_ctx128_emitnvtx.sqlite", "sample_traces/small_ctx128_agnvtx.sqlite",
+SIZED = ("sample_traces/small_ctx128.sqlite", "sample_traces/small_ctx128_ddp2.sqlite.xz",
+         "sample_traces/small_ctx128_emitnvtx.sqlite.xz", "sample_traces/small_ctx128_agnvtx.sqlite.xz",
          "sample_traces/thirdparty/lightning_resnet50_b32.sqlite.xz",
          "sample_traces/thirdparty/timm_vit_small_b64.sqlite.xz",
          "sample_traces/thirdparty/hf_trainer_qwen2_l4_b8_agnvtx.sqlite.xz",
@@ -238,9 +238,9 @@ async def test_field_names_say_their_unit_and_the_long_name_comes_once():
 async def test_ranks_takes_attribution():
     from helpers.mcp_client import run_calls
 
-    calls = {"process": ("ranks", {"path": "sample_traces/small_ctx128_ddp2.sqlite"}),
-             "nsys": ("ranks", {"path": "sample_traces/small_ctx128_ddp2.sqlite", "attribution": "nsys"})}
-    answers = await run_calls(params("sample_traces/small_ctx128_ddp2.sqlite"), calls)
+    calls = {"process": ("ranks", {"path": "sample_traces/small_ctx128_ddp2.sqlite.xz"}),
+             "nsys": ("ranks", {"path": "sample_traces/small_ctx128_ddp2.sqlite.xz", "attribution": "nsys"})}
+    answers = await run_calls(params("sample_traces/small_ctx128_ddp2.sqlite.xz"), calls)
     process, nsys = answers.ok("process"), answers.ok("nsys")
     assert process.pop("attribution") == "process" and nsys.pop("attribution") == "nsys"
     assert process == nsys and len(process["ranks"]) == 2  # a rank's GPU work is its process's either way

@@ -24,7 +24,7 @@ from helpers.mcp_client import Answers, every_page, params, run_calls  # noqa: E
 
 SMALL = "sample_traces/small_ctx128.sqlite"
 FUSED = "sample_traces/small_ctx128_fused.sqlite"
-DDP = "sample_traces/small_ctx128_ddp2.sqlite"
+DDP = "sample_traces/small_ctx128_ddp2.sqlite.xz"  # the server reads a compressed export as it is
 RANK_FOLDER = "sample_traces/ranks_small_ctx128_ddp2"
 TOOLS = {"list_files", "summary", "range_tree", "range_kernels", "kernel_launches", "correlation", "idle_window",
          "findings", "roofline", "report", "ncu", "nsys_report", "diff", "ranks", "whatif"}

@@ -33,6 +33,7 @@ _shared = _tests_conftest()
 REPORTS, ROOT, SAMPLES, SHARED = _shared.REPORTS, _shared.ROOT, _shared.SAMPLES, _shared.SHARED
 FINDINGS, trace_stem = _shared.FINDINGS, _shared.trace_stem
 oracle_cases, sample_traces, shared_trace = _shared.oracle_cases, _shared.sample_traces, _shared.shared_trace
+sample_file = _shared.sample_file
 mutated_copy = _shared.mutated_copy
 SAMPLE = SAMPLES / "small_ctx128.sqlite"
 

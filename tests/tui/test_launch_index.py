@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.xz_samples import plain
 from conftest import _BACKWARD_CALLS, SAMPLE, SAMPLES
 from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.read.load import load_trace
@@ -72,7 +73,7 @@ def _session(path: Path) -> Session:
     return Session(path, load_trace(path), "process", 0.0)
 
 
-@pytest.mark.parametrize("path", [SAMPLE, SAMPLES / "small_ctx128_ddp2.sqlite", SHARED_THREADS],
+@pytest.mark.parametrize("path", [SAMPLE, plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz"), SHARED_THREADS],
                          ids=lambda p: p.stem)
 def test_launches_of_a_kernel_in_the_whole_trace_are_sqls(path: Path):
     """Every kernel's table (`2`): the name with the most launches, one from the middle and

@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from helpers.xz_samples import plain
 from conftest import running, press, screen_text, SAMPLES
 from conftest import _md_tables as md_tables
 
 
 
-AGNVTX = SAMPLES / "small_ctx128_agnvtx.sqlite"
+AGNVTX = plain(SAMPLES / "small_ctx128_agnvtx.sqlite.xz")
 pytestmark = pytest.mark.skipif(not AGNVTX.exists(), reason="autograd-nvtx sample missing")
 
 

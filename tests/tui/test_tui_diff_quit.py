@@ -9,13 +9,14 @@ import asyncio
 import threading
 import time
 
+from helpers.xz_samples import plain
 from conftest import SAMPLES
 
 from nsight_tui.tui.views import files
 from nsight_tui.tui.views.diff import DiffScreen
 
 A = SAMPLES / "small_ctx128.sqlite"
-B = SAMPLES / "small_ctx128_ddp2.sqlite"  # an unrelated export: another workload, two ranks
+B = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")  # an unrelated export: another workload, two ranks
 
 
 def counting_compare(monkeypatch) -> list:

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from helpers import step_sql
-from conftest import FINDINGS, SAMPLES, SHARED, trace_stem
+from conftest import FINDINGS, SAMPLES, SHARED, sample_traces, trace_stem
 from helpers.xz_samples import XZ_TRACE, plain
 from helpers import cli_process
 
-COMMITTED = sorted(SAMPLES.glob("*.sqlite")) + sorted(FINDINGS.glob(f"*{XZ_TRACE}"))
+COMMITTED = sample_traces() + sorted(FINDINGS.glob(f"*{XZ_TRACE}"))
 EVERY = COMMITTED + (sorted(SHARED.glob("*.sqlite")) if SHARED.exists() else [])
 
 
@@ -113,7 +113,7 @@ async def _kernel_table_rows_distinct(tui):
 
 
 # -- 2. `b`: enter on a part opens its backward kernels; totals say they are totals ------------
-AGNVTX = SAMPLES / "small_ctx128_agnvtx.sqlite"
+AGNVTX = plain(SAMPLES / "small_ctx128_agnvtx.sqlite.xz")
 
 # Kernels launched (by the correlation's API call) inside a `backward` range of a steady-state
 # step, on any thread of the process: the names a backward part's table may hold.
@@ -167,7 +167,7 @@ async def _backward_part_enter(tui):
 def test_op_range_capture_opens_on_the_iteration(tui, name):
     """Autograd-nvtx / emit_nvtx captures: the autograd thread has the most ranges (taken for the
     main one before the GPU work is read); the cursor still opens on step_N once loaded."""
-    path = SAMPLES / f"{name}.sqlite"
+    path = plain(SAMPLES / f"{name}.sqlite.xz")
     steps = _sql(path, "SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
                        "WHERE coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.eventType IN (59, 60, 70, 71)")[0][0]
 
@@ -227,7 +227,7 @@ def test_verdict_without_a_roof_is_a_word():
     from nsight_tui.tui.viewmodels import roofline as roofline_vm
     from nsight_tui.tui.session import Session
 
-    path = SAMPLES / "small_ctx128_ddp2.sqlite"
+    path = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
     session = Session(path, load_trace(path), "process", 0.0)
     node = next(g for g in session.model.aggregated_groups if g.is_main).roots[0]
     shown = {r.label: quantity(r.value, r.unit) for r in roofline_vm.ratios(session, node)}
@@ -298,7 +298,7 @@ def test_roofline_and_phase_tables_say_total_or_per_instance():
 
 
 # -- 6. the timeline at 80×24 ---------------------------------------------------------------------
-DDP = SAMPLES / "small_ctx128_ddp2.sqlite"
+DDP = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
 _OPS_BY_STREAM = """SELECT deviceId, streamId FROM (
     SELECT start, end, deviceId, streamId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL
     SELECT start, end, deviceId, streamId FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from helpers import step_sql
+from helpers.xz_samples import plain
 from conftest import SAMPLES
 
-DDP = SAMPLES / "small_ctx128_ddp2.sqlite"
+DDP = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
 pytestmark = pytest.mark.skipif(not DDP.exists(), reason="DDP sample missing")
 
 

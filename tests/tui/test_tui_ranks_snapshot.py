@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.xz_samples import plain
 from conftest import SAMPLES
 
-DDP = SAMPLES / "small_ctx128_ddp2.sqlite"
+DDP = plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")
 pytestmark = pytest.mark.skipif(not DDP.exists(), reason="DDP sample missing")
 
 
