@@ -26,6 +26,28 @@ def _idle(s) -> dict | None:
             "dependency_ns": s.dependency_ns}
 
 
+# A step held mostly by the CPU was timed under the profiler, which slows every CUDA call it traces:
+# the program alone runs those calls faster (docs/whatif.md, "without the profiler": on one H100 a
+# launch-bound step ran 28-32 ms alone against 38 captured, while a GPU-bound one ran alike)
+CPU_HELD_SHARE = 0.5
+
+
+def cpu_share(holders) -> tuple[float, int]:
+    """The share of the step its critical path spends on the CPU, and the ns of it inside CUDA calls."""
+    cpu = [h for h in holders if h.kind in ("cpu-host", "cpu-calls")]
+    return sum(h.share for h in cpu), sum(int(h.ns) for h in cpu if h.kind == "cpu-calls")
+
+
+def profiler_note(holders) -> str:
+    """A caveat where the CPU holds the step (CPU_HELD_SHARE), else ''."""
+    share, calls_ns = cpu_share(holders)
+    if share < CPU_HELD_SHARE:
+        return ""
+    return (f"{share * 100:.0f}% of this step is the CPU's ({_ms(calls_ns)} ms per step inside CUDA calls), timed under "
+            "the profiler, which slows every CUDA call it traces: the program run alone spends less there, so its own "
+            "step is shorter and a saving the CPU sets can differ (docs/whatif.md, \"The same changes without the profiler\")")
+
+
 def whatif_dict(p) -> dict:
     return {
         "file": p.path.name,
@@ -38,6 +60,8 @@ def whatif_dict(p) -> dict:
         "cpu_pace_assumption": p.cpu_assumption or None,
         "saving_ns": p.saving_ns,
         "holds_step": [_holder(h) for h in p.holders],
+        "cpu_share_of_step": round(cpu_share(p.holders)[0], 4),
+        "profiler_note": profiler_note(p.holders) or None,
         "gpu_idle_per_step": _idle(p.idle),
         "measured": {"launch_latency_ns": p.launch_latency_ns, "queue_gap_ns": p.queue_gap_ns},
         "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps; "
@@ -74,6 +98,9 @@ def whatif_markdown(p) -> str:
         out += ["", "GPU idle per step (replayed): " + (
             f"{_ms(idle.idle_ns)} ms = launch-starved {_ms(idle.launch_starved_ns)} + blocked by a sync "
             f"{_ms(idle.sync_blocked_ns)} + waiting on a dependency {_ms(idle.dependency_ns)}"), ""]
+        note = profiler_note(hold)
+        if note:
+            out += [f"Note: {md(note)}.", ""]
     return "\n".join(out) + "\n"
 
 
@@ -108,6 +135,9 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
         top = p.baseline_holders[0]
         lines.append(("before", f"{top.what} held {top.share * 100:.1f}% ({top.ns / 1e6:,.2f} ms per step) "
                       "of the unchanged replay's step"))
+    note = profiler_note(p.holders)
+    if note:
+        lines.append(("profiler", note))
     i = p.idle
     lines.append(("GPU idle", f"{_ms_unit(i.idle_ns)} per step after the fix (replayed) = launch-starved "
                   f"{_ms_unit(i.launch_starved_ns)} + blocked by a sync {_ms_unit(i.sync_blocked_ns)} + waiting on a "

@@ -4,6 +4,7 @@ contract, and the committed twins against the workload's own Python clock (tests
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import numpy as np
 import pytest
@@ -165,6 +166,28 @@ def test_whatif_json_keys():
     assert d["saving_ns"] == d["baseline"]["replayed_step_ns"] - d["predicted"]["step_ns"]
     assert d["edits"][0]["edit"] == "graph" and d["edits"][0]["assumption"]
     assert d["holds_step"] and abs(sum(h["share"] for h in d["holds_step"]) - 1) < 0.05
+
+
+@pytest.mark.parametrize("name, cpu_held", [("findings/small_ctx128_b1_nosync_capturable.sqlite.xz", True),
+                                              ("replay/tf32/small_ctx512_b8_async.sqlite.xz", False)])
+def test_a_step_the_cpu_holds_says_it_was_timed_under_the_profiler(name, cpu_held):
+    """Batch 1 eager (launch-bound) against fp32 at batch 8 (GPU-bound): where the CPU's parts of the
+    critical path hold half the step or more, the answer says its CUDA calls were timed under the
+    profiler (the program alone runs them faster); the share is the holders' own, and the GPU's
+    busy time in SQL bounds it: a step whose kernels fill most of its period is not the CPU's."""
+    f = plain(SAMPLES / name)
+    run = cli_process.run(["whatif", str(f), "-f", "json"], text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr
+    d = json.loads(run.stdout)
+    cpu = [h for h in d["holds_step"] if h["kind"] in ("cpu-host", "cpu-calls")]
+    assert d["cpu_share_of_step"] == pytest.approx(sum(h["share"] for h in cpu), abs=1e-3)
+    assert (d["profiler_note"] is not None) == cpu_held == (d["cpu_share_of_step"] >= 0.5)
+    with sqlite3.connect(f"file:{f}?mode=ro", uri=True) as db:
+        busy_ns = db.execute("SELECT SUM(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    per_step_busy = busy_ns / len(python_steps(f)) / d["baseline"]["measured_step_ns"]  # every kernel, warm-ups too
+    assert (per_step_busy < 0.5) == cpu_held
+    text = cli_process.run(["whatif", str(f)], text=True, cwd=ROOT, timeout=300).stdout
+    assert ("timed under the profiler" in text) == cpu_held
 
 
 def test_nohost_minus_a_duration_takes_that_much_out_of_each_idle_pause():
