@@ -27,7 +27,8 @@ from nsight_tui.capture.nsys import MEMORY_USAGE, NSYS_OP_RANGES, export_command
 from nsight_tui.capture.ncu import DEFAULT_KERNEL_LIMIT, ncu_command
 from nsight_tui.capture.plant import nsys_options as plant_nsys_options
 from nsight_tui.capture.sizes import RunSettings
-from nsight_tui.parsers.read.conventions import NO_NVTX_SUFFIX, OOM_SUFFIX, STEPS_SIDECAR_SUFFIX, output_stem
+from nsight_tui.parsers.read.conventions import (BARE_SIDECAR_SUFFIX, NO_NVTX_SUFFIX, OOM_SUFFIX, STEPS_SIDECAR_SUFFIX,
+                                                 output_stem)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,8 +99,13 @@ def steps_sidecar_path(out_dir: Path, config: CaptureConfig) -> Path:
     return out_dir / f"{config.stem}{STEPS_SIDECAR_SUFFIX}"
 
 
+def bare_sidecar_path(out_dir: Path, config: CaptureConfig) -> Path:
+    """STEM.bare.json beside the export (`capture --bare-run`): the workload's step times run alone."""
+    return out_dir / f"{config.stem}{BARE_SIDECAR_SUFFIX}"
+
+
 def existing_outputs(out_dir: Path, config: CaptureConfig, keep_report: bool = False) -> list[Path]:
-    paths = [*output_paths(out_dir, config), oom_export_path(out_dir, config),
+    paths = [*output_paths(out_dir, config), oom_export_path(out_dir, config), bare_sidecar_path(out_dir, config),
              *([] if config.nvtx else [steps_sidecar_path(out_dir, config)]),
              *([out_dir / f"{config.stem}{NCU_SUFFIX}"] if config.profile_step else []),
              *([out_dir / f"{config.stem}.nsys-rep"] if keep_report else [])]
@@ -138,7 +144,7 @@ class Runner:
                  echo: Callable[[str], None] | None = None, extra_metadata: dict | None = None,
                  count_flops: bool = False, count_device: str | None = None, memory_usage: bool = True,
                  gpu_metrics_hz: int = 0, ncu: Path | str | None = None,
-                 ncu_kernel_limit: int = DEFAULT_KERNEL_LIMIT):
+                 ncu_kernel_limit: int = DEFAULT_KERNEL_LIMIT, bare_run: bool = False, bare_device: str | None = None):
         self.nsys = str(nsys)
         self.out_dir = Path(out_dir)
         self.python = python
@@ -158,6 +164,10 @@ class Runner:
         # Nsight Compute over the config's profile_step, written to STEM.ncu-rep beside STEM.sqlite.
         self.ncu = str(ncu) if ncu is not None else None
         self.ncu_kernel_limit = ncu_kernel_limit
+        # capture --bare-run: the same workload once alone, without nsys, just before the capture (the
+        # same machine and minute), its step times kept beside the export (STEM.bare.json)
+        self.bare_run = bare_run
+        self.bare_device = bare_device
 
     def commands(self, config: CaptureConfig, work_dir: Path) -> tuple[list[str], list[str]]:
         # Full file names: a stem like `2.7B_ctx128` must not look like a name with an extension.
@@ -173,6 +183,23 @@ class Runner:
                  *(gpu_metrics_options(self.gpu_metrics_hz) if self.gpu_metrics_hz > 0 else [])]
         return (profile_command(self.nsys, report, app, extra),
                 export_command(self.nsys, report, work_dir / f"{config.stem}.sqlite"))
+
+    def bare_command(self, config: CaptureConfig, work_dir: Path) -> list[str]:
+        launcher = (["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={config.processes}"]
+                    if config.processes > 1 else [])
+        device = ["--device", self.bare_device] if self.bare_device else []
+        return [self.python, *launcher, "-m", "nsight_tui.capture.workload", *config.workload_args(), *device,
+                "--status-file", str(work_dir / "bare_status.json")]
+
+    def _bare_steps(self, config: CaptureConfig, work_dir: Path) -> list[dict] | None:
+        """The bare run's steps, or None (said in a line) where it did not finish: the capture goes on."""
+        code = self._run(self.bare_command(config, work_dir))
+        status = self._read_status(work_dir / "bare_status.json")
+        if code != 0 or status.get("status") != "ok":
+            self.echo(f"    the run without nsys did not finish ({status.get('status') or f'exit {code}'}): "
+                      "capturing without STEM.bare.json")
+            return None
+        return [s for s in status.get("steps", []) if isinstance(s, dict)]
 
     def ncu_command(self, config: CaptureConfig, work_dir: Path) -> list[str]:
         app = [self.python, "-m", "nsight_tui.capture.workload", *config.workload_args(),
@@ -206,6 +233,7 @@ class Runner:
             profile, export = self.commands(config, work_dir)
             if self.count_flops and self._run(self.count_command(config, work_dir)) != 0:
                 self.echo("    FLOP counting failed (see above): capturing without counts")
+            bare = self._bare_steps(config, work_dir) if self.bare_run else None
             code = self._run(profile)
             status = self._read_status(work_dir / "status.json")
             if status.get("status") == "oom":
@@ -251,6 +279,14 @@ class Runner:
                 write_atomic(sidecar, json.dumps({"config": {**config.metadata(), **self.extra_metadata},
                                                   "steps": status.get("steps", [])}, indent=1) + "\n",
                              overwrite=True)
+            if bare is not None:  # before the export lands, so an export never misses its bare record
+                sidecar = bare_sidecar_path(self.out_dir, config)
+                self._replace_check(sidecar)
+                write_atomic(sidecar, json.dumps({"config": {**config.metadata(), **self.extra_metadata},
+                                                  "run": "the workload alone, without nsys, just before the capture",
+                                                  "steps": bare}, indent=1) + "\n", overwrite=True)
+            elif bare_sidecar_path(self.out_dir, config).exists():  # a --force rerun without --bare-run: stale
+                bare_sidecar_path(self.out_dir, config).unlink()
             os.replace(exported, sqlite_path)
             if oom_path.exists():  # this configuration fits now: the old OOM record is stale
                 oom_path.unlink()

@@ -93,6 +93,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--backward-ranges", action="store_true",
                       help="backward:<part> ranges around each annotated part's backward, on the autograd thread "
                       "(module backward hooks; output _bwdranges)")
+    what.add_argument("--bare-run", action="store_true",
+                      help="run the workload once alone, without nsys, just before the capture: its step times go "
+                      "beside the export in STEM.bare.json, and whatif says how much the profiler slowed the step")
     what.add_argument("--ddp", type=int, default=1, metavar="N",
                       help="data-parallel training over N GPUs (torchrun, one process per GPU, NCCL all-reduce "
                            "in backward); one export holds every rank (default 1)")
@@ -226,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
         ncu = find_ncu(args.ncu_path) if args.ncu else None
         runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
                         count_flops=not args.no_count, memory_usage=not args.no_memory_usage,
-                        gpu_metrics_hz=args.gpu_metrics, ncu=ncu, ncu_kernel_limit=args.ncu_kernels)
+                        gpu_metrics_hz=args.gpu_metrics, ncu=ncu, ncu_kernel_limit=args.ncu_kernels,
+                        bare_run=args.bare_run)
         if not args.skip_existing and not args.force:  # refuse before paying for the probe
             for config in configs:
                 runner.refuse_clobber(config)
@@ -292,13 +296,16 @@ def _dry_run(args: argparse.Namespace, configs: list[CaptureConfig], out_dir: Pa
             ncu = "ncu"
     runner = Runner(nsys, out_dir, python=args.python, force=args.force, keep_report=args.keep_rep,
                     count_flops=not args.no_count, memory_usage=not args.no_memory_usage,
-                    gpu_metrics_hz=args.gpu_metrics, ncu=ncu, ncu_kernel_limit=args.ncu_kernels)
+                    gpu_metrics_hz=args.gpu_metrics, ncu=ncu, ncu_kernel_limit=args.ncu_kernels,
+                    bare_run=args.bare_run)
     for index, config in enumerate(configs, 1):
         work = out_dir / f".{config.stem}.XXXXXXXX.partial"  # the real name is made by mkdtemp
         profile, export = runner.commands(config, work)
         print(f"[{index}/{len(configs)}] {config.describe()} -> {out_dir / config.stem}.sqlite")
         if runner.count_flops:
             print("  $ " + shlex.join(runner.count_command(config, work)))
+        if runner.bare_run:
+            print("  $ " + shlex.join(runner.bare_command(config, work)) + "   (alone, without nsys)")
         print("  $ " + shlex.join(profile))
         print("  $ " + shlex.join(export))
         print(f"  then os.replace({work / config.stem}.sqlite, {out_dir / config.stem}.sqlite)")

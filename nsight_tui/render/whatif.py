@@ -48,6 +48,26 @@ def profiler_note(holders) -> str:
             "step is shorter and a saving the CPU sets can differ (docs/whatif.md, \"The same changes without the profiler\")")
 
 
+def _alone(c) -> dict | None:
+    if c is None:
+        return None
+    return {"alone_step_ns": c.alone_step_ns, "alone_steps": c.alone_steps, "captured_step_ns": c.captured_step_ns,
+            "captured_steps": c.captured_steps, "slowdown": None if c.slowdown is None else round(c.slowdown, 4),
+            "source": c.source}
+
+
+def alone_line(c) -> str:
+    """The bare run against the capture, one sentence ('' without a record)."""
+    if c is None:
+        return ""
+    text = (f"Without the profiler (the workload run alone just before this capture, {c.source}, its own clock, median "
+            f"of {c.alone_steps} steps): {_ms(c.alone_step_ns)} ms per step")
+    if c.slowdown is not None and c.captured_step_ns is not None:
+        text += (f"; captured, {_ms(c.captured_step_ns)} ms (the same clock, median of {c.captured_steps} steps): "
+                 f"the profiler made the step {abs(c.slowdown - 1) * 100:.0f}% {'longer' if c.slowdown >= 1 else 'shorter'}")
+    return text
+
+
 def whatif_dict(p) -> dict:
     return {
         "file": p.path.name,
@@ -58,6 +78,7 @@ def whatif_dict(p) -> dict:
         "edits": [{"edit": a.edit, "changed": a.changed, "assumption": a.assumption or None} for a in p.edits],
         "predicted": {"step_ns": p.step_ns, "low_ns": p.low_ns, "high_ns": p.high_ns},
         "cpu_pace_assumption": p.cpu_assumption or None,
+        "without_profiler": _alone(p.profiler),
         "saving_ns": p.saving_ns,
         "holds_step": [_holder(h) for h in p.holders],
         "cpu_share_of_step": round(cpu_share(p.holders)[0], 4),
@@ -77,6 +98,8 @@ def whatif_markdown(p) -> str:
     out = [f"# nsight-tui whatif: {md(p.path.name)}", ""]
     out.append(f"Step period, median of {p.steps} steady-state steps: measured {_ms(p.measured_step_ns)} ms, "
                f"replayed unchanged {_ms(p.replayed_step_ns)} ms (identity error {p.identity_error * 100:.2f}%).")
+    if p.profiler is not None:
+        out.append(md(alone_line(p.profiler)) + ".")
     out.append(f"Measured in this capture: launch latency {p.launch_latency_ns / 1e3:.1f} us (median op start - launch "
                f"call start onto an idle stream), queued ops {p.queue_gap_ns} ns apart (median).")
     out.append("")
@@ -138,6 +161,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     note = profiler_note(p.holders)
     if note:
         lines.append(("profiler", note))
+    if p.profiler is not None:
+        lines.append(("alone", alone_line(p.profiler)))
     i = p.idle
     lines.append(("GPU idle", f"{_ms_unit(i.idle_ns)} per step after the fix (replayed) = launch-starved "
                   f"{_ms_unit(i.launch_starved_ns)} + blocked by a sync {_ms_unit(i.sync_blocked_ns)} + waiting on a "

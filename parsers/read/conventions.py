@@ -30,6 +30,9 @@ OOM_SUFFIX = ".oom"  # STEM.oom.json (the record) and STEM.oom.sqlite (the expor
 # is a truly unannotated trace; its Python step times go beside it in STEM.steps.json instead.
 NO_NVTX_SUFFIX = "_nonvtx"
 STEPS_SIDECAR_SUFFIX = ".steps.json"
+# `capture --bare-run`: the same workload run alone (no profiler) just before its capture, its Python
+# step times beside the export: what the program does without nsys's cost on its CUDA calls.
+BARE_SIDECAR_SUFFIX = ".bare.json"
 # The NVTX domain of ranges nsight-tui infers from a trace's kernel sequence (parsers.model.inferred):
 # shown `inferred:step_0`, never written to any export.
 INFERRED_DOMAIN = "inferred"

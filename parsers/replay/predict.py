@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nsight_tui.parsers.read.bare import ProfilerCost, profiler_cost
 from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.parsers.read.load import Trace, load_trace
 from nsight_tui.parsers.replay import edits as edit_mod
@@ -74,6 +75,8 @@ class Prediction:
     queue_gap_ns: int = 0  # measured: median gap between queued ops on a stream
     assumptions: list[str] = field(default_factory=list)
     cpu_assumption: str = ""  # where the range moves with the CPU's pace: what it assumes of it
+    # the workload run alone beside the capture (`capture --bare-run`): the step without the profiler
+    profiler: ProfilerCost | None = None
 
     @property
     def saving_ns(self) -> int:
@@ -260,7 +263,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
         hold, idle = _why(g, sr, base)
         return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err, [],
                           base.step_ns, base.step_ns, base.step_ns, hold, idle, hold, idle, g.launch_latency_ns,
-                          g.queue_gap_ns, [])
+                          g.queue_gap_ns, [], profiler=profiler_cost(trace))
     ed = edited(trace, parsed, load)
     lo, mid, hi = ed.steps_ns(base.step_ns)
     hold, idle = _why(ed.graph, sr, ed.mid)
@@ -268,4 +271,4 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
-                      ed.cpu_assumption if lo != hi else "")
+                      ed.cpu_assumption if lo != hi else "", profiler_cost(trace))

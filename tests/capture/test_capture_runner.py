@@ -511,3 +511,31 @@ def test_cli_gpu_metrics_default_rate_and_bad_rate(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["capture", "--autograd-shapes", "--emit-nvtx", "--dry-run"])
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_a_bare_run_goes_beside_the_export_and_never_clobbers(tmp_path, fake_nsys, monkeypatch):
+    """`--bare-run`: the workload really runs alone (tiny, on the CPU) before the stand-in profiles
+    it, never under nsys (nsys is called to profile and export only); its step times land beside
+    the export in STEM.bare.json. An old record is refused without --force; a forced capture without
+    --bare-run removes it (it would describe another run)."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("FAKE_NSYS_RUN_APP", "1")
+    out = tmp_path / "out"
+    config = CaptureConfig("tiny", 16, batch=2, steps=2, warmup=1)
+    lines: list[str] = []
+    result = Runner(fake_nsys, out, echo=lines.append, bare_run=True, bare_device="cpu").capture(config)
+    assert result.status == "ok", result.message
+    record = json.loads((out / "tiny_ctx16_b2.bare.json").read_text())
+    assert [s["name"] for s in record["steps"]] == ["warmup_0", "step_0", "step_1"]
+    assert all(s["seconds"] > 0 for s in record["steps"]) and record["config"]["model"] == "tiny"
+    assert [call[0] for call in nsys_calls(tmp_path)] == ["profile", "export"]
+    bare = next(line for line in lines if "--status-file" in line and "bare_status.json" in line)
+    assert str(fake_nsys) not in bare and bare.startswith("$ ")
+
+    again = Runner(fake_nsys, out, echo=lambda line: None)
+    (out / "tiny_ctx16_b2.sqlite").unlink()  # only the record is left: still not to be clobbered
+    with pytest.raises(CaptureError, match="tiny_ctx16_b2.bare.json already exists"):
+        again.capture(config)
+    monkeypatch.delenv("FAKE_NSYS_RUN_APP")
+    assert Runner(fake_nsys, out, force=True, echo=lambda line: None).capture(config).status == "ok"
+    assert not (out / "tiny_ctx16_b2.bare.json").exists()
