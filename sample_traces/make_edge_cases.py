@@ -1,6 +1,6 @@
-"""Make the `edge_*.sqlite` samples: small_ctx128_fwd.sqlite cut to its last two iterations
-(step_1, step_2), with NVTX situations nsys's own reports treat in particular ways added by
-SQL. NVIDIA's CSVs for each (sample_traces/oracle/edge_*_REPORT.csv) come from the real
+"""Make the `edge_*.sqlite` samples: small_ctx128_fwd (committed as .sqlite.xz) cut to its last
+two iterations (step_1, step_2), with NVTX situations nsys's own reports treat in particular ways
+added by SQL. NVIDIA's CSVs for each (sample_traces/oracle/edge_*_REPORT.csv) come from the real
 `nsys stats` run on exactly these files.
 
     python sample_traces/make_edge_cases.py OUT_DIR
@@ -17,12 +17,13 @@ edge_deep          300 push/pop ranges nested one in the other around one attent
 """
 from __future__ import annotations
 
+import lzma
 import shutil
 import sqlite3
 import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent / "small_ctx128_fwd.sqlite"
+SRC = Path(__file__).resolve().parent / "small_ctx128_fwd.sqlite.xz"
 PUSHPOP, STARTEND, MARK = 59, 60, 34
 
 # The cut: everything before step_1 goes, except the NVTX domain events and the config mark.
@@ -111,7 +112,8 @@ def make(out_dir: Path) -> list[Path]:
     for name, edit in CASES.items():
         path = out_dir / f"{name}.sqlite"
         tmp = path.with_suffix(".tmp")
-        shutil.copyfile(SRC, tmp)
+        with lzma.open(SRC) as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst)
         con = sqlite3.connect(tmp)
         for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
                       "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):

@@ -180,7 +180,7 @@ def mutated_copy(tmp_path: Path, name: str, *sql: str, src: Path | None = None, 
     import sqlite3
 
     path = tmp_path / f"{name}.sqlite"
-    shutil.copyfile(src or SAMPLES / "small_ctx128_fwd.sqlite", path)
+    shutil.copyfile(src or sample_file("small_ctx128_fwd"), path)
     if drop_not_null:
         con = sqlite3.connect(path)
         con.execute("PRAGMA writable_schema = ON")

@@ -11,10 +11,11 @@ import subprocess
 import pytest
 
 from conftest import SAMPLES, mutated_copy
+from helpers.xz_samples import plain
 from helpers.export_sql import sql_rows
 from helpers import cli_process
 
-SRC = SAMPLES / "small_ctx128_fwd.sqlite"
+SRC = plain(SAMPLES / "small_ctx128_fwd.sqlite.xz")
 K, RT, NV = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
 
 

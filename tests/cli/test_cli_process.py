@@ -10,9 +10,10 @@ import sys
 import pytest
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from helpers import cli_process
 
-SMALL = SAMPLES / "small_ctx128_fwd.sqlite"
+SMALL = plain(SAMPLES / "small_ctx128_fwd.sqlite.xz")
 CASES = {
     "works": ["stats", SMALL, "-r", "nvtx_sum", "-f", "csv"],
     "missing file": ["report", SAMPLES / "no_such.sqlite"],

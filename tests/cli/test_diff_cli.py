@@ -13,10 +13,11 @@ import pytest
 from helpers import step_sql
 from helpers.cli import run_main
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from helpers import cli_process
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
-FUSED = SAMPLES / "small_ctx128_fused.sqlite"
+FUSED = plain(SAMPLES / "small_ctx128_fused.sqlite.xz")
 STEPS = "step_[0-9]*"
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from nsight_tui.cli import main
 from nsight_tui.parsers.analyses.findings import RULES
 
-TRACE = SAMPLES / "small_ctx128_fwd.sqlite"
+TRACE = plain(SAMPLES / "small_ctx128_fwd.sqlite.xz")
 
 
 @pytest.mark.parametrize("wanted", ["sync-memcpi", "sync-memcpy,launchbound", " , "])

@@ -10,9 +10,10 @@ import subprocess
 import pytest
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from helpers import cli_process
 
-GOOD = SAMPLES / "small_ctx128_fwd.sqlite"
+GOOD = plain(SAMPLES / "small_ctx128_fwd.sqlite.xz")
 LINE = "not a regular file (a pipe, device or socket); give the .sqlite export itself"
 
 

@@ -152,7 +152,7 @@ def test_one_name_per_output_format_across_subcommands():
                                      ["stats", "{trace}", "-r", "nvtx_sum", "-f", "csv", "-o", "{prefix}"],
                                      ["ranks", "{trace}", "-o", "{out}"]])
 def test_an_existing_output_is_kept_with_its_own_exit_status(command, tmp_path, capsys):
-    trace = ROOT / "sample_traces" / "small_ctx128_fwd.sqlite"
+    trace = ROOT / "sample_traces" / "small_ctx128_fwd.sqlite.xz"  # read compressed as it is
     out = tmp_path / "out.md"
     prefix = tmp_path / "out"
     for existing in (out, tmp_path / "out_nvtx_sum.csv"):

@@ -114,6 +114,6 @@ def test_text_in_a_few_api_starts_report(tmp_path):
 def test_flops_file_nested_deep(tmp_path):
     deep = tmp_path / "deep.json"
     deep.write_text('{"ranges": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    proc = run_cli("report", SAMPLES / "small_ctx128_fwd.sqlite", "--flops", deep)
+    proc = run_cli("report", SAMPLES / "small_ctx128_fwd.sqlite.xz", "--flops", deep)
     clean(proc)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "nested too deep" in proc.stderr

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import ROOT, SAMPLES
 from helpers.cli import run_main
+from helpers.xz_samples import plain
 
 SAMPLE = SAMPLES / "small_ctx128.sqlite"
 pytestmark = pytest.mark.skipif(not SAMPLE.exists(), reason="sample trace missing")
@@ -39,8 +40,8 @@ def test_quiet_keeps_the_result_on_stdout_and_the_errors():
 def test_report_on_a_folder_counts_its_progress_and_quiet_drops_it(tmp_path: Path):
     folder = tmp_path / "runs"
     folder.mkdir()
-    for name in ("small_ctx128.sqlite", "small_ctx128_fwd.sqlite"):
-        (folder / name).symlink_to(SAMPLES / name)
+    for name in ("small_ctx128.sqlite", "small_ctx128_fwd.sqlite.xz"):
+        (folder / name.removesuffix(".xz")).symlink_to(plain(SAMPLES / name))
     loud = run_main("report", folder, "-f", "json")
     assert loud.returncode == 0
     assert [line for line in loud.stderr.splitlines() if line.startswith("analysing")] == [

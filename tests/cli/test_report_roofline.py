@@ -8,9 +8,10 @@ import pytest
 
 from helpers import step_sql
 from conftest import SAMPLES, shared_trace
+from helpers.xz_samples import plain
 from nsight_tui.cli import main
 
-COUNTED = SAMPLES / "small_ctx128_counts.sqlite"
+COUNTED = plain(SAMPLES / "small_ctx128_counts.sqlite.xz")
 D, L, H, V, B, T = 768, 12, 12, 10_000, 4, 128
 
 
@@ -86,7 +87,7 @@ def test_unknown_gpu_line_and_given_peaks(capsys):
 
 
 def test_sweep_gains_mfu_and_bound_tables(tmp_path, capsys):
-    shutil.copy(COUNTED, tmp_path / "small_ctx128.sqlite")
+    shutil.copyfile(COUNTED, tmp_path / "small_ctx128.sqlite")
     code, single, _ = report(capsys, tmp_path / "small_ctx128.sqlite", "-f", "json")
     step = next(p for p in json.loads(single)["roofline"]["ranges"] if p["label"] == "step")
     code, out, _ = report(capsys, tmp_path)

@@ -13,9 +13,10 @@ import subprocess
 import pytest
 
 from conftest import REPORTS, SAMPLES, mutated_copy
+from helpers.xz_samples import plain
 from helpers import cli_process
 
-SRC = SAMPLES / "small_ctx128_fwd.sqlite"
+SRC = plain(SAMPLES / "small_ctx128_fwd.sqlite.xz")
 
 
 def run_cli(*args, cwd=None):

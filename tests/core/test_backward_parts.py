@@ -188,4 +188,4 @@ def test_seq_and_name_agree_on_the_parts():
 
 def test_traces_without_op_or_backward_ranges_have_no_table():
     assert backward_parts(range_model(load_trace(SAMPLES / "small_ctx128.sqlite"), "process")) == []
-    assert backward_parts(range_model(load_trace(SAMPLES / "small_ctx128_fwd.sqlite"), "process")) == []
+    assert backward_parts(range_model(load_trace(sample_file("small_ctx128_fwd")), "process")) == []

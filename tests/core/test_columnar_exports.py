@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPORTS, SAMPLES
+from helpers.xz_samples import plain
 from nsight_tui.render.nsys import render_csv
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.load import load_trace
@@ -20,7 +21,7 @@ from nsight_tui.parsers.nsys.reports import build_report
 
 pytest.importorskip("pyarrow", exc_type=ImportError)
 
-SQLITE = SAMPLES / "twin_small_ctx128.sqlite"
+SQLITE = plain(SAMPLES / "twin_small_ctx128.sqlite.xz")
 COLUMNAR = {"parquetdir": SAMPLES / "twin_small_ctx128_pqtdir", "arrowdir": SAMPLES / "twin_small_ctx128_arwdir"}
 _cache: dict = {}
 

@@ -19,7 +19,7 @@ from nsight_tui.parsers.analyses.diff import ADDED, BOTH, REMOVED, Delta, diff_r
 from nsight_tui.parsers.read.load import load_trace
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
-FUSED = SAMPLES / "small_ctx128_fused.sqlite"
+FUSED = plain(SAMPLES / "small_ctx128_fused.sqlite.xz")
 STEPS = "step_[0-9]*"
 ATTENTION = "step_N/forward/scaled_dot_product_attention"
 PARTS = ("computing_attention_scores", "computing_softmax", "final_matmul")

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from helpers.findings_twins import assert_below_the_jitter, sample, step_mean_ns
 from nsight_tui.parsers.analyses.findings import RULE_IDS, THRESHOLDS, findings
 from nsight_tui.parsers.read.load import load_trace
@@ -73,7 +74,7 @@ def test_findings_carry_what_the_report_promises():
 def test_unfused_attention_fires_on_manual_silent_on_fused_sdpa():
     # captured back to back (capture/README.md): at ctx 128 the step is bound by the CPU, and the
     # tenths of a millisecond SDPA saves there are under the step jitter
-    assert_below_the_jitter("unfused-attention", SAMPLES / "small_ctx128.sqlite", SAMPLES / "small_ctx128_fused.sqlite")
+    assert_below_the_jitter("unfused-attention", SAMPLES / "small_ctx128.sqlite", plain(SAMPLES / "small_ctx128_fused.sqlite.xz"))
 
 
 def test_fp32_gemm_estimate_from_the_gemm_rows():

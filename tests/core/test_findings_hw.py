@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import step_sql
-from conftest import SAMPLES
+from conftest import SAMPLES, sample_file
 from helpers.ncu_pair import oracle_kernels, unpacked
 from nsight_tui.parsers.analyses.findings import THRESHOLDS, answers, findings
 from nsight_tui.render.findings import findings_json
@@ -217,7 +217,7 @@ def chains_sql(path, in_attention: bool = False, keep=lambda row: True) -> list[
 
 def test_elementwise_chains_equal_sql_and_the_saving_is_one_pass_per_chain():
     """The fused-attention twin: the chains SQL finds; saving = per chain its time − its longest kernel."""
-    path = SAMPLES / "small_ctx128_fused.sqlite"
+    path = sample_file("small_ctx128_fused")
     expect = chains_sql(path)
     _, n = step_kernels_sql(path)
     f = {x.id: x for x in findings(load_trace(path))}["elementwise-chain"]

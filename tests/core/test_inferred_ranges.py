@@ -27,6 +27,7 @@ from nsight_tui.parsers.nsys.reports import nvtx_gpu_proj_sum, nvtx_sum
 from nsight_tui.parsers.read.load import load_trace
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from helpers.shuffled import names_shuffled_copy, shuffled_copy
 from helpers.step_sql import iterations as sql_iterations
 
@@ -327,7 +328,7 @@ BACKWARD_STAGES = ["MLP down GEMM (grad)", "activation (grad)", "MLP up GEMM (gr
                    "residual add (grad)", "output projection (grad)", "attention x V (grad)",
                    "attention softmax (grad)", "attention scores (grad)", "QKV GEMM (grad)",
                    "layer norm (grad)", "residual add (grad)"]
-BWDRANGES = SAMPLES / "small_ctx128_bwdranges.sqlite"  # capture --backward-ranges: backward:<part> ranges
+BWDRANGES = plain(SAMPLES / "small_ctx128_bwdranges.sqlite.xz")  # capture --backward-ranges: backward:<part> ranges
 
 
 @pytest.mark.parametrize("stem", [TRAIN + "_nonvtx", BF16])

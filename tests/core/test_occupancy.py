@@ -12,6 +12,7 @@ import pytest
 from nsight_tui.parsers.kernels import occupancy
 from nsight_tui.parsers.read.load import load_trace
 from conftest import SAMPLES, SHARED
+from helpers.xz_samples import plain
 
 KB = 1024
 # CUDA C++ Programming Guide, "Technical Specifications per Compute Capability":
@@ -109,7 +110,7 @@ def test_module_table_matches_the_guide(cc):
 
 # -- every kernel configuration of real exports --------------------------------------------
 def _traces() -> list[Path]:
-    found = [SAMPLES / "small_ctx128.sqlite", SAMPLES / "small_ctx128_fused.sqlite"]
+    found = [SAMPLES / "small_ctx128.sqlite", plain(SAMPLES / "small_ctx128_fused.sqlite.xz")]
     for name in ("mock.sqlite", "medium_ctx1024_fwd_flash.sqlite", "xl_ctx256.sqlite", "small_ctx128_graphs.sqlite",
                  "older/nsys2022.2_vectoradd.sqlite"):
         found.append(SHARED / name)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay import edits as edit_mod
@@ -91,7 +92,7 @@ def test_drop_parses_and_refuses_what_it_cannot_do(resnet):
 
 
 # -- unfused-attention's fix: the manual attention's passes over the scores dropped ------------------------
-MANUAL, FUSED = SAMPLES / "small_ctx128.sqlite", SAMPLES / "small_ctx128_fused.sqlite"
+MANUAL, FUSED = SAMPLES / "small_ctx128.sqlite", plain(SAMPLES / "small_ctx128_fused.sqlite.xz")
 # kernels by name, each with its launch call (same process, same correlation id) inside an NVTX range of a name
 IN_RANGE_SQL = """
 SELECT sn.value, count(*), coalesce(sum(k.end - k.start), 0)

@@ -9,12 +9,13 @@ import pytest
 
 from helpers import step_sql
 from conftest import SAMPLES, shared_trace
+from helpers.xz_samples import plain
 from nsight_tui.parsers.kernels import peaks
 from nsight_tui.parsers.analyses import roofline as rl
 from nsight_tui.parsers.model.iterations import STEP, iteration_ranges, phase_ranges
 from nsight_tui.parsers.read.load import load_trace
 
-COUNTED = SAMPLES / "small_ctx128_counts.sqlite"  # measured counts (nsight-tui:flops marks)
+COUNTED = plain(SAMPLES / "small_ctx128_counts.sqlite.xz")  # measured counts (nsight-tui:flops marks)
 PLAIN = SAMPLES / "small_ctx128.sqlite"  # no counts: the analytic formulas
 # GPT-2 small as captured: d 768, 12 layers, 12 heads, vocab 10,000, batch 4, ctx 128
 D, L, H, V, B, T = 768, 12, 12, 10_000, 4, 128

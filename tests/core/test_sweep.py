@@ -10,6 +10,7 @@ import pytest
 
 from helpers import step_sql
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 from helpers.cli import run_main
 
 
@@ -19,7 +20,7 @@ def sweep_dir(tmp_path):
     if not src.exists():
         pytest.skip("sample trace missing")
     shutil.copy(src, tmp_path / "small_ctx128.sqlite")
-    shutil.copy(SAMPLES / "small_ctx128_fwd.sqlite", tmp_path / "small_ctx128_fwd.sqlite")
+    shutil.copyfile(plain(SAMPLES / "small_ctx128_fwd.sqlite.xz"), tmp_path / "small_ctx128_fwd.sqlite")
     (tmp_path / "2.7B_ctx128.oom.json").write_text(json.dumps({"status": "oom", "message": "CUDA out of memory"}))
     (tmp_path / "medium_ctx1024.oom.json").write_text(json.dumps({"status": "oom", "message": "CUDA out of memory"}))
     return tmp_path
@@ -70,7 +71,7 @@ def test_every_file_has_a_row_in_every_table_and_the_table_says_why(sweep_dir):
     con.execute("DELETE FROM NVTX_EVENTS WHERE textId IN (SELECT id FROM StringIds WHERE value LIKE 'nsight-tui:config %')")
     con.commit()
     con.close()
-    shutil.copy(SAMPLES / "small_ctx128_fused.sqlite", sweep_dir / "attempt 2.sqlite")  # config: small, 128, fused
+    shutil.copyfile(plain(SAMPLES / "small_ctx128_fused.sqlite.xz"), sweep_dir / "attempt 2.sqlite")  # config: small, 128, fused
     data = json.loads(_report(sweep_dir, "json"))
     for t in data["tables"]:
         assert t["columns"] == ["model", "ctx 128", "ctx 1024", "ctx ?"]

@@ -35,7 +35,7 @@ SIZED = ("sample_traces/small_ctx128.sqlite", "sample_traces/small_ctx128_ddp2.s
          "sample_traces/thirdparty/hf_trainer_qwen2_l4_b8_agnvtx.sqlite.xz",
          "sample_traces/nonvtx/small_ctx512_b8_async_nonvtx.sqlite.xz")
 NONVTX = "sample_traces/nonvtx/small_ctx512_b8_async_nonvtx.sqlite.xz"
-SMALL, FUSED = "sample_traces/small_ctx128.sqlite", "sample_traces/small_ctx128_fused.sqlite"
+SMALL, FUSED = "sample_traces/small_ctx128.sqlite", "sample_traces/small_ctx128_fused.sqlite.xz"
 REPORTS = ("nvtx_sum", "nvtx_gpu_proj_sum", "nvtx_kern_sum", "cuda_gpu_kern_sum", "cuda_api_sum",
            "cuda_gpu_mem_time_sum")
 
@@ -114,7 +114,7 @@ def test_every_default_answer_fits_an_agent():
     import anyio
 
     paths = [str(plain(ROOT / p)) for p in SIZED]
-    answers = anyio.run(default_answers, [*paths, str(ROOT / FUSED)], [(str(ROOT / SMALL), str(ROOT / FUSED))])
+    answers = anyio.run(default_answers, [*paths, str(plain(ROOT / FUSED))], [(str(ROOT / SMALL), str(plain(ROOT / FUSED)))])
     check_sizes(answers)
     report = answers[("report", str(ROOT / SMALL))][2]
     # what did not fit is named with its size and the argument that brings it
@@ -169,7 +169,7 @@ async def test_bad_arguments_are_one_plain_line():
 
     calls = {k: (tool, args) for k, (tool, args, _) in BAD.items()}
     calls["after"] = ("summary", {})
-    answers = await run_calls(params("sample_traces/small_ctx128_fwd.sqlite"), calls)
+    answers = await run_calls(params("sample_traces/small_ctx128_fwd.sqlite.xz"), calls)
     for key, (_, _, words) in BAD.items():
         text = answers.error(key)
         assert "\n" not in text.strip(), (key, text)
@@ -184,7 +184,7 @@ async def test_fixed_choices_are_enums_in_the_schemas():
     from helpers.mcp_client import run_calls
 
     tools: list = []
-    await run_calls(params("sample_traces/small_ctx128_fwd.sqlite"), {}, tools)
+    await run_calls(params("sample_traces/small_ctx128_fwd.sqlite.xz"), {}, tools)
     schemas = {t.name: t.input_schema for t in tools}
 
     def enum(tool: str, arg: str) -> list:

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT
 from helpers import cli_process
+from helpers.xz_samples import plain
 
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
 pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2")
@@ -23,7 +24,7 @@ pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK version 2"
 from helpers.mcp_client import Answers, every_page, params, run_calls  # noqa: E402,F401
 
 SMALL = "sample_traces/small_ctx128.sqlite"
-FUSED = "sample_traces/small_ctx128_fused.sqlite"
+FUSED = "sample_traces/small_ctx128_fused.sqlite.xz"
 DDP = "sample_traces/small_ctx128_ddp2.sqlite.xz"  # the server reads a compressed export as it is
 RANK_FOLDER = "sample_traces/ranks_small_ctx128_ddp2"
 TOOLS = {"list_files", "summary", "range_tree", "range_kernels", "kernel_launches", "correlation", "idle_window",
@@ -283,9 +284,9 @@ def test_ranks_match_cli(served):
 async def test_refuses_every_other_path(tmp_path):
     served_dir = tmp_path / "served"
     served_dir.mkdir()
-    (served_dir / "a.sqlite").write_bytes((ROOT / "sample_traces/small_ctx128_fwd.sqlite").read_bytes())
+    (served_dir / "a.sqlite").write_bytes(plain(ROOT / "sample_traces/small_ctx128_fwd.sqlite.xz").read_bytes())
     outside = tmp_path / "outside.sqlite"
-    outside.write_bytes((ROOT / "sample_traces/small_ctx128_fwd.sqlite").read_bytes())
+    outside.write_bytes(plain(ROOT / "sample_traces/small_ctx128_fwd.sqlite.xz").read_bytes())
     (served_dir / "link.sqlite").symlink_to(outside)  # inside the served folder, pointing out of it
     (tmp_path / "to_served.sqlite").symlink_to(served_dir / "a.sqlite")  # outside, pointing in
     asked = {
@@ -333,7 +334,7 @@ async def test_paging_bounds_and_bad_requests():
         "types": ("range_tree", {"depth": "deep"}),
         "after": ("summary", {}),
     }
-    answers = await run_calls(params("sample_traces/small_ctx128_fwd.sqlite"), calls)
+    answers = await run_calls(params("sample_traces/small_ctx128_fwd.sqlite.xz"), calls)
     for key in ("zero", "negative", "depth", "no_range", "no_kernel", "no_corr", "no_report", "mode", "window",
                 "section", "peaks", "types"):
         assert "Traceback" not in answers.error(key), key
@@ -357,7 +358,7 @@ def test_stdout_carries_only_the_protocol(tmp_path):
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "summary", "arguments": {"path": "/x"}}},
         {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "report", "arguments": {}}},
     ]
-    proc = subprocess.Popen([sys.executable, "-m", "nsight_tui", "mcp", "sample_traces/small_ctx128_fwd.sqlite"],
+    proc = subprocess.Popen([sys.executable, "-m", "nsight_tui", "mcp", "sample_traces/small_ctx128_fwd.sqlite.xz"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env={**os.environ})
     watchdog = threading.Timer(120, proc.kill)  # the deadline: a hung server fails the test, never hangs it
@@ -411,8 +412,8 @@ async def test_report_on_a_served_folder_is_the_sweep(tmp_path):
     the folder leading out is not read."""
     sweep = tmp_path / "sweep"
     sweep.mkdir()
-    for name in ("small_ctx128.sqlite", "small_ctx128_fused.sqlite"):
-        (sweep / name).write_bytes((ROOT / "sample_traces" / name).read_bytes())
+    for name in ("small_ctx128.sqlite", "small_ctx128_fused.sqlite.xz"):
+        (sweep / name.removesuffix(".xz")).write_bytes(plain(ROOT / "sample_traces" / name).read_bytes())
     calls = {"sweep": ("report", {"path": "sweep"}),
              "tables": ("report", {"path": "sweep", "sections": ["tables"]})}
     answers = await run_calls(params("sweep", cwd=tmp_path), calls)

@@ -34,10 +34,10 @@ def test_one_file_is_the_default_and_the_only_one():
     s = ServedSet(["sample_traces/small_ctx128.sqlite"])
     assert s.file(None).name == s.file("").name == "sample_traces/small_ctx128.sqlite"
     assert s.file("./sample_traces/../sample_traces/small_ctx128.sqlite").path == (ROOT / "sample_traces/small_ctx128.sqlite")
-    for other in ("sample_traces/small_ctx128_fused.sqlite", "/etc/passwd", "~/x.sqlite", "sample_traces/small_ctx128.sqlite/.."):
+    for other in ("sample_traces/small_ctx128_fused.sqlite.xz", "/etc/passwd", "~/x.sqlite", "sample_traces/small_ctx128.sqlite/.."):
         with pytest.raises(NotServed):
             s.file(other)
-    two = ServedSet(["sample_traces/small_ctx128.sqlite", "sample_traces/small_ctx128_fused.sqlite"])
+    two = ServedSet(["sample_traces/small_ctx128.sqlite", "sample_traces/small_ctx128_fused.sqlite.xz"])
     with pytest.raises(NotServed, match="name one"):
         two.file(None)
 

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, mutated_copy
+from helpers.xz_samples import plain
 
 from nsight_tui.cli import main
 
-SAMPLE = SAMPLES / "small_ctx128_fwd.sqlite"
+SAMPLE = plain(SAMPLES / "small_ctx128_fwd.sqlite.xz")
 PAYLOADS = {
     "csi": "\x1b[2J\x1b[31m",
     "osc52": "\x1b]52;c;SGVsbG8=\x07",

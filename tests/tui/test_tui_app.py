@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.xz_samples import plain
 
 
 def run(coro):
@@ -512,9 +513,7 @@ def test_ctrl_c_quits_on_every_screen(sample: Path, tui, keys):
 
 # -- several files ----------------------------------------------------------------------------------
 def test_several_files_side_by_side_and_open_one(samples_dir: Path, tui):
-    paths = sorted(samples_dir.glob("small_ctx128*.sqlite"))[:2]
-    if len(paths) < 2:
-        pytest.skip("needs two sample traces")
+    paths = [samples_dir / "small_ctx128.sqlite", plain(samples_dir / "small_ctx128_bwdranges.sqlite.xz")]
 
     async def body():
         async with tui(paths) as ui:
@@ -775,8 +774,8 @@ def test_80x24_one_row_header_and_no_number_cut(sample: Path, tui, view):
 def test_files_and_questions_at_80x24_keep_every_number(samples_dir: Path, tui, tmp_path: Path):
     import shutil
 
-    for name in ("small_ctx128.sqlite", "small_ctx128_fwd.sqlite"):
-        shutil.copy(samples_dir / name, tmp_path / name)
+    for name in ("small_ctx128.sqlite", "small_ctx128_fwd.sqlite.xz"):
+        shutil.copyfile(plain(samples_dir / name), tmp_path / name.removesuffix(".xz"))
 
     async def body():
         async with tui(sorted(tmp_path.glob("*.sqlite")), size=(80, 24)) as ui:
@@ -835,7 +834,7 @@ def test_several_files_view_says_its_figures_are_kernel_time_per_step(tui, sql):
     CPU span, the GPU time or the kernel sum). Truth: SQL over the export."""
     from conftest import _BACKWARD_CALLS, _KERNELS_OF_HITS, SAMPLES
 
-    paths = [SAMPLES / "small_ctx128.sqlite", SAMPLES / "small_ctx128_fused.sqlite"]
+    paths = [SAMPLES / "small_ctx128.sqlite", plain(SAMPLES / "small_ctx128_fused.sqlite.xz")]
     want = {}
     for path in paths:
         con = sql.connect(path)

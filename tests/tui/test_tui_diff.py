@@ -10,9 +10,10 @@ from helpers import diff_sql as sql
 import pytest
 from conftest import SAMPLES
 from helpers import cli_process
+from helpers.xz_samples import plain
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
-FUSED = SAMPLES / "small_ctx128_fused.sqlite"
+FUSED = plain(SAMPLES / "small_ctx128_fused.sqlite.xz")  # decompressed under its own name (the title shows it)
 STEPS = "step_[0-9]*"
 ATTENTION = "step_N/forward/scaled_dot_product_attention"
 pytestmark = pytest.mark.skipif(not (MANUAL.exists() and FUSED.exists()), reason="sample pair missing")

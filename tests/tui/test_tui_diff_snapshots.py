@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 
 MANUAL = SAMPLES / "small_ctx128.sqlite"
-FUSED = SAMPLES / "small_ctx128_fused.sqlite"
+FUSED = plain(SAMPLES / "small_ctx128_fused.sqlite.xz")  # the title shows the file name: plain keeps it
 pytestmark = pytest.mark.skipif(not (MANUAL.exists() and FUSED.exists()), reason="sample pair missing")
 
 

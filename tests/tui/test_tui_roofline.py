@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from conftest import SAMPLES
+from helpers.xz_samples import plain
 
-COUNTED = SAMPLES / "small_ctx128_counts.sqlite"
+COUNTED = plain(SAMPLES / "small_ctx128_counts.sqlite.xz")
 B, H, T, L = 4, 12, 128, 12
 SOFTMAX_NS_SQL = """
     WITH r AS (SELECT e.start, e.end, COALESCE(e.text, s.value) AS name FROM NVTX_EVENTS e

@@ -48,13 +48,13 @@ def test_snapshot_help(snap_compare, fixed_app, steps, sample: Path):
 def sweep_files(samples_dir: Path, tmp_path: Path) -> list[Path]:
     """The committed samples under fixed names (the snapshot shows them): two variants of one
     model and ctx, and a file whose name says neither."""
-    names = {"small_ctx128.sqlite": "small_ctx128.sqlite", "small_ctx128_fwd.sqlite": "small_ctx128_fwd.sqlite",
-             "small_ctx128_fused.sqlite": "run B.sqlite"}
+    names = {"small_ctx128.sqlite": "small_ctx128.sqlite", "small_ctx128_fwd.sqlite.xz": "small_ctx128_fwd.sqlite",
+             "small_ctx128_fused.sqlite.xz": "run B.sqlite"}
     out = []
     for src, dst in names.items():
         if not (samples_dir / src).exists():
             pytest.skip(f"{src} missing")
-        out.append(Path(shutil.copy(samples_dir / src, tmp_path / dst)))
+        out.append(Path(shutil.copyfile(plain(samples_dir / src), tmp_path / dst)))
     return sorted(out)
 
 
