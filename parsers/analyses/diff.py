@@ -720,5 +720,5 @@ def diff_runs(a: Trace, b: Trace, attribution: str = "process") -> RunDiff:
     for side, t in (("A", a), ("B", b)):
         notes += [f"{side}: {n}" for n in t.info.notes]
     step = _step(a_side, b_side, kernels, threads, bool(inferred)) if both_steps else None
-    return RunDiff(str(a.path), str(b.path), attribution, basis, config, notes, threads, common, step, kernels)
+    return RunDiff(str(a.given), str(b.given), attribution, basis, config, notes, threads, common, step, kernels)
 

@@ -280,3 +280,15 @@ def test_a_full_cache_folder_leaves_the_copy_to_a_temporary_one(tmp_path, monkey
     os.utime(src, ns=(1, 1))  # another identity: a fresh copy is needed
     with pytest.raises(TraceError, match="no folder could take its decompressed copy .*No space left on device"):
         compressed.plain_export(src)
+
+
+def test_a_diff_names_the_files_given_not_their_copies():
+    """`diff A B.sqlite.xz`: both sides named as typed (the decompressed copy lives in the cache folder,
+    which is no name a user gave)."""
+    a, b = SAMPLES / "small_ctx128.sqlite", SAMPLES / "small_ctx128_fused.sqlite.xz"
+    done = cli_process.run(["diff", str(a), str(b), "-f", "json"], text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    d = json.loads(done.stdout)
+    assert (d["a"], d["b"]) == (str(a), str(b))
+    text = cli_process.run(["diff", str(a), str(b)], text=True, timeout=300).stdout
+    assert f"B: {b}" in text and "/plain/" not in text
