@@ -231,3 +231,28 @@ def test_a_fixs_lanes_from_its_what_if_keep_the_ops_and_halve_the_gemms(tui):
             assert (lane.end[in_step].max() - lane.start[in_step].min()) < it.period
 
     run(body())
+
+
+def test_the_what_if_says_the_step_run_alone_where_the_capture_kept_one(tui):
+    """A capture with its bare run beside it (`capture --bare-run`, opened as committed, .sqlite.xz):
+    the what-if of a finding says the step without the profiler, the record's median, beside the
+    captured one."""
+    import json
+    import statistics
+
+    path = SAMPLES / "bare" / "small_ctx128_nosync.sqlite.xz"
+    record = json.loads((SAMPLES / "bare" / "small_ctx128_nosync.bare.json").read_text())
+    alone_ms = statistics.median(s["seconds"] for s in record["steps"] if s["name"].startswith("step_")) * 1e3
+
+    async def body():
+        async with tui(path, size=(140, 50)) as ui:
+            await open_findings(ui)
+            await ui.pilot.press("w")
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen", "the what-if screen")
+            await ui.until(lambda: ui.screen.view is not None, "the replay done", timeout=120)
+            await ui.settle()
+            text = " ".join(ui.flat_text().split())
+            assert "alone: Without the profiler (the workload run alone just before this capture" in text
+            assert f"{alone_ms:,.2f} ms per step" in text and "the profiler made the step" in text
+
+    run(body())
