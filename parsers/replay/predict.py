@@ -176,6 +176,11 @@ class EditedReplay:
         u = self.unchanged.step_ns
         saves = [u - self.low.step_ns, u - self.mid.step_ns, u - self.high.step_ns,
                  self.unchanged_fast.step_ns - self.fast.step_ns, self.unchanged_slow.step_ns - self.slow.step_ns]
+        # a slow end's saving can outgrow this capture's step (a launch-bound step graphed: the unchanged
+        # step at the slow pace grows, the graphed one hardly): never a step shorter than the edited
+        # program's fastest replay
+        floor = min(r.step_ns for r in (self.low, self.mid, self.high, self.fast, self.slow))
+        saves = [min(s, baseline_ns - floor) for s in saves]
         return baseline_ns - max(saves), baseline_ns - saves[1], baseline_ns - min(saves)
 
 

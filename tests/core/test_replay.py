@@ -190,6 +190,20 @@ def test_a_step_the_cpu_holds_says_it_was_timed_under_the_profiler(name, cpu_hel
     assert ("timed under the profiler" in text) == cpu_held
 
 
+def test_no_end_of_the_range_is_a_step_shorter_than_its_gpu_work():
+    """A launch-bound step graphed: at the slow end of the CPU's pace the unchanged step grows and the
+    graphed one hardly, so that end's saving can outgrow this capture's step; the range still never
+    goes below the GPU work one step holds (every kernel's time in the steady steps, by SQL, per step)."""
+    f = SAMPLES / "bare" / "small_ctx128_nosync.sqlite.xz"
+    p = predict(load_trace(f), ["graph"])
+    spans = [(it.start, it.start + it.period) for it in steps(plain(f))]
+    with sqlite3.connect(f"file:{plain(f)}?mode=ro", uri=True) as db:
+        kernels = db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    gpu_ns = [merged_length([(s, e) for s, e in kernels if a <= s < b]) for a, b in spans]
+    assert 0 < float(np.median(gpu_ns)) <= p.low_ns <= p.step_ns <= p.high_ns
+    assert p.saving_ns < p.replayed_step_ns
+
+
 def test_nohost_minus_a_duration_takes_that_much_out_of_each_idle_pause():
     """The sleep twin's base (a 5 ms time.sleep at each step's start, the GPU idle): one pause a step
     of at least 5 ms, each 5 ms shorter, no assumption of its own (the range is the CPU's pace only:
