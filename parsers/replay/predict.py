@@ -180,7 +180,7 @@ class EditedReplay:
         # step at the slow pace grows, the graphed one hardly): never a step shorter than the edited
         # program's fastest replay
         floor = min(r.step_ns for r in (self.low, self.mid, self.high, self.fast, self.slow))
-        saves = [min(s, baseline_ns - floor) for s in saves]
+        saves = [min(s, u - floor) for s in saves]
         return baseline_ns - max(saves), baseline_ns - saves[1], baseline_ns - min(saves)
 
 
