@@ -32,7 +32,8 @@ class ProfilerCost:
 
 def _median_step_ns(steps) -> tuple[int | None, int]:
     seconds = [float(s["seconds"]) for s in steps if isinstance(s, dict) and str(s.get("name", "")).startswith("step_")
-               and isinstance(s.get("seconds"), (int, float))]
+               and isinstance(s.get("seconds"), (int, float)) and not isinstance(s.get("seconds"), bool)
+               and 0 < s["seconds"] < float("inf")]
     return (round(statistics.median(seconds) * 1e9) if seconds else None), len(seconds)
 
 

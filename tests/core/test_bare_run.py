@@ -58,7 +58,8 @@ def test_no_record_or_a_broken_one_is_no_figure(tmp_path):
     shutil.copy(LAUNCH_BOUND, copy)
     side = tmp_path / "small_ctx128_nosync.bare.json"
     for text in ('{"steps": [{"name": "step_0", "seconds": 0.0', '{"steps": []}', '[1, 2]',
-                 '{"steps": [{"name": "step_0", "seconds": "fast"}]}'):
+                 '{"steps": [{"name": "step_0", "seconds": "fast"}]}', '{"steps": [{"name": "step_0", "seconds": -1}]}',
+                 '{"steps": [{"name": "step_0", "seconds": true}]}', '{"steps": [{"name": "step_0", "seconds": NaN}]}'):
         side.write_text(text)
         assert profiler_cost(load_trace(copy)) is None
     side.write_text(json.dumps({"steps": [{"name": "warmup_0", "seconds": 1.0}, {"name": "step_0", "seconds": 0.5}]}))
