@@ -60,11 +60,12 @@ def alone_line(c) -> str:
     """The bare run against the capture, one sentence ('' without a record)."""
     if c is None:
         return ""
-    text = (f"Without the profiler (the workload run alone just before this capture, {c.source}, its own clock, median "
-            f"of {c.alone_steps} steps): {_ms(c.alone_step_ns)} ms per step")
+    text = (f"Without the profiler (the workload run alone just before this capture, {c.source}, the workload's "
+            f"Python clock per step, median of {c.alone_steps} steps): {_ms(c.alone_step_ns)} ms per step")
     if c.slowdown is not None and c.captured_step_ns is not None:
-        text += (f"; captured, {_ms(c.captured_step_ns)} ms (the same clock, median of {c.captured_steps} steps): "
-                 f"the profiler made the step {abs(c.slowdown - 1) * 100:.0f}% {'longer' if c.slowdown >= 1 else 'shorter'}")
+        text += (f"; captured, {_ms(c.captured_step_ns)} ms per step (its step marks, the same clock, median of "
+                 f"{c.captured_steps} steps): the profiler made the step {abs(c.slowdown - 1) * 100:.0f}% "
+                 f"{'longer' if c.slowdown >= 1 else 'shorter'}")
     return text
 
 

@@ -39,16 +39,16 @@ SUFFIXES = (".xz", ".gz", ".bz2")
 UNREAD = {b"\x28\xb5\x2f\xfd": "zstd-compressed: decompress it first (`zstd -d FILE`)",
           b"PK\x03\x04": "a zip archive: unzip it first",
           b"\x04\x22\x4d\x18": "lz4-compressed: decompress it first (`lz4 -d FILE`)"}
-
-
-def unread_format(head: bytes) -> str | None:
-    """What a file is, from its first bytes, where it is a container this tool does not open."""
-    return next((why for magic, why in UNREAD.items() if head.startswith(magic)), None)
 KEEP = cache.PLAIN_KEEP
 CHUNK = 1 << 20
 NOTE_BYTES = 100 * 10**6
 
 _scratch: Path | None = None
+
+
+def unread_format(head: bytes) -> str | None:
+    """What a file is, from its first bytes, where it is a container this tool does not open."""
+    return next((why for magic, why in UNREAD.items() if head.startswith(magic)), None)
 
 
 def compression(path: Path) -> str | None:
@@ -155,6 +155,7 @@ class _NoRoom(Exception):
 
 
 def _open_copy(out: Path):
+    """The copy's file, opened for writing (tests make its writes fail as a full disk does)."""
     return open(out, "wb")
 
 

@@ -68,6 +68,11 @@ class ViewScreen(Screen):
         # it is asked for; the view starts (`start()`) when the app gives it what to show.
         self.spare = spare
 
+    def focus_after_prompt(self, widget) -> None:
+        """The prompt bar closed: `widget` takes the focus now (Widget.focus waits for a refresh), so a
+        key typed as the prompt closes is the widget's, not the closed prompt's."""
+        self.set_focus(widget)
+
     @property
     def host(self) -> Host:
         """What a view may read of the app (a Protocol: views never import the app, and open
@@ -302,14 +307,14 @@ class TableScreen(ViewScreen):
             self.filter_text = event.value
 
     def on_prompt_bar_submitted(self, event: PromptBar.Submitted) -> None:
-        self.set_focus(self.grid)  # now, not after a refresh: a key typed as the prompt closes is the grid's
+        self.focus_after_prompt(self.grid)
         if event.kind == "filter":
             self.filter_text = event.value
         elif event.kind == "search":
             self.search_text = event.value.strip()
 
     def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
-        self.set_focus(self.grid)  # now, not after a refresh: a key typed as the prompt closes is the grid's
+        self.focus_after_prompt(self.grid)
         if event.kind == "filter":
             self.filter_text = event.before
 

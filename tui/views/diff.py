@@ -142,14 +142,14 @@ class DiffScreen(ViewScreen):
         self.prompt.open("search", "/", self.search_text)
 
     def on_prompt_bar_submitted(self, event: PromptBar.Submitted) -> None:
-        self.set_focus(self.grid)  # now, not after a refresh: a key typed as the prompt closes is the grid's
+        self.focus_after_prompt(self.grid)
         self.search_text = event.value.strip()
 
     def watch_search_text(self) -> None:
         self._find(step=0)
 
     def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
-        self.set_focus(self.grid)  # now, not after a refresh: a key typed as the prompt closes is the grid's
+        self.focus_after_prompt(self.grid)
 
     def action_search_next(self) -> None:
         self._find(step=1)

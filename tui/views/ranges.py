@@ -365,7 +365,7 @@ class RangesScreen(ViewScreen):
         self.prompt.open("search", "/", self.search_text)
 
     def on_prompt_bar_submitted(self, event: PromptBar.Submitted) -> None:
-        self.set_focus(self.grid)  # now, not after a refresh: a key typed as the prompt closes is the grid's
+        self.focus_after_prompt(self.grid)
         self.search_text = event.value.strip()
 
     def watch_search_text(self, text: str) -> None:
@@ -373,7 +373,7 @@ class RangesScreen(ViewScreen):
         self._jump(backwards=False, include_current=True)
 
     def on_prompt_bar_cancelled(self, event: PromptBar.Cancelled) -> None:
-        self.set_focus(self.grid)  # now, not after a refresh: a key typed as the prompt closes is the grid's
+        self.focus_after_prompt(self.grid)
 
     def action_search_next(self) -> None:
         self._jump(backwards=False)
