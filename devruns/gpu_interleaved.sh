@@ -8,6 +8,8 @@
 #   itemgpu  ctx 512, batch 8, nothing synchronised in the ranges, .item() before optimizer.step (GPU-bound)
 #   tf32     ctx 512, batch 4, phase syncs: fp32 matmuls in the odd steps, TF32 in the even ones
 #   tf32async  the same at batch 8 with nothing synchronised in the ranges
+#   tf32c1024, tf32medium, tf32c256  TF32 every other step held out from the model's making: ctx 1024
+#              batch 4 and GPT-2 medium ctx 512 batch 4, nothing synchronised; ctx 256 batch 8, phase syncs
 # 2 warm-ups + 16 steps each (STEPS), no FLOP pass, no GPU memory usage; exports xz -9, one tar in $OUT.
 # Run on 2026-11-28 (one H100; again on an H200 with STEPS=24 and on an H100 with STEPS=24 and the
 # tf32 cases); the table: PYTHONPATH=$PWD python3 devruns/interleaved_table.py FOLDER.
@@ -26,6 +28,9 @@ for s in ${*:-item input itemgpu item}; do
     itemgpu) cap --ctx 512 --batch 8 --no-sync --plant item-before-step --plant-every 2 --out "$W/itemgpu" ;;
     tf32) cap --ctx 512 --plant fp32-gemm --plant-every 2 --out "$W/tf32_$(date +%s)" ;;
     tf32async) cap --ctx 512 --batch 8 --no-sync --plant fp32-gemm --plant-every 2 --out "$W/tf32async" ;;
+    tf32c1024) cap --ctx 1024 --batch 4 --no-sync --plant fp32-gemm --plant-every 2 --out "$W/tf32c1024" ;;
+    tf32medium) cap --model medium --ctx 512 --batch 4 --no-sync --plant fp32-gemm --plant-every 2 --out "$W/tf32medium" ;;
+    tf32c256) cap --ctx 256 --batch 8 --plant fp32-gemm --plant-every 2 --out "$W/tf32c256" ;;
   esac
 done
 stamp "xz"

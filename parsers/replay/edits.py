@@ -781,7 +781,8 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     inside = in_steps(g, sr)
     iteration = _iteration_of(sr, g.pt_time, _pt_pids(g))
     coll_ops = (my_coll_name[my_names], their_coll_name[their_names])
-    host = stretches.carry(g, g2, anchors, inside, iteration, coll_ops, twin_pace=twin_host)
+    host = stretches.carry(g, g2, anchors, inside, iteration, _iteration_of(twin_sr, g2.pt_time, _pt_pids(g2)),
+                           coll_ops, twin_pace=twin_host)
     ed.twin_pace.update(host.pace)
     n_steps = max(sr.n_steps, 1)
     for plan in ed.plans:

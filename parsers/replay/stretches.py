@@ -40,15 +40,21 @@ class Carried:
 
 
 def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iteration: np.ndarray,
-          ignore: tuple[np.ndarray, np.ndarray] | None = None, twin_pace: bool = False) -> Carried:
+          twin_iteration: np.ndarray, ignore: tuple[np.ndarray, np.ndarray] | None = None,
+          twin_pace: bool = False) -> Carried:
     """`anchors`: (this capture's kernel, the twin's kernel) pairs of kernels launched under the same
     name in both, in any order; `inside` per point of this capture: counted in `added_ns`;
     `iteration` per point: the iteration it falls in (the pace is read per thread and iteration: it
-    moves within a capture too). `ignore`: per op of each capture, ops whose launch neither anchors
-    nor changes a stretch (collectives, which kernels-from re-times where this capture launched
-    them). `twin_pace`: the twin's CPU pace instead of this capture's: every unchanged stretch
-    scaled by the pace read off them, a changed one as long as it ran in the twin: a diagnostic (the
-    pace comes from the twin, and one capture cannot know another's), not a prediction."""
+    moves within a capture too), `twin_iteration` the same per point of the twin. A stretch crosses
+    as many iteration starts on both sides (an optimizer's stretch runs into the next step's first
+    launch): where this capture's iterations take their kernels from the twin's out of order (each
+    planted step of one capture from the step before it), the stretch from a planted step's end to
+    the next step's start would, in the twin, hold the whole planted step between. `ignore`: per op
+    of each capture, ops whose launch neither anchors nor changes a stretch (collectives, which
+    kernels-from re-times where this capture launched them). `twin_pace`: the twin's CPU pace
+    instead of this capture's: every unchanged stretch scaled by the pace read off them, a changed
+    one as long as it ran in the twin: a diagnostic (the pace comes from the twin, and one capture
+    cannot know another's), not a prediction."""
     factor = np.ones(len(g.pt_time), np.float64)
     out = Carried(factor, 0, 0, {}, 0)
     if len(anchors) < 2:
@@ -84,7 +90,8 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
         lo_b = twin.call_end_pt[twin.pt_call[pb[:-1]]] + 1
         hi_b = pb[1:]
         valid = ((lo_a <= hi_a) & (lo_b <= hi_b) & (twin.pt_thread[pb[:-1]] == twin.pt_thread[pb[1:]])
-                 & (lo_a > 0) & (lo_b > 0))
+                 & (lo_a > 0) & (lo_b > 0)
+                 & (iteration[pa[1:]] - iteration[pa[:-1]] == twin_iteration[pb[1:]] - twin_iteration[pb[:-1]]))
         lo_a, hi_a, lo_b, hi_b = lo_a[valid], hi_a[valid], lo_b[valid], hi_b[valid]
         t_a = own_a[hi_a + 1] - own_a[lo_a]
         t_b = own_b[hi_b + 1] - own_b[lo_b]
