@@ -10,6 +10,9 @@
 #   tf32async  the same at batch 8 with nothing synchronised in the ranges
 #   tf32c1024, tf32medium, tf32c256  TF32 every other step held out from the model's making: ctx 1024
 #              batch 4 and GPT-2 medium ctx 512 batch 4, nothing synchronised; ctx 256 batch 8, phase syncs
+#   sleep, sleepasync  a 5 ms host sleep at the step's start: ctx 128 with phase syncs; ctx 512 batch 8
+#              with nothing synchronised
+#   inputasync  pageable input against its pinned batch at ctx 512 batch 8, nothing synchronised
 # 2 warm-ups + 16 steps each (STEPS), no FLOP pass, no GPU memory usage; exports xz -9, one tar in $OUT.
 # Run on 2026-11-28 (one H100; again on an H200 with STEPS=24 and on an H100 with STEPS=24 and the
 # tf32 cases); the table: PYTHONPATH=$PWD python3 devruns/interleaved_table.py FOLDER.
@@ -31,6 +34,9 @@ for s in ${*:-item input itemgpu item}; do
     tf32c1024) cap --ctx 1024 --batch 4 --no-sync --plant fp32-gemm --plant-every 2 --out "$W/tf32c1024" ;;
     tf32medium) cap --model medium --ctx 512 --batch 4 --no-sync --plant fp32-gemm --plant-every 2 --out "$W/tf32medium" ;;
     tf32c256) cap --ctx 256 --batch 8 --plant fp32-gemm --plant-every 2 --out "$W/tf32c256" ;;
+    sleep) cap --ctx 128 --plant host-sleep --plant-every 2 --out "$W/sleep" ;;
+    sleepasync) cap --ctx 512 --batch 8 --no-sync --plant host-sleep --plant-every 2 --out "$W/sleepasync" ;;
+    inputasync) cap --ctx 512 --batch 8 --no-sync --plant pageable-input --plant-every 2 --out "$W/inputasync" ;;
   esac
 done
 stamp "xz"

@@ -18,7 +18,8 @@ from helpers.twins_table import interleaved_row, markdown  # noqa: E402
 EDITS = {"_item-every": ("nosync:cudaStreamSynchronize", "sync-stall"),
          "_item-before-step-every": ("nosync:cudaStreamSynchronize", "sync-stall"),
          "_pageable-input-every": ("pin", "pageable-memcpy"),
-         "_fp32-gemm-every": ("kernels-from:{self}", "fp32-gemm-without-tensor-cores")}
+         "_fp32-gemm-every": ("kernels-from:{self}", "fp32-gemm-without-tensor-cores"),
+         "_host-sleep-every": ("nohost:-5ms", "host-bound-gap")}
 
 
 def main(argv: list[str]) -> int:
