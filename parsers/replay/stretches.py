@@ -45,11 +45,12 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
     """`anchors`: (this capture's kernel, the twin's kernel) pairs of kernels launched under the same
     name in both, in any order; `inside` per point of this capture: counted in `added_ns`;
     `iteration` per point: the iteration it falls in (the pace is read per thread and iteration: it
-    moves within a capture too), `twin_iteration` the same per point of the twin. A stretch crosses
-    as many iteration starts on both sides (an optimizer's stretch runs into the next step's first
-    launch): where this capture's iterations take their kernels from the twin's out of order (each
-    planted step of one capture from the step before it), the stretch from a planted step's end to
-    the next step's start would, in the twin, hold the whole planted step between. `ignore`: per op
+    moves within a capture too), `twin_iteration` the same per point of the twin. A stretch counts
+    only where it crosses as many iteration starts on both sides (an optimizer's stretch runs into
+    the next step's first launch on both): where this capture's iterations take their kernels from
+    the twin's out of order (each planted step of one capture from the step before it), the stretch
+    from a planted step's end to the next step's start would, in the twin, hold the whole planted
+    step between. `ignore`: per op
     of each capture, ops whose launch neither anchors nor changes a stretch (collectives, which
     kernels-from re-times where this capture launched them). `twin_pace`: the twin's CPU pace
     instead of this capture's: every unchanged stretch scaled by the pace read off them, a changed
