@@ -237,6 +237,10 @@ KNOWN_MISSES = {  # each twin's CPU ran at another pace than its base's on the s
     "fp32 -> TF32 (phase syncs)": "the TF32 capture's autograd thread ran at 0.75x the fp32 one's pace",
     # its backward's host time 1.44x the pinned capture's, its forward's 0.82x (tests/core/test_replay_pin.py)
     "pageable -> pinned input": "the pageable capture's autograd thread ran at 1.44x the pinned one's pace",
+    # beyond GPT-2: the memory format changes the framework's host work for ops whose kernels keep
+    # their names, which kernels-from reads as the CPU's pace (docs/whatif.md)
+    "ResNet-50 NCHW -> channels_last (Lightning, H100)":
+        "the channels_last capture's autograd thread ran the same-named ops' host work at 0.50x",
 }
 
 
@@ -248,13 +252,19 @@ def test_twin_predicted_from_its_pair_against_the_python_clock(twin):
     the change from zero (|change| no larger than twice the standard error of the difference of the two
     captures' mean steps), within that noise of it (tests/helpers/twins_table.py says so per row)."""
     r = row(twin, old=False)
-    # the figures, independently: medians and spreads of the step marks read here in SQL
-    a, b = python_steps(plain(twin.base)), python_steps(plain(twin.twin))
+    # the figures, independently: medians and spreads of the step marks read here in SQL, or where a
+    # third-party run emitted none, of its STEM.steps.json beside the export
+    a, b = (python_steps(plain(p)) or _sidecar_steps_ns(p) for p in (twin.base, twin.twin))
     assert r.change_ms == pytest.approx((np.median(b) - np.median(a)) / 1e6)
     assert r.noise_ms == pytest.approx(2 * np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b)) / 1e6)
     assert r.low_ms <= r.predicted_ms <= r.high_ms
     _assert_shown_as_computed(r)
     assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
+
+
+def _sidecar_steps_ns(export) -> list[float]:
+    side = export.with_name(export.name.split(".sqlite")[0] + ".steps.json")
+    return [s["seconds"] * 1e9 for s in json.loads(side.read_text())["steps"] if s["name"].startswith("step_")]
 
 
 @pytest.mark.parametrize("repeats", REPEATS, ids=lambda s: s.name)

@@ -117,11 +117,27 @@ def python_steps(path: Path) -> list[float]:
     return list(python_step_marks(path).values())
 
 
+def sidecar_steps(export: Path) -> list[float]:
+    """A third-party run's step times (ns) from STEM.steps.json beside its committed export (`capture
+    -- CMD` writes them there where the run emitted no NVTX marks), steady state."""
+    import json
+
+    stem = Path(export).name.split(".sqlite")[0]
+    side = Path(export).with_name(f"{stem}.steps.json")
+    if not side.is_file():
+        return []
+    steps = json.loads(side.read_text())["steps"]
+    return [s["seconds"] * 1e9 for s in steps if str(s.get("name", "")).startswith("step_")]
+
+
 def python_step_marks(path: Path) -> dict[str, float]:
     """The same, by step name (`step_3` -> ns), in the marks' order."""
     import json
 
     con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone():
+        con.close()
+        return {}  # no NVTX at all (a third-party run: its step times went to STEM.steps.json)
     texts = [t for (t,) in con.execute("""SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e
         LEFT JOIN StringIds s ON s.id = e.textId WHERE coalesce(e.text, s.value) LIKE 'nsight-tui:step %'""")]
     con.close()

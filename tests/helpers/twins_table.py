@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve()
 sys.path[:0] = [str(HERE.parents[1]), str(HERE.parents[2])]
 
 from helpers.replay_twins import INTERLEAVED, REPEATS, TWINS, Interleaved, Repeats, Twin  # noqa: E402
-from helpers.step_sql import python_step_marks, python_steps  # noqa: E402
+from helpers.step_sql import python_step_marks, python_steps, sidecar_steps  # noqa: E402
 from helpers.xz_samples import plain  # noqa: E402
 
 DOC = HERE.parents[2] / "docs" / "whatif.md"
@@ -88,6 +88,12 @@ class Row:
         return "noise" if self.within_noise else ("pace" if self.within_at_twin_pace else "no")
 
     @property
+    def has_old(self) -> bool:
+        """An old estimate to compare with: one capture half planted has none, a change no findings
+        rule speaks of (a memory format) none either."""
+        return not self.one_capture and bool(self.rule)
+
+    @property
     def closer_than_old(self) -> bool:
         old = 0.0 if self.old_ms is None else self.old_ms
         return abs(self.error_ms) <= abs(old - self.change_ms)
@@ -114,7 +120,7 @@ def row(t: Twin, old: bool = True, pace: bool = True) -> Row:
     from nsight_tui.parsers.replay.predict import predict
 
     base, other = plain(t.base), plain(t.twin)
-    a, b = python_steps(base), python_steps(other)
+    a, b = python_steps(base) or sidecar_steps(t.base), python_steps(other) or sidecar_steps(t.twin)
     ma, mb = float(np.median(a)), float(np.median(b))
     trace = load_trace(base)
     # `fix:ID`: the edits that finding names on the base, as `whatif fix:ID` replays them
@@ -256,9 +262,10 @@ def markdown(rows: list[Row]) -> str:
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         rng = f" ({_f(r.low_ms)}..{_f(r.high_ms)})" if (r.low_ms, r.high_ms) != (r.predicted_ms, r.predicted_ms) else ""
-        old = (f"– (one capture; `{r.rule}`)" if r.one_capture else f"not raised (`{r.rule}`)" if r.old_ms is None
+        old = (f"– (one capture; `{r.rule}`)" if r.one_capture else "– (no findings rule)" if not r.rule
+               else f"not raised (`{r.rule}`)" if r.old_ms is None
                else f"{_f(r.old_ms)} (`{r.rule}`)")
-        closer = "" if r.one_capture or r.closer_than_old else ", not closer than the old"
+        closer = "" if not r.has_old or r.closer_than_old else ", not closer than the old"
         if r.at_twin_pace_ms is not None:
             closer = f" ({_f(r.at_twin_pace_ms)} at the twin's CPU pace){closer}"
         out.append(f"| {r.name.replace('->', '→')} | `{r.edit}` | {r.base_ms:.2f} | {r.twin_ms:.2f} | {_f(r.change_ms)} "
@@ -267,7 +274,7 @@ def markdown(rows: list[Row]) -> str:
     n_yes = sum(r.verdict == "yes" for r in rows)
     n_noise = sum(r.verdict == "noise" for r in rows)
     n_pace = sum(r.verdict == "pace" for r in rows)
-    with_old = [r for r in rows if not r.one_capture]  # one capture half planted has no old estimate
+    with_old = [r for r in rows if r.has_old]
     n_closer = sum(r.closer_than_old for r in with_old)
     n_inside = sum(r.low_ms <= r.change_ms <= r.high_ms for r in rows)
     out.append("")
@@ -294,7 +301,7 @@ def by_finding(rows: list[Row]) -> dict[str, str]:
     any (one pair of a launch-bound change measures the CPU's pace of that minute as much as the
     change), else on its single pairs."""
     out = {}
-    for rule in dict.fromkeys(r.rule for r in rows):
+    for rule in dict.fromkeys(r.rule for r in rows if r.rule):
         mine = [r for r in rows if r.rule == rule]
         judged = [r for r in mine if r.pairs > 1] or mine
         verdicts = {r.verdict for r in judged}
@@ -311,7 +318,8 @@ def summary(rows: list[Row]) -> str:
     the old estimate and the verdict."""
     out = ["| pair | measured change | predicted (range) | old estimate | within |", "|---|---:|---:|---:|---|"]
     for r in rows:
-        old = "– (one capture)" if r.one_capture else "not raised" if r.old_ms is None else _f(r.old_ms)
+        old = ("– (one capture)" if r.one_capture else "– (no findings rule)" if not r.rule
+               else "not raised" if r.old_ms is None else _f(r.old_ms))
         out.append(f"| {r.name.replace('->', '→')} | {_f(r.change_ms)} | {_f(r.predicted_ms)} ({_f(r.low_ms)}..{_f(r.high_ms)}) "
                    f"| {old} | {r.verdict} |")
     lines = markdown(rows).splitlines()
@@ -336,7 +344,7 @@ def findings_row(t: Twin) -> str:
     from nsight_tui.parsers.read.load import load_trace
 
     base, other = plain(t.base), plain(t.twin)
-    a, b = python_steps(base), python_steps(other)
+    a, b = python_steps(base) or sidecar_steps(t.base), python_steps(other) or sidecar_steps(t.twin)
     saved, twin_ms = (float(np.median(a)) - float(np.median(b))) / 1e6, float(np.median(b)) / 1e6
     tol, noise = max(0.2 * abs(saved), 0.02 * twin_ms), noise_ns(a, b) / 1e6
     f = next((f for f in findings(load_trace(base)) if f.id == t.rule), None)
