@@ -7,7 +7,7 @@ between two GEMMs 5-10% slower than the fp32 steps beside them, and the program 
     fp32   F.linear at PyTorch's "highest" precision (cuBLAS's fp32 path), then the framework's work
     tf32   the same GEMM at "high" (cuBLAS's TF32 kernels and their host path), then the same work
     none   no GEMM, then the same work
-the framework's work being 100 small elementwise and reduction ops on a small tensor (their dispatch
+the framework's work being 125 small elementwise and reduction ops on a small tensor (their dispatch
 and launch: what a stretch between two GEMMs holds). `sync` mode waits for the GPU after the GEMM,
 untimed, so the work is launched onto an idle GPU in every arm; `queued` mode does not (the GEMM
 still running behind the work's launches, as in a step). Prints per arm the median GEMM call and
