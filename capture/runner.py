@@ -279,14 +279,14 @@ class Runner:
                 write_atomic(sidecar, json.dumps({"config": {**config.metadata(), **self.extra_metadata},
                                                   "steps": status.get("steps", [])}, indent=1) + "\n",
                              overwrite=True)
+            bare_record = bare_sidecar_path(self.out_dir, config)
             if bare is not None:  # before the export lands, so an export never misses its bare record
-                sidecar = bare_sidecar_path(self.out_dir, config)
-                self._replace_check(sidecar)
-                write_atomic(sidecar, json.dumps({"config": {**config.metadata(), **self.extra_metadata},
-                                                  "run": "the workload alone, without nsys, just before the capture",
-                                                  "steps": bare}, indent=1) + "\n", overwrite=True)
-            elif bare_sidecar_path(self.out_dir, config).exists():  # a --force rerun without --bare-run: stale
-                bare_sidecar_path(self.out_dir, config).unlink()
+                self._replace_check(bare_record)
+                write_atomic(bare_record, json.dumps({"config": {**config.metadata(), **self.extra_metadata},
+                                                      "run": "the workload alone, without nsys, just before the capture",
+                                                      "steps": bare}, indent=1) + "\n", overwrite=True)
+            elif bare_record.exists():  # a --force rerun without --bare-run: stale
+                bare_record.unlink()
             os.replace(exported, sqlite_path)
             if oom_path.exists():  # this configuration fits now: the old OOM record is stale
                 oom_path.unlink()

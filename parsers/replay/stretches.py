@@ -50,12 +50,11 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
     the next step's first launch on both): where this capture's iterations take their kernels from
     the twin's out of order (each planted step of one capture from the step before it), the stretch
     from a planted step's end to the next step's start would, in the twin, hold the whole planted
-    step between. `ignore`: per op
-    of each capture, ops whose launch neither anchors nor changes a stretch (collectives, which
-    kernels-from re-times where this capture launched them). `twin_pace`: the twin's CPU pace
-    instead of this capture's: every unchanged stretch scaled by the pace read off them, a changed
-    one as long as it ran in the twin: a diagnostic (the pace comes from the twin, and one capture
-    cannot know another's), not a prediction."""
+    step between. `ignore`: per op of each capture, ops whose launch neither anchors nor changes a
+    stretch (collectives, which kernels-from re-times where this capture launched them).
+    `twin_pace`: the twin's CPU pace instead of this capture's: every unchanged stretch scaled by
+    the pace read off them, a changed one as long as it ran in the twin: a diagnostic (the pace
+    comes from the twin, and one capture cannot know another's), not a prediction."""
     factor = np.ones(len(g.pt_time), np.float64)
     out = Carried(factor, 0, 0, {}, 0)
     if len(anchors) < 2:
