@@ -59,17 +59,12 @@ from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, stretches
-from nsight_tui.parsers.replay.graph import (GRAPH_LAUNCHES, HANDOFF_MIN_PAUSE_NS, Graph, build, calls_launching_only,
+from nsight_tui.parsers.replay.cudagraph import graph_timing
+from nsight_tui.parsers.replay.graph import (HANDOFF_MIN_PAUSE_NS, Graph, build, calls_launching_only,
                                              inside_calls)
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
 
-# A CUDA graph's nodes, measured on the committed twin sample_traces/findings/
-# small_ctx128_b1_nosync_cuda-graph (H100, 5 launches of a 1078-node graph): GPU gap between
-# consecutive nodes median 96 ns (p10 32, p90 128); cudaGraphLaunch's CPU cost 0.86 us per node
-# (911,168..996,467 ns a launch after the first). Used where the capture has no graph launches.
-GRAPH_NODE_GAP_NS = (32, 96, 128)
-GRAPH_LAUNCH_NS_PER_NODE = (845, 860, 925)
 STEP_RANGE = "step"
 
 
@@ -554,14 +549,14 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         raise EditError(f"no CUDA call inside {e.range or STEP_RANGE!r}")
     o_api, launch_t, o_pid = _op_launches(g)
     ops_in = (o_api >= 0) & _inside(launch_t, o_pid, spans)
-    names = np.array([n.split("_v")[0] if n[-6:-4] == "_v" else n for n in g.trace.api_names], dtype=object)
-    has_graphs = np.isin(names[g.trace.api["name"].to_numpy()], list(GRAPH_LAUNCHES)).any() if len(g.trace.api) else False
+    timing = graph_timing(g.trace)
     # the span each op's graph launch stands at: the first point of its span (on the launching thread)
     span_of_op = np.full(g.n_ops, -1, np.int64)
     for si, (pid, s, t_end) in enumerate(spans):
         m = ops_in & (o_pid == pid) & (launch_t >= s) & (launch_t <= t_end)
         span_of_op[m & (span_of_op < 0)] = si
-    for plan, gap, per_node in zip(ed.plans, GRAPH_NODE_GAP_NS, GRAPH_LAUNCH_NS_PER_NODE):
+    for plan, first_node, gap, per_node in zip(ed.plans, timing.first_node_ns, timing.node_gap_ns,
+                                               timing.cpu_per_node_ns):
         plan.delta_ns[sel] = 0
         for k in np.flatnonzero(sel).tolist():
             plan.handoffs.pop(k, None)
@@ -572,15 +567,15 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
             # the launch's own CPU cost, per node, on the point after the graph's first launch
             if first_pt + 1 < len(plan.delta_ns):
                 plan.delta_ns[first_pt + 1] += per_node * len(ops)
-            plan.op_launch_off[ops] = g.launch_latency_ns
+            plan.op_launch_off[ops] = first_node
             plan.op_prev_off[ops] = np.minimum(g.op_prev_off[ops], gap)
     ed.applied.append(Applied(
         e.text, f"{int(sel.sum()):,} CPU points and {int(ops_in.sum()):,} ops in {len(spans)} spans as one graph launch "
         "each: the spans' CPU time replaced by the launch's",
-        "" if has_graphs else
-        f"graph nodes {GRAPH_NODE_GAP_NS[0]}..{GRAPH_NODE_GAP_NS[2]} ns apart on the GPU and a launch costing "
-        f"{GRAPH_LAUNCH_NS_PER_NODE[0]}..{GRAPH_LAUNCH_NS_PER_NODE[2]} ns of CPU per node (measured on the committed "
-        "cuda-graph twin, H100)"))
+        f"a graph's first node {timing.first_node_ns[0] / 1e3:.1f}..{timing.first_node_ns[2] / 1e3:.1f} us after its "
+        f"launch call, its nodes {timing.node_gap_ns[0]}..{timing.node_gap_ns[2]} ns apart on the GPU (mean gap) and "
+        f"the launch costing {timing.cpu_per_node_ns[0]}..{timing.cpu_per_node_ns[2]} ns of CPU per node: "
+        f"{timing.source}"))
 
 
 def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
