@@ -96,7 +96,10 @@ class Applied:
 
 @dataclass
 class Edited:
-    low: Plan  # the plan at the assumptions' favourable end (the smaller step)
+    # the plans at the assumptions' ends and central values; an end's step is usually the smaller at
+    # `low`, but where an assumption's direction is not known beforehand (kernels-from's host time at
+    # the twin's pace) either may be: the replays are ordered after (EditedReplay.steps_ns)
+    low: Plan
     mid: Plan  # at their central values: the prediction
     high: Plan
     applied: list[Applied] = field(default_factory=list)
@@ -776,13 +779,18 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     inside = in_steps(g, sr)
     iteration = _iteration_of(sr, g.pt_time, _pt_pids(g))
     coll_ops = (my_coll_name[my_names], their_coll_name[their_names])
-    host = stretches.carry(g, g2, anchors, inside, iteration, _iteration_of(twin_sr, g2.pt_time, _pt_pids(g2)),
-                           coll_ops, twin_pace=twin_host)
+    twin_iteration = _iteration_of(twin_sr, g2.pt_time, _pt_pids(g2))
+    host = stretches.carry(g, g2, anchors, inside, iteration, twin_iteration, coll_ops, twin_pace=twin_host)
+    # the range's other end: the twin's host time as it ran, were the two captures' difference in pace
+    # on the same-named work the change's own (the framework's work changed with it), not the CPU's
+    as_ran = host if twin_host or not host.changed else stretches.carry(g, g2, anchors, inside, iteration,
+                                                                         twin_iteration, coll_ops, twin_pace=True)
     ed.twin_pace.update(host.pace)
     n_steps = max(sr.n_steps, 1)
     for plan in ed.plans:
         plan.op_dur[:] = np.where(np.isin(np.arange(g.n_ops), np.concatenate(list(mine.values()))), new_dur, plan.op_dur)
-        plan.delta_ns[:] = np.round(plan.delta_ns * host.factor).astype(np.int64)
+        factor = as_ran.factor if plan is ed.high else host.factor
+        plan.delta_ns[:] = np.round(plan.delta_ns * factor).astype(np.int64)
     colls = _collectives_from(g, sr, twin, twin_sr, mine_all, theirs_all, my_coll_name, their_coll_name, theirs, pairs,
                               ed, g2)
     note = f"{matched:,} kernels take their twin's duration (matched by launch order and family, step by step)"
@@ -798,7 +806,8 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
         note += f"; {colls}"
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
                               + ("; the library's host work around a changed kernel costs what it cost in the twin, "
-                                 "scaled by the two captures' CPU pace" if host.changed else "")))
+                                 "scaled by the two captures' CPU pace (one end of the range: the twin's host time as "
+                                 "it ran, were that pace the change's own)" if host.changed else "")))
 
 
 def _is_collective(trace) -> np.ndarray:

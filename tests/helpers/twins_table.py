@@ -217,7 +217,8 @@ def interleaved_row(t: Interleaved) -> Row:
         ed = edits.apply(g, sr, parsed, load_trace, twin_host=twin_host, twin_iterations=steps)
         return [float(np.median(replay(g, sr, p).periods_ns[mask]) - np.median(base)) / 1e6 for p in ed.plans]
 
-    low, mid, high = predicted()
+    ends = predicted()
+    low, mid, high = min(ends), ends[1], max(ends)  # an edit's ends in either order (edits.Edited)
     change, noise, n = paired_change_ns(marks)
     ms = 1e6
     a = float(np.median([v for k, v in marks.items() if planted(k)]))
