@@ -66,6 +66,9 @@ from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
 
 STEP_RANGE = "step"
+# `speed:` no slower than this (a thousand times slower): below it an op outlasts any capture, and
+# its duration the replay's integer nanoseconds
+MIN_SPEED = 1e-3
 
 
 class EditError(NsightError):
@@ -123,7 +126,7 @@ def parse(text: str) -> Edit:
         pattern, eq, k = arg.rpartition("=")
         factors = _factors(k)
         if not eq or not pattern or factors is None:
-            raise EditError(f"bad edit {text!r}: speed:PATTERN=K with K a number above 0 (e.g. speed:gemm=2), or "
+            raise EditError(f"bad edit {text!r}: speed:PATTERN=K with K a number from {MIN_SPEED:g} up (e.g. speed:gemm=2; below 1 slower), or "
                             "K1..K2 / K1..KC..K2 a range of them, K1 <= KC <= K2 (e.g. speed:gemm=1..1.8)")
         low, central, high = factors
         return Edit(kind, text, pattern=pattern, factor=central, factors=None if low == high else (low, high))
@@ -140,18 +143,24 @@ def parse(text: str) -> Edit:
         return Edit(kind, text, twin=arg)
     if kind == "fix" and not arg:
         raise EditError(f"bad edit {text!r}: fix:FINDING_ID names a finding (e.g. fix:launch-bound)")
+    if kind == "nohost" and _looks_like_duration(arg.removeprefix("-")):
+        at = _duration_ns(arg.removeprefix("-"))
+        if at is None or (arg.startswith("-") and at == 0):
+            raise EditError(f"bad edit {text!r}: nohost:DURATION (pauses at least that long) or nohost:-DURATION (each "
+                            "such pause that much shorter) takes a duration up to a year, above 0 to shorten by "
+                            "(e.g. nohost:2ms, nohost:-5ms)")
     return Edit(kind, text, range=arg or "")
 
 
 def _factors(text: str) -> tuple[float, float, float] | None:
-    """`K`, `K1..K2` or `K1..KC..K2` -> (K1, KC, K2); None unless each is a finite number above 0 and
-    K1 <= KC <= K2. Without KC the central is the factor whose duration lies halfway between the two
-    ends' (1/KC the mean of 1/K1 and 1/K2): the middle of the time the range can save."""
+    """`K`, `K1..K2` or `K1..KC..K2` -> (K1, KC, K2); None unless each is a finite number from
+    MIN_SPEED up and K1 <= KC <= K2. Without KC the central is the factor whose duration lies halfway
+    between the two ends' (1/KC the mean of 1/K1 and 1/K2): the middle of the time the range can save."""
     try:
         ks = [float(x) for x in text.split("..")]
     except ValueError:
         return None
-    if len(ks) not in (1, 2, 3) or not all(k > 0 and np.isfinite(k) for k in ks) or ks != sorted(ks):
+    if len(ks) not in (1, 2, 3) or not all(MIN_SPEED <= k and np.isfinite(k) for k in ks) or ks != sorted(ks):
         return None
     if len(ks) == 1:
         return ks[0], ks[0], ks[0]
@@ -464,16 +473,34 @@ def _gpu_idle(g: Graph, times: np.ndarray, pids: np.ndarray) -> np.ndarray:
     return out
 
 
-def _duration_ns(text: str) -> int | None:
-    """`2ms`, `500us`, `1.5s`, `20000ns` -> ns; None for anything else (a range name)."""
-    for unit, scale in (("ms", 1e6), ("us", 1e3), ("ns", 1), ("s", 1e9)):
+_UNITS = (("ms", 1e6), ("us", 1e3), ("ns", 1), ("s", 1e9))
+# longer than any capture (a year): beyond it a duration is no pause's
+_MAX_DURATION_NS = 365 * 86_400 * 10**9
+
+
+def _number_and_scale(text: str) -> tuple[float, float] | None:
+    for unit, scale in _UNITS:
         if text.endswith(unit):
             try:
-                value = float(text[: -len(unit)])
+                return float(text[: -len(unit)]), scale
             except ValueError:
                 return None
-            return int(value * scale) if value >= 0 else None
     return None
+
+
+def _looks_like_duration(text: str) -> bool:
+    """A number with a time unit, whether or not a usable one (`infms`, `-0ms`): not a range name."""
+    return _number_and_scale(text) is not None
+
+
+def _duration_ns(text: str) -> int | None:
+    """`2ms`, `500us`, `1.5s`, `20000ns` -> ns; None for anything else (a range name) and for a
+    negative, non-finite or longer-than-a-year one."""
+    got = _number_and_scale(text)
+    if got is None:
+        return None
+    ns = got[0] * got[1]
+    return int(ns) if np.isfinite(ns) and 0 <= ns <= _MAX_DURATION_NS else None
 
 
 def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:

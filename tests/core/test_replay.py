@@ -146,7 +146,10 @@ def test_idle_split_adds_up_to_the_gpu_idle_time():
 
 
 @pytest.mark.parametrize("edit", ["bogus", "speed:gemm=0", "speed:=2", "speed:no_such_kernel=2", "nosync:no_such_range",
-                                  "kernels-from:/no/such.sqlite"])
+                                  "kernels-from:/no/such.sqlite",
+                                  # a factor that overflowed the replay's integer durations; durations
+                                  # that are no number of nanoseconds, or shorten by nothing
+                                  "speed:gemm=1e-300", "nohost:infms", "nohost:-nanus", "nohost:1e30s", "nohost:-0ms"])
 def test_a_bad_edit_is_one_line_and_exit_2(edit):
     f = plain(SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz")
     run = cli_process.run(["whatif", str(f), edit], text=True,
