@@ -126,8 +126,9 @@ def parse(text: str) -> Edit:
         pattern, eq, k = arg.rpartition("=")
         factors = _factors(k)
         if not eq or not pattern or factors is None:
-            raise EditError(f"bad edit {text!r}: speed:PATTERN=K with K a number from {MIN_SPEED:g} up (e.g. speed:gemm=2; below 1 slower), or "
-                            "K1..K2 / K1..KC..K2 a range of them, K1 <= KC <= K2 (e.g. speed:gemm=1..1.8)")
+            raise EditError(f"bad edit {text!r}: speed:PATTERN=K with K a number from {MIN_SPEED:g} up (e.g. "
+                            "speed:gemm=2; below 1 slower), or K1..K2 / K1..KC..K2 a range of them, K1 <= KC <= K2 "
+                            "(e.g. speed:gemm=1..1.8)")
         low, central, high = factors
         return Edit(kind, text, pattern=pattern, factor=central, factors=None if low == high else (low, high))
     if kind == "drop":
