@@ -1,8 +1,8 @@
-"""The rows of devruns/gpu_repeat_twins.sh's captures (docs/whatif.md, "Repeated pairs"): each pair
+"""The rows of devruns/gpu_repeat_twins.sh's captures (and gpu_graph_holdout.sh's) (docs/whatif.md, "Repeated pairs"): each pair
 rK of a set as tests/helpers/twins_table.py computes a committed pair's row, then the set's row
 (repeats_row: medians over the pairs, the noise from their spread).
 
-    PYTHONPATH=$PWD python3 devruns/repeat_twins_table.py FOLDER [SET ...]   (default: input item tf32)
+    PYTHONPATH=$PWD python3 devruns/repeat_twins_table.py FOLDER [SET ...]   (default: every set found)
 
 FOLDER holds SET_rK_NAME.sqlite.xz as the script writes them (tf32rev's are named tf32_rK_...)."""
 from __future__ import annotations
@@ -20,6 +20,9 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "input": ("small_ctx128_pageable-input", "small_ctx128_pinned-input", ("pin",), "pageable-memcpy"),
     "item": ("small_ctx128_nosync_item", "small_ctx128_nosync", ("nosync:cudaStreamSynchronize",), "sync-stall"),
     "tf32": ("small_ctx512", "small_ctx512_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
+    # devruns/gpu_graph_holdout.sh
+    "graph256": ("small_ctx256_b1_async_capturable", "small_ctx256_b1_async_cuda-graph", ("graph",), "launch-bound"),
+    "graphmed": ("medium_ctx128_b1_async_capturable", "medium_ctx128_b1_async_cuda-graph", ("graph",), "launch-bound"),
 }
 
 
