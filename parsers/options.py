@@ -6,6 +6,7 @@ of range is an `OptionsError` naming the field, which a front end says with its 
 of the option (`--peak-tflops`, `peak_tflops`)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from nsight_tui.parsers.exception import OptionsError
@@ -44,8 +45,12 @@ class Options:
             raise OptionsError("attribution", f"must be one of {', '.join(MODES)}, not {self.attribution!r}")
         for name in ("peak_tflops", "peak_gbps"):
             value = getattr(self, name)
-            if value is not None and not value > 0:
+            if value is not None and not 0 < value < math.inf:
                 raise OptionsError(name, f"must be a positive number, not {value}")
+        for name in ATTENTION_DIMS:  # a count or a length: a zero divides, a negative is no shape
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise OptionsError(name, f"must be a positive whole number, not {value}")
         if self.flops_file:
             from nsight_tui.parsers.kernels.flop_counts import from_file
 

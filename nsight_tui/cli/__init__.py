@@ -135,7 +135,7 @@ def _front_matter(argv: list[str]) -> int | None:
             return 2
         print(text, end="")
         return 0
-    if first not in SUBCOMMANDS and not first.startswith("-") and not os.path.exists(first):
+    if first not in (*SUBCOMMANDS, "open") and not first.startswith("-") and not os.path.exists(first):
         guess = _not_a_file(first)
         if guess is not None:
             return _unknown(first, guess)

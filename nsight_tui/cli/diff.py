@@ -6,6 +6,7 @@ when B's steady-state step is more than PCT percent slower than A's.
 """
 from __future__ import annotations
 
+import math
 import sys
 
 from nsight_tui.cli.formats import add_format
@@ -47,8 +48,10 @@ def _run(args, output) -> int:
     inputs = [args.a, args.b]
     if args.output != "-":  # refuse before any work: an existing file, a folder, an input
         output.check_target(args.output, args.force, inputs)
-    if args.fail_slower is not None and args.fail_slower < 0:
+    if args.fail_slower is not None and not 0 <= args.fail_slower < math.inf:
         raise TraceError(f"--fail-slower {args.fail_slower:g}: expects a percentage >= 0")
+    if args.top < 0:
+        raise TraceError(f"--top {args.top}: expects a number of rows >= 0 (0: all)")
     for path in inputs:  # both before either is read: B a FIFO is said before A's load, not after it
         refuse_special(path)
     options = Options(attribution=args.attribution)

@@ -53,7 +53,8 @@ def options_of(args) -> Options:
     """The report's options from its flags, checked once (a bad value is one line naming the flag)."""
     from nsight_tui.parsers import Options
 
-    flags = {"peak_tflops": "--peak-tflops", "peak_gbps": "--peak-gbps", "attribution": "--attribution"}
+    flags = {"peak_tflops": "--peak-tflops", "peak_gbps": "--peak-gbps", "attribution": "--attribution",
+             "batch": "--batch", "n_heads": "--heads", "ctx": "--ctx", "d_head": "--d-head"}
     try:
         return Options(attribution=args.attribution, main_thread=args.main_thread, flops_file=args.flops,
                        peak_tflops=args.peak_tflops, peak_gbps=args.peak_gbps, batch=args.batch,
@@ -81,9 +82,9 @@ def _run(args) -> int:
         output.check_target(args.output, args.force, inputs)
     elif sys.stdout is None:
         raise TraceError("standard output is closed; nowhere to write (use -o FILE)")
-    if args.fail_on and folder:
+    if args.fail_on is not None and folder:
         raise TraceError("--fail-on takes one file, not a folder")
-    if args.fail_on:
+    if args.fail_on is not None:  # an empty list too: a CI gate given no id must not pass silently
         from nsight_tui.parsers import RULE_IDS
         from nsight_tui.render.findings import unknown_ids
 

@@ -133,6 +133,15 @@ def test_fail_slower_gate(a, b):
         assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.parametrize("args,said", [(("--fail-slower", "nan"), "expects a percentage"),
+                                       (("--fail-slower", "inf"), "expects a percentage"),
+                                       (("--fail-slower", "-1"), "expects a percentage"),
+                                       (("--top", "-1"), "expects a number of rows")])
+def test_bad_number_is_one_line(args, said):
+    """nan and inf passed every gate (no step is nan percent slower), a negative --top cut the last row."""
+    one_line_error(run_cli(MANUAL, FUSED, *args), said)
+
+
 def test_fail_slower_needs_steps(tmp_path):
     from conftest import shared_trace
 

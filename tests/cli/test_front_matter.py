@@ -92,6 +92,14 @@ def test_a_mistyped_subcommand_is_named(typed, meant, capsys, tmp_path, monkeypa
     assert err == f"nsight-tui: '{typed}' is neither a subcommand nor a file; did you mean '{meant}'?\n"
 
 
+def test_open_is_a_word_of_its_own(capsys, tmp_path, monkeypatch):
+    """`nsight-tui open FILE` opens FILE: the word is not a mistyped one (it was answered with "did you
+    mean 'open'?")."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["open", "missing.sqlite"]) == 2
+    assert capsys.readouterr().err == "nsight-tui: missing.sqlite: no such file\n"
+
+
 def test_a_file_named_like_a_subcommand_still_opens(tmp_path, monkeypatch, capsys):
     """A word that names an existing file is a file, however close to a subcommand it is."""
     monkeypatch.chdir(tmp_path)

@@ -73,9 +73,22 @@ def test_bad_flops_file_is_one_line(tmp_path, capsys, content, needle):
     assert code != 0 and out == "" and len(err.strip().splitlines()) == 1 and needle in err
 
 
-def test_bad_peak_is_one_line(capsys):
-    code, _, err = report(capsys, COUNTED, "--peak-gbps", "-5")
-    assert code != 0 and "--peak-gbps must be a positive number" in err
+@pytest.mark.parametrize("flag,value,said", [("--peak-gbps", "-5", "--peak-gbps must be a positive number"),
+                                             ("--peak-tflops", "inf", "--peak-tflops must be a positive number"),
+                                             ("--peak-tflops", "nan", "--peak-tflops must be a positive number"),
+                                             # a zero divided the softmax/matmul ratio (an internal error)
+                                             ("--batch", "0", "--batch must be a positive whole number"),
+                                             ("--heads", "-2", "--heads must be a positive whole number"),
+                                             ("--d-head", "0", "--d-head must be a positive whole number")])
+def test_bad_number_is_one_line_naming_its_flag(capsys, flag, value, said):
+    code, out, err = report(capsys, COUNTED, flag, value)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and said in err
+
+
+def test_fail_on_given_no_id_is_refused(capsys):
+    """A CI gate whose id list came out empty must not pass silently."""
+    code, _, err = report(capsys, COUNTED, "--fail-on", "")
+    assert code == 2 and "--fail-on: no finding is called ''" in err
 
 
 def test_unknown_gpu_line_and_given_peaks(capsys):
