@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         raise TraceError(f"{missing}: no such file or folder")
     if not 0 < args.port < 65536:
         raise TraceError(f"--port {args.port}: not a port number")
+    if not args.host.strip():  # the server would listen on every interface under an address-less URL
+        raise TraceError("--host '': names no address (127.0.0.1 this machine only, 0.0.0.0 every interface)")
     # What `nsight-tui FILE` refuses, refused here, before serving: an empty, truncated or
     # foreign file served a page per tab that failed only once a browser opened it.
     from nsight_tui.parsers import export_paths

@@ -25,6 +25,13 @@ def test_missing_file_is_one_line():
     assert proc.stderr.strip() == "nsight-tui: sample_traces/nope.sqlite: no such file or folder"
 
 
+@pytest.mark.parametrize("host", ["", " "])
+def test_an_empty_host_is_refused_before_serving(host):
+    """An empty --host listened on every interface behind a URL with no address in it."""
+    proc = serve("sample_traces/small_ctx128.sqlite", "--host", host)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("nsight-tui: --host '': names no address")
+
+
 def test_taken_port_is_one_line():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
