@@ -90,7 +90,7 @@ def test_w_shows_the_findings_fix_replayed_with_its_range_and_what_holds_the_ste
             assert p.low_ns < p.high_ns
             assert f"predicted: {p.step_ns / 1e6:,.2f} ms per step" in text
             assert f"range {p.low_ns / 1e6:,.2f} ms .. {p.high_ns / 1e6:,.2f} ms" in text
-            assert "assumes: graph nodes" in text
+            assert "assumes: a graph's first node" in text
             assert f"saving: {p.saving_ns / 1e6:,.2f} ms per step" in text
             assert f"the rule's own estimate {finding.estimate_ms_per_step:,.2f} ms" in text
             assert "holds the step:" in text and p.holders[0].what in text
