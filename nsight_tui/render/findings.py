@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from nsight_tui.parsers.analyses.findings.result import Finding, FindingsReport
+from nsight_tui.parsers.analyses.findings.result import Finding, FindingsReport, edit_words
 from nsight_tui.render import numbers, safe, tables
 from nsight_tui.render.numbers import MISSING
 
@@ -60,7 +60,11 @@ def evidence_text(f: dict) -> str:
 def fix_text(f: dict) -> str:
     """The fix in PyTorch terms, and the replay edit that stands for it (`whatif TRACE fix:ID`)."""
     edits = f.get("edits") if f.get("replayed") else None
-    return f["fix"] + (f" (replayed as `{' '.join(edits)}`: `nsight-tui whatif TRACE fix:{f['id']}`)" if edits else "")
+    if not edits:
+        return f["fix"]
+    words = edit_words(f["id"], edits)
+    said = "" if words.startswith("fix:") else f"`{words}`: "  # a long one is named by the command itself
+    return f["fix"] + f" (replayed as {said}`nsight-tui whatif TRACE fix:{f['id']}`)"
 
 
 def rows(findings: list[dict]) -> list[list]:

@@ -15,6 +15,24 @@ def _ms_unit(ns: float) -> str:
     return f"{_ms(ns)} ms"
 
 
+# An edit longer than this is shown by its kind, how many name patterns it has and where it acts: a
+# fix's fuse edit lists every kernel name of its chains (kilobytes); JSON keeps it whole.
+EDIT_SHOWN_MAX = 120
+
+
+def edit_shown(text: str) -> str:
+    """An edit as a line shows it: as it is, or `kind:(N name patterns)@where (fix:ID)` where long."""
+    if len(text) <= EDIT_SHOWN_MAX:
+        return text
+    kind, _, arg = text.partition(":")
+    patterns, at, where = arg.partition("@")
+    if not at:  # no place named: its first and last words, the middle elided
+        half = EDIT_SHOWN_MAX // 2
+        return f"{text[:half]}…{text[-half:]}"
+    n = len(patterns.split("+"))
+    return f"{kind}:({n} name pattern{'s' if n > 1 else ''})@{where}"
+
+
 def _holder(h) -> dict:
     return {"what": h.what, "kind": h.kind, "ns": int(h.ns), "share": round(float(h.share), 4)}
 
@@ -107,7 +125,8 @@ def whatif_markdown(p) -> str:
     if p.edits:
         out += ["## Edits", ""]
         for a in p.edits:
-            out.append(f"- `{md(a.edit)}`: {md(a.changed)}" + (f" (assumes {md(a.assumption)})" if a.assumption else ""))
+            out.append(f"- `{md(edit_shown(a.edit))}`: {md(a.changed)}"
+                       + (f" (assumes {md(a.assumption)})" if a.assumption else ""))
         out += ["", "## Predicted step (estimated, replay)", ""]
         rng = (f" (between {_ms(p.low_ns)} and {_ms(p.high_ns)} ms)" if p.low_ns != p.high_ns else "")
         out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: saves {_ms(p.saving_ns)} ms per step "
@@ -151,7 +170,7 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
         saving += f"; the rule's own estimate {estimate_ms:,.2f} ms"
     lines.append(("saving", saving))
     for a in p.edits:
-        lines.append(("edit", f"{a.edit}: {a.changed}"))
+        lines.append(("edit", f"{edit_shown(a.edit)}: {a.changed}"))
     lines.append(("holds the step", "after the fix, its critical path (replayed, ms per step, share of the step):"))
     for h in p.holders:
         lines.append(("", f"{h.share * 100:5.1f}%  {h.ns / 1e6:9,.2f} ms  {h.what}"))

@@ -127,3 +127,24 @@ def test_all_fixes_together_never_exceed_the_step(async_trace, monkeypatch):
     # the layout transposes' fix is replayed: dropped with their launch calls (tests/core/test_replay_drop.py)
     layout = next(f for f in doc["findings"] if f["id"] == "channels-last-layout")
     assert layout["replayed"] and layout["edits"] == ["drop:layout@step"]
+
+
+def test_a_long_edit_is_named_by_its_fix_id_in_the_report():
+    """The elementwise-chain rule's fuse patterns (kilobytes of kernel-name globs on a third-party
+    trainer) made the basis, fix and "together" cells walls of text: sentences name them `fix:ID`,
+    which `whatif TRACE fix:ID` spells out; JSON keeps every edit under `edits`."""
+    from nsight_tui.parsers.analyses.findings.result import EDIT_WORDS_MAX
+
+    path = SAMPLES / "thirdparty" / "hf_trainer_qwen2_l4_b8.sqlite.xz"
+    doc = findings_json(answers(load_trace(path)))
+    chain = next(f for f in doc["findings"] if f["id"] == "elementwise-chain")
+    assert chain["replayed"] and len(" ".join(chain["edits"])) > EDIT_WORDS_MAX
+    kinds = {e.partition(":")[0] for e in chain["edits"]}
+    assert kinds == {"fuse"}
+    assert f"`fix:elementwise-chain ({len(chain['edits'])} fuse edits)`" in chain["basis"]
+    assert not any(e in chain["basis"] or e in doc["combined_basis"] for e in chain["edits"])
+    short = next(f for f in doc["findings"] if f["replayed"] and len(" ".join(f["edits"])) <= EDIT_WORDS_MAX)
+    assert f"`{' '.join(short['edits'])}`" in short["basis"]  # a short one is said as it is
+    run = cli_process.run(["report", str(path)], text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0 and max(len(cell) for line in run.stdout.splitlines()
+                                       for cell in line.split(" | ")) < 1500

@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from nsight_tui.parsers.analyses.findings.context import StepContext
-from nsight_tui.parsers.analyses.findings.result import Finding
+from nsight_tui.parsers.analyses.findings.result import Finding, edit_words
 from nsight_tui.parsers.analyses.findings.thresholds import threshold
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import api_display_name
@@ -391,7 +391,7 @@ def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> l
         f.replay_low_ms_per_step = (s.baseline_step_ns - s.high_ns) / 1e6
         f.replay_high_ms_per_step = (s.baseline_step_ns - s.low_ns) / 1e6
         f.overlaps, f.capped_by_cpu_wait = [], False
-        f.basis = (f"replayed: the step period without − with `{' '.join(f.edits)}` (medians over the steps); "
+        f.basis = (f"replayed: the step period without − with `{edit_words(f.id, f.edits)}` (medians over the steps); "
                    f"the rule's estimate {f.estimate_ms_per_step:.2f}")
         if f.id in RANGE_BASIS:
             f.basis += f"; {RANGE_BASIS[f.id](c, f)}"
@@ -416,7 +416,8 @@ def combined(trace: Trace, found: list[Finding], step_ms: float | None = None) -
         saved_ms = s.saving_ns / 1e6
     rest = [f for f in found if not f.replayed]
     extra = sum(f.saving_ms_per_step for f in rest)
-    how = f"one replay with {' '.join(edits)}" + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else "")
+    how = (f"one replay with {' '.join(edit_words(f.id, f.edits) for f in replayed)}"
+           + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else ""))
     left_ms = None if step_ms is None else max(0.0, step_ms - saved_ms)
     if left_ms is not None and extra > left_ms:  # estimates made on the whole step, applied to what is left of it
         extra = left_ms

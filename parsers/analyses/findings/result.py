@@ -45,6 +45,23 @@ class Finding:
         return ", ".join(self.ranges)
 
 
+# Longer than this, a finding's edits are named by `fix:ID` in sentences (the elementwise-chain rule's
+# fuse patterns run to kilobytes of kernel-name globs); `whatif TRACE fix:ID` spells them out.
+EDIT_WORDS_MAX = 80
+
+
+def edit_words(finding_id: str, edits: list[str]) -> str:
+    """A finding's edits as a sentence names them: as they are, or `fix:ID` and their kinds where long."""
+    text = " ".join(edits)
+    if len(text) <= EDIT_WORDS_MAX:
+        return text
+    kinds: dict[str, int] = {}
+    for e in edits:
+        kind = e.partition(":")[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return f"fix:{finding_id} (" + ", ".join(f"{n} {k} edit{'s' if n > 1 else ''}" for k, n in kinds.items()) + ")"
+
+
 # Below this a finding's cause is present but fixing it gains nothing measurable: it stands apart.
 NOTHING_TO_GAIN_MS = 0.01
 
