@@ -9,9 +9,8 @@ the gaps between them, and a sum is the count times the mean; the median (96 ns 
 out the few long gaps (a memset node's set-up) that make the mean twice it (197 ns)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
