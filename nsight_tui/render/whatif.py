@@ -66,6 +66,30 @@ def profiler_note(holders) -> str:
             "step is shorter and a saving the CPU sets can differ (docs/whatif.md, \"The same changes without the profiler\")")
 
 
+def queue_line(q) -> str:
+    """The launches whose queue the edits empty or fill, and the CPU time that may move with them
+    (parsers/replay/launch_cost.py), one sentence; '' where it is too small to say."""
+    if q is None or not q.said:
+        return ""
+    low, mid, high = (x / 1e6 for x in q.extra_cpu_ns)
+    more = "more" if mid >= 0 else "less"
+    return (f"{q.emptied_per_step:,.1f} launches a step that queued behind GPU work find their stream empty after the "
+            f"edits ({q.filled_per_step:,.1f} the other way); in the committed every-other-step captures a launch onto "
+            f"an empty queue cost the CPU {q.cost_ns[0] / 1e3:.2f}..{q.cost_ns[2] / 1e3:.2f} us more, which this "
+            f"prediction leaves out: {abs(low):,.2f}.."
+            f"{abs(high):,.2f} ms a step {more} CPU time ({abs(mid):,.2f} central; docs/whatif.md, \"That cost, "
+            f"measured and replayed\")")
+
+
+def _queue(q) -> dict | None:
+    if q is None:
+        return None
+    return {"emptied_launches_per_step": round(q.emptied_per_step, 2), "filled_launches_per_step": round(q.filled_per_step, 2),
+            "extra_cpu_ns_per_step": {"low": q.extra_cpu_ns[0], "central": q.extra_cpu_ns[1], "high": q.extra_cpu_ns[2]},
+            "cost_ns_per_launch": {"low": q.cost_ns[0], "central": q.cost_ns[1], "high": q.cost_ns[2]},
+            "in_prediction": False, "note": queue_line(q) or None}
+
+
 def _alone(c) -> dict | None:
     if c is None:
         return None
@@ -102,6 +126,7 @@ def whatif_dict(p) -> dict:
         "holds_step": [_holder(h) for h in p.holders],
         "cpu_share_of_step": round(cpu_share(p.holders)[0], 4),
         "profiler_note": profiler_note(p.holders) or None,
+        "launch_queue": _queue(p.queue),
         "gpu_idle_per_step": _idle(p.idle),
         "measured": {"launch_latency_ns": p.launch_latency_ns, "queue_gap_ns": p.queue_gap_ns},
         "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps; "
@@ -133,6 +158,8 @@ def whatif_markdown(p) -> str:
                    f"({p.saving_ns / p.replayed_step_ns * 100 if p.replayed_step_ns else 0:.1f}%).")
         if p.cpu_assumption:
             out += ["", f"The range assumes {md(p.cpu_assumption)}."]
+        if queue_line(p.queue):
+            out += ["", f"The launch queue: {md(queue_line(p.queue))}."]
         out.append("")
     for title, hold, idle in ((("What holds the step after the edits" if p.edits else "What holds the step"), p.holders, p.idle),):
         out += [f"## {title} (critical path, share of the step)", "", "| holder | ms per step | share |", "|---|---:|---:|"]
@@ -181,6 +208,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     note = profiler_note(p.holders)
     if note:
         lines.append(("profiler", note))
+    if queue_line(p.queue):
+        lines.append(("queue", queue_line(p.queue)))
     if p.profiler is not None:
         lines.append(("alone", alone_line(p.profiler)))
     i = p.idle

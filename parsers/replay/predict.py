@@ -16,6 +16,7 @@ from nsight_tui.parsers.replay import edits as edit_mod
 from nsight_tui.parsers.replay.critical import Holder, IdleSplit, critical_paths, holders, idle_splits
 from nsight_tui.parsers.replay.edits import Applied, Edit, EditError
 from nsight_tui.parsers.replay.graph import Graph, build
+from nsight_tui.parsers.replay.launch_cost import QueueShift, queue_shift
 from nsight_tui.parsers.replay.pace import cpu_range, own_time, typical_host
 from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
 from nsight_tui.parsers.replay.steps import StepRanges, gpu_step_periods, step_ranges, step_spans
@@ -77,6 +78,9 @@ class Prediction:
     cpu_assumption: str = ""  # where the range moves with the CPU's pace: what it assumes of it
     # the workload run alone beside the capture (`capture --bare-run`): the step without the profiler
     profiler: ProfilerCost | None = None
+    # launches the edits leave onto an empty queue, or behind queued work, and the CPU time that may
+    # move with them (launch_cost: not in the prediction)
+    queue: QueueShift | None = None
 
     @property
     def saving_ns(self) -> int:
@@ -167,6 +171,7 @@ class EditedReplay:
     unchanged_slow: Replayed
     applied: list[Applied]
     cpu_assumption: str = ""  # what the range says of the CPU's pace (pace.cpu_range)
+    mid_plan: Plan | None = None  # the plan `mid` replays
 
     def steps_ns(self, baseline_ns: int) -> tuple[int, int, int]:
         """Predicted (low, mid, high) steps: the baseline's replayed step less the saving, the unchanged
@@ -208,7 +213,7 @@ def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool
     ed = edit_mod.apply(t, sr, list(edits), load, twin_host)
     if not pace:
         low, mid, high = replay_plans(t, sr, ed.plans)
-        return EditedReplay(t, unchanged, low, mid, high, mid, mid, unchanged, unchanged, ed.applied)
+        return EditedReplay(t, unchanged, low, mid, high, mid, mid, unchanged, unchanged, ed.applied, mid_plan=ed.mid)
     if "replay.cpu_range" not in trace.derived:
         trace.derived["replay.cpu_range"] = (cpu_range(g, edit_mod.range_spans(g, sr, edit_mod.STEP_RANGE)),
                                              own_time(g) & edit_mod.in_steps(g, sr))
@@ -220,7 +225,7 @@ def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool
                                                                    for end in (0, 1))])
     unchanged_fast, unchanged_slow = trace.derived[key]
     return EditedReplay(t, unchanged, low, mid, high, fast, slow, unchanged_fast, unchanged_slow, ed.applied,
-                        rng.assumption)
+                        rng.assumption, ed.mid)
 
 
 @dataclass
@@ -273,7 +278,10 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     lo, mid, hi = ed.steps_ns(base.step_ns)
     hold, idle = _why(ed.graph, sr, ed.mid)
     b_hold, b_idle = _why(g, sr, base)
+    assert ed.mid_plan is not None
+    queue = queue_shift(ed.graph, (Plan.of(ed.graph), ed.unchanged.timeline), (ed.mid_plan, ed.mid.timeline),
+                        edit_mod.in_steps(ed.graph, sr), sr.n_steps)
     return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
-                      ed.cpu_assumption if lo != hi else "", profiler_cost(trace))
+                      ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue)
