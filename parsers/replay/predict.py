@@ -278,9 +278,9 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     lo, mid, hi = ed.steps_ns(base.step_ns)
     hold, idle = _why(ed.graph, sr, ed.mid)
     b_hold, b_idle = _why(g, sr, base)
-    assert ed.mid_plan is not None
-    queue = queue_shift(ed.graph, (Plan.of(ed.graph), ed.unchanged.timeline), (ed.mid_plan, ed.mid.timeline),
-                        edit_mod.in_steps(ed.graph, sr), sr.n_steps)
+    queue = None if ed.mid_plan is None else queue_shift(
+        ed.graph, (Plan.of(ed.graph), ed.unchanged.timeline), (ed.mid_plan, ed.mid.timeline),
+        edit_mod.in_steps(ed.graph, sr), sr.n_steps)
     return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
