@@ -78,7 +78,7 @@ def queue_line(q) -> str:
             f"an empty queue cost the CPU {q.cost_ns[0] / 1e3:.2f}..{q.cost_ns[2] / 1e3:.2f} us more, which this "
             f"prediction leaves out: {abs(low):,.2f}.."
             f"{abs(high):,.2f} ms a step {more} CPU time ({abs(mid):,.2f} central; docs/whatif.md, \"That cost, "
-            f"measured and replayed\")")
+            f"measured and replayed, and left out\")")
 
 
 def _queue(q) -> dict | None:
