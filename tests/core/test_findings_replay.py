@@ -30,8 +30,8 @@ KNOWN_MISSES = {
     "host sleep removed": "nohost at the rule's 1 ms removes every long pause; the twin kept 0.7 ms of Python there",
     "fp32 -> TF32 (async, H100)": "the two captures' CPU work differs by more than the tolerance",
     "fp32 -> TF32 large (async, H100)": "likewise: the TF32 capture's autograd thread did 83 ms of host work a step, 50",
-    "fp32 -> TF32 (H100 repeat r3)": "the peak ratio overshoots the TF32 GEMMs measured in the twin (kernels-from meets it)",
-    "fp32 -> TF32 (async, H100, replay set)": "likewise: 49.3 ms replayed, 38.4 measured (kernels-from: 43.7)",
+    "fp32 -> TF32 (H100 repeat r3)": "the step the faster GEMMs leave is the CPU's, whose pace the twin ran at another: "
+                                     "43.39 replayed at any share of the peak ratio, 35.43 measured",
     "pageable -> pinned input": "the pageable capture's autograd thread ran at 1.44x the pinned one's pace: 8.27 "
                                 "replayed, 14.08 measured (12.44 at the twin's CPU pace)",
 }

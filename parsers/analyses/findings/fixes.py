@@ -6,7 +6,7 @@ import fnmatch
 from typing import TYPE_CHECKING
 
 from nsight_tui.parsers.analyses.findings.context import StepContext, context
-from nsight_tui.parsers.analyses.findings.replayed import NO_EDIT, RANGE_BASIS, range_basis
+from nsight_tui.parsers.analyses.findings.replayed import FIX_RANGE_BASIS, NO_EDIT, RANGE_BASIS, range_basis
 from nsight_tui.parsers.analyses.findings.rules import findings
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.replay.edits import EditError, parse
@@ -42,7 +42,7 @@ def resolve_fixes(trace: Trace, edits: list, attribution: str = "process", ncu: 
         named = [(f, x) for f in hits for x in f.edits]
         if not named:
             raise EditError(f"{text}: the replay has no edit for this fix ({NO_EDIT.get(hits[0].id, 'none named')})")
-        if not looked and any(f.id in RANGE_BASIS for f in hits):
+        if not looked and any(f.id in RANGE_BASIS or f.id in FIX_RANGE_BASIS for f in hits):
             # a fix's edits all come from one capture's steps: the findings' own (rank 0's of several)
             steps, looked = context(trace, attribution, ncu=ncu), True
         said: set[str] = set()
