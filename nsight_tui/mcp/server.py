@@ -485,7 +485,9 @@ def build(served: ServedSet) -> MCPServer:
         """Replay the captured step with edits and predict the step (`whatif -f json`): the
         baseline (measured and replayed step, ns), each edit and the assumption it rests on, the
         predicted step with its low..high range, the saving, what holds the step after the edits
-        (its critical path: holders, ns per step, shares) and the GPU idle split. Edits:
+        (its critical path: holders, ns per step, shares), the GPU idle split, and `launch_queue`: the
+        launches a step the edits leave onto an empty queue (or behind queued work) and the CPU time
+        that may move with them, which the prediction leaves out. Edits:
         speed:PATTERN=K (a kernel name glob or family, K times faster), drop:PATTERN (those ops
         gone, with their launch calls' CPU time), fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] (each run
         of consecutive kernels of one stream matching the patterns one kernel), kernels-from:NAME (kernel
