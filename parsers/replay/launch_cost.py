@@ -40,27 +40,29 @@ class QueueShift:
         return max(abs(x) for x in self.extra_cpu_ns) >= SAID_FROM_NS
 
 
-def empty_launches(g: Graph, plan: Plan, tl: Timeline) -> np.ndarray:
-    """Per CPU point: a launch call's start whose op found its stream with nothing queued (the
-    stream's previous op had ended before the call began) on this timeline."""
+def empty_launches(g: Graph, launch_pt: np.ndarray, tl: Timeline) -> np.ndarray:
+    """Per CPU point: a launch call's start (`launch_pt` per op, -1: none) whose op found its stream
+    with nothing queued (the stream's previous op had ended before the call began) on this timeline."""
     out = np.zeros(len(g.pt_time), bool)
-    launched = np.flatnonzero(plan.op_launch_pt >= 0)
+    launched = np.flatnonzero(launch_pt >= 0)
     if len(launched) == 0:
         return out
     prev = g.op_prev[launched]
-    at = tl.pt_ns[plan.op_launch_pt[launched]]
+    at = tl.pt_ns[launch_pt[launched]]
     empty = (prev < 0) | (tl.op_end_ns[np.maximum(prev, 0)] <= at)
-    out[plan.op_launch_pt[launched[empty]]] = True
+    out[launch_pt[launched[empty]]] = True
     return out
 
 
-def queue_shift(g: Graph, before: tuple[Plan, Timeline], after: tuple[Plan, Timeline], inside: np.ndarray,
+def queue_shift(g: Graph, before: Timeline, after: tuple[Plan, Timeline], inside: np.ndarray,
                 n_steps: int) -> QueueShift:
     """The launches (call starts inside the steps: `inside` per point) whose queue state differs
-    between the unchanged replay (`before`) and the edited one (`after`), per step."""
-    was, now = empty_launches(g, *before), empty_launches(g, *after)
+    between the unchanged replay (`before`, the graph's own launches) and the edited one (`after`:
+    its plan and timeline), per step."""
+    plan, tl = after
+    was, now = empty_launches(g, g.op_launch_pt, before), empty_launches(g, plan.op_launch_pt, tl)
     launched_after = np.zeros(len(g.pt_time), bool)
-    launched_after[after[0].op_launch_pt[after[0].op_launch_pt >= 0]] = True
+    launched_after[plan.op_launch_pt[plan.op_launch_pt >= 0]] = True
     steps = max(n_steps, 1)
     emptied = float((now & ~was & inside).sum()) / steps
     filled = float((was & ~now & launched_after & inside).sum()) / steps

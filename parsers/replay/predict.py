@@ -279,7 +279,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     hold, idle = _why(ed.graph, sr, ed.mid)
     b_hold, b_idle = _why(g, sr, base)
     queue = None if ed.mid_plan is None else queue_shift(
-        ed.graph, (Plan.of(ed.graph), ed.unchanged.timeline), (ed.mid_plan, ed.mid.timeline),
+        ed.graph, ed.unchanged.timeline, (ed.mid_plan, ed.mid.timeline),
         edit_mod.in_steps(ed.graph, sr), sr.n_steps)
     return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,

@@ -6,9 +6,9 @@ GPU) the median of its pairs; the least and the median of the configurations ove
 from __future__ import annotations
 
 import re
-import sqlite3
 import statistics
 
+from helpers.export_sql import sql_rows
 from helpers.replay_twins import TWINS
 from helpers.xz_samples import plain
 from nsight_tui.parsers.analyses.findings.replayed import TF32_SHARE_OF_PEAK, tensor_factors
@@ -21,10 +21,7 @@ GPU = "SELECT name FROM TARGET_INFO_GPU LIMIT 1"
 
 
 def _one(path, sql):
-    con = sqlite3.connect(f"{plain(path).resolve().as_uri()}?mode=ro", uri=True)
-    value = con.execute(sql).fetchone()[0]
-    con.close()
-    return value
+    return sql_rows(plain(path), sql)[0][0]
 
 
 def test_the_share_of_the_peak_ratio_is_the_committed_twins():

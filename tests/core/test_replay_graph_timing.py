@@ -4,13 +4,13 @@ first launch left out, min/median/max over the rest; and the stated fallback equ
 twin's own figures, so the constant cannot drift from the capture it names."""
 from __future__ import annotations
 
-import sqlite3
 import statistics
 from pathlib import Path
 
 import pytest
 
 from conftest import FINDINGS, SAMPLES
+from helpers.export_sql import sql_rows
 from helpers.xz_samples import XZ_TRACE, plain
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay.cudagraph import GRAPH_TWIN_TIMING, graph_timing
@@ -35,9 +35,7 @@ FROM launch l JOIN node n ON n.corr = l.corr GROUP BY l.corr ORDER BY l.t0
 
 
 def _sql_figures(path: Path) -> tuple[tuple[int, int, int], ...]:
-    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    rows = con.execute(NODES_SQL).fetchall()[1:]  # the first launch uploads the graph
-    con.close()
+    rows = sql_rows(path, NODES_SQL)[1:]  # the first launch uploads the graph
     assert len(rows) >= 3
 
     def spread(xs):
