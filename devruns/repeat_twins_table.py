@@ -4,7 +4,8 @@ rK of a set as tests/helpers/twins_table.py computes a committed pair's row, the
 
     PYTHONPATH=$PWD python3 devruns/repeat_twins_table.py FOLDER [SET ...]   (default: every set found)
 
-FOLDER holds SET_rK_NAME.sqlite.xz as the script writes them (tf32rev's are named tf32_rK_...)."""
+FOLDER holds SET_rK_NAME.sqlite.xz as the script writes them (tf32rev's are named tf32_rK_...;
+decodegraphb: decodegraph's pairs of the later call, gpu_thirdparty_twins_memset.log, renamed)."""
 from __future__ import annotations
 
 import sys
@@ -23,15 +24,27 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     # devruns/gpu_graph_holdout.sh
     "graph256": ("small_ctx256_b1_async_capturable", "small_ctx256_b1_async_cuda-graph", ("graph",), "launch-bound"),
     "graphmed": ("medium_ctx128_b1_async_capturable", "medium_ctx128_b1_async_cuda-graph", ("graph",), "launch-bound"),
+    # devruns/gpu_thirdparty_twins.sh: workloads nobody here wrote
+    "vitgraph": ("vit_b8_eager", "vit_b8_graph", ("graph",), "launch-bound"),
+    "decodegraph": ("decode_eager", "decode_graph", ("graph",), "launch-bound"),
+    "decodegraphb": ("decode_eager", "decode_graph", ("graph",), "launch-bound"),  # the memset call's pairs beside
+    "decodecopy": ("decode_copy_eager", "decode_copy_graph", ("graph",), "launch-bound"),
+    "decode18": ("decode18_eager", "decode18_graph", ("graph",), "launch-bound"),
+    "decodememset": ("decode_memset_eager", "decode_memset_graph", ("graph",), "launch-bound"),
+    "vittf32": ("vit_b64_fp32", "vit_b64_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
+    "vittf32fix": ("vit_b64_fp32", "vit_b64_tf32", ("fix:fp32-gemm-without-tensor-cores",),
+                   "fp32-gemm-without-tensor-cores"),
 }
+FOLDER_SET = {"vittf32fix": "vittf32"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:
     folder, names = Path(argv[0]), argv[1:] or list(SETS)
     for name in names:
         base, twin, edits, rule = SETS[name]
-        pairs = tuple(Twin(f"{name} r{k}", folder / f"{name}_r{k}_{base}.sqlite.xz", folder / f"{name}_r{k}_{twin}.sqlite.xz",
-                           edits, rule) for k in (1, 2, 3) if (folder / f"{name}_r{k}_{base}.sqlite.xz").is_file())
+        files = FOLDER_SET.get(name, name)
+        pairs = tuple(Twin(f"{name} r{k}", folder / f"{files}_r{k}_{base}.sqlite.xz", folder / f"{files}_r{k}_{twin}.sqlite.xz",
+                           edits, rule) for k in (1, 2, 3) if (folder / f"{files}_r{k}_{base}.sqlite.xz").is_file())
         if not pairs:
             continue
         for t in pairs:

@@ -1,8 +1,18 @@
 """What replaying a CUDA graph costs, read from the capture for the `graph` edit (replay.edits):
 per graph launch traced node by node (`--cuda-graph-trace=node`: each node an op whose launch is
-the cudaGraphLaunch), its first node's start after the call's start, the mean GPU gap between its
-nodes, and the call's CPU time per node. Where the capture launches no graph, the figures of the
-committed cuda-graph twin (GRAPH_TWIN_TIMING) and the sentence that says so.
+the cudaGraphLaunch), when its first node starts, the mean GPU gap between its nodes, and the
+call's CPU time per node. Where the capture launches no graph, GRAPH_FALLBACK: the committed
+cuda-graph twin's figures, and at the high end the committed decode graph's; the sentence says so.
+
+When the first node starts: two ways, measured on every graph captured so far
+(devruns/gpu_thirdparty_twins.sh, docs/whatif.md "Beyond GPT-2"). The training steps' graphs (GPT-2
+on an H100 and an H200, timm's ViT) start 34-91 us after the launch call starts, long before it
+returns; every decode loop's graph (transformers' Llama by hand with 6 or 18 layers, bf16 or fp32,
+with or without cuDNN's attention, a memcpy, a memset or a multi-tensor kernel first or last, and
+transformers' own compiled static-cache decode) starts 1-6 us after the call returns, and its nodes
+run ~0.42 us apart against the training graphs' ~0.1. Neither the node count, nor those kernels,
+nor the dtype tells the two apart, so a capture without graph launches cannot know which way its
+graph will go: the fallback's range holds both, the central figure the twin's.
 
 Why the mean gap and not the median: a graphed step's GPU time is its nodes' time plus the sum of
 the gaps between them, and a sum is the count times the mean; the median (96 ns on the twin) leaves
@@ -24,11 +34,29 @@ _VERSION = re.compile(r"_v\d+$")
 class GraphTiming:
     """Each figure as (low, central, high): the favourable end first (the smaller step). ns."""
 
-    first_node_ns: tuple[int, int, int]  # first node's start - the launch call's start
+    first_node_ns: tuple[int, int, int]  # first node's start - the launch call's start, or its end (below)
     node_gap_ns: tuple[int, int, int]  # mean GPU gap between consecutive nodes of one launch
     cpu_per_node_ns: tuple[int, int, int]  # the launch call's CPU time / its nodes
-    launches: int  # how many launches the figures are read from (0: the stated twin's)
+    launches: int  # how many launches the figures are read from (0: the stated captures')
     source: str  # where the figures come from, in words
+    # per end: the first node counted from the call's return (the graph starts once the call has
+    # submitted it all) rather than from its start
+    after_call: tuple[bool, bool, bool] = (False, False, False)
+
+    def first_node_offset_ns(self, end: int, nodes: int) -> int:
+        """When a graph of `nodes` nodes starts after its launch call starts, at end 0, 1 or 2."""
+        after = self.after_call[end]
+        return self.first_node_ns[end] + (self.cpu_per_node_ns[end] * nodes if after else 0)
+
+    def first_node_words(self) -> str:
+        def one(end: int) -> str:
+            return f"{self.first_node_ns[end] / 1e3:.1f} us after its launch call " + (
+                "returns" if self.after_call[end] else "starts")
+        if self.after_call[0] == self.after_call[2]:
+            how = "returns" if self.after_call[0] else "starts"
+            return (f"{self.first_node_ns[0] / 1e3:.1f}..{self.first_node_ns[2] / 1e3:.1f} us after its launch "
+                    f"call {how}")
+        return f"{one(0)} (central {self.first_node_ns[1] / 1e3:.1f}) to {one(2)}"
 
 
 # Measured on the committed twin sample_traces/findings/small_ctx128_b1_nosync_cuda-graph (H100,
@@ -36,6 +64,21 @@ class GraphTiming:
 # tests/core/test_replay_graph_timing.py recomputes them in SQL.
 GRAPH_TWIN_TIMING = GraphTiming((37_050, 40_202, 44_608), (195, 197, 199), (845, 862, 924), 0,
                                 "the committed cuda-graph twin's (H100, 4 launches of a 1,078-node graph)")
+# The committed decode graph, sample_traces/thirdparty/hf_generate_llama_static (H200, transformers'
+# compiled static-cache decode: 121 launches of one 115-node graph after its first; medians): its
+# first node 3.46 us after the call returns, nodes 466 ns apart, 2,151 ns of CPU per node (the test
+# recomputes them in SQL).
+DECODE_GRAPH_MEDIANS = (3_456, 466, 2_151)
+# A capture that launches no graph: the twin's figures, with the decode graph's at the high end.
+GRAPH_FALLBACK = GraphTiming(
+    (GRAPH_TWIN_TIMING.first_node_ns[0], GRAPH_TWIN_TIMING.first_node_ns[1], DECODE_GRAPH_MEDIANS[0]),
+    (GRAPH_TWIN_TIMING.node_gap_ns[0], GRAPH_TWIN_TIMING.node_gap_ns[1],
+     max(GRAPH_TWIN_TIMING.node_gap_ns[2], DECODE_GRAPH_MEDIANS[1])),
+    (GRAPH_TWIN_TIMING.cpu_per_node_ns[0], GRAPH_TWIN_TIMING.cpu_per_node_ns[1],
+     max(GRAPH_TWIN_TIMING.cpu_per_node_ns[2], DECODE_GRAPH_MEDIANS[2])),
+    0, "the committed cuda-graph twin's (H100, a 1,078-node training step), and at the high end the committed "
+    "decode graph's (H200, a 115-node compiled decode, medians): a graph that starts only once its launch call "
+    "returns, as every decode loop's captured so far did (docs/whatif.md)", (False, False, True))
 
 
 def _spread(values: list[float]) -> tuple[int, int, int]:
@@ -45,8 +88,8 @@ def _spread(values: list[float]) -> tuple[int, int, int]:
 
 def graph_timing(trace) -> GraphTiming:
     """The capture's own figures where it launches a graph traced node by node on one stream (each
-    graph's first launch left out, a graph known by its node count and first node), else the
-    committed twin's. Read once per trace (kept in `trace.derived`: the findings apply `graph` alone
+    graph's first launch left out, a graph known by its node count and first node), else
+    GRAPH_FALLBACK. Read once per trace (kept in `trace.derived`: the findings apply `graph` alone
     and with the other fixes)."""
     if "replay.graph_timing" not in trace.derived:
         trace.derived["replay.graph_timing"] = _read(trace)
@@ -56,18 +99,18 @@ def graph_timing(trace) -> GraphTiming:
 def _read(trace) -> GraphTiming:
     api, ops = trace.api, trace.ops
     if len(api) == 0 or len(ops) == 0:
-        return GRAPH_TWIN_TIMING
+        return GRAPH_FALLBACK
     is_launch_name = np.array([_VERSION.sub("", n) in GRAPH_LAUNCHES for n in trace.api_names], bool)
     calls = np.flatnonzero(is_launch_name[api["name"].to_numpy(np.int64)])
     o_api = ops["api"].to_numpy(np.int64)
     if len(calls) == 0 or not np.isin(o_api, calls).any():
-        return GRAPH_TWIN_TIMING
+        return GRAPH_FALLBACK
     a_start, a_end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
     o_start, o_end = ops["start"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
     o_stream, o_name = ops["stream"].to_numpy(np.int64), ops["name"].to_numpy(np.int64)
     order = np.argsort(o_api, kind="stable")
     keys = o_api[order]
-    first, gap, per_node = [], [], []
+    first, after, gap, per_node = [], [], [], []
     seen: set[tuple[int, int]] = set()
     for c in calls[np.argsort(a_start[calls], kind="stable")].tolist():
         lo, hi = np.searchsorted(keys, c), np.searchsorted(keys, c, side="right")
@@ -81,9 +124,12 @@ def _read(trace) -> GraphTiming:
         span = int(o_end[nodes].max() - o_start[nodes].min())
         busy = int((o_end[nodes] - o_start[nodes]).sum())
         first.append(float(o_start[nodes].min() - a_start[c]))
+        after.append(float(o_start[nodes].min() - a_end[c]))
         gap.append(max(0.0, (span - busy) / (len(nodes) - 1)))
         per_node.append((a_end[c] - a_start[c]) / len(nodes))
     if not first:
-        return GRAPH_TWIN_TIMING
-    return GraphTiming(_spread(first), _spread(gap), _spread(per_node), len(first),
-                       f"this capture's ({len(first)} graph launches)")
+        return GRAPH_FALLBACK
+    # most launches start their first node only after the call returns: count from there
+    after_call = float(np.median(after)) >= 0
+    return GraphTiming(_spread(after if after_call else first), _spread(gap), _spread(per_node), len(first),
+                       f"this capture's ({len(first)} graph launches)", (after_call,) * 3)

@@ -586,8 +586,7 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     for si, (pid, s, t_end) in enumerate(spans):
         m = ops_in & (o_pid == pid) & (launch_t >= s) & (launch_t <= t_end)
         span_of_op[m & (span_of_op < 0)] = si
-    for plan, first_node, gap, per_node in zip(ed.plans, timing.first_node_ns, timing.node_gap_ns,
-                                               timing.cpu_per_node_ns):
+    for end, (plan, gap, per_node) in enumerate(zip(ed.plans, timing.node_gap_ns, timing.cpu_per_node_ns)):
         plan.delta_ns[sel] = 0
         for k in np.flatnonzero(sel).tolist():
             plan.handoffs.pop(k, None)
@@ -598,13 +597,13 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
             # the launch's own CPU cost, per node, on the point after the graph's first launch
             if first_pt + 1 < len(plan.delta_ns):
                 plan.delta_ns[first_pt + 1] += per_node * len(ops)
-            plan.op_launch_off[ops] = first_node
+            plan.op_launch_off[ops] = timing.first_node_offset_ns(end, len(ops))
             plan.op_prev_off[ops] = np.minimum(g.op_prev_off[ops], gap)
     ed.applied.append(Applied(
         e.text, f"{int(sel.sum()):,} CPU points and {int(ops_in.sum()):,} ops in {len(spans)} spans as one graph launch "
         "each: the spans' CPU time replaced by the launch's",
-        f"a graph's first node {timing.first_node_ns[0] / 1e3:.1f}..{timing.first_node_ns[2] / 1e3:.1f} us after its "
-        f"launch call, its nodes {timing.node_gap_ns[0]}..{timing.node_gap_ns[2]} ns apart on the GPU (mean gap) and "
+        f"a graph's first node {timing.first_node_words()}, its nodes "
+        f"{timing.node_gap_ns[0]}..{timing.node_gap_ns[2]} ns apart on the GPU (mean gap) and "
         f"the launch costing {timing.cpu_per_node_ns[0]}..{timing.cpu_per_node_ns[2]} ns of CPU per node: "
         f"{timing.source}"))
 

@@ -1,10 +1,14 @@
 """The `graph` edit's figures (parsers/replay/cudagraph.py) against SQL over the committed graphed
 captures: each graph launch's nodes (kernels, memsets and copies sharing its correlation id), the
-first launch left out, min/median/max over the rest; and the stated fallback equal to the synchronised
-twin's own figures, so the constant cannot drift from the capture it names."""
+first launch left out, min/median/max over the rest, the first node counted from the call's return
+where most launches start it after the call returns (the decode graphs) and from its start
+otherwise (the training steps'); and the stated fallback equal to the synchronised twin's own
+figures with the decode graph's medians at its high end, so the constants cannot drift from the
+captures they name."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,15 +17,17 @@ from conftest import FINDINGS, SAMPLES
 from helpers.export_sql import sql_rows
 from helpers.xz_samples import XZ_TRACE, plain
 from nsight_tui.parsers.read.load import load_trace
-from nsight_tui.parsers.replay.cudagraph import GRAPH_TWIN_TIMING, graph_timing
-from nsight_tui.parsers.replay.predict import predict
+from nsight_tui.parsers.replay.cudagraph import GRAPH_FALLBACK, GRAPH_TWIN_TIMING, graph_timing
+from nsight_tui.parsers.replay.predict import predict, saving
 
 GRAPHED = [FINDINGS / f"small_ctx128_b1_nosync_cuda-graph{XZ_TRACE}",
            SAMPLES / "replay" / "graph" / f"small_ctx128_b1_async_cuda-graph{XZ_TRACE}"]
+DECODE_GRAPHED = [SAMPLES / "thirdparty" / f"hf_generate_llama_static{XZ_TRACE}",
+                  SAMPLES / "replay" / "graph_decode" / f"decode_graph{XZ_TRACE}"]
 
 NODES_SQL = """
 WITH launch AS (
-  SELECT r.correlationId AS corr, r.start AS t0, r."end" - r.start AS cpu
+  SELECT r.correlationId AS corr, r.start AS t0, r."end" AS t1, r."end" - r.start AS cpu
   FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
   WHERE s.value LIKE 'cudaGraphLaunch%'),
 node AS (
@@ -29,41 +35,84 @@ node AS (
   UNION ALL SELECT correlationId, start, "end" FROM CUPTI_ACTIVITY_KIND_MEMSET
   UNION ALL SELECT correlationId, start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY)
 SELECT l.t0, l.cpu, COUNT(*), MIN(n.start) - l.t0,
-       (MAX(n."end") - MIN(n.start) - SUM(n."end" - n.start)) * 1.0 / (COUNT(*) - 1)
+       (MAX(n."end") - MIN(n.start) - SUM(n."end" - n.start)) * 1.0 / (COUNT(*) - 1), MIN(n.start) - l.t1
 FROM launch l JOIN node n ON n.corr = l.corr GROUP BY l.corr ORDER BY l.t0
 """
 
 
-def _sql_figures(path: Path) -> tuple[tuple[int, int, int], ...]:
+def _sql_rows(path: Path) -> list:
     rows = sql_rows(path, NODES_SQL)[1:]  # the first launch uploads the graph
     assert len(rows) >= 3
+    return rows
+
+
+def _sql_figures(path: Path) -> tuple:
+    """(first node, gap, CPU per node) as (min, median, max), and whether the first node counts
+    from the call's return."""
+    rows = _sql_rows(path)
 
     def spread(xs):
         return (round(min(xs)), round(statistics.median(xs)), round(max(xs)))
 
-    return (spread([r[3] for r in rows]), spread([r[4] for r in rows]), spread([r[1] / r[2] for r in rows]))
+    after_call = statistics.median(r[5] for r in rows) >= 0
+    first = spread([r[5] if after_call else r[3] for r in rows])
+    return first, spread([r[4] for r in rows]), spread([r[1] / r[2] for r in rows]), after_call
 
 
-@pytest.mark.parametrize("path", GRAPHED, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("path", GRAPHED + DECODE_GRAPHED, ids=lambda p: p.name.split(".")[0])
 def test_graph_figures_match_sql(path):
-    first, gap, per_node = _sql_figures(plain(path))
+    first, gap, per_node, after_call = _sql_figures(plain(path))
     t = graph_timing(load_trace(path))
     assert t.launches > 0 and "this capture" in t.source
-    assert (t.first_node_ns, t.node_gap_ns, t.cpu_per_node_ns) == (first, gap, per_node)
+    assert (t.first_node_ns, t.node_gap_ns, t.cpu_per_node_ns, t.after_call) == (first, gap, per_node, (after_call,) * 3)
 
 
-def test_fallback_is_the_named_twins_figures():
-    first, gap, per_node = _sql_figures(plain(GRAPHED[0]))
+def test_training_graphs_start_early_and_decode_graphs_after_the_call():
+    """The two ways a graph's GPU work starts, each on the committed captures (SQL): the training
+    step's graphs before their launch call returns, the decode graphs after."""
+    for path in GRAPHED:
+        assert all(r[5] < 0 for r in _sql_rows(plain(path)))
+    for path in DECODE_GRAPHED:
+        assert statistics.median(r[5] for r in _sql_rows(plain(path))) >= 0
+
+
+def test_fallback_is_the_named_captures_figures():
+    """Low end and central: the synchronised twin's; high end: the larger of the twin's highest and the
+    committed decode graph's median, its first node after the call returns."""
+    first, gap, per_node, after_call = _sql_figures(plain(GRAPHED[0]))
+    assert not after_call
+    decode = _sql_rows(plain(DECODE_GRAPHED[0]))
+    med = [round(statistics.median(xs)) for xs in ([r[5] for r in decode], [r[4] for r in decode],
+                                                   [r[1] / r[2] for r in decode])]
     assert (GRAPH_TWIN_TIMING.first_node_ns, GRAPH_TWIN_TIMING.node_gap_ns, GRAPH_TWIN_TIMING.cpu_per_node_ns) \
         == (first, gap, per_node)
+    f = GRAPH_FALLBACK
+    assert f.first_node_ns == (first[0], first[1], med[0]) and f.after_call == (False, False, True)
+    assert f.node_gap_ns == (gap[0], gap[1], max(gap[2], med[1]))
+    assert f.cpu_per_node_ns == (per_node[0], per_node[1], max(per_node[2], med[2]))
 
 
-def test_eager_capture_uses_the_twins_figures_and_says_so():
-    """A capture without graph launches: the twin's figures, named in the edit's assumption, and its
+def test_eager_capture_uses_the_fallback_and_says_so():
+    """A capture without graph launches: the fallback's figures, named in the edit's assumption, and its
     first node waits the graph's first-node time, not a kernel's launch latency."""
     eager = FINDINGS / f"small_ctx128_b1_nosync_capturable{XZ_TRACE}"
     trace = load_trace(eager)
-    assert graph_timing(trace) == GRAPH_TWIN_TIMING
+    assert graph_timing(trace) == GRAPH_FALLBACK
     p = predict(trace, ["graph"])
-    assert GRAPH_TWIN_TIMING.source in p.edits[0].assumption
+    assert "the committed decode graph's" in p.edits[0].assumption
     assert p.low_ns <= p.step_ns <= p.high_ns
+
+
+def test_a_graph_that_starts_after_its_call_waits_for_it():
+    """The high end's first node counted from the call's return: on the eager decode loop (24 spans of
+    326 ops, launch-bound: the GPU waits on each graph's launch), the edit's high end (its assumptions
+    alone, the CPU's pace left out) lies above the same figures counted from the call's start by about
+    the launch call's CPU time (326 nodes x its CPU per node), as a hand sum over one span says."""
+    trace = load_trace(SAMPLES / "replay" / "graph_decode" / f"decode_eager{XZ_TRACE}")
+    after = saving(trace, ["graph"])
+    f = GRAPH_FALLBACK
+    trace.derived["replay.graph_timing"] = replace(f, after_call=(False, False, False))
+    before = saving(trace, ["graph"])
+    assert (after.step_ns, after.low_ns) == (before.step_ns, before.low_ns)
+    call_ns = 326 * f.cpu_per_node_ns[2]  # the edit's own sentence on this capture: 7,824 ops in 24 spans
+    assert 0.8 * call_ns <= after.high_ns - before.high_ns <= 1.2 * call_ns

@@ -240,16 +240,17 @@ def at_twin_pace(t: Twin) -> float | None:
     both sides) gets one before its own edits, for the pace alone (its kernels' durations as the twin
     ran them too). What is left of the error is the replay's own, not the two captures' CPU pace: a
     diagnostic of a miss, not a prediction."""
+    from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.parsers.replay import edits
     from nsight_tui.parsers.replay.predict import baseline, edited
 
     base, other = plain(t.base), plain(t.twin)
-    args = t.edit_args(other)
-    if not any(e.startswith("kernels-from:") for e in t.edits):
-        args = [f"kernels-from:{other}", *args]
     trace = load_trace(base)
-    ed = edited(trace, [edits.parse(e) for e in args], load_trace, twin_host=True)
+    args = [edits.parse(e) if isinstance(e, str) else e for e in resolve_fixes(trace, t.edit_args(other))]
+    if not any(e.startswith("kernels-from:") for e in t.edits):
+        args = [edits.parse(f"kernels-from:{other}"), *args]
+    ed = edited(trace, args, load_trace, twin_host=True)
     step = baseline(trace).step_ns
     return (ed.steps_ns(step)[1] - step) / 1e6
 

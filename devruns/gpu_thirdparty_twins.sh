@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Third-party twins (docs/whatif.md, "Beyond GPT-2: third-party twins"): the `graph` edit and the
+# fp32 finding's fix checked on workloads nobody here wrote, each pair one change apart, captured
+# back to back with `nsight-tui capture -- CMD`, pairs alternating A B A B ..., on one machine in
+# one call:
+#   vitgraph     timm ViT-small training, batch 8, TF32: eager step / the step as one CUDA graph
+#   decodegraph  a greedy decode loop over transformers' Llama (static cache, bf16, batch 1):
+#                eager token / the token as one CUDA graph (a probe first: skipped if it cannot graph)
+#   vittf32      timm ViT-small training, batch 64: fp32 / TF32
+# and what sets when a graph's GPU work starts (its first node right after the call starts, or only
+# after the call ends):
+#   decodecopy   decodegraph's pair with a device-to-device copy first in each token
+#   decode18     decodegraph's pair with 18 layers (a graph of ~950 nodes, no copy first)
+#   decodememset decodegraph's pair with a cudaMemsetAsync first in each token (a probe first)
+#   decodekinds  the decode graph alone in fp32 (TF32), and in bf16 without cuDNN's attention
+#   decodeforeach  the decode graph alone ending with a _foreach_mul_ (a multi_tensor_apply kernel), and without
+#   gpt2graph    nsight-tui's GPT-2 small, ctx 128, batch 1: --plant capturable / cuda-graph
+# Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
+# devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
+# Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
+W=${WORK:-/tmp/nsight_tui_thirdparty_twins}
+rm -rf "$W" && mkdir -p "$W"
+devrun_start "$@"
+python3 -c "import torch, timm, transformers; print('torch', torch.__version__, 'timm', timm.__version__, 'transformers', transformers.__version__)"
+T=devruns/thirdparty
+PAIRS=${1:-3}; shift || true
+SETS=("${@:-vitgraph decodegraph vittf32}")
+read -r -a SETS <<< "${SETS[*]}"
+if [[ " ${SETS[*]} " == *" decodegraph "* ]]; then
+  stamp "probe decode"
+  if ! timeout 120 python3 $T/hf_decode_llama.py --graph --probe 2>&1 | tail -5 | grep -q "probe ok"; then
+    timeout 120 python3 $T/hf_decode_llama.py --graph --probe 2>&1 | tail -20
+    echo "decodegraph skipped: the decode loop does not graph here"
+    SETS=("${SETS[@]/decodegraph}")
+  fi
+fi
+if [[ " ${SETS[*]} " == *" decodememset "* ]]; then
+  stamp "probe decode --memset-first"
+  timeout 120 python3 $T/hf_decode_llama.py --graph --probe --memset-first 2>&1 | tail -3
+fi
+cap() {  # set, k, stem, command...
+  local set=$1 k=$2 stem=$3; shift 3
+  if (( $(date +%s) - T0 > ${BUDGET_S:-470} )); then echo "out of time: $set r$k $stem not captured"; return; fi
+  stamp "$set r$k $stem"; cpu_probe 6
+  timeout 150 python3 -m nsight_tui capture --out "$W" --name "${set}_r${k}_${stem}" --no-open -- "$@" 2>&1 \
+    | grep -E '^(step_|wrote)|rror|out of' | tr '\n' ' '; echo
+}
+for k in $(seq 1 "$PAIRS"); do
+  for s in "${SETS[@]}"; do
+    case $s in
+      vitgraph) cap $s $k vit_b8_eager python3 $T/timm_vit_twins.py --batch 8 --tf32
+                cap $s $k vit_b8_graph python3 $T/timm_vit_twins.py --batch 8 --tf32 --graph ;;
+      decodegraph) cap $s $k decode_eager python3 $T/hf_decode_llama.py
+                   cap $s $k decode_graph python3 $T/hf_decode_llama.py --graph ;;
+      decodecopy) cap $s $k decode_copy_eager python3 $T/hf_decode_llama.py --copy-first
+                  cap $s $k decode_copy_graph python3 $T/hf_decode_llama.py --copy-first --graph ;;
+      decodememset) cap $s $k decode_memset_eager python3 $T/hf_decode_llama.py --memset-first
+                    cap $s $k decode_memset_graph python3 $T/hf_decode_llama.py --memset-first --graph ;;
+      decodekinds) cap $s $k decode_fp32_graph python3 $T/hf_decode_llama.py --dtype fp32 --graph
+                   cap $s $k decode_nocudnn_graph python3 $T/hf_decode_llama.py --no-cudnn-sdpa --graph
+                   cap $s $k decode_graph python3 $T/hf_decode_llama.py --graph ;;
+      decodeforeach) cap $s $k decode_foreach_graph python3 $T/hf_decode_llama.py --foreach-last --graph
+                     cap $s $k decode_graph python3 $T/hf_decode_llama.py --graph ;;
+      decode18) cap $s $k decode18_eager python3 $T/hf_decode_llama.py --layers 18
+                cap $s $k decode18_graph python3 $T/hf_decode_llama.py --layers 18 --graph ;;
+      gpt2graph) for p in capturable cuda-graph; do
+                   stamp "$s r$k $p"; mkdir -p "$W/tmp"
+                   timeout 150 python3 -m nsight_tui capture --warmup 3 --steps 5 --no-sync --no-count --batch 1 \
+                     --model small --ctx 128 --plant $p --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
+                   for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
+                 done ;;
+      vittf32) cap $s $k vit_b64_fp32 python3 $T/timm_vit_twins.py --batch 64
+               cap $s $k vit_b64_tf32 python3 $T/timm_vit_twins.py --batch 64 --tf32 ;;
+      "") ;;
+      *) echo "unknown set $s" ;;
+    esac
+  done
+done
+ls -la "$W"
+stamp "xz"
+find "$W" -maxdepth 1 -name '*.sqlite' -print0 | xargs -0 -P 16 -n 1 xz -9
+tar -C "$W" -cf "$OUT/thirdparty_twins.tar" $(cd "$W" && ls *.sqlite.xz *.steps.json 2>/dev/null)
+ls -la "$OUT"; stamp "done"

@@ -1,0 +1,78 @@
+"""timm's ViT (random init) trained by a plain loop, in the one-change-apart forms the replay's
+edits predict beyond GPT-2 (docs/whatif.md, "Beyond GPT-2: third-party twins"):
+  --graph  the whole step (forward, backward, AdamW(foreach, capturable)) captured once as a CUDA
+           graph and replayed, against the same step run eagerly (`graph`);
+  --tf32   TF32 matmuls and convolutions against fp32 ones (`fix:fp32-gemm-without-tensor-cores`,
+           `kernels-from:TWIN`).
+Both forms warm up on a side stream as PyTorch's whole-network capture does (torch.cuda.graphs),
+set the gradients to None before each step (no accumulate kernels either way) and mark each step
+with nsight_tui.capture.mark (step_N ranges; the Python clock read after the step's synchronise,
+which comes after its range).
+    python timm_vit_twins.py [--model vit_small_patch16_224] [--batch 8] [--warmup 3] [--steps 8]
+                             [--graph] [--tf32]
+"""
+import argparse
+
+import timm
+import torch
+
+from nsight_tui.capture import mark
+
+p = argparse.ArgumentParser()
+p.add_argument("--model", default="vit_small_patch16_224")
+p.add_argument("--batch", type=int, default=8)
+p.add_argument("--warmup", type=int, default=3)
+p.add_argument("--steps", type=int, default=8)
+p.add_argument("--graph", action="store_true", help="replay the step as one CUDA graph (the twin of the eager step)")
+p.add_argument("--tf32", action="store_true", help="TF32 matmuls and convolutions (the twin of fp32)")
+a = p.parse_args()
+
+torch.backends.cuda.matmul.allow_tf32 = a.tf32
+torch.backends.cudnn.allow_tf32 = a.tf32
+model = timm.create_model(a.model, pretrained=False, num_classes=100).cuda()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True, capturable=True)
+size = model.default_cfg.get("input_size", (3, 224, 224))[-1]
+x = torch.randn(a.batch, 3, size, size, device="cuda")
+y = torch.randint(0, 100, (a.batch,), device="cuda")
+mark.config(workload=f"timm {a.model} training, fp32" + (" (TF32 allowed)" if a.tf32 else ""),
+            graph=a.graph, tf32=a.tf32, batch_size=a.batch, torch=torch.__version__, timm=timm.__version__)
+
+
+def step():
+    with mark.phase("forward"):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    with mark.phase("backward"):
+        loss.backward()
+    with mark.phase("optimizer"):
+        optimizer.step()
+
+
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    for i in range(a.warmup):
+        with mark.step(i, warmup=a.warmup):
+            optimizer.zero_grad(set_to_none=True)
+            step()
+torch.cuda.current_stream().wait_stream(side)
+
+graph = None
+if a.graph:
+    optimizer.zero_grad(set_to_none=True)
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.nvtx.range_push("cuda_graph_capture")  # no iteration: the parsers' steady state skips it
+    with torch.cuda.graph(graph):
+        step()
+    graph.replay()  # the first replay uploads the graph
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+
+for i in range(a.warmup, a.warmup + a.steps):
+    with mark.step(i, warmup=a.warmup):
+        if graph is not None:
+            graph.replay()
+        else:
+            optimizer.zero_grad(set_to_none=True)
+            step()
+for r in mark.clock.records:
+    print(r["name"], f"{r['seconds'] * 1e3:.2f} ms")
