@@ -96,28 +96,44 @@ def graph_timing(trace) -> GraphTiming:
     return trace.derived["replay.graph_timing"]
 
 
-def _read(trace) -> GraphTiming:
+def graph_launch_ops(trace) -> list[np.ndarray]:
+    """Each graph launch's nodes traced one by one (op positions in trace.ops, in start order), in
+    the order of the launch calls; [] where the capture launches no graph."""
     api, ops = trace.api, trace.ops
     if len(api) == 0 or len(ops) == 0:
-        return GRAPH_FALLBACK
+        return []
     is_launch_name = np.array([_VERSION.sub("", n) in GRAPH_LAUNCHES for n in trace.api_names], bool)
     calls = np.flatnonzero(is_launch_name[api["name"].to_numpy(np.int64)])
     o_api = ops["api"].to_numpy(np.int64)
     if len(calls) == 0 or not np.isin(o_api, calls).any():
+        return []
+    a_start, o_start = api["start"].to_numpy(np.int64), ops["start"].to_numpy(np.int64)
+    order = np.argsort(o_api, kind="stable")
+    keys = o_api[order]
+    out = []
+    for c in calls[np.argsort(a_start[calls], kind="stable")].tolist():
+        nodes = order[np.searchsorted(keys, c):np.searchsorted(keys, c, side="right")]
+        if len(nodes):
+            out.append(nodes[np.argsort(o_start[nodes], kind="stable")])
+    return out
+
+
+def _read(trace) -> GraphTiming:
+    launches = graph_launch_ops(trace)
+    if not launches:
         return GRAPH_FALLBACK
+    api, ops = trace.api, trace.ops
+    o_api = ops["api"].to_numpy(np.int64)
     a_start, a_end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
     o_start, o_end = ops["start"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
     o_stream, o_name = ops["stream"].to_numpy(np.int64), ops["name"].to_numpy(np.int64)
-    order = np.argsort(o_api, kind="stable")
-    keys = o_api[order]
     first, after, gap, per_node = [], [], [], []
     seen: set[tuple[int, int]] = set()
-    for c in calls[np.argsort(a_start[calls], kind="stable")].tolist():
-        lo, hi = np.searchsorted(keys, c), np.searchsorted(keys, c, side="right")
-        nodes = order[lo:hi]
+    for nodes in launches:
+        c = int(o_api[nodes[0]])
         if len(nodes) < 2 or len(np.unique(o_stream[nodes])) != 1:
             continue  # one node, or a graph over several streams: its gaps are not one chain's
-        graph_key = (len(nodes), int(o_name[nodes[np.argmin(o_start[nodes])]]))
+        graph_key = (len(nodes), int(o_name[nodes[0]]))
         if graph_key not in seen:
             seen.add(graph_key)  # a graph's first launch uploads it (cudaGraphUpload): not a step's
             continue

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nsight_tui.parsers.replay.cudagraph import graph_launch_ops, graph_timing
 from nsight_tui.parsers.replay.graph import Graph
 
 NEG = -(1 << 62)
@@ -62,10 +63,19 @@ class Plan:
     @classmethod
     def typical(cls, g: Graph) -> "Plan":
         """Every op at the trace's two typical offsets (launch latency, queue gap) instead of its
-        own: the model without the per-op calibration, the identity check that can fail."""
+        own: the model without the per-op calibration, the identity check that can fail. A graph
+        launch's nodes at the graph's typical figures instead, as the `graph` edit places them
+        (replay.cudagraph: its first node's start after the call, from its start or its return,
+        and the mean gap between its nodes; central values)."""
         plan = cls.of(g)
         plan.op_launch_off[:] = np.where(g.op_launch_pt >= 0, g.launch_latency_ns, 0)
         plan.op_prev_off[:] = np.where(g.op_prev >= 0, g.queue_gap_ns, 0)
+        launches = graph_launch_ops(g.trace)
+        if launches:
+            timing = graph_timing(g.trace)
+            for nodes in launches:
+                plan.op_launch_off[nodes] = timing.first_node_offset_ns(1, len(nodes))
+                plan.op_prev_off[nodes[1:]] = timing.node_gap_ns[1]
         return plan
 
 
