@@ -31,6 +31,7 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "decodecopy": ("decode_copy_eager", "decode_copy_graph", ("graph",), "launch-bound"),
     "decode18": ("decode18_eager", "decode18_graph", ("graph",), "launch-bound"),
     "decodememset": ("decode_memset_eager", "decode_memset_graph", ("graph",), "launch-bound"),
+    "vitinfer": ("vit_infer_eager", "vit_infer_graph", ("graph",), "launch-bound"),
     "vittf32": ("vit_b64_fp32", "vit_b64_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
     "vittf32fix": ("vit_b64_fp32", "vit_b64_tf32", ("fix:fp32-gemm-without-tensor-cores",),
                    "fp32-gemm-without-tensor-cores"),

@@ -3,13 +3,15 @@ edits predict beyond GPT-2 (docs/whatif.md, "Beyond GPT-2: third-party twins"):
   --graph  the whole step (forward, backward, AdamW(foreach, capturable)) captured once as a CUDA
            graph and replayed, against the same step run eagerly (`graph`);
   --tf32   TF32 matmuls and convolutions against fp32 ones (`fix:fp32-gemm-without-tensor-cores`,
-           `kernels-from:TWIN`).
+           `kernels-from:TWIN`);
+  --inference  the forward alone under torch.no_grad (when a graph's GPU work starts: a training
+           step's graph starts before its launch call returns, a decode loop's after, docs/whatif.md).
 Both forms warm up on a side stream as PyTorch's whole-network capture does (torch.cuda.graphs),
 set the gradients to None before each step (no accumulate kernels either way) and mark each step
 with nsight_tui.capture.mark (step_N ranges; the Python clock read after the step's synchronise,
 which comes after its range).
     python timm_vit_twins.py [--model vit_small_patch16_224] [--batch 8] [--warmup 3] [--steps 8]
-                             [--graph] [--tf32]
+                             [--graph] [--tf32] [--inference]
 """
 import argparse
 
@@ -25,6 +27,7 @@ p.add_argument("--warmup", type=int, default=3)
 p.add_argument("--steps", type=int, default=8)
 p.add_argument("--graph", action="store_true", help="replay the step as one CUDA graph (the twin of the eager step)")
 p.add_argument("--tf32", action="store_true", help="TF32 matmuls and convolutions (the twin of fp32)")
+p.add_argument("--inference", action="store_true", help="the forward alone, no gradients")
 a = p.parse_args()
 
 torch.backends.cuda.matmul.allow_tf32 = a.tf32
@@ -39,6 +42,10 @@ mark.config(workload=f"timm {a.model} training, fp32" + (" (TF32 allowed)" if a.
 
 
 def step():
+    if a.inference:
+        with mark.phase("forward"), torch.no_grad():
+            model(x).argmax(-1)
+        return
     with mark.phase("forward"):
         loss = torch.nn.functional.cross_entropy(model(x), y)
     with mark.phase("backward"):

@@ -6,17 +6,15 @@ cuda-graph twin's figures, and at the high end the committed decode graph's; the
 
 When the first node starts: two ways, measured on every graph captured so far
 (devruns/gpu_thirdparty_twins.sh, docs/whatif.md "Beyond GPT-2"). The training steps' graphs (GPT-2
-on an H100 and an H200, timm's ViT) start 34-91 us after the launch call starts, long before it
-returns; every decode loop's graph (transformers' Llama by hand with 6 or 18 layers, bf16 or fp32,
-with or without cuDNN's attention, a memcpy, a memset or a multi-tensor kernel first or last, and
-transformers' own compiled static-cache decode) starts 1-6 us after the call returns, and its nodes
-run ~0.42 us apart against the training graphs' ~0.1. Neither the node count, nor those kernels,
-nor the dtype tells the two apart, so a capture without graph launches cannot know which way its
-graph will go: the fallback's range holds both, the central figure the twin's.
-
-Why the mean gap and not the median: a graphed step's GPU time is its nodes' time plus the sum of
-the gaps between them, and a sum is the count times the mean; the median (96 ns on the twin) leaves
-out the few long gaps (a memset node's set-up) that make the mean twice it (197 ns)."""
+on an H100 and an H200, timm's ViT) and the ViT's forward alone start 18-131 us after the launch call
+starts, long before it returns; every graph of transformers' Llama decoding (by hand with 6 or 18
+layers, bf16 or fp32, with or without cuDNN's attention, a memcpy, a memset or a multi-tensor kernel
+first or last, and transformers' own compiled static-cache decode) starts 1-6 us after the call
+returns, its nodes ~0.42 us apart against the others' ~0.1. Neither the node count, nor training
+against inference, nor those kernels, nor the dtype tells the two apart, so a capture without graph
+launches cannot know which way its graph will go: the fallback's range holds both, the central figure
+the twin's.
+"""
 from __future__ import annotations
 
 import re
@@ -78,7 +76,7 @@ GRAPH_FALLBACK = GraphTiming(
      max(GRAPH_TWIN_TIMING.cpu_per_node_ns[2], DECODE_GRAPH_MEDIANS[2])),
     0, "the committed cuda-graph twin's (H100, a 1,078-node training step), and at the high end the committed "
     "decode graph's (H200, a 115-node compiled decode, medians): a graph that starts only once its launch call "
-    "returns, as every decode loop's captured so far did (docs/whatif.md)", (False, False, True))
+    "returns, as transformers' Llama decoding graphs did (docs/whatif.md)", (False, False, True))
 
 
 def _spread(values: list[float]) -> tuple[int, int, int]:
