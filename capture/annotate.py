@@ -48,27 +48,48 @@ class NullAnnotator:
 
 
 class NvtxAnnotator:
-    def __init__(self) -> None:
-        import nvtx  # imported here: the viewer side never needs it
+    """The `nvtx` package's ranges and marks, or PyTorch's own bindings to the same NVTX calls where
+    the package is not installed (the default domain either way: the trace reads the same).
+    ImportError where neither is there."""
 
-        self._nvtx = nvtx
+    def __init__(self) -> None:
+        try:
+            import nvtx  # imported here: the viewer side never needs it
+        except ImportError:
+            self._push, self._pop, self._mark, self._start, self._end = _torch_nvtx()
+            return
+        self._push = lambda name: nvtx.push_range(message=name)
+        self._pop = nvtx.pop_range
+        self._mark = lambda message: nvtx.mark(message=message)
+        self._start = lambda name: nvtx.start_range(message=name)
+        self._end = nvtx.end_range
 
     @contextlib.contextmanager
     def range(self, name: str) -> Iterator[None]:
-        self._nvtx.push_range(message=name)
+        self._push(name)
         try:
             yield
         finally:
-            self._nvtx.pop_range()
+            self._pop()
 
     def mark(self, message: str) -> None:
-        self._nvtx.mark(message=message)
+        self._mark(message)
 
     def start(self, name: str) -> object:
-        return self._nvtx.start_range(message=name)
+        return self._start(name)
 
     def end(self, handle: object) -> None:
-        self._nvtx.end_range(handle)
+        self._end(handle)
+
+
+def _torch_nvtx() -> tuple:
+    """torch.cuda.nvtx's push, pop, mark, start and end; ImportError without a CUDA build of torch."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ImportError("neither the nvtx package nor a CUDA build of PyTorch")
+    n = torch.cuda.nvtx
+    return n.range_push, n.range_pop, n.mark, n.range_start, n.range_end
 
 
 

@@ -370,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         # the Python range an out-of-memory error left, for the status file).
         annotator = PathTracking(NvtxAnnotator() if config.nvtx else NullAnnotator())
     except ImportError:
-        print("workload: the `nvtx` package is not installed in this Python (pip install nvtx)", file=sys.stderr)
+        print("workload: no NVTX here: neither the `nvtx` package (pip install nvtx) nor a CUDA build of PyTorch",
+              file=sys.stderr)
         return 2
     oom = oom_error_type()
     try:

@@ -301,3 +301,28 @@ def test_no_nvtx_emits_no_range_and_no_mark_but_keeps_the_step_times(tmp_path, m
 def test_no_nvtx_refuses_op_ranges():
     with pytest.raises(ValueError, match="no NVTX"):
         run_workload(tiny(nvtx=False, op_ranges="emit-nvtx"), RecordingAnnotator(), log=lambda line: None)
+
+
+def test_annotator_without_the_nvtx_package_uses_pytorchs_bindings(monkeypatch):
+    """No `nvtx` package: the workload's ranges and marks go through torch.cuda.nvtx (the default
+    domain, as the package writes them), in the order asked; without CUDA either, ImportError (the
+    workload's one line)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nvtx", None)  # `import nvtx` raises ImportError
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ImportError):
+        NvtxAnnotator()
+    calls: list[tuple] = []
+    n = torch.cuda.nvtx
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(n, "range_push", lambda msg: calls.append(("push", msg)))
+    monkeypatch.setattr(n, "range_pop", lambda: calls.append(("pop",)))
+    monkeypatch.setattr(n, "mark", lambda msg: calls.append(("mark", msg)))
+    monkeypatch.setattr(n, "range_start", lambda msg: calls.append(("start", msg)) or 7)
+    monkeypatch.setattr(n, "range_end", lambda rid: calls.append(("end", rid)))
+    a = NvtxAnnotator()
+    with a.range("step_0"):
+        a.mark("m")
+    a.end(a.start("warm"))
+    assert calls == [("push", "step_0"), ("mark", "m"), ("pop",), ("start", "warm"), ("end", 7)]
