@@ -484,7 +484,9 @@ def build(served: ServedSet) -> MCPServer:
     def whatif(path: str | None = None, edits: list[str] | None = None, ncu: str | None = None) -> dict[str, Any]:
         """Replay the captured step with edits and predict the step (`whatif -f json`): the
         baseline (measured and replayed step, ns), each edit and the assumption it rests on, the
-        predicted step with its low..high range, the saving, what holds the step after the edits
+        predicted step with its low..high range (and that range's two sources apart: the edits'
+        assumptions, `edits_low_ns`..`edits_high_ns`, and the CPU's pace, `pace_low_ns`..`pace_high_ns`), the
+        saving, what holds the step after the edits
         (its critical path: holders, ns per step, shares), the GPU idle split, and `launch_queue`: the
         launches a step the edits leave onto an empty queue (or behind queued work) and the CPU time
         that may move with them, which the prediction leaves out. Edits:

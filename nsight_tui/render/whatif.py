@@ -119,7 +119,7 @@ def whatif_dict(p) -> dict:
                      "identity_error": round(p.identity_error, 5), "holds_step": [_holder(h) for h in p.baseline_holders],
                      "gpu_idle_per_step": _idle(p.baseline_idle)},
         "edits": [{"edit": a.edit, "changed": a.changed, "assumption": a.assumption or None} for a in p.edits],
-        "predicted": {"step_ns": p.step_ns, "low_ns": p.low_ns, "high_ns": p.high_ns},
+        "predicted": {"step_ns": p.step_ns, "low_ns": p.low_ns, "high_ns": p.high_ns, **_parts(p)},
         "cpu_pace_assumption": p.cpu_assumption or None,
         "without_profiler": _alone(p.profiler),
         "saving_ns": p.saving_ns,
@@ -132,6 +132,24 @@ def whatif_dict(p) -> dict:
         "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps; "
                  "CPU and GPU times on the capture's clock",
     }
+
+
+def _parts(p) -> dict:
+    """The range's two sources apart (predicted steps, ns), where the prediction has a range."""
+    if p.edits_range_ns is None or p.pace_range_ns is None:
+        return {}
+    return {"edits_low_ns": p.edits_range_ns[0], "edits_high_ns": p.edits_range_ns[1],
+            "pace_low_ns": p.pace_range_ns[0], "pace_high_ns": p.pace_range_ns[1]}
+
+
+def range_parts(p) -> str:
+    """Which part of the range each source makes, one clause ('' where there is no range or only one
+    source moves it)."""
+    e, c = p.edits_range_ns, p.pace_range_ns
+    if e is None or c is None or p.low_ns == p.high_ns or e[0] == e[1] or c[0] == c[1]:
+        return ""
+    return (f"the edits' assumptions alone {_ms_unit(e[0])} .. {_ms_unit(e[1])} (the CPU at this capture's pace), "
+            f"the CPU's pace alone {_ms_unit(c[0])} .. {_ms_unit(c[1])} (the edits' central figures)")
 
 
 def whatif_json_text(p) -> str:
@@ -156,6 +174,8 @@ def whatif_markdown(p) -> str:
         rng = (f" (between {_ms(p.low_ns)} and {_ms(p.high_ns)} ms)" if p.low_ns != p.high_ns else "")
         out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: saves {_ms(p.saving_ns)} ms per step "
                    f"({p.saving_ns / p.replayed_step_ns * 100 if p.replayed_step_ns else 0:.1f}%).")
+        if range_parts(p):
+            out += ["", f"Of the range: {md(range_parts(p))}."]
         if p.cpu_assumption:
             out += ["", f"The range assumes {md(p.cpu_assumption)}."]
         if queue_line(p.queue):
@@ -186,6 +206,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     rng = (f", range {_ms_unit(p.low_ns)} .. {_ms_unit(p.high_ns)}" if p.low_ns != p.high_ns else
            ", no range: the edit rests on no figure this capture lacks")
     lines.append(("predicted", f"{_ms_unit(p.step_ns)} per step with the fix (estimated: the replay){rng}"))
+    if range_parts(p):
+        lines.append(("of the range", range_parts(p)))
     for a in [*p.assumptions, p.cpu_assumption]:
         if a:
             lines.append(("assumes", a))

@@ -81,6 +81,10 @@ class Prediction:
     # launches the edits leave onto an empty queue, or behind queued work, and the CPU time that may
     # move with them (launch_cost: not in the prediction)
     queue: QueueShift | None = None
+    # the range's two sources apart, each (low, high) predicted step, ns: the edits' assumptions at
+    # their ends with the CPU at this capture's pace, and the CPU's pace at its ends with the edits central
+    edits_range_ns: tuple[int, int] | None = None
+    pace_range_ns: tuple[int, int] | None = None
 
     @property
     def saving_ns(self) -> int:
@@ -173,11 +177,10 @@ class EditedReplay:
     cpu_assumption: str = ""  # what the range says of the CPU's pace (pace.cpu_range)
     mid_plan: Plan | None = None  # the plan `mid` replays
 
-    def steps_ns(self, baseline_ns: int) -> tuple[int, int, int]:
-        """Predicted (low, mid, high) steps: the baseline's replayed step less the saving, the unchanged
-        and the edited replays at one CPU pace (the saving of the change, not the difference between
-        two runs' machines); the range over the edits' assumptions and the CPU's pace, each at its
-        ends while the other stays central."""
+    def _savings(self) -> list[int]:
+        """The savings at the edits' low, central and high figures, then at the CPU's fast and slow
+        ends: the unchanged and the edited replays at one CPU pace (the saving of the change, not the
+        difference between two runs' machines)."""
         u = self.unchanged.step_ns
         saves = [u - self.low.step_ns, u - self.mid.step_ns, u - self.high.step_ns,
                  self.unchanged_fast.step_ns - self.fast.step_ns, self.unchanged_slow.step_ns - self.slow.step_ns]
@@ -185,8 +188,21 @@ class EditedReplay:
         # step at the slow pace grows, the graphed one hardly): never a step shorter than the edited
         # program's fastest replay
         floor = min(r.step_ns for r in (self.low, self.mid, self.high, self.fast, self.slow))
-        saves = [min(s, u - floor) for s in saves]
+        return [min(s, u - floor) for s in saves]
+
+    def steps_ns(self, baseline_ns: int) -> tuple[int, int, int]:
+        """Predicted (low, mid, high) steps: the baseline's replayed step less the saving; the range
+        over the edits' assumptions and the CPU's pace, each at its ends while the other stays central."""
+        saves = self._savings()
         return baseline_ns - max(saves), baseline_ns - saves[1], baseline_ns - min(saves)
+
+    def parts_ns(self, baseline_ns: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The range's two sources apart, each (low, high) predicted step: the edits' assumptions at their
+        ends (the CPU at this capture's pace), and the CPU at its pace's ends (the edits central)."""
+        saves = self._savings()
+        edits, pace = saves[:3], [saves[1], *saves[3:]]
+        return ((baseline_ns - max(edits), baseline_ns - min(edits)),
+                (baseline_ns - max(pace), baseline_ns - min(pace)))
 
 
 def _at_pace(plan: Plan, g: Graph, own: np.ndarray, factors: dict[int, tuple[float, float]], end: int) -> Plan:
@@ -276,6 +292,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
                           g.queue_gap_ns, [], profiler=profiler_cost(trace))
     ed = edited(trace, parsed, load)
     lo, mid, hi = ed.steps_ns(base.step_ns)
+    by_edits, by_pace = ed.parts_ns(base.step_ns)
     hold, idle = _why(ed.graph, sr, ed.mid)
     b_hold, b_idle = _why(g, sr, base)
     queue = None if ed.mid_plan is None else queue_shift(
@@ -284,4 +301,4 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
-                      ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue)
+                      ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace)

@@ -165,7 +165,8 @@ def test_whatif_json_keys():
     assert run.returncode == 0, run.stderr
     d = json.loads(run.stdout)
     assert set(d["baseline"]) >= {"measured_step_ns", "replayed_step_ns"}
-    assert set(d["predicted"]) == {"step_ns", "low_ns", "high_ns"}
+    assert set(d["predicted"]) == {"step_ns", "low_ns", "high_ns", "edits_low_ns", "edits_high_ns", "pace_low_ns",
+                                   "pace_high_ns"}
     assert d["predicted"]["low_ns"] <= d["predicted"]["step_ns"] <= d["predicted"]["high_ns"]
     assert d["saving_ns"] == d["baseline"]["replayed_step_ns"] - d["predicted"]["step_ns"]
     assert d["edits"][0]["edit"] == "graph" and d["edits"][0]["assumption"]
@@ -665,3 +666,18 @@ def test_the_typical_step_is_each_stretchs_median_over_the_steps():
     assert got == pytest.approx([sql_typical] * 3, rel=1e-3)
     assert sql_steps.max() > 2 * sql_steps.min()  # a slow step the median leaves out
     assert sorted(sql_steps)[0] < sql_typical < sorted(sql_steps)[1]
+
+
+def test_the_range_apart_by_its_two_sources():
+    """The range's two sources apart: the edits' assumptions at their ends with the CPU at this
+    capture's pace are the assumptions-only replay (`saving`, which replays no pace at all), the pace's
+    ends hold the central step, and the whole range is the hull of the two (eager batch 1 graphed: the
+    graph's figures and the CPU's pace both move it)."""
+    from nsight_tui.parsers.replay.predict import saving
+
+    trace = load_trace(plain(SAMPLES / "findings" / "small_ctx128_b1_nosync_capturable.sqlite.xz"))
+    p = predict(trace, ["graph"])
+    s = saving(trace, ["graph"])
+    assert p.edits_range_ns == (s.low_ns, s.high_ns) and s.low_ns < s.high_ns
+    assert p.pace_range_ns is not None and p.pace_range_ns[0] <= p.step_ns <= p.pace_range_ns[1]
+    assert (p.low_ns, p.high_ns) == (min(s.low_ns, p.pace_range_ns[0]), max(s.high_ns, p.pace_range_ns[1]))
