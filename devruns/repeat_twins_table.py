@@ -32,11 +32,13 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "decode18": ("decode18_eager", "decode18_graph", ("graph",), "launch-bound"),
     "decodememset": ("decode_memset_eager", "decode_memset_graph", ("graph",), "launch-bound"),
     "vitinfer": ("vit_infer_eager", "vit_infer_graph", ("graph",), "launch-bound"),
+    "vitoptim": ("vit_b32_foreach-off", "vit_b32_fused", ("kernels-from:{twin}",), "unfused-optimizer"),
+    "vitoptimfix": ("vit_b32_foreach-off", "vit_b32_fused", ("fix:unfused-optimizer",), "unfused-optimizer"),
     "vittf32": ("vit_b64_fp32", "vit_b64_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
     "vittf32fix": ("vit_b64_fp32", "vit_b64_tf32", ("fix:fp32-gemm-without-tensor-cores",),
                    "fp32-gemm-without-tensor-cores"),
 }
-FOLDER_SET = {"vittf32fix": "vittf32"}  # sets that read another set's captures
+FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:

@@ -4,6 +4,8 @@ edits predict beyond GPT-2 (docs/whatif.md, "Beyond GPT-2: third-party twins"):
            graph and replayed, against the same step run eagerly (`graph`);
   --tf32   TF32 matmuls and convolutions against fp32 ones (`fix:fp32-gemm-without-tensor-cores`,
            `kernels-from:TWIN`);
+  --optim foreach-off|fused  AdamW(foreach=False) against AdamW(fused=True), without a graph
+           (`fix:unfused-optimizer`, `kernels-from:TWIN`);
   --inference  the forward alone under torch.no_grad (when a graph's GPU work starts: a training
            step's graph starts before its launch call returns, a decode loop's after, docs/whatif.md).
 Both forms warm up on a side stream as PyTorch's whole-network capture does (torch.cuda.graphs),
@@ -11,7 +13,7 @@ set the gradients to None before each step (no accumulate kernels either way) an
 with nsight_tui.capture.mark (step_N ranges; the Python clock read after the step's synchronise,
 which comes after its range).
     python timm_vit_twins.py [--model vit_small_patch16_224] [--batch 8] [--warmup 3] [--steps 8]
-                             [--graph] [--tf32] [--inference]
+                             [--graph] [--tf32] [--inference] [--optim capturable|foreach-off|fused]
 """
 import argparse
 
@@ -28,17 +30,22 @@ p.add_argument("--steps", type=int, default=8)
 p.add_argument("--graph", action="store_true", help="replay the step as one CUDA graph (the twin of the eager step)")
 p.add_argument("--tf32", action="store_true", help="TF32 matmuls and convolutions (the twin of fp32)")
 p.add_argument("--inference", action="store_true", help="the forward alone, no gradients")
+p.add_argument("--optim", default="capturable", choices=["capturable", "foreach-off", "fused"],
+               help="AdamW(foreach, capturable) (a graph needs it), AdamW(foreach=False) or AdamW(fused=True)")
 a = p.parse_args()
 
 torch.backends.cuda.matmul.allow_tf32 = a.tf32
 torch.backends.cudnn.allow_tf32 = a.tf32
 model = timm.create_model(a.model, pretrained=False, num_classes=100).cuda()
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True, capturable=True)
+if a.graph and a.optim != "capturable":
+    raise SystemExit("--graph needs --optim capturable")
+OPTIM = {"capturable": {"foreach": True, "capturable": True}, "foreach-off": {"foreach": False}, "fused": {"fused": True}}
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **OPTIM[a.optim])
 size = model.default_cfg.get("input_size", (3, 224, 224))[-1]
 x = torch.randn(a.batch, 3, size, size, device="cuda")
 y = torch.randint(0, 100, (a.batch,), device="cuda")
 mark.config(workload=f"timm {a.model} training, fp32" + (" (TF32 allowed)" if a.tf32 else ""),
-            graph=a.graph, tf32=a.tf32, batch_size=a.batch, torch=torch.__version__, timm=timm.__version__)
+            graph=a.graph, tf32=a.tf32, optim=a.optim, batch_size=a.batch, torch=torch.__version__, timm=timm.__version__)
 
 
 def step():
