@@ -94,14 +94,21 @@ def graph_timing(trace) -> GraphTiming:
     return trace.derived["replay.graph_timing"]
 
 
+def graph_launch_calls(trace) -> np.ndarray:
+    """Per trace.api row: whether the call launches a CUDA graph."""
+    if len(trace.api) == 0:
+        return np.zeros(0, bool)
+    is_launch_name = np.array([_VERSION.sub("", n) in GRAPH_LAUNCHES for n in trace.api_names], bool)
+    return is_launch_name[trace.api["name"].to_numpy(np.int64)]
+
+
 def graph_launch_ops(trace) -> list[np.ndarray]:
     """Each graph launch's nodes traced one by one (op positions in trace.ops, in start order), in
     the order of the launch calls; [] where the capture launches no graph."""
     api, ops = trace.api, trace.ops
     if len(api) == 0 or len(ops) == 0:
         return []
-    is_launch_name = np.array([_VERSION.sub("", n) in GRAPH_LAUNCHES for n in trace.api_names], bool)
-    calls = np.flatnonzero(is_launch_name[api["name"].to_numpy(np.int64)])
+    calls = np.flatnonzero(graph_launch_calls(trace))
     o_api = ops["api"].to_numpy(np.int64)
     if len(calls) == 0 or not np.isin(o_api, calls).any():
         return []

@@ -59,7 +59,7 @@ from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, stretches
-from nsight_tui.parsers.replay.cudagraph import graph_timing
+from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing
 from nsight_tui.parsers.replay.graph import (HANDOFF_MIN_PAUSE_NS, Graph, build, calls_launching_only,
                                              inside_calls)
 from nsight_tui.parsers.replay.simulate import Plan
@@ -586,6 +586,7 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     for si, (pid, s, t_end) in enumerate(spans):
         m = ops_in & (o_pid == pid) & (launch_t >= s) & (launch_t <= t_end)
         span_of_op[m & (span_of_op < 0)] = si
+    _refuse_if_graphed(g, e, o_api, span_of_op)
     for end, (plan, gap, per_node) in enumerate(zip(ed.plans, timing.node_gap_ns, timing.cpu_per_node_ns)):
         plan.delta_ns[sel] = 0
         for k in np.flatnonzero(sel).tolist():
@@ -606,6 +607,19 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         f"{timing.node_gap_ns[0]}..{timing.node_gap_ns[2]} ns apart on the GPU (mean gap) and "
         f"the launch costing {timing.cpu_per_node_ns[0]}..{timing.cpu_per_node_ns[2]} ns of CPU per node: "
         f"{timing.source}"))
+
+
+def _refuse_if_graphed(g: Graph, e: Edit, o_api: np.ndarray, span_of_op: np.ndarray) -> None:
+    """Every span's work already one graph launch: graphing it again would only take away the host
+    time around the launch, which the loop that calls the graph still spends: EditError."""
+    placed = span_of_op >= 0
+    is_graph = graph_launch_calls(g.trace)
+    if not placed.any() or len(is_graph) == 0 or not is_graph[o_api[placed]].all():
+        return
+    launches_per_span = {int(si): len(np.unique(o_api[span_of_op == si])) for si in np.unique(span_of_op[placed])}
+    if max(launches_per_span.values()) == 1:
+        raise EditError(f"{e.text}: {e.range or STEP_RANGE!r} already launches its work as one CUDA graph "
+                        f"({len(launches_per_span):,} spans, one cudaGraphLaunch each): nothing to graph")
 
 
 def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:

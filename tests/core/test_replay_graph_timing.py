@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FINDINGS, SAMPLES
+from conftest import FINDINGS, ROOT, SAMPLES
+from helpers import cli_process
 from helpers.export_sql import sql_rows
 from helpers.xz_samples import XZ_TRACE, plain
 from nsight_tui.parsers.read.load import load_trace
@@ -116,3 +117,28 @@ def test_a_graph_that_starts_after_its_call_waits_for_it():
     assert (after.step_ns, after.low_ns) == (before.step_ns, before.low_ns)
     call_ns = 326 * f.cpu_per_node_ns[2]  # the edit's own sentence on this capture: 7,824 ops in 24 spans
     assert 0.8 * call_ns <= after.high_ns - before.high_ns <= 1.2 * call_ns
+
+
+@pytest.mark.parametrize("path", [GRAPHED[0], DECODE_GRAPHED[1]], ids=lambda p: p.name.split(".")[0])
+def test_graphing_a_graphed_step_is_refused_in_one_line(path):
+    """Every step already one cudaGraphLaunch (SQL: each step range holds exactly one, and every op
+    launched in it is that launch's node): `whatif graph` says there is nothing to graph, in one line,
+    exit 2, rather than a saving made of the loop's own Python around the launch."""
+    per_step = sql_rows(plain(path), """
+        SELECT COUNT(*) FROM NVTX_EVENTS n JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+          ON r.start BETWEEN n.start AND n."end" AND r.globalTid = n.globalTid
+        JOIN StringIds s ON s.id = r.nameId
+        LEFT JOIN StringIds t ON t.id = n.textId
+        WHERE COALESCE(n.text, t.value) GLOB 'step_[0-9]*' AND s.value LIKE 'cudaGraphLaunch%'
+        GROUP BY n.start""")
+    assert per_step and all(c == 1 for (c,) in per_step)
+    run = cli_process.run(["whatif", str(plain(path)), "graph"], text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 2 and run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1 and "nothing to graph" in run.stderr
+
+
+def test_a_step_partly_graphed_is_still_replayed():
+    """transformers' compiled decode: each generate() call's prefill runs eagerly beside its decode
+    graphs, so graphing the whole call still has launches to take: an answer, no refusal."""
+    p = predict(load_trace(DECODE_GRAPHED[0]), ["graph"])
+    assert p.low_ns <= p.step_ns <= p.high_ns and p.step_ns < p.replayed_step_ns
