@@ -57,13 +57,13 @@ class GraphTiming:
         return f"{one(0)} (central {self.first_node_ns[1] / 1e3:.1f}) to {one(2)}"
 
 
-# Measured on the committed twin sample_traces/findings/small_ctx128_b1_nosync_cuda-graph (H100,
+# Measured on the committed twin sample_traces/findings/small_ctx128_b1_nosync_cuda-graph (H200,
 # one 1,078-node graph on one stream, its four launches after the first; min, median, max):
 # tests/core/test_replay_graph_timing.py recomputes them in SQL.
 GRAPH_TWIN_TIMING = GraphTiming((37_050, 40_202, 44_608), (195, 197, 199), (845, 862, 924), 0,
-                                "the committed cuda-graph twin's (H100, 4 launches of a 1,078-node graph)")
-# The committed decode graph, sample_traces/thirdparty/hf_generate_llama_static (H200, transformers'
-# compiled static-cache decode: 121 launches of one 115-node graph after its first; medians): its
+                                "the committed cuda-graph twin's (H200, 4 launches of a 1,078-node graph)")
+# The committed decode graph, sample_traces/thirdparty/hf_generate_llama_static (H100, transformers'
+# compiled static-cache decode: 122 launches of one 115-node graph after its first; medians): its
 # first node 3.46 us after the call returns, nodes 466 ns apart, 2,151 ns of CPU per node (the test
 # recomputes them in SQL).
 DECODE_GRAPH_MEDIANS = (3_456, 466, 2_151)
@@ -74,8 +74,8 @@ GRAPH_FALLBACK = GraphTiming(
      max(GRAPH_TWIN_TIMING.node_gap_ns[2], DECODE_GRAPH_MEDIANS[1])),
     (GRAPH_TWIN_TIMING.cpu_per_node_ns[0], GRAPH_TWIN_TIMING.cpu_per_node_ns[1],
      max(GRAPH_TWIN_TIMING.cpu_per_node_ns[2], DECODE_GRAPH_MEDIANS[2])),
-    0, "the committed cuda-graph twin's (H100, a 1,078-node training step), and at the high end the committed "
-    "decode graph's (H200, a 115-node compiled decode, medians): a graph that starts only once its launch call "
+    0, "the committed cuda-graph twin's (H200, a 1,078-node training step), and at the high end the committed "
+    "decode graph's (H100, a 115-node compiled decode, medians): a graph that starts only once its launch call "
     "returns, as transformers' Llama decoding graphs did (docs/whatif.md)", (False, False, True))
 
 

@@ -142,3 +142,15 @@ def test_a_step_partly_graphed_is_still_replayed():
     graphs, so graphing the whole call still has launches to take: an answer, no refusal."""
     p = predict(load_trace(DECODE_GRAPHED[0]), ["graph"])
     assert p.low_ns <= p.step_ns <= p.high_ns and p.step_ns < p.replayed_step_ns
+
+
+def test_the_stated_sources_name_their_captures_gpus():
+    """The fallback's words name the GPU each stated capture ran on (its TARGET_INFO_GPU row): the
+    twin's H200, the decode graph's H100."""
+    def short(path: Path) -> str:
+        (name,), = sql_rows(plain(path), "SELECT name FROM TARGET_INFO_GPU")
+        return next(w for w in name.split() if w[0] in "ABHLV" and w[1:].isdigit())
+
+    assert f"({short(GRAPHED[0])}, 4 launches" in GRAPH_TWIN_TIMING.source
+    assert f"twin's ({short(GRAPHED[0])}," in GRAPH_FALLBACK.source
+    assert f"decode graph's ({short(DECODE_GRAPHED[0])}," in GRAPH_FALLBACK.source
