@@ -14,6 +14,7 @@
 #   decodememset decodegraph's pair with a cudaMemsetAsync first in each token (a probe first)
 #   decodekinds  the decode graph alone in fp32 (TF32), and in bf16 without cuDNN's attention
 #   decodeforeach  the decode graph alone ending with a _foreach_mul_ (a multi_tensor_apply kernel), and without
+#   decodenvtx   the decode graph alone with an NVTX range pushed inside what it captures, and without
 #   vitoptim     timm ViT-small training, batch 32, TF32: AdamW(foreach=False) / AdamW(fused=True)
 #   vitinfer     timm ViT-small inference (the forward alone), batch 8, TF32: eager / one CUDA graph
 #   gpt2graph    nsight-tui's GPT-2 small, ctx 128, batch 1: --plant capturable / cuda-graph
@@ -65,6 +66,8 @@ for k in $(seq 1 "$PAIRS"); do
                    cap $s $k decode_graph python3 $T/hf_decode_llama.py --graph ;;
       decodeforeach) cap $s $k decode_foreach_graph python3 $T/hf_decode_llama.py --foreach-last --graph
                      cap $s $k decode_graph python3 $T/hf_decode_llama.py --graph ;;
+      decodenvtx) cap $s $k decode_nvtx_graph python3 $T/hf_decode_llama.py --nvtx-inside --graph
+                  cap $s $k decode_graph python3 $T/hf_decode_llama.py --graph ;;
       vitoptim) cap $s $k vit_b32_foreach-off python3 $T/timm_vit_twins.py --batch 32 --tf32 --optim foreach-off
                 cap $s $k vit_b32_fused python3 $T/timm_vit_twins.py --batch 32 --tf32 --optim fused ;;
       vitinfer) cap $s $k vit_infer_eager python3 $T/timm_vit_twins.py --batch 8 --tf32 --inference

@@ -12,7 +12,8 @@ starts, docs/whatif.md); `--memset-first` with a cudaMemsetAsync of 768 bytes (a
                               [--copy-first] [--memset-first] [--dtype bf16|fp32] [--no-cudnn-sdpa]
 (`--dtype fp32`: TF32 matmuls; `--no-cudnn-sdpa`: attention off cuDNN's kernels; `--foreach-last`: each
 token ends with one torch._foreach_mul_ over 24 small tensors, a multi_tensor_apply kernel, whose
-parameters are kilobytes, as an optimizer's are.)
+parameters are kilobytes, as an optimizer's are; `--nvtx-inside`: each token's forward inside an NVTX range
+of its own, pushed and popped within what the graph captures, as a marked training step's phases are.)
 """
 import argparse
 import ctypes
@@ -34,6 +35,7 @@ p.add_argument("--memset-first", action="store_true", help="each token begins wi
 p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
 p.add_argument("--no-cudnn-sdpa", action="store_true", help="scaled_dot_product_attention without cuDNN's backend")
 p.add_argument("--foreach-last", action="store_true", help="each token ends with a _foreach_mul_ over 24 tensors")
+p.add_argument("--nvtx-inside", action="store_true", help="the forward inside an NVTX range of its own")
 p.add_argument("--probe", action="store_true", help="a few tokens, no marks: does this form run here")
 a = p.parse_args()
 
@@ -89,7 +91,11 @@ def copy_first():
 
 def decode():
     copy_first()
+    if a.nvtx_inside:
+        torch.cuda.nvtx.range_push("forward")
     out = model(input_ids=token, past_key_values=cache, use_cache=True, cache_position=position).logits
+    if a.nvtx_inside:
+        torch.cuda.nvtx.range_pop()
     token.copy_(out[:, -1:].argmax(-1))
     position.add_(1)
     if a.foreach_last:

@@ -9,11 +9,11 @@ When the first node starts: two ways, measured on every graph captured so far
 on an H100 and an H200, timm's ViT) and the ViT's forward alone start 18-131 us after the launch call
 starts, long before it returns; every graph of transformers' Llama decoding (by hand with 6 or 18
 layers, bf16 or fp32, with or without cuDNN's attention, a memcpy, a memset or a multi-tensor kernel
-first or last, and transformers' own compiled static-cache decode) starts 1-6 us after the call
-returns, its nodes ~0.42 us apart against the others' ~0.1. Neither the node count, nor training
-against inference, nor those kernels, nor the dtype tells the two apart, so a capture without graph
-launches cannot know which way its graph will go: the fallback's range holds both, the central figure
-the twin's.
+first or last, an NVTX range inside the capture, and transformers' own compiled static-cache decode)
+starts 1-6 us after the call returns, its nodes ~0.42 us apart against the others' ~0.1. Neither the
+node count, nor training against inference, nor those kernels, nor the dtype, nor NVTX tells the two
+apart, so a capture without graph launches cannot know which way its graph will go: the fallback's
+range holds both, the central figure the twin's.
 """
 from __future__ import annotations
 
