@@ -121,9 +121,9 @@ def test_a_graph_that_starts_after_its_call_waits_for_it():
 
 @pytest.mark.parametrize("path", [GRAPHED[0], DECODE_GRAPHED[1]], ids=lambda p: p.name.split(".")[0])
 def test_graphing_a_graphed_step_is_refused_in_one_line(path):
-    """Every step already one cudaGraphLaunch (SQL: each step range holds exactly one, and every op
-    launched in it is that launch's node): `whatif graph` says there is nothing to graph, in one line,
-    exit 2, rather than a saving made of the loop's own Python around the launch."""
+    """Every step already one graph launch (SQL: each step range holds exactly one cudaGraphLaunch on
+    its thread): `whatif graph` says there is nothing to graph, in one line, exit 2, rather than a
+    saving made of the loop's own Python around the launch."""
     per_step = sql_rows(plain(path), """
         SELECT COUNT(*) FROM NVTX_EVENTS n JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
           ON r.start BETWEEN n.start AND n."end" AND r.globalTid = n.globalTid
