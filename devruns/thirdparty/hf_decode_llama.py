@@ -5,15 +5,17 @@ argmax and the next token's inputs captured once as a CUDA graph and replayed (`
 prompt is prefilled eagerly first (it fills the cache's first positions); both forms warm up on a
 side stream. Each step_N range holds one token; the Python clock is read after the step's
 synchronise (nsight_tui.capture.mark). `--probe` runs a few tokens without marks and says whether
-the form runs here (a capture that cannot be graphed fails fast, outside nsys). `--copy-first` begins
-each token with a device-to-device copy (a memcpy node first in the graph: when a graph's GPU work
-starts, docs/whatif.md); `--memset-first` with a cudaMemsetAsync of 768 bytes (a memset node first).
+the form runs here (a capture that cannot be graphed fails fast, outside nsys).
+
+The variants that asked when a graph's GPU work starts (docs/whatif.md, "Beyond GPT-2"), each one
+change from the plain loop: `--copy-first` begins each token with a device-to-device copy (a memcpy
+node first), `--memset-first` with a cudaMemsetAsync of 768 bytes (a memset node first),
+`--foreach-last` ends it with one torch._foreach_mul_ over 24 small tensors (a multi_tensor_apply
+kernel, kilobytes of parameters, as an optimizer's), `--nvtx-inside` puts the forward in an NVTX range
+pushed and popped inside what the graph captures (as a marked training step's phases are), `--dtype
+fp32` runs it in fp32 with TF32 matmuls, `--no-cudnn-sdpa` keeps attention off cuDNN's kernels.
     python hf_decode_llama.py [--layers 6] [--prompt 128] [--warmup 8] [--steps 24] [--graph] [--probe]
-                              [--copy-first] [--memset-first] [--dtype bf16|fp32] [--no-cudnn-sdpa]
-(`--dtype fp32`: TF32 matmuls; `--no-cudnn-sdpa`: attention off cuDNN's kernels; `--foreach-last`: each
-token ends with one torch._foreach_mul_ over 24 small tensors, a multi_tensor_apply kernel, whose
-parameters are kilobytes, as an optimizer's are; `--nvtx-inside`: each token's forward inside an NVTX range
-of its own, pushed and popped within what the graph captures, as a marked training step's phases are.)
+        [--copy-first] [--memset-first] [--foreach-last] [--nvtx-inside] [--dtype bf16|fp32] [--no-cudnn-sdpa]
 """
 import argparse
 import ctypes
@@ -53,8 +55,8 @@ except TypeError:  # the older signature
     cache = StaticCache(config=config, max_batch_size=1, max_cache_len=total, device="cuda", dtype=dtype)
 prompt = torch.randint(0, 32000, (1, a.prompt), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
 mark.config(workload=f"greedy decode, Llama-shaped, static cache, {'CUDA graph' if a.graph else 'eager'}",
-            layers=a.layers, prompt_tokens=a.prompt, batch_size=1, dtype=a.dtype, cudnn_sdpa=not a.no_cudnn_sdpa, torch=torch.__version__,
-            transformers=transformers.__version__)
+            layers=a.layers, prompt_tokens=a.prompt, batch_size=1, dtype=a.dtype, cudnn_sdpa=not a.no_cudnn_sdpa,
+            torch=torch.__version__, transformers=transformers.__version__)
 
 torch.set_grad_enabled(False)
 logits = model(input_ids=prompt, past_key_values=cache, use_cache=True,
