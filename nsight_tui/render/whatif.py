@@ -148,8 +148,8 @@ def range_parts(p) -> str:
     e, c = p.edits_range_ns, p.pace_range_ns
     if e is None or c is None or p.low_ns == p.high_ns or e[0] == e[1] or c[0] == c[1]:
         return ""
-    return (f"the edits' assumptions alone {_ms_unit(e[0])} .. {_ms_unit(e[1])} (the CPU at this capture's pace), "
-            f"the CPU's pace alone {_ms_unit(c[0])} .. {_ms_unit(c[1])} (the edits' central figures)")
+    return (f"the edits' assumptions alone {_ms_unit(e[0])} .. {_ms_unit(e[1])} per step (the CPU at this capture's "
+            f"pace), the CPU's pace alone {_ms_unit(c[0])} .. {_ms_unit(c[1])} per step (the edits' central figures)")
 
 
 def whatif_json_text(p) -> str:

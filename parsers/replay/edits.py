@@ -616,10 +616,11 @@ def _refuse_if_graphed(g: Graph, e: Edit, o_api: np.ndarray, span_of_op: np.ndar
     is_graph = graph_launch_calls(g.trace)
     if not placed.any() or len(is_graph) == 0 or not is_graph[o_api[placed]].all():
         return
-    launches_per_span = {int(si): len(np.unique(o_api[span_of_op == si])) for si in np.unique(span_of_op[placed])}
-    if max(launches_per_span.values()) == 1:
+    spans = np.unique(span_of_op[placed])
+    launches = np.unique(np.stack([span_of_op[placed], o_api[placed]]), axis=1).shape[1]  # (span, call) pairs
+    if launches == len(spans):
         raise EditError(f"{e.text}: {e.range or STEP_RANGE!r} already launches its work as one CUDA graph "
-                        f"({len(launches_per_span):,} spans, one cudaGraphLaunch each): nothing to graph")
+                        f"({len(spans):,} spans, one cudaGraphLaunch each): nothing to graph")
 
 
 def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:

@@ -94,8 +94,8 @@ def test_w_shows_the_findings_fix_replayed_with_its_range_and_what_holds_the_ste
             # the range's two sources apart, each inside the whole
             (el, eh), (cl, ch) = p.edits_range_ns, p.pace_range_ns
             assert p.low_ns == min(el, cl) and p.high_ns == max(eh, ch)
-            assert (f"of the range: the edits' assumptions alone {el / 1e6:,.2f} ms .. {eh / 1e6:,.2f} ms" in text
-                    and f"the CPU's pace alone {cl / 1e6:,.2f} ms .. {ch / 1e6:,.2f} ms" in text)
+            assert (f"of the range: the edits' assumptions alone {el / 1e6:,.2f} ms .. {eh / 1e6:,.2f} ms per step"
+                    in text and f"the CPU's pace alone {cl / 1e6:,.2f} ms .. {ch / 1e6:,.2f} ms per step" in text)
             assert f"saving: {p.saving_ns / 1e6:,.2f} ms per step" in text
             assert f"the rule's own estimate {finding.estimate_ms_per_step:,.2f} ms" in text
             assert "holds the step:" in text and p.holders[0].what in text
