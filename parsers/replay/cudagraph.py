@@ -1,19 +1,19 @@
 """What replaying a CUDA graph costs, read from the capture for the `graph` edit (replay.edits):
 per graph launch traced node by node (`--cuda-graph-trace=node`: each node an op whose launch is
-the cudaGraphLaunch), when its first node starts, the mean GPU gap between its nodes, and the
-call's CPU time per node. Where the capture launches no graph, GRAPH_FALLBACK: the committed
-cuda-graph twin's figures, and at the high end the committed decode graph's; the sentence says so.
+the cudaGraphLaunch), when its nodes can start, the mean GPU gap between them, and the call's CPU
+time per node. Where the capture launches no graph, GRAPH_FALLBACK: committed captures' figures,
+named in the sentence.
 
-When the first node starts: two ways, measured on every graph captured so far
-(devruns/gpu_thirdparty_twins.sh, docs/whatif.md "Beyond GPT-2"). The training steps' graphs (GPT-2
-on an H100 and an H200, timm's ViT) and the ViT's forward alone start 18-131 us after the launch call
-starts, long before it returns; every graph of transformers' Llama decoding (by hand with 6 or 18
-layers, bf16 or fp32, with or without cuDNN's attention, a memcpy, a memset or a multi-tensor kernel
-first or last, an NVTX range inside the capture, and transformers' own compiled static-cache decode)
-starts 1-6 us after the call returns, its nodes ~0.42 us apart against the others' ~0.1. Neither the
-node count, nor training against inference, nor those kernels, nor the dtype, nor NVTX tells the two
-apart, so a capture without graph launches cannot know which way its graph will go: the fallback's
-range holds both, the central figure the twin's.
+When a graph's nodes can start (devruns/graph_start.py and gpu_graph_start.log, docs/whatif.md
+"When a graph's GPU work starts"): the launch call hands the GPU its graph a *segment* at a time,
+a segment being a run of consecutive kernel nodes and device-to-device copies on one stream, ended
+by a memset node, another copy, or a fork onto another stream. The call first spends a share of its
+time on the whole graph (about 2-3%), then walks the nodes at an even CPU cost each and submits a
+segment once it has reached that segment's last node; the segment's first node starts a few
+microseconds later (3-7 us on an H200 or H100). So a graph that is one segment (every transformers
+decode graph measured: kernels only) starts only after its launch call returns, and one cut by
+memsets (the training steps' graphs, the ViT's forward) starts while the call still runs: the two
+ways seen on every graph captured so far, from one rule that an eager capture's own ops carry.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsight_tui.parsers.read.ids import KERNEL, MEMCPY
 from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES
 
 # the runtime's version tag, any length (cudaGraphLaunch_v10000): nsys's display names keep a long one
@@ -30,53 +31,77 @@ _VERSION = re.compile(r"_v\d+$")
 
 @dataclass(frozen=True)
 class GraphTiming:
-    """Each figure as (low, central, high): the favourable end first (the smaller step). ns."""
+    """Each figure as (low, central, high): the favourable end first (the smaller step)."""
 
-    first_node_ns: tuple[int, int, int]  # first node's start - the launch call's start, or its end (below)
-    node_gap_ns: tuple[int, int, int]  # mean GPU gap between consecutive nodes of one launch
-    cpu_per_node_ns: tuple[int, int, int]  # the launch call's CPU time / its nodes
+    lead_ns: tuple[int, int, int]  # a segment's first node's start after the call has submitted it, ns
+    upfront: tuple[float, float, float]  # the share of the call spent before it submits any segment
+    node_gap_ns: tuple[int, int, int]  # mean GPU gap between consecutive nodes of one launch, ns
+    cpu_per_node_ns: tuple[int, int, int]  # the launch call's CPU time / its nodes, ns
     launches: int  # how many launches the figures are read from (0: the stated captures')
     source: str  # where the figures come from, in words
-    # per end: the first node counted from the call's return (the graph starts once the call has
-    # submitted it all) rather than from its start
-    after_call: tuple[bool, bool, bool] = (False, False, False)
 
-    def first_node_offset_ns(self, end: int, nodes: int) -> int:
-        """When a graph of `nodes` nodes starts after its launch call starts, at end 0, 1 or 2."""
-        after = self.after_call[end]
-        return self.first_node_ns[end] + (self.cpu_per_node_ns[end] * nodes if after else 0)
+    def node_offsets_ns(self, end: int, segment_end: np.ndarray) -> np.ndarray:
+        """Per node of one launch (in chain order, `segment_end` from segment_ends), the earliest
+        start after the launch call starts, at end 0, 1 or 2: the call's upfront share of its time,
+        then its walk up to the node's segment's last node, then the lead. ns."""
+        n, per, f = len(segment_end), self.cpu_per_node_ns[end], self.upfront[end]
+        return np.round(self.lead_ns[end] + per * (f * n + (1 - f) * (segment_end + 1))).astype(np.int64)
 
-    def first_node_words(self) -> str:
-        def one(end: int) -> str:
-            return f"{self.first_node_ns[end] / 1e3:.1f} us after its launch call " + (
-                "returns" if self.after_call[end] else "starts")
-        if self.after_call[0] == self.after_call[2]:
-            how = "returns" if self.after_call[0] else "starts"
-            return (f"{self.first_node_ns[0] / 1e3:.1f}..{self.first_node_ns[2] / 1e3:.1f} us after its launch "
-                    f"call {how}")
-        return f"{one(0)} (central {self.first_node_ns[1] / 1e3:.1f}) to {one(2)}"
+    def words(self) -> str:
+        return (f"a graph's nodes handed to the GPU a segment at a time (a run of kernels and device copies on "
+                f"one stream, ended by a memset, another copy or another stream) once its launch call has spent "
+                f"{100 * self.upfront[0]:.1f}..{100 * self.upfront[2]:.1f}% of its time and reached the segment's "
+                f"last node, each segment's first node {self.lead_ns[0] / 1e3:.1f}..{self.lead_ns[2] / 1e3:.1f} us "
+                "after that")
 
 
-# Measured on the committed twin sample_traces/findings/small_ctx128_b1_nosync_cuda-graph (H200,
-# one 1,078-node graph on one stream, its four launches after the first; min, median, max):
-# tests/core/test_replay_graph_timing.py recomputes them in SQL.
-GRAPH_TWIN_TIMING = GraphTiming((37_050, 40_202, 44_608), (195, 197, 199), (845, 862, 924), 0,
+def segment_ends(chainable: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Per node of one graph launch in chain order, the position of the last node of its segment:
+    a run of consecutive `chainable` nodes (kernels, device-to-device copies) on one stream; any
+    other node (a memset, another copy) is a segment of its own."""
+    n = len(chainable)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    starts = np.ones(n, bool)
+    starts[1:] = ~chainable[1:] | ~chainable[:-1] | (stream[1:] != stream[:-1])
+    first = np.flatnonzero(starts)
+    last = np.append(first[1:] - 1, n - 1)
+    return last[np.cumsum(starts) - 1]
+
+
+def chainable_ops(trace) -> np.ndarray:
+    """Per trace.ops row: a node a graph chains into its segment (a kernel or a device-to-device
+    copy: transformers' decode graphs with a device copy first start as late as without)."""
+    if "replay.chainable" not in trace.derived:
+        kind, name = trace.ops["kind"].to_numpy(np.int64), trace.ops["name"].to_numpy(np.int64)
+        d2d = np.array(["Device-to-Device" in n for n in trace.op_names], bool)
+        trace.derived["replay.chainable"] = (kind == KERNEL) | ((kind == MEMCPY) & d2d[name] if len(d2d) else False)
+    return trace.derived["replay.chainable"]
+
+
+# The lead: the committed decode twin's graph (sample_traces/replay/graph_decode/decode_graph, H200:
+# one 326-node segment, 24 launches after the first): first node - the call's return, min/median/max.
+DECODE_TWIN_LEAD_NS = (3_638, 4_618, 6_011)
+# The upfront share: the committed cuda-graph twin (sample_traces/findings/small_ctx128_b1_nosync_
+# cuda-graph, H200: a 1,078-node graph whose first segment is 13 nodes, 4 launches after the first),
+# with the lead's central; and its gap and CPU per node. tests/core/test_replay_graph_timing.py
+# recomputes every one in SQL.
+GRAPH_TWIN_TIMING = GraphTiming(DECODE_TWIN_LEAD_NS, (0.0238, 0.0266, 0.0284), (195, 197, 199), (845, 862, 924), 0,
                                 "the committed cuda-graph twin's (H200, 4 launches of a 1,078-node graph)")
-# The committed decode graph, sample_traces/thirdparty/hf_generate_llama_static (H100, transformers'
-# compiled static-cache decode: 122 launches of one 115-node graph after its first; medians): its
-# first node 3.46 us after the call returns, nodes 466 ns apart, 2,151 ns of CPU per node (the test
-# recomputes them in SQL).
-DECODE_GRAPH_MEDIANS = (3_456, 466, 2_151)
-# A capture that launches no graph: the twin's figures, with the decode graph's at the high end.
+# The committed compiled decode, sample_traces/thirdparty/hf_generate_llama_static (H100, transformers'
+# compiled static-cache decode: 122 launches of one 115-node graph after its first; medians): nodes
+# 466 ns apart, 2,151 ns of CPU per node: the fallback's high end.
+DECODE_GRAPH_MEDIANS = (466, 2_151)
+# A capture that launches no graph: the twins' figures, with the compiled decode's at the high end.
 GRAPH_FALLBACK = GraphTiming(
-    (GRAPH_TWIN_TIMING.first_node_ns[0], GRAPH_TWIN_TIMING.first_node_ns[1], DECODE_GRAPH_MEDIANS[0]),
+    GRAPH_TWIN_TIMING.lead_ns, GRAPH_TWIN_TIMING.upfront,
     (GRAPH_TWIN_TIMING.node_gap_ns[0], GRAPH_TWIN_TIMING.node_gap_ns[1],
-     max(GRAPH_TWIN_TIMING.node_gap_ns[2], DECODE_GRAPH_MEDIANS[1])),
+     max(GRAPH_TWIN_TIMING.node_gap_ns[2], DECODE_GRAPH_MEDIANS[0])),
     (GRAPH_TWIN_TIMING.cpu_per_node_ns[0], GRAPH_TWIN_TIMING.cpu_per_node_ns[1],
-     max(GRAPH_TWIN_TIMING.cpu_per_node_ns[2], DECODE_GRAPH_MEDIANS[2])),
-    0, "the committed cuda-graph twin's (H200, a 1,078-node training step), and at the high end the committed "
-    "decode graph's (H100, a 115-node compiled decode, medians): a graph that starts only once its launch call "
-    "returns, as transformers' Llama decoding graphs did (docs/whatif.md)", (False, False, True))
+     max(GRAPH_TWIN_TIMING.cpu_per_node_ns[2], DECODE_GRAPH_MEDIANS[1])),
+    0, "the committed twins' (H200: the decode graph's lead, the 1,078-node training step's upfront share, "
+    "gap and CPU per node), and at the high end the committed compiled decode's (H100, a 115-node graph, "
+    "medians)")
 
 
 def _spread(values: list[float]) -> tuple[int, int, int]:
@@ -124,15 +149,25 @@ def graph_launch_ops(trace) -> list[np.ndarray]:
 
 
 def _read(trace) -> GraphTiming:
+    return read_timing(trace, GRAPH_FALLBACK) or GRAPH_FALLBACK
+
+
+def read_timing(trace, known: GraphTiming) -> GraphTiming | None:
+    """The figures of the capture's own graph launches traced node by node on one stream, each
+    graph's first launch left out (it uploads the graph: not a step's); None where there are none.
+    The lead is read off launches that are one segment (the first node after the call returns), the
+    upfront share off the others (their first node after their first segment's walk, less the lead's
+    central); a figure no launch shows is `known`'s, and the words say so."""
     launches = graph_launch_ops(trace)
     if not launches:
-        return GRAPH_FALLBACK
+        return None
     api, ops = trace.api, trace.ops
     o_api = ops["api"].to_numpy(np.int64)
     a_start, a_end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
     o_start, o_end = ops["start"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
     o_stream, o_name = ops["stream"].to_numpy(np.int64), ops["name"].to_numpy(np.int64)
-    first, after, gap, per_node = [], [], [], []
+    chain = chainable_ops(trace)
+    after_return, walked, gap, per_node = [], [], [], []
     seen: set[tuple[int, int]] = set()
     for nodes in launches:
         c = int(o_api[nodes[0]])
@@ -142,15 +177,25 @@ def _read(trace) -> GraphTiming:
         if graph_key not in seen:
             seen.add(graph_key)  # a graph's first launch uploads it (cudaGraphUpload): not a step's
             continue
+        n = len(nodes)
+        per = (a_end[c] - a_start[c]) / n
         span = int(o_end[nodes].max() - o_start[nodes].min())
         busy = int((o_end[nodes] - o_start[nodes]).sum())
-        first.append(float(o_start[nodes].min() - a_start[c]))
-        after.append(float(o_start[nodes].min() - a_end[c]))
-        gap.append(max(0.0, (span - busy) / (len(nodes) - 1)))
-        per_node.append((a_end[c] - a_start[c]) / len(nodes))
-    if not first:
-        return GRAPH_FALLBACK
-    # most launches start their first node only after the call returns: count from there
-    after_call = float(np.median(after)) >= 0
-    return GraphTiming(_spread(after if after_call else first), _spread(gap), _spread(per_node), len(first),
-                       f"this capture's ({len(first)} graph launches)", (after_call,) * 3)
+        gap.append(max(0.0, (span - busy) / (n - 1)))
+        per_node.append(per)
+        first_end = int(segment_ends(chain[nodes], o_stream[nodes])[0])
+        if first_end == n - 1:
+            after_return.append(float(o_start[nodes[0]] - a_end[c]))
+        else:  # (first node after the first segment's walk, the walk left after it)
+            walked.append((float(o_start[nodes[0]] - a_start[c] - per * (first_end + 1)), per * (n - first_end - 1)))
+    if not per_node:
+        return None
+    lead = _spread(after_return) if after_return else known.lead_ns
+    upfront = known.upfront
+    if walked:
+        shares = [min(1.0, max(0.0, (w - lead[1]) / rest)) for w, rest in walked]
+        upfront = (float(min(shares)), float(np.median(shares)), float(max(shares)))
+    words = f"this capture's ({len(per_node)} graph launches"
+    if not after_return or not walked:
+        words += "; " + ("the lead" if not after_return else "the upfront share") + " the stated captures'"
+    return GraphTiming(lead, upfront, _spread(gap), _spread(per_node), len(per_node), words + ")")

@@ -59,7 +59,7 @@ from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, stretches
-from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing
+from nsight_tui.parsers.replay.cudagraph import chainable_ops, graph_launch_calls, graph_timing, segment_ends
 from nsight_tui.parsers.replay.graph import (HANDOFF_MIN_PAUSE_NS, Graph, build, calls_launching_only,
                                              inside_calls)
 from nsight_tui.parsers.replay.simulate import Plan
@@ -587,23 +587,26 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         m = ops_in & (o_pid == pid) & (launch_t >= s) & (launch_t <= t_end)
         span_of_op[m & (span_of_op < 0)] = si
     _refuse_if_graphed(g, e, o_api, span_of_op)
+    chain = chainable_ops(g.trace)
+    o_stream, o_start = g.trace.ops["stream"].to_numpy(np.int64), g.trace.ops["start"].to_numpy(np.int64)
     for end, (plan, gap, per_node) in enumerate(zip(ed.plans, timing.node_gap_ns, timing.cpu_per_node_ns)):
         plan.delta_ns[sel] = 0
         for k in np.flatnonzero(sel).tolist():
             plan.handoffs.pop(k, None)
         for si in np.unique(span_of_op[span_of_op >= 0]).tolist():
             ops = np.flatnonzero(span_of_op == si)
+            ops = ops[np.lexsort((o_start[ops], g.op_launch_pt[ops]))]  # the order the graph chains them
             first_pt = g.op_launch_pt[ops].min()
             plan.op_launch_pt[ops] = first_pt
             # the launch's own CPU cost, per node, on the point after the graph's first launch
             if first_pt + 1 < len(plan.delta_ns):
                 plan.delta_ns[first_pt + 1] += per_node * len(ops)
-            plan.op_launch_off[ops] = timing.first_node_offset_ns(end, len(ops))
+            plan.op_launch_off[ops] = timing.node_offsets_ns(end, segment_ends(chain[ops], o_stream[ops]))
             plan.op_prev_off[ops] = np.minimum(g.op_prev_off[ops], gap)
     ed.applied.append(Applied(
         e.text, f"{int(sel.sum()):,} CPU points and {int(ops_in.sum()):,} ops in {len(spans)} spans as one graph launch "
         "each: the spans' CPU time replaced by the launch's",
-        f"a graph's first node {timing.first_node_words()}, its nodes "
+        f"{timing.words()}, its nodes "
         f"{timing.node_gap_ns[0]}..{timing.node_gap_ns[2]} ns apart on the GPU (mean gap) and "
         f"the launch costing {timing.cpu_per_node_ns[0]}..{timing.cpu_per_node_ns[2]} ns of CPU per node: "
         f"{timing.source}"))

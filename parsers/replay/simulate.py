@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsight_tui.parsers.replay.cudagraph import graph_launch_ops, graph_timing
+from nsight_tui.parsers.replay.cudagraph import chainable_ops, graph_launch_ops, graph_timing, segment_ends
 from nsight_tui.parsers.replay.graph import Graph
 
 NEG = -(1 << 62)
@@ -65,16 +65,17 @@ class Plan:
         """Every op at the trace's two typical offsets (launch latency, queue gap) instead of its
         own: the model without the per-op calibration, the identity check that can fail. A graph
         launch's nodes at the graph's typical figures instead, as the `graph` edit places them
-        (replay.cudagraph: its first node's start after the call, from its start or its return,
-        and the mean gap between its nodes; central values)."""
+        (replay.cudagraph: each node no earlier than its segment's submission and the lead, and
+        the mean gap between its nodes; central values)."""
         plan = cls.of(g)
         plan.op_launch_off[:] = np.where(g.op_launch_pt >= 0, g.launch_latency_ns, 0)
         plan.op_prev_off[:] = np.where(g.op_prev >= 0, g.queue_gap_ns, 0)
         launches = graph_launch_ops(g.trace)
         if launches:
             timing = graph_timing(g.trace)
+            chain, stream = chainable_ops(g.trace), g.trace.ops["stream"].to_numpy(np.int64)
             for nodes in launches:
-                plan.op_launch_off[nodes] = timing.first_node_offset_ns(1, len(nodes))
+                plan.op_launch_off[nodes] = timing.node_offsets_ns(1, segment_ends(chain[nodes], stream[nodes]))
                 plan.op_prev_off[nodes[1:]] = timing.node_gap_ns[1]
         return plan
 

@@ -98,6 +98,14 @@ class Row:
         old = 0.0 if self.old_ms is None else self.old_ms
         return abs(self.error_ms) <= abs(old - self.change_ms)
 
+    @property
+    def tells_old_apart(self) -> bool:
+        """Whether the pair's measurement can say which estimate is the closer: the change lies
+        further than its noise from the point halfway between the prediction and the old estimate
+        (inside it, the change the pair measured could lie on either side of that point)."""
+        old = 0.0 if self.old_ms is None else self.old_ms
+        return abs(self.change_ms - (self.predicted_ms + old) / 2) > self.noise_ms
+
 
 def noise_ns(a: list[float], b: list[float]) -> float:
     """Twice the standard error of the difference of the two means (sample standard deviations)."""
@@ -278,6 +286,7 @@ def markdown(rows: list[Row]) -> str:
     n_pace = sum(r.verdict == "pace" for r in rows)
     with_old = [r for r in rows if r.has_old]
     n_closer = sum(r.closer_than_old for r in with_old)
+    told = [r for r in with_old if r.tells_old_apart]
     n_inside = sum(r.low_ms <= r.change_ms <= r.high_ms for r in rows)
     out.append("")
     findings = by_finding(rows)
@@ -291,7 +300,8 @@ def markdown(rows: list[Row]) -> str:
                f"other step) within tolerance, {n_noise} more within "
                f"the row's own noise, "
                f"{n_pace} more within tolerance at the twin's CPU pace; "
-               f"the prediction closer to the change than the old estimate on {n_closer} of {len(with_old)}; the change "
+               f"the prediction closer to the change than the old estimate on {n_closer} of {len(with_old)} "
+               f"({sum(r.closer_than_old for r in told)} of the {len(told)} whose noise tells the two apart); the change "
                f"inside the predicted range on {n_inside} of {len(rows)}.")
     return "\n".join(out)
 

@@ -90,7 +90,7 @@ def test_w_shows_the_findings_fix_replayed_with_its_range_and_what_holds_the_ste
             assert p.low_ns < p.high_ns
             assert f"predicted: {p.step_ns / 1e6:,.2f} ms per step" in text
             assert f"range {p.low_ns / 1e6:,.2f} ms .. {p.high_ns / 1e6:,.2f} ms" in text
-            assert "assumes: a graph's first node" in text
+            assert "assumes: a graph's nodes handed to the GPU a segment at a time" in text
             # the range's two sources apart, each inside the whole
             (el, eh), (cl, ch) = p.edits_range_ns, p.pace_range_ns
             assert p.low_ns == min(el, cl) and p.high_ns == max(eh, ch)
