@@ -14,8 +14,12 @@ node first), `--memset-first` with a cudaMemsetAsync of 768 bytes (a memset node
 kernel, kilobytes of parameters, as an optimizer's), `--nvtx-inside` puts the forward in an NVTX range
 pushed and popped inside what the graph captures (as a marked training step's phases are), `--dtype
 fp32` runs it in fp32 with TF32 matmuls, `--no-cudnn-sdpa` keeps attention off cuDNN's kernels.
+`--cut-layers` puts a cudaMemsetAsync of 768 bytes before every decoder layer but the first (a
+forward pre-hook): in the graph, memset nodes that cut it into one segment per layer, which the
+launch hands the GPU as it walks them (docs/whatif.md, "When a graph's GPU work starts").
     python hf_decode_llama.py [--layers 6] [--prompt 128] [--warmup 8] [--steps 24] [--graph] [--probe]
         [--copy-first] [--memset-first] [--foreach-last] [--nvtx-inside] [--dtype bf16|fp32] [--no-cudnn-sdpa]
+        [--cut-layers]
 """
 import argparse
 import ctypes
@@ -38,6 +42,7 @@ p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
 p.add_argument("--no-cudnn-sdpa", action="store_true", help="scaled_dot_product_attention without cuDNN's backend")
 p.add_argument("--foreach-last", action="store_true", help="each token ends with a _foreach_mul_ over 24 tensors")
 p.add_argument("--nvtx-inside", action="store_true", help="the forward inside an NVTX range of its own")
+p.add_argument("--cut-layers", action="store_true", help="a cudaMemsetAsync before every decoder layer but the first")
 p.add_argument("--probe", action="store_true", help="a few tokens, no marks: does this form run here")
 a = p.parse_args()
 
@@ -56,6 +61,7 @@ except TypeError:  # the older signature
 prompt = torch.randint(0, 32000, (1, a.prompt), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
 mark.config(workload=f"greedy decode, Llama-shaped, static cache, {'CUDA graph' if a.graph else 'eager'}",
             layers=a.layers, prompt_tokens=a.prompt, batch_size=1, dtype=a.dtype, cudnn_sdpa=not a.no_cudnn_sdpa,
+            cut_layers=a.cut_layers,
             torch=torch.__version__, transformers=transformers.__version__)
 
 torch.set_grad_enabled(False)
@@ -78,17 +84,26 @@ def cudart():
     return ctypes.CDLL(sorted(paths)[0] if paths else "libcudart.so")
 
 
-memset = cudart().cudaMemsetAsync if a.memset_first else None
+memset = cudart().cudaMemsetAsync if a.memset_first or a.cut_layers else None
 if memset is not None:
     memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+
+
+def cut(*_):
+    err = memset(scratch.data_ptr(), 0, 768, torch.cuda.current_stream().cuda_stream)
+    assert err == 0, f"cudaMemsetAsync returned {err}"
+
+
+if a.cut_layers:
+    for layer in model.model.layers[1:]:
+        layer.register_forward_pre_hook(cut)
 
 
 def copy_first():
     if a.copy_first:
         previous.copy_(position)  # same dtype, contiguous, one device: one cudaMemcpyAsync
-    if memset is not None:
-        err = memset(scratch.data_ptr(), 0, 768, torch.cuda.current_stream().cuda_stream)
-        assert err == 0, f"cudaMemsetAsync returned {err}"
+    if a.memset_first:
+        cut()
 
 
 def decode():

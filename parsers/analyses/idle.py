@@ -73,7 +73,7 @@ SYNC_NAMES = frozenset({
 _SUFFIX = re.compile(r"(_v\d+)?(_ptds|_ptsz)?(_v\d+)?$")
 
 DEFINITIONS = {
-    "busy": "a GPU op (kernel, memcpy, memset) runs on the device",
+    "busy": "a GPU op (kernel, memcpy, memset, or a CUDA graph traced whole) runs on the device",
     "launch-bound": "idle while an issued op has not started yet (launch in flight), or while a CPU "
                     "thread is in a non-synchronising CUDA call or between launch calls at most "
                     "burst_gap_ns apart",

@@ -610,6 +610,9 @@ _KERNEL_WORDS: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"^\s*\[CUDA memcpy Device-to-Device", "copy between two GPU buffers (tensor copies done by the copy engine)"),
         (r"^\s*\[CUDA memcpy Peer-to-Peer", "copy between two GPUs"),
         (r"^\s*\[CUDA memset", "set a GPU buffer to a byte value (zeroing new allocations)"),
+        (r"^\s*\[CUDA graph", "a CUDA graph's launch traced whole (nsys --cuda-graph-trace=graph, its default): all "
+         "its nodes' GPU work as one item; capture with --cuda-graph-trace=node (as `nsight-tui capture` does) "
+         "to see its kernels"),
         (
             r"fmha_cutlassF",
             "PyTorch's memory-efficient attention forward (xFormers CUTLASS FMHA): softmax(QK^T)V "

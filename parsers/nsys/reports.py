@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
@@ -23,7 +23,7 @@ import pandas as pd
 from nsight_tui.parsers.model.nvtx_nesting import nsys_nesting
 from nsight_tui.parsers.nsys.kern_groups import STYLES, kernel_groups
 from nsight_tui.parsers.read.groupstats import distinct, group_ids, group_stats
-from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name
+from nsight_tui.parsers.read.ids import GRAPH, KERNEL, MEMCPY, MEMSET, PID_MASK, api_display_name
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.read.threads import cores, in_parallel
 from nsight_tui.parsers.model.ranges import range_model
@@ -212,7 +212,23 @@ def _needs_api(trace: Trace, rep: Report) -> bool:
     return True
 
 
+def without_graphs_traced_whole(trace: Trace) -> Trace:
+    """The trace as nsys's reports see it: a CUDA graph launch traced whole (ids.GRAPH, nsys's default
+    --cuda-graph-trace=graph) is no GPU op to `nsys stats`, whose NVTX projection leaves it out (a
+    graphed step projects no GPU time there). nsight-tui's own views count it; its nsys-compatible
+    reports do not, so they print NVIDIA's numbers. The same trace where it has none."""
+    kind = trace.ops["kind"].to_numpy()
+    if not (kind == GRAPH).any():
+        return trace
+    if "nsys.without_graphs" not in trace.derived:
+        # a model of its own: fresh derived data, nothing from the user's cache of the whole trace
+        trace.derived["nsys.without_graphs"] = replace(
+            trace, ops=trace.ops[kind != GRAPH].reset_index(drop=True), derived={}, stash=None)
+    return trace.derived["nsys.without_graphs"]
+
+
 def nvtx_gpu_proj_sum(trace: Trace, attribution: str = "nsys", main_thread: str | None = None) -> Report:
+    trace = without_graphs_traced_whole(trace)
     headers = ["Range", "Style", "Total Proj Time (ns)", "Total Range Time (ns)", "Range Instances",
                "Proj Avg (ns)", "Proj Med (ns)", "Proj Min (ns)", "Proj Max (ns)", "Proj StdDev (ns)",
                "Total GPU Ops", "Avg GPU Ops", "Avg Range Lvl", "Avg Num Child"]

@@ -5,8 +5,10 @@ globalTid (this is what used to tie load <-> model <-> attribution into a cycle)
 """
 from __future__ import annotations
 
-KERNEL, MEMCPY, MEMSET = 0, 1, 2
-OP_KINDS = ("kernel", "memcpy", "memset")
+# GRAPH: a CUDA graph launch traced whole (nsys --cuda-graph-trace=graph, its default): one op for all
+# its nodes' GPU work, from CUPTI_ACTIVITY_KIND_GRAPH_TRACE
+KERNEL, MEMCPY, MEMSET, GRAPH = 0, 1, 2, 3
+OP_KINDS = ("kernel", "memcpy", "memset", "graph")
 
 # NVTX_EVENTS.eventType values (nsys's ENUM_NSYS_EVENT_TYPE)
 NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND = 59, 60, 70, 71

@@ -29,7 +29,7 @@ from nsight_tui.parsers.read.sync_events import SyncEvents, read_sync_events
 from nsight_tui.parsers.read.groupstats import group_ids
 from nsight_tui.parsers.read.heap import release_free_memory
 from nsight_tui.parsers.read import conventions, validate
-from nsight_tui.parsers.read.ids import (KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
+from nsight_tui.parsers.read.ids import (GRAPH, KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
                                     pid_of, tid_of)
 from nsight_tui.parsers.read.compressed import as_plain_name, plain_export
@@ -405,6 +405,9 @@ def _kernel_name_column(schema: Schema) -> str:
     return "demangledName" if schema.has(t, "demangledName") else "shortName"
 
 
+GRAPH_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"  # graph launches traced whole (ids.GRAPH)
+
+
 def _op_name_column(schema: Schema, table: str) -> str | None:
     """The column naming an op: the kernel's name id, the memcpy's kind; memsets have none."""
     if table == "CUPTI_ACTIVITY_KIND_KERNEL":
@@ -412,6 +415,8 @@ def _op_name_column(schema: Schema, table: str) -> str | None:
         return name if schema.has(table, name) else None
     if table == "CUPTI_ACTIVITY_KIND_MEMCPY" and schema.has(table, "copyKind"):
         return "copyKind"
+    if table == GRAPH_TABLE and schema.has(table, "graphId"):
+        return "graphId"
     return None
 
 
@@ -426,7 +431,9 @@ def _gpu_reads(schema: Schema) -> list[tuple[str, list[str]]]:
     """What `TraceLoader._finish` reads in whole, in its order (for `Tables.prefetch`): the
     CUDA API calls, then the kernels, memcpys and memsets."""
     reads = [("CUPTI_ACTIVITY_KIND_RUNTIME", _present(schema, "CUPTI_ACTIVITY_KIND_RUNTIME", _API_INTS))]
-    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", GRAPH_TABLE):
+        if table == GRAPH_TABLE and not schema.has(table):
+            continue
         reads.append((table, _present(schema, table, _op_wanted(_op_name_column(schema, table)))))
     return [(table, columns) for table, columns in reads if schema.has(table) and columns]
 
@@ -462,7 +469,7 @@ def _joined(parts: list[dict[str, np.ndarray]], column: str, dtype=None) -> np.n
 
 def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int],
               memcpy_labels: dict[int, str], checks: validate.Checks) -> pd.DataFrame:
-    """Kernels, memcpys and memsets as one frame, with only the columns attribution and the
+    """Kernels, memcpys, memsets and graph launches traced whole as one frame, with only the columns attribution and the
     first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
     names stay in the file: `op_details` and `op_short` read them when asked."""
     schema = tables.schema
@@ -496,6 +503,15 @@ def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[s
         s["name"] = np.full(len(s["start"]), code_of("[CUDA memset]"), dtype=np.int32)
         parts.append(s)
         kinds.append(MEMSET)
+    if schema.has(GRAPH_TABLE):
+        # a CUDA graph launch traced whole: one op for all its nodes, named by its graph
+        g = _op_columns(tables, GRAPH_TABLE, _op_name_column(schema, GRAPH_TABLE), -1, checks)
+        graph_ids, inverse = np.unique(g["name"], return_inverse=True)
+        codes = np.array([code_of(f"[CUDA graph {gid}]" if gid >= 0 else "[CUDA graph]") for gid in graph_ids.tolist()],
+                         dtype=np.int32)
+        g["name"] = codes[inverse.reshape(-1)]
+        parts.append(g)
+        kinds.append(GRAPH)
     if not parts:
         return pd.DataFrame({c: np.zeros(0, dtype=np.int64) for c in ["kind", *OP_COLUMNS]})
     columns = {"kind": np.concatenate([np.full(len(p["start"]), kind, dtype=np.int8) for kind, p in zip(kinds, parts)])}
@@ -931,7 +947,7 @@ class TraceLoader:
         op_names: list[str] = []
         ops = _load_ops(tables, self.strings, op_names, {}, memcpy_labels, checks)
         _link_ops_to_api(ops, api)
-        info = self._info(early.facts, ops, api, early.ranges, from_export)
+        info = self._info(early.facts, ops, api, early.ranges, from_export, api_names)
         info.reader = tables.reader
         fallbacks = getattr(tables, "fallbacks", [])  # tables the native reader left to sqlite3
         if fallbacks:
@@ -945,7 +961,7 @@ class TraceLoader:
         return trace
 
     def _info(self, facts: dict, ops: pd.DataFrame, api: pd.DataFrame, ranges: pd.DataFrame,
-              from_export: bool) -> "TraceInfo":
+              from_export: bool, api_names: list[str] | None = None) -> "TraceInfo":
         kinds = ops["kind"].to_numpy()
         notes = ((sidecar_notes(self.path) if self.tables.kind == "sqlite" else []) + self.schema_notes
                  + self.checks.notes())
@@ -964,6 +980,7 @@ class TraceLoader:
                          "does `stats --attribution nsys`; every other figure counts a range once")
         if not from_export and (kinds == MEMCPY).any():
             notes.append("no ENUM_CUDA_MEMCPY_OPER table: memcpy kinds labelled from CUPTI's enum")
+        notes += _graph_tracing_notes(kinds, ops["api"].to_numpy(), api, api_names or [])
         return TraceInfo(
             path=self.path, nsys_version=facts["nsys_version"], schema_version=facts["schema_version"],
             gpus=facts["gpus"], span_ns=facts["span"],
@@ -988,6 +1005,31 @@ TABLE_NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
     "CUPTI_ACTIVITY_KIND_MEMSET": (("start", "end"), "memsets left out: no memset figures"),
     "NVTX_EVENTS": (("start", "eventType", "globalTid"), "NVTX events left out: no range figures"),
 }
+
+
+def _graph_tracing_notes(kinds: np.ndarray, op_api: np.ndarray, api: pd.DataFrame, api_names: list[str]) -> list[str]:
+    """How the capture traced its CUDA graphs, where it launches any: whole (one op a launch, its kernels
+    unseen) or node by node (each launch call carrying nsys's cost per node, docs/whatif.md)."""
+    notes = []
+    whole = int((kinds == GRAPH).sum())
+    if whole:
+        notes.append(f"{whole:,} CUDA graph launches traced whole (nsys --cuda-graph-trace=graph, its default): each "
+                     "is one GPU op here, its kernels unseen (kernel tables and families leave them out; capture with "
+                     "--cuda-graph-trace=node to see them); `stats` leaves them out of its NVTX projection, as nsys "
+                     "stats does")
+    launch_codes = [i for i, n in enumerate(api_names) if n.startswith("cudaGraphLaunch")]
+    if launch_codes and len(api):
+        is_launch = np.isin(api["name"].to_numpy(), launch_codes)
+        linked = op_api[(op_api >= 0) & (kinds != GRAPH)]
+        nodes = int(is_launch[linked].sum())
+        if nodes:
+            launches = len(np.unique(linked[is_launch[linked]]))
+            notes.append(f"CUDA graphs traced node by node ({nodes:,} nodes of {launches:,} launches; "
+                         "--cuda-graph-trace=node, as `nsight-tui capture` traces them): each graph launch call here "
+                         "carries nsys's cost per node, 0.7-1.0 us a node measured on an H200, so a graphed step runs "
+                         "slower here than without it (a 326-node decode token 1.12-1.28 ms against 0.84-0.91 traced "
+                         "whole: docs/whatif.md)")
+    return notes
 
 
 def _without_incomplete_tables(schema: Schema) -> list[str]:

@@ -19,7 +19,8 @@ from nsight_tui.parsers.read.errors import TraceError
 
 # Tables without which a file is not an nsys export at all.
 NSYS_MARKER_TABLES = {"StringIds"}
-GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+              "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
 
 
 @dataclass

@@ -53,6 +53,9 @@ RULES: dict[str, TableRule] = {
         "memcpys", ("start", "end"), ("deviceId", "streamId", "correlationId", "globalPid", "copyKind"), timed=True),
     "CUPTI_ACTIVITY_KIND_MEMSET": TableRule(
         "memsets", ("start", "end"), ("deviceId", "streamId", "correlationId", "globalPid"), timed=True),
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": TableRule(
+        "CUDA graph launches", ("start", "end"), ("deviceId", "streamId", "correlationId", "globalPid", "graphId"),
+        timed=True),
     "CUPTI_ACTIVITY_KIND_RUNTIME": TableRule(
         "CUDA API calls", ("start", "end", "nameId"), ("globalTid", "correlationId"), timed=True),
     "NVTX_EVENTS": TableRule(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nsight_tui.parsers.read.ids import GRAPH
 from nsight_tui.parsers.replay.cudagraph import chainable_ops, graph_launch_ops, graph_timing, segment_ends
 from nsight_tui.parsers.replay.graph import Graph
 
@@ -66,7 +67,8 @@ class Plan:
         own: the model without the per-op calibration, the identity check that can fail. A graph
         launch's nodes at the graph's typical figures instead, as the `graph` edit places them
         (replay.cudagraph: each node no earlier than its segment's submission and the lead, and
-        the mean gap between its nodes; central values)."""
+        the mean gap between its nodes; central values); a graph traced whole at this capture's
+        median start of such graphs after their launch calls start."""
         plan = cls.of(g)
         plan.op_launch_off[:] = np.where(g.op_launch_pt >= 0, g.launch_latency_ns, 0)
         plan.op_prev_off[:] = np.where(g.op_prev >= 0, g.queue_gap_ns, 0)
@@ -74,9 +76,16 @@ class Plan:
         if launches:
             timing = graph_timing(g.trace)
             chain, stream = chainable_ops(g.trace), g.trace.ops["stream"].to_numpy(np.int64)
+            whole = g.trace.ops["kind"].to_numpy() == GRAPH
             for nodes in launches:
                 plan.op_launch_off[nodes] = timing.node_offsets_ns(1, segment_ends(chain[nodes], stream[nodes]))
                 plan.op_prev_off[nodes[1:]] = timing.node_gap_ns[1]
+            # a graph traced whole (one op, its nodes unknown): this capture's typical start after the call
+            traced_whole = np.concatenate([n for n in launches if whole[n].all()] or [np.zeros(0, np.int64)])
+            if len(traced_whole):
+                offsets = g.trace.ops["start"].to_numpy()[traced_whole] - g.trace.api["start"].to_numpy()[
+                    g.trace.ops["api"].to_numpy()[traced_whole]]
+                plan.op_launch_off[traced_whole] = int(np.median(offsets))
         return plan
 
 
