@@ -33,7 +33,7 @@ from nsight_tui.parsers.analyses.idle import (
     base_api_name,
 )
 from nsight_tui.parsers.model.intervals import IntervalSet, pieces
-from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, PID_MASK, pid_of, tid_of
+from nsight_tui.parsers.read.ids import KERNEL, MEMCPY, MEMSET, OP_KINDS, PID_MASK, pid_of, tid_of
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.ranges import RangeModel, display_name, path_key
 
@@ -193,7 +193,7 @@ class Item:
 
     lane: Lane
     index: int  # in the lane
-    kind: str  # "range" | "api" | "kernel" | "memcpy" | "memset" | cause
+    kind: str  # "range" | "api" | "kernel" | "memcpy" | "memset" | "graph" | cause
     name: str
     start_ns: int
     end_ns: int
@@ -435,7 +435,7 @@ class Timeline:
             rate = f", {lane.rate_hz:,.0f} samples a second" if lane.rate_hz else ""
             return Item(lane, i, METRIC, f"{lane.metric} {float(lane.value[i]):.0f} (sampled{rate})", start, end, -1)
         kind, call = int(c["op_kind"][ref]), int(c["op_api"][ref])
-        item = Item(lane, i, ("kernel", "memcpy", "memset")[kind], t.op_names[int(c["op_name"][ref])], start, end,
+        item = Item(lane, i, OP_KINDS[kind], t.op_names[int(c["op_name"][ref])], start, end,
                     ref, corr=int(c["op_corr"][ref]), gpid=int(c["op_gpid"][ref]))
         if call >= 0:
             c_start = int(c["api_start"][call])
@@ -522,7 +522,7 @@ class Timeline:
                 corr[:] = c["api_corr"][ref]
             else:
                 k = c["op_kind"][ref]
-                kind = np.array(["kernel", "memcpy", "memset"], dtype=object)[k]
+                kind = np.array(OP_KINDS, dtype=object)[k]
                 name = op_names[c["op_name"][ref]]
                 corr[:] = c["op_corr"][ref]
                 call = c["op_api"][ref]

@@ -64,6 +64,7 @@ class TraceInfo:
     export_kind: str = "sqlite"  # or nsys's "parquetdir" / "arrowdir"
     reader: str = ""  # the library that read the big tables (columns.Tables.reader)
     gpu_pending: bool = False  # TraceLoader.ranges_only: GPU work not read yet
+    graphs_whole: int = 0  # CUDA graph launches traced whole (ids.GRAPH ops)
 
 
 @dataclass
@@ -985,7 +986,8 @@ class TraceLoader:
             path=self.path, nsys_version=facts["nsys_version"], schema_version=facts["schema_version"],
             gpus=facts["gpus"], span_ns=facts["span"],
             kernels=int((kinds == KERNEL).sum()), memcpys=int((kinds == MEMCPY).sum()),
-            memsets=int((kinds == MEMSET).sum()), api_calls=len(api), ranges=len(ranges),
+            memsets=int((kinds == MEMSET).sum()), graphs_whole=int((kinds == GRAPH).sum()), api_calls=len(api),
+            ranges=len(ranges),
             processes=len({int(g) & PID_MASK for g in api["gtid"].unique()}) if len(api) else 0,
             has_nvtx=self.has_nvtx and len(ranges) > 0, has_cuda=self.has_cuda, notes=notes,
             export_kind=self.tables.kind,

@@ -14,6 +14,11 @@ microseconds later (3-7 us on an H200 or H100). So a graph that is one segment (
 decode graph measured: kernels only) starts only after its launch call returns, and one cut by
 memsets (the training steps' graphs, the ViT's forward) starts while the call still runs: the two
 ways seen on every graph captured so far, from one rule that an eager capture's own ops carry.
+
+Every figure here is of graphs traced node by node, the only way a node can be placed: that tracing
+puts 0.7-1.0 us a node of nsys's own work into each launch call (devruns/gpu_graph_trace_cost.log), so
+a graphed step predicted here is the step a twin captured by `capture` runs, slower than the program's.
+A graph traced whole (nsys's default, ids.GRAPH) is one op; it is never read for these figures.
 """
 from __future__ import annotations
 
@@ -52,7 +57,8 @@ class GraphTiming:
                 f"one stream, ended by a memset, another copy or another stream) once its launch call has spent "
                 f"{100 * self.upfront[0]:.1f}..{100 * self.upfront[2]:.1f}% of its time and reached the segment's "
                 f"last node, each segment's first node {self.lead_ns[0] / 1e3:.1f}..{self.lead_ns[2] / 1e3:.1f} us "
-                "after that")
+                "after that (figures of graphs traced node by node, as `capture` and the twins trace them: nsys's "
+                "0.7-1.0 us a node is in each launch call, so the program alone gains more)")
 
 
 def segment_ends(chainable: np.ndarray, stream: np.ndarray) -> np.ndarray:

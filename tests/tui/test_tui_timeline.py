@@ -236,3 +236,37 @@ def test_palette_opens_the_timeline():
             assert "timeline" in screen_text(app)
 
     run(body())
+
+
+def test_a_graph_traced_whole_is_a_gpu_op_on_the_timeline(tmp_path: Path):
+    """nsys's default graph tracing (sample_traces/graph_whole): the step's window holds its graph launch
+    as one GPU op of kind graph, named by its graph, as many and where SQL over
+    CUPTI_ACTIVITY_KIND_GRAPH_TRACE says."""
+    from conftest import SAMPLES
+    from helpers.xz_samples import plain
+
+    path = plain(SAMPLES / "graph_whole" / "decode_graph_whole.sqlite.xz")
+
+    async def body():
+        async with running(path, size=(100, 30), export_dir=tmp_path) as (app, pilot):
+            await open_step_timeline(app, pilot)
+            st = app.screen.state
+            t0, t1 = st.t0, st.t1
+            await press(app, pilot, "e")
+            out = tmp_path / "nsight-tui_timeline.md"
+            deadline = time.monotonic() + 20
+            while not out.exists() and time.monotonic() < deadline:
+                await settle(app, pilot)
+            return out.read_text(), t0, t1
+
+    text, t0, t1 = run(body())
+    items = next(rows for h, rows in md_tables(text) if "correlation ID" in h)
+    graphs = [r for r in items if r[1] == "graph"]
+    con = ro(path)
+    try:
+        want = con.execute("SELECT start, graphId FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE start < ? AND \"end\" > ?",
+                           (t1, t0)).fetchall()
+    finally:
+        con.close()
+    assert want and sorted(int(r[3]) for r in graphs) == sorted(s for s, _ in want)
+    assert {r[2] for r in graphs} == {f"[CUDA graph {g}]" for _, g in want}

@@ -313,7 +313,8 @@ class RangesScreen(ViewScreen):
         text.append(f" · busy {numbers.duration(node.busy_ns)} ({numbers.percent(busy) or 'n/a'} of its GPU time)")
         if share is not None:
             text.append(f", {numbers.percent(share)} of parent")
-        text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} memcpy/memset")
+        others = "memcpy/memset/graph" if self.session.trace.info.graphs_whole else "memcpy/memset"
+        text.append(f" · {node.kernels:,} kernels · {node.ops - node.kernels:,} {others}")
         if n > 1 and not first.startswith("per instance") and not (first and per == n):
             text.append("\nper instance: " + self._per_text(node, n))
         scope = self.session.node_scope_text(node)
