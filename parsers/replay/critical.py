@@ -76,27 +76,26 @@ class _Walk:
         return label
 
 
-def critical_paths(g: Graph, tl: Timeline, starts, ends, gtids) -> dict[tuple[str, str], int]:
-    """critical_path of every window, summed: the timeline read into lists once."""
+def critical_paths(g: Graph, tl: Timeline, starts, ends, gtids,
+                   origins: list[tuple[str, int]] | None = None) -> dict[tuple[str, str], int]:
+    """critical_path of every window, summed: the timeline read into lists once; `origins`, where
+    given, the op each window's walk begins at (steps.gpu_step_windows)."""
     walk = _Walk(g, tl)
     out: dict[tuple[str, str], int] = {}
-    for s, e, gt in zip(starts, ends, gtids):
-        for k, v in critical_path(g, tl, int(s), int(e), int(gt), walk).items():
+    for i, (s, e, gt) in enumerate(zip(starts, ends, gtids)):
+        origin = origins[i] if origins is not None else None
+        for k, v in critical_path(g, tl, int(s), int(e), int(gt), walk, origin).items():
             out[k] = out.get(k, 0) + v
     return out
 
 
 def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int,
-                  walk: _Walk | None = None) -> dict[tuple[str, str], int]:
+                  walk: _Walk | None = None, origin: tuple[str, int] | None = None) -> dict[tuple[str, str], int]:
     """ns of [start, end] (replayed) charged to each (holder, kind), walking back from `end` on
-    thread `gtid`."""
+    thread `gtid`, or from `origin`, an op's ("start", i) or ("end", i) at `end`: where the GPU's
+    clock sets the step (the CPU ran ahead), its end is an op's, not a CPU point's."""
     out: dict[tuple[str, str], int] = {}
-    if gtid not in g.thread_gtids:
-        return out
-    ti = g.thread_gtids.index(gtid)
-    a, b = g.thread_slices[ti]
-    k = a + int(np.searchsorted(tl.pt_ns[a:b], end, side="right")) - 1
-    if k < a:
+    if gtid not in g.thread_gtids or (origin is not None and origin[1] < 0):
         return out
     w = walk if walk is not None else _Walk(g, tl)
     pt_ns, pt_bound, op_start, op_end, op_bound = w.pt_ns, w.pt_bound, w.op_start, w.op_end, w.op_bound
@@ -106,8 +105,16 @@ def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int,
         if hi > lo:
             out[key] = out.get(key, 0) + (hi - lo)
 
-    charge((w.host[ti], "cpu-host"), pt_ns[k], end)
-    node = ("pt", k)
+    if origin is not None:
+        node: tuple[str, int] = origin
+    else:
+        ti = g.thread_gtids.index(gtid)
+        a, b = g.thread_slices[ti]
+        k = a + int(np.searchsorted(tl.pt_ns[a:b], end, side="right")) - 1
+        if k < a:
+            return out
+        charge((w.host[ti], "cpu-host"), pt_ns[k], end)
+        node = ("pt", k)
     steps = 0
     while steps < 10_000_000:
         steps += 1

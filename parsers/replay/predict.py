@@ -19,7 +19,7 @@ from nsight_tui.parsers.replay.graph import Graph, build
 from nsight_tui.parsers.replay.launch_cost import QueueShift, queue_shift
 from nsight_tui.parsers.replay.pace import cpu_range, own_time, typical_host
 from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
-from nsight_tui.parsers.replay.steps import StepRanges, gpu_step_periods, step_ranges, step_spans
+from nsight_tui.parsers.replay.steps import StepRanges, gpu_step_periods, gpu_step_windows, step_ranges, step_spans
 
 
 HOST_EDITS = ("nohost", "graph")  # edits that remove host time from the steps they apply to
@@ -118,12 +118,19 @@ def replay_plans(g: Graph, sr: StepRanges, plans: Sequence[Plan]) -> list[Replay
 
 
 def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit]:
+    """What holds the step and the GPU's idle split, over the windows that set the step: each step's
+    period on the CPU's clock, or where the CPU ran ahead and the GPU's clock sets the step
+    (Replayed.step_ns), each on the GPU's, walked back from the op that ends it."""
     gt = sr.gtid[sr.is_step]
     n = len(r.starts_ns)
-    charged = critical_paths(g, r.timeline, r.starts_ns, r.ends_ns, gt)
-    idle = idle_splits(g, r.timeline, r.starts_ns, r.ends_ns, pid_of(gt)).sum(axis=0)
+    starts, ends, origins, period = r.starts_ns, r.ends_ns, None, int(r.periods_ns.mean()) if n else 0
+    if n and r.step_ns > int(np.median(r.periods_ns)):
+        starts, ends, origins = gpu_step_windows(g, sr, r.timeline)
+        period = int((ends - starts).mean())
+    charged = critical_paths(g, r.timeline, starts, ends, gt, origins)
+    idle = idle_splits(g, r.timeline, starts, ends, pid_of(gt)).sum(axis=0)
     per_step = {k: v // max(n, 1) for k, v in charged.items()}
-    return holders(per_step, int(r.periods_ns.mean()) if n else 0), IdleSplit(*(idle // max(n, 1)).tolist())
+    return holders(per_step, period), IdleSplit(*(idle // max(n, 1)).tolist())
 
 
 def graph_of(trace: Trace) -> tuple[Graph, StepRanges]:

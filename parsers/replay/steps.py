@@ -130,3 +130,43 @@ def _spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, n
             gs = first[m][has]
             gpu[m[has]] = period_ends(gs, last[m][has], gs) - gs
     return start[sr.is_step], ends[sr.is_step], gpu[sr.is_step]
+
+
+def gpu_step_windows(g: Graph, sr: StepRanges, tl: Timeline) -> tuple[np.ndarray, np.ndarray, list[tuple[str, int]]]:
+    """Each steady step's period on the GPU's clock (gpu_step_periods) as a window to walk back for
+    what holds it, where that clock sets the step (the CPU ran ahead): (starts, ends, origins), a
+    window from its first op's start to the next iteration's first op's start, the last to its work's
+    end; its origin the op the walk begins at, ("start", the next iteration's first op) or ("end",
+    its own last-ending op). A step without GPU work gets the empty window (its start twice)."""
+    n = len(sr.start_ns)
+    api_start = g.trace.api["start"].to_numpy(np.int64)
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+    first, last = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    for pid in np.unique(pid_of(sr.gtid)):
+        sel = np.flatnonzero((o_api >= 0) & (o_pid == pid))
+        ls = api_start[o_api[sel]] if len(api_start) else np.zeros(0, np.int64)
+        order = np.argsort(ls, kind="stable")
+        sel, ls = sel[order], ls[order]
+        for i in np.flatnonzero(pid_of(sr.gtid) == pid).tolist():
+            mine = sel[np.searchsorted(ls, sr.start_ns[i], "left"):np.searchsorted(ls, sr.end_ns[i], "right")]
+            if len(mine):
+                first[i] = int(mine[np.argmin(tl.op_start_ns[mine])])
+                last[i] = int(mine[np.argmax(tl.op_end_ns[mine])])
+    starts, ends, origins = [], [], []
+    for i in np.flatnonzero(sr.is_step).tolist():
+        if first[i] < 0:
+            t = int(sr.start_ns[i])
+            starts.append(t)
+            ends.append(t)
+            origins.append(("end", -1))
+            continue
+        nxt = next((j for j in range(i + 1, n) if sr.gtid[j] == sr.gtid[i] and first[j] >= 0), None)
+        starts.append(int(tl.op_start_ns[first[i]]))
+        if nxt is None:
+            ends.append(int(tl.op_end_ns[last[i]]))
+            origins.append(("end", int(last[i])))
+        else:
+            ends.append(int(tl.op_start_ns[first[nxt]]))
+            origins.append(("start", int(first[nxt])))
+    return np.array(starts, np.int64), np.array(ends, np.int64), origins

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, SAMPLES, mutated_copy, sample_traces, shared_trace
+from helpers.export_sql import sql_rows
 from helpers.intervals import merged_length
 from helpers.replay_twins import INTERLEAVED, REPEATS, TWINS
 from helpers.step_sql import python_step_marks, python_steps, steps
@@ -17,6 +18,7 @@ from helpers.twins_table import interleaved_row, markdown, repeats_row, row
 from helpers.xz_samples import plain
 
 from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.replay import edits
 from nsight_tui.parsers.replay.critical import idle_split
 from nsight_tui.parsers.replay.edits import EditError
 from nsight_tui.parsers.replay.predict import graph_of, predict, replay
@@ -576,6 +578,37 @@ def test_the_critical_path_covers_each_step(name):
     r = replay(g, sr, Plan.of(g))
     for s, e, gt in zip(r.starts_ns.tolist(), r.ends_ns.tolist(), sr.gtid[sr.is_step].tolist()):
         assert sum(critical_path(g, r.timeline, s, e, gt).values()) == e - s
+
+
+def test_where_the_gpu_sets_the_step_the_gpu_holds_it():
+    """The graphed decode loop without its per-token synchronise: the CPU issues a token in a fraction
+    of the GPU's time and runs ahead, so the GPU's clock sets the predicted step (Replayed.step_ns), and
+    what holds it is walked back on that clock from the op that ends each window: the GPU's ops and the
+    gaps between them, never the CPU's time after its last launch. Its ops' share per step is the GPU's
+    busy time per token, by SQL over each graph launch's nodes (medians over the steady launches)."""
+    from nsight_tui.parsers.replay.critical import critical_paths
+    from nsight_tui.parsers.replay.steps import gpu_step_windows
+
+    f = SAMPLES / "replay" / "graph_decode" / "decode_graph.sqlite.xz"
+    trace = load_trace(f)
+    p = predict(trace, ["nosync"])
+    assert p.step_ns > p.replayed_step_ns * 0.5
+    kinds = {h.kind for h in p.holders}
+    assert kinds <= {"gpu", "dependency", "launch"} and abs(sum(h.share for h in p.holders) - 1) < 0.02
+    busy = sql_rows(plain(f), """
+        WITH node AS (SELECT correlationId AS corr, "end" - start AS d FROM CUPTI_ACTIVITY_KIND_KERNEL
+                      UNION ALL SELECT correlationId, "end" - start FROM CUPTI_ACTIVITY_KIND_MEMCPY)
+        SELECT SUM(n.d) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+        JOIN node n ON n.corr = r.correlationId WHERE s.value LIKE 'cudaGraphLaunch%' GROUP BY r.correlationId""")
+    gpu = sum(h.ns for h in p.holders if h.kind == "gpu")
+    assert gpu == pytest.approx(float(np.median([b for (b,) in busy[1:]])), rel=0.02)
+    # each window walked covers itself once, from its origin op
+    g, sr = graph_of(trace)
+    plan = edits.apply(g, sr, [edits.parse("nosync")], load_trace).plans[1]
+    r = replay(g, sr, plan)
+    starts, ends, origins = gpu_step_windows(g, sr, r.timeline)
+    for s, e, o, gt in zip(starts.tolist(), ends.tolist(), origins, sr.gtid[sr.is_step].tolist()):
+        assert sum(critical_paths(g, r.timeline, [s], [e], [gt], [o]).values()) == e - s
 
 
 @pytest.mark.parametrize("edit", ["graph:optimizer", "nohost:forward", "nohost", "nosync", "nosync:step_*",
