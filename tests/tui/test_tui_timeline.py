@@ -188,14 +188,14 @@ def test_from_a_launch_centred_on_it_with_its_lead_then_enter(path: Path):
     run(body())
 
 
-@pytest.mark.parametrize("path", TRACES[:1])
-def test_export_lists_the_windows_ops_and_its_idle_split(path: Path, tmp_path: Path):
-    ref = Reference(path)
-
+def export_step_window(path: Path, tmp_path: Path, *zoom: str) -> tuple[str, int, int]:
+    """The median step's timeline (then `zoom` keys) exported with `e`: the export's text and the
+    window it covers (ns)."""
     async def body():
         async with running(path, size=(100, 30), export_dir=tmp_path) as (app, pilot):
             await open_step_timeline(app, pilot)
-            await key(app, pilot, "plus")
+            if zoom:
+                await key(app, pilot, *zoom)
             st = app.screen.state
             t0, t1 = st.t0, st.t1
             await press(app, pilot, "e")
@@ -205,7 +205,13 @@ def test_export_lists_the_windows_ops_and_its_idle_split(path: Path, tmp_path: P
                 await settle(app, pilot)
             return out.read_text(), t0, t1
 
-    text, t0, t1 = run(body())
+    return run(body())
+
+
+@pytest.mark.parametrize("path", TRACES[:1])
+def test_export_lists_the_windows_ops_and_its_idle_split(path: Path, tmp_path: Path):
+    ref = Reference(path)
+    text, t0, t1 = export_step_window(path, tmp_path, "plus")
     tables = {tuple(h): rows for h, rows in md_tables(text)}
     split = next(rows for h, rows in tables.items() if "launch-bound ms" in h)
     items = next(rows for h, rows in tables.items() if "correlation ID" in h)
@@ -246,20 +252,7 @@ def test_a_graph_traced_whole_is_a_gpu_op_on_the_timeline(tmp_path: Path):
     from helpers.xz_samples import plain
 
     path = plain(SAMPLES / "graph_whole" / "decode_graph_whole.sqlite.xz")
-
-    async def body():
-        async with running(path, size=(100, 30), export_dir=tmp_path) as (app, pilot):
-            await open_step_timeline(app, pilot)
-            st = app.screen.state
-            t0, t1 = st.t0, st.t1
-            await press(app, pilot, "e")
-            out = tmp_path / "nsight-tui_timeline.md"
-            deadline = time.monotonic() + 20
-            while not out.exists() and time.monotonic() < deadline:
-                await settle(app, pilot)
-            return out.read_text(), t0, t1
-
-    text, t0, t1 = run(body())
+    text, t0, t1 = export_step_window(path, tmp_path)
     items = next(rows for h, rows in md_tables(text) if "correlation ID" in h)
     graphs = [r for r in items if r[1] == "graph"]
     con = ro(path)
