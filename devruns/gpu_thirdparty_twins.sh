@@ -18,6 +18,9 @@
 #   vitoptim     timm ViT-small training, batch 32, TF32: AdamW(foreach=False) / AdamW(fused=True)
 #   vitinfer     timm ViT-small inference (the forward alone), batch 8, TF32: eager / one CUDA graph
 #   gpt2graph    nsight-tui's GPT-2 small, ctx 128, batch 1: --plant capturable / cuda-graph
+# and held out from the segment rule (parsers/replay/cudagraph.py), captured after it was written:
+#   decode12     decodegraph's pair with 12 layers
+#   decodefp32   decodegraph's pair in fp32 (TF32 matmuls)
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
 # devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
 # Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
@@ -80,6 +83,10 @@ for k in $(seq 1 "$PAIRS"); do
                      --model small --ctx 128 --plant $p --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
                    for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
                  done ;;
+      decode12) cap $s $k decode12_eager python3 $T/hf_decode_llama.py --layers 12
+                cap $s $k decode12_graph python3 $T/hf_decode_llama.py --layers 12 --graph ;;
+      decodefp32) cap $s $k decode_fp32_eager python3 $T/hf_decode_llama.py --dtype fp32
+                  cap $s $k decode_fp32_graph python3 $T/hf_decode_llama.py --dtype fp32 --graph ;;
       vittf32) cap $s $k vit_b64_fp32 python3 $T/timm_vit_twins.py --batch 64
                cap $s $k vit_b64_tf32 python3 $T/timm_vit_twins.py --batch 64 --tf32 ;;
       "") ;;

@@ -32,6 +32,9 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "decode18": ("decode18_eager", "decode18_graph", ("graph",), "launch-bound"),
     "decodememset": ("decode_memset_eager", "decode_memset_graph", ("graph",), "launch-bound"),
     "vitinfer": ("vit_infer_eager", "vit_infer_graph", ("graph",), "launch-bound"),
+    # held out from the segment rule (docs/whatif.md, "When a graph's GPU work starts")
+    "decode12": ("decode12_eager", "decode12_graph", ("graph",), "launch-bound"),
+    "decodefp32": ("decode_fp32_eager", "decode_fp32_graph", ("graph",), "launch-bound"),
     "vitoptim": ("vit_b32_foreach-off", "vit_b32_fused", ("kernels-from:{twin}",), "unfused-optimizer"),
     "vitoptimfix": ("vit_b32_foreach-off", "vit_b32_fused", ("fix:unfused-optimizer",), "unfused-optimizer"),
     "vittf32": ("vit_b64_fp32", "vit_b64_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),

@@ -430,11 +430,9 @@ _API_INTS = ("start", "end", "globalTid", "correlationId", "nameId")
 
 def _gpu_reads(schema: Schema) -> list[tuple[str, list[str]]]:
     """What `TraceLoader._finish` reads in whole, in its order (for `Tables.prefetch`): the
-    CUDA API calls, then the kernels, memcpys and memsets."""
+    CUDA API calls, then the kernels, memcpys, memsets and graph launches traced whole."""
     reads = [("CUPTI_ACTIVITY_KIND_RUNTIME", _present(schema, "CUPTI_ACTIVITY_KIND_RUNTIME", _API_INTS))]
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", GRAPH_TABLE):
-        if table == GRAPH_TABLE and not schema.has(table):
-            continue
         reads.append((table, _present(schema, table, _op_wanted(_op_name_column(schema, table)))))
     return [(table, columns) for table, columns in reads if schema.has(table) and columns]
 
@@ -470,8 +468,8 @@ def _joined(parts: list[dict[str, np.ndarray]], column: str, dtype=None) -> np.n
 
 def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int],
               memcpy_labels: dict[int, str], checks: validate.Checks) -> pd.DataFrame:
-    """Kernels, memcpys, memsets and graph launches traced whole as one frame, with only the columns attribution and the
-    first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
+    """Kernels, memcpys, memsets and graph launches traced whole as one frame, with only the columns
+    attribution and the first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
     names stay in the file: `op_details` and `op_short` read them when asked."""
     schema = tables.schema
     parts: list[dict[str, np.ndarray]] = []
