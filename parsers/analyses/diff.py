@@ -717,6 +717,12 @@ def diff_runs(a: Trace, b: Trace, attribution: str = "process") -> RunDiff:
         notes.append(f"configurations differ ({', '.join(differing)}): figures are as measured, not normalised")
     if a.info.gpus != b.info.gpus:
         notes.append("the runs are on different GPUs")
+    whole = [side for side, t in (("A", a), ("B", b)) if t.info.graphs_whole]
+    by_node = [side for side, t in (("A", a), ("B", b)) if t.info.graphs_by_node]
+    if len(whole) == 1 and by_node and by_node != whole:
+        notes.append(f"{whole[0]} traced its CUDA graphs whole and {by_node[0]} node by node: {whole[0]}'s graph "
+                     f"launches are one op each where {by_node[0]}'s list their kernels, and node-by-node tracing "
+                     "slows each launch call: the kernel and family diff and the step's change are not like for like")
     for side, t in (("A", a), ("B", b)):
         notes += [f"{side}: {n}" for n in t.info.notes]
     step = _step(a_side, b_side, kernels, threads, bool(inferred)) if both_steps else None

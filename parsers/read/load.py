@@ -65,6 +65,7 @@ class TraceInfo:
     reader: str = ""  # the library that read the big tables (columns.Tables.reader)
     gpu_pending: bool = False  # TraceLoader.ranges_only: GPU work not read yet
     graphs_whole: int = 0  # CUDA graph launches traced whole (ids.GRAPH ops)
+    graphs_by_node: int = 0  # CUDA graph launches traced node by node (their nodes are kernels, copies, sets)
 
 
 @dataclass
@@ -979,13 +980,14 @@ class TraceLoader:
                          "does `stats --attribution nsys`; every other figure counts a range once")
         if not from_export and (kinds == MEMCPY).any():
             notes.append("no ENUM_CUDA_MEMCPY_OPER table: memcpy kinds labelled from CUPTI's enum")
-        notes += _graph_tracing_notes(kinds, ops["api"].to_numpy(), api, api_names or [])
+        graph_notes, by_node = _graph_tracing_notes(kinds, ops["api"].to_numpy(), api, api_names or [])
+        notes += graph_notes
         return TraceInfo(
             path=self.path, nsys_version=facts["nsys_version"], schema_version=facts["schema_version"],
             gpus=facts["gpus"], span_ns=facts["span"],
             kernels=int((kinds == KERNEL).sum()), memcpys=int((kinds == MEMCPY).sum()),
-            memsets=int((kinds == MEMSET).sum()), graphs_whole=int((kinds == GRAPH).sum()), api_calls=len(api),
-            ranges=len(ranges),
+            memsets=int((kinds == MEMSET).sum()), graphs_whole=int((kinds == GRAPH).sum()), graphs_by_node=by_node,
+            api_calls=len(api), ranges=len(ranges),
             processes=len({int(g) & PID_MASK for g in api["gtid"].unique()}) if len(api) else 0,
             has_nvtx=self.has_nvtx and len(ranges) > 0, has_cuda=self.has_cuda, notes=notes,
             export_kind=self.tables.kind,
@@ -1007,10 +1009,12 @@ TABLE_NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-def _graph_tracing_notes(kinds: np.ndarray, op_api: np.ndarray, api: pd.DataFrame, api_names: list[str]) -> list[str]:
+def _graph_tracing_notes(kinds: np.ndarray, op_api: np.ndarray, api: pd.DataFrame,
+                         api_names: list[str]) -> tuple[list[str], int]:
     """How the capture traced its CUDA graphs, where it launches any: whole (one op a launch, its kernels
-    unseen) or node by node (each launch call carrying nsys's cost per node, docs/whatif.md)."""
-    notes = []
+    unseen) or node by node (each launch call carrying nsys's cost per node, docs/whatif.md); and how
+    many launches it traced node by node."""
+    notes, launches = [], 0
     whole = int((kinds == GRAPH).sum())
     if whole:
         notes.append(f"{whole:,} CUDA graph launches traced whole (nsys --cuda-graph-trace=graph, its default): each "
@@ -1029,7 +1033,7 @@ def _graph_tracing_notes(kinds: np.ndarray, op_api: np.ndarray, api: pd.DataFram
                          "carries nsys's cost per node, 0.7-1.0 us a node measured on an H200, so a graphed step runs "
                          "slower here than without it (a 326-node decode token 1.12-1.28 ms against 0.84-0.91 traced "
                          "whole: docs/whatif.md)")
-    return notes
+    return notes, launches
 
 
 def _without_incomplete_tables(schema: Schema) -> list[str]:

@@ -98,3 +98,20 @@ def test_graphing_it_again_is_refused(whole):
 
     with pytest.raises(EditError, match="nothing to graph"):
         predict(whole, ["graph"])
+
+
+def test_a_diff_of_the_two_tracings_says_they_differ(whole):
+    """Whole against node by node: how many launches each traced which way (SQL), and the diff's note."""
+    from nsight_tui.parsers.analyses.diff import diff_runs
+
+    nodes = load_trace(NODES)
+    (launches,), = sql_rows(plain(NODES), """
+        SELECT COUNT(DISTINCT r.correlationId) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+        JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaGraphLaunch%'""")
+    (whole_launches,), = sql_rows(plain(WHOLE), "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+    assert (nodes.info.graphs_by_node, nodes.info.graphs_whole) == (launches, 0)
+    assert (whole.info.graphs_by_node, whole.info.graphs_whole) == (0, whole_launches)
+    notes = diff_runs(whole, nodes).notes
+    assert any(n.startswith("A traced its CUDA graphs whole and B node by node") for n in notes)
+    assert not any("traced its CUDA graphs" in n for n in diff_runs(nodes, nodes).notes)
