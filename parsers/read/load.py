@@ -468,7 +468,7 @@ def _joined(parts: list[dict[str, np.ndarray]], column: str, dtype=None) -> np.n
 
 
 def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[str, int],
-              memcpy_labels: dict[int, str], checks: validate.Checks) -> pd.DataFrame:
+              memcpy_labels: dict[int, str], checks: validate.Checks, untimed: list[int] | None = None) -> pd.DataFrame:
     """Kernels, memcpys, memsets and graph launches traced whole as one frame, with only the columns
     attribution and the first screen need. Per-launch details (grid, block, graph node, bytes) and nsys's short
     names stay in the file: `op_details` and `op_short` read them when asked."""
@@ -506,6 +506,12 @@ def _load_ops(tables: Tables, strings: _Strings, names: list[str], index: dict[s
     if schema.has(GRAPH_TABLE):
         # a CUDA graph launch traced whole: one op for all its nodes, named by its graph
         g = _op_columns(tables, GRAPH_TABLE, _op_name_column(schema, GRAPH_TABLE), -1, checks)
+        # CUPTI writes 0 for both timestamps of a graph it could not time: no op, a note (`untimed`)
+        timed = (g["start"] != 0) | (g["end"] != 0)
+        if not timed.all():
+            g = {k: v[timed] for k, v in g.items()}
+            if untimed is not None:
+                untimed.append(int((~timed).sum()))
         graph_ids, inverse = np.unique(g["name"], return_inverse=True)
         codes = np.array([code_of(f"[CUDA graph {gid}]" if gid >= 0 else "[CUDA graph]") for gid in graph_ids.tolist()],
                          dtype=np.int32)
@@ -945,9 +951,13 @@ class TraceLoader:
         self.say(0.55, "GPU operations")
         memcpy_labels, from_export = _memcpy_labels(tables, checks)
         op_names: list[str] = []
-        ops = _load_ops(tables, self.strings, op_names, {}, memcpy_labels, checks)
+        untimed: list[int] = []
+        ops = _load_ops(tables, self.strings, op_names, {}, memcpy_labels, checks, untimed)
         _link_ops_to_api(ops, api)
         info = self._info(early.facts, ops, api, early.ranges, from_export, api_names)
+        if untimed:
+            info.notes.append(f"left out {untimed[0]:,} CUDA graph launches traced whole without timestamps "
+                              "(CUPTI writes 0 for a graph it could not time)")
         info.reader = tables.reader
         fallbacks = getattr(tables, "fallbacks", [])  # tables the native reader left to sqlite3
         if fallbacks:

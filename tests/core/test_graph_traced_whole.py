@@ -115,3 +115,20 @@ def test_a_diff_of_the_two_tracings_says_they_differ(whole):
     notes = diff_runs(whole, nodes).notes
     assert any(n.startswith("A traced its CUDA graphs whole and B node by node") for n in notes)
     assert not any("traced its CUDA graphs" in n for n in diff_runs(nodes, nodes).notes)
+
+
+def test_a_graph_cupti_could_not_time_is_left_out_with_a_note(tmp_path):
+    """CUPTI writes 0 for both timestamps of a graph it could not time: such a launch is no op at the
+    clock's zero (it would stretch every span to it) but one line of the notes."""
+    from conftest import mutated_copy
+
+    path = mutated_copy(tmp_path, "untimed", """
+        UPDATE CUPTI_ACTIVITY_KIND_GRAPH_TRACE SET start = 0, "end" = 0
+        WHERE rowid IN (SELECT rowid FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE ORDER BY start LIMIT 2)""",
+                        src=plain(WHOLE))
+    (left, untimed), = sql_rows(path, """SELECT SUM(start != 0 OR "end" != 0), SUM(start = 0 AND "end" = 0)
+                                         FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE""")
+    t = load_trace(path)
+    graphs = t.ops[t.ops["kind"] == GRAPH]
+    assert untimed == 2 and len(graphs) == left and int(graphs["start"].min()) > 0
+    assert f"left out {untimed:,} CUDA graph launches traced whole without timestamps" in " ".join(t.info.notes)
