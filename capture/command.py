@@ -29,6 +29,7 @@ from nsight_tui.render.output import write_atomic
 
 RUN_RECORD_SUFFIX = ".run.json"
 GRAPH_NODES = "--cuda-graph-trace=node"
+GRAPH_WHOLE = "--cuda-graph-trace=graph"
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -69,7 +70,7 @@ class CommandResult:
 class CommandCapture:
     def __init__(self, nsys: Path | str, out_dir: Path, stem: str, autograd_nvtx: str = "none",
                  memory_usage: bool = True, force: bool = False, keep_report: bool = False,
-                 echo: Callable[[str], None] | None = None):
+                 echo: Callable[[str], None] | None = None, graphs: str = "node"):
         self.nsys = str(nsys)
         self.out_dir = Path(out_dir)
         self.stem = check_stem(stem)
@@ -77,6 +78,9 @@ class CommandCapture:
         self.memory_usage = memory_usage
         self.force = force
         self.keep_report = keep_report
+        if graphs not in ("node", "whole"):
+            raise CaptureError(f"--graphs {graphs}: node or whole")
+        self.graphs = graphs
         self.echo = echo or (lambda line: print(line, flush=True))
 
     # file names -----------------------------------------------------------------------------
@@ -94,9 +98,11 @@ class CommandCapture:
                 raise CaptureError(f"{path} already exists; pass --force to replace it (or --name another)")
 
     def nsys_options(self) -> list[str]:
-        # CUDA graphs kernel by kernel (nsys's default traces a graph launch as one item, which the
-        # tool cannot attribute): a `generate()` with a static cache replays its decode as graphs.
-        return [GRAPH_NODES, *([NSYS_OP_RANGES[self.autograd_nvtx]] if self.autograd_nvtx in NSYS_OP_RANGES else []),
+        # CUDA graphs kernel by kernel unless asked (a `generate()` with a static cache replays its
+        # decode as graphs): each kernel attributed, at nsys's cost per node in each launch call;
+        # traced whole (nsys's default), each launch one op (read.load: ids.GRAPH)
+        graphs = GRAPH_NODES if self.graphs == "node" else GRAPH_WHOLE
+        return [graphs, *([NSYS_OP_RANGES[self.autograd_nvtx]] if self.autograd_nvtx in NSYS_OP_RANGES else []),
                 *([MEMORY_USAGE] if self.memory_usage else [])]
 
     def commands(self, command: Sequence[str], work_dir: Path) -> tuple[list[str], list[str]]:

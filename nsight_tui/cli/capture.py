@@ -129,6 +129,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="sample the GPU's hardware metrics (SM active, tensor active, DRAM bandwidth) with nsys "
                      f"--gpu-metrics-devices=all at HZ samples a second (default {GPU_METRICS_DEFAULT_HZ}; "
                      "nsys's own 10000 makes large exports)")
+    out.add_argument("--graphs", choices=("node", "whole"), default="node",
+                     help="with a command of your own (-- CMD), how nsys traces its CUDA graphs: node (default), "
+                     "each node a kernel of its own, every launch call slowed by nsys's work per node (0.7-1.0 us "
+                     "a node measured); whole (nsys's own default), each launch one GPU op, its step closer to the "
+                     "program's, its kernels unseen")
     out.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
 
 
@@ -178,6 +183,9 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
                            "--backward-ranges")
     if args.gpu_metrics < 0 or args.gpu_metrics > 200_000:
         raise CaptureError(f"--gpu-metrics {args.gpu_metrics}: a rate in samples a second, 1 to 200000")
+    if args.graphs != "node":
+        raise CaptureError("--graphs: for a command of your own (-- CMD); the GPT-2 workload's cuda-graph plant "
+                           "is traced node by node, as the replay's graph figures need")
     return [CaptureConfig(model=m, ctx=c, mode=args.mode, dtype=args.dtype, attention=args.attention,
                           batch=args.batch, steps=args.steps, warmup=args.warmup, processes=args.ddp,
                           tf32=args.tf32, plant=args.plant, plant_every=args.plant_every,

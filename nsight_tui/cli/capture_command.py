@@ -51,8 +51,8 @@ def run_command(args: argparse.Namespace, defaults: dict, check_out_dir: Callabl
                 nsys = "nsys"
         else:
             nsys = find_nsys(args.nsys)
-        capture = CommandCapture(nsys, out_dir, stem, autograd_nvtx=op_ranges,
-                                 memory_usage=not args.no_memory_usage, force=args.force, keep_report=args.keep_rep)
+        capture = CommandCapture(nsys, out_dir, stem, autograd_nvtx=op_ranges, memory_usage=not args.no_memory_usage,
+                                 force=args.force, keep_report=args.keep_rep, graphs=args.graphs)
         if args.gpu_metrics:
             if args.gpu_metrics < 0 or args.gpu_metrics > 200_000:
                 raise CaptureError(f"--gpu-metrics {args.gpu_metrics}: a rate in samples a second, 1 to 200000")

@@ -181,6 +181,19 @@ def test_dry_run_prints_the_commands(tmp_path, fake_nsys, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["bin"]  # nothing written
 
 
+def test_graphs_traced_whole_on_request(tmp_path, fake_nsys, capsys):
+    """`--graphs whole`: nsys's own graph tracing (one op a launch, read.load's ids.GRAPH) in the profile
+    command instead of node by node; the GPT-2 workload refuses it in one line."""
+    assert nsight_main(["capture", "--nsys", str(fake_nsys), "--out", str(tmp_path), "--dry-run", "--graphs", "whole",
+                        "--", "python", "serve.py"]) == 0
+    out = capsys.readouterr().out
+    assert "--cuda-graph-trace=graph" in out and "--cuda-graph-trace=node" not in out
+    assert nsight_main(["capture", "--nsys", str(fake_nsys), "--out", str(tmp_path), "--dry-run",
+                        "--graphs", "whole"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--graphs" in err
+
+
 @pytest.mark.parametrize("command, stem", [
     (["python", "train.py", "--x"], "train"), (["python3", "-m", "pkg.main"], "pkg.main"),
     (["./run.sh", "a"], "run.sh"), (["torchrun", "--nproc-per-node=2", "ddp.py"], "ddp")])
