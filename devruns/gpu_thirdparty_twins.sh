@@ -21,6 +21,7 @@
 # and held out from the segment rule (parsers/replay/cudagraph.py), captured after it was written:
 #   decode12     decodegraph's pair with 12 layers
 #   decodefp32   decodegraph's pair in fp32 (TF32 matmuls)
+#   vitbgraph    vitgraph's pair with ViT-base (a training step's graph, cut by memsets)
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
 # devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
 # Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
@@ -85,6 +86,8 @@ for k in $(seq 1 "$PAIRS"); do
                  done ;;
       decode12) cap $s $k decode12_eager python3 $T/hf_decode_llama.py --layers 12
                 cap $s $k decode12_graph python3 $T/hf_decode_llama.py --layers 12 --graph ;;
+      vitbgraph) cap $s $k vitb_b8_eager python3 $T/timm_vit_twins.py --model vit_base_patch16_224 --batch 8 --tf32
+                 cap $s $k vitb_b8_graph python3 $T/timm_vit_twins.py --model vit_base_patch16_224 --batch 8 --tf32 --graph ;;
       decodefp32) cap $s $k decode_fp32_eager python3 $T/hf_decode_llama.py --dtype fp32
                   cap $s $k decode_fp32_graph python3 $T/hf_decode_llama.py --dtype fp32 --graph ;;
       vittf32) cap $s $k vit_b64_fp32 python3 $T/timm_vit_twins.py --batch 64

@@ -35,6 +35,7 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     # held out from the segment rule (docs/whatif.md, "When a graph's GPU work starts")
     "decode12": ("decode12_eager", "decode12_graph", ("graph",), "launch-bound"),
     "decodefp32": ("decode_fp32_eager", "decode_fp32_graph", ("graph",), "launch-bound"),
+    "vitbgraph": ("vitb_b8_eager", "vitb_b8_graph", ("graph",), "launch-bound"),
     "vitoptim": ("vit_b32_foreach-off", "vit_b32_fused", ("kernels-from:{twin}",), "unfused-optimizer"),
     "vitoptimfix": ("vit_b32_foreach-off", "vit_b32_fused", ("fix:unfused-optimizer",), "unfused-optimizer"),
     "vittf32": ("vit_b64_fp32", "vit_b64_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
