@@ -769,6 +769,11 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
         twin = load(path)
     except Exception as exc:  # the loader's own error says what is wrong with the file
         raise EditError(f"kernels-from: cannot read {e.twin}: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+    for side, t in ((path.name, twin), (g.trace.path.name, g.trace)):
+        if t.info.graphs_whole:
+            raise EditError(f"kernels-from: {side} traced its CUDA graphs whole (nsys's default): their kernels are not "
+                            "in it to take or give durations; capture it with --cuda-graph-trace=node (`nsight-tui "
+                            "capture` does), or replay a graph change with `graph`")
     mine_all, theirs_all = _kernel_order(g.trace), _kernel_order(twin)
     my_coll_name, their_coll_name = _is_collective(g.trace), _is_collective(twin)
     # collectives are not matched by sequence: a bucket change moves where they are launched (below)

@@ -132,3 +132,20 @@ def test_a_graph_cupti_could_not_time_is_left_out_with_a_note(tmp_path):
     graphs = t.ops[t.ops["kind"] == GRAPH]
     assert untimed == 2 and len(graphs) == left and int(graphs["start"].min()) > 0
     assert f"left out {untimed:,} CUDA graph launches traced whole without timestamps" in " ".join(t.info.notes)
+
+
+def test_kernels_from_a_twin_without_its_graphs_kernels_is_refused():
+    """`kernels-from` takes kernel durations launch by launch: a twin whose graphs were traced whole has
+    none of its graphs' kernels (SQL: no kernel row shares a graph launch's correlation ID), so the
+    edit refuses in one line, exit 2, rather than a saving of 0 made of unmatched kernels."""
+    from helpers import cli_process
+    from conftest import ROOT
+
+    (nodes,), = sql_rows(plain(WHOLE), """
+        SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_GRAPH_TRACE g
+        ON g.correlationId = k.correlationId""")
+    assert nodes == 0
+    eager = SAMPLES / "replay" / "graph_decode" / f"decode_eager{XZ_TRACE}"
+    run = cli_process.run(["whatif", str(eager), f"kernels-from:{WHOLE}"], text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 2 and run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1 and "traced its CUDA graphs whole" in run.stderr
