@@ -35,6 +35,7 @@ def roofline_json(r: RooflineReport) -> dict:
         "formulas": [{"path": row.path, "term": row.op, "flops": row.flops, "bytes": row.bytes,
                       "formula": row.formula} for row in r.formulas],
         "basis": r.basis,
+        "gemms_unseen": r.gemms_unseen,
     }
 
 
@@ -78,7 +79,9 @@ def roofline_markdown(ro: dict | None) -> str:
     else:  # the note names the export's GPU: text from the profile
         out.append(f"_{md(ro['peak_note'])}_")
     out.append(f"_{md(ro['source_line'])}_")
-    out.append(f"_GEMMs run on: {MATH_PATH_WORDS.get(ro['gemm_math_path'], ro['gemm_math_path'])}: MFU and "
+    unseen = (" (the run's settings: its CUDA graphs were traced whole, their GEMMs are in no table)"
+              if ro.get("gemms_unseen") else "")
+    out.append(f"_GEMMs run on: {MATH_PATH_WORDS.get(ro['gemm_math_path'], ro['gemm_math_path'])}{unseen}: MFU and "
                "ridge points use that roof; non-GEMM kernels the FP32 CUDA-core roof._")
     out.append("")
     if ro["ranges"]:

@@ -399,7 +399,8 @@ class RooflineReport:
     the roof MFU and ridge points use; ranges: the steady-state steps and their phases (or the main
     thread's top two levels); families: per scope its kernel families; kernels: the attention's
     kernels (or every kernel where there is no step); mfu: per phase, 0..1; formulas: the analytic
-    counts' terms (empty for other sources); basis: how each figure is computed."""
+    counts' terms (empty for other sources); basis: how each figure is computed; gemms_unseen: the
+    capture traced CUDA graphs whole (their kernels, GEMMs included, in no table)."""
 
     gpu: str
     peaks: peak_table.GpuPeaks | None
@@ -414,6 +415,9 @@ class RooflineReport:
     mfu: dict[str, float | None]
     formulas: list[flop_counts.OpCount]
     basis: dict[str, str]
+    # the capture traced CUDA graphs whole: their GEMMs are in no table, so where the steps' GEMMs ran
+    # inside them the math path is the run's settings', not read off kernels
+    gemms_unseen: bool = False
 
 
 def answers(trace: Trace, attribution: str = "process", flops_file=None, peak_tflops: float | None = None,
@@ -444,4 +448,4 @@ def answers(trace: Trace, attribution: str = "process", flops_file=None, peak_tf
         ranges=ranges, families=families, kernels=kernels,
         mfu={n: by_name[n].mfu for n in MFU_PHASES if n in by_name},
         formulas=list(r.counts.rows) if r.counts and r.counts.source == "analytic" else [],
-        basis=BASIS)
+        basis=BASIS, gemms_unseen=bool(trace.info.graphs_whole))

@@ -149,3 +149,18 @@ def test_kernels_from_a_twin_without_its_graphs_kernels_is_refused():
     run = cli_process.run(["whatif", str(eager), f"kernels-from:{WHOLE}"], text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 2 and run.stdout == ""
     assert len(run.stderr.strip().splitlines()) == 1 and "traced its CUDA graphs whole" in run.stderr
+
+
+def test_the_roofline_says_the_graphs_gemms_are_unseen():
+    """Whole: no GEMM of the steps is in any table (their kernels are not), so the math path the roofline
+    names is the run's settings' and it says so; node by node: the GEMMs are read, nothing said."""
+    from helpers import cli_process
+    from conftest import ROOT
+    import json
+
+    for path, unseen in ((WHOLE, True), (NODES, False)):
+        run = cli_process.run(["report", str(path), "-f", "json"], text=True, cwd=ROOT, timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["roofline"]["gemms_unseen"] is unseen
+        text = cli_process.run(["report", str(path)], text=True, cwd=ROOT, timeout=300).stdout
+        assert ("their GEMMs are in no table" in text) is unseen
