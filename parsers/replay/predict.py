@@ -45,16 +45,28 @@ class Replayed:
     gpu_periods_ns: np.ndarray | None = None  # the same steps on the GPU's clock (steps.gpu_step_periods)
 
     @property
+    def _clocks_ns(self) -> tuple[int, int | None]:
+        """The median period on the CPU's clock, and on the GPU's (None: no step launched GPU work)."""
+        cpu = int(np.median(self.periods_ns))
+        gpu = None if self.gpu_periods_ns is None else self.gpu_periods_ns[self.gpu_periods_ns > 0]
+        return cpu, (int(np.median(gpu)) if gpu is not None and len(gpu) else None)
+
+    @property
+    def on_gpu_clock(self) -> bool:
+        """The CPU ran ahead of its GPU work (an edit took away what held it): the GPU's period, longer
+        than the CPU's, is the pace a longer run keeps."""
+        if not len(self.periods_ns):
+            return False
+        cpu, gpu = self._clocks_ns
+        return gpu is not None and gpu > cpu
+
+    @property
     def step_ns(self) -> int:
-        """The median period; where the CPU ran ahead of its GPU work (an edit took away what held
-        it), no shorter than the GPU's median period: the pace a longer run would keep."""
+        """The median period, on the GPU's clock where that is the pace (on_gpu_clock)."""
         if not len(self.periods_ns):
             return 0
-        cpu = int(np.median(self.periods_ns))
-        if self.gpu_periods_ns is None:
-            return cpu
-        gpu = self.gpu_periods_ns[self.gpu_periods_ns > 0]  # steps that launched GPU work
-        return max(cpu, int(np.median(gpu))) if len(gpu) else cpu
+        cpu, gpu = self._clocks_ns
+        return gpu if self.on_gpu_clock and gpu is not None else cpu
 
 
 @dataclass
@@ -124,7 +136,7 @@ def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit
     gt = sr.gtid[sr.is_step]
     n = len(r.starts_ns)
     starts, ends, origins, period = r.starts_ns, r.ends_ns, None, int(r.periods_ns.mean()) if n else 0
-    if n and r.step_ns > int(np.median(r.periods_ns)):
+    if n and r.on_gpu_clock:
         starts, ends, origins = gpu_step_windows(g, sr, r.timeline)
         period = int((ends - starts).mean())
     charged = critical_paths(g, r.timeline, starts, ends, gt, origins)

@@ -99,27 +99,14 @@ def _spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, n
         m = sr.gtid == gt
         start[m] = cpu_time_map(g, tl, int(gt), sr.start_ns[m])
         end[m] = cpu_time_map(g, tl, int(gt), sr.end_ns[m])
-    # the GPU end of each range's work: ops whose launch call starts inside the range
-    api_start = g.trace.api["start"].to_numpy(np.int64)
-    o_api = g.trace.ops["api"].to_numpy(np.int64)
-    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
-    has = o_api >= 0
-    launch = np.where(has, api_start[np.maximum(o_api, 0)] if len(api_start) else 0, -1)
     op_end = g.op_end if tl is None else tl.op_end_ns
     op_start = g.op_start if tl is None else tl.op_start_ns
+    first_op, last_op = _range_ops(g, sr, op_start, op_end)
+    has_ops = first_op >= 0
     last = end.copy()
+    last[has_ops] = np.maximum(end[has_ops], op_end[last_op[has_ops]])
     first = np.full(n, -1, np.int64)
-    for pid in np.unique(pid_of(sr.gtid)):
-        sel = has & (o_pid == pid)
-        ls, oe, os_ = launch[sel], op_end[sel], op_start[sel]
-        order = np.argsort(ls, kind="stable")
-        ls, oe, os_ = ls[order], oe[order], os_[order]
-        for i in np.flatnonzero(pid_of(sr.gtid) == pid).tolist():
-            lo = np.searchsorted(ls, sr.start_ns[i], "left")
-            hi = np.searchsorted(ls, sr.end_ns[i], "right")
-            if hi > lo:
-                last[i] = max(last[i], int(oe[lo:hi].max()))
-                first[i] = int(os_[lo:hi].min())
+    first[has_ops] = op_start[first_op[has_ops]]
     ends = np.zeros(n, np.int64)
     gpu = np.zeros(n, np.int64)
     for gt in np.unique(sr.gtid):
@@ -132,6 +119,29 @@ def _spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, n
     return start[sr.is_step], ends[sr.is_step], gpu[sr.is_step]
 
 
+def _range_ops(g: Graph, sr: StepRanges, op_start: np.ndarray, op_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per iteration range, its first-starting and its last-ending op (positions; -1 where it has
+    none): the ops whose launch call starts inside the range, in its process."""
+    n = len(sr.start_ns)
+    api_start = g.trace.api["start"].to_numpy(np.int64)
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
+    first, last = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    if not len(api_start):
+        return first, last
+    for pid in np.unique(pid_of(sr.gtid)):
+        sel = np.flatnonzero((o_api >= 0) & (o_pid == pid))
+        launch = api_start[o_api[sel]]
+        order = np.argsort(launch, kind="stable")
+        sel, launch = sel[order], launch[order]
+        for i in np.flatnonzero(pid_of(sr.gtid) == pid).tolist():
+            mine = sel[np.searchsorted(launch, sr.start_ns[i], "left"):np.searchsorted(launch, sr.end_ns[i], "right")]
+            if len(mine):
+                first[i] = int(mine[np.argmin(op_start[mine])])
+                last[i] = int(mine[np.argmax(op_end[mine])])
+    return first, last
+
+
 def gpu_step_windows(g: Graph, sr: StepRanges, tl: Timeline) -> tuple[np.ndarray, np.ndarray, list[tuple[str, int]]]:
     """Each steady step's period on the GPU's clock (gpu_step_periods) as a window to walk back for
     what holds it, where that clock sets the step (the CPU ran ahead): (starts, ends, origins), a
@@ -139,20 +149,7 @@ def gpu_step_windows(g: Graph, sr: StepRanges, tl: Timeline) -> tuple[np.ndarray
     end; its origin the op the walk begins at, ("start", the next iteration's first op) or ("end",
     its own last-ending op). A step without GPU work gets the empty window (its start twice)."""
     n = len(sr.start_ns)
-    api_start = g.trace.api["start"].to_numpy(np.int64)
-    o_api = g.trace.ops["api"].to_numpy(np.int64)
-    o_pid = pid_of(g.trace.ops["gpid"].to_numpy(np.int64))
-    first, last = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
-    for pid in np.unique(pid_of(sr.gtid)):
-        sel = np.flatnonzero((o_api >= 0) & (o_pid == pid))
-        ls = api_start[o_api[sel]] if len(api_start) else np.zeros(0, np.int64)
-        order = np.argsort(ls, kind="stable")
-        sel, ls = sel[order], ls[order]
-        for i in np.flatnonzero(pid_of(sr.gtid) == pid).tolist():
-            mine = sel[np.searchsorted(ls, sr.start_ns[i], "left"):np.searchsorted(ls, sr.end_ns[i], "right")]
-            if len(mine):
-                first[i] = int(mine[np.argmin(tl.op_start_ns[mine])])
-                last[i] = int(mine[np.argmax(tl.op_end_ns[mine])])
+    first, last = _range_ops(g, sr, tl.op_start_ns, tl.op_end_ns)
     starts, ends, origins = [], [], []
     for i in np.flatnonzero(sr.is_step).tolist():
         if first[i] < 0:
