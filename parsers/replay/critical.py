@@ -26,7 +26,7 @@ from nsight_tui.parsers.replay.simulate import Timeline
 @dataclass(frozen=True)
 class Holder:
     what: str  # "CPU thread python3 (1234): host time", "GPU stream 7: kernels", ...
-    kind: str  # cpu-host, cpu-calls, sync, launch, gpu, dependency, collective
+    kind: str  # cpu-host, cpu-calls, sync, launch, gpu, dependency, collective, rest (the holders past the top)
     ns: int
     share: float  # of the step
 
@@ -51,7 +51,9 @@ class _Walk:
         self.pt_thread, self.owner = g.pt_thread.tolist(), g.owner.tolist()
         src = g.op_src if tl.op_src is None else tl.op_src
         coll = g.op_coll if tl.op_coll is None else tl.op_coll
-        self.launch_pt, self.prev, self.src, self.coll = (g.op_launch_pt.tolist(), g.op_prev.tolist(),
+        launch_pt = g.op_launch_pt if tl.op_launch_pt is None else tl.op_launch_pt
+        self.handoffs = g.handoffs if tl.handoffs is None else tl.handoffs
+        self.launch_pt, self.prev, self.src, self.coll = (launch_pt.tolist(), g.op_prev.tolist(),
                                                           src.tolist(), coll.tolist())
         self.first = [a for a, _ in g.thread_slices]
         names = [f"CPU {g.trace.thread_label(gt)}" for gt in g.thread_gtids]
@@ -131,7 +133,7 @@ def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int,
                 charge((w.sync[k], "sync"), op_end[o], t)
                 node = ("end", o)
             elif how == 2:
-                j, _lag = g.handoffs[k]
+                j, _lag = w.handoffs[k]
                 charge((w.woken[ti], "cpu-host"), pt_ns[j], t)
                 node = ("pt", j)
             else:
@@ -150,8 +152,9 @@ def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int,
             if si >= 0:
                 last = max(g.coll_members[si], key=lambda m: op_start[m])
                 if last != i and op_start[last] > s:
-                    charge((f"{label}: collective waiting for its peers", "collective"), s, op_start[last])
-                    charge((f"{label}: ops", "gpu"), op_start[last], e)
+                    # its wait for the last peer is that peer's path, walked from its start (charging
+                    # the wait here too counted that time twice)
+                    charge((f"{label}: collective after its last peer arrived", "collective"), op_start[last], e)
                     node = ("start", last)
                     continue
             charge((f"{label}: ops", "gpu"), s, e)
@@ -182,7 +185,12 @@ def critical_path(g: Graph, tl: Timeline, start: int, end: int, gtid: int,
 
 
 def holders(charged: dict[tuple[str, str], int], period_ns: int, top: int = 8) -> list[Holder]:
-    items = sorted(charged.items(), key=lambda kv: -kv[1])[:top]
+    """The `top` largest holders; where there are more, the largest top - 1 and one row of the rest
+    (kind "rest"), so the shares still add up to the path."""
+    items = sorted(charged.items(), key=lambda kv: -kv[1])
+    if len(items) > top:
+        rest = items[top - 1:]
+        items = [*items[:top - 1], ((f"the rest: {len(rest)} more holders", "rest"), sum(ns for _, ns in rest))]
     return [Holder(what, kind, ns, ns / period_ns if period_ns > 0 else 0.0) for (what, kind), ns in items]
 
 
@@ -214,7 +222,7 @@ def idle_splits(g: Graph, tl: Timeline, starts: np.ndarray, ends: np.ndarray, pi
         prev_reach = np.concatenate([[np.iinfo(np.int64).min], reach[:-1]])
         # per op: what would end the idle stretch before it, were it idle
         how = tl.op_bound[sel]
-        lp = g.op_launch_pt[sel]
+        lp = (g.op_launch_pt if tl.op_launch_pt is None else tl.op_launch_pt)[sel]
         launched = (how == 0) & (lp >= 0)
         lw = np.where(launched, last_wait[np.maximum(lp, 0)], -1)
         wait_t = np.where(lw >= 0, tl.pt_ns[np.maximum(lw, 0)], np.iinfo(np.int64).min)

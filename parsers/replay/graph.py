@@ -19,6 +19,7 @@ each member's measured time after that start (`coll_tail_ns`).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,15 @@ GRAPH_LAUNCHES = {"cudaGraphLaunch", "cuGraphLaunch", "cudaGraphLaunch_ptsz", "c
 # staying quiet at least as long: a hand-over (a thread woken by another), not its own CPU work.
 HANDOFF_WITHIN_NS = 5_000_000
 HANDOFF_MIN_PAUSE_NS = 20_000
+# Calls that only ask where the GPU or the driver stands. A thread making nothing else (PyTorch's NCCL
+# watchdog polling its work's events, a progress monitor) wakes no one: its points keep its own timer,
+# so a pause of another thread that happens to end after one of them is no hand-over. Taken for one, it
+# tied the main thread to that timer: an edit that made the program faster made its steps slower.
+OBSERVER_CALLS = {"cudaEventQuery", "cuEventQuery", "cudaStreamQuery", "cuStreamQuery", "cudaStreamQuery_ptsz",
+                  "cuStreamQuery_ptsz", "cudaThreadExchangeStreamCaptureMode", "cudaStreamIsCapturing",
+                  "cudaStreamGetCaptureInfo", "cudaGetDevice", "cudaSetDevice", "cudaGetLastError",
+                  "cudaPeekAtLastError", "cuCtxGetCurrent", "cuCtxSetCurrent", "cudaGetDeviceCount",
+                  "cudaDeviceGetAttribute", "cudaEventElapsedTime", "cuGetProcAddress"}
 # A call this many times its kind's median (and at least QUEUE_WAIT_MIN_NS) that outlasted GPU work
 # of its process waited for that work (a launch queue that was full).
 QUEUE_WAIT_FACTOR = 10
@@ -314,11 +324,14 @@ def build(trace: Trace) -> Graph:
     # -- cross-thread hand-overs -----------------------------------------------------------------
     handoffs: dict[int, tuple[int, int]] = {}
     by_pid_threads: dict[int, list[int]] = {}
+    observer_codes = np.array([i for i, n in enumerate(trace.api_names) if re.sub(r"_v\d+$", "", n) in OBSERVER_CALLS],
+                              np.int64)
     for ti, g in enumerate(thread_gtids):
         by_pid_threads.setdefault(pid_of(g), []).append(ti)
     for tis in by_pid_threads.values():
         if len(tis) < 2:
             continue
+        wakers = [tj for tj in tis if not np.isin(a_name[pt_call[slice(*thread_slices[tj])]], observer_codes).all()]
         for ti in tis:
             a, b = thread_slices[ti]
             # pauses of host time long enough to be a wait
@@ -328,7 +341,7 @@ def build(trace: Trace) -> Graph:
             best_pt = np.full(len(ks), -1, np.int64)
             best_t = np.full(len(ks), -1, np.int64)
             best_next = np.full(len(ks), np.iinfo(np.int64).max, np.int64)
-            for tj in tis:
+            for tj in wakers:
                 if tj == ti:
                     continue
                 c0, d0 = thread_slices[tj]

@@ -32,7 +32,7 @@ from nsight_tui.parsers.replay.graph import Graph
 # between two same-named launches that no changed kernel touches (stretches.carry's pace: 0.59 to
 # 1.70, median 0.97); 80% of them lie within this factor either way (|ln pace| at its 80th
 # percentile, 0.34). `python3 tests/helpers/twins_table.py --pace` prints them. The ResNet-50
-# NCHW -> channels_last pair beside them (its threads x1.12 and x0.46, the second the memory format's
+# NCHW -> channels_last pair beside them (its threads x0.86 and x0.49, the second the memory format's
 # own change to the framework's work, docs/whatif.md) would put 80% within x1.46.
 BETWEEN_CAPTURES = 1.40
 

@@ -101,9 +101,12 @@ class Timeline:
     op_bound: np.ndarray
     # per CPU point: 0 own time, 1 waited for the GPU (a blocking end), 2 followed another thread
     pt_bound: np.ndarray
-    # the plan's event waits and collective groups (an edit may move them; None: the graph's)
+    # the plan's event waits, collective groups, launches and hand-overs (an edit may move them;
+    # None: the graph's): what holds the step is walked back along the edges this timeline was placed by
     op_src: np.ndarray | None = None
     op_coll: np.ndarray | None = None
+    op_launch_pt: np.ndarray | None = None
+    handoffs: dict[int, tuple[int, int]] | None = None
 
 
 def simulate(g: Graph, plan: Plan) -> Timeline:
@@ -371,4 +374,4 @@ def simulate(g: Graph, plan: Plan) -> Timeline:
                     stream_phase[x] = 0
                     stream_cur[x] += 1
             remaining -= 1
-    return Timeline(R, S, E, forced, op_bound, pt_bound, src, coll)
+    return Timeline(R, S, E, forced, op_bound, pt_bound, src, coll, launch_pt, handoffs)

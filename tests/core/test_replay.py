@@ -248,12 +248,22 @@ KNOWN_MISSES = {  # each twin's CPU ran at another pace than its base's on the s
     # beyond GPT-2: the memory format changes the framework's host work for ops whose kernels keep
     # their names, which kernels-from reads as the CPU's pace (docs/whatif.md)
     "ResNet-50 NCHW -> channels_last (Lightning, H100)":
-        "the channels_last capture's autograd thread ran the same-named ops' host work at 0.50x",
+        "the channels_last capture's autograd thread ran the same-named ops' host work at 0.49x",
 }
 
 
-@pytest.mark.parametrize("twin", [pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[t.name]))
-                                  if t.name in KNOWN_MISSES else t for t in TWINS], ids=lambda t: t.name)
+def _assert_met_unless_known(r, known: dict[str, str]) -> None:
+    """Within tolerance or the row's own noise, or, for a known miss, still a miss: said in the
+    assertion, never as an xfail (under one, a row shown with stale figures failed for that reason
+    and passed as the known miss)."""
+    met = r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms)
+    if r.name in known:
+        assert not met, f"{r.name!r} now meets its tolerance: take it out of the known misses"
+    else:
+        assert met, r
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=lambda t: t.name)
 def test_twin_predicted_from_its_pair_against_the_python_clock(twin):
     """The replayed change against the change on the workload's own step clock: within the issue's
     tolerance (20% of the change or 2% of the twin's step), or, where one pair of captures cannot tell
@@ -267,7 +277,7 @@ def test_twin_predicted_from_its_pair_against_the_python_clock(twin):
     assert r.noise_ms == pytest.approx(2 * np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b)) / 1e6)
     assert r.low_ms <= r.predicted_ms <= r.high_ms
     _assert_shown_as_computed(r)
-    assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
+    _assert_met_unless_known(r, KNOWN_MISSES)
 
 
 def _sidecar_steps_ns(export) -> list[float]:
@@ -328,9 +338,7 @@ KNOWN_INTERLEAVED_MISSES = {
 }
 
 
-@pytest.mark.parametrize("capture", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_INTERLEAVED_MISSES[c.name]))
-                                     if c.name in KNOWN_INTERLEAVED_MISSES else c for c in INTERLEAVED],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize("capture", INTERLEAVED, ids=lambda c: c.name)
 def test_the_change_on_every_other_step_of_one_capture(capture):
     """`capture --plant-every 2`: each planted step against the plant-free steps beside it on the
     workload's own clock (read here in SQL, by step name), against the planted steps replayed with
@@ -347,7 +355,7 @@ def test_the_change_on_every_other_step_of_one_capture(capture):
     assert r.base_ms == pytest.approx(np.median(ms[1::2])) and r.twin_ms == pytest.approx(np.median(ms[0::2]))
     assert r.low_ms <= r.predicted_ms <= r.high_ms
     _assert_shown_as_computed(r)
-    assert r.within_tolerance or (abs(r.change_ms) <= r.noise_ms and abs(r.error_ms) <= r.noise_ms), r
+    _assert_met_unless_known(r, KNOWN_INTERLEAVED_MISSES)
 
 
 def _assert_shown_as_computed(r) -> None:

@@ -18,8 +18,8 @@ class Twin:
     edits: tuple[str, ...]  # `kernels-from:{twin}` names the twin itself
     rule: str = ""  # the findings rule whose subtraction estimate this change answers (the old estimate)
 
-    def edit_args(self, twin_plain: Path) -> list[str]:
-        return [e.replace("{twin}", str(twin_plain)) for e in self.edits]
+    def edit_args(self, twin: Path) -> list[str]:
+        return [e.replace("{twin}", str(twin)) for e in self.edits]
 
 
 def _f(folder: str, stem: str) -> Path:

@@ -130,9 +130,9 @@ def row(t: Twin, old: bool = True, pace: bool = True) -> Row:
     base, other = plain(t.base), plain(t.twin)
     a, b = python_steps(base) or sidecar_steps(t.base), python_steps(other) or sidecar_steps(t.twin)
     ma, mb = float(np.median(a)), float(np.median(b))
-    trace = load_trace(base)
+    trace = load_trace(t.base)  # as committed, with the records beside it (a --no-nvtx run's warm-up count)
     # `fix:ID`: the edits that finding names on the base, as `whatif fix:ID` replays them
-    p = predict(trace, resolve_fixes(trace, t.edit_args(other)))
+    p = predict(trace, resolve_fixes(trace, t.edit_args(t.twin)))
     ms = 1e6
     r = Row(t.name, " ".join(t.edits).replace("{twin}", "TWIN"), ma / ms, mb / ms, (mb - ma) / ms,
             noise_ns(a, b) / ms, max(0.2 * abs(mb - ma), 0.02 * mb) / ms, (p.step_ns - p.replayed_step_ns) / ms,
@@ -253,11 +253,10 @@ def at_twin_pace(t: Twin) -> float | None:
     from nsight_tui.parsers.replay import edits
     from nsight_tui.parsers.replay.predict import baseline, edited
 
-    base, other = plain(t.base), plain(t.twin)
-    trace = load_trace(base)
-    args = [edits.parse(e) if isinstance(e, str) else e for e in resolve_fixes(trace, t.edit_args(other))]
+    trace = load_trace(t.base)  # as committed, with the records beside it
+    args = [edits.parse(e) if isinstance(e, str) else e for e in resolve_fixes(trace, t.edit_args(t.twin))]
     if not any(e.startswith("kernels-from:") for e in t.edits):
-        args = [edits.parse(f"kernels-from:{other}"), *args]
+        args = [edits.parse(f"kernels-from:{t.twin}"), *args]
     ed = edited(trace, args, load_trace, twin_host=True)
     step = baseline(trace).step_ns
     return (ed.steps_ns(step)[1] - step) / 1e6
@@ -387,8 +386,8 @@ def paces() -> list[tuple[str, list[float]]]:
     out = []
     for t in TWINS:
         if "kernels-from:{twin}" in t.edits:
-            g, sr = graph_of(load_trace(plain(t.base)))
-            ed = edits.apply(g, sr, [edits.parse(e) for e in t.edit_args(plain(t.twin))], load_trace)
+            g, sr = graph_of(load_trace(t.base))
+            ed = edits.apply(g, sr, [edits.parse(e) for e in t.edit_args(t.twin)], load_trace)
             out.append((t.name, list(ed.twin_pace.values())))
     return out
 

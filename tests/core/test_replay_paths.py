@@ -1,0 +1,70 @@
+"""The replay's edges as an edit moves them: what a faster GPU does to the step (never longer), which
+threads can hand work to another (never a thread that only polls), and the critical path walked along
+the edges the edited timeline was placed by (each window covered once)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SAMPLES
+from helpers.export_sql import sql_rows
+from helpers.xz_samples import plain
+
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.replay import edits
+from nsight_tui.parsers.replay.critical import critical_paths
+from nsight_tui.parsers.replay.predict import graph_of, predict, replay
+from nsight_tui.parsers.replay.steps import gpu_step_windows
+
+RANK1 = SAMPLES / "ranks_small_ctx128_ddp2" / "small_ctx128_ddp2_rank1.sqlite.xz"  # one rank's own export
+TWO_RANKS = SAMPLES / "small_ctx128_ddp2.sqlite.xz"  # both ranks in one export: collectives coupled
+GRAPHED_DECODE = SAMPLES / "thirdparty" / "hf_generate_llama_static.sqlite.xz"
+SYNCED = SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz"
+
+# Calls that only ask where the GPU stands, as the SQL below spells them (nsys's versioned names).
+POLLS = ("cudaEventQuery%", "cudaStreamQuery%", "cudaThreadExchangeStreamCaptureMode%")
+
+
+def test_a_thread_that_only_polls_hands_over_to_no_one():
+    """PyTorch's NCCL watchdog polls its work's events on a timer of its own. A pause of the main
+    thread that ends soon after one of its polls is no hand-over: taken for one, it tied the main
+    thread to the watchdog's timer, and every kernel twice as fast made this rank's step 23% longer."""
+    path = plain(RANK1)
+    polls = " OR ".join("s.value LIKE ?" for _ in POLLS)
+    pollers = {gt for (gt,) in sql_rows(path, f"""
+        SELECT r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+        GROUP BY r.globalTid HAVING SUM(CASE WHEN {polls} THEN 1 ELSE 0 END) = COUNT(*)""", *POLLS)}
+    assert pollers, "the export has its watchdog thread"
+    g, _ = graph_of(load_trace(path))
+    assert g.handoffs, "other threads do hand over"
+    sources = {g.thread_gtids[int(g.pt_thread[j])] for j, _lag in g.handoffs.values()}
+    assert not sources & pollers
+
+
+@pytest.mark.parametrize("path", [RANK1, TWO_RANKS, SYNCED, SAMPLES / "small_ctx128.sqlite"], ids=lambda p: p.name)
+def test_a_faster_gpu_never_makes_the_step_longer(path):
+    """Every kernel, copy and set twice as fast can only move each replayed time earlier, and half
+    as fast only later; the steady step follows (0.2% for the median of a few steps' periods)."""
+    trace = load_trace(plain(path))
+    faster, slower = predict(trace, ["speed:*=2"]), predict(trace, ["speed:*=0.5"])
+    assert faster.step_ns <= faster.replayed_step_ns * 1.002
+    assert slower.step_ns >= slower.replayed_step_ns * 0.998
+
+
+@pytest.mark.parametrize("path, edit", [(TWO_RANKS, "speed:*=2"), (TWO_RANKS, "graph"), (GRAPHED_DECODE, "graph"),
+                                        (SYNCED, "nosync")], ids=lambda x: getattr(x, "name", x))
+def test_the_critical_path_of_an_edited_step_covers_each_window_once(path, edit):
+    """Walked back along the edges the edited timeline was placed by (a `graph` edit launches every
+    node from one call; a collective waits for its last peer, whose own path is that wait), the
+    path charges each nanosecond of each window once: their sum is the window, on whichever clock
+    sets the step."""
+    trace = load_trace(plain(path))
+    g, sr = graph_of(trace)
+    r = replay(g, sr, edits.apply(g, sr, [edits.parse(edit)], load_trace).plans[1])
+    gtids = sr.gtid[sr.is_step].tolist()
+    if r.on_gpu_clock:
+        starts, ends, origins = gpu_step_windows(g, sr, r.timeline)
+    else:
+        starts, ends, origins = r.starts_ns, r.ends_ns, [None] * len(gtids)
+    for s, e, gt, o in zip(starts.tolist(), ends.tolist(), gtids, origins):
+        charged = critical_paths(g, r.timeline, [s], [e], [gt], None if o is None else [o])
+        assert sum(charged.values()) == e - s
