@@ -41,8 +41,13 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "vittf32": ("vit_b64_fp32", "vit_b64_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
     "vittf32fix": ("vit_b64_fp32", "vit_b64_tf32", ("fix:fp32-gemm-without-tensor-cores",),
                    "fp32-gemm-without-tensor-cores"),
+    # devruns/gpu_combined_twins.sh: two fixes at once, replayed together
+    "combined": ("small_ctx512_b8_async_host-sleep", "small_ctx512_tf32_b8_async", ("kernels-from:{twin}", "nohost:-5ms"),
+                 ""),
+    "combinedfix": ("small_ctx512_b8_async_host-sleep", "small_ctx512_tf32_b8_async",
+                    ("fix:fp32-gemm-without-tensor-cores", "fix:host-bound-gap"), ""),
 }
-FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim"}  # sets that read another set's captures
+FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:

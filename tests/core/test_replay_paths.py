@@ -68,3 +68,14 @@ def test_the_critical_path_of_an_edited_step_covers_each_window_once(path, edit)
     for s, e, gt, o in zip(starts.tolist(), ends.tolist(), gtids, origins):
         charged = critical_paths(g, r.timeline, [s], [e], [gt], None if o is None else [o])
         assert sum(charged.values()) == e - s
+
+
+def test_taking_host_time_away_beside_another_edit_never_makes_the_step_longer():
+    """r1's fp32 capture ran two of its four steps on a slow CPU. TF32's faster GEMMs hand the step to
+    the CPU, and the prediction replays the typical step (each stretch of host time at its median over
+    the steps); `nohost:1ms` beside it must act on that same step: on the steps as they ran, the pair
+    came out 15 ms longer than the GEMMs alone, and every finding's fix together longer than one."""
+    trace = load_trace(plain(SAMPLES / "async" / "h100_repeats" / "small_ctx512_b8_async_r1.sqlite.xz"))
+    alone, beside = predict(trace, ["speed:gemm=4.657"]), predict(trace, ["speed:gemm=4.657", "nohost:1ms"])
+    assert beside.step_ns <= alone.step_ns
+    assert beside.low_ns <= alone.low_ns and beside.high_ns <= alone.high_ns
