@@ -546,7 +546,7 @@ def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                       f"(the median of the shorter pauses over 20 us with the GPU idle), between none and "
                       f"{at_least / 1e3:,.0f} us (a pause shorter than {e.range} counts as ordinary)")
     for plan, kept in zip(ed.plans, keep):
-        plan.delta_ns[sel] = np.minimum(g.delta_ns[sel], kept)
+        plan.delta_ns[sel] = np.minimum(plan.delta_ns[sel], kept)
     ed.applied.append(Applied(e.text, f"{removed / 1e6:,.2f} ms of host time between CUDA calls removed "
                               f"({int(sel.sum()):,} pauses {how}, all steps)", assumption))
 
@@ -563,7 +563,7 @@ def _nohost_shorten(g: Graph, sr: StepRanges, e: Edit, ed: Edited, host: np.ndar
     if by_ns <= 0 or not sel.any():
         raise EditError(f"no pause between CUDA calls of at least {e.range[1:]} with the GPU idle inside the steps")
     for plan in ed.plans:
-        plan.delta_ns[sel] = g.delta_ns[sel] - by_ns
+        plan.delta_ns[sel] = np.maximum(plan.delta_ns[sel] - by_ns, 0)
     ed.applied.append(Applied(e.text, f"{int(sel.sum()):,} pauses between CUDA calls with the GPU idle, inside the "
                               f"steps, each {e.range[1:]} shorter ({int(sel.sum()) * by_ns / 1e6:,.2f} ms in all)"))
 
@@ -602,7 +602,7 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
             if first_pt + 1 < len(plan.delta_ns):
                 plan.delta_ns[first_pt + 1] += per_node * len(ops)
             plan.op_launch_off[ops] = timing.node_offsets_ns(end, segment_ends(chain[ops], o_stream[ops]))
-            plan.op_prev_off[ops] = np.minimum(g.op_prev_off[ops], gap)
+            plan.op_prev_off[ops] = np.minimum(plan.op_prev_off[ops], gap)
     ed.applied.append(Applied(
         e.text, f"{int(sel.sum()):,} CPU points and {int(ops_in.sum()):,} ops in {len(spans)} spans as one graph launch "
         "each: the spans' CPU time replaced by the launch's",
@@ -687,8 +687,8 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     before_ns = int(g.delta_ns[inner[in_step[inner]]].sum())
     for plan, i in zip(ed.plans, (2, 1, 0)):  # the favourable end (the smaller step) at the fastest link
         new = np.array([int(np.ceil(c.nbytes[o] / rates[int(c.direction[o])][i])) for o in ops.tolist()], np.int64)
-        plan.op_dur[ops] = np.minimum(g.op_dur[ops], new)
-        plan.op_launch_off[ops] = np.minimum(g.op_launch_off[ops], g.launch_latency_ns)
+        plan.op_dur[ops] = np.minimum(plan.op_dur[ops], new)
+        plan.op_launch_off[ops] = np.minimum(plan.op_launch_off[ops], g.launch_latency_ns)
         call_ns = np.minimum(span, enqueue + np.where(is_d2h, plan.op_dur[of_op], 0))
         # the time inside the call gone, a wait in it (a full queue) or at its end no longer waiting;
         # its end then its enqueue (a device-to-host one: and its copy, which it still waits for)

@@ -22,8 +22,6 @@ from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
 from nsight_tui.parsers.replay.steps import StepRanges, gpu_step_periods, gpu_step_windows, step_ranges, step_spans
 
 
-
-
 class NoSteps(EditError):
     """The capture has no steady-state step to replay."""
 

@@ -79,3 +79,16 @@ def test_taking_host_time_away_beside_another_edit_never_makes_the_step_longer()
     alone, beside = predict(trace, ["speed:gemm=4.657"]), predict(trace, ["speed:gemm=4.657", "nohost:1ms"])
     assert beside.step_ns <= alone.step_ns
     assert beside.low_ns <= alone.low_ns and beside.high_ns <= alone.high_ns
+
+
+@pytest.mark.parametrize("edits", [["nohost", "nohost:1ms"], ["graph", "nohost:1ms"], ["nohost", "nohost:-1ms"]],
+                         ids=" + ".join)
+def test_an_edit_beside_another_keeps_what_the_other_took_away(edits):
+    """Each edit acts on the plan the edits before it left: `nohost:1ms` keeps an ordinary pause's host
+    work in each long pause, but never gives back host time an edit beside it took away (it set each
+    pause from the capture's own length: `nohost nohost:1ms` came out 0.3 ms a step longer than `nohost`).
+    So the pair, in either order, is no longer than the first edit alone."""
+    trace = load_trace(plain(SAMPLES / "replay" / "pin_repeats" / "r1_small_ctx128_pinned-input.sqlite.xz"))
+    alone = predict(trace, edits[:1])
+    for pair in (edits, edits[::-1]):
+        assert predict(trace, pair).step_ns <= alone.step_ns
