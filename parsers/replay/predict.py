@@ -19,7 +19,7 @@ from nsight_tui.parsers.replay.graph import Graph, build
 from nsight_tui.parsers.replay.launch_cost import QueueShift, queue_shift
 from nsight_tui.parsers.replay.pace import cpu_range, own_time, typical_host
 from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
-from nsight_tui.parsers.replay.steps import StepRanges, gpu_step_periods, gpu_step_windows, step_ranges, step_spans
+from nsight_tui.parsers.replay.steps import StepRanges, clock_periods, gpu_step_windows, step_ranges, step_spans
 
 
 class NoSteps(EditError):
@@ -39,12 +39,14 @@ class Replayed:
     periods_ns: np.ndarray
     starts_ns: np.ndarray
     ends_ns: np.ndarray
-    gpu_periods_ns: np.ndarray | None = None  # the same steps on the GPU's clock (steps.gpu_step_periods)
+    # the same steps on each clock (steps.clock_periods; None: the periods alone)
+    cpu_periods_ns: np.ndarray | None = None
+    gpu_periods_ns: np.ndarray | None = None
 
     @property
     def _clocks_ns(self) -> tuple[int, int | None]:
         """The median period on the CPU's clock, and on the GPU's (None: no step launched GPU work)."""
-        cpu = int(np.median(self.periods_ns))
+        cpu = int(np.median(self.periods_ns if self.cpu_periods_ns is None else self.cpu_periods_ns))
         gpu = None if self.gpu_periods_ns is None else self.gpu_periods_ns[self.gpu_periods_ns > 0]
         return cpu, (int(np.median(gpu)) if gpu is not None and len(gpu) else None)
 
@@ -59,7 +61,8 @@ class Replayed:
 
     @property
     def step_ns(self) -> int:
-        """The median period, on the GPU's clock where that is the pace (on_gpu_clock)."""
+        """The pace a longer run keeps: the median period on the slower of the two clocks
+        (steps.clock_periods)."""
         if not len(self.periods_ns):
             return 0
         cpu, gpu = self._clocks_ns
@@ -103,7 +106,7 @@ class Prediction:
 def replay(g: Graph, sr: StepRanges, plan: Plan) -> Replayed:
     tl = simulate(g, plan)
     s, e = step_spans(g, sr, tl)
-    return Replayed(tl, e - s, s, e, gpu_step_periods(g, sr, tl))
+    return Replayed(tl, e - s, s, e, *clock_periods(g, sr, tl))
 
 
 def _same(a: Plan, b: Plan) -> bool:

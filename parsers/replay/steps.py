@@ -78,22 +78,30 @@ def step_periods(g: Graph, sr: StepRanges, tl: Timeline | None) -> np.ndarray:
 
 def step_spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, np.ndarray]:
     """Each step's period as (start, end) ns on the replayed timeline `tl`, or the measured one."""
-    start, end, _ = _spans(g, sr, tl)
+    start, end, _, _ = _spans(g, sr, tl)
     return start, end
 
 
-def gpu_step_periods(g: Graph, sr: StepRanges, tl: Timeline | None) -> np.ndarray:
-    """Each step's period on the GPU's clock (ns): from its first op's start to the next
-    iteration's first op's start, the last to its work's end. Where the CPU runs ahead (no sync
-    holds it), its periods shrink while the GPU's queue grows: the pace a long run keeps is then the
-    GPU's, which a window of a few steps shows only on this clock."""
-    return _spans(g, sr, tl)[2]
+def clock_periods(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's period on each clock (ns): (the CPU's, the GPU's).
+
+    The GPU's: from its first op's start to the next iteration's first op's start, the last to its
+    work's end. Where the CPU runs ahead (no sync holds it), its periods shrink while the GPU's queue
+    grows: the pace a long run keeps is then the GPU's, which a window of a few steps shows only on
+    this clock.
+    The CPU's: the step's period (step_spans), but the last step's ends with its range on the CPU's
+    clock, not with its GPU work: a CPU that ran ahead leaves the last step the GPU's whole backlog to
+    wait for, a drain at the window's end which no step of a longer run pays (one 3-step capture with
+    its syncs and host pauses taken away: CPU periods 117.6, 88.2 and 140.8 ms, the last 40.2 of it
+    the drain)."""
+    _, _, gpu, cpu = _spans(g, sr, tl)
+    return cpu, gpu
 
 
-def _spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     n = len(sr.start_ns)
     if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     start, end = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for gt in np.unique(sr.gtid):
         m = sr.gtid == gt
@@ -107,16 +115,18 @@ def _spans(g: Graph, sr: StepRanges, tl: Timeline | None) -> tuple[np.ndarray, n
     last[has_ops] = np.maximum(end[has_ops], op_end[last_op[has_ops]])
     first = np.full(n, -1, np.int64)
     first[has_ops] = op_start[first_op[has_ops]]
-    ends = np.zeros(n, np.int64)
+    ends, cpu_ends = np.zeros(n, np.int64), np.zeros(n, np.int64)
     gpu = np.zeros(n, np.int64)
     for gt in np.unique(sr.gtid):
         m = np.flatnonzero(sr.gtid == gt)
         ends[m] = period_ends(start[m], last[m], start[m])
+        cpu_ends[m] = period_ends(start[m], end[m], start[m])
         has = first[m] >= 0
         if has.any():
             gs = first[m][has]
             gpu[m[has]] = period_ends(gs, last[m][has], gs) - gs
-    return start[sr.is_step], ends[sr.is_step], gpu[sr.is_step]
+    st = sr.is_step
+    return start[st], ends[st], gpu[st], cpu_ends[st] - start[st]
 
 
 def _range_ops(g: Graph, sr: StepRanges, op_start: np.ndarray, op_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -143,7 +153,7 @@ def _range_ops(g: Graph, sr: StepRanges, op_start: np.ndarray, op_end: np.ndarra
 
 
 def gpu_step_windows(g: Graph, sr: StepRanges, tl: Timeline) -> tuple[np.ndarray, np.ndarray, list[tuple[str, int]]]:
-    """Each steady step's period on the GPU's clock (gpu_step_periods) as a window to walk back for
+    """Each steady step's period on the GPU's clock (clock_periods) as a window to walk back for
     what holds it, where that clock sets the step (the CPU ran ahead): (starts, ends, origins), a
     window from its first op's start to the next iteration's first op's start, the last to its work's
     end; its origin the op the walk begins at, ("start", the next iteration's first op) or ("end",

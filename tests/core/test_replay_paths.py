@@ -7,18 +7,20 @@ import pytest
 
 from conftest import SAMPLES
 from helpers.export_sql import sql_rows
+from helpers.step_sql import steps
 from helpers.xz_samples import plain
 
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay import edits
 from nsight_tui.parsers.replay.critical import critical_paths
 from nsight_tui.parsers.replay.predict import graph_of, predict, replay
-from nsight_tui.parsers.replay.steps import gpu_step_windows
+from nsight_tui.parsers.replay.steps import clock_periods, gpu_step_windows
 
 RANK1 = SAMPLES / "ranks_small_ctx128_ddp2" / "small_ctx128_ddp2_rank1.sqlite.xz"  # one rank's own export
 TWO_RANKS = SAMPLES / "small_ctx128_ddp2.sqlite.xz"  # both ranks in one export: collectives coupled
 GRAPHED_DECODE = SAMPLES / "thirdparty" / "hf_generate_llama_static.sqlite.xz"
 SYNCED = SAMPLES / "findings" / "small_ctx128_nosync_item.sqlite.xz"
+THREE_ASYNC_STEPS = SAMPLES / "async" / "large_ctx512_tf32_async.sqlite.xz"  # GPT-2 large, no phase syncs
 
 # Calls that only ask where the GPU stands, as the SQL below spells them (nsys's versioned names).
 POLLS = ("cudaEventQuery%", "cudaStreamQuery%", "cudaThreadExchangeStreamCaptureMode%")
@@ -91,4 +93,29 @@ def test_an_edit_beside_another_keeps_what_the_other_took_away(edits):
     trace = load_trace(plain(SAMPLES / "replay" / "pin_repeats" / "r1_small_ctx128_pinned-input.sqlite.xz"))
     alone = predict(trace, edits[:1])
     for pair in (edits, edits[::-1]):
+        assert predict(trace, pair).step_ns <= alone.step_ns
+
+
+def test_the_cpus_clock_ends_the_last_step_with_its_range():
+    """On the CPU's clock a step runs from its range's start to the next iteration's start, the last
+    to its own range's end (SQL over the NVTX ranges): never to its GPU work's end, the backlog a CPU
+    that ran ahead leaves to the last step of a window and no step of a longer run waits for."""
+    path = plain(THREE_ASYNC_STEPS)
+    ref = steps(path)
+    g, sr = graph_of(load_trace(path))
+    cpu, _gpu = clock_periods(g, sr, None)
+    want = [b.start - a.start for a, b in zip(ref, ref[1:])] + [ref[-1].end - ref[-1].start]
+    assert cpu.tolist() == want
+    assert ref[-1].period > ref[-1].end - ref[-1].start  # the measured period does wait for the GPU
+
+
+def test_taking_the_syncs_away_beside_the_host_pauses_never_makes_the_step_longer():
+    """A 3-step capture with its host pauses taken away, then its syncs too: the CPU runs ahead of the
+    GPU, and the last step's period on the CPU's clock (to its GPU work's end) waited 40 ms for the
+    backlog. The median of three such periods made `nohost nosync` 3.5 ms a step longer than `nohost`;
+    the pace a longer run keeps is the slower clock's without the drain, which no edit that only
+    removes work can lengthen."""
+    trace = load_trace(plain(THREE_ASYNC_STEPS))
+    alone = predict(trace, ["nohost"])
+    for pair in (["nohost", "nosync"], ["nosync", "nohost"]):
         assert predict(trace, pair).step_ns <= alone.step_ns
