@@ -46,8 +46,14 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
                  ""),
     "combinedfix": ("small_ctx512_b8_async_host-sleep", "small_ctx512_tf32_b8_async",
                     ("fix:fp32-gemm-without-tensor-cores", "fix:host-bound-gap"), ""),
+    # the same script with PLANT=pageable-input FIX=pinned-input (held out): TF32 and pinned input together
+    "combinedpin": ("small_ctx512_b8_async_pageable-input", "small_ctx512_tf32_b8_async_pinned-input",
+                    ("kernels-from:{twin}", "pin"), ""),
+    "combinedpinfix": ("small_ctx512_b8_async_pageable-input", "small_ctx512_tf32_b8_async_pinned-input",
+                       ("fix:fp32-gemm-without-tensor-cores", "fix:pageable-memcpy"), ""),
 }
-FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined"}  # sets that read another set's captures
+FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined",
+              "combinedpinfix": "combinedpin"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:
