@@ -119,7 +119,8 @@ def whatif_dict(p) -> dict:
                      "identity_error": round(p.identity_error, 5), "holds_step": [_holder(h) for h in p.baseline_holders],
                      "gpu_idle_per_step": _idle(p.baseline_idle)},
         "edits": [{"edit": a.edit, "changed": a.changed, "assumption": a.assumption or None} for a in p.edits],
-        "predicted": {"step_ns": p.step_ns, "low_ns": p.low_ns, "high_ns": p.high_ns, **_parts(p)},
+        "predicted": {"step_ns": p.step_ns, "low_ns": p.low_ns, "high_ns": p.high_ns,
+                      **_clock(p), **_parts(p)},
         "cpu_pace_assumption": p.cpu_assumption or None,
         "without_profiler": _alone(p.profiler),
         "saving_ns": p.saving_ns,
@@ -130,8 +131,29 @@ def whatif_dict(p) -> dict:
         "gpu_idle_per_step": _idle(p.idle),
         "measured": {"launch_latency_ns": p.launch_latency_ns, "queue_gap_ns": p.queue_gap_ns},
         "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps; "
-                 "CPU and GPU times on the capture's clock",
+                 "CPU and GPU times on the capture's clock; predicted.clock: the clock whose median period is the "
+                 "predicted step, the slower of the CPU's (a step's start to the next one's, the last to its range's "
+                 "end) and the GPU's (a step's first op to the next step's first op, the last to its work's end); "
+                 "predicted.other_clock_shorter_ns: by how much the other clock's median is shorter (null: no GPU work)",
     }
+
+
+def _clock(p) -> dict:
+    cpu, gpu = p.clocks_ns
+    return {"clock": "gpu" if gpu is not None and gpu > cpu else "cpu",
+            "other_clock_shorter_ns": None if gpu is None else abs(cpu - gpu)}
+
+
+def clock_clause(p) -> str:
+    """Which clock's median period is the predicted step, and by how much the other's is shorter."""
+    c = _clock(p)
+    if c["other_clock_shorter_ns"] is None:
+        return "on the CPU's clock (no step launched GPU work)"
+    if c["clock"] == "gpu":
+        return (f"on the GPU's clock (a step's first op to the next one's, median), the slower: the CPU's own period "
+                f"{_ms_unit(c['other_clock_shorter_ns'])} shorter, so the CPU runs ahead of its GPU work")
+    return (f"on the CPU's clock (a step's start to the next one's, median), the slower: the GPU's "
+            f"{_ms_unit(c['other_clock_shorter_ns'])} shorter")
 
 
 def _parts(p) -> dict:
@@ -173,7 +195,8 @@ def whatif_markdown(p) -> str:
         out += ["", "## Predicted step (estimated, replay)", ""]
         rng = (f" (between {_ms(p.low_ns)} and {_ms(p.high_ns)} ms)" if p.low_ns != p.high_ns else "")
         out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: saves {_ms(p.saving_ns)} ms per step "
-                   f"({p.saving_ns / p.replayed_step_ns * 100 if p.replayed_step_ns else 0:.1f}%).")
+                   f"({p.saving_ns / p.replayed_step_ns * 100 if p.replayed_step_ns else 0:.1f}%), "
+                   f"{md(clock_clause(p))}.")
         if range_parts(p):
             out += ["", f"Of the range: {md(range_parts(p))}."]
         if p.cpu_assumption:
@@ -205,7 +228,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
                   f"the model's identity error {p.identity_error * 100:.2f}%)"))
     rng = (f", range {_ms_unit(p.low_ns)} .. {_ms_unit(p.high_ns)}" if p.low_ns != p.high_ns else
            ", no range: the edit rests on no figure this capture lacks")
-    lines.append(("predicted", f"{_ms_unit(p.step_ns)} per step with the fix (estimated: the replay){rng}"))
+    lines.append(("predicted", f"{_ms_unit(p.step_ns)} per step with the fix (estimated: the replay){rng}, "
+                  f"{clock_clause(p)}"))
     if range_parts(p):
         lines.append(("of the range", range_parts(p)))
     for a in [*p.assumptions, p.cpu_assumption]:

@@ -44,7 +44,7 @@ class Replayed:
     gpu_periods_ns: np.ndarray | None = None
 
     @property
-    def _clocks_ns(self) -> tuple[int, int | None]:
+    def median_clocks_ns(self) -> tuple[int, int | None]:
         """The median period on the CPU's clock, and on the GPU's (None: no step launched GPU work)."""
         cpu = int(np.median(self.periods_ns if self.cpu_periods_ns is None else self.cpu_periods_ns))
         gpu = None if self.gpu_periods_ns is None else self.gpu_periods_ns[self.gpu_periods_ns > 0]
@@ -56,7 +56,7 @@ class Replayed:
         than the CPU's, is the pace a longer run keeps."""
         if not len(self.periods_ns):
             return False
-        cpu, gpu = self._clocks_ns
+        cpu, gpu = self.median_clocks_ns
         return gpu is not None and gpu > cpu
 
     @property
@@ -65,7 +65,7 @@ class Replayed:
         (steps.clock_periods)."""
         if not len(self.periods_ns):
             return 0
-        cpu, gpu = self._clocks_ns
+        cpu, gpu = self.median_clocks_ns
         return gpu if self.on_gpu_clock and gpu is not None else cpu
 
 
@@ -97,6 +97,9 @@ class Prediction:
     # their ends with the CPU at this capture's pace, and the CPU's pace at its ends with the edits central
     edits_range_ns: tuple[int, int] | None = None
     pace_range_ns: tuple[int, int] | None = None
+    # the predicted step's median period on each clock, ns (Replayed.step_ns takes the slower): the CPU's
+    # and the GPU's (None: no step launched GPU work)
+    clocks_ns: tuple[int, int | None] = (0, None)
 
     @property
     def saving_ns(self) -> int:
@@ -308,7 +311,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
         hold, idle = _why(g, sr, base)
         return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err, [],
                           base.step_ns, base.step_ns, base.step_ns, hold, idle, hold, idle, g.launch_latency_ns,
-                          g.queue_gap_ns, [], profiler=profiler_cost(trace))
+                          g.queue_gap_ns, [], profiler=profiler_cost(trace), clocks_ns=_clocks(base))
     ed = edited(trace, parsed, load)
     lo, mid, hi = ed.steps_ns(base.step_ns)
     by_edits, by_pace = ed.parts_ns(base.step_ns)
@@ -320,4 +323,9 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
-                      ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace)
+                      ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace,
+                      _clocks(ed.mid))
+
+
+def _clocks(r: Replayed) -> tuple[int, int | None]:
+    return r.median_clocks_ns if len(r.periods_ns) else (0, None)
