@@ -205,7 +205,10 @@ def whatif_markdown(p) -> str:
             out += ["", f"The launch queue: {md(queue_line(p.queue))}."]
         out.append("")
     for title, hold, idle in ((("What holds the step after the edits" if p.edits else "What holds the step"), p.holders, p.idle),):
-        out += [f"## {title} (critical path, share of the step)", "", "| holder | ms per step | share |", "|---|---:|---:|"]
+        out += [f"## {title} (critical path, share of the step)", "",
+                "Each step's window on the clock that sets the step, walked back; ms per step the mean over the "
+                "steps' windows, so they add up to the mean window, not to the median step above.", "",
+                "| holder | ms per step | share |", "|---|---:|---:|"]
         for h in hold:
             out.append(f"| {md(h.what)} | {_ms(h.ns)} | {h.share * 100:.1f}% |")
         out += ["", "GPU idle per step (replayed): " + (
@@ -244,7 +247,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     lines.append(("saving", saving))
     for a in p.edits:
         lines.append(("edit", f"{edit_shown(a.edit)}: {a.changed}"))
-    lines.append(("holds the step", "after the fix, its critical path (replayed, ms per step, share of the step):"))
+    lines.append(("holds the step", "after the fix, its critical path (replayed; ms per step the mean over the "
+                  "steps' windows, share of the mean window):"))
     for h in p.holders:
         lines.append(("", f"{h.share * 100:5.1f}%  {h.ns / 1e6:9,.2f} ms  {h.what}"))
     if p.baseline_holders and p.edits:
