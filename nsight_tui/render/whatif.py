@@ -144,6 +144,15 @@ def _clock(p) -> dict:
             "other_clock_shorter_ns": None if gpu is None else abs(cpu - gpu)}
 
 
+def _window_note(p, hold) -> str:
+    """Where the holders' step is not the predicted one, why, one clause ('' without edits): an edit replays
+    the typical step, and the prediction is the unchanged replay's step less the saving."""
+    if not p.edits or not hold:
+        return ""
+    return (f" on the typical step replayed with the edits ({_ms_unit(sum(h.ns for h in hold))} a step, the mean "
+            "window; the predicted step above is the replayed unchanged step less the saving)")
+
+
 def clock_clause(p) -> str:
     """Which clock's median period is the predicted step, and by how much the other's is shorter."""
     c = _clock(p)
@@ -206,8 +215,8 @@ def whatif_markdown(p) -> str:
         out.append("")
     for title, hold, idle in ((("What holds the step after the edits" if p.edits else "What holds the step"), p.holders, p.idle),):
         out += [f"## {title} (critical path, share of the step)", "",
-                "Each step's window on the clock that sets the step, walked back; ms per step the mean over the "
-                "steps' windows, so they add up to the mean window, not to the median step above.", "",
+                f"Each step's window on the clock that sets the step, walked back{_window_note(p, hold)}; ms per step "
+                "the mean over the steps' windows, so they add up to the mean window.", "",
                 "| holder | ms per step | share |", "|---|---:|---:|"]
         for h in hold:
             out.append(f"| {md(h.what)} | {_ms(h.ns)} | {h.share * 100:.1f}% |")
@@ -247,8 +256,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     lines.append(("saving", saving))
     for a in p.edits:
         lines.append(("edit", f"{edit_shown(a.edit)}: {a.changed}"))
-    lines.append(("holds the step", "after the fix, its critical path (replayed; ms per step the mean over the "
-                  "steps' windows, share of the mean window):"))
+    lines.append(("holds the step", f"after the fix, its critical path{_window_note(p, p.holders)} (replayed; ms "
+                  "per step the mean over the steps' windows, share of the mean window):"))
     for h in p.holders:
         lines.append(("", f"{h.share * 100:5.1f}%  {h.ns / 1e6:9,.2f} ms  {h.what}"))
     if p.baseline_holders and p.edits:
