@@ -30,6 +30,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # process is still there this much later (a terminal gone mid-write, a read that cannot be
 # interrupted), it restores what it can and leaves by hand.
 EXIT_GRACE_S = 3.0
+RESTORE_WAIT_S = 0.5  # after SIGHUP, how long the way out by hand waits for the terminal's settings
 
 # What a program that left early may have left on: the alternate screen, mouse tracking
 # (every mode Textual turns on), a hidden cursor, bracketed paste.
@@ -175,13 +176,20 @@ class TerminalGuard:
 
     def restore(self, now: bool = False) -> None:
         """Put the saved terminal settings back and switch off what the app turned on. A
-        no-op for a terminal already restored; errors ignored (after SIGHUP it is gone).
+        no-op for a terminal already restored; errors ignored (after SIGHUP it may be gone).
         `now`: on the way out by hand, never waiting on the terminal (a hung-up one blocked
-        TCSADRAIN forever, and with it the exit): nothing at all after SIGHUP, else TCSANOW
-        and a write that gives up rather than waits."""
+        TCSADRAIN forever, and with it the exit): TCSANOW and a write that gives up rather than
+        waits; after SIGHUP no write, and the settings put back from a thread given
+        RESTORE_WAIT_S: on a terminal that hung up even TCSANOW waited forever (behind Textual's
+        writer stuck on it), while a SIGHUP sent by `kill` leaves the terminal there, and
+        skipping its settings left it raw (no icrnl) when a busy machine's app took longer than
+        EXIT_GRACE_S to leave during its load."""
         if self._saved is None:
             return
         if now and self.signal == signal.SIGHUP:
+            aside = threading.Thread(target=self._set_settings, name="nsight-restore", daemon=True)
+            aside.start()
+            aside.join(RESTORE_WAIT_S)
             return
         try:
             import termios
@@ -191,6 +199,17 @@ class TerminalGuard:
                 if now:
                     os.set_blocking(1, False)
                 os.write(1, RESET.encode())
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+    def _set_settings(self) -> None:
+        if self._saved is None:
+            return
+        try:
+            import termios
+
+            termios.tcsetattr(self._fd, termios.TCSANOW, self._saved)
         except (OSError, ValueError, AttributeError):
             pass
 

@@ -143,3 +143,26 @@ def test_ctrl_c_once_loaded_is_a_quit(big_trace, repo_root, tmp_path):
         assert wait_file(status, timeout=60) == "0"
     finally:
         t.kill()
+
+
+def test_leaving_by_hand_after_sighup_puts_the_terminals_settings_back():
+    """The way out by hand (a signal the app did not act on within its grace) restores the terminal's
+    settings after SIGHUP too, never waiting on it: a SIGHUP sent by `kill` leaves the terminal there,
+    and the skipped restore left it raw. A pseudo-terminal made raw after the guard saved it."""
+    import termios
+    import tty
+
+    from nsight_tui.tui.launch import TerminalGuard
+
+    parent, child = os.openpty()
+    try:
+        guard = TerminalGuard(app=None)
+        guard._fd, guard._saved = child, termios.tcgetattr(child)
+        tty.setraw(child)
+        assert termios.tcgetattr(child) != guard._saved
+        guard.signal = signal.SIGHUP
+        guard.restore(now=True)
+        assert termios.tcgetattr(child) == guard._saved
+    finally:
+        os.close(parent)
+        os.close(child)
