@@ -187,14 +187,12 @@ class TerminalGuard:
         if self._saved is None:
             return
         if now and self.signal == signal.SIGHUP:
-            aside = threading.Thread(target=self._set_settings, name="nsight-restore", daemon=True)
+            aside = threading.Thread(target=self._set_settings, args=(True,), name="nsight-restore", daemon=True)
             aside.start()
             aside.join(RESTORE_WAIT_S)
             return
+        self._set_settings(now)
         try:
-            import termios
-
-            termios.tcsetattr(self._fd, termios.TCSANOW if now else termios.TCSADRAIN, self._saved)
             if self.signal is not None and self.signal != signal.SIGHUP:
                 if now:
                     os.set_blocking(1, False)
@@ -202,14 +200,13 @@ class TerminalGuard:
         except (OSError, ValueError, AttributeError):
             pass
 
-
-    def _set_settings(self) -> None:
+    def _set_settings(self, now: bool) -> None:
         if self._saved is None:
             return
         try:
             import termios
 
-            termios.tcsetattr(self._fd, termios.TCSANOW, self._saved)
+            termios.tcsetattr(self._fd, termios.TCSANOW if now else termios.TCSADRAIN, self._saved)
         except (OSError, ValueError, AttributeError):
             pass
 

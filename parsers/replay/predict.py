@@ -39,16 +39,15 @@ class Replayed:
     periods_ns: np.ndarray
     starts_ns: np.ndarray
     ends_ns: np.ndarray
-    # the same steps on each clock (steps.clock_periods; None: the periods alone)
-    cpu_periods_ns: np.ndarray | None = None
-    gpu_periods_ns: np.ndarray | None = None
+    cpu_periods_ns: np.ndarray  # the same steps on each clock (steps.clock_periods)
+    gpu_periods_ns: np.ndarray
 
     @property
     def median_clocks_ns(self) -> tuple[int, int | None]:
         """The median period on the CPU's clock, and on the GPU's (None: no step launched GPU work)."""
-        cpu = int(np.median(self.periods_ns if self.cpu_periods_ns is None else self.cpu_periods_ns))
-        gpu = None if self.gpu_periods_ns is None else self.gpu_periods_ns[self.gpu_periods_ns > 0]
-        return cpu, (int(np.median(gpu)) if gpu is not None and len(gpu) else None)
+        cpu = int(np.median(self.cpu_periods_ns))
+        gpu = self.gpu_periods_ns[self.gpu_periods_ns > 0]
+        return cpu, (int(np.median(gpu)) if len(gpu) else None)
 
     @property
     def on_gpu_clock(self) -> bool:

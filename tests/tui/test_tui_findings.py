@@ -219,7 +219,7 @@ def test_no_rule_fired_lists_the_rules_checked():
     from nsight_tui.tui.viewmodels.findings import FindingsView
 
     view = FindingsView([], [], 4, 36_000_000.0, None)
-    assert view.none_text().startswith("No rule fired on the 4 steady-state steps (step period 36.00 ms, measured (mean of 4)")
+    assert view.none_text().startswith("No rule fired on the 4 steady-state steps (step period 36.00 ms, measured (CPU clock, mean of 4)")
     assert all(rule in view.none_text() for rule in RULE_IDS)
 
 

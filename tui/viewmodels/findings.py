@@ -82,13 +82,13 @@ class FindingsView:
             return "no step finished: the run ran out of GPU memory" if self.oom else "no steady-state steps"
         # the saving is the model's, the step the capture's: each says which (the least needed last, where
         # a narrow screen cuts)
-        step = f"{numbers.ms(self.step_ns, 2)} ms/step measured (mean of {self.steps})"
+        step = f"{numbers.ms(self.step_ns, 2)} ms/step measured (CPU clock, mean of {self.steps})"
         if self.together:  # one replay with every fix (and the estimates it cannot express)
             return f"all fixes save {numbers.fixed(self.together[0], 2)} (replay) of {step}"
         if self.findings:  # no fix replayed: the estimates, each nanosecond claimed once (partition)
             together = numbers.fixed(sum(f.saving_ms_per_step for f in self.findings), 2)
             return f"all fixes save {together} (estimates) of {step}"
-        return f"step period {numbers.ms(self.step_ns, 2)} ms, measured (mean of {self.steps})"
+        return f"step period {numbers.ms(self.step_ns, 2)} ms, measured (CPU clock, mean of {self.steps})"
 
     def none_text(self) -> str:
         """What the view says when no rule fired: why, and what was checked."""
