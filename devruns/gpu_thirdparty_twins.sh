@@ -22,6 +22,10 @@
 #   decode12     decodegraph's pair with 12 layers
 #   decodefp32   decodegraph's pair in fp32 (TF32 matmuls)
 #   vitbgraph    vitgraph's pair with ViT-base (a training step's graph, cut by memsets)
+# and held out on a trainer nobody here wrote (HF Trainer over a Qwen2-shaped model, 4 layers, batch 8,
+# seq 512), captured after the replay was written:
+#   hfoptim      bf16, AdamW passed to the Trainer: foreach=False / fused=True
+#   hftf32       fp32: TrainingArguments(tf32=False) / tf32=True
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
 # devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
 # Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
@@ -90,6 +94,10 @@ for k in $(seq 1 "$PAIRS"); do
                  cap $s $k vitb_b8_graph python3 $T/timm_vit_twins.py --model vit_base_patch16_224 --batch 8 --tf32 --graph ;;
       decodefp32) cap $s $k decode_fp32_eager python3 $T/hf_decode_llama.py --dtype fp32
                   cap $s $k decode_fp32_graph python3 $T/hf_decode_llama.py --dtype fp32 --graph ;;
+      hfoptim) cap $s $k hf_foreach-off python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --optim foreach-off
+               cap $s $k hf_fused python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --optim fused ;;
+      hftf32) cap $s $k hf_fp32 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision fp32
+              cap $s $k hf_tf32 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision tf32 ;;
       vittf32) cap $s $k vit_b64_fp32 python3 $T/timm_vit_twins.py --batch 64
                cap $s $k vit_b64_tf32 python3 $T/timm_vit_twins.py --batch 64 --tf32 ;;
       "") ;;

@@ -2,7 +2,9 @@
 rK of a set as tests/helpers/twins_table.py computes a committed pair's row, then the set's row
 (repeats_row: medians over the pairs, the noise from their spread).
 
-    PYTHONPATH=$PWD python3 devruns/repeat_twins_table.py FOLDER [SET ...]   (default: every set found)
+    PYTHONPATH=$PWD python3 devruns/repeat_twins_table.py [--old] FOLDER [SET ...]   (default: every set found)
+
+--old: the findings rule's own estimate beside each row (the old subtraction; "not raised" without it).
 
 FOLDER holds SET_rK_NAME.sqlite.xz as the script writes them (tf32rev's are named tf32_rK_...;
 decodegraphb: decodegraph's pairs of the later call, gpu_thirdparty_twins_memset.log, renamed)."""
@@ -41,6 +43,11 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "vittf32": ("vit_b64_fp32", "vit_b64_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
     "vittf32fix": ("vit_b64_fp32", "vit_b64_tf32", ("fix:fp32-gemm-without-tensor-cores",),
                    "fp32-gemm-without-tensor-cores"),
+    # held out: HF Trainer (devruns/gpu_thirdparty_twins.sh hfoptim hftf32)
+    "hfoptim": ("hf_foreach-off", "hf_fused", ("kernels-from:{twin}",), "unfused-optimizer"),
+    "hfoptimfix": ("hf_foreach-off", "hf_fused", ("fix:unfused-optimizer",), "unfused-optimizer"),
+    "hftf32": ("hf_fp32", "hf_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
+    "hftf32fix": ("hf_fp32", "hf_tf32", ("fix:fp32-gemm-without-tensor-cores",), "fp32-gemm-without-tensor-cores"),
     # devruns/gpu_combined_twins.sh: two fixes at once, replayed together
     "combined": ("small_ctx512_b8_async_host-sleep", "small_ctx512_tf32_b8_async", ("kernels-from:{twin}", "nohost:-5ms"),
                  ""),
@@ -53,10 +60,12 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
                        ("fix:fp32-gemm-without-tensor-cores", "fix:pageable-memcpy"), ""),
 }
 FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined",
-              "combinedpinfix": "combinedpin"}  # sets that read another set's captures
+              "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:
+    old = "--old" in argv
+    argv = [a for a in argv if a != "--old"]
     folder, names = Path(argv[0]), argv[1:] or list(SETS)
     for name in names:
         base, twin, edits, rule = SETS[name]
@@ -66,8 +75,8 @@ def main(argv: list[str]) -> int:
         if not pairs:
             continue
         for t in pairs:
-            print(markdown([row(t, old=False)]).splitlines()[2])
-        print(markdown([repeats_row(Repeats(f"{name}, {len(pairs)} pairs", pairs), old=False)]).splitlines()[2])
+            print(markdown([row(t, old=old)]).splitlines()[2])
+        print(markdown([repeats_row(Repeats(f"{name}, {len(pairs)} pairs", pairs), old=old)]).splitlines()[2])
     return 0
 
 

@@ -159,7 +159,24 @@ def test_inferred_phases_hold_the_kernels_of_the_workloads_own_phase_ranges(capt
     workload's own phase ranges hold (SQL: kernels whose launch call starts inside them); the forward also
     the few the step launches before its forward range opens (the batch's casts), which an inferred
     iteration gives the forward they precede."""
-    annotated = captured(stem)
+    phases_against_own_ranges(captured(stem), tmp_path)
+
+
+def test_a_per_parameter_adamw_is_the_optimizer_phase_of_an_inferred_step(async_trace, tmp_path):
+    """AdamW(foreach=False), as a Trainer handed its own optimizer runs it: a block of plain elementwise kernels a
+    parameter (none named for an optimizer; `addcdiv` last in each). Stripped of NVTX, the inferred step ends
+    after the last parameter's update, its optimizer phase holds every block and its layers are the model's, as
+    the workload's own ranges say (GPT-2 small, sample_traces/replay/optim: step_N with forward/backward/optimizer;
+    GPT-2 small: 12 layers)."""
+    annotated = async_trace(SAMPLES / "replay" / "optim" / "small_ctx512_b8_async_foreach-off.sqlite.xz")
+    want = phases_against_own_ranges(annotated, tmp_path)
+    assert want["optimizer"] > 300  # a block a parameter, not a kernel a parameter group
+    assert inference(load_trace(tmp_path / annotated.name)).layer_count == 12
+
+
+def phases_against_own_ranges(annotated, tmp_path) -> dict[str, int]:
+    """The export stripped of NVTX: its inferred phases of step_1 hold the kernels its own phase ranges of
+    step_1 hold (SQL over the annotated export). Returns those counts, by phase."""
     with sqlite3.connect(f"{annotated.resolve().as_uri()}?mode=ro", uri=True) as con:
         launches = np.array([r[0] for r in con.execute("""SELECT r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
             JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
@@ -174,7 +191,7 @@ def test_inferred_phases_hold_the_kernels_of_the_workloads_own_phase_ranges(capt
                 for p in ("forward", "backward", "optimizer")}
     step_kernels = inside(*step)
     want["forward"] += step_kernels - sum(want.values())
-    model = range_model(load_trace(without_nvtx(annotated, tmp_path / f"{stem}.sqlite")))
+    model = range_model(load_trace(without_nvtx(annotated, tmp_path / annotated.name)))
     texts = model.trace.ranges["text"].to_numpy()
     from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
 
@@ -184,6 +201,7 @@ def test_inferred_phases_hold_the_kernels_of_the_workloads_own_phase_ranges(capt
         (i,) = [i for i in np.flatnonzero(texts == phase).tolist()
                 if model.r_start[inferred_step] <= model.r_start[i] <= model.r_end[inferred_step]]
         assert int(model.kernel_count[i]) == count, phase
+    return want
 
 
 @pytest.mark.parametrize("stem", [RESNET, RESNET_CL])

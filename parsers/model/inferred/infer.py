@@ -106,7 +106,7 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     template = np.array(common, dtype=np.int64)
     op_names = trace.op_names
     kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
-    layers = find_layers(template, kinds)
+    layers = _layers(template, kinds, op_names)
     if not any(BACKWARD.search(op_names[c]) for c in set(common)):
         layers = layers[:1]  # no backward: a second layered region is the next forward's (a decode step's), no mirror
     a, b = _last_steady(starts, ends, seqs, common)
@@ -141,6 +141,14 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0, decode=decode,
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=ranges)
+
+
+def _layers(template: np.ndarray, kinds: list[str], op_names: list[str]) -> list[tuple[int, int, int, int]]:
+    """The repeated layers (layers.find_layers) of an iteration, looked for up to its backward's last
+    kernel: a per-parameter optimizer's blocks after it repeat too, one a parameter, more often than any layer."""
+    named_bwd = [i for i, c in enumerate(template.tolist()) if BACKWARD.search(op_names[c])]
+    end = named_bwd[-1] + 1 if named_bwd else len(template)
+    return find_layers(template[:end], kinds[:end])
 
 
 def _split(seq, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[tuple], tuple] | str:
@@ -245,7 +253,7 @@ def infer_inside(trace: Trace) -> Inference:
                          "inside them")
     template = np.array(common, dtype=np.int64)
     kinds = [kernel_kind(trace.op_names[c]) for c in template.tolist()]
-    layers = find_layers(template, kinds)
+    layers = _layers(template, kinds, trace.op_names)
     stages = forward_stages(template, kinds, layers, trace.op_names)
     backward = backward_stages_of(template, kinds, trace.op_names, layers, stages)
     gtids = r["gtid"].to_numpy()[hit]

@@ -30,7 +30,10 @@ _KINDS: tuple[tuple[str, re.Pattern], ...] = (
 # softmax-versus-matmul ratio and the roofline read them as they read an annotated capture's.
 SCORES, SOFTMAX, FINAL_MATMUL = conventions.INFERRED_ATTENTION_PARTS
 BACKWARD = re.compile(r"backward|_grad|grad_|Backward", re.I)
-OPTIMIZER = re.compile(r"multi_tensor_apply|adam|_sgd|sgd_", re.I)
+# An optimizer's kernels: a foreach or fused one's by name; a per-parameter Adam/AdamW/RMSprop's
+# (foreach=False: plain elementwise kernels, one set a parameter) by its `param.addcdiv_`, an op that
+# models' own code hardly uses.
+OPTIMIZER = re.compile(r"multi_tensor_apply|adam|_sgd|sgd_|addcdiv", re.I)
 # The loss's forward kernels (cross-entropy's log-softmax and NLL): the backward begins after them,
 # with the loss gradient's own kernels (a fill of ones) before the first one named backward.
 LOSS = re.compile(r"nll_loss_forward|cross_entropy|log_softmax|SoftMaxForward", re.I)

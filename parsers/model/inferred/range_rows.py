@@ -26,11 +26,27 @@ def phase_spans(template: np.ndarray, op_names: list[str], layers) -> list[tuple
         bwd = loss[-1] + 1
     after_bwd = layers[1][0] + layers[1][1] * layers[1][2] if len(layers) > 1 else bwd
     opt = next((i for i in range(after_bwd, n) if is_optimizer(op_names[int(template[i])])), None)
+    if opt is not None:
+        opt = _per_parameter_start(template, op_names, opt, after_bwd)
     out = [("forward", 0, bwd), ("backward", bwd, opt if opt is not None else n)]
     if opt is not None:
         out.append(("optimizer", opt, n))
     return out
 
+
+
+def _per_parameter_start(template: np.ndarray, op_names: list[str], first: int, lo: int) -> int:
+    """Where an optimizer whose first kernel told by name is `first` begins. A foreach or fused one begins
+    with it; a per-parameter one (AdamW(foreach=False): a block of plain elementwise kernels a parameter,
+    the one told by name, `addcdiv`, last in each) begins with the first parameter's block: back from
+    `first` while the kernels equal those one block on, at most a block (never before `lo`)."""
+    after = next((i for i in range(first + 1, len(template)) if is_optimizer(op_names[int(template[i])])), None)
+    if after is None:
+        return first
+    block, start = after - first, first
+    while first - start < block - 1 and start - 1 >= lo and template[start - 1] == template[start - 1 + block]:
+        start -= 1
+    return start
 
 
 def outer_names(kinds: list[str], layers, phases, inference: bool = False) -> tuple[str, str]:
