@@ -5,7 +5,10 @@
 # a StoppingCriteria's per-token clock), models built from configs (the machine is offline), a
 # few warm-ups and 6 steady steps each. Beside each export: STEM.run.json and STEM.steps.json.
 # Exports are `xz -9` here and packed into $OUT/thirdparty_*.tar. Arguments name the workloads
-# (default all): trainer resnet vit generate nonvtx oom (and convnext, resnet-nhwc, trainer-agnvtx: not in the default)
+# (default all): trainer resnet vit generate nonvtx oom (and convnext, resnet-nhwc, trainer-agnvtx: not in the default;
+# nor the gradient accumulation ones: vit-accum, vit-accum-small (4 blocks), vit-accum4 (their own phase ranges,
+# the truth stripped of NVTX),
+# trainer-accum, trainer-accum-small (2 layers, 3 micro-batches), trainer-accum4)
 # Run (tree staged in an ignored folder, .whl with nvtx and .devlibs carried):
 #   cd build/devstage && WHL=../../.whl DEVLIBS=../../.devlibs bash devruns/gpu_thirdparty.sh
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
@@ -43,6 +46,16 @@ for p in "${@:-trainer resnet vit generate nonvtx oom}"; do for name in $p; do c
   nonvtx) stamp "capture GPT-2 --no-nvtx"
           timeout 150 python3 -m nsight_tui capture --model small --ctx 512 --batch 8 --warmup 3 --steps 6 \
             --no-sync --no-nvtx --no-count --out "$W" ;;
+  vit-accum) mine timm_vit_small_b16_accum2 150 -- python3 $T/timm_vit_twins.py --batch 16 --accum 2 --steps 5 ;;
+  vit-accum-small) mine timm_vit_small_d4_b8_accum2 150 -- python3 $T/timm_vit_twins.py --depth 4 --batch 8 --accum 2 \
+                     --warmup 3 --steps 4 ;;
+  vit-accum4) mine timm_vit_small_b8_accum4_foreach-off 150 -- python3 $T/timm_vit_twins.py --batch 8 --accum 4 --steps 5 \
+                --optim foreach-off ;;
+  trainer-accum) mine hf_trainer_qwen2_l4_b4_accum2 200 -- python3 $T/hf_trainer_qwen2.py --batch 4 --accum 2 --steps 5 ;;
+  trainer-accum-small) mine hf_trainer_qwen2_l2_b2_accum3 200 -- python3 $T/hf_trainer_qwen2.py --layers 2 --batch 2 \
+                        --accum 3 --steps 4 ;;
+  trainer-accum4) mine hf_trainer_qwen2_l4_b2_accum4_foreach-off 200 -- python3 $T/hf_trainer_qwen2.py --batch 2 --accum 4 \
+                    --steps 5 --optim foreach-off ;;
   oom) mine oom_qwen2_b256 150 -- python3 $T/oom_qwen2.py --batch 256 --seq 4096 ;;
   *) echo "unknown workload $name" ;;
 esac; done; done

@@ -8,12 +8,15 @@ edits predict beyond GPT-2 (docs/whatif.md, "Beyond GPT-2: third-party twins"):
            (`fix:unfused-optimizer`, `kernels-from:TWIN`);
   --inference  the forward alone under torch.no_grad (when a graph's GPU work starts: a training
            step's graph starts before its launch call returns, a decode loop's after, docs/whatif.md).
+  --accum K  gradient accumulation: K forward/backward pairs (each its own forward and backward
+           phase range) before each optimizer step, the loss divided by K (docs/no-nvtx.md).
 Both forms warm up on a side stream as PyTorch's whole-network capture does (torch.cuda.graphs),
 set the gradients to None before each step (no accumulate kernels either way) and mark each step
 with nsight_tui.capture.mark (step_N ranges; the Python clock read after the step's synchronise,
 which comes after its range).
     python timm_vit_twins.py [--model vit_small_patch16_224] [--batch 8] [--warmup 3] [--steps 8]
-                             [--graph] [--tf32] [--inference] [--optim capturable|foreach-off|fused]
+                             [--graph] [--tf32] [--inference] [--optim capturable|foreach-off|fused] [--accum K]
+                             [--depth N]
 """
 import argparse
 
@@ -32,11 +35,13 @@ p.add_argument("--tf32", action="store_true", help="TF32 matmuls and convolution
 p.add_argument("--inference", action="store_true", help="the forward alone, no gradients")
 p.add_argument("--optim", default="capturable", choices=["capturable", "foreach-off", "fused"],
                help="AdamW(foreach, capturable) (a graph needs it), AdamW(foreach=False) or AdamW(fused=True)")
+p.add_argument("--depth", type=int, default=0, help="blocks of the model (0: the model's own)")
+p.add_argument("--accum", type=int, default=1, help="forward/backward pairs a step (gradient accumulation)")
 a = p.parse_args()
 
 torch.backends.cuda.matmul.allow_tf32 = a.tf32
 torch.backends.cudnn.allow_tf32 = a.tf32
-model = timm.create_model(a.model, pretrained=False, num_classes=100).cuda()
+model = timm.create_model(a.model, pretrained=False, num_classes=100, **({"depth": a.depth} if a.depth else {})).cuda()
 if a.graph and a.optim != "capturable":
     raise SystemExit("--graph needs --optim capturable")
 OPTIM = {"capturable": {"foreach": True, "capturable": True}, "foreach-off": {"foreach": False}, "fused": {"fused": True}}
@@ -45,7 +50,8 @@ size = model.default_cfg.get("input_size", (3, 224, 224))[-1]
 x = torch.randn(a.batch, 3, size, size, device="cuda")
 y = torch.randint(0, 100, (a.batch,), device="cuda")
 mark.config(workload=f"timm {a.model} training, fp32" + (" (TF32 allowed)" if a.tf32 else ""),
-            graph=a.graph, tf32=a.tf32, optim=a.optim, batch_size=a.batch, torch=torch.__version__, timm=timm.__version__)
+            graph=a.graph, tf32=a.tf32, optim=a.optim, batch_size=a.batch, accumulation=a.accum, torch=torch.__version__,
+            timm=timm.__version__)
 
 
 def step():
@@ -53,10 +59,11 @@ def step():
         with mark.phase("forward"), torch.no_grad():
             model(x).argmax(-1)
         return
-    with mark.phase("forward"):
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-    with mark.phase("backward"):
-        loss.backward()
+    for _ in range(a.accum):
+        with mark.phase("forward"):
+            loss = torch.nn.functional.cross_entropy(model(x), y) / a.accum
+        with mark.phase("backward"):
+            loss.backward()
     with mark.phase("optimizer"):
         optimizer.step()
 

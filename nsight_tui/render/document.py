@@ -83,7 +83,7 @@ def inferred_json(found: Inference) -> dict:
                             "duration_ns": i.end_ns - i.start_ns, "kernels": i.kernels} for i in found.iterations],
             "inside_nvtx_iterations": found.inside, "layer_count": found.layer_count,
             "layer_stages": found.layer_stages, "backward_stages": found.backward_stages,
-            "period_kernels": found.period_kernels,
+            "period_kernels": found.period_kernels, "micro_batches": found.micro_batches,
             "basis": found.basis, **({"reason": found.reason} if found.reason else {}),
             **({"decode": decode_json(found.decode)} if found.decode is not None else {})}
 

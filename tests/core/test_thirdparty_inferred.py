@@ -174,6 +174,55 @@ def test_a_per_parameter_adamw_is_the_optimizer_phase_of_an_inferred_step(async_
     assert inference(load_trace(tmp_path / annotated.name)).layer_count == 12
 
 
+VIT_ACCUM = "timm_vit_small_d4_b8_accum2"
+
+
+def test_gradient_accumulation_each_micro_batch_is_a_forward_and_a_backward(captured, tmp_path):
+    """timm ViT cut to 4 blocks (its command line), gradient accumulation of 2 micro-batches a step (its record's
+    config), marked by its own loop: step_N holding forward, backward, forward, backward, optimizer. Stripped of
+    NVTX (its records beside it), the kernel sequence repeats by micro-batch inside each step: no name but the
+    optimizer's comes once a step. The inferred steps are the workload's (its Python clock: 5% each, 3% on the
+    mean), each step's parts those its own ranges hold, in order, kernel for kernel (SQL), and every forward and
+    backward holds the model's blocks as layers."""
+    annotated = captured(VIT_ACCUM)
+    record = python_clock(VIT_ACCUM)
+    command = json.loads((THIRD / f"{VIT_ACCUM}.run.json").read_text())["command"]
+    depth = int(command[command.index("--depth") + 1])
+    with sqlite3.connect(f"{annotated.resolve().as_uri()}?mode=ro", uri=True) as con:
+        launches = np.array([r[0] for r in con.execute("""SELECT r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND (r.globalTid >> 24) = (k.globalPid >> 24)""")])
+        ranges = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
+            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start""").fetchall()
+    inside = lambda s, e: int(((launches >= s) & (launches <= e)).sum())  # noqa: E731
+    (step,) = [(s, e) for name, s, e in ranges if name == "step_1"]
+    want = [[name, inside(s, e)] for name, s, e in ranges
+            if name in ("forward", "backward", "optimizer") and step[0] <= s <= step[1]]
+    assert [n for n, _ in want] == ["forward", "backward"] * record["config"]["accumulation"] + ["optimizer"]
+    want[0][1] += inside(*step) - sum(c for _, c in want)  # the step's kernels before its first range: its forward's
+
+    stripped = without_nvtx(annotated, tmp_path / annotated.name)
+    for side in THIRD.glob(f"{VIT_ACCUM}.*.json"):
+        shutil.copyfile(side, tmp_path / side.name)
+    trace = load_trace(stripped)
+    found = inference(trace)
+    assert found.micro_batches == record["config"]["accumulation"] and found.layer_count == depth
+    steps = [s for s in record["steps"] if s["name"].startswith("step_")]
+    got = [i for i in found.iterations if i.name.startswith("step_")]
+    assert [i.name for i in got] == [s["name"] for s in steps]
+    for i, s in zip(got, steps):
+        assert (i.end_ns - i.start_ns) / 1e9 == pytest.approx(s["seconds"], rel=0.05), (i, s)
+    model = range_model(trace)
+    texts = model.trace.ranges["text"].to_numpy()
+    from nsight_tui.parsers.model.iterations import STEP, iteration_ranges
+
+    inferred_step = iteration_ranges(model, STEP)[1]
+    parts = [i for i in np.flatnonzero(model.parent == inferred_step).tolist()]
+    assert [[texts[i], int(model.kernel_count[i])] for i in parts] == want
+    for i in parts[:-1]:
+        assert sum(str(texts[c]).startswith("layer_") for c in np.flatnonzero(model.parent == i)) == depth
+
+
 def phases_against_own_ranges(annotated, tmp_path) -> dict[str, int]:
     """The export stripped of NVTX: its inferred phases of step_1 hold the kernels its own phase ranges of
     step_1 hold (SQL over the annotated export). Returns those counts, by phase."""

@@ -16,6 +16,7 @@ from nsight_tui.parsers.model.inferred.decode import call_start, decode_steps, f
 from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, kernel_kind
 from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
 from nsight_tui.parsers.model.inferred.layers import find_layers
+from nsight_tui.parsers.model.inferred.micro import ONE, Micro, micro_starts
 from nsight_tui.parsers.model.inferred.period import PERIOD_TOLERANCE, iteration_starts, period_anchor, starts_from
 from nsight_tui.parsers.model.inferred.range_rows import range_rows
 from nsight_tui.parsers.model.inferred.result import Inference, InferredIteration
@@ -106,7 +107,8 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     template = np.array(common, dtype=np.int64)
     op_names = trace.op_names
     kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
-    layers = _layers(template, kinds, op_names)
+    micro = micro_starts(template, op_names)
+    layers = _layers(template, kinds, op_names, micro)
     if not any(BACKWARD.search(op_names[c]) for c in set(common)):
         layers = layers[:1]  # no backward: a second layered region is the next forward's (a decode step's), no mirror
     a, b = _last_steady(starts, ends, seqs, common)
@@ -122,16 +124,20 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     stages = forward_stages(template, kinds, layers, op_names)
     backward = backward_stages_of(template, kinds, op_names, layers, stages)
     named = " (warm-ups as the capture recorded them)" if recorded is not None else ""
+    anchor = int(seq.codes[anchors[0]])
     basis = (f"inferred from the kernel sequence (process {gpid >> 24 & 0xFFFFFF}"
              f", launch order): {len(seqs)} iterations of ~{len(template):,} kernels, the name "
-             f"'{_short(op_names[int(seq.codes[anchors[0]])])}' once per iteration; {repeats} launch the same kernels in "
+             f"'{_short(op_names[anchor])}' {_times(common.count(anchor))} per iteration; {repeats} launch the same kernels in "
              f"the same order{named}" + (f"; {layers[0][1]} layers of {layers[0][2]} kernels (the kernel "
                                   f"'{_short(op_names[int(template[layers[0][3]])])}' at a steady spacing)"
                                   if layers else "; no repeated layer found")
              + (f"; {leading} warm-up{'s' if leading != 1 else ''} apart" if leading else "")
              + "".join(f"; {d}" for d in dropped))
+    if len(micro.starts) > 1:
+        basis += (f"; {len(micro.starts)} micro-batches each (gradient accumulation: a forward and a backward each, then "
+                  "one optimizer step)")
     ranges = range_rows(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward,
-                        decode_from=int(steps[0]) - a if len(steps) else None)
+                        decode_from=int(steps[0]) - a if len(steps) else None, micro=micro)
     decode = find_decode(seq, starts, ends, [s == common and n.startswith(conventions.STEP_PREFIX)
                                              for s, n in zip(seqs, names)], mark, op_names)
     if decode is not None:
@@ -139,16 +145,27 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
                   f"kernels after the prefill" + (" (each a CUDA graph replay)" if decode.graph else "")
                   + "; each iteration one call, from its prefill to its last token's sampling")
     return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0, decode=decode,
+                     micro_batches=len(micro.starts),
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=ranges)
 
 
-def _layers(template: np.ndarray, kinds: list[str], op_names: list[str]) -> list[tuple[int, int, int, int]]:
+def _layers(template: np.ndarray, kinds: list[str], op_names: list[str],
+            micro: Micro = ONE) -> list[tuple[int, int, int, int]]:
     """The repeated layers (layers.find_layers) of an iteration, looked for up to its backward's last
-    kernel: a per-parameter optimizer's blocks after it repeat too, one a parameter, more often than any layer."""
+    kernel (a per-parameter optimizer's blocks after it repeat too, one a parameter, more often than any
+    layer), and under gradient accumulation (`micro`) in the first micro-batch from its forward's own start
+    (a Trainer's count of each micro-batch's tokens before it repeats once a micro-batch too)."""
     named_bwd = [i for i, c in enumerate(template.tolist()) if BACKWARD.search(op_names[c])]
     end = named_bwd[-1] + 1 if named_bwd else len(template)
-    return find_layers(template[:end], kinds[:end])
+    lead = micro.lead
+    if len(micro.starts) > 1:
+        end = min(end, micro.starts[1])
+    return [(f + lead, n, g, at + lead) for f, n, g, at in find_layers(template[lead:end], kinds[lead:end])]
+
+
+def _times(k: int) -> str:
+    return {1: "once", 2: "twice"}.get(k, f"{k} times")
 
 
 def _split(seq, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[tuple], tuple] | str:

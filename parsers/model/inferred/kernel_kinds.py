@@ -37,6 +37,8 @@ OPTIMIZER = re.compile(r"multi_tensor_apply|adam|_sgd|sgd_|addcdiv", re.I)
 # The loss's forward kernels (cross-entropy's log-softmax and NLL): the backward begins after them,
 # with the loss gradient's own kernels (a fill of ones) before the first one named backward.
 LOSS = re.compile(r"nll_loss_forward|cross_entropy|log_softmax|SoftMaxForward", re.I)
+# The fill of ones `loss.backward()` launches first (the loss's gradient).
+FILL = re.compile(r"FillFunctor|fill_kernel", re.I)
 
 
 # The same three asked of every kernel of a cycle, position by position: each name's answer kept.
@@ -53,6 +55,11 @@ def is_optimizer(name: str) -> bool:
 @functools.lru_cache(maxsize=1 << 16)
 def is_loss(name: str) -> bool:
     return LOSS.search(name) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def is_fill(name: str) -> bool:
+    return FILL.search(name) is not None
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -8,27 +8,34 @@ from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
 
 PERIOD_TOLERANCE = 0.05  # a steady iteration's kernel count may differ from the median by this much
 HEAD = 16  # kernels that mark an iteration's start
+MAX_PER_ITERATION = 32  # a name's launches an iteration that can anchor it (micro-batches of gradient accumulation)
 
 
 def period_anchor(codes: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """Occurrences of the name most widely and regularly spaced, and their median spacing."""
+    """Occurrences of the name most widely and regularly spaced, and their median spacing.
+
+    A name launched k times an iteration at uneven places (each micro-batch's kernels under gradient
+    accumulation: k forwards and backwards, then one optimizer step) is regular every k-th occurrence:
+    its anchors are every k-th, k the fewest that make it regular."""
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
     cuts = np.flatnonzero(np.diff(sorted_codes)) + 1
     best: tuple[np.ndarray, int] | None = None
+    best_k = 0
     n = len(codes)
     for group in np.split(order, cuts):
-        if len(group) < 3 or len(group) > n // 4:
-            continue
-        gaps = np.diff(group)  # positions are in order within a group (stable sort)
-        steady = gaps[1:]
-        median = int(np.median(steady))
-        if median < 4 or np.any(np.abs(steady - median) > PERIOD_TOLERANCE * median):
-            continue
-        if (median * len(group)) < n // 2:  # the repeats must cover most of the run
-            continue
-        if best is None or median > best[1]:
-            best = (group, median)
+        for k in range(1, MAX_PER_ITERATION + 1):
+            if len(group) < 3 * k or len(group) > k * n // 4:
+                break
+            gaps = group[k:] - group[:-k]  # positions are in order within a group (stable sort)
+            steady = gaps[k:]
+            median = int(np.median(steady))
+            if median < 4 or np.any(np.abs(steady - median) > PERIOD_TOLERANCE * median):
+                continue
+            # covering most of the run; of two names as regular, the one launched fewer times an iteration
+            if median * (len(group) // k) >= n // 2 and (best is None or (median, -k) > (best[1], -best_k)):
+                best, best_k = (group[::k], median), k
+            break
     return best
 
 

@@ -8,31 +8,55 @@ import pandas as pd
 from nsight_tui.parsers.read import conventions
 from nsight_tui.parsers.read.ids import PID_MASK
 from nsight_tui.parsers.read.load import Trace
-from nsight_tui.parsers.model.inferred.kernel_kinds import is_backward, is_loss, is_optimizer
+from nsight_tui.parsers.model.inferred.kernel_kinds import is_backward, is_fill, is_loss, is_optimizer
 from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
+from nsight_tui.parsers.model.inferred.layers import find_layers
+from nsight_tui.parsers.model.inferred.micro import ONE, Micro
 
 DOMAIN = conventions.INFERRED_DOMAIN
 
 
-def phase_spans(template: np.ndarray, op_names: list[str], layers) -> list[tuple[str, int, int]]:
-    """forward/backward/optimizer as template positions (forward only: the whole iteration)."""
+def phase_spans(template: np.ndarray, op_names: list[str], layers, at: Micro = ONE) -> list[tuple[str, int, int]]:
+    """forward/backward/optimizer as template positions (forward only: the whole iteration); under
+    gradient accumulation (`at`: where each micro-batch begins, micro.micro_starts) a forward and a
+    backward for each micro-batch, in order, then the optimizer."""
     n = len(template)
+    micro = at.starts
     after_fwd = layers[0][0] + layers[0][1] * layers[0][2] if layers else 0
-    bwd = next((i for i in range(after_fwd, n) if is_backward(op_names[int(template[i])])), None)
+    bounds = micro[1:] + [n]
+    bwd = _backward_start(template, op_names, after_fwd, bounds[0])
     if bwd is None:
         return [("forward", 0, n)]
-    loss = [i for i in range(after_fwd, bwd) if is_loss(op_names[int(template[i])])]
-    if loss:
-        bwd = loss[-1] + 1
     after_bwd = layers[1][0] + layers[1][1] * layers[1][2] if len(layers) > 1 else bwd
-    opt = next((i for i in range(after_bwd, n) if is_optimizer(op_names[int(template[i])])), None)
+    after_last = min(micro[-1] + after_bwd - at.lead, n)  # the last micro-batch's backward layers' end, were it the first's
+    opt = next((i for i in range(after_last, n) if is_optimizer(op_names[int(template[i])])), None)
     if opt is not None:
-        opt = _per_parameter_start(template, op_names, opt, after_bwd)
-    out = [("forward", 0, bwd), ("backward", bwd, opt if opt is not None else n)]
+        opt = _per_parameter_start(template, op_names, opt, after_last)
+    # a later micro-batch's forward is the first one's from its own start on (`lead`: the step's kernels before it)
+    later = [_backward_start(template, op_names, m + after_fwd - at.lead, b) for m, b in zip(micro[1:], bounds[1:])]
+    backwards = [bwd] + [b for b in later if b is not None]
+    if len(backwards) < len(micro):  # a micro-batch unlike the first: the iteration as one
+        return phase_spans(template, op_names, layers)
+    ends = micro[1:] + [opt if opt is not None else n]
+    out: list[tuple[str, int, int]] = []
+    for start, b, end in zip(micro, backwards, ends):
+        out += [("forward", start, b), ("backward", b, end)]
     if opt is not None:
         out.append(("optimizer", opt, n))
     return out
 
+
+def _backward_start(template: np.ndarray, op_names: list[str], lo: int, hi: int) -> int | None:
+    """The backward's first position in [lo, hi): the fill of ones `loss.backward()` begins with, after the
+    forward's loss kernels (work on the loss between them, a division by the micro-batches, is the
+    forward's), else right after the loss, else its first kernel named for a backward; None without one."""
+    bwd = next((i for i in range(lo, hi) if is_backward(op_names[int(template[i])])), None)
+    if bwd is None:
+        return None
+    loss = [i for i in range(lo, bwd) if is_loss(op_names[int(template[i])])]
+    if not loss:
+        return bwd
+    return next((i for i in range(loss[-1] + 1, bwd) if is_fill(op_names[int(template[i])])), loss[-1] + 1)
 
 
 def _per_parameter_start(template: np.ndarray, op_names: list[str], first: int, lo: int) -> int:
@@ -68,17 +92,22 @@ def outer_names(kinds: list[str], layers, phases, inference: bool = False) -> tu
 
 def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, common, layers, kinds, stages,
             iterations: bool = True, gtids: np.ndarray | None = None, limits: np.ndarray | None = None,
-            backward: list[tuple[str, int, int]] | None = None, decode_from: int | None = None) -> pd.DataFrame:
+            backward: list[tuple[str, int, int]] | None = None, decode_from: int | None = None,
+            micro: Micro = ONE) -> pd.DataFrame:
     """The inferred ranges as rows like trace.ranges': parents before children (`iterations`
     False: the parts only, inside the export's own iteration ranges, on their threads `gtids`; an
     inference call's decode steps from template position `decode_from` on: `prefill` holds its layers,
-    `decode` the steps after it)."""
+    `decode` the steps after it; `micro`: the micro-batches under gradient accumulation, each with its
+    forward and backward and their layers)."""
     op_names = trace.op_names
     template = np.array(common, dtype=np.int64)
-    phases = phase_spans(template, op_names, layers)
+    phases = phase_spans(template, op_names, layers, micro)
     before, after = outer_names(kinds, layers, phases, inference=decode_from is not None)
-    fwd_layers = layers[0] if layers else None
-    bwd_layers = layers[1] if len(layers) > 1 else None
+    first_of: dict[str, int] = {}  # each phase's first occurrence: the first micro-batch's
+    for phase, p0, _ in phases:
+        first_of.setdefault(phase, p0)
+    region = {"forward": layers[0] if layers else None, "backward": layers[1] if len(layers) > 1 else None}
+    placed = [_layers_in(template, kinds, p0, p1, region.get(phase), first_of[phase]) for phase, p0, p1 in phases]
     rows: list[tuple[str, int, int]] = []  # (text, first, end) as sequence positions
     first_row: list[int] = []  # per iteration, its first row
     for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
@@ -87,33 +116,28 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
             rows.append((names[i], a, b))
         if seqs[i] != common:
             continue  # an iteration unlike the steady one: no parts inferred inside it
-        for phase, p0, p1 in phases:
+        for (phase, p0, p1), place in zip(phases, placed):
             if decode_from is not None and phase == "forward":  # a generate()-like call: prefill, then decode
                 rows.append(("prefill", a + p0, a + decode_from))
                 rows.append(("decode", a + decode_from, a + p1))
                 p1 = decode_from
             else:
                 rows.append((phase, a + p0, a + p1))
-            if phase == "forward" and fwd_layers:
-                f0, count, g, _ = fwd_layers
-                if f0 > p0:
-                    rows.append((before, a + p0, a + f0))
-                for j in range(count):
-                    rows.append((f"layer_{j}", a + f0 + j * g, a + f0 + (j + 1) * g))
-                    for stage, s0, s1 in stages:
-                        rows.append((stage, a + s0 + j * g, a + s1 + j * g))
-                if f0 + count * g < p1:
-                    rows.append((after, a + f0 + count * g, a + p1))
-            if phase == "backward" and bwd_layers:
-                b0, count, g, _ = bwd_layers
-                if b0 > p0:
-                    rows.append((f"{after} backward", a + p0, a + b0))
-                for j in range(count):  # the backward visits the layers last to first
-                    rows.append((f"layer_{count - 1 - j}", a + b0 + j * g, a + b0 + (j + 1) * g))
-                    for stage, s0, s1 in backward or []:
-                        rows.append((stage, a + s0 + j * g, a + s1 + j * g))
-                if b0 + count * g < p1:
-                    rows.append((f"{before} backward", a + b0 + count * g, a + p1))
+            if place is None:
+                continue
+            (x0, count, g), shift = place
+            if phase == "forward":
+                parts, order, named = (before, after), range(count), stages
+            else:  # the backward visits the layers last to first
+                parts, order, named = (f"{after} backward", f"{before} backward"), range(count - 1, -1, -1), backward or []
+            if x0 > p0:
+                rows.append((parts[0], a + p0, a + x0))
+            for j, layer in enumerate(order):
+                rows.append((f"layer_{layer}", a + x0 + j * g, a + x0 + (j + 1) * g))
+                for stage, s0, s1 in named if shift is not None else []:
+                    rows.append((stage, a + s0 + shift + j * g, a + s1 + shift + j * g))
+            if x0 + count * g < p1:
+                rows.append((parts[1], a + x0 + count * g, a + p1))
     last = len(seq.codes)
     n = len(rows)
     owner = np.searchsorted(np.array(first_row, dtype=np.int64), np.arange(n), side="right") - 1
@@ -140,6 +164,26 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
         "name": np.array([f"{DOMAIN}:{t}" for t in texts], dtype=object), "domain": np.full(n, DOMAIN, dtype=object),
         "text": texts, "unended": np.zeros(n, dtype=bool), "copies": np.ones(n, dtype=np.int64),
     })
+
+
+def _layers_in(template: np.ndarray, kinds: list[str], p0: int, p1: int, region: tuple[int, int, int, int] | None,
+               first: int) -> tuple[tuple[int, int, int], int | None] | None:
+    """Where the first micro-batch's layered region (first kernel, count, kernels each, anchor) lies in the phase
+    [p0, p1) (`first`: where that phase begins in the first micro-batch): the same kernels `shift` positions
+    on, their stages with them; else a region of as many layers found in the phase alone (a later micro-batch's
+    backward, whose layers also add each parameter's gradient to the one before: no stages, shift None);
+    None: no layers there."""
+    if region is None:
+        return None
+    f0, count, g, _ = region
+    if p0 == first:
+        return (f0, count, g), 0
+    span = template[f0:f0 + count * g]
+    for x in np.flatnonzero(template[p0:max(p0, p1 - count * g + 1)] == template[f0]).tolist():
+        if np.array_equal(template[p0 + x:p0 + x + count * g], span):
+            return (p0 + x, count, g), p0 + x - f0
+    alone = [r for r in find_layers(template[p0:p1], kinds[p0:p1]) if r[1] == count]
+    return ((alone[0][0] + p0, count, alone[0][2]), None) if alone else None
 
 
 def _thread(trace: Trace, seq: KernelSequence, starts: np.ndarray) -> int:

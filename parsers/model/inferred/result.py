@@ -31,6 +31,7 @@ class Inference:
 
     inside: bool = False  # the export's own iteration ranges, with the parts inferred inside them
     decode: DecodeLoop | None = None  # an inference iteration's decode loop (a generate()-like call)
+    micro_batches: int = 1  # forward/backward pairs an iteration (gradient accumulation), one optimizer step
 
     @property
     def found(self) -> bool:
