@@ -8,6 +8,7 @@ edits predict beyond GPT-2 (docs/whatif.md, "Beyond GPT-2: third-party twins"):
            (`fix:unfused-optimizer`, `kernels-from:TWIN`);
   --inference  the forward alone under torch.no_grad (when a graph's GPU work starts: a training
            step's graph starts before its launch call returns, a decode loop's after, docs/whatif.md).
+  --compile  the model through torch.compile (Inductor's Triton kernels; the optimizer eager)
   --accum K  gradient accumulation: K forward/backward pairs (each its own forward and backward
            phase range) before each optimizer step, the loss divided by K (docs/no-nvtx.md).
 Both forms warm up on a side stream as PyTorch's whole-network capture does (torch.cuda.graphs),
@@ -16,7 +17,7 @@ with nsight_tui.capture.mark (step_N ranges; the Python clock read after the ste
 which comes after its range).
     python timm_vit_twins.py [--model vit_small_patch16_224] [--batch 8] [--warmup 3] [--steps 8]
                              [--graph] [--tf32] [--inference] [--optim capturable|foreach-off|fused] [--accum K]
-                             [--depth N]
+                             [--depth N] [--compile]
 """
 import argparse
 
@@ -36,12 +37,15 @@ p.add_argument("--inference", action="store_true", help="the forward alone, no g
 p.add_argument("--optim", default="capturable", choices=["capturable", "foreach-off", "fused"],
                help="AdamW(foreach, capturable) (a graph needs it), AdamW(foreach=False) or AdamW(fused=True)")
 p.add_argument("--depth", type=int, default=0, help="blocks of the model (0: the model's own)")
+p.add_argument("--compile", action="store_true", help="torch.compile(model) (Inductor's default mode)")
 p.add_argument("--accum", type=int, default=1, help="forward/backward pairs a step (gradient accumulation)")
 a = p.parse_args()
 
 torch.backends.cuda.matmul.allow_tf32 = a.tf32
 torch.backends.cudnn.allow_tf32 = a.tf32
 model = timm.create_model(a.model, pretrained=False, num_classes=100, **({"depth": a.depth} if a.depth else {})).cuda()
+if a.compile:
+    model = torch.compile(model)
 if a.graph and a.optim != "capturable":
     raise SystemExit("--graph needs --optim capturable")
 OPTIM = {"capturable": {"foreach": True, "capturable": True}, "foreach-off": {"foreach": False}, "fused": {"fused": True}}
@@ -50,7 +54,8 @@ size = model.default_cfg.get("input_size", (3, 224, 224))[-1]
 x = torch.randn(a.batch, 3, size, size, device="cuda")
 y = torch.randint(0, 100, (a.batch,), device="cuda")
 mark.config(workload=f"timm {a.model} training, fp32" + (" (TF32 allowed)" if a.tf32 else ""),
-            graph=a.graph, tf32=a.tf32, optim=a.optim, batch_size=a.batch, accumulation=a.accum, torch=torch.__version__,
+            graph=a.graph, tf32=a.tf32, optim=a.optim, batch_size=a.batch, accumulation=a.accum, compiled=a.compile,
+            torch=torch.__version__,
             timm=timm.__version__)
 
 

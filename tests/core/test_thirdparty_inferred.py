@@ -223,6 +223,32 @@ def test_gradient_accumulation_each_micro_batch_is_a_forward_and_a_backward(capt
         assert sum(str(texts[c]).startswith("layer_") for c in np.flatnonzero(model.parent == i)) == depth
 
 
+def test_a_compiled_models_step_splits_as_its_own_ranges():
+    """torch.compile'd timm ViT (4 blocks, its command line; Inductor's Triton kernels, the optimizer eager). Its
+    forward's fused layer-norm kernels carry `native_layer_norm_backward` in their names (they save what the
+    backward needs), and Inductor numbers a block's fused kernels apart in the first and last block. One steady
+    step's kernel names in launch order and the kernels its own forward/backward/optimizer ranges hold, taken by
+    SQL from the annotated capture (devruns/step_oracle.py into sample_traces/thirdparty/oracle; the capture,
+    0.65 MB, its first step 8,618 kernels of compilation, stays in devruns/gpu_thirdparty_compile.log's call):
+    the step splits into those phases kernel for kernel, the model's 4 blocks its layers."""
+    import lzma
+
+    from nsight_tui.parsers.model.inferred.infer import _layers
+    from nsight_tui.parsers.model.inferred.kernel_kinds import kernel_kind
+    from nsight_tui.parsers.model.inferred.micro import micro_starts
+    from nsight_tui.parsers.model.inferred.range_rows import phase_spans
+
+    with lzma.open(THIRD / "oracle" / "timm_vit_small_d4_b8_compiled_step_1.json.xz", "rt") as f:
+        oracle = json.load(f)
+    op_names = sorted(set(oracle["names"]))
+    template = np.array([op_names.index(n) for n in oracle["names"]], dtype=np.int64)
+    kinds = [kernel_kind(n) for n in oracle["names"]]
+    micro = micro_starts(template, op_names)
+    layers = _layers(template, kinds, op_names, micro)
+    assert layers and layers[0][1] == oracle["depth"] == 4
+    assert [[name, b - a] for name, a, b in phase_spans(template, op_names, layers, micro)] == oracle["phases"]
+
+
 def phases_against_own_ranges(annotated, tmp_path) -> dict[str, int]:
     """The export stripped of NVTX: its inferred phases of step_1 hold the kernels its own phase ranges of
     step_1 hold (SQL over the annotated export). Returns those counts, by phase."""

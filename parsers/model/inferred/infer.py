@@ -15,7 +15,7 @@ from nsight_tui.parsers.model.inferred.backward_stage_names import backward_stag
 from nsight_tui.parsers.model.inferred.decode import call_start, decode_steps, find_decode, step_mark
 from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, kernel_kind
 from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
-from nsight_tui.parsers.model.inferred.layers import find_layers
+from nsight_tui.parsers.model.inferred.layers import find_layers, layer_keys
 from nsight_tui.parsers.model.inferred.micro import ONE, Micro, micro_starts
 from nsight_tui.parsers.model.inferred.period import PERIOD_TOLERANCE, iteration_starts, period_anchor, starts_from
 from nsight_tui.parsers.model.inferred.range_rows import range_rows
@@ -93,13 +93,22 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
         # the capture (or the loop) stopped inside an iteration: a part of one is no step
         dropped.append(f"a partial last iteration ({len(seqs[-1]):,} of {len(common):,} kernels) left out")
         starts, ends, seqs = starts[:-1], ends[:-1], seqs[:-1]
-    if starts[0] >= PARTIAL_HEAD:
+    partial_last = bool(dropped)
+    if starts[0] >= len(common) and len(trace.meta().steps) == len(seqs) + 1 + partial_last:
+        # the capture's record holds one iteration more than the sequence repeats, and more than one
+        # iteration's kernels run before the first repeat: the record's first iteration is those (a
+        # compiled model's first step holds its compilation's kernels and runs unlike the steady one)
+        dropped.append(f"the first iteration the {int(starts[0]):,} kernels before the repeats (the capture's record "
+                       "has one more)")
+        starts, ends = np.r_[0, starts], np.r_[starts[0], ends]
+        seqs = [tuple(seq.codes[:int(starts[1])].tolist())] + seqs
+    elif starts[0] >= PARTIAL_HEAD:
         dropped.append(f"the {int(starts[0]):,} kernels before the first iteration (set-up, or a partial iteration) "
                        "in none")
     gpu_ends = [int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
                 for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
     leading = warmup_count(seqs, common, [e - int(seq.gpu_start[a]) for a, e in zip(starts.tolist(), gpu_ends)])
-    recorded = _recorded_warmups(trace, len(seqs), partial_dropped=bool(dropped) and "partial last" in dropped[0])
+    recorded = _recorded_warmups(trace, len(seqs), partial_dropped=partial_last)
     if recorded is not None:  # the capture's own record says how many warm-ups led the run
         leading = recorded
     names = [f"{conventions.WARMUP_PREFIX}{i}" if i < leading else f"{conventions.STEP_PREFIX}{i - leading}"
@@ -161,7 +170,8 @@ def _layers(template: np.ndarray, kinds: list[str], op_names: list[str],
     lead = micro.lead
     if len(micro.starts) > 1:
         end = min(end, micro.starts[1])
-    return [(f + lead, n, g, at + lead) for f, n, g, at in find_layers(template[lead:end], kinds[lead:end])]
+    keys = layer_keys(template, op_names)
+    return [(f + lead, n, g, at + lead) for f, n, g, at in find_layers(keys[lead:end], kinds[lead:end])]
 
 
 def _times(k: int) -> str:

@@ -2,6 +2,8 @@
 (when present) the backward's mirror."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 MIN_LAYER_KERNELS = 4  # a layer launches at least this many kernels (a transformer layer: dozens)
@@ -27,6 +29,23 @@ def _runs(template: np.ndarray) -> list[tuple[int, int, int, int]]:
             i = j + 1
         if best[0]:
             out.append((int(group[best[1]]), best[0] + 1, best[2], int(group[best[1]])))
+    return out
+
+
+# Inductor numbers each Triton kernel it generates (`triton_per_fused_add_..._view_1`, `..._view_4`): the same
+# fused op in two layers can carry two numbers, the first and last layer's often their own.
+_INDUCTOR_INDEX = re.compile(r"^(triton_\w*?)_\d+$")
+
+
+def layer_keys(template: np.ndarray, op_names: list[str]) -> np.ndarray:
+    """The template with each kernel as the first code of its name without Inductor's number: what a
+    layer repeats (a compiled model's layers launch the same fused ops under different numbers)."""
+    first: dict[str, int] = {}
+    out = np.empty(len(template), dtype=np.int64)
+    for i, c in enumerate(template.tolist()):
+        name = op_names[c]
+        m = _INDUCTOR_INDEX.match(name)
+        out[i] = first.setdefault(m.group(1) if m else name, c)
     return out
 
 

@@ -32,8 +32,10 @@ def period_anchor(codes: np.ndarray) -> tuple[np.ndarray, int] | None:
             median = int(np.median(steady))
             if median < 4 or np.any(np.abs(steady - median) > PERIOD_TOLERANCE * median):
                 continue
-            # covering most of the run; of two names as regular, the one launched fewer times an iteration
-            if median * (len(group) // k) >= n // 2 and (best is None or (median, -k) > (best[1], -best_k)):
+            # covering most of the run from the name's first launch on (a compiled model's first iteration
+            # runs thousands of kernels of its compilation); of two names as regular, the one launched fewer
+            # times an iteration
+            if median * (len(group) // k) >= (n - group[0]) // 2 and (best is None or (median, -k) > (best[1], -best_k)):
                 best, best_k = (group[::k], median), k
             break
     return best

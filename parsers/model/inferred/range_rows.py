@@ -10,7 +10,7 @@ from nsight_tui.parsers.read.ids import PID_MASK
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.inferred.kernel_kinds import is_backward, is_fill, is_loss, is_optimizer
 from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
-from nsight_tui.parsers.model.inferred.layers import find_layers
+from nsight_tui.parsers.model.inferred.layers import find_layers, layer_keys
 from nsight_tui.parsers.model.inferred.micro import ONE, Micro
 
 DOMAIN = conventions.INFERRED_DOMAIN
@@ -50,10 +50,16 @@ def _backward_start(template: np.ndarray, op_names: list[str], lo: int, hi: int)
     """The backward's first position in [lo, hi): the fill of ones `loss.backward()` begins with, after the
     forward's loss kernels (work on the loss between them, a division by the micro-batches, is the
     forward's), else right after the loss, else its first kernel named for a backward; None without one."""
-    bwd = next((i for i in range(lo, hi) if is_backward(op_names[int(template[i])])), None)
-    if bwd is None:
+    named = [is_backward(op_names[int(c)]) for c in template[lo:hi].tolist()]
+    if not any(named):
         return None
-    loss = [i for i in range(lo, bwd) if is_loss(op_names[int(template[i])])]
+    bwd = lo + named.index(True)
+    losses = [i for i in range(lo, hi) if is_loss(op_names[int(template[i])]) and not named[i - lo]]
+    if losses:
+        # a compiled forward's kernels can carry a backward's name (Inductor names a fused kernel after every
+        # op it holds: a layer norm's forward saving what its backward needs): the backward is the one after the loss
+        bwd = next((i for i in range(losses[0] + 1, hi) if named[i - lo]), bwd)
+    loss = [i for i in losses if i < bwd]
     if not loss:
         return bwd
     return next((i for i in range(loss[-1] + 1, bwd) if is_fill(op_names[int(template[i])])), loss[-1] + 1)
@@ -107,7 +113,8 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
     for phase, p0, _ in phases:
         first_of.setdefault(phase, p0)
     region = {"forward": layers[0] if layers else None, "backward": layers[1] if len(layers) > 1 else None}
-    placed = [_layers_in(template, kinds, p0, p1, region.get(phase), first_of[phase]) for phase, p0, p1 in phases]
+    keys = layer_keys(template, op_names)
+    placed = [_layers_in(keys, kinds, p0, p1, region.get(phase), first_of[phase]) for phase, p0, p1 in phases]
     rows: list[tuple[str, int, int]] = []  # (text, first, end) as sequence positions
     first_row: list[int] = []  # per iteration, its first row
     for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
@@ -166,9 +173,10 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
     })
 
 
-def _layers_in(template: np.ndarray, kinds: list[str], p0: int, p1: int, region: tuple[int, int, int, int] | None,
+def _layers_in(keys: np.ndarray, kinds: list[str], p0: int, p1: int, region: tuple[int, int, int, int] | None,
                first: int) -> tuple[tuple[int, int, int], int | None] | None:
-    """Where the first micro-batch's layered region (first kernel, count, kernels each, anchor) lies in the phase
+    """Where the first micro-batch's layered region (first kernel, count, kernels each, anchor; on the
+    template's layer keys, layers.layer_keys) lies in the phase
     [p0, p1) (`first`: where that phase begins in the first micro-batch): the same kernels `shift` positions
     on, their stages with them; else a region of as many layers found in the phase alone (a later micro-batch's
     backward, whose layers also add each parameter's gradient to the one before: no stages, shift None);
@@ -178,11 +186,11 @@ def _layers_in(template: np.ndarray, kinds: list[str], p0: int, p1: int, region:
     f0, count, g, _ = region
     if p0 == first:
         return (f0, count, g), 0
-    span = template[f0:f0 + count * g]
-    for x in np.flatnonzero(template[p0:max(p0, p1 - count * g + 1)] == template[f0]).tolist():
-        if np.array_equal(template[p0 + x:p0 + x + count * g], span):
+    span = keys[f0:f0 + count * g]
+    for x in np.flatnonzero(keys[p0:max(p0, p1 - count * g + 1)] == keys[f0]).tolist():
+        if np.array_equal(keys[p0 + x:p0 + x + count * g], span):
             return (p0 + x, count, g), p0 + x - f0
-    alone = [r for r in find_layers(template[p0:p1], kinds[p0:p1]) if r[1] == count]
+    alone = [r for r in find_layers(keys[p0:p1], kinds[p0:p1]) if r[1] == count]
     return ((alone[0][0] + p0, count, alone[0][2]), None) if alone else None
 
 
