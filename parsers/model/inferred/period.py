@@ -14,14 +14,18 @@ MAX_PER_ITERATION = 32  # a name's launches an iteration that can anchor it (mic
 def period_anchor(codes: np.ndarray) -> tuple[np.ndarray, int] | None:
     """Occurrences of the name most widely and regularly spaced, and their median spacing.
 
-    A name launched k times an iteration at uneven places (each micro-batch's kernels under gradient
-    accumulation: k forwards and backwards, then one optimizer step) is regular every k-th occurrence:
-    its anchors are every k-th, k the fewest that make it regular."""
+    The name's repeats must cover most of the run. Two exceptions, each taken only where no name
+    meets the rule as it stands: a name launched k times an iteration at uneven places (each
+    micro-batch's kernels under gradient accumulation: k forwards and backwards, then one optimizer
+    step) is regular every k-th occurrence, its anchors every k-th, k the fewest that make it regular
+    (the fewest of all names first: a larger k can be regular at a multiple of the iteration by
+    chance); and a name may cover the run from its own first launch on (a compiled model's first
+    iteration runs thousands of kernels of its compilation)."""
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
     cuts = np.flatnonzero(np.diff(sorted_codes)) + 1
     best: tuple[np.ndarray, int] | None = None
-    best_k = 0
+    best_key: tuple[bool, int, int] | None = None
     n = len(codes)
     for group in np.split(order, cuts):
         for k in range(1, MAX_PER_ITERATION + 1):
@@ -32,11 +36,10 @@ def period_anchor(codes: np.ndarray) -> tuple[np.ndarray, int] | None:
             median = int(np.median(steady))
             if median < 4 or np.any(np.abs(steady - median) > PERIOD_TOLERANCE * median):
                 continue
-            # covering most of the run from the name's first launch on (a compiled model's first iteration
-            # runs thousands of kernels of its compilation); of two names as regular, the one launched fewer
-            # times an iteration
-            if median * (len(group) // k) >= (n - group[0]) // 2 and (best is None or (median, -k) > (best[1], -best_k)):
-                best, best_k = (group[::k], median), k
+            covered = median * (len(group) // k)
+            key = (covered >= n // 2, -k, median)
+            if covered >= (n - int(group[0])) // 2 and (best_key is None or key > best_key):
+                best, best_key = (group[::k], median), key
             break
     return best
 
