@@ -9,7 +9,7 @@
 # nor the gradient accumulation ones: vit-accum, vit-accum-small (4 blocks), vit-accum4 (their own phase ranges,
 # the truth stripped of NVTX),
 # trainer-accum, trainer-accum-small (2 layers, 3 micro-batches), trainer-accum4; and torch.compile's:
-# vit-compile, trainer-compile)
+# vit-compile, vit-compile-accum, trainer-compile, trainer-compile4)
 # Run (tree staged in an ignored folder, .whl with nvtx and .devlibs carried):
 #   cd build/devstage && WHL=../../.whl DEVLIBS=../../.devlibs bash devruns/gpu_thirdparty.sh
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
@@ -59,6 +59,10 @@ for p in "${@:-trainer resnet vit generate nonvtx oom}"; do for name in $p; do c
                  --warmup 3 --steps 4 ;;
   trainer-compile) mine hf_trainer_qwen2_l2_b4_compiled 300 -- python3 $T/hf_trainer_qwen2.py --layers 2 --batch 4 \
                      --compile --steps 4 ;;
+  vit-compile-accum) mine timm_vit_small_d4_b8_compiled_accum2 300 -- python3 $T/timm_vit_twins.py --depth 4 --batch 8 \
+                       --compile --accum 2 --warmup 3 --steps 4 ;;
+  trainer-compile4) mine hf_trainer_qwen2_l4_b4_compiled 300 -- python3 $T/hf_trainer_qwen2.py --layers 4 --batch 4 \
+                      --compile --steps 4 ;;
   trainer-accum4) mine hf_trainer_qwen2_l4_b2_accum4_foreach-off 200 -- python3 $T/hf_trainer_qwen2.py --batch 2 --accum 4 \
                     --steps 5 --optim foreach-off ;;
   oom) mine oom_qwen2_b256 150 -- python3 $T/oom_qwen2.py --batch 256 --seq 4096 ;;

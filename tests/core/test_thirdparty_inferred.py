@@ -223,26 +223,39 @@ def test_gradient_accumulation_each_micro_batch_is_a_forward_and_a_backward(capt
         assert sum(str(texts[c]).startswith("layer_") for c in np.flatnonzero(model.parent == i)) == depth
 
 
-def test_a_compiled_models_step_splits_as_its_own_ranges():
-    """torch.compile'd timm ViT (4 blocks, its command line; Inductor's Triton kernels, the optimizer eager). Its
-    forward's fused layer-norm kernels carry `native_layer_norm_backward` in their names (they save what the
-    backward needs), and Inductor numbers a block's fused kernels apart in the first and last block. One steady
-    step's kernel names in launch order and the kernels its own forward/backward/optimizer ranges hold, taken by
-    SQL from the annotated capture (devruns/step_oracle.py into sample_traces/thirdparty/oracle; the capture,
-    0.65 MB, its first step 8,618 kernels of compilation, stays in devruns/gpu_thirdparty_compile.log's call):
-    the step splits into those phases kernel for kernel, the model's 4 blocks its layers."""
+@pytest.mark.parametrize("stem", ["timm_vit_small_d4_b8_compiled", "timm_vit_small_d4_b8_compiled_accum2"])
+def test_a_compiled_models_iterations_and_parts_are_its_own_ranges(stem):
+    """torch.compile'd timm ViT (4 blocks, its command line; Inductor's Triton kernels, the optimizer eager), alone
+    and with gradient accumulation of 2. Its first step holds thousands of kernels of the compilation; its forward's
+    fused layer-norm kernels carry `native_layer_norm_backward` in their names (they save what the backward needs);
+    Inductor numbers a block's fused kernels apart in the first and last block; under accumulation each micro-batch's
+    forward begins with the same kernels. The whole kernel sequence and the workload's own ranges, taken by SQL from
+    the annotated capture (devruns/step_oracle.py into sample_traces/thirdparty/oracle; the captures, 0.65 and 0.7 MB,
+    stay in devruns/gpu_thirdparty_compile*.log's calls): every iteration after the compiling one begins where its
+    own range's first kernel is, the kernels before them more than an iteration's (the record's first iteration,
+    `_infer_process` then names them so); step_1 splits into its own ranges' parts kernel for kernel, the model's 4
+    blocks its layers."""
     import lzma
 
     from nsight_tui.parsers.model.inferred.infer import _layers
     from nsight_tui.parsers.model.inferred.kernel_kinds import kernel_kind
+    from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
     from nsight_tui.parsers.model.inferred.micro import micro_starts
+    from nsight_tui.parsers.model.inferred.period import iteration_starts, period_anchor
     from nsight_tui.parsers.model.inferred.range_rows import phase_spans
 
-    with lzma.open(THIRD / "oracle" / "timm_vit_small_d4_b8_compiled_step_1.json.xz", "rt") as f:
+    with lzma.open(THIRD / "oracle" / f"{stem}.json.xz", "rt") as f:
         oracle = json.load(f)
-    op_names = sorted(set(oracle["names"]))
-    template = np.array([op_names.index(n) for n in oracle["names"]], dtype=np.int64)
-    kinds = [kernel_kind(n) for n in oracle["names"]]
+    op_names, codes = oracle["names"], np.array(oracle["sequence"], dtype=np.int64)
+    order = np.arange(len(codes), dtype=np.int64)  # launch order is all the sequence-level rules read
+    seq = KernelSequence(order, codes, order, order, order, order + 1, np.zeros_like(order), order)
+    anchors, period = period_anchor(codes)
+    starts = iteration_starts(seq, anchors, period, op_names).tolist()
+    want = [first for _, first, _ in oracle["iterations"]]
+    assert starts == want[1:] and starts[0] >= period
+    step = [name for name, _, _ in oracle["iterations"]].index(oracle["step"])
+    template = codes[want[step]:want[step + 1]]
+    kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
     micro = micro_starts(template, op_names)
     layers = _layers(template, kinds, op_names, micro)
     assert layers and layers[0][1] == oracle["depth"] == 4

@@ -103,8 +103,30 @@ def starts_from(seq: KernelSequence, first: int, period: int) -> np.ndarray:
     if len(head) > 1 and len(hits):
         windows = np.lib.stride_tricks.sliding_window_view(codes, k)[hits]
         hits = hits[(windows == head).all(axis=1)]
+    if first >= 1 and len(hits) and len(hits) > 1.5 * (len(codes) - hits[0]) / period:  # more than one an iteration
+        return _micro_batched_starts(codes, hits, first, period)
     starts: list[int] = []
     for h in hits.tolist():
         if not starts or h - starts[-1] >= (1 - PERIOD_TOLERANCE) * period:  # one start per iteration
             starts.append(h)
+    return np.array(starts, dtype=np.int64)
+
+
+def _micro_batched_starts(codes: np.ndarray, hits: np.ndarray, first: int, period: int) -> np.ndarray:
+    """The starts where the head recurs more than once an iteration (each micro-batch's forward under gradient
+    accumulation begins alike): only the hits after the kernel `first` follows (the optimizer's last), a period
+    apart, out from `first` both ways; before them, the run's first hit a period or more earlier (its first
+    iteration follows the set-up, not an optimizer)."""
+    after = hits[codes[np.maximum(hits - 1, 0)] == codes[first - 1]]
+    gap = (1 - PERIOD_TOLERANCE) * period
+    starts = [first]
+    for h in after[after > first].tolist():
+        if h - starts[-1] >= gap:
+            starts.append(h)
+    for h in after[after < first][::-1].tolist():
+        if starts[0] - h >= gap:
+            starts.insert(0, h)
+    earlier = hits[hits <= starts[0] - gap]
+    if len(earlier):
+        starts.insert(0, int(earlier[0]))
     return np.array(starts, dtype=np.int64)
