@@ -207,6 +207,7 @@ def test_gradient_accumulation_each_micro_batch_is_a_forward_and_a_backward(capt
     trace = load_trace(stripped)
     found = inference(trace)
     assert found.micro_batches == record["config"]["accumulation"] and found.layer_count == depth
+    assert inferred_json(found)["micro_batches"] == record["config"]["accumulation"]
     steps = [s for s in record["steps"] if s["name"].startswith("step_")]
     got = [i for i in found.iterations if i.name.startswith("step_")]
     assert [i.name for i in got] == [s["name"] for s in steps]
