@@ -8,7 +8,8 @@
 # (default all): trainer resnet vit generate nonvtx oom (and convnext, resnet-nhwc, trainer-agnvtx: not in the default;
 # nor the gradient accumulation ones: vit-accum, vit-accum-small (4 blocks), vit-accum4 (their own phase ranges,
 # the truth stripped of NVTX),
-# trainer-accum, trainer-accum-small (2 layers, 3 micro-batches), trainer-accum4; and torch.compile's:
+# trainer-accum, trainer-accum-small (2 layers, 3 micro-batches), trainer-accum4, resnet-accum (Lightning's clock
+# per micro-batch); and torch.compile's:
 # vit-compile, vit-compile-accum, trainer-compile, trainer-compile4)
 # Run (tree staged in an ignored folder, .whl with nvtx and .devlibs carried):
 #   cd build/devstage && WHL=../../.whl DEVLIBS=../../.devlibs bash devruns/gpu_thirdparty.sh
@@ -63,6 +64,8 @@ for p in "${@:-trainer resnet vit generate nonvtx oom}"; do for name in $p; do c
                        --compile --accum 2 --warmup 3 --steps 4 ;;
   trainer-compile4) mine hf_trainer_qwen2_l4_b4_compiled 300 -- python3 $T/hf_trainer_qwen2.py --layers 4 --batch 4 \
                       --compile --steps 4 ;;
+  resnet-accum) mine lightning_resnet50_b16_accum2 200 -- python3 $T/lightning_resnet50.py --batch 16 --size 128 --accum 2 \
+                  --steps 4 ;;
   trainer-accum4) mine hf_trainer_qwen2_l4_b2_accum4_foreach-off 200 -- python3 $T/hf_trainer_qwen2.py --batch 2 --accum 4 \
                     --steps 5 --optim foreach-off ;;
   oom) mine oom_qwen2_b256 150 -- python3 $T/oom_qwen2.py --batch 256 --seq 4096 ;;

@@ -225,7 +225,10 @@ def attention_dims(config: dict) -> tuple[int, int, int, int] | None:
 
 def timing(trace: Trace, model: RangeModel) -> Timing:
     """NVTX step and phase times against the times the capture measured in Python."""
-    meta = trace.meta()
+    from nsight_tui.parsers.model.inferred import inference
+
+    # a record that clocked each micro-batch, regrouped one entry an inferred iteration
+    record = inference(trace).record or trace.meta().steps
     times = steps_of(model).steady_times
     texts = model.trace.range_texts.objects if model.n else np.array([])  # inferred ranges too
     nvtx = {texts[i]: int(c) for i, c in zip(times.ids, times.cpu_ns)}
@@ -233,7 +236,7 @@ def timing(trace: Trace, model: RangeModel) -> Timing:
     gpu = {texts[i]: int(g) for i, g in zip(times.ids, times.gpu_ns)}
     own = {texts[i]: int(o) for i, o in zip(times.ids, times.period_ns - times.between_ns)}
     rows = []
-    for step in meta.steps:
+    for step in record:
         name = step.get("name")
         if name in nvtx and isinstance(step.get("seconds"), (int, float)):
             py = int(round(step["seconds"] * 1e9))
@@ -245,7 +248,7 @@ def timing(trace: Trace, model: RangeModel) -> Timing:
                                    own_over_python=own[name] / py if py else None))
     phase_py = {}
     for ph in PHASES:
-        vals = [s["phases"][ph] for s in meta.steps
+        vals = [s["phases"][ph] for s in record
                 if isinstance(s.get("phases"), dict) and ph in s["phases"] and STEP.match(str(s.get("name", "")))]
         if vals:
             phase_py[ph] = int(round(np.mean(vals) * 1e9))

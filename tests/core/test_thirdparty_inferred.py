@@ -224,6 +224,45 @@ def test_gradient_accumulation_each_micro_batch_is_a_forward_and_a_backward(capt
         assert sum(str(texts[c]).startswith("layer_") for c in np.flatnonzero(model.parent == i)) == depth
 
 
+def test_a_record_that_clocks_each_micro_batch_is_summed_by_iteration(captured, tmp_path):
+    """A Lightning Callback's on_train_batch_start/end fires once a micro-batch under accumulate_grad_batches, so a
+    user's clock there records K entries a step (devruns/gpu_thirdparty_resnet_accum.log: 14 for 7 steps). Made
+    here from the accumulating ViT's own ranges (SQL): one entry a micro-batch, its forward's start to its
+    backward's end (the last one's to the optimizer's end), the first three named warm-ups as a per-batch clock
+    with warmup=3 names them, written beside the export stripped of NVTX. The tool reads it one entry an
+    iteration: the iterations holding a warm-up entry are the warm-ups (2), each step's Python time its two
+    entries' sum, which its own time meets within 5% (before, each step met one micro-batch's entry: ~2x)."""
+    from nsight_tui.parsers.analyses.questions import timing
+
+    annotated = captured(VIT_ACCUM)
+    with sqlite3.connect(f"{annotated.resolve().as_uri()}?mode=ro", uri=True) as con:
+        ranges = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
+            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start""").fetchall()
+    phases = [(name, s, e) for name, s, e in ranges if name in ("forward", "backward", "optimizer")]
+    micro: list[tuple[int, int]] = []
+    for name, s, e in phases:
+        if name == "forward":
+            micro.append((s, e))
+        else:
+            micro[-1] = (micro[-1][0], e)
+    k = python_clock(VIT_ACCUM)["config"]["accumulation"]
+    record = {"config": {"accumulation": k}, "steps": [
+        {"name": f"warmup_{j}" if j < 3 else f"step_{j - 3}", "seconds": (e - s) / 1e9, "phases": {}}
+        for j, (s, e) in enumerate(micro)]}
+    stripped = without_nvtx(annotated, tmp_path / annotated.name)
+    (tmp_path / f"{VIT_ACCUM}.steps.json").write_text(json.dumps(record))
+    trace = load_trace(stripped)
+    found = inference(trace)
+    assert len(record["steps"]) == k * len(found.iterations)
+    assert [i.name for i in found.iterations][:3] == ["warmup_0", "warmup_1", "step_0"]
+    rows = timing(trace, range_model(trace)).steps
+    steps = [i.name for i in found.iterations if i.name.startswith("step_")]
+    assert [r.step for r in rows] == steps
+    for r, j in zip(rows, range(2 * k, len(micro), k)):
+        assert r.python_ns == pytest.approx(sum(e - s for s, e in micro[j:j + k]), abs=k)
+        assert r.own_ns == pytest.approx(r.python_ns, rel=0.05)
+
+
 @pytest.mark.parametrize("stem", ["timm_vit_small_d4_b8_compiled", "timm_vit_small_d4_b8_compiled_accum2"])
 def test_a_compiled_models_iterations_and_parts_are_its_own_ranges(stem):
     """torch.compile'd timm ViT (4 blocks, its command line; Inductor's Triton kernels, the optimizer eager), alone

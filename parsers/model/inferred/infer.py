@@ -16,7 +16,7 @@ from nsight_tui.parsers.model.inferred.decode import call_start, decode_steps, f
 from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, kernel_kind
 from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
 from nsight_tui.parsers.model.inferred.layers import find_layers, layer_keys
-from nsight_tui.parsers.model.inferred.micro import ONE, Micro, micro_starts
+from nsight_tui.parsers.model.inferred.micro import ONE, Micro, micro_starts, per_micro_batch, regrouped
 from nsight_tui.parsers.model.inferred.period import PERIOD_TOLERANCE, iteration_starts, period_anchor, starts_from
 from nsight_tui.parsers.model.inferred.range_rows import range_rows
 from nsight_tui.parsers.model.inferred.result import Inference, InferredIteration
@@ -108,15 +108,21 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     gpu_ends = [int(seq.gpu_start[b]) if b < len(seq.codes) and i + 1 < len(starts) else int(seq.gpu_end[a:b].max())
                 for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
     leading = warmup_count(seqs, common, [e - int(seq.gpu_start[a]) for a, e in zip(starts.tolist(), gpu_ends)])
+    template = np.array(common, dtype=np.int64)
+    op_names = trace.op_names
+    micro = micro_starts(template, op_names)
+    record = trace.meta().steps
+    clocks_micro = per_micro_batch(record, len(seqs), len(micro.starts))
     recorded = _recorded_warmups(trace, len(seqs), partial_dropped=partial_last)
+    if clocks_micro:  # an iteration a warm-up where any of its micro-batches' entries is one
+        k = len(micro.starts)
+        recorded = sum(any(str(e.get("name", "")).startswith(conventions.WARMUP_PREFIX) for e in record[i * k:(i + 1) * k])
+                       for i in range(len(seqs)))
     if recorded is not None:  # the capture's own record says how many warm-ups led the run
         leading = recorded
     names = [f"{conventions.WARMUP_PREFIX}{i}" if i < leading else f"{conventions.STEP_PREFIX}{i - leading}"
              for i in range(len(seqs))]
-    template = np.array(common, dtype=np.int64)
-    op_names = trace.op_names
     kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
-    micro = micro_starts(template, op_names)
     layers = _layers(template, kinds, op_names, micro)
     if not any(BACKWARD.search(op_names[c]) for c in set(common)):
         layers = layers[:1]  # no backward: a second layered region is the next forward's (a decode step's), no mirror
@@ -145,6 +151,9 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     if len(micro.starts) > 1:
         basis += (f"; {len(micro.starts)} micro-batches each (gradient accumulation: a forward and a backward each, then "
                   "one optimizer step)")
+    if clocks_micro:
+        basis += (f"; the capture's record clocks each micro-batch ({len(record)} entries for {len(seqs)} iterations): an "
+                  f"iteration's Python time is its {len(micro.starts)} entries' sum, warm-ups the iterations holding one")
     ranges = range_rows(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward,
                         decode_from=int(steps[0]) - a if len(steps) else None, micro=micro)
     decode = find_decode(seq, starts, ends, [s == common and n.startswith(conventions.STEP_PREFIX)
@@ -155,6 +164,7 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
                   + "; each iteration one call, from its prefill to its last token's sampling")
     return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0, decode=decode,
                      micro_batches=len(micro.starts),
+                     record=regrouped(record, names, len(micro.starts)) if clocks_micro else None,
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=ranges)
 

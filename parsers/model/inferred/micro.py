@@ -54,3 +54,27 @@ def micro_starts(template: np.ndarray, op_names: list[str]) -> Micro:
         starts.append(start)
         lead = max(lead, losses[0] - same + 1)
     return Micro(starts, lead)
+
+
+def per_micro_batch(record: list[dict], iterations: int, k: int) -> bool:
+    """Whether the capture's record (STEM.steps.json's steps) clocked each of k micro-batches, not each
+    iteration: k entries an iteration (a Lightning Callback's on_train_batch_start/end under
+    accumulate_grad_batches fires once a micro-batch)."""
+    return k > 1 and len(record) == k * iterations
+
+
+def regrouped(record: list[dict], names: list[str], k: int) -> list[dict]:
+    """The record one entry an iteration, named as the iterations are: its k entries' seconds and phases
+    summed (each entry's own time: the gaps between micro-batches are in none), their own names kept."""
+    out = []
+    for i, name in enumerate(names):
+        part = record[i * k:(i + 1) * k]
+        phases: dict[str, float] = {}
+        for entry in part:
+            for ph, v in (entry.get("phases") or {}).items():
+                if isinstance(v, (int, float)):
+                    phases[ph] = phases.get(ph, 0.0) + v
+        seconds = [e.get("seconds") for e in part]
+        out.append({"name": name, "seconds": sum(seconds) if all(isinstance(x, (int, float)) for x in seconds) else None,
+                    "phases": phases, "clocked": [e.get("name") for e in part]})
+    return out

@@ -32,6 +32,8 @@ class Inference:
     inside: bool = False  # the export's own iteration ranges, with the parts inferred inside them
     decode: DecodeLoop | None = None  # an inference iteration's decode loop (a generate()-like call)
     micro_batches: int = 1  # forward/backward pairs an iteration (gradient accumulation), one optimizer step
+    # the capture's record one entry an iteration where it clocked each micro-batch (micro.regrouped); None: as it is
+    record: list[dict] | None = field(default=None, repr=False)
 
     @property
     def found(self) -> bool:
