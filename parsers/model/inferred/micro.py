@@ -74,7 +74,7 @@ def regrouped(record: list[dict], names: list[str], k: int) -> list[dict]:
             for ph, v in (entry.get("phases") or {}).items():
                 if isinstance(v, (int, float)):
                     phases[ph] = phases.get(ph, 0.0) + v
-        seconds = [e.get("seconds") for e in part]
-        out.append({"name": name, "seconds": sum(seconds) if all(isinstance(x, (int, float)) for x in seconds) else None,
+        seconds = [float(x) for x in (e.get("seconds") for e in part) if isinstance(x, (int, float))]
+        out.append({"name": name, "seconds": sum(seconds) if len(seconds) == len(part) else None,
                     "phases": phases, "clocked": [e.get("name") for e in part]})
     return out
