@@ -181,8 +181,8 @@ def test_gradient_accumulation_each_micro_batch_is_a_forward_and_a_backward(capt
     """timm ViT cut to 4 blocks (its command line), gradient accumulation of 2 micro-batches a step (its record's
     config), marked by its own loop: step_N holding forward, backward, forward, backward, optimizer. Stripped of
     NVTX (its records beside it), the kernel sequence repeats by micro-batch inside each step: no name but the
-    optimizer's comes once a step. The inferred steps are the workload's (its Python clock: 5% each, 3% on the
-    mean), each step's parts those its own ranges hold, in order, kernel for kernel (SQL), and every forward and
+    optimizer's comes once a step. The inferred steps are the workload's (its Python clock: within 5% each),
+    each step's parts those its own ranges hold, in order, kernel for kernel (SQL), and every forward and
     backward holds the model's blocks as layers."""
     annotated = captured(VIT_ACCUM)
     record = python_clock(VIT_ACCUM)
