@@ -175,12 +175,11 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
 
 def _layers_in(keys: np.ndarray, kinds: list[str], p0: int, p1: int, region: tuple[int, int, int, int] | None,
                first: int) -> tuple[tuple[int, int, int], int | None] | None:
-    """Where the first micro-batch's layered region (first kernel, count, kernels each, anchor; on the
-    template's layer keys, layers.layer_keys) lies in the phase
-    [p0, p1) (`first`: where that phase begins in the first micro-batch): the same kernels `shift` positions
-    on, their stages with them; else a region of as many layers found in the phase alone (a later micro-batch's
-    backward, whose layers also add each parameter's gradient to the one before: no stages, shift None);
-    None: no layers there."""
+    """Where the first micro-batch's layered region (first kernel, count, kernels each, anchor; positions in
+    the template's layer keys, layers.layer_keys) lies in the phase [p0, p1) (`first`: where that phase begins
+    in the first micro-batch): the same kernels `shift` positions on, their stages with them; else a region of
+    as many layers found in the phase alone (a later micro-batch's backward, whose layers also add each
+    parameter's gradient to the one before: no stages, shift None); None: no layers there."""
     if region is None:
         return None
     f0, count, g, _ = region
