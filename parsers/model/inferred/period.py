@@ -14,31 +14,35 @@ MAX_PER_ITERATION = 32  # a name's launches an iteration that can anchor it (mic
 def period_anchor(codes: np.ndarray) -> tuple[np.ndarray, int] | None:
     """Occurrences of the name most widely and regularly spaced, and their median spacing.
 
-    The name's repeats must cover most of the run. Two exceptions, each taken only where no name
-    meets the rule as it stands: a name launched k times an iteration at uneven places (each
-    micro-batch's kernels under gradient accumulation: k forwards and backwards, then one optimizer
-    step) is regular every k-th occurrence, its anchors every k-th, k the fewest that make it regular
-    (the fewest of all names first: a larger k can be regular at a multiple of the iteration by
-    chance); and a name may cover the run from its own first launch on (a compiled model's first
-    iteration runs thousands of kernels of its compilation)."""
+    The name's repeats must cover most of the run. Two exceptions, looked for only where no name
+    meets that rule: a name launched k times an iteration at uneven places (each micro-batch's kernels
+    under gradient accumulation: k forwards and backwards, then one optimizer step) is regular every
+    k-th occurrence, its anchors every k-th, k the fewest that make it regular (the fewest of all names
+    first: a larger k can be regular at a multiple of the iteration by chance); and a name may cover the
+    run from its own first launch on (a compiled model's first iteration runs thousands of kernels of
+    its compilation)."""
     order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    cuts = np.flatnonzero(np.diff(sorted_codes)) + 1
+    groups = np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
+    return _anchor(groups, len(codes), 1) or _anchor(groups, len(codes), MAX_PER_ITERATION)
+
+
+def _anchor(groups: list[np.ndarray], n: int, max_k: int) -> tuple[np.ndarray, int] | None:
+    """period_anchor's choice over names launched up to `max_k` times an iteration (1: the rule itself,
+    each name's repeats covering most of the run)."""
     best: tuple[np.ndarray, int] | None = None
     best_key: tuple[bool, int, int] | None = None
-    n = len(codes)
-    for group in np.split(order, cuts):
-        for k in range(1, MAX_PER_ITERATION + 1):
+    for group in groups:  # positions are in order within a group (stable sort)
+        for k in range(1, max_k + 1):
             if len(group) < 3 * k or len(group) > k * n // 4:
                 break
-            gaps = group[k:] - group[:-k]  # positions are in order within a group (stable sort)
-            steady = gaps[k:]
+            steady = (group[k:] - group[:-k])[k:]
             median = int(np.median(steady))
             if median < 4 or np.any(np.abs(steady - median) > PERIOD_TOLERANCE * median):
                 continue
             covered = median * (len(group) // k)
             key = (covered >= n // 2, -k, median)
-            if covered >= (n - int(group[0])) // 2 and (best_key is None or key > best_key):
+            needed = n // 2 if max_k == 1 else (n - int(group[0])) // 2
+            if covered >= needed and (best_key is None or key > best_key):
                 best, best_key = (group[::k], median), key
             break
     return best
