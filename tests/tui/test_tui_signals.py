@@ -161,7 +161,10 @@ def test_leaving_by_hand_after_sighup_puts_the_terminals_settings_back():
         tty.setraw(child)
         assert termios.tcgetattr(child) != guard._saved
         guard.signal = signal.SIGHUP
-        guard.restore(now=True)
+        guard.restore(now=True)  # returns after RESTORE_WAIT_S at the most; the settings are put back aside
+        deadline = time.monotonic() + 30
+        while termios.tcgetattr(child) != guard._saved and time.monotonic() < deadline:
+            time.sleep(0.01)  # polling the state asserted below, not a wait standing in for it
         assert termios.tcgetattr(child) == guard._saved
     finally:
         os.close(parent)
