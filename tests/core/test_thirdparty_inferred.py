@@ -224,6 +224,39 @@ def test_gradient_accumulation_each_micro_batch_is_a_forward_and_a_backward(capt
         assert sum(str(texts[c]).startswith("layer_") for c in np.flatnonzero(model.parent == i)) == depth
 
 
+def test_gradient_accumulation_inside_the_workloads_own_step_ranges(captured, tmp_path):
+    """The accumulating ViT with its step_N/warmup_N ranges kept and its phase ranges deleted (SQL on a copy): the
+    parts inferred inside step_1 are its deleted ranges' parts, in order, kernel for kernel, each forward and
+    backward the 4 blocks (a loop that marks its steps but not the micro-batches in them)."""
+    annotated = captured(VIT_ACCUM)
+    with sqlite3.connect(f"{annotated.resolve().as_uri()}?mode=ro", uri=True) as con:
+        launches = np.array([r[0] for r in con.execute("""SELECT r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND (r.globalTid >> 24) = (k.globalPid >> 24)""")])
+        ranges = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
+            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start""").fetchall()
+    inside = lambda s, e: int(((launches >= s) & (launches <= e)).sum())  # noqa: E731
+    (step,) = [(s, e) for name, s, e in ranges if name == "step_1"]
+    want = [[name, inside(s, e)] for name, s, e in ranges
+            if name in ("forward", "backward", "optimizer") and step[0] <= s <= step[1]]
+    want[0][1] += inside(*step) - sum(c for _, c in want)
+    copy = tmp_path / annotated.name
+    shutil.copyfile(annotated, copy)
+    with sqlite3.connect(copy) as con:
+        con.execute("""DELETE FROM NVTX_EVENTS WHERE eventType = 59 AND coalesce(text,
+            (SELECT value FROM StringIds WHERE id = textId)) IN ('forward', 'backward', 'optimizer')""")
+    trace = load_trace(copy)
+    found = inference(trace)
+    assert found.inside and found.micro_batches == python_clock(VIT_ACCUM)["config"]["accumulation"]
+    model = range_model(trace)
+    texts, domains = model.trace.ranges["text"].to_numpy(), model.trace.ranges["domain"].to_numpy()
+    (step_id,) = [i for i in np.flatnonzero(texts == "step_1").tolist() if domains[i] != "inferred"]
+    parts = np.flatnonzero(model.parent == step_id).tolist()
+    assert [[texts[i], int(model.kernel_count[i])] for i in parts] == want
+    for i in parts[:-1]:
+        assert sum(str(texts[c]).startswith("layer_") for c in np.flatnonzero(model.parent == i)) == 4
+
+
 def test_a_record_that_clocks_each_micro_batch_is_summed_by_iteration(captured, tmp_path):
     """A Lightning Callback's on_train_batch_start/end fires once a micro-batch under accumulate_grad_batches, so a
     user's clock there records K entries a step (devruns/gpu_thirdparty_resnet_accum.log: 14 for 7 steps). Made

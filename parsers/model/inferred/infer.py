@@ -111,11 +111,11 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     template = np.array(common, dtype=np.int64)
     op_names = trace.op_names
     micro = micro_starts(template, op_names)
+    k = len(micro.starts)
     record = trace.meta().steps
-    clocks_micro = per_micro_batch(record, len(seqs), len(micro.starts))
+    clocks_micro = per_micro_batch(record, len(seqs), k)
     recorded = _recorded_warmups(trace, len(seqs), partial_dropped=partial_last)
     if clocks_micro:  # an iteration a warm-up where any of its micro-batches' entries is one
-        k = len(micro.starts)
         recorded = sum(any(str(e.get("name", "")).startswith(conventions.WARMUP_PREFIX) for e in record[i * k:(i + 1) * k])
                        for i in range(len(seqs)))
     if recorded is not None:  # the capture's own record says how many warm-ups led the run
@@ -148,12 +148,10 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
                                   if layers else "; no repeated layer found")
              + (f"; {leading} warm-up{'s' if leading != 1 else ''} apart" if leading else "")
              + "".join(f"; {d}" for d in dropped))
-    if len(micro.starts) > 1:
-        basis += (f"; {len(micro.starts)} micro-batches each (gradient accumulation: a forward and a backward each, then "
-                  "one optimizer step)")
+    basis += _micro_clause(k)
     if clocks_micro:
         basis += (f"; the capture's record clocks each micro-batch ({len(record)} entries for {len(seqs)} iterations): an "
-                  f"iteration's Python time is its {len(micro.starts)} entries' sum, warm-ups the iterations holding one")
+                  f"iteration's Python time is its {k} entries' sum, warm-ups the iterations holding one")
     ranges = range_rows(trace, seq, starts, ends, names, seqs, common, layers, kinds, stages, backward=backward,
                         decode_from=int(steps[0]) - a if len(steps) else None, micro=micro)
     decode = find_decode(seq, starts, ends, [s == common and n.startswith(conventions.STEP_PREFIX)
@@ -163,8 +161,7 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
                   f"kernels after the prefill" + (" (each a CUDA graph replay)" if decode.graph else "")
                   + "; each iteration one call, from its prefill to its last token's sampling")
     return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0, decode=decode,
-                     micro_batches=len(micro.starts),
-                     record=regrouped(record, names, len(micro.starts)) if clocks_micro else None,
+                     micro_batches=k, record=regrouped(record, names, k) if clocks_micro else None,
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=ranges)
 
@@ -182,6 +179,11 @@ def _layers(template: np.ndarray, kinds: list[str], op_names: list[str],
         end = min(end, micro.starts[1])
     keys = layer_keys(template, op_names)
     return [(f + lead, n, g, at + lead) for f, n, g, at in find_layers(keys[lead:end], kinds[lead:end])]
+
+
+def _micro_clause(k: int) -> str:
+    return (f"; {k} micro-batches each (gradient accumulation: a forward and a backward each, then one optimizer "
+            "step)") if k > 1 else ""
 
 
 def _times(k: int) -> str:
@@ -290,15 +292,18 @@ def infer_inside(trace: Trace) -> Inference:
                          "inside them")
     template = np.array(common, dtype=np.int64)
     kinds = [kernel_kind(trace.op_names[c]) for c in template.tolist()]
-    layers = _layers(template, kinds, trace.op_names)
+    micro = micro_starts(template, trace.op_names)
+    layers = _layers(template, kinds, trace.op_names, micro)
     stages = forward_stages(template, kinds, layers, trace.op_names)
     backward = backward_stages_of(template, kinds, trace.op_names, layers, stages)
     gtids = r["gtid"].to_numpy()[hit]
     rows = range_rows(trace, seq, starts, ends, [str(t) for t in texts[hit]], seqs, common, layers, kinds, stages,
-                   iterations=False, gtids=gtids, limits=r["end"].to_numpy()[hit], backward=backward)
+                   iterations=False, gtids=gtids, limits=r["end"].to_numpy()[hit], backward=backward, micro=micro)
     basis = (f"inferred inside the export's {len(hit)} iteration ranges from their kernel sequence: "
              f"{seqs.count(common)} launch the same {len(template):,} kernels in the same order"
-             + (f"; {layers[0][1]} layers of {layers[0][2]} kernels" if layers else "; no repeated layer found"))
-    return Inference(layer_count=layers[0][1] if layers else 0, layer_stages=[s for s, _, _ in stages],
+             + (f"; {layers[0][1]} layers of {layers[0][2]} kernels" if layers else "; no repeated layer found")
+             + _micro_clause(len(micro.starts)))
+    return Inference(layer_count=layers[0][1] if layers else 0, micro_batches=len(micro.starts),
+                     layer_stages=[s for s, _, _ in stages],
                      backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=rows, inside=True)
