@@ -188,18 +188,8 @@ def test_gradient_accumulation_each_micro_batch_is_a_forward_and_a_backward(capt
     record = python_clock(VIT_ACCUM)
     command = json.loads((THIRD / f"{VIT_ACCUM}.run.json").read_text())["command"]
     depth = int(command[command.index("--depth") + 1])
-    with sqlite3.connect(f"{annotated.resolve().as_uri()}?mode=ro", uri=True) as con:
-        launches = np.array([r[0] for r in con.execute("""SELECT r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
-            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
-             AND (r.globalTid >> 24) = (k.globalPid >> 24)""")])
-        ranges = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
-            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start""").fetchall()
-    inside = lambda s, e: int(((launches >= s) & (launches <= e)).sum())  # noqa: E731
-    (step,) = [(s, e) for name, s, e in ranges if name == "step_1"]
-    want = [[name, inside(s, e)] for name, s, e in ranges
-            if name in ("forward", "backward", "optimizer") and step[0] <= s <= step[1]]
+    want = own_step_parts(annotated)
     assert [n for n, _ in want] == ["forward", "backward"] * record["config"]["accumulation"] + ["optimizer"]
-    want[0][1] += inside(*step) - sum(c for _, c in want)  # the step's kernels before its first range: its forward's
 
     stripped = without_nvtx(annotated, tmp_path / annotated.name)
     for side in THIRD.glob(f"{VIT_ACCUM}.*.json"):
@@ -229,17 +219,7 @@ def test_gradient_accumulation_inside_the_workloads_own_step_ranges(captured, tm
     parts inferred inside step_1 are its deleted ranges' parts, in order, kernel for kernel, each forward and
     backward the 4 blocks (a loop that marks its steps but not the micro-batches in them)."""
     annotated = captured(VIT_ACCUM)
-    with sqlite3.connect(f"{annotated.resolve().as_uri()}?mode=ro", uri=True) as con:
-        launches = np.array([r[0] for r in con.execute("""SELECT r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
-            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
-             AND (r.globalTid >> 24) = (k.globalPid >> 24)""")])
-        ranges = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
-            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start""").fetchall()
-    inside = lambda s, e: int(((launches >= s) & (launches <= e)).sum())  # noqa: E731
-    (step,) = [(s, e) for name, s, e in ranges if name == "step_1"]
-    want = [[name, inside(s, e)] for name, s, e in ranges
-            if name in ("forward", "backward", "optimizer") and step[0] <= s <= step[1]]
-    want[0][1] += inside(*step) - sum(c for _, c in want)
+    want = own_step_parts(annotated)
     copy = tmp_path / annotated.name
     shutil.copyfile(annotated, copy)
     with sqlite3.connect(copy) as con:
@@ -333,6 +313,24 @@ def test_a_compiled_models_iterations_and_parts_are_its_own_ranges(stem):
     layers = _layers(template, kinds, op_names, micro)
     assert layers and layers[0][1] == oracle["depth"] == 4
     assert [[name, b - a] for name, a, b in phase_spans(template, op_names, layers, micro)] == oracle["phases"]
+
+
+def own_step_parts(annotated, step_name: str = "step_1") -> list[list]:
+    """The annotated export's own forward/backward/optimizer ranges inside `step_name`, in time order, each
+    [name, kernels whose launch call starts inside it] (SQL); the step's kernels before its first range
+    counted with it (an inferred iteration gives them to the forward they precede)."""
+    with sqlite3.connect(f"{annotated.resolve().as_uri()}?mode=ro", uri=True) as con:
+        launches = np.array([r[0] for r in con.execute("""SELECT r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+             AND (r.globalTid >> 24) = (k.globalPid >> 24)""")])
+        ranges = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
+            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start""").fetchall()
+    inside = lambda s, e: int(((launches >= s) & (launches <= e)).sum())  # noqa: E731
+    (step,) = [(s, e) for name, s, e in ranges if name == step_name]
+    want = [[name, inside(s, e)] for name, s, e in ranges
+            if name in ("forward", "backward", "optimizer") and step[0] <= s <= step[1]]
+    want[0][1] += inside(*step) - sum(c for _, c in want)
+    return want
 
 
 def phases_against_own_ranges(annotated, tmp_path) -> dict[str, int]:
