@@ -26,6 +26,11 @@
 # seq 512), captured after the replay was written:
 #   hfoptim      bf16, AdamW passed to the Trainer: foreach=False / fused=True
 #   hftf32       fp32: TrainingArguments(tf32=False) / tf32=True
+# and held out on the change users make most, which inserts kernels (autocast's casts) as well as
+# renaming them, captured after the replay was written:
+#   hfbf16       TrainingArguments(tf32=True) / bf16=True (autocast, fp32 master weights)
+#   vitbf16      timm ViT-small training, batch 64: TF32 / bf16 autocast
+#   gpt2bf16     nsight-tui's GPT-2 small, ctx 512, batch 8, nothing synchronised in a step: --tf32 / --dtype bf16
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
 # devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
 # Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
@@ -98,6 +103,16 @@ for k in $(seq 1 "$PAIRS"); do
                cap $s $k hf_fused python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --optim fused ;;
       hftf32) cap $s $k hf_fp32 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision fp32
               cap $s $k hf_tf32 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision tf32 ;;
+      hfbf16) cap $s $k hf_tf32 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision tf32
+              cap $s $k hf_bf16 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision bf16 ;;
+      vitbf16) cap $s $k vit_b64_tf32 python3 $T/timm_vit_twins.py --batch 64 --tf32
+               cap $s $k vit_b64_bf16 python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 ;;
+      gpt2bf16) for d in fp32 bf16; do
+                  stamp "$s r$k $d"; cpu_probe 6; mkdir -p "$W/tmp"
+                  timeout 150 python3 -m nsight_tui capture --warmup 3 --steps 6 --no-sync --no-count --batch 8 \
+                    --model small --ctx 512 --tf32 --dtype $d --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
+                  for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
+                done ;;
       vittf32) cap $s $k vit_b64_fp32 python3 $T/timm_vit_twins.py --batch 64
                cap $s $k vit_b64_tf32 python3 $T/timm_vit_twins.py --batch 64 --tf32 ;;
       "") ;;

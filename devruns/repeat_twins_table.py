@@ -48,6 +48,10 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "hfoptimfix": ("hf_foreach-off", "hf_fused", ("fix:unfused-optimizer",), "unfused-optimizer"),
     "hftf32": ("hf_fp32", "hf_tf32", ("kernels-from:{twin}",), "fp32-gemm-without-tensor-cores"),
     "hftf32fix": ("hf_fp32", "hf_tf32", ("fix:fp32-gemm-without-tensor-cores",), "fp32-gemm-without-tensor-cores"),
+    # held out: TF32 -> bf16 autocast, a change that inserts kernels (devruns/gpu_thirdparty_twins.sh hfbf16 vitbf16 gpt2bf16)
+    "hfbf16": ("hf_tf32", "hf_bf16", ("kernels-from:{twin}",), ""),
+    "vitbf16": ("vit_b64_tf32", "vit_b64_bf16", ("kernels-from:{twin}",), ""),
+    "gpt2bf16": ("small_ctx512_tf32_b8_async", "small_ctx512_bf16_tf32_b8_async", ("kernels-from:{twin}",), ""),
     # devruns/gpu_combined_twins.sh: two fixes at once, replayed together
     "combined": ("small_ctx512_b8_async_host-sleep", "small_ctx512_tf32_b8_async", ("kernels-from:{twin}", "nohost:-5ms"),
                  ""),

@@ -8,6 +8,7 @@ edits predict beyond GPT-2 (docs/whatif.md, "Beyond GPT-2: third-party twins"):
            (`fix:unfused-optimizer`, `kernels-from:TWIN`);
   --inference  the forward alone under torch.no_grad (when a graph's GPU work starts: a training
            step's graph starts before its launch call returns, a decode loop's after, docs/whatif.md).
+  --bf16   the forward and loss under bf16 autocast (weights and optimizer fp32), against TF32
   --compile  the model through torch.compile (Inductor's Triton kernels; the optimizer eager)
   --accum K  gradient accumulation: K forward/backward pairs (each its own forward and backward
            phase range) before each optimizer step, the loss divided by K (docs/no-nvtx.md).
@@ -16,7 +17,7 @@ set the gradients to None before each step (no accumulate kernels either way) an
 with nsight_tui.capture.mark (step_N ranges; the Python clock read after the step's synchronise,
 which comes after its range).
     python timm_vit_twins.py [--model vit_small_patch16_224] [--batch 8] [--warmup 3] [--steps 8]
-                             [--graph] [--tf32] [--inference] [--optim capturable|foreach-off|fused] [--accum K]
+                             [--graph] [--tf32] [--bf16] [--inference] [--optim capturable|foreach-off|fused] [--accum K]
                              [--depth N] [--compile]
 """
 import argparse
@@ -33,6 +34,7 @@ p.add_argument("--warmup", type=int, default=3)
 p.add_argument("--steps", type=int, default=8)
 p.add_argument("--graph", action="store_true", help="replay the step as one CUDA graph (the twin of the eager step)")
 p.add_argument("--tf32", action="store_true", help="TF32 matmuls and convolutions (the twin of fp32)")
+p.add_argument("--bf16", action="store_true", help="bf16 autocast over the forward and the loss")
 p.add_argument("--inference", action="store_true", help="the forward alone, no gradients")
 p.add_argument("--optim", default="capturable", choices=["capturable", "foreach-off", "fused"],
                help="AdamW(foreach, capturable) (a graph needs it), AdamW(foreach=False) or AdamW(fused=True)")
@@ -53,19 +55,21 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **OPTIM[a.optim])
 size = model.default_cfg.get("input_size", (3, 224, 224))[-1]
 x = torch.randn(a.batch, 3, size, size, device="cuda")
 y = torch.randint(0, 100, (a.batch,), device="cuda")
-mark.config(workload=f"timm {a.model} training, fp32" + (" (TF32 allowed)" if a.tf32 else ""),
-            graph=a.graph, tf32=a.tf32, optim=a.optim, batch_size=a.batch, accumulation=a.accum, compiled=a.compile,
+autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.bf16)
+mark.config(workload=f"timm {a.model} training, " + ("bf16 autocast" if a.bf16 else "fp32")
+            + (" (TF32 allowed)" if a.tf32 else ""),
+            graph=a.graph, tf32=a.tf32, bf16=a.bf16, optim=a.optim, batch_size=a.batch, accumulation=a.accum, compiled=a.compile,
             torch=torch.__version__,
             timm=timm.__version__)
 
 
 def step():
     if a.inference:
-        with mark.phase("forward"), torch.no_grad():
+        with mark.phase("forward"), torch.no_grad(), autocast:
             model(x).argmax(-1)
         return
     for _ in range(a.accum):
-        with mark.phase("forward"):
+        with mark.phase("forward"), autocast:
             loss = torch.nn.functional.cross_entropy(model(x), y) / a.accum
         with mark.phase("backward"):
             loss.backward()
