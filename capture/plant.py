@@ -68,6 +68,8 @@ PLANTS = {
     "gelu-fused": "the same tanh GELU as one kernel (F.gelu(approximate='tanh')): the fix of gelu-unfused",
     "fp32-gemm": "fp32 matmuls on the CUDA cores (PyTorch's default precision); with --plant-every, TF32 "
                  "tensor-core matmuls in the other steps (the fix, --tf32)",
+    "no-autocast": "the forward without bf16 autocast (fp32 activations, TF32 matmuls with --tf32); needs --dtype "
+                   "bf16: with --plant-every, bf16 autocast in the other steps (the change most runs make)",
 }
 # The MLP's activation each plant asks for (capture.model.MLP); the rest keep the model's F.gelu.
 ACTIVATION = {"gelu-unfused": "gelu-manual", "gelu-fused": "gelu-tanh"}
@@ -75,11 +77,11 @@ ACTIVATION = {"gelu-unfused": "gelu-manual", "gelu-fused": "gelu-tanh"}
 
 # Plants that act inside a step, so they can act on some steps only (`every`): the change and its
 # absence in one capture, on the same minute's CPU (a pair of captures measures that CPU as much).
-ALTERNATING = ("host-sleep", "item", "item-before-step", "pageable-input", "fp32-gemm")
+ALTERNATING = ("host-sleep", "item", "item-before-step", "pageable-input", "fp32-gemm", "no-autocast")
 
 
 def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync: bool, every: int = 1,
-          tf32: bool = False) -> None:
+          tf32: bool = False, bf16: bool = False) -> None:
     """ValueError when the plant cannot run in this configuration (before any work starts)."""
     if plant and plant not in PLANTS:
         raise ValueError(f"unknown plant {plant!r}; choose from {', '.join(PLANTS)}")
@@ -97,6 +99,8 @@ def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync:
                              "synchronise inside a captured graph)")
     if plant == "fp32-gemm" and tf32:
         raise ValueError("plant fp32-gemm sets the matmul precision step by step: leave out --tf32")
+    if plant == "no-autocast" and not bf16:
+        raise ValueError("plant no-autocast turns bf16 autocast off step by step: it needs --dtype bf16")
     if plant == "ddp-one-bucket" and not distributed:
         raise ValueError("plant ddp-one-bucket needs data-parallel ranks (--ddp N)")
 
@@ -167,6 +171,11 @@ class Planter:
             source = self.host_batch if pageable or self.pinned_batch is None else self.pinned_batch
             batch = source.to(self.device, non_blocking=not pageable)
             batch.add_(1.0)  # used on the GPU, as a real input would be
+
+    @property
+    def autocast_off(self) -> bool:
+        """This iteration's forward runs without the run's bf16 autocast (the no-autocast plant)."""
+        return self.plant == "no-autocast" and self.on
 
     def after_forward(self, loss) -> None:
         if self.plant == "item" and self.on:

@@ -82,7 +82,8 @@ class _Workload:
         self.cuda = self.device.type == "cuda"
         self.train = config.mode == "train"
         plants.check(config.plant, train=self.train, cuda=self.cuda, distributed=self.distributed.active,
-                     phase_sync=config.phase_sync, every=config.plant_every, tf32=config.tf32)
+                     phase_sync=config.phase_sync, every=config.plant_every, tf32=config.tf32,
+                     bf16=config.dtype == "bf16")
         if config.tf32:
             # TF32 tensor-core matmuls for fp32 tensors ("highest", PyTorch's default, keeps fp32
             # GEMMs on the CUDA cores).
@@ -160,7 +161,7 @@ class _Workload:
         return result
 
     def _forward_loss(self):
-        with self.autocast:
+        with contextlib.nullcontext() if self.planter.autocast_off else self.autocast:
             logits = self.model(self.inputs)
             return self.F.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.targets.reshape(-1))
 

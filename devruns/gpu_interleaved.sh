@@ -13,6 +13,8 @@
 #   sleep, sleepasync  a 5 ms host sleep at the step's start: ctx 128 with phase syncs; ctx 512 batch 8
 #              with nothing synchronised
 #   inputasync  pageable input against its pinned batch at ctx 512 batch 8, nothing synchronised
+#   bf16, bf16medium, bf16c1024  TF32 against bf16 autocast (plant no-autocast: autocast off in the odd steps),
+#              held out: ctx 512 batch 8, GPT-2 medium ctx 512 batch 4 and ctx 1024 batch 4, nothing synchronised
 # 2 warm-ups + 16 steps each (STEPS), no FLOP pass, no GPU memory usage; exports xz -9, one tar in $OUT.
 # Run on 2026-11-28 (one H100; again on an H200 with STEPS=24 and on an H100 with STEPS=24 and the
 # tf32 cases); the table: PYTHONPATH=$PWD python3 devruns/interleaved_table.py FOLDER.
@@ -36,6 +38,10 @@ for s in ${*:-item input itemgpu item}; do
     tf32c256) cap --ctx 256 --batch 8 --plant fp32-gemm --plant-every 2 --out "$W/tf32c256" ;;
     sleep) cap --ctx 128 --plant host-sleep --plant-every 2 --out "$W/sleep" ;;
     sleepasync) cap --ctx 512 --batch 8 --no-sync --plant host-sleep --plant-every 2 --out "$W/sleepasync" ;;
+    bf16) cap --ctx 512 --batch 8 --no-sync --dtype bf16 --tf32 --plant no-autocast --plant-every 2 --out "$W/bf16" ;;
+    bf16medium) cap --model medium --ctx 512 --batch 4 --no-sync --dtype bf16 --tf32 --plant no-autocast --plant-every 2 \
+                  --out "$W/bf16medium" ;;
+    bf16c1024) cap --ctx 1024 --batch 4 --no-sync --dtype bf16 --tf32 --plant no-autocast --plant-every 2 --out "$W/bf16c1024" ;;
     inputasync) cap --ctx 512 --batch 8 --no-sync --plant pageable-input --plant-every 2 --out "$W/inputasync" ;;
   esac
 done

@@ -19,7 +19,8 @@ EDITS = {"_item-every": ("nosync:cudaStreamSynchronize", "sync-stall"),
          "_item-before-step-every": ("nosync:cudaStreamSynchronize", "sync-stall"),
          "_pageable-input-every": ("pin", "pageable-memcpy"),
          "_fp32-gemm-every": ("kernels-from:{self}", "fp32-gemm-without-tensor-cores"),
-         "_host-sleep-every": ("nohost:-5ms", "host-bound-gap")}
+         "_host-sleep-every": ("nohost:-5ms", "host-bound-gap"),
+         "_no-autocast-every": ("kernels-from:{self}", "")}
 
 
 def main(argv: list[str]) -> int:

@@ -78,7 +78,7 @@ def test_a_plant_every_other_step_acts_in_the_odd_ones_only(monkeypatch):
                            timeout=120)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "nsight-tui capture: --plant-every needs a plant that acts inside a step: host-sleep, item, "
-        "item-before-step, pageable-input, fp32-gemm"]
+        "item-before-step, pageable-input, fp32-gemm, no-autocast"]
 
 
 def test_pageable_input_every_other_step_copies_the_pinned_batch_in_the_others():
@@ -122,6 +122,27 @@ def test_fp32_gemm_every_other_step_runs_the_odd_steps_matmuls_at_fp32_and_the_o
                     for n in ("warmup_0", "warmup_1", "step_0", "step_1", "step_2", "step_3")}
     with pytest.raises(ValueError, match="leave out --tf32"):
         plant.check("fp32-gemm", train=True, cuda=True, distributed=False, phase_sync=True, every=2, tf32=True)
+
+
+def test_no_autocast_every_other_step_runs_the_odd_steps_forward_in_fp32_and_the_others_in_bf16(monkeypatch):
+    """The dtype each iteration's forward matmuls ran in, read off their outputs where the model's
+    linear layers run: fp32 in the planted iterations (bf16 autocast off), bf16 in the others; the
+    plant without --dtype bf16 is refused."""
+    rec = StackAnnotator()
+    seen: dict[str, set[str]] = {}
+    real = torch.nn.functional.linear
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.setdefault(rec.stack[0], set()).add(str(out.dtype))
+        return out
+
+    monkeypatch.setattr(torch.nn.functional, "linear", spy)
+    run_workload(tiny(plant="no-autocast", dtype="bf16", steps=4, warmup=2, plant_every=2), rec, log=lambda line: None)
+    assert seen == {n: {"torch.float32" if n.endswith(("_1", "_3")) else "torch.bfloat16"}
+                    for n in ("warmup_0", "warmup_1", "step_0", "step_1", "step_2", "step_3")}
+    with pytest.raises(ValueError, match="needs --dtype bf16"):
+        run_workload(tiny(plant="no-autocast", steps=2, warmup=1, plant_every=2), rec, log=lambda line: None)
 
 
 @pytest.mark.parametrize("name, overrides, words", [
