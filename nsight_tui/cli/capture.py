@@ -165,7 +165,7 @@ def build_configs(args: argparse.Namespace) -> list[CaptureConfig]:
     try:  # a plant that cannot run here fails now, not after nsys has started (the GPU is CUDA's)
         plant_check(args.plant, train=args.mode == "train", cuda=True, distributed=args.ddp > 1,
                     phase_sync=not (args.no_phase_sync or args.no_sync), every=args.plant_every,
-                    tf32=args.tf32)
+                    tf32=args.tf32, bf16=args.dtype == "bf16")
     except ValueError as exc:
         raise CaptureError(str(exc)) from None
     if args.ncu:

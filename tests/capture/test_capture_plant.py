@@ -143,6 +143,12 @@ def test_no_autocast_every_other_step_runs_the_odd_steps_forward_in_fp32_and_the
                     for n in ("warmup_0", "warmup_1", "step_0", "step_1", "step_2", "step_3")}
     with pytest.raises(ValueError, match="needs --dtype bf16"):
         run_workload(tiny(plant="no-autocast", steps=2, warmup=1, plant_every=2), rec, log=lambda line: None)
+    plant_args = ["capture", "--plant", "no-autocast", "--plant-every", "2", "--no-sync", "--dry-run"]
+    done = cli_process.run([*plant_args, "--dtype", "bf16"], text=True, timeout=120)
+    assert done.returncode == 0 and "_bf16_async_no-autocast-every2.sqlite" in done.stdout, done.stderr
+    done = cli_process.run(plant_args, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "nsight-tui capture: plant no-autocast turns bf16 autocast off step by step: it needs --dtype bf16"]
 
 
 @pytest.mark.parametrize("name, overrides, words", [
