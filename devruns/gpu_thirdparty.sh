@@ -10,7 +10,7 @@
 # the truth stripped of NVTX),
 # trainer-accum, trainer-accum-small (2 layers, 3 micro-batches), trainer-accum4, resnet-accum (Lightning's clock
 # per micro-batch); and torch.compile's:
-# vit-compile, vit-compile-accum, trainer-compile, trainer-compile4)
+# vit-compile, vit-compile-accum, trainer-compile, trainer-compile4, trainer-compile6)
 # Run (tree staged in an ignored folder, .whl with nvtx and .devlibs carried):
 #   cd build/devstage && WHL=../../.whl DEVLIBS=../../.devlibs bash devruns/gpu_thirdparty.sh
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
@@ -63,6 +63,8 @@ for p in "${@:-trainer resnet vit generate nonvtx oom}"; do for name in $p; do c
   vit-compile-accum) mine timm_vit_small_d4_b8_compiled_accum2 300 -- python3 $T/timm_vit_twins.py --depth 4 --batch 8 \
                        --compile --accum 2 --warmup 3 --steps 4 ;;
   trainer-compile4) mine hf_trainer_qwen2_l4_b4_compiled 300 -- python3 $T/hf_trainer_qwen2.py --layers 4 --batch 4 \
+                      --compile --steps 4 ;;
+  trainer-compile6) mine hf_trainer_qwen2_l6_b4_compiled 300 -- python3 $T/hf_trainer_qwen2.py --layers 6 --batch 4 \
                       --compile --steps 4 ;;
   resnet-accum) mine lightning_resnet50_b16_accum2 200 -- python3 $T/lightning_resnet50.py --batch 16 --size 128 --accum 2 \
                   --steps 4 ;;
