@@ -311,7 +311,7 @@ def test_a_compiled_models_iterations_and_parts_are_its_own_ranges(stem):
     kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
     micro = micro_starts(template, op_names)
     layers = _layers(template, kinds, op_names, micro)
-    assert layers and layers[0][1] == oracle["depth"] == 4
+    assert layers and layers[0].count == oracle["depth"] == 4
     assert [[name, b - a] for name, a, b in phase_spans(template, op_names, layers, micro)] == oracle["phases"]
 
 

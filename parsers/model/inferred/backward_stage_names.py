@@ -30,8 +30,8 @@ def backward_stages_of(template: np.ndarray, kinds: list[str], op_names: list[st
     before."""
     if len(layers) < 2 or not forward:
         return []
-    first, _, g, _ = layers[1]
-    f_first, _, f_g, _ = layers[0]
+    first, g = layers[1].typical_first, layers[1].g
+    f_first, f_g = layers[0].typical_first, layers[0].g
     f_kinds = kinds[f_first:f_first + f_g]
     # the forward's GEMM stages in order (a stage is a GEMM one when a GEMM kernel is in it)
     gemm_stages = [name for name, a, b in forward if "gemm" in f_kinds[a - f_first:b - f_first]]

@@ -123,7 +123,7 @@ def step_mark(seq: KernelSequence, a: int, b: int, template: np.ndarray, op_name
         return StepMark(int(seq.codes[replays[0][0]]), replays[1], graph=True)
     if not layers:
         return None  # no layers to tell a token from a layer by
-    found = token_anchor(template, layers[0][1] * layers[0][2])  # a token's step runs every layer
+    found = token_anchor(template, layers[0].end - layers[0].first)  # a token's step runs every layer
     if found is None:
         return None
     return StepMark(int(template[found[0][0]]), found[1], graph=False)

@@ -15,7 +15,7 @@ from nsight_tui.parsers.model.inferred.backward_stage_names import backward_stag
 from nsight_tui.parsers.model.inferred.decode import call_start, decode_steps, find_decode, step_mark
 from nsight_tui.parsers.model.inferred.kernel_kinds import BACKWARD, kernel_kind
 from nsight_tui.parsers.model.inferred.kernel_sequence import MIN_KERNELS, processes_by_kernels, kernel_sequence
-from nsight_tui.parsers.model.inferred.layers import find_layers, layer_keys
+from nsight_tui.parsers.model.inferred.layers import Layers, find_layers, layer_keys
 from nsight_tui.parsers.model.inferred.micro import ONE, Micro, micro_starts, per_micro_batch, regrouped
 from nsight_tui.parsers.model.inferred.period import PERIOD_TOLERANCE, iteration_starts, period_anchor, starts_from
 from nsight_tui.parsers.model.inferred.range_rows import range_rows
@@ -143,8 +143,8 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
     basis = (f"inferred from the kernel sequence (process {gpid >> 24 & 0xFFFFFF}"
              f", launch order): {len(seqs)} iterations of ~{len(template):,} kernels, the name "
              f"'{_short(op_names[anchor])}' {_times(common.count(anchor))} per iteration; {repeats} launch the same kernels in "
-             f"the same order{named}" + (f"; {layers[0][1]} layers of {layers[0][2]} kernels (the kernel "
-                                  f"'{_short(op_names[int(template[layers[0][3]])])}' at a steady spacing)"
+             f"the same order{named}" + (f"; {layers[0].count} layers of {layers[0].lengths()} kernels (the kernel "
+                                  f"'{_short(op_names[int(template[layers[0].anchor])])}' at a steady spacing)"
                                   if layers else "; no repeated layer found")
              + (f"; {leading} warm-up{'s' if leading != 1 else ''} apart" if leading else "")
              + "".join(f"; {d}" for d in dropped))
@@ -160,14 +160,14 @@ def _infer_process(trace: Trace, gpid: int) -> Inference:
         basis += (f"; a decode loop inside each: {decode.tokens_per_call} decode steps of ~{decode.step_kernels:,} "
                   f"kernels after the prefill" + (" (each a CUDA graph replay)" if decode.graph else "")
                   + "; each iteration one call, from its prefill to its last token's sampling")
-    return Inference(iterations=iterations, layer_count=layers[0][1] if layers else 0, decode=decode,
+    return Inference(iterations=iterations, layer_count=layers[0].count if layers else 0, decode=decode,
                      micro_batches=k, record=regrouped(record, names, k) if clocks_micro else None,
                      layer_stages=[s for s, _, _ in stages], backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=ranges)
 
 
 def _layers(template: np.ndarray, kinds: list[str], op_names: list[str],
-            micro: Micro = ONE) -> list[tuple[int, int, int, int]]:
+            micro: Micro = ONE) -> list[Layers]:
     """The repeated layers (layers.find_layers) of an iteration, looked for up to its backward's last
     kernel (a per-parameter optimizer's blocks after it repeat too, one a parameter, more often than any
     layer), and under gradient accumulation (`micro`) in the first micro-batch from its forward's own start
@@ -178,7 +178,7 @@ def _layers(template: np.ndarray, kinds: list[str], op_names: list[str],
     if len(micro.starts) > 1:
         end = min(end, micro.starts[1])
     keys = layer_keys(template, op_names)
-    return [(f + lead, n, g, at + lead) for f, n, g, at in find_layers(keys[lead:end], kinds[lead:end])]
+    return [r.shifted(lead) for r in find_layers(keys[lead:end], kinds[lead:end])]
 
 
 def _micro_clause(k: int) -> str:
@@ -301,9 +301,9 @@ def infer_inside(trace: Trace) -> Inference:
                    iterations=False, gtids=gtids, limits=r["end"].to_numpy()[hit], backward=backward, micro=micro)
     basis = (f"inferred inside the export's {len(hit)} iteration ranges from their kernel sequence: "
              f"{seqs.count(common)} launch the same {len(template):,} kernels in the same order"
-             + (f"; {layers[0][1]} layers of {layers[0][2]} kernels" if layers else "; no repeated layer found")
+             + (f"; {layers[0].count} layers of {layers[0].lengths()} kernels" if layers else "; no repeated layer found")
              + _micro_clause(len(micro.starts)))
-    return Inference(layer_count=layers[0][1] if layers else 0, micro_batches=len(micro.starts),
+    return Inference(layer_count=layers[0].count if layers else 0, micro_batches=len(micro.starts),
                      layer_stages=[s for s, _, _ in stages],
                      backward_stages=[s for s, _, _ in backward],
                      period_kernels=len(template), basis=basis, ranges=rows, inside=True)

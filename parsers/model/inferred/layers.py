@@ -1,12 +1,61 @@
-"""The repeated layer inside one iteration: its first kernel, count and length, forward and
-(when present) the backward's mirror."""
+"""The repeated layers inside one iteration, forward and (when present) the backward's mirror: where
+each begins and ends, and the typical layer whose kernels repeat."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
 MIN_LAYER_KERNELS = 4  # a layer launches at least this many kernels (a transformer layer: dozens)
+
+
+@dataclass(frozen=True)
+class Layers:
+    """A layered region of an iteration, as template positions: layer j is [bounds[j], bounds[j + 1]).
+    Its layers repeat the kernels of the typical one (bounds[typical], g kernels) exactly, but for
+    layers at its edges that launch the same GEMMs and attention with other kernels around them (a
+    compiled model's first layer computes the causal mask, its last fuses the final norm): those are
+    as long as they are. `anchor`: the kernel whose steady spacing found the region."""
+    bounds: tuple[int, ...]
+    g: int
+    anchor: int
+    typical: int = 0
+
+    @staticmethod
+    def uniform(first: int, count: int, g: int, anchor: int) -> Layers:
+        return Layers(tuple(first + j * g for j in range(count + 1)), g, anchor)
+
+    @property
+    def first(self) -> int:
+        return self.bounds[0]
+
+    @property
+    def end(self) -> int:
+        return self.bounds[-1]
+
+    @property
+    def count(self) -> int:
+        return len(self.bounds) - 1
+
+    @property
+    def typical_first(self) -> int:
+        """Where the typical layer (the one whose stages are named) begins."""
+        return self.bounds[self.typical]
+
+    def alike(self, j: int) -> bool:
+        """Layer j launches as many kernels as the typical one (its stages sit where the typical's do)."""
+        return self.bounds[j + 1] - self.bounds[j] == self.g
+
+    def shifted(self, by: int) -> Layers:
+        return Layers(tuple(b + by for b in self.bounds), self.g, self.anchor + by, self.typical)
+
+    def lengths(self) -> str:
+        """Kernels a layer, for the basis: `24`, or `24 (the first 25)` where edge layers differ."""
+        sizes = [b - a for a, b in zip(self.bounds, self.bounds[1:])]
+        odd = [f"{'the first' if j == 0 else 'the last' if j == len(sizes) - 1 else f'layer {j}'} {n}"
+               for j, n in enumerate(sizes) if n != self.g]
+        return f"{self.g}" + (f" ({', '.join(odd)})" if odd else "")
 
 
 def _runs(template: np.ndarray) -> list[tuple[int, int, int, int]]:
@@ -49,9 +98,8 @@ def layer_keys(template: np.ndarray, op_names: list[str]) -> np.ndarray:
     return out
 
 
-def find_layers(template: np.ndarray, kinds: list[str]) -> list[tuple[int, int, int, int]]:
-    """The forward layers and, when present, the backward's: (first kernel, count, kernels each,
-    the anchor kernel's position), in template order.
+def find_layers(template: np.ndarray, kinds: list[str]) -> list[Layers]:
+    """The forward layers and, when present, the backward's, in template order.
 
     Each spacing with a run of N occurrences is one layered region of N layers (the backward's
     layers are longer than the forward's); the layer count is the N whose regions, laid without
@@ -81,7 +129,7 @@ def find_layers(template: np.ndarray, kinds: list[str]) -> list[tuple[int, int, 
         score = (count >= 3, sum(r[1] * r[2] for r in laid), count)
         if best is None or score > best[0]:
             best = (score, laid)
-    return best[1] if best is not None else []
+    return [Layers.uniform(*r) for r in best[1]] if best is not None else []
 
 
 def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:

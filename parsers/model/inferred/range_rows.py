@@ -10,24 +10,24 @@ from nsight_tui.parsers.read.ids import PID_MASK
 from nsight_tui.parsers.read.load import Trace
 from nsight_tui.parsers.model.inferred.kernel_kinds import is_backward, is_fill, is_loss, is_optimizer
 from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
-from nsight_tui.parsers.model.inferred.layers import find_layers, layer_keys
+from nsight_tui.parsers.model.inferred.layers import Layers, find_layers, layer_keys
 from nsight_tui.parsers.model.inferred.micro import ONE, Micro
 
 DOMAIN = conventions.INFERRED_DOMAIN
 
 
-def phase_spans(template: np.ndarray, op_names: list[str], layers, at: Micro = ONE) -> list[tuple[str, int, int]]:
+def phase_spans(template: np.ndarray, op_names: list[str], layers: list[Layers], at: Micro = ONE) -> list[tuple[str, int, int]]:
     """forward/backward/optimizer as template positions (forward only: the whole iteration); under
     gradient accumulation (`at`: where each micro-batch begins, micro.micro_starts) a forward and a
     backward for each micro-batch, in order, then the optimizer."""
     n = len(template)
     micro = at.starts
-    after_fwd = layers[0][0] + layers[0][1] * layers[0][2] if layers else 0
+    after_fwd = layers[0].end if layers else 0
     bounds = micro[1:] + [n]
     bwd = _backward_start(template, op_names, after_fwd, bounds[0])
     if bwd is None:
         return [("forward", 0, n)]
-    after_bwd = layers[1][0] + layers[1][1] * layers[1][2] if len(layers) > 1 else bwd
+    after_bwd = layers[1].end if len(layers) > 1 else bwd
     after_last = min(micro[-1] + after_bwd - at.lead, n)  # the last micro-batch's backward layers' end, were it the first's
     opt = next((i for i in range(after_last, n) if is_optimizer(op_names[int(template[i])])), None)
     if opt is not None:
@@ -79,7 +79,7 @@ def _per_parameter_start(template: np.ndarray, op_names: list[str], first: int, 
     return start
 
 
-def outer_names(kinds: list[str], layers, phases, inference: bool = False) -> tuple[str, str]:
+def outer_names(kinds: list[str], layers: list[Layers], phases, inference: bool = False) -> tuple[str, str]:
     """The forward's parts before and after its repeated layers, named for what they do: a transformer's
     embedding and its head (and loss); a conv net's stem and head, and the blocks unlike the repeated ones
     with them where those parts hold more than two layers' kernels (a ResNet's stages before and after its
@@ -87,12 +87,13 @@ def outer_names(kinds: list[str], layers, phases, inference: bool = False) -> tu
     head = "head" if inference else "head and loss"
     if not layers:
         return "embedding", head
-    f0, count, g, _ = layers[0]
-    if "conv" not in kinds[f0:f0 + g]:
+    region = layers[0]
+    g = region.g
+    if "conv" not in kinds[region.typical_first:region.typical_first + g]:
         return "embedding", head
     fwd_end = next((p1 for name, _, p1 in phases if name == "forward"), len(kinds))
-    stem = "stem and earlier blocks" if f0 > 2 * g else "stem"
-    tail = f"later blocks, {head}" if fwd_end - (f0 + count * g) > 2 * g else head
+    stem = "stem and earlier blocks" if region.first > 2 * g else "stem"
+    tail = f"later blocks, {head}" if fwd_end - region.end > 2 * g else head
     return stem, tail
 
 
@@ -132,19 +133,22 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
                 rows.append((phase, a + p0, a + p1))
             if place is None:
                 continue
-            (x0, count, g), shift = place
+            here, shift = place
+            count = here.count
             if phase == "forward":
                 parts, order, named = (before, after), range(count), stages
             else:  # the backward visits the layers last to first
                 parts, order, named = (f"{after} backward", f"{before} backward"), range(count - 1, -1, -1), backward or []
-            if x0 > p0:
-                rows.append((parts[0], a + p0, a + x0))
+            if here.first > p0:
+                rows.append((parts[0], a + p0, a + here.first))
+            typical = here.typical_first - (shift or 0)  # where the named stages' layer begins (the first micro-batch's)
             for j, layer in enumerate(order):
-                rows.append((f"layer_{layer}", a + x0 + j * g, a + x0 + (j + 1) * g))
-                for stage, s0, s1 in named if shift is not None else []:
-                    rows.append((stage, a + s0 + shift + j * g, a + s1 + shift + j * g))
-            if x0 + count * g < p1:
-                rows.append((parts[1], a + x0 + count * g, a + p1))
+                x0 = here.bounds[j]
+                rows.append((f"layer_{layer}", a + x0, a + here.bounds[j + 1]))
+                for stage, s0, s1 in named if shift is not None and here.alike(j) else []:
+                    rows.append((stage, a + s0 - typical + x0, a + s1 - typical + x0))
+            if here.end < p1:
+                rows.append((parts[1], a + here.end, a + p1))
     last = len(seq.codes)
     n = len(rows)
     owner = np.searchsorted(np.array(first_row, dtype=np.int64), np.arange(n), side="right") - 1
@@ -173,24 +177,24 @@ def range_rows(trace: Trace, seq: KernelSequence, starts, ends, names, seqs, com
     })
 
 
-def _layers_in(keys: np.ndarray, kinds: list[str], p0: int, p1: int, region: tuple[int, int, int, int] | None,
-               first: int) -> tuple[tuple[int, int, int], int | None] | None:
-    """Where the first micro-batch's layered region (first kernel, count, kernels each, anchor; positions in
-    the template's layer keys, layers.layer_keys) lies in the phase [p0, p1) (`first`: where that phase begins
+def _layers_in(keys: np.ndarray, kinds: list[str], p0: int, p1: int, region: Layers | None,
+               first: int) -> tuple[Layers, int | None] | None:
+    """Where the first micro-batch's layered region (positions in the template's layer keys,
+    layers.layer_keys) lies in the phase [p0, p1) (`first`: where that phase begins
     in the first micro-batch): the same kernels `shift` positions on, their stages with them; else a region of
     as many layers found in the phase alone (a later micro-batch's backward, whose layers also add each
     parameter's gradient to the one before: no stages, shift None); None: no layers there."""
     if region is None:
         return None
-    f0, count, g, _ = region
     if p0 == first:
-        return (f0, count, g), 0
-    span = keys[f0:f0 + count * g]
-    for x in np.flatnonzero(keys[p0:max(p0, p1 - count * g + 1)] == keys[f0]).tolist():
-        if np.array_equal(keys[p0 + x:p0 + x + count * g], span):
-            return (p0 + x, count, g), p0 + x - f0
-    alone = [r for r in find_layers(keys[p0:p1], kinds[p0:p1]) if r[1] == count]
-    return ((alone[0][0] + p0, count, alone[0][2]), None) if alone else None
+        return region, 0
+    f0, size = region.first, region.end - region.first
+    span = keys[f0:f0 + size]
+    for x in np.flatnonzero(keys[p0:max(p0, p1 - size + 1)] == keys[f0]).tolist():
+        if np.array_equal(keys[p0 + x:p0 + x + size], span):
+            return region.shifted(p0 + x - f0), p0 + x - f0
+    alone = [r for r in find_layers(keys[p0:p1], kinds[p0:p1]) if r.count == region.count]
+    return (alone[0].shifted(p0), None) if alone else None
 
 
 def _thread(trace: Trace, seq: KernelSequence, starts: np.ndarray) -> int:

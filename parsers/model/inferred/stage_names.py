@@ -33,7 +33,7 @@ def forward_stages(template: np.ndarray, kinds: list[str], layers,
     residual adds."""
     if not layers:
         return []
-    first, _, g, _ = layers[0]
+    first, g = layers[0].typical_first, layers[0].g
     part = kinds[first:first + g]
     where = next((i for i, k in enumerate(part) if k in ("softmax", "attention")), None)
     if where is None:
