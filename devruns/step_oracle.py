@@ -4,6 +4,8 @@ export, no nsight_tui.
 
     python3 devruns/step_oracle.py EXPORT.sqlite STEP OUT.json.xz [--depth N]
 
+STEP `-`: an export without NVTX (a Trainer's, its clock beside it): the sequence alone, no iterations or phases.
+
 OUT holds {"source", "names": the kernels' demangled names (a table), "sequence": every kernel of the process
 with the most, in launch order (call start, then kernel start), as indices into names; "iterations": each
 warmup_N/step_N range as [name, its first kernel's index in the sequence, its kernels]; "step": STEP;
@@ -34,8 +36,9 @@ def main() -> int:
     kernels = con.execute("""SELECT r.start, n.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
         JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24)
         JOIN StringIds n ON n.id = k.demangledName WHERE k.globalPid = ? ORDER BY r.start, k.start""", (pid,)).fetchall()
+    has_nvtx = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone()
     ranges = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
-        LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start""").fetchall()
+        LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start""").fetchall() if has_nvtx else []
     names = sorted({n for _, n in kernels})
     index = {n: i for i, n in enumerate(names)}
     starts = [t for t, _ in kernels]
@@ -45,10 +48,12 @@ def main() -> int:
         return (inside[0] if inside else -1), len(inside)
 
     iterations = [[name, *held(s, e)] for name, s, e in ranges if re.fullmatch(r"(warmup|step)_\d+", name)]
-    ((s0, s1),) = [(s, e) for name, s, e in ranges if name == a.step]
-    phases = [[name, held(s, e)[1]] for name, s, e in ranges
-              if name in ("forward", "backward", "optimizer") and s0 <= s <= s1]
-    phases[0][1] += held(s0, s1)[1] - sum(c for _, c in phases)
+    phases: list[list] = []
+    if a.step != "-":
+        ((s0, s1),) = [(s, e) for name, s, e in ranges if name == a.step]
+        phases = [[name, held(s, e)[1]] for name, s, e in ranges
+                  if name in ("forward", "backward", "optimizer") and s0 <= s <= s1]
+        phases[0][1] += held(s0, s1)[1] - sum(c for _, c in phases)
     doc = {"source": Path(a.export).name, "names": names, "sequence": [index[n] for _, n in kernels],
            "iterations": iterations, "step": a.step, "phases": phases, "depth": a.depth}
     tmp = Path(a.out + ".partial")

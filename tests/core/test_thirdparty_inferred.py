@@ -276,6 +276,34 @@ def test_a_record_that_clocks_each_micro_batch_is_summed_by_iteration(captured, 
         assert r.own_ns == pytest.approx(r.python_ns, rel=0.05)
 
 
+def compiled_oracle(stem: str):
+    """A compiled capture's oracle (devruns/step_oracle.py): its JSON, the kernel names, the sequence as a
+    KernelSequence in launch order (all the sequence-level rules read), and the iteration starts the period
+    rule finds."""
+    import lzma
+
+    from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
+    from nsight_tui.parsers.model.inferred.period import iteration_starts, period_anchor
+
+    with lzma.open(THIRD / "oracle" / f"{stem}.json.xz", "rt") as f:
+        oracle = json.load(f)
+    op_names, codes = oracle["names"], np.array(oracle["sequence"], dtype=np.int64)
+    order = np.arange(len(codes), dtype=np.int64)
+    seq = KernelSequence(order, codes, order, order, order, order + 1, np.zeros_like(order), order)
+    anchors, period = period_anchor(codes)
+    return oracle, op_names, codes, iteration_starts(seq, anchors, period, op_names).tolist(), period
+
+
+def layers_of(template: np.ndarray, op_names: list[str]):
+    from nsight_tui.parsers.model.inferred.infer import _layers
+    from nsight_tui.parsers.model.inferred.kernel_kinds import kernel_kind
+    from nsight_tui.parsers.model.inferred.micro import micro_starts
+
+    kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
+    micro = micro_starts(template, op_names)
+    return _layers(template, kinds, op_names, micro), micro
+
+
 @pytest.mark.parametrize("stem", ["timm_vit_small_d4_b8_compiled", "timm_vit_small_d4_b8_compiled_accum2"])
 def test_a_compiled_models_iterations_and_parts_are_its_own_ranges(stem):
     """torch.compile'd timm ViT (4 blocks, its command line; Inductor's Triton kernels, the optimizer eager), alone
@@ -288,31 +316,44 @@ def test_a_compiled_models_iterations_and_parts_are_its_own_ranges(stem):
     own range's first kernel is, the kernels before them more than an iteration's (the record's first iteration,
     `_infer_process` then names them so); step_1 splits into its own ranges' parts kernel for kernel, the model's 4
     blocks its layers."""
-    import lzma
-
-    from nsight_tui.parsers.model.inferred.infer import _layers
-    from nsight_tui.parsers.model.inferred.kernel_kinds import kernel_kind
-    from nsight_tui.parsers.model.inferred.kernel_sequence import KernelSequence
-    from nsight_tui.parsers.model.inferred.micro import micro_starts
-    from nsight_tui.parsers.model.inferred.period import iteration_starts, period_anchor
     from nsight_tui.parsers.model.inferred.range_rows import phase_spans
 
-    with lzma.open(THIRD / "oracle" / f"{stem}.json.xz", "rt") as f:
-        oracle = json.load(f)
-    op_names, codes = oracle["names"], np.array(oracle["sequence"], dtype=np.int64)
-    order = np.arange(len(codes), dtype=np.int64)  # launch order is all the sequence-level rules read
-    seq = KernelSequence(order, codes, order, order, order, order + 1, np.zeros_like(order), order)
-    anchors, period = period_anchor(codes)
-    starts = iteration_starts(seq, anchors, period, op_names).tolist()
+    oracle, op_names, codes, starts, period = compiled_oracle(stem)
     want = [first for _, first, _ in oracle["iterations"]]
     assert starts == want[1:] and starts[0] >= period
     step = [name for name, _, _ in oracle["iterations"]].index(oracle["step"])
     template = codes[want[step]:want[step + 1]]
-    kinds = [kernel_kind(op_names[c]) for c in template.tolist()]
-    micro = micro_starts(template, op_names)
-    layers = _layers(template, kinds, op_names, micro)
+    layers, micro = layers_of(template, op_names)
     assert layers and layers[0].count == oracle["depth"] == 4
     assert [[name, b - a] for name, a, b in phase_spans(template, op_names, layers, micro)] == oracle["phases"]
+
+
+@pytest.mark.parametrize("stem", ["hf_trainer_qwen2_l4_b4_compiled", "hf_trainer_qwen2_l6_b4_compiled"])
+def test_a_compiled_models_layers_are_its_decoder_layers_though_the_first_and_last_run_other_kernels(stem):
+    """HF's Trainer with torch_compile=True over a Qwen2-shaped model of 4 and 6 layers (its command line; no NVTX;
+    devruns/gpu_thirdparty_compile3.log, the captures 1.1 and 1.25 MB: their kernel sequences are committed,
+    devruns/step_oracle.py). Inductor computes the causal mask and the rotary tables inside the first layer's fused
+    kernels and fuses each residual add with the next layer's norm; the last layer's backward runs its gradients in
+    another order: only the layers between repeat kernel for kernel (before: 3 of 4 layers, 5 of 6, framed from one
+    layer's second norm to the next's). A Qwen2 decoder layer is 7 linear layers (q, k, v, o, gate, up, down) and one
+    attention: every forward layer holds exactly one forward attention kernel and 7 GEMM kernels, every backward
+    layer one attention backward and 14 GEMMs (each linear's two gradients), by kernel name here; all the step's
+    attention kernels lie in its layers."""
+    import re
+
+    oracle, op_names, codes, starts, _ = compiled_oracle(stem)
+    template = codes[starts[-2]:starts[-1]]  # a steady step (the last whole one)
+    layers, _ = layers_of(template, op_names)
+    names = [op_names[c] for c in template.tolist()]
+    gemm = [bool(re.match(r"nvjet_|sm\d+_xmma_gemm|cutlass::Kernel", n)) for n in names]
+    attention = {"forward": [bool(re.search(r"sdpa.*fprop|flash_fwd", n)) for n in names],
+                 "backward": [bool(re.search(r"sdpa.*bprop|flash_bwd", n)) for n in names]}
+    depth = oracle["depth"]
+    assert [r.count for r in layers] == [depth, depth]
+    for region, phase, gemms in zip(layers, ("forward", "backward"), (7, 14)):
+        for a, b in zip(region.bounds, region.bounds[1:]):
+            assert (sum(attention[phase][a:b]), sum(gemm[a:b])) == (1, gemms), (phase, a, b)
+        assert sum(attention[phase][region.first:region.end]) == sum(attention[phase]) == depth
 
 
 def own_step_parts(annotated, step_name: str = "step_1") -> list[list]:

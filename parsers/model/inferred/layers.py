@@ -3,6 +3,7 @@ each begins and ends, and the typical layer whose kernels repeat."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,7 +107,8 @@ def find_layers(template: np.ndarray, kinds: list[str]) -> list[Layers]:
     overlap, cover the most kernels (runs of three or more first: two occurrences at one spacing
     are no evidence of a layer). A backward layer whose two halves launch the same kernels makes
     a run of 2N at half the spacing; the forward has no such run, so N covers more. The earliest
-    region is the forward, the next one the backward."""
+    region is the forward, the next one the backward; each then takes in the layers beside it that
+    launch the same GEMMs and attention among other kernels (_with_edge_layers)."""
     runs = [r for r in _runs(template) if r[1] >= 2]
     if not runs:
         return []
@@ -129,7 +131,55 @@ def find_layers(template: np.ndarray, kinds: list[str]) -> list[Layers]:
         score = (count >= 3, sum(r[1] * r[2] for r in laid), count)
         if best is None or score > best[0]:
             best = (score, laid)
-    return [Layers.uniform(*r) for r in best[1]] if best is not None else []
+    if best is None:
+        return []
+    found = [Layers.uniform(*r) for r in best[1]]
+    limits = [0] + [r.first for r in found[1:]] + [len(template)]
+    ends = [0] + [r.end for r in found]
+    return [_with_edge_layers(template, kinds, r, ends[i], limits[i + 1]) for i, r in enumerate(found)]
+
+
+# The kernels a layer's work is made of, which a compiler leaves alone: Inductor fuses the elementwise
+# work around them into kernels of its own, and differently at a model's first and last layer.
+BACKBONE = ("gemm", "attention", "conv")
+
+
+def _with_edge_layers(template: np.ndarray, kinds: list[str], region: Layers, lo: int, hi: int) -> Layers:
+    """`region` with the layers just before and after it (inside [lo, hi)) that launch the typical
+    layer's GEMMs, attention and convolutions (the same kernels, in any order) among other kernels:
+    a compiled model's first layer computes the causal mask and the rotary tables in its fused
+    kernels, its last layer's backward runs its gradients in another order. Such a layer begins as
+    many kernels before its first GEMM as the typical layer does (never before the GEMM before it) and
+    ends as many after its last; it is half to one and a half times the typical layer's length."""
+    g, t0 = region.g, region.typical_first
+    backbone = [i for i, k in enumerate(kinds) if k in BACKBONE and lo <= i < hi]
+    own = [i for i in backbone if t0 <= i < t0 + g]
+    if len(own) < 2:
+        return region
+    want = Counter(template[own].tolist())
+    lead, tail = own[0] - t0, t0 + g - own[-1]
+    bounds, typical = list(region.bounds), region.typical
+    while True:  # before it
+        prev = [i for i in backbone if i < bounds[0]]
+        block = prev[-len(own):]
+        if len(block) < len(own) or Counter(template[block].tolist()) != want:
+            break
+        floor = prev[-len(own) - 1] + 1 if len(prev) > len(own) else lo
+        start = max(block[0] - lead, floor)
+        if not 0.5 * g <= bounds[0] - start <= 1.5 * g:
+            break
+        bounds.insert(0, start)
+        typical += 1
+    while True:  # after it
+        nxt = [i for i in backbone if i >= bounds[-1]]
+        block = nxt[:len(own)]
+        if len(block) < len(own) or Counter(template[block].tolist()) != want:
+            break
+        end = min(block[-1] + tail, nxt[len(own)] if len(nxt) > len(own) else hi)
+        if not 0.5 * g <= end - bounds[-1] <= 1.5 * g:
+            break
+        bounds.append(end)
+    return Layers(tuple(bounds), g, region.anchor, typical)
 
 
 def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:
@@ -137,7 +187,8 @@ def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, i
     itself one spacing on reaches from `lo` to `hi`, and N layers fit in it with some slack (the
     embedding's add is the same kernel as a layer's residual add, the final layer norm as a
     layer's first). A layer starts at a layer norm where one fits (a pre-LN transformer's layer
-    begins with it), at a convolution in a conv net, else as early as the repeat allows."""
+    begins with it: of two norms, the one before the attention), at a convolution in a conv net,
+    else as early as the repeat allows."""
     first, count, g, anchor = run
     lo = first
     while lo - 1 >= 0 and lo - 1 + g < len(template) and template[lo - 1] == template[lo - 1 + g] and lo > first - g + 1:
@@ -151,5 +202,11 @@ def _aligned(template: np.ndarray, kinds: list[str], run: tuple[int, int, int, i
     latest = hi + 1 - count * g
     # a CNN's block begins with its convolution (conv, norm, activation), a pre-LN transformer's with its norm
     lead = ("conv", "gemm") if "conv" in kinds[lo:hi + 1] else ("norm",)  # a 1x1 conv runs as a GEMM
-    start = next((x for x in range(lo, latest + 1) if kinds[x] in lead), lo)
+    fits = [x for x in range(lo, latest + 1) if kinds[x] in lead]
+    start = next((x for x in fits if lead == ("norm",) and _opens_attention(kinds[x + 1:x + g])), fits[0] if fits else lo)
     return (start, count, g, anchor)
+
+
+def _opens_attention(after: list[str]) -> bool:
+    """The kinds after a norm reach an attention (or a manual one's softmax) before another norm."""
+    return next((k for k in after if k in ("norm", "attention", "softmax")), "norm") != "norm"
