@@ -70,8 +70,8 @@ def fp32_gemm(c: StepContext) -> Finding | None:
         "capture's CPU work per step (step − that wait); a CPU that issues the fixed step more slowly saves less: "
         f"between {to_ms(low):.1f} (its work and the GPU's remaining work back to back) and {to_ms(gpu_saved):.1f} ms "
         "(all the GPU time saved)",
-        "torch.backends.cuda.matmul.allow_tf32 = True (torch.set_float32_matmul_precision('high')), or bf16 "
-        "autocast: torch.autocast('cuda', dtype=torch.bfloat16)",
+        "TF32 first, torch.set_float32_matmul_precision('high'): as many kernels, on tensor cores; bf16 autocast "
+        "halves GEMMs again but adds casts and host work: can be slower where the CPU sets the step (docs/whatif.md)",
         {"fp32_gemm_ns_per_step": gemm_ns / c.n, "fp32_tflops": pk.tflops["fp32"], "tf32_tflops": pk.tflops.get("tf32"),
          "gpu_saved_ns_per_step": gpu_saved, "cpu_wait_ns_per_step": c.cpu_wait_ns,
          # the pace the estimate assumes the CPU keeps once the GPU no longer holds it back
