@@ -134,9 +134,11 @@ def find_layers(template: np.ndarray, kinds: list[str]) -> list[Layers]:
     if best is None:
         return []
     found = [Layers.uniform(*r) for r in best[1]]
-    limits = [0] + [r.first for r in found[1:]] + [len(template)]
-    ends = [0] + [r.end for r in found]
-    return [_with_edge_layers(template, kinds, r, ends[i], limits[i + 1]) for i, r in enumerate(found)]
+    out: list[Layers] = []
+    for i, r in enumerate(found):  # each widened no further than its neighbours (the one before as widened)
+        hi = found[i + 1].first if i + 1 < len(found) else len(template)
+        out.append(_with_edge_layers(template, kinds, r, out[-1].end if out else 0, hi))
+    return out
 
 
 # The kernels a layer's work is made of, which a compiler leaves alone: Inductor fuses the elementwise
