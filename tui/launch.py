@@ -194,9 +194,7 @@ class TerminalGuard:
         self._set_settings(now)
         try:
             if self.signal is not None and self.signal != signal.SIGHUP:
-                if now:
-                    os.set_blocking(1, False)
-                os.write(1, RESET.encode())
+                _write_reset(now)
         except (OSError, ValueError, AttributeError):
             pass
 
@@ -209,6 +207,30 @@ class TerminalGuard:
             termios.tcsetattr(self._fd, termios.TCSANOW if now else termios.TCSADRAIN, self._saved)
         except (OSError, ValueError, AttributeError):
             pass
+
+
+def _write_reset(now: bool) -> None:
+    """RESET to the terminal. `now` (the way out by hand): never blocking on it, but a terminal that is
+    there and slow to read (a busy machine's tmux, its buffer full of the app's last frames) still gets
+    it, a piece at a time as it drains, for up to RESTORE_WAIT_S: one write that gave up at once left
+    the alternate screen and mouse tracking on after a Ctrl-C during a slow load."""
+    data = RESET.encode()
+    if not now:
+        os.write(1, data)
+        return
+    import select
+    import time
+
+    os.set_blocking(1, False)
+    deadline = time.monotonic() + RESTORE_WAIT_S
+    while data:
+        try:
+            data = data[os.write(1, data):]
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            select.select([], [1], [], left)
 
 
 def roofline_options(args) -> dict:

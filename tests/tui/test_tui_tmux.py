@@ -51,6 +51,15 @@ class Tmux:
     def flags(self) -> str:
         return self.run("display-message", "-p", "-t", "tui", PANE_FLAGS).strip()
 
+    def flags_once_settled(self, want: str, timeout: float = 10.0) -> str:
+        """The pane's modes once they read `want`, else as they stand at `timeout`: tmux parses what the
+        app wrote in its own time (a busy machine's tmux answered with the modes from before the app's
+        last writes, its exit already seen)."""
+        t0 = time.monotonic()
+        while (flags := self.flags()) != want and time.monotonic() - t0 < timeout:
+            time.sleep(0.05)
+        return flags
+
     def keys(self, *keys: str, literal: bool = False) -> None:
         self.run("send-keys", "-t", "tui", *(["-l"] if literal else []), *keys)
 
@@ -139,7 +148,7 @@ def test_real_terminal_key_path(sample: Path, sql, repo_root: Path, tmp_path: Pa
         assert len(exported) == 1 and "cudaLaunchKernel" in exported[0].read_text()
         t.keys("q")
         assert wait_file(status) == "0"
-        assert t.flags() == CLEAN_PANE
+        assert t.flags_once_settled(CLEAN_PANE) == CLEAN_PANE
         assert [p.name for p in profiles.iterdir()] == [sample.name]  # no lock, cache or export beside it
     finally:
         t.kill()
@@ -189,7 +198,7 @@ def test_signal_ends_the_app_cleanly(big_trace: Path, repo_root: Path, tmp_path:
         wait_file(after)
         # raw mode undone: the same termios settings as before the app
         assert stty_settings(after.read_text()) == stty_settings(before.read_text())
-        assert t.flags() == CLEAN_PANE  # no alternate screen, no mouse tracking, cursor shown
+        assert t.flags_once_settled(CLEAN_PANE) == CLEAN_PANE  # no alternate screen, no mouse tracking, cursor shown
         assert processes_with(str(trace)) == []  # the app is gone, and no process it started
         assert not Path(f"/proc/{pid}").exists()
         assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
