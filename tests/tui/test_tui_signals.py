@@ -176,32 +176,36 @@ def test_the_reset_by_hand_reaches_a_terminal_whose_buffer_is_full(repo_root: Pa
     is there but slow to read (its buffer full of the app's last frames) must still get all of it once
     it drains, within RESTORE_WAIT_S: one non-blocking write gave up at once and left the alternate
     screen and mouse tracking on. A child whose stdout is a pty nobody reads fills it, then resets by
-    hand; this side reads the pty only after a while."""
+    hand, and says when that waits for the terminal; only then does this side read the pty."""
     import pty
     import subprocess
     import sys
 
-    from nsight_tui.tui.launch import RESET, RESTORE_WAIT_S
+    from nsight_tui.tui.launch import RESET
 
     master, slave = pty.openpty()
-    child = ("import os, sys\n"
+    child = ("import os, select, sys\n"
+             "from nsight_tui.tui.launch import _write_reset\n"
+             "real = select.select\n"
+             "def waits(*args):\n"
+             "    sys.stderr.write('waiting\\n'); sys.stderr.flush()\n"
+             "    return real(*args)\n"
+             "select.select = waits\n"
              "os.set_blocking(1, False)\n"
              "try:\n"
              "    while True:\n"
              "        os.write(1, b'x' * 4096)\n"
              "except BlockingIOError:\n"
              "    pass\n"
-             "sys.stderr.write('full\\n'); sys.stderr.flush()\n"
-             "from nsight_tui.tui.launch import _write_reset\n"
              "_write_reset(True)\n")
     proc = subprocess.Popen([sys.executable, "-c", child], stdout=slave, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(repo_root)})
     os.close(slave)
     try:
-        assert proc.stderr is not None and proc.stderr.readline() == b"full\n"  # its buffer is full
-        time.sleep(RESTORE_WAIT_S / 5)  # the terminal reads late (a busy tmux), well inside the wait
+        assert proc.stderr is not None
+        assert proc.stderr.readline() == b"waiting\n"  # the buffer is full and the reset waits for it to drain
         got = b""
-        while proc.poll() is None or got[-len(RESET):] != RESET.encode():
+        while not got.endswith(RESET.encode()):
             try:
                 chunk = os.read(master, 65536)
             except OSError:  # the child has gone and the pty with it
