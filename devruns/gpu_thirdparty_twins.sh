@@ -31,6 +31,11 @@
 #   hfbf16       TrainingArguments(tf32=True) / bf16=True (autocast, fp32 master weights)
 #   vitbf16      timm ViT-small training, batch 64: TF32 / bf16 autocast
 #   gpt2bf16     nsight-tui's GPT-2 small, ctx 512, batch 8, nothing synchronised in a step: --tf32 / --dtype bf16
+# and held out on a real input pipeline (torchvision's ResNet-18 fed by FakeData through the usual
+# crop/flip/normalize on the CPU, 40 steps), the change host-bound-gap's fix names:
+#   loader       DataLoader(num_workers=0) / num_workers=12
+#   loader2      DataLoader(num_workers=0) / num_workers=2 (too few workers to keep up)
+#   loadersample num_workers=2 alone, batch 32, 12 steps (committed: steps that alternate)
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
 # devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
 # Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
@@ -39,7 +44,7 @@ devrun_install
 W=${WORK:-/tmp/nsight_tui_thirdparty_twins}
 rm -rf "$W" && mkdir -p "$W"
 devrun_start "$@"
-python3 -c "import torch, timm, transformers; print('torch', torch.__version__, 'timm', timm.__version__, 'transformers', transformers.__version__)"
+python3 -c "import torch, timm, torchvision, transformers; print('torch', torch.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__)"
 T=devruns/thirdparty
 PAIRS=${1:-3}; shift || true
 SETS=("${@:-vitgraph decodegraph vittf32}")
@@ -113,6 +118,11 @@ for k in $(seq 1 "$PAIRS"); do
                     --model small --ctx 512 --tf32 --dtype $d --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
                   for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
                 done ;;
+      loader) cap $s $k loader_w0 python3 $T/torchvision_loader_twins.py --steps 40
+              cap $s $k loader_w12 python3 $T/torchvision_loader_twins.py --steps 40 --workers 12 ;;
+      loader2) cap $s $k loader_w0 python3 $T/torchvision_loader_twins.py --steps 40
+               cap $s $k loader_w2 python3 $T/torchvision_loader_twins.py --steps 40 --workers 2 ;;
+      loadersample) cap $s $k loader_w2_b32 python3 $T/torchvision_loader_twins.py --steps 12 --batch 32 --workers 2 ;;
       vittf32) cap $s $k vit_b64_fp32 python3 $T/timm_vit_twins.py --batch 64
                cap $s $k vit_b64_tf32 python3 $T/timm_vit_twins.py --batch 64 --tf32 ;;
       "") ;;

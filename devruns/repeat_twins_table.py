@@ -62,6 +62,9 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
                     ("kernels-from:{twin}", "pin"), ""),
     "combinedpinfix": ("small_ctx512_b8_async_pageable-input", "small_ctx512_tf32_b8_async_pinned-input",
                        ("fix:fp32-gemm-without-tensor-cores", "fix:pageable-memcpy"), ""),
+    # held out: a real input pipeline, the loader's workers (devruns/gpu_thirdparty_twins.sh loader loader2)
+    "loader": ("loader_w0", "loader_w12", ("fix:host-bound-gap",), "host-bound-gap"),
+    "loader2": ("loader_w0", "loader_w2", ("fix:host-bound-gap",), "host-bound-gap"),
 }
 FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined",
               "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32"}  # sets that read another set's captures

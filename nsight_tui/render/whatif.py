@@ -116,6 +116,7 @@ def whatif_dict(p) -> dict:
         "file": p.path.name,
         "steps": p.steps,
         "baseline": {"measured_step_ns": p.measured_step_ns, "replayed_step_ns": p.replayed_step_ns,
+                     "unlike_median_ns": p.unlike_median_ns,
                      "identity_error": round(p.identity_error, 5), "holds_step": [_holder(h) for h in p.baseline_holders],
                      "gpu_idle_per_step": _idle(p.baseline_idle)},
         "edits": [{"edit": a.edit, "changed": a.changed, "assumption": a.assumption or None} for a in p.edits],
@@ -130,11 +131,13 @@ def whatif_dict(p) -> dict:
         "launch_queue": _queue(p.queue),
         "gpu_idle_per_step": _idle(p.idle),
         "measured": {"launch_latency_ns": p.launch_latency_ns, "queue_gap_ns": p.queue_gap_ns},
-        "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps; "
-                 "CPU and GPU times on the capture's clock; predicted.clock: the clock whose median period is the "
+        "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps, "
+                 "or their mean where the steps are not alike (more than one in ten over 1.5x the median: "
+                 "baseline.unlike_median_ns their median then, else null); "
+                 "CPU and GPU times on the capture's clock; predicted.clock: the clock whose typical period is the "
                  "predicted step, the slower of the CPU's (a step's start to the next one's, the last to its range's "
                  "end) and the GPU's (a step's first op to the next step's first op, the last to its work's end); "
-                 "predicted.other_clock_shorter_ns: by how much the other clock's median is shorter (null: no GPU work)",
+                 "predicted.other_clock_shorter_ns: by how much the other clock's is shorter (null: no GPU work)",
     }
 
 
@@ -153,15 +156,19 @@ def _window_note(p, hold) -> str:
             "window; the predicted step above is the replayed unchanged step less the saving)")
 
 
+def _stat(p) -> str:
+    return "median" if p.unlike_median_ns is None else "mean"
+
+
 def clock_clause(p) -> str:
-    """Which clock's median period is the predicted step, and by how much the other's is shorter."""
+    """Which clock's typical period is the predicted step, and by how much the other's is shorter."""
     c = _clock(p)
     if c["other_clock_shorter_ns"] is None:
         return "on the CPU's clock (no step launched GPU work)"
     if c["clock"] == "gpu":
-        return (f"on the GPU's clock (a step's first op to the next one's, median), the slower: the CPU's own period "
+        return (f"on the GPU's clock (a step's first op to the next one's, {_stat(p)}), the slower: the CPU's own period "
                 f"{_ms_unit(c['other_clock_shorter_ns'])} shorter, so the CPU runs ahead of its GPU work")
-    return (f"on the CPU's clock (a step's start to the next one's, median), the slower: the GPU's "
+    return (f"on the CPU's clock (a step's start to the next one's, {_stat(p)}), the slower: the GPU's "
             f"{_ms_unit(c['other_clock_shorter_ns'])} shorter")
 
 
@@ -183,13 +190,22 @@ def range_parts(p) -> str:
             f"pace), the CPU's pace alone {_ms_unit(c[0])} .. {_ms_unit(c[1])} per step (the edits' central figures)")
 
 
+def steps_statistic(p) -> str:
+    """How the step period is taken over the steps, as a phrase: their median, or their mean where they
+    are not alike (model.steps.typical_period_ns)."""
+    if p.unlike_median_ns is None:
+        return f"median of {p.steps} steady-state steps"
+    return (f"mean of {p.steps} steady-state steps, which are not alike (more than one in ten over 1.5x their "
+            f"median of {_ms_unit(p.unlike_median_ns)}: a loop that alternates, whose median is one kind of step)")
+
+
 def whatif_json_text(p) -> str:
     return json.dumps(whatif_dict(p), indent=2) + "\n"
 
 
 def whatif_markdown(p) -> str:
     out = [f"# nsight-tui whatif: {md(p.path.name)}", ""]
-    out.append(f"Step period, median of {p.steps} steady-state steps: measured {_ms(p.measured_step_ns)} ms, "
+    out.append(f"Step period, {steps_statistic(p)}: measured {_ms(p.measured_step_ns)} ms, "
                f"replayed unchanged {_ms(p.replayed_step_ns)} ms (identity error {p.identity_error * 100:.2f}%).")
     if p.profiler is not None:
         out.append(md(alone_line(p.profiler)) + ".")
@@ -236,7 +252,7 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     lines: list[tuple[str, str]] = []
     base = p.replayed_step_ns
     lines.append(("step", f"{_ms_unit(p.measured_step_ns)} measured, {_ms_unit(base)} replayed unchanged (CPU clock, "
-                  f"period of the main thread's step, median of {p.steps} steady-state steps; "
+                  f"period of the main thread's step, {steps_statistic(p)}; "
                   f"the model's identity error {p.identity_error * 100:.2f}%)"))
     rng = (f", range {_ms_unit(p.low_ns)} .. {_ms_unit(p.high_ns)}" if p.low_ns != p.high_ns else
            ", no range: the edit rests on no figure this capture lacks")

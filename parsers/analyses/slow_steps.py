@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsight_tui.parsers.model import intervals
+from nsight_tui.parsers.model.steps import STALL_RATIO
 from nsight_tui.parsers.read.ids import KERNEL
 
-SLOW_RATIO = 1.5  # a step this much slower than the median step is not steady state
+SLOW_RATIO = STALL_RATIO  # a step this much slower than the median step is not steady state (nor alike: model.steps)
 LEADING, TRAILING, PERIODIC, SCATTERED = "leading", "trailing", "periodic", "scattered"
 # A difference worth saying: this share of the typical step's own figure, and this much time per step.
 DIFFERS_SHARE = 0.10

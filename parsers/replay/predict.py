@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nsight_tui.parsers.model.steps import steps_alike, typical_period_ns
 from nsight_tui.parsers.read.bare import ProfilerCost, profiler_cost
 from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.parsers.read.load import Trace, load_trace
@@ -33,7 +34,7 @@ class NoCalls(EditError):
 
 @dataclass
 class Replayed:
-    """One replay: its steps' periods and the median step (ns)."""
+    """One replay: its steps' periods and the typical step (ns, model.steps.typical_period_ns)."""
 
     timeline: Timeline
     periods_ns: np.ndarray
@@ -44,10 +45,11 @@ class Replayed:
 
     @property
     def median_clocks_ns(self) -> tuple[int, int | None]:
-        """The median period on the CPU's clock, and on the GPU's (None: no step launched GPU work)."""
-        cpu = int(np.median(self.cpu_periods_ns))
+        """The typical period on the CPU's clock, and on the GPU's (None: no step launched GPU work):
+        the median where the steps are alike, the mean where they alternate (typical_period_ns)."""
+        cpu = typical_period_ns(self.cpu_periods_ns)
         gpu = self.gpu_periods_ns[self.gpu_periods_ns > 0]
-        return cpu, (int(np.median(gpu)) if len(gpu) else None)
+        return cpu, (typical_period_ns(gpu) if len(gpu) else None)
 
     @property
     def on_gpu_clock(self) -> bool:
@@ -60,8 +62,8 @@ class Replayed:
 
     @property
     def step_ns(self) -> int:
-        """The pace a longer run keeps: the median period on the slower of the two clocks
-        (steps.clock_periods)."""
+        """The pace a longer run keeps: the typical period on the slower of the two clocks
+        (steps.clock_periods, median_clocks_ns)."""
         if not len(self.periods_ns):
             return 0
         cpu, gpu = self.median_clocks_ns
@@ -72,7 +74,7 @@ class Replayed:
 class Prediction:
     path: Path
     steps: int
-    measured_step_ns: int  # median over the steady-state steps of the measured period
+    measured_step_ns: int  # the measured period over the steady-state steps (typical_period_ns)
     replayed_step_ns: int  # the same, of the unchanged replay
     identity_error: float  # median over steps of |replayed - measured| / measured
     edits: list[Applied]
@@ -96,9 +98,12 @@ class Prediction:
     # their ends with the CPU at this capture's pace, and the CPU's pace at its ends with the edits central
     edits_range_ns: tuple[int, int] | None = None
     pace_range_ns: tuple[int, int] | None = None
-    # the predicted step's median period on each clock, ns (Replayed.step_ns takes the slower): the CPU's
+    # the predicted step's typical period on each clock, ns (Replayed.step_ns takes the slower): the CPU's
     # and the GPU's (None: no step launched GPU work)
     clocks_ns: tuple[int, int | None] = (0, None)
+    # the measured steps' median period, ns, where the steps are not alike (model.steps.steps_alike:
+    # more than one in ten over 1.5x the median) and measured_step_ns is their mean; None where alike
+    unlike_median_ns: int | None = None
 
     @property
     def saving_ns(self) -> int:
@@ -268,7 +273,7 @@ def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool
 @dataclass
 class Saving:
     """What `edits` save per step on the replay: the unchanged replay's step minus the edited one's
-    (medians over the steps of the step period, ns), at the assumptions' central value and ends."""
+    (the typical step period, typical_period_ns, ns), at the assumptions' central value and ends."""
 
     baseline_step_ns: int
     step_ns: int
@@ -308,9 +313,10 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     err = float(np.median(np.abs(base.periods_ns - m_periods) / np.maximum(m_periods, 1)))
     if not parsed:
         hold, idle = _why(g, sr, base)
-        return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err, [],
+        return Prediction(Path(trace.given), int(len(m_periods)), typical_period_ns(m_periods), base.step_ns, err, [],
                           base.step_ns, base.step_ns, base.step_ns, hold, idle, hold, idle, g.launch_latency_ns,
-                          g.queue_gap_ns, [], profiler=profiler_cost(trace), clocks_ns=_clocks(base))
+                          g.queue_gap_ns, [], profiler=profiler_cost(trace), clocks_ns=_clocks(base),
+                          unlike_median_ns=_unlike_median(m_periods))
     ed = edited(trace, parsed, load)
     lo, mid, hi = ed.steps_ns(base.step_ns)
     by_edits, by_pace = ed.parts_ns(base.step_ns)
@@ -319,11 +325,15 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     queue = None if ed.mid_plan is None else queue_shift(
         ed.graph, ed.unchanged.timeline, (ed.mid_plan, ed.mid.timeline),
         edit_mod.in_steps(ed.graph, sr), sr.n_steps)
-    return Prediction(Path(trace.given), int(len(m_periods)), int(np.median(m_periods)), base.step_ns, err,
+    return Prediction(Path(trace.given), int(len(m_periods)), typical_period_ns(m_periods), base.step_ns, err,
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
                       ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace,
-                      _clocks(ed.mid))
+                      _clocks(ed.mid), _unlike_median(m_periods))
+
+
+def _unlike_median(periods: np.ndarray) -> int | None:
+    return None if steps_alike(periods) else int(np.median(periods))
 
 
 def _clocks(r: Replayed) -> tuple[int, int | None]:

@@ -270,7 +270,7 @@ def test_a_sequence_without_a_period_infers_nothing_and_says_so(nonvtx, tmp_path
 
 def test_edge_traces_without_iterations_infer_nothing():
     # the committed edge-case exports: NVTX but no step ranges, and too few kernels to repeat
-    for path in sorted(SAMPLES.glob("edge_*.sqlite")):
+    for path in sorted(SAMPLES.glob("edge_*.sqlite*")):
         found = inference(load_trace(path))
         assert not found.found and found.reason, path
 

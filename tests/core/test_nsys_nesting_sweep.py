@@ -79,8 +79,8 @@ def _same(ranges):
 
 
 @pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite.xz", "edge_overlap.sqlite",
-                                  "edge_duplicate.sqlite", "edge_unended.sqlite", "edge_cross_thread.sqlite",
-                                  "edge_deep.sqlite"])
+                                  "edge_duplicate.sqlite.xz", "edge_unended.sqlite", "edge_cross_thread.sqlite",
+                                  "edge_deep.sqlite.xz"])
 def test_real_exports_nest_as_the_loop_did(name):
     _same(load_trace(plain(SAMPLES / name)).ranges)
 

@@ -29,8 +29,8 @@ def stack_sweep(gtid, start, end):
     return parent, depth
 
 
-@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite.xz", "edge_deep.sqlite",
-                                  "edge_overlap.sqlite", "edge_duplicate.sqlite", "edge_cross_thread.sqlite",
+@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite.xz", "edge_deep.sqlite.xz",
+                                  "edge_overlap.sqlite", "edge_duplicate.sqlite.xz", "edge_cross_thread.sqlite",
                                   "edge_unended.sqlite"])
 def test_real_ranges_nest_as_the_stack_sweeps(name):
     r = load_trace(plain(SAMPLES / name)).ranges

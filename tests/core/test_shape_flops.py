@@ -92,7 +92,7 @@ def test_roofline_and_mfu_work_on_a_trace_without_marks(traces):
 
 
 def test_a_trace_with_neither_marks_shapes_nor_config_says_so():
-    trace = load_trace(SAMPLES / "edge_deep.sqlite")
+    trace = load_trace(SAMPLES / "edge_deep.sqlite.xz")
     r = roofline.build(trace)
     assert r.counts is None
     line = r.source_line()
@@ -120,7 +120,7 @@ def test_report_json_notes_a_trace_without_flop_counts(tmp_path):
     from helpers.cli import run_main
 
     out = tmp_path / "r.json"
-    done = run_main("report", SAMPLES / "edge_deep.sqlite", "-f", "json", "-o", out)
+    done = run_main("report", SAMPLES / "edge_deep.sqlite.xz", "-f", "json", "-o", out)
     assert done.returncode == 0, done.stderr
     notes = json.loads(out.read_text())["notes"]
     assert any("no FLOP counts" in n and "no op shapes" in n for n in notes)

@@ -201,7 +201,7 @@ def test_notices_cover_no_rows(tui):
 def test_ratios_leave_out_the_unknown_and_say_why_once(tui):
     """A trace with no FLOP/byte counts (edge_deep: no config mark, no --flops): the ratios under
     step_N's kernels show no "–" and one row saying what the roofline figures need."""
-    path = SAMPLES / "edge_deep.sqlite"
+    path = plain(SAMPLES / "edge_deep.sqlite.xz")
 
     async def run():
         async with tui(path, size=(120, 40)) as ui:
@@ -444,7 +444,7 @@ def test_roofline_without_counts_says_what_it_needs(tui):
     """edge_deep (no config mark, no --flops): no empty plot; one text says what the roofline
     needs; `t` gives step_N's kernel families with their kernel time per instance, which add up
     to the kernel time launched inside step ranges over the steps (SQL)."""
-    path = SAMPLES / "edge_deep.sqlite"
+    path = plain(SAMPLES / "edge_deep.sqlite.xz")
     steps = len(_sql(path, _STEP_DURATIONS))
     total_ns = _sql(path, _STEP_OPS_NS)[0][0]
 
