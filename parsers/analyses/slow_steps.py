@@ -37,6 +37,14 @@ class Difference:
     calls_typical: float = 0.0
 
 
+def _nth(k: int | None) -> str:
+    """`other` for 2, else the ordinal (3rd, 4th, 11th, 21st)."""
+    if k is None or k == 2:
+        return "other"
+    suffix = "th" if 11 <= k % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
 @dataclass(frozen=True)
 class SlowSteps:
     steps: int  # the steady-state steps looked at
@@ -60,7 +68,7 @@ class SlowSteps:
             return (f"{first} of {n} {'is' if k == 1 else 'are'} slow: warm-up inside the steady-state window "
                     "(compilation, autotuning, first allocations)")
         if self.pattern == PERIODIC:
-            return f"every {self.period_steps}th step is slow ({k} of {n}): a periodic stall, not warm-up"
+            return f"every {_nth(self.period_steps)} step is slow ({k} of {n}): a periodic stall, not warm-up"
         if self.pattern == TRAILING:
             return f"the last step of {n} is slow" if k == 1 else f"the last {k} of {n} steps are slow"
         return f"{k} of {n} steps are slow, with no period"

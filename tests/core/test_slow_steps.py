@@ -83,3 +83,11 @@ def test_a_periodic_stall_is_not_called_compilation():
     assert r.title == "every 4th step is slow (16 of 64): a periodic stall, not warm-up"
     assert "compil" not in r.title and "autotun" not in r.title
     assert "the extra time is on the CPU outside CUDA" in r.evidence  # nothing recorded differs
+
+
+@pytest.mark.parametrize("period,words", [(2, "every other step"), (3, "every 3rd step"), (11, "every 11th step"),
+                                          (21, "every 21st step"), (22, "every 22nd step")])
+def test_a_periodic_stall_reads_as_english(period, words):
+    r = ss.SlowSteps(64, 10e6, list(range(period - 1, 64, period)), [30_000_000] * len(range(period - 1, 64, period)),
+                     ss.PERIODIC, period)
+    assert r.title.startswith(f"{words} is slow (")
