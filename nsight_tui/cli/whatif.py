@@ -3,8 +3,8 @@ what the step would take and what would hold it.
 
 EDITs: speed:PATTERN[@RANGE]=K (or =K1..K2, =K1..KC..K2: a range), drop:PATTERN[@RANGE],
 fuse:P1+P2+...[@RANGE[,N+][,<DURATION]], kernels-from:TWIN.sqlite,
-nosync[:RANGE|CALL], nohost[:RANGE], graph[:RANGE], pin[:RANGE], fix:FINDING_ID (parsers/replay/edits.py). With none, the
-unchanged replay against the measured step."""
+nosync[:RANGE|CALL], nohost[:RANGE], workers:N, graph[:RANGE], pin[:RANGE], fix:FINDING_ID (parsers/replay/edits.py).
+With none, the unchanged replay against the measured step."""
 from __future__ import annotations
 
 import argparse
@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "drop:PATTERN[@RANGE] | fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] "
                              "(each run of N or more consecutive kernels of one stream matching the patterns, each at most "
                              "DURATION, inside one RANGE, one kernel: its longest's time) | kernels-from:TWIN.sqlite | "
-                             "nosync[:RANGE|CALL] | nohost[:RANGE] | graph[:RANGE] | pin[:RANGE] (pageable copies from "
+                             "nosync[:RANGE|CALL] | nohost[:RANGE] | workers:N (what nohost removed, run by N loader workers) | "
+                             "graph[:RANGE] | pin[:RANGE] (pageable copies from "
                              "pinned memory, non_blocking) | fix:FINDING_ID")
     parser.add_argument("--ncu", metavar="FILE.ncu-rep",
                         help="an Nsight Compute report of the same workload, for fix:occupancy-limited (the kernels ncu "

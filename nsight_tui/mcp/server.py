@@ -493,7 +493,8 @@ def build(served: ServedSet) -> MCPServer:
         speed:PATTERN=K (a kernel name glob or family, K times faster), drop:PATTERN (those ops
         gone, with their launch calls' CPU time), fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] (each run
         of consecutive kernels of one stream matching the patterns one kernel), kernels-from:NAME (kernel
-        durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION],
+        durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION], workers:N
+        (the host work nohost removes run by N DataLoader workers: the step at least that work / N),
         graph[:RANGE], pin[:RANGE] (pageable copies from pinned memory, non_blocking),
         fix:FINDING_ID (the edits that finding names; fix:occupancy-limited needs `ncu`, a served
         Nsight Compute report of the same workload). No edits: the unchanged replay against the

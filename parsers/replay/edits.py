@@ -25,6 +25,9 @@
                           during which the GPU was idle, which the idle split calls launch-starved);
                           nohost:DURATION those pauses at least DURATION long; nohost:-DURATION
                           each of those pauses shortened by DURATION (a sleep or stall of known length)
+    workers:N             the host work the nohost edits remove runs in N worker processes beside
+                          the step (DataLoader(num_workers=N)): a step no shorter than that work / N,
+                          the pace a longer run keeps once the workers' prefetched batches are spent
     graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
     pin[:RANGE]           the pageable host<->device copies launched inside RANGE (default: the
                           step) from pinned memory with non_blocking=True: a host-to-device copy's
@@ -77,7 +80,7 @@ class EditError(NsightError):
 
 @dataclass(frozen=True)
 class Edit:
-    kind: str  # speed, drop, fuse, kernels-from, nosync, nohost, graph, pin, fix
+    kind: str  # speed, drop, fuse, kernels-from, nosync, nohost, workers, graph, pin, fix
     text: str
     pattern: str = ""
     factor: float = 1.0
@@ -108,20 +111,23 @@ class Edited:
     applied: list[Applied] = field(default_factory=list)
     # kernels-from: per CPU thread (gtid), the twin's pace over this capture's on the same work
     twin_pace: dict[int, float] = field(default_factory=dict)
+    # nohost: the CPU points whose host time it took away (what `workers:N` hands to workers)
+    moved_host: np.ndarray | None = None
 
     @property
     def plans(self) -> tuple[Plan, Plan, Plan]:
         return (self.low, self.mid, self.high)
 
 
-KINDS = ("speed", "drop", "fuse", "kernels-from", "nosync", "nohost", "graph", "pin", "fix")
+KINDS = ("speed", "drop", "fuse", "kernels-from", "nosync", "nohost", "workers", "graph", "pin", "fix")
+MAX_WORKERS = 4096
 
 
 def parse(text: str) -> Edit:
     kind, _, arg = text.partition(":")
     if kind not in KINDS:
         raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, drop:PATTERN, fuse:PATTERN, kernels-from:TWIN.sqlite, "
-                        "nosync[:RANGE], nohost[:RANGE], graph[:RANGE], pin[:RANGE], fix:FINDING_ID")
+                        "nosync[:RANGE], nohost[:RANGE], workers:N, graph[:RANGE], pin[:RANGE], fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
         factors = _factors(k)
@@ -142,6 +148,11 @@ def parse(text: str) -> Edit:
         if not arg:
             raise EditError(f"bad edit {text!r}: kernels-from:TWIN.sqlite names the other capture")
         return Edit(kind, text, twin=arg)
+    if kind == "workers":
+        if not (arg.isascii() and arg.isdigit() and 1 <= int(arg) <= MAX_WORKERS):
+            raise EditError(f"bad edit {text!r}: workers:N takes a whole number of worker processes from 1 to "
+                            f"{MAX_WORKERS} (e.g. workers:4)")
+        return Edit(kind, text, factor=float(int(arg)))
     if kind == "fix" and not arg:
         raise EditError(f"bad edit {text!r}: fix:FINDING_ID names a finding (e.g. fix:launch-bound)")
     if kind == "nohost" and _looks_like_duration(arg.removeprefix("-")):
@@ -547,8 +558,38 @@ def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                       f"{at_least / 1e3:,.0f} us (a pause shorter than {e.range} counts as ordinary)")
     for plan, kept in zip(ed.plans, keep):
         plan.delta_ns[sel] = np.minimum(plan.delta_ns[sel], kept)
+    _moved(ed, sel)
     ed.applied.append(Applied(e.text, f"{removed / 1e6:,.2f} ms of host time between CUDA calls removed "
                               f"({int(sel.sum()):,} pauses {how}, all steps)", assumption))
+
+
+def _moved(ed: Edited, sel: np.ndarray) -> None:
+    ed.moved_host = sel.copy() if ed.moved_host is None else ed.moved_host | sel
+
+
+def _workers(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    """`workers:N`: the host work the nohost edits took off the steps runs in N worker processes
+    beside them, as a DataLoader's workers load batches: each worker needs that work's time per batch
+    and N of them deliver N batches in that time, so a longer run keeps no step shorter than the
+    work per step / N (each plan's own removed work: an assumption's ends move it). The replayed
+    window keeps its steps (the workers' prefetched batches); the floor is the pace once those are
+    spent."""
+    if ed.moved_host is None or not ed.moved_host.any():
+        raise EditError(f"{e.text}: moves the host work a nohost edit removes; give one beside it (nohost, or "
+                        "fix:host-bound-gap)")
+    n = int(e.factor)
+    steps = max(int(np.count_nonzero(sr.is_step)), 1)
+    sel = ed.moved_host
+    per_thread = np.bincount(g.pt_thread[sel], weights=g.delta_ns[sel], minlength=len(g.thread_slices))
+    thread = int(np.argmax(per_thread))
+    for plan in ed.plans:
+        work = float(np.clip(g.delta_ns[sel] - plan.delta_ns[sel], 0, None).sum()) / steps
+        plan.period_floor_ns, plan.floor_thread = int(work / n), thread
+    work = float(np.clip(g.delta_ns[sel] - ed.mid.delta_ns[sel], 0, None).sum()) / steps
+    ed.applied.append(Applied(e.text, f"the host work removed, {work / 1e6:,.2f} ms a step, run by {n} worker "
+                              f"process{'es' if n > 1 else ''} beside the step: a batch every "
+                              f"{work / n / 1e6:,.2f} ms, the shortest step a longer run keeps (each worker at "
+                              "the pace the thread ran it; handing a batch over not counted)"))
 
 
 def _nohost_shorten(g: Graph, sr: StepRanges, e: Edit, ed: Edited, host: np.ndarray, pids: np.ndarray,
@@ -564,6 +605,7 @@ def _nohost_shorten(g: Graph, sr: StepRanges, e: Edit, ed: Edited, host: np.ndar
         raise EditError(f"no pause between CUDA calls of at least {e.range[1:]} with the GPU idle inside the steps")
     for plan in ed.plans:
         plan.delta_ns[sel] = np.maximum(plan.delta_ns[sel] - by_ns, 0)
+    _moved(ed, sel)
     ed.applied.append(Applied(e.text, f"{int(sel.sum()):,} pauses between CUDA calls with the GPU idle, inside the "
                               f"steps, each {e.range[1:]} shorter ({int(sel.sum()) * by_ns / 1e6:,.2f} ms in all)"))
 
@@ -968,7 +1010,8 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
     twin's iteration whose kernels it takes (default: the one of the same name); with the twin the
     same capture, one step takes another's kernels (a change made on every other step of one capture)."""
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
-    for e in edits:
+    # workers:N moves what the nohost edits remove, whichever comes first in the list
+    for e in sorted(edits, key=lambda e: e.kind == "workers"):
         if e.kind == "speed":
             _speed(g, sr, e, ed)
         elif e.kind == "drop":
@@ -979,6 +1022,8 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
             _nosync(g, sr, e, ed)
         elif e.kind == "nohost":
             _nohost(g, sr, e, ed)
+        elif e.kind == "workers":
+            _workers(g, sr, e, ed)
         elif e.kind == "graph":
             _graph(g, sr, e, ed)
         elif e.kind == "pin":

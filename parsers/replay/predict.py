@@ -42,6 +42,7 @@ class Replayed:
     ends_ns: np.ndarray
     cpu_periods_ns: np.ndarray  # the same steps on each clock (steps.clock_periods)
     gpu_periods_ns: np.ndarray
+    floor_ns: int = 0  # the plan's period_floor_ns: no longer run keeps a shorter step (edits `workers:N`)
 
     @property
     def median_clocks_ns(self) -> tuple[int, int | None]:
@@ -67,7 +68,12 @@ class Replayed:
         if not len(self.periods_ns):
             return 0
         cpu, gpu = self.median_clocks_ns
-        return gpu if self.on_gpu_clock and gpu is not None else cpu
+        return max(gpu if self.on_gpu_clock and gpu is not None else cpu, self.floor_ns)
+
+    @property
+    def floor_holds(self) -> bool:
+        """The workers the host work moved to set the step, not the replayed timeline."""
+        return self.floor_ns > 0 and self.step_ns == self.floor_ns
 
 
 @dataclass
@@ -113,7 +119,7 @@ class Prediction:
 def replay(g: Graph, sr: StepRanges, plan: Plan) -> Replayed:
     tl = simulate(g, plan)
     s, e = step_spans(g, sr, tl)
-    return Replayed(tl, e - s, s, e, *clock_periods(g, sr, tl))
+    return Replayed(tl, e - s, s, e, *clock_periods(g, sr, tl), plan.period_floor_ns)
 
 
 def _same(a: Plan, b: Plan) -> bool:
@@ -132,7 +138,8 @@ def replay_plans(g: Graph, sr: StepRanges, plans: Sequence[Plan]) -> list[Replay
     out: list[Replayed] = []
     for i, plan in enumerate(plans):
         same = next((out[j] for j in range(i) if _same(plans[j], plan)), None)
-        out.append(same if same is not None else replay(g, sr, plan))
+        # the same timeline; a floor is the plan's own (workers:N at an assumption's ends)
+        out.append(replay(g, sr, plan) if same is None else replace(same, floor_ns=plan.period_floor_ns))
     return out
 
 
@@ -149,6 +156,10 @@ def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit
     charged = critical_paths(g, r.timeline, starts, ends, gt, origins)
     idle = idle_splits(g, r.timeline, starts, ends, pid_of(gt)).sum(axis=0)
     per_step = {k: v // max(n, 1) for k, v in charged.items()}
+    if r.floor_holds and r.floor_ns > period:
+        # the step waits for the workers' next batch: the wait is theirs (the replay's window ran shorter)
+        per_step[("loader workers: the host work moved to them (their batch not ready)", "workers")] = r.floor_ns - period
+        period = r.floor_ns
     return holders(per_step, period), IdleSplit(*(idle // max(n, 1)).tolist())
 
 
@@ -235,6 +246,8 @@ def _at_pace(plan: Plan, g: Graph, own: np.ndarray, factors: dict[int, tuple[flo
     """`plan` with each thread's own time in the steps (`own`) scaled by its factor at `end` (0 the
     fast end, 1 the slow)."""
     out = replace(plan, delta_ns=plan.delta_ns.copy())
+    if plan.floor_thread in factors:  # the workers run the host work at the pace of the thread it came off
+        out.period_floor_ns = round(plan.period_floor_ns * factors[plan.floor_thread][end])
     for ti, ends in factors.items():
         first, last = g.thread_slices[ti]
         sel = np.zeros(len(g.pt_time), bool)

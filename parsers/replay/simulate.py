@@ -39,6 +39,10 @@ class Plan:
     op_src_off: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     op_coll: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     coll_tail_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # the shortest period a longer run can keep, ns, and the CPU thread (index) whose pace it goes
+    # with: host work moved off the step to workers beside it (edits `workers:N`); 0: none
+    period_floor_ns: int = 0
+    floor_thread: int = -1
 
     @classmethod
     def of(cls, g: Graph) -> "Plan":
