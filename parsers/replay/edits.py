@@ -848,12 +848,16 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     my_names, their_names = g.trace.ops["name"].to_numpy(), twin.ops["name"].to_numpy()
     twin_sr = step_ranges(twin)
     pairs: dict[int, int] = {}  # twin kernel -> this capture's kernel it was matched with
+    steady = {_plain(n) for n, is_step in zip(sr.names, sr.is_step) if is_step}
+    unpaired: dict[str, int] = {}  # this capture's steady steps the twin has no iteration of: kernels
     for (pid, a_all), (tpid, b_all) in zip(sorted(mine.items()), sorted(theirs.items())):
         # iteration by iteration (same names on both sides): an alignment per step is small, and
         # never pairs one step's kernels with another's
         segs_a, segs_b = _segments(g.trace, a_all, sr, pid), _segments(twin, b_all, twin_sr, tpid)
         for key, a in segs_a.items():
             b = segs_b.get(twin_iterations.get(key, key) if twin_iterations else key)
+            if b is None and key in steady:
+                unpaired[key] = unpaired.get(key, 0) + len(a)
             if b is None or len(a) == 0:
                 continue
             if len(a) == len(b):
@@ -876,6 +880,7 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
                     scale = theirs_t / mine_t if mine_t > 0 else 0.0
                     new_dur[a[i1:i2]] = np.round(g.op_dur[a[i1:i2]] * scale).astype(np.int64)
                     replaced += i2 - i1
+    _refuse_if_unpaired(g, sr, twin, twin_sr, path, unpaired)
     g2 = build(twin)
     # the host work that comes with the library's choice of kernels (stretches.py): kernels launched
     # under one name in both captures are the same op; the CPU time around the others is the twin's
@@ -910,10 +915,32 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
                  f"{host.added_ns / n_steps / 1e6:+,.2f} ms of host time a step")
     if colls:
         note += f"; {colls}"
+    if unpaired:  # said, not hidden in the median: those steps replay as captured
+        note += (f"; {sum(unpaired.values()):,} kernels of {len(unpaired)} of this capture's steps "
+                 f"({', '.join(sorted(unpaired))}) keep their own durations: {path.name} has no iteration of "
+                 f"that name (its steps: {_step_names(twin_sr)}), and the predicted step, a median over the steps, "
+                 "counts them unchanged")
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
                               + ("; the library's host work around a changed kernel costs what it cost in the twin, "
                                  "scaled by the two captures' CPU pace (one end of the range: the twin's host time as "
                                  "it ran, were that pace the change's own)" if host.changed else "")))
+
+
+def _step_names(sr: StepRanges) -> str:
+    names = [_plain(n) for n, is_step in zip(sr.names, sr.is_step) if is_step]
+    return ", ".join(names[:RANGE_HINT_NAMES]) + (", …" if len(names) > RANGE_HINT_NAMES else "") or "none"
+
+
+def _refuse_if_unpaired(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, path: Path,
+                        unpaired: dict[str, int]) -> None:
+    """Kernels are paired iteration by iteration, by the iterations' names: where no steady-state step
+    of this capture has a namesake in the twin, nothing would change and the answer would be the
+    unchanged step, said as a prediction."""
+    steady = {_plain(n) for n, is_step in zip(sr.names, sr.is_step) if is_step}
+    if steady and set(unpaired) >= steady:
+        raise EditError(f"kernels-from: none of {g.trace.path.name}'s steps ({_step_names(sr)}) has an iteration of "
+                        f"the same name in {path.name} (its steps: {_step_names(twin_sr)}): kernels are paired step "
+                        "by step, by the steps' names")
 
 
 def _is_collective(trace) -> np.ndarray:

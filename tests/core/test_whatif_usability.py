@@ -1,6 +1,11 @@
 """whatif as a newcomer or an agent meets it: an edit that names nothing says what there is to name
-(the ranges, the blocking calls, the kernel families, the edit kinds)."""
+(the ranges, the blocking calls, the kernel families, the edit kinds), and a twin that cannot be
+paired step for step says so rather than answering with the unchanged step."""
 from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +65,30 @@ def test_a_pattern_that_matches_nothing_names_the_families(small):
 def test_a_misspelled_edit_kind_is_guessed(text, kind):
     with pytest.raises(EditError, match=f"did you mean '{kind}'"):
         parse(text)
+
+
+def _renamed_steps(tmp_path: Path, name: str, sql: str) -> Path:
+    path = tmp_path / f"{name}.sqlite"
+    shutil.copyfile(SMALL, path)
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
+    return path
+
+
+def test_a_twin_without_this_captures_step_names_is_refused(small, tmp_path):
+    """Kernels are paired step by step by the steps' names: a twin whose steps are named otherwise
+    paired nothing, and the answer was the unchanged step said as a prediction."""
+    twin = _renamed_steps(tmp_path, "renamed", "UPDATE StringIds SET value = replace(value, 'step_', 'iter_step_') "
+                                               "WHERE value LIKE 'step_%'")
+    with pytest.raises(EditError, match="none of small_ctx128.sqlite's steps .* has an iteration of the same name"):
+        predict(small, [f"kernels-from:{twin}"])
+
+
+def test_a_twin_lacking_some_steps_says_which_keep_their_durations(small, tmp_path):
+    """A twin of fewer steps (twin_small_ctx128 has one) leaves the others as captured, and the median
+    over the steps counts them: the answer says so."""
+    twin = _renamed_steps(tmp_path, "partial", "UPDATE StringIds SET value = 'step_9' WHERE value = 'step_2'")
+    changed = predict(small, [f"kernels-from:{twin}"]).edits[0].changed
+    assert "kernels of 1 of this capture's steps (step_2) keep their own durations" in changed
+    assert "its steps: step_0, step_1, step_9" in changed
+
