@@ -135,7 +135,7 @@ def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit
     """What holds the step and the GPU's idle split, over the windows that set the step: each step's
     period on the CPU's clock, or where the CPU ran ahead and the GPU's clock sets the step
     (Replayed.step_ns), each on the GPU's, walked back from the op that ends it."""
-    gt = sr.gtid[sr.is_step]
+    gt = np.array([walked_thread(g, int(x)) for x in sr.gtid[sr.is_step]], np.int64)
     n = len(r.starts_ns)
     starts, ends, origins, period = r.starts_ns, r.ends_ns, None, int(r.periods_ns.mean()) if n else 0
     if n and r.on_gpu_clock:
@@ -145,6 +145,20 @@ def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit
     idle = idle_splits(g, r.timeline, starts, ends, pid_of(gt)).sum(axis=0)
     per_step = {k: v // max(n, 1) for k, v in charged.items()}
     return holders(per_step, period), IdleSplit(*(idle // max(n, 1)).tolist())
+
+
+def walked_thread(g: Graph, gtid: int) -> int:
+    """The CPU thread a step's critical path is walked back on: the thread that frames the step, or
+    where that thread made no CUDA call (a step marked for its process, not a thread: emit_nvtx
+    captures of two ranks, h100_2gpu_1s), its process's thread with the most CUDA calls; before,
+    the walk found no such thread and said nothing held the step."""
+    if gtid in g.thread_gtids or not g.thread_gtids:
+        return gtid
+    mine = [i for i, t in enumerate(g.thread_gtids) if pid_of(t) == pid_of(gtid)]
+    if not mine:
+        return gtid
+    busiest = max(mine, key=lambda i: g.thread_slices[i][1] - g.thread_slices[i][0])
+    return g.thread_gtids[busiest]
 
 
 def graph_of(trace: Trace) -> tuple[Graph, StepRanges]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import SAMPLES, shared_trace
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay.edits import EditError, parse
 from nsight_tui.parsers.replay.predict import predict
@@ -92,3 +92,15 @@ def test_a_twin_lacking_some_steps_says_which_keep_their_durations(small, tmp_pa
     assert "kernels of 1 of this capture's steps (step_2) keep their own durations" in changed
     assert "its steps: step_0, step_1, step_9" in changed
 
+
+def test_steps_marked_for_a_process_are_walked_on_its_cuda_thread():
+    """h100_2gpu_1s (two ranks, emit_nvtx): its steps are framed for each process, on no thread that
+    made a CUDA call, and the walk found nothing: 'What holds the step' was an empty table. Now the
+    process's thread with the most CUDA calls, both ranks' CPU and GPU on the path, the shares the
+    whole window."""
+    trace = load_trace(shared_trace("h100_2gpu_1s"))
+    p = predict(trace, [])
+    kinds = {h.kind for h in p.holders}
+    assert {"cpu-host", "gpu"} <= kinds, p.holders
+    assert sum(h.share for h in p.holders) == pytest.approx(1, abs=0.02)
+    assert {"111", "112"} <= {w for h in p.holders for w in ("111", "112") if f"({w})" in h.what}
