@@ -153,14 +153,23 @@ def _window_note(p, hold) -> str:
             "window; the predicted step above is the replayed unchanged step less the saving)")
 
 
+# Two clocks closer than this share of the step are one pace: the CPU's period a hair shorter is how
+# the two windows are cut (a step's first op against its start), not a CPU running ahead of a GPU it
+# leaves idle half the step (a launch-bound step's unchanged replay: 0.05 ms of 27)
+CLOCKS_AGREE = 0.01
+
+
 def clock_clause(p) -> str:
     """Which clock's median period is the predicted step, and by how much the other's is shorter."""
     c = _clock(p)
     if c["other_clock_shorter_ns"] is None:
         return "on the CPU's clock (no step launched GPU work)"
     if c["clock"] == "gpu":
+        ahead = c["other_clock_shorter_ns"] >= CLOCKS_AGREE * max(p.step_ns, 1)
         return (f"on the GPU's clock (a step's first op to the next one's, median), the slower: the CPU's own period "
-                f"{_ms_unit(c['other_clock_shorter_ns'])} shorter, so the CPU runs ahead of its GPU work")
+                f"{_ms_unit(c['other_clock_shorter_ns'])} shorter, "
+                + ("so the CPU runs ahead of its GPU work" if ahead else
+                   f"the two within {CLOCKS_AGREE:.0%} of each other: the CPU does not run ahead"))
     return (f"on the CPU's clock (a step's start to the next one's, median), the slower: the GPU's "
             f"{_ms_unit(c['other_clock_shorter_ns'])} shorter")
 
@@ -183,6 +192,15 @@ def range_parts(p) -> str:
             f"pace), the CPU's pace alone {_ms_unit(c[0])} .. {_ms_unit(c[1])} per step (the edits' central figures)")
 
 
+def saving_words(p) -> str:
+    """The saving against the unchanged replay, said as a cost where the edits lengthen the step
+    ("saves -5.52 ms" read as a saving at a glance)."""
+    share = abs(p.saving_ns) / p.replayed_step_ns * 100 if p.replayed_step_ns else 0.0
+    if p.saving_ns < 0:
+        return f"costs {_ms(-p.saving_ns)} ms more per step ({share:.1f}% longer than the unchanged replay)"
+    return f"saves {_ms(p.saving_ns)} ms per step ({share:.1f}%)"
+
+
 def whatif_json_text(p) -> str:
     return json.dumps(whatif_dict(p), indent=2) + "\n"
 
@@ -203,9 +221,7 @@ def whatif_markdown(p) -> str:
                        + (f" (assumes {md(a.assumption)})" if a.assumption else ""))
         out += ["", "## Predicted step (estimated, replay)", ""]
         rng = (f" (between {_ms(p.low_ns)} and {_ms(p.high_ns)} ms)" if p.low_ns != p.high_ns else "")
-        out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: saves {_ms(p.saving_ns)} ms per step "
-                   f"({p.saving_ns / p.replayed_step_ns * 100 if p.replayed_step_ns else 0:.1f}%), "
-                   f"{md(clock_clause(p))}.")
+        out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: {saving_words(p)}, {md(clock_clause(p))}.")
         if range_parts(p):
             out += ["", f"Of the range: {md(range_parts(p))}."]
         if p.cpu_assumption:
@@ -249,6 +265,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
             lines.append(("assumes", a))
     share = p.saving_ns / base if base else 0.0
     saving = f"{_ms_unit(p.saving_ns)} per step ({percent(share)} of the replayed step)"
+    if p.saving_ns < 0:  # a negative saving, said as what it is
+        saving = f"none: the step {_ms_unit(-p.saving_ns)} longer ({percent(-share)} of the replayed step)"
     if p.low_ns != p.high_ns:
         saving += f", {_ms_unit(base - p.high_ns)} .. {_ms_unit(base - p.low_ns)}"
     if estimate_ms is not None:
