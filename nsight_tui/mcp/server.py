@@ -489,16 +489,28 @@ def build(served: ServedSet) -> MCPServer:
         saving, what holds the step after the edits
         (its critical path: holders, ns per step, shares), the GPU idle split, and `launch_queue`: the
         launches a step the edits leave onto an empty queue (or behind queued work) and the CPU time
-        that may move with them, which the prediction leaves out. Edits:
-        speed:PATTERN=K (a kernel name glob or family, K times faster), drop:PATTERN (those ops
+        that may move with them, which the prediction leaves out. All times are ns per step;
+        `saving_ns` is negative where the edits lengthen the step. `edits` is a list, one edit a
+        string, applied in order; a bad one is a tool error naming what there is. Edits:
+        speed:PATTERN=K (K times faster, below 1 slower; K1..K2 a factor not known, the answer's
+        range; speed:PATTERN@RANGE=K only ops launched inside RANGE), drop:PATTERN[@RANGE] (those ops
         gone, with their launch calls' CPU time), fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] (each run
         of consecutive kernels of one stream matching the patterns one kernel), kernels-from:NAME (kernel
-        durations from another served file), nosync[:RANGE|CALL], nohost[:RANGE|DURATION], workers:N
-        (the host work nohost removes run by N DataLoader workers: the step at least that work / N),
-        graph[:RANGE], pin[:RANGE] (pageable copies from pinned memory, non_blocking),
-        fix:FINDING_ID (the edits that finding names; fix:occupancy-limited needs `ncu`, a served
-        Nsight Compute report of the same workload). No edits: the unchanged replay against the
-        measured step."""
+        durations from another served file, a capture of the same program, its steps named as these),
+        nosync[:RANGE|CALL] (blocking syncs no longer wait; CALL e.g. cudaStreamSynchronize),
+        nohost[:RANGE|DURATION] (host time between CUDA calls gone; nohost:2ms the pauses of at least
+        2 ms, nohost:-5ms each such pause 5 ms shorter), workers:N (the host work nohost removes run
+        by N DataLoader workers: the step at least that work / N), graph[:RANGE] (one CUDA graph launch),
+        pin[:RANGE] (pageable copies from pinned memory, non_blocking), fix:FINDING_ID (the edits a
+        finding names: an `id` from the findings tool on this file; fix:occupancy-limited needs `ncu`,
+        a served Nsight Compute report of the same workload). PATTERN: a kernel family (gemm,
+        convolution, attention, softmax, elementwise, reduction, normalization, optimizer, memory,
+        layout, communication, other) or a
+        case-sensitive glob over kernel names ('*gemm*'). RANGE: an NVTX range name or glob (range_tree
+        lists them; on an export without NVTX, the ranges inferred from its kernels: forward,
+        layer_N, prefill, decode, ...); `step`, the default, is the steady-state steps. No edits: the
+        unchanged replay against the measured step. E.g. ["speed:gemm=2"], ["nosync", "nohost"],
+        ["fix:launch-bound"]."""
         from nsight_tui.parsers import NsightError
         from nsight_tui.render.whatif import whatif_json_text
 

@@ -136,13 +136,17 @@ def whatif_dict(p) -> dict:
                  "baseline.unlike_median_ns their median then, else null); "
                  "CPU and GPU times on the capture's clock; predicted.clock: the clock whose typical period is the "
                  "predicted step, the slower of the CPU's (a step's start to the next one's, the last to its range's "
-                 "end) and the GPU's (a step's first op to the next step's first op, the last to its work's end); "
-                 "predicted.other_clock_shorter_ns: by how much the other clock's is shorter (null: no GPU work)",
+                 "end) and the GPU's (a step's first op to the next step's first op, the last to its work's end), "
+                 "or `workers` where the loader workers of a workers:N edit set it (a batch every step_ns); "
+                 "predicted.other_clock_shorter_ns: by how much the other clock's is shorter (null: no GPU work; "
+                 "with `workers`, the slower clock's)",
     }
 
 
 def _clock(p) -> dict:
     cpu, gpu = p.clocks_ns
+    if p.workers_floor_ns is not None:
+        return {"clock": "workers", "other_clock_shorter_ns": p.workers_floor_ns - max(cpu, gpu or 0)}
     return {"clock": "gpu" if gpu is not None and gpu > cpu else "cpu",
             "other_clock_shorter_ns": None if gpu is None else abs(cpu - gpu)}
 
@@ -160,14 +164,26 @@ def _stat(p) -> str:
     return "median" if p.unlike_median_ns is None else "mean"
 
 
+# Two clocks closer than this share of the step are one pace: the CPU's period a hair shorter is how
+# the two windows are cut (a step's first op against its start), not a CPU running ahead of a GPU it
+# leaves idle half the step (a launch-bound step's unchanged replay: 0.05 ms of 27)
+CLOCKS_AGREE = 0.01
+
+
 def clock_clause(p) -> str:
     """Which clock's typical period is the predicted step, and by how much the other's is shorter."""
     c = _clock(p)
+    if c["clock"] == "workers":
+        return (f"set by the loader workers, a batch every {_ms_unit(p.workers_floor_ns)}: the replayed step on the "
+                f"slower clock {_ms_unit(c['other_clock_shorter_ns'])} shorter waits for their next batch")
     if c["other_clock_shorter_ns"] is None:
         return "on the CPU's clock (no step launched GPU work)"
     if c["clock"] == "gpu":
+        ahead = c["other_clock_shorter_ns"] >= CLOCKS_AGREE * max(p.step_ns, 1)
         return (f"on the GPU's clock (a step's first op to the next one's, {_stat(p)}), the slower: the CPU's own period "
-                f"{_ms_unit(c['other_clock_shorter_ns'])} shorter, so the CPU runs ahead of its GPU work")
+                f"{_ms_unit(c['other_clock_shorter_ns'])} shorter, "
+                + ("so the CPU runs ahead of its GPU work" if ahead else
+                   f"the two within {CLOCKS_AGREE:.0%} of each other: the CPU does not run ahead"))
     return (f"on the CPU's clock (a step's start to the next one's, {_stat(p)}), the slower: the GPU's "
             f"{_ms_unit(c['other_clock_shorter_ns'])} shorter")
 
@@ -199,6 +215,15 @@ def steps_statistic(p) -> str:
             f"median of {_ms_unit(p.unlike_median_ns)}: a loop that alternates, whose median is one kind of step)")
 
 
+def saving_words(p) -> str:
+    """The saving against the unchanged replay, said as a cost where the edits lengthen the step
+    ("saves -5.52 ms" read as a saving at a glance)."""
+    share = abs(p.saving_ns) / p.replayed_step_ns * 100 if p.replayed_step_ns else 0.0
+    if p.saving_ns < 0:
+        return f"costs {_ms(-p.saving_ns)} ms more per step ({share:.1f}% longer than the unchanged replay)"
+    return f"saves {_ms(p.saving_ns)} ms per step ({share:.1f}%)"
+
+
 def whatif_json_text(p) -> str:
     return json.dumps(whatif_dict(p), indent=2) + "\n"
 
@@ -219,9 +244,7 @@ def whatif_markdown(p) -> str:
                        + (f" (assumes {md(a.assumption)})" if a.assumption else ""))
         out += ["", "## Predicted step (estimated, replay)", ""]
         rng = (f" (between {_ms(p.low_ns)} and {_ms(p.high_ns)} ms)" if p.low_ns != p.high_ns else "")
-        out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: saves {_ms(p.saving_ns)} ms per step "
-                   f"({p.saving_ns / p.replayed_step_ns * 100 if p.replayed_step_ns else 0:.1f}%), "
-                   f"{md(clock_clause(p))}.")
+        out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: {saving_words(p)}, {md(clock_clause(p))}.")
         if range_parts(p):
             out += ["", f"Of the range: {md(range_parts(p))}."]
         if p.cpu_assumption:
@@ -265,6 +288,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
             lines.append(("assumes", a))
     share = p.saving_ns / base if base else 0.0
     saving = f"{_ms_unit(p.saving_ns)} per step ({percent(share)} of the replayed step)"
+    if p.saving_ns < 0:  # a negative saving, said as what it is
+        saving = f"none: the step {_ms_unit(-p.saving_ns)} longer ({percent(-share)} of the replayed step)"
     if p.low_ns != p.high_ns:
         saving += f", {_ms_unit(base - p.high_ns)} .. {_ms_unit(base - p.low_ns)}"
     if estimate_ms is not None:

@@ -49,8 +49,10 @@ fused kernel's time: replay.fused; what a pinned copy costs: replay.pinned).
 """
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -126,7 +128,9 @@ MAX_WORKERS = 4096
 def parse(text: str) -> Edit:
     kind, _, arg = text.partition(":")
     if kind not in KINDS:
-        raise EditError(f"unknown edit {text!r}: one of speed:PATTERN=K, drop:PATTERN, fuse:PATTERN, kernels-from:TWIN.sqlite, "
+        close = difflib.get_close_matches(kind.strip().lower(), KINDS, n=1, cutoff=0.6)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        raise EditError(f"unknown edit {text!r}: {guess}one of speed:PATTERN=K, drop:PATTERN, fuse:PATTERN, kernels-from:TWIN.sqlite, "
                         "nosync[:RANGE], nohost[:RANGE], workers:N, graph[:RANGE], pin[:RANGE], fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
@@ -211,10 +215,34 @@ def range_spans(g: Graph, sr: StepRanges, name: str) -> list[tuple[int, int, int
         if inferred is not g.trace:
             trace, hit = inferred, named(inferred)
     if not hit.any():
-        raise EditError(f"no NVTX range named {name!r} in {g.trace.path.name}")
+        inferred_too = " nor one inferred from its kernels" if trace is not g.trace else ""
+        raise EditError(f"no NVTX range named {name!r} in {g.trace.path.name}{inferred_too} (ranges there: "
+                        f"{range_names_hint(trace)}; `{STEP_RANGE}` the steady-state steps; a glob matches the names)")
     r = trace.ranges
     return [(int(pid_of(gt)), int(s), int(e)) for gt, s, e in
             zip(r["gtid"].to_numpy()[hit], r["start"].to_numpy()[hit], r["end"].to_numpy()[hit])]
+
+
+# A RANGE that names nothing is answered with the names there are: the first few, each cut short
+# (a range's name can be megabytes), numbered ones (step_0, step_1, ...) said once as step_N
+RANGE_HINT_NAMES = 12
+RANGE_HINT_CHARS = 40
+
+
+def range_names_hint(trace) -> str:
+    """The trace's range names in first-appearance order, for an error line: numbered names said
+    once, at most RANGE_HINT_NAMES of them, each at most RANGE_HINT_CHARS; 'none' where it has none."""
+    seen: dict[str, None] = {}
+    for text in trace.range_texts.values.tolist():
+        if text is None:
+            continue
+        plain = re.sub(r"(?<=[_ -])\d+$", "N", _plain(text))
+        seen.setdefault(plain if len(plain) <= RANGE_HINT_CHARS else plain[:RANGE_HINT_CHARS - 1] + "…", None)
+    names = list(seen)
+    if not names:
+        return "none"
+    more = f", … ({len(names) - RANGE_HINT_NAMES} more)" if len(names) > RANGE_HINT_NAMES else ""
+    return ", ".join(names[:RANGE_HINT_NAMES]) + more
 
 
 def in_steps(g: Graph, sr: StepRanges) -> np.ndarray:
@@ -299,6 +327,9 @@ def _matching_ops(g: Graph, sr: StepRanges, e: Edit) -> tuple[np.ndarray, str]:
                           or (i < len(short) and glob_match(str(short[i]), pattern))], np.int64)
         how = f"names matching {pattern!r}"
     hit = np.isin(g.trace.ops["name"].to_numpy(), codes)
+    if not hit.any():  # the pattern itself names nothing (where it names ops, RANGE left none: said below)
+        raise EditError(f"no GPU op matches {e.pattern!r} ({how}) in {g.trace.path.name} "
+                        f"({_pattern_hint(g, pattern)})")
     if where:
         o_api, launched, pids = _op_launches(g)
         hit &= (o_api >= 0) & _inside(launched, pids, range_spans(g, sr, where))
@@ -306,6 +337,16 @@ def _matching_ops(g: Graph, sr: StepRanges, e: Edit) -> tuple[np.ndarray, str]:
     if not hit.any():
         raise EditError(f"no GPU op matches {e.pattern!r} ({how}) in {g.trace.path.name}")
     return hit, how
+
+
+def _pattern_hint(g: Graph, pattern: str) -> str:
+    """What a PATTERN may be, for the line that says it matched nothing: the families this capture's
+    ops are in (a family key is exact and lower case: `GEMM` is a glob that matches no name)."""
+    families = set(np.asarray(name_families(g.trace)).tolist())
+    present = [k for k in FAMILY_KEYS if k in families]
+    said = f"its families: {', '.join(present)}; else a glob over kernel names, case-sensitive, e.g. '*gemm*'"
+    near = [k for k in FAMILY_KEYS if k.lower() == pattern.lower() and k != pattern]
+    return f"did you mean the family {near[0]!r}? " + said if near else said
 
 
 def _speed(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
@@ -450,12 +491,20 @@ def _nosync(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     if by_call:  # nosync:CALL: those blocking calls inside the steps (cudaStreamSynchronize: `.item()`)
         keep = np.array([glob_match(n, e.range) for n in call_names], dtype=bool)
         ends, calls = ends[keep], calls[keep]
-    spans = range_spans(g, sr, "" if by_call else e.range)
+    try:
+        spans = range_spans(g, sr, "" if by_call else e.range)
+    except EditError as exc:  # a name of neither: say both, as the user may have meant either
+        raise EditError(f"{e.text}: {e.range!r} names no blocking CUDA call ({_blocking_calls(call_names)}); "
+                        f"{exc}") from None
     starts = g.trace.api["start"].to_numpy(np.int64)[calls]
     pids = pid_of(g.trace.api["gtid"].to_numpy(np.int64)[calls])
     hit = ends[_inside(starts, pids, spans)]
+    if len(hit) == 0 and by_call:  # the calls block, but only in the warm-up or after the steps
+        raise EditError(f"{e.text}: none of the {len(ends):,} blocking {e.range} calls is inside a steady-state step "
+                        "(the replay edits only those)")
     if len(hit) == 0:
-        raise EditError(f"no blocking CUDA call inside {e.range or STEP_RANGE!r}")
+        raise EditError(f"{e.text}: no blocking CUDA call inside {e.range or STEP_RANGE!r} "
+                        f"({_blocking_calls(call_names)})")
     for plan in ed.plans:
         for k in hit.tolist():
             plan.blocking.discard(k)
@@ -466,6 +515,13 @@ def _nosync(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     what = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
     ed.applied.append(Applied(e.text, f"{len(hit):,} blocking calls no longer wait for the GPU ({what}); "
                               "each keeps its own CPU time after the wait"))
+
+
+def _blocking_calls(call_names: np.ndarray) -> str:
+    """The capture's blocking calls by name and count, most first, for an error line."""
+    names, counts = np.unique(call_names.astype(str), return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    return "its blocking calls: " + ", ".join(f"{names[i]} x{counts[i]:,}" for i in order[:RANGE_HINT_NAMES])
 
 
 def _gpu_idle(g: Graph, times: np.ndarray, pids: np.ndarray) -> np.ndarray:
@@ -834,12 +890,16 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     my_names, their_names = g.trace.ops["name"].to_numpy(), twin.ops["name"].to_numpy()
     twin_sr = step_ranges(twin)
     pairs: dict[int, int] = {}  # twin kernel -> this capture's kernel it was matched with
+    steady = {_plain(n) for n, is_step in zip(sr.names, sr.is_step) if is_step}
+    unpaired: dict[str, int] = {}  # this capture's steady steps the twin has no iteration of: kernels
     for (pid, a_all), (tpid, b_all) in zip(sorted(mine.items()), sorted(theirs.items())):
         # iteration by iteration (same names on both sides): an alignment per step is small, and
         # never pairs one step's kernels with another's
         segs_a, segs_b = _segments(g.trace, a_all, sr, pid), _segments(twin, b_all, twin_sr, tpid)
         for key, a in segs_a.items():
             b = segs_b.get(twin_iterations.get(key, key) if twin_iterations else key)
+            if b is None and key in steady:
+                unpaired[key] = unpaired.get(key, 0) + len(a)
             if b is None or len(a) == 0:
                 continue
             if len(a) == len(b):
@@ -862,6 +922,7 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
                     scale = theirs_t / mine_t if mine_t > 0 else 0.0
                     new_dur[a[i1:i2]] = np.round(g.op_dur[a[i1:i2]] * scale).astype(np.int64)
                     replaced += i2 - i1
+    _refuse_if_unpaired(g, sr, twin, twin_sr, path, unpaired)
     g2 = build(twin)
     # the host work that comes with the library's choice of kernels (stretches.py): kernels launched
     # under one name in both captures are the same op; the CPU time around the others is the twin's
@@ -896,10 +957,32 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
                  f"{host.added_ns / n_steps / 1e6:+,.2f} ms of host time a step")
     if colls:
         note += f"; {colls}"
+    if unpaired:  # said, not hidden in the median: those steps replay as captured
+        note += (f"; {sum(unpaired.values()):,} kernels of {len(unpaired)} of this capture's steps "
+                 f"({', '.join(sorted(unpaired))}) keep their own durations: {path.name} has no iteration of "
+                 f"that name (its steps: {_step_names(twin_sr)}), and the predicted step, a median over the steps, "
+                 "counts them unchanged")
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
                               + ("; the library's host work around a changed kernel costs what it cost in the twin, "
                                  "scaled by the two captures' CPU pace (one end of the range: the twin's host time as "
                                  "it ran, were that pace the change's own)" if host.changed else "")))
+
+
+def _step_names(sr: StepRanges) -> str:
+    names = [_plain(n) for n, is_step in zip(sr.names, sr.is_step) if is_step]
+    return ", ".join(names[:RANGE_HINT_NAMES]) + (", …" if len(names) > RANGE_HINT_NAMES else "") or "none"
+
+
+def _refuse_if_unpaired(g: Graph, sr: StepRanges, twin, twin_sr: StepRanges, path: Path,
+                        unpaired: dict[str, int]) -> None:
+    """Kernels are paired iteration by iteration, by the iterations' names: where no steady-state step
+    of this capture has a namesake in the twin, nothing would change and the answer would be the
+    unchanged step, said as a prediction."""
+    steady = {_plain(n) for n, is_step in zip(sr.names, sr.is_step) if is_step}
+    if steady and set(unpaired) >= steady:
+        raise EditError(f"kernels-from: none of {g.trace.path.name}'s steps ({_step_names(sr)}) has an iteration of "
+                        f"the same name in {path.name} (its steps: {_step_names(twin_sr)}): kernels are paired step "
+                        "by step, by the steps' names")
 
 
 def _is_collective(trace) -> np.ndarray:

@@ -110,6 +110,8 @@ class Prediction:
     # the measured steps' median period, ns, where the steps are not alike (model.steps.steps_alike:
     # more than one in ten over 1.5x the median) and measured_step_ns is their mean; None where alike
     unlike_median_ns: int | None = None
+    # the predicted step where the workers the host work went to set it (`workers:N`), ns; None: they don't
+    workers_floor_ns: int | None = None
 
     @property
     def saving_ns(self) -> int:
@@ -147,7 +149,7 @@ def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit
     """What holds the step and the GPU's idle split, over the windows that set the step: each step's
     period on the CPU's clock, or where the CPU ran ahead and the GPU's clock sets the step
     (Replayed.step_ns), each on the GPU's, walked back from the op that ends it."""
-    gt = sr.gtid[sr.is_step]
+    gt = np.array([walked_thread(g, int(x)) for x in sr.gtid[sr.is_step]], np.int64)
     n = len(r.starts_ns)
     starts, ends, origins, period = r.starts_ns, r.ends_ns, None, int(r.periods_ns.mean()) if n else 0
     if n and r.on_gpu_clock:
@@ -161,6 +163,20 @@ def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit
         per_step[("loader workers: the host work moved to them (their batch not ready)", "workers")] = r.floor_ns - period
         period = r.floor_ns
     return holders(per_step, period), IdleSplit(*(idle // max(n, 1)).tolist())
+
+
+def walked_thread(g: Graph, gtid: int) -> int:
+    """The CPU thread a step's critical path is walked back on: the thread that frames the step, or
+    where that thread made no CUDA call (a step marked for its process, not a thread: emit_nvtx
+    captures of two ranks, h100_2gpu_1s), its process's thread with the most CUDA calls; before,
+    the walk found no such thread and said nothing held the step."""
+    if gtid in g.thread_gtids or not g.thread_gtids:
+        return gtid
+    mine = [i for i, t in enumerate(g.thread_gtids) if pid_of(t) == pid_of(gtid)]
+    if not mine:
+        return gtid
+    busiest = max(mine, key=lambda i: g.thread_slices[i][1] - g.thread_slices[i][0])
+    return g.thread_gtids[busiest]
 
 
 def graph_of(trace: Trace) -> tuple[Graph, StepRanges]:
@@ -342,7 +358,8 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
                       ed.applied, mid, lo, hi, hold, idle, b_hold, b_idle,
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
                       ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace,
-                      _clocks(ed.mid), _unlike_median(m_periods))
+                      _clocks(ed.mid), _unlike_median(m_periods),
+                      ed.mid.floor_ns if ed.mid.floor_holds else None)
 
 
 def _unlike_median(periods: np.ndarray) -> int | None:

@@ -1,0 +1,16 @@
+"""`nsight-tui whatif --help` names every form an EDIT takes and what PATTERN and RANGE may be: the
+help said nohost[:RANGE] only (nohost:2ms and nohost:-5ms were in the docs alone) and left PATTERN
+and RANGE unexplained."""
+from __future__ import annotations
+
+from conftest import ROOT
+from helpers import cli_process
+
+
+def test_the_edit_help_says_each_form_and_its_words():
+    run = cli_process.run(["whatif", "--help"], text=True, cwd=ROOT, timeout=120)
+    said = " ".join(run.stdout.split())  # argparse wraps at the terminal's width
+    assert run.returncode == 0, run.stderr
+    for words in ("nohost[:RANGE|DURATION]", "nohost:-5ms", "fix:FINDING_ID (a finding's id", "PATTERN: a kernel family",
+                  "RANGE: an NVTX range name or glob", "`step` (the default) the steady-state steps"):
+        assert words in said, words

@@ -1,0 +1,106 @@
+"""whatif as a newcomer or an agent meets it: an edit that names nothing says what there is to name
+(the ranges, the blocking calls, the kernel families, the edit kinds), and a twin that cannot be
+paired step for step says so rather than answering with the unchanged step."""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES, shared_trace
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.replay.edits import EditError, parse
+from nsight_tui.parsers.replay.predict import predict
+
+SMALL = SAMPLES / "small_ctx128.sqlite"  # GPT-2, steps step_0..2, forward/backward/optimizer inside
+
+
+@pytest.fixture(scope="module")
+def small():
+    return load_trace(SMALL)
+
+
+def test_a_range_that_names_nothing_lists_the_ranges_there(small):
+    with pytest.raises(EditError) as err:
+        predict(small, ["nosync:no_such_range"])
+    said = str(err.value)
+    assert "no NVTX range named 'no_such_range'" in said
+    # the names there, numbered ones once, and what `step` is
+    assert "forward" in said and "optimizer" in said and "step_N" in said and "step_1" not in said
+    assert "`step` the steady-state steps" in said and "\n" not in said
+
+
+def test_nosync_of_a_call_name_that_blocks_nowhere_lists_the_blocking_calls(small):
+    """nosync:CALL where CALL names no blocking call was read as a range: 'no NVTX range named
+    cudaStreamSync' left the user to guess what CALL may be."""
+    with pytest.raises(EditError) as err:
+        predict(small, ["nosync:cudaStreamSync"])
+    said = str(err.value)
+    assert said.startswith("nosync:cudaStreamSync: 'cudaStreamSync' names no blocking CUDA call")
+    assert "cudaStreamSynchronize x" in said and "cudaDeviceSynchronize x" in said and "ranges there:" in said
+
+
+def test_nosync_of_a_call_that_blocks_only_outside_the_steps_says_so(small):
+    """This capture's cudaStreamSynchronize calls all block in its warm-up: before, 'no blocking CUDA
+    call inside 'cudaStreamSynchronize'', as if the call were a range."""
+    with pytest.raises(EditError, match=r"none of the [\d,]+ blocking cudaStreamSynchronize calls is inside a "
+                                        r"steady-state step"):
+        predict(small, ["nosync:cudaStreamSynchronize"])
+
+
+def test_a_pattern_that_matches_nothing_names_the_families(small):
+    with pytest.raises(EditError) as err:
+        predict(small, ["speed:GEMM=2"])
+    said = str(err.value)
+    assert "did you mean the family 'gemm'?" in said and "its families: gemm," in said
+    # a pattern that names ops, none of them inside RANGE: the range is what is wrong, not the family
+    with pytest.raises(EditError) as err:
+        predict(small, ["speed:optimizer@forward=2"])
+    assert "its families" not in str(err.value)
+
+
+@pytest.mark.parametrize("text, kind", [("sped:gemm=2", "speed"), ("NOSYNC", "nosync"), ("kernels_from:x", "kernels-from")])
+def test_a_misspelled_edit_kind_is_guessed(text, kind):
+    with pytest.raises(EditError, match=f"did you mean '{kind}'"):
+        parse(text)
+
+
+def _renamed_steps(tmp_path: Path, name: str, sql: str) -> Path:
+    path = tmp_path / f"{name}.sqlite"
+    shutil.copyfile(SMALL, path)
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
+    return path
+
+
+def test_a_twin_without_this_captures_step_names_is_refused(small, tmp_path):
+    """Kernels are paired step by step by the steps' names: a twin whose steps are named otherwise
+    paired nothing, and the answer was the unchanged step said as a prediction."""
+    twin = _renamed_steps(tmp_path, "renamed", "UPDATE StringIds SET value = replace(value, 'step_', 'iter_step_') "
+                                               "WHERE value LIKE 'step_%'")
+    with pytest.raises(EditError, match="none of small_ctx128.sqlite's steps .* has an iteration of the same name"):
+        predict(small, [f"kernels-from:{twin}"])
+
+
+def test_a_twin_lacking_some_steps_says_which_keep_their_durations(small, tmp_path):
+    """A twin of fewer steps (twin_small_ctx128 has one) leaves the others as captured, and the median
+    over the steps counts them: the answer says so."""
+    twin = _renamed_steps(tmp_path, "partial", "UPDATE StringIds SET value = 'step_9' WHERE value = 'step_2'")
+    changed = predict(small, [f"kernels-from:{twin}"]).edits[0].changed
+    assert "kernels of 1 of this capture's steps (step_2) keep their own durations" in changed
+    assert "its steps: step_0, step_1, step_9" in changed
+
+
+def test_steps_marked_for_a_process_are_walked_on_its_cuda_thread():
+    """h100_2gpu_1s (two ranks, emit_nvtx): its steps are framed for each process, on no thread that
+    made a CUDA call, and the walk found nothing: 'What holds the step' was an empty table. Now the
+    process's thread with the most CUDA calls, both ranks' CPU and GPU on the path, the shares the
+    whole window."""
+    trace = load_trace(shared_trace("h100_2gpu_1s"))
+    p = predict(trace, [])
+    kinds = {h.kind for h in p.holders}
+    assert {"cpu-host", "gpu"} <= kinds, p.holders
+    assert sum(h.share for h in p.holders) == pytest.approx(1, abs=0.02)
+    assert {"111", "112"} <= {w for h in p.holders for w in ("111", "112") if f"({w})" in h.what}
