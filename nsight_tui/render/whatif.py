@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from nsight_tui.render.numbers import percent
 from nsight_tui.render.safe import markdown as md
@@ -122,6 +123,8 @@ def whatif_dict(p) -> dict:
         "edits": [{"edit": a.edit, "changed": a.changed, "assumption": a.assumption or None} for a in p.edits],
         "predicted": {"step_ns": p.step_ns, "low_ns": p.low_ns, "high_ns": p.high_ns,
                       **_clock(p), **_parts(p)},
+        "moved_host_ns_per_step": p.moved_host_ns or None,
+        "workers_to_keep_up": workers_to_keep_up(p),
         "cpu_pace_assumption": p.cpu_assumption or None,
         "without_profiler": _alone(p.profiler),
         "saving_ns": p.saving_ns,
@@ -228,6 +231,25 @@ def whatif_json_text(p) -> str:
     return json.dumps(whatif_dict(p), indent=2) + "\n"
 
 
+def workers_to_keep_up(p) -> int | None:
+    """Where the edits take host work off the steps and no `workers:N` says where it goes: how many
+    loader workers, each doing one step's share at this capture's pace, deliver a batch as fast as
+    the predicted step (None otherwise)."""
+    if not p.moved_host_ns or p.step_ns <= 0 or any(a.edit.startswith("workers:") for a in p.edits):
+        return None
+    return max(1, math.ceil(p.moved_host_ns / p.step_ns))
+
+
+def workers_line(p) -> str:
+    """One sentence on workers_to_keep_up ('' where it does not apply)."""
+    k = workers_to_keep_up(p)
+    if k is None:
+        return ""
+    return (f"were the host work taken off the steps ({_ms_unit(p.moved_host_ns)} a step) a data loader's, "
+            f"{k} loader worker{'s' if k > 1 else ''} or more keep up with the predicted step (fewer: add "
+            "workers:N, whose batches then set the step)")
+
+
 def whatif_markdown(p) -> str:
     out = [f"# nsight-tui whatif: {md(p.path.name)}", ""]
     out.append(f"Step period, {steps_statistic(p)}: measured {_ms(p.measured_step_ns)} ms, "
@@ -251,6 +273,8 @@ def whatif_markdown(p) -> str:
             out += ["", f"The range assumes {md(p.cpu_assumption)}."]
         if queue_line(p.queue):
             out += ["", f"The launch queue: {md(queue_line(p.queue))}."]
+        if workers_line(p):
+            out += ["", f"Workers: {md(workers_line(p))}."]
         out.append("")
     for title, hold, idle in ((("What holds the step after the edits" if p.edits else "What holds the step"), p.holders, p.idle),):
         out += [f"## {title} (critical path, share of the step)", "",
@@ -310,6 +334,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
         lines.append(("profiler", note))
     if queue_line(p.queue):
         lines.append(("queue", queue_line(p.queue)))
+    if workers_line(p):
+        lines.append(("workers", workers_line(p)))
     if p.profiler is not None:
         lines.append(("alone", alone_line(p.profiler)))
     i = p.idle

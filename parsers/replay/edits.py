@@ -623,6 +623,16 @@ def _moved(ed: Edited, sel: np.ndarray) -> None:
     ed.moved_host = sel.copy() if ed.moved_host is None else ed.moved_host | sel
 
 
+def moved_host_ns(g: Graph, sr: StepRanges, ed: Edited, plan: Plan | None = None) -> int:
+    """The host work the nohost edits took off the steps, ns per step, in `plan` (default: the
+    central one); 0 without a nohost edit."""
+    if ed.moved_host is None:
+        return 0
+    sel, plan = ed.moved_host, ed.mid if plan is None else plan
+    steps = max(int(np.count_nonzero(sr.is_step)), 1)
+    return int(np.clip(g.delta_ns[sel] - plan.delta_ns[sel], 0, None).sum()) // steps
+
+
 def _workers(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     """`workers:N`: the host work the nohost edits took off the steps runs in N worker processes
     beside them, as a DataLoader's workers load batches: each worker needs that work's time per batch
@@ -634,14 +644,12 @@ def _workers(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         raise EditError(f"{e.text}: moves the host work a nohost edit removes; give one beside it (nohost, or "
                         "fix:host-bound-gap)")
     n = int(e.factor)
-    steps = max(int(np.count_nonzero(sr.is_step)), 1)
     sel = ed.moved_host
     per_thread = np.bincount(g.pt_thread[sel], weights=g.delta_ns[sel], minlength=len(g.thread_slices))
     thread = int(np.argmax(per_thread))
     for plan in ed.plans:
-        work = float(np.clip(g.delta_ns[sel] - plan.delta_ns[sel], 0, None).sum()) / steps
-        plan.period_floor_ns, plan.floor_thread = int(work / n), thread
-    work = float(np.clip(g.delta_ns[sel] - ed.mid.delta_ns[sel], 0, None).sum()) / steps
+        plan.period_floor_ns, plan.floor_thread = moved_host_ns(g, sr, ed, plan) // n, thread
+    work = moved_host_ns(g, sr, ed)
     ed.applied.append(Applied(e.text, f"the host work removed, {work / 1e6:,.2f} ms a step, run by {n} worker "
                               f"process{'es' if n > 1 else ''} beside the step: a batch every "
                               f"{work / n / 1e6:,.2f} ms, the shortest step a longer run keeps (each worker at "

@@ -112,6 +112,7 @@ class Prediction:
     unlike_median_ns: int | None = None
     # the predicted step where the workers the host work went to set it (`workers:N`), ns; None: they don't
     workers_floor_ns: int | None = None
+    moved_host_ns: int = 0  # the host work the nohost edits took off the steps, ns per step
 
     @property
     def saving_ns(self) -> int:
@@ -229,6 +230,7 @@ class EditedReplay:
     applied: list[Applied]
     cpu_assumption: str = ""  # what the range says of the CPU's pace (pace.cpu_range)
     mid_plan: Plan | None = None  # the plan `mid` replays
+    moved_host_ns: int = 0  # the host work the nohost edits took off the steps, ns per step (edits.moved_host_ns)
 
     def _savings(self) -> list[int]:
         """The savings at the edits' low, central and high figures, then at the CPU's fast and slow
@@ -284,7 +286,8 @@ def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool
     ed = edit_mod.apply(t, sr, list(edits), load, twin_host)
     if not pace:
         low, mid, high = replay_plans(t, sr, ed.plans)
-        return EditedReplay(t, unchanged, low, mid, high, mid, mid, unchanged, unchanged, ed.applied, mid_plan=ed.mid)
+        return EditedReplay(t, unchanged, low, mid, high, mid, mid, unchanged, unchanged, ed.applied, mid_plan=ed.mid,
+                            moved_host_ns=edit_mod.moved_host_ns(t, sr, ed))
     if "replay.cpu_range" not in trace.derived:
         trace.derived["replay.cpu_range"] = (cpu_range(g, edit_mod.range_spans(g, sr, edit_mod.STEP_RANGE)),
                                              own_time(g) & edit_mod.in_steps(g, sr))
@@ -296,7 +299,7 @@ def edited(trace: Trace, edits: Sequence[Edit], load=load_trace, twin_host: bool
                                                                    for end in (0, 1))])
     unchanged_fast, unchanged_slow = trace.derived[key]
     return EditedReplay(t, unchanged, low, mid, high, fast, slow, unchanged_fast, unchanged_slow, ed.applied,
-                        rng.assumption, ed.mid)
+                        rng.assumption, ed.mid, edit_mod.moved_host_ns(t, sr, ed))
 
 
 @dataclass
@@ -359,7 +362,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
                       ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace,
                       _clocks(ed.mid), _unlike_median(m_periods),
-                      ed.mid.floor_ns if ed.mid.floor_holds else None)
+                      ed.mid.floor_ns if ed.mid.floor_holds else None, ed.moved_host_ns)
 
 
 def _unlike_median(periods: np.ndarray) -> int | None:

@@ -65,3 +65,15 @@ def test_too_few_workers_set_the_step_at_their_pace_and_hold_it():
 def test_workers_without_the_work_or_a_count_is_one_line(edits, words):
     done = run_main("whatif", SLEEP, *edits)
     assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_taking_host_work_off_says_how_many_workers_keep_up():
+    # without workers:N the answer says how many, each doing a step's share, deliver a batch a step
+    d = _whatif("nohost:-5ms")
+    assert d["moved_host_ns_per_step"] == pytest.approx(5e6, abs=1)
+    assert d["workers_to_keep_up"] == -(-d["moved_host_ns_per_step"] // d["predicted"]["step_ns"]) == 1
+    md = run_main("whatif", SLEEP, "nohost:-5ms").stdout
+    assert "Workers: were the host work taken off the steps (5.00 ms a step) a data loader's, 1 loader worker or more" in md
+    # with workers:N said, the answer is the replay's, not a count
+    assert _whatif("nohost:-5ms", "workers:2")["workers_to_keep_up"] is None
+    assert _whatif("speed:gemm=2")["moved_host_ns_per_step"] is None
