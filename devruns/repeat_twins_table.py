@@ -65,9 +65,12 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     # held out: a real input pipeline, the loader's workers (devruns/gpu_thirdparty_twins.sh loader loader2)
     "loader": ("loader_w0", "loader_w12", ("fix:host-bound-gap",), "host-bound-gap"),
     "loader2": ("loader_w0", "loader_w2", ("fix:host-bound-gap",), "host-bound-gap"),
+    # the same pairs with the workers the twin ran: `workers:N` (the work nohost removes, N workers beside the step)
+    "loaderw": ("loader_w0", "loader_w12", ("fix:host-bound-gap", "workers:12"), "host-bound-gap"),
+    "loader2w": ("loader_w0", "loader_w2", ("fix:host-bound-gap", "workers:2"), "host-bound-gap"),
 }
 FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined",
-              "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32"}  # sets that read another set's captures
+              "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32", "loaderw": "loader", "loader2w": "loader2"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:

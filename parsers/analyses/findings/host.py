@@ -28,8 +28,8 @@ def host_bound_gap(c: StepContext) -> Finding | None:
         "host-bound-gap", "GPU idle while the CPU runs Python/data work with no CUDA call",
         where, to_ms(total / c.n),
         f"host-bound idle in gaps ≥ {threshold('host_gap_min_ns') / 1e6:.0f} ms, per step (the idle time it explains)",
-        "move the work off the step: DataLoader(num_workers>0, pin_memory=True, prefetch), precompute, "
-        "or overlap it with GPU work (no CUDA call means nothing is queued behind it)",
+        "move the work off the step: DataLoader(num_workers>0, pin_memory=True, prefetch; `whatif "
+        "fix:host-bound-gap` says how many workers keep up), precompute, or overlap it with GPU work",
         {"gaps": len(gs), "host_bound_ns_per_step": total / c.n, "step_ns": c.step_ns},
         rows, int(gs[top[0]]), int(ge[top[0]]), claim=claim)
 
