@@ -70,7 +70,8 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "loader2w": ("loader_w0", "loader_w2", ("fix:host-bound-gap", "workers:2"), "host-bound-gap"),
 }
 FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined",
-              "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32", "loaderw": "loader", "loader2w": "loader2"}  # sets that read another set's captures
+              "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32",
+              "loaderw": "loader", "loader2w": "loader2"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:
