@@ -133,5 +133,5 @@ done
 ls -la "$W"
 stamp "xz"
 find "$W" -maxdepth 1 -name '*.sqlite' -print0 | xargs -0 -P 16 -n 1 xz -9
-tar -C "$W" -cf "$OUT/thirdparty_twins.tar" $(cd "$W" && ls *.sqlite.xz *.steps.json 2>/dev/null)
+tar -C "$W" -cf "$OUT/thirdparty_twins.tar" $(cd "$W" && ls *.sqlite.xz *.steps.json *.run.json 2>/dev/null)
 ls -la "$OUT"; stamp "done"
