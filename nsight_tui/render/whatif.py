@@ -135,7 +135,7 @@ def whatif_dict(p) -> dict:
         "gpu_idle_per_step": _idle(p.idle),
         "measured": {"launch_latency_ns": p.launch_latency_ns, "queue_gap_ns": p.queue_gap_ns},
         "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps, "
-                 "or their mean where the steps are not alike (more than one in ten over 1.5x the median: "
+                 "or their mean where the steps are not alike (more than one, and one in ten, over 1.5x the median: "
                  "baseline.unlike_median_ns their median then, else null); "
                  "CPU and GPU times on the capture's clock; predicted.clock: the clock whose typical period is the "
                  "predicted step, the slower of the CPU's (a step's start to the next one's, the last to its range's "
@@ -214,7 +214,7 @@ def steps_statistic(p) -> str:
     are not alike (model.steps.typical_period_ns)."""
     if p.unlike_median_ns is None:
         return f"median of {p.steps} steady-state steps"
-    return (f"mean of {p.steps} steady-state steps, which are not alike (more than one in ten over 1.5x their "
+    return (f"mean of {p.steps} steady-state steps, which are not alike (more than one, and one in ten, over 1.5x their "
             f"median of {_ms_unit(p.unlike_median_ns)}: a loop that alternates, whose median is one kind of step)")
 
 

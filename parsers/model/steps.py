@@ -89,15 +89,18 @@ class StepTimes:
 # A step over this many times the median is a stall, or one kind of a loop's unlike steps (the
 # slow_steps analysis's ratio: the same bar for the same steps)
 STALL_RATIO = 1.5
-# At most this share of the steps that slow is a stall now and then; more are the loop's own pattern
+# At most this share of the steps that slow (or one) is a stall now and then; more are the loop's own pattern
 STALL_SHARE = 0.10
 
 
 def steps_alike(periods: np.ndarray) -> bool:
-    """Whether steady steps' periods are alike: at most STALL_SHARE of them over STALL_RATIO x their
-    median (a stall now and then); more that slow are the loop's own pattern."""
+    """Whether steady steps' periods are alike: at most one of them, or STALL_SHARE of them, over
+    STALL_RATIO x their median (a stall now and then: in a 5-step window one stall is 20%); more that
+    slow are the loop's own pattern."""
     p = np.asarray(periods, dtype=np.float64)
-    return not len(p) or int(np.count_nonzero(p > STALL_RATIO * float(np.median(p)))) <= STALL_SHARE * len(p)
+    if not len(p):
+        return True
+    return int(np.count_nonzero(p > STALL_RATIO * float(np.median(p)))) <= max(1.0, STALL_SHARE * len(p))
 
 
 def typical_period_ns(periods: np.ndarray) -> int:

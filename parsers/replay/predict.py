@@ -108,7 +108,7 @@ class Prediction:
     # and the GPU's (None: no step launched GPU work)
     clocks_ns: tuple[int, int | None] = (0, None)
     # the measured steps' median period, ns, where the steps are not alike (model.steps.steps_alike:
-    # more than one in ten over 1.5x the median) and measured_step_ns is their mean; None where alike
+    # more than one of them, and one in ten, over 1.5x the median) and measured_step_ns is their mean; None where alike
     unlike_median_ns: int | None = None
     # the predicted step where the workers the host work went to set it (`workers:N`), ns; None: they don't
     workers_floor_ns: int | None = None

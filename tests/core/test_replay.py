@@ -37,7 +37,7 @@ IDENTITY = [*(p for p in sample_traces() if not p.name.startswith("edge_")),
             SAMPLES / "replay" / "pin_repeats" / "r3_small_ctx128_pageable-input.sqlite.xz",
             SAMPLES / "replay" / "interleaved" / "h100_24steps" / "small_ctx512_b8_async_fp32-gemm-every2.sqlite.xz",
             SAMPLES / "thirdparty" / "timm_vit_small_d4_b8_accum2.sqlite.xz",  # two forwards and backwards a step
-            SAMPLES / "thirdparty" / "torchvision_resnet18_loader_w2_b32.sqlite.xz"]  # steps that alternate
+            SAMPLES / "loader" / "torchvision_resnet18_w2_b32.sqlite.xz"]  # steps that alternate
 
 
 @pytest.mark.parametrize("path", IDENTITY, ids=lambda p: p.name)

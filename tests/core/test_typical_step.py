@@ -20,7 +20,7 @@ from helpers.cli import run_main
 from helpers.step_sql import python_steps, steps
 from helpers.xz_samples import plain
 
-LOADER = SAMPLES / "thirdparty" / "torchvision_resnet18_loader_w2_b32.sqlite.xz"
+LOADER = SAMPLES / "loader" / "torchvision_resnet18_w2_b32.sqlite.xz"
 
 
 def test_a_stall_now_and_then_leaves_the_median_and_alternating_steps_give_their_mean():
@@ -31,6 +31,8 @@ def test_a_stall_now_and_then_leaves_the_median_and_alternating_steps_give_their
     assert typical_period_ns(np.array(alternating)) == int(sum(alternating) / len(alternating)) == 85
     two_stalls = [30.0] * 8 + [90.0, 95.0]  # two in ten: more than a stall now and then
     assert typical_period_ns(np.array(two_stalls)) == int(sum(two_stalls) / 10)
+    short = [30.0, 31.0, 90.0, 30.0, 29.0]  # one stall in a 5-step window: still a stall, not a pattern
+    assert steps_alike(np.array(short)) and typical_period_ns(np.array(short)) == 30
 
 
 def test_a_loader_with_too_few_workers_steps_at_its_mean_period_as_sql_and_the_python_clock_read_it(tmp_path):

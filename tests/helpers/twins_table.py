@@ -109,10 +109,10 @@ class Row:
 
 def step_of(xs: list[float]) -> float:
     """A capture's step on the Python clock, by the definition (docs/whatif.md): the median of its
-    steady steps, or their mean where more than one in ten runs over 1.5x that median (steps that
-    alternate, whose median is one kind of step)."""
+    steady steps, or their mean where more than one of them, and more than one in ten, runs over 1.5x that median (steps that
+    alternate, whose median is one kind of step); one such step is a stall whatever the count."""
     med = float(np.median(xs))
-    return med if sum(x > 1.5 * med for x in xs) <= 0.1 * len(xs) else float(np.mean(xs))
+    return med if sum(x > 1.5 * med for x in xs) <= max(1, 0.1 * len(xs)) else float(np.mean(xs))
 
 
 def noise_ns(a: list[float], b: list[float]) -> float:
