@@ -954,7 +954,10 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
         plan.delta_ns[:] = np.round(plan.delta_ns * factor).astype(np.int64)
     colls = _collectives_from(g, sr, twin, twin_sr, mine_all, theirs_all, my_coll_name, their_coll_name, theirs, pairs,
                               ed, g2)
-    note = f"{matched:,} kernels take their twin's duration (matched by launch order and family, step by step)"
+    # said, not judged: how many pairs share a name tells a twin of the same program (a TF32 pair: most)
+    # from another program's capture (a few), which no threshold does (a memory format renames 2 in 3)
+    note = (f"{matched:,} kernels take their twin's duration (matched by launch order and family, step by step; "
+            f"{int(same_name.sum()):,} of them named alike in both)")
     if replaced:
         note += f"; {replaced:,} without a counterpart take their block's total GPU time from the twin"
     if host.changed:
@@ -968,7 +971,7 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     if unpaired:  # said, not hidden in the median: those steps replay as captured
         note += (f"; {sum(unpaired.values()):,} kernels of {len(unpaired)} of this capture's steps "
                  f"({', '.join(sorted(unpaired))}) keep their own durations: {path.name} has no iteration of "
-                 f"that name (its steps: {_step_names(twin_sr)}), and the predicted step, a median over the steps, "
+                 f"that name (its steps: {_step_names(twin_sr)}), and the predicted step, taken over the steps, "
                  "counts them unchanged")
     ed.applied.append(Applied(e.text, note, "the twin's kernels ran as fast as they did in its own capture"
                               + ("; the library's host work around a changed kernel costs what it cost in the twin, "

@@ -104,3 +104,20 @@ def test_steps_marked_for_a_process_are_walked_on_its_cuda_thread():
     assert {"cpu-host", "gpu"} <= kinds, p.holders
     assert sum(h.share for h in p.holders) == pytest.approx(1, abs=0.02)
     assert {"111", "112"} <= {w for h in p.holders for w in ("111", "112") if f"({w})" in h.what}
+
+
+def test_kernels_from_says_how_many_pairs_share_a_name(small):
+    # the figure that tells a twin of this program from another program's capture: the kernels paired
+    # iteration by iteration, and of them those launched under the same name in both (a capture paired
+    # with itself pairs every kernel of the export, SQL's count, with its namesake)
+    import re
+
+    p = predict(small, [f"kernels-from:{SMALL}"])
+    said = p.edits[0].changed
+    m = re.search(r"([\d,]+) kernels take their twin's duration .*?; ([\d,]+) of them named alike in both\)", said)
+    assert m, said
+    matched, alike = (int(x.replace(",", "")) for x in m.groups())
+    con = sqlite3.connect(f"file:{SMALL}?mode=ro", uri=True)
+    kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]  # warm-ups paired too
+    con.close()
+    assert matched == alike == kernels
