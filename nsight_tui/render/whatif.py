@@ -125,6 +125,7 @@ def whatif_dict(p) -> dict:
                       **_clock(p), **_parts(p)},
         "moved_host_ns_per_step": p.moved_host_ns or None,
         "workers_to_keep_up": workers_to_keep_up(p),
+        "workers_factor_if_waiting": (round(waiting_factor(p), 3) if workers_to_keep_up(p) is not None else None),
         "cpu_pace_assumption": p.cpu_assumption or None,
         "without_profiler": _alone(p.profiler),
         "saving_ns": p.saving_ns,
@@ -247,7 +248,15 @@ def workers_line(p) -> str:
         return ""
     return (f"were the host work taken off the steps ({_ms_unit(p.moved_host_ns)} a step) a data loader's, "
             f"{k} loader worker{'s' if k > 1 else ''} or more keep up with the predicted step (fewer: add "
-            "workers:N, whose batches then set the step)")
+            "workers:N, whose batches then set the step); were it the wait for N workers the loop already "
+            f"runs (the export shows no other process's work), {waiting_factor(p):.1f} x N keep up: each delivers "
+            "a batch every N measured steps")
+
+
+def waiting_factor(p) -> float:
+    """Where the host work taken off is the loop's wait for N loader workers it already runs: each
+    worker delivers a batch every N measured steps, so N x this many keep up with the predicted step."""
+    return p.measured_step_ns / p.step_ns if p.step_ns > 0 else 0.0
 
 
 def whatif_markdown(p) -> str:

@@ -8,7 +8,8 @@ cores, the profiler's own buffers), by chance. Where the GPU set the step that n
 edit hands the step to the CPU it does, and a prediction read off those few steps as they happened
 follows whichever steps were slow.
 
-- `typical_host`: each aligned stretch at its median over the steps, the step the CPU usually runs.
+- `typical_host`: each aligned stretch at its median over the steps, the step the CPU usually runs
+  (its mean where the steps alternate: the typical step is then the mean one).
   An edit that keeps the host time replays that step; a one-off slow step no longer decides the
   median of four.
 - `step_pace`: how far the steps strayed from it (each thread's fastest and slowest step over the
@@ -91,10 +92,12 @@ def aligned(g: Graph, spans: list[tuple[int, int, int]]) -> list[Aligned]:
     return out
 
 
-def typical_host(g: Graph, spans: list[tuple[int, int, int]]) -> np.ndarray:
+def typical_host(g: Graph, spans: list[tuple[int, int, int]], alike: bool = True) -> np.ndarray:
     """`g.delta_ns` with each thread's own time inside the steps (three at least) at its position's
-    median over the steps that spend own time there; a point that waits, or that no other step
-    meets, keeps its time (the replay re-times the waits)."""
+    median over the steps that spend own time there, or its mean where the steps are not alike
+    (model.steps.steps_alike: steps that alternate, whose every other step holds a long wait; the
+    median would leave it out of the typical step, and every edit's saving with it); a point that
+    waits, or that no other step meets, keeps its time (the replay re-times the waits)."""
     out = g.delta_ns.copy()
     for al in aligned(g, spans):
         if len(al.own) < 3:
@@ -103,7 +106,7 @@ def typical_host(g: Graph, spans: list[tuple[int, int, int]]) -> np.ndarray:
         vals = np.where(mine, al.own, np.nan)
         has = mine.sum(axis=0) >= 2
         col = np.zeros(vals.shape[1])
-        col[has] = np.nanmedian(vals[:, has], axis=0)
+        col[has] = (np.nanmedian if alike else np.nanmean)(vals[:, has], axis=0)
         sel = mine & has[None, :]
         out[al.points[sel]] = np.round(np.broadcast_to(col, vals.shape)[sel]).astype(np.int64)
     return out

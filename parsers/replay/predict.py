@@ -206,7 +206,9 @@ def typical(trace: Trace) -> tuple[Graph, Replayed]:
     edit hands to the CPU."""
     if "replay.typical" not in trace.derived:
         g, sr = graph_of(trace)
-        t = replace(g, delta_ns=typical_host(g, edit_mod.range_spans(g, sr, edit_mod.STEP_RANGE)))
+        start, end = step_spans(g, sr, None)
+        t = replace(g, delta_ns=typical_host(g, edit_mod.range_spans(g, sr, edit_mod.STEP_RANGE),
+                                             steps_alike(end - start)))
         trace.derived["replay.typical"] = (t, replay(t, sr, Plan.of(t)))
     return trace.derived["replay.typical"]
 

@@ -74,6 +74,9 @@ def test_taking_host_work_off_says_how_many_workers_keep_up():
     assert d["workers_to_keep_up"] == -(-d["moved_host_ns_per_step"] // d["predicted"]["step_ns"]) == 1
     md = run_main("whatif", SLEEP, "nohost:-5ms").stdout
     assert "Workers: were the host work taken off the steps (5.00 ms a step) a data loader's, 1 loader worker or more" in md
+    # were it the wait for N workers already there: each delivers a batch every N measured steps
+    assert d["workers_factor_if_waiting"] == pytest.approx(
+        d["baseline"]["measured_step_ns"] / d["predicted"]["step_ns"], abs=1e-3)
     # with workers:N said, the answer is the replay's, not a count
     assert _whatif("nohost:-5ms", "workers:2")["workers_to_keep_up"] is None
     assert _whatif("speed:gemm=2")["moved_host_ns_per_step"] is None
