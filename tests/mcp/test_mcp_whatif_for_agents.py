@@ -17,14 +17,17 @@ from helpers.mcp_client import params, run_calls  # noqa: E402
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS  # noqa: E402
 
 SMALL = "sample_traces/small_ctx128.sqlite"
+SLEEP = "sample_traces/findings/small_ctx128_host-sleep.sqlite.xz"  # a 5 ms sleep planted at each step's start
 
 
 @pytest.fixture(scope="module")
 def session():
     tools: list = []
-    answers = asyncio.run(run_calls(params(SMALL, cwd=ROOT), {
+    answers = asyncio.run(run_calls(params(SMALL, SLEEP, cwd=ROOT), {
         "range": ("whatif", {"path": SMALL, "edits": ["speed:gemm@no_such_range=2"]}),
         "family": ("whatif", {"path": SMALL, "edits": ["speed:GEMM=2"]}),
+        "moved": ("whatif", {"path": SLEEP, "edits": ["nohost:-5ms"]}),
+        "one_worker": ("whatif", {"path": SLEEP, "edits": ["nohost", "workers:1"]}),
     }, tools))
     return next(t for t in tools if t.name == "whatif"), answers
 
@@ -43,3 +46,15 @@ def test_a_wrong_edit_is_a_tool_error_naming_what_there_is(session):
     assert "ranges there: warmup_N, forward" in answers.error("range")
     assert "did you mean the family 'gemm'?" in answers.error("family")
     assert "Traceback" not in answers.error("range") + answers.error("family")
+
+
+def test_an_agent_asks_how_many_loader_workers_keep_up_and_what_fewer_give(session):
+    # the planted sleep, 5 ms a step, taken off: one worker keeps up; all of the pauses' host work
+    # in one worker is more than the step the rest leaves, so the worker sets the step
+    answers = session[1]
+    moved = answers.ok("moved")
+    assert moved["moved_host_ns_per_step"] == pytest.approx(5e6, abs=1) and moved["workers_to_keep_up"] == 1
+    one = answers.ok("one_worker")
+    assert one["predicted"]["clock"] == "workers" and one["workers_to_keep_up"] is None
+    assert any(h["kind"] == "workers" for h in one["holds_step"])
+    assert "workers:N" in session[0].description
