@@ -289,3 +289,24 @@ def test_timeline_w_shows_the_whole_capture_0_the_range(tui):
             assert (state.t0, state.t1) == state.fit_window
 
     asyncio.run(run())
+
+
+def test_steps_that_alternate_show_their_mean_step(tui):
+    """A DataLoader with too few workers: steps of ~20 and ~150 ms alternate, and the header's step is
+    their mean period (SQL), said as such, not the median (one kind of step)."""
+    from helpers.step_sql import steps as sql_steps
+    from helpers.xz_samples import plain
+
+    path = plain(SAMPLES / "loader" / "torchvision_resnet18_w2_b32.sqlite.xz")
+    periods = [it.period for it in sql_steps(path)]
+
+    async def run():
+        async with tui(path, size=(120, 30)) as ui:
+            crumb = ui.screen.query_one("#crumb").render().plain
+            shown = crumb.split("mean, steps unlike, ", 1)[1].split(")", 1)[0]
+            value, unit = shown.split()
+            ns = float(value) * {"ms": 1e6, "µs": 1e3, "s": 1e9}[unit]
+            assert ns == pytest.approx(statistics.fmean(periods), rel=0.005)
+            assert statistics.fmean(periods) > 2 * statistics.median(periods)
+
+    asyncio.run(run())
