@@ -173,21 +173,22 @@ class Session:
             return tuple(self.trace.info.notes)
         return tuple(INFERRED_NOTE if n == NO_NVTX_NOTE else n for n in self.trace.info.notes)
 
-    def steps(self) -> tuple[int, float] | None:
-        """The steady-state steps (`step_N`, inferred ones too): how many and their median
-        period (the loop's pace, parsers.model.steps); None without steps or while the GPU work
-        loads."""
+    def steps(self) -> tuple[int, float, bool] | None:
+        """The steady-state steps (`step_N`, inferred ones too): how many, their typical period (the
+        loop's pace, parsers.model.steps.typical_period_ns: the median, the mean where the steps
+        alternate) and whether they are alike (the median); None without steps or while the GPU
+        work loads."""
         if self.pending:
             return None
 
         def build():
-            from nsight_tui.parsers.model.steps import steps_of
+            from nsight_tui.parsers.model.steps import steps_alike, steps_of, typical_period_ns
 
             found = steps_of(self.model)
             t = found.times(found.finished)  # an iteration the run died in is no step (died())
             if not t.n:
                 return None
-            return t.n, float(np.median(t.period_ns))
+            return t.n, float(typical_period_ns(t.period_ns)), steps_alike(t.period_ns)
 
         return self._once("steps", build)
 

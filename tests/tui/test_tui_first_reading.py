@@ -302,8 +302,12 @@ def test_steps_that_alternate_show_their_mean_step(tui):
 
     async def run():
         async with tui(path, size=(120, 30)) as ui:
-            crumb = ui.screen.query_one("#crumb").render().plain
-            shown = crumb.split("mean, steps unlike, ", 1)[1].split(")", 1)[0]
+            def crumb() -> str:
+                return ui.screen.query_one("#crumb").render().plain
+
+            # the header's step waits for the GPU work to load (the steps' periods need it)
+            await ui.until(lambda: "mean, steps unlike, " in crumb(), "the header's step")
+            shown = crumb().split("mean, steps unlike, ", 1)[1].split(")", 1)[0]
             value, unit = shown.split()
             ns = float(value) * {"ms": 1e6, "µs": 1e3, "s": 1e9}[unit]
             assert ns == pytest.approx(statistics.fmean(periods), rel=0.005)

@@ -148,9 +148,11 @@ class RangesScreen(ViewScreen):
             return f"{what} (individual instances)" + cpu
         steps = self.session.steps()
         if self.figures == PER_STEP and steps is not None:
-            n, period = steps
-            # ÷ the step count, and the step's median period (the loop's pace, as `p` shows it)
-            return f"{what} per step (÷{n}, median {numbers.duration(period)}){cpu} · i: totals"
+            n, period, alike = steps
+            # ÷ the step count, and the step's typical period (the loop's pace: the median, the mean
+            # where the steps alternate)
+            return (f"{what} per step (÷{n}, {'median' if alike else 'mean, steps unlike,'} "
+                    f"{numbers.duration(period)}){cpu} · i: totals")
         died = None if self.session.pending else self.session.died()
         if died is not None and steps is None:  # the iteration it died in is no step: no figure per step
             each = "per instance" if self.figures == PER_INSTANCE else "total ×N"
