@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 from nsight_tui.render.numbers import percent
 from nsight_tui.render.safe import markdown as md
@@ -124,8 +123,9 @@ def whatif_dict(p) -> dict:
         "predicted": {"step_ns": p.step_ns, "low_ns": p.low_ns, "high_ns": p.high_ns,
                       **_clock(p), **_parts(p)},
         "moved_host_ns_per_step": p.moved_host_ns or None,
-        "workers_to_keep_up": workers_to_keep_up(p),
-        "workers_factor_if_waiting": (round(waiting_factor(p), 3) if workers_to_keep_up(p) is not None else None),
+        "workers_to_keep_up": p.workers_to_keep_up,
+        "workers_factor_if_waiting": (None if p.workers_factor_if_waiting is None
+                                      else round(p.workers_factor_if_waiting, 3)),
         "cpu_pace_assumption": p.cpu_assumption or None,
         "without_profiler": _alone(p.profiler),
         "saving_ns": p.saving_ns,
@@ -232,31 +232,16 @@ def whatif_json_text(p) -> str:
     return json.dumps(whatif_dict(p), indent=2) + "\n"
 
 
-def workers_to_keep_up(p) -> int | None:
-    """Where the edits take host work off the steps and no `workers:N` says where it goes: how many
-    loader workers, each doing one step's share at this capture's pace, deliver a batch as fast as
-    the predicted step (None otherwise)."""
-    if not p.moved_host_ns or p.step_ns <= 0 or any(a.edit.startswith("workers:") for a in p.edits):
-        return None
-    return max(1, math.ceil(p.moved_host_ns / p.step_ns))
-
-
 def workers_line(p) -> str:
-    """One sentence on workers_to_keep_up ('' where it does not apply)."""
-    k = workers_to_keep_up(p)
+    """One sentence on Prediction.workers_to_keep_up ('' where it does not apply)."""
+    k = p.workers_to_keep_up
     if k is None:
         return ""
     return (f"were the host work taken off the steps ({_ms_unit(p.moved_host_ns)} a step) a data loader's, "
             f"{k} loader worker{'s' if k > 1 else ''} or more keep up with the predicted step (fewer: add "
             "workers:N, whose batches then set the step); were it the wait for N workers the loop already "
-            f"runs (the export shows no other process's work), {waiting_factor(p):.1f} x N keep up: each delivers "
+            f"runs (the export shows no other process's work), {p.workers_factor_if_waiting:.1f} x N keep up: each delivers "
             "a batch every N measured steps")
-
-
-def waiting_factor(p) -> float:
-    """Where the host work taken off is the loop's wait for N loader workers it already runs: each
-    worker delivers a batch every N measured steps, so N x this many keep up with the predicted step."""
-    return p.measured_step_ns / p.step_ns if p.step_ns > 0 else 0.0
 
 
 def whatif_markdown(p) -> str:

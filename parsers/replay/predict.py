@@ -3,6 +3,7 @@ range, what holds the step after the edits, the GPU's idle split). The CLI's `wh
 findings call this; nothing here formats text."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,7 +46,7 @@ class Replayed:
     floor_ns: int = 0  # the plan's period_floor_ns: no longer run keeps a shorter step (edits `workers:N`)
 
     @property
-    def median_clocks_ns(self) -> tuple[int, int | None]:
+    def typical_clocks_ns(self) -> tuple[int, int | None]:
         """The typical period on the CPU's clock, and on the GPU's (None: no step launched GPU work):
         the median where the steps are alike, the mean where they alternate (typical_period_ns)."""
         cpu = typical_period_ns(self.cpu_periods_ns)
@@ -58,16 +59,16 @@ class Replayed:
         than the CPU's, is the pace a longer run keeps."""
         if not len(self.periods_ns):
             return False
-        cpu, gpu = self.median_clocks_ns
+        cpu, gpu = self.typical_clocks_ns
         return gpu is not None and gpu > cpu
 
     @property
     def step_ns(self) -> int:
         """The pace a longer run keeps: the typical period on the slower of the two clocks
-        (steps.clock_periods, median_clocks_ns)."""
+        (steps.clock_periods, typical_clocks_ns)."""
         if not len(self.periods_ns):
             return 0
-        cpu, gpu = self.median_clocks_ns
+        cpu, gpu = self.typical_clocks_ns
         return max(gpu if self.on_gpu_clock and gpu is not None else cpu, self.floor_ns)
 
     @property
@@ -117,6 +118,22 @@ class Prediction:
     @property
     def saving_ns(self) -> int:
         return self.replayed_step_ns - self.step_ns
+
+    @property
+    def workers_to_keep_up(self) -> int | None:
+        """Where the edits take host work off the steps and no `workers:N` says where it goes: how many
+        loader workers, each doing one step's share at this capture's pace, deliver a batch as fast as
+        the predicted step (None otherwise)."""
+        if not self.moved_host_ns or self.step_ns <= 0 or any(a.edit.startswith("workers:") for a in self.edits):
+            return None
+        return max(1, math.ceil(self.moved_host_ns / self.step_ns))
+
+    @property
+    def workers_factor_if_waiting(self) -> float | None:
+        """Where the host work taken off is the loop's wait for N loader workers it already runs: each
+        worker delivers a batch every N measured steps, so N x this many keep up with the predicted step
+        (None where workers_to_keep_up is)."""
+        return None if self.workers_to_keep_up is None else self.measured_step_ns / self.step_ns
 
 
 def replay(g: Graph, sr: StepRanges, plan: Plan) -> Replayed:
@@ -372,4 +389,4 @@ def _unlike_median(periods: np.ndarray) -> int | None:
 
 
 def _clocks(r: Replayed) -> tuple[int, int | None]:
-    return r.median_clocks_ns if len(r.periods_ns) else (0, None)
+    return r.typical_clocks_ns if len(r.periods_ns) else (0, None)

@@ -9,7 +9,8 @@ from nsight_tui.render.whatif import clock_clause, saving_words, whatif_lines
 
 def _p(step_ns: int, replayed_ns: int, clocks_ns=(0, None)) -> SimpleNamespace:
     return SimpleNamespace(step_ns=step_ns, replayed_step_ns=replayed_ns, saving_ns=replayed_ns - step_ns,
-                           clocks_ns=clocks_ns, unlike_median_ns=None, workers_floor_ns=None, moved_host_ns=0)
+                           clocks_ns=clocks_ns, unlike_median_ns=None, workers_floor_ns=None, moved_host_ns=0,
+                           workers_to_keep_up=None, workers_factor_if_waiting=None)
 
 
 def test_a_longer_step_is_said_as_a_cost():
