@@ -36,6 +36,13 @@
 #   loader       DataLoader(num_workers=0) / num_workers=12
 #   loader2      DataLoader(num_workers=0) / num_workers=2 (too few workers to keep up)
 #   loadersample num_workers=2 alone, batch 32, 12 steps (committed: steps that alternate)
+# and held out on the unfused-attention finding's fix (attention written out as score GEMM, scale, mask,
+# softmax and GEMM, against F.scaled_dot_product_attention), nsight-tui's GPT-2 small, batch 8, nothing
+# synchronised in a step:
+#   attn512      ctx 512, fp32 (GPU-bound): --attention manual / fused
+#   attn512tf32  ctx 512, TF32 (the CPU's step): --attention manual / fused
+#   attn1024     ctx 1024, TF32: --attention manual / fused
+#   hfattn       HF Trainer (Qwen2-shaped, bf16): attn_implementation eager / sdpa
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
 # devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
 # Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
@@ -118,6 +125,16 @@ for k in $(seq 1 "$PAIRS"); do
                     --model small --ctx 512 --tf32 --dtype $d --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
                   for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
                 done ;;
+      attn512|attn512tf32|attn1024)
+              ctx=512; [ $s = attn1024 ] && ctx=1024; prec=""; [ $s = attn512 ] || prec="--tf32"
+              for at in manual fused; do
+                stamp "$s r$k $at"; cpu_probe 6; mkdir -p "$W/tmp"
+                timeout 150 python3 -m nsight_tui capture --warmup 3 --steps 6 --no-sync --no-count --batch 8 \
+                  --model small --ctx $ctx $prec --attention $at --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
+                for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
+              done ;;
+      hfattn) cap $s $k hf_eager python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --attn eager
+              cap $s $k hf_sdpa python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" ;;
       loader) cap $s $k loader_w0 python3 $T/torchvision_loader_twins.py --steps 40
               cap $s $k loader_w12 python3 $T/torchvision_loader_twins.py --steps 40 --workers 12 ;;
       loader2) cap $s $k loader_w0 python3 $T/torchvision_loader_twins.py --steps 40

@@ -68,10 +68,23 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     # the same pairs with the workers the twin ran: `workers:N` (the work nohost removes, N workers beside the step)
     "loaderw": ("loader_w0", "loader_w12", ("fix:host-bound-gap", "workers:12"), "host-bound-gap"),
     "loader2w": ("loader_w0", "loader_w2", ("fix:host-bound-gap", "workers:2"), "host-bound-gap"),
+    # held out: the unfused-attention finding's fix (devruns/gpu_thirdparty_twins.sh attn512 attn512tf32 attn1024)
+    "attn512": ("small_ctx512_b8_async", "small_ctx512_fused_b8_async", ("fix:unfused-attention",), "unfused-attention"),
+    "attn512tf32": ("small_ctx512_tf32_b8_async", "small_ctx512_tf32_fused_b8_async", ("fix:unfused-attention",),
+                    "unfused-attention"),
+    "attn1024": ("small_ctx1024_tf32_b8_async", "small_ctx1024_tf32_fused_b8_async", ("fix:unfused-attention",),
+                 "unfused-attention"),
+    "hfattn": ("hf_eager", "hf_sdpa", ("fix:unfused-attention",), "unfused-attention"),
+    "hfattnk": ("hf_eager", "hf_sdpa", ("kernels-from:{twin}",), ""),
+    # the same pairs with the twin's kernels and their host time (kernels-from: what the fix changes, carried)
+    "attn512k": ("small_ctx512_b8_async", "small_ctx512_fused_b8_async", ("kernels-from:{twin}",), ""),
+    "attn512tf32k": ("small_ctx512_tf32_b8_async", "small_ctx512_tf32_fused_b8_async", ("kernels-from:{twin}",), ""),
+    "attn1024k": ("small_ctx1024_tf32_b8_async", "small_ctx1024_tf32_fused_b8_async", ("kernels-from:{twin}",), ""),
 }
 FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined",
               "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32",
-              "loaderw": "loader", "loader2w": "loader2"}  # sets that read another set's captures
+              "loaderw": "loader", "loader2w": "loader2",
+              "attn512k": "attn512", "attn512tf32k": "attn512tf32", "attn1024k": "attn1024", "hfattnk": "hfattn"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:

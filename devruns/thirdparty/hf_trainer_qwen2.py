@@ -5,12 +5,13 @@ optimizer step (nsight_tui.capture.mark.begin_step/end_step, nvtx=False: the tra
 unannotated and the times go to STEM.steps.json beside it). Usage:
     python hf_trainer_qwen2.py [--layers 4] [--batch 8] [--seq 512] [--warmup 3] [--steps 6]
                                [--precision bf16|fp32|tf32] [--optim trainer|foreach-off|fused] [--accum K]
-                               [--compile]
+                               [--compile] [--attn sdpa|eager]
 --precision: bf16 (the default, TrainingArguments(bf16=True)), or fp32 weights and activations with
 TrainingArguments(tf32=False|True), the TF32 twin pair; --optim: the Trainer's own AdamW, or one passed
 in through Trainer(optimizers=...) as torch.optim.AdamW(foreach=False) or (fused=True), the fused pair;
 --accum: TrainingArguments(gradient_accumulation_steps=K), K micro-batches an optimizer step; --compile:
-TrainingArguments(torch_compile=True).
+TrainingArguments(torch_compile=True); --attn: the model's attn_implementation, "sdpa" (transformers' default,
+F.scaled_dot_product_attention) or "eager" (matmul, softmax, matmul written out), the unfused-attention pair.
 """
 import argparse
 
@@ -29,6 +30,7 @@ p.add_argument("--precision", choices=("bf16", "fp32", "tf32"), default="bf16")
 p.add_argument("--optim", choices=("trainer", "foreach-off", "fused"), default="trainer")
 p.add_argument("--accum", type=int, default=1)
 p.add_argument("--compile", action="store_true", help="TrainingArguments(torch_compile=True)")
+p.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa", help="the model's attn_implementation")
 a = p.parse_args()
 
 
@@ -54,7 +56,9 @@ class StepClock(TrainerCallback):
 
 config = Qwen2Config(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=a.layers,
                      num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=2048)
+config._attn_implementation = a.attn
 model = Qwen2ForCausalLM(config)
+print("attn_implementation", model.config._attn_implementation)
 total = a.warmup + a.steps
 args = TrainingArguments(output_dir="/tmp/hf_trainer_out", per_device_train_batch_size=a.batch, max_steps=total,
                          gradient_accumulation_steps=a.accum, torch_compile=a.compile,
@@ -62,7 +66,7 @@ args = TrainingArguments(output_dir="/tmp/hf_trainer_out", per_device_train_batc
                          logging_steps=10_000, save_strategy="no", report_to="none",
                          dataloader_num_workers=0, disable_tqdm=True, learning_rate=1e-4)
 mark.config(workload="HF Trainer, Qwen2-shaped", layers=a.layers, batch_size=a.batch, seq=a.seq,
-            precision=a.precision, optim=a.optim, accumulation=a.accum, compiled=a.compile, torch=torch.__version__,
+            precision=a.precision, optim=a.optim, attention=model.config._attn_implementation, accumulation=a.accum, compiled=a.compile, torch=torch.__version__,
             transformers=__import__("transformers").__version__)
 optimizers = (None, None)
 if a.optim != "trainer":
