@@ -501,6 +501,7 @@ def build(served: ServedSet) -> MCPServer:
         nohost[:RANGE|DURATION] (host time between CUDA calls gone; nohost:2ms the pauses of at least
         2 ms, nohost:-5ms each such pause 5 ms shorter), workers:N (the host work nohost removes run
         by N DataLoader workers: the step at least that work / N), graph[:RANGE] (one CUDA graph launch),
+        attention[:RANGE] (attention written out as one fused kernel, found by kernel order),
         pin[:RANGE] (pageable copies from pinned memory, non_blocking), fix:FINDING_ID (the edits a
         finding names: an `id` from the findings tool on this file; fix:occupancy-limited needs `ncu`,
         a served Nsight Compute report of the same workload). PATTERN: a kernel family (gemm,

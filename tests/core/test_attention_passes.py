@@ -1,0 +1,209 @@
+"""Attention written out, found by kernel order (parsers/kernels/attention.py), against SQL over the
+exports: the passes between each attention's two GEMMs, the finding that reads them without NVTX,
+and the `attention` edit that drops them (docs/whatif.md, "Held out: attention")."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from conftest import SAMPLES
+from helpers.xz_samples import plain
+
+from nsight_tui.parsers.kernels.attention import WINDOW, attention_parts, attention_passes
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.replay import edits as edit_mod
+from nsight_tui.parsers.replay.edits import EditError
+from nsight_tui.parsers.replay.predict import graph_of, predict
+
+MANUAL = SAMPLES / "small_ctx128.sqlite"
+FUSED = SAMPLES / "small_ctx128_fused.sqlite.xz"
+NO_NVTX = SAMPLES / "nonvtx" / "small_ctx512_b8_async_nonvtx.sqlite.xz"
+
+# The same rule written in SQL: kernels launched (same process, same correlation id) between the first
+# step range's start and the last one's end, per stream in start order; a GEMM by its name's words
+# (cuBLAS, CUTLASS's sgemm, nvjet, split-K's reduction), a softmax by its; for each softmax with a GEMM
+# at most WINDOW kernels before and after it, and whose name does so at least twice a step, the
+# kernels strictly between those GEMMs that are not GEMMs.
+ORACLE_SQL = """
+WITH steps AS (SELECT min(n.start) s, max(n.end) e, count(*) n FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId
+               WHERE t.value LIKE 'step!_%' ESCAPE '!'),
+k AS (SELECT k.rowid r, k.streamId st, k.deviceId d, k.globalPid >> 24 p, k.start, k.demangledName nid,
+             lower(sn.value) LIKE '%gemm%' OR lower(sn.value) LIKE 'nvjet%' OR lower(sn.value) LIKE '%splitkreduce%' g,
+             lower(sn.value) LIKE '%softmax%' sm
+      FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sn ON sn.id = k.demangledName
+      JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = k.correlationId AND a.globalTid >> 24 = k.globalPid >> 24,
+      steps WHERE a.start BETWEEN steps.s AND steps.e),
+o AS (SELECT *, row_number() OVER (PARTITION BY p, d, st ORDER BY start) i FROM k),
+w AS (SELECT o.*, (SELECT max(x.i) FROM o x WHERE x.p = o.p AND x.d = o.d AND x.st = o.st AND x.i < o.i AND x.g) pg,
+                  (SELECT min(x.i) FROM o x WHERE x.p = o.p AND x.d = o.d AND x.st = o.st AND x.i > o.i AND x.g) ng
+      FROM o WHERE o.sm AND NOT o.g),
+ok AS (SELECT * FROM w WHERE pg IS NOT NULL AND ng IS NOT NULL AND i - pg <= ? AND ng - i <= ?),
+named AS (SELECT * FROM ok WHERE nid IN (SELECT nid FROM ok GROUP BY nid HAVING count(*) >= 2 * (SELECT n FROM steps)))
+SELECT DISTINCT o.r FROM o JOIN named a ON o.p = a.p AND o.d = a.d AND o.st = a.st AND o.i > a.pg AND o.i < a.ng
+WHERE NOT o.g ORDER BY o.r"""
+
+
+def _sql_passes(path) -> list[int]:
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        return [r for (r,) in con.execute(ORACLE_SQL, (WINDOW, WINDOW))]
+
+
+def _step_window(trace) -> tuple[np.ndarray, int]:
+    """Per op: launched between the first step range's start and the last one's end; the step count."""
+    with sqlite3.connect(f"{trace.path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        s, e, n = con.execute("SELECT min(n.start), max(n.end), count(*) FROM NVTX_EVENTS n JOIN StringIds t "
+                              "ON t.id = n.textId WHERE t.value LIKE 'step!_%' ESCAPE '!'").fetchone()
+    o_api = trace.ops["api"].to_numpy(np.int64)
+    a_start = trace.api["start"].to_numpy(np.int64)
+    launched = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)], -1)
+    return (o_api >= 0) & (launched >= s) & (launched <= e), int(n)
+
+
+def test_the_passes_by_kernel_order_are_the_sql_rules():
+    """On the manual-attention capture: the passes found are, kernel for kernel (export rows), those
+    the same rule written in SQL finds; per layer and step, some forward and some backward."""
+    trace = load_trace(MANUAL)
+    inside, n = _step_window(trace)
+    found = attention_passes(trace, inside, n)
+    rows = trace.ops["rowid"].to_numpy()[found]
+    want = _sql_passes(MANUAL)
+    assert len(want) > 0 and sorted(rows.tolist()) == want
+
+
+def test_the_forward_passes_lie_inside_the_attention_range_between_its_gemms():
+    """NVTX says where the attention is: every forward pass found by order was launched inside a
+    `scaled_dot_product_attention` range, and every kernel launched in such a range after its first
+    GEMM and before its last that is not a GEMM was found (the copies before the score GEMM are the
+    attention's too, but not between its GEMMs: left out, a lower bound)."""
+    trace = load_trace(MANUAL)
+    inside, n = _step_window(trace)
+    found = set(trace.ops["rowid"].to_numpy()[attention_passes(trace, inside, n)].tolist())
+    sql = """
+    WITH r AS (SELECT n.start s, n.end e, n.globalTid >> 24 p FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId
+               WHERE t.value = 'scaled_dot_product_attention'),
+    steps AS (SELECT min(n.start) s, max(n.end) e FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId
+              WHERE t.value LIKE 'step!_%' ESCAPE '!'),
+    k AS (SELECT k.rowid id, r.s rs, k.start, lower(sn.value) LIKE '%gemm%' g
+          FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sn ON sn.id = k.demangledName
+          JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = k.correlationId AND a.globalTid >> 24 = k.globalPid >> 24
+          JOIN r ON a.start BETWEEN r.s AND r.e AND a.globalTid >> 24 = r.p, steps WHERE a.start BETWEEN steps.s AND steps.e)
+    SELECT k.id, k.g, k.start > (SELECT min(x.start) FROM k x WHERE x.rs = k.rs AND x.g)
+                  AND k.start < (SELECT max(x.start) FROM k x WHERE x.rs = k.rs AND x.g) FROM k"""
+    with sqlite3.connect(f"{MANUAL.resolve().as_uri()}?mode=ro", uri=True) as con:
+        in_range = con.execute(sql).fetchall()
+    between = {r for r, g, mid in in_range if mid and not g}
+    forward = found & {r for r, _, _ in in_range}
+    assert between and between <= found
+    assert forward == between
+    assert len(found - forward) > 0  # the backward's passes, outside any forward range
+
+
+def test_no_passes_where_attention_runs_fused():
+    trace = load_trace(plain(FUSED))
+    inside, n = _step_window(trace)
+    assert len(attention_passes(trace, inside, n)) == 0
+
+
+def test_the_finding_reads_them_without_nvtx():
+    """A capture without NVTX (the step clock from the workload's marks): unfused-attention fires, its
+    evidence two softmax kernels a layer and step (forward and backward) for the model's layers, and
+    its fix is the `attention` edit."""
+    from nsight_tui.parsers.analyses.findings import findings
+
+    config = json.loads(NO_NVTX.with_name(NO_NVTX.name.replace(".sqlite.xz", ".steps.json")).read_text())["config"]
+    assert config["nvtx"] is False and config["attention"] == "manual"
+    f = next(f for f in findings(load_trace(plain(NO_NVTX))) if f.id == "unfused-attention")
+    assert f.evidence["softmax_kernels_per_step"] == 2 * config["n_layers"]
+    assert f.edits == ["attention"] and f.replayed
+
+
+@pytest.fixture(scope="module")
+def edited():
+    trace = load_trace(MANUAL)
+    g, sr = graph_of(trace)
+    return trace, g, sr, edit_mod.apply(g, sr, [edit_mod.parse("attention")])
+
+
+def test_the_edit_drops_the_passes_and_their_launches(edited):
+    """What `attention` drops, against SQL: the passes' count and GPU time; each launch call that
+    launched only a pass takes no time; the GEMMs keep theirs."""
+    trace, g, sr, ed = edited
+    dropped = (ed.mid.op_launch_pt < 0) & (g.op_launch_pt >= 0)
+    rows = trace.ops["rowid"].to_numpy()[dropped]
+    want = _sql_passes(MANUAL)
+    with sqlite3.connect(f"{MANUAL.resolve().as_uri()}?mode=ro", uri=True) as con:
+        ns = con.execute(f"SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN "
+                         f"({','.join(map(str, want))})").fetchone()[0]
+    assert sorted(rows.tolist()) == want
+    assert int(g.op_dur[dropped].sum()) == ns and int(ed.mid.op_dur[dropped].sum()) == 0
+
+
+def test_the_framework_work_of_the_attention_goes_centrally(edited):
+    """The host time since the thread's previous launching call, before each dropped launch and each
+    attention's closing GEMM (the attention one op: the opening GEMM's stays), is gone in the central
+    and favourable plans and kept at the other end; no other host time moves; the
+    three replayed steps are ordered."""
+    trace, g, sr, ed = edited
+    host = g.owner < 0
+    gone_mid = host & (ed.mid.delta_ns < g.delta_ns)
+    assert gone_mid.any() and (ed.low.delta_ns[host] <= ed.mid.delta_ns[host]).all()
+    assert not (host & (ed.high.delta_ns != g.delta_ns)).any()
+    # walked back point by point from each dropped launch's start, on its thread, to the end of the
+    # call before it that launched an op (or blocked): the host intervals met are those gone
+    launched_calls = set(trace.ops["api"].to_numpy()[trace.ops["api"].to_numpy() >= 0].tolist())
+    boundary_ends = {int(g.call_end_pt[c]) for c in launched_calls if g.call_end_pt[c] >= 0} | set(g.blocks)
+    firsts = {a for a, _ in g.thread_slices}
+    dropped_calls = np.unique(trace.ops["api"].to_numpy()[(ed.mid.op_launch_pt < 0) & (g.op_launch_pt >= 0)])
+    inside, n = _step_window(trace)
+    closing_calls = np.unique(trace.ops["api"].to_numpy()[attention_parts(trace, inside, n)[1]])
+    want = set()
+    for c in [*dropped_calls.tolist(), *closing_calls.tolist()]:
+        k = int(g.call_start_pt[c])
+        while True:
+            if g.owner[k] < 0 and k not in firsts and k not in g.handoffs:
+                want.add(k)
+            if k in firsts or k - 1 in boundary_ends:
+                break
+            k -= 1
+    assert set(np.flatnonzero(gone_mid).tolist()) == {k for k in want if g.delta_ns[k] > 0}
+    p = predict(trace, ["attention"])
+    assert p.low_ns <= p.step_ns <= p.high_ns < p.replayed_step_ns
+
+
+def test_an_edit_with_nothing_to_fuse_says_so():
+    trace = load_trace(plain(FUSED))
+    g, sr = graph_of(trace)
+    with pytest.raises(EditError, match="runs fused already"):
+        edit_mod.apply(g, sr, [edit_mod.parse("attention")])
+
+
+def test_the_framework_work_the_edit_takes_is_gone_in_the_fused_twin(edited):
+    """The host time the edit takes off the forward's attention ranges (main thread, per step) is no
+    more than the fused capture of the same program shows gone there, by SQL over both exports: each
+    attention range's time less the CUDA calls inside it, per step."""
+    trace, g, sr, ed = edited
+    sql = """
+    WITH r AS (SELECT n.start s, n.end e, n.globalTid t FROM NVTX_EVENTS n JOIN StringIds x ON x.id = n.textId
+               WHERE x.value = 'scaled_dot_product_attention'
+                 AND n.start >= (SELECT min(m.start) FROM NVTX_EVENTS m JOIN StringIds y ON y.id = m.textId
+                                 WHERE y.value LIKE 'step!_%' ESCAPE '!')),
+    calls AS (SELECT r.s, coalesce(sum(a.end - a.start), 0) ns FROM r LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME a
+              ON a.globalTid = r.t AND a.start >= r.s AND a.end <= r.e GROUP BY r.s)
+    SELECT sum(r.e - r.s) - (SELECT sum(ns) FROM calls),
+           (SELECT count(*) FROM NVTX_EVENTS n JOIN StringIds y ON y.id = n.textId WHERE y.value LIKE 'step!_%' ESCAPE '!')
+    FROM r"""
+
+    def host_per_step(path) -> float:
+        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+            ns, n = con.execute(sql).fetchone()
+        return ns / n
+
+    gone_in_twin = host_per_step(MANUAL) - host_per_step(plain(FUSED))
+    spans = edit_mod.range_spans(g, sr, "scaled_dot_product_attention")
+    pids = edit_mod._pt_pids(g)
+    inside = edit_mod._inside(g.pt_time, pids, spans) & edit_mod.in_steps(g, sr) & (g.owner < 0)
+    taken = int((g.delta_ns - ed.mid.delta_ns)[inside].sum()) / sr.n_steps
+    assert 0 < taken <= gone_in_twin
