@@ -84,7 +84,8 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
 FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined",
               "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32",
               "loaderw": "loader", "loader2w": "loader2",
-              "attn512k": "attn512", "attn512tf32k": "attn512tf32", "attn1024k": "attn1024", "hfattnk": "hfattn"}  # sets that read another set's captures
+              "attn512k": "attn512", "attn512tf32k": "attn512tf32", "attn1024k": "attn1024",
+              "hfattnk": "hfattn"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:

@@ -66,7 +66,8 @@ args = TrainingArguments(output_dir="/tmp/hf_trainer_out", per_device_train_batc
                          logging_steps=10_000, save_strategy="no", report_to="none",
                          dataloader_num_workers=0, disable_tqdm=True, learning_rate=1e-4)
 mark.config(workload="HF Trainer, Qwen2-shaped", layers=a.layers, batch_size=a.batch, seq=a.seq,
-            precision=a.precision, optim=a.optim, attention=model.config._attn_implementation, accumulation=a.accum, compiled=a.compile, torch=torch.__version__,
+            precision=a.precision, optim=a.optim, attention=model.config._attn_implementation,
+            accumulation=a.accum, compiled=a.compile, torch=torch.__version__,
             transformers=__import__("transformers").__version__)
 optimizers = (None, None)
 if a.optim != "trainer":

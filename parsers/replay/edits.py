@@ -29,6 +29,11 @@
                           the step (DataLoader(num_workers=N)): a step no shorter than that work / N,
                           the pace a longer run keeps once the workers' prefetched batches are spent
     graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
+    attention[:RANGE]     attention written out (a score GEMM, passes over the scores, a GEMM;
+                          kernels.attention finds them by their order) launched inside RANGE
+                          (default: the step) as one fused kernel: the passes gone with their
+                          launches and, centrally, the framework's work before each launch; the
+                          GEMMs kept, standing for the fused kernel's matmuls
     pin[:RANGE]           the pageable host<->device copies launched inside RANGE (default: the
                           step) from pinned memory with non_blocking=True: a host-to-device copy's
                           call returns after its enqueue, each copy at a pinned copy's rate (_pin,
@@ -82,7 +87,7 @@ class EditError(NsightError):
 
 @dataclass(frozen=True)
 class Edit:
-    kind: str  # speed, drop, fuse, kernels-from, nosync, nohost, workers, graph, pin, fix
+    kind: str  # speed, drop, fuse, kernels-from, nosync, nohost, workers, graph, attention, pin, fix
     text: str
     pattern: str = ""
     factor: float = 1.0
@@ -121,7 +126,7 @@ class Edited:
         return (self.low, self.mid, self.high)
 
 
-KINDS = ("speed", "drop", "fuse", "kernels-from", "nosync", "nohost", "workers", "graph", "pin", "fix")
+KINDS = ("speed", "drop", "fuse", "kernels-from", "nosync", "nohost", "workers", "graph", "attention", "pin", "fix")
 MAX_WORKERS = 4096
 
 
@@ -131,7 +136,8 @@ def parse(text: str) -> Edit:
         close = difflib.get_close_matches(kind.strip().lower(), KINDS, n=1, cutoff=0.6)
         guess = f"did you mean {close[0]!r}? " if close else ""
         raise EditError(f"unknown edit {text!r}: {guess}one of speed:PATTERN=K, drop:PATTERN, fuse:PATTERN, kernels-from:TWIN.sqlite, "
-                        "nosync[:RANGE], nohost[:RANGE], workers:N, graph[:RANGE], pin[:RANGE], fix:FINDING_ID")
+                        "nosync[:RANGE], nohost[:RANGE], workers:N, graph[:RANGE], attention[:RANGE], pin[:RANGE], "
+                        "fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
         factors = _factors(k)
@@ -732,6 +738,79 @@ def _refuse_if_graphed(g: Graph, e: Edit, o_api: np.ndarray, span_of_op: np.ndar
                         f"({len(spans):,} spans, one cudaGraphLaunch each): nothing to graph")
 
 
+def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    """`attention[:RANGE]`: each attention written out, launched inside RANGE (default: the step), as
+    one fused kernel (F.scaled_dot_product_attention). Its passes over the scores (kernels.attention:
+    the kernels between the score GEMM and the GEMM after it, around a softmax, forward and
+    backward) are dropped with the calls that launched them; the GEMMs stay as measured, standing for
+    the fused kernel's own matmuls (it does their work without writing the scores; a causal one skips
+    the masked half). On the CPU the framework's work that made each dropped pass (the host time
+    since its thread's previous CUDA call: the op's Python and dispatch) goes too, centrally: the
+    fused program never calls those ops. The range's other end keeps that host time."""
+    from nsight_tui.parsers.kernels.attention import attention_parts
+
+    o_api, launched, pids = _op_launches(g)
+    where = e.range or STEP_RANGE
+    inside = (o_api >= 0) & _inside(launched, pids, range_spans(g, sr, where))
+    passes, closing = attention_parts(g.trace, inside, sr.n_steps)
+    if len(passes) == 0:
+        fused = (np.asarray(name_families(g.trace))[g.trace.ops["name"].to_numpy()[inside]] == "attention").any()
+        raise EditError(f"{e.text}: no attention written out launched inside {where!r} in {g.trace.path.name} "
+                        + ("(its attention runs fused already)" if fused else
+                           "(a softmax kernel between two GEMMs on one stream, at least twice a step)"))
+    hit = np.zeros(g.n_ops, bool)
+    hit[passes] = True
+    hit &= g.op_coll < 0
+    calls = calls_launching_only(g, hit)
+    pts = inside_calls(g, calls)
+    # the attention one op: the work that made its passes and its closing GEMM goes; the opening
+    # GEMM's stays, standing for the fused op's own dispatch
+    gemm_calls = np.unique(o_api[closing])
+    before = _host_before(g, np.concatenate([calls, gemm_calls[(g.call_start_pt[gemm_calls] >= 0)]]))
+    for plan in ed.plans:
+        plan.take_away(hit, pts, g.blocks)
+    for plan in (ed.low, ed.mid):
+        plan.delta_ns[before] = 0
+    n_steps = max(sr.n_steps, 1)
+    steps = in_steps(g, sr)
+    host_ns = int(g.delta_ns[before[steps[before]]].sum()) // n_steps
+    gpu_ns = int(g.op_dur[hit].sum())
+    ed.applied.append(Applied(
+        e.text, f"{int(hit.sum()):,} passes over the attention scores (the kernels between the score GEMM and the "
+        f"GEMM after it, around a softmax, forward and backward, launched inside {where!r}) dropped: "
+        f"{gpu_ns / 1e6:,.2f} ms of GPU time, {len(calls):,} launch calls with them; the GEMMs kept, standing for "
+        "the fused kernel's matmuls",
+        f"the attention is one op on the CPU: the framework's work before each dropped launch and each attention's "
+        f"closing GEMM (the ops the fused program does not call: {host_ns / 1e6:,.2f} ms of host time a step) goes, "
+        "central; the opening GEMM's stays for the fused op's; between gone and kept"))
+
+
+def _host_before(g: Graph, calls: np.ndarray) -> np.ndarray:
+    """The CPU points of the host time that made each of `calls` (launches): on its thread, every
+    interval of host time since the end of the thread's previous call that launched an op or
+    blocked (the calls between, such as cuKernelGetName before a launch, are the same op's
+    dispatch); a hand-over or a thread's first point is no host work of its own."""
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    boundary_call = np.zeros(len(g.trace.api), bool)
+    boundary_call[o_api[o_api >= 0]] = True
+    n = len(g.pt_time)
+    boundary = np.zeros(n, bool)
+    ends = g.call_end_pt[boundary_call & (g.call_end_pt >= 0)]
+    boundary[ends] = True
+    boundary[list(g.blocks)] = True
+    firsts = np.array([a for a, _ in g.thread_slices], np.int64)
+    boundary[firsts] = True  # a thread's first point: no boundary before it on its thread
+    last = np.maximum.accumulate(np.where(boundary, np.arange(n), -1))
+    starts = g.call_start_pt[calls]
+    mark = np.zeros(n + 1, np.int64)
+    np.add.at(mark, last[starts] + 1, 1)
+    np.add.at(mark, starts + 1, -1)
+    sel = (np.cumsum(mark)[:-1] > 0) & (g.owner < 0)
+    sel[firsts] = False
+    sel[list(g.handoffs)] = False
+    return np.flatnonzero(sel)
+
+
 def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     """`pin[:RANGE]`: the fix "copy from pinned memory with non_blocking=True" for each pageable
     host<->device copy launched inside RANGE (default: the steps; the export's copyKind and
@@ -1120,6 +1199,8 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
             _workers(g, sr, e, ed)
         elif e.kind == "graph":
             _graph(g, sr, e, ed)
+        elif e.kind == "attention":
+            _attention(g, sr, e, ed)
         elif e.kind == "pin":
             _pin(g, sr, e, ed)
         elif e.kind == "kernels-from":

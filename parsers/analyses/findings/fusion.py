@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from nsight_tui.parsers.kernels.attention import attention_passes
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.model import intervals
 from nsight_tui.parsers.analyses.findings.context import StepContext, range_path, to_ms
@@ -60,10 +61,10 @@ def unfused_optimizer(c: StepContext) -> Finding | None:
 
 
 def unfused_attention(c: StepContext) -> Finding | None:
-    t = c.trace
     attn = c.phase("scaled_dot_product_attention")
     if len(attn) == 0:
-        return None
+        return _unfused_attention_by_order(c)
+    t = c.trace
     pos = c.model.ops_of(attn)
     pos = pos[t.ops["kind"].to_numpy()[pos] == KERNEL]
     codes = t.ops["name"].to_numpy()[pos]
@@ -78,17 +79,51 @@ def unfused_attention(c: StepContext) -> Finding | None:
     gpu_share = s.busy_ns / (s.window_ns or 1)
     saved = 3 * ns * gpu_share / c.n
     return Finding(
-        "unfused-attention", "attention as separate score / softmax / matmul kernels (memory-bound softmax)",
+        "unfused-attention", ATTENTION_TITLE,
         ["step_N/forward/scaled_dot_product_attention"], to_ms(saved),
         "3 × the forward attention's non-GEMM kernel time (forward + backward ≈ 3× forward) × the share of "
         "the step the GPU is busy",
-        "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) (FlashAttention / "
-        "memory-efficient kernels)",
+        ATTENTION_FIX,
         {"softmax_kernels_per_step": int((fam == "softmax").sum()) / c.n, "non_gemm_ns_per_step": ns / c.n,
          "gpu_busy_share": gpu_share},
         [], int(c.model.r_start[attn[0]]), int(c.model.r_end[attn[0]]),
         claim=intervals.union(t.ops["start"].to_numpy()[pos[unfused]], t.ops["end"].to_numpy()[pos[unfused]]),
         gpu_work=True)
+
+
+ATTENTION_TITLE = "attention as separate score / softmax / matmul kernels (memory-bound softmax)"
+ATTENTION_FIX = ("torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) (FlashAttention / "
+                 "memory-efficient kernels; in transformers, attn_implementation=\"sdpa\")")
+
+
+def _order_passes(c: StepContext) -> np.ndarray:
+    """The steps' attention passes found by kernel order (kernels.attention), without NVTX."""
+    inside = np.zeros(len(c.trace.ops), bool)
+    inside[c.step_kernels] = True
+    return attention_passes(c.trace, inside, c.n)
+
+
+def _unfused_attention_by_order(c: StepContext) -> Finding | None:
+    """A capture without the attention's NVTX range (a third-party model's, one without NVTX): the
+    passes between each attention's two GEMMs, forward and backward, found by the kernels' order; the
+    saving is their measured time (both directions) × the share of the step the GPU is busy."""
+    t = c.trace
+    pos = _order_passes(c)
+    if len(pos) == 0:
+        return None
+    fam = name_families(t)[t.ops["name"].to_numpy()[pos]]
+    ns = float((t.ops["end"].to_numpy() - t.ops["start"].to_numpy())[pos].sum())
+    s = c.split()
+    gpu_share = s.busy_ns / (s.window_ns or 1)
+    return Finding(
+        "unfused-attention", ATTENTION_TITLE, ["step_N"], to_ms(ns * gpu_share / c.n),
+        "the passes over the scores between each attention's two GEMMs (found by kernel order, forward and "
+        "backward) × the share of the step the GPU is busy",
+        ATTENTION_FIX,
+        {"softmax_kernels_per_step": int((fam == "softmax").sum()) / c.n, "non_gemm_ns_per_step": ns / c.n,
+         "gpu_busy_share": gpu_share},
+        [], int(c.model.r_start[c.steps[0]]), int(c.model.r_end[c.steps[0]]),
+        claim=intervals.union(t.ops["start"].to_numpy()[pos], t.ops["end"].to_numpy()[pos]), gpu_work=True)
 
 
 # The families a fused elementwise pass stands for (kernels.families): pointwise math and reductions
@@ -114,7 +149,7 @@ def _unfused_attention_ops(c: StepContext) -> np.ndarray:
     dropout kernels), empty where it does not fire: the elementwise-chain rule leaves them to it."""
     attn = c.phase("scaled_dot_product_attention")
     if len(attn) == 0:
-        return np.zeros(0, dtype=np.int64)
+        return _order_passes(c)
     t = c.trace
     pos = c.model.ops_of(attn)
     pos = pos[t.ops["kind"].to_numpy()[pos] == KERNEL]

@@ -249,39 +249,6 @@ def _optimizer_edits(c: StepContext, f: Finding) -> list[str]:
     return out
 
 
-def _attention_edits(c: StepContext, f: Finding) -> list[str]:
-    """A fused attention: the forward attention's non-GEMM kernels (the scale, mask, softmax passes over
-    the scores and the copies around them, what the rule counts, by name: a copy of the mask from the
-    host is not a kernel the rule counts) dropped with their launches, and their
-    backward counterparts: a kernel name the forward uses only inside the attention, met as many
-    times in the backward (softmax_warp_forward's backward is softmax_warp_backward); the GEMMs stay as
-    measured, standing for the fused kernel's matmuls."""
-    from nsight_tui.parsers.read.ids import KERNEL
-
-    t = c.trace
-    kind, codes_all = t.ops["kind"].to_numpy(), t.ops["name"].to_numpy()
-
-    def counts(phase: str) -> np.ndarray:
-        pos = c.model.ops_of(c.phase(phase))
-        return np.bincount(codes_all[pos[kind[pos] == KERNEL]], minlength=len(t.op_names))
-
-    attn, fwd, bwd = counts("scaled_dot_product_attention"), counts("forward"), counts("backward")
-    fam = name_families(t)
-    mine = [k for k in np.flatnonzero(attn).tolist() if fam[k] != "gemm"]
-    out = [f"drop:{_name_glob(t.op_names, k)}@scaled_dot_product_attention" for k in mine]
-    for k in mine:
-        if fwd[k] != attn[k]:  # used outside the attention too: its backward uses are not the attention's alone
-            continue
-        name = t.op_names[k]
-        # the same kernel, or its template's backward twin (its arguments differ: matched up to them)
-        twin = name.split(">(")[0].replace("forward", "backward") + ">(" if "forward" in name else None
-        for j in np.flatnonzero(bwd).tolist():
-            other = t.op_names[j]
-            if (other == name or (twin and other.startswith(twin))) and bwd[j] == attn[k]:
-                out.append(f"drop:{_name_glob(t.op_names, j)}@backward")
-    return out
-
-
 def _chain_edits(c: StepContext, f: Finding) -> list[str]:
     """`fuse:` the chains the rule found, one edit per range they ran in (their innermost; a chain in
     the step itself, the step): the kernel names its chains there are made of, with the rule's
@@ -317,7 +284,9 @@ EDITS = {
     # layout family inside the steps) are gone with their launch calls (a launch-bound conv net pays
     # for them on the CPU)
     "channels-last-layout": lambda c, f: ["drop:layout@step"],
-    "unfused-attention": _attention_edits,
+    # each attention written out as one fused kernel: its passes over the scores gone with their
+    # launches and the framework's work that made them, the GEMMs standing for the fused kernel's
+    "unfused-attention": lambda c, f: ["attention"],
     # each chain one fused kernel: its launches but one gone, its time one pass (fused.py's range)
     "elementwise-chain": _chain_edits,
     # the kernel at a better occupancy: between no change and ncu's own estimate (its upper bound)
