@@ -1,0 +1,73 @@
+"""Attention written out, found by the order its kernels ran in: no NVTX range needed.
+
+Unfused attention runs, per layer and per direction, a GEMM that makes the scores (Q·Kᵀ; in the
+backward dP = dO·Vᵀ), passes over the T×T scores (scale, mask, softmax, the casts and copies
+around them; in the backward the softmax's, the mask's and the scale's gradients), then a GEMM
+that uses them (P·V; dQ and dK). F.scaled_dot_product_attention does all of it in one kernel that
+never writes the scores. So on each stream, in the order its kernels ran, a softmax kernel with a
+GEMM at most WINDOW kernels before it and at most WINDOW after it sits in an attention; the
+kernels strictly between those two GEMMs that are not GEMMs are its passes (what fusing removes;
+the GEMMs stand for the fused kernel's own matmuls).
+
+Not attention: a softmax whose kernel name runs fewer than twice a step (the loss's log-softmax,
+once a step, between the LM head's GEMM and its gradient's; a model of one layer is missed with
+it), and any capture that already runs a fused-attention kernel in its steps.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from nsight_tui.parsers.kernels.families import name_families
+from nsight_tui.parsers.read.ids import KERNEL
+
+# Kernels between the softmax and each of its two GEMMs, at most: a scale, a mask (and its
+# inversion), a cast or a copy each side, with room for one more (HF's eager attention: 3 before,
+# 3 after in the backward). Wider would reach the next layer's GEMMs through the MLP's passes.
+WINDOW = 6
+
+
+def attention_passes(trace, inside: np.ndarray, n_steps: int) -> np.ndarray:
+    """Positions (rows of trace.ops) of unfused attention's passes among the kernels `inside` (a mask
+    over trace.ops: the steps' ops), in trace order; empty where there are none or where a fused
+    attention kernel runs inside. `n_steps`: how many steps `inside` holds (a softmax name below
+    two a step is not attention)."""
+    return attention_parts(trace, inside, n_steps)[0]
+
+
+def attention_parts(trace, inside: np.ndarray, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """attention_passes, and the GEMM that closes each attention (the one after its passes: P·V in
+    the forward, dQ in the backward), positions in trace order."""
+    ops = trace.ops
+    kernel = (ops["kind"].to_numpy() == KERNEL) & inside
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if not kernel.any():
+        return none
+    fam = np.asarray(name_families(trace))[ops["name"].to_numpy()]
+    if (fam[kernel] == "attention").any():
+        return none
+    pos = np.flatnonzero(kernel)
+    stream = (ops["gpid"].to_numpy()[pos].astype(np.int64), ops["device"].to_numpy()[pos].astype(np.int64),
+              ops["stream"].to_numpy()[pos].astype(np.int64))
+    order = np.lexsort((ops["start"].to_numpy()[pos], *reversed(stream)))
+    pos = pos[order]
+    group = np.r_[0, np.cumsum(np.any([np.diff(s[order]) != 0 for s in stream], axis=0))]
+    f = fam[pos]
+    idx = np.arange(len(pos))
+    gemm = f == "gemm"
+    prev_gemm = np.maximum.accumulate(np.where(gemm, idx, -1))
+    next_gemm = np.minimum.accumulate(np.where(gemm, idx, len(pos))[::-1])[::-1]
+    soft = np.flatnonzero(f == "softmax")
+    p, n = prev_gemm[soft], next_gemm[soft]
+    ok = (p >= 0) & (n < len(pos))
+    soft, p, n = soft[ok], p[ok], n[ok]
+    ok = (group[p] == group[soft]) & (group[n] == group[soft]) & (soft - p <= WINDOW) & (n - soft <= WINDOW)
+    soft, p, n = soft[ok], p[ok], n[ok]
+    names = ops["name"].to_numpy()[pos[soft]]
+    per_name = np.bincount(names, minlength=int(names.max()) + 1 if len(names) else 0)
+    ok = per_name[names] >= 2 * max(n_steps, 1)
+    p, n = p[ok], n[ok]
+    mark = np.zeros(len(pos) + 1, np.int64)
+    np.add.at(mark, p + 1, 1)
+    np.add.at(mark, n, -1)
+    between = (np.cumsum(mark)[:-1] > 0) & ~gemm
+    return np.sort(pos[between]), np.unique(pos[n])
