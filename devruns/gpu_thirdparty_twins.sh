@@ -43,6 +43,9 @@
 #   attn512tf32  ctx 512, TF32 (the CPU's step): --attention manual / fused
 #   attn1024     ctx 1024, TF32: --attention manual / fused
 #   hfattn       HF Trainer (Qwen2-shaped, bf16): attn_implementation eager / sdpa
+# and, held out after the attention edit was written, where SDPA runs flash on the tensor cores as the GEMMs do:
+#   attn1024bf16 ctx 1024, bf16 autocast (TF32 elsewhere): --attention manual / fused
+#   attn512bf16  the same at ctx 512
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
 # devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
 # Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
@@ -125,8 +128,9 @@ for k in $(seq 1 "$PAIRS"); do
                     --model small --ctx 512 --tf32 --dtype $d --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
                   for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
                 done ;;
-      attn512|attn512tf32|attn1024)
-              ctx=512; [ $s = attn1024 ] && ctx=1024; prec=""; [ $s = attn512 ] || prec="--tf32"
+      attn512|attn512tf32|attn1024|attn1024bf16|attn512bf16)
+              ctx=512; [[ $s == attn1024* ]] && ctx=1024; prec=""; [ $s = attn512 ] || prec="--tf32"
+              [[ $s == *bf16 ]] && prec="--tf32 --dtype bf16"
               for at in manual fused; do
                 stamp "$s r$k $at"; cpu_probe 6; mkdir -p "$W/tmp"
                 timeout 150 python3 -m nsight_tui capture --warmup 3 --steps 6 --no-sync --no-count --batch 8 \

@@ -75,6 +75,11 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "attn1024": ("small_ctx1024_tf32_b8_async", "small_ctx1024_tf32_fused_b8_async", ("fix:unfused-attention",),
                  "unfused-attention"),
     "hfattn": ("hf_eager", "hf_sdpa", ("fix:unfused-attention",), "unfused-attention"),
+    # held out after the attention edit (flash SDPA on the tensor cores, as the GEMMs)
+    "attn1024bf16": ("small_ctx1024_bf16_tf32_b8_async", "small_ctx1024_bf16_tf32_fused_b8_async", ("fix:unfused-attention",),
+                     "unfused-attention"),
+    "attn512bf16": ("small_ctx512_bf16_tf32_b8_async", "small_ctx512_bf16_tf32_fused_b8_async", ("fix:unfused-attention",),
+                    "unfused-attention"),
     "hfattnk": ("hf_eager", "hf_sdpa", ("kernels-from:{twin}",), ""),
     # the same pairs with the twin's kernels and their host time (kernels-from: what the fix changes, carried)
     "attn512k": ("small_ctx512_b8_async", "small_ctx512_fused_b8_async", ("kernels-from:{twin}",), ""),
