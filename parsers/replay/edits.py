@@ -32,8 +32,9 @@
     attention[:RANGE]     attention written out (a score GEMM, passes over the scores, a GEMM;
                           kernels.attention finds them by their order) launched inside RANGE
                           (default: the step) as one fused kernel: the passes gone with their
-                          launches and, centrally, the framework's work before each launch; the
-                          GEMMs kept, standing for the fused kernel's matmuls
+                          launches and, centrally, the framework's work before them and before
+                          each attention's closing GEMM (one op left); the GEMMs kept, standing
+                          for the fused kernel's matmuls
     pin[:RANGE]           the pageable host<->device copies launched inside RANGE (default: the
                           step) from pinned memory with non_blocking=True: a host-to-device copy's
                           call returns after its enqueue, each copy at a pinned copy's rate (_pin,
@@ -744,9 +745,12 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     the kernels between the score GEMM and the GEMM after it, around a softmax, forward and
     backward) are dropped with the calls that launched them; the GEMMs stay as measured, standing for
     the fused kernel's own matmuls (it does their work without writing the scores; a causal one skips
-    the masked half). On the CPU the framework's work that made each dropped pass (the host time
-    since its thread's previous CUDA call: the op's Python and dispatch) goes too, centrally: the
-    fused program never calls those ops. The range's other end keeps that host time."""
+    the masked half; at TF32 an fp32 SDPA runs on the CUDA cores and takes longer: docs/whatif.md,
+    "Held out: attention"). On the CPU the attention becomes one op: the framework's work that made
+    each dropped pass and each attention's closing GEMM (the host time since its thread's previous
+    launching call: the op's Python and dispatch, _host_before) goes too, centrally, as the fused
+    program never calls those ops; the opening GEMM's stays, standing for the fused op's own. The
+    range's other end keeps that host time."""
     from nsight_tui.parsers.kernels.attention import attention_parts
 
     o_api, launched, pids = _op_launches(g)
