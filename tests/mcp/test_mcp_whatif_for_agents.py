@@ -28,6 +28,8 @@ def session():
         "family": ("whatif", {"path": SMALL, "edits": ["speed:GEMM=2"]}),
         "moved": ("whatif", {"path": SLEEP, "edits": ["nohost:-5ms"]}),
         "one_worker": ("whatif", {"path": SLEEP, "edits": ["nohost", "workers:1"]}),
+        "attention": ("whatif", {"path": SMALL, "edits": ["attention"]}),
+        "attention_fix": ("whatif", {"path": SMALL, "edits": ["fix:unfused-attention"]}),
     }, tools))
     return next(t for t in tools if t.name == "whatif"), answers
 
@@ -58,3 +60,14 @@ def test_an_agent_asks_how_many_loader_workers_keep_up_and_what_fewer_give(sessi
     assert one["predicted"]["clock"] == "workers" and one["workers_to_keep_up"] is None
     assert any(h["kind"] == "workers" for h in one["holds_step"])
     assert "workers:N" in session[0].description
+
+
+def test_an_agent_fuses_the_attention_by_name_or_by_the_findings_fix(session):
+    """`attention` and `fix:unfused-attention` are the same replay through the real MCP client: a saving
+    with a range, the assumption said."""
+    answers = session[1]
+    plain, fix = answers.ok("attention"), answers.ok("attention_fix")
+    assert plain["saving_ns"] > 0 and plain["predicted"]["step_ns"] == fix["predicted"]["step_ns"]
+    assert plain["predicted"]["low_ns"] < plain["predicted"]["high_ns"]
+    assert "one op on the CPU" in plain["edits"][0]["assumption"]
+    assert "attention[:RANGE]" in session[0].description
