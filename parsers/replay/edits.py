@@ -951,6 +951,25 @@ def _segments(trace, kernels: np.ndarray, sr: StepRanges, pid: int) -> dict[str,
     return out
 
 
+def _unmatched_blocks(codes: list[tuple[str, int, int, int, int]], t_dur: np.ndarray) -> list[tuple[tuple[int, int], int]]:
+    """This side's runs of kernels without a counterpart, (i1, i2), each with the twin's GPU time it
+    takes: the twin's own unmatched kernels in the same gap, and those of a gap where this side has
+    none (an insertion: a fused kernel the alignment placed a few same-named kernels away from the
+    ones it replaces) given to the nearest run of this side's in the iteration (by the kernels between),
+    so no twin time is lost. An iteration with no such run of its own keeps its insertions out."""
+    runs = [(i1, i2, int(t_dur[j1:j2].sum())) for tag, i1, i2, j1, j2 in codes if tag != "equal" and i2 > i1]
+    if not runs:
+        return []
+    extra = [0] * len(runs)
+    starts = np.array([r[0] for r in runs])
+    ends = np.array([r[1] for r in runs])
+    for tag, i1, _i2, j1, j2 in codes:
+        if tag == "insert" and j2 > j1:
+            gap = np.where(ends <= i1, i1 - ends, np.where(starts >= i1, starts - i1, 0))
+            extra[int(np.argmin(gap))] += int(t_dur[j1:j2].sum())
+    return [((i1, i2), t + x) for (i1, i2, t), x in zip(runs, extra)]
+
+
 def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool = False,
                   twin_iterations: Mapping[str, str] | None = None) -> None:
     path = Path(e.twin)
@@ -1002,17 +1021,18 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
             # kernels (TF32's GEMMs) keeps them paired, and a kernel one side lacks stays unpaired
             na = [my_key[c] for c in my_names[a]]
             nb = [their_key[c] for c in their_names[b]]
-            for tag, i1, i2, j1, j2 in opcodes(na, nb):
+            codes = opcodes(na, nb)
+            for tag, i1, i2, j1, j2 in codes:
                 if tag == "equal":
                     new_dur[a[i1:i2]] = t_dur[b[j1:j2]]
                     pairs.update(zip(b[j1:j2].tolist(), a[i1:i2].tolist()))
                     matched += i2 - i1
-                elif i2 > i1:  # ops with no counterpart: the block's GPU time as the twin's block
-                    mine_t = g.op_dur[a[i1:i2]].sum()
-                    theirs_t = t_dur[b[j1:j2]].sum() if j2 > j1 else 0
-                    scale = theirs_t / mine_t if mine_t > 0 else 0.0
-                    new_dur[a[i1:i2]] = np.round(g.op_dur[a[i1:i2]] * scale).astype(np.int64)
-                    replaced += i2 - i1
+            for (i1, i2), theirs_t in _unmatched_blocks(codes, t_dur[b]):
+                # ops with no counterpart: the block's GPU time as the twin's block
+                mine_t = g.op_dur[a[i1:i2]].sum()
+                scale = theirs_t / mine_t if mine_t > 0 else 0.0
+                new_dur[a[i1:i2]] = np.round(g.op_dur[a[i1:i2]] * scale).astype(np.int64)
+                replaced += i2 - i1
     _refuse_if_unpaired(g, sr, twin, twin_sr, path, unpaired)
     g2 = build(twin)
     # the host work that comes with the library's choice of kernels (stretches.py): kernels launched
