@@ -385,11 +385,8 @@ def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     hit &= ~coupled
     if not hit.any():
         raise EditError(f"{e.text}: the ops matching {e.pattern!r} are collectives of several ranks, not dropped")
-    calls = calls_launching_only(g, hit)
-    pts = inside_calls(g, calls)
+    calls, pts = _take_away_ops(g, hit, ed)
     cpu_ns = int(g.delta_ns[pts].sum())
-    for plan in ed.plans:
-        plan.take_away(hit, pts, g.blocks)
     gpu_ns = int(g.op_dur[hit].sum())
     n_steps = max(sr.n_steps, 1)
     step_cpu_ns = int(g.delta_ns[pts[in_steps(g, sr)[pts]]].sum())
@@ -399,6 +396,16 @@ def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         f"inside those calls, {step_cpu_ns / n_steps / 1e6:,.3f} ms a step over the {sr.n_steps} steady steps; the "
         "host time around each call kept)"
         + (f"; {int(coupled.sum()):,} collectives of several ranks kept" if coupled.any() else "")))
+
+
+def _take_away_ops(g: Graph, hit: np.ndarray, ed: Edited) -> tuple[np.ndarray, np.ndarray]:
+    """The ops `hit` gone from every plan with the calls that launched only them (each such call's
+    time, not the host time around it): those calls and the CPU points inside them."""
+    calls = calls_launching_only(g, hit)
+    pts = inside_calls(g, calls)
+    for plan in ed.plans:
+        plan.take_away(hit, pts, g.blocks)
+    return calls, pts
 
 
 @dataclass(frozen=True)
@@ -764,15 +771,11 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                            "(a softmax kernel between two GEMMs on one stream, at least twice a step)"))
     hit = np.zeros(g.n_ops, bool)
     hit[passes] = True
-    hit &= g.op_coll < 0
-    calls = calls_launching_only(g, hit)
-    pts = inside_calls(g, calls)
+    calls, _ = _take_away_ops(g, hit, ed)
     # the attention one op: the work that made its passes and its closing GEMM goes; the opening
     # GEMM's stays, standing for the fused op's own dispatch
     gemm_calls = np.unique(o_api[closing])
     before = _host_before(g, np.concatenate([calls, gemm_calls[(g.call_start_pt[gemm_calls] >= 0)]]))
-    for plan in ed.plans:
-        plan.take_away(hit, pts, g.blocks)
     for plan in (ed.low, ed.mid):
         plan.delta_ns[before] = 0
     n_steps = max(sr.n_steps, 1)
