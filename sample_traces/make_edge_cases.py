@@ -1,4 +1,4 @@
-"""Make the `edge_*.sqlite` samples: small_ctx128_fwd (committed as .sqlite.xz) cut to its last
+"""Make the `edge_*.sqlite` samples (committed `xz -9`d): small_ctx128_fwd (committed as .sqlite.xz) cut to its last
 two iterations (step_1, step_2), with NVTX situations nsys's own reports treat in particular ways
 added by SQL. NVIDIA's CSVs for each (sample_traces/oracle/edge_*_REPORT.csv) come from the real
 `nsys stats` run on exactly these files.

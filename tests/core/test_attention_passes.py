@@ -21,6 +21,8 @@ from nsight_tui.parsers.replay.predict import graph_of, predict
 MANUAL = SAMPLES / "small_ctx128.sqlite"
 FUSED = SAMPLES / "small_ctx128_fused.sqlite.xz"
 NO_NVTX = SAMPLES / "nonvtx" / "small_ctx512_b8_async_nonvtx.sqlite.xz"
+THIRD = SAMPLES / "thirdparty"
+HF_EAGER = THIRD / "hf_trainer_qwen2_l4_b8_eager.sqlite.xz"  # transformers' attn_implementation="eager", no NVTX
 
 # The same rule written in SQL: kernels launched (same process, same correlation id) between the first
 # step range's start and the last one's end, per stream in start order; a GEMM by its name's words
@@ -28,34 +30,37 @@ NO_NVTX = SAMPLES / "nonvtx" / "small_ctx512_b8_async_nonvtx.sqlite.xz"
 # at most WINDOW kernels before and after it, and whose name does so at least twice a step, the
 # kernels strictly between those GEMMs that are not GEMMs.
 ORACLE_SQL = """
-WITH steps AS (SELECT min(n.start) s, max(n.end) e, count(*) n FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId
-               WHERE t.value LIKE 'step!_%' ESCAPE '!'),
-k AS (SELECT k.rowid r, k.streamId st, k.deviceId d, k.globalPid >> 24 p, k.start, k.demangledName nid,
+WITH k AS (SELECT k.rowid r, k.streamId st, k.deviceId d, k.globalPid >> 24 p, k.start, k.demangledName nid,
              lower(sn.value) LIKE '%gemm%' OR lower(sn.value) LIKE 'nvjet%' OR lower(sn.value) LIKE '%splitkreduce%' g,
              lower(sn.value) LIKE '%softmax%' sm
       FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sn ON sn.id = k.demangledName
-      JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = k.correlationId AND a.globalTid >> 24 = k.globalPid >> 24,
-      steps WHERE a.start BETWEEN steps.s AND steps.e),
+      JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = k.correlationId AND a.globalTid >> 24 = k.globalPid >> 24
+      WHERE a.start BETWEEN :s AND :e),
 o AS (SELECT *, row_number() OVER (PARTITION BY p, d, st ORDER BY start) i FROM k),
 w AS (SELECT o.*, (SELECT max(x.i) FROM o x WHERE x.p = o.p AND x.d = o.d AND x.st = o.st AND x.i < o.i AND x.g) pg,
                   (SELECT min(x.i) FROM o x WHERE x.p = o.p AND x.d = o.d AND x.st = o.st AND x.i > o.i AND x.g) ng
       FROM o WHERE o.sm AND NOT o.g),
-ok AS (SELECT * FROM w WHERE pg IS NOT NULL AND ng IS NOT NULL AND i - pg <= ? AND ng - i <= ?),
-named AS (SELECT * FROM ok WHERE nid IN (SELECT nid FROM ok GROUP BY nid HAVING count(*) >= 2 * (SELECT n FROM steps)))
+ok AS (SELECT * FROM w WHERE pg IS NOT NULL AND ng IS NOT NULL AND i - pg <= :window AND ng - i <= :window),
+named AS (SELECT * FROM ok WHERE nid IN (SELECT nid FROM ok GROUP BY nid HAVING count(*) >= 2 * :n))
 SELECT DISTINCT o.r FROM o JOIN named a ON o.p = a.p AND o.d = a.d AND o.st = a.st AND o.i > a.pg AND o.i < a.ng
 WHERE NOT o.g ORDER BY o.r"""
+STEPS_SQL = ("SELECT min(n.start), max(n.end), count(*) FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId "
+             "WHERE t.value LIKE 'step!_%' ESCAPE '!'")
 
 
-def _sql_passes(path) -> list[int]:
+def _sql_passes(path, s: int, e: int, n: int) -> list[int]:
     with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
-        return [r for (r,) in con.execute(ORACLE_SQL, (WINDOW, WINDOW))]
+        return [r for (r,) in con.execute(ORACLE_SQL, {"s": s, "e": e, "n": n, "window": WINDOW})]
+
+
+def _nvtx_steps(path) -> tuple[int, int, int]:
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        return con.execute(STEPS_SQL).fetchone()
 
 
 def _step_window(trace) -> tuple[np.ndarray, int]:
     """Per op: launched between the first step range's start and the last one's end; the step count."""
-    with sqlite3.connect(f"{trace.path.resolve().as_uri()}?mode=ro", uri=True) as con:
-        s, e, n = con.execute("SELECT min(n.start), max(n.end), count(*) FROM NVTX_EVENTS n JOIN StringIds t "
-                              "ON t.id = n.textId WHERE t.value LIKE 'step!_%' ESCAPE '!'").fetchone()
+    s, e, n = _nvtx_steps(trace.path)
     o_api = trace.ops["api"].to_numpy(np.int64)
     a_start = trace.api["start"].to_numpy(np.int64)
     launched = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)], -1)
@@ -69,7 +74,7 @@ def test_the_passes_by_kernel_order_are_the_sql_rules():
     inside, n = _step_window(trace)
     found = attention_passes(trace, inside, n)
     rows = trace.ops["rowid"].to_numpy()[found]
-    want = _sql_passes(MANUAL)
+    want = _sql_passes(MANUAL, *_nvtx_steps(MANUAL))
     assert len(want) > 0 and sorted(rows.tolist()) == want
 
 
@@ -133,7 +138,7 @@ def test_the_edit_drops_the_passes_and_their_launches(edited):
     trace, g, sr, ed = edited
     dropped = (ed.mid.op_launch_pt < 0) & (g.op_launch_pt >= 0)
     rows = trace.ops["rowid"].to_numpy()[dropped]
-    want = _sql_passes(MANUAL)
+    want = _sql_passes(MANUAL, *_nvtx_steps(MANUAL))
     with sqlite3.connect(f"{MANUAL.resolve().as_uri()}?mode=ro", uri=True) as con:
         ns = con.execute(f"SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN "
                          f"({','.join(map(str, want))})").fetchone()[0]
@@ -207,3 +212,39 @@ def test_the_framework_work_the_edit_takes_is_gone_in_the_fused_twin(edited):
     inside = edit_mod._inside(g.pt_time, pids, spans) & edit_mod.in_steps(g, sr) & (g.owner < 0)
     taken = int((g.delta_ns - ed.mid.delta_ns)[inside].sum()) / sr.n_steps
     assert 0 < taken <= gone_in_twin
+
+
+def _config(xz_path) -> dict:
+    return json.loads(xz_path.with_name(xz_path.name.replace(".sqlite.xz", ".steps.json")).read_text())
+
+
+def test_the_passes_of_a_trainer_nobody_here_wrote_are_the_sql_rules():
+    """transformers' Trainer with eager attention, no NVTX: over the whole capture (every iteration the
+    workload's clock recorded), the passes found are those the SQL rule finds, kernel for kernel; the
+    finding fires with one softmax forward and one backward a layer and step (the config's layers),
+    its fix the `attention` edit, replayed."""
+    from nsight_tui.parsers.analyses.findings import findings
+
+    d = _config(HF_EAGER)
+    assert d["config"]["attention"] == "eager"
+    path = plain(HF_EAGER)
+    trace = load_trace(path)
+    found = attention_passes(trace, np.ones(len(trace.ops), bool), len(d["steps"]))
+    want = _sql_passes(path, -(2**62), 2**62, len(d["steps"]))
+    assert len(want) > 0 and sorted(trace.ops["rowid"].to_numpy()[found].tolist()) == want
+    f = next(f for f in findings(trace) if f.id == "unfused-attention")
+    assert f.evidence["softmax_kernels_per_step"] == 2 * d["config"]["layers"]
+    assert f.edits == ["attention"] and f.replayed and f.saving_ms_per_step > 0
+
+
+@pytest.mark.parametrize("name", ["hf_trainer_qwen2_l4_b8", "hf_generate_llama_eager", "timm_vit_small_b64",
+                                  "timm_convnext_tiny_b32", "lightning_resnet50_b32"])
+def test_no_attention_written_out_where_there_is_none(name):
+    """Third-party captures whose attention runs fused (transformers' sdpa, timm's fused attention) or
+    that have none (conv nets, whose loss still runs a softmax once a step): no passes, no finding."""
+    from nsight_tui.parsers.analyses.findings import findings
+
+    path = plain(THIRD / f"{name}.sqlite.xz")
+    trace = load_trace(path)
+    assert len(attention_passes(trace, np.ones(len(trace.ops), bool), len(_config(THIRD / f"{name}.sqlite.xz")["steps"]))) == 0
+    assert "unfused-attention" not in {f.id for f in findings(trace)}

@@ -15,7 +15,7 @@ from nsight_tui.parsers.read.load import load_trace
 
 FIGURES = ("op_count", "kernel_count", "kernel_ns", "op_ns", "proj_ns", "busy_ns", "pair_op", "pair_range",
            "pair_offsets")
-TRACES = ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite.xz", "edge_overlap.sqlite", "small_ctx128_agnvtx.sqlite.xz"]
+TRACES = ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite.xz", "edge_overlap.sqlite.xz", "small_ctx128_agnvtx.sqlite.xz"]
 
 
 @pytest.mark.parametrize("name", TRACES)
@@ -75,7 +75,7 @@ def _launches_by_sql(path, pid_column: bool) -> list[tuple[str, int, int]]:
     return rows
 
 
-@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite.xz", "edge_overlap.sqlite"])
+@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_ddp2.sqlite.xz", "edge_overlap.sqlite.xz"])
 @pytest.mark.parametrize("drop_pid", [False, True], ids=["with_pid", "no_globalPid"])
 def test_ops_linked_to_their_launch_as_sql_finds_it(tmp_path, monkeypatch, name, drop_pid):
     import shutil

@@ -78,8 +78,8 @@ def _same(ranges):
     assert np.array_equal(got[1], want[1], equal_nan=True)
 
 
-@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite.xz", "edge_overlap.sqlite",
-                                  "edge_duplicate.sqlite.xz", "edge_unended.sqlite", "edge_cross_thread.sqlite",
+@pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite.xz", "edge_overlap.sqlite.xz",
+                                  "edge_duplicate.sqlite.xz", "edge_unended.sqlite.xz", "edge_cross_thread.sqlite.xz",
                                   "edge_deep.sqlite.xz"])
 def test_real_exports_nest_as_the_loop_did(name):
     _same(load_trace(plain(SAMPLES / name)).ranges)

@@ -1,7 +1,7 @@
 """nsys's NVTX nesting (parent = shortest enclosing range on the thread, identical ranges each
 other's parent, endGlobalTid ranges out) against a brute force written from that definition.
 NVIDIA's own output on the edge cases is checked byte for byte by test_nsys_oracle
-(sample_traces/edge_*.sqlite)."""
+(sample_traces/edge_*.sqlite.xz)."""
 from __future__ import annotations
 
 import math

@@ -30,8 +30,8 @@ def stack_sweep(gtid, start, end):
 
 
 @pytest.mark.parametrize("name", ["small_ctx128.sqlite", "small_ctx128_agnvtx.sqlite.xz", "edge_deep.sqlite.xz",
-                                  "edge_overlap.sqlite", "edge_duplicate.sqlite.xz", "edge_cross_thread.sqlite",
-                                  "edge_unended.sqlite"])
+                                  "edge_overlap.sqlite.xz", "edge_duplicate.sqlite.xz", "edge_cross_thread.sqlite.xz",
+                                  "edge_unended.sqlite.xz"])
 def test_real_ranges_nest_as_the_stack_sweeps(name):
     r = load_trace(plain(SAMPLES / name)).ranges
     args = [r[c].to_numpy(np.int64) for c in ("gtid", "start", "end")]

@@ -95,7 +95,7 @@ def test_the_idle_split_of_all_steps_at_once_equals_each_step_by_hand():
         assert want[0] > 0  # a window that tests something
 
 
-@pytest.mark.parametrize("path", [SAMPLES / "small_ctx128.sqlite", SAMPLES / "edge_overlap.sqlite",
+@pytest.mark.parametrize("path", [SAMPLES / "small_ctx128.sqlite", SAMPLES / "edge_overlap.sqlite.xz",
                                   plain(SAMPLES / "small_ctx128_ddp2.sqlite.xz")], ids=lambda p: p.name)
 def test_each_points_owner_is_the_innermost_open_call(path):
     """The graph's owner per CPU point (the call open over the interval before it) against a stack
