@@ -6,7 +6,8 @@ around them; in the backward the softmax's, the mask's and the scale's gradients
 that uses them (P·V; dQ and dK). F.scaled_dot_product_attention does all of it in one kernel that
 never writes the scores. So on each stream, in the order its kernels ran, a softmax kernel with a
 GEMM at most WINDOW kernels before it and at most WINDOW after it sits in an attention; the
-kernels strictly between those two GEMMs that are not GEMMs are its passes (what fusing removes;
+kernels strictly between those two GEMMs that are not GEMMs, and the device-to-device copies among
+them (the scores made contiguous: 4.5 ms a step at ctx 1024), are its passes (what fusing removes;
 the GEMMs stand for the fused kernel's own matmuls).
 
 Not attention: a softmax whose kernel name runs fewer than twice a step (the loss's log-softmax,
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsight_tui.parsers.kernels.families import name_families
+from nsight_tui.parsers.kernels.families import device_work_ops, name_families
 from nsight_tui.parsers.read.ids import KERNEL
 
 # Kernels between the softmax and each of its two GEMMs, at most: a scale, a mask (and its
@@ -38,29 +39,33 @@ def attention_parts(trace, inside: np.ndarray, n_steps: int) -> tuple[np.ndarray
     """attention_passes, and the GEMM that closes each attention (the one after its passes: P·V in
     the forward, dQ in the backward), positions in trace order."""
     ops = trace.ops
-    kernel = (ops["kind"].to_numpy() == KERNEL) & inside
+    work = device_work_ops(trace) & inside
     none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    if not kernel.any():
+    if not (work & (ops["kind"].to_numpy() == KERNEL)).any():
         return none
     fam = np.asarray(name_families(trace))[ops["name"].to_numpy()]
-    if (fam[kernel] == "attention").any():
+    if (fam[work] == "attention").any():
         return none
-    pos = np.flatnonzero(kernel)
+    # per stream in start order, its kernels and device copies; the window counts kernels alone
+    pos = np.flatnonzero(work)
     stream = (ops["gpid"].to_numpy()[pos].astype(np.int64), ops["device"].to_numpy()[pos].astype(np.int64),
               ops["stream"].to_numpy()[pos].astype(np.int64))
     order = np.lexsort((ops["start"].to_numpy()[pos], *reversed(stream)))
     pos = pos[order]
     group = np.r_[0, np.cumsum(np.any([np.diff(s[order]) != 0 for s in stream], axis=0))]
+    is_kernel = ops["kind"].to_numpy()[pos] == KERNEL
     f = fam[pos]
-    idx = np.arange(len(pos))
     gemm = f == "gemm"
+    k_idx = np.cumsum(is_kernel) - 1  # each op's place among its stream's kernels (a copy: the one before)
+    idx = np.arange(len(pos))
     prev_gemm = np.maximum.accumulate(np.where(gemm, idx, -1))
     next_gemm = np.minimum.accumulate(np.where(gemm, idx, len(pos))[::-1])[::-1]
-    soft = np.flatnonzero(f == "softmax")
+    soft = np.flatnonzero((f == "softmax") & is_kernel)
     p, n = prev_gemm[soft], next_gemm[soft]
     ok = (p >= 0) & (n < len(pos))
     soft, p, n = soft[ok], p[ok], n[ok]
-    ok = (group[p] == group[soft]) & (group[n] == group[soft]) & (soft - p <= WINDOW) & (n - soft <= WINDOW)
+    ok = ((group[p] == group[soft]) & (group[n] == group[soft])
+          & (k_idx[soft] - k_idx[p] <= WINDOW) & (k_idx[n] - k_idx[soft] <= WINDOW))
     soft, p, n = soft[ok], p[ok], n[ok]
     names = ops["name"].to_numpy()[pos[soft]]
     per_name = np.bincount(names, minlength=int(names.max()) + 1 if len(names) else 0)

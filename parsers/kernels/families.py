@@ -523,6 +523,21 @@ def name_families(trace) -> "numpy.ndarray":
     return trace.derived["name_families"]
 
 
+def device_work_ops(trace) -> "numpy.ndarray":
+    """Per trace.ops row: the ops' own work on the GPU, a kernel or a device-to-device copy (a
+    `.contiguous()`, unfused attention's copy of its scores; a decode graph's copy first). Host
+    copies and memsets are not: their time is the host's memory or the allocator's, not the op's."""
+    import numpy
+
+    from nsight_tui.parsers.read.ids import KERNEL, MEMCPY
+
+    if "device_work" not in trace.derived:
+        kind, name = trace.ops["kind"].to_numpy(numpy.int64), trace.ops["name"].to_numpy(numpy.int64)
+        d2d = numpy.array(["Device-to-Device" in n for n in trace.op_names], bool)
+        trace.derived["device_work"] = (kind == KERNEL) | ((kind == MEMCPY) & d2d[name] if len(d2d) else False)
+    return trace.derived["device_work"]
+
+
 def family_codes(names: "pandas.Series") -> "pandas.Series":
     """Family of every row, as a categorical Series (categories in FAMILY_KEYS display order).
 

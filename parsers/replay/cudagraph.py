@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsight_tui.parsers.read.ids import KERNEL, MEMCPY
+from nsight_tui.parsers.kernels.families import device_work_ops
 from nsight_tui.parsers.replay.graph import GRAPH_LAUNCHES
 
 # the runtime's version tag, any length (cudaGraphLaunch_v10000): nsys's display names keep a long one
@@ -78,11 +78,7 @@ def segment_ends(chainable: np.ndarray, stream: np.ndarray) -> np.ndarray:
 def chainable_ops(trace) -> np.ndarray:
     """Per trace.ops row: a node a graph chains into its segment (a kernel or a device-to-device
     copy: transformers' decode graphs with a device copy first start as late as without)."""
-    if "replay.chainable" not in trace.derived:
-        kind, name = trace.ops["kind"].to_numpy(np.int64), trace.ops["name"].to_numpy(np.int64)
-        d2d = np.array(["Device-to-Device" in n for n in trace.op_names], bool)
-        trace.derived["replay.chainable"] = (kind == KERNEL) | ((kind == MEMCPY) & d2d[name] if len(d2d) else False)
-    return trace.derived["replay.chainable"]
+    return device_work_ops(trace)
 
 
 # The lead: the committed decode twin's graph (sample_traces/replay/graph_decode/decode_graph, H200:

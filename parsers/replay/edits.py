@@ -14,8 +14,9 @@
                           than DURATION, launched inside one instance of RANGE (default: the step)
                           inside the steps, one kernel (fused.py: the fused kernel's time and the
                           host time between the launches are assumptions)
-    kernels-from:TWIN     kernel durations from another capture, matched by kernel sequence; its
-                          collectives where the twin launched them (another DDP bucket size); the
+    kernels-from:TWIN     kernel and device-to-device copy durations from another capture,
+                          matched by their sequence; its collectives where the twin launched
+                          them (another DDP bucket size); the
                           host time around each changed kernel's launch from the twin, at this
                           capture's CPU pace (stretches.py)
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
@@ -67,6 +68,7 @@ import numpy as np
 
 from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
+from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, stretches
@@ -782,14 +784,19 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     steps = in_steps(g, sr)
     host_ns = int(g.delta_ns[before[steps[before]]].sum()) // n_steps
     gpu_ns = int(g.op_dur[hit].sum())
+    names = {g.trace.op_names[c] for c in g.trace.ops["name"].to_numpy()[closing]}
+    tf32 = any((decode_gemm(n) or {}).get("math_type") == "tf32" for n in names)
     ed.applied.append(Applied(
-        e.text, f"{int(hit.sum()):,} passes over the attention scores (the kernels between the score GEMM and the "
-        f"GEMM after it, around a softmax, forward and backward, launched inside {where!r}) dropped: "
-        f"{gpu_ns / 1e6:,.2f} ms of GPU time, {len(calls):,} launch calls with them; the GEMMs kept, standing for "
-        "the fused kernel's matmuls",
+        e.text, f"{int(hit.sum()):,} passes over the attention scores (the kernels and device copies between the "
+        f"score GEMM and the GEMM after it, around a softmax, forward and backward, launched inside {where!r}) "
+        f"dropped: {gpu_ns / 1e6:,.2f} ms of GPU time, {len(calls):,} launch calls with them; the GEMMs kept, "
+        "standing for the fused kernel's matmuls",
         f"the attention is one op on the CPU: the framework's work before each dropped launch and each attention's "
         f"closing GEMM (the ops the fused program does not call: {host_ns / 1e6:,.2f} ms of host time a step) goes, "
-        "central; the opening GEMM's stays for the fused op's; between gone and kept"))
+        "central; the opening GEMM's stays for the fused op's; between gone and kept"
+        + ("; its GEMMs ran as TF32 on tensor cores, and PyTorch's fp32 fused attention does not use TF32: its "
+           "kernels take longer than the GEMMs they replace (2.2x on an H200, docs/whatif.md \"Held out: "
+           "attention\"): at fp32 SDPA saves less than this" if tf32 else "")))
 
 
 def _host_before(g: Graph, calls: np.ndarray) -> np.ndarray:
@@ -905,10 +912,13 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         "; ".join(says)))
 
 
-def _kernel_order(trace) -> dict[int, np.ndarray]:
-    """Per process: its kernels in launch order (call start, then op start)."""
+def _work_order(trace) -> dict[int, np.ndarray]:
+    """Per process: its kernels and device-to-device copies in launch order (call start, then op
+    start). The copies are the ops' own work as much as kernels are (a `.contiguous()`, unfused
+    attention's copy of the scores: 4.5 ms a step at ctx 1024, gone with SDPA), so a twin's program
+    without them replays without their time."""
     ops = trace.ops
-    kern = np.flatnonzero(ops["kind"].to_numpy() == KERNEL)
+    kern = np.flatnonzero(chainable_ops(trace))
     o_api = ops["api"].to_numpy(np.int64)[kern]
     a_start = trace.api["start"].to_numpy(np.int64)
     t = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)] if len(a_start) else 0, ops["start"].to_numpy(np.int64)[kern])
@@ -985,7 +995,7 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
             raise EditError(f"kernels-from: {side} traced its CUDA graphs whole (nsys's default): their kernels are not "
                             "in it to take or give durations; capture it with --cuda-graph-trace=node (`nsight-tui "
                             "capture` does), or replay a graph change with `graph`")
-    mine_all, theirs_all = _kernel_order(g.trace), _kernel_order(twin)
+    mine_all, theirs_all = _work_order(g.trace), _work_order(twin)
     my_coll_name, their_coll_name = _is_collective(g.trace), _is_collective(twin)
     # collectives are not matched by sequence: a bucket change moves where they are launched (below)
     mine = {p: k[~my_coll_name[g.trace.ops["name"].to_numpy()[k]]] for p, k in mine_all.items()}
@@ -1040,8 +1050,9 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     g2 = build(twin)
     # the host work that comes with the library's choice of kernels (stretches.py): kernels launched
     # under one name in both captures are the same op; the CPU time around the others is the twin's
-    same_name = np.array([g.trace.op_names[my_names[x]] == twin.op_names[their_names[y]] for y, x in pairs.items()],
-                         dtype=bool)
+    my_kind = g.trace.ops["kind"].to_numpy()
+    same_name = np.array([g.trace.op_names[my_names[x]] == twin.op_names[their_names[y]] and my_kind[x] == KERNEL
+                          for y, x in pairs.items()], dtype=bool)
     anchors = np.array([(x, y) for y, x in pairs.items()], np.int64).reshape(-1, 2)[same_name]
     inside = in_steps(g, sr)
     iteration = _iteration_of(sr, g.pt_time, _pt_pids(g))
@@ -1062,8 +1073,8 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
                               ed, g2)
     # said, not judged: how many pairs share a name tells a twin of the same program (a TF32 pair: most)
     # from another program's capture (a few), which no threshold does (a memory format renames 2 in 3)
-    note = (f"{matched:,} kernels take their twin's duration (matched by launch order and family, step by step; "
-            f"{int(same_name.sum()):,} of them named alike in both)")
+    note = (f"{matched:,} kernels and device copies take their twin's duration (matched by launch order and family, "
+            f"step by step; {int(same_name.sum()):,} kernels of them named alike in both)")
     if replaced:
         note += f"; {replaced:,} without a counterpart take their block's total GPU time from the twin"
     if host.changed:

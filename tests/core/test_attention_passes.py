@@ -24,33 +24,49 @@ NO_NVTX = SAMPLES / "nonvtx" / "small_ctx512_b8_async_nonvtx.sqlite.xz"
 THIRD = SAMPLES / "thirdparty"
 HF_EAGER = THIRD / "hf_trainer_qwen2_l4_b8_eager.sqlite.xz"  # transformers' attn_implementation="eager", no NVTX
 
-# The same rule written in SQL: kernels launched (same process, same correlation id) between the first
-# step range's start and the last one's end, per stream in start order; a GEMM by its name's words
-# (cuBLAS, CUTLASS's sgemm, nvjet, split-K's reduction), a softmax by its; for each softmax with a GEMM
-# at most WINDOW kernels before and after it, and whose name does so at least twice a step, the
-# kernels strictly between those GEMMs that are not GEMMs.
+# The same rule written in SQL: kernels and device-to-device copies launched (same process, same
+# correlation id) between the first step range's start and the last one's end, per stream in start
+# order; a GEMM by its name's words (cuBLAS, CUTLASS's sgemm, nvjet, split-K's reduction), a softmax by
+# its; for each softmax with a GEMM at most WINDOW kernels (copies not counted) before and after it,
+# and whose name does so at least twice a step, the kernels and copies strictly between those GEMMs
+# that are not GEMMs. Rows as (table, rowid).
 ORACLE_SQL = """
-WITH k AS (SELECT k.rowid r, k.streamId st, k.deviceId d, k.globalPid >> 24 p, k.start, k.demangledName nid,
+WITH launched AS (
+      SELECT 'kernel' tb, k.rowid r, k.streamId st, k.deviceId d, k.globalPid >> 24 p, k.start, k.demangledName nid,
              lower(sn.value) LIKE '%gemm%' OR lower(sn.value) LIKE 'nvjet%' OR lower(sn.value) LIKE '%splitkreduce%' g,
-             lower(sn.value) LIKE '%softmax%' sm
+             lower(sn.value) LIKE '%softmax%' sm, 1 isk
       FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sn ON sn.id = k.demangledName
       JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = k.correlationId AND a.globalTid >> 24 = k.globalPid >> 24
-      WHERE a.start BETWEEN :s AND :e),
-o AS (SELECT *, row_number() OVER (PARTITION BY p, d, st ORDER BY start) i FROM k),
+      WHERE a.start BETWEEN :s AND :e
+      UNION ALL
+      SELECT 'memcpy', m.rowid, m.streamId, m.deviceId, m.globalPid >> 24, m.start, -1, 0, 0, 0
+      FROM CUPTI_ACTIVITY_KIND_MEMCPY m
+      JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = m.correlationId AND a.globalTid >> 24 = m.globalPid >> 24
+      WHERE a.start BETWEEN :s AND :e AND m.copyKind IN (8, 13)),
+o AS (SELECT *, row_number() OVER (PARTITION BY p, d, st ORDER BY start) i,
+             sum(isk) OVER (PARTITION BY p, d, st ORDER BY start ROWS UNBOUNDED PRECEDING) ki FROM launched),
 w AS (SELECT o.*, (SELECT max(x.i) FROM o x WHERE x.p = o.p AND x.d = o.d AND x.st = o.st AND x.i < o.i AND x.g) pg,
                   (SELECT min(x.i) FROM o x WHERE x.p = o.p AND x.d = o.d AND x.st = o.st AND x.i > o.i AND x.g) ng
       FROM o WHERE o.sm AND NOT o.g),
-ok AS (SELECT * FROM w WHERE pg IS NOT NULL AND ng IS NOT NULL AND i - pg <= :window AND ng - i <= :window),
+ok AS (SELECT w.* FROM w JOIN o a ON a.p = w.p AND a.d = w.d AND a.st = w.st AND a.i = w.pg
+                         JOIN o b ON b.p = w.p AND b.d = w.d AND b.st = w.st AND b.i = w.ng
+       WHERE w.ki - a.ki <= :window AND b.ki - w.ki <= :window),
 named AS (SELECT * FROM ok WHERE nid IN (SELECT nid FROM ok GROUP BY nid HAVING count(*) >= 2 * :n))
-SELECT DISTINCT o.r FROM o JOIN named a ON o.p = a.p AND o.d = a.d AND o.st = a.st AND o.i > a.pg AND o.i < a.ng
-WHERE NOT o.g ORDER BY o.r"""
+SELECT DISTINCT o.tb, o.r FROM o JOIN named a ON o.p = a.p AND o.d = a.d AND o.st = a.st AND o.i > a.pg AND o.i < a.ng
+WHERE NOT o.g ORDER BY o.tb, o.r"""
 STEPS_SQL = ("SELECT min(n.start), max(n.end), count(*) FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId "
              "WHERE t.value LIKE 'step!_%' ESCAPE '!'")
 
 
-def _sql_passes(path, s: int, e: int, n: int) -> list[int]:
+def _sql_passes(path, s: int, e: int, n: int) -> list[tuple[str, int]]:
     with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
-        return [r for (r,) in con.execute(ORACLE_SQL, {"s": s, "e": e, "n": n, "window": WINDOW})]
+        return [(t, r) for t, r in con.execute(ORACLE_SQL, {"s": s, "e": e, "n": n, "window": WINDOW})]
+
+
+def _rows(trace, found: np.ndarray) -> list[tuple[str, int]]:
+    """Ops as (export table, rowid), sorted, as ORACLE_SQL gives them."""
+    kinds = np.asarray(["kernel", "memcpy", "memset", "graph"])[trace.ops["kind"].to_numpy()[found]]
+    return sorted(zip(kinds.tolist(), trace.ops["rowid"].to_numpy()[found].tolist()))
 
 
 def _nvtx_steps(path) -> tuple[int, int, int]:
@@ -68,39 +84,42 @@ def _step_window(trace) -> tuple[np.ndarray, int]:
 
 
 def test_the_passes_by_kernel_order_are_the_sql_rules():
-    """On the manual-attention capture: the passes found are, kernel for kernel (export rows), those
-    the same rule written in SQL finds; per layer and step, some forward and some backward."""
+    """On the manual-attention capture: the passes found are, op for op (export rows), those the same
+    rule written in SQL finds, its device-to-device copies among them; per layer and step, some
+    forward and some backward."""
     trace = load_trace(MANUAL)
     inside, n = _step_window(trace)
-    found = attention_passes(trace, inside, n)
-    rows = trace.ops["rowid"].to_numpy()[found]
     want = _sql_passes(MANUAL, *_nvtx_steps(MANUAL))
-    assert len(want) > 0 and sorted(rows.tolist()) == want
+    assert len(want) > 0 and _rows(trace, attention_passes(trace, inside, n)) == want
+    assert {t for t, _ in want} == {"kernel", "memcpy"}
 
 
 def test_the_forward_passes_lie_inside_the_attention_range_between_its_gemms():
     """NVTX says where the attention is: every forward pass found by order was launched inside a
-    `scaled_dot_product_attention` range, and every kernel launched in such a range after its first
-    GEMM and before its last that is not a GEMM was found (the copies before the score GEMM are the
-    attention's too, but not between its GEMMs: left out, a lower bound)."""
+    `scaled_dot_product_attention` range, and every kernel or device copy launched in such a range after
+    its first GEMM and before its last that is not a GEMM was found (the copies before the score GEMM
+    are the attention's too, but not between its GEMMs: left out, a lower bound)."""
     trace = load_trace(MANUAL)
     inside, n = _step_window(trace)
-    found = set(trace.ops["rowid"].to_numpy()[attention_passes(trace, inside, n)].tolist())
+    found = set(_rows(trace, attention_passes(trace, inside, n)))
     sql = """
     WITH r AS (SELECT n.start s, n.end e, n.globalTid >> 24 p FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId
                WHERE t.value = 'scaled_dot_product_attention'),
     steps AS (SELECT min(n.start) s, max(n.end) e FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId
               WHERE t.value LIKE 'step!_%' ESCAPE '!'),
-    k AS (SELECT k.rowid id, r.s rs, k.start, lower(sn.value) LIKE '%gemm%' g
-          FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sn ON sn.id = k.demangledName
-          JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = k.correlationId AND a.globalTid >> 24 = k.globalPid >> 24
+    ops AS (SELECT 'kernel' tb, k.rowid id, k.correlationId c, k.globalPid gp, k.start, lower(sn.value) LIKE '%gemm%' g
+            FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sn ON sn.id = k.demangledName
+            UNION ALL SELECT 'memcpy', rowid, correlationId, globalPid, start, 0
+            FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (8, 13)),
+    k AS (SELECT o.tb, o.id, r.s rs, o.start, o.g FROM ops o
+          JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = o.c AND a.globalTid >> 24 = o.gp >> 24
           JOIN r ON a.start BETWEEN r.s AND r.e AND a.globalTid >> 24 = r.p, steps WHERE a.start BETWEEN steps.s AND steps.e)
-    SELECT k.id, k.g, k.start > (SELECT min(x.start) FROM k x WHERE x.rs = k.rs AND x.g)
+    SELECT k.tb, k.id, k.g, k.start > (SELECT min(x.start) FROM k x WHERE x.rs = k.rs AND x.g)
                   AND k.start < (SELECT max(x.start) FROM k x WHERE x.rs = k.rs AND x.g) FROM k"""
     with sqlite3.connect(f"{MANUAL.resolve().as_uri()}?mode=ro", uri=True) as con:
         in_range = con.execute(sql).fetchall()
-    between = {r for r, g, mid in in_range if mid and not g}
-    forward = found & {r for r, _, _ in in_range}
+    between = {(t, r) for t, r, g, mid in in_range if mid and not g}
+    forward = found & {(t, r) for t, r, _, _ in in_range}
     assert between and between <= found
     assert forward == between
     assert len(found - forward) > 0  # the backward's passes, outside any forward range
@@ -137,12 +156,11 @@ def test_the_edit_drops_the_passes_and_their_launches(edited):
     launched only a pass takes no time; the GEMMs keep theirs."""
     trace, g, sr, ed = edited
     dropped = (ed.mid.op_launch_pt < 0) & (g.op_launch_pt >= 0)
-    rows = trace.ops["rowid"].to_numpy()[dropped]
     want = _sql_passes(MANUAL, *_nvtx_steps(MANUAL))
     with sqlite3.connect(f"{MANUAL.resolve().as_uri()}?mode=ro", uri=True) as con:
-        ns = con.execute(f"SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN "
-                         f"({','.join(map(str, want))})").fetchone()[0]
-    assert sorted(rows.tolist()) == want
+        ns = sum(con.execute(f"SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_{t.upper()} WHERE rowid IN "
+                             f"({','.join(str(r) for tb, r in want if tb == t)})").fetchone()[0] for t in ("kernel", "memcpy"))
+    assert _rows(trace, np.flatnonzero(dropped)) == want
     assert int(g.op_dur[dropped].sum()) == ns and int(ed.mid.op_dur[dropped].sum()) == 0
 
 
@@ -231,7 +249,7 @@ def test_the_passes_of_a_trainer_nobody_here_wrote_are_the_sql_rules():
     trace = load_trace(path)
     found = attention_passes(trace, np.ones(len(trace.ops), bool), len(d["steps"]))
     want = _sql_passes(path, -(2**62), 2**62, len(d["steps"]))
-    assert len(want) > 0 and sorted(trace.ops["rowid"].to_numpy()[found].tolist()) == want
+    assert len(want) > 0 and _rows(trace, found) == want
     f = next(f for f in findings(trace) if f.id == "unfused-attention")
     assert f.evidence["softmax_kernels_per_step"] == 2 * d["config"]["layers"]
     assert f.edits == ["attention"] and f.replayed and f.saving_ms_per_step > 0
@@ -248,3 +266,22 @@ def test_no_attention_written_out_where_there_is_none(name):
     trace = load_trace(path)
     assert len(attention_passes(trace, np.ones(len(trace.ops), bool), len(_config(THIRD / f"{name}.sqlite.xz")["steps"]))) == 0
     assert "unfused-attention" not in {f.id for f in findings(trace)}
+
+
+TF32_GEMM_SQL = ("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
+                 "WHERE s.value LIKE '%tf32%' OR s.value LIKE '%tensorop_s1688gemm%'")
+
+
+@pytest.mark.parametrize("path", [SAMPLES / "async" / "small_ctx512_tf32_b8_async.sqlite.xz",
+                                  SAMPLES / "async" / "small_ctx512_b8_async.sqlite.xz"], ids=["tf32", "fp32"])
+def test_the_edit_says_fp32_sdpa_does_not_use_tf32_where_the_gemms_did(path):
+    """Where the capture's GEMMs ran as TF32 (their names, by SQL) the edit's assumption says that the
+    fp32 fused attention does not use TF32 and so saves less; where they did not, it says nothing of it."""
+    plain_path = plain(path)
+    with sqlite3.connect(f"{plain_path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        tf32 = con.execute(TF32_GEMM_SQL).fetchone()[0] > 0
+    trace = load_trace(plain_path)
+    g, sr = graph_of(trace)
+    ed = edit_mod.apply(g, sr, [edit_mod.parse("attention")])
+    assert ("does not use TF32" in ed.applied[0].assumption) is tf32
+    assert tf32 is (path.name == "small_ctx512_tf32_b8_async.sqlite.xz")

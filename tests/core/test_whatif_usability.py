@@ -107,17 +107,20 @@ def test_steps_marked_for_a_process_are_walked_on_its_cuda_thread():
 
 
 def test_kernels_from_says_how_many_pairs_share_a_name(small):
-    # the figure that tells a twin of this program from another program's capture: the kernels paired
-    # iteration by iteration, and of them those launched under the same name in both (a capture paired
-    # with itself pairs every kernel of the export, SQL's count, with its namesake)
+    # the figure that tells a twin of this program from another program's capture: the kernels and
+    # device-to-device copies paired iteration by iteration, and of the kernels those launched under the
+    # same name in both (a capture paired with itself pairs every kernel and device copy of the export,
+    # SQL's counts, each kernel with its namesake)
     import re
 
     p = predict(small, [f"kernels-from:{SMALL}"])
     said = p.edits[0].changed
-    m = re.search(r"([\d,]+) kernels take their twin's duration .*?; ([\d,]+) of them named alike in both\)", said)
+    m = re.search(r"([\d,]+) kernels and device copies take their twin's duration .*?; ([\d,]+) kernels of them "
+                  r"named alike in both\)", said)
     assert m, said
     matched, alike = (int(x.replace(",", "")) for x in m.groups())
     con = sqlite3.connect(f"file:{SMALL}?mode=ro", uri=True)
     kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]  # warm-ups paired too
+    copies = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (8, 13)").fetchone()[0]
     con.close()
-    assert matched == alike == kernels
+    assert copies > 0 and matched == kernels + copies and alike == kernels
