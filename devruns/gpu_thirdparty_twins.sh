@@ -46,6 +46,8 @@
 # and, held out after the attention edit was written, where SDPA runs flash on the tensor cores as the GEMMs do:
 #   attn1024bf16 ctx 1024, bf16 autocast (TF32 elsewhere): --attention manual / fused
 #   attn512bf16  the same at ctx 512
+#   attnmed512   GPT-2 medium, ctx 512, fp32 (held out after the device copies joined the passes)
+#   attn2048bf16 GPT-2 small, ctx 2048, batch 4, bf16 autocast (the same)
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
 # devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
 # Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
@@ -135,6 +137,15 @@ for k in $(seq 1 "$PAIRS"); do
                 stamp "$s r$k $at"; cpu_probe 6; mkdir -p "$W/tmp"
                 timeout 150 python3 -m nsight_tui capture --warmup 3 --steps 6 --no-sync --no-count --batch 8 \
                   --model small --ctx $ctx $prec --attention $at --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
+                for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
+              done ;;
+      attnmed512|attn2048bf16)
+              args="--model medium --ctx 512 --batch 8"
+              [ $s = attn2048bf16 ] && args="--model small --ctx 2048 --batch 4 --tf32 --dtype bf16"
+              for at in manual fused; do
+                stamp "$s r$k $at"; cpu_probe 6; mkdir -p "$W/tmp"
+                timeout 150 python3 -m nsight_tui capture --warmup 3 --steps 6 --no-sync --no-count $args \
+                  --attention $at --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
                 for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
               done ;;
       hfattn) cap $s $k hf_eager python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --attn eager

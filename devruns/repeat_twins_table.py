@@ -85,12 +85,18 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "attn512k": ("small_ctx512_b8_async", "small_ctx512_fused_b8_async", ("kernels-from:{twin}",), ""),
     "attn512tf32k": ("small_ctx512_tf32_b8_async", "small_ctx512_tf32_fused_b8_async", ("kernels-from:{twin}",), ""),
     "attn1024k": ("small_ctx1024_tf32_b8_async", "small_ctx1024_tf32_fused_b8_async", ("kernels-from:{twin}",), ""),
+    # held out after the device copies joined the passes (GPT-2 medium fp32; small at ctx 2048, batch 4, bf16)
+    "attnmed512": ("medium_ctx512_b8_async", "medium_ctx512_fused_b8_async", ("fix:unfused-attention",), "unfused-attention"),
+    "attn2048bf16": ("small_ctx2048_bf16_tf32_async", "small_ctx2048_bf16_tf32_fused_async", ("fix:unfused-attention",),
+                     "unfused-attention"),
+    "attnmed512k": ("medium_ctx512_b8_async", "medium_ctx512_fused_b8_async", ("kernels-from:{twin}",), ""),
+    "attn2048bf16k": ("small_ctx2048_bf16_tf32_async", "small_ctx2048_bf16_tf32_fused_async", ("kernels-from:{twin}",), ""),
 }
 FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined",
               "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32",
               "loaderw": "loader", "loader2w": "loader2",
               "attn512k": "attn512", "attn512tf32k": "attn512tf32", "attn1024k": "attn1024",
-              "hfattnk": "hfattn"}  # sets that read another set's captures
+              "hfattnk": "hfattn", "attnmed512k": "attnmed512", "attn2048bf16k": "attn2048bf16"}  # sets that read another set's captures
 
 
 def main(argv: list[str]) -> int:

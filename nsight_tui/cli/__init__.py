@@ -49,10 +49,17 @@ def _overview() -> str:
     return f"{USAGE}\n\n{OPEN[1]} `nsight-tui FILE.sqlite` opens the explorer.\n\n{_epilog()}\n"
 
 
+# Words a user (or an agent) types for what another subcommand shows: the subcommand that has it
+WHERE_IT_IS = {"findings": "report", "finding": "report", "fixes": "report", "fix": "report", "kernels": "stats",
+               "nvtx": "stats", "compare": "diff", "replay": "whatif", "what-if": "whatif", "predict": "whatif"}
+
+
 def _not_a_file(word: str) -> str | None:
     """The subcommand a mistyped first word was meant to be, when it names no file either."""
     if os.path.exists(word) or os.sep in word or "." in word:
         return None
+    if word.lower() in WHERE_IT_IS:
+        return WHERE_IT_IS[word.lower()]
     close = difflib.get_close_matches(word, [*SUBCOMMANDS, "help", "open"], n=1, cutoff=0.6)
     return close[0] if close else None
 

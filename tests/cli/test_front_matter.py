@@ -84,7 +84,7 @@ def test_help_of_one_subcommand(capsys):
 
 
 @pytest.mark.parametrize(("typed", "meant"), [("reprot", "report"), ("stat", "stats"), ("dif", "diff"),
-                                               ("rank", "ranks")])
+                                               ("rank", "ranks"), ("findings", "report"), ("replay", "whatif")])
 def test_a_mistyped_subcommand_is_named(typed, meant, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main([typed, "x.sqlite"]) == 2
