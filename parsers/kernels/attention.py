@@ -16,6 +16,8 @@ it), and any capture that already runs a fused-attention kernel in its steps.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from nsight_tui.parsers.kernels.families import device_work_ops, name_families
@@ -27,20 +29,45 @@ from nsight_tui.parsers.read.ids import KERNEL
 WINDOW = 6
 
 
+@dataclass
+class AttentionParts:
+    """Positions (rows of trace.ops, in trace order) of unfused attention's work that a fused kernel
+    does not do: `passes` over the scores, between each attention's two GEMMs; `closing`, the GEMM
+    after its passes (P·V in the forward, dQ in the backward); `layout`, the copies its matmuls need
+    (below)."""
+
+    passes: np.ndarray
+    closing: np.ndarray
+    layout: np.ndarray
+
+
 def attention_passes(trace, inside: np.ndarray, n_steps: int) -> np.ndarray:
     """Positions (rows of trace.ops) of unfused attention's passes among the kernels `inside` (a mask
     over trace.ops: the steps' ops), in trace order; empty where there are none or where a fused
     attention kernel runs inside. `n_steps`: how many steps `inside` holds (a softmax name below
     two a step is not attention)."""
-    return attention_parts(trace, inside, n_steps)[0]
+    return attention_parts(trace, inside, n_steps).passes
 
 
-def attention_parts(trace, inside: np.ndarray, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """attention_passes, and the GEMM that closes each attention (the one after its passes: P·V in
-    the forward, dQ in the backward), positions in trace order."""
+def _is_copy(trace) -> np.ndarray:
+    """Per op name code: a copy (a tensor copy kernel, a concatenation, a device memcpy)."""
+    return np.array([("copy" in n.lower() or "memcpy" in n.lower()) for n in trace.op_names], bool)
+
+
+def attention_parts(trace, inside: np.ndarray, n_steps: int) -> AttentionParts:
+    """The passes, closing GEMMs and layout copies of the attentions written out among the ops `inside`.
+
+    Layout copies: a matmul on the heads' strided views copies its operands contiguous first (`q @
+    k.transpose(-2, -1)` copies q and k), and in the backward its gradients' too, then concatenates
+    the q, k, v gradients for the projection that split them; a fused kernel reads the strided views
+    and writes its gradients in place. So: the run of copies right before each forward attention's
+    score GEMM, and in the backward (its softmax kernel's name says so) the runs right before its first
+    two GEMMs (dV, dP) and right after its last two (dQ, dK). The copy of the output back into the
+    model's layout, after P·V, stays (the fused path makes it too)."""
     ops = trace.ops
     work = device_work_ops(trace) & inside
-    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    empty = np.zeros(0, np.int64)
+    none = AttentionParts(empty, empty, empty)
     if not (work & (ops["kind"].to_numpy() == KERNEL)).any():
         return none
     fam = np.asarray(name_families(trace))[ops["name"].to_numpy()]
@@ -70,9 +97,25 @@ def attention_parts(trace, inside: np.ndarray, n_steps: int) -> tuple[np.ndarray
     names = ops["name"].to_numpy()[pos[soft]]
     per_name = np.bincount(names, minlength=int(names.max()) + 1 if len(names) else 0)
     ok = per_name[names] >= 2 * max(n_steps, 1)
-    p, n = p[ok], n[ok]
+    soft, p, n = soft[ok], p[ok], n[ok]
     mark = np.zeros(len(pos) + 1, np.int64)
     np.add.at(mark, p + 1, 1)
     np.add.at(mark, n, -1)
     between = (np.cumsum(mark)[:-1] > 0) & ~gemm
-    return np.sort(pos[between]), np.unique(pos[n])
+    copy = _is_copy(trace)[ops["name"].to_numpy()[pos]] & ~gemm & ~between
+    backward = np.array(["backward" in trace.op_names[c].lower() for c in ops["name"].to_numpy()[pos[soft]]], bool)
+    layout = np.zeros(len(pos), bool)
+
+    def run(j: int, step: int, g: int) -> None:  # the copies from j on, one way, on stream group g
+        while 0 <= j < len(pos) and copy[j] and group[j] == g:
+            layout[j] = True
+            j += step
+
+    for a, b, back in zip(p.tolist(), n.tolist(), backward.tolist()):
+        g = int(group[a])
+        if back:
+            a -= int(a > 0 and gemm[a - 1] and group[a - 1] == g)
+            b += int(b + 1 < len(pos) and gemm[b + 1] and group[b + 1] == g)
+            run(b + 1, 1, g)
+        run(a - 1, -1, g)
+    return AttentionParts(np.sort(pos[between]), np.unique(pos[n]), np.sort(pos[layout]))

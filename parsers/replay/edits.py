@@ -752,20 +752,23 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     """`attention[:RANGE]`: each attention written out, launched inside RANGE (default: the step), as
     one fused kernel (F.scaled_dot_product_attention). Its passes over the scores (kernels.attention:
     the kernels between the score GEMM and the GEMM after it, around a softmax, forward and
-    backward) are dropped with the calls that launched them; the GEMMs stay as measured, standing for
-    the fused kernel's own matmuls (it does their work without writing the scores; a causal one skips
-    the masked half; at TF32 an fp32 SDPA runs on the CUDA cores and takes longer: docs/whatif.md,
-    "Held out: attention"). On the CPU the attention becomes one op: the framework's work that made
-    each dropped pass and each attention's closing GEMM (the host time since its thread's previous
-    launching call: the op's Python and dispatch, _host_before) goes too, centrally, as the fused
-    program never calls those ops; the opening GEMM's stays, standing for the fused op's own. The
-    range's other end keeps that host time."""
+    backward) and the copies its matmuls need (their operands and gradients made contiguous: the
+    layout copies) are dropped with the calls that launched them; the GEMMs stay as measured,
+    standing for the fused kernel's own matmuls (it does their work without writing the scores; a
+    causal one skips the masked half; an fp32 SDPA does not use TF32 and takes longer than TF32
+    GEMMs: docs/whatif.md, "Held out: attention"). On the CPU the attention becomes one op: the
+    framework's work that made each dropped pass and each attention's closing GEMM (the host time
+    since its thread's previous launching call: the op's Python and dispatch, _host_before) goes too,
+    centrally, as the fused program never calls those ops; the opening GEMM's stays, standing for the
+    fused op's own, and so does the host time around a layout copy (the matmul op's own dispatch,
+    which launches it). The range's other end keeps that host time."""
     from nsight_tui.parsers.kernels.attention import attention_parts
 
     o_api, launched, pids = _op_launches(g)
     where = e.range or STEP_RANGE
     inside = (o_api >= 0) & _inside(launched, pids, range_spans(g, sr, where))
-    passes, closing = attention_parts(g.trace, inside, sr.n_steps)
+    parts = attention_parts(g.trace, inside, sr.n_steps)
+    passes, closing = parts.passes, parts.closing
     if len(passes) == 0:
         fused = (np.asarray(name_families(g.trace))[g.trace.ops["name"].to_numpy()[inside]] == "attention").any()
         raise EditError(f"{e.text}: no attention written out launched inside {where!r} in {g.trace.path.name} "
@@ -773,24 +776,28 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                            "(a softmax kernel between two GEMMs on one stream, at least twice a step)"))
     hit = np.zeros(g.n_ops, bool)
     hit[passes] = True
+    hit[parts.layout] = True
     calls, _ = _take_away_ops(g, hit, ed)
     # the attention one op: the work that made its passes and its closing GEMM goes; the opening
     # GEMM's stays, standing for the fused op's own dispatch
     gemm_calls = np.unique(o_api[closing])
-    before = _host_before(g, np.concatenate([calls, gemm_calls[(g.call_start_pt[gemm_calls] >= 0)]]))
+    pass_calls = calls[np.isin(calls, o_api[passes])]
+    before = _host_before(g, np.concatenate([pass_calls, gemm_calls[(g.call_start_pt[gemm_calls] >= 0)]]))
     for plan in (ed.low, ed.mid):
         plan.delta_ns[before] = 0
     n_steps = max(sr.n_steps, 1)
     steps = in_steps(g, sr)
     host_ns = int(g.delta_ns[before[steps[before]]].sum()) // n_steps
-    gpu_ns = int(g.op_dur[hit].sum())
+    gpu_ns = int(g.op_dur[passes].sum())
+    layout_ns = int(g.op_dur[parts.layout].sum())
     names = {g.trace.op_names[c] for c in g.trace.ops["name"].to_numpy()[closing]}
     tf32 = any((decode_gemm(n) or {}).get("math_type") == "tf32" for n in names)
     ed.applied.append(Applied(
-        e.text, f"{int(hit.sum()):,} passes over the attention scores (the kernels and device copies between the "
+        e.text, f"{len(passes):,} passes over the attention scores (the kernels and device copies between the "
         f"score GEMM and the GEMM after it, around a softmax, forward and backward, launched inside {where!r}) "
-        f"dropped: {gpu_ns / 1e6:,.2f} ms of GPU time, {len(calls):,} launch calls with them; the GEMMs kept, "
-        "standing for the fused kernel's matmuls",
+        f"dropped, {gpu_ns / 1e6:,.2f} ms of GPU time, and {len(parts.layout):,} copies its matmuls make of their "
+        f"operands and gradients, {layout_ns / 1e6:,.2f} ms; {len(calls):,} launch calls with them; the GEMMs "
+        "kept, standing for the fused kernel's matmuls",
         f"the attention is one op on the CPU: the framework's work before each dropped launch and each attention's "
         f"closing GEMM (the ops the fused program does not call: {host_ns / 1e6:,.2f} ms of host time a step) goes, "
         "central; the opening GEMM's stays for the fused op's; between gone and kept"

@@ -30,16 +30,17 @@ HF_EAGER = THIRD / "hf_trainer_qwen2_l4_b8_eager.sqlite.xz"  # transformers' att
 # its; for each softmax with a GEMM at most WINDOW kernels (copies not counted) before and after it,
 # and whose name does so at least twice a step, the kernels and copies strictly between those GEMMs
 # that are not GEMMs. Rows as (table, rowid).
-ORACLE_SQL = """
+ATTENTIONS_SQL = """
 WITH launched AS (
       SELECT 'kernel' tb, k.rowid r, k.streamId st, k.deviceId d, k.globalPid >> 24 p, k.start, k.demangledName nid,
              lower(sn.value) LIKE '%gemm%' OR lower(sn.value) LIKE 'nvjet%' OR lower(sn.value) LIKE '%splitkreduce%' g,
-             lower(sn.value) LIKE '%softmax%' sm, 1 isk
+             lower(sn.value) LIKE '%softmax%' sm, 1 isk, lower(sn.value) LIKE '%copy%' cp,
+             lower(sn.value) LIKE '%backward%' bk
       FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sn ON sn.id = k.demangledName
       JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = k.correlationId AND a.globalTid >> 24 = k.globalPid >> 24
       WHERE a.start BETWEEN :s AND :e
       UNION ALL
-      SELECT 'memcpy', m.rowid, m.streamId, m.deviceId, m.globalPid >> 24, m.start, -1, 0, 0, 0
+      SELECT 'memcpy', m.rowid, m.streamId, m.deviceId, m.globalPid >> 24, m.start, -1, 0, 0, 0, 1, 0
       FROM CUPTI_ACTIVITY_KIND_MEMCPY m
       JOIN CUPTI_ACTIVITY_KIND_RUNTIME a ON a.correlationId = m.correlationId AND a.globalTid >> 24 = m.globalPid >> 24
       WHERE a.start BETWEEN :s AND :e AND m.copyKind IN (8, 13)),
@@ -51,16 +52,41 @@ w AS (SELECT o.*, (SELECT max(x.i) FROM o x WHERE x.p = o.p AND x.d = o.d AND x.
 ok AS (SELECT w.* FROM w JOIN o a ON a.p = w.p AND a.d = w.d AND a.st = w.st AND a.i = w.pg
                          JOIN o b ON b.p = w.p AND b.d = w.d AND b.st = w.st AND b.i = w.ng
        WHERE w.ki - a.ki <= :window AND b.ki - w.ki <= :window),
-named AS (SELECT * FROM ok WHERE nid IN (SELECT nid FROM ok GROUP BY nid HAVING count(*) >= 2 * :n))
+named AS (SELECT * FROM ok WHERE nid IN (SELECT nid FROM ok GROUP BY nid HAVING count(*) >= 2 * :n))"""
+ORACLE_SQL = ATTENTIONS_SQL + """
 SELECT DISTINCT o.tb, o.r FROM o JOIN named a ON o.p = a.p AND o.d = a.d AND o.st = a.st AND o.i > a.pg AND o.i < a.ng
 WHERE NOT o.g ORDER BY o.tb, o.r"""
+# The layout copies: the run of copies (a name with "copy", a device memcpy) right before each score
+# GEMM; in the backward (the softmax's name says backward) before the GEMM ahead of it where that is a
+# GEMM too, and the run right after its closing GEMM, or the GEMM after that one where it is a GEMM.
+LAYOUT_SQL = ATTENTIONS_SQL + """,
+bounds AS (SELECT a.p, a.d, a.st, a.bk,
+             CASE WHEN a.bk AND EXISTS (SELECT 1 FROM o x WHERE x.p = a.p AND x.d = a.d AND x.st = a.st AND x.i = a.pg - 1
+                                        AND x.g) THEN a.pg - 1 ELSE a.pg END lo,
+             CASE WHEN a.bk AND EXISTS (SELECT 1 FROM o x WHERE x.p = a.p AND x.d = a.d AND x.st = a.st AND x.i = a.ng + 1
+                                        AND x.g) THEN a.ng + 1 ELSE a.ng END hi
+           FROM named a)
+SELECT DISTINCT o.tb, o.r FROM o JOIN bounds b ON o.p = b.p AND o.d = b.d AND o.st = b.st
+WHERE o.cp AND NOT o.g AND (
+  (o.i < b.lo AND NOT EXISTS (SELECT 1 FROM o x WHERE x.p = o.p AND x.d = o.d AND x.st = o.st AND x.i > o.i
+                              AND x.i < b.lo AND NOT (x.cp AND NOT x.g)))
+  OR (b.bk AND o.i > b.hi AND NOT EXISTS (SELECT 1 FROM o x WHERE x.p = o.p AND x.d = o.d AND x.st = o.st
+                                          AND x.i > b.hi AND x.i < o.i AND NOT (x.cp AND NOT x.g))))
+ORDER BY o.tb, o.r"""
 STEPS_SQL = ("SELECT min(n.start), max(n.end), count(*) FROM NVTX_EVENTS n JOIN StringIds t ON t.id = n.textId "
              "WHERE t.value LIKE 'step!_%' ESCAPE '!'")
 
 
-def _sql_passes(path, s: int, e: int, n: int) -> list[tuple[str, int]]:
+def _sql_passes(path, s: int, e: int, n: int, sql: str = ORACLE_SQL) -> list[tuple[str, int]]:
     with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
-        return [(t, r) for t, r in con.execute(ORACLE_SQL, {"s": s, "e": e, "n": n, "window": WINDOW})]
+        return [(t, r) for t, r in con.execute(sql, {"s": s, "e": e, "n": n, "window": WINDOW})]
+
+
+def _ops_of(trace, rows: list[tuple[str, int]]) -> np.ndarray:
+    """Positions in trace.ops of the export rows `rows` ((table, rowid), as ORACLE_SQL gives them)."""
+    kinds = np.asarray(["kernel", "memcpy", "memset", "graph"])[trace.ops["kind"].to_numpy()]
+    want = set(rows)
+    return np.flatnonzero([(k, r) in want for k, r in zip(kinds.tolist(), trace.ops["rowid"].to_numpy().tolist())])
 
 
 def _rows(trace, found: np.ndarray) -> list[tuple[str, int]]:
@@ -92,6 +118,26 @@ def test_the_passes_by_kernel_order_are_the_sql_rules():
     want = _sql_passes(MANUAL, *_nvtx_steps(MANUAL))
     assert len(want) > 0 and _rows(trace, attention_passes(trace, inside, n)) == want
     assert {t for t, _ in want} == {"kernel", "memcpy"}
+
+
+@pytest.mark.parametrize("which", ["ours", "transformers"])
+def test_the_layout_copies_are_the_sql_rules(which):
+    """The copies the attention's matmuls make of their operands and gradients, found by order, are
+    those the rule written in SQL finds: before each score GEMM, and in the backward around its two
+    GEMM pairs; forward and backward ones on both our GPT-2 and transformers' eager Qwen2."""
+    if which == "ours":
+        trace, path = load_trace(MANUAL), MANUAL
+        inside, n = _step_window(trace)
+        bounds = _nvtx_steps(MANUAL)[:2]
+    else:
+        path = plain(HF_EAGER)
+        trace = load_trace(path)
+        inside, n, bounds = np.ones(len(trace.ops), bool), len(_config(HF_EAGER)["steps"]), (-(2**62), 2**62)
+    want = _sql_passes(path, *bounds, n, sql=LAYOUT_SQL)
+    got = _rows(trace, attention_parts(trace, inside, n).layout)
+    assert len(want) > 0 and got == want
+    names = {trace.op_names[c] for c in trace.ops["name"].to_numpy()[attention_parts(trace, inside, n).layout]}
+    assert any("direct_copy" in x for x in names)
 
 
 def test_the_forward_passes_lie_inside_the_attention_range_between_its_gemms():
@@ -152,11 +198,11 @@ def edited():
 
 
 def test_the_edit_drops_the_passes_and_their_launches(edited):
-    """What `attention` drops, against SQL: the passes' count and GPU time; each launch call that
-    launched only a pass takes no time; the GEMMs keep theirs."""
+    """What `attention` drops, against SQL: the passes' and the layout copies' count and GPU time; each
+    launch call that launched only those takes no time; the GEMMs keep theirs."""
     trace, g, sr, ed = edited
     dropped = (ed.mid.op_launch_pt < 0) & (g.op_launch_pt >= 0)
-    want = _sql_passes(MANUAL, *_nvtx_steps(MANUAL))
+    want = sorted(_sql_passes(MANUAL, *_nvtx_steps(MANUAL)) + _sql_passes(MANUAL, *_nvtx_steps(MANUAL), sql=LAYOUT_SQL))
     with sqlite3.connect(f"{MANUAL.resolve().as_uri()}?mode=ro", uri=True) as con:
         ns = sum(con.execute(f"SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_{t.upper()} WHERE rowid IN "
                              f"({','.join(str(r) for tb, r in want if tb == t)})").fetchone()[0] for t in ("kernel", "memcpy"))
@@ -165,10 +211,10 @@ def test_the_edit_drops_the_passes_and_their_launches(edited):
 
 
 def test_the_framework_work_of_the_attention_goes_centrally(edited):
-    """The host time since the thread's previous launching call, before each dropped launch and each
-    attention's closing GEMM (the attention one op: the opening GEMM's stays), is gone in the central
-    and favourable plans and kept at the other end; no other host time moves; the
-    three replayed steps are ordered."""
+    """The host time since the thread's previous launching call, before each dropped pass's launch and
+    each attention's closing GEMM (the attention one op: the opening GEMM's stays, and so does a layout
+    copy's, the matmul's own dispatch), is gone in the central and favourable plans and kept at the
+    other end; no other host time moves; the three replayed steps are ordered."""
     trace, g, sr, ed = edited
     host = g.owner < 0
     gone_mid = host & (ed.mid.delta_ns < g.delta_ns)
@@ -179,9 +225,10 @@ def test_the_framework_work_of_the_attention_goes_centrally(edited):
     launched_calls = set(trace.ops["api"].to_numpy()[trace.ops["api"].to_numpy() >= 0].tolist())
     boundary_ends = {int(g.call_end_pt[c]) for c in launched_calls if g.call_end_pt[c] >= 0} | set(g.blocks)
     firsts = {a for a, _ in g.thread_slices}
-    dropped_calls = np.unique(trace.ops["api"].to_numpy()[(ed.mid.op_launch_pt < 0) & (g.op_launch_pt >= 0)])
+    passes = _ops_of(trace, _sql_passes(MANUAL, *_nvtx_steps(MANUAL)))
+    dropped_calls = np.unique(trace.ops["api"].to_numpy()[passes[ed.mid.op_launch_pt[passes] < 0]])
     inside, n = _step_window(trace)
-    closing_calls = np.unique(trace.ops["api"].to_numpy()[attention_parts(trace, inside, n)[1]])
+    closing_calls = np.unique(trace.ops["api"].to_numpy()[attention_parts(trace, inside, n).closing])
     want = set()
     for c in [*dropped_calls.tolist(), *closing_calls.tolist()]:
         k = int(g.call_start_pt[c])
