@@ -56,6 +56,7 @@ TRACE_BUNDLE = "trace"  # the loaded trace's bundle (read.load)
 PAIRS_BUNDLE = "process_device_pairs"  # the first op of each (process, GPU): analyses.ranks, written by read.load
 PLAIN = "plain"  # exports compressed whole, decompressed (read.compressed): no slot
 PLAIN_KEEP = 8  # decompressed exports kept, the last used (an export can be gigabytes)
+HOLD_PREFIX = ".held-by-"  # beside a decompressed copy: a process that reads it (its pid)
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".old-"
 STALE_TMP_S = 3600  # a temporary folder this old was left by a process that died mid-write
@@ -487,7 +488,7 @@ def slots(root: Path | None = None) -> list[SlotInfo]:
 
 def plain_copies(root: Path) -> list[Path]:
     """The decompressed copies of exports compressed whole (read.compressed)."""
-    return [p for p in (root / PLAIN).glob("*/*") if p.is_file()]
+    return [p for p in (root / PLAIN).glob("*/*") if p.is_file() and not p.name.startswith(HOLD_PREFIX)]
 
 
 def usage(root: Path) -> int:
@@ -502,7 +503,7 @@ def evict(root: Path, keep: Path | None = None) -> None:
         if p.name.startswith((TMP_PREFIX, TRASH_PREFIX)):
             try:
                 if (p.name.startswith(TRASH_PREFIX) or now - p.stat().st_mtime > STALE_TMP_S
-                        or not _alive(p.name[len(TMP_PREFIX):].split("-")[0])):
+                        or not alive(p.name[len(TMP_PREFIX):].split("-")[0])):
                     shutil.rmtree(p, ignore_errors=True)
             except OSError:
                 pass
@@ -520,7 +521,7 @@ def evict(root: Path, keep: Path | None = None) -> None:
         total -= s.bytes
 
 
-def _alive(pid: str) -> bool:
+def alive(pid: str) -> bool:
     """The process that named a temporary folder is still running (it may be writing)."""
     try:
         os.kill(int(pid), 0)

@@ -80,6 +80,7 @@ def plain_export(path: str | os.PathLike) -> Path:
         done = root / key / name
         if done.is_file():
             os.utime(done.parent)  # used now: the last to go
+            _hold(done.parent)
             return done
         try:
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -104,6 +105,7 @@ def plain_export(path: str | os.PathLike) -> Path:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        _hold(root / key)
         _evict(root, keep=root / key)
         return done
     raise TraceError(f"{path}: {kind}-compressed, and no folder could take its decompressed copy ({no_room}); "
@@ -189,9 +191,28 @@ def _decompress(path: Path, kind: str, out: Path) -> None:
             raise _NoRoom(f"{out.parent.parent}: {exc.strerror or exc}") from None
 
 
+def _hold(folder: Path) -> None:
+    """Mark a decompressed copy as read by this process: another process's eviction leaves it while
+    this one runs (it reads the file again later, e.g. a table an analysis asks for first)."""
+    try:
+        (folder / f"{cache.HOLD_PREFIX}{os.getpid()}").touch()
+    except OSError:
+        pass
+
+
+def _held_elsewhere(folder: Path) -> bool:
+    """Another running process reads this copy (its hold mark names a live process not this one)."""
+    mine = f"{cache.HOLD_PREFIX}{os.getpid()}"
+    try:
+        marks = [m.name for m in folder.glob(f"{cache.HOLD_PREFIX}*")]
+    except OSError:
+        return False
+    return any(m != mine and cache.alive(m[len(cache.HOLD_PREFIX):]) for m in marks)
+
+
 def _evict(root: Path, keep: Path) -> None:
-    """Past KEEP decompressed exports, the least recently used go (and temporary folders left by
-    a process that died mid-write)."""
+    """Past KEEP decompressed exports, the least recently used go, but for those another running
+    process reads (and temporary folders left by a process that died mid-write)."""
     now = time.time()
     done = []
     for d in root.iterdir():
@@ -199,7 +220,7 @@ def _evict(root: Path, keep: Path) -> None:
             if d.name.startswith(cache.TMP_PREFIX):
                 if now - d.stat().st_mtime > cache.STALE_TMP_S:
                     shutil.rmtree(d, ignore_errors=True)
-            elif d != keep:
+            elif d != keep and not _held_elsewhere(d):
                 done.append((d.stat().st_mtime, d))
         except OSError:
             continue

@@ -66,7 +66,7 @@ def test_a_compressed_export_answers_as_the_plain_one(tmp_path, opener, suffix):
     # the compressed file only read, nothing written beside it
     assert _state(src.parent) == before
     # its decompressed copy in the cache folder, the file's name without the suffix
-    copies = list((tmp_path / "cache" / cache.PLAIN).glob("*/*"))
+    copies = cache.plain_copies(tmp_path / "cache")
     assert [p.name for p in copies] == ["base.sqlite"]
     assert copies[0].read_bytes() == plain(PAIR).read_bytes()
     # `nsight-tui cache` lists it apart from the cached files, and `cache clear` removes it
@@ -111,12 +111,43 @@ def test_at_most_keep_copies_stay(tmp_path, monkeypatch):
         src.write_bytes(gzip.compress(raw))
         made.append(compressed.plain_export(src))
         os.utime(made[-1].parent, ns=(i * 10**9, i * 10**9))  # used in this order
-    left = sorted((tmp_path / "cache" / cache.PLAIN).glob("*/*"))
+    left = sorted(cache.plain_copies(tmp_path / "cache"))
     assert len(left) == compressed.KEEP
     assert made[-1] in left and made[0] not in left
     # `nsight-tui cache clear` takes them too
     n, size = cache.clear(tmp_path / "cache")
     assert size >= compressed.KEEP * len(raw) and not (tmp_path / "cache" / cache.PLAIN).exists()
+
+
+def test_a_copy_another_running_process_reads_stays(tmp_path, monkeypatch):
+    """Two processes on many compressed exports: one's eviction must not take a copy the other still
+    reads (it opens the file again for a table read on first use: "no such file" mid-analysis). A copy
+    marked by a live process other than this one stays past KEEP; one marked by a process that has
+    ended goes as before."""
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+    raw = _tiny_export(tmp_path / "tiny.sqlite").read_bytes()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as other:
+        try:
+            made = []
+            for i in range(2):
+                src = tmp_path / f"held{i}.sqlite.gz"
+                src.write_bytes(gzip.compress(raw))
+                made.append(compressed.plain_export(src))
+                os.utime(made[-1].parent, ns=(i, i))  # the least recently used
+            (made[0].parent / f"{cache.HOLD_PREFIX}{other.pid}").touch()
+            (made[1].parent / f"{cache.HOLD_PREFIX}{ended}").touch()
+            for i in range(compressed.KEEP + 3):
+                src = tmp_path / f"t{i}.sqlite.gz"
+                src.write_bytes(gzip.compress(raw))
+                compressed.plain_export(src)
+            left = cache.plain_copies(tmp_path / "cache")
+            assert made[0] in left and made[1] not in left
+            assert len(left) == compressed.KEEP + 1
+        finally:
+            other.kill()
 
 
 def test_without_the_cache_the_copy_goes_with_the_process(tmp_path):
