@@ -89,6 +89,11 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "attnmed512": ("medium_ctx512_b8_async", "medium_ctx512_fused_b8_async", ("fix:unfused-attention",), "unfused-attention"),
     "attn2048bf16": ("small_ctx2048_bf16_tf32_async", "small_ctx2048_bf16_tf32_fused_async", ("fix:unfused-attention",),
                      "unfused-attention"),
+    # held out after the fp32 SDPA's factor over TF32 GEMMs was set (FP32_SDPA_OVER_TF32)
+    "attnmed512tf32": ("medium_ctx512_tf32_b8_async", "medium_ctx512_tf32_fused_b8_async", ("fix:unfused-attention",),
+                       "unfused-attention"),
+    "attn2048tf32": ("small_ctx2048_tf32_async", "small_ctx2048_tf32_fused_async", ("fix:unfused-attention",),
+                     "unfused-attention"),
     "attnmed512k": ("medium_ctx512_b8_async", "medium_ctx512_fused_b8_async", ("kernels-from:{twin}",), ""),
     "attn2048bf16k": ("small_ctx2048_bf16_tf32_async", "small_ctx2048_bf16_tf32_fused_async", ("kernels-from:{twin}",), ""),
 }

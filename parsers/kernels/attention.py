@@ -39,6 +39,7 @@ class AttentionParts:
     passes: np.ndarray
     closing: np.ndarray
     layout: np.ndarray
+    gemms: np.ndarray  # its matmuls: Q·Kᵀ and P·V; in the backward dV, dP, dQ and dK
 
 
 def attention_passes(trace, inside: np.ndarray, n_steps: int) -> np.ndarray:
@@ -67,7 +68,7 @@ def attention_parts(trace, inside: np.ndarray, n_steps: int) -> AttentionParts:
     ops = trace.ops
     work = device_work_ops(trace) & inside
     empty = np.zeros(0, np.int64)
-    none = AttentionParts(empty, empty, empty)
+    none = AttentionParts(empty, empty, empty, empty)
     if not (work & (ops["kind"].to_numpy() == KERNEL)).any():
         return none
     fam = np.asarray(name_families(trace))[ops["name"].to_numpy()]
@@ -105,6 +106,7 @@ def attention_parts(trace, inside: np.ndarray, n_steps: int) -> AttentionParts:
     copy = _is_copy(trace)[ops["name"].to_numpy()[pos]] & ~gemm & ~between
     backward = np.array(["backward" in trace.op_names[c].lower() for c in ops["name"].to_numpy()[pos[soft]]], bool)
     layout = np.zeros(len(pos), bool)
+    matmul = np.zeros(len(pos), bool)
 
     def run(j: int, step: int, g: int) -> None:  # the copies from j on, one way, on stream group g
         while 0 <= j < len(pos) and copy[j] and group[j] == g:
@@ -118,4 +120,6 @@ def attention_parts(trace, inside: np.ndarray, n_steps: int) -> AttentionParts:
             b += int(b + 1 < len(pos) and gemm[b + 1] and group[b + 1] == g)
             run(b + 1, 1, g)
         run(a - 1, -1, g)
-    return AttentionParts(np.sort(pos[between]), np.unique(pos[n]), np.sort(pos[layout]))
+        matmul[[a, b]] = True
+    matmul[p] = matmul[n] = True
+    return AttentionParts(np.sort(pos[between]), np.unique(pos[n]), np.sort(pos[layout]), np.sort(pos[matmul]))

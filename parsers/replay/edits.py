@@ -32,10 +32,11 @@
     graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
     attention[:RANGE]     attention written out (a score GEMM, passes over the scores, a GEMM;
                           kernels.attention finds them by their order) launched inside RANGE
-                          (default: the step) as one fused kernel: the passes gone with their
-                          launches and, centrally, the framework's work before them and before
-                          each attention's closing GEMM (one op left); the GEMMs kept, standing
-                          for the fused kernel's matmuls
+                          (default: the step) as one fused kernel: the passes and the copies its
+                          matmuls make of their operands and gradients gone with their launches
+                          and, centrally, the framework's work before the passes and before each
+                          attention's closing GEMM (one op left); the GEMMs kept, standing for
+                          the fused kernel's matmuls
     pin[:RANGE]           the pageable host<->device copies launched inside RANGE (default: the
                           step) from pinned memory with non_blocking=True: a host-to-device copy's
                           call returns after its enqueue, each copy at a pinned copy's rate (_pin,
@@ -748,6 +749,14 @@ def _refuse_if_graphed(g: Graph, e: Edit, o_api: np.ndarray, span_of_op: np.ndar
                         f"({len(spans):,} spans, one cudaGraphLaunch each): nothing to graph")
 
 
+# PyTorch's fp32 scaled_dot_product_attention (its memory-efficient kernels) does not use TF32: on an H200
+# its forward and backward kernels took 2.18x the time of the six TF32 GEMMs per layer they replace (GPT-2
+# small, ctx 1024, batch 8: sample_traces/async/h200_twins, the manual capture and its fused twin; 2.25 at
+# ctx 512), tests/core/test_attention_passes.py recomputing it in SQL. At fp32 without TF32 the GEMMs run
+# on the CUDA cores too and stand for the fused kernels as they ran (0.90x there).
+FP32_SDPA_OVER_TF32 = 2.2
+
+
 def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     """`attention[:RANGE]`: each attention written out, launched inside RANGE (default: the step), as
     one fused kernel (F.scaled_dot_product_attention). Its passes over the scores (kernels.attention:
@@ -755,8 +764,8 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     backward) and the copies its matmuls need (their operands and gradients made contiguous: the
     layout copies) are dropped with the calls that launched them; the GEMMs stay as measured,
     standing for the fused kernel's own matmuls (it does their work without writing the scores; a
-    causal one skips the masked half; an fp32 SDPA does not use TF32 and takes longer than TF32
-    GEMMs: docs/whatif.md, "Held out: attention"). On the CPU the attention becomes one op: the
+    causal one skips the masked half), but where they ran as TF32 an fp32 SDPA, which does not use
+    TF32, takes FP32_SDPA_OVER_TF32 times their time (central; as they ran at the other end). On the CPU the attention becomes one op: the
     framework's work that made each dropped pass and each attention's closing GEMM (the host time
     since its thread's previous launching call: the op's Python and dispatch, _host_before) goes too,
     centrally, as the fused program never calls those ops; the opening GEMM's stays, standing for the
@@ -790,20 +799,26 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     host_ns = int(g.delta_ns[before[steps[before]]].sum()) // n_steps
     gpu_ns = int(g.op_dur[passes].sum())
     layout_ns = int(g.op_dur[parts.layout].sum())
-    names = {g.trace.op_names[c] for c in g.trace.ops["name"].to_numpy()[closing]}
+    names = {g.trace.op_names[c] for c in g.trace.ops["name"].to_numpy()[parts.gemms]}
     tf32 = any((decode_gemm(n) or {}).get("math_type") == "tf32" for n in names)
+    matmul_ns = int(g.op_dur[parts.gemms].sum())
+    if tf32:
+        # PyTorch's fp32 fused attention does not use TF32: its kernels take FP32_SDPA_OVER_TF32 times the
+        # TF32 GEMMs they stand for (central and the far end); the near end keeps the GEMMs as they ran
+        for plan in (ed.mid, ed.high):
+            plan.op_dur[parts.gemms] = np.round(plan.op_dur[parts.gemms] * FP32_SDPA_OVER_TF32).astype(np.int64)
     ed.applied.append(Applied(
         e.text, f"{len(passes):,} passes over the attention scores (the kernels and device copies between the "
         f"score GEMM and the GEMM after it, around a softmax, forward and backward, launched inside {where!r}) "
         f"dropped, {gpu_ns / 1e6:,.2f} ms of GPU time, and {len(parts.layout):,} copies its matmuls make of their "
-        f"operands and gradients, {layout_ns / 1e6:,.2f} ms; {len(calls):,} launch calls with them; the GEMMs "
-        "kept, standing for the fused kernel's matmuls",
+        f"operands and gradients, {layout_ns / 1e6:,.2f} ms; {len(calls):,} launch calls with them; its "
+        f"{len(parts.gemms):,} GEMMs ({matmul_ns / 1e6:,.2f} ms) kept, standing for the fused kernel's matmuls",
         f"the attention is one op on the CPU: the framework's work before each dropped launch and each attention's "
         f"closing GEMM (the ops the fused program does not call: {host_ns / 1e6:,.2f} ms of host time a step) goes, "
         "central; the opening GEMM's stays for the fused op's; between gone and kept"
-        + ("; its GEMMs ran as TF32 on tensor cores, and PyTorch's fp32 fused attention does not use TF32: its "
-           "kernels take longer than the GEMMs they replace (2.2x on an H200, docs/whatif.md \"Held out: "
-           "attention\"): at fp32 SDPA saves less than this" if tf32 else "")))
+        + (f"; its GEMMs ran as TF32 on tensor cores, and PyTorch's fp32 fused attention does not use TF32: the fused "
+           f"kernels take x{FP32_SDPA_OVER_TF32} the GEMMs' time (an H200's, the committed twin; docs/whatif.md "
+           "\"Held out: attention\"), central; as fast as the GEMMs at the other end" if tf32 else "")))
 
 
 def _host_before(g: Graph, calls: np.ndarray) -> np.ndarray:

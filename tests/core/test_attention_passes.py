@@ -13,6 +13,7 @@ from conftest import SAMPLES
 from helpers.xz_samples import plain
 
 from nsight_tui.parsers.kernels.attention import WINDOW, attention_parts, attention_passes
+from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay import edits as edit_mod
 from nsight_tui.parsers.replay.edits import EditError
@@ -332,3 +333,51 @@ def test_the_edit_says_fp32_sdpa_does_not_use_tf32_where_the_gemms_did(path):
     ed = edit_mod.apply(g, sr, [edit_mod.parse("attention")])
     assert ("does not use TF32" in ed.applied[0].assumption) is tf32
     assert tf32 is (path.name == "small_ctx512_tf32_b8_async.sqlite.xz")
+
+
+H200 = SAMPLES / "async" / "h200_twins"
+# Per iteration (the NVTX warmup_N and step_N ranges, counted): the GEMM kernels' time and the fused
+# attention kernels' time, by their names
+PER_ITERATION_GEMM_SQL = """
+SELECT (SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName
+        WHERE lower(s.value) LIKE '%gemm%' OR lower(s.value) LIKE 'nvjet%' OR lower(s.value) LIKE '%splitkreduce%'),
+       (SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName
+        WHERE lower(s.value) LIKE '%fmha%' OR lower(s.value) LIKE '%flash%'),
+       (SELECT count(*) FROM NVTX_EVENTS n LEFT JOIN StringIds t ON t.id = n.textId
+        WHERE coalesce(n.text, t.value) LIKE 'step!_%' ESCAPE '!' OR coalesce(n.text, t.value) LIKE 'warmup!_%' ESCAPE '!')"""
+
+
+def test_fp32_sdpa_over_tf32_gemms_is_the_committed_twins():
+    """FP32_SDPA_OVER_TF32, recomputed in SQL: the fused capture's attention kernels a iteration over the
+    GEMM time a iteration the manual capture runs and the fused one does not (the six TF32 GEMMs a
+    layer the fused kernels replace; the two captures' other GEMMs are the same)."""
+    manual, fused = plain(H200 / "small_ctx1024_tf32_b8_async.sqlite.xz"), plain(H200 / "small_ctx1024_tf32_fused_b8_async.sqlite.xz")
+    with sqlite3.connect(f"{manual.resolve().as_uri()}?mode=ro", uri=True) as con:
+        gemm_m, attn_m, n_m = con.execute(PER_ITERATION_GEMM_SQL).fetchone()
+    with sqlite3.connect(f"{fused.resolve().as_uri()}?mode=ro", uri=True) as con:
+        gemm_f, attn_f, n_f = con.execute(PER_ITERATION_GEMM_SQL).fetchone()
+    assert attn_m is None and attn_f > 0
+    ratio = (attn_f / n_f) / (gemm_m / n_m - gemm_f / n_f)
+    assert ratio == pytest.approx(edit_mod.FP32_SDPA_OVER_TF32, abs=0.05)
+
+
+def test_the_edit_times_tf32_gemms_as_fp32_sdpa():
+    """On the TF32 manual capture: the attention's GEMMs (six a layer and step, SQL's count of the
+    GEMMs the fused twin does not run) take FP32_SDPA_OVER_TF32 their time in the central and far plans
+    and their own in the near one; on the fp32 capture without TF32 they keep theirs everywhere."""
+    for name, tf32 in (("small_ctx1024_tf32_b8_async", True), ("small_ctx1024_b8_async", False)):
+        trace = load_trace(plain(H200 / f"{name}.sqlite.xz"))
+        g, sr = graph_of(trace)
+        ed = edit_mod.apply(g, sr, [edit_mod.parse("attention")])
+        gemm = (np.asarray(name_families(trace))[trace.ops["name"].to_numpy()] == "gemm")
+        scaled = gemm & (ed.mid.op_dur != g.op_dur)
+        if not tf32:
+            assert not scaled.any()
+            continue
+        with sqlite3.connect(f"{trace.path.resolve().as_uri()}?mode=ro", uri=True) as con:
+            text = con.execute("SELECT coalesce(n.text, t.value) v FROM NVTX_EVENTS n LEFT JOIN StringIds t ON t.id = n.textId "
+                               "WHERE v LIKE 'nsight-tui:config %'").fetchone()[0]
+        config = json.loads(text.split(" ", 1)[1])
+        assert scaled.sum() == 6 * config["n_layers"] * sr.n_steps
+        assert (ed.mid.op_dur[scaled] == np.round(g.op_dur[scaled] * edit_mod.FP32_SDPA_OVER_TF32)).all()
+        assert (ed.high.op_dur[scaled] == ed.mid.op_dur[scaled]).all() and (ed.low.op_dur[scaled] == g.op_dur[scaled]).all()
