@@ -34,12 +34,12 @@ class AttentionParts:
     """Positions (rows of trace.ops, in trace order) of unfused attention's work that a fused kernel
     does not do: `passes` over the scores, between each attention's two GEMMs; `closing`, the GEMM
     after its passes (P·V in the forward, dQ in the backward); `layout`, the copies its matmuls need
-    (below)."""
+    (attention_parts); `gemms`, its matmuls (Q·Kᵀ and P·V; in the backward dV, dP, dQ and dK)."""
 
     passes: np.ndarray
     closing: np.ndarray
     layout: np.ndarray
-    gemms: np.ndarray  # its matmuls: Q·Kᵀ and P·V; in the backward dV, dP, dQ and dK
+    gemms: np.ndarray
 
 
 def attention_passes(trace, inside: np.ndarray, n_steps: int) -> np.ndarray:

@@ -16,9 +16,8 @@
                           host time between the launches are assumptions)
     kernels-from:TWIN     kernel and device-to-device copy durations from another capture,
                           matched by their sequence; its collectives where the twin launched
-                          them (another DDP bucket size); the
-                          host time around each changed kernel's launch from the twin, at this
-                          capture's CPU pace (stretches.py)
+                          them (another DDP bucket size); the host time around each changed
+                          kernel's launch from the twin, at this capture's CPU pace (stretches.py)
     nosync[:RANGE]        the blocking syncs inside RANGE (default: the step) no longer block;
                           nosync:CALL (a CUDA call's name, e.g. cudaStreamSynchronize): those
                           blocking calls inside the steps
@@ -765,12 +764,13 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     layout copies) are dropped with the calls that launched them; the GEMMs stay as measured,
     standing for the fused kernel's own matmuls (it does their work without writing the scores; a
     causal one skips the masked half), but where they ran as TF32 an fp32 SDPA, which does not use
-    TF32, takes FP32_SDPA_OVER_TF32 times their time (central; as they ran at the other end). On the CPU the attention becomes one op: the
-    framework's work that made each dropped pass and each attention's closing GEMM (the host time
-    since its thread's previous launching call: the op's Python and dispatch, _host_before) goes too,
-    centrally, as the fused program never calls those ops; the opening GEMM's stays, standing for the
-    fused op's own, and so does the host time around a layout copy (the matmul op's own dispatch,
-    which launches it). The range's other end keeps that host time."""
+    TF32, takes FP32_SDPA_OVER_TF32 times their time (central; as they ran at the other end). On the
+    CPU the attention becomes one op: the framework's work that made each dropped pass and each
+    attention's closing GEMM (the host time since its thread's previous launching call: the op's
+    Python and dispatch, _host_before) goes too, centrally, as the fused program never calls those
+    ops; the opening GEMM's stays, standing for the fused op's own, and so does the host time around a
+    layout copy (the matmul op's own dispatch, which launches it). The range's other end keeps that
+    host time."""
     from nsight_tui.parsers.kernels.attention import attention_parts
 
     o_api, launched, pids = _op_launches(g)
