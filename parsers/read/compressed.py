@@ -201,13 +201,21 @@ def _hold(folder: Path) -> None:
 
 
 def _held_elsewhere(folder: Path) -> bool:
-    """Another running process reads this copy (its hold mark names a live process not this one)."""
+    """Another running process reads this copy (its hold mark names a live process not this one);
+    the marks of processes that have ended go."""
     mine = f"{cache.HOLD_PREFIX}{os.getpid()}"
+    held = False
     try:
-        marks = [m.name for m in folder.glob(f"{cache.HOLD_PREFIX}*")]
+        for m in folder.glob(f"{cache.HOLD_PREFIX}*"):
+            if m.name == mine:
+                continue
+            if cache.alive(m.name[len(cache.HOLD_PREFIX):]):
+                held = True
+            else:
+                m.unlink(missing_ok=True)
     except OSError:
-        return False
-    return any(m != mine and cache.alive(m[len(cache.HOLD_PREFIX):]) for m in marks)
+        return held
+    return held
 
 
 def _evict(root: Path, keep: Path) -> None:

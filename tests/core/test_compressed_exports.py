@@ -139,6 +139,7 @@ def test_a_copy_another_running_process_reads_stays(tmp_path, monkeypatch):
                 os.utime(made[-1].parent, ns=(i, i))  # the least recently used
             (made[0].parent / f"{cache.HOLD_PREFIX}{other.pid}").touch()
             (made[1].parent / f"{cache.HOLD_PREFIX}{ended}").touch()
+            (made[0].parent / f"{cache.HOLD_PREFIX}{ended}").touch()  # ended: goes, the live mark keeps it
             for i in range(compressed.KEEP + 3):
                 src = tmp_path / f"t{i}.sqlite.gz"
                 src.write_bytes(gzip.compress(raw))
@@ -146,6 +147,9 @@ def test_a_copy_another_running_process_reads_stays(tmp_path, monkeypatch):
             left = cache.plain_copies(tmp_path / "cache")
             assert made[0] in left and made[1] not in left
             assert len(left) == compressed.KEEP + 1
+            # an ended process's mark goes from the copies that stay
+            marks = {m.name for m in (tmp_path / "cache" / cache.PLAIN).glob(f"*/{cache.HOLD_PREFIX}*")}
+            assert f"{cache.HOLD_PREFIX}{other.pid}" in marks and f"{cache.HOLD_PREFIX}{ended}" not in marks
         finally:
             other.kill()
 
