@@ -750,9 +750,10 @@ def _refuse_if_graphed(g: Graph, e: Edit, o_api: np.ndarray, span_of_op: np.ndar
 
 # PyTorch's fp32 scaled_dot_product_attention (its memory-efficient kernels) does not use TF32: on an H200
 # its forward and backward kernels took 2.18x the time of the six TF32 GEMMs per layer they replace (GPT-2
-# small, ctx 1024, batch 8: sample_traces/async/h200_twins, the manual capture and its fused twin; 2.25 at
-# ctx 512), tests/core/test_attention_passes.py recomputing it in SQL. At fp32 without TF32 the GEMMs run
-# on the CUDA cores too and stand for the fused kernels as they ran (0.90x there).
+# small, ctx 1024, batch 8: sample_traces/async/h200_twins' manual capture and its fused twin in
+# sample_traces/replay/attention; 2.25 at ctx 512), tests/core/test_attention_passes.py recomputing it in
+# SQL. At fp32 without TF32 the GEMMs run on the CUDA cores too and stand for the fused kernels as they
+# ran (0.90x there).
 FP32_SDPA_OVER_TF32 = 2.2
 
 

@@ -133,7 +133,7 @@ def test_sample_traces_stay_small():
     # two edge cases xz'd (edge_deep, edge_duplicate: 0.41 MB less): 59.46 MB.
     # Then transformers' Trainer with eager attention (0.37 MB: attention found by kernel order on a model
     # nobody here wrote), made room for by the last four edge cases xz'd (0.77 MB less): 59.07 MB.
-    # Then the fused-attention twin of the H200 ctx 1024 TF32 capture (0.25 MB: the one pair that sets
+    # Then the fused-attention twin of the H200 ctx 1024 TF32 capture (replay/attention, 0.25 MB: the one pair that sets
     # how much longer fp32 SDPA takes than TF32 GEMMs, recomputed in SQL): 59.32 MB.
     # The tool reads .sqlite.xz as it is; only small_ctx128.sqlite (the README's first command) stays plain.
     assert total < 59_600_000

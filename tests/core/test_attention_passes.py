@@ -351,7 +351,8 @@ def test_fp32_sdpa_over_tf32_gemms_is_the_committed_twins():
     """FP32_SDPA_OVER_TF32, recomputed in SQL: the fused capture's attention kernels a iteration over the
     GEMM time a iteration the manual capture runs and the fused one does not (the six TF32 GEMMs a
     layer the fused kernels replace; the two captures' other GEMMs are the same)."""
-    manual, fused = plain(H200 / "small_ctx1024_tf32_b8_async.sqlite.xz"), plain(H200 / "small_ctx1024_tf32_fused_b8_async.sqlite.xz")
+    manual = plain(H200 / "small_ctx1024_tf32_b8_async.sqlite.xz")
+    fused = plain(SAMPLES / "replay" / "attention" / "small_ctx1024_tf32_fused_b8_async.sqlite.xz")
     with sqlite3.connect(f"{manual.resolve().as_uri()}?mode=ro", uri=True) as con:
         gemm_m, attn_m, n_m = con.execute(PER_ITERATION_GEMM_SQL).fetchone()
     with sqlite3.connect(f"{fused.resolve().as_uri()}?mode=ro", uri=True) as con:
