@@ -324,7 +324,7 @@ TF32_GEMM_SQL = ("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringI
                                   SAMPLES / "async" / "small_ctx512_b8_async.sqlite.xz"], ids=["tf32", "fp32"])
 def test_the_edit_says_fp32_sdpa_does_not_use_tf32_where_the_gemms_did(path):
     """Where the capture's GEMMs ran as TF32 (their names, by SQL) the edit's assumption says that the
-    fp32 fused attention does not use TF32 and so saves less; where they did not, it says nothing of it."""
+    fp32 fused attention does not use TF32 (and takes longer than them); where they did not, nothing of it."""
     plain_path = plain(path)
     with sqlite3.connect(f"{plain_path.resolve().as_uri()}?mode=ro", uri=True) as con:
         tf32 = con.execute(TF32_GEMM_SQL).fetchone()[0] > 0
@@ -348,8 +348,8 @@ SELECT (SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN Strin
 
 
 def test_fp32_sdpa_over_tf32_gemms_is_the_committed_twins():
-    """FP32_SDPA_OVER_TF32, recomputed in SQL: the fused capture's attention kernels a iteration over the
-    GEMM time a iteration the manual capture runs and the fused one does not (the six TF32 GEMMs a
+    """FP32_SDPA_OVER_TF32, recomputed in SQL: the fused capture's attention kernels an iteration over the
+    GEMM time an iteration the manual capture runs and the fused one does not (the six TF32 GEMMs a
     layer the fused kernels replace; the two captures' other GEMMs are the same)."""
     manual = plain(H200 / "small_ctx1024_tf32_b8_async.sqlite.xz")
     fused = plain(SAMPLES / "replay" / "attention" / "small_ctx1024_tf32_fused_b8_async.sqlite.xz")
@@ -363,9 +363,9 @@ def test_fp32_sdpa_over_tf32_gemms_is_the_committed_twins():
 
 
 def test_the_edit_times_tf32_gemms_as_fp32_sdpa():
-    """On the TF32 manual capture: the attention's GEMMs (six a layer and step, SQL's count of the
-    GEMMs the fused twin does not run) take FP32_SDPA_OVER_TF32 their time in the central and far plans
-    and their own in the near one; on the fp32 capture without TF32 they keep theirs everywhere."""
+    """On the TF32 manual capture: the attention's GEMMs (six a layer and step: Q·Kᵀ, P·V, dV, dP, dQ,
+    dK, for the config's layers) take FP32_SDPA_OVER_TF32 their time in the central and far plans and
+    their own in the near one; on the fp32 capture without TF32 they keep theirs everywhere."""
     for name, tf32 in (("small_ctx1024_tf32_b8_async", True), ("small_ctx1024_b8_async", False)):
         trace = load_trace(plain(H200 / f"{name}.sqlite.xz"))
         g, sr = graph_of(trace)
