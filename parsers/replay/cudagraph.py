@@ -75,12 +75,6 @@ def segment_ends(chainable: np.ndarray, stream: np.ndarray) -> np.ndarray:
     return last[np.cumsum(starts) - 1]
 
 
-def chainable_ops(trace) -> np.ndarray:
-    """Per trace.ops row: a node a graph chains into its segment (a kernel or a device-to-device
-    copy: transformers' decode graphs with a device copy first start as late as without)."""
-    return device_work_ops(trace)
-
-
 # The lead: the committed decode twin's graph (sample_traces/replay/graph_decode/decode_graph, H200:
 # one 326-node segment, 24 launches after the first): first node - the call's return, min/median/max.
 DECODE_TWIN_LEAD_NS = (3_638, 4_618, 6_011)
@@ -168,7 +162,9 @@ def read_timing(trace, known: GraphTiming) -> GraphTiming | None:
     a_start, a_end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
     o_start, o_end = ops["start"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
     o_stream, o_name = ops["stream"].to_numpy(np.int64), ops["name"].to_numpy(np.int64)
-    chain = chainable_ops(trace)
+    # a segment chains kernels and device-to-device copies (transformers' decode graphs with a device
+    # copy first start as late as without)
+    chain = device_work_ops(trace)
     after_return, walked, gap, per_node = [], [], [], []
     seen: set[tuple[int, int]] = set()
     for nodes in launches:

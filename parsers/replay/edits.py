@@ -67,12 +67,12 @@ from pathlib import Path
 import numpy as np
 
 from nsight_tui.parsers.exception import NsightError
-from nsight_tui.parsers.kernels.families import FAMILY_KEYS, name_families
+from nsight_tui.parsers.kernels.families import FAMILY_KEYS, device_work_ops, name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, stretches
-from nsight_tui.parsers.replay.cudagraph import chainable_ops, graph_launch_calls, graph_timing, segment_ends
+from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing, segment_ends
 from nsight_tui.parsers.replay.graph import (HANDOFF_MIN_PAUSE_NS, Graph, build, calls_launching_only,
                                              inside_calls)
 from nsight_tui.parsers.replay.simulate import Plan
@@ -709,7 +709,7 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         m = ops_in & (o_pid == pid) & (launch_t >= s) & (launch_t <= t_end)
         span_of_op[m & (span_of_op < 0)] = si
     _refuse_if_graphed(g, e, o_api, span_of_op)
-    chain = chainable_ops(g.trace)
+    chain = device_work_ops(g.trace)
     o_stream, o_start = g.trace.ops["stream"].to_numpy(np.int64), g.trace.ops["start"].to_numpy(np.int64)
     for end, (plan, gap, per_node) in enumerate(zip(ed.plans, timing.node_gap_ns, timing.cpu_per_node_ns)):
         plan.delta_ns[sel] = 0
@@ -941,7 +941,7 @@ def _work_order(trace) -> dict[int, np.ndarray]:
     attention's copy of the scores: 4.5 ms a step at ctx 1024, gone with SDPA), so a twin's program
     without them replays without their time."""
     ops = trace.ops
-    kern = np.flatnonzero(chainable_ops(trace))
+    kern = np.flatnonzero(device_work_ops(trace))
     o_api = ops["api"].to_numpy(np.int64)[kern]
     a_start = trace.api["start"].to_numpy(np.int64)
     t = np.where(o_api >= 0, a_start[np.maximum(o_api, 0)] if len(a_start) else 0, ops["start"].to_numpy(np.int64)[kern])

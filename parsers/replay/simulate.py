@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nsight_tui.parsers.read.ids import GRAPH
-from nsight_tui.parsers.replay.cudagraph import chainable_ops, graph_launch_ops, graph_timing, segment_ends
+from nsight_tui.parsers.kernels.families import device_work_ops
+from nsight_tui.parsers.replay.cudagraph import graph_launch_ops, graph_timing, segment_ends
 from nsight_tui.parsers.replay.graph import Graph
 
 NEG = -(1 << 62)
@@ -79,7 +80,7 @@ class Plan:
         launches = graph_launch_ops(g.trace)
         if launches:
             timing = graph_timing(g.trace)
-            chain, stream = chainable_ops(g.trace), g.trace.ops["stream"].to_numpy(np.int64)
+            chain, stream = device_work_ops(g.trace), g.trace.ops["stream"].to_numpy(np.int64)
             whole = g.trace.ops["kind"].to_numpy() == GRAPH
             for nodes in launches:
                 plan.op_launch_off[nodes] = timing.node_offsets_ns(1, segment_ends(chain[nodes], stream[nodes]))
