@@ -129,7 +129,8 @@ def test_a_copy_another_running_process_reads_stays(tmp_path, monkeypatch):
     raw = _tiny_export(tmp_path / "tiny.sqlite").read_bytes()
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                            check=True).stdout.strip()
-    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as other:
+    # alive until its stdin closes: no clock decides when it ends
+    with subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE) as other:
         try:
             made = []
             for i in range(2):
@@ -151,7 +152,8 @@ def test_a_copy_another_running_process_reads_stays(tmp_path, monkeypatch):
             marks = {m.name for m in (tmp_path / "cache" / cache.PLAIN).glob(f"*/{cache.HOLD_PREFIX}*")}
             assert f"{cache.HOLD_PREFIX}{other.pid}" in marks and f"{cache.HOLD_PREFIX}{ended}" not in marks
         finally:
-            other.kill()
+            assert other.stdin is not None
+            other.stdin.close()
 
 
 def test_without_the_cache_the_copy_goes_with_the_process(tmp_path):
