@@ -59,6 +59,18 @@ class Profile:
         """Load the export at `path`. TraceError (one line) for a missing, unreadable or foreign file."""
         return cls(load_trace(path, progress), options)
 
+    @classmethod
+    def open_ranks(cls, folder: str | Path, options: Options | None = None,
+                   progress: Callable[[float, str], None] | None = None) -> Profile:
+        """A folder of one run's per-rank exports (`nsys profile --output report_%q{RANK}`) as one
+        trace on one clock, each file moved by its session start (read.rank_merge), so `whatif`
+        replays the ranks coupled through their collectives as in one export holding every rank.
+        A plain export opens as `open` does. TraceError (one line) for a folder of exports that are
+        not one run's ranks, or files without a session start time."""
+        from nsight_tui.parsers.read.rank_merge import load_export
+
+        return cls(load_export(folder, progress), options)
+
     def with_options(self, options: Options) -> Profile:
         """The same loaded trace, read with other options (another attribution, other roofs)."""
         return Profile(self.trace, options)
@@ -135,17 +147,20 @@ class Profile:
         measured and replayed step (ns, the period on each timeline), the predicted step with its
         low..high (ns), the saving (ns per step), what holds the step (its critical path, ns per step)
         and the GPU idle split (ns per step). `load`: how a `kernels-from:` twin is read (default: from
-        its path). `ncu`: a join already made (`ncu()`), else the options' ncu_file is joined where a
-        `fix:` needs the findings (occupancy-limited reads it). EditError (an NsightError) for an edit
-        that cannot apply or a capture with no step."""
+        its path: an export, or a folder of per-rank exports as `open_ranks` reads it). `ncu`: a join
+        already made (`ncu()`), else the options' ncu_file is joined where a `fix:` needs the findings
+        (occupancy-limited reads it). EditError (an NsightError) for an edit that cannot apply or a
+        capture with no step."""
         from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
         from nsight_tui.parsers.replay.predict import predict
 
         fixing = any(getattr(e, "kind", str(e).partition(":")[0]) == "fix" for e in edits)
         if ncu is None and fixing and self.options.ncu_file:
             ncu = self.ncu()
+        from nsight_tui.parsers.read.rank_merge import load_export
+
         wanted = resolve_fixes(self.trace, list(edits), self.options.attribution, ncu)
-        return predict(self.trace, wanted, **({"load": load} if load is not None else {}))
+        return predict(self.trace, wanted, load=load or load_export)
 
     def ranks(self) -> RunRanks:
         """Per rank (process x GPU): step period, compute, communication and overlap (ns)."""

@@ -5,7 +5,8 @@ EDITs: speed:PATTERN[@RANGE]=K (or =K1..K2, =K1..KC..K2: a range), drop:PATTERN[
 fuse:P1+P2+...[@RANGE[,N+][,<DURATION]], kernels-from:TWIN.sqlite,
 nosync[:RANGE|CALL], nohost[:RANGE|DURATION], workers:N, graph[:RANGE], attention[:RANGE], pin[:RANGE],
 fix:FINDING_ID (parsers/replay/edits.py).
-With none, the unchanged replay against the measured step."""
+With none, the unchanged replay against the measured step. TRACE may be a folder of one run's
+per-rank exports: replayed as one trace, the ranks coupled through their collectives."""
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,8 @@ HELP = "replay the captured step with edits (speed:, drop:, fuse:, kernels-from:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", help="the export (.sqlite)")
+    parser.add_argument("trace", help="the export (.sqlite), or a folder of one run's per-rank exports (NAME_rank0.sqlite, "
+                                      "NAME_rank1.sqlite, ...: replayed as one, on one clock)")
     parser.add_argument("edits", nargs="*", metavar="EDIT",
                         help="speed:PATTERN[@RANGE]=K (or K1..K2, K1..KC..K2: a range, KC its central) | "
                              "drop:PATTERN[@RANGE] | fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] "
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = [path] + ([Path(args.ncu)] if args.ncu else [])
     if args.output != "-":
         output.check_target(args.output, args.force, inputs=inputs)
-    p = Profile.open(path, Options(ncu_file=args.ncu) if args.ncu else None).whatif(edits)
+    p = Profile.open_ranks(path, Options(ncu_file=args.ncu) if args.ncu else None).whatif(edits)
     text = whatif_json_text(p) if args.format == "json" else whatif_markdown(p)
     if args.output == "-":
         output.write_stdout(text)

@@ -89,6 +89,7 @@ class Cache:
         # through its tables asks for the same document once per page
         self.ncu_docs: dict[tuple[Path, Path | None, str], dict] = {}
         self.ranks: dict[str, dict] = {}
+        self.merged: dict[Path, Profile] = {}  # a served folder of per-rank exports as one trace, by its path
         self.sweeps: dict[tuple[str, str], dict] = {}
         self.lock = threading.RLock()  # one computation at a time (the model's caches are not thread-safe)
 
@@ -102,6 +103,13 @@ class Cache:
             self.profiles[served.path] = profile
         opened = self.profiles[served.path]
         return opened if options is None else opened.with_options(options)
+
+    def ranks_profile(self, folder: Path) -> Profile:
+        """A served folder of one run's per-rank exports, loaded once as one trace (Profile.open_ranks)."""
+        if folder not in self.merged:
+            log.info("loading the per-rank exports of %s", folder)
+            self.merged[folder] = Profile.open_ranks(folder)
+        return self.merged[folder]
 
     def trace(self, served: Served) -> Trace:
         return self.profile(served).trace
@@ -511,12 +519,21 @@ def build(served: ServedSet) -> MCPServer:
         lists them; on an export without NVTX, the ranges inferred from its kernels: forward,
         layer_N, prefill, decode, ...); `step`, the default, is the steady-state steps. No edits: the
         unchanged replay against the measured step. E.g. ["speed:gemm=2"], ["nosync", "nohost"],
-        ["fix:launch-bound"]."""
+        ["fix:launch-bound"]. `path` may name a served folder of one run's per-rank exports
+        (NAME_rank0.sqlite, NAME_rank1.sqlite, ...): replayed as one trace on one clock, the ranks
+        coupled through their collectives (`rank_files` says how closely their clocks agree)."""
         from nsight_tui.parsers import NsightError
         from nsight_tui.render.whatif import whatif_json_text
 
-        s = file(path)
         wanted = list(edits or [])
+        if path and served.is_folder(path):
+            _, real = served.folder(path)
+            try:
+                p = cache.ranks_profile(real).whatif(wanted)
+            except NsightError as exc:
+                raise ToolError(str(exc).replace(str(real), path)) from None
+            return _named(A.from_json_text(whatif_json_text(p)), served.folder_files(path))
+        s = file(path)
         # kernels-from names a served file: the twin is read like any other served profile
         twins = {e.partition(":")[2]: file(e.partition(":")[2]) for e in wanted if e.startswith("kernels-from:")}
         report = ncu_file(ncu)

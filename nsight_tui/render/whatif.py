@@ -111,10 +111,36 @@ def alone_line(c) -> str:
     return text
 
 
+def _rank_files(r) -> dict | None:
+    if r is None:
+        return None
+    return {"files": list(r.files), "ranks": list(r.ranks), "clock_offsets_ns": list(r.offsets_ns),
+            "collectives_matched": r.collectives, "collective_end_spread_median_ns": r.median_spread_ns,
+            "collective_end_spread_max_ns": r.max_spread_ns, "renumbered": list(r.renumbered),
+            "clock": "each file's times moved by its session start (TARGET_INFO_SESSION_START_TIME) less the "
+                     "earliest file's; the spread: the last rank's end of a collective they share less the first's"}
+
+
+def rank_files_line(r) -> str:
+    """One sentence: which per-rank exports were replayed as one, and how well their clocks agree."""
+    moved = ", ".join(f"rank {k if k is not None else i} {o / 1e6:+.2f} ms"
+                      for i, (k, o) in enumerate(zip(r.ranks, r.offsets_ns)) if o)
+    text = (f"Ranks: {len(r.files)} per-rank exports replayed as one, on the earliest one's clock, each moved by its "
+            f"session start ({moved or 'all started together'})")
+    if r.collectives:
+        text += (f"; the {r.collectives:,} collectives they share end {r.median_spread_ns / 1e3:,.1f} us apart "
+                 f"across ranks (median; {r.max_spread_ns / 1e3:,.1f} us at most): a collective ends on every rank "
+                 "together, so the clocks agree to about that")
+    else:
+        text += "; no collective found on every rank, so nothing couples them"
+    return text + "".join(f"; renumbered: {n}" for n in r.renumbered)
+
+
 def whatif_dict(p) -> dict:
     return {
         "file": p.path.name,
         "steps": p.steps,
+        "rank_files": _rank_files(p.rank_files),
         "baseline": {"measured_step_ns": p.measured_step_ns, "replayed_step_ns": p.replayed_step_ns,
                      "unlike_median_ns": p.unlike_median_ns,
                      "identity_error": round(p.identity_error, 5), "holds_step": [_holder(h) for h in p.baseline_holders],
@@ -250,6 +276,8 @@ def whatif_markdown(p) -> str:
                f"replayed unchanged {_ms(p.replayed_step_ns)} ms (identity error {p.identity_error * 100:.2f}%).")
     if p.profiler is not None:
         out.append(md(alone_line(p.profiler)) + ".")
+    if p.rank_files is not None:
+        out.append(md(rank_files_line(p.rank_files)) + ".")
     out.append(f"Measured in this capture: launch latency {p.launch_latency_ns / 1e3:.1f} us (median op start - launch "
                f"call start onto an idle stream), queued ops {p.queue_gap_ns} ns apart (median).")
     out.append("")

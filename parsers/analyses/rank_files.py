@@ -15,8 +15,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsight_tui.parsers.read import conventions
-from nsight_tui.parsers.read.compressed import as_plain_name, exports_in
+from nsight_tui.parsers.read import conventions, rank_merge
+from nsight_tui.parsers.read.compressed import as_plain_name
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.analyses.ranks import RankSummary, RunRanks, rank_from_name, run_ranks
 
@@ -38,12 +38,8 @@ def group_rank_files(paths: Sequence[Path]) -> list[RankGroup]:
 
 def rank_files_in(folder: Path) -> RankGroup | None:
     """The folder's exports, if they are the ranks of one run (>= 2 files, one name but the rank)."""
-    files = exports_in(folder)
-    groups = group_rank_files(files)
-    if len(groups) == 1 and len(groups[0].files) >= 2 and all(conventions.split_rank(as_plain_name(p).stem)[1] is not None
-                                                               for p in files):
-        return groups[0]
-    return None
+    files = rank_merge.rank_files(folder)
+    return RankGroup(conventions.split_rank(as_plain_name(files[0]).stem)[0], files) if files else None
 
 
 def summarise_file(path: str) -> list[RankSummary]:

@@ -14,6 +14,7 @@ from nsight_tui.parsers.model.steps import steps_alike, typical_period_ns
 from nsight_tui.parsers.read.bare import ProfilerCost, profiler_cost
 from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.parsers.read.load import Trace, load_trace
+from nsight_tui.parsers.read.rank_merge import MergedRanks, RankFiles
 from nsight_tui.parsers.replay import edits as edit_mod
 from nsight_tui.parsers.replay.critical import Holder, IdleSplit, critical_paths, holders, idle_splits
 from nsight_tui.parsers.replay.edits import Applied, Edit, EditError
@@ -114,6 +115,9 @@ class Prediction:
     # the predicted step where the workers the host work went to set it (`workers:N`), ns; None: they don't
     workers_floor_ns: int | None = None
     moved_host_ns: int = 0  # the host work the nohost edits took off the steps, ns per step
+    # per-rank exports replayed as one (read.rank_merge): the files, their clock offsets and how
+    # closely their shared collectives' ends line up on the one clock; None for one export
+    rank_files: RankFiles | None = None
 
     @property
     def saving_ns(self) -> int:
@@ -367,7 +371,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
         return Prediction(Path(trace.given), int(len(m_periods)), typical_period_ns(m_periods), base.step_ns, err, [],
                           base.step_ns, base.step_ns, base.step_ns, hold, idle, hold, idle, g.launch_latency_ns,
                           g.queue_gap_ns, [], profiler=profiler_cost(trace), clocks_ns=_clocks(base),
-                          unlike_median_ns=_unlike_median(m_periods))
+                          unlike_median_ns=_unlike_median(m_periods), rank_files=_rank_files(trace))
     ed = edited(trace, parsed, load)
     lo, mid, hi = ed.steps_ns(base.step_ns)
     by_edits, by_pace = ed.parts_ns(base.step_ns)
@@ -381,7 +385,11 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
                       ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace,
                       _clocks(ed.mid), _unlike_median(m_periods),
-                      ed.mid.floor_ns if ed.mid.floor_holds else None, ed.moved_host_ns)
+                      ed.mid.floor_ns if ed.mid.floor_holds else None, ed.moved_host_ns, _rank_files(trace))
+
+
+def _rank_files(trace: Trace) -> RankFiles | None:
+    return trace.rank_files if isinstance(trace, MergedRanks) else None
 
 
 def _unlike_median(periods: np.ndarray) -> int | None:

@@ -73,6 +73,7 @@ CALLS: dict[str, tuple[str, dict]] = {
     "ranks_file": ("ranks", {"path": DDP}),
     "whatif": ("whatif", {"path": SMALL, "edits": ["speed:gemm=2", f"kernels-from:{FUSED}"]}),
     "whatif_bad": ("whatif", {"path": SMALL, "edits": ["speed:no_such_kernel=2"]}),
+    "whatif_ranks": ("whatif", {"path": RANK_FOLDER, "edits": ["speed:gemm=2"]}),
     "ranks_folder": ("ranks", {"path": RANK_FOLDER}),
     **{every_page(f"nsys_{r}"): ("nsys_report", {"path": SMALL, "report": r}) for r in REPORTS},
     **{every_page(f"nsys_{r}_nsys"): ("nsys_report", {"path": SMALL, "report": r, "attribution": "nsys"})
@@ -270,6 +271,10 @@ def test_diff_matches_cli(served):
 def test_whatif_matches_cli(served):
     assert served.ok("whatif") == cli_json("whatif", SMALL, "speed:gemm=2", f"kernels-from:{FUSED}")
     assert "no GPU op matches" in served.error("whatif_bad")
+    # a served folder of per-rank exports: replayed as one trace, as `whatif FOLDER` does
+    ranks = served.ok("whatif_ranks")
+    assert ranks == cli_json("whatif", RANK_FOLDER, "speed:gemm=2")
+    assert ranks["rank_files"]["files"] == ["small_ctx128_ddp2_rank0.sqlite.xz", "small_ctx128_ddp2_rank1.sqlite.xz"]
 
 
 def test_ranks_match_cli(served):

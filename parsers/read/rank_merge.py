@@ -1,0 +1,380 @@
+"""The ranks of one run, exported one file each (`nsys profile --output report_%q{RANK}`), as one trace.
+
+Each per-rank export counts time from its own session start; here every file's times move onto the
+earliest file's clock by the difference of their session starts (TARGET_INFO_SESSION_START_TIME,
+the wall clock each nsys read when it started), so the ranks' collectives line up as they would in
+one export holding every rank, and the replay couples them the same way (a collective ends after its
+last member arrives). What would collide between files is renumbered: a process id two files both
+use (containers on several nodes start at the same pids), a GPU id two files both use (GPU 0 of each
+node), kernel and call names (one code per distinct name, across files). Reads a member does on
+first use (short kernel names, launch details, copies with their calls, sync records, memory events)
+go to that member's own file and come back on the merged clock and ids.
+
+What one file cannot know stays as it is: the session starts are the machines' wall clocks, which
+agree to the clock sync between nodes (the same host: one clock). `MergedRanks.rank_files` says how
+far the ends of the collectives the ranks share stand apart on the merged clock: an all-reduce ends
+on every rank within microseconds, so a large spread there is a clock that did not agree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents
+from nsight_tui.parsers.read.gpu_metrics import GpuMetrics
+from nsight_tui.parsers.read.ids import pid_of
+from nsight_tui.parsers.read.load import RunMeta, Trace
+from nsight_tui.parsers.read.sync_events import SyncEvents
+
+PID_SHIFT = 24
+PID_FIELD = 0xFFFFFF << PID_SHIFT
+
+
+@dataclass
+class Member:
+    """One per-rank export inside the merged trace: how its ids and clock were moved."""
+
+    trace: Trace
+    rank: int | None
+    offset_ns: int  # added to each of its times (its session start less the earliest one's)
+    pids: dict[int, int]  # its process id -> the merged one (only those renumbered)
+    devices: dict[int, int]  # its GPU id -> the merged one (only those renumbered)
+    op_names: np.ndarray  # its op name code -> the merged code
+    ops: slice  # its rows among the merged ops
+    api_at: int  # its first call's position among the merged calls
+
+    def gtid(self, values: np.ndarray) -> np.ndarray:
+        """globalTid / globalPid values with renumbered process ids."""
+        out = np.asarray(values, np.int64).copy()
+        for old, new in self.pids.items():
+            hit = pid_of(out) == old
+            out[hit] = (out[hit] & ~PID_FIELD) | (new << PID_SHIFT)
+        return out
+
+    def device(self, values: np.ndarray) -> np.ndarray:
+        out = np.asarray(values).copy()
+        for old, new in self.devices.items():
+            out[np.asarray(values) == old] = new
+        return out
+
+
+@dataclass(frozen=True)
+class RankFiles:
+    """What a merged trace is made of, and how well its one clock lines the ranks up."""
+
+    files: tuple[str, ...]  # the per-rank exports' names, in rank order
+    ranks: tuple[int | None, ...]
+    offsets_ns: tuple[int, ...]  # each file's session start less the earliest one's (ns)
+    collectives: int  # collectives every rank holds, matched by name and order
+    median_spread_ns: int | None  # their ends' spread (last less first) on the merged clock: median, max
+    max_spread_ns: int | None
+    renumbered: tuple[str, ...]  # ids two files both used, renumbered (one line per file)
+
+
+@dataclass
+class MergedRanks(Trace):
+    """Several per-rank exports as one Trace on one clock (module docstring)."""
+
+    members: list[Member] = field(default_factory=list, repr=False)
+
+    renumbered: list[str] = field(default_factory=list, repr=False)
+
+    @cached_property
+    def rank_files(self) -> RankFiles:
+        a = self._alignment()
+        return RankFiles(tuple(m.trace.given.name for m in self.members), tuple(m.rank for m in self.members),
+                         tuple(m.offset_ns for m in self.members), a["collectives"], a["median_spread_ns"],
+                         a["max_spread_ns"], tuple(self.renumbered))
+
+    def _alignment(self) -> dict:
+        """The spread (last less first, ns) of the ends of each collective the ranks share, matched
+        by name and order per rank: median and max over collectives, and how many were matched."""
+        ops = self.ops
+        names = ops["name"].to_numpy()
+        nccl = np.array(["nccl" in n.lower() for n in self.op_names], bool)
+        comm = nccl[names] if len(names) else np.zeros(0, bool)
+        ends: dict[tuple[int, int], list[int]] = {}
+        for m in self.members:
+            seen: dict[int, int] = {}
+            sel = np.flatnonzero(comm[m.ops]) + m.ops.start
+            for o in sel[np.argsort(ops["start"].to_numpy()[sel], kind="stable")]:
+                k = int(names[o])
+                ends.setdefault((k, seen.get(k, 0)), []).append(int(ops["end"].iat[o]))
+                seen[k] = seen.get(k, 0) + 1
+        spreads = [max(v) - min(v) for v in ends.values() if len(v) == len(self.members)]
+        if not spreads:
+            return {"collectives": 0, "median_spread_ns": None, "max_spread_ns": None}
+        return {"collectives": len(spreads), "median_spread_ns": int(np.median(spreads)),
+                "max_spread_ns": int(max(spreads))}
+
+    @cached_property
+    def op_short(self) -> list[str]:
+        short = [""] * len(self.op_names)
+        for m in reversed(self.members):  # the first file that holds a name gives its short name
+            theirs = m.trace.op_short
+            for code, merged in enumerate(m.op_names.tolist()):
+                if code < len(theirs):
+                    short[merged] = theirs[code]
+        return short
+
+    def _member_of(self, positions: np.ndarray) -> np.ndarray:
+        starts = np.array([m.ops.start for m in self.members], np.int64)
+        return np.searchsorted(starts, positions, side="right") - 1
+
+    def op_details(self, op_positions) -> pd.DataFrame:
+        pos = np.atleast_1d(np.asarray(op_positions, dtype=np.int64))
+        who = self._member_of(pos)
+        parts = [pd.DataFrame({"grid": pd.Series([], dtype=object), "block": pd.Series([], dtype=object),
+                               "graph_node": pd.Series([], dtype=np.int64), "bytes": pd.Series([], dtype=np.int64)})]
+        for i, m in enumerate(self.members):
+            mine = pos[who == i]
+            if len(mine):
+                d = m.trace.op_details(mine - m.ops.start)
+                d.index = mine
+                parts.append(d)
+        return pd.concat(parts).loc[pos]
+
+    @cached_property
+    def gpu_memory(self) -> GpuMemoryEvents:
+        merged = GpuMemoryEvents()
+        events, failed = [], []
+        for m in self.members:
+            g = m.trace.gpu_memory
+            merged.present = merged.present or g.present
+            e = g.events.copy()
+            if len(e):
+                e["start"] += m.offset_ns
+                e["gpid"] = m.gtid(e["gpid"].to_numpy())
+                e["device"] = m.device(e["device"].to_numpy())
+            events.append(e)
+            f = g.failed_calls.copy()
+            if len(f):
+                f["start"] += m.offset_ns
+                f["end"] += m.offset_ns
+                f["gtid"] = m.gtid(f["gtid"].to_numpy())
+            failed.append(f)
+            merged.kinds.update(g.kinds)
+            merged.total_memory.update({int(m.device(np.array([d]))[0]): v for d, v in g.total_memory.items()})
+        merged.events = pd.concat(events, ignore_index=True).sort_values("start", kind="stable").reset_index(drop=True)
+        merged.failed_calls = pd.concat(failed, ignore_index=True)
+        return merged
+
+    def failed_calls_from(self, position: int) -> pd.DataFrame:
+        return self.gpu_memory.failed_calls
+
+    def memcpy_calls(self, device: int) -> list[tuple] | None:
+        key = ("memcpy_calls", device)
+        if key not in self.derived:
+            rows: list[tuple] | None = None
+            for m in self.members:
+                own = next((k for k, v in m.devices.items() if v == device), None)
+                if own is None:
+                    if device in m.devices:
+                        continue  # this file's own GPU of that id is another one here
+                    own = device
+                theirs = m.trace.memcpy_calls(own)
+                if theirs is None:
+                    continue
+                shift = m.offset_ns
+                moved = [(r[0] + shift, r[1] + shift, *r[2:6], None if r[6] is None else r[6] + shift,
+                          None if r[7] is None else r[7] + shift, r[8]) for r in theirs]
+                rows = (rows or []) + moved
+            self.derived[key] = sorted(rows, key=lambda r: r[0]) if rows is not None else None
+        return self.derived[key]
+
+    @cached_property
+    def gpu_metrics(self) -> GpuMetrics:
+        return GpuMetrics()  # sampled per GPU on each file's own timeline: not merged
+
+    @cached_property
+    def sync_events(self) -> SyncEvents:
+        syncs, records = [], []
+        for m in self.members:
+            ev = m.trace.sync_events
+            s, r = ev.syncs.copy(), ev.records.copy()
+            for frame in (s, r):
+                if len(frame):
+                    frame["gpid"] = m.gtid(frame["gpid"].to_numpy())
+                    frame["device"] = m.device(frame["device"].to_numpy())
+            if len(s):
+                s["start"] += m.offset_ns
+                s["end"] += m.offset_ns
+            syncs.append(s)
+            records.append(r)
+        return SyncEvents(pd.concat(syncs, ignore_index=True), pd.concat(records, ignore_index=True))
+
+    def meta(self) -> RunMeta:
+        return self.members[0].trace.meta()
+
+
+def _used_pids(t: Trace) -> set[int]:
+    ids = [t.api["gtid"].to_numpy(), t.ops["gpid"].to_numpy(), t.ranges["gtid"].to_numpy(), t.marks["gtid"].to_numpy()]
+    return {int(p) for p in np.unique(pid_of(np.concatenate([np.asarray(x, np.int64) for x in ids])))}
+
+
+def _codes(names: list[str], merged: list[str], index: dict[str, int]) -> np.ndarray:
+    out = np.empty(len(names), np.int32)
+    for i, n in enumerate(names):
+        if n not in index:
+            index[n] = len(merged)
+            merged.append(n)
+        out[i] = index[n]
+    return out
+
+
+def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | None], path: Path) -> MergedRanks:
+    """`traces` (one per rank, in rank order) on one clock: each moved by its session start
+    (`starts_ns`, UTC ns) less the earliest. TraceError where a file has no session start."""
+    if any(s is None for s in starts_ns):
+        missing = [t.given.name for t, s in zip(traces, starts_ns) if s is None]
+        raise TraceError(f"{', '.join(missing)}: no session start time (TARGET_INFO_SESSION_START_TIME), "
+                         "so the per-rank exports cannot be put on one clock")
+    origin = min(int(s) for s in starts_ns if s is not None)
+    op_names: list[str] = []
+    op_index: dict[str, int] = {}
+    api_names: list[str] = []
+    api_index: dict[str, int] = {}
+    taken_pids: set[int] = set()
+    taken_devices: set[int] = set()
+    members: list[Member] = []
+    ops_parts, api_parts, range_parts, mark_parts = [], [], [], []
+    threads: dict[int, str] = {}
+    processes: dict[int, tuple[int, str]] = {}
+    notes: list[str] = []
+    n_ops = n_api = 0
+    range_rowid = 0
+    for t, start, rank in zip(traces, starts_ns, ranks):
+        offset = int(start) - origin  # type: ignore[arg-type]
+        used = _used_pids(t)
+        pids: dict[int, int] = {}
+        for p in sorted(used & taken_pids):
+            new = max(taken_pids | used) + 1
+            pids[p] = new
+            taken_pids.add(new)
+        taken_pids |= used - set(pids)
+        own_devices = {int(d) for d in np.unique(t.ops["device"].to_numpy())}
+        devices: dict[int, int] = {}
+        for d in sorted(own_devices & taken_devices):
+            new = max(taken_devices | own_devices) + 1
+            devices[d] = new
+            taken_devices.add(new)
+        taken_devices |= own_devices - set(devices)
+        if pids or devices:
+            what = [f"process {a} as {b}" for a, b in pids.items()] + [f"GPU {a} as {b}" for a, b in devices.items()]
+            notes.append(f"{t.given.name}: {', '.join(what)} (another rank's file uses the same id)")
+        m = Member(t, rank, offset, pids, devices, _codes(t.op_names, op_names, op_index),
+                   slice(n_ops, n_ops + len(t.ops)), n_api)
+        api_codes = _codes(t.api_names, api_names, api_index)
+
+        ops = t.ops.copy()
+        ops["start"] += offset
+        ops["end"] += offset
+        ops["gpid"] = m.gtid(ops["gpid"].to_numpy())
+        ops["device"] = m.device(ops["device"].to_numpy())
+        ops["name"] = m.op_names[ops["name"].to_numpy()] if len(ops) else ops["name"]
+        a = ops["api"].to_numpy()
+        ops["api"] = np.where(a >= 0, a + n_api, a).astype(np.int64)
+        api = t.api.copy()
+        api["start"] += offset
+        api["end"] += offset
+        api["gtid"] = m.gtid(api["gtid"].to_numpy())
+        api["name"] = api_codes[api["name"].to_numpy()] if len(api) else api["name"]
+        ranges = t.ranges.copy()
+        for c in ("start", "end", "end_sum"):
+            ranges[c] = np.where(ranges[c].to_numpy() >= 0, ranges[c].to_numpy() + offset, ranges[c].to_numpy())
+        ranges["gtid"] = m.gtid(ranges["gtid"].to_numpy())
+        ranges["rowid"] = ranges["rowid"].to_numpy() + range_rowid
+        range_rowid = int(ranges["rowid"].max()) + 1 if len(ranges) else range_rowid
+        marks = t.marks.copy()
+        marks["start"] += offset
+        marks["gtid"] = m.gtid(marks["gtid"].to_numpy())
+        for g, name in t.threads.items():
+            threads.setdefault(int(m.gtid(np.array([g]))[0]), name)
+        for g, (pid, name) in t.processes.items():
+            processes.setdefault(int(m.gtid(np.array([g]))[0]), (pids.get(pid, pid), name))
+        ops_parts.append(ops)
+        api_parts.append(api)
+        range_parts.append(ranges)
+        mark_parts.append(marks)
+        members.append(m)
+        n_ops += len(ops)
+        n_api += len(api)
+
+    ops = pd.concat(ops_parts, ignore_index=True)
+    ops["api"] = ops["api"].astype(np.int64 if n_api >= 2**31 else np.int32)
+    api = pd.concat(api_parts, ignore_index=True)
+    ranges = pd.concat(range_parts, ignore_index=True)
+    marks = pd.concat(mark_parts, ignore_index=True)
+    first = traces[0]
+    gpus: list[str] = []
+    for t in traces:
+        gpus = gpus if len(gpus) >= len(t.info.gpus) else list(t.info.gpus)
+    span = max((int(t.info.span_ns) + m.offset_ns for t, m in zip(traces, members)), default=0)
+    info = replace(first.info, path=path, gpus=gpus, span_ns=span, kernels=sum(t.info.kernels for t in traces),
+                   memcpys=sum(t.info.memcpys for t in traces), memsets=sum(t.info.memsets for t in traces),
+                   api_calls=len(api), ranges=len(ranges), processes=sum(t.info.processes for t in traces),
+                   has_nvtx=any(t.info.has_nvtx for t in traces), has_cuda=any(t.info.has_cuda for t in traces),
+                   notes=[f"{t.given.name}: {n}" for t in traces for n in t.info.notes] + notes,
+                   graphs_whole=sum(t.info.graphs_whole for t in traces),
+                   graphs_by_node=sum(t.info.graphs_by_node for t in traces))
+    facts = dict(first.facts, threads=threads, processes=processes, gpus=gpus, span=span)
+    return MergedRanks(path=path, schema=first.schema, info=info, op_names=op_names, api_names=api_names, ops=ops,
+                       api=api, ranges=ranges, marks=marks, threads=threads, processes=processes,
+                       memcpy_labels_from_export=all(t.memcpy_labels_from_export for t in traces), facts=facts,
+                       checks=first.checks, members=members, renumbered=notes)
+
+
+def _rank_of(path: Path) -> int | None:
+    from nsight_tui.parsers.read import conventions
+    from nsight_tui.parsers.read.compressed import as_plain_name
+
+    return conventions.split_rank(as_plain_name(path).stem)[1]
+
+
+def rank_files(folder: Path) -> list[Path] | None:
+    """The folder's exports in rank order, if they are the ranks of one run: at least two, each
+    name the same but for its rank suffix (`_rank0`, `_rank1`, ...); else None."""
+    from nsight_tui.parsers.read import conventions
+    from nsight_tui.parsers.read.compressed import as_plain_name, exports_in
+
+    files = exports_in(folder)
+    stems = {conventions.split_rank(as_plain_name(p).stem)[0] for p in files}
+    if len(files) < 2 or len(stems) != 1 or any(_rank_of(p) is None for p in files):
+        return None
+    return sorted(files, key=lambda p: (_rank_of(p), p.name))
+
+
+def load_rank_files(files: list[Path], folder: Path, progress=None) -> MergedRanks:
+    """Load each per-rank export (`files`, in rank order) and merge them on one clock."""
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.read.target_info import session_start_utc_ns
+
+    traces = []
+    for i, f in enumerate(files):
+        if progress:
+            progress(i / len(files), f"rank file {i + 1} of {len(files)}")
+        traces.append(load_trace(f))
+    return merge(traces, [session_start_utc_ns(t.path) for t in traces], [_rank_of(f) for f in files], folder)
+
+
+def load_export(path: str | Path, progress=None) -> Trace:
+    """An export (`read.load.load_trace`), or a folder of one run's per-rank exports as one trace
+    (`load_rank_files`). TraceError (one line) for a folder of exports that are not one run's ranks."""
+    from nsight_tui.parsers.read.compressed import exports_in
+    from nsight_tui.parsers.read.load import load_trace
+
+    folder = Path(path)
+    if folder.is_dir():
+        files = rank_files(folder)
+        if files:
+            return load_rank_files(files, folder, progress)
+        found = exports_in(folder)
+        if found:
+            raise TraceError(f"{folder}: {len(found)} export(s) that are not the ranks of one run (one name but a "
+                             f"rank suffix each, e.g. report_rank0.sqlite and report_rank1.sqlite)")
+    return load_trace(folder, progress)

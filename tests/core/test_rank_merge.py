@@ -1,0 +1,152 @@
+"""One run's per-rank exports replayed as one trace (parsers/read/rank_merge.py): every file's work on
+the earliest file's clock, moved by the session starts the exports record; the ranks' collectives
+coupled as in one export holding every rank; ids two files share renumbered. Each figure against
+SQL over the files themselves."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, SAMPLES
+from helpers import cli_process
+from helpers.export_sql import sql_rows
+from helpers.step_sql import steps
+from helpers.xz_samples import plain
+
+from nsight_tui.parsers.read.errors import TraceError
+from nsight_tui.parsers.read.ids import KERNEL, pid_of
+from nsight_tui.parsers.read.load import load_trace
+from nsight_tui.parsers.read.rank_merge import load_export, merge, rank_files
+from nsight_tui.parsers.replay.predict import graph_of, predict, replay
+from nsight_tui.parsers.replay.simulate import Plan
+
+FOLDER = SAMPLES / "ranks_small_ctx128_ddp2"
+FILES = [FOLDER / f"small_ctx128_ddp2_rank{r}.sqlite.xz" for r in (0, 1)]
+NCCL = "%nccl%"
+
+
+def _start(path) -> int:
+    return sql_rows(path, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0]
+
+
+def _offsets() -> list[int]:
+    starts = [_start(plain(f)) for f in FILES]
+    return [s - min(starts) for s in starts]
+
+
+def _kernels(path) -> list[tuple[int, int, int]]:
+    """(start, end, pid) of every kernel, by start (SQL)."""
+    return sql_rows(path, "SELECT start, end, (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                          "ORDER BY start, end")
+
+
+def _nccl_ends(path, offset: int) -> dict[tuple[str, int], int]:
+    """Each NCCL kernel's end on the merged clock, keyed by its name and its order among that name's."""
+    rows = sql_rows(path, """SELECT s.value, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                             ON s.id = k.demangledName WHERE s.value LIKE ? ORDER BY k.start""", NCCL)
+    seen: dict[str, int] = {}
+    out = {}
+    for name, end in rows:
+        out[(name, seen.get(name, 0))] = end + offset
+        seen[name] = seen.get(name, 0) + 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def merged():
+    return load_export(FOLDER)
+
+
+def test_the_folder_is_read_as_its_ranks_in_order():
+    assert rank_files(FOLDER) == FILES
+    assert rank_files(SAMPLES / "findings") is None  # exports of other runs, no rank suffix
+
+
+def test_each_files_kernels_land_on_the_earliest_files_clock(merged):
+    """Per file, its kernels (SQL) moved by its session start less the earliest file's are the merged
+    trace's kernels of that file's process, start and end alike."""
+    ops = merged.ops[merged.ops["kind"] == KERNEL]
+    pids = pid_of(ops["gpid"].to_numpy())
+    for f, offset in zip(FILES, _offsets()):
+        want = _kernels(plain(f))
+        pid = {p for _, _, p in want}
+        assert len(pid) == 1
+        mine = ops[pids == pid.pop()]
+        got = sorted(zip(mine["start"].tolist(), mine["end"].tolist()))
+        assert got == [(a + offset, b + offset) for a, b, _ in want]
+    assert max(_offsets()) > 0  # the two sessions did start apart: the shift is exercised
+
+
+def test_the_clocks_agreement_is_the_spread_of_the_shared_collectives_ends(merged):
+    """`rank_files`: how far apart the ranks end the collectives they share, on the merged clock,
+    from SQL over both files (matched by kernel name and order)."""
+    ends = [_nccl_ends(plain(f), o) for f, o in zip(FILES, _offsets())]
+    shared = set(ends[0]) & set(ends[1])
+    spreads = [abs(ends[0][k] - ends[1][k]) for k in shared]
+    r = merged.rank_files
+    assert r.files == tuple(f.name for f in FILES) and r.ranks == (0, 1) and r.offsets_ns == tuple(_offsets())
+    assert r.collectives == len(shared) > 0
+    assert r.median_spread_ns == int(np.median(spreads)) and r.max_spread_ns == max(spreads)
+    assert r.median_spread_ns < 100_000  # one host, one clock: the ranks end together
+
+
+def test_the_replay_couples_every_shared_collective_and_keeps_each_ranks_steps(merged):
+    """Each NCCL kernel both files hold (SQL, by name and order) is one coupled group of one member per
+    rank; the unchanged replay gives every step of both ranks its period (SQL's step ranges, moved
+    onto the merged clock) within 3%."""
+    g, sr = graph_of(merged)
+    shared = set(_nccl_ends(plain(FILES[0]), 0)) & set(_nccl_ends(plain(FILES[1]), 0))
+    assert len(g.coll_members) == len(shared)
+    pid = pid_of(merged.ops["gpid"].to_numpy())
+    assert all(len({int(pid[o]) for o in group}) == 2 == len(group) for group in g.coll_members)
+    want = sorted((it.start + o, it.period) for f, o in zip(FILES, _offsets()) for it in steps(plain(f)))
+    r = replay(g, sr, Plan.of(g))
+    got = r.periods_ns[np.argsort(r.starts_ns)]
+    assert len(got) == len(want) == 6
+    assert float(np.median(np.abs(got - np.array([p for _, p in want])) / got)) <= 0.03
+
+
+def test_ids_two_files_share_are_renumbered():
+    """The same export twice, as two ranks a millisecond apart: its process and GPU ids come back
+    renumbered for the second, its copies (read on first use) on the renumbered GPU at its own times
+    plus the shift (SQL), and every collective couples with its own copy."""
+    t = load_trace(FILES[0])
+    m = merge([t, t], [0, 1_000_000], [0, 1], FOLDER)
+    pids = {int(p) for p in np.unique(pid_of(m.ops["gpid"].to_numpy()))}
+    devices = set(m.ops["device"].unique().tolist())
+    assert len(pids) == 2 and len(devices) == 2
+    assert len(m.rank_files.renumbered) == 1 and "GPU 0 as 1" in m.rank_files.renumbered[0]
+    rows = sql_rows(plain(FILES[0]), "SELECT start FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE deviceId = 0 ORDER BY start")
+    copies = m.memcpy_calls(1)
+    assert [c[0] for c in copies] == [s + 1_000_000 for (s,) in rows]
+    assert m.rank_files.median_spread_ns == 1_000_000  # every collective ends exactly the shift apart
+    g, _ = graph_of(m)
+    n = sql_rows(plain(FILES[0]), """SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                                     ON s.id = k.demangledName WHERE s.value LIKE ?""", NCCL)[0][0]
+    assert len(g.coll_members) == n
+    assert len(m.sync_events.syncs) == 2 * len(t.sync_events.syncs)
+
+
+def test_a_folder_of_other_runs_or_files_without_a_start_is_one_line():
+    with pytest.raises(TraceError, match="not the ranks of one run"):
+        load_export(SAMPLES / "findings")
+    t = load_trace(FILES[0])
+    with pytest.raises(TraceError, match="no session start time"):
+        merge([t, t], [0, None], [0, 1], FOLDER)
+
+
+def test_whatif_on_the_folder_from_the_command_line(merged):
+    """`whatif FOLDER`: the ranks as one replay, said in JSON and Markdown; a folder that is not one
+    run's ranks: one line, exit 2."""
+    run = cli_process.run(["whatif", str(FOLDER), "speed:gemm=2", "-f", "json"], cwd=ROOT, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["rank_files"]["files"] == [f.name for f in FILES] and doc["steps"] == 6
+    p = predict(merged, ["speed:gemm=2"])
+    assert doc["predicted"]["step_ns"] == p.step_ns
+    md = cli_process.run(["whatif", str(FOLDER)], cwd=ROOT, text=True, timeout=300)
+    assert md.returncode == 0 and "Ranks: 2 per-rank exports replayed as one" in md.stdout
+    bad = cli_process.run(["whatif", str(SAMPLES / "findings")], cwd=ROOT, text=True, timeout=300)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
