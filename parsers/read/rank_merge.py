@@ -94,23 +94,19 @@ class MergedRanks(Trace):
     def _alignment(self) -> dict:
         """The spread (last less first, ns) of the ends of each collective the ranks share, matched
         by name and order per rank: median and max over collectives, and how many were matched."""
-        ops = self.ops
-        names = ops["name"].to_numpy()
+        names = self.ops["name"].to_numpy()
         nccl = np.array(["nccl" in n.lower() for n in self.op_names], bool)
-        comm = nccl[names] if len(names) else np.zeros(0, bool)
-        ends: dict[tuple[int, int], list[int]] = {}
-        for m in self.members:
-            seen: dict[int, int] = {}
-            sel = np.flatnonzero(comm[m.ops]) + m.ops.start
-            for o in sel[np.argsort(ops["start"].to_numpy()[sel], kind="stable")]:
-                k = int(names[o])
-                ends.setdefault((k, seen.get(k, 0)), []).append(int(ops["end"].iat[o]))
-                seen[k] = seen.get(k, 0) + 1
-        spreads = [max(v) - min(v) for v in ends.values() if len(v) == len(self.members)]
-        if not spreads:
+        sel = np.flatnonzero(nccl[names]) if len(names) else np.zeros(0, np.int64)
+        comm = pd.DataFrame({"member": self._member_of(sel), "name": names[sel],
+                             "start": self.ops["start"].to_numpy()[sel], "end": self.ops["end"].to_numpy()[sel]})
+        comm = comm.sort_values(["member", "start"], kind="stable")
+        comm["nth"] = comm.groupby(["member", "name"]).cumcount()
+        by = comm.groupby(["name", "nth"])["end"].agg(["min", "max", "count"])
+        spreads = (by["max"] - by["min"])[by["count"] == len(self.members)].to_numpy()
+        if not len(spreads):
             return {"collectives": 0, "median_spread_ns": None, "max_spread_ns": None}
         return {"collectives": len(spreads), "median_spread_ns": int(np.median(spreads)),
-                "max_spread_ns": int(max(spreads))}
+                "max_spread_ns": int(spreads.max())}
 
     @cached_property
     def op_short(self) -> list[str]:
