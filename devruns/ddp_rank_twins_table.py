@@ -1,0 +1,52 @@
+"""The per-rank DDP twins (devruns/gpu_ddp_rank_twins.sh) as a table: per pair, the change the
+workload's own step clock measured (rank 0's `nsight-tui:step` marks, the median step of the twin
+less the base's, ms) against `whatif BASE_FOLDER kernels-from:TWIN_FOLDER` (the two ranks replayed as
+one, collectives coupled) and against the same edit on rank 0's export alone (collectives as
+measured, waits included).
+
+    python3 devruns/ddp_rank_twins_table.py FOLDER   # FOLDER holds r1_base/, r1_twin/, r2_base/, ...
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+
+def step_ms(folder: Path) -> float:
+    """Rank 0's median steady step (ms) from its step marks."""
+    f = next(folder.glob("*rank0.sqlite"))
+    con = sqlite3.connect(f"{f.resolve().as_uri()}?mode=ro", uri=True)
+    texts = [t for (t,) in con.execute("""SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s
+        ON s.id = e.textId WHERE coalesce(e.text, s.value) LIKE 'nsight-tui:step %'""")]
+    con.close()
+    marks = [json.loads(t.split(" ", 1)[1]) for t in texts]
+    return statistics.median(m["seconds"] * 1e3 for m in marks if str(m.get("name", "")).startswith("step_"))
+
+
+def whatif_ms(base: Path, twin: Path) -> tuple[float, float, float]:
+    """The predicted change (ms a step) and its range: -(saving)."""
+    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(base), f"kernels-from:{twin}", "-f", "json",
+                          "-q"], capture_output=True, text=True, check=True)
+    d = json.loads(run.stdout)
+    r = d["baseline"]["replayed_step_ns"]
+    return (d["predicted"]["step_ns"] - r) / 1e6, (d["predicted"]["low_ns"] - r) / 1e6, (d["predicted"]["high_ns"] - r) / 1e6
+
+
+def main(folder: Path) -> None:
+    print("| pair | base | twin | change | predicted, ranks as one (range) | rank 0's export alone | error |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for base in sorted(folder.glob("r*_base")):
+        twin = base.with_name(base.name.replace("_base", "_twin"))
+        a, b = step_ms(base), step_ms(twin)
+        mid, lo, hi = whatif_ms(base, twin)
+        alone = whatif_ms(next(base.glob("*rank0.sqlite")), next(twin.glob("*rank0.sqlite")))[0]
+        print(f"| {base.name[:2]} | {a:.2f} | {b:.2f} | {b - a:+.2f} | {mid:+.2f} ({lo:+.2f}..{hi:+.2f}) | {alone:+.2f} "
+              f"| {mid - (b - a):+.2f} |")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

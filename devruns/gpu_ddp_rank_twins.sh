@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Per-rank DDP twins for `whatif FOLDER` (parsers/read/rank_merge.py), on a 2-GPU machine
+# (nvidia-h200-x2 or -h100-x2): GPT-2 small ctx 512 batch 8 without phase syncs, torchrun starting nsys
+# for each rank (`--output NAME_rank%q{RANK}`, one export per rank, each on its own session clock),
+# DDP's 25 MB buckets (base) then one bucket (twin), back to back, PAIRS alternating pairs (default 3).
+# Then, on the machine, `whatif BASE_FOLDER kernels-from:TWIN_FOLDER -f json` per pair, and the table
+# beside the workload's own step clock: `python3 devruns/ddp_rank_twins_table.py $W` (also runnable here
+# on the exports that come back in $OUT/ddp_rank_twins.tar.xz).
+#   SKIP_PIP=1 DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_ddp_rank_twins.sh [PAIRS]
+source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
+devrun_install
+W=/tmp/nsight_tui_ddp_ranks; rm -rf "$W"; mkdir -p "$W"
+devrun_start "$@"
+PAIRS=${1:-3}
+
+ranks() {  # ranks FOLDER [--plant P]: one export per rank into FOLDER
+  local dir=$1; shift
+  mkdir -p "$dir"
+  timeout 240 python3 -m torch.distributed.run --standalone --nproc-per-node=2 --no-python \
+    "$NSYS" profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --force-overwrite=true \
+    --output="$dir/small_ctx512_b8_ddp2_rank%q{RANK}" \
+    python3 -m nsight_tui.capture.workload --model small --ctx 512 --batch 8 --steps 6 --warmup 2 \
+    --no-phase-sync "$@" 2>&1 | tail -3
+  for rep in "$dir"/*.nsys-rep; do
+    "$NSYS" export --type=sqlite --force-overwrite=true --output="${rep%.nsys-rep}.sqlite" "$rep" >/dev/null && rm -f "$rep"
+  done
+  ls -la "$dir"
+}
+
+for i in $(seq 1 "$PAIRS"); do
+  stamp "pair r$i: 25 MB buckets"; ranks "$W/r${i}_base"
+  stamp "pair r$i: one bucket"; ranks "$W/r${i}_twin" --plant ddp-one-bucket
+done
+stamp "table"
+python3 devruns/ddp_rank_twins_table.py "$W"
+cd "$W" && tar cJf "$OUT/ddp_rank_twins.tar.xz" r*_base/*.sqlite r*_twin/*.sqlite
+ls -la "$OUT"
+stamp done
