@@ -24,12 +24,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from nsight_tui.parsers.read import conventions
+from nsight_tui.parsers.read.compressed import as_plain_name, exports_in
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents
 from nsight_tui.parsers.read.gpu_metrics import GpuMetrics
 from nsight_tui.parsers.read.ids import pid_of
-from nsight_tui.parsers.read.load import RunMeta, Trace
+from nsight_tui.parsers.read.load import RunMeta, Trace, load_trace
 from nsight_tui.parsers.read.sync_events import SyncEvents
+from nsight_tui.parsers.read.target_info import session_start_utc_ns
 
 PID_SHIFT = 24
 PID_FIELD = 0xFFFFFF << PID_SHIFT
@@ -46,7 +49,6 @@ class Member:
     devices: dict[int, int]  # its GPU id -> the merged one (only those renumbered)
     op_names: np.ndarray  # its op name code -> the merged code
     ops: slice  # its rows among the merged ops
-    api_at: int  # its first call's position among the merged calls
 
     def gtid(self, values: np.ndarray) -> np.ndarray:
         """globalTid / globalPid values with renumbered process ids."""
@@ -81,7 +83,6 @@ class MergedRanks(Trace):
     """Several per-rank exports as one Trace on one clock (module docstring)."""
 
     members: list[Member] = field(default_factory=list, repr=False)
-
     renumbered: list[str] = field(default_factory=list, repr=False)
 
     @cached_property
@@ -264,7 +265,7 @@ def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | No
             what = [f"process {a} as {b}" for a, b in pids.items()] + [f"GPU {a} as {b}" for a, b in devices.items()]
             notes.append(f"{t.given.name}: {', '.join(what)} (another rank's file uses the same id)")
         m = Member(t, rank, offset, pids, devices, _codes(t.op_names, op_names, op_index),
-                   slice(n_ops, n_ops + len(t.ops)), n_api)
+                   slice(n_ops, n_ops + len(t.ops)))
         api_codes = _codes(t.api_names, api_names, api_index)
 
         ops = t.ops.copy()
@@ -326,18 +327,12 @@ def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | No
 
 
 def _rank_of(path: Path) -> int | None:
-    from nsight_tui.parsers.read import conventions
-    from nsight_tui.parsers.read.compressed import as_plain_name
-
     return conventions.split_rank(as_plain_name(path).stem)[1]
 
 
 def rank_files(folder: Path) -> list[Path] | None:
     """The folder's exports in rank order, if they are the ranks of one run: at least two, each
     name the same but for its rank suffix (`_rank0`, `_rank1`, ...); else None."""
-    from nsight_tui.parsers.read import conventions
-    from nsight_tui.parsers.read.compressed import as_plain_name, exports_in
-
     files = exports_in(folder)
     stems = {conventions.split_rank(as_plain_name(p).stem)[0] for p in files}
     if len(files) < 2 or len(stems) != 1 or any(_rank_of(p) is None for p in files):
@@ -347,9 +342,6 @@ def rank_files(folder: Path) -> list[Path] | None:
 
 def load_rank_files(files: list[Path], folder: Path, progress=None) -> MergedRanks:
     """Load each per-rank export (`files`, in rank order) and merge them on one clock."""
-    from nsight_tui.parsers.read.load import load_trace
-    from nsight_tui.parsers.read.target_info import session_start_utc_ns
-
     traces = []
     for i, f in enumerate(files):
         if progress:
@@ -361,9 +353,6 @@ def load_rank_files(files: list[Path], folder: Path, progress=None) -> MergedRan
 def load_export(path: str | Path, progress=None) -> Trace:
     """An export (`read.load.load_trace`), or a folder of one run's per-rank exports as one trace
     (`load_rank_files`). TraceError (one line) for a folder of exports that are not one run's ranks."""
-    from nsight_tui.parsers.read.compressed import exports_in
-    from nsight_tui.parsers.read.load import load_trace
-
     folder = Path(path)
     if folder.is_dir():
         files = rank_files(folder)
