@@ -36,13 +36,14 @@ the partitioned global caching of CC 5.2/6.x GPUs (not in `LIMITS`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.read.columns import open_tables
 from nsight_tui.parsers.read.ids import KERNEL
+from nsight_tui.parsers.read.rank_merge import MergedRanks
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 GPU_TABLE = "TARGET_INFO_GPU"
@@ -225,9 +226,37 @@ def trace_occupancy(trace) -> Occupancy:
     kept = trace.derived.get("occupancy")
     if kept is not None:
         return kept
-    occ = _compute(trace)
+    occ = _merged(trace) if isinstance(trace, MergedRanks) else _compute(trace)
     trace.derived["occupancy"] = occ
     return occ
+
+
+def _merged(trace: MergedRanks) -> Occupancy:
+    """Per-rank exports replayed as one (read.rank_merge): each file's own launch configurations,
+    read from its file, on the merged trace's name codes and GPU ids; one row per distinct one."""
+    parts, codes, gpus, notes = [], np.full(len(trace.ops), -1, np.int64), {}, []
+    at = 0
+    for m in trace.members:
+        occ = trace_occupancy(m.trace)
+        c = occ.configs.copy()
+        if len(c):
+            c["device"] = m.device(c["device"].to_numpy().astype(np.int64))
+            c["name"] = m.op_names[c["name"].to_numpy().astype(np.int64)].astype(np.int64)
+        codes[m.ops] = np.where(occ.op_config >= 0, occ.op_config + at, -1)
+        parts.append(c)
+        at += len(c)
+        for d, g in occ.gpus.items():
+            new = int(m.device(np.array([d]))[0])
+            gpus[new] = replace(g, device=new)
+        if occ.note:
+            notes.append(occ.note)
+    configs = pd.concat(parts, ignore_index=True) if parts else _empty(0, "").configs
+    if configs.empty:
+        return Occupancy(configs, codes, gpus, "; ".join(dict.fromkeys(notes)))
+    distinct = configs.groupby(CONFIG_KEYS, sort=False, dropna=False).ngroup().to_numpy()
+    first = np.unique(distinct, return_index=True)[1]
+    op_config = np.where(codes >= 0, distinct[np.maximum(codes, 0)], -1)
+    return Occupancy(configs.iloc[first].reset_index(drop=True), op_config, gpus, "; ".join(dict.fromkeys(notes)))
 
 
 def _empty(n_ops: int, note: str, gpus=None) -> Occupancy:

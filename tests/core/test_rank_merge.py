@@ -150,3 +150,23 @@ def test_whatif_on_the_folder_from_the_command_line(merged):
     assert md.returncode == 0 and "Ranks: 2 per-rank exports replayed as one" in md.stdout
     bad = cli_process.run(["whatif", str(SAMPLES / "findings")], cwd=ROOT, text=True, timeout=300)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+def test_the_report_reads_each_files_launch_configurations(merged):
+    """What the report reads from the file on first use, beyond the replay's reads: every kernel's
+    launch configuration (occupancy), from its own file, one row per distinct configuration across
+    the files (SQL: the distinct (GPU, name, registers, shared memory, threads, carve-out) over both)."""
+    from nsight_tui.parsers.kernels.occupancy import trace_occupancy
+
+    occ = trace_occupancy(merged)
+    texts = set()
+    for f in FILES:
+        texts |= set(sql_rows(plain(f), """SELECT k.deviceId, s.value, k.registersPerThread, k.staticSharedMemory,
+            k.dynamicSharedMemory, k.blockX * k.blockY * k.blockZ, coalesce(k.sharedMemoryExecuted, 0)
+            FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"""))
+    assert len(occ.configs) == len(texts)
+    kernels = (merged.ops["kind"] == KERNEL).to_numpy()
+    assert (occ.op_config[kernels] >= 0).all() and (occ.op_config[~kernels] < 0).all()
+    got = {(int(r.device), merged.op_names[int(r.name)], int(r.regs), int(r.smem_static), int(r.smem_dynamic),
+            int(r.threads), int(r.smem_config)) for r in occ.configs.itertuples()}
+    assert got == texts
