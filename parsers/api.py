@@ -66,8 +66,9 @@ class Profile:
         trace on one clock, each file moved by its session start (read.rank_merge), so `whatif`
         replays the ranks coupled through their collectives as in one export holding every rank
         (`report`, `ranks` and `ranges` read it as such an export too: findings on rank 0, the
-        straggler judged on the one clock). A plain export opens as `open` does. TraceError (one line) for a folder of exports that are
-        not one run's ranks, or files without a session start time."""
+        straggler judged on the one clock). A plain export opens as `open` does. TraceError (one
+        line) for a folder of exports that are not one run's ranks, or files without a session
+        start time."""
         from nsight_tui.parsers.read.rank_merge import load_export
 
         return cls(load_export(folder, progress), options)
