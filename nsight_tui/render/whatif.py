@@ -115,22 +115,25 @@ def _rank_files(r) -> dict | None:
     if r is None:
         return None
     return {"files": list(r.files), "ranks": list(r.ranks), "clock_offsets_ns": list(r.offsets_ns),
+            "clock_fix_by_collectives_ns": list(r.clock_fix_ns),
             "collectives_matched": r.collectives, "collective_end_spread_median_ns": r.median_spread_ns,
             "collective_end_spread_max_ns": r.max_spread_ns, "renumbered": list(r.renumbered),
             "clock": "each file's times moved by its session start (TARGET_INFO_SESSION_START_TIME) less the "
-                     "earliest file's; the spread: the last rank's end of a collective they share less the first's"}
+                     "earliest file's, then by the median difference of the ends of the collectives it shares with the "
+                     "first file (clock_fix_by_collectives_ns: a collective ends on every rank together; two nodes' "
+                     "session starts agree only to their clock sync); the spread: the last rank's end of a collective "
+                     "they share less the first's, on the merged clock"}
 
 
 def rank_files_line(r) -> str:
     """One sentence: which per-rank exports were replayed as one, and how well their clocks agree."""
-    moved = ", ".join(f"rank {k if k is not None else i} {o / 1e6:+.2f} ms"
-                      for i, (k, o) in enumerate(zip(r.ranks, r.offsets_ns)) if o)
-    text = (f"Ranks: {len(r.files)} per-rank exports replayed as one, on the earliest one's clock, each moved by its "
-            f"session start ({moved or 'all started together'})")
+    moved = ", ".join(f"rank {k if k is not None else i} {o / 1e6:+.3f} ms ({f / 1e3:+,.1f} us of it by the collectives)"
+                      for i, (k, o, f) in enumerate(zip(r.ranks, r.offsets_ns, r.clock_fix_ns)) if o or f)
+    text = (f"Ranks: {len(r.files)} per-rank exports replayed as one, each moved onto one clock by its session start "
+            f"and then so that the collectives it shares with the first end when the first's do ({moved or 'none moved'})")
     if r.collectives:
-        text += (f"; the {r.collectives:,} collectives they share end {r.median_spread_ns / 1e3:,.1f} us apart "
-                 f"across ranks (median; {r.max_spread_ns / 1e3:,.1f} us at most): a collective ends on every rank "
-                 "together, so the clocks agree to about that")
+        text += (f"; the {r.collectives:,} collectives they share then end {r.median_spread_ns / 1e3:,.1f} us apart "
+                 f"across ranks (median; {r.max_spread_ns / 1e3:,.1f} us at most)")
     else:
         text += "; no collective found on every rank, so nothing couples them"
     return text + "".join(f"; renumbered: {n}" for n in r.renumbered)

@@ -1,19 +1,20 @@
 """The ranks of one run, exported one file each (`nsys profile --output report_%q{RANK}`), as one trace.
 
-Each per-rank export counts time from its own session start; here every file's times move onto the
-earliest file's clock by the difference of their session starts (TARGET_INFO_SESSION_START_TIME,
-the wall clock each nsys read when it started), so the ranks' collectives line up as they would in
-one export holding every rank, and the replay couples them the same way (a collective ends after its
-last member arrives). What would collide between files is renumbered: a process id two files both
-use (containers on several nodes start at the same pids), a GPU id two files both use (GPU 0 of each
-node), kernel and call names (one code per distinct name, across files). Reads a member does on
-first use (short kernel names, launch details, copies with their calls, sync records, memory events)
-go to that member's own file and come back on the merged clock and ids.
+Each per-rank export counts time from its own session start; here every file's times move onto one
+clock by the difference of their session starts (TARGET_INFO_SESSION_START_TIME, the wall clock each
+nsys read when it started), then by `clock_fixes`: so that the collectives a file shares with the first
+end when the first file's do (a collective ends on every rank together, while two nodes' wall clocks
+agree only to their clock sync). The ranks' collectives then line up as in one export holding every
+rank, and the replay couples them the same way (a collective ends after its last member arrives).
 
-What one file cannot know stays as it is: the session starts are the machines' wall clocks, which
-agree to the clock sync between nodes (the same host: one clock). `MergedRanks.rank_files` says how
-far the ends of the collectives the ranks share stand apart on the merged clock: an all-reduce ends
-on every rank within microseconds, so a large spread there is a clock that did not agree.
+What would collide between files is renumbered: a process id two files both use (containers on
+several nodes start at the same pids), a GPU id two files both use (GPU 0 of each node), kernel and
+call names (one code per distinct name, across files). Reads a member does on first use (short
+kernel names, launch details, copies with their calls, sync records, memory events) go to that
+member's own file and come back on the merged clock and ids.
+
+`MergedRanks.rank_files` says how far each file moved, how much of that the collectives set, and how
+far apart the ranks then end the collectives they share.
 """
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ class Member:
 
     trace: Trace
     rank: int | None
-    offset_ns: int  # added to each of its times (its session start less the earliest one's)
+    offset_ns: int  # added to each of its times: onto the merged clock (merge says how)
+    clock_fix_ns: int  # of that, what the shared collectives' ends set beyond the session starts
     pids: dict[int, int]  # its process id -> the merged one (only those renumbered)
     devices: dict[int, int]  # its GPU id -> the merged one (only those renumbered)
     op_names: np.ndarray  # its op name code -> the merged code
@@ -71,7 +73,8 @@ class RankFiles:
 
     files: tuple[str, ...]  # the per-rank exports' names, in rank order
     ranks: tuple[int | None, ...]
-    offsets_ns: tuple[int, ...]  # each file's session start less the earliest one's (ns)
+    offsets_ns: tuple[int, ...]  # each file's shift onto the merged clock (ns): session starts, then the fix below
+    clock_fix_ns: tuple[int, ...]  # of that, what the collectives' ends set beyond the session starts (ns)
     collectives: int  # collectives every rank holds, matched by name and order
     median_spread_ns: int | None  # their ends' spread (last less first) on the merged clock: median, max
     max_spread_ns: int | None
@@ -89,8 +92,8 @@ class MergedRanks(Trace):
     def rank_files(self) -> RankFiles:
         a = self._alignment()
         return RankFiles(tuple(m.trace.given.name for m in self.members), tuple(m.rank for m in self.members),
-                         tuple(m.offset_ns for m in self.members), a["collectives"], a["median_spread_ns"],
-                         a["max_spread_ns"], tuple(self.renumbered))
+                         tuple(m.offset_ns for m in self.members), tuple(m.clock_fix_ns for m in self.members),
+                         a["collectives"], a["median_spread_ns"], a["max_spread_ns"], tuple(self.renumbered))
 
     def _alignment(self) -> dict:
         """The spread (last less first, ns) of the ends of each collective the ranks share, matched
@@ -224,14 +227,51 @@ def _codes(names: list[str], merged: list[str], index: dict[str, int]) -> np.nda
     return out
 
 
+# Fewer collectives shared with the first file than this: its clock stays as the session starts set it.
+CLOCK_FIX_MIN_SHARED = 3
+
+
+def _collective_ends(t: Trace) -> pd.Series:
+    """Each NCCL kernel's end (ns, the file's clock), indexed by its name and its order among that name's."""
+    names = t.ops["name"].to_numpy()
+    nccl = np.array(["nccl" in n.lower() for n in t.op_names], bool)
+    sel = np.flatnonzero(nccl[names]) if len(names) else np.zeros(0, np.int64)
+    frame = pd.DataFrame({"name": [t.op_names[c] for c in names[sel]], "start": t.ops["start"].to_numpy()[sel],
+                          "end": t.ops["end"].to_numpy()[sel]}).sort_values("start", kind="stable")
+    frame["nth"] = frame.groupby("name").cumcount()
+    return frame.set_index(["name", "nth"])["end"]
+
+
+def clock_fixes(traces: list[Trace], session_ns: list[int]) -> list[int]:
+    """Per file, how far its clock moves beyond its session start (ns) so the collectives it shares
+    with the first file end when the first file's do: the median of their differences. A collective
+    ends on every rank together (the ring's last hop), while two nodes' session starts are their wall
+    clocks, which agree only to the clock sync between them. 0 where fewer than CLOCK_FIX_MIN_SHARED are shared."""
+    ends = [_collective_ends(t) for t in traces]
+    out = [0]
+    for e, at in zip(ends[1:], session_ns[1:]):
+        shared = ends[0].index.intersection(e.index)
+        if len(shared) < CLOCK_FIX_MIN_SHARED:
+            out.append(0)
+            continue
+        diff = (ends[0].loc[shared].to_numpy() + session_ns[0]) - (e.loc[shared].to_numpy() + at)
+        out.append(int(np.median(diff)))
+    return out
+
+
 def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | None], path: Path) -> MergedRanks:
     """`traces` (one per rank, in rank order) on one clock: each moved by its session start
-    (`starts_ns`, UTC ns) less the earliest. TraceError where a file has no session start."""
+    (`starts_ns`, UTC ns) less the earliest, then by `clock_fixes` (the collectives' ends).
+    TraceError where a file has no session start."""
     if any(s is None for s in starts_ns):
         missing = [t.given.name for t, s in zip(traces, starts_ns) if s is None]
         raise TraceError(f"{', '.join(missing)}: no session start time (TARGET_INFO_SESSION_START_TIME), "
                          "so the per-rank exports cannot be put on one clock")
-    origin = min(int(s) for s in starts_ns if s is not None)
+    session = [int(s) for s in starts_ns]  # type: ignore[arg-type]
+    session = [s - min(session) for s in session]
+    fixes = clock_fixes(traces, session)
+    offsets = [s + f for s, f in zip(session, fixes)]
+    offsets = [o - min(offsets) for o in offsets]  # every time on the merged clock >= 0
     op_names: list[str] = []
     op_index: dict[str, int] = {}
     api_names: list[str] = []
@@ -245,8 +285,7 @@ def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | No
     notes: list[str] = []
     n_ops = n_api = 0
     range_rowid = 0
-    for t, start, rank in zip(traces, starts_ns, ranks):
-        offset = int(start) - origin  # type: ignore[arg-type]
+    for t, offset, fix, rank in zip(traces, offsets, fixes, ranks):
         used = _used_pids(t)
         pids: dict[int, int] = {}
         for p in sorted(used & taken_pids):
@@ -264,7 +303,7 @@ def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | No
         if pids or devices:
             what = [f"process {a} as {b}" for a, b in pids.items()] + [f"GPU {a} as {b}" for a, b in devices.items()]
             notes.append(f"{t.given.name}: {', '.join(what)} (another rank's file uses the same id)")
-        m = Member(t, rank, offset, pids, devices, _codes(t.op_names, op_names, op_index),
+        m = Member(t, rank, offset, fix, pids, devices, _codes(t.op_names, op_names, op_index),
                    slice(n_ops, n_ops + len(t.ops)))
         api_codes = _codes(t.api_names, api_names, api_index)
 

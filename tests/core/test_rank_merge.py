@@ -1,7 +1,7 @@
 """One run's per-rank exports replayed as one trace (parsers/read/rank_merge.py): every file's work on
-the earliest file's clock, moved by the session starts the exports record; the ranks' collectives
-coupled as in one export holding every rank; ids two files share renumbered. Each figure against
-SQL over the files themselves."""
+one clock, moved by the session starts the exports record and then by the ends of the collectives
+they share; the ranks' collectives coupled as in one export holding every rank; ids two files share
+renumbered. Each figure against SQL over the files themselves."""
 from __future__ import annotations
 
 import json
@@ -32,8 +32,17 @@ def _start(path) -> int:
 
 
 def _offsets() -> list[int]:
+    """Each file's shift onto the merged clock, from SQL: its session start less the earliest, then the
+    median difference of the ends of the NCCL kernels it shares with the first file (name and order)."""
     starts = [_start(plain(f)) for f in FILES]
-    return [s - min(starts) for s in starts]
+    session = [s - min(starts) for s in starts]
+    first = _nccl_ends(plain(FILES[0]), session[0])
+    shifted = [session[0]]
+    for f, at in zip(FILES[1:], session[1:]):
+        mine = _nccl_ends(plain(f), at)
+        shared = set(first) & set(mine)
+        shifted.append(at + int(np.median([first[k] - mine[k] for k in shared])))
+    return [o - min(shifted) for o in shifted]
 
 
 def _kernels(path) -> list[tuple[int, int, int]]:
@@ -65,8 +74,9 @@ def test_the_folder_is_read_as_its_ranks_in_order():
 
 
 def test_each_files_kernels_land_on_the_earliest_files_clock(merged):
-    """Per file, its kernels (SQL) moved by its session start less the earliest file's are the merged
-    trace's kernels of that file's process, start and end alike."""
+    """Per file, its kernels (SQL) moved onto the merged clock (`_offsets`: session starts, then the
+    shared collectives' ends, in SQL) are the merged trace's kernels of that file's process, start
+    and end alike."""
     ops = merged.ops[merged.ops["kind"] == KERNEL]
     pids = pid_of(ops["gpid"].to_numpy())
     for f, offset in zip(FILES, _offsets()):
@@ -87,6 +97,8 @@ def test_the_clocks_agreement_is_the_spread_of_the_shared_collectives_ends(merge
     spreads = [abs(ends[0][k] - ends[1][k]) for k in shared]
     r = merged.rank_files
     assert r.files == tuple(f.name for f in FILES) and r.ranks == (0, 1) and r.offsets_ns == tuple(_offsets())
+    starts = [_start(plain(f)) for f in FILES]
+    assert r.clock_fix_ns[1] == r.offsets_ns[1] - (starts[1] - starts[0]) != 0
     assert r.collectives == len(shared) > 0
     assert r.median_spread_ns == int(np.median(spreads)) and r.max_spread_ns == max(spreads)
     assert r.median_spread_ns < 100_000  # one host, one clock: the ranks end together
@@ -108,10 +120,22 @@ def test_the_replay_couples_every_shared_collective_and_keeps_each_ranks_steps(m
     assert float(np.median(np.abs(got - np.array([p for _, p in want])) / got)) <= 0.03
 
 
+def test_a_clock_that_disagrees_is_set_by_the_collectives(merged):
+    """Two nodes' session starts are their wall clocks: rank 1's start read 5 ms late puts every one of
+    its kernels where it was with the true starts (the collectives' ends set its clock), and the
+    report says the 5 ms came from them."""
+    traces = [m.trace for m in merged.members]
+    starts = [_start(plain(f)) for f in FILES]
+    skewed = merge(traces, [starts[0], starts[1] + 5_000_000], [0, 1], FOLDER)
+    assert (skewed.ops["start"].to_numpy() == merged.ops["start"].to_numpy()).all()
+    assert skewed.rank_files.clock_fix_ns[1] == merged.rank_files.clock_fix_ns[1] - 5_000_000
+
+
 def test_ids_two_files_share_are_renumbered():
-    """The same export twice, as two ranks a millisecond apart: its process and GPU ids come back
-    renumbered for the second, its copies (read on first use) on the renumbered GPU at its own times
-    plus the shift (SQL), and every collective couples with its own copy."""
+    """The same export twice, as two ranks whose session starts read a millisecond apart: its process
+    and GPU ids come back renumbered for the second, the shared collectives' ends take the millisecond
+    out again, its copies (read on first use) are on the renumbered GPU at the file's own times (SQL),
+    and every collective couples with its own copy."""
     t = load_trace(FILES[0])
     m = merge([t, t], [0, 1_000_000], [0, 1], FOLDER)
     pids = {int(p) for p in np.unique(pid_of(m.ops["gpid"].to_numpy()))}
@@ -120,8 +144,9 @@ def test_ids_two_files_share_are_renumbered():
     assert len(m.rank_files.renumbered) == 1 and "GPU 0 as 1" in m.rank_files.renumbered[0]
     rows = sql_rows(plain(FILES[0]), "SELECT start FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE deviceId = 0 ORDER BY start")
     copies = m.memcpy_calls(1)
-    assert [c[0] for c in copies] == [s + 1_000_000 for (s,) in rows]
-    assert m.rank_files.median_spread_ns == 1_000_000  # every collective ends exactly the shift apart
+    assert [c[0] for c in copies] == [s for (s,) in rows]  # on the merged clock: the shift taken out again
+    assert m.rank_files.clock_fix_ns[1] == -1_000_000  # its collectives end 1 ms after their twins: taken out
+    assert m.rank_files.median_spread_ns == 0
     g, _ = graph_of(m)
     n = sql_rows(plain(FILES[0]), """SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
                                      ON s.id = k.demangledName WHERE s.value LIKE ?""", NCCL)[0][0]
