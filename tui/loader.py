@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.worker import get_current_worker
 
@@ -25,6 +26,9 @@ from nsight_tui.tui.views.base import ViewScreen
 from nsight_tui.tui.views.loading import LoadingScreen
 from nsight_tui.tui.views.ranges import RangesScreen
 
+if TYPE_CHECKING:
+    from nsight_tui.parsers.read.load import Trace
+
 
 class Loader:
     def __init__(self, app: AppState, spares: Spares) -> None:
@@ -32,7 +36,8 @@ class Loader:
         self.spares = spares
         self._started = 0.0
 
-    def open_file(self, path: Path) -> None:
+    def open_file(self, path: Path, members: list[Path] | None = None) -> None:
+        """Open `path` (or, with `members`, those per-rank exports as one trace named `path`)."""
         app = self.app
         cached = app.sessions.get(path)
         if cached is not None:  # back from the files view to a file already loaded
@@ -42,11 +47,11 @@ class Loader:
         app.loaded = False
         self._started = app.clock()
         app.push_screen(LoadingScreen(path))
-        app.run_worker(partial(self._load, path, app.attribution), name="load", group="load", thread=True,
+        app.run_worker(partial(self._load, path, app.attribution, members), name="load", group="load", thread=True,
                        exclusive=True, exit_on_error=False)
 
-    def _load(self, path: Path, attribution: str) -> None:
-        """The worker: both stages, each posted as it is ready."""
+    def _load(self, path: Path, attribution: str, members: list[Path] | None = None) -> None:
+        """The worker: both stages, each posted as it is ready (per-rank files as one: one stage)."""
         app = self.app
         worker = get_current_worker()
 
@@ -54,17 +59,24 @@ class Loader:
             app.post_message(LoadProgress(path, fraction, text))
 
         first = None
+        trace: Trace
         try:
-            opened, app.opened = app.opened, None
-            load = StagedLoad(path, attribution, app.main_thread, progress, clock=app.clock,
-                              started=self._started, opened=opened)
-            # Stage 1: the NVTX tree with CPU times, on screen while the GPU work is read.
-            first = load.tree()
-            if first is not None and not worker.is_cancelled:
-                first.prepare()  # the header's nesting note, here, not on the UI thread
-                app.post_message(TraceLoaded(first))
-            # Stage 2: GPU ops and API calls, attributed; the tree's nodes are taken over.
-            trace, seconds = load.finish()
+            if members:
+                from nsight_tui.parsers.read.rank_merge import load_rank_files
+
+                trace = load_rank_files(members, path, progress)
+                seconds = app.clock() - self._started
+            else:
+                opened, app.opened = app.opened, None
+                load = StagedLoad(path, attribution, app.main_thread, progress, clock=app.clock,
+                                  started=self._started, opened=opened)
+                # Stage 1: the NVTX tree with CPU times, on screen while the GPU work is read.
+                first = load.tree()
+                if first is not None and not worker.is_cancelled:
+                    first.prepare()  # the header's nesting note, here, not on the UI thread
+                    app.post_message(TraceLoaded(first))
+                # Stage 2: GPU ops and API calls, attributed; the tree's nodes are taken over.
+                trace, seconds = load.finish()
         except TraceError as exc:
             app.post_message(LoadFailed(path, str(exc), exc.exit_code))
             return

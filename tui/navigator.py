@@ -11,7 +11,6 @@ pops to the base first; escape goes back one (never past the only file's range t
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual.screen import Screen
@@ -33,10 +32,10 @@ if TYPE_CHECKING:
 
 
 class Navigator:
-    def __init__(self, app: AppState, spares: Spares, open_file: Callable[[Path], None]) -> None:
+    def __init__(self, app: AppState, spares: Spares, open_file: Callable[..., None]) -> None:
         self.app = app
         self.spares = spares
-        self.open_file = open_file  # the loader's: a file from the files view
+        self.open_file = open_file  # the loader's: a file from the files view (or per-rank files as one)
 
     # -- where a view's choice leads ----------------------------------------------------------
     async def follow(self, request: Navigation) -> None:
@@ -75,6 +74,8 @@ class Navigator:
                     app.push_screen(TimelineScreen(app.session, None, replay=edits, replay_title=title))
             case FilesScreen.FileChosen(path=path):
                 self.open_file(path)
+            case FilesScreen.RanksAsOne(folder=folder, files=files):
+                self.open_file(folder, files)
             case FilesScreen.QuestionsAsked(tables=tables, attribution=attribution):
                 app.push_screen(QuestionsScreen(tables, attribution))
             case FilesScreen.DiffAsked(a=a, b=b, attribution=attribution):

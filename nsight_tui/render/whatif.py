@@ -326,6 +326,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     lines.append(("step", f"{_ms_unit(p.measured_step_ns)} measured, {_ms_unit(base)} replayed unchanged (CPU clock, "
                   f"period of the main thread's step, {steps_statistic(p)}; "
                   f"the model's identity error {p.identity_error * 100:.2f}%)"))
+    if p.rank_files is not None:
+        lines.append(("ranks", rank_files_line(p.rank_files).removeprefix("Ranks: ")))
     rng = (f", range {_ms_unit(p.low_ns)} .. {_ms_unit(p.high_ns)}" if p.low_ns != p.high_ns else
            ", no range: the edit rests on no figure this capture lacks")
     lines.append(("predicted", f"{_ms_unit(p.step_ns)} per step with the fix (estimated: the replay){rng}, "

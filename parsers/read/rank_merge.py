@@ -369,14 +369,18 @@ def _rank_of(path: Path) -> int | None:
     return conventions.split_rank(as_plain_name(path).stem)[1]
 
 
-def rank_files(folder: Path) -> list[Path] | None:
-    """The folder's exports in rank order, if they are the ranks of one run: at least two, each
-    name the same but for its rank suffix (`_rank0`, `_rank1`, ...); else None."""
-    files = exports_in(folder)
+def one_run(files: list[Path]) -> list[Path] | None:
+    """`files` in rank order, if they are the ranks of one run: at least two, each name the same but
+    for its rank suffix (`_rank0`, `_rank1`, ...); else None."""
     stems = {conventions.split_rank(as_plain_name(p).stem)[0] for p in files}
     if len(files) < 2 or len(stems) != 1 or any(_rank_of(p) is None for p in files):
         return None
     return sorted(files, key=lambda p: (_rank_of(p), p.name))
+
+
+def rank_files(folder: Path) -> list[Path] | None:
+    """The folder's exports in rank order, if they are the ranks of one run (`one_run`); else None."""
+    return one_run(exports_in(folder))
 
 
 def load_rank_files(files: list[Path], folder: Path, progress=None) -> MergedRanks:

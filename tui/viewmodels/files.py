@@ -91,3 +91,15 @@ def question_frame(table: SweepTable) -> tuple[pd.DataFrame, list[Column]]:
     cols = [Column(f"c{i}", h, width(i, h), "right" if numeric(i) else "left", text=True,
                    priority=10 if i == 0 else 5) for i, h in enumerate(table.headers)]
     return frame, cols
+
+
+def one_runs_ranks(paths: list[Path]) -> tuple[Path, list[Path]] | None:
+    """`a` in the files view: (the name the merged trace goes by, the files in rank order) where the
+    files are one run's per-rank exports (read.rank_merge.one_run), else None."""
+    from nsight_tui.parsers.read.rank_merge import one_run
+
+    files = one_run(list(paths))
+    if files is None:
+        return None
+    folders = {p.parent for p in files}
+    return (folders.pop() if len(folders) == 1 else Path(f"{files[0].parent}/{len(files)} ranks")), files

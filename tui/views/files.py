@@ -15,7 +15,7 @@ from nsight_tui.render.sweep import COMPARE_BASIS, COMPARE_HEADERS, SweepTable, 
 from nsight_tui.tui.messages import FilesListed, FilesProgress, FilesReady, FilesRow, Navigation
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.files import (
-    FilesView, compare, file_columns, files_frame, listed, question_frame, waiting_row,
+    FilesView, compare, file_columns, files_frame, listed, one_runs_ranks, question_frame, waiting_row,
 )
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -36,6 +36,13 @@ class FilesScreen(TableScreen):
         attribution: str
 
     @dataclass
+    class RanksAsOne(Navigation):
+        """`a`: the files, one run's ranks, opened as one trace on one clock (read.rank_merge)."""
+
+        folder: Path
+        files: list[Path]
+
+    @dataclass
     class DiffAsked(Navigation):
         """`d`: run `b` against the baseline `a`."""
 
@@ -51,9 +58,13 @@ class FilesScreen(TableScreen):
                 id="files.baseline"),
         Binding("d", "diff", "Diff", tooltip="Diff the baseline (A; default the first file) against the file "
                 "under the cursor (B): what changed, and why the step moved", id="files.diff"),
+        Binding("a", "ranks_as_one", "All ranks as one",
+                tooltip="The files, one run's per-rank exports, opened as one trace on one clock: every rank's lanes "
+                "on one timeline, the straggler judged there, `w` replaying the ranks coupled through their "
+                "collectives", id="files.ranks_as_one"),
     ]
 
-    hint = "enter: open the file · t: question tables · b: diff baseline, d: diff"
+    hint = "enter: open the file · t: question tables · b: diff baseline, d: diff · a: all ranks as one"
     view_name = "files"
     empty_text = "reading the files…"
 
@@ -174,6 +185,13 @@ class FilesScreen(TableScreen):
         if self.table is None or not self.runs or not len(self.table):
             return self.paths[min(self.grid.cursor, len(self.paths) - 1)]
         return self.runs[self.table.position(self.grid.cursor)].path
+
+    def action_ranks_as_one(self) -> None:
+        ranks = one_runs_ranks(self.paths)
+        if ranks is None:
+            self.set_status("a opens one run's per-rank exports as one (NAME_rank0, NAME_rank1, ...): these are not")
+            return
+        self.post_message(self.RanksAsOne(*ranks))
 
     def action_baseline(self) -> None:
         self.baseline = self._cursor_path()
