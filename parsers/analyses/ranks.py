@@ -35,6 +35,7 @@ from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.cache import PAIRS_BUNDLE
 from nsight_tui.parsers.read.target_info import session_start_utc_ns
 from nsight_tui.parsers.read.load import Trace, pairs_bundle
+from nsight_tui.parsers.read.rank_merge import MergedRanks
 from nsight_tui.parsers.model.steps import process_phase, process_steps
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
@@ -329,7 +330,9 @@ def run_ranks(summaries: list[RankSummary], assumption: str, notes: list[str] | 
 def ranks_of_trace(trace: Trace) -> RunRanks:
     summaries = summarise_trace(trace)
     sources = sorted({s.rank.rank_source for s in summaries})
-    assumption = (f"{len(summaries)} rank(s) in one export: one per process and GPU with GPU work; "
+    where = (f"{len(trace.members)} per-rank exports on one clock (read.rank_merge)" if isinstance(trace, MergedRanks)
+             else "one export")
+    assumption = (f"{len(summaries)} rank(s) in {where}: one per process and GPU with GPU work; "
                   f"rank numbers from {', '.join(sources) or 'nothing'}")
     return run_ranks(summaries, assumption)
 

@@ -195,3 +195,22 @@ def test_the_report_reads_each_files_launch_configurations(merged):
     got = {(int(r.device), merged.op_names[int(r.name)], int(r.regs), int(r.smem_static), int(r.smem_dynamic),
             int(r.threads), int(r.smem_config)) for r in occ.configs.itertuples()}
     assert got == texts
+
+
+def test_the_straggler_is_judged_on_the_merged_clock():
+    """`ranks` of the merged trace: the rank arriving last at the collectives, by its mean lateness
+    behind the first rank (SQL: each file's NCCL kernel starts in order, moved onto the merged clock)."""
+    from nsight_tui.parsers import Profile
+
+    run = Profile.open_ranks(FOLDER).ranks()
+    assert "2 per-rank exports on one clock" in run.assumption
+    starts = []
+    for f, o in zip(FILES, _offsets()):
+        rows = sql_rows(plain(f), """SELECT k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                                     ON s.id = k.demangledName WHERE s.value LIKE ? ORDER BY k.start""", NCCL)
+        starts.append([s + o for (s,) in rows])
+    assert len(starts[0]) == len(starts[1])
+    late = (np.array(starts) - np.array(starts).min(axis=0)).mean(axis=1)
+    top = int(np.argmax(late))
+    assert run.straggler is not None and run.straggler.rank.rank == top
+    assert run.straggler.value_ns == pytest.approx(late[top], abs=1.0)
