@@ -18,7 +18,7 @@ from pathlib import Path
 from nsight_tui.parsers.read import conventions, rank_merge
 from nsight_tui.parsers.read.compressed import as_plain_name
 from nsight_tui.parsers.read.errors import TraceError
-from nsight_tui.parsers.analyses.ranks import RankSummary, RunRanks, rank_from_name, run_ranks
+from nsight_tui.parsers.analyses.ranks import RankSummary, RunRanks, file_clocks, rank_from_name, run_ranks
 
 @dataclass
 class RankGroup:
@@ -162,8 +162,10 @@ def ranks_of_files(paths: Sequence[Path], scheduler: str | None = None, workers:
         clock = (f"each file counts time from its own session start (TARGET_INFO_SESSION_START_TIME); the starts "
                  f"differ by up to {spread:,.3f} ms: per-rank figures are durations on each file's clock")
         if len(origins) == len(summaries):  # ranks.arrival_lateness shifts each file by its start
+            fixed = [c - o for c, o in zip(file_clocks(summaries), origins)]
             clock += ("; arrivals at the collectives are compared after shifting each file by its session start "
-                      "(UTC), as exact as the hosts' clocks agree")
+                      "(UTC), then so that the collectives end together on every rank (the hosts' clocks agree only "
+                      f"to their clock sync: here the collectives moved them by up to {max(map(abs, fixed)) / 1e3:,.1f} us)")
         else:
             clock += "; arrivals at the collectives are not compared (a file has no session start)"
         notes.append(clock)

@@ -96,6 +96,7 @@ class RankSummary:
     session_start_utc_ns: int | None = None  # the export's own clock origin (per-rank files differ)
     # the starts of its communication kernels, in order (its own clock): when it reached each collective
     collective_starts_ns: list[int] = field(default_factory=list, repr=False)
+    collective_ends_ns: list[int] = field(default_factory=list, repr=False)  # and when each ended, alike
 
     @property
     def overlap(self) -> float | None:
@@ -239,6 +240,7 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
     summary.steps_ns = (s_end - s_start).tolist()
     summary.compute_per_step_ns = [intervals.length(intervals.clip(compute, a, b)) for a, b in zip(s_start, s_end)]
     summary.collective_starts_ns = start[is_comm].tolist()
+    summary.collective_ends_ns = end[is_comm].tolist()
     if len(s_start):
         steps = intervals.union(s_start, s_end)
         exposed = intervals.difference(comm, compute)
@@ -308,10 +310,23 @@ def arrival_lateness(summaries: list[RankSummary]) -> dict[int, float] | None:
     files = {s.rank.file for s in ranks}
     if len(files) > 1 and any(s.session_start_utc_ns is None for s in ranks):
         return None
-    origin = [(s.session_start_utc_ns or 0) if len(files) > 1 else 0 for s in ranks]
-    starts = np.array([np.asarray(s.collective_starts_ns, dtype=np.int64) + o for s, o in zip(ranks, origin)])
+    origin = np.array(file_clocks(ranks)) if len(files) > 1 else np.zeros(len(ranks), np.int64)
+    starts = np.array([np.asarray(s.collective_starts_ns, dtype=np.int64) for s in ranks]) + origin[:, None]
     lateness = (starts - starts.min(axis=0)).mean(axis=1)
     return {id(s): float(v) for s, v in zip(ranks, lateness)}
+
+
+def file_clocks(ranks: list[RankSummary]) -> list[int]:
+    """Per rank of per-rank files (each with its session start, as many collectives each): where its
+    file's clock starts on one clock (ns), its session start (UTC), then moved so that its collectives
+    end when the first rank's do (the median difference: a collective ends on every rank together,
+    while two nodes' session starts are their wall clocks, which agree only to their clock sync;
+    read.rank_merge does the same for a merged trace)."""
+    origin = [int(s.session_start_utc_ns or 0) for s in ranks]
+    ends = [np.asarray(s.collective_ends_ns, dtype=np.int64) for s in ranks]
+    if any(len(e) != len(ends[0]) or not len(e) for e in ends):
+        return origin
+    return [o + int(np.median(ends[0] + origin[0] - (e + o))) for e, o in zip(ends, origin)]
 
 
 def rank_from_name(path: str | Path) -> int | None:

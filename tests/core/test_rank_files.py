@@ -76,3 +76,28 @@ def test_the_clock_note_says_how_arrivals_are_compared():
     assert "not aligned timestamps" not in note
     assert "arrivals at the collectives are compared after shifting each file by its session start" in note
     assert run.straggler is not None and run.straggler.basis.startswith("arrival at the collectives")
+
+
+def test_a_clock_that_disagrees_does_not_move_the_straggler():
+    """Two nodes' session starts are their wall clocks: rank 1's read 5 ms late leaves every rank's
+    lateness at the collectives as it was (the collectives' ends set the clocks), and that lateness is
+    SQL's: each file's NCCL kernel starts in order, moved by its session start and then by the median
+    difference of its NCCL kernel ends from rank 0's."""
+    import numpy as np
+    from helpers.export_sql import sql_rows
+
+    from nsight_tui.parsers.analyses.ranks import arrival_lateness
+
+    summaries = [s for path in FILES for s in rank_files.summarise_file(str(path))]
+    late = arrival_lateness(summaries)
+    summaries[1].session_start_utc_ns += 5_000_000
+    assert arrival_lateness(summaries) == pytest.approx(late, abs=1.0)
+    kernels = [sql_rows(plain(p), """SELECT k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s
+                                     ON s.id = k.demangledName WHERE s.value LIKE '%nccl%' ORDER BY k.start""")
+               for p in FILES]
+    origin = [sql_rows(plain(p), "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0][0] for p in FILES]
+    ends = [np.array([e for _, e in k]) + o for k, o in zip(kernels, origin)]
+    moved = [o + int(np.median(ends[0] - e)) for e, o in zip(ends, origin)]
+    starts = np.array([[s for s, _ in k] for k in kernels]) + np.array(moved)[:, None]
+    want = (starts - starts.min(axis=0)).mean(axis=1)
+    assert [late[id(s)] for s in summaries] == pytest.approx(list(want), abs=1.0)
