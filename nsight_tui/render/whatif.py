@@ -136,7 +136,10 @@ def rank_files_line(r) -> str:
                  f"across ranks (median; {r.max_spread_ns / 1e3:,.1f} us at most)")
     else:
         text += "; no collective found on every rank, so nothing couples them"
-    return text + "".join(f"; renumbered: {n}" for n in r.renumbered)
+    text += "".join(f"; renumbered: {n}" for n in r.renumbered)
+    # the coupling is the one-export replay's, whose DDP twins it meets; per-rank twins need two GPUs
+    return text + ("; the ranks coupled as in one export holding every rank (checked on one-export DDP twins, "
+                   "not yet on per-rank ones: docs/whatif.md)")
 
 
 def whatif_dict(p) -> dict:
