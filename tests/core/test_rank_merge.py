@@ -214,3 +214,25 @@ def test_the_straggler_is_judged_on_the_merged_clock():
     top = int(np.argmax(late))
     assert run.straggler is not None and run.straggler.rank.rank == top
     assert run.straggler.value_ns == pytest.approx(late[top], abs=1.0)
+
+
+def test_one_exports_ranks_split_and_merged_back_predict_its_ddp_twin_alike():
+    """The committed DDP pair (25 MB buckets -> one bucket, both ranks in one export each, its twins-table
+    row within tolerance): each export split into its two processes and merged back as per-rank files
+    replays the pair as the one export does. Both ranks share one clock there, so what the collectives'
+    ends move rank 1 by is the method's own error (their ends stand a few µs apart across GPUs on one
+    clock), and the prediction moves by no more than that."""
+    from helpers.split_ranks import processes
+
+    base = plain(SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz")
+    twin = plain(SAMPLES / "async" / "small_ctx512_b8_ddp2_async_ddp-one-bucket.sqlite.xz")
+    one_base, one_twin = load_trace(base), load_trace(twin)
+    split = [merge(ranks, [0, 0], [0, 1], FOLDER) for ranks in (processes(one_base), processes(one_twin))]
+    assert all(len(m.members) == 2 for m in split)
+    fix = abs(split[0].rank_files.clock_fix_ns[1])
+    assert 0 < fix < 20_000
+    one = predict(one_base, [f"kernels-from:{twin}"], load=lambda _: one_twin)
+    two = predict(split[0], [f"kernels-from:{twin}"], load=lambda _: split[1])
+    assert two.replayed_step_ns == one.replayed_step_ns and two.steps == one.steps
+    for a, b in ((one.step_ns, two.step_ns), (one.low_ns, two.low_ns), (one.high_ns, two.high_ns)):
+        assert abs(a - b) <= fix
