@@ -18,6 +18,8 @@ far apart the ranks then end the collectives they share.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -383,13 +385,27 @@ def rank_files(folder: Path) -> list[Path] | None:
     return one_run(exports_in(folder))
 
 
+# Files read at once: the readers spend their time in native code outside the GIL (SQLite, ADBC,
+# the decompression of an .xz), so a few threads overlap them; more only add memory in flight.
+LOAD_THREADS = 4
+
+
 def load_rank_files(files: list[Path], folder: Path, progress=None) -> MergedRanks:
-    """Load each per-rank export (`files`, in rank order) and merge them on one clock."""
-    traces = []
-    for i, f in enumerate(files):
-        if progress:
-            progress(i / len(files), f"rank file {i + 1} of {len(files)}")
-        traces.append(load_trace(f))
+    """Load each per-rank export (`files`, in rank order; a few at once) and merge them on one clock.
+    `progress(fraction, text)` as each file is in."""
+    with ThreadPoolExecutor(max_workers=max(1, min(LOAD_THREADS, len(files), os.cpu_count() or 1))) as pool:
+        pending = {pool.submit(load_trace, f): i for i, f in enumerate(files)}
+        loaded: dict[int, Trace] = {}
+        try:
+            for done in as_completed(pending):
+                loaded[pending[done]] = done.result()
+                if progress:
+                    progress(len(loaded) / len(files), f"{len(loaded)} of {len(files)} rank files read")
+        except BaseException:  # a file that cannot be read (its TraceError, one line): the others not started stay so
+            for future in pending:
+                future.cancel()
+            raise
+    traces = [loaded[i] for i in range(len(files))]
     return merge(traces, [session_start_utc_ns(t.path) for t in traces], [_rank_of(f) for f in files], folder)
 
 

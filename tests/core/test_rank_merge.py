@@ -236,3 +236,15 @@ def test_one_exports_ranks_split_and_merged_back_predict_its_ddp_twin_alike():
     assert two.replayed_step_ns == one.replayed_step_ns and two.steps == one.steps
     for a, b in ((one.step_ns, two.step_ns), (one.low_ns, two.low_ns), (one.high_ns, two.high_ns)):
         assert abs(a - b) <= fix
+
+
+def test_a_rank_file_that_cannot_be_read_is_one_line(tmp_path):
+    """One run's folder whose rank 1 is not an export: the merge stops on that file's own one line,
+    from the command line too (exit 2, no traceback)."""
+    (tmp_path / FILES[0].name).symlink_to(FILES[0])
+    (tmp_path / "small_ctx128_ddp2_rank1.sqlite").write_bytes(b"not an export" * 100)
+    with pytest.raises(TraceError, match="small_ctx128_ddp2_rank1.sqlite"):
+        load_export(tmp_path)
+    run = cli_process.run(["whatif", str(tmp_path)], cwd=ROOT, text=True, timeout=300)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert "small_ctx128_ddp2_rank1.sqlite" in run.stderr
