@@ -71,7 +71,7 @@ def decode_weights(trace: Trace) -> DecodeWeights | None:
     if not len(kernels):
         return None
     device = int(np.bincount(ops["device"].to_numpy()[kernels].astype(np.int64)).argmax())
-    bandwidth = gpu_memory_bandwidth(trace.path, trace.schema)
+    bandwidth = gpu_memory_bandwidth(trace)
     rows = trace.memcpy_calls(device)
     if not bandwidth or not rows:
         return None

@@ -335,7 +335,7 @@ def build(trace: Trace, attribution: str = "process", flops_file=None, peak_tflo
         counts = shape_counts(trace, model, config)
     if counts is None:
         counts = flop_counts.analytic_counts(config)
-    bandwidth = gpu_memory_bandwidth(trace.path, trace.schema)
+    bandwidth = gpu_memory_bandwidth(trace)
     choice = peak_table.choose(trace.info.gpus, peak_tflops, peak_gbps, bandwidth)
     return Roofline(trace, model, counts, choice, config)
 

@@ -36,17 +36,13 @@ the partitioned global caching of CC 5.2/6.x GPUs (not in `LIMITS`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from nsight_tui.parsers.read.columns import open_tables
-from nsight_tui.parsers.read.ids import KERNEL
-from nsight_tui.parsers.read.rank_merge import MergedRanks
+from nsight_tui.parsers.read.load import GPU_TABLE, KERNEL_TABLE, LAUNCH_COLUMNS
 
-KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
-GPU_TABLE = "TARGET_INFO_GPU"
 WHAT = "theoretical (from launch configuration)"  # every place occupancy shows says so
 
 # Limiter codes, in the order ties are broken (the first wins).
@@ -159,7 +155,7 @@ def blocks_per_sm(lim: CcLimits, regs: np.ndarray, smem_static: np.ndarray, smem
 
 
 # -- a trace ---------------------------------------------------------------------------------
-CONFIG_COLUMNS = ["registersPerThread", "staticSharedMemory", "dynamicSharedMemory", "blockX", "blockY", "blockZ"]
+CONFIG_COLUMNS = list(LAUNCH_COLUMNS)
 CONFIG_KEYS = ["device", "name", "regs", "smem_static", "smem_dynamic", "threads", "smem_config"]
 
 
@@ -179,25 +175,20 @@ class Occupancy:
         return self.configs.empty
 
 
-def _gpu_limits(tables) -> tuple[dict[int, GpuLimits], str]:
-    schema = tables.schema
-    if not schema.has(GPU_TABLE, "computeMajor"):
+def _gpu_limits(trace) -> tuple[dict[int, GpuLimits], str]:
+    if not trace.schema.has(GPU_TABLE, "computeMajor"):
         return {}, "the export has no GPU description (TARGET_INFO_GPU with compute capability)"
-    cols = ["id", "name", "computeMajor", "computeMinor", *[c for c in FROM_EXPORT if schema.has(GPU_TABLE, c)]]
-    cols = [c for c in cols if schema.has(GPU_TABLE, c)]
-    f = tables.read(GPU_TABLE, cols, integer=tuple(c for c in cols if c != "name"))
     out: dict[int, GpuLimits] = {}
     unknown = []
-    names = f.text("name") if f.has("name") else [""] * f.n
-    for i in range(f.n):
-        major, minor = int(f.int("computeMajor", -1)[i]), int(f.int("computeMinor", -1)[i])
-        given = {c: int(f.int(c, 0)[i]) for c in FROM_EXPORT if f.has(c) and not f.null(c)[i]}
+    for i, row in enumerate(trace.target_gpus(["id", "name", "computeMajor", "computeMinor", *FROM_EXPORT])):
+        major, minor = (-1 if row.get(c) is None else int(row[c]) for c in ("computeMajor", "computeMinor"))
+        given = {c: int(row[c]) for c in FROM_EXPORT if row.get(c) is not None}
         lim = limits_for((major, minor), given)
-        name = str(names[i] or "")
+        name = str(row.get("name") or "")
         if lim is None:
             unknown.append(f"{name or 'GPU'} (compute capability {major}.{minor})")
             continue
-        dev = int(f.int("id", 0)[i]) if f.has("id") else i
+        dev = int(row["id"] or 0) if "id" in row else i
         out[dev] = GpuLimits(dev, name, (major, minor), lim, tuple(c for c in given if given[c] > 0))
     note = f"no per-SM limits known for {', '.join(unknown)}" if unknown else ""
     return out, note
@@ -226,37 +217,9 @@ def trace_occupancy(trace) -> Occupancy:
     kept = trace.derived.get("occupancy")
     if kept is not None:
         return kept
-    occ = _merged(trace) if isinstance(trace, MergedRanks) else _compute(trace)
+    occ = _compute(trace)
     trace.derived["occupancy"] = occ
     return occ
-
-
-def _merged(trace: MergedRanks) -> Occupancy:
-    """Per-rank exports replayed as one (read.rank_merge): each file's own launch configurations,
-    read from its file, on the merged trace's name codes and GPU ids; one row per distinct one."""
-    parts, codes, gpus, notes = [], np.full(len(trace.ops), -1, np.int64), {}, []
-    at = 0
-    for m in trace.members:
-        occ = trace_occupancy(m.trace)
-        c = occ.configs.copy()
-        if len(c):
-            c["device"] = m.device(c["device"].to_numpy().astype(np.int64))
-            c["name"] = m.op_names[c["name"].to_numpy().astype(np.int64)].astype(np.int64)
-        codes[m.ops] = np.where(occ.op_config >= 0, occ.op_config + at, -1)
-        parts.append(c)
-        at += len(c)
-        for d, g in occ.gpus.items():
-            new = int(m.device(np.array([d]))[0])
-            gpus[new] = replace(g, device=new)
-        if occ.note:
-            notes.append(occ.note)
-    configs = pd.concat(parts, ignore_index=True) if parts else _empty(0, "").configs
-    if configs.empty:
-        return Occupancy(configs, codes, gpus, "; ".join(dict.fromkeys(notes)))
-    distinct = configs.groupby(CONFIG_KEYS, sort=False, dropna=False).ngroup().to_numpy()
-    first = np.unique(distinct, return_index=True)[1]
-    op_config = np.where(codes >= 0, distinct[np.maximum(codes, 0)], -1)
-    return Occupancy(configs.iloc[first].reset_index(drop=True), op_config, gpus, "; ".join(dict.fromkeys(notes)))
 
 
 def _empty(n_ops: int, note: str, gpus=None) -> Occupancy:
@@ -271,28 +234,14 @@ def _compute(trace) -> Occupancy:
     missing = [c for c in CONFIG_COLUMNS if not schema.has(KERNEL_TABLE, c)]
     if missing:
         return _empty(n_ops, f"the export's kernels lack {', '.join(missing)}: no launch configuration")
-    with open_tables(trace.path, probe=False) as tables:
-        gpus, note = _gpu_limits(tables)
-        if not gpus:
-            return _empty(n_ops, note or "no GPU with known per-SM limits")
-        wanted = ["rowid", *CONFIG_COLUMNS] + [c for c in ("sharedMemoryExecuted",) if schema.has(KERNEL_TABLE, c)]
-        f = tables.read(KERNEL_TABLE, wanted, integer=tuple(wanted), where=trace.checks.where(KERNEL_TABLE, prefix=""))
-    kinds = ops["kind"].to_numpy()
-    kpos = np.flatnonzero(kinds == KERNEL)
-    # the trace's kernels, by row key, to the file's rows
-    at = pd.Series(np.arange(f.n), index=f.int("rowid", -1)).reindex(ops["rowid"].to_numpy()[kpos]).to_numpy()
-    found = ~np.isnan(at)
-    kpos, at = kpos[found], at[found].astype(np.int64)
-    frame = pd.DataFrame({
-        "device": ops["device"].to_numpy()[kpos].astype(np.int64),
-        "name": ops["name"].to_numpy()[kpos].astype(np.int64),
-        "regs": f.int("registersPerThread", 0)[at],
-        "smem_static": f.int("staticSharedMemory", 0)[at],
-        "smem_dynamic": f.int("dynamicSharedMemory", 0)[at],
-        "threads": (f.int("blockX", 1) * f.int("blockY", 1) * f.int("blockZ", 1))[at],
-        "smem_config": (np.where(f.null("sharedMemoryExecuted"), 0, f.int("sharedMemoryExecuted", 0))[at]
-                        if f.has("sharedMemoryExecuted") else np.zeros(len(at), dtype=np.int64)),
-    })
+    gpus, note = _gpu_limits(trace)
+    if not gpus:
+        return _empty(n_ops, note or "no GPU with known per-SM limits")
+    config = trace.launch_configs()  # read from the export (each rank's own, for per-rank files merged)
+    kpos = config.index.to_numpy()
+    frame = pd.DataFrame({"device": ops["device"].to_numpy()[kpos].astype(np.int64),
+                          "name": ops["name"].to_numpy()[kpos].astype(np.int64),
+                          **{c: config[c].to_numpy() for c in config.columns}})
     known = frame["device"].isin(list(gpus)).to_numpy()
     if not known.all():
         note = note or "kernels on a GPU the export does not describe have no figure"

@@ -68,6 +68,11 @@ class TraceInfo:
     graphs_by_node: int = 0  # CUDA graph launches traced node by node (their nodes are kernels, copies, sets)
 
 
+KERNEL_TABLE, GPU_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL", "TARGET_INFO_GPU"
+# A kernel's launch configuration (Trace.launch_configs; kernels.occupancy needs every one of them)
+LAUNCH_COLUMNS = ("registersPerThread", "staticSharedMemory", "dynamicSharedMemory", "blockX", "blockY", "blockZ")
+
+
 @dataclass
 class Trace:
     """One export, loaded. Frames are indexed 0..n-1; cross references are positions."""
@@ -192,6 +197,42 @@ class Trace:
                 nbytes = f.int("bytes", 0)[at] if f.n else np.zeros(len(at), np.int64)
                 out.loc[idx, "bytes"] = np.where(found, nbytes, 0)
         return out
+
+    def launch_configs(self) -> pd.DataFrame:
+        """Each kernel's launch configuration, read from the file on each call (kernels.occupancy
+        keeps what it makes of it): index the kernel's position in `ops`; `regs` per thread,
+        `smem_static` and `smem_dynamic` shared memory (bytes), `threads` per block, `smem_config` the
+        shared-memory carve-out in force (CUPTI's sharedMemoryExecuted, 0 where not recorded). A
+        kernel whose row the file lacks is absent; the export must have LAUNCH_COLUMNS."""
+        executed = [c for c in ("sharedMemoryExecuted",) if self.schema.has(KERNEL_TABLE, c)]
+        wanted = ["rowid", *LAUNCH_COLUMNS, *executed]
+        with open_tables(self.path, probe=False) as tables:
+            f = tables.read(KERNEL_TABLE, wanted, integer=tuple(wanted), where=self.checks.where(KERNEL_TABLE, prefix=""))
+        kpos = np.flatnonzero(self.ops["kind"].to_numpy() == KERNEL)
+        # the trace's kernels, by row key, to the file's rows
+        at = pd.Series(np.arange(f.n), index=f.int("rowid", -1)).reindex(self.ops["rowid"].to_numpy()[kpos]).to_numpy()
+        found = ~np.isnan(at)
+        kpos, at = kpos[found], at[found].astype(np.int64)
+        return pd.DataFrame({
+            "regs": f.int("registersPerThread", 0)[at],
+            "smem_static": f.int("staticSharedMemory", 0)[at],
+            "smem_dynamic": f.int("dynamicSharedMemory", 0)[at],
+            "threads": (f.int("blockX", 1) * f.int("blockY", 1) * f.int("blockZ", 1))[at],
+            "smem_config": (np.where(f.null("sharedMemoryExecuted"), 0, f.int("sharedMemoryExecuted", 0))[at]
+                            if executed else np.zeros(len(at), dtype=np.int64)),
+        }, index=kpos)
+
+    def target_gpus(self, columns: list[str]) -> list[dict]:
+        """TARGET_INFO_GPU's rows (the GPUs the export describes), each the `columns` it has: `name`
+        as text, the rest integers, None where NULL."""
+        present = [c for c in columns if self.schema.has(GPU_TABLE, c)]
+        if not present:
+            return []
+        with open_tables(self.path, probe=False) as tables:
+            f = tables.read(GPU_TABLE, present, integer=tuple(c for c in present if c != "name"))
+        values = {c: (list(f.text(c)) if c == "name" else [None if null else int(v) for v, null in
+                                                            zip(f.int(c, 0), f.null(c))]) for c in present}
+        return [{c: values[c][i] for c in present} for i in range(f.n)]
 
     @cached_property
     def gpu_memory(self) -> GpuMemoryEvents:

@@ -98,17 +98,11 @@ class MergedRanks(Trace):
                          a["collectives"], a["median_spread_ns"], a["max_spread_ns"], tuple(self.renumbered))
 
     def _alignment(self) -> dict:
-        """The spread (last less first, ns) of the ends of each collective the ranks share, matched
-        by name and order per rank: median and max over collectives, and how many were matched."""
-        names = self.ops["name"].to_numpy()
-        nccl = np.array(["nccl" in n.lower() for n in self.op_names], bool)
-        sel = np.flatnonzero(nccl[names]) if len(names) else np.zeros(0, np.int64)
-        comm = pd.DataFrame({"member": self._member_of(sel), "name": names[sel],
-                             "start": self.ops["start"].to_numpy()[sel], "end": self.ops["end"].to_numpy()[sel]})
-        comm = comm.sort_values(["member", "start"], kind="stable")
-        comm["nth"] = comm.groupby(["member", "name"]).cumcount()
-        by = comm.groupby(["name", "nth"])["end"].agg(["min", "max", "count"])
-        spreads = (by["max"] - by["min"])[by["count"] == len(self.members)].to_numpy()
+        """The spread (last less first, ns) of the ends of each collective every rank holds, on the
+        merged clock (matched by name and order, as `clock_fixes` matches them): median and max over
+        collectives, and how many were matched."""
+        ends = pd.concat([_collective_ends(m.trace) + m.offset_ns for m in self.members], axis=1, join="inner")
+        spreads = (ends.max(axis=1) - ends.min(axis=1)).to_numpy()
         if not len(spreads):
             return {"collectives": 0, "median_spread_ns": None, "max_spread_ns": None}
         return {"collectives": len(spreads), "median_spread_ns": int(np.median(spreads)),
@@ -140,6 +134,23 @@ class MergedRanks(Trace):
                 d.index = mine
                 parts.append(d)
         return pd.concat(parts).loc[pos]
+
+    def launch_configs(self) -> pd.DataFrame:
+        parts = []
+        for m in self.members:
+            c = m.trace.launch_configs()
+            c.index = c.index + m.ops.start
+            parts.append(c)
+        return pd.concat(parts)
+
+    def target_gpus(self, columns: list[str]) -> list[dict]:
+        rows: dict[int, dict] = {}  # one row per GPU id on the merged trace (one host's files list every GPU)
+        for m in self.members:
+            for row in m.trace.target_gpus(columns):
+                if row.get("id") is not None:
+                    row = dict(row, id=int(m.device(np.array([row["id"]]))[0]))
+                rows.setdefault(row.get("id", len(rows)), row)
+        return list(rows.values())
 
     @cached_property
     def gpu_memory(self) -> GpuMemoryEvents:

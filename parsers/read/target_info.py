@@ -6,20 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 from nsight_tui.parsers.read.columns import open_tables
 
 
-def gpu_memory_bandwidth(path: Path, schema) -> float | None:
-    """TARGET_INFO_GPU.memoryBandwidth of the GPU with the lowest id (bytes/s), None where absent."""
-    if not schema.has("TARGET_INFO_GPU", "memoryBandwidth"):
+def gpu_memory_bandwidth(trace) -> float | None:
+    """TARGET_INFO_GPU.memoryBandwidth of the GPU with the lowest id (bytes/s), None where absent;
+    `trace` a read.load.Trace (its `target_gpus`: per-rank files merged read each file's)."""
+    if not trace.schema.has("TARGET_INFO_GPU", "memoryBandwidth"):
         return None
     try:
-        with open_tables(path, probe=False) as tables:
-            gpu = tables.read("TARGET_INFO_GPU", ["id", "memoryBandwidth"])
-        first = int(np.argmin(gpu.int("id", 0))) if gpu.n else -1
-        value = gpu.values["memoryBandwidth"][first] if first >= 0 and not gpu.null("memoryBandwidth")[first] else None
+        gpus = trace.target_gpus(["id", "memoryBandwidth"])
+        first = min(gpus, key=lambda g: g.get("id") or 0) if gpus else {}
+        value = first.get("memoryBandwidth")
         return float(value) if value else None
     except Exception:  # noqa: BLE001 - only a hint in a message
         return None
