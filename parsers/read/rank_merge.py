@@ -230,6 +230,17 @@ def _used_pids(t: Trace) -> set[int]:
     return {int(p) for p in np.unique(pid_of(np.concatenate([np.asarray(x, np.int64) for x in ids])))}
 
 
+def _renumbered(own: set[int], taken: set[int]) -> dict[int, int]:
+    """The ids of `own` another file took already, each to a new one past every id seen; `taken`
+    then holds this file's ids as merged."""
+    moved: dict[int, int] = {}
+    for i in sorted(own & taken):
+        moved[i] = max(taken | own) + 1
+        taken.add(moved[i])
+    taken |= own - set(moved)
+    return moved
+
+
 def _codes(names: list[str], merged: list[str], index: dict[str, int]) -> np.ndarray:
     out = np.empty(len(names), np.int32)
     for i, n in enumerate(names):
@@ -299,20 +310,8 @@ def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | No
     n_ops = n_api = 0
     range_rowid = 0
     for t, offset, fix, rank in zip(traces, offsets, fixes, ranks):
-        used = _used_pids(t)
-        pids: dict[int, int] = {}
-        for p in sorted(used & taken_pids):
-            new = max(taken_pids | used) + 1
-            pids[p] = new
-            taken_pids.add(new)
-        taken_pids |= used - set(pids)
-        own_devices = {int(d) for d in np.unique(t.ops["device"].to_numpy())}
-        devices: dict[int, int] = {}
-        for d in sorted(own_devices & taken_devices):
-            new = max(taken_devices | own_devices) + 1
-            devices[d] = new
-            taken_devices.add(new)
-        taken_devices |= own_devices - set(devices)
+        pids = _renumbered(_used_pids(t), taken_pids)
+        devices = _renumbered({int(d) for d in np.unique(t.ops["device"].to_numpy())}, taken_devices)
         if pids or devices:
             what = [f"process {a} as {b}" for a, b in pids.items()] + [f"GPU {a} as {b}" for a, b in devices.items()]
             notes.append(f"{t.given.name}: {', '.join(what)} (another rank's file uses the same id)")
