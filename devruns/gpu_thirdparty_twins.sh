@@ -49,6 +49,8 @@
 #   attnmed512   GPT-2 medium, ctx 512, fp32 (held out after the device copies joined the passes)
 #   attn2048bf16 GPT-2 small, ctx 2048, batch 4, bf16 autocast (the same)
 #   attnmed512tf32, attn2048tf32  the two above at TF32 (held out after the fp32 SDPA's factor was set)
+#   attn1024bf16b32  GPT-2 small, ctx 1024, batch 32, bf16 autocast: a step the GPU still holds after the
+#                fix (held out after the flash factor over bf16 GEMMs was set)
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
 # devruns/repeat_twins_table.py reads them. New captures stop after $BUDGET_S seconds (default 470).
 # Run: WHL=.whl DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_thirdparty_twins.sh [PAIRS] [SET ...]
@@ -140,8 +142,9 @@ for k in $(seq 1 "$PAIRS"); do
                   --model small --ctx $ctx $prec --attention $at --out "$W/tmp" 2>&1 | grep -E 'wrote|rror'
                 for f in "$W"/tmp/*.sqlite; do mv "$f" "$W/${s}_r${k}_$(basename "$f")"; done; rm -rf "$W/tmp"
               done ;;
-      attnmed512|attn2048bf16|attnmed512tf32|attn2048tf32)
+      attnmed512|attn2048bf16|attnmed512tf32|attn2048tf32|attn1024bf16b32)
               args="--model medium --ctx 512 --batch 8"
+              [ $s = attn1024bf16b32 ] && args="--model small --ctx 1024 --batch 32 --tf32 --dtype bf16"
               [ $s = attnmed512tf32 ] && args="--model medium --ctx 512 --batch 8 --tf32"
               [ $s = attn2048bf16 ] && args="--model small --ctx 2048 --batch 4 --tf32 --dtype bf16"
               [ $s = attn2048tf32 ] && args="--model small --ctx 2048 --batch 4 --tf32"

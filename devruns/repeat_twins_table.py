@@ -96,6 +96,9 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
                      "unfused-attention"),
     "attnmed512k": ("medium_ctx512_b8_async", "medium_ctx512_fused_b8_async", ("kernels-from:{twin}",), ""),
     "attn2048bf16k": ("small_ctx2048_bf16_tf32_async", "small_ctx2048_bf16_tf32_fused_async", ("kernels-from:{twin}",), ""),
+    # held out after the flash factor over bf16 GEMMs was set (HALF_SDPA_OVER_GEMMS): a step the GPU holds
+    "attn1024bf16b32": ("small_ctx1024_bf16_tf32_b32_async", "small_ctx1024_bf16_tf32_fused_b32_async", ("fix:unfused-attention",),
+                        "unfused-attention"),
 }
 FOLDER_SET = {"vittf32fix": "vittf32", "vitoptimfix": "vitoptim", "combinedfix": "combined",
               "combinedpinfix": "combinedpin", "hfoptimfix": "hfoptim", "hftf32fix": "hftf32",

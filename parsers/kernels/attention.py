@@ -50,6 +50,18 @@ def attention_passes(trace, inside: np.ndarray, n_steps: int) -> np.ndarray:
     return attention_parts(trace, inside, n_steps).passes
 
 
+# Element types in PyTorch's kernel names (template arguments) that say a tensor of 16 bits
+HALF_TYPES = ("c10::BFloat16", "c10::Half", "__nv_bfloat16", "__half")
+
+
+def scores_in_half(trace, parts: AttentionParts) -> bool:
+    """Whether the attention's scores were 16-bit (bf16 or fp16: autocast, or a model cast to it): a
+    kernel among its passes names a 16-bit element type (the scaling of the score GEMM's output, the
+    cast back after autocast's fp32 softmax). The GEMMs' own names (cuBLAS's nvjet) do not say it."""
+    codes = np.unique(trace.ops["name"].to_numpy()[parts.passes])
+    return any(t in trace.op_names[c] for c in codes.tolist() for t in HALF_TYPES)
+
+
 def _is_copy(trace) -> np.ndarray:
     """Per op name code: a copy (a tensor copy kernel, a concatenation, a device memcpy)."""
     return np.array([("copy" in n.lower() or "memcpy" in n.lower()) for n in trace.op_names], bool)

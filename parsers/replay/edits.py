@@ -755,6 +755,12 @@ def _refuse_if_graphed(g: Graph, e: Edit, o_api: np.ndarray, span_of_op: np.ndar
 # SQL. At fp32 without TF32 the GEMMs run on the CUDA cores too and stand for the fused kernels as they
 # ran (0.90x there).
 FP32_SDPA_OVER_TF32 = 2.2
+# Where the scores were 16-bit (bf16 autocast) PyTorch's SDPA runs flash attention on the tensor cores,
+# causal, skipping the masked half the GEMMs compute: on an H200 its kernels took 0.47x the time of the
+# six bf16 GEMMs a layer they replace (GPT-2 small, ctx 1024, batch 8: the committed pair in
+# sample_traces/replay/attention, tests/core/test_attention_passes.py recomputing it in SQL; 0.58 at
+# ctx 512 and 0.42 at ctx 2048 in held-out pairs, docs/whatif.md "Attention, round three").
+HALF_SDPA_OVER_GEMMS = 0.47
 
 
 def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
@@ -765,14 +771,15 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     layout copies) are dropped with the calls that launched them; the GEMMs stay as measured,
     standing for the fused kernel's own matmuls (it does their work without writing the scores; a
     causal one skips the masked half), but where they ran as TF32 an fp32 SDPA, which does not use
-    TF32, takes FP32_SDPA_OVER_TF32 times their time (central; as they ran at the other end). On the
+    TF32, takes FP32_SDPA_OVER_TF32 times their time, and where the scores were 16-bit the flash
+    kernels HALF_SDPA_OVER_GEMMS times (central and the far end; as they ran at the near end). On the
     CPU the attention becomes one op: the framework's work that made each dropped pass and each
     attention's closing GEMM (the host time since its thread's previous launching call: the op's
     Python and dispatch, _host_before) goes too, centrally, as the fused program never calls those
     ops; the opening GEMM's stays, standing for the fused op's own, and so does the host time around a
     layout copy (the matmul op's own dispatch, which launches it). The range's other end keeps that
     host time."""
-    from nsight_tui.parsers.kernels.attention import attention_parts
+    from nsight_tui.parsers.kernels.attention import attention_parts, scores_in_half
 
     o_api, launched, pids = _op_launches(g)
     where = e.range or STEP_RANGE
@@ -801,13 +808,16 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     gpu_ns = int(g.op_dur[passes].sum())
     layout_ns = int(g.op_dur[parts.layout].sum())
     names = {g.trace.op_names[c] for c in g.trace.ops["name"].to_numpy()[parts.gemms]}
-    tf32 = any((decode_gemm(n) or {}).get("math_type") == "tf32" for n in names)
+    half = scores_in_half(g.trace, parts)
+    tf32 = not half and any((decode_gemm(n) or {}).get("math_type") == "tf32" for n in names)
     matmul_ns = int(g.op_dur[parts.gemms].sum())
-    if tf32:
-        # PyTorch's fp32 fused attention does not use TF32: its kernels take FP32_SDPA_OVER_TF32 times the
-        # TF32 GEMMs they stand for (central and the far end); the near end keeps the GEMMs as they ran
-        for plan in (ed.mid, ed.high):
-            plan.op_dur[parts.gemms] = np.round(plan.op_dur[parts.gemms] * FP32_SDPA_OVER_TF32).astype(np.int64)
+    # The fused kernels' time against the GEMMs they stand for, central and at the far end (the slower
+    # fp32 SDPA at the step's high end, the faster flash at its low one); the near end keeps the GEMMs
+    # as they ran
+    factor, plans = ((FP32_SDPA_OVER_TF32, (ed.mid, ed.high)) if tf32 else
+                     (HALF_SDPA_OVER_GEMMS, (ed.mid, ed.low)) if half else (1.0, ()))
+    for plan in plans:
+        plan.op_dur[parts.gemms] = np.round(plan.op_dur[parts.gemms] * factor).astype(np.int64)
     ed.applied.append(Applied(
         e.text, f"{len(passes):,} passes over the attention scores (the kernels and device copies between the "
         f"score GEMM and the GEMM after it, around a softmax, forward and backward, launched inside {where!r}) "
@@ -819,7 +829,11 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         "central; the opening GEMM's stays for the fused op's; between gone and kept"
         + (f"; its GEMMs ran as TF32 on tensor cores, and PyTorch's fp32 fused attention does not use TF32: the fused "
            f"kernels take x{FP32_SDPA_OVER_TF32} the GEMMs' time (an H200's, the committed twin; docs/whatif.md "
-           "\"Held out: attention\"), central; as fast as the GEMMs at the other end" if tf32 else "")))
+           "\"Held out: attention\"), central; as fast as the GEMMs at the other end" if tf32 else
+           f"; its scores were 16-bit, where PyTorch's fused attention is flash on tensor cores, causal ones skipping "
+           f"the masked half the GEMMs compute: the fused kernels take x{HALF_SDPA_OVER_GEMMS} the GEMMs' time (an "
+           "H200's at ctx 1024, the committed twin; 0.42 to 0.58 from ctx 2048 to 512; docs/whatif.md \"Attention, "
+           "round three\"), central; as long as the GEMMs at the other end" if half else "")))
 
 
 def _host_before(g: Graph, calls: np.ndarray) -> np.ndarray:

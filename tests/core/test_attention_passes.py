@@ -362,6 +362,52 @@ def test_fp32_sdpa_over_tf32_gemms_is_the_committed_twins():
     assert ratio == pytest.approx(edit_mod.FP32_SDPA_OVER_TF32, abs=0.05)
 
 
+ATTENTION = SAMPLES / "replay" / "attention"
+
+
+def _per_iteration(path) -> tuple[float, float]:
+    """The GEMM kernels' and the fused attention kernels' time an iteration (ns; PER_ITERATION_GEMM_SQL)."""
+    with sqlite3.connect(f"{plain(path).resolve().as_uri()}?mode=ro", uri=True) as con:
+        gemm, attn, n = con.execute(PER_ITERATION_GEMM_SQL).fetchone()
+    return gemm / n, (attn or 0) / n
+
+
+def test_half_sdpa_over_bf16_gemms_is_the_committed_twins():
+    """HALF_SDPA_OVER_GEMMS, recomputed in SQL as above on the bf16 autocast pair: the flash kernels an
+    iteration over the GEMM time the manual capture runs and the fused one does not."""
+    gemm_m, attn_m = _per_iteration(ATTENTION / "small_ctx1024_bf16_tf32_b8_async.sqlite.xz")
+    gemm_f, attn_f = _per_iteration(ATTENTION / "small_ctx1024_bf16_tf32_fused_b8_async.sqlite.xz")
+    assert attn_m == 0 and attn_f > 0
+    assert attn_f / (gemm_m - gemm_f) == pytest.approx(edit_mod.HALF_SDPA_OVER_GEMMS, abs=0.01)
+
+
+# The passes' kernels whose names carry a 16-bit element type, by SQL over the export
+HALF_PASS_SQL = "SELECT count(*) FROM StringIds WHERE value LIKE '%c10::BFloat16%' OR value LIKE '%c10::Half%'"
+
+
+@pytest.mark.parametrize("path", [ATTENTION / "small_ctx1024_bf16_tf32_b8_async.sqlite.xz",
+                                  H200 / "small_ctx1024_tf32_b8_async.sqlite.xz"], ids=["bf16", "tf32"])
+def test_the_edit_times_16_bit_attention_as_flash(path):
+    """Where the scores were bf16 (the passes' kernel names, by SQL) the six GEMMs a layer and step take
+    HALF_SDPA_OVER_GEMMS their time in the central and low plans and their own in the high one, and the
+    assumption says so; the TF32 capture's scale the other way (FP32_SDPA_OVER_TF32, high and central)."""
+    trace = load_trace(plain(path))
+    with sqlite3.connect(f"{trace.path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        half = con.execute(HALF_PASS_SQL).fetchone()[0] > 0
+    assert half is ("bf16" in path.name)
+    g, sr = graph_of(trace)
+    ed = edit_mod.apply(g, sr, [edit_mod.parse("attention")])
+    gemm = np.asarray(name_families(trace))[trace.ops["name"].to_numpy()] == "gemm"
+    scaled = gemm & (ed.mid.op_dur != g.op_dur)
+    assert scaled.sum() == 6 * 12 * sr.n_steps  # GPT-2 small's 12 layers
+    factor, moved, kept = ((edit_mod.HALF_SDPA_OVER_GEMMS, ed.low, ed.high) if half else
+                           (edit_mod.FP32_SDPA_OVER_TF32, ed.high, ed.low))
+    assert (ed.mid.op_dur[scaled] == np.round(g.op_dur[scaled] * factor)).all()
+    assert (moved.op_dur[scaled] == ed.mid.op_dur[scaled]).all() and (kept.op_dur[scaled] == g.op_dur[scaled]).all()
+    assert ("flash on tensor cores" in ed.applied[0].assumption) is half
+    assert ("does not use TF32" in ed.applied[0].assumption) is not half
+
+
 def test_the_edit_times_tf32_gemms_as_fp32_sdpa():
     """On the TF32 manual capture: the attention's GEMMs (six a layer and step: Q·Kᵀ, P·V, dV, dP, dQ,
     dK, for the config's layers) take FP32_SDPA_OVER_TF32 their time in the central and far plans and

@@ -34,6 +34,8 @@ IDENTITY = [*(p for p in sample_traces() if not p.name.startswith("edge_")),
             SAMPLES / "replay" / "graph" / "small_ctx128_b1_async_cuda-graph.sqlite.xz",
             SAMPLES / "replay" / "graph_decode" / "decode_graph.sqlite.xz",
             SAMPLES / "replay" / "attention" / "small_ctx1024_tf32_fused_b8_async.sqlite.xz",  # SDPA, 3 warmups
+            SAMPLES / "replay" / "attention" / "small_ctx1024_bf16_tf32_b8_async.sqlite.xz",  # bf16 autocast
+            SAMPLES / "replay" / "attention" / "small_ctx1024_bf16_tf32_fused_b8_async.sqlite.xz",  # flash SDPA
             SAMPLES / "graph_whole" / "decode_graph_whole.sqlite.xz",
             SAMPLES / "replay" / "pin_repeats" / "r3_small_ctx128_pageable-input.sqlite.xz",
             SAMPLES / "replay" / "interleaved" / "h100_24steps" / "small_ctx512_b8_async_fp32-gemm-every2.sqlite.xz",
