@@ -165,6 +165,14 @@ class GPT2(nn.Module):
         self.positions: torch.Tensor
         self.register_buffer("positions", torch.arange(dims.ctx), persistent=False)
 
+    def set_attention(self, attention: str) -> None:
+        """Every block's attention from now on: "manual" (written out) or "fused" (SDPA); the weights are
+        the same either way, so a run can switch between steps (the attention-manual plant)."""
+        if attention not in ("manual", "fused"):
+            raise ValueError(f"attention must be 'manual' or 'fused', not {attention!r}")
+        for block in self.blocks:
+            block.attn.attention = attention
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         seq = tokens.shape[1]
         if seq > self.dims.ctx:

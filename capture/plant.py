@@ -22,6 +22,9 @@ known: the findings rules (parsers/analyses/findings.py) are tested against them
 | fp32-gemm        | fp32 matmuls on the CUDA cores (precision          | `--tf32`           | fp32-gemm-without-      |
 |                  | "highest", PyTorch's default); with --plant-every, | (TF32: "high")     | tensor-cores            |
 |                  | TF32 ("high") in the other steps                   |                    |                         |
+| attention-manual | attention written out (score GEMM, scale, mask,    | `--attention fused`| unfused-attention       |
+|                  | softmax, GEMM); with --plant-every,                | (F.scaled_dot_     |                         |
+|                  | F.scaled_dot_product_attention in the other steps  | product_attention) |                         |
 
 item-before-step is logging the loss (or checking a grad norm) before `optimizer.step()`: in a
 GPU-bound step the CPU runs ahead during the backward, and the sync throws that lead away, so
@@ -70,6 +73,8 @@ PLANTS = {
                  "tensor-core matmuls in the other steps (the fix, --tf32)",
     "no-autocast": "the forward without bf16 autocast (fp32 activations, TF32 matmuls with --tf32); needs --dtype "
                    "bf16: with --plant-every, bf16 autocast in the other steps (the change most runs make)",
+    "attention-manual": "attention written out (score GEMM, scale, mask, softmax, GEMM); with --plant-every, "
+                        "F.scaled_dot_product_attention in the other steps (the fix, --attention fused)",
 }
 # The MLP's activation each plant asks for (capture.model.MLP); the rest keep the model's F.gelu.
 ACTIVATION = {"gelu-unfused": "gelu-manual", "gelu-fused": "gelu-tanh"}
@@ -77,7 +82,8 @@ ACTIVATION = {"gelu-unfused": "gelu-manual", "gelu-fused": "gelu-tanh"}
 
 # Plants that act inside a step, so they can act on some steps only (`every`): the change and its
 # absence in one capture, on the same minute's CPU (a pair of captures measures that CPU as much).
-ALTERNATING = ("host-sleep", "item", "item-before-step", "pageable-input", "fp32-gemm", "no-autocast")
+ALTERNATING = ("host-sleep", "item", "item-before-step", "pageable-input", "fp32-gemm", "no-autocast",
+               "attention-manual")
 
 
 def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync: bool, every: int = 1,
@@ -171,6 +177,14 @@ class Planter:
             source = self.host_batch if pageable or self.pinned_batch is None else self.pinned_batch
             batch = source.to(self.device, non_blocking=not pageable)
             batch.add_(1.0)  # used on the GPU, as a real input would be
+
+    @property
+    def attention(self) -> str | None:
+        """This iteration's attention (capture.model's "manual" or "fused") where the plant sets it step by
+        step (attention-manual: written out where it acts, fused in the other steps); None for the others."""
+        if self.plant != "attention-manual":
+            return None
+        return "manual" if self.on else "fused"
 
     @property
     def autocast_off(self) -> bool:

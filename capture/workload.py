@@ -200,6 +200,8 @@ class _Workload:
         with self.annotator.range(name):
             start = time.perf_counter()
             self.planter.begin(name)
+            if self.planter.attention is not None:
+                self.gpt2.set_attention(self.planter.attention)
             self.planter.step_start()
             if self.train:
                 loss = self._phase("forward", phases, self._forward_loss, memory)

@@ -15,6 +15,10 @@
 #   inputasync  pageable input against its pinned batch at ctx 512 batch 8, nothing synchronised
 #   bf16, bf16medium, bf16c1024  TF32 against bf16 autocast (plant no-autocast: autocast off in the odd steps),
 #              held out: ctx 512 batch 8, GPT-2 medium ctx 512 batch 4 and ctx 1024 batch 4, nothing synchronised
+#   attnbf16, attnbf16c512, attntf32c512, attnbf16b32  attention written out in the odd steps, SDPA in the even
+#              ones (plant attention-manual): bf16 autocast at ctx 1024 batch 8 and ctx 512 batch 8, TF32 at
+#              ctx 512 batch 8 (steps the CPU holds after the fix), bf16 at ctx 1024 batch 32 (the GPU's);
+#              nothing synchronised
 # 2 warm-ups + 16 steps each (STEPS), no FLOP pass, no GPU memory usage; exports xz -9, one tar in $OUT.
 # Run on 2026-11-28 (one H100; again on an H200 with STEPS=24 and on an H100 with STEPS=24 and the
 # tf32 cases); the table: PYTHONPATH=$PWD python3 devruns/interleaved_table.py FOLDER.
@@ -43,6 +47,12 @@ for s in ${*:-item input itemgpu item}; do
                   --out "$W/bf16medium" ;;
     bf16c1024) cap --ctx 1024 --batch 4 --no-sync --dtype bf16 --tf32 --plant no-autocast --plant-every 2 --out "$W/bf16c1024" ;;
     inputasync) cap --ctx 512 --batch 8 --no-sync --plant pageable-input --plant-every 2 --out "$W/inputasync" ;;
+    attnbf16) cap --ctx 1024 --batch 8 --no-sync --dtype bf16 --tf32 --plant attention-manual --plant-every 2 --out "$W/attnbf16" ;;
+    attnbf16c512) cap --ctx 512 --batch 8 --no-sync --dtype bf16 --tf32 --plant attention-manual --plant-every 2 \
+                    --out "$W/attnbf16c512" ;;
+    attntf32c512) cap --ctx 512 --batch 8 --no-sync --tf32 --plant attention-manual --plant-every 2 --out "$W/attntf32c512" ;;
+    attnbf16b32) cap --ctx 1024 --batch 32 --no-sync --dtype bf16 --tf32 --plant attention-manual --plant-every 2 \
+                   --out "$W/attnbf16b32" ;;
   esac
 done
 stamp "xz"

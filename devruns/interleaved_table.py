@@ -20,7 +20,8 @@ EDITS = {"_item-every": ("nosync:cudaStreamSynchronize", "sync-stall"),
          "_pageable-input-every": ("pin", "pageable-memcpy"),
          "_fp32-gemm-every": ("kernels-from:{self}", "fp32-gemm-without-tensor-cores"),
          "_host-sleep-every": ("nohost:-5ms", "host-bound-gap"),
-         "_no-autocast-every": ("kernels-from:{self}", "")}
+         "_no-autocast-every": ("kernels-from:{self}", ""),
+         "_attention-manual-every": ("attention", "unfused-attention")}
 
 
 def main(argv: list[str]) -> int:

@@ -78,7 +78,7 @@ def test_a_plant_every_other_step_acts_in_the_odd_ones_only(monkeypatch):
                            timeout=120)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "nsight-tui capture: --plant-every needs a plant that acts inside a step: host-sleep, item, "
-        "item-before-step, pageable-input, fp32-gemm, no-autocast"]
+        "item-before-step, pageable-input, fp32-gemm, no-autocast, attention-manual"]
 
 
 def test_pageable_input_every_other_step_copies_the_pinned_batch_in_the_others():
@@ -149,6 +149,32 @@ def test_no_autocast_every_other_step_runs_the_odd_steps_forward_in_fp32_and_the
     done = cli_process.run(plant_args, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "nsight-tui capture: plant no-autocast turns bf16 autocast off step by step: it needs --dtype bf16"]
+
+
+def test_attention_manual_every_other_step_writes_the_odd_steps_attention_out_and_fuses_the_others(monkeypatch):
+    """Which attention each iteration ran, read where SDPA and softmax are called: the planted
+    iterations' softmax (written out) and no SDPA, the others' SDPA and no softmax; every iteration
+    the same weights (one model); the capture's name says the plant."""
+    rec = StackAnnotator()
+    seen: dict[str, set[str]] = {}
+    sdpa, softmax = torch.nn.functional.scaled_dot_product_attention, torch.softmax
+
+    def spy_sdpa(*args, **kwargs):
+        seen.setdefault(rec.stack[0], set()).add("sdpa")
+        return sdpa(*args, **kwargs)
+
+    def spy_softmax(*args, **kwargs):
+        seen.setdefault(rec.stack[0], set()).add("softmax")
+        return softmax(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy_sdpa)
+    monkeypatch.setattr(torch, "softmax", spy_softmax)
+    run_workload(tiny(plant="attention-manual", steps=4, warmup=2, plant_every=2), rec, log=lambda line: None)
+    assert seen == {n: {"softmax" if n.endswith(("_1", "_3")) else "sdpa"}
+                    for n in ("warmup_0", "warmup_1", "step_0", "step_1", "step_2", "step_3")}
+    done = cli_process.run(["capture", "--plant", "attention-manual", "--plant-every", "2", "--no-sync", "--dry-run"],
+                           text=True, timeout=120)
+    assert done.returncode == 0 and "_async_attention-manual-every2.sqlite" in done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("name, overrides, words", [
