@@ -171,6 +171,7 @@ class GPT2(nn.Module):
         if attention not in ("manual", "fused"):
             raise ValueError(f"attention must be 'manual' or 'fused', not {attention!r}")
         for block in self.blocks:
+            assert isinstance(block, Block)
             block.attn.attention = attention
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
