@@ -32,7 +32,7 @@ from nsight_tui.parsers.read.compressed import as_plain_name, exports_in
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents
 from nsight_tui.parsers.read.gpu_metrics import GpuMetrics
-from nsight_tui.parsers.read.ids import pid_of
+from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.load import RunMeta, Trace, load_trace
 from nsight_tui.parsers.read.sync_events import SyncEvents
 from nsight_tui.parsers.read.target_info import session_start_utc_ns
@@ -283,16 +283,52 @@ def clock_fixes(traces: list[Trace], session_ns: list[int]) -> list[int]:
     return out
 
 
+# One run's ranks are captured at once, so their captures overlap on the session starts' clock; two
+# nodes' wall clocks agree far closer than this, which only forgives captures that barely touch.
+CAPTURE_OVERLAP_SLACK_NS = 1_000_000_000
+
+
+def _last_ns(t: Trace) -> int:
+    """The latest time the file records (ns on its own clock): its analysis span or its last event."""
+    last = [int(t.info.span_ns)]
+    for frame, column in ((t.ops, "end"), (t.api, "end"), (t.ranges, "end"), (t.marks, "start")):
+        if len(frame):
+            last.append(int(frame[column].max()))
+    return max(last)
+
+
+def _refuse_other_runs(traces: list[Trace], session: list[int]) -> None:
+    """TraceError where one file's capture began after another's had ended (session starts, ns from the
+    earliest): the ranks of one run are captured together, so these are other runs' files."""
+    ends = [s + _last_ns(t) for t, s in zip(traces, session)]
+    late, early = int(np.argmax(session)), int(np.argmin(ends))
+    gap = session[late] - ends[early]
+    if gap > CAPTURE_OVERLAP_SLACK_NS:
+        raise TraceError(f"{traces[late].given.name} began {gap / 1e9:,.1f} s after {traces[early].given.name} had "
+                         "ended (TARGET_INFO_SESSION_START_TIME): captures that do not overlap are not one run's ranks")
+
+
+def _refuse_without_kernels(traces: list[Trace]) -> None:
+    """TraceError where a file holds no kernel: its rank's GPU work and collectives are not there to
+    couple with the others'."""
+    empty = [t.given.name for t in traces if not (t.ops["kind"].to_numpy() == KERNEL).any()]
+    if empty:
+        raise TraceError(f"{', '.join(empty)}: no CUDA kernels (captured without --trace=cuda?), so its rank cannot "
+                         "be replayed with the others")
+
+
 def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | None], path: Path) -> MergedRanks:
     """`traces` (one per rank, in rank order) on one clock: each moved by its session start
     (`starts_ns`, UTC ns) less the earliest, then by `clock_fixes` (the collectives' ends).
-    TraceError where a file has no session start."""
+    TraceError where a file has no session start, holds no kernel, or was captured apart from the others."""
     if any(s is None for s in starts_ns):
         missing = [t.given.name for t, s in zip(traces, starts_ns) if s is None]
         raise TraceError(f"{', '.join(missing)}: no session start time (TARGET_INFO_SESSION_START_TIME), "
                          "so the per-rank exports cannot be put on one clock")
     session = [int(s) for s in starts_ns]  # type: ignore[arg-type]
     session = [s - min(session) for s in session]
+    _refuse_other_runs(traces, session)
+    _refuse_without_kernels(traces)
     fixes = clock_fixes(traces, session)
     offsets = [s + f for s, f in zip(session, fixes)]
     offsets = [o - min(offsets) for o in offsets]  # every time on the merged clock >= 0

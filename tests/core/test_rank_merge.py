@@ -5,6 +5,8 @@ renumbered. Each figure against SQL over the files themselves."""
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 
 import numpy as np
 import pytest
@@ -273,3 +275,62 @@ def test_third_party_two_gpu_exports_split_and_merged_back_replay_alike(name):
     a, b = predict(one, ["speed:gemm=2"]), predict(split, ["speed:gemm=2"])
     assert b.steps == a.steps and b.replayed_step_ns == a.replayed_step_ns
     assert abs(b.step_ns - a.step_ns) <= fix
+
+
+# -- hostile folders: each a real copy of the committed ranks, changed with SQL ----------------------
+def _copy(folder, names: dict[int, str]) -> list:
+    """The committed rank files, decompressed, copied into `folder` under `names` (source rank -> name)."""
+    folder.mkdir(exist_ok=True)
+    out = []
+    for rank, name in names.items():
+        out.append(folder / name)
+        shutil.copyfile(plain(FILES[rank]), out[-1])
+    return out
+
+
+def _change(path, sql: str) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
+
+
+def _one_line(args: list[str], *names: str) -> str:
+    """`nsight-tui ARGS` fails with exit 2 and one line on stderr naming each of `names`: that line."""
+    run = cli_process.run(args, cwd=ROOT, text=True, timeout=300)
+    line = run.stderr.strip()
+    assert run.returncode == 2 and len(line.splitlines()) == 1 and "Traceback" not in line, run.stderr
+    assert all(n in line for n in names), line
+    return line
+
+
+def _last_event_ns(path) -> int:
+    """The latest time an export records on its own clock (SQL): its analysis span, or its last event's end."""
+    return max(sql_rows(path, q)[0][0] or 0 for q in (
+        "SELECT max(duration) FROM ANALYSIS_DETAILS", "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL",
+        "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_MEMCPY", "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_MEMSET",
+        "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME", "SELECT max(max(start, coalesce(end, 0))) FROM NVTX_EVENTS"))
+
+
+def test_files_of_runs_captured_apart_are_one_line(tmp_path):
+    """Rank 1's file from a run a day later (its session start moved by a day): the two captures do not
+    overlap, so they are not one run's ranks. Merged before, replayed as if the two ran together (the
+    collectives matched by name across runs); now one line saying how far apart (SQL: the day less
+    rank 0's capture), from the API and the command line."""
+    day = 86_400 * 10**9
+    files = _copy(tmp_path, {0: FILES[0].name[:-3], 1: FILES[1].name[:-3]})
+    _change(files[1], f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {day}")
+    gap = _start(files[1]) - _start(files[0]) - _last_event_ns(files[0])
+    said = f"{files[1].name} began {gap / 1e9:,.1f} s after {files[0].name} had ended"
+    with pytest.raises(TraceError, match=said):
+        load_export(tmp_path)
+    _one_line(["whatif", str(tmp_path)], said, "not one run's ranks")
+
+
+def test_a_rank_file_without_kernels_is_one_line(tmp_path):
+    """Rank 1's export holds no kernel (SQL deletes them): replayed before as rank 0 alone with rank 1's
+    CPU-only steps among the steps measured; now one line naming the file."""
+    files = _copy(tmp_path, {0: FILES[0].name[:-3], 1: FILES[1].name[:-3]})
+    _change(files[1], "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    assert sql_rows(files[1], "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] == 0
+    with pytest.raises(TraceError, match=f"{files[1].name}: no CUDA kernels"):
+        load_export(tmp_path)
+    _one_line(["whatif", str(tmp_path)], files[1].name, "no CUDA kernels")
