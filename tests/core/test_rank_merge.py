@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -334,3 +335,60 @@ def test_a_rank_file_without_kernels_is_one_line(tmp_path):
     with pytest.raises(TraceError, match=f"{files[1].name}: no CUDA kernels"):
         load_export(tmp_path)
     _one_line(["whatif", str(tmp_path)], files[1].name, "no CUDA kernels")
+
+
+@pytest.mark.parametrize("names, said", [
+    ({0: "run_rank0.sqlite", 1: "run_rank2.sqlite"}, "no export of rank 1 among ranks 0..2"),
+    ({0: "run_rank0.sqlite", 1: "run_rank1.sqlite"}, "run_rank01.sqlite and run_rank1.sqlite are both rank 1"),
+])
+def test_a_rank_left_out_or_given_twice_is_one_line(tmp_path, names, said):
+    """Rank numbers with a gap (0 and 2), or one rank in two files (rank1 and rank01): merged before as
+    the ranks there were (rank 1 missing from the coupling; rank 1 coupled twice); now one line, from
+    the API and the command line. `ranks` on the same folder lists the same files, each a rank."""
+    files = _copy(tmp_path, names)
+    if "both" in said:
+        shutil.copyfile(files[1], tmp_path / "run_rank01.sqlite")
+    with pytest.raises(TraceError, match=said):
+        load_export(tmp_path)
+    _one_line(["whatif", str(tmp_path)], said)
+    ranks = cli_process.run(["ranks", str(tmp_path), "-f", "json"], cwd=ROOT, text=True, timeout=300)
+    assert ranks.returncode == 0, ranks.stderr
+    listed = {Path(r["rank"]["file"]).name for r in json.loads(ranks.stdout)["ranks"]}
+    assert listed == {p.name for p in tmp_path.iterdir()}
+
+
+def test_a_link_named_as_a_rank_that_leads_nowhere_is_one_line(tmp_path):
+    """run_rank2.sqlite a link to a file that is gone: both commands left it out before and took the
+    run as ranks 0 and 1; now both say so in one line."""
+    _copy(tmp_path, {0: "run_rank0.sqlite", 1: "run_rank1.sqlite"})
+    (tmp_path / "run_rank2.sqlite").symlink_to(tmp_path / "gone.sqlite")
+    for command in ("whatif", "ranks"):
+        _one_line([command, str(tmp_path)], "run_rank2.sqlite", "gone.sqlite", "does not exist")
+
+
+def test_a_folder_of_one_export_is_that_export(tmp_path):
+    """A folder holding rank 0's export alone: `whatif` refused it before ("1 export(s) that are not the
+    ranks of one run") while `ranks` read it as its one export; now both read the export, every kernel
+    of it (SQL)."""
+    from nsight_tui.parsers import Profile
+
+    (one,) = _copy(tmp_path, {0: "run_rank0.sqlite"})
+    kernels = sql_rows(one, "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    trace = Profile.open_ranks(tmp_path).trace
+    assert trace.path == one and int((trace.ops["kind"] == KERNEL).sum()) == kernels
+    run = cli_process.run(["whatif", str(tmp_path), "-f", "json"], cwd=ROOT, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["rank_files"] is None and doc["steps"] == len(steps(one))
+
+
+def test_ranks_and_whatif_take_the_same_files(tmp_path):
+    """One run's ranks beside an export without a rank suffix: `whatif` refused the folder while `ranks`
+    summarised all three files as one run's ranks; now both refuse it in the same line, naming the
+    file that does not fit. On the committed folder both take its two files."""
+    _copy(tmp_path, {0: "run_rank0.sqlite", 1: "run_rank1.sqlite"})
+    shutil.copyfile(plain(FILES[1]), tmp_path / "other.sqlite")
+    lines = {_one_line([command, str(tmp_path)], "other.sqlite: no rank suffix") for command in ("whatif", "ranks")}
+    assert len(lines) == 1
+    ranks = cli_process.run(["ranks", str(FOLDER), "-f", "json"], cwd=ROOT, text=True, timeout=300)
+    assert [Path(r["rank"]["file"]).name for r in json.loads(ranks.stdout)["ranks"]] == [f.name for f in FILES]
