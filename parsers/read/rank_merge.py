@@ -447,24 +447,28 @@ def _named_as_export(p: Path) -> bool:
 
 
 def run_in(folder: Path, per_host: bool = False) -> list[Path]:
-    """The exports that make up the run in `folder`: its one export, or one run's per-rank exports in
-    rank order (`one_run`); `per_host`: or several exports none of which has a rank suffix (one per
-    node, `--output report_%h`, each holding its node's ranks), in name order. TraceError (one line)
-    for a folder without exports, exports of several runs, or a link named like an export that leads
-    nowhere (left out, its rank would go missing)."""
+    """`run_of` the folder's exports; TraceError (one line) too for a link named like an export that
+    leads nowhere (left out, its rank would go missing)."""
     broken = sorted((p for p in folder.iterdir() if p.is_symlink() and not p.exists() and _named_as_export(p)),
                     key=lambda p: p.name)
     if broken:
         raise TraceError(f"{broken[0]}: a link to {os.readlink(broken[0])}, which does not exist")
-    found = exports_in(folder)
+    return run_of(folder, exports_in(folder), per_host)
+
+
+def run_of(folder: Path, found: list[Path], per_host: bool = False) -> list[Path]:
+    """The exports that make up the run in `folder` (`found`, its exports): its one export, or one run's
+    per-rank exports in rank order (`one_run`); `per_host`: or several exports none of which has a rank
+    suffix (one per node, `--output report_%h`, each holding its node's ranks), in name order.
+    TraceError (one line) for no exports, or exports of several runs."""
     if not found:
         raise TraceError(f"{folder}: no .sqlite exports in this folder")
     if len(found) == 1:
-        return found
+        return list(found)
     files = one_run(found)
     if files is None:
         if per_host and all(_rank_of(p) is None for p in found):
-            return found
+            return list(found)
         raise _not_one_run(folder, found)
     return files
 
@@ -510,13 +514,14 @@ def load_rank_files(files: list[Path], folder: Path, progress=None) -> MergedRan
     return merge(traces, [session_start_utc_ns(t.path) for t in traces], [_rank_of(f) for f in files], folder)
 
 
-def load_export(path: str | Path, progress=None) -> Trace:
-    """An export (`read.load.load_trace`), or a folder (`run_in`): its one export, or its per-rank
-    exports of one run as one trace (`load_rank_files`). TraceError (one line) for a folder that is neither."""
+def load_export(path: str | Path, progress=None, files: list[Path] | None = None) -> Trace:
+    """An export (`read.load.load_trace`), or a folder (`run_in`; `files`: only these of its exports, for
+    a caller that reads no others, `run_of`): its one export, or its per-rank exports of one run as
+    one trace (`load_rank_files`). TraceError (one line) for a folder that is neither."""
     folder = Path(path)
     if folder.is_dir() and columnar_kind(folder) is None:
-        files = run_in(folder)
-        if len(files) == 1:
-            return load_trace(files[0], progress)
-        return load_rank_files(files, folder, progress)
+        run = run_in(folder) if files is None else run_of(folder, files)
+        if len(run) == 1:
+            return load_trace(run[0], progress)
+        return load_rank_files(run, folder, progress)
     return load_trace(folder, progress)
