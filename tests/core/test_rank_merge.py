@@ -392,3 +392,42 @@ def test_ranks_and_whatif_take_the_same_files(tmp_path):
     assert len(lines) == 1
     ranks = cli_process.run(["ranks", str(FOLDER), "-f", "json"], cwd=ROOT, text=True, timeout=300)
     assert [Path(r["rank"]["file"]).name for r in json.loads(ranks.stdout)["ranks"]] == [f.name for f in FILES]
+
+
+def test_whatif_on_a_folder_says_on_a_terminal_how_many_rank_files_are_in(tmp_path):
+    """`whatif FOLDER` read its rank files without a word while `ranks` counted its own; on a terminal's
+    stderr it now counts them in one line (the folder's two files: 1 of 2, 2 of 2), wiped before the
+    command's own note, and its answer is the same as without a terminal."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "w.json"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "nsight_tui", "whatif", str(FOLDER), "-f", "json", "-o", str(out)],
+                            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    said, deadline = b"", time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:  # to the end of what it writes: the terminal closes as it exits
+            if select.select([leader], [], [], 1)[0]:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the far end closed
+                    break
+                if not chunk:
+                    break
+                said += chunk
+        assert proc.wait(timeout=60) == 0, said
+    finally:
+        proc.kill()
+        os.close(leader)
+    text = said.decode()
+    counts = [part.strip() for part in text.split("\r") if "rank files read" in part]
+    assert counts == [f"{i} of {len(FILES)} rank files read" for i in range(1, len(FILES) + 1)]
+    assert text.rstrip().endswith(f"wrote {out}") and "\r" + " " * len(counts[-1]) in text
+    plain_run = cli_process.run(["whatif", str(FOLDER), "-f", "json"], cwd=ROOT, text=True, timeout=300)
+    assert json.loads(out.read_text()) == json.loads(plain_run.stdout)
