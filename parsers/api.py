@@ -61,17 +61,17 @@ class Profile:
 
     @classmethod
     def open_ranks(cls, folder: str | Path, options: Options | None = None,
-                   progress: Callable[[float, str], None] | None = None) -> Profile:
+                   progress: Callable[[float, str], None] | None = None, files: list[Path] | None = None) -> Profile:
         """A folder of one run's per-rank exports (`nsys profile --output report_%q{RANK}`) as one
         trace on one clock, each file moved by its session start (read.rank_merge), so `whatif`
         replays the ranks coupled through their collectives as in one export holding every rank
         (`report`, `ranks` and `ranges` read it as such an export too: findings on rank 0, the
         straggler judged on the one clock). A plain export opens as `open` does. TraceError (one
         line) for a folder of exports that are not one run's ranks, or files without a session
-        start time."""
+        start time. `files`: only these of the folder's exports are read (a server that serves no others)."""
         from nsight_tui.parsers.read.rank_merge import load_export
 
-        return cls(load_export(folder, progress), options)
+        return cls(load_export(folder, progress, files), options)
 
     def with_options(self, options: Options) -> Profile:
         """The same loaded trace, read with other options (another attribution, other roofs)."""

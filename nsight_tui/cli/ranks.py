@@ -28,8 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _files(paths: list[str]) -> list[Path]:
-    from nsight_tui.parsers import export_paths
+    from nsight_tui.parsers import columnar_kind, export_paths, run_in
 
+    one = Path(paths[0])
+    if len(paths) == 1 and one.is_dir() and columnar_kind(one) is None:
+        return run_in(one, per_host=True)  # the files `whatif FOLDER` replays as one, where it would
     files = export_paths(paths)
     missing = next((p for p in files if not p.exists()), None)
     if missing is not None:  # said before any worker starts

@@ -10,10 +10,12 @@ per-rank exports: replayed as one trace, the ranks coupled through their collect
 from __future__ import annotations
 
 import argparse
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from nsight_tui.cli.formats import add_format
-from nsight_tui.cli.say import note
+from nsight_tui.cli.say import note, quiet
 
 HELP = "replay the captured step with edits (speed:, drop:, fuse:, kernels-from:, nosync, nohost, graph, pin): the predicted step"
 
@@ -41,6 +43,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite the output file (never an input)")
 
 
+@contextmanager
+def _progress():
+    """The per-rank files read so far, on one line of a terminal's stderr (as `ranks` says its files),
+    wiped once they are in or the read failed, so an error stays one line."""
+    shown = [0]
+
+    def say(fraction: float, text: str) -> None:
+        if not quiet() and sys.stderr is not None and sys.stderr.isatty():
+            print(f"\r{text}".ljust(shown[0] + 1), end="", file=sys.stderr, flush=True)
+            shown[0] = max(shown[0], len(text))
+
+    try:
+        yield say
+    finally:
+        if shown[0]:
+            print("\r" + " " * shown[0] + "\r", end="", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from nsight_tui.parsers import Options, Profile, parse_edits
     from nsight_tui.render import output
@@ -52,7 +72,10 @@ def run(args: argparse.Namespace) -> int:
     inputs = [path] + ([Path(args.ncu)] if args.ncu else [])
     if args.output != "-":
         output.check_target(args.output, args.force, inputs=inputs)
-    p = Profile.open_ranks(path, Options(ncu_file=args.ncu) if args.ncu else None).whatif(edits)
+    options = Options(ncu_file=args.ncu) if args.ncu else None
+    with _progress() as progress:
+        profile = Profile.open_ranks(path, options, progress if path.is_dir() else None)
+    p = profile.whatif(edits)
     text = whatif_json_text(p) if args.format == "json" else whatif_markdown(p)
     if args.output == "-":
         output.write_stdout(text)

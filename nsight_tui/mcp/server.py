@@ -104,11 +104,12 @@ class Cache:
         opened = self.profiles[served.path]
         return opened if options is None else opened.with_options(options)
 
-    def ranks_profile(self, folder: Path) -> Profile:
-        """A served folder of one run's per-rank exports, loaded once as one trace (Profile.open_ranks)."""
+    def ranks_profile(self, folder: Path, members: list[Path]) -> Profile:
+        """A served folder of one run's per-rank exports, loaded once as one trace (Profile.open_ranks):
+        of its served `members` alone, so a file put there since, or a link out of it, is never read."""
         if folder not in self.merged:
             log.info("loading the per-rank exports of %s", folder)
-            self.merged[folder] = Profile.open_ranks(folder)
+            self.merged[folder] = Profile.open_ranks(folder, files=members)
         return self.merged[folder]
 
     def trace(self, served: Served) -> Trace:
@@ -263,6 +264,26 @@ def build(served: ServedSet) -> MCPServer:
 
     def ncu_file(ncu: str | None) -> Served | None:
         return served.ncu_report(ncu) if ncu else None
+
+    def members(folder: str) -> list[Path]:
+        """A served folder's exports as served (named as in the folder: a rank is in its file's name)."""
+        _, real = served.folder(folder)
+        return [real / Path(f.name).name for f in served.folder_files(folder) if f.kind == "sqlite"]
+
+    def merged(folder: str) -> Profile:
+        """A served folder's per-rank exports as one trace; its errors name the folder as the client did."""
+        _, real = served.folder(folder)
+        try:
+            return cache.ranks_profile(real, members(folder))
+        except NsightError as exc:
+            raise ToolError(str(exc).replace(str(real), folder)) from None
+
+    def twin(name: str) -> tuple[Callable[[], Trace], list[Served]]:
+        """A `kernels-from:` twin: a served export, or a served folder of per-rank exports (read as one)."""
+        if served.is_folder(name):
+            return (lambda: merged(name).trace), served.folder_files(name)
+        s = file(name)
+        return (lambda: cache.trace(s)), [s]
 
     @tool(whole="list_files answers every file")
     def list_files() -> dict[str, Any]:
@@ -472,7 +493,7 @@ def build(served: ServedSet) -> MCPServer:
         folder of per-rank exports (`nsys profile -o report_%q{RANK}`). `attribution` is taken
         as every tool takes it and said back; it changes no figure here: a rank's GPU work is
         its process's, whichever thread launched it."""
-        from nsight_tui.parsers import ranks_of_files
+        from nsight_tui.parsers import ranks_of_files, run_of
         from nsight_tui.render.ranks import ranks_json_text
 
         mode = A.check_mode(attribution)
@@ -480,7 +501,10 @@ def build(served: ServedSet) -> MCPServer:
             files = served.folder_files(path)
             key = "folder:" + files[0].folder if files and files[0].folder else path
             if key not in cache.ranks:
-                doc = A.from_json_text(ranks_json_text(ranks_of_files([f.path for f in files], None, 1)))
+                # the files `whatif` replays as one, where it would (run_of, as the command line's `ranks DIR`)
+                _, real = served.folder(path)
+                run = run_of(real, members(path), per_host=True)
+                doc = A.from_json_text(ranks_json_text(ranks_of_files(run, None, 1)))
                 cache.ranks[key] = _named(doc, files)
             doc = cache.ranks[key]
         else:
@@ -526,23 +550,25 @@ def build(served: ServedSet) -> MCPServer:
         from nsight_tui.render.whatif import whatif_json_text
 
         wanted = list(edits or [])
+        # kernels-from names a served file or folder: the twin is read like any other served profile,
+        # never from a path the server was not started with
+        twins = {e.partition(":")[2]: twin(e.partition(":")[2]) for e in wanted if e.startswith("kernels-from:")}
+        twin_files = [f for _, files in twins.values() for f in files]
         if path and served.is_folder(path):
-            _, real = served.folder(path)
+            profile = merged(path)
             try:
-                p = cache.ranks_profile(real).whatif(wanted)
+                p = profile.whatif(wanted, load=lambda q: twins[str(q)][0]())
             except NsightError as exc:
-                raise ToolError(str(exc).replace(str(real), path)) from None
-            return _named(A.from_json_text(whatif_json_text(p)), served.folder_files(path))
+                raise ToolError(str(exc)) from None
+            return _named(A.from_json_text(whatif_json_text(p)), [*served.folder_files(path), *twin_files])
         s = file(path)
-        # kernels-from names a served file: the twin is read like any other served profile
-        twins = {e.partition(":")[2]: file(e.partition(":")[2]) for e in wanted if e.startswith("kernels-from:")}
         report = ncu_file(ncu)
         try:
             joined = cache.ncu_join(s, report, "process") if report else None
-            p = cache.profile(s).whatif(wanted, load=lambda q: cache.trace(twins[str(q)]), ncu=joined)
+            p = cache.profile(s).whatif(wanted, load=lambda q: twins[str(q)][0](), ncu=joined)
         except NsightError as exc:
             raise ToolError(str(exc)) from None
-        return _named(A.from_json_text(whatif_json_text(p)), [s, *twins.values(), *([report] if report else [])])
+        return _named(A.from_json_text(whatif_json_text(p)), [s, *twin_files, *([report] if report else [])])
 
     return server
 

@@ -28,12 +28,13 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.read import conventions
-from nsight_tui.parsers.read.compressed import as_plain_name, exports_in
+from nsight_tui.parsers.read.compressed import as_plain_name, exports_in, is_compressed_export
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents
 from nsight_tui.parsers.read.gpu_metrics import GpuMetrics
-from nsight_tui.parsers.read.ids import pid_of
+from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.load import RunMeta, Trace, load_trace
+from nsight_tui.parsers.read.source import columnar_kind
 from nsight_tui.parsers.read.sync_events import SyncEvents
 from nsight_tui.parsers.read.target_info import session_start_utc_ns
 
@@ -283,16 +284,52 @@ def clock_fixes(traces: list[Trace], session_ns: list[int]) -> list[int]:
     return out
 
 
+# One run's ranks are captured at once, so their captures overlap on the session starts' clock; two
+# nodes' wall clocks agree far closer than this, which only forgives captures that barely touch.
+CAPTURE_OVERLAP_SLACK_NS = 1_000_000_000
+
+
+def _last_ns(t: Trace) -> int:
+    """The latest time the file records (ns on its own clock): its analysis span or its last event."""
+    last = [int(t.info.span_ns)]
+    for frame, column in ((t.ops, "end"), (t.api, "end"), (t.ranges, "end"), (t.marks, "start")):
+        if len(frame):
+            last.append(int(frame[column].max()))
+    return max(last)
+
+
+def _refuse_other_runs(traces: list[Trace], session: list[int]) -> None:
+    """TraceError where one file's capture began after another's had ended (session starts, ns from the
+    earliest): the ranks of one run are captured together, so these are other runs' files."""
+    ends = [s + _last_ns(t) for t, s in zip(traces, session)]
+    late, early = int(np.argmax(session)), int(np.argmin(ends))
+    gap = session[late] - ends[early]
+    if gap > CAPTURE_OVERLAP_SLACK_NS:
+        raise TraceError(f"{traces[late].given.name} began {gap / 1e9:,.1f} s after {traces[early].given.name} had "
+                         "ended (TARGET_INFO_SESSION_START_TIME): captures that do not overlap are not one run's ranks")
+
+
+def _refuse_without_kernels(traces: list[Trace]) -> None:
+    """TraceError where a file holds no kernel: its rank's GPU work and collectives are not there to
+    couple with the others'."""
+    empty = [t.given.name for t in traces if not (t.ops["kind"].to_numpy() == KERNEL).any()]
+    if empty:
+        raise TraceError(f"{', '.join(empty)}: no CUDA kernels (captured without --trace=cuda?), so its rank cannot "
+                         "be replayed with the others")
+
+
 def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | None], path: Path) -> MergedRanks:
     """`traces` (one per rank, in rank order) on one clock: each moved by its session start
     (`starts_ns`, UTC ns) less the earliest, then by `clock_fixes` (the collectives' ends).
-    TraceError where a file has no session start."""
+    TraceError where a file has no session start, holds no kernel, or was captured apart from the others."""
     if any(s is None for s in starts_ns):
         missing = [t.given.name for t, s in zip(traces, starts_ns) if s is None]
         raise TraceError(f"{', '.join(missing)}: no session start time (TARGET_INFO_SESSION_START_TIME), "
                          "so the per-rank exports cannot be put on one clock")
     session = [int(s) for s in starts_ns]  # type: ignore[arg-type]
     session = [s - min(session) for s in session]
+    _refuse_other_runs(traces, session)
+    _refuse_without_kernels(traces)
     fixes = clock_fixes(traces, session)
     offsets = [s + f for s, f in zip(session, fixes)]
     offsets = [o - min(offsets) for o in offsets]  # every time on the merged clock >= 0
@@ -395,6 +432,62 @@ def rank_files(folder: Path) -> list[Path] | None:
     return one_run(exports_in(folder))
 
 
+def _not_one_run(folder: Path, found: list[Path]) -> TraceError:
+    """What keeps `found` (two or more) from being one run's ranks, said of the files that do not fit."""
+    no_rank = [p.name for p in found if _rank_of(p) is None]
+    stems = sorted({conventions.split_rank(as_plain_name(p).stem)[0] for p in found if _rank_of(p) is not None})
+    why = (f"{', '.join(no_rank)}: no rank suffix" if no_rank
+           else f"more than one run's name: {', '.join(s + '_rankN' for s in stems)}")
+    return TraceError(f"{folder}: {len(found)} exports that are not the ranks of one run ({why}; one name but a rank "
+                      "suffix each, e.g. report_rank0.sqlite and report_rank1.sqlite)")
+
+
+def _named_as_export(p: Path) -> bool:
+    return p.suffix == ".sqlite" or is_compressed_export(p)
+
+
+def run_in(folder: Path, per_host: bool = False) -> list[Path]:
+    """`run_of` the folder's exports; TraceError (one line) too for a link named like an export that
+    leads nowhere (left out, its rank would go missing)."""
+    broken = sorted((p for p in folder.iterdir() if p.is_symlink() and not p.exists() and _named_as_export(p)),
+                    key=lambda p: p.name)
+    if broken:
+        raise TraceError(f"{broken[0]}: a link to {os.readlink(broken[0])}, which does not exist")
+    return run_of(folder, exports_in(folder), per_host)
+
+
+def run_of(folder: Path, found: list[Path], per_host: bool = False) -> list[Path]:
+    """The exports that make up the run in `folder` (`found`, its exports): its one export, or one run's
+    per-rank exports in rank order (`one_run`); `per_host`: or several exports none of which has a rank
+    suffix (one per node, `--output report_%h`, each holding its node's ranks), in name order.
+    TraceError (one line) for no exports, or exports of several runs."""
+    if not found:
+        raise TraceError(f"{folder}: no .sqlite exports in this folder")
+    if len(found) == 1:
+        return list(found)
+    files = one_run(found)
+    if files is None:
+        if per_host and all(_rank_of(p) is None for p in found):
+            return list(found)
+        raise _not_one_run(folder, found)
+    return files
+
+
+def check_ranks(files: list[Path]) -> None:
+    """TraceError where `files` (one run's, `one_run`) hold a rank twice or leave one out between their
+    first and last: a replay of the ranks as one needs each rank's work once."""
+    names: dict[int, list[str]] = {}
+    for p in files:
+        names.setdefault(_rank_of(p) or 0, []).append(p.name)
+    twice = next(((r, n) for r, n in sorted(names.items()) if len(n) > 1), None)
+    if twice is not None:
+        raise TraceError(f"{' and '.join(twice[1])} are both rank {twice[0]}: keep one of them")
+    missing = sorted(set(range(min(names), max(names) + 1)) - set(names))
+    if missing:
+        raise TraceError(f"no export of rank {', '.join(map(str, missing))} among ranks {min(names)}..{max(names)} "
+                         f"({', '.join(p.name for p in files)}): each rank's export is needed to replay them as one")
+
+
 # Files read at once: the readers spend their time in native code outside the GIL (SQLite, ADBC,
 # the decompression of an .xz), so a few threads overlap them; more only add memory in flight.
 LOAD_THREADS = 4
@@ -402,7 +495,9 @@ LOAD_THREADS = 4
 
 def load_rank_files(files: list[Path], folder: Path, progress=None) -> MergedRanks:
     """Load each per-rank export (`files`, in rank order; a few at once) and merge them on one clock.
-    `progress(fraction, text)` as each file is in."""
+    `progress(fraction, text)` as each file is in. TraceError (one line): from `check_ranks` before
+    any file is read, from a file's read, from `merge`."""
+    check_ranks(files)
     with ThreadPoolExecutor(max_workers=max(1, min(LOAD_THREADS, len(files), os.cpu_count() or 1))) as pool:
         pending = {pool.submit(load_trace, f): i for i, f in enumerate(files)}
         loaded: dict[int, Trace] = {}
@@ -419,16 +514,14 @@ def load_rank_files(files: list[Path], folder: Path, progress=None) -> MergedRan
     return merge(traces, [session_start_utc_ns(t.path) for t in traces], [_rank_of(f) for f in files], folder)
 
 
-def load_export(path: str | Path, progress=None) -> Trace:
-    """An export (`read.load.load_trace`), or a folder of one run's per-rank exports as one trace
-    (`load_rank_files`). TraceError (one line) for a folder of exports that are not one run's ranks."""
+def load_export(path: str | Path, progress=None, files: list[Path] | None = None) -> Trace:
+    """An export (`read.load.load_trace`), or a folder (`run_in`; `files`: only these of its exports, for
+    a caller that reads no others, `run_of`): its one export, or its per-rank exports of one run as
+    one trace (`load_rank_files`). TraceError (one line) for a folder that is neither."""
     folder = Path(path)
-    if folder.is_dir():
-        files = rank_files(folder)
-        if files:
-            return load_rank_files(files, folder, progress)
-        found = exports_in(folder)
-        if found:
-            raise TraceError(f"{folder}: {len(found)} export(s) that are not the ranks of one run (one name but a "
-                             f"rank suffix each, e.g. report_rank0.sqlite and report_rank1.sqlite)")
+    if folder.is_dir() and columnar_kind(folder) is None:
+        run = run_in(folder) if files is None else run_of(folder, files)
+        if len(run) == 1:
+            return load_trace(run[0], progress)
+        return load_rank_files(run, folder, progress)
     return load_trace(folder, progress)

@@ -5,6 +5,9 @@ renumbered. Each figure against SQL over the files themselves."""
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,3 +276,158 @@ def test_third_party_two_gpu_exports_split_and_merged_back_replay_alike(name):
     a, b = predict(one, ["speed:gemm=2"]), predict(split, ["speed:gemm=2"])
     assert b.steps == a.steps and b.replayed_step_ns == a.replayed_step_ns
     assert abs(b.step_ns - a.step_ns) <= fix
+
+
+# -- hostile folders: each a real copy of the committed ranks, changed with SQL ----------------------
+def _copy(folder, names: dict[int, str]) -> list:
+    """The committed rank files, decompressed, copied into `folder` under `names` (source rank -> name)."""
+    folder.mkdir(exist_ok=True)
+    out = []
+    for rank, name in names.items():
+        out.append(folder / name)
+        shutil.copyfile(plain(FILES[rank]), out[-1])
+    return out
+
+
+def _change(path, sql: str) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
+
+
+def _one_line(args: list[str], *names: str) -> str:
+    """`nsight-tui ARGS` fails with exit 2 and one line on stderr naming each of `names`: that line."""
+    run = cli_process.run(args, cwd=ROOT, text=True, timeout=300)
+    line = run.stderr.strip()
+    assert run.returncode == 2 and len(line.splitlines()) == 1 and "Traceback" not in line, run.stderr
+    assert all(n in line for n in names), line
+    return line
+
+
+def _last_event_ns(path) -> int:
+    """The latest time an export records on its own clock (SQL): its analysis span, or its last event's end."""
+    return max(sql_rows(path, q)[0][0] or 0 for q in (
+        "SELECT max(duration) FROM ANALYSIS_DETAILS", "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL",
+        "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_MEMCPY", "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_MEMSET",
+        "SELECT max(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME", "SELECT max(max(start, coalesce(end, 0))) FROM NVTX_EVENTS"))
+
+
+def test_files_of_runs_captured_apart_are_one_line(tmp_path):
+    """Rank 1's file from a run a day later (its session start moved by a day): the two captures do not
+    overlap, so they are not one run's ranks. Merged before, replayed as if the two ran together (the
+    collectives matched by name across runs); now one line saying how far apart (SQL: the day less
+    rank 0's capture), from the API and the command line."""
+    day = 86_400 * 10**9
+    files = _copy(tmp_path, {0: FILES[0].name[:-3], 1: FILES[1].name[:-3]})
+    _change(files[1], f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {day}")
+    gap = _start(files[1]) - _start(files[0]) - _last_event_ns(files[0])
+    said = f"{files[1].name} began {gap / 1e9:,.1f} s after {files[0].name} had ended"
+    with pytest.raises(TraceError, match=said):
+        load_export(tmp_path)
+    _one_line(["whatif", str(tmp_path)], said, "not one run's ranks")
+
+
+def test_a_rank_file_without_kernels_is_one_line(tmp_path):
+    """Rank 1's export holds no kernel (SQL deletes them): replayed before as rank 0 alone with rank 1's
+    CPU-only steps among the steps measured; now one line naming the file."""
+    files = _copy(tmp_path, {0: FILES[0].name[:-3], 1: FILES[1].name[:-3]})
+    _change(files[1], "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    assert sql_rows(files[1], "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0] == 0
+    with pytest.raises(TraceError, match=f"{files[1].name}: no CUDA kernels"):
+        load_export(tmp_path)
+    _one_line(["whatif", str(tmp_path)], files[1].name, "no CUDA kernels")
+
+
+@pytest.mark.parametrize("names, said", [
+    ({0: "run_rank0.sqlite", 1: "run_rank2.sqlite"}, "no export of rank 1 among ranks 0..2"),
+    ({0: "run_rank0.sqlite", 1: "run_rank1.sqlite"}, "run_rank01.sqlite and run_rank1.sqlite are both rank 1"),
+])
+def test_a_rank_left_out_or_given_twice_is_one_line(tmp_path, names, said):
+    """Rank numbers with a gap (0 and 2), or one rank in two files (rank1 and rank01): merged before as
+    the ranks there were (rank 1 missing from the coupling; rank 1 coupled twice); now one line, from
+    the API and the command line. `ranks` on the same folder lists the same files, each a rank."""
+    files = _copy(tmp_path, names)
+    if "both" in said:
+        shutil.copyfile(files[1], tmp_path / "run_rank01.sqlite")
+    with pytest.raises(TraceError, match=said):
+        load_export(tmp_path)
+    _one_line(["whatif", str(tmp_path)], said)
+    ranks = cli_process.run(["ranks", str(tmp_path), "-f", "json"], cwd=ROOT, text=True, timeout=300)
+    assert ranks.returncode == 0, ranks.stderr
+    listed = {Path(r["rank"]["file"]).name for r in json.loads(ranks.stdout)["ranks"]}
+    assert listed == {p.name for p in tmp_path.iterdir()}
+
+
+def test_a_link_named_as_a_rank_that_leads_nowhere_is_one_line(tmp_path):
+    """run_rank2.sqlite a link to a file that is gone: both commands left it out before and took the
+    run as ranks 0 and 1; now both say so in one line."""
+    _copy(tmp_path, {0: "run_rank0.sqlite", 1: "run_rank1.sqlite"})
+    (tmp_path / "run_rank2.sqlite").symlink_to(tmp_path / "gone.sqlite")
+    for command in ("whatif", "ranks"):
+        _one_line([command, str(tmp_path)], "run_rank2.sqlite", "gone.sqlite", "does not exist")
+
+
+def test_a_folder_of_one_export_is_that_export(tmp_path):
+    """A folder holding rank 0's export alone: `whatif` refused it before ("1 export(s) that are not the
+    ranks of one run") while `ranks` read it as its one export; now both read the export, every kernel
+    of it (SQL)."""
+    from nsight_tui.parsers import Profile
+
+    (one,) = _copy(tmp_path, {0: "run_rank0.sqlite"})
+    kernels = sql_rows(one, "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    trace = Profile.open_ranks(tmp_path).trace
+    assert trace.path == one and int((trace.ops["kind"] == KERNEL).sum()) == kernels
+    run = cli_process.run(["whatif", str(tmp_path), "-f", "json"], cwd=ROOT, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["rank_files"] is None and doc["steps"] == len(steps(one))
+
+
+def test_ranks_and_whatif_take_the_same_files(tmp_path):
+    """One run's ranks beside an export without a rank suffix: `whatif` refused the folder while `ranks`
+    summarised all three files as one run's ranks; now both refuse it in the same line, naming the
+    file that does not fit. On the committed folder both take its two files."""
+    _copy(tmp_path, {0: "run_rank0.sqlite", 1: "run_rank1.sqlite"})
+    shutil.copyfile(plain(FILES[1]), tmp_path / "other.sqlite")
+    lines = {_one_line([command, str(tmp_path)], "other.sqlite: no rank suffix") for command in ("whatif", "ranks")}
+    assert len(lines) == 1
+    ranks = cli_process.run(["ranks", str(FOLDER), "-f", "json"], cwd=ROOT, text=True, timeout=300)
+    assert [Path(r["rank"]["file"]).name for r in json.loads(ranks.stdout)["ranks"]] == [f.name for f in FILES]
+
+
+def test_whatif_on_a_folder_says_on_a_terminal_how_many_rank_files_are_in(tmp_path):
+    """`whatif FOLDER` read its rank files without a word while `ranks` counted its own; on a terminal's
+    stderr it now counts them in one line (the folder's two files: 1 of 2, 2 of 2), wiped before the
+    command's own note, and its answer is the same as without a terminal."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "w.json"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "nsight_tui", "whatif", str(FOLDER), "-f", "json", "-o", str(out)],
+                            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    said, deadline = b"", time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:  # to the end of what it writes: the terminal closes as it exits
+            if select.select([leader], [], [], 1)[0]:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the far end closed
+                    break
+                if not chunk:
+                    break
+                said += chunk
+        assert proc.wait(timeout=60) == 0, said
+    finally:
+        proc.kill()
+        os.close(leader)
+    text = said.decode()
+    counts = [part.strip() for part in text.split("\r") if "rank files read" in part]
+    assert counts == [f"{i} of {len(FILES)} rank files read" for i in range(1, len(FILES) + 1)]
+    assert text.rstrip().endswith(f"wrote {out}") and "\r" + " " * len(counts[-1]) in text
+    plain_run = cli_process.run(["whatif", str(FOLDER), "-f", "json"], cwd=ROOT, text=True, timeout=300)
+    assert json.loads(out.read_text()) == json.loads(plain_run.stdout)

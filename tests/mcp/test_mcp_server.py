@@ -320,6 +320,39 @@ async def test_refuses_every_other_path(tmp_path):
 
 
 @pytest.mark.anyio
+async def test_a_served_folders_whatif_reads_only_served_files(tmp_path):
+    """`whatif` on a served folder read the folder anew, links out of it included (a rank 1 that
+    list_files does not list was merged in), and its `kernels-from:` opened any path on the machine
+    (/etc/passwd: "not an SQLite file"). Now the folder is its served exports alone (here rank 0's:
+    replayed alone, its steps those SQL finds in it), and a twin is a served file or folder."""
+    from helpers.step_sql import steps
+
+    ranks = [ROOT / RANK_FOLDER / f"small_ctx128_ddp2_rank{r}.sqlite.xz" for r in (0, 1)]
+    outside = tmp_path / "outside"
+    for folder in ("served", "pair", "outside"):
+        (tmp_path / folder).mkdir()
+    for r, src in enumerate(ranks):
+        (tmp_path / "pair" / f"run_rank{r}.sqlite").write_bytes(plain(src).read_bytes())
+    (tmp_path / "served" / "run_rank0.sqlite").write_bytes(plain(ranks[0]).read_bytes())
+    (outside / "run_rank1.sqlite").write_bytes(plain(ranks[1]).read_bytes())
+    (tmp_path / "served" / "run_rank1.sqlite").symlink_to(outside / "run_rank1.sqlite")
+    calls = {
+        "linked": ("whatif", {"path": "served"}),
+        "twin_outside": ("whatif", {"path": "pair", "edits": [f"kernels-from:{outside / 'run_rank1.sqlite'}"]}),
+        "twin_etc": ("whatif", {"path": "pair", "edits": ["kernels-from:/etc/passwd"]}),
+        "twin_folder": ("whatif", {"path": "pair", "edits": ["kernels-from:pair"]}),
+    }
+    answers = await run_calls(params("served", "pair", cwd=tmp_path), calls)
+    alone = answers.ok("linked")
+    assert alone["rank_files"] is None and alone["steps"] == len(steps(plain(ranks[0])))
+    for key in ("twin_outside", "twin_etc"):
+        assert "not served" in answers.error(key), key
+    pair = answers.ok("twin_folder")
+    assert pair["rank_files"]["files"] == ["run_rank0.sqlite", "run_rank1.sqlite"]
+    assert pair["steps"] == sum(len(steps(plain(r))) for r in ranks)
+
+
+@pytest.mark.anyio
 async def test_paging_bounds_and_bad_requests():
     calls = {
         "zero": ("range_tree", {"limit": 0}),
