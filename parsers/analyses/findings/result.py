@@ -39,6 +39,9 @@ class Finding:
     estimate_basis: str = ""  # how the rule estimated it (the basis, where the saving is the estimate)
     replay_low_ms_per_step: float | None = None
     replay_high_ms_per_step: float | None = None
+    # why the replay did not give the saving (its edit has nothing to act on here, or no edit), "" where it
+    # did: `whatif fix:ID` fails for the same reason, which the TUI's `w` and an agent can say before asking
+    not_replayed: str = ""
 
     @property
     def range(self) -> str:
