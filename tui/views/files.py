@@ -15,7 +15,7 @@ from nsight_tui.render.sweep import COMPARE_BASIS, COMPARE_HEADERS, SweepTable, 
 from nsight_tui.tui.messages import FilesListed, FilesProgress, FilesReady, FilesRow, Navigation
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.files import (
-    FilesView, compare, file_columns, files_frame, listed, one_runs_ranks, question_frame, waiting_row,
+    FilesView, compare, file_columns, files_frame, listed, one_runs_ranks, oom_export, question_frame, waiting_row,
 )
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -172,6 +172,8 @@ class FilesScreen(TableScreen):
                         severity="information", markup=False)
         elif run.status == "ok":
             self.post_message(self.FileChosen(run.path))
+        elif (export := oom_export(run)) is not None:
+            self.post_message(self.FileChosen(export))  # the run's one row: its record, and its export beside it
         else:
             self.notify(f"{run.path.name}: {run.message or run.status}", severity="warning", markup=False)
 
