@@ -191,7 +191,8 @@ class FilesScreen(TableScreen):
     def action_ranks_as_one(self) -> None:
         ranks = one_runs_ranks(self.paths)
         if ranks is None:
-            self.set_status("a opens one run's per-rank exports as one (NAME_rank0, NAME_rank1, ...): these are not")
+            # whole within 80 columns: "a opens ... as one (...): these are not" read as a line cut short
+            self.set_status("a: these are not one run's per-rank exports (NAME_rank0, NAME_rank1, ...)")
             return
         self.post_message(self.RanksAsOne(*ranks))
 
