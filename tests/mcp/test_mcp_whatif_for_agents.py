@@ -80,10 +80,13 @@ def test_a_finding_not_replayed_says_why_before_the_agent_asks_its_fix():
     error's reason beforehand, in `not_replayed`, and the findings tool's description says where."""
     bf16 = "sample_traces/nonvtx/small_ctx512_bf16_b8_async_nonvtx.sqlite.xz"
     tools: list = []
-    answers = asyncio.run(run_calls(params(bf16, cwd=ROOT), {
+    answers = asyncio.run(run_calls(params("sample_traces/nonvtx", cwd=ROOT), {
+        # the bare file name, as an agent shortens what list_files lists: refused, the name to pass said
+        "bare": ("findings", {"path": "small_ctx512_bf16_b8_async_nonvtx.sqlite.xz"}),
         "findings": ("findings", {"path": bf16}),
         "fix": ("whatif", {"path": bf16, "edits": ["fix:host-bound-gap"]}),
     }, tools))
+    assert answers.error("bare").endswith(f"; did you mean {bf16!r}?")
     gap = next(f for f in answers.ok("findings")["findings"] if f["id"] == "host-bound-gap")
     assert gap["replayed"] is False and gap["edits"] == ["nohost:1ms"]
     refused = answers.error("fix")
