@@ -149,3 +149,24 @@ def test_steps_marked_for_a_process_move_with_the_edits(tmp_path):
         assert on_process.saving_ns > 0, edits
         assert on_process.step_ns == on_thread.step_ns and on_process.clocks_ns == on_thread.clocks_ns, edits
     assert predict(b, ["nohost:-5ms"]).saving_ns == pytest.approx(5e6, rel=0.02)
+
+
+def test_the_findings_step_and_whatifs_measured_step_each_say_their_statistic():
+    """An agent reads the findings' step_ns and whatif's measured_step_ns of one capture and finds two
+    figures (on hf_trainer_qwen2_l4_b8: 22.54 and 22.06 ms). Each is said: the findings' step_basis,
+    the mean over the steady steps; whatif, their median. Both against the SQL step periods."""
+    import numpy as np
+
+    from helpers.step_sql import steps
+    from nsight_tui.parsers import Profile
+    from nsight_tui.render.findings import findings_json
+    from nsight_tui.render.whatif import whatif_markdown
+
+    periods = np.array([it.period for it in steps(SMALL)], dtype=np.float64)
+    profile = Profile.open(SMALL)
+    doc = findings_json(profile.report().findings)
+    assert doc["step_ns"] == pytest.approx(periods.mean(), abs=1)
+    assert doc["step_basis"].endswith("the mean over the steady-state steps")
+    p = profile.whatif([])
+    assert p.measured_step_ns == pytest.approx(np.median(periods), abs=1)
+    assert f"median of {len(periods)} steady-state steps: measured" in whatif_markdown(p)

@@ -69,7 +69,10 @@ def edit_words(finding_id: str, edits: list[str]) -> str:
 NOTHING_TO_GAIN_MS = 0.01
 
 
-STEP_BASIS = "the step period: each step's start to the next's (the last ends with its GPU work)"
+# step_ns is the mean (a saving per step of the steps' total); `whatif`'s measured step is their median,
+# so an agent reading both sees which is which
+STEP_BASIS = ("the step period: each step's start to the next's (the last ends with its GPU work), the mean over "
+              "the steady-state steps")
 PARTITION_BASIS = "the findings' savings summed, each nanosecond of device time claimed once"
 NO_STEP = "the run ran out of GPU memory before it finished a step: no step time to find savings in"
 
