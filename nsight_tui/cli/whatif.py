@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="the export (.sqlite), or a folder of one run's per-rank exports (NAME_rank0.sqlite, "
                                       "NAME_rank1.sqlite, ...: replayed as one, on one clock)")
     parser.add_argument("edits", nargs="*", metavar="EDIT",
-                        help="speed:PATTERN[@RANGE]=K (or K1..K2, K1..KC..K2: a range, KC its central) | "
+                        help="speed:PATTERN[@RANGE]=K (K times faster, below 1 slower; or K1..K2, K1..KC..K2: a "
+                             "range, KC its central) | "
                              "drop:PATTERN[@RANGE] | fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] "
                              "(each run of N or more consecutive kernels of one stream matching the patterns, each at most "
                              "DURATION, inside one RANGE, one kernel: its longest's time) | kernels-from:TWIN.sqlite | "

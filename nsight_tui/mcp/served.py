@@ -106,14 +106,26 @@ class ServedSet:
             if len(self.files) == 1:
                 return self.files[0]
             raise NotServed(f"{len(self.files)} profiles are served; name one (list_files lists them)")
-        found = self._find(requested, self.files)
+        try:
+            found = self._find(requested, self.files)
+        except NotServed as exc:
+            raise NotServed(str(exc) + self._same_name(requested)) from None
         if found is None:
             if self._find(requested, self.reports, quiet=True) is not None:
                 raise NotServed(f"{requested}: an Nsight Compute report, not an nsys export: pass it as `ncu` "
                                 "(and the export of the same workload as `path`)")
             raise NotServed(f"{requested}: not served (it resolves outside the served profiles; "
-                            "list_files lists them)")
+                            f"list_files lists them){self._same_name(requested)}")
         return found
+
+    def _same_name(self, requested: str) -> str:
+        """Where a served export has the file name asked for (an agent passing the bare name of a file
+        that list_files names with its folder): the name to pass, as a clause. A hint only: the path
+        asked for is still refused, as it may name another file of that name."""
+        if not isinstance(requested, str):
+            return ""
+        same = [f.name for f in self.files if Path(f.name).name == Path(requested).name != ""]
+        return f"; did you mean {same[0]!r}?" if len(same) == 1 else ""
 
     def ncu_report(self, requested: str) -> Served:
         """The served Nsight Compute report `requested` names."""

@@ -362,7 +362,9 @@ def build(served: ServedSet) -> MCPServer:
         """What to fix first: the findings (launch-bound, sync stalls, unfused optimizer or
         attention, fp32 GEMMs, pageable or synchronous copies, exposed communication, ...),
         ranked by the step time their fix would save, each with evidence and the fix
-        (`report -f json`'s findings). `ncu`: a served Nsight Compute report of the same
+        (`report -f json`'s findings). Each names its fix as whatif `edits` (`whatif` with
+        ["fix:ID"] replays them); `replayed` false with `not_replayed` saying why: its saving is the
+        rule's estimate and fix:ID is refused for that reason. `ncu`: a served Nsight Compute report of the same
         workload (list_files' ncu_reports), joined to the export as `report --ncu R` joins it;
         it adds the findings from the hardware (occupancy-limited, memory-bound elementwise
         chains by ncu's throughputs)."""

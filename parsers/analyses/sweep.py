@@ -146,7 +146,9 @@ def _analyse_one(run: Run, options: Options | None) -> None:
 
 def runs_for(paths: list[Path]) -> list[Run]:
     """Runs for these files, plus the OOM records beside them (a sweep folder's `.oom.json`). Paths are
-    taken as given, never resolved: a folder of symbolic links is that folder's runs, under their names."""
+    taken as given, never resolved: a folder of symbolic links is that folder's runs, under their names.
+    An OOM run's export beside its record is read through the record, as `discover` reads it (one run,
+    one row: listed again, the one run was two rows, "CUDA out of memory" and "ok"; oom_export finds it)."""
     wanted = {Path(p).absolute() for p in paths}
     runs: list[Run] = []
     seen: set[Path] = set()
@@ -156,9 +158,24 @@ def runs_for(paths: list[Path]) -> list[Run]:
                 runs.append(run)
                 seen.add(run.path.absolute())
     for p in paths:  # files whose names do not follow {model}_ctx{N}: placed by their config mark
-        if Path(p).absolute() not in seen:
+        if Path(p).absolute() not in seen and _oom_record(Path(p)).absolute() not in seen:
             runs.append(Run(Path(p), None, None, ""))
     return runs
+
+
+def _oom_record(export: Path) -> Path:
+    """Where an OOM run's record would be beside `export` (STEM.oom.sqlite[.xz] -> STEM.oom.json); the
+    export's own path where its name is not an OOM run's."""
+    name = as_plain_name(export).name
+    if not name.endswith(f"{conventions.OOM_SUFFIX}.sqlite"):
+        return export
+    return export.with_name(name[: -len(".sqlite")] + ".json")
+
+
+def oom_export(record: Path) -> Path | None:
+    """The export an OOM run's record (STEM.oom.json) sits beside (STEM.oom.sqlite, plain or compressed
+    whole), if there is one."""
+    return next((p for p in exports_in(record.parent) if _oom_record(p).name == record.name), None)
 
 
 def placement(run: Run) -> tuple[str | None, int | None, str]:

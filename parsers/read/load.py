@@ -891,6 +891,9 @@ class TraceLoader:
                                   count_rows=False)
         if self.cached is not None:
             self.has_cuda, self.has_nvtx = self.cached.info.has_cuda, self.cached.info.has_nvtx
+            # the name given before any stage reads it: the records beside it (STEM.steps.json's
+            # warm-ups, which the inferred iterations keep once computed) are found by that name
+            self.cached.opened_as = self.opened_as
             self._early = self.cached
             self.tables.close()
             return

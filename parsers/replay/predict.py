@@ -22,7 +22,8 @@ from nsight_tui.parsers.replay.graph import Graph, build
 from nsight_tui.parsers.replay.launch_cost import QueueShift, queue_shift
 from nsight_tui.parsers.replay.pace import cpu_range, own_time, typical_host
 from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
-from nsight_tui.parsers.replay.steps import StepRanges, clock_periods, gpu_step_windows, step_ranges, step_spans
+from nsight_tui.parsers.replay.steps import (StepRanges, clock_periods, gpu_step_windows, step_ranges, step_spans,
+                                             walked_thread)
 
 
 class NoSteps(EditError):
@@ -185,20 +186,6 @@ def _why(g: Graph, sr: StepRanges, r: Replayed) -> tuple[list[Holder], IdleSplit
         per_step[("loader workers: the host work moved to them (their batch not ready)", "workers")] = r.floor_ns - period
         period = r.floor_ns
     return holders(per_step, period), IdleSplit(*(idle // max(n, 1)).tolist())
-
-
-def walked_thread(g: Graph, gtid: int) -> int:
-    """The CPU thread a step's critical path is walked back on: the thread that frames the step, or
-    where that thread made no CUDA call (a step marked for its process, not a thread: emit_nvtx
-    captures of two ranks, h100_2gpu_1s), its process's thread with the most CUDA calls; before,
-    the walk found no such thread and said nothing held the step."""
-    if gtid in g.thread_gtids or not g.thread_gtids:
-        return gtid
-    mine = [i for i, t in enumerate(g.thread_gtids) if pid_of(t) == pid_of(gtid)]
-    if not mine:
-        return gtid
-    busiest = max(mine, key=lambda i: g.thread_slices[i][1] - g.thread_slices[i][0])
-    return g.thread_gtids[busiest]
 
 
 def graph_of(trace: Trace) -> tuple[Graph, StepRanges]:

@@ -48,11 +48,29 @@ def step_ranges(trace) -> StepRanges:
                       model.r_gtid[ids].astype(np.int64), is_step, [str(texts[i]) for i in ids])
 
 
+def walked_thread(g: Graph, gtid: int) -> int:
+    """The CPU thread a step's critical path is walked back on: the thread that frames the step, or
+    where that thread made no CUDA call (a step marked for its process, not a thread: emit_nvtx
+    captures of two ranks, h100_2gpu_1s), its process's thread with the most CUDA calls; before,
+    the walk found no such thread and said nothing held the step. The step's instants are mapped onto
+    the replayed timeline on the same thread (cpu_time_map): on a thread of no CUDA call they never
+    moved, and every edit saved exactly nothing."""
+    if gtid in g.thread_gtids or not g.thread_gtids:
+        return gtid
+    mine = [i for i, t in enumerate(g.thread_gtids) if pid_of(t) == pid_of(gtid)]
+    if not mine:
+        return gtid
+    busiest = max(mine, key=lambda i: g.thread_slices[i][1] - g.thread_slices[i][0])
+    return g.thread_gtids[busiest]
+
+
 def cpu_time_map(g: Graph, tl: Timeline | None, gtid: int, t: np.ndarray) -> np.ndarray:
-    """Replayed times of instants `t` on thread `gtid`'s clock: between two of its points, as
-    late before the next point as it was measured (host time that an edit removed before a call
-    moves the instant with that call), never before the previous point."""
+    """Replayed times of instants `t` on thread `gtid`'s clock (walked_thread: its process's busiest
+    CUDA thread where `gtid` made no CUDA call): between two of its points, as late before the next
+    point as it was measured (host time that an edit removed before a call moves the instant with that
+    call), never before the previous point."""
     t = np.asarray(t, np.int64)
+    gtid = walked_thread(g, gtid)
     if tl is None or gtid not in g.thread_gtids:
         return t.copy()
     a, b = g.thread_slices[g.thread_gtids.index(gtid)]

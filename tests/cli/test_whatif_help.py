@@ -11,6 +11,8 @@ def test_the_edit_help_says_each_form_and_its_words():
     run = cli_process.run(["whatif", "--help"], text=True, cwd=ROOT, timeout=120)
     said = " ".join(run.stdout.split())  # argparse wraps at the terminal's width
     assert run.returncode == 0, run.stderr
-    for words in ("nohost[:RANGE|DURATION]", "nohost:-5ms", "fix:FINDING_ID (a finding's id", "PATTERN: a kernel family",
+    # K's sense: a newcomer cannot tell speed:gemm=2 (twice as fast) from a duration twice as long
+    for words in ("speed:PATTERN[@RANGE]=K (K times faster, below 1 slower;",
+                  "nohost[:RANGE|DURATION]", "nohost:-5ms", "fix:FINDING_ID (a finding's id", "PATTERN: a kernel family",
                   "RANGE: an NVTX range name or glob", "`step` (the default) the steady-state steps"):
         assert words in said, words

@@ -682,3 +682,30 @@ def test_the_copy_with_inferred_ranges_is_mapped_with_its_trace(cache_dir, tmp_p
     assert map_columns(trace)
     assert from_cache(model.trace) and model.trace.api is trace.api
     pd.testing.assert_frame_equal(model.kernel_summary(model.scope_op_positions()), kernels_before)
+
+
+def test_a_compressed_export_read_from_the_cache_finds_its_record_in_the_first_stage(cache_dir, tmp_path):
+    """The TUI builds its first screen's model on the loader's first stage. A compressed export read
+    from the cache came without the name it was given there, so the record `capture` keeps beside it
+    (STEM.steps.json) was looked for beside the decompressed copy and not found: the inferred
+    iterations took one warm-up for the recorded three, and the TUI's findings and what-if said 8
+    steady-state steps where `report` and `whatif` said 6 (and another step time, another saving)."""
+    from nsight_tui.parsers.model.ranges import range_model
+    from nsight_tui.parsers.model.steps import steps_of
+    from nsight_tui.parsers.read.load import TraceLoader
+
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    for name in ("hf_trainer_qwen2_l4_b8.sqlite.xz", "hf_trainer_qwen2_l4_b8.steps.json"):
+        shutil.copyfile(SAMPLES / "thirdparty" / name, folder / name)
+    path = folder / "hf_trainer_qwen2_l4_b8.sqlite.xz"
+    recorded = [s["name"] for s in json.loads((folder / "hf_trainer_qwen2_l4_b8.steps.json").read_text())["steps"]]
+    warm = sum(n.startswith("warmup_") for n in recorded)
+    assert warm == 3 and len(recorded) == 9
+    loaded(path)
+    loader = TraceLoader(path)
+    early = loader.ranges_only()
+    assert from_cache(early)
+    steps = steps_of(range_model(early, "process"))  # what StagedLoad.tree() builds, before finish()
+    assert (len(steps.warmup), len(steps.steady)) == (warm, len(recorded) - warm)
+    assert loader.finish() is early

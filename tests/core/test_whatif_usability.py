@@ -124,3 +124,49 @@ def test_kernels_from_says_how_many_pairs_share_a_name(small):
     copies = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (8, 13)").fetchone()[0]
     con.close()
     assert copies > 0 and matched == kernels + copies and alike == kernels
+
+
+def test_steps_marked_for_a_process_move_with_the_edits(tmp_path):
+    """Steps framed for a process, on no thread that made a CUDA call (h100_2gpu_1s's and mfu_2gpu_before's
+    emit_nvtx steps), kept their measured instants in every replay: each edit saved exactly 0.00 ms.
+    The host-sleep capture (a 5 ms sleep planted at each step's start) with its step_N and warmup_N
+    ranges moved onto its process's thread-less id must predict what the capture framed on its main
+    thread predicts, and the planted sleep's 5 ms."""
+    import lzma
+
+    framed = tmp_path / "host-sleep.sqlite"
+    framed.write_bytes(lzma.decompress((SAMPLES / "findings" / "small_ctx128_host-sleep.sqlite.xz").read_bytes()))
+    moved = tmp_path / "host-sleep_process.sqlite"
+    shutil.copyfile(framed, moved)
+    with sqlite3.connect(moved) as db:
+        text = "coalesce(text, (SELECT value FROM StringIds WHERE id = textId))"
+        n = db.execute(f"UPDATE NVTX_EVENTS SET globalTid = globalTid - (globalTid % 16777216) "
+                       f"WHERE {text} GLOB 'step_[0-9]*' OR {text} GLOB 'warmup_[0-9]*'").rowcount
+    assert n >= 4
+    a, b = load_trace(framed), load_trace(moved)
+    for edits in (["nohost:-5ms"], ["graph"]):
+        on_thread, on_process = predict(a, edits), predict(b, edits)
+        assert on_process.saving_ns > 0, edits
+        assert on_process.step_ns == on_thread.step_ns and on_process.clocks_ns == on_thread.clocks_ns, edits
+    assert predict(b, ["nohost:-5ms"]).saving_ns == pytest.approx(5e6, rel=0.02)
+
+
+def test_the_findings_step_and_whatifs_measured_step_each_say_their_statistic():
+    """An agent reads the findings' step_ns and whatif's measured_step_ns of one capture and finds two
+    figures (on hf_trainer_qwen2_l4_b8: 22.54 and 22.06 ms). Each is said: the findings' step_basis,
+    the mean over the steady steps; whatif, their median. Both against the SQL step periods."""
+    import numpy as np
+
+    from helpers.step_sql import steps
+    from nsight_tui.parsers import Profile
+    from nsight_tui.render.findings import findings_json
+    from nsight_tui.render.whatif import whatif_markdown
+
+    periods = np.array([it.period for it in steps(SMALL)], dtype=np.float64)
+    profile = Profile.open(SMALL)
+    doc = findings_json(profile.report().findings)
+    assert doc["step_ns"] == pytest.approx(periods.mean(), abs=1)
+    assert doc["step_basis"].endswith("the mean over the steady-state steps")
+    p = profile.whatif([])
+    assert p.measured_step_ns == pytest.approx(np.median(periods), abs=1)
+    assert f"median of {len(periods)} steady-state steps: measured" in whatif_markdown(p)

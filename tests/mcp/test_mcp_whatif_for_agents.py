@@ -71,3 +71,24 @@ def test_an_agent_fuses_the_attention_by_name_or_by_the_findings_fix(session):
     assert plain["predicted"]["low_ns"] < plain["predicted"]["high_ns"]
     assert "one op on the CPU" in plain["edits"][0]["assumption"]
     assert "attention[:RANGE]" in session[0].description
+
+
+def test_a_finding_not_replayed_says_why_before_the_agent_asks_its_fix():
+    """An agent asks `whatif` with fix:ID for each finding the findings tool lists. host-bound-gap on
+    the bf16 capture without NVTX names `nohost:1ms`, which has nothing to act on there: its saving is
+    the rule's estimate (`replayed` false) and fix:host-bound-gap is a tool error. The finding says the
+    error's reason beforehand, in `not_replayed`, and the findings tool's description says where."""
+    bf16 = "sample_traces/nonvtx/small_ctx512_bf16_b8_async_nonvtx.sqlite.xz"
+    tools: list = []
+    answers = asyncio.run(run_calls(params("sample_traces/nonvtx", cwd=ROOT), {
+        # the bare file name, as an agent shortens what list_files lists: refused, the name to pass said
+        "bare": ("findings", {"path": "small_ctx512_bf16_b8_async_nonvtx.sqlite.xz"}),
+        "findings": ("findings", {"path": bf16}),
+        "fix": ("whatif", {"path": bf16, "edits": ["fix:host-bound-gap"]}),
+    }, tools))
+    assert answers.error("bare").endswith(f"; did you mean {bf16!r}?")
+    gap = next(f for f in answers.ok("findings")["findings"] if f["id"] == "host-bound-gap")
+    assert gap["replayed"] is False and gap["edits"] == ["nohost:1ms"]
+    refused = answers.error("fix")
+    assert gap["not_replayed"] and gap["not_replayed"] in refused and "Traceback" not in refused
+    assert "not_replayed" in next(t for t in tools if t.name == "findings").description

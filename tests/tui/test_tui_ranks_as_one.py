@@ -51,9 +51,11 @@ def test_a_on_files_that_are_not_one_runs_ranks_says_so(tui):
     others = [SAMPLES / "small_ctx128.sqlite", FILES[0]]
 
     async def body():
-        async with tui(others, size=(140, 30)) as ui:
+        async with tui(others, size=(80, 24)) as ui:
             await ui.pilot.press("a")
-            await ui.until(lambda: "these are not" in ui.flat_text(), "a refused, said on the status line")
+            # a whole sentence, whole on an 80-column screen ("...: these are not" read as a line cut short)
+            said = "a: these are not one run's per-rank exports (NAME_rank0, NAME_rank1, ...)"
+            await ui.until(lambda: said in ui.flat_text(), "a refused, said on the status line")
             assert type(ui.screen).__name__ == "FilesScreen"
 
     asyncio.run(body())

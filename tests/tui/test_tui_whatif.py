@@ -261,3 +261,31 @@ def test_the_what_if_says_the_step_run_alone_where_the_capture_kept_one(tui):
             assert f"{alone_ms:,.2f} ms per step" in text and "the profiler made the step" in text
 
     run(body())
+
+
+def test_w_on_a_finding_whose_fix_was_not_replayed_says_why_and_stays(tui):
+    """host-bound-gap on the bf16 capture without NVTX names `nohost:1ms`, which has no pause of 1 ms
+    to act on there: the findings ranked it by the rule's estimate, and `w` opened an empty what-if
+    screen whose only words were a toast 'whatif: could not build the view: EditError: ...'. Now `w`
+    stays on the findings and says, in the status line, the reason `whatif fix:host-bound-gap` gives."""
+    from nsight_tui.parsers import NsightError, Profile
+
+    path = SAMPLES / "nonvtx" / "small_ctx512_bf16_b8_async_nonvtx.sqlite.xz"
+    with pytest.raises(NsightError) as refused:
+        Profile.open(path).whatif(["fix:host-bound-gap"])
+    why = str(refused.value)
+
+    async def body():
+        async with tui(path, size=(200, 30)) as ui:
+            await open_findings(ui)
+            await highlight(ui, "host-bound-gap")
+            finding = ui.screen.view.findings[ui.screen.current]
+            assert not finding.replayed and finding.edits
+            await ui.press("w")
+            await ui.settle()
+            assert type(ui.screen).__name__ == "FindingsScreen"
+            text = ui.flat_text()
+            assert f"host-bound-gap: not replayed ({why}); its saving is the rule's estimate" in text, text
+            assert "EditError" not in text
+
+    run(body())

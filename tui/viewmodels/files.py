@@ -50,6 +50,11 @@ def listed(paths: list[Path]) -> list[sweep.Run]:
     return sweep.runs_for(paths)
 
 
+def oom_export(run: sweep.Run) -> Path | None:
+    """An OOM run's export beside its record (its one row in the table is the record's), else None."""
+    return sweep.oom_export(run.path) if run.status == "oom" else None
+
+
 def waiting_row(run: sweep.Run, reading: bool) -> list:
     """A run's row before its answers are in: its name, and whether it is being read or waits."""
     return [run.path.name, None, None, None, "", None, "reading…" if reading else "queued"]

@@ -15,7 +15,7 @@ from nsight_tui.render.sweep import COMPARE_BASIS, COMPARE_HEADERS, SweepTable, 
 from nsight_tui.tui.messages import FilesListed, FilesProgress, FilesReady, FilesRow, Navigation
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.files import (
-    FilesView, compare, file_columns, files_frame, listed, one_runs_ranks, question_frame, waiting_row,
+    FilesView, compare, file_columns, files_frame, listed, one_runs_ranks, oom_export, question_frame, waiting_row,
 )
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
@@ -172,6 +172,8 @@ class FilesScreen(TableScreen):
                         severity="information", markup=False)
         elif run.status == "ok":
             self.post_message(self.FileChosen(run.path))
+        elif (export := oom_export(run)) is not None:
+            self.post_message(self.FileChosen(export))  # the run's one row: its record, and its export beside it
         else:
             self.notify(f"{run.path.name}: {run.message or run.status}", severity="warning", markup=False)
 
@@ -189,7 +191,8 @@ class FilesScreen(TableScreen):
     def action_ranks_as_one(self) -> None:
         ranks = one_runs_ranks(self.paths)
         if ranks is None:
-            self.set_status("a opens one run's per-rank exports as one (NAME_rank0, NAME_rank1, ...): these are not")
+            # whole within 80 columns: "a opens ... as one (...): these are not" read as a line cut short
+            self.set_status("a: these are not one run's per-rank exports (NAME_rank0, NAME_rank1, ...)")
             return
         self.post_message(self.RanksAsOne(*ranks))
 

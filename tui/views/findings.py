@@ -133,6 +133,9 @@ class FindingsScreen(TableScreen):
         if not f.edits:
             self.set_status(f"{f.id}: the replay has no edit for this fix ({NO_EDIT.get(f.id, 'none named')})")
             return
+        if f.not_replayed:  # the replay refused its edits once already: a what-if screen would only fail again
+            self.set_status(f"{f.id}: not replayed ({f.not_replayed}); its saving is the rule's estimate")
+            return
         self.post_message(self.WhatIfChosen(WhatIf(f.id, tuple(f.edits), f.estimate_ms_per_step)))
 
     def timeline_target(self) -> TimelineTarget | None:

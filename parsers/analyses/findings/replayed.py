@@ -378,10 +378,12 @@ def replay_findings(c: StepContext, found: list[Finding], run: bool = True) -> l
         if not f.edits:
             why = NO_EDIT.get(f.id, "its edit has nothing to act on in this capture" if f.id in EDITS else "no edit named")
             f.basis += f" (not replayed: {why})"
+            f.not_replayed = why
             continue
         s, why = _replayed(c.trace, f.edits)
         if s is None:
             f.basis += f" (not replayed: {why})"
+            f.not_replayed = why
             continue
         f.saving_ms_per_step = s.saving_ns / 1e6
         f.saving_alone_ms_per_step = f.saving_ms_per_step

@@ -39,6 +39,9 @@ class Finding:
     estimate_basis: str = ""  # how the rule estimated it (the basis, where the saving is the estimate)
     replay_low_ms_per_step: float | None = None
     replay_high_ms_per_step: float | None = None
+    # why the replay did not give the saving (its edit has nothing to act on here, or no edit), "" where it
+    # did: `whatif fix:ID` fails for the same reason, which the TUI's `w` and an agent can say before asking
+    not_replayed: str = ""
 
     @property
     def range(self) -> str:
@@ -66,7 +69,10 @@ def edit_words(finding_id: str, edits: list[str]) -> str:
 NOTHING_TO_GAIN_MS = 0.01
 
 
-STEP_BASIS = "the step period: each step's start to the next's (the last ends with its GPU work)"
+# step_ns is the mean (a saving per step of the steps' total); `whatif`'s measured step is their median,
+# so an agent reading both sees which is which
+STEP_BASIS = ("the step period: each step's start to the next's (the last ends with its GPU work), the mean over "
+              "the steady-state steps")
 PARTITION_BASIS = "the findings' savings summed, each nanosecond of device time claimed once"
 NO_STEP = "the run ran out of GPU memory before it finished a step: no step time to find savings in"
 
