@@ -33,9 +33,9 @@
                           kernels.attention finds them by their order) launched inside RANGE
                           (default: the step) as one fused kernel: the passes and the copies its
                           matmuls make of their operands and gradients gone with their launches
-                          and, centrally, the framework's work before the passes and before each
-                          attention's closing GEMM (one op left); the GEMMs kept, standing for
-                          the fused kernel's matmuls
+                          and, centrally, the framework's work between its launches (one op
+                          left, forward and backward); the GEMMs kept, standing for the fused
+                          kernel's matmuls
     pin[:RANGE]           the pageable host<->device copies launched inside RANGE (default: the
                           step) from pinned memory with non_blocking=True: a host-to-device copy's
                           call returns after its enqueue, each copy at a pinned copy's rate (_pin,
@@ -69,7 +69,7 @@ import numpy as np
 from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, device_work_ops, name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
-from nsight_tui.parsers.read.ids import KERNEL, api_display_name, pid_of
+from nsight_tui.parsers.read.ids import KERNEL, MEMSET, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, stretches
 from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing, segment_ends
@@ -773,19 +773,20 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     causal one skips the masked half), but where they ran as TF32 an fp32 SDPA, which does not use
     TF32, takes FP32_SDPA_OVER_TF32 times their time, and where the scores were 16-bit the flash
     kernels HALF_SDPA_OVER_GEMMS times (central and the far end; as they ran at the near end). On the
-    CPU the attention becomes one op: the framework's work that made each dropped pass and each
-    attention's closing GEMM (the host time since its thread's previous launching call: the op's
-    Python and dispatch, _host_before) goes too, centrally, as the fused program never calls those
-    ops; the opening GEMM's stays, standing for the fused op's own, and so does the host time around a
-    layout copy (the matmul op's own dispatch, which launches it). The range's other end keeps that
-    host time."""
+    CPU the attention becomes one op, forward and backward: on each thread, of the calls in a row
+    that launched its work (a run: its copies, GEMMs and passes), the host time before the first
+    stays, standing for the fused op's dispatch, and the host time before each of the others up to
+    its last GEMM (the written-out ops' Python and dispatch, since the thread's previous launching
+    call: _host_before, _inner_calls) goes, centrally, as the fused program never runs those ops;
+    after its last GEMM the split's backward concatenating the q, k, v gradients, which the fused
+    program runs too, keeps its own. The range's other end keeps all that host time."""
     from nsight_tui.parsers.kernels.attention import attention_parts, scores_in_half
 
     o_api, launched, pids = _op_launches(g)
     where = e.range or STEP_RANGE
     inside = (o_api >= 0) & _inside(launched, pids, range_spans(g, sr, where))
     parts = attention_parts(g.trace, inside, sr.n_steps)
-    passes, closing = parts.passes, parts.closing
+    passes = parts.passes
     if len(passes) == 0:
         fused = (np.asarray(name_families(g.trace))[g.trace.ops["name"].to_numpy()[inside]] == "attention").any()
         raise EditError(f"{e.text}: no attention written out launched inside {where!r} in {g.trace.path.name} "
@@ -795,11 +796,9 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     hit[passes] = True
     hit[parts.layout] = True
     calls, _ = _take_away_ops(g, hit, ed)
-    # the attention one op: the work that made its passes and its closing GEMM goes; the opening
-    # GEMM's stays, standing for the fused op's own dispatch
-    gemm_calls = np.unique(o_api[closing])
-    pass_calls = calls[np.isin(calls, o_api[passes])]
-    before = _host_before(g, np.concatenate([pass_calls, gemm_calls[(g.call_start_pt[gemm_calls] >= 0)]]))
+    # the attention one op: the framework's work between its launches goes; the first launch's stays,
+    # standing for the fused op's own dispatch
+    before = _host_before(g, _inner_calls(g, np.concatenate([passes, parts.layout, parts.gemms]), parts.gemms))
     for plan in (ed.low, ed.mid):
         plan.delta_ns[before] = 0
     n_steps = max(sr.n_steps, 1)
@@ -824,9 +823,9 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         f"dropped, {gpu_ns / 1e6:,.2f} ms of GPU time, and {len(parts.layout):,} copies its matmuls make of their "
         f"operands and gradients, {layout_ns / 1e6:,.2f} ms; {len(calls):,} launch calls with them; its "
         f"{len(parts.gemms):,} GEMMs ({matmul_ns / 1e6:,.2f} ms) kept, standing for the fused kernel's matmuls",
-        f"the attention is one op on the CPU: the framework's work before each dropped launch and each attention's "
-        f"closing GEMM (the ops the fused program does not call: {host_ns / 1e6:,.2f} ms of host time a step) goes, "
-        "central; the opening GEMM's stays for the fused op's; between gone and kept"
+        f"the attention is one op on the CPU: the framework's work before each of its launches but the first, up to "
+        f"its last GEMM (the ops the fused program does not run: {host_ns / 1e6:,.2f} ms of host time a step) goes, "
+        "central; the first's stays for the fused op's dispatch; between gone and kept"
         + (f"; its GEMMs ran as TF32 on tensor cores, and PyTorch's fp32 fused attention does not use TF32: the fused "
            f"kernels take x{FP32_SDPA_OVER_TF32} the GEMMs' time (an H200's, the committed twin; docs/whatif.md "
            "\"Held out: attention\"), central; as fast as the GEMMs at the other end" if tf32 else
@@ -834,6 +833,43 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
            f"the masked half the GEMMs compute: the fused kernels take x{HALF_SDPA_OVER_GEMMS} the GEMMs' time (an "
            "H200's at ctx 1024, the committed twin; 0.42 to 0.58 from ctx 2048 to 512; docs/whatif.md \"Attention, "
            "round three\"), central; as long as the GEMMs at the other end" if half else "")))
+
+
+def _inner_calls(g: Graph, ops: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """The launch calls of `ops` (one fused op's work, written out) inside each run, from its second call
+    to the last that launched one of `last`: on each thread, the calls that launched an op, in order;
+    a run, calls in a row that launched `ops` alone, a memset among them (cuBLAS zeroing a GEMM's
+    output first) not ending it. The fused op is one op: the host time before a run's first call
+    stands for its dispatch, the host time before the others up to its last matmul (the written-out
+    ops' Python and dispatch) it does not spend; what follows belongs to the next node (the split's
+    backward concatenating the q, k, v gradients runs in the fused program too)."""
+    o_api = g.trace.ops["api"].to_numpy(np.int64)
+    launching = np.unique(o_api[o_api >= 0])
+    launching = launching[g.call_start_pt[launching] >= 0]
+    n_api = len(g.trace.api)
+    theirs, others, memset = np.zeros(n_api, bool), np.zeros(n_api, bool), np.zeros(n_api, bool)
+    theirs[o_api[ops[o_api[ops] >= 0]]] = True
+    rest = (o_api >= 0) & ~np.isin(np.arange(len(o_api)), ops)
+    is_memset = g.trace.ops["kind"].to_numpy() == MEMSET
+    others[o_api[rest & ~is_memset]] = True
+    memset[o_api[rest & is_memset]] = True
+    gtid = g.trace.api["gtid"].to_numpy()[launching]
+    order = np.lexsort((g.trace.api["start"].to_numpy()[launching], gtid))
+    calls, gtid = launching[order], gtid[order]
+    mine = theirs[calls] & ~others[calls]
+    neutral = memset[calls] & ~others[calls] & ~theirs[calls]
+    cand = mine | neutral
+    starts = cand & np.concatenate([[True], ~cand[:-1] | (gtid[1:] != gtid[:-1])])
+    seg = np.cumsum(starts) * cand  # 1, 2, ... per stretch of candidates; 0 outside
+    idx = np.arange(len(calls))
+    first = np.full(seg.max() + 1, len(calls))
+    np.minimum.at(first, seg[mine], idx[mine])  # each stretch's first call of `ops`: the run starts there
+    is_last = np.zeros(n_api, bool)
+    is_last[o_api[last[o_api[last] >= 0]]] = True
+    end = np.full(seg.max() + 1, -1)
+    at = mine & is_last[calls]
+    np.maximum.at(end, seg[at], idx[at])  # and ends at its last call of `last`
+    return calls[cand & (idx > first[seg]) & (idx <= end[seg])]
 
 
 def _host_before(g: Graph, calls: np.ndarray) -> np.ndarray:
