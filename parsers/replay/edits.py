@@ -1296,26 +1296,37 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
     # workers:N moves what the nohost edits remove, whichever comes first in the list
     for e in sorted(edits, key=lambda e: e.kind == "workers"):
-        if e.kind == "speed":
-            _speed(g, sr, e, ed)
-        elif e.kind == "drop":
-            _drop(g, sr, e, ed)
-        elif e.kind == "fuse":
-            _fuse(g, sr, e, ed)
-        elif e.kind == "nosync":
-            _nosync(g, sr, e, ed)
-        elif e.kind == "nohost":
-            _nohost(g, sr, e, ed)
-        elif e.kind == "workers":
-            _workers(g, sr, e, ed)
-        elif e.kind == "graph":
-            _graph(g, sr, e, ed)
-        elif e.kind == "attention":
-            _attention(g, sr, e, ed)
-        elif e.kind == "pin":
-            _pin(g, sr, e, ed)
-        elif e.kind == "kernels-from":
-            _kernels_from(g, sr, e, ed, load, twin_host, twin_iterations)
-        elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
-            raise EditError(f"{e.text}: a finding's fix is read through the findings (Profile.whatif)")
+        try:
+            _apply_one(g, sr, e, ed, load, twin_host, twin_iterations)
+        except EditError as err:  # said with the edit it refuses (a finding's fix: its edit and the finding)
+            if str(err).startswith(e.text):
+                raise
+            raise EditError(f"{e.text}: {err}") from None
     return ed
+
+
+def _apply_one(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool,
+               twin_iterations: Mapping[str, str] | None) -> None:
+    """One edit onto the plans `ed` (apply)."""
+    if e.kind == "speed":
+        _speed(g, sr, e, ed)
+    elif e.kind == "drop":
+        _drop(g, sr, e, ed)
+    elif e.kind == "fuse":
+        _fuse(g, sr, e, ed)
+    elif e.kind == "nosync":
+        _nosync(g, sr, e, ed)
+    elif e.kind == "nohost":
+        _nohost(g, sr, e, ed)
+    elif e.kind == "workers":
+        _workers(g, sr, e, ed)
+    elif e.kind == "graph":
+        _graph(g, sr, e, ed)
+    elif e.kind == "attention":
+        _attention(g, sr, e, ed)
+    elif e.kind == "pin":
+        _pin(g, sr, e, ed)
+    elif e.kind == "kernels-from":
+        _kernels_from(g, sr, e, ed, load, twin_host, twin_iterations)
+    elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
+        raise EditError(f"{e.text}: a finding's fix is read through the findings (Profile.whatif)")

@@ -170,3 +170,17 @@ def test_the_findings_step_and_whatifs_measured_step_each_say_their_statistic():
     p = profile.whatif([])
     assert p.measured_step_ns == pytest.approx(np.median(periods), abs=1)
     assert f"median of {len(periods)} steady-state steps: measured" in whatif_markdown(p)
+
+
+def test_a_finding_fix_refused_names_its_edit_and_the_finding():
+    """`whatif fix:host-bound-gap` where its edit has nothing to act on (no pause of 1 ms with the GPU
+    idle in the bf16 capture without NVTX): one line on stderr that names the edit and the finding it
+    came from, not the edit's reason alone."""
+    from helpers import cli_process
+
+    path = SAMPLES / "nonvtx" / "small_ctx512_bf16_b8_async_nonvtx.sqlite.xz"
+    done = cli_process.run(["whatif", str(path), "fix:host-bound-gap"], text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "nsight-tui: nohost:1ms (fix:host-bound-gap): no host time between CUDA calls while the GPU was idle, "
+        "inside the steps, each at least 1ms"]
