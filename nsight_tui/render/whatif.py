@@ -224,6 +224,18 @@ def clock_clause(p) -> str:
             f"{_ms_unit(c['other_clock_shorter_ns'])} shorter")
 
 
+def baseline_clock(p) -> str:
+    """The clock the unchanged replay's step is on, a phrase: the slower of the two, as the predicted
+    step's (replay.predict.Replayed.step_ns); the measured step is always the CPU's."""
+    cpu, gpu = p.baseline_clocks_ns
+    if gpu is None:
+        return "CPU clock, no step launched GPU work"
+    if gpu > cpu:
+        return (f"GPU clock, a step's first op to the next one's, the slower: the CPU's period "
+                f"{_ms_unit(gpu - cpu)} shorter")
+    return f"CPU clock, the slower: the GPU's period {_ms_unit(cpu - gpu)} shorter"
+
+
 def _parts(p) -> dict:
     """The range's two sources apart (predicted steps, ns), where the prediction has a range."""
     if p.edits_range_ns is None or p.pace_range_ns is None:
@@ -326,8 +338,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     measured or the model's."""
     lines: list[tuple[str, str]] = []
     base = p.replayed_step_ns
-    lines.append(("step", f"{_ms_unit(p.measured_step_ns)} measured, {_ms_unit(base)} replayed unchanged (CPU clock, "
-                  f"period of the main thread's step, {steps_statistic(p)}; "
+    lines.append(("step", f"{_ms_unit(p.measured_step_ns)} measured (CPU clock, period of the main thread's step, "
+                  f"{steps_statistic(p)}), {_ms_unit(base)} replayed unchanged ({baseline_clock(p)}; "
                   f"the model's identity error {p.identity_error * 100:.2f}%)"))
     if p.rank_files is not None:
         lines.append(("ranks", rank_files_line(p.rank_files).removeprefix("Ranks: ")))
