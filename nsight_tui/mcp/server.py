@@ -523,7 +523,9 @@ def build(served: ServedSet) -> MCPServer:
         saving, what holds the step after the edits
         (its critical path: holders, ns per step, shares), the GPU idle split, and `launch_queue`: the
         launches a step the edits leave onto an empty queue (or behind queued work) and the CPU time
-        that may move with them, which the prediction leaves out. All times are ns per step;
+        that may move with them, which the prediction leaves out (`extra_cpu_ns_per_step` low <=
+        central <= high, negative where the CPU time goes away; `cost_ns_per_launch` the extra cost of
+        one launch onto an empty queue, low to high). All times are ns per step;
         `saving_ns` is negative where the edits lengthen the step. `edits` is a list, one edit a
         string, applied in order; a bad one is a tool error naming what there is. Edits:
         speed:PATTERN=K (K times faster, below 1 slower; K1..K2 a factor not known, the answer's

@@ -73,19 +73,23 @@ def queue_line(q) -> str:
         return ""
     low, mid, high = (x / 1e6 for x in q.extra_cpu_ns)
     more = "more" if mid >= 0 else "less"
+    least, most = sorted((abs(low), abs(high)))  # the amount of CPU time, more or less, smaller end first
     return (f"{q.emptied_per_step:,.1f} launches a step that queued behind GPU work find their stream empty after the "
             f"edits ({q.filled_per_step:,.1f} the other way); in the committed every-other-step captures a launch onto "
             f"an empty queue cost the CPU {q.cost_ns[0] / 1e3:.2f}..{q.cost_ns[2] / 1e3:.2f} us more, which this "
-            f"prediction leaves out: {abs(low):,.2f}.."
-            f"{abs(high):,.2f} ms a step {more} CPU time ({abs(mid):,.2f} central; docs/whatif.md, \"That cost, "
+            f"prediction leaves out: {least:,.2f}.."
+            f"{most:,.2f} ms a step {more} CPU time ({abs(mid):,.2f} central; docs/whatif.md, \"That cost, "
             f"measured and replayed, and left out\")")
 
 
 def _queue(q) -> dict | None:
     if q is None:
         return None
+    # QueueShift's figures follow the cost per launch, low to high; where the edits fill queues that CPU
+    # time is taken away (negative) and the high cost gives the lowest figure: a range's ends read low <= high
+    low, high = sorted((q.extra_cpu_ns[0], q.extra_cpu_ns[2]))
     return {"emptied_launches_per_step": round(q.emptied_per_step, 2), "filled_launches_per_step": round(q.filled_per_step, 2),
-            "extra_cpu_ns_per_step": {"low": q.extra_cpu_ns[0], "central": q.extra_cpu_ns[1], "high": q.extra_cpu_ns[2]},
+            "extra_cpu_ns_per_step": {"low": low, "central": q.extra_cpu_ns[1], "high": high},
             "cost_ns_per_launch": {"low": q.cost_ns[0], "central": q.cost_ns[1], "high": q.cost_ns[2]},
             "in_prediction": False, "note": queue_line(q) or None}
 
