@@ -138,12 +138,16 @@ def rank_files_line(r) -> str:
     if r.collectives:
         text += (f"; the {r.collectives:,} collectives they share then end {r.median_spread_ns / 1e3:,.1f} us apart "
                  f"across ranks (median; {r.max_spread_ns / 1e3:,.1f} us at most)")
-    else:
-        text += "; no collective found on every rank, so nothing couples them"
     text += "".join(f"; renumbered: {n}" for n in r.renumbered)
+    if not r.collectives:
+        # the replay couples ranks only through the collectives they share (replay.graph): none on every
+        # rank, so not as one export's ranks are, whatever else the ranks have in common
+        return text + ("; no collective found on every rank (NCCL kernels matched by name and order), so they are not "
+                       "coupled as the ranks of one export are: a rank that shares no collective with another replays "
+                       "on its own")
     # the coupling is the one-export replay's, whose DDP twins it meets; per-rank twins need two GPUs
-    return text + ("; the ranks coupled as in one export holding every rank (checked on one-export DDP twins, "
-                   "not yet on per-rank ones: docs/whatif.md)")
+    return text + ("; the ranks coupled through those collectives as in one export holding every rank (checked on "
+                   "one-export DDP twins, not yet on per-rank ones: docs/whatif.md)")
 
 
 def whatif_dict(p) -> dict:
