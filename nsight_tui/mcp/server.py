@@ -523,7 +523,9 @@ def build(served: ServedSet) -> MCPServer:
         saving, what holds the step after the edits
         (its critical path: holders, ns per step, shares), the GPU idle split, and `launch_queue`: the
         launches a step the edits leave onto an empty queue (or behind queued work) and the CPU time
-        that may move with them, which the prediction leaves out. All times are ns per step;
+        that may move with them, which the prediction leaves out (`extra_cpu_ns_per_step` low <=
+        central <= high, negative where the CPU time goes away; `cost_ns_per_launch` the extra cost of
+        one launch onto an empty queue, low to high). All times are ns per step;
         `saving_ns` is negative where the edits lengthen the step. `edits` is a list, one edit a
         string, applied in order; a bad one is a tool error naming what there is. Edits:
         speed:PATTERN=K (K times faster, below 1 slower; K1..K2 a factor not known, the answer's
@@ -547,7 +549,8 @@ def build(served: ServedSet) -> MCPServer:
         unchanged replay against the measured step. E.g. ["speed:gemm=2"], ["nosync", "nohost"],
         ["fix:launch-bound"]. `path` may name a served folder of one run's per-rank exports
         (NAME_rank0.sqlite, NAME_rank1.sqlite, ...): replayed as one trace on one clock, the ranks
-        coupled through their collectives (`rank_files` says how closely their clocks agree)."""
+        coupled through their collectives (`rank_files` says how closely their clocks agree); `ncu`
+        is refused there (a report profiles one process: give one rank's export)."""
         from nsight_tui.parsers import NsightError
         from nsight_tui.render.whatif import whatif_json_text
 
@@ -557,6 +560,12 @@ def build(served: ServedSet) -> MCPServer:
         twins = {e.partition(":")[2]: twin(e.partition(":")[2]) for e in wanted if e.startswith("kernels-from:")}
         twin_files = [f for _, files in twins.values() for f in files]
         if path and served.is_folder(path):
+            if ncu:
+                # the join (analyses.ncu) aligns the report's kernels with one process's launches in order; the
+                # ranks merged into one trace interleave several processes' launches, so no join stands there
+                raise ToolError(f"ncu is not taken with a folder of per-rank exports ({path}): an Nsight Compute "
+                                "report profiles one process, joined to one export's kernel launches, not to every "
+                                "rank replayed as one; give path one rank's export, or leave ncu out")
             profile = merged(path)
             try:
                 p = profile.whatif(wanted, load=lambda q: twins[str(q)][0]())

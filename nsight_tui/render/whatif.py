@@ -73,19 +73,23 @@ def queue_line(q) -> str:
         return ""
     low, mid, high = (x / 1e6 for x in q.extra_cpu_ns)
     more = "more" if mid >= 0 else "less"
+    least, most = sorted((abs(low), abs(high)))  # the amount of CPU time, more or less, smaller end first
     return (f"{q.emptied_per_step:,.1f} launches a step that queued behind GPU work find their stream empty after the "
             f"edits ({q.filled_per_step:,.1f} the other way); in the committed every-other-step captures a launch onto "
             f"an empty queue cost the CPU {q.cost_ns[0] / 1e3:.2f}..{q.cost_ns[2] / 1e3:.2f} us more, which this "
-            f"prediction leaves out: {abs(low):,.2f}.."
-            f"{abs(high):,.2f} ms a step {more} CPU time ({abs(mid):,.2f} central; docs/whatif.md, \"That cost, "
+            f"prediction leaves out: {least:,.2f}.."
+            f"{most:,.2f} ms a step {more} CPU time ({abs(mid):,.2f} central; docs/whatif.md, \"That cost, "
             f"measured and replayed, and left out\")")
 
 
 def _queue(q) -> dict | None:
     if q is None:
         return None
+    # QueueShift's figures follow the cost per launch, low to high; where the edits fill queues that CPU
+    # time is taken away (negative) and the high cost gives the lowest figure: a range's ends read low <= high
+    low, high = sorted((q.extra_cpu_ns[0], q.extra_cpu_ns[2]))
     return {"emptied_launches_per_step": round(q.emptied_per_step, 2), "filled_launches_per_step": round(q.filled_per_step, 2),
-            "extra_cpu_ns_per_step": {"low": q.extra_cpu_ns[0], "central": q.extra_cpu_ns[1], "high": q.extra_cpu_ns[2]},
+            "extra_cpu_ns_per_step": {"low": low, "central": q.extra_cpu_ns[1], "high": high},
             "cost_ns_per_launch": {"low": q.cost_ns[0], "central": q.cost_ns[1], "high": q.cost_ns[2]},
             "in_prediction": False, "note": queue_line(q) or None}
 
@@ -134,12 +138,16 @@ def rank_files_line(r) -> str:
     if r.collectives:
         text += (f"; the {r.collectives:,} collectives they share then end {r.median_spread_ns / 1e3:,.1f} us apart "
                  f"across ranks (median; {r.max_spread_ns / 1e3:,.1f} us at most)")
-    else:
-        text += "; no collective found on every rank, so nothing couples them"
     text += "".join(f"; renumbered: {n}" for n in r.renumbered)
+    if not r.collectives:
+        # the replay couples ranks only through the collectives they share (replay.graph): none on every
+        # rank, so not as one export's ranks are, whatever else the ranks have in common
+        return text + ("; no collective found on every rank (NCCL kernels matched by name and order), so they are not "
+                       "coupled as the ranks of one export are: a rank that shares no collective with another replays "
+                       "on its own")
     # the coupling is the one-export replay's, whose DDP twins it meets; per-rank twins need two GPUs
-    return text + ("; the ranks coupled as in one export holding every rank (checked on one-export DDP twins, "
-                   "not yet on per-rank ones: docs/whatif.md)")
+    return text + ("; the ranks coupled through those collectives as in one export holding every rank (checked on "
+                   "one-export DDP twins, not yet on per-rank ones: docs/whatif.md)")
 
 
 def whatif_dict(p) -> dict:
@@ -222,6 +230,18 @@ def clock_clause(p) -> str:
                    f"the two within {CLOCKS_AGREE:.0%} of each other: the CPU does not run ahead"))
     return (f"on the CPU's clock (a step's start to the next one's, {_stat(p)}), the slower: the GPU's "
             f"{_ms_unit(c['other_clock_shorter_ns'])} shorter")
+
+
+def baseline_clock(p) -> str:
+    """The clock the unchanged replay's step is on, a phrase: the slower of the two, as the predicted
+    step's (replay.predict.Replayed.step_ns); the measured step is always the CPU's."""
+    cpu, gpu = p.baseline_clocks_ns
+    if gpu is None:
+        return "CPU clock, no step launched GPU work"
+    if gpu > cpu:
+        return (f"GPU clock, a step's first op to the next one's, the slower: the CPU's period "
+                f"{_ms_unit(gpu - cpu)} shorter")
+    return f"CPU clock, the slower: the GPU's period {_ms_unit(cpu - gpu)} shorter"
 
 
 def _parts(p) -> dict:
@@ -326,8 +346,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     measured or the model's."""
     lines: list[tuple[str, str]] = []
     base = p.replayed_step_ns
-    lines.append(("step", f"{_ms_unit(p.measured_step_ns)} measured, {_ms_unit(base)} replayed unchanged (CPU clock, "
-                  f"period of the main thread's step, {steps_statistic(p)}; "
+    lines.append(("step", f"{_ms_unit(p.measured_step_ns)} measured (CPU clock, period of the main thread's step, "
+                  f"{steps_statistic(p)}), {_ms_unit(base)} replayed unchanged ({baseline_clock(p)}; "
                   f"the model's identity error {p.identity_error * 100:.2f}%)"))
     if p.rank_files is not None:
         lines.append(("ranks", rank_files_line(p.rank_files).removeprefix("Ranks: ")))

@@ -148,10 +148,56 @@ def _report(progress, index: int, total: int, result):
     return result
 
 
+def _names(paths: Sequence[Path], most: int = 3) -> str:
+    shown = ", ".join(p.name for p in paths[:most])
+    return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
+def not_one_run(paths: Sequence[Path], per_file: list[list[RankSummary]]) -> str:
+    """Why files whose names do not make one run's ranks (`rank_merge.one_run`: one name, a rank suffix
+    each) are not the ranks of one run either, in words; '' where they are.
+
+    Such files (one export per node, `--output report_%h`, or files named by hand) are one run's ranks
+    where each holds collectives (NCCL kernels: the ranks of a distributed run communicate, and a
+    rank's export holds its half of every collective) and those collectives ran at the same time on
+    the session starts' clock (TARGET_INFO_SESSION_START_TIME): a collective ends on every rank
+    together, so one run's files' collectives overlap; files captured one after another, or without
+    any collective, are separate runs, whose "straggler" would compare unrelated programs."""
+    silent = [p for p, ranks in zip(paths, per_file) if not any(s.comm_kernels for s in ranks)]
+    if silent:
+        return (f"{_names(silent)} hold{'s' if len(silent) == 1 else ''} no collective (NCCL kernel), which the "
+                "ranks of one run each hold")
+    unplaced = [p for p, ranks in zip(paths, per_file) if any(s.session_start_utc_ns is None for s in ranks)]
+    if unplaced:
+        return (f"{_names(unplaced)} record{'s' if len(unplaced) == 1 else ''} no session start "
+                "(TARGET_INFO_SESSION_START_TIME), so nothing shows that its capture ran with the others'")
+    windows = []  # per file: its collectives' first start and last end, ns on the session starts' clock (UTC)
+    for ranks in per_file:
+        comm = [s for s in ranks if s.comm_kernels]
+        windows.append((min(int(s.session_start_utc_ns or 0) + min(s.collective_starts_ns) for s in comm),
+                        max(int(s.session_start_utc_ns or 0) + max(s.collective_ends_ns) for s in comm)))
+    late = max(range(len(windows)), key=lambda i: windows[i][0])
+    early = min(range(len(windows)), key=lambda i: windows[i][1])
+    gap = windows[late][0] - windows[early][1]
+    if gap > rank_merge.CAPTURE_OVERLAP_SLACK_NS:
+        return (f"{paths[late].name}'s collectives began {gap / 1e9:,.1f} s after {paths[early].name}'s had ended "
+                "(each file's times from its session start, TARGET_INFO_SESSION_START_TIME): one run's ranks meet "
+                "in the same collectives at the same time")
+    return ""
+
+
 def ranks_of_files(paths: Sequence[Path], scheduler: str | None = None, workers: int | None = None,
                    progress=None) -> RunRanks:
     per_file = map_files(paths, scheduler, workers, progress)
     summaries = [s for file_ranks in per_file for s in file_ranks]
+    engine = "Dask" if scheduler else "local worker processes"
+    by_name = rank_merge.one_run(list(paths)) is not None
+    apart = "" if by_name or len(paths) < 2 else not_one_run(list(paths), per_file)
+    if apart:
+        summaries.sort(key=lambda s: (s.rank.file, s.rank.rank if s.rank.rank is not None else 1 << 30))
+        return RunRanks(summaries, f"{len(paths)} files of separate runs, not the ranks of one run: {apart}; each "
+                                   f"file's ranks listed side by side, no straggler named; summarised per file by "
+                                   f"{engine}", None, _mark_notes(summaries))
     numbers = [s.rank.rank for s in summaries]
     notes = []
     if len(set(numbers)) != len(numbers):
@@ -169,8 +215,16 @@ def ranks_of_files(paths: Sequence[Path], scheduler: str | None = None, workers:
         else:
             clock += "; arrivals at the collectives are not compared (a file has no session start)"
         notes.append(clock)
-    engine = "Dask" if scheduler else "local worker processes"
-    assumption = (f"{len(paths)} files taken as the ranks of one run (names differ only by a rank suffix); "
-                  f"summarised per file by {engine}")
+    why = ("names differ only by a rank suffix" if by_name else
+           "their names are not one name and a rank suffix each, but each holds collectives (NCCL kernels) and "
+           "those ran at the same time on the session starts' clock")
+    assumption = f"{len(paths)} files taken as the ranks of one run ({why}); summarised per file by {engine}"
     summaries.sort(key=lambda s: (s.rank.rank if s.rank.rank is not None else 1 << 30, s.rank.file))
-    return run_ranks(summaries, assumption, notes)
+    return run_ranks(summaries, assumption, notes + _mark_notes(summaries))
+
+
+def _mark_notes(summaries: list[RankSummary]) -> list[str]:
+    """Where a file's name and its capture's config mark give its rank different numbers (the name's is
+    taken: ranks.find_ranks), one note each."""
+    return [f"{Path(s.rank.file).name}: rank {s.rank.rank} from its file name, where its capture's config mark says "
+            f"rank {s.rank.config_mark_rank}" for s in summaries if s.rank.config_mark_rank is not None]

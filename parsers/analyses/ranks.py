@@ -51,6 +51,8 @@ class Rank:
     rank: int | None = None  # the training rank, where the capture or the file name says it
     file: str = ""  # the export it came from
     rank_source: str = "process/GPU order"
+    # the rank the capture's config mark gives, where the file name's rank suffix (which wins) says another
+    config_mark_rank: int | None = None
 
     @property
     def label(self) -> str:
@@ -185,12 +187,17 @@ def find_ranks(trace: Trace, file_rank: int | None = None) -> list[Rank]:
     found = []
     for gpid, device in pairs:
         pid, name = trace.processes.get(int(gpid), (int(pid_of(int(gpid))), ""))
-        rank, source = by_config.get(pid), "the capture's config mark"
-        if rank is None and file_rank is not None and len(pairs) == 1:
+        rank, source, marked = by_config.get(pid), "the capture's config mark", None
+        # a per-rank export's name is what the user (or --output report_%q{RANK}) chose it to be: it wins
+        # over a mark the workload wrote, which a copied or renamed export keeps
+        if file_rank is not None and len(pairs) == 1:
+            marked = rank if rank is not None and rank != file_rank else None
             rank, source = file_rank, "the file name"
+            if marked is not None:
+                source += f" (its capture's config mark says rank {marked})"
         if rank is None:
             source = "process/GPU order"
-        found.append(Rank(int(gpid), int(pid), name, int(device), rank, str(trace.given), source))
+        found.append(Rank(int(gpid), int(pid), name, int(device), rank, str(trace.given), source, marked))
     if any(r.rank is None for r in found):  # number the rest in process/GPU order, after the known
         taken = {r.rank for r in found if r.rank is not None}
         free = (i for i in range(len(found) + len(taken)) if i not in taken)

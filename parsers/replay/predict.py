@@ -119,6 +119,8 @@ class Prediction:
     # per-rank exports replayed as one (read.rank_merge): the files, their clock offsets and how
     # closely their shared collectives' ends line up on the one clock; None for one export
     rank_files: RankFiles | None = None
+    # the unchanged replay's typical period on each clock, ns, as clocks_ns: replayed_step_ns is the slower
+    baseline_clocks_ns: tuple[int, int | None] = (0, None)
 
     @property
     def saving_ns(self) -> int:
@@ -358,7 +360,8 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
         return Prediction(Path(trace.given), int(len(m_periods)), typical_period_ns(m_periods), base.step_ns, err, [],
                           base.step_ns, base.step_ns, base.step_ns, hold, idle, hold, idle, g.launch_latency_ns,
                           g.queue_gap_ns, [], profiler=profiler_cost(trace), clocks_ns=_clocks(base),
-                          unlike_median_ns=_unlike_median(m_periods), rank_files=_rank_files(trace))
+                          unlike_median_ns=_unlike_median(m_periods), rank_files=_rank_files(trace),
+                          baseline_clocks_ns=_clocks(base))
     ed = edited(trace, parsed, load)
     lo, mid, hi = ed.steps_ns(base.step_ns)
     by_edits, by_pace = ed.parts_ns(base.step_ns)
@@ -372,7 +375,8 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
                       g.launch_latency_ns, g.queue_gap_ns, [a.assumption for a in ed.applied if a.assumption],
                       ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace,
                       _clocks(ed.mid), _unlike_median(m_periods),
-                      ed.mid.floor_ns if ed.mid.floor_holds else None, ed.moved_host_ns, _rank_files(trace))
+                      ed.mid.floor_ns if ed.mid.floor_holds else None, ed.moved_host_ns, _rank_files(trace),
+                      _clocks(base))
 
 
 def _rank_files(trace: Trace) -> RankFiles | None:

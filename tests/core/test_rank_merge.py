@@ -431,3 +431,21 @@ def test_whatif_on_a_folder_says_on_a_terminal_how_many_rank_files_are_in(tmp_pa
     assert text.rstrip().endswith(f"wrote {out}") and "\r" + " " * len(counts[-1]) in text
     plain_run = cli_process.run(["whatif", str(FOLDER), "-f", "json"], cwd=ROOT, text=True, timeout=300)
     assert json.loads(out.read_text()) == json.loads(plain_run.stdout)
+
+
+def test_ranks_that_share_no_collective_are_not_said_to_be_coupled(tmp_path):
+    """Rank 1's NCCL kernels renamed (SQL): the two files share no collective. whatif's Markdown said
+    both "nothing couples them" and "the ranks coupled as in one export"; now the one, and the replay
+    agrees: no collective group (graph.coll_members) spans the two ranks."""
+    files = _copy(tmp_path, {0: FILES[0].name[:-3], 1: FILES[1].name[:-3]})
+    _change(files[1], "UPDATE StringIds SET value = 'renamed_' || id WHERE lower(value) LIKE '%nccl%'")
+    assert sql_rows(files[0], "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                              "ON s.id = k.demangledName WHERE s.value LIKE ?", NCCL)[0][0] > 0
+    assert sql_rows(files[1], "SELECT count(*) FROM StringIds WHERE lower(value) LIKE ?", NCCL)[0][0] == 0
+    run = cli_process.run(["whatif", str(tmp_path)], cwd=ROOT, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    (line,) = [x for x in run.stdout.splitlines() if x.startswith("Ranks: ")]
+    assert "no collective found on every rank" in line and "they are not coupled as the ranks of one export are" in line
+    assert "coupled as in one export" not in line and "coupled through those collectives" not in line
+    g, _ = graph_of(load_export(tmp_path))
+    assert g.coll_members == []

@@ -88,3 +88,19 @@ def test_the_quoted_cost_is_the_committed_evidence():
     us = sorted(d for n, d in found if n >= 20)
     assert len(us) >= 5
     assert EMPTY_QUEUE_LAUNCH_NS == (round(us[0] * 1e3), round(statistics.median(us) * 1e3), round(us[-1] * 1e3))
+
+
+def test_a_range_of_cpu_time_taken_away_reads_low_to_high():
+    """`nosync` on an async loop fills queues that were empty: the CPU time moves the other way, each
+    end negative, and the JSON's low is the more negative one (a range's low <= its high), at the
+    committed cost per launch (EMPTY_QUEUE_LAUNCH_NS, checked against the evidence above) times the
+    launches counted op by op here."""
+    base = SAMPLES / "async" / "small_ctx128_b1_async.sqlite.xz"
+    emptied, filled = _counted(load_trace(base), "nosync")
+    assert filled > emptied  # the other way: CPU time taken away
+    ends = sorted(round((emptied - filled) * c) for c in EMPTY_QUEUE_LAUNCH_NS)
+    js = json.loads(cli_process.run(["whatif", str(base), "nosync", "-f", "json"], text=True, cwd=ROOT,
+                                    timeout=300).stdout)
+    extra = js["launch_queue"]["extra_cpu_ns_per_step"]
+    assert [extra["low"], extra["central"], extra["high"]] == ends
+    assert extra["low"] <= extra["central"] <= extra["high"] < 0

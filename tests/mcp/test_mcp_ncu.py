@@ -198,3 +198,26 @@ def test_ncu_tool_tensor_table_is_nvidias_reading(served, folder):
 def test_bad_ncu_arguments_are_one_line_errors(served, key, words):
     text = served.error(key)
     assert words in text and "\n" not in text.strip() and "Traceback" not in text
+
+
+def test_whatif_on_a_served_folder_refuses_ncu_in_one_line(tmp_path):
+    """A served folder of per-rank exports with `ncu`: the report was ignored without a word, the answer
+    the replay without it; now one line saying why (a report profiles one process). Without `ncu` the
+    folder still replays (its `rank_files` the folder's two exports)."""
+    import anyio
+    import shutil
+
+    from conftest import SAMPLES
+
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for f in sorted((SAMPLES / "ranks_small_ctx128_ddp2").glob("*.sqlite.xz")):
+        shutil.copyfile(f, ranks / f.name)
+    unpack(report_xz(), tmp_path / REPORT)
+    calls = {"with_ncu": ("whatif", {"path": "ranks", "edits": ["speed:gemm=2"], "ncu": REPORT}),
+             "without": ("whatif", {"path": "ranks", "edits": ["speed:gemm=2"]})}
+    answers = anyio.run(run_calls, params("ranks", REPORT, cwd=tmp_path), calls)
+    text = answers.error("with_ncu")
+    assert "ncu is not taken with a folder of per-rank exports (ranks)" in text and "one process" in text
+    assert "\n" not in text.strip() and "Traceback" not in text
+    assert answers.ok("without")["rank_files"]["files"] == sorted(p.name for p in ranks.iterdir())

@@ -290,3 +290,38 @@ def test_w_on_a_finding_whose_fix_was_not_replayed_says_why_and_stays(tui):
             assert "EditError" not in text
 
     run(body())
+
+
+def test_the_unchanged_replays_step_says_the_clock_it_is_on(tui):
+    """small_ctx512_b8_async runs without a per-step sync: its GPU's period (a step's first op to the
+    next one's) is the longer, so the unchanged replay's step, the slower clock's, is the GPU's while
+    the measured step is the CPU's. Both figures from the export by SQL (helpers/step_sql): the
+    step's start to the next one's, and its first op's start to the next one's (the last step to its
+    range's end, or to its work's end); the replay meets the capture op by op."""
+    from helpers.xz_samples import plain
+
+    trace = plain(SAMPLES / "async" / "small_ctx512_b8_async.sqlite.xz")
+    st = steps(trace)
+    cpu = [b.start - a.start for a, b in zip(st, st[1:])] + [st[-1].end - st[-1].start]
+    gpu = [b.gpu_start - a.gpu_start for a, b in zip(st, st[1:])] + [st[-1].gpu_end - st[-1].gpu_start]
+    cpu_ms, gpu_ms = float(np.median(cpu)) / 1e6, float(np.median(gpu)) / 1e6
+    assert gpu_ms - cpu_ms > 0.05  # the GPU's clock is the slower, by more than the figures' rounding
+
+    async def body():
+        async with tui(trace, size=(160, 50)) as ui:
+            await open_findings(ui)
+            table = ui.screen.table
+            row = next(r for r in range(len(table)) if ui.screen.view.findings[r].edits)
+            ui.screen.grid.move_to(row)
+            await ui.settle()
+            await ui.pilot.press("w")
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen", "the what-if screen")
+            await ui.until(lambda: ui.screen.view is not None, "the replay done", timeout=120)
+            await ui.settle()
+            text = ui.flat_text()
+            assert (f"{gpu_ms:,.2f} ms replayed unchanged (GPU clock, a step's first op to the next one's, the "
+                    f"slower: the CPU's period {gpu_ms - cpu_ms:,.2f} ms shorter" in text)
+            assert "replayed unchanged (CPU clock" not in text
+            assert f"step: {cpu_ms:,.2f} ms measured (CPU clock, period of the main thread's step" in text
+
+    run(body())
