@@ -68,9 +68,15 @@ class Profile:
         (`report`, `ranks` and `ranges` read it as such an export too: findings on rank 0, the
         straggler judged on the one clock). A plain export opens as `open` does. TraceError (one
         line) for a folder of exports that are not one run's ranks, or files without a session
-        start time. `files`: only these of the folder's exports are read (a server that serves no others)."""
+        start time. `files`: only these of the folder's exports are read (a server that serves no others).
+        OptionsError for an Nsight Compute report beside a folder: the join aligns the report's kernels
+        with one process's launches in order, and the ranks merged interleave several processes'."""
         from nsight_tui.parsers.read.rank_merge import load_export
 
+        if options is not None and options.ncu_file and Path(folder).is_dir():
+            raise OptionsError("ncu_file", f"is not joined to a folder of per-rank exports ({folder}): an Nsight Compute "
+                               "report profiles one process, joined to one export's kernel launches; give one rank's "
+                               "export, or leave the report out")
         return cls(load_export(folder, progress, files), options)
 
     def with_options(self, options: Options) -> Profile:

@@ -63,7 +63,7 @@ def _progress():
 
 
 def run(args: argparse.Namespace) -> int:
-    from nsight_tui.parsers import Options, Profile, parse_edits
+    from nsight_tui.parsers import Options, OptionsError, Profile, TraceError, parse_edits
     from nsight_tui.render import output
     from nsight_tui.render.safe import visible
     from nsight_tui.render.whatif import whatif_json_text, whatif_markdown
@@ -74,8 +74,11 @@ def run(args: argparse.Namespace) -> int:
     if args.output != "-":
         output.check_target(args.output, args.force, inputs=inputs)
     options = Options(ncu_file=args.ncu) if args.ncu else None
-    with _progress() as progress:
-        profile = Profile.open_ranks(path, options, progress if path.is_dir() else None)
+    try:
+        with _progress() as progress:
+            profile = Profile.open_ranks(path, options, progress if path.is_dir() else None)
+    except OptionsError as exc:  # named as the flag this command spells it with
+        raise TraceError(exc.said_as({"ncu_file": "--ncu"}.get(exc.option, exc.option))) from None
     p = profile.whatif(edits)
     text = whatif_json_text(p) if args.format == "json" else whatif_markdown(p)
     if args.output == "-":

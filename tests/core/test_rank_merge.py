@@ -449,3 +449,16 @@ def test_ranks_that_share_no_collective_are_not_said_to_be_coupled(tmp_path):
     assert "coupled as in one export" not in line and "coupled through those collectives" not in line
     g, _ = graph_of(load_export(tmp_path))
     assert g.coll_members == []
+
+
+def test_an_nsight_compute_report_beside_a_folder_of_ranks_is_one_line():
+    """`whatif DIR --ncu FILE`: the report joins one process's launches, not every rank's merged; one line
+    naming the flag, exit 2 (the MCP tool refuses its `ncu` the same way)."""
+    from helpers import cli_process
+
+    ncu = SAMPLES / "ncu" / "small4_ctx128_bf16.ncu-rep.xz"
+    done = cli_process.run(["whatif", str(FOLDER), "nohost", "--ncu", str(ncu)], text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"nsight-tui: --ncu is not joined to a folder of per-rank exports ({FOLDER}): an Nsight Compute report "
+        "profiles one process, joined to one export's kernel launches; give one rank's export, or leave the report out"]
