@@ -49,6 +49,8 @@
 #   attnmed512   GPT-2 medium, ctx 512, fp32 (held out after the device copies joined the passes)
 #   attn2048bf16 GPT-2 small, ctx 2048, batch 4, bf16 autocast (the same)
 #   attnmed512tf32, attn2048tf32  the two above at TF32 (held out after the fp32 SDPA's factor was set)
+#   vitattn, vitattntf32  timm ViT-small training, batch 64, bf16 autocast and TF32: its attention written out
+#                (`fused_attn = False`, no mask: not causal) / SDPA (held out after round three)
 #   attn1024bf16b32  GPT-2 small, ctx 1024, batch 32, bf16 autocast: a step the GPU still holds after the
 #                fix (held out after the flash factor over bf16 GEMMs was set)
 # Exports `xz -9`, one tar in $OUT: SET_rK_STEM.sqlite.xz (+ .steps.json), as
@@ -161,6 +163,10 @@ for k in $(seq 1 "$PAIRS"); do
       loader2) cap $s $k loader_w0 python3 $T/torchvision_loader_twins.py --steps 40
                cap $s $k loader_w2 python3 $T/torchvision_loader_twins.py --steps 40 --workers 2 ;;
       loadersample) cap $s $k loader_w2_b32 python3 $T/torchvision_loader_twins.py --steps 12 --batch 32 --workers 2 ;;
+      vitattn) cap $s $k vit_b64_bf16_manual python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 --manual-attn
+               cap $s $k vit_b64_bf16_sdpa python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 ;;
+      vitattntf32) cap $s $k vit_b64_tf32_manual python3 $T/timm_vit_twins.py --batch 64 --tf32 --manual-attn
+                   cap $s $k vit_b64_tf32_sdpa python3 $T/timm_vit_twins.py --batch 64 --tf32 ;;
       vittf32) cap $s $k vit_b64_fp32 python3 $T/timm_vit_twins.py --batch 64
                cap $s $k vit_b64_tf32 python3 $T/timm_vit_twins.py --batch 64 --tf32 ;;
       "") ;;

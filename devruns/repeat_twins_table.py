@@ -96,6 +96,9 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
                      "unfused-attention"),
     "attnmed512k": ("medium_ctx512_b8_async", "medium_ctx512_fused_b8_async", ("kernels-from:{twin}",), ""),
     "attn2048bf16k": ("small_ctx2048_bf16_tf32_async", "small_ctx2048_bf16_tf32_fused_async", ("kernels-from:{twin}",), ""),
+    # held out after round three, attention that is not causal (timm's ViT, fused_attn off / on)
+    "vitattn": ("vit_b64_bf16_manual", "vit_b64_bf16_sdpa", ("fix:unfused-attention",), "unfused-attention"),
+    "vitattntf32": ("vit_b64_tf32_manual", "vit_b64_tf32_sdpa", ("fix:unfused-attention",), "unfused-attention"),
     # held out after the flash factor over bf16 GEMMs was set (HALF_SDPA_OVER_GEMMS): a step the GPU holds
     "attn1024bf16b32": ("small_ctx1024_bf16_tf32_b32_async", "small_ctx1024_bf16_tf32_fused_b32_async", ("fix:unfused-attention",),
                         "unfused-attention"),

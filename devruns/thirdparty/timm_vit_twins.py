@@ -41,11 +41,17 @@ p.add_argument("--optim", default="capturable", choices=["capturable", "foreach-
 p.add_argument("--depth", type=int, default=0, help="blocks of the model (0: the model's own)")
 p.add_argument("--compile", action="store_true", help="torch.compile(model) (Inductor's default mode)")
 p.add_argument("--accum", type=int, default=1, help="forward/backward pairs a step (gradient accumulation)")
+p.add_argument("--manual-attn", action="store_true",
+               help="timm's attention written out (q @ k^T, softmax, @ v) instead of F.scaled_dot_product_attention")
 a = p.parse_args()
 
 torch.backends.cuda.matmul.allow_tf32 = a.tf32
 torch.backends.cudnn.allow_tf32 = a.tf32
 model = timm.create_model(a.model, pretrained=False, num_classes=100, **({"depth": a.depth} if a.depth else {})).cuda()
+if a.manual_attn:  # timm's own switch, per attention module: the path it takes where SDPA is unavailable
+    for module in model.modules():
+        if hasattr(module, "fused_attn"):
+            module.fused_attn = False
 if a.compile:
     model = torch.compile(model)
 if a.graph and a.optim != "capturable":
@@ -58,7 +64,7 @@ y = torch.randint(0, 100, (a.batch,), device="cuda")
 autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.bf16)
 mark.config(workload=f"timm {a.model} training, " + ("bf16 autocast" if a.bf16 else "fp32")
             + (" (TF32 allowed)" if a.tf32 else ""),
-            graph=a.graph, tf32=a.tf32, bf16=a.bf16, optim=a.optim, batch_size=a.batch, accumulation=a.accum, compiled=a.compile,
+            graph=a.graph, tf32=a.tf32, bf16=a.bf16, optim=a.optim, manual_attn=a.manual_attn, batch_size=a.batch, accumulation=a.accum, compiled=a.compile,
             torch=torch.__version__,
             timm=timm.__version__)
 
