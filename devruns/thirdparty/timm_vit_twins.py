@@ -64,7 +64,8 @@ y = torch.randint(0, 100, (a.batch,), device="cuda")
 autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.bf16)
 mark.config(workload=f"timm {a.model} training, " + ("bf16 autocast" if a.bf16 else "fp32")
             + (" (TF32 allowed)" if a.tf32 else ""),
-            graph=a.graph, tf32=a.tf32, bf16=a.bf16, optim=a.optim, manual_attn=a.manual_attn, batch_size=a.batch, accumulation=a.accum, compiled=a.compile,
+            graph=a.graph, tf32=a.tf32, bf16=a.bf16, optim=a.optim, manual_attn=a.manual_attn, batch_size=a.batch,
+            accumulation=a.accum, compiled=a.compile,
             torch=torch.__version__,
             timm=timm.__version__)
 
