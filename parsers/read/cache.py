@@ -20,13 +20,19 @@ modules that compute what is stored). Anything else -- a missing, truncated or u
 file -- is a miss: the caller computes again and writes a fresh bundle.
 
 Bounded: after each write the least recently used slots are removed until the cache holds
-at most `$NSIGHT_TUI_CACHE_MAX_GB` (default: 20% of the free space, at most 20 GB). A cache
+at most `$NSIGHT_TUI_CACHE_MAX_GB` (default: 20% of the free space, at most 20 GB). What each
+slot holds is kept in a ledger (`.ledger.json`: slot -> bytes), so a write measures only its
+own slot, not the whole cache (a cache of thousands of slots is ~10^5 files: walking them on
+every write cost seconds each, minutes for a folder of ranks); the ledger is checked against
+the slots' names on every write (a slot another process or version added is measured, one
+removed is dropped), and a missing or unreadable ledger is rebuilt by one walk. A cache
 folder that cannot be written (read-only, full, not a folder) turns the cache off for the
 process with one note on stderr; the load goes on without it. `$NSIGHT_TUI_NO_CACHE=1` (the
 CLI's `--no-cache`) turns it off silently.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -58,6 +64,8 @@ PLAIN = "plain"  # exports compressed whole, decompressed (read.compressed): no 
 PLAIN_KEEP = 8  # decompressed exports kept, the last used (an export can be gigabytes)
 HOLD_PREFIX = ".held-by-"  # beside a decompressed copy: a process that reads it (its pid)
 TMP_PREFIX = ".tmp-"
+LEDGER = ".ledger.json"  # {"format": 1, "slots": {slot: bytes}}: what eviction counts, without a walk
+LEDGER_LOCK = ".ledger.lock"  # flock'd while the ledger is read, changed and replaced
 TRASH_PREFIX = ".old-"
 STALE_TMP_S = 3600  # a temporary folder this old was left by a process that died mid-write
 
@@ -403,14 +411,15 @@ def holds(path: str | os.PathLike, name: str) -> bool:
 
 
 # -- size and eviction ----------------------------------------------------------------------
-def max_bytes(root: Path) -> int:
+def max_bytes(root: Path, used: int | None = None) -> int:
+    """The bound; `used`: what the cache holds, where the caller knows it (else one walk)."""
     explicit = _explicit_max()
     if explicit is not None:
         return explicit
-    return min(DEFAULT_MAX_BYTES, _free_share(root) + usage(root))
+    return min(DEFAULT_MAX_BYTES, _free_share(root) + (usage(root) if used is None else used))
 
 
-def within_bound(root: Path, size: int) -> bool:
+def within_bound(root: Path, size: int, used: int | None = None) -> bool:
     """`size <= max_bytes(root)`, without walking the cache where the answer is plain: the bound is
     at least min(20 GB, 20% of the free space) whatever the cache holds, and a walk of a big cache
     (every file's size) for each bundle written cost more than the write."""
@@ -419,7 +428,7 @@ def within_bound(root: Path, size: int) -> bool:
         return size <= explicit
     if size <= min(DEFAULT_MAX_BYTES, _free_share(root)):
         return True
-    return size <= max_bytes(root)
+    return size <= max_bytes(root, used)
 
 
 def _explicit_max() -> int | None:
@@ -496,29 +505,126 @@ def usage(root: Path) -> int:
 
 
 def evict(root: Path, keep: Path | None = None) -> None:
-    """Remove the least recently used slots until the cache fits its bound (never `keep`),
-    and temporary folders left by writers that died."""
+    """Remove the least recently used slots until the cache fits its bound (never `keep`, the
+    slot just written), and temporary folders left by writers that died. Counts what the slots
+    hold from the ledger: this reads the cache folder's names and measures `keep` alone, unless
+    the ledger is missing or unreadable (then every slot, once) or the cache is over its bound
+    (then each slot's last use, and each slot removed)."""
+    with _ledger_locked(root):
+        names = _slot_names(root)
+        sizes = _read_ledger(root)
+        if sizes is None:
+            sizes = {}
+        else:  # slots removed since (another process's eviction, `cache clear`, by hand) go
+            sizes = {n: b for n, b in sizes.items() if n in names}
+        if keep is not None and keep.name in names:
+            sizes[keep.name] = _folder_bytes(keep)  # its bundle just written, a stale one dropped
+        for name in names - sizes.keys():  # the whole cache when the ledger is new or unreadable;
+            sizes[name] = _folder_bytes(root / name)  # else slots written without it (another version)
+        total = sum(sizes.values())
+        used = total + _plain_bytes(root)
+        if not within_bound(root, total, used=used):
+            _remove_least_recent(root, sizes, keep, max_bytes(root, used=used))
+        _write_ledger(root, sizes)
+
+
+def _slot_names(root: Path) -> set[str]:
+    """The slots' names (no slot is read), removing on the way the temporary folders and files of
+    writers that died and the folders moved aside to be removed."""
     now = time.time()
-    for p in root.iterdir():
-        if p.name.startswith((TMP_PREFIX, TRASH_PREFIX)):
-            try:
-                if (p.name.startswith(TRASH_PREFIX) or now - p.stat().st_mtime > STALE_TMP_S
-                        or not alive(p.name[len(TMP_PREFIX):].split("-")[0])):
-                    shutil.rmtree(p, ignore_errors=True)
-            except OSError:
-                pass
-    entries = slots(root)
-    total = sum(s.bytes for s in entries)
-    if within_bound(root, total):
-        return
-    limit = max_bytes(root)
-    for s in reversed(entries):  # least recently used first
+    names = set()
+    with os.scandir(root) as it:
+        for e in it:
+            if e.name.startswith((TMP_PREFIX, TRASH_PREFIX)):
+                try:
+                    if (e.name.startswith(TRASH_PREFIX) or now - e.stat(follow_symlinks=False).st_mtime > STALE_TMP_S
+                            or not alive(e.name[len(TMP_PREFIX):].split("-")[0])):
+                        if e.is_dir(follow_symlinks=False):
+                            shutil.rmtree(e.path, ignore_errors=True)
+                        else:  # a ledger's temporary file
+                            os.unlink(e.path)
+                except OSError:
+                    pass
+            elif not e.name.startswith(".") and e.name != PLAIN and e.is_dir(follow_symlinks=False):
+                names.add(e.name)
+    return names
+
+
+def _remove_least_recent(root: Path, sizes: dict[str, int], keep: Path | None, limit: int) -> None:
+    """Over the bound: the least recently used slots go (their folder's mtime is their last use)
+    until the rest fit; `sizes` follows."""
+    used = []
+    for name in sizes:
+        try:
+            used.append((os.stat(root / name).st_mtime, name))
+        except OSError:  # gone meanwhile
+            used.append((0.0, name))
+    total = sum(sizes.values())
+    for _, name in sorted(used):
         if total <= limit:
             break
-        if keep is not None and s.slot == keep.name:
+        if keep is not None and name == keep.name:
             continue
-        shutil.rmtree(root / s.slot, ignore_errors=True)
-        total -= s.bytes
+        total -= sizes.pop(name)
+        shutil.rmtree(root / name, ignore_errors=True)
+
+
+def _plain_bytes(root: Path) -> int:
+    """The decompressed exports (a few files: read.compressed keeps PLAIN_KEEP)."""
+    return _folder_bytes(root / PLAIN) if (root / PLAIN).is_dir() else 0
+
+
+class _ledger_locked:
+    """Holds the ledger's lock (an flock: across processes, and across this process's writer
+    threads, each with its own descriptor). Without it (a file system that refuses flock) the
+    ledger is still replaced whole; a lost update is mended by the next write, which measures
+    any slot the ledger does not name."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.fd: int | None = None
+
+    def __enter__(self):
+        try:
+            self.fd = fd = os.open(self.root / LEDGER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            if self.fd is not None:
+                os.close(self.fd)
+            self.fd = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # releases the lock
+
+
+def _read_ledger(root: Path) -> dict[str, int] | None:
+    """slot -> bytes, or None where the ledger is missing or not one this code wrote."""
+    try:
+        data = json.loads((root / LEDGER).read_text())
+        slots_ = data["slots"]
+        if data.get("format") != FORMAT or not all(
+                isinstance(k, str) and type(v) is int and v >= 0 for k, v in slots_.items()):
+            return None
+        return dict(slots_)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write_ledger(root: Path, sizes: dict[str, int]) -> None:
+    """Replaced in one step (a reader sees the old ledger or the new one). Not fsync'd: one left
+    damaged by a crash is rebuilt by the next write."""
+    tmp = root / f"{TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}{LEDGER}"
+    try:
+        with open(tmp, "w") as fh:
+            json.dump({"format": FORMAT, "slots": sizes}, fh)
+        os.replace(tmp, root / LEDGER)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def alive(pid: str) -> bool:
@@ -543,6 +649,10 @@ def clear(root: Path | None = None) -> tuple[int, int]:
         for p in root.iterdir():
             if p.name.startswith((TMP_PREFIX, TRASH_PREFIX)) or p.name == PLAIN:
                 shutil.rmtree(p, ignore_errors=True)
+        try:
+            (root / LEDGER).unlink()
+        except OSError:
+            pass
     return len(entries), sum(s.bytes for s in entries) + plain
 
 

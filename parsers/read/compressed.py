@@ -206,6 +206,8 @@ def _held_elsewhere(folder: Path) -> bool:
     mine = f"{cache.HOLD_PREFIX}{os.getpid()}"
     held = False
     try:
+        used = folder.stat()
+        ended = False
         for m in folder.glob(f"{cache.HOLD_PREFIX}*"):
             if m.name == mine:
                 continue
@@ -213,6 +215,9 @@ def _held_elsewhere(folder: Path) -> bool:
                 held = True
             else:
                 m.unlink(missing_ok=True)
+                ended = True
+        if ended:  # the folder's time is its last use, not this removal's (else it looks just used
+            os.utime(folder, ns=(used.st_atime_ns, used.st_mtime_ns))  # and this process's copies go first)
     except OSError:
         return held
     return held

@@ -18,6 +18,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -293,7 +295,8 @@ def test_two_opens_racing_leave_one_good_bundle(cache_dir, profile):
     slot = cache_dir / cache.identity_of(profile).slot
     # one of each bundle a load writes: the trace and its (process, GPU) pairs
     assert sorted(p.name for p in slot.iterdir()) == sorted([cache.PAIRS_BUNDLE, "trace"])
-    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")], "no temporary folder left"
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")
+                and p.name not in (cache.LEDGER, cache.LEDGER_LOCK)], "no temporary folder left"
     out = subprocess.run([sys.executable, "-c", PROBE, str(profile)], env=env, capture_output=True, text=True,
                          timeout=300).stdout.split()
     assert out == ["True", str(truth[0]), str(truth[1])]
@@ -709,3 +712,179 @@ def test_a_compressed_export_read_from_the_cache_finds_its_record_in_the_first_s
     steps = steps_of(range_model(early, "process"))  # what StagedLoad.tree() builds, before finish()
     assert (len(steps.warmup), len(steps.steady)) == (warm, len(recorded) - warm)
     assert loader.finish() is early
+
+
+# -- the ledger: a write measures its own slot, not the whole cache --------------------------
+def _filler_slots(root: Path, n: int, files: int = 6, size: int = 1000) -> list[Path]:
+    """n slots of another profile each, one bundle of `files` files (their contents never read)."""
+    out = []
+    for i in range(n):
+        bundle = root / f"{i:032x}" / cache.TRACE_BUNDLE
+        bundle.mkdir(parents=True)
+        for k in range(files):
+            (bundle / f"a{k}.npy").write_bytes(b"\0" * size)
+        (bundle / cache.MANIFEST).write_text(json.dumps({"format": cache.FORMAT, "profile": f"/elsewhere/{i}",
+                                                          "files": {}, "values": {}}))
+        out.append(root / f"{i:032x}")
+    return out
+
+
+def _fake_entry(root: Path, ino: int) -> cache.Entry:
+    ident = cache.Identity(1, ino, 1, 1, 1, "edges", cache.code_stamp())
+    return cache.Entry(root, ident, Path(f"/elsewhere/profile-{ino}"))
+
+
+def _store(root: Path, ino: int, n: int = 1000) -> Path:
+    entry = _fake_entry(root, ino)
+    entry.write(cache.TRACE_BUNDLE, cache.Bundle({}, {"x": np.arange(n, dtype=np.int64)}), background=False)
+    return entry.slot
+
+
+def _truth(root: Path) -> dict[str, int]:
+    return {p.name: cache._folder_bytes(p) for p in root.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and p.name != cache.PLAIN}
+
+
+def _ledger(root: Path) -> dict[str, int]:
+    return json.loads((root / cache.LEDGER).read_text())["slots"]
+
+
+@pytest.fixture
+def listed(monkeypatch):
+    """Every folder listed (os.scandir, os.walk's too, and os.listdir, Path.iterdir's), in order."""
+    seen: list[Path] = []
+    scandir, listdir = os.scandir, os.listdir
+
+    def note(path):
+        if not isinstance(path, int):  # shutil.rmtree lists by descriptor: what is removed, not read
+            seen.append(Path(os.fsdecode(path)))
+
+    def counting_scandir(path="."):
+        note(path)
+        return scandir(path)
+
+    def counting_listdir(path="."):
+        note(path)
+        return listdir(path)
+
+    monkeypatch.setattr(os, "scandir", counting_scandir)
+    monkeypatch.setattr(os, "listdir", counting_listdir)
+    return seen
+
+
+def test_first_open_of_a_new_file_reads_no_other_slot(cache_dir, profile, listed):
+    """A big cache (here 40 slots of other files) is not walked when a new file's bundles are
+    written: before the ledger every write listed and measured every slot (~10^5 files in a real
+    cache: a minute for a folder of eight new ranks)."""
+    cache_dir.mkdir(parents=True)
+    others = _filler_slots(cache_dir, 40)
+    _store(cache_dir, 1)  # the first write with no ledger: one walk makes it
+    listed.clear()
+    trace = loaded(profile)
+    read = [p for p in listed if any(p == o or o in p.parents for o in others)]
+    slot = cache_dir / cache.identity_of(profile).slot
+    assert (slot / cache.TRACE_BUNDLE).is_dir()
+    assert read == [], f"{len(read)} listings of other files' slots, e.g. {read[:3]}"
+    assert _ledger(cache_dir) == _truth(cache_dir)
+    assert from_cache(loaded(profile)) and len(trace.ops)
+
+
+@pytest.mark.parametrize("damage", ["missing", "not json", "truncated", "sizes not numbers", "other format"])
+def test_missing_or_damaged_ledger_is_rebuilt_by_one_walk(cache_dir, listed, damage):
+    cache_dir.mkdir(parents=True)
+    others = _filler_slots(cache_dir, 5)
+    _store(cache_dir, 1)
+    good = (cache_dir / cache.LEDGER).read_text()
+    ledger = cache_dir / cache.LEDGER
+    if damage == "missing":
+        ledger.unlink()
+    elif damage == "not json":
+        ledger.write_text("{not json")
+    elif damage == "truncated":
+        ledger.write_text(good[: len(good) // 2])
+    elif damage == "sizes not numbers":
+        ledger.write_text(json.dumps({"format": cache.FORMAT, "slots": {o.name: "big" for o in others}}))
+    else:
+        ledger.write_text(json.dumps({"format": cache.FORMAT + 1, "slots": {}}))
+    listed.clear()
+    _store(cache_dir, 2)
+    walked = list(listed)
+    assert _ledger(cache_dir) == _truth(cache_dir)
+    for o in others:  # each slot measured once, not once per write
+        assert sum(1 for p in walked if p == o) == 1
+    listed.clear()
+    _store(cache_dir, 3)  # rebuilt: the next write reads no other slot again
+    assert not [p for p in listed if any(p == o or o in p.parents for o in others)]
+    assert _ledger(cache_dir) == _truth(cache_dir)
+
+
+def test_ledger_follows_slots_added_or_removed_behind_its_back(cache_dir, listed):
+    """Another process (an older version, `cache clear`, a person with rm) changes the slots
+    without the ledger: the next write drops what is gone and measures what is new, alone."""
+    cache_dir.mkdir(parents=True)
+    first = _filler_slots(cache_dir, 4)
+    _store(cache_dir, 1)
+    shutil.rmtree(first[0])
+    new = cache_dir / ("f" * 32)
+    (new / "trace").mkdir(parents=True)
+    (new / "trace" / "a0.npy").write_bytes(b"\0" * 12345)
+    listed.clear()
+    _store(cache_dir, 2)
+    assert not [p for p in listed if any(p == o or o in p.parents for o in first[1:])]
+    assert _ledger(cache_dir) == _truth(cache_dir)
+    assert first[0].name not in _ledger(cache_dir) and _ledger(cache_dir)[new.name] == 12345
+
+
+def test_bound_is_honoured_from_the_ledger_least_recent_first(cache_dir, monkeypatch):
+    cache_dir.mkdir(parents=True)
+    others = _filler_slots(cache_dir, 10, files=4, size=25_000)  # 100 kB each and a manifest
+    for age, o in enumerate(others):  # others[0] the most recently used
+        os.utime(o, (time.time() - 100 - age, time.time() - 100 - age))
+    _store(cache_dir, 1)
+    assert len(_ledger(cache_dir)) == 11
+    one = cache._folder_bytes(others[0])
+    limit = 6 * one  # room for the new slot and about five others
+    monkeypatch.setenv(cache.ENV_MAX, str(limit / 1e9))
+    written = _store(cache_dir, 2, n=20_000)  # 160 kB: over the bound
+    on_disk = _truth(cache_dir)
+    assert sum(on_disk.values()) <= limit
+    assert written.name in on_disk
+    kept = [o for o in others if o.name in on_disk]
+    assert kept == others[: len(kept)] and len(kept) >= 3, "the least recently used went, the rest stayed"
+    assert _ledger(cache_dir) == on_disk
+
+
+def test_bound_counts_a_slot_the_ledger_did_not_know(cache_dir, monkeypatch):
+    """A big slot written without the ledger (another version) is counted at the next write."""
+    cache_dir.mkdir(parents=True)
+    _store(cache_dir, 1)
+    monkeypatch.setenv(cache.ENV_MAX, str(100_000 / 1e9))
+    stranger = _filler_slots(cache_dir, 1, files=1, size=90_000)[0]
+    os.utime(stranger, (time.time() - 100, time.time() - 100))
+    _store(cache_dir, 2)
+    assert not stranger.exists() and sum(_truth(cache_dir).values()) <= 100_000
+    assert _ledger(cache_dir) == _truth(cache_dir)
+
+
+def test_writers_racing_keep_the_ledger_whole(cache_dir):
+    """Writer threads of several files at once (each takes the ledger's lock through its own
+    descriptor, as another process would): no update is lost."""
+    cache_dir.mkdir(parents=True)
+    _filler_slots(cache_dir, 3)
+    errors = []
+
+    def write(base):
+        try:
+            for k in range(5):
+                _store(cache_dir, base + k)
+        except Exception as exc:  # noqa: BLE001 -- reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(100 * t,)) for t in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(_truth(cache_dir)) == 23 and _ledger(cache_dir) == _truth(cache_dir)
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(cache.TMP_PREFIX)]

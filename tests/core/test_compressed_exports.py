@@ -119,6 +119,35 @@ def test_at_most_keep_copies_stay(tmp_path, monkeypatch):
     assert size >= compressed.KEEP * len(raw) and not (tmp_path / "cache" / cache.PLAIN).exists()
 
 
+def test_an_ended_processs_mark_does_not_make_its_copy_look_just_used(tmp_path, monkeypatch):
+    """KEEP copies left by a process that has ended (its hold marks still in them), then KEEP new
+    exports opened by this one (a folder of rank files): the old copies go, not this process's. The
+    eviction that removed an ended process's mark read the folder's time after it, the removal's:
+    the old copy looked just used, and this process's first copy went ("no such file" when read
+    again; `whatif FOLDER` of 8 .xz ranks failed one time in two with a used cache)."""
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+    raw = _tiny_export(tmp_path / "tiny.sqlite").read_bytes()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    old = []
+    for i in range(compressed.KEEP):
+        src = tmp_path / f"old{i}.sqlite.gz"
+        src.write_bytes(gzip.compress(raw))
+        old.append(compressed.plain_export(src))
+    for i, copy in enumerate(old):
+        (copy.parent / f"{cache.HOLD_PREFIX}{os.getpid()}").unlink()
+        (copy.parent / f"{cache.HOLD_PREFIX}{ended}").touch()
+        os.utime(copy.parent, ns=(i, i))  # used long ago
+    mine = []
+    for i in range(compressed.KEEP):
+        src = tmp_path / f"rank{i}.sqlite.gz"
+        src.write_bytes(gzip.compress(raw))
+        mine.append(compressed.plain_export(src))
+    left = cache.plain_copies(tmp_path / "cache")
+    assert sorted(p.name for p in left) == sorted(p.name for p in mine)
+
+
 def test_a_copy_another_running_process_reads_stays(tmp_path, monkeypatch):
     """Two processes on many compressed exports: one's eviction must not take a copy the other still
     reads (it opens the file again for a table read on first use: "no such file" mid-analysis). A copy
