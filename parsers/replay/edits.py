@@ -1308,25 +1308,14 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
 def _apply_one(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: bool,
                twin_iterations: Mapping[str, str] | None) -> None:
     """One edit onto the plans `ed` (apply)."""
-    if e.kind == "speed":
-        _speed(g, sr, e, ed)
-    elif e.kind == "drop":
-        _drop(g, sr, e, ed)
-    elif e.kind == "fuse":
-        _fuse(g, sr, e, ed)
-    elif e.kind == "nosync":
-        _nosync(g, sr, e, ed)
-    elif e.kind == "nohost":
-        _nohost(g, sr, e, ed)
-    elif e.kind == "workers":
-        _workers(g, sr, e, ed)
-    elif e.kind == "graph":
-        _graph(g, sr, e, ed)
-    elif e.kind == "attention":
-        _attention(g, sr, e, ed)
-    elif e.kind == "pin":
-        _pin(g, sr, e, ed)
-    elif e.kind == "kernels-from":
+    if e.kind == "kernels-from":
         _kernels_from(g, sr, e, ed, load, twin_host, twin_iterations)
     elif e.kind == "fix":  # the findings turn fix:ID into its edits before the replay sees it
         raise EditError(f"{e.text}: a finding's fix is read through the findings (Profile.whatif)")
+    else:
+        _ON_THE_PLANS[e.kind](g, sr, e, ed)
+
+
+# the edits that read the capture and its steps alone
+_ON_THE_PLANS = {"speed": _speed, "drop": _drop, "fuse": _fuse, "nosync": _nosync, "nohost": _nohost,
+                 "workers": _workers, "graph": _graph, "attention": _attention, "pin": _pin}

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 
 from conftest import SAMPLES
 from helpers import cli_process
+from helpers.export_sql import sql_rows
 from helpers.xz_samples import plain
 
 DDP = SAMPLES / "ranks_small_ctx128_ddp2"
@@ -22,11 +22,7 @@ OTHER_RUN = SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz"  # two ra
 
 
 def _sql(path, query):
-    con = sqlite3.connect(f"file:{plain(path)}?mode=ro", uri=True)
-    try:
-        return con.execute(query).fetchone()
-    finally:
-        con.close()
+    return sql_rows(plain(path), query)[0]
 
 
 def nccl_window(path) -> tuple[int, int, int]:
