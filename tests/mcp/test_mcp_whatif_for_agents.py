@@ -90,5 +90,7 @@ def test_a_finding_not_replayed_says_why_before_the_agent_asks_its_fix():
     gap = next(f for f in answers.ok("findings")["findings"] if f["id"] == "host-bound-gap")
     assert gap["replayed"] is False and gap["edits"] == ["nohost:1ms"]
     refused = answers.error("fix")
-    assert gap["not_replayed"] and gap["not_replayed"] in refused and "Traceback" not in refused
+    # the same reason, said with the edit refused (`nohost:1ms: ...`; the whatif tool adds the fix it came from)
+    edit, _, why = gap["not_replayed"].partition(": ")
+    assert edit == "nohost:1ms" and why and f"{edit} (fix:host-bound-gap): {why}" in refused and "Traceback" not in refused
     assert "not_replayed" in next(t for t in tools if t.name == "findings").description
