@@ -1301,7 +1301,7 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
         except EditError as err:  # said with the edit it refuses (a finding's fix: its edit and the finding)
             if str(err).startswith(e.text):
                 raise
-            raise EditError(f"{e.text}: {err}") from None
+            raise type(err)(f"{e.text}: {err}") from None
     return ed
 
 
