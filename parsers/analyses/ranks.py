@@ -35,7 +35,7 @@ from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.cache import PAIRS_BUNDLE
 from nsight_tui.parsers.read.target_info import session_start_utc_ns
 from nsight_tui.parsers.read.load import Trace, pairs_bundle
-from nsight_tui.parsers.read.rank_merge import MergedRanks
+from nsight_tui.parsers.read.rank_merge import MergedRanks, clock_fix_ns
 from nsight_tui.parsers.model.steps import process_phase, process_steps
 from nsight_tui.parsers.model.ranges import RangeModel, range_model
 
@@ -326,14 +326,11 @@ def arrival_lateness(summaries: list[RankSummary]) -> dict[int, float] | None:
 def file_clocks(ranks: list[RankSummary]) -> list[int]:
     """Per rank of per-rank files (each with its session start, as many collectives each): where its
     file's clock starts on one clock (ns), its session start (UTC), then moved so that its collectives
-    end when the first rank's do (the median difference: a collective ends on every rank together,
-    while two nodes' session starts are their wall clocks, which agree only to their clock sync;
-    read.rank_merge does the same for a merged trace)."""
+    end when the first rank's do (read.rank_merge.clock_fix_ns, the merged trace's rule; here the
+    collectives matched by their order, as the arrivals are compared)."""
     origin = [int(s.session_start_utc_ns or 0) for s in ranks]
-    ends = [np.asarray(s.collective_ends_ns, dtype=np.int64) for s in ranks]
-    if any(len(e) != len(ends[0]) or not len(e) for e in ends):
-        return origin
-    return [o + int(np.median(ends[0] + origin[0] - (e + o))) for e, o in zip(ends, origin)]
+    ends = [np.asarray(s.collective_ends_ns, dtype=np.int64) + o for s, o in zip(ranks, origin)]
+    return [o + clock_fix_ns(ends[0], e) for e, o in zip(ends, origin)]
 
 
 def rank_from_name(path: str | Path) -> int | None:

@@ -276,12 +276,17 @@ def clock_fixes(traces: list[Trace], session_ns: list[int]) -> list[int]:
     out = [0]
     for e, at in zip(ends[1:], session_ns[1:]):
         shared = ends[0].index.intersection(e.index)
-        if len(shared) < CLOCK_FIX_MIN_SHARED:
-            out.append(0)
-            continue
-        diff = (ends[0].loc[shared].to_numpy() + session_ns[0]) - (e.loc[shared].to_numpy() + at)
-        out.append(int(np.median(diff)))
+        out.append(clock_fix_ns(ends[0].loc[shared].to_numpy() + session_ns[0], e.loc[shared].to_numpy() + at))
     return out
+
+
+def clock_fix_ns(first_ends: np.ndarray, ends: np.ndarray) -> int:
+    """How far a file's clock moves so that the collectives it shares with the first file, matched
+    pair by pair (`ends` against `first_ends`, ns on the session starts' clock), end when the first
+    file's do: the median of their differences; 0 where fewer than CLOCK_FIX_MIN_SHARED are shared."""
+    if len(ends) < CLOCK_FIX_MIN_SHARED or len(ends) != len(first_ends):
+        return 0
+    return int(np.median(np.asarray(first_ends, np.int64) - np.asarray(ends, np.int64)))
 
 
 # One run's ranks are captured at once, so their captures overlap on the session starts' clock; two
