@@ -359,6 +359,31 @@ def test_the_passes_of_a_trainer_nobody_here_wrote_are_the_sql_rules():
     assert f.edits == ["attention"] and f.replayed and f.saving_ms_per_step > 0
 
 
+@pytest.mark.parametrize("path", [HF_EAGER, MANUAL], ids=["hf-trainer", "ours-fp32"])
+def test_16_bit_scores_are_read_off_the_passes(path):
+    """Whether the scores were 16-bit (the flash factor's condition), against SQL: a kernel among the
+    passes the SQL rule finds names c10::BFloat16 or c10::Half. On transformers' Trainer (bf16, no
+    NVTX, a model nobody here wrote) they were; on our fp32 sample they were not."""
+    from nsight_tui.parsers.kernels.attention import scores_in_half
+
+    plain_path = plain(path)
+    trace = load_trace(plain_path)
+    if path == HF_EAGER:
+        n = len(_config(HF_EAGER)["steps"])
+        s, e = -(2**62), 2**62
+        inside = np.ones(len(trace.ops), bool)
+    else:
+        s, e, n = _nvtx_steps(plain_path)
+        inside, n = _step_window(trace)
+    rows = [r for tb, r in _sql_passes(plain_path, s, e, n) if tb == "kernel"]
+    with sqlite3.connect(f"{plain_path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        half = con.execute(f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds x ON x.id = k.demangledName "
+                           f"WHERE k.rowid IN ({','.join(map(str, rows))}) AND (x.value LIKE '%c10::BFloat16%' "
+                           "OR x.value LIKE '%c10::Half%')").fetchone()[0] > 0
+    assert rows and half is (path == HF_EAGER)
+    assert scores_in_half(trace, attention_parts(trace, inside, n)) is half
+
+
 @pytest.mark.parametrize("name", ["hf_trainer_qwen2_l4_b8", "hf_generate_llama_eager", "timm_vit_small_b64",
                                   "timm_convnext_tiny_b32", "lightning_resnet50_b32"])
 def test_no_attention_written_out_where_there_is_none(name):
