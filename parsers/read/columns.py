@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from nsight_tui.parsers.read.compressed import plain_export
+from nsight_tui.parsers.read.compressed import InUse, pin, plain_export
 from nsight_tui.parsers.read.errors import TraceError
 from nsight_tui.parsers.read.threads import background_priority, cores
 from nsight_tui.parsers.read.source import (COLUMNAR_EXPORTS, Schema, columnar_kind, connect_readonly, probe_integrity,
@@ -790,7 +790,8 @@ def open_tables(path: str | Path, native: bool = True, probe: bool = True, count
     `count_rows=False`: only their last pages (for a caller that reads them whole itself).
     An export compressed whole is read from its decompressed copy (read.compressed)."""
     refuse_special(path)
-    path = plain_export(path)
+    looking = InUse()  # a compressed export's copy: in use from its look-up until the reader holds it
+    path = plain_export(path, owner=looking)
     kind = columnar_kind(path)
     if kind is not None:
         try:
@@ -798,6 +799,6 @@ def open_tables(path: str | Path, native: bool = True, probe: bool = True, count
         except ImportError:
             raise TraceError(f"{path}: reading an nsys {kind} export needs pyarrow (pip install pyarrow)") from None
         return ParquetTables(path) if kind == "parquetdir" else ArrowDirTables(path)
-    if native and _has_adbc():
-        return SqliteArrowTables(path, probe, count_rows)
-    return SqliteTables(path, probe, count_rows)
+    tables = SqliteArrowTables(path, probe, count_rows) if native and _has_adbc() else SqliteTables(path, probe, count_rows)
+    pin(path, tables)  # then kept while the reader lives
+    return tables

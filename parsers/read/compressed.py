@@ -6,10 +6,22 @@ is only read, and nothing is written beside it.
 Where: `<cache>/plain/<key>/<name without .xz/.gz/.bz2>`, in the cache folder read.cache names
 (`nsight-tui cache clear` removes them too); `<key>` hashes the compressed file's identity
 (device, inode, size, mtime and ctime in ns), so a changed file is decompressed again. Written to
-a temporary folder and renamed into place in one step: a reader sees a whole file or none. The
-least recently used are removed past KEEP of them. Where the cache is off or cannot be written,
-into a temporary folder removed when the process ends. A file of NOTE_BYTES or more says so on
-stderr first (one line; not with -q): decompressing gigabytes takes a while.
+a temporary folder and renamed into place in one step: a reader sees a whole file or none. Where
+the cache is off or cannot be written, into a temporary folder removed when the process ends. A
+file of NOTE_BYTES or more says so on stderr first (one line; not with -q): decompressing
+gigabytes takes a while.
+
+Past KEEP copies, an open removes the least recently used, but never one in use:
+- in this process: a copy is pinned to what reads it (the loader and each Trace made from it, a
+  connection or table reader opened on the compressed file: `plain_export`'s `owner`, `pin`) and
+  is evictable again once all of those are gone (garbage-collected: weakref.finalize). A trace
+  reads its file again after it is loaded (a table on first use, the session start), so a folder
+  of more than KEEP compressed rank files read as one run (`whatif DIR`) keeps every copy while
+  its traces live: KEEP is exceeded for as long as more than KEEP are in use (they count towards
+  it), and the first open after they are gone evicts back to KEEP;
+- in another running process: each process marks the copies it opened (a `.held-by-PID` file in
+  the copy's folder, there until the process ends); a copy marked by a live process is left (and
+  not counted), the marks of ended processes go.
 """
 from __future__ import annotations
 
@@ -22,7 +34,10 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
+import weakref
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +59,22 @@ CHUNK = 1 << 20
 NOTE_BYTES = 100 * 10**6
 
 _scratch: Path | None = None
+# This process's uses of its copies. `_lock` makes an open's look-up or rename, its pin and its
+# eviction one step against the other threads' opens (whatif DIR reads a few rank files at once).
+_lock = threading.Lock()
+_pins: Counter[Path] = Counter()  # a copy's folder -> the live objects that read it
+_released: deque[Path] = deque()  # pins whose owner is gone, settled under the lock (a finalizer
+# runs wherever the garbage collector does, inside a locked section too: it only appends here)
+_roots_used: set[Path] = set()  # the folders this process's copies are in (pin recognises them)
+
+
+def _after_fork() -> None:
+    """A worker forked while another thread held the lock (ranks DIR's pool) gets one of its own."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def unread_format(head: bytes) -> str | None:
@@ -62,8 +93,15 @@ def compression(path: Path) -> str | None:
     return next((name for magic, (name, _) in FORMATS.items() if head.startswith(magic)), None)
 
 
-def plain_export(path: str | os.PathLike) -> Path:
-    """The path to read: `path` itself, or for a compressed export its decompressed copy."""
+class InUse:
+    """A placeholder owner (`plain_export`'s), for a caller that pins the copy to what it opens on it
+    (`pin`) once that exists: the copy is in use from the look-up on."""
+
+
+def plain_export(path: str | os.PathLike, owner: object | None = None) -> Path:
+    """The path to read: `path` itself, or for a compressed export its decompressed copy. `owner`:
+    what reads the copy (a loader, a trace, a connection; weakly referenced): no open in this process
+    evicts the copy while it lives (module docstring); None pins nothing."""
     path = Path(path)
     if not path.is_file():
         return path
@@ -78,10 +116,13 @@ def plain_export(path: str | os.PathLike) -> Path:
     no_room = ""
     for root in _roots():
         done = root / key / name
-        if done.is_file():
-            os.utime(done.parent)  # used now: the last to go
-            _hold(done.parent)
-            return done
+        with _lock:
+            _roots_used.add(root)
+            if done.is_file():
+                _pin(done.parent, owner)
+                os.utime(done.parent)  # used now: the last to go
+                _hold(done.parent)
+                return done
         try:
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = Path(tempfile.mkdtemp(prefix=cache.TMP_PREFIX, dir=root))
@@ -94,10 +135,14 @@ def plain_export(path: str | os.PathLike) -> Path:
                                  f"once, into {root}\n")
                 sys.stderr.flush()
             _decompress(path, kind, tmp / name)
-            try:
-                tmp.rename(root / key)
-            except OSError:  # another process put it there first: theirs is the same file
-                shutil.rmtree(tmp, ignore_errors=True)
+            with _lock:  # in place and pinned before another thread's open evicts anything
+                try:
+                    tmp.rename(root / key)
+                except OSError:  # another process (or thread) put it there first: theirs is the same file
+                    shutil.rmtree(tmp, ignore_errors=True)
+                _pin(root / key, owner)
+                _hold(root / key)
+                _evict(root, keep=root / key)
         except _NoRoom as exc:  # full or read-only: the next folder may take it
             shutil.rmtree(tmp, ignore_errors=True)
             no_room = str(exc)
@@ -105,11 +150,34 @@ def plain_export(path: str | os.PathLike) -> Path:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        _hold(root / key)
-        _evict(root, keep=root / key)
         return done
     raise TraceError(f"{path}: {kind}-compressed, and no folder could take its decompressed copy ({no_room}); "
                      f"decompress it yourself and open the .sqlite")
+
+
+def pin(copy: str | os.PathLike, owner: object) -> None:
+    """`copy`, a decompressed copy `plain_export` gave this process, stays while `owner` lives (weakly
+    referenced: a Trace made from it, a connection opened on it); any other path: nothing."""
+    folder = Path(copy).parent
+    with _lock:
+        if folder.parent in _roots_used:
+            _pin(folder, owner)
+
+
+def _pin(folder: Path, owner: object | None) -> None:
+    """Under _lock."""
+    if owner is not None:
+        _pins[folder] += 1
+        weakref.finalize(owner, _released.append, folder).atexit = False
+
+
+def _settle() -> None:
+    """The pins whose owners are gone, dropped (under _lock)."""
+    while _released:
+        folder = _released.popleft()
+        _pins[folder] -= 1
+        if _pins[folder] <= 0:
+            del _pins[folder]
 
 
 def is_compressed_export(path: Path) -> bool:
@@ -193,7 +261,8 @@ def _decompress(path: Path, kind: str, out: Path) -> None:
 
 def _hold(folder: Path) -> None:
     """Mark a decompressed copy as read by this process: another process's eviction leaves it while
-    this one runs (it reads the file again later, e.g. a table an analysis asks for first)."""
+    this one runs (it reads the file again later, e.g. a table an analysis asks for first). This
+    process's own opens go by its pins instead (`pin`)."""
     try:
         (folder / f"{cache.HOLD_PREFIX}{os.getpid()}").touch()
     except OSError:
@@ -224,18 +293,27 @@ def _held_elsewhere(folder: Path) -> bool:
 
 
 def _evict(root: Path, keep: Path) -> None:
-    """Past KEEP decompressed exports, the least recently used go, but for those another running
-    process reads (and temporary folders left by a process that died mid-write)."""
+    """Past KEEP decompressed exports, the least recently used go (under _lock), but `keep` (just
+    opened), those a live object of this process reads (pinned: they count towards KEEP, which is
+    exceeded while more than KEEP are in use) and those another running process reads (marked: not
+    counted); temporary folders left by a process that died mid-write go too."""
+    _settle()
     now = time.time()
-    done = []
+    counted = 0
+    free = []
     for d in root.iterdir():
         try:
             if d.name.startswith(cache.TMP_PREFIX):
                 if now - d.stat().st_mtime > cache.STALE_TMP_S:
                     shutil.rmtree(d, ignore_errors=True)
-            elif d != keep and not _held_elsewhere(d):
-                done.append((d.stat().st_mtime, d))
+            elif d == keep:
+                counted += 1
+            elif not _held_elsewhere(d):
+                used = d.stat().st_mtime
+                counted += 1
+                if not _pins[d]:
+                    free.append((used, d))
         except OSError:
             continue
-    for _, d in sorted(done)[: max(0, len(done) - (KEEP - 1))]:
+    for _, d in sorted(free)[: max(0, counted - KEEP)]:
         shutil.rmtree(d, ignore_errors=True)

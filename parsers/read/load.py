@@ -32,7 +32,7 @@ from nsight_tui.parsers.read import conventions, validate
 from nsight_tui.parsers.read.ids import (GRAPH, KERNEL, MEMCPY, MEMSET, NVTX_DOMAIN_CREATE, NVTX_MARK, NVTX_PUSHPOP,
                                     NVTXT_MARK, NVTXT_PUSHPOP, PID_MASK, RANGE_TYPES, index_dtype,
                                     pid_of, tid_of)
-from nsight_tui.parsers.read.compressed import as_plain_name, plain_export
+from nsight_tui.parsers.read.compressed import as_plain_name, pin, plain_export
 from nsight_tui.parsers.read.source import Schema, refuse_special, sidecar_notes
 from nsight_tui.parsers.read.text_codes import Coded, inferred_text_dtype, text_column
 
@@ -104,6 +104,11 @@ class Trace:
     # The path given, where it is not `path`: an export compressed whole (read.compressed), whose
     # records beside it (STEM.steps.json, STEM.oom.json) are beside this name, not its copy.
     opened_as: Path | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # An export compressed whole: its decompressed copy is not evicted while this trace (or a
+        # copy of it: dataclasses.replace) lives, for the reads it makes of it later (read.compressed).
+        pin(self.path, self)
 
     @property
     def given(self) -> Path:
@@ -874,7 +879,8 @@ class TraceLoader:
 
     def __init__(self, path: str | Path, progress=None, native: bool = True, cache: bool = True):
         refuse_special(path)  # before the cache reads the file's identity: a FIFO would block it
-        self.path = plain_export(path)  # an export compressed whole: its decompressed copy (read.compressed)
+        # an export compressed whole: its decompressed copy, kept while this loader and its traces live
+        self.path = plain_export(path, owner=self)  # (read.compressed)
         self.opened_as = None if self.path == Path(path) else Path(path)
         self.say = progress or (lambda f, t: None)
         self.checks = validate.Checks()

@@ -13,7 +13,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsight_tui.parsers.read.compressed import SQLITE_MAGIC, exports_in, plain_export, unread_format
+from nsight_tui.parsers.read.compressed import SQLITE_MAGIC, InUse, exports_in, pin, plain_export, unread_format
 from nsight_tui.parsers.read.errors import TraceError
 
 
@@ -139,16 +139,23 @@ def sidecar_notes(path: Path) -> list[str]:
     return []
 
 
+class _Connection(sqlite3.Connection):
+    """sqlite3's connection, weakly referable: a decompressed copy it reads is pinned to it
+    (read.compressed.pin)."""
+
+
 def connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
     """A read-only, immutable connection: the user's profile is never changed or locked (an
     export compressed whole is read from its decompressed copy: read.compressed)."""
     refuse_special(path)
-    path = plain_export(path)
+    looking = InUse()  # a compressed export's copy: in use from its look-up until the connection holds it
+    path = plain_export(path, owner=looking)
     _check_file(path)
     uri = readonly_uri(path)
     try:
-        con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        con = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_Connection)
         con.execute("PRAGMA query_only = 1")
+        pin(path, con)  # then kept while the connection lives
         return con
     except sqlite3.Error as exc:
         raise TraceError(f"{path}: cannot open as SQLite ({exc})") from None

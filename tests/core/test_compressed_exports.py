@@ -5,11 +5,13 @@ in one line."""
 from __future__ import annotations
 
 import bz2
+import gc
 import gzip
 import hashlib
 import json
 import lzma
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -358,3 +360,138 @@ def test_a_diff_names_the_files_given_not_their_copies():
     assert (d["a"], d["b"]) == (str(a), str(b))
     text = cli_process.run(["diff", str(a), str(b)], text=True, timeout=300).stdout
     assert f"B: {b}" in text and "/plain/" not in text
+
+
+EDGE = SAMPLES / "edge_overlap.sqlite.xz"  # a small synthetic export (sample_traces/make_edge_cases.py)
+
+
+def _xz_copies(folder: Path, n: int, name: str = "run_rank{i}.sqlite.xz") -> list[Path]:
+    """`n` compressed exports of the committed sample, each a file of its own: their copies' keys differ
+    (a key hashes the compressed file's device, inode, size and times)."""
+    folder.mkdir(exist_ok=True)
+    out = []
+    for i in range(n):
+        out.append(folder / name.format(i=i))
+        shutil.copyfile(EDGE, out[-1])
+    return out
+
+
+def test_a_copy_a_live_trace_of_this_process_reads_stays(tmp_path, monkeypatch):
+    """A folder of more than KEEP compressed exports read by one process, every trace kept (`whatif DIR`
+    merges the ranks of a run): no open evicts a copy a trace still reads (it reads its file again for
+    what it loads on first use: "no session start", "no such file" mid-run). KEEP is exceeded while
+    more than KEEP are in use; once the traces are gone, the next open evicts back to KEEP."""
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.read.source import connect_readonly
+    from nsight_tui.parsers.read.target_info import session_start_utc_ns
+
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+    sources = _xz_copies(tmp_path / "run", compressed.KEEP + 3)
+    traces = [load_trace(src) for src in sources]
+    assert len({t.path for t in traces}) == len(sources)
+    want = session_start_utc_ns(plain(EDGE))
+    want_configs = len(load_trace(plain(EDGE)).launch_configs())
+    assert want is not None and want_configs > 0
+    for t in traces:  # each trace's own copy, read again by path after every other was opened
+        assert t.path.is_file(), t.given.name
+        assert session_start_utc_ns(t.path) == want
+        con = connect_readonly(t.path)
+        try:
+            assert con.execute("SELECT count(*) FROM StringIds").fetchone()[0] > 0
+        finally:
+            con.close()
+        assert len(t.launch_configs()) == want_configs  # a lazy read: the trace opens its file again
+    assert len(cache.plain_copies(tmp_path / "cache")) == len(sources)  # past KEEP: every one in use
+    # the traces dropped: their copies are evictable again, the least recently used first
+    copies = [t.path for t in traces]
+    for i, copy in enumerate(copies):
+        os.utime(copy.parent, ns=(i, i))  # used in this order
+    cache.wait_all()  # the cache's writer threads done with them too
+    del traces, t
+    gc.collect()
+    later = load_trace(_xz_copies(tmp_path / "more", 1, "later.sqlite.xz")[0])
+    assert sorted(cache.plain_copies(tmp_path / "cache")) == sorted([*copies[-(compressed.KEEP - 1):], later.path])
+    cache.wait_all()
+
+
+def test_a_copy_an_open_connection_reads_stays(tmp_path, monkeypatch):
+    """`connect_readonly(x.sqlite.xz)`: its copy stays while the connection lives, whatever is opened
+    after it; then it is evictable again."""
+    from nsight_tui.parsers.read.source import connect_readonly
+
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+    raw = _tiny_export(tmp_path / "tiny.sqlite").read_bytes()
+    cons = []
+    for i in range(compressed.KEEP + 2):
+        src = tmp_path / f"c{i}.sqlite.gz"
+        src.write_bytes(gzip.compress(raw))
+        cons.append(connect_readonly(src))
+    files = [Path(con.execute("PRAGMA database_list").fetchone()[2]) for con in cons]
+    assert all(f.is_file() for f in files)  # the file each connection names, there to open again
+    for con in cons:
+        assert con.execute("SELECT count(*) FROM StringIds").fetchone() == (0,)
+        con.close()
+    del cons, con
+    gc.collect()
+    src = tmp_path / "after.sqlite.gz"
+    src.write_bytes(gzip.compress(raw))
+    compressed.plain_export(src)
+    assert len(cache.plain_copies(tmp_path / "cache")) == compressed.KEEP
+
+
+def test_copies_read_by_threads_of_one_process_stay(tmp_path, monkeypatch):
+    """`whatif DIR` of more than KEEP compressed rank files reads them on a few threads, then each
+    file's session start by its copy's path: every copy is still there for it."""
+    from nsight_tui.parsers.read import rank_merge
+
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    ranks = sorted((SAMPLES / "ranks_small_ctx128_ddp2").glob("*.sqlite.xz"))
+    for i in range(compressed.KEEP + 2):  # the two committed ranks, copied as ranks 0..9 of one run
+        shutil.copyfile(ranks[i % 2], folder / f"small_ctx128_ddp2_rank{i}.sqlite.xz")
+    merged = rank_merge.load_export(folder)
+    assert [m.rank for m in merged.members] == list(range(compressed.KEEP + 2))
+    assert all(m.trace.path.is_file() for m in merged.members)
+    assert len(cache.plain_copies(tmp_path / "cache")) == compressed.KEEP + 2
+    cache.wait_all()
+
+
+def test_a_pinned_copy_stays_until_its_owner_goes(tmp_path, monkeypatch):
+    """`plain_export(path, owner)`: the copy stays past KEEP while `owner` lives, the least recently used
+    of them all, and counts towards KEEP (the others go to make room); `pin` adds an owner; once the
+    owners are gone it is evictable as any other."""
+    monkeypatch.setenv("NSIGHT_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NSIGHT_TUI_NO_CACHE", raising=False)
+    raw = _tiny_export(tmp_path / "tiny.sqlite").read_bytes()
+
+    class Reader:
+        pass
+
+    owner, second = Reader(), Reader()
+    made = []
+    for i in range(compressed.KEEP + 3):
+        src = tmp_path / f"t{i}.sqlite.gz"
+        src.write_bytes(gzip.compress(raw))
+        made.append(compressed.plain_export(src, owner=owner if i < 2 else None))
+        os.utime(made[-1].parent, ns=(i, i))  # used in this order: the pinned two the least recently
+    compressed.pin(made[0], second)
+    compressed.pin(plain(PAIR), second)  # not a copy: nothing
+    left = sorted(cache.plain_copies(tmp_path / "cache"))
+    assert left == sorted([*made[:2], *made[-(compressed.KEEP - 2):]])  # KEEP in all, the pinned two in them
+    del owner
+    gc.collect()
+    src = tmp_path / "after.sqlite.gz"
+    src.write_bytes(gzip.compress(raw))
+    after = compressed.plain_export(src)
+    left = sorted(cache.plain_copies(tmp_path / "cache"))
+    assert left == sorted([made[0], *made[-(compressed.KEEP - 2):], after])  # made[0]: `second` still reads it
+    del second
+    gc.collect()
+    src = tmp_path / "last.sqlite.gz"
+    src.write_bytes(gzip.compress(raw))
+    last = compressed.plain_export(src)
+    assert sorted(cache.plain_copies(tmp_path / "cache")) == sorted([*made[-(compressed.KEEP - 2):], after, last])
