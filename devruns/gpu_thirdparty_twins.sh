@@ -46,6 +46,11 @@
 # and, held out after the attention edit was written, where SDPA runs flash on the tensor cores as the GEMMs do:
 #   attn1024bf16 ctx 1024, bf16 autocast (TF32 elsewhere): --attention manual / fused
 #   attn512bf16  the same at ctx 512
+# and, after the ViT's pairs (vitattn, vitattntf32, always written out first) missed:
+#   vitattnrev   vitattn's pairs the other way round: SDPA first
+#   vitattnint, vitattntf32int  one capture each, 24 steps, the attention written out in the odd steps and SDPA
+#                in the even ones (--alternate-attn: both sides on the same minute's CPU; their rows by
+#                devruns/interleaved_table.py, their stems ending attention-manual-every2)
 #   attnmed512   GPT-2 medium, ctx 512, fp32 (held out after the device copies joined the passes)
 #   attn2048bf16 GPT-2 small, ctx 2048, batch 4, bf16 autocast (the same)
 #   attnmed512tf32, attn2048tf32  the two above at TF32 (held out after the fp32 SDPA's factor was set)
@@ -167,6 +172,12 @@ for k in $(seq 1 "$PAIRS"); do
                cap $s $k vit_b64_bf16_sdpa python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 ;;
       vitattntf32) cap $s $k vit_b64_tf32_manual python3 $T/timm_vit_twins.py --batch 64 --tf32 --manual-attn
                    cap $s $k vit_b64_tf32_sdpa python3 $T/timm_vit_twins.py --batch 64 --tf32 ;;
+      vitattnrev) cap $s $k vit_b64_bf16_sdpa python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16
+                  cap $s $k vit_b64_bf16_manual python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 --manual-attn ;;
+      vitattnint) cap $s $k vit_b64_bf16_attention-manual-every2 python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 \
+                    --alternate-attn --steps 24 ;;
+      vitattntf32int) cap $s $k vit_b64_tf32_attention-manual-every2 python3 $T/timm_vit_twins.py --batch 64 --tf32 \
+                        --alternate-attn --steps 24 ;;
       vittf32) cap $s $k vit_b64_fp32 python3 $T/timm_vit_twins.py --batch 64
                cap $s $k vit_b64_tf32 python3 $T/timm_vit_twins.py --batch 64 --tf32 ;;
       "") ;;

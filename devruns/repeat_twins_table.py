@@ -99,6 +99,7 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     # held out after round three, attention that is not causal (timm's ViT, fused_attn off / on)
     "vitattn": ("vit_b64_bf16_manual", "vit_b64_bf16_sdpa", ("fix:unfused-attention",), "unfused-attention"),
     "vitattntf32": ("vit_b64_tf32_manual", "vit_b64_tf32_sdpa", ("fix:unfused-attention",), "unfused-attention"),
+    "vitattnrev": ("vit_b64_bf16_manual", "vit_b64_bf16_sdpa", ("fix:unfused-attention",), "unfused-attention"),
     # held out after the flash factor over bf16 GEMMs was set (HALF_SDPA_OVER_GEMMS): a step the GPU holds
     "attn1024bf16b32": ("small_ctx1024_bf16_tf32_b32_async", "small_ctx1024_bf16_tf32_fused_b32_async", ("fix:unfused-attention",),
                         "unfused-attention"),

@@ -12,13 +12,17 @@ edits predict beyond GPT-2 (docs/whatif.md, "Beyond GPT-2: third-party twins"):
   --compile  the model through torch.compile (Inductor's Triton kernels; the optimizer eager)
   --accum K  gradient accumulation: K forward/backward pairs (each its own forward and backward
            phase range) before each optimizer step, the loss divided by K (docs/no-nvtx.md).
+  --manual-attn  timm's attention written out (`fused_attn = False`) against SDPA (`attention`);
+  --alternate-attn  the two in one capture: written out in the odd steps (step_1, step_3, ...), SDPA in the
+           even ones, on the same weights, so both sides share the minute's CPU (the twins table's "every
+           other step" rows; file names with `attention-manual-every2` as devruns/interleaved_table.py reads).
 Both forms warm up on a side stream as PyTorch's whole-network capture does (torch.cuda.graphs),
 set the gradients to None before each step (no accumulate kernels either way) and mark each step
 with nsight_tui.capture.mark (step_N ranges; the Python clock read after the step's synchronise,
 which comes after its range).
     python timm_vit_twins.py [--model vit_small_patch16_224] [--batch 8] [--warmup 3] [--steps 8]
                              [--graph] [--tf32] [--bf16] [--inference] [--optim capturable|foreach-off|fused] [--accum K]
-                             [--depth N] [--compile]
+                             [--depth N] [--compile] [--manual-attn | --alternate-attn]
 """
 import argparse
 
@@ -43,15 +47,25 @@ p.add_argument("--compile", action="store_true", help="torch.compile(model) (Ind
 p.add_argument("--accum", type=int, default=1, help="forward/backward pairs a step (gradient accumulation)")
 p.add_argument("--manual-attn", action="store_true",
                help="timm's attention written out (q @ k^T, softmax, @ v) instead of F.scaled_dot_product_attention")
+p.add_argument("--alternate-attn", action="store_true",
+               help="attention written out in the odd steps, SDPA in the even ones (one capture, both sides)")
 a = p.parse_args()
 
 torch.backends.cuda.matmul.allow_tf32 = a.tf32
 torch.backends.cudnn.allow_tf32 = a.tf32
 model = timm.create_model(a.model, pretrained=False, num_classes=100, **({"depth": a.depth} if a.depth else {})).cuda()
-if a.manual_attn:  # timm's own switch, per attention module: the path it takes where SDPA is unavailable
-    for module in model.modules():
-        if hasattr(module, "fused_attn"):
-            module.fused_attn = False
+ATTENTION = [m for m in model.modules() if hasattr(m, "fused_attn")]
+
+
+def written_out(manual: bool) -> None:
+    """timm's own switch, per attention module: the path it takes where SDPA is unavailable."""
+    for module in ATTENTION:
+        module.fused_attn = not manual
+
+
+written_out(a.manual_attn)
+if a.alternate_attn and a.compile:
+    raise SystemExit("--alternate-attn switches the modules per step: not with --compile")
 if a.compile:
     model = torch.compile(model)
 if a.graph and a.optim != "capturable":
@@ -64,7 +78,8 @@ y = torch.randint(0, 100, (a.batch,), device="cuda")
 autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.bf16)
 mark.config(workload=f"timm {a.model} training, " + ("bf16 autocast" if a.bf16 else "fp32")
             + (" (TF32 allowed)" if a.tf32 else ""),
-            graph=a.graph, tf32=a.tf32, bf16=a.bf16, optim=a.optim, manual_attn=a.manual_attn, batch_size=a.batch,
+            graph=a.graph, tf32=a.tf32, bf16=a.bf16, optim=a.optim, manual_attn=a.manual_attn,
+            alternate_attn=a.alternate_attn, batch_size=a.batch,
             accumulation=a.accum, compiled=a.compile,
             torch=torch.__version__,
             timm=timm.__version__)
@@ -88,6 +103,8 @@ side = torch.cuda.Stream()
 side.wait_stream(torch.cuda.current_stream())
 with torch.cuda.stream(side):
     for i in range(a.warmup):
+        if a.alternate_attn:
+            written_out(i % 2 == 1)
         with mark.step(i, warmup=a.warmup):
             optimizer.zero_grad(set_to_none=True)
             step()
@@ -105,6 +122,8 @@ if a.graph:
     torch.cuda.nvtx.range_pop()
 
 for i in range(a.warmup, a.warmup + a.steps):
+    if a.alternate_attn:
+        written_out(i % 2 == 1)
     with mark.step(i, warmup=a.warmup):
         if graph is not None:
             graph.replay()
