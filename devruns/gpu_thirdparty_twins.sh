@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Third-party twins (docs/whatif.md, "Beyond GPT-2: third-party twins"): the `graph` edit and the
 # fp32 finding's fix checked on workloads nobody here wrote, each pair one change apart, captured
-# back to back with `nsight-tui capture -- CMD`, pairs alternating A B A B ..., on one machine in
-# one call:
+# back to back with `nsight-tui capture -- CMD`, pairs alternating A B, B A, ... (since the ViT's attention
+# pairs; A B A B before), on one machine in one call:
 #   vitgraph     timm ViT-small training, batch 8, TF32: eager step / the step as one CUDA graph
 #   decodegraph  a greedy decode loop over transformers' Llama (static cache, bf16, batch 1):
 #                eager token / the token as one CUDA graph (a probe first: skipped if it cannot graph)
@@ -83,12 +83,23 @@ if [[ " ${SETS[*]} " == *" decodememset "* ]]; then
   stamp "probe decode --memset-first"
   timeout 120 python3 $T/hf_decode_llama.py --graph --probe --memset-first 2>&1 | tail -3
 fi
-cap() {  # set, k, stem, command...
+capnow() {  # set, k, stem, command...
   local set=$1 k=$2 stem=$3; shift 3
   if (( $(date +%s) - T0 > ${BUDGET_S:-470} )); then echo "out of time: $set r$k $stem not captured"; return; fi
   stamp "$set r$k $stem"; cpu_probe 6
   timeout 150 python3 -m nsight_tui capture --out "$W" --name "${set}_r${k}_${stem}" --no-open -- "$@" 2>&1 \
     | grep -E '^(step_|wrote)|rror|out of' | tr '\n' ' '; echo
+}
+# A set's captures are queued and run in order in odd rounds, the other way round in even ones (A B, B A):
+# where the CPU holds the step the second of two back-to-back captures ran ~10 ms a step slower on an H200
+# (the ViT's attention pairs, docs/whatif.md "Held out after round three"), so pairs alternate their order.
+QUEUE=()
+cap() { QUEUE+=("$(printf '%q ' "$@")"); }
+run_queue() {  # k
+  local i n=${#QUEUE[@]}
+  if (( $1 % 2 == 0 )); then for (( i = n - 1; i >= 0; i-- )); do eval "capnow ${QUEUE[i]}"; done
+  else for (( i = 0; i < n; i++ )); do eval "capnow ${QUEUE[i]}"; done; fi
+  QUEUE=()
 }
 for k in $(seq 1 "$PAIRS"); do
   for s in "${SETS[@]}"; do
@@ -183,6 +194,7 @@ for k in $(seq 1 "$PAIRS"); do
       "") ;;
       *) echo "unknown set $s" ;;
     esac
+    run_queue "$k"
   done
 done
 ls -la "$W"

@@ -122,8 +122,8 @@ if a.graph:
     torch.cuda.nvtx.range_pop()
 
 for i in range(a.warmup, a.warmup + a.steps):
-    if a.alternate_attn:
-        written_out(i % 2 == 1)
+    if a.alternate_attn:  # step_1, step_3, ... (mark names the step after the warm-ups: step_<i - warmup>)
+        written_out((i - a.warmup) % 2 == 1)
     with mark.step(i, warmup=a.warmup):
         if graph is not None:
             graph.replay()
