@@ -824,7 +824,8 @@ def _attention(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         f"operands and gradients, {layout_ns / 1e6:,.2f} ms; {len(calls):,} launch calls with them; its "
         f"{len(parts.gemms):,} GEMMs ({matmul_ns / 1e6:,.2f} ms) kept, standing for the fused kernel's matmuls",
         f"the attention is one op on the CPU: the framework's work before each of its launches but the first, up to "
-        f"its last GEMM (the ops the fused program does not run: {host_ns / 1e6:,.2f} ms of host time a step) goes, "
+        f"its last GEMM (the ops the fused program does not run: {host_ns / 1e6:,.2f} ms of host time a step over the "
+        f"{sr.n_steps} steady steps) goes, "
         "central; the first's stays for the fused op's dispatch; between gone and kept"
         + (f"; its GEMMs ran as TF32 on tensor cores, and PyTorch's fp32 fused attention does not use TF32: the fused "
            f"kernels take x{FP32_SDPA_OVER_TF32} the GEMMs' time (an H200's, the committed twin; docs/whatif.md "
