@@ -28,7 +28,10 @@ EDITS = {"_item-every": ("nosync:cudaStreamSynchronize", "sync-stall"),
 def main(argv: list[str]) -> int:
     rows = []
     for p in sorted(Path(argv[0]).rglob("*.sqlite.xz")):
-        edit, rule = next(v for k, v in EDITS.items() if k in p.name)
+        plant = next((v for k, v in EDITS.items() if k in p.name), None)
+        if plant is None:  # a pair's capture beside them (gpu_thirdparty_twins.sh writes both into one folder)
+            continue
+        edit, rule = plant
         rows.append(interleaved_row(Interleaved(f"{p.parent.name}/{p.name}", p, (edit,), rule)))
     print("\n".join(markdown(rows).splitlines()[:-4]))
     return 0
