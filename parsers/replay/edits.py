@@ -69,7 +69,7 @@ import numpy as np
 from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, device_work_ops, name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
-from nsight_tui.parsers.read.ids import KERNEL, MEMSET, api_display_name, pid_of
+from nsight_tui.parsers.read.ids import MEMSET, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, stretches
 from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing, segment_ends
@@ -1123,20 +1123,25 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     _refuse_if_unpaired(g, sr, twin, twin_sr, path, unpaired)
     g2 = build(twin)
     # the host work that comes with the library's choice of kernels (stretches.py): kernels launched
-    # under one name in both captures are the same op; the CPU time around the others is the twin's
-    my_kind = g.trace.ops["kind"].to_numpy()
-    same_name = np.array([g.trace.op_names[my_names[x]] == twin.op_names[their_names[y]] and my_kind[x] == KERNEL
+    # and device copies under one name and kind in both captures are the same op; the CPU time around the
+    # others is the twin's
+    my_kind, their_kind = g.trace.ops["kind"].to_numpy(), twin.ops["kind"].to_numpy()
+    same_name = np.array([g.trace.op_names[my_names[x]] == twin.op_names[their_names[y]] and my_kind[x] == their_kind[y]
                           for y, x in pairs.items()], dtype=bool)
     anchors = np.array([(x, y) for y, x in pairs.items()], np.int64).reshape(-1, 2)[same_name]
     inside = in_steps(g, sr)
     iteration = _iteration_of(sr, g.pt_time, _pt_pids(g))
     coll_ops = (my_coll_name[my_names], their_coll_name[their_names])
     twin_iteration = _iteration_of(twin_sr, g2.pt_time, _pt_pids(g2))
-    host = stretches.carry(g, g2, anchors, inside, iteration, twin_iteration, coll_ops, twin_pace=twin_host)
+    # the ops kernels-from does not pair (memsets, host copies) count where their number differs
+    counted = (~device_work_ops(g.trace), ~device_work_ops(twin))
+    host = stretches.carry(g, g2, anchors, inside, iteration, twin_iteration, coll_ops, twin_pace=twin_host,
+                           counted=counted)
     # the range's other end: the twin's host time as it ran, were the two captures' difference in pace
     # on the same-named work the change's own (the framework's work changed with it), not the CPU's
     as_ran = host if twin_host or not host.changed else stretches.carry(g, g2, anchors, inside, iteration,
-                                                                         twin_iteration, coll_ops, twin_pace=True)
+                                                                         twin_iteration, coll_ops, twin_pace=True,
+                                                                         counted=counted)
     ed.twin_pace.update(host.pace)
     n_steps = max(sr.n_steps, 1)
     for plan in ed.plans:

@@ -39,9 +39,16 @@ class Carried:
     added_ns: int  # host time the changed stretches that begin inside `inside` gain (negative: lose)
 
 
+def _launch_counts(g: Graph, ops: np.ndarray) -> np.ndarray:
+    """Per CPU point: how many of `ops` (a mask over the graph's ops) it launched."""
+    out = np.zeros(len(g.pt_time), np.int64)
+    np.add.at(out, g.op_launch_pt[(g.op_launch_pt >= 0) & ops], 1)
+    return out
+
+
 def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iteration: np.ndarray,
           twin_iteration: np.ndarray, ignore: tuple[np.ndarray, np.ndarray] | None = None,
-          twin_pace: bool = False) -> Carried:
+          twin_pace: bool = False, counted: tuple[np.ndarray, np.ndarray] | None = None) -> Carried:
     """`anchors`: (this capture's kernel, the twin's kernel) pairs of kernels launched under the same
     name in both, in any order; `inside` per point of this capture: counted in `added_ns`;
     `iteration` per point: the iteration it falls in (the pace is read per thread and iteration: it
@@ -52,6 +59,10 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
     from a planted step's end to the next step's start would, in the twin, hold the whole planted
     step between. `ignore`: per op of each capture, ops whose launch neither anchors nor changes a
     stretch (collectives, which kernels-from re-times where this capture launched them).
+    `counted`: per op of each capture, ops matched by neither side's name that change a stretch only
+    where the two sides launch a different number of them in it (memsets: cuBLAS zeroing a split-K
+    GEMM's output comes and goes with the kernel it picks; as many on both sides is the same work,
+    and a capture taken as its own twin replays as it is).
     `twin_pace`: the twin's CPU pace instead of this capture's: every unchanged stretch scaled by
     the pace read off them, a changed one as long as it ran in the twin: a diagnostic (the pace
     comes from the twin, and one capture cannot know another's), not a prediction."""
@@ -64,12 +75,13 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
     a_pt, b_pt = a_pt[ok], b_pt[ok]
     # launches of kernels that are not anchors (the library's choice), as launch points per side
     skip_a, skip_b = ignore if ignore is not None else (np.zeros(g.n_ops, bool), np.zeros(twin.n_ops, bool))
-    other_a = np.zeros(len(g.pt_time), np.int64)
-    np.add.at(other_a, g.op_launch_pt[(g.op_launch_pt >= 0) & ~skip_a], 1)
+    count_a, count_b = counted if counted is not None else (np.zeros(g.n_ops, bool), np.zeros(twin.n_ops, bool))
+    other_a = _launch_counts(g, ~skip_a & ~count_a)
     other_a[a_pt] -= 1
-    other_b = np.zeros(len(twin.pt_time), np.int64)
-    np.add.at(other_b, twin.op_launch_pt[(twin.op_launch_pt >= 0) & ~skip_b], 1)
+    other_b = _launch_counts(twin, ~skip_b & ~count_b)
     other_b[b_pt] -= 1
+    n_counted_a = np.concatenate([[0], np.cumsum(_launch_counts(g, count_a & ~skip_a))])
+    n_counted_b = np.concatenate([[0], np.cumsum(_launch_counts(twin, count_b & ~skip_b))])
     free_a, free_b = own_time(g), own_time(twin)
     own_a = np.concatenate([[0], np.cumsum(np.where(free_a, g.delta_ns, 0))])
     own_b = np.concatenate([[0], np.cumsum(np.where(free_b, twin.delta_ns, 0))])
@@ -96,7 +108,8 @@ def carry(g: Graph, twin: Graph, anchors: np.ndarray, inside: np.ndarray, iterat
         t_a = own_a[hi_a + 1] - own_a[lo_a]
         t_b = own_b[hi_b + 1] - own_b[lo_b]
         # launches of other kernels strictly between the two anchors' launch points
-        changed = ((n_other_a[hi_a] - n_other_a[lo_a]) > 0) | ((n_other_b[hi_b] - n_other_b[lo_b]) > 0)
+        changed = (((n_other_a[hi_a] - n_other_a[lo_a]) > 0) | ((n_other_b[hi_b] - n_other_b[lo_b]) > 0)
+                   | ((n_counted_a[hi_a] - n_counted_a[lo_a]) != (n_counted_b[hi_b] - n_counted_b[lo_b])))
         same = ~changed & (t_a > 0) & (t_b > 0)
         it = iteration[lo_a]
         ratios = []
