@@ -16,3 +16,11 @@ def test_the_edit_help_says_each_form_and_its_words():
                   "nohost[:RANGE|DURATION]", "nohost:-5ms", "fix:FINDING_ID (a finding's id", "PATTERN: a kernel family",
                   "RANGE: an NVTX range name or glob", "`step` (the default) the steady-state steps"):
         assert words in said, words
+
+
+def test_without_a_trace_the_error_asks_for_the_trace_alone():
+    """No edit is the unchanged replay, yet `nsight-tui whatif` alone said "the following arguments
+    are required: trace, EDIT" (argparse's reading of a `*` positional without a default)."""
+    run = cli_process.run(["whatif"], text=True, cwd=ROOT, timeout=120)
+    last = run.stderr.strip().splitlines()[-1]
+    assert run.returncode == 2 and last.endswith("the following arguments are required: trace"), run.stderr
