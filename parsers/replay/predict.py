@@ -350,7 +350,15 @@ def no_steps(trace: Trace, sr: StepRanges) -> NoSteps:
         return NoSteps(f"{trace.path.name}: the run ran out of GPU memory in {', '.join(sr.died)} before it finished a "
                        "step: no step to replay (the report's out-of-memory section says the failed allocation and "
                        "the fixes that apply)")
-    return NoSteps(f"{trace.path.name}: no steady-state step (step_N range) to replay")
+    if sr.names:  # iterations, none of them a steady-state step
+        return NoSteps(f"{trace.path.name}: no steady-state step to replay: its iterations "
+                       f"({', '.join(dict.fromkeys(sr.names))}) are warm-ups; the replay takes the step_N ones")
+    from nsight_tui.parsers.model.inferred import inference
+
+    return NoSteps(f"{trace.path.name}: no steady-state step to replay: no NVTX range step_N names an iteration, and "
+                   f"none was inferred from the kernel sequence ({inference(trace).reason}); name each iteration "
+                   "step_0, step_1, ... with an NVTX range (torch.cuda.nvtx.range_push/range_pop around the loop's "
+                   "body), as `nsight-tui capture` does")
 
 
 def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Prediction:
