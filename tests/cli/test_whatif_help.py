@@ -24,3 +24,17 @@ def test_without_a_trace_the_error_asks_for_the_trace_alone():
     run = cli_process.run(["whatif"], text=True, cwd=ROOT, timeout=120)
     last = run.stderr.strip().splitlines()[-1]
     assert run.returncode == 2 and last.endswith("the following arguments are required: trace"), run.stderr
+
+
+def test_options_may_come_between_the_trace_and_the_edits():
+    """`whatif TRACE -f json speed:gemm=2` (the order `report TRACE -f json` is typed in) said
+    "unrecognized arguments: speed:gemm=2": argparse took no edit before the first option and
+    refused the rest. Options now go anywhere; the edits keep their order."""
+    import json
+
+    from conftest import SAMPLES
+
+    run = cli_process.run(["whatif", str(SAMPLES / "small_ctx128.sqlite"), "-f", "json", "speed:gemm=2", "-q",
+                           "nosync"], text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert [e["edit"] for e in json.loads(run.stdout)["edits"]] == ["speed:gemm=2", "nosync"]
