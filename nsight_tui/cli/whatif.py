@@ -73,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
     edits = parse_edits(args.edits)  # an edit that cannot be read: one line, before any file is opened
     path = Path(args.trace)
     inputs = [path] + ([Path(args.ncu)] if args.ncu else [])
+    if args.ncu and not Path(args.ncu).is_file():  # read only by a fix: that needs it; said either way
+        raise TraceError(f"{visible(args.ncu)}: " + ("not a file" if Path(args.ncu).exists() else "no such file")
+                         + " (--ncu)")
     if args.output != "-":
         output.check_target(args.output, args.force, inputs=inputs)
     options = Options(ncu_file=args.ncu) if args.ncu else None

@@ -38,3 +38,14 @@ def test_options_may_come_between_the_trace_and_the_edits():
                            "nosync"], text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0, run.stderr
     assert [e["edit"] for e in json.loads(run.stdout)["edits"]] == ["speed:gemm=2", "nosync"]
+
+
+def test_an_ncu_report_that_is_not_there_is_said_even_when_no_fix_reads_it():
+    """`--ncu` is read by fix:occupancy-limited only; a mistyped path beside other edits was ignored
+    in silence (exit 0), so the user took the answer for one that had read it."""
+    from conftest import SAMPLES
+
+    run = cli_process.run(["whatif", str(SAMPLES / "small_ctx128.sqlite"), "--ncu", "no_such_report.ncu-rep"],
+                          text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 2 and not run.stdout, run.stdout
+    assert run.stderr.strip() == "nsight-tui: no_such_report.ncu-rep: no such file (--ncu)"
