@@ -160,8 +160,13 @@ class Profile:
         (occupancy-limited reads it). EditError (an NsightError) for an edit that cannot apply or a
         capture with no step."""
         from nsight_tui.parsers.analyses.findings.fixes import resolve_fixes
-        from nsight_tui.parsers.replay.predict import predict
+        from nsight_tui.parsers.replay.predict import graph_of, no_steps, predict
 
+        # no step, no replay: said before a `fix:` is looked up among the findings, which a run dead
+        # before its first step has none of ("no finding 'oom-batch' (found: host-bound-gap, ...)")
+        _, steps = graph_of(self.trace)
+        if steps.n_steps == 0:
+            raise no_steps(self.trace, steps)
         fixing = any(getattr(e, "kind", str(e).partition(":")[0]) == "fix" for e in edits)
         if ncu is None and fixing and self.options.ncu_file:
             ncu = self.ncu()

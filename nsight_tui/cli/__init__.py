@@ -92,7 +92,11 @@ def _finish_cache() -> None:
 
 
 def _parsed(parser, argv: list[str]):
-    args = parser.parse_args(argv)
+    # options anywhere among the positionals, as a user types them: `whatif TRACE -f json speed:gemm=2`
+    # (argparse alone stops the edits at the first option and calls the rest "unrecognized arguments");
+    # not for a command that passes its tail on untouched (`capture -- CMD`)
+    tail = any(a.nargs in (argparse.REMAINDER, argparse.PARSER) for a in parser._actions)
+    args = parser.parse_args(argv) if tail else parser.parse_intermixed_args(argv)
     if getattr(args, "no_cache", False):
         # An environment variable, so the processes a command starts (`serve`'s app) skip it too.
         os.environ["NSIGHT_TUI_NO_CACHE"] = "1"

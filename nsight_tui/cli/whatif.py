@@ -23,7 +23,9 @@ HELP = "replay the captured step with edits (speed:, drop:, fuse:, kernels-from:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="the export (.sqlite), or a folder of one run's per-rank exports (NAME_rank0.sqlite, "
                                       "NAME_rank1.sqlite, ...: replayed as one, on one clock)")
-    parser.add_argument("edits", nargs="*", metavar="EDIT",
+    # default=[]: argparse counts a `*` positional without a default as required ("required: trace, EDIT"),
+    # while no edit is the unchanged replay
+    parser.add_argument("edits", nargs="*", metavar="EDIT", default=[],
                         help="speed:PATTERN[@RANGE]=K (K times faster, below 1 slower; or K1..K2, K1..KC..K2: a "
                              "range, KC its central) | "
                              "drop:PATTERN[@RANGE] | fuse:P1+P2+...[@RANGE[,N+][,<DURATION]] "
@@ -71,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
     edits = parse_edits(args.edits)  # an edit that cannot be read: one line, before any file is opened
     path = Path(args.trace)
     inputs = [path] + ([Path(args.ncu)] if args.ncu else [])
+    if args.ncu and not Path(args.ncu).is_file():  # read only by a fix: that needs it; said either way
+        raise TraceError(f"{visible(args.ncu)}: " + ("not a file" if Path(args.ncu).exists() else "no such file")
+                         + " (--ncu)")
     if args.output != "-":
         output.check_target(args.output, args.force, inputs=inputs)
     options = Options(ncu_file=args.ncu) if args.ncu else None

@@ -337,11 +337,28 @@ def saving(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Saving
     parsed = [e if isinstance(e, Edit) else edit_mod.parse(e) for e in edits]
     _, sr = graph_of(trace)
     if sr.n_steps == 0:
-        raise NoSteps(f"{trace.path.name}: no steady-state step (step_N range) to replay")
+        raise no_steps(trace, sr)
     base = baseline(trace)
     ed = edited(trace, parsed, load, pace=False)
     lo, mid, hi = ed.steps_ns(base.step_ns)
     return Saving(base.step_ns, mid, lo, hi, ed.applied)
+
+
+def no_steps(trace: Trace, sr: StepRanges) -> NoSteps:
+    """Why there is no step to replay, in one line: the run died in its only steps, or it has none."""
+    if sr.died:
+        return NoSteps(f"{trace.path.name}: the run ran out of GPU memory in {', '.join(sr.died)} before it finished a "
+                       "step: no step to replay (the report's out-of-memory section says the failed allocation and "
+                       "the fixes that apply)")
+    if sr.names:  # iterations, none of them a steady-state step
+        return NoSteps(f"{trace.path.name}: no steady-state step to replay: its iterations "
+                       f"({', '.join(dict.fromkeys(sr.names))}) are warm-ups; the replay takes the step_N ones")
+    from nsight_tui.parsers.model.inferred import inference
+
+    return NoSteps(f"{trace.path.name}: no steady-state step to replay: no NVTX range step_N names an iteration, and "
+                   f"none was inferred from the kernel sequence ({inference(trace).reason}); name each iteration "
+                   "step_0, step_1, ... with an NVTX range (torch.cuda.nvtx.range_push/range_pop around the loop's "
+                   "body), as `nsight-tui capture` does")
 
 
 def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Prediction:
@@ -350,7 +367,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
     parsed = [e if isinstance(e, Edit) else edit_mod.parse(e) for e in edits]
     g, sr = graph_of(trace)
     if sr.n_steps == 0:
-        raise NoSteps(f"{trace.path.name}: no steady-state step (step_N range) to replay")
+        raise no_steps(trace, sr)
     measured = step_spans(g, sr, None)
     m_periods = measured[1] - measured[0]
     base = baseline(trace)

@@ -1,7 +1,8 @@
 """Which ranges are the steps, and the step period on the measured or the replayed timeline.
 
 The one place the replay chooses its steps: the model's iterations (`step_N`, `warmup_N`, named
-by the capture or inferred from the kernel sequence), the steady-state ones measured. The period
+by the capture or inferred from the kernel sequence), the steady-state ones measured, less the one a
+run died in (out of GPU memory: no finished step). The period
 is the model's (parsers/model/steps.py): from a step's start to the next iteration's start
 on its thread; the last ends with the later of its range's end and its GPU work's end (the ops
 whose launching call starts inside the range, in its process)."""
@@ -27,6 +28,10 @@ class StepRanges:
     gtid: np.ndarray
     is_step: np.ndarray
     names: list[str]
+    # the iterations the run died in (out of GPU memory: model.steps.Steps.died), by name: no step
+    # (their span is the time to the failure); one among the steady steps is kept as an iteration
+    # that ends the step before
+    died: tuple[str, ...] = ()
 
     @property
     def n_steps(self) -> int:
@@ -37,7 +42,10 @@ def step_ranges(trace) -> StepRanges:
     model = trace.derived.get("replay.model") or range_model(trace)
     trace.derived["replay.model"] = model
     taken = steps_of(model)
-    steps, warm = taken.steady, taken.warmup
+    # a step the run died in never finished: replayed as a step, its span to the failure (and the
+    # allocator's retries) was the one "steady-state step" of a run that finished none
+    steps, cut = taken.finished, np.setdiff1d(taken.steady, taken.finished)
+    warm = np.concatenate([taken.warmup, cut]).astype(np.int64)
     ids = np.concatenate([steps, warm]).astype(np.int64)
     is_step = np.concatenate([np.ones(len(steps), bool), np.zeros(len(warm), bool)])
     start = model.r_start[ids].astype(np.int64)
@@ -45,7 +53,8 @@ def step_ranges(trace) -> StepRanges:
     ids, is_step = ids[order], is_step[order]
     texts = model.trace.range_texts.objects
     return StepRanges(model.r_start[ids].astype(np.int64), model.r_end[ids].astype(np.int64),
-                      model.r_gtid[ids].astype(np.int64), is_step, [str(texts[i]) for i in ids])
+                      model.r_gtid[ids].astype(np.int64), is_step, [str(texts[i]) for i in ids],
+                      tuple(str(texts[i]) for i in taken.died))
 
 
 def walked_thread(g: Graph, gtid: int) -> int:

@@ -149,3 +149,17 @@ def test_a_long_edit_is_named_by_its_fix_id_in_the_report():
     run = cli_process.run(["report", str(path)], text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 0 and max(len(cell) for line in run.stdout.splitlines()
                                        for cell in line.split(" | ")) < 1500
+
+
+def test_a_chain_in_a_range_whose_name_has_a_comma_replays(async_trace):
+    """Lightning's ResNet-50 (no NVTX inside the step) has elementwise chains in the inferred stage
+    "later blocks, head and loss": the fix's edit carried that name after its `@`, where a comma ends
+    the range, and `whatif fix:elementwise-chain` answered "bad edit 'fuse:...@later blocks, head and
+    loss,3+,<20us'", an edit the user never wrote (the finding silently fell back to the rule's
+    estimate, and `w` on it in the TUI refused). The range is now a glob its name matches."""
+    path = async_trace(SAMPLES / "thirdparty" / "lightning_resnet50_b32.sqlite.xz")
+    chain = next(f for f in findings(load_trace(path)) if f.id == "elementwise-chain")
+    assert not chain.not_replayed, chain.not_replayed
+    assert any(e.endswith("@later blocks? head and loss,3+,<20us") for e in chain.edits), chain.edits
+    p = Profile.open(path).whatif(["fix:elementwise-chain"])
+    assert "launched inside one 'later blocks? head and loss' range" in p.edits[0].changed

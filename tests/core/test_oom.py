@@ -104,3 +104,12 @@ def test_a_sweep_marks_an_oom_export_without_its_record(oom_export, tmp_path):
     runs = sweep.analyse(sweep.discover(folder))
     assert [(r.path.name, r.status) for r in runs] == [("xl_ctx1024.sqlite", "oom")]
     assert "cudaMalloc" in runs[0].message
+
+
+def test_a_dead_runs_findings_say_no_figure_per_step(async_trace):
+    """The Qwen2 run out of memory in step_0 (thirdparty/oom_qwen2_b256): no step finished, so no
+    findings, and no figure "per step" either: `cpu_wait_ms_per_step` said 92.5 ms beside `steps: 0`
+    (the wait read over the iteration it died in), which an agent reads as the CPU's wait each step."""
+    found = document(build(load_trace(async_trace(SAMPLES / "thirdparty" / "oom_qwen2_b256.oom.sqlite.xz"))))["findings"]
+    assert found["steps"] == 0 and found["findings"] == [] and "before it finished a step" in found["not_run"]
+    assert found["step_ns"] is None and found["cpu_wait_ms_per_step"] is None

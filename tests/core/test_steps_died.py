@@ -13,7 +13,10 @@ from nsight_tui.parsers.model.ranges import range_model
 from nsight_tui.parsers.model.steps import steps_of
 from nsight_tui.parsers.read.load import load_trace
 
-from conftest import SAMPLES
+from conftest import ROOT, SAMPLES
+from helpers import cli_process
+from nsight_tui.parsers import Profile
+from nsight_tui.parsers.replay.predict import NoSteps
 
 NAMED = "(SELECT e.start, e.end, COALESCE(e.text, s.value) AS name FROM NVTX_EVENTS e " \
         "LEFT JOIN StringIds s ON s.id = e.textId)"
@@ -82,3 +85,21 @@ def test_died_reads_only_the_calls_after_the_last_launches(async_trace, sample):
     assert set(late) <= set(read) <= set(every)
     if sample == "small_ctx128.sqlite":
         assert position > len(api) // 2  # a table in start order: its tail only
+
+
+@pytest.mark.parametrize("sample", ["thirdparty/oom_qwen2_b256.oom.sqlite.xz", "memory/xl_ctx1024_b16.oom.sqlite.xz"])
+def test_whatif_has_no_step_to_replay_where_the_run_died_before_finishing_one(async_trace, sample):
+    """A run out of GPU memory in its first iteration finished no step (the report says "no step time
+    to speak of"): `whatif` replayed the iteration it died in, its span to the failure, as "median of 1
+    steady-state steps: measured 1,852.00 ms" and predicted savings on it. Now one line, exit 2, naming
+    the iteration SQL finds open around the first failed allocation; the MCP tool and the TUI ask the
+    same Profile.whatif."""
+    path = async_trace(SAMPLES / sample)
+    died, _ = _sql(path)
+    run = cli_process.run(["whatif", str(path), "speed:gemm=2"], text=True, cwd=ROOT, timeout=300)
+    assert run.returncode == 2 and not run.stdout, run.stdout
+    said = run.stderr.strip().splitlines()
+    assert len(said) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"ran out of GPU memory in {died} before it finished a step: no step to replay" in said[0]
+    with pytest.raises(NoSteps, match=f"in {died} before"):
+        Profile.open(path).whatif([])

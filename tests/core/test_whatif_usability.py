@@ -184,3 +184,20 @@ def test_a_finding_fix_refused_names_its_edit_and_the_finding():
     assert done.stderr.strip().splitlines() == [
         "nsight-tui: nohost:1ms (fix:host-bound-gap): no host time between CUDA calls while the GPU was idle, "
         "inside the steps, each at least 1ms"]
+
+
+def test_a_capture_without_steps_says_how_to_name_them(tmp_path):
+    """An export without step_N ranges whose kernels show no period either (here small_ctx128 with its
+    NVTX gone and 12 kernels left): whatif said "no steady-state step (step_N range) to replay", with
+    neither why none was inferred nor how to give it steps."""
+    from conftest import mutated_copy
+    from nsight_tui.parsers.replay.predict import NoSteps
+
+    path = mutated_copy(tmp_path, "no_steps", "DELETE FROM NVTX_EVENTS",
+                        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid > 12", src=SMALL)
+    with pytest.raises(NoSteps) as err:
+        predict(load_trace(path), ["speed:gemm=2"])
+    said = str(err.value)
+    assert "no NVTX range step_N names an iteration, and none was inferred from the kernel sequence (fewer than" in said
+    assert "name each iteration step_0, step_1, ... with an NVTX range (torch.cuda.nvtx.range_push" in said
+    assert "\n" not in said

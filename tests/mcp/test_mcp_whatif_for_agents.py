@@ -94,3 +94,24 @@ def test_a_finding_not_replayed_says_why_before_the_agent_asks_its_fix():
     edit, _, why = gap["not_replayed"].partition(": ")
     assert edit == "nohost:1ms" and why and f"{edit} (fix:host-bound-gap): {why}" in refused and "Traceback" not in refused
     assert "not_replayed" in next(t for t in tools if t.name == "findings").description
+
+
+def test_a_run_dead_before_its_first_step_has_nothing_to_replay_whatever_the_edit():
+    """The Qwen2 run out of GPU memory in step_0 (the report: no step time to speak of). The whatif
+    tool answered a prediction for the iteration it died in, and `fix:oom-batch` (one of the fixes its
+    report names) "no finding 'oom-batch' (found: host-bound-gap, launch-bound, elementwise-chain)",
+    findings the findings tool does not list. Each is now the one line that says why, before any fix
+    is looked up."""
+    oom = "sample_traces/thirdparty/oom_qwen2_b256.oom.sqlite.xz"
+    answers = asyncio.run(run_calls(params(oom, cwd=ROOT), {
+        "findings": ("findings", {"path": oom}),
+        "plain": ("whatif", {"path": oom}),
+        "speed": ("whatif", {"path": oom, "edits": ["speed:gemm=2"]}),
+        "oom_fix": ("whatif", {"path": oom, "edits": ["fix:oom-batch"]}),
+        "rule_fix": ("whatif", {"path": oom, "edits": ["fix:host-bound-gap"]}),
+    }))
+    assert answers.ok("findings")["findings"] == []
+    for key in ("plain", "speed", "oom_fix", "rule_fix"):
+        said = answers.error(key)
+        assert "ran out of GPU memory in step_0 before it finished a step: no step to replay" in said, said
+        assert "\n" not in said and "Traceback" not in said and "no finding" not in said

@@ -249,6 +249,13 @@ def _optimizer_edits(c: StepContext, f: Finding) -> list[str]:
     return out
 
 
+def _range_glob(name: str) -> str:
+    """A range's name as the RANGE of a `fuse:` edit: its glob characters taken literally, and a `,`
+    or `@` (the edit's own separators: an inferred stage is "later blocks, head and loss") matched by
+    `?`; as it was, the Lightning ResNet's chains made a fix its own parser refused ("bad edit")."""
+    return "".join("?" if ch in ",@" else ch for ch in _glob_escape(name))
+
+
 def _chain_edits(c: StepContext, f: Finding) -> list[str]:
     """`fuse:` the chains the rule found, one edit per range they ran in (their innermost; a chain in
     the step itself, the step): the kernel names its chains there are made of, with the rule's
@@ -261,7 +268,7 @@ def _chain_edits(c: StepContext, f: Finding) -> list[str]:
     names: dict[str, list[int]] = {}  # range -> kernel names, in the order first met
     for p, rid in elementwise_chains(c):
         leaf = range_path(c.model, rid).rsplit("/", 1)[-1]
-        mine = names.setdefault("step" if leaf == "step_N" else _glob_escape(leaf), [])
+        mine = names.setdefault("step" if leaf == "step_N" else _range_glob(leaf), [])
         mine += [k for k in dict.fromkeys(codes[p].tolist()) if k not in mine]
     # a `+` in a name is a plus sign, not the edit's separator
     limits = f"{threshold('chain_min_kernels'):g}+,<{threshold('chain_kernel_max_ns') / 1e3:g}us"

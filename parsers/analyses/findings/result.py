@@ -119,6 +119,7 @@ def findings_report(step_ns: float | None, steps: int, cpu_wait_ns: float | None
 
 
 def no_step(found: FindingsReport) -> FindingsReport:
-    """A run that ran out of memory before it finished a step has no step time to save: no findings."""
+    """A run that ran out of memory before it finished a step has no step time to save: no findings,
+    and no figure per step (the CPU's wait for the GPU was read over the iteration it died in)."""
     return replace(found, findings=[], present_no_saving=[], combined_saving_ms_per_step=0.0,
-                   overlap_ms_per_step=0.0, steps=0, step_ns=None, not_run=NO_STEP)
+                   overlap_ms_per_step=0.0, steps=0, step_ns=None, cpu_wait_ms_per_step=None, not_run=NO_STEP)
