@@ -393,9 +393,10 @@ def _drop(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     n_steps = max(sr.n_steps, 1)
     step_cpu_ns = int(g.delta_ns[pts[in_steps(g, sr)[pts]]].sum())
     ed.applied.append(Applied(
-        e.text, f"{int(hit.sum()):,} ops ({how}) dropped: {gpu_ns / 1e6:,.2f} ms of GPU time, the ops after them "
-        f"on their streams in order; {len(calls):,} launch calls gone with them ({cpu_ns / 1e6:,.2f} ms of CPU time "
-        f"inside those calls, {step_cpu_ns / n_steps / 1e6:,.3f} ms a step over the {sr.n_steps} steady steps; the "
+        e.text, f"{int(hit.sum()):,} ops ({how}) dropped: {gpu_ns / 1e6:,.2f} ms of GPU time over the capture, the ops "
+        f"after them on their streams in order; {len(calls):,} launch calls gone with them ({cpu_ns / 1e6:,.2f} ms of CPU "
+        f"time inside those calls over the capture, {step_cpu_ns / n_steps / 1e6:,.3f} ms a step over the {sr.n_steps} "
+        "steady steps; the "
         "host time around each call kept)"
         + (f"; {int(coupled.sum()):,} collectives of several ranks kept" if coupled.any() else "")))
 
@@ -572,6 +573,14 @@ def _number_and_scale(text: str) -> tuple[float, float] | None:
     return None
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _looks_like_duration(text: str) -> bool:
     """A number with a time unit, whether or not a usable one (`infms`, `-0ms`): not a range name."""
     return _number_and_scale(text) is not None
@@ -592,6 +601,9 @@ def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     host = (g.owner < 0) & (g.delta_ns > 0)
     host[[a for a, _ in g.thread_slices]] = False
     host[list(g.handoffs)] = False  # a thread waiting for another: no host work of its own
+    if _is_number(e.range.lstrip("-")):
+        raise EditError(f"{e.range!r} has no unit: a duration is a number with one of "
+                        f"{', '.join(u for u, _ in _UNITS)} ({e.range}ms, {e.range}us), a range an NVTX range's name")
     shorten = _duration_ns(e.range[1:]) if e.range.startswith("-") else None
     if shorten is not None:
         _nohost_shorten(g, sr, e, ed, host, pids, shorten)
@@ -1063,7 +1075,8 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     try:
         twin = load(path)
     except Exception as exc:  # the loader's own error says what is wrong with the file
-        raise EditError(f"kernels-from: cannot read {e.twin}: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+        said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise EditError(said if path.name in said else f"cannot read {e.twin}: {said}") from None
     for side, t in ((path.name, twin), (g.trace.path.name, g.trace)):
         if t.info.graphs_whole:
             raise EditError(f"kernels-from: {side} traced its CUDA graphs whole (nsys's default): their kernels are not "
@@ -1153,7 +1166,7 @@ def _kernels_from(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host
     # said, not judged: how many pairs share a name tells a twin of the same program (a TF32 pair: most)
     # from another program's capture (a few), which no threshold does (a memory format renames 2 in 3)
     note = (f"{matched:,} kernels and device copies take their twin's duration (matched by launch order and family, "
-            f"step by step; {int(same_name.sum()):,} kernels of them named alike in both)")
+            f"step by step; {int(same_name.sum()):,} of them named alike in both)")
     if replaced:
         note += f"; {replaced:,} without a counterpart take their block's total GPU time from the twin"
     if host.changed:

@@ -108,14 +108,14 @@ def test_steps_marked_for_a_process_are_walked_on_its_cuda_thread():
 
 def test_kernels_from_says_how_many_pairs_share_a_name(small):
     # the figure that tells a twin of this program from another program's capture: the kernels and
-    # device-to-device copies paired iteration by iteration, and of the kernels those launched under the
-    # same name in both (a capture paired with itself pairs every kernel and device copy of the export,
-    # SQL's counts, each kernel with its namesake)
+    # device-to-device copies paired iteration by iteration, and of them those of the same name and kind in
+    # both (a capture paired with itself pairs every kernel and device copy of the export, SQL's counts,
+    # each with its namesake)
     import re
 
     p = predict(small, [f"kernels-from:{SMALL}"])
     said = p.edits[0].changed
-    m = re.search(r"([\d,]+) kernels and device copies take their twin's duration .*?; ([\d,]+) kernels of them "
+    m = re.search(r"([\d,]+) kernels and device copies take their twin's duration .*?; ([\d,]+) of them "
                   r"named alike in both\)", said)
     assert m, said
     matched, alike = (int(x.replace(",", "")) for x in m.groups())
@@ -123,7 +123,7 @@ def test_kernels_from_says_how_many_pairs_share_a_name(small):
     kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]  # warm-ups paired too
     copies = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (8, 13)").fetchone()[0]
     con.close()
-    assert copies > 0 and matched == kernels + copies and alike == kernels
+    assert copies > 0 and matched == kernels + copies and alike == kernels + copies
 
 
 def test_steps_marked_for_a_process_move_with_the_edits(tmp_path):
@@ -201,3 +201,28 @@ def test_a_capture_without_steps_says_how_to_name_them(tmp_path):
     assert "no NVTX range step_N names an iteration, and none was inferred from the kernel sequence (fewer than" in said
     assert "name each iteration step_0, step_1, ... with an NVTX range (torch.cuda.nvtx.range_push" in said
     assert "\n" not in said
+
+
+@pytest.mark.parametrize("edit", ["nohost:5", "nohost:-5"])
+def test_a_duration_without_its_unit_says_so(small, edit):
+    """`nohost:5` was read as a range and answered "no NVTX range named '5'"."""
+    with pytest.raises(EditError) as err:
+        predict(small, [edit])
+    said = str(err.value)
+    assert "has no unit" in said and "5ms" in said and "no NVTX range" not in said
+
+
+def test_a_twin_that_is_not_there_is_said_once(small, tmp_path):
+    """`kernels-from:` a missing file said "kernels-from:X: kernels-from: cannot read X: X: no such file"."""
+    missing = tmp_path / "missing.sqlite"
+    with pytest.raises(EditError) as err:
+        predict(small, [f"kernels-from:{missing}"])
+    said = str(err.value)
+    assert said.count("kernels-from") == 1 and "no such file" in said and said.count("missing.sqlite") <= 2
+
+
+def test_drop_says_its_gpu_time_is_the_captures_and_its_cpu_time_a_step(small):
+    """`drop:` said "46.42 ms of GPU time" beside "1.408 ms a step": a total over the capture beside a
+    figure a step, the first not said to be one."""
+    said = predict(small, ["drop:*gemm*"]).edits[0].changed
+    assert "ms of GPU time over the capture" in said and "a step over the 3 steady steps" in said
