@@ -237,6 +237,37 @@ def test_gradient_accumulation_inside_the_workloads_own_step_ranges(captured, tm
         assert sum(str(texts[c]).startswith("layer_") for c in np.flatnonzero(model.parent == i)) == 4
 
 
+def test_gradient_accumulation_phases_against_python_per_step(captured):
+    """The accumulating ViT's report (a): its step is the optimizer step of `accumulation` micro-batches (its
+    record's config), each forward and backward range met that many times a step and said so; each phase's CPU
+    against Python's is the step's ranges summed (SQL over the export's own NVTX ranges) over Python's phase time,
+    which sums a step's micro-batches (its record), not one range's time against the step's sum (0.5)."""
+    from nsight_tui.parsers import Profile
+    from nsight_tui.render.report import single_markdown
+
+    path = captured(VIT_ACCUM)
+    record = python_clock(VIT_ACCUM)
+    k = record["config"]["accumulation"]
+    steps = [s for s in record["steps"] if s["name"].startswith("step_")]
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        ranges = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
+            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59""").fetchall()
+    bounds = [(b, e) for name, b, e in ranges if name in {s["name"] for s in steps}]
+    report = Profile.open(path).report()
+    assert report.timing.phases_per_step == {"forward": k, "backward": k} and report.timing.micro_batches == k
+    page = single_markdown(report)
+    page = page[page.index("## (a)"):page.index("## (b)")]  # the section comparing with Python's clock
+    assert f"Gradient accumulation: {k} forward and backward ranges a step" in page
+    for phase in ("forward", "backward", "optimizer"):
+        spans = [e - b for name, b, e in ranges if name == phase and any(s0 <= b <= s1 for s0, s1 in bounds)]
+        assert len(spans) == len(steps) * (k if phase != "optimizer" else 1)
+        python = np.mean([s["phases"][phase] for s in steps]) * 1e9
+        want = sum(spans) / len(steps) / python
+        label = f"{phase} (×{k} a step)" if phase != "optimizer" else phase
+        (row,) = [line for line in page.splitlines() if line.startswith(f"| {label} |")]
+        assert float(row.strip("|").split("|")[-1]) == pytest.approx(want, abs=0.0015)
+
+
 def test_a_record_that_clocks_each_micro_batch_is_summed_by_iteration(captured, tmp_path):
     """A Lightning Callback's on_train_batch_start/end fires once a micro-batch under accumulate_grad_batches, so a
     user's clock there records K entries a step (devruns/gpu_thirdparty_resnet_accum.log: 14 for 7 steps). Made
