@@ -187,7 +187,11 @@ def forward_time(a: dict) -> list[str]:
             n = r["instances"]
             cpu, gpu = r["range_ns"] / n, r["proj_ns"] / n
             label = name
-            if name == "step" and r.get("period_ns") is not None:
+            if name == "step" and (a.get("oom") or {}).get("steps_finished") == 0:
+                # the iteration the run died in: its spans, no step period (report's opening: no step time)
+                rows.append(["step (died: out of GPU memory, no step finished)", n, numbers.ms(cpu), numbers.ms(gpu),
+                             "–", numbers.ms(py), "–"])
+            elif name == "step" and r.get("period_ns") is not None:
                 label, period = "step (period)", r["period_ns"] / n
                 rows.append([label, n, numbers.ms(cpu), numbers.ms(gpu), numbers.ms(period), numbers.ms(py),
                              numbers.fixed(period / py if py else None)])
