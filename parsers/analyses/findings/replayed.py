@@ -427,9 +427,15 @@ def combined(trace: Trace, found: list[Finding], step_ms: float | None = None) -
             return None
         saved_ms = s.saving_ns / 1e6
     rest = [f for f in found if not f.replayed]
+    # an estimate of host time outside CUDA (slow steps that differ in nothing the export records) is the
+    # pauses a `nohost` edit in the replay already takes (a data loader's wait, every other step): not added
+    taken = [f for f in rest if f.evidence.get("host_only") and any(e.startswith("nohost") for e in edits)]
+    rest = [f for f in rest if f not in taken]
     extra = sum(f.saving_ms_per_step for f in rest)
     how = (f"one replay with {' '.join(edit_words(f.id, f.edits) for f in replayed)}"
-           + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else ""))
+           + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else "")
+           + (f"; {', '.join(f.id for f in taken)} not added: host time outside CUDA, the pauses `nohost` takes"
+              if taken else ""))
     left_ms = None if step_ms is None else max(0.0, step_ms - saved_ms)
     if left_ms is not None and extra > left_ms:  # estimates made on the whole step, applied to what is left of it
         extra = left_ms
