@@ -270,6 +270,25 @@ def test_gradient_accumulation_phases_against_python_per_step(captured):
         assert float(row.strip("|").split("|")[-1]) == pytest.approx(want, abs=0.0015)
 
 
+def test_gradient_accumulation_memory_rows_number_each_micro_batch(captured):
+    """The accumulating ViT's memory section: a phase met K times in one iteration (K its record's accumulation,
+    SQL: the backward ranges inside each iteration) is numbered #1..#K in time order, not the same path twice."""
+    from nsight_tui.parsers import Profile
+    from nsight_tui.render.report import single_markdown
+
+    path = captured(VIT_ACCUM)
+    k = python_clock(VIT_ACCUM)["config"]["accumulation"]
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        ranges = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
+            LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59""").fetchall()
+    (s0, s1), = [(b, e) for name, b, e in ranges if name == "warmup_0"]
+    assert sum(1 for name, b, _ in ranges if name == "backward" and s0 <= b <= s1) == k
+    page = single_markdown(Profile.open(path).report())
+    page = page[page.index("Where device memory was taken"):]
+    rows = [line.split("|")[1].strip() for line in page.splitlines()[4:] if line.startswith("| warmup_0/backward")]
+    assert rows == [f"warmup_0/backward #{i + 1}" for i in range(k)]
+
+
 def test_a_record_that_clocks_each_micro_batch_is_summed_by_iteration(captured, tmp_path):
     """A Lightning Callback's on_train_batch_start/end fires once a micro-batch under accumulate_grad_batches, so a
     user's clock there records K entries a step (devruns/gpu_thirdparty_resnet_accum.log: 14 for 7 steps). Made
