@@ -119,9 +119,31 @@ def section(answers: dict) -> list[str]:
     top = found[0]
     if top.get("rows"):
         keys = list(top["rows"][0])
-        out.append(tables.markdown(keys, [[r.get(k) for k in keys] for r in top["rows"]],
-                                   title=f"Evidence behind `{top['id']}`"))
+        scope = ([f"a row's count and time: over the {data['steps']} steady steps"]
+                 if "count" in keys and not any(k.endswith("_per_step") for k in keys) else [])
+        out.append(tables.markdown([evidence_header(k) for k in keys],
+                                   [[evidence_cell(k, r.get(k)) for k in keys] for r in top["rows"]],
+                                   title=f"Evidence behind `{top['id']}`", notes=scope))
     return out
+
+
+# an evidence row's durations (JSON `..._ns`, `..._ns_per_step`) said in ms; its instants (`start_ns`, `end_ns`:
+# the capture's clock) as they are
+_INSTANTS = ("start_ns", "end_ns")
+
+
+def _duration(key: str) -> bool:
+    return key not in _INSTANTS and (key.endswith("_ns") or key.endswith("_ns_per_step"))
+
+
+def evidence_header(key: str) -> str:
+    if not _duration(key):
+        return key
+    return key.replace("_ns_per_step", " ms/step") if key.endswith("_ns_per_step") else key[:-3] + " ms"
+
+
+def evidence_cell(key: str, value):
+    return numbers.ms(value) if _duration(key) and isinstance(value, (int, float)) else value
 
 
 def _cell(a: dict) -> str:

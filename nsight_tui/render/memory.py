@@ -96,12 +96,20 @@ def section(a: dict) -> list[str]:
         out.append(tables.markdown(["phase", "steps", "allocated at start", "allocated at end", "kept",
                                     "peak allocated", "peak reserved", "segments grown"], rows,
                                    title="Per phase (steady state)", notes=notes))
-    grown = [i for i in m.get("instances", []) if i["allocated_bytes"] or i["freed_bytes"]]
+    every = m.get("instances", [])
+    # a path met more than once (a phase per micro-batch under gradient accumulation) numbered in time order
+    times = {p: sum(1 for i in every if i["path"] == p) for p in {i["path"] for i in every}}
+    nth: dict[str, int] = {}
+    label = []
+    for i in every:
+        nth[i["path"]] = nth.get(i["path"], 0) + 1
+        label.append(i["path"] + (f" #{nth[i['path']]}" if times[i["path"]] > 1 else ""))
+    grown = [(i, name) for i, name in zip(every, label) if i["allocated_bytes"] or i["freed_bytes"]]
     if grown:
         out.append(tables.markdown(
             ["range instance", "allocated", "freed", "net", "held at start", "most held"],
-            [[safe.markdown(i["path"]), _b(i["allocated_bytes"]), _b(i["freed_bytes"]), _signed(i["net_bytes"]),
-              _b(i["in_use_start_bytes"]), _b(i["peak_bytes"])] for i in grown],
+            [[safe.markdown(name), _b(i["allocated_bytes"]), _b(i["freed_bytes"]), _signed(i["net_bytes"]),
+              _b(i["in_use_start_bytes"]), _b(i["peak_bytes"])] for i, name in grown],
             title="Where device memory was taken (nsys)",
             notes=["the iteration and phase instances that cudaMalloc'd or freed; the others took nothing from "
                    "the driver (the caching allocator reused its segments)"]))

@@ -177,6 +177,7 @@ def forward_time(a: dict) -> list[str]:
     the step: its period (start to the next step's start). Without phase syncs the GPU runs behind
     the CPU and the CPU span of a phase is not the time its work takes."""
     ranges, t = a["ranges"], a["timing"]
+    per_step = t.get("phases_per_step") or {}
     out = ["## (a) Forward time: CPU (NVTX span) vs GPU (its work's span) vs Python"]
     rows = []
     for name in ("forward", "backward", "optimizer", "step"):
@@ -186,7 +187,11 @@ def forward_time(a: dict) -> list[str]:
             n = r["instances"]
             cpu, gpu = r["range_ns"] / n, r["proj_ns"] / n
             label = name
-            if name == "step" and r.get("period_ns") is not None:
+            if name == "step" and (a.get("oom") or {}).get("steps_finished") == 0:
+                # the iteration the run died in: its spans, no step period (report's opening: no step time)
+                rows.append(["step (died: out of GPU memory, no step finished)", n, numbers.ms(cpu), numbers.ms(gpu),
+                             "–", numbers.ms(py), "–"])
+            elif name == "step" and r.get("period_ns") is not None:
                 label, period = "step (period)", r["period_ns"] / n
                 rows.append([label, n, numbers.ms(cpu), numbers.ms(gpu), numbers.ms(period), numbers.ms(py),
                              numbers.fixed(period / py if py else None)])
@@ -195,11 +200,19 @@ def forward_time(a: dict) -> list[str]:
                     rows.append(["step (own: start to its work's end)", n, "", "", numbers.ms(own), numbers.ms(py),
                                  numbers.fixed(own / py if py else None)])
             else:
+                k = per_step.get(name, 1)  # its ranges a step (gradient accumulation): Python's time is the step's sum
+                if k > 1:
+                    label = f"{name} (×{k} a step)"
                 rows.append([label, n, numbers.ms(cpu), numbers.ms(gpu), "", numbers.ms(py),
-                             numbers.fixed(cpu / py if py else None)])
+                             numbers.fixed(k * cpu / py if py else None)])
     if rows:
         out.append(tables.markdown(["range", "instances", "CPU ms / instance", "GPU ms / instance",
                                     "period ms / step", "Python ms (mean)", "CPU or period / Python"], rows))
+        if per_step.get("forward", 1) > 1:
+            k = per_step["forward"]
+            out.append(f"_Gradient accumulation: {k} forward and backward ranges a step, one optimizer step: a step is "
+                       f"one optimizer step over {k} micro-batches. Python's phase times sum a step's micro-batches: "
+                       f"CPU / Python compares {k} × the CPU per instance with them._\n")
         if t.get("gpu_lags"):
             out.append("_The GPU runs behind the CPU in this capture (no synchronise at phase ends): a range's "
                        "CPU span is when the CPU issued its work, its GPU time when that work ran; the step is "

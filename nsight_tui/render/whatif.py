@@ -309,9 +309,12 @@ def whatif_markdown(p) -> str:
     out.append("")
     if p.edits:
         out += ["## Edits", ""]
+        said: set[str] = set()  # an assumption several edits share (a graph per phase) said once
         for a in p.edits:
-            out.append(f"- `{md(edit_shown(a.edit))}`: {md(a.changed)}"
-                       + (f" (assumes {md(a.assumption)})" if a.assumption else ""))
+            assumes = "" if not a.assumption else (" (assumes the same as above)" if a.assumption in said
+                                                    else f" (assumes {md(a.assumption)})")
+            said.add(a.assumption or "")
+            out.append(f"- `{md(edit_shown(a.edit))}`: {md(a.changed)}{assumes}")
         out += ["", "## Predicted step (estimated, replay)", ""]
         rng = (f" (between {_ms(p.low_ns)} and {_ms(p.high_ns)} ms)" if p.low_ns != p.high_ns else "")
         out.append(f"**{_ms(p.step_ns)} ms per step**{rng}: {saving_words(p)}, {md(clock_clause(p))}.")
@@ -357,7 +360,7 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
                   f"{clock_clause(p)}"))
     if range_parts(p):
         lines.append(("of the range", range_parts(p)))
-    for a in [*p.assumptions, p.cpu_assumption]:
+    for a in dict.fromkeys([*p.assumptions, p.cpu_assumption]):  # one line for an assumption edits share
         if a:
             lines.append(("assumes", a))
     share = p.saving_ns / base if base else 0.0

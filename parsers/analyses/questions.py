@@ -197,6 +197,14 @@ class Timing:
     gpu_lags: bool
     python_step_mean_ns: int | None
     python_phase_mean_ns: dict[str, int]
+    # a phase's ranges in each steady step where every step holds the same number, more than one: gradient
+    # accumulation (forward and backward once per micro-batch, one optimizer: the step is the optimizer step)
+    phases_per_step: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def micro_batches(self) -> int:
+        """Forward ranges a step (1 without gradient accumulation)."""
+        return self.phases_per_step.get("forward", 1)
 
 
 def _clock_covers(rows: list[StepTiming]) -> str | None:
@@ -246,6 +254,12 @@ def timing(trace: Trace, model: RangeModel) -> Timing:
                                    nvtx_over_python=nvtx[name] / py if py else None,
                                    period_over_python=period[name] / py if py else None,
                                    own_over_python=own[name] / py if py else None))
+    steps = steps_of(model)
+    per_step = {}
+    for ph in PHASES:
+        counts = {len(steps.phase(ph, np.array([i]))) for i in steps.steady.tolist()}
+        if len(counts) == 1 and (k := counts.pop()) > 1:
+            per_step[ph] = k
     phase_py = {}
     for ph in PHASES:
         vals = [s["phases"][ph] for s in record
@@ -262,4 +276,5 @@ def timing(trace: Trace, model: RangeModel) -> Timing:
         gpu_lags=times.gpu_lags(),
         python_step_mean_ns=int(np.mean([r.python_ns for r in rows])) if rows else None,
         python_phase_mean_ns=phase_py,
+        phases_per_step=per_step,
     )

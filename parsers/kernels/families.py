@@ -229,7 +229,7 @@ RULES: tuple[Rule, ...] = (
     # --- convolutions: before GEMM, whose words (implicit_gemm, sgemm, cutlass) they contain -----
     _r(
         "convolution",
-        r"(?i)[_\d](?:fprop|dgrad|wgrad)_|(?:dgrad|wgrad|fprop)(?:2d|3d)?_(?:engine|grouped|direct)|"
+        r"(?i)[_\d](?:fprop|dgrad|wgrad)_|(?:dgrad|wgrad|fprop)(?:2d|3d)?_(?:engine|grouped|direct)|(?:dgrad|wgrad)[123]d_|"
         r"implicit_?(?:gemm_?)?conv|ImplicitGemmConvolution|(?:implicit|explicit)_convolve|"
         r"convolve_\w{0,64}sgemm|conv(?:1d|2d|3d)_|conv_depthwise|depthwise_?conv|winograd|"
         r"fft2d_(?:r2c|c2r)|(?:im2col|col2im|vol2col|col2vol)_kernel|cudnn::cnn::|"
@@ -242,7 +242,9 @@ RULES: tuple[Rule, ...] = (
         "legacy volta_scudnn_* implicit GEMMs, Winograd and FFT kernels, PyTorch's depthwise "
         "and im2col kernels from public profiles; a Lightning ResNet-50's bf16 ones (sm90_xmma_*grad*, "
         "cutlass_tensorop_bf16_s16816fprop_*, cudnn::cnn::reduce_wgrad_nchw_helper, the workspace init of "
-        "its implicit-GEMM wgrad). After attention (cuDNN SDPA names hold "
+        "its implicit-GEMM wgrad); timm ConvNeXt's depthwise 7x7 in bf16 channels-last, forward "
+        "conv2d_c1_k1_nhwc_specialized and its backward dgrad2d_c1_k1_nhwc_specialized, wgrad2d_c1_k1_nhwc(_reduce) "
+        "(bare names, 14% of the backward read as other). After attention (cuDNN SDPA names hold "
         "'fprop'), before GEMM (these names hold 'gemm', 'sgemm', 'cutlass').",
         "sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x16x64"
         "_stage1_warpsize4x1x1_g1_tensor16x8x8_alignc4_execute_kernel__5x_cudnn",
@@ -276,6 +278,10 @@ RULES: tuple[Rule, ...] = (
         "long, long, long, long, long, long, T1 *)",
         "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>"
         "(T1::Params)",
+        "conv2d_c1_k1_nhwc_specialized",
+        "dgrad2d_c1_k1_nhwc_specialized",
+        "wgrad2d_c1_k1_nhwc",
+        "wgrad2d_c1_k1_nhwc_reduce",
         "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x64x64_warpgroupsize1x1x1"
         "_g1_execute_segment_k_off_kernel__5x_cudnn",
         "void cudnn::cnn::reduce_wgrad_nchw_helper<float, __nv_bfloat16>(void *, const void *, T1, int, int)",

@@ -411,8 +411,8 @@ def _decode_nvjet(name: str) -> dict | None:
         kind="nvjet",
         op="gemm",
         arch=m.group("arch"),
-        tile=f"{m.group('m')}x{m.group('n')}x{m.group('k')}",
-        stages=int(m.group("s")),
+        tile=f"{m.group('m')}x{m.group('n')}" + (f"x{m.group('k')}" if m.group("k") else ""),
+        stages=int(m.group("s")) if m.group("s") else None,
         cluster=m.group("cluster"),
         layout=m.group("layout").lower(),
         layout_c=m.group("c").lower(),
@@ -436,9 +436,13 @@ def _decode_nvjet(name: str) -> dict | None:
 # elements). The extended name is '[{C type}_]{accum letter}{mma shape}{math type}gemm[_{A type}]'.
 # In our traces cuBLAS itself launches these: each call is followed on the same stream by
 # cublasLt::splitKreduce_kernel (175/175 in small_ctx128_threads, 200/200 in small_ctx128_graphs).
+# cuBLAS's Turing-generation kernels leave the `_KxS` out: `cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_nt_align1`
+# (bf16 in and out, fp32 accumulate, mma 16x8x8 on the tensor cores: the batched matmuls of timm's
+# manual attention under bf16 autocast, /work/wt/vitattn's bf16 `manual` captures); read as no GEMM
+# name, they were taken for fp32 on CUDA cores.
 _CUTLASS2 = re.compile(
     r"cutlass_(?P<arch>\d+)_(?P<opclass>simt|tensorop|wmma_tensorop|sparse_tensorop)_"
-    r"(?P<ext>\w{1,64}?)_(?P<m>\d+)x(?P<n>\d+)_(?P<k>\d+)x(?P<s>\d+)_(?P<layout>[nt]{2})"
+    r"(?P<ext>\w{1,64}?)_(?P<m>\d+)x(?P<n>\d+)(?:_(?P<k>\d+)x(?P<s>\d+))?_(?P<layout>[nt]{2})"
     r"(?:_align(?P<align>\d+))?(?P<rest>\w*)"
 )
 _CUTLASS_EXT = re.compile(
@@ -458,8 +462,8 @@ def _decode_cutlass2(name: str) -> dict | None:
         arch=f"sm{m.group('arch')}",
         math="simt" if opclass == "simt" else "tensorop",
         precision=m.group("ext"),
-        tile=f"{m.group('m')}x{m.group('n')}x{m.group('k')}",
-        stages=int(m.group("s")),
+        tile=f"{m.group('m')}x{m.group('n')}" + (f"x{m.group('k')}" if m.group("k") else ""),
+        stages=int(m.group("s")) if m.group("s") else None,
         layout=m.group("layout"),
     )
     if m.group("align"):

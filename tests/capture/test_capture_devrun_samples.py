@@ -58,7 +58,7 @@ def test_each_replay_pair_differs_by_its_one_change(pair):
 
 def test_third_party_records_sit_beside_each_export():
     exports = sorted(THIRD.glob("*.sqlite.xz"))
-    assert len(exports) == 12
+    assert len(exports) == 13
     for export in exports:
         stem = export.name[: -len(".sqlite.xz")]
         base = stem[: -len(".oom")] if stem.endswith(".oom") else stem

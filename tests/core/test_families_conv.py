@@ -21,7 +21,11 @@ _SQL = {
     "convolution": "(s.value LIKE '%cudnn%' AND (s.value LIKE '%fprop%' OR s.value LIKE '%dgrad%' "
                    "OR s.value LIKE '%wgrad%' OR s.value LIKE '%Convolution%' OR s.value LIKE '%ReduceSplitK%' "
                    "OR s.value LIKE '%implicit_gemm%')) "
-                   "OR s.value LIKE 'void implicit_convolve_sgemm%'",
+                   "OR s.value LIKE 'void implicit_convolve_sgemm%' OR s.value LIKE 'void precomputed_convolve_sgemm%' "
+                   "OR s.value LIKE '%cudnn::cnn::%' "
+                   # cuDNN's depthwise kernels under bare names (timm ConvNeXt's 7x7, channels-last, bf16)
+                   "OR s.value LIKE 'conv2d\\_c%' ESCAPE '\\' OR s.value LIKE 'dgrad2d\\_c%' ESCAPE '\\' "
+                   "OR s.value LIKE 'wgrad2d\\_c%' ESCAPE '\\'",
     "layout": "s.value LIKE '%cudnn::engines_precompiled::nchwToNhwc%' "
               "OR s.value LIKE '%cudnn::engines_precompiled::nhwcToNchw%'",
     "gemm": "s.value LIKE '%\\_cublas' ESCAPE '\\' OR s.value LIKE '%cutlass::Kernel2<cutlass_80_simt_sgemm%' "
@@ -31,7 +35,9 @@ _SQL = {
 
 # a Lightning ResNet-50 in bf16 (sample_traces/thirdparty): cuDNN's sm90 kernels, 1x1 convs as nvJet GEMMs
 RESNET = ["lightning_resnet50_b32", "lightning_resnet50_b32_channels_last"]
-FOLDER = {**{s: "hw" for s in CONV}, **{s: "thirdparty" for s in RESNET}}
+# timm ConvNeXt-tiny, bf16: its depthwise 7x7's backward (dgrad2d_/wgrad2d_c1_k1_nhwc*) read as "other"
+CONVNEXT = "timm_convnext_tiny_b32"
+FOLDER = {**{s: "hw" for s in CONV}, **{s: "thirdparty" for s in (*RESNET, CONVNEXT)}}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +52,7 @@ def _sql_time(path, where: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("stem,family", [(s, f) for s in CONV for f in sorted(_SQL)]
-                         + [(s, "convolution") for s in RESNET] + [(RESNET[0], "layout")])
+                         + [(s, "convolution") for s in (*RESNET, CONVNEXT)] + [(RESNET[0], "layout")])
 def test_conv_capture_families_match_sql(conv, stem, family):
     path = conv(stem)
     count, ns = _sql_time(path, _SQL[family])

@@ -82,3 +82,33 @@ def test_idle_inside_graph_replays_is_not_counted():
     f = _raw(path)
     assert f.evidence["launch_bound_in_graph_replays_ns_per_step"] > 0
     assert f.saving_ms_per_step * 1e6 == pytest.approx(per_step, rel=1e-9)
+
+
+def test_a_graph_takes_the_launches_not_the_loops_wait_on_its_data_loader(async_trace):
+    """A ResNet-18 fed by a DataLoader with too few workers (sample_traces/loader: every other step waits on the
+    next batch). Graphing is the fix of the launches inside the model's phases; the loop's own time in each step
+    outside its forward, backward and optimizer ranges (SQL over the export's NVTX: the batch's fetch) is no
+    graph's, so launch-bound saves at most the step less that, and the data loader's gap leads the findings."""
+    from conftest import SAMPLES
+
+    path = async_trace(SAMPLES / "loader" / "torchvision_resnet18_w2_b32.sqlite.xz")
+    con = ro(path)
+    named = con.execute("""SELECT coalesce(e.text, s.value), e.start, e.end FROM NVTX_EVENTS e
+        LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59""").fetchall()
+    con.close()
+    outside = []
+    periods = []
+    step_ranges = sorted((b, e) for name, b, e in named if name.startswith("step_"))
+    for i, (b, e) in enumerate(step_ranges):
+        inner = sum(pe - pb for name, pb, pe in named if name in ("forward", "backward", "optimizer") and b <= pb < e)
+        outside.append(e - b - inner)
+        if i + 1 < len(step_ranges):
+            periods.append(step_ranges[i + 1][0] - b)
+    loop_ms = sum(outside) / len(outside) / 1e6
+    step_ms = sum(periods) / len(periods) / 1e6
+    assert loop_ms > 0.5 * step_ms  # the loader's wait: most of the step
+    found = findings(load_trace(path))
+    launch = next(f for f in found if f.id == RULE)
+    assert launch.edits == ["graph:forward", "graph:backward", "graph:optimizer"]
+    assert 0 < launch.saving_ms_per_step <= step_ms - loop_ms
+    assert found[0].id == "host-bound-gap"

@@ -130,6 +130,37 @@ def test_all_fixes_together_never_exceed_the_step(async_trace, monkeypatch):
     assert layout["replayed"] and layout["edits"] == ["drop:layout@step"]
 
 
+def test_all_fixes_together_leave_a_loader_bound_step_its_kernels(async_trace):
+    """A ResNet-18 whose DataLoader has too few workers (sample_traces/loader): every other step is slow, and
+    slow for host time outside CUDA alone (warmup-in-window, an estimate) which is the loader's wait the replayed
+    `nohost` already takes (host-bound-gap). Together the fixes cannot leave less than the step's own kernels
+    (SQL: the union of its kernels' time inside the steps, per step); the estimate added on top claimed the whole
+    step (69.86 of 69.86 ms)."""
+    import sqlite3
+
+    from nsight_tui.parsers.analyses.findings import answers
+
+    path = async_trace(SAMPLES / "loader" / "torchvision_resnet18_w2_b32.sqlite.xz")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        steps = sorted(con.execute("""SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+            WHERE coalesce(e.text, s.value) GLOB 'step_[0-9]*'""").fetchall())
+        kernels = sorted(con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall())
+    busy, reach = 0, 0
+    for b, e in kernels:  # union of kernel time inside the steps
+        lo = max(b, reach)
+        if e > lo and any(s0 <= b < s1 for s0, s1 in steps):
+            busy += e - lo
+        reach = max(reach, e)
+    kernels_ms = busy / len(steps) / 1e6
+    doc = findings_json(answers(load_trace(path)))
+    step_ms = doc["step_ns"] / 1e6
+    slow = next(f for f in doc["findings"] if f["id"] == "warmup-in-window")
+    assert not slow["replayed"] and slow["evidence"]["host_only"]
+    assert "host-bound-gap" in {f["id"] for f in doc["findings"] if f["replayed"]}
+    assert 0 < doc["combined_saving_ms_per_step"] <= step_ms - kernels_ms
+    assert "warmup-in-window not added" in doc["combined_basis"]
+
+
 def test_a_long_edit_is_named_by_its_fix_id_in_the_report():
     """The elementwise-chain rule's fuse patterns (kilobytes of kernel-name globs on a third-party
     trainer) made the basis, fix and "together" cells walls of text: sentences name them `fix:ID`,

@@ -103,3 +103,26 @@ def test_whatif_has_no_step_to_replay_where_the_run_died_before_finishing_one(as
     assert f"ran out of GPU memory in {died} before it finished a step: no step to replay" in said[0]
     with pytest.raises(NoSteps, match=f"in {died} before"):
         Profile.open(path).whatif([])
+
+
+def test_the_report_gives_the_iteration_a_run_died_in_no_step_period(thirdparty):
+    """The Qwen2 run that died in its first forward (its record: no step, step_0 failed with status oom): the
+    report's (a) row for it says it died and gives no period or ratio to a step, only its spans (CPU: the
+    step_0 range's own, SQL)."""
+    import json
+
+    from nsight_tui.render.report import single_markdown
+
+    record = json.loads((SAMPLES / "thirdparty" / "oom_qwen2_b256.steps.json").read_text())
+    assert record["steps"] == [] and [s["status"] for s in record["failed_steps"]] == ["oom"]
+    died = record["failed_steps"][0]["name"]
+    path = thirdparty("oom_qwen2_b256.oom")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        (span,) = db.execute(f"SELECT end - start FROM {NAMED} WHERE name = ?", (died,)).fetchone()
+    page = single_markdown(Profile.open(path).report())
+    page = page[page.index("## (a)"):page.index("## (b)")]
+    (row,) = [line for line in page.splitlines() if line.startswith("| step")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[0] == "step (died: out of GPU memory, no step finished)"
+    assert float(cells[2].replace(",", "")) == pytest.approx(span / 1e6, abs=0.001)
+    assert cells[4] == "–" and cells[6] == "–"

@@ -41,7 +41,7 @@ def exported(async_trace, tmp_path_factory):
 
 
 def test_the_set_is_the_one_the_readme_lists():
-    assert len(CASES) == 15 and ("thirdparty", "hf_generate_llama_static") in CASES
+    assert len(CASES) == 16 and ("thirdparty", "hf_generate_llama_static") in CASES
 
 
 @pytest.mark.parametrize("folder,stem", CASES, ids=[f"{f}/{s}" for f, s in CASES])

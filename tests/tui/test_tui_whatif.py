@@ -85,7 +85,8 @@ def test_w_shows_the_findings_fix_replayed_with_its_range_and_what_holds_the_ste
             assert screen.progress_seen[-1] == "replayed"
             assert f"step: {period_ms:,.2f} ms measured" in text
             p = screen.view.prediction
-            assert p.edits and p.edits[0].edit == "graph" == finding.edits[0]
+            # the phases graphed, each its own graph (the loop's host work between them is no graph's)
+            assert p.edits and p.edits[0].edit == "graph:forward" == finding.edits[0]
             # the graph edit rests on figures measured elsewhere: a range, and what it assumes
             assert p.low_ns < p.high_ns
             assert f"predicted: {p.step_ns / 1e6:,.2f} ms per step" in text

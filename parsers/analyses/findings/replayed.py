@@ -15,6 +15,7 @@ from nsight_tui.parsers.analyses.findings.thresholds import threshold
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import api_display_name
 from nsight_tui.parsers.read.load import Trace
+from nsight_tui.parsers.read.conventions import PHASES
 from nsight_tui.parsers.replay.edits import EditError
 from nsight_tui.parsers.replay.predict import saving
 
@@ -230,6 +231,18 @@ def _decode_edits(c: StepContext, f: Finding) -> list[str]:
     return [f"speed:gemm@decode=1..{_factor(central)}..{_factor(high)}"]
 
 
+def _launch_edits(c: StepContext, f: Finding) -> list[str]:
+    """The step's GPU work as CUDA graphs, the per-launch CPU cost gone: in a training step (a backward range, the
+    export's or inferred), each of forward / backward / optimizer one graph (what torch.compile(mode=
+    "reduce-overhead") or torch.cuda.graphs capture: the model's and the optimizer's launches), the loop's own host
+    work between them left as it ran (a graph replays launches, not the Python that waits on the next batch: a
+    loader with too few workers held 52 ms of a 70 ms step there, which graphing the whole step took away); else
+    (an inference loop: a token's forward and its sampling graphed together) the step as one graph."""
+    if not len(c.phase("backward")):
+        return ["graph"]
+    return [f"graph:{p}" for p in PHASES if len(c.phase(p))]
+
+
 def _sync_edits(c: StepContext, f: Finding) -> list[str]:
     """`nosync:CALL` for each blocking call the finding names (a `.item()` is a cudaStreamSynchronize)."""
     calls = sorted({api_display_name(str(r["call"])) for r in f.rows if r.get("call")})
@@ -279,7 +292,7 @@ def _chain_edits(c: StepContext, f: Finding) -> list[str]:
 # Each rule whose fix the replay can express, and the edits that are that fix; every other rule is in
 # NO_EDIT with the reason (a test holds the two to all the rules).
 EDITS = {
-    "launch-bound": lambda c, f: ["graph"],  # the step as one CUDA graph: the per-launch CPU cost gone
+    "launch-bound": _launch_edits,
     "host-bound-gap": lambda c, f: [f"nohost:{threshold('host_gap_min_ns') / 1e6:g}ms"],  # the pauses it names
     "sync-stall": _sync_edits,
     "sync-memcpy": lambda c, f: ["nosync:cudaMemcpy*"],
@@ -421,9 +434,15 @@ def combined(trace: Trace, found: list[Finding], step_ms: float | None = None) -
             return None
         saved_ms = s.saving_ns / 1e6
     rest = [f for f in found if not f.replayed]
+    # an estimate of host time outside CUDA (slow steps that differ in nothing the export records) is the
+    # pauses a `nohost` edit in the replay already takes (a data loader's wait, every other step): not added
+    taken = [f for f in rest if f.evidence.get("host_only") and any(e.startswith("nohost") for e in edits)]
+    rest = [f for f in rest if f not in taken]
     extra = sum(f.saving_ms_per_step for f in rest)
     how = (f"one replay with {' '.join(edit_words(f.id, f.edits) for f in replayed)}"
-           + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else ""))
+           + (f", plus the estimates of {', '.join(f.id for f in rest)}" if rest else "")
+           + (f"; {', '.join(f.id for f in taken)} not added: host time outside CUDA, the pauses `nohost` takes"
+              if taken else ""))
     left_ms = None if step_ms is None else max(0.0, step_ms - saved_ms)
     if left_ms is not None and extra > left_ms:  # estimates made on the whole step, applied to what is left of it
         extra = left_ms

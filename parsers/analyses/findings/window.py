@@ -27,5 +27,7 @@ def warmup_in_window(c: StepContext) -> Finding | None:
         f"the slow steps' time above the median step, spread over the steps; {r.evidence}",
         WARMUP_FIX if r.pattern == LEADING else STALL_FIX,
         {"slow_steps": len(r.slow), "median_step_ns": r.median_step_ns, "pattern": r.pattern,
-         "period_steps": r.period_steps},
+         "period_steps": r.period_steps,
+         # the slow steps differ in nothing the export records: their extra time is the host's, outside CUDA
+         "host_only": not r.differs},
         [{"step": int(i), "step_ns": int(d)} for i, d in zip(r.slow, r.slow_ns)], int(c.t0[first]), int(c.t1[first]))

@@ -34,7 +34,7 @@ class DecodeLoop:
     calls: int  # steady calls measured
     tokens_per_call: int  # decode steps per call (the prefill's first token not counted)
     step_kernels: int  # kernels per decode step
-    prefill_ns: int  # median over the calls: the call's first kernel start to the first decode step's start
+    prefill_ns: int  # median over the calls: the call's first kernel start to its first token (basis says where that is)
     median_ns: int  # per-token decode latency, median over every decode step of the steady calls
     p90_ns: int
     mean_ns: int
@@ -53,11 +53,14 @@ class DecodeLoop:
 
     @property
     def basis(self) -> str:
-        step = ("one CUDA graph replay per token: a decode step from one replay's first kernel to the next's (the "
-                "last to the call's last kernel)" if self.graph else
-                "a decode step from one occurrence of the per-token kernel to the next")
-        return (f"GPU clock: {step}; the prefill (time to the first token) from the call's first kernel to the first "
-                "decode step's, the host's set-up of that step included")
+        if self.graph:
+            return ("GPU clock: one CUDA graph replay per token: a decode step from the end of one token's sampling (the "
+                    "kernels that follow every replay alike) to the next's, its host's set-up and its replay between; "
+                    "the prefill (time to the first token) from the call's first kernel to the end of the prefill's own "
+                    "token sampling")
+        return ("GPU clock: a decode step from one occurrence of the per-token kernel to the next; the prefill (time to "
+                "the first token) from the call's first kernel to the first decode step's, the host's set-up of that "
+                "step included")
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,34 @@ def graph_replays(seq: KernelSequence, a: int, b: int) -> tuple[np.ndarray, int]
     return (pos, size) if len(pos) >= MIN_TOKENS + 1 else None
 
 
+def graph_steps(seq: KernelSequence, a: int, b: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The decode steps of the call [a, b) where each token is one CUDA graph replay: each step's first kernel
+    (the host's set-up of its replay, after the previous token's sampling) and the last kernel of each token's
+    sampling, the prefill's first: (firsts, lasts), len(lasts) = len(firsts) + 1. A token's sampling is the
+    kernels after its replay alike to those after the call's last replay (the last token's: argmax, the
+    stopping check); the prefill's is the window of the kernels before the first replay most alike them, at
+    least TAIL_ALIKE. None where either is not found: the steps are then their replays alone.
+
+    A static cache's first replay waits on the host's set-up of the decode (11 ms on the committed Llama, past
+    its first token's sampling at 19 ms): the token is out at its sampling, as the workload's own clock says
+    (its StoppingCriteria's first call, 21.6 ms from the call's start on the host)."""
+    found = graph_replays(seq, a, b)
+    if found is None:
+        return None
+    pos, size = found
+    length = min(call_start(seq, pos), b) - (int(pos[-1]) + size)
+    first = int(pos[0])
+    if length <= 0 or first - a < length:
+        return None
+    tail = seq.codes[int(pos[-1]) + size:int(pos[-1]) + size + length]
+    share = (np.lib.stride_tricks.sliding_window_view(seq.codes[a:first], length) == tail).mean(axis=1)
+    if share.max() < TAIL_ALIKE:
+        return None
+    prefill_last = a + int(np.flatnonzero(share == share.max())[-1]) + length - 1
+    lasts = np.minimum(pos + size + length - 1, b - 1)
+    return np.r_[prefill_last + 1, lasts[:-1] + 1].astype(np.int64), np.r_[prefill_last, lasts].astype(np.int64)
+
+
 def step_mark(seq: KernelSequence, a: int, b: int, template: np.ndarray, op_names: list[str], layers) -> StepMark | None:
     """How the decode steps of the iteration [a, b) (its name codes `template`) are told; None: a
     training iteration, or no decode loop."""
@@ -132,6 +163,9 @@ def step_mark(seq: KernelSequence, a: int, b: int, template: np.ndarray, op_name
 def decode_steps(seq: KernelSequence, a: int, b: int, mark: StepMark) -> np.ndarray:
     """The positions where each decode step of the call [a, b) begins (the prefill not one of them)."""
     if mark.graph:
+        steps = graph_steps(seq, a, b)
+        if steps is not None:
+            return steps[0]
         found = graph_replays(seq, a, b)
         return found[0] if found is not None else np.zeros(0, dtype=np.int64)
     pos = a + np.flatnonzero(seq.codes[a:b] == mark.code)
@@ -164,13 +198,18 @@ def find_decode(seq: KernelSequence, starts: np.ndarray, ends: np.ndarray, stead
     for a, b, ok in zip(starts.tolist(), ends.tolist(), steady):
         if not ok:
             continue
-        pos = decode_steps(seq, a, b, mark)
+        steps = graph_steps(seq, a, b) if mark.graph else None
+        pos = steps[0] if steps is not None else decode_steps(seq, a, b, mark)
         if len(pos) < MIN_TOKENS:
             continue
-        times = seq.gpu_start[pos].astype(np.int64)
-        prefills.append(int(times[0] - seq.gpu_start[a]))
-        if mark.graph:  # the last replay: to the call's last kernel's end (the last token's sampling too)
-            times = np.append(times, int(seq.gpu_end[a:b].max()))
+        if steps is not None:  # from one token's sampling's end to the next's, the prefill's first
+            times = seq.gpu_end[steps[1]].astype(np.int64)
+            prefills.append(int(times[0] - seq.gpu_start[a]))
+        else:
+            times = seq.gpu_start[pos].astype(np.int64)
+            prefills.append(int(times[0] - seq.gpu_start[a]))
+            if mark.graph:  # the last replay: to the call's last kernel's end (the last token's sampling too)
+                times = np.append(times, int(seq.gpu_end[a:b].max()))
         decode = np.diff(times)
         tokens += decode.tolist()
         per_call.append(len(decode))
