@@ -51,7 +51,7 @@ def test_diff_view_tree_and_export_match_sql(tmp_path, tui, md_tables):
             screen = app.screen
             assert type(screen).__name__ == "DiffScreen"
             text = ui.text()
-            assert "diff: small_ctx128.sqlite → small_ctx128_fused.sqlite" in text
+            assert "Δ = B − A · small_ctx128.sqlite → small_ctx128_fused.sqlite" in text
             assert "B slower" in text  # the fused run's NVTX step is slower by 0.3% on these captures
             lines = [ln for ln in text.splitlines() if "computing_softmax" in ln]
             assert len(lines) == 2 and all("removed" in ln for ln in lines)  # warmup_N and step_N
@@ -175,7 +175,7 @@ def test_files_view_baseline_and_diff_keys(tmp_path, tui):
             await ui.settle()
             assert type(app.screen).__name__ == "DiffScreen"
             assert (app.screen.a, app.screen.b) == (MANUAL, FUSED)
-            assert "diff: small_ctx128.sqlite → small_ctx128_fused.sqlite" in ui.text()
+            assert "Δ = B − A · small_ctx128.sqlite → small_ctx128_fused.sqlite" in ui.text()
             await ui.press("escape")
             assert type(app.screen).__name__ == "FilesScreen"
 
@@ -194,3 +194,17 @@ def test_diff_flag_bad_input_is_one_line(tmp_path):
         proc = _cli(*args)
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_the_diffs_basis_is_on_screen_at_80x24(tui):
+    """Every figure of the diff is per step (or per capture): at 80x24 the crumb cut the basis off
+    after the two file names (`diff: A.sqlite → B.sqlite · Δ = B − A · per step (…` lost its end)."""
+    async def body():
+        async with tui([MANUAL, FUSED], size=(80, 24), diff=True) as ui:
+            await ui.until(lambda: type(ui.screen).__name__ == "DiffScreen" and ui.screen.view is not None,
+                           "the diff", timeout=120)
+            await ui.settle()
+            crumb = next(line for line in ui.text().splitlines() if line.strip().startswith("diff"))
+            assert "per step (" in crumb and "Δ = B − A" in crumb
+
+    run(body())

@@ -268,3 +268,36 @@ def test_every_findings_detail_is_whole_at_80x24(tui, stem):
                 await ui.press("j")
 
     run(body())
+
+
+def test_with_no_finding_the_footer_dims_the_keys_that_need_one(tui, tmp_path):
+    """No finding (no steady-state steps here; an out-of-memory run alike): the footer offered
+    `enter Open` and `w What if` as working keys, and both did nothing. They show dimmed, and
+    come back where a filter that hid every finding is undone."""
+    path = mutated_copy(tmp_path, "no_steps", "UPDATE NVTX_EVENTS SET text = replace(text, 'step_', 'iter_')",
+                        "UPDATE StringIds SET value = replace(value, 'step_', 'iter_')")
+
+    def enabled(ui) -> dict[str, bool]:
+        return {b.action: on for _ns, b, on, _tip in ui.screen.active_bindings.values()
+                if b.action in ("select", "whatif")}
+
+    async def body():
+        async with tui(path, size=(100, 30), export_dir=tmp_path) as ui:
+            await open_findings(ui)
+            assert enabled(ui) == {"select": False, "whatif": False}
+            await ui.press("w", "enter")
+            assert type(ui.screen).__name__ == "FindingsScreen"
+
+    run(body())
+
+    async def with_findings():
+        async with tui(PLANTED, size=(100, 30)) as ui:
+            await open_findings(ui)
+            assert enabled(ui) == {"select": True, "whatif": True}
+            await ui.press("f")
+            await ui.type("no-such-finding")
+            await ui.press("enter")
+            await ui.until(lambda: ui.screen.current is None, "every finding filtered out")
+            assert enabled(ui) == {"select": False, "whatif": False}
+
+    run(with_findings())

@@ -326,3 +326,63 @@ def test_the_unchanged_replays_step_says_the_clock_it_is_on(tui):
             assert f"step: {cpu_ms:,.2f} ms measured (CPU clock, period of the main thread's step" in text
 
     run(body())
+
+
+def test_the_keys_every_table_moves_with_scroll_the_what_if_at_80x24(tui):
+    """At 80x24 the what-if page is taller than the screen (its saving and its edit are its last
+    lines): j/k, ctrl+d/ctrl+u and g/G scroll it as they move every table (they did nothing)."""
+
+    async def body():
+        async with tui(TRACE, size=(80, 24)) as ui:
+            await open_findings(ui)
+            await highlight(ui, "launch-bound")
+            await ui.pilot.press("w")
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen", "the what-if screen")
+            await ui.until(lambda: ui.screen.view is not None, "the replay done", timeout=120)
+            await ui.settle()
+            scroll = ui.screen.query_one("#wi-scroll")
+            assert scroll.max_scroll_y > 0 and scroll.scroll_y == 0  # taller than the screen, at its top
+            assert "saving: " not in ui.text()
+            await ui.press("j", "j")
+            assert scroll.scroll_y == 2
+            await ui.press("k")
+            assert scroll.scroll_y == 1
+            await ui.press("G")
+            assert scroll.scroll_y == scroll.max_scroll_y
+            assert "saving: " in ui.text() and "edit: " in ui.text()
+            await ui.press("g")
+            assert scroll.scroll_y == 0
+            await ui.press("ctrl+d")
+            assert scroll.scroll_y > 2
+            await ui.press("ctrl+u")
+            assert scroll.scroll_y == 0
+            assert "j/k scroll" in ui.text()
+
+    run(body())
+
+
+def test_the_what_ifs_lanes_are_timed_from_the_replayed_steps_start(tui):
+    """`l` opens the timeline on the replay's first step: its axis and cursor read from that
+    step's start (`0ms`, as a range's timeline does), not from the capture's first event (the axis
+    read 6455ms, the cursor +6.46 s, on a 15 ms window)."""
+    async def body():
+        async with tui(TRACE, size=(80, 24)) as ui:
+            await open_findings(ui)
+            await highlight(ui, "launch-bound")
+            await ui.pilot.press("w")
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen" and ui.screen.view is not None,
+                           "the what-if", timeout=120)
+            await ui.pilot.press("l")
+            await ui.until(lambda: type(ui.screen).__name__ == "TimelineScreen" and ui.screen.replay is not None,
+                           "the fix's lanes", timeout=120)
+            await ui.until(lambda: ui.screen.frame_serial == ui.screen._serial, "their frame")
+            await ui.settle()
+            a, b = ui.screen.replay.step_window
+            assert ui.screen.frame.origin == a
+            text = ui.text()
+            assert "╷0ms" in text
+            cursor = ui.screen.frame.cursor_ns - a
+            assert 0 <= cursor <= b - a  # the cursor inside the step, read from its start
+            assert "▼ +" in text and " s " not in text.split("▼ +", 1)[1].split("·", 1)[0]
+
+    run(body())

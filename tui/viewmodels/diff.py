@@ -151,7 +151,8 @@ class DiffView:
     summary: list[str]  # a few lines under it
 
     def crumb(self) -> str:
-        return f"diff: {self.a_name} → {self.b_name} · Δ = B − A · {self.basis_short()}"
+        # the basis first: the file names are long, and a narrow screen cuts the end
+        return f"diff {self.basis_short()} · Δ = B − A · {self.a_name} → {self.b_name}"
 
     def basis_short(self) -> str:
         s = self.diff.step

@@ -87,6 +87,12 @@ class FilesScreen(TableScreen):
     def crumb(self) -> str:
         return f"{len(self.paths)} files · {COMPARE_BASIS} · enter: open one"
 
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "back":  # the first view (a folder or several files opened): nothing to go back to
+            stack = self.app.screen_stack if self.is_attached else []
+            return self in stack and stack.index(self) > 1
+        return super().check_action(action, parameters)
+
     def mounted(self) -> None:
         super().mounted()
         if not self.build_when_shown:

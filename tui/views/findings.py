@@ -85,6 +85,7 @@ class FindingsScreen(TableScreen):
         self.grid.empty_text = "no findings (why: below)"
         self.show_crumb()
         self.show_table(message.view.table())
+        self.refresh_bindings()
 
     def _sync_grid(self, cursor: int | None = None) -> None:
         """Every table change (first show, sort, filter) may put another finding under the cursor."""
@@ -97,6 +98,12 @@ class FindingsScreen(TableScreen):
 
     def watch_current(self) -> None:
         self.show_detail()
+        self.refresh_bindings()  # `w` replays the highlighted finding: none highlighted, none to replay
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action in ("whatif", "jump") and self.view is not None and self.current is None:
+            return None  # no finding (none fired, or the filter hides them): shown, dimmed
+        return super().check_action(action, parameters)
 
     def show_detail(self) -> None:
         detail = self.query_one("#fdetail", Static)

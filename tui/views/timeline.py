@@ -376,8 +376,9 @@ class TimelineScreen(ViewScreen):
             a, b = message.lanes.step_window  # the replay's first steady-state step, a margin each side
             pad = max((b - a) // 20, 1)
             title = f"what if · {self._replay_title or message.lanes.label} · the replay's first step"
-            self.state.target = TimelineTarget(title, (a - pad, b + pad))
+            self.state.target = TimelineTarget(title, (a - pad, b + pad), origin=a)
             self.state.fit_window = (a - pad, b + pad)  # `0` fits it
+            self.state.origin = a  # the axis and the cursor from the step's start, as a range's timeline
             self.state.t0, self.state.t1 = a - pad, b + pad
             self.show_crumb()
             self.redraw()

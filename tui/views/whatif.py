@@ -45,7 +45,15 @@ class WhatIfScreen(ViewScreen):
     BINDING_GROUP_TITLE = "What if (w on a finding)"
     BINDINGS = [Binding("l", "lanes", "Replayed lanes", id="whatif.lanes",
                         tooltip="The timeline with this replay's lanes (≈, the model) under the measured ones, "
-                        "on its first steady-state step")]
+                        "on its first steady-state step"),
+                # the page is taller than an 80x24 screen (its saving and edit lines last): the keys every
+                # table moves with scroll it
+                Binding("j,down", "scroll(1)", "Scroll down", show=False, id="whatif.down"),
+                Binding("k,up", "scroll(-1)", "Scroll up", show=False, id="whatif.up"),
+                Binding("ctrl+d,pagedown", "page(1)", "Page down", show=False, id="whatif.page-down"),
+                Binding("ctrl+u,pageup", "page(-1)", "Page up", show=False, id="whatif.page-up"),
+                Binding("g,home", "ends(0)", "Top", show=False, id="whatif.top"),
+                Binding("G,end", "ends(1)", "Bottom", show=False, id="whatif.bottom")]
 
     @dataclass
     class LanesChosen(Navigation):
@@ -99,10 +107,24 @@ class WhatIfScreen(ViewScreen):
             text.append(f"{label}: " if label else "  ", style="bold")
             text.append_text(literal(line))
         self.query_one("#wi-text", Static).update(text)
-        self.set_status("l: the replayed lanes on the timeline · escape: back to the findings")
+        self.set_status("j/k scroll · l: the replayed lanes on the timeline · escape: back to the findings")
 
     def worker_failed(self, worker) -> None:
         self.query_one(ProgressBar).display = False
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#wi-scroll").scroll_relative(y=lines, animate=False)
+
+    def action_page(self, direction: int) -> None:
+        scroll = self.query_one("#wi-scroll")
+        scroll.scroll_relative(y=direction * max(1, scroll.scrollable_content_region.height - 1), animate=False)
+
+    def action_ends(self, bottom: int) -> None:
+        scroll = self.query_one("#wi-scroll")
+        if bottom:
+            scroll.scroll_end(animate=False)
+        else:
+            scroll.scroll_home(animate=False)
 
     def action_lanes(self) -> None:
         self.post_message(self.LanesChosen(self.ask.edits, self.ask.title))

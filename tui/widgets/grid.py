@@ -125,6 +125,7 @@ class DataGrid(ScrollView, can_focus=True):
         super().__init__(**kwargs)
         self.source: GridSource = source or EmptySource()
         self.empty_text = empty_text
+        self._was_empty = len(self.source) == 0  # enter's state in the footer (check_action)
         self.sort_key: str | None = None
         self.sort_descending = False
         self._layout: list[tuple[Column, int]] = []
@@ -149,6 +150,9 @@ class DataGrid(ScrollView, can_focus=True):
             # the layout finds out: that made a second layout and full repaint of the screen.
             self.show_vertical_scrollbar = True
             self.vertical_scrollbar.display = True  # made (mounted) now, not by the layout
+        if (len(self.source) == 0) != self._was_empty:
+            self._was_empty = len(self.source) == 0
+            self.refresh_bindings()  # enter opens a row only where there is one (the footer dims it)
         target = self.cursor if cursor is None else cursor
         self.cursor = max(0, min(target, len(self.source) - 1))
         self._window = (-1, -1)
@@ -364,6 +368,11 @@ class DataGrid(ScrollView, can_focus=True):
 
     def action_page_up(self) -> None:
         self.move_to(self.cursor - self.page_rows)
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "select" and not len(self.source):
+            return None  # no row to open: shown, dimmed
+        return True
 
     def action_select(self) -> None:
         if len(self.source):
