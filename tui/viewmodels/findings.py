@@ -84,10 +84,11 @@ class FindingsView:
         # a narrow screen cuts)
         step = f"{numbers.ms(self.step_ns, 2)} ms/step measured (CPU clock, mean of {self.steps})"
         if self.together:  # one replay with every fix (and the estimates it cannot express)
-            return f"all fixes save {numbers.fixed(self.together[0], 2)} (replay) of {step}"
+            how = "replay + estimates" if "plus the estimates" in self.together[1] else "replay"
+            return f"all fixes save {numbers.fixed(self.together[0], 2)} ms/step ({how}) of {step}"
         if self.findings:  # no fix replayed: the estimates, each nanosecond claimed once (partition)
             together = numbers.fixed(sum(f.saving_ms_per_step for f in self.findings), 2)
-            return f"all fixes save {together} (estimates) of {step}"
+            return f"all fixes save {together} ms/step (estimates) of {step}"
         return f"step period {numbers.ms(self.step_ns, 2)} ms, measured (CPU clock, mean of {self.steps})"
 
     def none_text(self) -> str:
