@@ -207,10 +207,12 @@ RULES: tuple[Rule, ...] = (
     # --- before GEMM: attention kernels are built from CUTLASS/wgmma parts ---------------------
     _r(
         "attention",
-        r"(?i)flash|fmha|sdpa|attention|_attn_",
+        r"(?i)flash|fmha|sdpa|attention|_attn_|cudnn::fusion::(?:compute_dot_do_o|convert_dq_to)",
         "FlashAttention 2 (flash::flash_fwd_kernel in mfu_2gpu_before), cuDNN SDPA "
         "(cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_* in "
-        "medium_ctx1024_fwd_flash), PyTorch's flash copy (pytorch_flash::) and memory-efficient "
+        "medium_ctx1024_fwd_flash; its backward's two helpers, dO·O per row before it and dQ cast "
+        "to 16 bits after, in sample_traces/replay/attention's fused bf16 capture), PyTorch's flash "
+        "copy (pytorch_flash::) and memory-efficient "
         "kernel (fmha_cutlassF_*/fmha_cutlassB_* in sample_traces/small_ctx128_fused), Inductor's "
         "flex_attention template, Triton's tutorial _attn_fwd. Before "
         "GEMM because these names contain 'cutlass::' and 'wgmma'.",
@@ -225,6 +227,9 @@ RULES: tuple[Rule, ...] = (
         "fmha_cutlassB_f32_aligned_64x64_k64_sm80",
         "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128",
         "triton_tem_fused_flex_attention_0",
+        "void cudnn::fusion::compute_dot_do_o_specialized<(bool)1, (int)64>(const void *, const void *, void *, "
+        "void *, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int)",
+        "void cudnn::fusion::convert_dq_to_16bits<(bool)1>(const void *, void *, unsigned int, unsigned int)",
     ),
     # --- convolutions: before GEMM, whose words (implicit_gemm, sgemm, cutlass) they contain -----
     _r(

@@ -509,3 +509,24 @@ def test_the_edit_times_tf32_gemms_as_fp32_sdpa():
         assert scaled.sum() == 6 * config["n_layers"] * sr.n_steps
         assert (ed.mid.op_dur[scaled] == np.round(g.op_dur[scaled] * edit_mod.FP32_SDPA_OVER_TF32)).all()
         assert (ed.high.op_dur[scaled] == ed.mid.op_dur[scaled]).all() and (ed.low.op_dur[scaled] == g.op_dur[scaled]).all()
+
+
+# cuDNN's fused attention, forward and backward with the backward's two helper kernels, by name in SQL
+CUDNN_SDPA_SQL = """SELECT coalesce(sum(k.end - k.start), 0), count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+JOIN StringIds s ON s.id = k.demangledName
+WHERE s.value LIKE '%sdpa%' OR s.value LIKE '%cudnn::fusion::compute_dot_do_o%'
+   OR s.value LIKE '%cudnn::fusion::convert_dq_to%'"""
+
+
+def test_cudnn_attentions_backward_helpers_are_attention():
+    """cuDNN's SDPA backward runs a dO·O kernel before it and a dQ cast after (cudnn::fusion::): they were
+    family "other" (2% of a bf16 ViT's SDPA runs). The attention family's kernels and time are those SQL
+    names cuDNN's attention by."""
+    path = plain(ATTENTION / "small_ctx1024_bf16_tf32_fused_b8_async.sqlite.xz")
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as con:
+        ns, n = con.execute(CUDNN_SDPA_SQL).fetchone()
+    trace = load_trace(path)
+    ops = trace.ops
+    attention = np.asarray(name_families(trace))[ops["name"].to_numpy()] == "attention"
+    assert n == 4 * 108 and int(attention.sum()) == n  # forward, backward and its two helpers, 108 of each
+    assert int((ops["end"] - ops["start"]).to_numpy()[attention].sum()) == ns

@@ -329,8 +329,8 @@ def test_the_unchanged_replays_step_says_the_clock_it_is_on(tui):
 
 
 def test_the_keys_every_table_moves_with_scroll_the_what_if_at_80x24(tui):
-    """At 80x24 the what-if page is taller than the screen (its saving and its edit are its last
-    lines): j/k, ctrl+d/ctrl+u and g/G scroll it as they move every table (they did nothing)."""
+    """At 80x24 the what-if page is taller than the screen (the GPU's idle split after the fix is its
+    last line): j/k, ctrl+d/ctrl+u and g/G scroll it as they move every table (they did nothing)."""
 
     async def body():
         async with tui(TRACE, size=(80, 24)) as ui:
@@ -342,14 +342,14 @@ def test_the_keys_every_table_moves_with_scroll_the_what_if_at_80x24(tui):
             await ui.settle()
             scroll = ui.screen.query_one("#wi-scroll")
             assert scroll.max_scroll_y > 0 and scroll.scroll_y == 0  # taller than the screen, at its top
-            assert "saving: " not in ui.text()
+            assert "GPU idle: " not in ui.text()
             await ui.press("j", "j")
             assert scroll.scroll_y == 2
             await ui.press("k")
             assert scroll.scroll_y == 1
             await ui.press("G")
             assert scroll.scroll_y == scroll.max_scroll_y
-            assert "saving: " in ui.text() and "edit: " in ui.text()
+            assert "GPU idle: " in ui.text()
             await ui.press("g")
             assert scroll.scroll_y == 0
             await ui.press("ctrl+d")
