@@ -2,7 +2,8 @@
 # Per-rank DDP twins for `whatif FOLDER` (parsers/read/rank_merge.py), on a 2-GPU machine
 # (nvidia-h200-x2 or -h100-x2): GPT-2 small ctx 512 batch 8 without phase syncs, torchrun starting nsys
 # for each rank (`--output NAME_rank%q{RANK}`, one export per rank, each on its own session clock),
-# DDP's 25 MB buckets (base) then one bucket (twin), back to back, PAIRS alternating pairs (default 3).
+# DDP's 25 MB buckets (base) and one bucket (twin), back to back, PAIRS pairs (default 3), in turn
+# base first and twin first.
 # Then, on the machine, `whatif BASE_FOLDER kernels-from:TWIN_FOLDER -f json` per pair, and the table
 # beside the workload's own step clock: `python3 devruns/ddp_rank_twins_table.py $W` (also runnable here
 # on the exports that come back in $OUT/ddp_rank_twins.tar.xz).
@@ -27,9 +28,14 @@ ranks() {  # ranks FOLDER [--plant P]: one export per rank into FOLDER
   ls -la "$dir"
 }
 
-for i in $(seq 1 "$PAIRS"); do
-  stamp "pair r$i: 25 MB buckets"; ranks "$W/r${i}_base"
-  stamp "pair r$i: one bucket"; ranks "$W/r${i}_twin" --plant ddp-one-bucket
+for i in $(seq 1 "$PAIRS"); do  # the order alternates (A B, B A): the second of two captures can run slower
+  if (( i % 2 )); then
+    stamp "pair r$i: 25 MB buckets"; ranks "$W/r${i}_base"
+    stamp "pair r$i: one bucket"; ranks "$W/r${i}_twin" --plant ddp-one-bucket
+  else
+    stamp "pair r$i: one bucket"; ranks "$W/r${i}_twin" --plant ddp-one-bucket
+    stamp "pair r$i: 25 MB buckets"; ranks "$W/r${i}_base"
+  fi
 done
 stamp "table"
 python3 devruns/ddp_rank_twins_table.py "$W"
