@@ -4,7 +4,9 @@ less the base's, ms) against `whatif BASE_FOLDER kernels-from:TWIN_FOLDER` (the 
 one, collectives coupled) and against the same edit on rank 0's export alone (collectives as
 measured, waits included).
 
-    python3 devruns/ddp_rank_twins_table.py FOLDER   # FOLDER holds r1_base/, r1_twin/, r2_base/, ...
+    python3 devruns/ddp_rank_twins_table.py FOLDER [--edit EDIT]   # FOLDER holds r1_base/, r1_twin/, r2_base/, ...
+
+EDIT: the edit that is the change, in place of kernels-from:TWIN (a host sleep removed: nohost:-5ms).
 """
 from __future__ import annotations
 
@@ -27,26 +29,27 @@ def step_ms(folder: Path) -> float:
     return statistics.median(m["seconds"] * 1e3 for m in marks if str(m.get("name", "")).startswith("step_"))
 
 
-def whatif_ms(base: Path, twin: Path) -> tuple[float, float, float]:
+def whatif_ms(base: Path, twin: Path, edit: str | None = None) -> tuple[float, float, float]:
     """The predicted change (ms a step) and its range: -(saving)."""
-    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(base), f"kernels-from:{twin}", "-f", "json",
-                          "-q"], capture_output=True, text=True, check=True)
+    run = subprocess.run([sys.executable, "-m", "nsight_tui", "whatif", str(base), edit or f"kernels-from:{twin}", "-f",
+                          "json", "-q"], capture_output=True, text=True, check=True)
     d = json.loads(run.stdout)
     r = d["baseline"]["replayed_step_ns"]
     return (d["predicted"]["step_ns"] - r) / 1e6, (d["predicted"]["low_ns"] - r) / 1e6, (d["predicted"]["high_ns"] - r) / 1e6
 
 
-def main(folder: Path) -> None:
+def main(folder: Path, edit: str | None = None) -> None:
     print("| pair | base | twin | change | predicted, ranks as one (range) | rank 0's export alone | error |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for base in sorted(folder.glob("r*_base")):
         twin = base.with_name(base.name.replace("_base", "_twin"))
         a, b = step_ms(base), step_ms(twin)
-        mid, lo, hi = whatif_ms(base, twin)
-        alone = whatif_ms(next(base.glob("*rank0.sqlite")), next(twin.glob("*rank0.sqlite")))[0]
+        mid, lo, hi = whatif_ms(base, twin, edit)
+        alone = whatif_ms(next(base.glob("*rank0.sqlite")), next(twin.glob("*rank0.sqlite")), edit)[0]
         print(f"| {base.name[:2]} | {a:.2f} | {b:.2f} | {b - a:+.2f} | {mid:+.2f} ({lo:+.2f}..{hi:+.2f}) | {alone:+.2f} "
               f"| {mid - (b - a):+.2f} |")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    args = sys.argv[1:]
+    main(Path(args[0]), args[args.index("--edit") + 1] if "--edit" in args else None)

@@ -8,6 +8,9 @@
 # beside the workload's own step clock: `python3 devruns/ddp_rank_twins_table.py $W` (also runnable here
 # on the exports that come back in $OUT/ddp_rank_twins.tar.xz).
 #   SKIP_PIP=1 DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_ddp_rank_twins.sh [PAIRS]
+# Another change: BASE_ARGS and TWIN_ARGS (the workload's options each side; default none and
+# `--plant ddp-one-bucket`) and EDIT (the edit that is the change; default kernels-from:TWIN), e.g. a 5 ms
+# host sleep at each rank's step start removed: BASE_ARGS="--plant host-sleep" TWIN_ARGS= EDIT=nohost:-5ms
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 devrun_install
 W=/tmp/nsight_tui_ddp_ranks; rm -rf "$W"; mkdir -p "$W"
@@ -30,15 +33,15 @@ ranks() {  # ranks FOLDER [--plant P]: one export per rank into FOLDER
 
 for i in $(seq 1 "$PAIRS"); do  # the order alternates (A B, B A): the second of two captures can run slower
   if (( i % 2 )); then
-    stamp "pair r$i: 25 MB buckets"; ranks "$W/r${i}_base"
-    stamp "pair r$i: one bucket"; ranks "$W/r${i}_twin" --plant ddp-one-bucket
+    stamp "pair r$i: base ${BASE_ARGS:-}"; ranks "$W/r${i}_base" ${BASE_ARGS:-}
+    stamp "pair r$i: twin ${TWIN_ARGS---plant ddp-one-bucket}"; ranks "$W/r${i}_twin" ${TWIN_ARGS---plant ddp-one-bucket}
   else
-    stamp "pair r$i: one bucket"; ranks "$W/r${i}_twin" --plant ddp-one-bucket
-    stamp "pair r$i: 25 MB buckets"; ranks "$W/r${i}_base"
+    stamp "pair r$i: twin ${TWIN_ARGS---plant ddp-one-bucket}"; ranks "$W/r${i}_twin" ${TWIN_ARGS---plant ddp-one-bucket}
+    stamp "pair r$i: base ${BASE_ARGS:-}"; ranks "$W/r${i}_base" ${BASE_ARGS:-}
   fi
 done
 stamp "table"
-python3 devruns/ddp_rank_twins_table.py "$W"
+python3 devruns/ddp_rank_twins_table.py "$W" ${EDIT:+--edit "$EDIT"}
 cd "$W" && tar cJf "$OUT/ddp_rank_twins.tar.xz" r*_base/*.sqlite r*_twin/*.sqlite
 ls -la "$OUT"
 stamp done
