@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -306,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plant", default="", choices=["", *PLANTS], help="plant a known cause (capture/plant.py)")
     p.add_argument("--plant-every", type=int, default=1, metavar="N",
                    help="the plant in every Nth iteration only (step_1, step_3, ... with 2), its absence in the others")
+    p.add_argument("--plant-rank", type=int, default=None, metavar="R",
+                   help="under torchrun, the plant on rank R alone (a straggler), none on the others")
     p.add_argument("--no-phase-sync", action="store_true", help="synchronise once per step, not after every phase")
     p.add_argument("--no-range-sync", action="store_true",
                    help="with --no-phase-sync: the step's synchronise after its NVTX range, none inside any range")
@@ -351,8 +354,15 @@ def _read_counts(path: str | None) -> list[dict]:
     return rows if isinstance(rows, list) else []
 
 
+def plant_here(plant: str, plant_rank: int | None, env) -> str:
+    """The plant this process runs: `plant`, or none where --plant-rank names another rank (torchrun's RANK;
+    a process without one is rank 0)."""
+    return plant if plant_rank is None or int(env.get("RANK", "0")) == plant_rank else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.plant = plant_here(args.plant, args.plant_rank, os.environ)
     config = WorkloadConfig(model=args.model, ctx=args.ctx, mode=args.mode, dtype=args.dtype,
                             attention=args.attention, batch=args.batch, steps=args.steps,
                             warmup=args.warmup, device=args.device, tf32=args.tf32,

@@ -10,7 +10,9 @@
 #   SKIP_PIP=1 DEVLIBS=.devlibs OUT=$OUT bash devruns/gpu_ddp_rank_twins.sh [PAIRS]
 # Another change: BASE_ARGS and TWIN_ARGS (the workload's options each side; default none and
 # `--plant ddp-one-bucket`) and EDIT (the edit that is the change; default kernels-from:TWIN), e.g. a 5 ms
-# host sleep at each rank's step start removed: BASE_ARGS="--plant host-sleep" TWIN_ARGS= EDIT=nohost:-5ms
+# host sleep at each rank's step start removed: BASE_ARGS="--plant host-sleep" TWIN_ARGS= EDIT=nohost:-5ms;
+# on rank 1 alone (a straggler, which rank 0 waits for in its all-reduces): BASE_ARGS="--plant host-sleep
+# --plant-rank 1" TWIN_ARGS= EDIT=nohost:-5ms
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 devrun_install
 W=/tmp/nsight_tui_ddp_ranks; rm -rf "$W"; mkdir -p "$W"

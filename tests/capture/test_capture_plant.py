@@ -324,3 +324,14 @@ def test_gelu_twins_compute_the_same_function_the_unfused_one_in_a_chain_of_ops(
 def test_gelu_unfused_trains_on_the_cpu():
     got = run_workload(tiny(plant="gelu-unfused", phase_sync=False), NullAnnotator(), log=lambda line: None)
     assert len(got) == 3
+
+
+def test_a_plant_on_one_rank_acts_there_alone():
+    """`--plant-rank R` under torchrun: the plant on the process whose RANK is R (a straggler the
+    others wait for in their collectives), none on the others; a process without RANK is rank 0."""
+    from nsight_tui.capture.workload import build_parser, plant_here
+
+    args = build_parser().parse_args(["--plant", "host-sleep", "--plant-rank", "1"])
+    assert [plant_here(args.plant, args.plant_rank, {"RANK": r}) for r in ("0", "1", "2")] == ["", "host-sleep", ""]
+    assert plant_here(args.plant, args.plant_rank, {}) == ""
+    assert plant_here("host-sleep", None, {"RANK": "3"}) == "host-sleep"
