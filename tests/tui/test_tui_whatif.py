@@ -66,6 +66,16 @@ async def highlight(ui, rule: str) -> None:
     assert ui.screen.view.findings[ui.screen.current].id == rule
 
 
+
+async def _lanes_of_the_what_if(ui) -> None:
+    """Wait for the what-if's replay, press `l`, and wait for its lanes' first frame on the timeline."""
+    await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen" and ui.screen.view is not None,
+                   "the what-if", timeout=120)
+    await ui.pilot.press("l")
+    await ui.until(lambda: type(ui.screen).__name__ == "TimelineScreen" and ui.screen.replay is not None,
+                   "the fix's lanes", timeout=120)
+    await ui.until(lambda: ui.screen.frame_serial == ui.screen._serial, "their frame")
+
 def test_w_shows_the_findings_fix_replayed_with_its_range_and_what_holds_the_step(tui):
     period_ms = float(np.median([it.period for it in steps(TRACE)])) / 1e6  # SQL: the measured step
 
@@ -188,12 +198,7 @@ def test_a_fixs_lanes_from_its_what_if_keep_the_ops_and_halve_the_gemms(tui):
         async with tui(TRACE, size=(120, 40)) as ui:
             await open_findings(ui)
             ui.screen.post_message(ui.screen.WhatIfChosen(WhatIf("", ("speed:gemm=2",))))
-            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen" and ui.screen.view is not None,
-                           "the what-if", timeout=120)
-            await ui.pilot.press("l")
-            await ui.until(lambda: type(ui.screen).__name__ == "TimelineScreen" and ui.screen.replay is not None,
-                           "the fix's lanes", timeout=120)
-            await ui.until(lambda: ui.screen.frame_serial == ui.screen._serial, "their frame")
+            await _lanes_of_the_what_if(ui)
             screen = ui.screen
             assert "replayed (model: speed:gemm=2)" in ui.flat_text()
             assert screen.replay.label == "speed:gemm=2"
@@ -370,12 +375,7 @@ def test_the_what_ifs_lanes_are_timed_from_the_replayed_steps_start(tui):
             await open_findings(ui)
             await highlight(ui, "launch-bound")
             await ui.pilot.press("w")
-            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen" and ui.screen.view is not None,
-                           "the what-if", timeout=120)
-            await ui.pilot.press("l")
-            await ui.until(lambda: type(ui.screen).__name__ == "TimelineScreen" and ui.screen.replay is not None,
-                           "the fix's lanes", timeout=120)
-            await ui.until(lambda: ui.screen.frame_serial == ui.screen._serial, "their frame")
+            await _lanes_of_the_what_if(ui)
             await ui.settle()
             a, b = ui.screen.replay.step_window
             assert ui.screen.frame.origin == a
