@@ -3,6 +3,7 @@ steady-state steps; an out-of-memory run's failed allocation. Reads `answers["me
 (parsers.analyses.memory.MemoryReport.to_json)."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 
 from nsight_tui.parsers.analyses.memory import DEFINITIONS, MemoryReport
@@ -98,7 +99,7 @@ def section(a: dict) -> list[str]:
                                    title="Per phase (steady state)", notes=notes))
     every = m.get("instances", [])
     # a path met more than once (a phase per micro-batch under gradient accumulation) numbered in time order
-    times = {p: sum(1 for i in every if i["path"] == p) for p in {i["path"] for i in every}}
+    times = Counter(i["path"] for i in every)
     nth: dict[str, int] = {}
     label = []
     for i in every:

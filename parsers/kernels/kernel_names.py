@@ -438,7 +438,7 @@ def _decode_nvjet(name: str) -> dict | None:
 # cublasLt::splitKreduce_kernel (175/175 in small_ctx128_threads, 200/200 in small_ctx128_graphs).
 # cuBLAS's Turing-generation kernels leave the `_KxS` out: `cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_nt_align1`
 # (bf16 in and out, fp32 accumulate, mma 16x8x8 on the tensor cores: the batched matmuls of timm's
-# manual attention under bf16 autocast, /work/wt/vitattn's bf16 `manual` captures); read as no GEMM
+# manual attention under bf16 autocast, sample_traces/thirdparty/vitattn_r1_vit_b64_bf16_manual); read as no GEMM
 # name, they were taken for fp32 on CUDA cores.
 _CUTLASS2 = re.compile(
     r"cutlass_(?P<arch>\d+)_(?P<opclass>simt|tensorop|wmma_tensorop|sparse_tensorop)_"

@@ -46,7 +46,7 @@ class WhatIfScreen(ViewScreen):
     BINDINGS = [Binding("l", "lanes", "Replayed lanes", id="whatif.lanes",
                         tooltip="The timeline with this replay's lanes (≈, the model) under the measured ones, "
                         "on its first steady-state step"),
-                # the page is taller than an 80x24 screen (its saving and edit lines last): the keys every
+                # the page is taller than an 80x24 screen (the GPU's idle split last): the keys every
                 # table moves with scroll it
                 Binding("j,down", "scroll(1)", "Scroll down", show=False, id="whatif.down"),
                 Binding("k,up", "scroll(-1)", "Scroll up", show=False, id="whatif.up"),

@@ -202,14 +202,12 @@ def find_decode(seq: KernelSequence, starts: np.ndarray, ends: np.ndarray, stead
         pos = steps[0] if steps is not None else decode_steps(seq, a, b, mark)
         if len(pos) < MIN_TOKENS:
             continue
-        if steps is not None:  # from one token's sampling's end to the next's, the prefill's first
-            times = seq.gpu_end[steps[1]].astype(np.int64)
-            prefills.append(int(times[0] - seq.gpu_start[a]))
-        else:
-            times = seq.gpu_start[pos].astype(np.int64)
-            prefills.append(int(times[0] - seq.gpu_start[a]))
-            if mark.graph:  # the last replay: to the call's last kernel's end (the last token's sampling too)
-                times = np.append(times, int(seq.gpu_end[a:b].max()))
+        # a graphed token from one token's sampling's end to the next's (the prefill's first); else from
+        # each decode step's first kernel, a graph's last replay to the call's last kernel's end
+        times = (seq.gpu_end[steps[1]] if steps is not None else seq.gpu_start[pos]).astype(np.int64)
+        prefills.append(int(times[0] - seq.gpu_start[a]))
+        if steps is None and mark.graph:
+            times = np.append(times, int(seq.gpu_end[a:b].max()))
         decode = np.diff(times)
         tokens += decode.tolist()
         per_call.append(len(decode))
