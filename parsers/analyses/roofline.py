@@ -182,25 +182,40 @@ def kernel_math_path(name: str, config: dict | None = None) -> str:
     return config_math_path(config or {})
 
 
-def gemm_math_path(trace: Trace, op_positions: np.ndarray, config: dict) -> str:
-    """The math path holding the most GEMM kernel time among these ops (the run's settings
-    when there is no GEMM)."""
+# The families whose kernels are matrix math a name can place on the tensor cores: a convolution run
+# as an implicit GEMM (cuDNN's xmma/CUTLASS names carry their types as a GEMM's do) votes with the
+# GEMMs; a depthwise or direct convolution's name decodes to nothing: it runs on the CUDA cores, and
+# where the step's FLOPs are the GEMMs' (a ConvNeXt's depthwise convolutions take more time than its
+# pointwise GEMMs for a fraction of the FLOPs) it does not vote for the step's path
+MATRIX_FAMILIES = ("gemm", "convolution")
+
+
+def gemm_math_path(trace: Trace, op_positions: np.ndarray, config: dict, direct_conv: str | None = None) -> str:
+    """The math path holding the most matrix-math kernel time among these ops: the GEMMs and the
+    convolutions whose names say their math, and the others as `direct_conv` (None: not counted);
+    the run's settings when there is none."""
     ops = trace.ops
     pos = np.asarray(op_positions, dtype=np.int64)
     pos = pos[ops["kind"].to_numpy()[pos] == KERNEL]
     codes = ops["name"].to_numpy()[pos]
     dur = (ops["end"].to_numpy() - ops["start"].to_numpy())[pos]
-    fam = name_families(trace)[codes] if len(codes) else np.array([], dtype=object)
+    families = name_families(trace)
+    fam = families[codes] if len(codes) else np.array([], dtype=object)
     by_path: dict[str, int] = {}
     # per GEMM name its summed time in one pass (a mask per name was 0.3 s at 2M ops), in int64
-    gemm = fam == "gemm"
+    gemm = np.isin(fam, MATRIX_FAMILIES)
     g_codes, g_dur = codes[gemm], dur[gemm]
     order = np.argsort(g_codes, kind="stable")
     g_codes, g_dur = g_codes[order], g_dur[order]
     starts = np.flatnonzero(np.concatenate(([True], g_codes[1:] != g_codes[:-1]))) if len(g_codes) else order[:0]
     sums = np.add.reduceat(g_dur, starts) if len(starts) else g_dur[:0]
     for code, total in zip(g_codes[starts].tolist(), sums.tolist()):
-        path = kernel_math_path(trace.op_names[int(code)], config)
+        name = trace.op_names[int(code)]
+        path = kernel_math_path(name, config)
+        if families[int(code)] != "gemm" and decode_gemm(name) is None:  # not an implicit GEMM
+            if direct_conv is None:
+                continue
+            path = direct_conv
         by_path[path] = by_path.get(path, 0) + int(total)
     if not by_path:
         return config_math_path(config)
@@ -229,10 +244,10 @@ class Roofline:
             return f"FLOPs/bytes: none — {NO_FLOPS}"
         return f"FLOPs/bytes: {self.counts.source} — {self.counts.source_text}"
 
-    def math_path_of(self, op_positions: np.ndarray, key=None) -> str:
+    def math_path_of(self, op_positions: np.ndarray, key=None, direct_conv: str | None = None) -> str:
         if key is not None and key in self._gemm_paths:
             return self._gemm_paths[key]
-        path = gemm_math_path(self.trace, op_positions, self.config)
+        path = gemm_math_path(self.trace, op_positions, self.config, direct_conv)
         if key is not None:
             self._gemm_paths[key] = path
         return path
@@ -277,7 +292,8 @@ class Roofline:
                 label=fam, level="family", path=path, gpu_ns=int(dur[sel].sum()), kernels=int(sel.sum()),
                 instances=n, flops=None if fb is None else fb[0] * n, bytes=None if fb is None else fb[1] * n,
                 source=self.source if fb is not None else "none",
-                math_path=self.math_path_of(pos[sel], ("family", path, fam, n)) if fam == "gemm" else "fp32",
+                math_path=(self.math_path_of(pos[sel], ("family", path, fam, n), "fp32")
+                           if fam in MATRIX_FAMILIES else "fp32"),
             )
             out.append(fill(p, self.peaks.peaks))
         return out

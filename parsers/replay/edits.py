@@ -28,7 +28,9 @@
     workers:N             the host work the nohost edits remove runs in N worker processes beside
                           the step (DataLoader(num_workers=N)): a step no shorter than that work / N,
                           the pace a longer run keeps once the workers' prefetched batches are spent
-    graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch
+    graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch; for the
+                          step, the loop's own long pauses outside the ranges nested in it stay
+                          (centrally: _loop_pauses)
     attention[:RANGE]     attention written out (a score GEMM, passes over the scores, a GEMM;
                           kernels.attention finds them by their order) launched inside RANGE
                           (default: the step) as one fused kernel: the passes and the copies its
@@ -598,9 +600,7 @@ def _duration_ns(text: str) -> int | None:
 
 def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     pids = _pt_pids(g)
-    host = (g.owner < 0) & (g.delta_ns > 0)
-    host[[a for a, _ in g.thread_slices]] = False
-    host[list(g.handoffs)] = False  # a thread waiting for another: no host work of its own
+    host = _host_points(g)
     if _is_number(e.range.lstrip("-")):
         raise EditError(f"{e.range!r} has no unit: a duration is a number with one of "
                         f"{', '.join(u for u, _ in _UNITS)} ({e.range}ms, {e.range}us), a range an NVTX range's name")
@@ -613,10 +613,7 @@ def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         sel = host & _inside(g.pt_time, pids, range_spans(g, sr, e.range))
         how = f"inside {e.range!r}"
     else:  # pauses during which the GPU sat idle: the CPU held the step
-        inside = _inside(g.pt_time, pids, range_spans(g, sr, STEP_RANGE))
-        prev_t = np.concatenate([[0], g.pt_time[:-1]])
-        mid = (prev_t + g.pt_time) // 2
-        sel = host & inside & _gpu_idle(g, mid, pids) & _gpu_idle(g, g.pt_time - 1, pids)
+        sel = _idle_pauses(g, sr, pids, host)
         how = "while the GPU was idle, inside the steps"
         if at_least is not None:
             sel &= g.delta_ns >= at_least
@@ -645,6 +642,48 @@ def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     _moved(ed, sel)
     ed.applied.append(Applied(e.text, f"{removed / 1e6:,.2f} ms of host time between CUDA calls removed "
                               f"({int(sel.sum()):,} pauses {how}, all steps)", assumption))
+
+
+def _host_points(g: Graph) -> np.ndarray:
+    """Per CPU point: host time of its own between CUDA calls (not a thread's first point, not a
+    thread waiting for another)."""
+    host = (g.owner < 0) & (g.delta_ns > 0)
+    host[[a for a, _ in g.thread_slices]] = False
+    host[list(g.handoffs)] = False  # a thread waiting for another: no host work of its own
+    return host
+
+
+def _idle_pauses(g: Graph, sr: StepRanges, pids: np.ndarray, host: np.ndarray) -> np.ndarray:
+    """Per CPU point: host time (`host`) inside the steps during which the GPU sat idle: the CPU held
+    the step."""
+    inside = _inside(g.pt_time, pids, range_spans(g, sr, STEP_RANGE))
+    prev_t = np.concatenate([[0], g.pt_time[:-1]])
+    mid = (prev_t + g.pt_time) // 2
+    return host & inside & _gpu_idle(g, mid, pids) & _gpu_idle(g, g.pt_time - 1, pids)
+
+
+# A pause of host time at least this long with the GPU idle is one piece of Python or data work
+# (the findings' host_gap_min_ns: host-bound-gap's stretches; a test holds the two equal)
+LOOP_PAUSE_MIN_NS = 1_000_000
+
+
+def _loop_pauses(g: Graph, sr: StepRanges, pids: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Per CPU point: a pause of the step loop's own (at least LOOP_PAUSE_MIN_NS of host time with the
+    GPU idle, inside a step and outside every NVTX range nested in a step: the model's phases and
+    ops); and whether the steps had such nested ranges (without them every long pause counts)."""
+    pauses = _idle_pauses(g, sr, pids, _host_points(g)) & (g.delta_ns >= LOOP_PAUSE_MIN_NS)
+    r = g.trace.ranges
+    r_pid = pid_of(r["gtid"].to_numpy(np.int64))
+    r_start, r_end = r["start"].to_numpy(np.int64), r["end"].to_numpy(np.int64)
+    iterations = set(zip(sr.start_ns.tolist(), sr.end_ns.tolist()))
+    nested = []
+    for pid, s, e in range_spans(g, sr, STEP_RANGE):
+        m = np.flatnonzero((r_pid == pid) & (r_start >= s) & (r_end <= e) & (r_end > r_start))
+        nested += [(pid, int(a), int(b)) for a, b in zip(r_start[m], r_end[m]) if (int(a), int(b)) not in iterations]
+    if not nested:
+        return pauses, False
+    prev_t = np.concatenate([[0], g.pt_time[:-1]])
+    return pauses & ~_inside((prev_t + g.pt_time) // 2, pids, nested), True
 
 
 def _moved(ed: Edited, sel: np.ndarray) -> None:
@@ -689,10 +728,7 @@ def _nohost_shorten(g: Graph, sr: StepRanges, e: Edit, ed: Edited, host: np.ndar
     """`nohost:-DURATION`: each pause inside the steps with the GPU idle, at least DURATION long, loses
     DURATION (a sleep or stall whose length the user knows); the rest of the pause, the host work
     around the stall, stays. No assumption: the length removed is the edit's."""
-    inside = _inside(g.pt_time, pids, range_spans(g, sr, STEP_RANGE))
-    prev_t = np.concatenate([[0], g.pt_time[:-1]])
-    mid = (prev_t + g.pt_time) // 2
-    sel = host & inside & _gpu_idle(g, mid, pids) & _gpu_idle(g, g.pt_time - 1, pids) & (g.delta_ns >= by_ns)
+    sel = _idle_pauses(g, sr, pids, host) & (g.delta_ns >= by_ns)
     if by_ns <= 0 or not sel.any():
         raise EditError(f"no pause between CUDA calls of at least {e.range[1:]} with the GPU idle inside the steps")
     for plan in ed.plans:
@@ -723,8 +759,12 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     _refuse_if_graphed(g, e, o_api, span_of_op)
     chain = device_work_ops(g.trace)
     o_stream, o_start = g.trace.ops["stream"].to_numpy(np.int64), g.trace.ops["start"].to_numpy(np.int64)
+    # graphing the step graphs the model, not the loop around it: the loop's own long pauses (the next
+    # batch, logging, a sleep) stay, but at the near end, where the step's code is all the model's
+    loop, nested = _loop_pauses(g, sr, pids) if e.range in ("", STEP_RANGE) else (np.zeros(len(sel), bool), True)
+    loop &= sel
     for end, (plan, gap, per_node) in enumerate(zip(ed.plans, timing.node_gap_ns, timing.cpu_per_node_ns)):
-        plan.delta_ns[sel] = 0
+        plan.delta_ns[sel & ~loop if end else sel] = 0
         for k in np.flatnonzero(sel).tolist():
             plan.handoffs.pop(k, None)
         for si in np.unique(span_of_op[span_of_op >= 0]).tolist():
@@ -743,7 +783,16 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         f"{timing.words()}, its nodes "
         f"{timing.node_gap_ns[0]}..{timing.node_gap_ns[2]} ns apart on the GPU (mean gap) and "
         f"the launch costing {timing.cpu_per_node_ns[0]}..{timing.cpu_per_node_ns[2]} ns of CPU per node: "
-        f"{timing.source}"))
+        f"{timing.source}" + (_loop_words(g, sr, loop, nested) if loop.any() else "")))
+
+
+def _loop_words(g: Graph, sr: StepRanges, loop: np.ndarray, nested: bool) -> str:
+    where = ("outside the ranges nested in the step (the model's)" if nested
+             else "the steps have no ranges nested in them to tell the model's code from the loop's")
+    per_step = int(g.delta_ns[loop].sum()) // max(sr.n_steps, 1)
+    return (f"; the step loop's own pauses stay ({int(loop.sum()):,} pauses of at least "
+            f"{LOOP_PAUSE_MIN_NS / 1e6:g} ms of host time with the GPU idle, {where}: "
+            f"{per_step / 1e6:,.2f} ms a step), taken away at the near end, where all the step's code is graphed")
 
 
 def _refuse_if_graphed(g: Graph, e: Edit, o_api: np.ndarray, span_of_op: np.ndarray) -> None:

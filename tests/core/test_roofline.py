@@ -270,3 +270,38 @@ def test_gemm_math_path_from_sql_time_per_gemm_name(path):
         assert rl.gemm_math_path(t, pos, config) == expected(rows)
         checked += 1
     assert checked == 2
+
+
+CONV_NETS = [SAMPLES / "thirdparty" / "lightning_resnet50_b32.sqlite.xz",  # cuDNN implicit GEMMs in bf16
+             SAMPLES / "thirdparty" / "timm_convnext_tiny_b32.sqlite.xz"]  # mostly depthwise: CUDA cores
+
+
+def _hand_conv_path(name: str) -> str | None:
+    """A convolution kernel's math, by hand from its name: the element types an implicit GEMM's name
+    carries, fp32 (CUDA cores) where it carries none; None for a kernel that is no convolution."""
+    low = name.lower()
+    if not any(w in low for w in ("fprop", "dgrad", "wgrad", "conv")) or "nchwtonhwc" in low or "nhwctonchw" in low:
+        return None
+    if "bf16" in low or "f16" in low:
+        return "bf16"
+    return "tf32" if "tf32" in low else "fp32"
+
+
+@pytest.mark.parametrize("path", CONV_NETS, ids=lambda p: p.name.split(".")[0])
+def test_convolutions_judged_on_the_roof_their_names_say(path):
+    """The convolution family's point takes the math path holding most of its time (SQL over the
+    export's kernels, each name's path by hand): a conv net's bf16 implicit GEMMs are judged against
+    the bf16 tensor-core roof, not the fp32 one; depthwise kernels stay on the CUDA cores."""
+    rows = sql(plain(path), "SELECT s.value, SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                            "JOIN StringIds s ON s.id = k.demangledName GROUP BY s.value")
+    by_path: dict[str, int] = {}
+    for name, ns in rows:
+        p = _hand_conv_path(name)
+        if p is not None:
+            by_path[p] = by_path.get(p, 0) + int(ns)
+    expected = max(by_path.items(), key=lambda kv: kv[1])[0]
+    report = rl.answers(trace(path))
+    conv = [p for p in report.families["step"] if p.label == "convolution"]
+    assert len(conv) == 1 and conv[0].math_path == expected
+    # the two nets differ: one's convolutions are tensor-core GEMMs, the other's mostly not
+    assert expected == ("bf16" if "resnet" in path.name else "fp32")
