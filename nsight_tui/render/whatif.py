@@ -145,9 +145,10 @@ def rank_files_line(r) -> str:
         return text + ("; no collective found on every rank (NCCL kernels matched by name and order), so they are not "
                        "coupled as the ranks of one export are: a rank that shares no collective with another replays "
                        "on its own")
-    # the coupling is the one-export replay's, whose DDP twins it meets; per-rank twins need two GPUs
+    # the coupling is the one-export replay's, checked on per-rank twins (docs/whatif.md "Per-rank twins")
     return text + ("; the ranks coupled through those collectives as in one export holding every rank (checked on "
-                   "one-export DDP twins, not yet on per-rank ones: docs/whatif.md)")
+                   "per-rank twins: a host sleep on every rank and the bucket size; a straggler's pause removed "
+                   "missed before kernels beside a collective were re-timed, and is not yet re-checked: docs/whatif.md)")
 
 
 def whatif_dict(p) -> dict:
@@ -167,6 +168,7 @@ def whatif_dict(p) -> dict:
         "workers_factor_if_waiting": (None if p.workers_factor_if_waiting is None
                                       else round(p.workers_factor_if_waiting, 3)),
         "cpu_pace_assumption": p.cpu_assumption or None,
+        "contention_assumption": p.contention or None,
         "without_profiler": _alone(p.profiler),
         "saving_ns": p.saving_ns,
         "holds_step": [_holder(h) for h in p.holders],
@@ -322,6 +324,8 @@ def whatif_markdown(p) -> str:
             out += ["", f"Of the range: {md(range_parts(p))}."]
         if p.cpu_assumption:
             out += ["", f"The range assumes {md(p.cpu_assumption)}."]
+        if p.contention:
+            out += ["", f"Contention: {md(p.contention)}."]
         if queue_line(p.queue):
             out += ["", f"The launch queue: {md(queue_line(p.queue))}."]
         if workers_line(p):
@@ -363,6 +367,8 @@ def whatif_lines(p, estimate_ms: float | None = None) -> list[tuple[str, str]]:
     for a in dict.fromkeys([*p.assumptions, p.cpu_assumption]):  # one line for an assumption edits share
         if a:
             lines.append(("assumes", a))
+    if p.contention:
+        lines.append(("contention", p.contention))
     share = p.saving_ns / base if base else 0.0
     saving = f"{_ms_unit(p.saving_ns)} per step ({percent(share)} of the replayed step)"
     if p.saving_ns < 0:  # a negative saving, said as what it is

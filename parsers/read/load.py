@@ -207,10 +207,12 @@ class Trace:
         """Each kernel's launch configuration, read from the file on each call (kernels.occupancy
         keeps what it makes of it): index the kernel's position in `ops`; `regs` per thread,
         `smem_static` and `smem_dynamic` shared memory (bytes), `threads` per block, `smem_config` the
-        shared-memory carve-out in force (CUPTI's sharedMemoryExecuted, 0 where not recorded). A
-        kernel whose row the file lacks is absent; the export must have LAUNCH_COLUMNS."""
+        shared-memory carve-out in force (CUPTI's sharedMemoryExecuted, 0 where not recorded), `grid_blocks`
+        in the grid (1 where the export has no grid columns). A kernel whose row the file lacks is
+        absent; the export must have LAUNCH_COLUMNS."""
         executed = [c for c in ("sharedMemoryExecuted",) if self.schema.has(KERNEL_TABLE, c)]
-        wanted = ["rowid", *LAUNCH_COLUMNS, *executed]
+        grid = [c for c in ("gridX", "gridY", "gridZ") if self.schema.has(KERNEL_TABLE, c)]
+        wanted = ["rowid", *LAUNCH_COLUMNS, *executed, *grid]
         with open_tables(self.path, probe=False) as tables:
             f = tables.read(KERNEL_TABLE, wanted, integer=tuple(wanted), where=self.checks.where(KERNEL_TABLE, prefix=""))
         kpos = np.flatnonzero(self.ops["kind"].to_numpy() == KERNEL)
@@ -225,6 +227,7 @@ class Trace:
             "threads": (f.int("blockX", 1) * f.int("blockY", 1) * f.int("blockZ", 1))[at],
             "smem_config": (np.where(f.null("sharedMemoryExecuted"), 0, f.int("sharedMemoryExecuted", 0))[at]
                             if executed else np.zeros(len(at), dtype=np.int64)),
+            "grid_blocks": np.prod([f.int(c, 1)[at] for c in grid], axis=0) if grid else np.ones(len(at), dtype=np.int64),
         }, index=kpos)
 
     def target_gpus(self, columns: list[str]) -> list[dict]:

@@ -16,6 +16,8 @@ from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.parsers.read.load import Trace, load_trace
 from nsight_tui.parsers.read.rank_merge import MergedRanks, RankFiles
 from nsight_tui.parsers.replay import edits as edit_mod
+from nsight_tui.parsers.replay.contention import assumption as contention_assumption, contended
+from nsight_tui.parsers.replay.contention import of_trace as contention_of_trace
 from nsight_tui.parsers.replay.critical import Holder, IdleSplit, critical_paths, holders, idle_splits
 from nsight_tui.parsers.replay.edits import Applied, Edit, EditError
 from nsight_tui.parsers.replay.graph import Graph, build
@@ -121,6 +123,9 @@ class Prediction:
     rank_files: RankFiles | None = None
     # the unchanged replay's typical period on each clock, ns, as clocks_ns: replayed_step_ns is the slower
     baseline_clocks_ns: tuple[int, int | None] = (0, None)
+    # where kernels beside a collective are re-timed as the edits move the collectives: what that
+    # assumes (replay.contention); '' where no GPU's factor is above 1
+    contention: str = ""
 
     @property
     def saving_ns(self) -> int:
@@ -144,7 +149,7 @@ class Prediction:
 
 
 def replay(g: Graph, sr: StepRanges, plan: Plan) -> Replayed:
-    tl = simulate(g, plan)
+    tl = contended(g, plan, simulate(g, plan))
     s, e = step_spans(g, sr, tl)
     return Replayed(tl, e - s, s, e, *clock_periods(g, sr, tl), plan.period_floor_ns)
 
@@ -393,7 +398,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
                       ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace,
                       _clocks(ed.mid), _unlike_median(m_periods),
                       ed.mid.floor_ns if ed.mid.floor_holds else None, ed.moved_host_ns, _rank_files(trace),
-                      _clocks(base))
+                      _clocks(base), contention_assumption(contention_of_trace(trace)))
 
 
 def _rank_files(trace: Trace) -> RankFiles | None:

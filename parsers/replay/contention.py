@@ -1,0 +1,188 @@
+"""Kernels beside a collective run slower: the contention the replay re-times when an edit moves it.
+
+A NCCL collective's kernel holds some of its GPU's SMs and keeps its memory busy while it runs, and
+it runs as long as its slowest rank keeps it waiting; a compute kernel running beside it on another
+stream takes longer than alone. The replay keeps each op's measured time, so an edit that moves a
+collective against the compute (a straggler's pause removed: rank 0's all-reduce no longer spins
+through its backward) would keep the compute at its contended length.
+
+How much longer is read off the capture itself, per GPU: the same kernel (name, grid and block) run
+fully beside a collective and, elsewhere in the capture, with none beside it (a transformer's layers
+repeat their kernels, and only some layers' backward overlaps a bucket's all-reduce); the factor is
+the median over those kernels of their median time beside over their median time alone (at least
+MIN_KERNELS kernels with MIN_EACH runs each way, else no factor: 1). A kernel partly beside a
+collective is slowed in proportion to the part: time = alone x (1 + (factor - 1) x overlap).
+
+Checked on the committed DDP pair (sample_traces/async: 25 MB buckets and one bucket, H100,
+tests/core/test_contention.py): read off the bucketed capture alone, the factors (1.46 and 1.35 on
+the two GPUs) against those of the twin's kernels, which ran the same kernels without the overlap
+(1.44 and 1.39, time-weighted); re-timed to the twin's overlap, the compute's time over the capture
+453.55 -> 449.49 ms against the twin's 448.19 (kept as measured: 453.55), and 451.63 -> 448.35
+against 447.96."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from nsight_tui.parsers.read.ids import KERNEL
+from nsight_tui.parsers.replay.graph import Graph
+from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
+
+# a collective's kernels, by name: NCCL's (ncclDevKernel_AllReduce_..., ncclKernel_... in older releases)
+COLLECTIVE_PREFIXES = ("ncclDevKernel", "ncclKernel")
+FULLY_BESIDE = 0.9  # a run this much beside a collective is one of the kernel's contended runs
+MIN_EACH = 3
+MIN_KERNELS = 3
+
+
+@dataclass(frozen=True)
+class Contention:
+    """Per op: a collective's kernel (`collective`), a kernel the contention re-times (`retimed`), its
+    GPU (`device`); per GPU the factor (time fully beside a collective over time alone) and the
+    kernels it was read off."""
+
+    collective: np.ndarray
+    retimed: np.ndarray
+    device: np.ndarray
+    factor: dict[int, float]
+    kernels: dict[int, int]
+
+    @property
+    def any(self) -> bool:
+        return any(f > 1.0 for f in self.factor.values())
+
+    def slowdown(self, overlap: np.ndarray) -> np.ndarray:
+        """Per op: its time at `overlap` (the fraction of it beside a collective) over its time alone."""
+        f = np.ones(len(overlap))
+        for dev, k in self.factor.items():
+            sel = self.device == dev
+            f[sel] = 1.0 + (k - 1.0) * overlap[sel]
+        return f
+
+
+def beside(start: np.ndarray, end: np.ndarray, collective: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """Per op: the fraction of its time (start..end) during which a collective's kernel ran on its GPU
+    (the collectives' union: two at once count once); 0 for a collective itself."""
+    out = np.zeros(len(start))
+    for dev in np.unique(device[collective]):
+        c = collective & (device == dev)
+        cs, ce = start[c], end[c]
+        order = np.argsort(cs, kind="stable")
+        cs, ce = cs[order], np.maximum.accumulate(ce[order])
+        new = np.concatenate(([True], cs[1:] > ce[:-1]))  # the union of the collectives' intervals
+        us, ue = cs[new], np.maximum.reduceat(ce, np.flatnonzero(new))
+        sel = (device == dev) & ~collective
+        dur = np.maximum(end[sel] - start[sel], 1)
+        out[sel] = (_covered_upto(us, ue, end[sel]) - _covered_upto(us, ue, start[sel])) / dur
+    return out
+
+
+def _covered_upto(us: np.ndarray, ue: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per instant t: the time the disjoint sorted intervals us..ue cover before it."""
+    before = np.concatenate(([0], np.cumsum(ue - us)))
+    j = np.searchsorted(us, t, side="right")  # intervals starting at or before t
+    last = np.maximum(j - 1, 0)
+    part = np.clip(t - us[last], 0, ue[last] - us[last])
+    return np.where(j > 0, before[last] + part, 0)
+
+
+def contention_of(trace) -> Contention:
+    """The capture's collectives and, per GPU with any, the factor read off its kernels (module doc)."""
+    ops = trace.ops
+    names = np.array([n.startswith(COLLECTIVE_PREFIXES) for n in trace.op_names] + [False])
+    kind = ops["kind"].to_numpy()
+    code = ops["name"].to_numpy()
+    kernel = kind == KERNEL
+    collective = kernel & names[np.where(code >= 0, code, len(names) - 1)]
+    device = ops["device"].to_numpy(np.int64)
+    retimed = kernel & ~collective
+    factor: dict[int, float] = {}
+    kernels: dict[int, int] = {}
+    if collective.any():
+        start, end = ops["start"].to_numpy(np.int64), ops["end"].to_numpy(np.int64)
+        over = beside(start, end, collective, device)
+        config = trace.launch_configs()
+        blocks = np.zeros(len(ops), np.int64)
+        threads = np.zeros(len(ops), np.int64)
+        blocks[config.index.to_numpy()] = config["grid_blocks"].to_numpy()
+        threads[config.index.to_numpy()] = config["threads"].to_numpy()
+        for dev in np.unique(device[collective]).tolist():
+            factor[dev], kernels[dev] = _factor(retimed & (device == dev), over, end - start, code, blocks, threads)
+    return Contention(collective, retimed, device, factor, kernels)
+
+
+def _factor(sel: np.ndarray, over: np.ndarray, dur: np.ndarray, code: np.ndarray, blocks: np.ndarray,
+            threads: np.ndarray) -> tuple[float, int]:
+    """The median, over the kernels (name, grid, block) run at least MIN_EACH times fully beside a
+    collective and MIN_EACH times with none, of their median time beside over their median time
+    alone; 1.0 where fewer than MIN_KERNELS kernels have both (never below 1: a kernel is not faster
+    beside one)."""
+    ratios = []
+    keys = np.stack([code[sel], blocks[sel], threads[sel]], axis=1)
+    o, d = over[sel], dur[sel]
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    for k in range(len(uniq)):
+        mine = inverse == k
+        with_c, alone = d[mine & (o >= FULLY_BESIDE)], d[mine & (o == 0)]
+        if len(with_c) >= MIN_EACH and len(alone) >= MIN_EACH:
+            ratios.append(float(np.median(with_c)) / max(float(np.median(alone)), 1.0))
+    if len(ratios) < MIN_KERNELS:
+        return 1.0, len(ratios)
+    return max(1.0, float(np.median(ratios))), len(ratios)
+
+
+# rounds of re-timing and replaying: the overlap moves with the compute's new lengths (a later
+# all-reduce overlaps more of the next kernels), so each round goes half way to the lengths the last
+# replay asks for, which settles where taking all of it swings further each round; a round whose
+# longest change is under SETTLED_NS ends it
+MAX_ROUNDS = 12
+SETTLED_NS = 2_000
+
+
+def of_trace(trace) -> Contention:
+    """contention_of, read once and kept with the trace."""
+    if "replay.contention" not in trace.derived:
+        trace.derived["replay.contention"] = contention_of(trace)
+    return trace.derived["replay.contention"]
+
+
+def contended(g: Graph, plan: Plan, tl: Timeline) -> Timeline:
+    """`plan`'s timeline with each kernel re-timed to the collectives beside it there, replayed until
+    the overlap settles: its time in `plan` x slowdown(overlap now) / slowdown(overlap in the graph's
+    unchanged replay), so the unchanged plan replays unchanged and an edit that leaves the overlap
+    where it was changes nothing. A kernel whose time an edit set (kernels-from, speed) keeps it:
+    that time is the edit's, at the overlap the edit assumed."""
+    c = of_trace(g.trace)
+    if not c.any:
+        return tl
+    key = ("replay.contention_ref", id(g))
+    if key not in g.trace.derived:
+        unchanged = simulate(g, Plan.of(g))
+        g.trace.derived[key] = c.slowdown(beside(unchanged.op_start_ns, unchanged.op_end_ns, c.collective, c.device))
+    ref = g.trace.derived[key]
+    mine = c.retimed & (plan.op_dur == g.op_dur) & (plan.op_dur > 0)
+    if not mine.any():
+        return tl
+    dur = plan.op_dur
+    for _ in range(MAX_ROUNDS):
+        now = c.slowdown(beside(tl.op_start_ns, tl.op_end_ns, c.collective, c.device))
+        asked = plan.op_dur.copy()
+        asked[mine] = np.round(plan.op_dur[mine] * now[mine] / ref[mine]).astype(np.int64)
+        if np.abs(asked - dur).max(initial=0) < SETTLED_NS:
+            break
+        dur = (dur + asked) // 2
+        tl = simulate(g, replace(plan, op_dur=dur))
+    return tl
+
+
+def assumption(c: Contention) -> str:
+    """What the replay assumes of the contention, where it re-times any kernel ('' where not)."""
+    if not c.any:
+        return ""
+    each = ", ".join(f"GPU {dev} x{k:.2f} (read off {c.kernels[dev]:,} kernels run both ways)"
+                     for dev, k in sorted(c.factor.items()) if k > 1.0)
+    return (f"a kernel beside a collective runs slower, in proportion to the part of it beside one, up to {each}; "
+            "each kernel the edits leave as measured re-timed to the collectives beside it in the replay "
+            "(replay.contention)")
