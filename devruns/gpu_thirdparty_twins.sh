@@ -22,6 +22,8 @@
 #   decode12     decodegraph's pair with 12 layers
 #   decodefp32   decodegraph's pair in fp32 (TF32 matmuls)
 #   vitbgraph    vitgraph's pair with ViT-base (a training step's graph, cut by memsets)
+# and after `graph` (the step) kept the loop's own long pauses (docs/whatif.md, `graph[:RANGE]`):
+#   vitgraphsleep  vitgraph's pair with a 10 ms time.sleep at each step's start, eager and graphed alike
 # and held out on a trainer nobody here wrote (HF Trainer over a Qwen2-shaped model, 4 layers, batch 8,
 # seq 512), captured after the replay was written:
 #   hfoptim      bf16, AdamW passed to the Trainer: foreach=False / fused=True
@@ -106,6 +108,8 @@ for k in $(seq 1 "$PAIRS"); do
     case $s in
       vitgraph) cap $s $k vit_b8_eager python3 $T/timm_vit_twins.py --batch 8 --tf32
                 cap $s $k vit_b8_graph python3 $T/timm_vit_twins.py --batch 8 --tf32 --graph ;;
+      vitgraphsleep) cap $s $k vit_b8_sleep_eager python3 $T/timm_vit_twins.py --batch 8 --tf32 --sleep-ms 10
+                     cap $s $k vit_b8_sleep_graph python3 $T/timm_vit_twins.py --batch 8 --tf32 --sleep-ms 10 --graph ;;
       decodegraph) cap $s $k decode_eager python3 $T/hf_decode_llama.py
                    cap $s $k decode_graph python3 $T/hf_decode_llama.py --graph ;;
       decodecopy) cap $s $k decode_copy_eager python3 $T/hf_decode_llama.py --copy-first

@@ -25,6 +25,7 @@ which comes after its range).
                              [--depth N] [--compile] [--manual-attn | --alternate-attn]
 """
 import argparse
+import time
 
 import timm
 import torch
@@ -45,6 +46,9 @@ p.add_argument("--optim", default="capturable", choices=["capturable", "foreach-
 p.add_argument("--depth", type=int, default=0, help="blocks of the model (0: the model's own)")
 p.add_argument("--compile", action="store_true", help="torch.compile(model) (Inductor's default mode)")
 p.add_argument("--accum", type=int, default=1, help="forward/backward pairs a step (gradient accumulation)")
+p.add_argument("--sleep-ms", type=float, default=0.0,
+               help="a pause of the loop's own at each step's start, inside its range and before its work, "
+                    "eager or graphed alike (time.sleep: the next batch, logging)")
 p.add_argument("--manual-attn", action="store_true",
                help="timm's attention written out (q @ k^T, softmax, @ v) instead of F.scaled_dot_product_attention")
 p.add_argument("--alternate-attn", action="store_true",
@@ -125,6 +129,8 @@ for i in range(a.warmup, a.warmup + a.steps):
     if a.alternate_attn:  # step_1, step_3, ... (mark names the step after the warm-ups: step_<i - warmup>)
         written_out((i - a.warmup) % 2 == 1)
     with mark.step(i, warmup=a.warmup):
+        if a.sleep_ms:
+            time.sleep(a.sleep_ms / 1e3)
         if graph is not None:
             graph.replay()
         else:

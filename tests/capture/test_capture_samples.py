@@ -144,5 +144,8 @@ def test_sample_traces_stay_small():
     # (0.58 MB: the one capture whose cuBLAS GEMMs are CUTLASS 2 bf16 kernels named without their tile's K,
     # once read as fp32 and told to use TF32; tests/core/test_thirdparty_precision.py): 61.33 MB.
     # The tool reads .sqlite.xz as it is; only small_ctx128.sqlite (the README's first command) stays plain.
-    assert total < 61_400_000
+    # Then the ViT pair with a 10 ms sleep of the loop's own in each step, eager and graphed (replay/graph_sleep, 0.68 MB:
+    # the one pair that checks `graph` keeps the loop's own pauses, which its replay before missed on all three
+    # pairs): 62.21 MB.
+    assert total < 62_300_000
     assert sum(p.stat().st_size for p in committed_samples() if p.relative_to(SAMPLES).parts[0] == "async") < 7_500_000
