@@ -28,9 +28,10 @@
     workers:N             the host work the nohost edits remove runs in N worker processes beside
                           the step (DataLoader(num_workers=N)): a step no shorter than that work / N,
                           the pace a longer run keeps once the workers' prefetched batches are spent
-    graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch; for the
-                          step, the loop's own long pauses outside the ranges nested in it stay
-                          (centrally: _loop_pauses)
+    graph[:RANGE]         RANGE's CPU work (default: the step) as one CUDA graph launch (the host
+                          time before a range opens is not its: _before_span); for the step, the
+                          loop's own long pauses outside the ranges nested in it stay (centrally:
+                          _loop_pauses)
     attention[:RANGE]     attention written out (a score GEMM, passes over the scores, a GEMM;
                           kernels.attention finds them by their order) launched inside RANGE
                           (default: the step) as one fused kernel: the passes and the copies its
@@ -763,8 +764,10 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     # batch, logging, a sleep) stay, but at the near end, where the step's code is all the model's
     loop, nested = _loop_pauses(g, sr, pids) if e.range in ("", STEP_RANGE) else (np.zeros(len(sel), bool), True)
     loop &= sel
+    before = _before_span(g, pids, spans, sel)
     for end, (plan, gap, per_node) in enumerate(zip(ed.plans, timing.node_gap_ns, timing.cpu_per_node_ns)):
-        plan.delta_ns[sel & ~loop if end else sel] = 0
+        cut = sel & ~loop if end else sel
+        plan.delta_ns[cut] = before[cut]
         for k in np.flatnonzero(sel).tolist():
             plan.handoffs.pop(k, None)
         for si in np.unique(span_of_op[span_of_op >= 0]).tolist():
@@ -793,6 +796,30 @@ def _loop_words(g: Graph, sr: StepRanges, loop: np.ndarray, nested: bool) -> str
     return (f"; the step loop's own pauses stay ({int(loop.sum()):,} pauses of at least "
             f"{LOOP_PAUSE_MIN_NS / 1e6:g} ms of host time with the GPU idle, {where}: "
             f"{per_step / 1e6:,.2f} ms a step), taken away at the near end, where all the step's code is graphed")
+
+
+def _before_span(g: Graph, pids: np.ndarray, spans, sel: np.ndarray) -> np.ndarray:
+    """Per CPU point in `sel` that ends host time of its thread's own: the part of that time (since the
+    thread's previous point) that passed before its span opened and outside every span of its process:
+    not the span's code, so a graph of the span does not take it (a loop's sleep before `forward` opens
+    stays with graph:forward; the steps' spans tile the time, so the step leaves nothing outside them).
+    A thread waiting on another (the autograd thread between backwards) has no such time: its wait goes
+    with the graph, as its hand-over does."""
+    out = np.zeros(len(g.pt_time), np.int64)
+    at = _instance_of(g.pt_time, pids, spans)
+    k = np.flatnonzero(sel & (at >= 0) & _host_points(g))
+    if not len(k) or not len(spans):
+        return out
+    p, s, e = (np.array([x[i] for x in spans], np.int64) for i in range(3))
+    # per span, the latest end among the spans of its process that opened before it (0: none)
+    prior_end = np.zeros(len(spans), np.int64)
+    for pid in np.unique(p).tolist():
+        idx = np.flatnonzero(p == pid)
+        idx = idx[np.argsort(s[idx], kind="stable")]
+        prior_end[idx[1:]] = np.maximum.accumulate(e[idx])[:-1]
+    prev_t = g.pt_time[k - 1]  # k is never a thread's first point: the same thread's previous one
+    out[k] = np.clip(s[at[k]] - np.maximum(prev_t, prior_end[at[k]]), 0, g.delta_ns[k])
+    return out
 
 
 def _refuse_if_graphed(g: Graph, e: Edit, o_api: np.ndarray, span_of_op: np.ndarray) -> None:
