@@ -676,11 +676,14 @@ def _loop_pauses(g: Graph, sr: StepRanges, pids: np.ndarray) -> tuple[np.ndarray
     r = g.trace.ranges
     r_pid = pid_of(r["gtid"].to_numpy(np.int64))
     r_start, r_end = r["start"].to_numpy(np.int64), r["end"].to_numpy(np.int64)
-    iterations = set(zip(sr.start_ns.tolist(), sr.end_ns.tolist()))
-    nested = []
-    for pid, s, e in range_spans(g, sr, STEP_RANGE):
-        m = np.flatnonzero((r_pid == pid) & (r_start >= s) & (r_end <= e) & (r_end > r_start))
-        nested += [(pid, int(a), int(b)) for a, b in zip(r_start[m], r_end[m]) if (int(a), int(b)) not in iterations]
+    steps = range_spans(g, sr, STEP_RANGE)
+    at = _instance_of(r_start, r_pid, steps)  # the step span each range opens in (-1: none)
+    step_end = np.array([e for _, _, e in steps] + [0], np.int64)
+    inner = (at >= 0) & (r_end <= step_end[at]) & (r_end > r_start)
+    # the iterations' own ranges are no range nested in a step
+    iteration = np.isin(r_start, sr.start_ns) & np.isin(r_end, sr.end_ns)
+    m = np.flatnonzero(inner & ~iteration)
+    nested = list(zip(r_pid[m].tolist(), r_start[m].tolist(), r_end[m].tolist()))
     if not nested:
         return pauses, False
     prev_t = np.concatenate([[0], g.pt_time[:-1]])

@@ -176,7 +176,9 @@ def test_the_reset_by_hand_reaches_a_terminal_whose_buffer_is_full(repo_root: Pa
     is there but slow to read (its buffer full of the app's last frames) must still get all of it once
     it drains, within RESTORE_WAIT_S: one non-blocking write gave up at once and left the alternate
     screen and mouse tracking on. A child whose stdout is a pty nobody reads fills it, then resets by
-    hand, and says when that waits for the terminal; only then does this side read the pty."""
+    hand, and says when that waits for the terminal; only then does this side read the pty. The child
+    waits up to 60 s instead of RESTORE_WAIT_S: what is checked is that the reset arrives whole once the
+    terminal drains, and this side may start reading late on a loaded machine (it once missed the 0.5 s)."""
     import pty
     import subprocess
     import sys
@@ -185,7 +187,9 @@ def test_the_reset_by_hand_reaches_a_terminal_whose_buffer_is_full(repo_root: Pa
 
     master, slave = pty.openpty()
     child = ("import os, select, sys\n"
+             "from nsight_tui.tui import launch\n"
              "from nsight_tui.tui.launch import _write_reset\n"
+             "launch.RESTORE_WAIT_S = 60\n"
              "real = select.select\n"
              "def waits(*args):\n"
              "    sys.stderr.write('waiting\\n'); sys.stderr.flush()\n"

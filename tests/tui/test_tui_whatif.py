@@ -386,3 +386,27 @@ def test_the_what_ifs_lanes_are_timed_from_the_replayed_steps_start(tui):
             assert "▼ +" in text and " s " not in text.split("▼ +", 1)[1].split("·", 1)[0]
 
     run(body())
+
+
+def test_the_what_if_of_a_ddp_capture_says_what_it_assumes_of_the_contention(tui):
+    """On the committed two-GPU DDP capture (its backward's kernels run beside the all-reduces), a
+    finding's what-if says the factor per GPU the replay re-times those kernels by, as the core read it."""
+    from nsight_tui.parsers.read.load import load_trace
+    from nsight_tui.parsers.replay.contention import of_trace
+
+    path = SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz"
+    c = of_trace(load_trace(path))
+
+    async def body():
+        async with tui(path, size=(160, 50)) as ui:
+            await open_findings(ui)
+            await ui.pilot.press("w")
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen", "the what-if screen")
+            await ui.until(lambda: ui.screen.view is not None, "the replay done", timeout=120)
+            await ui.settle()
+            text = " ".join(ui.flat_text().split())
+            assert "contention: a kernel beside a collective runs slower" in text
+            for dev, k in c.factor.items():
+                assert f"GPU {dev} x{k:.2f} (read off {c.kernels[dev]:,} kernels run both ways)" in text
+
+    run(body())
