@@ -58,6 +58,16 @@ async def open_findings(ui) -> None:
     await ui.settle()
 
 
+async def first_what_if_text(ui) -> str:
+    """`w` on the first finding, once its replay is done: the screen's text, its spaces run together."""
+    await open_findings(ui)
+    await ui.pilot.press("w")
+    await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen", "the what-if screen")
+    await ui.until(lambda: ui.screen.view is not None, "the replay done", timeout=120)
+    await ui.settle()
+    return " ".join(ui.flat_text().split())
+
+
 async def highlight(ui, rule: str) -> None:
     table = ui.screen.table
     row = next(r for r in range(len(table)) if table.value(r, "id") == rule)
@@ -257,12 +267,7 @@ def test_the_what_if_says_the_step_run_alone_where_the_capture_kept_one(tui):
 
     async def body():
         async with tui(path, size=(140, 50)) as ui:
-            await open_findings(ui)
-            await ui.pilot.press("w")
-            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen", "the what-if screen")
-            await ui.until(lambda: ui.screen.view is not None, "the replay done", timeout=120)
-            await ui.settle()
-            text = " ".join(ui.flat_text().split())
+            text = await first_what_if_text(ui)
             assert "alone: Without the profiler (the workload run alone just before this capture" in text
             assert f"{alone_ms:,.2f} ms per step" in text and "the profiler made the step" in text
 
@@ -399,12 +404,7 @@ def test_the_what_if_of_a_ddp_capture_says_what_it_assumes_of_the_contention(tui
 
     async def body():
         async with tui(path, size=(160, 50)) as ui:
-            await open_findings(ui)
-            await ui.pilot.press("w")
-            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen", "the what-if screen")
-            await ui.until(lambda: ui.screen.view is not None, "the replay done", timeout=120)
-            await ui.settle()
-            text = " ".join(ui.flat_text().split())
+            text = await first_what_if_text(ui)
             assert "contention: a kernel beside a collective runs slower" in text
             for dev, k in c.factor.items():
                 assert f"GPU {dev} x{k:.2f} (read off {c.kernels[dev]:,} kernels run both ways)" in text
