@@ -24,6 +24,8 @@
 #   vitbgraph    vitgraph's pair with ViT-base (a training step's graph, cut by memsets)
 # and after `graph` (the step) kept the loop's own long pauses (docs/whatif.md, `graph[:RANGE]`):
 #   vitgraphsleep  vitgraph's pair with a 10 ms time.sleep at each step's start, eager and graphed alike
+# and the form launch-bound's fix replays, each phase its own graph:
+#   vitphasegraph  vitgraph's eager step / forward, backward and optimizer each one CUDA graph
 # and held out on a trainer nobody here wrote (HF Trainer over a Qwen2-shaped model, 4 layers, batch 8,
 # seq 512), captured after the replay was written:
 #   hfoptim      bf16, AdamW passed to the Trainer: foreach=False / fused=True
@@ -108,6 +110,8 @@ for k in $(seq 1 "$PAIRS"); do
     case $s in
       vitgraph) cap $s $k vit_b8_eager python3 $T/timm_vit_twins.py --batch 8 --tf32
                 cap $s $k vit_b8_graph python3 $T/timm_vit_twins.py --batch 8 --tf32 --graph ;;
+      vitphasegraph) cap $s $k vit_b8_eager python3 $T/timm_vit_twins.py --batch 8 --tf32
+                     cap $s $k vit_b8_phasegraph python3 $T/timm_vit_twins.py --batch 8 --tf32 --graph-phases ;;
       vitgraphsleep) cap $s $k vit_b8_sleep_eager python3 $T/timm_vit_twins.py --batch 8 --tf32 --sleep-ms 10
                      cap $s $k vit_b8_sleep_graph python3 $T/timm_vit_twins.py --batch 8 --tf32 --sleep-ms 10 --graph ;;
       decodegraph) cap $s $k decode_eager python3 $T/hf_decode_llama.py

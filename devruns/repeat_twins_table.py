@@ -29,6 +29,7 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     # devruns/gpu_thirdparty_twins.sh: workloads nobody here wrote
     "vitgraph": ("vit_b8_eager", "vit_b8_graph", ("graph",), "launch-bound"),
     "vitgraphsleep": ("vit_b8_sleep_eager", "vit_b8_sleep_graph", ("graph",), "launch-bound"),
+    "vitphasegraph": ("vit_b8_eager", "vit_b8_phasegraph", ("fix:launch-bound",), "launch-bound"),
     "decodegraph": ("decode_eager", "decode_graph", ("graph",), "launch-bound"),
     "decodegraphb": ("decode_eager", "decode_graph", ("graph",), "launch-bound"),  # the memset call's pairs beside
     "decodecopy": ("decode_copy_eager", "decode_copy_graph", ("graph",), "launch-bound"),

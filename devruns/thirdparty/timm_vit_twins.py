@@ -2,6 +2,9 @@
 edits predict beyond GPT-2 (docs/whatif.md, "Beyond GPT-2: third-party twins"):
   --graph  the whole step (forward, backward, AdamW(foreach, capturable)) captured once as a CUDA
            graph and replayed, against the same step run eagerly (`graph`);
+  --graph-phases  each phase its own CUDA graph (forward with the loss, backward, the optimizer step;
+           one memory pool), replayed inside its phase range: the form `fix:launch-bound` replays
+           (`graph:forward graph:backward graph:optimizer`);
   --tf32   TF32 matmuls and convolutions against fp32 ones (`fix:fp32-gemm-without-tensor-cores`,
            `kernels-from:TWIN`);
   --optim foreach-off|fused  AdamW(foreach=False) against AdamW(fused=True), without a graph
@@ -21,7 +24,7 @@ set the gradients to None before each step (no accumulate kernels either way) an
 with nsight_tui.capture.mark (step_N ranges; the Python clock read after the step's synchronise,
 which comes after its range).
     python timm_vit_twins.py [--model vit_small_patch16_224] [--batch 8] [--warmup 3] [--steps 8]
-                             [--graph] [--tf32] [--bf16] [--inference] [--optim capturable|foreach-off|fused] [--accum K]
+                             [--graph | --graph-phases] [--tf32] [--bf16] [--inference] [--optim capturable|foreach-off|fused] [--accum K]
                              [--depth N] [--compile] [--manual-attn | --alternate-attn]
 """
 import argparse
@@ -38,6 +41,8 @@ p.add_argument("--batch", type=int, default=8)
 p.add_argument("--warmup", type=int, default=3)
 p.add_argument("--steps", type=int, default=8)
 p.add_argument("--graph", action="store_true", help="replay the step as one CUDA graph (the twin of the eager step)")
+p.add_argument("--graph-phases", action="store_true",
+               help="forward, backward and the optimizer step each replayed as its own CUDA graph")
 p.add_argument("--tf32", action="store_true", help="TF32 matmuls and convolutions (the twin of fp32)")
 p.add_argument("--bf16", action="store_true", help="bf16 autocast over the forward and the loss")
 p.add_argument("--inference", action="store_true", help="the forward alone, no gradients")
@@ -72,8 +77,10 @@ if a.alternate_attn and a.compile:
     raise SystemExit("--alternate-attn switches the modules per step: not with --compile")
 if a.compile:
     model = torch.compile(model)
-if a.graph and a.optim != "capturable":
-    raise SystemExit("--graph needs --optim capturable")
+if (a.graph or a.graph_phases) and a.optim != "capturable":
+    raise SystemExit("--graph and --graph-phases need --optim capturable")
+if a.graph_phases and (a.graph or a.inference or a.accum > 1 or a.compile or a.alternate_attn):
+    raise SystemExit("--graph-phases: a training step of one forward and backward, eager otherwise")
 OPTIM = {"capturable": {"foreach": True, "capturable": True}, "foreach-off": {"foreach": False}, "fused": {"fused": True}}
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **OPTIM[a.optim])
 size = model.default_cfg.get("input_size", (3, 224, 224))[-1]
@@ -82,7 +89,7 @@ y = torch.randint(0, 100, (a.batch,), device="cuda")
 autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.bf16)
 mark.config(workload=f"timm {a.model} training, " + ("bf16 autocast" if a.bf16 else "fp32")
             + (" (TF32 allowed)" if a.tf32 else ""),
-            graph=a.graph, tf32=a.tf32, bf16=a.bf16, optim=a.optim, manual_attn=a.manual_attn,
+            graph=a.graph, graph_phases=a.graph_phases, tf32=a.tf32, bf16=a.bf16, optim=a.optim, manual_attn=a.manual_attn,
             alternate_attn=a.alternate_attn, batch_size=a.batch,
             accumulation=a.accum, compiled=a.compile,
             torch=torch.__version__,
@@ -125,13 +132,36 @@ if a.graph:
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
 
+phases = None
+if a.graph_phases:
+    # one graph per phase, sharing a pool: the backward's graph reads what the forward's saved, the
+    # optimizer's the gradients the backward's wrote (set to None before its capture: written, not added)
+    pool = torch.cuda.graph_pool_handle()
+    phases = {name: torch.cuda.CUDAGraph() for name in ("forward", "backward", "optimizer")}
+    optimizer.zero_grad(set_to_none=True)
+    torch.cuda.nvtx.range_push("cuda_graph_capture")  # no iteration: the parsers' steady state skips it
+    with torch.cuda.graph(phases["forward"], pool=pool), autocast:
+        static_loss = torch.nn.functional.cross_entropy(model(x), y)
+    with torch.cuda.graph(phases["backward"], pool=pool):
+        static_loss.backward()
+    with torch.cuda.graph(phases["optimizer"], pool=pool):
+        optimizer.step()
+    for g in phases.values():
+        g.replay()  # the first replay uploads the graph
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+
 for i in range(a.warmup, a.warmup + a.steps):
     if a.alternate_attn:  # step_1, step_3, ... (mark names the step after the warm-ups: step_<i - warmup>)
         written_out((i - a.warmup) % 2 == 1)
     with mark.step(i, warmup=a.warmup):
         if a.sleep_ms:
             time.sleep(a.sleep_ms / 1e3)
-        if graph is not None:
+        if phases is not None:
+            for name, g in phases.items():
+                with mark.phase(name):
+                    g.replay()
+        elif graph is not None:
             graph.replay()
         else:
             optimizer.zero_grad(set_to_none=True)

@@ -767,7 +767,8 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     # batch, logging, a sleep) stay, but at the near end, where the step's code is all the model's
     loop, nested = _loop_pauses(g, sr, pids) if e.range in ("", STEP_RANGE) else (np.zeros(len(sel), bool), True)
     loop &= sel
-    before = _before_span(g, pids, spans, sel)
+    long_pauses = _idle_pauses(g, sr, pids, _host_points(g)) & (g.delta_ns >= LOOP_PAUSE_MIN_NS)
+    before = _before_span(g, pids, spans, sel & long_pauses)
     for end, (plan, gap, per_node) in enumerate(zip(ed.plans, timing.node_gap_ns, timing.cpu_per_node_ns)):
         cut = sel & ~loop if end else sel
         plan.delta_ns[cut] = before[cut]
@@ -802,15 +803,15 @@ def _loop_words(g: Graph, sr: StepRanges, loop: np.ndarray, nested: bool) -> str
 
 
 def _before_span(g: Graph, pids: np.ndarray, spans, sel: np.ndarray) -> np.ndarray:
-    """Per CPU point in `sel` that ends host time of its thread's own: the part of that time (since the
-    thread's previous point) that passed before its span opened and outside every span of its process:
-    not the span's code, so a graph of the span does not take it (a loop's sleep before `forward` opens
-    stays with graph:forward; the steps' spans tile the time, so the step leaves nothing outside them).
-    A thread waiting on another (the autograd thread between backwards) has no such time: its wait goes
-    with the graph, as its hand-over does."""
+    """Per CPU point in `sel` (the loop's long pauses a range's first call ends): the part of its time
+    since the thread's previous point that passed before its span opened and outside every span of its
+    process: not the span's code, so a graph of the span does not take it (a loop's sleep before
+    `forward` opens stays with graph:forward; the steps' spans tile the time, so the step leaves nothing
+    outside them). Shorter host time before a range (a zero_grad, the step's own bookkeeping) goes with
+    the graph, as the graphed program runs none of it."""
     out = np.zeros(len(g.pt_time), np.int64)
     at = _instance_of(g.pt_time, pids, spans)
-    k = np.flatnonzero(sel & (at >= 0) & _host_points(g))
+    k = np.flatnonzero(sel & (at >= 0))
     if not len(k) or not len(spans):
         return out
     p, s, e = (np.array([x[i] for x in spans], np.int64) for i in range(3))
