@@ -28,6 +28,7 @@ import numpy as np
 from nsight_tui.parsers.read.ids import KERNEL
 from nsight_tui.parsers.replay.graph import Graph
 from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
+from nsight_tui.parsers.replay.steps import StepRanges, step_spans
 
 # a collective's kernels, by name: NCCL's (ncclDevKernel_AllReduce_..., ncclKernel_... in older releases)
 COLLECTIVE_PREFIXES = ("ncclDevKernel", "ncclKernel")
@@ -134,11 +135,13 @@ def _factor(sel: np.ndarray, over: np.ndarray, dur: np.ndarray, code: np.ndarray
 
 
 # rounds of re-timing and replaying: the overlap moves with the compute's new lengths (a later
-# all-reduce overlaps more of the next kernels), so each round goes half way to the lengths the last
-# replay asks for, which settles where taking all of it swings further each round; a round whose
-# longest change is under SETTLED_NS ends it
+# all-reduce overlaps more of the next kernels), so a round takes all of the change the last replay
+# asks for until that swings further than the round before, then half of it (a quarter, an eighth).
+# The rounds end once the step they replay moves by under SETTLED_NS (the answers are given to
+# 0.01 ms), or the asked lengths differ from those replayed by under that much a step in all: a kernel
+# at the edge of an all-reduce can flip in and out of it from round to round without moving the step
 MAX_ROUNDS = 12
-SETTLED_NS = 2_000
+SETTLED_NS = 10_000
 
 
 def of_trace(trace) -> Contention:
@@ -148,9 +151,9 @@ def of_trace(trace) -> Contention:
     return trace.derived["replay.contention"]
 
 
-def contended(g: Graph, plan: Plan, tl: Timeline) -> Timeline:
+def contended(g: Graph, plan: Plan, tl: Timeline, sr: StepRanges) -> Timeline:
     """`plan`'s timeline with each kernel re-timed to the collectives beside it there, replayed until
-    the overlap settles: its time in `plan` x slowdown(overlap now) / slowdown(overlap in the graph's
+    the step settles: its time in `plan` x slowdown(overlap now) / slowdown(overlap in the graph's
     unchanged replay), so the unchanged plan replays unchanged and an edit that leaves the overlap
     where it was changes nothing. A kernel whose time an edit set (kernels-from, speed) keeps it:
     that time is the edit's, at the overlap the edit assumed."""
@@ -165,16 +168,30 @@ def contended(g: Graph, plan: Plan, tl: Timeline) -> Timeline:
     mine = c.retimed & (plan.op_dur == g.op_dur) & (plan.op_dur > 0)
     if not mine.any():
         return tl
-    dur = plan.op_dur
+    dur = plan.op_dur.astype(np.float64)
+    share, last, step = 1.0, np.inf, _step_ns(g, sr, tl)
     for _ in range(MAX_ROUNDS):
         now = c.slowdown(beside(tl.op_start_ns, tl.op_end_ns, c.collective, c.device))
-        asked = plan.op_dur.copy()
-        asked[mine] = np.round(plan.op_dur[mine] * now[mine] / ref[mine]).astype(np.int64)
-        if np.abs(asked - dur).max(initial=0) < SETTLED_NS:
+        asked = plan.op_dur.astype(np.float64)
+        asked[mine] = plan.op_dur[mine] * now[mine] / ref[mine]
+        off = float(np.abs(asked - dur).sum())
+        if off < SETTLED_NS * max(sr.n_steps, 1):
             break
-        dur = (dur + asked) // 2
-        tl = simulate(g, replace(plan, op_dur=dur))
+        if off > last:
+            share = max(share / 2, 0.125)
+        last = off
+        dur = dur + share * (asked - dur)
+        tl = simulate(g, replace(plan, op_dur=np.round(dur).astype(np.int64)))
+        step, was = _step_ns(g, sr, tl), step
+        if abs(step - was) < SETTLED_NS:
+            break
     return tl
+
+
+def _step_ns(g: Graph, sr: StepRanges, tl: Timeline) -> float:
+    """The steps' median period on `tl` (their start to the next one's), ns."""
+    start, end = step_spans(g, sr, tl)
+    return float(np.median(end - start)) if len(start) else 0.0
 
 
 def assumption(c: Contention) -> str:

@@ -149,7 +149,7 @@ class Prediction:
 
 
 def replay(g: Graph, sr: StepRanges, plan: Plan) -> Replayed:
-    tl = contended(g, plan, simulate(g, plan))
+    tl = contended(g, plan, simulate(g, plan), sr)
     s, e = step_spans(g, sr, tl)
     return Replayed(tl, e - s, s, e, *clock_periods(g, sr, tl), plan.period_floor_ns)
 
