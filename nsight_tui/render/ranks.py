@@ -32,6 +32,8 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
         out.append(f"**Straggler: {_md(slow.rank.label)}** — {slow.basis}: {_ms(slow.value_ns)} ms against the median "
                    f"rank's {_ms(slow.median_ns)} ms (+{_ms(slow.excess_ns)} ms). The other ranks wait for it in "
                    "their collectives." + (f" Why: {run.straggler_why}." if run.straggler_why else "") + "\n")
+    if contention_line(run):
+        out.append(f"Compute beside communication: {_md(contention_line(run))}.\n")
     phase_rows = []
     for s in run.ranks:
         for phase, p in s.phases.items():
@@ -56,6 +58,18 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
     for note in run.notes:
         out.append(f"_note: {_md(note)}_\n")
     return "\n".join(out)
+
+
+def contention_line(run: RunRanks) -> str:
+    """Per rank, how much slower its kernels ran while a collective ran beside them ('' where no rank
+    could say): the replay's contention factor, read off this capture."""
+    said = [f"{s.rank.label} x{s.compute_beside_comm:.2f} ({s.compute_beside_comm_kernels:,} kernels)"
+            for s in run.ranks if s.compute_beside_comm is not None]
+    if not said:
+        return ""
+    return ("; ".join(said) + " — each GPU's kernels while a collective ran beside them, over the same kernels "
+            "(name, grid, block) alone in this capture; the what-if re-times kernels by it as edits move the "
+            "collectives")
 
 
 def _steps(s: RankSummary) -> str:

@@ -99,6 +99,11 @@ class RankSummary:
     # the starts of its communication kernels, in order (its own clock): when it reached each collective
     collective_starts_ns: list[int] = field(default_factory=list, repr=False)
     collective_ends_ns: list[int] = field(default_factory=list, repr=False)  # and when each ended, alike
+    # its GPU's kernels while a collective ran beside them, over the same kernels alone (name, grid and
+    # block, run both ways in this capture: replay.contention, which the what-if re-times by); None
+    # where too few kernels ran both ways to say; and how many did
+    compute_beside_comm: float | None = None
+    compute_beside_comm_kernels: int = 0
 
     @property
     def overlap(self) -> float | None:
@@ -246,6 +251,13 @@ def summarise_rank(trace: Trace, rank: Rank, session_start_utc_ns: int | None = 
     s_end = own.periods(last_end)
     summary.steps_ns = (s_end - s_start).tolist()
     summary.compute_per_step_ns = [intervals.length(intervals.clip(compute, a, b)) for a, b in zip(s_start, s_end)]
+    if is_comm.any():
+        from nsight_tui.parsers.replay.contention import MIN_KERNELS, of_trace
+
+        c = of_trace(trace)
+        summary.compute_beside_comm_kernels = c.kernels.get(rank.device, 0)
+        if summary.compute_beside_comm_kernels >= MIN_KERNELS:
+            summary.compute_beside_comm = c.factor[rank.device]
     summary.collective_starts_ns = start[is_comm].tolist()
     summary.collective_ends_ns = end[is_comm].tolist()
     if len(s_start):

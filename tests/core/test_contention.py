@@ -7,16 +7,14 @@ collectives and the unchanged replay untouched."""
 from __future__ import annotations
 
 import json
-import statistics
-from collections import defaultdict
 
 import numpy as np
 import pytest
 
 from conftest import ROOT, SAMPLES
 from helpers import cli_process
-from helpers.export_sql import sql_rows
-from helpers.xz_samples import XZ_TRACE, plain
+from helpers.contention_by_hand import by_hand as _by_hand, factor_by_hand as _factor_by_hand, overlap as _overlap
+from helpers.xz_samples import XZ_TRACE
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay import contention, edits
 from nsight_tui.parsers.replay.predict import graph_of, typical
@@ -25,46 +23,6 @@ from nsight_tui.parsers.replay.simulate import Plan, simulate
 BUCKETS = SAMPLES / "async" / f"small_ctx512_b8_ddp2_async{XZ_TRACE}"
 ONE_BUCKET = SAMPLES / "async" / f"small_ctx512_b8_ddp2_async_ddp-one-bucket{XZ_TRACE}"
 SINGLE = SAMPLES / "small_ctx128.sqlite"
-
-KERNELS_SQL = """
-SELECT k.deviceId, k.start, k."end", s.value, k.gridX * k.gridY * k.gridZ, k.blockX * k.blockY * k.blockZ
-FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName ORDER BY k.start
-"""
-
-
-def _by_hand(path):
-    """Per GPU: its collectives' intervals and its other kernels (start, end, key), in start order."""
-    coll, other = defaultdict(list), defaultdict(list)
-    for dev, s, e, name, grid, block in sql_rows(plain(path), KERNELS_SQL):
-        if name.startswith(("ncclDevKernel", "ncclKernel")):
-            coll[dev].append((s, e))
-        else:
-            other[dev].append((s, e, (name, grid, block)))
-    return coll, other
-
-
-def _overlap(intervals, s, e) -> float:
-    """The fraction of s..e inside the union of `intervals`, by walking them."""
-    covered, reach = 0, s
-    for a, b in sorted(intervals):
-        a, b = max(a, reach), min(b, e)
-        if b > a:
-            covered += b - a
-            reach = b
-    return covered / max(e - s, 1)
-
-
-def _factor_by_hand(coll, kernels) -> float:
-    runs = defaultdict(lambda: ([], []))
-    for s, e, key in kernels:
-        f = _overlap(coll, s, e)
-        if f >= 0.9:
-            runs[key][0].append(e - s)
-        elif f == 0:
-            runs[key][1].append(e - s)
-    ratios = [statistics.median(a) / statistics.median(b) for a, b in runs.values() if len(a) >= 3 and len(b) >= 3]
-    return max(1.0, statistics.median(ratios)) if len(ratios) >= 3 else 1.0
-
 
 @pytest.fixture(scope="module")
 def buckets():
@@ -91,7 +49,8 @@ def test_factor_read_off_the_capture_as_by_hand(buckets, hand):
     c = contention.of_trace(buckets)
     assert set(c.factor) == set(coll)
     for dev in coll:
-        assert c.factor[dev] == pytest.approx(_factor_by_hand(coll[dev], other[dev]), rel=1e-9)
+        factor, kernels = _factor_by_hand(coll[dev], other[dev])
+        assert c.factor[dev] == pytest.approx(factor, rel=1e-9) and c.kernels[dev] == kernels
         assert c.factor[dev] > 1.2  # the bucketed backward runs well slower beside its all-reduces
 
 

@@ -262,3 +262,32 @@ def test_a_ddp_export_stripped_of_nvtx_gets_inferred_steps_on_every_rank(tmp_pat
         for i, period in enumerate(truth):
             assert min(abs(s - period) for s in r.steps_ns) < (0.02 if i == len(truth) - 1 else 0.01) * period
         assert r.phases and all(p.domain == "inferred" for p in r.phases.values())
+
+
+@pytest.mark.parametrize("path", [SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz",
+                                  SAMPLES / "small_ctx128_ddp2.sqlite.xz"], ids=lambda p: p.name.split(".")[0])
+def test_each_ranks_compute_beside_communication_as_by_hand(path):
+    """Per rank, how much slower its GPU's kernels ran beside a collective (the what-if's contention
+    factor): as a plain loop over SQL finds it, said in the Markdown, the JSON and the TUI's lines."""
+    from helpers.contention_by_hand import by_hand, factor_by_hand
+    from nsight_tui.render.ranks import ranks_json, ranks_markdown
+    from nsight_tui.tui.viewmodels.ranks import summary_lines
+
+    run = ranks.ranks_of_trace(load_trace(path))
+    coll, other = by_hand(path)
+    assert sorted(coll) == sorted(s.rank.device for s in run.ranks)
+    for s in run.ranks:
+        factor, kernels = factor_by_hand(coll[s.rank.device], other[s.rank.device])
+        assert s.compute_beside_comm_kernels == kernels >= 3
+        assert s.compute_beside_comm == pytest.approx(factor, rel=1e-9) and factor > 1.0
+        said = f"{s.rank.label} x{factor:.2f} ({kernels:,} kernels)"
+        assert said in ranks_markdown(run) and any(said in line for line in summary_lines(run, []))
+    assert [r["compute_beside_comm"] for r in ranks_json(run)["ranks"]] == [s.compute_beside_comm for s in run.ranks]
+
+
+def test_a_rank_without_collectives_says_no_contention():
+    run = ranks.ranks_of_trace(load_trace(SAMPLES / "small_ctx128.sqlite"))
+    assert all(s.compute_beside_comm is None and s.compute_beside_comm_kernels == 0 for s in run.ranks)
+    from nsight_tui.render.ranks import ranks_markdown
+
+    assert "Compute beside communication" not in ranks_markdown(run)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from nsight_tui.parsers.analyses.ranks import PhaseSpread, Rank, RunRanks, phase_spread
-from nsight_tui.render.ranks import inferred_note
+from nsight_tui.render.ranks import contention_line, inferred_note
 from nsight_tui.render import numbers
 from nsight_tui.tui.table_model import Column, TableModel
 
@@ -156,6 +156,8 @@ def summary_lines(run: RunRanks, spreads: list[PhaseSpread]) -> list[str]:
                    f"({numbers.duration(slow.value_ns)} vs {numbers.duration(slow.median_ns)})")
         if run.straggler_why:
             out.append(f"why: {run.straggler_why}")
+    if contention_line(run):
+        out.append(f"compute beside communication: {contention_line(run)}")
     if spreads:
         out.append("slowest per phase: " + " · ".join(
             f"{p.phase} {_short(p.slowest)} {_signed(p.excess_ns)}" for p in spreads)
