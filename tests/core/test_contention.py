@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, SAMPLES
 from helpers import cli_process
 from helpers.contention_by_hand import by_hand as _by_hand, factor_by_hand as _factor_by_hand, overlap as _overlap
-from helpers.xz_samples import XZ_TRACE
+from helpers.xz_samples import XZ_TRACE, plain
 from nsight_tui.parsers.read.load import load_trace
 from nsight_tui.parsers.replay import contention, edits
 from nsight_tui.parsers.replay.predict import graph_of, typical
@@ -133,3 +133,20 @@ def test_whatif_says_what_it_assumes(buckets):
     c = contention.of_trace(buckets)
     assert said and f"GPU 0 x{c.factor[0]:.2f}" in said and f"read off {c.kernels[0]:,} kernels run both ways" in said
     assert _whatif_json(SINGLE, "speed:gemm=2")["contention_assumption"] is None
+
+
+def test_an_export_without_launch_shapes_reads_no_factor(tmp_path):
+    """Kernels without their grid and block (a trimmed export): a name alone spans shapes, so no factor
+    is read and nothing is re-timed; whatif still answers."""
+    import shutil
+    import sqlite3
+
+    copy = tmp_path / "ddp_noshape.sqlite"
+    shutil.copyfile(plain(BUCKETS), copy)
+    db = sqlite3.connect(copy)
+    db.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN registersPerThread")
+    db.commit()
+    db.close()
+    c = contention.contention_of(load_trace(copy))
+    assert c.collective.any() and not c.any and c.factor == {}
+    assert _whatif_json(copy, "nohost:1ms")["contention_assumption"] is None
