@@ -148,6 +148,7 @@ FAMILIES: tuple[Family, ...] = (
 
 FAMILY_KEYS: tuple[str, ...] = tuple(f.key for f in FAMILIES)
 OTHER = "other"
+COMMUNICATION = "communication"  # the collectives' family (NCCL's and others' all-reduce kernels)
 _BY_KEY = {f.key: f for f in FAMILIES}
 
 

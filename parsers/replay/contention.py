@@ -25,14 +25,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from nsight_tui.parsers.kernels.families import COMMUNICATION, name_families
 from nsight_tui.parsers.read.ids import KERNEL
 from nsight_tui.parsers.read.load import KERNEL_TABLE, LAUNCH_COLUMNS
 from nsight_tui.parsers.replay.graph import Graph
 from nsight_tui.parsers.replay.simulate import Plan, Timeline, simulate
 from nsight_tui.parsers.replay.steps import StepRanges, step_spans
 
-# a collective's kernels, by name: NCCL's (ncclDevKernel_AllReduce_..., ncclKernel_... in older releases)
-COLLECTIVE_PREFIXES = ("ncclDevKernel", "ncclKernel")
 FULLY_BESIDE = 0.9  # a run this much beside a collective is one of the kernel's contended runs
 MIN_EACH = 3
 MIN_KERNELS = 3
@@ -92,11 +91,12 @@ def _covered_upto(us: np.ndarray, ue: np.ndarray, t: np.ndarray) -> np.ndarray:
 def contention_of(trace) -> Contention:
     """The capture's collectives and, per GPU with any, the factor read off its kernels (module doc)."""
     ops = trace.ops
-    names = np.array([n.startswith(COLLECTIVE_PREFIXES) for n in trace.op_names] + [False])
     kind = ops["kind"].to_numpy()
     code = ops["name"].to_numpy()
     kernel = kind == KERNEL
-    collective = kernel & names[np.where(code >= 0, code, len(names) - 1)]
+    # a collective's kernels: the communication family (NCCL's, and the all-reduce kernels of others),
+    # as the ranks' summaries count them
+    collective = kernel & (name_families(trace)[code] == COMMUNICATION)
     device = ops["device"].to_numpy(np.int64)
     retimed = kernel & ~collective
     factor: dict[int, float] = {}
@@ -128,7 +128,9 @@ def _factor(sel: np.ndarray, over: np.ndarray, dur: np.ndarray, code: np.ndarray
     o, d = over[sel], dur[sel]
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    for k in range(len(uniq)):
+    full = np.bincount(inverse, weights=o >= FULLY_BESIDE, minlength=len(uniq))
+    none = np.bincount(inverse, weights=o == 0, minlength=len(uniq))
+    for k in np.flatnonzero((full >= MIN_EACH) & (none >= MIN_EACH)).tolist():  # the few run both ways
         mine = inverse == k
         with_c, alone = d[mine & (o >= FULLY_BESIDE)], d[mine & (o == 0)]
         if len(with_c) >= MIN_EACH and len(alone) >= MIN_EACH:

@@ -668,11 +668,15 @@ def _idle_pauses(g: Graph, sr: StepRanges, pids: np.ndarray, host: np.ndarray) -
 LOOP_PAUSE_MIN_NS = 1_000_000
 
 
-def _loop_pauses(g: Graph, sr: StepRanges, pids: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Per CPU point: a pause of the step loop's own (at least LOOP_PAUSE_MIN_NS of host time with the
-    GPU idle, inside a step and outside every NVTX range nested in a step: the model's phases and
-    ops); and whether the steps had such nested ranges (without them every long pause counts)."""
-    pauses = _idle_pauses(g, sr, pids, _host_points(g)) & (g.delta_ns >= LOOP_PAUSE_MIN_NS)
+def _long_pauses(g: Graph, sr: StepRanges, pids: np.ndarray) -> np.ndarray:
+    """Per CPU point: at least LOOP_PAUSE_MIN_NS of host time with the GPU idle, inside the steps."""
+    return _idle_pauses(g, sr, pids, _host_points(g)) & (g.delta_ns >= LOOP_PAUSE_MIN_NS)
+
+
+def _loop_pauses(g: Graph, sr: StepRanges, pids: np.ndarray, pauses: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Of the long `pauses` (_long_pauses), those of the step loop's own: outside every NVTX range nested
+    in a step (the model's phases and ops); and whether the steps had such nested ranges (without them
+    every long pause counts)."""
     r = g.trace.ranges
     r_pid = pid_of(r["gtid"].to_numpy(np.int64))
     r_start, r_end = r["start"].to_numpy(np.int64), r["end"].to_numpy(np.int64)
@@ -765,9 +769,10 @@ def _graph(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     o_stream, o_start = g.trace.ops["stream"].to_numpy(np.int64), g.trace.ops["start"].to_numpy(np.int64)
     # graphing the step graphs the model, not the loop around it: the loop's own long pauses (the next
     # batch, logging, a sleep) stay, but at the near end, where the step's code is all the model's
-    loop, nested = _loop_pauses(g, sr, pids) if e.range in ("", STEP_RANGE) else (np.zeros(len(sel), bool), True)
+    long_pauses = _long_pauses(g, sr, pids)
+    loop, nested = (_loop_pauses(g, sr, pids, long_pauses) if e.range in ("", STEP_RANGE)
+                    else (np.zeros(len(sel), bool), True))
     loop &= sel
-    long_pauses = _idle_pauses(g, sr, pids, _host_points(g)) & (g.delta_ns >= LOOP_PAUSE_MIN_NS)
     before = _before_span(g, pids, spans, sel & long_pauses)
     for end, (plan, gap, per_node) in enumerate(zip(ed.plans, timing.node_gap_ns, timing.cpu_per_node_ns)):
         cut = sel & ~loop if end else sel

@@ -150,3 +150,10 @@ def test_an_export_without_launch_shapes_reads_no_factor(tmp_path):
     c = contention.contention_of(load_trace(copy))
     assert c.collective.any() and not c.any and c.factor == {}
     assert _whatif_json(copy, "nohost:1ms")["contention_assumption"] is None
+
+
+def test_the_ranks_count_the_collectives_the_replay_does():
+    from nsight_tui.parsers.analyses import ranks
+    from nsight_tui.parsers.kernels import families
+
+    assert ranks.COMMUNICATION == families.COMMUNICATION
