@@ -308,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plant-every", type=int, default=1, metavar="N",
                    help="the plant in every Nth iteration only (step_1, step_3, ... with 2), its absence in the others")
     p.add_argument("--plant-rank", type=int, default=None, metavar="R",
-                   help="under torchrun, the plant on rank R alone (a straggler), none on the others")
+                   help="under torchrun, the plant on rank R alone (a straggler), none on the others (with "
+                   "--tf32 and fp32-gemm: rank R's GEMMs fp32, the others' TF32)")
     p.add_argument("--no-phase-sync", action="store_true", help="synchronise once per step, not after every phase")
     p.add_argument("--no-range-sync", action="store_true",
                    help="with --no-phase-sync: the step's synchronise after its NVTX range, none inside any range")
@@ -360,9 +361,16 @@ def plant_here(plant: str, plant_rank: int | None, env) -> str:
     return plant if plant_rank is None or int(env.get("RANK", "0")) == plant_rank else ""
 
 
+def tf32_here(plant: str, plant_rank: int | None, tf32: bool) -> bool:
+    """--tf32 on this process: a straggler planted fp32-gemm (--plant-rank) runs its own fp32 GEMMs while the
+    other ranks keep --tf32 (a GPU-bound straggler, where host-sleep is a CPU-bound one)."""
+    return tf32 and not (plant == "fp32-gemm" and plant_rank is not None)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.plant = plant_here(args.plant, args.plant_rank, os.environ)
+    args.tf32 = tf32_here(args.plant, args.plant_rank, args.tf32)
     config = WorkloadConfig(model=args.model, ctx=args.ctx, mode=args.mode, dtype=args.dtype,
                             attention=args.attention, batch=args.batch, steps=args.steps,
                             warmup=args.warmup, device=args.device, tf32=args.tf32,

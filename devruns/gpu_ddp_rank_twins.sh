@@ -12,7 +12,8 @@
 # `--plant ddp-one-bucket`) and EDIT (the edit that is the change; default kernels-from:TWIN), e.g. a 5 ms
 # host sleep at each rank's step start removed: BASE_ARGS="--plant host-sleep" TWIN_ARGS= EDIT=nohost:-5ms;
 # on rank 1 alone (a straggler, which rank 0 waits for in its all-reduces): BASE_ARGS="--plant host-sleep
-# --plant-rank 1" TWIN_ARGS= EDIT=nohost:-5ms
+# --plant-rank 1" TWIN_ARGS= EDIT=nohost:-5ms; a GPU-bound straggler (rank 1's GEMMs fp32, rank 0's and the
+# twin's TF32): BASE_ARGS="--tf32 --plant fp32-gemm --plant-rank 1" TWIN_ARGS=--tf32 (EDIT: kernels-from)
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 devrun_install
 W=/tmp/nsight_tui_ddp_ranks; rm -rf "$W"; mkdir -p "$W"

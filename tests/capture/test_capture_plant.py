@@ -335,3 +335,15 @@ def test_a_plant_on_one_rank_acts_there_alone():
     assert [plant_here(args.plant, args.plant_rank, {"RANK": r}) for r in ("0", "1", "2")] == ["", "host-sleep", ""]
     assert plant_here(args.plant, args.plant_rank, {}) == ""
     assert plant_here("host-sleep", None, {"RANK": "3"}) == "host-sleep"
+
+
+def test_a_gpu_bound_straggler_keeps_fp32_where_the_others_run_tf32():
+    """`--tf32 --plant fp32-gemm --plant-rank 1`: rank 1 alone runs fp32 GEMMs, the others TF32 (a GPU-bound
+    straggler); without --plant-rank the two together stay refused (plants.check)."""
+    from nsight_tui.capture.workload import build_parser, plant_here, tf32_here
+
+    args = build_parser().parse_args(["--tf32", "--plant", "fp32-gemm", "--plant-rank", "1"])
+    here = {r: plant_here(args.plant, args.plant_rank, {"RANK": r}) for r in ("0", "1")}
+    assert here == {"0": "", "1": "fp32-gemm"}
+    assert [tf32_here(here[r], args.plant_rank, args.tf32) for r in ("0", "1")] == [True, False]
+    assert tf32_here("fp32-gemm", None, True) is True  # not a straggler: plants.check refuses it
