@@ -147,8 +147,8 @@ def rank_files_line(r) -> str:
                        "on its own")
     # the coupling is the one-export replay's, checked on per-rank twins (docs/whatif.md "Per-rank twins")
     return text + ("; the ranks coupled through those collectives as in one export holding every rank (checked on "
-                   "per-rank twins: a host sleep on every rank and the bucket size; a straggler's pause removed "
-                   "missed before kernels beside a collective were re-timed, and is not yet re-checked: docs/whatif.md)")
+                   "per-rank twins: a host sleep on every rank, the same sleep on one rank alone (a straggler, "
+                   "which the other ranks wait for) and the bucket size: docs/whatif.md)")
 
 
 def whatif_dict(p) -> dict:

@@ -37,9 +37,9 @@ def overlap(intervals, s, e) -> float:
 
 
 def factor_by_hand(coll, kernels) -> tuple[float, int]:
-    """The median over the kernels (name, grid, block) run at least 3 times fully beside a collective
-    (90% of their time) and 3 times with none of their median ratio; 1.0 below 3 such kernels; and
-    how many there were."""
+    """Over the kernels (name, grid, block) run at least 3 times fully beside a collective (90% of their
+    time) and 3 times with none: the sum over them of runs beside x median beside, over the sum of runs
+    beside x median alone; 1.0 below 3 such kernels; and how many there were."""
     runs = defaultdict(lambda: ([], []))
     for s, e, key in kernels:
         f = overlap(coll, s, e)
@@ -47,5 +47,9 @@ def factor_by_hand(coll, kernels) -> tuple[float, int]:
             runs[key][0].append(e - s)
         elif f == 0:
             runs[key][1].append(e - s)
-    ratios = [statistics.median(a) / statistics.median(b) for a, b in runs.values() if len(a) >= 3 and len(b) >= 3]
-    return (max(1.0, statistics.median(ratios)) if len(ratios) >= 3 else 1.0), len(ratios)
+    both = [(a, b) for a, b in runs.values() if len(a) >= 3 and len(b) >= 3]
+    if len(both) < 3:
+        return 1.0, len(both)
+    beside = sum(len(a) * statistics.median(a) for a, _ in both)
+    alone = sum(len(a) * statistics.median(b) for a, b in both)
+    return max(1.0, beside / alone), len(both)
