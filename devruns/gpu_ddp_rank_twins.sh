@@ -14,6 +14,10 @@
 # on rank 1 alone (a straggler, which rank 0 waits for in its all-reduces): BASE_ARGS="--plant host-sleep
 # --plant-rank 1" TWIN_ARGS= EDIT=nohost:-5ms; a GPU-bound straggler (rank 1's GEMMs fp32, rank 0's and the
 # twin's TF32): BASE_ARGS="--tf32 --plant fp32-gemm --plant-rank 1" TWIN_ARGS=--tf32 (EDIT: kernels-from)
+# Another workload: WORKLOAD (the command each rank runs, its own step marks; default the GPT-2 workload above)
+# and NAME (the exports' stem), e.g. timm's ViT under DDP with a straggler's sleep:
+#   WORKLOAD="python3 devruns/thirdparty/timm_vit_ddp.py --tf32" NAME=vit_small_b32_ddp2
+#   BASE_ARGS="--sleep-ms 5 --sleep-rank 1" TWIN_ARGS= EDIT=nohost:-5ms
 source "$(dirname "${BASH_SOURCE[0]}")/preamble.sh"
 devrun_install
 W=/tmp/nsight_tui_ddp_ranks; rm -rf "$W"; mkdir -p "$W"
@@ -25,9 +29,9 @@ ranks() {  # ranks FOLDER [--plant P]: one export per rank into FOLDER
   mkdir -p "$dir"
   timeout 240 python3 -m torch.distributed.run --standalone --nproc-per-node=2 --no-python \
     "$NSYS" profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --force-overwrite=true \
-    --output="$dir/small_ctx512_b8_ddp2_rank%q{RANK}" \
-    python3 -m nsight_tui.capture.workload --model small --ctx 512 --batch 8 --steps 6 --warmup 2 \
-    --no-phase-sync "$@" 2>&1 | tail -3
+    --output="$dir/${NAME:-small_ctx512_b8_ddp2}_rank%q{RANK}" \
+    ${WORKLOAD:-python3 -m nsight_tui.capture.workload --model small --ctx 512 --batch 8 --steps 6 --warmup 2 \
+    --no-phase-sync} "$@" 2>&1 | tail -3
   for rep in "$dir"/*.nsys-rep; do
     "$NSYS" export --type=sqlite --force-overwrite=true --output="${rep%.nsys-rep}.sqlite" "$rep" >/dev/null && rm -f "$rep"
   done
