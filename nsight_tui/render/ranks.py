@@ -68,8 +68,8 @@ def contention_line(run: RunRanks) -> str:
     if not said:
         return ""
     return ("; ".join(said) + " — each GPU's kernels while a collective ran beside them, over the same kernels "
-            "(name, grid, block) alone in this capture; the what-if re-times kernels by it as edits move the "
-            "collectives")
+            "(name, grid, block) alone in this capture, weighted by time; the what-if re-times kernels by it as edits "
+            "move the collectives")
 
 
 def _steps(s: RankSummary) -> str:

@@ -26,7 +26,7 @@ class RanksScreen(TableScreen):
     DEFAULT_CSS = """
     RanksScreen #table { height: auto; max-height: 40%; }
     RanksScreen #rank-lines {
-        height: auto; max-height: 3; padding: 0 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis;
+        height: auto; max-height: 6; padding: 0 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis;
     }
     RanksScreen #phases { height: 1fr; }
     """
