@@ -151,7 +151,7 @@ class Profile:
                ncu: NcuAnalysis | None = None) -> Prediction:
         """The captured step replayed (parsers.replay) unchanged and with `edits` (`speed:PATTERN=K`,
         `drop:PATTERN`, `fuse:P1+P2+...`, `kernels-from:TWIN`, `nosync[:RANGE|CALL]`, `nohost[:RANGE|DURATION]`,
-        `workers:N`, `graph[:RANGE]`, `attention[:RANGE]`, `pin[:RANGE]`, `fix:FINDING_ID`: the edits that finding names): the
+        `workers:N`, `graph[:RANGE]`, `attention[:RANGE]`, `pin[:RANGE]`, `straggler`, `fix:FINDING_ID`: the edits that finding names): the
         measured and replayed step (ns, the period on each timeline), the predicted step with its
         low..high (ns), the saving (ns per step), what holds the step (its critical path, ns per step)
         and the GPU idle split (ns per step). `load`: how a `kernels-from:` twin is read (default: from

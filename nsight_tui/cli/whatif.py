@@ -4,7 +4,7 @@ what the step would take and what would hold it.
 EDITs: speed:PATTERN[@RANGE]=K (or =K1..K2, =K1..KC..K2: a range), drop:PATTERN[@RANGE],
 fuse:P1+P2+...[@RANGE[,N+][,<DURATION]], kernels-from:TWIN.sqlite,
 nosync[:RANGE|CALL], nohost[:RANGE|DURATION], workers:N, graph[:RANGE], attention[:RANGE], pin[:RANGE],
-fix:FINDING_ID (parsers/replay/edits.py).
+straggler, fix:FINDING_ID (parsers/replay/edits.py).
 With none, the unchanged replay against the measured step. TRACE may be a folder of one run's
 per-rank exports: replayed as one trace, the ranks coupled through their collectives."""
 from __future__ import annotations
@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "nohost:-5ms each 5 ms shorter) | workers:N (what nohost removed, run by N "
                              "loader workers) | graph[:RANGE] | attention[:RANGE] (attention written out, one fused "
                              "kernel) | pin[:RANGE] (pageable copies from "
-                             "pinned memory, non_blocking) | fix:FINDING_ID (a finding's id, as `report` lists them). "
+                             "pinned memory, non_blocking) | straggler (the rank that arrives last at the collectives "
+                             "without its own pauses and slower kernels) | fix:FINDING_ID (a finding's id, as `report` lists them). "
                              "PATTERN: a kernel family (gemm, attention, elementwise, ...) or a case-sensitive name "
                              "glob; RANGE: an NVTX range name or glob, `step` (the default) the steady-state steps")
     parser.add_argument("--ncu", metavar="FILE.ncu-rep",

@@ -538,7 +538,9 @@ def build(served: ServedSet) -> MCPServer:
         2 ms, nohost:-5ms each such pause 5 ms shorter), workers:N (the host work nohost removes run
         by N DataLoader workers: the step at least that work / N), graph[:RANGE] (one CUDA graph launch),
         attention[:RANGE] (attention written out as one fused kernel, found by kernel order),
-        pin[:RANGE] (pageable copies from pinned memory, non_blocking), fix:FINDING_ID (the edits a
+        pin[:RANGE] (pageable copies from pinned memory, non_blocking), straggler (on several ranks:
+        the one that arrives last at the collectives without the pauses and slower kernels the others do
+        not have), fix:FINDING_ID (the edits a
         finding names: an `id` from the findings tool on this file; fix:occupancy-limited needs `ncu`,
         a served Nsight Compute report of the same workload). PATTERN: a kernel family (gemm,
         convolution, attention, softmax, elementwise, reduction, normalization, optimizer, memory,

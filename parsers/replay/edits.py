@@ -43,6 +43,11 @@
                           step) from pinned memory with non_blocking=True: a host-to-device copy's
                           call returns after its enqueue, each copy at a pinned copy's rate (_pin,
                           replay.pinned)
+    straggler             the rank that arrives last at the collectives (several ranks: a folder of
+                          per-rank exports, or one export of several) without what it runs longer
+                          than the others at the same place: its pauses (host stretches 1 ms or more
+                          longer) and other kernels (ops over 1.25x); at the low end also at the
+                          others' pace (replay.straggler)
     fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
 RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
@@ -74,7 +79,7 @@ from nsight_tui.parsers.kernels.families import FAMILY_KEYS, device_work_ops, na
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import MEMSET, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
-from nsight_tui.parsers.replay import fused, pinned, stretches
+from nsight_tui.parsers.replay import fused, pinned, straggler, stretches
 from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing, segment_ends
 from nsight_tui.parsers.replay.graph import (HANDOFF_MIN_PAUSE_NS, Graph, build, calls_launching_only,
                                              inside_calls)
@@ -132,7 +137,8 @@ class Edited:
         return (self.low, self.mid, self.high)
 
 
-KINDS = ("speed", "drop", "fuse", "kernels-from", "nosync", "nohost", "workers", "graph", "attention", "pin", "fix")
+KINDS = ("speed", "drop", "fuse", "kernels-from", "nosync", "nohost", "workers", "graph", "attention", "pin", "straggler",
+         "fix")
 MAX_WORKERS = 4096
 
 
@@ -143,7 +149,7 @@ def parse(text: str) -> Edit:
         guess = f"did you mean {close[0]!r}? " if close else ""
         raise EditError(f"unknown edit {text!r}: {guess}one of speed:PATTERN=K, drop:PATTERN, fuse:PATTERN, kernels-from:TWIN.sqlite, "
                         "nosync[:RANGE], nohost[:RANGE], workers:N, graph[:RANGE], attention[:RANGE], pin[:RANGE], "
-                        "fix:FINDING_ID")
+                        "straggler, fix:FINDING_ID")
     if kind == "speed":
         pattern, eq, k = arg.rpartition("=")
         factors = _factors(k)
@@ -169,6 +175,9 @@ def parse(text: str) -> Edit:
             raise EditError(f"bad edit {text!r}: workers:N takes a whole number of worker processes from 1 to "
                             f"{MAX_WORKERS} (e.g. workers:4)")
         return Edit(kind, text, factor=float(int(arg)))
+    if kind == "straggler" and arg:
+        raise EditError(f"bad edit {text!r}: straggler takes no argument (the rank that arrives last at the "
+                        "collectives, at the pace of the others)")
     if kind == "fix" and not arg:
         raise EditError(f"bad edit {text!r}: fix:FINDING_ID names a finding (e.g. fix:launch-bound)")
     if kind == "nohost" and _looks_like_duration(arg.removeprefix("-")):
@@ -1420,6 +1429,44 @@ def _apply_one(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: b
         _ON_THE_PLANS[e.kind](g, sr, e, ed)
 
 
+def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
+    """`straggler`: the rank that arrives last at the collectives without its own pauses and slower kernels,
+    and at one end also at the others' pace (replay.straggler)."""
+    ev = straggler.even_out(g, sr, _host_points(g), LOOP_PAUSE_MIN_NS)
+    if ev is None:
+        raise EditError("no collective shared by two ranks in this trace: no straggler to even out (a folder of "
+                        "per-rank exports, or one export of several ranks)")
+    matched = (f"matched step by step: {ev.threads[0]} of {ev.threads[1]} thread-steps, {ev.streams[0]} of "
+               f"{ev.streams[1]} stream-steps")
+    host, ops = ev.delta_ns != g.delta_ns, ev.op_dur != g.op_dur
+    paced = (ev.paced_delta_ns != g.delta_ns).any() or (ev.paced_op_dur != g.op_dur).any()
+    if not host.any() and not ops.any() and not paced:
+        raise EditError(f"the straggler (pid {ev.pid}) has no pause, no op and no pace longer than the other ranks' "
+                        f"where they match ({matched})")
+    for plan in (ed.mid, ed.high):
+        plan.delta_ns[:] = np.minimum(plan.delta_ns, ev.delta_ns)
+        plan.op_dur[:] = np.minimum(plan.op_dur, ev.op_dur)
+    ed.low.delta_ns[:] = np.minimum(ed.low.delta_ns, ev.paced_delta_ns)
+    ed.low.op_dur[:] = np.minimum(ed.low.op_dur, ev.paced_op_dur)
+    per_step = ev.steps * 1e6
+    label = g.trace.process_label(next(gp for gp, _, _ in g.stream_keys if pid_of(np.int64(gp)) == ev.pid))
+    slower = {k: v for k, v in ev.pace.items() if v > 1.0}
+    ed.applied.append(Applied(
+        e.text, f"the straggler, {label} (its collectives start {ev.lateness_ns / 1e6:,.2f} ms behind the first "
+        f"rank's, mean), without what it runs longer than the other {len(ev.others)} rank"
+        f"{'s' if len(ev.others) > 1 else ''} at the same place: {int(host.sum()):,} pauses of its own "
+        f"({int((g.delta_ns - ev.delta_ns)[host].sum()) / per_step:,.2f} ms a step of host time, each at least "
+        f"{LOOP_PAUSE_MIN_NS / 1e6:g} ms longer than the others'), {int(ops.sum()):,} GPU ops "
+        f"({int((g.op_dur - ev.op_dur)[ops].sum()) / per_step:,.2f} ms a step, each over "
+        f"{straggler.OP_OUTLIER:g}x the others': another kernel in their place) at the others' length ({matched})",
+        "centrally its threads and streams keep their own pace; at the low end also at the others' (their median "
+        "ratio to the same work on the other ranks: " + (", ".join(f"{k} x{v:.2f}" for k, v in slower.items())
+                                                           or "none slower") + "), which may be the machine's, "
+        "not the program's: two ranks' CPUs on one lent machine ran x0.56..x1.70 of each other with no straggler "
+        "planted (docs/whatif.md)"))
+
+
 # the edits that read the capture and its steps alone
 _ON_THE_PLANS = {"speed": _speed, "drop": _drop, "fuse": _fuse, "nosync": _nosync, "nohost": _nohost,
-                 "workers": _workers, "graph": _graph, "attention": _attention, "pin": _pin}
+                 "workers": _workers, "graph": _graph, "attention": _attention, "pin": _pin,
+                 "straggler": _straggler}
