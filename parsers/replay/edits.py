@@ -81,7 +81,7 @@ from nsight_tui.parsers.read.ids import MEMSET, api_display_name, pid_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, straggler, stretches
 from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing, segment_ends
-from nsight_tui.parsers.replay.graph import (HANDOFF_MIN_PAUSE_NS, Graph, build, calls_launching_only,
+from nsight_tui.parsers.replay.graph import (HANDOFF_MIN_PAUSE_NS, Graph, build, calls_launching_only, host_points,
                                              inside_calls)
 from nsight_tui.parsers.replay.simulate import Plan
 from nsight_tui.parsers.replay.steps import StepRanges, step_ranges
@@ -610,7 +610,7 @@ def _duration_ns(text: str) -> int | None:
 
 def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     pids = _pt_pids(g)
-    host = _host_points(g)
+    host = host_points(g)
     if _is_number(e.range.lstrip("-")):
         raise EditError(f"{e.range!r} has no unit: a duration is a number with one of "
                         f"{', '.join(u for u, _ in _UNITS)} ({e.range}ms, {e.range}us), a range an NVTX range's name")
@@ -654,15 +654,6 @@ def _nohost(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                               f"({int(sel.sum()):,} pauses {how}, all steps)", assumption))
 
 
-def _host_points(g: Graph) -> np.ndarray:
-    """Per CPU point: host time of its own between CUDA calls (not a thread's first point, not a
-    thread waiting for another)."""
-    host = (g.owner < 0) & (g.delta_ns > 0)
-    host[[a for a, _ in g.thread_slices]] = False
-    host[list(g.handoffs)] = False  # a thread waiting for another: no host work of its own
-    return host
-
-
 def _idle_pauses(g: Graph, sr: StepRanges, pids: np.ndarray, host: np.ndarray) -> np.ndarray:
     """Per CPU point: host time (`host`) inside the steps during which the GPU sat idle: the CPU held
     the step."""
@@ -679,7 +670,7 @@ LOOP_PAUSE_MIN_NS = 1_000_000
 
 def _long_pauses(g: Graph, sr: StepRanges, pids: np.ndarray) -> np.ndarray:
     """Per CPU point: at least LOOP_PAUSE_MIN_NS of host time with the GPU idle, inside the steps."""
-    return _idle_pauses(g, sr, pids, _host_points(g)) & (g.delta_ns >= LOOP_PAUSE_MIN_NS)
+    return _idle_pauses(g, sr, pids, host_points(g)) & (g.delta_ns >= LOOP_PAUSE_MIN_NS)
 
 
 def _loop_pauses(g: Graph, sr: StepRanges, pids: np.ndarray, pauses: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -1432,7 +1423,7 @@ def _apply_one(g: Graph, sr: StepRanges, e: Edit, ed: Edited, load, twin_host: b
 def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     """`straggler`: the rank that arrives last at the collectives without its own pauses and slower kernels,
     and at one end also at the others' pace (replay.straggler)."""
-    ev = straggler.even_out(g, sr, _host_points(g), LOOP_PAUSE_MIN_NS)
+    ev = straggler.even_out(g, sr, LOOP_PAUSE_MIN_NS)
     if ev is None:
         raise EditError("no collective shared by two ranks in this trace: no straggler to even out (a folder of "
                         "per-rank exports, or one export of several ranks)")

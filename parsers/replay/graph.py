@@ -104,6 +104,15 @@ class Graph:
         return len(self.op_start)
 
 
+def host_points(g: Graph) -> np.ndarray:
+    """Per CPU point: host time of its own between CUDA calls (not a thread's first point, not a
+    thread waiting for another)."""
+    host = (g.owner < 0) & (g.delta_ns > 0)
+    host[[a for a, _ in g.thread_slices]] = False
+    host[list(g.handoffs)] = False  # a thread waiting for another: no host work of its own
+    return host
+
+
 def _keys(gpid: np.ndarray, corr: np.ndarray) -> np.ndarray:
     return (pid_of(gpid.astype(np.int64)) << 32) | (corr.astype(np.int64) & 0xFFFFFFFF)
 

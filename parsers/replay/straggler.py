@@ -26,7 +26,7 @@ import numpy as np
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import pid_of
 from nsight_tui.parsers.replay.align import opcodes
-from nsight_tui.parsers.replay.graph import Graph
+from nsight_tui.parsers.replay.graph import Graph, host_points
 from nsight_tui.parsers.replay.steps import StepRanges
 
 # two ranks' calls in one step differ by a few (an event query, a bucket's timing): Myers' walk up to this
@@ -95,23 +95,22 @@ def _stream_roles(g: Graph) -> dict[tuple[int, int], int]:
     return {(p, k): s for p, ss in by.items() for k, (_, s) in enumerate(sorted(ss))}
 
 
-def _steps(sr: StepRanges, pid: int) -> dict[str, tuple[int, int]]:
+def rank_steps(sr: StepRanges, pid: int) -> dict[str, tuple[int, int]]:
     gp = pid_of(sr.gtid.astype(np.int64))
     return {sr.names[i]: (int(sr.start_ns[i]), int(sr.end_ns[i])) for i in np.flatnonzero(sr.is_step & (gp == pid))}
 
 
-def even_out(g: Graph, sr: StepRanges, host: np.ndarray, pause_ns: int) -> Evened | None:
-    """The straggler evened out (module doc); `host`: per CPU point, whether it is host time of the
-    thread's own (the stretches evened); `pause_ns`: a stretch this much longer than the others' is a
-    pause of the straggler's own. None where no two processes share a collective."""
+def even_out(g: Graph, sr: StepRanges, pause_ns: int) -> Evened | None:
+    """The straggler evened out (module doc): `pause_ns`, a stretch of host time this much longer than
+    the others' is a pause of the straggler's own. None where no two processes share a collective."""
     late = lateness(g)
     if not late:
         return None
     me = max(late, key=lambda p: late[p])
     others = sorted(p for p in late if p != me)
     names = g.trace.api["name"].to_numpy(np.int64)
-    my_steps = _steps(sr, me)
-    their_steps = {p: _steps(sr, p) for p in others}
+    my_steps = rank_steps(sr, me)
+    their_steps = {p: rank_steps(sr, p) for p in others}
 
     roles = _thread_roles(g)
     ref_delta = np.full((len(others), len(g.delta_ns)), np.nan)
@@ -135,6 +134,7 @@ def even_out(g: Graph, sr: StepRanges, host: np.ndarray, pause_ns: int) -> Evene
     in_steps = _inside_any(g.pt_time, list(my_steps.values()))
     cpu_outlier = lambda own, ref: own - ref >= pause_ns  # noqa: E731
     ref = _median(ref_delta)
+    host = host_points(g)
     delta = _evened(g.delta_ns, ref, host & in_steps, g.pt_thread, cpu_outlier)
     paced_delta, cpu_pace = _evened(g.delta_ns, ref, host & in_steps, g.pt_thread, cpu_outlier, paced=True)
 

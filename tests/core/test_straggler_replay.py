@@ -99,12 +99,12 @@ def test_the_straggler_edit_takes_the_pauses_sql_finds():
     assert all(4e6 < v < 7e6 for v in by_sql.values())  # the planted 5 ms, found by the pairing alone
 
     g, sr = graph_of(load_export(STRAGGLER / "base"))
-    ev = straggler.even_out(g, sr, edits._host_points(g), edits.LOOP_PAUSE_MIN_NS)
+    ev = straggler.even_out(g, sr, edits.LOOP_PAUSE_MIN_NS)
     assert ev is not None
     main = next(t for t, gtid in enumerate(g.thread_gtids) if (gtid >> 24) % (1 << 24) == gtid % (1 << 24) == ev.pid)
     a, b = g.thread_slices[main]
     took, t = g.delta_ns[a:b] - ev.delta_ns[a:b], g.pt_time[a:b]
-    by_edit = {k: int(took[(t >= s0) & (t < s1)].sum()) for k, (s0, s1) in straggler._steps(sr, ev.pid).items()}
+    by_edit = {k: int(took[(t >= s0) & (t < s1)].sum()) for k, (s0, s1) in straggler.rank_steps(sr, ev.pid).items()}
     assert by_edit == by_sql
 
 
@@ -134,3 +134,37 @@ def test_kept_at_measured_lengths_the_replay_misses(measured, monkeypatch):
     assert p.contention == ""  # no factor above 1: nothing re-timed
     predicted = p.step_ns - p.replayed_step_ns
     assert abs(predicted - change) > tol, (predicted, change, tol)
+
+
+@pytest.fixture(scope="module")
+def found():
+    from nsight_tui.parsers.analyses.findings.rules import findings
+
+    return {f.id: f for f in findings(load_export(STRAGGLER / "base"))}
+
+
+def test_the_straggler_finding_names_rank_1_and_its_replayed_saving(found, measured):
+    """The finding on the slow capture alone: rank 1 by its file's suffix, its pauses as the SQL pairing
+    finds them (the mean over the steps), and its saving the replay of its fix, within tolerance of the
+    change measured on the twin."""
+    change, tol = measured
+    f = found["straggler"]
+    assert f.evidence["straggler_rank"] == 1 and f.edits == ["straggler"] and f.replayed
+    assert "rank 1" in f.title and not f.basis.startswith("pid")  # every rank's, not rank 0's steps
+    mine = _main_gaps(STRAGGLER / "base" / "small_ctx512_b8_ddp2_rank1.sqlite.xz")
+    theirs = _main_gaps(STRAGGLER / "base" / "small_ctx512_b8_ddp2_rank0.sqlite.xz")
+    by_sql = sum(a - b for k in mine for a, b in zip(mine[k], theirs[k]) if a - b >= 1_000_000) / len(mine)
+    assert f.evidence["pause_ns_per_step"] >= by_sql  # the main thread's, and any other thread's pauses
+    assert abs(-f.saving_ms_per_step * 1e6 - change) <= tol
+
+
+def test_no_straggler_finding_where_the_ranks_keep_pace():
+    from nsight_tui.parsers.analyses.findings.rules import findings
+    from nsight_tui.parsers.read.load import load_trace
+
+    assert "straggler" not in {f.id for f in findings(load_trace(SAMPLES / "async" / "small_ctx512_b8_ddp2_async.sqlite.xz"))}
+
+
+def test_fix_straggler_replays_the_edit(measured):
+    d = _whatif(STRAGGLER / "base", "fix:straggler")
+    assert [e["edit"] for e in d["edits"]] == ["straggler (fix:straggler)"]

@@ -315,6 +315,8 @@ EDITS = {
     "tensor-cores-idle": _tensor_edits,
     # the decode's GEMMs streaming the weights: between no change and the HBM floor
     "memory-bound-decode": _decode_edits,
+    # the straggler without its own pauses and other kernels (replay.straggler; its pace: the low end)
+    "straggler": lambda c, f: ["straggler"],
 }
 
 

@@ -13,6 +13,7 @@ from nsight_tui.parsers.analyses.findings.gemm import fp32_gemm, occupancy_limit
 from nsight_tui.parsers.analyses.findings.host import host_bound_gap, launch_bound, sync_stall
 from nsight_tui.parsers.analyses.findings.layout import channels_last_layout
 from nsight_tui.parsers.analyses.findings.partition import partition
+from nsight_tui.parsers.analyses.findings.straggler import straggler
 from nsight_tui.parsers.analyses.findings.replayed import combined, replay_findings
 from nsight_tui.parsers.analyses.findings.result import NOTHING_TO_GAIN_MS, Finding, FindingsReport, findings_report
 from nsight_tui.parsers.analyses.findings.thresholds import threshold
@@ -41,6 +42,7 @@ RULES = {
     "pageable-memcpy": pageable_memcpy,
     "sync-memcpy": sync_memcpy,
     "exposed-communication": exposed_communication,
+    "straggler": straggler,
     "warmup-in-window": warmup_in_window,
     "memory-bound-decode": memory_bound_decode,
 }
@@ -87,6 +89,10 @@ def _say_instrumentation(c: StepContext, found: list[Finding]) -> None:
                         "per-op ranges the CPU issues the step faster")
 
 
+# the rules that read every rank, not the steps of the one the others read
+ACROSS_RANKS = ("straggler",)
+
+
 def _say_rank(c: StepContext, found: list[Finding]) -> None:
     """In an export of several ranks, each finding says whose steps and GPU it read."""
     pids = steps_of(c.model).pids
@@ -94,6 +100,8 @@ def _say_rank(c: StepContext, found: list[Finding]) -> None:
         return
     who = c.rank.label if c.rank is not None else f"pid {int(pid_of(c.model.r_gtid[c.steps[:1]])[0])} · GPU {c.device}"
     for f in found:
+        if f.id in ACROSS_RANKS:
+            continue
         f.basis = f"{who} (one of {len(pids)} processes with steps): {f.basis}"
         f.evidence["rank"] = who
 
