@@ -1440,7 +1440,8 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     ed.low.delta_ns[:] = np.minimum(ed.low.delta_ns, ev.paced_delta_ns)
     ed.low.op_dur[:] = np.minimum(ed.low.op_dur, ev.paced_op_dur)
     per_step = ev.steps * 1e6
-    label = g.trace.process_label(next(gp for gp, _, _ in g.stream_keys if pid_of(np.int64(gp)) == ev.pid))
+    gpid, device = next((gp, d) for gp, d, _ in g.stream_keys if pid_of(np.int64(gp)) == ev.pid)
+    label = f"{g.trace.process_label(gpid)} on GPU {device}"
     slower = {k: v for k, v in ev.pace.items() if v > 1.0}
     ed.applied.append(Applied(
         e.text, f"the straggler, {label} (its collectives start {ev.lateness_ns / 1e6:,.2f} ms behind the first "

@@ -59,3 +59,30 @@ def test_a_on_files_that_are_not_one_runs_ranks_says_so(tui):
             assert type(ui.screen).__name__ == "FilesScreen"
 
     asyncio.run(body())
+
+
+def test_the_straggler_finding_replays_from_the_findings_view(tui):
+    """The committed straggler (a sleep on rank 1 alone): its ranks opened as one, the `straggler`
+    finding listed with its rank, and `w` on it replays the edit that evens the straggler out."""
+    files = sorted((SAMPLES / "replay" / "straggler" / "base").glob("*.sqlite.xz"))
+
+    async def body():
+        async with tui(files, size=(140, 40)) as ui:
+            await ui.pilot.press("a")
+            await ui.until(lambda: type(ui.screen).__name__ == "RangesScreen" and ui.app.loaded,
+                           "the ranks opened as one", timeout=180)
+            await ui.pilot.press("F")
+            await ui.until(lambda: type(ui.screen).__name__ == "FindingsScreen" and ui.screen.view is not None,
+                           "the findings", timeout=300)
+            await ui.settle()
+            assert "the other ranks wait for rank 1" in ui.flat_text()
+            for _ in range([f.id for f in ui.screen.view.findings].index("straggler")):
+                await ui.pilot.press("down")
+            await ui.pilot.press("w")
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen" and ui.screen.view is not None,
+                           "the fix replayed", timeout=180)
+            await ui.settle()
+            text = ui.flat_text()
+            assert "edit: straggler: the straggler, python3 (" in text and "on GPU 1" in text and "pauses of its own" in text
+
+    asyncio.run(body())
