@@ -16,6 +16,8 @@ known: the findings rules (parsers/analyses/findings.py) are tested against them
 | capturable       | eager step, AdamW(foreach=True, capturable=True)   | cuda-graph         | launch-bound            |
 | cuda-graph       | that step captured once as a CUDA graph, replayed  | –                  | (the fix)               |
 | ddp-one-bucket   | DDP, one gradient bucket: all-reduce after backward| (no plant)         | exposed-communication   |
+| uneven-batch     | a batch 1.5x the workload's (with --plant-rank R:  | (no plant)         | straggler               |
+|                  | that rank's share of uneven data, the others wait) |                    |                         |
 | gelu-unfused     | the MLP's GELU as nanoGPT's manual tanh formula:   | gelu-fused         | elementwise-chain       |
 |                  | 8 elementwise kernels forward, more in backward    |                    |                         |
 | gelu-fused       | the same tanh GELU as one kernel (F.gelu, tanh)    | –                  | (the fix)               |
@@ -66,6 +68,8 @@ PLANTS = {
            "the fix of launch-bound",
     "ddp-one-bucket": "DistributedDataParallel with one gradient bucket: its all-reduce waits for the whole "
                       "backward (not overlapped)",
+    "uneven-batch": "a batch 1.5x the workload's: with --plant-rank R that rank's share of uneven data, which the "
+                    "other ranks wait for in their all-reduces (a GPU-bound straggler of the same kernels)",
     "gelu-unfused": "the MLP's GELU written out as nanoGPT's tanh formula: a chain of elementwise kernels, "
                     "forward and backward",
     "gelu-fused": "the same tanh GELU as one kernel (F.gelu(approximate='tanh')): the fix of gelu-unfused",
@@ -107,12 +111,19 @@ def check(plant: str, *, train: bool, cuda: bool, distributed: bool, phase_sync:
         raise ValueError("plant fp32-gemm sets the matmul precision step by step: leave out --tf32")
     if plant == "no-autocast" and not bf16:
         raise ValueError("plant no-autocast turns bf16 autocast off step by step: it needs --dtype bf16")
+    if plant == "uneven-batch" and not distributed:
+        raise ValueError("plant uneven-batch needs data-parallel ranks (--ddp N, and --plant-rank R for one of them)")
     if plant == "ddp-one-bucket" and not distributed:
         raise ValueError("plant ddp-one-bucket needs data-parallel ranks (--ddp N)")
 
 
 def activation(plant: str) -> str:
     return ACTIVATION.get(plant, "gelu")
+
+
+def batch(plant: str, size: int) -> int:
+    """The batch this process runs: 1.5x under uneven-batch (at least one more)."""
+    return max(size * 3 // 2, size + 1) if plant == "uneven-batch" else size
 
 
 def ddp_kwargs(plant: str) -> dict:

@@ -102,7 +102,7 @@ class _Workload:
             if self.train else None
         self.planter = Planter(config.plant, torch, self.device, config.plant_every)
         # One fixed batch, made once: the profile should hold the model's kernels, not data loading.
-        tokens = torch.randint(0, VOCAB, (config.batch, config.ctx + 1), device=self.device)
+        tokens = torch.randint(0, VOCAB, (plants.batch(config.plant, config.batch), config.ctx + 1), device=self.device)
         self.inputs, self.targets = tokens[:, :-1], tokens[:, 1:]
         self.autocast = torch.autocast(device_type=self.device.type, dtype=torch.bfloat16,
                                        enabled=config.dtype == "bf16")

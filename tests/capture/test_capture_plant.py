@@ -347,3 +347,16 @@ def test_a_gpu_bound_straggler_keeps_fp32_where_the_others_run_tf32():
     assert here == {"0": "", "1": "fp32-gemm"}
     assert [tf32_here(here[r], args.plant_rank, args.tf32) for r in ("0", "1")] == [True, False]
     assert tf32_here("fp32-gemm", None, True) is True  # not a straggler: plants.check refuses it
+
+
+def test_an_uneven_batch_is_one_ranks_larger_share():
+    """`--plant uneven-batch --plant-rank 1`: rank 1 runs 1.5x the batch (a straggler of the same kernels,
+    longer), the others the workload's; refused without data-parallel ranks."""
+    from nsight_tui.capture import plant as plants
+    from nsight_tui.capture.workload import build_parser, plant_here
+
+    args = build_parser().parse_args(["--batch", "8", "--plant", "uneven-batch", "--plant-rank", "1"])
+    sizes = [plants.batch(plant_here(args.plant, args.plant_rank, {"RANK": r}), args.batch) for r in ("0", "1")]
+    assert sizes == [8, 12] and plants.batch("uneven-batch", 1) == 2
+    with pytest.raises(ValueError, match="needs data-parallel ranks"):
+        plants.check("uneven-batch", train=True, cuda=True, distributed=False, phase_sync=False)
