@@ -11,7 +11,9 @@ position: a thread to the other rank's thread of the same name and order (the ma
 thread, `pt_autograd_1` to `pt_autograd_0`), a stream to the stream of the same order, where the two
 pair what they hold in common: runs of calls of the same names in the same order, runs of ops of the
 same kernel family (a GEMM of another precision, another name, stands in a GEMM's place), aligned
-(align.opcodes). What does not pair stays as measured, and the edit says how much paired.
+(align.opcodes). What does not pair stays as measured, and the edit says how much paired. The others'
+kernels are read at their time alone and slowed as the straggler's kernel at that place was
+(replay.contention): they spun beside collectives waiting for the straggler.
 
 Checked on the committed straggler (sample_traces/replay/straggler: a 5 ms sleep on rank 1 alone, two
 H200s; tests/core/test_straggler_replay.py) against its twin without the sleep."""
@@ -25,6 +27,7 @@ import numpy as np
 
 from nsight_tui.parsers.kernels.families import name_families
 from nsight_tui.parsers.read.ids import pid_of
+from nsight_tui.parsers.replay import contention
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay.graph import Graph, host_points
 from nsight_tui.parsers.replay.steps import StepRanges
@@ -145,6 +148,11 @@ def even_out(g: Graph, sr: StepRanges, pause_ns: int) -> Evened | None:
     families = np.unique(np.asarray(name_families(g.trace)).astype(str), return_inverse=True)[1]
     op_keys = families.reshape(-1)[g.trace.ops["name"].to_numpy(np.int64)]
     launch_t = np.where(g.op_launch_pt >= 0, g.pt_time[np.maximum(g.op_launch_pt, 0)], -1)
+    # a kernel beside a collective ran slower (replay.contention): the others' kernels spin beside their
+    # waits for the straggler, so each is taken at its time alone, then slowed as much as the straggler's
+    # own kernel at that place was (its overlap as measured)
+    con = contention.of_trace(g.trace)
+    slow = con.slowdown(contention.beside(g.op_start, g.op_end, con.collective, con.device))
     op_stream = np.full(len(g.op_dur), -1, np.int64)
     for s, ops in enumerate(g.streams):
         op_stream[ops] = s
@@ -161,7 +169,7 @@ def even_out(g: Graph, sr: StepRanges, pause_ns: int) -> Evened | None:
             matched = False
             for i, theirs in partners:
                 a, b = _paired(op_keys[mine], op_keys[theirs], first=True)
-                ref_dur[i, mine[a]] = g.op_dur[theirs[b]]
+                ref_dur[i, mine[a]] = g.op_dur[theirs[b]] / slow[theirs[b]] * slow[mine[a]]
                 matched |= len(a) > 0
             streams[0] += matched
     # a collective's length is its wait: the coupling replays it

@@ -150,5 +150,7 @@ def test_sample_traces_stay_small():
     # ranks' base, the twin's rank 0 for its step clock, 1.27 MB: the one pair where the ranks' coupling and the
     # contention beside a collective decide a prediction, docs/whatif.md "A straggler"): 63.29 MB, over a device
     # run's 64 MiB with .devlibs only were the samples carried, and runs move them aside (devruns/README.md).
-    assert total < 63_300_000
+    # Then its sibling of the same kernels, longer (replay/straggler_uneven, rank 1's batch 12 of 8, 1.25 MB: the one
+    # pair where the straggler's kernels are evened, at the others' time read alone): 64.53 MB.
+    assert total < 64_600_000
     assert sum(p.stat().st_size for p in committed_samples() if p.relative_to(SAMPLES).parts[0] == "async") < 7_500_000

@@ -26,6 +26,7 @@ from nsight_tui.parsers.replay import contention, edits, straggler
 from nsight_tui.parsers.replay.predict import graph_of
 
 STRAGGLER = SAMPLES / "replay" / "straggler"
+UNEVEN = SAMPLES / "replay" / "straggler_uneven"  # rank 1's batch 12 where rank 0's is 8; the twin both at 8
 EDIT = "nohost:-5ms"
 
 
@@ -33,10 +34,15 @@ def _rank0_step_ns(folder) -> float:
     return statistics.median(python_steps(plain(next(folder.glob("*rank0.sqlite*")))))
 
 
+def _change(pair) -> tuple[float, float]:
+    """The change on rank 0's clock and the issue's tolerance (20% of it or 2% of the twin's step), ns."""
+    base, twin = _rank0_step_ns(pair / "base"), _rank0_step_ns(pair / "twin")
+    return twin - base, max(0.2 * abs(twin - base), 0.02 * twin)
+
+
 @pytest.fixture(scope="module")
 def measured():
-    base, twin = _rank0_step_ns(STRAGGLER / "base"), _rank0_step_ns(STRAGGLER / "twin")
-    return twin - base, max(0.2 * abs(twin - base), 0.02 * twin)  # the change and the issue's tolerance, ns
+    return _change(STRAGGLER)
 
 
 def test_the_sleep_on_one_rank_slows_the_other(measured):
@@ -168,3 +174,25 @@ def test_no_straggler_finding_where_the_ranks_keep_pace():
 def test_fix_straggler_replays_the_edit(measured):
     d = _whatif(STRAGGLER / "base", "fix:straggler")
     assert [e["edit"] for e in d["edits"]] == ["straggler (fix:straggler)"]
+
+
+def test_an_uneven_batch_is_evened_within_tolerance():
+    """A straggler of the same kernels, longer: the straggler's kernels at the others' time at the same
+    place, read alone (the others' ran beside collectives spinning for the straggler), within tolerance
+    of the twin where both ranks run the smaller batch."""
+    change, tol = _change(UNEVEN)
+    assert change < -20e6  # a third of the step, from one rank's larger batch
+    d = _whatif(UNEVEN / "base", "straggler")
+    predicted = d["predicted"]["step_ns"] - d["baseline"]["replayed_step_ns"]
+    assert abs(predicted - change) <= tol, (predicted, change, tol)
+
+
+def test_the_others_kernels_at_their_contended_length_miss_it(monkeypatch):
+    """Without the contention factor (every GPU's 1: the others' kernels at the length they ran beside the
+    spinning collectives) the same edit misses by more than the tolerance."""
+    change, tol = _change(UNEVEN)
+    read = contention.contention_of
+    monkeypatch.setattr(contention, "contention_of",
+                        lambda trace: dataclasses.replace(read(trace), factor={d: 1.0 for d in read(trace).factor}))
+    p = Profile.open_ranks(UNEVEN / "base").whatif(["straggler"])
+    assert abs(p.step_ns - p.replayed_step_ns - change) > tol
