@@ -177,7 +177,7 @@ def parse(text: str) -> Edit:
         return Edit(kind, text, factor=float(int(arg)))
     if kind == "straggler" and arg:
         raise EditError(f"bad edit {text!r}: straggler takes no argument (the rank that arrives last at the "
-                        "collectives, at the pace of the others)")
+                        "collectives is found in the trace)")
     if kind == "fix" and not arg:
         raise EditError(f"bad edit {text!r}: fix:FINDING_ID names a finding (e.g. fix:launch-bound)")
     if kind == "nohost" and _looks_like_duration(arg.removeprefix("-")):

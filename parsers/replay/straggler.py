@@ -1,22 +1,25 @@
-"""The straggler kept at the others' pace: what the edit `straggler` replays.
+"""The straggler evened out: what the edit `straggler` replays.
 
 Data-parallel ranks run one program: step by step, each rank's CPU threads make the same CUDA calls
 in the same order and its streams run the same kernels. The rank that arrives last at the collectives
 (its collective kernels start latest behind the first rank's, on average over the collectives they
-share, as analyses.ranks judges it) holds every other rank in its all-reduces. Evened out, each of its
-host stretches (the CPU time between two CUDA calls of a thread) and each of its GPU ops (collectives
-aside: their length is the wait the replay couples) is no longer than the same stretch or op of the
-other ranks (their median), matched step by step (`step_N` of the same name) and, inside a step, by
-position: a thread to the other rank's thread of the same name and order (the main thread to the main
-thread, `pt_autograd_1` to `pt_autograd_0`), a stream to the stream of the same order, where the two
-pair what they hold in common: runs of calls of the same names in the same order, runs of ops of the
-same kernel family (a GEMM of another precision, another name, stands in a GEMM's place), aligned
-(align.opcodes). What does not pair stays as measured, and the edit says how much paired. The others'
-kernels are read at their time alone and slowed as the straggler's kernel at that place was
-(replay.contention): they spun beside collectives waiting for the straggler.
+share, as analyses.ranks judges it) holds every other rank in its all-reduces. Evened out, what it runs
+longer than the other ranks at the same place is taken at their length (their median): a pause of its own
+(host time at least `pause_ns` longer before the same CUDA call) and another kernel in a kernel's place
+(over OP_OUTLIER x the others' time: another precision, a larger share of the data, a slower GPU; never a
+collective, whose length is the wait the replay couples); at the range's low end each of its threads and
+streams also at the others' pace (the median ratio over its pairs), which may be the machine's. Paired
+step by step (`step_N` of the same name) and, inside a step, a thread with the other rank's thread of the
+same name and order (the main thread with the main thread, `pt_autograd_1` with `pt_autograd_0`), a
+stream with the stream of the same order, by what they hold in common: runs of calls of the same names in
+the same order, runs of ops of the same kernel family (a GEMM of another precision, another name, stands
+in a GEMM's place), aligned (align.opcodes). What does not pair stays as measured, and the edit says how
+much paired. The others' kernels are read at their time alone and slowed as the straggler's kernel at
+that place was (replay.contention): they spun beside collectives waiting for the straggler.
 
-Checked on the committed straggler (sample_traces/replay/straggler: a 5 ms sleep on rank 1 alone, two
-H200s; tests/core/test_straggler_replay.py) against its twin without the sleep."""
+Checked on the committed stragglers (sample_traces/replay/straggler, a 5 ms sleep on rank 1 alone, and
+straggler_uneven, rank 1's batch 12 of 8; two H200s; tests/core/test_straggler_replay.py) against their
+twins without the straggler."""
 from __future__ import annotations
 
 import re
@@ -47,7 +50,7 @@ OP_OUTLIER_MIN_NS = 2_000
 
 @dataclass(frozen=True)
 class Evened:
-    """The straggler's process, how late it arrived, and its stretches and ops at the others' pace."""
+    """The straggler's process, how late it arrived, and its stretches and ops evened out (module doc)."""
 
     pid: int
     others: list[int]

@@ -123,6 +123,11 @@ def test_ranks_in_step_have_no_straggler_to_save():
     assert abs(saving) < 0.01 * d["baseline"]["replayed_step_ns"]
 
 
+def test_the_straggler_edit_takes_no_argument():
+    with pytest.raises(edits.EditError, match="takes no argument"):
+        edits.parse("straggler:1")
+
+
 def test_one_rank_has_no_straggler():
     run = cli_process.run(["whatif", str(SAMPLES / "small_ctx128.sqlite"), "straggler"], text=True, cwd=ROOT, timeout=600)
     assert run.returncode != 0 and "Traceback" not in run.stderr
