@@ -46,7 +46,8 @@
     straggler             the rank that arrives last at the collectives (several ranks: a folder of
                           per-rank exports, or one export of several) without what it runs longer
                           than the others at the same place: its pauses (host stretches 1 ms or more
-                          longer) and other kernels (ops over 1.25x); at the low end also at the
+                          longer), other kernels (ops over 1.25x) and blocking calls of its own (the
+                          others make none there: they no longer wait); at the low end also at the
                           others' pace (replay.straggler)
     fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
@@ -1431,14 +1432,18 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                f"{ev.streams[1]} stream-steps")
     host, ops = ev.delta_ns != g.delta_ns, ev.op_dur != g.op_dur
     paced = (ev.paced_delta_ns != g.delta_ns).any() or (ev.paced_op_dur != g.op_dur).any()
-    if not host.any() and not ops.any() and not paced:
-        raise EditError(f"the straggler (pid {ev.pid}) has no pause, no op and no pace longer than the other ranks' "
-                        f"where they match ({matched})")
+    if not host.any() and not ops.any() and not paced and not ev.unblocked:
+        raise EditError(f"the straggler (pid {ev.pid}) has no pause, no blocking call, no op and no pace longer than "
+                        f"the other ranks' where they match ({matched})")
     for plan in (ed.mid, ed.high):
         plan.delta_ns[:] = np.minimum(plan.delta_ns, ev.delta_ns)
         plan.op_dur[:] = np.minimum(plan.op_dur, ev.op_dur)
     ed.low.delta_ns[:] = np.minimum(ed.low.delta_ns, ev.paced_delta_ns)
     ed.low.op_dur[:] = np.minimum(ed.low.op_dur, ev.paced_op_dur)
+    for plan in ed.plans:
+        for k in ev.unblocked:
+            plan.blocking.discard(k)
+            plan.block_after_ns[k] = g.blocks[k].after_ns
     per_step = ev.steps * 1e6
     gpid, device = next((gp, d) for gp, d, _ in g.stream_keys if pid_of(np.int64(gp)) == ev.pid)
     label = f"{g.trace.process_label(gpid)} on GPU {device}"
@@ -1446,7 +1451,8 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     ed.applied.append(Applied(
         e.text, f"the straggler, {label} (its collectives start {ev.lateness_ns / 1e6:,.2f} ms behind the first "
         f"rank's, mean), without what it runs longer than the other {len(ev.others)} rank"
-        f"{'s' if len(ev.others) > 1 else ''} at the same place: {int(host.sum()):,} pauses of its own "
+        f"{'s' if len(ev.others) > 1 else ''} at the same place: {len(ev.unblocked):,} blocking calls of its own "
+        f"(the others make none there) no longer wait, {int(host.sum()):,} pauses of its own "
         f"({int((g.delta_ns - ev.delta_ns)[host].sum()) / per_step:,.2f} ms a step of host time, each at least "
         f"{LOOP_PAUSE_MIN_NS / 1e6:g} ms longer than the others'), {int(ops.sum()):,} GPU ops "
         f"({int((g.op_dur - ev.op_dur)[ops].sum()) / per_step:,.2f} ms a step, each over "

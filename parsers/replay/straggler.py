@@ -14,7 +14,9 @@ same name and order (the main thread with the main thread, `pt_autograd_1` with 
 stream with the stream of the same order, by what they hold in common: runs of calls of the same names in
 the same order, runs of ops of the same kernel family (a GEMM of another precision, another name, stands
 in a GEMM's place), aligned (align.opcodes). What does not pair stays as measured, and the edit says how
-much paired. The others' kernels are read at their time alone and slowed as the straggler's kernel at
+much paired. A blocking call the straggler makes where the others make none (a `.item()` of its own: a
+call its sequence holds and no other rank's does there) no longer waits, as `nosync` has it. The others'
+kernels are read at their time alone and slowed as the straggler's kernel at
 that place was (replay.contention): they spun beside collectives waiting for the straggler.
 
 Checked on the committed stragglers (sample_traces/replay/straggler, a 5 ms sleep on rank 1 alone, and
@@ -65,6 +67,9 @@ class Evened:
     paced_delta_ns: np.ndarray
     paced_op_dur: np.ndarray
     pace: dict[str, float]  # per thread or stream of the straggler with pairs: its pace over the others'
+    # the end points (graph.blocks) of blocking calls it makes where the others make none (a `.item()` of
+    # its own): they no longer wait
+    unblocked: list[int]
     threads: tuple[int, int]  # (thread-steps matched, the straggler's thread-steps with a partner)
     streams: tuple[int, int]  # (stream-steps matched, the straggler's stream-steps with a partner)
 
@@ -120,6 +125,7 @@ def even_out(g: Graph, sr: StepRanges, pause_ns: int) -> Evened | None:
 
     roles = _thread_roles(g)
     ref_delta = np.full((len(others), len(g.delta_ns)), np.nan)
+    own_only = np.zeros(len(g.delta_ns), bool)  # the straggler's points no other rank's sequence holds
     threads = [0, 0]
     for (p, name, k), t in roles.items():
         if p != me:
@@ -132,11 +138,16 @@ def even_out(g: Graph, sr: StepRanges, pause_ns: int) -> Evened | None:
                 continue
             threads[1] += 1
             matched = False
+            alone = np.ones(len(mine), bool)
             for i, theirs in partners:
+                a, b = _paired(_call_keys(g, names, mine), _call_keys(g, names, theirs), first=True)
+                alone[a] = False
                 a, b = _paired(_call_keys(g, names, mine), _call_keys(g, names, theirs))
                 ref_delta[i, mine[a]] = g.delta_ns[theirs[b]]
                 matched |= len(a) > 0
             threads[0] += matched
+            if matched:
+                own_only[mine[alone]] = True
     in_steps = _inside_any(g.pt_time, list(my_steps.values()))
     cpu_outlier = lambda own, ref: own - ref >= pause_ns  # noqa: E731
     ref = _median(ref_delta)
@@ -183,7 +194,8 @@ def even_out(g: Graph, sr: StepRanges, pause_ns: int) -> Evened | None:
     paced_dur, gpu_pace = _evened(g.op_dur, ref, (g.op_coll < 0) & in_steps, op_stream, gpu_outlier, paced=True)
     pace = {g.trace.thread_label(g.thread_gtids[t]): r for t, r in cpu_pace.items()}
     pace.update({f"stream {g.stream_keys[st][2]}": r for st, r in gpu_pace.items()})
-    return Evened(me, others, late[me], max(len(my_steps), 1), delta, dur, paced_delta, paced_dur, pace,
+    unblocked = sorted(k for k in g.blocks if own_only[k])
+    return Evened(me, others, late[me], max(len(my_steps), 1), delta, dur, paced_delta, paced_dur, pace, unblocked,
                   (threads[0], threads[1]), (streams[0], streams[1]))
 
 

@@ -151,6 +151,8 @@ def test_sample_traces_stay_small():
     # contention beside a collective decide a prediction, docs/whatif.md "A straggler"): 63.29 MB, over a device
     # run's 64 MiB with .devlibs only were the samples carried, and runs move them aside (devruns/README.md).
     # Then its sibling of the same kernels, longer (replay/straggler_uneven, rank 1's batch 12 of 8, 1.25 MB: the one
-    # pair where the straggler's kernels are evened, at the others' time read alone): 64.53 MB.
-    assert total < 64_600_000
+    # pair where the straggler's kernels are evened, at the others' time read alone): 64.53 MB. Then a straggler's own
+    # `.item()` (replay/straggler_item, its base alone, 0.83 MB: the one capture of a blocking call one rank makes and
+    # the others do not, which the edit unblocks; rank 0 logging the loss is the common straggler): 65.36 MB.
+    assert total < 65_400_000
     assert sum(p.stat().st_size for p in committed_samples() if p.relative_to(SAMPLES).parts[0] == "async") < 7_500_000

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import ROOT, SAMPLES
 from helpers import cli_process
+from helpers.export_sql import sql_rows
 from helpers.step_sql import python_steps, steps
 from helpers.xz_samples import plain
 from nsight_tui.parsers.api import Profile
@@ -201,3 +202,28 @@ def test_the_others_kernels_at_their_contended_length_miss_it(monkeypatch):
                         lambda trace: dataclasses.replace(read(trace), factor={d: 1.0 for d in read(trace).factor}))
     p = Profile.open_ranks(UNEVEN / "base").whatif(["straggler"])
     assert abs(p.step_ns - p.replayed_step_ns - change) > tol
+
+
+ITEM = SAMPLES / "replay" / "straggler_item"  # loss.item() after each forward on rank 1 alone (the base alone)
+
+STEP_SYNCS = """
+SELECT r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+JOIN (SELECT e.start AS a, e."end" AS b FROM NVTX_EVENTS e LEFT JOIN StringIds t ON t.id = e.textId
+      WHERE e.eventType = 59 AND coalesce(e.text, t.value) GLOB 'step_[0-9]*') st ON r.start >= st.a AND r.start < st.b
+WHERE s.value LIKE 'cudaStreamSynchronize%'"""
+
+
+def test_a_sync_of_the_stragglers_own_no_longer_waits():
+    """A blocking call the straggler makes where the other rank makes none (a `.item()` of rank 1's own)
+    no longer waits: the calls SQL finds inside rank 1's steps and not rank 0's are the ones the edit
+    unblocks, and it predicts what `nosync:cudaStreamSynchronize` (told which call) predicts, to 0.1 ms
+    (beside the syncs it evens a few kernels)."""
+    syncs = {r: len(sql_rows(plain(ITEM / f"small_ctx512_b8_ddp2_rank{r}.sqlite.xz"), STEP_SYNCS)) for r in (0, 1)}
+    assert syncs[0] == 0 and syncs[1] > 0
+    g, sr = graph_of(load_export(ITEM))
+    ev = straggler.even_out(g, sr, edits.LOOP_PAUSE_MIN_NS)
+    assert ev is not None and len(ev.unblocked) == syncs[1]
+    names = {g.trace.api_names[g.trace.api["name"].to_numpy()[g.blocks[k].call]] for k in ev.unblocked}
+    assert all(n.startswith("cudaStreamSynchronize") for n in names)
+    evened, told = (_whatif(ITEM, e) for e in ("straggler", "nosync:cudaStreamSynchronize"))
+    assert abs(evened["predicted"]["step_ns"] - told["predicted"]["step_ns"]) <= 0.1e6
