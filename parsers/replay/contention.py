@@ -126,8 +126,9 @@ def _factor(sel: np.ndarray, over: np.ndarray, dur: np.ndarray, code: np.ndarray
     alone (each run at its kernel's median beside: one slow outlier weighs as a typical run); 1.0 where
     fewer than MIN_KERNELS kernels have both (never below 1: a kernel is not faster beside one). Weighted
     by time, not a median over kernels: a collective's blocks take SMs from a full-wave GEMM and barely
-    touch a short elementwise kernel, and the short ones are the many (on a straggler's rank 0 the median
-    over kernels read x1.03..1.16, the time-weighted x1.30, the twin's compute implied x1.23)."""
+    touch a short elementwise kernel, and the short ones are the many (on a straggler's rank 0, three
+    captures, the median over kernels read x1.03..1.10, the time-weighted x1.24..1.25, the twin's compute
+    implied x1.23)."""
     contended = alone_time = 0.0
     used = 0
     keys = np.stack([code[sel], blocks[sel], threads[sel]], axis=1)
