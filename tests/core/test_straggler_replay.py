@@ -225,5 +225,9 @@ def test_a_sync_of_the_stragglers_own_no_longer_waits():
     assert ev is not None and len(ev.unblocked) == syncs[1]
     names = {g.trace.api_names[g.trace.api["name"].to_numpy()[g.blocks[k].call]] for k in ev.unblocked}
     assert all(n.startswith("cudaStreamSynchronize") for n in names)
+    from nsight_tui.parsers.analyses.findings.rules import findings
+
+    f = {x.id: x for x in findings(load_export(ITEM))}["straggler"]  # its waits raise it; the replay says how little
+    assert f.evidence["own_syncs"] == syncs[1] and f.saving_ms_per_step < f.estimate_ms_per_step
     evened, told = (_whatif(ITEM, e) for e in ("straggler", "nosync:cudaStreamSynchronize"))
     assert abs(evened["predicted"]["step_ns"] - told["predicted"]["step_ns"]) <= 0.1e6

@@ -18,7 +18,8 @@ def straggler(c: StepContext) -> Finding | None:
     """Where several ranks share collectives: the one whose collectives start latest (on average, behind
     the first rank's), paired step by step with the others (replay.straggler), and what it runs longer
     than they do at the same place: its pauses (host time at least host_gap_min_ns longer than the
-    others' before the same call) and other kernels (ops over OP_OUTLIER x the others'). Its estimate:
+    others' before the same call), other kernels (ops over OP_OUTLIER x the others') and blocking calls of
+    its own (the time spent in them: what the fix takes away at most). Its estimate:
     that excess per step (the replay's saving stands beside it: the others stop waiting for it only as
     far as it then holds no step of its own)."""
     if c.rank is not None:  # under a rank filter the rules read one rank's steps: no other to pair with
@@ -35,7 +36,9 @@ def straggler(c: StepContext) -> Finding | None:
     if ev is None:
         return None
     host, ops = g.delta_ns - ev.delta_ns, g.op_dur - ev.op_dur
-    excess = (int(host.sum()) + int(ops.sum())) / ev.steps
+    # a blocking call of its own: the time its thread spent in it (the wait the fix takes away, at most)
+    waited = sum(int(g.delta_ns[k]) for k in ev.unblocked)
+    excess = (int(host.sum()) + int(ops.sum()) + waited) / ev.steps
     if excess < threshold("comm_min_share") * c.step_ns:
         return None
     from nsight_tui.parsers.analyses.ranks import find_ranks
@@ -55,13 +58,15 @@ def straggler(c: StepContext) -> Finding | None:
         f"per step of {who} (its collectives start {ev.lateness_ns / 1e6:,.2f} ms behind the first rank's, mean): "
         f"what it runs longer than the other {len(ev.others)} rank{'s' if len(ev.others) > 1 else ''} at the same "
         f"place, its pauses (host time at least {threshold('host_gap_min_ns') / 1e6:g} ms longer before the same "
-        f"CUDA call) and other kernels (over {replay_straggler.OP_OUTLIER:g}x the same kernel's time there)",
+        f"CUDA call), other kernels (over {replay_straggler.OP_OUTLIER:g}x the same kernel's time there) and blocking "
+        "calls of its own (the others make none there: the time it spent in them)",
         f"find what {who} runs that the others do not: a pause of its own (data loading, logging, a sync or a "
         "checkpoint on that rank), kernels of another precision or on a slower GPU; `nsight-tui ranks` says why it "
         "is late",
         {"straggler_rank": me.rank if me is not None else None, "pid": ev.pid, "lateness_ns": ev.lateness_ns,
          "pause_ns_per_step": int(host.sum()) / ev.steps, "pauses": int((host > 0).sum()),
          "slower_op_ns_per_step": int(ops.sum()) / ev.steps, "slower_ops": len(kernels),
+         "own_sync_ns_per_step": waited / ev.steps, "own_syncs": len(ev.unblocked),
          "ranks": len(ev.others) + 1, "step_ns": c.step_ns},
         rows, *first)
 
