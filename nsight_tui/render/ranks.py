@@ -31,7 +31,9 @@ def ranks_markdown(run: RunRanks, heading: str = "##") -> str:
         slow = run.straggler
         out.append(f"**Straggler: {_md(slow.rank.label)}** — {slow.basis}: {_ms(slow.value_ns)} ms against the median "
                    f"rank's {_ms(slow.median_ns)} ms (+{_ms(slow.excess_ns)} ms). The other ranks wait for it in "
-                   "their collectives." + (f" Why: {run.straggler_why}." if run.straggler_why else "") + "\n")
+                   "their collectives." + (f" Why: {run.straggler_why}." if run.straggler_why else "")
+                   + " What it costs, replayed: `nsight-tui whatif FILE|DIR straggler` (its own pauses, other kernels "
+                   "and syncs at the other ranks' length; the `straggler` finding).\n")
     if contention_line(run):
         out.append(f"Compute beside communication: {_md(contention_line(run))}.\n")
     phase_rows = []
