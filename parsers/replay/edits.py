@@ -536,15 +536,21 @@ def _nosync(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         raise EditError(f"{e.text}: no blocking CUDA call inside {e.range or STEP_RANGE!r} "
                         f"({_blocking_calls(call_names)})")
     for plan in ed.plans:
-        for k in hit.tolist():
-            plan.blocking.discard(k)
-            plan.block_after_ns[k] = g.blocks[k].after_ns
+        _unblock(g, plan, hit.tolist())
     kinds: dict[str, int] = {}
     for k in hit.tolist():
         kinds[g.blocks[k].kind] = kinds.get(g.blocks[k].kind, 0) + 1
     what = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
     ed.applied.append(Applied(e.text, f"{len(hit):,} blocking calls no longer wait for the GPU ({what}); "
                               "each keeps its own CPU time after the wait"))
+
+
+def _unblock(g: Graph, plan: Plan, ends: list[int]) -> None:
+    """The blocking calls ending at `ends` (graph.blocks) no longer wait for the GPU; each keeps its own CPU
+    time after the wait."""
+    for k in ends:
+        plan.blocking.discard(k)
+        plan.block_after_ns[k] = g.blocks[k].after_ns
 
 
 def _blocking_calls(call_names: np.ndarray) -> str:
@@ -1441,9 +1447,7 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     ed.low.delta_ns[:] = np.minimum(ed.low.delta_ns, ev.paced_delta_ns)
     ed.low.op_dur[:] = np.minimum(ed.low.op_dur, ev.paced_op_dur)
     for plan in ed.plans:
-        for k in ev.unblocked:
-            plan.blocking.discard(k)
-            plan.block_after_ns[k] = g.blocks[k].after_ns
+        _unblock(g, plan, ev.unblocked)
     per_step = ev.steps * 1e6
     gpid, device = next((gp, d) for gp, d, _ in g.stream_keys if pid_of(np.int64(gp)) == ev.pid)
     label = f"{g.trace.process_label(gpid)} on GPU {device}"

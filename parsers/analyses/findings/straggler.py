@@ -8,9 +8,8 @@ from nsight_tui.parsers.analyses.findings.context import StepContext, to_ms
 from nsight_tui.parsers.analyses.findings.result import Finding
 from nsight_tui.parsers.analyses.findings.thresholds import threshold
 from nsight_tui.parsers.exception import NsightError
-from nsight_tui.parsers.kernels.families import COMMUNICATION, name_families
-from nsight_tui.parsers.read.ids import KERNEL, pid_of
-from nsight_tui.parsers.replay import straggler as replay_straggler
+from nsight_tui.parsers.read.ids import pid_of
+from nsight_tui.parsers.replay import contention, straggler as replay_straggler
 from nsight_tui.parsers.replay.predict import graph_of
 
 
@@ -24,9 +23,8 @@ def straggler(c: StepContext) -> Finding | None:
     far as it then holds no step of its own)."""
     if c.rank is not None:  # under a rank filter the rules read one rank's steps: no other to pair with
         return None
-    ops = c.trace.ops
-    comm = (ops["kind"].to_numpy() == KERNEL) & (name_families(c.trace)[ops["name"].to_numpy()] == COMMUNICATION)
-    if len(np.unique(pid_of(ops["gpid"].to_numpy(np.int64)[comm]))) < 2:
+    collective = contention.of_trace(c.trace).collective  # the replay's own, read once per trace
+    if len(np.unique(pid_of(c.trace.ops["gpid"].to_numpy(np.int64)[collective]))) < 2:
         return None  # no collective of two processes: one rank (the replay's graph not built for nothing)
     try:
         g, sr = graph_of(c.trace)
