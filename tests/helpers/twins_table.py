@@ -213,7 +213,8 @@ def interleaved_row(t: Interleaved) -> Row:
     planted steps replayed as they ran (each its own host time, not the typical step) with the edit
     less without, medians over them (the edit's low and high ends); `kernels-from:{self}` gives each
     planted step the kernels of the plant-free step before it in the same capture; the old estimate
-    none (the rule on a capture half planted)."""
+    none (the rule on a capture half planted). A miss's figure at the twin's pace: the planted steps'
+    host time at the pace of the plant-free steps before them (any edit, as a pair's at_twin_pace)."""
     from nsight_tui.parsers.read.load import load_trace
     from nsight_tui.parsers.replay import edits
     from nsight_tui.parsers.replay.predict import graph_of, replay
@@ -225,12 +226,14 @@ def interleaved_row(t: Interleaved) -> Row:
     g, sr = graph_of(trace)
     mask = np.array([planted(n) for n, s in zip(sr.names, sr.is_step) if s])
     base = replay(g, sr, Plan.of(g)).periods_ns[mask]
-    parsed = [edits.parse(e.replace(SELF, str(path))) for e in t.edits]
     before = {n: f"{n.rsplit('_', 1)[0]}_{int(n.rsplit('_', 1)[1]) - 1}" for n in sr.names if n[-1:].isdigit() and planted(n)}
-    steps = before if any(SELF in e for e in t.edits) else None
 
     def predicted(twin_host: bool = False) -> list[float]:
-        ed = edits.apply(g, sr, parsed, load_trace, twin_host=twin_host, twin_iterations=steps)
+        # at the twin's pace an edit that is not `kernels-from` (nosync, pin) gets one from the plant-free
+        # step before, for the pace alone, as a pair's does (at_twin_pace)
+        own = list(t.edits) if not twin_host or any(SELF in e for e in t.edits) else [f"kernels-from:{SELF}", *t.edits]
+        ed = edits.apply(g, sr, [edits.parse(e.replace(SELF, str(path))) for e in own], load_trace,
+                         twin_host=twin_host, twin_iterations=before if any(SELF in e for e in own) else None)
         return [float(np.median(replay(g, sr, p).periods_ns[mask]) - np.median(base)) / 1e6 for p in ed.plans]
 
     ends = predicted()
@@ -241,9 +244,9 @@ def interleaved_row(t: Interleaved) -> Row:
     b = float(np.median([v for k, v in marks.items() if not planted(k)]))
     r = Row(t.name, " ".join(t.edits), a / ms, b / ms, change / ms, noise / ms,
             max(0.2 * abs(change), 0.02 * b) / ms, mid, low, high, None, t.rule, pairs=n, one_capture=True)
-    if steps and not (r.within_tolerance or r.within_noise):
-        # the planted steps' CPU at the pace of the plant-free steps they take their kernels from: in
-        # one capture a pace that differs is the change's own doing, which the replay does not model
+    if not (r.within_tolerance or r.within_noise):
+        # the planted steps' CPU at the pace of the plant-free steps before them: in one capture a pace
+        # that differs is the change's own doing, which the replay does not model
         r.at_twin_pace_ms = predicted(twin_host=True)[1]
     return r
 
