@@ -46,6 +46,7 @@ class Navigator:
         from nsight_tui.tui.views.kernels import KernelsScreen
         from nsight_tui.tui.views.launches import LaunchesScreen
         from nsight_tui.tui.views.pace import PaceScreen
+        from nsight_tui.tui.views.ranks import RanksScreen
         from nsight_tui.tui.views.timeline import TimelineScreen
         from nsight_tui.tui.views.whatif import WhatIfScreen
 
@@ -66,7 +67,7 @@ class Navigator:
                 app.push_screen(BackwardPartsScreen(app.session))
             case FindingsScreen.EvidenceChosen(jump=jump):
                 await self.follow_evidence(jump)
-            case FindingsScreen.WhatIfChosen(ask=ask):
+            case FindingsScreen.WhatIfChosen(ask=ask) | RanksScreen.StragglerWhatIf(ask=ask):
                 if self.need_session():
                     app.push_screen(WhatIfScreen(app.session, ask))
             case WhatIfScreen.LanesChosen(edits=edits, title=title):

@@ -342,6 +342,10 @@ def test_ranks_view_of_an_unannotated_capture_shows_its_inferred_steps(tui, asyn
             await ui.press("5")
             await ui.until(lambda: getattr(ui.screen, "view", None) is not None, "the ranks view built")
             view = ui.screen.view
+            # one rank: no straggler to replay, `w` shown dimmed and a press does nothing
+            assert view.run.straggler is None and ui.screen.check_action("whatif", ()) is None
+            await ui.press("w")
+            assert type(ui.screen).__name__ == "RanksScreen"
             return view.rank_frame, view.phase_frame, ui.flat_text()
 
     ranks_frame, phases, text = run(body())

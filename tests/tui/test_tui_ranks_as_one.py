@@ -61,16 +61,30 @@ def test_a_on_files_that_are_not_one_runs_ranks_says_so(tui):
     asyncio.run(body())
 
 
-def test_the_straggler_finding_replays_from_the_findings_view(tui):
-    """The committed straggler (a sleep on rank 1 alone): its ranks opened as one, the `straggler`
-    finding listed with its rank, and `w` on it replays the edit that evens the straggler out."""
+def test_the_straggler_replays_from_the_ranks_and_the_findings_views(tui):
+    """The committed straggler (a sleep on rank 1 alone): its ranks opened as one; `w` on the ranks
+    view, which names rank 1, replays the edit that evens it out; the `straggler` finding is listed
+    with its rank, and `w` on it replays the same edit."""
     files = sorted((SAMPLES / "replay" / "straggler" / "base").glob("*.sqlite.xz"))
+
+    def replayed_straggler(text: str) -> bool:
+        return "edit: straggler: the straggler, python3 (" in text and "on GPU 1" in text and "pauses of its own" in text
 
     async def body():
         async with tui(files, size=(140, 40)) as ui:
             await ui.pilot.press("a")
             await ui.until(lambda: type(ui.screen).__name__ == "RangesScreen" and ui.app.loaded,
                            "the ranks opened as one", timeout=180)
+            await ui.pilot.press("5")
+            await ui.until(lambda: type(ui.screen).__name__ == "RanksScreen" and ui.screen.view is not None,
+                           "the ranks side by side", timeout=120)
+            await ui.settle()
+            assert "straggler: rank 1" in ui.flat_text()
+            await ui.pilot.press("w")
+            await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen" and ui.screen.view is not None,
+                           "the straggler replayed from the ranks view", timeout=180)
+            await ui.settle()
+            assert replayed_straggler(ui.flat_text())
             await ui.pilot.press("F")
             await ui.until(lambda: type(ui.screen).__name__ == "FindingsScreen" and ui.screen.view is not None,
                            "the findings", timeout=300)
@@ -82,7 +96,6 @@ def test_the_straggler_finding_replays_from_the_findings_view(tui):
             await ui.until(lambda: type(ui.screen).__name__ == "WhatIfScreen" and ui.screen.view is not None,
                            "the fix replayed", timeout=180)
             await ui.settle()
-            text = ui.flat_text()
-            assert "edit: straggler: the straggler, python3 (" in text and "on GPU 1" in text and "pauses of its own" in text
+            assert replayed_straggler(ui.flat_text())
 
     asyncio.run(body())

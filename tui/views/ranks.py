@@ -1,7 +1,8 @@
 """`5`: the ranks side by side (data: Session.ranks_view, from parsers.ranks): per rank its
 step time (median, min, max), compute per step, communication and the exposed part of it;
 the spread across ranks and the straggler; per phase and rank the same, with each rank's
-distance from the median rank. enter on a rank: the range tree of that rank only."""
+distance from the median rank. enter on a rank: the range tree of that rank only; `w`: what the
+straggler costs, replayed (the `straggler` edit, the what-if view)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,9 +16,10 @@ from textual.widgets import Static
 from nsight_tui.parsers.analyses.ranks import Rank
 from nsight_tui.render.tables import markdown as md_table
 from nsight_tui.render.safe import markdown as md_text
-from nsight_tui.tui.messages import RanksReady
+from nsight_tui.tui.messages import Navigation, RanksReady
 from nsight_tui.tui.table_model import TableModel, ViewText
 from nsight_tui.tui.viewmodels.ranks import COMM_NOTE, RanksView
+from nsight_tui.tui.viewmodels.whatif import WhatIf
 from nsight_tui.tui.views.base import TableScreen, literal
 from nsight_tui.tui.widgets.grid import DataGrid
 
@@ -37,12 +39,21 @@ class RanksScreen(TableScreen):
         """enter or `R` on a rank: filter every view to it (a new model, not a new view)."""
 
         rank: Rank
+
+    @dataclass
+    class StragglerWhatIf(Navigation):
+        """`w` where the ranks name a straggler: the straggler evened out, replayed (the what-if view)."""
+
+        ask: WhatIf
     empty_text = "summarising the ranks…"
-    hint = "enter: the tree of this rank · R: cycle the rank filter"
+    hint = "enter: this rank's tree · R: cycle ranks · w: straggler what-if"
 
     BINDING_GROUP_TITLE = "Ranks (5)"
     BINDINGS = [Binding("enter", "filter_rank", "Filter to rank", id="ranks.filter_rank",
-                        tooltip="The range tree and kernel tables of the rank under the cursor only (R cycles ranks)")]
+                        tooltip="The range tree and kernel tables of the rank under the cursor only (R cycles ranks)"),
+                Binding("w", "whatif", "Straggler what-if", id="ranks.whatif",
+                        tooltip="What the straggler costs, replayed: its own pauses, slower kernels and syncs at the "
+                        "other ranks' length, the predicted step and what holds it after (whatif DIR straggler)")]
 
     def __init__(self, session, **kwargs) -> None:
         super().__init__(session, **kwargs)
@@ -78,6 +89,16 @@ class RanksScreen(TableScreen):
         self.query_one("#phases", DataGrid).set_source(self.phases)
         self.query_one("#rank-lines", Static).update(literal("\n".join(view.lines)))
         self.show_crumb()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "whatif" and (self.view is None or self.view.run.straggler is None):
+            return None  # no straggler named (one rank, or ranks that arrive together): shown, dimmed
+        return super().check_action(action, parameters)
+
+    def action_whatif(self) -> None:
+        if self.view is not None and self.view.run.straggler is not None:
+            self.post_message(self.StragglerWhatIf(WhatIf("straggler", ("straggler",))))
 
     def selected_rank(self):
         position = self.selected_position()
