@@ -65,6 +65,16 @@ def _progress():
             print("\r" + " " * shown[0] + "\r", end="", file=sys.stderr, flush=True)
 
 
+def _exports(path: Path) -> list[Path]:
+    """The exports a folder holds (none for a file; a folder that cannot be listed: its read says why)."""
+    from nsight_tui.parsers import exports_in
+
+    try:
+        return exports_in(path) if path.is_dir() else []
+    except OSError:
+        return []
+
+
 def run(args: argparse.Namespace) -> int:
     from nsight_tui.parsers import Options, OptionsError, Profile, TraceError, parse_edits
     from nsight_tui.render import output
@@ -73,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
 
     edits = parse_edits(args.edits)  # an edit that cannot be read: one line, before any file is opened
     path = Path(args.trace)
-    inputs = [path] + ([Path(args.ncu)] if args.ncu else [])
+    # every file read is an input, never written over, --force or not: a folder's exports and a
+    # kernels-from: twin (a file or a folder of them) too, not only the paths as given
+    read = [path, *(Path(e.twin) for e in edits if e.twin)]
+    inputs = [*read, *(f for p in read for f in _exports(p))] + ([Path(args.ncu)] if args.ncu else [])
     if args.ncu and not Path(args.ncu).is_file():  # read only by a fix: that needs it; said either way
         raise TraceError(f"{visible(args.ncu)}: " + ("not a file" if Path(args.ncu).exists() else "no such file")
                          + " (--ncu)")

@@ -155,6 +155,7 @@ def whatif_dict(p) -> dict:
     return {
         "file": p.path.name,
         "steps": p.steps,
+        "steps_per_rank": list(p.steps_per_rank) if len(p.steps_per_rank) > 1 else None,
         "rank_files": _rank_files(p.rank_files),
         "baseline": {"measured_step_ns": p.measured_step_ns, "replayed_step_ns": p.replayed_step_ns,
                      "unlike_median_ns": p.unlike_median_ns,
@@ -177,7 +178,8 @@ def whatif_dict(p) -> dict:
         "launch_queue": _queue(p.queue),
         "gpu_idle_per_step": _idle(p.idle),
         "measured": {"launch_latency_ns": p.launch_latency_ns, "queue_gap_ns": p.queue_gap_ns},
-        "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps, "
+        "clock": "step period (a step's start to the next iteration's start), median over the steady-state steps "
+                 "(steps: every rank's; steps_per_rank: how many each rank holds where several do, else null), "
                  "or their mean where the steps are not alike (more than one, and one in ten, over 1.5x the median: "
                  "baseline.unlike_median_ns their median then, else null); "
                  "CPU and GPU times on the capture's clock; predicted.clock: the clock whose typical period is the "
@@ -268,9 +270,19 @@ def steps_statistic(p) -> str:
     """How the step period is taken over the steps, as a phrase: their median, or their mean where they
     are not alike (model.steps.typical_period_ns)."""
     if p.unlike_median_ns is None:
-        return f"median of {p.steps} steady-state steps"
-    return (f"mean of {p.steps} steady-state steps, which are not alike (more than one, and one in ten, over 1.5x their "
-            f"median of {_ms_unit(p.unlike_median_ns)}: a loop that alternates, whose median is one kind of step)")
+        return f"median of {p.steps} steady-state steps{_of_ranks(p)}"
+    return (f"mean of {p.steps} steady-state steps{_of_ranks(p)}, which are not alike (more than one, and one in ten, "
+            f"over 1.5x their median of {_ms_unit(p.unlike_median_ns)}: a loop that alternates, whose median is one kind "
+            "of step)")
+
+
+def _of_ranks(p) -> str:
+    """Where several ranks hold steps, how many each, a clause ('' for one): `steps` counts every rank's."""
+    per = p.steps_per_rank
+    if len(per) < 2:
+        return ""
+    each = f"{per[0]} on each of {len(per)} ranks" if len(set(per)) == 1 else f"{', '.join(map(str, per))} on {len(per)} ranks"
+    return f" ({each}, each period on its own rank's timeline)"
 
 
 def saving_words(p) -> str:

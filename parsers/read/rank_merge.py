@@ -352,7 +352,8 @@ def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | No
     n_ops = n_api = 0
     range_rowid = 0
     for t, offset, fix, rank in zip(traces, offsets, fixes, ranks):
-        pids = _renumbered(_used_pids(t), taken_pids)
+        used = _used_pids(t)
+        pids = _renumbered(used, taken_pids)
         devices = _renumbered({int(d) for d in np.unique(t.ops["device"].to_numpy())}, taken_devices)
         if pids or devices:
             what = [f"process {a} as {b}" for a, b in pids.items()] + [f"GPU {a} as {b}" for a, b in devices.items()]
@@ -383,10 +384,16 @@ def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | No
         marks = t.marks.copy()
         marks["start"] += offset
         marks["gtid"] = m.gtid(marks["gtid"].to_numpy())
+        # a node's export names every process on it, another rank's too, as it was when that capture
+        # looked (`nsys-launcher` before it ran the rank's python): the file whose work a process is names it
         for g, name in t.threads.items():
-            threads.setdefault(int(m.gtid(np.array([g]))[0]), name)
+            key = int(m.gtid(np.array([g]))[0])
+            if int(pid_of(np.int64(g))) in used or key not in threads:
+                threads[key] = name
         for g, (pid, name) in t.processes.items():
-            processes.setdefault(int(m.gtid(np.array([g]))[0]), (pids.get(pid, pid), name))
+            key = int(m.gtid(np.array([g]))[0])
+            if pid in used or key not in processes:
+                processes[key] = (pids.get(pid, pid), name)
         ops_parts.append(ops)
         api_parts.append(api)
         range_parts.append(ranges)

@@ -126,6 +126,9 @@ class Prediction:
     # where kernels beside a collective are re-timed as the edits move the collectives: what that
     # assumes (replay.contention); '' where no GPU's factor is above 1
     contention: str = ""
+    # per process that holds steady-state steps (a rank), how many, largest first: `steps` counts every
+    # rank's, so two ranks of 6 steps are 12 periods (one entry: one process's steps)
+    steps_per_rank: tuple[int, ...] = ()
 
     @property
     def saving_ns(self) -> int:
@@ -383,7 +386,7 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
                           base.step_ns, base.step_ns, base.step_ns, hold, idle, hold, idle, g.launch_latency_ns,
                           g.queue_gap_ns, [], profiler=profiler_cost(trace), clocks_ns=_clocks(base),
                           unlike_median_ns=_unlike_median(m_periods), rank_files=_rank_files(trace),
-                          baseline_clocks_ns=_clocks(base))
+                          baseline_clocks_ns=_clocks(base), steps_per_rank=_steps_per_rank(sr))
     ed = edited(trace, parsed, load)
     lo, mid, hi = ed.steps_ns(base.step_ns)
     by_edits, by_pace = ed.parts_ns(base.step_ns)
@@ -398,7 +401,12 @@ def predict(trace: Trace, edits: Sequence[str | Edit], load=load_trace) -> Predi
                       ed.cpu_assumption if lo != hi else "", profiler_cost(trace), queue, by_edits, by_pace,
                       _clocks(ed.mid), _unlike_median(m_periods),
                       ed.mid.floor_ns if ed.mid.floor_holds else None, ed.moved_host_ns, _rank_files(trace),
-                      _clocks(base), contention_assumption(contention_of_trace(trace)))
+                      _clocks(base), contention_assumption(contention_of_trace(trace)), _steps_per_rank(sr))
+
+
+def _steps_per_rank(sr: StepRanges) -> tuple[int, ...]:
+    _, counts = np.unique(pid_of(sr.gtid[sr.is_step].astype(np.int64)), return_counts=True)
+    return tuple(sorted((int(c) for c in counts), reverse=True))
 
 
 def _rank_files(trace: Trace) -> RankFiles | None:

@@ -465,3 +465,19 @@ def test_an_nsight_compute_report_beside_a_folder_of_ranks_is_one_line():
     assert done.stderr.strip().splitlines() == [
         f"nsight-tui: --ncu is not joined to a folder of per-rank exports ({FOLDER}): an Nsight Compute report "
         "profiles one process, joined to one export's kernel launches; give one rank's export, or leave the report out"]
+
+
+def test_each_process_is_named_by_the_file_whose_work_it_is():
+    """A node's export names every process on it, another rank's too, as that capture saw it: rank 0's
+    export of straggler_uneven names rank 1's process `nsys-launcher` (the launcher before it ran the
+    rank's python), rank 1's own `python3` (SQL). The merged trace took the first file's name, so the
+    straggler edit and the holders named rank 1 `nsys-launcher (853)`; each rank's own file names it now."""
+    folder = SAMPLES / "replay" / "straggler_uneven" / "base"
+    files = sorted(folder.glob("*_rank*.sqlite.xz"))
+    t = load_export(folder)
+    for f in files:
+        mine = {p for (p,) in sql_rows(plain(f), "SELECT DISTINCT globalTid >> 24 & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
+        named = dict(sql_rows(plain(f), "SELECT pid, name FROM PROCESSES"))
+        merged = {pid: name for pid, name in t.processes.values()}
+        assert mine and all(merged[p] == named[p] for p in mine), (f.name, {p: (merged[p], named[p]) for p in mine})
+    assert {pid: name for pid, name in t.processes.values()}[853] == "python3"
