@@ -30,6 +30,7 @@
 # seq 512), captured after the replay was written:
 #   hfoptim      bf16, AdamW passed to the Trainer: foreach=False / fused=True
 #   hftf32       fp32: TrainingArguments(tf32=False) / tf32=True
+#   hfnan        bf16: the Trainer's default logging_nan_inf_filter=True (a host read of the loss each step) / False
 # and held out on the change users make most, which inserts kernels (autocast's casts) as well as
 # renaming them, captured after the replay was written:
 #   hfbf16       TrainingArguments(tf32=True) / bf16=True (autocast, fp32 master weights)
@@ -40,6 +41,10 @@
 #   loader       DataLoader(num_workers=0) / num_workers=12
 #   loader2      DataLoader(num_workers=0) / num_workers=2 (too few workers to keep up)
 #   loadersample num_workers=2 alone, batch 32, 12 steps (committed: steps that alternate)
+# and held out on the pageable-memcpy finding's fix in a real input pipeline (the same, 12 workers keeping up):
+#   loaderpin    DataLoader(num_workers=12), pageable batches copied blocking / pin_memory=True, non_blocking
+#   loaderpin2   held out after `pin` took a DataLoader's workers into account: ResNet-50 at 192 px, batch 96,
+#                the batch held until the next fetch (--keep-batch), pageable / pin_memory=True
 # and held out on the unfused-attention finding's fix (attention written out as score GEMM, scale, mask,
 # softmax and GEMM, against F.scaled_dot_product_attention), nsight-tui's GPT-2 small, batch 8, nothing
 # synchronised in a step:
@@ -149,6 +154,8 @@ for k in $(seq 1 "$PAIRS"); do
                cap $s $k hf_fused python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --optim fused ;;
       hftf32) cap $s $k hf_fp32 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision fp32
               cap $s $k hf_tf32 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision tf32 ;;
+      hfnan) cap $s $k hf_nanfilter python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}"
+             cap $s $k hf_nonanfilter python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --no-nan-filter ;;
       hfbf16) cap $s $k hf_tf32 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision tf32
               cap $s $k hf_bf16 python3 $T/hf_trainer_qwen2.py --steps "${HF_STEPS:-8}" --precision bf16 ;;
       vitbf16) cap $s $k vit_b64_tf32 python3 $T/timm_vit_twins.py --batch 64 --tf32
@@ -186,6 +193,12 @@ for k in $(seq 1 "$PAIRS"); do
               cap $s $k loader_w12 python3 $T/torchvision_loader_twins.py --steps 40 --workers 12 ;;
       loader2) cap $s $k loader_w0 python3 $T/torchvision_loader_twins.py --steps 40
                cap $s $k loader_w2 python3 $T/torchvision_loader_twins.py --steps 40 --workers 2 ;;
+      loaderpin) cap $s $k loader_w12 python3 $T/torchvision_loader_twins.py --steps 24 --workers 12
+                 cap $s $k loader_w12_pin python3 $T/torchvision_loader_twins.py --steps 24 --workers 12 --pin ;;
+      loaderpin2) cap $s $k loader_r50_w12 python3 $T/torchvision_loader_twins.py --steps 24 --workers 12 \
+                    --model resnet50 --size 192 --batch 96 --keep-batch
+                  cap $s $k loader_r50_w12_pin python3 $T/torchvision_loader_twins.py --steps 24 --workers 12 \
+                    --model resnet50 --size 192 --batch 96 --keep-batch --pin ;;
       loadersample) cap $s $k loader_w2_b32 python3 $T/torchvision_loader_twins.py --steps 12 --batch 32 --workers 2 ;;
       vitattn) cap $s $k vit_b64_bf16_manual python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 --manual-attn
                cap $s $k vit_b64_bf16_sdpa python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 ;;

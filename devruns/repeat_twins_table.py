@@ -70,6 +70,10 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     # the same pairs with the workers the twin ran: `workers:N` (the work nohost removes, N workers beside the step)
     "loaderw": ("loader_w0", "loader_w12", ("fix:host-bound-gap", "workers:12"), "host-bound-gap"),
     "loader2w": ("loader_w0", "loader_w2", ("fix:host-bound-gap", "workers:2"), "host-bound-gap"),
+    # held out: the pageable-memcpy finding's fix in the same pipeline, 12 workers keeping up (loaderpin)
+    "loaderpin": ("loader_w12", "loader_w12_pin", ("fix:pageable-memcpy",), "pageable-memcpy"),
+    # held out: HF Trainer's default NaN/inf filter, a host read of the loss each step, against none (hfnan)
+    "hfnan": ("hf_nanfilter", "hf_nonanfilter", ("fix:sync-stall",), "sync-stall"),
     # held out: the unfused-attention finding's fix (devruns/gpu_thirdparty_twins.sh attn512 attn512tf32 attn1024)
     "attn512": ("small_ctx512_b8_async", "small_ctx512_fused_b8_async", ("fix:unfused-attention",), "unfused-attention"),
     "attn512tf32": ("small_ctx512_tf32_b8_async", "small_ctx512_tf32_fused_b8_async", ("fix:unfused-attention",),

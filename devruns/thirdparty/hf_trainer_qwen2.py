@@ -5,13 +5,15 @@ optimizer step (nsight_tui.capture.mark.begin_step/end_step, nvtx=False: the tra
 unannotated and the times go to STEM.steps.json beside it). Usage:
     python hf_trainer_qwen2.py [--layers 4] [--batch 8] [--seq 512] [--warmup 3] [--steps 6]
                                [--precision bf16|fp32|tf32] [--optim trainer|foreach-off|fused] [--accum K]
-                               [--compile] [--attn sdpa|eager]
+                               [--compile] [--attn sdpa|eager] [--no-nan-filter]
 --precision: bf16 (the default, TrainingArguments(bf16=True)), or fp32 weights and activations with
 TrainingArguments(tf32=False|True), the TF32 twin pair; --optim: the Trainer's own AdamW, or one passed
 in through Trainer(optimizers=...) as torch.optim.AdamW(foreach=False) or (fused=True), the fused pair;
 --accum: TrainingArguments(gradient_accumulation_steps=K), K micro-batches an optimizer step; --compile:
 TrainingArguments(torch_compile=True); --attn: the model's attn_implementation, "sdpa" (transformers' default,
-F.scaled_dot_product_attention) or "eager" (matmul, softmax, matmul written out), the unfused-attention pair.
+F.scaled_dot_product_attention) or "eager" (matmul, softmax, matmul written out), the unfused-attention pair;
+--no-nan-filter: TrainingArguments(logging_nan_inf_filter=False) against the Trainer's default (True: each step
+asks whether its loss is NaN or inf, a tensor read on the host, where the step waits for its GPU work).
 """
 import argparse
 
@@ -31,6 +33,7 @@ p.add_argument("--optim", choices=("trainer", "foreach-off", "fused"), default="
 p.add_argument("--accum", type=int, default=1)
 p.add_argument("--compile", action="store_true", help="TrainingArguments(torch_compile=True)")
 p.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa", help="the model's attn_implementation")
+p.add_argument("--no-nan-filter", action="store_true", help="TrainingArguments(logging_nan_inf_filter=False)")
 a = p.parse_args()
 
 
@@ -64,10 +67,11 @@ args = TrainingArguments(output_dir="/tmp/hf_trainer_out", per_device_train_batc
                          gradient_accumulation_steps=a.accum, torch_compile=a.compile,
                          bf16=a.precision == "bf16", tf32=a.precision == "tf32" if a.precision != "bf16" else None,
                          logging_steps=10_000, save_strategy="no", report_to="none",
-                         dataloader_num_workers=0, disable_tqdm=True, learning_rate=1e-4)
+                         dataloader_num_workers=0, disable_tqdm=True, learning_rate=1e-4,
+                         logging_nan_inf_filter=not a.no_nan_filter)
 mark.config(workload="HF Trainer, Qwen2-shaped", layers=a.layers, batch_size=a.batch, seq=a.seq,
             precision=a.precision, optim=a.optim, attention=model.config._attn_implementation,
-            accumulation=a.accum, compiled=a.compile, torch=torch.__version__,
+            accumulation=a.accum, compiled=a.compile, nan_filter=not a.no_nan_filter, torch=torch.__version__,
             transformers=__import__("transformers").__version__)
 optimizers = (None, None)
 if a.optim != "trainer":

@@ -9,7 +9,10 @@ GPU (pageable, `--pin` pinned and non-blocking) and runs forward, backward and S
 synchronises inside the loop (`mark.step(sync=False)`: the Python clock is the CPU's, which the
 pageable copy ties to the GPU's pace).
     python torchvision_loader_twins.py [--workers 0] [--batch 64] [--warmup 3] [--steps 12] [--pin]
-                                       [--model resnet18] [--size 224]
+                                       [--model resnet18] [--size 224] [--keep-batch]
+--keep-batch: the loop holds each batch as a whole (`batch = next(it)`, its tensors read from it) until the
+next one replaces it, as a loop that logs or reuses the batch does: the host copy of the last batch is let go
+at the next fetch, not right after its copy to the GPU.
 """
 import argparse
 
@@ -27,6 +30,7 @@ p.add_argument("--steps", type=int, default=12)
 p.add_argument("--pin", action="store_true", help="pin_memory=True and non-blocking copies")
 p.add_argument("--model", default="resnet18")
 p.add_argument("--size", type=int, default=224, help="the crop's side in pixels")
+p.add_argument("--keep-batch", action="store_true", help="hold each batch until the next one replaces it")
 a = p.parse_args()
 
 torch.backends.cuda.matmul.allow_tf32 = True
@@ -41,15 +45,21 @@ loader = torch.utils.data.DataLoader(data, a.batch, shuffle=False, num_workers=a
 model = getattr(torchvision.models, a.model)(num_classes=100).cuda().to(memory_format=torch.channels_last)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 mark.config(workload=f"torchvision {a.model} training from a CPU input pipeline, {a.workers} loader workers",
-            workers=a.workers, pin=a.pin, batch_size=a.batch, size=a.size, torch=torch.__version__,
+            workers=a.workers, pin=a.pin, batch_size=a.batch, size=a.size, keep_batch=a.keep_batch,
+            torch=torch.__version__,
             torchvision=torchvision.__version__)
 
 batches = iter(loader)
 for i in range(a.warmup + a.steps):
     with mark.step(i, warmup=a.warmup, sync=False):
-        x, y = next(batches)
-        x = x.cuda(non_blocking=a.pin).to(memory_format=torch.channels_last)
-        y = y.cuda(non_blocking=a.pin)
+        if a.keep_batch:
+            batch = next(batches)
+            x = batch[0].cuda(non_blocking=a.pin).to(memory_format=torch.channels_last)
+            y = batch[1].cuda(non_blocking=a.pin)
+        else:
+            x, y = next(batches)
+            x = x.cuda(non_blocking=a.pin).to(memory_format=torch.channels_last)
+            y = y.cuda(non_blocking=a.pin)
         with mark.phase("forward"):
             loss = torch.nn.functional.cross_entropy(model(x), y)
         with mark.phase("backward"):
