@@ -1076,6 +1076,7 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                 plan.block_after_ns[k] = ns
     after_ns = int(ed.mid.delta_ns[inner[in_step[inner]]].sum())
     n_steps = max(sr.n_steps, 1)
+    loader = _pin_loader(g, sr, o_api[h2d[c.nbytes[h2d] >= pinned.PIN_MIN_BYTES]], in_step, ed)
     step_ops = ops[in_step[np.maximum(g.op_launch_pt[ops], 0)]]
     gpu_before = int(g.op_dur[step_ops].sum())
     gpu_after = int(ed.mid.op_dur[step_ops].sum())
@@ -1086,8 +1087,53 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         f"{enqueue_how}, its host staging out of the step ({(before_ns - after_ns) / n_steps / 1e6:,.2f} ms a step of "
         f"CPU time in those calls gone); the copies' GPU time from {gpu_before / n_steps / 1e6:,.2f} to "
         f"{gpu_after / n_steps / 1e6:,.2f} ms a step"
-        + ("; device-to-host calls still end after their copy (the CPU reads it)" if len(d2h) else ""),
-        "; ".join(says)))
+        + ("; device-to-host calls still end after their copy (the CPU reads it)" if len(d2h) else "") + loader[0],
+        "; ".join(says + ([loader[1]] if loader[1] else []))))
+
+
+def _pin_loader(g: Graph, sr: StepRanges, calls: np.ndarray, in_step: np.ndarray, ed: Edited) -> tuple[str, str]:
+    """Where the batches come from DataLoader worker processes (the export names them), the fix is
+    DataLoader(pin_memory=True): its pin-memory thread takes each batch from the workers, copies it
+    into pinned memory and lets the worker's shared-memory copy go, so the copying thread neither
+    receives the batch (its pause before the copy) nor releases it (its first pause after, where the
+    loop drops the batch; the next fetch where the loop holds it). Those pauses, at least
+    LOOP_PAUSE_MIN_NS each and no longer than two passes of their copy (pinned.batch_pauses; a longer
+    one waits for workers that do not keep up, and stays), leave the step: at the low end whole,
+    centrally down to an ordinary pause (the loop's own Python around them stays); the high end
+    keeps them, were they not the batch's.
+    Held out on torchvision's ResNet-50 after being read off ResNet-18's pairs (docs/whatif.md,
+    "Held out: a DataLoader's pin_memory"). -> (what it did, the assumption), '' each without workers."""
+    workers = pinned.loader_workers(g.trace)
+    if not workers or not len(calls):
+        return "", ""
+    calls = calls[(g.call_start_pt[calls] >= 0) & (g.call_end_pt[calls] >= 0)]
+    most = pinned.batch_pauses(g, calls, _iteration_of(sr, g.pt_time, _pt_pids(g)), LOOP_PAUSE_MIN_NS)
+    pauses = np.array(sorted(p for p in most if in_step[p]), np.int64)
+    if not len(pauses):
+        return f"; {workers} DataLoader worker processes, no pause of 1 ms or more next to the batch copies", ""
+    # a pause longer than the batch's handling can be holds a wait for workers that do not keep up: the
+    # pin-memory thread waits for them as the loop did, and the handling hides inside that wait
+    waits = g.delta_ns[pauses] > np.array([most[int(p)] for p in pauses], np.int64)
+    n = max(sr.n_steps, 1)
+    waited = (f"; {int(waits.sum()):,} pauses kept whole, each longer than two passes of its copy, "
+              f"{float(g.delta_ns[pauses[waits]].sum()) / n / 1e6:,.2f} ms a step: a wait for workers that do not "
+              "keep up, which pinning does not shorten") if waits.any() else ""
+    pauses = pauses[~waits]
+    if not len(pauses):
+        return f"; {workers} DataLoader worker processes{waited}", ""
+    host = host_points(g) & in_step & (g.delta_ns >= HANDOFF_MIN_PAUSE_NS) & (g.delta_ns < LOOP_PAUSE_MIN_NS)
+    ordinary = int(np.median(g.delta_ns[host])) if host.any() else 0
+    for plan, keep in ((ed.low, 0), (ed.mid, ordinary)):
+        plan.delta_ns[pauses] = np.minimum(plan.delta_ns[pauses], keep)
+    ms = float((g.delta_ns[pauses] - ed.mid.delta_ns[pauses]).sum()) / n / 1e6
+    return (f"; the export names {workers} DataLoader worker processes (pt_data_worker): with pin_memory=True its "
+            f"pin-memory thread receives each batch and lets the pageable one go, so the copying thread's pauses "
+            f"next to the batch copies leave the step ({ms:,.2f} ms a step of {len(pauses):,} pauses of 1 ms or more, "
+            f"the last before a copy and the first after it, each down to an ordinary {ordinary / 1e3:,.0f} us"
+            f"{waited})",
+            "the pauses of 1 ms or more next to each batch copy (1 MiB or more), none longer than two passes of the "
+            "copy's own length, are the batch's receipt and release, which the pin-memory thread takes over (the low "
+            "end: none of them left; the high end: all kept, were they the loop's own)")
 
 
 def _work_order(trace) -> dict[int, np.ndarray]:

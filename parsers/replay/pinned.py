@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsight_tui.parsers.read.ids import MEMCPY, api_display_name
-from nsight_tui.parsers.replay.graph import Graph
+from nsight_tui.parsers.replay.graph import Graph, host_points
 
 
 HTOD, DTOH = 1, 2  # the export's copyKind (ENUM_CUDA_MEMCPY_OPER)
@@ -107,3 +107,48 @@ def enqueue_ns(g: Graph, c: Copies) -> tuple[int, str]:
     return ENQUEUE_NS, (f"{ENQUEUE_NS / 1e3:.0f} us (no asynchronous copy call here: the committed pinned-input "
                         "capture's pinned cudaMemcpyAsync)")
 
+
+
+# PyTorch names a DataLoader's worker processes so (torch.utils.data's worker loop sets it); nsys lists
+# every process of the machine, these among them
+LOADER_WORKER = "pt_data_worker"
+
+
+def loader_workers(trace) -> int:
+    """How many DataLoader worker processes the export names: their batches reach the training
+    process through shared memory."""
+    return sum(1 for _, name in trace.processes.values() if name == LOADER_WORKER)
+
+
+def batch_pauses(g: Graph, calls: np.ndarray, iteration: np.ndarray, at_least_ns: int) -> dict[int, int]:
+    """Around each host-to-device copy call of a batch from DataLoader workers (`calls`, on their
+    threads; `iteration` per CPU point): the calling thread's nearest host pause of `at_least_ns` or
+    more before the call (the batch's receipt from the workers: `next()` unpickling it, mapping its
+    shared memory; where the loop holds the batch, the last one's release too) and after it (the batch
+    let go where the loop drops it: its shared memory unmapped), each within the call's iteration and
+    not past another of `calls`. -> {CPU point whose host time (delta_ns) is the pause: the most the
+    batch's handling can take}: the receipt and the release each touch the batch's pages once, as its
+    staging copy did, so two passes of the copy call's length; a longer pause holds a wait for workers
+    that do not keep up."""
+    host = host_points(g) & (g.delta_ns >= at_least_ns) & (iteration >= 0)
+    order = np.argsort(g.call_start_pt[calls], kind="stable")
+    starts, ends = g.call_start_pt[calls][order], g.call_end_pt[calls][order]
+    spans = g.pt_time[ends] - g.pt_time[starts]
+    cand = np.flatnonzero(host)
+    out: dict[int, int] = {}
+
+    def take(point: int, k: int) -> None:
+        out[point] = max(out.get(point, 0), 2 * int(spans[k]))
+
+    for k, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        ti, it = int(g.pt_thread[s]), int(iteration[s])
+        first, last = g.thread_slices[ti][0], g.thread_slices[ti][1] - 1
+        lo = max(first, int(ends[k - 1]) + 1 if k and g.pt_thread[ends[k - 1]] == ti else first)
+        hi = int(starts[k + 1]) if k + 1 < len(starts) and g.pt_thread[starts[k + 1]] == ti else last
+        i = np.searchsorted(cand, s, side="right") - 1  # the last pause at or before the call's start
+        if i >= 0 and cand[i] >= lo and iteration[cand[i]] == it:
+            take(int(cand[i]), k)
+        j = np.searchsorted(cand, e, side="right")  # the first pause after the call's end
+        if j < len(cand) and cand[j] <= hi and iteration[cand[j]] == it:
+            take(int(cand[j]), k)
+    return out
