@@ -116,8 +116,8 @@ class ServedSet:
                                 "(and the export of the same workload as `path`)")
             if self.is_folder(requested):  # served, but a folder where this tool reads one export
                 raise NotServed(f"{requested}: a served folder, where this tool reads one export: pass one of its "
-                                "files (list_files lists them); whatif and ranks take the folder (its per-rank "
-                                "exports as one run)")
+                                "files (list_files lists them); whatif, findings and ranks take the folder (its "
+                                "per-rank exports as one run)")
             raise NotServed(f"{requested}: not served (it resolves outside the served profiles; "
                             f"list_files lists them){self._same_name(requested)}")
         return found

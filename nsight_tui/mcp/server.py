@@ -148,6 +148,17 @@ class Cache:
             self.answers[key] = _named(A.from_json_text(single_json(document)), [served, *([ncu] if ncu else [])])
         return self.answers[key]
 
+    def ranks_report(self, folder: str, profile: Profile, attribution: str, files: list[Served]) -> dict[str, Any]:
+        """`report -f json`'s document of a served folder's per-rank exports read as one trace
+        (`profile`, ranks_profile's), as the TUI's findings of the ranks opened as one."""
+        key = (f"ranks:{folder}", A.check_mode(attribution), None)
+        if key not in self.answers:
+            from nsight_tui.render.report import single_json
+
+            document = profile.with_options(options(attribution=attribution)).report()
+            self.answers[key] = _named(A.from_json_text(single_json(document)), files)
+        return self.answers[key]
+
     def sweep(self, served: ServedSet, path: str, attribution: str) -> dict[str, Any]:
         """`report DIR -f json` (cli/report.py's folder path) over a served folder of captures: its
         members resolved inside it only (a link leading out is left out, and said so)."""
@@ -367,7 +378,14 @@ def build(served: ServedSet) -> MCPServer:
         rule's estimate and fix:ID is refused for that reason. `ncu`: a served Nsight Compute report of the same
         workload (list_files' ncu_reports), joined to the export as `report --ncu R` joins it;
         it adds the findings from the hardware (occupancy-limited, memory-bound elementwise
-        chains by ncu's throughputs)."""
+        chains by ncu's throughputs). `path` may name a served folder of one run's per-rank exports
+        (NAME_rank0.sqlite, ...): the findings of the ranks as one trace on one clock, as whatif replays
+        them (the straggler among them); `ncu` is refused there."""
+        if path and served.is_folder(path):
+            if ncu:
+                raise ToolError(f"ncu is not taken with a folder of per-rank exports ({path}): an Nsight Compute "
+                                "report profiles one process; give path one rank's export, or leave ncu out")
+            return cache.ranks_report(path, merged(path), attribution, served.folder_files(path))["findings"]
         s = file(path)
         return cache.report(s, attribution, ncu_file(ncu))["findings"]
 

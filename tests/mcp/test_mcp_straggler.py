@@ -26,6 +26,7 @@ def answers():
         "fix": ("whatif", {"path": FOLDER, "edits": ["fix:straggler"]}),
         "one_rank": ("whatif", {"path": RANK0, "edits": ["straggler"]}),
         "findings": ("findings", {"path": FOLDER}),
+        "findings_ncu": ("findings", {"path": FOLDER, "ncu": RANK0}),
         "summary": ("summary", {"path": FOLDER}),
     }))
 
@@ -41,8 +42,17 @@ def test_one_ranks_export_is_refused_saying_why(answers):
     assert "no collective shared by two ranks" in text and "Traceback" not in text
 
 
-@pytest.mark.parametrize("key", ["findings", "summary"])
-def test_a_tool_of_one_export_given_the_served_folder_says_so(answers, key):
-    text = answers.error(key)
+def test_a_tool_of_one_export_given_the_served_folder_says_so(answers):
+    text = answers.error("summary")
     assert "not served" not in text, text
-    assert "a served folder" in text and "whatif" in text, text
+    assert "a served folder" in text and "whatif" in text and "findings" in text, text
+
+
+def test_findings_on_the_served_folder_are_the_ranks_as_one(answers):
+    """The findings of the two ranks read as one trace: the straggler among them, naming rank 1 (the one
+    that sleeps), its saving the straggler edit's replay, as whatif fix:straggler says it."""
+    found = {f["id"]: f for f in answers.ok("findings")["findings"]}
+    assert "straggler" in found, list(found)
+    assert found["straggler"]["evidence"]["straggler_rank"] == 1
+    assert found["straggler"]["saving_ms_per_step"] * 1e6 == pytest.approx(answers.ok("fix")["saving_ns"], rel=1e-6)
+    assert "ncu is not taken with a folder" in answers.error("findings_ncu")
