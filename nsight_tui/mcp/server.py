@@ -83,6 +83,7 @@ class Cache:
     def __init__(self) -> None:
         self.profiles: dict[Path, Profile] = {}
         self.answers: dict[tuple[Path, str, Path | None], dict] = {}
+        self.rank_answers: dict[tuple[str, str], dict] = {}  # a served folder's per-rank exports as one
         self.ncu_reports: dict[Path, Any] = {}  # NcuReport by resolved path
         self.ncu_joins: dict[tuple[Path, Path, str], Any] = {}  # NcuAnalysis by (export, report, attribution)
         # the ncu tool's whole document by (report, export or None, attribution): an agent paging
@@ -151,13 +152,13 @@ class Cache:
     def ranks_report(self, folder: str, profile: Profile, attribution: str, files: list[Served]) -> dict[str, Any]:
         """`report -f json`'s document of a served folder's per-rank exports read as one trace
         (`profile`, ranks_profile's), as the TUI's findings of the ranks opened as one."""
-        key = (f"ranks:{folder}", A.check_mode(attribution), None)
-        if key not in self.answers:
+        key = (folder, A.check_mode(attribution))
+        if key not in self.rank_answers:
             from nsight_tui.render.report import single_json
 
             document = profile.with_options(options(attribution=attribution)).report()
-            self.answers[key] = _named(A.from_json_text(single_json(document)), files)
-        return self.answers[key]
+            self.rank_answers[key] = _named(A.from_json_text(single_json(document)), files)
+        return self.rank_answers[key]
 
     def sweep(self, served: ServedSet, path: str, attribution: str) -> dict[str, Any]:
         """`report DIR -f json` (cli/report.py's folder path) over a served folder of captures: its
