@@ -24,7 +24,7 @@ def test_the_tuis_saving_line_says_a_longer_step():
                         steps=3, identity_error=0.0, low_ns=32_660_000, high_ns=32_660_000, edits_range_ns=None,
                         pace_range_ns=None, assumptions=[], cpu_assumption="", edits=[], holders=[],
                         baseline_holders=[], queue=None, profiler=None, rank_files=None,
-                        baseline_clocks_ns=(27_120_000, 27_100_000), contention="",
+                        baseline_clocks_ns=(27_120_000, 27_100_000), contention="", steps_per_rank=(3,),
                         idle=SimpleNamespace(idle_ns=0, launch_starved_ns=0, sync_blocked_ns=0, dependency_ns=0))
     saving = dict(whatif_lines(p))["saving"]
     assert saving.startswith("none: the step 5.52 ms longer") and "-5.52" not in saving
