@@ -258,6 +258,8 @@ class Sweep:
 
 def parse_edits(edits: Sequence[str]) -> list[Edit]:
     """`whatif`'s edits read before any file is opened: EditError (one line) for one that cannot be read."""
-    from nsight_tui.parsers.replay.edits import parse
+    from nsight_tui.parsers.replay.edits import check_once, parse
 
-    return [parse(e) for e in edits]
+    parsed = [parse(e) for e in edits]
+    check_once(parsed)
+    return parsed

@@ -48,7 +48,7 @@
                           than the others at the same place: its pauses (host stretches 1 ms or more
                           longer), other kernels (ops over 1.25x) and blocking calls of its own (the
                           others make none there: they no longer wait); at the low end also at the
-                          others' pace (replay.straggler)
+                          others' pace (replay.straggler); no argument, given once
     fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
 RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
@@ -144,7 +144,7 @@ MAX_WORKERS = 4096
 
 
 def parse(text: str) -> Edit:
-    kind, _, arg = text.partition(":")
+    kind, colon, arg = text.partition(":")
     if kind not in KINDS:
         close = difflib.get_close_matches(kind.strip().lower(), KINDS, n=1, cutoff=0.6)
         guess = f"did you mean {close[0]!r}? " if close else ""
@@ -176,7 +176,7 @@ def parse(text: str) -> Edit:
             raise EditError(f"bad edit {text!r}: workers:N takes a whole number of worker processes from 1 to "
                             f"{MAX_WORKERS} (e.g. workers:4)")
         return Edit(kind, text, factor=float(int(arg)))
-    if kind == "straggler" and arg:
+    if kind == "straggler" and colon:  # `straggler:` too: an argument given empty is still one given
         raise EditError(f"bad edit {text!r}: straggler takes no argument (the rank that arrives last at the "
                         "collectives is found in the trace)")
     if kind == "fix" and not arg:
@@ -188,6 +188,21 @@ def parse(text: str) -> Edit:
                             "such pause that much shorter) takes a duration up to a year, above 0 to shorten by "
                             "(e.g. nohost:2ms, nohost:-5ms)")
     return Edit(kind, text, range=arg or "")
+
+
+# the edits that apply once over the whole trace: given twice, the second would even out what the first did
+ONCE = ("straggler",)
+
+
+def check_once(edits: list[Edit]) -> None:
+    """EditError (one line) where an edit of ONCE is given more than once (`straggler straggler`, or
+    `straggler` beside `fix:straggler`, whose fix is the same edit)."""
+    for kind in ONCE:
+        given = [e.text for e in edits if e.kind == kind]
+        if len(given) > 1:
+            times = "twice" if len(given) == 2 else f"{len(given)} times"
+            raise EditError(f"{kind} given {times} ({', '.join(given)}): it evens out the one rank that arrives last, "
+                            "once; give it once")
 
 
 def _factors(text: str) -> tuple[float, float, float] | None:
@@ -1450,6 +1465,7 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
     never a prediction. `twin_iterations`: for `kernels-from`, this capture's iteration name -> the
     twin's iteration whose kernels it takes (default: the one of the same name); with the twin the
     same capture, one step takes another's kernels (a change made on every other step of one capture)."""
+    check_once(edits)
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
     # workers:N moves what the nohost edits remove, whichever comes first in the list
     for e in sorted(edits, key=lambda e: e.kind == "workers"):

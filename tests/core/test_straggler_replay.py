@@ -124,9 +124,20 @@ def test_ranks_in_step_have_no_straggler_to_save():
     assert abs(saving) < 0.01 * d["baseline"]["replayed_step_ns"]
 
 
-def test_the_straggler_edit_takes_no_argument():
+@pytest.mark.parametrize("text", ["straggler:1", "straggler:"])
+def test_the_straggler_edit_takes_no_argument(text):
     with pytest.raises(edits.EditError, match="takes no argument"):
-        edits.parse("straggler:1")
+        edits.parse(text)
+
+
+@pytest.mark.parametrize("given", [["straggler", "straggler"], ["straggler", "fix:straggler"], ["straggler:"]])
+def test_the_straggler_edit_is_given_once_or_refused(given):
+    """`straggler` twice (or beside its finding's fix, the same edit) would list and apply it twice, and
+    `straggler:` is an argument given empty: each refused in one line, no replay."""
+    run = cli_process.run(["whatif", str(STRAGGLER / "base"), *given], text=True, cwd=ROOT, timeout=600)
+    said = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(said) == 1 and "Traceback" not in run.stderr and not run.stdout, run.stderr
+    assert ("takes no argument" if given == ["straggler:"] else "straggler given twice") in said[0]
 
 
 def test_one_rank_has_no_straggler():
