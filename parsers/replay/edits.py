@@ -79,6 +79,7 @@ from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, device_work_ops, name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import MEMSET, api_display_name, pid_of
+from nsight_tui.parsers.read.process_ranks import find_ranks
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, straggler, stretches
 from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing, segment_ends
@@ -1501,7 +1502,7 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     host, ops = ev.delta_ns != g.delta_ns, ev.op_dur != g.op_dur
     paced = (ev.paced_delta_ns != g.delta_ns).any() or (ev.paced_op_dur != g.op_dur).any()
     if not host.any() and not ops.any() and not paced and not ev.unblocked:
-        raise EditError(f"the straggler (pid {ev.pid}) has no pause, no blocking call, no op and no pace longer than "
+        raise EditError(f"the straggler ({_rank_words(g, ev.pid)}) has no pause, no blocking call, no op and no pace longer than "
                         f"the other ranks' where they match ({matched})")
     for plan in (ed.mid, ed.high):
         plan.delta_ns[:] = np.minimum(plan.delta_ns, ev.delta_ns)
@@ -1511,12 +1512,10 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     for plan in ed.plans:
         _unblock(g, plan, ev.unblocked)
     per_step = ev.steps * 1e6
-    gpid, device = next((gp, d) for gp, d, _ in g.stream_keys if pid_of(np.int64(gp)) == ev.pid)
-    label = f"{g.trace.process_label(gpid)} on GPU {device}"
     slower = {k: v for k, v in ev.pace.items() if v > 1.0}
     ed.applied.append(Applied(
-        e.text, f"the straggler, {label} (its collectives start {ev.lateness_ns / 1e6:,.2f} ms behind the first "
-        f"rank's, mean), without what it runs longer than the other {len(ev.others)} rank"
+        e.text, f"the straggler, {_rank_words(g, ev.pid)}, its collectives starting {ev.lateness_ns / 1e6:,.2f} ms behind the "
+        f"first rank's (mean), without what it runs longer than the other {len(ev.others)} rank"
         f"{'s' if len(ev.others) > 1 else ''} at the same place: {len(ev.unblocked):,} blocking calls of its own "
         f"(the others make none there) no longer wait, {int(host.sum()):,} pauses of its own "
         f"({int((g.delta_ns - ev.delta_ns)[host].sum()) / per_step:,.2f} ms a step of host time, each at least "
@@ -1528,6 +1527,18 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                                                            or "none slower") + "), which may be the machine's, "
         "not the program's: two ranks' CPUs on one lent machine ran x0.56..x1.70 of each other with no straggler "
         "planted (docs/whatif.md)"))
+
+
+def _rank_words(g: Graph, pid: int) -> str:
+    """A process as the ranks view and the straggler finding name it (read.process_ranks: the file's rank
+    suffix, the capture's config mark, else process/GPU order), its process, pid and GPU beside:
+    `rank 1 (python3, pid 846, GPU 1)`; `python3 (pid 846, GPU 1)` where no rank is found for it."""
+    gpid, device = next((gp, d) for gp, d, _ in g.stream_keys if pid_of(np.int64(gp)) == pid)
+    ranks = find_ranks(g.trace)
+    rank = next((r for r in ranks if r.pid == pid and r.device == device), next((r for r in ranks if r.pid == pid), None))
+    name = rank.process if rank is not None and rank.process else g.trace.processes.get(int(gpid), (pid, ""))[1]
+    detail = f"{name + ', ' if name else ''}pid {pid}, GPU {device}"
+    return f"rank {rank.rank} ({detail})" if rank is not None and rank.rank is not None else detail
 
 
 # the edits that read the capture and its steps alone

@@ -115,6 +115,17 @@ def test_the_straggler_edit_takes_the_pauses_sql_finds():
     assert by_edit == by_sql
 
 
+def test_the_straggler_edit_names_the_rank_the_finding_names():
+    """The edit's words name the straggler as the finding and `ranks` do, rank 1 (its file's suffix), with its
+    process, pid and GPU beside, as SQL reads them off rank 1's own export (the process with kernels)."""
+    rank1 = plain(STRAGGLER / "base" / "small_ctx512_b8_ddp2_rank1.sqlite.xz")
+    (pid, device), = sql_rows(rank1, "SELECT DISTINCT globalPid / 16777216 % 16777216, deviceId "
+                                     "FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    (name,), = sql_rows(rank1, "SELECT name FROM PROCESSES WHERE pid = ?", pid)
+    changed = _whatif(STRAGGLER / "base", "straggler")["edits"][0]["changed"]
+    assert changed.startswith(f"the straggler, rank 1 ({name}, pid {pid}, GPU {device}), its collectives starting "), changed
+
+
 def test_ranks_in_step_have_no_straggler_to_save():
     """The committed one-export DDP capture (two H100s, nothing planted): the rank that arrives last
     has no pause and no kernel the other does not, so the edit's central saving is under 1% of the step
