@@ -98,6 +98,15 @@ class EditError(NsightError):
     """An edit that cannot be read or applied: one line for the user (exit status 2)."""
 
 
+class OneRank(EditError):
+    """`straggler` on a trace of one rank: no collective shared by two ranks. Its line ends with ONE_RANK_HINT,
+    what to give instead, which a caller that knows more (Profile.whatif: the trace came from a folder holding
+    one rank's export) says otherwise."""
+
+
+ONE_RANK_HINT = "(a folder of per-rank exports, or one export of several ranks)"
+
+
 @dataclass(frozen=True)
 class Edit:
     kind: str  # speed, drop, fuse, kernels-from, nosync, nohost, workers, graph, attention, pin, fix
@@ -1495,8 +1504,7 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     and at one end also at the others' pace (replay.straggler)."""
     ev = straggler.even_out(g, sr, LOOP_PAUSE_MIN_NS)
     if ev is None:
-        raise EditError("no collective shared by two ranks in this trace: no straggler to even out (a folder of "
-                        "per-rank exports, or one export of several ranks)")
+        raise OneRank(f"no collective shared by two ranks in this trace: no straggler to even out {ONE_RANK_HINT}")
     matched = (f"matched step by step: {ev.threads[0]} of {ev.threads[1]} thread-steps, {ev.streams[0]} of "
                f"{ev.streams[1]} stream-steps")
     host, ops = ev.delta_ns != g.delta_ns, ev.op_dur != g.op_dur

@@ -157,6 +157,18 @@ def test_one_rank_has_no_straggler():
     assert "no collective shared by two ranks" in run.stderr and len(run.stderr.strip().splitlines()) == 1
 
 
+def test_a_folder_of_one_ranks_export_is_said_to_hold_one_rank(tmp_path):
+    """A folder holding rank 0's export alone (one process with kernels, SQL says): the refusal says the folder
+    holds one rank's export only, not to give a folder of per-rank exports, which it was."""
+    rank0 = STRAGGLER / "base" / "small_ctx512_b8_ddp2_rank0.sqlite.xz"
+    assert len(sql_rows(plain(rank0), "SELECT DISTINCT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL")) == 1
+    (tmp_path / rank0.name).symlink_to(rank0.resolve())
+    run = cli_process.run(["whatif", str(tmp_path), "straggler"], text=True, cwd=ROOT, timeout=600)
+    said = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(said) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"the folder holds one rank's export only, {rank0.name}" in said[0] and "a folder of" not in said[0]
+
+
 def test_kept_at_measured_lengths_the_replay_misses(measured, monkeypatch):
     """The same replay with every GPU's factor 1 (kernels at their measured lengths, as before the
     contention was modelled): off by more than the tolerance, so the test above tells the two apart."""
