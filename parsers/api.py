@@ -49,9 +49,11 @@ class Profile:
     and the options it is read with. What it derives is kept with the trace (`Trace.stash`, the
     per-user cache), so asking twice costs once; `with_options` reads the same trace otherwise."""
 
-    def __init__(self, trace: Trace, options: Options | None = None):
+    def __init__(self, trace: Trace, options: Options | None = None, folder: Path | None = None):
         self.trace = trace
         self.options = options or Options()
+        # the folder it was opened from (open_ranks), where that folder held one export: its words, not the file's
+        self.folder = folder
 
     @classmethod
     def open(cls, path: str | Path, options: Options | None = None,
@@ -71,17 +73,18 @@ class Profile:
         start time. `files`: only these of the folder's exports are read (a server that serves no others).
         OptionsError for an Nsight Compute report beside a folder: the join aligns the report's kernels
         with one process's launches in order, and the ranks merged interleave several processes'."""
-        from nsight_tui.parsers.read.rank_merge import load_export
+        from nsight_tui.parsers.read.rank_merge import MergedRanks, load_export
 
         if options is not None and options.ncu_file and Path(folder).is_dir():
             raise OptionsError("ncu_file", f"is not joined to a folder of per-rank exports ({folder}): an Nsight Compute "
                                "report profiles one process, joined to one export's kernel launches; give one rank's "
                                "export, or leave the report out")
-        return cls(load_export(folder, progress, files), options)
+        trace = load_export(folder, progress, files)
+        return cls(trace, options, Path(folder) if Path(folder).is_dir() and not isinstance(trace, MergedRanks) else None)
 
     def with_options(self, options: Options) -> Profile:
         """The same loaded trace, read with other options (another attribution, other roofs)."""
-        return Profile(self.trace, options)
+        return Profile(self.trace, options, self.folder)
 
     @property
     def path(self) -> Path:
@@ -172,8 +175,17 @@ class Profile:
             ncu = self.ncu()
         from nsight_tui.parsers.read.rank_merge import load_export
 
+        from nsight_tui.parsers.replay.edits import ONE_RANK_HINT, OneRank
+
         wanted = resolve_fixes(self.trace, list(edits), self.options.attribution, ncu)
-        return predict(self.trace, wanted, load=load or load_export)
+        try:
+            return predict(self.trace, wanted, load=load or load_export)
+        except OneRank as err:  # a folder of one rank's export: said of the folder, not as a file without ranks
+            if self.folder is None:
+                raise
+            raise OneRank(str(err).replace(ONE_RANK_HINT, f"(the folder holds one rank's export only, "
+                                           f"{self.path.name}: put every rank's export in it, NAME_rank0, NAME_rank1, "
+                                           "..., to replay them as one)")) from None
 
     def ranks(self) -> RunRanks:
         """Per rank (process x GPU): step period, compute, communication and overlap (ns)."""
@@ -258,6 +270,8 @@ class Sweep:
 
 def parse_edits(edits: Sequence[str]) -> list[Edit]:
     """`whatif`'s edits read before any file is opened: EditError (one line) for one that cannot be read."""
-    from nsight_tui.parsers.replay.edits import parse
+    from nsight_tui.parsers.replay.edits import check_once, parse
 
-    return [parse(e) for e in edits]
+    parsed = [parse(e) for e in edits]
+    check_once(parsed)
+    return parsed

@@ -48,7 +48,7 @@
                           than the others at the same place: its pauses (host stretches 1 ms or more
                           longer), other kernels (ops over 1.25x) and blocking calls of its own (the
                           others make none there: they no longer wait); at the low end also at the
-                          others' pace (replay.straggler)
+                          others' pace (replay.straggler); no argument, given once
     fix:FINDING_ID        the edits that finding names (resolved by the findings, over the trace)
 
 RANGE is an NVTX range name (a glob; `step` is the steady-state steps' periods): the edit applies
@@ -79,6 +79,7 @@ from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, device_work_ops, name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import MEMSET, api_display_name, pid_of
+from nsight_tui.parsers.read.process_ranks import find_ranks
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, straggler, stretches
 from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing, segment_ends
@@ -95,6 +96,15 @@ MIN_SPEED = 1e-3
 
 class EditError(NsightError):
     """An edit that cannot be read or applied: one line for the user (exit status 2)."""
+
+
+class OneRank(EditError):
+    """`straggler` on a trace of one rank: no collective shared by two ranks. Its line ends with ONE_RANK_HINT,
+    what to give instead, which a caller that knows more (Profile.whatif: the trace came from a folder holding
+    one rank's export) says otherwise."""
+
+
+ONE_RANK_HINT = "(a folder of per-rank exports, or one export of several ranks)"
 
 
 @dataclass(frozen=True)
@@ -144,7 +154,7 @@ MAX_WORKERS = 4096
 
 
 def parse(text: str) -> Edit:
-    kind, _, arg = text.partition(":")
+    kind, colon, arg = text.partition(":")
     if kind not in KINDS:
         close = difflib.get_close_matches(kind.strip().lower(), KINDS, n=1, cutoff=0.6)
         guess = f"did you mean {close[0]!r}? " if close else ""
@@ -176,7 +186,7 @@ def parse(text: str) -> Edit:
             raise EditError(f"bad edit {text!r}: workers:N takes a whole number of worker processes from 1 to "
                             f"{MAX_WORKERS} (e.g. workers:4)")
         return Edit(kind, text, factor=float(int(arg)))
-    if kind == "straggler" and arg:
+    if kind == "straggler" and colon:  # `straggler:` too: an argument given empty is still one given
         raise EditError(f"bad edit {text!r}: straggler takes no argument (the rank that arrives last at the "
                         "collectives is found in the trace)")
     if kind == "fix" and not arg:
@@ -188,6 +198,21 @@ def parse(text: str) -> Edit:
                             "such pause that much shorter) takes a duration up to a year, above 0 to shorten by "
                             "(e.g. nohost:2ms, nohost:-5ms)")
     return Edit(kind, text, range=arg or "")
+
+
+# the edits that apply once over the whole trace: given twice, the second would even out what the first did
+ONCE = ("straggler",)
+
+
+def check_once(edits: list[Edit]) -> None:
+    """EditError (one line) where an edit of ONCE is given more than once (`straggler straggler`, or
+    `straggler` beside `fix:straggler`, whose fix is the same edit)."""
+    for kind in ONCE:
+        given = [e.text for e in edits if e.kind == kind]
+        if len(given) > 1:
+            times = "twice" if len(given) == 2 else f"{len(given)} times"
+            raise EditError(f"{kind} given {times} ({', '.join(given)}): it evens out the one rank that arrives last, "
+                            "once; give it once")
 
 
 def _factors(text: str) -> tuple[float, float, float] | None:
@@ -1450,6 +1475,7 @@ def apply(g: Graph, sr: StepRanges, edits: list[Edit], load=None, twin_host: boo
     never a prediction. `twin_iterations`: for `kernels-from`, this capture's iteration name -> the
     twin's iteration whose kernels it takes (default: the one of the same name); with the twin the
     same capture, one step takes another's kernels (a change made on every other step of one capture)."""
+    check_once(edits)
     ed = Edited(Plan.of(g), Plan.of(g), Plan.of(g))
     # workers:N moves what the nohost edits remove, whichever comes first in the list
     for e in sorted(edits, key=lambda e: e.kind == "workers"):
@@ -1478,14 +1504,13 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     and at one end also at the others' pace (replay.straggler)."""
     ev = straggler.even_out(g, sr, LOOP_PAUSE_MIN_NS)
     if ev is None:
-        raise EditError("no collective shared by two ranks in this trace: no straggler to even out (a folder of "
-                        "per-rank exports, or one export of several ranks)")
+        raise OneRank(f"no collective shared by two ranks in this trace: no straggler to even out {ONE_RANK_HINT}")
     matched = (f"matched step by step: {ev.threads[0]} of {ev.threads[1]} thread-steps, {ev.streams[0]} of "
                f"{ev.streams[1]} stream-steps")
     host, ops = ev.delta_ns != g.delta_ns, ev.op_dur != g.op_dur
     paced = (ev.paced_delta_ns != g.delta_ns).any() or (ev.paced_op_dur != g.op_dur).any()
     if not host.any() and not ops.any() and not paced and not ev.unblocked:
-        raise EditError(f"the straggler (pid {ev.pid}) has no pause, no blocking call, no op and no pace longer than "
+        raise EditError(f"the straggler ({_rank_words(g, ev.pid)}) has no pause, no blocking call, no op and no pace longer than "
                         f"the other ranks' where they match ({matched})")
     for plan in (ed.mid, ed.high):
         plan.delta_ns[:] = np.minimum(plan.delta_ns, ev.delta_ns)
@@ -1495,12 +1520,19 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     for plan in ed.plans:
         _unblock(g, plan, ev.unblocked)
     per_step = ev.steps * 1e6
-    gpid, device = next((gp, d) for gp, d, _ in g.stream_keys if pid_of(np.int64(gp)) == ev.pid)
-    label = f"{g.trace.process_label(gpid)} on GPU {device}"
     slower = {k: v for k, v in ev.pace.items() if v > 1.0}
+    # by the `straggler` finding's measure (its excess against a share of the step), the latest rank may not straggle
+    excess, step = straggler.excess_ns_per_step(g, ev), _mean_step_ns(g, sr, ev.pid)
+    floor = straggler.STRAGGLES_MIN_SHARE * step
+    who = (f"the straggler, {_rank_words(g, ev.pid)}, its collectives starting {ev.lateness_ns / 1e6:,.2f} ms behind "
+           "the first rank's (mean)" if excess >= floor or not step else
+           f"no rank straggles by the straggler finding's measure: the latest, {_rank_words(g, ev.pid)}, arrives "
+           f"{ev.lateness_ns / 1e6:,.2f} ms behind the first rank (its collectives' starts, mean) and runs "
+           f"{excess / 1e6:,.2f} ms a step longer than the others at the same place, under the finding's "
+           f"{straggler.STRAGGLES_MIN_SHARE:.0%} of the step ({floor / 1e6:,.2f} ms of {step / 1e6:,.2f}); evened out "
+           "anyway")
     ed.applied.append(Applied(
-        e.text, f"the straggler, {label} (its collectives start {ev.lateness_ns / 1e6:,.2f} ms behind the first "
-        f"rank's, mean), without what it runs longer than the other {len(ev.others)} rank"
+        e.text, f"{who}, without what it runs longer than the other {len(ev.others)} rank"
         f"{'s' if len(ev.others) > 1 else ''} at the same place: {len(ev.unblocked):,} blocking calls of its own "
         f"(the others make none there) no longer wait, {int(host.sum()):,} pauses of its own "
         f"({int((g.delta_ns - ev.delta_ns)[host].sum()) / per_step:,.2f} ms a step of host time, each at least "
@@ -1512,6 +1544,24 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                                                            or "none slower") + "), which may be the machine's, "
         "not the program's: two ranks' CPUs on one lent machine ran x0.56..x1.70 of each other with no straggler "
         "planted (docs/whatif.md)"))
+
+
+def _mean_step_ns(g: Graph, sr: StepRanges, pid: int) -> float:
+    """The mean period of the process's steps (each to its next's start; the findings' step, StepContext.step_ns)."""
+    periods = [b - a for p, a, b in range_spans(g, sr, STEP_RANGE) if p == pid]
+    return float(np.mean(periods)) if periods else 0.0
+
+
+def _rank_words(g: Graph, pid: int) -> str:
+    """A process as the ranks view and the straggler finding name it (read.process_ranks: the file's rank
+    suffix, the capture's config mark, else process/GPU order), its process, pid and GPU beside:
+    `rank 1 (python3, pid 846, GPU 1)`; `python3 (pid 846, GPU 1)` where no rank is found for it."""
+    gpid, device = next((gp, d) for gp, d, _ in g.stream_keys if pid_of(np.int64(gp)) == pid)
+    ranks = find_ranks(g.trace)
+    rank = next((r for r in ranks if r.pid == pid and r.device == device), next((r for r in ranks if r.pid == pid), None))
+    name = rank.process if rank is not None and rank.process else g.trace.processes.get(int(gpid), (pid, ""))[1]
+    detail = f"{name + ', ' if name else ''}pid {pid}, GPU {device}"
+    return f"rank {rank.rank} ({detail})" if rank is not None and rank.rank is not None else detail
 
 
 # the edits that read the capture and its steps alone

@@ -48,6 +48,10 @@ MIN_REF_NS = 1_000
 # jitter from step to step is a few percent
 OP_OUTLIER = 1.25
 OP_OUTLIER_MIN_NS = 2_000
+# a rank straggles where what it runs longer than the others (excess_ns_per_step) is at least this share of
+# the step: the `straggler` finding fires from it (findings.thresholds' comm_min_share takes its value from
+# here) and below it the edit says that no rank straggles by the finding's measure (edits._straggler)
+STRAGGLES_MIN_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,14 @@ class Evened:
     unblocked: list[int]
     threads: tuple[int, int]  # (thread-steps matched, the straggler's thread-steps with a partner)
     streams: tuple[int, int]  # (stream-steps matched, the straggler's stream-steps with a partner)
+
+
+def excess_ns_per_step(g: Graph, ev: Evened) -> float:
+    """What the straggler runs longer than the others at the same place, ns per step of its own: its pauses
+    and other kernels (its host time and ops less theirs evened out) and the time its thread spent in blocking
+    calls of its own (the wait evening them out takes away, at most); the `straggler` finding's estimate."""
+    waited = sum(int(g.delta_ns[k]) for k in ev.unblocked)
+    return (int((g.delta_ns - ev.delta_ns).sum()) + int((g.op_dur - ev.op_dur).sum()) + waited) / ev.steps
 
 
 def lateness(g: Graph) -> dict[int, float]:

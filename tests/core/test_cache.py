@@ -441,6 +441,7 @@ def test_first_open_keeps_the_ranks_pairs_for_the_next(cache_dir, profile, monke
     of every op; those ranks equal the file's (no cache), whose pairs are SQL's; a changed file's
     pairs are not used (its slot is rewritten)."""
     from nsight_tui.parsers.analyses import ranks
+    from nsight_tui.parsers.read import process_ranks  # where the ranks are read (analyses.ranks names them)
 
     loaded(profile)
     slot = cache_dir / cache.identity_of(profile).slot
@@ -461,7 +462,7 @@ def test_first_open_keeps_the_ranks_pairs_for_the_next(cache_dir, profile, monke
         raise AssertionError("the pairs were computed again")
 
     with monkeypatch.context() as m:
-        m.setattr(ranks, "pairs_bundle", computed_again)
+        m.setattr(process_ranks, "pairs_bundle", computed_again)
         assert ranks.find_ranks(second) == want
     # the file changes (same size, new mtime): its entry is read again, the pairs with it
     os.utime(profile, ns=(profile.stat().st_atime_ns, profile.stat().st_mtime_ns + 10**9))

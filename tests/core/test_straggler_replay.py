@@ -115,6 +115,51 @@ def test_the_straggler_edit_takes_the_pauses_sql_finds():
     assert by_edit == by_sql
 
 
+def test_the_straggler_edit_names_the_rank_the_finding_names():
+    """The edit's words name the straggler as the finding and `ranks` do, rank 1 (its file's suffix), with its
+    process, pid and GPU beside, as SQL reads them off rank 1's own export (the process with kernels)."""
+    rank1 = plain(STRAGGLER / "base" / "small_ctx512_b8_ddp2_rank1.sqlite.xz")
+    (pid, device), = sql_rows(rank1, "SELECT DISTINCT globalPid / 16777216 % 16777216, deviceId "
+                                     "FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    (name,), = sql_rows(rank1, "SELECT name FROM PROCESSES WHERE pid = ?", pid)
+    changed = _whatif(STRAGGLER / "base", "straggler")["edits"][0]["changed"]
+    assert changed.startswith(f"the straggler, rank 1 ({name}, pid {pid}, GPU {device}), its collectives starting "), changed
+
+
+NCCL_STARTS = """
+SELECT k.globalPid / 16777216 % 16777216, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+WHERE s.value LIKE 'nccl%' ORDER BY k.start"""
+
+
+def test_no_rank_straggles_where_the_finding_does_not_fire():
+    """The committed one-export DDP pair (ctx 128, nothing planted): the finding is not raised, so the edit says no
+    rank straggles by its measure, naming the latest rank (rank 1) and its lateness as SQL has it (each process's
+    k-th NCCL kernel's start behind the earlier one's, mean), under 5% of the step, and still replays (asked to).
+    The same on the committed per-rank folder; not on the planted sleep, where the finding fires."""
+    from nsight_tui.parsers.analyses.findings.rules import findings
+    from nsight_tui.parsers.read.load import load_trace
+
+    one = SAMPLES / "small_ctx128_ddp2.sqlite.xz"
+    assert "straggler" not in {f.id for f in findings(load_trace(one))}
+    starts: dict[int, list[int]] = {}
+    for pid, start in sql_rows(plain(one), NCCL_STARTS):
+        starts.setdefault(pid, []).append(start)
+    pids = sorted(starts)
+    late = {p: statistics.mean(s - min(s, *t) for s, *t in zip(starts[p], *(starts[o] for o in pids if o != p)))
+            for p in pids}
+    latest = max(late, key=late.get)
+    d = _whatif(one, "straggler")
+    changed = d["edits"][0]["changed"]
+    assert changed.startswith(f"no rank straggles by the straggler finding's measure: the latest, rank 1 (python3, pid "
+                              f"{latest}, GPU 1), arrives {late[latest] / 1e6:,.2f} ms behind the first rank"), changed
+    assert "under the finding's 5% of the step" in changed and "evened out anyway" in changed
+    assert d["saving_ns"] < 0.01 * d["baseline"]["replayed_step_ns"]
+    folder = _whatif(SAMPLES / "ranks_small_ctx128_ddp2", "straggler")["edits"][0]["changed"]
+    assert folder.startswith("no rank straggles by the straggler finding's measure: the latest, rank 0 ("), folder
+    planted = _whatif(STRAGGLER / "base", "straggler")["edits"][0]["changed"]
+    assert planted.startswith("the straggler, rank 1 (") and "no rank straggles" not in planted
+
+
 def test_ranks_in_step_have_no_straggler_to_save():
     """The committed one-export DDP capture (two H100s, nothing planted): the rank that arrives last
     has no pause and no kernel the other does not, so the edit's central saving is under 1% of the step
@@ -124,15 +169,38 @@ def test_ranks_in_step_have_no_straggler_to_save():
     assert abs(saving) < 0.01 * d["baseline"]["replayed_step_ns"]
 
 
-def test_the_straggler_edit_takes_no_argument():
+@pytest.mark.parametrize("text", ["straggler:1", "straggler:"])
+def test_the_straggler_edit_takes_no_argument(text):
     with pytest.raises(edits.EditError, match="takes no argument"):
-        edits.parse("straggler:1")
+        edits.parse(text)
+
+
+@pytest.mark.parametrize("given", [["straggler", "straggler"], ["straggler", "fix:straggler"], ["straggler:"]])
+def test_the_straggler_edit_is_given_once_or_refused(given):
+    """`straggler` twice (or beside its finding's fix, the same edit) would list and apply it twice, and
+    `straggler:` is an argument given empty: each refused in one line, no replay."""
+    run = cli_process.run(["whatif", str(STRAGGLER / "base"), *given], text=True, cwd=ROOT, timeout=600)
+    said = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(said) == 1 and "Traceback" not in run.stderr and not run.stdout, run.stderr
+    assert ("takes no argument" if given == ["straggler:"] else "straggler given twice") in said[0]
 
 
 def test_one_rank_has_no_straggler():
     run = cli_process.run(["whatif", str(SAMPLES / "small_ctx128.sqlite"), "straggler"], text=True, cwd=ROOT, timeout=600)
     assert run.returncode != 0 and "Traceback" not in run.stderr
     assert "no collective shared by two ranks" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_a_folder_of_one_ranks_export_is_said_to_hold_one_rank(tmp_path):
+    """A folder holding rank 0's export alone (one process with kernels, SQL says): the refusal says the folder
+    holds one rank's export only, not to give a folder of per-rank exports, which it was."""
+    rank0 = STRAGGLER / "base" / "small_ctx512_b8_ddp2_rank0.sqlite.xz"
+    assert len(sql_rows(plain(rank0), "SELECT DISTINCT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL")) == 1
+    (tmp_path / rank0.name).symlink_to(rank0.resolve())
+    run = cli_process.run(["whatif", str(tmp_path), "straggler"], text=True, cwd=ROOT, timeout=600)
+    said = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(said) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"the folder holds one rank's export only, {rank0.name}" in said[0] and "a folder of" not in said[0]
 
 
 def test_kept_at_measured_lengths_the_replay_misses(measured, monkeypatch):

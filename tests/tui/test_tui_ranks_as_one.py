@@ -68,7 +68,7 @@ def test_the_straggler_replays_from_the_ranks_and_the_findings_views(tui):
     files = sorted((SAMPLES / "replay" / "straggler" / "base").glob("*.sqlite.xz"))
 
     def replayed_straggler(text: str) -> bool:
-        return "edit: straggler: the straggler, python3 (" in text and "on GPU 1" in text and "pauses of its own" in text
+        return "edit: straggler: the straggler, rank 1 (python3, pid" in text and "GPU 1)" in text and "pauses of its own" in text
 
     async def body():
         async with tui(files, size=(140, 40)) as ui:

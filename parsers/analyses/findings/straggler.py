@@ -36,7 +36,7 @@ def straggler(c: StepContext) -> Finding | None:
     host, ops = g.delta_ns - ev.delta_ns, g.op_dur - ev.op_dur
     # a blocking call of its own: the time its thread spent in it (the wait the fix takes away, at most)
     waited = sum(int(g.delta_ns[k]) for k in ev.unblocked)
-    excess = (int(host.sum()) + int(ops.sum()) + waited) / ev.steps
+    excess = replay_straggler.excess_ns_per_step(g, ev)  # the edit's measure too, against the same share
     if excess < threshold("comm_min_share") * c.step_ns:
         return None
     from nsight_tui.parsers.analyses.ranks import find_ranks

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsight_tui.parsers.replay.straggler import STRAGGLES_MIN_SHARE
+
 
 @dataclass(frozen=True)
 class Threshold:
@@ -25,8 +27,10 @@ THRESHOLDS: dict[str, Threshold] = {
                                     "latency, not bandwidth: sync-stall covers them"),
     "pinned_gbps": Threshold(40.0, "GB/s", "what pinned host<->device copies reach over PCIe Gen4/Gen5 x16 "
                              "(measured 47 GB/s on the H200 of sample_traces/findings)"),
-    "comm_min_share": Threshold(0.05, "of the step", "a few percent of exposed communication is the usual "
-                                "tail of the last bucket"),
+    # the value the `straggler` edit reads too, where it is defined (replay.straggler: the replay may not import
+    # the findings), to say when no rank straggles by the finding's measure
+    "comm_min_share": Threshold(STRAGGLES_MIN_SHARE, "of the step", "a few percent of exposed communication is the "
+                                "usual tail of the last bucket"),
     "warmup_slow_ratio": Threshold(1.5, "x the median step", "a step this much slower than the median is "
                                    "compiling, autotuning or allocating, not steady state"),
     "occupancy_min_share": Threshold(0.02, "of the steps' GPU busy time", "a kernel name under 2% of the GPU's work "
