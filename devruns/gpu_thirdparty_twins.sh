@@ -45,6 +45,8 @@
 #   loaderpin    DataLoader(num_workers=12), pageable batches copied blocking / pin_memory=True, non_blocking
 #   loaderpin2   held out after `pin` took a DataLoader's workers into account: ResNet-50 at 192 px, batch 96,
 #                the batch held until the next fetch (--keep-batch), pageable / pin_memory=True
+#   loaderpin3   held out after the pauses were capped at two passes of the copy: ResNet-34, 224 px, batch 128
+#                (77 MB a batch, the workers near their pace), pageable / pin_memory=True
 # and held out on the unfused-attention finding's fix (attention written out as score GEMM, scale, mask,
 # softmax and GEMM, against F.scaled_dot_product_attention), nsight-tui's GPT-2 small, batch 8, nothing
 # synchronised in a step:
@@ -199,6 +201,10 @@ for k in $(seq 1 "$PAIRS"); do
                     --model resnet50 --size 192 --batch 96 --keep-batch
                   cap $s $k loader_r50_w12_pin python3 $T/torchvision_loader_twins.py --steps 24 --workers 12 \
                     --model resnet50 --size 192 --batch 96 --keep-batch --pin ;;
+      loaderpin3) cap $s $k loader_r34_w12 python3 $T/torchvision_loader_twins.py --steps 24 --workers 12 \
+                    --model resnet34 --batch 128
+                  cap $s $k loader_r34_w12_pin python3 $T/torchvision_loader_twins.py --steps 24 --workers 12 \
+                    --model resnet34 --batch 128 --pin ;;
       loadersample) cap $s $k loader_w2_b32 python3 $T/torchvision_loader_twins.py --steps 12 --batch 32 --workers 2 ;;
       vitattn) cap $s $k vit_b64_bf16_manual python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 --manual-attn
                cap $s $k vit_b64_bf16_sdpa python3 $T/timm_vit_twins.py --batch 64 --tf32 --bf16 ;;

@@ -74,6 +74,8 @@ SETS = {  # set: (base stem, twin stem, edits, rule)
     "loaderpin": ("loader_w12", "loader_w12_pin", ("fix:pageable-memcpy",), "pageable-memcpy"),
     # held out after `pin` read a DataLoader's workers: ResNet-50, 192 px, batch 96, the batch held to the next fetch
     "loaderpin2": ("loader_r50_w12", "loader_r50_w12_pin", ("fix:pageable-memcpy",), "pageable-memcpy"),
+    # held out after the pauses were capped at two passes of their copy: ResNet-34, batch 128 (77 MB)
+    "loaderpin3": ("loader_r34_w12", "loader_r34_w12_pin", ("fix:pageable-memcpy",), "pageable-memcpy"),
     # held out: HF Trainer's default NaN/inf filter, a host read of the loss each step, against none (hfnan)
     "hfnan": ("hf_nanfilter", "hf_nonanfilter", ("fix:sync-stall",), "sync-stall"),
     # held out: the unfused-attention finding's fix (devruns/gpu_thirdparty_twins.sh attn512 attn512tf32 attn1024)
