@@ -34,6 +34,7 @@ from nsight_tui.parsers.read.gpu_memory import GpuMemoryEvents
 from nsight_tui.parsers.read.gpu_metrics import GpuMetrics
 from nsight_tui.parsers.read.ids import KERNEL, pid_of
 from nsight_tui.parsers.read.load import RunMeta, Trace, load_trace
+from nsight_tui.parsers.read.process_ranks import rank_from_name
 from nsight_tui.parsers.read.source import columnar_kind
 from nsight_tui.parsers.read.sync_events import SyncEvents
 from nsight_tui.parsers.read.target_info import session_start_utc_ns
@@ -426,17 +427,13 @@ def merge(traces: list[Trace], starts_ns: list[int | None], ranks: list[int | No
                        checks=first.checks, members=members, renumbered=notes)
 
 
-def _rank_of(path: Path) -> int | None:
-    return conventions.split_rank(as_plain_name(path).stem)[1]
-
-
 def one_run(files: list[Path]) -> list[Path] | None:
     """`files` in rank order, if they are the ranks of one run: at least two, each name the same but
     for its rank suffix (`_rank0`, `_rank1`, ...); else None."""
     stems = {conventions.split_rank(as_plain_name(p).stem)[0] for p in files}
-    if len(files) < 2 or len(stems) != 1 or any(_rank_of(p) is None for p in files):
+    if len(files) < 2 or len(stems) != 1 or any(rank_from_name(p) is None for p in files):
         return None
-    return sorted(files, key=lambda p: (_rank_of(p), p.name))
+    return sorted(files, key=lambda p: (rank_from_name(p), p.name))
 
 
 def rank_files(folder: Path) -> list[Path] | None:
@@ -446,8 +443,8 @@ def rank_files(folder: Path) -> list[Path] | None:
 
 def _not_one_run(folder: Path, found: list[Path]) -> TraceError:
     """What keeps `found` (two or more) from being one run's ranks, said of the files that do not fit."""
-    no_rank = [p.name for p in found if _rank_of(p) is None]
-    stems = sorted({conventions.split_rank(as_plain_name(p).stem)[0] for p in found if _rank_of(p) is not None})
+    no_rank = [p.name for p in found if rank_from_name(p) is None]
+    stems = sorted({conventions.split_rank(as_plain_name(p).stem)[0] for p in found if rank_from_name(p) is not None})
     why = (f"{', '.join(no_rank)}: no rank suffix" if no_rank
            else f"more than one run's name: {', '.join(s + '_rankN' for s in stems)}")
     return TraceError(f"{folder}: {len(found)} exports that are not the ranks of one run ({why}; one name but a rank "
@@ -479,7 +476,7 @@ def run_of(folder: Path, found: list[Path], per_host: bool = False) -> list[Path
         return list(found)
     files = one_run(found)
     if files is None:
-        if per_host and all(_rank_of(p) is None for p in found):
+        if per_host and all(rank_from_name(p) is None for p in found):
             return list(found)
         raise _not_one_run(folder, found)
     return files
@@ -490,7 +487,7 @@ def check_ranks(files: list[Path]) -> None:
     first and last: a replay of the ranks as one needs each rank's work once."""
     names: dict[int, list[str]] = {}
     for p in files:
-        names.setdefault(_rank_of(p) or 0, []).append(p.name)
+        names.setdefault(rank_from_name(p) or 0, []).append(p.name)
     twice = next(((r, n) for r, n in sorted(names.items()) if len(n) > 1), None)
     if twice is not None:
         raise TraceError(f"{' and '.join(twice[1])} are both rank {twice[0]}: keep one of them")
@@ -523,7 +520,7 @@ def load_rank_files(files: list[Path], folder: Path, progress=None) -> MergedRan
                 future.cancel()
             raise
     traces = [loaded[i] for i in range(len(files))]
-    return merge(traces, [session_start_utc_ns(t.path) for t in traces], [_rank_of(f) for f in files], folder)
+    return merge(traces, [session_start_utc_ns(t.path) for t in traces], [rank_from_name(f) for f in files], folder)
 
 
 def load_export(path: str | Path, progress=None, files: list[Path] | None = None) -> Trace:
