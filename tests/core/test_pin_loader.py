@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import SAMPLES
+from helpers.export_sql import sql_rows
 from helpers.step_sql import python_steps
 from helpers.xz_samples import plain
 
@@ -26,14 +26,6 @@ FOLDER = SAMPLES / "replay" / "loader_pin"
 BASE = FOLDER / "loader_w12.sqlite.xz"
 TWIN_CLOCK = FOLDER / "loader_w12_pin.steps.json"
 MIB = 1 << 20
-
-
-def _sql(path: Path, query: str, args: tuple = ()) -> list[tuple]:
-    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        return con.execute(query, args).fetchall()
-    finally:
-        con.close()
 
 
 def _steps_ns(side: Path) -> list[float]:
@@ -51,7 +43,7 @@ def _change_and_tolerance_ms() -> tuple[float, float]:
 
 
 def test_the_export_names_the_loaders_workers():
-    names = [n for (n,) in _sql(plain(BASE), "SELECT name FROM PROCESSES")]
+    names = [n for (n,) in sql_rows(plain(BASE), "SELECT name FROM PROCESSES")]
     assert pinned.loader_workers(load_trace(BASE)) == names.count("pt_data_worker") == 12
 
 
@@ -77,13 +69,13 @@ def test_the_pauses_taken_are_next_to_the_batch_copies():
     the gaps after the copies alone and both together (a gap before may be the thread resuming after
     another thread's work, which is no host work of its own)."""
     path = plain(BASE)
-    steps = _sql(path, """SELECT e.start, e.end, e.globalTid FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+    steps = sql_rows(path, """SELECT e.start, e.end, e.globalTid FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
                           WHERE coalesce(e.text, s.value) GLOB 'step_[0-9]*' AND e.eventType = 59 ORDER BY e.start""")
     tid = steps[0][2]
-    calls = _sql(path, """SELECT r.start, r.end, coalesce(m.bytes, 0), coalesce(m.srcKind, -1), coalesce(m.copyKind, -1)
+    calls = sql_rows(path, """SELECT r.start, r.end, coalesce(m.bytes, 0), coalesce(m.srcKind, -1), coalesce(m.copyKind, -1)
                           FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN CUPTI_ACTIVITY_KIND_MEMCPY m
                           ON m.correlationId = r.correlationId AND m.globalPid >> 24 = r.globalTid >> 24
-                          WHERE r.globalTid = ? ORDER BY r.start""", (tid,))
+                          WHERE r.globalTid = ? ORDER BY r.start""", tid)
     starts = np.array([c[0] for c in calls])
     # the gap before call i: its start less the previous call's end on the thread (the first: none)
     gaps = np.concatenate([[0], starts[1:] - np.array([c[1] for c in calls[:-1]])])
