@@ -1126,8 +1126,9 @@ def _pin_loader(g: Graph, sr: StepRanges, calls: np.ndarray, in_step: np.ndarray
     one waits for workers that do not keep up, and stays), leave the step: at the low end whole,
     centrally down to an ordinary pause (the loop's own Python around them stays); the high end
     keeps them, were they not the batch's.
-    Held out on torchvision's ResNet-50 after being read off ResNet-18's pairs (docs/whatif.md,
-    "Held out: a DataLoader's pin_memory"). -> (what it did, the assumption), '' each without workers."""
+    Read off torchvision's ResNet-18 pairs, held out on ResNet-50's and, after the two-pass cap, on
+    ResNet-34's (docs/whatif.md, "Held out: a DataLoader's pin_memory"). -> (what it did, the
+    assumption), '' each without workers."""
     workers = pinned.loader_workers(g.trace)
     if not workers or not len(calls):
         return "", ""
