@@ -1101,6 +1101,11 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
                 plan.block_after_ns[k] = ns
     after_ns = int(ed.mid.delta_ns[inner[in_step[inner]]].sum())
     n_steps = max(sr.n_steps, 1)
+    # PyTorch's blocking copy (`.to(device)`, non_blocking=False) synchronises its stream right after the
+    # copy call; a non_blocking one does not: that synchronise no longer waits
+    syncs = _syncs_after(g, calls[~is_d2h])
+    for plan in ed.plans:
+        _unblock(g, plan, syncs)
     loader = _pin_loader(g, sr, o_api[h2d[c.nbytes[h2d] >= pinned.PIN_MIN_BYTES]], in_step, ed)
     step_ops = ops[in_step[np.maximum(g.op_launch_pt[ops], 0)]]
     gpu_before = int(g.op_dur[step_ops].sum())
@@ -1112,8 +1117,27 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
         f"{enqueue_how}, its host staging out of the step ({(before_ns - after_ns) / n_steps / 1e6:,.2f} ms a step of "
         f"CPU time in those calls gone); the copies' GPU time from {gpu_before / n_steps / 1e6:,.2f} to "
         f"{gpu_after / n_steps / 1e6:,.2f} ms a step"
-        + ("; device-to-host calls still end after their copy (the CPU reads it)" if len(d2h) else "") + loader[0],
+        + ("; device-to-host calls still end after their copy (the CPU reads it)" if len(d2h) else "")
+        + (f"; the {len(syncs):,} stream synchronises right after a host-to-device copy (PyTorch's, after a blocking "
+           "copy) no longer wait" if syncs else "") + loader[0],
         "; ".join(says + ([loader[1]] if loader[1] else []))))
+
+
+def _syncs_after(g: Graph, calls: np.ndarray) -> list[int]:
+    """The blocking stream synchronises (graph.blocks' end points) that are the next CUDA call on the
+    same thread after each of `calls`, nothing between: what `tensor.to(device)` issues after its copy."""
+    api_names = g.trace.api["name"].to_numpy()
+    out = []
+    for c in calls.tolist():
+        nxt = int(g.call_end_pt[c]) + 1
+        ti = int(g.pt_thread[g.call_end_pt[c]])
+        if nxt >= g.thread_slices[ti][1] or g.pt_is_end[nxt]:
+            continue
+        call = int(g.pt_call[nxt])
+        end = int(g.call_end_pt[call])
+        if end in g.blocks and api_display_name(g.trace.api_names[api_names[call]]) == "cudaStreamSynchronize":
+            out.append(end)
+    return sorted(set(out))
 
 
 def _pin_loader(g: Graph, sr: StepRanges, calls: np.ndarray, in_step: np.ndarray, ed: Edited) -> tuple[str, str]:
