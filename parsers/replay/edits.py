@@ -1035,7 +1035,9 @@ def _pin(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
 
     - A host-to-device copy's call no longer waits: it returns after its enqueue cost (this
       capture's asynchronous copy calls, pinned.enqueue_ns), and what launches after it runs on at once;
-      its copy is ordered on its stream as before, so the kernels that read it still wait for it.
+      its copy is ordered on its stream as before, so the kernels that read it still wait for it. The
+      stream synchronise that is the next CUDA call after it on its thread (PyTorch's, after a blocking
+      `.to(device)`; a non_blocking copy issues none) no longer waits either.
     - Its copy on the GPU takes its bytes at a pinned copy's rate (pinned.rates: this capture's own
       pinned copies of the direction, else pinned.PINNED_GBPS, the answer's range), never longer than it
       took from pageable memory (a copy of a few bytes costs its latency, a microsecond or two, which
