@@ -98,7 +98,7 @@ class RanksScreen(TableScreen):
 
     def action_whatif(self) -> None:
         if self.view is not None and self.view.run.straggler is not None:
-            self.post_message(self.StragglerWhatIf(WhatIf("straggler", ("straggler",))))
+            self.post_message(self.StragglerWhatIf(WhatIf("", ("straggler",))))  # an edit asked for, not a finding
 
     def selected_rank(self):
         position = self.selected_position()
