@@ -151,10 +151,13 @@ def even_out(g: Graph, sr: StepRanges, pause_ns: int) -> Evened | None:
             threads[1] += 1
             matched = False
             alone = np.ones(len(mine), bool)
+            my_keys = _call_keys(g, names, mine)
             for i, theirs in partners:
-                a, b = _paired(_call_keys(g, names, mine), _call_keys(g, names, theirs), first=True)
+                a, b, run_start = _paired(my_keys, _call_keys(g, names, theirs))
                 alone[a] = False
-                a, b = _paired(_call_keys(g, names, mine), _call_keys(g, names, theirs))
+                # a point's stretch is the time since the one before it: a run's first pair is a call
+                # paired, not a stretch, unless the run opens the step
+                a, b = a[~run_start], b[~run_start]
                 ref_delta[i, mine[a]] = g.delta_ns[theirs[b]]
                 matched |= len(a) > 0
             threads[0] += matched
@@ -194,7 +197,7 @@ def even_out(g: Graph, sr: StepRanges, pause_ns: int) -> Evened | None:
             streams[1] += 1
             matched = False
             for i, theirs in partners:
-                a, b = _paired(op_keys[mine], op_keys[theirs], first=True)
+                a, b, _ = _paired(op_keys[mine], op_keys[theirs])
                 ref_dur[i, mine[a]] = g.op_dur[theirs[b]] / slow[theirs[b]] * slow[mine[a]]
                 matched |= len(a) > 0
             streams[0] += matched
@@ -247,19 +250,20 @@ def _evened(own: np.ndarray, ref: np.ndarray, mask: np.ndarray, group: np.ndarra
     return (evened, pace) if paced else evened
 
 
-def _paired(a: np.ndarray, b: np.ndarray, first: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of a and b paired by their runs of equal items (align.opcodes); a CPU point's stretch
-    is the time since the one before it, so a run's first pair counts only with `first`."""
+def _paired(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions of a and b paired by their runs of equal items (align.opcodes), and per pair whether
+    it opens a run that does not open `a` (its item's predecessor is not paired with b's)."""
     if len(a) == len(b) and np.array_equal(a, b):
-        return np.arange(len(a)), np.arange(len(b))
+        return np.arange(len(a)), np.arange(len(b)), np.zeros(len(a), bool)
     ia: list[int] = []
     ib: list[int] = []
+    opens: list[bool] = []
     for tag, i1, i2, j1, j2 in opcodes(a.tolist(), b.tolist(), max_d=MAX_EDITS):
         if tag == "equal":
-            skip = 0 if first or i1 == 0 else 1
-            ia.extend(range(i1 + skip, i2))
-            ib.extend(range(j1 + skip, j2))
-    return np.asarray(ia, np.int64), np.asarray(ib, np.int64)
+            ia.extend(range(i1, i2))
+            ib.extend(range(j1, j2))
+            opens.extend([i1 > 0] + [False] * (i2 - i1 - 1))
+    return np.asarray(ia, np.int64), np.asarray(ib, np.int64), np.asarray(opens, bool)
 
 
 def _points(g: Graph, t: int, span: tuple[int, int]) -> np.ndarray:
