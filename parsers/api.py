@@ -175,17 +175,16 @@ class Profile:
             ncu = self.ncu()
         from nsight_tui.parsers.read.rank_merge import load_export
 
-        from nsight_tui.parsers.replay.edits import ONE_RANK_HINT, OneRank
+        from nsight_tui.parsers.replay.edits import OneRank
 
         wanted = resolve_fixes(self.trace, list(edits), self.options.attribution, ncu)
         try:
             return predict(self.trace, wanted, load=load or load_export)
-        except OneRank as err:  # a folder of one rank's export: said of the folder, not as a file without ranks
+        except OneRank:  # a folder of one rank's export: said of the folder, not as a file without ranks
             if self.folder is None:
                 raise
-            raise OneRank(str(err).replace(ONE_RANK_HINT, f"(the folder holds one rank's export only, "
-                                           f"{self.path.name}: put every rank's export in it, NAME_rank0, NAME_rank1, "
-                                           "..., to replay them as one)")) from None
+            raise OneRank(f"the folder holds one rank's export only, {self.path.name}: put every rank's export in "
+                          "it, NAME_rank0, NAME_rank1, ..., to replay them as one") from None
 
     def ranks(self) -> RunRanks:
         """Per rank (process x GPU): step period, compute, communication and overlap (ns)."""

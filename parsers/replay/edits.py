@@ -99,12 +99,14 @@ class EditError(NsightError):
 
 
 class OneRank(EditError):
-    """`straggler` on a trace of one rank: no collective shared by two ranks. Its line ends with ONE_RANK_HINT,
-    what to give instead, which a caller that knows more (Profile.whatif: the trace came from a folder holding
-    one rank's export) says otherwise."""
+    """`straggler` on a trace of one rank: no collective shared by two ranks. `hint` says what to give
+    instead; a caller that knows more (Profile.whatif: the trace came from a folder holding one rank's
+    export) gives its own."""
 
+    HINT = "a folder of per-rank exports, or one export of several ranks"
 
-ONE_RANK_HINT = "(a folder of per-rank exports, or one export of several ranks)"
+    def __init__(self, hint: str = HINT):
+        super().__init__(f"no collective shared by two ranks in this trace: no straggler to even out ({hint})")
 
 
 @dataclass(frozen=True)
@@ -1531,7 +1533,7 @@ def _straggler(g: Graph, sr: StepRanges, e: Edit, ed: Edited) -> None:
     and at one end also at the others' pace (replay.straggler)."""
     ev = straggler.even_out(g, sr, LOOP_PAUSE_MIN_NS)
     if ev is None:
-        raise OneRank(f"no collective shared by two ranks in this trace: no straggler to even out {ONE_RANK_HINT}")
+        raise OneRank()
     matched = (f"matched step by step: {ev.threads[0]} of {ev.threads[1]} thread-steps, {ev.streams[0]} of "
                f"{ev.streams[1]} stream-steps")
     host, ops = ev.delta_ns != g.delta_ns, ev.op_dur != g.op_dur
