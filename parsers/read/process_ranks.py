@@ -93,5 +93,11 @@ def find_ranks(trace: Trace, file_rank: int | None = None) -> list[Rank]:
     return sorted(found, key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.pid, r.device))
 
 
+def rank_of(trace: Trace, pid: int, device: int | None = None) -> Rank | None:
+    """The process's Rank (on that GPU where given, else its first), None where it ran no GPU work."""
+    ranks = [r for r in find_ranks(trace) if r.pid == pid]
+    return next((r for r in ranks if r.device == device), ranks[0] if ranks else None)
+
+
 def rank_from_name(path: str | Path) -> int | None:
     return conventions.split_rank(as_plain_name(Path(path)).stem)[1]

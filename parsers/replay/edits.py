@@ -79,7 +79,7 @@ from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.kernels.families import FAMILY_KEYS, device_work_ops, name_families
 from nsight_tui.parsers.kernels.kernel_names import decode_gemm
 from nsight_tui.parsers.read.ids import MEMSET, api_display_name, pid_of
-from nsight_tui.parsers.read.process_ranks import find_ranks
+from nsight_tui.parsers.read.process_ranks import rank_of
 from nsight_tui.parsers.replay.align import opcodes
 from nsight_tui.parsers.replay import fused, pinned, straggler, stretches
 from nsight_tui.parsers.replay.cudagraph import graph_launch_calls, graph_timing, segment_ends
@@ -1586,8 +1586,7 @@ def _rank_words(g: Graph, pid: int) -> str:
     suffix, the capture's config mark, else process/GPU order), its process, pid and GPU beside:
     `rank 1 (python3, pid 846, GPU 1)`; `python3 (pid 846, GPU 1)` where no rank is found for it."""
     gpid, device = next((gp, d) for gp, d, _ in g.stream_keys if pid_of(np.int64(gp)) == pid)
-    ranks = find_ranks(g.trace)
-    rank = next((r for r in ranks if r.pid == pid and r.device == device), next((r for r in ranks if r.pid == pid), None))
+    rank = rank_of(g.trace, pid, device)
     name = rank.process if rank is not None and rank.process else g.trace.processes.get(int(gpid), (pid, ""))[1]
     detail = f"{name + ', ' if name else ''}pid {pid}, GPU {device}"
     return f"rank {rank.rank} ({detail})" if rank is not None and rank.rank is not None else detail

@@ -9,6 +9,7 @@ from nsight_tui.parsers.analyses.findings.result import Finding
 from nsight_tui.parsers.analyses.findings.thresholds import threshold
 from nsight_tui.parsers.exception import NsightError
 from nsight_tui.parsers.read.ids import pid_of
+from nsight_tui.parsers.read.process_ranks import rank_of
 from nsight_tui.parsers.replay import contention, straggler as replay_straggler
 from nsight_tui.parsers.replay.predict import graph_of
 
@@ -39,10 +40,7 @@ def straggler(c: StepContext) -> Finding | None:
     excess = replay_straggler.excess_ns_per_step(g, ev)  # the edit's measure too, against the same share
     if excess < threshold("comm_min_share") * c.step_ns:
         return None
-    from nsight_tui.parsers.analyses.ranks import find_ranks
-
-    ranks = {r.pid: r for r in find_ranks(c.trace)}
-    me = ranks.get(ev.pid)
+    me = rank_of(c.trace, ev.pid)
     who = f"rank {me.rank}" if me is not None and me.rank is not None else f"pid {ev.pid}"
     top = np.argsort(-host, kind="stable")[:10]
     top = top[host[top] > 0]
